@@ -1,0 +1,132 @@
+//! Types shared by NodePool and NodeClaim: requirements, taints, the node class reference
+//! and status conditions.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Operator of a node selector requirement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+pub enum Operator {
+    /// The label's value is one of `values`.
+    In,
+    /// The label's value is none of `values`, or the label is absent.
+    NotIn,
+    /// The label is present.
+    Exists,
+    /// The label is absent.
+    DoesNotExist,
+    /// The label's integer value is greater than the single value.
+    Gt,
+    /// The label's integer value is less than the single value.
+    Lt,
+    /// The label's integer value is greater than or equal to the single value.
+    Gte,
+    /// The label's integer value is less than or equal to the single value.
+    Lte,
+}
+
+impl Operator {
+    /// Whether the operator compares integers (`Gt`, `Lt`, `Gte`, `Lte`).
+    pub fn is_numeric(self) -> bool {
+        matches!(self, Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte)
+    }
+}
+
+/// A node selector requirement with Karpenter's `minValues` flexibility floor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeSelectorRequirementWithMinValues {
+    /// The label key the requirement applies to.
+    #[schemars(length(max = 316))]
+    pub key: String,
+    /// How the label relates to `values`.
+    pub operator: Operator,
+    /// The values; their meaning depends on the operator.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
+    pub values: Vec<String>,
+    /// The least number of distinct values of this key the launch choice must keep open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 50))]
+    pub min_values: Option<i32>,
+}
+
+/// Effect of a taint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+pub enum TaintEffect {
+    /// Pods that do not tolerate the taint are not scheduled.
+    NoSchedule,
+    /// The scheduler avoids the node for pods that do not tolerate the taint.
+    PreferNoSchedule,
+    /// Pods that do not tolerate the taint are not scheduled and are evicted.
+    NoExecute,
+}
+
+/// A node taint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Taint {
+    /// The taint key.
+    #[schemars(length(min = 1))]
+    pub key: String,
+    /// The taint value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// What happens to pods that do not tolerate the taint.
+    pub effect: TaintEffect,
+    /// When the taint was added (only for NoExecute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_added: Option<String>,
+}
+
+impl std::fmt::Display for Taint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.value {
+            Some(v) if !v.is_empty() => write!(f, "{}={}:{:?}", self.key, v, self.effect),
+            _ => write!(f, "{}:{:?}", self.key, self.effect),
+        }
+    }
+}
+
+/// Reference from a NodePool or NodeClaim to its cloud-specific node class.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeClassReference {
+    /// API group of the node class (`karpenter.k8s.aws`).
+    #[schemars(length(min = 1))]
+    pub group: String,
+    /// Kind of the node class (`EC2NodeClass`).
+    #[schemars(length(min = 1))]
+    pub kind: String,
+    /// Name of the node class.
+    #[schemars(length(min = 1))]
+    pub name: String,
+}
+
+/// A status condition in the shape of metav1.Condition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Condition type (`Ready`, `Launched`, `Drifted`, …).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Machine-readable reason in CamelCase.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Human-readable detail.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// RFC 3339 time of the last status change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+    /// Generation the condition was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// A resource list: resource name to quantity.
+pub type ResourceList = BTreeMap<String, crate::Quantity>;

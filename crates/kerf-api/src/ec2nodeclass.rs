@@ -1,0 +1,496 @@
+//! EC2NodeClass (karpenter.k8s.aws/v1): how instances are launched on AWS — image, network,
+//! IAM, storage, metadata service and kubelet settings.
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{Condition, NodeSelectorRequirementWithMinValues};
+use crate::Quantity;
+
+/// Desired state of an EC2NodeClass.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "karpenter.k8s.aws",
+    version = "v1",
+    kind = "EC2NodeClass",
+    doc = "EC2NodeClass is the AWS-specific launch configuration NodePools refer to.",
+    plural = "ec2nodeclasses",
+    shortname = "ec2nc",
+    shortname = "ec2ncs",
+    category = "karpenter",
+    status = "EC2NodeClassStatus",
+    printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name": "Role", "type": "string", "jsonPath": ".spec.role", "priority": 1}"#
+)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.role) != has(self.instanceProfile)", "message": "must specify exactly one of ['role', 'instanceProfile']"},
+    {"rule": "has(self.amiFamily) || self.amiSelectorTerms.exists(x, has(x.alias))", "message": "amiFamily is required when amiSelectorTerms does not specify an alias"}
+]))]
+pub struct EC2NodeClassSpec {
+    /// Selects the subnets instances launch into.
+    #[schemars(length(min = 1, max = 30))]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self.all(x, has(x.tags) || has(x.id))", "message": "expected at least one, got none, ['tags', 'id']"},
+        {"rule": "!self.exists(x, has(x.id) && has(x.tags))", "message": "'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term"}
+    ]))]
+    pub subnet_selector_terms: Vec<SubnetSelectorTerm>,
+    /// Selects the security groups instances get.
+    #[schemars(length(min = 1, max = 30))]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self.all(x, has(x.tags) || has(x.id) || has(x.name))", "message": "expected at least one, got none, ['tags', 'id', 'name']"},
+        {"rule": "!self.exists(x, has(x.id) && (has(x.tags) || has(x.name)))", "message": "'id' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term"},
+        {"rule": "!self.exists(x, has(x.name) && (has(x.tags) || has(x.id)))", "message": "'name' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term"}
+    ]))]
+    pub security_group_selector_terms: Vec<SecurityGroupSelectorTerm>,
+    /// Selects capacity reservations instances may launch into.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 30))]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self.all(x, has(x.tags) || has(x.id))", "message": "expected at least one, got none, ['tags', 'id']"},
+        {"rule": "!self.exists(x, has(x.id) && (has(x.tags) || has(x.ownerID)))", "message": "'id' is mutually exclusive, cannot be set with a combination of other fields in a capacity reservation selector term"}
+    ]))]
+    pub capacity_reservation_selector_terms: Vec<CapacityReservationSelectorTerm>,
+    /// Whether instances get a public IPv4 address.
+    #[serde(default, rename = "associatePublicIPAddress", skip_serializing_if = "Option::is_none")]
+    pub associate_public_ip_address: Option<bool>,
+    /// Selects the AMIs instances boot from.
+    #[schemars(length(min = 1, max = 30))]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self.all(x, has(x.tags) || has(x.id) || has(x.name) || has(x.alias) || has(x.ssmParameter))", "message": "expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']"},
+        {"rule": "!self.exists(x, has(x.id) && (has(x.alias) || has(x.tags) || has(x.name) || has(x.owner)))", "message": "'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms"},
+        {"rule": "!self.exists(x, has(x.alias) && (has(x.id) || has(x.tags) || has(x.name) || has(x.owner)))", "message": "'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms"},
+        {"rule": "!(self.exists(x, has(x.alias)) && self.size() != 1)", "message": "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms"}
+    ]))]
+    pub ami_selector_terms: Vec<AmiSelectorTerm>,
+    /// Bootstrap format of the AMIs; implied by an alias.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ami_family: Option<AmiFamily>,
+    /// User data merged with (or, for Custom, used instead of) Karpenter's bootstrap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data: Option<String>,
+    /// IAM role for the instance profile Karpenter manages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// An existing instance profile, instead of `role`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_profile: Option<String>,
+    /// Tags put on instances, volumes and launch templates.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self.all(k, k != '')", "message": "empty tag keys aren't supported"},
+        {"rule": "self.all(k, !k.startsWith('kubernetes.io/cluster'))", "message": "tag contains a restricted tag matching kubernetes.io/cluster/"},
+        {"rule": "self.all(k, k != 'karpenter.sh/nodepool')", "message": "tag contains a restricted tag matching karpenter.sh/nodepool"},
+        {"rule": "self.all(k, k != 'karpenter.sh/nodeclaim')", "message": "tag contains a restricted tag matching karpenter.sh/nodeclaim"},
+        {"rule": "self.all(k, k != 'karpenter.k8s.aws/ec2nodeclass')", "message": "tag contains a restricted tag matching karpenter.k8s.aws/ec2nodeclass"},
+        {"rule": "self.all(k, k != 'eks:eks-cluster-name')", "message": "tag contains a restricted tag matching eks:eks-cluster-name"}
+    ]))]
+    pub tags: BTreeMap<String, String>,
+    /// Kubelet settings; they also change the capacity Karpenter computes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<KubeletConfiguration>,
+    /// EBS volumes attached at launch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 50))]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self.filter(x, has(x.rootVolume) ? x.rootVolume == true : false).size() <= 1", "message": "must have only one blockDeviceMappings with rootVolume"}
+    ]))]
+    pub block_device_mappings: Vec<BlockDeviceMapping>,
+    /// How local instance store volumes are used (`RAID0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_store_policy: Option<InstanceStorePolicy>,
+    /// Whether detailed CloudWatch monitoring is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detailed_monitoring: Option<bool>,
+    /// Instance metadata service settings.
+    #[serde(default = "default_metadata_options")]
+    #[schemars(default = "default_metadata_options")]
+    pub metadata_options: MetadataOptions,
+    /// Outpost or Wavelength context passed to CreateFleet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+}
+
+/// A subnet selector: by tags or by id.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubnetSelectorTerm {
+    /// Tags the subnet carries; `*` matches any value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = crate::validation::tag_selector_rules()))]
+    pub tags: Option<BTreeMap<String, String>>,
+    /// Subnet id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = "^subnet-[0-9a-z]+$"))]
+    pub id: Option<String>,
+}
+
+/// A security group selector: by tags, id or name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecurityGroupSelectorTerm {
+    /// Tags the group carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = crate::validation::tag_selector_rules()))]
+    pub tags: Option<BTreeMap<String, String>>,
+    /// Security group id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = "^sg-[0-9a-z]+$"))]
+    pub id: Option<String>,
+    /// Security group name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// A capacity reservation selector: by tags (and owner) or by id.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CapacityReservationSelectorTerm {
+    /// Tags the reservation carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = crate::validation::tag_selector_rules()))]
+    pub tags: Option<BTreeMap<String, String>>,
+    /// Reservation id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = "^cr-[0-9a-z]+$"))]
+    pub id: Option<String>,
+    /// Account that owns the reservation.
+    #[serde(default, rename = "ownerID", skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = "^[0-9]{12}$"))]
+    pub owner_id: Option<String>,
+}
+
+/// An AMI selector: an alias (`al2023@v20240807`), or id, or name/owner/tags, or an SSM parameter.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AmiSelectorTerm {
+    /// `family@version`, the EKS-optimized AMI of that family and release (`latest` follows new releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 30))]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self.matches('^[a-zA-Z0-9]+@.+$')", "message": "'alias' is improperly formatted, must match the format 'family@version'"},
+        {"rule": "self.split('@')[0] in ['al2','al2023','bottlerocket','windows2019','windows2022']", "message": "family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022'"},
+        {"rule": "self.split('@')[0] in ['windows2019','windows2022'] ? self.split('@')[1] == 'latest' : true", "message": "windows families may only specify version 'latest'"}
+    ]))]
+    pub alias: Option<String>,
+    /// Tags the AMI carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = crate::validation::tag_selector_rules()))]
+    pub tags: Option<BTreeMap<String, String>>,
+    /// AMI id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = "^ami-[0-9a-z]+$"))]
+    pub id: Option<String>,
+    /// AMI name; `*` is a wildcard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// AMI owner: an account id, `self` or `amazon`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// SSM parameter holding an AMI id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssm_parameter: Option<String>,
+}
+
+/// AMI families Karpenter knows how to bootstrap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum AmiFamily {
+    /// Amazon Linux 2.
+    AL2,
+    /// Amazon Linux 2023.
+    AL2023,
+    /// Bottlerocket.
+    Bottlerocket,
+    /// User-provided bootstrap.
+    Custom,
+    /// Windows Server 2019.
+    Windows2019,
+    /// Windows Server 2022.
+    Windows2022,
+}
+
+impl AmiFamily {
+    /// The family an alias prefix (`al2023`) names.
+    pub fn from_alias(prefix: &str) -> Option<AmiFamily> {
+        Some(match prefix {
+            "al2" => AmiFamily::AL2,
+            "al2023" => AmiFamily::AL2023,
+            "bottlerocket" => AmiFamily::Bottlerocket,
+            "windows2019" => AmiFamily::Windows2019,
+            "windows2022" => AmiFamily::Windows2022,
+            _ => return None,
+        })
+    }
+}
+
+/// Kubelet settings of the released v1 API.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.imageGCHighThresholdPercent) && has(self.imageGCLowThresholdPercent) ? self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent : true", "message": "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"},
+    {"rule": "has(self.evictionSoft) ? self.evictionSoft.all(e, (e in self.evictionSoftGracePeriod)) : true", "message": "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod"},
+    {"rule": "has(self.evictionSoftGracePeriod) ? self.evictionSoftGracePeriod.all(e, (e in self.evictionSoft)) : true", "message": "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft"}
+]))]
+pub struct KubeletConfiguration {
+    /// DNS server IPs for pods.
+    #[serde(default, rename = "clusterDNS", skip_serializing_if = "Vec::is_empty")]
+    pub cluster_dns: Vec<String>,
+    /// Most pods the node runs; overrides the ENI-derived limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_pods: Option<i32>,
+    /// Most pods per vCPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub pods_per_core: Option<i32>,
+    /// Resources reserved for the OS.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self.all(x, x=='cpu' || x=='memory' || x=='ephemeral-storage' || x=='pid')", "message": "valid keys for systemReserved are ['cpu','memory','ephemeral-storage','pid']"}
+    ]))]
+    pub system_reserved: BTreeMap<String, String>,
+    /// Resources reserved for Kubernetes daemons.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self.all(x, x=='cpu' || x=='memory' || x=='ephemeral-storage' || x=='pid')", "message": "valid keys for kubeReserved are ['cpu','memory','ephemeral-storage','pid']"}
+    ]))]
+    pub kube_reserved: BTreeMap<String, String>,
+    /// Hard eviction thresholds (`memory.available: 100Mi`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("x-kubernetes-validations" = crate::validation::eviction_signal_rules()))]
+    pub eviction_hard: BTreeMap<String, String>,
+    /// Soft eviction thresholds.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("x-kubernetes-validations" = crate::validation::eviction_signal_rules()))]
+    pub eviction_soft: BTreeMap<String, String>,
+    /// Grace periods of the soft thresholds.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("x-kubernetes-validations" = crate::validation::eviction_signal_rules()))]
+    pub eviction_soft_grace_period: BTreeMap<String, String>,
+    /// Longest grace period (seconds) given to pods evicted on a soft threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_max_pod_grace_period: Option<i32>,
+    /// Disk usage at which image garbage collection always runs.
+    #[serde(default, rename = "imageGCHighThresholdPercent", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub image_gc_high_threshold_percent: Option<i32>,
+    /// Disk usage image garbage collection frees down to.
+    #[serde(default, rename = "imageGCLowThresholdPercent", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub image_gc_low_threshold_percent: Option<i32>,
+    /// Whether CPU limits are enforced with CFS quota.
+    #[serde(default, rename = "cpuCFSQuota", skip_serializing_if = "Option::is_none")]
+    pub cpu_cfs_quota: Option<bool>,
+}
+
+/// The kubelet's eviction signals.
+pub const EVICTION_SIGNALS: &[&str] = &[
+    "memory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "pid.available",
+];
+
+/// An EBS volume attached at launch.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlockDeviceMapping {
+    /// Device name (`/dev/xvda`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_name: Option<String>,
+    /// The EBS volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ebs: Option<BlockDevice>,
+    /// Whether this is the root volume (its size counts as the node's ephemeral storage).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub root_volume: bool,
+}
+
+/// EBS volume settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.snapshotID) || has(self.volumeSize)", "message": "snapshotID or volumeSize must be defined"}
+]))]
+pub struct BlockDevice {
+    /// Whether the volume is deleted with the instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_on_termination: Option<bool>,
+    /// Whether the volume is encrypted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted: Option<bool>,
+    /// Provisioned IOPS (io1, io2, gp3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iops: Option<i64>,
+    /// KMS key for encryption.
+    #[serde(default, rename = "kmsKeyID", skip_serializing_if = "Option::is_none")]
+    pub kms_key_id: Option<String>,
+    /// Snapshot to create the volume from.
+    #[serde(default, rename = "snapshotID", skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
+    /// Throughput in MiB/s (gp3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<i64>,
+    /// Size (`100Gi`), at most 64T.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = "^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G|([1-9]||[1-5][0-7]|58)Ti|([1-9]||[1-5][0-9]|6[0-3]|64)T)$"))]
+    pub volume_size: Option<String>,
+    /// Volume type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_type: Option<VolumeType>,
+    /// Initialization rate in MiB/s when restoring from a snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 100, max = 300))]
+    pub volume_initialization_rate: Option<i32>,
+}
+
+impl BlockDevice {
+    /// The volume size as a quantity, when it is set and well formed.
+    pub fn size(&self) -> Option<Quantity> {
+        self.volume_size.as_deref().and_then(|s| Quantity::parse(s).ok())
+    }
+}
+
+/// EBS volume types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VolumeType {
+    /// Magnetic.
+    Standard,
+    /// Provisioned IOPS SSD.
+    Io1,
+    /// Provisioned IOPS SSD, newer.
+    Io2,
+    /// General purpose SSD.
+    Gp2,
+    /// Cold HDD.
+    Sc1,
+    /// Throughput-optimized HDD.
+    St1,
+    /// General purpose SSD, newer.
+    Gp3,
+}
+
+/// Use of instance store volumes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum InstanceStorePolicy {
+    /// Stripe all instance store volumes into one and use it for ephemeral storage.
+    RAID0,
+}
+
+/// Instance metadata service settings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MetadataOptions {
+    /// Whether IMDS is reachable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_endpoint: Option<EnabledDisabled>,
+    /// Whether IMDS is reachable over IPv6.
+    #[serde(default, rename = "httpProtocolIPv6", skip_serializing_if = "Option::is_none")]
+    pub http_protocol_ipv6: Option<EnabledDisabled>,
+    /// Hop limit of IMDS responses (1–64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub http_put_response_hop_limit: Option<i64>,
+    /// Whether IMDSv2 tokens are required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_tokens: Option<HttpTokens>,
+}
+
+/// Karpenter's metadata defaults: IMDS on, IPv6 off, hop limit 1, tokens required.
+fn default_metadata_options() -> MetadataOptions {
+    MetadataOptions {
+        http_endpoint: Some(EnabledDisabled::Enabled),
+        http_protocol_ipv6: Some(EnabledDisabled::Disabled),
+        http_put_response_hop_limit: Some(1),
+        http_tokens: Some(HttpTokens::Required),
+    }
+}
+
+/// `enabled` or `disabled`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EnabledDisabled {
+    /// On.
+    Enabled,
+    /// Off.
+    Disabled,
+}
+
+/// IMDSv2 token mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum HttpTokens {
+    /// Tokens required (IMDSv2 only).
+    Required,
+    /// Tokens optional (IMDSv1 allowed).
+    Optional,
+}
+
+/// Observed state of an EC2NodeClass.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EC2NodeClassStatus {
+    /// Resolved subnets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subnets: Vec<SubnetStatus>,
+    /// Resolved security groups.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_groups: Vec<SecurityGroupStatus>,
+    /// Resolved AMIs with the requirements under which each is used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub amis: Vec<AmiStatus>,
+    /// Instance profile in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_profile: Option<String>,
+    /// Conditions (`Ready`, `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady`, `InstanceProfileReady`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// A resolved subnet.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubnetStatus {
+    /// Subnet id.
+    pub id: String,
+    /// Availability zone name.
+    pub zone: String,
+    /// Availability zone id.
+    #[serde(default, rename = "zoneID", skip_serializing_if = "Option::is_none")]
+    pub zone_id: Option<String>,
+}
+
+/// A resolved security group.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecurityGroupStatus {
+    /// Group id.
+    pub id: String,
+    /// Group name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// A resolved AMI.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AmiStatus {
+    /// AMI id.
+    pub id: String,
+    /// AMI name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Instance types this AMI serves (architecture, GPU or not).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+    /// Set when the AMI is deprecated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deprecated: Option<bool>,
+}

@@ -1,0 +1,212 @@
+//! Well-known label, annotation, taint and finalizer names.
+//!
+//! These strings are the contract between Kerf, Karpenter users' manifests, kube-scheduler
+//! and the nodes themselves; every other crate names them through these constants.
+
+/// Group of the NodePool and NodeClaim kinds.
+pub const KARPENTER_GROUP: &str = "karpenter.sh";
+/// Group of the EC2NodeClass kind.
+pub const AWS_GROUP: &str = "karpenter.k8s.aws";
+
+/// Label on every node and NodeClaim naming the NodePool that owns it.
+pub const NODEPOOL: &str = "karpenter.sh/nodepool";
+/// Label holding `spot`, `on-demand` or `reserved`.
+pub const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
+/// Label set to "true" once the node has registered with the cluster.
+pub const REGISTERED: &str = "karpenter.sh/registered";
+/// Label set to "true" once the node is initialized (ready, startup taints gone, resources registered).
+pub const INITIALIZED: &str = "karpenter.sh/initialized";
+/// Annotation on pods or nodes that blocks voluntary disruption.
+pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// Annotation holding the hash of the NodePool template a NodeClaim was made from (drift).
+pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
+/// Annotation holding the version of the NodePool hash algorithm.
+pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
+/// Annotation holding the hash of the EC2NodeClass a NodeClaim was launched from (drift).
+pub const EC2NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
+/// Taint key put on nodes that are being disrupted, so no new pods land on them.
+pub const DISRUPTED_TAINT_KEY: &str = "karpenter.sh/disrupted";
+/// Taint key put on nodes until they register, so nothing schedules too early.
+pub const UNREGISTERED_TAINT_KEY: &str = "karpenter.sh/unregistered";
+/// Finalizer that holds a NodeClaim or Node until it is drained and its instance is gone.
+pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
+
+/// Instance type of a node.
+pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
+/// Availability zone of a node.
+pub const ZONE: &str = "topology.kubernetes.io/zone";
+/// Region of a node.
+pub const REGION: &str = "topology.kubernetes.io/region";
+/// Hostname of a node; the per-node topology domain.
+pub const HOSTNAME: &str = "kubernetes.io/hostname";
+/// CPU architecture: `amd64` or `arm64`.
+pub const ARCH: &str = "kubernetes.io/arch";
+/// Operating system: `linux` or `windows`.
+pub const OS: &str = "kubernetes.io/os";
+/// Windows build of a Windows node.
+pub const WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
+
+/// Capacity type value for spot instances.
+pub const CAPACITY_TYPE_SPOT: &str = "spot";
+/// Capacity type value for on-demand instances.
+pub const CAPACITY_TYPE_ON_DEMAND: &str = "on-demand";
+/// Capacity type value for capacity reservations.
+pub const CAPACITY_TYPE_RESERVED: &str = "reserved";
+
+/// `c`, `m`, `r`, `g`, … : the letters of the family before the generation digit.
+pub const INSTANCE_CATEGORY: &str = "karpenter.k8s.aws/instance-category";
+/// `m5`, `c6g`, … : the part of the name before the dot.
+pub const INSTANCE_FAMILY: &str = "karpenter.k8s.aws/instance-family";
+/// The generation digit(s): `5` for m5.
+pub const INSTANCE_GENERATION: &str = "karpenter.k8s.aws/instance-generation";
+/// The part of the name after the dot: `large`, `2xlarge`, `metal`.
+pub const INSTANCE_SIZE: &str = "karpenter.k8s.aws/instance-size";
+/// Number of vCPUs.
+pub const INSTANCE_CPU: &str = "karpenter.k8s.aws/instance-cpu";
+/// CPU manufacturer: `intel`, `amd`, `aws`.
+pub const INSTANCE_CPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-cpu-manufacturer";
+/// Sustained clock speed in MHz.
+pub const INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ: &str =
+    "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz";
+/// Memory in MiB.
+pub const INSTANCE_MEMORY: &str = "karpenter.k8s.aws/instance-memory";
+/// Hypervisor: `nitro`, `xen`, or empty for bare metal.
+pub const INSTANCE_HYPERVISOR: &str = "karpenter.k8s.aws/instance-hypervisor";
+/// Whether the instance encrypts traffic in transit.
+pub const INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED: &str =
+    "karpenter.k8s.aws/instance-encryption-in-transit-supported";
+/// Baseline network bandwidth in Mbps.
+pub const INSTANCE_NETWORK_BANDWIDTH: &str = "karpenter.k8s.aws/instance-network-bandwidth";
+/// Maximum EBS bandwidth in Mbps.
+pub const INSTANCE_EBS_BANDWIDTH: &str = "karpenter.k8s.aws/instance-ebs-bandwidth";
+/// Local NVMe storage in GB.
+pub const INSTANCE_LOCAL_NVME: &str = "karpenter.k8s.aws/instance-local-nvme";
+/// GPU name, kebab case: `a10g`, `t4`.
+pub const INSTANCE_GPU_NAME: &str = "karpenter.k8s.aws/instance-gpu-name";
+/// GPU manufacturer: `nvidia`, `amd`.
+pub const INSTANCE_GPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
+/// Number of GPUs.
+pub const INSTANCE_GPU_COUNT: &str = "karpenter.k8s.aws/instance-gpu-count";
+/// Memory of one GPU in MiB.
+pub const INSTANCE_GPU_MEMORY: &str = "karpenter.k8s.aws/instance-gpu-memory";
+/// Accelerator name (Inferentia, Trainium).
+pub const INSTANCE_ACCELERATOR_NAME: &str = "karpenter.k8s.aws/instance-accelerator-name";
+/// Accelerator manufacturer.
+pub const INSTANCE_ACCELERATOR_MANUFACTURER: &str =
+    "karpenter.k8s.aws/instance-accelerator-manufacturer";
+/// Number of accelerator devices.
+pub const INSTANCE_ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
+
+/// Extended resource of NVIDIA GPUs.
+pub const RESOURCE_NVIDIA_GPU: &str = "nvidia.com/gpu";
+/// Extended resource of AMD GPUs.
+pub const RESOURCE_AMD_GPU: &str = "amd.com/gpu";
+/// Extended resource of Habana Gaudi accelerators.
+pub const RESOURCE_HABANA_GAUDI: &str = "habana.ai/gaudi";
+/// Extended resource of AWS Neuron devices (Inferentia, Trainium).
+pub const RESOURCE_AWS_NEURON: &str = "aws.amazon.com/neuron";
+/// Extended resource of AWS Neuron cores.
+pub const RESOURCE_AWS_NEURON_CORE: &str = "aws.amazon.com/neuroncore";
+
+/// Labels Karpenter treats as well known: a pod may require them without a NodePool
+/// defining them, because the cloud provider fills them in from the instance type.
+pub const WELL_KNOWN_LABELS: &[&str] = &[
+    NODEPOOL,
+    CAPACITY_TYPE,
+    INSTANCE_TYPE,
+    ZONE,
+    REGION,
+    HOSTNAME,
+    ARCH,
+    OS,
+    WINDOWS_BUILD,
+    INSTANCE_CATEGORY,
+    INSTANCE_FAMILY,
+    INSTANCE_GENERATION,
+    INSTANCE_SIZE,
+    INSTANCE_CPU,
+    INSTANCE_CPU_MANUFACTURER,
+    INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+    INSTANCE_MEMORY,
+    INSTANCE_HYPERVISOR,
+    INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED,
+    INSTANCE_NETWORK_BANDWIDTH,
+    INSTANCE_EBS_BANDWIDTH,
+    INSTANCE_LOCAL_NVME,
+    INSTANCE_GPU_NAME,
+    INSTANCE_GPU_MANUFACTURER,
+    INSTANCE_GPU_COUNT,
+    INSTANCE_GPU_MEMORY,
+    INSTANCE_ACCELERATOR_NAME,
+    INSTANCE_ACCELERATOR_MANUFACTURER,
+    INSTANCE_ACCELERATOR_COUNT,
+    "beta.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+];
+
+/// Label keys from restricted domains that a NodePool may still use in requirements.
+pub(crate) const ALLOWED_RESTRICTED_KEYS: &[&str] = &[
+    CAPACITY_TYPE,
+    INSTANCE_TYPE,
+    ZONE,
+    REGION,
+    ARCH,
+    OS,
+    WINDOWS_BUILD,
+    "beta.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+];
+
+/// Why a label key may not appear in a NodePool's labels or requirements, if it may not.
+///
+/// Karpenter reserves the `kubernetes.io`, `k8s.io`, `karpenter.sh` and `karpenter.k8s.aws`
+/// domains for labels it or the kubelet sets, except the well-known keys users select on
+/// and the `node.kubernetes.io` / `node-restriction.kubernetes.io` subdomains.
+pub fn restricted_label_reason(key: &str) -> Option<String> {
+    if key == NODEPOOL || key == HOSTNAME {
+        return Some(format!("label {key:?} is restricted"));
+    }
+    if ALLOWED_RESTRICTED_KEYS.contains(&key)
+        || (key.starts_with("karpenter.k8s.aws/") && WELL_KNOWN_LABELS.contains(&key))
+    {
+        return None;
+    }
+    let domain = key.split_once('/').map(|(d, _)| d).unwrap_or("");
+    let free = |suffix: &str| domain == suffix || domain.ends_with(&format!(".{suffix}"));
+    if free("node.kubernetes.io") || free("node-restriction.kubernetes.io") {
+        return None;
+    }
+    for restricted in ["kubernetes.io", "k8s.io", KARPENTER_GROUP, AWS_GROUP] {
+        if free(restricted) {
+            return Some(format!("label domain {restricted:?} is restricted"));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restricted_domains() {
+        assert!(restricted_label_reason("kubernetes.io/hostname").is_some());
+        assert!(restricted_label_reason("karpenter.sh/nodepool").is_some());
+        assert!(restricted_label_reason("karpenter.sh/custom").is_some());
+        assert!(restricted_label_reason("example.k8s.io/x").is_some());
+        assert!(restricted_label_reason("karpenter.k8s.aws/custom").is_some());
+        assert!(restricted_label_reason("karpenter.k8s.aws/instance-family").is_none());
+        assert!(restricted_label_reason("karpenter.sh/capacity-type").is_none());
+        assert!(restricted_label_reason("node.kubernetes.io/instance-type").is_none());
+        assert!(restricted_label_reason("x.node.kubernetes.io/anything").is_none());
+        assert!(restricted_label_reason("topology.kubernetes.io/zone").is_none());
+        assert!(restricted_label_reason("workload").is_none());
+        assert!(restricted_label_reason("billing-team").is_none());
+    }
+}

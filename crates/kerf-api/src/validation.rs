@@ -1,0 +1,609 @@
+//! Validation of NodePools, NodeClaims and EC2NodeClasses, with field paths.
+//!
+//! The same rules live in two places that must agree: here, in Rust, returning every
+//! problem at once; and in the generated CRDs, as OpenAPI constraints plus
+//! `x-kubernetes-validations` CEL rules (the functions at the bottom of this module), so a
+//! cluster rejects what `kerf validate` rejects. The tests check both against one set of
+//! fixtures.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::{Value, json};
+
+use crate::common::{NodeSelectorRequirementWithMinValues, Operator, Taint};
+use crate::cron::CronSchedule;
+use crate::ec2nodeclass::{AmiFamily, EC2NodeClass, EC2NodeClassSpec, EVICTION_SIGNALS, KubeletConfiguration};
+use crate::labels::restricted_label_reason;
+use crate::nodeclaim::NodeClaim;
+use crate::nodepool::NodePool;
+
+/// One problem with a manifest: where it is and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Problem {
+    /// Field path from the document root, e.g. `spec.disruption.budgets[0].nodes`.
+    pub path: String,
+    /// What rule the value breaks, and how to fix it where that is known.
+    pub message: String,
+}
+
+impl Problem {
+    /// A problem at `path`.
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Problem {
+        Problem {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// A resource that can check itself.
+pub trait Validate {
+    /// Every problem with the resource; empty when it is valid.
+    fn validate(&self) -> Vec<Problem>;
+}
+
+static QUALIFIED_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+        .expect("static regex")
+});
+static LABEL_VALUE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$").expect("static regex")
+});
+static DNS_SUBDOMAIN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$").expect("static regex")
+});
+static BUDGET_NODES: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^((100|[0-9]{1,2})%|[0-9]+)$").expect("static regex"));
+static BUDGET_DURATION: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$").expect("static regex"));
+static VOLUME_SIZE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G|([1-9]||[1-5][0-7]|58)Ti|([1-9]||[1-5][0-9]|6[0-3]|64)T)$")
+        .expect("static regex")
+});
+
+/// Checks a label or taint key: a qualified name of at most 316 characters (63 after the prefix).
+fn check_key(path: &str, key: &str, problems: &mut Vec<Problem>) {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    if key.len() > 316 || name.len() > 63 || !QUALIFIED_NAME.is_match(key) {
+        problems.push(Problem::new(
+            path,
+            format!("{key:?} is not a valid label key (a DNS prefix and '/', then at most 63 alphanumerics, '-', '_' or '.')"),
+        ));
+    }
+}
+
+fn check_label_value(path: &str, value: &str, problems: &mut Vec<Problem>) {
+    if value.len() > 63 || !LABEL_VALUE.is_match(value) {
+        problems.push(Problem::new(
+            path,
+            format!("{value:?} is not a valid label value (at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric)"),
+        ));
+    }
+}
+
+fn check_name(path: &str, name: Option<&str>, problems: &mut Vec<Problem>) {
+    match name {
+        None | Some("") => problems.push(Problem::new(path, "is required")),
+        Some(n) if n.len() > 253 || !DNS_SUBDOMAIN.is_match(n) => problems.push(Problem::new(
+            path,
+            format!("{n:?} must be a lowercase DNS subdomain (a-z, 0-9, '-', '.')"),
+        )),
+        Some(_) => {}
+    }
+}
+
+/// Rules every requirement list obeys (NodePools and NodeClaims alike).
+fn check_requirements(
+    path: &str,
+    requirements: &[NodeSelectorRequirementWithMinValues],
+    restrict_keys: bool,
+    problems: &mut Vec<Problem>,
+) {
+    for (i, r) in requirements.iter().enumerate() {
+        let at = format!("{path}[{i}]");
+        check_key(&format!("{at}.key"), &r.key, problems);
+        if restrict_keys && let Some(reason) = restricted_label_reason(&r.key) {
+            problems.push(Problem::new(format!("{at}.key"), reason));
+        }
+        match r.operator {
+            Operator::In if r.values.is_empty() => problems.push(Problem::new(
+                format!("{at}.values"),
+                "requirements with operator 'In' must have a value defined",
+            )),
+            op if op.is_numeric() => {
+                let single_int = r.values.len() == 1 && r.values[0].parse::<u64>().is_ok();
+                if !single_int {
+                    problems.push(Problem::new(
+                        format!("{at}.values"),
+                        format!("requirements with operator '{op:?}' must have a single non-negative integer value"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+        if r.values.len() > 100 {
+            problems.push(Problem::new(format!("{at}.values"), "must have at most 100 items"));
+        }
+        if !r.operator.is_numeric() {
+            for (j, v) in r.values.iter().enumerate() {
+                check_label_value(&format!("{at}.values[{j}]"), v, problems);
+            }
+        }
+        if let Some(min) = r.min_values {
+            if !(1..=50).contains(&min) {
+                problems.push(Problem::new(format!("{at}.minValues"), "must be between 1 and 50"));
+            } else if r.operator == Operator::In && (r.values.len() as i32) < min {
+                problems.push(Problem::new(
+                    format!("{at}.minValues"),
+                    format!(
+                        "requirements with 'minValues' must have at least that many values specified in the 'values' field ({} < {min})",
+                        r.values.len()
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// Taint keys and values must be label-shaped; a key/effect pair may appear once.
+fn check_taints(lists: &[(&str, &[Taint])], problems: &mut Vec<Problem>) {
+    let mut seen = BTreeSet::new();
+    for (path, taints) in lists {
+        for (i, t) in taints.iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            check_key(&format!("{at}.key"), &t.key, problems);
+            if let Some(v) = &t.value {
+                check_label_value(&format!("{at}.value"), v, problems);
+            }
+            if !seen.insert((t.key.clone(), t.effect)) {
+                problems.push(Problem::new(
+                    at,
+                    format!("duplicate taint {}:{:?}: a key and effect may appear only once", t.key, t.effect),
+                ));
+            }
+        }
+    }
+}
+
+impl Validate for NodePool {
+    fn validate(&self) -> Vec<Problem> {
+        let mut p = Vec::new();
+        check_name("metadata.name", self.metadata.name.as_deref(), &mut p);
+        let spec = &self.spec;
+        let tmpl = &spec.template;
+        for (key, value) in &tmpl.metadata.labels {
+            let at = format!("spec.template.metadata.labels[{key}]");
+            check_key(&at, key, &mut p);
+            if let Some(reason) = restricted_label_reason(key) {
+                p.push(Problem::new(&at, reason));
+            }
+            check_label_value(&at, value, &mut p);
+        }
+        check_requirements(
+            "spec.template.spec.requirements",
+            &tmpl.spec.requirements,
+            true,
+            &mut p,
+        );
+        check_taints(
+            &[
+                ("spec.template.spec.taints", &tmpl.spec.taints),
+                ("spec.template.spec.startupTaints", &tmpl.spec.startup_taints),
+            ],
+            &mut p,
+        );
+        check_node_class_ref("spec.template.spec.nodeClassRef", &tmpl.spec.node_class_ref, &mut p);
+        if let Some(w) = spec.weight
+            && !(1..=100).contains(&w)
+        {
+            p.push(Problem::new("spec.weight", "must be between 1 and 100"));
+        }
+        for (key, q) in &spec.limits {
+            if q.milli() < 0 {
+                p.push(Problem::new(format!("spec.limits[{key}]"), "must not be negative"));
+            }
+        }
+        let budgets = &spec.disruption.budgets;
+        if budgets.len() > 50 {
+            p.push(Problem::new("spec.disruption.budgets", "must have at most 50 items"));
+        }
+        for (i, b) in budgets.iter().enumerate() {
+            let at = format!("spec.disruption.budgets[{i}]");
+            if !BUDGET_NODES.is_match(&b.nodes) {
+                p.push(Problem::new(
+                    format!("{at}.nodes"),
+                    format!("must be a percentage or count (\"10%\", \"5\"), got {:?}", b.nodes),
+                ));
+            }
+            match (&b.schedule, &b.duration) {
+                (Some(_), None) | (None, Some(_)) => {
+                    p.push(Problem::new(&at, "'schedule' must be set with 'duration'"))
+                }
+                _ => {}
+            }
+            if let Some(schedule) = &b.schedule
+                && let Err(e) = CronSchedule::parse(schedule)
+            {
+                p.push(Problem::new(format!("{at}.schedule"), format!("invalid cron schedule {schedule:?}: {e}")));
+            }
+            if let Some(d) = &b.duration
+                && !BUDGET_DURATION.is_match(&d.to_string())
+            {
+                p.push(Problem::new(
+                    format!("{at}.duration"),
+                    "must be whole hours and/or minutes, such as 8h or 1h30m",
+                ));
+            }
+        }
+        p
+    }
+}
+
+fn check_node_class_ref(path: &str, r: &crate::common::NodeClassReference, p: &mut Vec<Problem>) {
+    for (field, value) in [("group", &r.group), ("kind", &r.kind), ("name", &r.name)] {
+        if value.is_empty() {
+            p.push(Problem::new(format!("{path}.{field}"), "must not be empty"));
+        }
+    }
+}
+
+impl Validate for NodeClaim {
+    fn validate(&self) -> Vec<Problem> {
+        let mut p = Vec::new();
+        check_name("metadata.name", self.metadata.name.as_deref(), &mut p);
+        check_requirements("spec.requirements", &self.spec.requirements, false, &mut p);
+        check_taints(
+            &[
+                ("spec.taints", &self.spec.taints),
+                ("spec.startupTaints", &self.spec.startup_taints),
+            ],
+            &mut p,
+        );
+        check_node_class_ref("spec.nodeClassRef", &self.spec.node_class_ref, &mut p);
+        p
+    }
+}
+
+/// Tag keys Karpenter sets itself and users may not.
+const RESTRICTED_TAGS: &[&str] = &[
+    "karpenter.sh/nodepool",
+    "karpenter.sh/nodeclaim",
+    "karpenter.k8s.aws/ec2nodeclass",
+    "eks:eks-cluster-name",
+];
+
+impl Validate for EC2NodeClass {
+    fn validate(&self) -> Vec<Problem> {
+        let mut p = Vec::new();
+        check_name("metadata.name", self.metadata.name.as_deref(), &mut p);
+        check_ec2nodeclass_spec(&self.spec, &mut p);
+        p
+    }
+}
+
+fn check_tag_selector(path: &str, tags: &Option<std::collections::BTreeMap<String, String>>, p: &mut Vec<Problem>) {
+    if let Some(tags) = tags
+        && tags.iter().any(|(k, v)| k.is_empty() || v.is_empty())
+    {
+        p.push(Problem::new(path, "empty tag keys or values aren't supported"));
+    }
+}
+
+fn check_pattern(path: &str, value: &Option<String>, re: &str, what: &str, p: &mut Vec<Problem>) {
+    if let Some(v) = value
+        && !Regex::new(re).expect("static regex").is_match(v)
+    {
+        p.push(Problem::new(path, format!("{v:?} is not {what}")));
+    }
+}
+
+fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
+    match (&spec.role, &spec.instance_profile) {
+        (Some(_), Some(_)) | (None, None) => {
+            p.push(Problem::new("spec", "must specify exactly one of ['role', 'instanceProfile']"))
+        }
+        _ => {}
+    }
+    // subnets
+    if spec.subnet_selector_terms.is_empty() || spec.subnet_selector_terms.len() > 30 {
+        p.push(Problem::new("spec.subnetSelectorTerms", "must have between 1 and 30 items"));
+    }
+    for (i, t) in spec.subnet_selector_terms.iter().enumerate() {
+        let at = format!("spec.subnetSelectorTerms[{i}]");
+        if t.tags.is_none() && t.id.is_none() {
+            p.push(Problem::new(&at, "expected at least one, got none, ['tags', 'id']"));
+        }
+        if t.id.is_some() && t.tags.is_some() {
+            p.push(Problem::new(&at, "'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term"));
+        }
+        check_tag_selector(&format!("{at}.tags"), &t.tags, p);
+        check_pattern(&format!("{at}.id"), &t.id, "^subnet-[0-9a-z]+$", "a subnet id (subnet-…)", p);
+    }
+    // security groups
+    if spec.security_group_selector_terms.is_empty() || spec.security_group_selector_terms.len() > 30 {
+        p.push(Problem::new("spec.securityGroupSelectorTerms", "must have between 1 and 30 items"));
+    }
+    for (i, t) in spec.security_group_selector_terms.iter().enumerate() {
+        let at = format!("spec.securityGroupSelectorTerms[{i}]");
+        if t.tags.is_none() && t.id.is_none() && t.name.is_none() {
+            p.push(Problem::new(&at, "expected at least one, got none, ['tags', 'id', 'name']"));
+        }
+        if t.id.is_some() && (t.tags.is_some() || t.name.is_some()) {
+            p.push(Problem::new(&at, "'id' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term"));
+        }
+        if t.name.is_some() && (t.tags.is_some() || t.id.is_some()) {
+            p.push(Problem::new(&at, "'name' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term"));
+        }
+        check_tag_selector(&format!("{at}.tags"), &t.tags, p);
+        check_pattern(&format!("{at}.id"), &t.id, "^sg-[0-9a-z]+$", "a security group id (sg-…)", p);
+    }
+    // capacity reservations
+    for (i, t) in spec.capacity_reservation_selector_terms.iter().enumerate() {
+        let at = format!("spec.capacityReservationSelectorTerms[{i}]");
+        if t.tags.is_none() && t.id.is_none() {
+            p.push(Problem::new(&at, "expected at least one, got none, ['tags', 'id']"));
+        }
+        if t.id.is_some() && (t.tags.is_some() || t.owner_id.is_some()) {
+            p.push(Problem::new(&at, "'id' is mutually exclusive, cannot be set with a combination of other fields in a capacity reservation selector term"));
+        }
+        check_tag_selector(&format!("{at}.tags"), &t.tags, p);
+        check_pattern(&format!("{at}.id"), &t.id, "^cr-[0-9a-z]+$", "a capacity reservation id (cr-…)", p);
+        check_pattern(&format!("{at}.ownerID"), &t.owner_id, "^[0-9]{12}$", "a 12-digit account id", p);
+    }
+    // AMIs
+    let terms = &spec.ami_selector_terms;
+    if terms.is_empty() || terms.len() > 30 {
+        p.push(Problem::new("spec.amiSelectorTerms", "must have between 1 and 30 items"));
+    }
+    let has_alias = terms.iter().any(|t| t.alias.is_some());
+    if has_alias && terms.len() != 1 {
+        p.push(Problem::new(
+            "spec.amiSelectorTerms",
+            "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms",
+        ));
+    }
+    for (i, t) in terms.iter().enumerate() {
+        let at = format!("spec.amiSelectorTerms[{i}]");
+        let others = t.tags.is_some() || t.name.is_some() || t.owner.is_some();
+        if t.tags.is_none() && t.id.is_none() && t.name.is_none() && t.alias.is_none() && t.ssm_parameter.is_none() {
+            p.push(Problem::new(&at, "expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']"));
+        }
+        if t.id.is_some() && (t.alias.is_some() || others) {
+            p.push(Problem::new(&at, "'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms"));
+        }
+        if t.alias.is_some() && (t.id.is_some() || others) {
+            p.push(Problem::new(&at, "'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms"));
+        }
+        check_tag_selector(&format!("{at}.tags"), &t.tags, p);
+        check_pattern(&format!("{at}.id"), &t.id, "^ami-[0-9a-z]+$", "an AMI id (ami-…)", p);
+        if let Some(alias) = &t.alias {
+            check_alias(&format!("{at}.alias"), alias, p);
+        }
+    }
+    if spec.ami_family.is_none() && !has_alias {
+        p.push(Problem::new(
+            "spec.amiFamily",
+            "amiFamily is required when amiSelectorTerms does not specify an alias",
+        ));
+    }
+    for key in spec.tags.keys() {
+        let at = format!("spec.tags[{key}]");
+        if key.is_empty() {
+            p.push(Problem::new(&at, "empty tag keys aren't supported"));
+        } else if key.starts_with("kubernetes.io/cluster") {
+            p.push(Problem::new(&at, "tag contains a restricted tag matching kubernetes.io/cluster/"));
+        } else if RESTRICTED_TAGS.contains(&key.as_str()) {
+            p.push(Problem::new(&at, format!("tag contains a restricted tag matching {key}")));
+        }
+    }
+    if let Some(k) = &spec.kubelet {
+        check_kubelet(k, p);
+    }
+    let roots = spec.block_device_mappings.iter().filter(|b| b.root_volume).count();
+    if roots > 1 {
+        p.push(Problem::new("spec.blockDeviceMappings", "must have only one blockDeviceMappings with rootVolume"));
+    }
+    if spec.block_device_mappings.len() > 50 {
+        p.push(Problem::new("spec.blockDeviceMappings", "must have at most 50 items"));
+    }
+    for (i, b) in spec.block_device_mappings.iter().enumerate() {
+        let at = format!("spec.blockDeviceMappings[{i}].ebs");
+        if let Some(ebs) = &b.ebs {
+            if ebs.snapshot_id.is_none() && ebs.volume_size.is_none() {
+                p.push(Problem::new(&at, "snapshotID or volumeSize must be defined"));
+            }
+            if let Some(size) = &ebs.volume_size
+                && !VOLUME_SIZE.is_match(size)
+            {
+                p.push(Problem::new(
+                    format!("{at}.volumeSize"),
+                    format!("{size:?} must be a size in Gi, G, Ti or T of at most 64T (e.g. 100Gi)"),
+                ));
+            }
+            if let Some(rate) = ebs.volume_initialization_rate
+                && !(100..=300).contains(&rate)
+            {
+                p.push(Problem::new(format!("{at}.volumeInitializationRate"), "must be between 100 and 300"));
+            }
+        }
+    }
+    if let Some(hops) = spec.metadata_options.http_put_response_hop_limit
+        && !(1..=64).contains(&hops)
+    {
+        p.push(Problem::new("spec.metadataOptions.httpPutResponseHopLimit", "must be between 1 and 64"));
+    }
+}
+
+fn check_alias(path: &str, alias: &str, p: &mut Vec<Problem>) {
+    let Some((family, version)) = alias.split_once('@').filter(|(f, v)| {
+        !f.is_empty() && !v.is_empty() && f.chars().all(|c| c.is_ascii_alphanumeric())
+    }) else {
+        p.push(Problem::new(path, "'alias' is improperly formatted, must match the format 'family@version'"));
+        return;
+    };
+    if alias.len() > 30 {
+        p.push(Problem::new(path, "must be at most 30 characters"));
+    }
+    match AmiFamily::from_alias(family) {
+        None => p.push(Problem::new(
+            path,
+            "family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022'",
+        )),
+        Some(AmiFamily::Windows2019 | AmiFamily::Windows2022) if version != "latest" => {
+            p.push(Problem::new(path, "windows families may only specify version 'latest'"))
+        }
+        Some(_) => {}
+    }
+}
+
+fn check_kubelet(k: &KubeletConfiguration, p: &mut Vec<Problem>) {
+    let at = "spec.kubelet";
+    if let (Some(high), Some(low)) = (k.image_gc_high_threshold_percent, k.image_gc_low_threshold_percent)
+        && high <= low
+    {
+        p.push(Problem::new(at, "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"));
+    }
+    for (field, v) in [
+        ("imageGCHighThresholdPercent", k.image_gc_high_threshold_percent),
+        ("imageGCLowThresholdPercent", k.image_gc_low_threshold_percent),
+    ] {
+        if let Some(v) = v
+            && !(0..=100).contains(&v)
+        {
+            p.push(Problem::new(format!("{at}.{field}"), "must be between 0 and 100"));
+        }
+    }
+    for (field, v) in [("maxPods", k.max_pods), ("podsPerCore", k.pods_per_core)] {
+        if let Some(v) = v
+            && v < 0
+        {
+            p.push(Problem::new(format!("{at}.{field}"), "must not be negative"));
+        }
+    }
+    for (field, map) in [("systemReserved", &k.system_reserved), ("kubeReserved", &k.kube_reserved)] {
+        for key in map.keys() {
+            if !["cpu", "memory", "ephemeral-storage", "pid"].contains(&key.as_str()) {
+                p.push(Problem::new(
+                    format!("{at}.{field}[{key}]"),
+                    format!("valid keys for {field} are ['cpu','memory','ephemeral-storage','pid']"),
+                ));
+            }
+        }
+    }
+    for (field, map) in [
+        ("evictionHard", &k.eviction_hard),
+        ("evictionSoft", &k.eviction_soft),
+        ("evictionSoftGracePeriod", &k.eviction_soft_grace_period),
+    ] {
+        for key in map.keys() {
+            if !EVICTION_SIGNALS.contains(&key.as_str()) {
+                p.push(Problem::new(
+                    format!("{at}.{field}[{key}]"),
+                    format!("valid keys for {field} are {EVICTION_SIGNALS:?}"),
+                ));
+            }
+        }
+    }
+    if k.eviction_soft.keys().any(|s| !k.eviction_soft_grace_period.contains_key(s)) {
+        p.push(Problem::new(at, "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod"));
+    }
+    if k.eviction_soft_grace_period.keys().any(|s| !k.eviction_soft.contains_key(s)) {
+        p.push(Problem::new(at, "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft"));
+    }
+}
+
+// ---- The same rules as CEL, for the CRDs ----
+
+fn rule(rule: &str, message: &str) -> Value {
+    json!({"rule": rule, "message": message})
+}
+
+/// CEL over a requirement list: operator value counts and minValues.
+pub fn requirement_operator_rules() -> Value {
+    json!([
+        rule("self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+             "requirements with operator 'In' must have a value defined"),
+        rule("self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || x.operator == 'Lte') ? (x.values.size() == 1 && x.values[0].matches('^[0-9]+$')) : true)",
+             "requirements with operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single non-negative integer value"),
+        rule("self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)",
+             "requirements with 'minValues' must have at least that many values specified in the 'values' field"),
+    ])
+}
+
+/// CEL over the label key `key` (a CEL expression): the restricted keys and domains.
+fn key_rules(key: &str) -> Vec<Value> {
+    let domain = format!("{key}.find('^([^/]+)')");
+    let under = |d: &str| format!("({domain} == '{d}' || {domain}.endsWith('.{d}'))");
+    let list = |keys: &mut dyn Iterator<Item = &&str>| {
+        keys.map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", ")
+    };
+    let allowed = list(&mut crate::labels::ALLOWED_RESTRICTED_KEYS.iter());
+    let aws_allowed = list(&mut crate::labels::WELL_KNOWN_LABELS.iter().filter(|l| l.starts_with("karpenter.k8s.aws/")));
+    vec![
+        rule(&format!("{key} != 'karpenter.sh/nodepool'"), "label \"karpenter.sh/nodepool\" is restricted"),
+        rule(&format!("{key} != 'kubernetes.io/hostname'"), "label \"kubernetes.io/hostname\" is restricted"),
+        rule(
+            &format!("{key} in [{allowed}] || {} || {} || !{}", under("node.kubernetes.io"), under("node-restriction.kubernetes.io"), under("kubernetes.io")),
+            "label domain \"kubernetes.io\" is restricted",
+        ),
+        rule(
+            &format!("{} || {} || !{}", under("node.kubernetes.io"), under("node-restriction.kubernetes.io"), under("k8s.io")),
+            "label domain \"k8s.io\" is restricted",
+        ),
+        rule(&format!("{key} in [{allowed}] || !{}", under("karpenter.sh")), "label domain \"karpenter.sh\" is restricted"),
+        rule(
+            &format!("{key} in [{aws_allowed}] || !{}", under("karpenter.k8s.aws")),
+            "label domain \"karpenter.k8s.aws\" is restricted",
+        ),
+    ]
+}
+
+/// Wraps per-key rules into rules over a list (`self.all(x, …)`).
+fn over_all(rules: Vec<Value>) -> Vec<Value> {
+    rules
+        .into_iter()
+        .map(|r| {
+            rule(
+                &format!("self.all(x, {})", r["rule"].as_str().unwrap_or("true")),
+                r["message"].as_str().unwrap_or(""),
+            )
+        })
+        .collect()
+}
+
+/// CEL over a NodePool's requirements: the operator rules plus the restricted keys.
+pub fn nodepool_requirement_rules() -> Value {
+    let mut rules = requirement_operator_rules();
+    if let Value::Array(list) = &mut rules {
+        list.extend(over_all(key_rules("x.key")));
+    }
+    rules
+}
+
+/// CEL over a NodePool template's label map: the restricted keys.
+pub fn label_key_rules() -> Value {
+    Value::Array(over_all(key_rules("x")))
+}
+
+/// CEL over a tag map used as a selector.
+pub fn tag_selector_rules() -> Value {
+    json!([rule("self.all(k, k != '' && self[k] != '')", "empty tag keys or values aren't supported")])
+}
+
+/// CEL over a kubelet eviction map: only the kubelet's signals.
+pub fn eviction_signal_rules() -> Value {
+    let signals = EVICTION_SIGNALS.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(",");
+    json!([rule(
+        &format!("self.all(x, x in [{signals}])"),
+        &format!("valid keys are [{signals}]")
+    )])
+}

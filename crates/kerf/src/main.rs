@@ -1,0 +1,45 @@
+//! `kerf`: the command line of Kerf, a Kubernetes node autoscaler compatible with Karpenter v1.
+//!
+//! The binary is glue: each subcommand reads its input, calls the library crates and prints.
+
+mod cmd_crds;
+mod cmd_instance_types;
+mod cmd_validate;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Kerf: Karpenter-compatible node autoscaling, faster and easier to reason about.
+#[derive(Parser)]
+#[command(name = "kerf", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the NodePool, NodeClaim and EC2NodeClass CRDs as YAML.
+    Crds,
+    /// Check NodePool, NodeClaim and EC2NodeClass manifests; exit 1 if any is invalid, 2 if a file cannot be read.
+    Validate(cmd_validate::Args),
+    /// List EC2 instance types with capacity, allocatable, labels, offerings and price, cheapest first.
+    InstanceTypes(cmd_instance_types::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Crds => cmd_crds::run(),
+        Command::Validate(args) => cmd_validate::run(&args),
+        Command::InstanceTypes(args) => cmd_instance_types::run(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
