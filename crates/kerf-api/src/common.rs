@@ -7,7 +7,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Operator of a node selector requirement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub enum Operator {
     /// The label's value is one of `values`.
     In,
@@ -30,7 +32,10 @@ pub enum Operator {
 impl Operator {
     /// Whether the operator compares integers (`Gt`, `Lt`, `Gte`, `Lte`).
     pub fn is_numeric(self) -> bool {
-        matches!(self, Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte)
+        matches!(
+            self,
+            Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte
+        )
     }
 }
 
@@ -54,7 +59,9 @@ pub struct NodeSelectorRequirementWithMinValues {
 }
 
 /// Effect of a taint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub enum TaintEffect {
     /// Pods that do not tolerate the taint are not scheduled.
     NoSchedule,

@@ -24,7 +24,14 @@ pub fn to_yaml() -> Result<String, serde_yaml::Error> {
 /// with the `apiVersion`, `kind` and `metadata` fields the API server adds to every kind.
 pub fn schema_of(kind: &str) -> Option<serde_json::Value> {
     let crd = all().into_iter().find(|c| c.spec.names.kind == kind)?;
-    let schema = crd.spec.versions.first()?.schema.as_ref()?.open_api_v3_schema.as_ref()?;
+    let schema = crd
+        .spec
+        .versions
+        .first()?
+        .schema
+        .as_ref()?
+        .open_api_v3_schema
+        .as_ref()?;
     let mut value = serde_json::to_value(schema).ok()?;
     let properties = value.get_mut("properties")?.as_object_mut()?;
     properties.insert("apiVersion".into(), serde_json::json!({"type": "string"}));

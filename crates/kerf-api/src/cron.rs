@@ -33,14 +33,31 @@ struct Field {
 }
 
 const FIELDS: [Field; 5] = [
-    Field { name: "minute", min: 0, max: 59, names: &[] },
-    Field { name: "hour", min: 0, max: 23, names: &[] },
-    Field { name: "day of month", min: 1, max: 31, names: &[] },
+    Field {
+        name: "minute",
+        min: 0,
+        max: 59,
+        names: &[],
+    },
+    Field {
+        name: "hour",
+        min: 0,
+        max: 23,
+        names: &[],
+    },
+    Field {
+        name: "day of month",
+        min: 1,
+        max: 31,
+        names: &[],
+    },
     Field {
         name: "month",
         min: 1,
         max: 12,
-        names: &["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"],
+        names: &[
+            "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+        ],
     },
     Field {
         name: "day of week",
@@ -56,11 +73,15 @@ impl Field {
         if let Some(i) = self.names.iter().position(|n| *n == lower) {
             return Ok(self.min + i as u32);
         }
-        let v: u32 = text.parse().map_err(|_| {
-            CronError(format!("{} field: {text:?} is not a number", self.name))
-        })?;
+        let v: u32 = text
+            .parse()
+            .map_err(|_| CronError(format!("{} field: {text:?} is not a number", self.name)))?;
         // day of week 7 is Sunday, as in most crons
-        let v = if self.name == "day of week" && v == 7 { 0 } else { v };
+        let v = if self.name == "day of week" && v == 7 {
+            0
+        } else {
+            v
+        };
         if v < self.min || v > self.max {
             return Err(CronError(format!(
                 "{} field: {v} is out of range {}-{}",
@@ -77,7 +98,10 @@ impl Field {
             let (range, step) = match part.split_once('/') {
                 Some((r, s)) => {
                     let step: u32 = s.parse().ok().filter(|s| *s > 0).ok_or_else(|| {
-                        CronError(format!("{} field: step {s:?} must be a positive number", self.name))
+                        CronError(format!(
+                            "{} field: step {s:?} must be a positive number",
+                            self.name
+                        ))
                     })?;
                     (r, step)
                 }
@@ -219,7 +243,11 @@ mod tests {
         assert!(!s.fires_at(MONDAY + 9 * 3600 + 60));
         assert!(!s.fires_at(MONDAY - 86_400 + 9 * 3600)); // Sunday
         assert!(CronSchedule::parse("@daily").unwrap().fires_at(MONDAY));
-        assert!(CronSchedule::parse("*/15 * * jan-dec sun,mon").unwrap().fires_at(MONDAY + 900));
+        assert!(
+            CronSchedule::parse("*/15 * * jan-dec sun,mon")
+                .unwrap()
+                .fires_at(MONDAY + 900)
+        );
     }
 
     #[test]
@@ -231,7 +259,16 @@ mod tests {
 
     #[test]
     fn rejects_malformed() {
-        for bad in ["", "* * * *", "60 * * * *", "* 24 * * *", "* * 0 * *", "*/0 * * * *", "@often", "x * * * *"] {
+        for bad in [
+            "",
+            "* * * *",
+            "60 * * * *",
+            "* 24 * * *",
+            "* * 0 * *",
+            "*/0 * * * *",
+            "@often",
+            "x * * * *",
+        ] {
             assert!(CronSchedule::parse(bad).is_err(), "{bad}");
         }
     }

@@ -27,7 +27,9 @@ pub fn parse_go_duration(text: &str) -> Result<Duration, DurationError> {
         }
         let n: u64 = rest[..digits].parse().map_err(|_| err())?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let unit_ms: u64 = match &rest[..unit_len] {
             "h" => 3_600_000,
             "m" => 60_000,
@@ -168,15 +170,24 @@ mod tests {
 
     #[test]
     fn parses_and_formats() {
-        assert_eq!(parse_go_duration("720h").unwrap(), Duration::from_secs(720 * 3600));
-        assert_eq!(parse_go_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(
+            parse_go_duration("720h").unwrap(),
+            Duration::from_secs(720 * 3600)
+        );
+        assert_eq!(
+            parse_go_duration("1h30m").unwrap(),
+            Duration::from_secs(5400)
+        );
         assert_eq!(parse_go_duration("0s").unwrap(), Duration::ZERO);
         assert_eq!(format_go_duration(Duration::from_secs(5400)), "1h30m");
         assert_eq!(format_go_duration(Duration::from_secs(30)), "30s");
         for bad in ["", "h", "10", "10d", "1.5h", "-1s", "Never"] {
             assert!(parse_go_duration(bad).is_err(), "{bad}");
         }
-        assert_eq!("Never".parse::<NillableDuration>().unwrap(), NillableDuration::Never);
+        assert_eq!(
+            "Never".parse::<NillableDuration>().unwrap(),
+            NillableDuration::Never
+        );
         assert_eq!(
             "1m".parse::<NillableDuration>().unwrap().duration(),
             Some(Duration::from_secs(60))

@@ -7,8 +7,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Condition, NodeSelectorRequirementWithMinValues};
 use crate::Quantity;
+use crate::common::{Condition, NodeSelectorRequirementWithMinValues};
 
 /// Desired state of an EC2NodeClass.
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -21,6 +21,7 @@ use crate::Quantity;
     shortname = "ec2nc",
     shortname = "ec2ncs",
     category = "karpenter",
+    derive = "PartialEq",
     status = "EC2NodeClassStatus",
     printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
@@ -56,7 +57,11 @@ pub struct EC2NodeClassSpec {
     ]))]
     pub capacity_reservation_selector_terms: Vec<CapacityReservationSelectorTerm>,
     /// Whether instances get a public IPv4 address.
-    #[serde(default, rename = "associatePublicIPAddress", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "associatePublicIPAddress",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub associate_public_ip_address: Option<bool>,
     /// Selects the AMIs instances boot from.
     #[schemars(length(min = 1, max = 30))]
@@ -275,15 +280,27 @@ pub struct KubeletConfiguration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eviction_max_pod_grace_period: Option<i32>,
     /// Disk usage at which image garbage collection always runs.
-    #[serde(default, rename = "imageGCHighThresholdPercent", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "imageGCHighThresholdPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 0, max = 100))]
     pub image_gc_high_threshold_percent: Option<i32>,
     /// Disk usage image garbage collection frees down to.
-    #[serde(default, rename = "imageGCLowThresholdPercent", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "imageGCLowThresholdPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 0, max = 100))]
     pub image_gc_low_threshold_percent: Option<i32>,
     /// Whether CPU limits are enforced with CFS quota.
-    #[serde(default, rename = "cpuCFSQuota", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "cpuCFSQuota",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cpu_cfs_quota: Option<bool>,
 }
 
@@ -332,14 +349,20 @@ pub struct BlockDevice {
     #[serde(default, rename = "kmsKeyID", skip_serializing_if = "Option::is_none")]
     pub kms_key_id: Option<String>,
     /// Snapshot to create the volume from.
-    #[serde(default, rename = "snapshotID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "snapshotID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub snapshot_id: Option<String>,
     /// Throughput in MiB/s (gp3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput: Option<i64>,
     /// Size (`100Gi`), at most 64T.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = "^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G|([1-9]||[1-5][0-7]|58)Ti|([1-9]||[1-5][0-9]|6[0-3]|64)T)$"))]
+    #[schemars(regex(
+        pattern = "^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G|([1-9]||[1-5][0-7]|58)Ti|([1-9]||[1-5][0-9]|6[0-3]|64)T)$"
+    ))]
     pub volume_size: Option<String>,
     /// Volume type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -353,7 +376,9 @@ pub struct BlockDevice {
 impl BlockDevice {
     /// The volume size as a quantity, when it is set and well formed.
     pub fn size(&self) -> Option<Quantity> {
-        self.volume_size.as_deref().and_then(|s| Quantity::parse(s).ok())
+        self.volume_size
+            .as_deref()
+            .and_then(|s| Quantity::parse(s).ok())
     }
 }
 
@@ -392,7 +417,11 @@ pub struct MetadataOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_endpoint: Option<EnabledDisabled>,
     /// Whether IMDS is reachable over IPv6.
-    #[serde(default, rename = "httpProtocolIPv6", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "httpProtocolIPv6",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub http_protocol_ipv6: Option<EnabledDisabled>,
     /// Hop limit of IMDS responses (1–64).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -20,8 +20,8 @@ pub mod schema;
 pub mod validation;
 
 pub use common::{
-    Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, Operator, ResourceList, Taint,
-    TaintEffect,
+    Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, Operator, ResourceList,
+    Taint, TaintEffect,
 };
 pub use ec2nodeclass::{EC2NodeClass, EC2NodeClassSpec};
 pub use nodeclaim::{NodeClaim, NodeClaimSpec};

@@ -37,7 +37,10 @@ pub struct RawDocument {
 impl RawDocument {
     /// `apiVersion` of the document, or "".
     pub fn api_version(&self) -> &str {
-        self.value.get("apiVersion").and_then(Value::as_str).unwrap_or("")
+        self.value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
     /// `kind` of the document, or "".
     pub fn kind(&self) -> &str {
@@ -72,7 +75,10 @@ pub fn read_documents(text: &str) -> Result<Vec<RawDocument>, ParseError> {
             column: 0,
             message: format!("document {}: {e}", i + 1),
         })?;
-        out.push(RawDocument { index: i + 1, value });
+        out.push(RawDocument {
+            index: i + 1,
+            value,
+        });
     }
     Ok(out)
 }
@@ -103,12 +109,15 @@ pub enum Checked {
 fn is_karpenter(api_version: &str, kind: &str) -> bool {
     matches!(
         (api_version, kind),
-        ("karpenter.sh/v1", "NodePool") | ("karpenter.sh/v1", "NodeClaim") | ("karpenter.k8s.aws/v1", "EC2NodeClass")
+        ("karpenter.sh/v1", "NodePool")
+            | ("karpenter.sh/v1", "NodeClaim")
+            | ("karpenter.k8s.aws/v1", "EC2NodeClass")
     )
 }
 
 static SCHEMAS: LazyLock<[(String, Value); 3]> = LazyLock::new(|| {
-    ["NodePool", "NodeClaim", "EC2NodeClass"].map(|k| (k.to_string(), crds::schema_of(k).unwrap_or(Value::Null)))
+    ["NodePool", "NodeClaim", "EC2NodeClass"]
+        .map(|k| (k.to_string(), crds::schema_of(k).unwrap_or(Value::Null)))
 });
 
 /// Checks one document: structure first, then the typed rules.
@@ -119,12 +128,18 @@ pub fn check_document(doc: &RawDocument) -> Checked {
         if group == "karpenter.sh" || group == "karpenter.k8s.aws" {
             return Checked::Invalid(vec![Problem::new(
                 "apiVersion",
-                format!("{api_version} {kind} is not served: Kerf reads karpenter.sh/v1 NodePool and NodeClaim and karpenter.k8s.aws/v1 EC2NodeClass; migrate the manifest to v1"),
+                format!(
+                    "{api_version} {kind} is not served: Kerf reads karpenter.sh/v1 NodePool and NodeClaim and karpenter.k8s.aws/v1 EC2NodeClass; migrate the manifest to v1"
+                ),
             )]);
         }
         return Checked::Other;
     }
-    let schema = &SCHEMAS.iter().find(|(k, _)| k == kind).expect("karpenter kind has a schema").1;
+    let schema = &SCHEMAS
+        .iter()
+        .find(|(k, _)| k == kind)
+        .expect("karpenter kind has a schema")
+        .1;
     let mut pruned = doc.value.clone();
     let structural = schema::check_and_prune(&mut pruned, schema);
     let mut problems = structural.problems;
@@ -168,7 +183,10 @@ pub fn check_document(doc: &RawDocument) -> Checked {
 fn typed<T: serde::de::DeserializeOwned>(value: &Value) -> Result<T, Problem> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        Problem::new(if path == "." { "<root>".into() } else { path }, e.into_inner().to_string())
+        Problem::new(
+            if path == "." { "<root>".into() } else { path },
+            e.into_inner().to_string(),
+        )
     })
 }
 

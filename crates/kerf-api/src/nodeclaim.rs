@@ -6,7 +6,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, ResourceList, Taint};
+use crate::common::{
+    Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, ResourceList, Taint,
+};
 use crate::duration::{GoDuration, NillableDuration};
 
 /// Condition types a NodeClaim's status carries, in lifecycle order.
@@ -40,6 +42,7 @@ pub mod condition_types {
     doc = "NodeClaim is one requested node, tracked from launch to termination.",
     plural = "nodeclaims",
     category = "karpenter",
+    derive = "PartialEq",
     status = "NodeClaimStatus",
     printcolumn = r#"{"name": "Type", "type": "string", "jsonPath": ".metadata.labels.node\\.kubernetes\\.io/instance-type"}"#,
     printcolumn = r#"{"name": "Capacity", "type": "string", "jsonPath": ".metadata.labels.karpenter\\.sh/capacity-type"}"#,
@@ -54,12 +57,15 @@ pub mod condition_types {
     printcolumn = r#"{"name": "Drifted", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Drifted\")].status", "priority": 1}"#
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("x-kubernetes-validations" = crate::validation::taint_pair_rules()))]
 pub struct NodeClaimSpec {
     /// Taints put on the node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-validations" = crate::validation::taint_rules()))]
     pub taints: Vec<Taint>,
     /// Taints expected to be removed by a daemon after startup.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-validations" = crate::validation::taint_rules()))]
     pub startup_taints: Vec<Taint>,
     /// Constraints the launched instance satisfies, narrowed by the scheduler's decision.
     #[schemars(length(max = 100))]
@@ -102,7 +108,11 @@ pub struct NodeClaimStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
     /// Cloud provider ID (`aws:///us-east-1a/i-0123…`).
-    #[serde(default, rename = "providerID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "providerID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_id: Option<String>,
     /// Image the instance booted from.
     #[serde(default, rename = "imageID", skip_serializing_if = "Option::is_none")]

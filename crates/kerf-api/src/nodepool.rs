@@ -6,7 +6,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, ResourceList, Taint};
+use crate::common::{
+    Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, ResourceList, Taint,
+};
 use crate::duration::{GoDuration, NillableDuration};
 
 /// Desired state of a NodePool.
@@ -20,6 +22,7 @@ use crate::duration::{GoDuration, NillableDuration};
     shortname = "np",
     shortname = "nps",
     category = "karpenter",
+    derive = "PartialEq",
     status = "NodePoolStatus",
     scale = r#"{"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.nodes"}"#,
     printcolumn = r#"{"name": "NodeClass", "type": "string", "jsonPath": ".spec.template.spec.nodeClassRef.name"}"#,
@@ -67,7 +70,7 @@ pub struct NodeClaimTemplate {
 pub struct TemplateMetadata {
     /// Labels for the nodes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("x-kubernetes-validations" = crate::validation::label_key_rules()))]
+    #[schemars(extend("x-kubernetes-validations" = crate::validation::label_rules()))]
     pub labels: BTreeMap<String, String>,
     /// Annotations for the nodes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -83,6 +86,7 @@ impl TemplateMetadata {
 /// The NodeClaim spec inside a NodePool template.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("x-kubernetes-validations" = crate::validation::taint_pair_rules()))]
 pub struct NodeClaimTemplateSpec {
     /// Constraints on the nodes' labels (instance type, zone, capacity type, custom keys).
     #[schemars(length(max = 100))]
@@ -90,9 +94,11 @@ pub struct NodeClaimTemplateSpec {
     pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
     /// Taints put on the nodes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-validations" = crate::validation::taint_rules()))]
     pub taints: Vec<Taint>,
     /// Taints that are expected to be removed by a daemon after startup.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-validations" = crate::validation::taint_rules()))]
     pub startup_taints: Vec<Taint>,
     /// How long a draining node may take before its pods are deleted without grace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -165,7 +171,9 @@ fn default_budgets() -> Vec<Budget> {
 }
 
 /// Reasons a budget can be scoped to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub enum DisruptionReason {
     /// Consolidation of underutilized nodes.
     Underutilized,
@@ -181,15 +189,23 @@ pub enum DisruptionReason {
 pub struct Budget {
     /// Nodes that may be disrupted at once: a count (`5`) or a percentage of the NodePool's nodes (`10%`).
     #[serde(default = "default_budget_nodes")]
-    #[schemars(default = "default_budget_nodes", regex(pattern = r"^((100|[0-9]{1,2})%|[0-9]+)$"))]
+    #[schemars(
+        default = "default_budget_nodes",
+        regex(pattern = r"^((100|[0-9]{1,2})%|[0-9]+)$")
+    )]
     pub nodes: String,
     /// Cron schedule (UTC) at which the budget's window opens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$"))]
+    #[schemars(regex(
+        pattern = r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$"
+    ))]
     pub schedule: Option<String>,
     /// How long the window stays open after each firing of `schedule`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<String>", regex(pattern = r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$"))]
+    #[schemars(
+        with = "Option<String>",
+        regex(pattern = r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$")
+    )]
     pub duration: Option<GoDuration>,
     /// The disruption reasons the budget applies to; all when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -18,7 +18,9 @@ pub struct Quantity {
 
 /// Why a quantity string could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a quantity (expected a number with an optional suffix such as m, Ki, Mi, Gi, k, M, G)")]
+#[error(
+    "{0:?} is not a quantity (expected a number with an optional suffix such as m, Ki, Mi, Gi, k, M, G)"
+)]
 pub struct QuantityError(pub String);
 
 impl Quantity {

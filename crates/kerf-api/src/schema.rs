@@ -76,7 +76,10 @@ impl Checker {
             match value {
                 Value::String(s) => self.check_string(s, schema, path),
                 Value::Number(_) => {}
-                other => self.problem(path, format!("must be an integer or a string, got {}", type_name(other))),
+                other => self.problem(
+                    path,
+                    format!("must be an integer or a string, got {}", type_name(other)),
+                ),
             }
             return self.problems.len() > before;
         }
@@ -86,7 +89,14 @@ impl Checker {
         let actual = type_name(value);
         let type_ok = actual == expected || (expected == "number" && actual == "integer");
         if !type_ok {
-            self.problem(path, format!("must be {} {expected}, got {actual} {}", article(expected), short(value)));
+            self.problem(
+                path,
+                format!(
+                    "must be {} {expected}, got {actual} {}",
+                    article(expected),
+                    short(value)
+                ),
+            );
             return true;
         }
         match value {
@@ -112,12 +122,18 @@ impl Checker {
                 if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
                     && v < min
                 {
-                    self.problem(path, format!("must be greater than or equal to {min}, got {n}"));
+                    self.problem(
+                        path,
+                        format!("must be greater than or equal to {min}, got {n}"),
+                    );
                 }
                 if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
                     && v > max
                 {
-                    self.problem(path, format!("must be less than or equal to {max}, got {n}"));
+                    self.problem(
+                        path,
+                        format!("must be less than or equal to {max}, got {n}"),
+                    );
                 }
             }
             _ => {}
@@ -125,10 +141,16 @@ impl Checker {
         self.problems.len() > before
     }
 
-    fn walk_object(&mut self, map: &mut serde_json::Map<String, Value>, schema: &Value, path: &str) {
+    fn walk_object(
+        &mut self,
+        map: &mut serde_json::Map<String, Value>,
+        schema: &Value,
+        path: &str,
+    ) {
         let properties = schema.get("properties").and_then(Value::as_object);
         let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-        let preserve = schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+        let preserve =
+            schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
         if let Some(required) = schema.get("required").and_then(Value::as_array) {
             for field in required.iter().filter_map(Value::as_str) {
                 if map.get(field).is_none_or(Value::is_null) {
@@ -151,7 +173,15 @@ impl Checker {
         });
     }
 
-    fn check_len(&mut self, len: usize, schema: &Value, min: &str, max: &str, unit: &str, path: &str) {
+    fn check_len(
+        &mut self,
+        len: usize,
+        schema: &Value,
+        min: &str,
+        max: &str,
+        unit: &str,
+        path: &str,
+    ) {
         if let Some(m) = schema.get(min).and_then(Value::as_u64)
             && (len as u64) < m
         {
@@ -167,12 +197,26 @@ impl Checker {
     fn check_string(&mut self, s: &str, schema: &Value, path: &str) {
         if let Some(options) = schema.get("enum").and_then(Value::as_array) {
             if !options.iter().any(|o| o.as_str() == Some(s)) {
-                let list = options.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ");
-                self.problem(path, format!("unsupported value {s:?}: must be one of {list}"));
+                let list = options
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                self.problem(
+                    path,
+                    format!("unsupported value {s:?}: must be one of {list}"),
+                );
             }
             return;
         }
-        self.check_len(s.chars().count(), schema, "minLength", "maxLength", "characters", path);
+        self.check_len(
+            s.chars().count(),
+            schema,
+            "minLength",
+            "maxLength",
+            "characters",
+            path,
+        );
         if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
             let re = self
                 .patterns
@@ -189,7 +233,11 @@ impl Checker {
 }
 
 fn article(t: &str) -> &'static str {
-    if t.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" }
+    if t.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
 }
 
 fn short(v: &Value) -> String {

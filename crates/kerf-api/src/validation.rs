@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 
 use crate::common::{NodeSelectorRequirementWithMinValues, Operator, Taint};
 use crate::cron::CronSchedule;
-use crate::ec2nodeclass::{AmiFamily, EC2NodeClass, EC2NodeClassSpec, EVICTION_SIGNALS, KubeletConfiguration};
+use crate::ec2nodeclass::{
+    AmiFamily, EC2NodeClass, EC2NodeClassSpec, EVICTION_SIGNALS, KubeletConfiguration,
+};
 use crate::labels::restricted_label_reason;
 use crate::nodeclaim::NodeClaim;
 use crate::nodepool::NodePool;
@@ -51,20 +53,24 @@ pub trait Validate {
     fn validate(&self) -> Vec<Problem>;
 }
 
-static QUALIFIED_NAME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-        .expect("static regex")
-});
-static LABEL_VALUE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$").expect("static regex")
-});
+/// A label key: an optional DNS-subdomain prefix and `/`, then a name of at most 63 characters.
+const QUALIFIED_NAME_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
+/// A label value: at most 63 characters, alphanumeric at both ends.
+const LABEL_VALUE_PATTERN: &str = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$";
+
+static QUALIFIED_NAME: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(QUALIFIED_NAME_PATTERN).expect("static regex"));
+static LABEL_VALUE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(LABEL_VALUE_PATTERN).expect("static regex"));
 static DNS_SUBDOMAIN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$").expect("static regex")
+    Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+        .expect("static regex")
 });
 static BUDGET_NODES: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^((100|[0-9]{1,2})%|[0-9]+)$").expect("static regex"));
-static BUDGET_DURATION: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$").expect("static regex"));
+static BUDGET_DURATION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$").expect("static regex")
+});
 static VOLUME_SIZE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G|([1-9]||[1-5][0-7]|58)Ti|([1-9]||[1-5][0-9]|6[0-3]|64)T)$")
         .expect("static regex")
@@ -72,8 +78,7 @@ static VOLUME_SIZE: LazyLock<Regex> = LazyLock::new(|| {
 
 /// Checks a label or taint key: a qualified name of at most 316 characters (63 after the prefix).
 fn check_key(path: &str, key: &str, problems: &mut Vec<Problem>) {
-    let name = key.rsplit('/').next().unwrap_or(key);
-    if key.len() > 316 || name.len() > 63 || !QUALIFIED_NAME.is_match(key) {
+    if key.len() > 316 || !QUALIFIED_NAME.is_match(key) {
         problems.push(Problem::new(
             path,
             format!("{key:?} is not a valid label key (a DNS prefix and '/', then at most 63 alphanumerics, '-', '_' or '.')"),
@@ -82,7 +87,7 @@ fn check_key(path: &str, key: &str, problems: &mut Vec<Problem>) {
 }
 
 fn check_label_value(path: &str, value: &str, problems: &mut Vec<Problem>) {
-    if value.len() > 63 || !LABEL_VALUE.is_match(value) {
+    if !LABEL_VALUE.is_match(value) {
         problems.push(Problem::new(
             path,
             format!("{value:?} is not a valid label value (at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric)"),
@@ -131,7 +136,10 @@ fn check_requirements(
             _ => {}
         }
         if r.values.len() > 100 {
-            problems.push(Problem::new(format!("{at}.values"), "must have at most 100 items"));
+            problems.push(Problem::new(
+                format!("{at}.values"),
+                "must have at most 100 items",
+            ));
         }
         if !r.operator.is_numeric() {
             for (j, v) in r.values.iter().enumerate() {
@@ -140,7 +148,10 @@ fn check_requirements(
         }
         if let Some(min) = r.min_values {
             if !(1..=50).contains(&min) {
-                problems.push(Problem::new(format!("{at}.minValues"), "must be between 1 and 50"));
+                problems.push(Problem::new(
+                    format!("{at}.minValues"),
+                    "must be between 1 and 50",
+                ));
             } else if r.operator == Operator::In && (r.values.len() as i32) < min {
                 problems.push(Problem::new(
                     format!("{at}.minValues"),
@@ -167,7 +178,10 @@ fn check_taints(lists: &[(&str, &[Taint])], problems: &mut Vec<Problem>) {
             if !seen.insert((t.key.clone(), t.effect)) {
                 problems.push(Problem::new(
                     at,
-                    format!("duplicate taint {}:{:?}: a key and effect may appear only once", t.key, t.effect),
+                    format!(
+                        "duplicate taint {}:{:?}: a key and effect may appear only once",
+                        t.key, t.effect
+                    ),
                 ));
             }
         }
@@ -197,11 +211,18 @@ impl Validate for NodePool {
         check_taints(
             &[
                 ("spec.template.spec.taints", &tmpl.spec.taints),
-                ("spec.template.spec.startupTaints", &tmpl.spec.startup_taints),
+                (
+                    "spec.template.spec.startupTaints",
+                    &tmpl.spec.startup_taints,
+                ),
             ],
             &mut p,
         );
-        check_node_class_ref("spec.template.spec.nodeClassRef", &tmpl.spec.node_class_ref, &mut p);
+        check_node_class_ref(
+            "spec.template.spec.nodeClassRef",
+            &tmpl.spec.node_class_ref,
+            &mut p,
+        );
         if let Some(w) = spec.weight
             && !(1..=100).contains(&w)
         {
@@ -209,19 +230,28 @@ impl Validate for NodePool {
         }
         for (key, q) in &spec.limits {
             if q.milli() < 0 {
-                p.push(Problem::new(format!("spec.limits[{key}]"), "must not be negative"));
+                p.push(Problem::new(
+                    format!("spec.limits[{key}]"),
+                    "must not be negative",
+                ));
             }
         }
         let budgets = &spec.disruption.budgets;
         if budgets.len() > 50 {
-            p.push(Problem::new("spec.disruption.budgets", "must have at most 50 items"));
+            p.push(Problem::new(
+                "spec.disruption.budgets",
+                "must have at most 50 items",
+            ));
         }
         for (i, b) in budgets.iter().enumerate() {
             let at = format!("spec.disruption.budgets[{i}]");
             if !BUDGET_NODES.is_match(&b.nodes) {
                 p.push(Problem::new(
                     format!("{at}.nodes"),
-                    format!("must be a percentage or count (\"10%\", \"5\"), got {:?}", b.nodes),
+                    format!(
+                        "must be a percentage or count (\"10%\", \"5\"), got {:?}",
+                        b.nodes
+                    ),
                 ));
             }
             match (&b.schedule, &b.duration) {
@@ -233,7 +263,10 @@ impl Validate for NodePool {
             if let Some(schedule) = &b.schedule
                 && let Err(e) = CronSchedule::parse(schedule)
             {
-                p.push(Problem::new(format!("{at}.schedule"), format!("invalid cron schedule {schedule:?}: {e}")));
+                p.push(Problem::new(
+                    format!("{at}.schedule"),
+                    format!("invalid cron schedule {schedule:?}: {e}"),
+                ));
             }
             if let Some(d) = &b.duration
                 && !BUDGET_DURATION.is_match(&d.to_string())
@@ -290,11 +323,18 @@ impl Validate for EC2NodeClass {
     }
 }
 
-fn check_tag_selector(path: &str, tags: &Option<std::collections::BTreeMap<String, String>>, p: &mut Vec<Problem>) {
+fn check_tag_selector(
+    path: &str,
+    tags: &Option<std::collections::BTreeMap<String, String>>,
+    p: &mut Vec<Problem>,
+) {
     if let Some(tags) = tags
         && tags.iter().any(|(k, v)| k.is_empty() || v.is_empty())
     {
-        p.push(Problem::new(path, "empty tag keys or values aren't supported"));
+        p.push(Problem::new(
+            path,
+            "empty tag keys or values aren't supported",
+        ));
     }
 }
 
@@ -308,34 +348,55 @@ fn check_pattern(path: &str, value: &Option<String>, re: &str, what: &str, p: &m
 
 fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
     match (&spec.role, &spec.instance_profile) {
-        (Some(_), Some(_)) | (None, None) => {
-            p.push(Problem::new("spec", "must specify exactly one of ['role', 'instanceProfile']"))
-        }
+        (Some(_), Some(_)) | (None, None) => p.push(Problem::new(
+            "spec",
+            "must specify exactly one of ['role', 'instanceProfile']",
+        )),
         _ => {}
     }
     // subnets
     if spec.subnet_selector_terms.is_empty() || spec.subnet_selector_terms.len() > 30 {
-        p.push(Problem::new("spec.subnetSelectorTerms", "must have between 1 and 30 items"));
+        p.push(Problem::new(
+            "spec.subnetSelectorTerms",
+            "must have between 1 and 30 items",
+        ));
     }
     for (i, t) in spec.subnet_selector_terms.iter().enumerate() {
         let at = format!("spec.subnetSelectorTerms[{i}]");
         if t.tags.is_none() && t.id.is_none() {
-            p.push(Problem::new(&at, "expected at least one, got none, ['tags', 'id']"));
+            p.push(Problem::new(
+                &at,
+                "expected at least one, got none, ['tags', 'id']",
+            ));
         }
         if t.id.is_some() && t.tags.is_some() {
             p.push(Problem::new(&at, "'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term"));
         }
         check_tag_selector(&format!("{at}.tags"), &t.tags, p);
-        check_pattern(&format!("{at}.id"), &t.id, "^subnet-[0-9a-z]+$", "a subnet id (subnet-…)", p);
+        check_pattern(
+            &format!("{at}.id"),
+            &t.id,
+            "^subnet-[0-9a-z]+$",
+            "a subnet id (subnet-…)",
+            p,
+        );
     }
     // security groups
-    if spec.security_group_selector_terms.is_empty() || spec.security_group_selector_terms.len() > 30 {
-        p.push(Problem::new("spec.securityGroupSelectorTerms", "must have between 1 and 30 items"));
+    if spec.security_group_selector_terms.is_empty()
+        || spec.security_group_selector_terms.len() > 30
+    {
+        p.push(Problem::new(
+            "spec.securityGroupSelectorTerms",
+            "must have between 1 and 30 items",
+        ));
     }
     for (i, t) in spec.security_group_selector_terms.iter().enumerate() {
         let at = format!("spec.securityGroupSelectorTerms[{i}]");
         if t.tags.is_none() && t.id.is_none() && t.name.is_none() {
-            p.push(Problem::new(&at, "expected at least one, got none, ['tags', 'id', 'name']"));
+            p.push(Problem::new(
+                &at,
+                "expected at least one, got none, ['tags', 'id', 'name']",
+            ));
         }
         if t.id.is_some() && (t.tags.is_some() || t.name.is_some()) {
             p.push(Problem::new(&at, "'id' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term"));
@@ -344,25 +405,49 @@ fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
             p.push(Problem::new(&at, "'name' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term"));
         }
         check_tag_selector(&format!("{at}.tags"), &t.tags, p);
-        check_pattern(&format!("{at}.id"), &t.id, "^sg-[0-9a-z]+$", "a security group id (sg-…)", p);
+        check_pattern(
+            &format!("{at}.id"),
+            &t.id,
+            "^sg-[0-9a-z]+$",
+            "a security group id (sg-…)",
+            p,
+        );
     }
     // capacity reservations
     for (i, t) in spec.capacity_reservation_selector_terms.iter().enumerate() {
         let at = format!("spec.capacityReservationSelectorTerms[{i}]");
         if t.tags.is_none() && t.id.is_none() {
-            p.push(Problem::new(&at, "expected at least one, got none, ['tags', 'id']"));
+            p.push(Problem::new(
+                &at,
+                "expected at least one, got none, ['tags', 'id']",
+            ));
         }
         if t.id.is_some() && (t.tags.is_some() || t.owner_id.is_some()) {
             p.push(Problem::new(&at, "'id' is mutually exclusive, cannot be set with a combination of other fields in a capacity reservation selector term"));
         }
         check_tag_selector(&format!("{at}.tags"), &t.tags, p);
-        check_pattern(&format!("{at}.id"), &t.id, "^cr-[0-9a-z]+$", "a capacity reservation id (cr-…)", p);
-        check_pattern(&format!("{at}.ownerID"), &t.owner_id, "^[0-9]{12}$", "a 12-digit account id", p);
+        check_pattern(
+            &format!("{at}.id"),
+            &t.id,
+            "^cr-[0-9a-z]+$",
+            "a capacity reservation id (cr-…)",
+            p,
+        );
+        check_pattern(
+            &format!("{at}.ownerID"),
+            &t.owner_id,
+            "^[0-9]{12}$",
+            "a 12-digit account id",
+            p,
+        );
     }
     // AMIs
     let terms = &spec.ami_selector_terms;
     if terms.is_empty() || terms.len() > 30 {
-        p.push(Problem::new("spec.amiSelectorTerms", "must have between 1 and 30 items"));
+        p.push(Problem::new(
+            "spec.amiSelectorTerms",
+            "must have between 1 and 30 items",
+        ));
     }
     let has_alias = terms.iter().any(|t| t.alias.is_some());
     if has_alias && terms.len() != 1 {
@@ -374,8 +459,16 @@ fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
     for (i, t) in terms.iter().enumerate() {
         let at = format!("spec.amiSelectorTerms[{i}]");
         let others = t.tags.is_some() || t.name.is_some() || t.owner.is_some();
-        if t.tags.is_none() && t.id.is_none() && t.name.is_none() && t.alias.is_none() && t.ssm_parameter.is_none() {
-            p.push(Problem::new(&at, "expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']"));
+        if t.tags.is_none()
+            && t.id.is_none()
+            && t.name.is_none()
+            && t.alias.is_none()
+            && t.ssm_parameter.is_none()
+        {
+            p.push(Problem::new(
+                &at,
+                "expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']",
+            ));
         }
         if t.id.is_some() && (t.alias.is_some() || others) {
             p.push(Problem::new(&at, "'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms"));
@@ -384,7 +477,13 @@ fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
             p.push(Problem::new(&at, "'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms"));
         }
         check_tag_selector(&format!("{at}.tags"), &t.tags, p);
-        check_pattern(&format!("{at}.id"), &t.id, "^ami-[0-9a-z]+$", "an AMI id (ami-…)", p);
+        check_pattern(
+            &format!("{at}.id"),
+            &t.id,
+            "^ami-[0-9a-z]+$",
+            "an AMI id (ami-…)",
+            p,
+        );
         if let Some(alias) = &t.alias {
             check_alias(&format!("{at}.alias"), alias, p);
         }
@@ -400,46 +499,73 @@ fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
         if key.is_empty() {
             p.push(Problem::new(&at, "empty tag keys aren't supported"));
         } else if key.starts_with("kubernetes.io/cluster") {
-            p.push(Problem::new(&at, "tag contains a restricted tag matching kubernetes.io/cluster/"));
+            p.push(Problem::new(
+                &at,
+                "tag contains a restricted tag matching kubernetes.io/cluster/",
+            ));
         } else if RESTRICTED_TAGS.contains(&key.as_str()) {
-            p.push(Problem::new(&at, format!("tag contains a restricted tag matching {key}")));
+            p.push(Problem::new(
+                &at,
+                format!("tag contains a restricted tag matching {key}"),
+            ));
         }
     }
     if let Some(k) = &spec.kubelet {
         check_kubelet(k, p);
     }
-    let roots = spec.block_device_mappings.iter().filter(|b| b.root_volume).count();
+    let roots = spec
+        .block_device_mappings
+        .iter()
+        .filter(|b| b.root_volume)
+        .count();
     if roots > 1 {
-        p.push(Problem::new("spec.blockDeviceMappings", "must have only one blockDeviceMappings with rootVolume"));
+        p.push(Problem::new(
+            "spec.blockDeviceMappings",
+            "must have only one blockDeviceMappings with rootVolume",
+        ));
     }
     if spec.block_device_mappings.len() > 50 {
-        p.push(Problem::new("spec.blockDeviceMappings", "must have at most 50 items"));
+        p.push(Problem::new(
+            "spec.blockDeviceMappings",
+            "must have at most 50 items",
+        ));
     }
     for (i, b) in spec.block_device_mappings.iter().enumerate() {
         let at = format!("spec.blockDeviceMappings[{i}].ebs");
         if let Some(ebs) = &b.ebs {
             if ebs.snapshot_id.is_none() && ebs.volume_size.is_none() {
-                p.push(Problem::new(&at, "snapshotID or volumeSize must be defined"));
+                p.push(Problem::new(
+                    &at,
+                    "snapshotID or volumeSize must be defined",
+                ));
             }
             if let Some(size) = &ebs.volume_size
                 && !VOLUME_SIZE.is_match(size)
             {
                 p.push(Problem::new(
                     format!("{at}.volumeSize"),
-                    format!("{size:?} must be a size in Gi, G, Ti or T of at most 64T (e.g. 100Gi)"),
+                    format!(
+                        "{size:?} must be a size in Gi, G, Ti or T of at most 64T (e.g. 100Gi)"
+                    ),
                 ));
             }
             if let Some(rate) = ebs.volume_initialization_rate
                 && !(100..=300).contains(&rate)
             {
-                p.push(Problem::new(format!("{at}.volumeInitializationRate"), "must be between 100 and 300"));
+                p.push(Problem::new(
+                    format!("{at}.volumeInitializationRate"),
+                    "must be between 100 and 300",
+                ));
             }
         }
     }
     if let Some(hops) = spec.metadata_options.http_put_response_hop_limit
         && !(1..=64).contains(&hops)
     {
-        p.push(Problem::new("spec.metadataOptions.httpPutResponseHopLimit", "must be between 1 and 64"));
+        p.push(Problem::new(
+            "spec.metadataOptions.httpPutResponseHopLimit",
+            "must be between 1 and 64",
+        ));
     }
 }
 
@@ -447,7 +573,10 @@ fn check_alias(path: &str, alias: &str, p: &mut Vec<Problem>) {
     let Some((family, version)) = alias.split_once('@').filter(|(f, v)| {
         !f.is_empty() && !v.is_empty() && f.chars().all(|c| c.is_ascii_alphanumeric())
     }) else {
-        p.push(Problem::new(path, "'alias' is improperly formatted, must match the format 'family@version'"));
+        p.push(Problem::new(
+            path,
+            "'alias' is improperly formatted, must match the format 'family@version'",
+        ));
         return;
     };
     if alias.len() > 30 {
@@ -467,34 +596,56 @@ fn check_alias(path: &str, alias: &str, p: &mut Vec<Problem>) {
 
 fn check_kubelet(k: &KubeletConfiguration, p: &mut Vec<Problem>) {
     let at = "spec.kubelet";
-    if let (Some(high), Some(low)) = (k.image_gc_high_threshold_percent, k.image_gc_low_threshold_percent)
-        && high <= low
+    if let (Some(high), Some(low)) = (
+        k.image_gc_high_threshold_percent,
+        k.image_gc_low_threshold_percent,
+    ) && high <= low
     {
-        p.push(Problem::new(at, "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"));
+        p.push(Problem::new(
+            at,
+            "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent",
+        ));
     }
     for (field, v) in [
-        ("imageGCHighThresholdPercent", k.image_gc_high_threshold_percent),
-        ("imageGCLowThresholdPercent", k.image_gc_low_threshold_percent),
+        (
+            "imageGCHighThresholdPercent",
+            k.image_gc_high_threshold_percent,
+        ),
+        (
+            "imageGCLowThresholdPercent",
+            k.image_gc_low_threshold_percent,
+        ),
     ] {
         if let Some(v) = v
             && !(0..=100).contains(&v)
         {
-            p.push(Problem::new(format!("{at}.{field}"), "must be between 0 and 100"));
+            p.push(Problem::new(
+                format!("{at}.{field}"),
+                "must be between 0 and 100",
+            ));
         }
     }
     for (field, v) in [("maxPods", k.max_pods), ("podsPerCore", k.pods_per_core)] {
         if let Some(v) = v
             && v < 0
         {
-            p.push(Problem::new(format!("{at}.{field}"), "must not be negative"));
+            p.push(Problem::new(
+                format!("{at}.{field}"),
+                "must not be negative",
+            ));
         }
     }
-    for (field, map) in [("systemReserved", &k.system_reserved), ("kubeReserved", &k.kube_reserved)] {
+    for (field, map) in [
+        ("systemReserved", &k.system_reserved),
+        ("kubeReserved", &k.kube_reserved),
+    ] {
         for key in map.keys() {
             if !["cpu", "memory", "ephemeral-storage", "pid"].contains(&key.as_str()) {
                 p.push(Problem::new(
                     format!("{at}.{field}[{key}]"),
-                    format!("valid keys for {field} are ['cpu','memory','ephemeral-storage','pid']"),
+                    format!(
+                        "valid keys for {field} are ['cpu','memory','ephemeral-storage','pid']"
+                    ),
                 ));
             }
         }
@@ -513,11 +664,23 @@ fn check_kubelet(k: &KubeletConfiguration, p: &mut Vec<Problem>) {
             }
         }
     }
-    if k.eviction_soft.keys().any(|s| !k.eviction_soft_grace_period.contains_key(s)) {
-        p.push(Problem::new(at, "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod"));
+    if k.eviction_soft
+        .keys()
+        .any(|s| !k.eviction_soft_grace_period.contains_key(s))
+    {
+        p.push(Problem::new(
+            at,
+            "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod",
+        ));
     }
-    if k.eviction_soft_grace_period.keys().any(|s| !k.eviction_soft.contains_key(s)) {
-        p.push(Problem::new(at, "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft"));
+    if k.eviction_soft_grace_period
+        .keys()
+        .any(|s| !k.eviction_soft.contains_key(s))
+    {
+        p.push(Problem::new(
+            at,
+            "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft",
+        ));
     }
 }
 
@@ -530,13 +693,65 @@ fn rule(rule: &str, message: &str) -> Value {
 /// CEL over a requirement list: operator value counts and minValues.
 pub fn requirement_operator_rules() -> Value {
     json!([
-        rule("self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
-             "requirements with operator 'In' must have a value defined"),
-        rule("self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || x.operator == 'Lte') ? (x.values.size() == 1 && x.values[0].matches('^[0-9]+$')) : true)",
-             "requirements with operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single non-negative integer value"),
-        rule("self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)",
-             "requirements with 'minValues' must have at least that many values specified in the 'values' field"),
+        rule(
+            "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+            "requirements with operator 'In' must have a value defined"
+        ),
+        rule(
+            "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || x.operator == 'Lte') ? (x.values.size() == 1 && x.values[0].matches('^[0-9]+$')) : true)",
+            "requirements with operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single non-negative integer value"
+        ),
+        rule(
+            "self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)",
+            "requirements with 'minValues' must have at least that many values specified in the 'values' field"
+        ),
+        rule(
+            &format!(
+                "self.all(x, x.key.matches('{}'))",
+                QUALIFIED_NAME_PATTERN.replace('\\', "\\\\")
+            ),
+            "requirement keys must be valid label keys"
+        ),
+        rule(
+            &format!(
+                "self.all(x, x.operator in ['Gt', 'Lt', 'Gte', 'Lte'] || !has(x.values) || x.values.all(v, v.matches('{}')))",
+                LABEL_VALUE_PATTERN
+            ),
+            "requirement values must be valid label values"
+        ),
     ])
+}
+
+/// CEL over a taint list, and over the pair of taints and startup taints.
+pub fn taint_rules() -> Value {
+    json!([
+        rule(
+            &format!(
+                "self.all(t, t.key.matches('{}'))",
+                QUALIFIED_NAME_PATTERN.replace('\\', "\\\\")
+            ),
+            "taint keys must be valid label keys"
+        ),
+        rule(
+            &format!(
+                "self.all(t, !has(t.value) || t.value.matches('{}'))",
+                LABEL_VALUE_PATTERN
+            ),
+            "taint values must be valid label values"
+        ),
+        rule(
+            "self.all(t, self.exists_one(u, u.key == t.key && u.effect == t.effect))",
+            "a taint key and effect may appear only once"
+        ),
+    ])
+}
+
+/// CEL over a spec holding `taints` and `startupTaints`: no key/effect in both.
+pub fn taint_pair_rules() -> Value {
+    json!([rule(
+        "!has(self.taints) || !has(self.startupTaints) || self.taints.all(t, !self.startupTaints.exists(s, s.key == t.key && s.effect == t.effect))",
+        "a taint key and effect may appear only once across taints and startupTaints"
+    )])
 }
 
 /// CEL over the label key `key` (a CEL expression): the restricted keys and domains.
@@ -544,24 +759,52 @@ fn key_rules(key: &str) -> Vec<Value> {
     let domain = format!("{key}.find('^([^/]+)')");
     let under = |d: &str| format!("({domain} == '{d}' || {domain}.endsWith('.{d}'))");
     let list = |keys: &mut dyn Iterator<Item = &&str>| {
-        keys.map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", ")
+        keys.map(|k| format!("'{k}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let allowed = list(&mut crate::labels::ALLOWED_RESTRICTED_KEYS.iter());
-    let aws_allowed = list(&mut crate::labels::WELL_KNOWN_LABELS.iter().filter(|l| l.starts_with("karpenter.k8s.aws/")));
+    let aws_allowed = list(
+        &mut crate::labels::WELL_KNOWN_LABELS
+            .iter()
+            .filter(|l| l.starts_with("karpenter.k8s.aws/")),
+    );
     vec![
-        rule(&format!("{key} != 'karpenter.sh/nodepool'"), "label \"karpenter.sh/nodepool\" is restricted"),
-        rule(&format!("{key} != 'kubernetes.io/hostname'"), "label \"kubernetes.io/hostname\" is restricted"),
         rule(
-            &format!("{key} in [{allowed}] || {} || {} || !{}", under("node.kubernetes.io"), under("node-restriction.kubernetes.io"), under("kubernetes.io")),
+            &format!("{key} != 'karpenter.sh/nodepool'"),
+            "label \"karpenter.sh/nodepool\" is restricted",
+        ),
+        rule(
+            &format!("{key} != 'kubernetes.io/hostname'"),
+            "label \"kubernetes.io/hostname\" is restricted",
+        ),
+        rule(
+            &format!(
+                "{key} in [{allowed}] || {} || {} || !{}",
+                under("node.kubernetes.io"),
+                under("node-restriction.kubernetes.io"),
+                under("kubernetes.io")
+            ),
             "label domain \"kubernetes.io\" is restricted",
         ),
         rule(
-            &format!("{} || {} || !{}", under("node.kubernetes.io"), under("node-restriction.kubernetes.io"), under("k8s.io")),
+            &format!(
+                "{} || {} || !{}",
+                under("node.kubernetes.io"),
+                under("node-restriction.kubernetes.io"),
+                under("k8s.io")
+            ),
             "label domain \"k8s.io\" is restricted",
         ),
-        rule(&format!("{key} in [{allowed}] || !{}", under("karpenter.sh")), "label domain \"karpenter.sh\" is restricted"),
         rule(
-            &format!("{key} in [{aws_allowed}] || !{}", under("karpenter.k8s.aws")),
+            &format!("{key} in [{allowed}] || !{}", under("karpenter.sh")),
+            "label domain \"karpenter.sh\" is restricted",
+        ),
+        rule(
+            &format!(
+                "{key} in [{aws_allowed}] || !{}",
+                under("karpenter.k8s.aws")
+            ),
             "label domain \"karpenter.k8s.aws\" is restricted",
         ),
     ]
@@ -589,19 +832,38 @@ pub fn nodepool_requirement_rules() -> Value {
     rules
 }
 
-/// CEL over a NodePool template's label map: the restricted keys.
-pub fn label_key_rules() -> Value {
-    Value::Array(over_all(key_rules("x")))
+/// CEL over a NodePool template's label map: key and value syntax and the restricted keys.
+pub fn label_rules() -> Value {
+    let mut rules = over_all(key_rules("x"));
+    rules.push(rule(
+        &format!(
+            "self.all(x, x.matches('{}'))",
+            QUALIFIED_NAME_PATTERN.replace('\\', "\\\\")
+        ),
+        "label keys must be valid label keys",
+    ));
+    rules.push(rule(
+        &format!("self.all(x, self[x].matches('{}'))", LABEL_VALUE_PATTERN),
+        "label values must be valid label values",
+    ));
+    Value::Array(rules)
 }
 
 /// CEL over a tag map used as a selector.
 pub fn tag_selector_rules() -> Value {
-    json!([rule("self.all(k, k != '' && self[k] != '')", "empty tag keys or values aren't supported")])
+    json!([rule(
+        "self.all(k, k != '' && self[k] != '')",
+        "empty tag keys or values aren't supported"
+    )])
 }
 
 /// CEL over a kubelet eviction map: only the kubelet's signals.
 pub fn eviction_signal_rules() -> Value {
-    let signals = EVICTION_SIGNALS.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(",");
+    let signals = EVICTION_SIGNALS
+        .iter()
+        .map(|s| format!("'{s}'"))
+        .collect::<Vec<_>>()
+        .join(",");
     json!([rule(
         &format!("self.all(x, x in [{signals}])"),
         &format!("valid keys are [{signals}]")

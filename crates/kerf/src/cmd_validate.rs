@@ -36,7 +36,10 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         let docs = match read_documents(&text) {
             Ok(d) => d,
             Err(e) => {
-                eprintln!("{shown}:{}:{}: cannot parse YAML: {}", e.line, e.column, e.message);
+                eprintln!(
+                    "{shown}:{}:{}: cannot parse YAML: {}",
+                    e.line, e.column, e.message
+                );
                 unreadable = true;
                 continue;
             }
