@@ -1,1 +1,15 @@
-//! placeholder
+//! AWS facts Kerf needs without calling AWS: the EC2 instance-type catalog embedded from
+//! moto's DescribeInstanceTypes data, per-region zone offerings, the capacity and allocatable
+//! formulas Karpenter uses for AL2023 nodes, the labels Karpenter derives from a type, an
+//! on-demand price model fitted to AWS list prices, and a deterministic spot price model.
+//!
+//! No SDK, no network, no clock: the live AWS provider (a later crate) reads real prices
+//! and offerings; the simulator and `kerf instance-types` read these.
+
+pub mod capacity;
+pub mod catalog;
+pub mod instance_type;
+pub mod pricing;
+
+pub use catalog::{CatalogError, InstanceTypeInfo};
+pub use instance_type::{InstanceType, Offering, instance_types};

@@ -1,0 +1,276 @@
+//! Capacity and allocatable of a node, as Karpenter computes them for the AL2023 AMI family:
+//! memory less the hypervisor's share, pods limited by network interfaces, and the kubelet's
+//! kube-reserved, system-reserved and eviction thresholds subtracted.
+
+use std::collections::BTreeMap;
+
+use kerf_api::Quantity;
+use kerf_api::ec2nodeclass::{EC2NodeClassSpec, InstanceStorePolicy, KubeletConfiguration};
+use kerf_api::labels::{
+    RESOURCE_AMD_GPU, RESOURCE_AWS_NEURON, RESOURCE_AWS_NEURON_CORE, RESOURCE_HABANA_GAUDI,
+    RESOURCE_NVIDIA_GPU,
+};
+
+use crate::catalog::InstanceTypeInfo;
+
+const MIB: i64 = 1 << 20;
+const GIB: i64 = 1 << 30;
+/// Share of memory the hypervisor and OS take before the kubelet sees it.
+const VM_MEMORY_OVERHEAD_PERCENT: f64 = 0.075;
+/// arm64 kernels reserve this much more memory than the instance type reports.
+const ARM64_MEMORY_RESERVED_MIB: i64 = 64;
+/// Root volume of an AL2023 node without block device mappings.
+const DEFAULT_ROOT_VOLUME_BYTES: i64 = 20 * GIB;
+
+/// Amounts of the node resources Kerf schedules on.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resources {
+    /// CPU in millicores.
+    pub cpu_millis: i64,
+    /// Memory in bytes.
+    pub memory_bytes: i64,
+    /// Ephemeral storage in bytes.
+    pub ephemeral_storage_bytes: i64,
+    /// Pod slots.
+    pub pods: i64,
+    /// Extended resources (GPUs, Neuron devices) in whole units.
+    pub extended: BTreeMap<String, i64>,
+}
+
+impl Resources {
+    /// `self − other`, resource by resource, floored at zero.
+    pub fn saturating_sub(&self, other: &Resources) -> Resources {
+        Resources {
+            cpu_millis: (self.cpu_millis - other.cpu_millis).max(0),
+            memory_bytes: (self.memory_bytes - other.memory_bytes).max(0),
+            ephemeral_storage_bytes: (self.ephemeral_storage_bytes - other.ephemeral_storage_bytes)
+                .max(0),
+            pods: (self.pods - other.pods).max(0),
+            extended: self
+                .extended
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        (v - other.extended.get(k).copied().unwrap_or(0)).max(0),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The resources as a Kubernetes resource list (`cpu: 1930m`, `memory: 6903Mi`, …).
+    pub fn to_resource_list(&self) -> BTreeMap<String, Quantity> {
+        let mut out = BTreeMap::new();
+        out.insert("cpu".into(), Quantity::from_milli(self.cpu_millis));
+        out.insert("memory".into(), bytes_quantity(self.memory_bytes));
+        out.insert(
+            "ephemeral-storage".into(),
+            bytes_quantity(self.ephemeral_storage_bytes),
+        );
+        out.insert("pods".into(), Quantity::from_units(self.pods));
+        for (k, v) in &self.extended {
+            out.insert(k.clone(), Quantity::from_units(*v));
+        }
+        out
+    }
+}
+
+/// Writes bytes in the largest binary unit that divides them (`17Gi`, `6903Mi`).
+fn bytes_quantity(bytes: i64) -> Quantity {
+    for (unit, size) in [("Gi", GIB), ("Mi", MIB), ("Ki", 1 << 10)] {
+        if bytes % size == 0 && bytes != 0 {
+            return Quantity::parse(&format!("{}{unit}", bytes / size))
+                .expect("well-formed quantity");
+        }
+    }
+    Quantity::from_units(bytes)
+}
+
+/// The parts of an EC2NodeClass that change a node's capacity or overhead.
+#[derive(Clone, Debug, Default)]
+pub struct NodeSettings<'a> {
+    /// Kubelet settings.
+    pub kubelet: Option<&'a KubeletConfiguration>,
+    /// Size of the volume backing ephemeral storage, if not the default 20Gi.
+    pub root_volume_bytes: Option<i64>,
+    /// Whether instance store volumes back ephemeral storage (RAID0).
+    pub instance_store_raid0: bool,
+}
+
+impl<'a> NodeSettings<'a> {
+    /// The settings an EC2NodeClass implies.
+    pub fn from_node_class(spec: &'a EC2NodeClassSpec) -> NodeSettings<'a> {
+        let root = spec
+            .block_device_mappings
+            .iter()
+            .find(|b| b.root_volume)
+            .or_else(|| {
+                spec.block_device_mappings
+                    .iter()
+                    .find(|b| b.device_name.as_deref() == Some("/dev/xvda"))
+            });
+        NodeSettings {
+            kubelet: spec.kubelet.as_ref(),
+            root_volume_bytes: root
+                .and_then(|b| b.ebs.as_ref())
+                .and_then(|e| e.size())
+                .map(|q| q.units_ceil() as i64),
+            instance_store_raid0: spec.instance_store_policy == Some(InstanceStorePolicy::RAID0),
+        }
+    }
+}
+
+/// Pods the node runs: the kubelet's maxPods, else the ENI limit, capped by podsPerCore.
+pub fn pods(info: &InstanceTypeInfo, kubelet: Option<&KubeletConfiguration>) -> i64 {
+    let eni_limited = i64::from(info.max_enis) * (i64::from(info.ipv4_per_eni) - 1).max(0) + 2;
+    let mut pods = kubelet
+        .and_then(|k| k.max_pods)
+        .map(i64::from)
+        .unwrap_or(eni_limited);
+    if let Some(per_core) = kubelet.and_then(|k| k.pods_per_core).filter(|p| *p > 0) {
+        pods = pods.min(i64::from(per_core) * i64::from(info.vcpu));
+    }
+    pods
+}
+
+/// What the instance offers the kubelet.
+pub fn capacity(info: &InstanceTypeInfo, settings: &NodeSettings) -> Resources {
+    let mut mib = info.memory_mib as i64;
+    if info.arch == "arm64" {
+        mib -= ARM64_MEMORY_RESERVED_MIB;
+    }
+    let overhead_mib = (mib as f64 * VM_MEMORY_OVERHEAD_PERCENT).ceil() as i64;
+    let ephemeral = match (settings.instance_store_raid0, info.local_nvme_gb) {
+        (true, Some(gb)) => gb as i64 * 1_000_000_000,
+        _ => settings
+            .root_volume_bytes
+            .unwrap_or(DEFAULT_ROOT_VOLUME_BYTES),
+    };
+    let mut extended = BTreeMap::new();
+    if let Some(gpu) = &info.gpu {
+        let resource = match gpu.manufacturer.as_str() {
+            "nvidia" => Some(RESOURCE_NVIDIA_GPU),
+            "amd" => Some(RESOURCE_AMD_GPU),
+            "habana" => Some(RESOURCE_HABANA_GAUDI),
+            _ => None,
+        };
+        if let Some(r) = resource {
+            extended.insert(r.to_string(), i64::from(gpu.count));
+        }
+    }
+    if let Some(neuron) = &info.neuron {
+        extended.insert(RESOURCE_AWS_NEURON.to_string(), i64::from(neuron.count));
+        extended.insert(
+            RESOURCE_AWS_NEURON_CORE.to_string(),
+            i64::from(neuron.cores),
+        );
+    }
+    Resources {
+        cpu_millis: i64::from(info.vcpu) * 1000,
+        memory_bytes: (mib - overhead_mib) * MIB,
+        ephemeral_storage_bytes: ephemeral,
+        pods: pods(info, settings.kubelet),
+        extended,
+    }
+}
+
+/// Karpenter's kube-reserved CPU: 6% of the first core, 1% of the second, 0.5% of the third
+/// and fourth, 0.25% of every core above four.
+fn kube_reserved_cpu_millis(vcpu: u32) -> i64 {
+    let cores = i64::from(vcpu);
+    let mut millis = 0.0;
+    for (from, to, share) in [
+        (0, 1, 0.06),
+        (1, 2, 0.01),
+        (2, 4, 0.005),
+        (4, i64::MAX, 0.0025),
+    ] {
+        let n = (cores.min(to) - from).max(0);
+        millis += n as f64 * 1000.0 * share;
+    }
+    millis.round() as i64
+}
+
+/// A reservation value of the kubelet config (`100m`, `1Gi`) in the resource's unit.
+fn reserved(map: &BTreeMap<String, String>, key: &str, millis: bool) -> Option<i64> {
+    let q = Quantity::parse(map.get(key)?).ok()?;
+    Some(if millis {
+        q.milli() as i64
+    } else {
+        q.units_ceil() as i64
+    })
+}
+
+/// An eviction threshold (`100Mi` or `10%`) against a capacity, in bytes.
+fn threshold(value: &str, capacity_bytes: i64) -> Option<i64> {
+    if let Some(pct) = value.strip_suffix('%') {
+        let pct: f64 = pct.parse().ok()?;
+        return Some((capacity_bytes as f64 * pct / 100.0).ceil() as i64);
+    }
+    Quantity::parse(value).ok().map(|q| q.units_ceil() as i64)
+}
+
+/// What the kubelet keeps for itself: kube-reserved + system-reserved + eviction thresholds.
+pub fn overhead(
+    info: &InstanceTypeInfo,
+    settings: &NodeSettings,
+    capacity: &Resources,
+) -> Resources {
+    let empty = BTreeMap::new();
+    let kubelet = settings.kubelet;
+    let kube = kubelet.map_or(&empty, |k| &k.kube_reserved);
+    let system = kubelet.map_or(&empty, |k| &k.system_reserved);
+    let pods = capacity.pods;
+    let kube_cpu =
+        reserved(kube, "cpu", true).unwrap_or_else(|| kube_reserved_cpu_millis(info.vcpu));
+    let kube_memory = reserved(kube, "memory", false).unwrap_or((11 * pods + 255) * MIB);
+    let kube_ephemeral = reserved(kube, "ephemeral-storage", false).unwrap_or(GIB);
+    let system_cpu = reserved(system, "cpu", true).unwrap_or(0);
+    let system_memory = reserved(system, "memory", false).unwrap_or(0);
+    let system_ephemeral = reserved(system, "ephemeral-storage", false).unwrap_or(0);
+
+    // Hard thresholds default to memory.available=100Mi and nodefs.available=10%; a soft
+    // threshold, when larger, is what the scheduler must leave free.
+    let signal = |name: &str, default: &str, cap: i64| {
+        let hard = kubelet
+            .and_then(|k| k.eviction_hard.get(name))
+            .map_or(default, String::as_str);
+        let hard = threshold(hard, cap).unwrap_or(0);
+        let soft = kubelet
+            .and_then(|k| k.eviction_soft.get(name))
+            .and_then(|v| threshold(v, cap))
+            .unwrap_or(0);
+        hard.max(soft)
+    };
+    let evict_memory = signal("memory.available", "100Mi", capacity.memory_bytes);
+    let evict_ephemeral = signal("nodefs.available", "10%", capacity.ephemeral_storage_bytes);
+
+    Resources {
+        cpu_millis: kube_cpu + system_cpu,
+        memory_bytes: kube_memory + system_memory + evict_memory,
+        ephemeral_storage_bytes: kube_ephemeral + system_ephemeral + evict_ephemeral,
+        pods: 0,
+        extended: BTreeMap::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kube_reserved_cpu_steps() {
+        assert_eq!(kube_reserved_cpu_millis(1), 60);
+        assert_eq!(kube_reserved_cpu_millis(2), 70);
+        assert_eq!(kube_reserved_cpu_millis(4), 80);
+        assert_eq!(kube_reserved_cpu_millis(8), 90);
+        assert_eq!(kube_reserved_cpu_millis(96), 310);
+    }
+
+    #[test]
+    fn quantities_render_in_binary_units() {
+        assert_eq!(bytes_quantity(17 * GIB).as_str(), "17Gi");
+        assert_eq!(bytes_quantity(6903 * MIB).as_str(), "6903Mi");
+    }
+}
