@@ -137,3 +137,91 @@ pub struct Condition {
 
 /// A resource list: resource name to quantity.
 pub type ResourceList = BTreeMap<String, crate::Quantity>;
+
+impl NodeSelectorRequirementWithMinValues {
+    /// Whether a label value (None when the label is absent) satisfies the requirement.
+    pub fn matches(&self, value: Option<&str>) -> bool {
+        let number = |s: &str| s.parse::<i64>().ok();
+        let compare = |ok: fn(i64, i64) -> bool| match (
+            value.and_then(number),
+            self.values.first().and_then(|v| number(v)),
+        ) {
+            (Some(v), Some(bound)) => ok(v, bound),
+            _ => false,
+        };
+        match self.operator {
+            Operator::In => value.is_some_and(|v| self.values.iter().any(|x| x == v)),
+            Operator::NotIn => value.is_none_or(|v| !self.values.iter().any(|x| x == v)),
+            Operator::Exists => value.is_some(),
+            Operator::DoesNotExist => value.is_none(),
+            Operator::Gt => compare(|v, b| v > b),
+            Operator::Lt => compare(|v, b| v < b),
+            Operator::Gte => compare(|v, b| v >= b),
+            Operator::Lte => compare(|v, b| v <= b),
+        }
+    }
+
+    /// Parses the command-line form `KEY=OPERATOR:V1,V2` (`OPERATOR` alone for Exists and
+    /// DoesNotExist), as `kerf instance-types --requirement` takes it.
+    pub fn parse_flag(text: &str) -> Result<Self, String> {
+        let (key, rest) = text.split_once('=').ok_or_else(|| {
+            format!(
+                "{text:?}: expected KEY=OPERATOR:VALUES, e.g. karpenter.k8s.aws/instance-cpu=Gt:4"
+            )
+        })?;
+        let (op, values) = rest.split_once(':').unwrap_or((rest, ""));
+        let operator: Operator = serde_json::from_value(serde_json::Value::String(op.to_string())).map_err(|_| {
+            format!("{text:?}: unknown operator {op:?} (In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte)")
+        })?;
+        let values: Vec<String> = values
+            .split(',')
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+            .collect();
+        Ok(NodeSelectorRequirementWithMinValues {
+            key: key.to_string(),
+            operator,
+            values,
+            min_values: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(text: &str) -> NodeSelectorRequirementWithMinValues {
+        NodeSelectorRequirementWithMinValues::parse_flag(text).unwrap()
+    }
+
+    #[test]
+    fn operators_match_as_kubernetes_defines_them() {
+        assert!(req("k=In:a,b").matches(Some("b")));
+        assert!(!req("k=In:a,b").matches(None));
+        assert!(req("k=NotIn:a").matches(None));
+        assert!(!req("k=NotIn:a").matches(Some("a")));
+        assert!(req("k=Exists").matches(Some("")));
+        assert!(req("k=DoesNotExist").matches(None));
+        assert!(req("k=Gt:4").matches(Some("8")));
+        assert!(!req("k=Gt:4").matches(Some("4")));
+        assert!(!req("k=Gt:4").matches(Some("x")));
+        assert!(req("k=Lte:4").matches(Some("4")));
+        assert!(req("k=Gte:4").matches(Some("4")));
+        assert!(req("k=Lt:4").matches(Some("3")));
+    }
+
+    #[test]
+    fn flag_errors_are_clear() {
+        assert!(
+            NodeSelectorRequirementWithMinValues::parse_flag("no-equals")
+                .unwrap_err()
+                .contains("KEY=OPERATOR")
+        );
+        assert!(
+            NodeSelectorRequirementWithMinValues::parse_flag("k=Near:1")
+                .unwrap_err()
+                .contains("unknown operator")
+        );
+    }
+}

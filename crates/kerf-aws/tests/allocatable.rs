@@ -8,8 +8,11 @@ use kerf_aws::catalog;
 
 const MIB: i64 = 1 << 20;
 
-/// (type, cpu millicores, memory MiB, pods, extended resource and count)
-const PUBLISHED: &[(&str, i64, i64, i64, Option<(&str, i64)>)] = &[
+/// An extended resource and its count.
+type Extended = Option<(&'static str, i64)>;
+
+/// (type, cpu millicores, memory MiB, pods, extended resource)
+const PUBLISHED: &[(&str, i64, i64, i64, Extended)] = &[
     ("m5.large", 1930, 6903, 29, None),
     ("c5.xlarge", 3920, 6584, 58, None),
     ("c5.2xlarge", 7910, 14162, 58, None),

@@ -4,6 +4,6 @@ use std::process::ExitCode;
 
 /// Writes the three CRDs to standard output as one YAML stream.
 pub fn run() -> anyhow::Result<ExitCode> {
-    print!("{}", kerf_api::crds::to_yaml()?);
+    crate::emit(&kerf_api::crds::to_yaml()?)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,12 +1,150 @@
-//! `kerf instance-types`: list the catalog.
+//! `kerf instance-types`: list the catalog, filtered by requirements, cheapest first.
 
+use std::fmt::Write as _;
 use std::process::ExitCode;
+
+use kerf_api::NodeSelectorRequirementWithMinValues as Requirement;
+use kerf_api::labels::{CAPACITY_TYPE, ZONE};
+use kerf_aws::capacity::NodeSettings;
+use kerf_aws::{InstanceType, Offering, instance_types};
+use serde_json::json;
 
 /// Arguments of `kerf instance-types`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// AWS region whose zones offer the types (prices are us-east-1 list prices everywhere).
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
+    /// Keep types whose labels satisfy KEY=OPERATOR:V1,V2 (repeatable; zone and capacity type filter offerings).
+    #[arg(long = "requirement", short = 'r', value_parser = Requirement::parse_flag)]
+    requirements: Vec<Requirement>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+    output: Format,
+}
 
-/// Prints the instance types.
-pub fn run(_args: &Args) -> anyhow::Result<ExitCode> {
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Format {
+    Table,
+    Json,
+}
+
+/// Prints the matching types, cheapest offering first.
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let types = instance_types(&args.region, &NodeSettings::default())?;
+    let mut selected: Vec<(InstanceType, Vec<Offering>)> = types
+        .into_iter()
+        .filter(|t| {
+            args.requirements
+                .iter()
+                .filter(|r| r.key != ZONE && r.key != CAPACITY_TYPE)
+                .all(|r| r.matches(t.labels.get(&r.key).map(String::as_str)))
+        })
+        .filter_map(|t| {
+            let offerings: Vec<Offering> = t
+                .offerings
+                .iter()
+                .filter(|o| {
+                    args.requirements.iter().all(|r| match r.key.as_str() {
+                        ZONE => r.matches(Some(&o.zone)),
+                        CAPACITY_TYPE => r.matches(Some(o.capacity_type)),
+                        _ => true,
+                    })
+                })
+                .cloned()
+                .collect();
+            (!offerings.is_empty()).then_some((t, offerings))
+        })
+        .collect();
+    // offerings stay cheapest first; the filter may have removed a type's cheapest ones
+    selected.sort_by(|(a, ao), (b, bo)| {
+        ao[0]
+            .price_per_hour
+            .total_cmp(&bo[0].price_per_hour)
+            .then_with(|| a.name().cmp(b.name()))
+    });
+    let text = match args.output {
+        Format::Json => render_json(&args.region, &selected)?,
+        Format::Table => {
+            eprintln!(
+                "{} instance types in {}; prices are AWS us-east-1 on-demand list prices (USD/hour) and Kerf's simulated spot prices",
+                selected.len(),
+                args.region
+            );
+            render_table(&selected)
+        }
+    };
+    crate::emit(&text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn render_table(types: &[(InstanceType, Vec<Offering>)]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<18} {:>5} {:>9} {:>5} {:>9} {:>10} {:<6} {:>10} {:>10} {:>5}",
+        "NAME",
+        "CPU",
+        "MEMORY",
+        "PODS",
+        "ALLOC-CPU",
+        "ALLOC-MEM",
+        "ARCH",
+        "ON-DEMAND",
+        "SPOT-FROM",
+        "ZONES"
+    );
+    for (t, offerings) in types {
+        let min = |ct: &str| {
+            offerings
+                .iter()
+                .filter(|o| o.capacity_type == ct)
+                .map(|o| o.price_per_hour)
+                .min_by(f64::total_cmp)
+                .map_or("-".to_string(), |p| format!("${p:.4}"))
+        };
+        let mut zones: Vec<&str> = offerings.iter().map(|o| o.zone.as_str()).collect();
+        zones.sort_unstable();
+        zones.dedup();
+        let _ = writeln!(
+            out,
+            "{:<18} {:>5} {:>8}Mi {:>5} {:>8}m {:>8}Mi {:<6} {:>10} {:>10} {:>5}",
+            t.name(),
+            t.info.vcpu,
+            t.capacity.memory_bytes >> 20,
+            t.capacity.pods,
+            t.allocatable.cpu_millis,
+            t.allocatable.memory_bytes >> 20,
+            t.info.arch,
+            min("on-demand"),
+            min("spot"),
+            zones.len()
+        );
+    }
+    out
+}
+
+fn render_json(region: &str, types: &[(InstanceType, Vec<Offering>)]) -> anyhow::Result<String> {
+    let items: Vec<_> = types
+        .iter()
+        .map(|(t, offerings)| {
+            json!({
+                "name": t.name(),
+                "capacity": t.capacity.to_resource_list(),
+                "allocatable": t.allocatable.to_resource_list(),
+                "labels": t.labels,
+                "offerings": offerings.iter().map(|o| json!({
+                    "zone": o.zone,
+                    "capacity_type": o.capacity_type,
+                    "price_per_hour": o.price_per_hour,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let out = json!({
+        "region": region,
+        "price_source": "AWS us-east-1 on-demand list prices (fitted model); spot prices simulated",
+        "instance_types": items,
+    });
+    Ok(serde_json::to_string_pretty(&out)? + "\n")
 }

@@ -1,5 +1,6 @@
 //! `kerf validate FILE...`: check manifests, one line per problem.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -16,6 +17,7 @@ pub struct Args {
 /// Prints `FILE:DOC: Kind/name: path: message` per problem; exit 1 if any document is
 /// invalid, 2 if a file cannot be read or parsed.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let mut out = String::new();
     let mut invalid = false;
     let mut unreadable = false;
     for file in &args.files {
@@ -47,11 +49,17 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         for doc in &docs {
             let what = format!("{}/{}", doc.kind(), doc.name());
             match check_document(doc) {
-                Checked::Valid(_) => println!("{shown}:{}: {what}: valid", doc.index),
+                Checked::Valid(_) => {
+                    let _ = writeln!(out, "{shown}:{}: {what}: valid", doc.index);
+                }
                 Checked::Invalid(problems) => {
                     invalid = true;
                     for p in problems {
-                        println!("{shown}:{}: {what}: {}: {}", doc.index, p.path, p.message);
+                        let _ = writeln!(
+                            out,
+                            "{shown}:{}: {what}: {}: {}",
+                            doc.index, p.path, p.message
+                        );
                     }
                 }
                 Checked::Other => eprintln!(
@@ -63,6 +71,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    crate::emit(&out)?;
     Ok(if unreadable {
         ExitCode::from(2)
     } else if invalid {

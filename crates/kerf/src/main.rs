@@ -28,6 +28,19 @@ enum Command {
     InstanceTypes(cmd_instance_types::Args),
 }
 
+/// Writes command output to stdout; a reader that went away (`kerf … | head`) is not an error.
+fn emit(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {

@@ -1,0 +1,199 @@
+//! The command line as users run it: exit codes, output lines and formats.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn kerf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run kerf")
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn seeds() -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(root().join("fixtures/seeds"))
+        .unwrap()
+        .map(|e| {
+            format!(
+                "fixtures/seeds/{}",
+                e.unwrap().file_name().to_string_lossy()
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn validate_accepts_every_seed_and_skips_other_kinds() {
+    let files = seeds();
+    let args: Vec<&str> = std::iter::once("validate")
+        .chain(files.iter().map(String::as_str))
+        .collect();
+    let out = kerf(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains("fixtures/seeds/000-spot-fallback.yaml:1: NodePool/batch: valid"),
+        "{text}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Pod/my-pod: skipped"));
+}
+
+#[test]
+fn validate_reports_problems_with_file_document_kind_and_path() {
+    let out = kerf(&[
+        "validate",
+        "fixtures/seeds/000-spot-fallback.yaml",
+        "fixtures/broken/003-business-hours.yaml",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains(
+        "fixtures/broken/003-business-hours.yaml:1: NodePool/default: spec.disruption.consolidationPolicy: unsupported value \"WhenUnderutilized\""
+    ), "{text}");
+    assert!(
+        text.contains(
+            "hint: karpenter.sh/v1 renamed WhenUnderutilized to WhenEmptyOrUnderutilized"
+        )
+    );
+    assert!(
+        text.contains(
+            "spec.disruption.budgets[1].schedule: invalid cron schedule \"0 19-8 * * *\""
+        )
+    );
+}
+
+#[test]
+fn validate_exits_2_with_line_and_column_when_yaml_cannot_be_parsed() {
+    let out = kerf(&["validate", "fixtures/unparseable/003-unindented.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("fixtures/unparseable/003-unindented.yaml:3:1: cannot parse YAML"),
+        "{err}"
+    );
+    assert!(err.contains("duplicate entry with key \"spec\""), "{err}");
+
+    let out = kerf(&["validate", "fixtures/no-such-file.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
+}
+
+#[test]
+fn crds_print_three_definitions_with_printer_columns() {
+    let out = kerf(&["crds"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let names: Vec<&str> = docs
+        .iter()
+        .map(|d| d["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "nodepools.karpenter.sh",
+            "nodeclaims.karpenter.sh",
+            "ec2nodeclasses.karpenter.k8s.aws"
+        ]
+    );
+    let columns: Vec<&str> = docs[1]["spec"]["versions"][0]["additionalPrinterColumns"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            "Type",
+            "Capacity",
+            "Zone",
+            "Node",
+            "Ready",
+            "Age",
+            "ImageID",
+            "ID",
+            "NodePool",
+            "NodeClass",
+            "Drifted"
+        ]
+    );
+    assert!(docs[0]["spec"]["versions"][0]["subresources"]["scale"].is_mapping());
+}
+
+#[test]
+fn instance_types_filter_by_requirements_and_list_cheapest_first() {
+    let out = kerf(&[
+        "instance-types",
+        "--region",
+        "ap-northeast-2",
+        "-r",
+        "karpenter.k8s.aws/instance-category=In:c,m,r",
+        "-r",
+        "karpenter.k8s.aws/instance-cpu=Gt:4",
+        "-r",
+        "karpenter.sh/capacity-type=In:on-demand",
+        "-o",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let types = v["instance_types"].as_array().unwrap();
+    assert!(types.len() > 50);
+    let mut last = 0.0;
+    for t in types {
+        let cpu: u32 = t["labels"]["karpenter.k8s.aws/instance-cpu"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(cpu > 4);
+        assert!(
+            ["c", "m", "r"].contains(
+                &t["labels"]["karpenter.k8s.aws/instance-category"]
+                    .as_str()
+                    .unwrap()
+            )
+        );
+        let offerings = t["offerings"].as_array().unwrap();
+        assert!(offerings.iter().all(|o| o["capacity_type"] == "on-demand"
+            && o["zone"].as_str().unwrap().starts_with("ap-northeast-2")));
+        let price = offerings[0]["price_per_hour"].as_f64().unwrap();
+        assert!(price >= last);
+        last = price;
+    }
+    assert!(v["price_source"].as_str().unwrap().contains("us-east-1"));
+}
+
+#[test]
+fn instance_types_rejects_a_bad_requirement_and_an_unknown_region() {
+    let out = kerf(&["instance-types", "-r", "cpu>4"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("KEY=OPERATOR"));
+    let out = kerf(&["instance-types", "--region", "mars-1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown region"));
+}
