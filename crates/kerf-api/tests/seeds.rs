@@ -5,7 +5,6 @@ mod common;
 
 use common::{crd_problems, fixture_files, karpenter_documents, rust_problems};
 use kerf_api::manifest::{Checked, KarpenterObject, RawDocument, check_document};
-use kerf_api::{EC2NodeClass, NodePool};
 
 #[test]
 fn seed_manifests_are_valid_for_kerf_and_for_the_crds() {
@@ -22,6 +21,24 @@ fn seed_manifests_are_valid_for_kerf_and_for_the_crds() {
     assert!(checked >= 15, "only {checked} seed documents");
 }
 
+/// Serializes to YAML, parses back to the same value, and the result is still valid.
+fn round_trip<T>(object: &T, what: &str)
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let yaml = serde_yaml::to_string(object).unwrap();
+    let back: T = serde_yaml::from_str(&yaml).unwrap();
+    assert_eq!(object, &back, "{what}");
+    let value = serde_json::to_value(&back).unwrap();
+    assert!(
+        matches!(
+            check_document(&RawDocument { index: 1, value }),
+            Checked::Valid(_)
+        ),
+        "{what}"
+    );
+}
+
 #[test]
 fn fixtures_round_trip() {
     for file in fixture_files("seeds") {
@@ -30,27 +47,11 @@ fn fixtures_round_trip() {
             let Checked::Valid(object) = check_document(&doc) else {
                 panic!("{}: invalid", file.display());
             };
-            let again = |value: serde_json::Value| check_document(&RawDocument { index: 1, value });
+            let what = file.display().to_string();
             match object {
-                KarpenterObject::NodePool(np) => {
-                    let yaml = serde_yaml::to_string(&np).unwrap();
-                    let back: NodePool = serde_yaml::from_str(&yaml).unwrap();
-                    assert_eq!(*np, back, "{}", file.display());
-                    assert!(matches!(
-                        again(serde_json::to_value(&back).unwrap()),
-                        Checked::Valid(_)
-                    ));
-                }
-                KarpenterObject::EC2NodeClass(nc) => {
-                    let yaml = serde_yaml::to_string(&nc).unwrap();
-                    let back: EC2NodeClass = serde_yaml::from_str(&yaml).unwrap();
-                    assert_eq!(*nc, back, "{}", file.display());
-                    assert!(matches!(
-                        again(serde_json::to_value(&back).unwrap()),
-                        Checked::Valid(_)
-                    ));
-                }
-                KarpenterObject::NodeClaim(_) => {}
+                KarpenterObject::NodePool(o) => round_trip(&*o, &what),
+                KarpenterObject::EC2NodeClass(o) => round_trip(&*o, &what),
+                KarpenterObject::NodeClaim(o) => round_trip(&*o, &what),
             }
         }
     }

@@ -16,6 +16,7 @@ const PUBLISHED: &[(&str, i64, i64, i64, Extended)] = &[
     ("m5.large", 1930, 6903, 29, None),
     ("c5.xlarge", 3920, 6584, 58, None),
     ("c5.2xlarge", 7910, 14162, 58, None),
+    ("c5a.2xlarge", 7910, 14162, 58, None), // seed 004: `launched nodeclaim` allocatable
     ("m6g.large", 1930, 6844, 29, None),
     ("a1.medium", 940, 1392, 8, None),
     ("a1.large", 1930, 3055, 29, None),
