@@ -12,6 +12,7 @@ use kerf_api::labels::{
 };
 
 use crate::catalog::InstanceTypeInfo;
+pub use kerf_scheduling::resources::Resources;
 
 const MIB: i64 = 1 << 20;
 const GIB: i64 = 1 << 30;
@@ -21,71 +22,6 @@ const VM_MEMORY_OVERHEAD_PERCENT: f64 = 0.075;
 const ARM64_MEMORY_RESERVED_MIB: i64 = 64;
 /// Root volume of an AL2023 node without block device mappings.
 const DEFAULT_ROOT_VOLUME_BYTES: i64 = 20 * GIB;
-
-/// Amounts of the node resources Kerf schedules on.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Resources {
-    /// CPU in millicores.
-    pub cpu_millis: i64,
-    /// Memory in bytes.
-    pub memory_bytes: i64,
-    /// Ephemeral storage in bytes.
-    pub ephemeral_storage_bytes: i64,
-    /// Pod slots.
-    pub pods: i64,
-    /// Extended resources (GPUs, Neuron devices) in whole units.
-    pub extended: BTreeMap<String, i64>,
-}
-
-impl Resources {
-    /// `self − other`, resource by resource, floored at zero.
-    pub fn saturating_sub(&self, other: &Resources) -> Resources {
-        Resources {
-            cpu_millis: (self.cpu_millis - other.cpu_millis).max(0),
-            memory_bytes: (self.memory_bytes - other.memory_bytes).max(0),
-            ephemeral_storage_bytes: (self.ephemeral_storage_bytes - other.ephemeral_storage_bytes)
-                .max(0),
-            pods: (self.pods - other.pods).max(0),
-            extended: self
-                .extended
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.clone(),
-                        (v - other.extended.get(k).copied().unwrap_or(0)).max(0),
-                    )
-                })
-                .collect(),
-        }
-    }
-
-    /// The resources as a Kubernetes resource list (`cpu: 1930m`, `memory: 6903Mi`, …).
-    pub fn to_resource_list(&self) -> BTreeMap<String, Quantity> {
-        let mut out = BTreeMap::new();
-        out.insert("cpu".into(), Quantity::from_milli(self.cpu_millis));
-        out.insert("memory".into(), bytes_quantity(self.memory_bytes));
-        out.insert(
-            "ephemeral-storage".into(),
-            bytes_quantity(self.ephemeral_storage_bytes),
-        );
-        out.insert("pods".into(), Quantity::from_units(self.pods));
-        for (k, v) in &self.extended {
-            out.insert(k.clone(), Quantity::from_units(*v));
-        }
-        out
-    }
-}
-
-/// Writes bytes in the largest binary unit that divides them (`17Gi`, `6903Mi`).
-fn bytes_quantity(bytes: i64) -> Quantity {
-    for (unit, size) in [("Gi", GIB), ("Mi", MIB), ("Ki", 1 << 10)] {
-        if bytes % size == 0 && bytes != 0 {
-            return Quantity::parse(&format!("{}{unit}", bytes / size))
-                .expect("well-formed quantity");
-        }
-    }
-    Quantity::from_units(bytes)
-}
 
 /// The parts of an EC2NodeClass that change a node's capacity or overhead.
 #[derive(Clone, Debug, Default)]
@@ -266,11 +202,5 @@ mod tests {
         assert_eq!(kube_reserved_cpu_millis(4), 80);
         assert_eq!(kube_reserved_cpu_millis(8), 90);
         assert_eq!(kube_reserved_cpu_millis(96), 310);
-    }
-
-    #[test]
-    fn quantities_render_in_binary_units() {
-        assert_eq!(bytes_quantity(17 * GIB).as_str(), "17Gi");
-        assert_eq!(bytes_quantity(6903 * MIB).as_str(), "6903Mi");
     }
 }
