@@ -46,8 +46,9 @@ pub fn first_untolerated<'a>(
     tolerate_prefer_no_schedule: bool,
 ) -> Option<&'a Taint> {
     taints.iter().find(|taint| {
-        !(tolerate_prefer_no_schedule && taint.effect == TaintEffect::PreferNoSchedule)
-            && !tolerations.iter().any(|t| tolerates(t, taint))
+        let relaxed = tolerate_prefer_no_schedule && taint.effect == TaintEffect::PreferNoSchedule;
+        let tolerated = relaxed || tolerations.iter().any(|t| tolerates(t, taint));
+        !tolerated
     })
 }
 
