@@ -686,6 +686,11 @@ fn check_kubelet(k: &KubeletConfiguration, p: &mut Vec<Problem>) {
 
 // ---- The same rules as CEL, for the CRDs ----
 
+/// A regex as a CEL single-quoted string body: CEL reads `\\` as one backslash.
+fn cel_regex(pattern: &str) -> String {
+    pattern.replace('\\', "\\\\")
+}
+
 fn rule(rule: &str, message: &str) -> Value {
     json!({"rule": rule, "message": message})
 }
@@ -708,7 +713,7 @@ pub fn requirement_operator_rules() -> Value {
         rule(
             &format!(
                 "self.all(x, x.key.matches('{}'))",
-                QUALIFIED_NAME_PATTERN.replace('\\', "\\\\")
+                cel_regex(QUALIFIED_NAME_PATTERN)
             ),
             "requirement keys must be valid label keys"
         ),
@@ -728,7 +733,7 @@ pub fn taint_rules() -> Value {
         rule(
             &format!(
                 "self.all(t, t.key.matches('{}'))",
-                QUALIFIED_NAME_PATTERN.replace('\\', "\\\\")
+                cel_regex(QUALIFIED_NAME_PATTERN)
             ),
             "taint keys must be valid label keys"
         ),
@@ -838,7 +843,7 @@ pub fn label_rules() -> Value {
     rules.push(rule(
         &format!(
             "self.all(x, x.matches('{}'))",
-            QUALIFIED_NAME_PATTERN.replace('\\', "\\\\")
+            cel_regex(QUALIFIED_NAME_PATTERN)
         ),
         "label keys must be valid label keys",
     ));
