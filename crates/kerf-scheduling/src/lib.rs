@@ -1,13 +1,31 @@
 //! Scheduling decisions as Karpenter defines them, as pure code: no I/O, no clock.
 //!
-//! So far it holds resource amounts and a pod's effective requests, taint and toleration
-//! matching, and the requirements algebra: the set semantics of node selector requirements
-//! (In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte, minValues) with intersection and
-//! NodePool/pod compatibility, written for clarity over string sets. That algebra is the
-//! reference the scheduler's interned, bitset-based fast path will be checked against.
+//! The readable reference model (resource amounts, taints, the string-set requirements
+//! algebra) sits beside the scheduler's fast path, which interns strings ([`symbols`]),
+//! holds requirements as sorted symbol lists ([`interned`]) and instance types as bit sets
+//! ([`bitset`]). [`solve`] is the bin-packing scheduler: pending pods in, NodeClaims to launch
+//! and placements on existing nodes out.
 
+pub mod amounts;
+pub mod benchmark;
+pub mod bitset;
+pub mod input;
+pub mod interned;
+pub mod launch;
+pub mod pods;
+pub mod reasons;
 pub mod requirements;
 pub mod resources;
+pub mod selector;
+pub mod solver;
+pub mod symbols;
 pub mod taints;
+pub mod topology;
 
 pub use requirements::{Incompatibility, Requirement, Requirements};
+pub use input::{
+    BoundPod, ExistingNode, InstanceTypeOption, NodePoolInput, Offering, Preferences, Problem,
+    SolveOptions,
+};
+pub use reasons::{Reason, Why};
+pub use solver::{Decision, ExistingPlacement, PlannedNodeClaim, Unschedulable, solve};

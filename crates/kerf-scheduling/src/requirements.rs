@@ -155,6 +155,16 @@ impl Requirement {
     pub fn values(&self) -> Option<&BTreeSet<String>> {
         (!self.complement).then_some(&self.values)
     }
+
+    /// The values a complement excludes (empty for a finite set).
+    pub fn excluded(&self) -> impl Iterator<Item = &String> {
+        self.values.iter().filter(|_| self.complement)
+    }
+
+    /// The exclusive integer bounds `(greater_than, less_than)` a complement carries.
+    pub fn bounds(&self) -> (Option<i64>, Option<i64>) {
+        (self.greater_than, self.less_than)
+    }
 }
 
 fn within(value: &str, greater_than: Option<i64>, less_than: Option<i64>) -> bool {

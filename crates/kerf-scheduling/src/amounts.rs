@@ -1,0 +1,204 @@
+//! Resource amounts as fixed arrays: the scheduler adds and compares these millions of times,
+//! so they are `Copy` and free of maps. Extended resources (GPUs and the like) get slots
+//! numbered per solve by [`Dimensions`].
+
+use std::collections::BTreeMap;
+
+use crate::resources::Resources;
+
+/// How many extended resources one solve can tell apart.
+pub const EXTENDED_SLOTS: usize = 8;
+const SLOTS: usize = 4 + EXTENDED_SLOTS;
+
+/// Amounts of cpu (millicores), memory, ephemeral storage (bytes), pods, then extended
+/// resources in the slots [`Dimensions`] assigned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Amounts(pub [i64; SLOTS]);
+
+impl Amounts {
+    /// CPU in millicores.
+    pub fn cpu_millis(&self) -> i64 {
+        self.0[0]
+    }
+
+    /// Memory in bytes.
+    pub fn memory_bytes(&self) -> i64 {
+        self.0[1]
+    }
+
+    /// `self + other`.
+    pub fn plus(&self, other: &Amounts) -> Amounts {
+        let mut out = *self;
+        for (a, b) in out.0.iter_mut().zip(other.0) {
+            *a += b;
+        }
+        out
+    }
+
+    /// `self - other`, never below zero.
+    pub fn minus(&self, other: &Amounts) -> Amounts {
+        let mut out = *self;
+        for (a, b) in out.0.iter_mut().zip(other.0) {
+            *a = (*a - b).max(0);
+        }
+        out
+    }
+
+    /// The larger of each amount.
+    pub fn max(&self, other: &Amounts) -> Amounts {
+        let mut out = *self;
+        for (a, b) in out.0.iter_mut().zip(other.0) {
+            *a = (*a).max(b);
+        }
+        out
+    }
+
+    /// The smaller of each amount.
+    pub fn min(&self, other: &Amounts) -> Amounts {
+        let mut out = *self;
+        for (a, b) in out.0.iter_mut().zip(other.0) {
+            *a = (*a).min(b);
+        }
+        out
+    }
+
+    /// Whether every amount fits within `available`.
+    pub fn fits(&self, available: &Amounts) -> bool {
+        self.0.iter().zip(available.0.iter()).all(|(a, b)| a <= b)
+    }
+
+    /// Indices of the amounts that exceed `available`.
+    pub fn exceeding<'a>(&'a self, available: &'a Amounts) -> impl Iterator<Item = usize> + 'a {
+        (0..SLOTS).filter(|&i| self.0[i] > available.0[i])
+    }
+}
+
+/// The names of the resource slots of one solve: the four fixed ones, then extended
+/// resources in the order first seen. A resource beyond the slots reads as unobtainable.
+#[derive(Clone, Debug, Default)]
+pub struct Dimensions {
+    extended: Vec<String>,
+}
+
+/// The amount a request for a resource without a slot reads as: more than any node has.
+const UNOBTAINABLE: i64 = i64::MAX / 4;
+
+impl Dimensions {
+    /// Slots for resources seen so far.
+    pub fn new() -> Dimensions {
+        Dimensions::default()
+    }
+
+    /// A request, giving new extended resources slots (requests of resources that do not
+    /// fit the slots become unobtainable amounts).
+    pub fn request(&mut self, r: &Resources) -> Amounts {
+        let mut out = Self::fixed(r);
+        for (name, v) in &r.extended {
+            if *v == 0 {
+                continue;
+            }
+            match self.slot_or_add(name) {
+                Some(i) => out.0[4 + i] = *v,
+                None => out.0[0] = UNOBTAINABLE,
+            }
+        }
+        out
+    }
+
+    /// A capacity, in the slots known now (resources no request uses are dropped; call after
+    /// every request has been read).
+    pub fn capacity(&self, r: &Resources) -> Amounts {
+        let mut out = Self::fixed(r);
+        for (name, v) in &r.extended {
+            if let Some(i) = self.extended.iter().position(|n| n == name) {
+                out.0[4 + i] = *v;
+            }
+        }
+        out
+    }
+
+    /// Back to named resources, for output.
+    pub fn to_resources(&self, a: &Amounts) -> Resources {
+        let extended: BTreeMap<String, i64> = self
+            .extended
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| a.0[4 + i] != 0)
+            .map(|(i, n)| (n.clone(), a.0[4 + i]))
+            .collect();
+        Resources {
+            cpu_millis: a.0[0],
+            memory_bytes: a.0[1],
+            ephemeral_storage_bytes: a.0[2],
+            pods: a.0[3],
+            extended,
+        }
+    }
+
+    /// The name of slot `i`.
+    pub fn name(&self, i: usize) -> &str {
+        match i {
+            0 => "cpu",
+            1 => "memory",
+            2 => "ephemeral-storage",
+            3 => "pods",
+            _ => &self.extended[i - 4],
+        }
+    }
+
+    /// The slot of a resource name, if it has one.
+    pub fn slot(&self, name: &str) -> Option<usize> {
+        match name {
+            "cpu" => Some(0),
+            "memory" => Some(1),
+            "ephemeral-storage" => Some(2),
+            "pods" => Some(3),
+            _ => self.extended.iter().position(|n| n == name).map(|i| 4 + i),
+        }
+    }
+
+    fn slot_or_add(&mut self, name: &str) -> Option<usize> {
+        if let Some(i) = self.extended.iter().position(|n| n == name) {
+            return Some(i);
+        }
+        (self.extended.len() < EXTENDED_SLOTS).then(|| {
+            self.extended.push(name.to_string());
+            self.extended.len() - 1
+        })
+    }
+
+    fn fixed(r: &Resources) -> Amounts {
+        let mut out = Amounts::default();
+        out.0[0] = r.cpu_millis;
+        out.0[1] = r.memory_bytes;
+        out.0[2] = r.ephemeral_storage_bytes;
+        out.0[3] = r.pods;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extended_resources_get_slots_and_round_trip() {
+        let mut d = Dimensions::new();
+        let gpu_pod = Resources {
+            cpu_millis: 500,
+            pods: 1,
+            extended: [("nvidia.com/gpu".to_string(), 1)].into(),
+            ..Default::default()
+        };
+        let req = d.request(&gpu_pod);
+        let plain = d.capacity(&Resources {
+            cpu_millis: 2000,
+            pods: 10,
+            ..Default::default()
+        });
+        assert!(!req.fits(&plain));
+        assert_eq!(req.exceeding(&plain).map(|i| d.name(i)).collect::<Vec<_>>(), ["nvidia.com/gpu"]);
+        assert_eq!(d.to_resources(&req), gpu_pod);
+        assert_eq!(req.plus(&req).minus(&req), req);
+    }
+}

@@ -1,0 +1,136 @@
+//! What a solve is given: NodePools with their instance types and offerings, the nodes that
+//! exist and the pods on them, daemonsets, and the pending pods.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::{NodeSelectorRequirementWithMinValues, Taint};
+
+use crate::resources::Resources;
+
+/// One place and purchase option an instance type can be launched with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Offering {
+    /// Availability zone.
+    pub zone: String,
+    /// `spot`, `on-demand` or `reserved`.
+    pub capacity_type: String,
+    /// Price in dollars per hour.
+    pub price_per_hour: f64,
+    /// False while the cloud has reported insufficient capacity for it.
+    pub available: bool,
+}
+
+/// An instance type as the scheduler needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstanceTypeOption {
+    /// The type's name (`m5.large`).
+    pub name: String,
+    /// Labels a node of this type carries (instance-type, arch, os, family, …); zone and
+    /// capacity type come from the offerings.
+    pub labels: BTreeMap<String, String>,
+    /// What the machine has: NodePool limits count this.
+    pub capacity: Resources,
+    /// What pods may request: capacity minus kubelet, system and eviction reservations.
+    pub allocatable: Resources,
+    /// Where and how it can be bought.
+    pub offerings: Vec<Offering>,
+}
+
+/// A NodePool, resolved against its node class.
+#[derive(Clone, Debug)]
+pub struct NodePoolInput {
+    /// The NodePool's name.
+    pub name: String,
+    /// Higher weights are tried first; ties go by name.
+    pub weight: i32,
+    /// `spec.template.metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `spec.template.spec.requirements`.
+    pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+    /// Taints every pod must tolerate.
+    pub taints: Vec<Taint>,
+    /// Taints that go away once the node is ready: they need no toleration.
+    pub startup_taints: Vec<Taint>,
+    /// `spec.limits`, by resource name (cpu in millicores, bytes for memory); absent
+    /// resources are unlimited.
+    pub limits: BTreeMap<String, i64>,
+    /// The capacity of the nodes this NodePool already has, counted against its limits.
+    pub usage: Resources,
+    /// The instance types its node class can launch, with their offerings.
+    pub instance_types: Arc<[InstanceTypeOption]>,
+}
+
+/// A node that exists (or a NodeClaim already launching).
+#[derive(Clone, Debug)]
+pub struct ExistingNode {
+    /// The node's name (its hostname label's value when that is absent).
+    pub name: String,
+    /// The node's labels.
+    pub labels: BTreeMap<String, String>,
+    /// Taints a pod must tolerate (the caller leaves out startup taints of nodes not yet
+    /// initialized).
+    pub taints: Vec<Taint>,
+    /// What pods may request in total.
+    pub allocatable: Resources,
+    /// What the pods on it (daemonsets included) already request.
+    pub requested: Resources,
+    /// Whether the node is ready for pods; initialized nodes are tried first.
+    pub initialized: bool,
+}
+
+/// A pod already bound to an existing node: it counts for topology and uses host ports.
+#[derive(Clone, Copy, Debug)]
+pub struct BoundPod<'a> {
+    /// Index into the existing nodes.
+    pub node: usize,
+    /// The pod.
+    pub pod: &'a Pod,
+}
+
+/// Whether preferences (preferred affinities, ScheduleAnyway spreads) bind until relaxed,
+/// as Karpenter's default, or are dropped up front.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Preferences {
+    /// Treat preferences as requirements, relaxing them one by one when a pod cannot fit.
+    #[default]
+    Respect,
+    /// Ignore preferences entirely.
+    Ignore,
+}
+
+/// Knobs of one solve.
+#[derive(Clone, Copy, Debug)]
+pub struct SolveOptions {
+    /// How preferences are treated.
+    pub preferences: Preferences,
+    /// How many instance types a launch may carry (Karpenter sends 60).
+    pub max_instance_types: usize,
+}
+
+impl Default for SolveOptions {
+    fn default() -> SolveOptions {
+        SolveOptions {
+            preferences: Preferences::Respect,
+            max_instance_types: 60,
+        }
+    }
+}
+
+/// Everything one solve reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Problem<'a> {
+    /// The NodePools.
+    pub node_pools: &'a [NodePoolInput],
+    /// Nodes that exist.
+    pub nodes: &'a [ExistingNode],
+    /// Pods already on those nodes.
+    pub bound_pods: &'a [BoundPod<'a>],
+    /// Daemonset pod templates (as pods), whose pods will run on new nodes.
+    pub daemonsets: &'a [Pod],
+    /// The pending pods to place.
+    pub pods: &'a [Pod],
+    /// Knobs.
+    pub options: SolveOptions,
+}

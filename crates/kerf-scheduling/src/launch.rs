@@ -1,0 +1,198 @@
+//! The launch choice for a planned NodeClaim: instance types ordered by their cheapest
+//! available offering, cut to the launch cap while keeping every minValues satisfied, and
+//! the capacity type (spot when allowed and offered, else on-demand).
+
+use kerf_api::{NodeSelectorRequirementWithMinValues, Operator, labels};
+
+use crate::interned::Reqs;
+use crate::symbols::{Sym, Symbols};
+
+/// An instance type the NodeClaim may launch as, with its cheapest allowed offering.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchOption {
+    /// The type's name.
+    pub name: String,
+    /// Its cheapest available, allowed offering's hourly price.
+    pub price_per_hour: f64,
+}
+
+/// What would be bought.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch {
+    /// The instance type.
+    pub instance_type: String,
+    /// `spot` or `on-demand` (or `reserved`).
+    pub capacity_type: String,
+    /// The zone.
+    pub zone: String,
+    /// Dollars per hour.
+    pub price_per_hour: f64,
+}
+
+/// An instance type still open to a planned NodeClaim.
+pub struct Candidate<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its labels as requirements.
+    pub reqs: &'a Reqs,
+    /// Its offerings: zone, capacity type, price, available.
+    pub offerings: &'a [(Sym, Sym, f64, bool)],
+}
+
+/// Orders, cuts and picks. `None` when no candidate has an available allowed offering.
+pub fn choose(
+    candidates: &[Candidate<'_>],
+    reqs: &Reqs,
+    zone_key: Sym,
+    capacity_type_key: Sym,
+    cap: usize,
+    symbols: &Symbols,
+) -> Option<(Vec<LaunchOption>, Launch)> {
+    let allowed = |o: &&(Sym, Sym, f64, bool)| {
+        o.3 && reqs.allows(zone_key, o.0, symbols) && reqs.allows(capacity_type_key, o.1, symbols)
+    };
+    let mut priced: Vec<(usize, f64)> = candidates
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            c.offerings
+                .iter()
+                .filter(allowed)
+                .map(|o| o.2)
+                .min_by(f64::total_cmp)
+                .map(|p| (i, p))
+        })
+        .collect();
+    priced.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| candidates[a.0].name.cmp(candidates[b.0].name)));
+    let kept = truncate(&priced, candidates, reqs, cap);
+
+    let spot = symbols.get(labels::CAPACITY_TYPE_SPOT);
+    let spot_offered = spot.is_some_and(|s| {
+        kept.iter()
+            .any(|(i, _)| candidates[*i].offerings.iter().filter(allowed).any(|o| o.1 == s))
+    });
+    let best = kept
+        .iter()
+        .flat_map(|(i, _)| candidates[*i].offerings.iter().filter(allowed).map(move |o| (*i, o)))
+        .filter(|(_, o)| !spot_offered || Some(o.1) == spot)
+        .min_by(|a, b| {
+            a.1 .2
+                .total_cmp(&b.1 .2)
+                .then_with(|| candidates[a.0].name.cmp(candidates[b.0].name))
+                .then_with(|| symbols.name(a.1 .0).cmp(symbols.name(b.1 .0)))
+        })?;
+    let launch = Launch {
+        instance_type: candidates[best.0].name.to_string(),
+        capacity_type: symbols.name(best.1 .1).to_string(),
+        zone: symbols.name(best.1 .0).to_string(),
+        price_per_hour: best.1 .2,
+    };
+    let options = kept
+        .iter()
+        .map(|(i, p)| LaunchOption {
+            name: candidates[*i].name.to_string(),
+            price_per_hour: *p,
+        })
+        .collect();
+    Some((options, launch))
+}
+
+/// The cheapest `cap` types, except that types needed to keep each minValues satisfied are
+/// taken first (cheapest of those that add a missing value), then the rest by price.
+fn truncate(priced: &[(usize, f64)], candidates: &[Candidate<'_>], reqs: &Reqs, cap: usize) -> Vec<(usize, f64)> {
+    let mins: Vec<(Sym, usize)> = reqs
+        .iter()
+        .filter_map(|(k, r)| r.min_values.map(|m| (k, m as usize)))
+        .collect();
+    if priced.len() <= cap || mins.is_empty() {
+        return priced.iter().take(cap).copied().collect();
+    }
+    let mut chosen = vec![false; priced.len()];
+    for (key, min) in &mins {
+        let mut seen: Vec<Sym> = Vec::new();
+        for (j, (i, _)) in priced.iter().enumerate() {
+            if seen.len() >= *min {
+                break;
+            }
+            let Some(v) = candidates[*i].reqs.get(*key).and_then(|r| r.single()) else {
+                continue;
+            };
+            if !seen.contains(&v) {
+                seen.push(v);
+                chosen[j] = true;
+            }
+        }
+    }
+    let mut room = cap.saturating_sub(chosen.iter().filter(|c| **c).count());
+    for c in chosen.iter_mut() {
+        if room == 0 {
+            break;
+        }
+        if !*c {
+            *c = true;
+            room -= 1;
+        }
+    }
+    priced
+        .iter()
+        .zip(chosen)
+        .filter(|(_, c)| *c)
+        .map(|(p, _)| *p)
+        .collect()
+}
+
+/// The NodeClaim's requirements as the API writes them: the narrowed requirements, with
+/// the instance type narrowed to the launch options.
+pub fn requirements(reqs: &Reqs, options: &[LaunchOption], symbols: &Symbols) -> Vec<NodeSelectorRequirementWithMinValues> {
+    let mut out = Vec::new();
+    for (key, r) in reqs.iter() {
+        let name = symbols.name(key);
+        if name == labels::INSTANCE_TYPE {
+            continue;
+        }
+        let full = r.to_requirement(name, symbols);
+        let (gt, lt) = full.bounds();
+        let (operator, values): (Operator, Vec<String>) = match full.values() {
+            Some(v) => (Operator::In, v.iter().cloned().collect()),
+            None => {
+                let excluded: Vec<String> = full.excluded().cloned().collect();
+                if excluded.is_empty() {
+                    (Operator::Exists, Vec::new())
+                } else {
+                    (Operator::NotIn, excluded)
+                }
+            }
+        };
+        let min_values = r.min_values.map(|m| m as i32);
+        let skip_exists = operator == Operator::Exists && (gt.is_some() || lt.is_some());
+        if !skip_exists {
+            out.push(NodeSelectorRequirementWithMinValues {
+                key: name.to_string(),
+                operator,
+                values,
+                min_values,
+            });
+        }
+        for (op, bound) in [(Operator::Gt, gt), (Operator::Lt, lt)] {
+            if let Some(b) = bound {
+                out.push(NodeSelectorRequirementWithMinValues {
+                    key: name.to_string(),
+                    operator: op,
+                    values: vec![b.to_string()],
+                    min_values: None,
+                });
+            }
+        }
+    }
+    let type_min = reqs
+        .iter()
+        .find(|(k, _)| symbols.name(*k) == labels::INSTANCE_TYPE)
+        .and_then(|(_, r)| r.min_values);
+    out.push(NodeSelectorRequirementWithMinValues {
+        key: labels::INSTANCE_TYPE.to_string(),
+        operator: Operator::In,
+        values: options.iter().map(|o| o.name.clone()).collect(),
+        min_values: type_min.map(|m| m as i32),
+    });
+    out
+}
