@@ -1,4 +1,5 @@
 //! Criterion bench of one solve on Karpenter's scheduling benchmark workload.
+#![allow(missing_docs)] // criterion_group! generates an undocumented function
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use kerf_scheduling::{Preferences, Problem, SolveOptions, benchmark, solve};
@@ -31,7 +32,10 @@ fn preferences(c: &mut Criterion) {
     let mut group = c.benchmark_group("solve/preferences");
     group.sample_size(10);
     group.throughput(Throughput::Elements(4000));
-    for (name, preferences) in [("respect", Preferences::Respect), ("ignore", Preferences::Ignore)] {
+    for (name, preferences) in [
+        ("respect", Preferences::Respect),
+        ("ignore", Preferences::Ignore),
+    ] {
         let problem = Problem {
             node_pools: &pools,
             nodes: &[],

@@ -197,7 +197,10 @@ mod tests {
             ..Default::default()
         });
         assert!(!req.fits(&plain));
-        assert_eq!(req.exceeding(&plain).map(|i| d.name(i)).collect::<Vec<_>>(), ["nvidia.com/gpu"]);
+        assert_eq!(
+            req.exceeding(&plain).map(|i| d.name(i)).collect::<Vec<_>>(),
+            ["nvidia.com/gpu"]
+        );
         assert_eq!(d.to_resources(&req), gpu_pod);
         assert_eq!(req.plus(&req).minus(&req), req);
     }

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, Pod,
-    PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec, PreferredSchedulingTerm,
-    ResourceRequirements, TopologySpreadConstraint, WeightedPodAffinityTerm,
+    Affinity, Container, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinity,
+    PodAffinityTerm, PodAntiAffinity, PodSpec, PreferredSchedulingTerm, ResourceRequirements,
+    TopologySpreadConstraint, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -48,7 +48,11 @@ pub fn instance_types() -> Vec<InstanceTypeOption> {
                 available: true,
             };
             let name = format!("fake-it-{i}");
-            let size = if cpu > 4 && memory > 8 * GIB { "large" } else { "small" };
+            let size = if cpu > 4 && memory > 8 * GIB {
+                "large"
+            } else {
+                "small"
+            };
             let labels: BTreeMap<String, String> = [
                 (labels::INSTANCE_TYPE, name.clone()),
                 (labels::ARCH, "amd64".into()),
@@ -102,7 +106,12 @@ impl Gen {
         ["a", "b", "c", "d", "e", "f", "g"][self.0.random_range(0..7)].to_string()
     }
 
-    fn pod(&mut self, name: String, labels: BTreeMap<String, String>, affinity: Option<Affinity>) -> Pod {
+    fn pod(
+        &mut self,
+        name: String,
+        labels: BTreeMap<String, String>,
+        affinity: Option<Affinity>,
+    ) -> Pod {
         let cpu = ["100m", "250m", "500m", "1000m", "1500m"][self.0.random_range(0..5)];
         let memory = ["100Mi", "256Mi", "512Mi", "1Gi", "2Gi", "4Gi"][self.0.random_range(0..6)];
         Pod {
@@ -192,7 +201,10 @@ pub fn diverse_pods(n: usize, seed: u64) -> Vec<Pod> {
         let l = g.labelled("my-affininity");
         let affinity = Affinity {
             pod_affinity: Some(PodAffinity {
-                required_during_scheduling_ignored_during_execution: Some(vec![term(l.clone(), labels::ZONE)]),
+                required_during_scheduling_ignored_during_execution: Some(vec![term(
+                    l.clone(),
+                    labels::ZONE,
+                )]),
                 ..PodAffinity::default()
             }),
             ..Affinity::default()
@@ -203,7 +215,10 @@ pub fn diverse_pods(n: usize, seed: u64) -> Vec<Pod> {
     for _ in 0..per {
         let affinity = Affinity {
             pod_anti_affinity: Some(PodAntiAffinity {
-                required_during_scheduling_ignored_during_execution: Some(vec![term(nginx.clone(), labels::HOSTNAME)]),
+                required_during_scheduling_ignored_during_execution: Some(vec![term(
+                    nginx.clone(),
+                    labels::HOSTNAME,
+                )]),
                 ..PodAntiAffinity::default()
             }),
             ..Affinity::default()
@@ -230,17 +245,19 @@ pub fn preference_pods(n: usize, seed: u64) -> Vec<Pod> {
             };
             let affinity = Affinity {
                 node_affinity: Some(NodeAffinity {
-                    preferred_during_scheduling_ignored_during_execution: Some(vec![PreferredSchedulingTerm {
-                        weight: 1,
-                        preference: NodeSelectorTerm {
-                            match_expressions: Some(vec![NodeSelectorRequirement {
-                                key: labels::ZONE.into(),
-                                operator: "In".into(),
-                                values: Some(vec!["test-zone-1".into()]),
-                            }]),
-                            match_fields: None,
+                    preferred_during_scheduling_ignored_during_execution: Some(vec![
+                        PreferredSchedulingTerm {
+                            weight: 1,
+                            preference: NodeSelectorTerm {
+                                match_expressions: Some(vec![NodeSelectorRequirement {
+                                    key: labels::ZONE.into(),
+                                    operator: "In".into(),
+                                    values: Some(vec!["test-zone-1".into()]),
+                                }]),
+                                match_fields: None,
+                            },
                         },
-                    }]),
+                    ]),
                     ..NodeAffinity::default()
                 }),
                 pod_anti_affinity: Some(PodAntiAffinity {

@@ -67,7 +67,8 @@ impl Req {
 
     /// Whether the key may take `value`.
     pub fn has(&self, value: Sym, symbols: &Symbols) -> bool {
-        self.within_bounds(value, symbols) && (self.values.binary_search(&value).is_ok() != self.complement)
+        self.within_bounds(value, symbols)
+            && (self.values.binary_search(&value).is_ok() != self.complement)
     }
 
     fn within_bounds(&self, value: Sym, symbols: &Symbols) -> bool {
@@ -330,12 +331,12 @@ impl Reqs {
     /// Whether labels (sorted by key) satisfy every requirement; an absent label satisfies
     /// only NotIn and DoesNotExist.
     pub fn matches_labels(&self, labels: &[(Sym, Sym)], symbols: &Symbols) -> bool {
-        self.by_key.iter().all(|(key, r)| {
-            match labels.binary_search_by_key(key, |(k, _)| *k) {
+        self.by_key.iter().all(
+            |(key, r)| match labels.binary_search_by_key(key, |(k, _)| *k) {
                 Ok(i) => r.has(labels[i].1, symbols),
                 Err(_) => r.only_excludes(),
-            }
-        })
+            },
+        )
     }
 }
 
@@ -355,7 +356,10 @@ mod tests {
             ..Req::one(b)
         };
         assert_eq!(ab.intersection(&not_b, &t).values(), Some(&[a][..]));
-        assert_eq!(not_b.intersection(&Req::exists(), &t).operator(), Operator::NotIn);
+        assert_eq!(
+            not_b.intersection(&Req::exists(), &t).operator(),
+            Operator::NotIn
+        );
         assert!(Req::one(c).intersection(&ab, &t).is_empty());
     }
 }

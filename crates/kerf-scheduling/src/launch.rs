@@ -63,29 +63,43 @@ pub fn choose(
                 .map(|p| (i, p))
         })
         .collect();
-    priced.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| candidates[a.0].name.cmp(candidates[b.0].name)));
+    priced.sort_by(|a, b| {
+        a.1.total_cmp(&b.1)
+            .then_with(|| candidates[a.0].name.cmp(candidates[b.0].name))
+    });
     let kept = truncate(&priced, candidates, reqs, cap);
 
     let spot = symbols.get(labels::CAPACITY_TYPE_SPOT);
     let spot_offered = spot.is_some_and(|s| {
-        kept.iter()
-            .any(|(i, _)| candidates[*i].offerings.iter().filter(allowed).any(|o| o.1 == s))
+        kept.iter().any(|(i, _)| {
+            candidates[*i]
+                .offerings
+                .iter()
+                .filter(allowed)
+                .any(|o| o.1 == s)
+        })
     });
     let best = kept
         .iter()
-        .flat_map(|(i, _)| candidates[*i].offerings.iter().filter(allowed).map(move |o| (*i, o)))
+        .flat_map(|(i, _)| {
+            candidates[*i]
+                .offerings
+                .iter()
+                .filter(allowed)
+                .map(move |o| (*i, o))
+        })
         .filter(|(_, o)| !spot_offered || Some(o.1) == spot)
         .min_by(|a, b| {
-            a.1 .2
-                .total_cmp(&b.1 .2)
+            a.1.2
+                .total_cmp(&b.1.2)
                 .then_with(|| candidates[a.0].name.cmp(candidates[b.0].name))
-                .then_with(|| symbols.name(a.1 .0).cmp(symbols.name(b.1 .0)))
+                .then_with(|| symbols.name(a.1.0).cmp(symbols.name(b.1.0)))
         })?;
     let launch = Launch {
         instance_type: candidates[best.0].name.to_string(),
-        capacity_type: symbols.name(best.1 .1).to_string(),
-        zone: symbols.name(best.1 .0).to_string(),
-        price_per_hour: best.1 .2,
+        capacity_type: symbols.name(best.1.1).to_string(),
+        zone: symbols.name(best.1.0).to_string(),
+        price_per_hour: best.1.2,
     };
     let options = kept
         .iter()
@@ -99,7 +113,12 @@ pub fn choose(
 
 /// The cheapest `cap` types, except that types needed to keep each minValues satisfied are
 /// taken first (cheapest of those that add a missing value), then the rest by price.
-fn truncate(priced: &[(usize, f64)], candidates: &[Candidate<'_>], reqs: &Reqs, cap: usize) -> Vec<(usize, f64)> {
+fn truncate(
+    priced: &[(usize, f64)],
+    candidates: &[Candidate<'_>],
+    reqs: &Reqs,
+    cap: usize,
+) -> Vec<(usize, f64)> {
     let mins: Vec<(Sym, usize)> = reqs
         .iter()
         .filter_map(|(k, r)| r.min_values.map(|m| (k, m as usize)))
@@ -143,7 +162,11 @@ fn truncate(priced: &[(usize, f64)], candidates: &[Candidate<'_>], reqs: &Reqs, 
 
 /// The NodeClaim's requirements as the API writes them: the narrowed requirements, with
 /// the instance type narrowed to the launch options.
-pub fn requirements(reqs: &Reqs, options: &[LaunchOption], symbols: &Symbols) -> Vec<NodeSelectorRequirementWithMinValues> {
+pub fn requirements(
+    reqs: &Reqs,
+    options: &[LaunchOption],
+    symbols: &Symbols,
+) -> Vec<NodeSelectorRequirementWithMinValues> {
     let mut out = Vec::new();
     for (key, r) in reqs.iter() {
         let name = symbols.name(key);

@@ -22,10 +22,10 @@ pub mod symbols;
 pub mod taints;
 pub mod topology;
 
-pub use requirements::{Incompatibility, Requirement, Requirements};
 pub use input::{
     BoundPod, ExistingNode, InstanceTypeOption, NodePoolInput, Offering, Preferences, Problem,
     SolveOptions,
 };
 pub use reasons::{Reason, Why};
+pub use requirements::{Incompatibility, Requirement, Requirements};
 pub use solver::{Decision, ExistingPlacement, PlannedNodeClaim, Unschedulable, solve};

@@ -71,7 +71,10 @@ pub fn pod_key(pod: &Pod) -> String {
 }
 
 /// A pod's labels as sorted symbol pairs.
-pub fn labels_of(labels: Option<&BTreeMap<String, String>>, symbols: &mut Symbols) -> Vec<(Sym, Sym)> {
+pub fn labels_of(
+    labels: Option<&BTreeMap<String, String>>,
+    symbols: &mut Symbols,
+) -> Vec<(Sym, Sym)> {
     let mut out: Vec<(Sym, Sym)> = labels
         .into_iter()
         .flatten()
@@ -182,13 +185,24 @@ impl Compiler<'_> {
         let affinity = spec.and_then(|s| s.affinity.as_ref());
         let node_aff = affinity.and_then(|a| a.node_affinity.as_ref());
         let required_terms: Vec<Reqs> = node_aff
-            .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
-            .map(|r| r.node_selector_terms.iter().map(|t| term_reqs(t, symbols)).collect())
+            .and_then(|n| {
+                n.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .map(|r| {
+                r.node_selector_terms
+                    .iter()
+                    .map(|t| term_reqs(t, symbols))
+                    .collect()
+            })
             .unwrap_or_default();
         let respect = self.preferences == Preferences::Respect;
         let mut preferred: Vec<(i32, Reqs)> = if respect {
             node_aff
-                .and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_ref())
+                .and_then(|n| {
+                    n.preferred_during_scheduling_ignored_during_execution
+                        .as_ref()
+                })
                 .into_iter()
                 .flatten()
                 .map(|p| (p.weight, term_reqs(&p.preference, symbols)))
@@ -218,7 +232,11 @@ impl Compiler<'_> {
             host_ports: host_ports(pod),
         };
 
-        for c in spec.and_then(|s| s.topology_spread_constraints.as_ref()).into_iter().flatten() {
+        for c in spec
+            .and_then(|s| s.topology_spread_constraints.as_ref())
+            .into_iter()
+            .flatten()
+        {
             let anyway = c.when_unsatisfiable == "ScheduleAnyway";
             if anyway && !respect {
                 continue;
@@ -253,11 +271,14 @@ impl Compiler<'_> {
                 namespaces: Namespaces::Only(vec![namespace]),
                 selector: Selector::compile(c.label_selector.as_ref(), &extra, self.symbols),
                 node_terms,
-                taint_policy: honor_taints.then(|| {
-                    info.tolerations.iter().map(|t| format!("{t:?}")).collect()
-                }),
+                taint_policy: honor_taints
+                    .then(|| info.tolerations.iter().map(|t| format!("{t:?}")).collect()),
             };
-            let tolerations = if honor_taints { info.tolerations.clone() } else { Vec::new() };
+            let tolerations = if honor_taints {
+                info.tolerations.clone()
+            } else {
+                Vec::new()
+            };
             let id = self.topology.intern(def, &tolerations);
             info.spreads.push((id, anyway));
         }
@@ -265,7 +286,10 @@ impl Compiler<'_> {
         let pod_aff = affinity.and_then(|a| a.pod_affinity.as_ref());
         let pod_anti = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
         for term in pod_aff
-            .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
             .into_iter()
             .flatten()
         {
@@ -273,7 +297,10 @@ impl Compiler<'_> {
             info.affinity.push(id);
         }
         for term in pod_anti
-            .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
             .into_iter()
             .flatten()
         {
@@ -284,19 +311,33 @@ impl Compiler<'_> {
         }
         if respect {
             let mut pa: Vec<(i32, GroupId)> = pod_aff
-                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
+                .and_then(|a| {
+                    a.preferred_during_scheduling_ignored_during_execution
+                        .as_ref()
+                })
                 .into_iter()
                 .flatten()
-                .map(|w| (w.weight, self.term_group(&w.pod_affinity_term, Kind::Affinity, namespace)))
+                .map(|w| {
+                    (
+                        w.weight,
+                        self.term_group(&w.pod_affinity_term, Kind::Affinity, namespace),
+                    )
+                })
                 .collect();
             pa.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
             info.preferred_affinity = pa.into_iter().map(|(_, g)| g).collect();
             let mut pn: Vec<(i32, GroupId)> = pod_anti
-                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
+                .and_then(|a| {
+                    a.preferred_during_scheduling_ignored_during_execution
+                        .as_ref()
+                })
                 .into_iter()
                 .flatten()
                 .map(|w| {
-                    (w.weight, self.term_group(&w.pod_affinity_term, Kind::AntiAffinity, namespace))
+                    (
+                        w.weight,
+                        self.term_group(&w.pod_affinity_term, Kind::AntiAffinity, namespace),
+                    )
                 })
                 .collect();
             pn.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
@@ -308,11 +349,10 @@ impl Compiler<'_> {
     /// The group for a pod (anti-)affinity term. An empty namespaceSelector means every
     /// namespace; without namespace labels a non-empty one adds nothing to `namespaces`.
     pub fn term_group(&mut self, term: &PodAffinityTerm, kind: Kind, own: Sym) -> GroupId {
-        let all = term
-            .namespace_selector
-            .as_ref()
-            .is_some_and(|s| s.match_labels.as_ref().is_none_or(|m| m.is_empty())
-                && s.match_expressions.as_ref().is_none_or(|e| e.is_empty()));
+        let all = term.namespace_selector.as_ref().is_some_and(|s| {
+            s.match_labels.as_ref().is_none_or(|m| m.is_empty())
+                && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
+        });
         let namespaces = if all {
             Namespaces::All
         } else {
@@ -393,7 +433,12 @@ impl Relaxation {
 
     /// The node requirements in force: nodeSelector, the first remaining required term and
     /// the heaviest remaining preferred term; the hostname requirement split off.
-    pub fn node_reqs(&self, pod: &PodInfo, hostname: Sym, symbols: &Symbols) -> (Reqs, Option<Req>) {
+    pub fn node_reqs(
+        &self,
+        pod: &PodInfo,
+        hostname: Sym,
+        symbols: &Symbols,
+    ) -> (Reqs, Option<Req>) {
         let mut reqs = pod.node_selector.clone();
         if let Some(t) = pod.required_terms.get(self.dropped_required_terms) {
             reqs = reqs.intersection(t, symbols);
@@ -419,9 +464,15 @@ impl Relaxation {
             out.push(*id);
         }
         out.extend(&pod.affinity);
-        out.extend(&pod.preferred_affinity[self.dropped_preferred_affinity.min(pod.preferred_affinity.len())..]);
+        out.extend(
+            &pod.preferred_affinity[self
+                .dropped_preferred_affinity
+                .min(pod.preferred_affinity.len())..],
+        );
         out.extend(&pod.anti);
-        out.extend(&pod.preferred_anti[self.dropped_preferred_anti.min(pod.preferred_anti.len())..]);
+        out.extend(
+            &pod.preferred_anti[self.dropped_preferred_anti.min(pod.preferred_anti.len())..],
+        );
         out.extend(&pod.inverse);
         out
     }

@@ -88,7 +88,10 @@ impl fmt::Display for Why {
             }
             Why::LimitReached { resource, limit } => write!(f, "limit {resource}={limit} reached"),
             Why::MinValues { key, min } => {
-                write!(f, "fewer than {min} values of {key} would remain (minValues)")
+                write!(
+                    f,
+                    "fewer than {min} values of {key} would remain (minValues)"
+                )
             }
             Why::Topology { constraint } => write!(f, "{constraint} cannot be satisfied"),
         }
@@ -141,14 +144,20 @@ mod tests {
                 taint: "nvidia.com/gpu=true:NoSchedule".into(),
             },
         };
-        assert_eq!(r.to_string(), "nodepool gpu: taint nvidia.com/gpu=true:NoSchedule not tolerated");
+        assert_eq!(
+            r.to_string(),
+            "nodepool gpu: taint nvidia.com/gpu=true:NoSchedule not tolerated"
+        );
         let r = Reason {
             node_pool: Some("default".into()),
             why: Why::NoInstanceTypeHas {
                 needs: vec![("cpu".into(), "96".into())],
             },
         };
-        assert_eq!(r.to_string(), "nodepool default: no instance type has 96 cpu after daemonset overhead");
+        assert_eq!(
+            r.to_string(),
+            "nodepool default: no instance type has 96 cpu after daemonset overhead"
+        );
         let r = Reason {
             node_pool: Some("batch".into()),
             why: Why::LimitReached {

@@ -118,8 +118,10 @@ mod tests {
         };
         let s = Selector::compile(Some(&sel), &[], &mut t);
         let mut labels = |pairs: &[(&str, &str)]| {
-            let mut v: Vec<(Sym, Sym)> =
-                pairs.iter().map(|(k, v)| (t.intern(k), t.intern(v))).collect();
+            let mut v: Vec<(Sym, Sym)> = pairs
+                .iter()
+                .map(|(k, v)| (t.intern(k), t.intern(v)))
+                .collect();
             v.sort();
             v
         };

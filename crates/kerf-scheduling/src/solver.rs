@@ -10,12 +10,14 @@
 //! (NodePool, requirements) → compatible types, topology counts are kept incrementally, and
 //! pods with the same constraints share a cursor past the bins that can never take them.
 
+use std::cell::RefCell;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 
 use kerf_api::{Taint, TaintEffect, labels};
+use rustc_hash::FxHashMap;
 
 use crate::amounts::{Amounts, Dimensions};
 use crate::bitset::BitSet;
@@ -78,7 +80,10 @@ pub struct Decision {
 impl Decision {
     /// What the planned NodeClaims cost per hour.
     pub fn cost_per_hour(&self) -> f64 {
-        self.nodeclaims.iter().map(|n| n.launch.price_per_hour).sum()
+        self.nodeclaims
+            .iter()
+            .map(|n| n.launch.price_per_hour)
+            .sum()
     }
 }
 
@@ -97,7 +102,7 @@ struct Pool {
     types: Vec<TypeInfo>,
     overhead: Amounts,
     remaining: Amounts,
-    compat: HashMap<Reqs, Rc<BitSet>>,
+    compat: RefCell<FxHashMap<Reqs, Rc<BitSet>>>,
 }
 
 /// Where pods can go: an existing node or a planned NodeClaim.
@@ -138,6 +143,9 @@ enum Cause {
     MinValues(Sym, u32),
 }
 
+/// A pod already on a node: node index, namespace, labels, inverse groups it owns.
+type Bound = (usize, Sym, Vec<(Sym, Sym)>, Vec<GroupId>);
+
 /// A successful check, ready to apply.
 struct Fit {
     reqs: Option<Reqs>,
@@ -167,7 +175,7 @@ struct State<'p> {
     pods: Vec<PodInfo>,
     bins: Vec<Bin>,
     min_request: Amounts,
-    cursors: HashMap<u64, usize>,
+    cursors: FxHashMap<u64, Cursor>,
     nothing: Req,
     toleration_ids: Vec<u64>,
 }
@@ -198,7 +206,11 @@ fn taint_text(t: &Taint) -> String {
 }
 
 /// Node requirements of a node's labels (hostname excluded: bins carry it apart).
-fn label_reqs(labels: &std::collections::BTreeMap<String, String>, hostname: Sym, symbols: &mut Symbols) -> Reqs {
+fn label_reqs(
+    labels: &std::collections::BTreeMap<String, String>,
+    hostname: Sym,
+    symbols: &mut Symbols,
+) -> Reqs {
     let mut out = pods::selector_reqs(Some(labels), symbols);
     out.remove(hostname);
     out
@@ -221,8 +233,9 @@ impl<'p> State<'p> {
             dims: &mut dims,
             preferences: problem.options.preferences,
         };
-        let mut pod_infos: Vec<PodInfo> = problem.pods.iter().map(|p| compiler.compile(p)).collect();
-        let bound: Vec<(usize, Sym, Vec<(Sym, Sym)>, Vec<GroupId>)> = problem
+        let mut pod_infos: Vec<PodInfo> =
+            problem.pods.iter().map(|p| compiler.compile(p)).collect();
+        let bound: Vec<Bound> = problem
             .bound_pods
             .iter()
             .map(|b| {
@@ -234,7 +247,10 @@ impl<'p> State<'p> {
                     .as_ref()
                     .and_then(|s| s.affinity.as_ref())
                     .and_then(|a| a.pod_anti_affinity.as_ref())
-                    .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+                    .and_then(|a| {
+                        a.required_during_scheduling_ignored_during_execution
+                            .as_ref()
+                    })
                     .into_iter()
                     .flatten()
                     .map(|term| compiler.term_group(term, Kind::InverseAnti, ns))
@@ -254,7 +270,9 @@ impl<'p> State<'p> {
             .iter()
             .map(|p| {
                 let next = toleration_index.len() as u64;
-                *toleration_index.entry(format!("{:?}", p.tolerations)).or_insert(next)
+                *toleration_index
+                    .entry(format!("{:?}", p.tolerations))
+                    .or_insert(next)
             })
             .collect();
 
@@ -278,7 +296,7 @@ impl<'p> State<'p> {
             pods: pod_infos,
             bins: Vec::new(),
             min_request,
-            cursors: HashMap::new(),
+            cursors: FxHashMap::default(),
             nothing: Req::any_of(Vec::new()),
             toleration_ids,
         };
@@ -305,7 +323,8 @@ impl<'p> State<'p> {
         let mut reqs = Reqs::new();
         for r in &np.requirements {
             let key = symbols.intern(&r.key);
-            let req = Req::from_requirement(&crate::requirements::Requirement::from_api(r), symbols);
+            let req =
+                Req::from_requirement(&crate::requirements::Requirement::from_api(r), symbols);
             reqs.add(key, req, symbols);
         }
         for (k, v) in &np.labels {
@@ -324,10 +343,25 @@ impl<'p> State<'p> {
                 let offerings: Vec<(Sym, Sym, f64, bool)> = it
                     .offerings
                     .iter()
-                    .map(|o| (symbols.intern(&o.zone), symbols.intern(&o.capacity_type), o.price_per_hour, o.available))
+                    .map(|o| {
+                        (
+                            symbols.intern(&o.zone),
+                            symbols.intern(&o.capacity_type),
+                            o.price_per_hour,
+                            o.available,
+                        )
+                    })
                     .collect();
-                t.add(self.zone, Req::any_of(offerings.iter().map(|o| o.0).collect()), symbols);
-                t.add(self.capacity_type, Req::any_of(offerings.iter().map(|o| o.1).collect()), symbols);
+                t.add(
+                    self.zone,
+                    Req::any_of(offerings.iter().map(|o| o.0).collect()),
+                    symbols,
+                );
+                t.add(
+                    self.capacity_type,
+                    Req::any_of(offerings.iter().map(|o| o.1).collect()),
+                    symbols,
+                );
                 TypeInfo {
                     reqs: t,
                     allocatable: self.dims.capacity(&it.allocatable),
@@ -345,18 +379,25 @@ impl<'p> State<'p> {
             if first_untolerated(&tolerations, &np.taints, true).is_some() {
                 continue;
             }
-            let mut ds_reqs = pods::selector_reqs(spec.and_then(|s| s.node_selector.as_ref()), symbols);
+            let mut ds_reqs =
+                pods::selector_reqs(spec.and_then(|s| s.node_selector.as_ref()), symbols);
             let first_term = spec
                 .and_then(|s| s.affinity.as_ref())
                 .and_then(|a| a.node_affinity.as_ref())
-                .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+                .and_then(|n| {
+                    n.required_during_scheduling_ignored_during_execution
+                        .as_ref()
+                })
                 .and_then(|r| r.node_selector_terms.first());
             if let Some(t) = first_term {
                 ds_reqs = ds_reqs.intersection(&pods::term_reqs(t, symbols), symbols);
             }
             ds_reqs.remove(self.hostname);
             let wk = self.well_known;
-            if reqs.compatible(&ds_reqs, |k| k.index() < wk, symbols).is_ok() {
+            if reqs
+                .compatible(&ds_reqs, |k| k.index() < wk, symbols)
+                .is_ok()
+            {
                 overhead = overhead.plus(req);
             }
         }
@@ -374,7 +415,7 @@ impl<'p> State<'p> {
             types,
             overhead,
             remaining: remaining.minus(&usage),
-            compat: HashMap::new(),
+            compat: RefCell::new(FxHashMap::default()),
         }
     }
 
@@ -448,7 +489,9 @@ impl<'p> State<'p> {
                 if honor_taints && first_untolerated(&tolerations, &np.taints, false).is_some() {
                     continue;
                 }
-                let d = cache.entry((pool, key)).or_insert_with(|| self.pool_domains(pool, key));
+                let d = cache
+                    .entry((pool, key))
+                    .or_insert_with(|| self.pool_domains(pool, key));
                 values.extend(d.iter().copied());
             }
             for n in self.problem.nodes {
@@ -463,7 +506,7 @@ impl<'p> State<'p> {
         }
     }
 
-    fn count_bound(&mut self, bound: &[(usize, Sym, Vec<(Sym, Sym)>, Vec<GroupId>)]) {
+    fn count_bound(&mut self, bound: &[Bound]) {
         let bin_of: HashMap<usize, usize> = self
             .bins
             .iter()
@@ -480,9 +523,14 @@ impl<'p> State<'p> {
                 } else {
                     self.topology.selects(id, *ns, labels)
                 };
-                if counts && self.topology.node_counts(id, &self.bins[b].reqs, taints, &self.symbols) {
+                if counts
+                    && self
+                        .topology
+                        .node_counts(id, &self.bins[b].reqs, taints, &self.symbols)
+                {
                     let owned_domain = domain_owned(self.domain_of(&self.bins[b], None, id));
-                    self.topology.record(id, owned_domain.as_domain(), &self.symbols);
+                    self.topology
+                        .record(id, owned_domain.as_domain(), &self.symbols);
                 }
             }
         }
@@ -534,8 +582,8 @@ impl<'p> State<'p> {
 
     /// Instance types of a pool compatible with requirements (labels, and an available
     /// offering in an allowed zone and capacity type), cached per requirement shape.
-    fn compatible_types(&mut self, pool: usize, reqs: &Reqs) -> Rc<BitSet> {
-        if let Some(hit) = self.pools[pool].compat.get(reqs) {
+    fn compatible_types(&self, pool: usize, reqs: &Reqs) -> Rc<BitSet> {
+        if let Some(hit) = self.pools[pool].compat.borrow().get(reqs) {
             return hit.clone();
         }
         let p = &self.pools[pool];
@@ -552,16 +600,31 @@ impl<'p> State<'p> {
             }
         }
         let set = Rc::new(set);
-        self.pools[pool].compat.insert(reqs.clone(), set.clone());
+        self.pools[pool]
+            .compat
+            .borrow_mut()
+            .insert(reqs.clone(), set.clone());
         set
     }
 
     /// Checks a pod against a bin without changing anything (except the compatibility
     /// cache); `limit` filters a new NodeClaim's types by the NodePool's remaining limits.
-    fn check(&mut self, pod: usize, a: &Attempt, bin: &Bin, limit: Option<&Amounts>) -> Result<Fit, Reject> {
+    fn check(
+        &self,
+        pod: usize,
+        a: &Attempt,
+        bin: &Bin,
+        limit: Option<&Amounts>,
+    ) -> Result<Fit, Reject> {
         let info = &self.pods[pod];
-        let permanent = |cause| Reject { permanent: true, cause };
-        let transient = |cause| Reject { permanent: false, cause };
+        let permanent = |cause| Reject {
+            permanent: true,
+            cause,
+        };
+        let transient = |cause| Reject {
+            permanent: false,
+            cause,
+        };
         if let Some(h) = &a.host
             && !h.has(bin.hostname, &self.symbols)
         {
@@ -569,24 +632,33 @@ impl<'p> State<'p> {
         }
         if !info.requests.fits(&bin.headroom) {
             let full = !self.min_request.fits(&bin.headroom);
-            return Err(Reject { permanent: full, cause: Cause::Resources });
+            return Err(Reject {
+                permanent: full,
+                cause: Cause::Resources,
+            });
         }
         let taints = self.taints_of(bin);
         if let Some(t) = first_untolerated(&info.tolerations, taints, a.tolerate_pns) {
             let i = taints.iter().position(|x| std::ptr::eq(x, t)).unwrap_or(0);
             return Err(permanent(Cause::Taint(i)));
         }
-        if info.host_ports.iter().any(|p| bin.ports.iter().any(|q| p.conflicts(q))) {
+        if info
+            .host_ports
+            .iter()
+            .any(|p| bin.ports.iter().any(|q| p.conflicts(q)))
+        {
             return Err(permanent(Cause::Ports));
         }
         let wk = self.well_known;
         let compat = if bin.node.is_some() {
             bin.reqs.compatible(&a.reqs, |_| false, &self.symbols)
         } else {
-            bin.reqs.compatible(&a.reqs, |k| k.index() < wk, &self.symbols)
+            bin.reqs
+                .compatible(&a.reqs, |k| k.index() < wk, &self.symbols)
         };
         compat.map_err(|c| permanent(Cause::Requirements(c)))?;
-        let mut reqs: Option<Reqs> = (!a.reqs.is_empty()).then(|| bin.reqs.intersection(&a.reqs, &self.symbols));
+        let mut reqs: Option<Reqs> =
+            (!a.reqs.is_empty()).then(|| bin.reqs.intersection(&a.reqs, &self.symbols));
         for &id in &a.groups {
             let g = &self.topology.groups()[id];
             let key = g.def.key;
@@ -594,13 +666,21 @@ impl<'p> State<'p> {
             let pod_domains = if honors { a.reqs.get(key) } else { None };
             let selects_self = g.def.kind != Kind::InverseAnti && info.counted_by.contains(&id);
             let domain = self.domain_of(bin, reqs.as_ref(), id);
-            match self.topology.check(id, pod_domains, selects_self, domain, &self.symbols) {
+            match self
+                .topology
+                .check(id, pod_domains, selects_self, domain, &self.symbols)
+            {
                 Ok(Some(narrow)) => {
                     let r = reqs.get_or_insert_with(|| bin.reqs.clone());
                     r.add(key, narrow, &self.symbols);
                 }
                 Ok(None) => {}
-                Err(rej) => return Err(Reject { permanent: rej.permanent, cause: Cause::Topology(id) }),
+                Err(rej) => {
+                    return Err(Reject {
+                        permanent: rej.permanent,
+                        cause: Cause::Topology(id),
+                    });
+                }
             }
         }
         let Some(pool) = bin.pool else {
@@ -620,7 +700,8 @@ impl<'p> State<'p> {
         let total = bin.requests.plus(&self.pods[pod].requests);
         let p = &self.pools[pool];
         let mut fits_any = false;
-        for i in types.clone().iter() {
+        let candidates: Vec<usize> = types.iter().collect();
+        for i in candidates {
             let t = &p.types[i];
             if !total.fits(&t.allocatable) {
                 types.remove(i);
@@ -639,7 +720,13 @@ impl<'p> State<'p> {
             if let Some(min) = r.min_values {
                 let mut seen: Vec<Sym> = types
                     .iter()
-                    .filter_map(|i| p.types[i].reqs.get(key).and_then(|t| t.values()).map(|v| v.to_vec()))
+                    .filter_map(|i| {
+                        p.types[i]
+                            .reqs
+                            .get(key)
+                            .and_then(|t| t.values())
+                            .map(|v| v.to_vec())
+                    })
                     .flatten()
                     .filter(|v| r.has(*v, &self.symbols))
                     .collect();
@@ -650,7 +737,10 @@ impl<'p> State<'p> {
                 }
             }
         }
-        Ok(Fit { reqs, types: Some(types) })
+        Ok(Fit {
+            reqs,
+            types: Some(types),
+        })
     }
 
     fn headroom(&self, bin: &Bin) -> Amounts {
@@ -672,7 +762,12 @@ impl<'p> State<'p> {
         let info = &self.pods[pod];
         let requests = info.requests;
         let ports = info.host_ports.clone();
-        let counted: Vec<GroupId> = info.counted_by.iter().chain(&info.owns_inverse).copied().collect();
+        let counted: Vec<GroupId> = info
+            .counted_by
+            .iter()
+            .chain(&info.owns_inverse)
+            .copied()
+            .collect();
         let bin = &mut self.bins[b];
         if let Some(r) = fit.reqs {
             bin.reqs = r;
@@ -691,7 +786,10 @@ impl<'p> State<'p> {
         let taints = self.taints_of(&self.bins[b]);
         for id in counted {
             let bin = &self.bins[b];
-            if self.topology.node_counts(id, &bin.reqs, taints, &self.symbols) {
+            if self
+                .topology
+                .node_counts(id, &bin.reqs, taints, &self.symbols)
+            {
                 let owned = domain_owned(self.domain_of(bin, None, id));
                 self.topology.record(id, owned.as_domain(), &self.symbols);
             }
@@ -702,25 +800,34 @@ impl<'p> State<'p> {
     /// on failure.
     fn place(&mut self, pod: usize, relax: &Relaxation) -> Result<(), Vec<Reason>> {
         let a = self.attempt(pod, relax);
-        let start = self.cursors.get(&a.signature).copied().unwrap_or(0);
-        let mut prefix = true;
-        for b in start..self.bins.len() {
-            let bin = std::mem::replace(&mut self.bins[b], placeholder_bin());
-            let result = self.check(pod, &a, &bin, None);
-            self.bins[b] = bin;
-            match result {
-                Ok(fit) => {
-                    self.commit(pod, b, fit);
-                    return Ok(());
-                }
-                Err(r) if prefix && r.permanent => {
-                    self.cursors.insert(a.signature, b + 1);
-                }
-                Err(_) => prefix = false,
+        let mut cursor = self.cursors.remove(&a.signature).unwrap_or_default();
+        let mut placed = None;
+        let mut b = cursor.start;
+        while b < self.bins.len() {
+            if cursor.is_dead(b) {
+                b += 1;
+                continue;
             }
+            match self.check(pod, &a, &self.bins[b], None) {
+                Ok(fit) => {
+                    placed = Some((b, fit));
+                    break;
+                }
+                Err(r) if r.permanent => cursor.kill(b),
+                Err(_) => {}
+            }
+            b += 1;
+        }
+        self.cursors.insert(a.signature, cursor);
+        if let Some((b, fit)) = placed {
+            self.commit(pod, b, fit);
+            return Ok(());
         }
         if self.pools.is_empty() {
-            return Err(vec![Reason { node_pool: None, why: Why::NoNodePools }]);
+            return Err(vec![Reason {
+                node_pool: None,
+                why: Why::NoNodePools,
+            }]);
         }
         let mut reasons = Vec::new();
         for oi in 0..self.pool_order.len() {
@@ -762,7 +869,11 @@ impl<'p> State<'p> {
         let remaining = p.remaining;
         match self.check(pod, a, &fresh, Some(&remaining)) {
             Ok(fit) => {
-                let name = format!("{}#{}", self.problem.node_pools[self.pools[pool].input].name, self.bins.len());
+                let name = format!(
+                    "{}#{}",
+                    self.problem.node_pools[self.pools[pool].input].name,
+                    self.bins.len()
+                );
                 let hostname = self.symbols.intern(&name);
                 let b = self.bins.len();
                 self.bins.push(Bin { hostname, ..fresh });
@@ -787,29 +898,57 @@ impl<'p> State<'p> {
     fn explain(&mut self, pod: usize, a: &Attempt, pool: usize, fresh: &Bin, cause: Cause) -> Why {
         let np = &self.problem.node_pools[self.pools[pool].input];
         match cause {
-            Cause::Taint(i) => Why::TaintNotTolerated { taint: taint_text(&np.taints[i]) },
-            Cause::Requirements(Conflict::Undefined(k)) => Why::UndefinedLabel { key: self.symbols.name(k).to_string() },
+            Cause::Taint(i) => Why::TaintNotTolerated {
+                taint: taint_text(&np.taints[i]),
+            },
+            Cause::Requirements(Conflict::Undefined(k)) => Why::UndefinedLabel {
+                key: self.symbols.name(k).to_string(),
+            },
             Cause::Requirements(Conflict::Disjoint(k)) => {
                 let name = self.symbols.name(k);
-                let pod_req = a.reqs.get(k).map(|r| r.to_requirement(name, &self.symbols).to_string());
-                let pool_req = fresh.reqs.get(k).map(|r| r.to_requirement(name, &self.symbols).to_string());
-                Why::Requirement { pod: pod_req.unwrap_or_default(), node_pool: pool_req.unwrap_or_default() }
+                let pod_req = a
+                    .reqs
+                    .get(k)
+                    .map(|r| r.to_requirement(name, &self.symbols).to_string());
+                let pool_req = fresh
+                    .reqs
+                    .get(k)
+                    .map(|r| r.to_requirement(name, &self.symbols).to_string());
+                Why::Requirement {
+                    pod: pod_req.unwrap_or_default(),
+                    node_pool: pool_req.unwrap_or_default(),
+                }
             }
             Cause::Hostname => Why::Requirement {
                 pod: a
                     .host
                     .as_ref()
-                    .map(|r| r.to_requirement(labels::HOSTNAME, &self.symbols).to_string())
+                    .map(|r| {
+                        r.to_requirement(labels::HOSTNAME, &self.symbols)
+                            .to_string()
+                    })
                     .unwrap_or_default(),
                 node_pool: "a new node".into(),
             },
-            Cause::Topology(id) => Why::Topology { constraint: self.topology.describe(id, &self.symbols) },
-            Cause::MinValues(k, min) => Why::MinValues { key: self.symbols.name(k).to_string(), min },
+            Cause::Topology(id) => Why::Topology {
+                constraint: self.topology.describe(id, &self.symbols),
+            },
+            Cause::MinValues(k, min) => Why::MinValues {
+                key: self.symbols.name(k).to_string(),
+                min,
+            },
             Cause::NoTypes | Cause::Resources | Cause::Ports => {
                 let reqs = fresh.reqs.intersection(&a.reqs, &self.symbols);
                 let p = &self.pools[pool];
-                let labels_match = p.types.iter().any(|t| t.reqs.intersects(&reqs, &self.symbols).is_ok());
-                if labels_match { Why::NoAvailableOffering } else { Why::NoInstanceTypeMatches }
+                let labels_match = p
+                    .types
+                    .iter()
+                    .any(|t| t.reqs.intersects(&reqs, &self.symbols).is_ok());
+                if labels_match {
+                    Why::NoAvailableOffering
+                } else {
+                    Why::NoInstanceTypeMatches
+                }
             }
             Cause::Fit => {
                 let p = &self.pools[pool];
@@ -822,7 +961,9 @@ impl<'p> State<'p> {
                 let total = p.overhead.plus(&self.pods[pod].requests);
                 let mut short: Vec<usize> = total.exceeding(&max).collect();
                 if short.is_empty() {
-                    short = (0..total.0.len()).filter(|i| total.0[*i] > 0 && *i != 3).collect();
+                    short = (0..total.0.len())
+                        .filter(|i| total.0[*i] > 0 && *i != 3)
+                        .collect();
                 }
                 let needs = short
                     .into_iter()
@@ -885,7 +1026,10 @@ impl<'p> State<'p> {
                 }
             }
         }
-        queue.into_iter().map(|p| (p, reasons.remove(&p).unwrap_or_default())).collect()
+        queue
+            .into_iter()
+            .map(|p| (p, reasons.remove(&p).unwrap_or_default()))
+            .collect()
     }
 
     fn finish(self, mut reasons: HashMap<usize, Vec<Reason>>) -> Decision {
@@ -936,23 +1080,38 @@ impl<'p> State<'p> {
         pending.sort_unstable();
         decision.unschedulable = pending
             .into_iter()
-            .map(|pod| Unschedulable { pod, reasons: reasons.remove(&pod).unwrap_or_default() })
+            .map(|pod| Unschedulable {
+                pod,
+                reasons: reasons.remove(&pod).unwrap_or_default(),
+            })
             .collect();
         decision
     }
 }
 
-fn placeholder_bin() -> Bin {
-    Bin {
-        pool: None,
-        node: None,
-        hostname: Sym::default(),
-        reqs: Reqs::new(),
-        requests: Amounts::default(),
-        headroom: Amounts::default(),
-        types: None,
-        pods: Vec::new(),
-        ports: Vec::new(),
+/// The bins a group of pods with one constraint signature can never use again: a leading
+/// run skipped outright, then one bit per bin.
+#[derive(Default)]
+struct Cursor {
+    start: usize,
+    dead: Vec<u64>,
+}
+
+impl Cursor {
+    fn is_dead(&self, b: usize) -> bool {
+        self.dead
+            .get(b / 64)
+            .is_some_and(|w| w & (1 << (b % 64)) != 0)
+    }
+
+    fn kill(&mut self, b: usize) {
+        if self.dead.len() <= b / 64 {
+            self.dead.resize(b / 64 + 1, 0);
+        }
+        self.dead[b / 64] |= 1 << (b % 64);
+        while self.is_dead(self.start) {
+            self.start += 1;
+        }
     }
 }
 

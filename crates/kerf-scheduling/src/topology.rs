@@ -6,7 +6,7 @@
 //! (its own placeholder name for `kubernetes.io/hostname`); a check narrows that to the
 //! domains the constraint allows, and the pod is counted once the domain is single.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use k8s_openapi::api::core::v1::Toleration;
 use kerf_api::Taint;
@@ -82,7 +82,8 @@ pub struct Group {
     pub tolerations: Vec<Toleration>,
     /// Every domain value the key can take (not used for hostname), sorted by name.
     pub universe: Vec<Sym>,
-    counts: HashMap<Sym, u32>,
+    /// Pods per domain, indexed by the domain's symbol.
+    counts: Vec<u32>,
     total: u32,
 }
 
@@ -107,7 +108,7 @@ pub struct Rejected {
 #[derive(Debug, Default)]
 pub struct Topology {
     groups: Vec<Group>,
-    index: HashMap<GroupDef, GroupId>,
+    index: FxHashMap<GroupDef, GroupId>,
     hostname: Option<Sym>,
 }
 
@@ -131,7 +132,7 @@ impl Topology {
             def,
             tolerations: tolerations.to_vec(),
             universe: Vec::new(),
-            counts: HashMap::new(),
+            counts: Vec::new(),
             total: 0,
         });
         id
@@ -161,7 +162,13 @@ impl Topology {
 
     /// Whether a node with these requirements and taints counts for the group (spread
     /// node policies).
-    pub fn node_counts(&self, id: GroupId, reqs: &Reqs, taints: &[Taint], symbols: &Symbols) -> bool {
+    pub fn node_counts(
+        &self,
+        id: GroupId,
+        reqs: &Reqs,
+        taints: &[Taint],
+        symbols: &Symbols,
+    ) -> bool {
         let g = &self.groups[id];
         let affinity = g.def.node_terms.as_ref().is_none_or(|terms| {
             terms.is_empty() || terms.iter().any(|t| reqs.intersects(t, symbols).is_ok())
@@ -174,7 +181,10 @@ impl Topology {
     /// Records a pod in the domains a bin can be in: every allowed domain for anti-affinity
     /// kinds, the single domain for the others (nothing while the bin's domain is open).
     pub fn record(&mut self, id: GroupId, domain: Domain<'_>, symbols: &Symbols) {
-        let anti = matches!(self.groups[id].def.kind, Kind::AntiAffinity | Kind::InverseAnti);
+        let anti = matches!(
+            self.groups[id].def.kind,
+            Kind::AntiAffinity | Kind::InverseAnti
+        );
         let values: Vec<Sym> = match domain {
             Domain::Host(h) => vec![h],
             Domain::Req(Some(r)) => match (r.values(), anti) {
@@ -189,7 +199,10 @@ impl Topology {
         };
         let g = &mut self.groups[id];
         for v in values {
-            *g.counts.entry(v).or_insert(0) += 1;
+            if g.counts.len() <= v.index() {
+                g.counts.resize(v.index() + 1, 0);
+            }
+            g.counts[v.index()] += 1;
             g.total += 1;
         }
     }
@@ -204,7 +217,11 @@ impl Topology {
     }
 
     fn count(&self, id: GroupId, domain: Sym) -> u32 {
-        self.groups[id].counts.get(&domain).copied().unwrap_or(0)
+        self.groups[id]
+            .counts
+            .get(domain.index())
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Checks a pod against one group on one bin. `pod_domains` is the pod's own
@@ -226,15 +243,29 @@ impl Topology {
             (Kind::Spread { max_skew, .. }, Domain::Host(h)) => {
                 // a new node can always be made, so the smallest hostname count is zero
                 let count = self.count(id, h) + u32::from(selects_self);
-                if count <= *max_skew { Ok(None) } else { permanent }
+                if count <= *max_skew {
+                    Ok(None)
+                } else {
+                    permanent
+                }
             }
-            (Kind::Spread { max_skew, min_domains }, Domain::Req(bin)) => {
+            (
+                Kind::Spread {
+                    max_skew,
+                    min_domains,
+                },
+                Domain::Req(bin),
+            ) => {
                 let eligible = self.allowed_in_universe(id, pod_domains, symbols);
                 let too_few = min_domains.is_some_and(|m| (eligible.len() as u32) < m);
                 let min = if too_few {
                     0
                 } else {
-                    eligible.iter().map(|d| self.count(id, *d)).min().unwrap_or(0)
+                    eligible
+                        .iter()
+                        .map(|d| self.count(id, *d))
+                        .min()
+                        .unwrap_or(0)
                 };
                 let mut best: Option<(u32, Sym)> = None;
                 for d in eligible {
@@ -242,7 +273,8 @@ impl Topology {
                         continue;
                     }
                     let count = self.count(id, d) + u32::from(selects_self);
-                    if count.saturating_sub(min) <= *max_skew && best.is_none_or(|(c, _)| count < c) {
+                    if count.saturating_sub(min) <= *max_skew && best.is_none_or(|(c, _)| count < c)
+                    {
                         best = Some((count, d));
                     }
                 }
@@ -260,11 +292,16 @@ impl Topology {
             }
             (Kind::Affinity, Domain::Req(bin)) => {
                 let eligible = self.allowed_in_universe(id, pod_domains, symbols);
-                let mut options: Vec<Sym> =
-                    eligible.iter().copied().filter(|d| self.count(id, *d) > 0).collect();
+                let mut options: Vec<Sym> = eligible
+                    .iter()
+                    .copied()
+                    .filter(|d| self.count(id, *d) > 0)
+                    .collect();
                 if options.is_empty() && selects_self {
                     // nobody to follow yet: the first pod picks, preferring the bin's domain
-                    let within_bin = eligible.iter().find(|d| bin.is_none_or(|r| r.has(**d, symbols)));
+                    let within_bin = eligible
+                        .iter()
+                        .find(|d| bin.is_none_or(|r| r.has(**d, symbols)));
                     options.extend(within_bin.or(eligible.first()).copied());
                 }
                 options.retain(|d| bin.is_none_or(|r| r.has(*d, symbols)));
@@ -275,7 +312,11 @@ impl Topology {
                 }
             }
             (Kind::AntiAffinity | Kind::InverseAnti, Domain::Host(h)) => {
-                if self.count(id, h) == 0 { Ok(None) } else { permanent }
+                if self.count(id, h) == 0 {
+                    Ok(None)
+                } else {
+                    permanent
+                }
             }
             (Kind::AntiAffinity | Kind::InverseAnti, Domain::Req(bin)) => {
                 let options: Vec<Sym> = self

@@ -2,7 +2,11 @@
 
 use kerf_scheduling::{Preferences, Problem, SolveOptions, benchmark, solve};
 
-fn problem<'a>(pools: &'a [kerf_scheduling::NodePoolInput], pods: &'a [k8s_openapi::api::core::v1::Pod], preferences: Preferences) -> Problem<'a> {
+fn problem<'a>(
+    pools: &'a [kerf_scheduling::NodePoolInput],
+    pods: &'a [k8s_openapi::api::core::v1::Pod],
+    preferences: Preferences,
+) -> Problem<'a> {
     Problem {
         node_pools: pools,
         nodes: &[],
@@ -25,7 +29,13 @@ fn every_benchmark_pod_schedules() {
         let unplaced: Vec<String> = d
             .unschedulable
             .iter()
-            .map(|u| format!("{}: {:?}", pods[u.pod].metadata.name.as_deref().unwrap_or(""), u.reasons))
+            .map(|u| {
+                format!(
+                    "{}: {:?}",
+                    pods[u.pod].metadata.name.as_deref().unwrap_or(""),
+                    u.reasons
+                )
+            })
             .collect();
         assert!(unplaced.is_empty(), "{n} pods: {unplaced:?}");
         let placed: usize = d.nodeclaims.iter().map(|c| c.pods.len()).sum();
@@ -40,7 +50,11 @@ fn preference_workload_schedules_both_ways() {
     let pods = benchmark::preference_pods(400, 42);
     for p in [Preferences::Respect, Preferences::Ignore] {
         let d = solve(&problem(&pools, &pods, p));
-        assert!(d.unschedulable.is_empty(), "{p:?}: {:?}", d.unschedulable.first());
+        assert!(
+            d.unschedulable.is_empty(),
+            "{p:?}: {:?}",
+            d.unschedulable.first()
+        );
         eprintln!("{p:?}: {} nodes", d.nodeclaims.len());
     }
 }

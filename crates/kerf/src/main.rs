@@ -2,6 +2,7 @@
 //!
 //! The binary is glue: each subcommand reads its input, calls the library crates and prints.
 
+mod cmd_bench;
 mod cmd_crds;
 mod cmd_instance_types;
 mod cmd_validate;
@@ -26,6 +27,8 @@ enum Command {
     Validate(cmd_validate::Args),
     /// List EC2 instance types with capacity, allocatable, labels, offerings and price, cheapest first.
     InstanceTypes(cmd_instance_types::Args),
+    /// Time Kerf on Karpenter's benchmarks (`kerf bench scheduling`).
+    Bench(cmd_bench::Args),
 }
 
 /// Writes command output to stdout; a reader that went away (`kerf … | head`) is not an error.
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Command::Crds => cmd_crds::run(),
         Command::Validate(args) => cmd_validate::run(&args),
         Command::InstanceTypes(args) => cmd_instance_types::run(&args),
+        Command::Bench(args) => cmd_bench::run(&args),
     };
     match result {
         Ok(code) => code,
