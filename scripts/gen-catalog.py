@@ -85,9 +85,35 @@ def compact(entry):
     return out
 
 
+# Types users name in their NodePools that moto's describe-instance-types data lacks, with
+# the facts from the EC2 instance type pages (P3: Xeon E5-2686 v4, Tesla V100 16 GiB). They
+# are offered wherever moto offers their sibling `like`.
+SUPPLEMENT = [
+    {"like": "p3dn.24xlarge", "arch": "amd64", "bare_metal": False, "cpu_clock_mhz": 2300,
+     "cpu_manufacturer": "intel", "current_generation": True, "ebs_bandwidth_mbps": ebs,
+     "encryption_in_transit": False, "hypervisor": "xen", "ipv4_per_eni": per_eni,
+     "max_enis": enis, "memory_mib": mem, "name": name, "network_bandwidth_mbps": net,
+     "spot": True, "vcpu": vcpu,
+     "gpu": {"count": gpus, "manufacturer": "nvidia", "memory_mib": 16384, "name": "v100"}}
+    for name, vcpu, mem, gpus, ebs, net, enis, per_eni in [
+        ("p3.2xlarge", 8, 62464, 1, 1750, 10000, 4, 15),
+        ("p3.8xlarge", 32, 249856, 4, 7000, 10000, 8, 30),
+        ("p3.16xlarge", 64, 499712, 8, 14000, 25000, 8, 30),
+    ]
+]
+
+
 def main():
     types = load(os.path.join(RESOURCES, "instance_types.json.gz"))
     catalog = [c for c in (compact(t) for t in types.values()) if c]
+    present = {c["name"] for c in catalog}
+    like = {}
+    for extra in SUPPLEMENT:
+        extra = dict(extra)
+        sibling = extra.pop("like")
+        if extra["name"] not in present:
+            catalog.append(extra)
+            like[extra["name"]] = sibling
     catalog.sort(key=lambda c: c["name"])
     known = {c["name"] for c in catalog}
 
@@ -101,6 +127,9 @@ def main():
         for r in rows:
             if r["InstanceType"] in known:
                 by_type.setdefault(r["InstanceType"], set()).add(zones.index(r["Location"]))
+        for name, sibling in like.items():
+            if sibling in by_type:
+                by_type[name] = set(by_type[sibling])
         offerings[region] = {
             "zones": zones,
             "types": {t: sorted(z) for t, z in sorted(by_type.items())},

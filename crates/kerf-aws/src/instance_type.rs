@@ -169,3 +169,30 @@ pub fn instance_types(
     });
     Ok(out)
 }
+
+/// The scheduler's view of instance types; `unavailable(capacity_type, instance_type, zone)`
+/// marks offerings the cloud recently could not fill.
+pub fn scheduler_options(
+    types: &[InstanceType],
+    unavailable: impl Fn(&str, &str, &str) -> bool,
+) -> Vec<kerf_scheduling::InstanceTypeOption> {
+    types
+        .iter()
+        .map(|t| kerf_scheduling::InstanceTypeOption {
+            name: t.name().to_string(),
+            labels: t.labels.clone(),
+            capacity: t.capacity.clone(),
+            allocatable: t.allocatable.clone(),
+            offerings: t
+                .offerings
+                .iter()
+                .map(|o| kerf_scheduling::Offering {
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type.to_string(),
+                    price_per_hour: o.price_per_hour,
+                    available: !unavailable(o.capacity_type, t.name(), &o.zone),
+                })
+                .collect(),
+        })
+        .collect()
+}

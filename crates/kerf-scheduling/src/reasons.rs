@@ -98,12 +98,21 @@ impl fmt::Display for Why {
     }
 }
 
+impl Reason {
+    /// The message without the NodePool prefix (JSON carries the NodePool apart).
+    pub fn message(&self) -> String {
+        match (&self.node_pool, &self.why) {
+            (None, Why::UndefinedLabel { key }) => format!("no nodepool defines label {key}"),
+            (_, why) => why.to_string(),
+        }
+    }
+}
+
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.node_pool, &self.why) {
-            (None, Why::UndefinedLabel { key }) => write!(f, "no nodepool defines label {key}"),
-            (None, why) => write!(f, "{why}"),
-            (Some(np), why) => write!(f, "nodepool {np}: {why}"),
+        match &self.node_pool {
+            None => write!(f, "{}", self.message()),
+            Some(np) => write!(f, "nodepool {np}: {}", self.why),
         }
     }
 }

@@ -80,10 +80,10 @@ pub struct Decision {
 impl Decision {
     /// What the planned NodeClaims cost per hour.
     pub fn cost_per_hour(&self) -> f64 {
+        // folded from +0.0: an empty sum of f64 is -0.0
         self.nodeclaims
             .iter()
-            .map(|n| n.launch.price_per_hour)
-            .sum()
+            .fold(0.0, |sum, n| sum + n.launch.price_per_hour)
     }
 }
 

@@ -5,6 +5,7 @@
 mod cmd_bench;
 mod cmd_crds;
 mod cmd_instance_types;
+mod cmd_schedule;
 mod cmd_validate;
 
 use std::process::ExitCode;
@@ -27,6 +28,8 @@ enum Command {
     Validate(cmd_validate::Args),
     /// List EC2 instance types with capacity, allocatable, labels, offerings and price, cheapest first.
     InstanceTypes(cmd_instance_types::Args),
+    /// Dry-run provisioning: which NodeClaims Kerf would launch for the pods in the manifests, and why pods stay pending.
+    Schedule(cmd_schedule::Args),
     /// Time Kerf on Karpenter's benchmarks (`kerf bench scheduling`).
     Bench(cmd_bench::Args),
 }
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => cmd_validate::run(&args),
         Command::InstanceTypes(args) => cmd_instance_types::run(&args),
         Command::Bench(args) => cmd_bench::run(&args),
+        Command::Schedule(args) => cmd_schedule::run(&args),
     };
     match result {
         Ok(code) => code,

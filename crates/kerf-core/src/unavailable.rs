@@ -1,0 +1,135 @@
+//! Offerings the cloud recently could not fill (insufficient capacity): skipped for a while
+//! so the next launch picks something else — this is what turns spot exhaustion into a
+//! fallback to the next NodePool or capacity type.
+
+use std::time::Duration;
+
+/// How long an insufficient-capacity error is remembered (Karpenter: 3 minutes).
+pub const TTL: Duration = Duration::from_secs(180);
+
+/// Which offerings an entry covers; `None` matches anything.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pattern {
+    /// Capacity type (`spot`, `on-demand`).
+    pub capacity_type: Option<String>,
+    /// Instance type.
+    pub instance_type: Option<String>,
+    /// Zone.
+    pub zone: Option<String>,
+}
+
+impl Pattern {
+    /// Reads `CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]]`, `*` matching anything.
+    pub fn parse(text: &str) -> Result<Pattern, String> {
+        let parts: Vec<&str> = text.split(':').collect();
+        if parts.is_empty() || parts.len() > 3 || parts.iter().any(|p| p.is_empty()) {
+            return Err(format!(
+                "{text:?}: expected CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]] (use * for any)"
+            ));
+        }
+        let field = |i: usize| parts.get(i).filter(|p| **p != "*").map(|p| p.to_string());
+        let capacity_type = field(0);
+        if let Some(ct) = &capacity_type
+            && !["spot", "on-demand", "reserved"].contains(&ct.as_str())
+        {
+            return Err(format!(
+                "{text:?}: capacity type must be spot, on-demand, reserved or *"
+            ));
+        }
+        Ok(Pattern {
+            capacity_type,
+            instance_type: field(1),
+            zone: field(2),
+        })
+    }
+
+    /// Whether the pattern covers an offering.
+    pub fn matches(&self, capacity_type: &str, instance_type: &str, zone: &str) -> bool {
+        let ok = |p: &Option<String>, v: &str| p.as_deref().is_none_or(|p| p == v);
+        ok(&self.capacity_type, capacity_type)
+            && ok(&self.instance_type, instance_type)
+            && ok(&self.zone, zone)
+    }
+}
+
+/// The remembered errors, each with when it stops counting.
+#[derive(Clone, Debug, Default)]
+pub struct UnavailableOfferings {
+    entries: Vec<(Pattern, Duration)>,
+}
+
+impl UnavailableOfferings {
+    /// Nothing unavailable.
+    pub fn new() -> UnavailableOfferings {
+        UnavailableOfferings::default()
+    }
+
+    /// Remembers an insufficient-capacity error seen at `now` for [`TTL`].
+    pub fn mark(&mut self, pattern: Pattern, now: Duration) {
+        self.entries.retain(|(p, _)| *p != pattern);
+        self.entries.push((pattern, now + TTL));
+    }
+
+    /// Whether an offering is unavailable at `now`.
+    pub fn is_unavailable(
+        &self,
+        capacity_type: &str,
+        instance_type: &str,
+        zone: &str,
+        now: Duration,
+    ) -> bool {
+        self.entries
+            .iter()
+            .any(|(p, until)| now < *until && p.matches(capacity_type, instance_type, zone))
+    }
+
+    /// Forgets entries that expired by `now`.
+    pub fn expire(&mut self, now: Duration) {
+        self.entries.retain(|(_, until)| now < *until);
+    }
+
+    /// How many entries are remembered.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_parse_and_match_with_wildcards() {
+        let p = Pattern::parse("spot").unwrap();
+        assert!(p.matches("spot", "c5.large", "us-east-1a"));
+        assert!(!p.matches("on-demand", "c5.large", "us-east-1a"));
+        let p = Pattern::parse("*:c5.large:us-east-1b").unwrap();
+        assert!(p.matches("on-demand", "c5.large", "us-east-1b"));
+        assert!(!p.matches("on-demand", "c5.large", "us-east-1a"));
+        assert!(Pattern::parse("cheap").is_err());
+        assert!(Pattern::parse("spot::x").is_err());
+        assert!(Pattern::parse("spot:a:b:c").is_err());
+    }
+
+    #[test]
+    fn errors_are_remembered_for_three_minutes() {
+        let mut u = UnavailableOfferings::new();
+        let t0 = Duration::from_secs(1000);
+        u.mark(Pattern::parse("spot:c5.large:us-east-1a").unwrap(), t0);
+        assert!(u.is_unavailable(
+            "spot",
+            "c5.large",
+            "us-east-1a",
+            t0 + Duration::from_secs(179)
+        ));
+        assert!(!u.is_unavailable("spot", "c5.large", "us-east-1b", t0));
+        assert!(!u.is_unavailable("spot", "c5.large", "us-east-1a", t0 + TTL));
+        u.expire(t0 + TTL);
+        assert!(u.is_empty());
+    }
+}

@@ -1,0 +1,355 @@
+//! `kerf schedule -f MANIFESTS...`: a dry run of provisioning. Reads NodePools,
+//! EC2NodeClasses, Nodes, DaemonSets and workloads, and prints the NodeClaims Kerf would
+//! launch, the pods that fit on existing nodes, and the pods that stay pending and why.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kerf_api::manifest::{Checked, KarpenterObject, check_document, read_documents};
+use kerf_api::{EC2NodeClass, NodePool};
+use kerf_aws::capacity::NodeSettings;
+use kerf_aws::instance_type::scheduler_options;
+use kerf_core::nodepools::{existing_node, node_capacity, node_pool_input};
+use kerf_core::provisioner::{nodeclaim, nodeclaim_name};
+use kerf_core::unavailable::Pattern;
+use kerf_core::workloads::{ClusterObject, read};
+use kerf_scheduling::pods::pod_key;
+use kerf_scheduling::resources::Resources;
+use kerf_scheduling::{BoundPod, Decision, InstanceTypeOption, Problem, SolveOptions, solve};
+use rand::SeedableRng;
+use serde_json::json;
+
+/// Arguments of `kerf schedule`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Manifest files (multi-document YAML): NodePools, EC2NodeClasses, Nodes, DaemonSets,
+    /// Pods, Deployments, ReplicaSets, StatefulSets, Jobs; `-` reads standard input.
+    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+    files: Vec<PathBuf>,
+    /// AWS region whose zones and instance types are offered.
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
+    /// Treat offerings as out of capacity: CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]], `*` for any
+    /// (repeatable; `spot` means every spot offering).
+    #[arg(long, value_parser = Pattern::parse)]
+    unavailable: Vec<Pattern>,
+    /// Output format: text, json, or the NodeClaim objects as YAML.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
+    output: Format,
+    /// Set a workload's replicas, as `kubectl scale` would: NAME=N (repeatable).
+    #[arg(long = "replicas", value_parser = parse_replicas)]
+    replicas: Vec<(String, i64)>,
+    /// Seed of the NodeClaim name suffixes (`-o nodeclaims`).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Format {
+    Text,
+    Json,
+    Nodeclaims,
+}
+
+/// What the manifests hold.
+#[derive(Default)]
+struct Inputs {
+    node_pools: Vec<NodePool>,
+    node_classes: HashMap<String, EC2NodeClass>,
+    nodes: Vec<Node>,
+    daemonsets: Vec<Pod>,
+    pods: Vec<Pod>,
+}
+
+fn parse_replicas(text: &str) -> std::result::Result<(String, i64), String> {
+    let (name, n) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: expected NAME=N"))?;
+    let n: i64 = n
+        .parse()
+        .ok()
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| format!("{text:?}: N must be a whole number"))?;
+    Ok((name.to_string(), n))
+}
+
+fn load(
+    files: &[PathBuf],
+    replicas: &[(String, i64)],
+) -> Result<std::result::Result<Inputs, String>> {
+    let mut inputs = Inputs::default();
+    let mut problems = String::new();
+    for file in files {
+        let shown = file.display();
+        let text = if file.as_os_str() == "-" {
+            std::io::read_to_string(std::io::stdin())
+        } else {
+            std::fs::read_to_string(file)
+        }
+        .with_context(|| format!("{shown}: cannot read"))?;
+        let docs = read_documents(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{shown}:{}:{}: cannot parse YAML: {}",
+                e.line,
+                e.column,
+                e.message
+            )
+        })?;
+        for mut doc in docs {
+            let scalable = matches!(doc.kind(), "Deployment" | "ReplicaSet" | "StatefulSet");
+            if let Some((_, n)) = replicas
+                .iter()
+                .find(|(name, _)| scalable && name == doc.name())
+                && let Some(spec) = doc.value.get_mut("spec").and_then(|s| s.as_object_mut())
+            {
+                spec.insert("replicas".into(), (*n).into());
+            }
+            let doc = &doc;
+            let what = format!("{}/{}", doc.kind(), doc.name());
+            match check_document(doc) {
+                Checked::Valid(KarpenterObject::NodePool(np)) => inputs.node_pools.push(*np),
+                Checked::Valid(KarpenterObject::EC2NodeClass(nc)) => {
+                    let name = nc.metadata.name.clone().unwrap_or_default();
+                    inputs.node_classes.insert(name, *nc);
+                }
+                Checked::Valid(KarpenterObject::NodeClaim(_)) => {}
+                Checked::Invalid(list) => {
+                    for p in list {
+                        let _ = writeln!(
+                            problems,
+                            "{shown}:{}: {what}: {}: {}",
+                            doc.index, p.path, p.message
+                        );
+                    }
+                }
+                Checked::Other => match read(doc) {
+                    Ok(Some(ClusterObject::Pods(pods))) => inputs.pods.extend(pods),
+                    Ok(Some(ClusterObject::DaemonSet(pod))) => inputs.daemonsets.push(*pod),
+                    Ok(Some(ClusterObject::Node(node))) => inputs.nodes.push(*node),
+                    Ok(None) => {}
+                    Err(e) => {
+                        let _ = writeln!(problems, "{shown}:{}: {e}", doc.index);
+                    }
+                },
+            }
+        }
+    }
+    Ok(if problems.is_empty() {
+        Ok(inputs)
+    } else {
+        Err(problems)
+    })
+}
+
+/// Runs the dry run; exit 1 when a manifest is invalid.
+pub fn run(args: &Args) -> Result<ExitCode> {
+    let inputs = match load(&args.files, &args.replicas)? {
+        Ok(i) => i,
+        Err(problems) => {
+            eprint!("{problems}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let unavailable =
+        |ct: &str, it: &str, zone: &str| args.unavailable.iter().any(|p| p.matches(ct, it, zone));
+
+    // instance types per node class (default settings when the class is not given)
+    let mut by_class: HashMap<String, Arc<[InstanceTypeOption]>> = HashMap::new();
+    let mut pools = Vec::new();
+    for np in &inputs.node_pools {
+        let class = np.spec.template.spec.node_class_ref.name.clone();
+        let types = match by_class.get(&class) {
+            Some(t) => t.clone(),
+            None => {
+                let settings = match inputs.node_classes.get(&class) {
+                    Some(nc) => NodeSettings::from_node_class(&nc.spec),
+                    None => {
+                        eprintln!(
+                            "note: nodepool {}: EC2NodeClass {class} not in the manifests; assuming its defaults",
+                            np.metadata.name.as_deref().unwrap_or("")
+                        );
+                        NodeSettings::default()
+                    }
+                };
+                let types = kerf_aws::instance_types(&args.region, &settings)?;
+                let options: Arc<[InstanceTypeOption]> =
+                    scheduler_options(&types, unavailable).into();
+                by_class.insert(class, options.clone());
+                options
+            }
+        };
+        let name = np.metadata.name.as_deref().unwrap_or("");
+        let mut usage = Resources::default();
+        for n in &inputs.nodes {
+            let labels = n.metadata.labels.as_ref();
+            if labels
+                .and_then(|l| l.get(kerf_api::labels::NODEPOOL))
+                .map(String::as_str)
+                == Some(name)
+            {
+                usage.add(&node_capacity(n));
+            }
+        }
+        pools.push(node_pool_input(np, types, usage));
+    }
+
+    let node_index: HashMap<&str, usize> = inputs
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.metadata.name.as_deref().unwrap_or(""), i))
+        .collect();
+    let mut pending: Vec<Pod> = Vec::new();
+    let mut bound_on: Vec<Vec<&Pod>> = vec![Vec::new(); inputs.nodes.len()];
+    let mut bound: Vec<BoundPod<'_>> = Vec::new();
+    for p in &inputs.pods {
+        match p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            Some(node) => match node_index.get(node) {
+                Some(&i) => {
+                    bound_on[i].push(p);
+                    bound.push(BoundPod { node: i, pod: p });
+                }
+                None => eprintln!(
+                    "note: pod {} is bound to node {node}, which is not in the manifests; ignored",
+                    pod_key(p)
+                ),
+            },
+            None => pending.push(p.clone()),
+        }
+    }
+    let nodes: Vec<_> = inputs
+        .nodes
+        .iter()
+        .zip(&bound_on)
+        .map(|(n, b)| existing_node(n, b, &inputs.daemonsets))
+        .collect();
+    let problem = Problem {
+        node_pools: &pools,
+        nodes: &nodes,
+        bound_pods: &bound,
+        daemonsets: &inputs.daemonsets,
+        pods: &pending,
+        options: SolveOptions::default(),
+    };
+    let decision = solve(&problem);
+    let text = match args.output {
+        Format::Json => serde_json::to_string_pretty(&to_json(&decision, &problem))? + "\n",
+        Format::Text => to_text(&decision, &problem),
+        Format::Nodeclaims => {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
+            let mut out = String::new();
+            for plan in &decision.nodeclaims {
+                let np = &inputs.node_pools[plan.node_pool];
+                let name = nodeclaim_name(np.metadata.name.as_deref().unwrap_or(""), &mut rng);
+                out.push_str("---\n");
+                out.push_str(&serde_yaml::to_string(&nodeclaim(plan, np, name))?);
+            }
+            out
+        }
+    };
+    crate::emit(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn pod_names(problem: &Problem<'_>, pods: &[usize]) -> Vec<String> {
+    pods.iter().map(|i| pod_key(&problem.pods[*i])).collect()
+}
+
+fn to_json(d: &Decision, problem: &Problem<'_>) -> serde_json::Value {
+    let resources = |r: &Resources| -> BTreeMap<String, String> {
+        r.to_resource_list()
+            .into_iter()
+            .map(|(k, v)| (k, v.as_str().to_string()))
+            .collect()
+    };
+    json!({
+        "nodeclaims": d.nodeclaims.iter().map(|c| json!({
+            "nodepool": problem.node_pools[c.node_pool].name,
+            "instance_type": c.launch.instance_type,
+            "capacity_type": c.launch.capacity_type,
+            "zone": c.launch.zone,
+            "price_per_hour": c.launch.price_per_hour,
+            "instance_type_options": c.instance_types.iter().map(|o| o.name.clone()).collect::<Vec<_>>(),
+            "pods": pod_names(problem, &c.pods),
+            "requests": resources(&c.requests),
+            "requirements": c.requirements,
+        })).collect::<Vec<_>>(),
+        "existing": d.existing.iter().map(|e| json!({
+            "node": problem.nodes[e.node].name,
+            "pods": pod_names(problem, &e.pods),
+        })).collect::<Vec<_>>(),
+        "unschedulable": d.unschedulable.iter().map(|u| json!({
+            "pod": pod_key(&problem.pods[u.pod]),
+            "reasons": u.reasons.iter().map(|r| json!({
+                "nodepool": r.node_pool,
+                "message": r.message(),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "cost_per_hour": d.cost_per_hour(),
+    })
+}
+
+fn to_text(d: &Decision, problem: &Problem<'_>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "NodeClaims to launch: {} (${:.4}/hour)",
+        d.nodeclaims.len(),
+        d.cost_per_hour()
+    );
+    for c in &d.nodeclaims {
+        let options: Vec<&str> = c
+            .instance_types
+            .iter()
+            .take(5)
+            .map(|o| o.name.as_str())
+            .collect();
+        let more = c.instance_types.len().saturating_sub(options.len());
+        let _ = writeln!(
+            out,
+            "  nodepool {}: {} {} in {} at ${:.4}/hour, {} pods; options {}{}",
+            problem.node_pools[c.node_pool].name,
+            c.launch.instance_type,
+            c.launch.capacity_type,
+            c.launch.zone,
+            c.launch.price_per_hour,
+            c.pods.len(),
+            options.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(out, "    {}", pod_names(problem, &c.pods).join(" "));
+    }
+    if !d.existing.is_empty() {
+        let _ = writeln!(out, "Pods on existing nodes:");
+        for e in &d.existing {
+            let _ = writeln!(
+                out,
+                "  {}: {}",
+                problem.nodes[e.node].name,
+                pod_names(problem, &e.pods).join(" ")
+            );
+        }
+    }
+    if !d.unschedulable.is_empty() {
+        let _ = writeln!(out, "Unschedulable pods: {}", d.unschedulable.len());
+        for u in &d.unschedulable {
+            let reasons: Vec<String> = u.reasons.iter().map(ToString::to_string).collect();
+            let _ = writeln!(
+                out,
+                "  {}: {}",
+                pod_key(&problem.pods[u.pod]),
+                reasons.join("; ")
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,625 @@
+//! `kerf schedule` scenarios: one per scheduling behaviour, each with the placement a
+//! Karpenter user expects, checked on the JSON output.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs `kerf schedule -o json` on `yaml` (stdin) plus extra files and flags.
+fn schedule(yaml: &str, args: &[&str]) -> Value {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["schedule", "-o", "json", "-f", "-"])
+        .args(args)
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kerf");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(yaml.as_bytes())
+        .expect("write manifests");
+    let out = child.wait_with_output().expect("kerf finishes");
+    assert!(
+        out.status.success(),
+        "kerf schedule failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json output")
+}
+
+fn claims(v: &Value) -> &Vec<Value> {
+    v["nodeclaims"].as_array().expect("nodeclaims")
+}
+
+fn pending(v: &Value) -> Vec<(String, Vec<String>)> {
+    v["unschedulable"]
+        .as_array()
+        .expect("unschedulable")
+        .iter()
+        .map(|u| {
+            let reasons = u["reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| match r["nodepool"].as_str() {
+                    Some(np) => format!("nodepool {np}: {}", r["message"].as_str().unwrap()),
+                    None => r["message"].as_str().unwrap().to_string(),
+                })
+                .collect();
+            (u["pod"].as_str().unwrap().to_string(), reasons)
+        })
+        .collect()
+}
+
+fn pods_of(claim: &Value) -> Vec<String> {
+    claim["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// How many pods each zone got.
+fn per_zone(v: &Value) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for c in claims(v) {
+        *out.entry(c["zone"].as_str().unwrap().to_string())
+            .or_insert(0) += pods_of(c).len();
+    }
+    out
+}
+
+const CLASS: &str = r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+"#;
+
+/// A NodePool `name` (weight 0 leaves it unset) with extra requirement and spec lines.
+fn pool(name: &str, weight: i32, requirements: &str, extra: &str) -> String {
+    let weight = if weight == 0 {
+        String::new()
+    } else {
+        format!("weight: {weight}")
+    };
+    format!(
+        r#"
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: {name}}}
+spec:
+  {weight}
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      requirements:
+      - {{key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}}
+      - {{key: kubernetes.io/arch, operator: In, values: [amd64]}}
+      - {{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1b, us-east-1c]}}
+{requirements}{extra}
+"#
+    )
+}
+
+/// A Deployment `name` with `replicas` pods requesting `cpu`, plus pod spec lines.
+fn deploy(name: &str, replicas: usize, cpu: &str, spec: &str) -> String {
+    format!(
+        r#"
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers:
+      - name: c
+        image: pause
+        resources: {{requests: {{cpu: "{cpu}", memory: 256Mi}}}}
+{spec}
+"#
+    )
+}
+
+fn on_demand() -> String {
+    pool(
+        "default",
+        0,
+        "      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n",
+        "",
+    )
+}
+
+#[test]
+fn inflate_five_one_cpu_pods_share_one_getting_started_node() {
+    let v = schedule(
+        "",
+        &[
+            "-f",
+            "fixtures/seeds/004-getting-started.yaml",
+            "--replicas",
+            "inflate=5",
+        ],
+    );
+    assert_eq!(claims(&v).len(), 1);
+    let c = &claims(&v)[0];
+    assert_eq!(c["nodepool"], "default");
+    assert_eq!(pods_of(c).len(), 5);
+    assert_eq!(c["capacity_type"], "on-demand");
+    // 5 cpu of requests need more than the 4 vCPU of an xlarge
+    assert!(
+        c["instance_type"].as_str().unwrap().ends_with(".2xlarge"),
+        "{c}"
+    );
+    assert!(pending(&v).is_empty());
+}
+
+#[test]
+fn zonal_spread_of_nine_pods_over_three_zones_is_three_each() {
+    let spread = r#"      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}}"#;
+    let yaml = format!("{CLASS}{}{}", on_demand(), deploy("web", 9, "1", spread));
+    let v = schedule(&yaml, &[]);
+    let zones: Vec<usize> = per_zone(&v).into_values().collect();
+    assert_eq!(zones, [3, 3, 3]);
+}
+
+#[test]
+fn hostname_anti_affinity_puts_four_pods_on_four_nodes() {
+    let anti = r#"      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: db}}}"#;
+    let yaml = format!("{CLASS}{}{}", on_demand(), deploy("db", 4, "100m", anti));
+    let v = schedule(&yaml, &[]);
+    assert_eq!(claims(&v).len(), 4);
+    assert!(claims(&v).iter().all(|c| pods_of(c).len() == 1));
+}
+
+#[test]
+fn pods_without_the_gpu_toleration_never_land_on_the_gpu_pool() {
+    let v = schedule(
+        "",
+        &[
+            "-f",
+            "fixtures/seeds/001-best-practices.yaml",
+            "-f",
+            "examples/001-workloads.yaml",
+        ],
+    );
+    for c in claims(&v) {
+        let pods = pods_of(c);
+        if c["nodepool"] == "gpu" {
+            assert!(pods.iter().all(|p| p.starts_with("ml/train-")), "{pods:?}");
+        } else {
+            assert_eq!(c["nodepool"], "generalcompute");
+            assert!(
+                pods.iter().all(|p| p.starts_with("billing/web-")),
+                "{pods:?}"
+            );
+        }
+    }
+    let stuck = pending(&v);
+    assert_eq!(stuck.len(), 1);
+    assert_eq!(stuck[0].0, "ml/forgot-toleration");
+    assert!(
+        stuck[0].1.contains(
+            &"nodepool gpu: taint nvidia.com/gpu=true:NoSchedule not tolerated".to_string()
+        ),
+        "{:?}",
+        stuck[0].1
+    );
+}
+
+#[test]
+fn spot_capacity_exhausted_falls_back_to_the_on_demand_pool() {
+    let normal = schedule("", &["-f", "fixtures/seeds/000-spot-fallback.yaml"]);
+    assert_eq!(claims(&normal)[0]["nodepool"], "batch");
+    assert_eq!(claims(&normal)[0]["capacity_type"], "spot");
+    let ice = schedule(
+        "",
+        &[
+            "-f",
+            "fixtures/seeds/000-spot-fallback.yaml",
+            "--unavailable",
+            "spot",
+        ],
+    );
+    assert_eq!(claims(&ice).len(), 1);
+    assert_eq!(claims(&ice)[0]["nodepool"], "batch-fallback");
+    assert_eq!(claims(&ice)[0]["capacity_type"], "on-demand");
+    assert!(pending(&ice).is_empty());
+}
+
+#[test]
+fn a_cpu_limit_of_16_caps_planned_capacity_and_leaves_the_rest_pending() {
+    let v = schedule(
+        "",
+        &[
+            "-f",
+            "fixtures/seeds/002-spot-provisioning.yaml",
+            "-f",
+            "examples/002-workloads.yaml",
+        ],
+    );
+    // t3a.large has 2 vCPU; Karpenter counts instance capacity against limits
+    let vcpus: usize = claims(&v)
+        .iter()
+        .map(|c| {
+            assert_eq!(c["instance_type"], "t3a.large");
+            2
+        })
+        .sum();
+    assert!(vcpus <= 16, "{vcpus} vCPU planned");
+    assert_eq!(claims(&v).len(), 8);
+    let stuck = pending(&v);
+    assert_eq!(stuck.len(), 2);
+    for (_, reasons) in stuck {
+        assert_eq!(reasons, ["nodepool spot: limit cpu=16 reached"]);
+    }
+}
+
+#[test]
+fn a_label_no_nodepool_defines_is_reported_once() {
+    let sel = "      nodeSelector: {workload: batch}";
+    let yaml = format!(
+        "{CLASS}{}{}{}",
+        on_demand(),
+        pool("other", 5, "", ""),
+        deploy("job", 1, "1", sel)
+    );
+    let v = schedule(&yaml, &[]);
+    assert!(claims(&v).is_empty());
+    assert_eq!(
+        pending(&v),
+        [(
+            "default/job-0".to_string(),
+            vec!["no nodepool defines label workload".to_string()]
+        )]
+    );
+}
+
+#[test]
+fn a_label_the_nodepool_defines_is_honoured() {
+    let labels = "    metadata: {labels: {workload: batch}}\n";
+    let labelled =
+        pool("batch", 0, "", "").replace("  template:\n", &format!("  template:\n{labels}"));
+    let yaml = format!(
+        "{CLASS}{}{labelled}{}",
+        on_demand(),
+        deploy("job", 1, "1", "      nodeSelector: {workload: batch}")
+    );
+    let v = schedule(&yaml, &[]);
+    assert_eq!(claims(&v)[0]["nodepool"], "batch");
+}
+
+#[test]
+fn pod_affinity_follows_the_selected_pod_into_its_zone() {
+    let db = "      nodeSelector: {topology.kubernetes.io/zone: us-east-1b}";
+    let app = r#"      affinity:
+        podAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - {topologyKey: topology.kubernetes.io/zone, labelSelector: {matchLabels: {app: db}}}"#;
+    let yaml = format!(
+        "{CLASS}{}{}{}",
+        on_demand(),
+        deploy("db", 1, "4", db),
+        deploy("app", 3, "4", app)
+    );
+    let v = schedule(&yaml, &[]);
+    assert!(pending(&v).is_empty());
+    assert_eq!(per_zone(&v).keys().collect::<Vec<_>>(), ["us-east-1b"]);
+}
+
+#[test]
+fn preferred_node_affinity_is_honoured_when_possible_and_relaxed_when_not() {
+    let prefer = |zone: &str| {
+        format!(
+            r#"      affinity:
+        nodeAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution:
+          - weight: 50
+            preference: {{matchExpressions: [{{key: topology.kubernetes.io/zone, operator: In, values: [{zone}]}}]}}"#
+        )
+    };
+    let v = schedule(
+        &format!(
+            "{CLASS}{}{}",
+            on_demand(),
+            deploy("w", 2, "1", &prefer("us-east-1c"))
+        ),
+        &[],
+    );
+    assert_eq!(per_zone(&v).keys().collect::<Vec<_>>(), ["us-east-1c"]);
+    let v = schedule(
+        &format!(
+            "{CLASS}{}{}",
+            on_demand(),
+            deploy("w", 2, "1", &prefer("eu-west-1a"))
+        ),
+        &[],
+    );
+    assert!(pending(&v).is_empty());
+    assert_eq!(per_zone(&v).values().sum::<usize>(), 2);
+}
+
+#[test]
+fn required_node_affinity_terms_are_tried_in_order() {
+    let terms = r#"      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+            - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [us-west-2a]}]
+            - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1b]}]"#;
+    let v = schedule(
+        &format!("{CLASS}{}{}", on_demand(), deploy("w", 1, "1", terms)),
+        &[],
+    );
+    assert_eq!(per_zone(&v).keys().collect::<Vec<_>>(), ["us-east-1b"]);
+}
+
+#[test]
+fn host_ports_keep_pods_apart() {
+    let port = "      hostNetwork: false\n";
+    let yaml = format!("{CLASS}{}{}", on_demand(), deploy("agent", 3, "100m", port)).replace(
+        "        resources: {requests: {cpu: \"100m\", memory: 256Mi}}",
+        "        resources: {requests: {cpu: \"100m\", memory: 256Mi}}\n        ports: [{containerPort: 9100, hostPort: 9100}]",
+    );
+    let v = schedule(&yaml, &[]);
+    assert_eq!(claims(&v).len(), 3);
+}
+
+#[test]
+fn daemonset_overhead_is_added_to_new_nodes_it_would_run_on() {
+    let ds = r#"
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: logs, namespace: kube-system}
+spec:
+  selector: {matchLabels: {app: logs}}
+  template:
+    metadata: {labels: {app: logs}}
+    spec:
+      tolerations: [{operator: Exists}]
+      containers: [{name: c, image: fluent-bit, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: arm-only, namespace: kube-system}
+spec:
+  selector: {matchLabels: {app: arm}}
+  template:
+    metadata: {labels: {app: arm}}
+    spec:
+      nodeSelector: {kubernetes.io/arch: arm64}
+      containers: [{name: c, image: x, resources: {requests: {cpu: "2"}}}]
+"#;
+    let yaml = format!("{CLASS}{}{ds}{}", on_demand(), deploy("w", 1, "1", ""));
+    let v = schedule(&yaml, &[]);
+    // the pod's 1 cpu plus the logs daemonset's 1 cpu; the arm64-only daemonset never runs here
+    assert_eq!(claims(&v)[0]["requests"]["cpu"], "2");
+    assert_eq!(claims(&v)[0]["requests"]["memory"], "1280Mi");
+}
+
+#[test]
+fn existing_nodes_with_room_are_used_first() {
+    let node = r#"
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: ip-10-0-1-1.ec2.internal
+  labels: {kubernetes.io/hostname: ip-10-0-1-1.ec2.internal, topology.kubernetes.io/zone: us-east-1a, kubernetes.io/arch: amd64}
+status:
+  allocatable: {cpu: 3920m, memory: 6584Mi, pods: "58"}
+  capacity: {cpu: "4", memory: 7936Mi, pods: "58"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: running, namespace: default}
+spec:
+  nodeName: ip-10-0-1-1.ec2.internal
+  containers: [{name: c, image: x, resources: {requests: {cpu: "2"}}}]
+"#;
+    let yaml = format!(
+        "{CLASS}{}{node}{}{}",
+        on_demand(),
+        deploy("small", 1, "1", ""),
+        deploy("big", 1, "2", "")
+    );
+    let v = schedule(&yaml, &[]);
+    assert_eq!(v["existing"][0]["node"], "ip-10-0-1-1.ec2.internal");
+    assert_eq!(
+        v["existing"][0]["pods"],
+        serde_json::json!(["default/small-0"])
+    );
+    assert_eq!(pods_of(&claims(&v)[0]), ["default/big-0"]);
+}
+
+#[test]
+fn an_existing_pods_anti_affinity_keeps_selected_pods_off_its_node() {
+    let node = r#"
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: n1
+  labels: {kubernetes.io/hostname: n1, topology.kubernetes.io/zone: us-east-1a}
+status:
+  allocatable: {cpu: "16", memory: 64Gi, pods: "110"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: loner, namespace: default, labels: {app: loner}}
+spec:
+  nodeName: n1
+  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}
+  containers: [{name: c, image: x}]
+"#;
+    let yaml = format!(
+        "{CLASS}{}{node}{}{}",
+        on_demand(),
+        deploy("web", 1, "1", ""),
+        deploy("api", 1, "1", "")
+    );
+    let v = schedule(&yaml, &[]);
+    assert_eq!(
+        v["existing"][0]["pods"],
+        serde_json::json!(["default/api-0"])
+    );
+    assert_eq!(pods_of(&claims(&v)[0]), ["default/web-0"]);
+}
+
+#[test]
+fn schedule_anyway_spreads_relax_and_do_not_schedule_spreads_hold() {
+    let spread = |when: &str| {
+        format!(
+            r#"      nodeSelector: {{topology.kubernetes.io/zone: us-east-1a}}
+      topologySpreadConstraints:
+      - {{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: {when}, nodeAffinityPolicy: Ignore, labelSelector: {{matchLabels: {{app: w}}}}}}"#
+        )
+    };
+    let v = schedule(
+        &format!(
+            "{CLASS}{}{}",
+            on_demand(),
+            deploy("w", 2, "1", &spread("ScheduleAnyway"))
+        ),
+        &[],
+    );
+    assert!(pending(&v).is_empty());
+    let v = schedule(
+        &format!(
+            "{CLASS}{}{}",
+            on_demand(),
+            deploy("w", 2, "1", &spread("DoNotSchedule"))
+        ),
+        &[],
+    );
+    let stuck = pending(&v);
+    assert_eq!(stuck.len(), 1);
+    assert!(
+        stuck[0].1[0].contains("topology spread on topology.kubernetes.io/zone"),
+        "{stuck:?}"
+    );
+}
+
+#[test]
+fn prefer_no_schedule_taints_are_tolerated_as_the_last_resort() {
+    let tainted = pool(
+        "soft",
+        0,
+        "",
+        "      taints: [{key: dedicated, value: batch, effect: PreferNoSchedule}]\n",
+    );
+    let v = schedule(&format!("{CLASS}{tainted}{}", deploy("w", 1, "1", "")), &[]);
+    assert_eq!(claims(&v)[0]["nodepool"], "soft");
+}
+
+#[test]
+fn higher_weight_nodepools_win_and_ties_go_by_name() {
+    let yaml = format!(
+        "{CLASS}{}{}{}{}",
+        pool("b-light", 10, "", ""),
+        pool("a-heavy", 50, "", ""),
+        pool("c-heavy", 50, "", ""),
+        deploy("w", 1, "1", "")
+    );
+    let v = schedule(&yaml, &[]);
+    assert_eq!(claims(&v)[0]["nodepool"], "a-heavy");
+}
+
+#[test]
+fn min_values_keep_enough_instance_families_in_the_launch() {
+    let req = "      - {key: karpenter.k8s.aws/instance-family, operator: Exists, minValues: 5}\n";
+    let v = schedule(
+        &format!(
+            "{CLASS}{}{}",
+            pool("flex", 0, req, ""),
+            deploy("w", 1, "1", "")
+        ),
+        &[],
+    );
+    let c = &claims(&v)[0];
+    let options = c["instance_type_options"].as_array().unwrap();
+    assert!(options.len() <= 60);
+    let families: std::collections::BTreeSet<&str> = options
+        .iter()
+        .map(|o| o.as_str().unwrap().split('.').next().unwrap())
+        .collect();
+    assert!(families.len() >= 5, "{families:?}");
+}
+
+#[test]
+fn numeric_requirements_bound_the_instance_types() {
+    let req = "      - {key: karpenter.k8s.aws/instance-cpu, operator: Gt, values: [\"8\"]}\n";
+    let v = schedule(
+        &format!(
+            "{CLASS}{}{}",
+            pool("big", 0, req, ""),
+            deploy("w", 1, "1", "")
+        ),
+        &[],
+    );
+    let c = &claims(&v)[0];
+    let t = c["instance_type"].as_str().unwrap();
+    let size = t.split('.').nth(1).unwrap();
+    assert!(
+        !["medium", "large", "xlarge", "2xlarge"].contains(&size),
+        "{t}"
+    );
+}
+
+#[test]
+fn init_containers_size_the_node_by_their_peak() {
+    let init = r#"      initContainers:
+      - {name: warm, image: x, resources: {requests: {cpu: "6"}}}"#;
+    let v = schedule(
+        &format!("{CLASS}{}{}", on_demand(), deploy("w", 1, "1", init)),
+        &[],
+    );
+    assert_eq!(claims(&v)[0]["requests"]["cpu"], "6");
+}
+
+#[test]
+fn a_pod_too_big_for_any_type_says_which_resource() {
+    let v = schedule(
+        &format!("{CLASS}{}{}", on_demand(), deploy("huge", 1, "500", "")),
+        &[],
+    );
+    assert_eq!(
+        pending(&v),
+        [(
+            "default/huge-0".to_string(),
+            vec![
+                "nodepool default: no instance type has 500 cpu after daemonset overhead"
+                    .to_string()
+            ]
+        )]
+    );
+}
