@@ -104,7 +104,9 @@ impl Req {
             (false, false) => merge(&self.values, &other.values, |a, b| a && b),
         };
         let bounded = greater_than.is_some() || less_than.is_some();
-        let values = if bounded && !complement {
+        // a finite set keeps only values within the bounds; a complement need not exclude
+        // values the bounds already exclude
+        let values = if bounded {
             values
                 .into_iter()
                 .filter(|v| {
