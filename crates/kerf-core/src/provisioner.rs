@@ -127,7 +127,12 @@ pub fn nodeclaim(plan: &PlannedNodeClaim, np: &NodePool, name: String) -> NodeCl
             startup_taints: template.startup_taints.clone(),
             requirements: plan.requirements.clone(),
             resources: ResourceRequirements {
-                requests: plan.requests.to_resource_list(),
+                requests: plan
+                    .requests
+                    .to_resource_list()
+                    .into_iter()
+                    .filter(|(_, q)| q.milli() != 0)
+                    .collect(),
             },
             node_class_ref: template.node_class_ref.clone(),
             termination_grace_period: template.termination_grace_period,

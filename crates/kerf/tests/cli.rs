@@ -197,3 +197,39 @@ fn instance_types_rejects_a_bad_requirement_and_an_unknown_region() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown region"));
 }
+
+#[test]
+fn schedule_writes_nodeclaims_that_validate() {
+    let out = kerf(&[
+        "schedule",
+        "-f",
+        "fixtures/seeds/004-getting-started.yaml",
+        "--replicas",
+        "inflate=5",
+        "-o",
+        "nodeclaims",
+    ]);
+    assert!(out.status.success());
+    let yaml = stdout(&out);
+    assert!(yaml.contains("kind: NodeClaim"));
+    assert!(yaml.contains("karpenter.sh/nodepool: default"));
+    let path = std::env::temp_dir().join(format!("kerf-nodeclaims-{}.yaml", std::process::id()));
+    std::fs::write(&path, &yaml).unwrap();
+    let check = kerf(&["validate", path.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&path);
+    assert!(check.status.success(), "{}", stdout(&check));
+    assert!(stdout(&check).contains(": valid"));
+}
+
+#[test]
+fn bench_scheduling_prints_pods_per_second_and_nodes() {
+    let out = kerf(&["bench", "scheduling", "--pods", "50,100", "--repeat", "1"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0][0], "50");
+    // ten pods of the anti-affinity group each need their own node
+    assert!(rows[0][1].parse::<usize>().unwrap() >= 10);
+    assert!(rows[1][3].parse::<f64>().unwrap() > 0.0);
+}
