@@ -6,6 +6,7 @@ mod cmd_bench;
 mod cmd_crds;
 mod cmd_instance_types;
 mod cmd_schedule;
+mod cmd_simulate;
 mod cmd_validate;
 
 use std::process::ExitCode;
@@ -22,6 +23,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run Kerf against a simulated cluster and cloud (a built-in scenario or a scenario file) and report nodes, cost and waits.
+    Simulate(cmd_simulate::Args),
     /// Print the NodePool, NodeClaim and EC2NodeClass CRDs as YAML.
     Crds,
     /// Check NodePool, NodeClaim and EC2NodeClass manifests; exit 1 if any is invalid, 2 if a file cannot be read.
@@ -50,6 +53,7 @@ fn emit(text: &str) -> std::io::Result<()> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Simulate(args) => cmd_simulate::run(&args),
         Command::Crds => cmd_crds::run(),
         Command::Validate(args) => cmd_validate::run(&args),
         Command::InstanceTypes(args) => cmd_instance_types::run(&args),

@@ -1,0 +1,255 @@
+//! What a run reports: the JSON document (a contract), the terminal summary, and a
+//! self-contained HTML page with charts.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::scenario::Scenario;
+
+/// A node at the end of the run.
+#[derive(Clone, Debug, Serialize)]
+pub struct FinalNode {
+    /// Node name (the NodeClaim's name while it has not registered).
+    pub name: String,
+    /// Its NodeClaim.
+    pub nodeclaim: String,
+    /// Its NodePool.
+    pub nodepool: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// `spot` or `on-demand`.
+    pub capacity_type: String,
+    /// Zone.
+    pub zone: String,
+    /// Price per hour.
+    pub price_per_hour: f64,
+    /// Pods bound to it (daemonsets left out).
+    pub pods: Vec<String>,
+}
+
+/// The state at the end.
+#[derive(Clone, Debug, Serialize)]
+pub struct Final {
+    /// Nodes.
+    pub nodes: Vec<FinalNode>,
+    /// Pods not bound.
+    pub pending_pods: Vec<String>,
+    /// What the nodes cost per hour.
+    pub cost_per_hour: f64,
+}
+
+/// Sums over the run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Totals {
+    /// Dollars spent on instances.
+    pub cost: f64,
+    /// Instances launched.
+    pub nodes_launched: usize,
+    /// Instances terminated.
+    pub nodes_terminated: usize,
+    /// Pods removed from nodes that went away.
+    pub pods_evicted: usize,
+    /// The longest a pod waited for a node.
+    pub max_pod_pending_seconds: f64,
+    /// The pod that waited longest.
+    pub slowest_pod: Option<String>,
+    /// Share of node-seconds on spot.
+    pub spot_node_seconds_share: f64,
+}
+
+/// One point of the timeline.
+#[derive(Clone, Debug, Serialize)]
+pub struct Sample {
+    /// Seconds since the start.
+    pub t: f64,
+    /// Launched instances.
+    pub nodes: usize,
+    /// Of which spot.
+    pub spot_nodes: usize,
+    /// Pods not bound.
+    pub pending_pods: usize,
+    /// What the instances cost per hour.
+    pub cost_per_hour: f64,
+}
+
+/// Everything a run reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Scenario name.
+    pub scenario: String,
+    /// Seed.
+    pub seed: u64,
+    /// Simulated seconds.
+    pub duration_seconds: f64,
+    /// The end state.
+    #[serde(rename = "final")]
+    pub end: Final,
+    /// Sums.
+    pub totals: Totals,
+    /// Samples over time.
+    pub timeline: Vec<Sample>,
+    /// The log records.
+    pub events: Vec<Value>,
+}
+
+impl Report {
+    /// Assembles a report.
+    pub fn new(
+        scenario: &Scenario,
+        nodes: Vec<FinalNode>,
+        pending_pods: Vec<String>,
+        totals: Totals,
+        timeline: Vec<Sample>,
+        events: Vec<Value>,
+    ) -> Report {
+        let cost_per_hour = nodes.iter().fold(0.0, |s, n| s + n.price_per_hour);
+        Report {
+            scenario: scenario.metadata.name.clone(),
+            seed: scenario.spec.seed,
+            duration_seconds: scenario.spec.duration.0.as_secs_f64(),
+            end: Final {
+                nodes,
+                pending_pods,
+                cost_per_hour,
+            },
+            totals,
+            timeline,
+            events,
+        }
+    }
+
+    /// The terminal summary.
+    pub fn summary(&self) -> String {
+        let mut out = String::new();
+        let t = &self.totals;
+        let _ = writeln!(
+            out,
+            "scenario {} (seed {}), {} simulated",
+            self.scenario,
+            self.seed,
+            crate::clock::short(Duration::from_secs_f64(self.duration_seconds))
+        );
+        let mut groups: BTreeMap<(&str, &str, &str), usize> = BTreeMap::new();
+        for n in &self.end.nodes {
+            *groups.entry((&n.nodepool, &n.instance_type, &n.capacity_type)).or_default() += 1;
+        }
+        let spot = self.end.nodes.iter().filter(|n| n.capacity_type == "spot").count();
+        let _ = writeln!(
+            out,
+            "nodes at the end: {} ({} spot), ${:.4}/hour",
+            self.end.nodes.len(),
+            spot,
+            self.end.cost_per_hour
+        );
+        for ((pool, it, ct), count) in groups {
+            let _ = writeln!(out, "  {count:>4} × {it:<16} {ct:<10} nodepool {pool}");
+        }
+        let _ = writeln!(
+            out,
+            "cost: ${:.2} total; spot share of node time {:.0}%",
+            t.cost,
+            t.spot_node_seconds_share * 100.0
+        );
+        let _ = writeln!(
+            out,
+            "nodes launched {}, terminated {}; pods evicted {}",
+            t.nodes_launched, t.nodes_terminated, t.pods_evicted
+        );
+        let _ = writeln!(
+            out,
+            "pods pending at the end: {}; longest wait {}{}",
+            self.end.pending_pods.len(),
+            crate::clock::short(Duration::from_secs_f64(t.max_pod_pending_seconds)),
+            t.slowest_pod.as_ref().map(|p| format!(" ({p})")).unwrap_or_default()
+        );
+        out
+    }
+
+    /// The self-contained HTML page: the data is embedded, the charts are drawn by an inline
+    /// script, nothing is fetched.
+    pub fn html(&self) -> String {
+        let data = serde_json::to_string(self)
+            .unwrap_or_else(|_| "{}".into())
+            .replace("</", "<\\/");
+        let title = html_escape(&self.scenario);
+        format!(
+            r##"<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Kerf simulation: {title}</title>
+<style>
+body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}
+h1{{font-size:1.4em}} h2{{font-size:1.1em;margin-top:1.6em}}
+.chart{{width:100%;max-width:900px;height:220px;border:1px solid #ddd;background:#fafafa}}
+.legend span{{margin-right:1.2em}} table{{border-collapse:collapse;font-size:.9em}}
+td,th{{border:1px solid #ddd;padding:.2em .5em;text-align:left}}
+pre{{font-size:.8em;max-height:24em;overflow:auto;background:#f4f4f4;padding:.5em}}
+</style></head>
+<body>
+<h1>Kerf simulation: {title}</h1>
+<p id="summary"></p>
+<h2>Nodes by capacity type</h2>
+<p class="legend"><span style="color:#d62728">■ spot</span><span style="color:#1f77b4">■ on-demand</span></p>
+<svg class="chart" id="nodes" viewBox="0 0 900 220" preserveAspectRatio="none"></svg>
+<h2>Cost per hour (USD)</h2>
+<svg class="chart" id="cost" viewBox="0 0 900 220" preserveAspectRatio="none"></svg>
+<h2>Pending pods</h2>
+<svg class="chart" id="pending" viewBox="0 0 900 220" preserveAspectRatio="none"></svg>
+<h2>Nodes at the end</h2>
+<table id="final"><thead><tr><th>node</th><th>nodepool</th><th>instance type</th><th>capacity</th><th>zone</th><th>$/hour</th><th>pods</th></tr></thead><tbody></tbody></table>
+<h2>Event timeline</h2>
+<pre id="events"></pre>
+<script id="data" type="application/json">{data}</script>
+<script>
+(function () {{
+  const d = JSON.parse(document.getElementById("data").textContent);
+  const tl = d.timeline;
+  const tmax = Math.max(1, d.duration_seconds);
+  const NS = "http://www.w3.org/2000/svg";
+  function line(svg, values, color) {{
+    const max = Math.max(1e-9, ...values.all);
+    const pts = tl.map((s, i) => (s.t / tmax * 890 + 5).toFixed(1) + "," + (215 - values.get(s) / max * 205).toFixed(1));
+    const p = document.createElementNS(NS, "polyline");
+    p.setAttribute("points", pts.join(" "));
+    p.setAttribute("fill", "none");
+    p.setAttribute("stroke", color);
+    p.setAttribute("stroke-width", "2");
+    p.setAttribute("data-points", String(pts.length));
+    svg.appendChild(p);
+  }}
+  const nodes = document.getElementById("nodes");
+  const all = tl.map(s => s.nodes);
+  line(nodes, {{all, get: s => s.spot_nodes}}, "#d62728");
+  line(nodes, {{all, get: s => s.nodes - s.spot_nodes}}, "#1f77b4");
+  line(document.getElementById("cost"), {{all: tl.map(s => s.cost_per_hour), get: s => s.cost_per_hour}}, "#2ca02c");
+  line(document.getElementById("pending"), {{all: tl.map(s => s.pending_pods), get: s => s.pending_pods}}, "#ff7f0e");
+  const t = d.totals;
+  document.getElementById("summary").textContent =
+    d.final.nodes.length + " nodes at the end, $" + d.final.cost_per_hour.toFixed(4) + "/hour; total cost $" +
+    t.cost.toFixed(2) + "; " + t.nodes_launched + " launched, " + t.nodes_terminated + " terminated; " +
+    d.final.pending_pods.length + " pods pending; longest wait " + Math.round(t.max_pod_pending_seconds) + "s";
+  const body = document.querySelector("#final tbody");
+  for (const n of d.final.nodes) {{
+    const tr = document.createElement("tr");
+    for (const v of [n.name, n.nodepool, n.instance_type, n.capacity_type, n.zone, n.price_per_hour.toFixed(4), n.pods.length]) {{
+      const td = document.createElement("td");
+      td.textContent = String(v);
+      tr.appendChild(td);
+    }}
+    body.appendChild(tr);
+  }}
+  document.getElementById("events").textContent = d.events.map(e => e.time + "  " + e.message).join("\n");
+  document.body.setAttribute("data-rendered", "ok");
+}})();
+</script>
+</body></html>
+"##
+        )
+    }
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}

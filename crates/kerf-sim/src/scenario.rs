@@ -1,0 +1,351 @@
+//! Scenario files (`apiVersion: kerf.sh/v1alpha1`, `kind: Scenario`): the world at t=0, the
+//! cloud's behaviour, and what happens when. Other tools write these, so the shape is a
+//! contract and every error names the field path.
+
+use std::path::Path;
+use std::time::Duration;
+
+use kerf_api::duration::GoDuration;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// A scenario that cannot be used, with the path of the problem.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ScenarioError {
+    /// Field path (`spec.events[2].scale.replicas`).
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ScenarioError {
+    fn new(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A scenario file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Scenario {
+    /// Must be `kerf.sh/v1alpha1`.
+    pub api_version: String,
+    /// Must be `Scenario`.
+    pub kind: String,
+    /// The scenario's name.
+    pub metadata: Metadata,
+    /// What to simulate.
+    pub spec: Spec,
+}
+
+/// Scenario metadata.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metadata {
+    /// Name shown in reports.
+    pub name: String,
+}
+
+/// What to simulate.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Spec {
+    /// AWS region (catalog, zones).
+    #[serde(default = "default_region")]
+    pub region: String,
+    /// Zones to use; default the region's first three.
+    #[serde(default)]
+    pub zones: Vec<String>,
+    /// Simulated time.
+    pub duration: GoDuration,
+    /// Seed of every random choice.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// The cloud's behaviour.
+    #[serde(default)]
+    pub cloud: Cloud,
+    /// Objects present at t=0: inline documents or `{file: path}`.
+    #[serde(default)]
+    pub manifests: Vec<Value>,
+    /// Changes over time, in time order.
+    #[serde(default)]
+    pub events: Vec<Event>,
+}
+
+fn default_region() -> String {
+    "us-east-1".into()
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+/// The simulated cloud.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Cloud {
+    /// Create → node registered.
+    #[serde(default = "default_launch_delay")]
+    pub launch_delay: GoDuration,
+    /// Registered → Ready.
+    #[serde(default = "default_ready_delay")]
+    pub ready_delay: GoDuration,
+    /// Windows in which offerings have no capacity.
+    #[serde(default)]
+    pub insufficient_capacity: Vec<CapacityWindow>,
+    /// Spot interruptions.
+    #[serde(default)]
+    pub spot_interruptions: Vec<SpotInterruption>,
+}
+
+impl Default for Cloud {
+    fn default() -> Cloud {
+        Cloud {
+            launch_delay: default_launch_delay(),
+            ready_delay: default_ready_delay(),
+            insufficient_capacity: Vec::new(),
+            spot_interruptions: Vec::new(),
+        }
+    }
+}
+
+fn default_launch_delay() -> GoDuration {
+    GoDuration(Duration::from_secs(30))
+}
+
+fn default_ready_delay() -> GoDuration {
+    GoDuration(Duration::from_secs(15))
+}
+
+/// Offerings without capacity for a while; absent fields match everything.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CapacityWindow {
+    /// `spot` or `on-demand`.
+    pub capacity_type: Option<String>,
+    /// Instance types.
+    #[serde(default)]
+    pub instance_types: Vec<String>,
+    /// Zones.
+    #[serde(default)]
+    pub zones: Vec<String>,
+    /// Start (default 0s).
+    pub from: Option<GoDuration>,
+    /// End (default: the end of the scenario).
+    pub until: Option<GoDuration>,
+}
+
+impl CapacityWindow {
+    /// Whether an offering has no capacity at `t`.
+    pub fn covers(&self, capacity_type: &str, instance_type: &str, zone: &str, t: Duration) -> bool {
+        let from = self.from.map_or(Duration::ZERO, |d| d.0);
+        let in_time = t >= from && self.until.is_none_or(|u| t < u.0);
+        in_time
+            && self.capacity_type.as_deref().is_none_or(|c| c == capacity_type)
+            && (self.instance_types.is_empty() || self.instance_types.iter().any(|i| i == instance_type))
+            && (self.zones.is_empty() || self.zones.iter().any(|z| z == zone))
+    }
+}
+
+/// Spot interruption warnings at a time.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SpotInterruption {
+    /// When the warning arrives (the instance is reclaimed two minutes later).
+    pub at: GoDuration,
+    /// How many spot nodes (oldest first).
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Only nodes of this NodePool.
+    pub nodepool: Option<String>,
+    /// Only nodes of this instance type.
+    pub instance_type: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One change at a time.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Event {
+    /// When.
+    pub at: GoDuration,
+    /// Set a workload's replicas.
+    pub scale: Option<Scale>,
+    /// Create or update an object.
+    pub apply: Option<Value>,
+    /// Delete an object.
+    pub delete: Option<ObjectRef>,
+}
+
+/// A scale change.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Scale {
+    /// Deployment, ReplicaSet, StatefulSet or Job.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// Namespace.
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// New replica count.
+    pub replicas: i64,
+}
+
+/// An object to delete.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ObjectRef {
+    /// Kind.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// Namespace (ignored for cluster-scoped kinds).
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+}
+
+fn default_namespace() -> String {
+    "default".into()
+}
+
+/// Reads a scenario; `{file: path}` manifests are read relative to `base` (or refused when
+/// there is no base, as for built-in scenarios) and expanded into their documents.
+pub fn parse(text: &str, base: Option<&Path>) -> Result<Scenario, ScenarioError> {
+    let value: Value = serde_yaml::from_str(text).map_err(|e| {
+        let at = e
+            .location()
+            .map(|l| format!("line {} column {}", l.line(), l.column()))
+            .unwrap_or_default();
+        ScenarioError::new(at, format!("cannot parse YAML: {e}"))
+    })?;
+    let mut scenario: Scenario = serde_path_to_error::deserialize(&value).map_err(|e| {
+        let path = e.path().to_string();
+        ScenarioError::new(if path == "." { "<root>".into() } else { path }, e.into_inner().to_string())
+    })?;
+    if scenario.api_version != "kerf.sh/v1alpha1" {
+        return Err(ScenarioError::new("apiVersion", "must be kerf.sh/v1alpha1"));
+    }
+    if scenario.kind != "Scenario" {
+        return Err(ScenarioError::new("kind", "must be Scenario"));
+    }
+    let mut manifests = Vec::new();
+    for (i, m) in scenario.spec.manifests.iter().enumerate() {
+        let path = format!("spec.manifests[{i}]");
+        match m.get("file").and_then(Value::as_str) {
+            Some(file) if m.as_object().is_some_and(|o| o.len() == 1) => {
+                let Some(base) = base else {
+                    return Err(ScenarioError::new(path, "file manifests need a scenario file on disk"));
+                };
+                let full = base.join(file);
+                let text = std::fs::read_to_string(&full)
+                    .map_err(|e| ScenarioError::new(&path, format!("cannot read {}: {e}", full.display())))?;
+                let docs = kerf_api::manifest::read_documents(&text).map_err(|e| {
+                    ScenarioError::new(&path, format!("{}:{}:{}: {}", full.display(), e.line, e.column, e.message))
+                })?;
+                manifests.extend(docs.into_iter().map(|d| d.value));
+            }
+            _ => manifests.push(m.clone()),
+        }
+    }
+    scenario.spec.manifests = manifests;
+    check(&scenario)?;
+    Ok(scenario)
+}
+
+fn check(s: &Scenario) -> Result<(), ScenarioError> {
+    if s.spec.duration.0.is_zero() {
+        return Err(ScenarioError::new("spec.duration", "must be more than 0s"));
+    }
+    let mut last = Duration::ZERO;
+    for (i, e) in s.spec.events.iter().enumerate() {
+        let path = format!("spec.events[{i}]");
+        if e.at.0 < last {
+            return Err(ScenarioError::new(format!("{path}.at"), "events must be in time order"));
+        }
+        last = e.at.0;
+        let actions = usize::from(e.scale.is_some()) + usize::from(e.apply.is_some()) + usize::from(e.delete.is_some());
+        if actions != 1 {
+            return Err(ScenarioError::new(&path, "must have exactly one of scale, apply, delete"));
+        }
+        if let Some(sc) = &e.scale {
+            if sc.replicas < 0 {
+                return Err(ScenarioError::new(format!("{path}.scale.replicas"), "must be ≥ 0"));
+            }
+            if !matches!(sc.kind.as_str(), "Deployment" | "ReplicaSet" | "StatefulSet" | "Job") {
+                return Err(ScenarioError::new(
+                    format!("{path}.scale.kind"),
+                    "must be Deployment, ReplicaSet, StatefulSet or Job",
+                ));
+            }
+        }
+    }
+    for (i, w) in s.spec.cloud.insufficient_capacity.iter().enumerate() {
+        if let Some(ct) = &w.capacity_type
+            && !["spot", "on-demand"].contains(&ct.as_str())
+        {
+            return Err(ScenarioError::new(
+                format!("spec.cloud.insufficientCapacity[{i}].capacityType"),
+                "must be spot or on-demand",
+            ));
+        }
+    }
+    for (i, m) in s.spec.manifests.iter().enumerate() {
+        if m.get("kind").and_then(Value::as_str).is_none() {
+            return Err(ScenarioError::new(format!("spec.manifests[{i}].kind"), "required"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+apiVersion: kerf.sh/v1alpha1
+kind: Scenario
+metadata: {name: t}
+spec:
+  duration: 1h
+  cloud:
+    insufficientCapacity:
+    - {capacityType: spot, from: 10m, until: 30m}
+  manifests:
+  - {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: []}}
+  events:
+  - {at: 5m, scale: {kind: Deployment, name: inflate, replicas: 3}}
+"#;
+
+    #[test]
+    fn scenarios_read_with_defaults() {
+        let s = parse(GOOD, None).unwrap();
+        assert_eq!(s.spec.region, "us-east-1");
+        assert_eq!(s.spec.seed, 1);
+        assert_eq!(s.spec.cloud.launch_delay.0, Duration::from_secs(30));
+        let w = &s.spec.cloud.insufficient_capacity[0];
+        assert!(w.covers("spot", "m5.large", "us-east-1a", Duration::from_secs(600)));
+        assert!(!w.covers("spot", "m5.large", "us-east-1a", Duration::from_secs(1800)));
+        assert!(!w.covers("on-demand", "m5.large", "us-east-1a", Duration::from_secs(900)));
+    }
+
+    #[test]
+    fn errors_name_the_field_path() {
+        let bad = GOOD.replace("replicas: 3", "replicas: -1");
+        assert_eq!(parse(&bad, None).unwrap_err().to_string(), "spec.events[0].scale.replicas: must be ≥ 0");
+        let bad = GOOD.replace("duration: 1h", "duration: 1h\n  colour: blue");
+        let err = parse(&bad, None).unwrap_err().to_string();
+        assert!(err.contains("unknown field `colour`"), "{err}");
+        let bad = GOOD.replace("at: 5m", "at: 5 minutes");
+        assert!(parse(&bad, None).unwrap_err().path.starts_with("spec.events[0].at"));
+        let bad = GOOD.replace("{file: x}", "").replace("  - {apiVersion: v1", "  - {file: pools.yaml}\n  - {apiVersion: v1");
+        assert_eq!(parse(&bad, None).unwrap_err().path, "spec.manifests[0]");
+    }
+}
