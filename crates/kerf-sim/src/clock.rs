@@ -9,7 +9,10 @@ const EPOCH_DAYS: i64 = 20454;
 /// RFC 3339 with milliseconds (`2026-01-01T00:05:30.000Z`) for a simulated time.
 pub fn rfc3339(t: Duration) -> String {
     let secs = t.as_secs() as i64;
-    let (days, rest) = (secs.div_euclid(86_400) + EPOCH_DAYS, secs.rem_euclid(86_400));
+    let (days, rest) = (
+        secs.div_euclid(86_400) + EPOCH_DAYS,
+        secs.rem_euclid(86_400),
+    );
     let (y, m, d) = civil_from_days(days);
     format!(
         "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
@@ -51,8 +54,14 @@ mod tests {
     #[test]
     fn simulated_time_reads_as_dates() {
         assert_eq!(rfc3339(Duration::ZERO), "2026-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(Duration::from_millis(90_061_500)), "2026-01-02T01:01:01.500Z");
-        assert_eq!(rfc3339(Duration::from_secs(59 * 86_400)), "2026-03-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339(Duration::from_millis(90_061_500)),
+            "2026-01-02T01:01:01.500Z"
+        );
+        assert_eq!(
+            rfc3339(Duration::from_secs(59 * 86_400)),
+            "2026-03-01T00:00:00.000Z"
+        );
         assert_eq!(short(Duration::from_secs(3723)), "1h02m03s");
         assert_eq!(short(Duration::from_secs(65)), "1m05s");
     }

@@ -43,7 +43,9 @@ pub struct Attempt {
 }
 
 fn allows(reqs: &[NodeSelectorRequirementWithMinValues], key: &str, value: &str) -> bool {
-    reqs.iter().filter(|r| r.key == key).all(|r| r.matches(Some(value)))
+    reqs.iter()
+        .filter(|r| r.key == key)
+        .all(|r| r.matches(Some(value)))
 }
 
 /// Launches one of `options` (cheapest first) within the requirements: spot when allowed and
@@ -59,7 +61,9 @@ pub fn launch(
     let by_name: BTreeMap<&str, &InstanceType> = catalog.iter().map(|t| (t.name(), t)).collect();
     let mut offers: Vec<(f64, &InstanceType, &str, &str)> = Vec::new();
     for name in options {
-        let Some(t) = by_name.get(name.as_str()) else { continue };
+        let Some(t) = by_name.get(name.as_str()) else {
+            continue;
+        };
         for o in &t.offerings {
             if zones.contains(&o.zone)
                 && allows(reqs, labels::ZONE, &o.zone)
@@ -70,16 +74,29 @@ pub fn launch(
         }
     }
     let spot = offers.iter().any(|o| o.3 == labels::CAPACITY_TYPE_SPOT);
-    let wanted = if spot { labels::CAPACITY_TYPE_SPOT } else { labels::CAPACITY_TYPE_ON_DEMAND };
+    let wanted = if spot {
+        labels::CAPACITY_TYPE_SPOT
+    } else {
+        labels::CAPACITY_TYPE_ON_DEMAND
+    };
     offers.retain(|o| o.3 == wanted);
-    offers.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.name().cmp(b.1.name())).then_with(|| a.2.cmp(b.2)));
+    offers.sort_by(|a, b| {
+        a.0.total_cmp(&b.0)
+            .then_with(|| a.1.name().cmp(b.1.name()))
+            .then_with(|| a.2.cmp(b.2))
+    });
     let mut attempt = Attempt::default();
     for (price, t, zone, ct) in offers {
         if no_capacity(ct, t.name(), zone) {
-            attempt.insufficient.push((ct.to_string(), t.name().to_string(), zone.to_string()));
+            attempt
+                .insufficient
+                .push((ct.to_string(), t.name().to_string(), zone.to_string()));
             continue;
         }
-        let id = format!("i-{:017x}", rng.random::<u64>() & 0x1_ffff_ffff_ffff_ffff_u128 as u64);
+        let id = format!(
+            "i-{:017x}",
+            rng.random::<u64>() & 0x1_ffff_ffff_ffff_ffff_u128 as u64
+        );
         attempt.instance = Some(Instance {
             provider_id: format!("aws:///{zone}/{id}"),
             id,

@@ -18,8 +18,14 @@ pub use world::{RunOptions, SimError, World};
 /// The scenarios shipped in the binary (`scenarios/` in the repository), by name.
 pub const BUILT_IN: &[(&str, &str)] = &[
     ("day", include_str!("../../../scenarios/day.yaml")),
-    ("getting-started", include_str!("../../../scenarios/getting-started.yaml")),
-    ("spot-fallback", include_str!("../../../scenarios/spot-fallback.yaml")),
+    (
+        "getting-started",
+        include_str!("../../../scenarios/getting-started.yaml"),
+    ),
+    (
+        "spot-fallback",
+        include_str!("../../../scenarios/spot-fallback.yaml"),
+    ),
 ];
 
 /// The scenario `kerf simulate` runs without an argument.
@@ -35,7 +41,11 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
         path: name_or_path.to_string(),
         message: format!(
             "not a built-in scenario ({}) and cannot be read: {e}",
-            BUILT_IN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+            BUILT_IN
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     })?;
     scenario::parse(&text, path.parent())

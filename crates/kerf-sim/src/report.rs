@@ -135,9 +135,16 @@ impl Report {
         );
         let mut groups: BTreeMap<(&str, &str, &str), usize> = BTreeMap::new();
         for n in &self.end.nodes {
-            *groups.entry((&n.nodepool, &n.instance_type, &n.capacity_type)).or_default() += 1;
+            *groups
+                .entry((&n.nodepool, &n.instance_type, &n.capacity_type))
+                .or_default() += 1;
         }
-        let spot = self.end.nodes.iter().filter(|n| n.capacity_type == "spot").count();
+        let spot = self
+            .end
+            .nodes
+            .iter()
+            .filter(|n| n.capacity_type == "spot")
+            .count();
         let _ = writeln!(
             out,
             "nodes at the end: {} ({} spot), ${:.4}/hour",
@@ -164,7 +171,10 @@ impl Report {
             "pods pending at the end: {}; longest wait {}{}",
             self.end.pending_pods.len(),
             crate::clock::short(Duration::from_secs_f64(t.max_pod_pending_seconds)),
-            t.slowest_pod.as_ref().map(|p| format!(" ({p})")).unwrap_or_default()
+            t.slowest_pod
+                .as_ref()
+                .map(|p| format!(" ({p})"))
+                .unwrap_or_default()
         );
         out
     }
@@ -251,5 +261,7 @@ pre{{font-size:.8em;max-height:24em;overflow:auto;background:#f4f4f4;padding:.5e
 }
 
 fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }

@@ -141,12 +141,22 @@ pub struct CapacityWindow {
 
 impl CapacityWindow {
     /// Whether an offering has no capacity at `t`.
-    pub fn covers(&self, capacity_type: &str, instance_type: &str, zone: &str, t: Duration) -> bool {
+    pub fn covers(
+        &self,
+        capacity_type: &str,
+        instance_type: &str,
+        zone: &str,
+        t: Duration,
+    ) -> bool {
         let from = self.from.map_or(Duration::ZERO, |d| d.0);
         let in_time = t >= from && self.until.is_none_or(|u| t < u.0);
         in_time
-            && self.capacity_type.as_deref().is_none_or(|c| c == capacity_type)
-            && (self.instance_types.is_empty() || self.instance_types.iter().any(|i| i == instance_type))
+            && self
+                .capacity_type
+                .as_deref()
+                .is_none_or(|c| c == capacity_type)
+            && (self.instance_types.is_empty()
+                || self.instance_types.iter().any(|i| i == instance_type))
             && (self.zones.is_empty() || self.zones.iter().any(|z| z == zone))
     }
 }
@@ -228,7 +238,10 @@ pub fn parse(text: &str, base: Option<&Path>) -> Result<Scenario, ScenarioError>
     })?;
     let mut scenario: Scenario = serde_path_to_error::deserialize(&value).map_err(|e| {
         let path = e.path().to_string();
-        ScenarioError::new(if path == "." { "<root>".into() } else { path }, e.into_inner().to_string())
+        ScenarioError::new(
+            if path == "." { "<root>".into() } else { path },
+            e.into_inner().to_string(),
+        )
     })?;
     if scenario.api_version != "kerf.sh/v1alpha1" {
         return Err(ScenarioError::new("apiVersion", "must be kerf.sh/v1alpha1"));
@@ -242,13 +255,20 @@ pub fn parse(text: &str, base: Option<&Path>) -> Result<Scenario, ScenarioError>
         match m.get("file").and_then(Value::as_str) {
             Some(file) if m.as_object().is_some_and(|o| o.len() == 1) => {
                 let Some(base) = base else {
-                    return Err(ScenarioError::new(path, "file manifests need a scenario file on disk"));
+                    return Err(ScenarioError::new(
+                        path,
+                        "file manifests need a scenario file on disk",
+                    ));
                 };
                 let full = base.join(file);
-                let text = std::fs::read_to_string(&full)
-                    .map_err(|e| ScenarioError::new(&path, format!("cannot read {}: {e}", full.display())))?;
+                let text = std::fs::read_to_string(&full).map_err(|e| {
+                    ScenarioError::new(&path, format!("cannot read {}: {e}", full.display()))
+                })?;
                 let docs = kerf_api::manifest::read_documents(&text).map_err(|e| {
-                    ScenarioError::new(&path, format!("{}:{}:{}: {}", full.display(), e.line, e.column, e.message))
+                    ScenarioError::new(
+                        &path,
+                        format!("{}:{}:{}: {}", full.display(), e.line, e.column, e.message),
+                    )
                 })?;
                 manifests.extend(docs.into_iter().map(|d| d.value));
             }
@@ -268,18 +288,32 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
     for (i, e) in s.spec.events.iter().enumerate() {
         let path = format!("spec.events[{i}]");
         if e.at.0 < last {
-            return Err(ScenarioError::new(format!("{path}.at"), "events must be in time order"));
+            return Err(ScenarioError::new(
+                format!("{path}.at"),
+                "events must be in time order",
+            ));
         }
         last = e.at.0;
-        let actions = usize::from(e.scale.is_some()) + usize::from(e.apply.is_some()) + usize::from(e.delete.is_some());
+        let actions = usize::from(e.scale.is_some())
+            + usize::from(e.apply.is_some())
+            + usize::from(e.delete.is_some());
         if actions != 1 {
-            return Err(ScenarioError::new(&path, "must have exactly one of scale, apply, delete"));
+            return Err(ScenarioError::new(
+                &path,
+                "must have exactly one of scale, apply, delete",
+            ));
         }
         if let Some(sc) = &e.scale {
             if sc.replicas < 0 {
-                return Err(ScenarioError::new(format!("{path}.scale.replicas"), "must be ≥ 0"));
+                return Err(ScenarioError::new(
+                    format!("{path}.scale.replicas"),
+                    "must be ≥ 0",
+                ));
             }
-            if !matches!(sc.kind.as_str(), "Deployment" | "ReplicaSet" | "StatefulSet" | "Job") {
+            if !matches!(
+                sc.kind.as_str(),
+                "Deployment" | "ReplicaSet" | "StatefulSet" | "Job"
+            ) {
                 return Err(ScenarioError::new(
                     format!("{path}.scale.kind"),
                     "must be Deployment, ReplicaSet, StatefulSet or Job",
@@ -299,7 +333,10 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
     }
     for (i, m) in s.spec.manifests.iter().enumerate() {
         if m.get("kind").and_then(Value::as_str).is_none() {
-            return Err(ScenarioError::new(format!("spec.manifests[{i}].kind"), "required"));
+            return Err(ScenarioError::new(
+                format!("spec.manifests[{i}].kind"),
+                "required",
+            ));
         }
     }
     Ok(())
@@ -333,19 +370,35 @@ spec:
         let w = &s.spec.cloud.insufficient_capacity[0];
         assert!(w.covers("spot", "m5.large", "us-east-1a", Duration::from_secs(600)));
         assert!(!w.covers("spot", "m5.large", "us-east-1a", Duration::from_secs(1800)));
-        assert!(!w.covers("on-demand", "m5.large", "us-east-1a", Duration::from_secs(900)));
+        assert!(!w.covers(
+            "on-demand",
+            "m5.large",
+            "us-east-1a",
+            Duration::from_secs(900)
+        ));
     }
 
     #[test]
     fn errors_name_the_field_path() {
         let bad = GOOD.replace("replicas: 3", "replicas: -1");
-        assert_eq!(parse(&bad, None).unwrap_err().to_string(), "spec.events[0].scale.replicas: must be ≥ 0");
+        assert_eq!(
+            parse(&bad, None).unwrap_err().to_string(),
+            "spec.events[0].scale.replicas: must be ≥ 0"
+        );
         let bad = GOOD.replace("duration: 1h", "duration: 1h\n  colour: blue");
         let err = parse(&bad, None).unwrap_err().to_string();
         assert!(err.contains("unknown field `colour`"), "{err}");
         let bad = GOOD.replace("at: 5m", "at: 5 minutes");
-        assert!(parse(&bad, None).unwrap_err().path.starts_with("spec.events[0].at"));
-        let bad = GOOD.replace("{file: x}", "").replace("  - {apiVersion: v1", "  - {file: pools.yaml}\n  - {apiVersion: v1");
+        assert!(
+            parse(&bad, None)
+                .unwrap_err()
+                .path
+                .starts_with("spec.events[0].at")
+        );
+        let bad = GOOD.replace("{file: x}", "").replace(
+            "  - {apiVersion: v1",
+            "  - {file: pools.yaml}\n  - {apiVersion: v1",
+        );
         assert_eq!(parse(&bad, None).unwrap_err().path, "spec.manifests[0]");
     }
 }

@@ -146,8 +146,10 @@ impl World {
     /// Builds the world at t=0 from a scenario.
     pub fn new(scenario: Scenario, options: RunOptions) -> Result<World, SimError> {
         let region = scenario.spec.region.clone();
-        let all_zones = kerf_aws::catalog::zones(&region)
-            .map_err(|e| ScenarioError { path: "spec.region".into(), message: e.to_string() })?;
+        let all_zones = kerf_aws::catalog::zones(&region).map_err(|e| ScenarioError {
+            path: "spec.region".into(),
+            message: e.to_string(),
+        })?;
         let zones: Vec<String> = if scenario.spec.zones.is_empty() {
             all_zones.iter().take(3).cloned().collect()
         } else {
@@ -205,7 +207,14 @@ impl World {
         for (i, at) in events.into_iter().enumerate() {
             w.push(at, Ev::Scenario(i));
         }
-        let interruptions: Vec<Duration> = w.scenario.spec.cloud.spot_interruptions.iter().map(|s| s.at.0).collect();
+        let interruptions: Vec<Duration> = w
+            .scenario
+            .spec
+            .cloud
+            .spot_interruptions
+            .iter()
+            .map(|s| s.at.0)
+            .collect();
         for (i, at) in interruptions.into_iter().enumerate() {
             w.push(at, Ev::Interrupt(i));
         }
@@ -227,7 +236,10 @@ impl World {
     }
 
     /// Runs to the end and reports.
-    pub fn run(mut self, progress: &mut dyn FnMut(Duration, usize, usize)) -> Result<Report, SimError> {
+    pub fn run(
+        mut self,
+        progress: &mut dyn FnMut(Duration, usize, usize),
+    ) -> Result<Report, SimError> {
         self.reconcile()?;
         while let Some(Reverse((at, _, ev))) = self.queue.pop() {
             if at > self.duration() {
@@ -248,7 +260,10 @@ impl World {
     }
 
     fn pending_count(&self) -> usize {
-        self.pods.values().filter(|p| p.node.is_none() && !p.daemon).count()
+        self.pods
+            .values()
+            .filter(|p| p.node.is_none() && !p.daemon)
+            .count()
     }
 
     /// Adds cost and node-seconds up to `t`.
@@ -297,9 +312,14 @@ impl World {
             Ev::RegistrationTimeout(nc) => {
                 let stuck = self.nodeclaims.get(&nc).is_some_and(|c| c.node.is_none());
                 if stuck {
-                    self.log.info(self.now, "nodeclaim.lifecycle", "deleted nodeclaim", json!({
-                        "NodeClaim": {"name": nc}, "reason": "registration timeout",
-                    }));
+                    self.log.info(
+                        self.now,
+                        "nodeclaim.lifecycle",
+                        "deleted nodeclaim",
+                        json!({
+                            "NodeClaim": {"name": nc}, "reason": "registration timeout",
+                        }),
+                    );
                     self.remove_nodeclaim(&nc);
                 }
             }
@@ -316,8 +336,15 @@ impl World {
     }
 
     fn sample(&mut self) {
-        let launched: Vec<&Instance> = self.nodeclaims.values().filter_map(|c| c.instance.as_ref()).collect();
-        let spot = launched.iter().filter(|i| i.capacity_type == labels::CAPACITY_TYPE_SPOT).count();
+        let launched: Vec<&Instance> = self
+            .nodeclaims
+            .values()
+            .filter_map(|c| c.instance.as_ref())
+            .collect();
+        let spot = launched
+            .iter()
+            .filter(|i| i.capacity_type == labels::CAPACITY_TYPE_SPOT)
+            .count();
         self.timeline.push(Sample {
             t: self.now.as_secs_f64(),
             nodes: launched.len(),
@@ -330,7 +357,10 @@ impl World {
     // ---- objects -------------------------------------------------------------------------
 
     fn apply(&mut self, doc: &Value, path: &str) -> Result<(), SimError> {
-        let raw = RawDocument { index: 0, value: doc.clone() };
+        let raw = RawDocument {
+            index: 0,
+            value: doc.clone(),
+        };
         match check_document(&raw) {
             Checked::Valid(KarpenterObject::NodePool(np)) => {
                 let name = np.metadata.name.clone().unwrap_or_default();
@@ -343,16 +373,31 @@ impl World {
                 self.node_classes.insert(name, *nc);
             }
             Checked::Valid(KarpenterObject::NodeClaim(_)) => {
-                return Err(ScenarioError { path: path.into(), message: "NodeClaims are made by Kerf, not by scenarios".into() }.into());
+                return Err(ScenarioError {
+                    path: path.into(),
+                    message: "NodeClaims are made by Kerf, not by scenarios".into(),
+                }
+                .into());
             }
             Checked::Invalid(problems) => {
                 let p = &problems[0];
-                return Err(ScenarioError { path: format!("{path}.{}", p.path), message: p.message.clone() }.into());
+                return Err(ScenarioError {
+                    path: format!("{path}.{}", p.path),
+                    message: p.message.clone(),
+                }
+                .into());
             }
             Checked::Other => {
                 let kind = raw.kind().to_string();
-                let obj = read(&raw).map_err(|e| ScenarioError { path: format!("{path}.{}", e.path), message: e.message })?;
-                let ns = doc.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string();
+                let obj = read(&raw).map_err(|e| ScenarioError {
+                    path: format!("{path}.{}", e.path),
+                    message: e.message,
+                })?;
+                let ns = doc
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or("default")
+                    .to_string();
                 let name = raw.name().to_string();
                 match obj {
                     Some(ClusterObject::Pods(pods)) if kind == "Pod" => {
@@ -365,13 +410,26 @@ impl World {
                         let template = one_template(doc);
                         let wk = workload_key(&kind, &ns, &name);
                         let next = self.workloads.get(&wk).map_or(0, |w| w.next);
-                        self.workloads.insert(wk, Workload { template, replicas, next });
+                        self.workloads.insert(
+                            wk,
+                            Workload {
+                                template,
+                                replicas,
+                                next,
+                            },
+                        );
                     }
                     Some(ClusterObject::DaemonSet(pod)) => {
                         self.daemonsets.insert(key(&ns, &name), *pod);
                     }
                     Some(ClusterObject::Node(_)) => {
-                        return Err(ScenarioError { path: path.into(), message: "Nodes come from the simulated cloud; declare NodePools instead".into() }.into());
+                        return Err(ScenarioError {
+                            path: path.into(),
+                            message:
+                                "Nodes come from the simulated cloud; declare NodePools instead"
+                                    .into(),
+                        }
+                        .into());
                     }
                     None => {}
                 }
@@ -388,7 +446,17 @@ impl World {
             match self.workloads.get_mut(&wk) {
                 Some(w) => w.replicas = s.replicas,
                 None => {
-                    return Err(ScenarioError { path: format!("{path}.scale"), message: format!("no {} {}/{} exists at {}", s.kind, s.namespace, s.name, crate::clock::short(self.now)) }.into());
+                    return Err(ScenarioError {
+                        path: format!("{path}.scale"),
+                        message: format!(
+                            "no {} {}/{} exists at {}",
+                            s.kind,
+                            s.namespace,
+                            s.name,
+                            crate::clock::short(self.now)
+                        ),
+                    }
+                    .into());
                 }
             }
         }
@@ -399,9 +467,19 @@ impl World {
             match d.kind.as_str() {
                 "NodePool" => {
                     self.node_pools.remove(&d.name);
-                    let owned: Vec<String> = self.nodeclaims.iter().filter(|(_, c)| c.nodepool == d.name).map(|(k, _)| k.clone()).collect();
+                    let owned: Vec<String> = self
+                        .nodeclaims
+                        .iter()
+                        .filter(|(_, c)| c.nodepool == d.name)
+                        .map(|(k, _)| k.clone())
+                        .collect();
                     for nc in owned {
-                        self.log.info(self.now, "nodeclaim.lifecycle", "deleted nodeclaim", json!({"NodeClaim": {"name": nc}, "reason": "nodepool deleted"}));
+                        self.log.info(
+                            self.now,
+                            "nodeclaim.lifecycle",
+                            "deleted nodeclaim",
+                            json!({"NodeClaim": {"name": nc}, "reason": "nodepool deleted"}),
+                        );
                         self.remove_nodeclaim(&nc);
                     }
                 }
@@ -412,9 +490,18 @@ impl World {
                 kind => {
                     let wk = workload_key(kind, &d.namespace, &d.name);
                     if self.workloads.remove(&wk).is_none() {
-                        return Err(ScenarioError { path: format!("{path}.delete"), message: format!("no {kind} {}/{} exists", d.namespace, d.name) }.into());
+                        return Err(ScenarioError {
+                            path: format!("{path}.delete"),
+                            message: format!("no {kind} {}/{} exists", d.namespace, d.name),
+                        }
+                        .into());
                     }
-                    let owned: Vec<String> = self.pods.iter().filter(|(_, p)| p.workload.as_deref() == Some(&wk)).map(|(k, _)| k.clone()).collect();
+                    let owned: Vec<String> = self
+                        .pods
+                        .iter()
+                        .filter(|(_, p)| p.workload.as_deref() == Some(&wk))
+                        .map(|(k, _)| k.clone())
+                        .collect();
                     for p in owned {
                         self.delete_pod(&p);
                     }
@@ -427,16 +514,19 @@ impl World {
     fn add_pod(&mut self, pod: Pod, workload: Option<String>, daemon: bool) -> String {
         let k = pod_key(&pod);
         let requests = pod_requests(&pod);
-        self.pods.insert(k.clone(), SimPod {
-            pod,
-            requests,
-            workload,
-            daemon,
-            node: None,
-            nominated: None,
-            pending_since: self.now,
-            provisionable: false,
-        });
+        self.pods.insert(
+            k.clone(),
+            SimPod {
+                pod,
+                requests,
+                workload,
+                daemon,
+                node: None,
+                nominated: None,
+                pending_since: self.now,
+                provisionable: false,
+            },
+        );
         self.binder_dirty = true;
         k
     }
@@ -451,8 +541,12 @@ impl World {
     }
 
     fn bind(&mut self, k: &str, node: &str) {
-        let Some(p) = self.pods.get_mut(k) else { return };
-        let Some(n) = self.nodes.get_mut(node) else { return };
+        let Some(p) = self.pods.get_mut(k) else {
+            return;
+        };
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
         n.requests.add(&p.requests);
         p.node = Some(node.to_string());
         p.nominated = None;
@@ -540,7 +634,9 @@ impl World {
         }
         // nominated pods whose node is now ready go there if they still fit
         for k in &pending {
-            let Some(nc) = self.pods[k].nominated.clone() else { continue };
+            let Some(nc) = self.pods[k].nominated.clone() else {
+                continue;
+            };
             let node = self.nodeclaims.get(&nc).and_then(|c| c.node.clone());
             if let Some(n) = node
                 && self.nodes.get(&n).is_some_and(|n| n.ready)
@@ -556,8 +652,16 @@ impl World {
                 }
             }
         }
-        let pending: Vec<String> = pending.into_iter().filter(|k| self.pods[k].node.is_none()).collect();
-        let ready: Vec<String> = self.nodes.iter().filter(|(_, n)| n.ready).map(|(k, _)| k.clone()).collect();
+        let pending: Vec<String> = pending
+            .into_iter()
+            .filter(|k| self.pods[k].node.is_none())
+            .collect();
+        let ready: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.ready)
+            .map(|(k, _)| k.clone())
+            .collect();
         let placed = if ready.is_empty() {
             Vec::new()
         } else {
@@ -575,11 +679,20 @@ impl World {
                     }
                 })
                 .collect();
-            let index: HashMap<&str, usize> = ready.iter().enumerate().map(|(i, n)| (n.as_str(), i)).collect();
+            let index: HashMap<&str, usize> = ready
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.as_str(), i))
+                .collect();
             let bound: Vec<BoundPod<'_>> = self
                 .pods
                 .values()
-                .filter_map(|p| p.node.as_deref().and_then(|n| index.get(n)).map(|&node| BoundPod { node, pod: &p.pod }))
+                .filter_map(|p| {
+                    p.node
+                        .as_deref()
+                        .and_then(|n| index.get(n))
+                        .map(|&node| BoundPod { node, pod: &p.pod })
+                })
                 .collect();
             let pods: Vec<Pod> = pending.iter().map(|k| self.pods[k].pod.clone()).collect();
             let decision = solve(&Problem {
@@ -594,7 +707,11 @@ impl World {
             decision
                 .existing
                 .iter()
-                .flat_map(|e| e.pods.iter().map(move |p| (pending[*p].clone(), ready[e.node].clone())))
+                .flat_map(|e| {
+                    e.pods
+                        .iter()
+                        .map(move |p| (pending[*p].clone(), ready[e.node].clone()))
+                })
                 .collect()
         };
         for (k, n) in placed {
@@ -603,7 +720,10 @@ impl World {
         let mut fresh = false;
         for k in &pending {
             let p = self.pods.get_mut(k).expect("pending pod");
-            let in_flight = p.nominated.as_ref().is_some_and(|nc| self.nodeclaims.contains_key(nc));
+            let in_flight = p
+                .nominated
+                .as_ref()
+                .is_some_and(|nc| self.nodeclaims.contains_key(nc));
             if p.node.is_none() && !in_flight && !p.provisionable {
                 p.provisionable = true;
                 p.nominated = None;
@@ -625,8 +745,13 @@ impl World {
         if let Some(c) = self.catalogs.get(class) {
             return c.clone();
         }
-        let settings = self.node_classes.get(class).map(|c| NodeSettings::from_node_class(&c.spec)).unwrap_or_default();
-        let mut types = kerf_aws::instance_types(&self.scenario.spec.region, &settings).unwrap_or_default();
+        let settings = self
+            .node_classes
+            .get(class)
+            .map(|c| NodeSettings::from_node_class(&c.spec))
+            .unwrap_or_default();
+        let mut types =
+            kerf_aws::instance_types(&self.scenario.spec.region, &settings).unwrap_or_default();
         for t in &mut types {
             t.offerings.retain(|o| self.zones.contains(&o.zone));
         }
@@ -649,9 +774,14 @@ impl World {
         if pods_keys.is_empty() {
             return;
         }
-        self.log.info(self.now, "provisioner", "found provisionable pod(s)", json!({
-            "Pods": list_text(&pods_keys), "duration": "0s",
-        }));
+        self.log.info(
+            self.now,
+            "provisioner",
+            "found provisionable pod(s)",
+            json!({
+                "Pods": list_text(&pods_keys), "duration": "0s",
+            }),
+        );
         // NodePools with their instance types, as the core sees them now
         let mut pools: Vec<NodePoolInput> = Vec::new();
         let mut pool_names: Vec<String> = Vec::new();
@@ -661,8 +791,10 @@ impl World {
             let np = self.node_pools[&name].clone();
             let types = self.catalog(&np.spec.template.spec.node_class_ref.name);
             let unavailable = &self.unavailable;
-            let options: Arc<[InstanceTypeOption]> =
-                scheduler_options(&types, |ct, it, z| unavailable.is_unavailable(ct, it, z, now)).into();
+            let options: Arc<[InstanceTypeOption]> = scheduler_options(&types, |ct, it, z| {
+                unavailable.is_unavailable(ct, it, z, now)
+            })
+            .into();
             let mut usage = Resources::default();
             for c in self.nodeclaims.values().filter(|c| c.nodepool == name) {
                 if let Some(i) = &c.instance {
@@ -677,13 +809,24 @@ impl World {
         let mut existing_ids: Vec<(Option<String>, String)> = Vec::new();
         for (name, c) in &self.nodeclaims {
             let Some(i) = &c.instance else { continue };
-            let Some(pool) = self.node_pools.get(&c.nodepool) else { continue };
+            let Some(pool) = self.node_pools.get(&c.nodepool) else {
+                continue;
+            };
             let node = c.node.as_ref().and_then(|n| self.nodes.get(n));
             let (labels, taints, requested, initialized) = match node {
-                Some(n) => (n.labels.clone(), n.taints.clone(), n.requests.clone(), n.ready),
+                Some(n) => (
+                    n.labels.clone(),
+                    n.taints.clone(),
+                    n.requests.clone(),
+                    n.ready,
+                ),
                 None => {
                     let mut requested = Resources::default();
-                    for p in self.pods.values().filter(|p| p.nominated.as_deref() == Some(name)) {
+                    for p in self
+                        .pods
+                        .values()
+                        .filter(|p| p.nominated.as_deref() == Some(name))
+                    {
                         requested.add(&p.requests);
                     }
                     let labels = self.instance_labels(i, pool, name);
@@ -706,7 +849,11 @@ impl World {
             });
             existing_ids.push((c.node.clone(), name.clone()));
         }
-        let index_by_claim: HashMap<&str, usize> = existing_ids.iter().enumerate().map(|(i, (_, c))| (c.as_str(), i)).collect();
+        let index_by_claim: HashMap<&str, usize> = existing_ids
+            .iter()
+            .enumerate()
+            .map(|(i, (_, c))| (c.as_str(), i))
+            .collect();
         let index_by_node: HashMap<&str, usize> = existing_ids
             .iter()
             .enumerate()
@@ -746,10 +893,15 @@ impl World {
             self.binder_dirty = true;
         }
         if !decision.nodeclaims.is_empty() {
-            self.log.info(self.now, "provisioner", "computed new nodeclaim(s) to fit pod(s)", json!({
-                "nodeclaims": decision.nodeclaims.len(),
-                "pods": decision.nodeclaims.iter().map(|c| c.pods.len()).sum::<usize>(),
-            }));
+            self.log.info(
+                self.now,
+                "provisioner",
+                "computed new nodeclaim(s) to fit pod(s)",
+                json!({
+                    "nodeclaims": decision.nodeclaims.len(),
+                    "pods": decision.nodeclaims.iter().map(|c| c.pods.len()).sum::<usize>(),
+                }),
+            );
         }
         for u in &decision.unschedulable {
             let reasons: Vec<String> = u.reasons.iter().map(ToString::to_string).collect();
@@ -763,34 +915,53 @@ impl World {
             let pool_name = pool_names[plan.node_pool].clone();
             let name = nodeclaim_name(&pool_name, &mut self.rng);
             let types: Vec<String> = plan.instance_types.iter().map(|o| o.name.clone()).collect();
-            self.log.info(self.now, "provisioner", "created nodeclaim", json!({
-                "NodePool": {"name": pool_name}, "NodeClaim": {"name": name},
-                "requests": plan.requests.to_resource_list(),
-                "instance-types": list_text(&types),
-            }));
+            self.log.info(
+                self.now,
+                "provisioner",
+                "created nodeclaim",
+                json!({
+                    "NodePool": {"name": pool_name}, "NodeClaim": {"name": name},
+                    "requests": plan.requests.to_resource_list(),
+                    "instance-types": list_text(&types),
+                }),
+            );
             let pool = self.node_pools[&pool_name].clone();
             let catalog = self.catalog(&pool.spec.template.spec.node_class_ref.name);
             let windows = &self.scenario.spec.cloud.insufficient_capacity;
             let now = self.now;
-            let attempt = cloud::launch(&plan.requirements, &types, &catalog, &self.zones, |ct, it, z| {
-                windows.iter().any(|w| w.covers(ct, it, z, now))
-            }, &mut self.rng);
+            let attempt = cloud::launch(
+                &plan.requirements,
+                &types,
+                &catalog,
+                &self.zones,
+                |ct, it, z| windows.iter().any(|w| w.covers(ct, it, z, now)),
+                &mut self.rng,
+            );
             for (ct, it, zone) in &attempt.insufficient {
                 self.unavailable.mark(
-                    Pattern { capacity_type: Some(ct.clone()), instance_type: Some(it.clone()), zone: Some(zone.clone()) },
+                    Pattern {
+                        capacity_type: Some(ct.clone()),
+                        instance_type: Some(it.clone()),
+                        zone: Some(zone.clone()),
+                    },
                     self.now,
                 );
             }
             match attempt.instance {
                 Some(instance) => {
-                    self.log.info(self.now, "nodeclaim.lifecycle", "launched nodeclaim", json!({
-                        "NodeClaim": {"name": name},
-                        "provider-id": instance.provider_id,
-                        "instance-type": instance.instance_type,
-                        "zone": instance.zone,
-                        "capacity-type": instance.capacity_type,
-                        "allocatable": instance.allocatable.to_resource_list(),
-                    }));
+                    self.log.info(
+                        self.now,
+                        "nodeclaim.lifecycle",
+                        "launched nodeclaim",
+                        json!({
+                            "NodeClaim": {"name": name},
+                            "provider-id": instance.provider_id,
+                            "instance-type": instance.instance_type,
+                            "zone": instance.zone,
+                            "capacity-type": instance.capacity_type,
+                            "allocatable": instance.allocatable.to_resource_list(),
+                        }),
+                    );
                     self.totals.nodes_launched += 1;
                     for p in &plan.pods {
                         if let Some(sp) = self.pods.get_mut(&pods_keys[*p]) {
@@ -798,12 +969,15 @@ impl World {
                             sp.provisionable = false;
                         }
                     }
-                    self.nodeclaims.insert(name.clone(), SimNodeClaim {
-                        nodepool: pool_name,
-                        created: self.now,
-                        instance: Some(instance),
-                        node: None,
-                    });
+                    self.nodeclaims.insert(
+                        name.clone(),
+                        SimNodeClaim {
+                            nodepool: pool_name,
+                            created: self.now,
+                            instance: Some(instance),
+                            node: None,
+                        },
+                    );
                     let delay = self.scenario.spec.cloud.launch_delay.0;
                     self.push(self.now + delay, Ev::Registered(name.clone()));
                     self.push(self.now + REGISTRATION_TTL, Ev::RegistrationTimeout(name));
@@ -831,10 +1005,18 @@ impl World {
         }
     }
 
-    fn instance_labels(&self, i: &Instance, pool: &NodePool, hostname: &str) -> BTreeMap<String, String> {
+    fn instance_labels(
+        &self,
+        i: &Instance,
+        pool: &NodePool,
+        hostname: &str,
+    ) -> BTreeMap<String, String> {
         let mut l = i.labels.clone();
         l.extend(pool.spec.template.metadata.labels.clone());
-        l.insert(labels::NODEPOOL.into(), pool.metadata.name.clone().unwrap_or_default());
+        l.insert(
+            labels::NODEPOOL.into(),
+            pool.metadata.name.clone().unwrap_or_default(),
+        );
         l.insert(labels::ZONE.into(), i.zone.clone());
         l.insert(labels::REGION.into(), self.scenario.spec.region.clone());
         l.insert(labels::CAPACITY_TYPE.into(), i.capacity_type.clone());
@@ -843,30 +1025,54 @@ impl World {
     }
 
     fn register(&mut self, nc: &str) {
-        let Some(claim) = self.nodeclaims.get(nc) else { return };
-        let Some(instance) = claim.instance.clone() else { return };
-        let Some(pool) = self.node_pools.get(&claim.nodepool).cloned() else { return };
+        let Some(claim) = self.nodeclaims.get(nc) else {
+            return;
+        };
+        let Some(instance) = claim.instance.clone() else {
+            return;
+        };
+        let Some(pool) = self.node_pools.get(&claim.nodepool).cloned() else {
+            return;
+        };
         self.node_counter += 1;
         let n = self.node_counter;
-        let name = format!("ip-10-{}-{}-{}.{}.compute.internal", n / 65536 % 256, n / 256 % 256, n % 256, region_domain(&self.scenario.spec.region));
+        let name = format!(
+            "ip-10-{}-{}-{}.{}.compute.internal",
+            n / 65536 % 256,
+            n / 256 % 256,
+            n % 256,
+            region_domain(&self.scenario.spec.region)
+        );
         let labels = self.instance_labels(&instance, &pool, &name);
         let taints = self.node_taints(&pool, true);
-        self.nodes.insert(name.clone(), SimNode {
-            nodeclaim: nc.to_string(),
-            labels: labels.clone(),
-            taints: taints.clone(),
-            allocatable: instance.allocatable.clone(),
-            ready: false,
-            requests: Resources::default(),
-        });
+        self.nodes.insert(
+            name.clone(),
+            SimNode {
+                nodeclaim: nc.to_string(),
+                labels: labels.clone(),
+                taints: taints.clone(),
+                allocatable: instance.allocatable.clone(),
+                ready: false,
+                requests: Resources::default(),
+            },
+        );
         if let Some(c) = self.nodeclaims.get_mut(nc) {
             c.node = Some(name.clone());
         }
-        self.log.info(self.now, "nodeclaim.lifecycle", "registered nodeclaim", json!({
-            "NodeClaim": {"name": nc}, "Node": {"name": name},
-        }));
+        self.log.info(
+            self.now,
+            "nodeclaim.lifecycle",
+            "registered nodeclaim",
+            json!({
+                "NodeClaim": {"name": nc}, "Node": {"name": name},
+            }),
+        );
         // daemonset pods start on the node as soon as it registers
-        let daemonsets: Vec<(String, Pod)> = self.daemonsets.iter().map(|(k, p)| (k.clone(), p.clone())).collect();
+        let daemonsets: Vec<(String, Pod)> = self
+            .daemonsets
+            .iter()
+            .map(|(k, p)| (k.clone(), p.clone()))
+            .collect();
         for (ds, template) in daemonsets {
             if daemon_runs_on(&template, &labels, &taints) {
                 let mut pod = template.clone();
@@ -890,13 +1096,20 @@ impl World {
                 let ok = inst.capacity_type == labels::CAPACITY_TYPE_SPOT
                     && !inst.interrupted
                     && spec.nodepool.as_ref().is_none_or(|p| *p == c.nodepool)
-                    && spec.instance_type.as_ref().is_none_or(|t| *t == inst.instance_type);
+                    && spec
+                        .instance_type
+                        .as_ref()
+                        .is_none_or(|t| *t == inst.instance_type);
                 ok.then(|| (c.created, name.clone(), node))
             })
             .collect();
         candidates.sort();
         for (_, claim, node) in candidates.into_iter().take(spec.count as usize) {
-            if let Some(inst) = self.nodeclaims.get_mut(&claim).and_then(|c| c.instance.as_mut()) {
+            if let Some(inst) = self
+                .nodeclaims
+                .get_mut(&claim)
+                .and_then(|c| c.instance.as_mut())
+            {
                 inst.interrupted = true;
                 let id = inst.id.clone();
                 self.log.info(self.now, "cloud", "spot interruption warning", json!({
@@ -908,23 +1121,47 @@ impl World {
     }
 
     fn reclaim(&mut self, node: &str) {
-        let Some(n) = self.nodes.get(node) else { return };
+        let Some(n) = self.nodes.get(node) else {
+            return;
+        };
         let claim = n.nodeclaim.clone();
-        self.log.info(self.now, "cloud", "spot instance reclaimed", json!({"Node": {"name": node}}));
-        self.log.info(self.now, "node.termination", "deleted node", json!({"Node": {"name": node}}));
-        self.log.info(self.now, "nodeclaim.lifecycle", "deleted nodeclaim", json!({"NodeClaim": {"name": claim}, "Node": {"name": node}}));
+        self.log.info(
+            self.now,
+            "cloud",
+            "spot instance reclaimed",
+            json!({"Node": {"name": node}}),
+        );
+        self.log.info(
+            self.now,
+            "node.termination",
+            "deleted node",
+            json!({"Node": {"name": node}}),
+        );
+        self.log.info(
+            self.now,
+            "nodeclaim.lifecycle",
+            "deleted nodeclaim",
+            json!({"NodeClaim": {"name": claim}, "Node": {"name": node}}),
+        );
         self.remove_nodeclaim(&claim);
     }
 
     /// Deletes a NodeClaim, its node and instance; pods on it become pending again.
     fn remove_nodeclaim(&mut self, nc: &str) {
-        let Some(c) = self.nodeclaims.remove(nc) else { return };
+        let Some(c) = self.nodeclaims.remove(nc) else {
+            return;
+        };
         if c.instance.is_some() {
             self.totals.nodes_terminated += 1;
         }
         if let Some(node) = c.node {
             self.nodes.remove(&node);
-            let on_node: Vec<String> = self.pods.iter().filter(|(_, p)| p.node.as_deref() == Some(&node)).map(|(k, _)| k.clone()).collect();
+            let on_node: Vec<String> = self
+                .pods
+                .iter()
+                .filter(|(_, p)| p.node.as_deref() == Some(&node))
+                .map(|(k, _)| k.clone())
+                .collect();
             for k in on_node {
                 if self.pods[&k].daemon {
                     self.pods.remove(&k);
@@ -952,34 +1189,63 @@ impl World {
     // ---- invariants ----------------------------------------------------------------------
 
     fn violation(&self, message: String) -> SimError {
-        SimError::Invariant { at: crate::clock::rfc3339(self.now), message }
+        SimError::Invariant {
+            at: crate::clock::rfc3339(self.now),
+            message,
+        }
     }
 
     fn check_step(&self) -> Result<(), SimError> {
         for (name, n) in &self.nodes {
             if !n.requests.fits(&n.allocatable) {
-                return Err(self.violation(format!("node {name} is over-committed: requests {:?} exceed allocatable {:?}", n.requests, n.allocatable)));
+                return Err(self.violation(format!(
+                    "node {name} is over-committed: requests {:?} exceed allocatable {:?}",
+                    n.requests, n.allocatable
+                )));
             }
         }
         for (k, p) in &self.pods {
             let Some(node) = &p.node else { continue };
             let Some(n) = self.nodes.get(node) else {
-                return Err(self.violation(format!("pod {k} is bound to node {node}, which does not exist")));
+                return Err(self.violation(format!(
+                    "pod {k} is bound to node {node}, which does not exist"
+                )));
             };
             if p.daemon {
                 continue;
             }
-            let tolerations = p.pod.spec.as_ref().and_then(|s| s.tolerations.clone()).unwrap_or_default();
-            if let Some(t) = kerf_scheduling::taints::first_untolerated(&tolerations, &n.taints, true) {
-                return Err(self.violation(format!("pod {k} is bound to node {node} whose taint {} it does not tolerate", t.key)));
+            let tolerations = p
+                .pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.tolerations.clone())
+                .unwrap_or_default();
+            if let Some(t) =
+                kerf_scheduling::taints::first_untolerated(&tolerations, &n.taints, true)
+            {
+                return Err(self.violation(format!(
+                    "pod {k} is bound to node {node} whose taint {} it does not tolerate",
+                    t.key
+                )));
             }
-            let selector = p.pod.spec.as_ref().and_then(|s| s.node_selector.clone()).unwrap_or_default();
-            if let Some((key, v)) = selector.iter().find(|(key, v)| n.labels.get(*key) != Some(*v)) {
-                return Err(self.violation(format!("pod {k} selects {key}={v} but is bound to node {node} without it")));
+            let selector = p
+                .pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_selector.clone())
+                .unwrap_or_default();
+            if let Some((key, v)) = selector
+                .iter()
+                .find(|(key, v)| n.labels.get(*key) != Some(*v))
+            {
+                return Err(self.violation(format!(
+                    "pod {k} selects {key}={v} but is bound to node {node} without it"
+                )));
             }
         }
         for (name, pool) in &self.node_pools {
-            let limits = Resources::from_quantities(pool.spec.limits.iter().map(|(k, v)| (k, v.as_str())));
+            let limits =
+                Resources::from_quantities(pool.spec.limits.iter().map(|(k, v)| (k, v.as_str())));
             let mut used = Resources::default();
             for c in self.nodeclaims.values().filter(|c| c.nodepool == *name) {
                 if let Some(i) = &c.instance {
@@ -993,13 +1259,21 @@ impl World {
                     _ => continue,
                 };
                 if u > l {
-                    return Err(self.violation(format!("nodepool {name} exceeds its {resource} limit: {u} > {l}")));
+                    return Err(self.violation(format!(
+                        "nodepool {name} exceeds its {resource} limit: {u} > {l}"
+                    )));
                 }
             }
         }
         for (name, c) in &self.nodeclaims {
-            if c.instance.is_some() && c.node.is_none() && self.now.saturating_sub(c.created) > REGISTRATION_TTL {
-                return Err(self.violation(format!("nodeclaim {name} launched at {} never registered and was not cleaned up", crate::clock::rfc3339(c.created))));
+            if c.instance.is_some()
+                && c.node.is_none()
+                && self.now.saturating_sub(c.created) > REGISTRATION_TTL
+            {
+                return Err(self.violation(format!(
+                    "nodeclaim {name} launched at {} never registered and was not cleaned up",
+                    crate::clock::rfc3339(c.created)
+                )));
             }
         }
         Ok(())
@@ -1011,7 +1285,11 @@ impl World {
         let stale: Vec<String> = self
             .pods
             .iter()
-            .filter(|(_, p)| p.node.is_none() && !p.daemon && self.now.saturating_sub(p.pending_since) > REGISTRATION_TTL)
+            .filter(|(_, p)| {
+                p.node.is_none()
+                    && !p.daemon
+                    && self.now.saturating_sub(p.pending_since) > REGISTRATION_TTL
+            })
             .map(|(k, _)| k.clone())
             .collect();
         if stale.is_empty() {
@@ -1022,16 +1300,31 @@ impl World {
         for name in names {
             let np = self.node_pools[&name].clone();
             let types = self.catalog(&np.spec.template.spec.node_class_ref.name);
-            let options: Arc<[InstanceTypeOption]> = scheduler_options(&types, |_, _, _| false).into();
+            let options: Arc<[InstanceTypeOption]> =
+                scheduler_options(&types, |_, _, _| false).into();
             pools.push(node_pool_input(&np, options, Resources::default()));
         }
         let pods: Vec<Pod> = stale.iter().map(|k| self.pods[k].pod.clone()).collect();
-        let d = solve(&Problem { node_pools: &pools, nodes: &[], bound_pods: &[], daemonsets: &[], pods: &pods, options: SolveOptions::default() });
-        let hostable: Vec<String> = d.nodeclaims.iter().flat_map(|c| c.pods.iter().map(|p| stale[*p].clone())).collect();
+        let d = solve(&Problem {
+            node_pools: &pools,
+            nodes: &[],
+            bound_pods: &[],
+            daemonsets: &[],
+            pods: &pods,
+            options: SolveOptions::default(),
+        });
+        let hostable: Vec<String> = d
+            .nodeclaims
+            .iter()
+            .flat_map(|c| c.pods.iter().map(|p| stale[*p].clone()))
+            .collect();
         if hostable.is_empty() {
             Ok(())
         } else {
-            Err(self.violation(format!("pods pending for over 15 minutes that a NodePool could host: {}", list_text(&hostable))))
+            Err(self.violation(format!(
+                "pods pending for over 15 minutes that a NodePool could host: {}",
+                list_text(&hostable)
+            )))
         }
     }
 
@@ -1049,13 +1342,22 @@ impl World {
             }
         }
         self.sample();
-        self.totals.spot_node_seconds_share = if self.node_seconds > 0.0 { self.spot_node_seconds / self.node_seconds } else { 0.0 };
+        self.totals.spot_node_seconds_share = if self.node_seconds > 0.0 {
+            self.spot_node_seconds / self.node_seconds
+        } else {
+            0.0
+        };
         self.totals.slowest_pod = self.slowest_pod.clone();
         let mut nodes = Vec::new();
         for (name, c) in &self.nodeclaims {
             let Some(i) = &c.instance else { continue };
             let node = c.node.clone().unwrap_or_else(|| name.clone());
-            let mut pods: Vec<String> = self.pods.iter().filter(|(_, p)| p.node.as_deref() == Some(&node) && !p.daemon).map(|(k, _)| k.clone()).collect();
+            let mut pods: Vec<String> = self
+                .pods
+                .iter()
+                .filter(|(_, p)| p.node.as_deref() == Some(&node) && !p.daemon)
+                .map(|(k, _)| k.clone())
+                .collect();
             pods.sort();
             nodes.push(FinalNode {
                 name: node,
@@ -1068,8 +1370,20 @@ impl World {
                 pods,
             });
         }
-        let pending: Vec<String> = self.pods.iter().filter(|(_, p)| p.node.is_none() && !p.daemon).map(|(k, _)| k.clone()).collect();
-        Report::new(&self.scenario, nodes, pending, std::mem::take(&mut self.totals), std::mem::take(&mut self.timeline), self.log.take())
+        let pending: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| p.node.is_none() && !p.daemon)
+            .map(|(k, _)| k.clone())
+            .collect();
+        Report::new(
+            &self.scenario,
+            nodes,
+            pending,
+            std::mem::take(&mut self.totals),
+            std::mem::take(&mut self.timeline),
+            self.log.take(),
+        )
     }
 }
 
@@ -1081,7 +1395,10 @@ fn one_template(doc: &Value) -> Pod {
         spec.insert("parallelism".into(), 1.into());
         spec.remove("completions");
     }
-    let raw = RawDocument { index: 0, value: single };
+    let raw = RawDocument {
+        index: 0,
+        value: single,
+    };
     let mut pod = match read(&raw) {
         Ok(Some(ClusterObject::Pods(mut pods))) if !pods.is_empty() => pods.remove(0),
         _ => Pod::default(),
@@ -1091,10 +1408,23 @@ fn one_template(doc: &Value) -> Pod {
 }
 
 fn precheck(doc: &Value, path: &str) -> Result<(), SimError> {
-    let raw = RawDocument { index: 0, value: doc.clone() };
+    let raw = RawDocument {
+        index: 0,
+        value: doc.clone(),
+    };
     match check_document(&raw) {
-        Checked::Invalid(problems) => Err(ScenarioError { path: format!("{path}.{}", problems[0].path), message: problems[0].message.clone() }.into()),
-        Checked::Other => read(&raw).map(|_| ()).map_err(|e| ScenarioError { path: format!("{path}.{}", e.path), message: e.message }.into()),
+        Checked::Invalid(problems) => Err(ScenarioError {
+            path: format!("{path}.{}", problems[0].path),
+            message: problems[0].message.clone(),
+        }
+        .into()),
+        Checked::Other => read(&raw).map(|_| ()).map_err(|e| {
+            ScenarioError {
+                path: format!("{path}.{}", e.path),
+                message: e.message,
+            }
+            .into()
+        }),
         Checked::Valid(_) => Ok(()),
     }
 }
@@ -1104,7 +1434,11 @@ fn list_text(items: &[String]) -> String {
     if items.len() <= SHOWN {
         items.join(", ")
     } else {
-        format!("{} and {} other(s)", items[..SHOWN].join(", "), items.len() - SHOWN)
+        format!(
+            "{} and {} other(s)",
+            items[..SHOWN].join(", "),
+            items.len() - SHOWN
+        )
     }
 }
 

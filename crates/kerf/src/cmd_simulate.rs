@@ -46,7 +46,12 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     if args.list {
         let mut out = String::new();
         for (name, text) in BUILT_IN {
-            let about = text.lines().take_while(|l| l.starts_with('#')).map(|l| l.trim_start_matches('#').trim()).collect::<Vec<_>>().join(" ");
+            let about = text
+                .lines()
+                .take_while(|l| l.starts_with('#'))
+                .map(|l| l.trim_start_matches('#').trim())
+                .collect::<Vec<_>>()
+                .join(" ");
             out.push_str(&format!("{name:<16} {about}\n"));
         }
         crate::emit(&out)?;
@@ -67,7 +72,10 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let mut shown = Duration::ZERO;
     let mut progress = |now: Duration, nodes: usize, pending: usize| {
         if tty && now >= shown {
-            eprint!("\r  t={:<10} nodes={nodes:<6} pending pods={pending:<8}", kerf_sim::clock::short(now));
+            eprint!(
+                "\r  t={:<10} nodes={nodes:<6} pending pods={pending:<8}",
+                kerf_sim::clock::short(now)
+            );
             shown = now + Duration::from_secs(600);
         }
     };
@@ -87,10 +95,15 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         }
     };
     if let Some(path) = &args.report {
-        std::fs::write(path, report.html()).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, report.html())
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.log {
-        let lines: String = report.events.iter().map(|e| kerf_sim::log::line(e) + "\n").collect();
+        let lines: String = report
+            .events
+            .iter()
+            .map(|e| kerf_sim::log::line(e) + "\n")
+            .collect();
         std::fs::write(path, lines).with_context(|| format!("writing {}", path.display()))?;
     }
     let text = match args.output {

@@ -226,7 +226,11 @@ fn bench_scheduling_prints_pods_per_second_and_nodes() {
     let out = kerf(&["bench", "scheduling", "--pods", "50,100", "--repeat", "1"]);
     assert!(out.status.success());
     let text = stdout(&out);
-    let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split('\t').collect()).collect();
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').collect())
+        .collect();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0][0], "50");
     // ten pods of the anti-affinity group each need their own node

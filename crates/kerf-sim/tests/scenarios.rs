@@ -1,0 +1,173 @@
+//! The built-in scenarios run with every invariant checked, and their outcomes are what a
+//! Karpenter user expects; the same scenario and seed give the same bytes.
+
+use std::time::Duration;
+
+use kerf_sim::{Report, RunOptions};
+use serde_json::Value;
+
+fn run(name: &str) -> Report {
+    let scenario = kerf_sim::load(name).expect("built-in scenario loads");
+    kerf_sim::run(scenario, RunOptions { check: true }, &mut |_, _, _| {})
+        .expect("runs with invariants held")
+}
+
+fn minutes(record: &Value) -> f64 {
+    // "2026-01-01THH:MM:SS.mmmZ" within the first day
+    let t = record["time"].as_str().unwrap();
+    let (h, m, s): (f64, f64, f64) = (
+        t[11..13].parse().unwrap(),
+        t[14..16].parse().unwrap(),
+        t[17..23].parse().unwrap(),
+    );
+    h * 60.0 + m + s / 60.0
+}
+
+fn created_by_pool(report: &Report) -> Vec<(f64, String)> {
+    report
+        .events
+        .iter()
+        .filter(|e| e["message"] == "created nodeclaim")
+        .map(|e| {
+            (
+                minutes(e),
+                e["NodePool"]["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn spot_fallback_uses_on_demand_while_spot_is_out_and_spot_again_after() {
+    let r = run("spot-fallback");
+    assert!(r.end.pending_pods.is_empty(), "{:?}", r.end.pending_pods);
+    let launched: Vec<(f64, String)> = r
+        .events
+        .iter()
+        .filter(|e| e["message"] == "launched nodeclaim")
+        .map(|e| (minutes(e), e["capacity-type"].as_str().unwrap().to_string()))
+        .collect();
+    // before the crunch: spot; during it (20m–50m): only on-demand; after: spot again
+    assert!(
+        launched.iter().any(|(t, ct)| *t < 20.0 && ct == "spot"),
+        "{launched:?}"
+    );
+    let during: Vec<_> = launched
+        .iter()
+        .filter(|(t, _)| (20.0..50.0).contains(t))
+        .collect();
+    assert!(
+        !during.is_empty() && during.iter().all(|(_, ct)| ct == "on-demand"),
+        "{during:?}"
+    );
+    assert!(
+        launched.iter().any(|(t, ct)| *t >= 50.0 && ct == "spot"),
+        "{launched:?}"
+    );
+    // the fallback pool served the crunch
+    assert!(
+        created_by_pool(&r)
+            .iter()
+            .any(|(t, p)| (20.0..50.0).contains(t) && p == "batch-fallback")
+    );
+    assert!(
+        r.events
+            .iter()
+            .any(|e| e["message"] == "failed launching nodeclaim")
+    );
+    let fallback_nodes = r
+        .end
+        .nodes
+        .iter()
+        .filter(|n| n.nodepool == "batch-fallback")
+        .count();
+    assert!(fallback_nodes >= 1);
+    assert!(
+        r.end
+            .nodes
+            .iter()
+            .all(|n| (n.nodepool == "batch") == (n.capacity_type == "spot"))
+    );
+}
+
+#[test]
+fn getting_started_inflate_gets_a_node_within_a_minute() {
+    let r = run("getting-started");
+    assert!(r.end.pending_pods.is_empty());
+    assert!(
+        r.totals.max_pod_pending_seconds < 60.0,
+        "{}",
+        r.totals.max_pod_pending_seconds
+    );
+    assert!(
+        r.end
+            .nodes
+            .iter()
+            .all(|n| n.capacity_type == "on-demand" && n.nodepool == "default")
+    );
+    let first = r
+        .events
+        .iter()
+        .find(|e| e["message"] == "computed new nodeclaim(s) to fit pod(s)")
+        .unwrap();
+    assert_eq!(first["pods"], 5);
+    assert_eq!(first["nodeclaims"], 1);
+    // 5 and then 30 one-cpu pods: at least 35 vCPU launched
+    let messages: Vec<&str> = r
+        .events
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    for m in [
+        "found provisionable pod(s)",
+        "created nodeclaim",
+        "launched nodeclaim",
+        "registered nodeclaim",
+        "initialized nodeclaim",
+    ] {
+        assert!(messages.contains(&m), "{m} missing");
+    }
+}
+
+#[test]
+fn the_day_ends_with_every_pod_placed_and_batch_on_its_own_pools() {
+    let r = run("day");
+    assert!(r.end.pending_pods.is_empty());
+    for n in &r.end.nodes {
+        let batch = n.pods.iter().any(|p| p.starts_with("batch/"));
+        let web = n.pods.iter().any(|p| p.starts_with("shop/"));
+        assert!(
+            !(batch && web),
+            "{} mixes tainted batch and web pods",
+            n.name
+        );
+        if batch {
+            assert!(n.nodepool.starts_with("batch"));
+        }
+    }
+    assert!(
+        r.totals.pods_evicted > 0,
+        "the interruptions reclaimed nodes with pods"
+    );
+    assert!(r.totals.spot_node_seconds_share > 0.0);
+    assert_eq!(r.timeline.first().unwrap().t, 0.0);
+    assert_eq!(
+        r.timeline.last().unwrap().t,
+        Duration::from_secs(24 * 3600).as_secs_f64()
+    );
+}
+
+#[test]
+fn same_scenario_and_seed_give_the_same_bytes() {
+    let a = serde_json::to_string(&run("day")).unwrap();
+    let b = serde_json::to_string(&run("day")).unwrap();
+    assert_eq!(a, b);
+    let mut other = kerf_sim::load("day").unwrap();
+    other.spec.seed = 2;
+    let c = kerf_sim::run(other, RunOptions { check: true }, &mut |_, _, _| {}).unwrap();
+    assert_ne!(
+        a,
+        serde_json::to_string(&c).unwrap(),
+        "the seed changes names and choices"
+    );
+}

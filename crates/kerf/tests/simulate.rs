@@ -1,0 +1,188 @@
+//! `kerf simulate` as users run it: built-in scenarios, the JSON contract, scenario errors,
+//! logs, and the HTML report rendered in headless Chromium.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn kerf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(args)
+        .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .output()
+        .expect("run kerf")
+}
+
+fn temp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("kerf-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn list_names_the_built_in_scenarios() {
+    let out = kerf(&["simulate", "--list"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in ["day", "getting-started", "spot-fallback"] {
+        assert!(
+            text.lines().any(|l| l.starts_with(name)),
+            "{name} missing from {text}"
+        );
+    }
+}
+
+#[test]
+fn json_output_keeps_the_contract() {
+    let out = kerf(&["simulate", "spot-fallback", "--check", "-o", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["scenario"], "spot-fallback");
+    assert_eq!(v["seed"], 1);
+    assert_eq!(v["duration_seconds"], 5400.0);
+    let node = &v["final"]["nodes"][0];
+    for k in [
+        "name",
+        "nodepool",
+        "instance_type",
+        "capacity_type",
+        "zone",
+        "price_per_hour",
+        "pods",
+    ] {
+        assert!(!node[k].is_null(), "final.nodes[0].{k}");
+    }
+    for k in [
+        "cost",
+        "nodes_launched",
+        "nodes_terminated",
+        "pods_evicted",
+        "max_pod_pending_seconds",
+        "spot_node_seconds_share",
+    ] {
+        assert!(v["totals"][k].is_number(), "totals.{k}");
+    }
+    for k in ["t", "nodes", "spot_nodes", "pending_pods", "cost_per_hour"] {
+        assert!(v["timeline"][1][k].is_number(), "timeline[1].{k}");
+    }
+    assert!(v["final"]["pending_pods"].as_array().unwrap().is_empty());
+    assert_eq!(v["events"][0]["level"], "INFO");
+}
+
+#[test]
+fn scenario_errors_name_the_path_and_exit_2() {
+    let path = temp("bad.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: kerf.sh/v1alpha1\nkind: Scenario\nmetadata: {name: bad}\nspec:\n  duration: 1h\n  events:\n  - {at: 1m, scale: {kind: Deployment, name: x, replicas: 1}}\n  - {at: 2m, scale: {kind: Deployment, name: x, replicas: -3}}\n",
+    )
+    .unwrap();
+    let out = kerf(&["simulate", path.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("spec.events[1].scale.replicas: must be ≥ 0"),
+        "{err}"
+    );
+    let out = kerf(&["simulate", "no-such-scenario"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn log_file_holds_karpenter_style_json_lines() {
+    let path = temp("sim.log");
+    let out = kerf(&[
+        "simulate",
+        "getting-started",
+        "--log",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let keys: Vec<&String> = first.as_object().unwrap().keys().take(4).collect();
+    assert_eq!(keys, ["level", "time", "logger", "message"]);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("\"message\":\"launched nodeclaim\"")
+                && l.contains("\"capacity-type\":\"on-demand\""))
+    );
+}
+
+/// The report renders in Debian's Chromium (installed by scripts/install-test-deps.sh):
+/// the inline script draws every chart with the run's data, and nothing outside is named.
+#[test]
+fn html_report_renders_in_headless_chromium() {
+    let html = temp("report.html");
+    let out = kerf(&[
+        "simulate",
+        "spot-fallback",
+        "--report",
+        html.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let page = std::fs::read_to_string(&html).unwrap();
+    for outside in [
+        "src=",
+        "href=",
+        "@import",
+        "url(",
+        "<link",
+        "fetch(",
+        "XMLHttpRequest",
+    ] {
+        assert!(
+            !page.contains(outside),
+            "the report must be self-contained: found {outside}"
+        );
+    }
+    let profile = temp("chromium-profile");
+    let dom = Command::new("/usr/bin/chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            &format!("--user-data-dir={}", profile.display()),
+            "--dump-dom",
+            &format!("file://{}", html.display()),
+        ])
+        .output()
+        .expect("chromium is installed (scripts/install-test-deps.sh)");
+    let _ = std::fs::remove_file(&html);
+    let _ = std::fs::remove_dir_all(&profile);
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.contains("data-rendered=\"ok\""),
+        "the script did not run: {}",
+        &dom[..dom.len().min(500)]
+    );
+    let polylines: Vec<usize> = dom
+        .match_indices("data-points=\"")
+        .map(|(i, m)| {
+            dom[i + m.len()..]
+                .split('"')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        polylines.len(),
+        4,
+        "spot, on-demand, cost and pending lines"
+    );
+    assert!(polylines.iter().all(|n| *n > 10), "{polylines:?}");
+    assert!(
+        dom.contains("batch-fallback"),
+        "the final node table lists the fallback node"
+    );
+}
