@@ -1,0 +1,223 @@
+//! Disruption rules that do not depend on how the cluster is stored: budgets, the
+//! `karpenter.sh/do-not-disrupt` annotation, PodDisruptionBudgets, and when a node has been
+//! quiet long enough to consolidate.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kerf_api::cron::CronSchedule;
+use kerf_api::duration::{NillableDuration, parse_go_duration};
+use kerf_api::nodepool::DisruptionReason;
+use kerf_api::{NodePool, labels};
+
+/// How many of a NodePool's `nodes` may be disrupted now for `reason`, given `disrupting`
+/// already in progress: the smallest active budget (percentages of the node count rounded
+/// up), less what is in progress. `unix_now` places the cron windows (UTC).
+pub fn allowed_disruptions(
+    np: &NodePool,
+    reason: DisruptionReason,
+    nodes: usize,
+    disrupting: usize,
+    unix_now: u64,
+) -> usize {
+    let mut allowed = usize::MAX;
+    for b in &np.spec.disruption.budgets {
+        if !b.reasons.is_empty() && !b.reasons.contains(&reason) {
+            continue;
+        }
+        let active = match (&b.schedule, b.duration) {
+            (Some(s), Some(d)) => CronSchedule::parse(s).is_ok_and(|c| c.active_at(unix_now, d.0)),
+            _ => true,
+        };
+        if !active {
+            continue;
+        }
+        let n = match b.nodes.strip_suffix('%') {
+            Some(p) => p.parse::<usize>().map_or(0, |p| (nodes * p).div_ceil(100)),
+            None => b.nodes.parse::<usize>().unwrap_or(0),
+        };
+        allowed = allowed.min(n);
+    }
+    if allowed == usize::MAX {
+        // no budget applies: Karpenter's default of 10%
+        allowed = nodes.div_ceil(10);
+    }
+    allowed.saturating_sub(disrupting)
+}
+
+/// Whether a pod forbids voluntary disruption of its node at `now`: the annotation is
+/// `"true"`, or a duration still running since the pod started (`started`).
+pub fn pod_blocks(pod: &Pod, started: Duration, now: Duration) -> bool {
+    let Some(v) = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(labels::DO_NOT_DISRUPT))
+    else {
+        return false;
+    };
+    if v == "true" {
+        return true;
+    }
+    parse_go_duration(v).is_ok_and(|d| now < started + d)
+}
+
+/// Whether a node carries `karpenter.sh/do-not-disrupt: "true"`.
+pub fn node_blocks(annotations: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    annotations
+        .and_then(|a| a.get(labels::DO_NOT_DISRUPT))
+        .is_some_and(|v| v == "true")
+}
+
+/// How many more pods a PodDisruptionBudget lets go, given how many pods it selects
+/// (`expected`) and how many of those are running on a ready node (`healthy`).
+pub fn pdb_allowance(pdb: &PodDisruptionBudget, expected: usize, healthy: usize) -> usize {
+    let spec = pdb.spec.as_ref();
+    let amount = |v: &IntOrString| -> usize {
+        match v {
+            IntOrString::Int(n) => usize::try_from(*n).unwrap_or(0),
+            IntOrString::String(s) => s
+                .strip_suffix('%')
+                .and_then(|p| p.parse::<usize>().ok())
+                .map_or(0, |p| (expected * p).div_ceil(100)),
+        }
+    };
+    if let Some(min) = spec.and_then(|s| s.min_available.as_ref()) {
+        return healthy.saturating_sub(amount(min));
+    }
+    if let Some(max) = spec.and_then(|s| s.max_unavailable.as_ref()) {
+        let unavailable = expected.saturating_sub(healthy);
+        return amount(max).saturating_sub(unavailable);
+    }
+    // no field set: the API server's default is minAvailable 1
+    healthy.saturating_sub(1)
+}
+
+/// Whether a PodDisruptionBudget selects a pod.
+pub fn pdb_selects(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
+    let same_ns = pdb.metadata.namespace.as_deref().unwrap_or("default")
+        == pod.metadata.namespace.as_deref().unwrap_or("default");
+    let Some(sel) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
+        return false;
+    };
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let matches_labels = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let matches_exprs = sel.match_expressions.iter().flatten().all(|e| {
+        let value = labels.get(&e.key);
+        let values = e.values.clone().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" => value.is_some_and(|v| values.contains(v)),
+            "NotIn" => value.is_none_or(|v| !values.contains(v)),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            _ => false,
+        }
+    });
+    same_ns && matches_labels && matches_exprs
+}
+
+/// When a node quiet since `last_event` becomes consolidatable, if ever.
+pub fn consolidatable_at(np: &NodePool, last_event: Duration) -> Option<Duration> {
+    match np.spec.disruption.consolidate_after {
+        NillableDuration::Never => None,
+        NillableDuration::After(d) => Some(last_event + d),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(budgets: &str) -> NodePool {
+        let yaml = format!(
+            r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: p}}
+spec:
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      requirements: []
+  disruption:
+    consolidateAfter: 1m
+    budgets: {budgets}
+"#
+        );
+        serde_yaml::from_str(&yaml).unwrap()
+    }
+
+    #[test]
+    fn budgets_take_the_smallest_active_one_less_what_is_in_progress() {
+        let np = pool(r#"[{nodes: "20%"}, {nodes: "3", reasons: [Drifted]}]"#);
+        assert_eq!(
+            allowed_disruptions(&np, DisruptionReason::Empty, 11, 0, 0),
+            3
+        );
+        assert_eq!(
+            allowed_disruptions(&np, DisruptionReason::Drifted, 100, 1, 0),
+            2
+        );
+        let zero = pool(r#"[{nodes: "0"}]"#);
+        assert_eq!(
+            allowed_disruptions(&zero, DisruptionReason::Underutilized, 50, 0, 0),
+            0
+        );
+        // business hours (09:00–17:00 UTC) allow nothing; outside them, the default 10%
+        let window = pool(r#"[{nodes: "0", schedule: "0 9 * * *", duration: 8h}]"#);
+        let day = 20_454 * 86_400;
+        assert_eq!(
+            allowed_disruptions(&window, DisruptionReason::Empty, 30, 0, day + 10 * 3600),
+            0
+        );
+        assert_eq!(
+            allowed_disruptions(&window, DisruptionReason::Empty, 30, 0, day + 20 * 3600),
+            3
+        );
+    }
+
+    #[test]
+    fn do_not_disrupt_is_true_or_a_running_duration() {
+        let pod = |v: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "p", "annotations": {labels::DO_NOT_DISRUPT: v}}})).unwrap()
+        };
+        let m = Duration::from_secs(60);
+        assert!(pod_blocks(&pod("true"), Duration::ZERO, 100 * m));
+        assert!(pod_blocks(&pod("30m"), 10 * m, 39 * m));
+        assert!(!pod_blocks(&pod("30m"), 10 * m, 40 * m));
+        assert!(!pod_blocks(&pod("false"), Duration::ZERO, m));
+    }
+
+    #[test]
+    fn pdb_allowances_follow_min_available_and_max_unavailable() {
+        let pdb = |spec: serde_json::Value| -> PodDisruptionBudget {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "b", "namespace": "default"}, "spec": spec})).unwrap()
+        };
+        assert_eq!(
+            pdb_allowance(&pdb(serde_json::json!({"minAvailable": 2})), 3, 3),
+            1
+        );
+        assert_eq!(
+            pdb_allowance(&pdb(serde_json::json!({"minAvailable": "100%"})), 3, 3),
+            0
+        );
+        assert_eq!(
+            pdb_allowance(&pdb(serde_json::json!({"maxUnavailable": 1})), 3, 2),
+            0
+        );
+        assert_eq!(
+            pdb_allowance(&pdb(serde_json::json!({"maxUnavailable": "50%"})), 4, 4),
+            2
+        );
+        let p =
+            pdb(serde_json::json!({"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}));
+        let pod: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "x", "namespace": "default", "labels": {"app": "db"}}})).unwrap();
+        assert!(pdb_selects(&p, &pod));
+    }
+}
