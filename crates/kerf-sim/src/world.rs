@@ -30,6 +30,8 @@ use crate::log::Log;
 use crate::report::{FinalNode, Report, Sample, Totals};
 use crate::scenario::{Scenario, ScenarioError};
 
+mod disruption;
+
 /// How long a launched instance may take to register before Kerf gives up on it.
 pub const REGISTRATION_TTL: Duration = Duration::from_secs(15 * 60);
 /// Spot interruption warning lead time.
@@ -68,6 +70,10 @@ enum Ev {
     Reclaim(String),
     RegistrationTimeout(String),
     Sample,
+    Disrupt,
+    Validate,
+    Drain(String),
+    Expire(String),
 }
 
 struct SimPod {
@@ -92,6 +98,9 @@ struct SimNodeClaim {
     created: Duration,
     instance: Option<Instance>,
     node: Option<String>,
+    /// Hash of the NodePool template it was made from (drift).
+    hash: u64,
+    drifted: bool,
 }
 
 struct SimNode {
@@ -101,6 +110,8 @@ struct SimNode {
     allocatable: Resources,
     ready: bool,
     requests: Resources,
+    last_pod_event: Duration,
+    deleting: Option<Duration>,
 }
 
 /// One simulation.
@@ -132,6 +143,9 @@ pub struct World {
     spot_node_seconds: f64,
     last_accrual: Duration,
     options: RunOptions,
+    pdbs: BTreeMap<String, k8s_openapi::api::policy::v1::PodDisruptionBudget>,
+    command: Option<disruption::Pending>,
+    pass_at: Option<Duration>,
 }
 
 fn key(namespace: &str, name: &str) -> String {
@@ -191,6 +205,9 @@ impl World {
             spot_node_seconds: 0.0,
             last_accrual: Duration::ZERO,
             options,
+            pdbs: BTreeMap::new(),
+            command: None,
+            pass_at: None,
             scenario,
         };
         let manifests = w.scenario.spec.manifests.clone();
@@ -296,9 +313,14 @@ impl World {
                 }
             }
             Ev::Registered(nc) => self.register(&nc),
+            Ev::Disrupt => self.disruption_pass()?,
+            Ev::Validate => self.validate_command()?,
+            Ev::Drain(node) => self.drain(&node)?,
+            Ev::Expire(nc) => self.expire(&nc),
             Ev::Ready(node) => {
                 if let Some(n) = self.nodes.get_mut(&node) {
                     n.ready = true;
+                    n.last_pod_event = self.now;
                     let nc = n.nodeclaim.clone();
                     let allocatable = n.allocatable.to_resource_list();
                     self.log.info(self.now, "nodeclaim.lifecycle", "initialized nodeclaim", json!({
@@ -306,6 +328,7 @@ impl World {
                     }));
                     self.binder_dirty = true;
                 }
+                self.continue_command();
             }
             Ev::Interrupt(i) => self.interrupt(i),
             Ev::Reclaim(node) => self.reclaim(&node),
@@ -364,7 +387,8 @@ impl World {
         match check_document(&raw) {
             Checked::Valid(KarpenterObject::NodePool(np)) => {
                 let name = np.metadata.name.clone().unwrap_or_default();
-                self.node_pools.insert(name, *np);
+                self.node_pools.insert(name.clone(), *np);
+                self.mark_drift(&name);
                 self.binder_dirty = true;
             }
             Checked::Valid(KarpenterObject::EC2NodeClass(nc)) => {
@@ -421,6 +445,14 @@ impl World {
                     }
                     Some(ClusterObject::DaemonSet(pod)) => {
                         self.daemonsets.insert(key(&ns, &name), *pod);
+                    }
+                    None if kind == "PodDisruptionBudget" => {
+                        let pdb =
+                            serde_json::from_value(doc.clone()).map_err(|e| ScenarioError {
+                                path: path.into(),
+                                message: e.to_string(),
+                            })?;
+                        self.pdbs.insert(key(&ns, &name), pdb);
                     }
                     Some(ClusterObject::Node(_)) => {
                         return Err(ScenarioError {
@@ -536,6 +568,7 @@ impl World {
             && let Some(n) = p.node.and_then(|n| self.nodes.get_mut(&n))
         {
             n.requests = n.requests.saturating_sub(&p.requests);
+            n.last_pod_event = self.now;
             self.binder_dirty = true;
         }
     }
@@ -548,6 +581,7 @@ impl World {
             return;
         };
         n.requests.add(&p.requests);
+        n.last_pod_event = self.now;
         p.node = Some(node.to_string());
         p.nominated = None;
         p.provisionable = false;
@@ -565,6 +599,7 @@ impl World {
         if self.binder_dirty {
             self.binder_dirty = false;
             self.bind_pending();
+            self.schedule_pass(self.now + disruption::PASS_INTERVAL);
         }
         if self.options.check {
             self.check_step()?;
@@ -761,28 +796,9 @@ impl World {
         types
     }
 
-    /// The provisioner: one solve over the provisionable pods, then NodeClaims created and
-    /// launched, and pods nominated.
-    fn provision(&mut self) {
-        self.unavailable.expire(self.now);
-        let pods_keys: Vec<String> = self
-            .pods
-            .iter()
-            .filter(|(_, p)| p.provisionable && p.node.is_none())
-            .map(|(k, _)| k.clone())
-            .collect();
-        if pods_keys.is_empty() {
-            return;
-        }
-        self.log.info(
-            self.now,
-            "provisioner",
-            "found provisionable pod(s)",
-            json!({
-                "Pods": list_text(&pods_keys), "duration": "0s",
-            }),
-        );
-        // NodePools with their instance types, as the core sees them now
+    /// The NodePools as the core sees them now: instance types with the offerings the
+    /// unavailable cache rules out, and usage counted against limits.
+    fn pool_inputs(&mut self) -> (Vec<NodePoolInput>, Vec<String>) {
         let mut pools: Vec<NodePoolInput> = Vec::new();
         let mut pool_names: Vec<String> = Vec::new();
         let now = self.now;
@@ -804,6 +820,31 @@ impl World {
             pools.push(node_pool_input(&np, options, usage));
             pool_names.push(name);
         }
+        (pools, pool_names)
+    }
+
+    /// The provisioner: one solve over the provisionable pods, then NodeClaims created and
+    /// launched, and pods nominated.
+    fn provision(&mut self) {
+        self.unavailable.expire(self.now);
+        let pods_keys: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| p.provisionable && p.node.is_none())
+            .map(|(k, _)| k.clone())
+            .collect();
+        if pods_keys.is_empty() {
+            return;
+        }
+        self.log.info(
+            self.now,
+            "provisioner",
+            "found provisionable pod(s)",
+            json!({
+                "Pods": list_text(&pods_keys), "duration": "0s",
+            }),
+        );
+        let (pools, pool_names) = self.pool_inputs();
         // existing capacity: nodes, and launched NodeClaims that are not nodes yet
         let mut existing: Vec<ExistingNode> = Vec::new();
         let mut existing_ids: Vec<(Option<String>, String)> = Vec::new();
@@ -913,82 +954,16 @@ impl World {
         let mut retry = false;
         for plan in &decision.nodeclaims {
             let pool_name = pool_names[plan.node_pool].clone();
-            let name = nodeclaim_name(&pool_name, &mut self.rng);
-            let types: Vec<String> = plan.instance_types.iter().map(|o| o.name.clone()).collect();
-            self.log.info(
-                self.now,
-                "provisioner",
-                "created nodeclaim",
-                json!({
-                    "NodePool": {"name": pool_name}, "NodeClaim": {"name": name},
-                    "requests": plan.requests.to_resource_list(),
-                    "instance-types": list_text(&types),
-                }),
-            );
-            let pool = self.node_pools[&pool_name].clone();
-            let catalog = self.catalog(&pool.spec.template.spec.node_class_ref.name);
-            let windows = &self.scenario.spec.cloud.insufficient_capacity;
-            let now = self.now;
-            let attempt = cloud::launch(
-                &plan.requirements,
-                &types,
-                &catalog,
-                &self.zones,
-                |ct, it, z| windows.iter().any(|w| w.covers(ct, it, z, now)),
-                &mut self.rng,
-            );
-            for (ct, it, zone) in &attempt.insufficient {
-                self.unavailable.mark(
-                    Pattern {
-                        capacity_type: Some(ct.clone()),
-                        instance_type: Some(it.clone()),
-                        zone: Some(zone.clone()),
-                    },
-                    self.now,
-                );
-            }
-            match attempt.instance {
-                Some(instance) => {
-                    self.log.info(
-                        self.now,
-                        "nodeclaim.lifecycle",
-                        "launched nodeclaim",
-                        json!({
-                            "NodeClaim": {"name": name},
-                            "provider-id": instance.provider_id,
-                            "instance-type": instance.instance_type,
-                            "zone": instance.zone,
-                            "capacity-type": instance.capacity_type,
-                            "allocatable": instance.allocatable.to_resource_list(),
-                        }),
-                    );
-                    self.totals.nodes_launched += 1;
+            match self.launch_plan(plan, &pool_name) {
+                Some(name) => {
                     for p in &plan.pods {
                         if let Some(sp) = self.pods.get_mut(&pods_keys[*p]) {
                             sp.nominated = Some(name.clone());
                             sp.provisionable = false;
                         }
                     }
-                    self.nodeclaims.insert(
-                        name.clone(),
-                        SimNodeClaim {
-                            nodepool: pool_name,
-                            created: self.now,
-                            instance: Some(instance),
-                            node: None,
-                        },
-                    );
-                    let delay = self.scenario.spec.cloud.launch_delay.0;
-                    self.push(self.now + delay, Ev::Registered(name.clone()));
-                    self.push(self.now + REGISTRATION_TTL, Ev::RegistrationTimeout(name));
                 }
-                None => {
-                    self.log.error(self.now, "nodeclaim.lifecycle", "failed launching nodeclaim", json!({
-                        "NodeClaim": {"name": name},
-                        "error": format!("creating instance, insufficient capacity, all requested instance types were unavailable during launch ({} offerings)", attempt.insufficient.len()),
-                    }));
-                    retry = true;
-                }
+                None => retry = true,
             }
         }
         if retry || !decision.unschedulable.is_empty() {
@@ -1002,6 +977,98 @@ impl World {
                 }
             }
             self.binder_dirty = true;
+        }
+    }
+
+    /// Creates and launches the NodeClaim of a plan; its name, or `None` when the cloud had no
+    /// capacity for any of its offerings (those are marked unavailable).
+    fn launch_plan(
+        &mut self,
+        plan: &kerf_scheduling::PlannedNodeClaim,
+        pool_name: &str,
+    ) -> Option<String> {
+        let pool_name = pool_name.to_string();
+        let name = nodeclaim_name(&pool_name, &mut self.rng);
+        let types: Vec<String> = plan.instance_types.iter().map(|o| o.name.clone()).collect();
+        self.log.info(
+            self.now,
+            "provisioner",
+            "created nodeclaim",
+            json!({
+                "NodePool": {"name": pool_name}, "NodeClaim": {"name": name},
+                "requests": plan.requests.to_resource_list(),
+                "instance-types": list_text(&types),
+            }),
+        );
+        let pool = self.node_pools[&pool_name].clone();
+        let catalog = self.catalog(&pool.spec.template.spec.node_class_ref.name);
+        let windows = &self.scenario.spec.cloud.insufficient_capacity;
+        let now = self.now;
+        let attempt = cloud::launch(
+            &plan.requirements,
+            &types,
+            &catalog,
+            &self.zones,
+            |ct, it, z| windows.iter().any(|w| w.covers(ct, it, z, now)),
+            &mut self.rng,
+        );
+        for (ct, it, zone) in &attempt.insufficient {
+            self.unavailable.mark(
+                Pattern {
+                    capacity_type: Some(ct.clone()),
+                    instance_type: Some(it.clone()),
+                    zone: Some(zone.clone()),
+                },
+                self.now,
+            );
+        }
+        match attempt.instance {
+            Some(instance) => {
+                self.log.info(
+                    self.now,
+                    "nodeclaim.lifecycle",
+                    "launched nodeclaim",
+                    json!({
+                        "NodeClaim": {"name": name},
+                        "provider-id": instance.provider_id,
+                        "instance-type": instance.instance_type,
+                        "zone": instance.zone,
+                        "capacity-type": instance.capacity_type,
+                        "allocatable": instance.allocatable.to_resource_list(),
+                    }),
+                );
+                self.totals.nodes_launched += 1;
+                if let kerf_api::duration::NillableDuration::After(ttl) =
+                    pool.spec.template.spec.expire_after
+                {
+                    self.push(self.now + ttl, Ev::Expire(name.clone()));
+                }
+                self.nodeclaims.insert(
+                    name.clone(),
+                    SimNodeClaim {
+                        nodepool: pool_name,
+                        created: self.now,
+                        instance: Some(instance),
+                        node: None,
+                        hash: disruption::template_hash(&pool),
+                        drifted: false,
+                    },
+                );
+                let delay = self.scenario.spec.cloud.launch_delay.0;
+                self.push(self.now + delay, Ev::Registered(name.clone()));
+                self.push(
+                    self.now + REGISTRATION_TTL,
+                    Ev::RegistrationTimeout(name.clone()),
+                );
+                Some(name)
+            }
+            None => {
+                self.log.error(self.now, "nodeclaim.lifecycle", "failed launching nodeclaim", json!({
+                    "NodeClaim": {"name": name},
+                    "error": format!("creating instance, insufficient capacity, all requested instance types were unavailable during launch ({} offerings)", attempt.insufficient.len()),
+                }));
+                None
+            }
         }
     }
 
@@ -1054,6 +1121,8 @@ impl World {
                 allocatable: instance.allocatable.clone(),
                 ready: false,
                 requests: Resources::default(),
+                last_pod_event: self.now,
+                deleting: None,
             },
         );
         if let Some(c) = self.nodeclaims.get_mut(nc) {
@@ -1116,7 +1185,8 @@ impl World {
                     "Node": {"name": node}, "instance-id": id, "reclaim-at": crate::clock::rfc3339(self.now + INTERRUPTION_NOTICE),
                 }));
             }
-            self.push(self.now + INTERRUPTION_NOTICE, Ev::Reclaim(node));
+            self.push(self.now + INTERRUPTION_NOTICE, Ev::Reclaim(node.clone()));
+            self.handle_interruption(&claim, &node);
         }
     }
 
@@ -1220,8 +1290,15 @@ impl World {
                 .as_ref()
                 .and_then(|s| s.tolerations.clone())
                 .unwrap_or_default();
+            // the disrupted taint arrives after binding: it keeps new pods off, not old ones
+            let scheduling_taints: Vec<Taint> = n
+                .taints
+                .iter()
+                .filter(|t| t.key != labels::DISRUPTED_TAINT_KEY)
+                .cloned()
+                .collect();
             if let Some(t) =
-                kerf_scheduling::taints::first_untolerated(&tolerations, &n.taints, true)
+                kerf_scheduling::taints::first_untolerated(&tolerations, &scheduling_taints, true)
             {
                 return Err(self.violation(format!(
                     "pod {k} is bound to node {node} whose taint {} it does not tolerate",

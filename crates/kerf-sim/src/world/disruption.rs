@@ -1,0 +1,594 @@
+//! Disruption, termination and interruption in the simulated cluster: the shell around
+//! `kerf_core::consolidation` and `kerf_core::disruption`. A pass every 10 s (while anything
+//! changed) picks one command; it is re-checked after 15 s, then candidates are tainted,
+//! replacements launched and awaited, and the candidates drained and deleted.
+
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::time::Duration;
+
+use kerf_api::nodepool::DisruptionReason;
+use kerf_api::{NodePool, Taint, TaintEffect, labels};
+use kerf_core::consolidation::{ClusterView, Command, NodeView, plan};
+use kerf_core::disruption::{
+    allowed_disruptions, consolidatable_at, pdb_allowance, pdb_selects, pod_blocks,
+};
+use kerf_core::unavailable::Pattern;
+use kerf_scheduling::ExistingNode;
+use serde_json::json;
+
+use super::{Ev, SimError, World};
+
+/// How often disruption looks for work while the cluster changes.
+pub const PASS_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a decision waits before it is re-checked and acted on.
+pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
+/// How often a draining node retries evictions a PDB refused.
+pub const DRAIN_RETRY: Duration = Duration::from_secs(5);
+/// Seconds from the Unix epoch to the simulation's start (2026-01-01T00:00:00Z), for budget
+/// schedules.
+const EPOCH_UNIX: u64 = 20_454 * 86_400;
+
+/// A disruption decision on its way.
+pub struct Pending {
+    reason: DisruptionReason,
+    candidates: Vec<String>,
+    replacements: Vec<String>,
+    savings: f64,
+    acting: bool,
+}
+
+/// The drift-relevant part of a NodePool's template, hashed (expireAfter and
+/// terminationGracePeriod changes apply without replacing nodes, as in Karpenter).
+pub fn template_hash(np: &NodePool) -> u64 {
+    let mut t = np.spec.template.clone();
+    t.spec.expire_after = kerf_api::nodepool::default_expire_after();
+    t.spec.termination_grace_period = None;
+    let mut h = DefaultHasher::new();
+    serde_json::to_string(&t).unwrap_or_default().hash(&mut h);
+    h.finish()
+}
+
+fn reason_name(r: DisruptionReason) -> &'static str {
+    match r {
+        DisruptionReason::Empty => "Empty",
+        DisruptionReason::Drifted => "Drifted",
+        DisruptionReason::Underutilized => "Underutilized",
+    }
+}
+
+fn disrupted_taint() -> Taint {
+    Taint {
+        key: labels::DISRUPTED_TAINT_KEY.into(),
+        value: None,
+        effect: TaintEffect::NoSchedule,
+        time_added: None,
+    }
+}
+
+impl World {
+    pub(super) fn schedule_pass(&mut self, at: Duration) {
+        if self.pass_at.is_none_or(|p| p > at) && at <= self.duration() {
+            self.pass_at = Some(at);
+            self.push(at, Ev::Disrupt);
+        }
+    }
+
+    /// Marks the NodeClaims of a changed NodePool as drifted.
+    pub(super) fn mark_drift(&mut self, pool: &str) {
+        let Some(np) = self.node_pools.get(pool) else {
+            return;
+        };
+        let hash = template_hash(np);
+        let mut marked = Vec::new();
+        for (name, c) in self.nodeclaims.iter_mut() {
+            if c.nodepool == pool && c.hash != hash && !c.drifted {
+                c.drifted = true;
+                marked.push(name.clone());
+            }
+        }
+        for name in marked {
+            self.log.info(
+                self.now,
+                "nodeclaim.disruption",
+                "marking drifted",
+                json!({
+                    "NodeClaim": {"name": name}, "reason": "NodePoolDrifted",
+                }),
+            );
+        }
+        self.schedule_pass(self.now);
+    }
+
+    /// Builds the view of the cluster disruption decides on.
+    fn view(&mut self) -> (ClusterView, Vec<String>) {
+        let (node_pools, pool_names) = self.pool_inputs();
+        let pool_index: BTreeMap<&str, usize> = pool_names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), i))
+            .collect();
+        let mut names = Vec::new();
+        let mut nodes = Vec::new();
+        let mut pods = Vec::new();
+        let in_command: Vec<String> = self
+            .command
+            .iter()
+            .flat_map(|c| c.candidates.clone())
+            .collect();
+        for (name, n) in &self.nodes {
+            let Some(c) = self.nodeclaims.get(&n.nodeclaim) else {
+                continue;
+            };
+            let Some(inst) = &c.instance else { continue };
+            let pool = pool_index.get(c.nodepool.as_str()).copied();
+            let mut on_node = Vec::new();
+            let mut blocked = false;
+            for (k, p) in &self.pods {
+                if p.node.as_deref() != Some(name) || p.daemon {
+                    continue;
+                }
+                if pod_blocks(&p.pod, p.pending_since, self.now) || self.pdb_blocks(k) {
+                    blocked = true;
+                }
+                on_node.push(pods.len());
+                pods.push(p.pod.clone());
+            }
+            let nominated = self
+                .pods
+                .values()
+                .any(|p| p.nominated.as_deref() == Some(&n.nodeclaim));
+            let np = self.node_pools.get(&c.nodepool);
+            let consolidatable = n.ready
+                && np
+                    .and_then(|np| consolidatable_at(np, n.last_pod_event))
+                    .is_some_and(|t| self.now >= t);
+            nodes.push(NodeView {
+                node: ExistingNode {
+                    name: name.clone(),
+                    labels: n.labels.clone(),
+                    taints: n.taints.clone(),
+                    allocatable: n.allocatable.clone(),
+                    requested: n.requests.clone(),
+                    initialized: n.ready,
+                },
+                node_pool: pool,
+                price_per_hour: inst.price_per_hour,
+                capacity_type: inst.capacity_type.clone(),
+                pods: on_node,
+                disruptable: n.ready
+                    && n.deleting.is_none()
+                    && !nominated
+                    && !blocked
+                    && !in_command.contains(name)
+                    && pool.is_some(),
+                consolidatable,
+                drifted: c.drifted,
+            });
+            names.push(name.clone());
+        }
+        let mut allowed = BTreeMap::new();
+        for (i, pool) in pool_names.iter().enumerate() {
+            let np = &self.node_pools[pool];
+            let total = self
+                .nodes
+                .values()
+                .filter(|n| {
+                    self.nodeclaims
+                        .get(&n.nodeclaim)
+                        .is_some_and(|c| c.nodepool == *pool)
+                })
+                .count();
+            let deleting = self
+                .nodes
+                .values()
+                .filter(|n| {
+                    n.deleting.is_some()
+                        && self
+                            .nodeclaims
+                            .get(&n.nodeclaim)
+                            .is_some_and(|c| c.nodepool == *pool)
+                })
+                .count();
+            for r in [
+                DisruptionReason::Empty,
+                DisruptionReason::Drifted,
+                DisruptionReason::Underutilized,
+            ] {
+                let unix = EPOCH_UNIX + self.now.as_secs();
+                allowed.insert((i, r), allowed_disruptions(np, r, total, deleting, unix));
+            }
+        }
+        let objects: Vec<NodePool> = pool_names
+            .iter()
+            .map(|n| self.node_pools[n].clone())
+            .collect();
+        let daemonsets: Vec<k8s_openapi::api::core::v1::Pod> =
+            self.daemonsets.values().cloned().collect();
+        (
+            ClusterView {
+                nodes,
+                pods,
+                node_pool_objects: objects,
+                node_pools,
+                daemonsets,
+                allowed,
+                spot_to_spot: false,
+            },
+            names,
+        )
+    }
+
+    /// Whether evicting a pod now would break a PodDisruptionBudget.
+    fn pdb_blocks(&self, pod: &str) -> bool {
+        let Some(p) = self.pods.get(pod) else {
+            return false;
+        };
+        self.pdbs
+            .values()
+            .filter(|b| pdb_selects(b, &p.pod))
+            .any(|b| {
+                let selected: Vec<&super::SimPod> = self
+                    .pods
+                    .values()
+                    .filter(|q| pdb_selects(b, &q.pod))
+                    .collect();
+                let healthy = selected
+                    .iter()
+                    .filter(|q| {
+                        q.node
+                            .as_ref()
+                            .is_some_and(|n| self.nodes.get(n).is_some_and(|n| n.ready))
+                    })
+                    .count();
+                pdb_allowance(b, selected.len(), healthy) == 0
+            })
+    }
+
+    fn decide(&mut self) -> Option<(Command, Vec<String>)> {
+        let (view, names) = self.view();
+        let command = plan(&view)?;
+        Some((command, names))
+    }
+
+    pub(super) fn disruption_pass(&mut self) -> Result<(), SimError> {
+        self.pass_at = None;
+        if self.command.is_some() {
+            return Ok(());
+        }
+        if let Some((command, names)) = self.decide() {
+            self.command = Some(Pending {
+                reason: command.reason,
+                candidates: command
+                    .candidates
+                    .iter()
+                    .map(|i| names[*i].clone())
+                    .collect(),
+                replacements: Vec::new(),
+                savings: command.savings,
+                acting: false,
+            });
+            self.push(self.now + VALIDATION_DELAY, Ev::Validate);
+        } else {
+            // wake up when the next node's consolidateAfter runs out
+            let next = self
+                .nodes
+                .values()
+                .filter_map(|n| {
+                    let pool = self
+                        .nodeclaims
+                        .get(&n.nodeclaim)
+                        .and_then(|c| self.node_pools.get(&c.nodepool))?;
+                    consolidatable_at(pool, n.last_pod_event)
+                })
+                .filter(|t| *t > self.now)
+                .min();
+            if let Some(t) = next {
+                self.schedule_pass(t);
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-decides with fresh state; acts only if the same candidates come out.
+    pub(super) fn validate_command(&mut self) -> Result<(), SimError> {
+        let Some(pending) = self.command.take() else {
+            return Ok(());
+        };
+        let Some((command, names)) = self.decide() else {
+            self.schedule_pass(self.now + PASS_INTERVAL);
+            return Ok(());
+        };
+        let now_candidates: Vec<String> = command
+            .candidates
+            .iter()
+            .map(|i| names[*i].clone())
+            .collect();
+        if command.reason != pending.reason || now_candidates != pending.candidates {
+            self.schedule_pass(self.now + PASS_INTERVAL);
+            return Ok(());
+        }
+        self.act(command, now_candidates)
+    }
+
+    fn act(&mut self, command: Command, candidates: Vec<String>) -> Result<(), SimError> {
+        let method = if command.replacements.is_empty() {
+            "delete"
+        } else {
+            "replace"
+        };
+        let pools: Vec<String> = candidates
+            .iter()
+            .filter_map(|n| {
+                self.nodes
+                    .get(n)
+                    .and_then(|n| self.nodeclaims.get(&n.nodeclaim))
+                    .map(|c| c.nodepool.clone())
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let id = format!("{:08x}", self.seq);
+        let text = format!(
+            "{}/{id}: {method}: nodepools=[{}]: [{}] -> [{} replacement(s)] (savings: ${:.2})",
+            reason_name(command.reason),
+            pools.join(", "),
+            candidates.join(", "),
+            command.replacements.len(),
+            command.savings
+        );
+        if self.options.check {
+            // budgets are never exceeded
+            for pool in &pools {
+                let np = &self.node_pools[pool];
+                let of_pool = |n: &&super::SimNode| {
+                    self.nodeclaims
+                        .get(&n.nodeclaim)
+                        .is_some_and(|c| c.nodepool == *pool)
+                };
+                let total = self.nodes.values().filter(of_pool).count();
+                let deleting = self
+                    .nodes
+                    .values()
+                    .filter(of_pool)
+                    .filter(|n| n.deleting.is_some())
+                    .count();
+                let mine = candidates
+                    .iter()
+                    .filter(|c| {
+                        self.nodes
+                            .get(*c)
+                            .and_then(|n| self.nodeclaims.get(&n.nodeclaim))
+                            .is_some_and(|c| c.nodepool == *pool)
+                    })
+                    .count();
+                let allowed = allowed_disruptions(
+                    np,
+                    command.reason,
+                    total,
+                    deleting,
+                    EPOCH_UNIX + self.now.as_secs(),
+                );
+                if mine > allowed {
+                    return Err(self.violation(format!("disruption of {mine} nodes of nodepool {pool} exceeds its budget of {allowed}")));
+                }
+            }
+        }
+        self.log.info(
+            self.now,
+            "disruption",
+            "disrupting node(s)",
+            json!({
+                "command": text, "reason": reason_name(command.reason).to_lowercase(),
+            }),
+        );
+        for c in &candidates {
+            self.taint(c);
+        }
+        let mut launched = Vec::new();
+        for r in &command.replacements {
+            let pool = self.pool_inputs().1[r.node_pool].clone();
+            match self.launch_plan(r, &pool) {
+                Some(name) => launched.push(name),
+                None => {
+                    // a replacement failed: give the command up and untaint
+                    for c in &candidates {
+                        if let Some(n) = self.nodes.get_mut(c) {
+                            n.taints.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
+                        }
+                    }
+                    self.schedule_pass(self.now + PASS_INTERVAL);
+                    return Ok(());
+                }
+            }
+        }
+        self.command = Some(Pending {
+            reason: command.reason,
+            candidates,
+            replacements: launched,
+            savings: command.savings,
+            acting: true,
+        });
+        self.continue_command();
+        Ok(())
+    }
+
+    /// Deletes the candidates once every replacement is Ready.
+    pub(super) fn continue_command(&mut self) {
+        let Some(c) = &self.command else { return };
+        if !c.acting {
+            return;
+        }
+        let mut ready = true;
+        for r in &c.replacements {
+            match self.nodeclaims.get(r) {
+                None => {
+                    // the replacement is gone: untaint and give up
+                    let candidates = c.candidates.clone();
+                    for n in candidates {
+                        if let Some(n) = self.nodes.get_mut(&n) {
+                            n.taints.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
+                        }
+                    }
+                    self.command = None;
+                    self.schedule_pass(self.now + PASS_INTERVAL);
+                    return;
+                }
+                Some(claim) => {
+                    ready &= claim
+                        .node
+                        .as_ref()
+                        .and_then(|n| self.nodes.get(n))
+                        .is_some_and(|n| n.ready);
+                }
+            }
+        }
+        if !ready {
+            return;
+        }
+        let c = self.command.take().expect("checked");
+        for n in &c.candidates {
+            self.terminate(n);
+        }
+        self.log.info(self.now, "disruption", "command succeeded", json!({
+            "reason": reason_name(c.reason).to_lowercase(), "savings": format!("${:.2}", c.savings),
+        }));
+        self.schedule_pass(self.now + PASS_INTERVAL);
+    }
+
+    fn taint(&mut self, node: &str) {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        if n.taints
+            .iter()
+            .any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
+        {
+            return;
+        }
+        n.taints.push(disrupted_taint());
+        self.log.info(self.now, "node.termination", "tainted node", json!({
+            "Node": {"name": node}, "taint.Key": labels::DISRUPTED_TAINT_KEY, "taint.Value": "", "taint.Effect": "NoSchedule",
+        }));
+    }
+
+    /// Starts deleting a node: taint it and drain it.
+    pub(super) fn terminate(&mut self, node: &str) {
+        self.taint(node);
+        if let Some(n) = self.nodes.get_mut(node)
+            && n.deleting.is_none()
+        {
+            n.deleting = Some(self.now);
+            self.push(self.now, Ev::Drain(node.to_string()));
+        }
+    }
+
+    /// Evicts what may be evicted; deletes the node when only daemonsets are left.
+    pub(super) fn drain(&mut self, node: &str) -> Result<(), SimError> {
+        let Some(n) = self.nodes.get(node) else {
+            return Ok(());
+        };
+        let since = n.deleting.unwrap_or(self.now);
+        let claim = n.nodeclaim.clone();
+        let grace = self
+            .nodeclaims
+            .get(&claim)
+            .and_then(|c| self.node_pools.get(&c.nodepool))
+            .and_then(|np| np.spec.template.spec.termination_grace_period)
+            .map(|g| g.0);
+        let forced = grace.is_some_and(|g| self.now >= since + g);
+        let on_node: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| p.node.as_deref() == Some(node) && !p.daemon)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut left = 0;
+        for k in on_node {
+            let p = &self.pods[&k];
+            let protected = pod_blocks(&p.pod, p.pending_since, self.now);
+            if !forced && (protected || self.pdb_blocks(&k)) {
+                left += 1;
+                continue;
+            }
+            self.evict(&k);
+        }
+        if left > 0 {
+            self.push(self.now + DRAIN_RETRY, Ev::Drain(node.to_string()));
+            return Ok(());
+        }
+        self.log.info(
+            self.now,
+            "node.termination",
+            "deleted node",
+            json!({"Node": {"name": node}}),
+        );
+        let provider = self
+            .nodeclaims
+            .get(&claim)
+            .and_then(|c| c.instance.as_ref())
+            .map(|i| i.provider_id.clone());
+        self.log.info(
+            self.now,
+            "nodeclaim.lifecycle",
+            "deleted nodeclaim",
+            json!({
+                "NodeClaim": {"name": claim}, "Node": {"name": node}, "provider-id": provider,
+            }),
+        );
+        self.remove_nodeclaim(&claim);
+        Ok(())
+    }
+
+    fn evict(&mut self, k: &str) {
+        let Some(p) = self.pods.get(k) else { return };
+        let workload = p.workload.is_some();
+        self.totals.pods_evicted += 1;
+        // evicted pods go; their controller makes new ones
+        self.delete_pod(k);
+        if !workload {
+            self.log.info(
+                self.now,
+                "node.termination",
+                "evicted pod without a controller",
+                json!({"Pod": k}),
+            );
+        }
+    }
+
+    /// Expiry: forceful, no budget.
+    pub(super) fn expire(&mut self, nc: &str) {
+        let Some(c) = self.nodeclaims.get(nc) else {
+            return;
+        };
+        self.log.info(
+            self.now,
+            "nodeclaim.expiration",
+            "deleting expired nodeclaim",
+            json!({"NodeClaim": {"name": nc}}),
+        );
+        match c.node.clone() {
+            Some(node) => self.terminate(&node),
+            None => self.remove_nodeclaim(nc),
+        }
+    }
+
+    /// A spot interruption warning: the offering is marked unavailable, the node cordoned
+    /// and drained now, so its pods get new capacity before the instance is reclaimed.
+    pub(super) fn handle_interruption(&mut self, claim: &str, node: &str) {
+        if let Some(i) = self.nodeclaims.get(claim).and_then(|c| c.instance.as_ref()) {
+            self.unavailable.mark(
+                Pattern {
+                    capacity_type: Some(i.capacity_type.clone()),
+                    instance_type: Some(i.instance_type.clone()),
+                    zone: Some(i.zone.clone()),
+                },
+                self.now,
+            );
+        }
+        self.log.info(self.now, "interruption", "initiating delete from interruption message", json!({
+            "NodeClaim": {"name": claim}, "Node": {"name": node}, "messageKind": "SpotInterruptionKind",
+        }));
+        self.terminate(node);
+    }
+}
