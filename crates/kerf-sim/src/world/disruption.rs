@@ -286,6 +286,22 @@ impl World {
             if let Some(t) = next {
                 self.schedule_pass(t);
             }
+            // a budget window that is open now will close on a minute boundary: look again
+            let unix = EPOCH_UNIX + self.now.as_secs();
+            let windowed = self.node_pools.values().any(|np| {
+                np.spec
+                    .disruption
+                    .budgets
+                    .iter()
+                    .any(|b| match (&b.schedule, b.duration) {
+                        (Some(s), Some(d)) => kerf_api::cron::CronSchedule::parse(s)
+                            .is_ok_and(|c| c.active_at(unix, d.0)),
+                        _ => false,
+                    })
+            });
+            if windowed {
+                self.schedule_pass(self.now + Duration::from_secs(60));
+            }
         }
         Ok(())
     }

@@ -1,0 +1,311 @@
+//! Disruption scenarios in the simulator, one per behaviour, with every invariant checked.
+
+use kerf_sim::{Report, RunOptions};
+use serde_json::Value;
+
+struct Setup<'a> {
+    duration: &'a str,
+    capacity_type: &'a str,
+    disruption: &'a str,
+    template_extra: &'a str,
+    replicas: usize,
+    pod_extra: &'a str,
+    manifests: &'a str,
+    cloud: &'a str,
+    events: &'a str,
+}
+
+const BASE: Setup<'static> = Setup {
+    duration: "2h",
+    capacity_type: "on-demand",
+    disruption: "{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 1m}",
+    template_extra: "",
+    replicas: 4,
+    pod_extra: "",
+    manifests: "",
+    cloud: "{}",
+    events: "[]",
+};
+
+fn run(s: &Setup<'_>) -> Report {
+    let yaml = format!(
+        r#"
+apiVersion: kerf.sh/v1alpha1
+kind: Scenario
+metadata: {{name: t}}
+spec:
+  duration: {duration}
+  cloud: {cloud}
+  manifests:
+  - apiVersion: karpenter.k8s.aws/v1
+    kind: EC2NodeClass
+    metadata: {{name: default}}
+    spec:
+      role: R
+      amiSelectorTerms: [{{alias: al2023@latest}}]
+      subnetSelectorTerms: [{{tags: {{k: v}}}}]
+      securityGroupSelectorTerms: [{{tags: {{k: v}}}}]
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {{name: default}}
+    spec:
+      disruption: {disruption}
+      template:
+        spec:
+          nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+          requirements:
+          - {{key: karpenter.sh/capacity-type, operator: In, values: [{ct}]}}
+          - {{key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m]}}
+          - {{key: kubernetes.io/arch, operator: In, values: [amd64]}}
+{template_extra}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {{name: app, namespace: default}}
+    spec:
+      replicas: {replicas}
+      selector: {{matchLabels: {{app: app}}}}
+      template:
+        metadata:
+          labels: {{app: app}}
+{pod_extra}
+        spec:
+          containers: [{{name: c, image: x, resources: {{requests: {{cpu: "1", memory: 1Gi}}}}}}]
+{manifests}
+  events: {events}
+"#,
+        duration = s.duration,
+        cloud = s.cloud,
+        disruption = s.disruption,
+        ct = s.capacity_type,
+        template_extra = s.template_extra,
+        replicas = s.replicas,
+        pod_extra = s.pod_extra,
+        manifests = s.manifests,
+        events = s.events,
+    );
+    let scenario = kerf_sim::scenario::parse(&yaml, None).expect("scenario parses");
+    kerf_sim::run(scenario, RunOptions { check: true }, &mut |_, _, _| {})
+        .expect("runs with invariants held")
+}
+
+fn minutes(e: &Value) -> f64 {
+    let t = e["time"].as_str().unwrap();
+    let (h, m, s): (f64, f64, f64) = (
+        t[11..13].parse().unwrap(),
+        t[14..16].parse().unwrap(),
+        t[17..23].parse().unwrap(),
+    );
+    h * 60.0 + m + s / 60.0
+}
+
+fn disruptions(r: &Report) -> Vec<(f64, String)> {
+    r.events
+        .iter()
+        .filter(|e| e["message"] == "disrupting node(s)")
+        .map(|e| (minutes(e), e["command"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+fn scale(at: &str, n: usize) -> String {
+    format!(
+        "{{at: {at}, scale: {{kind: Deployment, name: app, namespace: default, replicas: {n}}}}}"
+    )
+}
+
+#[test]
+fn an_empty_node_is_deleted_after_consolidate_after() {
+    let events = format!("[{}]", scale("10m", 0));
+    let r = run(&Setup {
+        disruption: "{consolidationPolicy: WhenEmpty, consolidateAfter: 5m}",
+        events: &events,
+        ..BASE
+    });
+    let d = disruptions(&r);
+    assert!(!d.is_empty());
+    assert!(d[0].1.starts_with("Empty/"), "{d:?}");
+    assert!(d[0].0 >= 15.0, "deleted only after 5m of quiet: {d:?}");
+    assert!(r.end.nodes.is_empty());
+}
+
+#[test]
+fn scaling_12_5_1_consolidates_to_fewer_then_one_cheaper_node() {
+    let events = format!("[{}, {}]", scale("20m", 5), scale("50m", 1));
+    let r = run(&Setup {
+        replicas: 12,
+        events: &events,
+        ..BASE
+    });
+    assert!(r.end.pending_pods.is_empty());
+    assert_eq!(r.end.nodes.len(), 1);
+    let end_price = r.end.nodes[0].price_per_hour;
+    let peak = r
+        .timeline
+        .iter()
+        .map(|s| s.cost_per_hour)
+        .fold(0.0, f64::max);
+    assert!(
+        end_price < peak,
+        "one cheaper node at the end: {end_price} vs peak {peak}"
+    );
+    let after_five = r
+        .timeline
+        .iter()
+        .filter(|s| (2400.0..2900.0).contains(&s.t))
+        .map(|s| s.cost_per_hour)
+        .fold(f64::MAX, f64::min);
+    assert!(after_five < peak, "fewer or cheaper nodes after 12 → 5");
+}
+
+#[test]
+fn a_do_not_disrupt_pod_keeps_its_node() {
+    let pod = r#"
+  - apiVersion: v1
+    kind: Pod
+    metadata: {name: precious, namespace: default, annotations: {karpenter.sh/do-not-disrupt: "true"}}
+    spec:
+      containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]"#;
+    let events = format!("[{}]", scale("10m", 0));
+    let r = run(&Setup {
+        replicas: 3,
+        manifests: pod,
+        events: &events,
+        ..BASE
+    });
+    let holder = r
+        .end
+        .nodes
+        .iter()
+        .find(|n| n.pods.contains(&"default/precious".to_string()));
+    assert!(
+        holder.is_some(),
+        "the node with the do-not-disrupt pod stays: {:?}",
+        r.end.nodes
+    );
+    assert!(r.events.iter().all(|e| e["Pod"] != "default/precious"));
+}
+
+#[test]
+fn a_pdb_without_allowed_disruptions_keeps_its_node() {
+    let pdb = r#"
+  - apiVersion: policy/v1
+    kind: PodDisruptionBudget
+    metadata: {name: app, namespace: default}
+    spec:
+      minAvailable: 2
+      selector: {matchLabels: {app: app}}"#;
+    // two pods on what becomes an oversized node: consolidation would move them, the PDB says no
+    let events = format!("[{}]", scale("10m", 2));
+    let r = run(&Setup {
+        replicas: 8,
+        manifests: pdb,
+        events: &events,
+        ..BASE
+    });
+    assert!(r.end.pending_pods.is_empty());
+    let replaced = disruptions(&r).iter().filter(|(t, _)| *t > 10.0).count();
+    assert_eq!(replaced, 0, "{:?}", disruptions(&r));
+}
+
+#[test]
+fn a_zero_budget_blocks_every_disruption() {
+    let events = format!("[{}]", scale("10m", 0));
+    let r = run(&Setup {
+        disruption: r#"{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 1m, budgets: [{nodes: "0"}]}"#,
+        events: &events,
+        ..BASE
+    });
+    assert!(disruptions(&r).is_empty());
+    assert!(!r.end.nodes.is_empty());
+}
+
+#[test]
+fn a_budget_window_blocks_only_inside_its_schedule() {
+    // no disruption from 00:00 to 01:00 UTC each day; the node empties at 10m
+    let events = format!("[{}]", scale("10m", 0));
+    let r = run(&Setup {
+        disruption: r#"{consolidationPolicy: WhenEmpty, consolidateAfter: 1m, budgets: [{nodes: "0", schedule: "0 0 * * *", duration: 1h}]}"#,
+        events: &events,
+        ..BASE
+    });
+    let d = disruptions(&r);
+    assert!(!d.is_empty());
+    assert!(d[0].0 >= 60.0, "waited for the window to close: {d:?}");
+    assert!(r.end.nodes.is_empty());
+}
+
+#[test]
+fn expire_after_replaces_nodes() {
+    let r = run(&Setup {
+        template_extra: "          expireAfter: 30m",
+        ..BASE
+    });
+    let expired: Vec<f64> = r
+        .events
+        .iter()
+        .filter(|e| e["message"] == "deleting expired nodeclaim")
+        .map(minutes)
+        .collect();
+    assert!(!expired.is_empty() && expired[0] >= 30.0, "{expired:?}");
+    assert!(r.totals.nodes_launched >= 2);
+    assert!(r.end.pending_pods.is_empty());
+}
+
+#[test]
+fn changing_a_requirement_drifts_and_replaces_the_nodes() {
+    let apply = r#"[{at: 20m, apply: {apiVersion: karpenter.sh/v1, kind: NodePool, metadata: {name: default}, spec: {template: {spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}, requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}, {key: karpenter.k8s.aws/instance-category, operator: In, values: [r]}, {key: kubernetes.io/arch, operator: In, values: [amd64]}]}}}}}]"#;
+    let r = run(&Setup {
+        events: apply,
+        ..BASE
+    });
+    assert!(r.events.iter().any(|e| e["message"] == "marking drifted"));
+    assert!(
+        disruptions(&r)
+            .iter()
+            .any(|(_, c)| c.starts_with("Drifted/"))
+    );
+    assert!(!r.end.nodes.is_empty());
+    for n in &r.end.nodes {
+        assert!(
+            n.instance_type.starts_with('r'),
+            "replaced onto the new requirement: {}",
+            n.instance_type
+        );
+    }
+    assert!(r.end.pending_pods.is_empty());
+}
+
+#[test]
+fn a_spot_interruption_replaces_the_node_and_leaves_nothing_pending() {
+    let r = run(&Setup {
+        capacity_type: "spot",
+        cloud: "{spotInterruptions: [{at: 30m, count: 1}]}",
+        ..BASE
+    });
+    assert!(
+        r.events
+            .iter()
+            .any(|e| e["message"] == "initiating delete from interruption message")
+    );
+    assert!(r.totals.pods_evicted > 0);
+    assert!(r.end.pending_pods.is_empty());
+    assert!(!r.end.nodes.is_empty());
+    assert!(
+        r.totals.max_pod_pending_seconds < 120.0,
+        "replacement capacity came before the reclaim"
+    );
+}
+
+#[test]
+fn when_empty_never_removes_a_non_empty_node() {
+    let events = format!("[{}]", scale("10m", 1));
+    let r = run(&Setup {
+        replicas: 8,
+        disruption: "{consolidationPolicy: WhenEmpty, consolidateAfter: 1m}",
+        events: &events,
+        ..BASE
+    });
+    for (_, c) in disruptions(&r) {
+        assert!(c.starts_with("Empty/"), "{c}");
+    }
+    assert!(!r.end.nodes.is_empty());
+}
