@@ -233,7 +233,8 @@ fn delete_many(view: &ClusterView) -> Option<Command> {
     for i in disruption_order(view) {
         let n = &view.nodes[i];
         gone[i] = true;
-        let fits = simulate(view, &nodes, &gone, &n.pods, false).is_some();
+        let fits = room_elsewhere(view, &nodes, &gone, &n.pods)
+            && simulate(view, &nodes, &gone, &n.pods, false).is_some();
         if fits && take_budget(view, &mut used, n, DisruptionReason::Underutilized) {
             // the moved pods now use room on the nodes that stay: place them for real
             place(view, &mut nodes, &gone, &n.pods);
@@ -249,6 +250,58 @@ fn delete_many(view: &ClusterView) -> Option<Command> {
         replacements: Vec::new(),
         savings,
     })
+}
+
+/// A cheap necessary condition before a solve: the pods' total cpu and memory fit in the free
+/// room of the nodes that stay, and the largest pod fits in the roomiest one.
+fn room_elsewhere(
+    view: &ClusterView,
+    nodes: &[ExistingNode],
+    gone: &[bool],
+    moving: &[usize],
+) -> bool {
+    let (mut cpu, mut mem, mut big_cpu, mut big_mem) = (0, 0, 0, 0);
+    for p in moving {
+        let r = pod_requests(&view.pods[*p]);
+        cpu += r.cpu_millis;
+        mem += r.memory_bytes;
+        big_cpu = big_cpu.max(r.cpu_millis);
+        big_mem = big_mem.max(r.memory_bytes);
+    }
+    let (mut free_cpu, mut free_mem, mut roomiest) = (0, 0, false);
+    for (i, n) in nodes.iter().enumerate() {
+        if gone[i] {
+            continue;
+        }
+        let c = n.allocatable.cpu_millis - n.requested.cpu_millis;
+        let m = n.allocatable.memory_bytes - n.requested.memory_bytes;
+        free_cpu += c.max(0);
+        free_mem += m.max(0);
+        roomiest |= c >= big_cpu && m >= big_mem;
+    }
+    roomiest && cpu <= free_cpu && mem <= free_mem
+}
+
+/// The cheapest any NodePool could run these pods for, counting only cpu and memory: no
+/// replacement can cost less.
+fn cheapest_possible(view: &ClusterView, moving: &[usize]) -> f64 {
+    let (mut cpu, mut mem) = (0, 0);
+    for p in moving {
+        let r = pod_requests(&view.pods[*p]);
+        cpu += r.cpu_millis;
+        mem += r.memory_bytes;
+    }
+    view.node_pools
+        .iter()
+        .flat_map(|np| np.instance_types.iter())
+        .filter(|t| t.allocatable.cpu_millis >= cpu && t.allocatable.memory_bytes >= mem)
+        .flat_map(|t| {
+            t.offerings
+                .iter()
+                .filter(|o| o.available)
+                .map(|o| o.price_per_hour)
+        })
+        .fold(f64::MAX, f64::min)
 }
 
 /// Adds moved pods' requests to the nodes a solve puts them on.
@@ -284,6 +337,9 @@ fn replace_one(view: &ClusterView) -> Option<Command> {
         let n = &view.nodes[i];
         let mut used = BTreeMap::new();
         if !take_budget(view, &mut used, n, DisruptionReason::Underutilized) {
+            continue;
+        }
+        if cheapest_possible(view, &n.pods) >= n.price_per_hour {
             continue;
         }
         let mut gone = vec![false; nodes.len()];

@@ -235,9 +235,19 @@ impl<'p> State<'p> {
         };
         let mut pod_infos: Vec<PodInfo> =
             problem.pods.iter().map(|p| compiler.compile(p)).collect();
+        let has_groups = !compiler.topology.groups().is_empty();
         let bound: Vec<Bound> = problem
             .bound_pods
             .iter()
+            .filter(|b| {
+                // without topology groups a bound pod matters only through its anti-affinity
+                has_groups
+                    || b.pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.affinity.as_ref())
+                        .is_some_and(|a| a.pod_anti_affinity.is_some())
+            })
             .map(|b| {
                 let ns = compiler.symbols.intern(pods::namespace_of(b.pod));
                 let labels = pods::labels_of(b.pod.metadata.labels.as_ref(), compiler.symbols);

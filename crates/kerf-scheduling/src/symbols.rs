@@ -3,7 +3,7 @@
 //! One table holds keys and values alike. Interning order is the order strings are first
 //! seen, so a solve that reads the same input interns the same numbers.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// An interned string; equal strings get equal symbols within one [`Symbols`] table.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -20,7 +20,7 @@ impl Sym {
 /// (for `Gt`/`Lt` requirements) computed once.
 #[derive(Debug, Default)]
 pub struct Symbols {
-    by_name: HashMap<Box<str>, Sym>,
+    by_name: FxHashMap<Box<str>, Sym>,
     names: Vec<Box<str>>,
     ints: Vec<Option<i64>>,
 }

@@ -116,6 +116,18 @@ impl World {
             .iter()
             .flat_map(|c| c.candidates.clone())
             .collect();
+        let mut by_node: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
+        let mut nominated_claims: std::collections::BTreeSet<&str> = Default::default();
+        for (k, p) in &self.pods {
+            if let Some(n) = &p.node
+                && !p.daemon
+            {
+                by_node.entry(n.as_str()).or_default().push(k);
+            }
+            if let Some(nc) = &p.nominated {
+                nominated_claims.insert(nc.as_str());
+            }
+        }
         for (name, n) in &self.nodes {
             let Some(c) = self.nodeclaims.get(&n.nodeclaim) else {
                 continue;
@@ -124,20 +136,15 @@ impl World {
             let pool = pool_index.get(c.nodepool.as_str()).copied();
             let mut on_node = Vec::new();
             let mut blocked = false;
-            for (k, p) in &self.pods {
-                if p.node.as_deref() != Some(name) || p.daemon {
-                    continue;
-                }
+            for k in by_node.get(name.as_str()).into_iter().flatten() {
+                let p = &self.pods[k.as_str()];
                 if pod_blocks(&p.pod, p.pending_since, self.now) || self.pdb_blocks(k) {
                     blocked = true;
                 }
                 on_node.push(pods.len());
                 pods.push(p.pod.clone());
             }
-            let nominated = self
-                .pods
-                .values()
-                .any(|p| p.nominated.as_deref() == Some(&n.nodeclaim));
+            let nominated = nominated_claims.contains(n.nodeclaim.as_str());
             let np = self.node_pools.get(&c.nodepool);
             let consolidatable = n.ready
                 && np
