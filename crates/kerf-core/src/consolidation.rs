@@ -41,17 +41,17 @@ pub struct NodeView {
 }
 
 /// The cluster, as one pass reads it.
-pub struct ClusterView {
+pub struct ClusterView<'a> {
     /// Nodes.
     pub nodes: Vec<NodeView>,
     /// Every pod on a node (index order is the caller's).
-    pub pods: Vec<Pod>,
+    pub pods: Vec<&'a Pod>,
     /// NodePool objects, for policies.
-    pub node_pool_objects: Vec<NodePool>,
+    pub node_pool_objects: Vec<&'a NodePool>,
     /// NodePools as scheduler input (replacements launch from these).
     pub node_pools: Vec<NodePoolInput>,
     /// Daemonset templates (overhead on replacements).
-    pub daemonsets: Vec<Pod>,
+    pub daemonsets: &'a [Pod],
     /// Allowed disruptions per NodePool and reason, from the budgets.
     pub allowed: BTreeMap<(usize, DisruptionReason), usize>,
     /// Whether spot nodes may be replaced by spot (SpotToSpotConsolidation).
@@ -71,19 +71,26 @@ pub struct Command {
     pub savings: f64,
 }
 
+/// Candidates simulated for deletion per pass (cheapest to disrupt first). Each simulation
+/// still compiles every NodePool's instance types; until compiled pools are reused across
+/// simulations this bounds a pass on large clusters.
+pub const MAX_DELETE_TRIES: usize = 100;
+/// Candidates simulated for replacement per pass (most expensive first), for the same reason.
+pub const MAX_REPLACE_TRIES: usize = 8;
+
 /// How many distinct cheaper instance types a spot-to-spot replacement needs (Karpenter).
 pub const SPOT_TO_SPOT_MIN_TYPES: usize = 15;
 
 /// The first method that finds something to do: emptiness, drift, multi-node delete,
 /// single-node replace.
-pub fn plan(view: &ClusterView) -> Option<Command> {
+pub fn plan(view: &ClusterView<'_>) -> Option<Command> {
     empty(view)
         .or_else(|| drift(view))
         .or_else(|| delete_many(view))
         .or_else(|| replace_one(view))
 }
 
-fn policy_allows(view: &ClusterView, n: &NodeView, reason: DisruptionReason) -> bool {
+fn policy_allows(view: &ClusterView<'_>, n: &NodeView, reason: DisruptionReason) -> bool {
     let Some(p) = n.node_pool else { return false };
     let policy = view.node_pool_objects[p]
         .spec
@@ -99,7 +106,7 @@ fn policy_allows(view: &ClusterView, n: &NodeView, reason: DisruptionReason) -> 
 }
 
 fn take_budget(
-    view: &ClusterView,
+    view: &ClusterView<'_>,
     used: &mut BTreeMap<usize, usize>,
     n: &NodeView,
     reason: DisruptionReason,
@@ -115,7 +122,7 @@ fn take_budget(
     }
 }
 
-fn empty(view: &ClusterView) -> Option<Command> {
+fn empty(view: &ClusterView<'_>) -> Option<Command> {
     let mut used = BTreeMap::new();
     let mut candidates = Vec::new();
     let mut savings = 0.0;
@@ -140,7 +147,7 @@ fn empty(view: &ClusterView) -> Option<Command> {
 /// Solves the pods of `moving` onto every node outside `gone`, with new NodeClaims from the
 /// NodePools when `pools` is set. `None` when some pod has no place.
 fn simulate(
-    view: &ClusterView,
+    view: &ClusterView<'_>,
     nodes: &[ExistingNode],
     gone: &[bool],
     moving: &[usize],
@@ -157,17 +164,17 @@ fn simulate(
         .flat_map(|(k, n)| {
             n.pods.iter().map(move |p| BoundPod {
                 node: k,
-                pod: &view.pods[*p],
+                pod: view.pods[*p],
             })
         })
         .collect();
-    let pods: Vec<Pod> = moving.iter().map(|p| view.pods[*p].clone()).collect();
+    let pods: Vec<Pod> = moving.iter().map(|p| (*view.pods[*p]).clone()).collect();
     let no_pools: [NodePoolInput; 0] = [];
     let decision = solve(&Problem {
         node_pools: if pools { &view.node_pools } else { &no_pools },
         nodes: &remaining,
         bound_pods: &bound,
-        daemonsets: &view.daemonsets,
+        daemonsets: view.daemonsets,
         pods: &pods,
         options: SolveOptions::default(),
     });
@@ -177,7 +184,7 @@ fn simulate(
         .then_some(decision.nodeclaims)
 }
 
-fn drift(view: &ClusterView) -> Option<Command> {
+fn drift(view: &ClusterView<'_>) -> Option<Command> {
     let mut used = BTreeMap::new();
     let nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();
     for (i, n) in view.nodes.iter().enumerate() {
@@ -204,7 +211,7 @@ fn drift(view: &ClusterView) -> Option<Command> {
 }
 
 /// Cheapest to disrupt first: fewest pods, then lowest price, then name.
-fn disruption_order(view: &ClusterView) -> Vec<usize> {
+fn disruption_order(view: &ClusterView<'_>) -> Vec<usize> {
     let mut order: Vec<usize> = (0..view.nodes.len())
         .filter(|i| {
             let n = &view.nodes[*i];
@@ -224,13 +231,13 @@ fn disruption_order(view: &ClusterView) -> Vec<usize> {
     order
 }
 
-fn delete_many(view: &ClusterView) -> Option<Command> {
+fn delete_many(view: &ClusterView<'_>) -> Option<Command> {
     let mut nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();
     let mut gone = vec![false; nodes.len()];
     let mut used = BTreeMap::new();
     let mut chosen = Vec::new();
     let mut savings = 0.0;
-    for i in disruption_order(view) {
+    for i in disruption_order(view).into_iter().take(MAX_DELETE_TRIES) {
         let n = &view.nodes[i];
         gone[i] = true;
         let fits = room_elsewhere(view, &nodes, &gone, &n.pods)
@@ -255,14 +262,14 @@ fn delete_many(view: &ClusterView) -> Option<Command> {
 /// A cheap necessary condition before a solve: the pods' total cpu and memory fit in the free
 /// room of the nodes that stay, and the largest pod fits in the roomiest one.
 fn room_elsewhere(
-    view: &ClusterView,
+    view: &ClusterView<'_>,
     nodes: &[ExistingNode],
     gone: &[bool],
     moving: &[usize],
 ) -> bool {
     let (mut cpu, mut mem, mut big_cpu, mut big_mem) = (0, 0, 0, 0);
     for p in moving {
-        let r = pod_requests(&view.pods[*p]);
+        let r = pod_requests(view.pods[*p]);
         cpu += r.cpu_millis;
         mem += r.memory_bytes;
         big_cpu = big_cpu.max(r.cpu_millis);
@@ -284,10 +291,10 @@ fn room_elsewhere(
 
 /// The cheapest any NodePool could run these pods for, counting only cpu and memory: no
 /// replacement can cost less.
-fn cheapest_possible(view: &ClusterView, moving: &[usize]) -> f64 {
+fn cheapest_possible(view: &ClusterView<'_>, moving: &[usize]) -> f64 {
     let (mut cpu, mut mem) = (0, 0);
     for p in moving {
-        let r = pod_requests(&view.pods[*p]);
+        let r = pod_requests(view.pods[*p]);
         cpu += r.cpu_millis;
         mem += r.memory_bytes;
     }
@@ -305,10 +312,10 @@ fn cheapest_possible(view: &ClusterView, moving: &[usize]) -> f64 {
 }
 
 /// Adds moved pods' requests to the nodes a solve puts them on.
-fn place(view: &ClusterView, nodes: &mut [ExistingNode], gone: &[bool], moving: &[usize]) {
+fn place(view: &ClusterView<'_>, nodes: &mut [ExistingNode], gone: &[bool], moving: &[usize]) {
     let keep: Vec<usize> = (0..nodes.len()).filter(|i| !gone[*i]).collect();
     let remaining: Vec<ExistingNode> = keep.iter().map(|i| nodes[*i].clone()).collect();
-    let pods: Vec<Pod> = moving.iter().map(|p| view.pods[*p].clone()).collect();
+    let pods: Vec<Pod> = moving.iter().map(|p| (*view.pods[*p]).clone()).collect();
     let decision = solve(&Problem {
         node_pools: &[],
         nodes: &remaining,
@@ -324,7 +331,7 @@ fn place(view: &ClusterView, nodes: &mut [ExistingNode], gone: &[bool], moving: 
     }
 }
 
-fn replace_one(view: &ClusterView) -> Option<Command> {
+fn replace_one(view: &ClusterView<'_>) -> Option<Command> {
     let nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();
     let mut order = disruption_order(view);
     // the most expensive node has the most to save
@@ -333,7 +340,7 @@ fn replace_one(view: &ClusterView) -> Option<Command> {
             .price_per_hour
             .total_cmp(&view.nodes[*a].price_per_hour)
     });
-    for i in order {
+    for i in order.into_iter().take(MAX_REPLACE_TRIES) {
         let n = &view.nodes[i];
         let mut used = BTreeMap::new();
         if !take_budget(view, &mut used, n, DisruptionReason::Underutilized) {

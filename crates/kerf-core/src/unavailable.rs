@@ -56,6 +56,7 @@ impl Pattern {
 #[derive(Clone, Debug, Default)]
 pub struct UnavailableOfferings {
     entries: Vec<(Pattern, Duration)>,
+    generation: u64,
 }
 
 impl UnavailableOfferings {
@@ -68,6 +69,7 @@ impl UnavailableOfferings {
     pub fn mark(&mut self, pattern: Pattern, now: Duration) {
         self.entries.retain(|(p, _)| *p != pattern);
         self.entries.push((pattern, now + TTL));
+        self.generation += 1;
     }
 
     /// Whether an offering is unavailable at `now`.
@@ -85,7 +87,17 @@ impl UnavailableOfferings {
 
     /// Forgets entries that expired by `now`.
     pub fn expire(&mut self, now: Duration) {
+        let before = self.entries.len();
         self.entries.retain(|(_, until)| now < *until);
+        if self.entries.len() != before {
+            self.generation += 1;
+        }
+    }
+
+    /// A number that changes whenever the set of entries does, so derived views (instance
+    /// types with unavailable offerings marked) can be cached between changes.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// How many entries are remembered.

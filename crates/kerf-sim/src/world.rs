@@ -146,6 +146,10 @@ pub struct World {
     pdbs: BTreeMap<String, k8s_openapi::api::policy::v1::PodDisruptionBudget>,
     command: Option<disruption::Pending>,
     pass_at: Option<Duration>,
+    disruption_dirty: bool,
+    /// Instance types per node class as the scheduler sees them, with the generation of the
+    /// unavailable-offerings cache they were made for.
+    type_options: HashMap<String, (u64, Arc<[InstanceTypeOption]>)>,
 }
 
 fn key(namespace: &str, name: &str) -> String {
@@ -208,6 +212,8 @@ impl World {
             pdbs: BTreeMap::new(),
             command: None,
             pass_at: None,
+            disruption_dirty: false,
+            type_options: HashMap::new(),
             scenario,
         };
         let manifests = w.scenario.spec.manifests.clone();
@@ -321,6 +327,7 @@ impl World {
                 if let Some(n) = self.nodes.get_mut(&node) {
                     n.ready = true;
                     n.last_pod_event = self.now;
+                    self.disruption_dirty = true;
                     let nc = n.nodeclaim.clone();
                     let allocatable = n.allocatable.to_resource_list();
                     self.log.info(self.now, "nodeclaim.lifecycle", "initialized nodeclaim", json!({
@@ -394,6 +401,7 @@ impl World {
             Checked::Valid(KarpenterObject::EC2NodeClass(nc)) => {
                 let name = nc.metadata.name.clone().unwrap_or_default();
                 self.catalogs.remove(&name);
+                self.type_options.remove(&name);
                 self.node_classes.insert(name, *nc);
             }
             Checked::Valid(KarpenterObject::NodeClaim(_)) => {
@@ -570,6 +578,7 @@ impl World {
             n.requests = n.requests.saturating_sub(&p.requests);
             n.last_pod_event = self.now;
             self.binder_dirty = true;
+            self.disruption_dirty = true;
         }
     }
 
@@ -599,6 +608,10 @@ impl World {
         if self.binder_dirty {
             self.binder_dirty = false;
             self.bind_pending();
+        }
+        // binding only fills nodes; freed room and new or removed nodes are what can make
+        // a disruption possible
+        if std::mem::take(&mut self.disruption_dirty) {
             self.schedule_pass(self.now + disruption::PASS_INTERVAL);
         }
         if self.options.check {
@@ -802,15 +815,30 @@ impl World {
         let mut pools: Vec<NodePoolInput> = Vec::new();
         let mut pool_names: Vec<String> = Vec::new();
         let now = self.now;
+        self.unavailable.expire(now);
+        let generation = self.unavailable.generation();
         let names: Vec<String> = self.node_pools.keys().cloned().collect();
         for name in names {
             let np = self.node_pools[&name].clone();
-            let types = self.catalog(&np.spec.template.spec.node_class_ref.name);
-            let unavailable = &self.unavailable;
-            let options: Arc<[InstanceTypeOption]> = scheduler_options(&types, |ct, it, z| {
-                unavailable.is_unavailable(ct, it, z, now)
-            })
-            .into();
+            let class = np.spec.template.spec.node_class_ref.name.clone();
+            let cached = self
+                .type_options
+                .get(&class)
+                .filter(|(g, _)| *g == generation)
+                .map(|(_, o)| o.clone());
+            let options = match cached {
+                Some(o) => o,
+                None => {
+                    let types = self.catalog(&class);
+                    let unavailable = &self.unavailable;
+                    let o: Arc<[InstanceTypeOption]> = scheduler_options(&types, |ct, it, z| {
+                        unavailable.is_unavailable(ct, it, z, now)
+                    })
+                    .into();
+                    self.type_options.insert(class, (generation, o.clone()));
+                    o
+                }
+            };
             let mut usage = Resources::default();
             for c in self.nodeclaims.values().filter(|c| c.nodepool == name) {
                 if let Some(i) = &c.instance {
@@ -1221,6 +1249,7 @@ impl World {
         let Some(c) = self.nodeclaims.remove(nc) else {
             return;
         };
+        self.disruption_dirty = true;
         if c.instance.is_some() {
             self.totals.nodes_terminated += 1;
         }

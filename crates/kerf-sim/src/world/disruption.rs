@@ -101,8 +101,12 @@ impl World {
     }
 
     /// Builds the view of the cluster disruption decides on.
-    fn view(&mut self) -> (ClusterView, Vec<String>) {
-        let (node_pools, pool_names) = self.pool_inputs();
+    fn view<'a>(
+        &'a self,
+        node_pools: Vec<kerf_scheduling::NodePoolInput>,
+        pool_names: &[String],
+        daemonsets: &'a [k8s_openapi::api::core::v1::Pod],
+    ) -> (ClusterView<'a>, Vec<String>) {
         let pool_index: BTreeMap<&str, usize> = pool_names
             .iter()
             .enumerate()
@@ -142,7 +146,7 @@ impl World {
                     blocked = true;
                 }
                 on_node.push(pods.len());
-                pods.push(p.pod.clone());
+                pods.push(&p.pod);
             }
             let nominated = nominated_claims.contains(n.nodeclaim.as_str());
             let np = self.node_pools.get(&c.nodepool);
@@ -206,12 +210,7 @@ impl World {
                 allowed.insert((i, r), allowed_disruptions(np, r, total, deleting, unix));
             }
         }
-        let objects: Vec<NodePool> = pool_names
-            .iter()
-            .map(|n| self.node_pools[n].clone())
-            .collect();
-        let daemonsets: Vec<k8s_openapi::api::core::v1::Pod> =
-            self.daemonsets.values().cloned().collect();
+        let objects: Vec<&NodePool> = pool_names.iter().map(|n| &self.node_pools[n]).collect();
         (
             ClusterView {
                 nodes,
@@ -253,7 +252,10 @@ impl World {
     }
 
     fn decide(&mut self) -> Option<(Command, Vec<String>)> {
-        let (view, names) = self.view();
+        let (pools, pool_names) = self.pool_inputs();
+        let daemonsets: Vec<k8s_openapi::api::core::v1::Pod> =
+            self.daemonsets.values().cloned().collect();
+        let (view, names) = self.view(pools, &pool_names, &daemonsets);
         let command = plan(&view)?;
         Some((command, names))
     }
