@@ -310,40 +310,40 @@ impl Compiler<'_> {
             info.owns_inverse.push(inverse);
         }
         if respect {
-            let mut pa: Vec<(i32, GroupId)> = pod_aff
-                .and_then(|a| {
-                    a.preferred_during_scheduling_ignored_during_execution
-                        .as_ref()
-                })
-                .into_iter()
-                .flatten()
-                .map(|w| {
-                    (
-                        w.weight,
-                        self.term_group(&w.pod_affinity_term, Kind::Affinity, namespace),
-                    )
-                })
-                .collect();
-            pa.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
-            info.preferred_affinity = pa.into_iter().map(|(_, g)| g).collect();
-            let mut pn: Vec<(i32, GroupId)> = pod_anti
-                .and_then(|a| {
-                    a.preferred_during_scheduling_ignored_during_execution
-                        .as_ref()
-                })
-                .into_iter()
-                .flatten()
-                .map(|w| {
-                    (
-                        w.weight,
-                        self.term_group(&w.pod_affinity_term, Kind::AntiAffinity, namespace),
-                    )
-                })
-                .collect();
-            pn.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
-            info.preferred_anti = pn.into_iter().map(|(_, g)| g).collect();
+            let preferred_aff = pod_aff.and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_deref()
+            });
+            info.preferred_affinity = self.heaviest_first(preferred_aff, Kind::Affinity, namespace);
+            let preferred_anti = pod_anti.and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_deref()
+            });
+            info.preferred_anti =
+                self.heaviest_first(preferred_anti, Kind::AntiAffinity, namespace);
         }
         info
+    }
+
+    /// Groups of weighted terms, heaviest first (ties keep their order).
+    fn heaviest_first(
+        &mut self,
+        terms: Option<&[k8s_openapi::api::core::v1::WeightedPodAffinityTerm]>,
+        kind: Kind,
+        namespace: Sym,
+    ) -> Vec<GroupId> {
+        let mut weighted: Vec<(i32, GroupId)> = terms
+            .into_iter()
+            .flatten()
+            .map(|w| {
+                (
+                    w.weight,
+                    self.term_group(&w.pod_affinity_term, kind.clone(), namespace),
+                )
+            })
+            .collect();
+        weighted.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
+        weighted.into_iter().map(|(_, g)| g).collect()
     }
 
     /// The group for a pod (anti-)affinity term. An empty namespaceSelector means every

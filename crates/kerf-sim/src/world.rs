@@ -536,12 +536,7 @@ impl World {
                         }
                         .into());
                     }
-                    let owned: Vec<String> = self
-                        .pods
-                        .iter()
-                        .filter(|(_, p)| p.workload.as_deref() == Some(&wk))
-                        .map(|(k, _)| k.clone())
-                        .collect();
+                    let owned = self.pods_where(|p| p.workload.as_deref() == Some(&wk));
                     for p in owned {
                         self.delete_pod(&p);
                     }
@@ -549,6 +544,11 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// Keys of the pods that satisfy `keep`.
+    fn pods_where(&self, keep: impl Fn(&SimPod) -> bool) -> Vec<String> {
+        self.pods_where(|p| keep(p))
     }
 
     fn add_pod(&mut self, pod: Pod, workload: Option<String>, daemon: bool) -> String {
@@ -671,12 +671,7 @@ impl World {
     /// Plays kube-scheduler: binds pending pods to Ready nodes they fit, with the same
     /// predicates as Kerf's scheduler; nominated nodes first.
     fn bind_pending(&mut self) {
-        let pending: Vec<String> = self
-            .pods
-            .iter()
-            .filter(|(_, p)| p.node.is_none() && !p.daemon)
-            .map(|(k, _)| k.clone())
-            .collect();
+        let pending = self.pods_where(|p| p.node.is_none() && !p.daemon);
         if pending.is_empty() {
             return;
         }
@@ -855,12 +850,7 @@ impl World {
     /// launched, and pods nominated.
     fn provision(&mut self) {
         self.unavailable.expire(self.now);
-        let pods_keys: Vec<String> = self
-            .pods
-            .iter()
-            .filter(|(_, p)| p.provisionable && p.node.is_none())
-            .map(|(k, _)| k.clone())
-            .collect();
+        let pods_keys: Vec<String> = self.pods_where(|p| p.provisionable && p.node.is_none());
         if pods_keys.is_empty() {
             return;
         }
@@ -1255,12 +1245,7 @@ impl World {
         }
         if let Some(node) = c.node {
             self.nodes.remove(&node);
-            let on_node: Vec<String> = self
-                .pods
-                .iter()
-                .filter(|(_, p)| p.node.as_deref() == Some(&node))
-                .map(|(k, _)| k.clone())
-                .collect();
+            let on_node = self.pods_where(|p| p.node.as_deref() == Some(&node));
             for k in on_node {
                 if self.pods[&k].daemon {
                     self.pods.remove(&k);
@@ -1458,12 +1443,8 @@ impl World {
         for (name, c) in &self.nodeclaims {
             let Some(i) = &c.instance else { continue };
             let node = c.node.clone().unwrap_or_else(|| name.clone());
-            let mut pods: Vec<String> = self
-                .pods
-                .iter()
-                .filter(|(_, p)| p.node.as_deref() == Some(&node) && !p.daemon)
-                .map(|(k, _)| k.clone())
-                .collect();
+            let mut pods: Vec<String> =
+                self.pods_where(|p| p.node.as_deref() == Some(&node) && !p.daemon);
             pods.sort();
             nodes.push(FinalNode {
                 name: node,
@@ -1476,12 +1457,7 @@ impl World {
                 pods,
             });
         }
-        let pending: Vec<String> = self
-            .pods
-            .iter()
-            .filter(|(_, p)| p.node.is_none() && !p.daemon)
-            .map(|(k, _)| k.clone())
-            .collect();
+        let pending = self.pods_where(|p| p.node.is_none() && !p.daemon);
         Report::new(
             &self.scenario,
             nodes,

@@ -522,12 +522,8 @@ impl World {
             .and_then(|np| np.spec.template.spec.termination_grace_period)
             .map(|g| g.0);
         let forced = grace.is_some_and(|g| self.now >= since + g);
-        let on_node: Vec<String> = self
-            .pods
-            .iter()
-            .filter(|(_, p)| p.node.as_deref() == Some(node) && !p.daemon)
-            .map(|(k, _)| k.clone())
-            .collect();
+        let on_node: Vec<String> =
+            self.pods_where(|p| p.node.as_deref() == Some(node) && !p.daemon);
         let mut left = 0;
         for k in on_node {
             let p = &self.pods[&k];
