@@ -548,7 +548,11 @@ impl World {
 
     /// Keys of the pods that satisfy `keep`.
     fn pods_where(&self, keep: impl Fn(&SimPod) -> bool) -> Vec<String> {
-        self.pods_where(|p| keep(p))
+        self.pods
+            .iter()
+            .filter(|(_, p)| keep(p))
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     fn add_pod(&mut self, pod: Pod, workload: Option<String>, daemon: bool) -> String {
