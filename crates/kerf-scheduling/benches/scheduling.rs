@@ -10,14 +10,7 @@ fn diverse(c: &mut Criterion) {
     group.sample_size(10);
     for n in [1, 50, 100, 500, 1000, 2000, 5000, 10000, 20000] {
         let pods = benchmark::diverse_pods(n, 42);
-        let problem = Problem {
-            node_pools: &pools,
-            nodes: &[],
-            bound_pods: &[],
-            daemonsets: &[],
-            pods: &pods,
-            options: SolveOptions::default(),
-        };
+        let problem = Problem::new(&pools, &pods);
         group.throughput(Throughput::Elements(n as u64));
         group.bench_with_input(BenchmarkId::from_parameter(n), &problem, |b, p| {
             b.iter(|| solve(p))
@@ -37,15 +30,11 @@ fn preferences(c: &mut Criterion) {
         ("ignore", Preferences::Ignore),
     ] {
         let problem = Problem {
-            node_pools: &pools,
-            nodes: &[],
-            bound_pods: &[],
-            daemonsets: &[],
-            pods: &pods,
             options: SolveOptions {
                 preferences,
                 ..SolveOptions::default()
             },
+            ..Problem::new(&pools, &pods)
         };
         group.bench_with_input(BenchmarkId::from_parameter(name), &problem, |b, p| {
             b.iter(|| solve(p))

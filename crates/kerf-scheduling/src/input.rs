@@ -134,3 +134,17 @@ pub struct Problem<'a> {
     /// Knobs.
     pub options: SolveOptions,
 }
+
+impl<'a> Problem<'a> {
+    /// Pods to place on an empty cluster: no nodes, no daemonsets, default options.
+    pub fn new(node_pools: &'a [NodePoolInput], pods: &'a [Pod]) -> Problem<'a> {
+        Problem {
+            node_pools,
+            nodes: &[],
+            bound_pods: &[],
+            daemonsets: &[],
+            pods,
+            options: SolveOptions::default(),
+        }
+    }
+}

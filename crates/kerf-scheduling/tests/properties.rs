@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::{NodeSelectorRequirementWithMinValues, Operator, Taint, TaintEffect, labels};
 use kerf_scheduling::resources::pod_requests;
 use kerf_scheduling::taints::first_untolerated;
-use kerf_scheduling::{InstanceTypeOption, NodePoolInput, Problem, SolveOptions, benchmark, solve};
+use kerf_scheduling::{InstanceTypeOption, NodePoolInput, Problem, benchmark, solve};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -187,14 +187,7 @@ proptest! {
         let types = types();
         let pools: Vec<NodePoolInput> = pool_specs.iter().enumerate().map(|(i, p)| node_pool(i, p, &types)).collect();
         let pods: Vec<Pod> = pod_specs.iter().enumerate().map(|(i, p)| pod(i, p)).collect();
-        let problem = Problem {
-            node_pools: &pools,
-            nodes: &[],
-            bound_pods: &[],
-            daemonsets: &[],
-            pods: &pods,
-            options: SolveOptions::default(),
-        };
+        let problem = Problem::new(&pools, &pods);
         let d = solve(&problem);
         prop_assert_eq!(&d, &solve(&problem), "same input, same decision");
 
@@ -252,7 +245,7 @@ proptest! {
             .enumerate()
             .map(|(i, p)| pod(i, &PodSpec { zone: None, team: None, spread_zone: true, ..p.clone() }))
             .collect();
-        let problem = Problem { node_pools: &pools, nodes: &[], bound_pods: &[], daemonsets: &[], pods: &pods, options: SolveOptions::default() };
+        let problem = Problem::new(&pools, &pods);
         let d = solve(&problem);
         prop_assert!(d.unschedulable.is_empty());
         let mut per_zone: BTreeMap<&str, usize> = ZONES.iter().map(|z| (*z, 0)).collect();

@@ -8,15 +8,11 @@ fn problem<'a>(
     preferences: Preferences,
 ) -> Problem<'a> {
     Problem {
-        node_pools: pools,
-        nodes: &[],
-        bound_pods: &[],
-        daemonsets: &[],
-        pods,
         options: SolveOptions {
             preferences,
             ..SolveOptions::default()
         },
+        ..Problem::new(pools, pods)
     }
 }
 

@@ -1400,14 +1400,7 @@ impl World {
             pools.push(node_pool_input(&np, options, Resources::default()));
         }
         let pods: Vec<Pod> = stale.iter().map(|k| self.pods[k].pod.clone()).collect();
-        let d = solve(&Problem {
-            node_pools: &pools,
-            nodes: &[],
-            bound_pods: &[],
-            daemonsets: &[],
-            pods: &pods,
-            options: SolveOptions::default(),
-        });
+        let d = solve(&Problem::new(&pools, &pods));
         let hostable: Vec<String> = d
             .nodeclaims
             .iter()

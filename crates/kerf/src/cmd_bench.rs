@@ -70,15 +70,11 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             None => (benchmark::diverse_pods(n, *seed), Preferences::Respect),
         };
         let problem = Problem {
-            node_pools: &pools,
-            nodes: &[],
-            bound_pods: &[],
-            daemonsets: &[],
-            pods: &workload,
             options: SolveOptions {
                 preferences: mode,
                 ..SolveOptions::default()
             },
+            ..Problem::new(&pools, &workload)
         };
         let mut best = f64::MAX;
         let mut nodes = 0;
