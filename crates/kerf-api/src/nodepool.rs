@@ -183,6 +183,17 @@ pub enum DisruptionReason {
     Drifted,
 }
 
+impl DisruptionReason {
+    /// The name as manifests and log lines spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisruptionReason::Underutilized => "Underutilized",
+            DisruptionReason::Empty => "Empty",
+            DisruptionReason::Drifted => "Drifted",
+        }
+    }
+}
+
 /// A limit on concurrent disruptions, optionally only inside a cron window.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

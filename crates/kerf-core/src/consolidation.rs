@@ -2,10 +2,12 @@
 //! whose pods fit elsewhere; else replace one node with a strictly cheaper one). Pure: the
 //! shell describes the cluster, this module answers with one command.
 //!
-//! Consolidation looks at every candidate in the cluster each pass. Deletion is greedy and
-//! incremental: candidates are taken cheapest-to-disrupt first, and each one whose pods fit
-//! on the nodes that remain (counting the pods already moved there) joins the set, so one
-//! pass costs one small solve per candidate instead of Karpenter's repeated prefix searches.
+//! Consolidation looks at every candidate in the cluster each pass, with no timeout. The
+//! cluster is compiled once per pass into a scheduler [`Session`]; each question ("do this
+//! node's pods fit elsewhere?") then costs the placement of the pods that move. Deletion is
+//! greedy and incremental: candidates are taken cheapest-to-disrupt first, and each one whose
+//! pods fit on the nodes that remain (counting the pods already moved there) joins the set,
+//! so the set is not limited to a prefix of the order as in Karpenter's binary search.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +16,8 @@ use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
 use kerf_api::{NodePool, labels};
 use kerf_scheduling::resources::pod_requests;
 use kerf_scheduling::{
-    BoundPod, ExistingNode, NodePoolInput, PlannedNodeClaim, Problem, SolveOptions, solve,
+    BoundPod, Decision, ExistingNode, NodePoolInput, PlannedNodeClaim, Problem, Session,
+    SolveOptions,
 };
 
 /// A node as disruption sees it.
@@ -71,23 +74,41 @@ pub struct Command {
     pub savings: f64,
 }
 
-/// Candidates simulated for deletion per pass (cheapest to disrupt first). Each simulation
-/// still compiles every NodePool's instance types; until compiled pools are reused across
-/// simulations this bounds a pass on large clusters.
-pub const MAX_DELETE_TRIES: usize = 100;
-/// Candidates simulated for replacement per pass (most expensive first), for the same reason.
-pub const MAX_REPLACE_TRIES: usize = 8;
-
 /// How many distinct cheaper instance types a spot-to-spot replacement needs (Karpenter).
 pub const SPOT_TO_SPOT_MIN_TYPES: usize = 15;
 
-/// The first method that finds something to do: emptiness, drift, multi-node delete,
-/// single-node replace.
+/// The first method that finds something to do: emptiness, drift, multi-node consolidation
+/// (delete several; else replace several with one cheaper node), single-node replace.
 pub fn plan(view: &ClusterView<'_>) -> Option<Command> {
-    empty(view)
-        .or_else(|| drift(view))
-        .or_else(|| delete_many(view))
-        .or_else(|| replace_one(view))
+    if let Some(c) = empty(view) {
+        return Some(c);
+    }
+    let nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();
+    let bound: Vec<BoundPod<'_>> = view
+        .nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(k, n)| {
+            n.pods.iter().map(move |p| BoundPod {
+                node: k,
+                pod: view.pods[*p],
+            })
+        })
+        .collect();
+    let pods: Vec<Pod> = view.pods.iter().map(|p| (*p).clone()).collect();
+    let problem = Problem {
+        node_pools: &view.node_pools,
+        nodes: &nodes,
+        bound_pods: &bound,
+        daemonsets: view.daemonsets,
+        pods: &pods,
+        options: SolveOptions::default(),
+    };
+    let mut session = Session::new(&problem);
+    drift(view, &mut session)
+        .or_else(|| delete_many(view, &mut session))
+        .or_else(|| replace_many(view, &mut session))
+        .or_else(|| replace_one(view, &mut session))
 }
 
 fn policy_allows(view: &ClusterView<'_>, n: &NodeView, reason: DisruptionReason) -> bool {
@@ -105,32 +126,53 @@ fn policy_allows(view: &ClusterView<'_>, n: &NodeView, reason: DisruptionReason)
     }
 }
 
-fn take_budget(
-    view: &ClusterView<'_>,
-    used: &mut BTreeMap<usize, usize>,
-    n: &NodeView,
+/// Disruptions left per NodePool for one reason, as one pass spends them.
+struct Allowance<'v> {
+    view: &'v ClusterView<'v>,
     reason: DisruptionReason,
-) -> bool {
-    let Some(p) = n.node_pool else { return false };
-    let allowed = view.allowed.get(&(p, reason)).copied().unwrap_or(0);
-    let u = used.entry(p).or_insert(0);
-    if *u < allowed {
-        *u += 1;
+    used: BTreeMap<usize, usize>,
+}
+
+impl<'v> Allowance<'v> {
+    fn new(view: &'v ClusterView<'v>, reason: DisruptionReason) -> Allowance<'v> {
+        Allowance {
+            view,
+            reason,
+            used: BTreeMap::new(),
+        }
+    }
+
+    fn has_room(&self, n: &NodeView) -> bool {
+        let Some(p) = n.node_pool else { return false };
+        let allowed = self
+            .view
+            .allowed
+            .get(&(p, self.reason))
+            .copied()
+            .unwrap_or(0);
+        self.used.get(&p).copied().unwrap_or(0) < allowed
+    }
+
+    fn take(&mut self, n: &NodeView) -> bool {
+        if !self.has_room(n) {
+            return false;
+        }
+        if let Some(p) = n.node_pool {
+            *self.used.entry(p).or_insert(0) += 1;
+        }
         true
-    } else {
-        false
     }
 }
 
 fn empty(view: &ClusterView<'_>) -> Option<Command> {
-    let mut used = BTreeMap::new();
+    let mut budget = Allowance::new(view, DisruptionReason::Empty);
     let mut candidates = Vec::new();
     let mut savings = 0.0;
     for (i, n) in view.nodes.iter().enumerate() {
         if n.disruptable
             && n.pods.is_empty()
             && policy_allows(view, n, DisruptionReason::Empty)
-            && take_budget(view, &mut used, n, DisruptionReason::Empty)
+            && budget.take(n)
         {
             candidates.push(i);
             savings += n.price_per_hour;
@@ -144,60 +186,22 @@ fn empty(view: &ClusterView<'_>) -> Option<Command> {
     })
 }
 
-/// Solves the pods of `moving` onto every node outside `gone`, with new NodeClaims from the
-/// NodePools when `pools` is set. `None` when some pod has no place.
-fn simulate(
-    view: &ClusterView<'_>,
-    nodes: &[ExistingNode],
-    gone: &[bool],
-    moving: &[usize],
-    pools: bool,
-) -> Option<Vec<PlannedNodeClaim>> {
-    let keep: Vec<usize> = (0..nodes.len()).filter(|i| !gone[*i]).collect();
-    let remaining: Vec<ExistingNode> = keep.iter().map(|i| nodes[*i].clone()).collect();
-    let position: BTreeMap<usize, usize> = keep.iter().enumerate().map(|(k, i)| (*i, k)).collect();
-    let bound: Vec<BoundPod<'_>> = view
-        .nodes
-        .iter()
-        .enumerate()
-        .filter_map(|(i, n)| position.get(&i).map(|&k| (k, n)))
-        .flat_map(|(k, n)| {
-            n.pods.iter().map(move |p| BoundPod {
-                node: k,
-                pod: view.pods[*p],
-            })
-        })
-        .collect();
-    let pods: Vec<Pod> = moving.iter().map(|p| (*view.pods[*p]).clone()).collect();
-    let no_pools: [NodePoolInput; 0] = [];
-    let decision = solve(&Problem {
-        node_pools: if pools { &view.node_pools } else { &no_pools },
-        nodes: &remaining,
-        bound_pods: &bound,
-        daemonsets: view.daemonsets,
-        pods: &pods,
-        options: SolveOptions::default(),
-    });
+/// The replacements of a removal when every pod found a place.
+fn placed(decision: Decision) -> Option<Vec<PlannedNodeClaim>> {
     decision
         .unschedulable
         .is_empty()
         .then_some(decision.nodeclaims)
 }
 
-fn drift(view: &ClusterView<'_>) -> Option<Command> {
-    let mut used = BTreeMap::new();
-    let nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();
+fn drift(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> {
+    let mut budget = Allowance::new(view, DisruptionReason::Drifted);
     for (i, n) in view.nodes.iter().enumerate() {
-        if !(n.disruptable
-            && n.drifted
-            && take_budget(view, &mut used, n, DisruptionReason::Drifted))
-        {
+        if !(n.disruptable && n.drifted && budget.take(n)) {
             continue;
         }
-        let mut gone = vec![false; nodes.len()];
-        gone[i] = true;
         // drifted nodes are replaced even when that costs more
-        if let Some(replacements) = simulate(view, &nodes, &gone, &n.pods, true) {
+        if let Some(replacements) = placed(session.try_remove(&[i], &n.pods, true)) {
             let cost: f64 = replacements.iter().map(|r| r.launch.price_per_hour).sum();
             return Some(Command {
                 reason: DisruptionReason::Drifted,
@@ -231,26 +235,27 @@ fn disruption_order(view: &ClusterView<'_>) -> Vec<usize> {
     order
 }
 
-fn delete_many(view: &ClusterView<'_>) -> Option<Command> {
-    let mut nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();
-    let mut gone = vec![false; nodes.len()];
-    let mut used = BTreeMap::new();
+fn delete_many(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> {
+    // free room per node, kept current as pods move, for the cheap bound before each try
+    let mut room = Room::new(view);
+    let mut budget = Allowance::new(view, DisruptionReason::Underutilized);
     let mut chosen = Vec::new();
     let mut savings = 0.0;
-    for i in disruption_order(view).into_iter().take(MAX_DELETE_TRIES) {
+    for i in disruption_order(view) {
         let n = &view.nodes[i];
-        gone[i] = true;
-        let fits = room_elsewhere(view, &nodes, &gone, &n.pods)
-            && simulate(view, &nodes, &gone, &n.pods, false).is_some();
-        if fits && take_budget(view, &mut used, n, DisruptionReason::Underutilized) {
-            // the moved pods now use room on the nodes that stay: place them for real
-            place(view, &mut nodes, &gone, &n.pods);
+        if !budget.has_room(n) || !room.fits_elsewhere(i) {
+            continue;
+        }
+        let decision = session.try_remove(&[i], &n.pods, false);
+        if decision.unschedulable.is_empty() {
+            session.keep();
+            budget.take(n);
+            room.apply(i, &decision);
             chosen.push(i);
             savings += n.price_per_hour;
-        } else {
-            gone[i] = false;
         }
     }
+    session.undo();
     (!chosen.is_empty()).then_some(Command {
         reason: DisruptionReason::Underutilized,
         candidates: chosen,
@@ -259,34 +264,69 @@ fn delete_many(view: &ClusterView<'_>) -> Option<Command> {
     })
 }
 
-/// A cheap necessary condition before a solve: the pods' total cpu and memory fit in the free
-/// room of the nodes that stay, and the largest pod fits in the roomiest one.
-fn room_elsewhere(
-    view: &ClusterView<'_>,
-    nodes: &[ExistingNode],
-    gone: &[bool],
-    moving: &[usize],
-) -> bool {
-    let (mut cpu, mut mem, mut big_cpu, mut big_mem) = (0, 0, 0, 0);
-    for p in moving {
-        let r = pod_requests(view.pods[*p]);
-        cpu += r.cpu_millis;
-        mem += r.memory_bytes;
-        big_cpu = big_cpu.max(r.cpu_millis);
-        big_mem = big_mem.max(r.memory_bytes);
-    }
-    let (mut free_cpu, mut free_mem, mut roomiest) = (0, 0, false);
-    for (i, n) in nodes.iter().enumerate() {
-        if gone[i] {
-            continue;
+/// Free cpu and memory per node and the pods on it, as a pass moves pods around: a cheap
+/// necessary condition before each question to the session.
+struct Room<'v> {
+    view: &'v ClusterView<'v>,
+    free: Vec<(i64, i64)>,
+    pods: Vec<Vec<usize>>,
+    gone: Vec<bool>,
+}
+
+impl<'v> Room<'v> {
+    fn new(view: &'v ClusterView<'v>) -> Room<'v> {
+        Room {
+            view,
+            free: view
+                .nodes
+                .iter()
+                .map(|n| {
+                    let a = &n.node.allocatable;
+                    let r = &n.node.requested;
+                    (a.cpu_millis - r.cpu_millis, a.memory_bytes - r.memory_bytes)
+                })
+                .collect(),
+            pods: view.nodes.iter().map(|n| n.pods.clone()).collect(),
+            gone: vec![false; view.nodes.len()],
         }
-        let c = n.allocatable.cpu_millis - n.requested.cpu_millis;
-        let m = n.allocatable.memory_bytes - n.requested.memory_bytes;
-        free_cpu += c.max(0);
-        free_mem += m.max(0);
-        roomiest |= c >= big_cpu && m >= big_mem;
     }
-    roomiest && cpu <= free_cpu && mem <= free_mem
+
+    /// The pods' total cpu and memory fit in the free room of the other nodes, and the
+    /// largest pod fits in the roomiest one.
+    fn fits_elsewhere(&self, node: usize) -> bool {
+        let (mut cpu, mut mem, mut big_cpu, mut big_mem) = (0, 0, 0, 0);
+        for p in &self.pods[node] {
+            let r = pod_requests(self.view.pods[*p]);
+            cpu += r.cpu_millis;
+            mem += r.memory_bytes;
+            big_cpu = big_cpu.max(r.cpu_millis);
+            big_mem = big_mem.max(r.memory_bytes);
+        }
+        let (mut free_cpu, mut free_mem, mut roomiest) = (0, 0, false);
+        for (k, (c, m)) in self.free.iter().enumerate() {
+            if k == node || self.gone[k] {
+                continue;
+            }
+            free_cpu += c.max(&0);
+            free_mem += m.max(&0);
+            roomiest |= *c >= big_cpu && *m >= big_mem;
+        }
+        roomiest && cpu <= free_cpu && mem <= free_mem
+    }
+
+    /// Records a kept removal of `node`.
+    fn apply(&mut self, node: usize, decision: &Decision) {
+        self.gone[node] = true;
+        self.pods[node].clear();
+        for e in &decision.existing {
+            for p in &e.pods {
+                let r = pod_requests(self.view.pods[*p]);
+                self.free[e.node].0 -= r.cpu_millis;
+                self.free[e.node].1 -= r.memory_bytes;
+                self.pods[e.node].push(*p);
+            }
+        }
+    }
 }
 
 /// The cheapest any NodePool could run these pods for, counting only cpu and memory: no
@@ -311,28 +351,73 @@ fn cheapest_possible(view: &ClusterView<'_>, moving: &[usize]) -> f64 {
         .fold(f64::MAX, f64::min)
 }
 
-/// Adds moved pods' requests to the nodes a solve puts them on.
-fn place(view: &ClusterView<'_>, nodes: &mut [ExistingNode], gone: &[bool], moving: &[usize]) {
-    let keep: Vec<usize> = (0..nodes.len()).filter(|i| !gone[*i]).collect();
-    let remaining: Vec<ExistingNode> = keep.iter().map(|i| nodes[*i].clone()).collect();
-    let pods: Vec<Pod> = moving.iter().map(|p| (*view.pods[*p]).clone()).collect();
-    let decision = solve(&Problem {
-        node_pools: &[],
-        nodes: &remaining,
-        bound_pods: &[],
-        daemonsets: &[],
-        pods: &pods,
-        options: SolveOptions::default(),
-    });
-    for e in decision.existing {
-        for p in e.pods {
-            nodes[keep[e.node]].requested.add(&pod_requests(&pods[p]));
+/// Whether one replacement for `candidates` is allowed and strictly cheaper: spot nodes are
+/// replaced by spot only behind SpotToSpotConsolidation and with enough cheaper types.
+fn cheaper_replacement(
+    view: &ClusterView<'_>,
+    candidates: &[usize],
+    replacements: &[PlannedNodeClaim],
+) -> Option<f64> {
+    let [r] = replacements else { return None };
+    let price: f64 = candidates
+        .iter()
+        .map(|i| view.nodes[*i].price_per_hour)
+        .sum();
+    let spot = labels::CAPACITY_TYPE_SPOT;
+    let all_spot = candidates
+        .iter()
+        .all(|i| view.nodes[*i].capacity_type == spot);
+    if all_spot && r.launch.capacity_type == spot {
+        let cheaper = r
+            .instance_types
+            .iter()
+            .filter(|o| o.price_per_hour < price)
+            .count();
+        if !view.spot_to_spot || cheaper < SPOT_TO_SPOT_MIN_TYPES {
+            return None;
         }
     }
+    (r.launch.price_per_hour < price).then_some(price - r.launch.price_per_hour)
 }
 
-fn replace_one(view: &ClusterView<'_>) -> Option<Command> {
-    let nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();
+/// Several nodes replaced by one cheaper node: the longest prefix of the disruption order
+/// (within budget) whose pods one new node and the other nodes can take, found by binary
+/// search as Karpenter does; deletions were already tried node by node.
+fn replace_many(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> {
+    let mut budget = Allowance::new(view, DisruptionReason::Underutilized);
+    let order: Vec<usize> = disruption_order(view)
+        .into_iter()
+        .filter(|i| budget.take(&view.nodes[*i]))
+        .collect();
+    let (mut lo, mut hi) = (2, order.len());
+    let mut best = None;
+    while lo <= hi {
+        let mid = (lo + hi) / 2;
+        let prefix = &order[..mid];
+        let pods: Vec<usize> = prefix
+            .iter()
+            .flat_map(|i| view.nodes[*i].pods.iter().copied())
+            .collect();
+        let outcome = placed(session.try_remove(prefix, &pods, true))
+            .and_then(|r| cheaper_replacement(view, prefix, &r).map(|s| (r, s)));
+        match outcome {
+            Some((replacements, savings)) => {
+                best = Some(Command {
+                    reason: DisruptionReason::Underutilized,
+                    candidates: prefix.to_vec(),
+                    replacements,
+                    savings,
+                });
+                lo = mid + 1;
+            }
+            None => hi = mid - 1,
+        }
+    }
+    session.undo();
+    best
+}
+
+fn replace_one(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> {
     let mut order = disruption_order(view);
     // the most expensive node has the most to save
     order.sort_by(|a, b| {
@@ -340,43 +425,25 @@ fn replace_one(view: &ClusterView<'_>) -> Option<Command> {
             .price_per_hour
             .total_cmp(&view.nodes[*a].price_per_hour)
     });
-    for i in order.into_iter().take(MAX_REPLACE_TRIES) {
+    let budget = Allowance::new(view, DisruptionReason::Underutilized);
+    for i in order {
         let n = &view.nodes[i];
-        let mut used = BTreeMap::new();
-        if !take_budget(view, &mut used, n, DisruptionReason::Underutilized) {
+        if !budget.has_room(n) || cheapest_possible(view, &n.pods) >= n.price_per_hour {
             continue;
         }
-        if cheapest_possible(view, &n.pods) >= n.price_per_hour {
-            continue;
-        }
-        let mut gone = vec![false; nodes.len()];
-        gone[i] = true;
-        let Some(replacements) = simulate(view, &nodes, &gone, &n.pods, true) else {
+        let Some(replacements) = placed(session.try_remove(&[i], &n.pods, true)) else {
             continue;
         };
-        if replacements.len() != 1 {
-            continue;
-        }
-        let r = &replacements[0];
-        let spot = labels::CAPACITY_TYPE_SPOT;
-        if n.capacity_type == spot && r.launch.capacity_type == spot {
-            let cheaper = r
-                .instance_types
-                .iter()
-                .filter(|o| o.price_per_hour < n.price_per_hour)
-                .count();
-            if !view.spot_to_spot || cheaper < SPOT_TO_SPOT_MIN_TYPES {
-                continue;
-            }
-        }
-        if r.launch.price_per_hour < n.price_per_hour {
+        if let Some(savings) = cheaper_replacement(view, &[i], &replacements) {
+            session.undo();
             return Some(Command {
                 reason: DisruptionReason::Underutilized,
                 candidates: vec![i],
-                savings: n.price_per_hour - r.launch.price_per_hour,
+                savings,
                 replacements,
             });
         }
     }
+    session.undo();
     None
 }

@@ -2,6 +2,7 @@
 //! scheduling problem and decisions into NodeClaims. No I/O and no clock: time comes in as
 //! a value (a [`std::time::Duration`] since an epoch the shell chooses).
 
+pub mod benchmark;
 pub mod consolidation;
 pub mod disruption;
 pub mod nodepools;

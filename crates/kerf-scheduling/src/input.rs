@@ -107,6 +107,9 @@ pub struct SolveOptions {
     pub preferences: Preferences,
     /// How many instance types a launch may carry (Karpenter sends 60).
     pub max_instance_types: usize,
+    /// Whether pods may go to new NodeClaims. Consolidation asks "do these pods fit on the
+    /// nodes that stay?" with the NodePools still defining topology domains but no launches.
+    pub new_nodeclaims: bool,
 }
 
 impl Default for SolveOptions {
@@ -114,6 +117,7 @@ impl Default for SolveOptions {
         SolveOptions {
             preferences: Preferences::Respect,
             max_instance_types: 60,
+            new_nodeclaims: true,
         }
     }
 }

@@ -28,4 +28,4 @@ pub use input::{
 };
 pub use reasons::{Reason, Why};
 pub use requirements::{Incompatibility, Requirement, Requirements};
-pub use solver::{Decision, ExistingPlacement, PlannedNodeClaim, Unschedulable, solve};
+pub use solver::{Decision, ExistingPlacement, PlannedNodeClaim, Session, Unschedulable, solve};

@@ -31,6 +31,9 @@ use crate::symbols::{Sym, Symbols};
 use crate::taints::first_untolerated;
 use crate::topology::{Domain, GroupId, Kind, Topology};
 
+mod session;
+pub use session::Session;
+
 /// A NodeClaim the solve decided to launch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlannedNodeClaim {
@@ -106,6 +109,7 @@ struct Pool {
 }
 
 /// Where pods can go: an existing node or a planned NodeClaim.
+#[derive(Clone)]
 struct Bin {
     /// The NodePool of a planned NodeClaim.
     pool: Option<usize>,
@@ -178,12 +182,23 @@ struct State<'p> {
     cursors: FxHashMap<u64, Cursor>,
     nothing: Req,
     toleration_ids: Vec<u64>,
+    /// Pods already on nodes that topology counts, and their indices by node.
+    bound: Vec<Bound>,
+    bound_at: Vec<Vec<usize>>,
+    /// The bin of each existing node.
+    bin_of_node: Vec<usize>,
+    /// Bins a [`Session`] has taken away.
+    excluded: Vec<bool>,
+    /// Whether pods may open new NodeClaims (a session may forbid it).
+    pools_enabled: bool,
+    /// Bins as they were before a session's tentative change touched them.
+    saved: Option<session::Saved>,
 }
 
 /// Decides where the pending pods go and which NodeClaims to launch.
 pub fn solve(problem: &Problem<'_>) -> Decision {
     let mut state = State::new(problem);
-    let reasons = state.run();
+    let reasons = state.run((0..problem.pods.len()).collect());
     state.finish(reasons)
 }
 
@@ -309,6 +324,12 @@ impl<'p> State<'p> {
             cursors: FxHashMap::default(),
             nothing: Req::any_of(Vec::new()),
             toleration_ids,
+            bound,
+            bound_at: Vec::new(),
+            bin_of_node: Vec::new(),
+            excluded: Vec::new(),
+            pools_enabled: problem.options.new_nodeclaims,
+            saved: None,
         };
         state.pools = problem
             .node_pools
@@ -324,7 +345,7 @@ impl<'p> State<'p> {
         state.pool_order = order;
         state.add_existing_bins();
         state.set_universes();
-        state.count_bound(&bound);
+        state.count_bound();
         state
     }
 
@@ -433,6 +454,12 @@ impl<'p> State<'p> {
         let nodes = self.problem.nodes;
         let mut order: Vec<usize> = (0..nodes.len()).collect();
         order.sort_by_key(|i| !nodes[*i].initialized);
+        let mut ports_of: Vec<Vec<HostPort>> = vec![Vec::new(); nodes.len()];
+        for b in self.problem.bound_pods {
+            if let Some(ports) = ports_of.get_mut(b.node) {
+                ports.extend(pods::host_ports(b.pod));
+            }
+        }
         for i in order {
             let n: &ExistingNode = &nodes[i];
             let host_name = n.labels.get(labels::HOSTNAME).unwrap_or(&n.name);
@@ -440,13 +467,7 @@ impl<'p> State<'p> {
             let reqs = label_reqs(&n.labels, self.hostname, &mut self.symbols);
             let allocatable = self.dims.capacity(&n.allocatable);
             let requests = self.dims.capacity(&n.requested);
-            let ports = self
-                .problem
-                .bound_pods
-                .iter()
-                .filter(|b| b.node == i)
-                .flat_map(|b| pods::host_ports(b.pod))
-                .collect();
+            let ports = std::mem::take(&mut ports_of[i]);
             self.bins.push(Bin {
                 pool: None,
                 node: Some(i),
@@ -516,31 +537,49 @@ impl<'p> State<'p> {
         }
     }
 
-    fn count_bound(&mut self, bound: &[Bound]) {
-        let bin_of: HashMap<usize, usize> = self
-            .bins
-            .iter()
-            .enumerate()
-            .filter_map(|(b, bin)| bin.node.map(|n| (n, b)))
-            .collect();
-        for (node, ns, labels, owned) in bound {
-            let Some(&b) = bin_of.get(node) else { continue };
-            let taints = &self.problem.nodes[*node].taints;
-            for id in 0..self.topology.groups().len() {
-                let kind = &self.topology.groups()[id].def.kind;
-                let counts = if *kind == Kind::InverseAnti {
-                    owned.contains(&id)
-                } else {
-                    self.topology.selects(id, *ns, labels)
-                };
-                if counts
-                    && self
-                        .topology
-                        .node_counts(id, &self.bins[b].reqs, taints, &self.symbols)
-                {
-                    let owned_domain = domain_owned(self.domain_of(&self.bins[b], None, id));
+    fn count_bound(&mut self) {
+        let mut bin_of_node = vec![usize::MAX; self.problem.nodes.len()];
+        for (b, bin) in self.bins.iter().enumerate() {
+            if let Some(n) = bin.node {
+                bin_of_node[n] = b;
+            }
+        }
+        self.bin_of_node = bin_of_node;
+        self.bound_at = vec![Vec::new(); self.problem.nodes.len()];
+        for k in 0..self.bound.len() {
+            let node = self.bound[k].0;
+            let Some(at) = self.bound_at.get_mut(node) else {
+                continue;
+            };
+            at.push(k);
+            self.tally_bound(k, true);
+        }
+    }
+
+    /// Counts (or takes back) a bound pod in the groups that select it.
+    fn tally_bound(&mut self, k: usize, add: bool) {
+        let (node, ns, labels, owned) = &self.bound[k];
+        let b = self.bin_of_node[*node];
+        let taints = &self.problem.nodes[*node].taints;
+        for id in 0..self.topology.groups().len() {
+            let kind = &self.topology.groups()[id].def.kind;
+            let counts = if *kind == Kind::InverseAnti {
+                owned.contains(&id)
+            } else {
+                self.topology.selects(id, *ns, labels)
+            };
+            if counts
+                && self
+                    .topology
+                    .node_counts(id, &self.bins[b].reqs, taints, &self.symbols)
+            {
+                let owned_domain = domain_owned(self.domain_of(&self.bins[b], None, id));
+                if add {
                     self.topology
                         .record(id, owned_domain.as_domain(), &self.symbols);
+                } else {
+                    self.topology
+                        .forget(id, owned_domain.as_domain(), &self.symbols);
                 }
             }
         }
@@ -772,12 +811,7 @@ impl<'p> State<'p> {
         let info = &self.pods[pod];
         let requests = info.requests;
         let ports = info.host_ports.clone();
-        let counted: Vec<GroupId> = info
-            .counted_by
-            .iter()
-            .chain(&info.owns_inverse)
-            .copied()
-            .collect();
+        self.save(b);
         let bin = &mut self.bins[b];
         if let Some(r) = fit.reqs {
             bin.reqs = r;
@@ -793,6 +827,18 @@ impl<'p> State<'p> {
         bin.ports.extend(ports);
         let headroom = self.headroom(&self.bins[b]);
         self.bins[b].headroom = headroom;
+        self.tally_placed(pod, b, true);
+    }
+
+    /// Counts (or takes back) a placed pod in the groups that count it.
+    fn tally_placed(&mut self, pod: usize, b: usize, add: bool) {
+        let info = &self.pods[pod];
+        let counted: Vec<GroupId> = info
+            .counted_by
+            .iter()
+            .chain(&info.owns_inverse)
+            .copied()
+            .collect();
         let taints = self.taints_of(&self.bins[b]);
         for id in counted {
             let bin = &self.bins[b];
@@ -801,7 +847,11 @@ impl<'p> State<'p> {
                 .node_counts(id, &bin.reqs, taints, &self.symbols)
             {
                 let owned = domain_owned(self.domain_of(bin, None, id));
-                self.topology.record(id, owned.as_domain(), &self.symbols);
+                if add {
+                    self.topology.record(id, owned.as_domain(), &self.symbols);
+                } else {
+                    self.topology.forget(id, owned.as_domain(), &self.symbols);
+                }
             }
         }
     }
@@ -814,7 +864,7 @@ impl<'p> State<'p> {
         let mut placed = None;
         let mut b = cursor.start;
         while b < self.bins.len() {
-            if cursor.is_dead(b) {
+            if cursor.is_dead(b) || self.excluded.get(b).copied().unwrap_or(false) {
                 b += 1;
                 continue;
             }
@@ -833,7 +883,7 @@ impl<'p> State<'p> {
             self.commit(pod, b, fit);
             return Ok(());
         }
-        if self.pools.is_empty() {
+        if self.pools.is_empty() || !self.pools_enabled {
             return Err(vec![Reason {
                 node_pool: None,
                 why: Why::NoNodePools,
@@ -1003,8 +1053,8 @@ impl<'p> State<'p> {
         }
     }
 
-    fn run(&mut self) -> HashMap<usize, Vec<Reason>> {
-        let mut order: Vec<usize> = (0..self.pods.len()).collect();
+    /// Places `order`'s pods, largest first; returns the ones left with their reasons.
+    fn run(&mut self, mut order: Vec<usize>) -> HashMap<usize, Vec<Reason>> {
         order.sort_by(|a, b| {
             let (x, y) = (&self.pods[*a].requests, &self.pods[*b].requests);
             y.cpu_millis()
@@ -1012,7 +1062,7 @@ impl<'p> State<'p> {
                 .then_with(|| y.memory_bytes().cmp(&x.memory_bytes()))
         });
         let mut queue: VecDeque<usize> = order.into();
-        let mut relax: Vec<Relaxation> = vec![Relaxation::default(); self.pods.len()];
+        let mut relax: FxHashMap<usize, Relaxation> = FxHashMap::default();
         let mut last_len: HashMap<usize, usize> = HashMap::new();
         let mut reasons: HashMap<usize, Vec<Reason>> = HashMap::new();
         while let Some(&pod) = queue.front() {
@@ -1020,13 +1070,14 @@ impl<'p> State<'p> {
                 break; // a full pass without progress
             }
             queue.pop_front();
-            match self.place(pod, &relax[pod]) {
+            let r = *relax.entry(pod).or_default();
+            match self.place(pod, &r) {
                 Ok(()) => {
                     reasons.remove(&pod);
                 }
                 Err(why) => {
                     reasons.insert(pod, why);
-                    let relaxed = relax[pod].relax(&self.pods[pod]);
+                    let relaxed = relax.entry(pod).or_default().relax(&self.pods[pod]);
                     queue.push_back(pod);
                     if relaxed {
                         last_len.clear();
@@ -1042,46 +1093,29 @@ impl<'p> State<'p> {
             .collect()
     }
 
-    fn finish(self, mut reasons: HashMap<usize, Vec<Reason>>) -> Decision {
+    fn finish(self, reasons: HashMap<usize, Vec<Reason>>) -> Decision {
+        let placed = self.bins.iter().map(|b| (b, b.pods.clone()));
+        self.decision(placed, reasons)
+    }
+
+    /// The decision for pods placed in bins (each bin with the pods it gained).
+    fn decision<'b>(
+        &'b self,
+        placed: impl Iterator<Item = (&'b Bin, Vec<usize>)>,
+        mut reasons: HashMap<usize, Vec<Reason>>,
+    ) -> Decision {
         let mut decision = Decision::default();
-        for bin in &self.bins {
-            if bin.pods.is_empty() {
+        for (bin, mut pods) in placed {
+            if pods.is_empty() {
                 continue;
             }
-            let mut pods = bin.pods.clone();
             pods.sort_unstable();
             match (bin.node, bin.pool) {
                 (Some(node), _) => decision.existing.push(ExistingPlacement { node, pods }),
                 (None, Some(pool)) => {
-                    let p = &self.pools[pool];
-                    let types = bin.types.as_ref().expect("planned bins carry types");
-                    let candidates: Vec<launch::Candidate<'_>> = types
-                        .iter()
-                        .map(|i| launch::Candidate {
-                            name: &self.problem.node_pools[p.input].instance_types[i].name,
-                            reqs: &p.types[i].reqs,
-                            offerings: &p.types[i].offerings,
-                        })
-                        .collect();
-                    let Some((options, chosen)) = launch::choose(
-                        &candidates,
-                        &bin.reqs,
-                        self.zone,
-                        self.capacity_type,
-                        self.problem.options.max_instance_types,
-                        &self.symbols,
-                    ) else {
-                        continue;
-                    };
-                    let requirements = launch::requirements(&bin.reqs, &options, &self.symbols);
-                    decision.nodeclaims.push(PlannedNodeClaim {
-                        node_pool: p.input,
-                        pods,
-                        requests: self.dims.to_resources(&bin.requests),
-                        requirements,
-                        instance_types: options,
-                        launch: chosen,
-                    });
+                    if let Some(planned) = self.planned(bin, pool, pods) {
+                        decision.nodeclaims.push(planned);
+                    }
                 }
                 (None, None) => {}
             }
@@ -1096,6 +1130,37 @@ impl<'p> State<'p> {
             })
             .collect();
         decision
+    }
+
+    /// A planned bin as a NodeClaim to launch: the cheapest offering among its types.
+    fn planned(&self, bin: &Bin, pool: usize, pods: Vec<usize>) -> Option<PlannedNodeClaim> {
+        let p = &self.pools[pool];
+        let types = bin.types.as_ref().expect("planned bins carry types");
+        let candidates: Vec<launch::Candidate<'_>> = types
+            .iter()
+            .map(|i| launch::Candidate {
+                name: &self.problem.node_pools[p.input].instance_types[i].name,
+                reqs: &p.types[i].reqs,
+                offerings: &p.types[i].offerings,
+            })
+            .collect();
+        let (options, chosen) = launch::choose(
+            &candidates,
+            &bin.reqs,
+            self.zone,
+            self.capacity_type,
+            self.problem.options.max_instance_types,
+            &self.symbols,
+        )?;
+        let requirements = launch::requirements(&bin.reqs, &options, &self.symbols);
+        Some(PlannedNodeClaim {
+            node_pool: p.input,
+            pods,
+            requests: self.dims.to_resources(&bin.requests),
+            requirements,
+            instance_types: options,
+            launch: chosen,
+        })
     }
 }
 

@@ -110,6 +110,9 @@ pub struct Topology {
     groups: Vec<Group>,
     index: FxHashMap<GroupDef, GroupId>,
     hostname: Option<Sym>,
+    /// Count changes since journaling began (group, domain, +1 or -1), so a
+    /// [`crate::solver::Session`] can take a tried move back.
+    journal: Option<Vec<(GroupId, Sym, i32)>>,
 }
 
 impl Topology {
@@ -181,6 +184,37 @@ impl Topology {
     /// Records a pod in the domains a bin can be in: every allowed domain for anti-affinity
     /// kinds, the single domain for the others (nothing while the bin's domain is open).
     pub fn record(&mut self, id: GroupId, domain: Domain<'_>, symbols: &Symbols) {
+        self.tally(id, domain, symbols, 1);
+    }
+
+    /// Takes back a [`Topology::record`] of a pod that leaves the bin (same domain).
+    pub fn forget(&mut self, id: GroupId, domain: Domain<'_>, symbols: &Symbols) {
+        self.tally(id, domain, symbols, -1);
+    }
+
+    /// Starts (or restarts) keeping a journal of count changes.
+    pub fn start_journal(&mut self) {
+        self.journal = Some(Vec::new());
+    }
+
+    /// Undoes every count change since the journal (re)started.
+    pub fn undo_journal(&mut self) {
+        let entries = self.journal.replace(Vec::new()).unwrap_or_default();
+        for (id, v, delta) in entries.into_iter().rev() {
+            self.add(id, v, -delta);
+        }
+    }
+
+    fn add(&mut self, id: GroupId, v: Sym, delta: i32) {
+        let g = &mut self.groups[id];
+        if g.counts.len() <= v.index() {
+            g.counts.resize(v.index() + 1, 0);
+        }
+        g.counts[v.index()] = g.counts[v.index()].saturating_add_signed(delta);
+        g.total = g.total.saturating_add_signed(delta);
+    }
+
+    fn tally(&mut self, id: GroupId, domain: Domain<'_>, symbols: &Symbols, delta: i32) {
         let anti = matches!(
             self.groups[id].def.kind,
             Kind::AntiAffinity | Kind::InverseAnti
@@ -197,13 +231,11 @@ impl Topology {
             Domain::Req(None) if anti => self.groups[id].universe.clone(),
             Domain::Req(None) => Vec::new(),
         };
-        let g = &mut self.groups[id];
         for v in values {
-            if g.counts.len() <= v.index() {
-                g.counts.resize(v.index() + 1, 0);
+            self.add(id, v, delta);
+            if let Some(j) = &mut self.journal {
+                j.push((id, v, delta));
             }
-            g.counts[v.index()] += 1;
-            g.total += 1;
         }
     }
 

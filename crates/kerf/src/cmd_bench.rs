@@ -1,5 +1,6 @@
 //! `kerf bench scheduling`: Karpenter's scheduling benchmark (../shared/BENCHMARK.md), timed
 //! as one solve per size, printing pods/sec and nodes so it can run beside Karpenter's own.
+//! `kerf bench consolidation`: one disruption pass over a synthetic cluster per size.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -7,6 +8,8 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
+use kerf_core::benchmark::{Cluster, PODS_PER_NODE};
+use kerf_core::consolidation::plan;
 use kerf_scheduling::{Preferences, Problem, SolveOptions, benchmark, solve};
 
 /// Arguments of `kerf bench`.
@@ -34,6 +37,23 @@ enum Which {
         #[arg(long, default_value_t = 42)]
         seed: u64,
     },
+    /// One disruption pass (emptiness, drift, delete, replace) over a cluster of N nodes
+    /// with ten pods each, most of them underutilized.
+    Consolidation {
+        /// Node counts (default 100 … 5,000).
+        #[arg(long, value_delimiter = ',')]
+        nodes: Vec<usize>,
+        /// Allowed disruptions as a percentage of the nodes (Karpenter's default budget is
+        /// 10 %; 100 makes the pass weigh every candidate it can).
+        #[arg(long, default_value_t = 100)]
+        budget: usize,
+        /// Passes per size; the fastest is reported.
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+        /// Seed of the cluster generator.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -44,16 +64,74 @@ enum PreferenceMode {
 
 const SIZES: [usize; 9] = [1, 50, 100, 500, 1000, 2000, 5000, 10000, 20000];
 
+const NODE_SIZES: [usize; 5] = [100, 500, 1000, 2000, 5000];
+
 /// Runs the benchmark and prints a table.
 pub fn run(args: &Args) -> Result<ExitCode> {
-    let Which::Scheduling {
-        pods,
-        preferences,
-        repeat,
-        seed,
-    } = &args.which;
+    match &args.which {
+        Which::Scheduling {
+            pods,
+            preferences,
+            repeat,
+            seed,
+        } => scheduling(pods, *preferences, *repeat, *seed),
+        Which::Consolidation {
+            nodes,
+            budget,
+            repeat,
+            seed,
+        } => consolidation(nodes, *budget, *repeat, *seed),
+    }
+}
+
+fn consolidation(sizes: &[usize], budget: usize, repeat: usize, seed: u64) -> Result<ExitCode> {
+    let sizes = if sizes.is_empty() {
+        &NODE_SIZES[..]
+    } else {
+        sizes
+    };
+    let mut out = String::from(
+        "nodes\tpods\tseconds\tcommand\tcandidates\treplacements\tcost/h\tsavings/h\n",
+    );
+    for &n in sizes {
+        let cluster = Cluster::generate(n, seed);
+        let allowed = (n * budget).div_ceil(100);
+        let mut best = f64::MAX;
+        let mut command = None;
+        for _ in 0..repeat.max(1) {
+            let view = cluster.view(allowed);
+            let start = Instant::now();
+            command = plan(&view);
+            best = best.min(start.elapsed().as_secs_f64());
+        }
+        let (reason, candidates, replacements, savings) = match &command {
+            Some(c) => (
+                c.reason.as_str(),
+                c.candidates.len(),
+                c.replacements.len(),
+                c.savings,
+            ),
+            None => ("none", 0, 0, 0.0),
+        };
+        writeln!(
+            out,
+            "{n}\t{}\t{best:.3}\t{reason}\t{candidates}\t{replacements}\t{:.2}\t{savings:.2}",
+            n * PODS_PER_NODE,
+            cluster.cost_per_hour(),
+        )?;
+        crate::emit(&std::mem::take(&mut out))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn scheduling(
+    pods: &[usize],
+    preferences: Option<PreferenceMode>,
+    repeat: usize,
+    seed: u64,
+) -> Result<ExitCode> {
     let sizes: Vec<usize> = match (pods.is_empty(), preferences) {
-        (false, _) => pods.clone(),
+        (false, _) => pods.to_vec(),
         (true, Some(_)) => vec![4000],
         (true, None) => SIZES.to_vec(),
     };
@@ -62,12 +140,12 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     for n in sizes {
         let (workload, mode) = match preferences {
             Some(PreferenceMode::Respect) => {
-                (benchmark::preference_pods(n, *seed), Preferences::Respect)
+                (benchmark::preference_pods(n, seed), Preferences::Respect)
             }
             Some(PreferenceMode::Ignore) => {
-                (benchmark::preference_pods(n, *seed), Preferences::Ignore)
+                (benchmark::preference_pods(n, seed), Preferences::Ignore)
             }
-            None => (benchmark::diverse_pods(n, *seed), Preferences::Respect),
+            None => (benchmark::diverse_pods(n, seed), Preferences::Respect),
         };
         let problem = Problem {
             options: SolveOptions {
@@ -78,7 +156,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         };
         let mut best = f64::MAX;
         let mut nodes = 0;
-        for _ in 0..(*repeat).max(1) {
+        for _ in 0..repeat.max(1) {
             let start = Instant::now();
             let decision = solve(&problem);
             let secs = start.elapsed().as_secs_f64();

@@ -49,14 +49,6 @@ pub fn template_hash(np: &NodePool) -> u64 {
     h.finish()
 }
 
-fn reason_name(r: DisruptionReason) -> &'static str {
-    match r {
-        DisruptionReason::Empty => "Empty",
-        DisruptionReason::Drifted => "Drifted",
-        DisruptionReason::Underutilized => "Underutilized",
-    }
-}
-
 fn disrupted_taint() -> Taint {
     Taint {
         key: labels::DISRUPTED_TAINT_KEY.into(),
@@ -356,7 +348,7 @@ impl World {
         let id = format!("{:08x}", self.seq);
         let text = format!(
             "{}/{id}: {method}: nodepools=[{}]: [{}] -> [{} replacement(s)] (savings: ${:.2})",
-            reason_name(command.reason),
+            command.reason.as_str(),
             pools.join(", "),
             candidates.join(", "),
             command.replacements.len(),
@@ -404,7 +396,7 @@ impl World {
             "disruption",
             "disrupting node(s)",
             json!({
-                "command": text, "reason": reason_name(command.reason).to_lowercase(),
+                "command": text, "reason": command.reason.as_str().to_lowercase(),
             }),
         );
         for c in &candidates {
@@ -475,9 +467,14 @@ impl World {
         for n in &c.candidates {
             self.terminate(n);
         }
-        self.log.info(self.now, "disruption", "command succeeded", json!({
-            "reason": reason_name(c.reason).to_lowercase(), "savings": format!("${:.2}", c.savings),
-        }));
+        self.log.info(
+            self.now,
+            "disruption",
+            "command succeeded",
+            json!({
+                "reason": c.reason.as_str().to_lowercase(), "savings": format!("${:.2}", c.savings),
+            }),
+        );
         self.schedule_pass(self.now + PASS_INTERVAL);
     }
 
