@@ -17,7 +17,6 @@ use kerf_api::{NodePool, labels};
 use kerf_scheduling::resources::pod_requests;
 use kerf_scheduling::{
     BoundPod, Decision, ExistingNode, NodePoolInput, PlannedNodeClaim, Problem, Session,
-    SolveOptions,
 };
 
 /// A node as disruption sees it.
@@ -95,16 +94,13 @@ pub fn plan(view: &ClusterView<'_>) -> Option<Command> {
             })
         })
         .collect();
-    let pods: Vec<Pod> = view.pods.iter().map(|p| (*p).clone()).collect();
     let problem = Problem {
-        node_pools: &view.node_pools,
         nodes: &nodes,
         bound_pods: &bound,
         daemonsets: view.daemonsets,
-        pods: &pods,
-        options: SolveOptions::default(),
+        ..Problem::new(&view.node_pools, &[])
     };
-    let mut session = Session::new(&problem);
+    let mut session = Session::new(&problem, &view.pods);
     drift(view, &mut session)
         .or_else(|| delete_many(view, &mut session))
         .or_else(|| replace_many(view, &mut session))

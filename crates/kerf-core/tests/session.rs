@@ -52,14 +52,12 @@ fn session_answers_match_fresh_solves_across_kept_removals() {
             .collect();
         let pods: Vec<Pod> = view.pods.iter().map(|p| (*p).clone()).collect();
         let problem = Problem {
-            node_pools: &view.node_pools,
             nodes: &all_nodes,
             bound_pods: &bound,
             daemonsets: view.daemonsets,
-            pods: &pods,
-            options: SolveOptions::default(),
+            ..Problem::new(&view.node_pools, &[])
         };
-        let mut session = Session::new(&problem);
+        let mut session = Session::new(&problem, vp);
 
         // the cluster as the fresh solves see it, kept in step with kept removals
         let mut nodes = all_nodes.clone();

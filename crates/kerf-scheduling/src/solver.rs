@@ -16,6 +16,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 
+use k8s_openapi::api::core::v1::Pod;
 use kerf_api::{Taint, TaintEffect, labels};
 use rustc_hash::FxHashMap;
 
@@ -197,7 +198,7 @@ struct State<'p> {
 
 /// Decides where the pending pods go and which NodeClaims to launch.
 pub fn solve(problem: &Problem<'_>) -> Decision {
-    let mut state = State::new(problem);
+    let mut state = State::new(problem, problem.pods);
     let reasons = state.run((0..problem.pods.len()).collect());
     state.finish(reasons)
 }
@@ -232,7 +233,8 @@ fn label_reqs(
 }
 
 impl<'p> State<'p> {
-    fn new(problem: &'p Problem<'p>) -> State<'p> {
+    /// Compiles the problem with `pending` as its pods (the problem's own, or a session's).
+    fn new<'x>(problem: &'p Problem<'p>, pending: impl IntoIterator<Item = &'x Pod>) -> State<'p> {
         let mut symbols = Symbols::new();
         let well_known = pods::intern_well_known(&mut symbols);
         let hostname = symbols.intern(labels::HOSTNAME);
@@ -249,7 +251,7 @@ impl<'p> State<'p> {
             preferences: problem.options.preferences,
         };
         let mut pod_infos: Vec<PodInfo> =
-            problem.pods.iter().map(|p| compiler.compile(p)).collect();
+            pending.into_iter().map(|p| compiler.compile(p)).collect();
         let has_groups = !compiler.topology.groups().is_empty();
         let bound: Vec<Bound> = problem
             .bound_pods

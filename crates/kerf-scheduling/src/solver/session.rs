@@ -6,14 +6,14 @@
 //! changing the compiled state and, unless the answer is kept, changing it back. A question
 //! costs the placement of the pods that move, not the size of the cluster.
 
+use k8s_openapi::api::core::v1::Pod;
 use rustc_hash::FxHashMap;
 
 use super::{Bin, Decision, HashMap, State};
 use crate::amounts::Amounts;
 use crate::input::Problem;
 
-/// A compiled cluster that answers removal questions. `problem.pods` are the pods that may
-/// move, each also listed in `problem.bound_pods` on the node it runs on.
+/// A compiled cluster that answers removal questions.
 pub struct Session<'p> {
     state: State<'p>,
     open: Option<Tentative>,
@@ -27,9 +27,11 @@ struct Tentative {
 }
 
 impl<'p> Session<'p> {
-    /// Compiles the cluster.
-    pub fn new(problem: &'p Problem<'p>) -> Session<'p> {
-        let mut state = State::new(problem);
+    /// Compiles the cluster. `movable` are the pods that may move (pod indices in answers
+    /// refer to it), each also listed in `problem.bound_pods` on the node it runs on;
+    /// `problem.pods` is not read.
+    pub fn new(problem: &'p Problem<'p>, movable: &[&Pod]) -> Session<'p> {
+        let mut state = State::new(problem, movable.iter().copied());
         state.excluded = vec![false; state.bins.len()];
         state.topology.start_journal();
         Session { state, open: None }
