@@ -64,6 +64,18 @@ pub fn pod_blocks(pod: &Pod, started: Duration, now: Duration) -> bool {
     parse_go_duration(v).is_ok_and(|d| now < started + d)
 }
 
+/// The order a draining node's pods go in: non-critical pods before critical ones, and
+/// within each, workload pods before daemonset pods (which serve the others to the end).
+/// Critical means the `system-cluster-critical` or `system-node-critical` priority class.
+pub fn drain_tier(pod: &Pod, daemon: bool) -> u8 {
+    let critical = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.priority_class_name.as_deref())
+        .is_some_and(|c| c == "system-cluster-critical" || c == "system-node-critical");
+    u8::from(critical) * 2 + u8::from(daemon)
+}
+
 /// Whether a node carries `karpenter.sh/do-not-disrupt: "true"`.
 pub fn node_blocks(annotations: Option<&std::collections::BTreeMap<String, String>>) -> bool {
     annotations
@@ -133,6 +145,25 @@ pub fn consolidatable_at(np: &NodePool, last_event: Duration) -> Option<Duration
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn drain_tiers_put_critical_and_daemon_pods_last() {
+        let with_class = |class: Option<&str>| Pod {
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                priority_class_name: class.map(str::to_string),
+                ..Default::default()
+            }),
+            ..Pod::default()
+        };
+        let plain = with_class(None);
+        let critical = with_class(Some("system-node-critical"));
+        let other = with_class(Some("high"));
+        assert_eq!(drain_tier(&plain, false), 0);
+        assert_eq!(drain_tier(&other, false), 0);
+        assert_eq!(drain_tier(&plain, true), 1);
+        assert_eq!(drain_tier(&critical, false), 2);
+        assert_eq!(drain_tier(&critical, true), 3);
+    }
 
     fn pool(budgets: &str) -> NodePool {
         let yaml = format!(

@@ -2,13 +2,14 @@
 //! so the next launch picks something else — this is what turns spot exhaustion into a
 //! fallback to the next NodePool or capacity type.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// How long an insufficient-capacity error is remembered (Karpenter: 3 minutes).
 pub const TTL: Duration = Duration::from_secs(180);
 
 /// Which offerings an entry covers; `None` matches anything.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Pattern {
     /// Capacity type (`spot`, `on-demand`).
     pub capacity_type: Option<String>,
@@ -55,7 +56,8 @@ impl Pattern {
 /// The remembered errors, each with when it stops counting.
 #[derive(Clone, Debug, Default)]
 pub struct UnavailableOfferings {
-    entries: Vec<(Pattern, Duration)>,
+    /// Each pattern with when it expires (a map: a crunch marks hundreds of offerings).
+    entries: HashMap<Pattern, Duration>,
     generation: u64,
 }
 
@@ -67,8 +69,7 @@ impl UnavailableOfferings {
 
     /// Remembers an insufficient-capacity error seen at `now` for [`TTL`].
     pub fn mark(&mut self, pattern: Pattern, now: Duration) {
-        self.entries.retain(|(p, _)| *p != pattern);
-        self.entries.push((pattern, now + TTL));
+        self.entries.insert(pattern, now + TTL);
         self.generation += 1;
     }
 
@@ -88,7 +89,7 @@ impl UnavailableOfferings {
     /// Forgets entries that expired by `now`.
     pub fn expire(&mut self, now: Duration) {
         let before = self.entries.len();
-        self.entries.retain(|(_, until)| now < *until);
+        self.entries.retain(|_, until| now < *until);
         if self.entries.len() != before {
             self.generation += 1;
         }

@@ -140,6 +140,12 @@ pub struct CapacityWindow {
 }
 
 impl CapacityWindow {
+    /// Whether the window is open at any time in `[from, to]`.
+    pub fn overlaps(&self, from: Duration, to: Duration) -> bool {
+        let start = self.from.map_or(Duration::ZERO, |d| d.0);
+        start <= to && self.until.is_none_or(|u| u.0 > from)
+    }
+
     /// Whether an offering has no capacity at `t`.
     pub fn covers(
         &self,

@@ -3,7 +3,7 @@
 //! interruptions), on a virtual clock of discrete events, with Kerf's core deciding.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,6 +36,11 @@ mod disruption;
 pub const REGISTRATION_TTL: Duration = Duration::from_secs(15 * 60);
 /// Spot interruption warning lead time.
 pub const INTERRUPTION_NOTICE: Duration = Duration::from_secs(120);
+/// How often `--check` looks for pods waiting too long (each look may solve).
+const WAIT_CHECK_EVERY: Duration = Duration::from_secs(30);
+/// Slack on top of launch and ready delays before a wait counts as too long: the batch
+/// window (at most 10 s) and a minute for disruption and binding to catch up.
+const WAIT_SLACK: Duration = Duration::from_secs(70);
 
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
@@ -111,12 +116,18 @@ struct SimNode {
     ready: bool,
     requests: Resources,
     last_pod_event: Duration,
+    /// The `last_pod_event` the node was last logged consolidatable for.
+    marked_consolidatable: Option<Duration>,
     deleting: Option<Duration>,
 }
 
 /// One simulation.
 pub struct World {
     scenario: Scenario,
+    /// When `--check` last looked for pods waiting too long, and the late pods no NodePool
+    /// could host then (not solved again while the late set stays within them).
+    waits_checked: Duration,
+    unhostable: BTreeSet<String>,
     zones: Vec<String>,
     now: Duration,
     rng: ChaCha8Rng,
@@ -215,6 +226,8 @@ impl World {
             disruption_dirty: false,
             type_options: HashMap::new(),
             scenario,
+            waits_checked: Duration::ZERO,
+            unhostable: BTreeSet::new(),
         };
         let manifests = w.scenario.spec.manifests.clone();
         for (i, m) in manifests.iter().enumerate() {
@@ -620,6 +633,10 @@ impl World {
         }
         if self.options.check {
             self.check_step()?;
+            if self.now >= self.waits_checked + WAIT_CHECK_EVERY {
+                self.waits_checked = self.now;
+                self.check_waits()?;
+            }
         }
         Ok(())
     }
@@ -1144,6 +1161,7 @@ impl World {
                 ready: false,
                 requests: Resources::default(),
                 last_pod_event: self.now,
+                marked_consolidatable: None,
                 deleting: None,
             },
         );
@@ -1372,6 +1390,49 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// No pod waits for a node longer than launch + ready delay + slack while the cloud has
+    /// capacity (no insufficient-capacity window open since it became pending) and a
+    /// NodePool within its limits could host it.
+    fn check_waits(&mut self) -> Result<(), SimError> {
+        let cloud = &self.scenario.spec.cloud;
+        let bound = cloud.launch_delay.0 + cloud.ready_delay.0 + WAIT_SLACK;
+        let now = self.now;
+        let late: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| {
+                p.node.is_none()
+                    && !p.daemon
+                    && now.saturating_sub(p.pending_since) > bound
+                    && !cloud
+                        .insufficient_capacity
+                        .iter()
+                        .any(|w| w.overlaps(p.pending_since, now))
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        if late.iter().all(|k| self.unhostable.contains(k)) {
+            return Ok(());
+        }
+        let (pools, _) = self.pool_inputs();
+        let pods: Vec<Pod> = late.iter().map(|k| self.pods[k].pod.clone()).collect();
+        let d = solve(&Problem::new(&pools, &pods));
+        let hostable: Vec<String> = d
+            .nodeclaims
+            .iter()
+            .flat_map(|c| c.pods.iter().map(|p| late[*p].clone()))
+            .collect();
+        if hostable.is_empty() {
+            self.unhostable = late.into_iter().collect();
+            return Ok(());
+        }
+        Err(self.violation(format!(
+            "pods waiting over {}s for a node although capacity exists: {}",
+            bound.as_secs(),
+            list_text(&hostable)
+        )))
     }
 
     /// Every pending pod a NodePool could host must not have waited long.

@@ -125,6 +125,16 @@ fn an_empty_node_is_deleted_after_consolidate_after() {
     assert!(d[0].1.starts_with("Empty/"), "{d:?}");
     assert!(d[0].0 >= 15.0, "deleted only after 5m of quiet: {d:?}");
     assert!(r.end.nodes.is_empty());
+    let marked: Vec<f64> = r
+        .events
+        .iter()
+        .filter(|e| e["message"] == "marking consolidatable")
+        .map(minutes)
+        .collect();
+    assert!(
+        marked.iter().any(|m| *m >= 15.0 && *m <= d[0].0),
+        "marked once quiet for 5m, before the command: {marked:?} {d:?}"
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{NodePool, Taint, TaintEffect, labels};
 use kerf_core::consolidation::{ClusterView, Command, NodeView, plan};
 use kerf_core::disruption::{
-    allowed_disruptions, consolidatable_at, pdb_allowance, pdb_selects, pod_blocks,
+    allowed_disruptions, consolidatable_at, drain_tier, pdb_allowance, pdb_selects, pod_blocks,
 };
 use kerf_core::unavailable::Pattern;
 use kerf_scheduling::ExistingNode;
@@ -254,6 +254,7 @@ impl World {
 
     pub(super) fn disruption_pass(&mut self) -> Result<(), SimError> {
         self.pass_at = None;
+        self.mark_consolidatable();
         if self.command.is_some() {
             return Ok(());
         }
@@ -305,6 +306,37 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// Logs each node once when its consolidateAfter has run out since its last pod event.
+    fn mark_consolidatable(&mut self) {
+        let mut newly = Vec::new();
+        for (name, n) in &self.nodes {
+            if !n.ready || n.marked_consolidatable == Some(n.last_pod_event) {
+                continue;
+            }
+            let due = self
+                .nodeclaims
+                .get(&n.nodeclaim)
+                .and_then(|c| self.node_pools.get(&c.nodepool))
+                .and_then(|np| consolidatable_at(np, n.last_pod_event));
+            if due.is_some_and(|t| self.now >= t) {
+                newly.push(name.clone());
+            }
+        }
+        for name in newly {
+            let Some(n) = self.nodes.get_mut(&name) else {
+                continue;
+            };
+            n.marked_consolidatable = Some(n.last_pod_event);
+            let claim = n.nodeclaim.clone();
+            self.log.info(
+                self.now,
+                "nodeclaim.disruption",
+                "marking consolidatable",
+                json!({"NodeClaim": {"name": claim}, "Node": {"name": name}}),
+            );
+        }
     }
 
     /// Re-decides with fresh state; acts only if the same candidates come out.
@@ -505,7 +537,8 @@ impl World {
         }
     }
 
-    /// Evicts what may be evicted; deletes the node when only daemonsets are left.
+    /// Evicts in tiers (see [`drain_tier`]): a tier starts once every pod of the tiers
+    /// before it is gone; the node is deleted when no pod is left.
     pub(super) fn drain(&mut self, node: &str) -> Result<(), SimError> {
         let Some(n) = self.nodes.get(node) else {
             return Ok(());
@@ -519,21 +552,27 @@ impl World {
             .and_then(|np| np.spec.template.spec.termination_grace_period)
             .map(|g| g.0);
         let forced = grace.is_some_and(|g| self.now >= since + g);
-        let on_node: Vec<String> =
-            self.pods_where(|p| p.node.as_deref() == Some(node) && !p.daemon);
-        let mut left = 0;
-        for k in on_node {
-            let p = &self.pods[&k];
-            let protected = pod_blocks(&p.pod, p.pending_since, self.now);
-            if !forced && (protected || self.pdb_blocks(&k)) {
-                left += 1;
-                continue;
+        let mut on_node: Vec<(u8, String)> = self
+            .pods_where(|p| p.node.as_deref() == Some(node))
+            .into_iter()
+            .map(|k| (drain_tier(&self.pods[&k].pod, self.pods[&k].daemon), k))
+            .collect();
+        on_node.sort();
+        for tier in 0..4 {
+            let mut left = 0;
+            for (_, k) in on_node.iter().filter(|(t, _)| *t == tier) {
+                let p = &self.pods[k];
+                let protected = pod_blocks(&p.pod, p.pending_since, self.now);
+                if !forced && (protected || self.pdb_blocks(k)) {
+                    left += 1;
+                    continue;
+                }
+                self.evict(k, forced)?;
             }
-            self.evict(&k);
-        }
-        if left > 0 {
-            self.push(self.now + DRAIN_RETRY, Ev::Drain(node.to_string()));
-            return Ok(());
+            if left > 0 {
+                self.push(self.now + DRAIN_RETRY, Ev::Drain(node.to_string()));
+                return Ok(());
+            }
         }
         self.log.info(
             self.now,
@@ -558,10 +597,27 @@ impl World {
         Ok(())
     }
 
-    fn evict(&mut self, k: &str) {
-        let Some(p) = self.pods.get(k) else { return };
-        let workload = p.workload.is_some();
-        self.totals.pods_evicted += 1;
+    /// Evicts a pod; `forced` once the terminationGracePeriod has run out.
+    fn evict(&mut self, k: &str, forced: bool) -> Result<(), SimError> {
+        let Some(p) = self.pods.get(k) else {
+            return Ok(());
+        };
+        if self.options.check && !forced {
+            // no do-not-disrupt pod is evicted, and no PodDisruptionBudget is broken
+            if pod_blocks(&p.pod, p.pending_since, self.now) {
+                return Err(self.violation(format!("evicted do-not-disrupt pod {k}")));
+            }
+            if self.pdb_blocks(k) {
+                return Err(self.violation(format!(
+                    "evicted pod {k} although its PodDisruptionBudget allows no disruption"
+                )));
+            }
+        }
+        let workload = p.workload.is_some() || p.daemon;
+        // the report counts the pods users run; daemonset pods go with every node
+        if !p.daemon {
+            self.totals.pods_evicted += 1;
+        }
         // evicted pods go; their controller makes new ones
         self.delete_pod(k);
         if !workload {
@@ -572,6 +628,7 @@ impl World {
                 json!({"Pod": k}),
             );
         }
+        Ok(())
     }
 
     /// Expiry: forceful, no budget.
