@@ -5,6 +5,7 @@
 pub mod benchmark;
 pub mod consolidation;
 pub mod disruption;
+pub mod interruption;
 pub mod nodepools;
 pub mod provisioner;
 pub mod unavailable;

@@ -8,6 +8,8 @@ use kerf_aws::InstanceType;
 use kerf_scheduling::resources::Resources;
 use rand::RngExt;
 
+use crate::scenario::NoticeKind;
+
 /// A running instance.
 #[derive(Clone, Debug)]
 pub struct Instance {
@@ -112,4 +114,52 @@ pub fn launch(
         break;
     }
     attempt
+}
+
+/// The EventBridge message body AWS puts on the interruption queue for a notice about an
+/// instance: the shapes Kerf's interruption controller parses.
+pub fn notice_message(
+    kind: Option<NoticeKind>,
+    instance_id: &str,
+    zone: &str,
+    region: &str,
+    time: &str,
+) -> String {
+    let arn = format!("arn:aws:ec2:{zone}:instance/{instance_id}");
+    let ec2 = |detail_type: &str, detail: serde_json::Value| {
+        serde_json::json!({
+            "version": "0", "id": format!("{instance_id}-{time}"), "detail-type": detail_type,
+            "source": "aws.ec2", "account": "000000000000", "time": time, "region": region,
+            "resources": [arn], "detail": detail,
+        })
+    };
+    let state = |s: &str| {
+        ec2(
+            "EC2 Instance State-change Notification",
+            serde_json::json!({"instance-id": instance_id, "state": s}),
+        )
+    };
+    let v = match kind {
+        None => ec2(
+            "EC2 Spot Instance Interruption Warning",
+            serde_json::json!({"instance-id": instance_id, "instance-action": "terminate"}),
+        ),
+        Some(NoticeKind::Rebalance) => ec2(
+            "EC2 Instance Rebalance Recommendation",
+            serde_json::json!({"instance-id": instance_id}),
+        ),
+        Some(NoticeKind::Stopping) => state("stopping"),
+        Some(NoticeKind::Terminated) => state("terminated"),
+        Some(NoticeKind::ScheduledChange) => serde_json::json!({
+            "version": "0", "id": format!("{instance_id}-{time}"), "detail-type": "AWS Health Event",
+            "source": "aws.health", "account": "000000000000", "time": time, "region": region,
+            "resources": [instance_id],
+            "detail": {
+                "service": "EC2", "eventTypeCode": "AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED",
+                "eventTypeCategory": "scheduledChange",
+                "affectedEntities": [{"entityValue": instance_id}],
+            },
+        }),
+    };
+    v.to_string()
 }

@@ -100,6 +100,9 @@ pub struct Cloud {
     /// Spot interruptions.
     #[serde(default)]
     pub spot_interruptions: Vec<SpotInterruption>,
+    /// Other instance notices: scheduled maintenance, stop and terminate, rebalance.
+    #[serde(default)]
+    pub notices: Vec<Notice>,
 }
 
 impl Default for Cloud {
@@ -109,6 +112,7 @@ impl Default for Cloud {
             ready_delay: default_ready_delay(),
             insufficient_capacity: Vec::new(),
             spot_interruptions: Vec::new(),
+            notices: Vec::new(),
         }
     }
 }
@@ -180,6 +184,37 @@ pub struct SpotInterruption {
     pub nodepool: Option<String>,
     /// Only nodes of this instance type.
     pub instance_type: Option<String>,
+}
+
+/// An instance notice at a time, delivered as the EventBridge message AWS sends.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Notice {
+    /// When the message arrives.
+    pub at: GoDuration,
+    /// What it announces.
+    pub kind: NoticeKind,
+    /// How many nodes (oldest first).
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Only nodes of this NodePool.
+    pub nodepool: Option<String>,
+    /// Only nodes of this instance type.
+    pub instance_type: Option<String>,
+}
+
+/// The notices the simulated cloud sends besides spot interruptions.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum NoticeKind {
+    /// AWS Health scheduled change (maintenance, retirement): the instance keeps running.
+    ScheduledChange,
+    /// The instance is stopping: it goes away a minute later.
+    Stopping,
+    /// The instance was terminated: it is gone.
+    Terminated,
+    /// A rebalance recommendation: nothing happens to the instance.
+    Rebalance,
 }
 
 fn one() -> u32 {

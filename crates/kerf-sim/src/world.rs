@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use crate::cloud::{self, Instance};
 use crate::log::Log;
 use crate::report::{FinalNode, Report, Sample, Totals};
-use crate::scenario::{Scenario, ScenarioError};
+use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 
 mod disruption;
 
@@ -36,6 +36,8 @@ mod disruption;
 pub const REGISTRATION_TTL: Duration = Duration::from_secs(15 * 60);
 /// Spot interruption warning lead time.
 pub const INTERRUPTION_NOTICE: Duration = Duration::from_secs(120);
+/// How long a stopping instance keeps running after its state-change notice.
+const STOP_DELAY: Duration = Duration::from_secs(60);
 /// How often `--check` looks for pods waiting too long (each look may solve).
 const WAIT_CHECK_EVERY: Duration = Duration::from_secs(30);
 /// Slack on top of launch and ready delays before a wait counts as too long: the batch
@@ -72,7 +74,9 @@ enum Ev {
     Registered(String),
     Ready(String),
     Interrupt(usize),
-    Reclaim(String),
+    Notice(usize),
+    /// The instance behind a node goes away, with the cloud's words for why.
+    Reclaim(String, &'static str),
     RegistrationTimeout(String),
     Sample,
     Disrupt,
@@ -254,6 +258,17 @@ impl World {
         for (i, at) in interruptions.into_iter().enumerate() {
             w.push(at, Ev::Interrupt(i));
         }
+        let notices: Vec<Duration> = w
+            .scenario
+            .spec
+            .cloud
+            .notices
+            .iter()
+            .map(|n| n.at.0)
+            .collect();
+        for (i, at) in notices.into_iter().enumerate() {
+            w.push(at, Ev::Notice(i));
+        }
         w.push(Duration::ZERO, Ev::Sample);
         Ok(w)
     }
@@ -351,7 +366,8 @@ impl World {
                 self.continue_command();
             }
             Ev::Interrupt(i) => self.interrupt(i),
-            Ev::Reclaim(node) => self.reclaim(&node),
+            Ev::Notice(i) => self.notice(i),
+            Ev::Reclaim(node, why) => self.reclaim(&node, why),
             Ev::RegistrationTimeout(nc) => {
                 let stuck = self.nodeclaims.get(&nc).is_some_and(|c| c.node.is_none());
                 if stuck {
@@ -1194,53 +1210,114 @@ impl World {
         self.push(self.now + ready, Ev::Ready(name));
     }
 
-    fn interrupt(&mut self, i: usize) {
-        let spec = self.scenario.spec.cloud.spot_interruptions[i].clone();
-        let mut candidates: Vec<(Duration, String, String)> = self
+    /// NodeClaims with a running node, oldest first, filtered as a notice says.
+    fn notice_targets(
+        &self,
+        spot_only: bool,
+        nodepool: Option<&String>,
+        instance_type: Option<&String>,
+        count: u32,
+    ) -> Vec<(String, String, String, String)> {
+        let mut candidates: Vec<(Duration, String, String, String, String)> = self
             .nodeclaims
             .iter()
             .filter_map(|(name, c)| {
                 let inst = c.instance.as_ref()?;
                 let node = c.node.clone()?;
-                let ok = inst.capacity_type == labels::CAPACITY_TYPE_SPOT
+                let ok = (!spot_only || inst.capacity_type == labels::CAPACITY_TYPE_SPOT)
                     && !inst.interrupted
-                    && spec.nodepool.as_ref().is_none_or(|p| *p == c.nodepool)
-                    && spec
-                        .instance_type
-                        .as_ref()
-                        .is_none_or(|t| *t == inst.instance_type);
-                ok.then(|| (c.created, name.clone(), node))
+                    && nodepool.is_none_or(|p| *p == c.nodepool)
+                    && instance_type.is_none_or(|t| *t == inst.instance_type);
+                ok.then(|| {
+                    let (id, zone) = (inst.id.clone(), inst.zone.clone());
+                    (c.created, name.clone(), node, id, zone)
+                })
             })
             .collect();
         candidates.sort();
-        for (_, claim, node) in candidates.into_iter().take(spec.count as usize) {
+        candidates
+            .into_iter()
+            .take(count as usize)
+            .map(|(_, claim, node, id, zone)| (claim, node, id, zone))
+            .collect()
+    }
+
+    fn interrupt(&mut self, i: usize) {
+        let spec = self.scenario.spec.cloud.spot_interruptions[i].clone();
+        let targets = self.notice_targets(
+            true,
+            spec.nodepool.as_ref(),
+            spec.instance_type.as_ref(),
+            spec.count,
+        );
+        for (claim, node, id, zone) in targets {
             if let Some(inst) = self
                 .nodeclaims
                 .get_mut(&claim)
                 .and_then(|c| c.instance.as_mut())
             {
                 inst.interrupted = true;
-                let id = inst.id.clone();
-                self.log.info(self.now, "cloud", "spot interruption warning", json!({
-                    "Node": {"name": node}, "instance-id": id, "reclaim-at": crate::clock::rfc3339(self.now + INTERRUPTION_NOTICE),
-                }));
             }
-            self.push(self.now + INTERRUPTION_NOTICE, Ev::Reclaim(node.clone()));
-            self.handle_interruption(&claim, &node);
+            self.log.info(self.now, "cloud", "spot interruption warning", json!({
+                "Node": {"name": node}, "instance-id": id, "reclaim-at": crate::clock::rfc3339(self.now + INTERRUPTION_NOTICE),
+            }));
+            self.push(
+                self.now + INTERRUPTION_NOTICE,
+                Ev::Reclaim(node.clone(), "spot instance reclaimed"),
+            );
+            self.deliver(None, &id, &zone);
         }
     }
 
-    fn reclaim(&mut self, node: &str) {
+    /// Scheduled maintenance, stop and terminate notices, rebalance recommendations.
+    fn notice(&mut self, i: usize) {
+        let spec = self.scenario.spec.cloud.notices[i].clone();
+        let targets = self.notice_targets(
+            false,
+            spec.nodepool.as_ref(),
+            spec.instance_type.as_ref(),
+            spec.count,
+        );
+        for (claim, node, id, zone) in targets {
+            let gone = match spec.kind {
+                NoticeKind::Stopping => Some((STOP_DELAY, "instance stopped")),
+                NoticeKind::Terminated => Some((Duration::ZERO, "instance terminated")),
+                NoticeKind::ScheduledChange | NoticeKind::Rebalance => None,
+            };
+            if let Some((after, why)) = gone {
+                if let Some(inst) = self
+                    .nodeclaims
+                    .get_mut(&claim)
+                    .and_then(|c| c.instance.as_mut())
+                {
+                    inst.interrupted = true;
+                }
+                self.push(self.now + after, Ev::Reclaim(node.clone(), why));
+            }
+            self.deliver(Some(spec.kind), &id, &zone);
+        }
+    }
+
+    /// Puts a notice's EventBridge message through the interruption controller's parser, as
+    /// the queue would deliver it.
+    fn deliver(&mut self, kind: Option<NoticeKind>, instance_id: &str, zone: &str) {
+        let body = crate::cloud::notice_message(
+            kind,
+            instance_id,
+            zone,
+            &self.scenario.spec.region,
+            &crate::clock::rfc3339(self.now),
+        );
+        self.receive(&body);
+    }
+
+    fn reclaim(&mut self, node: &str, why: &str) {
         let Some(n) = self.nodes.get(node) else {
             return;
         };
         let claim = n.nodeclaim.clone();
-        self.log.info(
-            self.now,
-            "cloud",
-            "spot instance reclaimed",
-            json!({"Node": {"name": node}}),
-        );
+        self.log
+            .info(self.now, "cloud", why, json!({"Node": {"name": node}}));
         self.log.info(
             self.now,
             "node.termination",

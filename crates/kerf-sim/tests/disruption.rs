@@ -291,11 +291,7 @@ fn a_spot_interruption_replaces_the_node_and_leaves_nothing_pending() {
         cloud: "{spotInterruptions: [{at: 30m, count: 1}]}",
         ..BASE
     });
-    assert!(
-        r.events
-            .iter()
-            .any(|e| e["message"] == "initiating delete from interruption message")
-    );
+    assert_eq!(deleted_for(&r, "SpotInterruptionKind").len(), 1);
     assert!(r.totals.pods_evicted > 0);
     assert!(r.end.pending_pods.is_empty());
     assert!(!r.end.nodes.is_empty());
@@ -318,4 +314,67 @@ fn when_empty_never_removes_a_non_empty_node() {
         assert!(c.starts_with("Empty/"), "{c}");
     }
     assert!(!r.end.nodes.is_empty());
+}
+
+/// The node named by the `initiating delete from interruption message` line of a kind.
+fn deleted_for(r: &Report, kind: &str) -> Vec<String> {
+    r.events
+        .iter()
+        .filter(|e| {
+            e["message"] == "initiating delete from interruption message"
+                && e["messageKind"] == kind
+        })
+        .map(|e| e["Node"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn scheduled_maintenance_replaces_the_node_before_it_goes() {
+    let r = run(&Setup {
+        cloud: "{notices: [{at: 30m, kind: scheduledChange}]}",
+        disruption: "{consolidationPolicy: WhenEmpty, consolidateAfter: Never}",
+        ..BASE
+    });
+    let gone = deleted_for(&r, "ScheduledChangeKind");
+    assert_eq!(gone.len(), 1, "{gone:?}");
+    assert!(r.end.nodes.iter().all(|n| n.name != gone[0]));
+    assert!(!r.end.nodes.is_empty());
+    assert!(r.end.pending_pods.is_empty());
+    assert!(r.totals.pods_evicted > 0);
+}
+
+#[test]
+fn stopped_and_terminated_instances_are_deleted_and_their_pods_rescheduled() {
+    for kind in ["stopping", "terminated"] {
+        let cloud = format!("{{notices: [{{at: 30m, kind: {kind}}}]}}");
+        let r = run(&Setup {
+            cloud: &cloud,
+            ..BASE
+        });
+        let gone = deleted_for(&r, "StateChangeKind");
+        assert_eq!(gone.len(), 1, "{kind}: {gone:?}");
+        assert!(r.end.nodes.iter().all(|n| n.name != gone[0]), "{kind}");
+        assert!(r.end.pending_pods.is_empty(), "{kind}");
+    }
+}
+
+#[test]
+fn rebalance_recommendations_are_logged_and_change_nothing() {
+    let quiet = "{consolidationPolicy: WhenEmpty, consolidateAfter: Never}";
+    let with = run(&Setup {
+        cloud: "{notices: [{at: 30m, kind: rebalance, count: 5}]}",
+        disruption: quiet,
+        ..BASE
+    });
+    let without = run(&Setup {
+        disruption: quiet,
+        ..BASE
+    });
+    assert!(with.events.iter().any(|e| {
+        e["message"] == "received interruption message"
+            && e["messageKind"] == "RebalanceRecommendationKind"
+    }));
+    assert!(deleted_for(&with, "RebalanceRecommendationKind").is_empty());
+    assert_eq!(with.end.nodes.len(), without.end.nodes.len());
+    assert_eq!(with.totals.pods_evicted, 0);
 }

@@ -13,6 +13,7 @@ use kerf_core::consolidation::{ClusterView, Command, NodeView, plan};
 use kerf_core::disruption::{
     allowed_disruptions, consolidatable_at, drain_tier, pdb_allowance, pdb_selects, pod_blocks,
 };
+use kerf_core::interruption::{self, Action};
 use kerf_core::unavailable::Pattern;
 use kerf_scheduling::ExistingNode;
 use serde_json::json;
@@ -648,22 +649,64 @@ impl World {
         }
     }
 
-    /// A spot interruption warning: the offering is marked unavailable, the node cordoned
-    /// and drained now, so its pods get new capacity before the instance is reclaimed.
-    pub(super) fn handle_interruption(&mut self, claim: &str, node: &str) {
-        if let Some(i) = self.nodeclaims.get(claim).and_then(|c| c.instance.as_ref()) {
-            self.unavailable.mark(
-                Pattern {
-                    capacity_type: Some(i.capacity_type.clone()),
-                    instance_type: Some(i.instance_type.clone()),
-                    zone: Some(i.zone.clone()),
-                },
+    /// One message from the interruption queue. Malformed messages are logged and dropped.
+    /// Spot interruptions mark the offering unavailable; spot interruptions, scheduled
+    /// changes and stop/terminate notices cordon and drain the node at once, so its pods get
+    /// capacity before the instance goes; rebalance recommendations are logged only.
+    pub(super) fn receive(&mut self, body: &str) {
+        let message = match interruption::parse(body) {
+            Ok(m) => m,
+            Err(e) => {
+                self.log.error(
+                    self.now,
+                    "interruption",
+                    "failed parsing interruption message",
+                    json!({"error": e.to_string()}),
+                );
+                return;
+            }
+        };
+        for id in &message.instance_ids {
+            let found = self.nodeclaims.iter().find_map(|(name, c)| {
+                let inst = c.instance.as_ref().filter(|i| i.id == *id)?;
+                Some((name.clone(), c.node.clone(), inst.clone()))
+            });
+            let Some((claim, node, inst)) = found else {
+                continue;
+            };
+            let fields = json!({
+                "NodeClaim": {"name": claim}, "Node": {"name": node},
+                "messageKind": message.kind.as_str(), "instance-id": id,
+            });
+            if message.kind.action() == Action::Log {
+                self.log.info(
+                    self.now,
+                    "interruption",
+                    "received interruption message",
+                    fields,
+                );
+                continue;
+            }
+            if message.kind == interruption::Kind::SpotInterruption {
+                self.unavailable.mark(
+                    Pattern {
+                        capacity_type: Some(inst.capacity_type.clone()),
+                        instance_type: Some(inst.instance_type.clone()),
+                        zone: Some(inst.zone.clone()),
+                    },
+                    self.now,
+                );
+            }
+            self.log.info(
                 self.now,
+                "interruption",
+                "initiating delete from interruption message",
+                fields,
             );
+            match node {
+                Some(node) => self.terminate(&node),
+                None => self.remove_nodeclaim(&claim),
+            }
         }
-        self.log.info(self.now, "interruption", "initiating delete from interruption message", json!({
-            "NodeClaim": {"name": claim}, "Node": {"name": node}, "messageKind": "SpotInterruptionKind",
-        }));
-        self.terminate(node);
     }
 }

@@ -1,0 +1,234 @@
+//! Interruption messages: the EC2 and AWS Health events EventBridge puts on the SQS queue
+//! Karpenter reads (`settings.interruptionQueue`), parsed into what Kerf does about them.
+//!
+//! A message that is not JSON, or lacks the fields its kind needs, is an error the caller
+//! logs and drops; a well-formed message of a kind Kerf does not act on is [`Kind::NoOp`].
+
+use serde_json::Value;
+use thiserror::Error;
+
+/// What a message says happens to which instances.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// What kind of notice it is.
+    pub kind: Kind,
+    /// The EC2 instance ids it concerns.
+    pub instance_ids: Vec<String>,
+}
+
+/// The kinds of notices, named as Karpenter's `messageKind` log field names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// "EC2 Spot Instance Interruption Warning": reclaimed in two minutes.
+    SpotInterruption,
+    /// "AWS Health Event" with a scheduled change (maintenance, retirement).
+    ScheduledChange,
+    /// "EC2 Instance State-change Notification" into stopping, stopped, shutting-down or
+    /// terminated.
+    StateChange,
+    /// "EC2 Instance Rebalance Recommendation": elevated risk, only logged.
+    RebalanceRecommendation,
+    /// A well-formed message Kerf does not act on (another state, another service).
+    NoOp,
+}
+
+/// What to do about a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Cordon and drain the node and delete its NodeClaim; for spot interruptions also mark
+    /// the offering unavailable.
+    Delete,
+    /// Log it, nothing else.
+    Log,
+}
+
+impl Kind {
+    /// The name in Karpenter's `messageKind` log field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::SpotInterruption => "SpotInterruptionKind",
+            Kind::ScheduledChange => "ScheduledChangeKind",
+            Kind::StateChange => "StateChangeKind",
+            Kind::RebalanceRecommendation => "RebalanceRecommendationKind",
+            Kind::NoOp => "NoOpKind",
+        }
+    }
+
+    /// What Kerf does about it.
+    pub fn action(self) -> Action {
+        match self {
+            Kind::SpotInterruption | Kind::ScheduledChange | Kind::StateChange => Action::Delete,
+            Kind::RebalanceRecommendation | Kind::NoOp => Action::Log,
+        }
+    }
+}
+
+/// A message that cannot be understood.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ParseError {
+    /// The body is not JSON.
+    #[error("message body is not JSON: {0}")]
+    NotJson(String),
+    /// A field the message's kind needs is missing or of the wrong type.
+    #[error("{detail_type} message: {field}: {problem}")]
+    Field {
+        /// The message's `detail-type`.
+        detail_type: String,
+        /// Path of the field.
+        field: &'static str,
+        /// What is wrong.
+        problem: &'static str,
+    },
+}
+
+/// Instance states a state-change notification is acted on for (Karpenter's list).
+const ACTED_STATES: [&str; 4] = ["stopping", "stopped", "shutting-down", "terminated"];
+
+/// Parses one SQS message body.
+pub fn parse(body: &str) -> Result<Message, ParseError> {
+    let v: Value = serde_json::from_str(body).map_err(|e| ParseError::NotJson(e.to_string()))?;
+    let source = v["source"].as_str().unwrap_or_default();
+    let detail_type = v["detail-type"].as_str().unwrap_or_default().to_string();
+    let field = |field, problem| ParseError::Field {
+        detail_type: detail_type.clone(),
+        field,
+        problem,
+    };
+    let instance_id = || {
+        v["detail"]["instance-id"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| field("detail.instance-id", "must be an instance id"))
+    };
+    let kind = match (source, detail_type.as_str()) {
+        ("aws.ec2", "EC2 Spot Instance Interruption Warning") => Kind::SpotInterruption,
+        ("aws.ec2", "EC2 Instance Rebalance Recommendation") => Kind::RebalanceRecommendation,
+        ("aws.ec2", "EC2 Instance State-change Notification") => {
+            let state = v["detail"]["state"]
+                .as_str()
+                .ok_or_else(|| field("detail.state", "must be a string"))?;
+            if ACTED_STATES.contains(&state) {
+                Kind::StateChange
+            } else {
+                Kind::NoOp
+            }
+        }
+        ("aws.health", "AWS Health Event") => {
+            let d = &v["detail"];
+            if d["service"] == "EC2" && d["eventTypeCategory"] == "scheduledChange" {
+                let entities = d["affectedEntities"]
+                    .as_array()
+                    .ok_or_else(|| field("detail.affectedEntities", "must be a list"))?;
+                let ids = entities
+                    .iter()
+                    .map(|e| e["entityValue"].as_str().map(str::to_string))
+                    .collect::<Option<Vec<String>>>()
+                    .ok_or_else(|| {
+                        field(
+                            "detail.affectedEntities[].entityValue",
+                            "must be an instance id",
+                        )
+                    })?;
+                return Ok(Message {
+                    kind: Kind::ScheduledChange,
+                    instance_ids: ids,
+                });
+            }
+            Kind::NoOp
+        }
+        _ => Kind::NoOp,
+    };
+    let instance_ids = match kind {
+        Kind::NoOp => Vec::new(),
+        _ => vec![instance_id()?],
+    };
+    Ok(Message { kind, instance_ids })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ec2(detail_type: &str, detail: &str) -> String {
+        format!(
+            r#"{{"version":"0","id":"7e6a","detail-type":"{detail_type}","source":"aws.ec2","account":"123456789012","time":"2026-01-01T00:00:00Z","region":"us-east-1","resources":["arn:aws:ec2:us-east-1a:instance/i-0abc"],"detail":{detail}}}"#
+        )
+    }
+
+    #[test]
+    fn spot_interruption_warnings_delete_the_instance() {
+        let m = parse(&ec2(
+            "EC2 Spot Instance Interruption Warning",
+            r#"{"instance-id":"i-0abc","instance-action":"terminate"}"#,
+        ))
+        .unwrap();
+        assert_eq!(m.kind, Kind::SpotInterruption);
+        assert_eq!(m.instance_ids, ["i-0abc"]);
+        assert_eq!(m.kind.action(), Action::Delete);
+        assert_eq!(m.kind.as_str(), "SpotInterruptionKind");
+    }
+
+    #[test]
+    fn state_changes_are_acted_on_only_for_stopping_and_terminating_states() {
+        let notice = |state: &str| {
+            parse(&ec2(
+                "EC2 Instance State-change Notification",
+                &format!(r#"{{"instance-id":"i-0abc","state":"{state}"}}"#),
+            ))
+            .unwrap()
+            .kind
+        };
+        for s in ["stopping", "stopped", "shutting-down", "terminated"] {
+            assert_eq!(notice(s), Kind::StateChange, "{s}");
+        }
+        assert_eq!(notice("running"), Kind::NoOp);
+        assert_eq!(notice("pending"), Kind::NoOp);
+    }
+
+    #[test]
+    fn rebalance_recommendations_are_only_logged() {
+        let m = parse(&ec2(
+            "EC2 Instance Rebalance Recommendation",
+            r#"{"instance-id":"i-0abc"}"#,
+        ))
+        .unwrap();
+        assert_eq!(m.kind.action(), Action::Log);
+        assert_eq!(m.instance_ids, ["i-0abc"]);
+    }
+
+    #[test]
+    fn scheduled_changes_name_every_affected_instance() {
+        let body = r#"{"version":"0","id":"1","detail-type":"AWS Health Event","source":"aws.health","account":"1","time":"2026-01-01T00:00:00Z","region":"us-east-1","resources":[],"detail":{"eventArn":"arn:aws:health:us-east-1::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/x","service":"EC2","eventTypeCode":"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED","eventTypeCategory":"scheduledChange","affectedEntities":[{"entityValue":"i-1"},{"entityValue":"i-2"}]}}"#;
+        let m = parse(body).unwrap();
+        assert_eq!(m.kind, Kind::ScheduledChange);
+        assert_eq!(m.instance_ids, ["i-1", "i-2"]);
+    }
+
+    #[test]
+    fn malformed_messages_are_errors_that_name_the_field() {
+        assert!(matches!(parse("not json"), Err(ParseError::NotJson(_))));
+        let e = parse(&ec2(
+            "EC2 Spot Instance Interruption Warning",
+            r#"{"instance-action":"terminate"}"#,
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "EC2 Spot Instance Interruption Warning message: detail.instance-id: must be an instance id"
+        );
+        let e = parse(&ec2(
+            "EC2 Instance State-change Notification",
+            r#"{"instance-id":"i-1"}"#,
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("detail.state"), "{e}");
+    }
+
+    #[test]
+    fn other_sources_are_no_ops() {
+        let m = parse(r#"{"source":"aws.s3","detail-type":"Object Created","detail":{}}"#).unwrap();
+        assert_eq!(m.kind, Kind::NoOp);
+        assert!(m.instance_ids.is_empty());
+    }
+}
