@@ -47,6 +47,10 @@ pub struct Final {
 pub struct Totals {
     /// Dollars spent on instances.
     pub cost: f64,
+    /// A floor no cluster could go below: at every moment, the pods' total cpu requests at
+    /// the cheapest $/vCPU, or their memory requests at the cheapest $/GiB, whichever is
+    /// more, among the offerings the NodePools allow.
+    pub lower_bound_cost: f64,
     /// Instances launched.
     pub nodes_launched: usize,
     /// Instances terminated.
@@ -161,6 +165,14 @@ impl Report {
             t.cost,
             t.spot_node_seconds_share * 100.0
         );
+        if t.lower_bound_cost > 0.0 {
+            let _ = writeln!(
+                out,
+                "lower bound: ${:.2} (requests at the cheapest $/vCPU or $/GiB); cost is {:.2}× it",
+                t.lower_bound_cost,
+                t.cost / t.lower_bound_cost
+            );
+        }
         let _ = writeln!(
             out,
             "nodes launched {}, terminated {}; pods evicted {}",

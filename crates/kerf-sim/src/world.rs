@@ -128,6 +128,11 @@ struct SimNode {
 /// One simulation.
 pub struct World {
     scenario: Scenario,
+    /// What the workload pods request in total (for the cost lower bound).
+    requested_total: Resources,
+    /// The cheapest dollars per hour per allocatable vCPU and per GiB any NodePool offers,
+    /// recomputed after NodePool changes.
+    cheapest_rates: Option<(f64, f64)>,
     /// When `--check` last looked for pods waiting too long, and the late pods no NodePool
     /// could host then (not solved again while the late set stays within them).
     waits_checked: Duration,
@@ -231,6 +236,8 @@ impl World {
             type_options: HashMap::new(),
             scenario,
             waits_checked: Duration::ZERO,
+            requested_total: Resources::default(),
+            cheapest_rates: None,
             unhostable: BTreeSet::new(),
         };
         let manifests = w.scenario.spec.manifests.clone();
@@ -321,6 +328,19 @@ impl World {
     fn accrue(&mut self, t: Duration) {
         let dt = t.saturating_sub(self.last_accrual).as_secs_f64();
         if dt > 0.0 {
+            let (per_cpu, per_gib) = match self.cheapest_rates {
+                Some(r) => r,
+                None => {
+                    let r = self.cheapest_rates();
+                    self.cheapest_rates = Some(r);
+                    r
+                }
+            };
+            // every node costs at least its vCPUs (and its GiB) at the cheapest rate, so
+            // no cluster running these requests can cost less than either product
+            let cpu = self.requested_total.cpu_millis as f64 / 1000.0;
+            let gib = self.requested_total.memory_bytes as f64 / f64::from(1u32 << 30);
+            self.totals.lower_bound_cost += (cpu * per_cpu).max(gib * per_gib) * dt / 3600.0;
             for nc in self.nodeclaims.values() {
                 if let Some(i) = &nc.instance {
                     self.totals.cost += i.price_per_hour * dt / 3600.0;
@@ -424,6 +444,7 @@ impl World {
             Checked::Valid(KarpenterObject::NodePool(np)) => {
                 let name = np.metadata.name.clone().unwrap_or_default();
                 self.node_pools.insert(name.clone(), *np);
+                self.cheapest_rates = None;
                 self.mark_drift(&name);
                 self.binder_dirty = true;
             }
@@ -536,6 +557,7 @@ impl World {
             match d.kind.as_str() {
                 "NodePool" => {
                     self.node_pools.remove(&d.name);
+                    self.cheapest_rates = None;
                     let owned: Vec<String> = self
                         .nodeclaims
                         .iter()
@@ -587,6 +609,9 @@ impl World {
     fn add_pod(&mut self, pod: Pod, workload: Option<String>, daemon: bool) -> String {
         let k = pod_key(&pod);
         let requests = pod_requests(&pod);
+        if !daemon {
+            self.requested_total.add(&requests);
+        }
         self.pods.insert(
             k.clone(),
             SimPod {
@@ -605,9 +630,11 @@ impl World {
     }
 
     fn delete_pod(&mut self, k: &str) {
-        if let Some(p) = self.pods.remove(k)
-            && let Some(n) = p.node.and_then(|n| self.nodes.get_mut(&n))
-        {
+        let Some(p) = self.pods.remove(k) else { return };
+        if !p.daemon {
+            self.requested_total = self.requested_total.saturating_sub(&p.requests);
+        }
+        if let Some(n) = p.node.and_then(|n| self.nodes.get_mut(&n)) {
             n.requests = n.requests.saturating_sub(&p.requests);
             n.last_pod_event = self.now;
             self.binder_dirty = true;
@@ -839,6 +866,37 @@ impl World {
         let types = Arc::new(types);
         self.catalogs.insert(class.to_string(), types.clone());
         types
+    }
+
+    /// The cheapest price per allocatable vCPU and per allocatable GiB among the offerings
+    /// the NodePools' requirements allow (zone and capacity type included).
+    fn cheapest_rates(&mut self) -> (f64, f64) {
+        let (mut per_cpu, mut per_gib) = (f64::INFINITY, f64::INFINITY);
+        let pools: Vec<NodePool> = self.node_pools.values().cloned().collect();
+        for np in pools {
+            let reqs = kerf_scheduling::Requirements::from_api(&np.spec.template.spec.requirements);
+            let types = self.catalog(&np.spec.template.spec.node_class_ref.name);
+            for t in types.iter() {
+                let cpu = t.allocatable.cpu_millis as f64 / 1000.0;
+                let gib = t.allocatable.memory_bytes as f64 / f64::from(1u32 << 30);
+                if cpu <= 0.0 || gib <= 0.0 {
+                    continue;
+                }
+                let mut labels = t.labels.clone();
+                for o in &t.offerings {
+                    labels.insert(labels::ZONE.into(), o.zone.clone());
+                    labels.insert(labels::CAPACITY_TYPE.into(), o.capacity_type.into());
+                    if reqs.matches_labels(&labels) {
+                        per_cpu = per_cpu.min(o.price_per_hour / cpu);
+                        per_gib = per_gib.min(o.price_per_hour / gib);
+                    }
+                }
+            }
+        }
+        (
+            if per_cpu.is_finite() { per_cpu } else { 0.0 },
+            if per_gib.is_finite() { per_gib } else { 0.0 },
+        )
     }
 
     /// The NodePools as the core sees them now: instance types with the offerings the

@@ -170,3 +170,19 @@ fn same_scenario_and_seed_give_the_same_bytes() {
         "the seed changes names and choices"
     );
 }
+
+#[test]
+fn every_built_in_costs_at_least_its_lower_bound() {
+    for name in ["getting-started", "spot-fallback", "day"] {
+        let r = run(name);
+        let (cost, floor) = (r.totals.cost, r.totals.lower_bound_cost);
+        assert!(
+            floor > 0.0,
+            "{name}: a workload that requests something has a floor"
+        );
+        assert!(
+            floor <= cost,
+            "{name}: cost ${cost:.2} below the floor ${floor:.2}"
+        );
+    }
+}

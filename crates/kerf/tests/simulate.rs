@@ -55,6 +55,7 @@ fn json_output_keeps_the_contract() {
     }
     for k in [
         "cost",
+        "lower_bound_cost",
         "nodes_launched",
         "nodes_terminated",
         "pods_evicted",
