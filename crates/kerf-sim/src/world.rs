@@ -109,6 +109,8 @@ struct SimNodeClaim {
     node: Option<String>,
     /// Hash of the NodePool template it was made from (drift).
     hash: u64,
+    /// Hash of the EC2NodeClass spec it was launched with (drift).
+    class_hash: u64,
     drifted: bool,
 }
 
@@ -452,7 +454,8 @@ impl World {
                 let name = nc.metadata.name.clone().unwrap_or_default();
                 self.catalogs.remove(&name);
                 self.type_options.remove(&name);
-                self.node_classes.insert(name, *nc);
+                self.node_classes.insert(name.clone(), *nc);
+                self.mark_class_drift(&name);
             }
             Checked::Valid(KarpenterObject::NodeClaim(_)) => {
                 return Err(ScenarioError {
@@ -1164,6 +1167,10 @@ impl World {
                         instance: Some(instance),
                         node: None,
                         hash: disruption::template_hash(&pool),
+                        class_hash: self
+                            .node_classes
+                            .get(&pool.spec.template.spec.node_class_ref.name)
+                            .map_or(0, disruption::class_hash),
                         drifted: false,
                     },
                 );

@@ -267,7 +267,11 @@ fn changing_a_requirement_drifts_and_replaces_the_nodes() {
         events: apply,
         ..BASE
     });
-    assert!(r.events.iter().any(|e| e["message"] == "marking drifted"));
+    assert!(
+        r.events
+            .iter()
+            .any(|e| { e["message"] == "marking drifted" && e["reason"] == "RequirementsDrifted" })
+    );
     assert!(
         disruptions(&r)
             .iter()
@@ -377,4 +381,42 @@ fn rebalance_recommendations_are_logged_and_change_nothing() {
     assert!(deleted_for(&with, "RebalanceRecommendationKind").is_empty());
     assert_eq!(with.end.nodes.len(), without.end.nodes.len());
     assert_eq!(with.totals.pods_evicted, 0);
+}
+
+#[test]
+fn a_requirement_the_nodes_still_meet_does_not_drift_them() {
+    let apply = r#"[{at: 20m, apply: {apiVersion: karpenter.sh/v1, kind: NodePool, metadata: {name: default}, spec: {disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 1m}, template: {spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}, requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}, {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}, {key: kubernetes.io/arch, operator: In, values: [amd64]}]}}}}}]"#;
+    let r = run(&Setup {
+        events: apply,
+        ..BASE
+    });
+    assert!(!r.events.iter().any(|e| e["message"] == "marking drifted"));
+    assert!(
+        disruptions(&r)
+            .iter()
+            .all(|(_, c)| !c.starts_with("Drifted/"))
+    );
+}
+
+#[test]
+fn changing_the_node_class_drifts_and_replaces_its_nodes() {
+    let apply = r#"[{at: 20m, apply: {apiVersion: karpenter.k8s.aws/v1, kind: EC2NodeClass, metadata: {name: default}, spec: {role: R, amiSelectorTerms: [{alias: al2023@latest}], subnetSelectorTerms: [{tags: {k: v}}], securityGroupSelectorTerms: [{tags: {k: v}}], tags: {team: payments}}}}]"#;
+    let r = run(&Setup {
+        events: apply,
+        ..BASE
+    });
+    let drifted: Vec<&Value> = r
+        .events
+        .iter()
+        .filter(|e| e["message"] == "marking drifted")
+        .collect();
+    assert!(!drifted.is_empty());
+    assert!(drifted.iter().all(|e| e["reason"] == "NodeClassDrift"));
+    let replaced: Vec<String> = drifted
+        .iter()
+        .map(|e| e["NodeClaim"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(r.end.nodes.iter().all(|n| !replaced.contains(&n.nodeclaim)));
+    assert!(!r.end.nodes.is_empty());
+    assert!(r.end.pending_pods.is_empty());
 }

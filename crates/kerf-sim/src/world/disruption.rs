@@ -8,14 +8,14 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
 use kerf_api::nodepool::DisruptionReason;
-use kerf_api::{NodePool, Taint, TaintEffect, labels};
+use kerf_api::{EC2NodeClass, NodePool, Taint, TaintEffect, labels};
 use kerf_core::consolidation::{ClusterView, Command, NodeView, plan};
 use kerf_core::disruption::{
     allowed_disruptions, consolidatable_at, drain_tier, pdb_allowance, pdb_selects, pod_blocks,
 };
 use kerf_core::interruption::{self, Action};
 use kerf_core::unavailable::Pattern;
-use kerf_scheduling::ExistingNode;
+use kerf_scheduling::{ExistingNode, Requirements};
 use serde_json::json;
 
 use super::{Ev, SimError, World};
@@ -39,14 +39,25 @@ pub struct Pending {
     acting: bool,
 }
 
-/// The drift-relevant part of a NodePool's template, hashed (expireAfter and
-/// terminationGracePeriod changes apply without replacing nodes, as in Karpenter).
+/// The drift-relevant part of a NodePool's template, hashed: expireAfter and
+/// terminationGracePeriod changes apply without replacing nodes, and requirements drift only
+/// the nodes that no longer meet them (both as in Karpenter).
 pub fn template_hash(np: &NodePool) -> u64 {
     let mut t = np.spec.template.clone();
     t.spec.expire_after = kerf_api::nodepool::default_expire_after();
     t.spec.termination_grace_period = None;
+    t.spec.requirements.clear();
+    hash_json(&t)
+}
+
+/// An EC2NodeClass spec, hashed: any change to it drifts the nodes launched with it.
+pub fn class_hash(nc: &EC2NodeClass) -> u64 {
+    hash_json(&nc.spec)
+}
+
+fn hash_json(v: &impl serde::Serialize) -> u64 {
     let mut h = DefaultHasher::new();
-    serde_json::to_string(&t).unwrap_or_default().hash(&mut h);
+    serde_json::to_string(v).unwrap_or_default().hash(&mut h);
     h.finish()
 }
 
@@ -67,27 +78,67 @@ impl World {
         }
     }
 
-    /// Marks the NodeClaims of a changed NodePool as drifted.
+    /// Marks the NodeClaims of a changed NodePool as drifted: all of them when its template
+    /// changed (`NodePoolDrifted`), those whose node no longer meets its requirements
+    /// otherwise (`RequirementsDrifted`).
     pub(super) fn mark_drift(&mut self, pool: &str) {
         let Some(np) = self.node_pools.get(pool) else {
             return;
         };
         let hash = template_hash(np);
+        let requirements = Requirements::from_api(&np.spec.template.spec.requirements);
         let mut marked = Vec::new();
-        for (name, c) in self.nodeclaims.iter_mut() {
-            if c.nodepool == pool && c.hash != hash && !c.drifted {
-                c.drifted = true;
-                marked.push(name.clone());
+        for (name, c) in &self.nodeclaims {
+            if c.nodepool != pool || c.drifted {
+                continue;
+            }
+            let labels = c
+                .node
+                .as_ref()
+                .and_then(|n| self.nodes.get(n))
+                .map(|n| &n.labels);
+            if c.hash != hash {
+                marked.push((name.clone(), "NodePoolDrifted"));
+            } else if labels.is_some_and(|l| !requirements.matches_labels(l)) {
+                marked.push((name.clone(), "RequirementsDrifted"));
             }
         }
-        for name in marked {
+        self.drifted(marked);
+    }
+
+    /// Marks the NodeClaims launched with an older spec of a changed EC2NodeClass as
+    /// drifted (`NodeClassDrift`).
+    pub(super) fn mark_class_drift(&mut self, class: &str) {
+        let Some(nc) = self.node_classes.get(class) else {
+            return;
+        };
+        let hash = class_hash(nc);
+        let marked = self
+            .nodeclaims
+            .iter()
+            .filter(|(_, c)| {
+                !c.drifted
+                    && c.class_hash != hash
+                    && self
+                        .node_pools
+                        .get(&c.nodepool)
+                        .is_some_and(|np| np.spec.template.spec.node_class_ref.name == class)
+            })
+            .map(|(name, _)| (name.clone(), "NodeClassDrift"))
+            .collect();
+        self.drifted(marked);
+    }
+
+    fn drifted(&mut self, marked: Vec<(String, &str)>) {
+        for (name, reason) in marked {
+            if let Some(c) = self.nodeclaims.get_mut(&name) {
+                c.drifted = true;
+            }
             self.log.info(
                 self.now,
                 "nodeclaim.disruption",
                 "marking drifted",
-                json!({
-                    "NodeClaim": {"name": name}, "reason": "NodePoolDrifted",
-                }),
+                json!({"NodeClaim": {"name": name}, "reason": reason}),
             );
         }
         self.schedule_pass(self.now);
