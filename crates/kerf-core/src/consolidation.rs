@@ -60,6 +60,22 @@ pub struct ClusterView<'a> {
     pub spot_to_spot: bool,
 }
 
+impl ClusterView<'_> {
+    /// Every pod on a node, as the scheduler's bound pods (node indices are the view's).
+    pub fn bound_pods(&self) -> Vec<BoundPod<'_>> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .flat_map(|(k, n)| {
+                n.pods.iter().map(move |p| BoundPod {
+                    node: k,
+                    pod: self.pods[*p],
+                })
+            })
+            .collect()
+    }
+}
+
 /// What to do.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Command {
@@ -83,17 +99,7 @@ pub fn plan(view: &ClusterView<'_>) -> Option<Command> {
         return Some(c);
     }
     let nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();
-    let bound: Vec<BoundPod<'_>> = view
-        .nodes
-        .iter()
-        .enumerate()
-        .flat_map(|(k, n)| {
-            n.pods.iter().map(move |p| BoundPod {
-                node: k,
-                pod: view.pods[*p],
-            })
-        })
-        .collect();
+    let bound = view.bound_pods();
     let problem = Problem {
         nodes: &nodes,
         bound_pods: &bound,

@@ -39,17 +39,7 @@ fn session_answers_match_fresh_solves_across_kept_removals() {
         let view = cluster.view(40);
         let vp: &[&Pod] = &view.pods;
         let all_nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();
-        let bound: Vec<BoundPod<'_>> = view
-            .nodes
-            .iter()
-            .enumerate()
-            .flat_map(|(k, n)| {
-                n.pods.iter().map(move |p| BoundPod {
-                    node: k,
-                    pod: vp[*p],
-                })
-            })
-            .collect();
+        let bound = view.bound_pods();
         let pods: Vec<Pod> = view.pods.iter().map(|p| (*p).clone()).collect();
         let problem = Problem {
             nodes: &all_nodes,
