@@ -106,76 +106,95 @@ impl Cluster {
     /// Builds the cluster of `nodes` nodes from `seed`.
     pub fn generate(nodes: usize, seed: u64) -> Cluster {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let node_pool_input = benchmark::node_pool();
         let daemon = pod("daemon".into(), APPS, 100, 128, false);
         let daemon_requests = pod_requests(&daemon);
-        let mut pods = Vec::with_capacity(nodes * PODS_PER_NODE);
-        let mut views = Vec::with_capacity(nodes);
+        let mut c = Cluster {
+            pods: Vec::with_capacity(nodes * PODS_PER_NODE),
+            node_pool: node_pool_object(),
+            node_pool_input: benchmark::node_pool(),
+            daemonsets: vec![daemon],
+            nodes: Vec::with_capacity(nodes),
+        };
         for i in 0..nodes {
             // 4 to 32 vCPUs (fake-it-3 … fake-it-31)
-            let t = &node_pool_input.instance_types[rng.random_range(3..32)];
-            let zone = ZONES[i % ZONES.len()];
+            let type_index = rng.random_range(3..32);
+            let t = &c.node_pool_input.instance_types[type_index];
             let utilization = rng.random_range(15..86) as i64;
             let free = t.allocatable.saturating_sub(&daemon_requests);
             let cpu = free.cpu_millis * utilization / 100 / PODS_PER_NODE as i64;
             let mib = free.memory_bytes / (1 << 20) * utilization / 100 / PODS_PER_NODE as i64;
             let protected = i % 20 == 7;
-            let mut requested = daemon_requests.clone();
-            let mut on_node = Vec::with_capacity(PODS_PER_NODE);
-            for k in 0..PODS_PER_NODE {
-                let app = rng.random_range(0..APPS);
-                // pods of one node differ a little in size, as replicas of different apps do
-                let jitter = rng.random_range(80..121) as i64;
-                let p = pod(
-                    format!("pod-{i}-{k}"),
-                    app,
-                    (cpu * jitter / 100).max(10),
-                    (mib * jitter / 100).max(16),
-                    protected && k == 0,
-                );
-                requested.add(&pod_requests(&p));
-                on_node.push(pods.len());
-                pods.push(p);
-            }
-            let name = format!("node-{i}");
-            let mut node_labels = t.labels.clone();
-            node_labels.insert(labels::ZONE.into(), zone.into());
-            node_labels.insert(
-                labels::CAPACITY_TYPE.into(),
-                labels::CAPACITY_TYPE_ON_DEMAND.into(),
-            );
-            node_labels.insert(labels::NODEPOOL.into(), "default".into());
-            node_labels.insert(labels::HOSTNAME.into(), name.clone());
-            let price = t
-                .offerings
-                .iter()
-                .find(|o| o.zone == zone && o.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND)
-                .map_or(0.0, |o| o.price_per_hour);
-            views.push(NodeView {
-                node: ExistingNode {
-                    name,
-                    labels: node_labels,
-                    taints: Vec::new(),
-                    allocatable: t.allocatable.clone(),
-                    requested,
-                    initialized: true,
-                },
-                node_pool: Some(0),
-                price_per_hour: price,
-                capacity_type: labels::CAPACITY_TYPE_ON_DEMAND.into(),
-                pods: on_node,
-                disruptable: !protected,
-                consolidatable: true,
-                drifted: false,
-            });
+            let on_node: Vec<Pod> = (0..PODS_PER_NODE)
+                .map(|k| {
+                    let app = rng.random_range(0..APPS);
+                    // pods of one node differ a little in size, as replicas of apps do
+                    let jitter = rng.random_range(80..121) as i64;
+                    pod(
+                        format!("pod-{i}-{k}"),
+                        app,
+                        (cpu * jitter / 100).max(10),
+                        (mib * jitter / 100).max(16),
+                        protected && k == 0,
+                    )
+                })
+                .collect();
+            let zone = ZONES[i % ZONES.len()];
+            c.add_node(&format!("node-{i}"), type_index, zone, on_node, !protected);
         }
-        Cluster {
-            pods,
-            node_pool: node_pool_object(),
-            node_pool_input,
-            daemonsets: vec![daemon],
-            nodes: views,
+        c
+    }
+
+    /// Adds an on-demand node of synthetic type `type_index` in `zone` running `pods` (plus
+    /// the daemonsets), consolidatable, disruptable as said.
+    pub fn add_node(
+        &mut self,
+        name: &str,
+        type_index: usize,
+        zone: &str,
+        pods: Vec<Pod>,
+        disruptable: bool,
+    ) {
+        let t = &self.node_pool_input.instance_types[type_index];
+        let mut requested = Resources::default();
+        for d in &self.daemonsets {
+            requested.add(&pod_requests(d));
         }
+        let mut on_node = Vec::with_capacity(pods.len());
+        for p in pods {
+            requested.add(&pod_requests(&p));
+            on_node.push(self.pods.len());
+            self.pods.push(p);
+        }
+        let mut node_labels = t.labels.clone();
+        node_labels.insert(labels::ZONE.into(), zone.into());
+        node_labels.insert(
+            labels::CAPACITY_TYPE.into(),
+            labels::CAPACITY_TYPE_ON_DEMAND.into(),
+        );
+        node_labels.insert(labels::NODEPOOL.into(), "default".into());
+        node_labels.insert(labels::HOSTNAME.into(), name.into());
+        let price = t
+            .offerings
+            .iter()
+            .find(|o| o.zone == zone && o.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND)
+            .map_or(0.0, |o| o.price_per_hour);
+        self.nodes.push(NodeView {
+            node: ExistingNode {
+                name: name.into(),
+                labels: node_labels,
+                taints: Vec::new(),
+                allocatable: t.allocatable.clone(),
+                requested,
+                initialized: true,
+            },
+            node_pool: Some(0),
+            price_per_hour: price,
+            capacity_type: labels::CAPACITY_TYPE_ON_DEMAND.into(),
+            pods: on_node,
+            disruptable,
+            consolidatable: true,
+            drifted: false,
+        });
     }
 
     /// The cluster as one pass reads it, with `allowed` disruptions for every reason.

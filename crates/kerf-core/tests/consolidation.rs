@@ -4,9 +4,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::labels;
 use kerf_core::benchmark::Cluster;
-use kerf_core::consolidation::{NodeView, plan};
-use kerf_scheduling::ExistingNode;
-use kerf_scheduling::resources::pod_requests;
+use kerf_core::consolidation::plan;
 
 fn pod(name: &str, cpu: &str, pinned_to: Option<&str>) -> Pod {
     let selector = pinned_to.map(|n| serde_json::json!({labels::HOSTNAME: n}));
@@ -44,39 +42,10 @@ fn a_node_that_cannot_go_does_not_keep_the_next_ones() {
             (0..4).map(|i| pod(&format!("d{i}"), "1", None)).collect(),
         ),
     ];
-    for (name, type_index, pods) in layout {
-        let t = &c.node_pool_input.instance_types[type_index];
-        let mut node_labels = t.labels.clone();
-        node_labels.insert(labels::HOSTNAME.into(), name.into());
-        node_labels.insert(labels::ZONE.into(), "test-zone-1".into());
-        node_labels.insert(labels::CAPACITY_TYPE.into(), "on-demand".into());
-        node_labels.insert(labels::NODEPOOL.into(), "default".into());
-        let mut requested = kerf_scheduling::resources::Resources::default();
-        let mut indices = Vec::new();
-        for p in pods {
-            requested.add(&pod_requests(&p));
-            indices.push(c.pods.len());
-            c.pods.push(p);
-        }
-        c.nodes.push(NodeView {
-            node: ExistingNode {
-                name: name.into(),
-                labels: node_labels,
-                taints: Vec::new(),
-                allocatable: t.allocatable.clone(),
-                requested,
-                initialized: true,
-            },
-            node_pool: Some(0),
-            price_per_hour: t.offerings[2].price_per_hour,
-            capacity_type: "on-demand".into(),
-            pods: indices,
-            disruptable: true,
-            consolidatable: true,
-            drifted: false,
-        });
-    }
     c.daemonsets.clear();
+    for (name, type_index, pods) in layout {
+        c.add_node(name, type_index, "test-zone-1", pods, true);
+    }
     let command = plan(&c.view(4)).expect("something to consolidate");
     assert_eq!(
         command.candidates,
