@@ -24,6 +24,8 @@ pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
 /// Annotation holding the hash of the EC2NodeClass a NodeClaim was launched from (drift).
 pub const EC2NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
+/// Annotation holding the version of the EC2NodeClass hash algorithm.
+pub const EC2NODECLASS_HASH_VERSION: &str = "karpenter.k8s.aws/ec2nodeclass-hash-version";
 /// Taint key put on nodes that are being disrupted, so no new pods land on them.
 pub const DISRUPTED_TAINT_KEY: &str = "karpenter.sh/disrupted";
 /// Taint key put on nodes until they register, so nothing schedules too early.

@@ -1,7 +1,8 @@
 //! AWS facts Kerf needs without calling AWS: the EC2 instance-type catalog embedded from
 //! moto's DescribeInstanceTypes data, per-region zone offerings, the capacity and allocatable
 //! formulas Karpenter uses for AL2023 nodes, the labels Karpenter derives from a type, an
-//! on-demand price model fitted to AWS list prices, and a deterministic spot price model.
+//! on-demand price model fitted to AWS list prices, a deterministic spot price model, and
+//! the interruption-queue messages EventBridge delivers.
 //!
 //! No SDK, no network, no clock: the live AWS provider (a later crate) reads real prices
 //! and offerings; the simulator and `kerf instance-types` read these.
@@ -9,6 +10,7 @@
 pub mod capacity;
 pub mod catalog;
 pub mod instance_type;
+pub mod interruption;
 pub mod pricing;
 
 pub use catalog::{CatalogError, InstanceTypeInfo};

@@ -189,7 +189,7 @@ impl Cluster {
             },
             node_pool: Some(0),
             price_per_hour: price,
-            capacity_type: labels::CAPACITY_TYPE_ON_DEMAND.into(),
+            capacity_type: crate::cluster::CapacityType::OnDemand,
             pods: on_node,
             disruptable,
             consolidatable: true,

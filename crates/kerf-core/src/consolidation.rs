@@ -28,8 +28,8 @@ pub struct NodeView {
     pub node_pool: Option<usize>,
     /// What it costs per hour.
     pub price_per_hour: f64,
-    /// `spot` or `on-demand`.
-    pub capacity_type: String,
+    /// How it is bought.
+    pub capacity_type: crate::cluster::CapacityType,
     /// The pods on it that would move (daemonset pods left out), as indices into
     /// [`ClusterView::pods`].
     pub pods: Vec<usize>,
@@ -365,11 +365,10 @@ fn cheaper_replacement(
         .iter()
         .map(|i| view.nodes[*i].price_per_hour)
         .sum();
-    let spot = labels::CAPACITY_TYPE_SPOT;
     let all_spot = candidates
         .iter()
-        .all(|i| view.nodes[*i].capacity_type == spot);
-    if all_spot && r.launch.capacity_type == spot {
+        .all(|i| view.nodes[*i].capacity_type == crate::cluster::CapacityType::Spot);
+    if all_spot && r.launch.capacity_type == labels::CAPACITY_TYPE_SPOT {
         let cheaper = r
             .instance_types
             .iter()

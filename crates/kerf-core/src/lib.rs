@@ -1,11 +1,14 @@
-//! Kerf's decision core around the scheduler: pure code that turns cluster objects into a
-//! scheduling problem and decisions into NodeClaims. No I/O and no clock: time comes in as
-//! a value (a [`std::time::Duration`] since an epoch the shell chooses).
+//! Kerf's decision core around the scheduler: the cluster state and the controllers
+//! (provisioning, NodeClaim lifecycle, disruption, termination, interruption) as one sans-IO
+//! state machine that every shell drives. No I/O and no clock: time comes in as a value (a
+//! [`std::time::Duration`] since an epoch the shell chooses), actions go out as values.
 
 pub mod benchmark;
+pub mod cluster;
 pub mod consolidation;
+pub mod controllers;
 pub mod disruption;
-pub mod interruption;
+pub mod hash;
 pub mod nodepools;
 pub mod provisioner;
 pub mod unavailable;

@@ -1,0 +1,502 @@
+//! The cluster as Kerf's controllers see it (Karpenter's `state.Cluster`): NodePools, node
+//! classes, NodeClaims, Nodes, Pods, DaemonSets and PodDisruptionBudgets, indexed the way the
+//! controllers query them. Shells write what they observed through the methods here (the
+//! simulator from its world, the operator from its watches); every method notes what it
+//! changed so the controllers know what to look at again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kerf_api::{EC2NodeClass, NodePool, NodeSelectorRequirementWithMinValues, Taint, labels};
+use kerf_scheduling::InstanceTypeOption;
+use kerf_scheduling::pods::pod_key;
+use kerf_scheduling::resources::{Resources, pod_requests};
+
+use crate::provisioner::is_provisionable;
+
+/// How a node's capacity is bought.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CapacityType {
+    /// Spare capacity, reclaimable with two minutes' notice.
+    Spot,
+    /// Pay by the second, never reclaimed.
+    OnDemand,
+    /// Capacity reserved ahead.
+    Reserved,
+}
+
+impl CapacityType {
+    /// The `karpenter.sh/capacity-type` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapacityType::Spot => labels::CAPACITY_TYPE_SPOT,
+            CapacityType::OnDemand => labels::CAPACITY_TYPE_ON_DEMAND,
+            CapacityType::Reserved => "reserved",
+        }
+    }
+
+    /// Reads a `karpenter.sh/capacity-type` label value.
+    pub fn parse(text: &str) -> Option<CapacityType> {
+        [
+            CapacityType::Spot,
+            CapacityType::OnDemand,
+            CapacityType::Reserved,
+        ]
+        .into_iter()
+        .find(|c| c.as_str() == text)
+    }
+}
+
+/// What the cloud launched for a NodeClaim: the status fields Karpenter fills in at launch.
+#[derive(Clone, Debug)]
+pub struct Launched {
+    /// `aws:///<zone>/<instance id>` or `kwok://<name>`: matches the Node's `spec.providerID`.
+    pub provider_id: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Zone.
+    pub zone: String,
+    /// How it is bought.
+    pub capacity_type: CapacityType,
+    /// Dollars per hour.
+    pub price_per_hour: f64,
+    /// What the machine has (NodePool limits count this).
+    pub capacity: Resources,
+    /// What pods may request.
+    pub allocatable: Resources,
+    /// The instance type's labels (arch, family, size, …).
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Launched {
+    /// The cloud's own id for the instance: the last segment of the provider id.
+    pub fn instance_id(&self) -> &str {
+        self.provider_id.rsplit('/').next().unwrap_or("")
+    }
+}
+
+/// Why a NodeClaim no longer matches what would be launched today.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriftReason {
+    /// The NodePool's template changed.
+    NodePoolDrifted,
+    /// The node no longer meets the NodePool's requirements.
+    RequirementsDrifted,
+    /// The node class changed.
+    NodeClassDrift,
+}
+
+impl DriftReason {
+    /// The reason of the `Drifted` condition, as Karpenter writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriftReason::NodePoolDrifted => "NodePoolDrifted",
+            DriftReason::RequirementsDrifted => "RequirementsDrifted",
+            DriftReason::NodeClassDrift => "NodeClassDrift",
+        }
+    }
+}
+
+/// A NodeClaim: what was asked for, what the cloud gave, and how far it got.
+#[derive(Clone, Debug)]
+pub struct ClaimRecord {
+    /// The NodePool it belongs to.
+    pub node_pool: String,
+    /// The node class it launches with (`spec.nodeClassRef.name`).
+    pub node_class: String,
+    /// When it was created.
+    pub created: Duration,
+    /// `spec.requirements`.
+    pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+    /// The instance types it may launch as, cheapest first.
+    pub instance_types: Vec<String>,
+    /// `karpenter.sh/nodepool-hash` at creation.
+    pub node_pool_hash: String,
+    /// `karpenter.k8s.aws/ec2nodeclass-hash` at creation.
+    pub node_class_hash: String,
+    /// Set once the cloud launched it (condition `Launched`).
+    pub launched: Option<Launched>,
+    /// The Node that registered for it.
+    pub node: Option<String>,
+    /// Condition `Registered`: its node joined once.
+    pub registered: bool,
+    /// Condition `Initialized`: the node is Ready and its startup taints are gone.
+    pub initialized: bool,
+    /// Condition `Drifted`, with its reason.
+    pub drifted: Option<DriftReason>,
+    /// When its deletion started (`metadata.deletionTimestamp`).
+    pub deleting: Option<Duration>,
+}
+
+/// A Node.
+#[derive(Clone, Debug)]
+pub struct NodeRecord {
+    /// `spec.providerID`.
+    pub provider_id: String,
+    /// The NodeClaim whose instance it is, when Kerf launched it.
+    pub nodeclaim: Option<String>,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Taints.
+    pub taints: Vec<Taint>,
+    /// `status.allocatable`.
+    pub allocatable: Resources,
+    /// Condition `Ready`.
+    pub ready: bool,
+    /// What the pods bound to it request.
+    pub requests: Resources,
+    /// When a pod last arrived or left (consolidateAfter counts from here).
+    pub last_pod_event: Duration,
+    /// The `last_pod_event` it was last reported consolidatable for.
+    pub marked_consolidatable: Option<Duration>,
+}
+
+/// Who made a pod, as far as disruption cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodOwner {
+    /// No controller: an evicted pod is gone for good.
+    None,
+    /// A workload controller (ReplicaSet, StatefulSet, Job, …) makes a new one.
+    Controller,
+    /// A DaemonSet: it runs on every node it fits and drains last.
+    DaemonSet,
+}
+
+/// A Pod.
+#[derive(Clone, Debug)]
+pub struct PodRecord {
+    /// The object.
+    pub pod: Pod,
+    /// What it requests (containers, init peak, overhead).
+    pub requests: Resources,
+    /// Who made it.
+    pub owner: PodOwner,
+    /// `spec.nodeName`.
+    pub node: Option<String>,
+    /// The NodeClaim the provisioner planned it onto, while that NodeClaim comes up.
+    pub nominated: Option<String>,
+    /// When it was last left without a node.
+    pub pending_since: Duration,
+}
+
+impl PodRecord {
+    /// Whether the provisioner should find it a node: kube-scheduler found none, and no
+    /// NodeClaim is coming up for it.
+    pub fn wants_capacity(&self) -> bool {
+        self.nominated.is_none() && is_provisionable(&self.pod)
+    }
+}
+
+/// What changed since the controllers last looked.
+#[derive(Clone, Debug, Default)]
+pub struct Changes {
+    /// A pod started wanting capacity.
+    pub provisionable: bool,
+    /// Something disruption reads changed (room freed, nodes added or removed, readiness).
+    pub disruption: bool,
+    /// NodePools whose spec changed (drift).
+    pub node_pools: BTreeSet<String>,
+    /// Node classes whose spec changed (drift).
+    pub node_classes: BTreeSet<String>,
+    /// NodeClaims whose node registered or became ready (lifecycle).
+    pub lifecycle: BTreeSet<String>,
+}
+
+/// The cluster state.
+#[derive(Clone, Debug, Default)]
+pub struct Cluster {
+    /// NodePools by name.
+    pub node_pools: BTreeMap<String, NodePool>,
+    /// EC2NodeClasses by name.
+    pub node_classes: BTreeMap<String, EC2NodeClass>,
+    /// Instance types each node class can launch (all offerings available), from the cloud
+    /// provider.
+    pub instance_types: BTreeMap<String, Arc<[InstanceTypeOption]>>,
+    /// NodeClaims by name.
+    pub nodeclaims: BTreeMap<String, ClaimRecord>,
+    /// Nodes by name.
+    pub nodes: BTreeMap<String, NodeRecord>,
+    /// Pods by `namespace/name`.
+    pub pods: BTreeMap<String, PodRecord>,
+    /// DaemonSet pod templates by `namespace/name`.
+    pub daemonsets: BTreeMap<String, Pod>,
+    /// PodDisruptionBudgets by `namespace/name`.
+    pub pdbs: BTreeMap<String, PodDisruptionBudget>,
+    /// What changed since the controllers last looked.
+    pub changes: Changes,
+}
+
+fn owner_of(pod: &Pod) -> PodOwner {
+    match pod.metadata.owner_references.as_deref() {
+        Some(refs) if refs.iter().any(|o| o.kind == "DaemonSet") => PodOwner::DaemonSet,
+        Some(refs) if refs.iter().any(|o| o.controller == Some(true)) => PodOwner::Controller,
+        _ => PodOwner::None,
+    }
+}
+
+impl Cluster {
+    /// Keys of the pods that satisfy `keep`, in key order.
+    pub fn pods_where(&self, keep: impl Fn(&PodRecord) -> bool) -> Vec<String> {
+        self.pods
+            .iter()
+            .filter(|(_, p)| keep(p))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The NodeClaim behind a node, with its name.
+    pub fn claim_of_node(&self, node: &str) -> Option<(&String, &ClaimRecord)> {
+        let name = self.nodes.get(node)?.nodeclaim.as_ref()?;
+        self.nodeclaims.get_key_value(name)
+    }
+
+    /// The NodePool of a node.
+    pub fn pool_of_node(&self, node: &str) -> Option<&NodePool> {
+        let (_, c) = self.claim_of_node(node)?;
+        self.node_pools.get(&c.node_pool)
+    }
+
+    /// A pod was created or changed. Its node comes from `spec.nodeName`.
+    pub fn apply_pod(&mut self, pod: Pod, now: Duration) {
+        let key = pod_key(&pod);
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty());
+        let old = self.pods.remove(&key);
+        let (nominated, pending_since, wanted) = match &old {
+            Some(o) => (o.nominated.clone(), o.pending_since, o.wants_capacity()),
+            None => (None, now, false),
+        };
+        let old_node = old.as_ref().and_then(|o| o.node.clone());
+        if let Some(o) = &old
+            && let Some(n) = o.node.as_ref().and_then(|n| self.nodes.get_mut(n))
+        {
+            n.requests = n.requests.saturating_sub(&o.requests);
+        }
+        let requests = pod_requests(&pod);
+        let mut record = PodRecord {
+            owner: owner_of(&pod),
+            requests,
+            node: node.clone(),
+            nominated: if node.is_some() { None } else { nominated },
+            pending_since: if node.is_none() && old_node.is_some() {
+                now
+            } else {
+                pending_since
+            },
+            pod,
+        };
+        if let Some(n) = node.as_ref().and_then(|n| self.nodes.get_mut(n)) {
+            n.requests.add(&record.requests);
+            if old_node != node {
+                n.last_pod_event = now;
+            }
+        }
+        if old_node != node {
+            if let Some(n) = old_node.as_ref().and_then(|n| self.nodes.get_mut(n)) {
+                n.last_pod_event = now;
+            }
+            self.changes.disruption |= old_node.is_some();
+        }
+        if record.owner == PodOwner::DaemonSet {
+            record.nominated = None;
+        }
+        if record.wants_capacity() && !wanted {
+            self.changes.provisionable = true;
+        }
+        self.pods.insert(key, record);
+    }
+
+    /// A pod is gone.
+    pub fn delete_pod(&mut self, key: &str, now: Duration) {
+        let Some(p) = self.pods.remove(key) else {
+            return;
+        };
+        if let Some(n) = p.node.and_then(|n| self.nodes.get_mut(&n)) {
+            n.requests = n.requests.saturating_sub(&p.requests);
+            n.last_pod_event = now;
+            self.changes.disruption = true;
+        }
+    }
+
+    /// Binds a pod to a node, as kube-scheduler's binding and condition update would.
+    pub fn bind_pod(&mut self, key: &str, node: &str, now: Duration) {
+        let Some(mut pod) = self.pods.get(key).map(|p| p.pod.clone()) else {
+            return;
+        };
+        pod.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
+        set_scheduled(&mut pod, "True", None);
+        self.apply_pod(pod, now);
+    }
+
+    /// Marks a pod `PodScheduled=False` with reason `Unschedulable`, as kube-scheduler does
+    /// when no node fits it.
+    pub fn mark_unschedulable(&mut self, key: &str, now: Duration) {
+        let Some(p) = self.pods.get(key) else {
+            return;
+        };
+        if is_provisionable(&p.pod) {
+            return;
+        }
+        let mut pod = p.pod.clone();
+        set_scheduled(&mut pod, "False", Some("Unschedulable"));
+        self.apply_pod(pod, now);
+    }
+
+    /// Takes a pod off its node (the node went away): it waits for a node again.
+    pub fn unbind_pod(&mut self, key: &str, now: Duration) {
+        let Some(mut pod) = self.pods.get(key).map(|p| p.pod.clone()) else {
+            return;
+        };
+        if let Some(s) = pod.spec.as_mut() {
+            s.node_name = None;
+        }
+        if let Some(s) = pod.status.as_mut() {
+            s.conditions = None;
+        }
+        self.apply_pod(pod, now);
+    }
+
+    /// A NodePool was created or changed.
+    pub fn apply_node_pool(&mut self, np: NodePool) {
+        let name = np.metadata.name.clone().unwrap_or_default();
+        self.changes.node_pools.insert(name.clone());
+        self.changes.disruption = true;
+        self.node_pools.insert(name, np);
+    }
+
+    /// A NodePool is gone.
+    pub fn delete_node_pool(&mut self, name: &str) {
+        self.node_pools.remove(name);
+        self.changes.node_pools.insert(name.to_string());
+        self.changes.disruption = true;
+    }
+
+    /// A node class was created or changed.
+    pub fn apply_node_class(&mut self, class: EC2NodeClass) {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        self.changes.node_classes.insert(name.clone());
+        self.node_classes.insert(name, class);
+    }
+
+    /// The instance types a node class can launch changed.
+    pub fn set_instance_types(&mut self, class: &str, types: Arc<[InstanceTypeOption]>) {
+        self.instance_types.insert(class.to_string(), types);
+        self.changes.disruption = true;
+    }
+
+    /// A DaemonSet's pod template, by `namespace/name`.
+    pub fn apply_daemonset(&mut self, key: String, template: Pod) {
+        self.daemonsets.insert(key, template);
+    }
+
+    /// A DaemonSet is gone.
+    pub fn delete_daemonset(&mut self, key: &str) {
+        self.daemonsets.remove(key);
+    }
+
+    /// A PodDisruptionBudget was created or changed.
+    pub fn apply_pdb(&mut self, key: String, pdb: PodDisruptionBudget) {
+        self.pdbs.insert(key, pdb);
+        self.changes.disruption = true;
+    }
+
+    /// A NodeClaim was created or changed.
+    pub fn apply_nodeclaim(&mut self, name: String, claim: ClaimRecord) {
+        self.changes.lifecycle.insert(name.clone());
+        self.changes.disruption = true;
+        self.nodeclaims.insert(name, claim);
+    }
+
+    /// A NodeClaim is gone: pods nominated to it want capacity again.
+    pub fn delete_nodeclaim(&mut self, name: &str) {
+        if self.nodeclaims.remove(name).is_none() {
+            return;
+        }
+        self.changes.disruption = true;
+        for p in self.pods.values_mut() {
+            if p.nominated.as_deref() == Some(name) {
+                p.nominated = None;
+                if p.wants_capacity() {
+                    self.changes.provisionable = true;
+                }
+            }
+        }
+    }
+
+    /// A Node registered (or changed). It joins the NodeClaim with the same provider id.
+    pub fn apply_node(&mut self, name: String, mut node: NodeRecord, now: Duration) {
+        node.nodeclaim = self
+            .nodeclaims
+            .iter()
+            .find(|(_, c)| {
+                c.launched
+                    .as_ref()
+                    .is_some_and(|l| l.provider_id == node.provider_id)
+            })
+            .map(|(k, _)| k.clone());
+        if let Some(old) = self.nodes.get(&name) {
+            node.requests = old.requests.clone();
+            node.last_pod_event = old.last_pod_event;
+            node.marked_consolidatable = old.marked_consolidatable;
+        } else {
+            node.requests = Resources::default();
+            node.last_pod_event = now;
+            for p in self.pods.values() {
+                if p.node.as_deref() == Some(name.as_str()) {
+                    node.requests.add(&p.requests);
+                }
+            }
+        }
+        if let Some(c) = node.nodeclaim.as_ref() {
+            if let Some(claim) = self.nodeclaims.get_mut(c) {
+                claim.node = Some(name.clone());
+            }
+            self.changes.lifecycle.insert(c.clone());
+        }
+        self.changes.disruption = true;
+        self.nodes.insert(name, node);
+    }
+
+    /// A Node is gone: the pods on it have no node any more.
+    pub fn delete_node(&mut self, name: &str, now: Duration) {
+        let Some(node) = self.nodes.remove(name) else {
+            return;
+        };
+        self.changes.disruption = true;
+        if let Some(c) = node.nodeclaim.and_then(|c| self.nodeclaims.get_mut(&c)) {
+            c.node = None;
+        }
+        for k in self.pods_where(|p| p.node.as_deref() == Some(name)) {
+            self.unbind_pod(&k, now);
+        }
+    }
+
+    /// What the NodePool's nodes (launched NodeClaims) have, counted against its limits.
+    pub fn pool_usage(&self, pool: &str) -> Resources {
+        let mut usage = Resources::default();
+        for c in self.nodeclaims.values().filter(|c| c.node_pool == pool) {
+            if let Some(l) = &c.launched {
+                usage.add(&l.capacity);
+            }
+        }
+        usage
+    }
+}
+
+fn set_scheduled(pod: &mut Pod, status: &str, reason: Option<&str>) {
+    let st = pod.status.get_or_insert_with(Default::default);
+    let conditions = st.conditions.get_or_insert_with(Vec::new);
+    conditions.retain(|c| c.type_ != "PodScheduled");
+    conditions.push(PodCondition {
+        type_: "PodScheduled".into(),
+        status: status.into(),
+        reason: reason.map(str::to_string),
+        ..Default::default()
+    });
+}

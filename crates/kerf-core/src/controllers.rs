@@ -1,0 +1,299 @@
+//! Kerf's controllers as one sans-IO state machine, written once and driven by every shell.
+//!
+//! The shell writes what it observed into [`Controllers::cluster`] (or reports a cloud
+//! answer through the methods here), then calls [`Controllers::poll`] with the time; the
+//! controllers answer with [`Action`]s to carry out and [`Controllers::next_wakeup`] says when
+//! to poll again if nothing else happens. The controllers apply their own writes (taints,
+//! NodeClaims created, nominations) to their view at once, as Karpenter's `state.Cluster`
+//! does; deletions take effect when the shell reports them done.
+//!
+//! | controller (Karpenter's name) | here |
+//! |---|---|
+//! | `provisioning` | [`provisioning`]: batch window, solve, NodeClaims |
+//! | `nodeclaim/lifecycle`, `nodeclaim/garbagecollection` | [`lifecycle`] |
+//! | `disruption` (with drift and consolidation marking) | [`disruption`] |
+//! | `node/termination`, `nodeclaim/expiration` | [`termination`] |
+//! | `interruption` | [`interruption`] |
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kerf_api::{NodeClaim, Taint};
+use kerf_scheduling::InstanceTypeOption;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde_json::Value;
+
+use crate::cluster::Cluster;
+use crate::provisioner::Batcher;
+use crate::unavailable::UnavailableOfferings;
+
+pub mod disruption;
+pub mod interruption;
+pub mod lifecycle;
+pub mod provisioning;
+pub mod termination;
+
+/// Knobs a shell sets once, Karpenter's settings among them.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Seconds from the Unix epoch to the shell's time zero (budget schedules are UTC).
+    pub epoch_unix: u64,
+    /// Provisioning waits this long after the last new pending pod (Karpenter: 1 s).
+    pub batch_idle: Duration,
+    /// … and at most this long after the first (Karpenter: 10 s).
+    pub batch_max: Duration,
+    /// A launched NodeClaim whose node has not registered by then is deleted (15 min).
+    pub registration_ttl: Duration,
+    /// Karpenter's `SpotToSpotConsolidation` feature gate.
+    pub spot_to_spot: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            epoch_unix: 0,
+            batch_idle: Duration::from_secs(1),
+            batch_max: Duration::from_secs(10),
+            registration_ttl: Duration::from_secs(15 * 60),
+            spot_to_spot: false,
+        }
+    }
+}
+
+/// A log record's level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// Something happened.
+    Info,
+    /// Something failed.
+    Error,
+}
+
+/// A log line in Karpenter's words: shells stamp the time and print it as JSON.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogRecord {
+    /// Level.
+    pub level: Level,
+    /// Karpenter's controller name (`provisioner`, `nodeclaim.lifecycle`, …).
+    pub controller: &'static str,
+    /// Karpenter's message text.
+    pub message: &'static str,
+    /// Structured fields (`{"NodeClaim": {"name": …}}`).
+    pub fields: Value,
+}
+
+/// What the controllers ask a shell to do.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// Print a log line.
+    Log(LogRecord),
+    /// Create this NodeClaim object (the controllers already track it).
+    CreateNodeClaim(Box<NodeClaim>),
+    /// Ask the cloud for the NodeClaim's instance; answer with [`Controllers::launched`] or
+    /// [`Controllers::launch_failed`].
+    Launch {
+        /// The NodeClaim.
+        nodeclaim: String,
+    },
+    /// Add a taint to a node.
+    Taint {
+        /// The node.
+        node: String,
+        /// The taint.
+        taint: Taint,
+    },
+    /// Remove the taints with this key from a node.
+    RemoveTaint {
+        /// The node.
+        node: String,
+        /// The taint key.
+        key: String,
+    },
+    /// Voluntary disruption of these nodes starts (budgets apply): Karpenter's
+    /// `disrupting node(s)` event.
+    Disrupting {
+        /// Why.
+        reason: kerf_api::nodepool::DisruptionReason,
+        /// The nodes.
+        nodes: Vec<String>,
+    },
+    /// Evict a pod through the Eviction API (PodDisruptionBudgets apply).
+    Evict {
+        /// `namespace/name`.
+        pod: String,
+    },
+    /// Delete a pod outright (its node's terminationGracePeriod ran out).
+    DeletePod {
+        /// `namespace/name`.
+        pod: String,
+    },
+    /// Terminate the cloud instance.
+    DeleteInstance {
+        /// The NodeClaim it was launched for.
+        nodeclaim: String,
+        /// Its provider id.
+        provider_id: String,
+    },
+    /// Delete the Node object; report it with [`Cluster::delete_node`].
+    DeleteNode {
+        /// The node.
+        node: String,
+    },
+    /// Remove the NodeClaim (finalizer released); report it with
+    /// [`Cluster::delete_nodeclaim`].
+    DeleteNodeClaim {
+        /// The NodeClaim.
+        nodeclaim: String,
+    },
+}
+
+/// Work the controllers scheduled for later.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    Batch,
+    Pass,
+    Validate,
+    Drain(String),
+    Expire(String),
+    RegistrationTimeout(String),
+    ReplacementTimeout,
+}
+
+/// The controllers and the cluster state they share.
+pub struct Controllers {
+    /// The cluster as observed (shells write here) plus the controllers' own writes.
+    pub cluster: Cluster,
+    settings: Settings,
+    rng: ChaCha8Rng,
+    now: Duration,
+    timers: BTreeSet<(Duration, Timer)>,
+    actions: Vec<Action>,
+    batcher: Batcher,
+    unavailable: UnavailableOfferings,
+    /// Instance types per node class with unavailable offerings marked, and the
+    /// unavailable-offerings generation they were made for.
+    type_options: HashMap<String, (u64, Arc<[InstanceTypeOption]>)>,
+    pass_at: Option<Duration>,
+    command: Option<disruption::Pending>,
+    commands_started: u64,
+}
+
+impl Controllers {
+    /// Controllers over an empty cluster; `seed` drives generated NodeClaim names.
+    pub fn new(settings: Settings, seed: u64) -> Controllers {
+        Controllers {
+            cluster: Cluster::default(),
+            batcher: Batcher::new(settings.batch_idle, settings.batch_max),
+            settings,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            now: Duration::ZERO,
+            timers: BTreeSet::new(),
+            actions: Vec::new(),
+            unavailable: UnavailableOfferings::new(),
+            type_options: HashMap::new(),
+            pass_at: None,
+            command: None,
+            commands_started: 0,
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Runs everything due at `now` and everything the cluster's changes call for; returns
+    /// what the shell must do, in order.
+    pub fn poll(&mut self, now: Duration) -> Vec<Action> {
+        self.now = self.now.max(now);
+        while let Some((at, _)) = self.timers.first()
+            && *at <= self.now
+        {
+            let (_, timer) = self.timers.pop_first().expect("first exists");
+            self.fire(timer);
+        }
+        self.react();
+        std::mem::take(&mut self.actions)
+    }
+
+    /// When [`Controllers::poll`] has work next if nothing changes before.
+    pub fn next_wakeup(&self) -> Option<Duration> {
+        self.timers.first().map(|(at, _)| *at)
+    }
+
+    fn fire(&mut self, timer: Timer) {
+        match timer {
+            Timer::Batch => self.batch_due(),
+            Timer::Pass => self.disruption_pass(),
+            Timer::Validate => self.validate_command(),
+            Timer::Drain(claim) => self.drain(&claim),
+            Timer::Expire(claim) => self.expire(&claim),
+            Timer::RegistrationTimeout(claim) => self.registration_timeout(&claim),
+            Timer::ReplacementTimeout => self.replacement_timeout(),
+        }
+    }
+
+    /// Follows up on what the shell reported since the last poll.
+    fn react(&mut self) {
+        let changes = std::mem::take(&mut self.cluster.changes);
+        for class in &changes.node_classes {
+            self.type_options.remove(class);
+        }
+        if !changes.node_pools.is_empty() || !changes.node_classes.is_empty() {
+            self.node_pools_changed(&changes.node_pools);
+            self.evaluate_drift();
+        }
+        for claim in &changes.lifecycle {
+            self.lifecycle(claim);
+        }
+        if changes.provisionable {
+            self.saw_pending_pod();
+        }
+        self.continue_command();
+        if changes.disruption || !changes.lifecycle.is_empty() {
+            self.schedule_pass(self.now + disruption::PASS_INTERVAL);
+        }
+    }
+
+    fn at(&mut self, when: Duration, timer: Timer) {
+        self.timers.insert((when, timer));
+    }
+
+    fn cancel(&mut self, timer: &Timer) {
+        self.timers.retain(|(_, t)| t != timer);
+    }
+
+    fn log(&mut self, controller: &'static str, message: &'static str, fields: Value) {
+        self.actions.push(Action::Log(LogRecord {
+            level: Level::Info,
+            controller,
+            message,
+            fields,
+        }));
+    }
+
+    fn log_error(&mut self, controller: &'static str, message: &'static str, fields: Value) {
+        self.actions.push(Action::Log(LogRecord {
+            level: Level::Error,
+            controller,
+            message,
+            fields,
+        }));
+    }
+}
+
+/// `a, b, c` for up to five items, then `and N other(s)`, as Karpenter shortens lists in logs.
+pub fn list_text(items: &[String]) -> String {
+    const SHOWN: usize = 5;
+    if items.len() <= SHOWN {
+        items.join(", ")
+    } else {
+        format!(
+            "{} and {} other(s)",
+            items[..SHOWN].join(", "),
+            items.len() - SHOWN
+        )
+    }
+}

@@ -1,0 +1,578 @@
+//! Disruption: drift marking, consolidatable marking, and the pass that picks one command
+//! (emptiness, drift, consolidation; see [`crate::consolidation`]). A command is re-decided
+//! after 15 s and acted on only if the same candidates come out; candidates are tainted,
+//! replacements launched and awaited (10 minutes at most, then the command is rolled back),
+//! and the candidates deleted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::nodepool::DisruptionReason;
+use kerf_api::{Taint, TaintEffect, labels};
+use kerf_scheduling::{ExistingNode, NodePoolInput, Requirements};
+use serde_json::json;
+
+use super::{Action, Controllers, Timer};
+use crate::cluster::{Cluster, DriftReason};
+use crate::consolidation::{ClusterView, Command, NodeView, plan};
+use crate::disruption::{
+    allowed_disruptions, consolidatable_at, pdb_allowance, pdb_selects, pod_blocks,
+};
+use crate::hash::{node_class_hash, node_pool_hash};
+
+/// How often disruption looks for work while the cluster changes.
+pub const PASS_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a decision waits before it is re-checked and acted on.
+pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
+/// How long a command waits for its replacements to initialize before it is rolled back.
+pub const REPLACEMENT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// Where a command is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// Decided; re-checked after [`VALIDATION_DELAY`].
+    Validating,
+    /// Candidates tainted; replacements coming up.
+    AwaitingReplacements,
+}
+
+/// A disruption decision on its way.
+#[derive(Clone, Debug)]
+pub(super) struct Pending {
+    reason: DisruptionReason,
+    candidates: Vec<String>,
+    replacements: Vec<String>,
+    savings: f64,
+    stage: Stage,
+}
+
+/// The taint that keeps new pods off a node being disrupted; a restarted controller reads
+/// it to know which nodes were mid-disruption.
+pub fn disrupted_taint() -> Taint {
+    Taint {
+        key: labels::DISRUPTED_TAINT_KEY.into(),
+        value: None,
+        effect: TaintEffect::NoSchedule,
+        time_added: None,
+    }
+}
+
+/// Whether evicting a pod now would break a PodDisruptionBudget: a budget selecting it
+/// allows no disruption, counting healthy the selected pods on Ready nodes.
+pub fn pdb_blocks(cluster: &Cluster, pod: &str) -> bool {
+    let Some(p) = cluster.pods.get(pod) else {
+        return false;
+    };
+    cluster
+        .pdbs
+        .values()
+        .filter(|b| pdb_selects(b, &p.pod))
+        .any(|b| {
+            let mut selected = 0;
+            let mut healthy = 0;
+            for q in cluster.pods.values().filter(|q| pdb_selects(b, &q.pod)) {
+                selected += 1;
+                if q
+                    .node
+                    .as_ref()
+                    .is_some_and(|n| cluster.nodes.get(n).is_some_and(|n| n.ready))
+                {
+                    healthy += 1;
+                }
+            }
+            pdb_allowance(b, selected, healthy) == 0
+        })
+}
+
+impl Controllers {
+    pub(super) fn schedule_pass(&mut self, at: Duration) {
+        if self.pass_at.is_none_or(|p| p > at) {
+            if let Some(p) = self.pass_at {
+                self.timers.remove(&(p, Timer::Pass));
+            }
+            self.pass_at = Some(at);
+            self.at(at, Timer::Pass);
+        }
+    }
+
+    /// Why a NodeClaim has drifted, if it has: its NodePool's template changed
+    /// (`NodePoolDrifted`), its node no longer meets the requirements
+    /// (`RequirementsDrifted`), or its node class changed (`NodeClassDrift`).
+    fn drift_of(&self, name: &str) -> Option<DriftReason> {
+        let c = self.cluster.nodeclaims.get(name)?;
+        let np = self.cluster.node_pools.get(&c.node_pool)?;
+        if c.node_pool_hash != node_pool_hash(np) {
+            return Some(DriftReason::NodePoolDrifted);
+        }
+        let labels = c
+            .node
+            .as_ref()
+            .and_then(|n| self.cluster.nodes.get(n))
+            .map(|n| &n.labels);
+        let requirements = Requirements::from_api(&np.spec.template.spec.requirements);
+        if labels.is_some_and(|l| !requirements.matches_labels(l)) {
+            return Some(DriftReason::RequirementsDrifted);
+        }
+        let class = self.cluster.node_classes.get(&c.node_class)?;
+        (c.node_class_hash != node_class_hash(class)).then_some(DriftReason::NodeClassDrift)
+    }
+
+    /// Marks NodeClaims drifted, or clears the mark when drift no longer holds.
+    pub(super) fn evaluate_drift(&mut self) {
+        let names: Vec<String> = self.cluster.nodeclaims.keys().cloned().collect();
+        let mut marked = false;
+        for name in names {
+            let now = self.drift_of(&name);
+            let Some(c) = self.cluster.nodeclaims.get_mut(&name) else {
+                continue;
+            };
+            if c.drifted == now {
+                continue;
+            }
+            c.drifted = now;
+            match now {
+                Some(reason) => {
+                    marked = true;
+                    self.log(
+                        "nodeclaim.disruption",
+                        "marking drifted",
+                        json!({"NodeClaim": {"name": name}, "reason": reason.as_str()}),
+                    );
+                }
+                None => self.log(
+                    "nodeclaim.disruption",
+                    "unmarking drifted",
+                    json!({"NodeClaim": {"name": name}}),
+                ),
+            }
+        }
+        if marked {
+            self.schedule_pass(self.now);
+        }
+    }
+
+    /// The cluster as one disruption pass reads it, with the node names in view order.
+    fn view<'a>(
+        &'a self,
+        node_pools: Vec<NodePoolInput>,
+        pool_names: &[String],
+        daemonsets: &'a [Pod],
+    ) -> (ClusterView<'a>, Vec<String>) {
+        let cluster = &self.cluster;
+        let pool_index: BTreeMap<&str, usize> = pool_names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), i))
+            .collect();
+        let in_command: BTreeSet<&str> = self
+            .command
+            .iter()
+            .flat_map(|c| c.candidates.iter().map(String::as_str))
+            .collect();
+        let mut by_node: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
+        let mut nominated_claims: BTreeSet<&str> = BTreeSet::new();
+        for (k, p) in &cluster.pods {
+            if let Some(n) = &p.node
+                && p.owner != crate::cluster::PodOwner::DaemonSet
+            {
+                by_node.entry(n.as_str()).or_default().push(k);
+            }
+            if let Some(nc) = &p.nominated {
+                nominated_claims.insert(nc.as_str());
+            }
+        }
+        let mut names = Vec::new();
+        let mut nodes = Vec::new();
+        let mut pods = Vec::new();
+        for (name, n) in &cluster.nodes {
+            let Some(claim_name) = n.nodeclaim.as_deref() else {
+                continue;
+            };
+            let Some(c) = cluster.nodeclaims.get(claim_name) else {
+                continue;
+            };
+            let Some(launched) = &c.launched else {
+                continue;
+            };
+            let pool = pool_index.get(c.node_pool.as_str()).copied();
+            let mut on_node = Vec::new();
+            let mut blocked = false;
+            for k in by_node.get(name.as_str()).into_iter().flatten() {
+                let p = &cluster.pods[k.as_str()];
+                if pod_blocks(&p.pod, p.pending_since, self.now) || pdb_blocks(cluster, k) {
+                    blocked = true;
+                }
+                on_node.push(pods.len());
+                pods.push(&p.pod);
+            }
+            let np = cluster.node_pools.get(&c.node_pool);
+            let consolidatable = c.initialized
+                && np
+                    .and_then(|np| consolidatable_at(np, n.last_pod_event))
+                    .is_some_and(|t| self.now >= t);
+            nodes.push(NodeView {
+                node: ExistingNode {
+                    name: name.clone(),
+                    labels: n.labels.clone(),
+                    taints: n.taints.clone(),
+                    allocatable: n.allocatable.clone(),
+                    requested: n.requests.clone(),
+                    initialized: c.initialized,
+                },
+                node_pool: pool,
+                price_per_hour: launched.price_per_hour,
+                capacity_type: launched.capacity_type,
+                pods: on_node,
+                disruptable: c.initialized
+                    && c.deleting.is_none()
+                    && !nominated_claims.contains(claim_name)
+                    && !blocked
+                    && !in_command.contains(name.as_str())
+                    && pool.is_some(),
+                consolidatable,
+                drifted: c.drifted.is_some(),
+            });
+            names.push(name.clone());
+        }
+        let mut allowed = BTreeMap::new();
+        let unix = self.settings.epoch_unix + self.now.as_secs();
+        for (i, pool) in pool_names.iter().enumerate() {
+            let np = &cluster.node_pools[pool];
+            let (total, deleting) = self.pool_node_counts(pool);
+            for r in [
+                DisruptionReason::Empty,
+                DisruptionReason::Drifted,
+                DisruptionReason::Underutilized,
+            ] {
+                allowed.insert((i, r), allowed_disruptions(np, r, total, deleting, unix));
+            }
+        }
+        let objects = pool_names
+            .iter()
+            .map(|n| &cluster.node_pools[n])
+            .collect();
+        (
+            ClusterView {
+                nodes,
+                pods,
+                node_pool_objects: objects,
+                node_pools,
+                daemonsets,
+                allowed,
+                spot_to_spot: self.settings.spot_to_spot,
+            },
+            names,
+        )
+    }
+
+    /// A NodePool's nodes, and how many of them are being deleted.
+    fn pool_node_counts(&self, pool: &str) -> (usize, usize) {
+        let mut total = 0;
+        let mut deleting = 0;
+        for n in self.cluster.nodes.values() {
+            let Some(c) = n
+                .nodeclaim
+                .as_ref()
+                .and_then(|c| self.cluster.nodeclaims.get(c))
+            else {
+                continue;
+            };
+            if c.node_pool == pool {
+                total += 1;
+                deleting += usize::from(c.deleting.is_some());
+            }
+        }
+        (total, deleting)
+    }
+
+    fn decide(&mut self) -> Option<(Command, Vec<String>)> {
+        let (pools, pool_names) = self.pool_inputs();
+        let daemonsets: Vec<Pod> = self.cluster.daemonsets.values().cloned().collect();
+        let (view, names) = self.view(pools, &pool_names, &daemonsets);
+        let command = plan(&view)?;
+        Some((command, names))
+    }
+
+    pub(super) fn disruption_pass(&mut self) {
+        self.pass_at = None;
+        self.mark_consolidatable();
+        self.release_stale_taints();
+        if self.command.is_some() {
+            return;
+        }
+        if let Some((command, names)) = self.decide() {
+            self.command = Some(Pending {
+                reason: command.reason,
+                candidates: command
+                    .candidates
+                    .iter()
+                    .map(|i| names[*i].clone())
+                    .collect(),
+                replacements: Vec::new(),
+                savings: command.savings,
+                stage: Stage::Validating,
+            });
+            self.at(self.now + VALIDATION_DELAY, Timer::Validate);
+            return;
+        }
+        // wake up when the next node's consolidateAfter runs out
+        let next = self
+            .cluster
+            .nodes
+            .iter()
+            .filter_map(|(name, n)| {
+                let pool = self.cluster.pool_of_node(name)?;
+                consolidatable_at(pool, n.last_pod_event)
+            })
+            .filter(|t| *t > self.now)
+            .min();
+        if let Some(t) = next {
+            self.schedule_pass(t);
+        }
+        // a budget window that is open now will close on a minute boundary: look again
+        let unix = self.settings.epoch_unix + self.now.as_secs();
+        let windowed = self.cluster.node_pools.values().any(|np| {
+            np.spec
+                .disruption
+                .budgets
+                .iter()
+                .any(|b| match (&b.schedule, b.duration) {
+                    (Some(s), Some(d)) => kerf_api::cron::CronSchedule::parse(s)
+                        .is_ok_and(|c| c.active_at(unix, d.0)),
+                    _ => false,
+                })
+        });
+        if windowed {
+            self.schedule_pass(self.now + Duration::from_secs(60));
+        }
+    }
+
+    /// A node carrying the disrupted taint that no command holds and that is not being
+    /// deleted was left by a command that did not finish (or by a restart): untaint it.
+    fn release_stale_taints(&mut self) {
+        let held: BTreeSet<String> = self
+            .command
+            .iter()
+            .flat_map(|c| c.candidates.iter().cloned())
+            .collect();
+        let stale: Vec<String> = self
+            .cluster
+            .nodes
+            .iter()
+            .filter(|(name, n)| {
+                n.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
+                    && !held.contains(*name)
+                    && self
+                        .cluster
+                        .claim_of_node(name)
+                        .is_some_and(|(_, c)| c.deleting.is_none())
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for node in stale {
+            self.untaint(&node);
+        }
+    }
+
+    /// Logs each node once when its consolidateAfter has run out since its last pod event.
+    fn mark_consolidatable(&mut self) {
+        let mut newly = Vec::new();
+        for (name, n) in &self.cluster.nodes {
+            if n.marked_consolidatable == Some(n.last_pod_event) {
+                continue;
+            }
+            let Some((claim, c)) = self.cluster.claim_of_node(name) else {
+                continue;
+            };
+            if !c.initialized {
+                continue;
+            }
+            let due = self
+                .cluster
+                .node_pools
+                .get(&c.node_pool)
+                .and_then(|np| consolidatable_at(np, n.last_pod_event));
+            if due.is_some_and(|t| self.now >= t) {
+                newly.push((name.clone(), claim.clone()));
+            }
+        }
+        for (name, claim) in newly {
+            if let Some(n) = self.cluster.nodes.get_mut(&name) {
+                n.marked_consolidatable = Some(n.last_pod_event);
+            }
+            self.log(
+                "nodeclaim.disruption",
+                "marking consolidatable",
+                json!({"NodeClaim": {"name": claim}, "Node": {"name": name}}),
+            );
+        }
+    }
+
+    /// Re-decides with fresh state; acts only if the same candidates come out.
+    pub(super) fn validate_command(&mut self) {
+        let Some(pending) = self.command.take() else {
+            return;
+        };
+        let Some((command, names)) = self.decide() else {
+            self.schedule_pass(self.now + PASS_INTERVAL);
+            return;
+        };
+        let candidates: Vec<String> = command
+            .candidates
+            .iter()
+            .map(|i| names[*i].clone())
+            .collect();
+        if command.reason != pending.reason || candidates != pending.candidates {
+            self.schedule_pass(self.now + PASS_INTERVAL);
+            return;
+        }
+        self.act(command, candidates);
+    }
+
+    fn act(&mut self, command: Command, candidates: Vec<String>) {
+        let method = if command.replacements.is_empty() {
+            "delete"
+        } else {
+            "replace"
+        };
+        let pools: BTreeSet<String> = candidates
+            .iter()
+            .filter_map(|n| self.cluster.claim_of_node(n).map(|(_, c)| c.node_pool.clone()))
+            .collect();
+        self.commands_started += 1;
+        let id = format!("{:08x}", self.commands_started);
+        let text = format!(
+            "{}/{id}: {method}: nodepools=[{}]: [{}] -> [{} replacement(s)] (savings: ${:.2})",
+            command.reason.as_str(),
+            pools.into_iter().collect::<Vec<_>>().join(", "),
+            candidates.join(", "),
+            command.replacements.len(),
+            command.savings
+        );
+        self.actions.push(Action::Disrupting {
+            reason: command.reason,
+            nodes: candidates.clone(),
+        });
+        self.log(
+            "disruption",
+            "disrupting node(s)",
+            json!({"command": text, "reason": command.reason.as_str().to_lowercase()}),
+        );
+        for c in &candidates {
+            self.taint(c);
+        }
+        let (_, pool_names) = self.pool_inputs();
+        let mut launched = Vec::new();
+        for r in &command.replacements {
+            let pool = pool_names[r.node_pool].clone();
+            launched.push(self.create_nodeclaim(r, &pool));
+        }
+        self.command = Some(Pending {
+            reason: command.reason,
+            candidates,
+            replacements: launched,
+            savings: command.savings,
+            stage: Stage::AwaitingReplacements,
+        });
+        self.at(self.now + REPLACEMENT_TIMEOUT, Timer::ReplacementTimeout);
+    }
+
+    /// Deletes the candidates once every replacement is initialized; rolls back when a
+    /// replacement is gone.
+    pub(super) fn continue_command(&mut self) {
+        let Some(c) = &self.command else { return };
+        if c.stage != Stage::AwaitingReplacements {
+            return;
+        }
+        let mut ready = true;
+        for r in &c.replacements {
+            match self.cluster.nodeclaims.get(r) {
+                None => {
+                    self.roll_back("replacement nodeclaim was deleted");
+                    return;
+                }
+                Some(claim) => ready &= claim.initialized,
+            }
+        }
+        if !ready {
+            return;
+        }
+        let c = self.command.take().expect("checked");
+        self.cancel(&Timer::ReplacementTimeout);
+        for n in &c.candidates {
+            if let Some((claim, _)) = self.cluster.claim_of_node(n) {
+                let claim = claim.clone();
+                self.delete_nodeclaim(&claim);
+            }
+        }
+        self.log(
+            "disruption",
+            "command succeeded",
+            json!({
+                "reason": c.reason.as_str().to_lowercase(), "savings": format!("${:.2}", c.savings),
+            }),
+        );
+        self.schedule_pass(self.now + PASS_INTERVAL);
+    }
+
+    pub(super) fn replacement_timeout(&mut self) {
+        if self
+            .command
+            .as_ref()
+            .is_some_and(|c| c.stage == Stage::AwaitingReplacements)
+        {
+            self.roll_back("replacements did not initialize in time");
+        }
+    }
+
+    /// Gives a command up: candidates untainted, replacements that came up stay (they are
+    /// ordinary capacity now, consolidated later if unneeded).
+    fn roll_back(&mut self, why: &str) {
+        let Some(c) = self.command.take() else { return };
+        self.cancel(&Timer::ReplacementTimeout);
+        self.log_error(
+            "disruption",
+            "failed disrupting node(s)",
+            json!({"reason": c.reason.as_str().to_lowercase(), "error": why, "Nodes": c.candidates}),
+        );
+        for n in &c.candidates {
+            self.untaint(n);
+        }
+        self.schedule_pass(self.now + PASS_INTERVAL);
+    }
+
+    pub(super) fn taint(&mut self, node: &str) {
+        let Some(n) = self.cluster.nodes.get_mut(node) else {
+            return;
+        };
+        if n.taints
+            .iter()
+            .any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
+        {
+            return;
+        }
+        n.taints.push(disrupted_taint());
+        self.actions.push(Action::Taint {
+            node: node.to_string(),
+            taint: disrupted_taint(),
+        });
+        self.log("node.termination", "tainted node", json!({
+            "Node": {"name": node}, "taint.Key": labels::DISRUPTED_TAINT_KEY, "taint.Value": "", "taint.Effect": "NoSchedule",
+        }));
+    }
+
+    fn untaint(&mut self, node: &str) {
+        let Some(n) = self.cluster.nodes.get_mut(node) else {
+            return;
+        };
+        let before = n.taints.len();
+        n.taints.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
+        if n.taints.len() != before {
+            self.actions.push(Action::RemoveTaint {
+                node: node.to_string(),
+                key: labels::DISRUPTED_TAINT_KEY.into(),
+            });
+        }
+    }
+}

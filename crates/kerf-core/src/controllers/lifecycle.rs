@@ -1,0 +1,218 @@
+//! NodeClaim lifecycle and garbage collection: launched (the cloud's answer), registered
+//! (a Node with the same provider id joined), initialized (Ready, startup taints gone), the
+//! registration TTL, and instances or NodePools that went away underneath.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{Action, Controllers, Timer};
+use crate::cluster::Launched;
+use crate::unavailable::Pattern;
+
+/// One offering the cloud had no capacity for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Offering {
+    /// `spot` or `on-demand`.
+    pub capacity_type: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Zone.
+    pub zone: String,
+}
+
+impl Controllers {
+    /// The cloud launched a NodeClaim's instance.
+    pub fn launched(&mut self, nodeclaim: &str, launched: Launched, now: Duration) {
+        self.now = self.now.max(now);
+        let Some(claim) = self.cluster.nodeclaims.get_mut(nodeclaim) else {
+            return;
+        };
+        self.actions.push(Action::Log(super::LogRecord {
+            level: super::Level::Info,
+            controller: "nodeclaim.lifecycle",
+            message: "launched nodeclaim",
+            fields: json!({
+                "NodeClaim": {"name": nodeclaim},
+                "provider-id": launched.provider_id,
+                "instance-type": launched.instance_type,
+                "zone": launched.zone,
+                "capacity-type": launched.capacity_type.as_str(),
+                "allocatable": launched.allocatable.to_resource_list(),
+            }),
+        }));
+        claim.launched = Some(launched);
+        let pool = claim.node_pool.clone();
+        if let Some(kerf_api::duration::NillableDuration::After(ttl)) = self
+            .cluster
+            .node_pools
+            .get(&pool)
+            .map(|np| np.spec.template.spec.expire_after)
+        {
+            self.at(self.now + ttl, Timer::Expire(nodeclaim.to_string()));
+        }
+        self.at(
+            self.now + self.settings.registration_ttl,
+            Timer::RegistrationTimeout(nodeclaim.to_string()),
+        );
+    }
+
+    /// The cloud had no capacity for any offering of a NodeClaim: the offerings are
+    /// remembered as unavailable and the NodeClaim goes; its pods are provisioned again.
+    pub fn launch_failed(&mut self, nodeclaim: &str, insufficient: &[Offering], now: Duration) {
+        self.now = self.now.max(now);
+        for o in insufficient {
+            self.unavailable.mark(
+                Pattern {
+                    capacity_type: Some(o.capacity_type.clone()),
+                    instance_type: Some(o.instance_type.clone()),
+                    zone: Some(o.zone.clone()),
+                },
+                self.now,
+            );
+        }
+        self.log_error("nodeclaim.lifecycle", "failed launching nodeclaim", json!({
+            "NodeClaim": {"name": nodeclaim},
+            "error": format!("creating instance, insufficient capacity, all requested instance types were unavailable during launch ({} offerings)", insufficient.len()),
+        }));
+        self.actions.push(Action::DeleteNodeClaim {
+            nodeclaim: nodeclaim.to_string(),
+        });
+    }
+
+    /// Registration and initialization of a NodeClaim whose node changed.
+    pub(super) fn lifecycle(&mut self, name: &str) {
+        let Some(claim) = self.cluster.nodeclaims.get(name) else {
+            return;
+        };
+        let Some(node_name) = claim.node.clone() else {
+            return;
+        };
+        let Some(node) = self.cluster.nodes.get(&node_name) else {
+            return;
+        };
+        if claim.initialized {
+            return;
+        }
+        let startup_left = self
+            .cluster
+            .node_pools
+            .get(&claim.node_pool)
+            .is_some_and(|np| {
+                np.spec
+                    .template
+                    .spec
+                    .startup_taints
+                    .iter()
+                    .any(|s| node.taints.iter().any(|t| t.key == s.key))
+            });
+        if !claim.registered {
+            if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
+                c.registered = true;
+            }
+            self.log(
+                "nodeclaim.lifecycle",
+                "registered nodeclaim",
+                json!({"NodeClaim": {"name": name}, "Node": {"name": node_name}}),
+            );
+            self.cancel(&Timer::RegistrationTimeout(name.to_string()));
+        }
+        let node = &self.cluster.nodes[&node_name];
+        if !node.ready || startup_left {
+            return;
+        }
+        let allocatable = node.allocatable.to_resource_list();
+        if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
+            c.initialized = true;
+        }
+        if let Some(n) = self.cluster.nodes.get_mut(&node_name) {
+            n.last_pod_event = self.now;
+        }
+        self.cluster.changes.disruption = true;
+        self.log(
+            "nodeclaim.lifecycle",
+            "initialized nodeclaim",
+            json!({
+                "NodeClaim": {"name": name}, "Node": {"name": node_name}, "allocatable": allocatable,
+            }),
+        );
+    }
+
+    pub(super) fn registration_timeout(&mut self, name: &str) {
+        let Some(claim) = self.cluster.nodeclaims.get(name) else {
+            return;
+        };
+        if claim.node.is_some() {
+            return;
+        }
+        let provider = claim.launched.as_ref().map(|l| l.provider_id.clone());
+        self.log(
+            "nodeclaim.lifecycle",
+            "deleted nodeclaim",
+            json!({"NodeClaim": {"name": name}, "reason": "registration timeout"}),
+        );
+        if let Some(provider_id) = provider {
+            self.actions.push(Action::DeleteInstance {
+                nodeclaim: name.to_string(),
+                provider_id,
+            });
+        }
+        self.actions.push(Action::DeleteNodeClaim {
+            nodeclaim: name.to_string(),
+        });
+    }
+
+    /// Garbage collection: the cloud no longer has a NodeClaim's instance. Its node and
+    /// NodeClaim go at once; their pods look for capacity again.
+    pub fn instance_gone(&mut self, provider_id: &str, now: Duration) {
+        self.now = self.now.max(now);
+        let Some((name, claim)) = self.cluster.nodeclaims.iter().find(|(_, c)| {
+            c.launched
+                .as_ref()
+                .is_some_and(|l| l.provider_id == provider_id)
+        }) else {
+            return;
+        };
+        let (name, node) = (name.clone(), claim.node.clone());
+        if let Some(node) = &node {
+            self.log(
+                "node.termination",
+                "deleted node",
+                json!({"Node": {"name": node}}),
+            );
+            self.actions.push(Action::DeleteNode { node: node.clone() });
+        }
+        self.log(
+            "nodeclaim.lifecycle",
+            "deleted nodeclaim",
+            json!({"NodeClaim": {"name": name}, "Node": {"name": node}}),
+        );
+        self.actions
+            .push(Action::DeleteNodeClaim { nodeclaim: name });
+    }
+
+    /// NodePools that changed: the NodeClaims of deleted ones are deleted (their owner
+    /// reference would have them collected).
+    pub(super) fn node_pools_changed(&mut self, pools: &BTreeSet<String>) {
+        let orphans: Vec<String> = self
+            .cluster
+            .nodeclaims
+            .iter()
+            .filter(|(_, c)| {
+                pools.contains(&c.node_pool)
+                    && !self.cluster.node_pools.contains_key(&c.node_pool)
+                    && c.deleting.is_none()
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for name in orphans {
+            self.log(
+                "nodeclaim.lifecycle",
+                "deleted nodeclaim",
+                json!({"NodeClaim": {"name": name}, "reason": "nodepool deleted"}),
+            );
+            self.delete_nodeclaim(&name);
+        }
+    }
+}

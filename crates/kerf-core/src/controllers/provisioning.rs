@@ -1,0 +1,337 @@
+//! Provisioning: pods kube-scheduler could not place are batched (1 s idle, 10 s max), then
+//! one solve places them on existing nodes, NodeClaims coming up, or new NodeClaims, which
+//! are created and handed to the cloud.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::{NodePool, Taint, labels};
+use kerf_scheduling::resources::{Resources, pod_requests};
+use kerf_scheduling::{
+    BoundPod, ExistingNode, InstanceTypeOption, NodePoolInput, PlannedNodeClaim, Problem,
+    SolveOptions, solve,
+};
+use serde_json::json;
+
+use super::{Controllers, Timer, list_text};
+use crate::cluster::{ClaimRecord, NodeRecord};
+use crate::hash::{node_class_hash, node_pool_hash};
+use crate::nodepools::{daemon_runs_on, node_pool_input};
+use crate::provisioner::{nodeclaim, nodeclaim_name};
+
+/// The labels a NodeClaim's node will carry: the instance type's and the offering's, the
+/// NodePool template's, the NodePool, and the hostname.
+pub fn node_labels(
+    launched: &crate::cluster::Launched,
+    pool: &NodePool,
+    hostname: &str,
+) -> BTreeMap<String, String> {
+    let mut l = launched.labels.clone();
+    l.extend(pool.spec.template.metadata.labels.clone());
+    l.insert(
+        labels::NODEPOOL.into(),
+        pool.metadata.name.clone().unwrap_or_default(),
+    );
+    l.insert(labels::ZONE.into(), launched.zone.clone());
+    l.insert(
+        labels::CAPACITY_TYPE.into(),
+        launched.capacity_type.as_str().into(),
+    );
+    l.insert(labels::HOSTNAME.into(), hostname.to_string());
+    l
+}
+
+/// The taints pods must tolerate on a node: its own, less the NodePool's startup taints
+/// while it is not initialized (they go away then, so pods need not tolerate them).
+fn scheduling_taints(node: &NodeRecord, pool: &NodePool, initialized: bool) -> Vec<Taint> {
+    let startup = &pool.spec.template.spec.startup_taints;
+    node.taints
+        .iter()
+        .filter(|t| {
+            initialized
+                || !startup
+                    .iter()
+                    .any(|s| s.key == t.key && s.effect == t.effect)
+        })
+        .cloned()
+        .collect()
+}
+
+impl Controllers {
+    /// The NodePools as the scheduler sees them now: instance types with the offerings the
+    /// unavailable cache rules out, and usage counted against limits; with their names.
+    pub fn pool_inputs(&mut self) -> (Vec<NodePoolInput>, Vec<String>) {
+        let now = self.now;
+        self.unavailable.expire(now);
+        let generation = self.unavailable.generation();
+        let mut pools = Vec::new();
+        let mut names = Vec::new();
+        let entries: Vec<(String, NodePool)> = self
+            .cluster
+            .node_pools
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (name, np) in entries {
+            let class = np.spec.template.spec.node_class_ref.name.clone();
+            let options = self.type_options_for(&class, generation);
+            let usage = self.cluster.pool_usage(&name);
+            pools.push(node_pool_input(&np, options, usage));
+            names.push(name);
+        }
+        (pools, names)
+    }
+
+    fn type_options_for(&mut self, class: &str, generation: u64) -> Arc<[InstanceTypeOption]> {
+        if let Some((g, o)) = self.type_options.get(class)
+            && *g == generation
+        {
+            return o.clone();
+        }
+        let now = self.now;
+        let base = self
+            .cluster
+            .instance_types
+            .get(class)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(Vec::new()));
+        let options: Arc<[InstanceTypeOption]> = base
+            .iter()
+            .map(|t| {
+                let mut t = t.clone();
+                for o in &mut t.offerings {
+                    o.available &=
+                        !self
+                            .unavailable
+                            .is_unavailable(&o.capacity_type, &t.name, &o.zone, now);
+                }
+                t
+            })
+            .collect();
+        self.type_options
+            .insert(class.to_string(), (generation, options.clone()));
+        options
+    }
+
+    /// A pod started waiting for capacity: open or extend the batch window.
+    pub(super) fn saw_pending_pod(&mut self) {
+        self.batcher.saw_pod(self.now);
+        if let Some(at) = self.batcher.closes_at() {
+            self.cancel(&Timer::Batch);
+            self.at(at, Timer::Batch);
+        }
+    }
+
+    pub(super) fn batch_due(&mut self) {
+        if self.batcher.take_if_ready(self.now) {
+            self.provision();
+        } else if let Some(at) = self.batcher.closes_at() {
+            self.at(at, Timer::Batch);
+        }
+    }
+
+    /// One solve over the pods that want capacity, then NodeClaims created and pods
+    /// nominated.
+    fn provision(&mut self) {
+        self.unavailable.expire(self.now);
+        let keys = self.cluster.pods_where(|p| p.wants_capacity());
+        if keys.is_empty() {
+            return;
+        }
+        self.log(
+            "provisioner",
+            "found provisionable pod(s)",
+            json!({"Pods": list_text(&keys), "duration": "0s"}),
+        );
+        let (pools, pool_names) = self.pool_inputs();
+        let (existing, existing_claims) = self.capacity_in_place();
+        let index_by_claim: HashMap<&str, usize> = existing_claims
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.as_str(), i))
+            .collect();
+        let cluster = &self.cluster;
+        let index_by_node: HashMap<&str, usize> = existing_claims
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| cluster.nodeclaims[c].node.as_deref().map(|n| (n, i)))
+            .collect();
+        let bound: Vec<BoundPod<'_>> = cluster
+            .pods
+            .values()
+            .filter_map(|p| {
+                let at = match (&p.node, &p.nominated) {
+                    (Some(n), _) => index_by_node.get(n.as_str()),
+                    (None, Some(nc)) => index_by_claim.get(nc.as_str()),
+                    _ => None,
+                };
+                at.map(|&node| BoundPod { node, pod: &p.pod })
+            })
+            .collect();
+        let pods: Vec<Pod> = keys.iter().map(|k| cluster.pods[k].pod.clone()).collect();
+        let daemonsets: Vec<Pod> = cluster.daemonsets.values().cloned().collect();
+        let decision = solve(&Problem {
+            node_pools: &pools,
+            nodes: &existing,
+            bound_pods: &bound,
+            daemonsets: &daemonsets,
+            pods: &pods,
+            options: SolveOptions::default(),
+        });
+        drop(bound);
+        for e in &decision.existing {
+            let claim = existing_claims[e.node].clone();
+            for p in &e.pods {
+                if let Some(rec) = self.cluster.pods.get_mut(&keys[*p]) {
+                    rec.nominated = Some(claim.clone());
+                }
+            }
+        }
+        if !decision.nodeclaims.is_empty() {
+            self.log(
+                "provisioner",
+                "computed new nodeclaim(s) to fit pod(s)",
+                json!({
+                    "nodeclaims": decision.nodeclaims.len(),
+                    "pods": decision.nodeclaims.iter().map(|c| c.pods.len()).sum::<usize>(),
+                }),
+            );
+        }
+        for u in &decision.unschedulable {
+            let reasons: Vec<String> = u.reasons.iter().map(ToString::to_string).collect();
+            self.log_error("provisioner", "could not schedule pod", json!({
+                "Pod": {"name": pods[u.pod].metadata.name, "namespace": pods[u.pod].metadata.namespace},
+                "error": reasons.join("; "),
+            }));
+        }
+        for plan in &decision.nodeclaims {
+            let pool = pool_names[plan.node_pool].clone();
+            let name = self.create_nodeclaim(plan, &pool);
+            for p in &plan.pods {
+                if let Some(rec) = self.cluster.pods.get_mut(&keys[*p]) {
+                    rec.nominated = Some(name.clone());
+                }
+            }
+        }
+        if !decision.unschedulable.is_empty() {
+            // pods left pending go round again in the next batch
+            self.saw_pending_pod();
+        }
+    }
+
+    /// Launched NodeClaims as the scheduler's existing nodes (registered ones as their
+    /// node, the others as the node they will become), with their names.
+    fn capacity_in_place(&self) -> (Vec<ExistingNode>, Vec<String>) {
+        let cluster = &self.cluster;
+        let mut nominated: HashMap<&str, Resources> = HashMap::new();
+        for p in cluster.pods.values() {
+            if let Some(nc) = &p.nominated {
+                nominated.entry(nc.as_str()).or_default().add(&p.requests);
+            }
+        }
+        let mut existing = Vec::new();
+        let mut names = Vec::new();
+        for (name, c) in &cluster.nodeclaims {
+            let Some(launched) = &c.launched else {
+                continue;
+            };
+            let Some(pool) = cluster.node_pools.get(&c.node_pool) else {
+                continue;
+            };
+            let node = c.node.as_ref().and_then(|n| cluster.nodes.get(n));
+            let entry = match node {
+                Some(n) => ExistingNode {
+                    name: c.node.clone().unwrap_or_default(),
+                    labels: n.labels.clone(),
+                    taints: scheduling_taints(n, pool, c.initialized),
+                    allocatable: n.allocatable.clone(),
+                    requested: n.requests.clone(),
+                    initialized: c.initialized,
+                },
+                None => {
+                    let mut requested = nominated.get(name.as_str()).cloned().unwrap_or_default();
+                    let labels = node_labels(launched, pool, name);
+                    let taints = pool.spec.template.spec.taints.clone();
+                    for ds in cluster.daemonsets.values() {
+                        if daemon_runs_on(ds, &labels, &taints) {
+                            requested.add(&pod_requests(ds));
+                        }
+                    }
+                    ExistingNode {
+                        name: name.clone(),
+                        labels,
+                        taints,
+                        allocatable: launched.allocatable.clone(),
+                        requested,
+                        initialized: false,
+                    }
+                }
+            };
+            existing.push(entry);
+            names.push(name.clone());
+        }
+        (existing, names)
+    }
+
+    /// Creates the NodeClaim of a plan and asks the cloud to launch it; its name.
+    pub(super) fn create_nodeclaim(&mut self, plan: &PlannedNodeClaim, pool_name: &str) -> String {
+        let name = nodeclaim_name(pool_name, &mut self.rng);
+        let types: Vec<String> = plan.instance_types.iter().map(|o| o.name.clone()).collect();
+        self.log(
+            "provisioner",
+            "created nodeclaim",
+            json!({
+                "NodePool": {"name": pool_name}, "NodeClaim": {"name": name},
+                "requests": plan.requests.to_resource_list(),
+                "instance-types": list_text(&types),
+            }),
+        );
+        let pool = self.cluster.node_pools[pool_name].clone();
+        let class = pool.spec.template.spec.node_class_ref.name.clone();
+        let pool_hash = node_pool_hash(&pool);
+        let class_hash = self
+            .cluster
+            .node_classes
+            .get(&class)
+            .map(node_class_hash)
+            .unwrap_or_default();
+        let mut object = nodeclaim(plan, &pool, name.clone());
+        let annotations = object.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        annotations.insert(labels::NODEPOOL_HASH.into(), pool_hash.clone());
+        annotations.insert(
+            labels::NODEPOOL_HASH_VERSION.into(),
+            crate::hash::NODEPOOL_HASH_VERSION.into(),
+        );
+        annotations.insert(labels::EC2NODECLASS_HASH.into(), class_hash.clone());
+        annotations.insert(
+            labels::EC2NODECLASS_HASH_VERSION.into(),
+            crate::hash::EC2NODECLASS_HASH_VERSION.into(),
+        );
+        object.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
+        self.cluster.nodeclaims.insert(
+            name.clone(),
+            ClaimRecord {
+                node_pool: pool_name.to_string(),
+                node_class: class,
+                created: self.now,
+                requirements: plan.requirements.clone(),
+                instance_types: types,
+                node_pool_hash: pool_hash,
+                node_class_hash: class_hash,
+                launched: None,
+                node: None,
+                registered: false,
+                initialized: false,
+                drifted: None,
+                deleting: None,
+            },
+        );
+        self.actions
+            .push(super::Action::CreateNodeClaim(Box::new(object)));
+        self.actions.push(super::Action::Launch {
+            nodeclaim: name.clone(),
+        });
+        name
+    }
+}

@@ -1,0 +1,140 @@
+//! Termination and expiry: a NodeClaim being deleted has its node tainted and drained in
+//! tiers (see [`drain_tier`]), PodDisruptionBudgets and `karpenter.sh/do-not-disrupt`
+//! respected until the NodePool's terminationGracePeriod runs out; then the instance, the
+//! Node and the NodeClaim go.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{Action, Controllers, Timer};
+use crate::cluster::PodOwner;
+use crate::controllers::disruption::pdb_blocks;
+use crate::disruption::{drain_tier, pod_blocks};
+
+/// How often a draining node retries evictions a PDB refused.
+pub const DRAIN_RETRY: Duration = Duration::from_secs(5);
+
+impl Controllers {
+    /// Starts deleting a NodeClaim: its node is tainted and drained first, if it has one.
+    pub fn delete_nodeclaim(&mut self, name: &str) {
+        let Some(c) = self.cluster.nodeclaims.get_mut(name) else {
+            return;
+        };
+        if c.deleting.is_some() {
+            return;
+        }
+        c.deleting = Some(self.now);
+        let node = c.node.clone();
+        self.cluster.changes.disruption = true;
+        if let Some(node) = node {
+            self.taint(&node);
+        }
+        self.at(self.now, Timer::Drain(name.to_string()));
+    }
+
+    /// Evicts in tiers: a tier starts once every pod of the tiers before it is gone; the
+    /// instance, node and NodeClaim go when no pod is left.
+    pub(super) fn drain(&mut self, claim: &str) {
+        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+            return;
+        };
+        let since = c.deleting.unwrap_or(self.now);
+        let node = c.node.clone();
+        let provider = c.launched.as_ref().map(|l| l.provider_id.clone());
+        if let Some(node) = &node {
+            let grace = self
+                .cluster
+                .node_pools
+                .get(&c.node_pool)
+                .and_then(|np| np.spec.template.spec.termination_grace_period)
+                .map(|g| g.0);
+            let forced = grace.is_some_and(|g| self.now >= since + g);
+            let mut on_node: Vec<(u8, String)> = self
+                .cluster
+                .pods
+                .iter()
+                .filter(|(_, p)| p.node.as_deref() == Some(node.as_str()))
+                .map(|(k, p)| (drain_tier(&p.pod, p.owner == PodOwner::DaemonSet), k.clone()))
+                .collect();
+            on_node.sort();
+            for tier in 0..4 {
+                let mut left = 0;
+                for (_, k) in on_node.iter().filter(|(t, _)| *t == tier) {
+                    let p = &self.cluster.pods[k];
+                    let protected = pod_blocks(&p.pod, p.pending_since, self.now);
+                    if !forced && (protected || pdb_blocks(&self.cluster, k)) {
+                        left += 1;
+                        continue;
+                    }
+                    self.evict(k, forced);
+                }
+                if left > 0 {
+                    self.at(self.now + DRAIN_RETRY, Timer::Drain(claim.to_string()));
+                    return;
+                }
+            }
+            self.log(
+                "node.termination",
+                "deleted node",
+                json!({"Node": {"name": node}}),
+            );
+            self.actions.push(Action::DeleteNode { node: node.clone() });
+        }
+        if let Some(provider_id) = provider.clone() {
+            self.actions.push(Action::DeleteInstance {
+                nodeclaim: claim.to_string(),
+                provider_id,
+            });
+        }
+        self.log(
+            "nodeclaim.lifecycle",
+            "deleted nodeclaim",
+            json!({"NodeClaim": {"name": claim}, "Node": {"name": node}, "provider-id": provider}),
+        );
+        self.actions.push(Action::DeleteNodeClaim {
+            nodeclaim: claim.to_string(),
+        });
+    }
+
+    /// Evicts a pod, or deletes it once the terminationGracePeriod has run out.
+    fn evict(&mut self, key: &str, forced: bool) {
+        let Some(p) = self.cluster.pods.get(key) else {
+            return;
+        };
+        if p.owner == PodOwner::None {
+            self.log(
+                "node.termination",
+                "evicted pod without a controller",
+                json!({"Pod": key}),
+            );
+        }
+        self.actions.push(if forced {
+            Action::DeletePod {
+                pod: key.to_string(),
+            }
+        } else {
+            Action::Evict {
+                pod: key.to_string(),
+            }
+        });
+    }
+
+    /// Expiry: forceful, no budget.
+    pub(super) fn expire(&mut self, claim: &str) {
+        if self
+            .cluster
+            .nodeclaims
+            .get(claim)
+            .is_none_or(|c| c.deleting.is_some())
+        {
+            return;
+        }
+        self.log(
+            "nodeclaim.expiration",
+            "deleting expired nodeclaim",
+            json!({"NodeClaim": {"name": claim}}),
+        );
+        self.delete_nodeclaim(claim);
+    }
+}

@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane for Kerf's end-to-end tests, on 127.0.0.1 only.
+#
+#   scripts/e2e-cluster.sh build        build (once, cached) etcd, kube-apiserver,
+#                                       kube-controller-manager, kube-scheduler and kwok
+#   scripts/e2e-cluster.sh start DIR    start them with state in DIR; writes DIR/kubeconfig
+#                                       and DIR/pids; prints DIR/kubeconfig
+#   scripts/e2e-cluster.sh stop DIR     stop what `start DIR` started
+#   scripts/e2e-cluster.sh bin          print the directory holding the binaries
+#
+# Everything builds from the Go module proxy: Kubernetes at $KUBE_VERSION with each staging
+# module replaced by its published v0.Y.Z, etcd through a small main calling etcdmain.Main, and
+# kwok with `go install`. The cache is ~/.cache/kerf-e2e/<versions>/ (override: KERF_E2E_CACHE).
+set -euo pipefail
+
+KUBE_VERSION="${KUBE_VERSION:-v1.35.4}"
+ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
+KWOK_VERSION="${KWOK_VERSION:-v0.7.0}"
+CACHE="${KERF_E2E_CACHE:-$HOME/.cache/kerf-e2e}/kube-${KUBE_VERSION}-etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION}"
+BIN="$CACHE/bin"
+
+log() { echo "e2e-cluster: $*" >&2; }
+
+need_go() {
+  if ! command -v go >/dev/null 2>&1; then
+    log "go not found on PATH: the control plane builds from the Go module proxy (Go >= 1.25)"
+    exit 1
+  fi
+}
+
+build_kubernetes() {
+  local src="$CACHE/src/kubernetes"
+  mkdir -p "$src"
+  local staging_version="v0.${KUBE_VERSION#v1.}"
+  local major minor
+  major=1
+  minor="$(echo "$KUBE_VERSION" | cut -d. -f2)"
+  (
+    cd "$src"
+    local gomod
+    gomod="$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
+    {
+      echo "module kerf.dev/e2e/kubernetes"
+      echo
+      echo "go 1.25.0"
+      echo
+      echo "require k8s.io/kubernetes $KUBE_VERSION"
+      echo
+      echo "replace ("
+      grep -E '=> \./staging/src/' "$gomod" | awk -v v="$staging_version" '{print "\t" $1 " => " $1 " " v}'
+      echo ")"
+    } >go.mod
+    cat >tools.go <<'EOF'
+//go:build tools
+
+// Package tools pins the Kubernetes commands the end-to-end tests run.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+EOF
+    go mod tidy
+    local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+    for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
+      if [ ! -x "$BIN/$cmd" ]; then
+        log "building $cmd $KUBE_VERSION"
+        go build -trimpath -ldflags "$ldflags" -o "$BIN/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
+        mv "$BIN/$cmd.tmp" "$BIN/$cmd"
+      fi
+    done
+  )
+}
+
+build_etcd() {
+  local src="$CACHE/src/etcd"
+  mkdir -p "$src"
+  (
+    cd "$src"
+    cat >go.mod <<EOF
+module kerf.dev/e2e/etcd
+
+go 1.25.0
+
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+EOF
+    cat >main.go <<'EOF'
+// Command etcd runs etcd's server main: `go install` of the server module is refused
+// because its go.mod has replace directives.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+EOF
+    go mod tidy
+    log "building etcd $ETCD_VERSION"
+    go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" .
+    mv "$BIN/etcd.tmp" "$BIN/etcd"
+  )
+}
+
+build_kwok() {
+  log "building kwok $KWOK_VERSION"
+  GOBIN="$BIN" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  local dir
+  dir="$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')"
+  # The node stages (initialize, heartbeat) and pod stages (ready, complete, delete) kwok
+  # ships for fast fake nodes.
+  : >"$CACHE/stages.yaml.tmp"
+  for f in "$dir"/kustomize/stage/node/fast/*.yaml "$dir"/kustomize/stage/pod/fast/*.yaml; do
+    [ -f "$f" ] || continue
+    case "$(basename "$f")" in kustomization.yaml) continue ;; esac
+    { echo "---"; cat "$f"; } >>"$CACHE/stages.yaml.tmp"
+  done
+  mv "$CACHE/stages.yaml.tmp" "$CACHE/stages.yaml"
+}
+
+cmd_build() {
+  need_go
+  mkdir -p "$BIN"
+  [ -x "$BIN/etcd" ] || build_etcd
+  [ -x "$BIN/kwok" ] && [ -f "$CACHE/stages.yaml" ] || build_kwok
+  if [ ! -x "$BIN/kube-apiserver" ] || [ ! -x "$BIN/kube-controller-manager" ] || [ ! -x "$BIN/kube-scheduler" ]; then
+    build_kubernetes
+  fi
+  log "binaries in $BIN"
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+wait_for() {
+  local what="$1" deadline=$((SECONDS + $2))
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    if [ $SECONDS -ge $deadline ]; then
+      log "$what did not come up; see the logs in $DIR"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+cmd_start() {
+  DIR="$(mkdir -p "$1" && cd "$1" && pwd)"
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
+    if [ ! -x "$BIN/$b" ]; then
+      log "$BIN/$b missing: run scripts/e2e-cluster.sh build first"
+      exit 1
+    fi
+  done
+  : >"$DIR/pids"
+  local etcd_port etcd_peer api_port kcm_port sched_port kwok_port
+  etcd_port="$(free_port)"; etcd_peer="$(free_port)"; api_port="$(free_port)"
+  kcm_port="$(free_port)"; sched_port="$(free_port)"; kwok_port="$(free_port)"
+
+  "$BIN/etcd" --data-dir "$DIR/etcd" --name kerf-e2e \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+    --initial-cluster "kerf-e2e=http://127.0.0.1:$etcd_peer" \
+    --quota-backend-bytes 2147483648 --log-level warn >"$DIR/etcd.log" 2>&1 &
+  echo "etcd $!" >>"$DIR/pids"
+
+  openssl genrsa -out "$DIR/sa.key" 2048 2>/dev/null
+  local token
+  token="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+  echo "$token,kerf-e2e-admin,kerf-e2e-admin,system:masters" >"$DIR/tokens.csv"
+
+  wait_for etcd 30 curl -sf "http://127.0.0.1:$etcd_port/health"
+
+  "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --cert-dir "$DIR/pki" --token-auth-file "$DIR/tokens.csv" --authorization-mode RBAC \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$DIR/sa.key" --service-account-signing-key-file "$DIR/sa.key" \
+    --service-cluster-ip-range 10.0.0.0/24 --allow-privileged \
+    --enable-priority-and-fairness=false >"$DIR/kube-apiserver.log" 2>&1 &
+  echo "kube-apiserver $!" >>"$DIR/pids"
+
+  cat >"$DIR/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: kerf-e2e
+  cluster:
+    server: https://127.0.0.1:$api_port
+    insecure-skip-tls-verify: true
+users:
+- name: kerf-e2e-admin
+  user:
+    token: $token
+contexts:
+- name: kerf-e2e
+  context: {cluster: kerf-e2e, user: kerf-e2e-admin}
+current-context: kerf-e2e
+EOF
+  wait_for kube-apiserver 60 curl -skf -H "Authorization: Bearer $token" "https://127.0.0.1:$api_port/readyz"
+
+  "$BIN/kube-controller-manager" --kubeconfig "$DIR/kubeconfig" --authentication-kubeconfig "$DIR/kubeconfig" \
+    --authorization-kubeconfig "$DIR/kubeconfig" --bind-address 127.0.0.1 --secure-port "$kcm_port" \
+    --leader-elect=false --service-account-private-key-file "$DIR/sa.key" \
+    --use-service-account-credentials=false --cluster-signing-duration 24h \
+    --node-monitor-grace-period 20s --concurrent-deployment-syncs 10 --concurrent-replicaset-syncs 10 \
+    --kube-api-qps 200 --kube-api-burst 400 >"$DIR/kube-controller-manager.log" 2>&1 &
+  echo "kube-controller-manager $!" >>"$DIR/pids"
+
+  "$BIN/kube-scheduler" --kubeconfig "$DIR/kubeconfig" --authentication-kubeconfig "$DIR/kubeconfig" \
+    --authorization-kubeconfig "$DIR/kubeconfig" --bind-address 127.0.0.1 --secure-port "$sched_port" \
+    --leader-elect=false --kube-api-qps 200 --kube-api-burst 400 >"$DIR/kube-scheduler.log" 2>&1 &
+  echo "kube-scheduler $!" >>"$DIR/pids"
+
+  "$BIN/kwok" --kubeconfig "$DIR/kubeconfig" --config "$CACHE/stages.yaml" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+    --server-address "127.0.0.1:$kwok_port" --node-ip 127.0.0.1 >"$DIR/kwok.log" 2>&1 &
+  echo "kwok $!" >>"$DIR/pids"
+
+  wait_for kube-scheduler 60 curl -skf "https://127.0.0.1:$sched_port/healthz"
+  wait_for kube-controller-manager 60 curl -skf "https://127.0.0.1:$kcm_port/healthz"
+  echo "$DIR/kubeconfig"
+}
+
+cmd_stop() {
+  local dir="$1"
+  [ -f "$dir/pids" ] || exit 0
+  # Stop in reverse order of start: the clients first, etcd last.
+  tac "$dir/pids" | while read -r name pid; do
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  rm -f "$dir/pids"
+}
+
+case "${1:-}" in
+  build) cmd_build ;;
+  start) [ -n "${2:-}" ] || { log "usage: $0 start DIR"; exit 2; }; cmd_start "$2" ;;
+  stop) [ -n "${2:-}" ] || { log "usage: $0 stop DIR"; exit 2; }; cmd_stop "$2" ;;
+  bin) echo "$BIN" ;;
+  *) log "usage: $0 build | start DIR | stop DIR | bin"; exit 2 ;;
+esac
