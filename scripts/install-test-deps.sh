@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# Installs what the tests need beyond Rust crates: Debian's Chromium, which renders the
-# `kerf simulate --report` page in crates/kerf/tests/simulate.rs.
+# Installs what the tests need beyond Rust crates: Debian's Chromium (renders the
+# `kerf simulate --report` page in crates/kerf/tests/simulate.rs), kubectl, and a real
+# Kubernetes control plane built from the Go module proxy (scripts/e2e-cluster.sh; cached under
+# ~/.cache/kerf-e2e, so only the first run builds: about 15 minutes on 2 cores).
 set -euo pipefail
-if [ -x /usr/bin/chromium ]; then
-  exit 0
-fi
+cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq chromium >/dev/null
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v kubectl >/dev/null 2>&1 || missing+=(kubectl)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
 /usr/bin/chromium --version
+scripts/e2e-cluster.sh build

@@ -51,6 +51,7 @@ pub struct NodeSelectorRequirementWithMinValues {
     /// The values; their meaning depends on the operator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 100))]
+    #[schemars(extend("items" = {"type": "string", "maxLength": 63}))]
     pub values: Vec<String>,
     /// The least number of distinct values of this key the launch choice must keep open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -76,10 +77,11 @@ pub enum TaintEffect {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Taint {
     /// The taint key.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 316))]
     pub key: String,
     /// The taint value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
     pub value: Option<String>,
     /// What happens to pods that do not tolerate the taint.
     pub effect: TaintEffect,

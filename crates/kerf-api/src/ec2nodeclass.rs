@@ -127,6 +127,7 @@ pub struct SubnetSelectorTerm {
     /// Tags the subnet carries; `*` matches any value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-validations" = crate::validation::tag_selector_rules()))]
+    #[schemars(extend("maxProperties" = 20, "additionalProperties" = {"type": "string", "maxLength": 256}))]
     pub tags: Option<BTreeMap<String, String>>,
     /// Subnet id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -141,6 +142,7 @@ pub struct SecurityGroupSelectorTerm {
     /// Tags the group carries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-validations" = crate::validation::tag_selector_rules()))]
+    #[schemars(extend("maxProperties" = 20, "additionalProperties" = {"type": "string", "maxLength": 256}))]
     pub tags: Option<BTreeMap<String, String>>,
     /// Security group id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,6 +160,7 @@ pub struct CapacityReservationSelectorTerm {
     /// Tags the reservation carries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-validations" = crate::validation::tag_selector_rules()))]
+    #[schemars(extend("maxProperties" = 20, "additionalProperties" = {"type": "string", "maxLength": 256}))]
     pub tags: Option<BTreeMap<String, String>>,
     /// Reservation id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -185,6 +188,7 @@ pub struct AmiSelectorTerm {
     /// Tags the AMI carries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-validations" = crate::validation::tag_selector_rules()))]
+    #[schemars(extend("maxProperties" = 20, "additionalProperties" = {"type": "string", "maxLength": 256}))]
     pub tags: Option<BTreeMap<String, String>>,
     /// AMI id.
     #[serde(default, skip_serializing_if = "Option::is_none")]

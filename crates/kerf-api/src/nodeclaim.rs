@@ -62,10 +62,12 @@ pub struct NodeClaimSpec {
     /// Taints put on the node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-validations" = crate::validation::taint_rules()))]
+    #[schemars(length(max = 100))]
     pub taints: Vec<Taint>,
     /// Taints expected to be removed by a daemon after startup.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-validations" = crate::validation::taint_rules()))]
+    #[schemars(length(max = 100))]
     pub startup_taints: Vec<Taint>,
     /// Constraints the launched instance satisfies, narrowed by the scheduler's decision.
     #[schemars(length(max = 100))]

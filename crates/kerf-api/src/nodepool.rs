@@ -71,6 +71,7 @@ pub struct TemplateMetadata {
     /// Labels for the nodes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("x-kubernetes-validations" = crate::validation::label_rules()))]
+    #[schemars(extend("maxProperties" = 100, "additionalProperties" = {"type": "string", "maxLength": 63}))]
     pub labels: BTreeMap<String, String>,
     /// Annotations for the nodes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -95,10 +96,12 @@ pub struct NodeClaimTemplateSpec {
     /// Taints put on the nodes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-validations" = crate::validation::taint_rules()))]
+    #[schemars(length(max = 100))]
     pub taints: Vec<Taint>,
     /// Taints that are expected to be removed by a daemon after startup.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-validations" = crate::validation::taint_rules()))]
+    #[schemars(length(max = 100))]
     pub startup_taints: Vec<Taint>,
     /// How long a draining node may take before its pods are deleted without grace.
     #[serde(default, skip_serializing_if = "Option::is_none")]

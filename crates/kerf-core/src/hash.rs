@@ -83,10 +83,13 @@ mod tests {
 
     #[test]
     fn key_order_does_not_change_the_hash() {
-        let a: serde_json::Value = serde_json::from_str(r#"{"b":1,"a":{"y":2,"x":[1,2]}}"#).unwrap();
-        let b: serde_json::Value = serde_json::from_str(r#"{"a":{"x":[1,2],"y":2},"b":1}"#).unwrap();
+        let a: serde_json::Value =
+            serde_json::from_str(r#"{"b":1,"a":{"y":2,"x":[1,2]}}"#).unwrap();
+        let b: serde_json::Value =
+            serde_json::from_str(r#"{"a":{"x":[1,2],"y":2},"b":1}"#).unwrap();
         assert_eq!(hash_json(&a), hash_json(&b));
-        let c: serde_json::Value = serde_json::from_str(r#"{"a":{"x":[2,1],"y":2},"b":1}"#).unwrap();
+        let c: serde_json::Value =
+            serde_json::from_str(r#"{"a":{"x":[2,1],"y":2},"b":1}"#).unwrap();
         assert_ne!(hash_json(&a), hash_json(&c));
     }
 
@@ -100,7 +103,12 @@ mod tests {
         .unwrap();
         let h = node_pool_hash(&np);
         let mut changed = np.clone();
-        changed.spec.template.metadata.labels.insert("team".into(), "a".into());
+        changed
+            .spec
+            .template
+            .metadata
+            .labels
+            .insert("team".into(), "a".into());
         assert_ne!(node_pool_hash(&changed), h);
         let mut reqs = np.clone();
         reqs.spec.template.spec.expire_after = kerf_api::duration::NillableDuration::Never;

@@ -95,10 +95,8 @@ pub fn launch(
                 .push((ct.to_string(), t.name().to_string(), zone.to_string()));
             continue;
         }
-        let id = format!(
-            "i-{:017x}",
-            rng.random::<u64>() & 0x1_ffff_ffff_ffff_ffff_u128 as u64
-        );
+        // EC2 ids have 17 hex digits; 64 random bits, zero-padded, look the same
+        let id = format!("i-{:017x}", rng.random::<u64>());
         attempt.instance = Some(Instance {
             provider_id: format!("aws:///{zone}/{id}"),
             id,

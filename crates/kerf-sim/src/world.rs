@@ -1,6 +1,8 @@
 //! The simulated world: a Kubernetes cluster (workload controllers, daemonsets, a binder that
 //! plays kube-scheduler) and an AWS cloud (launch delays, insufficient capacity, spot
-//! interruptions), on a virtual clock of discrete events, with Kerf's core deciding.
+//! interruptions), on a virtual clock of discrete events. Kerf's controllers
+//! ([`kerf_core::controllers::Controllers`]) decide; this shell feeds them what happened and
+//! carries out what they ask, as the operator does against a real cluster.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
@@ -8,19 +10,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kerf_api::manifest::{Checked, KarpenterObject, RawDocument, check_document};
-use kerf_api::{EC2NodeClass, NodePool, Taint, labels};
+use kerf_api::{NodePool, labels};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
-use kerf_core::nodepools::{daemon_runs_on, node_pool_input};
-use kerf_core::provisioner::{Batcher, nodeclaim_name};
-use kerf_core::unavailable::{Pattern, UnavailableOfferings};
+use kerf_aws::interruption;
+use kerf_core::cluster::{CapacityType, Launched, NodeRecord, PodOwner};
+use kerf_core::controllers::interruption::{Notice, NoticeEffect};
+use kerf_core::controllers::lifecycle::Offering;
+use kerf_core::controllers::provisioning::node_labels;
+use kerf_core::controllers::{Action, Controllers, Level, Settings};
+use kerf_core::nodepools::daemon_runs_on;
 use kerf_core::workloads::{ClusterObject, read};
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::resources::{Resources, pod_requests};
-use kerf_scheduling::{
-    BoundPod, ExistingNode, InstanceTypeOption, NodePoolInput, Problem, SolveOptions, solve,
-};
+use kerf_scheduling::{BoundPod, ExistingNode, Problem, SolveOptions, solve};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
@@ -30,7 +35,7 @@ use crate::log::Log;
 use crate::report::{FinalNode, Report, Sample, Totals};
 use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 
-mod disruption;
+mod invariants;
 
 /// How long a launched instance may take to register before Kerf gives up on it.
 pub const REGISTRATION_TTL: Duration = Duration::from_secs(15 * 60);
@@ -38,11 +43,11 @@ pub const REGISTRATION_TTL: Duration = Duration::from_secs(15 * 60);
 pub const INTERRUPTION_NOTICE: Duration = Duration::from_secs(120);
 /// How long a stopping instance keeps running after its state-change notice.
 const STOP_DELAY: Duration = Duration::from_secs(60);
-/// How often `--check` looks for pods waiting too long (each look may solve).
-const WAIT_CHECK_EVERY: Duration = Duration::from_secs(30);
-/// Slack on top of launch and ready delays before a wait counts as too long: the batch
-/// window (at most 10 s) and a minute for disruption and binding to catch up.
-const WAIT_SLACK: Duration = Duration::from_secs(70);
+/// Seconds from the Unix epoch to the simulation's start (2026-01-01T00:00:00Z), for budget
+/// schedules.
+const EPOCH_UNIX: u64 = 20_454 * 86_400;
+/// How many rounds of actions one instant may take before the run is declared stuck.
+const SETTLE_ROUNDS: usize = 10_000;
 
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
@@ -70,66 +75,32 @@ pub struct RunOptions {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
     Scenario(usize),
-    Batch,
+    /// The instance with this provider id registers its node.
     Registered(String),
+    /// The node becomes Ready (and its startup taints are removed).
     Ready(String),
     Interrupt(usize),
     Notice(usize),
-    /// The instance behind a node goes away, with the cloud's words for why.
+    /// The instance with this provider id goes away, with the cloud's words for why.
     Reclaim(String, &'static str),
-    RegistrationTimeout(String),
     Sample,
-    Disrupt,
-    Validate,
-    Drain(String),
-    Expire(String),
+    /// The controllers asked to be polled.
+    Wake,
 }
 
-struct SimPod {
-    pod: Pod,
-    requests: Resources,
-    workload: Option<String>,
-    daemon: bool,
-    node: Option<String>,
-    nominated: Option<String>,
-    pending_since: Duration,
-    provisionable: bool,
-}
-
+/// A workload controller's template and replica count.
 struct Workload {
+    kind: String,
     template: Pod,
     replicas: i64,
     next: u64,
 }
 
-struct SimNodeClaim {
-    nodepool: String,
-    created: Duration,
-    instance: Option<Instance>,
-    node: Option<String>,
-    /// Hash of the NodePool template it was made from (drift).
-    hash: u64,
-    /// Hash of the EC2NodeClass spec it was launched with (drift).
-    class_hash: u64,
-    drifted: bool,
-}
-
-struct SimNode {
-    nodeclaim: String,
-    labels: BTreeMap<String, String>,
-    taints: Vec<Taint>,
-    allocatable: Resources,
-    ready: bool,
-    requests: Resources,
-    last_pod_event: Duration,
-    /// The `last_pod_event` the node was last logged consolidatable for.
-    marked_consolidatable: Option<Duration>,
-    deleting: Option<Duration>,
-}
-
 /// One simulation.
 pub struct World {
     scenario: Scenario,
+    /// Kerf's controllers and the cluster state they see (the simulated API server's objects).
+    core: Controllers,
     /// What the workload pods request in total (for the cost lower bound).
     requested_total: Resources,
     /// The cheapest dollars per hour per allocatable vCPU and per GiB any NodePool offers,
@@ -144,17 +115,12 @@ pub struct World {
     rng: ChaCha8Rng,
     queue: BinaryHeap<Reverse<(Duration, u64, Ev)>>,
     seq: u64,
-    node_pools: BTreeMap<String, NodePool>,
-    node_classes: BTreeMap<String, EC2NodeClass>,
+    /// Wake-ups already queued for the controllers.
+    wakes: BTreeSet<Duration>,
     catalogs: HashMap<String, Arc<Vec<kerf_aws::InstanceType>>>,
+    /// The cloud's running instances by provider id, with the NodeClaim they were launched for.
+    instances: BTreeMap<String, (String, Instance)>,
     workloads: BTreeMap<String, Workload>,
-    daemonsets: BTreeMap<String, Pod>,
-    pods: BTreeMap<String, SimPod>,
-    nodeclaims: BTreeMap<String, SimNodeClaim>,
-    nodes: BTreeMap<String, SimNode>,
-    unavailable: UnavailableOfferings,
-    batcher: Batcher,
-    batch_scheduled: Option<Duration>,
     binder_dirty: bool,
     node_counter: u64,
     log: Log,
@@ -165,13 +131,6 @@ pub struct World {
     spot_node_seconds: f64,
     last_accrual: Duration,
     options: RunOptions,
-    pdbs: BTreeMap<String, k8s_openapi::api::policy::v1::PodDisruptionBudget>,
-    command: Option<disruption::Pending>,
-    pass_at: Option<Duration>,
-    disruption_dirty: bool,
-    /// Instance types per node class as the scheduler sees them, with the generation of the
-    /// unavailable-offerings cache they were made for.
-    type_options: HashMap<String, (u64, Arc<[InstanceTypeOption]>)>,
 }
 
 fn key(namespace: &str, name: &str) -> String {
@@ -180,6 +139,27 @@ fn key(namespace: &str, name: &str) -> String {
 
 fn workload_key(kind: &str, namespace: &str, name: &str) -> String {
     format!("{kind}/{namespace}/{name}")
+}
+
+/// The workload key a pod's controller reference names.
+fn owner_workload(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .owner_references
+        .as_deref()?
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.name.as_str())
+}
+
+fn owned_by(kind: &str, name: &str) -> Option<Vec<OwnerReference>> {
+    Some(vec![OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: kind.into(),
+        name: name.into(),
+        uid: String::new(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }])
 }
 
 impl World {
@@ -204,23 +184,23 @@ impl World {
             }
             scenario.spec.zones.clone()
         };
+        let settings = Settings {
+            epoch_unix: EPOCH_UNIX,
+            registration_ttl: REGISTRATION_TTL,
+            ..Settings::default()
+        };
         let mut w = World {
+            // the controllers draw NodeClaim names from their own stream, the cloud from the world's
+            core: Controllers::new(settings, scenario.spec.seed ^ 0x6b65_7266),
             rng: ChaCha8Rng::seed_from_u64(scenario.spec.seed),
             zones,
             now: Duration::ZERO,
             queue: BinaryHeap::new(),
             seq: 0,
-            node_pools: BTreeMap::new(),
-            node_classes: BTreeMap::new(),
             catalogs: HashMap::new(),
             workloads: BTreeMap::new(),
-            daemonsets: BTreeMap::new(),
-            pods: BTreeMap::new(),
-            nodeclaims: BTreeMap::new(),
-            nodes: BTreeMap::new(),
-            unavailable: UnavailableOfferings::new(),
-            batcher: Batcher::default(),
-            batch_scheduled: None,
+            instances: BTreeMap::new(),
+            wakes: BTreeSet::new(),
             binder_dirty: false,
             node_counter: 0,
             log: Log::default(),
@@ -231,11 +211,6 @@ impl World {
             spot_node_seconds: 0.0,
             last_accrual: Duration::ZERO,
             options,
-            pdbs: BTreeMap::new(),
-            command: None,
-            pass_at: None,
-            disruption_dirty: false,
-            type_options: HashMap::new(),
             scenario,
             waits_checked: Duration::ZERO,
             requested_total: Resources::default(),
@@ -300,7 +275,7 @@ impl World {
         mut self,
         progress: &mut dyn FnMut(Duration, usize, usize),
     ) -> Result<Report, SimError> {
-        self.reconcile()?;
+        self.settle()?;
         while let Some(Reverse((at, _, ev))) = self.queue.pop() {
             if at > self.duration() {
                 break;
@@ -308,8 +283,12 @@ impl World {
             self.accrue(at);
             self.now = at;
             self.handle(ev)?;
-            self.reconcile()?;
-            progress(self.now, self.nodes.len(), self.pending_count());
+            self.settle()?;
+            progress(
+                self.now,
+                self.core.cluster.nodes.len(),
+                self.pending_count(),
+            );
         }
         self.accrue(self.duration());
         self.now = self.duration();
@@ -320,9 +299,11 @@ impl World {
     }
 
     fn pending_count(&self) -> usize {
-        self.pods
+        self.core
+            .cluster
+            .pods
             .values()
-            .filter(|p| p.node.is_none() && !p.daemon)
+            .filter(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet)
             .count()
     }
 
@@ -343,13 +324,11 @@ impl World {
             let cpu = self.requested_total.cpu_millis as f64 / 1000.0;
             let gib = self.requested_total.memory_bytes as f64 / f64::from(1u32 << 30);
             self.totals.lower_bound_cost += (cpu * per_cpu).max(gib * per_gib) * dt / 3600.0;
-            for nc in self.nodeclaims.values() {
-                if let Some(i) = &nc.instance {
-                    self.totals.cost += i.price_per_hour * dt / 3600.0;
-                    self.node_seconds += dt;
-                    if i.capacity_type == labels::CAPACITY_TYPE_SPOT {
-                        self.spot_node_seconds += dt;
-                    }
+            for (_, i) in self.instances.values() {
+                self.totals.cost += i.price_per_hour * dt / 3600.0;
+                self.node_seconds += dt;
+                if i.capacity_type == labels::CAPACITY_TYPE_SPOT {
+                    self.spot_node_seconds += dt;
                 }
             }
         }
@@ -359,50 +338,13 @@ impl World {
     fn handle(&mut self, ev: Ev) -> Result<(), SimError> {
         match ev {
             Ev::Scenario(i) => self.scenario_event(i)?,
-            Ev::Batch => {
-                self.batch_scheduled = None;
-                if self.batcher.take_if_ready(self.now) {
-                    self.provision();
-                } else if let Some(at) = self.batcher.closes_at() {
-                    self.batch_scheduled = Some(at);
-                    self.push(at, Ev::Batch);
-                }
-            }
-            Ev::Registered(nc) => self.register(&nc),
-            Ev::Disrupt => self.disruption_pass()?,
-            Ev::Validate => self.validate_command()?,
-            Ev::Drain(node) => self.drain(&node)?,
-            Ev::Expire(nc) => self.expire(&nc),
-            Ev::Ready(node) => {
-                if let Some(n) = self.nodes.get_mut(&node) {
-                    n.ready = true;
-                    n.last_pod_event = self.now;
-                    self.disruption_dirty = true;
-                    let nc = n.nodeclaim.clone();
-                    let allocatable = n.allocatable.to_resource_list();
-                    self.log.info(self.now, "nodeclaim.lifecycle", "initialized nodeclaim", json!({
-                        "NodeClaim": {"name": nc}, "Node": {"name": node}, "allocatable": allocatable,
-                    }));
-                    self.binder_dirty = true;
-                }
-                self.continue_command();
-            }
+            Ev::Registered(provider_id) => self.register(&provider_id),
+            Ev::Ready(node) => self.node_ready(&node),
             Ev::Interrupt(i) => self.interrupt(i),
             Ev::Notice(i) => self.notice(i),
-            Ev::Reclaim(node, why) => self.reclaim(&node, why),
-            Ev::RegistrationTimeout(nc) => {
-                let stuck = self.nodeclaims.get(&nc).is_some_and(|c| c.node.is_none());
-                if stuck {
-                    self.log.info(
-                        self.now,
-                        "nodeclaim.lifecycle",
-                        "deleted nodeclaim",
-                        json!({
-                            "NodeClaim": {"name": nc}, "reason": "registration timeout",
-                        }),
-                    );
-                    self.remove_nodeclaim(&nc);
-                }
+            Ev::Reclaim(provider_id, why) => self.reclaim(&provider_id, why),
+            Ev::Wake => {
+                self.wakes.remove(&self.now);
             }
             Ev::Sample => {
                 self.sample();
@@ -416,22 +358,92 @@ impl World {
         Ok(())
     }
 
+    /// Lets the workload controllers, the binder and Kerf's controllers run until nothing
+    /// more happens at this instant, then queues the controllers' next wake-up.
+    fn settle(&mut self) -> Result<(), SimError> {
+        for _ in 0..SETTLE_ROUNDS {
+            self.reconcile_workloads();
+            if std::mem::take(&mut self.binder_dirty) {
+                self.bind_pending();
+            }
+            let actions = self.core.poll(self.now);
+            if actions.is_empty() && !self.binder_dirty {
+                if let Some(t) = self.core.next_wakeup()
+                    && t <= self.duration()
+                    && self.wakes.insert(t)
+                {
+                    self.push(t, Ev::Wake);
+                }
+                if self.options.check {
+                    self.check_step()?;
+                    self.check_waits_now()?;
+                }
+                return Ok(());
+            }
+            for a in actions {
+                self.execute(a)?;
+            }
+        }
+        Err(self.violation(format!(
+            "the controllers did not settle within {SETTLE_ROUNDS} rounds"
+        )))
+    }
+
+    /// Carries out one action as the API server, kube-controller-manager and the cloud would.
+    fn execute(&mut self, action: Action) -> Result<(), SimError> {
+        match action {
+            Action::Log(r) => match r.level {
+                Level::Info => self.log.info(self.now, r.controller, r.message, r.fields),
+                Level::Error => self.log.error(self.now, r.controller, r.message, r.fields),
+            },
+            // the controllers track what they created and tainted; the simulated API server
+            // is their cluster state, so there is nothing more to write
+            Action::CreateNodeClaim(_) => {}
+            Action::Taint { .. } | Action::RemoveTaint { .. } => self.binder_dirty = true,
+            Action::Launch { nodeclaim } => self.launch(&nodeclaim),
+            Action::Disrupting { reason, nodes } => {
+                if self.options.check {
+                    self.check_budgets(reason, &nodes)?;
+                }
+            }
+            Action::Evict { pod } => {
+                if self.options.check {
+                    self.check_eviction(&pod)?;
+                }
+                self.evicted(&pod);
+            }
+            Action::DeletePod { pod } => self.evicted(&pod),
+            Action::DeleteInstance { provider_id, .. } => {
+                if self.instances.remove(&provider_id).is_some() {
+                    self.totals.nodes_terminated += 1;
+                }
+            }
+            Action::DeleteNode { node } => self.delete_node(&node),
+            Action::DeleteNodeClaim { nodeclaim } => {
+                self.core.cluster.delete_nodeclaim(&nodeclaim);
+                self.binder_dirty = true;
+            }
+        }
+        Ok(())
+    }
+
     fn sample(&mut self) {
-        let launched: Vec<&Instance> = self
-            .nodeclaims
+        let spot = self
+            .instances
             .values()
-            .filter_map(|c| c.instance.as_ref())
-            .collect();
-        let spot = launched
-            .iter()
-            .filter(|i| i.capacity_type == labels::CAPACITY_TYPE_SPOT)
+            .filter(|(_, i)| i.capacity_type == labels::CAPACITY_TYPE_SPOT)
             .count();
         self.timeline.push(Sample {
             t: self.now.as_secs_f64(),
-            nodes: launched.len(),
+            nodes: self.instances.len(),
             spot_nodes: spot,
             pending_pods: self.pending_count(),
-            cost_per_hour: launched.iter().map(|i| i.price_per_hour).sum::<f64>() + 0.0,
+            cost_per_hour: self
+                .instances
+                .values()
+                .map(|(_, i)| i.price_per_hour)
+                .sum::<f64>()
+                + 0.0,
         });
     }
 
@@ -444,18 +456,18 @@ impl World {
         };
         match check_document(&raw) {
             Checked::Valid(KarpenterObject::NodePool(np)) => {
-                let name = np.metadata.name.clone().unwrap_or_default();
-                self.node_pools.insert(name.clone(), *np);
+                let class = np.spec.template.spec.node_class_ref.name.clone();
+                self.core.cluster.apply_node_pool(*np);
+                self.offer_instance_types(&class);
                 self.cheapest_rates = None;
-                self.mark_drift(&name);
                 self.binder_dirty = true;
             }
             Checked::Valid(KarpenterObject::EC2NodeClass(nc)) => {
                 let name = nc.metadata.name.clone().unwrap_or_default();
                 self.catalogs.remove(&name);
-                self.type_options.remove(&name);
-                self.node_classes.insert(name.clone(), *nc);
-                self.mark_class_drift(&name);
+                self.core.cluster.apply_node_class(*nc);
+                self.offer_instance_types(&name);
+                self.cheapest_rates = None;
             }
             Checked::Valid(KarpenterObject::NodeClaim(_)) => {
                 return Err(ScenarioError {
@@ -487,7 +499,7 @@ impl World {
                 match obj {
                     Some(ClusterObject::Pods(pods)) if kind == "Pod" => {
                         for p in pods {
-                            self.add_pod(p, None, false);
+                            self.add_pod(p);
                         }
                     }
                     Some(ClusterObject::Pods(pods)) => {
@@ -498,6 +510,7 @@ impl World {
                         self.workloads.insert(
                             wk,
                             Workload {
+                                kind: kind.clone(),
                                 template,
                                 replicas,
                                 next,
@@ -505,7 +518,7 @@ impl World {
                         );
                     }
                     Some(ClusterObject::DaemonSet(pod)) => {
-                        self.daemonsets.insert(key(&ns, &name), *pod);
+                        self.core.cluster.apply_daemonset(key(&ns, &name), *pod);
                     }
                     None if kind == "PodDisruptionBudget" => {
                         let pdb =
@@ -513,7 +526,7 @@ impl World {
                                 path: path.into(),
                                 message: e.to_string(),
                             })?;
-                        self.pdbs.insert(key(&ns, &name), pdb);
+                        self.core.cluster.apply_pdb(key(&ns, &name), pdb);
                     }
                     Some(ClusterObject::Node(_)) => {
                         return Err(ScenarioError {
@@ -559,26 +572,13 @@ impl World {
         if let Some(d) = &e.delete {
             match d.kind.as_str() {
                 "NodePool" => {
-                    self.node_pools.remove(&d.name);
+                    self.core.cluster.delete_node_pool(&d.name);
                     self.cheapest_rates = None;
-                    let owned: Vec<String> = self
-                        .nodeclaims
-                        .iter()
-                        .filter(|(_, c)| c.nodepool == d.name)
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    for nc in owned {
-                        self.log.info(
-                            self.now,
-                            "nodeclaim.lifecycle",
-                            "deleted nodeclaim",
-                            json!({"NodeClaim": {"name": nc}, "reason": "nodepool deleted"}),
-                        );
-                        self.remove_nodeclaim(&nc);
-                    }
                 }
                 "DaemonSet" => {
-                    self.daemonsets.remove(&key(&d.namespace, &d.name));
+                    self.core
+                        .cluster
+                        .delete_daemonset(&key(&d.namespace, &d.name));
                 }
                 "Pod" => self.delete_pod(&key(&d.namespace, &d.name)),
                 kind => {
@@ -590,7 +590,10 @@ impl World {
                         }
                         .into());
                     }
-                    let owned = self.pods_where(|p| p.workload.as_deref() == Some(&wk));
+                    let owned = self
+                        .core
+                        .cluster
+                        .pods_where(|p| owner_workload(&p.pod) == Some(wk.as_str()));
                     for p in owned {
                         self.delete_pod(&p);
                     }
@@ -600,100 +603,95 @@ impl World {
         Ok(())
     }
 
-    /// Keys of the pods that satisfy `keep`.
-    fn pods_where(&self, keep: impl Fn(&SimPod) -> bool) -> Vec<String> {
-        self.pods
-            .iter()
-            .filter(|(_, p)| keep(p))
-            .map(|(k, _)| k.clone())
-            .collect()
-    }
-
-    fn add_pod(&mut self, pod: Pod, workload: Option<String>, daemon: bool) -> String {
+    fn add_pod(&mut self, pod: Pod) -> String {
         let k = pod_key(&pod);
         let requests = pod_requests(&pod);
+        let daemon = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.kind == "DaemonSet");
         if !daemon {
             self.requested_total.add(&requests);
         }
-        self.pods.insert(
-            k.clone(),
-            SimPod {
-                pod,
-                requests,
-                workload,
-                daemon,
-                node: None,
-                nominated: None,
-                pending_since: self.now,
-                provisionable: false,
-            },
-        );
+        self.core.cluster.apply_pod(pod, self.now);
         self.binder_dirty = true;
         k
     }
 
+    /// A pod is deleted (scale-down, eviction, its node gone): its controller, if any,
+    /// makes a new one.
     fn delete_pod(&mut self, k: &str) {
-        let Some(p) = self.pods.remove(k) else { return };
-        if !p.daemon {
+        let Some(p) = self.core.cluster.pods.get(k) else {
+            return;
+        };
+        if p.owner != PodOwner::DaemonSet {
             self.requested_total = self.requested_total.saturating_sub(&p.requests);
         }
-        if let Some(n) = p.node.and_then(|n| self.nodes.get_mut(&n)) {
-            n.requests = n.requests.saturating_sub(&p.requests);
-            n.last_pod_event = self.now;
-            self.binder_dirty = true;
-            self.disruption_dirty = true;
+        self.core.cluster.delete_pod(k, self.now);
+        self.binder_dirty = true;
+    }
+
+    /// A pod evicted (or deleted at the end of the grace period) by Kerf.
+    fn evicted(&mut self, k: &str) {
+        // the report counts the pods users run; daemonset pods go with every node
+        if self
+            .core
+            .cluster
+            .pods
+            .get(k)
+            .is_some_and(|p| p.owner != PodOwner::DaemonSet)
+        {
+            self.totals.pods_evicted += 1;
         }
+        self.delete_pod(k);
     }
 
     fn bind(&mut self, k: &str, node: &str) {
-        let Some(p) = self.pods.get_mut(k) else {
+        let Some(p) = self.core.cluster.pods.get(k) else {
             return;
         };
-        let Some(n) = self.nodes.get_mut(node) else {
-            return;
-        };
-        n.requests.add(&p.requests);
-        n.last_pod_event = self.now;
-        p.node = Some(node.to_string());
-        p.nominated = None;
-        p.provisionable = false;
         let waited = self.now.saturating_sub(p.pending_since).as_secs_f64();
-        if !p.daemon && waited > self.totals.max_pod_pending_seconds {
+        if p.owner != PodOwner::DaemonSet && waited > self.totals.max_pod_pending_seconds {
             self.totals.max_pod_pending_seconds = waited;
             self.slowest_pod = Some(k.to_string());
         }
+        self.core.cluster.bind_pod(k, node, self.now);
     }
 
-    // ---- controllers ---------------------------------------------------------------------
-
-    fn reconcile(&mut self) -> Result<(), SimError> {
-        self.reconcile_workloads();
-        if self.binder_dirty {
-            self.binder_dirty = false;
-            self.bind_pending();
-        }
-        // binding only fills nodes; freed room and new or removed nodes are what can make
-        // a disruption possible
-        if std::mem::take(&mut self.disruption_dirty) {
-            self.schedule_pass(self.now + disruption::PASS_INTERVAL);
-        }
-        if self.options.check {
-            self.check_step()?;
-            if self.now >= self.waits_checked + WAIT_CHECK_EVERY {
-                self.waits_checked = self.now;
-                self.check_waits()?;
+    /// The Node is deleted: pod garbage collection deletes the pods bound to it (controllers
+    /// make new ones); bare pods are left waiting for a node.
+    fn delete_node(&mut self, node: &str) {
+        let on_node = self
+            .core
+            .cluster
+            .pods_where(|p| p.node.as_deref() == Some(node));
+        for k in on_node {
+            let owner = self.core.cluster.pods[&k].owner;
+            if owner != PodOwner::DaemonSet {
+                self.totals.pods_evicted += 1;
+            }
+            if owner != PodOwner::None {
+                self.delete_pod(&k);
             }
         }
-        Ok(())
+        self.core.cluster.delete_node(node, self.now);
+        self.binder_dirty = true;
     }
+
+    // ---- the simulated control plane ------------------------------------------------------
 
     /// The ReplicaSet/StatefulSet/Job controllers: make or remove pods to match replicas
     /// (removing pending pods first, then the newest).
     fn reconcile_workloads(&mut self) {
         let mut by_workload: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (k, p) in &self.pods {
-            if let Some(w) = &p.workload {
-                by_workload.entry(w.clone()).or_default().push(k.clone());
+        for (k, p) in &self.core.cluster.pods {
+            if let Some(w) = owner_workload(&p.pod) {
+                by_workload
+                    .entry(w.to_string())
+                    .or_default()
+                    .push(k.clone());
             }
         }
         let keys: Vec<String> = self.workloads.keys().cloned().collect();
@@ -706,14 +704,15 @@ impl World {
                     let mut pod = w.template.clone();
                     let base = pod.metadata.name.clone().unwrap_or_default();
                     pod.metadata.name = Some(format!("{base}-{}", w.next));
+                    pod.metadata.owner_references = owned_by(&w.kind, &wk);
                     w.next += 1;
-                    self.add_pod(pod, Some(wk.clone()), false);
+                    self.add_pod(pod);
                 }
             } else if have.len() > want {
                 let mut order: Vec<(bool, Duration, String)> = have
                     .iter()
                     .map(|k| {
-                        let p = &self.pods[k];
+                        let p = &self.core.cluster.pods[k];
                         (p.node.is_some(), p.pending_since, k.clone())
                     })
                     .collect();
@@ -726,59 +725,49 @@ impl World {
         }
     }
 
-    fn node_taints(&self, pool: &NodePool, initialized: bool) -> Vec<Taint> {
-        let spec = &pool.spec.template.spec;
-        let mut t = spec.taints.clone();
-        if !initialized {
-            t.extend(spec.startup_taints.iter().cloned());
-        }
-        t
-    }
-
-    /// Plays kube-scheduler: binds pending pods to Ready nodes they fit, with the same
-    /// predicates as Kerf's scheduler; nominated nodes first.
+    /// Plays kube-scheduler: binds pending pods to Ready nodes they fit, nominated nodes
+    /// first, and marks the rest `Unschedulable`.
     fn bind_pending(&mut self) {
-        let pending = self.pods_where(|p| p.node.is_none() && !p.daemon);
+        let cluster = &self.core.cluster;
+        let pending = cluster.pods_where(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
         if pending.is_empty() {
             return;
         }
         // nominated pods whose node is now ready go there if they still fit
         for k in &pending {
-            let Some(nc) = self.pods[k].nominated.clone() else {
+            let cluster = &self.core.cluster;
+            let Some(nc) = cluster.pods[k].nominated.clone() else {
                 continue;
             };
-            let node = self.nodeclaims.get(&nc).and_then(|c| c.node.clone());
+            let node = cluster.nodeclaims.get(&nc).and_then(|c| c.node.clone());
             if let Some(n) = node
-                && self.nodes.get(&n).is_some_and(|n| n.ready)
+                && let Some(rec) = cluster.nodes.get(&n).filter(|n| n.ready)
             {
-                let fits = {
-                    let node = &self.nodes[&n];
-                    let mut total = node.requests.clone();
-                    total.add(&self.pods[k].requests);
-                    total.fits(&node.allocatable)
-                };
-                if fits {
+                let mut total = rec.requests.clone();
+                total.add(&cluster.pods[k].requests);
+                if total.fits(&rec.allocatable) {
                     self.bind(k, &n);
                 }
             }
         }
+        let cluster = &self.core.cluster;
         let pending: Vec<String> = pending
             .into_iter()
-            .filter(|k| self.pods[k].node.is_none())
+            .filter(|k| cluster.pods[k].node.is_none())
             .collect();
-        let ready: Vec<String> = self
+        let ready: Vec<String> = cluster
             .nodes
             .iter()
             .filter(|(_, n)| n.ready)
             .map(|(k, _)| k.clone())
             .collect();
-        let placed = if ready.is_empty() {
+        let placed: Vec<(String, String)> = if ready.is_empty() {
             Vec::new()
         } else {
             let nodes: Vec<ExistingNode> = ready
                 .iter()
                 .map(|name| {
-                    let n = &self.nodes[name];
+                    let n = &cluster.nodes[name];
                     ExistingNode {
                         name: name.clone(),
                         labels: n.labels.clone(),
@@ -794,7 +783,7 @@ impl World {
                 .enumerate()
                 .map(|(i, n)| (n.as_str(), i))
                 .collect();
-            let bound: Vec<BoundPod<'_>> = self
+            let bound: Vec<BoundPod<'_>> = cluster
                 .pods
                 .values()
                 .filter_map(|p| {
@@ -804,7 +793,10 @@ impl World {
                         .map(|&node| BoundPod { node, pod: &p.pod })
                 })
                 .collect();
-            let pods: Vec<Pod> = pending.iter().map(|k| self.pods[k].pod.clone()).collect();
+            let pods: Vec<Pod> = pending
+                .iter()
+                .map(|k| cluster.pods[k].pod.clone())
+                .collect();
             let decision = solve(&Problem {
                 node_pools: &[],
                 nodes: &nodes,
@@ -827,26 +819,15 @@ impl World {
         for (k, n) in placed {
             self.bind(&k, &n);
         }
-        let mut fresh = false;
         for k in &pending {
-            let p = self.pods.get_mut(k).expect("pending pod");
-            let in_flight = p
-                .nominated
-                .as_ref()
-                .is_some_and(|nc| self.nodeclaims.contains_key(nc));
-            if p.node.is_none() && !in_flight && !p.provisionable {
-                p.provisionable = true;
-                p.nominated = None;
-                fresh = true;
-            }
-        }
-        if fresh {
-            self.batcher.saw_pod(self.now);
-            if let Some(at) = self.batcher.closes_at()
-                && self.batch_scheduled.is_none_or(|s| s > at)
-            {
-                self.batch_scheduled = Some(at);
-                self.push(at, Ev::Batch);
+            let unplaced = self
+                .core
+                .cluster
+                .pods
+                .get(k)
+                .is_some_and(|p| p.node.is_none() && p.nominated.is_none());
+            if unplaced {
+                self.core.cluster.mark_unschedulable(k, self.now);
             }
         }
     }
@@ -856,6 +837,8 @@ impl World {
             return c.clone();
         }
         let settings = self
+            .core
+            .cluster
             .node_classes
             .get(class)
             .map(|c| NodeSettings::from_node_class(&c.spec))
@@ -875,7 +858,7 @@ impl World {
     /// the NodePools' requirements allow (zone and capacity type included).
     fn cheapest_rates(&mut self) -> (f64, f64) {
         let (mut per_cpu, mut per_gib) = (f64::INFINITY, f64::INFINITY);
-        let pools: Vec<NodePool> = self.node_pools.values().cloned().collect();
+        let pools: Vec<NodePool> = self.core.cluster.node_pools.values().cloned().collect();
         for np in pools {
             let reqs = kerf_scheduling::Requirements::from_api(&np.spec.template.spec.requirements);
             let types = self.catalog(&np.spec.template.spec.node_class_ref.name);
@@ -902,377 +885,13 @@ impl World {
         )
     }
 
-    /// The NodePools as the core sees them now: instance types with the offerings the
-    /// unavailable cache rules out, and usage counted against limits.
-    fn pool_inputs(&mut self) -> (Vec<NodePoolInput>, Vec<String>) {
-        let mut pools: Vec<NodePoolInput> = Vec::new();
-        let mut pool_names: Vec<String> = Vec::new();
-        let now = self.now;
-        self.unavailable.expire(now);
-        let generation = self.unavailable.generation();
-        let names: Vec<String> = self.node_pools.keys().cloned().collect();
-        for name in names {
-            let np = self.node_pools[&name].clone();
-            let class = np.spec.template.spec.node_class_ref.name.clone();
-            let cached = self
-                .type_options
-                .get(&class)
-                .filter(|(g, _)| *g == generation)
-                .map(|(_, o)| o.clone());
-            let options = match cached {
-                Some(o) => o,
-                None => {
-                    let types = self.catalog(&class);
-                    let unavailable = &self.unavailable;
-                    let o: Arc<[InstanceTypeOption]> = scheduler_options(&types, |ct, it, z| {
-                        unavailable.is_unavailable(ct, it, z, now)
-                    })
-                    .into();
-                    self.type_options.insert(class, (generation, o.clone()));
-                    o
-                }
-            };
-            let mut usage = Resources::default();
-            for c in self.nodeclaims.values().filter(|c| c.nodepool == name) {
-                if let Some(i) = &c.instance {
-                    usage.add(&i.capacity);
-                }
-            }
-            pools.push(node_pool_input(&np, options, usage));
-            pool_names.push(name);
-        }
-        (pools, pool_names)
-    }
-
-    /// The provisioner: one solve over the provisionable pods, then NodeClaims created and
-    /// launched, and pods nominated.
-    fn provision(&mut self) {
-        self.unavailable.expire(self.now);
-        let pods_keys: Vec<String> = self.pods_where(|p| p.provisionable && p.node.is_none());
-        if pods_keys.is_empty() {
-            return;
-        }
-        self.log.info(
-            self.now,
-            "provisioner",
-            "found provisionable pod(s)",
-            json!({
-                "Pods": list_text(&pods_keys), "duration": "0s",
-            }),
-        );
-        let (pools, pool_names) = self.pool_inputs();
-        // existing capacity: nodes, and launched NodeClaims that are not nodes yet
-        let mut existing: Vec<ExistingNode> = Vec::new();
-        let mut existing_ids: Vec<(Option<String>, String)> = Vec::new();
-        for (name, c) in &self.nodeclaims {
-            let Some(i) = &c.instance else { continue };
-            let Some(pool) = self.node_pools.get(&c.nodepool) else {
-                continue;
-            };
-            let node = c.node.as_ref().and_then(|n| self.nodes.get(n));
-            let (labels, taints, requested, initialized) = match node {
-                Some(n) => (
-                    n.labels.clone(),
-                    n.taints.clone(),
-                    n.requests.clone(),
-                    n.ready,
-                ),
-                None => {
-                    let mut requested = Resources::default();
-                    for p in self
-                        .pods
-                        .values()
-                        .filter(|p| p.nominated.as_deref() == Some(name))
-                    {
-                        requested.add(&p.requests);
-                    }
-                    let labels = self.instance_labels(i, pool, name);
-                    let taints = self.node_taints(pool, true);
-                    for ds in self.daemonsets.values() {
-                        if daemon_runs_on(ds, &labels, &taints) {
-                            requested.add(&pod_requests(ds));
-                        }
-                    }
-                    (labels, taints, requested, false)
-                }
-            };
-            existing.push(ExistingNode {
-                name: c.node.clone().unwrap_or_else(|| name.clone()),
-                labels,
-                taints,
-                allocatable: i.allocatable.clone(),
-                requested,
-                initialized,
-            });
-            existing_ids.push((c.node.clone(), name.clone()));
-        }
-        let index_by_claim: HashMap<&str, usize> = existing_ids
-            .iter()
-            .enumerate()
-            .map(|(i, (_, c))| (c.as_str(), i))
-            .collect();
-        let index_by_node: HashMap<&str, usize> = existing_ids
-            .iter()
-            .enumerate()
-            .filter_map(|(i, (n, _))| n.as_deref().map(|n| (n, i)))
-            .collect();
-        let bound: Vec<BoundPod<'_>> = self
-            .pods
-            .values()
-            .filter_map(|p| {
-                let at = match (&p.node, &p.nominated) {
-                    (Some(n), _) => index_by_node.get(n.as_str()),
-                    (None, Some(nc)) => index_by_claim.get(nc.as_str()),
-                    _ => None,
-                };
-                at.map(|&node| BoundPod { node, pod: &p.pod })
-            })
-            .collect();
-        let pods: Vec<Pod> = pods_keys.iter().map(|k| self.pods[k].pod.clone()).collect();
-        let daemonsets: Vec<Pod> = self.daemonsets.values().cloned().collect();
-        let decision = solve(&Problem {
-            node_pools: &pools,
-            nodes: &existing,
-            bound_pods: &bound,
-            daemonsets: &daemonsets,
-            pods: &pods,
-            options: SolveOptions::default(),
-        });
-        drop(bound);
-        for e in &decision.existing {
-            let claim = existing_ids[e.node].1.clone();
-            for p in &e.pods {
-                if let Some(sp) = self.pods.get_mut(&pods_keys[*p]) {
-                    sp.nominated = Some(claim.clone());
-                    sp.provisionable = false;
-                }
-            }
-            self.binder_dirty = true;
-        }
-        if !decision.nodeclaims.is_empty() {
-            self.log.info(
-                self.now,
-                "provisioner",
-                "computed new nodeclaim(s) to fit pod(s)",
-                json!({
-                    "nodeclaims": decision.nodeclaims.len(),
-                    "pods": decision.nodeclaims.iter().map(|c| c.pods.len()).sum::<usize>(),
-                }),
-            );
-        }
-        for u in &decision.unschedulable {
-            let reasons: Vec<String> = u.reasons.iter().map(ToString::to_string).collect();
-            self.log.error(self.now, "provisioner", "could not schedule pod", json!({
-                "Pod": {"name": pods[u.pod].metadata.name, "namespace": pods[u.pod].metadata.namespace},
-                "error": reasons.join("; "),
-            }));
-        }
-        let mut retry = false;
-        for plan in &decision.nodeclaims {
-            let pool_name = pool_names[plan.node_pool].clone();
-            match self.launch_plan(plan, &pool_name) {
-                Some(name) => {
-                    for p in &plan.pods {
-                        if let Some(sp) = self.pods.get_mut(&pods_keys[*p]) {
-                            sp.nominated = Some(name.clone());
-                            sp.provisionable = false;
-                        }
-                    }
-                }
-                None => retry = true,
-            }
-        }
-        if retry || !decision.unschedulable.is_empty() {
-            // pods left pending go round again in the next batch
-            for k in &pods_keys {
-                if let Some(p) = self.pods.get_mut(k)
-                    && p.nominated.is_none()
-                    && p.node.is_none()
-                {
-                    p.provisionable = false;
-                }
-            }
-            self.binder_dirty = true;
-        }
-    }
-
-    /// Creates and launches the NodeClaim of a plan; its name, or `None` when the cloud had no
-    /// capacity for any of its offerings (those are marked unavailable).
-    fn launch_plan(
-        &mut self,
-        plan: &kerf_scheduling::PlannedNodeClaim,
-        pool_name: &str,
-    ) -> Option<String> {
-        let pool_name = pool_name.to_string();
-        let name = nodeclaim_name(&pool_name, &mut self.rng);
-        let types: Vec<String> = plan.instance_types.iter().map(|o| o.name.clone()).collect();
-        self.log.info(
-            self.now,
-            "provisioner",
-            "created nodeclaim",
-            json!({
-                "NodePool": {"name": pool_name}, "NodeClaim": {"name": name},
-                "requests": plan.requests.to_resource_list(),
-                "instance-types": list_text(&types),
-            }),
-        );
-        let pool = self.node_pools[&pool_name].clone();
-        let catalog = self.catalog(&pool.spec.template.spec.node_class_ref.name);
-        let windows = &self.scenario.spec.cloud.insufficient_capacity;
-        let now = self.now;
-        let attempt = cloud::launch(
-            &plan.requirements,
-            &types,
-            &catalog,
-            &self.zones,
-            |ct, it, z| windows.iter().any(|w| w.covers(ct, it, z, now)),
-            &mut self.rng,
-        );
-        for (ct, it, zone) in &attempt.insufficient {
-            self.unavailable.mark(
-                Pattern {
-                    capacity_type: Some(ct.clone()),
-                    instance_type: Some(it.clone()),
-                    zone: Some(zone.clone()),
-                },
-                self.now,
-            );
-        }
-        match attempt.instance {
-            Some(instance) => {
-                self.log.info(
-                    self.now,
-                    "nodeclaim.lifecycle",
-                    "launched nodeclaim",
-                    json!({
-                        "NodeClaim": {"name": name},
-                        "provider-id": instance.provider_id,
-                        "instance-type": instance.instance_type,
-                        "zone": instance.zone,
-                        "capacity-type": instance.capacity_type,
-                        "allocatable": instance.allocatable.to_resource_list(),
-                    }),
-                );
-                self.totals.nodes_launched += 1;
-                if let kerf_api::duration::NillableDuration::After(ttl) =
-                    pool.spec.template.spec.expire_after
-                {
-                    self.push(self.now + ttl, Ev::Expire(name.clone()));
-                }
-                self.nodeclaims.insert(
-                    name.clone(),
-                    SimNodeClaim {
-                        nodepool: pool_name,
-                        created: self.now,
-                        instance: Some(instance),
-                        node: None,
-                        hash: disruption::template_hash(&pool),
-                        class_hash: self
-                            .node_classes
-                            .get(&pool.spec.template.spec.node_class_ref.name)
-                            .map_or(0, disruption::class_hash),
-                        drifted: false,
-                    },
-                );
-                let delay = self.scenario.spec.cloud.launch_delay.0;
-                self.push(self.now + delay, Ev::Registered(name.clone()));
-                self.push(
-                    self.now + REGISTRATION_TTL,
-                    Ev::RegistrationTimeout(name.clone()),
-                );
-                Some(name)
-            }
-            None => {
-                self.log.error(self.now, "nodeclaim.lifecycle", "failed launching nodeclaim", json!({
-                    "NodeClaim": {"name": name},
-                    "error": format!("creating instance, insufficient capacity, all requested instance types were unavailable during launch ({} offerings)", attempt.insufficient.len()),
-                }));
-                None
-            }
-        }
-    }
-
-    fn instance_labels(
-        &self,
-        i: &Instance,
-        pool: &NodePool,
-        hostname: &str,
-    ) -> BTreeMap<String, String> {
-        let mut l = i.labels.clone();
-        l.extend(pool.spec.template.metadata.labels.clone());
-        l.insert(
-            labels::NODEPOOL.into(),
-            pool.metadata.name.clone().unwrap_or_default(),
-        );
-        l.insert(labels::ZONE.into(), i.zone.clone());
-        l.insert(labels::REGION.into(), self.scenario.spec.region.clone());
-        l.insert(labels::CAPACITY_TYPE.into(), i.capacity_type.clone());
-        l.insert(labels::HOSTNAME.into(), hostname.to_string());
-        l
-    }
-
-    fn register(&mut self, nc: &str) {
-        let Some(claim) = self.nodeclaims.get(nc) else {
-            return;
-        };
-        let Some(instance) = claim.instance.clone() else {
-            return;
-        };
-        let Some(pool) = self.node_pools.get(&claim.nodepool).cloned() else {
-            return;
-        };
-        self.node_counter += 1;
-        let n = self.node_counter;
-        let name = format!(
-            "ip-10-{}-{}-{}.{}.compute.internal",
-            n / 65536 % 256,
-            n / 256 % 256,
-            n % 256,
-            region_domain(&self.scenario.spec.region)
-        );
-        let labels = self.instance_labels(&instance, &pool, &name);
-        let taints = self.node_taints(&pool, true);
-        self.nodes.insert(
-            name.clone(),
-            SimNode {
-                nodeclaim: nc.to_string(),
-                labels: labels.clone(),
-                taints: taints.clone(),
-                allocatable: instance.allocatable.clone(),
-                ready: false,
-                requests: Resources::default(),
-                last_pod_event: self.now,
-                marked_consolidatable: None,
-                deleting: None,
-            },
-        );
-        if let Some(c) = self.nodeclaims.get_mut(nc) {
-            c.node = Some(name.clone());
-        }
-        self.log.info(
-            self.now,
-            "nodeclaim.lifecycle",
-            "registered nodeclaim",
-            json!({
-                "NodeClaim": {"name": nc}, "Node": {"name": name},
-            }),
-        );
-        // daemonset pods start on the node as soon as it registers
-        let daemonsets: Vec<(String, Pod)> = self
-            .daemonsets
-            .iter()
-            .map(|(k, p)| (k.clone(), p.clone()))
-            .collect();
-        for (ds, template) in daemonsets {
-            if daemon_runs_on(&template, &labels, &taints) {
-                let mut pod = template.clone();
-                pod.metadata.name = Some(format!("{}-{}", ds.rsplit('/').next().unwrap_or(""), n));
-                let k = self.add_pod(pod, None, true);
-                self.bind(&k, &name);
-            }
-        }
-        let ready = self.scenario.spec.cloud.ready_delay.0;
-        self.push(self.now + ready, Ev::Ready(name));
+    /// Tells the controllers what a node class can launch (the cloud provider's instance
+    /// types, every offering available: the controllers track capacity errors).
+    fn offer_instance_types(&mut self, class: &str) {
+        let types = self.catalog(class);
+        self.core
+            .cluster
+            .set_instance_types(class, scheduler_options(&types, |_, _, _| false).into());
     }
 
     /// NodeClaims with a running node, oldest first, filtered as a notice says.
@@ -1284,18 +903,26 @@ impl World {
         count: u32,
     ) -> Vec<(String, String, String, String)> {
         let mut candidates: Vec<(Duration, String, String, String, String)> = self
+            .core
+            .cluster
             .nodeclaims
             .iter()
             .filter_map(|(name, c)| {
-                let inst = c.instance.as_ref()?;
+                let launched = c.launched.as_ref()?;
+                let (_, inst) = self.instances.get(&launched.provider_id)?;
                 let node = c.node.clone()?;
                 let ok = (!spot_only || inst.capacity_type == labels::CAPACITY_TYPE_SPOT)
                     && !inst.interrupted
-                    && nodepool.is_none_or(|p| *p == c.nodepool)
+                    && nodepool.is_none_or(|p| *p == c.node_pool)
                     && instance_type.is_none_or(|t| *t == inst.instance_type);
                 ok.then(|| {
-                    let (id, zone) = (inst.id.clone(), inst.zone.clone());
-                    (c.created, name.clone(), node, id, zone)
+                    (
+                        c.created,
+                        name.clone(),
+                        node,
+                        inst.provider_id.clone(),
+                        inst.zone.clone(),
+                    )
                 })
             })
             .collect();
@@ -1303,7 +930,7 @@ impl World {
         candidates
             .into_iter()
             .take(count as usize)
-            .map(|(_, claim, node, id, zone)| (claim, node, id, zone))
+            .map(|(_, claim, node, provider_id, zone)| (claim, node, provider_id, zone))
             .collect()
     }
 
@@ -1315,20 +942,18 @@ impl World {
             spec.instance_type.as_ref(),
             spec.count,
         );
-        for (claim, node, id, zone) in targets {
-            if let Some(inst) = self
-                .nodeclaims
-                .get_mut(&claim)
-                .and_then(|c| c.instance.as_mut())
-            {
-                inst.interrupted = true;
-            }
+        for (_, node, provider_id, zone) in targets {
+            let Some((_, inst)) = self.instances.get_mut(&provider_id) else {
+                continue;
+            };
+            inst.interrupted = true;
+            let id = inst.id.clone();
             self.log.info(self.now, "cloud", "spot interruption warning", json!({
                 "Node": {"name": node}, "instance-id": id, "reclaim-at": crate::clock::rfc3339(self.now + INTERRUPTION_NOTICE),
             }));
             self.push(
                 self.now + INTERRUPTION_NOTICE,
-                Ev::Reclaim(node.clone(), "spot instance reclaimed"),
+                Ev::Reclaim(provider_id, "spot instance reclaimed"),
             );
             self.deliver(None, &id, &zone);
         }
@@ -1343,21 +968,19 @@ impl World {
             spec.instance_type.as_ref(),
             spec.count,
         );
-        for (claim, node, id, zone) in targets {
+        for (_, _, provider_id, zone) in targets {
+            let Some((_, inst)) = self.instances.get_mut(&provider_id) else {
+                continue;
+            };
+            let id = inst.id.clone();
             let gone = match spec.kind {
                 NoticeKind::Stopping => Some((STOP_DELAY, "instance stopped")),
                 NoticeKind::Terminated => Some((Duration::ZERO, "instance terminated")),
                 NoticeKind::ScheduledChange | NoticeKind::Rebalance => None,
             };
             if let Some((after, why)) = gone {
-                if let Some(inst) = self
-                    .nodeclaims
-                    .get_mut(&claim)
-                    .and_then(|c| c.instance.as_mut())
-                {
-                    inst.interrupted = true;
-                }
-                self.push(self.now + after, Ev::Reclaim(node.clone(), why));
+                inst.interrupted = true;
+                self.push(self.now + after, Ev::Reclaim(provider_id, why));
             }
             self.deliver(Some(spec.kind), &id, &zone);
         }
@@ -1373,258 +996,200 @@ impl World {
             &self.scenario.spec.region,
             &crate::clock::rfc3339(self.now),
         );
-        self.receive(&body);
+        match interruption::parse(&body) {
+            Ok(message) => {
+                let effect = match (message.kind, message.kind.action()) {
+                    (interruption::Kind::SpotInterruption, _) => NoticeEffect::Reclaim,
+                    (_, interruption::Action::Delete) => NoticeEffect::Delete,
+                    (_, interruption::Action::Log) => NoticeEffect::Log,
+                };
+                for id in message.instance_ids {
+                    let notice = Notice {
+                        instance_id: id,
+                        message_kind: message.kind.as_str(),
+                        effect,
+                    };
+                    self.core.notice(&notice, self.now);
+                }
+            }
+            Err(e) => self.log.error(
+                self.now,
+                "interruption",
+                "failed parsing interruption message",
+                json!({"error": e.to_string()}),
+            ),
+        }
     }
 
-    fn reclaim(&mut self, node: &str, why: &str) {
-        let Some(n) = self.nodes.get(node) else {
+    /// The cloud takes an instance away; Kerf's garbage collection notices.
+    fn reclaim(&mut self, provider_id: &str, why: &str) {
+        let Some((claim, _)) = self.instances.remove(provider_id) else {
             return;
         };
-        let claim = n.nodeclaim.clone();
+        self.totals.nodes_terminated += 1;
+        let node = self
+            .core
+            .cluster
+            .nodeclaims
+            .get(&claim)
+            .and_then(|c| c.node.clone());
         self.log
             .info(self.now, "cloud", why, json!({"Node": {"name": node}}));
-        self.log.info(
-            self.now,
-            "node.termination",
-            "deleted node",
-            json!({"Node": {"name": node}}),
-        );
-        self.log.info(
-            self.now,
-            "nodeclaim.lifecycle",
-            "deleted nodeclaim",
-            json!({"NodeClaim": {"name": claim}, "Node": {"name": node}}),
-        );
-        self.remove_nodeclaim(&claim);
+        self.core.instance_gone(provider_id, self.now);
     }
 
-    /// Deletes a NodeClaim, its node and instance; pods on it become pending again.
-    fn remove_nodeclaim(&mut self, nc: &str) {
-        let Some(c) = self.nodeclaims.remove(nc) else {
+    /// Asks the simulated EC2 for a NodeClaim's instance and reports the answer.
+    fn launch(&mut self, name: &str) {
+        let Some(claim) = self.core.cluster.nodeclaims.get(name).cloned() else {
             return;
         };
-        self.disruption_dirty = true;
-        if c.instance.is_some() {
-            self.totals.nodes_terminated += 1;
-        }
-        if let Some(node) = c.node {
-            self.nodes.remove(&node);
-            let on_node = self.pods_where(|p| p.node.as_deref() == Some(&node));
-            for k in on_node {
-                if self.pods[&k].daemon {
-                    self.pods.remove(&k);
-                    continue;
-                }
-                let p = self.pods.get_mut(&k).expect("listed");
-                p.node = None;
-                p.pending_since = self.now;
-                self.totals.pods_evicted += 1;
-                // workload pods are recreated by their controller; bare pods are gone
-                if p.workload.is_some() {
-                    self.pods.remove(&k);
-                }
-            }
-        }
-        for p in self.pods.values_mut() {
-            if p.nominated.as_deref() == Some(nc) {
-                p.nominated = None;
-                p.provisionable = false;
-            }
-        }
-        self.binder_dirty = true;
-    }
-
-    // ---- invariants ----------------------------------------------------------------------
-
-    fn violation(&self, message: String) -> SimError {
-        SimError::Invariant {
-            at: crate::clock::rfc3339(self.now),
-            message,
-        }
-    }
-
-    fn check_step(&self) -> Result<(), SimError> {
-        for (name, n) in &self.nodes {
-            if !n.requests.fits(&n.allocatable) {
-                return Err(self.violation(format!(
-                    "node {name} is over-committed: requests {:?} exceed allocatable {:?}",
-                    n.requests, n.allocatable
-                )));
-            }
-        }
-        for (k, p) in &self.pods {
-            let Some(node) = &p.node else { continue };
-            let Some(n) = self.nodes.get(node) else {
-                return Err(self.violation(format!(
-                    "pod {k} is bound to node {node}, which does not exist"
-                )));
-            };
-            if p.daemon {
-                continue;
-            }
-            let tolerations = p
-                .pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.tolerations.clone())
-                .unwrap_or_default();
-            // the disrupted taint arrives after binding: it keeps new pods off, not old ones
-            let scheduling_taints: Vec<Taint> = n
-                .taints
-                .iter()
-                .filter(|t| t.key != labels::DISRUPTED_TAINT_KEY)
-                .cloned()
-                .collect();
-            if let Some(t) =
-                kerf_scheduling::taints::first_untolerated(&tolerations, &scheduling_taints, true)
-            {
-                return Err(self.violation(format!(
-                    "pod {k} is bound to node {node} whose taint {} it does not tolerate",
-                    t.key
-                )));
-            }
-            let selector = p
-                .pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_selector.clone())
-                .unwrap_or_default();
-            if let Some((key, v)) = selector
-                .iter()
-                .find(|(key, v)| n.labels.get(*key) != Some(*v))
-            {
-                return Err(self.violation(format!(
-                    "pod {k} selects {key}={v} but is bound to node {node} without it"
-                )));
-            }
-        }
-        for (name, pool) in &self.node_pools {
-            let limits =
-                Resources::from_quantities(pool.spec.limits.iter().map(|(k, v)| (k, v.as_str())));
-            let mut used = Resources::default();
-            for c in self.nodeclaims.values().filter(|c| c.nodepool == *name) {
-                if let Some(i) = &c.instance {
-                    used.add(&i.capacity);
-                }
-            }
-            for (resource, _) in pool.spec.limits.iter() {
-                let (u, l) = match resource.as_str() {
-                    "cpu" => (used.cpu_millis, limits.cpu_millis),
-                    "memory" => (used.memory_bytes, limits.memory_bytes),
-                    _ => continue,
-                };
-                if u > l {
-                    return Err(self.violation(format!(
-                        "nodepool {name} exceeds its {resource} limit: {u} > {l}"
-                    )));
-                }
-            }
-        }
-        for (name, c) in &self.nodeclaims {
-            if c.instance.is_some()
-                && c.node.is_none()
-                && self.now.saturating_sub(c.created) > REGISTRATION_TTL
-            {
-                return Err(self.violation(format!(
-                    "nodeclaim {name} launched at {} never registered and was not cleaned up",
-                    crate::clock::rfc3339(c.created)
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// No pod waits for a node longer than launch + ready delay + slack while the cloud has
-    /// capacity (no insufficient-capacity window open since it became pending) and a
-    /// NodePool within its limits could host it.
-    fn check_waits(&mut self) -> Result<(), SimError> {
-        let cloud = &self.scenario.spec.cloud;
-        let bound = cloud.launch_delay.0 + cloud.ready_delay.0 + WAIT_SLACK;
+        let catalog = self.catalog(&claim.node_class);
+        let windows = &self.scenario.spec.cloud.insufficient_capacity;
         let now = self.now;
-        let late: Vec<String> = self
-            .pods
-            .iter()
-            .filter(|(_, p)| {
-                p.node.is_none()
-                    && !p.daemon
-                    && now.saturating_sub(p.pending_since) > bound
-                    && !cloud
-                        .insufficient_capacity
-                        .iter()
-                        .any(|w| w.overlaps(p.pending_since, now))
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
-        if late.iter().all(|k| self.unhostable.contains(k)) {
-            return Ok(());
-        }
-        let (pools, _) = self.pool_inputs();
-        let pods: Vec<Pod> = late.iter().map(|k| self.pods[k].pod.clone()).collect();
-        let d = solve(&Problem::new(&pools, &pods));
-        let hostable: Vec<String> = d
-            .nodeclaims
-            .iter()
-            .flat_map(|c| c.pods.iter().map(|p| late[*p].clone()))
-            .collect();
-        if hostable.is_empty() {
-            self.unhostable = late.into_iter().collect();
-            return Ok(());
-        }
-        Err(self.violation(format!(
-            "pods waiting over {}s for a node although capacity exists: {}",
-            bound.as_secs(),
-            list_text(&hostable)
-        )))
+        let attempt = cloud::launch(
+            &claim.requirements,
+            &claim.instance_types,
+            &catalog,
+            &self.zones,
+            |ct, it, z| windows.iter().any(|w| w.covers(ct, it, z, now)),
+            &mut self.rng,
+        );
+        let Some(instance) = attempt.instance else {
+            let insufficient: Vec<Offering> = attempt
+                .insufficient
+                .into_iter()
+                .map(|(capacity_type, instance_type, zone)| Offering {
+                    capacity_type,
+                    instance_type,
+                    zone,
+                })
+                .collect();
+            self.core.launch_failed(name, &insufficient, self.now);
+            return;
+        };
+        self.totals.nodes_launched += 1;
+        let mut labels = instance.labels.clone();
+        labels.insert(labels::REGION.into(), self.scenario.spec.region.clone());
+        let launched = Launched {
+            provider_id: instance.provider_id.clone(),
+            instance_type: instance.instance_type.clone(),
+            zone: instance.zone.clone(),
+            capacity_type: CapacityType::parse(&instance.capacity_type)
+                .unwrap_or(CapacityType::OnDemand),
+            price_per_hour: instance.price_per_hour,
+            capacity: instance.capacity.clone(),
+            allocatable: instance.allocatable.clone(),
+            labels,
+        };
+        let delay = self.scenario.spec.cloud.launch_delay.0;
+        self.push(
+            self.now + delay,
+            Ev::Registered(instance.provider_id.clone()),
+        );
+        self.instances
+            .insert(instance.provider_id.clone(), (name.to_string(), instance));
+        self.core.launched(name, launched, self.now);
     }
 
-    /// Every pending pod a NodePool could host must not have waited long.
-    fn check_end(&mut self) -> Result<(), SimError> {
-        self.check_step()?;
-        let stale: Vec<String> = self
-            .pods
+    /// The instance's kubelet registers its Node: the NodePool's taints and startup taints
+    /// on it, and the daemonset pods that fit start at once.
+    fn register(&mut self, provider_id: &str) {
+        let Some((claim_name, _)) = self.instances.get(provider_id) else {
+            return;
+        };
+        let cluster = &self.core.cluster;
+        let Some(claim) = cluster.nodeclaims.get(claim_name) else {
+            return;
+        };
+        let Some(launched) = claim.launched.clone() else {
+            return;
+        };
+        let Some(pool) = cluster.node_pools.get(&claim.node_pool).cloned() else {
+            return;
+        };
+        self.node_counter += 1;
+        let n = self.node_counter;
+        let name = format!(
+            "ip-10-{}-{}-{}.{}.compute.internal",
+            n / 65536 % 256,
+            n / 256 % 256,
+            n % 256,
+            region_domain(&self.scenario.spec.region)
+        );
+        let labels = node_labels(&launched, &pool, &name);
+        let spec = &pool.spec.template.spec;
+        let mut taints = spec.taints.clone();
+        taints.extend(spec.startup_taints.iter().cloned());
+        self.core.cluster.apply_node(
+            name.clone(),
+            NodeRecord {
+                provider_id: provider_id.to_string(),
+                nodeclaim: None,
+                labels: labels.clone(),
+                taints: taints.clone(),
+                allocatable: launched.allocatable.clone(),
+                ready: false,
+                requests: Resources::default(),
+                last_pod_event: self.now,
+                marked_consolidatable: None,
+            },
+            self.now,
+        );
+        // daemonset pods start on the node as soon as it registers
+        let daemonsets: Vec<(String, Pod)> = self
+            .core
+            .cluster
+            .daemonsets
             .iter()
-            .filter(|(_, p)| {
-                p.node.is_none()
-                    && !p.daemon
-                    && self.now.saturating_sub(p.pending_since) > REGISTRATION_TTL
+            .map(|(k, p)| (k.clone(), p.clone()))
+            .collect();
+        for (ds, template) in daemonsets {
+            if daemon_runs_on(&template, &labels, &taints) {
+                let mut pod = template.clone();
+                let ds_name = ds.rsplit('/').next().unwrap_or("");
+                pod.metadata.name = Some(format!("{ds_name}-{n}"));
+                pod.metadata.owner_references = owned_by("DaemonSet", &ds);
+                let k = self.add_pod(pod);
+                self.bind(&k, &name);
+            }
+        }
+        let ready = self.scenario.spec.cloud.ready_delay.0;
+        self.push(self.now + ready, Ev::Ready(name));
+    }
+
+    /// The kubelet reports Ready and the node's agents remove its startup taints.
+    fn node_ready(&mut self, node: &str) {
+        let Some(mut record) = self.core.cluster.nodes.get(node).cloned() else {
+            return;
+        };
+        let startup: Vec<String> = self
+            .core
+            .cluster
+            .pool_of_node(node)
+            .map(|np| {
+                np.spec
+                    .template
+                    .spec
+                    .startup_taints
+                    .iter()
+                    .map(|t| t.key.clone())
+                    .collect()
             })
-            .map(|(k, _)| k.clone())
-            .collect();
-        if stale.is_empty() {
-            return Ok(());
-        }
-        let mut pools = Vec::new();
-        let names: Vec<String> = self.node_pools.keys().cloned().collect();
-        for name in names {
-            let np = self.node_pools[&name].clone();
-            let types = self.catalog(&np.spec.template.spec.node_class_ref.name);
-            let options: Arc<[InstanceTypeOption]> =
-                scheduler_options(&types, |_, _, _| false).into();
-            pools.push(node_pool_input(&np, options, Resources::default()));
-        }
-        let pods: Vec<Pod> = stale.iter().map(|k| self.pods[k].pod.clone()).collect();
-        let d = solve(&Problem::new(&pools, &pods));
-        let hostable: Vec<String> = d
-            .nodeclaims
-            .iter()
-            .flat_map(|c| c.pods.iter().map(|p| stale[*p].clone()))
-            .collect();
-        if hostable.is_empty() {
-            Ok(())
-        } else {
-            Err(self.violation(format!(
-                "pods pending for over 15 minutes that a NodePool could host: {}",
-                list_text(&hostable)
-            )))
-        }
+            .unwrap_or_default();
+        record.ready = true;
+        record.taints.retain(|t| !startup.contains(&t.key));
+        self.core
+            .cluster
+            .apply_node(node.to_string(), record, self.now);
+        self.binder_dirty = true;
     }
 
     // ---- report --------------------------------------------------------------------------
 
     fn report(mut self) -> Report {
         // pods still pending count their wait until the end
-        for (k, p) in &self.pods {
-            if p.node.is_none() && !p.daemon {
+        for (k, p) in &self.core.cluster.pods {
+            if p.node.is_none() && p.owner != PodOwner::DaemonSet {
                 let waited = self.now.saturating_sub(p.pending_since).as_secs_f64();
                 if waited > self.totals.max_pod_pending_seconds {
                     self.totals.max_pod_pending_seconds = waited;
@@ -1640,24 +1205,29 @@ impl World {
         };
         self.totals.slowest_pod = self.slowest_pod.clone();
         let mut nodes = Vec::new();
-        for (name, c) in &self.nodeclaims {
-            let Some(i) = &c.instance else { continue };
+        for (name, c) in &self.core.cluster.nodeclaims {
+            let Some(i) = &c.launched else { continue };
             let node = c.node.clone().unwrap_or_else(|| name.clone());
-            let mut pods: Vec<String> =
-                self.pods_where(|p| p.node.as_deref() == Some(&node) && !p.daemon);
+            let mut pods: Vec<String> = self
+                .core
+                .cluster
+                .pods_where(|p| p.node.as_deref() == Some(&node) && p.owner != PodOwner::DaemonSet);
             pods.sort();
             nodes.push(FinalNode {
                 name: node,
                 nodeclaim: name.clone(),
-                nodepool: c.nodepool.clone(),
+                nodepool: c.node_pool.clone(),
                 instance_type: i.instance_type.clone(),
-                capacity_type: i.capacity_type.clone(),
+                capacity_type: i.capacity_type.as_str().to_string(),
                 zone: i.zone.clone(),
                 price_per_hour: i.price_per_hour,
                 pods,
             });
         }
-        let pending = self.pods_where(|p| p.node.is_none() && !p.daemon);
+        let pending = self
+            .core
+            .cluster
+            .pods_where(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
         Report::new(
             &self.scenario,
             nodes,
@@ -1708,19 +1278,6 @@ fn precheck(doc: &Value, path: &str) -> Result<(), SimError> {
             .into()
         }),
         Checked::Valid(_) => Ok(()),
-    }
-}
-
-fn list_text(items: &[String]) -> String {
-    const SHOWN: usize = 5;
-    if items.len() <= SHOWN {
-        items.join(", ")
-    } else {
-        format!(
-            "{} and {} other(s)",
-            items[..SHOWN].join(", "),
-            items.len() - SHOWN
-        )
     }
 }
 

@@ -73,8 +73,7 @@ pub fn pdb_blocks(cluster: &Cluster, pod: &str) -> bool {
             let mut healthy = 0;
             for q in cluster.pods.values().filter(|q| pdb_selects(b, &q.pod)) {
                 selected += 1;
-                if q
-                    .node
+                if q.node
                     .as_ref()
                     .is_some_and(|n| cluster.nodes.get(n).is_some_and(|n| n.ready))
                 {
@@ -248,10 +247,7 @@ impl Controllers {
                 allowed.insert((i, r), allowed_disruptions(np, r, total, deleting, unix));
             }
         }
-        let objects = pool_names
-            .iter()
-            .map(|n| &cluster.node_pools[n])
-            .collect();
+        let objects = pool_names.iter().map(|n| &cluster.node_pools[n]).collect();
         (
             ClusterView {
                 nodes,
@@ -338,8 +334,9 @@ impl Controllers {
                 .budgets
                 .iter()
                 .any(|b| match (&b.schedule, b.duration) {
-                    (Some(s), Some(d)) => kerf_api::cron::CronSchedule::parse(s)
-                        .is_ok_and(|c| c.active_at(unix, d.0)),
+                    (Some(s), Some(d)) => {
+                        kerf_api::cron::CronSchedule::parse(s).is_ok_and(|c| c.active_at(unix, d.0))
+                    }
                     _ => false,
                 })
         });
@@ -361,7 +358,9 @@ impl Controllers {
             .nodes
             .iter()
             .filter(|(name, n)| {
-                n.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
+                n.taints
+                    .iter()
+                    .any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
                     && !held.contains(*name)
                     && self
                         .cluster
@@ -438,7 +437,11 @@ impl Controllers {
         };
         let pools: BTreeSet<String> = candidates
             .iter()
-            .filter_map(|n| self.cluster.claim_of_node(n).map(|(_, c)| c.node_pool.clone()))
+            .filter_map(|n| {
+                self.cluster
+                    .claim_of_node(n)
+                    .map(|(_, c)| c.node_pool.clone())
+            })
             .collect();
         self.commands_started += 1;
         let id = format!("{:08x}", self.commands_started);

@@ -297,7 +297,10 @@ impl Controllers {
             .map(node_class_hash)
             .unwrap_or_default();
         let mut object = nodeclaim(plan, &pool, name.clone());
-        let annotations = object.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        let annotations = object
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new);
         annotations.insert(labels::NODEPOOL_HASH.into(), pool_hash.clone());
         annotations.insert(
             labels::NODEPOOL_HASH_VERSION.into(),

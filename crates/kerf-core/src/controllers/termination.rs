@@ -55,7 +55,12 @@ impl Controllers {
                 .pods
                 .iter()
                 .filter(|(_, p)| p.node.as_deref() == Some(node.as_str()))
-                .map(|(k, p)| (drain_tier(&p.pod, p.owner == PodOwner::DaemonSet), k.clone()))
+                .map(|(k, p)| {
+                    (
+                        drain_tier(&p.pod, p.owner == PodOwner::DaemonSet),
+                        k.clone(),
+                    )
+                })
                 .collect();
             on_node.sort();
             for tier in 0..4 {

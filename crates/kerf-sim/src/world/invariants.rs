@@ -1,0 +1,306 @@
+//! The invariants `--check` holds the run to, checked at every step: no over-commitment,
+//! taints and selectors, NodePool limits, registration, budgets, evictions that respect
+//! PodDisruptionBudgets and do-not-disrupt, and no pod waiting long while capacity exists.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::nodepool::DisruptionReason;
+use kerf_api::{Taint, labels};
+use kerf_aws::instance_type::scheduler_options;
+use kerf_core::cluster::PodOwner;
+use kerf_core::controllers::disruption::pdb_blocks;
+use kerf_core::controllers::list_text;
+use kerf_core::disruption::{allowed_disruptions, pod_blocks};
+use kerf_core::nodepools::node_pool_input;
+use kerf_scheduling::resources::Resources;
+use kerf_scheduling::{InstanceTypeOption, Problem, solve};
+
+use super::{EPOCH_UNIX, REGISTRATION_TTL, SimError, World};
+
+/// How often `--check` looks for pods waiting too long (each look may solve).
+const WAIT_CHECK_EVERY: Duration = Duration::from_secs(30);
+/// Slack on top of launch and ready delays before a wait counts as too long: the batch
+/// window (at most 10 s) and a minute for disruption and binding to catch up.
+const WAIT_SLACK: Duration = Duration::from_secs(70);
+
+impl World {
+    pub(super) fn violation(&self, message: String) -> SimError {
+        SimError::Invariant {
+            at: crate::clock::rfc3339(self.now),
+            message,
+        }
+    }
+
+    pub(super) fn check_step(&self) -> Result<(), SimError> {
+        let cluster = &self.core.cluster;
+        for (name, n) in &cluster.nodes {
+            if !n.requests.fits(&n.allocatable) {
+                return Err(self.violation(format!(
+                    "node {name} is over-committed: requests {:?} exceed allocatable {:?}",
+                    n.requests, n.allocatable
+                )));
+            }
+        }
+        for (k, p) in &cluster.pods {
+            let Some(node) = &p.node else { continue };
+            let Some(n) = cluster.nodes.get(node) else {
+                return Err(self.violation(format!(
+                    "pod {k} is bound to node {node}, which does not exist"
+                )));
+            };
+            if p.owner == PodOwner::DaemonSet {
+                continue;
+            }
+            let tolerations = p
+                .pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.tolerations.clone())
+                .unwrap_or_default();
+            // the disrupted taint arrives after binding: it keeps new pods off, not old ones
+            let scheduling_taints: Vec<Taint> = n
+                .taints
+                .iter()
+                .filter(|t| t.key != labels::DISRUPTED_TAINT_KEY)
+                .cloned()
+                .collect();
+            if let Some(t) =
+                kerf_scheduling::taints::first_untolerated(&tolerations, &scheduling_taints, true)
+            {
+                return Err(self.violation(format!(
+                    "pod {k} is bound to node {node} whose taint {} it does not tolerate",
+                    t.key
+                )));
+            }
+            let selector = p
+                .pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_selector.clone())
+                .unwrap_or_default();
+            if let Some((key, v)) = selector
+                .iter()
+                .find(|(key, v)| n.labels.get(*key) != Some(*v))
+            {
+                return Err(self.violation(format!(
+                    "pod {k} selects {key}={v} but is bound to node {node} without it"
+                )));
+            }
+        }
+        for (name, pool) in &cluster.node_pools {
+            let limits =
+                Resources::from_quantities(pool.spec.limits.iter().map(|(k, v)| (k, v.as_str())));
+            let mut used = Resources::default();
+            for c in cluster.nodeclaims.values().filter(|c| c.node_pool == *name) {
+                if let Some(l) = &c.launched {
+                    used.add(&l.capacity);
+                }
+            }
+            for (resource, _) in pool.spec.limits.iter() {
+                let (u, l) = match resource.as_str() {
+                    "cpu" => (used.cpu_millis, limits.cpu_millis),
+                    "memory" => (used.memory_bytes, limits.memory_bytes),
+                    _ => continue,
+                };
+                if u > l {
+                    return Err(self.violation(format!(
+                        "nodepool {name} exceeds its {resource} limit: {u} > {l}"
+                    )));
+                }
+            }
+        }
+        for (name, c) in &cluster.nodeclaims {
+            if c.launched.is_some()
+                && c.node.is_none()
+                && self.now.saturating_sub(c.created) > REGISTRATION_TTL
+            {
+                return Err(self.violation(format!(
+                    "nodeclaim {name} launched at {} never registered and was not cleaned up",
+                    crate::clock::rfc3339(c.created)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// No pod waits for a node longer than launch + ready delay + slack while the cloud has
+    /// capacity (no insufficient-capacity window open since it became pending) and a
+    /// NodePool within its limits could host it.
+    /// Every [`WAIT_CHECK_EVERY`], [`World::check_waits`].
+    pub(super) fn check_waits_now(&mut self) -> Result<(), SimError> {
+        if self.now < self.waits_checked + WAIT_CHECK_EVERY {
+            return Ok(());
+        }
+        self.waits_checked = self.now;
+        self.check_waits()
+    }
+
+    fn check_waits(&mut self) -> Result<(), SimError> {
+        let cloud = &self.scenario.spec.cloud;
+        let bound = cloud.launch_delay.0 + cloud.ready_delay.0 + WAIT_SLACK;
+        let now = self.now;
+        let late: Vec<String> = self
+            .core
+            .cluster
+            .pods
+            .iter()
+            .filter(|(_, p)| {
+                p.node.is_none()
+                    && p.owner != PodOwner::DaemonSet
+                    && now.saturating_sub(p.pending_since) > bound
+                    && !cloud
+                        .insufficient_capacity
+                        .iter()
+                        .any(|w| w.overlaps(p.pending_since, now))
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        if late.iter().all(|k| self.unhostable.contains(k)) {
+            return Ok(());
+        }
+        let (pools, _) = self.core.pool_inputs();
+        let pods: Vec<Pod> = late
+            .iter()
+            .map(|k| self.core.cluster.pods[k].pod.clone())
+            .collect();
+        let d = solve(&Problem::new(&pools, &pods));
+        let hostable: Vec<String> = d
+            .nodeclaims
+            .iter()
+            .flat_map(|c| c.pods.iter().map(|p| late[*p].clone()))
+            .collect();
+        if hostable.is_empty() {
+            self.unhostable = late.into_iter().collect();
+            return Ok(());
+        }
+        Err(self.violation(format!(
+            "pods waiting over {}s for a node although capacity exists: {}",
+            bound.as_secs(),
+            list_text(&hostable)
+        )))
+    }
+
+    /// Every pending pod a NodePool could host must not have waited long.
+    pub(super) fn check_end(&mut self) -> Result<(), SimError> {
+        self.check_step()?;
+        let stale: Vec<String> = self
+            .core
+            .cluster
+            .pods
+            .iter()
+            .filter(|(_, p)| {
+                p.node.is_none()
+                    && p.owner != PodOwner::DaemonSet
+                    && self.now.saturating_sub(p.pending_since) > REGISTRATION_TTL
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        if stale.is_empty() {
+            return Ok(());
+        }
+        let mut pools = Vec::new();
+        let names: Vec<String> = self.core.cluster.node_pools.keys().cloned().collect();
+        for name in names {
+            let np = self.core.cluster.node_pools[&name].clone();
+            let types = self.catalog(&np.spec.template.spec.node_class_ref.name);
+            let options: Arc<[InstanceTypeOption]> =
+                scheduler_options(&types, |_, _, _| false).into();
+            pools.push(node_pool_input(&np, options, Resources::default()));
+        }
+        let pods: Vec<Pod> = stale
+            .iter()
+            .map(|k| self.core.cluster.pods[k].pod.clone())
+            .collect();
+        let d = solve(&Problem::new(&pools, &pods));
+        let hostable: Vec<String> = d
+            .nodeclaims
+            .iter()
+            .flat_map(|c| c.pods.iter().map(|p| stale[*p].clone()))
+            .collect();
+        if hostable.is_empty() {
+            Ok(())
+        } else {
+            Err(self.violation(format!(
+                "pods pending for over 15 minutes that a NodePool could host: {}",
+                list_text(&hostable)
+            )))
+        }
+    }
+
+    /// No voluntary disruption takes more of a NodePool's nodes than its budgets allow.
+    pub(super) fn check_budgets(
+        &self,
+        reason: DisruptionReason,
+        nodes: &[String],
+    ) -> Result<(), SimError> {
+        let cluster = &self.core.cluster;
+        let pools: std::collections::BTreeSet<&String> = nodes
+            .iter()
+            .filter_map(|n| cluster.claim_of_node(n).map(|(_, c)| &c.node_pool))
+            .collect();
+        for pool in pools {
+            let Some(np) = cluster.node_pools.get(pool) else {
+                continue;
+            };
+            let of_pool: Vec<&String> = cluster
+                .nodes
+                .keys()
+                .filter(|n| {
+                    cluster
+                        .claim_of_node(n)
+                        .is_some_and(|(_, c)| c.node_pool == *pool)
+                })
+                .collect();
+            // disruptions in progress besides this command's (whose deletions may already
+            // have started by the time the shell sees the command)
+            let deleting = of_pool
+                .iter()
+                .filter(|n| {
+                    !nodes.contains(n)
+                        && cluster
+                            .claim_of_node(n)
+                            .is_some_and(|(_, c)| c.deleting.is_some())
+                })
+                .count();
+            let mine = nodes
+                .iter()
+                .filter(|n| {
+                    cluster
+                        .claim_of_node(n)
+                        .is_some_and(|(_, c)| c.node_pool == *pool)
+                })
+                .count();
+            let allowed = allowed_disruptions(
+                np,
+                reason,
+                of_pool.len(),
+                deleting,
+                EPOCH_UNIX + self.now.as_secs(),
+            );
+            if mine > allowed {
+                return Err(self.violation(format!(
+                    "disruption of {mine} nodes of nodepool {pool} exceeds its budget of {allowed}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// No do-not-disrupt pod is evicted, and no PodDisruptionBudget is broken.
+    pub(super) fn check_eviction(&self, pod: &str) -> Result<(), SimError> {
+        let Some(p) = self.core.cluster.pods.get(pod) else {
+            return Ok(());
+        };
+        if pod_blocks(&p.pod, p.pending_since, self.now) {
+            return Err(self.violation(format!("evicted do-not-disrupt pod {pod}")));
+        }
+        if pdb_blocks(&self.core.cluster, pod) {
+            return Err(self.violation(format!(
+                "evicted pod {pod} although its PodDisruptionBudget allows no disruption"
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,175 @@
+//! Against a real control plane (kube-apiserver v1.35 with etcd, kube-controller-manager,
+//! kube-scheduler and kwok, built and started by `scripts/e2e-cluster.sh`): `kerf crds`
+//! installs, and every Karpenter document in `fixtures/` gets the same verdict from the API
+//! server's dry run as from `kerf validate`, except where Kerf is documented to be stricter.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde::Deserialize;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A control plane started for one test and stopped when dropped.
+struct ControlPlane {
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl ControlPlane {
+    fn start(name: &str) -> ControlPlane {
+        let dir = std::env::temp_dir().join(format!("kerf-e2e-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = Command::new(root().join("scripts/e2e-cluster.sh"))
+            .arg("start")
+            .arg(&dir)
+            .output()
+            .expect("run scripts/e2e-cluster.sh");
+        let cp = ControlPlane {
+            kubeconfig: dir.join("kubeconfig"),
+            dir,
+        };
+        assert!(
+            out.status.success(),
+            "the control plane did not start (build it with `scripts/e2e-cluster.sh build`, which \
+             scripts/install-test-deps.sh runs): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        cp
+    }
+
+    fn kubectl(&self, args: &[&str], stdin: Option<&[u8]>) -> Output {
+        let mut child = Command::new("kubectl")
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs (scripts/install-test-deps.sh installs it)");
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(input)
+                .expect("write to kubectl");
+        }
+        drop(child.stdin.take());
+        child.wait_with_output().expect("kubectl finishes")
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        let _ = Command::new(root().join("scripts/e2e-cluster.sh"))
+            .arg("stop")
+            .arg(&self.dir)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn kerf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run kerf")
+}
+
+/// Documents where Kerf rejects what the API server accepts, on purpose (README, "Validation").
+const KERF_STRICTER: &[(&str, usize, &str)] = &[(
+    "broken/003-business-hours-fixed-durations.yaml",
+    0,
+    "a budget schedule whose range runs backwards",
+)];
+
+fn karpenter_documents(path: &Path) -> Vec<serde_yaml::Value> {
+    let text = std::fs::read_to_string(path).expect("fixture reads");
+    serde_yaml::Deserializer::from_str(&text)
+        .filter_map(|d| serde_yaml::Value::deserialize(d).ok())
+        .filter(|v| {
+            v.get("apiVersion")
+                .and_then(serde_yaml::Value::as_str)
+                .is_some_and(|a| a.starts_with("karpenter."))
+        })
+        .collect()
+}
+
+#[test]
+fn crds_install_and_every_fixture_gets_the_servers_verdict() {
+    let cp = ControlPlane::start("crds");
+    let crds = kerf(&["crds"]);
+    assert!(crds.status.success());
+    let applied = cp.kubectl(&["apply", "--server-side", "-f", "-"], Some(&crds.stdout));
+    assert!(
+        applied.status.success(),
+        "kube-apiserver rejects `kerf crds`: {}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let established = cp.kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/nodepools.karpenter.sh",
+            "crd/nodeclaims.karpenter.sh",
+            "crd/ec2nodeclasses.karpenter.k8s.aws",
+        ],
+        None,
+    );
+    assert!(
+        established.status.success(),
+        "{}",
+        String::from_utf8_lossy(&established.stderr)
+    );
+
+    let scratch = cp.dir.join("docs");
+    std::fs::create_dir_all(&scratch).expect("scratch dir");
+    let mut compared = 0;
+    let mut mismatches = Vec::new();
+    for group in ["seeds", "broken"] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("fixtures").join(group))
+            .expect("fixtures")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        files.sort();
+        for file in files {
+            let name = format!(
+                "{group}/{}",
+                file.file_name().and_then(|f| f.to_str()).unwrap_or("")
+            );
+            for (i, doc) in karpenter_documents(&file).into_iter().enumerate() {
+                let path = scratch.join(format!("{compared}.yaml"));
+                std::fs::write(&path, serde_yaml::to_string(&doc).expect("yaml"))
+                    .expect("write doc");
+                let path_text = path.to_string_lossy().into_owned();
+                let ours = kerf(&["validate", &path_text]);
+                let theirs = cp.kubectl(&["create", "--dry-run=server", "-f", &path_text], None);
+                compared += 1;
+                let stricter = KERF_STRICTER.iter().any(|(f, d, _)| *f == name && *d == i);
+                let (kerf_ok, server_ok) = (ours.status.success(), theirs.status.success());
+                if stricter {
+                    assert!(
+                        !kerf_ok && server_ok,
+                        "{name} document {i} is listed as Kerf-stricter but kerf={kerf_ok} server={server_ok}"
+                    );
+                } else if kerf_ok != server_ok {
+                    mismatches.push(format!(
+                        "{name} document {i}: kerf validate {}, kube-apiserver {}\n  kerf: {}\n  server: {}",
+                        if kerf_ok { "accepts" } else { "rejects" },
+                        if server_ok { "accepts" } else { "rejects" },
+                        String::from_utf8_lossy(&ours.stdout).trim(),
+                        String::from_utf8_lossy(&theirs.stderr).trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(compared >= 15, "only {compared} documents compared");
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
