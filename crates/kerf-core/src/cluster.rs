@@ -229,7 +229,8 @@ pub struct Cluster {
     pub changes: Changes,
 }
 
-fn owner_of(pod: &Pod) -> PodOwner {
+/// Who made a pod, from its owner references.
+pub fn owner_of(pod: &Pod) -> PodOwner {
     match pod.metadata.owner_references.as_deref() {
         Some(refs) if refs.iter().any(|o| o.kind == "DaemonSet") => PodOwner::DaemonSet,
         Some(refs) if refs.iter().any(|o| o.controller == Some(true)) => PodOwner::Controller,

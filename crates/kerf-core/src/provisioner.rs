@@ -29,12 +29,7 @@ pub fn is_provisionable(pod: &Pod) -> bool {
                 && c.status == "False"
                 && c.reason.as_deref() == Some("Unschedulable")
         });
-    let daemon = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet");
+    let daemon = crate::cluster::owner_of(pod) == crate::cluster::PodOwner::DaemonSet;
     let mirror = pod
         .metadata
         .annotations

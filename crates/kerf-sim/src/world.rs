@@ -16,7 +16,7 @@ use kerf_api::{NodePool, labels};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
 use kerf_aws::interruption;
-use kerf_core::cluster::{CapacityType, Launched, NodeRecord, PodOwner};
+use kerf_core::cluster::{CapacityType, Launched, NodeRecord, PodOwner, owner_of};
 use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::Offering;
 use kerf_core::controllers::provisioning::node_labels;
@@ -606,13 +606,7 @@ impl World {
     fn add_pod(&mut self, pod: Pod) -> String {
         let k = pod_key(&pod);
         let requests = pod_requests(&pod);
-        let daemon = pod
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.kind == "DaemonSet");
-        if !daemon {
+        if owner_of(&pod) != PodOwner::DaemonSet {
             self.requested_total.add(&requests);
         }
         self.core.cluster.apply_pod(pod, self.now);

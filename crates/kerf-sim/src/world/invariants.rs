@@ -15,7 +15,7 @@ use kerf_core::controllers::list_text;
 use kerf_core::disruption::{allowed_disruptions, pod_blocks};
 use kerf_core::nodepools::node_pool_input;
 use kerf_scheduling::resources::Resources;
-use kerf_scheduling::{InstanceTypeOption, Problem, solve};
+use kerf_scheduling::{InstanceTypeOption, NodePoolInput, Problem, solve};
 
 use super::{EPOCH_UNIX, REGISTRATION_TTL, SimError, World};
 
@@ -161,16 +161,7 @@ impl World {
             return Ok(());
         }
         let (pools, _) = self.core.pool_inputs();
-        let pods: Vec<Pod> = late
-            .iter()
-            .map(|k| self.core.cluster.pods[k].pod.clone())
-            .collect();
-        let d = solve(&Problem::new(&pools, &pods));
-        let hostable: Vec<String> = d
-            .nodeclaims
-            .iter()
-            .flat_map(|c| c.pods.iter().map(|p| late[*p].clone()))
-            .collect();
+        let hostable = self.hostable(&pools, &late);
         if hostable.is_empty() {
             self.unhostable = late.into_iter().collect();
             return Ok(());
@@ -209,16 +200,7 @@ impl World {
                 scheduler_options(&types, |_, _, _| false).into();
             pools.push(node_pool_input(&np, options, Resources::default()));
         }
-        let pods: Vec<Pod> = stale
-            .iter()
-            .map(|k| self.core.cluster.pods[k].pod.clone())
-            .collect();
-        let d = solve(&Problem::new(&pools, &pods));
-        let hostable: Vec<String> = d
-            .nodeclaims
-            .iter()
-            .flat_map(|c| c.pods.iter().map(|p| stale[*p].clone()))
-            .collect();
+        let hostable = self.hostable(&pools, &stale);
         if hostable.is_empty() {
             Ok(())
         } else {
@@ -227,6 +209,19 @@ impl World {
                 list_text(&hostable)
             )))
         }
+    }
+
+    /// The pods among `keys` that new NodeClaims of `pools` could host.
+    fn hostable(&self, pools: &[NodePoolInput], keys: &[String]) -> Vec<String> {
+        let pods: Vec<Pod> = keys
+            .iter()
+            .map(|k| self.core.cluster.pods[k].pod.clone())
+            .collect();
+        let d = solve(&Problem::new(pools, &pods));
+        d.nodeclaims
+            .iter()
+            .flat_map(|c| c.pods.iter().map(|p| keys[*p].clone()))
+            .collect()
     }
 
     /// No voluntary disruption takes more of a NodePool's nodes than its budgets allow.
