@@ -407,6 +407,18 @@ impl Cluster {
         self.changes.disruption = true;
     }
 
+    /// A PodDisruptionBudget is gone.
+    pub fn delete_pdb(&mut self, key: &str) {
+        self.pdbs.remove(key);
+        self.changes.disruption = true;
+    }
+
+    /// A node class is gone.
+    pub fn delete_node_class(&mut self, name: &str) {
+        self.node_classes.remove(name);
+        self.changes.node_classes.insert(name.to_string());
+    }
+
     /// A NodeClaim was created or changed.
     pub fn apply_nodeclaim(&mut self, name: String, claim: ClaimRecord) {
         self.changes.lifecycle.insert(name.clone());

@@ -84,6 +84,27 @@ pub struct LogRecord {
     pub fields: Value,
 }
 
+impl LogRecord {
+    /// The record as the JSON line Karpenter prints: `level`, `time`, `logger`, `message`,
+    /// `controller`, then the fields.
+    pub fn to_json(&self, time: &str) -> Value {
+        let mut record = serde_json::Map::new();
+        let level = match self.level {
+            Level::Info => "INFO",
+            Level::Error => "ERROR",
+        };
+        record.insert("level".into(), level.into());
+        record.insert("time".into(), time.into());
+        record.insert("logger".into(), "controller".into());
+        record.insert("message".into(), self.message.into());
+        record.insert("controller".into(), self.controller.into());
+        if let Value::Object(extra) = &self.fields {
+            record.extend(extra.clone());
+        }
+        Value::Object(record)
+    }
+}
+
 /// What the controllers ask a shell to do.
 #[derive(Clone, Debug)]
 pub enum Action {
@@ -141,9 +162,21 @@ pub enum Action {
         /// The node.
         node: String,
     },
-    /// Remove the NodeClaim (finalizer released); report it with
-    /// [`Cluster::delete_nodeclaim`].
+    /// Start deleting the NodeClaim object (its `karpenter.sh/termination` finalizer keeps
+    /// it until [`Action::ReleaseNodeClaim`]).
     DeleteNodeClaim {
+        /// The NodeClaim.
+        nodeclaim: String,
+    },
+    /// Remove the NodeClaim's finalizer: the object goes; report it with
+    /// [`Cluster::delete_nodeclaim`].
+    ReleaseNodeClaim {
+        /// The NodeClaim.
+        nodeclaim: String,
+    },
+    /// Write the NodeClaim's status (provider id, node, capacity, conditions) from
+    /// [`crate::objects::nodeclaim_status`].
+    PatchNodeClaimStatus {
         /// The NodeClaim.
         nodeclaim: String,
     },
@@ -178,6 +211,10 @@ pub struct Controllers {
     pass_at: Option<Duration>,
     command: Option<disruption::Pending>,
     commands_started: u64,
+    /// NodeClaims whose launch was asked for and not yet answered.
+    launching: BTreeSet<String>,
+    /// Pods whose eviction was asked for, while they still exist.
+    evicting: BTreeSet<String>,
 }
 
 impl Controllers {
@@ -196,6 +233,8 @@ impl Controllers {
             pass_at: None,
             command: None,
             commands_started: 0,
+            launching: BTreeSet::new(),
+            evicting: BTreeSet::new(),
         }
     }
 

@@ -4,12 +4,14 @@
 //! [`std::time::Duration`] since an epoch the shell chooses), actions go out as values.
 
 pub mod benchmark;
+pub mod clock;
 pub mod cluster;
 pub mod consolidation;
 pub mod controllers;
 pub mod disruption;
 pub mod hash;
 pub mod nodepools;
+pub mod objects;
 pub mod provisioner;
 pub mod unavailable;
 pub mod workloads;

@@ -3,38 +3,12 @@
 
 use std::time::Duration;
 
-/// Days from 1970-01-01 to 2026-01-01.
-const EPOCH_DAYS: i64 = 20454;
+/// Seconds from 1970-01-01 to 2026-01-01.
+pub const EPOCH_UNIX: u64 = 20_454 * 86_400;
 
 /// RFC 3339 with milliseconds (`2026-01-01T00:05:30.000Z`) for a simulated time.
 pub fn rfc3339(t: Duration) -> String {
-    let secs = t.as_secs() as i64;
-    let (days, rest) = (
-        secs.div_euclid(86_400) + EPOCH_DAYS,
-        secs.rem_euclid(86_400),
-    );
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60,
-        t.subsec_millis()
-    )
-}
-
-/// Calendar date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    kerf_core::clock::rfc3339(t + Duration::from_secs(EPOCH_UNIX))
 }
 
 /// `1h02m03s`-style text for a duration, for summaries.

@@ -1,9 +1,11 @@
 //! Log records in Karpenter's JSON shape (`level`, `time`, `logger`, `message`, `controller`,
-//! then the fields), stamped with simulated time.
+//! then the fields, as [`LogRecord::to_json`] builds them for every shell), stamped with
+//! simulated time.
 
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use kerf_core::controllers::{Level, LogRecord};
+use serde_json::Value;
 
 /// The records of one run, in order.
 #[derive(Debug, Default)]
@@ -12,27 +14,47 @@ pub struct Log {
 }
 
 impl Log {
-    fn push(&mut self, level: &str, t: Duration, controller: &str, message: &str, fields: Value) {
-        let mut record: Map<String, Value> = Map::new();
-        record.insert("level".into(), level.into());
-        record.insert("time".into(), crate::clock::rfc3339(t).into());
-        record.insert("logger".into(), "controller".into());
-        record.insert("message".into(), message.into());
-        record.insert("controller".into(), controller.into());
-        if let Value::Object(extra) = fields {
-            record.extend(extra);
-        }
-        self.records.push(Value::Object(record));
+    /// A record from the controllers, at `t`.
+    pub fn record(&mut self, t: Duration, record: &LogRecord) {
+        self.records.push(record.to_json(&crate::clock::rfc3339(t)));
     }
 
-    /// An INFO record.
-    pub fn info(&mut self, t: Duration, controller: &str, message: &str, fields: Value) {
-        self.push("INFO", t, controller, message, fields);
+    /// An INFO record of the simulated world's own (the cloud's notices).
+    pub fn info(
+        &mut self,
+        t: Duration,
+        controller: &'static str,
+        message: &'static str,
+        fields: Value,
+    ) {
+        self.record(
+            t,
+            &LogRecord {
+                level: Level::Info,
+                controller,
+                message,
+                fields,
+            },
+        );
     }
 
-    /// An ERROR record.
-    pub fn error(&mut self, t: Duration, controller: &str, message: &str, fields: Value) {
-        self.push("ERROR", t, controller, message, fields);
+    /// An ERROR record of the simulated world's own.
+    pub fn error(
+        &mut self,
+        t: Duration,
+        controller: &'static str,
+        message: &'static str,
+        fields: Value,
+    ) {
+        self.record(
+            t,
+            &LogRecord {
+                level: Level::Error,
+                controller,
+                message,
+                fields,
+            },
+        );
     }
 
     /// The records, leaving the log empty.

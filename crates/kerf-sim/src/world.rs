@@ -20,7 +20,7 @@ use kerf_core::cluster::{CapacityType, Launched, NodeRecord, PodOwner, owner_of}
 use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::Offering;
 use kerf_core::controllers::provisioning::node_labels;
-use kerf_core::controllers::{Action, Controllers, Level, Settings};
+use kerf_core::controllers::{Action, Controllers, Settings};
 use kerf_core::nodepools::daemon_runs_on;
 use kerf_core::workloads::{ClusterObject, read};
 use kerf_scheduling::pods::pod_key;
@@ -30,6 +30,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
+use crate::clock::EPOCH_UNIX;
 use crate::cloud::{self, Instance};
 use crate::log::Log;
 use crate::report::{FinalNode, Report, Sample, Totals};
@@ -43,9 +44,6 @@ pub const REGISTRATION_TTL: Duration = Duration::from_secs(15 * 60);
 pub const INTERRUPTION_NOTICE: Duration = Duration::from_secs(120);
 /// How long a stopping instance keeps running after its state-change notice.
 const STOP_DELAY: Duration = Duration::from_secs(60);
-/// Seconds from the Unix epoch to the simulation's start (2026-01-01T00:00:00Z), for budget
-/// schedules.
-const EPOCH_UNIX: u64 = 20_454 * 86_400;
 /// How many rounds of actions one instant may take before the run is declared stuck.
 const SETTLE_ROUNDS: usize = 10_000;
 
@@ -392,10 +390,7 @@ impl World {
     /// Carries out one action as the API server, kube-controller-manager and the cloud would.
     fn execute(&mut self, action: Action) -> Result<(), SimError> {
         match action {
-            Action::Log(r) => match r.level {
-                Level::Info => self.log.info(self.now, r.controller, r.message, r.fields),
-                Level::Error => self.log.error(self.now, r.controller, r.message, r.fields),
-            },
+            Action::Log(r) => self.log.record(self.now, &r),
             // the controllers track what they created and tainted; the simulated API server
             // is their cluster state, so there is nothing more to write
             Action::CreateNodeClaim(_) => {}
@@ -419,7 +414,9 @@ impl World {
                 }
             }
             Action::DeleteNode { node } => self.delete_node(&node),
-            Action::DeleteNodeClaim { nodeclaim } => {
+            // the controllers track the deletion; the object goes with its finalizer
+            Action::DeleteNodeClaim { .. } | Action::PatchNodeClaimStatus { .. } => {}
+            Action::ReleaseNodeClaim { nodeclaim } => {
                 self.core.cluster.delete_nodeclaim(&nodeclaim);
                 self.binder_dirty = true;
             }
@@ -1016,7 +1013,7 @@ impl World {
     }
 
     /// The cloud takes an instance away; Kerf's garbage collection notices.
-    fn reclaim(&mut self, provider_id: &str, why: &str) {
+    fn reclaim(&mut self, provider_id: &str, why: &'static str) {
         let Some((claim, _)) = self.instances.remove(provider_id) else {
             return;
         };

@@ -130,6 +130,7 @@ impl Controllers {
                 continue;
             }
             c.drifted = now;
+            self.status_changed(&name);
             match now {
                 Some(reason) => {
                     marked = true;

@@ -23,9 +23,19 @@ pub struct Offering {
 }
 
 impl Controllers {
+    /// Asks the cloud for a NodeClaim's instance, once.
+    pub(super) fn launch(&mut self, nodeclaim: &str) {
+        if self.launching.insert(nodeclaim.to_string()) {
+            self.actions.push(Action::Launch {
+                nodeclaim: nodeclaim.to_string(),
+            });
+        }
+    }
+
     /// The cloud launched a NodeClaim's instance.
     pub fn launched(&mut self, nodeclaim: &str, launched: Launched, now: Duration) {
         self.now = self.now.max(now);
+        self.launching.remove(nodeclaim);
         let Some(claim) = self.cluster.nodeclaims.get_mut(nodeclaim) else {
             return;
         };
@@ -44,6 +54,7 @@ impl Controllers {
         }));
         claim.launched = Some(launched);
         let pool = claim.node_pool.clone();
+        self.status_changed(nodeclaim);
         if let Some(kerf_api::duration::NillableDuration::After(ttl)) = self
             .cluster
             .node_pools
@@ -62,6 +73,7 @@ impl Controllers {
     /// remembered as unavailable and the NodeClaim goes; its pods are provisioned again.
     pub fn launch_failed(&mut self, nodeclaim: &str, insufficient: &[Offering], now: Duration) {
         self.now = self.now.max(now);
+        self.launching.remove(nodeclaim);
         for o in insufficient {
             self.unavailable.mark(
                 Pattern {
@@ -76,9 +88,7 @@ impl Controllers {
             "NodeClaim": {"name": nodeclaim},
             "error": format!("creating instance, insufficient capacity, all requested instance types were unavailable during launch ({} offerings)", insufficient.len()),
         }));
-        self.actions.push(Action::DeleteNodeClaim {
-            nodeclaim: nodeclaim.to_string(),
-        });
+        self.release(nodeclaim);
     }
 
     /// Registration and initialization of a NodeClaim whose node changed.
@@ -86,6 +96,13 @@ impl Controllers {
         let Some(claim) = self.cluster.nodeclaims.get(name) else {
             return;
         };
+        if claim.launched.is_none() {
+            // found unlaunched (a restart between creation and launch): launch it now
+            if claim.deleting.is_none() {
+                self.launch(name);
+            }
+            return;
+        }
         let Some(node_name) = claim.node.clone() else {
             return;
         };
@@ -117,6 +134,7 @@ impl Controllers {
                 json!({"NodeClaim": {"name": name}, "Node": {"name": node_name}}),
             );
             self.cancel(&Timer::RegistrationTimeout(name.to_string()));
+            self.status_changed(name);
         }
         let node = &self.cluster.nodes[&node_name];
         if !node.ready || startup_left {
@@ -130,6 +148,7 @@ impl Controllers {
             n.last_pod_event = self.now;
         }
         self.cluster.changes.disruption = true;
+        self.status_changed(name);
         self.log(
             "nodeclaim.lifecycle",
             "initialized nodeclaim",
@@ -158,9 +177,7 @@ impl Controllers {
                 provider_id,
             });
         }
-        self.actions.push(Action::DeleteNodeClaim {
-            nodeclaim: name.to_string(),
-        });
+        self.release(name);
     }
 
     /// Garbage collection: the cloud no longer has a NodeClaim's instance. Its node and
@@ -188,8 +205,65 @@ impl Controllers {
             "deleted nodeclaim",
             json!({"NodeClaim": {"name": name}, "Node": {"name": node}}),
         );
-        self.actions
-            .push(Action::DeleteNodeClaim { nodeclaim: name });
+        self.release(&name);
+    }
+
+    /// The NodeClaim's status must be written.
+    pub(super) fn status_changed(&mut self, name: &str) {
+        self.actions.push(Action::PatchNodeClaimStatus {
+            nodeclaim: name.to_string(),
+        });
+    }
+
+    /// Deletes a NodeClaim outright: no node to drain.
+    fn release(&mut self, name: &str) {
+        self.actions.push(Action::DeleteNodeClaim {
+            nodeclaim: name.to_string(),
+        });
+        self.actions.push(Action::ReleaseNodeClaim {
+            nodeclaim: name.to_string(),
+        });
+    }
+
+    /// Garbage collection against the cloud's list of instances, each with the NodeClaim it
+    /// was launched for: a NodeClaim whose instance is gone goes (with its node), and an
+    /// instance whose NodeClaim does not exist is terminated (with its node).
+    pub fn garbage_collect(&mut self, instances: &[(String, String)], now: Duration) {
+        self.now = self.now.max(now);
+        let running: BTreeSet<&str> = instances.iter().map(|(p, _)| p.as_str()).collect();
+        let gone: Vec<String> = self
+            .cluster
+            .nodeclaims
+            .values()
+            .filter_map(|c| c.launched.as_ref().map(|l| l.provider_id.clone()))
+            .filter(|p| !running.contains(p.as_str()))
+            .collect();
+        for provider_id in gone {
+            self.instance_gone(&provider_id, now);
+        }
+        for (provider_id, claim) in instances {
+            if self.cluster.nodeclaims.contains_key(claim) || self.launching.contains(claim) {
+                continue;
+            }
+            self.log(
+                "nodeclaim.garbagecollection",
+                "garbage collecting instance without nodeclaim",
+                json!({"provider-id": provider_id, "NodeClaim": {"name": claim}}),
+            );
+            let node = self
+                .cluster
+                .nodes
+                .iter()
+                .find(|(_, n)| n.provider_id == *provider_id)
+                .map(|(k, _)| k.clone());
+            if let Some(node) = node {
+                self.actions.push(Action::DeleteNode { node });
+            }
+            self.actions.push(Action::DeleteInstance {
+                nodeclaim: claim.clone(),
+                provider_id: provider_id.clone(),
+            });
+        }
     }
 
     /// NodePools that changed: the NodeClaims of deleted ones are deleted (their owner

@@ -42,17 +42,27 @@ pub fn node_labels(
     l
 }
 
-/// The taints pods must tolerate on a node: its own, less the NodePool's startup taints
-/// while it is not initialized (they go away then, so pods need not tolerate them).
+/// Taints a node carries only while it comes up (Karpenter's ephemeral taints).
+const EPHEMERAL_TAINTS: [&str; 4] = [
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+    labels::UNREGISTERED_TAINT_KEY,
+];
+
+/// The taints pods must tolerate on a node: its own, less the NodePool's startup taints and
+/// the ephemeral taints while it is not initialized (they go away then, so pods need not
+/// tolerate them).
 fn scheduling_taints(node: &NodeRecord, pool: &NodePool, initialized: bool) -> Vec<Taint> {
     let startup = &pool.spec.template.spec.startup_taints;
     node.taints
         .iter()
         .filter(|t| {
             initialized
-                || !startup
-                    .iter()
-                    .any(|s| s.key == t.key && s.effect == t.effect)
+                || !(EPHEMERAL_TAINTS.contains(&t.key.as_str())
+                    || startup
+                        .iter()
+                        .any(|s| s.key == t.key && s.effect == t.effect))
         })
         .cloned()
         .collect()
@@ -332,9 +342,7 @@ impl Controllers {
         );
         self.actions
             .push(super::Action::CreateNodeClaim(Box::new(object)));
-        self.actions.push(super::Action::Launch {
-            nodeclaim: name.clone(),
-        });
+        self.launch(&name);
         name
     }
 }

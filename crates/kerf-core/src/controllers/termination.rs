@@ -14,6 +14,8 @@ use crate::disruption::{drain_tier, pod_blocks};
 
 /// How often a draining node retries evictions a PDB refused.
 pub const DRAIN_RETRY: Duration = Duration::from_secs(5);
+/// How long a drain waits for evicted pods to be gone before it looks again.
+pub const EVICTION_WAIT: Duration = Duration::from_secs(1);
 
 impl Controllers {
     /// Starts deleting a NodeClaim: its node is tainted and drained first, if it has one.
@@ -26,6 +28,9 @@ impl Controllers {
         }
         c.deleting = Some(self.now);
         let node = c.node.clone();
+        self.actions.push(Action::DeleteNodeClaim {
+            nodeclaim: name.to_string(),
+        });
         self.cluster.changes.disruption = true;
         if let Some(node) = node {
             self.taint(&node);
@@ -64,18 +69,26 @@ impl Controllers {
                 .collect();
             on_node.sort();
             for tier in 0..4 {
-                let mut left = 0;
+                let (mut blocked, mut evicted) = (0, 0);
                 for (_, k) in on_node.iter().filter(|(t, _)| *t == tier) {
                     let p = &self.cluster.pods[k];
                     let protected = pod_blocks(&p.pod, p.pending_since, self.now);
                     if !forced && (protected || pdb_blocks(&self.cluster, k)) {
-                        left += 1;
+                        blocked += 1;
                         continue;
                     }
                     self.evict(k, forced);
+                    evicted += 1;
                 }
-                if left > 0 {
-                    self.at(self.now + DRAIN_RETRY, Timer::Drain(claim.to_string()));
+                // the node goes only once its pods are gone: look again when evictions had
+                // time to finish, or when a budget may allow more
+                if blocked > 0 || evicted > 0 {
+                    let wait = if blocked > 0 {
+                        DRAIN_RETRY
+                    } else {
+                        EVICTION_WAIT
+                    };
+                    self.at(self.now + wait, Timer::Drain(claim.to_string()));
                     return;
                 }
             }
@@ -97,7 +110,7 @@ impl Controllers {
             "deleted nodeclaim",
             json!({"NodeClaim": {"name": claim}, "Node": {"name": node}, "provider-id": provider}),
         );
-        self.actions.push(Action::DeleteNodeClaim {
+        self.actions.push(Action::ReleaseNodeClaim {
             nodeclaim: claim.to_string(),
         });
     }
@@ -107,6 +120,11 @@ impl Controllers {
         let Some(p) = self.cluster.pods.get(key) else {
             return;
         };
+        let pods = &self.cluster.pods;
+        self.evicting.retain(|k| pods.contains_key(k));
+        if !self.evicting.insert(key.to_string()) && !forced {
+            return; // asked already: it is on its way out
+        }
         if p.owner == PodOwner::None {
             self.log(
                 "node.termination",

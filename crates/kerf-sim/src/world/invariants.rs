@@ -17,7 +17,8 @@ use kerf_core::nodepools::node_pool_input;
 use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{InstanceTypeOption, NodePoolInput, Problem, solve};
 
-use super::{EPOCH_UNIX, REGISTRATION_TTL, SimError, World};
+use super::{REGISTRATION_TTL, SimError, World};
+use crate::clock::EPOCH_UNIX;
 
 /// How often `--check` looks for pods waiting too long (each look may solve).
 const WAIT_CHECK_EVERY: Duration = Duration::from_secs(30);

@@ -1,0 +1,255 @@
+//! Between API objects and the cluster state: what a NodeClaim's status says about a record
+//! (so a restarted controller picks up where it was) and what a record's status is, and a
+//! Node object as a node record.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kerf_api::nodeclaim::NodeClaimStatus;
+use kerf_api::nodeclaim::condition_types;
+use kerf_api::{Condition, NodeClaim, labels};
+use kerf_scheduling::resources::Resources;
+
+use crate::cluster::{CapacityType, ClaimRecord, DriftReason, Launched, NodeRecord};
+use crate::nodepools::taint_of;
+
+fn condition(type_: &str, status: bool, reason: &str) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message: String::new(),
+        last_transition_time: None,
+        observed_generation: None,
+    }
+}
+
+fn is_true(status: Option<&NodeClaimStatus>, type_: &str) -> bool {
+    status.is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == "True")
+    })
+}
+
+/// The status a NodeClaim record stands for: provider id, node, capacity and the lifecycle
+/// and drift conditions (`Ready` follows `Initialized`, as in Karpenter).
+pub fn nodeclaim_status(record: &ClaimRecord) -> NodeClaimStatus {
+    let mut status = NodeClaimStatus {
+        node_name: record.node.clone(),
+        ..NodeClaimStatus::default()
+    };
+    if let Some(l) = &record.launched {
+        status.provider_id = Some(l.provider_id.clone());
+        status.capacity = l.capacity.to_resource_list();
+        status.allocatable = l.allocatable.to_resource_list();
+    }
+    let launched = record.launched.is_some();
+    status.conditions = vec![
+        condition(
+            condition_types::LAUNCHED,
+            launched,
+            if launched { "Launched" } else { "NotLaunched" },
+        ),
+        condition(
+            condition_types::REGISTERED,
+            record.registered,
+            if record.registered {
+                "Registered"
+            } else {
+                "NotRegistered"
+            },
+        ),
+        condition(
+            condition_types::INITIALIZED,
+            record.initialized,
+            if record.initialized {
+                "Initialized"
+            } else {
+                "NotInitialized"
+            },
+        ),
+        condition(
+            condition_types::READY,
+            record.initialized,
+            if record.initialized {
+                "Ready"
+            } else {
+                "NotReady"
+            },
+        ),
+    ];
+    if let Some(d) = record.drifted {
+        status
+            .conditions
+            .push(condition(condition_types::DRIFTED, true, d.as_str()));
+    }
+    status
+}
+
+/// The labels the NodeClaim object carries once launched (what `kubectl get nodeclaims`
+/// shows): the instance type, capacity type and zone.
+pub fn launched_labels(l: &Launched) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (labels::INSTANCE_TYPE.to_string(), l.instance_type.clone()),
+        (
+            labels::CAPACITY_TYPE.to_string(),
+            l.capacity_type.as_str().to_string(),
+        ),
+        (labels::ZONE.to_string(), l.zone.clone()),
+    ])
+}
+
+/// A NodeClaim object as a record, for a controller that did not create it (after a
+/// restart). `price` gives an offering's price per hour; `created` and `deleting` are the
+/// object's timestamps in the shell's time.
+pub fn claim_record(
+    object: &NodeClaim,
+    created: Duration,
+    deleting: Option<Duration>,
+    price: impl Fn(&str, &str, CapacityType) -> f64,
+) -> ClaimRecord {
+    let meta = &object.metadata;
+    let label = |k: &str| meta.labels.as_ref().and_then(|l| l.get(k)).cloned();
+    let annotation = |k: &str| {
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(k))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let status = object.status.as_ref();
+    let instance_types = object
+        .spec
+        .requirements
+        .iter()
+        .find(|r| r.key == labels::INSTANCE_TYPE && r.operator == kerf_api::Operator::In)
+        .map(|r| r.values.clone())
+        .unwrap_or_default();
+    let launched = status.and_then(|s| {
+        let provider_id = s.provider_id.clone()?;
+        let instance_type = label(labels::INSTANCE_TYPE)?;
+        let zone = label(labels::ZONE)?;
+        let capacity_type = CapacityType::parse(&label(labels::CAPACITY_TYPE)?)?;
+        let list = |l: &kerf_api::ResourceList| {
+            Resources::from_quantities(l.iter().map(|(k, v)| (k, v.as_str())))
+        };
+        Some(Launched {
+            price_per_hour: price(&instance_type, &zone, capacity_type),
+            provider_id,
+            labels: BTreeMap::from([(labels::INSTANCE_TYPE.to_string(), instance_type.clone())]),
+            instance_type,
+            zone,
+            capacity_type,
+            capacity: list(&s.capacity),
+            allocatable: list(&s.allocatable),
+        })
+    });
+    let drifted = status
+        .and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == condition_types::DRIFTED && c.status == "True")
+        })
+        .and_then(|c| {
+            [
+                DriftReason::NodePoolDrifted,
+                DriftReason::RequirementsDrifted,
+                DriftReason::NodeClassDrift,
+            ]
+            .into_iter()
+            .find(|d| d.as_str() == c.reason)
+        });
+    ClaimRecord {
+        node_pool: label(labels::NODEPOOL).unwrap_or_default(),
+        node_class: object.spec.node_class_ref.name.clone(),
+        created,
+        requirements: object.spec.requirements.clone(),
+        instance_types,
+        node_pool_hash: annotation(labels::NODEPOOL_HASH),
+        node_class_hash: annotation(labels::EC2NODECLASS_HASH),
+        launched,
+        node: status.and_then(|s| s.node_name.clone()),
+        registered: is_true(status, condition_types::REGISTERED),
+        initialized: is_true(status, condition_types::INITIALIZED),
+        drifted,
+        deleting,
+    }
+}
+
+/// A Node object as a node record (its NodeClaim is joined by provider id when applied).
+pub fn node_record(node: &Node, now: Duration) -> NodeRecord {
+    let spec = node.spec.as_ref();
+    let status = node.status.as_ref();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    NodeRecord {
+        provider_id: spec.and_then(|s| s.provider_id.clone()).unwrap_or_default(),
+        nodeclaim: None,
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        taints: spec
+            .and_then(|s| s.taints.as_ref())
+            .into_iter()
+            .flatten()
+            .map(taint_of)
+            .collect(),
+        allocatable: status
+            .and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()))
+            .map(|m| Resources::from_quantities(m.iter().map(|(k, v)| (k, v.0.as_str()))))
+            .unwrap_or_default(),
+        ready,
+        requests: Resources::default(),
+        last_pod_event: now,
+        marked_consolidatable: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_reads_back_as_the_record_it_came_from() {
+        let object: NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "default-abcde", "labels": {
+                "karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "m5.large",
+                "karpenter.sh/capacity-type": "spot", "topology.kubernetes.io/zone": "us-east-1a"},
+                "annotations": {"karpenter.sh/nodepool-hash": "123"}},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.xlarge"]}]},
+        }))
+        .unwrap();
+        let mut record = claim_record(&object, Duration::ZERO, None, |_, _, _| 0.05);
+        assert!(record.launched.is_none());
+        assert_eq!(record.instance_types, ["m5.large", "m5.xlarge"]);
+        assert_eq!(record.node_pool_hash, "123");
+        record.launched = Some(Launched {
+            provider_id: "kwok://default-abcde".into(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            capacity_type: CapacityType::Spot,
+            price_per_hour: 0.05,
+            capacity: Resources::from_quantities([(&"cpu".to_string(), "2")]),
+            allocatable: Resources::from_quantities([(&"cpu".to_string(), "1930m")]),
+            labels: BTreeMap::new(),
+        });
+        record.node = Some("default-abcde".into());
+        record.registered = true;
+        record.drifted = Some(DriftReason::NodePoolDrifted);
+        let mut with_status = object.clone();
+        with_status.status = Some(nodeclaim_status(&record));
+        let back = claim_record(&with_status, Duration::ZERO, None, |_, _, _| 0.05);
+        assert_eq!(back.node.as_deref(), Some("default-abcde"));
+        assert!(back.registered && !back.initialized);
+        assert_eq!(back.drifted, Some(DriftReason::NodePoolDrifted));
+        let l = back.launched.expect("launched");
+        assert_eq!(l.provider_id, "kwok://default-abcde");
+        assert_eq!(l.capacity_type, CapacityType::Spot);
+        assert_eq!(l.allocatable.cpu_millis, 1930);
+    }
+}

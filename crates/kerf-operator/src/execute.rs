@@ -1,0 +1,267 @@
+//! The controllers' actions as API calls: NodeClaims created, status patched, finalizers
+//! released; Nodes tainted and deleted; pods evicted through the Eviction API; instances
+//! launched and terminated through the cloud provider. Server errors and conflicts are
+//! retried with backoff; a 404 on a delete is success; a 429 on an eviction (a
+//! PodDisruptionBudget said no) is left to the drain's next round.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod, Taint as K8sTaint};
+use kerf_api::NodeClaim;
+use kerf_core::clock::rfc3339;
+use kerf_core::controllers::{Action, Controllers};
+use kerf_core::objects::{launched_labels, nodeclaim_status};
+use kube::Client;
+use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::cloud::{CloudError, CloudProvider};
+
+/// How many times a failing call is tried.
+const ATTEMPTS: u32 = 4;
+
+/// Whether an API error may go away if the call is repeated.
+fn retriable(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 409 || s.code == 429 || s.code >= 500,
+        _ => true,
+    }
+}
+
+/// Runs `call` until it succeeds, fails for good, or runs out of attempts (100 ms, 400 ms,
+/// 1.6 s between them).
+async fn retry<T, F, Fut>(what: &str, mut call: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let mut wait = Duration::from_millis(100);
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Ok(v) => return Ok(v),
+            Err(e) if attempt < ATTEMPTS && retriable(&e) => {
+                log_error(what, &e.to_string());
+                tokio::time::sleep(wait).await;
+                wait *= 4;
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn gone(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// The wall clock as the core reads it: time since the Unix epoch.
+pub fn now() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// Prints a log line of the operator's own, in the controllers' shape.
+pub fn log_error(message: &str, error: &str) {
+    let line = json!({
+        "level": "ERROR", "time": rfc3339(now()), "logger": "controller",
+        "message": message, "controller": "operator", "error": error,
+    });
+    println!("{line}");
+}
+
+/// Carries out actions against the API server and the cloud.
+pub struct Executor<C> {
+    client: Client,
+    cloud: C,
+}
+
+fn split(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("default", key))
+}
+
+impl<C: CloudProvider> Executor<C> {
+    /// An executor for this client and cloud.
+    pub fn new(client: Client, cloud: C) -> Executor<C> {
+        Executor { client, cloud }
+    }
+
+    /// The cloud provider.
+    pub fn cloud(&self) -> &C {
+        &self.cloud
+    }
+
+    /// Carries out one action; answers from the cloud go back into `core`.
+    pub async fn execute(&self, action: Action, core: &mut Controllers) {
+        let result = self.run(action, core).await;
+        if let Err((what, e)) = result {
+            log_error(what, &e);
+        }
+    }
+
+    async fn run(
+        &self,
+        action: Action,
+        core: &mut Controllers,
+    ) -> Result<(), (&'static str, String)> {
+        let claims: Api<NodeClaim> = Api::all(self.client.clone());
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let (post, del, params) = (
+            PostParams::default(),
+            DeleteParams::default(),
+            PatchParams::default(),
+        );
+        match action {
+            Action::Log(r) => println!("{}", r.to_json(&rfc3339(now()))),
+            Action::CreateNodeClaim(object) => {
+                let r = retry("creating nodeclaim", || claims.create(&post, &object)).await;
+                match r {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(e) => return Err(("creating nodeclaim", e.to_string())),
+                }
+            }
+            Action::Launch { nodeclaim } => {
+                let Some(claim) = core.cluster.nodeclaims.get(&nodeclaim).cloned() else {
+                    return Ok(());
+                };
+                let Some(pool) = core.cluster.node_pools.get(&claim.node_pool).cloned() else {
+                    return Ok(());
+                };
+                let class = core.cluster.node_classes.get(&claim.node_class).cloned();
+                match self
+                    .cloud
+                    .create(&nodeclaim, &claim, &pool, class.as_ref())
+                    .await
+                {
+                    Ok(launched) => core.launched(&nodeclaim, launched, now()),
+                    Err(CloudError::InsufficientCapacity(offerings)) => {
+                        core.launch_failed(&nodeclaim, &offerings, now());
+                    }
+                    Err(e) => {
+                        core.launch_failed(&nodeclaim, &[], now());
+                        return Err(("launching nodeclaim", e.to_string()));
+                    }
+                }
+            }
+            Action::PatchNodeClaimStatus { nodeclaim } => {
+                let Some(record) = core.cluster.nodeclaims.get(&nodeclaim) else {
+                    return Ok(());
+                };
+                let status = Patch::Merge(json!({"status": nodeclaim_status(record)}));
+                retry("patching nodeclaim status", || {
+                    claims.patch_status(&nodeclaim, &params, &status)
+                })
+                .await
+                .map_err(|e| ("patching nodeclaim status", e.to_string()))?;
+                if let Some(l) = &record.launched {
+                    let labels = Patch::Merge(json!({"metadata": {"labels": launched_labels(l)}}));
+                    retry("labelling nodeclaim", || {
+                        claims.patch(&nodeclaim, &params, &labels)
+                    })
+                    .await
+                    .map_err(|e| ("labelling nodeclaim", e.to_string()))?;
+                }
+            }
+            Action::Taint { node, taint } => {
+                let taint = K8sTaint {
+                    key: taint.key,
+                    value: taint.value,
+                    effect: format!("{:?}", taint.effect),
+                    time_added: None,
+                };
+                self.edit_taints(&nodes, &node, |ts| {
+                    if !ts
+                        .iter()
+                        .any(|t| t.key == taint.key && t.effect == taint.effect)
+                    {
+                        ts.push(taint.clone());
+                    }
+                })
+                .await?;
+            }
+            Action::RemoveTaint { node, key } => {
+                self.edit_taints(&nodes, &node, |ts| ts.retain(|t| t.key != key))
+                    .await?;
+            }
+            Action::Disrupting { .. } => {}
+            Action::Evict { pod } => {
+                let (ns, name) = split(&pod);
+                let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+                match pods.evict(name, &EvictParams::default()).await {
+                    Ok(_) => {}
+                    // 429: a PodDisruptionBudget allows no disruption now; the drain retries
+                    Err(kube::Error::Api(s)) if s.code == 429 || s.code == 404 => {}
+                    Err(e) => return Err(("evicting pod", e.to_string())),
+                }
+            }
+            Action::DeletePod { pod } => {
+                let (ns, name) = split(&pod);
+                let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+                match retry("deleting pod", || pods.delete(name, &del)).await {
+                    Ok(_) => {}
+                    Err(e) if gone(&e) => {}
+                    Err(e) => return Err(("deleting pod", e.to_string())),
+                }
+            }
+            Action::DeleteInstance { provider_id, .. } => {
+                self.cloud
+                    .delete(&provider_id)
+                    .await
+                    .map_err(|e| ("terminating instance", e.to_string()))?;
+            }
+            Action::DeleteNode { node } => {
+                match retry("deleting node", || nodes.delete(&node, &del)).await {
+                    Ok(_) => {}
+                    Err(e) if gone(&e) => {}
+                    Err(e) => return Err(("deleting node", e.to_string())),
+                }
+            }
+            Action::DeleteNodeClaim { nodeclaim } => {
+                match retry("deleting nodeclaim", || claims.delete(&nodeclaim, &del)).await {
+                    Ok(_) => {}
+                    Err(e) if gone(&e) => {}
+                    Err(e) => return Err(("deleting nodeclaim", e.to_string())),
+                }
+            }
+            Action::ReleaseNodeClaim { nodeclaim } => {
+                let release = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+                match retry("releasing nodeclaim", || {
+                    claims.patch(&nodeclaim, &params, &release)
+                })
+                .await
+                {
+                    Ok(_) => {}
+                    Err(e) if gone(&e) => {}
+                    Err(e) => return Err(("releasing nodeclaim", e.to_string())),
+                }
+                core.cluster.delete_nodeclaim(&nodeclaim);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads a node, changes its taints, writes it back (retried on conflict).
+    async fn edit_taints(
+        &self,
+        nodes: &Api<Node>,
+        name: &str,
+        edit: impl Fn(&mut Vec<K8sTaint>),
+    ) -> Result<(), (&'static str, String)> {
+        let r = retry("tainting node", || async {
+            let Some(mut node) = nodes.get_opt(name).await? else {
+                return Ok(());
+            };
+            let spec = node.spec.get_or_insert_with(Default::default);
+            let taints = spec.taints.get_or_insert_with(Vec::new);
+            edit(taints);
+            nodes
+                .replace(name, &PostParams::default(), &node)
+                .await
+                .map(|_| ())
+        })
+        .await;
+        r.map_err(|e| ("tainting node", e.to_string()))
+    }
+}

@@ -1,0 +1,182 @@
+//! The `kwok` cloud provider, as Karpenter's own kwok provider works for its e2e and
+//! performance tests: a launch creates a Node object (labels from the instance type and
+//! offering, capacity and allocatable from the catalog, provider id `kwok://<name>`, kwok's
+//! node annotation) that kwok then plays the kubelet for; instances are those Nodes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint as K8sTaint};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_api::{EC2NodeClass, NodePool, labels};
+use kerf_aws::capacity::NodeSettings;
+use kerf_aws::instance_type::scheduler_options;
+use kerf_core::cluster::{CapacityType, ClaimRecord, Launched};
+use kerf_core::controllers::provisioning::node_labels;
+use kerf_scheduling::InstanceTypeOption;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+
+use crate::cloud::{CloudError, CloudProvider};
+
+/// kwok's annotation on the Nodes it manages.
+pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
+/// The provider id prefix of kwok instances.
+const PROVIDER_PREFIX: &str = "kwok://";
+
+/// Nodes made for kwok to run.
+pub struct Kwok {
+    nodes: Api<Node>,
+    region: String,
+}
+
+impl Kwok {
+    /// A provider creating Nodes through `client`, with the instance types of `region`.
+    pub fn new(client: kube::Client, region: &str) -> Result<Kwok, CloudError> {
+        kerf_aws::catalog::zones(region).map_err(|e| CloudError::Config(e.to_string()))?;
+        Ok(Kwok {
+            nodes: Api::all(client),
+            region: region.to_string(),
+        })
+    }
+
+    fn catalog(&self, class: Option<&EC2NodeClass>) -> Vec<kerf_aws::InstanceType> {
+        let settings = class
+            .map(|c| NodeSettings::from_node_class(&c.spec))
+            .unwrap_or_default();
+        kerf_aws::instance_types(&self.region, &settings).unwrap_or_default()
+    }
+}
+
+fn allows(claim: &ClaimRecord, key: &str, value: &str) -> bool {
+    claim
+        .requirements
+        .iter()
+        .filter(|r| r.key == key)
+        .all(|r| r.matches(Some(value)))
+}
+
+fn quantities(r: &kerf_scheduling::resources::Resources) -> BTreeMap<String, Quantity> {
+    r.to_resource_list()
+        .into_iter()
+        .map(|(k, v)| (k, Quantity(v.as_str().to_string())))
+        .collect()
+}
+
+impl CloudProvider for Kwok {
+    fn name(&self) -> &'static str {
+        "kwok"
+    }
+
+    fn instance_types(&self, class: Option<&EC2NodeClass>) -> Arc<[InstanceTypeOption]> {
+        scheduler_options(&self.catalog(class), |_, _, _| false).into()
+    }
+
+    async fn create(
+        &self,
+        name: &str,
+        claim: &ClaimRecord,
+        pool: &NodePool,
+        class: Option<&EC2NodeClass>,
+    ) -> Result<Launched, CloudError> {
+        let catalog = self.catalog(class);
+        // the cheapest offering the NodeClaim allows, spot first when it allows spot
+        let mut best: Option<(bool, f64, &kerf_aws::InstanceType, &kerf_aws::Offering)> = None;
+        for t in catalog
+            .iter()
+            .filter(|t| claim.instance_types.iter().any(|n| n == t.name()))
+        {
+            for o in &t.offerings {
+                if !allows(claim, labels::ZONE, &o.zone)
+                    || !allows(claim, labels::CAPACITY_TYPE, o.capacity_type)
+                {
+                    continue;
+                }
+                let on_demand = o.capacity_type != labels::CAPACITY_TYPE_SPOT;
+                let better = best.is_none_or(|(d, p, _, _)| (on_demand, o.price_per_hour) < (d, p));
+                if better {
+                    best = Some((on_demand, o.price_per_hour, t, o));
+                }
+            }
+        }
+        let Some((_, price, t, o)) = best else {
+            return Err(CloudError::InsufficientCapacity(Vec::new()));
+        };
+        let mut type_labels = t.labels.clone();
+        type_labels.insert(labels::REGION.into(), self.region.clone());
+        let launched = Launched {
+            provider_id: format!("{PROVIDER_PREFIX}{name}"),
+            instance_type: t.name().to_string(),
+            zone: o.zone.clone(),
+            capacity_type: CapacityType::parse(o.capacity_type).unwrap_or(CapacityType::OnDemand),
+            price_per_hour: price,
+            capacity: t.capacity.clone(),
+            allocatable: t.allocatable.clone(),
+            labels: type_labels,
+        };
+        let spec = &pool.spec.template.spec;
+        let taints: Vec<K8sTaint> = spec
+            .taints
+            .iter()
+            .chain(spec.startup_taints.iter())
+            .map(|t| K8sTaint {
+                key: t.key.clone(),
+                value: t.value.clone(),
+                effect: format!("{:?}", t.effect),
+                time_added: None,
+            })
+            .collect();
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                labels: Some(node_labels(&launched, pool, name)),
+                annotations: Some(BTreeMap::from([(
+                    KWOK_NODE_ANNOTATION.to_string(),
+                    "fake".to_string(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: Some(launched.provider_id.clone()),
+                taints: (!taints.is_empty()).then_some(taints),
+                ..NodeSpec::default()
+            }),
+            status: Some(NodeStatus {
+                capacity: Some(quantities(&launched.capacity)),
+                allocatable: Some(quantities(&launched.allocatable)),
+                ..NodeStatus::default()
+            }),
+        };
+        match self.nodes.create(&PostParams::default(), &node).await {
+            Ok(_) => Ok(launched),
+            // an earlier attempt already made it (a restart mid-launch): the same instance
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(launched),
+            Err(e) => Err(CloudError::Api(e.to_string())),
+        }
+    }
+
+    async fn delete(&self, provider_id: &str) -> Result<(), CloudError> {
+        let Some(name) = provider_id.strip_prefix(PROVIDER_PREFIX) else {
+            return Ok(());
+        };
+        match self.nodes.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(CloudError::Api(e.to_string())),
+        }
+    }
+
+    async fn list(&self) -> Result<Vec<String>, CloudError> {
+        let nodes = self
+            .nodes
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| CloudError::Api(e.to_string()))?;
+        Ok(nodes
+            .items
+            .into_iter()
+            .filter_map(|n| n.spec?.provider_id)
+            .filter(|p| p.starts_with(PROVIDER_PREFIX))
+            .collect())
+    }
+}

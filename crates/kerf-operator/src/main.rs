@@ -1,0 +1,80 @@
+//! `kerf-operator`: Kerf's controllers in a cluster. The kubeconfig is found as kubectl finds
+//! it (`KUBECONFIG`, `~/.kube/config`, then the in-cluster service account).
+
+use clap::{Parser, ValueEnum};
+
+/// Which cloud launches the nodes.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Provider {
+    /// Nodes are Node objects that kwok runs (for tests and benchmarks without a cloud).
+    Kwok,
+}
+
+/// Kerf's node autoscaler, in-cluster.
+#[derive(Debug, Parser)]
+#[command(name = "kerf-operator", version)]
+struct Args {
+    /// The cloud provider.
+    #[arg(long, value_enum, default_value = "kwok")]
+    cloud_provider: Provider,
+    /// The region whose instance types and zones kwok offers.
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
+    /// Karpenter's feature gates, as `SpotToSpotConsolidation=true`.
+    #[arg(long, default_value = "")]
+    feature_gates: String,
+}
+
+fn spot_to_spot(gates: &str) -> Result<bool, String> {
+    let mut on = false;
+    for gate in gates.split(',').filter(|g| !g.is_empty()) {
+        match gate.split_once('=') {
+            Some(("SpotToSpotConsolidation", v)) => {
+                on = v.parse().map_err(|_| {
+                    format!("--feature-gates: {gate}: the value must be true or false")
+                })?;
+            }
+            _ => {
+                return Err(format!(
+                    "--feature-gates: {gate}: unknown gate (known: SpotToSpotConsolidation=true|false)"
+                ));
+            }
+        }
+    }
+    Ok(on)
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    let spot_to_spot = match spot_to_spot(&args.feature_gates) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("kerf-operator: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let client = match kube::Client::try_default().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "kerf-operator: no usable kubeconfig (KUBECONFIG, ~/.kube/config or in-cluster): {e}"
+            );
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let options = kerf_operator::Options { spot_to_spot };
+    let result = match args.cloud_provider {
+        Provider::Kwok => match kerf_operator::kwok::Kwok::new(client.clone(), &args.region) {
+            Ok(cloud) => kerf_operator::run(client, cloud, options).await,
+            Err(e) => Err(e.into()),
+        },
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kerf-operator: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Observations from the watches, written into the core's cluster state.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kerf_api::manifest::RawDocument;
+use kerf_core::cluster::CapacityType;
+use kerf_core::controllers::Controllers;
+use kerf_core::objects::{claim_record, node_record};
+use kerf_core::workloads::{ClusterObject, read};
+use kerf_scheduling::pods::pod_key;
+
+use crate::cloud::CloudProvider;
+use crate::watch::{Object, Observed};
+
+fn since_epoch(t: &Time) -> Duration {
+    Duration::from_millis(u64::try_from(t.0.as_millisecond()).unwrap_or(0))
+}
+
+fn key(namespace: Option<&String>, name: Option<&String>) -> String {
+    format!(
+        "{}/{}",
+        namespace.map_or("default", String::as_str),
+        name.map_or("", String::as_str)
+    )
+}
+
+/// Gives a node class's instance types to the controllers if they have none yet.
+fn offer_instance_types(core: &mut Controllers, cloud: &impl CloudProvider, class: &str) {
+    if !core.cluster.instance_types.contains_key(class) {
+        let types = cloud.instance_types(core.cluster.node_classes.get(class));
+        core.cluster.set_instance_types(class, types);
+    }
+}
+
+/// Writes one observation into the cluster state.
+pub fn apply(
+    core: &mut Controllers,
+    cloud: &impl CloudProvider,
+    observed: Observed,
+    now: Duration,
+) {
+    match observed {
+        Observed::Applied(object) => applied(core, cloud, object, now),
+        Observed::Deleted(object) => deleted(core, object, now),
+        Observed::Synced(_) | Observed::Failed(..) => {}
+    }
+}
+
+fn applied(core: &mut Controllers, cloud: &impl CloudProvider, object: Object, now: Duration) {
+    let cluster = &mut core.cluster;
+    match object {
+        Object::Pod(pod) => {
+            let finished = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .is_some_and(|p| p == "Succeeded" || p == "Failed");
+            if finished {
+                cluster.delete_pod(&pod_key(&pod), now);
+            } else {
+                cluster.apply_pod(*pod, now);
+            }
+        }
+        Object::Node(node) => {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            cluster.apply_node(name, node_record(&node, now), now);
+        }
+        Object::NodeClaim(claim) => {
+            let name = claim.metadata.name.clone().unwrap_or_default();
+            let deleting = claim.metadata.deletion_timestamp.is_some();
+            if !cluster.nodeclaims.contains_key(&name) {
+                // one this process did not create: read where it got to from its status
+                let created = claim
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map_or(now, since_epoch);
+                let types = cluster.instance_types.clone();
+                let class = claim.spec.node_class_ref.name.clone();
+                let price = |it: &str, zone: &str, ct: CapacityType| {
+                    types
+                        .get(&class)
+                        .and_then(|ts| ts.iter().find(|t| t.name == it))
+                        .and_then(|t| {
+                            t.offerings
+                                .iter()
+                                .find(|o| o.zone == zone && o.capacity_type == ct.as_str())
+                        })
+                        .map_or(0.0, |o| o.price_per_hour)
+                };
+                let record = claim_record(&claim, created, None, price);
+                cluster.apply_nodeclaim(name.clone(), record);
+            }
+            let known_deleting = core
+                .cluster
+                .nodeclaims
+                .get(&name)
+                .is_some_and(|c| c.deleting.is_some());
+            if deleting && !known_deleting {
+                // deleted by someone else (kubectl delete nodeclaim): terminate it gracefully
+                core.delete_nodeclaim(&name);
+            }
+        }
+        Object::NodePool(np) => {
+            let name = np.metadata.name.clone().unwrap_or_default();
+            let class = np.spec.template.spec.node_class_ref.name.clone();
+            // status writes come back as events too: only a spec change is a change
+            if cluster
+                .node_pools
+                .get(&name)
+                .is_none_or(|old| old.spec != np.spec)
+            {
+                cluster.apply_node_pool(*np);
+            }
+            offer_instance_types(core, cloud, &class);
+        }
+        Object::NodeClass(class) => {
+            let name = class.metadata.name.clone().unwrap_or_default();
+            if cluster
+                .node_classes
+                .get(&name)
+                .is_none_or(|old| old.spec != class.spec)
+            {
+                cluster.apply_node_class(*class);
+                let types = cloud.instance_types(cluster.node_classes.get(&name));
+                cluster.set_instance_types(&name, types);
+            }
+        }
+        Object::DaemonSet(ds) => {
+            let k = key(ds.metadata.namespace.as_ref(), ds.metadata.name.as_ref());
+            let Ok(value) = serde_json::to_value(&ds) else {
+                return;
+            };
+            let mut value = value;
+            value["apiVersion"] = "apps/v1".into();
+            value["kind"] = "DaemonSet".into();
+            if let Ok(Some(ClusterObject::DaemonSet(template))) =
+                read(&RawDocument { index: 0, value })
+            {
+                cluster.apply_daemonset(k, *template);
+            }
+        }
+        Object::Pdb(pdb) => {
+            let k = key(pdb.metadata.namespace.as_ref(), pdb.metadata.name.as_ref());
+            cluster.apply_pdb(k, *pdb);
+        }
+    }
+}
+
+fn deleted(core: &mut Controllers, object: Object, now: Duration) {
+    let cluster = &mut core.cluster;
+    match object {
+        Object::Pod(pod) => cluster.delete_pod(&pod_key(&pod), now),
+        Object::Node(node) => cluster.delete_node(node.metadata.name.as_deref().unwrap_or(""), now),
+        Object::NodeClaim(claim) => {
+            cluster.delete_nodeclaim(claim.metadata.name.as_deref().unwrap_or(""));
+        }
+        Object::NodePool(np) => cluster.delete_node_pool(np.metadata.name.as_deref().unwrap_or("")),
+        Object::NodeClass(class) => {
+            cluster.delete_node_class(class.metadata.name.as_deref().unwrap_or(""));
+        }
+        Object::DaemonSet(ds) => {
+            cluster.delete_daemonset(&key(
+                ds.metadata.namespace.as_ref(),
+                ds.metadata.name.as_ref(),
+            ));
+        }
+        Object::Pdb(pdb) => {
+            cluster.delete_pdb(&key(
+                pdb.metadata.namespace.as_ref(),
+                pdb.metadata.name.as_ref(),
+            ));
+        }
+    }
+}
