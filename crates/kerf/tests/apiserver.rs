@@ -3,75 +3,14 @@
 //! installs, and every Karpenter document in `fixtures/` gets the same verdict from the API
 //! server's dry run as from `kerf validate`, except where Kerf is documented to be stricter.
 
-use std::io::Write;
+#[path = "../../kerf-operator/tests/support/mod.rs"]
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde::Deserialize;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// A control plane started for one test and stopped when dropped.
-struct ControlPlane {
-    dir: PathBuf,
-    kubeconfig: PathBuf,
-}
-
-impl ControlPlane {
-    fn start(name: &str) -> ControlPlane {
-        let dir = std::env::temp_dir().join(format!("kerf-e2e-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let out = Command::new(root().join("scripts/e2e-cluster.sh"))
-            .arg("start")
-            .arg(&dir)
-            .output()
-            .expect("run scripts/e2e-cluster.sh");
-        let cp = ControlPlane {
-            kubeconfig: dir.join("kubeconfig"),
-            dir,
-        };
-        assert!(
-            out.status.success(),
-            "the control plane did not start (build it with `scripts/e2e-cluster.sh build`, which \
-             scripts/install-test-deps.sh runs): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        cp
-    }
-
-    fn kubectl(&self, args: &[&str], stdin: Option<&[u8]>) -> Output {
-        let mut child = Command::new("kubectl")
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl runs (scripts/install-test-deps.sh installs it)");
-        if let Some(input) = stdin {
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(input)
-                .expect("write to kubectl");
-        }
-        drop(child.stdin.take());
-        child.wait_with_output().expect("kubectl finishes")
-    }
-}
-
-impl Drop for ControlPlane {
-    fn drop(&mut self) {
-        let _ = Command::new(root().join("scripts/e2e-cluster.sh"))
-            .arg("stop")
-            .arg(&self.dir)
-            .status();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+use support::{ControlPlane, root};
 
 fn kerf(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kerf"))

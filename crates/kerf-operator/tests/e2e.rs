@@ -1,0 +1,251 @@
+//! `kerf-operator --cloud-provider kwok` against a real control plane: pods bound by the real
+//! kube-scheduler on nodes Kerf launched, consolidation through the real Eviction API, a
+//! PodDisruptionBudget that holds a node, and a restart that picks up where it was.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{ControlPlane, Operator, root, wait_for};
+
+const LIMIT: Duration = Duration::from_secs(120);
+const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
+
+fn seed_004() -> Vec<u8> {
+    std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed 004")
+}
+
+fn json(cp: &ControlPlane, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&cp.kubectl_ok(&all, None)).expect("kubectl json")
+}
+
+fn items(cp: &ControlPlane, args: &[&str]) -> Vec<Value> {
+    json(cp, args)["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Pods of `app` that are Running, with their nodes.
+fn running(cp: &ControlPlane, app: &str) -> Vec<(String, String)> {
+    items(cp, &["get", "pods", "-l", &format!("app={app}")])
+        .iter()
+        .filter(|p| {
+            p["status"]["phase"] == "Running" && p["metadata"]["deletionTimestamp"].is_null()
+        })
+        .map(|p| {
+            (
+                p["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                p["spec"]["nodeName"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+fn nodeclaims(cp: &ControlPlane) -> Vec<Value> {
+    items(cp, &["get", "nodeclaims"])
+}
+
+fn ready_nodeclaims(cp: &ControlPlane) -> usize {
+    nodeclaims(cp)
+        .iter()
+        .filter(|c| {
+            c["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|k| k["type"] == "Ready" && k["status"] == "True")
+        })
+        .count()
+}
+
+fn messages(op: &Operator, message: &str) -> usize {
+    op.lines()
+        .iter()
+        .filter(|l| l["message"] == message)
+        .count()
+}
+
+fn scale(cp: &ControlPlane, replicas: usize) {
+    cp.kubectl_ok(
+        &[
+            "scale",
+            "deployment/inflate",
+            &format!("--replicas={replicas}"),
+        ],
+        None,
+    );
+}
+
+fn all_running(cp: &ControlPlane, n: usize) {
+    wait_for(
+        &format!("{n} inflate pods running"),
+        LIMIT,
+        || (running(cp, "inflate").len() == n).then_some(()),
+        || format!("{:?}", running(cp, "inflate")),
+    );
+}
+
+#[test]
+fn the_seed_walkthrough_scales_out_and_consolidates_back() {
+    let cp = ControlPlane::start("walkthrough");
+    cp.install_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
+    let op = Operator::start(&cp, OPERATOR, 1);
+
+    scale(&cp, 5);
+    all_running(&cp, 5);
+    let claims = nodeclaims(&cp);
+    assert_eq!(claims.len(), 1, "5 pods of 1 cpu fit one node: {claims:?}");
+    let table = cp.kubectl_ok(&["get", "nodeclaims"], None);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "TYPE", "CAPACITY", "ZONE", "NODE", "READY", "AGE"]
+    );
+    assert!(table.contains("on-demand"), "{table}");
+    wait_for(
+        "the nodeclaim Ready",
+        LIMIT,
+        || (ready_nodeclaims(&cp) == 1).then_some(()),
+        || table.clone(),
+    );
+
+    scale(&cp, 12);
+    all_running(&cp, 12);
+    assert!(nodeclaims(&cp).len() >= 2);
+
+    scale(&cp, 5);
+    all_running(&cp, 5);
+    scale(&cp, 1);
+    all_running(&cp, 1);
+    wait_for(
+        "consolidation down to one node",
+        Duration::from_secs(240),
+        || (nodeclaims(&cp).len() == 1 && items(&cp, &["get", "nodes"]).len() == 1).then_some(()),
+        || format!("{} nodeclaims", nodeclaims(&cp).len()),
+    );
+    assert!(messages(&op, "disrupting node(s)") >= 1);
+    assert!(messages(&op, "deleted nodeclaim") >= 1);
+    all_running(&cp, 1);
+    // nothing left half-deleted: every node has its nodeclaim and the other way round
+    let claims = nodeclaims(&cp);
+    let nodes = items(&cp, &["get", "nodes"]);
+    assert_eq!(
+        claims[0]["status"]["nodeName"],
+        nodes[0]["metadata"]["name"]
+    );
+}
+
+const GUARDED: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: guarded}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: guarded}}
+  template:
+    metadata: {labels: {app: guarded}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers: [{name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: "1"}}}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: guarded}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: guarded}}
+"#;
+
+#[test]
+fn a_pdb_that_allows_nothing_keeps_its_pod_through_expiry() {
+    let cp = ControlPlane::start("pdb");
+    cp.install_crds();
+    // seed 004 with nodes that expire after 20 seconds
+    let seed = String::from_utf8(seed_004())
+        .expect("utf-8")
+        .replace("expireAfter: 720h", "expireAfter: 20s");
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(seed.as_bytes()));
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(GUARDED.as_bytes()));
+    let op = Operator::start(&cp, OPERATOR, 1);
+    let (_, node) = wait_for(
+        "the guarded pod running",
+        LIMIT,
+        || running(&cp, "guarded").into_iter().next(),
+        || format!("{:?}", running(&cp, "guarded")),
+    );
+    wait_for(
+        "expiry to start",
+        LIMIT,
+        || (messages(&op, "deleting expired nodeclaim") >= 1).then_some(()),
+        || format!("{:?}", op.lines().last()),
+    );
+    // the Eviction API refuses while the budget allows nothing: the pod stays where it is,
+    // and its node stays (tainted) with it
+    std::thread::sleep(Duration::from_secs(15));
+    let now = running(&cp, "guarded");
+    assert_eq!(now.len(), 1);
+    assert_eq!(now[0].1, node, "the guarded pod moved");
+    let n = json(&cp, &["get", "node", &node]);
+    let taints: Vec<&str> = n["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["key"].as_str())
+        .collect();
+    assert!(taints.contains(&"karpenter.sh/disrupted"), "{taints:?}");
+    // once the budget is gone, the drain finishes
+    cp.kubectl_ok(&["delete", "pdb", "guarded"], None);
+    wait_for(
+        "the expired node gone",
+        LIMIT,
+        || (!cp.kubectl(&["get", "node", &node], None).status.success()).then_some(()),
+        || format!("{:?}", op.lines().last()),
+    );
+}
+
+#[test]
+fn a_restarted_operator_picks_up_its_nodeclaims() {
+    let cp = ControlPlane::start("restart");
+    cp.install_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
+    let first = Operator::start(&cp, OPERATOR, 1);
+    scale(&cp, 12);
+    all_running(&cp, 12);
+    let before: Vec<String> = nodeclaims(&cp)
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    first.kill();
+    let second = Operator::start(&cp, OPERATOR, 2);
+    // no new capacity for pods that already run, no orphan collected by mistake
+    std::thread::sleep(Duration::from_secs(5));
+    let after: Vec<String> = nodeclaims(&cp)
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(before, after);
+    assert_eq!(messages(&second, "created nodeclaim"), 0);
+    assert_eq!(
+        messages(&second, "garbage collecting instance without nodeclaim"),
+        0
+    );
+    // and it still consolidates what the first one launched
+    scale(&cp, 1);
+    wait_for(
+        "consolidation by the restarted operator",
+        Duration::from_secs(240),
+        || (nodeclaims(&cp).len() == 1).then_some(()),
+        || format!("{} nodeclaims", nodeclaims(&cp).len()),
+    );
+    all_running(&cp, 1);
+}
