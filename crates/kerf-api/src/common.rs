@@ -103,8 +103,8 @@ impl std::fmt::Display for Taint {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeClassReference {
-    /// API group of the node class (`karpenter.k8s.aws`).
-    #[schemars(length(min = 1))]
+    /// API group of the node class (`karpenter.k8s.aws`), without a version.
+    #[schemars(length(min = 1), regex(pattern = "^[^/]*$"))]
     pub group: String,
     /// Kind of the node class (`EC2NodeClass`).
     #[schemars(length(min = 1))]

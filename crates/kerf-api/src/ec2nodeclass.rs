@@ -181,8 +181,8 @@ pub struct AmiSelectorTerm {
     #[schemars(length(max = 30))]
     #[schemars(extend("x-kubernetes-validations" = [
         {"rule": "self.matches('^[a-zA-Z0-9]+@.+$')", "message": "'alias' is improperly formatted, must match the format 'family@version'"},
-        {"rule": "self.split('@')[0] in ['al2','al2023','bottlerocket','windows2019','windows2022']", "message": "family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022'"},
-        {"rule": "self.split('@')[0] in ['windows2019','windows2022'] ? self.split('@')[1] == 'latest' : true", "message": "windows families may only specify version 'latest'"}
+        {"rule": "self.split('@')[0] in ['al2','al2023','bottlerocket','windows2019','windows2022','windows2025']", "message": "family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022', 'windows2025'"},
+        {"rule": "self.split('@')[0] in ['windows2019','windows2022','windows2025'] ? self.split('@')[1] == 'latest' : true", "message": "windows families may only specify version 'latest'"}
     ]))]
     pub alias: Option<String>,
     /// Tags the AMI carries.
@@ -220,6 +220,8 @@ pub enum AmiFamily {
     Windows2019,
     /// Windows Server 2022.
     Windows2022,
+    /// Windows Server 2025.
+    Windows2025,
 }
 
 impl AmiFamily {
@@ -231,6 +233,7 @@ impl AmiFamily {
             "bottlerocket" => AmiFamily::Bottlerocket,
             "windows2019" => AmiFamily::Windows2019,
             "windows2022" => AmiFamily::Windows2022,
+            "windows2025" => AmiFamily::Windows2025,
             _ => return None,
         })
     }

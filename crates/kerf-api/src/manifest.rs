@@ -146,16 +146,15 @@ pub fn check_document(doc: &RawDocument) -> Checked {
     for p in &mut problems {
         add_hint(p);
     }
-    if structural.missing_required {
-        return Checked::Invalid(problems);
-    }
-    // The pruned document has the right shape: the typed rules check what is left.
+    // The pruned document has the right shape (or lacks a required field Rust can default):
+    // the typed rules check what is left.
     let typed = match kind {
         "NodePool" => typed::<NodePool>(&pruned).map(|o| KarpenterObject::NodePool(Box::new(o))),
         "NodeClaim" => typed::<NodeClaim>(&pruned).map(|o| KarpenterObject::NodeClaim(Box::new(o))),
         _ => typed::<EC2NodeClass>(&pruned).map(|o| KarpenterObject::EC2NodeClass(Box::new(o))),
     };
     match typed {
+        Err(_) if structural.missing_required => Checked::Invalid(problems),
         Err(p) => {
             problems.push(p);
             Checked::Invalid(problems)

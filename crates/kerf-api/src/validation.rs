@@ -585,9 +585,11 @@ fn check_alias(path: &str, alias: &str, p: &mut Vec<Problem>) {
     match AmiFamily::from_alias(family) {
         None => p.push(Problem::new(
             path,
-            "family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022'",
+            "family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022', 'windows2025'",
         )),
-        Some(AmiFamily::Windows2019 | AmiFamily::Windows2022) if version != "latest" => {
+        Some(AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025)
+            if version != "latest" =>
+        {
             p.push(Problem::new(path, "windows families may only specify version 'latest'"))
         }
         Some(_) => {}

@@ -22,6 +22,7 @@ spec:
       taints:
         - {key: dedicated, value: batch, effect: NoSchedule}
   disruption:
+    consolidateAfter: 30s
     budgets:
       - nodes: "10%"
 "#;
@@ -398,6 +399,22 @@ fn cases() -> Vec<Case> {
         ),
         case(
             NODEPOOL,
+            "/spec/template/spec/nodeClassRef",
+            json!({"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}),
+            json!({"group": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "name": "default"}),
+            "spec.template.spec.nodeClassRef.group",
+            "^[^/]*$",
+        ),
+        case(
+            NODEPOOL,
+            "/spec/disruption",
+            json!({"consolidateAfter": "1m", "budgets": [{"nodes": "20%"}]}),
+            json!({"budgets": [{"nodes": "20%"}]}),
+            "spec.disruption.consolidateAfter",
+            "is required",
+        ),
+        case(
+            NODEPOOL,
             "/spec/template/spec/kubelet",
             Value::Null,
             json!({"maxPods": 110}),
@@ -432,7 +449,7 @@ fn cases() -> Vec<Case> {
         case(
             NODECLASS,
             "/spec/amiSelectorTerms/0",
-            json!({"alias": "windows2022@latest"}),
+            json!({"alias": "windows2025@latest"}),
             json!({"alias": "ubuntu@latest"}),
             "spec.amiSelectorTerms[0].alias",
             "family is not supported",

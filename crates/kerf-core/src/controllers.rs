@@ -174,6 +174,13 @@ pub enum Action {
         /// The NodeClaim.
         nodeclaim: String,
     },
+    /// Write the NodePool's status from [`crate::objects::nodepool_status`].
+    PatchNodePoolStatus {
+        /// The NodePool.
+        node_pool: String,
+        /// The status.
+        status: Box<kerf_api::nodepool::NodePoolStatus>,
+    },
     /// Write the NodeClaim's status (provider id, node, capacity, conditions) from
     /// [`crate::objects::nodeclaim_status`].
     PatchNodeClaimStatus {
@@ -215,6 +222,8 @@ pub struct Controllers {
     launching: BTreeSet<String>,
     /// Pods whose eviction was asked for, while they still exist.
     evicting: BTreeSet<String>,
+    /// The NodePool statuses last written.
+    pool_statuses: std::collections::BTreeMap<String, kerf_api::nodepool::NodePoolStatus>,
 }
 
 impl Controllers {
@@ -235,6 +244,7 @@ impl Controllers {
             commands_started: 0,
             launching: BTreeSet::new(),
             evicting: BTreeSet::new(),
+            pool_statuses: std::collections::BTreeMap::new(),
         }
     }
 
@@ -291,8 +301,28 @@ impl Controllers {
             self.saw_pending_pod();
         }
         self.continue_command();
+        if changes.disruption || !changes.lifecycle.is_empty() || !changes.node_pools.is_empty() {
+            self.count_node_pools();
+        }
         if changes.disruption || !changes.lifecycle.is_empty() {
             self.schedule_pass(self.now + disruption::PASS_INTERVAL);
+        }
+    }
+
+    /// Writes the status of every NodePool whose count or readiness changed.
+    fn count_node_pools(&mut self) {
+        self.pool_statuses
+            .retain(|name, _| self.cluster.node_pools.contains_key(name));
+        let names: Vec<String> = self.cluster.node_pools.keys().cloned().collect();
+        for name in names {
+            let status = crate::objects::nodepool_status(&self.cluster, &name);
+            if self.pool_statuses.get(&name) != Some(&status) {
+                self.pool_statuses.insert(name.clone(), status.clone());
+                self.actions.push(Action::PatchNodePoolStatus {
+                    node_pool: name,
+                    status: Box::new(status),
+                });
+            }
         }
     }
 

@@ -8,10 +8,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 use kerf_api::nodeclaim::NodeClaimStatus;
 use kerf_api::nodeclaim::condition_types;
+use kerf_api::nodepool::NodePoolStatus;
 use kerf_api::{Condition, NodeClaim, labels};
 use kerf_scheduling::resources::Resources;
 
-use crate::cluster::{CapacityType, ClaimRecord, DriftReason, Launched, NodeRecord};
+use crate::cluster::{CapacityType, ClaimRecord, Cluster, DriftReason, Launched, NodeRecord};
 use crate::nodepools::taint_of;
 
 fn condition(type_: &str, status: bool, reason: &str) -> Condition {
@@ -86,6 +87,53 @@ pub fn nodeclaim_status(record: &ClaimRecord) -> NodeClaimStatus {
             .push(condition(condition_types::DRIFTED, true, d.as_str()));
     }
     status
+}
+
+/// A NodePool's status (Karpenter's `nodepool/counter` and `nodepool/readiness`): the summed
+/// capacity of its launched NodeClaims with their count under `nodes`, and `Ready` while its
+/// node class exists.
+pub fn nodepool_status(cluster: &Cluster, pool: &str) -> NodePoolStatus {
+    let mut capacity = Resources::default();
+    let mut nodes = 0i64;
+    for c in cluster.nodeclaims.values().filter(|c| c.node_pool == pool) {
+        if let Some(l) = &c.launched {
+            capacity.add(&l.capacity);
+            nodes += 1;
+        }
+    }
+    let class_ready = cluster.node_pools.get(pool).is_some_and(|np| {
+        cluster
+            .node_classes
+            .contains_key(&np.spec.template.spec.node_class_ref.name)
+    });
+    let mut resources = capacity.to_resource_list();
+    resources.retain(|_, q| q.milli() != 0);
+    resources.insert("nodes".into(), kerf_api::Quantity::from_units(nodes));
+    NodePoolStatus {
+        resources,
+        nodes: Some(nodes),
+        conditions: vec![
+            condition("ValidationSucceeded", true, "ValidationSucceeded"),
+            condition(
+                "NodeClassReady",
+                class_ready,
+                if class_ready {
+                    "NodeClassReady"
+                } else {
+                    "NodeClassNotFound"
+                },
+            ),
+            condition(
+                condition_types::READY,
+                class_ready,
+                if class_ready {
+                    "Ready"
+                } else {
+                    "NodeClassNotReady"
+                },
+            ),
+        ],
+    }
 }
 
 /// The labels the NodeClaim object carries once launched (what `kubectl get nodeclaims`

@@ -164,6 +164,19 @@ impl<C: CloudProvider> Executor<C> {
                     .map_err(|e| ("labelling nodeclaim", e.to_string()))?;
                 }
             }
+            Action::PatchNodePoolStatus { node_pool, status } => {
+                let pools: Api<kerf_api::NodePool> = Api::all(self.client.clone());
+                let patch = Patch::Merge(json!({"status": status}));
+                match retry("patching nodepool status", || {
+                    pools.patch_status(&node_pool, &params, &patch)
+                })
+                .await
+                {
+                    Ok(_) => {}
+                    Err(e) if gone(&e) => {}
+                    Err(e) => return Err(("patching nodepool status", e.to_string())),
+                }
+            }
             Action::Taint { node, taint } => {
                 let taint = K8sTaint {
                     key: taint.key,

@@ -415,7 +415,9 @@ impl World {
             }
             Action::DeleteNode { node } => self.delete_node(&node),
             // the controllers track the deletion; the object goes with its finalizer
-            Action::DeleteNodeClaim { .. } | Action::PatchNodeClaimStatus { .. } => {}
+            Action::DeleteNodeClaim { .. }
+            | Action::PatchNodeClaimStatus { .. }
+            | Action::PatchNodePoolStatus { .. } => {}
             Action::ReleaseNodeClaim { nodeclaim } => {
                 self.core.cluster.delete_nodeclaim(&nodeclaim);
                 self.binder_dirty = true;
