@@ -249,3 +249,158 @@ fn a_restarted_operator_picks_up_its_nodeclaims() {
     );
     all_running(&cp, 1);
 }
+
+fn claim_names(cp: &ControlPlane) -> Vec<String> {
+    nodeclaims(cp)
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn a_template_change_drifts_and_replaces_the_node() {
+    let cp = ControlPlane::start("drift");
+    cp.install_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
+    let op = Operator::start(&cp, OPERATOR, 1);
+    scale(&cp, 3);
+    all_running(&cp, 3);
+    let before = claim_names(&cp);
+    assert_eq!(before.len(), 1);
+    cp.kubectl_ok(
+        &[
+            "patch",
+            "nodepool",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"template":{"metadata":{"labels":{"team":"checkout"}}}}}"#,
+        ],
+        None,
+    );
+    wait_for(
+        "the drifted node replaced",
+        Duration::from_secs(180),
+        || {
+            let now = claim_names(&cp);
+            (now.len() == 1 && now != before).then_some(())
+        },
+        || format!("{:?}", claim_names(&cp)),
+    );
+    all_running(&cp, 3);
+    let drifted = op
+        .lines()
+        .into_iter()
+        .any(|l| l["message"] == "marking drifted" && l["reason"] == "NodePoolDrifted");
+    assert!(drifted);
+    let node = items(&cp, &["get", "nodes"]).remove(0);
+    assert_eq!(node["metadata"]["labels"]["team"], "checkout");
+}
+
+#[test]
+fn limits_hold_and_invalid_nodepools_are_rejected_with_kerfs_message() {
+    let cp = ControlPlane::start("limits");
+    cp.install_crds();
+    let seed = String::from_utf8(seed_004())
+        .expect("utf-8")
+        .replace("cpu: 1000", "cpu: 8");
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(seed.as_bytes()));
+    let op = Operator::start(&cp, OPERATOR, 1);
+    scale(&cp, 12);
+    wait_for(
+        "the limit reached",
+        LIMIT,
+        || {
+            op.lines()
+                .iter()
+                .any(|l| l["message"] == "could not schedule pod")
+                .then_some(())
+        },
+        || format!("{:?}", op.lines().last()),
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    let cpus: i64 = items(&cp, &["get", "nodes"])
+        .iter()
+        .map(|n| {
+            n["status"]["capacity"]["cpu"]
+                .as_str()
+                .and_then(|c| c.parse::<i64>().ok())
+                .unwrap_or(0)
+        })
+        .sum();
+    assert!(
+        cpus > 0 && cpus <= 8,
+        "{cpus} cpus launched under a limit of 8"
+    );
+    assert!(running(&cp, "inflate").len() < 12);
+    let pool = json(&cp, &["get", "nodepool", "default"]);
+    assert_eq!(pool["status"]["resources"]["cpu"], "8", "{pool}");
+
+    let invalid = seed.replace(
+        "consolidateAfter: 1m",
+        "consolidateAfter: 1m\n    budgets:\n    - nodes: \"10%\"\n      schedule: \"0 9 * * *\"",
+    );
+    let out = cp.kubectl(&["apply", "-f", "-"], Some(invalid.as_bytes()));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("'schedule' must be set with 'duration'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn orphans_from_a_crash_are_launched_or_collected() {
+    let cp = ControlPlane::start("orphans");
+    cp.install_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
+    // as left by an operator that died between creating a NodeClaim and launching it, and
+    // by one that died after launching an instance whose NodeClaim it never wrote
+    let unlaunched = r#"
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: default-crash
+  labels: {karpenter.sh/nodepool: default}
+  finalizers: [karpenter.sh/termination]
+spec:
+  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  requirements:
+  - {key: node.kubernetes.io/instance-type, operator: In, values: [c6a.large]}
+  - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: default-ghost
+  annotations: {kwok.x-k8s.io/node: fake}
+  labels: {karpenter.sh/nodepool: default}
+spec:
+  providerID: kwok://default-ghost
+"#;
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(unlaunched.as_bytes()));
+    let op = Operator::start(&cp, OPERATOR, 1);
+    wait_for(
+        "the unlaunched nodeclaim launched and ready",
+        LIMIT,
+        || (ready_nodeclaims(&cp) == 1).then_some(()),
+        || format!("{:?}", nodeclaims(&cp)),
+    );
+    wait_for(
+        "the instance without a nodeclaim collected",
+        LIMIT,
+        || {
+            (!cp.kubectl(&["get", "node", "default-ghost"], None)
+                .status
+                .success())
+            .then_some(())
+        },
+        || format!("{:?}", op.lines().last()),
+    );
+    assert_eq!(claim_names(&cp), ["default-crash"]);
+    let node = json(&cp, &["get", "node", "default-crash"]);
+    assert_eq!(
+        node["metadata"]["labels"]["node.kubernetes.io/instance-type"],
+        "c6a.large"
+    );
+}

@@ -101,7 +101,9 @@ impl Controllers {
     fn drift_of(&self, name: &str) -> Option<DriftReason> {
         let c = self.cluster.nodeclaims.get(name)?;
         let np = self.cluster.node_pools.get(&c.node_pool)?;
-        if c.node_pool_hash != node_pool_hash(np) {
+        // no hash (a NodeClaim written by another version or by hand): nothing to compare,
+        // as Karpenter treats a hash of another version
+        if !c.node_pool_hash.is_empty() && c.node_pool_hash != node_pool_hash(np) {
             return Some(DriftReason::NodePoolDrifted);
         }
         let labels = c
@@ -114,7 +116,8 @@ impl Controllers {
             return Some(DriftReason::RequirementsDrifted);
         }
         let class = self.cluster.node_classes.get(&c.node_class)?;
-        (c.node_class_hash != node_class_hash(class)).then_some(DriftReason::NodeClassDrift)
+        (!c.node_class_hash.is_empty() && c.node_class_hash != node_class_hash(class))
+            .then_some(DriftReason::NodeClassDrift)
     }
 
     /// Marks NodeClaims drifted, or clears the mark when drift no longer holds.
