@@ -199,6 +199,7 @@ enum Timer {
     Expire(String),
     RegistrationTimeout(String),
     ReplacementTimeout,
+    NominationExpiry(String),
 }
 
 /// The controllers and the cluster state they share.
@@ -281,6 +282,7 @@ impl Controllers {
             Timer::Expire(claim) => self.expire(&claim),
             Timer::RegistrationTimeout(claim) => self.registration_timeout(&claim),
             Timer::ReplacementTimeout => self.replacement_timeout(),
+            Timer::NominationExpiry(claim) => self.nomination_expiry(&claim),
         }
     }
 

@@ -149,6 +149,10 @@ impl Controllers {
         }
         self.cluster.changes.disruption = true;
         self.status_changed(name);
+        self.at(
+            self.now + super::provisioning::NOMINATION_GRACE,
+            Timer::NominationExpiry(name.to_string()),
+        );
         self.log(
             "nodeclaim.lifecycle",
             "initialized nodeclaim",

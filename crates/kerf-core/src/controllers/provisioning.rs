@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::{NodePool, Taint, labels};
@@ -68,7 +69,34 @@ fn scheduling_taints(node: &NodeRecord, pool: &NodePool, initialized: bool) -> V
         .collect()
 }
 
+/// How long kube-scheduler has to bind pods nominated to an initialized node before the
+/// provisioner looks for capacity for them again (Karpenter: twice the batch maximum).
+pub const NOMINATION_GRACE: Duration = Duration::from_secs(20);
+
 impl Controllers {
+    /// Nominations to an initialized NodeClaim end: pods kube-scheduler did not bind there
+    /// (other pods took the room) want capacity again.
+    pub(super) fn nomination_expiry(&mut self, claim: &str) {
+        if self
+            .cluster
+            .nodeclaims
+            .get(claim)
+            .is_some_and(|c| !c.initialized)
+        {
+            return;
+        }
+        let mut again = false;
+        for p in self.cluster.pods.values_mut() {
+            if p.node.is_none() && p.nominated.as_deref() == Some(claim) {
+                p.nominated = None;
+                again |= p.wants_capacity();
+            }
+        }
+        if again {
+            self.saw_pending_pod();
+        }
+    }
+
     /// The NodePools as the scheduler sees them now: instance types with the offerings the
     /// unavailable cache rules out, and usage counted against limits; with their names.
     pub fn pool_inputs(&mut self) -> (Vec<NodePoolInput>, Vec<String>) {
@@ -196,6 +224,14 @@ impl Controllers {
                 if let Some(rec) = self.cluster.pods.get_mut(&keys[*p]) {
                     rec.nominated = Some(claim.clone());
                 }
+            }
+            if self
+                .cluster
+                .nodeclaims
+                .get(&claim)
+                .is_some_and(|c| c.initialized)
+            {
+                self.at(self.now + NOMINATION_GRACE, Timer::NominationExpiry(claim));
             }
         }
         if !decision.nodeclaims.is_empty() {

@@ -1,0 +1,120 @@
+//! The controllers driven as a shell drives them: observations in, `poll(now)`, actions out.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::NodePool;
+use kerf_core::cluster::{CapacityType, Launched, NodeRecord};
+use kerf_core::controllers::{Action, Controllers, Settings};
+use kerf_scheduling::resources::Resources;
+use kerf_scheduling::{InstanceTypeOption, Offering};
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn pool() -> NodePool {
+    serde_yaml::from_str(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: []\n",
+    )
+    .unwrap()
+}
+
+fn two_cpus() -> Resources {
+    Resources::from_quantities([
+        (&"cpu".to_string(), "2"),
+        (&"memory".to_string(), "8Gi"),
+        (&"pods".to_string(), "110"),
+    ])
+}
+
+fn instance_type() -> InstanceTypeOption {
+    InstanceTypeOption {
+        name: "m5.large".into(),
+        labels: BTreeMap::from([("node.kubernetes.io/instance-type".into(), "m5.large".into())]),
+        capacity: two_cpus(),
+        allocatable: two_cpus(),
+        offerings: vec![Offering {
+            zone: "us-east-1a".into(),
+            capacity_type: "on-demand".into(),
+            price_per_hour: 0.1,
+            available: true,
+        }],
+    }
+}
+
+/// A pod kube-scheduler found no node for.
+fn unschedulable(name: &str, cpu: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
+    }))
+    .unwrap()
+}
+
+fn created(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::CreateNodeClaim(c) => c.metadata.name.clone(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Polls until `until`, a second at a time, collecting the actions.
+fn run_until(core: &mut Controllers, from: u64, until: u64) -> Vec<Action> {
+    (from..=until).flat_map(|t| core.poll(secs(t))).collect()
+}
+
+#[test]
+fn a_nominated_pod_kube_scheduler_did_not_bind_gets_capacity_again() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    core.cluster.apply_node_pool(pool());
+    core.cluster
+        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    let first = created(&run_until(&mut core, 0, 2));
+    assert_eq!(first.len(), 1, "one NodeClaim for the pending pod");
+    let claim = first[0].clone();
+    let launched = Launched {
+        provider_id: format!("kwok://{claim}"),
+        instance_type: "m5.large".into(),
+        zone: "us-east-1a".into(),
+        capacity_type: CapacityType::OnDemand,
+        price_per_hour: 0.1,
+        capacity: two_cpus(),
+        allocatable: two_cpus(),
+        labels: BTreeMap::new(),
+    };
+    core.launched(&claim, launched, secs(3));
+    core.cluster.apply_node(
+        claim.clone(),
+        NodeRecord {
+            provider_id: format!("kwok://{claim}"),
+            nodeclaim: None,
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            allocatable: two_cpus(),
+            ready: true,
+            requests: Resources::default(),
+            last_pod_event: secs(4),
+            marked_consolidatable: None,
+        },
+        secs(4),
+    );
+    core.poll(secs(4));
+    assert!(core.cluster.nodeclaims[&claim].initialized);
+    // kube-scheduler gives the room to another pod; x stays pending, nominated
+    let mut other = unschedulable("y", "1500m");
+    other.spec.as_mut().unwrap().node_name = Some(claim.clone());
+    core.cluster.apply_pod(other, secs(5));
+    assert!(created(&run_until(&mut core, 5, 20)).is_empty());
+    // once the nomination has had its chance, x gets a NodeClaim of its own
+    let again = created(&run_until(&mut core, 21, 40));
+    assert_eq!(again.len(), 1, "the pod was left nominated to a full node");
+    assert_ne!(again[0], claim);
+}
