@@ -44,7 +44,9 @@ fn spot_to_spot(gates: &str) -> Result<bool, String> {
     Ok(on)
 }
 
-#[tokio::main]
+// one thread: the controllers are one state machine, and a single allocator arena keeps the
+// resident set small
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
     let spot_to_spot = match spot_to_spot(&args.feature_gates) {

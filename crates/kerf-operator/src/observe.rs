@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::manifest::RawDocument;
 use kerf_core::cluster::CapacityType;
@@ -31,6 +32,25 @@ fn offer_instance_types(core: &mut Controllers, cloud: &impl CloudProvider, clas
         let types = cloud.instance_types(core.cluster.node_classes.get(class));
         core.cluster.set_instance_types(class, types);
     }
+}
+
+/// Keeps of a pod only what the controllers read: managed fields and container statuses are
+/// often most of it, and every pod is kept (and queued between the watch and the loop).
+pub fn slim_pod(mut pod: Pod) -> Pod {
+    pod.metadata.managed_fields = None;
+    if let Some(status) = pod.status.as_mut() {
+        *status = PodStatus {
+            phase: status.phase.take(),
+            nominated_node_name: status.nominated_node_name.take(),
+            conditions: status.conditions.take().map(|cs| {
+                cs.into_iter()
+                    .filter(|c| c.type_ == "PodScheduled")
+                    .collect()
+            }),
+            ..PodStatus::default()
+        };
+    }
+    pod
 }
 
 /// Writes one observation into the cluster state.

@@ -86,7 +86,12 @@ pub const KINDS: [&str; 7] = [
 
 /// Starts a watch per kind, all sending to `tx`.
 pub fn spawn_all(client: &Client, tx: &UnboundedSender<Observed>) {
-    spawn::<Pod>(client, KINDS[0], |o| Object::Pod(Box::new(o)), tx.clone());
+    spawn::<Pod>(
+        client,
+        KINDS[0],
+        |o| Object::Pod(Box::new(crate::observe::slim_pod(o))),
+        tx.clone(),
+    );
     spawn::<Node>(client, KINDS[1], |o| Object::Node(Box::new(o)), tx.clone());
     spawn::<NodeClaim>(
         client,

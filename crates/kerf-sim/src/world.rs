@@ -461,10 +461,10 @@ impl World {
                 self.cheapest_rates = None;
                 self.binder_dirty = true;
             }
-            Checked::Valid(KarpenterObject::EC2NodeClass(nc)) => {
-                let name = nc.metadata.name.clone().unwrap_or_default();
+            Checked::Valid(KarpenterObject::EC2NodeClass(class)) => {
+                let name = class.metadata.name.clone().unwrap_or_default();
                 self.catalogs.remove(&name);
-                self.core.cluster.apply_node_class(*nc);
+                self.core.cluster.apply_node_class(*class);
                 self.offer_instance_types(&name);
                 self.cheapest_rates = None;
             }
@@ -729,10 +729,10 @@ impl World {
         // nominated pods whose node is now ready go there if they still fit
         for k in &pending {
             let cluster = &self.core.cluster;
-            let Some(nc) = cluster.pods[k].nominated.clone() else {
+            let Some(claim) = cluster.pods[k].nominated.clone() else {
                 continue;
             };
-            let node = cluster.nodeclaims.get(&nc).and_then(|c| c.node.clone());
+            let node = cluster.nodeclaims.get(&claim).and_then(|c| c.node.clone());
             if let Some(n) = node
                 && let Some(rec) = cluster.nodes.get(&n).filter(|n| n.ready)
             {

@@ -181,8 +181,8 @@ impl Controllers {
             {
                 by_node.entry(n.as_str()).or_default().push(k);
             }
-            if let Some(nc) = &p.nominated {
-                nominated_claims.insert(nc.as_str());
+            if let Some(claim) = &p.nominated {
+                nominated_claims.insert(claim.as_str());
             }
         }
         let mut names = Vec::new();

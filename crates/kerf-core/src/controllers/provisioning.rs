@@ -201,7 +201,7 @@ impl Controllers {
             .filter_map(|p| {
                 let at = match (&p.node, &p.nominated) {
                     (Some(n), _) => index_by_node.get(n.as_str()),
-                    (None, Some(nc)) => index_by_claim.get(nc.as_str()),
+                    (None, Some(claim)) => index_by_claim.get(claim.as_str()),
                     _ => None,
                 };
                 at.map(|&node| BoundPod { node, pod: &p.pod })
@@ -272,8 +272,11 @@ impl Controllers {
         let cluster = &self.cluster;
         let mut nominated: HashMap<&str, Resources> = HashMap::new();
         for p in cluster.pods.values() {
-            if let Some(nc) = &p.nominated {
-                nominated.entry(nc.as_str()).or_default().add(&p.requests);
+            if let Some(claim) = &p.nominated {
+                nominated
+                    .entry(claim.as_str())
+                    .or_default()
+                    .add(&p.requests);
             }
         }
         let mut existing = Vec::new();
