@@ -50,22 +50,7 @@ fn crds_install_and_every_fixture_gets_the_servers_verdict() {
         "kube-apiserver rejects `kerf crds`: {}",
         String::from_utf8_lossy(&applied.stderr)
     );
-    let established = cp.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/nodepools.karpenter.sh",
-            "crd/nodeclaims.karpenter.sh",
-            "crd/ec2nodeclasses.karpenter.k8s.aws",
-        ],
-        None,
-    );
-    assert!(
-        established.status.success(),
-        "{}",
-        String::from_utf8_lossy(&established.stderr)
-    );
+    cp.wait_for_crds();
 
     let scratch = cp.dir.join("docs");
     std::fs::create_dir_all(&scratch).expect("scratch dir");

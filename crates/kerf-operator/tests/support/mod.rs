@@ -86,6 +86,11 @@ impl ControlPlane {
             &["apply", "--server-side", "-f", "-"],
             Some(yaml.as_bytes()),
         );
+        self.wait_for_crds();
+    }
+
+    /// Waits until the API serves the three CRDs.
+    pub fn wait_for_crds(&self) {
         self.kubectl_ok(
             &[
                 "wait",

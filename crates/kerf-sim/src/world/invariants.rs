@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{Taint, labels};
 use kerf_aws::instance_type::scheduler_options;
-use kerf_core::cluster::PodOwner;
+use kerf_core::cluster::{PodOwner, PodRecord};
 use kerf_core::controllers::disruption::pdb_blocks;
 use kerf_core::controllers::list_text;
 use kerf_core::disruption::{allowed_disruptions, pod_blocks};
@@ -142,22 +142,13 @@ impl World {
         let cloud = &self.scenario.spec.cloud;
         let bound = cloud.launch_delay.0 + cloud.ready_delay.0 + WAIT_SLACK;
         let now = self.now;
-        let late: Vec<String> = self
-            .core
-            .cluster
-            .pods
-            .iter()
-            .filter(|(_, p)| {
-                p.node.is_none()
-                    && p.owner != PodOwner::DaemonSet
-                    && now.saturating_sub(p.pending_since) > bound
-                    && !cloud
-                        .insufficient_capacity
-                        .iter()
-                        .any(|w| w.overlaps(p.pending_since, now))
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
+        let late = self.waiting(|p| {
+            now.saturating_sub(p.pending_since) > bound
+                && !cloud
+                    .insufficient_capacity
+                    .iter()
+                    .any(|w| w.overlaps(p.pending_since, now))
+        });
         if late.iter().all(|k| self.unhostable.contains(k)) {
             return Ok(());
         }
@@ -177,18 +168,8 @@ impl World {
     /// Every pending pod a NodePool could host must not have waited long.
     pub(super) fn check_end(&mut self) -> Result<(), SimError> {
         self.check_step()?;
-        let stale: Vec<String> = self
-            .core
-            .cluster
-            .pods
-            .iter()
-            .filter(|(_, p)| {
-                p.node.is_none()
-                    && p.owner != PodOwner::DaemonSet
-                    && self.now.saturating_sub(p.pending_since) > REGISTRATION_TTL
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
+        let now = self.now;
+        let stale = self.waiting(|p| now.saturating_sub(p.pending_since) > REGISTRATION_TTL);
         if stale.is_empty() {
             return Ok(());
         }
@@ -210,6 +191,13 @@ impl World {
                 list_text(&hostable)
             )))
         }
+    }
+
+    /// Workload pods waiting for a node, among those `keep` selects.
+    fn waiting(&self, keep: impl Fn(&PodRecord) -> bool) -> Vec<String> {
+        self.core
+            .cluster
+            .pods_where(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet && keep(p))
     }
 
     /// The pods among `keys` that new NodeClaims of `pools` could host.
