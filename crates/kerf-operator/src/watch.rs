@@ -2,6 +2,9 @@
 //! Each watch relists after an error (the watcher's own backoff); the main loop applies the
 //! observations to the core's cluster state, which is the store these watches fill.
 
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -45,23 +48,91 @@ pub enum Observed {
     Failed(&'static str, String),
 }
 
+/// What of an object the controllers read, hashed: an update that leaves it unchanged (a
+/// kwok heartbeat, a container status) is not passed on.
+type Fingerprint<K> = fn(&K) -> u64;
+
+fn hash_of(value: &impl serde::Serialize) -> u64 {
+    let mut h = DefaultHasher::new();
+    serde_json::to_string(value)
+        .unwrap_or_default()
+        .hash(&mut h);
+    h.finish()
+}
+
+fn pod_fingerprint(pod: &Pod) -> u64 {
+    let scheduled = pod.status.as_ref().and_then(|s| {
+        s.conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == "PodScheduled")
+            .map(|c| (c.status.clone(), c.reason.clone()))
+    });
+    hash_of(&(
+        pod.spec.as_ref().and_then(|s| s.node_name.as_ref()),
+        pod.status.as_ref().and_then(|s| s.phase.as_ref()),
+        scheduled,
+        &pod.metadata.labels,
+        &pod.metadata.annotations,
+        pod.metadata.deletion_timestamp.is_some(),
+    ))
+}
+
+fn node_fingerprint(node: &Node) -> u64 {
+    let status = node.status.as_ref();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    hash_of(&(
+        &node.metadata.labels,
+        node.spec
+            .as_ref()
+            .map(|s| (&s.taints, &s.provider_id, s.unschedulable)),
+        status.map(|s| (&s.allocatable, &s.capacity)),
+        ready,
+    ))
+}
+
+fn key_of(meta: &kube::api::ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.name.as_deref().unwrap_or("")
+    )
+}
+
 fn spawn<K>(
     client: &Client,
     kind: &'static str,
     wrap: fn(K) -> Object,
+    fingerprint: Option<Fingerprint<K>>,
     tx: UnboundedSender<Observed>,
 ) where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     let api: Api<K> = Api::all(client.clone());
     tokio::spawn(async move {
+        let mut seen: HashMap<String, u64> = HashMap::new();
         let mut stream = watcher::watcher(api, watcher::Config::default())
             .default_backoff()
             .boxed();
         while let Some(event) = stream.next().await {
             let message = match event {
-                Ok(Event::Apply(o) | Event::InitApply(o)) => Observed::Applied(wrap(o)),
-                Ok(Event::Delete(o)) => Observed::Deleted(wrap(o)),
+                Ok(Event::Apply(o) | Event::InitApply(o)) => {
+                    if let Some(f) = fingerprint {
+                        let print = f(&o);
+                        if seen.insert(key_of(o.meta()), print) == Some(print) {
+                            continue;
+                        }
+                    }
+                    Observed::Applied(wrap(o))
+                }
+                Ok(Event::Delete(o)) => {
+                    seen.remove(&key_of(o.meta()));
+                    Observed::Deleted(wrap(o))
+                }
                 Ok(Event::InitDone) => Observed::Synced(kind),
                 Ok(Event::Init) => continue,
                 Err(e) => Observed::Failed(kind, e.to_string()),
@@ -86,36 +157,18 @@ pub const KINDS: [&str; 7] = [
 
 /// Starts a watch per kind, all sending to `tx`.
 pub fn spawn_all(client: &Client, tx: &UnboundedSender<Observed>) {
-    spawn::<Pod>(
-        client,
-        KINDS[0],
-        |o| Object::Pod(Box::new(crate::observe::slim_pod(o))),
-        tx.clone(),
-    );
-    spawn::<Node>(client, KINDS[1], |o| Object::Node(Box::new(o)), tx.clone());
-    spawn::<NodeClaim>(
-        client,
-        KINDS[2],
-        |o| Object::NodeClaim(Box::new(o)),
-        tx.clone(),
-    );
-    spawn::<NodePool>(
-        client,
-        KINDS[3],
-        |o| Object::NodePool(Box::new(o)),
-        tx.clone(),
-    );
-    spawn::<EC2NodeClass>(
-        client,
-        KINDS[4],
-        |o| Object::NodeClass(Box::new(o)),
-        tx.clone(),
-    );
-    spawn::<DaemonSet>(
-        client,
-        KINDS[5],
-        |o| Object::DaemonSet(Box::new(o)),
-        tx.clone(),
-    );
-    spawn::<PodDisruptionBudget>(client, KINDS[6], |o| Object::Pdb(Box::new(o)), tx.clone());
+    let pod = |o| Object::Pod(Box::new(crate::observe::slim_pod(o)));
+    spawn::<Pod>(client, KINDS[0], pod, Some(pod_fingerprint), tx.clone());
+    let node = |o| Object::Node(Box::new(o));
+    spawn::<Node>(client, KINDS[1], node, Some(node_fingerprint), tx.clone());
+    let claim = |o| Object::NodeClaim(Box::new(o));
+    spawn::<NodeClaim>(client, KINDS[2], claim, None, tx.clone());
+    let pool = |o| Object::NodePool(Box::new(o));
+    spawn::<NodePool>(client, KINDS[3], pool, None, tx.clone());
+    let class = |o| Object::NodeClass(Box::new(o));
+    spawn::<EC2NodeClass>(client, KINDS[4], class, None, tx.clone());
+    let ds = |o| Object::DaemonSet(Box::new(o));
+    spawn::<DaemonSet>(client, KINDS[5], ds, None, tx.clone());
+    let pdb = |o| Object::Pdb(Box::new(o));
+    spawn::<PodDisruptionBudget>(client, KINDS[6], pdb, None, tx.clone());
 }
