@@ -158,6 +158,20 @@ spec:
       terminationGracePeriodSeconds: 0
       containers: [{name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: "1"}}}]
 ---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: pinned}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: pinned}}
+  template:
+    metadata:
+      labels: {app: pinned}
+      annotations: {karpenter.sh/do-not-disrupt: "true"}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers: [{name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: "1"}}}]
+---
 apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata: {name: guarded}
@@ -167,7 +181,7 @@ spec:
 "#;
 
 #[test]
-fn a_pdb_that_allows_nothing_keeps_its_pod_through_expiry() {
+fn a_pdb_and_do_not_disrupt_keep_their_pods_through_expiry() {
     let cp = ControlPlane::start("pdb");
     cp.install_crds();
     // seed 004 with nodes that expire after 20 seconds
@@ -182,6 +196,12 @@ fn a_pdb_that_allows_nothing_keeps_its_pod_through_expiry() {
         LIMIT,
         || running(&cp, "guarded").into_iter().next(),
         || format!("{:?}", running(&cp, "guarded")),
+    );
+    let (pinned, pinned_node) = wait_for(
+        "the pinned pod running",
+        LIMIT,
+        || running(&cp, "pinned").into_iter().next(),
+        || format!("{:?}", running(&cp, "pinned")),
     );
     wait_for(
         "expiry to start",
@@ -203,14 +223,15 @@ fn a_pdb_that_allows_nothing_keeps_its_pod_through_expiry() {
         .filter_map(|t| t["key"].as_str())
         .collect();
     assert!(taints.contains(&"karpenter.sh/disrupted"), "{taints:?}");
-    // once the budget is gone, the drain finishes
+    // once the budget is gone, the guarded pod is evicted; the pinned one never is
     cp.kubectl_ok(&["delete", "pdb", "guarded"], None);
     wait_for(
-        "the expired node gone",
+        "the guarded pod evicted from the expired node",
         LIMIT,
-        || (!cp.kubectl(&["get", "node", &node], None).status.success()).then_some(()),
-        || format!("{:?}", op.lines().last()),
+        || (!running(&cp, "guarded").iter().any(|(_, n)| *n == node)).then_some(()),
+        || format!("{:?}", running(&cp, "guarded")),
     );
+    assert_eq!(running(&cp, "pinned"), [(pinned, pinned_node)]);
 }
 
 #[test]
