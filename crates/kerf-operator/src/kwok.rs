@@ -12,8 +12,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::{EC2NodeClass, NodePool, labels};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
+use std::path::{Path, PathBuf};
+
 use kerf_core::cluster::{CapacityType, ClaimRecord, Launched};
+use kerf_core::controllers::lifecycle::Offering;
 use kerf_core::controllers::provisioning::node_labels;
+use kerf_core::unavailable::Pattern;
 use kerf_scheduling::InstanceTypeOption;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
@@ -28,15 +32,40 @@ const PROVIDER_PREFIX: &str = "kwok://";
 pub struct Kwok {
     nodes: Api<Node>,
     region: String,
+    no_capacity: Option<PathBuf>,
+}
+
+/// Reads the offerings that have no capacity: one `CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]]` a
+/// line (`*` for any), blank lines and `#` comments skipped.
+fn read_no_capacity(path: &Path) -> Result<Vec<Pattern>, CloudError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CloudError::Config(format!("{}: {e}", path.display())))?;
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            Pattern::parse(l).map_err(|e| CloudError::Config(format!("{}: {e}", path.display())))
+        })
+        .collect()
 }
 
 impl Kwok {
     /// A provider creating Nodes through `client`, with the instance types of `region`.
-    pub fn new(client: kube::Client, region: &str) -> Result<Kwok, CloudError> {
+    /// Offerings listed in `no_capacity` (read at every launch) fail with insufficient
+    /// capacity, as EC2 does when a pool runs dry: that is how tests take spot away.
+    pub fn new(
+        client: kube::Client,
+        region: &str,
+        no_capacity: Option<PathBuf>,
+    ) -> Result<Kwok, CloudError> {
         kerf_aws::catalog::zones(region).map_err(|e| CloudError::Config(e.to_string()))?;
+        if let Some(path) = &no_capacity {
+            read_no_capacity(path)?;
+        }
         Ok(Kwok {
             nodes: Api::all(client),
             region: region.to_string(),
+            no_capacity,
         })
     }
 
@@ -80,27 +109,56 @@ impl CloudProvider for Kwok {
         class: Option<&EC2NodeClass>,
     ) -> Result<Launched, CloudError> {
         let catalog = self.catalog(class);
-        // the cheapest offering the NodeClaim allows, spot first when it allows spot
-        let mut best: Option<(bool, f64, &kerf_aws::InstanceType, &kerf_aws::Offering)> = None;
+        let dry = match &self.no_capacity {
+            Some(path) => read_no_capacity(path)?,
+            None => Vec::new(),
+        };
+        // the offerings the NodeClaim allows, spot first when it allows spot, cheapest first
+        let mut offers: Vec<(bool, f64, &kerf_aws::InstanceType, &kerf_aws::Offering)> = Vec::new();
         for t in catalog
             .iter()
             .filter(|t| claim.instance_types.iter().any(|n| n == t.name()))
         {
             for o in &t.offerings {
-                if !allows(claim, labels::ZONE, &o.zone)
-                    || !allows(claim, labels::CAPACITY_TYPE, o.capacity_type)
+                if allows(claim, labels::ZONE, &o.zone)
+                    && allows(claim, labels::CAPACITY_TYPE, o.capacity_type)
                 {
-                    continue;
-                }
-                let on_demand = o.capacity_type != labels::CAPACITY_TYPE_SPOT;
-                let better = best.is_none_or(|(d, p, _, _)| (on_demand, o.price_per_hour) < (d, p));
-                if better {
-                    best = Some((on_demand, o.price_per_hour, t, o));
+                    let on_demand = o.capacity_type != labels::CAPACITY_TYPE_SPOT;
+                    offers.push((on_demand, o.price_per_hour, t, o));
                 }
             }
         }
-        let Some((_, price, t, o)) = best else {
-            return Err(CloudError::InsufficientCapacity(Vec::new()));
+        offers.sort_by(|a, b| {
+            (a.0, a.1)
+                .partial_cmp(&(b.0, b.1))
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then_with(|| a.2.name().cmp(b.2.name()))
+                .then_with(|| a.3.zone.cmp(&b.3.zone))
+        });
+        if let Some(first) = offers.first() {
+            // a fleet request is for one capacity type: the first one's
+            let on_demand = first.0;
+            offers.retain(|o| o.0 == on_demand);
+        }
+        let mut insufficient = Vec::new();
+        let mut chosen = None;
+        for (_, price, t, o) in offers {
+            if dry
+                .iter()
+                .any(|p| p.matches(o.capacity_type, t.name(), &o.zone))
+            {
+                insufficient.push(Offering {
+                    capacity_type: o.capacity_type.to_string(),
+                    instance_type: t.name().to_string(),
+                    zone: o.zone.clone(),
+                });
+                continue;
+            }
+            chosen = Some((price, t, o));
+            break;
+        }
+        let Some((price, t, o)) = chosen else {
+            return Err(CloudError::InsufficientCapacity(insufficient));
         };
         let mut type_labels = t.labels.clone();
         type_labels.insert(labels::REGION.into(), self.region.clone());

@@ -20,6 +20,10 @@ struct Args {
     /// The region whose instance types and zones kwok offers.
     #[arg(long, default_value = "us-east-1")]
     region: String,
+    /// kwok only: a file of offerings without capacity, one
+    /// `CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]]` a line (`*` for any), read at every launch.
+    #[arg(long, value_name = "FILE")]
+    kwok_no_capacity: Option<std::path::PathBuf>,
     /// Karpenter's feature gates, as `SpotToSpotConsolidation=true`.
     #[arg(long, default_value = "")]
     feature_gates: String,
@@ -67,7 +71,11 @@ async fn main() -> std::process::ExitCode {
     };
     let options = kerf_operator::Options { spot_to_spot };
     let result = match args.cloud_provider {
-        Provider::Kwok => match kerf_operator::kwok::Kwok::new(client.clone(), &args.region) {
+        Provider::Kwok => match kerf_operator::kwok::Kwok::new(
+            client.clone(),
+            &args.region,
+            args.kwok_no_capacity,
+        ) {
             Ok(cloud) => kerf_operator::run(client, cloud, options).await,
             Err(e) => Err(e.into()),
         },

@@ -94,7 +94,7 @@ fn the_seed_walkthrough_scales_out_and_consolidates_back() {
     let cp = ControlPlane::start("walkthrough");
     cp.install_crds();
     cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
-    let op = Operator::start(&cp, OPERATOR, 1);
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
 
     scale(&cp, 5);
     all_running(&cp, 5);
@@ -190,7 +190,7 @@ fn a_pdb_and_do_not_disrupt_keep_their_pods_through_expiry() {
         .replace("expireAfter: 720h", "expireAfter: 20s");
     cp.kubectl_ok(&["apply", "-f", "-"], Some(seed.as_bytes()));
     cp.kubectl_ok(&["apply", "-f", "-"], Some(GUARDED.as_bytes()));
-    let op = Operator::start(&cp, OPERATOR, 1);
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
     let (_, node) = wait_for(
         "the guarded pod running",
         LIMIT,
@@ -239,7 +239,7 @@ fn a_restarted_operator_picks_up_its_nodeclaims() {
     let cp = ControlPlane::start("restart");
     cp.install_crds();
     cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
-    let first = Operator::start(&cp, OPERATOR, 1);
+    let first = Operator::start(&cp, OPERATOR, 1, &[]);
     scale(&cp, 12);
     all_running(&cp, 12);
     let before: Vec<String> = nodeclaims(&cp)
@@ -247,7 +247,7 @@ fn a_restarted_operator_picks_up_its_nodeclaims() {
         .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
         .collect();
     first.kill();
-    let second = Operator::start(&cp, OPERATOR, 2);
+    let second = Operator::start(&cp, OPERATOR, 2, &[]);
     // no new capacity for pods that already run, no orphan collected by mistake
     std::thread::sleep(Duration::from_secs(5));
     let after: Vec<String> = nodeclaims(&cp)
@@ -283,7 +283,7 @@ fn a_template_change_drifts_and_replaces_the_node() {
     let cp = ControlPlane::start("drift");
     cp.install_crds();
     cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
-    let op = Operator::start(&cp, OPERATOR, 1);
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
     scale(&cp, 3);
     all_running(&cp, 3);
     let before = claim_names(&cp);
@@ -326,7 +326,7 @@ fn limits_hold_and_invalid_nodepools_are_rejected_with_kerfs_message() {
         .expect("utf-8")
         .replace("cpu: 1000", "cpu: 8");
     cp.kubectl_ok(&["apply", "-f", "-"], Some(seed.as_bytes()));
-    let op = Operator::start(&cp, OPERATOR, 1);
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
     scale(&cp, 12);
     wait_for(
         "the limit reached",
@@ -400,7 +400,7 @@ spec:
   providerID: kwok://default-ghost
 "#;
     cp.kubectl_ok(&["apply", "-f", "-"], Some(unlaunched.as_bytes()));
-    let op = Operator::start(&cp, OPERATOR, 1);
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
     wait_for(
         "the unlaunched nodeclaim launched and ready",
         LIMIT,
@@ -424,4 +424,78 @@ spec:
         node["metadata"]["labels"]["node.kubernetes.io/instance-type"],
         "c6a.large"
     );
+}
+
+const BATCH: &str = r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole-demo
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: batch}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: batch}}
+  template:
+    metadata: {labels: {app: batch}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+            - matchExpressions:
+              - {key: karpenter.sh/nodepool, operator: In, values: [batch, batch-fallback]}
+      containers: [{name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: "1"}}}]
+"#;
+
+#[test]
+fn without_spot_capacity_the_weighted_fallback_nodepool_launches() {
+    let cp = ControlPlane::start("fallback");
+    cp.install_crds();
+    // seed 000: a spot NodePool of weight 100 and an on-demand fallback of weight 10
+    let seed =
+        std::fs::read(root().join("fixtures/seeds/000-spot-fallback.yaml")).expect("seed 000");
+    let pools: Vec<&str> = std::str::from_utf8(&seed)
+        .expect("utf-8")
+        .split("\n---\n")
+        .filter(|d| d.contains("kind: NodePool"))
+        .collect();
+    cp.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(pools.join("\n---\n").as_bytes()),
+    );
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(BATCH.as_bytes()));
+    let dry = cp.dir.join("no-capacity");
+    std::fs::write(&dry, "spot\n").expect("no-capacity file");
+    let op = Operator::start(
+        &cp,
+        OPERATOR,
+        1,
+        &["--kwok-no-capacity", dry.to_str().expect("utf-8 path")],
+    );
+    wait_for(
+        "the batch pods running",
+        LIMIT,
+        || (running(&cp, "batch").len() == 3).then_some(()),
+        || format!("{:?}", op.lines().last()),
+    );
+    assert!(messages(&op, "failed launching nodeclaim") >= 1);
+    for n in items(&cp, &["get", "nodes"]) {
+        let labels = &n["metadata"]["labels"];
+        assert_eq!(
+            labels["karpenter.sh/nodepool"], "batch-fallback",
+            "{labels}"
+        );
+        assert_eq!(
+            labels["karpenter.sh/capacity-type"], "on-demand",
+            "{labels}"
+        );
+    }
 }

@@ -125,12 +125,14 @@ pub struct Operator {
 }
 
 impl Operator {
-    /// Starts the operator `binary`; its JSON log lines go to `<dir>/operator-<n>.log`.
-    pub fn start(cp: &ControlPlane, binary: &str, n: u32) -> Operator {
+    /// Starts the operator `binary` with `args` after `--cloud-provider kwok`; its JSON log
+    /// lines go to `<dir>/operator-<n>.log`.
+    pub fn start(cp: &ControlPlane, binary: &str, n: u32, args: &[&str]) -> Operator {
         let log = cp.dir.join(format!("operator-{n}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(binary)
             .args(["--cloud-provider", "kwok"])
+            .args(args)
             .env("KUBECONFIG", &cp.kubeconfig)
             .stdout(file.try_clone().expect("log file"))
             .stderr(file)
