@@ -22,10 +22,15 @@ BIN="$CACHE/bin"
 log() { echo "e2e-cluster: $*" >&2; }
 
 need_go() {
+  if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+    export PATH="/usr/local/go/bin:$PATH"
+  fi
   if ! command -v go >/dev/null 2>&1; then
     log "go not found on PATH: the control plane builds from the Go module proxy (Go >= 1.25)"
     exit 1
   fi
+  # an older go fetches the toolchain the modules ask for from the module proxy
+  export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
 }
 
 build_kubernetes() {

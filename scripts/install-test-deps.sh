@@ -13,6 +13,8 @@ missing=()
 command -v kubectl >/dev/null 2>&1 || missing+=(kubectl)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+# Debian's Go is older than Kubernetes needs; e2e-cluster.sh lets it fetch the newer toolchain
+command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || missing+=(golang-go)
 if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
