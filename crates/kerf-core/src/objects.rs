@@ -226,15 +226,21 @@ pub fn claim_record(
     }
 }
 
+/// Whether a Node's `Ready` condition is `True`.
+pub fn node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
 /// A Node object as a node record (its NodeClaim is joined by provider id when applied).
 pub fn node_record(node: &Node, now: Duration) -> NodeRecord {
     let spec = node.spec.as_ref();
     let status = node.status.as_ref();
-    let ready = status
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let ready = node_ready(node);
     NodeRecord {
         provider_id: spec.and_then(|s| s.provider_id.clone()).unwrap_or_default(),
         nodeclaim: None,

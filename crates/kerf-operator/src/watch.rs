@@ -80,11 +80,7 @@ fn pod_fingerprint(pod: &Pod) -> u64 {
 
 fn node_fingerprint(node: &Node) -> u64 {
     let status = node.status.as_ref();
-    let ready = status
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let ready = kerf_core::objects::node_ready(node);
     hash_of(&(
         &node.metadata.labels,
         node.spec

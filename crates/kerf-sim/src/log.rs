@@ -27,15 +27,7 @@ impl Log {
         message: &'static str,
         fields: Value,
     ) {
-        self.record(
-            t,
-            &LogRecord {
-                level: Level::Info,
-                controller,
-                message,
-                fields,
-            },
-        );
+        self.own(t, Level::Info, controller, message, fields);
     }
 
     /// An ERROR record of the simulated world's own.
@@ -46,15 +38,24 @@ impl Log {
         message: &'static str,
         fields: Value,
     ) {
-        self.record(
-            t,
-            &LogRecord {
-                level: Level::Error,
-                controller,
-                message,
-                fields,
-            },
-        );
+        self.own(t, Level::Error, controller, message, fields);
+    }
+
+    fn own(
+        &mut self,
+        t: Duration,
+        level: Level,
+        controller: &'static str,
+        message: &'static str,
+        fields: Value,
+    ) {
+        let record = LogRecord {
+            level,
+            controller,
+            message,
+            fields,
+        };
+        self.record(t, &record);
     }
 
     /// The records, leaving the log empty.
