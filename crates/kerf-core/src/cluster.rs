@@ -15,6 +15,7 @@ use kerf_scheduling::InstanceTypeOption;
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::resources::{Resources, pod_requests};
 
+use crate::disruption::{DoNotDisrupt, do_not_disrupt};
 use crate::provisioner::is_provisionable;
 
 /// How a node's capacity is bought.
@@ -227,6 +228,12 @@ pub struct Cluster {
     pub pdbs: BTreeMap<String, PodDisruptionBudget>,
     /// What changed since the controllers last looked.
     pub changes: Changes,
+    /// Pods whose `karpenter.sh/do-not-disrupt` is a duration, with when it runs out: the
+    /// one input of disruption that changes by itself with time, pod by pod.
+    timed_do_not_disrupt: BTreeMap<String, Duration>,
+    /// Counts every write through the methods below except to pods that stay without a
+    /// node, so disruption (which reads all the rest) can tell that nothing it reads changed.
+    generation: u64,
 }
 
 /// Who made a pod, from its owner references.
@@ -239,6 +246,16 @@ pub fn owner_of(pod: &Pod) -> PodOwner {
 }
 
 impl Cluster {
+    /// When the pods whose `karpenter.sh/do-not-disrupt` is a duration stop blocking.
+    pub fn do_not_disrupt_ends(&self) -> impl Iterator<Item = Duration> + '_ {
+        self.timed_do_not_disrupt.values().copied()
+    }
+
+    /// A number that changes whenever anything but a pod without a node is written.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// Keys of the pods that satisfy `keep`, in key order.
     pub fn pods_where(&self, keep: impl Fn(&PodRecord) -> bool) -> Vec<String> {
         self.pods
@@ -274,6 +291,9 @@ impl Cluster {
             None => (None, now, false),
         };
         let old_node = old.as_ref().and_then(|o| o.node.clone());
+        if old_node.is_some() || node.is_some() {
+            self.generation += 1;
+        }
         if let Some(o) = &old
             && let Some(n) = o.node.as_ref().and_then(|n| self.nodes.get_mut(n))
         {
@@ -310,6 +330,10 @@ impl Cluster {
         if record.wants_capacity() && !wanted {
             self.changes.provisionable = true;
         }
+        match do_not_disrupt(&record.pod, record.pending_since) {
+            DoNotDisrupt::Until(end) => self.timed_do_not_disrupt.insert(key.clone(), end),
+            _ => self.timed_do_not_disrupt.remove(&key),
+        };
         self.pods.insert(key, record);
     }
 
@@ -318,6 +342,10 @@ impl Cluster {
         let Some(p) = self.pods.remove(key) else {
             return;
         };
+        self.timed_do_not_disrupt.remove(key);
+        if p.node.is_some() {
+            self.generation += 1;
+        }
         if let Some(n) = p.node.and_then(|n| self.nodes.get_mut(&n)) {
             n.requests = n.requests.saturating_sub(&p.requests);
             n.last_pod_event = now;
@@ -365,6 +393,7 @@ impl Cluster {
 
     /// A NodePool was created or changed.
     pub fn apply_node_pool(&mut self, np: NodePool) {
+        self.generation += 1;
         let name = np.metadata.name.clone().unwrap_or_default();
         self.changes.node_pools.insert(name.clone());
         self.changes.disruption = true;
@@ -373,6 +402,7 @@ impl Cluster {
 
     /// A NodePool is gone.
     pub fn delete_node_pool(&mut self, name: &str) {
+        self.generation += 1;
         self.node_pools.remove(name);
         self.changes.node_pools.insert(name.to_string());
         self.changes.disruption = true;
@@ -380,6 +410,7 @@ impl Cluster {
 
     /// A node class was created or changed.
     pub fn apply_node_class(&mut self, class: EC2NodeClass) {
+        self.generation += 1;
         let name = class.metadata.name.clone().unwrap_or_default();
         self.changes.node_classes.insert(name.clone());
         self.node_classes.insert(name, class);
@@ -387,40 +418,47 @@ impl Cluster {
 
     /// The instance types a node class can launch changed.
     pub fn set_instance_types(&mut self, class: &str, types: Arc<[InstanceTypeOption]>) {
+        self.generation += 1;
         self.instance_types.insert(class.to_string(), types);
         self.changes.disruption = true;
     }
 
     /// A DaemonSet's pod template, by `namespace/name`.
     pub fn apply_daemonset(&mut self, key: String, template: Pod) {
+        self.generation += 1;
         self.daemonsets.insert(key, template);
     }
 
     /// A DaemonSet is gone.
     pub fn delete_daemonset(&mut self, key: &str) {
+        self.generation += 1;
         self.daemonsets.remove(key);
     }
 
     /// A PodDisruptionBudget was created or changed.
     pub fn apply_pdb(&mut self, key: String, pdb: PodDisruptionBudget) {
+        self.generation += 1;
         self.pdbs.insert(key, pdb);
         self.changes.disruption = true;
     }
 
     /// A PodDisruptionBudget is gone.
     pub fn delete_pdb(&mut self, key: &str) {
+        self.generation += 1;
         self.pdbs.remove(key);
         self.changes.disruption = true;
     }
 
     /// A node class is gone.
     pub fn delete_node_class(&mut self, name: &str) {
+        self.generation += 1;
         self.node_classes.remove(name);
         self.changes.node_classes.insert(name.to_string());
     }
 
     /// A NodeClaim was created or changed.
     pub fn apply_nodeclaim(&mut self, name: String, claim: ClaimRecord) {
+        self.generation += 1;
         self.changes.lifecycle.insert(name.clone());
         self.changes.disruption = true;
         self.nodeclaims.insert(name, claim);
@@ -428,6 +466,7 @@ impl Cluster {
 
     /// A NodeClaim is gone: pods nominated to it want capacity again.
     pub fn delete_nodeclaim(&mut self, name: &str) {
+        self.generation += 1;
         if self.nodeclaims.remove(name).is_none() {
             return;
         }
@@ -444,6 +483,7 @@ impl Cluster {
 
     /// A Node registered (or changed). It joins the NodeClaim with the same provider id.
     pub fn apply_node(&mut self, name: String, mut node: NodeRecord, now: Duration) {
+        self.generation += 1;
         node.nodeclaim = self
             .nodeclaims
             .iter()
@@ -478,6 +518,7 @@ impl Cluster {
 
     /// A Node is gone: the pods on it have no node any more.
     pub fn delete_node(&mut self, name: &str, now: Duration) {
+        self.generation += 1;
         let Some(node) = self.nodes.remove(name) else {
             return;
         };

@@ -217,6 +217,11 @@ pub struct Controllers {
     /// unavailable-offerings generation they were made for.
     type_options: HashMap<String, (u64, Arc<[InstanceTypeOption]>)>,
     pass_at: Option<Duration>,
+    /// The inputs of the last disruption pass that found nothing.
+    idle_inputs: Option<disruption::PassInputs>,
+    /// Counts the controllers' own work (timers fired, cloud answers taken), which writes
+    /// to the cluster state directly.
+    activity: u64,
     command: Option<disruption::Pending>,
     commands_started: u64,
     /// NodeClaims whose launch was asked for and not yet answered.
@@ -241,6 +246,8 @@ impl Controllers {
             unavailable: UnavailableOfferings::new(),
             type_options: HashMap::new(),
             pass_at: None,
+            idle_inputs: None,
+            activity: 0,
             command: None,
             commands_started: 0,
             launching: BTreeSet::new(),
@@ -274,6 +281,9 @@ impl Controllers {
     }
 
     fn fire(&mut self, timer: Timer) {
+        if timer != Timer::Pass {
+            self.activity += 1;
+        }
         match timer {
             Timer::Batch => self.batch_due(),
             Timer::Pass => self.disruption_pass(),
@@ -289,6 +299,15 @@ impl Controllers {
     /// Follows up on what the shell reported since the last poll.
     fn react(&mut self) {
         let changes = std::mem::take(&mut self.cluster.changes);
+        if changes.disruption
+            || !changes.lifecycle.is_empty()
+            || !changes.node_pools.is_empty()
+            || !changes.node_classes.is_empty()
+        {
+            // what follows writes claims directly (drift, lifecycle): a pass that ran
+            // before this poll's reaction must not count as having seen it
+            self.activity += 1;
+        }
         for class in &changes.node_classes {
             self.type_options.remove(class);
         }

@@ -50,18 +50,38 @@ pub fn allowed_disruptions(
 /// Whether a pod forbids voluntary disruption of its node at `now`: the annotation is
 /// `"true"`, or a duration still running since the pod started (`started`).
 pub fn pod_blocks(pod: &Pod, started: Duration, now: Duration) -> bool {
+    match do_not_disrupt(pod, started) {
+        DoNotDisrupt::No => false,
+        DoNotDisrupt::Always => true,
+        DoNotDisrupt::Until(end) => now < end,
+    }
+}
+
+/// What a pod's `karpenter.sh/do-not-disrupt` annotation says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DoNotDisrupt {
+    /// Absent, or a value that is neither `"true"` nor a duration.
+    No,
+    /// `"true"`.
+    Always,
+    /// A duration: until this instant (the pod's start plus the duration).
+    Until(Duration),
+}
+
+/// Reads a pod's `karpenter.sh/do-not-disrupt` annotation; a duration counts from `started`.
+pub fn do_not_disrupt(pod: &Pod, started: Duration) -> DoNotDisrupt {
     let Some(v) = pod
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(labels::DO_NOT_DISRUPT))
     else {
-        return false;
+        return DoNotDisrupt::No;
     };
     if v == "true" {
-        return true;
+        return DoNotDisrupt::Always;
     }
-    parse_go_duration(v).is_ok_and(|d| now < started + d)
+    parse_go_duration(v).map_or(DoNotDisrupt::No, |d| DoNotDisrupt::Until(started + d))
 }
 
 /// The order a draining node's pods go in: non-critical pods before critical ones, and

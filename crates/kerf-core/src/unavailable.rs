@@ -56,8 +56,11 @@ impl Pattern {
 /// The remembered errors, each with when it stops counting.
 #[derive(Clone, Debug, Default)]
 pub struct UnavailableOfferings {
-    /// Each pattern with when it expires (a map: a crunch marks hundreds of offerings).
-    entries: HashMap<Pattern, Duration>,
+    /// Entries naming an instance type, by that type: a crunch marks hundreds, and a lookup
+    /// then reads only the few for its type.
+    by_type: HashMap<String, HashMap<Pattern, Duration>>,
+    /// Entries for any instance type.
+    any_type: HashMap<Pattern, Duration>,
     generation: u64,
 }
 
@@ -69,7 +72,11 @@ impl UnavailableOfferings {
 
     /// Remembers an insufficient-capacity error seen at `now` for [`TTL`].
     pub fn mark(&mut self, pattern: Pattern, now: Duration) {
-        self.entries.insert(pattern, now + TTL);
+        let entries = match &pattern.instance_type {
+            Some(t) => self.by_type.entry(t.clone()).or_default(),
+            None => &mut self.any_type,
+        };
+        entries.insert(pattern, now + TTL);
         self.generation += 1;
     }
 
@@ -81,16 +88,23 @@ impl UnavailableOfferings {
         zone: &str,
         now: Duration,
     ) -> bool {
-        self.entries
-            .iter()
+        self.by_type
+            .get(instance_type)
+            .into_iter()
+            .flatten()
+            .chain(&self.any_type)
             .any(|(p, until)| now < *until && p.matches(capacity_type, instance_type, zone))
     }
 
     /// Forgets entries that expired by `now`.
     pub fn expire(&mut self, now: Duration) {
-        let before = self.entries.len();
-        self.entries.retain(|_, until| now < *until);
-        if self.entries.len() != before {
+        let before = self.len();
+        self.any_type.retain(|_, until| now < *until);
+        for entries in self.by_type.values_mut() {
+            entries.retain(|_, until| now < *until);
+        }
+        self.by_type.retain(|_, entries| !entries.is_empty());
+        if self.len() != before {
             self.generation += 1;
         }
     }
@@ -103,12 +117,12 @@ impl UnavailableOfferings {
 
     /// How many entries are remembered.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.any_type.len() + self.by_type.values().map(HashMap::len).sum::<usize>()
     }
 
     /// Whether nothing is remembered.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.any_type.is_empty() && self.by_type.is_empty()
     }
 }
 

@@ -47,6 +47,18 @@ pub(super) struct Pending {
     stage: Stage,
 }
 
+/// What a disruption pass reads, reduced to what tells two passes apart (see
+/// `Controllers::pass_inputs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct PassInputs {
+    cluster: u64,
+    controllers: u64,
+    unavailable: u64,
+    consolidatable: usize,
+    do_not_disrupt_ended: usize,
+    budget_windows: Vec<bool>,
+}
+
 /// The taint that keeps new pods off a node being disrupted; a restarted controller reads
 /// it to know which nodes were mid-disruption.
 pub fn disrupted_taint() -> Taint {
@@ -294,14 +306,23 @@ impl Controllers {
         Some((command, names))
     }
 
+    /// One pass, every [`PASS_INTERVAL`] for as long as the controllers run (as Karpenter
+    /// polls), sooner after a change. A pass whose inputs equal those of the last pass that
+    /// found nothing is skipped: it would find nothing again.
     pub(super) fn disruption_pass(&mut self) {
         self.pass_at = None;
+        self.schedule_pass(self.now + PASS_INTERVAL);
         self.mark_consolidatable();
         self.release_stale_taints();
         if self.command.is_some() {
             return;
         }
+        let inputs = self.pass_inputs();
+        if self.idle_inputs.as_ref() == Some(&inputs) {
+            return;
+        }
         if let Some((command, names)) = self.decide() {
+            self.idle_inputs = None;
             self.command = Some(Pending {
                 reason: command.reason,
                 candidates: command
@@ -316,36 +337,50 @@ impl Controllers {
             self.at(self.now + VALIDATION_DELAY, Timer::Validate);
             return;
         }
-        // wake up when the next node's consolidateAfter runs out
-        let next = self
-            .cluster
+        self.idle_inputs = Some(inputs);
+    }
+
+    /// What a pass reads, reduced to what can differ between two passes: the cluster's and
+    /// the controllers' write counters, the unavailable offerings, and the inputs that
+    /// change by themselves with time (consolidateAfter running out, do-not-disrupt
+    /// durations ending, budget schedules opening and closing). With the counters unchanged
+    /// the time-driven ones move one way only, so counting them tells every change.
+    fn pass_inputs(&mut self) -> PassInputs {
+        self.unavailable.expire(self.now);
+        let cluster = &self.cluster;
+        let consolidatable = cluster
             .nodes
             .iter()
-            .filter_map(|(name, n)| {
-                let pool = self.cluster.pool_of_node(name)?;
-                consolidatable_at(pool, n.last_pod_event)
+            .filter(|(name, n)| {
+                cluster
+                    .pool_of_node(name)
+                    .and_then(|np| consolidatable_at(np, n.last_pod_event))
+                    .is_some_and(|t| self.now >= t)
             })
-            .filter(|t| *t > self.now)
-            .min();
-        if let Some(t) = next {
-            self.schedule_pass(t);
-        }
-        // a budget window that is open now will close on a minute boundary: look again
+            .count();
+        let do_not_disrupt_ended = cluster
+            .do_not_disrupt_ends()
+            .filter(|end| self.now >= *end)
+            .count();
         let unix = self.settings.epoch_unix + self.now.as_secs();
-        let windowed = self.cluster.node_pools.values().any(|np| {
-            np.spec
-                .disruption
-                .budgets
-                .iter()
-                .any(|b| match (&b.schedule, b.duration) {
-                    (Some(s), Some(d)) => {
-                        kerf_api::cron::CronSchedule::parse(s).is_ok_and(|c| c.active_at(unix, d.0))
-                    }
-                    _ => false,
-                })
-        });
-        if windowed {
-            self.schedule_pass(self.now + Duration::from_secs(60));
+        let budget_windows = cluster
+            .node_pools
+            .values()
+            .flat_map(|np| &np.spec.disruption.budgets)
+            .map(|b| match (&b.schedule, b.duration) {
+                (Some(s), Some(d)) => {
+                    kerf_api::cron::CronSchedule::parse(s).is_ok_and(|c| c.active_at(unix, d.0))
+                }
+                _ => true,
+            })
+            .collect();
+        PassInputs {
+            cluster: cluster.generation(),
+            controllers: self.activity,
+            unavailable: self.unavailable.generation(),
+            consolidatable,
+            do_not_disrupt_ended,
+            budget_windows,
         }
     }
 

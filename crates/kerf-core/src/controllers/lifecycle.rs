@@ -34,6 +34,7 @@ impl Controllers {
 
     /// The cloud launched a NodeClaim's instance.
     pub fn launched(&mut self, nodeclaim: &str, launched: Launched, now: Duration) {
+        self.activity += 1;
         self.now = self.now.max(now);
         self.launching.remove(nodeclaim);
         let Some(claim) = self.cluster.nodeclaims.get_mut(nodeclaim) else {
@@ -72,6 +73,7 @@ impl Controllers {
     /// The cloud had no capacity for any offering of a NodeClaim: the offerings are
     /// remembered as unavailable and the NodeClaim goes; its pods are provisioned again.
     pub fn launch_failed(&mut self, nodeclaim: &str, insufficient: &[Offering], now: Duration) {
+        self.activity += 1;
         self.now = self.now.max(now);
         self.launching.remove(nodeclaim);
         for o in insufficient {
@@ -187,6 +189,7 @@ impl Controllers {
     /// Garbage collection: the cloud no longer has a NodeClaim's instance. Its node and
     /// NodeClaim go at once; their pods look for capacity again.
     pub fn instance_gone(&mut self, provider_id: &str, now: Duration) {
+        self.activity += 1;
         self.now = self.now.max(now);
         let Some((name, claim)) = self.cluster.nodeclaims.iter().find(|(_, c)| {
             c.launched
@@ -233,6 +236,7 @@ impl Controllers {
     /// was launched for: a NodeClaim whose instance is gone goes (with its node), and an
     /// instance whose NodeClaim does not exist is terminated (with its node).
     pub fn garbage_collect(&mut self, instances: &[(String, String)], now: Duration) {
+        self.activity += 1;
         self.now = self.now.max(now);
         let running: BTreeSet<&str> = instances.iter().map(|(p, _)| p.as_str()).collect();
         let gone: Vec<String> = self

@@ -20,6 +20,7 @@ pub const EVICTION_WAIT: Duration = Duration::from_secs(1);
 impl Controllers {
     /// Starts deleting a NodeClaim: its node is tainted and drained first, if it has one.
     pub fn delete_nodeclaim(&mut self, name: &str) {
+        self.activity += 1;
         let Some(c) = self.cluster.nodeclaims.get_mut(name) else {
             return;
         };
