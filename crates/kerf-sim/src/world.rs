@@ -36,6 +36,7 @@ use crate::log::Log;
 use crate::report::{FinalNode, Report, Sample, Totals};
 use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 
+mod convergence;
 mod invariants;
 
 /// How long a launched instance may take to register before Kerf gives up on it.
@@ -108,6 +109,7 @@ pub struct World {
     /// could host then (not solved again while the late set stays within them).
     waits_checked: Duration,
     unhostable: BTreeSet<String>,
+    convergence: convergence::Convergence,
     zones: Vec<String>,
     now: Duration,
     rng: ChaCha8Rng,
@@ -214,6 +216,7 @@ impl World {
             requested_total: Resources::default(),
             cheapest_rates: None,
             unhostable: BTreeSet::new(),
+            convergence: Default::default(),
         };
         let manifests = w.scenario.spec.manifests.clone();
         for (i, m) in manifests.iter().enumerate() {
@@ -334,6 +337,12 @@ impl World {
     }
 
     fn handle(&mut self, ev: Ev) -> Result<(), SimError> {
+        if matches!(
+            ev,
+            Ev::Scenario(_) | Ev::Interrupt(_) | Ev::Notice(_) | Ev::Reclaim(..)
+        ) {
+            self.convergence.disturbed(self.now);
+        }
         match ev {
             Ev::Scenario(i) => self.scenario_event(i)?,
             Ev::Registered(provider_id) => self.register(&provider_id),
@@ -375,6 +384,7 @@ impl World {
                 if self.options.check {
                     self.check_step()?;
                     self.check_waits_now()?;
+                    self.check_convergence()?;
                 }
                 return Ok(());
             }

@@ -340,6 +340,36 @@ impl Controllers {
         self.idle_inputs = Some(inputs);
     }
 
+    /// Whether a disruption command is being validated or carried out.
+    pub fn command_in_flight(&self) -> bool {
+        self.command.is_some()
+    }
+
+    /// What a full disruption pass over the current state would decide, without acting
+    /// on it or skipping anything: how a checker tells whether a pass was missed.
+    pub fn fresh_decision(&mut self) -> Option<String> {
+        self.unavailable.expire(self.now);
+        let (command, names) = self.decide()?;
+        let candidates: Vec<&str> = command
+            .candidates
+            .iter()
+            .map(|i| names[*i].as_str())
+            .collect();
+        Some(format!(
+            "{}: [{}] -> [{} replacement(s)] (savings: ${:.2})",
+            command.reason.as_str(),
+            candidates.join(", "),
+            command.replacements.len(),
+            command.savings
+        ))
+    }
+
+    /// The offerings remembered as unavailable at `now` (see
+    /// [`UnavailableOfferings::active`](crate::unavailable::UnavailableOfferings::active)).
+    pub fn unavailable_at(&self, now: Duration) -> Vec<String> {
+        self.unavailable.active(now)
+    }
+
     /// What a pass reads, reduced to what can differ between two passes: the cluster's and
     /// the controllers' write counters, the unavailable offerings, and the inputs that
     /// change by themselves with time (consolidateAfter running out, do-not-disrupt

@@ -1,0 +1,175 @@
+//! The convergence invariant: once the cluster has been quiet (no pod waiting for a node,
+//! no disruption command in flight, no scenario event) for longer than the NodePools'
+//! consolidateAfter plus one pass interval, a full disruption pass over the current state
+//! finds nothing to do — else the controllers missed a decision (a pass that never ran, or
+//! one skipped on stale inputs).
+//!
+//! The checker tells "nothing changed" by its own fingerprint of the objects, not by the
+//! controllers' change counters, so a counter that forgets a write is caught too.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::time::Duration;
+
+use kerf_api::cron::CronSchedule;
+use kerf_api::duration::NillableDuration;
+use kerf_core::cluster::PodOwner;
+use kerf_core::controllers::disruption::PASS_INTERVAL;
+use kerf_core::disruption::pod_blocks;
+
+use super::{SimError, World};
+use crate::clock::{EPOCH_UNIX, rfc3339};
+
+/// What the convergence check remembers between steps.
+#[derive(Debug, Default)]
+pub(super) struct Convergence {
+    /// Since when the cluster has been quiet.
+    quiet_since: Duration,
+    /// The fingerprint of the state a full pass last found nothing in.
+    settled: Option<u64>,
+    /// A command a full pass found while the controllers had none, with when it was first
+    /// found: the controllers get one pass interval to find it too.
+    missed: Option<(Duration, String)>,
+}
+
+impl Convergence {
+    /// Something happened that the controllers must react to: the quiet starts again.
+    pub(super) fn disturbed(&mut self, now: Duration) {
+        self.quiet_since = now;
+        self.missed = None;
+    }
+}
+
+impl World {
+    /// Runs after every step under `--check`.
+    pub(super) fn check_convergence(&mut self) -> Result<(), SimError> {
+        let now = self.now;
+        let busy = self.core.command_in_flight()
+            || self
+                .core
+                .cluster
+                .pods
+                .values()
+                .any(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
+        if busy {
+            self.convergence.disturbed(now);
+            return Ok(());
+        }
+        let Some(wait) = self.longest_consolidate_after() else {
+            return Ok(());
+        };
+        if now < self.convergence.quiet_since + wait + PASS_INTERVAL {
+            return Ok(());
+        }
+        let print = self.fingerprint();
+        if self.convergence.missed.is_none() && self.convergence.settled == Some(print) {
+            return Ok(());
+        }
+        let Some(found) = self.core.fresh_decision() else {
+            self.convergence.settled = Some(print);
+            self.convergence.missed = None;
+            return Ok(());
+        };
+        match &self.convergence.missed {
+            None => {
+                self.convergence.missed = Some((now, found));
+                Ok(())
+            }
+            Some((first, _)) if now >= *first + PASS_INTERVAL => Err(self.violation(format!(
+                "convergence: quiet since {} and a full disruption pass finds {found} (first at \
+                 {}), yet the controllers started no command",
+                rfc3339(self.convergence.quiet_since),
+                rfc3339(*first)
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// The longest consolidateAfter of the NodePools that consolidate at all.
+    fn longest_consolidate_after(&self) -> Option<Duration> {
+        self.core
+            .cluster
+            .node_pools
+            .values()
+            .filter_map(|np| match np.spec.disruption.consolidate_after {
+                NillableDuration::After(d) => Some(d),
+                NillableDuration::Never => None,
+            })
+            .max()
+    }
+
+    /// A hash of everything a disruption pass reads, read from the objects (and the
+    /// unavailable offerings), with the time-driven inputs evaluated at now.
+    fn fingerprint(&self) -> u64 {
+        let cluster = &self.core.cluster;
+        let now = self.now;
+        let mut h = DefaultHasher::new();
+        for (name, n) in &cluster.nodes {
+            name.hash(&mut h);
+            n.labels.hash(&mut h);
+            format!("{:?}{:?}{:?}", n.taints, n.requests, n.allocatable).hash(&mut h);
+            n.ready.hash(&mut h);
+            n.nodeclaim.hash(&mut h);
+            let pool = n
+                .nodeclaim
+                .as_ref()
+                .and_then(|c| cluster.nodeclaims.get(c))
+                .and_then(|c| cluster.node_pools.get(&c.node_pool));
+            let consolidatable =
+                pool.is_some_and(|np| match np.spec.disruption.consolidate_after {
+                    NillableDuration::After(d) => now >= n.last_pod_event + d,
+                    NillableDuration::Never => false,
+                });
+            consolidatable.hash(&mut h);
+        }
+        for (name, c) in &cluster.nodeclaims {
+            name.hash(&mut h);
+            c.node_pool.hash(&mut h);
+            c.node.hash(&mut h);
+            c.initialized.hash(&mut h);
+            c.drifted.map(|d| d.as_str()).hash(&mut h);
+            c.deleting.is_some().hash(&mut h);
+            c.launched
+                .as_ref()
+                .map(|l| l.provider_id.as_str())
+                .hash(&mut h);
+        }
+        for (key, p) in &cluster.pods {
+            key.hash(&mut h);
+            p.node.hash(&mut h);
+            p.pod.metadata.annotations.hash(&mut h);
+            pod_blocks(&p.pod, p.pending_since, now).hash(&mut h);
+        }
+        let unix = EPOCH_UNIX + now.as_secs();
+        for (name, np) in &cluster.node_pools {
+            name.hash(&mut h);
+            serde_json::to_string(&np.spec)
+                .unwrap_or_default()
+                .hash(&mut h);
+            for b in &np.spec.disruption.budgets {
+                let open = match (&b.schedule, b.duration) {
+                    (Some(s), Some(d)) => {
+                        CronSchedule::parse(s).is_ok_and(|c| c.active_at(unix, d.0))
+                    }
+                    _ => true,
+                };
+                open.hash(&mut h);
+            }
+        }
+        for (name, class) in &cluster.node_classes {
+            name.hash(&mut h);
+            serde_json::to_string(&class.spec)
+                .unwrap_or_default()
+                .hash(&mut h);
+        }
+        cluster.daemonsets.keys().for_each(|k| k.hash(&mut h));
+        for (key, pdb) in &cluster.pdbs {
+            key.hash(&mut h);
+            serde_json::to_string(&pdb.spec)
+                .unwrap_or_default()
+                .hash(&mut h);
+        }
+        self.core.unavailable_at(now).hash(&mut h);
+        h.finish()
+    }
+}
