@@ -456,7 +456,7 @@ spec:
 "#;
 
 #[test]
-fn without_spot_capacity_the_weighted_fallback_nodepool_launches() {
+fn without_spot_capacity_the_fallback_nodepool_launches_and_spot_takes_over_when_it_returns() {
     let cp = ControlPlane::start("fallback");
     cp.install_crds();
     // seed 000: a spot NodePool of weight 100 and an on-demand fallback of weight 10
@@ -498,4 +498,26 @@ fn without_spot_capacity_the_weighted_fallback_nodepool_launches() {
             "{labels}"
         );
     }
+    // spot capacity returns: once the insufficient-capacity errors age out (3 minutes),
+    // consolidation replaces the on-demand node with a cheaper spot node of the heavier
+    // NodePool, and nothing else has to happen for it
+    std::fs::write(&dry, "").expect("no-capacity file");
+    wait_for(
+        "the batch pods back on spot",
+        Duration::from_secs(360),
+        || {
+            let pods = running(&cp, "batch");
+            let nodes = items(&cp, &["get", "nodes"]);
+            let on_spot = |node: &str| {
+                nodes.iter().any(|n| {
+                    n["metadata"]["name"] == node
+                        && n["metadata"]["labels"]["karpenter.sh/nodepool"] == "batch"
+                        && n["metadata"]["labels"]["karpenter.sh/capacity-type"] == "spot"
+                })
+            };
+            (pods.len() == 3 && pods.iter().all(|(_, node)| on_spot(node))).then_some(())
+        },
+        || format!("{:?}", op.lines().last()),
+    );
+    assert!(messages(&op, "disrupting node(s)") >= 1);
 }
