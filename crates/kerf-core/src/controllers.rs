@@ -200,6 +200,7 @@ enum Timer {
     RegistrationTimeout(String),
     ReplacementTimeout,
     NominationExpiry(String),
+    RetryPending,
 }
 
 /// The controllers and the cluster state they share.
@@ -293,6 +294,7 @@ impl Controllers {
             Timer::RegistrationTimeout(claim) => self.registration_timeout(&claim),
             Timer::ReplacementTimeout => self.replacement_timeout(),
             Timer::NominationExpiry(claim) => self.nomination_expiry(&claim),
+            Timer::RetryPending => self.saw_pending_pod(),
         }
     }
 

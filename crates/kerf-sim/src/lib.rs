@@ -6,6 +6,7 @@ pub mod cloud;
 pub mod log;
 pub mod report;
 pub mod scenario;
+pub mod swarm;
 pub mod world;
 
 use std::path::Path;

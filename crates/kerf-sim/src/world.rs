@@ -405,7 +405,12 @@ impl World {
             // is their cluster state, so there is nothing more to write
             Action::CreateNodeClaim(_) => {}
             Action::Taint { .. } | Action::RemoveTaint { .. } => self.binder_dirty = true,
-            Action::Launch { nodeclaim } => self.launch(&nodeclaim),
+            Action::Launch { nodeclaim } => {
+                self.launch(&nodeclaim);
+                if self.options.check {
+                    self.check_limits(&nodeclaim)?;
+                }
+            }
             Action::Disrupting { reason, nodes } => {
                 if self.options.check {
                     self.check_budgets(reason, &nodes)?;

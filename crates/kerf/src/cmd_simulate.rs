@@ -30,9 +30,22 @@ pub struct Args {
     /// on every step; a violation fails the run.
     #[arg(long)]
     check: bool,
-    /// Override the scenario's seed.
+    /// Override the scenario's seed; with --swarm, the first generated scenario's seed
+    /// (default 1).
     #[arg(long)]
     seed: Option<u64>,
+    /// Generate N random scenarios (seeds S, S+1, …) and run each with every invariant
+    /// checked; a failure is shrunk and written as YAML. Exit 1 when any fails.
+    #[arg(long, value_name = "N", conflicts_with_all = ["scenario", "list", "report", "log"])]
+    swarm: Option<u64>,
+    /// Where --swarm writes the scenarios that failed.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "swarm-failures",
+        requires = "swarm"
+    )]
+    failures: PathBuf,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -56,6 +69,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         }
         crate::emit(&out)?;
         return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(n) = args.swarm {
+        return swarm(n, args.seed.unwrap_or(1), &args.failures);
     }
     let which = args.scenario.as_deref().unwrap_or(DEFAULT);
     let mut scenario = match kerf_sim::load(which) {
@@ -112,4 +128,52 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     };
     crate::emit(&text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--swarm N`: N generated scenarios from seed `first`, failures shrunk and written to
+/// `dir`; the last line counts scenarios and violations.
+fn swarm(n: u64, first: u64, dir: &std::path::Path) -> Result<ExitCode> {
+    let tty = std::io::stderr().is_terminal();
+    let mut violations = 0u64;
+    for (done, seed) in (first..first.saturating_add(n)).enumerate() {
+        if tty {
+            let width = 30;
+            let filled = (done as u64 * width / n.max(1)) as usize;
+            eprint!(
+                "\r  [{}{}] {done}/{n}  seed {seed}  violations {violations}",
+                "#".repeat(filled),
+                ".".repeat(width as usize - filled)
+            );
+        }
+        let Some(failure) = kerf_sim::swarm::run_seed(seed) else {
+            continue;
+        };
+        violations += 1;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join(format!("seed-{seed}.yaml"));
+        let header = format!(
+            "# kerf simulate --swarm 1 --seed {seed}\n# generated: {}\n# shrunk: {}\n",
+            failure.message, failure.shrunk_message
+        );
+        std::fs::write(&path, header + &kerf_sim::swarm::to_yaml(&failure.shrunk))
+            .with_context(|| format!("writing {}", path.display()))?;
+        if tty {
+            eprint!("\r{:80}\r", "");
+        }
+        println!(
+            "seed {seed}: {}\n  shrunk scenario: {} ({})",
+            failure.message,
+            path.display(),
+            failure.shrunk_message
+        );
+    }
+    if tty {
+        eprint!("\r{:80}\r", "");
+    }
+    println!("{n} scenarios, {violations} violations");
+    Ok(if violations > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -96,6 +96,68 @@ pub fn pdb_blocks(cluster: &Cluster, pod: &str) -> bool {
         })
 }
 
+/// What each PodDisruptionBudget still allows, computed once from the cluster and spent as
+/// evictions are decided, so one drain or pass never allows more than the budget does.
+#[derive(Debug)]
+pub struct PdbAllowances {
+    left: BTreeMap<String, usize>,
+}
+
+impl PdbAllowances {
+    /// The allowances now, counting healthy the selected pods on Ready nodes that are not
+    /// already being evicted (`evicting`).
+    pub fn new(cluster: &Cluster, evicting: &BTreeSet<String>) -> PdbAllowances {
+        let left = cluster
+            .pdbs
+            .iter()
+            .map(|(key, b)| {
+                let mut selected = 0;
+                let mut healthy = 0;
+                for (k, q) in cluster.pods.iter().filter(|(_, q)| pdb_selects(b, &q.pod)) {
+                    selected += 1;
+                    let ready = q
+                        .node
+                        .as_ref()
+                        .is_some_and(|n| cluster.nodes.get(n).is_some_and(|n| n.ready));
+                    if ready && !evicting.contains(k) {
+                        healthy += 1;
+                    }
+                }
+                (key.clone(), pdb_allowance(b, selected, healthy))
+            })
+            .collect();
+        PdbAllowances { left }
+    }
+
+    /// Whether evicting the pod would break a budget that selects it.
+    pub fn blocks(&self, cluster: &Cluster, pod: &str) -> bool {
+        self.selecting(cluster, pod)
+            .iter()
+            .any(|k| self.left.get(*k).copied().unwrap_or(0) == 0)
+    }
+
+    /// Counts the pod's eviction against every budget that selects it.
+    pub fn spend(&mut self, cluster: &Cluster, pod: &str) {
+        for k in self.selecting(cluster, pod) {
+            if let Some(n) = self.left.get_mut(k) {
+                *n = n.saturating_sub(1);
+            }
+        }
+    }
+
+    fn selecting<'a>(&self, cluster: &'a Cluster, pod: &str) -> Vec<&'a String> {
+        let Some(p) = cluster.pods.get(pod) else {
+            return Vec::new();
+        };
+        cluster
+            .pdbs
+            .iter()
+            .filter(|(_, b)| pdb_selects(b, &p.pod))
+            .map(|(k, _)| k)
+            .collect()
+    }
+}
+
 impl Controllers {
     pub(super) fn schedule_pass(&mut self, at: Duration) {
         if self.pass_at.is_none_or(|p| p > at) {
@@ -197,6 +259,7 @@ impl Controllers {
                 nominated_claims.insert(claim.as_str());
             }
         }
+        let budgets = PdbAllowances::new(cluster, &self.evicting);
         let mut names = Vec::new();
         let mut nodes = Vec::new();
         let mut pods = Vec::new();
@@ -215,7 +278,7 @@ impl Controllers {
             let mut blocked = false;
             for k in by_node.get(name.as_str()).into_iter().flatten() {
                 let p = &cluster.pods[k.as_str()];
-                if pod_blocks(&p.pod, p.pending_since, self.now) || pdb_blocks(cluster, k) {
+                if pod_blocks(&p.pod, p.pending_since, self.now) || budgets.blocks(cluster, k) {
                     blocked = true;
                 }
                 on_node.push(pods.len());

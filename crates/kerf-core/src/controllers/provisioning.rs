@@ -72,6 +72,9 @@ fn scheduling_taints(node: &NodeRecord, pool: &NodePool, initialized: bool) -> V
 /// How long kube-scheduler has to bind pods nominated to an initialized node before the
 /// provisioner looks for capacity for them again (Karpenter: twice the batch maximum).
 pub const NOMINATION_GRACE: Duration = Duration::from_secs(20);
+/// How long pods the last solve could not place wait before they are tried again when
+/// nothing else (a new pod, a node, a NodePool change) brings them back sooner.
+pub const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(10);
 
 impl Controllers {
     /// Nominations to an initialized NodeClaim end: pods kube-scheduler did not bind there
@@ -261,8 +264,10 @@ impl Controllers {
             }
         }
         if !decision.unschedulable.is_empty() {
-            // pods left pending go round again in the next batch
-            self.saw_pending_pod();
+            // pods left pending go round again, a while later: solving every batch window
+            // for pods nothing can host only burns CPU
+            self.cancel(&Timer::RetryPending);
+            self.at(self.now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
         }
     }
 

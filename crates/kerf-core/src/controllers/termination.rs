@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::{Action, Controllers, Timer};
 use crate::cluster::PodOwner;
-use crate::controllers::disruption::pdb_blocks;
+use crate::controllers::disruption::PdbAllowances;
 use crate::disruption::{drain_tier, pod_blocks};
 
 /// How often a draining node retries evictions a PDB refused.
@@ -69,15 +69,21 @@ impl Controllers {
                 })
                 .collect();
             on_node.sort();
+            let mut budgets = PdbAllowances::new(&self.cluster, &self.evicting);
             for tier in 0..4 {
                 let (mut blocked, mut evicted) = (0, 0);
                 for (_, k) in on_node.iter().filter(|(t, _)| *t == tier) {
+                    if !forced && self.evicting.contains(k) {
+                        evicted += 1; // asked already: wait for it to go
+                        continue;
+                    }
                     let p = &self.cluster.pods[k];
                     let protected = pod_blocks(&p.pod, p.pending_since, self.now);
-                    if !forced && (protected || pdb_blocks(&self.cluster, k)) {
+                    if !forced && (protected || budgets.blocks(&self.cluster, k)) {
                         blocked += 1;
                         continue;
                     }
+                    budgets.spend(&self.cluster, k);
                     self.evict(k, forced);
                     evicted += 1;
                 }

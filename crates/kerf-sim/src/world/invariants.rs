@@ -1,5 +1,5 @@
 //! The invariants `--check` holds the run to, checked at every step: no over-commitment,
-//! taints and selectors, NodePool limits, registration, budgets, evictions that respect
+//! taints and selectors, NodePool limits at launch, registration, budgets, evictions that respect
 //! PodDisruptionBudgets and do-not-disrupt, and no pod waiting long while capacity exists.
 
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use kerf_aws::instance_type::scheduler_options;
 use kerf_core::cluster::{PodOwner, PodRecord};
 use kerf_core::controllers::disruption::pdb_blocks;
 use kerf_core::controllers::list_text;
+use kerf_core::controllers::provisioning::NOMINATION_GRACE;
 use kerf_core::disruption::{allowed_disruptions, pod_blocks};
 use kerf_core::nodepools::node_pool_input;
 use kerf_scheduling::resources::Resources;
@@ -90,28 +91,6 @@ impl World {
                 )));
             }
         }
-        for (name, pool) in &cluster.node_pools {
-            let limits =
-                Resources::from_quantities(pool.spec.limits.iter().map(|(k, v)| (k, v.as_str())));
-            let mut used = Resources::default();
-            for c in cluster.nodeclaims.values().filter(|c| c.node_pool == *name) {
-                if let Some(l) = &c.launched {
-                    used.add(&l.capacity);
-                }
-            }
-            for (resource, _) in pool.spec.limits.iter() {
-                let (u, l) = match resource.as_str() {
-                    "cpu" => (used.cpu_millis, limits.cpu_millis),
-                    "memory" => (used.memory_bytes, limits.memory_bytes),
-                    _ => continue,
-                };
-                if u > l {
-                    return Err(self.violation(format!(
-                        "nodepool {name} exceeds its {resource} limit: {u} > {l}"
-                    )));
-                }
-            }
-        }
         for (name, c) in &cluster.nodeclaims {
             if c.launched.is_some()
                 && c.node.is_none()
@@ -140,7 +119,11 @@ impl World {
 
     fn check_waits(&mut self) -> Result<(), SimError> {
         let cloud = &self.scenario.spec.cloud;
-        let bound = cloud.launch_delay.0 + cloud.ready_delay.0 + WAIT_SLACK;
+        // two launches: kube-scheduler may bind another pod into the room a pod was
+        // nominated to (the real one ignores Karpenter's nominations too), and the pod then
+        // waits out the nomination grace and a second launch
+        let launch = cloud.launch_delay.0 + cloud.ready_delay.0;
+        let bound = launch * 2 + NOMINATION_GRACE + WAIT_SLACK;
         let now = self.now;
         let late = self.waiting(|p| {
             now.saturating_sub(p.pending_since) > bound
@@ -266,6 +249,46 @@ impl World {
             if mine > allowed {
                 return Err(self.violation(format!(
                     "disruption of {mine} nodes of nodepool {pool} exceeds its budget of {allowed}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// A NodeClaim launches only while its NodePool stays within its limits with it (a
+    /// limit lowered below what is running stops launches; it removes nothing).
+    pub(super) fn check_limits(&self, nodeclaim: &str) -> Result<(), SimError> {
+        let cluster = &self.core.cluster;
+        let Some(claim) = cluster.nodeclaims.get(nodeclaim) else {
+            return Ok(());
+        };
+        if claim.launched.is_none() {
+            return Ok(());
+        }
+        let Some(pool) = cluster.node_pools.get(&claim.node_pool) else {
+            return Ok(());
+        };
+        let limits =
+            Resources::from_quantities(pool.spec.limits.iter().map(|(k, v)| (k, v.as_str())));
+        let mut used = Resources::default();
+        for c in cluster.nodeclaims.values() {
+            if c.node_pool == claim.node_pool
+                && let Some(l) = &c.launched
+            {
+                used.add(&l.capacity);
+            }
+        }
+        for (resource, _) in pool.spec.limits.iter() {
+            let (u, l) = match resource.as_str() {
+                "cpu" => (used.cpu_millis, limits.cpu_millis),
+                "memory" => (used.memory_bytes, limits.memory_bytes),
+                _ => continue,
+            };
+            if u > l {
+                return Err(self.violation(format!(
+                    "nodeclaim {nodeclaim} launched although it takes nodepool {} over its \
+                     {resource} limit: {u} > {l}",
+                    claim.node_pool
                 )));
             }
         }

@@ -1,0 +1,512 @@
+//! Swarm testing: random but valid scenarios built from a seed, run with every invariant
+//! checked; a failing scenario is shrunk (events, workloads, NodePools and cloud incidents
+//! dropped while it still fails) so the file a developer gets is small.
+//!
+//! A scenario is generated as the YAML document it would be written as, and run from that
+//! document, so the file written for a failure is exactly what failed.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Value, json};
+
+use crate::{RunOptions, SimError};
+
+/// Names of the NodePools a generated scenario may have.
+const POOLS: [&str; 5] = ["general", "spot", "fallback", "gpu-less", "batch"];
+
+/// Builds the scenario of `seed`.
+pub fn generate(seed: u64) -> Value {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let minutes = rng.random_range(30..=90u64);
+    let pools = rng.random_range(1..=5usize);
+    let mut manifests = vec![json!({
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "role": "KarpenterNodeRole-swarm",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "swarm"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "swarm"}}],
+        }
+    })];
+    let mut tainted = Vec::new();
+    for name in &POOLS[..pools] {
+        let pool = node_pool(&mut rng, name);
+        if pool["spec"]["template"]["spec"]["taints"].is_array() {
+            tainted.push(name.to_string());
+        }
+        manifests.push(pool);
+    }
+    for i in 0..rng.random_range(0..=2) {
+        manifests.push(daemonset(&mut rng, i));
+    }
+    let workloads = rng.random_range(1..=20usize);
+    for i in 0..workloads {
+        manifests.extend(workload(&mut rng, i, &POOLS[..pools], &tainted));
+    }
+    let mut times: Vec<u64> = (0..rng.random_range(0..=10))
+        .map(|_| rng.random_range(1..minutes))
+        .collect();
+    times.sort_unstable();
+    // a deleted Deployment is neither scaled nor deleted again
+    let mut alive: Vec<usize> = (0..workloads).collect();
+    let mut events = Vec::new();
+    for at in times {
+        let kind = rng.random_range(0..10);
+        let event = match kind {
+            7 | 8 => {
+                let name = POOLS[rng.random_range(0..pools)];
+                json!({"at": format!("{at}m"), "apply": node_pool(&mut rng, name)})
+            }
+            _ if alive.is_empty() => continue,
+            9 => {
+                let app = alive.remove(rng.random_range(0..alive.len()));
+                json!({"at": format!("{at}m"), "delete": {
+                    "kind": "Deployment", "name": format!("app-{app}"), "namespace": "default",
+                }})
+            }
+            _ => json!({"at": format!("{at}m"), "scale": {
+                "kind": "Deployment",
+                "name": format!("app-{}", pick(&mut rng, &alive)),
+                "namespace": "default",
+                "replicas": rng.random_range(0..=10),
+            }}),
+        };
+        events.push((at, event));
+    }
+    events.sort_by_key(|(at, _)| *at);
+    let events: Vec<Value> = events.into_iter().map(|(_, e)| e).collect();
+    json!({
+        "apiVersion": "kerf.sh/v1alpha1",
+        "kind": "Scenario",
+        "metadata": {"name": format!("swarm-{seed}")},
+        "spec": {
+            "duration": format!("{minutes}m"),
+            "seed": seed,
+            "cloud": cloud(&mut rng, minutes, &POOLS[..pools]),
+            "manifests": manifests,
+            "events": events,
+        }
+    })
+}
+
+fn pick<'a, T>(rng: &mut ChaCha8Rng, items: &'a [T]) -> &'a T {
+    &items[rng.random_range(0..items.len())]
+}
+
+fn node_pool(rng: &mut ChaCha8Rng, name: &str) -> Value {
+    let capacity_types: &[&[&str]] = &[&["spot"], &["on-demand"], &["spot", "on-demand"]];
+    let categories: &[&[&str]] = &[&["c", "m"], &["c", "m", "r"], &["m"], &["c", "r"]];
+    let mut requirements = vec![
+        json!({"key": "karpenter.sh/capacity-type", "operator": "In",
+               "values": pick(rng, capacity_types)}),
+        json!({"key": "karpenter.k8s.aws/instance-category", "operator": "In",
+               "values": pick(rng, categories)}),
+    ];
+    if rng.random_bool(0.5) {
+        requirements.push(json!({"key": "kubernetes.io/arch", "operator": "In",
+                                 "values": [pick(rng, &["amd64", "arm64"])]}));
+    }
+    if rng.random_bool(0.3) {
+        requirements.push(
+            json!({"key": "karpenter.k8s.aws/instance-size", "operator": "NotIn",
+                                 "values": ["metal", "24xlarge", "48xlarge"]}),
+        );
+    }
+    let mut template = json!({
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "requirements": requirements,
+    });
+    if rng.random_bool(0.2) {
+        template["taints"] = json!([{"key": "dedicated", "value": name, "effect": "NoSchedule"}]);
+    }
+    if rng.random_bool(0.3) {
+        template["expireAfter"] = json!(pick(rng, &["30m", "1h", "2h", "Never"]));
+    }
+    let mut disruption = json!({
+        "consolidationPolicy": pick(rng, &["WhenEmpty", "WhenEmptyOrUnderutilized"]),
+        "consolidateAfter": pick(rng, &["0s", "30s", "1m", "5m", "Never"]),
+    });
+    match rng.random_range(0..4) {
+        0 => disruption["budgets"] = json!([{"nodes": pick(rng, &["10%", "1", "50%"])}]),
+        1 => {
+            disruption["budgets"] = json!([
+                {"nodes": "20%"},
+                {"nodes": "0", "schedule": pick(rng, &["0 * * * *", "30 * * * *"]),
+                 "duration": pick(rng, &["10m", "20m"])},
+            ])
+        }
+        2 => {
+            disruption["budgets"] = json!([
+                {"nodes": "0", "reasons": [pick(rng, &["Drifted", "Underutilized", "Empty"])]},
+                {"nodes": "2"},
+            ])
+        }
+        _ => {}
+    }
+    let mut spec = json!({"template": {"spec": template}, "disruption": disruption});
+    if rng.random_bool(0.6) {
+        spec["weight"] = json!(rng.random_range(1..=100));
+    }
+    if rng.random_bool(0.3) {
+        spec["limits"] = json!({"cpu": rng.random_range(16..=256).to_string()});
+    }
+    json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
+           "spec": spec})
+}
+
+fn daemonset(rng: &mut ChaCha8Rng, i: usize) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": format!("agent-{i}"), "namespace": "kube-system"},
+        "spec": {
+            "selector": {"matchLabels": {"app": format!("agent-{i}")}},
+            "template": {
+                "metadata": {"labels": {"app": format!("agent-{i}")}},
+                "spec": {
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [{"name": "agent", "image": "agent", "resources": {"requests": {
+                        "cpu": format!("{}m", rng.random_range(50..=300)),
+                        "memory": format!("{}Mi", rng.random_range(64..=512)),
+                    }}}],
+                }
+            }
+        }
+    })
+}
+
+/// A Deployment `app-<i>`, and sometimes its PodDisruptionBudget.
+fn workload(rng: &mut ChaCha8Rng, i: usize, pools: &[&str], tainted: &[String]) -> Vec<Value> {
+    let app = format!("app-{i}");
+    let cpu = *pick(rng, &["100m", "250m", "500m", "1", "2", "3500m"]);
+    let memory = *pick(rng, &["128Mi", "512Mi", "1Gi", "2Gi", "4Gi", "7Gi"]);
+    let mut spec = json!({
+        "containers": [{"name": "c", "image": "app", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+    });
+    if rng.random_bool(0.3) {
+        let pool = pick(rng, pools);
+        spec["nodeSelector"] = json!({"karpenter.sh/nodepool": pool});
+        if tainted.iter().any(|t| t == pool) {
+            spec["tolerations"] = json!([{"key": "dedicated", "operator": "Equal", "value": pool, "effect": "NoSchedule"}]);
+        }
+    } else if !tainted.is_empty() && rng.random_bool(0.3) {
+        spec["tolerations"] = json!([{"key": "dedicated", "operator": "Exists"}]);
+    }
+    if rng.random_bool(0.2) {
+        spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "karpenter.sh/capacity-type",
+                "operator": "In", "values": [pick(rng, &["spot", "on-demand"])]}]}]}}});
+    }
+    let mut replicas_max = 10;
+    match rng.random_range(0..6) {
+        0 => {
+            spec["topologySpreadConstraints"] = json!([{"maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": pick(rng, &["DoNotSchedule", "ScheduleAnyway"]),
+                "labelSelector": {"matchLabels": {"app": app}}}])
+        }
+        1 => {
+            spec["topologySpreadConstraints"] = json!([{"maxSkew": rng.random_range(1..=2),
+                "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": app}}}])
+        }
+        2 => {
+            replicas_max = 6;
+            let affinity = spec["affinity"].as_object().cloned().unwrap_or_default();
+            let mut affinity = Value::Object(affinity);
+            affinity["podAntiAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": app}}}]});
+            spec["affinity"] = affinity;
+        }
+        _ => {}
+    }
+    let mut metadata = json!({"labels": {"app": app}});
+    match rng.random_range(0..20) {
+        0 => metadata["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"}),
+        1 => metadata["annotations"] = json!({"karpenter.sh/do-not-disrupt": "10m"}),
+        _ => {}
+    }
+    let mut out = vec![json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": app, "namespace": "default"},
+        "spec": {
+            "replicas": rng.random_range(0..=replicas_max),
+            "selector": {"matchLabels": {"app": app}},
+            "template": {"metadata": metadata, "spec": spec},
+        }
+    })];
+    if rng.random_bool(0.2) {
+        let budget = if rng.random_bool(0.5) {
+            json!({"maxUnavailable": pick(rng, &[0, 1])})
+        } else {
+            json!({"minAvailable": pick(rng, &["50%", "1"])})
+        };
+        let mut spec = budget;
+        spec["selector"] = json!({"matchLabels": {"app": app}});
+        out.push(
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                        "metadata": {"name": app, "namespace": "default"}, "spec": spec}),
+        );
+    }
+    out
+}
+
+fn cloud(rng: &mut ChaCha8Rng, minutes: u64, pools: &[&str]) -> Value {
+    let mut windows = Vec::new();
+    for _ in 0..rng.random_range(0..=2) {
+        let from = rng.random_range(0..minutes);
+        let until = rng.random_range(from + 1..=minutes);
+        let mut w = json!({"from": format!("{from}m"), "until": format!("{until}m"),
+                           "capacityType": pick(rng, &["spot", "on-demand"])});
+        if rng.random_bool(0.3) {
+            w["zones"] = json!(["us-east-1a"]);
+        }
+        windows.push(w);
+    }
+    let mut interruptions = Vec::new();
+    for _ in 0..rng.random_range(0..=2) {
+        let mut i = json!({"at": format!("{}m", rng.random_range(1..minutes)),
+                           "count": rng.random_range(1..=3)});
+        if rng.random_bool(0.3) {
+            i["nodepool"] = json!(pick(rng, pools));
+        }
+        interruptions.push(i);
+    }
+    let mut notices = Vec::new();
+    for _ in 0..rng.random_range(0..=3) {
+        notices.push(json!({
+            "at": format!("{}m", rng.random_range(1..minutes)),
+            "kind": pick(rng, &["scheduledChange", "stopping", "terminated", "rebalance"]),
+            "count": rng.random_range(1..=2),
+        }));
+    }
+    json!({
+        "launchDelay": format!("{}s", rng.random_range(5..=60)),
+        "readyDelay": format!("{}s", rng.random_range(5..=30)),
+        "insufficientCapacity": windows,
+        "spotInterruptions": interruptions,
+        "notices": notices,
+    })
+}
+
+/// Runs a scenario document with every invariant checked: `Err` with what went wrong (an
+/// invariant, an unusable scenario, or a panic).
+pub fn check(scenario: &Value) -> Result<(), String> {
+    let text = to_yaml(scenario);
+    let parsed = crate::scenario::parse(&text, None).map_err(|e| format!("unusable: {e}"))?;
+    let run = catch_unwind(AssertUnwindSafe(|| {
+        crate::run(parsed, RunOptions { check: true }, &mut |_, _, _| {})
+    }));
+    match run {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e @ SimError::Invariant { .. })) => Err(e.to_string()),
+        Ok(Err(e)) => Err(format!("unusable: {e}")),
+        Err(panic) => Err(format!(
+            "panicked: {}",
+            panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)")
+        )),
+    }
+}
+
+/// The scenario as the YAML file written for a failure.
+pub fn to_yaml(scenario: &Value) -> String {
+    serde_yaml::to_string(scenario).unwrap_or_default()
+}
+
+/// Drops events, cloud incidents, workloads (with their events and budgets), DaemonSets and
+/// NodePools one at a time for as long as the scenario keeps failing (`fails`), until no
+/// single removal keeps it failing.
+pub fn shrink(mut scenario: Value, fails: &mut dyn FnMut(&Value) -> bool) -> Value {
+    loop {
+        let mut smaller = false;
+        for candidate in removals(&scenario) {
+            if fails(&candidate) {
+                scenario = candidate;
+                smaller = true;
+                break;
+            }
+        }
+        if !smaller {
+            return scenario;
+        }
+    }
+}
+
+/// Every scenario one removal smaller than `scenario`, biggest cuts first.
+fn removals(scenario: &Value) -> Vec<Value> {
+    let mut out = Vec::new();
+    let spec = &scenario["spec"];
+    // a workload with everything that names it
+    let manifests = spec["manifests"].as_array().cloned().unwrap_or_default();
+    for m in &manifests {
+        let kind = m["kind"].as_str().unwrap_or("");
+        let name = m["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let removable = match kind {
+            "Deployment" | "DaemonSet" | "PodDisruptionBudget" => true,
+            "NodePool" => manifests.iter().filter(|m| m["kind"] == "NodePool").count() > 1,
+            _ => false,
+        };
+        if !removable {
+            continue;
+        }
+        let mut s = scenario.clone();
+        let same = |v: &Value| v["metadata"]["name"] == name.as_str();
+        if let Some(list) = s["spec"]["manifests"].as_array_mut() {
+            list.retain(|v| {
+                !(v["kind"] == kind && same(v)
+                    || kind == "Deployment" && v["kind"] == "PodDisruptionBudget" && same(v))
+            });
+        }
+        if let Some(list) = s["spec"]["events"].as_array_mut() {
+            list.retain(|e| {
+                let target = ["scale", "apply", "delete"]
+                    .iter()
+                    .find_map(|k| e.get(*k))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let named =
+                    target["name"] == name.as_str() || target["metadata"]["name"] == name.as_str();
+                let kind_of = target["kind"].as_str().unwrap_or("");
+                !(named && kind_of == kind)
+            });
+        }
+        out.push(s);
+    }
+    for list in [
+        "/spec/events",
+        "/spec/cloud/insufficientCapacity",
+        "/spec/cloud/spotInterruptions",
+        "/spec/cloud/notices",
+    ] {
+        let len = scenario
+            .pointer(list)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        for i in 0..len {
+            let mut s = scenario.clone();
+            if let Some(items) = s.pointer_mut(list).and_then(Value::as_array_mut) {
+                items.remove(i);
+            }
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// A swarm run's failure: the seed, what broke, and the shrunk scenario.
+#[derive(Debug)]
+pub struct Failure {
+    /// The generator's seed.
+    pub seed: u64,
+    /// What broke in the generated scenario.
+    pub message: String,
+    /// The smallest scenario found that still fails.
+    pub shrunk: Value,
+    /// What broke in the shrunk scenario.
+    pub shrunk_message: String,
+}
+
+/// How many runs shrinking one failure may take.
+const SHRINK_RUNS: usize = 150;
+
+/// What kind of failure a message reports, without the time, names and numbers that change
+/// as the scenario shrinks: shrinking keeps a removal only if the same kind still fails.
+pub fn kind_of(message: &str) -> String {
+    let body = message.split_once("Z: ").map_or(message, |(_, rest)| rest);
+    body.split_whitespace()
+        .map(|w| {
+            let name = POOLS.contains(&w.trim_matches(|c: char| !c.is_alphanumeric()));
+            if name
+                || w.chars()
+                    .any(|c| c.is_ascii_digit() || c == '/' || c == '-' || c == '.')
+            {
+                "*"
+            } else {
+                w
+            }
+        })
+        .take(8)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Runs the scenario of one seed; on a failure, shrinks it while the same kind of failure
+/// remains.
+pub fn run_seed(seed: u64) -> Option<Failure> {
+    let scenario = generate(seed);
+    let message = check(&scenario).err()?;
+    let kind = kind_of(&message);
+    let mut runs = 0;
+    let shrunk = shrink(scenario, &mut |s| {
+        runs += 1;
+        runs <= SHRINK_RUNS && check(s).is_err_and(|m| kind_of(&m) == kind)
+    });
+    let shrunk_message = check(&shrunk).err().unwrap_or_default();
+    Some(Failure {
+        seed,
+        message,
+        shrunk,
+        shrunk_message,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_always_gives_the_same_scenario_and_seeds_differ() {
+        assert_eq!(to_yaml(&generate(7)), to_yaml(&generate(7)));
+        assert_ne!(to_yaml(&generate(7)), to_yaml(&generate(8)));
+    }
+
+    #[test]
+    fn generated_scenarios_are_valid() {
+        for seed in 0..50 {
+            let text = to_yaml(&generate(seed));
+            if let Err(e) = crate::scenario::parse(&text, None) {
+                panic!("seed {seed}: {e}\n{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn failure_kinds_ignore_time_names_and_numbers() {
+        let a = "invariant violated at 2026-01-01T00:34:00.000Z: nodepool gpu-less exceeds its cpu limit: 140000 > 125000";
+        let b = "invariant violated at 2026-01-01T01:02:00.000Z: nodepool spot exceeds its cpu limit: 9 > 8";
+        assert_eq!(kind_of(a), kind_of(b));
+        let c = "invariant violated at 2026-01-01T00:34:00.000Z: evicted pod default/app-4-9 although its PodDisruptionBudget allows no disruption";
+        assert_ne!(kind_of(a), kind_of(c));
+    }
+
+    #[test]
+    fn shrinking_keeps_only_what_the_failure_needs() {
+        // a "failure" that needs one workload and one NodePool: everything else goes
+        let scenario = generate(3);
+        let needs = |s: &Value| {
+            let m = s["spec"]["manifests"].as_array().unwrap();
+            m.iter()
+                .any(|v| v["metadata"]["name"] == "app-0" && v["kind"] == "Deployment")
+        };
+        let shrunk = shrink(scenario, &mut |s| needs(s));
+        let kinds: Vec<&str> = shrunk["spec"]["manifests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["EC2NodeClass", "NodePool", "Deployment"],
+            "{shrunk}"
+        );
+        assert!(shrunk["spec"]["events"].as_array().unwrap().is_empty());
+    }
+}
