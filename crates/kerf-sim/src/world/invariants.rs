@@ -163,7 +163,8 @@ impl World {
             let types = self.catalog(&np.spec.template.spec.node_class_ref.name);
             let options: Arc<[InstanceTypeOption]> =
                 scheduler_options(&types, |_, _, _| false).into();
-            pools.push(node_pool_input(&np, options, Resources::default()));
+            let usage = self.core.cluster.pool_usage(&name);
+            pools.push(node_pool_input(&np, options, usage));
         }
         let hostable = self.hostable(&pools, &stale);
         if hostable.is_empty() {
