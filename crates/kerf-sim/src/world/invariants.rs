@@ -152,7 +152,13 @@ impl World {
     pub(super) fn check_end(&mut self) -> Result<(), SimError> {
         self.check_step()?;
         let now = self.now;
-        let stale = self.waiting(|p| now.saturating_sub(p.pending_since) > REGISTRATION_TTL);
+        // a pod that waited through an insufficient-capacity window may have needed just
+        // that capacity: the end check leaves it to the in-run wait check, which knows
+        let windows = &self.scenario.spec.cloud.insufficient_capacity;
+        let stale = self.waiting(|p| {
+            now.saturating_sub(p.pending_since) > REGISTRATION_TTL
+                && !windows.iter().any(|w| w.overlaps(p.pending_since, now))
+        });
         if stale.is_empty() {
             return Ok(());
         }
