@@ -68,6 +68,9 @@ pub struct Spec {
     /// The cloud's behaviour.
     #[serde(default)]
     pub cloud: Cloud,
+    /// Karpenter's feature gates, as `--feature-gates` sets them.
+    #[serde(default)]
+    pub feature_gates: FeatureGates,
     /// Objects present at t=0: inline documents or `{file: path}`.
     #[serde(default)]
     pub manifests: Vec<Value>,
@@ -82,6 +85,15 @@ fn default_region() -> String {
 
 fn default_seed() -> u64 {
     1
+}
+
+/// Karpenter's feature gates the simulated controllers honour.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "PascalCase")]
+pub struct FeatureGates {
+    /// Spot nodes may be replaced by cheaper spot nodes (given 15 cheaper instance types).
+    #[serde(default)]
+    pub spot_to_spot_consolidation: bool,
 }
 
 /// The simulated cloud.

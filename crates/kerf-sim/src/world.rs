@@ -187,6 +187,7 @@ impl World {
         let settings = Settings {
             epoch_unix: EPOCH_UNIX,
             registration_ttl: REGISTRATION_TTL,
+            spot_to_spot: scenario.spec.feature_gates.spot_to_spot_consolidation,
             ..Settings::default()
         };
         let mut w = World {

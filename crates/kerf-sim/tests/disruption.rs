@@ -12,6 +12,7 @@ struct Setup<'a> {
     pod_extra: &'a str,
     manifests: &'a str,
     cloud: &'a str,
+    feature_gates: &'a str,
     events: &'a str,
 }
 
@@ -24,6 +25,7 @@ const BASE: Setup<'static> = Setup {
     pod_extra: "",
     manifests: "",
     cloud: "{}",
+    feature_gates: "{}",
     events: "[]",
 };
 
@@ -36,6 +38,7 @@ metadata: {{name: t}}
 spec:
   duration: {duration}
   cloud: {cloud}
+  featureGates: {feature_gates}
   manifests:
   - apiVersion: karpenter.k8s.aws/v1
     kind: EC2NodeClass
@@ -75,6 +78,7 @@ spec:
 "#,
         duration = s.duration,
         cloud = s.cloud,
+        feature_gates = s.feature_gates,
         disruption = s.disruption,
         ct = s.capacity_type,
         template_extra = s.template_extra,
@@ -419,4 +423,24 @@ fn changing_the_node_class_drifts_and_replaces_its_nodes() {
     assert!(r.end.nodes.iter().all(|n| !replaced.contains(&n.nodeclaim)));
     assert!(!r.end.nodes.is_empty());
     assert!(r.end.pending_pods.is_empty());
+}
+
+#[test]
+fn spot_nodes_are_replaced_by_cheaper_spot_only_behind_the_feature_gate() {
+    // ten pods fill a spot node; at 10m one is left, and a much smaller spot node would do
+    let events = format!("[{}]", scale("10m", 1));
+    let replaced = |gates: &str| {
+        let r = run(&Setup {
+            capacity_type: "spot",
+            replicas: 10,
+            feature_gates: gates,
+            events: &events,
+            ..BASE
+        });
+        disruptions(&r)
+            .iter()
+            .any(|(_, c)| c.starts_with("Underutilized/") && c.contains("-> [1 replacement(s)]"))
+    };
+    assert!(!replaced("{}"), "spot-to-spot is off by default");
+    assert!(replaced("{SpotToSpotConsolidation: true}"));
 }
