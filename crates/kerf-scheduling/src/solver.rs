@@ -11,9 +11,8 @@
 //! pods with the same constraints share a cursor past the bins that can never take them.
 
 use std::cell::RefCell;
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::hash::Hash;
 use std::rc::Rc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -157,13 +156,16 @@ struct Fit {
     types: Option<BitSet>,
 }
 
-/// The pod constraints in force for one attempt.
+/// The pod constraints in force for one attempt. Pods whose attempts are equal share a
+/// cursor: the attempt itself is the key, so two different constraint sets never do.
+#[derive(Clone, PartialEq, Eq, Hash)]
 struct Attempt {
     reqs: Reqs,
     host: Option<Req>,
     groups: Vec<GroupId>,
+    tolerations: u64,
     tolerate_pns: bool,
-    signature: u64,
+    host_ports: Vec<HostPort>,
 }
 
 struct State<'p> {
@@ -180,7 +182,7 @@ struct State<'p> {
     pods: Vec<PodInfo>,
     bins: Vec<Bin>,
     min_request: Amounts,
-    cursors: FxHashMap<u64, Cursor>,
+    cursors: FxHashMap<Attempt, Cursor>,
     nothing: Req,
     toleration_ids: Vec<u64>,
     /// Pods already on nodes that topology counts, and their indices by node.
@@ -201,12 +203,6 @@ pub fn solve(problem: &Problem<'_>) -> Decision {
     let mut state = State::new(problem, problem.pods);
     let reasons = state.run((0..problem.pods.len()).collect());
     state.finish(reasons)
-}
-
-fn hash_of(v: &impl Hash) -> u64 {
-    let mut h = DefaultHasher::new();
-    v.hash(&mut h);
-    h.finish()
 }
 
 fn taint_text(t: &Taint) -> String {
@@ -614,20 +610,13 @@ impl<'p> State<'p> {
         let info = &self.pods[pod];
         let (reqs, host) = relax.node_reqs(info, self.hostname, &self.symbols);
         let groups = relax.groups(info);
-        let signature = hash_of(&(
-            &reqs,
-            &host,
-            &groups,
-            self.toleration_ids[pod],
-            relax.tolerate_prefer_no_schedule,
-            &info.host_ports,
-        ));
         Attempt {
             reqs,
             host,
             groups,
+            tolerations: self.toleration_ids[pod],
             tolerate_pns: relax.tolerate_prefer_no_schedule,
-            signature,
+            host_ports: info.host_ports.clone(),
         }
     }
 
@@ -862,7 +851,11 @@ impl<'p> State<'p> {
     /// on failure.
     fn place(&mut self, pod: usize, relax: &Relaxation) -> Result<(), Vec<Reason>> {
         let a = self.attempt(pod, relax);
-        let mut cursor = self.cursors.remove(&a.signature).unwrap_or_default();
+        let mut cursor = self
+            .cursors
+            .get_mut(&a)
+            .map(std::mem::take)
+            .unwrap_or_default();
         let mut placed = None;
         let mut b = cursor.start;
         while b < self.bins.len() {
@@ -880,7 +873,12 @@ impl<'p> State<'p> {
             }
             b += 1;
         }
-        self.cursors.insert(a.signature, cursor);
+        match self.cursors.get_mut(&a) {
+            Some(slot) => *slot = cursor,
+            None => {
+                self.cursors.insert(a.clone(), cursor);
+            }
+        }
         if let Some((b, fit)) = placed {
             self.commit(pod, b, fit);
             return Ok(());
