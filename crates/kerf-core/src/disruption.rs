@@ -9,7 +9,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_api::cron::CronSchedule;
 use kerf_api::duration::{NillableDuration, parse_go_duration};
-use kerf_api::nodepool::DisruptionReason;
+use kerf_api::nodepool::{Budget, DisruptionReason};
 use kerf_api::{NodePool, labels};
 
 /// How many of a NodePool's `nodes` may be disrupted now for `reason`, given `disrupting`
@@ -27,11 +27,7 @@ pub fn allowed_disruptions(
         if !b.reasons.is_empty() && !b.reasons.contains(&reason) {
             continue;
         }
-        let active = match (&b.schedule, b.duration) {
-            (Some(s), Some(d)) => CronSchedule::parse(s).is_ok_and(|c| c.active_at(unix_now, d.0)),
-            _ => true,
-        };
-        if !active {
+        if !budget_active(b, unix_now) {
             continue;
         }
         let n = match b.nodes.strip_suffix('%') {
@@ -45,6 +41,14 @@ pub fn allowed_disruptions(
         allowed = nodes.div_ceil(10);
     }
     allowed.saturating_sub(disrupting)
+}
+
+/// Whether a budget counts at `unix_now`: always without a schedule, else inside its window.
+pub fn budget_active(b: &Budget, unix_now: u64) -> bool {
+    match (&b.schedule, b.duration) {
+        (Some(s), Some(d)) => CronSchedule::parse(s).is_ok_and(|c| c.active_at(unix_now, d.0)),
+        _ => true,
+    }
 }
 
 /// Whether a pod forbids voluntary disruption of its node at `now`: the annotation is

@@ -17,7 +17,7 @@ use super::{Action, Controllers, Timer};
 use crate::cluster::{Cluster, DriftReason};
 use crate::consolidation::{ClusterView, Command, NodeView, plan};
 use crate::disruption::{
-    allowed_disruptions, consolidatable_at, pdb_allowance, pdb_selects, pod_blocks,
+    allowed_disruptions, budget_active, consolidatable_at, pdb_allowance, pdb_selects, pod_blocks,
 };
 use crate::hash::{node_class_hash, node_pool_hash};
 
@@ -411,7 +411,6 @@ impl Controllers {
     /// What a full disruption pass over the current state would decide, without acting
     /// on it or skipping anything: how a checker tells whether a pass was missed.
     pub fn fresh_decision(&mut self) -> Option<String> {
-        self.unavailable.expire(self.now);
         let (command, names) = self.decide()?;
         let candidates: Vec<&str> = command
             .candidates
@@ -460,12 +459,7 @@ impl Controllers {
             .node_pools
             .values()
             .flat_map(|np| &np.spec.disruption.budgets)
-            .map(|b| match (&b.schedule, b.duration) {
-                (Some(s), Some(d)) => {
-                    kerf_api::cron::CronSchedule::parse(s).is_ok_and(|c| c.active_at(unix, d.0))
-                }
-                _ => true,
-            })
+            .map(|b| budget_active(b, unix))
             .collect();
         PassInputs {
             cluster: cluster.generation(),
