@@ -1,11 +1,14 @@
 //! Workload manifests as the pods they make: a Deployment, ReplicaSet or StatefulSet with N
 //! replicas (a Job with parallelism N) becomes N pods `<name>-<i>`; a DaemonSet becomes the
-//! pod it would run on every node; Nodes are read as they are.
+//! pod it would run on every node; Nodes and PodDisruptionBudgets (checked as the API
+//! server checks them) are read as they are.
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_api::Quantity;
 use kerf_api::manifest::RawDocument;
 use serde_json::Value;
@@ -19,6 +22,8 @@ pub enum ClusterObject {
     DaemonSet(Box<Pod>),
     /// A node.
     Node(Box<Node>),
+    /// A PodDisruptionBudget.
+    Pdb(Box<PodDisruptionBudget>),
 }
 
 /// A workload manifest that cannot be read.
@@ -86,10 +91,54 @@ pub fn read(doc: &RawDocument) -> Result<Option<ClusterObject>, WorkloadError> {
             pod.metadata.name = d.metadata.name.clone();
             ClusterObject::DaemonSet(Box::new(pod))
         }
+        ("policy", "PodDisruptionBudget") => {
+            let pdb: PodDisruptionBudget = parse(doc)?;
+            check_pdb(doc, &pdb)?;
+            return Ok(Some(ClusterObject::Pdb(Box::new(pdb))));
+        }
         _ => return Ok(None),
     };
     check_quantities(doc)?;
     Ok(Some(object))
+}
+
+/// The API server's rules for a PodDisruptionBudget's amounts: a non-negative integer or a
+/// percentage (`"1"` as a string is neither), and not both fields.
+fn check_pdb(doc: &RawDocument, pdb: &PodDisruptionBudget) -> Result<(), WorkloadError> {
+    let error = |path: &str, message: &str| WorkloadError {
+        kind: doc.kind().to_string(),
+        name: doc.name().to_string(),
+        path: path.into(),
+        message: message.into(),
+    };
+    let Some(spec) = &pdb.spec else {
+        return Ok(());
+    };
+    if spec.min_available.is_some() && spec.max_unavailable.is_some() {
+        return Err(error(
+            "spec",
+            "minAvailable and maxUnavailable cannot be both set",
+        ));
+    }
+    for (path, v) in [
+        ("spec.minAvailable", &spec.min_available),
+        ("spec.maxUnavailable", &spec.max_unavailable),
+    ] {
+        let ok = match v {
+            None => true,
+            Some(IntOrString::Int(n)) => *n >= 0,
+            Some(IntOrString::String(s)) => s
+                .strip_suffix('%')
+                .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())),
+        };
+        if !ok {
+            return Err(error(
+                path,
+                "must be a non-negative integer or a percentage (\"50%\")",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// N pods from a template, named `<name>-<i>`.
@@ -242,5 +291,37 @@ spec:
         assert!(err.to_string().starts_with(
             "Pod/p: spec.containers[0].resources.requests.cpu: \"one\" is not a quantity"
         ));
+    }
+
+    #[test]
+    fn pod_disruption_budgets_take_integers_or_percentages() {
+        let pdb = |spec: &str| {
+            one(&format!(
+                "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {{name: web}}\n\
+                 spec: {{selector: {{matchLabels: {{app: web}}}}, {spec}}}"
+            ))
+        };
+        assert!(matches!(
+            pdb("minAvailable: 1"),
+            Ok(Some(ClusterObject::Pdb(_)))
+        ));
+        assert!(matches!(
+            pdb("maxUnavailable: '25%'"),
+            Ok(Some(ClusterObject::Pdb(_)))
+        ));
+        let err = pdb("minAvailable: '1'").unwrap_err();
+        assert_eq!(err.path, "spec.minAvailable");
+        assert!(
+            err.to_string()
+                .contains("a non-negative integer or a percentage")
+        );
+        assert_eq!(
+            pdb("maxUnavailable: -1").unwrap_err().path,
+            "spec.maxUnavailable"
+        );
+        assert_eq!(
+            pdb("minAvailable: 1, maxUnavailable: 1").unwrap_err().path,
+            "spec"
+        );
     }
 }

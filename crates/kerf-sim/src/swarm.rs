@@ -242,7 +242,7 @@ fn workload(rng: &mut ChaCha8Rng, i: usize, pools: &[&str], tainted: &[String]) 
         let budget = if rng.random_bool(0.5) {
             json!({"maxUnavailable": pick(rng, &[0, 1])})
         } else {
-            json!({"minAvailable": pick(rng, &["50%", "1"])})
+            json!({"minAvailable": pick(rng, &[json!("50%"), json!(1)])})
         };
         let mut spec = budget;
         spec["selector"] = json!({"matchLabels": {"app": app}});

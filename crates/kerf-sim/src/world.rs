@@ -25,19 +25,20 @@ use kerf_core::nodepools::daemon_runs_on;
 use kerf_core::workloads::{ClusterObject, read};
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::resources::{Resources, pod_requests};
-use kerf_scheduling::{BoundPod, ExistingNode, Problem, SolveOptions, solve};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
 use crate::clock::EPOCH_UNIX;
 use crate::cloud::{self, Instance};
+use crate::kube_scheduler;
 use crate::log::Log;
 use crate::report::{FinalNode, Report, Sample, Totals};
 use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 
 mod convergence;
 mod invariants;
+mod oracle;
 
 /// How long a launched instance may take to register before Kerf gives up on it.
 pub const REGISTRATION_TTL: Duration = Duration::from_secs(15 * 60);
@@ -109,6 +110,8 @@ pub struct World {
     /// could host then (not solved again while the late set stays within them).
     waits_checked: Duration,
     unhostable: BTreeSet<String>,
+    /// The cluster generation `--check` last checked bindings at.
+    step_checked: Option<u64>,
     convergence: convergence::Convergence,
     zones: Vec<String>,
     now: Duration,
@@ -217,6 +220,7 @@ impl World {
             requested_total: Resources::default(),
             cheapest_rates: None,
             unhostable: BTreeSet::new(),
+            step_checked: None,
             convergence: Default::default(),
         };
         let manifests = w.scenario.spec.manifests.clone();
@@ -535,13 +539,8 @@ impl World {
                     Some(ClusterObject::DaemonSet(pod)) => {
                         self.core.cluster.apply_daemonset(key(&ns, &name), *pod);
                     }
-                    None if kind == "PodDisruptionBudget" => {
-                        let pdb =
-                            serde_json::from_value(doc.clone()).map_err(|e| ScenarioError {
-                                path: path.into(),
-                                message: e.to_string(),
-                            })?;
-                        self.core.cluster.apply_pdb(key(&ns, &name), pdb);
+                    Some(ClusterObject::Pdb(pdb)) => {
+                        self.core.cluster.apply_pdb(key(&ns, &name), *pdb);
                     }
                     Some(ClusterObject::Node(_)) => {
                         return Err(ScenarioError {
@@ -734,97 +733,52 @@ impl World {
         }
     }
 
-    /// Plays kube-scheduler: binds pending pods to Ready nodes they fit, nominated nodes
-    /// first, and marks the rest `Unschedulable`.
+    /// Plays kube-scheduler ([`crate::kube_scheduler`], written apart from Kerf's solver):
+    /// binds pending pods one by one, oldest first and those nominated for a node first,
+    /// and marks the ones no Ready node fits `Unschedulable`.
     fn bind_pending(&mut self) {
         let cluster = &self.core.cluster;
-        let pending = cluster.pods_where(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
+        let mut pending: Vec<(bool, Duration, &String)> = cluster
+            .pods
+            .iter()
+            .filter(|(_, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet)
+            .map(|(k, p)| (p.nominated.is_none(), p.pending_since, k))
+            .collect();
         if pending.is_empty() {
             return;
         }
-        // nominated pods whose node is now ready go there if they still fit
-        for k in &pending {
-            let cluster = &self.core.cluster;
-            let Some(claim) = cluster.pods[k].nominated.clone() else {
-                continue;
-            };
-            let node = cluster.nodeclaims.get(&claim).and_then(|c| c.node.clone());
-            if let Some(n) = node
-                && let Some(rec) = cluster.nodes.get(&n).filter(|n| n.ready)
-            {
-                let mut total = rec.requests.clone();
-                total.add(&cluster.pods[k].requests);
-                if total.fits(&rec.allocatable) {
-                    self.bind(k, &n);
+        pending.sort();
+        let mut placed = Vec::new();
+        if cluster.nodes.values().any(|n| n.ready) {
+            let nodes = cluster
+                .nodes
+                .iter()
+                .map(|(name, n)| kube_scheduler::Node {
+                    name,
+                    labels: &n.labels,
+                    taints: &n.taints,
+                    allocatable: allocatable_amounts(&n.allocatable),
+                    ready: n.ready,
+                })
+                .collect();
+            let bound = cluster
+                .pods
+                .values()
+                .filter_map(|p| p.node.as_deref().map(|n| (&p.pod, n)));
+            let mut scheduler = kube_scheduler::Scheduler::new(nodes, bound);
+            for (_, _, k) in &pending {
+                let p = &cluster.pods[*k];
+                let nominated = p
+                    .nominated
+                    .as_ref()
+                    .and_then(|c| cluster.nodeclaims.get(c))
+                    .and_then(|c| c.node.as_deref());
+                if let Some(node) = scheduler.schedule(&p.pod, nominated) {
+                    placed.push(((*k).clone(), node.to_string()));
                 }
             }
         }
-        let cluster = &self.core.cluster;
-        let pending: Vec<String> = pending
-            .into_iter()
-            .filter(|k| cluster.pods[k].node.is_none())
-            .collect();
-        let ready: Vec<String> = cluster
-            .nodes
-            .iter()
-            .filter(|(_, n)| n.ready)
-            .map(|(k, _)| k.clone())
-            .collect();
-        let placed: Vec<(String, String)> = if ready.is_empty() {
-            Vec::new()
-        } else {
-            let nodes: Vec<ExistingNode> = ready
-                .iter()
-                .map(|name| {
-                    let n = &cluster.nodes[name];
-                    ExistingNode {
-                        name: name.clone(),
-                        labels: n.labels.clone(),
-                        taints: n.taints.clone(),
-                        allocatable: n.allocatable.clone(),
-                        requested: n.requests.clone(),
-                        initialized: true,
-                    }
-                })
-                .collect();
-            let index: HashMap<&str, usize> = ready
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (n.as_str(), i))
-                .collect();
-            let bound: Vec<BoundPod<'_>> = cluster
-                .pods
-                .values()
-                .filter_map(|p| {
-                    p.node
-                        .as_deref()
-                        .and_then(|n| index.get(n))
-                        .map(|&node| BoundPod { node, pod: &p.pod })
-                })
-                .collect();
-            let pods: Vec<Pod> = pending
-                .iter()
-                .map(|k| cluster.pods[k].pod.clone())
-                .collect();
-            let decision = solve(&Problem {
-                node_pools: &[],
-                nodes: &nodes,
-                bound_pods: &bound,
-                daemonsets: &[],
-                pods: &pods,
-                options: SolveOptions::default(),
-            });
-            let (pending, ready) = (&pending, &ready);
-            decision
-                .existing
-                .iter()
-                .flat_map(|e| {
-                    e.pods
-                        .iter()
-                        .map(move |p| (pending[*p].clone(), ready[e.node].clone()))
-                })
-                .collect()
-        };
+        let pending: Vec<String> = pending.into_iter().map(|(_, _, k)| k.clone()).collect();
         for (k, n) in placed {
             self.bind(&k, &n);
         }
@@ -1249,6 +1203,14 @@ impl World {
 }
 
 /// The pod template of a workload document, named after the workload (pods get `-<i>`).
+/// A node's allocatable as the kube-scheduler model counts it (thousandths by name).
+pub(crate) fn allocatable_amounts(r: &Resources) -> kube_scheduler::Amounts {
+    r.to_resource_list()
+        .into_iter()
+        .map(|(k, q)| (k, q.milli()))
+        .collect()
+}
+
 fn one_template(doc: &Value) -> Pod {
     let mut single = doc.clone();
     if let Some(spec) = single.get_mut("spec").and_then(Value::as_object_mut) {

@@ -131,7 +131,8 @@ fn load(
                     Ok(Some(ClusterObject::Pods(pods))) => inputs.pods.extend(pods),
                     Ok(Some(ClusterObject::DaemonSet(pod))) => inputs.daemonsets.push(*pod),
                     Ok(Some(ClusterObject::Node(node))) => inputs.nodes.push(*node),
-                    Ok(None) => {}
+                    // one scheduling round disrupts nothing: budgets do not apply
+                    Ok(Some(ClusterObject::Pdb(_)) | None) => {}
                     Err(e) => {
                         let _ = writeln!(problems, "{shown}:{}: {e}", doc.index);
                     }

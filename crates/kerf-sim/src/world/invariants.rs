@@ -2,6 +2,7 @@
 //! taints and selectors, NodePool limits at launch, registration, budgets, evictions that respect
 //! PodDisruptionBudgets and do-not-disrupt, and no pod waiting long while capacity exists.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,16 +11,16 @@ use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{Taint, labels};
 use kerf_aws::instance_type::scheduler_options;
 use kerf_core::cluster::{PodOwner, PodRecord};
-use kerf_core::controllers::disruption::pdb_blocks;
 use kerf_core::controllers::list_text;
 use kerf_core::controllers::provisioning::NOMINATION_GRACE;
-use kerf_core::disruption::{allowed_disruptions, pod_blocks};
 use kerf_core::nodepools::node_pool_input;
 use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{InstanceTypeOption, NodePoolInput, Problem, solve};
 
-use super::{REGISTRATION_TTL, SimError, World};
+use super::oracle::{PodView, blocking_pdb, budget_room};
+use super::{REGISTRATION_TTL, SimError, World, allocatable_amounts};
 use crate::clock::EPOCH_UNIX;
+use crate::kube_scheduler::{Amounts, add, node_affinity_matches, requests, untolerated};
 
 /// How often `--check` looks for pods waiting too long (each look may solve).
 const WAIT_CHECK_EVERY: Duration = Duration::from_secs(30);
@@ -35,16 +36,18 @@ impl World {
         }
     }
 
-    pub(super) fn check_step(&self) -> Result<(), SimError> {
-        let cluster = &self.core.cluster;
-        for (name, n) in &cluster.nodes {
-            if !n.requests.fits(&n.allocatable) {
-                return Err(self.violation(format!(
-                    "node {name} is over-committed: requests {:?} exceed allocatable {:?}",
-                    n.requests, n.allocatable
-                )));
-            }
+    /// Bindings, requests and registration, looked at again whenever the cluster changed.
+    pub(super) fn check_step(&mut self) -> Result<(), SimError> {
+        // a state already checked is not checked twice (a write the generation missed is
+        // checked with the next one: the state persists)
+        let generation = self.core.cluster.generation();
+        if self.step_checked == Some(generation) {
+            return Ok(());
         }
+        self.step_checked = Some(generation);
+        let cluster = &self.core.cluster;
+        // requests added up again from the pod objects, not the cluster's running totals
+        let mut requested: BTreeMap<&str, Amounts> = BTreeMap::new();
         for (k, p) in &cluster.pods {
             let Some(node) = &p.node else { continue };
             let Some(n) = cluster.nodes.get(node) else {
@@ -52,15 +55,10 @@ impl World {
                     "pod {k} is bound to node {node}, which does not exist"
                 )));
             };
+            add(requested.entry(node).or_default(), &requests(&p.pod));
             if p.owner == PodOwner::DaemonSet {
                 continue;
             }
-            let tolerations = p
-                .pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.tolerations.clone())
-                .unwrap_or_default();
             // the disrupted taint arrives after binding: it keeps new pods off, not old ones
             let scheduling_taints: Vec<Taint> = n
                 .taints
@@ -68,26 +66,29 @@ impl World {
                 .filter(|t| t.key != labels::DISRUPTED_TAINT_KEY)
                 .cloned()
                 .collect();
-            if let Some(t) =
-                kerf_scheduling::taints::first_untolerated(&tolerations, &scheduling_taints, true)
-            {
+            if untolerated(&p.pod, &scheduling_taints) {
                 return Err(self.violation(format!(
-                    "pod {k} is bound to node {node} whose taint {} it does not tolerate",
-                    t.key
+                    "pod {k} is bound to node {node} with a taint it does not tolerate"
                 )));
             }
-            let selector = p
-                .pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_selector.clone())
-                .unwrap_or_default();
-            if let Some((key, v)) = selector
+            if !node_affinity_matches(&p.pod, &n.labels) {
+                return Err(self.violation(format!(
+                    "pod {k} is bound to node {node}, which its node selector or required \
+                     node affinity rules out"
+                )));
+            }
+        }
+        for (name, used) in requested {
+            let allocatable = allocatable_amounts(&cluster.nodes[name].allocatable);
+            if let Some((r, v)) = used
                 .iter()
-                .find(|(key, v)| n.labels.get(*key) != Some(*v))
+                .find(|(r, v)| **v > allocatable.get(*r).copied().unwrap_or(0))
             {
                 return Err(self.violation(format!(
-                    "pod {k} selects {key}={v} but is bound to node {node} without it"
+                    "node {name} is over-committed: its pods request {} of {r} (thousandths), \
+                     allocatable is {}",
+                    v,
+                    allocatable.get(r).copied().unwrap_or(0)
                 )));
             }
         }
@@ -246,14 +247,14 @@ impl World {
                         .is_some_and(|(_, c)| c.node_pool == *pool)
                 })
                 .count();
-            let allowed = allowed_disruptions(
+            let allowed = budget_room(
                 np,
                 reason,
-                of_pool.len(),
-                deleting,
-                EPOCH_UNIX + self.now.as_secs(),
+                of_pool.len() as i64,
+                deleting as i64,
+                (EPOCH_UNIX + self.now.as_secs()) as i64,
             );
-            if mine > allowed {
+            if mine as i64 > allowed {
                 return Err(self.violation(format!(
                     "disruption of {mine} nodes of nodepool {pool} exceeds its budget of {allowed}"
                 )));
@@ -304,15 +305,43 @@ impl World {
 
     /// No do-not-disrupt pod is evicted, and no PodDisruptionBudget is broken.
     pub(super) fn check_eviction(&self, pod: &str) -> Result<(), SimError> {
-        let Some(p) = self.core.cluster.pods.get(pod) else {
+        let cluster = &self.core.cluster;
+        let Some(p) = cluster.pods.get(pod) else {
             return Ok(());
         };
-        if pod_blocks(&p.pod, p.pending_since, self.now) {
+        let annotation = p
+            .pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(labels::DO_NOT_DISRUPT));
+        let blocked = match annotation.map(String::as_str) {
+            Some("true") => true,
+            Some(d) => kerf_api::duration::parse_go_duration(d)
+                .is_ok_and(|d| self.now < p.pending_since + d),
+            None => false,
+        };
+        if blocked {
             return Err(self.violation(format!("evicted do-not-disrupt pod {pod}")));
         }
-        if pdb_blocks(&self.core.cluster, pod) {
+        let views: Vec<PodView<'_>> = cluster
+            .pods
+            .values()
+            .map(|q| PodView {
+                pod: &q.pod,
+                healthy: q
+                    .node
+                    .as_ref()
+                    .is_some_and(|n| cluster.nodes.get(n).is_some_and(|n| n.ready)),
+                // the simulator names a pod's controller by its workload key
+                workload: super::owner_workload(&q.pod)
+                    .and_then(|w| self.workloads.get_key_value(w))
+                    .map(|(k, wl)| (k.as_str(), wl.replicas)),
+            })
+            .collect();
+        if let Some(pdb) = blocking_pdb(&cluster.pdbs, &views, &p.pod) {
             return Err(self.violation(format!(
-                "evicted pod {pod} although its PodDisruptionBudget allows no disruption"
+                "evicted pod {pod} although PodDisruptionBudget {pdb} allows no disruption"
             )));
         }
         Ok(())

@@ -1,0 +1,738 @@
+//! Plays kube-scheduler for the simulator: its filter plugins (NodeResourcesFit,
+//! NodeAffinity, TaintToleration, NodePorts, PodTopologySpread, InterPodAffinity) and its
+//! default LeastAllocated score, read straight from the raw Pod objects and node labels.
+//!
+//! It shares no code with Kerf's solver on purpose. A binder that reused the solver's
+//! predicates would agree with every mistake the solver makes, and `--check`, which judges
+//! placements with these same filters, could not catch one.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use k8s_openapi::api::core::v1::{
+    Container, NodeSelectorRequirement, Pod, PodAffinityTerm, Toleration, TopologySpreadConstraint,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kerf_api::{Quantity, Taint, TaintEffect};
+
+/// Resource amounts in thousandths of a unit (millicores, millibytes), by resource name.
+pub type Amounts = BTreeMap<String, i128>;
+
+/// A node as kube-scheduler's snapshot holds it.
+#[derive(Debug)]
+pub struct Node<'a> {
+    /// The node's name.
+    pub name: &'a str,
+    /// Its labels (zone, hostname, instance type, NodePool, …).
+    pub labels: &'a BTreeMap<String, String>,
+    /// Its taints.
+    pub taints: &'a [Taint],
+    /// `status.allocatable`, in thousandths.
+    pub allocatable: Amounts,
+    /// Whether pods may be bound to it (Ready); nodes that are not still count as
+    /// topology domains, as they do for kube-scheduler.
+    pub ready: bool,
+}
+
+/// kube-scheduler's view of the cluster: nodes and the pods bound to them, updated as it
+/// binds.
+pub struct Scheduler<'a> {
+    nodes: Vec<Node<'a>>,
+    requested: Vec<Amounts>,
+    ports: Vec<Vec<(i32, String)>>,
+    bound: Vec<(&'a Pod, usize)>,
+    /// Bound pods that carry required anti-affinity terms (checked against every newcomer).
+    repelling: Vec<usize>,
+    counts: HashMap<String, Count>,
+    /// Pods (by namespace, labels and spec) no node fitted since the last placement.
+    unschedulable: HashSet<String>,
+}
+
+/// A pod's spread constraint, ready to check node by node.
+struct Spread {
+    key: String,
+    count: String,
+    /// The most matching pods the node's domain may already hold.
+    allowed: i64,
+}
+
+/// The spread and affinity terms of one pod, by count id.
+struct Plan {
+    requests: Amounts,
+    ports: Vec<(i32, String)>,
+    spreads: Vec<Spread>,
+    /// (topology key, count, whether the pod may start the group: it matches its own
+    /// term and no pod anywhere does yet)
+    affinity: Vec<(String, String, bool)>,
+    anti: Vec<(String, String)>,
+}
+
+/// How many bound pods a selector matches in each domain of a topology key.
+struct Count {
+    namespaces: Option<Vec<String>>,
+    selector: LabelSelector,
+    key: String,
+    by_domain: HashMap<String, i64>,
+}
+
+impl<'a> Scheduler<'a> {
+    /// The snapshot: `bound` pairs each bound pod with the name of its node.
+    pub fn new(nodes: Vec<Node<'a>>, bound: impl IntoIterator<Item = (&'a Pod, &'a str)>) -> Self {
+        let index: HashMap<&str, usize> =
+            nodes.iter().enumerate().map(|(i, n)| (n.name, i)).collect();
+        let mut s = Scheduler {
+            requested: vec![Amounts::new(); nodes.len()],
+            ports: vec![Vec::new(); nodes.len()],
+            nodes,
+            bound: Vec::new(),
+            repelling: Vec::new(),
+            counts: HashMap::new(),
+            unschedulable: HashSet::new(),
+        };
+        for (pod, node) in bound {
+            if let Some(&i) = index.get(node) {
+                s.place(pod, i);
+            }
+        }
+        s
+    }
+
+    /// What the pods bound to each node request, by node name.
+    pub fn requested(&self) -> impl Iterator<Item = (&str, &Amounts)> {
+        self.nodes
+            .iter()
+            .zip(&self.requested)
+            .map(|(n, r)| (n.name, r))
+    }
+
+    /// Schedules one pod: the Ready node that passes every filter and scores best
+    /// (`preferred` first when it passes), recorded as bound. `None` when no node fits.
+    pub fn schedule(&mut self, pod: &'a Pod, preferred: Option<&str>) -> Option<&'a str> {
+        // a pod just like one that found no node since the last binding finds none either
+        let class =
+            serde_json::to_string(&(&pod.metadata.namespace, &pod.metadata.labels, &pod.spec))
+                .unwrap_or_default();
+        if self.unschedulable.contains(&class) {
+            return None;
+        }
+        let plan = self.plan(pod);
+        let feasible: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].ready && self.fits(pod, &plan, i))
+            .collect();
+        if feasible.is_empty() {
+            self.unschedulable.insert(class);
+        }
+        let chosen = feasible
+            .iter()
+            .copied()
+            .find(|&i| Some(self.nodes[i].name) == preferred)
+            .or_else(|| {
+                feasible
+                    .iter()
+                    .copied()
+                    .max_by_key(|&i| (self.least_allocated(&plan, i), std::cmp::Reverse(i)))
+            })?;
+        self.place(pod, chosen);
+        Some(self.nodes[chosen].name)
+    }
+
+    fn place(&mut self, pod: &'a Pod, node: usize) {
+        self.unschedulable.clear();
+        add(&mut self.requested[node], &requests(pod));
+        self.ports[node].extend(host_ports(pod));
+        let domain_labels = self.nodes[node].labels;
+        for c in self.counts.values_mut() {
+            if let Some(d) = domain_labels.get(&c.key)
+                && in_namespaces(pod, c.namespaces.as_deref())
+                && selector_matches(&c.selector, labels_of(pod))
+            {
+                *c.by_domain.entry(d.clone()).or_default() += 1;
+            }
+        }
+        if !required_terms(pod, false).is_empty() {
+            self.repelling.push(self.bound.len());
+        }
+        self.bound.push((pod, node));
+    }
+
+    /// What the pod's spread and affinity filters need, worked out once per pod.
+    fn plan(&mut self, pod: &Pod) -> Plan {
+        let constraints: Vec<&TopologySpreadConstraint> = pod
+            .spec
+            .iter()
+            .flat_map(|s| s.topology_spread_constraints.iter().flatten())
+            .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
+            .collect();
+        let keys: Vec<&str> = constraints
+            .iter()
+            .map(|c| c.topology_key.as_str())
+            .collect();
+        let mut spreads = Vec::new();
+        for c in &constraints {
+            let selector = with_match_label_keys(c, pod);
+            let count = self.count(
+                Some(vec![namespace_of(pod).to_string()]),
+                &selector,
+                &c.topology_key,
+            );
+            let counts = &self.counts[&count].by_domain;
+            // eligible domains: nodes the pod's node affinity accepts that carry every key
+            let mut domains: BTreeMap<&str, i64> = BTreeMap::new();
+            for n in &self.nodes {
+                if keys.iter().all(|k| n.labels.contains_key(*k))
+                    && node_affinity_matches(pod, n.labels)
+                    && let Some(d) = n.labels.get(&c.topology_key)
+                {
+                    domains.insert(d, counts.get(d).copied().unwrap_or(0));
+                }
+            }
+            let mut min = domains.values().copied().min().unwrap_or(0);
+            if c.min_domains
+                .is_some_and(|m| (domains.len() as i64) < i64::from(m))
+            {
+                min = 0;
+            }
+            spreads.push(Spread {
+                key: c.topology_key.clone(),
+                count,
+                allowed: min + i64::from(c.max_skew)
+                    - i64::from(selector_matches(&selector, labels_of(pod))),
+            });
+        }
+        let mut affinity = Vec::new();
+        for term in required_terms(pod, true) {
+            let namespaces = term_namespaces(term, pod);
+            let selector = term.label_selector.clone().unwrap_or_else(nothing);
+            let itself = in_namespaces(pod, namespaces.as_deref())
+                && selector_matches(&selector, labels_of(pod));
+            let count = self.count(namespaces, &selector, &term.topology_key);
+            let first = itself && self.counts[&count].by_domain.values().all(|&c| c == 0);
+            affinity.push((term.topology_key.clone(), count, first));
+        }
+        let mut anti = Vec::new();
+        for term in required_terms(pod, false) {
+            let selector = term.label_selector.clone().unwrap_or_else(nothing);
+            let count = self.count(term_namespaces(term, pod), &selector, &term.topology_key);
+            anti.push((term.topology_key.clone(), count));
+        }
+        Plan {
+            requests: requests(pod),
+            ports: host_ports(pod),
+            spreads,
+            affinity,
+            anti,
+        }
+    }
+
+    fn fits(&self, pod: &Pod, plan: &Plan, i: usize) -> bool {
+        let node = &self.nodes[i];
+        if !node_affinity_matches(pod, node.labels) || untolerated(pod, node.taints) {
+            return false;
+        }
+        let used = &self.requested[i];
+        if plan.requests.iter().any(|(r, v)| {
+            v + used.get(r).copied().unwrap_or(0) > node.allocatable.get(r).copied().unwrap_or(0)
+        }) {
+            return false;
+        }
+        if plan
+            .ports
+            .iter()
+            .any(|w| self.ports[i].iter().any(|have| have == w))
+        {
+            return false;
+        }
+        let here = |key: &str, count: &str| {
+            node.labels
+                .get(key)
+                .map(|d| self.counts[count].by_domain.get(d).copied().unwrap_or(0))
+        };
+        // PodTopologySpread (DoNotSchedule): the node's domain stays within maxSkew of
+        // the least populated eligible domain once the pod is placed
+        let spread = plan
+            .spreads
+            .iter()
+            .all(|s| here(&s.key, &s.count).is_some_and(|n| n <= s.allowed));
+        // InterPodAffinity: required affinity finds a match in the domain (or the pod is
+        // the first of its kind), required anti-affinity finds none, and no bound pod's
+        // anti-affinity repels this one
+        let affinity = plan
+            .affinity
+            .iter()
+            .all(|(key, count, first)| *first || here(key, count).is_some_and(|n| n > 0));
+        let anti = plan
+            .anti
+            .iter()
+            .all(|(key, count)| here(key, count).is_none_or(|n| n == 0));
+        spread && affinity && anti && !self.repelled(pod, node.labels)
+    }
+
+    /// Whether a bound pod's required anti-affinity keeps `pod` out of a node with `labels`.
+    fn repelled(&self, pod: &Pod, labels: &BTreeMap<String, String>) -> bool {
+        self.repelling.iter().any(|&b| {
+            let (other, node) = self.bound[b];
+            required_terms(other, false).iter().any(|term| {
+                let theirs = self.nodes[node].labels.get(&term.topology_key);
+                theirs.is_some()
+                    && theirs == labels.get(&term.topology_key)
+                    && in_namespaces(pod, term_namespaces(term, other).as_deref())
+                    && term
+                        .label_selector
+                        .as_ref()
+                        .is_some_and(|s| selector_matches(s, labels_of(pod)))
+            })
+        })
+    }
+
+    /// The id of the count of bound pods matching `selector` in `namespaces` (all when
+    /// `None`) by domain of `key`, counted now and kept up to date as pods are placed.
+    fn count(
+        &mut self,
+        namespaces: Option<Vec<String>>,
+        selector: &LabelSelector,
+        key: &str,
+    ) -> String {
+        let id = serde_json::to_string(&(&namespaces, selector, key)).unwrap_or_default();
+        let (nodes, bound) = (&self.nodes, &self.bound);
+        self.counts.entry(id.clone()).or_insert_with(|| {
+            let mut by_domain = HashMap::new();
+            for (pod, node) in bound {
+                if let Some(d) = nodes[*node].labels.get(key)
+                    && in_namespaces(pod, namespaces.as_deref())
+                    && selector_matches(selector, labels_of(pod))
+                {
+                    *by_domain.entry(d.clone()).or_default() += 1;
+                }
+            }
+            Count {
+                namespaces,
+                selector: selector.clone(),
+                key: key.to_string(),
+                by_domain,
+            }
+        });
+        id
+    }
+
+    /// NodeResourcesFit's LeastAllocated score: the mean free share of CPU and memory
+    /// after placing the pod, in thousandths.
+    fn least_allocated(&self, plan: &Plan, i: usize) -> i128 {
+        let want = &plan.requests;
+        let free = |r: &str| {
+            let cap = self.nodes[i].allocatable.get(r).copied().unwrap_or(0);
+            if cap <= 0 {
+                return 0;
+            }
+            let used =
+                self.requested[i].get(r).copied().unwrap_or(0) + want.get(r).copied().unwrap_or(0);
+            (cap - used).max(0) * 1000 / cap
+        };
+        (free("cpu") + free("memory")) / 2
+    }
+}
+
+/// An empty selector's opposite: a missing `labelSelector` in an affinity term matches
+/// no pod.
+fn nothing() -> LabelSelector {
+    LabelSelector {
+        match_expressions: Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                key: "kubernetes.io/metadata.name".into(),
+                operator: "In".into(),
+                values: Some(Vec::new()),
+            },
+        ]),
+        match_labels: None,
+    }
+}
+
+fn labels_of(pod: &Pod) -> &BTreeMap<String, String> {
+    static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+    pod.metadata.labels.as_ref().unwrap_or(&EMPTY)
+}
+
+fn namespace_of(pod: &Pod) -> &str {
+    pod.metadata.namespace.as_deref().unwrap_or("default")
+}
+
+fn in_namespaces(pod: &Pod, namespaces: Option<&[String]>) -> bool {
+    namespaces.is_none_or(|ns| ns.iter().any(|n| n == namespace_of(pod)))
+}
+
+/// The namespaces an affinity term looks in: its list, all of them for an empty
+/// namespaceSelector, or the pod's own.
+fn term_namespaces(term: &PodAffinityTerm, pod: &Pod) -> Option<Vec<String>> {
+    if term.namespace_selector.as_ref().is_some_and(|s| {
+        s.match_labels.iter().flatten().next().is_none()
+            && s.match_expressions.iter().flatten().next().is_none()
+    }) {
+        return None;
+    }
+    match term.namespaces.as_ref().filter(|n| !n.is_empty()) {
+        Some(ns) => Some(ns.clone()),
+        None => Some(vec![namespace_of(pod).to_string()]),
+    }
+}
+
+/// A spread constraint's selector with its `matchLabelKeys` pinned to the pod's values.
+fn with_match_label_keys(c: &TopologySpreadConstraint, pod: &Pod) -> LabelSelector {
+    let mut selector = c.label_selector.clone().unwrap_or_else(nothing);
+    for key in c.match_label_keys.iter().flatten() {
+        if let Some(v) = labels_of(pod).get(key) {
+            selector
+                .match_labels
+                .get_or_insert_with(Default::default)
+                .insert(key.clone(), v.clone());
+        }
+    }
+    selector
+}
+
+/// The pod's required affinity (`true`) or anti-affinity (`false`) terms.
+fn required_terms(pod: &Pod, affinity: bool) -> &[PodAffinityTerm] {
+    let a = pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
+    let terms = if affinity {
+        a.and_then(|a| a.pod_affinity.as_ref()).and_then(|p| {
+            p.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+    } else {
+        a.and_then(|a| a.pod_anti_affinity.as_ref()).and_then(|p| {
+            p.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+    };
+    terms.map(Vec::as_slice).unwrap_or(&[])
+}
+
+/// metav1.LabelSelector semantics: every matchLabels pair and every expression holds.
+pub fn selector_matches(s: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    s.match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v))
+        && s.match_expressions.iter().flatten().all(|e| {
+            let values = e.values.as_deref().unwrap_or(&[]);
+            let have = labels.get(&e.key);
+            match e.operator.as_str() {
+                "In" => have.is_some_and(|v| values.contains(v)),
+                "NotIn" => have.is_none_or(|v| !values.contains(v)),
+                "Exists" => have.is_some(),
+                "DoesNotExist" => have.is_none(),
+                _ => false,
+            }
+        })
+}
+
+/// NodeAffinity: `nodeSelector` pairs all present, and some required node selector term
+/// whose expressions all hold.
+pub fn node_affinity_matches(pod: &Pod, labels: &BTreeMap<String, String>) -> bool {
+    let Some(spec) = &pod.spec else { return true };
+    if spec
+        .node_selector
+        .iter()
+        .flatten()
+        .any(|(k, v)| labels.get(k) != Some(v))
+    {
+        return false;
+    }
+    let Some(required) = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+    else {
+        return true;
+    };
+    required.node_selector_terms.iter().any(|t| {
+        let exprs = t.match_expressions.as_deref().unwrap_or(&[]);
+        let fields = t.match_fields.as_deref().unwrap_or(&[]);
+        !(exprs.is_empty() && fields.is_empty())
+            && exprs.iter().all(|e| requirement_holds(e, labels))
+            && fields.iter().all(|e| {
+                let name = labels.get("kubernetes.io/hostname");
+                e.key == "metadata.name" && requirement_holds_on(e, name)
+            })
+    })
+}
+
+fn requirement_holds(e: &NodeSelectorRequirement, labels: &BTreeMap<String, String>) -> bool {
+    requirement_holds_on(e, labels.get(&e.key))
+}
+
+fn requirement_holds_on(e: &NodeSelectorRequirement, have: Option<&String>) -> bool {
+    let values = e.values.as_deref().unwrap_or(&[]);
+    let number = |s: &str| s.parse::<i64>().ok();
+    match e.operator.as_str() {
+        "In" => have.is_some_and(|v| values.contains(v)),
+        "NotIn" => have.is_none_or(|v| !values.contains(v)),
+        "Exists" => have.is_some(),
+        "DoesNotExist" => have.is_none(),
+        "Gt" | "Lt" => {
+            let (Some(h), Some(bound)) = (
+                have.and_then(|v| number(v)),
+                values.first().and_then(|v| number(v)),
+            ) else {
+                return false;
+            };
+            if e.operator == "Gt" {
+                h > bound
+            } else {
+                h < bound
+            }
+        }
+        _ => false,
+    }
+}
+
+/// TaintToleration: some NoSchedule or NoExecute taint no toleration of the pod covers.
+pub fn untolerated(pod: &Pod, taints: &[Taint]) -> bool {
+    let tolerations = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or(&[]);
+    taints
+        .iter()
+        .filter(|t| t.effect != TaintEffect::PreferNoSchedule)
+        .any(|t| !tolerations.iter().any(|tol| tolerates(tol, t)))
+}
+
+fn tolerates(tol: &Toleration, t: &Taint) -> bool {
+    let effect = match t.effect {
+        TaintEffect::NoSchedule => "NoSchedule",
+        TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+        TaintEffect::NoExecute => "NoExecute",
+    };
+    if tol
+        .effect
+        .as_deref()
+        .is_some_and(|e| !e.is_empty() && e != effect)
+    {
+        return false;
+    }
+    let key = tol.key.as_deref().unwrap_or("");
+    match tol.operator.as_deref().unwrap_or("Equal") {
+        "Exists" => key.is_empty() || key == t.key,
+        "Equal" => {
+            key == t.key && tol.value.as_deref().unwrap_or("") == t.value.as_deref().unwrap_or("")
+        }
+        _ => false,
+    }
+}
+
+/// The pod's effective requests, as the scheduler adds them up: containers summed, each
+/// plain init container alone with the sidecars started before it, the larger of the two,
+/// plus overhead, plus one pod slot.
+pub fn requests(pod: &Pod) -> Amounts {
+    let mut total = Amounts::new();
+    total.insert("pods".into(), 1000);
+    let Some(spec) = &pod.spec else { return total };
+    let mut containers = Amounts::new();
+    for c in &spec.containers {
+        add(&mut containers, &container_requests(c));
+    }
+    let mut sidecars = Amounts::new();
+    let mut init = Amounts::new();
+    for c in spec.init_containers.iter().flatten() {
+        let own = container_requests(c);
+        if c.restart_policy.as_deref() == Some("Always") {
+            add(&mut sidecars, &own);
+            raise(&mut init, &sidecars);
+        } else {
+            let mut step = own;
+            add(&mut step, &sidecars);
+            raise(&mut init, &step);
+        }
+    }
+    add(&mut containers, &sidecars);
+    raise(&mut containers, &init);
+    add(&mut total, &containers);
+    for (r, q) in spec.overhead.iter().flatten() {
+        add_one(&mut total, r, &q.0);
+    }
+    total
+}
+
+fn container_requests(c: &Container) -> Amounts {
+    let mut out = Amounts::new();
+    let Some(res) = &c.resources else { return out };
+    // a limit without a request is the request
+    for (r, q) in res.limits.iter().flatten() {
+        add_one(&mut out, r, &q.0);
+    }
+    for (r, q) in res.requests.iter().flatten() {
+        out.remove(r);
+        add_one(&mut out, r, &q.0);
+    }
+    out
+}
+
+fn add_one(to: &mut Amounts, resource: &str, quantity: &str) {
+    if let Ok(q) = Quantity::parse(quantity) {
+        *to.entry(resource.to_string()).or_default() += q.milli();
+    }
+}
+
+/// Adds `b` into `a`, resource by resource.
+pub fn add(a: &mut Amounts, b: &Amounts) {
+    for (r, v) in b {
+        *a.entry(r.clone()).or_default() += v;
+    }
+}
+
+fn raise(a: &mut Amounts, b: &Amounts) {
+    for (r, v) in b {
+        let e = a.entry(r.clone()).or_default();
+        *e = (*e).max(*v);
+    }
+}
+
+fn host_ports(pod: &Pod) -> Vec<(i32, String)> {
+    pod.spec
+        .iter()
+        .flat_map(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+        })
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            p.host_port
+                .filter(|h| *h > 0)
+                .map(|h| (h, p.protocol.clone().unwrap_or_else(|| "TCP".into())))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(yaml: &str) -> Pod {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn cpu(millis: i128) -> Amounts {
+        [
+            ("cpu".to_string(), millis * 1000),
+            ("pods".to_string(), 110_000),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    const WEB: &str = "
+metadata: {name: web, namespace: default, labels: {app: web}}
+spec:
+  containers: [{name: c, resources: {requests: {cpu: '1'}}}]
+  topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}}
+";
+
+    #[test]
+    fn zonal_spread_holds_the_skew_and_counts_empty_zones() {
+        let (a, b) = (labels(&[("zone", "a")]), labels(&[("zone", "b")]));
+        let web = pod(WEB);
+        let nodes = vec![
+            Node {
+                name: "n1",
+                labels: &a,
+                taints: &[],
+                allocatable: cpu(8),
+                ready: true,
+            },
+            Node {
+                name: "n2",
+                labels: &b,
+                taints: &[],
+                allocatable: cpu(8),
+                ready: false,
+            },
+        ];
+        let mut s = Scheduler::new(nodes, []);
+        // zone b has a node that is not Ready: it is a domain with no pods
+        assert_eq!(s.schedule(&web, None), Some("n1"));
+        assert_eq!(
+            s.schedule(&web, None),
+            None,
+            "a second pod in zone a makes skew 2"
+        );
+    }
+
+    #[test]
+    fn resources_taints_and_selectors_filter_nodes() {
+        let l = labels(&[("pool", "x")]);
+        let taints = [Taint {
+            key: "dedicated".into(),
+            value: Some("x".into()),
+            effect: TaintEffect::NoSchedule,
+            time_added: None,
+        }];
+        let nodes = vec![Node {
+            name: "n",
+            labels: &l,
+            taints: &taints,
+            allocatable: cpu(2),
+            ready: true,
+        }];
+        let plain = pod(
+            "metadata: {name: p}\nspec: {containers: [{name: c, resources: {requests: {cpu: '1'}}}]}",
+        );
+        let tolerant = pod(
+            "metadata: {name: p}\nspec: {nodeSelector: {pool: x}, tolerations: [{key: dedicated, operator: Exists}], containers: [{name: c, resources: {requests: {cpu: '1500m'}}}]}",
+        );
+        let elsewhere = pod(
+            "metadata: {name: p}\nspec: {nodeSelector: {pool: y}, tolerations: [{operator: Exists}], containers: [{name: c}]}",
+        );
+        let mut s = Scheduler::new(nodes, []);
+        assert_eq!(s.schedule(&plain, None), None);
+        assert_eq!(s.schedule(&elsewhere, None), None);
+        assert_eq!(s.schedule(&tolerant, None), Some("n"));
+        assert_eq!(s.schedule(&tolerant, None), None, "3 CPU > 2 allocatable");
+    }
+
+    #[test]
+    fn anti_affinity_repels_both_ways() {
+        let (h1, h2) = (labels(&[("host", "1")]), labels(&[("host", "2")]));
+        let lonely = pod("
+metadata: {name: l, labels: {app: l}}
+spec:
+  containers: [{name: c}]
+  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - {topologyKey: host, labelSelector: {matchLabels: {app: l}}}
+");
+        let nodes = vec![
+            Node {
+                name: "n1",
+                labels: &h1,
+                taints: &[],
+                allocatable: cpu(8),
+                ready: true,
+            },
+            Node {
+                name: "n2",
+                labels: &h2,
+                taints: &[],
+                allocatable: cpu(8),
+                ready: true,
+            },
+        ];
+        let mut s = Scheduler::new(nodes, []);
+        let first = s.schedule(&lonely, None).unwrap();
+        let second = s.schedule(&lonely, None).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(s.schedule(&lonely, None), None);
+    }
+}
