@@ -39,6 +39,7 @@ use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 mod convergence;
 mod invariants;
 mod oracle;
+mod spot_preference;
 
 /// How long a launched instance may take to register before Kerf gives up on it.
 pub const REGISTRATION_TTL: Duration = Duration::from_secs(15 * 60);

@@ -16,6 +16,7 @@ use kerf_api::duration::NillableDuration;
 use kerf_core::cluster::PodOwner;
 use kerf_core::controllers::disruption::PASS_INTERVAL;
 use kerf_core::disruption::pod_blocks;
+use kerf_core::unavailable::TTL;
 
 use super::{SimError, World};
 use crate::clock::{EPOCH_UNIX, rfc3339};
@@ -30,6 +31,9 @@ pub(super) struct Convergence {
     /// A command a full pass found while the controllers had none, with when it was first
     /// found: the controllers get one pass interval to find it too.
     missed: Option<(Duration, String)>,
+    /// The fingerprint of the state spot preference was last checked in, with the
+    /// capacity windows that counted then.
+    spot_checked: Option<(u64, Vec<usize>)>,
 }
 
 impl Convergence {
@@ -63,12 +67,12 @@ impl World {
         }
         let print = self.fingerprint();
         if self.convergence.missed.is_none() && self.convergence.settled == Some(print) {
-            return Ok(());
+            return self.check_spot_preference_once(print);
         }
         let Some(found) = self.core.fresh_decision() else {
             self.convergence.settled = Some(print);
             self.convergence.missed = None;
-            return Ok(());
+            return self.check_spot_preference_once(print);
         };
         match &self.convergence.missed {
             None => {
@@ -83,6 +87,26 @@ impl World {
             ))),
             Some(_) => Ok(()),
         }
+    }
+
+    /// The spot-preference check, once per settled state, when the quiet has outlasted
+    /// insufficient-capacity memories (the controllers know what the cloud offers now).
+    fn check_spot_preference_once(&mut self, print: u64) -> Result<(), SimError> {
+        // the capacity windows that still count: the cloud's offer changes as they end
+        let since = self.now.saturating_sub(TTL + PASS_INTERVAL);
+        let windows: Vec<usize> = (self.scenario.spec.cloud.insufficient_capacity.iter())
+            .enumerate()
+            .filter(|(_, w)| w.overlaps(since, self.now))
+            .map(|(i, _)| i)
+            .collect();
+        let state = Some((print, windows));
+        if self.now < self.convergence.quiet_since + TTL + PASS_INTERVAL
+            || self.convergence.spot_checked == state
+        {
+            return Ok(());
+        }
+        self.convergence.spot_checked = state;
+        self.check_spot_preference()
     }
 
     /// The longest consolidateAfter of the NodePools that consolidate at all.

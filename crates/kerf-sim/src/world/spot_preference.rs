@@ -1,0 +1,306 @@
+//! The spot-preference invariant: once the cluster has settled, no on-demand node of a
+//! lower-weight NodePool could be replaced by a strictly cheaper node of the
+//! highest-weight NodePool its pods accept, unless that capacity ran out lately. That is
+//! how work that fell back to on-demand during a spot crunch returns to spot.
+//!
+//! The oracle reads the NodePools, the pods on the node, the DaemonSets and the cloud's
+//! catalog itself; it calls neither Kerf's solver nor its consolidation. It only speaks up
+//! when Karpenter would certainly act: the node is free to disrupt (consolidation policy,
+//! consolidateAfter not Never, budget, some pods and no do-not-disrupt pod, no PodDisruptionBudget, no bare pod, no inter-pod
+//! affinity), the replacement is one node in the node's own zone (so no spread or
+//! anti-affinity rule can object), and the target NodePool has no minValues.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::duration::NillableDuration;
+use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
+use kerf_api::{NodePool, Operator, labels};
+use kerf_aws::instance_type::InstanceType;
+use kerf_core::cluster::{CapacityType, PodOwner};
+use kerf_core::controllers::disruption::PASS_INTERVAL;
+use kerf_core::unavailable::TTL;
+
+use super::oracle::budget_room;
+use super::{SimError, World, allocatable_amounts};
+use crate::clock::EPOCH_UNIX;
+use crate::kube_scheduler::{Amounts, add, node_affinity_matches, requests, untolerated};
+
+/// A cheaper home the oracle found for an on-demand node's pods.
+struct Better {
+    pool: String,
+    instance_type: String,
+    capacity_type: &'static str,
+    price: f64,
+}
+
+impl World {
+    /// Runs at the convergence check's settled points under `--check`.
+    pub(super) fn check_spot_preference(&mut self) -> Result<(), SimError> {
+        let on_demand: Vec<String> = self
+            .core
+            .cluster
+            .nodes
+            .iter()
+            .filter(|(name, n)| {
+                n.ready
+                    && self.core.cluster.claim_of_node(name).is_some_and(|(_, c)| {
+                        c.deleting.is_none()
+                            && c.launched
+                                .as_ref()
+                                .is_some_and(|l| l.capacity_type == CapacityType::OnDemand)
+                    })
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        for node in on_demand {
+            if let Some(b) = self.cheaper_home(&node) {
+                return Err(self.violation(format!(
+                    "spot preference: on-demand node {node} could be replaced by a cheaper \
+                     {} {} of nodepool {} (${:.4}/h), which its pods accept",
+                    b.capacity_type, b.instance_type, b.pool, b.price
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// A strictly cheaper single node of the highest-weight NodePool that could take all
+    /// of `node`'s pods, when that NodePool outweighs the node's own.
+    fn cheaper_home(&mut self, node: &str) -> Option<Better> {
+        let cluster = &self.core.cluster;
+        let n = &cluster.nodes[node];
+        let (_, claim) = cluster.claim_of_node(node)?;
+        let launched = claim.launched.as_ref()?;
+        let own = cluster.node_pools.get(&claim.node_pool)?;
+        if !self.disruptable(node, own) {
+            return None;
+        }
+        let pods: Vec<&Pod> = cluster
+            .pods
+            .values()
+            .filter(|p| p.node.as_deref() == Some(node) && p.owner != PodOwner::DaemonSet)
+            .map(|p| &p.pod)
+            .collect();
+        if pods.is_empty() {
+            // an empty node is deleted, not replaced: the convergence check's business
+            return None;
+        }
+        let mut needed = Amounts::new();
+        for p in &pods {
+            add(&mut needed, &requests(p));
+        }
+        let zone = n.labels.get(labels::ZONE)?.clone();
+        let price = launched.price_per_hour;
+        let own_weight = own.spec.weight.unwrap_or(0);
+        let mut pools: Vec<(i32, String, NodePool)> = cluster
+            .node_pools
+            .iter()
+            .map(|(name, np)| (np.spec.weight.unwrap_or(0), name.clone(), np.clone()))
+            .collect();
+        pools.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let pods: Vec<Pod> = pods.into_iter().cloned().collect();
+        // the first weight with a NodePool that can host the pods is where Karpenter's
+        // simulation puts them; every NodePool of that weight must offer cheaper
+        let mut top: Option<i32> = None;
+        let mut found = None;
+        for (weight, name, np) in pools {
+            if top.is_some_and(|t| weight < t) {
+                break;
+            }
+            let offers = self.offers(&name, &np, &pods, &needed, &zone);
+            if offers.is_empty() {
+                continue;
+            }
+            top = Some(weight);
+            if weight <= own_weight
+                || np
+                    .spec
+                    .template
+                    .spec
+                    .requirements
+                    .iter()
+                    .any(|r| r.min_values.is_some())
+            {
+                return None;
+            }
+            let cheapest = offers
+                .into_iter()
+                .min_by(|a, b| a.price.total_cmp(&b.price))?;
+            if cheapest.price >= price {
+                return None;
+            }
+            found.get_or_insert(cheapest);
+        }
+        found
+    }
+
+    /// Whether Karpenter may consolidate the node at all: its NodePool consolidates
+    /// underutilized nodes and has budget left, and no pod on it pins it.
+    fn disruptable(&self, node: &str, np: &NodePool) -> bool {
+        let cluster = &self.core.cluster;
+        if np.spec.disruption.consolidation_policy != ConsolidationPolicy::WhenEmptyOrUnderutilized
+            || np.spec.disruption.consolidate_after == NillableDuration::Never
+        {
+            return false;
+        }
+        let pool_nodes = cluster
+            .nodes
+            .keys()
+            .filter(|k| {
+                cluster
+                    .claim_of_node(k)
+                    .is_some_and(|(_, c)| np.metadata.name.as_deref() == Some(&c.node_pool))
+            })
+            .count() as i64;
+        let unix = (EPOCH_UNIX + self.now.as_secs()) as i64;
+        if budget_room(np, DisruptionReason::Underutilized, pool_nodes, 0, unix) == 0 {
+            return false;
+        }
+        cluster
+            .pods
+            .values()
+            .filter(|p| p.node.as_deref() == Some(node) && p.owner != PodOwner::DaemonSet)
+            .all(|p| {
+                let pod = &p.pod;
+                let pinned = pod
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key(labels::DO_NOT_DISRUPT));
+                let guarded = cluster.pdbs.values().any(|b| {
+                    b.metadata.namespace == pod.metadata.namespace
+                        && b.spec
+                            .as_ref()
+                            .and_then(|s| s.selector.as_ref())
+                            .is_some_and(|s| {
+                                crate::kube_scheduler::selector_matches(
+                                    s,
+                                    pod.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
+                                )
+                            })
+                });
+                let affine = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.affinity.as_ref())
+                    .is_some_and(|a| a.pod_affinity.is_some());
+                p.owner != PodOwner::None && !pinned && !guarded && !affine
+            })
+    }
+
+    /// The offerings of NodePool `name` in `zone` that one node of could take `pods`
+    /// (`needed` in all, plus the DaemonSets that would run there), available lately and
+    /// within the NodePool's limits.
+    fn offers(
+        &mut self,
+        name: &str,
+        np: &NodePool,
+        pods: &[Pod],
+        needed: &Amounts,
+        zone: &str,
+    ) -> Vec<Better> {
+        let template = &np.spec.template;
+        if pods.iter().any(|p| untolerated(p, &template.spec.taints)) {
+            return Vec::new();
+        }
+        let catalog = self.catalog(&template.spec.node_class_ref.name);
+        let usage = allocatable_amounts(&self.core.cluster.pool_usage(name));
+        let limits: Amounts = np
+            .spec
+            .limits
+            .iter()
+            .map(|(k, q)| (k.clone(), q.milli()))
+            .collect();
+        let since = self.now.saturating_sub(TTL + PASS_INTERVAL);
+        let windows = &self.scenario.spec.cloud.insufficient_capacity;
+        let mut out = Vec::new();
+        for t in catalog.iter() {
+            let capacity = allocatable_amounts(&t.capacity);
+            let over_limit = limits.iter().any(|(r, limit)| {
+                usage.get(r).copied().unwrap_or(0) + capacity.get(r).copied().unwrap_or(0) > *limit
+            });
+            if over_limit {
+                continue;
+            }
+            for o in t.offerings.iter().filter(|o| o.zone == zone) {
+                let node_labels = candidate_labels(name, np, t, zone, o.capacity_type);
+                let allowed = template
+                    .spec
+                    .requirements
+                    .iter()
+                    .all(|r| holds(r.operator, &r.values, node_labels.get(&r.key)));
+                if !allowed || !pods.iter().all(|p| node_affinity_matches(p, &node_labels)) {
+                    continue;
+                }
+                let ran_out = windows.iter().any(|w| {
+                    let start = w.from.map_or(Duration::ZERO, |d| d.0).max(since);
+                    start <= self.now && w.covers(o.capacity_type, t.name(), zone, start)
+                });
+                if ran_out {
+                    continue;
+                }
+                let mut total = needed.clone();
+                for ds in self.core.cluster.daemonsets.values() {
+                    if node_affinity_matches(ds, &node_labels)
+                        && !untolerated(ds, &template.spec.taints)
+                    {
+                        add(&mut total, &requests(ds));
+                    }
+                }
+                let allocatable = allocatable_amounts(&t.allocatable);
+                if total
+                    .iter()
+                    .all(|(r, v)| *v <= allocatable.get(r).copied().unwrap_or(0))
+                {
+                    out.push(Better {
+                        pool: name.to_string(),
+                        instance_type: t.name().to_string(),
+                        capacity_type: o.capacity_type,
+                        price: o.price_per_hour,
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The labels a node of `t` launched by NodePool `pool` in `zone` would carry.
+fn candidate_labels(
+    pool: &str,
+    np: &NodePool,
+    t: &InstanceType,
+    zone: &str,
+    capacity_type: &str,
+) -> BTreeMap<String, String> {
+    let mut l = t.labels.clone();
+    l.extend(np.spec.template.metadata.labels.clone());
+    l.insert(labels::ZONE.into(), zone.into());
+    l.insert(labels::CAPACITY_TYPE.into(), capacity_type.into());
+    l.insert(labels::NODEPOOL.into(), pool.into());
+    l
+}
+
+/// A NodePool requirement against one label value.
+fn holds(op: Operator, values: &[String], have: Option<&String>) -> bool {
+    let number = |s: &str| s.parse::<i64>().ok();
+    let compare = |f: fn(i64, i64) -> bool| match (
+        have.and_then(|h| number(h)),
+        values.first().and_then(|v| number(v)),
+    ) {
+        (Some(h), Some(b)) => f(h, b),
+        _ => false,
+    };
+    match op {
+        Operator::In => have.is_some_and(|h| values.contains(h)),
+        Operator::NotIn => have.is_none_or(|h| !values.contains(h)),
+        Operator::Exists => have.is_some(),
+        Operator::DoesNotExist => have.is_none(),
+        Operator::Gt => compare(|h, b| h > b),
+        Operator::Lt => compare(|h, b| h < b),
+        Operator::Gte => compare(|h, b| h >= b),
+        Operator::Lte => compare(|h, b| h <= b),
+    }
+}
