@@ -92,6 +92,8 @@ impl Decision {
 
 /// An instance type of a NodePool, compiled.
 struct TypeInfo {
+    /// Its place in the NodePool input's instance types.
+    index: usize,
     reqs: Reqs,
     allocatable: Amounts,
     capacity: Amounts,
@@ -364,10 +366,22 @@ impl<'p> State<'p> {
         let name = symbols.intern(&np.name);
         reqs.add(nodepool_key, Req::one(name), symbols);
 
+        // types the NodePool's own requirements rule out by their labels never compile
+        let label_rules: Vec<crate::requirements::Requirement> = np
+            .requirements
+            .iter()
+            .map(crate::requirements::Requirement::from_api)
+            .collect();
         let types = np
             .instance_types
             .iter()
-            .map(|it| {
+            .enumerate()
+            .filter(|(_, it)| {
+                label_rules
+                    .iter()
+                    .all(|r| it.labels.get(&r.key).is_none_or(|v| r.has(v)))
+            })
+            .map(|(index, it)| {
                 let mut t = pods::selector_reqs(Some(&it.labels), symbols);
                 let offerings: Vec<(Sym, Sym, f64, bool)> = it
                     .offerings
@@ -392,6 +406,7 @@ impl<'p> State<'p> {
                     symbols,
                 );
                 TypeInfo {
+                    index,
                     reqs: t,
                     allocatable: self.dims.capacity(&it.allocatable),
                     capacity: self.dims.capacity(&it.capacity),
@@ -1139,7 +1154,7 @@ impl<'p> State<'p> {
         let candidates: Vec<launch::Candidate<'_>> = types
             .iter()
             .map(|i| launch::Candidate {
-                name: &self.problem.node_pools[p.input].instance_types[i].name,
+                name: &self.problem.node_pools[p.input].instance_types[p.types[i].index].name,
                 reqs: &p.types[i].reqs,
                 offerings: &p.types[i].offerings,
             })
