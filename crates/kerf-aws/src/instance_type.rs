@@ -180,7 +180,7 @@ pub fn scheduler_options(
         .iter()
         .map(|t| kerf_scheduling::InstanceTypeOption {
             name: t.name().to_string(),
-            labels: t.labels.clone(),
+            labels: t.labels.clone().into(),
             capacity: t.capacity.clone(),
             allocatable: t.allocatable.clone(),
             offerings: t

@@ -165,7 +165,7 @@ impl Cluster {
             on_node.push(self.pods.len());
             self.pods.push(p);
         }
-        let mut node_labels = t.labels.clone();
+        let mut node_labels = (*t.labels).clone();
         node_labels.insert(labels::ZONE.into(), zone.into());
         node_labels.insert(
             labels::CAPACITY_TYPE.into(),

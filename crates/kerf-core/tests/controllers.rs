@@ -33,7 +33,8 @@ fn two_cpus() -> Resources {
 fn instance_type() -> InstanceTypeOption {
     InstanceTypeOption {
         name: "m5.large".into(),
-        labels: BTreeMap::from([("node.kubernetes.io/instance-type".into(), "m5.large".into())]),
+        labels: BTreeMap::from([("node.kubernetes.io/instance-type".into(), "m5.large".into())])
+            .into(),
         capacity: two_cpus(),
         allocatable: two_cpus(),
         offerings: vec![Offering {

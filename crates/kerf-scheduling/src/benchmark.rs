@@ -65,7 +65,7 @@ pub fn instance_types() -> Vec<InstanceTypeOption> {
             .collect();
             InstanceTypeOption {
                 name,
-                labels,
+                labels: labels.into(),
                 allocatable: capacity.saturating_sub(&overhead),
                 capacity,
                 offerings: vec![

@@ -28,8 +28,9 @@ pub struct InstanceTypeOption {
     /// The type's name (`m5.large`).
     pub name: String,
     /// Labels a node of this type carries (instance-type, arch, os, family, …); zone and
-    /// capacity type come from the offerings.
-    pub labels: BTreeMap<String, String>,
+    /// capacity type come from the offerings. Shared: the options are copied whenever the
+    /// unavailable offerings change, and the labels never do.
+    pub labels: Arc<BTreeMap<String, String>>,
     /// What the machine has: NodePool limits count this.
     pub capacity: Resources,
     /// What pods may request: capacity minus kubelet, system and eviction reservations.
