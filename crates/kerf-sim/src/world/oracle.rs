@@ -272,4 +272,80 @@ mod tests {
         assert!(expand("0 0 * *").is_none());
         assert!(expand("61 * * * *").is_none());
     }
+
+    fn pool(budgets: &str) -> NodePool {
+        serde_yaml::from_str(&format!(
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {{name: p}}\nspec:\n  \
+             template: {{spec: {{nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, \
+             name: default}}, requirements: []}}}}\n  disruption: {{budgets: {budgets}}}\n"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn budgets_take_the_tightest_active_one_rounded_up() {
+        let np = pool("[{nodes: '25%'}, {nodes: '3', reasons: [Drifted]}]");
+        // 25 % of 10 is 2.5, rounded up to 3; the Drifted budget does not apply to Empty
+        assert_eq!(budget_room(&np, DisruptionReason::Empty, 10, 0, 0), 3);
+        assert_eq!(budget_room(&np, DisruptionReason::Empty, 10, 2, 0), 1);
+        assert_eq!(budget_room(&np, DisruptionReason::Drifted, 20, 0, 0), 3);
+        let closed = pool("[{nodes: '0', schedule: '0 9 * * *', duration: 8h}]");
+        assert_eq!(
+            budget_room(&closed, DisruptionReason::Empty, 10, 0, monday(12, 0)),
+            0
+        );
+        // outside the window no budget applies: Karpenter's default of 10 %, rounded up
+        assert_eq!(
+            budget_room(&closed, DisruptionReason::Empty, 11, 0, monday(18, 0)),
+            2
+        );
+    }
+
+    fn pod(name: &str, workload: &str) -> Pod {
+        serde_yaml::from_str(&format!(
+            "metadata: {{name: {name}, namespace: default, labels: {{app: {workload}}}}}"
+        ))
+        .unwrap()
+    }
+
+    fn pdb(spec: &str) -> BTreeMap<String, PodDisruptionBudget> {
+        let b: PodDisruptionBudget = serde_yaml::from_str(&format!(
+            "metadata: {{name: web, namespace: default}}\n\
+             spec: {{selector: {{matchLabels: {{app: web}}}}, {spec}}}"
+        ))
+        .unwrap();
+        BTreeMap::from([("default/web".to_string(), b)])
+    }
+
+    #[test]
+    fn pod_disruption_budgets_count_replicas_not_just_pods_present() {
+        let pods: Vec<Pod> = (0..3).map(|i| pod(&format!("web-{i}"), "web")).collect();
+        // three of four replicas exist and are healthy: one is already unavailable
+        let views: Vec<PodView<'_>> = pods
+            .iter()
+            .map(|p| PodView {
+                pod: p,
+                healthy: true,
+                workload: Some(("web", 4)),
+            })
+            .collect();
+        assert_eq!(
+            blocking_pdb(&pdb("maxUnavailable: 1"), &views, &pods[0]),
+            Some("default/web")
+        );
+        assert_eq!(
+            blocking_pdb(&pdb("maxUnavailable: 2"), &views, &pods[0]),
+            None
+        );
+        // an integer minAvailable counts the pods present
+        assert_eq!(
+            blocking_pdb(&pdb("minAvailable: 2"), &views, &pods[0]),
+            None
+        );
+        assert!(blocking_pdb(&pdb("minAvailable: 3"), &views, &pods[0]).is_some());
+        // a percentage of the replicas, rounded up: 75 % of 4 is 3
+        assert!(blocking_pdb(&pdb("minAvailable: '75%'"), &views, &pods[0]).is_some());
+        let other = pod("db-0", "db");
+        assert_eq!(blocking_pdb(&pdb("minAvailable: 3"), &views, &other), None);
+    }
 }
