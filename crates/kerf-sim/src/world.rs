@@ -111,6 +111,9 @@ pub struct World {
     /// could host then (not solved again while the late set stays within them).
     waits_checked: Duration,
     unhostable: BTreeSet<String>,
+    /// When a NodePool or EC2NodeClass was last applied: a pod no NodePool could host may
+    /// have become hostable then, and its wait for a node counts from there.
+    pools_changed_at: Duration,
     /// The cluster generation `--check` last checked bindings at.
     step_checked: Option<u64>,
     convergence: convergence::Convergence,
@@ -222,6 +225,7 @@ impl World {
             cheapest_rates: None,
             unhostable: BTreeSet::new(),
             step_checked: None,
+            pools_changed_at: Duration::ZERO,
             convergence: Default::default(),
         };
         let manifests = w.scenario.spec.manifests.clone();
@@ -480,6 +484,7 @@ impl World {
                 self.core.cluster.apply_node_pool(*np);
                 self.offer_instance_types(&class);
                 self.cheapest_rates = None;
+                self.pools_changed_at = self.now;
                 self.binder_dirty = true;
             }
             Checked::Valid(KarpenterObject::EC2NodeClass(class)) => {
@@ -488,6 +493,7 @@ impl World {
                 self.core.cluster.apply_node_class(*class);
                 self.offer_instance_types(&name);
                 self.cheapest_rates = None;
+                self.pools_changed_at = self.now;
             }
             Checked::Valid(KarpenterObject::NodeClaim(_)) => {
                 return Err(ScenarioError {

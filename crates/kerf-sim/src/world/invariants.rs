@@ -126,8 +126,9 @@ impl World {
         let launch = cloud.launch_delay.0 + cloud.ready_delay.0;
         let bound = launch * 2 + NOMINATION_GRACE + WAIT_SLACK;
         let now = self.now;
+        let changed = self.pools_changed_at;
         let late = self.waiting(|p| {
-            now.saturating_sub(p.pending_since) > bound
+            now.saturating_sub(p.pending_since.max(changed)) > bound
                 && !cloud
                     .insufficient_capacity
                     .iter()
