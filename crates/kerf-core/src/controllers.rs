@@ -189,17 +189,20 @@ pub enum Action {
     },
 }
 
-/// Work the controllers scheduled for later.
+/// Work the controllers scheduled for later. Timers due at the same instant fire in this
+/// order: forceful lifecycle work (expiry, registration timeouts) first, so a disruption
+/// decision or validation at that instant counts the nodes they started deleting against
+/// its budgets.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Timer {
+    Expire(String),
+    RegistrationTimeout(String),
+    NominationExpiry(String),
     Batch,
     Pass,
     Validate,
     Drain(String),
-    Expire(String),
-    RegistrationTimeout(String),
     ReplacementTimeout,
-    NominationExpiry(String),
     RetryPending,
 }
 

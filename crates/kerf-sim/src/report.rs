@@ -57,12 +57,19 @@ pub struct Totals {
     pub nodes_terminated: usize,
     /// Pods removed from nodes that went away.
     pub pods_evicted: usize,
+    /// Instances that never registered (injected by `spec.cloud.faults`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub faults_injected: usize,
     /// The longest a pod waited for a node.
     pub max_pod_pending_seconds: f64,
     /// The pod that waited longest.
     pub slowest_pod: Option<String>,
     /// Share of node-seconds on spot.
     pub spot_node_seconds_share: f64,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// One point of the timeline.
@@ -178,6 +185,13 @@ impl Report {
             "nodes launched {}, terminated {}; pods evicted {}",
             t.nodes_launched, t.nodes_terminated, t.pods_evicted
         );
+        if t.faults_injected > 0 {
+            let _ = writeln!(
+                out,
+                "injected faults: {} instances never registered",
+                t.faults_injected
+            );
+        }
         let _ = writeln!(
             out,
             "pods pending at the end: {}; longest wait {}{}",

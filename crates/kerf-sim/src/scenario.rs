@@ -106,6 +106,15 @@ pub struct Cloud {
     /// Registered → Ready.
     #[serde(default = "default_ready_delay")]
     pub ready_delay: GoDuration,
+    /// Up to this much more launch delay per instance, drawn from the scenario's seed.
+    #[serde(default = "no_jitter")]
+    pub launch_jitter: GoDuration,
+    /// Up to this much more ready delay per node, drawn from the scenario's seed.
+    #[serde(default = "no_jitter")]
+    pub ready_jitter: GoDuration,
+    /// Injected faults.
+    #[serde(default)]
+    pub faults: Faults,
     /// Windows in which offerings have no capacity.
     #[serde(default)]
     pub insufficient_capacity: Vec<CapacityWindow>,
@@ -117,11 +126,28 @@ pub struct Cloud {
     pub notices: Vec<Notice>,
 }
 
+/// Faults the simulated cloud injects, drawn from the scenario's seed.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Faults {
+    /// The chance (0–1) that a launched instance never registers its node (a broken AMI or
+    /// user data): Kerf must give up on the NodeClaim after the 15-minute registration TTL.
+    #[serde(default)]
+    pub never_register: f64,
+}
+
+fn no_jitter() -> GoDuration {
+    GoDuration(Duration::ZERO)
+}
+
 impl Default for Cloud {
     fn default() -> Cloud {
         Cloud {
             launch_delay: default_launch_delay(),
             ready_delay: default_ready_delay(),
+            launch_jitter: no_jitter(),
+            ready_jitter: no_jitter(),
+            faults: Faults::default(),
             insufficient_capacity: Vec::new(),
             spot_interruptions: Vec::new(),
             notices: Vec::new(),
@@ -336,6 +362,13 @@ pub fn parse(text: &str, base: Option<&Path>) -> Result<Scenario, ScenarioError>
 fn check(s: &Scenario) -> Result<(), ScenarioError> {
     if s.spec.duration.0.is_zero() {
         return Err(ScenarioError::new("spec.duration", "must be more than 0s"));
+    }
+    let p = s.spec.cloud.faults.never_register;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(ScenarioError::new(
+            "spec.cloud.faults.neverRegister",
+            "must be a probability between 0 and 1",
+        ));
     }
     let mut last = Duration::ZERO;
     for (i, e) in s.spec.events.iter().enumerate() {

@@ -283,9 +283,18 @@ fn cloud(rng: &mut ChaCha8Rng, minutes: u64, pools: &[&str]) -> Value {
             "count": rng.random_range(1..=2),
         }));
     }
+    // one scenario in five has launches whose nodes never register
+    let never_register = if rng.random_bool(0.2) {
+        f64::from(rng.random_range(1..=3u8)) / 10.0
+    } else {
+        0.0
+    };
     json!({
         "launchDelay": format!("{}s", rng.random_range(5..=60)),
         "readyDelay": format!("{}s", rng.random_range(5..=30)),
+        "launchJitter": format!("{}s", rng.random_range(0..=20)),
+        "readyJitter": format!("{}s", rng.random_range(0..=15)),
+        "faults": {"neverRegister": never_register},
         "insufficientCapacity": windows,
         "spotInterruptions": interruptions,
         "notices": notices,

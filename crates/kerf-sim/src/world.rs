@@ -25,7 +25,7 @@ use kerf_core::nodepools::daemon_runs_on;
 use kerf_core::workloads::{ClusterObject, read};
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::resources::{Resources, pod_requests};
-use rand::SeedableRng;
+use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
@@ -111,6 +111,9 @@ pub struct World {
     /// could host then (not solved again while the late set stays within them).
     waits_checked: Duration,
     unhostable: BTreeSet<String>,
+    /// Injected faults, each from its launch until the pods it held up could have a node
+    /// (the registration TTL and a second launch later).
+    faults: Vec<(Duration, Duration)>,
     /// When a NodePool or EC2NodeClass was last applied: a pod no NodePool could host may
     /// have become hostable then, and its wait for a node counts from there.
     pools_changed_at: Duration,
@@ -226,6 +229,7 @@ impl World {
             unhostable: BTreeSet::new(),
             step_checked: None,
             pools_changed_at: Duration::ZERO,
+            faults: Vec::new(),
             convergence: Default::default(),
         };
         let manifests = w.scenario.spec.manifests.clone();
@@ -1051,11 +1055,25 @@ impl World {
             allocatable: instance.allocatable.clone(),
             labels,
         };
-        let delay = self.scenario.spec.cloud.launch_delay.0;
-        self.push(
-            self.now + delay,
-            Ev::Registered(instance.provider_id.clone()),
-        );
+        let cloud = &self.scenario.spec.cloud;
+        let delay = cloud.launch_delay.0 + jitter(&mut self.rng, cloud.launch_jitter.0);
+        // no draw without faults: scenarios without them keep their exact runs
+        let p = cloud.faults.never_register;
+        if p > 0.0 && self.rng.random_bool(p) {
+            // the instance runs but its kubelet never registers: pods waiting on it may wait
+            // out the registration TTL and a second launch
+            let ends = self.now + REGISTRATION_TTL + cloud.launch_delay.0 + cloud.ready_delay.0;
+            self.faults.push((
+                self.now,
+                ends + cloud.launch_jitter.0 + cloud.ready_jitter.0,
+            ));
+            self.totals.faults_injected += 1;
+        } else {
+            self.push(
+                self.now + delay,
+                Ev::Registered(instance.provider_id.clone()),
+            );
+        }
         self.instances
             .insert(instance.provider_id.clone(), (name.to_string(), instance));
         self.core.launched(name, launched, self.now);
@@ -1123,7 +1141,8 @@ impl World {
                 self.bind(&k, &name);
             }
         }
-        let ready = self.scenario.spec.cloud.ready_delay.0;
+        let cloud = &self.scenario.spec.cloud;
+        let ready = cloud.ready_delay.0 + jitter(&mut self.rng, cloud.ready_jitter.0);
         self.push(self.now + ready, Ev::Ready(name));
     }
 
@@ -1210,6 +1229,15 @@ impl World {
 }
 
 /// The pod template of a workload document, named after the workload (pods get `-<i>`).
+/// A delay of up to `most` more, in whole milliseconds, drawn from the run's seed.
+fn jitter(rng: &mut ChaCha8Rng, most: Duration) -> Duration {
+    if most.is_zero() {
+        return Duration::ZERO;
+    }
+    let ms = u64::try_from(most.as_millis()).unwrap_or(u64::MAX);
+    Duration::from_millis(rng.random_range(0..=ms))
+}
+
 /// A node's allocatable as the kube-scheduler model counts it (thousandths by name).
 pub(crate) fn allocatable_amounts(r: &Resources) -> kube_scheduler::Amounts {
     r.to_resource_list()

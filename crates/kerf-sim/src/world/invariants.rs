@@ -123,16 +123,23 @@ impl World {
         // two launches: kube-scheduler may bind another pod into the room a pod was
         // nominated to (the real one ignores Karpenter's nominations too), and the pod then
         // waits out the nomination grace and a second launch
-        let launch = cloud.launch_delay.0 + cloud.ready_delay.0;
+        let launch = cloud.launch_delay.0
+            + cloud.launch_jitter.0
+            + cloud.ready_delay.0
+            + cloud.ready_jitter.0;
         let bound = launch * 2 + NOMINATION_GRACE + WAIT_SLACK;
         let now = self.now;
         let changed = self.pools_changed_at;
+        let faults = &self.faults;
         let late = self.waiting(|p| {
             now.saturating_sub(p.pending_since.max(changed)) > bound
                 && !cloud
                     .insufficient_capacity
                     .iter()
                     .any(|w| w.overlaps(p.pending_since, now))
+                && !faults
+                    .iter()
+                    .any(|(from, to)| *from <= now && *to > p.pending_since)
         });
         if late.iter().all(|k| self.unhostable.contains(k)) {
             return Ok(());
@@ -157,9 +164,11 @@ impl World {
         // a pod that waited through an insufficient-capacity window may have needed just
         // that capacity: the end check leaves it to the in-run wait check, which knows
         let windows = &self.scenario.spec.cloud.insufficient_capacity;
+        let faults = &self.faults;
         let stale = self.waiting(|p| {
             now.saturating_sub(p.pending_since) > REGISTRATION_TTL
                 && !windows.iter().any(|w| w.overlaps(p.pending_since, now))
+                && !faults.iter().any(|(_, to)| *to > p.pending_since)
         });
         if stale.is_empty() {
             return Ok(());
