@@ -106,7 +106,12 @@ struct Pool {
     reqs: Reqs,
     types: Vec<TypeInfo>,
     overhead: Amounts,
+    /// What the limits leave after the NodePool's existing usage.
+    budget: Amounts,
+    /// What they leave after the planned NodeClaims' reservations too.
     remaining: Amounts,
+    /// How many bins there were when the reservations were last tightened.
+    tightened: Option<usize>,
     compat: RefCell<FxHashMap<Reqs, Rc<BitSet>>>,
 }
 
@@ -458,7 +463,9 @@ impl<'p> State<'p> {
             reqs,
             types,
             overhead,
+            budget: remaining.minus(&usage),
             remaining: remaining.minus(&usage),
+            tightened: None,
             compat: RefCell::new(FxHashMap::default()),
         }
     }
@@ -907,7 +914,11 @@ impl<'p> State<'p> {
         let mut reasons = Vec::new();
         for oi in 0..self.pool_order.len() {
             let pool = self.pool_order[oi];
-            match self.new_bin(pod, &a, pool) {
+            let mut opened = self.new_bin(pod, &a, pool);
+            if matches!(opened, Err(Why::LimitReached { .. })) && self.tighten_limits(pool) {
+                opened = self.new_bin(pod, &a, pool);
+            }
+            match opened {
                 Ok(()) => return Ok(()),
                 Err(why) => reasons.push(Reason {
                     node_pool: Some(self.problem.node_pools[self.pools[pool].input].name.clone()),
@@ -916,6 +927,75 @@ impl<'p> State<'p> {
             }
         }
         Err(reasons::fold(reasons))
+    }
+
+    /// A NodePool's limits ran out: each planned NodeClaim of it has reserved the largest
+    /// of its candidate types, though it can only launch one of the `max_instance_types`
+    /// cheapest. Caps every such NodeClaim's types at the largest of its cheapest ones and
+    /// reserves only that; `true` when room came back. The types a NodeClaim keeps can
+    /// only shrink as pods join it, so no launch can exceed its reservation.
+    fn tighten_limits(&mut self, pool: usize) -> bool {
+        // nothing new to tighten since the last time: no room can come back
+        if self.pools[pool].tightened == Some(self.bins.len()) {
+            return false;
+        }
+        self.pools[pool].tightened = Some(self.bins.len());
+        let cap_len = self.problem.options.max_instance_types.max(1);
+        let mut reserved = Amounts::default();
+        for b in 0..self.bins.len() {
+            if self.bins[b].pool != Some(pool) {
+                continue;
+            }
+            let bin = &self.bins[b];
+            let p = &self.pools[pool];
+            let types = bin.types.as_ref().expect("planned bins carry types");
+            if bin.reqs.iter().any(|(_, r)| r.min_values.is_some()) {
+                // minValues may keep types beyond the cheapest: leave its reservation whole
+                let max = types
+                    .iter()
+                    .map(|i| p.types[i].capacity)
+                    .reduce(|x, y| x.max(&y))
+                    .unwrap_or_default();
+                reserved = reserved.plus(&max);
+                continue;
+            }
+            let mut priced: Vec<(f64, usize)> = types
+                .iter()
+                .filter_map(|i| {
+                    p.types[i]
+                        .offerings
+                        .iter()
+                        .filter(|(z, ct, _, available)| {
+                            *available
+                                && bin.reqs.allows(self.zone, *z, &self.symbols)
+                                && bin.reqs.allows(self.capacity_type, *ct, &self.symbols)
+                        })
+                        .map(|o| o.2)
+                        .min_by(f64::total_cmp)
+                        .map(|price| (price, i))
+                })
+                .collect();
+            priced.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let cap = priced
+                .iter()
+                .take(cap_len)
+                .map(|(_, i)| p.types[*i].capacity)
+                .reduce(|x, y| x.max(&y))
+                .unwrap_or_default();
+            let mut kept = types.clone();
+            for i in types.iter() {
+                if !p.types[i].capacity.fits(&cap) {
+                    kept.remove(i);
+                }
+            }
+            reserved = reserved.plus(&cap);
+            self.bins[b].types = Some(kept);
+        }
+        let p = &mut self.pools[pool];
+        let remaining = p.budget.minus(&reserved);
+        let grew = remaining != p.remaining;
+        p.remaining = remaining;
+        grew
     }
 
     fn new_bin(&mut self, pod: usize, a: &Attempt, pool: usize) -> Result<(), Why> {

@@ -63,3 +63,60 @@ fn same_input_same_decision() {
     let b = solve(&problem(&pools, &pods, Preferences::Respect));
     assert_eq!(a, b);
 }
+
+/// A planned NodeClaim counts against its NodePool's limits only what it can launch as
+/// (the largest of its cheapest `max_instance_types` types), not the largest type that
+/// would fit: under a tight limit many small NodeClaims fit, and the launch options of all
+/// of them together still stay within the limit.
+#[test]
+fn limits_count_what_a_nodeclaim_can_launch_as() {
+    let mut pool = benchmark::node_pool();
+    // 10,000 cores: 25 NodeClaims if each held the 400-core type back, about 160 at 60
+    pool.limits = [("cpu".to_string(), 10_000 * 1000)].into();
+    let cores: std::collections::HashMap<String, i64> = benchmark::instance_types()
+        .into_iter()
+        .map(|t| (t.name, t.capacity.cpu_millis))
+        .collect();
+    let pools = [pool];
+    for (n, all_fit) in [(500, true), (1500, false)] {
+        // one pod per node: the benchmark's hostname anti-affinity group
+        let pods: Vec<_> = benchmark::diverse_pods(n, 42)
+            .into_iter()
+            .filter(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("app"))
+                    .map(String::as_str)
+                    == Some("nginx")
+            })
+            .collect();
+        let d = solve(&problem(&pools, &pods, Preferences::Respect));
+        assert_eq!(d.unschedulable.is_empty(), all_fit, "{} pods", pods.len());
+        for u in &d.unschedulable {
+            assert!(
+                u.reasons
+                    .iter()
+                    .all(|r| format!("{:?}", r.why).starts_with("LimitReached")),
+                "{:?}",
+                u.reasons
+            );
+        }
+        assert!(d.nodeclaims.len() > 25, "{} NodeClaims", d.nodeclaims.len());
+        let reserved: i64 = d
+            .nodeclaims
+            .iter()
+            .map(|c| {
+                c.instance_types
+                    .iter()
+                    .map(|o| cores[&o.name])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .sum();
+        assert!(
+            reserved <= 10_000 * 1000,
+            "launch options reserve {reserved} millicores"
+        );
+    }
+}
