@@ -120,14 +120,16 @@ impl World {
 
     fn check_waits(&mut self) -> Result<(), SimError> {
         let cloud = &self.scenario.spec.cloud;
-        // two launches: kube-scheduler may bind another pod into the room a pod was
+        // three launches: kube-scheduler may bind another pod into the room a pod was
         // nominated to (the real one ignores Karpenter's nominations too), and the pod then
-        // waits out the nomination grace and a second launch
+        // waits out the nomination grace and a second launch; with spread constraints, which
+        // kube-scheduler counts over the nodes that exist and Karpenter over the zones it
+        // may launch in, the room of that second launch can be taken again (swarm seed 1019)
         let launch = cloud.launch_delay.0
             + cloud.launch_jitter.0
             + cloud.ready_delay.0
             + cloud.ready_jitter.0;
-        let bound = launch * 2 + NOMINATION_GRACE + WAIT_SLACK;
+        let bound = launch * 3 + NOMINATION_GRACE + WAIT_SLACK;
         let now = self.now;
         let changed = self.pools_changed_at;
         let faults = &self.faults;
