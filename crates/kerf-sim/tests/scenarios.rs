@@ -186,3 +186,30 @@ fn every_built_in_costs_at_least_its_lower_bound() {
         );
     }
 }
+
+#[test]
+fn the_seed_drives_delays_and_injected_faults_not_just_names() {
+    let totals = |seed: u64| {
+        let mut s = kerf_sim::load("getting-started").unwrap();
+        s.spec.seed = seed;
+        s.spec.cloud.launch_jitter = kerf_api::duration::GoDuration(Duration::from_secs(20));
+        s.spec.cloud.ready_jitter = kerf_api::duration::GoDuration(Duration::from_secs(10));
+        s.spec.cloud.faults.never_register = 0.5;
+        let r = kerf_sim::run(s, RunOptions { check: true }, &mut |_, _, _| {}).unwrap();
+        (
+            r.totals.faults_injected,
+            r.totals.max_pod_pending_seconds,
+            r.totals.nodes_launched,
+        )
+    };
+    let runs: Vec<_> = (1..=4).map(totals).collect();
+    assert_eq!(runs[0], totals(1), "the same seed gives the same run");
+    assert!(
+        runs.iter().any(|r| r != &runs[0]),
+        "other seeds draw other delays and faults: {runs:?}"
+    );
+    assert!(
+        runs.iter().any(|r| r.0 > 0),
+        "half the launches never register: {runs:?}"
+    );
+}
