@@ -96,14 +96,6 @@ impl<'a> Scheduler<'a> {
         s
     }
 
-    /// What the pods bound to each node request, by node name.
-    pub fn requested(&self) -> impl Iterator<Item = (&str, &Amounts)> {
-        self.nodes
-            .iter()
-            .zip(&self.requested)
-            .map(|(n, r)| (n.name, r))
-    }
-
     /// Schedules one pod: the Ready node that passes every filter and scores best
     /// (`preferred` first when it passes), recorded as bound. `None` when no node fits.
     pub fn schedule(&mut self, pod: &'a Pod, preferred: Option<&str>) -> Option<&'a str> {
