@@ -5,9 +5,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::manifest::RawDocument;
-use kerf_core::cluster::CapacityType;
 use kerf_core::controllers::Controllers;
-use kerf_core::objects::{claim_record, node_record};
+use kerf_core::objects::node_record;
 use kerf_core::workloads::{ClusterObject, read};
 use kerf_scheduling::pods::pod_key;
 
@@ -87,40 +86,10 @@ fn applied(core: &mut Controllers, cloud: &impl CloudProvider, object: Object, n
             cluster.apply_node(name, node_record(&node, now), now);
         }
         Object::NodeClaim(claim) => {
-            let name = claim.metadata.name.clone().unwrap_or_default();
-            let deleting = claim.metadata.deletion_timestamp.is_some();
-            if !cluster.nodeclaims.contains_key(&name) {
-                // one this process did not create: read where it got to from its status
-                let created = claim
-                    .metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .map_or(now, since_epoch);
-                let types = cluster.instance_types.clone();
-                let class = claim.spec.node_class_ref.name.clone();
-                let price = |it: &str, zone: &str, ct: CapacityType| {
-                    types
-                        .get(&class)
-                        .and_then(|ts| ts.iter().find(|t| t.name == it))
-                        .and_then(|t| {
-                            t.offerings
-                                .iter()
-                                .find(|o| o.zone == zone && o.capacity_type == ct.as_str())
-                        })
-                        .map_or(0.0, |o| o.price_per_hour)
-                };
-                let record = claim_record(&claim, created, None, price);
-                cluster.apply_nodeclaim(name.clone(), record);
-            }
-            let known_deleting = core
-                .cluster
-                .nodeclaims
-                .get(&name)
-                .is_some_and(|c| c.deleting.is_some());
-            if deleting && !known_deleting {
-                // deleted by someone else (kubectl delete nodeclaim): terminate it gracefully
-                core.delete_nodeclaim(&name);
-            }
+            let meta = &claim.metadata;
+            let created = meta.creation_timestamp.as_ref().map_or(now, since_epoch);
+            let deleting = meta.deletion_timestamp.as_ref().map(since_epoch);
+            core.nodeclaim_observed(&claim, created, deleting);
         }
         Object::NodePool(np) => {
             let name = np.metadata.name.clone().unwrap_or_default();

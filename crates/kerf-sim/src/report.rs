@@ -60,6 +60,9 @@ pub struct Totals {
     /// Instances that never registered (injected by `spec.cloud.faults`).
     #[serde(skip_serializing_if = "is_zero")]
     pub faults_injected: usize,
+    /// Times Kerf crashed and restarted (`spec.operatorRestarts`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub operator_restarts: usize,
     /// The longest a pod waited for a node.
     pub max_pod_pending_seconds: f64,
     /// The pod that waited longest.
@@ -185,11 +188,11 @@ impl Report {
             "nodes launched {}, terminated {}; pods evicted {}",
             t.nodes_launched, t.nodes_terminated, t.pods_evicted
         );
-        if t.faults_injected > 0 {
+        if t.faults_injected + t.operator_restarts > 0 {
             let _ = writeln!(
                 out,
-                "injected faults: {} instances never registered",
-                t.faults_injected
+                "injected faults: {} instances never registered, {} operator restarts",
+                t.faults_injected, t.operator_restarts
             );
         }
         let _ = writeln!(

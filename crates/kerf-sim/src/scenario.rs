@@ -77,6 +77,10 @@ pub struct Spec {
     /// Changes over time, in time order.
     #[serde(default)]
     pub events: Vec<Event>,
+    /// Times at which Kerf crashes and starts again: everything it held in memory is lost
+    /// and it rebuilds its state from the cluster's objects, as a restarted pod would.
+    #[serde(default)]
+    pub operator_restarts: Vec<GoDuration>,
 }
 
 fn default_region() -> String {

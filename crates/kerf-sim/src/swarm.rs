@@ -79,6 +79,16 @@ pub fn generate(seed: u64) -> Value {
     }
     events.sort_by_key(|(at, _)| *at);
     let events: Vec<Value> = events.into_iter().map(|(_, e)| e).collect();
+    let cloud = cloud(&mut rng, minutes, &POOLS[..pools]);
+    // one scenario in five has Kerf crash and restart, at any second of the run
+    let mut restarts: Vec<u64> = Vec::new();
+    if rng.random_bool(0.2) {
+        for _ in 0..rng.random_range(1..=2) {
+            restarts.push(rng.random_range(1..minutes * 60));
+        }
+        restarts.sort_unstable();
+    }
+    let restarts: Vec<String> = restarts.iter().map(|s| format!("{s}s")).collect();
     json!({
         "apiVersion": "kerf.sh/v1alpha1",
         "kind": "Scenario",
@@ -86,9 +96,11 @@ pub fn generate(seed: u64) -> Value {
         "spec": {
             "duration": format!("{minutes}m"),
             "seed": seed,
-            "cloud": cloud(&mut rng, minutes, &POOLS[..pools]),
+            "featureGates": {"SpotToSpotConsolidation": rng.random_bool(0.25)},
+            "cloud": cloud,
             "manifests": manifests,
             "events": events,
+            "operatorRestarts": restarts,
         }
     })
 }
@@ -393,6 +405,7 @@ fn removals(scenario: &Value) -> Vec<Value> {
         "/spec/cloud/insufficientCapacity",
         "/spec/cloud/spotInterruptions",
         "/spec/cloud/notices",
+        "/spec/operatorRestarts",
     ] {
         let len = scenario
             .pointer(list)

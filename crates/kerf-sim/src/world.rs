@@ -12,7 +12,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kerf_api::manifest::{Checked, KarpenterObject, RawDocument, check_document};
-use kerf_api::{NodePool, labels};
+use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
 use kerf_aws::interruption;
@@ -22,6 +22,7 @@ use kerf_core::controllers::lifecycle::Offering;
 use kerf_core::controllers::provisioning::node_labels;
 use kerf_core::controllers::{Action, Controllers, Settings};
 use kerf_core::nodepools::daemon_runs_on;
+use kerf_core::objects::{launched_labels, nodeclaim_status};
 use kerf_core::workloads::{ClusterObject, read};
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::resources::{Resources, pod_requests};
@@ -87,6 +88,16 @@ enum Ev {
     Sample,
     /// The controllers asked to be polled.
     Wake,
+    /// Kerf crashes and starts again.
+    Restart,
+}
+
+/// A NodeClaim object as the simulated API server holds it: what the controllers created,
+/// with the status and labels they wrote since.
+struct StoredNodeClaim {
+    object: NodeClaim,
+    created: Duration,
+    deleting: Option<Duration>,
 }
 
 /// A workload controller's template and replica count.
@@ -128,6 +139,8 @@ pub struct World {
     /// Wake-ups already queued for the controllers.
     wakes: BTreeSet<Duration>,
     catalogs: HashMap<String, Arc<Vec<kerf_aws::InstanceType>>>,
+    /// NodeClaim objects, all a restarted controller can learn its NodeClaims from.
+    nodeclaim_objects: BTreeMap<String, StoredNodeClaim>,
     /// The cloud's running instances by provider id, with the NodeClaim they were launched for.
     instances: BTreeMap<String, (String, Instance)>,
     workloads: BTreeMap<String, Workload>,
@@ -211,6 +224,7 @@ impl World {
             catalogs: HashMap::new(),
             workloads: BTreeMap::new(),
             instances: BTreeMap::new(),
+            nodeclaim_objects: BTreeMap::new(),
             wakes: BTreeSet::new(),
             binder_dirty: false,
             node_counter: 0,
@@ -267,6 +281,9 @@ impl World {
             .collect();
         for (i, at) in notices.into_iter().enumerate() {
             w.push(at, Ev::Notice(i));
+        }
+        for at in w.scenario.spec.operator_restarts.clone() {
+            w.push(at.0, Ev::Restart);
         }
         w.push(Duration::ZERO, Ev::Sample);
         Ok(w)
@@ -353,7 +370,7 @@ impl World {
     fn handle(&mut self, ev: Ev) -> Result<(), SimError> {
         if matches!(
             ev,
-            Ev::Scenario(_) | Ev::Interrupt(_) | Ev::Notice(_) | Ev::Reclaim(..)
+            Ev::Scenario(_) | Ev::Interrupt(_) | Ev::Notice(_) | Ev::Reclaim(..) | Ev::Restart
         ) {
             self.convergence.disturbed(self.now);
         }
@@ -367,6 +384,7 @@ impl World {
             Ev::Wake => {
                 self.wakes.remove(&self.now);
             }
+            Ev::Restart => self.restart_controllers(),
             Ev::Sample => {
                 self.sample();
                 let next = self.now + self.sample_every();
@@ -415,9 +433,32 @@ impl World {
     fn execute(&mut self, action: Action) -> Result<(), SimError> {
         match action {
             Action::Log(r) => self.log.record(self.now, &r),
-            // the controllers track what they created and tainted; the simulated API server
-            // is their cluster state, so there is nothing more to write
-            Action::CreateNodeClaim(_) => {}
+            Action::CreateNodeClaim(object) => {
+                let name = object.metadata.name.clone().unwrap_or_default();
+                let stored = StoredNodeClaim {
+                    object: *object,
+                    created: self.now,
+                    deleting: None,
+                };
+                self.nodeclaim_objects.insert(name, stored);
+            }
+            Action::PatchNodeClaimStatus { nodeclaim } => {
+                if let (Some(stored), Some(record)) = (
+                    self.nodeclaim_objects.get_mut(&nodeclaim),
+                    self.core.cluster.nodeclaims.get(&nodeclaim),
+                ) {
+                    stored.object.status = Some(nodeclaim_status(record));
+                    if let Some(l) = &record.launched {
+                        let labels = stored.object.metadata.labels.get_or_insert_default();
+                        labels.extend(launched_labels(l));
+                    }
+                }
+            }
+            Action::DeleteNodeClaim { nodeclaim } => {
+                if let Some(stored) = self.nodeclaim_objects.get_mut(&nodeclaim) {
+                    stored.deleting.get_or_insert(self.now);
+                }
+            }
             Action::Taint { .. } | Action::RemoveTaint { .. } => self.binder_dirty = true,
             Action::Launch { nodeclaim } => {
                 self.launch(&nodeclaim);
@@ -443,16 +484,68 @@ impl World {
                 }
             }
             Action::DeleteNode { node } => self.delete_node(&node),
-            // the controllers track the deletion; the object goes with its finalizer
-            Action::DeleteNodeClaim { .. }
-            | Action::PatchNodeClaimStatus { .. }
-            | Action::PatchNodePoolStatus { .. } => {}
+            // the controllers keep the NodePool status they wrote; nothing else reads it
+            Action::PatchNodePoolStatus { .. } => {}
             Action::ReleaseNodeClaim { nodeclaim } => {
+                self.nodeclaim_objects.remove(&nodeclaim);
                 self.core.cluster.delete_nodeclaim(&nodeclaim);
                 self.binder_dirty = true;
             }
         }
         Ok(())
+    }
+
+    /// Kerf crashes and starts again: new controllers, which learn the cluster only from its
+    /// objects (NodePools, EC2NodeClasses, DaemonSets, PDBs, NodeClaims with their labels,
+    /// annotations and status, Nodes, Pods), as an operator's informers would after a restart.
+    /// Nominations, unavailable offerings, a disruption command in flight and every timer
+    /// are lost with the old process.
+    fn restart_controllers(&mut self) {
+        self.totals.operator_restarts += 1;
+        let settings = self.core.settings().clone();
+        let seed = self.rng.random::<u64>();
+        let old = std::mem::replace(&mut self.core, Controllers::new(settings, seed)).cluster;
+        let cluster = &mut self.core.cluster;
+        for (name, class) in old.node_classes {
+            cluster.apply_node_class(class);
+            if let Some(types) = old.instance_types.get(&name) {
+                cluster.set_instance_types(&name, types.clone());
+            }
+        }
+        for np in old.node_pools.into_values() {
+            cluster.apply_node_pool(np);
+        }
+        for (key, template) in old.daemonsets {
+            cluster.apply_daemonset(key, template);
+        }
+        for (key, pdb) in old.pdbs {
+            cluster.apply_pdb(key, pdb);
+        }
+        for stored in self.nodeclaim_objects.values() {
+            self.core
+                .nodeclaim_observed(&stored.object, stored.created, stored.deleting);
+        }
+        let cluster = &mut self.core.cluster;
+        // a pod's wait counts from its creation (or its PodScheduled condition), which the
+        // object carries; the nodes come after their pods so their requests add up
+        for p in old.pods.into_values() {
+            cluster.apply_pod(p.pod, p.pending_since);
+        }
+        for (name, n) in old.nodes {
+            let node = NodeRecord {
+                provider_id: n.provider_id,
+                nodeclaim: None,
+                labels: n.labels,
+                taints: n.taints,
+                allocatable: n.allocatable,
+                ready: n.ready,
+                requests: Resources::default(),
+                last_pod_event: self.now,
+                marked_consolidatable: None,
+            };
+            cluster.apply_node(name, node, self.now);
+        }
+        self.binder_dirty = true;
     }
 
     fn sample(&mut self) {

@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{Action, Controllers, Timer};
-use crate::cluster::Launched;
+use crate::cluster::{CapacityType, Launched};
+use crate::objects::claim_record;
 use crate::unavailable::Pattern;
 
 /// One offering the cloud had no capacity for.
@@ -54,20 +55,69 @@ impl Controllers {
             }),
         }));
         claim.launched = Some(launched);
-        let pool = claim.node_pool.clone();
         self.status_changed(nodeclaim);
+        self.arm_liveness(nodeclaim);
+    }
+
+    /// Sets a NodeClaim's expiry and registration deadline, both counted from its creation
+    /// as Karpenter counts them (so a restarted controller sets the same ones).
+    fn arm_liveness(&mut self, nodeclaim: &str) {
+        let Some(claim) = self.cluster.nodeclaims.get(nodeclaim) else {
+            return;
+        };
+        let (created, registered) = (claim.created, claim.registered);
         if let Some(kerf_api::duration::NillableDuration::After(ttl)) = self
             .cluster
             .node_pools
-            .get(&pool)
+            .get(&claim.node_pool)
             .map(|np| np.spec.template.spec.expire_after)
         {
-            self.at(self.now + ttl, Timer::Expire(nodeclaim.to_string()));
+            self.at(created + ttl, Timer::Expire(nodeclaim.to_string()));
         }
-        self.at(
-            self.now + self.settings.registration_ttl,
-            Timer::RegistrationTimeout(nodeclaim.to_string()),
-        );
+        if !registered {
+            self.at(
+                created + self.settings.registration_ttl,
+                Timer::RegistrationTimeout(nodeclaim.to_string()),
+            );
+        }
+    }
+
+    /// A NodeClaim object as the API server has it. One these controllers did not create
+    /// (they restarted, or someone else made it) is read back from its labels, annotations
+    /// and status, with its deadlines; one someone else started deleting is terminated
+    /// gracefully, its grace period counted from `deleting` (its deletion timestamp).
+    pub fn nodeclaim_observed(
+        &mut self,
+        object: &kerf_api::NodeClaim,
+        created: Duration,
+        deleting: Option<Duration>,
+    ) {
+        let name = object.metadata.name.clone().unwrap_or_default();
+        if !self.cluster.nodeclaims.contains_key(&name) {
+            let types = self
+                .cluster
+                .instance_types
+                .get(&object.spec.node_class_ref.name);
+            let price = |it: &str, zone: &str, ct: CapacityType| {
+                types
+                    .and_then(|ts| ts.iter().find(|t| t.name == it))
+                    .and_then(|t| {
+                        t.offerings
+                            .iter()
+                            .find(|o| o.zone == zone && o.capacity_type == ct.as_str())
+                    })
+                    .map_or(0.0, |o| o.price_per_hour)
+            };
+            let record = claim_record(object, created, None, price);
+            let launched = record.launched.is_some();
+            self.cluster.apply_nodeclaim(name.clone(), record);
+            if launched {
+                self.arm_liveness(&name);
+            }
+        }
+        if let Some(since) = deleting {
+            self.terminate(&name, since);
+        }
     }
 
     /// The cloud had no capacity for any offering of a NodeClaim: the offerings are

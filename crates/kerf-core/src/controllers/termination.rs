@@ -20,6 +20,12 @@ pub const EVICTION_WAIT: Duration = Duration::from_secs(1);
 impl Controllers {
     /// Starts deleting a NodeClaim: its node is tainted and drained first, if it has one.
     pub fn delete_nodeclaim(&mut self, name: &str) {
+        self.terminate(name, self.now);
+    }
+
+    /// Starts deleting a NodeClaim whose deletion began at `since` (its deletion timestamp,
+    /// which the terminationGracePeriod counts from).
+    pub(super) fn terminate(&mut self, name: &str, since: Duration) {
         self.activity += 1;
         let Some(c) = self.cluster.nodeclaims.get_mut(name) else {
             return;
@@ -27,7 +33,7 @@ impl Controllers {
         if c.deleting.is_some() {
             return;
         }
-        c.deleting = Some(self.now);
+        c.deleting = Some(since);
         let node = c.node.clone();
         self.actions.push(Action::DeleteNodeClaim {
             nodeclaim: name.to_string(),
@@ -89,13 +95,18 @@ impl Controllers {
                 }
                 // the node goes only once its pods are gone: look again when evictions had
                 // time to finish, or when a budget may allow more
+                // (and no later than the grace period's end, when every pod goes at once)
                 if blocked > 0 || evicted > 0 {
                     let wait = if blocked > 0 {
                         DRAIN_RETRY
                     } else {
                         EVICTION_WAIT
                     };
-                    self.at(self.now + wait, Timer::Drain(claim.to_string()));
+                    let mut next = self.now + wait;
+                    if let Some(end) = grace.map(|g| since + g).filter(|end| *end > self.now) {
+                        next = next.min(end);
+                    }
+                    self.at(next, Timer::Drain(claim.to_string()));
                     return;
                 }
             }
