@@ -118,16 +118,21 @@ pub struct World {
     /// The cheapest dollars per hour per allocatable vCPU and per GiB any NodePool offers,
     /// recomputed after NodePool changes.
     cheapest_rates: Option<(f64, f64)>,
-    /// When `--check` last looked for pods waiting too long, and the late pods no NodePool
-    /// could host then (not solved again while the late set stays within them).
+    /// When `--check` last looked for pods waiting too long, and the waiting pods no
+    /// NodePool could host then (late ones among them are not solved for again).
     waits_checked: Duration,
     unhostable: BTreeSet<String>,
+    /// The waiting pods `unhostable` was last worked out for.
+    waiting_seen: Vec<String>,
     /// Injected faults, each from its launch until the pods it held up could have a node
     /// (the registration TTL and a second launch later).
     faults: Vec<(Duration, Duration)>,
     /// When a NodePool or EC2NodeClass was last applied: a pod no NodePool could host may
     /// have become hostable then, and its wait for a node counts from there.
     pools_changed_at: Duration,
+    /// When a NodeClaim last went away, giving its NodePool's limits room again: a pod
+    /// found unhostable before may have become hostable then.
+    room_freed_at: Duration,
     /// The cluster generation `--check` last checked bindings at.
     step_checked: Option<u64>,
     convergence: convergence::Convergence,
@@ -241,8 +246,10 @@ impl World {
             requested_total: Resources::default(),
             cheapest_rates: None,
             unhostable: BTreeSet::new(),
+            waiting_seen: Vec::new(),
             step_checked: None,
             pools_changed_at: Duration::ZERO,
+            room_freed_at: Duration::ZERO,
             faults: Vec::new(),
             convergence: Default::default(),
         };
@@ -487,6 +494,7 @@ impl World {
             // the controllers keep the NodePool status they wrote; nothing else reads it
             Action::PatchNodePoolStatus { .. } => {}
             Action::ReleaseNodeClaim { nodeclaim } => {
+                self.room_freed_at = self.now;
                 self.nodeclaim_objects.remove(&nodeclaim);
                 self.core.cluster.delete_nodeclaim(&nodeclaim);
                 self.binder_dirty = true;

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::{NodePool, Taint, labels};
 use kerf_scheduling::resources::{Resources, pod_requests};
 use kerf_scheduling::{
-    BoundPod, ExistingNode, InstanceTypeOption, NodePoolInput, PlannedNodeClaim, Problem,
+    BoundPod, Decision, ExistingNode, InstanceTypeOption, NodePoolInput, PlannedNodeClaim, Problem,
     SolveOptions, solve,
 };
 use serde_json::json;
@@ -185,6 +185,67 @@ impl Controllers {
             "found provisionable pod(s)",
             json!({"Pods": list_text(&keys), "duration": "0s"}),
         );
+        let (decision, pool_names, existing_claims) = self.solve_pending(&keys);
+        for e in &decision.existing {
+            let claim = existing_claims[e.node].clone();
+            for p in &e.pods {
+                if let Some(rec) = self.cluster.pods.get_mut(&keys[*p]) {
+                    rec.nominated = Some(claim.clone());
+                }
+            }
+            if self
+                .cluster
+                .nodeclaims
+                .get(&claim)
+                .is_some_and(|c| c.initialized)
+            {
+                self.at(self.now + NOMINATION_GRACE, Timer::NominationExpiry(claim));
+            }
+        }
+        if !decision.nodeclaims.is_empty() {
+            self.log(
+                "provisioner",
+                "computed new nodeclaim(s) to fit pod(s)",
+                json!({
+                    "nodeclaims": decision.nodeclaims.len(),
+                    "pods": decision.nodeclaims.iter().map(|c| c.pods.len()).sum::<usize>(),
+                }),
+            );
+        }
+        for u in &decision.unschedulable {
+            let reasons: Vec<String> = u.reasons.iter().map(ToString::to_string).collect();
+            let meta = &self.cluster.pods[&keys[u.pod]].pod.metadata;
+            let pod = json!({"name": meta.name, "namespace": meta.namespace});
+            self.log_error(
+                "provisioner",
+                "could not schedule pod",
+                json!({
+                    "Pod": pod,
+                    "error": reasons.join("; "),
+                }),
+            );
+        }
+        for plan in &decision.nodeclaims {
+            let pool = pool_names[plan.node_pool].clone();
+            let name = self.create_nodeclaim(plan, &pool);
+            for p in &plan.pods {
+                if let Some(rec) = self.cluster.pods.get_mut(&keys[*p]) {
+                    rec.nominated = Some(name.clone());
+                }
+            }
+        }
+        if !decision.unschedulable.is_empty() {
+            // pods left pending go round again, a while later: solving every batch window
+            // for pods nothing can host only burns CPU
+            self.cancel(&Timer::RetryPending);
+            self.at(self.now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
+        }
+    }
+
+    /// One solve for these pending pods over the whole cluster: its NodePools within their
+    /// limits, its nodes and in-flight NodeClaims with the pods bound or nominated to them.
+    /// Returns the decision with the NodePool and existing NodeClaim names it indexes.
+    fn solve_pending(&mut self, keys: &[String]) -> (Decision, Vec<String>, Vec<String>) {
         let (pools, pool_names) = self.pool_inputs();
         let (existing, existing_claims) = self.capacity_in_place();
         let index_by_claim: HashMap<&str, usize> = existing_claims
@@ -220,55 +281,19 @@ impl Controllers {
             pods: &pods,
             options: SolveOptions::default(),
         });
-        drop(bound);
-        for e in &decision.existing {
-            let claim = existing_claims[e.node].clone();
-            for p in &e.pods {
-                if let Some(rec) = self.cluster.pods.get_mut(&keys[*p]) {
-                    rec.nominated = Some(claim.clone());
-                }
-            }
-            if self
-                .cluster
-                .nodeclaims
-                .get(&claim)
-                .is_some_and(|c| c.initialized)
-            {
-                self.at(self.now + NOMINATION_GRACE, Timer::NominationExpiry(claim));
-            }
-        }
-        if !decision.nodeclaims.is_empty() {
-            self.log(
-                "provisioner",
-                "computed new nodeclaim(s) to fit pod(s)",
-                json!({
-                    "nodeclaims": decision.nodeclaims.len(),
-                    "pods": decision.nodeclaims.iter().map(|c| c.pods.len()).sum::<usize>(),
-                }),
-            );
-        }
-        for u in &decision.unschedulable {
-            let reasons: Vec<String> = u.reasons.iter().map(ToString::to_string).collect();
-            self.log_error("provisioner", "could not schedule pod", json!({
-                "Pod": {"name": pods[u.pod].metadata.name, "namespace": pods[u.pod].metadata.namespace},
-                "error": reasons.join("; "),
-            }));
-        }
-        for plan in &decision.nodeclaims {
-            let pool = pool_names[plan.node_pool].clone();
-            let name = self.create_nodeclaim(plan, &pool);
-            for p in &plan.pods {
-                if let Some(rec) = self.cluster.pods.get_mut(&keys[*p]) {
-                    rec.nominated = Some(name.clone());
-                }
-            }
-        }
-        if !decision.unschedulable.is_empty() {
-            // pods left pending go round again, a while later: solving every batch window
-            // for pods nothing can host only burns CPU
-            self.cancel(&Timer::RetryPending);
-            self.at(self.now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
-        }
+        (decision, pool_names, existing_claims)
+    }
+
+    /// Which of these pending pods a solve over the whole cluster would put on new
+    /// NodeClaims: the pods a NodePool within its limits could host now, given the nodes,
+    /// the in-flight NodeClaims and every bound pod (their spread and anti-affinity count).
+    pub fn would_launch_for(&mut self, keys: &[String]) -> Vec<String> {
+        let (decision, _, _) = self.solve_pending(keys);
+        decision
+            .nodeclaims
+            .iter()
+            .flat_map(|c| c.pods.iter().map(|p| keys[*p].clone()))
+            .collect()
     }
 
     /// Launched NodeClaims as the scheduler's existing nodes (registered ones as their

@@ -2,20 +2,15 @@
 //! taints and selectors, NodePool limits at launch, registration, budgets, evictions that respect
 //! PodDisruptionBudgets and do-not-disrupt, and no pod waiting long while capacity exists.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
 use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{Taint, labels};
-use kerf_aws::instance_type::scheduler_options;
 use kerf_core::cluster::{PodOwner, PodRecord};
 use kerf_core::controllers::list_text;
 use kerf_core::controllers::provisioning::NOMINATION_GRACE;
-use kerf_core::nodepools::node_pool_input;
 use kerf_scheduling::resources::Resources;
-use kerf_scheduling::{InstanceTypeOption, NodePoolInput, Problem, solve};
 
 use super::oracle::{PodView, blocking_pdb, budget_room};
 use super::{REGISTRATION_TTL, SimError, World, allocatable_amounts};
@@ -133,8 +128,14 @@ impl World {
         let now = self.now;
         let changed = self.pools_changed_at;
         let faults = &self.faults;
-        let late = self.waiting(|p| {
-            now.saturating_sub(p.pending_since.max(changed)) > bound
+        // a pod no NodePool could host (their limits reached) waits from when room came
+        let (unhostable, freed) = (&self.unhostable, self.room_freed_at);
+        let late = self.waiting(|k, p| {
+            let since = match unhostable.contains(k) {
+                true => p.pending_since.max(changed).max(freed),
+                false => p.pending_since.max(changed),
+            };
+            now.saturating_sub(since) > bound
                 && !cloud
                     .insufficient_capacity
                     .iter()
@@ -143,20 +144,32 @@ impl World {
                     .iter()
                     .any(|(from, to)| *from <= now && *to > p.pending_since)
         });
-        if late.iter().all(|k| self.unhostable.contains(k)) {
-            return Ok(());
+        let hostable = if late.iter().all(|k| self.unhostable.contains(k)) {
+            Vec::new()
+        } else {
+            self.core.would_launch_for(&late)
+        };
+        if !hostable.is_empty() {
+            return Err(self.violation(format!(
+                "pods waiting over {}s for a node although capacity exists: {}",
+                bound.as_secs(),
+                list_text(&hostable)
+            )));
         }
-        let (pools, _) = self.core.pool_inputs();
-        let hostable = self.hostable(&pools, &late);
-        if hostable.is_empty() {
-            self.unhostable = late.into_iter().collect();
-            return Ok(());
+        // which waiting pods no NodePool could host now (their limits reached): when room
+        // is freed later, their wait starts again there (swarm seed 1109)
+        let waiting = self.waiting(|_, _| true);
+        if waiting != self.waiting_seen {
+            let room_for: BTreeSet<String> =
+                self.core.would_launch_for(&waiting).into_iter().collect();
+            self.unhostable = waiting
+                .iter()
+                .filter(|k| !room_for.contains(*k))
+                .cloned()
+                .collect();
+            self.waiting_seen = waiting;
         }
-        Err(self.violation(format!(
-            "pods waiting over {}s for a node although capacity exists: {}",
-            bound.as_secs(),
-            list_text(&hostable)
-        )))
+        Ok(())
     }
 
     /// Every pending pod a NodePool could host must not have waited long.
@@ -167,7 +180,7 @@ impl World {
         // that capacity: the end check leaves it to the in-run wait check, which knows
         let windows = &self.scenario.spec.cloud.insufficient_capacity;
         let faults = &self.faults;
-        let stale = self.waiting(|p| {
+        let stale = self.waiting(|_, p| {
             now.saturating_sub(p.pending_since) > REGISTRATION_TTL
                 && !windows.iter().any(|w| w.overlaps(p.pending_since, now))
                 && !faults.iter().any(|(_, to)| *to > p.pending_since)
@@ -175,17 +188,7 @@ impl World {
         if stale.is_empty() {
             return Ok(());
         }
-        let mut pools = Vec::new();
-        let names: Vec<String> = self.core.cluster.node_pools.keys().cloned().collect();
-        for name in names {
-            let np = self.core.cluster.node_pools[&name].clone();
-            let types = self.catalog(&np.spec.template.spec.node_class_ref.name);
-            let options: Arc<[InstanceTypeOption]> =
-                scheduler_options(&types, |_, _, _| false).into();
-            let usage = self.core.cluster.pool_usage(&name);
-            pools.push(node_pool_input(&np, options, usage));
-        }
-        let hostable = self.hostable(&pools, &stale);
+        let hostable = self.core.would_launch_for(&stale);
         if hostable.is_empty() {
             Ok(())
         } else {
@@ -197,22 +200,13 @@ impl World {
     }
 
     /// Workload pods waiting for a node, among those `keep` selects.
-    fn waiting(&self, keep: impl Fn(&PodRecord) -> bool) -> Vec<String> {
+    fn waiting(&self, keep: impl Fn(&str, &PodRecord) -> bool) -> Vec<String> {
         self.core
             .cluster
-            .pods_where(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet && keep(p))
-    }
-
-    /// The pods among `keys` that new NodeClaims of `pools` could host.
-    fn hostable(&self, pools: &[NodePoolInput], keys: &[String]) -> Vec<String> {
-        let pods: Vec<Pod> = keys
+            .pods
             .iter()
-            .map(|k| self.core.cluster.pods[k].pod.clone())
-            .collect();
-        let d = solve(&Problem::new(pools, &pods));
-        d.nodeclaims
-            .iter()
-            .flat_map(|c| c.pods.iter().map(|p| keys[*p].clone()))
+            .filter(|(k, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet && keep(k, p))
+            .map(|(k, _)| k.clone())
             .collect()
     }
 
