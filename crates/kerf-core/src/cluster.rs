@@ -234,6 +234,8 @@ pub struct Cluster {
     /// Counts every write through the methods below except to pods that stay without a
     /// node, so disruption (which reads all the rest) can tell that nothing it reads changed.
     generation: u64,
+    /// Counts every pod write, those of pods without a node included.
+    pod_writes: u64,
 }
 
 /// Who made a pod, from its owner references.
@@ -254,6 +256,11 @@ impl Cluster {
     /// A number that changes whenever anything but a pod without a node is written.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// A number that changes whenever a pod is written or deleted, with or without a node.
+    pub fn pod_writes(&self) -> u64 {
+        self.pod_writes
     }
 
     /// Keys of the pods that satisfy `keep`, in key order.
@@ -279,6 +286,7 @@ impl Cluster {
 
     /// A pod was created or changed. Its node comes from `spec.nodeName`.
     pub fn apply_pod(&mut self, pod: Pod, now: Duration) {
+        self.pod_writes += 1;
         let key = pod_key(&pod);
         let node = pod
             .spec
@@ -342,6 +350,7 @@ impl Cluster {
         let Some(p) = self.pods.remove(key) else {
             return;
         };
+        self.pod_writes += 1;
         self.timed_do_not_disrupt.remove(key);
         if p.node.is_some() {
             self.generation += 1;

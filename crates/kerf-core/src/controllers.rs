@@ -206,6 +206,22 @@ enum Timer {
     RetryPending,
 }
 
+/// A node class's instance types as the solver gets them, unavailable offerings marked.
+struct TypeOptions {
+    /// The unavailable-offerings generation they were checked against.
+    generation: u64,
+    /// The (type, offering) positions marked unavailable.
+    marked: Vec<(usize, usize)>,
+    options: Arc<[InstanceTypeOption]>,
+}
+
+/// The last provisioning solve that placed none of its pods: a fingerprint of what it read
+/// and what it logged.
+struct Unplaced {
+    inputs: u64,
+    logs: Vec<Action>,
+}
+
 /// The controllers and the cluster state they share.
 pub struct Controllers {
     /// The cluster as observed (shells write here) plus the controllers' own writes.
@@ -219,8 +235,9 @@ pub struct Controllers {
     unavailable: UnavailableOfferings,
     /// Instance types per node class with unavailable offerings marked, and the
     /// unavailable-offerings generation they were made for.
-    type_options: HashMap<String, (u64, Arc<[InstanceTypeOption]>)>,
+    type_options: HashMap<String, TypeOptions>,
     pass_at: Option<Duration>,
+    unplaced: Option<Unplaced>,
     /// The inputs of the last disruption pass that found nothing.
     idle_inputs: Option<disruption::PassInputs>,
     /// Counts the controllers' own work (timers fired, cloud answers taken), which writes
@@ -250,6 +267,7 @@ impl Controllers {
             unavailable: UnavailableOfferings::new(),
             type_options: HashMap::new(),
             pass_at: None,
+            unplaced: None,
             idle_inputs: None,
             activity: 0,
             command: None,

@@ -14,6 +14,8 @@ use kerf_scheduling::{
     SolveOptions, solve,
 };
 use serde_json::json;
+use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
 
 use super::{Controllers, Timer, list_text};
 use crate::cluster::{ClaimRecord, NodeRecord};
@@ -125,10 +127,10 @@ impl Controllers {
     }
 
     fn type_options_for(&mut self, class: &str, generation: u64) -> Arc<[InstanceTypeOption]> {
-        if let Some((g, o)) = self.type_options.get(class)
-            && *g == generation
+        if let Some(cached) = self.type_options.get(class)
+            && cached.generation == generation
         {
-            return o.clone();
+            return cached.options.clone();
         }
         let now = self.now;
         let base = self
@@ -137,21 +139,39 @@ impl Controllers {
             .get(class)
             .cloned()
             .unwrap_or_else(|| Arc::from(Vec::new()));
-        let options: Arc<[InstanceTypeOption]> = base
+        // most changes to the unavailable offerings touch other classes or none of the
+        // offerings still marked: the options are rebuilt only when the marks differ
+        let unavailable = &self.unavailable;
+        let marked: Vec<(usize, usize)> = base
             .iter()
-            .map(|t| {
-                let mut t = t.clone();
-                for o in &mut t.offerings {
-                    o.available &=
-                        !self
-                            .unavailable
-                            .is_unavailable(&o.capacity_type, &t.name, &o.zone, now);
-                }
-                t
+            .enumerate()
+            .flat_map(|(i, t)| {
+                t.offerings.iter().enumerate().filter_map(move |(j, o)| {
+                    (o.available
+                        && unavailable.is_unavailable(&o.capacity_type, &t.name, &o.zone, now))
+                    .then_some((i, j))
+                })
             })
             .collect();
-        self.type_options
-            .insert(class.to_string(), (generation, options.clone()));
+        if let Some(cached) = self.type_options.get_mut(class)
+            && cached.marked == marked
+        {
+            cached.generation = generation;
+            return cached.options.clone();
+        }
+        let mut types = base.to_vec();
+        for (i, j) in &marked {
+            types[*i].offerings[*j].available = false;
+        }
+        let options: Arc<[InstanceTypeOption]> = types.into();
+        self.type_options.insert(
+            class.to_string(),
+            super::TypeOptions {
+                generation,
+                marked,
+                options: options.clone(),
+            },
+        );
         options
     }
 
@@ -185,6 +205,20 @@ impl Controllers {
             "found provisionable pod(s)",
             json!({"Pods": list_text(&keys), "duration": "0s"}),
         );
+        let inputs = self.provisioning_inputs(&keys);
+        if let Some(last) = &self.unplaced
+            && last.inputs == inputs
+        {
+            // what the last solve read is unchanged, and it placed none of these pods:
+            // it would answer the same, so its answer is given again
+            let logs = last.logs.clone();
+            self.actions.extend(logs);
+            self.cancel(&Timer::RetryPending);
+            self.at(self.now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
+            return;
+        }
+        self.unplaced = None;
+        let logged_before = self.actions.len();
         let (decision, pool_names, existing_claims) = self.solve_pending(&keys);
         for e in &decision.existing {
             let claim = existing_claims[e.node].clone();
@@ -234,12 +268,52 @@ impl Controllers {
                 }
             }
         }
+        if decision.nodeclaims.is_empty() && decision.existing.is_empty() {
+            self.unplaced = Some(super::Unplaced {
+                inputs,
+                logs: self.actions[logged_before..].to_vec(),
+            });
+        }
         if !decision.unschedulable.is_empty() {
             // pods left pending go round again, a while later: solving every batch window
             // for pods nothing can host only burns CPU
             self.cancel(&Timer::RetryPending);
             self.at(self.now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
         }
+    }
+
+    /// A fingerprint of everything a solve for these pending pods reads: the cluster's
+    /// writes, the unavailable offerings, and the NodePools, nodes, in-flight NodeClaims and
+    /// nominations as the solver gets them (the controllers' own writes included).
+    fn provisioning_inputs(&mut self, keys: &[String]) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (self.cluster.generation(), self.cluster.pod_writes()).hash(&mut h);
+        self.unavailable.generation().hash(&mut h);
+        keys.hash(&mut h);
+        let (pools, _) = self.pool_inputs();
+        let (existing, _) = self.capacity_in_place();
+        let mut text = DebugHasher(&mut h);
+        for p in &pools {
+            let _ = write!(
+                text,
+                "{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|",
+                p.name,
+                p.weight,
+                p.labels,
+                p.requirements,
+                p.taints,
+                p.startup_taints,
+                p.limits,
+                p.usage
+            );
+        }
+        let _ = write!(text, "{existing:?}");
+        for (k, p) in &self.cluster.pods {
+            if let Some(claim) = &p.nominated {
+                (k, claim).hash(&mut h);
+            }
+        }
+        h.finish()
     }
 
     /// One solve for these pending pods over the whole cluster: its NodePools within their
@@ -413,5 +487,15 @@ impl Controllers {
             .push(super::Action::CreateNodeClaim(Box::new(object)));
         self.launch(&name);
         name
+    }
+}
+
+/// Feeds `Debug` text into a hasher without building the string.
+struct DebugHasher<'h>(&'h mut std::collections::hash_map::DefaultHasher);
+
+impl std::fmt::Write for DebugHasher<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.write(s.as_bytes());
+        Ok(())
     }
 }
