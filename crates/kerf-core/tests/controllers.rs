@@ -119,3 +119,150 @@ fn a_nominated_pod_kube_scheduler_did_not_bind_gets_capacity_again() {
     assert_eq!(again.len(), 1, "the pod was left nominated to a full node");
     assert_ne!(again[0], claim);
 }
+
+/// A Ready node of a managed node group: no NodeClaim, no Kerf labels.
+fn unmanaged_node(core: &mut Controllers, zone: &str) {
+    core.cluster.apply_node(
+        "mng-1".into(),
+        NodeRecord {
+            provider_id: "aws:///us-east-1a/i-mng".into(),
+            nodeclaim: None,
+            labels: BTreeMap::from([
+                ("kubernetes.io/hostname".into(), "mng-1".into()),
+                ("topology.kubernetes.io/zone".into(), zone.into()),
+            ]),
+            taints: Vec::new(),
+            allocatable: two_cpus(),
+            ready: true,
+            requests: Resources::default(),
+            last_pod_event: secs(0),
+            marked_consolidatable: None,
+        },
+        secs(0),
+    );
+}
+
+#[test]
+fn a_pod_that_fits_on_a_node_kerf_does_not_manage_gets_no_nodeclaim() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    core.cluster.apply_node_pool(pool());
+    core.cluster
+        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    unmanaged_node(&mut core, "us-east-1a");
+    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    assert!(created(&run_until(&mut core, 0, 30)).is_empty());
+}
+
+#[test]
+fn pods_bound_on_a_node_kerf_does_not_manage_count_in_zone_spread() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    core.cluster.apply_node_pool(pool());
+    let mut two_zones = instance_type();
+    two_zones.offerings.push(Offering {
+        zone: "us-east-1b".into(),
+        capacity_type: "on-demand".into(),
+        price_per_hour: 0.2,
+        available: true,
+    });
+    core.cluster
+        .set_instance_types("default", Arc::from(vec![two_zones]));
+    unmanaged_node(&mut core, "us-east-1a");
+    let web = |name: &str, node: Option<&str>| -> Pod {
+        let mut p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+            "spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1500m"}}}],
+                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}],
+            },
+            "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
+        }))
+        .unwrap();
+        p.spec.as_mut().unwrap().node_name = node.map(str::to_string);
+        p
+    };
+    core.cluster.apply_pod(web("web-0", Some("mng-1")), secs(0));
+    core.cluster.apply_pod(web("web-1", None), secs(0));
+    let actions = run_until(&mut core, 0, 15);
+    let claims: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::CreateNodeClaim(c) => Some(c.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(claims.len(), 1);
+    // us-east-1a is cheaper, but it already has web-0: the spread puts web-1 in us-east-1b
+    let zone = claims[0]
+        .spec
+        .requirements
+        .iter()
+        .find(|r| r.key == "topology.kubernetes.io/zone")
+        .map(|r| r.values.clone());
+    assert_eq!(zone, Some(vec!["us-east-1b".to_string()]));
+}
+
+#[test]
+fn consolidation_moves_pods_to_a_node_kerf_does_not_manage() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    core.cluster.apply_node_pool(pool());
+    core.cluster
+        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    let mut x = unschedulable("x", "1");
+    x.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: "ReplicaSet".into(),
+            name: "x".into(),
+            uid: "u".into(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        },
+    ]);
+    core.cluster.apply_pod(x.clone(), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    let launched = Launched {
+        provider_id: format!("kwok://{claim}"),
+        instance_type: "m5.large".into(),
+        zone: "us-east-1a".into(),
+        capacity_type: CapacityType::OnDemand,
+        price_per_hour: 0.1,
+        capacity: two_cpus(),
+        allocatable: two_cpus(),
+        labels: BTreeMap::new(),
+    };
+    core.launched(&claim, launched, secs(3));
+    core.cluster.apply_node(
+        claim.clone(),
+        NodeRecord {
+            provider_id: format!("kwok://{claim}"),
+            nodeclaim: None,
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            allocatable: two_cpus(),
+            ready: true,
+            requests: Resources::default(),
+            last_pod_event: secs(4),
+            marked_consolidatable: None,
+        },
+        secs(4),
+    );
+    x.spec.as_mut().unwrap().node_name = Some(claim.clone());
+    core.cluster.apply_pod(x, secs(5));
+    // nothing else can take x: the node stays
+    let idle = run_until(&mut core, 5, 120);
+    assert!(
+        !idle
+            .iter()
+            .any(|a| matches!(a, Action::DeleteNodeClaim { .. }))
+    );
+    // a managed node group's node with room joins: x can move there, and its node goes
+    unmanaged_node(&mut core, "us-east-1a");
+    let after = run_until(&mut core, 121, 240);
+    assert!(
+        after
+            .iter()
+            .any(|a| matches!(a, Action::DeleteNodeClaim { nodeclaim } if *nodeclaim == claim)),
+        "{after:#?}"
+    );
+}

@@ -14,7 +14,7 @@ use kerf_scheduling::{ExistingNode, NodePoolInput, Requirements};
 use serde_json::json;
 
 use super::{Action, Controllers, Timer};
-use crate::cluster::{Cluster, DriftReason};
+use crate::cluster::{CapacityType, Cluster, DriftReason};
 use crate::consolidation::{ClusterView, Command, NodeView, plan};
 use crate::disruption::{
     allowed_disruptions, budget_active, consolidatable_at, pdb_allowance, pdb_selects, pod_blocks,
@@ -265,6 +265,30 @@ impl Controllers {
         let mut pods = Vec::new();
         for (name, n) in &cluster.nodes {
             let Some(claim_name) = n.nodeclaim.as_deref() else {
+                // a node Kerf does not manage: never a candidate, but evicted pods may go there
+                let mut on_node = Vec::new();
+                for k in by_node.get(name.as_str()).into_iter().flatten() {
+                    on_node.push(pods.len());
+                    pods.push(&cluster.pods[k.as_str()].pod);
+                }
+                nodes.push(NodeView {
+                    node: ExistingNode {
+                        name: name.clone(),
+                        labels: n.labels.clone(),
+                        taints: n.taints.clone(),
+                        allocatable: n.allocatable.clone(),
+                        requested: n.requests.clone(),
+                        initialized: n.ready,
+                    },
+                    node_pool: None,
+                    price_per_hour: 0.0,
+                    capacity_type: CapacityType::OnDemand,
+                    pods: on_node,
+                    disruptable: false,
+                    consolidatable: false,
+                    drifted: false,
+                });
+                names.push(name.clone());
                 continue;
             };
             let Some(c) = cluster.nodeclaims.get(claim_name) else {

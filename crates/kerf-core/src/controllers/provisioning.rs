@@ -221,7 +221,10 @@ impl Controllers {
         let logged_before = self.actions.len();
         let (decision, pool_names, existing_claims) = self.solve_pending(&keys);
         for e in &decision.existing {
-            let claim = existing_claims[e.node].clone();
+            // pods a node Kerf does not manage can take are left to kube-scheduler
+            let Some(claim) = existing_claims[e.node].clone() else {
+                continue;
+            };
             for p in &e.pods {
                 if let Some(rec) = self.cluster.pods.get_mut(&keys[*p]) {
                     rec.nominated = Some(claim.clone());
@@ -318,20 +321,25 @@ impl Controllers {
 
     /// One solve for these pending pods over the whole cluster: its NodePools within their
     /// limits, its nodes and in-flight NodeClaims with the pods bound or nominated to them.
-    /// Returns the decision with the NodePool and existing NodeClaim names it indexes.
-    fn solve_pending(&mut self, keys: &[String]) -> (Decision, Vec<String>, Vec<String>) {
+    /// Returns the decision with the NodePool names and the existing nodes' NodeClaims (none
+    /// for a node Kerf does not manage) it indexes.
+    fn solve_pending(&mut self, keys: &[String]) -> (Decision, Vec<String>, Vec<Option<String>>) {
         let (pools, pool_names) = self.pool_inputs();
         let (existing, existing_claims) = self.capacity_in_place();
         let index_by_claim: HashMap<&str, usize> = existing_claims
             .iter()
             .enumerate()
-            .map(|(i, c)| (c.as_str(), i))
+            .filter_map(|(i, c)| c.as_deref().map(|c| (c, i)))
             .collect();
         let cluster = &self.cluster;
         let index_by_node: HashMap<&str, usize> = existing_claims
             .iter()
+            .zip(&existing)
             .enumerate()
-            .filter_map(|(i, c)| cluster.nodeclaims[c].node.as_deref().map(|n| (n, i)))
+            .filter_map(|(i, (c, e))| match c {
+                Some(c) => cluster.nodeclaims[c].node.as_deref().map(|n| (n, i)),
+                None => Some((e.name.as_str(), i)),
+            })
             .collect();
         let bound: Vec<BoundPod<'_>> = cluster
             .pods
@@ -371,8 +379,9 @@ impl Controllers {
     }
 
     /// Launched NodeClaims as the scheduler's existing nodes (registered ones as their
-    /// node, the others as the node they will become), with their names.
-    fn capacity_in_place(&self) -> (Vec<ExistingNode>, Vec<String>) {
+    /// node, the others as the node they will become), with their names; then the nodes
+    /// Kerf does not manage (a managed node group's), whose room and bound pods count too.
+    fn capacity_in_place(&self) -> (Vec<ExistingNode>, Vec<Option<String>>) {
         let cluster = &self.cluster;
         let mut nominated: HashMap<&str, Resources> = HashMap::new();
         for p in cluster.pods.values() {
@@ -422,7 +431,21 @@ impl Controllers {
                 }
             };
             existing.push(entry);
-            names.push(name.clone());
+            names.push(Some(name.clone()));
+        }
+        for (name, n) in &cluster.nodes {
+            if n.nodeclaim.is_some() {
+                continue;
+            }
+            existing.push(ExistingNode {
+                name: name.clone(),
+                labels: n.labels.clone(),
+                taints: n.taints.clone(),
+                allocatable: n.allocatable.clone(),
+                requested: n.requests.clone(),
+                initialized: n.ready,
+            });
+            names.push(None);
         }
         (existing, names)
     }
