@@ -105,11 +105,54 @@ impl LogRecord {
     }
 }
 
+/// The kind of object a Kubernetes Event is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EventObject {
+    /// A Pod (namespaced).
+    Pod,
+    /// A Node.
+    Node,
+    /// A NodeClaim.
+    NodeClaim,
+}
+
+impl EventObject {
+    /// The object's `apiVersion` and `kind`.
+    pub fn api_version_kind(self) -> (&'static str, &'static str) {
+        match self {
+            EventObject::Pod => ("v1", "Pod"),
+            EventObject::Node => ("v1", "Node"),
+            EventObject::NodeClaim => ("karpenter.sh/v1", "NodeClaim"),
+        }
+    }
+}
+
+/// A Kubernetes Event in Karpenter's words, what `kubectl describe` shows under the object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// What the event is about.
+    pub kind: EventObject,
+    /// Its name (`namespace/name` for a Pod).
+    pub name: String,
+    /// `Warning` rather than `Normal`.
+    pub warning: bool,
+    /// Karpenter's reason (`Nominated`, `DisruptionTerminating`, …).
+    pub reason: &'static str,
+    /// Karpenter's message.
+    pub message: String,
+}
+
+/// Identical events about one object within this long are sent once, as Karpenter's
+/// recorder deduplicates them.
+pub const EVENT_DEDUPE: Duration = Duration::from_secs(120);
+
 /// What the controllers ask a shell to do.
 #[derive(Clone, Debug)]
 pub enum Action {
     /// Print a log line.
     Log(LogRecord),
+    /// Record a Kubernetes Event.
+    Event(Event),
     /// Create this NodeClaim object (the controllers already track it).
     CreateNodeClaim(Box<NodeClaim>),
     /// Ask the cloud for the NodeClaim's instance; answer with [`Controllers::launched`] or
@@ -215,11 +258,12 @@ struct TypeOptions {
     options: Arc<[InstanceTypeOption]>,
 }
 
-/// The last provisioning solve that placed none of its pods: a fingerprint of what it read
-/// and what it logged.
+/// The last provisioning solve that placed none of its pods: a fingerprint of what it read,
+/// what it logged and the events it had for the pods.
 struct Unplaced {
     inputs: u64,
     logs: Vec<Action>,
+    events: Vec<Event>,
 }
 
 /// The controllers and the cluster state they share.
@@ -238,6 +282,11 @@ pub struct Controllers {
     type_options: HashMap<String, TypeOptions>,
     pass_at: Option<Duration>,
     unplaced: Option<Unplaced>,
+    /// Why the disruption controller deleted each NodeClaim it deleted, for the events of
+    /// the evictions that follow (Karpenter keeps it in a status condition).
+    disrupted_for: HashMap<String, kerf_api::nodepool::DisruptionReason>,
+    /// When each (object, reason, message) was last sent, for deduplication.
+    events_sent: HashMap<(EventObject, String, &'static str, String), Duration>,
     /// The inputs of the last disruption pass that found nothing.
     idle_inputs: Option<disruption::PassInputs>,
     /// Counts the controllers' own work (timers fired, cloud answers taken), which writes
@@ -268,6 +317,8 @@ impl Controllers {
             type_options: HashMap::new(),
             pass_at: None,
             unplaced: None,
+            events_sent: HashMap::new(),
+            disrupted_for: HashMap::new(),
             idle_inputs: None,
             activity: 0,
             command: None,
@@ -385,6 +436,35 @@ impl Controllers {
             message,
             fields,
         }));
+    }
+
+    /// Records an event unless the same one about the same object went out lately.
+    fn event(&mut self, event: Event) {
+        let key = (
+            event.kind,
+            event.name.clone(),
+            event.reason,
+            event.message.clone(),
+        );
+        // Karpenter keeps a failed-scheduling event for five minutes, the others for two
+        let dedupe = match event.reason {
+            "FailedScheduling" => EVENT_DEDUPE * 5 / 2,
+            _ => EVENT_DEDUPE,
+        };
+        if self
+            .events_sent
+            .get(&key)
+            .is_some_and(|at| self.now < *at + dedupe)
+        {
+            return;
+        }
+        if self.events_sent.len() > 4096 {
+            let now = self.now;
+            self.events_sent
+                .retain(|_, at| now < *at + EVENT_DEDUPE * 5 / 2);
+        }
+        self.events_sent.insert(key, self.now);
+        self.actions.push(Action::Event(event));
     }
 
     fn log_error(&mut self, controller: &'static str, message: &'static str, fields: Value) {

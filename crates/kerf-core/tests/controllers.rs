@@ -266,3 +266,39 @@ fn consolidation_moves_pods_to_a_node_kerf_does_not_manage() {
         "{after:#?}"
     );
 }
+
+fn events(actions: &[Action], reason: &str) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Event(e) if e.reason == reason => Some(format!("{}: {}", e.name, e.message)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn pods_get_karpenters_events_and_a_failure_is_told_once_per_five_minutes() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    core.cluster.apply_node_pool(pool());
+    core.cluster
+        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.cluster.apply_pod(unschedulable("fits", "1"), secs(0));
+    core.cluster.apply_pod(unschedulable("huge", "64"), secs(0));
+    let first = run_until(&mut core, 0, 299);
+    let claim = created(&first)[0].clone();
+    assert_eq!(
+        events(&first, "Nominated"),
+        [format!(
+            "default/fits: Pod should schedule on: nodeclaim/{claim}"
+        )]
+    );
+    // retried every 10 s, told once
+    let failed = events(&first, "FailedScheduling");
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].starts_with("default/huge: Failed to schedule pod, "));
+    assert_eq!(
+        events(&run_until(&mut core, 300, 320), "FailedScheduling").len(),
+        1
+    );
+}

@@ -9,13 +9,14 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint as K8sTaint};
 use kerf_api::NodeClaim;
 use kerf_core::clock::rfc3339;
-use kerf_core::controllers::{Action, Controllers};
+use kerf_core::controllers::{Action, Controllers, EventObject};
 use kerf_core::objects::{launched_labels, nodeclaim_status};
 use kube::Client;
 use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::cloud::{CloudError, CloudProvider};
+use crate::events::Recorder;
 
 /// How many times a failing call is tried.
 const ATTEMPTS: u32 = 4;
@@ -30,7 +31,7 @@ fn retriable(e: &kube::Error) -> bool {
 
 /// Runs `call` until it succeeds, fails for good, or runs out of attempts (100 ms, 400 ms,
 /// 1.6 s between them).
-async fn retry<T, F, Fut>(what: &str, mut call: F) -> Result<T, kube::Error>
+pub(crate) async fn retry<T, F, Fut>(what: &str, mut call: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
@@ -75,6 +76,7 @@ pub fn log_error(message: &str, error: &str) {
 pub struct Executor<C> {
     client: Client,
     cloud: C,
+    events: Recorder,
 }
 
 fn split(key: &str) -> (&str, &str) {
@@ -84,12 +86,22 @@ fn split(key: &str) -> (&str, &str) {
 impl<C: CloudProvider> Executor<C> {
     /// An executor for this client and cloud.
     pub fn new(client: Client, cloud: C) -> Executor<C> {
-        Executor { client, cloud }
+        let events = Recorder::spawn(client.clone());
+        Executor {
+            client,
+            cloud,
+            events,
+        }
     }
 
     /// The cloud provider.
     pub fn cloud(&self) -> &C {
         &self.cloud
+    }
+
+    /// The event recorder.
+    pub fn events(&self) -> &Recorder {
+        &self.events
     }
 
     /// Carries out one action; answers from the cloud go back into `core`.
@@ -114,6 +126,17 @@ impl<C: CloudProvider> Executor<C> {
         );
         match action {
             Action::Log(r) => println!("{}", r.to_json(&rfc3339(now()))),
+            Action::Event(e) => {
+                let uid = match e.kind {
+                    EventObject::Pod => core
+                        .cluster
+                        .pods
+                        .get(&e.name)
+                        .and_then(|p| p.pod.metadata.uid.clone()),
+                    _ => self.events.uid(e.kind, &e.name),
+                };
+                self.events.record(e, uid);
+            }
             Action::CreateNodeClaim(object) => {
                 let r = retry("creating nodeclaim", || claims.create(&post, &object)).await;
                 match r {

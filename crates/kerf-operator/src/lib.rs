@@ -4,6 +4,7 @@
 //! slot into: connect, wait for every watch to list once, then reconcile.
 
 pub mod cloud;
+pub mod events;
 pub mod execute;
 pub mod kwok;
 pub mod observe;
@@ -12,7 +13,7 @@ pub mod watch;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use kerf_core::controllers::{Controllers, Settings};
+use kerf_core::controllers::{Controllers, EventObject, Settings};
 use tokio::sync::mpsc;
 
 use crate::cloud::CloudProvider;
@@ -119,6 +120,17 @@ pub async fn run<C: CloudProvider>(
 fn observe_one<C: CloudProvider>(core: &mut Controllers, executor: &Executor<C>, o: Observed) {
     if let Observed::Failed(kind, e) = &o {
         log_error("watching", &format!("{kind}: {e}"));
+    }
+    if let Observed::Applied(object) = &o {
+        match object {
+            watch::Object::Node(n) => executor.events().remember(EventObject::Node, &n.metadata),
+            watch::Object::NodeClaim(c) => {
+                executor
+                    .events()
+                    .remember(EventObject::NodeClaim, &c.metadata);
+            }
+            _ => {}
+        }
     }
     observe::apply(core, executor.cloud(), o, now());
 }

@@ -135,6 +135,40 @@ fn the_seed_walkthrough_scales_out_and_consolidates_back() {
     );
     assert!(messages(&op, "disrupting node(s)") >= 1);
     assert!(messages(&op, "deleted nodeclaim") >= 1);
+    // what `kubectl describe` lists: Karpenter's events, about the objects by UID
+    let about = |events: &[Value], reason: &str, kind: &str| {
+        events
+            .iter()
+            .filter(|e| {
+                e["reason"] == reason
+                    && e["regarding"]["kind"] == kind
+                    && e["regarding"]["uid"]
+                        .as_str()
+                        .is_some_and(|u| !u.is_empty())
+                    && e["reportingController"] == "karpenter"
+            })
+            .count()
+    };
+    wait_for(
+        "Nominated and DisruptionTerminating events",
+        LIMIT,
+        || {
+            let events = items(&cp, &["get", "events.events.k8s.io", "-A"]);
+            (about(&events, "Nominated", "Pod") >= 5
+                && about(&events, "DisruptionTerminating", "Node") >= 1
+                && about(&events, "DisruptionTerminating", "NodeClaim") >= 1)
+                .then_some(())
+        },
+        || {
+            format!(
+                "{:?}",
+                items(&cp, &["get", "events.events.k8s.io", "-A"])
+                    .iter()
+                    .map(|e| (e["reason"].clone(), e["regarding"]["kind"].clone()))
+                    .collect::<Vec<_>>()
+            )
+        },
+    );
     all_running(&cp, 1);
     // nothing left half-deleted: every node has its nodeclaim and the other way round
     let claims = nodeclaims(&cp);

@@ -13,7 +13,7 @@ use kerf_api::{Taint, TaintEffect, labels};
 use kerf_scheduling::{ExistingNode, NodePoolInput, Requirements};
 use serde_json::json;
 
-use super::{Action, Controllers, Timer};
+use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{CapacityType, Cluster, DriftReason};
 use crate::consolidation::{ClusterView, Command, NodeView, plan};
 use crate::disruption::{
@@ -619,7 +619,15 @@ impl Controllers {
         let mut launched = Vec::new();
         for r in &command.replacements {
             let pool = pool_names[r.node_pool].clone();
-            launched.push(self.create_nodeclaim(r, &pool));
+            let name = self.create_nodeclaim(r, &pool);
+            self.event(Event {
+                kind: EventObject::NodeClaim,
+                name: name.clone(),
+                warning: false,
+                reason: "DisruptionLaunching",
+                message: format!("Launching NodeClaim: {}", command.reason.as_str()),
+            });
+            launched.push(name);
         }
         self.command = Some(Pending {
             reason: command.reason,
@@ -657,6 +665,20 @@ impl Controllers {
             if let Some((claim, _)) = self.cluster.claim_of_node(n) {
                 let claim = claim.clone();
                 self.delete_nodeclaim(&claim);
+                self.disrupted_for.insert(claim.clone(), c.reason);
+                let reason = c.reason.as_str();
+                for (kind, name, what) in [
+                    (EventObject::Node, n.clone(), "Node"),
+                    (EventObject::NodeClaim, claim, "NodeClaim"),
+                ] {
+                    self.event(Event {
+                        kind,
+                        name,
+                        warning: false,
+                        reason: "DisruptionTerminating",
+                        message: format!("Disrupting {what}: {reason}"),
+                    });
+                }
             }
         }
         self.log(

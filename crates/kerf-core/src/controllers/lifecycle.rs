@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Action, Controllers, Timer};
+use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{CapacityType, Launched};
 use crate::objects::claim_record;
 use crate::unavailable::Pattern;
@@ -136,10 +136,22 @@ impl Controllers {
                 self.now,
             );
         }
-        self.log_error("nodeclaim.lifecycle", "failed launching nodeclaim", json!({
-            "NodeClaim": {"name": nodeclaim},
-            "error": format!("creating instance, insufficient capacity, all requested instance types were unavailable during launch ({} offerings)", insufficient.len()),
-        }));
+        let error = format!(
+            "creating instance, insufficient capacity, all requested instance types were unavailable during launch ({} offerings)",
+            insufficient.len()
+        );
+        self.event(Event {
+            kind: EventObject::NodeClaim,
+            name: nodeclaim.to_string(),
+            warning: true,
+            reason: "InsufficientCapacityError",
+            message: format!("NodeClaim {nodeclaim} event: {error}"),
+        });
+        self.log_error(
+            "nodeclaim.lifecycle",
+            "failed launching nodeclaim",
+            json!({"NodeClaim": {"name": nodeclaim}, "error": error}),
+        );
         self.release(nodeclaim);
     }
 

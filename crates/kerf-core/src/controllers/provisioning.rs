@@ -17,7 +17,7 @@ use serde_json::json;
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 
-use super::{Controllers, Timer, list_text};
+use super::{Action, Controllers, Event, EventObject, Timer, list_text};
 use crate::cluster::{ClaimRecord, NodeRecord};
 use crate::hash::{node_class_hash, node_pool_hash};
 use crate::nodepools::{daemon_runs_on, node_pool_input};
@@ -211,8 +211,11 @@ impl Controllers {
         {
             // what the last solve read is unchanged, and it placed none of these pods:
             // it would answer the same, so its answer is given again
-            let logs = last.logs.clone();
+            let (logs, events) = (last.logs.clone(), last.events.clone());
             self.actions.extend(logs);
+            for e in events {
+                self.event(e);
+            }
             self.cancel(&Timer::RetryPending);
             self.at(self.now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
             return;
@@ -225,10 +228,16 @@ impl Controllers {
             let Some(claim) = existing_claims[e.node].clone() else {
                 continue;
             };
+            let node = self
+                .cluster
+                .nodeclaims
+                .get(&claim)
+                .and_then(|c| c.node.clone());
             for p in &e.pods {
                 if let Some(rec) = self.cluster.pods.get_mut(&keys[*p]) {
                     rec.nominated = Some(claim.clone());
                 }
+                self.nominated_event(&keys[*p], &claim, node.as_deref());
             }
             if self
                 .cluster
@@ -249,6 +258,7 @@ impl Controllers {
                 }),
             );
         }
+        let mut failed = Vec::new();
         for u in &decision.unschedulable {
             let reasons: Vec<String> = u.reasons.iter().map(ToString::to_string).collect();
             let meta = &self.cluster.pods[&keys[u.pod]].pod.metadata;
@@ -261,6 +271,15 @@ impl Controllers {
                     "error": reasons.join("; "),
                 }),
             );
+            let event = Event {
+                kind: EventObject::Pod,
+                name: keys[u.pod].clone(),
+                warning: true,
+                reason: "FailedScheduling",
+                message: format!("Failed to schedule pod, {}", reasons.join("; ")),
+            };
+            failed.push(event.clone());
+            self.event(event);
         }
         for plan in &decision.nodeclaims {
             let pool = pool_names[plan.node_pool].clone();
@@ -269,12 +288,19 @@ impl Controllers {
                 if let Some(rec) = self.cluster.pods.get_mut(&keys[*p]) {
                     rec.nominated = Some(name.clone());
                 }
+                self.nominated_event(&keys[*p], &name, None);
             }
         }
         if decision.nodeclaims.is_empty() && decision.existing.is_empty() {
+            let logs = self.actions[logged_before..]
+                .iter()
+                .filter(|a| matches!(a, Action::Log(_)))
+                .cloned()
+                .collect();
             self.unplaced = Some(super::Unplaced {
                 inputs,
-                logs: self.actions[logged_before..].to_vec(),
+                logs,
+                events: failed,
             });
         }
         if !decision.unschedulable.is_empty() {
@@ -283,6 +309,22 @@ impl Controllers {
             self.cancel(&Timer::RetryPending);
             self.at(self.now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
         }
+    }
+
+    /// Karpenter's `Nominated` event: the pod should schedule on this NodeClaim (and its
+    /// node, once registered).
+    fn nominated_event(&mut self, pod: &str, claim: &str, node: Option<&str>) {
+        let mut on = format!("nodeclaim/{claim}");
+        if let Some(node) = node {
+            on.push_str(&format!(", node/{node}"));
+        }
+        self.event(Event {
+            kind: EventObject::Pod,
+            name: pod.to_string(),
+            warning: false,
+            reason: "Nominated",
+            message: format!("Pod should schedule on: {on}"),
+        });
     }
 
     /// A fingerprint of everything a solve for these pending pods reads: the cluster's

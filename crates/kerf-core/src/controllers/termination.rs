@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Action, Controllers, Timer};
+use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::PodOwner;
 use crate::controllers::disruption::PdbAllowances;
 use crate::disruption::{drain_tier, pod_blocks};
@@ -90,7 +90,7 @@ impl Controllers {
                         continue;
                     }
                     budgets.spend(&self.cluster, k);
-                    self.evict(k, forced);
+                    self.evict(k, forced, claim);
                     evicted += 1;
                 }
                 // the node goes only once its pods are gone: look again when evictions had
@@ -131,10 +131,11 @@ impl Controllers {
         self.actions.push(Action::ReleaseNodeClaim {
             nodeclaim: claim.to_string(),
         });
+        self.disrupted_for.remove(claim);
     }
 
     /// Evicts a pod, or deletes it once the terminationGracePeriod has run out.
-    fn evict(&mut self, key: &str, forced: bool) {
+    fn evict(&mut self, key: &str, forced: bool, claim: &str) {
         let Some(p) = self.cluster.pods.get(key) else {
             return;
         };
@@ -150,14 +151,25 @@ impl Controllers {
                 json!({"Pod": key}),
             );
         }
-        self.actions.push(if forced {
-            Action::DeletePod {
+        if forced {
+            self.actions.push(Action::DeletePod {
                 pod: key.to_string(),
-            }
-        } else {
-            Action::Evict {
-                pod: key.to_string(),
-            }
+            });
+            return;
+        }
+        self.actions.push(Action::Evict {
+            pod: key.to_string(),
+        });
+        let why = self
+            .disrupted_for
+            .get(claim)
+            .map_or("Forceful Termination", |r| r.as_str());
+        self.event(Event {
+            kind: EventObject::Pod,
+            name: key.to_string(),
+            warning: false,
+            reason: "Evicted",
+            message: format!("Evicted pod: {why}"),
         });
     }
 
