@@ -126,16 +126,9 @@ impl World {
             + cloud.ready_jitter.0;
         let bound = launch * 3 + NOMINATION_GRACE + WAIT_SLACK;
         let now = self.now;
-        let changed = self.pools_changed_at;
         let faults = &self.faults;
-        // a pod no NodePool could host (their limits reached) waits from when room came
-        let (unhostable, freed) = (&self.unhostable, self.room_freed_at);
         let late = self.waiting(|k, p| {
-            let since = match unhostable.contains(k) {
-                true => p.pending_since.max(changed).max(freed),
-                false => p.pending_since.max(changed),
-            };
-            now.saturating_sub(since) > bound
+            now.saturating_sub(self.wait_start(k, p)) > bound
                 && !cloud
                     .insufficient_capacity
                     .iter()
@@ -180,8 +173,9 @@ impl World {
         // that capacity: the end check leaves it to the in-run wait check, which knows
         let windows = &self.scenario.spec.cloud.insufficient_capacity;
         let faults = &self.faults;
-        let stale = self.waiting(|_, p| {
-            now.saturating_sub(p.pending_since) > REGISTRATION_TTL
+        // as in the wait check (swarm seed 10050)
+        let stale = self.waiting(|k, p| {
+            now.saturating_sub(self.wait_start(k, p)) > REGISTRATION_TTL
                 && !windows.iter().any(|w| w.overlaps(p.pending_since, now))
                 && !faults.iter().any(|(_, to)| *to > p.pending_since)
         });
@@ -196,6 +190,18 @@ impl World {
                 "pods pending for over 15 minutes that a NodePool could host: {}",
                 list_text(&hostable)
             )))
+        }
+    }
+
+    /// When a waiting pod's wait for a node counts from: it became pending, or a NodePool
+    /// or EC2NodeClass changed since (it may have become hostable then), or, for a pod no
+    /// NodePool could host at the last look (their limits reached), room was freed since.
+    fn wait_start(&self, key: &str, p: &PodRecord) -> Duration {
+        let since = p.pending_since.max(self.pools_changed_at);
+        if self.unhostable.contains(key) {
+            since.max(self.room_freed_at)
+        } else {
+            since
         }
     }
 
