@@ -61,8 +61,7 @@ pub async fn run<C: CloudProvider>(
             Observed::Synced(kind) => {
                 synced.insert(kind);
             }
-            Observed::Failed(kind, e) => log_error("watching", &format!("{kind}: {e}")),
-            other => observe::apply(&mut core, executor.cloud(), other, now()),
+            other => observe_one(&mut core, &executor, other),
         }
     }
 

@@ -62,6 +62,7 @@ pub fn apply(
     match observed {
         Observed::Applied(object) => applied(core, cloud, object, now),
         Observed::Deleted(object) => deleted(core, object, now),
+        Observed::Gone(kind, key) => gone(core, kind, &key, now),
         Observed::Synced(_) | Observed::Failed(..) => {}
     }
 }
@@ -134,6 +135,22 @@ fn applied(core: &mut Controllers, cloud: &impl CloudProvider, object: Object, n
             let k = key(pdb.metadata.namespace.as_ref(), pdb.metadata.name.as_ref());
             cluster.apply_pdb(k, *pdb);
         }
+    }
+}
+
+/// An object deleted while its watch was down, known only by its kind and key.
+fn gone(core: &mut Controllers, kind: &str, key: &str, now: Duration) {
+    let cluster = &mut core.cluster;
+    let name = key.split_once('/').map_or(key, |(_, n)| n);
+    match kind {
+        "Pod" => cluster.delete_pod(key, now),
+        "Node" => cluster.delete_node(name, now),
+        "NodeClaim" => cluster.delete_nodeclaim(name),
+        "NodePool" => cluster.delete_node_pool(name),
+        "EC2NodeClass" => cluster.delete_node_class(name),
+        "DaemonSet" => cluster.delete_daemonset(key),
+        "PodDisruptionBudget" => cluster.delete_pdb(key),
+        _ => {}
     }
 }
 

@@ -2,7 +2,7 @@
 //! Each watch relists after an error (the watcher's own backoff); the main loop applies the
 //! observations to the core's cluster state, which is the store these watches fill.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use futures::StreamExt;
@@ -42,6 +42,9 @@ pub enum Observed {
     Applied(Object),
     /// Deleted.
     Deleted(Object),
+    /// Gone while the watch was down: a relist no longer has the object with this
+    /// `namespace/name` key (namespace empty for cluster-scoped kinds).
+    Gone(&'static str, String),
     /// The watch of this kind has listed everything once.
     Synced(&'static str),
     /// The watch failed (it retries); the message is for the log.
@@ -110,34 +113,93 @@ fn spawn<K>(
 {
     let api: Api<K> = Api::all(client.clone());
     tokio::spawn(async move {
-        let mut seen: HashMap<String, u64> = HashMap::new();
+        let mut known = Known::default();
         let mut stream = watcher::watcher(api, watcher::Config::default())
             .default_backoff()
             .boxed();
         while let Some(event) = stream.next().await {
-            let message = match event {
+            let messages = match event {
                 Ok(Event::Apply(o) | Event::InitApply(o)) => {
-                    if let Some(f) = fingerprint {
-                        let print = f(&o);
-                        if seen.insert(key_of(o.meta()), print) == Some(print) {
-                            continue;
-                        }
+                    let print = fingerprint.map_or(0, |f| f(&o));
+                    if !known.applied(key_of(o.meta()), print) && fingerprint.is_some() {
+                        continue;
                     }
-                    Observed::Applied(wrap(o))
+                    vec![Observed::Applied(wrap(o))]
                 }
                 Ok(Event::Delete(o)) => {
-                    seen.remove(&key_of(o.meta()));
-                    Observed::Deleted(wrap(o))
+                    known.deleted(&key_of(o.meta()));
+                    vec![Observed::Deleted(wrap(o))]
                 }
-                Ok(Event::InitDone) => Observed::Synced(kind),
-                Ok(Event::Init) => continue,
-                Err(e) => Observed::Failed(kind, e.to_string()),
+                Ok(Event::Init) => {
+                    known.relisting();
+                    continue;
+                }
+                Ok(Event::InitDone) => {
+                    let mut out: Vec<Observed> = known
+                        .relisted()
+                        .into_iter()
+                        .map(|key| Observed::Gone(kind, key))
+                        .collect();
+                    out.push(Observed::Synced(kind));
+                    out
+                }
+                Err(e) => vec![Observed::Failed(kind, e.to_string())],
             };
-            if tx.send(message).is_err() {
-                return;
+            for message in messages {
+                if tx.send(message).is_err() {
+                    return;
+                }
             }
         }
     });
+}
+
+/// The objects a watch has passed on, by key, with their fingerprints; and, during a
+/// relist, the keys listed again, so that what was deleted while the watch was down is
+/// reported gone when the relist ends.
+#[derive(Debug, Default)]
+pub struct Known {
+    prints: HashMap<String, u64>,
+    relist: Option<HashSet<String>>,
+}
+
+impl Known {
+    /// A (re)list begins.
+    pub fn relisting(&mut self) {
+        self.relist = Some(HashSet::new());
+    }
+
+    /// An object was listed or changed; whether its fingerprint differs from the last one
+    /// passed on (or it is new).
+    pub fn applied(&mut self, key: String, print: u64) -> bool {
+        if let Some(relist) = &mut self.relist {
+            relist.insert(key.clone());
+        }
+        self.prints.insert(key, print) != Some(print)
+    }
+
+    /// An object was deleted.
+    pub fn deleted(&mut self, key: &str) {
+        self.prints.remove(key);
+    }
+
+    /// The relist ended: the keys known before that it did not list again, now forgotten.
+    pub fn relisted(&mut self) -> Vec<String> {
+        let Some(listed) = self.relist.take() else {
+            return Vec::new();
+        };
+        let mut gone: Vec<String> = self
+            .prints
+            .keys()
+            .filter(|k| !listed.contains(*k))
+            .cloned()
+            .collect();
+        gone.sort();
+        for k in &gone {
+            self.prints.remove(k);
+        }
+        gone
+    }
 }
 
 /// The kinds watched, by the name [`Observed::Synced`] reports.
@@ -167,4 +229,29 @@ pub fn spawn_all(client: &Client, tx: &UnboundedSender<Observed>) {
     spawn::<DaemonSet>(client, KINDS[5], ds, None, tx.clone());
     let pdb = |o| Object::Pdb(Box::new(o));
     spawn::<PodDisruptionBudget>(client, KINDS[6], pdb, None, tx.clone());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Known;
+
+    #[test]
+    fn a_relist_reports_what_went_while_the_watch_was_down() {
+        let mut k = Known::default();
+        k.relisting();
+        assert!(k.applied("default/a".into(), 1));
+        assert!(k.applied("default/b".into(), 1));
+        assert!(k.relisted().is_empty(), "the first list finds nothing gone");
+        assert!(!k.applied("default/a".into(), 1), "unchanged");
+        assert!(k.applied("default/a".into(), 2), "changed");
+        // the watch fails; b is deleted and c created meanwhile
+        k.relisting();
+        assert!(!k.applied("default/a".into(), 2));
+        assert!(k.applied("default/c".into(), 1));
+        assert_eq!(k.relisted(), ["default/b"]);
+        assert!(
+            k.applied("default/b".into(), 1),
+            "b is new again if it comes back"
+        );
+    }
 }
