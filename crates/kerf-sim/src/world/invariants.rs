@@ -136,6 +136,7 @@ impl World {
                 && !faults
                     .iter()
                     .any(|(from, to)| *from <= now && *to > p.pending_since)
+                && !self.launching_for(p)
         });
         let hostable = if late.iter().all(|k| self.unhostable.contains(k)) {
             Vec::new()
@@ -203,6 +204,17 @@ impl World {
         } else {
             since
         }
+    }
+
+    /// Whether a NodeClaim launched for the pod is still on its way (launched, not yet
+    /// initialized): Kerf has acted, and the claim's registration is checked on its own. A
+    /// NodePool's limit may have kept the pod waiting until room was freed for that launch,
+    /// while another pod had been the one the checker thought blocked (swarm seed 10102).
+    fn launching_for(&self, p: &PodRecord) -> bool {
+        p.nominated
+            .as_ref()
+            .and_then(|c| self.core.cluster.nodeclaims.get(c))
+            .is_some_and(|c| !c.initialized && c.deleting.is_none())
     }
 
     /// Workload pods waiting for a node, among those `keep` selects.
