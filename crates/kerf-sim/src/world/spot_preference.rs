@@ -7,8 +7,9 @@
 //! catalog itself; it calls neither Kerf's solver nor its consolidation. It only speaks up
 //! when Karpenter would certainly act: the node is free to disrupt (consolidation policy,
 //! consolidateAfter not Never, budget, some pods and no do-not-disrupt pod, no PodDisruptionBudget, no bare pod, no inter-pod
-//! affinity), the replacement is one node in the node's own zone (so no spread or
-//! anti-affinity rule can object), and the target NodePool has no minValues.
+//! affinity, no ScheduleAnyway spread, which may be skewed now and which the move is
+//! simulated with as required), the replacement is one node in the node's own zone (so no
+//! other spread or anti-affinity rule can object), and the target NodePool has no minValues.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -186,7 +187,14 @@ impl World {
                     .as_ref()
                     .and_then(|s| s.affinity.as_ref())
                     .is_some_and(|a| a.pod_affinity.is_some());
-                p.owner != PodOwner::None && !pinned && !guarded && !affine
+                // a ScheduleAnyway spread may be skewed now, and the move is simulated with
+                // it required: the pods may need more than one new node (swarm seed 20363)
+                let anyway = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.topology_spread_constraints.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.when_unsatisfiable == "ScheduleAnyway"));
+                p.owner != PodOwner::None && !pinned && !guarded && !affine && !anyway
             })
     }
 
