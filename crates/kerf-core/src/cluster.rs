@@ -166,6 +166,20 @@ pub enum PodOwner {
     DaemonSet,
 }
 
+impl NodeRecord {
+    /// The node as the solver's existing capacity: its labels, taints, room and requests.
+    pub fn as_existing(&self, name: &str, initialized: bool) -> kerf_scheduling::ExistingNode {
+        kerf_scheduling::ExistingNode {
+            name: name.to_string(),
+            labels: self.labels.clone(),
+            taints: self.taints.clone(),
+            allocatable: self.allocatable.clone(),
+            requested: self.requests.clone(),
+            initialized,
+        }
+    }
+}
+
 /// A Pod.
 #[derive(Clone, Debug)]
 pub struct PodRecord {

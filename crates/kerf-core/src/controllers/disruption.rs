@@ -10,7 +10,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{Taint, TaintEffect, labels};
-use kerf_scheduling::{ExistingNode, NodePoolInput, Requirements};
+use kerf_scheduling::{NodePoolInput, Requirements};
 use serde_json::json;
 
 use super::{Action, Controllers, Event, EventObject, Timer};
@@ -272,14 +272,7 @@ impl Controllers {
                     pods.push(&cluster.pods[k.as_str()].pod);
                 }
                 nodes.push(NodeView {
-                    node: ExistingNode {
-                        name: name.clone(),
-                        labels: n.labels.clone(),
-                        taints: n.taints.clone(),
-                        allocatable: n.allocatable.clone(),
-                        requested: n.requests.clone(),
-                        initialized: n.ready,
-                    },
+                    node: n.as_existing(name, n.ready),
                     node_pool: None,
                     price_per_hour: 0.0,
                     capacity_type: CapacityType::OnDemand,
@@ -314,14 +307,7 @@ impl Controllers {
                     .and_then(|np| consolidatable_at(np, n.last_pod_event))
                     .is_some_and(|t| self.now >= t);
             nodes.push(NodeView {
-                node: ExistingNode {
-                    name: name.clone(),
-                    labels: n.labels.clone(),
-                    taints: n.taints.clone(),
-                    allocatable: n.allocatable.clone(),
-                    requested: n.requests.clone(),
-                    initialized: c.initialized,
-                },
+                node: n.as_existing(name, c.initialized),
                 node_pool: pool,
                 price_per_hour: launched.price_per_hour,
                 capacity_type: launched.capacity_type,

@@ -479,14 +479,7 @@ impl Controllers {
             if n.nodeclaim.is_some() {
                 continue;
             }
-            existing.push(ExistingNode {
-                name: name.clone(),
-                labels: n.labels.clone(),
-                taints: n.taints.clone(),
-                allocatable: n.allocatable.clone(),
-                requested: n.requests.clone(),
-                initialized: n.ready,
-            });
+            existing.push(n.as_existing(name, n.ready));
             names.push(None);
         }
         (existing, names)
