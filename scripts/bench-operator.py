@@ -15,6 +15,7 @@ Prints one line per figure; the README quotes them. Starts and stops everything 
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -139,8 +140,10 @@ def main():
         cluster.kubectl("apply", "-f", "-", stdin=NODEPOOL)
         log_path = os.path.join(work, "operator.log")
         log = open(log_path, "w")
+        # KERF_OPERATOR_WRAPPER runs the operator under a profiler, e.g. "heaptrack -o FILE"
+        wrapper = os.environ.get("KERF_OPERATOR_WRAPPER", "").split()
         operator = subprocess.Popen(
-            [os.path.join(ROOT, "target/release/kerf-operator"), "--cloud-provider", "kwok"],
+            wrapper + [os.path.join(ROOT, "target/release/kerf-operator"), "--cloud-provider", "kwok"],
             env=cluster.env, stdout=log, stderr=log)
         time.sleep(2)
 
@@ -188,7 +191,12 @@ def main():
         print(f"operator: peak RSS {peak_rss:.0f} MiB, CPU {cpu:.1f} s")
     finally:
         if operator:
-            operator.kill()
+            # SIGINT first: the operator stops cleanly, so a profiler around it writes its data
+            operator.send_signal(signal.SIGINT)
+            try:
+                operator.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                operator.kill()
         cluster.stop()
 
 

@@ -8,13 +8,13 @@ pub mod events;
 pub mod execute;
 pub mod kwok;
 pub mod observe;
+pub mod slim;
 pub mod watch;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use kerf_core::controllers::{Controllers, EventObject, Settings};
-use tokio::sync::mpsc;
 
 use crate::cloud::CloudProvider;
 use crate::execute::{Executor, log_error, now};
@@ -46,15 +46,13 @@ pub async fn run<C: CloudProvider>(
     let seed = now().as_nanos() as u64;
     let mut core = Controllers::new(settings, seed);
     let executor = Executor::new(client.clone(), cloud);
-    let (tx, mut rx) = mpsc::unbounded_channel::<Observed>();
-    watch::spawn_all(&client, &tx);
-    drop(tx);
+    let queue = watch::spawn_all(&client);
 
     // every kind listed once before deciding anything: a partial view would look like
     // orphans to garbage collection and like pending pods to provisioning
     let mut synced: BTreeSet<&str> = BTreeSet::new();
     while synced.len() < watch::KINDS.len() {
-        let Some(o) = rx.recv().await else {
+        let Some(o) = queue.pop().await else {
             anyhow::bail!("the watches stopped before listing the cluster");
         };
         match o {
@@ -100,13 +98,13 @@ pub async fn run<C: CloudProvider>(
             .min(next_gc)
             .saturating_sub(now());
         tokio::select! {
-            o = rx.recv() => {
+            o = queue.pop() => {
                 let Some(o) = o else {
                     anyhow::bail!("the watches stopped");
                 };
                 observe_one(&mut core, &executor, o);
                 // take everything already queued before polling again
-                while let Ok(o) = rx.try_recv() {
+                while let Some(o) = queue.try_pop() {
                     observe_one(&mut core, &executor, o);
                 }
             }

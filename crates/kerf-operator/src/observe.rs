@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::manifest::RawDocument;
 use kerf_core::controllers::Controllers;
@@ -31,55 +30,6 @@ fn offer_instance_types(core: &mut Controllers, cloud: &impl CloudProvider, clas
         let types = cloud.instance_types(core.cluster.node_classes.get(class));
         core.cluster.set_instance_types(class, types);
     }
-}
-
-/// Keeps of a pod only what the controllers read: managed fields, volumes, environments,
-/// probes and container statuses are often most of it, and every pod is kept (and queued
-/// between the watch and the loop). What stays: the scheduling fields (node name, selector,
-/// affinity, tolerations, spread, priority class, overhead), each container's name,
-/// resources, ports and restart policy, and the PodScheduled condition and phase.
-pub fn slim_pod(mut pod: Pod) -> Pod {
-    pod.metadata.managed_fields = None;
-    if let Some(spec) = pod.spec.take() {
-        let slim = |cs: Vec<Container>| -> Vec<Container> {
-            cs.into_iter()
-                .map(|c| Container {
-                    name: c.name,
-                    resources: c.resources,
-                    ports: c.ports,
-                    restart_policy: c.restart_policy,
-                    ..Container::default()
-                })
-                .collect()
-        };
-        pod.spec = Some(PodSpec {
-            containers: slim(spec.containers),
-            init_containers: spec.init_containers.map(slim),
-            node_name: spec.node_name,
-            node_selector: spec.node_selector,
-            affinity: spec.affinity,
-            tolerations: spec.tolerations,
-            topology_spread_constraints: spec.topology_spread_constraints,
-            priority_class_name: spec.priority_class_name,
-            priority: spec.priority,
-            overhead: spec.overhead,
-            termination_grace_period_seconds: spec.termination_grace_period_seconds,
-            ..PodSpec::default()
-        });
-    }
-    if let Some(status) = pod.status.as_mut() {
-        *status = PodStatus {
-            phase: status.phase.take(),
-            nominated_node_name: status.nominated_node_name.take(),
-            conditions: status.conditions.take().map(|cs| {
-                cs.into_iter()
-                    .filter(|c| c.type_ == "PodScheduled")
-                    .collect()
-            }),
-            ..PodStatus::default()
-        };
-    }
-    pod
 }
 
 /// Writes one observation into the cluster state.
@@ -208,46 +158,5 @@ fn deleted(core: &mut Controllers, object: Object, now: Duration) {
                 pdb.metadata.name.as_ref(),
             ));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::slim_pod;
-
-    #[test]
-    fn a_slim_pod_keeps_what_scheduling_reads_and_drops_the_rest() {
-        let pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "web-0", "namespace": "default", "labels": {"app": "web"},
-                "managedFields": [{"manager": "kubectl"}]},
-            "spec": {
-                "nodeSelector": {"karpenter.sh/capacity-type": "spot"},
-                "tolerations": [{"key": "dedicated", "operator": "Exists"}],
-                "volumes": [{"name": "token", "emptyDir": {}}],
-                "containers": [{"name": "c", "image": "nginx", "env": [{"name": "A", "value": "1"}],
-                    "resources": {"requests": {"cpu": "1"}}, "ports": [{"containerPort": 80, "hostPort": 80}]}],
-                "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always",
-                    "resources": {"requests": {"memory": "64Mi"}}}],
-            },
-            "status": {"phase": "Pending", "conditions": [
-                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"},
-                {"type": "Ready", "status": "False"}]},
-        }))
-        .unwrap();
-        let before = kerf_scheduling::resources::pod_requests(&pod);
-        let slim = slim_pod(pod);
-        assert_eq!(kerf_scheduling::resources::pod_requests(&slim), before);
-        let v = serde_json::to_value(&slim).unwrap();
-        assert_eq!(
-            v["spec"]["nodeSelector"]["karpenter.sh/capacity-type"],
-            "spot"
-        );
-        assert_eq!(v["spec"]["tolerations"][0]["key"], "dedicated");
-        assert_eq!(v["spec"]["containers"][0]["ports"][0]["hostPort"], 80);
-        assert_eq!(v["spec"]["initContainers"][0]["restartPolicy"], "Always");
-        assert!(v["spec"]["volumes"].is_null());
-        assert!(v["spec"]["containers"][0]["env"].is_null());
-        assert!(v["metadata"]["managedFields"].is_null());
-        assert_eq!(v["status"]["conditions"].as_array().unwrap().len(), 1);
     }
 }

@@ -1,9 +1,11 @@
-//! Watches of every kind the controllers read, merged into one channel of observations.
+//! Watches of every kind the controllers read, merged into one queue of observations.
 //! Each watch relists after an error (the watcher's own backoff); the main loop applies the
 //! observations to the core's cluster state, which is the store these watches fill.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -14,7 +16,9 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::Notify;
+
+use crate::slim::{SlimNode, SlimPod};
 
 /// An object as a watch saw it.
 #[derive(Debug)]
@@ -51,9 +55,18 @@ pub enum Observed {
     Failed(&'static str, String),
 }
 
-/// What of an object the controllers read, hashed: an update that leaves it unchanged (a
-/// kwok heartbeat, a container status) is not passed on.
-type Fingerprint<K> = fn(&K) -> u64;
+impl Object {
+    /// What of the object the controllers read, hashed, for the kinds whose updates are
+    /// mostly about something else: an update that leaves it unchanged (a kwok heartbeat, a
+    /// container status) is not passed on.
+    fn fingerprint(&self) -> Option<u64> {
+        match self {
+            Object::Pod(p) => Some(pod_fingerprint(p)),
+            Object::Node(n) => Some(node_fingerprint(n)),
+            _ => None,
+        }
+    }
+}
 
 fn hash_of(value: &impl serde::Serialize) -> u64 {
     let mut h = DefaultHasher::new();
@@ -102,56 +115,153 @@ fn key_of(meta: &kube::api::ObjectMeta) -> String {
     )
 }
 
-fn spawn<K>(
-    client: &Client,
-    kind: &'static str,
-    wrap: fn(K) -> Object,
-    fingerprint: Option<Fingerprint<K>>,
-    tx: UnboundedSender<Observed>,
-) where
+fn spawn<K>(client: &Client, kind: &'static str, wrap: fn(K) -> Object, queue: &Arc<Queue>)
+where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     let api: Api<K> = Api::all(client.clone());
+    let queue = Arc::clone(queue);
+    queue.watches.fetch_add(1, Ordering::SeqCst);
     tokio::spawn(async move {
+        let _running = Running(&queue);
         let mut known = Known::default();
         let mut stream = watcher::watcher(api, watcher::Config::default())
             .default_backoff()
             .boxed();
         while let Some(event) = stream.next().await {
-            let messages = match event {
+            match event {
                 Ok(Event::Apply(o) | Event::InitApply(o)) => {
-                    let print = fingerprint.map_or(0, |f| f(&o));
-                    if !known.applied(key_of(o.meta()), print) && fingerprint.is_some() {
-                        continue;
+                    let key = key_of(o.meta());
+                    let object = wrap(o);
+                    let print = object.fingerprint();
+                    if known.applied(key.clone(), print.unwrap_or(0)) || print.is_none() {
+                        queue.applied(kind, key, object);
                     }
-                    vec![Observed::Applied(wrap(o))]
                 }
                 Ok(Event::Delete(o)) => {
-                    known.deleted(&key_of(o.meta()));
-                    vec![Observed::Deleted(wrap(o))]
+                    let key = key_of(o.meta());
+                    known.deleted(&key);
+                    queue.deleted(kind, &key, wrap(o));
                 }
-                Ok(Event::Init) => {
-                    known.relisting();
-                    continue;
-                }
+                Ok(Event::Init) => known.relisting(),
                 Ok(Event::InitDone) => {
-                    let mut out: Vec<Observed> = known
-                        .relisted()
-                        .into_iter()
-                        .map(|key| Observed::Gone(kind, key))
-                        .collect();
-                    out.push(Observed::Synced(kind));
-                    out
+                    for key in known.relisted() {
+                        queue.push(Observed::Gone(kind, key));
+                    }
+                    queue.push(Observed::Synced(kind));
                 }
-                Err(e) => vec![Observed::Failed(kind, e.to_string())],
-            };
-            for message in messages {
-                if tx.send(message).is_err() {
-                    return;
-                }
+                Err(e) => queue.push(Observed::Failed(kind, e.to_string())),
             }
         }
     });
+}
+
+/// Counts a watch as running until its task ends.
+struct Running<'a>(&'a Queue);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.watches.fetch_sub(1, Ordering::SeqCst);
+        self.0.ready.notify_one();
+    }
+}
+
+/// The observations waiting for the main loop, in order, with at most one change per object:
+/// while the loop is busy (a large solve, a burst of API calls) a newer state of an object
+/// replaces the one waiting, as a controller's work queue dedupes by key, so the queue never
+/// holds more than one copy of each object however fast the cluster changes. A deletion is
+/// never merged away, and what follows it comes after it.
+#[derive(Debug, Default)]
+pub struct Queue {
+    waiting: Mutex<Waiting>,
+    ready: Notify,
+    watches: AtomicUsize,
+}
+
+#[derive(Debug, Default)]
+struct Waiting {
+    order: VecDeque<Slot>,
+    /// The newest change of each object with a slot in `order`, under that slot's number.
+    latest: HashMap<(&'static str, String), (u64, Object)>,
+    next: u64,
+}
+
+#[derive(Debug)]
+enum Slot {
+    /// The object's newest change, if the number still matches.
+    Latest(&'static str, String, u64),
+    /// Anything else, delivered as it is.
+    Fixed(Observed),
+}
+
+impl Queue {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// An object of `kind` with `key` was created or changed.
+    pub fn applied(&self, kind: &'static str, key: String, object: Object) {
+        let mut w = self.waiting();
+        let k = (kind, key);
+        if let Some((_, waiting)) = w.latest.get_mut(&k) {
+            *waiting = object;
+            return;
+        }
+        let n = w.next;
+        w.next += 1;
+        w.order.push_back(Slot::Latest(kind, k.1.clone(), n));
+        w.latest.insert(k, (n, object));
+        drop(w);
+        self.ready.notify_one();
+    }
+
+    /// An object was deleted: a change of it still waiting is moot.
+    pub fn deleted(&self, kind: &'static str, key: &str, object: Object) {
+        let mut w = self.waiting();
+        w.latest.remove(&(kind, key.to_string()));
+        w.order.push_back(Slot::Fixed(Observed::Deleted(object)));
+        drop(w);
+        self.ready.notify_one();
+    }
+
+    /// Anything but a change of an object.
+    pub fn push(&self, observed: Observed) {
+        self.waiting().order.push_back(Slot::Fixed(observed));
+        self.ready.notify_one();
+    }
+
+    /// The next observation, if one waits.
+    pub fn try_pop(&self) -> Option<Observed> {
+        let mut w = self.waiting();
+        while let Some(slot) = w.order.pop_front() {
+            match slot {
+                Slot::Fixed(o) => return Some(o),
+                Slot::Latest(kind, key, n) => {
+                    let k = (kind, key);
+                    if w.latest.get(&k).is_some_and(|(m, _)| *m == n) {
+                        let (_, object) = w.latest.remove(&k)?;
+                        return Some(Observed::Applied(object));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The next observation, waiting for one; `None` once every watch has ended and
+    /// nothing waits.
+    pub async fn pop(&self) -> Option<Observed> {
+        loop {
+            let notified = self.ready.notified();
+            if let Some(o) = self.try_pop() {
+                return Some(o);
+            }
+            if self.watches.load(Ordering::SeqCst) == 0 {
+                return None;
+            }
+            notified.await;
+        }
+    }
 }
 
 /// The objects a watch has passed on, by key, with their fingerprints; and, during a
@@ -213,27 +323,78 @@ pub const KINDS: [&str; 7] = [
     "PodDisruptionBudget",
 ];
 
-/// Starts a watch per kind, all sending to `tx`.
-pub fn spawn_all(client: &Client, tx: &UnboundedSender<Observed>) {
-    let pod = |o| Object::Pod(Box::new(crate::observe::slim_pod(o)));
-    spawn::<Pod>(client, KINDS[0], pod, Some(pod_fingerprint), tx.clone());
-    let node = |o| Object::Node(Box::new(o));
-    spawn::<Node>(client, KINDS[1], node, Some(node_fingerprint), tx.clone());
+/// Starts a watch per kind, all feeding one queue.
+pub fn spawn_all(client: &Client) -> Arc<Queue> {
+    let queue = Arc::new(Queue::default());
+    let pod = |o: SlimPod| Object::Pod(Box::new(o.into()));
+    spawn::<SlimPod>(client, KINDS[0], pod, &queue);
+    let node = |o: SlimNode| Object::Node(Box::new(o.into()));
+    spawn::<SlimNode>(client, KINDS[1], node, &queue);
     let claim = |o| Object::NodeClaim(Box::new(o));
-    spawn::<NodeClaim>(client, KINDS[2], claim, None, tx.clone());
+    spawn::<NodeClaim>(client, KINDS[2], claim, &queue);
     let pool = |o| Object::NodePool(Box::new(o));
-    spawn::<NodePool>(client, KINDS[3], pool, None, tx.clone());
+    spawn::<NodePool>(client, KINDS[3], pool, &queue);
     let class = |o| Object::NodeClass(Box::new(o));
-    spawn::<EC2NodeClass>(client, KINDS[4], class, None, tx.clone());
+    spawn::<EC2NodeClass>(client, KINDS[4], class, &queue);
     let ds = |o| Object::DaemonSet(Box::new(o));
-    spawn::<DaemonSet>(client, KINDS[5], ds, None, tx.clone());
+    spawn::<DaemonSet>(client, KINDS[5], ds, &queue);
     let pdb = |o| Object::Pdb(Box::new(o));
-    spawn::<PodDisruptionBudget>(client, KINDS[6], pdb, None, tx.clone());
+    spawn::<PodDisruptionBudget>(client, KINDS[6], pdb, &queue);
+    queue
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Known;
+    use super::{Known, Object, Observed, Queue};
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+    fn pdb(name: &str, generation: i64) -> Object {
+        let mut p = PodDisruptionBudget::default();
+        p.metadata.name = Some(name.into());
+        p.metadata.generation = Some(generation);
+        Object::Pdb(Box::new(p))
+    }
+
+    fn seen(q: &Queue) -> Vec<String> {
+        std::iter::from_fn(|| q.try_pop())
+            .map(|o| match o {
+                Observed::Applied(Object::Pdb(p)) => format!(
+                    "applied {} {}",
+                    p.metadata.name.unwrap(),
+                    p.metadata.generation.unwrap()
+                ),
+                Observed::Deleted(Object::Pdb(p)) => {
+                    format!("deleted {}", p.metadata.name.unwrap())
+                }
+                Observed::Synced(kind) => format!("synced {kind}"),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_queue_keeps_one_change_per_object_and_never_merges_a_deletion_away() {
+        let q = Queue::default();
+        q.applied("PodDisruptionBudget", "/a".into(), pdb("a", 1));
+        q.applied("PodDisruptionBudget", "/b".into(), pdb("b", 1));
+        q.applied("PodDisruptionBudget", "/a".into(), pdb("a", 2));
+        q.push(Observed::Synced("PodDisruptionBudget"));
+        assert_eq!(
+            seen(&q),
+            ["applied a 2", "applied b 1", "synced PodDisruptionBudget"],
+            "the newer state of a takes the older one's place"
+        );
+        q.applied("PodDisruptionBudget", "/a".into(), pdb("a", 3));
+        q.deleted("PodDisruptionBudget", "/a", pdb("a", 3));
+        q.applied("PodDisruptionBudget", "/a".into(), pdb("a", 1));
+        q.applied("PodDisruptionBudget", "/a".into(), pdb("a", 2));
+        assert_eq!(
+            seen(&q),
+            ["deleted a", "applied a 2"],
+            "a change before a deletion is moot; one after it comes after it"
+        );
+        assert!(q.try_pop().is_none());
+    }
 
     #[test]
     fn a_relist_reports_what_went_while_the_watch_was_down() {

@@ -555,3 +555,74 @@ fn without_spot_capacity_the_fallback_nodepool_launches_and_spot_takes_over_when
     );
     assert!(messages(&op, "disrupting node(s)") >= 1);
 }
+
+#[test]
+fn a_scenario_file_replays_against_the_control_plane_beside_its_simulation() {
+    // `kerf` is built beside `kerf-operator` by `cargo test --workspace`
+    let kerf = std::path::Path::new(OPERATOR).with_file_name("kerf");
+    assert!(
+        kerf.exists(),
+        "{} is missing: build it with `cargo build -p kerf`",
+        kerf.display()
+    );
+    let cp = ControlPlane::start("replay");
+    cp.install_crds();
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    let scenario = root().join("fixtures/scenarios/burst.yaml");
+    let out = std::process::Command::new(&kerf)
+        .args(["replay", "-o", "json", "--every", "2s"])
+        .arg(&scenario)
+        .env("KUBECONFIG", &cp.kubeconfig)
+        .output()
+        .expect("kerf replay runs");
+    assert!(
+        out.status.success(),
+        "kerf replay: {}\noperator: {:?}",
+        String::from_utf8_lossy(&out.stderr),
+        op.lines().last()
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("kerf replay -o json");
+    let (real, sim) = (&v["replay"], &v["simulation"]);
+    let samples = real["timeline"].as_array().expect("timeline");
+    assert!(
+        samples.last().expect("samples")["t"].as_f64() >= Some(180.0),
+        "{samples:?}"
+    );
+    let peak = |timeline: &Value| {
+        timeline
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["nodes"].as_u64())
+            .max()
+    };
+    // 20 pods of one cpu on c6a nodes: the real control plane and the simulation peak at the
+    // same node count, every pod runs, and both end with one node for the last three pods
+    assert_eq!(peak(&real["timeline"]), peak(&sim["timeline"]), "{v}");
+    assert_eq!(samples.last().expect("samples")["pending_pods"], 0);
+    let shapes = |nodes: &Value| -> Vec<(String, String)> {
+        let mut out: Vec<_> = nodes
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|n| {
+                (
+                    n["nodepool"].as_str().unwrap_or("").to_string(),
+                    n["capacity_type"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    assert_eq!(
+        shapes(&real["nodes"]),
+        shapes(&sim["final"]["nodes"]),
+        "{v}"
+    );
+    assert!(
+        real["max_pod_pending_seconds"].as_f64() < Some(60.0),
+        "{}",
+        real["max_pod_pending_seconds"]
+    );
+}

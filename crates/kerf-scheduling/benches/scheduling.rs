@@ -10,6 +10,7 @@ fn diverse(c: &mut Criterion) {
     group.sample_size(10);
     for n in [1, 50, 100, 500, 1000, 2000, 5000, 10000, 20000] {
         let pods = benchmark::diverse_pods(n, 42);
+        let pods: Vec<_> = pods.iter().collect();
         let problem = Problem::new(&pools, &pods);
         group.throughput(Throughput::Elements(n as u64));
         group.bench_with_input(BenchmarkId::from_parameter(n), &problem, |b, p| {
@@ -22,6 +23,7 @@ fn diverse(c: &mut Criterion) {
 fn preferences(c: &mut Criterion) {
     let pools = [benchmark::node_pool()];
     let pods = benchmark::preference_pods(4000, 42);
+    let pods: Vec<_> = pods.iter().collect();
     let mut group = c.benchmark_group("solve/preferences");
     group.sample_size(10);
     group.throughput(Throughput::Elements(4000));

@@ -134,15 +134,16 @@ pub struct Problem<'a> {
     pub bound_pods: &'a [BoundPod<'a>],
     /// Daemonset pod templates (as pods), whose pods will run on new nodes.
     pub daemonsets: &'a [Pod],
-    /// The pending pods to place.
-    pub pods: &'a [Pod],
+    /// The pending pods to place (borrowed: a caller keeping thousands of pods need not
+    /// copy them to ask).
+    pub pods: &'a [&'a Pod],
     /// Knobs.
     pub options: SolveOptions,
 }
 
 impl<'a> Problem<'a> {
     /// Pods to place on an empty cluster: no nodes, no daemonsets, default options.
-    pub fn new(node_pools: &'a [NodePoolInput], pods: &'a [Pod]) -> Problem<'a> {
+    pub fn new(node_pools: &'a [NodePoolInput], pods: &'a [&'a Pod]) -> Problem<'a> {
         Problem {
             node_pools,
             nodes: &[],

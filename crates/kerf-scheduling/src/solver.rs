@@ -207,7 +207,7 @@ struct State<'p> {
 
 /// Decides where the pending pods go and which NodeClaims to launch.
 pub fn solve(problem: &Problem<'_>) -> Decision {
-    let mut state = State::new(problem, problem.pods);
+    let mut state = State::new(problem, problem.pods.iter().copied());
     let reasons = state.run((0..problem.pods.len()).collect());
     state.finish(reasons)
 }

@@ -187,6 +187,7 @@ proptest! {
         let types = types();
         let pools: Vec<NodePoolInput> = pool_specs.iter().enumerate().map(|(i, p)| node_pool(i, p, &types)).collect();
         let pods: Vec<Pod> = pod_specs.iter().enumerate().map(|(i, p)| pod(i, p)).collect();
+        let pods: Vec<&Pod> = pods.iter().collect();
         let problem = Problem::new(&pools, &pods);
         let d = solve(&problem);
         prop_assert_eq!(&d, &solve(&problem), "same input, same decision");
@@ -210,7 +211,7 @@ proptest! {
             // not over-committed
             let mut total = kerf_scheduling::resources::Resources::default();
             for i in &c.pods {
-                total.add(&pod_requests(&pods[*i]));
+                total.add(&pod_requests(pods[*i]));
             }
             prop_assert!(total.fits(&t.allocatable), "{:?} over {:?}", total, t.allocatable);
             *planned_cpu.entry(c.node_pool).or_default() += t.capacity.cpu_millis;
@@ -245,6 +246,7 @@ proptest! {
             .enumerate()
             .map(|(i, p)| pod(i, &PodSpec { zone: None, team: None, spread_zone: true, ..p.clone() }))
             .collect();
+        let pods: Vec<&Pod> = pods.iter().collect();
         let problem = Problem::new(&pools, &pods);
         let d = solve(&problem);
         prop_assert!(d.unschedulable.is_empty());

@@ -2,18 +2,19 @@
 
 use kerf_scheduling::{Preferences, Problem, SolveOptions, benchmark, solve};
 
-fn problem<'a>(
-    pools: &'a [kerf_scheduling::NodePoolInput],
-    pods: &'a [k8s_openapi::api::core::v1::Pod],
+fn solve_with(
+    pools: &[kerf_scheduling::NodePoolInput],
+    pods: &[k8s_openapi::api::core::v1::Pod],
     preferences: Preferences,
-) -> Problem<'a> {
-    Problem {
+) -> kerf_scheduling::Decision {
+    let pods: Vec<_> = pods.iter().collect();
+    solve(&Problem {
         options: SolveOptions {
             preferences,
             ..SolveOptions::default()
         },
-        ..Problem::new(pools, pods)
-    }
+        ..Problem::new(pools, &pods)
+    })
 }
 
 #[test]
@@ -21,7 +22,7 @@ fn every_benchmark_pod_schedules() {
     let pools = [benchmark::node_pool()];
     for n in [1, 50, 500, 2000] {
         let pods = benchmark::diverse_pods(n, 42);
-        let d = solve(&problem(&pools, &pods, Preferences::Respect));
+        let d = solve_with(&pools, &pods, Preferences::Respect);
         let unplaced: Vec<String> = d
             .unschedulable
             .iter()
@@ -45,7 +46,7 @@ fn preference_workload_schedules_both_ways() {
     let pools = [benchmark::node_pool()];
     let pods = benchmark::preference_pods(400, 42);
     for p in [Preferences::Respect, Preferences::Ignore] {
-        let d = solve(&problem(&pools, &pods, p));
+        let d = solve_with(&pools, &pods, p);
         assert!(
             d.unschedulable.is_empty(),
             "{p:?}: {:?}",
@@ -59,8 +60,8 @@ fn preference_workload_schedules_both_ways() {
 fn same_input_same_decision() {
     let pools = [benchmark::node_pool()];
     let pods = benchmark::diverse_pods(300, 7);
-    let a = solve(&problem(&pools, &pods, Preferences::Respect));
-    let b = solve(&problem(&pools, &pods, Preferences::Respect));
+    let a = solve_with(&pools, &pods, Preferences::Respect);
+    let b = solve_with(&pools, &pods, Preferences::Respect);
     assert_eq!(a, b);
 }
 
@@ -91,7 +92,7 @@ fn limits_count_what_a_nodeclaim_can_launch_as() {
                     == Some("nginx")
             })
             .collect();
-        let d = solve(&problem(&pools, &pods, Preferences::Respect));
+        let d = solve_with(&pools, &pods, Preferences::Respect);
         assert_eq!(d.unschedulable.is_empty(), all_fit, "{} pods", pods.len());
         for u in &d.unschedulable {
             assert!(

@@ -147,6 +147,7 @@ fn scheduling(
             }
             None => (benchmark::diverse_pods(n, seed), Preferences::Respect),
         };
+        let workload: Vec<_> = workload.iter().collect();
         let problem = Problem {
             options: SolveOptions {
                 preferences: mode,

@@ -234,7 +234,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         nodes: &nodes,
         bound_pods: &bound,
         daemonsets: &inputs.daemonsets,
-        pods: &pending,
+        pods: &pending.iter().collect::<Vec<_>>(),
         options: SolveOptions::default(),
     };
     let decision = solve(&problem);
@@ -258,7 +258,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
 }
 
 fn pod_names(problem: &Problem<'_>, pods: &[usize]) -> Vec<String> {
-    pods.iter().map(|i| pod_key(&problem.pods[*i])).collect()
+    pods.iter().map(|i| pod_key(problem.pods[*i])).collect()
 }
 
 fn to_json(d: &Decision, problem: &Problem<'_>) -> serde_json::Value {
@@ -285,7 +285,7 @@ fn to_json(d: &Decision, problem: &Problem<'_>) -> serde_json::Value {
             "pods": pod_names(problem, &e.pods),
         })).collect::<Vec<_>>(),
         "unschedulable": d.unschedulable.iter().map(|u| json!({
-            "pod": pod_key(&problem.pods[u.pod]),
+            "pod": pod_key(problem.pods[u.pod]),
             "reasons": u.reasons.iter().map(|r| json!({
                 "nodepool": r.node_pool,
                 "message": r.message(),
@@ -347,7 +347,7 @@ fn to_text(d: &Decision, problem: &Problem<'_>) -> String {
             let _ = writeln!(
                 out,
                 "  {}: {}",
-                pod_key(&problem.pods[u.pod]),
+                pod_key(problem.pods[u.pod]),
                 reasons.join("; ")
             );
         }

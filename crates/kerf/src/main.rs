@@ -5,6 +5,7 @@
 mod cmd_bench;
 mod cmd_crds;
 mod cmd_instance_types;
+mod cmd_replay;
 mod cmd_schedule;
 mod cmd_simulate;
 mod cmd_validate;
@@ -35,6 +36,8 @@ enum Command {
     Schedule(cmd_schedule::Args),
     /// Time Kerf on Karpenter's benchmarks (`kerf bench scheduling`).
     Bench(cmd_bench::Args),
+    /// Play a scenario against a live cluster (its kubeconfig) while an operator runs, and set what happened beside the simulation's prediction.
+    Replay(cmd_replay::Args),
 }
 
 /// Writes command output to stdout; a reader that went away (`kerf … | head`) is not an error.
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::InstanceTypes(args) => cmd_instance_types::run(&args),
         Command::Bench(args) => cmd_bench::run(&args),
         Command::Schedule(args) => cmd_schedule::run(&args),
+        Command::Replay(args) => cmd_replay::run(&args),
     };
     match result {
         Ok(code) => code,
