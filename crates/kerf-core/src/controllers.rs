@@ -285,8 +285,9 @@ pub struct Controllers {
     /// Why the disruption controller deleted each NodeClaim it deleted, for the events of
     /// the evictions that follow (Karpenter keeps it in a status condition).
     disrupted_for: HashMap<String, kerf_api::nodepool::DisruptionReason>,
-    /// When each (object, reason, message) was last sent, for deduplication.
-    events_sent: HashMap<(EventObject, String, &'static str, String), Duration>,
+    /// When each (object, reason, message hash) was last sent, for deduplication: with a
+    /// pending pod's event for each of thousands of pods, the messages would take megabytes.
+    events_sent: HashMap<(EventObject, String, &'static str, u64), Duration>,
     /// The inputs of the last disruption pass that found nothing.
     idle_inputs: Option<disruption::PassInputs>,
     /// Counts the controllers' own work (timers fired, cloud answers taken), which writes
@@ -440,11 +441,13 @@ impl Controllers {
 
     /// Records an event unless the same one about the same object went out lately.
     fn event(&mut self, event: Event) {
+        let mut message = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&event.message, &mut message);
         let key = (
             event.kind,
             event.name.clone(),
             event.reason,
-            event.message.clone(),
+            std::hash::Hasher::finish(&message),
         );
         // Karpenter keeps a failed-scheduling event for five minutes, the others for two
         let dedupe = match event.reason {

@@ -3,8 +3,8 @@
 //! offering, capacity and allocatable from the catalog, provider id `kwok://<name>`, kwok's
 //! node annotation) that kwok then plays the kubelet for; instances are those Nodes.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint as K8sTaint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -33,6 +33,8 @@ pub struct Kwok {
     nodes: Api<Node>,
     region: String,
     no_capacity: Option<PathBuf>,
+    /// The catalog per node class spec (as JSON): built once, not at every launch.
+    catalogs: Mutex<HashMap<String, Arc<Vec<kerf_aws::InstanceType>>>>,
 }
 
 /// Reads the offerings that have no capacity: one `CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]]` a
@@ -66,14 +68,22 @@ impl Kwok {
             nodes: Api::all(client),
             region: region.to_string(),
             no_capacity,
+            catalogs: Mutex::default(),
         })
     }
 
-    fn catalog(&self, class: Option<&EC2NodeClass>) -> Vec<kerf_aws::InstanceType> {
-        let settings = class
-            .map(|c| NodeSettings::from_node_class(&c.spec))
+    fn catalog(&self, class: Option<&EC2NodeClass>) -> Arc<Vec<kerf_aws::InstanceType>> {
+        let key = class
+            .and_then(|c| serde_json::to_string(&c.spec).ok())
             .unwrap_or_default();
-        kerf_aws::instance_types(&self.region, &settings).unwrap_or_default()
+        let mut catalogs = self.catalogs.lock().unwrap_or_else(PoisonError::into_inner);
+        let built = catalogs.entry(key).or_insert_with(|| {
+            let settings = class
+                .map(|c| NodeSettings::from_node_class(&c.spec))
+                .unwrap_or_default();
+            Arc::new(kerf_aws::instance_types(&self.region, &settings).unwrap_or_default())
+        });
+        Arc::clone(built)
     }
 }
 
