@@ -33,8 +33,9 @@ pub struct Kwok {
     nodes: Api<Node>,
     region: String,
     no_capacity: Option<PathBuf>,
-    /// The catalog per node class spec (as JSON): built once, not at every launch.
-    catalogs: Mutex<HashMap<String, Arc<Vec<kerf_aws::InstanceType>>>>,
+    /// The instance types per node class spec (as JSON): built once, not at every launch,
+    /// and shared with the controllers.
+    catalogs: Mutex<HashMap<String, Arc<[InstanceTypeOption]>>>,
 }
 
 /// Reads the offerings that have no capacity: one `CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]]` a
@@ -72,7 +73,7 @@ impl Kwok {
         })
     }
 
-    fn catalog(&self, class: Option<&EC2NodeClass>) -> Arc<Vec<kerf_aws::InstanceType>> {
+    fn catalog(&self, class: Option<&EC2NodeClass>) -> Arc<[InstanceTypeOption]> {
         let key = class
             .and_then(|c| serde_json::to_string(&c.spec).ok())
             .unwrap_or_default();
@@ -81,7 +82,8 @@ impl Kwok {
             let settings = class
                 .map(|c| NodeSettings::from_node_class(&c.spec))
                 .unwrap_or_default();
-            Arc::new(kerf_aws::instance_types(&self.region, &settings).unwrap_or_default())
+            let types = kerf_aws::instance_types(&self.region, &settings).unwrap_or_default();
+            scheduler_options(&types, |_, _, _| false).into()
         });
         Arc::clone(built)
     }
@@ -108,7 +110,7 @@ impl CloudProvider for Kwok {
     }
 
     fn instance_types(&self, class: Option<&EC2NodeClass>) -> Arc<[InstanceTypeOption]> {
-        scheduler_options(&self.catalog(class), |_, _, _| false).into()
+        self.catalog(class)
     }
 
     async fn create(
@@ -124,14 +126,15 @@ impl CloudProvider for Kwok {
             None => Vec::new(),
         };
         // the offerings the NodeClaim allows, spot first when it allows spot, cheapest first
-        let mut offers: Vec<(bool, f64, &kerf_aws::InstanceType, &kerf_aws::Offering)> = Vec::new();
+        let mut offers: Vec<(bool, f64, &InstanceTypeOption, &kerf_scheduling::Offering)> =
+            Vec::new();
         for t in catalog
             .iter()
-            .filter(|t| claim.instance_types.iter().any(|n| n == t.name()))
+            .filter(|t| claim.instance_types.iter().any(|n| *n == t.name))
         {
             for o in &t.offerings {
                 if allows(claim, labels::ZONE, &o.zone)
-                    && allows(claim, labels::CAPACITY_TYPE, o.capacity_type)
+                    && allows(claim, labels::CAPACITY_TYPE, &o.capacity_type)
                 {
                     let on_demand = o.capacity_type != labels::CAPACITY_TYPE_SPOT;
                     offers.push((on_demand, o.price_per_hour, t, o));
@@ -142,7 +145,7 @@ impl CloudProvider for Kwok {
             (a.0, a.1)
                 .partial_cmp(&(b.0, b.1))
                 .unwrap_or(std::cmp::Ordering::Equal)
-                .then_with(|| a.2.name().cmp(b.2.name()))
+                .then_with(|| a.2.name.cmp(&b.2.name))
                 .then_with(|| a.3.zone.cmp(&b.3.zone))
         });
         if let Some(first) = offers.first() {
@@ -155,11 +158,11 @@ impl CloudProvider for Kwok {
         for (_, price, t, o) in offers {
             if dry
                 .iter()
-                .any(|p| p.matches(o.capacity_type, t.name(), &o.zone))
+                .any(|p| p.matches(&o.capacity_type, &t.name, &o.zone))
             {
                 insufficient.push(Offering {
-                    capacity_type: o.capacity_type.to_string(),
-                    instance_type: t.name().to_string(),
+                    capacity_type: o.capacity_type.clone(),
+                    instance_type: t.name.clone(),
                     zone: o.zone.clone(),
                 });
                 continue;
@@ -170,13 +173,13 @@ impl CloudProvider for Kwok {
         let Some((price, t, o)) = chosen else {
             return Err(CloudError::InsufficientCapacity(insufficient));
         };
-        let mut type_labels = t.labels.clone();
+        let mut type_labels = (*t.labels).clone();
         type_labels.insert(labels::REGION.into(), self.region.clone());
         let launched = Launched {
             provider_id: format!("{PROVIDER_PREFIX}{name}"),
-            instance_type: t.name().to_string(),
+            instance_type: t.name.clone(),
             zone: o.zone.clone(),
-            capacity_type: CapacityType::parse(o.capacity_type).unwrap_or(CapacityType::OnDemand),
+            capacity_type: CapacityType::parse(&o.capacity_type).unwrap_or(CapacityType::OnDemand),
             price_per_hour: price,
             capacity: t.capacity.clone(),
             allocatable: t.allocatable.clone(),

@@ -90,6 +90,11 @@ pub async fn run<C: CloudProvider>(
             }
             for a in actions {
                 executor.execute(a, &mut core).await;
+                // a burst of calls takes seconds: what the watches saw meanwhile is applied
+                // as it comes, so that it is not held twice (queued and in the state)
+                while let Some(o) = queue.try_pop() {
+                    observe_one(&mut core, &executor, o);
+                }
             }
         }
         let wake = core
