@@ -130,7 +130,7 @@ impl CloudProvider for Kwok {
             Vec::new();
         for t in catalog
             .iter()
-            .filter(|t| claim.instance_types.iter().any(|n| *n == t.name))
+            .filter(|t| claim.instance_types.contains(&t.name))
         {
             for o in &t.offerings {
                 if allows(claim, labels::ZONE, &o.zone)
