@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long, value_parser = parse_duration)]
     until: Option<Duration>,
     /// How often to sample the cluster.
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, value_parser = parse_interval, default_value = "5s")]
     every: Duration,
     /// The file `kerf-operator --kwok-no-capacity` reads: the scenario's
     /// insufficient-capacity windows are written to it while they are open.
@@ -52,6 +52,13 @@ enum Output {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     kerf_api::duration::parse_go_duration(s).map_err(|e| e.to_string())
+}
+
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d < Duration::from_secs(1) => Err("must be at least 1s".into()),
+        d => Ok(d),
+    }
 }
 
 /// What the cluster looked like at one moment.
@@ -374,9 +381,14 @@ fn wall_clock() -> f64 {
 }
 
 async fn replay(scenario: &Scenario, args: &Args, until: Duration) -> anyhow::Result<Replay> {
-    let client = Client::try_default()
-        .await
-        .context("no usable kubeconfig (KUBECONFIG, ~/.kube/config or in-cluster)")?;
+    let client = Client::try_default().await.map_err(|e| {
+        let why = anyhow::Error::from(e);
+        anyhow::anyhow!(
+            "no usable kubeconfig (KUBECONFIG={}, ~/.kube/config or in-cluster): {}",
+            std::env::var("KUBECONFIG").unwrap_or_else(|_| "unset".into()),
+            why.root_cause()
+        )
+    })?;
     let windows = &scenario.spec.cloud.insufficient_capacity;
     let mut no_capacity: Option<BTreeSet<String>> = None;
     let write_no_capacity = |lines: &BTreeSet<String>| -> anyhow::Result<()> {
