@@ -493,11 +493,16 @@ fn side_by_side(replay: &Replay, predicted: &Report, until: Duration) -> String 
         "{:>8}  {:>15}  {:>15}  {:>15}",
         "t", "nodes sim/real", "spot sim/real", "pending sim/real"
     );
+    let mut shown = None;
     for s in predicted
         .timeline
         .iter()
         .filter(|s| s.t <= until.as_secs_f64())
     {
+        // the simulation's last sample repeats its end time
+        if shown.replace(s.t) == Some(s.t) {
+            continue;
+        }
         // the last real sample at or before the simulated one
         let Some(r) = replay.timeline.iter().rev().find(|r| r.t <= s.t + 0.5) else {
             continue;
