@@ -71,16 +71,17 @@ fn run_until(core: &mut Controllers, from: u64, until: u64) -> Vec<Action> {
     (from..=until).flat_map(|t| core.poll(secs(t))).collect()
 }
 
-#[test]
-fn a_nominated_pod_kube_scheduler_did_not_bind_gets_capacity_again() {
+/// Controllers with the default NodePool, offering one instance type.
+fn with_pool() -> Controllers {
     let mut core = Controllers::new(Settings::default(), 7);
     core.cluster.apply_node_pool(pool());
     core.cluster
         .set_instance_types("default", Arc::from(vec![instance_type()]));
-    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
-    let first = created(&run_until(&mut core, 0, 2));
-    assert_eq!(first.len(), 1, "one NodeClaim for the pending pod");
-    let claim = first[0].clone();
+    core
+}
+
+/// The cloud launches `claim` as an m5.large at 3 s, and its node registers Ready at 4 s.
+fn launch_and_register(core: &mut Controllers, claim: &str) {
     let launched = Launched {
         provider_id: format!("kwok://{claim}"),
         instance_type: "m5.large".into(),
@@ -91,9 +92,9 @@ fn a_nominated_pod_kube_scheduler_did_not_bind_gets_capacity_again() {
         allocatable: two_cpus(),
         labels: BTreeMap::new(),
     };
-    core.launched(&claim, launched, secs(3));
+    core.launched(claim, launched, secs(3));
     core.cluster.apply_node(
-        claim.clone(),
+        claim.to_string(),
         NodeRecord {
             provider_id: format!("kwok://{claim}"),
             nodeclaim: None,
@@ -107,6 +108,16 @@ fn a_nominated_pod_kube_scheduler_did_not_bind_gets_capacity_again() {
         },
         secs(4),
     );
+}
+
+#[test]
+fn a_nominated_pod_kube_scheduler_did_not_bind_gets_capacity_again() {
+    let mut core = with_pool();
+    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    let first = created(&run_until(&mut core, 0, 2));
+    assert_eq!(first.len(), 1, "one NodeClaim for the pending pod");
+    let claim = first[0].clone();
+    launch_and_register(&mut core, &claim);
     core.poll(secs(4));
     assert!(core.cluster.nodeclaims[&claim].initialized);
     // kube-scheduler gives the room to another pod; x stays pending, nominated
@@ -144,10 +155,7 @@ fn unmanaged_node(core: &mut Controllers, zone: &str) {
 
 #[test]
 fn a_pod_that_fits_on_a_node_kerf_does_not_manage_gets_no_nodeclaim() {
-    let mut core = Controllers::new(Settings::default(), 7);
-    core.cluster.apply_node_pool(pool());
-    core.cluster
-        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    let mut core = with_pool();
     unmanaged_node(&mut core, "us-east-1a");
     core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
     assert!(created(&run_until(&mut core, 0, 30)).is_empty());
@@ -204,10 +212,7 @@ fn pods_bound_on_a_node_kerf_does_not_manage_count_in_zone_spread() {
 
 #[test]
 fn consolidation_moves_pods_to_a_node_kerf_does_not_manage() {
-    let mut core = Controllers::new(Settings::default(), 7);
-    core.cluster.apply_node_pool(pool());
-    core.cluster
-        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    let mut core = with_pool();
     let mut x = unschedulable("x", "1");
     x.metadata.owner_references = Some(vec![
         k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
@@ -221,32 +226,7 @@ fn consolidation_moves_pods_to_a_node_kerf_does_not_manage() {
     ]);
     core.cluster.apply_pod(x.clone(), secs(0));
     let claim = created(&run_until(&mut core, 0, 2))[0].clone();
-    let launched = Launched {
-        provider_id: format!("kwok://{claim}"),
-        instance_type: "m5.large".into(),
-        zone: "us-east-1a".into(),
-        capacity_type: CapacityType::OnDemand,
-        price_per_hour: 0.1,
-        capacity: two_cpus(),
-        allocatable: two_cpus(),
-        labels: BTreeMap::new(),
-    };
-    core.launched(&claim, launched, secs(3));
-    core.cluster.apply_node(
-        claim.clone(),
-        NodeRecord {
-            provider_id: format!("kwok://{claim}"),
-            nodeclaim: None,
-            labels: BTreeMap::new(),
-            taints: Vec::new(),
-            allocatable: two_cpus(),
-            ready: true,
-            requests: Resources::default(),
-            last_pod_event: secs(4),
-            marked_consolidatable: None,
-        },
-        secs(4),
-    );
+    launch_and_register(&mut core, &claim);
     x.spec.as_mut().unwrap().node_name = Some(claim.clone());
     core.cluster.apply_pod(x, secs(5));
     // nothing else can take x: the node stays
@@ -279,10 +259,7 @@ fn events(actions: &[Action], reason: &str) -> Vec<String> {
 
 #[test]
 fn pods_get_karpenters_events_and_a_failure_is_told_once_per_five_minutes() {
-    let mut core = Controllers::new(Settings::default(), 7);
-    core.cluster.apply_node_pool(pool());
-    core.cluster
-        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    let mut core = with_pool();
     core.cluster.apply_pod(unschedulable("fits", "1"), secs(0));
     core.cluster.apply_pod(unschedulable("huge", "64"), secs(0));
     let first = run_until(&mut core, 0, 299);
