@@ -91,6 +91,8 @@ fn pod_fingerprint(pod: &Pod) -> u64 {
         &pod.metadata.labels,
         &pod.metadata.annotations,
         pod.metadata.deletion_timestamp.is_some(),
+        // what it requests changes with an in-place resize
+        kerf_scheduling::resources::pod_requests(pod).to_resource_list(),
     ))
 }
 
@@ -370,6 +372,26 @@ mod tests {
                 other => format!("{other:?}"),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_resized_pod_is_a_change() {
+        let pod = |cpu: &str| -> k8s_openapi::api::core::v1::Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "web-0", "namespace": "default"},
+                "spec": {"nodeName": "n1", "containers": [
+                    {"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+            }))
+            .unwrap()
+        };
+        assert_eq!(
+            super::pod_fingerprint(&pod("1")),
+            super::pod_fingerprint(&pod("1"))
+        );
+        assert_ne!(
+            super::pod_fingerprint(&pod("1")),
+            super::pod_fingerprint(&pod("2"))
+        );
     }
 
     #[test]
