@@ -30,6 +30,8 @@ pub const EC2NODECLASS_HASH_VERSION: &str = "karpenter.k8s.aws/ec2nodeclass-hash
 pub const DISRUPTED_TAINT_KEY: &str = "karpenter.sh/disrupted";
 /// Taint key put on nodes until they register, so nothing schedules too early.
 pub const UNREGISTERED_TAINT_KEY: &str = "karpenter.sh/unregistered";
+/// The taint a cordoned node (`spec.unschedulable`) carries for kube-scheduler.
+pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 /// Finalizer that holds a NodeClaim or Node until it is drained and its instance is gone.
 pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 

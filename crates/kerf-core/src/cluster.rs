@@ -145,6 +145,9 @@ pub struct NodeRecord {
     pub taints: Vec<Taint>,
     /// `status.allocatable`.
     pub allocatable: Resources,
+    /// `status.capacity`: a node without a NodeClaim counts this against its NodePool's
+    /// limits.
+    pub capacity: Resources,
     /// Condition `Ready`.
     pub ready: bool,
     /// What the pods bound to it request.
@@ -484,7 +487,33 @@ impl Cluster {
         self.generation += 1;
         self.changes.lifecycle.insert(name.clone());
         self.changes.disruption = true;
-        self.nodeclaims.insert(name, claim);
+        self.nodeclaims.insert(name.clone(), claim);
+        self.link_node(&name);
+    }
+
+    /// Joins a launched NodeClaim with its node when the node was seen first (a watch
+    /// delivers them in any order, and a restart reads both back).
+    pub fn link_node(&mut self, claim: &str) {
+        let Some(c) = self.nodeclaims.get_mut(claim) else {
+            return;
+        };
+        let Some(provider_id) = c
+            .launched
+            .as_ref()
+            .map(|l| l.provider_id.as_str())
+            .filter(|id| !id.is_empty())
+        else {
+            return;
+        };
+        if let Some((name, node)) = self
+            .nodes
+            .iter_mut()
+            .find(|(_, n)| n.nodeclaim.is_none() && n.provider_id == provider_id)
+        {
+            node.nodeclaim = Some(claim.to_string());
+            c.node = Some(name.clone());
+            self.changes.lifecycle.insert(claim.to_string());
+        }
     }
 
     /// A NodeClaim is gone: pods nominated to it want capacity again.
@@ -554,13 +583,21 @@ impl Cluster {
         }
     }
 
-    /// What the NodePool's nodes (launched NodeClaims) have, counted against its limits.
+    /// What the NodePool's nodes have, counted against its limits.
     pub fn pool_usage(&self, pool: &str) -> Resources {
         let mut usage = Resources::default();
         for c in self.nodeclaims.values().filter(|c| c.node_pool == pool) {
             if let Some(l) = &c.launched {
                 usage.add(&l.capacity);
             }
+        }
+        // a node carrying the NodePool's label without a NodeClaim (its NodeClaim deleted
+        // from under it, or a node listed in `kerf schedule`'s manifests) is the pool's too
+        for n in self.nodes.values().filter(|n| {
+            n.nodeclaim.is_none()
+                && n.labels.get(kerf_api::labels::NODEPOOL).map(String::as_str) == Some(pool)
+        }) {
+            usage.add(&n.capacity);
         }
         usage
     }

@@ -1,13 +1,13 @@
-//! Cluster objects as scheduler input: NodePools with their instance types, Nodes with what
-//! their pods already use.
+//! Cluster objects as scheduler input: NodePools with their instance types, and where a
+//! DaemonSet's pods run.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kerf_api::{NodePool, Taint, TaintEffect, labels};
-use kerf_scheduling::resources::{Resources, pod_requests};
-use kerf_scheduling::{ExistingNode, InstanceTypeOption, NodePoolInput};
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::{NodePool, Taint, TaintEffect};
+use kerf_scheduling::resources::Resources;
+use kerf_scheduling::{InstanceTypeOption, NodePoolInput};
 
 /// A NodePool resolved against the instance types its node class can launch; `usage` is
 /// the capacity of the nodes it already has (counted against its limits).
@@ -102,65 +102,4 @@ fn api_requirement(
         values: r.values.clone().unwrap_or_default(),
         min_values: None,
     })
-}
-
-/// A Node as the scheduler sees it: what its bound pods request, plus the daemonsets that
-/// would run there but are not among those pods.
-pub fn existing_node(node: &Node, bound: &[&Pod], daemonsets: &[Pod]) -> ExistingNode {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    let name = node.metadata.name.clone().unwrap_or_default();
-    let spec = node.spec.as_ref();
-    let uninitialized = labels.get(labels::INITIALIZED).map(String::as_str) == Some("false");
-    let taints: Vec<Taint> = spec
-        .and_then(|s| s.taints.as_ref())
-        .into_iter()
-        .flatten()
-        .map(taint_of)
-        .collect();
-    let status = node.status.as_ref();
-    let allocatable = status
-        .and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()))
-        .map(|m| Resources::from_quantities(m.iter().map(|(k, v)| (k, v.0.as_str()))))
-        .unwrap_or_default();
-    let mut requested = Resources::default();
-    for p in bound {
-        requested.add(&pod_requests(p));
-    }
-    for ds in daemonsets {
-        let already = bound.iter().any(|p| {
-            p.metadata.owner_references.iter().flatten().any(|o| {
-                o.kind == "DaemonSet" && Some(o.name.as_str()) == ds.metadata.name.as_deref()
-            })
-        });
-        if !already && daemon_runs_on(ds, &labels, &taints) {
-            requested.add(&pod_requests(ds));
-        }
-    }
-    let unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
-    let mut taints = taints;
-    if unschedulable {
-        taints.push(Taint {
-            key: "node.kubernetes.io/unschedulable".into(),
-            value: None,
-            effect: TaintEffect::NoSchedule,
-            time_added: None,
-        });
-    }
-    ExistingNode {
-        name,
-        labels,
-        taints,
-        allocatable,
-        requested,
-        initialized: !uninitialized,
-    }
-}
-
-/// The capacity of a node, for its NodePool's usage.
-pub fn node_capacity(node: &Node) -> Resources {
-    node.status
-        .as_ref()
-        .and_then(|s| s.capacity.as_ref().or(s.allocatable.as_ref()))
-        .map(|m| Resources::from_quantities(m.iter().map(|(k, v)| (k, v.0.as_str()))))
-        .unwrap_or_default()
 }

@@ -6,10 +6,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kerf_api::labels::UNSCHEDULABLE_TAINT_KEY;
 use kerf_api::nodeclaim::NodeClaimStatus;
 use kerf_api::nodeclaim::condition_types;
 use kerf_api::nodepool::NodePoolStatus;
-use kerf_api::{Condition, NodeClaim, labels};
+use kerf_api::{Condition, NodeClaim, Taint, TaintEffect, labels};
 use kerf_scheduling::resources::Resources;
 
 use crate::cluster::{CapacityType, ClaimRecord, Cluster, DriftReason, Launched, NodeRecord};
@@ -241,20 +243,34 @@ pub fn node_record(node: &Node, now: Duration) -> NodeRecord {
     let spec = node.spec.as_ref();
     let status = node.status.as_ref();
     let ready = node_ready(node);
+    let mut taints: Vec<Taint> = spec
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .map(taint_of)
+        .collect();
+    // kube-scheduler reads a cordon as this taint (the node controller adds it too)
+    if spec.and_then(|s| s.unschedulable).unwrap_or(false)
+        && !taints.iter().any(|t| t.key == UNSCHEDULABLE_TAINT_KEY)
+    {
+        taints.push(Taint {
+            key: UNSCHEDULABLE_TAINT_KEY.into(),
+            value: None,
+            effect: TaintEffect::NoSchedule,
+            time_added: None,
+        });
+    }
+    let resources = |list: Option<&BTreeMap<String, Quantity>>| {
+        list.map(|m| Resources::from_quantities(m.iter().map(|(k, v)| (k, v.0.as_str()))))
+            .unwrap_or_default()
+    };
     NodeRecord {
         provider_id: spec.and_then(|s| s.provider_id.clone()).unwrap_or_default(),
         nodeclaim: None,
         labels: node.metadata.labels.clone().unwrap_or_default(),
-        taints: spec
-            .and_then(|s| s.taints.as_ref())
-            .into_iter()
-            .flatten()
-            .map(taint_of)
-            .collect(),
-        allocatable: status
-            .and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()))
-            .map(|m| Resources::from_quantities(m.iter().map(|(k, v)| (k, v.0.as_str()))))
-            .unwrap_or_default(),
+        taints,
+        allocatable: resources(status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()))),
+        capacity: resources(status.and_then(|s| s.capacity.as_ref().or(s.allocatable.as_ref()))),
         ready,
         requests: Resources::default(),
         last_pod_event: now,
@@ -305,5 +321,33 @@ mod tests {
         assert_eq!(l.provider_id, "kwok://default-abcde");
         assert_eq!(l.capacity_type, CapacityType::Spot);
         assert_eq!(l.allocatable.cpu_millis, 1930);
+
+        // read back after its node (a restart, or a watch delivering the node first), it is
+        // joined to the node by provider id, and the node is no longer counted on its own
+        let mut cluster = Cluster::default();
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1", "labels": {"karpenter.sh/nodepool": "default"}},
+            "spec": {"providerID": "kwok://default-abcde"},
+            "status": {"capacity": {"cpu": "2"}},
+        }))
+        .unwrap();
+        cluster.apply_node(
+            "n1".into(),
+            node_record(&node, Duration::ZERO),
+            Duration::ZERO,
+        );
+        assert_eq!(cluster.pool_usage("default").cpu_millis, 2000);
+        let mut back = claim_record(&with_status, Duration::ZERO, None, |_, _, _| 0.05);
+        back.node = None;
+        cluster.apply_nodeclaim("default-abcde".into(), back);
+        assert_eq!(
+            cluster.nodes["n1"].nodeclaim.as_deref(),
+            Some("default-abcde")
+        );
+        assert_eq!(
+            cluster.nodeclaims["default-abcde"].node.as_deref(),
+            Some("n1")
+        );
+        assert_eq!(cluster.pool_usage("default").cpu_millis, 2000);
     }
 }

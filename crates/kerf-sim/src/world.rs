@@ -543,15 +543,11 @@ impl World {
         }
         for (name, n) in old.nodes {
             let node = NodeRecord {
-                provider_id: n.provider_id,
                 nodeclaim: None,
-                labels: n.labels,
-                taints: n.taints,
-                allocatable: n.allocatable,
-                ready: n.ready,
                 requests: Resources::default(),
                 last_pod_event: self.now,
                 marked_consolidatable: None,
+                ..n
             };
             cluster.apply_node(name, node, self.now);
         }
@@ -1219,6 +1215,7 @@ impl World {
                 labels: labels.clone(),
                 taints: taints.clone(),
                 allocatable: launched.allocatable.clone(),
+                capacity: launched.capacity.clone(),
                 ready: false,
                 requests: Resources::default(),
                 last_pod_event: self.now,

@@ -6,21 +6,25 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kerf_api::manifest::{Checked, KarpenterObject, check_document, read_documents};
 use kerf_api::{EC2NodeClass, NodePool};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
-use kerf_core::nodepools::{existing_node, node_capacity, node_pool_input};
+use kerf_core::cluster::NodeRecord;
+use kerf_core::controllers::provisioning::Solved;
+use kerf_core::controllers::{Controllers, Settings};
+use kerf_core::nodepools::daemon_runs_on;
+use kerf_core::objects::node_record;
 use kerf_core::provisioner::{nodeclaim, nodeclaim_name};
 use kerf_core::unavailable::Pattern;
 use kerf_core::workloads::{ClusterObject, read};
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::resources::Resources;
-use kerf_scheduling::{BoundPod, Decision, InstanceTypeOption, Problem, SolveOptions, solve};
 use rand::SeedableRng;
 use serde_json::json;
 
@@ -156,97 +160,18 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
     };
-    let unavailable =
-        |ct: &str, it: &str, zone: &str| args.unavailable.iter().any(|p| p.matches(ct, it, zone));
-
-    // instance types per node class (default settings when the class is not given)
-    let mut by_class: HashMap<String, Arc<[InstanceTypeOption]>> = HashMap::new();
-    let mut pools = Vec::new();
-    for np in &inputs.node_pools {
-        let class = np.spec.template.spec.node_class_ref.name.clone();
-        let types = match by_class.get(&class) {
-            Some(t) => t.clone(),
-            None => {
-                let settings = match inputs.node_classes.get(&class) {
-                    Some(nc) => NodeSettings::from_node_class(&nc.spec),
-                    None => {
-                        eprintln!(
-                            "note: nodepool {}: EC2NodeClass {class} not in the manifests; assuming its defaults",
-                            np.metadata.name.as_deref().unwrap_or("")
-                        );
-                        NodeSettings::default()
-                    }
-                };
-                let types = kerf_aws::instance_types(&args.region, &settings)?;
-                let options: Arc<[InstanceTypeOption]> =
-                    scheduler_options(&types, unavailable).into();
-                by_class.insert(class, options.clone());
-                options
-            }
-        };
-        let name = np.metadata.name.as_deref().unwrap_or("");
-        let mut usage = Resources::default();
-        for n in &inputs.nodes {
-            let labels = n.metadata.labels.as_ref();
-            if labels
-                .and_then(|l| l.get(kerf_api::labels::NODEPOOL))
-                .map(String::as_str)
-                == Some(name)
-            {
-                usage.add(&node_capacity(n));
-            }
-        }
-        pools.push(node_pool_input(np, types, usage));
-    }
-
-    let node_index: HashMap<&str, usize> = inputs
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.metadata.name.as_deref().unwrap_or(""), i))
-        .collect();
-    let mut pending: Vec<Pod> = Vec::new();
-    let mut bound_on: Vec<Vec<&Pod>> = vec![Vec::new(); inputs.nodes.len()];
-    let mut bound: Vec<BoundPod<'_>> = Vec::new();
-    for p in &inputs.pods {
-        match p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-            Some(node) => match node_index.get(node) {
-                Some(&i) => {
-                    bound_on[i].push(p);
-                    bound.push(BoundPod { node: i, pod: p });
-                }
-                None => eprintln!(
-                    "note: pod {} is bound to node {node}, which is not in the manifests; ignored",
-                    pod_key(p)
-                ),
-            },
-            None => pending.push(p.clone()),
-        }
-    }
-    let nodes: Vec<_> = inputs
-        .nodes
-        .iter()
-        .zip(&bound_on)
-        .map(|(n, b)| existing_node(n, b, &inputs.daemonsets))
-        .collect();
-    let problem = Problem {
-        node_pools: &pools,
-        nodes: &nodes,
-        bound_pods: &bound,
-        daemonsets: &inputs.daemonsets,
-        pods: &pending.iter().collect::<Vec<_>>(),
-        options: SolveOptions::default(),
-    };
-    let decision = solve(&problem);
+    let mut core = cluster_of(inputs, args)?;
+    let solved = core.dry_run();
     let text = match args.output {
-        Format::Json => serde_json::to_string_pretty(&to_json(&decision, &problem))? + "\n",
-        Format::Text => to_text(&decision, &problem),
+        Format::Json => serde_json::to_string_pretty(&to_json(&solved))? + "\n",
+        Format::Text => to_text(&solved),
         Format::Nodeclaims => {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
             let mut out = String::new();
-            for plan in &decision.nodeclaims {
-                let np = &inputs.node_pools[plan.node_pool];
-                let name = nodeclaim_name(np.metadata.name.as_deref().unwrap_or(""), &mut rng);
+            for plan in &solved.decision.nodeclaims {
+                let pool = &solved.node_pools[plan.node_pool];
+                let np = &core.cluster.node_pools[pool];
+                let name = nodeclaim_name(pool, &mut rng);
                 out.push_str("---\n");
                 out.push_str(&serde_yaml::to_string(&nodeclaim(plan, np, name))?);
             }
@@ -257,11 +182,111 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn pod_names(problem: &Problem<'_>, pods: &[usize]) -> Vec<String> {
-    pods.iter().map(|i| pod_key(problem.pods[*i])).collect()
+/// The cluster the manifests describe, as the controllers hold it: every unbound pod is
+/// pending (kube-scheduler found it no room), a node is Ready unless its status says
+/// otherwise, and each DaemonSet has its pod on every node it would run on.
+fn cluster_of(inputs: Inputs, args: &Args) -> Result<Controllers> {
+    let mut core = Controllers::new(Settings::default(), args.seed);
+    let now = Duration::ZERO;
+    let cluster = &mut core.cluster;
+    let unavailable =
+        |ct: &str, it: &str, zone: &str| args.unavailable.iter().any(|p| p.matches(ct, it, zone));
+    for class in inputs.node_classes.into_values() {
+        cluster.apply_node_class(class);
+    }
+    for np in inputs.node_pools {
+        let class = np.spec.template.spec.node_class_ref.name.clone();
+        if !cluster.instance_types.contains_key(&class) {
+            let settings = match cluster.node_classes.get(&class) {
+                Some(nc) => NodeSettings::from_node_class(&nc.spec),
+                None => {
+                    eprintln!(
+                        "note: nodepool {}: EC2NodeClass {class} not in the manifests; assuming its defaults",
+                        np.metadata.name.as_deref().unwrap_or("")
+                    );
+                    NodeSettings::default()
+                }
+            };
+            let types = kerf_aws::instance_types(&args.region, &settings)?;
+            cluster.set_instance_types(&class, scheduler_options(&types, unavailable).into());
+        }
+        cluster.apply_node_pool(np);
+    }
+    for ds in inputs.daemonsets {
+        let key = pod_key(&ds);
+        cluster.apply_daemonset(key, ds);
+    }
+    for mut node in inputs.nodes {
+        let status = node.status.get_or_insert_with(Default::default);
+        let conditions = status.conditions.get_or_insert_with(Vec::new);
+        if !conditions.iter().any(|c| c.type_ == "Ready") {
+            conditions.push(NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            });
+        }
+        let name = node.metadata.name.clone().unwrap_or_default();
+        cluster.apply_node(name, node_record(&node, now), now);
+    }
+    for pod in inputs.pods {
+        let key = pod_key(&pod);
+        match pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            Some(node) if !cluster.nodes.contains_key(node) => {
+                eprintln!(
+                    "note: pod {key} is bound to node {node}, which is not in the manifests; ignored"
+                );
+            }
+            Some(_) => cluster.apply_pod(pod, now),
+            None => {
+                cluster.apply_pod(pod, now);
+                cluster.mark_unschedulable(&key, now);
+            }
+        }
+    }
+    let nodes: Vec<(String, NodeRecord)> = cluster
+        .nodes
+        .iter()
+        .map(|(k, n)| (k.clone(), n.clone()))
+        .collect();
+    let daemonsets: Vec<Pod> = cluster.daemonsets.values().cloned().collect();
+    for (node, record) in nodes {
+        for ds in &daemonsets {
+            let ds_name = ds.metadata.name.clone().unwrap_or_default();
+            let running = cluster.pods.values().any(|p| {
+                p.node.as_deref() == Some(node.as_str())
+                    && p.pod
+                        .metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| o.kind == "DaemonSet" && o.name == ds_name)
+            });
+            if running || !daemon_runs_on(ds, &record.labels, &record.taints) {
+                continue;
+            }
+            let mut pod = ds.clone();
+            pod.metadata.name = Some(format!("{ds_name}-{node}"));
+            pod.metadata.owner_references = Some(vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "DaemonSet".into(),
+                name: ds_name,
+                controller: Some(true),
+                ..Default::default()
+            }]);
+            pod.spec.get_or_insert_with(Default::default).node_name = Some(node.clone());
+            cluster.apply_pod(pod, now);
+        }
+    }
+    Ok(core)
 }
 
-fn to_json(d: &Decision, problem: &Problem<'_>) -> serde_json::Value {
+fn pod_names<'a>(solved: &'a Solved, pods: &[usize]) -> Vec<&'a str> {
+    pods.iter().map(|i| solved.pods[*i].as_str()).collect()
+}
+
+fn to_json(solved: &Solved) -> serde_json::Value {
+    let d = &solved.decision;
     let resources = |r: &Resources| -> BTreeMap<String, String> {
         r.to_resource_list()
             .into_iter()
@@ -270,22 +295,22 @@ fn to_json(d: &Decision, problem: &Problem<'_>) -> serde_json::Value {
     };
     json!({
         "nodeclaims": d.nodeclaims.iter().map(|c| json!({
-            "nodepool": problem.node_pools[c.node_pool].name,
+            "nodepool": solved.node_pools[c.node_pool],
             "instance_type": c.launch.instance_type,
             "capacity_type": c.launch.capacity_type,
             "zone": c.launch.zone,
             "price_per_hour": c.launch.price_per_hour,
             "instance_type_options": c.instance_types.iter().map(|o| o.name.clone()).collect::<Vec<_>>(),
-            "pods": pod_names(problem, &c.pods),
+            "pods": pod_names(solved, &c.pods),
             "requests": resources(&c.requests),
             "requirements": c.requirements,
         })).collect::<Vec<_>>(),
         "existing": d.existing.iter().map(|e| json!({
-            "node": problem.nodes[e.node].name,
-            "pods": pod_names(problem, &e.pods),
+            "node": solved.nodes[e.node],
+            "pods": pod_names(solved, &e.pods),
         })).collect::<Vec<_>>(),
         "unschedulable": d.unschedulable.iter().map(|u| json!({
-            "pod": pod_key(problem.pods[u.pod]),
+            "pod": solved.pods[u.pod],
             "reasons": u.reasons.iter().map(|r| json!({
                 "nodepool": r.node_pool,
                 "message": r.message(),
@@ -295,7 +320,8 @@ fn to_json(d: &Decision, problem: &Problem<'_>) -> serde_json::Value {
     })
 }
 
-fn to_text(d: &Decision, problem: &Problem<'_>) -> String {
+fn to_text(solved: &Solved) -> String {
+    let d = &solved.decision;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -314,7 +340,7 @@ fn to_text(d: &Decision, problem: &Problem<'_>) -> String {
         let _ = writeln!(
             out,
             "  nodepool {}: {} {} in {} at ${:.4}/hour, {} pods; options {}{}",
-            problem.node_pools[c.node_pool].name,
+            solved.node_pools[c.node_pool],
             c.launch.instance_type,
             c.launch.capacity_type,
             c.launch.zone,
@@ -327,7 +353,7 @@ fn to_text(d: &Decision, problem: &Problem<'_>) -> String {
                 String::new()
             }
         );
-        let _ = writeln!(out, "    {}", pod_names(problem, &c.pods).join(" "));
+        let _ = writeln!(out, "    {}", pod_names(solved, &c.pods).join(" "));
     }
     if !d.existing.is_empty() {
         let _ = writeln!(out, "Pods on existing nodes:");
@@ -335,8 +361,8 @@ fn to_text(d: &Decision, problem: &Problem<'_>) -> String {
             let _ = writeln!(
                 out,
                 "  {}: {}",
-                problem.nodes[e.node].name,
-                pod_names(problem, &e.pods).join(" ")
+                solved.nodes[e.node],
+                pod_names(solved, &e.pods).join(" ")
             );
         }
     }
@@ -344,12 +370,7 @@ fn to_text(d: &Decision, problem: &Problem<'_>) -> String {
         let _ = writeln!(out, "Unschedulable pods: {}", d.unschedulable.len());
         for u in &d.unschedulable {
             let reasons: Vec<String> = u.reasons.iter().map(ToString::to_string).collect();
-            let _ = writeln!(
-                out,
-                "  {}: {}",
-                pod_key(problem.pods[u.pod]),
-                reasons.join("; ")
-            );
+            let _ = writeln!(out, "  {}: {}", solved.pods[u.pod], reasons.join("; "));
         }
     }
     out

@@ -623,3 +623,63 @@ fn a_pod_too_big_for_any_type_says_which_resource() {
         )]
     );
 }
+
+#[test]
+fn a_nodepools_existing_nodes_count_against_its_limits_and_a_cordoned_node_takes_no_pods() {
+    // 4 of the pool's 6 cpu are taken by its existing node, which is full
+    let node = |name: &str, cordoned: bool| {
+        format!(
+            r#"
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  labels: {{kubernetes.io/hostname: {name}, topology.kubernetes.io/zone: us-east-1a, karpenter.sh/nodepool: default}}
+spec: {{unschedulable: {cordoned}}}
+status:
+  allocatable: {{cpu: 3920m, memory: 6584Mi, pods: "58"}}
+  capacity: {{cpu: "4", memory: 7936Mi, pods: "58"}}
+"#
+        )
+    };
+    let limited = pool(
+        "default",
+        0,
+        "      - {key: node.kubernetes.io/instance-type, operator: In, values: [c6a.large]}\n",
+        "  limits: {cpu: \"6\"}\n",
+    );
+    let full = r#"
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: running, namespace: default}
+spec:
+  nodeName: n1
+  containers: [{name: c, image: x, resources: {requests: {cpu: "3"}}}]
+"#;
+    let yaml = format!(
+        "{CLASS}{limited}{}{full}{}",
+        node("n1", false),
+        deploy("web", 3, "1", "")
+    );
+    let v = schedule(&yaml, &[]);
+    // room for one 2-cpu c6a.large (one pod) under the limit; the others wait
+    assert_eq!(claims(&v).len(), 1, "{v:#}");
+    assert_eq!(pods_of(&claims(&v)[0]).len(), 1);
+    let stuck = pending(&v);
+    assert_eq!(stuck.len(), 2);
+    for (_, reasons) in stuck {
+        assert_eq!(reasons, ["nodepool default: limit cpu=6 reached"]);
+    }
+    // the same node with room, but cordoned: nothing goes there
+    let yaml = format!(
+        "{CLASS}{}{}{}",
+        on_demand(),
+        node("n2", true),
+        deploy("web", 1, "1", "")
+    );
+    let v = schedule(&yaml, &[]);
+    assert!(v["existing"].as_array().unwrap().is_empty(), "{v:#}");
+    assert_eq!(claims(&v).len(), 1);
+}

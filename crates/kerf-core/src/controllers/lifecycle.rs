@@ -55,6 +55,7 @@ impl Controllers {
             }),
         }));
         claim.launched = Some(launched);
+        self.cluster.link_node(nodeclaim);
         self.status_changed(nodeclaim);
         self.arm_liveness(nodeclaim);
     }

@@ -71,6 +71,21 @@ fn scheduling_taints(node: &NodeRecord, pool: &NodePool, initialized: bool) -> V
         .collect()
 }
 
+/// A solve's decision with the names its indices stand for.
+#[derive(Debug)]
+pub struct Solved {
+    /// What the solver decided.
+    pub decision: Decision,
+    /// The pending pods' `namespace/name` keys, as the decision indexes them.
+    pub pods: Vec<String>,
+    /// The NodePools' names, as the decision indexes them.
+    pub node_pools: Vec<String>,
+    /// The existing nodes' names (a NodeClaim's own name while it has no node yet).
+    pub nodes: Vec<String>,
+    /// The NodeClaim behind each existing node; none for a node Kerf does not manage.
+    pub claims: Vec<Option<String>>,
+}
+
 /// How long kube-scheduler has to bind pods nominated to an initialized node before the
 /// provisioner looks for capacity for them again (Karpenter: twice the batch maximum).
 pub const NOMINATION_GRACE: Duration = Duration::from_secs(20);
@@ -222,7 +237,13 @@ impl Controllers {
         }
         self.unplaced = None;
         let logged_before = self.actions.len();
-        let (decision, pool_names, existing_claims) = self.solve_pending(&keys);
+        let Solved {
+            decision,
+            pods: keys,
+            node_pools: pool_names,
+            claims: existing_claims,
+            ..
+        } = self.solve_pending(keys);
         for e in &decision.existing {
             // pods a node Kerf does not manage can take are left to kube-scheduler
             let Some(claim) = existing_claims[e.node].clone() else {
@@ -361,11 +382,16 @@ impl Controllers {
         h.finish()
     }
 
+    /// What the provisioner would do now for every pod that wants capacity, without doing
+    /// it: `kerf schedule`'s dry run over the cluster its manifests describe.
+    pub fn dry_run(&mut self) -> Solved {
+        let keys = self.cluster.pods_where(|p| p.wants_capacity());
+        self.solve_pending(keys)
+    }
+
     /// One solve for these pending pods over the whole cluster: its NodePools within their
     /// limits, its nodes and in-flight NodeClaims with the pods bound or nominated to them.
-    /// Returns the decision with the NodePool names and the existing nodes' NodeClaims (none
-    /// for a node Kerf does not manage) it indexes.
-    fn solve_pending(&mut self, keys: &[String]) -> (Decision, Vec<String>, Vec<Option<String>>) {
+    fn solve_pending(&mut self, keys: Vec<String>) -> Solved {
         let (pools, pool_names) = self.pool_inputs();
         let (existing, existing_claims) = self.capacity_in_place();
         let index_by_claim: HashMap<&str, usize> = existing_claims
@@ -405,15 +431,21 @@ impl Controllers {
             pods: &pods,
             options: SolveOptions::default(),
         });
-        (decision, pool_names, existing_claims)
+        Solved {
+            decision,
+            pods: keys,
+            node_pools: pool_names,
+            nodes: existing.into_iter().map(|e| e.name).collect(),
+            claims: existing_claims,
+        }
     }
 
     /// Which of these pending pods a solve over the whole cluster would put on new
     /// NodeClaims: the pods a NodePool within its limits could host now, given the nodes,
     /// the in-flight NodeClaims and every bound pod (their spread and anti-affinity count).
     pub fn would_launch_for(&mut self, keys: &[String]) -> Vec<String> {
-        let (decision, _, _) = self.solve_pending(keys);
-        decision
+        self.solve_pending(keys.to_vec())
+            .decision
             .nodeclaims
             .iter()
             .flat_map(|c| c.pods.iter().map(|p| keys[*p].clone()))
