@@ -134,7 +134,16 @@ fn load(
                 Checked::Other => match read(doc) {
                     Ok(Some(ClusterObject::Pods(pods))) => inputs.pods.extend(pods),
                     Ok(Some(ClusterObject::DaemonSet(pod))) => inputs.daemonsets.push(*pod),
-                    Ok(Some(ClusterObject::Node(node))) => inputs.nodes.push(*node),
+                    Ok(Some(ClusterObject::Node(node))) => {
+                        let bad = node_quantity_problems(&node);
+                        for (path, e) in &bad {
+                            let _ =
+                                writeln!(problems, "{shown}:{}: {what}: {path}: {e}", doc.index);
+                        }
+                        if bad.is_empty() {
+                            inputs.nodes.push(*node);
+                        }
+                    }
                     // one scheduling round disrupts nothing: budgets do not apply
                     Ok(Some(ClusterObject::Pdb(_)) | None) => {}
                     Err(e) => {
@@ -149,6 +158,25 @@ fn load(
     } else {
         Err(problems)
     })
+}
+
+/// The Node's capacity and allocatable quantities that do not parse, with their paths: the
+/// solver would read them as zero.
+fn node_quantity_problems(node: &Node) -> Vec<(String, String)> {
+    let status = node.status.as_ref();
+    [
+        ("capacity", status.and_then(|s| s.capacity.as_ref())),
+        ("allocatable", status.and_then(|s| s.allocatable.as_ref())),
+    ]
+    .into_iter()
+    .flat_map(|(field, list)| {
+        list.into_iter().flatten().filter_map(move |(name, q)| {
+            kerf_api::quantity::Quantity::parse(&q.0)
+                .err()
+                .map(|e| (format!("status.{field}.{name}"), e.to_string()))
+        })
+    })
+    .collect()
 }
 
 /// Runs the dry run; exit 1 when a manifest is invalid.

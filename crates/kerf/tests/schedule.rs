@@ -683,3 +683,29 @@ spec:
     assert!(v["existing"].as_array().unwrap().is_empty(), "{v:#}");
     assert_eq!(claims(&v).len(), 1);
 }
+
+#[test]
+fn a_node_quantity_that_does_not_parse_is_an_error_naming_its_path() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["schedule", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kerf");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(
+            b"apiVersion: v1\nkind: Node\nmetadata: {name: x}\nstatus: {capacity: {cpu: lots}}\n",
+        )
+        .expect("write manifests");
+    let out = child.wait_with_output().expect("kerf finishes");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Node/x: status.capacity.cpu: \"lots\" is not a quantity"),
+        "{err}"
+    );
+}
