@@ -12,10 +12,10 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Runs `kerf schedule -o json` on `yaml` (stdin) plus extra files and flags.
-fn schedule(yaml: &str, args: &[&str]) -> Value {
+/// Runs `kerf schedule` on `yaml` (stdin) plus extra files and flags.
+fn run(yaml: &str, args: &[&str]) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["schedule", "-o", "json", "-f", "-"])
+        .args(["schedule", "-f", "-"])
         .args(args)
         .current_dir(root())
         .stdin(Stdio::piped())
@@ -29,7 +29,14 @@ fn schedule(yaml: &str, args: &[&str]) -> Value {
         .expect("stdin")
         .write_all(yaml.as_bytes())
         .expect("write manifests");
-    let out = child.wait_with_output().expect("kerf finishes");
+    child.wait_with_output().expect("kerf finishes")
+}
+
+/// Runs `kerf schedule -o json` on `yaml` (stdin) plus extra files and flags.
+fn schedule(yaml: &str, args: &[&str]) -> Value {
+    let mut all = vec!["-o", "json"];
+    all.extend_from_slice(args);
+    let out = run(yaml, &all);
     assert!(
         out.status.success(),
         "kerf schedule failed: {}",
@@ -686,22 +693,10 @@ spec:
 
 #[test]
 fn a_node_quantity_that_does_not_parse_is_an_error_naming_its_path() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["schedule", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run kerf");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(
-            b"apiVersion: v1\nkind: Node\nmetadata: {name: x}\nstatus: {capacity: {cpu: lots}}\n",
-        )
-        .expect("write manifests");
-    let out = child.wait_with_output().expect("kerf finishes");
+    let out = run(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: x}\nstatus: {capacity: {cpu: lots}}\n",
+        &[],
+    );
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
