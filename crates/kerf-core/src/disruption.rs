@@ -108,8 +108,19 @@ pub fn node_blocks(annotations: Option<&std::collections::BTreeMap<String, Strin
 }
 
 /// How many more pods a PodDisruptionBudget lets go, given how many pods it selects
-/// (`expected`) and how many of those are running on a ready node (`healthy`).
-pub fn pdb_allowance(pdb: &PodDisruptionBudget, expected: usize, healthy: usize) -> usize {
+/// (`selected`) and how many of those are running on a ready node (`healthy`).
+///
+/// The number of pods expected is the one kube-controller-manager's disruption controller
+/// wrote to `status.expectedPods` (the scale of the pods' controllers), when it has written
+/// one: pods deleted with their node and not yet replaced are still expected, so they count
+/// as unavailable. Without a status, the selected pods are all that is known.
+pub fn pdb_allowance(pdb: &PodDisruptionBudget, selected: usize, healthy: usize) -> usize {
+    let expected = pdb
+        .status
+        .as_ref()
+        .filter(|s| s.observed_generation.is_some())
+        .and_then(|s| usize::try_from(s.expected_pods).ok())
+        .unwrap_or(selected);
     let spec = pdb.spec.as_ref();
     let amount = |v: &IntOrString| -> usize {
         match v {
@@ -270,6 +281,15 @@ spec:
             pdb_allowance(&pdb(serde_json::json!({"maxUnavailable": "50%"})), 4, 4),
             2
         );
+        // eight replicas expected, five of them gone with their node: three selected and
+        // healthy is two short of maxUnavailable 1
+        let mut gone = pdb(serde_json::json!({"maxUnavailable": 1}));
+        gone.status = serde_json::from_value(
+            serde_json::json!({"observedGeneration": 1, "expectedPods": 8, "currentHealthy": 3,
+                "desiredHealthy": 7, "disruptionsAllowed": 0}),
+        )
+        .unwrap();
+        assert_eq!(pdb_allowance(&gone, 3, 3), 0);
         let p =
             pdb(serde_json::json!({"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}));
         let pod: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "x", "namespace": "default", "labels": {"app": "db"}}})).unwrap();

@@ -40,6 +40,7 @@ use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 mod convergence;
 mod invariants;
 mod oracle;
+mod pdb_status;
 mod spot_preference;
 
 /// How long a launched instance may take to register before Kerf gives up on it.
@@ -315,14 +316,7 @@ impl World {
         progress: &mut dyn FnMut(Duration, usize, usize),
     ) -> Result<Report, SimError> {
         self.settle()?;
-        while let Some(Reverse((at, _, ev))) = self.queue.pop() {
-            if at > self.duration() {
-                break;
-            }
-            self.accrue(at);
-            self.now = at;
-            self.handle(ev)?;
-            self.settle()?;
+        while self.step()? {
             progress(
                 self.now,
                 self.core.cluster.nodes.len(),
@@ -335,6 +329,22 @@ impl World {
             self.check_end()?;
         }
         Ok(self.report())
+    }
+
+    /// Handles the next event and lets the cluster settle; false once no event is left
+    /// within the scenario's duration.
+    fn step(&mut self) -> Result<bool, SimError> {
+        let Some(Reverse((at, _, ev))) = self.queue.pop() else {
+            return Ok(false);
+        };
+        if at > self.duration() {
+            return Ok(false);
+        }
+        self.accrue(at);
+        self.now = at;
+        self.handle(ev)?;
+        self.settle()?;
+        Ok(true)
     }
 
     fn pending_count(&self) -> usize {
@@ -409,6 +419,7 @@ impl World {
     fn settle(&mut self) -> Result<(), SimError> {
         for _ in 0..SETTLE_ROUNDS {
             self.reconcile_workloads();
+            self.update_pdb_status();
             if std::mem::take(&mut self.binder_dirty) {
                 self.bind_pending();
             }

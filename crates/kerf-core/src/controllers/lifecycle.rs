@@ -263,6 +263,11 @@ impl Controllers {
         };
         let (name, node) = (name.clone(), claim.node.clone());
         if let Some(node) = &node {
+            // its pods went with the instance: until the node's deletion is seen, they are
+            // not healthy for any PodDisruptionBudget a drain elsewhere consults
+            if let Some(n) = self.cluster.nodes.get_mut(node) {
+                n.ready = false;
+            }
             self.log(
                 "node.termination",
                 "deleted node",

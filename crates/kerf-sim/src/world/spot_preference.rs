@@ -26,7 +26,9 @@ use kerf_core::unavailable::TTL;
 use super::oracle::budget_room;
 use super::{SimError, World, allocatable_amounts};
 use crate::clock::EPOCH_UNIX;
-use crate::kube_scheduler::{Amounts, add, node_affinity_matches, requests, untolerated};
+use crate::kube_scheduler::{
+    Amounts, add, node_affinity_matches, requests, selector_matches, untolerated,
+};
 
 /// A cheaper home the oracle found for an on-demand node's pods.
 struct Better {
@@ -88,11 +90,14 @@ impl World {
             // an empty node is deleted, not replaced: the convergence check's business
             return None;
         }
+        let zone = n.labels.get(labels::ZONE)?.clone();
+        if self.spread_objects(&pods, &zone) {
+            return None;
+        }
         let mut needed = Amounts::new();
         for p in &pods {
             add(&mut needed, &requests(p));
         }
-        let zone = n.labels.get(labels::ZONE)?.clone();
         let price = launched.price_per_hour;
         let own_weight = own.spec.weight.unwrap_or(0);
         let mut pools: Vec<(i32, String, NodePool)> = cluster
@@ -137,6 +142,68 @@ impl World {
         found
     }
 
+    /// Whether a DoNotSchedule topology spread of the pods keeps them from all going back
+    /// to one new node in their zone, counted as Karpenter counts:
+    /// - hostname: a new node's domain starts at the smallest count, zero, so it holds at
+    ///   most maxSkew of the pods one constraint selects (swarm seed 31168);
+    /// - zone: the zone's count (on nodes the pod's node affinity accepts) may exceed
+    ///   maxSkew over the emptiest zone of the region, where kube-scheduler saw no node
+    ///   and Karpenter sees a zone it can launch in (swarm seed 35435);
+    /// - any other key: not modelled, so the oracle keeps quiet.
+    fn spread_objects(&self, pods: &[&Pod], zone: &str) -> bool {
+        let cluster = &self.core.cluster;
+        pods.iter().any(|p| {
+            let constraints = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.topology_spread_constraints.as_deref())
+                .unwrap_or_default();
+            constraints
+                .iter()
+                .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
+                .any(|c| {
+                    let Some(selector) = c.label_selector.as_ref() else {
+                        return false;
+                    };
+                    let selects = |q: &Pod| {
+                        q.metadata.namespace == p.metadata.namespace
+                            && selector_matches(
+                                selector,
+                                q.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
+                            )
+                    };
+                    let max_skew = i64::from(c.max_skew);
+                    if c.topology_key == labels::HOSTNAME {
+                        return pods.iter().filter(|q| selects(q)).count() as i64 > max_skew;
+                    }
+                    if c.topology_key != labels::ZONE {
+                        return true;
+                    }
+                    let mut counts: BTreeMap<&str, i64> =
+                        self.zones.iter().map(|z| (z.as_str(), 0)).collect();
+                    for q in cluster.pods.values().filter(|q| selects(&q.pod)) {
+                        let Some(node) = q.node.as_ref().and_then(|n| cluster.nodes.get(n)) else {
+                            continue;
+                        };
+                        if !node_affinity_matches(p, &node.labels) {
+                            continue;
+                        }
+                        if let Some(z) = node.labels.get(labels::ZONE) {
+                            *counts.entry(z.as_str()).or_insert(0) += 1;
+                        }
+                    }
+                    let own = counts.get(zone).copied().unwrap_or(0);
+                    let emptiest = counts
+                        .iter()
+                        .filter(|(z, _)| **z != zone)
+                        .map(|(_, n)| *n)
+                        .min()
+                        .unwrap_or(own);
+                    own - emptiest > max_skew
+                })
+        })
+    }
+
     /// Whether Karpenter may consolidate the node at all: its NodePool consolidates
     /// underutilized nodes and has budget left, and no pod on it pins it.
     fn disruptable(&self, node: &str, np: &NodePool) -> bool {
@@ -146,17 +213,26 @@ impl World {
         {
             return false;
         }
-        let pool_nodes = cluster
+        let of_pool: Vec<bool> = cluster
             .nodes
             .keys()
-            .filter(|k| {
-                cluster
-                    .claim_of_node(k)
-                    .is_some_and(|(_, c)| np.metadata.name.as_deref() == Some(&c.node_pool))
+            .filter_map(|k| {
+                let (_, c) = cluster.claim_of_node(k)?;
+                (np.metadata.name.as_deref() == Some(&c.node_pool)).then_some(c.deleting.is_some())
             })
-            .count() as i64;
+            .collect();
+        // nodes already going (a drain a do-not-disrupt pod holds up, say) spend the budget
+        // too (swarm seed 33531)
+        let deleting = of_pool.iter().filter(|d| **d).count() as i64;
         let unix = (EPOCH_UNIX + self.now.as_secs()) as i64;
-        if budget_room(np, DisruptionReason::Underutilized, pool_nodes, 0, unix) == 0 {
+        let room = budget_room(
+            np,
+            DisruptionReason::Underutilized,
+            of_pool.len() as i64,
+            deleting,
+            unix,
+        );
+        if room == 0 {
             return false;
         }
         cluster
@@ -176,7 +252,7 @@ impl World {
                             .as_ref()
                             .and_then(|s| s.selector.as_ref())
                             .is_some_and(|s| {
-                                crate::kube_scheduler::selector_matches(
+                                selector_matches(
                                     s,
                                     pod.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
                                 )
@@ -310,5 +386,90 @@ fn holds(op: Operator, values: &[String], have: Option<&String>) -> bool {
         Operator::Lt => compare(|h, b| h < b),
         Operator::Gte => compare(|h, b| h >= b),
         Operator::Lte => compare(|h, b| h <= b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::RunOptions;
+    use super::*;
+    use crate::scenario;
+
+    /// Two pods on an on-demand node of the only NodePool, settled.
+    const ON_DEMAND_ONLY: &str = r#"
+apiVersion: kerf.sh/v1alpha1
+kind: Scenario
+metadata: {name: on-demand-only}
+spec:
+  duration: 10m
+  manifests:
+  - apiVersion: karpenter.k8s.aws/v1
+    kind: EC2NodeClass
+    metadata: {name: default}
+    spec:
+      role: R
+      amiSelectorTerms: [{alias: al2023@latest}]
+      subnetSelectorTerms: [{tags: {k: v}}]
+      securityGroupSelectorTerms: [{tags: {k: v}}]
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {name: on-demand}
+    spec:
+      template:
+        spec:
+          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+          requirements:
+          - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+          - {key: karpenter.k8s.aws/instance-category, operator: In, values: [m]}
+      disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 30s}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: app, namespace: default}
+    spec:
+      replicas: 2
+      selector: {matchLabels: {app: app}}
+      template:
+        metadata: {labels: {app: app}}
+        spec:
+          containers:
+          - name: c
+            image: app
+            resources: {requests: {cpu: '1', memory: 1Gi}}
+"#;
+
+    #[test]
+    fn an_on_demand_node_a_heavier_spot_nodepool_would_replace_cheaper_is_a_violation() {
+        let scenario = scenario::parse(ON_DEMAND_ONLY, None).expect("scenario");
+        let mut world = World::new(scenario, RunOptions { check: true }).expect("world");
+        world.settle().expect("settles");
+        while world.step().expect("holds every invariant") {}
+        assert!(
+            world.check_spot_preference().is_ok(),
+            "one NodePool: no better home"
+        );
+        // the planted bug: a heavier spot NodePool appears and the controllers never hear
+        // of it, so nothing moves the pods to it
+        let spot: NodePool = serde_yaml::from_str(
+            r#"
+metadata: {name: spot}
+spec:
+  weight: 50
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
+      - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m]}
+  disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 30s}
+"#,
+        )
+        .expect("NodePool");
+        world.core.cluster.apply_node_pool(spot);
+        let e = world.check_spot_preference().expect_err("a violation");
+        assert!(
+            e.to_string().contains("spot preference: on-demand node")
+                && e.to_string().contains("of nodepool spot"),
+            "{e}"
+        );
     }
 }

@@ -1,0 +1,47 @@
+//! kube-controller-manager's disruption controller, as far as Kerf reads it: each
+//! PodDisruptionBudget's `status.expectedPods` is the scale of the controllers of the pods it
+//! selects (a pod without a controller counts itself), so pods that went with their node
+//! still count as expected until their controller has replaced them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus;
+use kerf_core::disruption::pdb_selects;
+
+use super::{World, owner_workload};
+
+impl World {
+    /// Writes every budget's expected pod count where it changed.
+    pub(super) fn update_pdb_status(&mut self) {
+        let cluster = &self.core.cluster;
+        let mut changed = Vec::new();
+        for (key, pdb) in &cluster.pdbs {
+            let mut scales: BTreeMap<&str, i64> = BTreeMap::new();
+            let mut bare = 0;
+            for p in cluster.pods.values().filter(|p| pdb_selects(pdb, &p.pod)) {
+                match owner_workload(&p.pod).and_then(|w| self.workloads.get_key_value(w)) {
+                    Some((w, workload)) => {
+                        scales.insert(w, workload.replicas);
+                    }
+                    None => bare += 1,
+                }
+            }
+            let expected = scales.values().sum::<i64>() + bare;
+            let expected = i32::try_from(expected).unwrap_or(i32::MAX);
+            let status = pdb.status.as_ref();
+            if status.is_none_or(|s| s.observed_generation.is_none() || s.expected_pods != expected)
+            {
+                let mut pdb = pdb.clone();
+                pdb.status = Some(PodDisruptionBudgetStatus {
+                    expected_pods: expected,
+                    observed_generation: Some(pdb.metadata.generation.unwrap_or(1)),
+                    ..status.cloned().unwrap_or_default()
+                });
+                changed.push((key.clone(), pdb));
+            }
+        }
+        for (key, pdb) in changed {
+            self.core.cluster.apply_pdb(key, pdb);
+        }
+    }
+}
