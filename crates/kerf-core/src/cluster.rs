@@ -130,6 +130,10 @@ pub struct ClaimRecord {
     pub drifted: Option<DriftReason>,
     /// When its deletion started (`metadata.deletionTimestamp`).
     pub deleting: Option<Duration>,
+    /// When its pods go regardless of budgets and do-not-disrupt
+    /// (`karpenter.sh/nodeclaim-termination-timestamp`): node repair sets it to the moment
+    /// it gives up on an unhealthy node.
+    pub terminate_at: Option<Duration>,
 }
 
 /// A Node.
@@ -150,6 +154,9 @@ pub struct NodeRecord {
     pub capacity: Resources,
     /// Condition `Ready`.
     pub ready: bool,
+    /// When the `Ready` condition last changed (its lastTransitionTime): node repair counts
+    /// an unhealthy node's toleration from here.
+    pub ready_changed: Duration,
     /// What the pods bound to it request.
     pub requests: Resources,
     /// When a pod last arrived or left (consolidateAfter counts from here).

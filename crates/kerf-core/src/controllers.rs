@@ -30,6 +30,7 @@ use crate::provisioner::Batcher;
 use crate::unavailable::UnavailableOfferings;
 
 pub mod disruption;
+pub mod health;
 pub mod interruption;
 pub mod lifecycle;
 pub mod provisioning;
@@ -48,6 +49,8 @@ pub struct Settings {
     pub registration_ttl: Duration,
     /// Karpenter's `SpotToSpotConsolidation` feature gate.
     pub spot_to_spot: bool,
+    /// Karpenter's `NodeRepair` feature gate: replace nodes unhealthy past a toleration.
+    pub node_repair: bool,
 }
 
 impl Default for Settings {
@@ -58,6 +61,7 @@ impl Default for Settings {
             batch_max: Duration::from_secs(10),
             registration_ttl: Duration::from_secs(15 * 60),
             spot_to_spot: false,
+            node_repair: false,
         }
     }
 }

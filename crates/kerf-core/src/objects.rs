@@ -225,6 +225,8 @@ pub fn claim_record(
         initialized: is_true(status, condition_types::INITIALIZED),
         drifted,
         deleting,
+        // a restarted node repair sets it again if the node is still unhealthy
+        terminate_at: None,
     }
 }
 
@@ -236,6 +238,20 @@ pub fn node_ready(node: &Node) -> bool {
         .into_iter()
         .flatten()
         .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// When a Node's `Ready` condition last changed, in seconds from the Unix epoch as the
+/// operator counts time.
+fn ready_changed(node: &Node) -> Option<Duration> {
+    let condition = node
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?;
+    let at = condition.last_transition_time.as_ref()?.0.as_millisecond();
+    Some(Duration::from_millis(u64::try_from(at).ok()?))
 }
 
 /// A Node object as a node record (its NodeClaim is joined by provider id when applied).
@@ -272,6 +288,7 @@ pub fn node_record(node: &Node, now: Duration) -> NodeRecord {
         allocatable: resources(status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()))),
         capacity: resources(status.and_then(|s| s.capacity.as_ref().or(s.allocatable.as_ref()))),
         ready,
+        ready_changed: ready_changed(node).unwrap_or(now),
         requests: Resources::default(),
         last_pod_event: now,
         marked_consolidatable: None,

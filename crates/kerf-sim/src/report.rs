@@ -191,7 +191,7 @@ impl Report {
         if t.faults_injected + t.operator_restarts > 0 {
             let _ = writeln!(
                 out,
-                "injected faults: {} instances never registered, {} operator restarts",
+                "injected faults: {} nodes never registered or never Ready, {} operator restarts",
                 t.faults_injected, t.operator_restarts
             );
         }

@@ -98,6 +98,9 @@ pub struct FeatureGates {
     /// Spot nodes may be replaced by cheaper spot nodes (given 15 cheaper instance types).
     #[serde(default)]
     pub spot_to_spot_consolidation: bool,
+    /// Nodes whose Ready condition has not been True for 30 minutes are replaced.
+    #[serde(default)]
+    pub node_repair: bool,
 }
 
 /// The simulated cloud.
@@ -138,6 +141,10 @@ pub struct Faults {
     /// user data): Kerf must give up on the NodeClaim after the 15-minute registration TTL.
     #[serde(default)]
     pub never_register: f64,
+    /// The chance (0–1) that a registered node never reports Ready (a CNI that never
+    /// starts): only node repair (`featureGates.NodeRepair`) replaces it.
+    #[serde(default)]
+    pub never_ready: f64,
 }
 
 fn no_jitter() -> GoDuration {

@@ -96,7 +96,10 @@ pub fn generate(seed: u64) -> Value {
         "spec": {
             "duration": format!("{minutes}m"),
             "seed": seed,
-            "featureGates": {"SpotToSpotConsolidation": rng.random_bool(0.25)},
+            "featureGates": {
+                "SpotToSpotConsolidation": rng.random_bool(0.25),
+                "NodeRepair": rng.random_bool(0.5),
+            },
             "cloud": cloud,
             "manifests": manifests,
             "events": events,
@@ -301,12 +304,18 @@ fn cloud(rng: &mut ChaCha8Rng, minutes: u64, pools: &[&str]) -> Value {
     } else {
         0.0
     };
+    // and one in five nodes that register but never report Ready
+    let never_ready = if rng.random_bool(0.2) {
+        f64::from(rng.random_range(1..=3u8)) / 10.0
+    } else {
+        0.0
+    };
     json!({
         "launchDelay": format!("{}s", rng.random_range(5..=60)),
         "readyDelay": format!("{}s", rng.random_range(5..=30)),
         "launchJitter": format!("{}s", rng.random_range(0..=20)),
         "readyJitter": format!("{}s", rng.random_range(0..=15)),
-        "faults": {"neverRegister": never_register},
+        "faults": {"neverRegister": never_register, "neverReady": never_ready},
         "insufficientCapacity": windows,
         "spotInterruptions": interruptions,
         "notices": notices,

@@ -17,6 +17,8 @@ use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
 use kerf_aws::interruption;
 use kerf_core::cluster::{CapacityType, Launched, NodeRecord, PodOwner, owner_of};
+use kerf_core::controllers::disruption::PASS_INTERVAL;
+use kerf_core::controllers::health::REPAIR_TOLERATION;
 use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::Offering;
 use kerf_core::controllers::provisioning::node_labels;
@@ -217,6 +219,7 @@ impl World {
             epoch_unix: EPOCH_UNIX,
             registration_ttl: REGISTRATION_TTL,
             spot_to_spot: scenario.spec.feature_gates.spot_to_spot_consolidation,
+            node_repair: scenario.spec.feature_gates.node_repair,
             ..Settings::default()
         };
         let mut w = World {
@@ -1228,6 +1231,7 @@ impl World {
                 allocatable: launched.allocatable.clone(),
                 capacity: launched.capacity.clone(),
                 ready: false,
+                ready_changed: self.now,
                 requests: Resources::default(),
                 last_pod_event: self.now,
                 marked_consolidatable: None,
@@ -1253,6 +1257,25 @@ impl World {
             }
         }
         let cloud = &self.scenario.spec.cloud;
+        // no draw without faults: scenarios without them keep their exact runs
+        let p = cloud.faults.never_ready;
+        if p > 0.0 && self.rng.random_bool(p) {
+            // the kubelet registered but never reports Ready: pods nominated to the node wait
+            // for it until node repair gives up on it (and a second launch comes up), or for
+            // good without node repair, as with Karpenter
+            let ends = if self.scenario.spec.feature_gates.node_repair {
+                let launch = cloud.launch_delay.0
+                    + cloud.launch_jitter.0
+                    + cloud.ready_delay.0
+                    + cloud.ready_jitter.0;
+                self.now + REPAIR_TOLERATION + PASS_INTERVAL + launch
+            } else {
+                self.duration()
+            };
+            self.faults.push((self.now, ends));
+            self.totals.faults_injected += 1;
+            return;
+        }
         let ready = cloud.ready_delay.0 + jitter(&mut self.rng, cloud.ready_jitter.0);
         self.push(self.now + ready, Ev::Ready(name));
     }
@@ -1277,6 +1300,7 @@ impl World {
             })
             .unwrap_or_default();
         record.ready = true;
+        record.ready_changed = self.now;
         record.taints.retain(|t| !startup.contains(&t.key));
         self.core
             .cluster

@@ -213,3 +213,51 @@ fn the_seed_drives_delays_and_injected_faults_not_just_names() {
         "half the launches never register: {runs:?}"
     );
 }
+
+#[test]
+fn node_repair_replaces_a_node_that_never_reports_ready_and_without_it_the_node_stays() {
+    let run = |repair: bool| {
+        let mut s = kerf_sim::load("getting-started").unwrap();
+        s.spec.seed = 7;
+        s.spec.cloud.faults.never_ready = 0.3;
+        s.spec.feature_gates.node_repair = repair;
+        kerf_sim::run(s, RunOptions { check: true }, &mut |_, _, _| {}).unwrap()
+    };
+    let repaired = run(true);
+    assert!(repaired.totals.faults_injected > 0, "seed 7 draws a fault");
+    let deleted: Vec<&Value> = repaired
+        .events
+        .iter()
+        .filter(|e| e["message"] == "deleting unhealthy node")
+        .collect();
+    assert_eq!(
+        deleted.len(),
+        repaired.totals.faults_injected,
+        "{deleted:?}"
+    );
+    let registered = |r: &Report, node: &Value| {
+        r.events
+            .iter()
+            .find(|e| e["message"] == "registered nodeclaim" && &e["Node"]["name"] == node)
+            .map(minutes)
+            .expect("the node registered")
+    };
+    for d in &deleted {
+        // Ready never came: the toleration counts from registration, and a pass follows
+        // within ten seconds
+        let waited = minutes(d) - registered(&repaired, &d["Node"]["name"]);
+        assert!((30.0..=30.0 + 10.0 / 60.0).contains(&waited), "{waited}");
+    }
+    assert!(repaired.end.pending_pods.is_empty());
+
+    let kept = run(false);
+    assert_eq!(kept.totals.faults_injected, repaired.totals.faults_injected);
+    assert!(
+        !kept
+            .events
+            .iter()
+            .any(|e| e["message"] == "deleting unhealthy node"),
+        "NodeRepair is off by default, as in Karpenter"
+    );
+    assert!(kept.totals.nodes_terminated < repaired.totals.nodes_terminated);
+}

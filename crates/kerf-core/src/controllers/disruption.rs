@@ -387,6 +387,7 @@ impl Controllers {
         self.schedule_pass(self.now + PASS_INTERVAL);
         self.mark_consolidatable();
         self.release_stale_taints();
+        self.repair_unhealthy();
         if self.command.is_some() {
             return;
         }

@@ -571,6 +571,7 @@ impl Controllers {
                 initialized: false,
                 drifted: None,
                 deleting: None,
+                terminate_at: None,
             },
         );
         self.actions

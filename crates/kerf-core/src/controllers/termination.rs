@@ -61,7 +61,8 @@ impl Controllers {
                 .get(&c.node_pool)
                 .and_then(|np| np.spec.template.spec.termination_grace_period)
                 .map(|g| g.0);
-            let forced = grace.is_some_and(|g| self.now >= since + g);
+            let forced = grace.is_some_and(|g| self.now >= since + g)
+                || c.terminate_at.is_some_and(|t| self.now >= t);
             let mut on_node: Vec<(u8, String)> = self
                 .cluster
                 .pods
