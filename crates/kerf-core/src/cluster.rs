@@ -590,12 +590,28 @@ impl Cluster {
         }
     }
 
+    /// The largest capacity, resource by resource, among a NodeClaim's instance types.
+    fn largest_option(&self, claim: &ClaimRecord) -> Resources {
+        let Some(options) = self.instance_types.get(&claim.node_class) else {
+            return Resources::default();
+        };
+        options
+            .iter()
+            .filter(|o| claim.instance_types.contains(&o.name))
+            .fold(Resources::default(), |m, o| m.max(&o.capacity))
+    }
+
     /// What the NodePool's nodes have, counted against its limits.
     pub fn pool_usage(&self, pool: &str) -> Resources {
         let mut usage = Resources::default();
         for c in self.nodeclaims.values().filter(|c| c.node_pool == pool) {
-            if let Some(l) = &c.launched {
-                usage.add(&l.capacity);
+            match &c.launched {
+                Some(l) => usage.add(&l.capacity),
+                // created and not launched yet (another controller's launch in the same
+                // instant, swarm seed 40907): the largest type it may become, as
+                // Karpenter's scheduler reserves for a NodeClaim it plans
+                None if c.deleting.is_none() => usage.add(&self.largest_option(c)),
+                None => {}
             }
         }
         // a node carrying the NodePool's label without a NodeClaim (its NodeClaim deleted

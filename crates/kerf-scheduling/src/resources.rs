@@ -100,7 +100,7 @@ impl Resources {
     }
 
     /// The larger of each amount.
-    fn max(&self, other: &Resources) -> Resources {
+    pub fn max(&self, other: &Resources) -> Resources {
         let mut extended = self.extended.clone();
         for (k, v) in &other.extended {
             let e = extended.entry(k.clone()).or_insert(0);
