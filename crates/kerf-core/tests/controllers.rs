@@ -283,3 +283,62 @@ fn pods_get_karpenters_events_and_a_failure_is_told_once_per_five_minutes() {
         1
     );
 }
+
+fn repaired(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Log(r) if r.message == "deleting unhealthy node" => {
+                Some(r.fields["NodeClaim"]["name"].as_str()?.to_string())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn node_repair_waits_out_the_toleration_and_stops_when_a_fifth_of_the_pool_is_unhealthy() {
+    let settings = Settings {
+        node_repair: true,
+        ..Settings::default()
+    };
+    let mut core = Controllers::new(settings, 7);
+    core.cluster.apply_node_pool(pool());
+    core.cluster
+        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    for i in 0..5 {
+        core.cluster
+            .apply_pod(unschedulable(&format!("p{i}"), "1500m"), secs(0));
+    }
+    let claims = created(&run_until(&mut core, 0, 2));
+    assert_eq!(claims.len(), 5, "one node a pod");
+    for c in &claims {
+        launch_and_register(&mut core, c);
+    }
+    let not_ready = |core: &mut Controllers, node: &str, since: u64| {
+        let mut record = core.cluster.nodes[node].clone();
+        record.ready = false;
+        record.ready_changed = secs(since);
+        core.cluster
+            .apply_node(node.to_string(), record, secs(since));
+    };
+    // two of five nodes unhealthy: more than 20 % (one node, rounded up)
+    not_ready(&mut core, &claims[0], 10);
+    not_ready(&mut core, &claims[1], 10);
+    let before = run_until(&mut core, 5, 10 + 30 * 60 - 1);
+    assert!(repaired(&before).is_empty(), "within the toleration");
+    let blocked = run_until(&mut core, 10 + 30 * 60, 10 + 31 * 60);
+    assert!(repaired(&blocked).is_empty());
+    assert_eq!(
+        events(&blocked, "NodeRepairBlocked").len(),
+        2,
+        "{blocked:?}"
+    );
+    // one recovers: one unhealthy node of five may be replaced
+    let mut record = core.cluster.nodes[&claims[1]].clone();
+    record.ready = true;
+    core.cluster
+        .apply_node(claims[1].clone(), record, secs(10 + 31 * 60));
+    let after = run_until(&mut core, 10 + 31 * 60 + 1, 10 + 32 * 60);
+    assert_eq!(repaired(&after), vec![claims[0].clone()]);
+}
