@@ -30,6 +30,8 @@ const IDLE_WAKE: Duration = Duration::from_secs(10);
 pub struct Options {
     /// Karpenter's `SpotToSpotConsolidation` feature gate.
     pub spot_to_spot: bool,
+    /// Karpenter's `NodeRepair` feature gate.
+    pub node_repair: bool,
 }
 
 /// Runs the controllers against the cluster `client` reaches until the process is stopped.
@@ -41,6 +43,7 @@ pub async fn run<C: CloudProvider>(
     let settings = Settings {
         epoch_unix: 0,
         spot_to_spot: options.spot_to_spot,
+        node_repair: options.node_repair,
         ..Settings::default()
     };
     let seed = now().as_nanos() as u64;

@@ -24,28 +24,33 @@ struct Args {
     /// `CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]]` a line (`*` for any), read at every launch.
     #[arg(long, value_name = "FILE")]
     kwok_no_capacity: Option<std::path::PathBuf>,
-    /// Karpenter's feature gates, as `SpotToSpotConsolidation=true`.
+    /// Karpenter's feature gates, as `SpotToSpotConsolidation=true,NodeRepair=true`.
     #[arg(long, default_value = "")]
     feature_gates: String,
 }
 
-fn spot_to_spot(gates: &str) -> Result<bool, String> {
-    let mut on = false;
+/// Reads `--feature-gates` into the options it sets.
+fn feature_gates(gates: &str) -> Result<kerf_operator::Options, String> {
+    let mut options = kerf_operator::Options {
+        spot_to_spot: false,
+        node_repair: false,
+    };
     for gate in gates.split(',').filter(|g| !g.is_empty()) {
-        match gate.split_once('=') {
-            Some(("SpotToSpotConsolidation", v)) => {
-                on = v.parse().map_err(|_| {
-                    format!("--feature-gates: {gate}: the value must be true or false")
-                })?;
-            }
+        let (flag, value) = match gate.split_once('=') {
+            Some(("SpotToSpotConsolidation", v)) => (&mut options.spot_to_spot, v),
+            Some(("NodeRepair", v)) => (&mut options.node_repair, v),
             _ => {
                 return Err(format!(
-                    "--feature-gates: {gate}: unknown gate (known: SpotToSpotConsolidation=true|false)"
+                    "--feature-gates: {gate}: unknown gate (known: \
+                     SpotToSpotConsolidation=true|false, NodeRepair=true|false)"
                 ));
             }
-        }
+        };
+        *flag = value
+            .parse()
+            .map_err(|_| format!("--feature-gates: {gate}: the value must be true or false"))?;
     }
-    Ok(on)
+    Ok(options)
 }
 
 // one thread: the controllers are one state machine, and a single allocator arena keeps the
@@ -53,7 +58,7 @@ fn spot_to_spot(gates: &str) -> Result<bool, String> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    let spot_to_spot = match spot_to_spot(&args.feature_gates) {
+    let options = match feature_gates(&args.feature_gates) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("kerf-operator: {e}");
@@ -69,7 +74,6 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let options = kerf_operator::Options { spot_to_spot };
     let result = match args.cloud_provider {
         Provider::Kwok => match kerf_operator::kwok::Kwok::new(
             client.clone(),
