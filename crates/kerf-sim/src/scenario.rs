@@ -374,12 +374,17 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
     if s.spec.duration.0.is_zero() {
         return Err(ScenarioError::new("spec.duration", "must be more than 0s"));
     }
-    let p = s.spec.cloud.faults.never_register;
-    if !(0.0..=1.0).contains(&p) {
-        return Err(ScenarioError::new(
-            "spec.cloud.faults.neverRegister",
-            "must be a probability between 0 and 1",
-        ));
+    let faults = &s.spec.cloud.faults;
+    for (field, p) in [
+        ("neverRegister", faults.never_register),
+        ("neverReady", faults.never_ready),
+    ] {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(ScenarioError::new(
+                format!("spec.cloud.faults.{field}"),
+                "must be a probability between 0 and 1",
+            ));
+        }
     }
     let mut last = Duration::ZERO;
     for (i, e) in s.spec.events.iter().enumerate() {
@@ -497,5 +502,11 @@ spec:
             "  - {file: pools.yaml}\n  - {apiVersion: v1",
         );
         assert_eq!(parse(&bad, None).unwrap_err().path, "spec.manifests[0]");
+        // a chance above one would panic the random draw: it is refused by name
+        let bad = GOOD.replace("  cloud:\n", "  cloud:\n    faults: {neverReady: 2}\n");
+        assert_eq!(
+            parse(&bad, None).unwrap_err().to_string(),
+            "spec.cloud.faults.neverReady: must be a probability between 0 and 1"
+        );
     }
 }
