@@ -127,6 +127,9 @@ pub struct World {
     unhostable: BTreeSet<String>,
     /// The waiting pods `unhostable` was last worked out for.
     waiting_seen: Vec<String>,
+    /// Waiting pods found hostable again after being unhostable, with when room was last
+    /// freed before that: their wait for a node counts from there (swarm seed 51584).
+    rehostable: BTreeMap<String, Duration>,
     /// Injected faults, each from its launch until the pods it held up could have a node
     /// (the registration TTL and a second launch later).
     faults: Vec<(Duration, Duration)>,
@@ -251,6 +254,7 @@ impl World {
             cheapest_rates: None,
             unhostable: BTreeSet::new(),
             waiting_seen: Vec::new(),
+            rehostable: BTreeMap::new(),
             step_checked: None,
             pools_changed_at: Duration::ZERO,
             room_freed_at: Duration::ZERO,

@@ -156,11 +156,20 @@ impl World {
         if waiting != self.waiting_seen {
             let room_for: BTreeSet<String> =
                 self.core.would_launch_for(&waiting).into_iter().collect();
-            self.unhostable = waiting
+            let unhostable: BTreeSet<String> = waiting
                 .iter()
                 .filter(|k| !room_for.contains(*k))
                 .cloned()
                 .collect();
+            // a pod that was unhostable and no longer is got its room when it was freed,
+            // not when it became pending (the set may be worked out again only later)
+            let freed = self.room_freed_at;
+            for k in self.unhostable.difference(&unhostable) {
+                self.rehostable.insert(k.clone(), freed);
+            }
+            self.rehostable
+                .retain(|k, _| waiting.binary_search(k).is_ok());
+            self.unhostable = unhostable;
             self.waiting_seen = waiting;
         }
         Ok(())
@@ -196,9 +205,13 @@ impl World {
 
     /// When a waiting pod's wait for a node counts from: it became pending, or a NodePool
     /// or EC2NodeClass changed since (it may have become hostable then), or, for a pod no
-    /// NodePool could host at the last look (their limits reached), room was freed since.
+    /// NodePool could host at the last look (their limits reached) or at an earlier look
+    /// during this wait, room was freed since.
     fn wait_start(&self, key: &str, p: &PodRecord) -> Duration {
-        let since = p.pending_since.max(self.pools_changed_at);
+        let since = p
+            .pending_since
+            .max(self.pools_changed_at)
+            .max(self.rehostable.get(key).copied().unwrap_or_default());
         if self.unhostable.contains(key) {
             since.max(self.room_freed_at)
         } else {
