@@ -18,7 +18,6 @@ use kerf_aws::instance_type::scheduler_options;
 use kerf_aws::interruption;
 use kerf_core::cluster::{CapacityType, Launched, NodeRecord, PodOwner, owner_of};
 use kerf_core::controllers::disruption::PASS_INTERVAL;
-use kerf_core::controllers::health::REPAIR_TOLERATION;
 use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::Offering;
 use kerf_core::controllers::provisioning::node_labels;
@@ -133,6 +132,9 @@ pub struct World {
     /// Injected faults, each from its launch until the pods it held up could have a node
     /// (the registration TTL and a second launch later).
     faults: Vec<(Duration, Duration)>,
+    /// Nodes that will never report Ready, with their fault in `faults`, which ends when
+    /// the node is deleted.
+    never_ready: BTreeMap<String, usize>,
     /// When a NodePool or EC2NodeClass was last applied: a pod no NodePool could host may
     /// have become hostable then, and its wait for a node counts from there.
     pools_changed_at: Duration,
@@ -259,6 +261,7 @@ impl World {
             pools_changed_at: Duration::ZERO,
             room_freed_at: Duration::ZERO,
             faults: Vec::new(),
+            never_ready: BTreeMap::new(),
             convergence: Default::default(),
         };
         let manifests = w.scenario.spec.manifests.clone();
@@ -557,7 +560,7 @@ impl World {
         // a pod's wait counts from its creation (or its PodScheduled condition), which the
         // object carries; the nodes come after their pods so their requests add up
         for p in old.pods.into_values() {
-            cluster.apply_pod(p.pod, p.pending_since);
+            cluster.apply_pod(*p.pod, p.pending_since);
         }
         for (name, n) in old.nodes {
             let node = NodeRecord {
@@ -799,6 +802,14 @@ impl World {
     /// The Node is deleted: pod garbage collection deletes the pods bound to it (controllers
     /// make new ones); bare pods are left waiting for a node.
     fn delete_node(&mut self, node: &str) {
+        if let Some(i) = self.never_ready.remove(node) {
+            let cloud = &self.scenario.spec.cloud;
+            let launch = cloud.launch_delay.0
+                + cloud.launch_jitter.0
+                + cloud.ready_delay.0
+                + cloud.ready_jitter.0;
+            self.faults[i].1 = self.faults[i].1.min(self.now + PASS_INTERVAL + launch);
+        }
         let on_node = self
             .core
             .cluster
@@ -892,7 +903,7 @@ impl World {
             let bound = cluster
                 .pods
                 .values()
-                .filter_map(|p| p.node.as_deref().map(|n| (&p.pod, n)));
+                .filter_map(|p| p.node.as_deref().map(|n| (&*p.pod, n)));
             let mut scheduler = kube_scheduler::Scheduler::new(nodes, bound);
             for (_, _, k) in &pending {
                 let p = &cluster.pods[*k];
@@ -1265,18 +1276,13 @@ impl World {
         let p = cloud.faults.never_ready;
         if p > 0.0 && self.rng.random_bool(p) {
             // the kubelet registered but never reports Ready: pods nominated to the node wait
-            // for it until node repair gives up on it (and a second launch comes up), or for
-            // good without node repair, as with Karpenter
-            let ends = if self.scenario.spec.feature_gates.node_repair {
-                let launch = cloud.launch_delay.0
-                    + cloud.launch_jitter.0
-                    + cloud.ready_delay.0
-                    + cloud.ready_jitter.0;
-                self.now + REPAIR_TOLERATION + PASS_INTERVAL + launch
-            } else {
-                self.duration()
-            };
-            self.faults.push((self.now, ends));
+            // for it, and others lose the room launched for them to those pods (kube-scheduler
+            // binds whatever fits first; swarm seed 65410), until the node is gone and a
+            // second launch comes up. Node repair may remove it after its toleration, unless
+            // too much of its NodePool is unhealthy; without node repair it stays, as with
+            // Karpenter. The fault lasts until the node is deleted.
+            self.never_ready.insert(name.clone(), self.faults.len());
+            self.faults.push((self.now, self.duration()));
             self.totals.faults_injected += 1;
             return;
         }

@@ -269,7 +269,7 @@ impl Controllers {
                 let mut on_node = Vec::new();
                 for k in by_node.get(name.as_str()).into_iter().flatten() {
                     on_node.push(pods.len());
-                    pods.push(&cluster.pods[k.as_str()].pod);
+                    pods.push(&*cluster.pods[k.as_str()].pod);
                 }
                 nodes.push(NodeView {
                     node: n.as_existing(name, n.ready),
@@ -299,7 +299,7 @@ impl Controllers {
                     blocked = true;
                 }
                 on_node.push(pods.len());
-                pods.push(&p.pod);
+                pods.push(&*p.pod);
             }
             let np = cluster.node_pools.get(&c.node_pool);
             let consolidatable = c.initialized

@@ -421,7 +421,7 @@ impl Controllers {
                 at.map(|&node| BoundPod { node, pod: &p.pod })
             })
             .collect();
-        let pods: Vec<&Pod> = keys.iter().map(|k| &cluster.pods[k].pod).collect();
+        let pods: Vec<&Pod> = keys.iter().map(|k| &*cluster.pods[k].pod).collect();
         let daemonsets: Vec<Pod> = cluster.daemonsets.values().cloned().collect();
         let decision = solve(&Problem {
             node_pools: &pools,

@@ -84,7 +84,7 @@ impl World {
             .pods
             .values()
             .filter(|p| p.node.as_deref() == Some(node) && p.owner != PodOwner::DaemonSet)
-            .map(|p| &p.pod)
+            .map(|p| &*p.pod)
             .collect();
         if pods.is_empty() {
             // an empty node is deleted, not replaced: the convergence check's business
