@@ -112,6 +112,22 @@ def proc_stats(pid):
     return hwm, cpu
 
 
+def operator_pid(pid):
+    """The kerf-operator process: `pid` itself, or under a wrapper (a profiler) its
+    descendant running the binary."""
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            if os.path.basename(os.readlink(f"/proc/{p}/exe")) == "kerf-operator":
+                return p
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            continue
+    return pid
+
+
 def running_pods(cluster, app):
     out = cluster.kubectl("get", "pods", "-l", f"app={app}",
                           "--field-selector=status.phase=Running", "-o", "name")
@@ -144,7 +160,7 @@ def main():
         wrapper = os.environ.get("KERF_OPERATOR_WRAPPER", "").split()
         operator = subprocess.Popen(
             wrapper + [os.path.join(ROOT, "target/release/kerf-operator"), "--cloud-provider", "kwok"],
-            env=cluster.env, stdout=log, stderr=log)
+            env=cluster.env, stdout=log, stderr=log, start_new_session=True)
         time.sleep(2)
 
         # 1. one pending pod
@@ -171,7 +187,7 @@ def main():
         peak_rss, cpu = 0.0, 0.0
         deadline = t0 + args.timeout
         while True:
-            rss, cpu = proc_stats(operator.pid)
+            rss, cpu = proc_stats(operator_pid(operator.pid))
             peak_rss = max(peak_rss, rss)
             n = running_pods(cluster, "bench")
             claims = len(cluster.kubectl("get", "nodeclaims", "-o", "name").split())
@@ -191,12 +207,17 @@ def main():
         print(f"operator: peak RSS {peak_rss:.0f} MiB, CPU {cpu:.1f} s")
     finally:
         if operator:
-            # SIGINT first: the operator stops cleanly, so a profiler around it writes its data
-            operator.send_signal(signal.SIGINT)
+            # SIGINT first, to the whole group (a wrapper and the operator under it): the
+            # operator stops cleanly, so a profiler around it writes its data
+            os.killpg(operator.pid, signal.SIGINT)
             try:
                 operator.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                operator.kill()
+                pass
+            try:
+                os.killpg(operator.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         cluster.stop()
 
 

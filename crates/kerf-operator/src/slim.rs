@@ -42,6 +42,9 @@ fn meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     if let Some(a) = m.annotations.as_mut() {
         a.remove(LAST_APPLIED);
     }
+    if let Some(o) = m.owner_references.as_mut() {
+        o.shrink_to_fit();
+    }
     Ok(ObjectMeta {
         name: m.name,
         namespace: m.namespace,
@@ -167,7 +170,12 @@ impl From<SlimPod> for Pod {
                 node_name: s.node_name,
                 node_selector: s.node_selector,
                 affinity: s.affinity,
-                tolerations: s.tolerations,
+                // a parsed list keeps room for four: the two default tolerations every pod
+                // gets would hold the space of four for as long as the pod is kept
+                tolerations: s.tolerations.map(|mut t| {
+                    t.shrink_to_fit();
+                    t
+                }),
                 topology_spread_constraints: s.topology_spread_constraints,
                 priority_class_name: s.priority_class_name,
                 priority: s.priority,
@@ -178,10 +186,11 @@ impl From<SlimPod> for Pod {
             status: p.status.map(|s| PodStatus {
                 phase: s.phase,
                 nominated_node_name: s.nominated_node_name,
-                conditions: s.conditions.map(|cs| {
-                    cs.into_iter()
-                        .filter(|c| c.type_ == "PodScheduled")
-                        .collect()
+                conditions: s.conditions.map(|mut cs| {
+                    // filtered in place, the list would keep the room of all of them
+                    cs.retain(|c| c.type_ == "PodScheduled");
+                    cs.shrink_to_fit();
+                    cs
                 }),
                 ..PodStatus::default()
             }),
