@@ -98,6 +98,12 @@ pub fn plan(view: &ClusterView<'_>) -> Option<Command> {
     if let Some(c) = empty(view) {
         return Some(c);
     }
+    // compiling the cluster costs as much as a solve over all of it: not when no node could
+    // be drifted away or consolidated (a quiet cluster, consolidateAfter not reached)
+    let drifted = view.nodes.iter().any(|n| n.disruptable && n.drifted);
+    if !drifted && disruption_order(view).is_empty() {
+        return None;
+    }
     let nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();
     let bound = view.bound_pods();
     let problem = Problem {

@@ -46,6 +46,10 @@ pub struct Args {
         requires = "swarm"
     )]
     failures: PathBuf,
+    /// How many --swarm scenarios run at once (default: one per CPU). Results are reported
+    /// in seed order whatever the number.
+    #[arg(long, value_name = "J", requires = "swarm")]
+    jobs: Option<std::num::NonZeroUsize>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -71,7 +75,15 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(n) = args.swarm {
-        return swarm(n, args.seed.unwrap_or(1), &args.failures);
+        let jobs = args
+            .jobs
+            .or_else(|| std::thread::available_parallelism().ok());
+        return swarm(
+            n,
+            args.seed.unwrap_or(1),
+            jobs.map_or(1, |j| j.get()),
+            &args.failures,
+        );
     }
     let which = args.scenario.as_deref().unwrap_or(DEFAULT);
     let mut scenario = match kerf_sim::load(which) {
@@ -130,43 +142,59 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--swarm N`: N generated scenarios from seed `first`, failures shrunk and written to
-/// `dir`; the last line counts scenarios and violations.
-fn swarm(n: u64, first: u64, dir: &std::path::Path) -> Result<ExitCode> {
+/// `--swarm N`: N generated scenarios from seed `first` on `jobs` threads, failures shrunk
+/// and written to `dir` in seed order; the last line counts scenarios and violations.
+fn swarm(n: u64, first: u64, jobs: usize, dir: &std::path::Path) -> Result<ExitCode> {
     let tty = std::io::stderr().is_terminal();
+    let last = first.saturating_add(n);
+    let next = std::sync::atomic::AtomicU64::new(first);
+    let (results, finished) = std::sync::mpsc::channel();
     let mut violations = 0u64;
-    for (done, seed) in (first..first.saturating_add(n)).enumerate() {
-        if tty {
-            let width = 30;
-            let filled = (done as u64 * width / n.max(1)) as usize;
-            eprint!(
-                "\r  [{}{}] {done}/{n}  seed {seed}  violations {violations}",
-                "#".repeat(filled),
-                ".".repeat(width as usize - filled)
-            );
+    std::thread::scope(|scope| -> Result<()> {
+        for _ in 0..jobs {
+            let (next, results) = (&next, results.clone());
+            scope.spawn(move || {
+                loop {
+                    let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    // the receiver is gone only when reporting failed; stop then
+                    if seed >= last
+                        || results
+                            .send((seed, kerf_sim::swarm::run_seed(seed)))
+                            .is_err()
+                    {
+                        break;
+                    }
+                }
+            });
         }
-        let Some(failure) = kerf_sim::swarm::run_seed(seed) else {
-            continue;
-        };
-        violations += 1;
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let path = dir.join(format!("seed-{seed}.yaml"));
-        let header = format!(
-            "# kerf simulate --swarm 1 --seed {seed}\n# generated: {}\n# shrunk: {}\n",
-            failure.message, failure.shrunk_message
-        );
-        std::fs::write(&path, header + &kerf_sim::swarm::to_yaml(&failure.shrunk))
-            .with_context(|| format!("writing {}", path.display()))?;
-        if tty {
-            eprint!("\r{:80}\r", "");
+        drop(results);
+        // results arrive in any order; they are reported in seed order
+        let mut arrived = std::collections::BTreeMap::new();
+        let mut seed = first;
+        for (s, outcome) in finished {
+            arrived.insert(s, outcome);
+            while let Some(outcome) = arrived.remove(&seed) {
+                if let Some(failure) = outcome {
+                    violations += 1;
+                    if tty {
+                        eprint!("\r{:80}\r", "");
+                    }
+                    report_failure(&failure, dir)?;
+                }
+                seed += 1;
+                if tty {
+                    let (done, width) = (seed - first, 30);
+                    let filled = (done * width / n.max(1)) as usize;
+                    eprint!(
+                        "\r  [{}{}] {done}/{n}  seed {seed}  violations {violations}",
+                        "#".repeat(filled),
+                        ".".repeat(width as usize - filled)
+                    );
+                }
+            }
         }
-        println!(
-            "seed {seed}: {}\n  shrunk scenario: {} ({})",
-            failure.message,
-            path.display(),
-            failure.shrunk_message
-        );
-    }
+        Ok(())
+    })?;
     if tty {
         eprint!("\r{:80}\r", "");
     }
@@ -176,4 +204,24 @@ fn swarm(n: u64, first: u64, dir: &std::path::Path) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Writes a failure's shrunk scenario under `dir` and prints where.
+fn report_failure(failure: &kerf_sim::swarm::Failure, dir: &std::path::Path) -> Result<()> {
+    let seed = failure.seed;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("seed-{seed}.yaml"));
+    let header = format!(
+        "# kerf simulate --swarm 1 --seed {seed}\n# generated: {}\n# shrunk: {}\n",
+        failure.message, failure.shrunk_message
+    );
+    std::fs::write(&path, header + &kerf_sim::swarm::to_yaml(&failure.shrunk))
+        .with_context(|| format!("writing {}", path.display()))?;
+    println!(
+        "seed {seed}: {}\n  shrunk scenario: {} ({})",
+        failure.message,
+        path.display(),
+        failure.shrunk_message
+    );
+    Ok(())
 }

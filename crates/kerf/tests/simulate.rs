@@ -187,3 +187,27 @@ fn html_report_renders_in_headless_chromium() {
         "the final node table lists the fallback node"
     );
 }
+
+#[test]
+fn swarm_reports_the_same_whatever_the_number_of_jobs() {
+    let dir = temp("swarm-failures");
+    let dir = dir.to_str().expect("UTF-8 temp dir");
+    let run = |jobs: &str| {
+        let out = kerf(&[
+            "simulate",
+            "--swarm",
+            "2",
+            "--seed",
+            "1",
+            "--jobs",
+            jobs,
+            "--failures",
+            dir,
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).expect("UTF-8")
+    };
+    let (one, two) = (run("1"), run("2"));
+    assert_eq!(one, two);
+    assert_eq!(one.lines().last(), Some("2 scenarios, 0 violations"));
+}
