@@ -27,6 +27,8 @@ use crate::cloud::{CloudError, CloudProvider};
 pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 /// The provider id prefix of kwok instances.
 const PROVIDER_PREFIX: &str = "kwok://";
+/// Nodes read per request when listing instances.
+const LIST_PAGE: u32 = 100;
 
 /// Nodes made for kwok to run.
 pub struct Kwok {
@@ -238,16 +240,26 @@ impl CloudProvider for Kwok {
     }
 
     async fn list(&self) -> Result<Vec<String>, CloudError> {
-        let nodes = self
-            .nodes
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| CloudError::Api(e.to_string()))?;
-        Ok(nodes
-            .items
-            .into_iter()
-            .filter_map(|n| n.spec?.provider_id)
-            .filter(|p| p.starts_with(PROVIDER_PREFIX))
-            .collect())
+        // page by page: a thousand whole Nodes (managed fields, images, conditions) parsed at
+        // once were the operator's largest allocation, for the provider IDs alone
+        let mut ids = Vec::new();
+        let mut params = ListParams::default().limit(LIST_PAGE);
+        loop {
+            let page = self
+                .nodes
+                .list(&params)
+                .await
+                .map_err(|e| CloudError::Api(e.to_string()))?;
+            ids.extend(
+                page.items
+                    .into_iter()
+                    .filter_map(|n| n.spec?.provider_id)
+                    .filter(|p| p.starts_with(PROVIDER_PREFIX)),
+            );
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => params = params.continue_token(&token),
+                _ => return Ok(ids),
+            }
+        }
     }
 }
