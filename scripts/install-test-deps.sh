@@ -2,7 +2,8 @@
 # Installs what the tests need beyond Rust crates: Debian's Chromium (renders the
 # `kerf simulate --report` page in crates/kerf/tests/simulate.rs), kubectl, and a real
 # Kubernetes control plane built from the Go module proxy (scripts/e2e-cluster.sh; cached under
-# ~/.cache/kerf-e2e, so only the first run builds: about 15 minutes on 2 cores).
+# ~/.cache/kerf-e2e, so only the first run builds: about 15 minutes on 2 cores), and the
+# pinned Python tools of scripts/python-tools.txt (cfn-lint checks deploy/aws).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -21,3 +22,4 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 /usr/bin/chromium --version
 scripts/e2e-cluster.sh build
+scripts/python-tools.sh install
