@@ -9,6 +9,7 @@
 
 pub mod capacity;
 pub mod catalog;
+pub mod discovery;
 pub mod instance_type;
 pub mod interruption;
 pub mod pricing;
