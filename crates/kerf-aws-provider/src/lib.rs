@@ -1,0 +1,32 @@
+//! Kerf's AWS cloud provider, on the AWS SDK for Rust. Today: EC2NodeClass discovery, which
+//! resolves a node class's subnet, security group and AMI selector terms against EC2 and SSM
+//! into the status Karpenter writes (`node_class`). Launching, the interruption queue and
+//! pricing follow (issue 12); the queries themselves are `kerf_aws::discovery`.
+//!
+//! Credentials, region and endpoint come from the SDK's standard chain, so `AWS_ENDPOINT_URL`
+//! points every client at a local emulator.
+
+pub mod node_class;
+
+pub use node_class::{Discovery, DiscoveryError, Resolved};
+
+use aws_sdk_ec2::config::SharedHttpClient;
+use aws_smithy_http_client::Builder;
+use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
+
+/// An HTTPS client on rustls with ring, the TLS stack kube uses: one binary, one TLS stack,
+/// and no C library to build.
+pub fn https_client() -> SharedHttpClient {
+    Builder::new()
+        .tls_provider(Provider::Rustls(CryptoMode::Ring))
+        .build_https()
+}
+
+/// The SDK configuration from the standard chain (environment, profile, IRSA's web identity,
+/// the EKS Pod Identity agent, instance metadata) over [`https_client`].
+pub async fn sdk_config() -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(https_client())
+        .load()
+        .await
+}

@@ -1,0 +1,553 @@
+//! EC2NodeClass discovery: the subnets, security groups and AMIs a node class's selector
+//! terms select, as the status Karpenter writes (`status.subnets` by free addresses,
+//! `status.securityGroups`, `status.amis` with the requirements each AMI serves) and the
+//! `SubnetsReady`, `SecurityGroupsReady` and `AMIsReady` conditions, whose messages name the
+//! selector that matched nothing. The instance profile (`InstanceProfileReady`) and the overall
+//! `Ready` come with the IAM part of the provider.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_ec2::primitives::{DateTime, DateTimeFormat};
+use aws_sdk_ec2::types::{Filter as Ec2Filter, Image};
+use kerf_api::common::{Condition, NodeSelectorRequirementWithMinValues as Requirement, Operator};
+use kerf_api::ec2nodeclass::{
+    AmiSelectorTerm, AmiStatus, EC2NodeClassSpec, SecurityGroupSelectorTerm, SecurityGroupStatus,
+    SubnetSelectorTerm, SubnetStatus,
+};
+use kerf_api::labels;
+use kerf_aws::discovery::{self, Filter, Variant};
+use thiserror::Error;
+
+/// Condition types, as Karpenter names them.
+pub const SUBNETS_READY: &str = "SubnetsReady";
+/// See [`SUBNETS_READY`].
+pub const SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
+/// See [`SUBNETS_READY`].
+pub const AMIS_READY: &str = "AMIsReady";
+
+/// SSM takes at most this many names per `GetParameters`.
+const SSM_BATCH: usize = 10;
+
+/// Why discovery could not finish (a selector that matches nothing is not an error: it is a
+/// condition).
+#[derive(Debug, Error)]
+pub enum DiscoveryError {
+    /// The controller's role lacks a permission.
+    #[error(
+        "{permission} is not allowed for Kerf's role: grant it as deploy/aws/controller-policy.json does ({message})"
+    )]
+    Unauthorized {
+        /// The IAM action.
+        permission: &'static str,
+        /// What AWS said.
+        message: String,
+    },
+    /// Any other failed call (the SDK has already retried throttling and transient errors).
+    #[error("{call}: {message}")]
+    Api {
+        /// The API call.
+        call: &'static str,
+        /// What AWS said.
+        message: String,
+    },
+}
+
+fn classify<E: ProvideErrorMetadata + std::error::Error>(
+    call: &'static str,
+    permission: &'static str,
+    error: E,
+) -> DiscoveryError {
+    match error.code() {
+        Some("UnauthorizedOperation" | "AccessDeniedException" | "AccessDenied") => {
+            DiscoveryError::Unauthorized {
+                permission,
+                message: error.message().unwrap_or_default().to_string(),
+            }
+        }
+        _ => DiscoveryError::Api {
+            call,
+            message: DisplayErrorContext(&error).to_string(),
+        },
+    }
+}
+
+/// What a node class resolves to.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Resolved {
+    /// `status.subnets`: most free addresses first.
+    pub subnets: Vec<SubnetStatus>,
+    /// `status.securityGroups`, by id.
+    pub security_groups: Vec<SecurityGroupStatus>,
+    /// `status.amis`: for each set of requirements, the newest image that is not deprecated
+    /// (a deprecated one only when nothing else serves them).
+    pub amis: Vec<AmiStatus>,
+    /// `SubnetsReady`, `SecurityGroupsReady` and `AMIsReady`.
+    pub conditions: Vec<Condition>,
+}
+
+/// Resolves node classes with EC2 and SSM.
+#[derive(Clone, Debug)]
+pub struct Discovery {
+    ec2: aws_sdk_ec2::Client,
+    ssm: aws_sdk_ssm::Client,
+}
+
+fn ec2_filters(filters: &[Filter]) -> Vec<Ec2Filter> {
+    filters
+        .iter()
+        .map(|f| {
+            Ec2Filter::builder()
+                .name(&f.name)
+                .set_values(Some(f.values.clone()))
+                .build()
+        })
+        .collect()
+}
+
+/// A selector term list in words: `karpenter.sh/discovery=my-cluster or id=subnet-0a`.
+fn describe_terms<'a>(terms: impl Iterator<Item = Vec<(&'a str, &'a str)>>) -> String {
+    let terms: Vec<String> = terms
+        .map(|pairs| {
+            pairs
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .filter(|t| !t.is_empty())
+        .collect();
+    if terms.is_empty() {
+        "no selector terms".to_string()
+    } else {
+        terms.join(" or ")
+    }
+}
+
+fn tag_pairs(tags: &Option<BTreeMap<String, String>>) -> Vec<(&str, &str)> {
+    tags.iter()
+        .flatten()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
+}
+
+fn condition(type_: &str, ready: bool, reason: &str, message: String) -> Condition {
+    Condition {
+        type_: type_.to_string(),
+        status: if ready { "True" } else { "False" }.to_string(),
+        reason: if ready {
+            type_.to_string()
+        } else {
+            reason.to_string()
+        },
+        message: if ready { String::new() } else { message },
+        last_transition_time: None,
+        observed_generation: None,
+    }
+}
+
+/// An image's `kubernetes.io/arch` (EC2 says `x86_64`).
+fn arch_of(image: &Image) -> Option<&'static str> {
+    match image.architecture()?.as_str() {
+        "x86_64" => Some("amd64"),
+        "arm64" => Some("arm64"),
+        _ => None,
+    }
+}
+
+fn unix_seconds(time: Option<&str>) -> Option<i64> {
+    DateTime::from_str(time?, DateTimeFormat::DateTime)
+        .ok()
+        .map(|t| t.secs())
+}
+
+/// One image and the requirements it serves.
+struct Candidate {
+    image: Image,
+    requirements: Vec<Requirement>,
+    deprecated: bool,
+}
+
+impl Discovery {
+    /// Clients from one SDK configuration.
+    pub fn new(config: &aws_config::SdkConfig) -> Discovery {
+        Discovery {
+            ec2: aws_sdk_ec2::Client::new(config),
+            ssm: aws_sdk_ssm::Client::new(config),
+        }
+    }
+
+    /// Resolves `spec` on a cluster of Kubernetes `kubernetes` (`1.33`) at `now` (seconds
+    /// since the Unix epoch, for AMI deprecation).
+    pub async fn resolve(
+        &self,
+        spec: &EC2NodeClassSpec,
+        kubernetes: &str,
+        now: i64,
+    ) -> Result<Resolved, DiscoveryError> {
+        let subnets = self.subnets(&spec.subnet_selector_terms).await?;
+        let security_groups = self
+            .security_groups(&spec.security_group_selector_terms)
+            .await?;
+        let amis = self.amis(&spec.ami_selector_terms, kubernetes, now).await?;
+        let subnet_terms =
+            describe_terms(spec.subnet_selector_terms.iter().map(|t| subnet_pairs(t)));
+        let group_terms = describe_terms(
+            spec.security_group_selector_terms
+                .iter()
+                .map(|t| group_pairs(t)),
+        );
+        let ami_terms = describe_terms(spec.ami_selector_terms.iter().map(ami_pairs));
+        let conditions = vec![
+            condition(
+                SUBNETS_READY,
+                !subnets.is_empty(),
+                "SubnetsNotFound",
+                format!(
+                    "SubnetSelector did not match any Subnets: no subnet matches {subnet_terms}"
+                ),
+            ),
+            condition(
+                SECURITY_GROUPS_READY,
+                !security_groups.is_empty(),
+                "SecurityGroupsNotFound",
+                format!(
+                    "SecurityGroupSelector did not match any SecurityGroups: no security group matches {group_terms}"
+                ),
+            ),
+            match &amis {
+                Ok(found) => condition(
+                    AMIS_READY,
+                    !found.is_empty(),
+                    "AMINotFound",
+                    format!("AMISelector did not match any AMIs: no AMI matches {ami_terms}"),
+                ),
+                Err(unsupported) => condition(
+                    AMIS_READY,
+                    false,
+                    "UnsupportedAlias",
+                    unsupported.to_string(),
+                ),
+            },
+        ];
+        Ok(Resolved {
+            subnets,
+            security_groups,
+            amis: amis.unwrap_or_default(),
+            conditions,
+        })
+    }
+
+    async fn subnets(
+        &self,
+        terms: &[SubnetSelectorTerm],
+    ) -> Result<Vec<SubnetStatus>, DiscoveryError> {
+        let mut found = BTreeMap::new();
+        for filters in discovery::subnet_filter_sets(terms) {
+            let subnets = self
+                .ec2
+                .describe_subnets()
+                .set_filters(Some(ec2_filters(&filters)))
+                .into_paginator()
+                .items()
+                .send()
+                .try_collect()
+                .await
+                .map_err(|e| classify("DescribeSubnets", "ec2:DescribeSubnets", e))?;
+            for s in subnets {
+                if let (Some(id), Some(zone)) = (s.subnet_id(), s.availability_zone()) {
+                    let status = SubnetStatus {
+                        id: id.to_string(),
+                        zone: zone.to_string(),
+                        zone_id: s.availability_zone_id().map(str::to_string),
+                    };
+                    let free = s.available_ip_address_count().unwrap_or(0);
+                    found.insert(id.to_string(), (free, status));
+                }
+            }
+        }
+        let mut subnets: Vec<(i32, SubnetStatus)> = found.into_values().collect();
+        subnets.sort_by(|(a_free, a), (b_free, b)| b_free.cmp(a_free).then(a.id.cmp(&b.id)));
+        Ok(subnets.into_iter().map(|(_, s)| s).collect())
+    }
+
+    async fn security_groups(
+        &self,
+        terms: &[SecurityGroupSelectorTerm],
+    ) -> Result<Vec<SecurityGroupStatus>, DiscoveryError> {
+        let mut found = BTreeMap::new();
+        for filters in discovery::security_group_filter_sets(terms) {
+            let groups = self
+                .ec2
+                .describe_security_groups()
+                .set_filters(Some(ec2_filters(&filters)))
+                .into_paginator()
+                .items()
+                .send()
+                .try_collect()
+                .await
+                .map_err(|e| classify("DescribeSecurityGroups", "ec2:DescribeSecurityGroups", e))?;
+            for g in groups {
+                if let Some(id) = g.group_id() {
+                    let status = SecurityGroupStatus {
+                        id: id.to_string(),
+                        name: g.group_name().map(str::to_string),
+                    };
+                    found.insert(id.to_string(), status);
+                }
+            }
+        }
+        Ok(found.into_values().collect())
+    }
+
+    /// The AMIs, or why an alias cannot be used.
+    async fn amis(
+        &self,
+        terms: &[AmiSelectorTerm],
+        kubernetes: &str,
+        now: i64,
+    ) -> Result<Result<Vec<AmiStatus>, discovery::AliasError>, DiscoveryError> {
+        let mut candidates = Vec::new();
+        for alias in terms.iter().filter_map(|t| t.alias.as_deref()) {
+            let parameters = match discovery::alias_parameters(alias, kubernetes) {
+                Ok(p) => p,
+                Err(e) => return Ok(Err(e)),
+            };
+            // image id -> (arch, variants) from the parameters that exist
+            let mut ids: BTreeMap<String, (&'static str, Vec<Variant>)> = BTreeMap::new();
+            for batch in parameters.chunks(SSM_BATCH) {
+                let out = self
+                    .ssm
+                    .get_parameters()
+                    .set_names(Some(batch.iter().map(|p| p.name.clone()).collect()))
+                    .send()
+                    .await
+                    .map_err(|e| classify("GetParameters", "ssm:GetParameter", e))?;
+                for value in out.parameters() {
+                    let Some(p) = batch.iter().find(|p| Some(p.name.as_str()) == value.name())
+                    else {
+                        continue;
+                    };
+                    if let Some(id) = value.value() {
+                        let entry = ids.entry(id.to_string()).or_insert((p.arch, Vec::new()));
+                        entry.1.extend(p.variants.iter().copied());
+                    }
+                }
+            }
+            if ids.is_empty() {
+                continue;
+            }
+            let filters = vec![Filter {
+                name: "image-id".into(),
+                values: ids.keys().cloned().collect(),
+            }];
+            for image in self.describe_images(&filters, &[]).await? {
+                let Some((arch, variants)) = image.image_id().and_then(|id| ids.get(id)) else {
+                    continue;
+                };
+                for variant in variants {
+                    let mut requirements = vec![arch_requirement(arch)];
+                    requirements.extend(variant.requirements());
+                    candidates.push(candidate(image.clone(), requirements, now));
+                }
+            }
+        }
+        for query in discovery::image_queries(terms) {
+            for image in self.describe_images(&query.filters, &query.owners).await? {
+                if let Some(arch) = arch_of(&image) {
+                    candidates.push(candidate(image, vec![arch_requirement(arch)], now));
+                }
+            }
+        }
+        Ok(Ok(newest_per_requirements(candidates)))
+    }
+
+    async fn describe_images(
+        &self,
+        filters: &[Filter],
+        owners: &[String],
+    ) -> Result<Vec<Image>, DiscoveryError> {
+        self.ec2
+            .describe_images()
+            .set_filters(Some(ec2_filters(filters)))
+            .set_owners((!owners.is_empty()).then(|| owners.to_vec()))
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| classify("DescribeImages", "ec2:DescribeImages", e))
+    }
+}
+
+fn subnet_pairs(t: &SubnetSelectorTerm) -> Vec<(&str, &str)> {
+    let mut pairs = tag_pairs(&t.tags);
+    if let Some(id) = &t.id {
+        pairs.push(("id", id));
+    }
+    pairs
+}
+
+fn group_pairs(t: &SecurityGroupSelectorTerm) -> Vec<(&str, &str)> {
+    let mut pairs = tag_pairs(&t.tags);
+    for (key, value) in [("id", &t.id), ("name", &t.name)] {
+        if let Some(v) = value {
+            pairs.push((key, v));
+        }
+    }
+    pairs
+}
+
+fn ami_pairs(t: &AmiSelectorTerm) -> Vec<(&str, &str)> {
+    let mut pairs = tag_pairs(&t.tags);
+    for (key, value) in [
+        ("alias", &t.alias),
+        ("id", &t.id),
+        ("name", &t.name),
+        ("owner", &t.owner),
+        ("ssmParameter", &t.ssm_parameter),
+    ] {
+        if let Some(v) = value {
+            pairs.push((key, v));
+        }
+    }
+    pairs
+}
+
+fn arch_requirement(arch: &str) -> Requirement {
+    Requirement {
+        key: labels::ARCH.to_string(),
+        operator: Operator::In,
+        values: vec![arch.to_string()],
+        min_values: None,
+    }
+}
+
+fn candidate(image: Image, requirements: Vec<Requirement>, now: i64) -> Candidate {
+    let deprecated = unix_seconds(image.deprecation_time()).is_some_and(|t| t <= now);
+    Candidate {
+        image,
+        requirements,
+        deprecated,
+    }
+}
+
+/// For each set of requirements, the image to use: not deprecated before deprecated, then
+/// the newest, then the lowest id (so the answer does not depend on EC2's order).
+fn newest_per_requirements(mut candidates: Vec<Candidate>) -> Vec<AmiStatus> {
+    candidates.sort_by(|a, b| {
+        a.deprecated
+            .cmp(&b.deprecated)
+            .then_with(|| {
+                let created = |c: &Candidate| unix_seconds(c.image.creation_date()).unwrap_or(0);
+                created(b).cmp(&created(a))
+            })
+            .then_with(|| a.image.image_id().cmp(&b.image.image_id()))
+    });
+    let mut seen = Vec::new();
+    let mut amis = Vec::new();
+    for c in candidates {
+        if seen.contains(&c.requirements) {
+            continue;
+        }
+        seen.push(c.requirements.clone());
+        amis.push(AmiStatus {
+            id: c.image.image_id().unwrap_or_default().to_string(),
+            name: c.image.name().map(str::to_string),
+            requirements: c.requirements,
+            deprecated: c.deprecated.then_some(true),
+        });
+    }
+    amis
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_ec2::error::ErrorMetadata;
+    use aws_sdk_ec2::operation::describe_subnets::DescribeSubnetsError;
+
+    #[test]
+    fn a_denied_call_names_the_permission_to_grant() {
+        let denied = DescribeSubnetsError::generic(
+            ErrorMetadata::builder()
+                .code("UnauthorizedOperation")
+                .message("You are not authorized to perform this operation.")
+                .build(),
+        );
+        let e = classify("DescribeSubnets", "ec2:DescribeSubnets", denied);
+        assert!(matches!(e, DiscoveryError::Unauthorized { .. }));
+        assert!(
+            e.to_string().starts_with(
+                "ec2:DescribeSubnets is not allowed for Kerf's role: grant it as deploy/aws/controller-policy.json does"
+            ),
+            "{e}"
+        );
+        let throttled = DescribeSubnetsError::generic(
+            ErrorMetadata::builder()
+                .code("RequestLimitExceeded")
+                .message("Request limit exceeded.")
+                .build(),
+        );
+        let e = classify("DescribeSubnets", "ec2:DescribeSubnets", throttled);
+        assert!(
+            matches!(
+                e,
+                DiscoveryError::Api {
+                    call: "DescribeSubnets",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    fn image(id: &str, created: &str, deprecation: Option<&str>) -> Image {
+        Image::builder()
+            .image_id(id)
+            .creation_date(created)
+            .set_deprecation_time(deprecation.map(str::to_string))
+            .build()
+    }
+
+    #[test]
+    fn the_newest_image_serves_its_requirements_unless_it_is_deprecated() {
+        let now = unix_seconds(Some("2026-06-01T00:00:00.000Z")).unwrap();
+        let amd = vec![arch_requirement("amd64")];
+        let arm = vec![arch_requirement("arm64")];
+        let amis = newest_per_requirements(vec![
+            candidate(
+                image("ami-old", "2026-01-01T00:00:00.000Z", None),
+                amd.clone(),
+                now,
+            ),
+            candidate(
+                image(
+                    "ami-newest",
+                    "2026-05-01T00:00:00.000Z",
+                    Some("2026-05-15T00:00:00.000Z"),
+                ),
+                amd.clone(),
+                now,
+            ),
+            candidate(
+                image("ami-new", "2026-04-01T00:00:00.000Z", None),
+                amd.clone(),
+                now,
+            ),
+            candidate(
+                image(
+                    "ami-arm",
+                    "2026-02-01T00:00:00.000Z",
+                    Some("2026-03-01T00:00:00.000Z"),
+                ),
+                arm.clone(),
+                now,
+            ),
+        ]);
+        let picked: Vec<(&str, Option<bool>)> =
+            amis.iter().map(|a| (a.id.as_str(), a.deprecated)).collect();
+        // amd64: the newest not deprecated; arm64: only a deprecated one, kept and marked
+        assert_eq!(picked, [("ami-new", None), ("ami-arm", Some(true))]);
+    }
+}
