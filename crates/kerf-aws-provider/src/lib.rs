@@ -6,11 +6,14 @@
 //! Credentials, region and endpoint come from the SDK's standard chain, so `AWS_ENDPOINT_URL`
 //! points every client at a local emulator.
 
+pub mod launch;
 pub mod node_class;
+pub mod user_data;
 
-pub use node_class::{Discovery, DiscoveryError, Resolved};
+pub use node_class::{Discovery, Resolved};
 
 use aws_sdk_ec2::config::SharedHttpClient;
+use aws_sdk_ec2::error::{DisplayErrorContext, ProvideErrorMetadata};
 use aws_smithy_http_client::Builder;
 use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
 
@@ -29,4 +32,47 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
         .http_client(https_client())
         .load()
         .await
+}
+
+/// Why an AWS call failed, in the words a user can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum AwsError {
+    /// The controller's role lacks a permission.
+    #[error(
+        "{permission} is not allowed for Kerf's role: grant it as deploy/aws/controller-policy.json does ({message})"
+    )]
+    Unauthorized {
+        /// The IAM action.
+        permission: &'static str,
+        /// What AWS said.
+        message: String,
+    },
+    /// Any other failed call (the SDK has already retried throttling and transient errors).
+    #[error("{call}: {message}")]
+    Api {
+        /// The API call.
+        call: &'static str,
+        /// What AWS said.
+        message: String,
+    },
+}
+
+/// An SDK error as an [`AwsError`]: a denied call names the IAM action it needs.
+pub(crate) fn classify<E: ProvideErrorMetadata + std::error::Error>(
+    call: &'static str,
+    permission: &'static str,
+    error: E,
+) -> AwsError {
+    match error.code() {
+        Some("UnauthorizedOperation" | "AccessDeniedException" | "AccessDenied") => {
+            AwsError::Unauthorized {
+                permission,
+                message: error.message().unwrap_or_default().to_string(),
+            }
+        }
+        _ => AwsError::Api {
+            call,
+            message: DisplayErrorContext(&error).to_string(),
+        },
+    }
 }

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_ec2::error::{DisplayErrorContext, ProvideErrorMetadata};
 use aws_sdk_ec2::primitives::{DateTime, DateTimeFormat};
 use aws_sdk_ec2::types::{Filter as Ec2Filter, Image};
 use kerf_api::common::{Condition, NodeSelectorRequirementWithMinValues as Requirement, Operator};
@@ -17,7 +16,8 @@ use kerf_api::ec2nodeclass::{
 };
 use kerf_api::labels;
 use kerf_aws::discovery::{self, Filter, Variant};
-use thiserror::Error;
+
+use crate::{AwsError, classify};
 
 /// Condition types, as Karpenter names them.
 pub const SUBNETS_READY: &str = "SubnetsReady";
@@ -28,49 +28,6 @@ pub const AMIS_READY: &str = "AMIsReady";
 
 /// SSM takes at most this many names per `GetParameters`.
 const SSM_BATCH: usize = 10;
-
-/// Why discovery could not finish (a selector that matches nothing is not an error: it is a
-/// condition).
-#[derive(Debug, Error)]
-pub enum DiscoveryError {
-    /// The controller's role lacks a permission.
-    #[error(
-        "{permission} is not allowed for Kerf's role: grant it as deploy/aws/controller-policy.json does ({message})"
-    )]
-    Unauthorized {
-        /// The IAM action.
-        permission: &'static str,
-        /// What AWS said.
-        message: String,
-    },
-    /// Any other failed call (the SDK has already retried throttling and transient errors).
-    #[error("{call}: {message}")]
-    Api {
-        /// The API call.
-        call: &'static str,
-        /// What AWS said.
-        message: String,
-    },
-}
-
-fn classify<E: ProvideErrorMetadata + std::error::Error>(
-    call: &'static str,
-    permission: &'static str,
-    error: E,
-) -> DiscoveryError {
-    match error.code() {
-        Some("UnauthorizedOperation" | "AccessDeniedException" | "AccessDenied") => {
-            DiscoveryError::Unauthorized {
-                permission,
-                message: error.message().unwrap_or_default().to_string(),
-            }
-        }
-        _ => DiscoveryError::Api {
-            call,
-            message: DisplayErrorContext(&error).to_string(),
-        },
-    }
-}
 
 /// What a node class resolves to.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -184,7 +141,7 @@ impl Discovery {
         spec: &EC2NodeClassSpec,
         kubernetes: &str,
         now: i64,
-    ) -> Result<Resolved, DiscoveryError> {
+    ) -> Result<Resolved, AwsError> {
         let subnets = self.subnets(&spec.subnet_selector_terms).await?;
         let security_groups = self
             .security_groups(&spec.security_group_selector_terms)
@@ -238,10 +195,7 @@ impl Discovery {
         })
     }
 
-    async fn subnets(
-        &self,
-        terms: &[SubnetSelectorTerm],
-    ) -> Result<Vec<SubnetStatus>, DiscoveryError> {
+    async fn subnets(&self, terms: &[SubnetSelectorTerm]) -> Result<Vec<SubnetStatus>, AwsError> {
         let mut found = BTreeMap::new();
         for filters in discovery::subnet_filter_sets(terms) {
             let subnets = self
@@ -274,7 +228,7 @@ impl Discovery {
     async fn security_groups(
         &self,
         terms: &[SecurityGroupSelectorTerm],
-    ) -> Result<Vec<SecurityGroupStatus>, DiscoveryError> {
+    ) -> Result<Vec<SecurityGroupStatus>, AwsError> {
         let mut found = BTreeMap::new();
         for filters in discovery::security_group_filter_sets(terms) {
             let groups = self
@@ -306,7 +260,7 @@ impl Discovery {
         terms: &[AmiSelectorTerm],
         kubernetes: &str,
         now: i64,
-    ) -> Result<Result<Vec<AmiStatus>, discovery::AliasError>, DiscoveryError> {
+    ) -> Result<Result<Vec<AmiStatus>, discovery::AliasError>, AwsError> {
         let mut candidates = Vec::new();
         for alias in terms.iter().filter_map(|t| t.alias.as_deref()) {
             let parameters = match discovery::alias_parameters(alias, kubernetes) {
@@ -366,7 +320,7 @@ impl Discovery {
         &self,
         filters: &[Filter],
         owners: &[String],
-    ) -> Result<Vec<Image>, DiscoveryError> {
+    ) -> Result<Vec<Image>, AwsError> {
         self.ec2
             .describe_images()
             .set_filters(Some(ec2_filters(filters)))
@@ -476,7 +430,7 @@ mod tests {
                 .build(),
         );
         let e = classify("DescribeSubnets", "ec2:DescribeSubnets", denied);
-        assert!(matches!(e, DiscoveryError::Unauthorized { .. }));
+        assert!(matches!(e, AwsError::Unauthorized { .. }));
         assert!(
             e.to_string().starts_with(
                 "ec2:DescribeSubnets is not allowed for Kerf's role: grant it as deploy/aws/controller-policy.json does"
@@ -493,7 +447,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                DiscoveryError::Api {
+                AwsError::Api {
                     call: "DescribeSubnets",
                     ..
                 }

@@ -3,105 +3,11 @@
 
 mod support;
 
-use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
-use kerf_api::EC2NodeClass;
 use kerf_api::common::Operator;
 use kerf_api::labels;
 use kerf_aws_provider::Discovery;
 use kerf_aws_provider::node_class::{AMIS_READY, SECURITY_GROUPS_READY, SUBNETS_READY};
-use serde::Deserialize;
-use support::Moto;
-
-const CLUSTER: &str = "gasida-karpenter-demo";
-const NOW: i64 = 1_795_000_000;
-/// An arm64 Amazon Linux 2023 image moto (5.2.5, pinned) ships in every region.
-const ARM64_IMAGE: &str = "ami-0f1b193e4899d91a2";
-
-/// The EC2NodeClass of seed 004's getting-started manifests.
-fn seed_node_class() -> EC2NodeClass {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../fixtures/seeds/004-getting-started.yaml"),
-    )
-    .expect("the seed fixture");
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| serde_yaml::Value::deserialize(doc).expect("YAML"))
-        .find(|doc| doc["kind"] == "EC2NodeClass")
-        .map(|doc| serde_yaml::from_value(doc).expect("an EC2NodeClass"))
-        .expect("the seed has an EC2NodeClass")
-}
-
-fn tags(pairs: &[(&str, &str)], kind: ResourceType) -> TagSpecification {
-    TagSpecification::builder()
-        .resource_type(kind)
-        .set_tags(Some(
-            pairs
-                .iter()
-                .map(|(k, v)| Tag::builder().key(*k).value(*v).build())
-                .collect(),
-        ))
-        .build()
-}
-
-/// A VPC with two discovery-tagged subnets (a /24 and a /20), an untagged one, and a tagged
-/// and an untagged security group; returns the subnets' and the tagged group's ids.
-async fn network(ec2: &aws_sdk_ec2::Client) -> (String, String, String) {
-    let vpc = ec2
-        .create_vpc()
-        .cidr_block("10.0.0.0/16")
-        .send()
-        .await
-        .expect("create vpc");
-    let vpc = vpc
-        .vpc()
-        .and_then(|v| v.vpc_id())
-        .expect("vpc id")
-        .to_string();
-    let discovery = [("karpenter.sh/discovery", CLUSTER)];
-    let mut ids = Vec::new();
-    for (cidr, zone, tagged) in [
-        ("10.0.0.0/24", "ap-northeast-2a", true),
-        ("10.0.16.0/20", "ap-northeast-2c", true),
-        ("10.0.1.0/24", "ap-northeast-2b", false),
-    ] {
-        let mut req = ec2
-            .create_subnet()
-            .vpc_id(&vpc)
-            .cidr_block(cidr)
-            .availability_zone(zone);
-        if tagged {
-            req = req.tag_specifications(tags(&discovery, ResourceType::Subnet));
-        }
-        let out = req.send().await.expect("create subnet");
-        ids.push(
-            out.subnet()
-                .and_then(|s| s.subnet_id())
-                .expect("id")
-                .to_string(),
-        );
-    }
-    let group = ec2
-        .create_security_group()
-        .group_name("nodes")
-        .description("nodes")
-        .vpc_id(&vpc)
-        .tag_specifications(tags(&discovery, ResourceType::SecurityGroup))
-        .send()
-        .await
-        .expect("create security group");
-    ec2.create_security_group()
-        .group_name("other")
-        .description("other")
-        .vpc_id(&vpc)
-        .send()
-        .await
-        .expect("create security group");
-    (
-        ids[0].clone(),
-        ids[1].clone(),
-        group.group_id().expect("group id").to_string(),
-    )
-}
+use support::{ARM64_IMAGE, Moto, NOW, SEED_AMI_PARAMETERS, network, seed_node_class};
 
 fn condition<'a>(
     resolved: &'a kerf_aws_provider::Resolved,
@@ -118,19 +24,7 @@ fn condition<'a>(
 async fn the_seed_node_class_resolves_its_subnets_security_groups_and_al2023_amis() {
     // the seed's pinned AL2023 release: moto's EKS image for x86_64, one of moto's Amazon
     // arm64 images for arm64, and no GPU builds published
-    let moto = Moto::start(
-        "seed",
-        &[
-            (
-                "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/amazon-eks-node-al2023-x86_64-standard-1.33-v20250228/image_id",
-                "ami-ekslinux",
-            ),
-            (
-                "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/arm64/standard/amazon-eks-node-al2023-arm64-standard-1.33-v20250228/image_id",
-                ARM64_IMAGE,
-            ),
-        ],
-    );
+    let moto = Moto::start("seed", &SEED_AMI_PARAMETERS);
     let config = moto.config().await;
     let (small, large, group) = network(&aws_sdk_ec2::Client::new(&config)).await;
 

@@ -1,0 +1,813 @@
+//! Launching, listing and terminating a NodeClaim's instance with EC2 Fleet, as Karpenter does:
+//! a launch template per AMI (named by the hash of what it holds, found or created once and
+//! cached), one `instant` CreateFleet per NodeClaim with an override per instance type and
+//! zone it allows (at most 60, cheapest first, in the subnet with the most free addresses),
+//! `price-capacity-optimized` for spot and `lowest-price` for on-demand, and the tags that let
+//! garbage collection and IAM conditions find Kerf's instances.
+//!
+//! Fleet errors are sorted as Karpenter sorts them: capacity errors name the offerings to mark
+//! unavailable; a subnet out of addresses is left out and the fleet asked again; a denied call
+//! names the IAM action.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, PoisonError};
+
+use aws_sdk_ec2::error::ProvideErrorMetadata;
+use aws_sdk_ec2::types::{
+    CreateFleetError, DefaultTargetCapacityType, Filter, FleetLaunchTemplateConfigRequest,
+    FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest,
+    FleetOnDemandAllocationStrategy, FleetType, InstanceStateName,
+    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest,
+    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
+    LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
+    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
+    LaunchTemplateTagSpecificationRequest, LaunchTemplatesMonitoringRequest,
+    OnDemandOptionsRequest, RequestLaunchTemplateData, ResourceType, SpotAllocationStrategy,
+    SpotOptionsRequest, Tag, TagSpecification, TargetCapacitySpecificationRequest, VolumeType,
+};
+use kerf_api::common::NodeSelectorRequirementWithMinValues as Requirement;
+use kerf_api::ec2nodeclass::{
+    AmiFamily, BlockDeviceMapping, EC2NodeClassSpec, EC2NodeClassStatus, EnabledDisabled,
+    HttpTokens,
+};
+use kerf_api::{Taint, labels};
+
+use crate::user_data::{self, Bootstrap, ClusterInfo, UserDataError};
+use crate::{AwsError, classify};
+
+/// A fleet request carries at most this many overrides (EC2's limit is higher; Karpenter
+/// keeps to 60 so that the request stays small and the cheapest options are kept).
+pub const MAX_OVERRIDES: usize = 60;
+/// Launch template names start with this, as Karpenter's do.
+pub const LAUNCH_TEMPLATE_PREFIX: &str = "karpenter.k8s.aws";
+/// The tag every Kerf instance carries with its NodeClaim's name.
+pub const NODECLAIM_TAG: &str = "karpenter.sh/nodeclaim";
+/// The tag with the NodePool's name.
+pub const NODEPOOL_TAG: &str = "karpenter.sh/nodepool";
+/// The tag with the EC2NodeClass's name.
+pub const NODECLASS_TAG: &str = "karpenter.k8s.aws/ec2nodeclass";
+/// The tag with the cluster's name, as EKS writes it.
+pub const EKS_CLUSTER_TAG: &str = "eks:eks-cluster-name";
+/// Fleet error codes that mean the offering has no capacity now.
+const CAPACITY_ERRORS: &[&str] = &[
+    "InsufficientInstanceCapacity",
+    "UnfulfillableCapacity",
+    "MaxSpotInstanceCountExceeded",
+    "VcpuLimitExceeded",
+    "Unsupported",
+];
+/// The fleet error code of a subnet without free addresses.
+const NO_ADDRESSES: &str = "InsufficientFreeAddressesInSubnet";
+
+/// One way the NodeClaim may be launched: an instance type in a zone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice {
+    /// Instance type.
+    pub instance_type: String,
+    /// Zone.
+    pub zone: String,
+    /// The instance type's labels (arch, GPU and accelerator counts), matched against the
+    /// AMIs' requirements.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// What one launch needs.
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchRequest<'a> {
+    /// The NodeClaim's name.
+    pub nodeclaim: &'a str,
+    /// Its NodePool's name.
+    pub node_pool: &'a str,
+    /// Its EC2NodeClass's name.
+    pub node_class: &'a str,
+    /// The class's spec.
+    pub spec: &'a EC2NodeClassSpec,
+    /// The class's status: subnets, security groups, AMIs and instance profile to use.
+    pub status: &'a EC2NodeClassStatus,
+    /// `spot` or `on-demand`: one fleet request buys one kind.
+    pub capacity_type: &'a str,
+    /// The offerings allowed, cheapest first.
+    pub choices: &'a [Choice],
+    /// The labels the node registers with.
+    pub labels: &'a BTreeMap<String, String>,
+    /// The taints and startup taints it registers with.
+    pub taints: &'a [Taint],
+}
+
+/// An instance Kerf runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Instance {
+    /// `i-…`.
+    pub id: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Zone.
+    pub zone: String,
+    /// `spot` or `on-demand`.
+    pub capacity_type: String,
+    /// The NodeClaim it was launched for (its tag).
+    pub nodeclaim: Option<String>,
+}
+
+impl Instance {
+    /// The Node's `spec.providerID`: `aws:///<zone>/<id>`.
+    pub fn provider_id(&self) -> String {
+        format!("aws:///{}/{}", self.zone, self.id)
+    }
+}
+
+/// An offering EC2 had no capacity for.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Unavailable {
+    /// `spot` or `on-demand`.
+    pub capacity_type: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Zone.
+    pub zone: String,
+}
+
+/// Why a launch failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// None of the offerings had capacity; mark these unavailable and try others.
+    #[error("insufficient capacity: {}", describe(.0))]
+    InsufficientCapacity(Vec<Unavailable>),
+    /// The node class is not ready to launch from (nothing resolved yet, or nothing of it fits
+    /// the NodeClaim).
+    #[error("EC2NodeClass {class}: {reason}")]
+    NotReady {
+        /// The class's name.
+        class: String,
+        /// What is missing.
+        reason: String,
+    },
+    /// The user data could not be written.
+    #[error(transparent)]
+    UserData(#[from] UserDataError),
+    /// An AWS call failed.
+    #[error(transparent)]
+    Aws(#[from] AwsError),
+}
+
+fn describe(offerings: &[Unavailable]) -> String {
+    let shown: Vec<String> = offerings
+        .iter()
+        .take(5)
+        .map(|o| format!("{}/{}/{}", o.capacity_type, o.instance_type, o.zone))
+        .collect();
+    match offerings.len() {
+        0 => "no offering was tried".into(),
+        n if n > shown.len() => format!("{} and {} more", shown.join(", "), n - shown.len()),
+        _ => shown.join(", "),
+    }
+}
+
+/// Launches and finds instances with EC2.
+#[derive(Debug)]
+pub struct Fleet {
+    ec2: aws_sdk_ec2::Client,
+    cluster: ClusterInfo,
+    /// Launch template ids by name, once found or created.
+    templates: Mutex<HashMap<String, String>>,
+}
+
+/// Whether an AMI's requirements admit an instance type's labels.
+fn admits(requirements: &[Requirement], labels: &BTreeMap<String, String>) -> bool {
+    requirements
+        .iter()
+        .all(|r| r.matches(labels.get(&r.key).map(String::as_str)))
+}
+
+fn tag(key: &str, value: &str) -> Tag {
+    Tag::builder().key(key).value(value).build()
+}
+
+/// The AMI family a class boots: `amiFamily`, else its alias's, else AL2023.
+pub fn family(spec: &EC2NodeClassSpec) -> AmiFamily {
+    spec.ami_family
+        .or_else(|| {
+            spec.ami_selector_terms
+                .iter()
+                .filter_map(|t| t.alias.as_deref())
+                .find_map(|a| AmiFamily::from_alias(a.split('@').next().unwrap_or(a)))
+        })
+        .unwrap_or(AmiFamily::AL2023)
+}
+
+/// A Kubernetes quantity of bytes (`20Gi`, `100G`) in whole GiB, rounded up, as EBS takes it.
+fn volume_gib(size: &str) -> Option<i32> {
+    let bytes = kerf_api::Quantity::parse(size).ok()?.units_ceil();
+    let gib = (bytes + (1 << 30) - 1) >> 30;
+    i32::try_from(gib).ok().filter(|g| *g >= 1)
+}
+
+fn block_devices(mappings: &[BlockDeviceMapping]) -> Vec<LaunchTemplateBlockDeviceMappingRequest> {
+    mappings
+        .iter()
+        .map(|m| {
+            let ebs = m.ebs.as_ref().map(|e| {
+                LaunchTemplateEbsBlockDeviceRequest::builder()
+                    .set_delete_on_termination(e.delete_on_termination)
+                    .set_encrypted(e.encrypted)
+                    .set_iops(e.iops.and_then(|n| i32::try_from(n).ok()))
+                    .set_kms_key_id(e.kms_key_id.clone())
+                    .set_snapshot_id(e.snapshot_id.clone())
+                    .set_throughput(e.throughput.and_then(|n| i32::try_from(n).ok()))
+                    .set_volume_size(e.volume_size.as_deref().and_then(volume_gib))
+                    .set_volume_type(e.volume_type.map(|t| {
+                        VolumeType::from(
+                            serde_json::to_value(t)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_string))
+                                .unwrap_or_default()
+                                .as_str(),
+                        )
+                    }))
+                    .build()
+            });
+            LaunchTemplateBlockDeviceMappingRequest::builder()
+                .set_device_name(m.device_name.clone())
+                .set_ebs(ebs)
+                .build()
+        })
+        .collect()
+}
+
+/// Everything a launch template holds, hashed into its name.
+struct Template {
+    name: String,
+    data: RequestLaunchTemplateData,
+}
+
+impl Fleet {
+    /// A client for EC2 and the cluster its nodes join.
+    pub fn new(config: &aws_config::SdkConfig, cluster: ClusterInfo) -> Fleet {
+        Fleet::with_client(aws_sdk_ec2::Client::new(config), cluster)
+    }
+
+    /// Over a given EC2 client (tests answer it with chosen errors).
+    pub fn with_client(ec2: aws_sdk_ec2::Client, cluster: ClusterInfo) -> Fleet {
+        Fleet {
+            ec2,
+            cluster,
+            templates: Mutex::default(),
+        }
+    }
+
+    fn template(
+        &self,
+        req: &LaunchRequest<'_>,
+        image_id: &str,
+        profile: &str,
+    ) -> Result<Template, LaunchError> {
+        let spec = req.spec;
+        let user_data = user_data::user_data(&Bootstrap {
+            cluster: &self.cluster,
+            family: family(spec),
+            labels: req.labels,
+            taints: req.taints,
+            kubelet: spec.kubelet.as_ref(),
+            custom: spec.user_data.as_deref(),
+        })?;
+        let groups: Vec<String> = req
+            .status
+            .security_groups
+            .iter()
+            .map(|g| g.id.clone())
+            .collect();
+        let metadata = &spec.metadata_options;
+        let endpoint = match metadata.http_endpoint {
+            Some(EnabledDisabled::Disabled) => {
+                LaunchTemplateInstanceMetadataEndpointState::Disabled
+            }
+            _ => LaunchTemplateInstanceMetadataEndpointState::Enabled,
+        };
+        let tokens = match metadata.http_tokens {
+            Some(HttpTokens::Optional) => LaunchTemplateHttpTokensState::Optional,
+            _ => LaunchTemplateHttpTokensState::Required,
+        };
+        let hop_limit = metadata
+            .http_put_response_hop_limit
+            .and_then(|n| i32::try_from(n).ok())
+            .unwrap_or(1);
+        // what the name hashes: every input, in a fixed order
+        let key = serde_json::json!({
+            "cluster": self.cluster.name,
+            "image": image_id,
+            "groups": groups,
+            "userData": user_data,
+            "profile": profile,
+            "blockDevices": spec.block_device_mappings,
+            "metadata": spec.metadata_options,
+            "monitoring": spec.detailed_monitoring,
+            "publicIp": spec.associate_public_ip_address,
+            "tags": spec.tags,
+        });
+        let name = format!(
+            "{LAUNCH_TEMPLATE_PREFIX}/{}",
+            kerf_core::hash::fnv1a(key.to_string().as_bytes())
+        );
+        let network = LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+            .device_index(0)
+            .set_associate_public_ip_address(spec.associate_public_ip_address)
+            .set_groups(Some(groups))
+            .build();
+        let mut template_tags = vec![
+            tag(EKS_CLUSTER_TAG, &self.cluster.name),
+            tag(NODECLASS_TAG, req.node_class),
+        ];
+        template_tags.extend(spec.tags.iter().map(|(k, v)| tag(k, v)));
+        let data = RequestLaunchTemplateData::builder()
+            .image_id(image_id)
+            .user_data(user_data)
+            .iam_instance_profile(
+                LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
+                    .name(profile)
+                    .build(),
+            )
+            .network_interfaces(network)
+            .set_block_device_mappings(
+                (!spec.block_device_mappings.is_empty())
+                    .then(|| block_devices(&spec.block_device_mappings)),
+            )
+            .metadata_options(
+                LaunchTemplateInstanceMetadataOptionsRequest::builder()
+                    .http_endpoint(endpoint)
+                    .http_tokens(tokens)
+                    .http_put_response_hop_limit(hop_limit)
+                    .build(),
+            )
+            .monitoring(
+                LaunchTemplatesMonitoringRequest::builder()
+                    .enabled(spec.detailed_monitoring.unwrap_or(false))
+                    .build(),
+            )
+            .tag_specifications(
+                LaunchTemplateTagSpecificationRequest::builder()
+                    .resource_type(ResourceType::NetworkInterface)
+                    .set_tags(Some(template_tags))
+                    .build(),
+            )
+            .build();
+        Ok(Template { name, data })
+    }
+
+    /// The id of the launch template named `t.name`: cached, found, or created.
+    async fn ensure(&self, t: Template, node_class: &str) -> Result<String, AwsError> {
+        if let Some(id) = self
+            .templates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&t.name)
+        {
+            return Ok(id.clone());
+        }
+        let found = self
+            .ec2
+            .describe_launch_templates()
+            .launch_template_names(&t.name)
+            .send()
+            .await;
+        let id = match found {
+            Ok(out) => out
+                .launch_templates()
+                .first()
+                .and_then(|lt| lt.launch_template_id())
+                .map(str::to_string),
+            Err(e) if e.code() == Some("InvalidLaunchTemplateName.NotFoundException") => None,
+            Err(e) => {
+                return Err(classify(
+                    "DescribeLaunchTemplates",
+                    "ec2:DescribeLaunchTemplates",
+                    e,
+                ));
+            }
+        };
+        let id = match id {
+            Some(id) => id,
+            None => {
+                let tags = TagSpecification::builder()
+                    .resource_type(ResourceType::LaunchTemplate)
+                    .tags(tag(EKS_CLUSTER_TAG, &self.cluster.name))
+                    .tags(tag(
+                        &format!("kubernetes.io/cluster/{}", self.cluster.name),
+                        "owned",
+                    ))
+                    .tags(tag(NODECLASS_TAG, node_class))
+                    .build();
+                let out = self
+                    .ec2
+                    .create_launch_template()
+                    .launch_template_name(&t.name)
+                    .launch_template_data(t.data)
+                    .tag_specifications(tags)
+                    .send()
+                    .await
+                    .map_err(|e| classify("CreateLaunchTemplate", "ec2:CreateLaunchTemplate", e))?;
+                out.launch_template()
+                    .and_then(|lt| lt.launch_template_id())
+                    .unwrap_or_default()
+                    .to_string()
+            }
+        };
+        self.templates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(t.name, id.clone());
+        Ok(id)
+    }
+
+    fn instance_tags(&self, req: &LaunchRequest<'_>) -> Vec<Tag> {
+        let mut tags: BTreeMap<String, String> = req.spec.tags.clone();
+        for (k, v) in [
+            (NODEPOOL_TAG.to_string(), req.node_pool),
+            (NODECLAIM_TAG.to_string(), req.nodeclaim),
+            (NODECLASS_TAG.to_string(), req.node_class),
+            (
+                format!("kubernetes.io/cluster/{}", self.cluster.name),
+                "owned",
+            ),
+            (EKS_CLUSTER_TAG.to_string(), self.cluster.name.as_str()),
+        ] {
+            tags.insert(k, v.to_string());
+        }
+        tags.iter().map(|(k, v)| tag(k, v)).collect()
+    }
+
+    /// Launches one instance for the NodeClaim.
+    pub async fn launch(&self, req: &LaunchRequest<'_>) -> Result<Instance, LaunchError> {
+        let not_ready = |reason: &str| LaunchError::NotReady {
+            class: req.node_class.to_string(),
+            reason: reason.to_string(),
+        };
+        let status = req.status;
+        if status.subnets.is_empty() {
+            return Err(not_ready("no subnets resolved (status.subnets is empty)"));
+        }
+        if status.security_groups.is_empty() {
+            return Err(not_ready(
+                "no security groups resolved (status.securityGroups is empty)",
+            ));
+        }
+        if status.amis.is_empty() {
+            return Err(not_ready("no AMIs resolved (status.amis is empty)"));
+        }
+        let profile = status
+            .instance_profile
+            .clone()
+            .or_else(|| req.spec.instance_profile.clone())
+            .ok_or_else(|| not_ready("no instance profile (status.instanceProfile is empty)"))?;
+        let mut skipped_subnets: BTreeSet<String> = BTreeSet::new();
+        // a subnet out of addresses is dropped and the fleet asked again, at most once per
+        // subnet
+        for _ in 0..=status.subnets.len() {
+            match self.try_launch(req, &profile, &skipped_subnets).await? {
+                Attempt::Launched(instance) => return Ok(instance),
+                Attempt::Exhausted(subnets) if !subnets.is_subset(&skipped_subnets) => {
+                    skipped_subnets.extend(subnets);
+                }
+                Attempt::Exhausted(_) => break,
+                Attempt::Failed(e) => return Err(e),
+            }
+        }
+        Err(not_ready(
+            "every subnet for the NodeClaim's zones is out of free addresses",
+        ))
+    }
+
+    async fn try_launch(
+        &self,
+        req: &LaunchRequest<'_>,
+        profile: &str,
+        skipped_subnets: &BTreeSet<String>,
+    ) -> Result<Attempt, LaunchError> {
+        let status = req.status;
+        // ami id -> overrides, keeping the cheapest-first order across AMIs
+        let mut by_image: Vec<(&str, Vec<(&Choice, &str)>)> = Vec::new();
+        let mut count = 0;
+        for choice in req.choices {
+            if count == MAX_OVERRIDES {
+                break;
+            }
+            let Some(subnet) = status
+                .subnets
+                .iter()
+                .find(|s| s.zone == choice.zone && !skipped_subnets.contains(&s.id))
+            else {
+                continue;
+            };
+            let Some(ami) = status
+                .amis
+                .iter()
+                .find(|a| admits(&a.requirements, &choice.labels))
+            else {
+                continue;
+            };
+            match by_image.iter_mut().find(|(image, _)| *image == ami.id) {
+                Some((_, overrides)) => overrides.push((choice, &subnet.id)),
+                None => by_image.push((&ami.id, vec![(choice, &subnet.id)])),
+            }
+            count += 1;
+        }
+        if by_image.is_empty() {
+            return Ok(Attempt::Failed(LaunchError::NotReady {
+                class: req.node_class.to_string(),
+                reason: "no subnet in the NodeClaim's zones and no AMI for its instance types"
+                    .into(),
+            }));
+        }
+        let mut configs = Vec::new();
+        let mut zone_of_subnet: HashMap<String, String> = HashMap::new();
+        for (image, overrides) in &by_image {
+            let template = self.template(req, image, profile)?;
+            let id = self.ensure(template, req.node_class).await?;
+            let overrides: Vec<FleetLaunchTemplateOverridesRequest> = overrides
+                .iter()
+                .enumerate()
+                .map(|(priority, (choice, subnet))| {
+                    zone_of_subnet.insert(subnet.to_string(), choice.zone.clone());
+                    FleetLaunchTemplateOverridesRequest::builder()
+                        .instance_type(choice.instance_type.as_str().into())
+                        .subnet_id(*subnet)
+                        .priority(priority as f64)
+                        .build()
+                })
+                .collect();
+            configs.push(
+                FleetLaunchTemplateConfigRequest::builder()
+                    .launch_template_specification(
+                        FleetLaunchTemplateSpecificationRequest::builder()
+                            .launch_template_id(id)
+                            .version("$Latest")
+                            .build(),
+                    )
+                    .set_overrides(Some(overrides))
+                    .build(),
+            );
+        }
+        let spot = req.capacity_type == labels::CAPACITY_TYPE_SPOT;
+        let tags = self.instance_tags(req);
+        let tag_specs: Vec<TagSpecification> = [
+            ResourceType::Instance,
+            ResourceType::Volume,
+            ResourceType::Fleet,
+        ]
+        .into_iter()
+        .map(|kind| {
+            TagSpecification::builder()
+                .resource_type(kind)
+                .set_tags(Some(tags.clone()))
+                .build()
+        })
+        .collect();
+        let mut fleet = self
+            .ec2
+            .create_fleet()
+            .r#type(FleetType::Instant)
+            .set_launch_template_configs(Some(configs))
+            .target_capacity_specification(
+                TargetCapacitySpecificationRequest::builder()
+                    .total_target_capacity(1)
+                    .default_target_capacity_type(if spot {
+                        DefaultTargetCapacityType::Spot
+                    } else {
+                        DefaultTargetCapacityType::OnDemand
+                    })
+                    .build(),
+            )
+            .set_tag_specifications(Some(tag_specs));
+        fleet = if spot {
+            fleet.spot_options(
+                SpotOptionsRequest::builder()
+                    .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
+                    .build(),
+            )
+        } else {
+            fleet.on_demand_options(
+                OnDemandOptionsRequest::builder()
+                    .allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice)
+                    .build(),
+            )
+        };
+        let out = fleet
+            .send()
+            .await
+            .map_err(|e| classify("CreateFleet", "ec2:CreateFleet", e))?;
+        for launched in out.instances() {
+            let Some(id) = launched.instance_ids().first() else {
+                continue;
+            };
+            let overrides = launched
+                .launch_template_and_overrides()
+                .and_then(|l| l.overrides());
+            let zone = overrides
+                .and_then(|o| o.availability_zone())
+                .map(str::to_string)
+                .or_else(|| {
+                    overrides
+                        .and_then(|o| o.subnet_id())
+                        .and_then(|s| zone_of_subnet.get(s).cloned())
+                })
+                .unwrap_or_default();
+            return Ok(Attempt::Launched(Instance {
+                id: id.clone(),
+                instance_type: launched
+                    .instance_type()
+                    .map(|t| t.as_str().to_string())
+                    .unwrap_or_default(),
+                zone,
+                capacity_type: req.capacity_type.to_string(),
+                nodeclaim: Some(req.nodeclaim.to_string()),
+            }));
+        }
+        Ok(sort_errors(out.errors(), req, &zone_of_subnet))
+    }
+
+    /// The instances Kerf launched for this cluster that are not terminated.
+    pub async fn list(&self) -> Result<Vec<Instance>, AwsError> {
+        let reservations: Vec<_> = self
+            .ec2
+            .describe_instances()
+            .filters(
+                Filter::builder()
+                    .name("tag-key")
+                    .values(NODECLAIM_TAG)
+                    .build(),
+            )
+            .filters(
+                Filter::builder()
+                    .name(format!("tag:{EKS_CLUSTER_TAG}"))
+                    .values(&self.cluster.name)
+                    .build(),
+            )
+            .filters(
+                Filter::builder()
+                    .name("instance-state-name")
+                    .set_values(Some(
+                        ["pending", "running", "stopping", "stopped", "shutting-down"]
+                            .map(String::from)
+                            .to_vec(),
+                    ))
+                    .build(),
+            )
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| classify("DescribeInstances", "ec2:DescribeInstances", e))?;
+        let mut instances = Vec::new();
+        for r in reservations {
+            for i in r.instances() {
+                let (Some(id), Some(zone)) = (
+                    i.instance_id(),
+                    i.placement().and_then(|p| p.availability_zone()),
+                ) else {
+                    continue;
+                };
+                if i.state().and_then(|s| s.name()) == Some(&InstanceStateName::Terminated) {
+                    continue;
+                }
+                let tag_value = |key: &str| {
+                    i.tags()
+                        .iter()
+                        .find(|t| t.key() == Some(key))
+                        .and_then(|t| t.value())
+                        .map(str::to_string)
+                };
+                instances.push(Instance {
+                    id: id.to_string(),
+                    instance_type: i
+                        .instance_type()
+                        .map(|t| t.as_str().to_string())
+                        .unwrap_or_default(),
+                    zone: zone.to_string(),
+                    capacity_type: match i.instance_lifecycle() {
+                        Some(l) if l.as_str() == "spot" => labels::CAPACITY_TYPE_SPOT,
+                        _ => labels::CAPACITY_TYPE_ON_DEMAND,
+                    }
+                    .to_string(),
+                    nodeclaim: tag_value(NODECLAIM_TAG),
+                });
+            }
+        }
+        instances.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(instances)
+    }
+
+    /// Terminates the instance of a provider id (`aws:///<zone>/<id>`); one already gone is
+    /// not an error.
+    pub async fn terminate(&self, provider_id: &str) -> Result<(), AwsError> {
+        let Some(id) = instance_id(provider_id) else {
+            return Ok(());
+        };
+        match self.ec2.terminate_instances().instance_ids(id).send().await {
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == Some("InvalidInstanceID.NotFound") => Ok(()),
+            Err(e) => Err(classify("TerminateInstances", "ec2:TerminateInstances", e)),
+        }
+    }
+}
+
+/// The instance id of an `aws:///<zone>/<id>` provider id.
+pub fn instance_id(provider_id: &str) -> Option<&str> {
+    let rest = provider_id.strip_prefix("aws:///")?;
+    let id = rest.rsplit('/').next()?;
+    id.starts_with("i-").then_some(id)
+}
+
+/// How one fleet request ended.
+enum Attempt {
+    Launched(Instance),
+    /// These subnets had no free addresses, and nothing launched.
+    Exhausted(BTreeSet<String>),
+    Failed(LaunchError),
+}
+
+/// What the fleet's errors mean when nothing launched.
+fn sort_errors(
+    errors: &[CreateFleetError],
+    req: &LaunchRequest<'_>,
+    zone_of_subnet: &HashMap<String, String>,
+) -> Attempt {
+    let mut unavailable = BTreeSet::new();
+    let mut exhausted = BTreeSet::new();
+    let mut other = Vec::new();
+    for e in errors {
+        let code = e.error_code().unwrap_or_default();
+        let overrides = e
+            .launch_template_and_overrides()
+            .and_then(|l| l.overrides());
+        let instance_type = overrides
+            .and_then(|o| o.instance_type())
+            .map(|t| t.as_str().to_string());
+        let subnet = overrides.and_then(|o| o.subnet_id()).map(str::to_string);
+        let zone = overrides
+            .and_then(|o| o.availability_zone())
+            .map(str::to_string)
+            .or_else(|| subnet.as_ref().and_then(|s| zone_of_subnet.get(s).cloned()));
+        if CAPACITY_ERRORS.contains(&code) {
+            if let (Some(instance_type), Some(zone)) = (instance_type, zone) {
+                unavailable.insert(Unavailable {
+                    capacity_type: req.capacity_type.to_string(),
+                    instance_type,
+                    zone,
+                });
+            }
+        } else if code == NO_ADDRESSES {
+            exhausted.extend(subnet);
+        } else {
+            other.push(format!("{code}: {}", e.error_message().unwrap_or_default()));
+        }
+    }
+    if !unavailable.is_empty() {
+        return Attempt::Failed(LaunchError::InsufficientCapacity(
+            unavailable.into_iter().collect(),
+        ));
+    }
+    if !exhausted.is_empty() {
+        return Attempt::Exhausted(exhausted);
+    }
+    if other.is_empty() {
+        // no instance and no reason: every offering asked for counts as unavailable
+        let asked = req
+            .choices
+            .iter()
+            .take(MAX_OVERRIDES)
+            .map(|c| Unavailable {
+                capacity_type: req.capacity_type.to_string(),
+                instance_type: c.instance_type.clone(),
+                zone: c.zone.clone(),
+            })
+            .collect();
+        return Attempt::Failed(LaunchError::InsufficientCapacity(asked));
+    }
+    Attempt::Failed(LaunchError::Aws(AwsError::Api {
+        call: "CreateFleet",
+        message: other.join("; "),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_ids_give_their_instance() {
+        assert_eq!(
+            instance_id("aws:///ap-northeast-2a/i-0123456789abcdef0"),
+            Some("i-0123456789abcdef0")
+        );
+        assert_eq!(instance_id("kwok://node-a"), None);
+        assert_eq!(instance_id("aws:///ap-northeast-2a/"), None);
+    }
+
+    #[test]
+    fn volume_sizes_round_up_to_gib() {
+        assert_eq!(volume_gib("20Gi"), Some(20));
+        assert_eq!(volume_gib("100G"), Some(94));
+        assert_eq!(volume_gib("0"), None);
+        assert_eq!(volume_gib("lots"), None);
+    }
+}

@@ -1,0 +1,480 @@
+//! Launching through EC2 Fleet against moto: the seed node class's NodeClaim becomes an
+//! instance with Kerf's tags, from a launch template whose user data joins the cluster; list
+//! and terminate find it by its tags. Errors moto cannot produce (insufficient capacity, a
+//! subnet out of addresses, a denied call) come from the SDK's mock interceptor.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::operation::create_fleet::CreateFleetOutput;
+use aws_sdk_ec2::operation::create_launch_template::CreateLaunchTemplateOutput;
+use aws_sdk_ec2::operation::describe_launch_templates::DescribeLaunchTemplatesOutput;
+use aws_sdk_ec2::types::{
+    CreateFleetError, CreateFleetInstance, FleetLaunchTemplateOverrides,
+    LaunchTemplate as Ec2LaunchTemplate, LaunchTemplateAndOverridesResponse,
+};
+use aws_smithy_mocks::{RuleMode, mock};
+use base64::Engine;
+use kerf_api::ec2nodeclass::{AmiStatus, EC2NodeClassStatus, SecurityGroupStatus, SubnetStatus};
+use kerf_api::{Taint, TaintEffect, labels};
+use kerf_aws_provider::Discovery;
+use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest, Unavailable};
+use kerf_aws_provider::user_data::ClusterInfo;
+use support::{CLUSTER, Moto, NOW, SEED_AMI_PARAMETERS, network, seed_node_class};
+
+fn cluster() -> ClusterInfo {
+    ClusterInfo {
+        name: CLUSTER.into(),
+        endpoint: "https://ABCDEF.gr7.ap-northeast-2.eks.amazonaws.com".into(),
+        ca_bundle: Some("Q0EK".into()),
+        cidr: Some("10.100.0.0/16".into()),
+    }
+}
+
+fn choice(instance_type: &str, zone: &str, arch: &str) -> Choice {
+    Choice {
+        instance_type: instance_type.into(),
+        zone: zone.into(),
+        labels: BTreeMap::from([(labels::ARCH.to_string(), arch.to_string())]),
+    }
+}
+
+fn tag_of<'a>(tags: &'a [aws_sdk_ec2::types::Tag], key: &str) -> Option<&'a str> {
+    tags.iter()
+        .find(|t| t.key() == Some(key))
+        .and_then(|t| t.value())
+}
+
+#[tokio::test]
+async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated() {
+    let moto = Moto::start("launch", &SEED_AMI_PARAMETERS);
+    let config = moto.config().await;
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    network(&ec2).await;
+    let class = seed_node_class();
+    let resolved = Discovery::new(&config)
+        .resolve(&class.spec, "1.33", NOW)
+        .await
+        .expect("discovery");
+    let status = EC2NodeClassStatus {
+        subnets: resolved.subnets,
+        security_groups: resolved.security_groups,
+        amis: resolved.amis,
+        instance_profile: Some("KarpenterNodeInstanceProfile".into()),
+        conditions: resolved.conditions,
+    };
+    let fleet = Fleet::new(&config, cluster());
+    // ap-northeast-2b has no discovery-tagged subnet, so that choice is not asked for
+    let choices = [
+        choice("m5.large", "ap-northeast-2b", "amd64"),
+        choice("m5.large", "ap-northeast-2c", "amd64"),
+        choice("m6g.large", "ap-northeast-2a", "arm64"),
+    ];
+    let node_labels = BTreeMap::from([
+        ("karpenter.sh/nodepool".to_string(), "default".to_string()),
+        ("team".to_string(), "web".to_string()),
+    ]);
+    let taints = [Taint {
+        key: "karpenter.sh/unregistered".into(),
+        value: None,
+        effect: TaintEffect::NoExecute,
+        time_added: None,
+    }];
+    let request = LaunchRequest {
+        nodeclaim: "default-abcde",
+        node_pool: "default",
+        node_class: "default",
+        spec: &class.spec,
+        status: &status,
+        capacity_type: labels::CAPACITY_TYPE_ON_DEMAND,
+        choices: &choices,
+        labels: &node_labels,
+        taints: &taints,
+    };
+    let first = fleet.launch(&request).await.expect("launch");
+    assert!(first.id.starts_with("i-"), "{first:?}");
+    assert_eq!(
+        (first.instance_type.as_str(), first.zone.as_str()),
+        ("m5.large", "ap-northeast-2c"),
+        "the cheapest choice with a subnet"
+    );
+    assert_eq!(
+        first.provider_id(),
+        format!("aws:///ap-northeast-2c/{}", first.id)
+    );
+
+    // the instance carries Kerf's tags and the seed class's own
+    let described = ec2
+        .describe_instances()
+        .instance_ids(&first.id)
+        .send()
+        .await
+        .expect("describe");
+    let instance = &described.reservations()[0].instances()[0];
+    let tags = instance.tags();
+    assert_eq!(
+        tag_of(tags, "karpenter.sh/nodeclaim"),
+        Some("default-abcde")
+    );
+    assert_eq!(tag_of(tags, "karpenter.sh/nodepool"), Some("default"));
+    assert_eq!(
+        tag_of(tags, "karpenter.k8s.aws/ec2nodeclass"),
+        Some("default")
+    );
+    assert_eq!(tag_of(tags, "eks:eks-cluster-name"), Some(CLUSTER));
+    assert_eq!(
+        tag_of(tags, &format!("kubernetes.io/cluster/{CLUSTER}")),
+        Some("owned")
+    );
+    for (k, v) in &class.spec.tags {
+        assert_eq!(tag_of(tags, k), Some(v.as_str()), "class tag {k}");
+    }
+    assert_eq!(instance.image_id(), Some("ami-ekslinux"));
+
+    // a launch template per AMI the choices need; the amd64 one's user data joins the
+    // cluster through nodeadm
+    let templates = ec2
+        .describe_launch_templates()
+        .send()
+        .await
+        .expect("templates");
+    assert_eq!(templates.launch_templates().len(), 2);
+    let mut amd64 = None;
+    for template in templates.launch_templates() {
+        assert!(
+            template
+                .launch_template_name()
+                .unwrap_or_default()
+                .starts_with("karpenter.k8s.aws/")
+        );
+        let versions = ec2
+            .describe_launch_template_versions()
+            .launch_template_id(template.launch_template_id().unwrap_or_default())
+            .send()
+            .await
+            .expect("versions");
+        let data = versions.launch_template_versions()[0]
+            .launch_template_data()
+            .cloned()
+            .expect("data");
+        if data.image_id() == Some("ami-ekslinux") {
+            amd64 = Some(data);
+        }
+    }
+    let data = amd64.expect("a template for the amd64 AMI");
+    assert_eq!(
+        data.iam_instance_profile().and_then(|p| p.name()),
+        Some("KarpenterNodeInstanceProfile")
+    );
+    let user_data = base64::engine::general_purpose::STANDARD
+        .decode(data.user_data().unwrap_or_default())
+        .expect("base64");
+    let text = String::from_utf8(user_data).expect("utf-8");
+    let node_config = text
+        .split("--//")
+        .find(|part| part.contains("application/node.eks.aws"))
+        .expect("a NodeConfig part");
+    assert!(node_config.contains(&format!("name: {CLUSTER}")), "{text}");
+    assert!(node_config.contains("cidr: 10.100.0.0/16"), "{text}");
+    assert!(
+        node_config.contains("- --node-labels=\"karpenter.sh/nodepool=default,team=web\""),
+        "{text}"
+    );
+    assert!(
+        node_config.contains("key: karpenter.sh/unregistered"),
+        "{text}"
+    );
+
+    // a second NodeClaim of the same class reuses the template
+    let second = fleet
+        .launch(&LaunchRequest {
+            nodeclaim: "default-fghij",
+            ..request
+        })
+        .await
+        .expect("launch");
+    let templates = ec2
+        .describe_launch_templates()
+        .send()
+        .await
+        .expect("templates");
+    assert_eq!(templates.launch_templates().len(), 2);
+
+    let listed: Vec<(String, Option<String>)> = fleet
+        .list()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|i| (i.id, i.nodeclaim))
+        .collect();
+    let mut expected = vec![
+        (first.id.clone(), Some("default-abcde".to_string())),
+        (second.id.clone(), Some("default-fghij".to_string())),
+    ];
+    expected.sort();
+    assert_eq!(listed, expected);
+
+    fleet
+        .terminate(&first.provider_id())
+        .await
+        .expect("terminate");
+    fleet
+        .terminate(&first.provider_id())
+        .await
+        .expect("terminating twice is not an error");
+    let listed: Vec<String> = fleet
+        .list()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|i| i.id)
+        .collect();
+    assert_eq!(listed, [second.id]);
+}
+
+/// A class status with one subnet in each of two zones and one amd64 AMI.
+fn status() -> EC2NodeClassStatus {
+    EC2NodeClassStatus {
+        subnets: vec![
+            SubnetStatus {
+                id: "subnet-a".into(),
+                zone: "ap-northeast-2a".into(),
+                zone_id: None,
+            },
+            SubnetStatus {
+                id: "subnet-a2".into(),
+                zone: "ap-northeast-2a".into(),
+                zone_id: None,
+            },
+            SubnetStatus {
+                id: "subnet-c".into(),
+                zone: "ap-northeast-2c".into(),
+                zone_id: None,
+            },
+        ],
+        security_groups: vec![SecurityGroupStatus {
+            id: "sg-1".into(),
+            name: None,
+        }],
+        amis: vec![AmiStatus {
+            id: "ami-1".into(),
+            name: None,
+            requirements: vec![kerf_api::common::NodeSelectorRequirementWithMinValues {
+                key: labels::ARCH.into(),
+                operator: kerf_api::common::Operator::In,
+                values: vec!["amd64".into()],
+                min_values: None,
+            }],
+            deprecated: None,
+        }],
+        instance_profile: Some("profile".into()),
+        conditions: Vec::new(),
+    }
+}
+
+fn fleet_error(code: &str, instance_type: &str, subnet: &str) -> CreateFleetError {
+    CreateFleetError::builder()
+        .error_code(code)
+        .error_message(format!("{code} for {instance_type}"))
+        .launch_template_and_overrides(
+            LaunchTemplateAndOverridesResponse::builder()
+                .overrides(
+                    FleetLaunchTemplateOverrides::builder()
+                        .instance_type(instance_type.into())
+                        .subnet_id(subnet)
+                        .build(),
+                )
+                .build(),
+        )
+        .build()
+}
+
+/// A Fleet whose EC2 answers the template calls and then `create_fleet` rules in order.
+fn mocked(rules: &[&aws_smithy_mocks::Rule]) -> Fleet {
+    let describe = mock!(aws_sdk_ec2::Client::describe_launch_templates).then_output(|| {
+        DescribeLaunchTemplatesOutput::builder()
+            .launch_templates(
+                Ec2LaunchTemplate::builder()
+                    .launch_template_id("lt-1")
+                    .build(),
+            )
+            .build()
+    });
+    let create = mock!(aws_sdk_ec2::Client::create_launch_template)
+        .then_output(|| CreateLaunchTemplateOutput::builder().build());
+    let mut interceptor = aws_smithy_mocks::MockResponseInterceptor::new()
+        .rule_mode(RuleMode::MatchAny)
+        .with_rule(&describe)
+        .with_rule(&create);
+    for rule in rules {
+        interceptor = interceptor.with_rule(rule);
+    }
+    let config = aws_sdk_ec2::Config::builder()
+        .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+        .region(aws_sdk_ec2::config::Region::new("ap-northeast-2"))
+        .credentials_provider(aws_sdk_ec2::config::Credentials::new(
+            "test", "test", None, None, "tests",
+        ))
+        .http_client(aws_smithy_mocks::create_mock_http_client())
+        .interceptor(interceptor)
+        .build();
+    Fleet::with_client(aws_sdk_ec2::Client::from_conf(config), cluster())
+}
+
+fn mocked_request<'a>(
+    status: &'a EC2NodeClassStatus,
+    spec: &'a kerf_api::EC2NodeClassSpec,
+    choices: &'a [Choice],
+    labels: &'a BTreeMap<String, String>,
+) -> LaunchRequest<'a> {
+    LaunchRequest {
+        nodeclaim: "spot-abcde",
+        node_pool: "spot",
+        node_class: "default",
+        spec,
+        status,
+        capacity_type: labels::CAPACITY_TYPE_SPOT,
+        choices,
+        labels,
+        taints: &[],
+    }
+}
+
+#[tokio::test]
+async fn insufficient_capacity_names_the_offerings_to_mark_unavailable() {
+    let ice = mock!(aws_sdk_ec2::Client::create_fleet).then_output(|| {
+        CreateFleetOutput::builder()
+            .errors(fleet_error(
+                "InsufficientInstanceCapacity",
+                "m5.large",
+                "subnet-a",
+            ))
+            .errors(fleet_error("UnfulfillableCapacity", "c5.large", "subnet-c"))
+            .build()
+    });
+    let fleet = mocked(&[&ice]);
+    let status = status();
+    let spec = seed_node_class().spec;
+    let choices = [
+        choice("m5.large", "ap-northeast-2a", "amd64"),
+        choice("c5.large", "ap-northeast-2c", "amd64"),
+    ];
+    let node_labels = BTreeMap::new();
+    let err = fleet
+        .launch(&mocked_request(&status, &spec, &choices, &node_labels))
+        .await
+        .expect_err("no capacity");
+    let LaunchError::InsufficientCapacity(offerings) = err else {
+        panic!("{err}");
+    };
+    let spot = |t: &str, z: &str| Unavailable {
+        capacity_type: "spot".into(),
+        instance_type: t.into(),
+        zone: z.into(),
+    };
+    assert_eq!(
+        offerings,
+        [
+            spot("c5.large", "ap-northeast-2c"),
+            spot("m5.large", "ap-northeast-2a")
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_subnet_out_of_addresses_is_left_out_and_the_fleet_asked_again() {
+    let exhausted = mock!(aws_sdk_ec2::Client::create_fleet)
+        .match_requests(|r| {
+            r.launch_template_configs()[0]
+                .overrides()
+                .iter()
+                .any(|o| o.subnet_id() == Some("subnet-a"))
+        })
+        .then_output(|| {
+            CreateFleetOutput::builder()
+                .errors(fleet_error(
+                    "InsufficientFreeAddressesInSubnet",
+                    "m5.large",
+                    "subnet-a",
+                ))
+                .build()
+        });
+    let launched = mock!(aws_sdk_ec2::Client::create_fleet)
+        .match_requests(|r| {
+            r.launch_template_configs()[0]
+                .overrides()
+                .iter()
+                .any(|o| o.subnet_id() == Some("subnet-a2"))
+        })
+        .then_output(|| {
+            CreateFleetOutput::builder()
+                .instances(
+                    CreateFleetInstance::builder()
+                        .instance_ids("i-0abc")
+                        .instance_type("m5.large".into())
+                        .launch_template_and_overrides(
+                            LaunchTemplateAndOverridesResponse::builder()
+                                .overrides(
+                                    FleetLaunchTemplateOverrides::builder()
+                                        .subnet_id("subnet-a2")
+                                        .build(),
+                                )
+                                .build(),
+                        )
+                        .build(),
+                )
+                .build()
+        });
+    let fleet = mocked(&[&exhausted, &launched]);
+    let status = status();
+    let spec = seed_node_class().spec;
+    let choices = [choice("m5.large", "ap-northeast-2a", "amd64")];
+    let node_labels = BTreeMap::new();
+    let instance = fleet
+        .launch(&mocked_request(&status, &spec, &choices, &node_labels))
+        .await
+        .expect("launched in the other subnet");
+    assert_eq!(instance.id, "i-0abc");
+    assert_eq!(instance.zone, "ap-northeast-2a");
+    assert_eq!(exhausted.num_calls(), 1);
+    assert_eq!(launched.num_calls(), 1);
+}
+
+#[tokio::test]
+async fn a_denied_fleet_request_names_the_permission() {
+    let denied = mock!(aws_sdk_ec2::Client::create_fleet).then_error(|| {
+        aws_sdk_ec2::operation::create_fleet::CreateFleetError::generic(
+            aws_sdk_ec2::error::ErrorMetadata::builder()
+                .code("UnauthorizedOperation")
+                .message("You are not authorized to perform this operation.")
+                .build(),
+        )
+    });
+    let fleet = mocked(&[&denied]);
+    let status = status();
+    let spec = seed_node_class().spec;
+    let choices = [choice("m5.large", "ap-northeast-2a", "amd64")];
+    let node_labels = BTreeMap::new();
+    let err = fleet
+        .launch(&mocked_request(&status, &spec, &choices, &node_labels))
+        .await
+        .expect_err("denied");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("ec2:CreateFleet is not allowed for Kerf's role"),
+        "{text}"
+    );
+
+    // and a class with nothing resolved says so before calling EC2
+    let empty = EC2NodeClassStatus::default();
+    let err = fleet
+        .launch(&mocked_request(&empty, &spec, &choices, &node_labels))
+        .await
+        .expect_err("not ready");
+    assert_eq!(
+        err.to_string(),
+        "EC2NodeClass default: no subnets resolved (status.subnets is empty)"
+    );
+    assert_eq!(denied.num_calls(), 1);
+}
