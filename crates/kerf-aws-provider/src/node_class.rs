@@ -2,8 +2,8 @@
 //! terms select, as the status Karpenter writes (`status.subnets` by free addresses,
 //! `status.securityGroups`, `status.amis` with the requirements each AMI serves) and the
 //! `SubnetsReady`, `SecurityGroupsReady` and `AMIsReady` conditions, whose messages name the
-//! selector that matched nothing. The instance profile (`InstanceProfileReady`) and the overall
-//! `Ready` come with the IAM part of the provider.
+//! selector that matched nothing; [`status`] adds the instance profile (`InstanceProfileReady`)
+//! and the overall `Ready`.
 
 use std::collections::BTreeMap;
 
@@ -11,12 +11,13 @@ use aws_sdk_ec2::primitives::{DateTime, DateTimeFormat};
 use aws_sdk_ec2::types::{Filter as Ec2Filter, Image};
 use kerf_api::common::{Condition, NodeSelectorRequirementWithMinValues as Requirement, Operator};
 use kerf_api::ec2nodeclass::{
-    AmiSelectorTerm, AmiStatus, EC2NodeClassSpec, SecurityGroupSelectorTerm, SecurityGroupStatus,
-    SubnetSelectorTerm, SubnetStatus,
+    AmiSelectorTerm, AmiStatus, EC2NodeClassSpec, EC2NodeClassStatus, SecurityGroupSelectorTerm,
+    SecurityGroupStatus, SubnetSelectorTerm, SubnetStatus,
 };
 use kerf_api::labels;
 use kerf_aws::discovery::{self, Filter, Variant};
 
+use crate::instance_profile::InstanceProfiles;
 use crate::{AwsError, classify};
 
 /// Condition types, as Karpenter names them.
@@ -25,6 +26,11 @@ pub const SUBNETS_READY: &str = "SubnetsReady";
 pub const SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
 /// See [`SUBNETS_READY`].
 pub const AMIS_READY: &str = "AMIsReady";
+
+/// The instance profile's condition.
+pub const INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
+/// The class is ready to launch from when every other condition is.
+pub const READY: &str = "Ready";
 
 /// SSM takes at most this many names per `GetParameters`.
 const SSM_BATCH: usize = 10;
@@ -332,6 +338,70 @@ impl Discovery {
             .await
             .map_err(|e| classify("DescribeImages", "ec2:DescribeImages", e))
     }
+}
+
+/// A class's whole status: what its selectors resolve to, its instance profile (the one it
+/// names, or the one made for its `role`), and `Ready` when all of them are.
+pub async fn status(
+    discovery: &Discovery,
+    profiles: &InstanceProfiles,
+    name: &str,
+    spec: &EC2NodeClassSpec,
+    kubernetes: &str,
+    now: i64,
+) -> Result<EC2NodeClassStatus, AwsError> {
+    let resolved = discovery.resolve(spec, kubernetes, now).await?;
+    let (instance_profile, profile_condition) = match (&spec.instance_profile, &spec.role) {
+        (Some(profile), _) => (
+            Some(profile.clone()),
+            condition(INSTANCE_PROFILE_READY, true, "", String::new()),
+        ),
+        (None, Some(role)) => match profiles.ensure(name, role).await {
+            Ok(profile) => (
+                Some(profile),
+                condition(INSTANCE_PROFILE_READY, true, "", String::new()),
+            ),
+            Err(e) => (
+                None,
+                condition(
+                    INSTANCE_PROFILE_READY,
+                    false,
+                    "InstanceProfileCreationFailed",
+                    e.to_string(),
+                ),
+            ),
+        },
+        (None, None) => (
+            None,
+            condition(
+                INSTANCE_PROFILE_READY,
+                false,
+                "InstanceProfileNotFound",
+                "neither spec.role nor spec.instanceProfile is set".into(),
+            ),
+        ),
+    };
+    let mut conditions = resolved.conditions;
+    conditions.push(profile_condition);
+    let unready: Vec<&str> = conditions
+        .iter()
+        .filter(|c| c.status != "True")
+        .map(|c| c.type_.as_str())
+        .collect();
+    let ready = condition(
+        READY,
+        unready.is_empty(),
+        "NotReady",
+        format!("{} False", unready.join(", ")),
+    );
+    conditions.push(ready);
+    Ok(EC2NodeClassStatus {
+        subnets: resolved.subnets,
+        security_groups: resolved.security_groups,
+        amis: resolved.amis,
+        instance_profile,
+        conditions,
+    })
 }
 
 fn subnet_pairs(t: &SubnetSelectorTerm) -> Vec<(&str, &str)> {

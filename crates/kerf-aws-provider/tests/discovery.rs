@@ -6,8 +6,12 @@ mod support;
 use kerf_api::common::Operator;
 use kerf_api::labels;
 use kerf_aws_provider::Discovery;
+use kerf_aws_provider::instance_profile::InstanceProfiles;
+use kerf_aws_provider::node_class::{self, READY};
 use kerf_aws_provider::node_class::{AMIS_READY, SECURITY_GROUPS_READY, SUBNETS_READY};
-use support::{ARM64_IMAGE, Moto, NOW, SEED_AMI_PARAMETERS, network, seed_node_class};
+use support::{
+    ARM64_IMAGE, CLUSTER, Moto, NOW, REGION, SEED_AMI_PARAMETERS, network, seed_node_class,
+};
 
 fn condition<'a>(
     resolved: &'a kerf_aws_provider::Resolved,
@@ -158,4 +162,68 @@ async fn a_name_selector_keeps_one_image_per_architecture() {
     // moto has three x86_64 and one arm64 `amzn2-ami-hvm-*` image: one of each is kept
     assert_eq!(arches, ["amd64", "arm64"], "{:?}", resolved.amis);
     assert_eq!(condition(&resolved, AMIS_READY).status, "True");
+}
+
+#[tokio::test]
+async fn the_seed_class_is_ready_with_an_instance_profile_for_its_role() {
+    let moto = Moto::start("profile", &SEED_AMI_PARAMETERS);
+    let config = moto.config().await;
+    network(&aws_sdk_ec2::Client::new(&config)).await;
+    let class = seed_node_class();
+    let role = class.spec.role.clone().expect("the seed names a role");
+    aws_sdk_iam::Client::new(&config)
+        .create_role()
+        .role_name(&role)
+        .assume_role_policy_document(r#"{"Version":"2012-10-17","Statement":[]}"#)
+        .send()
+        .await
+        .expect("create role");
+    let discovery = Discovery::new(&config);
+    let profiles = InstanceProfiles::new(&config, CLUSTER, REGION);
+    let status = node_class::status(&discovery, &profiles, "default", &class.spec, "1.33", NOW)
+        .await
+        .expect("status");
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == READY)
+        .expect("Ready");
+    assert_eq!(ready.status, "True", "{:?}", status.conditions);
+    let profile = status.instance_profile.clone().expect("a profile");
+    assert!(profile.starts_with(&format!("{CLUSTER}_")), "{profile}");
+    let made = aws_sdk_iam::Client::new(&config)
+        .get_instance_profile()
+        .instance_profile_name(&profile)
+        .send()
+        .await
+        .expect("the profile exists");
+    let made = made.instance_profile().expect("profile");
+    let roles: Vec<&str> = made.roles().iter().map(|r| r.role_name()).collect();
+    assert_eq!(roles, [role.as_str()]);
+    assert!(
+        made.tags()
+            .iter()
+            .any(|t| t.key() == "karpenter.k8s.aws/ec2nodeclass" && t.value() == "default")
+    );
+    // a second reconcile finds the same profile and leaves it as it is
+    let again = node_class::status(&discovery, &profiles, "default", &class.spec, "1.33", NOW)
+        .await
+        .expect("status");
+    assert_eq!(again.instance_profile, Some(profile));
+
+    // without a role or a profile the class is not ready, and says why
+    let mut spec = class.spec.clone();
+    spec.role = None;
+    let status = node_class::status(&discovery, &profiles, "default", &spec, "1.33", NOW)
+        .await
+        .expect("status");
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == READY)
+        .expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.message.as_str()),
+        ("False", "InstanceProfileReady False")
+    );
 }
