@@ -44,6 +44,7 @@ pub trait CloudProvider {
     /// Terminates an instance (gone already is not an error).
     fn delete(&self, provider_id: &str) -> impl Future<Output = Result<(), CloudError>>;
 
-    /// The provider ids of the instances it runs for this cluster.
-    fn list(&self) -> impl Future<Output = Result<Vec<String>, CloudError>>;
+    /// The instances it runs for this cluster: provider id and the NodeClaim it was launched
+    /// for.
+    fn list(&self) -> impl Future<Output = Result<Vec<(String, String)>, CloudError>>;
 }

@@ -239,7 +239,7 @@ impl CloudProvider for Kwok {
         }
     }
 
-    async fn list(&self) -> Result<Vec<String>, CloudError> {
+    async fn list(&self) -> Result<Vec<(String, String)>, CloudError> {
         // page by page: a thousand whole Nodes (managed fields, images, conditions) parsed at
         // once were the operator's largest allocation, for the provider IDs alone
         let mut ids = Vec::new();
@@ -254,7 +254,10 @@ impl CloudProvider for Kwok {
                 page.items
                     .into_iter()
                     .filter_map(|n| n.spec?.provider_id)
-                    .filter(|p| p.starts_with(PROVIDER_PREFIX)),
+                    .filter_map(|p| {
+                        let claim = p.strip_prefix(PROVIDER_PREFIX)?.to_string();
+                        Some((p, claim))
+                    }),
             );
             match page.metadata.continue_ {
                 Some(token) if !token.is_empty() => params = params.continue_token(&token),

@@ -3,6 +3,7 @@
 //! API calls and cloud calls. Startup is in steps that leader election, `/metrics` and probes
 //! slot into: connect, wait for every watch to list once, then reconcile.
 
+pub mod aws;
 pub mod cloud;
 pub mod events;
 pub mod execute;
@@ -72,16 +73,7 @@ pub async fn run<C: CloudProvider>(
         if t >= next_gc {
             next_gc = t + GARBAGE_COLLECTION_INTERVAL;
             match executor.cloud().list().await {
-                Ok(instances) => {
-                    let named: Vec<(String, String)> = instances
-                        .into_iter()
-                        .map(|p| {
-                            let claim = p.rsplit('/').next().unwrap_or("").to_string();
-                            (p, claim)
-                        })
-                        .collect();
-                    core.garbage_collect(&named, now());
-                }
+                Ok(instances) => core.garbage_collect(&instances, now()),
                 Err(e) => log_error("listing instances", &e.to_string()),
             }
         }

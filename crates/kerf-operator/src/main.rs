@@ -6,6 +6,9 @@ use clap::{Parser, ValueEnum};
 /// Which cloud launches the nodes.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Provider {
+    /// EC2 instances, through the AWS SDK's standard credential chain (`AWS_ENDPOINT_URL`
+    /// points it at an emulator).
+    Aws,
     /// Nodes are Node objects that kwok runs (for tests and benchmarks without a cloud).
     Kwok,
 }
@@ -15,11 +18,26 @@ enum Provider {
 #[command(name = "kerf-operator", version)]
 struct Args {
     /// The cloud provider.
-    #[arg(long, value_enum, default_value = "kwok")]
+    #[arg(long, value_enum, default_value = "aws")]
     cloud_provider: Provider,
-    /// The region whose instance types and zones kwok offers.
-    #[arg(long, default_value = "us-east-1")]
-    region: String,
+    /// The region: kwok offers its instance types and zones (default us-east-1); for aws it
+    /// overrides the SDK's (`AWS_REGION`).
+    #[arg(long, env = "AWS_REGION")]
+    region: Option<String>,
+    /// aws: the EKS cluster's name (Karpenter's `settings.clusterName`).
+    #[arg(long, env = "CLUSTER_NAME")]
+    cluster_name: Option<String>,
+    /// aws: the API server's URL nodes join (`settings.clusterEndpoint`).
+    #[arg(long, env = "CLUSTER_ENDPOINT")]
+    cluster_endpoint: Option<String>,
+    /// aws: the cluster's CA certificate, base64 (`aws eks describe-cluster --query
+    /// cluster.certificateAuthority.data`).
+    #[arg(long, env = "CLUSTER_CA_BUNDLE")]
+    cluster_ca_bundle: Option<String>,
+    /// aws: the service CIDR AL2023 nodes need (`aws eks describe-cluster --query
+    /// cluster.kubernetesNetworkConfig.serviceIpv4Cidr`).
+    #[arg(long, env = "CLUSTER_CIDR")]
+    cluster_cidr: Option<String>,
     /// kwok only: a file of offerings without capacity, one
     /// `CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]]` a line (`*` for any), read at every launch.
     #[arg(long, value_name = "FILE")]
@@ -77,12 +95,45 @@ async fn main() -> std::process::ExitCode {
     let result = match args.cloud_provider {
         Provider::Kwok => match kerf_operator::kwok::Kwok::new(
             client.clone(),
-            &args.region,
+            args.region.as_deref().unwrap_or("us-east-1"),
             args.kwok_no_capacity,
         ) {
             Ok(cloud) => kerf_operator::run(client, cloud, options).await,
             Err(e) => Err(e.into()),
         },
+        Provider::Aws => {
+            let (Some(name), Some(endpoint)) = (args.cluster_name, args.cluster_endpoint) else {
+                eprintln!(
+                    "kerf-operator: --cloud-provider aws needs --cluster-name (CLUSTER_NAME) and \
+                     --cluster-endpoint (CLUSTER_ENDPOINT)"
+                );
+                return std::process::ExitCode::from(2);
+            };
+            let mut config = kerf_aws_provider::sdk_config().await;
+            if let Some(region) = args.region {
+                config = config
+                    .into_builder()
+                    .region(aws_config::Region::new(region))
+                    .build();
+            }
+            let cluster = kerf_aws_provider::user_data::ClusterInfo {
+                name: name.clone(),
+                endpoint,
+                ca_bundle: args.cluster_ca_bundle,
+                cidr: args.cluster_cidr,
+            };
+            match kerf_operator::aws::Aws::new(&config, cluster) {
+                Ok(cloud) => {
+                    tokio::spawn(kerf_operator::aws::reconcile_node_classes(
+                        client.clone(),
+                        config,
+                        name,
+                    ));
+                    kerf_operator::run(client, cloud, options).await
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

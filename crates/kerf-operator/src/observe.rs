@@ -90,8 +90,9 @@ fn applied(core: &mut Controllers, cloud: &impl CloudProvider, object: Object, n
             if cluster
                 .node_classes
                 .get(&name)
-                .is_none_or(|old| old.spec != class.spec)
+                .is_none_or(|old| old.spec != class.spec || old.status != class.status)
             {
+                // the status matters too: its subnets' zones are where types are offered
                 cluster.apply_node_class(*class);
                 let types = cloud.instance_types(cluster.node_classes.get(&name));
                 cluster.set_instance_types(&name, types);

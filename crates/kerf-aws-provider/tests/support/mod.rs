@@ -1,5 +1,6 @@
 //! moto's server on 127.0.0.1 (scripts/moto-server.py from the venv scripts/python-tools.sh
-//! installs), one per test, stopped when dropped, and SDK clients pointed at it.
+//! installs), one per test, stopped when dropped, and SDK clients pointed at it; the seed's
+//! network and node class. kerf-operator's AWS end-to-end test includes this file too.
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -86,12 +87,17 @@ impl Moto {
         moto
     }
 
+    /// The server's URL, for `AWS_ENDPOINT_URL`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
     /// An SDK configuration that reaches this server.
     pub async fn config(&self) -> aws_config::SdkConfig {
         aws_config::defaults(aws_config::BehaviorVersion::latest())
             .http_client(kerf_aws_provider::https_client())
             .region(Region::new(REGION))
-            .endpoint_url(format!("http://127.0.0.1:{}", self.port))
+            .endpoint_url(self.endpoint())
             .credentials_provider(Credentials::new("test", "test", None, None, "kerf-tests"))
             .load()
             .await

@@ -117,7 +117,7 @@ impl Drop for ControlPlane {
     }
 }
 
-/// `kerf-operator --cloud-provider kwok` running against a control plane.
+/// `kerf-operator` running against a control plane.
 pub struct Operator {
     child: Child,
     /// Where its log lines go.
@@ -128,11 +128,24 @@ impl Operator {
     /// Starts the operator `binary` with `args` after `--cloud-provider kwok`; its JSON log
     /// lines go to `<dir>/operator-<n>.log`.
     pub fn start(cp: &ControlPlane, binary: &str, n: u32, args: &[&str]) -> Operator {
+        let mut all = vec!["--cloud-provider", "kwok"];
+        all.extend(args);
+        Operator::spawn(cp, binary, n, &all, &[])
+    }
+
+    /// Starts `binary` with exactly `args` and these environment variables added.
+    pub fn spawn(
+        cp: &ControlPlane,
+        binary: &str,
+        n: u32,
+        args: &[&str],
+        env: &[(&str, String)],
+    ) -> Operator {
         let log = cp.dir.join(format!("operator-{n}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(binary)
-            .args(["--cloud-provider", "kwok"])
             .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("KUBECONFIG", &cp.kubeconfig)
             .stdout(file.try_clone().expect("log file"))
             .stderr(file)

@@ -1,0 +1,370 @@
+//! The `aws` cloud provider: NodeClaims become EC2 instances through kerf-aws-provider's
+//! fleet, offered in the zones of the class's subnets, and a reconciler keeps each
+//! EC2NodeClass's status (subnets, security groups, AMIs, instance profile, conditions) as
+//! Karpenter does, every minute and whenever a class changes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kerf_api::{EC2NodeClass, NodePool, labels};
+use kerf_aws::capacity::NodeSettings;
+use kerf_aws::instance_type::scheduler_options;
+use kerf_aws_provider::instance_profile::InstanceProfiles;
+use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest};
+use kerf_aws_provider::user_data::ClusterInfo;
+use kerf_aws_provider::{Discovery, node_class};
+use kerf_core::cluster::{CapacityType, ClaimRecord, Launched};
+use kerf_core::controllers::lifecycle::Offering;
+use kerf_scheduling::InstanceTypeOption;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use crate::cloud::{CloudError, CloudProvider};
+use crate::execute::log_error;
+
+/// How often every EC2NodeClass is resolved again (Karpenter's is a minute too).
+pub const NODE_CLASS_INTERVAL: Duration = Duration::from_secs(60);
+
+/// EC2 instances for NodeClaims.
+pub struct Aws {
+    region: String,
+    fleet: Fleet,
+    /// The instance types per node class spec and zones: built once, shared with the
+    /// controllers.
+    catalogs: Mutex<HashMap<String, Arc<[InstanceTypeOption]>>>,
+}
+
+/// The zones a class's subnets are in; none before its status is written.
+fn zones(class: Option<&EC2NodeClass>) -> Vec<String> {
+    let mut zones: Vec<String> = class
+        .and_then(|c| c.status.as_ref())
+        .map(|s| s.subnets.iter().map(|s| s.zone.clone()).collect())
+        .unwrap_or_default();
+    zones.sort();
+    zones.dedup();
+    zones
+}
+
+fn allows(claim: &ClaimRecord, key: &str, value: &str) -> bool {
+    claim
+        .requirements
+        .iter()
+        .filter(|r| r.key == key)
+        .all(|r| r.matches(Some(value)))
+}
+
+impl Aws {
+    /// A provider launching in `config`'s region for `cluster`.
+    pub fn new(config: &aws_config::SdkConfig, cluster: ClusterInfo) -> Result<Aws, CloudError> {
+        let region = config
+            .region()
+            .map(|r| r.to_string())
+            .ok_or_else(|| CloudError::Config("no AWS region (set AWS_REGION)".into()))?;
+        kerf_aws::catalog::zones(&region).map_err(|e| CloudError::Config(e.to_string()))?;
+        Ok(Aws {
+            region,
+            fleet: Fleet::new(config, cluster),
+            catalogs: Mutex::default(),
+        })
+    }
+
+    fn catalog(&self, class: Option<&EC2NodeClass>) -> Arc<[InstanceTypeOption]> {
+        let zones = zones(class);
+        let key = format!(
+            "{}|{}",
+            class
+                .and_then(|c| serde_json::to_string(&c.spec).ok())
+                .unwrap_or_default(),
+            zones.join(",")
+        );
+        let mut catalogs = self.catalogs.lock().unwrap_or_else(PoisonError::into_inner);
+        let built = catalogs.entry(key).or_insert_with(|| {
+            let settings = class
+                .map(|c| NodeSettings::from_node_class(&c.spec))
+                .unwrap_or_default();
+            let types = kerf_aws::instance_types(&self.region, &settings).unwrap_or_default();
+            let mut options = scheduler_options(&types, |_, _, _| false);
+            // offered only where the class has a subnet
+            for t in &mut options {
+                t.offerings.retain(|o| zones.contains(&o.zone));
+            }
+            options.retain(|t| !t.offerings.is_empty());
+            options.into()
+        });
+        Arc::clone(built)
+    }
+}
+
+impl CloudProvider for Aws {
+    fn name(&self) -> &'static str {
+        "aws"
+    }
+
+    fn instance_types(&self, class: Option<&EC2NodeClass>) -> Arc<[InstanceTypeOption]> {
+        self.catalog(class)
+    }
+
+    async fn create(
+        &self,
+        name: &str,
+        claim: &ClaimRecord,
+        pool: &NodePool,
+        class: Option<&EC2NodeClass>,
+    ) -> Result<Launched, CloudError> {
+        let Some(class) = class else {
+            return Err(CloudError::Config(format!(
+                "NodePool {}: EC2NodeClass {} not found",
+                claim.node_pool, claim.node_class
+            )));
+        };
+        let Some(status) = class.status.as_ref() else {
+            return Err(CloudError::Config(format!(
+                "EC2NodeClass {}: not resolved yet (no status)",
+                claim.node_class
+            )));
+        };
+        let catalog = self.catalog(Some(class));
+        // spot when the NodeClaim allows it and any spot offering is left, else on-demand
+        let mut offers: Vec<(bool, f64, &InstanceTypeOption, &kerf_scheduling::Offering)> =
+            Vec::new();
+        for t in catalog
+            .iter()
+            .filter(|t| claim.instance_types.contains(&t.name))
+        {
+            for o in &t.offerings {
+                if allows(claim, labels::ZONE, &o.zone)
+                    && allows(claim, labels::CAPACITY_TYPE, &o.capacity_type)
+                {
+                    let on_demand = o.capacity_type != labels::CAPACITY_TYPE_SPOT;
+                    offers.push((on_demand, o.price_per_hour, t, o));
+                }
+            }
+        }
+        offers.sort_by(|a, b| {
+            (a.0, a.1)
+                .partial_cmp(&(b.0, b.1))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        let Some(first) = offers.first() else {
+            return Err(CloudError::InsufficientCapacity(Vec::new()));
+        };
+        let capacity_type = first.3.capacity_type.clone();
+        offers.retain(|o| o.3.capacity_type == capacity_type);
+        let choices: Vec<Choice> = offers
+            .iter()
+            .map(|(_, _, t, o)| Choice {
+                instance_type: t.name.clone(),
+                zone: o.zone.clone(),
+                labels: (*t.labels).clone(),
+            })
+            .collect();
+        let template = &pool.spec.template;
+        let mut node_labels: BTreeMap<String, String> = template.metadata.labels.clone();
+        node_labels.insert(labels::NODEPOOL.into(), claim.node_pool.clone());
+        node_labels.insert(labels::CAPACITY_TYPE.into(), capacity_type.clone());
+        let taints: Vec<kerf_api::Taint> = template
+            .spec
+            .taints
+            .iter()
+            .chain(template.spec.startup_taints.iter())
+            .cloned()
+            .collect();
+        let instance = self
+            .fleet
+            .launch(&LaunchRequest {
+                nodeclaim: name,
+                node_pool: &claim.node_pool,
+                node_class: &claim.node_class,
+                spec: &class.spec,
+                status,
+                capacity_type: &capacity_type,
+                choices: &choices,
+                labels: &node_labels,
+                taints: &taints,
+            })
+            .await
+            .map_err(|e| match e {
+                LaunchError::InsufficientCapacity(offerings) => CloudError::InsufficientCapacity(
+                    offerings
+                        .into_iter()
+                        .map(|o| Offering {
+                            capacity_type: o.capacity_type,
+                            instance_type: o.instance_type,
+                            zone: o.zone,
+                        })
+                        .collect(),
+                ),
+                LaunchError::Aws(kerf_aws_provider::AwsError::Api { call, message }) => {
+                    CloudError::Api(format!("{call}: {message}"))
+                }
+                other => CloudError::Config(other.to_string()),
+            })?;
+        let (t, o) = offers
+            .iter()
+            .find(|(_, _, t, o)| t.name == instance.instance_type && o.zone == instance.zone)
+            .map(|(_, _, t, o)| (*t, *o))
+            .ok_or_else(|| {
+                CloudError::Api(format!(
+                    "CreateFleet launched {} in {}, which the NodeClaim did not ask for",
+                    instance.instance_type, instance.zone
+                ))
+            })?;
+        let mut type_labels = (*t.labels).clone();
+        type_labels.insert(labels::REGION.into(), self.region.clone());
+        Ok(Launched {
+            provider_id: instance.provider_id(),
+            instance_type: t.name.clone(),
+            zone: o.zone.clone(),
+            capacity_type: CapacityType::parse(&o.capacity_type).unwrap_or(CapacityType::OnDemand),
+            price_per_hour: o.price_per_hour,
+            capacity: t.capacity.clone(),
+            allocatable: t.allocatable.clone(),
+            labels: type_labels,
+        })
+    }
+
+    async fn delete(&self, provider_id: &str) -> Result<(), CloudError> {
+        self.fleet
+            .terminate(provider_id)
+            .await
+            .map_err(|e| CloudError::Api(e.to_string()))
+    }
+
+    async fn list(&self) -> Result<Vec<(String, String)>, CloudError> {
+        let instances = self
+            .fleet
+            .list()
+            .await
+            .map_err(|e| CloudError::Api(e.to_string()))?;
+        Ok(instances
+            .into_iter()
+            .map(|i| {
+                let claim = i.nodeclaim.clone().unwrap_or_default();
+                (i.provider_id(), claim)
+            })
+            .collect())
+    }
+}
+
+/// `1.33` from the API server's version (EKS reports minors like `33+`).
+pub fn kubernetes_version(info: &k8s_openapi::apimachinery::pkg::version::Info) -> String {
+    let digits = |s: &str| {
+        s.chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+    };
+    format!("{}.{}", digits(&info.major), digits(&info.minor))
+}
+
+/// Keeps every EC2NodeClass's status current: at start, when a class changes, and every
+/// [`NODE_CLASS_INTERVAL`]. Runs until the process stops; failures are logged and retried at
+/// the next round.
+pub async fn reconcile_node_classes(
+    client: kube::Client,
+    config: aws_config::SdkConfig,
+    cluster: String,
+) {
+    let classes: Api<EC2NodeClass> = Api::all(client.clone());
+    let region = config.region().map(|r| r.to_string()).unwrap_or_default();
+    let discovery = Discovery::new(&config);
+    let profiles = InstanceProfiles::new(&config, &cluster, &region);
+    let mut changes = kube::runtime::watcher(classes.clone(), Default::default()).boxed();
+    loop {
+        let kubernetes = match client.apiserver_version().await {
+            Ok(info) => kubernetes_version(&info),
+            Err(e) => {
+                log_error("reading the Kubernetes version", &e.to_string());
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                continue;
+            }
+        };
+        match classes.list(&Default::default()).await {
+            Ok(list) => {
+                for class in list.items {
+                    reconcile_one(&classes, &discovery, &profiles, &class, &kubernetes).await;
+                }
+            }
+            Err(e) => log_error("listing ec2nodeclasses", &e.to_string()),
+        }
+        // the next round: the interval, or sooner when a class's spec changes
+        let deadline = tokio::time::sleep(NODE_CLASS_INTERVAL);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                () = &mut deadline => break,
+                event = changes.next() => match event {
+                    Some(Ok(kube::runtime::watcher::Event::Apply(c))) => {
+                        let resolved = c.status.as_ref().is_some_and(|s| {
+                            s.conditions.iter().any(|cond| {
+                                cond.observed_generation == c.metadata.generation
+                            })
+                        });
+                        if !resolved {
+                            reconcile_one(&classes, &discovery, &profiles, &c, &kubernetes).await;
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => log_error("watching ec2nodeclasses", &e.to_string()),
+                    None => return,
+                },
+            }
+        }
+    }
+}
+
+async fn reconcile_one(
+    classes: &Api<EC2NodeClass>,
+    discovery: &Discovery,
+    profiles: &InstanceProfiles,
+    class: &EC2NodeClass,
+    kubernetes: &str,
+) {
+    let name = class.metadata.name.clone().unwrap_or_default();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let mut status = match node_class::status(
+        discovery,
+        profiles,
+        &name,
+        &class.spec,
+        kubernetes,
+        now.as_second(),
+    )
+    .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            log_error("resolving ec2nodeclass", &format!("{name}: {e}"));
+            return;
+        }
+    };
+    // a condition keeps its transition time while its status holds
+    let previous = class
+        .status
+        .as_ref()
+        .map(|s| &s.conditions[..])
+        .unwrap_or(&[]);
+    for c in &mut status.conditions {
+        c.observed_generation = class.metadata.generation;
+        c.last_transition_time = previous
+            .iter()
+            .find(|p| p.type_ == c.type_ && p.status == c.status)
+            .and_then(|p| p.last_transition_time.clone())
+            .or_else(|| {
+                k8s_openapi::jiff::Timestamp::from_second(now.as_second())
+                    .ok()
+                    .map(|t| t.to_string())
+            });
+    }
+    if class.status.as_ref() == Some(&status) {
+        return;
+    }
+    let patch = Patch::Merge(json!({ "status": status }));
+    if let Err(e) = classes
+        .patch_status(&name, &PatchParams::default(), &patch)
+        .await
+    {
+        log_error("patching ec2nodeclass status", &format!("{name}: {e}"));
+    }
+}

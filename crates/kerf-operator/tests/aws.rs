@@ -1,0 +1,294 @@
+//! `kerf-operator --cloud-provider aws` against a real control plane and moto's EC2, SSM and
+//! IAM: seed 004's EC2NodeClass is resolved into a Ready status, its NodePool's pending pods
+//! become an instance launched through EC2 Fleet, the test plays the kubelet registering that
+//! instance's Node, the pods run on it, and deleting the NodeClaim terminates the instance;
+//! an instance whose NodeClaim never existed is garbage collected.
+
+#[allow(dead_code)] // the AWS provider's harness: this binary uses moto and the seed network
+#[path = "../../kerf-aws-provider/tests/support/mod.rs"]
+mod moto;
+mod support;
+
+use std::time::Duration;
+
+use aws_sdk_ec2::types::{InstanceStateName, InstanceType, ResourceType};
+use moto::{CLUSTER, Moto, REGION, SEED_AMI_PARAMETERS, network, seed_node_class, tags};
+use serde_json::{Value, json};
+use support::{ControlPlane, Operator, root, wait_for};
+
+/// The version scripts/e2e-cluster.sh builds.
+const KUBERNETES: &str = "1.35";
+const LIMIT: Duration = Duration::from_secs(120);
+const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
+
+fn json_of(cp: &ControlPlane, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&cp.kubectl_ok(&all, None)).expect("kubectl json")
+}
+
+fn condition(object: &Value, type_: &str) -> Option<String> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .and_then(|c| c["status"].as_str())
+        .map(str::to_string)
+}
+
+fn running(cp: &ControlPlane) -> usize {
+    json_of(cp, &["get", "pods", "-l", "app=inflate"])["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["status"]["phase"] == "Running")
+        .count()
+}
+
+/// The instances moto runs for a NodeClaim, with their states.
+async fn instances_of(ec2: &aws_sdk_ec2::Client, claim: &str) -> Vec<(String, InstanceStateName)> {
+    let out = ec2
+        .describe_instances()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("tag:karpenter.sh/nodeclaim")
+                .values(claim)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("describe instances");
+    out.reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .map(|i| {
+            (
+                i.instance_id().unwrap_or_default().to_string(),
+                i.state()
+                    .and_then(|s| s.name())
+                    .cloned()
+                    .unwrap_or(InstanceStateName::Pending),
+            )
+        })
+        .collect()
+}
+
+/// What a kubelet does when its instance boots: registers the Node with the provider id, the
+/// labels its user data passes, and the capacity the NodeClaim reports (kwok then keeps it
+/// Ready).
+fn register(cp: &ControlPlane, claim: &Value) -> String {
+    let name = claim["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    let mut labels = claim["metadata"]["labels"].clone();
+    labels["kubernetes.io/hostname"] = json!(name);
+    labels["kubernetes.io/os"] = json!("linux");
+    let node = json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
+        "spec": {"providerID": claim["status"]["providerID"]},
+        "status": {
+            "capacity": claim["status"]["capacity"],
+            "allocatable": claim["status"]["allocatable"],
+        },
+    });
+    cp.kubectl_ok(&["create", "-f", "-"], Some(node.to_string().as_bytes()));
+    name
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_terminated_with_its_nodeclaim()
+ {
+    // the aliases read the parameters of the control plane's Kubernetes version
+    let parameters: Vec<(String, &str)> = SEED_AMI_PARAMETERS
+        .iter()
+        .map(|(name, id)| (name.replace("1.33", KUBERNETES), *id))
+        .collect();
+    let parameters: Vec<(&str, &str)> = parameters.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+    let moto = Moto::start("operator", &parameters);
+    let config = moto.config().await;
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    let (subnet, _, _) = network(&ec2).await;
+    let role = seed_node_class().spec.role.expect("the seed names a role");
+    aws_sdk_iam::Client::new(&config)
+        .create_role()
+        .role_name(&role)
+        .assume_role_policy_document(r#"{"Version":"2012-10-17","Statement":[]}"#)
+        .send()
+        .await
+        .expect("create role");
+
+    let cp = ControlPlane::start("aws");
+    cp.install_crds();
+    let seed =
+        std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed 004");
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));
+    let env = [
+        ("AWS_ENDPOINT_URL", moto.endpoint()),
+        ("AWS_ACCESS_KEY_ID", "test".to_string()),
+        ("AWS_SECRET_ACCESS_KEY", "test".to_string()),
+        ("AWS_REGION", REGION.to_string()),
+        ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
+        ("CLUSTER_NAME", CLUSTER.to_string()),
+        (
+            "CLUSTER_ENDPOINT",
+            "https://ABCDEF.gr7.ap-northeast-2.eks.amazonaws.com".to_string(),
+        ),
+        ("CLUSTER_CIDR", "10.100.0.0/16".to_string()),
+    ];
+    let op = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "aws"], &env);
+    let log = || std::fs::read_to_string(&op.log).unwrap_or_default();
+
+    // the class resolves: Ready, with the seed's subnets and an instance profile for its role
+    let class = wait_for(
+        "the EC2NodeClass Ready",
+        LIMIT,
+        || {
+            let c = json_of(&cp, &["get", "ec2nodeclass", "default"]);
+            (condition(&c, "Ready").as_deref() == Some("True")).then_some(c)
+        },
+        || {
+            format!(
+                "{}\n{}",
+                json_of(&cp, &["get", "ec2nodeclass", "default"]),
+                log()
+            )
+        },
+    );
+    assert_eq!(class["status"]["subnets"].as_array().map(Vec::len), Some(2));
+    assert!(
+        class["status"]["instanceProfile"]
+            .as_str()
+            .is_some_and(|p| p.starts_with(CLUSTER)),
+        "{class}"
+    );
+
+    // an instance the cluster never asked for: garbage collection terminates it
+    let orphan = ec2
+        .run_instances()
+        .image_id("ami-ekslinux")
+        .instance_type(InstanceType::M5Large)
+        .subnet_id(&subnet)
+        .min_count(1)
+        .max_count(1)
+        .tag_specifications(tags(
+            &[
+                ("karpenter.sh/nodeclaim", "default-ghost"),
+                ("karpenter.sh/nodepool", "default"),
+                ("eks:eks-cluster-name", CLUSTER),
+            ],
+            ResourceType::Instance,
+        ))
+        .send()
+        .await
+        .expect("run an orphan");
+    assert_eq!(orphan.instances().len(), 1);
+
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=5"], None);
+    let claim = wait_for(
+        "a launched NodeClaim",
+        LIMIT,
+        || {
+            let claims = json_of(&cp, &["get", "nodeclaims"]);
+            claims["items"]
+                .as_array()?
+                .iter()
+                .find(|c| {
+                    c["status"]["providerID"]
+                        .as_str()
+                        .is_some_and(|p| p.starts_with("aws:///"))
+                })
+                .cloned()
+        },
+        || format!("{}\n{}", cp.kubectl_ok(&["get", "nodeclaims"], None), log()),
+    );
+    let name = claim["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    let provider_id = claim["status"]["providerID"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let launched = instances_of(&ec2, &name).await;
+    assert_eq!(launched.len(), 1, "{launched:?}");
+    assert!(
+        provider_id.ends_with(&launched[0].0),
+        "{provider_id} {launched:?}"
+    );
+    assert_eq!(
+        claim["metadata"]["labels"]["karpenter.sh/capacity-type"],
+        "on-demand"
+    );
+
+    register(&cp, &claim);
+    wait_for(
+        "5 pods running on the registered node",
+        LIMIT,
+        || (running(&cp) == 5).then_some(()),
+        || cp.kubectl_ok(&["get", "pods", "-o", "wide"], None),
+    );
+    wait_for(
+        "the NodeClaim Ready",
+        LIMIT,
+        || {
+            let c = json_of(&cp, &["get", "nodeclaim", &name]);
+            (condition(&c, "Ready").as_deref() == Some("True")).then_some(())
+        },
+        || cp.kubectl_ok(&["get", "nodeclaims"], None),
+    );
+
+    // the orphan is gone by now (garbage collection runs every 30 s)
+    wait_for(
+        "the orphan terminated",
+        LIMIT,
+        || {
+            let ec2 = ec2.clone();
+            let states = tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current()
+                    .block_on(async move { instances_of(&ec2, "default-ghost").await })
+            });
+            states
+                .iter()
+                .all(|(_, s)| *s == InstanceStateName::Terminated)
+                .then_some(())
+        },
+        log,
+    );
+
+    // deleting the NodeClaim drains the node and terminates the instance
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=0"], None);
+    cp.kubectl_ok(&["delete", "nodeclaim", &name, "--wait=false"], None);
+    wait_for(
+        "the instance terminated",
+        LIMIT,
+        || {
+            let ec2 = ec2.clone();
+            let name = name.clone();
+            let states = tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current()
+                    .block_on(async move { instances_of(&ec2, &name).await })
+            });
+            (states.len() == 1 && states[0].1 == InstanceStateName::Terminated).then_some(())
+        },
+        log,
+    );
+    wait_for(
+        "the NodeClaim gone",
+        LIMIT,
+        || {
+            cp.kubectl(&["get", "nodeclaim", &name], None)
+                .status
+                .success()
+                .then_some(())
+                .xor(Some(()))
+        },
+        || cp.kubectl_ok(&["get", "nodeclaims"], None),
+    );
+}
