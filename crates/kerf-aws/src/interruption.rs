@@ -35,8 +35,10 @@ pub enum Kind {
 /// What to do about a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// Cordon and drain the node and delete its NodeClaim; for spot interruptions also mark
-    /// the offering unavailable.
+    /// Spot capacity is being reclaimed: mark the offering unavailable, then delete as
+    /// [`Action::Delete`] does.
+    Reclaim,
+    /// Cordon and drain the node and delete its NodeClaim.
     Delete,
     /// Log it, nothing else.
     Log,
@@ -57,7 +59,8 @@ impl Kind {
     /// What Kerf does about it.
     pub fn action(self) -> Action {
         match self {
-            Kind::SpotInterruption | Kind::ScheduledChange | Kind::StateChange => Action::Delete,
+            Kind::SpotInterruption => Action::Reclaim,
+            Kind::ScheduledChange | Kind::StateChange => Action::Delete,
             Kind::RebalanceRecommendation | Kind::NoOp => Action::Log,
         }
     }
@@ -165,7 +168,7 @@ mod tests {
         .unwrap();
         assert_eq!(m.kind, Kind::SpotInterruption);
         assert_eq!(m.instance_ids, ["i-0abc"]);
-        assert_eq!(m.kind.action(), Action::Delete);
+        assert_eq!(m.kind.action(), Action::Reclaim);
         assert_eq!(m.kind.as_str(), "SpotInterruptionKind");
     }
 

@@ -1,7 +1,8 @@
 //! The `aws` cloud provider: NodeClaims become EC2 instances through kerf-aws-provider's
 //! fleet, offered in the zones of the class's subnets, and a reconciler keeps each
 //! EC2NodeClass's status (subnets, security groups, AMIs, instance profile, conditions) as
-//! Karpenter does, every minute and whenever a class changes.
+//! Karpenter does, every minute and whenever a class changes; the interruption queue's
+//! messages become notices for the controllers.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,11 +12,14 @@ use futures::StreamExt;
 use kerf_api::{EC2NodeClass, NodePool, labels};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
+use kerf_aws::interruption;
 use kerf_aws_provider::instance_profile::InstanceProfiles;
+use kerf_aws_provider::interruption_queue::InterruptionQueue;
 use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest};
 use kerf_aws_provider::user_data::ClusterInfo;
 use kerf_aws_provider::{Discovery, node_class};
 use kerf_core::cluster::{CapacityType, ClaimRecord, Launched};
+use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::Offering;
 use kerf_scheduling::InstanceTypeOption;
 use kube::api::{Api, Patch, PatchParams};
@@ -23,7 +27,10 @@ use serde_json::json;
 
 use crate::cloud::{CloudError, CloudProvider};
 use crate::execute::log_error;
+use crate::watch::{Observed, Queue};
 
+/// The longest wait between retries of a failing queue.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// How often every EC2NodeClass is resolved again (Karpenter's is a minute too).
 pub const NODE_CLASS_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -31,6 +38,8 @@ pub const NODE_CLASS_INTERVAL: Duration = Duration::from_secs(60);
 pub struct Aws {
     region: String,
     fleet: Fleet,
+    /// The SDK configuration and the interruption queue's name, when one is read.
+    interruptions: Option<(aws_config::SdkConfig, String)>,
     /// The instance types per node class spec and zones: built once, shared with the
     /// controllers.
     catalogs: Mutex<HashMap<String, Arc<[InstanceTypeOption]>>>,
@@ -56,8 +65,13 @@ fn allows(claim: &ClaimRecord, key: &str, value: &str) -> bool {
 }
 
 impl Aws {
-    /// A provider launching in `config`'s region for `cluster`.
-    pub fn new(config: &aws_config::SdkConfig, cluster: ClusterInfo) -> Result<Aws, CloudError> {
+    /// A provider launching in `config`'s region for `cluster`, reading interruption messages
+    /// from the SQS queue `interruption_queue` when given.
+    pub fn new(
+        config: &aws_config::SdkConfig,
+        cluster: ClusterInfo,
+        interruption_queue: Option<String>,
+    ) -> Result<Aws, CloudError> {
         let region = config
             .region()
             .map(|r| r.to_string())
@@ -66,6 +80,7 @@ impl Aws {
         Ok(Aws {
             region,
             fleet: Fleet::new(config, cluster),
+            interruptions: interruption_queue.map(|name| (config.clone(), name)),
             catalogs: Mutex::default(),
         })
     }
@@ -225,6 +240,12 @@ impl CloudProvider for Aws {
         })
     }
 
+    fn watch_interruptions(&self, queue: Arc<Queue>) {
+        if let Some((config, name)) = self.interruptions.clone() {
+            tokio::spawn(read_interruptions(config, name, queue));
+        }
+    }
+
     async fn delete(&self, provider_id: &str) -> Result<(), CloudError> {
         self.fleet
             .terminate(provider_id)
@@ -245,6 +266,53 @@ impl CloudProvider for Aws {
                 (i.provider_id(), claim)
             })
             .collect())
+    }
+}
+
+/// Reads the interruption queue until the process stops: each message's instances become
+/// notices for the controllers; malformed messages are logged (and deleted by the queue);
+/// failed calls are retried with a backoff doubling to a minute.
+async fn read_interruptions(config: aws_config::SdkConfig, name: String, sink: Arc<Queue>) {
+    let mut backoff = Duration::from_secs(1);
+    let queue = loop {
+        match InterruptionQueue::open(&config, &name).await {
+            Ok(q) => break q,
+            Err(e) => {
+                log_error("opening the interruption queue", &e.to_string());
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    };
+    backoff = Duration::from_secs(1);
+    loop {
+        match queue.poll().await {
+            Ok(polled) => {
+                backoff = Duration::from_secs(1);
+                for error in polled.malformed {
+                    log_error("failed parsing interruption message", &error);
+                }
+                for message in polled.messages {
+                    let effect = match message.kind.action() {
+                        interruption::Action::Reclaim => NoticeEffect::Reclaim,
+                        interruption::Action::Delete => NoticeEffect::Delete,
+                        interruption::Action::Log => NoticeEffect::Log,
+                    };
+                    for instance_id in message.instance_ids {
+                        sink.push(Observed::Notice(Notice {
+                            instance_id,
+                            message_kind: message.kind.as_str(),
+                            effect,
+                        }));
+                    }
+                }
+            }
+            Err(e) => {
+                log_error("receiving interruption messages", &e.to_string());
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
     }
 }
 

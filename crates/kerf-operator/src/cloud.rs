@@ -10,6 +10,8 @@ use kerf_core::cluster::{ClaimRecord, Launched};
 use kerf_core::controllers::lifecycle::Offering;
 use kerf_scheduling::InstanceTypeOption;
 
+use crate::watch::Queue;
+
 /// Why a cloud call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CloudError {
@@ -43,6 +45,13 @@ pub trait CloudProvider {
 
     /// Terminates an instance (gone already is not an error).
     fn delete(&self, provider_id: &str) -> impl Future<Output = Result<(), CloudError>>;
+
+    /// Starts delivering the cloud's interruption notices into `queue` as
+    /// [`Observed::Notice`](crate::watch::Observed::Notice); a cloud without an interruption
+    /// queue delivers none.
+    fn watch_interruptions(&self, queue: Arc<Queue>) {
+        drop(queue);
+    }
 
     /// The instances it runs for this cluster: provider id and the NodeClaim it was launched
     /// for.

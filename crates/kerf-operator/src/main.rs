@@ -38,6 +38,10 @@ struct Args {
     /// cluster.kubernetesNetworkConfig.serviceIpv4Cidr`).
     #[arg(long, env = "CLUSTER_CIDR")]
     cluster_cidr: Option<String>,
+    /// aws: the SQS queue of interruption messages (`settings.interruptionQueue`); none read
+    /// when unset.
+    #[arg(long, env = "INTERRUPTION_QUEUE")]
+    interruption_queue: Option<String>,
     /// kwok only: a file of offerings without capacity, one
     /// `CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]]` a line (`*` for any), read at every launch.
     #[arg(long, value_name = "FILE")]
@@ -122,7 +126,7 @@ async fn main() -> std::process::ExitCode {
                 ca_bundle: args.cluster_ca_bundle,
                 cidr: args.cluster_cidr,
             };
-            match kerf_operator::aws::Aws::new(&config, cluster) {
+            match kerf_operator::aws::Aws::new(&config, cluster, args.interruption_queue) {
                 Ok(cloud) => {
                     tokio::spawn(kerf_operator::aws::reconcile_node_classes(
                         client.clone(),

@@ -43,6 +43,7 @@ pub fn apply(
         Observed::Applied(object) => applied(core, cloud, object, now),
         Observed::Deleted(object) => deleted(core, object, now),
         Observed::Gone(kind, key) => gone(core, kind, &key, now),
+        Observed::Notice(notice) => core.notice(&notice, now),
         Observed::Synced(_) | Observed::Failed(..) => {}
     }
 }

@@ -53,6 +53,8 @@ pub enum Observed {
     Synced(&'static str),
     /// The watch failed (it retries); the message is for the log.
     Failed(&'static str, String),
+    /// The cloud's interruption queue says an instance is going.
+    Notice(kerf_core::controllers::interruption::Notice),
 }
 
 impl Object {

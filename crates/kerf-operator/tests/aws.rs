@@ -1,10 +1,10 @@
 //! `kerf-operator --cloud-provider aws` against a real control plane and moto's EC2, SSM and
 //! IAM: seed 004's EC2NodeClass is resolved into a Ready status, its NodePool's pending pods
 //! become an instance launched through EC2 Fleet, the test plays the kubelet registering that
-//! instance's Node, the pods run on it, and deleting the NodeClaim terminates the instance;
-//! an instance whose NodeClaim never existed is garbage collected.
+//! instance's Node, the pods run on it; a spot interruption warning on the SQS queue replaces
+//! the node (a malformed message beside it is logged and dropped); deleting the NodeClaim
+//! terminates the instance; an instance whose NodeClaim never existed is garbage collected.
 
-#[allow(dead_code)] // the AWS provider's harness: this binary uses moto and the seed network
 #[path = "../../kerf-aws-provider/tests/support/mod.rs"]
 mod moto;
 mod support;
@@ -124,6 +124,17 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         .await
         .expect("create role");
 
+    let sqs = aws_sdk_sqs::Client::new(&config);
+    let queue_url = sqs
+        .create_queue()
+        .queue_name(CLUSTER)
+        .send()
+        .await
+        .expect("create the interruption queue")
+        .queue_url()
+        .expect("url")
+        .to_string();
+
     let cp = ControlPlane::start("aws");
     cp.install_crds();
     let seed =
@@ -141,6 +152,7 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
             "https://ABCDEF.gr7.ap-northeast-2.eks.amazonaws.com".to_string(),
         ),
         ("CLUSTER_CIDR", "10.100.0.0/16".to_string()),
+        ("INTERRUPTION_QUEUE", CLUSTER.to_string()),
     ];
     let op = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "aws"], &env);
     let log = || std::fs::read_to_string(&op.log).unwrap_or_default();
@@ -244,50 +256,103 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         || cp.kubectl_ok(&["get", "nodeclaims"], None),
     );
 
+    let terminated = |claim: String| {
+        let ec2 = ec2.clone();
+        move || {
+            let ec2 = ec2.clone();
+            let claim = claim.clone();
+            let states = tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current()
+                    .block_on(async move { instances_of(&ec2, &claim).await })
+            });
+            (states.len() == 1 && states[0].1 == InstanceStateName::Terminated).then_some(())
+        }
+    };
     // the orphan is gone by now (garbage collection runs every 30 s)
     wait_for(
         "the orphan terminated",
         LIMIT,
-        || {
-            let ec2 = ec2.clone();
-            let states = tokio::task::block_in_place(|| {
-                tokio::runtime::Handle::current()
-                    .block_on(async move { instances_of(&ec2, "default-ghost").await })
-            });
-            states
-                .iter()
-                .all(|(_, s)| *s == InstanceStateName::Terminated)
-                .then_some(())
-        },
+        terminated("default-ghost".to_string()),
         log,
     );
 
-    // deleting the NodeClaim drains the node and terminates the instance
+    // a spot interruption warning for the instance replaces its node; a malformed message
+    // beside it is logged and dropped
+    let instance_id = launched[0].0.clone();
+    let warning = json!({
+        "version": "0", "id": "1e5527d7-bb36-4607-3370-4164db56a40e",
+        "detail-type": "EC2 Spot Instance Interruption Warning", "source": "aws.ec2",
+        "account": "123456789012", "time": "2026-11-25T10:00:00Z", "region": REGION,
+        "resources": [format!("arn:aws:ec2:ap-northeast-2a:instance/{instance_id}")],
+        "detail": {"instance-id": instance_id, "instance-action": "terminate"},
+    });
+    for body in ["{not json".to_string(), warning.to_string()] {
+        sqs.send_message()
+            .queue_url(&queue_url)
+            .message_body(body)
+            .send()
+            .await
+            .expect("send");
+    }
+    let replacement = wait_for(
+        "a replacement NodeClaim launched",
+        LIMIT,
+        || {
+            let claims = json_of(&cp, &["get", "nodeclaims"]);
+            claims["items"]
+                .as_array()?
+                .iter()
+                .find(|c| {
+                    c["metadata"]["name"] != name.as_str()
+                        && c["status"]["providerID"]
+                            .as_str()
+                            .is_some_and(|p| p.starts_with("aws:///"))
+                })
+                .cloned()
+        },
+        || format!("{}\n{}", cp.kubectl_ok(&["get", "nodeclaims"], None), log()),
+    );
+    assert!(
+        log().contains("failed parsing interruption message"),
+        "{}",
+        log()
+    );
+    wait_for(
+        "the interrupted instance terminated",
+        LIMIT,
+        terminated(name.clone()),
+        log,
+    );
+    register(&cp, &replacement);
+    wait_for(
+        "5 pods running on the replacement",
+        LIMIT,
+        || (running(&cp) == 5).then_some(()),
+        || cp.kubectl_ok(&["get", "pods", "-o", "wide"], None),
+    );
+
+    // deleting a NodeClaim drains the node and terminates the instance
+    let second = replacement["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
     cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=0"], None);
-    cp.kubectl_ok(&["delete", "nodeclaim", &name, "--wait=false"], None);
+    cp.kubectl_ok(&["delete", "nodeclaim", &second, "--wait=false"], None);
     wait_for(
         "the instance terminated",
         LIMIT,
-        || {
-            let ec2 = ec2.clone();
-            let name = name.clone();
-            let states = tokio::task::block_in_place(|| {
-                tokio::runtime::Handle::current()
-                    .block_on(async move { instances_of(&ec2, &name).await })
-            });
-            (states.len() == 1 && states[0].1 == InstanceStateName::Terminated).then_some(())
-        },
+        terminated(second.clone()),
         log,
     );
     wait_for(
-        "the NodeClaim gone",
+        "the NodeClaims gone",
         LIMIT,
         || {
-            cp.kubectl(&["get", "nodeclaim", &name], None)
-                .status
-                .success()
+            let claims = json_of(&cp, &["get", "nodeclaims"]);
+            claims["items"]
+                .as_array()
+                .is_some_and(Vec::is_empty)
                 .then_some(())
-                .xor(Some(()))
         },
         || cp.kubectl_ok(&["get", "nodeclaims"], None),
     );

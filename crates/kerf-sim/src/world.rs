@@ -1100,10 +1100,10 @@ impl World {
         );
         match interruption::parse(&body) {
             Ok(message) => {
-                let effect = match (message.kind, message.kind.action()) {
-                    (interruption::Kind::SpotInterruption, _) => NoticeEffect::Reclaim,
-                    (_, interruption::Action::Delete) => NoticeEffect::Delete,
-                    (_, interruption::Action::Log) => NoticeEffect::Log,
+                let effect = match message.kind.action() {
+                    interruption::Action::Reclaim => NoticeEffect::Reclaim,
+                    interruption::Action::Delete => NoticeEffect::Delete,
+                    interruption::Action::Log => NoticeEffect::Log,
                 };
                 for id in message.instance_ids {
                     let notice = Notice {

@@ -2,6 +2,8 @@
 //! installs), one per test, stopped when dropped, and SDK clients pointed at it; the seed's
 //! network and node class. kerf-operator's AWS end-to-end test includes this file too.
 
+#![allow(dead_code)] // each test binary uses its own part of this module
+
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
