@@ -1,4 +1,5 @@
-//! Kerf's AWS cloud provider, on the AWS SDK for Rust: EC2NodeClass status (`node_class`: the
+//! Kerf's AWS cloud provider, on the AWS SDK for Rust: the cluster's endpoint, CA and service
+//! CIDR (`cluster`), EC2NodeClass status (`node_class`: the
 //! subnet, security group and AMI selector terms resolved against EC2 and SSM, the instance
 //! profile from `instance_profile`), user data per AMI family (`user_data`), and launching,
 //! listing and terminating instances with EC2 Fleet (`launch`), and the SQS interruption queue
@@ -8,6 +9,7 @@
 //! Credentials, region and endpoint come from the SDK's standard chain, so `AWS_ENDPOINT_URL`
 //! points every client at a local emulator.
 
+pub mod cluster;
 pub mod instance_profile;
 pub mod interruption_queue;
 pub mod launch;

@@ -227,3 +227,41 @@ async fn the_seed_class_is_ready_with_an_instance_profile_for_its_role() {
         ("False", "InstanceProfileReady False")
     );
 }
+
+#[tokio::test]
+async fn the_clusters_endpoint_ca_and_service_cidr_come_from_eks() {
+    let moto = Moto::start("eks", &[]);
+    let config = moto.config().await;
+    let eks = aws_sdk_eks::Client::new(&config);
+    eks.create_cluster()
+        .name(CLUSTER)
+        .role_arn("arn:aws:iam::123456789012:role/eks")
+        .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
+        .kubernetes_network_config(
+            aws_sdk_eks::types::KubernetesNetworkConfigRequest::builder()
+                .service_ipv4_cidr("10.100.0.0/16")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("create cluster");
+    let info = kerf_aws_provider::cluster::describe(&config, CLUSTER)
+        .await
+        .expect("describe");
+    assert_eq!(info.name, CLUSTER);
+    assert!(
+        info.endpoint.starts_with("https://") && !info.endpoint.ends_with('/'),
+        "{}",
+        info.endpoint
+    );
+    assert!(info.ca_bundle.is_some_and(|ca| !ca.is_empty()));
+    assert_eq!(info.cidr.as_deref(), Some("10.100.0.0/16"));
+
+    let missing = kerf_aws_provider::cluster::describe(&config, "no-such-cluster")
+        .await
+        .expect_err("no cluster");
+    assert!(
+        missing.to_string().starts_with("DescribeCluster: "),
+        "{missing}"
+    );
+}

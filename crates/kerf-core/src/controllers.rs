@@ -15,7 +15,7 @@
 //! | `node/termination`, `nodeclaim/expiration` | [`termination`] |
 //! | `interruption` | [`interruption`] |
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -171,6 +171,15 @@ pub enum Action {
         node: String,
         /// The taint.
         taint: Taint,
+    },
+    /// Add or overwrite these labels on a node: a registering node gets its NodeClaim's
+    /// (instance type, zone, capacity type, NodePool, template labels) that its kubelet could
+    /// not know, as Karpenter's registration syncs them.
+    LabelNode {
+        /// The node.
+        node: String,
+        /// The labels.
+        labels: BTreeMap<String, String>,
     },
     /// Remove the taints with this key from a node.
     RemoveTaint {

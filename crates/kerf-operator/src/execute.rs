@@ -200,6 +200,14 @@ impl<C: CloudProvider> Executor<C> {
                     Err(e) => return Err(("patching nodepool status", e.to_string())),
                 }
             }
+            Action::LabelNode { node, labels } => {
+                let patch = Patch::Merge(json!({"metadata": {"labels": labels}}));
+                match retry("labelling node", || nodes.patch(&node, &params, &patch)).await {
+                    Ok(_) => {}
+                    Err(e) if gone(&e) => {}
+                    Err(e) => return Err(("labelling node", e.to_string())),
+                }
+            }
             Action::Taint { node, taint } => {
                 let taint = K8sTaint {
                     key: taint.key,

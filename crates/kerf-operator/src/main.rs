@@ -27,7 +27,8 @@ struct Args {
     /// aws: the EKS cluster's name (Karpenter's `settings.clusterName`).
     #[arg(long, env = "CLUSTER_NAME")]
     cluster_name: Option<String>,
-    /// aws: the API server's URL nodes join (`settings.clusterEndpoint`).
+    /// aws: the API server's URL nodes join (`settings.clusterEndpoint`). This, the CA bundle
+    /// and the service CIDR are looked up with eks:DescribeCluster when not given.
     #[arg(long, env = "CLUSTER_ENDPOINT")]
     cluster_endpoint: Option<String>,
     /// aws: the cluster's CA certificate, base64 (`aws eks describe-cluster --query
@@ -106,10 +107,9 @@ async fn main() -> std::process::ExitCode {
             Err(e) => Err(e.into()),
         },
         Provider::Aws => {
-            let (Some(name), Some(endpoint)) = (args.cluster_name, args.cluster_endpoint) else {
+            let Some(name) = args.cluster_name else {
                 eprintln!(
-                    "kerf-operator: --cloud-provider aws needs --cluster-name (CLUSTER_NAME) and \
-                     --cluster-endpoint (CLUSTER_ENDPOINT)"
+                    "kerf-operator: --cloud-provider aws needs --cluster-name (CLUSTER_NAME)"
                 );
                 return std::process::ExitCode::from(2);
             };
@@ -120,11 +120,38 @@ async fn main() -> std::process::ExitCode {
                     .region(aws_config::Region::new(region))
                     .build();
             }
-            let cluster = kerf_aws_provider::user_data::ClusterInfo {
-                name: name.clone(),
-                endpoint,
-                ca_bundle: args.cluster_ca_bundle,
-                cidr: args.cluster_cidr,
+            // what is not given is looked up, as Karpenter does
+            let given = (
+                args.cluster_endpoint,
+                args.cluster_ca_bundle,
+                args.cluster_cidr,
+            );
+            let cluster = match given {
+                (Some(endpoint), Some(ca), Some(cidr)) => {
+                    kerf_aws_provider::user_data::ClusterInfo {
+                        name: name.clone(),
+                        endpoint,
+                        ca_bundle: Some(ca),
+                        cidr: Some(cidr),
+                    }
+                }
+                (endpoint, ca, cidr) => {
+                    match kerf_aws_provider::cluster::describe(&config, &name).await {
+                        Ok(found) => kerf_aws_provider::user_data::ClusterInfo {
+                            name: name.clone(),
+                            endpoint: endpoint.unwrap_or(found.endpoint),
+                            ca_bundle: ca.or(found.ca_bundle),
+                            cidr: cidr.or(found.cidr),
+                        },
+                        Err(e) => {
+                            eprintln!(
+                                "kerf-operator: looking up cluster {name} (give --cluster-endpoint, \
+                                 --cluster-ca-bundle and --cluster-cidr to skip it): {e}"
+                            );
+                            return std::process::ExitCode::FAILURE;
+                        }
+                    }
+                }
             };
             match kerf_operator::aws::Aws::new(&config, cluster, args.interruption_queue) {
                 Ok(cloud) => {

@@ -73,17 +73,30 @@ async fn instances_of(ec2: &aws_sdk_ec2::Client, claim: &str) -> Vec<(String, In
         .collect()
 }
 
+/// Whether a NodeClaim has its instance and the labels of it (two patches: status, then
+/// labels).
+fn launched_and_labelled(claim: &Value) -> bool {
+    claim["status"]["providerID"]
+        .as_str()
+        .is_some_and(|p| p.starts_with("aws:///"))
+        && claim["metadata"]["labels"]["node.kubernetes.io/instance-type"].is_string()
+}
+
 /// What a kubelet does when its instance boots: registers the Node with the provider id, the
-/// labels its user data passes, and the capacity the NodeClaim reports (kwok then keeps it
-/// Ready).
+/// labels its user data passes (NodePool, capacity type) and its own, and the capacity the
+/// NodeClaim reports (kwok then keeps it Ready). The instance type's labels are Kerf's to add.
 fn register(cp: &ControlPlane, claim: &Value) -> String {
     let name = claim["metadata"]["name"]
         .as_str()
         .expect("name")
         .to_string();
-    let mut labels = claim["metadata"]["labels"].clone();
-    labels["kubernetes.io/hostname"] = json!(name);
-    labels["kubernetes.io/os"] = json!("linux");
+    let from_user_data = ["karpenter.sh/nodepool", "karpenter.sh/capacity-type"];
+    let mut labels = serde_json::Map::new();
+    for key in from_user_data {
+        labels.insert(key.into(), claim["metadata"]["labels"][key].clone());
+    }
+    labels.insert("kubernetes.io/hostname".into(), json!(name));
+    labels.insert("kubernetes.io/os".into(), json!("linux"));
     let node = json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -124,6 +137,15 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         .await
         .expect("create role");
 
+    // only the cluster's name is given: its endpoint, CA and service CIDR come from EKS
+    aws_sdk_eks::Client::new(&config)
+        .create_cluster()
+        .name(CLUSTER)
+        .role_arn("arn:aws:iam::123456789012:role/eks")
+        .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
+        .send()
+        .await
+        .expect("create the EKS cluster");
     let sqs = aws_sdk_sqs::Client::new(&config);
     let queue_url = sqs
         .create_queue()
@@ -147,11 +169,6 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         ("AWS_REGION", REGION.to_string()),
         ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
         ("CLUSTER_NAME", CLUSTER.to_string()),
-        (
-            "CLUSTER_ENDPOINT",
-            "https://ABCDEF.gr7.ap-northeast-2.eks.amazonaws.com".to_string(),
-        ),
-        ("CLUSTER_CIDR", "10.100.0.0/16".to_string()),
         ("INTERRUPTION_QUEUE", CLUSTER.to_string()),
     ];
     let op = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "aws"], &env);
@@ -211,11 +228,7 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
             claims["items"]
                 .as_array()?
                 .iter()
-                .find(|c| {
-                    c["status"]["providerID"]
-                        .as_str()
-                        .is_some_and(|p| p.starts_with("aws:///"))
-                })
+                .find(|c| launched_and_labelled(c))
                 .cloned()
         },
         || format!("{}\n{}", cp.kubectl_ok(&["get", "nodeclaims"], None), log()),
@@ -239,7 +252,36 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         "on-demand"
     );
 
-    register(&cp, &claim);
+    let node = register(&cp, &claim);
+    // registration gives the node its NodeClaim's labels
+    let synced = wait_for(
+        "the node labelled",
+        LIMIT,
+        || {
+            let n = json_of(&cp, &["get", "node", &node]);
+            n["metadata"]["labels"]["node.kubernetes.io/instance-type"]
+                .is_string()
+                .then_some(n)
+        },
+        || cp.kubectl_ok(&["get", "node", &node, "--show-labels"], None),
+    );
+    let labels = &synced["metadata"]["labels"];
+    for key in [
+        "node.kubernetes.io/instance-type",
+        "topology.kubernetes.io/zone",
+    ] {
+        assert_eq!(labels[key], claim["metadata"]["labels"][key], "{key}");
+    }
+    let family = labels["karpenter.k8s.aws/instance-family"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        !family.is_empty()
+            && labels["node.kubernetes.io/instance-type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(&format!("{family}."))),
+        "{labels}"
+    );
     wait_for(
         "5 pods running on the registered node",
         LIMIT,
@@ -302,12 +344,7 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
             claims["items"]
                 .as_array()?
                 .iter()
-                .find(|c| {
-                    c["metadata"]["name"] != name.as_str()
-                        && c["status"]["providerID"]
-                            .as_str()
-                            .is_some_and(|p| p.starts_with("aws:///"))
-                })
+                .find(|c| c["metadata"]["name"] != name.as_str() && launched_and_labelled(c))
                 .cloned()
         },
         || format!("{}\n{}", cp.kubectl_ok(&["get", "nodeclaims"], None), log()),

@@ -489,7 +489,9 @@ impl World {
                     stored.deleting.get_or_insert(self.now);
                 }
             }
-            Action::Taint { .. } | Action::RemoveTaint { .. } => self.binder_dirty = true,
+            Action::Taint { .. } | Action::RemoveTaint { .. } | Action::LabelNode { .. } => {
+                self.binder_dirty = true;
+            }
             Action::Launch { nodeclaim } => {
                 self.launch(&nodeclaim);
                 if self.options.check {

@@ -2,7 +2,7 @@
 //! (a Node with the same provider id joined), initialized (Ready, startup taints gone), the
 //! registration TTL, and instances or NodePools that went away underneath.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde_json::json;
@@ -200,6 +200,7 @@ impl Controllers {
             );
             self.cancel(&Timer::RegistrationTimeout(name.to_string()));
             self.status_changed(name);
+            self.sync_labels(name, &node_name);
         }
         let node = &self.cluster.nodes[&node_name];
         if !node.ready || startup_left {
@@ -225,6 +226,38 @@ impl Controllers {
                 "NodeClaim": {"name": name}, "Node": {"name": node_name}, "allocatable": allocatable,
             }),
         );
+    }
+
+    /// Gives a registered node the labels of its NodeClaim it lacks (a kubelet registers with
+    /// those its user data names; the instance type's come from the launch).
+    fn sync_labels(&mut self, claim: &str, node_name: &str) {
+        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+            return;
+        };
+        let (Some(launched), Some(pool)) = (
+            c.launched.as_ref(),
+            self.cluster.node_pools.get(&c.node_pool),
+        ) else {
+            return;
+        };
+        let want = super::provisioning::node_labels(launched, pool, node_name);
+        let Some(node) = self.cluster.nodes.get_mut(node_name) else {
+            return;
+        };
+        let missing: BTreeMap<String, String> = want
+            .into_iter()
+            .filter(|(k, v)| node.labels.get(k) != Some(v))
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        node.labels
+            .extend(missing.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.cluster.changes.disruption = true;
+        self.actions.push(Action::LabelNode {
+            node: node_name.to_string(),
+            labels: missing,
+        });
     }
 
     pub(super) fn registration_timeout(&mut self, name: &str) {
