@@ -2,8 +2,8 @@
 //! CIDR (`cluster`), EC2NodeClass status (`node_class`: the
 //! subnet, security group and AMI selector terms resolved against EC2 and SSM, the instance
 //! profile from `instance_profile`), user data per AMI family (`user_data`), and launching,
-//! listing and terminating instances with EC2 Fleet (`launch`), and the SQS interruption queue
-//! (`interruption_queue`). The selector queries
+//! listing and terminating instances with EC2 Fleet (`launch`), the SQS interruption queue
+//! (`interruption_queue`), and live on-demand and spot prices (`pricing`). The selector queries
 //! themselves are `kerf_aws::discovery`.
 //!
 //! Credentials, region and endpoint come from the SDK's standard chain, so `AWS_ENDPOINT_URL`
@@ -14,6 +14,7 @@ pub mod instance_profile;
 pub mod interruption_queue;
 pub mod launch;
 pub mod node_class;
+pub mod pricing;
 pub mod user_data;
 
 pub use node_class::{Discovery, Resolved};

@@ -2,7 +2,7 @@
 //! fleet, offered in the zones of the class's subnets, and a reconciler keeps each
 //! EC2NodeClass's status (subnets, security groups, AMIs, instance profile, conditions) as
 //! Karpenter does, every minute and whenever a class changes; the interruption queue's
-//! messages become notices for the controllers.
+//! messages become notices for the controllers; prices are read from AWS every 12 hours.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -16,6 +16,7 @@ use kerf_aws::interruption;
 use kerf_aws_provider::instance_profile::InstanceProfiles;
 use kerf_aws_provider::interruption_queue::InterruptionQueue;
 use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest};
+use kerf_aws_provider::pricing::{PriceSource, Prices};
 use kerf_aws_provider::user_data::ClusterInfo;
 use kerf_aws_provider::{Discovery, node_class};
 use kerf_core::cluster::{CapacityType, ClaimRecord, Launched};
@@ -29,6 +30,8 @@ use crate::cloud::{CloudError, CloudProvider};
 use crate::execute::log_error;
 use crate::watch::{Observed, Queue};
 
+/// How often prices are read again (Karpenter's is 12 hours).
+pub const PRICE_REFRESH: Duration = Duration::from_secs(12 * 60 * 60);
 /// The longest wait between retries of a failing queue.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// How often every EC2NodeClass is resolved again (Karpenter's is a minute too).
@@ -38,8 +41,13 @@ pub const NODE_CLASS_INTERVAL: Duration = Duration::from_secs(60);
 pub struct Aws {
     region: String,
     fleet: Fleet,
-    /// The SDK configuration and the interruption queue's name, when one is read.
-    interruptions: Option<(aws_config::SdkConfig, String)>,
+    /// The SDK configuration, for the background work.
+    config: aws_config::SdkConfig,
+    /// The interruption queue's name, when one is read.
+    interruption_queue: Option<String>,
+    /// Live prices once read (the embedded model until then, and wherever they say nothing),
+    /// and how many times they were read: catalogs built with older prices are stale.
+    prices: Arc<Mutex<(u64, Arc<Prices>)>>,
     /// The instance types per node class spec and zones: built once, shared with the
     /// controllers.
     catalogs: Mutex<HashMap<String, Arc<[InstanceTypeOption]>>>,
@@ -80,15 +88,22 @@ impl Aws {
         Ok(Aws {
             region,
             fleet: Fleet::new(config, cluster),
-            interruptions: interruption_queue.map(|name| (config.clone(), name)),
+            config: config.clone(),
+            interruption_queue,
+            prices: Arc::default(),
             catalogs: Mutex::default(),
         })
     }
 
     fn catalog(&self, class: Option<&EC2NodeClass>) -> Arc<[InstanceTypeOption]> {
         let zones = zones(class);
+        let (generation, prices) = self
+            .prices
+            .lock()
+            .map(|p| p.clone())
+            .unwrap_or_else(|p| p.into_inner().clone());
         let key = format!(
-            "{}|{}",
+            "{generation}|{}|{}",
             class
                 .and_then(|c| serde_json::to_string(&c.spec).ok())
                 .unwrap_or_default(),
@@ -106,6 +121,7 @@ impl Aws {
                 t.offerings.retain(|o| zones.contains(&o.zone));
             }
             options.retain(|t| !t.offerings.is_empty());
+            reprice(&mut options, &prices);
             options.into()
         });
         Arc::clone(built)
@@ -240,10 +256,19 @@ impl CloudProvider for Aws {
         })
     }
 
-    fn watch_interruptions(&self, queue: Arc<Queue>) {
-        if let Some((config, name)) = self.interruptions.clone() {
-            tokio::spawn(read_interruptions(config, name, queue));
+    fn start(&self, queue: Arc<Queue>) {
+        if let Some(name) = self.interruption_queue.clone() {
+            tokio::spawn(read_interruptions(
+                self.config.clone(),
+                name,
+                Arc::clone(&queue),
+            ));
         }
+        tokio::spawn(refresh_prices(
+            PriceSource::new(&self.config),
+            Arc::clone(&self.prices),
+            queue,
+        ));
     }
 
     async fn delete(&self, provider_id: &str) -> Result<(), CloudError> {
@@ -266,6 +291,70 @@ impl CloudProvider for Aws {
                 (i.provider_id(), claim)
             })
             .collect())
+    }
+}
+
+/// Live prices over the model's: an offering keeps its modelled price where AWS quoted none.
+/// Cheapest first again, as the options were.
+fn reprice(options: &mut [InstanceTypeOption], prices: &Prices) {
+    for t in options.iter_mut() {
+        for o in &mut t.offerings {
+            let live = if o.capacity_type == labels::CAPACITY_TYPE_SPOT {
+                prices.spot.get(&(t.name.clone(), o.zone.clone()))
+            } else {
+                prices.on_demand.get(&t.name)
+            };
+            if let Some(p) = live {
+                o.price_per_hour = *p;
+            }
+        }
+        t.offerings
+            .sort_by(|a, b| a.price_per_hour.total_cmp(&b.price_per_hour));
+    }
+    let cheapest =
+        |t: &InstanceTypeOption| t.offerings.first().map_or(f64::MAX, |o| o.price_per_hour);
+    options.sort_by(|a, b| {
+        cheapest(a)
+            .total_cmp(&cheapest(b))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+}
+
+/// Reads prices now and every [`PRICE_REFRESH`]; a failure is logged and the prices held
+/// (the embedded model at first) stay, on-demand and spot each on their own.
+async fn refresh_prices(
+    source: PriceSource,
+    prices: Arc<Mutex<(u64, Arc<Prices>)>>,
+    sink: Arc<Queue>,
+) {
+    loop {
+        let (on_demand, spot) = (source.on_demand().await, source.spot().await);
+        let mut fresh = prices
+            .lock()
+            .map(|p| (*p.1).clone())
+            .unwrap_or_else(|p| (*p.into_inner().1).clone());
+        let mut changed = false;
+        match on_demand {
+            Ok(read) => (fresh.on_demand, changed) = (read, true),
+            Err(e) => log_error(
+                "refreshing on-demand prices, keeping the ones held",
+                &e.to_string(),
+            ),
+        }
+        match spot {
+            Ok(read) => (fresh.spot, changed) = (read, true),
+            Err(e) => log_error(
+                "refreshing spot prices, keeping the ones held",
+                &e.to_string(),
+            ),
+        }
+        if changed {
+            let mut held = prices.lock().unwrap_or_else(PoisonError::into_inner);
+            *held = (held.0 + 1, Arc::new(fresh));
+            drop(held);
+            sink.push(Observed::PricesChanged);
+        }
+        tokio::time::sleep(PRICE_REFRESH).await;
     }
 }
 
@@ -434,5 +523,64 @@ async fn reconcile_one(
         .await
     {
         log_error("patching ec2nodeclass status", &format!("{name}: {e}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kerf_scheduling::Offering as SchedulingOffering;
+
+    fn option(name: &str, offerings: &[(&str, &str, f64)]) -> InstanceTypeOption {
+        let types =
+            kerf_aws::instance_types("us-east-1", &NodeSettings::default()).expect("catalog");
+        let mut o = scheduler_options(&types, |_, _, _| false)
+            .into_iter()
+            .find(|t| t.name == name)
+            .expect("a type");
+        o.offerings = offerings
+            .iter()
+            .map(|(capacity_type, zone, price)| SchedulingOffering {
+                capacity_type: (*capacity_type).to_string(),
+                zone: (*zone).to_string(),
+                price_per_hour: *price,
+                ..o.offerings[0].clone()
+            })
+            .collect();
+        o
+    }
+
+    #[test]
+    fn live_prices_replace_the_models_where_quoted_and_reorder() {
+        let mut options = vec![
+            option(
+                "m5.large",
+                &[
+                    ("on-demand", "us-east-1a", 0.096),
+                    ("spot", "us-east-1a", 0.04),
+                ],
+            ),
+            option(
+                "c5.large",
+                &[
+                    ("on-demand", "us-east-1a", 0.085),
+                    ("spot", "us-east-1b", 0.035),
+                ],
+            ),
+        ];
+        let prices = Prices {
+            on_demand: HashMap::from([("m5.large".to_string(), 0.05)]),
+            spot: HashMap::from([(("m5.large".to_string(), "us-east-1a".to_string()), 0.01)]),
+        };
+        reprice(&mut options, &prices);
+        assert_eq!(options[0].name, "m5.large", "now the cheapest");
+        let quoted: Vec<(&str, f64)> = options[0]
+            .offerings
+            .iter()
+            .map(|o| (o.capacity_type.as_str(), o.price_per_hour))
+            .collect();
+        assert_eq!(quoted, [("spot", 0.01), ("on-demand", 0.05)]);
+        // c5.large had no quote: the model's prices stay
+        assert_eq!(options[1].offerings[0].price_per_hour, 0.035);
     }
 }

@@ -46,10 +46,11 @@ pub trait CloudProvider {
     /// Terminates an instance (gone already is not an error).
     fn delete(&self, provider_id: &str) -> impl Future<Output = Result<(), CloudError>>;
 
-    /// Starts delivering the cloud's interruption notices into `queue` as
-    /// [`Observed::Notice`](crate::watch::Observed::Notice); a cloud without an interruption
-    /// queue delivers none.
-    fn watch_interruptions(&self, queue: Arc<Queue>) {
+    /// Starts the cloud's background work, which reports into `queue`: interruption notices
+    /// ([`Observed::Notice`](crate::watch::Observed::Notice)) and refreshed prices
+    /// ([`Observed::PricesChanged`](crate::watch::Observed::PricesChanged)). A cloud with
+    /// neither starts nothing.
+    fn start(&self, queue: Arc<Queue>) {
         drop(queue);
     }
 

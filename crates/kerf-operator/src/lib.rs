@@ -51,9 +51,7 @@ pub async fn run<C: CloudProvider>(
     let mut core = Controllers::new(settings, seed);
     let executor = Executor::new(client.clone(), cloud);
     let queue = watch::spawn_all(&client);
-    executor
-        .cloud()
-        .watch_interruptions(std::sync::Arc::clone(&queue));
+    executor.cloud().start(std::sync::Arc::clone(&queue));
 
     // every kind listed once before deciding anything: a partial view would look like
     // orphans to garbage collection and like pending pods to provisioning
