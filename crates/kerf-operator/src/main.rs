@@ -120,6 +120,12 @@ async fn main() -> std::process::ExitCode {
                     .region(aws_config::Region::new(region))
                     .build();
             }
+            if config.region().is_none() {
+                eprintln!(
+                    "kerf-operator: no AWS region: set AWS_REGION (or --region, or a profile's region)"
+                );
+                return std::process::ExitCode::from(2);
+            }
             // what is not given is looked up, as Karpenter does
             let given = (
                 args.cluster_endpoint,
