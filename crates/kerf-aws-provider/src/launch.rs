@@ -107,6 +107,8 @@ pub struct Instance {
     pub capacity_type: String,
     /// The NodeClaim it was launched for (its tag).
     pub nodeclaim: Option<String>,
+    /// The image it booted.
+    pub image_id: Option<String>,
 }
 
 impl Instance {
@@ -610,6 +612,16 @@ impl Fleet {
                         .and_then(|s| zone_of_subnet.get(s).cloned())
                 })
                 .unwrap_or_default();
+            let instance_type = launched.instance_type().map(|t| t.as_str());
+            // the AMI of the launch template whose overrides hold the type launched
+            let image_id = by_image
+                .iter()
+                .find(|(_, overrides)| {
+                    overrides
+                        .iter()
+                        .any(|(c, _)| Some(c.instance_type.as_str()) == instance_type)
+                })
+                .map(|(image, _)| (*image).to_string());
             return Ok(Attempt::Launched(Instance {
                 id: id.clone(),
                 instance_type: launched
@@ -619,6 +631,7 @@ impl Fleet {
                 zone,
                 capacity_type: req.capacity_type.to_string(),
                 nodeclaim: Some(req.nodeclaim.to_string()),
+                image_id,
             }));
         }
         Ok(sort_errors(out.errors(), req, &zone_of_subnet))
@@ -689,6 +702,7 @@ impl Fleet {
                     }
                     .to_string(),
                     nodeclaim: tag_value(NODECLAIM_TAG),
+                    image_id: i.image_id().map(str::to_string),
                 });
             }
         }

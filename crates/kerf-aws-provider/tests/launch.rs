@@ -131,6 +131,7 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
         assert_eq!(tag_of(tags, k), Some(v.as_str()), "class tag {k}");
     }
     assert_eq!(instance.image_id(), Some("ami-ekslinux"));
+    assert_eq!(first.image_id.as_deref(), Some("ami-ekslinux"));
 
     // a launch template per AMI the choices need; the amd64 one's user data joins the
     // cluster through nodeadm

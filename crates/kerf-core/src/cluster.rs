@@ -70,6 +70,9 @@ pub struct Launched {
     pub allocatable: Resources,
     /// The instance type's labels (arch, family, size, …).
     pub labels: BTreeMap<String, String>,
+    /// The image it booted (`status.imageID`), when the cloud has images: a NodeClaim whose
+    /// image is no longer among its class's `status.amis` has drifted.
+    pub image_id: Option<String>,
 }
 
 impl Launched {
@@ -88,6 +91,8 @@ pub enum DriftReason {
     RequirementsDrifted,
     /// The node class changed.
     NodeClassDrift,
+    /// Its image is no longer one its node class resolves to (a new AMI release).
+    AmiDrift,
 }
 
 impl DriftReason {
@@ -97,6 +102,7 @@ impl DriftReason {
             DriftReason::NodePoolDrifted => "NodePoolDrifted",
             DriftReason::RequirementsDrifted => "RequirementsDrifted",
             DriftReason::NodeClassDrift => "NodeClassDrift",
+            DriftReason::AmiDrift => "AMIDrift",
         }
     }
 }

@@ -47,6 +47,7 @@ pub fn nodeclaim_status(record: &ClaimRecord) -> NodeClaimStatus {
         status.provider_id = Some(l.provider_id.clone());
         status.capacity = l.capacity.to_resource_list();
         status.allocatable = l.allocatable.to_resource_list();
+        status.image_id = l.image_id.clone();
     }
     let launched = record.launched.is_some();
     status.conditions = vec![
@@ -194,6 +195,7 @@ pub fn claim_record(
             capacity_type,
             capacity: list(&s.capacity),
             allocatable: list(&s.allocatable),
+            image_id: s.image_id.clone(),
         })
     });
     let drifted = status
@@ -324,6 +326,7 @@ mod tests {
             capacity: Resources::from_quantities([(&"cpu".to_string(), "2")]),
             allocatable: Resources::from_quantities([(&"cpu".to_string(), "1930m")]),
             labels: BTreeMap::new(),
+            image_id: None,
         });
         record.node = Some("default-abcde".into());
         record.registered = true;

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kerf_api::NodePool;
-use kerf_core::cluster::{CapacityType, Launched, NodeRecord};
+use kerf_api::{EC2NodeClass, NodePool};
+use kerf_core::cluster::{CapacityType, DriftReason, Launched, NodeRecord};
 use kerf_core::controllers::{Action, Controllers, Settings};
 use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{InstanceTypeOption, Offering};
@@ -82,6 +82,11 @@ fn with_pool() -> Controllers {
 
 /// The cloud launches `claim` as an m5.large at 3 s, and its node registers Ready at 4 s.
 fn launch_and_register(core: &mut Controllers, claim: &str) {
+    launch_image_and_register(core, claim, None);
+}
+
+/// As [`launch_and_register`], booting `image`.
+fn launch_image_and_register(core: &mut Controllers, claim: &str, image: Option<&str>) {
     let launched = Launched {
         provider_id: format!("kwok://{claim}"),
         instance_type: "m5.large".into(),
@@ -91,6 +96,7 @@ fn launch_and_register(core: &mut Controllers, claim: &str) {
         capacity: two_cpus(),
         allocatable: two_cpus(),
         labels: BTreeMap::new(),
+        image_id: image.map(str::to_string),
     };
     core.launched(claim, launched, secs(3));
     core.cluster.apply_node(
@@ -341,4 +347,59 @@ fn node_repair_waits_out_the_toleration_and_stops_when_a_fifth_of_the_pool_is_un
         .apply_node(claims[1].clone(), record, secs(10 + 31 * 60));
     let after = run_until(&mut core, 10 + 31 * 60 + 1, 10 + 32 * 60);
     assert_eq!(repaired(&after), vec![claims[0].clone()]);
+}
+
+/// The default EC2NodeClass, its status resolving to these AMIs.
+fn node_class(amis: &[&str]) -> EC2NodeClass {
+    let amis: Vec<serde_json::Value> = amis
+        .iter()
+        .map(|id| serde_json::json!({"id": id, "requirements": []}))
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+            "securityGroupSelectorTerms": [{"tags": {"a": "b"}}], "role": "r"},
+        "status": {"amis": amis},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_node_whose_image_the_class_no_longer_resolves_to_has_drifted() {
+    let mut core = with_pool();
+    core.cluster.apply_node_class(node_class(&["ami-1"]));
+    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    launch_image_and_register(&mut core, &claim, Some("ami-1"));
+    run_until(&mut core, 4, 20);
+    assert_eq!(core.cluster.nodeclaims[&claim].drifted, None);
+    // a new release: the alias resolves to another image
+    core.cluster.apply_node_class(node_class(&["ami-2"]));
+    run_until(&mut core, 21, 40);
+    assert_eq!(
+        core.cluster.nodeclaims.get(&claim).and_then(|c| c.drifted),
+        Some(DriftReason::AmiDrift)
+    );
+    assert_eq!(DriftReason::AmiDrift.as_str(), "AMIDrift");
+}
+
+#[test]
+fn a_node_whose_image_is_still_resolved_or_unknown_has_not_drifted() {
+    let mut core = with_pool();
+    core.cluster
+        .apply_node_class(node_class(&["ami-1", "ami-arm"]));
+    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    core.cluster.apply_pod(unschedulable("y", "1500m"), secs(0));
+    let claims = created(&run_until(&mut core, 0, 2));
+    assert_eq!(claims.len(), 2);
+    launch_image_and_register(&mut core, &claims[0], Some("ami-arm"));
+    launch_image_and_register(&mut core, &claims[1], None);
+    // the class not resolved yet (no AMIs) is no reason either
+    core.cluster.apply_node_class(node_class(&[]));
+    run_until(&mut core, 4, 40);
+    for c in &claims {
+        assert_eq!(core.cluster.nodeclaims[c].drifted, None, "{c}");
+    }
 }

@@ -253,6 +253,7 @@ impl CloudProvider for Aws {
             capacity: t.capacity.clone(),
             allocatable: t.allocatable.clone(),
             labels: type_labels,
+            image_id: instance.image_id,
         })
     }
 

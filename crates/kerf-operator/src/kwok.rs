@@ -186,6 +186,7 @@ impl CloudProvider for Kwok {
             capacity: t.capacity.clone(),
             allocatable: t.allocatable.clone(),
             labels: type_labels,
+            image_id: None,
         };
         let spec = &pool.spec.template.spec;
         let taints: Vec<K8sTaint> = spec

@@ -1184,6 +1184,7 @@ impl World {
             capacity: instance.capacity.clone(),
             allocatable: instance.allocatable.clone(),
             labels,
+            image_id: None,
         };
         let cloud = &self.scenario.spec.cloud;
         let delay = cloud.launch_delay.0 + jitter(&mut self.rng, cloud.launch_jitter.0);

@@ -171,7 +171,8 @@ impl Controllers {
 
     /// Why a NodeClaim has drifted, if it has: its NodePool's template changed
     /// (`NodePoolDrifted`), its node no longer meets the requirements
-    /// (`RequirementsDrifted`), or its node class changed (`NodeClassDrift`).
+    /// (`RequirementsDrifted`), its node class changed (`NodeClassDrift`), or its image is no
+    /// longer one the class resolves to (`AMIDrift`).
     fn drift_of(&self, name: &str) -> Option<DriftReason> {
         let c = self.cluster.nodeclaims.get(name)?;
         let np = self.cluster.node_pools.get(&c.node_pool)?;
@@ -190,8 +191,13 @@ impl Controllers {
             return Some(DriftReason::RequirementsDrifted);
         }
         let class = self.cluster.node_classes.get(&c.node_class)?;
-        (!c.node_class_hash.is_empty() && c.node_class_hash != node_class_hash(class))
-            .then_some(DriftReason::NodeClassDrift)
+        if !c.node_class_hash.is_empty() && c.node_class_hash != node_class_hash(class) {
+            return Some(DriftReason::NodeClassDrift);
+        }
+        // an image the class no longer resolves to, once it resolves to any
+        let amis = class.status.as_ref().map(|s| &s.amis[..]).unwrap_or(&[]);
+        let image = c.launched.as_ref().and_then(|l| l.image_id.as_deref())?;
+        (!amis.is_empty() && !amis.iter().any(|a| a.id == image)).then_some(DriftReason::AmiDrift)
     }
 
     /// Marks NodeClaims drifted, or clears the mark when drift no longer holds.
