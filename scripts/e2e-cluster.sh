@@ -7,6 +7,7 @@
 #                                       and DIR/pids; prints DIR/kubeconfig
 #   scripts/e2e-cluster.sh stop DIR     stop what `start DIR` started
 #   scripts/e2e-cluster.sh bin          print the directory holding the binaries
+#   scripts/e2e-cluster.sh helm         build (once, cached) helm; print its path
 #
 # Everything builds from the Go module proxy: Kubernetes at $KUBE_VERSION with each staging
 # module replaced by its published v0.Y.Z, etcd through a small main calling etcdmain.Main, and
@@ -18,6 +19,8 @@ ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.7.0}"
 CACHE="${KERF_E2E_CACHE:-$HOME/.cache/kerf-e2e}/kube-${KUBE_VERSION}-etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION}"
 BIN="$CACHE/bin"
+HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+HELM_BIN="${KERF_E2E_CACHE:-$HOME/.cache/kerf-e2e}/helm-${HELM_VERSION}/helm"
 
 log() { echo "e2e-cluster: $*" >&2; }
 
@@ -127,11 +130,26 @@ build_kwok() {
   mv "$CACHE/stages.yaml.tmp" "$CACHE/stages.yaml"
 }
 
+# helm lints and renders charts/ in crates/kerf-operator/tests/chart.rs
+build_helm() {
+  log "building helm $HELM_VERSION"
+  GOBIN="$(dirname "$HELM_BIN")" go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+}
+
+cmd_helm() {
+  if [ ! -x "$HELM_BIN" ]; then
+    need_go
+    build_helm
+  fi
+  echo "$HELM_BIN"
+}
+
 cmd_build() {
   need_go
   mkdir -p "$BIN"
   [ -x "$BIN/etcd" ] || build_etcd
   [ -x "$BIN/kwok" ] && [ -f "$CACHE/stages.yaml" ] || build_kwok
+  [ -x "$HELM_BIN" ] || build_helm
   if [ ! -x "$BIN/kube-apiserver" ] || [ ! -x "$BIN/kube-controller-manager" ] || [ ! -x "$BIN/kube-scheduler" ]; then
     build_kubernetes
   fi
@@ -249,5 +267,6 @@ case "${1:-}" in
   start) [ -n "${2:-}" ] || { log "usage: $0 start DIR"; exit 2; }; cmd_start "$2" ;;
   stop) [ -n "${2:-}" ] || { log "usage: $0 stop DIR"; exit 2; }; cmd_stop "$2" ;;
   bin) echo "$BIN" ;;
-  *) log "usage: $0 build | start DIR | stop DIR | bin"; exit 2 ;;
+  helm) cmd_helm ;;
+  *) log "usage: $0 build | start DIR | stop DIR | bin | helm"; exit 2 ;;
 esac

@@ -2,7 +2,7 @@
 # Installs what the tests need beyond Rust crates: Debian's Chromium (renders the
 # `kerf simulate --report` page in crates/kerf/tests/simulate.rs), kubectl, and a real
 # Kubernetes control plane built from the Go module proxy (scripts/e2e-cluster.sh; cached under
-# ~/.cache/kerf-e2e, so only the first run builds: about 15 minutes on 2 cores), and the
+# ~/.cache/kerf-e2e, so only the first run builds: about 15 minutes on 2 cores) with helm, and the
 # pinned Python tools of scripts/python-tools.txt (cfn-lint checks deploy/aws; moto plays AWS).
 set -euo pipefail
 cd "$(dirname "$0")/.."

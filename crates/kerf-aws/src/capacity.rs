@@ -16,15 +16,17 @@ pub use kerf_scheduling::resources::Resources;
 
 const MIB: i64 = 1 << 20;
 const GIB: i64 = 1 << 30;
-/// Share of memory the hypervisor and OS take before the kubelet sees it.
-const VM_MEMORY_OVERHEAD_PERCENT: f64 = 0.075;
+/// Share of memory the hypervisor and OS take before the kubelet sees it (Karpenter's
+/// `VM_MEMORY_OVERHEAD_PERCENT` default).
+pub const VM_MEMORY_OVERHEAD_PERCENT: f64 = 0.075;
 /// arm64 kernels reserve this much more memory than the instance type reports.
 const ARM64_MEMORY_RESERVED_MIB: i64 = 64;
 /// Root volume of an AL2023 node without block device mappings.
 const DEFAULT_ROOT_VOLUME_BYTES: i64 = 20 * GIB;
 
-/// The parts of an EC2NodeClass that change a node's capacity or overhead.
-#[derive(Clone, Debug, Default)]
+/// The parts of an EC2NodeClass, and the controller settings, that change a node's capacity
+/// or overhead.
+#[derive(Clone, Debug)]
 pub struct NodeSettings<'a> {
     /// Kubelet settings.
     pub kubelet: Option<&'a KubeletConfiguration>,
@@ -32,6 +34,22 @@ pub struct NodeSettings<'a> {
     pub root_volume_bytes: Option<i64>,
     /// Whether instance store volumes back ephemeral storage (RAID0).
     pub instance_store_raid0: bool,
+    /// The share of memory the hypervisor takes (`VM_MEMORY_OVERHEAD_PERCENT`).
+    pub vm_memory_overhead_percent: f64,
+    /// Network interfaces kept out of the pod count (`RESERVED_ENIS`).
+    pub reserved_enis: u32,
+}
+
+impl Default for NodeSettings<'_> {
+    fn default() -> Self {
+        NodeSettings {
+            kubelet: None,
+            root_volume_bytes: None,
+            instance_store_raid0: false,
+            vm_memory_overhead_percent: VM_MEMORY_OVERHEAD_PERCENT,
+            reserved_enis: 0,
+        }
+    }
 }
 
 impl<'a> NodeSettings<'a> {
@@ -53,13 +71,20 @@ impl<'a> NodeSettings<'a> {
                 .and_then(|e| e.size())
                 .map(|q| q.units_ceil() as i64),
             instance_store_raid0: spec.instance_store_policy == Some(InstanceStorePolicy::RAID0),
+            ..NodeSettings::default()
         }
     }
 }
 
-/// Pods the node runs: the kubelet's maxPods, else the ENI limit, capped by podsPerCore.
-pub fn pods(info: &InstanceTypeInfo, kubelet: Option<&KubeletConfiguration>) -> i64 {
-    let eni_limited = i64::from(info.max_enis) * (i64::from(info.ipv4_per_eni) - 1).max(0) + 2;
+/// Pods the node runs: the kubelet's maxPods, else the ENI limit (less the reserved
+/// interfaces), capped by podsPerCore.
+pub fn pods(
+    info: &InstanceTypeInfo,
+    kubelet: Option<&KubeletConfiguration>,
+    reserved_enis: u32,
+) -> i64 {
+    let enis = i64::from(info.max_enis.saturating_sub(reserved_enis));
+    let eni_limited = enis * (i64::from(info.ipv4_per_eni) - 1).max(0) + 2;
     let mut pods = kubelet
         .and_then(|k| k.max_pods)
         .map(i64::from)
@@ -76,7 +101,7 @@ pub fn capacity(info: &InstanceTypeInfo, settings: &NodeSettings) -> Resources {
     if info.arch == "arm64" {
         mib -= ARM64_MEMORY_RESERVED_MIB;
     }
-    let overhead_mib = (mib as f64 * VM_MEMORY_OVERHEAD_PERCENT).ceil() as i64;
+    let overhead_mib = (mib as f64 * settings.vm_memory_overhead_percent).ceil() as i64;
     let ephemeral = match (settings.instance_store_raid0, info.local_nvme_gb) {
         (true, Some(gb)) => gb as i64 * 1_000_000_000,
         _ => settings
@@ -106,7 +131,7 @@ pub fn capacity(info: &InstanceTypeInfo, settings: &NodeSettings) -> Resources {
         cpu_millis: i64::from(info.vcpu) * 1000,
         memory_bytes: (mib - overhead_mib) * MIB,
         ephemeral_storage_bytes: ephemeral,
-        pods: pods(info, settings.kubelet),
+        pods: pods(info, settings.kubelet, settings.reserved_enis),
         extended,
     }
 }

@@ -267,6 +267,9 @@ pub struct Cluster {
     generation: u64,
     /// Counts every pod write, those of pods without a node included.
     pod_writes: u64,
+    /// Pods that started running since the controllers last looked: when, and how long after
+    /// they were first seen waiting (Karpenter's pod startup duration).
+    started: Vec<(Duration, Duration)>,
 }
 
 /// Who made a pod, from its owner references.
@@ -330,6 +333,15 @@ impl Cluster {
             None => (None, now, false),
         };
         let old_node = old.as_ref().and_then(|o| o.node.clone());
+        let running =
+            |p: &Pod| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        if let Some(o) = &old
+            && !running(&o.pod)
+            && running(&pod)
+        {
+            self.started
+                .push((now, now.saturating_sub(o.pending_since)));
+        }
         if old_node.is_some() || node.is_some() {
             self.generation += 1;
         }
@@ -374,6 +386,11 @@ impl Cluster {
             _ => self.timed_do_not_disrupt.remove(&key),
         };
         self.pods.insert(key, record);
+    }
+
+    /// The pods that started running since the last call: when, and after how long.
+    pub fn take_started(&mut self) -> Vec<(Duration, Duration)> {
+        std::mem::take(&mut self.started)
     }
 
     /// A pod is gone.

@@ -81,12 +81,39 @@ impl ClusterView<'_> {
 pub struct Command {
     /// Why.
     pub reason: DisruptionReason,
+    /// Which method found it (Karpenter's `consolidation_type` metric label).
+    pub method: Method,
     /// Nodes to remove (indices into [`ClusterView::nodes`]).
     pub candidates: Vec<usize>,
     /// Replacement NodeClaims to launch first.
     pub replacements: Vec<PlannedNodeClaim>,
     /// Dollars per hour saved.
     pub savings: f64,
+}
+
+/// The disruption method that found a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// Empty nodes deleted.
+    Emptiness,
+    /// A drifted node replaced.
+    Drift,
+    /// Several nodes deleted or replaced by one.
+    MultiNode,
+    /// One node replaced by a cheaper one.
+    SingleNode,
+}
+
+impl Method {
+    /// Karpenter's `consolidation_type` label: empty, multi, single; none for drift.
+    pub fn consolidation_type(self) -> &'static str {
+        match self {
+            Method::Emptiness => "empty",
+            Method::Drift => "",
+            Method::MultiNode => "multi",
+            Method::SingleNode => "single",
+        }
+    }
 }
 
 /// How many distinct cheaper instance types a spot-to-spot replacement needs (Karpenter).
@@ -117,6 +144,32 @@ pub fn plan(view: &ClusterView<'_>) -> Option<Command> {
         .or_else(|| delete_many(view, &mut session))
         .or_else(|| replace_many(view, &mut session))
         .or_else(|| replace_one(view, &mut session))
+}
+
+/// Nodes each disruption reason could act on now, budgets aside (Karpenter's
+/// `karpenter_voluntary_disruption_eligible_nodes`).
+pub fn eligible(view: &ClusterView<'_>) -> [(DisruptionReason, usize); 3] {
+    [
+        DisruptionReason::Empty,
+        DisruptionReason::Drifted,
+        DisruptionReason::Underutilized,
+    ]
+    .map(|r| {
+        let n = view
+            .nodes
+            .iter()
+            .filter(|n| {
+                n.disruptable
+                    && policy_allows(view, n, r)
+                    && match r {
+                        DisruptionReason::Empty => n.pods.is_empty(),
+                        DisruptionReason::Drifted => n.drifted,
+                        DisruptionReason::Underutilized => !n.pods.is_empty(),
+                    }
+            })
+            .count();
+        (r, n)
+    })
 }
 
 fn policy_allows(view: &ClusterView<'_>, n: &NodeView, reason: DisruptionReason) -> bool {
@@ -188,6 +241,7 @@ fn empty(view: &ClusterView<'_>) -> Option<Command> {
     }
     (!candidates.is_empty()).then_some(Command {
         reason: DisruptionReason::Empty,
+        method: Method::Emptiness,
         candidates,
         replacements: Vec::new(),
         savings,
@@ -213,6 +267,7 @@ fn drift(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> {
             let cost: f64 = replacements.iter().map(|r| r.launch.price_per_hour).sum();
             return Some(Command {
                 reason: DisruptionReason::Drifted,
+                method: Method::Drift,
                 candidates: vec![i],
                 savings: n.price_per_hour - cost,
                 replacements,
@@ -266,6 +321,7 @@ fn delete_many(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Comm
     session.undo();
     (!chosen.is_empty()).then_some(Command {
         reason: DisruptionReason::Underutilized,
+        method: Method::MultiNode,
         candidates: chosen,
         replacements: Vec::new(),
         savings,
@@ -411,6 +467,7 @@ fn replace_many(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Com
             Some((replacements, savings)) => {
                 best = Some(Command {
                     reason: DisruptionReason::Underutilized,
+                    method: Method::MultiNode,
                     candidates: prefix.to_vec(),
                     replacements,
                     savings,
@@ -445,6 +502,7 @@ fn replace_one(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Comm
             session.undo();
             return Some(Command {
                 reason: DisruptionReason::Underutilized,
+                method: Method::SingleNode,
                 candidates: vec![i],
                 savings,
                 replacements,

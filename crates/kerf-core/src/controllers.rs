@@ -314,6 +314,10 @@ pub struct Controllers {
     evicting: BTreeSet<String>,
     /// The NodePool statuses last written.
     pool_statuses: std::collections::BTreeMap<String, kerf_api::nodepool::NodePoolStatus>,
+    /// Karpenter's counters and summaries, kept as the controllers act.
+    metrics: crate::metrics::Metrics,
+    /// Nodes each disruption reason could act on, at the last pass that looked.
+    eligible: std::collections::BTreeMap<String, usize>,
 }
 
 impl Controllers {
@@ -340,7 +344,24 @@ impl Controllers {
             launching: BTreeSet::new(),
             evicting: BTreeSet::new(),
             pool_statuses: std::collections::BTreeMap::new(),
+            metrics: crate::metrics::Metrics::new(),
+            eligible: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// Karpenter's metrics at `now` as OpenMetrics text, with the shell's own registries.
+    pub fn render_metrics(
+        &mut self,
+        now: Duration,
+        extra: &[&prometheus_client::registry::Registry],
+    ) -> String {
+        let view = crate::metrics::StateView {
+            cluster: &self.cluster,
+            unavailable: &self.unavailable,
+            eligible: &self.eligible,
+            now: self.now.max(now),
+        };
+        self.metrics.render(&view, extra)
     }
 
     /// The settings.
@@ -359,6 +380,9 @@ impl Controllers {
             self.fire(timer);
         }
         self.react();
+        for (at, took) in self.cluster.take_started() {
+            self.metrics.pod_started(at, took);
+        }
         std::mem::take(&mut self.actions)
     }
 
@@ -437,6 +461,51 @@ impl Controllers {
 
     fn at(&mut self, when: Duration, timer: Timer) {
         self.timers.insert((when, timer));
+    }
+
+    /// Counts a node about to be deleted: Karpenter's nodes-terminated counter and the time
+    /// since its NodeClaim's deletion began.
+    fn count_node_deleted(&mut self, node: &str) {
+        let Some(n) = self.cluster.nodes.get(node) else {
+            return;
+        };
+        let label = |key: &str| n.labels.get(key).map(String::as_str).unwrap_or("");
+        let (pool, zone) = (
+            label(kerf_api::labels::NODEPOOL),
+            label(kerf_api::labels::ZONE),
+        );
+        let began = n
+            .nodeclaim
+            .as_ref()
+            .and_then(|c| self.cluster.nodeclaims.get(c))
+            .and_then(|c| c.deleting)
+            .unwrap_or(self.now);
+        let took = self.now.saturating_sub(began);
+        self.metrics.node_terminated(pool, zone, self.now, took);
+    }
+
+    /// Counts a NodeClaim whose finalizer is about to be released.
+    fn count_nodeclaim_deleted(&mut self, claim: &str) {
+        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+            return;
+        };
+        let (capacity_type, zone) = c
+            .launched
+            .as_ref()
+            .map(|l| (l.capacity_type.as_str(), l.zone.as_str()))
+            .unwrap_or(("", ""));
+        self.metrics
+            .nodeclaim_terminated(&c.node_pool, capacity_type, zone);
+    }
+
+    /// Counts a NodeClaim disrupted for `reason` (Karpenter's lower-case reasons).
+    fn count_disrupted(&mut self, claim: &str, reason: &str) {
+        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+            return;
+        };
+        let capacity_type = c.launched.as_ref().map_or("", |l| l.capacity_type.as_str());
+        self.metrics
+            .nodeclaim_disrupted(reason, &c.node_pool, capacity_type);
     }
 
     fn cancel(&mut self, timer: &Timer) {

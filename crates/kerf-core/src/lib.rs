@@ -10,6 +10,7 @@ pub mod consolidation;
 pub mod controllers;
 pub mod disruption;
 pub mod hash;
+pub mod metrics;
 pub mod nodepools;
 pub mod objects;
 pub mod provisioner;

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kerf_api::{EC2NodeClass, NodePool, labels};
-use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
 use kerf_aws::interruption;
 use kerf_aws_provider::instance_profile::InstanceProfiles;
@@ -26,8 +25,8 @@ use kerf_scheduling::InstanceTypeOption;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use crate::cloud::{CloudError, CloudProvider};
-use crate::execute::log_error;
+use crate::cloud::{CapacitySettings, CloudError, CloudProvider};
+use crate::log;
 use crate::watch::{Observed, Queue};
 
 /// How often prices are read again (Karpenter's is 12 hours).
@@ -51,6 +50,24 @@ pub struct Aws {
     /// The instance types per node class spec and zones: built once, shared with the
     /// controllers.
     catalogs: Mutex<HashMap<String, Arc<[InstanceTypeOption]>>>,
+    capacity: CapacitySettings,
+    /// The EKS cluster's name, for the node class reconciler.
+    cluster_name: String,
+    /// No Pricing API calls (`ISOLATED_VPC`).
+    isolated_vpc: bool,
+}
+
+/// What the aws provider is configured with beyond the SDK's configuration.
+#[derive(Clone, Debug)]
+pub struct AwsOptions {
+    /// The cluster nodes join.
+    pub cluster: ClusterInfo,
+    /// The SQS queue of interruption messages, when one is read.
+    pub interruption_queue: Option<String>,
+    /// Memory overhead and reserved ENIs.
+    pub capacity: CapacitySettings,
+    /// No Pricing API calls (`ISOLATED_VPC`): on-demand prices stay the embedded ones.
+    pub isolated_vpc: bool,
 }
 
 /// The zones a class's subnets are in; none before its status is written.
@@ -75,11 +92,7 @@ fn allows(claim: &ClaimRecord, key: &str, value: &str) -> bool {
 impl Aws {
     /// A provider launching in `config`'s region for `cluster`, reading interruption messages
     /// from the SQS queue `interruption_queue` when given.
-    pub fn new(
-        config: &aws_config::SdkConfig,
-        cluster: ClusterInfo,
-        interruption_queue: Option<String>,
-    ) -> Result<Aws, CloudError> {
+    pub fn new(config: &aws_config::SdkConfig, options: AwsOptions) -> Result<Aws, CloudError> {
         let region = config
             .region()
             .map(|r| r.to_string())
@@ -87,11 +100,14 @@ impl Aws {
         kerf_aws::catalog::zones(&region).map_err(|e| CloudError::Config(e.to_string()))?;
         Ok(Aws {
             region,
-            fleet: Fleet::new(config, cluster),
+            cluster_name: options.cluster.name.clone(),
+            fleet: Fleet::new(config, options.cluster),
             config: config.clone(),
-            interruption_queue,
+            interruption_queue: options.interruption_queue,
             prices: Arc::default(),
             catalogs: Mutex::default(),
+            capacity: options.capacity,
+            isolated_vpc: options.isolated_vpc,
         })
     }
 
@@ -111,9 +127,7 @@ impl Aws {
         );
         let mut catalogs = self.catalogs.lock().unwrap_or_else(PoisonError::into_inner);
         let built = catalogs.entry(key).or_insert_with(|| {
-            let settings = class
-                .map(|c| NodeSettings::from_node_class(&c.spec))
-                .unwrap_or_default();
+            let settings = self.capacity.node_settings(class);
             let types = kerf_aws::instance_types(&self.region, &settings).unwrap_or_default();
             let mut options = scheduler_options(&types, |_, _, _| false);
             // offered only where the class has a subnet
@@ -257,7 +271,12 @@ impl CloudProvider for Aws {
         })
     }
 
-    fn start(&self, queue: Arc<Queue>) {
+    fn start(&self, client: kube::Client, queue: Arc<Queue>) {
+        tokio::spawn(reconcile_node_classes(
+            client,
+            self.config.clone(),
+            self.cluster_name.clone(),
+        ));
         if let Some(name) = self.interruption_queue.clone() {
             tokio::spawn(read_interruptions(
                 self.config.clone(),
@@ -269,6 +288,7 @@ impl CloudProvider for Aws {
             PriceSource::new(&self.config),
             Arc::clone(&self.prices),
             queue,
+            self.isolated_vpc,
         ));
     }
 
@@ -327,24 +347,32 @@ async fn refresh_prices(
     source: PriceSource,
     prices: Arc<Mutex<(u64, Arc<Prices>)>>,
     sink: Arc<Queue>,
+    isolated_vpc: bool,
 ) {
     loop {
-        let (on_demand, spot) = (source.on_demand().await, source.spot().await);
+        // an isolated VPC has no route to the Pricing API: the embedded on-demand prices stay
+        let on_demand = if isolated_vpc {
+            None
+        } else {
+            Some(source.on_demand().await)
+        };
+        let spot = source.spot().await;
         let mut fresh = prices
             .lock()
             .map(|p| (*p.1).clone())
             .unwrap_or_else(|p| (*p.into_inner().1).clone());
         let mut changed = false;
         match on_demand {
-            Ok(read) => (fresh.on_demand, changed) = (read, true),
-            Err(e) => log_error(
+            None => {}
+            Some(Ok(read)) => (fresh.on_demand, changed) = (read, true),
+            Some(Err(e)) => log::error(
                 "refreshing on-demand prices, keeping the ones held",
                 &e.to_string(),
             ),
         }
         match spot {
             Ok(read) => (fresh.spot, changed) = (read, true),
-            Err(e) => log_error(
+            Err(e) => log::error(
                 "refreshing spot prices, keeping the ones held",
                 &e.to_string(),
             ),
@@ -368,7 +396,7 @@ async fn read_interruptions(config: aws_config::SdkConfig, name: String, sink: A
         match InterruptionQueue::open(&config, &name).await {
             Ok(q) => break q,
             Err(e) => {
-                log_error("opening the interruption queue", &e.to_string());
+                log::error("opening the interruption queue", &e.to_string());
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
@@ -380,7 +408,7 @@ async fn read_interruptions(config: aws_config::SdkConfig, name: String, sink: A
             Ok(polled) => {
                 backoff = Duration::from_secs(1);
                 for error in polled.malformed {
-                    log_error("failed parsing interruption message", &error);
+                    log::error("failed parsing interruption message", &error);
                 }
                 for message in polled.messages {
                     let effect = match message.kind.action() {
@@ -398,7 +426,7 @@ async fn read_interruptions(config: aws_config::SdkConfig, name: String, sink: A
                 }
             }
             Err(e) => {
-                log_error("receiving interruption messages", &e.to_string());
+                log::error("receiving interruption messages", &e.to_string());
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
@@ -433,7 +461,7 @@ pub async fn reconcile_node_classes(
         let kubernetes = match client.apiserver_version().await {
             Ok(info) => kubernetes_version(&info),
             Err(e) => {
-                log_error("reading the Kubernetes version", &e.to_string());
+                log::error("reading the Kubernetes version", &e.to_string());
                 tokio::time::sleep(Duration::from_secs(5)).await;
                 continue;
             }
@@ -444,7 +472,7 @@ pub async fn reconcile_node_classes(
                     reconcile_one(&classes, &discovery, &profiles, &class, &kubernetes).await;
                 }
             }
-            Err(e) => log_error("listing ec2nodeclasses", &e.to_string()),
+            Err(e) => log::error("listing ec2nodeclasses", &e.to_string()),
         }
         // the next round: the interval, or sooner when a class's spec changes
         let deadline = tokio::time::sleep(NODE_CLASS_INTERVAL);
@@ -464,7 +492,7 @@ pub async fn reconcile_node_classes(
                         }
                     }
                     Some(Ok(_)) => {}
-                    Some(Err(e)) => log_error("watching ec2nodeclasses", &e.to_string()),
+                    Some(Err(e)) => log::error("watching ec2nodeclasses", &e.to_string()),
                     None => return,
                 },
             }
@@ -493,7 +521,7 @@ async fn reconcile_one(
     {
         Ok(s) => s,
         Err(e) => {
-            log_error("resolving ec2nodeclass", &format!("{name}: {e}"));
+            log::error("resolving ec2nodeclass", &format!("{name}: {e}"));
             return;
         }
     };
@@ -523,7 +551,7 @@ async fn reconcile_one(
         .patch_status(&name, &PatchParams::default(), &patch)
         .await
     {
-        log_error("patching ec2nodeclass status", &format!("{name}: {e}"));
+        log::error("patching ec2nodeclass status", &format!("{name}: {e}"));
     }
 }
 
@@ -534,7 +562,8 @@ mod tests {
 
     fn option(name: &str, offerings: &[(&str, &str, f64)]) -> InstanceTypeOption {
         let types =
-            kerf_aws::instance_types("us-east-1", &NodeSettings::default()).expect("catalog");
+            kerf_aws::instance_types("us-east-1", &kerf_aws::capacity::NodeSettings::default())
+                .expect("catalog");
         let mut o = scheduler_options(&types, |_, _, _| false)
             .into_iter()
             .find(|t| t.name == name)

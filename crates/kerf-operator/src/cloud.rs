@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use kerf_api::{EC2NodeClass, NodePool};
+use kerf_aws::capacity::NodeSettings;
 use kerf_core::cluster::{ClaimRecord, Launched};
 use kerf_core::controllers::lifecycle::Offering;
 use kerf_scheduling::InstanceTypeOption;
@@ -24,6 +25,39 @@ pub enum CloudError {
     /// The provider is misconfigured.
     #[error("cloud provider configuration: {0}")]
     Config(String),
+}
+
+/// Controller settings that change every instance type's capacity, as Karpenter's
+/// `VM_MEMORY_OVERHEAD_PERCENT` and `RESERVED_ENIS` do.
+#[derive(Clone, Copy, Debug)]
+pub struct CapacitySettings {
+    /// The share of memory the hypervisor takes.
+    pub vm_memory_overhead_percent: f64,
+    /// Network interfaces kept out of the pod count.
+    pub reserved_enis: u32,
+}
+
+impl Default for CapacitySettings {
+    fn default() -> CapacitySettings {
+        CapacitySettings {
+            vm_memory_overhead_percent: kerf_aws::capacity::VM_MEMORY_OVERHEAD_PERCENT,
+            reserved_enis: 0,
+        }
+    }
+}
+
+impl CapacitySettings {
+    /// What a node of `class` gets, with these settings.
+    pub fn node_settings<'a>(&self, class: Option<&'a EC2NodeClass>) -> NodeSettings<'a> {
+        let base = class
+            .map(|c| NodeSettings::from_node_class(&c.spec))
+            .unwrap_or_default();
+        NodeSettings {
+            vm_memory_overhead_percent: self.vm_memory_overhead_percent,
+            reserved_enis: self.reserved_enis,
+            ..base
+        }
+    }
 }
 
 /// A cloud the operator launches nodes in.
@@ -46,12 +80,13 @@ pub trait CloudProvider {
     /// Terminates an instance (gone already is not an error).
     fn delete(&self, provider_id: &str) -> impl Future<Output = Result<(), CloudError>>;
 
-    /// Starts the cloud's background work, which reports into `queue`: interruption notices
-    /// ([`Observed::Notice`](crate::watch::Observed::Notice)) and refreshed prices
-    /// ([`Observed::PricesChanged`](crate::watch::Observed::PricesChanged)). A cloud with
-    /// neither starts nothing.
-    fn start(&self, queue: Arc<Queue>) {
-        drop(queue);
+    /// Starts the cloud's background work once this replica leads, which reports into
+    /// `queue` (interruption notices as [`Observed::Notice`](crate::watch::Observed::Notice),
+    /// refreshed prices as
+    /// [`Observed::PricesChanged`](crate::watch::Observed::PricesChanged)) or writes through
+    /// `client` (node class status). A cloud with none starts nothing.
+    fn start(&self, client: kube::Client, queue: Arc<Queue>) {
+        drop((client, queue));
     }
 
     /// The instances it runs for this cluster: provider id and the NodeClaim it was launched

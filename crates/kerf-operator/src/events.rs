@@ -14,7 +14,8 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use tokio::sync::mpsc;
 
-use crate::execute::{log_error, retry};
+use crate::execute::retry;
+use crate::log;
 
 /// Events waiting to be written at most.
 const QUEUE: usize = 1024;
@@ -108,7 +109,7 @@ async fn write_all(
             continue;
         }
         if let Err(e) = write(&client, &instance, event, uid).await {
-            log_error("recording event", &e.to_string());
+            log::error("recording event", &e.to_string());
         }
     }
 }

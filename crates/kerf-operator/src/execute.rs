@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint as K8sTaint};
 use kerf_api::NodeClaim;
-use kerf_core::clock::rfc3339;
 use kerf_core::controllers::{Action, Controllers, EventObject};
 use kerf_core::objects::{launched_labels, nodeclaim_status};
 use kube::Client;
@@ -17,6 +16,7 @@ use serde_json::json;
 
 use crate::cloud::{CloudError, CloudProvider};
 use crate::events::Recorder;
+use crate::log;
 
 /// How many times a failing call is tried.
 const ATTEMPTS: u32 = 4;
@@ -42,7 +42,7 @@ where
         match call().await {
             Ok(v) => return Ok(v),
             Err(e) if attempt < ATTEMPTS && retriable(&e) => {
-                log_error(what, &e.to_string());
+                log::error(what, &e.to_string());
                 tokio::time::sleep(wait).await;
                 wait *= 4;
                 attempt += 1;
@@ -61,15 +61,6 @@ pub fn now() -> Duration {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
-}
-
-/// Prints a log line of the operator's own, in the controllers' shape.
-pub fn log_error(message: &str, error: &str) {
-    let line = json!({
-        "level": "ERROR", "time": rfc3339(now()), "logger": "controller",
-        "message": message, "controller": "operator", "error": error,
-    });
-    println!("{line}");
 }
 
 /// Carries out actions against the API server and the cloud.
@@ -104,12 +95,14 @@ impl<C: CloudProvider> Executor<C> {
         &self.events
     }
 
-    /// Carries out one action; answers from the cloud go back into `core`.
-    pub async fn execute(&self, action: Action, core: &mut Controllers) {
+    /// Carries out one action; answers from the cloud go back into `core`. False when it
+    /// failed (logged).
+    pub async fn execute(&self, action: Action, core: &mut Controllers) -> bool {
         let result = self.run(action, core).await;
-        if let Err((what, e)) = result {
-            log_error(what, &e);
+        if let Err((what, e)) = &result {
+            log::error(what, e);
         }
+        result.is_ok()
     }
 
     async fn run(
@@ -125,7 +118,7 @@ impl<C: CloudProvider> Executor<C> {
             PatchParams::default(),
         );
         match action {
-            Action::Log(r) => println!("{}", r.to_json(&rfc3339(now()))),
+            Action::Log(r) => log::record(&r),
             Action::Event(e) => {
                 let uid = match e.kind {
                     EventObject::Pod => core

@@ -10,7 +10,6 @@ use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint as K8sTaint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::{EC2NodeClass, NodePool, labels};
-use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
 use std::path::{Path, PathBuf};
 
@@ -21,7 +20,7 @@ use kerf_core::unavailable::Pattern;
 use kerf_scheduling::InstanceTypeOption;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
-use crate::cloud::{CloudError, CloudProvider};
+use crate::cloud::{CapacitySettings, CloudError, CloudProvider};
 
 /// kwok's annotation on the Nodes it manages.
 pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
@@ -35,6 +34,7 @@ pub struct Kwok {
     nodes: Api<Node>,
     region: String,
     no_capacity: Option<PathBuf>,
+    capacity: CapacitySettings,
     /// The instance types per node class spec (as JSON): built once, not at every launch,
     /// and shared with the controllers.
     catalogs: Mutex<HashMap<String, Arc<[InstanceTypeOption]>>>,
@@ -62,6 +62,7 @@ impl Kwok {
         client: kube::Client,
         region: &str,
         no_capacity: Option<PathBuf>,
+        capacity: CapacitySettings,
     ) -> Result<Kwok, CloudError> {
         kerf_aws::catalog::zones(region).map_err(|e| CloudError::Config(e.to_string()))?;
         if let Some(path) = &no_capacity {
@@ -71,6 +72,7 @@ impl Kwok {
             nodes: Api::all(client),
             region: region.to_string(),
             no_capacity,
+            capacity,
             catalogs: Mutex::default(),
         })
     }
@@ -81,9 +83,7 @@ impl Kwok {
             .unwrap_or_default();
         let mut catalogs = self.catalogs.lock().unwrap_or_else(PoisonError::into_inner);
         let built = catalogs.entry(key).or_insert_with(|| {
-            let settings = class
-                .map(|c| NodeSettings::from_node_class(&c.spec))
-                .unwrap_or_default();
+            let settings = self.capacity.node_settings(class);
             let types = kerf_aws::instance_types(&self.region, &settings).unwrap_or_default();
             scheduler_options(&types, |_, _, _| false).into()
         });

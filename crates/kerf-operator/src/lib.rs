@@ -7,19 +7,31 @@ pub mod aws;
 pub mod cloud;
 pub mod events;
 pub mod execute;
+pub mod http;
 pub mod kwok;
+pub mod leader;
+pub mod log;
 pub mod observe;
+pub mod reconciles;
+pub mod settings;
 pub mod slim;
 pub mod watch;
 
 use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kerf_core::controllers::{Controllers, EventObject, Settings};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
 
 use crate::cloud::CloudProvider;
-use crate::execute::{Executor, log_error, now};
-use crate::watch::Observed;
+use crate::execute::{Executor, now};
+use crate::http::{Readiness, Scrape};
+use crate::leader::{Elector, Leadership};
+use crate::reconciles::Reconciles;
+use crate::watch::{Observed, Queue};
 
 /// How often the cloud's instances are compared with the NodeClaims (garbage collection).
 pub const GARBAGE_COLLECTION_INTERVAL: Duration = Duration::from_secs(30);
@@ -33,9 +45,65 @@ pub struct Options {
     pub spot_to_spot: bool,
     /// Karpenter's `NodeRepair` feature gate.
     pub node_repair: bool,
+    /// How long a batch of pending pods waits for one more.
+    pub batch_idle: Duration,
+    /// The longest a batch is held.
+    pub batch_max: Duration,
+    /// The Lease to lead on; none acts at once (DISABLE_LEADER_ELECTION).
+    pub leader_election: Option<leader::Config>,
+    /// Where `/metrics` is served.
+    pub metrics_address: SocketAddr,
+    /// Where `/healthz` and `/readyz` are served.
+    pub health_address: SocketAddr,
 }
 
-/// Runs the controllers against the cluster `client` reaches until the process is stopped.
+/// What stops the process: SIGTERM (a Deployment's rollout or scale-down) or ^C.
+struct Stop {
+    term: tokio::signal::unix::Signal,
+}
+
+impl Stop {
+    fn new() -> anyhow::Result<Stop> {
+        Ok(Stop {
+            term: signal(SignalKind::terminate())?,
+        })
+    }
+
+    async fn requested(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+}
+
+/// The loop's inputs besides the controllers: what the watches saw and who asks for metrics.
+struct Inputs {
+    queue: Arc<Queue>,
+    scrapes: mpsc::Receiver<Scrape>,
+    reconciles: Reconciles,
+}
+
+impl Inputs {
+    fn answer(&self, core: &mut Controllers, scrape: Scrape) {
+        let text = core.render_metrics(now(), &[self.reconciles.registry()]);
+        // the scraper may have given up: nothing to do then
+        let _ = scrape.send(text);
+    }
+
+    /// Applies what is already queued, and answers scrapes already asked.
+    fn drain<C: CloudProvider>(&mut self, core: &mut Controllers, executor: &Executor<C>) {
+        while let Some(o) = self.queue.try_pop() {
+            observe_one(core, executor, o);
+        }
+        while let Ok(scrape) = self.scrapes.try_recv() {
+            self.answer(core, scrape);
+        }
+    }
+}
+
+/// Runs the controllers against the cluster `client` reaches until SIGTERM: every watch lists
+/// once, the probes report ready, this replica waits for the Lease, then the controllers act.
 pub async fn run<C: CloudProvider>(
     client: kube::Client,
     cloud: C,
@@ -45,29 +113,92 @@ pub async fn run<C: CloudProvider>(
         epoch_unix: 0,
         spot_to_spot: options.spot_to_spot,
         node_repair: options.node_repair,
+        batch_idle: options.batch_idle,
+        batch_max: options.batch_max,
         ..Settings::default()
     };
+    let mut stop = Stop::new()?;
     let seed = now().as_nanos() as u64;
     let mut core = Controllers::new(settings, seed);
     let executor = Executor::new(client.clone(), cloud);
-    let queue = watch::spawn_all(&client);
-    executor.cloud().start(std::sync::Arc::clone(&queue));
+    let ready = Arc::new(Readiness::default());
+    let (scrape_tx, scrapes) = mpsc::channel(8);
+    http::serve(
+        options.metrics_address,
+        options.health_address,
+        Arc::clone(&ready),
+        scrape_tx,
+    )
+    .await?;
+    let mut inputs = Inputs {
+        queue: watch::spawn_all(&client),
+        scrapes,
+        reconciles: Reconciles::new(),
+    };
 
     // every kind listed once before deciding anything: a partial view would look like
     // orphans to garbage collection and like pending pods to provisioning
     let mut synced: BTreeSet<&str> = BTreeSet::new();
     while synced.len() < watch::KINDS.len() {
-        let Some(o) = queue.pop().await else {
-            anyhow::bail!("the watches stopped before listing the cluster");
-        };
-        match o {
-            Observed::Synced(kind) => {
-                synced.insert(kind);
-            }
-            other => observe_one(&mut core, &executor, other),
+        tokio::select! {
+            o = inputs.queue.pop() => match o {
+                None => anyhow::bail!("the watches stopped before listing the cluster"),
+                Some(Observed::Synced(kind)) => {
+                    synced.insert(kind);
+                }
+                Some(other) => observe_one(&mut core, &executor, other),
+            },
+            Some(scrape) = inputs.scrapes.recv() => inputs.answer(&mut core, scrape),
+            () = stop.requested() => return Ok(()),
         }
     }
+    ready.set();
 
+    // a candidate keeps its state current while it waits, so that it acts at once on taking
+    // over; it writes nothing
+    let leadership = match &options.leader_election {
+        None => None,
+        Some(config) => {
+            let lead = Elector::new(client.clone(), config.clone()).lead();
+            tokio::pin!(lead);
+            loop {
+                tokio::select! {
+                    held = &mut lead => break Some(held),
+                    o = inputs.queue.pop() => match o {
+                        None => anyhow::bail!("the watches stopped"),
+                        Some(o) => observe_one(&mut core, &executor, o),
+                    },
+                    Some(scrape) = inputs.scrapes.recv() => inputs.answer(&mut core, scrape),
+                    () = stop.requested() => return Ok(()),
+                }
+            }
+        }
+    };
+    executor
+        .cloud()
+        .start(client.clone(), Arc::clone(&inputs.queue));
+
+    let held = leadership.as_ref().map(|(held, _)| held.as_ref());
+    let result = act(&mut core, &executor, &mut inputs, held, &mut stop).await;
+    // renewals stop before the Lease is handed back, or the next one would take it again
+    if let (Some((_, renewal)), Some(config)) = (leadership, &options.leader_election) {
+        renewal.abort();
+        let _ = renewal.await;
+        Elector::release(client, config).await;
+    }
+    result
+}
+
+/// The leader's loop: poll the controllers, carry out their actions, wait for the next change
+/// or timer, until a stop is requested (the action under way is finished first).
+async fn act<C: CloudProvider>(
+    core: &mut Controllers,
+    executor: &Executor<C>,
+    inputs: &mut Inputs,
+    leadership: Option<&Leadership>,
+    stop: &mut Stop,
+) -> anyhow::Result<()> {
+    let holds = || leadership.is_none_or(Leadership::holds);
     let mut next_gc = now();
     loop {
         let t = now();
@@ -75,7 +206,7 @@ pub async fn run<C: CloudProvider>(
             next_gc = t + GARBAGE_COLLECTION_INTERVAL;
             match executor.cloud().list().await {
                 Ok(instances) => core.garbage_collect(&instances, now()),
-                Err(e) => log_error("listing instances", &e.to_string()),
+                Err(e) => log::error("listing instances", &e.to_string()),
             }
         }
         // act until the controllers have nothing more to say at this instant
@@ -85,12 +216,18 @@ pub async fn run<C: CloudProvider>(
                 break;
             }
             for a in actions {
-                executor.execute(a, &mut core).await;
+                if !holds() {
+                    anyhow::bail!("leader election lost: the Lease was not renewed in time");
+                }
+                let controller = reconciles::controller_of(&a);
+                let started = std::time::Instant::now();
+                let ok = executor.execute(a, core).await;
+                if let Some(c) = controller {
+                    inputs.reconciles.record(c, ok, started.elapsed());
+                }
                 // a burst of calls takes seconds: what the watches saw meanwhile is applied
                 // as it comes, so that it is not held twice (queued and in the state)
-                while let Some(o) = queue.try_pop() {
-                    observe_one(&mut core, &executor, o);
-                }
+                inputs.drain(core, executor);
             }
         }
         let wake = core
@@ -99,25 +236,24 @@ pub async fn run<C: CloudProvider>(
             .min(next_gc)
             .saturating_sub(now());
         tokio::select! {
-            o = queue.pop() => {
+            o = inputs.queue.pop() => {
                 let Some(o) = o else {
                     anyhow::bail!("the watches stopped");
                 };
-                observe_one(&mut core, &executor, o);
+                observe_one(core, executor, o);
                 // take everything already queued before polling again
-                while let Some(o) = queue.try_pop() {
-                    observe_one(&mut core, &executor, o);
-                }
+                inputs.drain(core, executor);
             }
+            Some(scrape) = inputs.scrapes.recv() => inputs.answer(core, scrape),
             () = tokio::time::sleep(wake) => {}
-            _ = tokio::signal::ctrl_c() => return Ok(()),
+            () = stop.requested() => return Ok(()),
         }
     }
 }
 
 fn observe_one<C: CloudProvider>(core: &mut Controllers, executor: &Executor<C>, o: Observed) {
     if let Observed::Failed(kind, e) = &o {
-        log_error("watching", &format!("{kind}: {e}"));
+        log::error("watching", &format!("{kind}: {e}"));
     }
     if let Observed::Applied(object) = &o {
         match object {

@@ -1,99 +1,89 @@
 //! `kerf-operator`: Kerf's controllers in a cluster. The kubeconfig is found as kubectl finds
 //! it (`KUBECONFIG`, `~/.kube/config`, then the in-cluster service account).
 
-use clap::{Parser, ValueEnum};
+use std::net::SocketAddr;
+use std::time::Duration;
 
-/// Which cloud launches the nodes.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Provider {
-    /// EC2 instances, through the AWS SDK's standard credential chain (`AWS_ENDPOINT_URL`
-    /// points it at an emulator).
-    Aws,
-    /// Nodes are Node objects that kwok runs (for tests and benchmarks without a cloud).
-    Kwok,
+use clap::Parser;
+use kerf_operator::cloud::CapacitySettings;
+use kerf_operator::leader;
+use kerf_operator::settings::{Provider, Settings};
+
+/// The API client, rate limited as KUBE_CLIENT_QPS and KUBE_CLIENT_BURST say: at most `burst`
+/// requests in any window of `burst / qps` seconds.
+async fn client(settings: &Settings) -> Result<kube::Client, String> {
+    let config = kube::Config::infer().await.map_err(|e| {
+        format!("no usable kubeconfig (KUBECONFIG, ~/.kube/config or in-cluster): {e}")
+    })?;
+    let window =
+        Duration::from_secs_f64(settings.kube_client_burst as f64 / settings.kube_client_qps);
+    let limit = tower::limit::RateLimitLayer::new(settings.kube_client_burst, window);
+    let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| e.to_string())?;
+    Ok(builder.with_layer(&limit).build())
 }
 
-/// Kerf's node autoscaler, in-cluster.
-#[derive(Debug, Parser)]
-#[command(name = "kerf-operator", version)]
-struct Args {
-    /// The cloud provider.
-    #[arg(long, value_enum, default_value = "aws")]
-    cloud_provider: Provider,
-    /// The region: kwok offers its instance types and zones (default us-east-1); for aws it
-    /// overrides the SDK's (`AWS_REGION`).
-    #[arg(long, env = "AWS_REGION")]
-    region: Option<String>,
-    /// aws: the EKS cluster's name (Karpenter's `settings.clusterName`).
-    #[arg(long, env = "CLUSTER_NAME")]
-    cluster_name: Option<String>,
-    /// aws: the API server's URL nodes join (`settings.clusterEndpoint`). This, the CA bundle
-    /// and the service CIDR are looked up with eks:DescribeCluster when not given.
-    #[arg(long, env = "CLUSTER_ENDPOINT")]
-    cluster_endpoint: Option<String>,
-    /// aws: the cluster's CA certificate, base64 (`aws eks describe-cluster --query
-    /// cluster.certificateAuthority.data`).
-    #[arg(long, env = "CLUSTER_CA_BUNDLE")]
-    cluster_ca_bundle: Option<String>,
-    /// aws: the service CIDR AL2023 nodes need (`aws eks describe-cluster --query
-    /// cluster.kubernetesNetworkConfig.serviceIpv4Cidr`).
-    #[arg(long, env = "CLUSTER_CIDR")]
-    cluster_cidr: Option<String>,
-    /// aws: the SQS queue of interruption messages (`settings.interruptionQueue`); none read
-    /// when unset.
-    #[arg(long, env = "INTERRUPTION_QUEUE")]
-    interruption_queue: Option<String>,
-    /// kwok only: a file of offerings without capacity, one
-    /// `CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]]` a line (`*` for any), read at every launch.
-    #[arg(long, value_name = "FILE")]
-    kwok_no_capacity: Option<std::path::PathBuf>,
-    /// Karpenter's feature gates, as `SpotToSpotConsolidation=true,NodeRepair=true`.
-    #[arg(long, default_value = "")]
-    feature_gates: String,
+/// The Lease's namespace when none is set: the service account's in a pod, else kube-system.
+fn lease_namespace(settings: &Settings) -> String {
+    settings
+        .leader_election_namespace
+        .clone()
+        .unwrap_or_else(|| {
+            std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+                .map(|n| n.trim().to_string())
+                .unwrap_or_else(|_| "kube-system".into())
+        })
 }
 
-/// Reads `--feature-gates` into the options it sets.
-fn feature_gates(gates: &str) -> Result<kerf_operator::Options, String> {
-    let mut options = kerf_operator::Options {
-        spot_to_spot: false,
-        node_repair: false,
-    };
-    for gate in gates.split(',').filter(|g| !g.is_empty()) {
-        let (flag, value) = match gate.split_once('=') {
-            Some(("SpotToSpotConsolidation", v)) => (&mut options.spot_to_spot, v),
-            Some(("NodeRepair", v)) => (&mut options.node_repair, v),
-            _ => {
-                return Err(format!(
-                    "--feature-gates: {gate}: unknown gate (known: \
-                     SpotToSpotConsolidation=true|false, NodeRepair=true|false)"
-                ));
-            }
-        };
-        *flag = value
-            .parse()
-            .map_err(|_| format!("--feature-gates: {gate}: the value must be true or false"))?;
+/// This replica's name on the Lease: as set, else the host name and a random suffix.
+fn lease_identity(settings: &Settings) -> String {
+    settings
+        .leader_election_identity
+        .clone()
+        .unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "kerf".into());
+            format!("{host}_{:08x}", rand::random::<u32>())
+        })
+}
+
+fn options(settings: &Settings) -> kerf_operator::Options {
+    kerf_operator::Options {
+        spot_to_spot: settings.feature_gates.spot_to_spot,
+        node_repair: settings.feature_gates.node_repair,
+        batch_idle: settings.batch_idle_duration,
+        batch_max: settings.batch_max_duration,
+        leader_election: (!settings.disable_leader_election).then(|| {
+            leader::Config::new(
+                lease_namespace(settings),
+                settings.leader_election_name.clone(),
+                lease_identity(settings),
+            )
+        }),
+        metrics_address: SocketAddr::new(settings.bind_address, settings.metrics_port),
+        health_address: SocketAddr::new(settings.bind_address, settings.health_probe_port),
     }
-    Ok(options)
 }
 
 // one thread: the controllers are one state machine, and a single allocator arena keeps the
 // resident set small
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {
-    let args = Args::parse();
-    let options = match feature_gates(&args.feature_gates) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("kerf-operator: {e}");
-            return std::process::ExitCode::from(2);
-        }
+    let args = Settings::parse();
+    if let Err(e) = args.validate() {
+        eprintln!("kerf-operator: {e}");
+        return std::process::ExitCode::from(2);
+    }
+    kerf_operator::log::set_level(args.log_level);
+    let options = options(&args);
+    let capacity = CapacitySettings {
+        vm_memory_overhead_percent: args.vm_memory_overhead_percent,
+        reserved_enis: args.reserved_enis,
     };
-    let client = match kube::Client::try_default().await {
+    let client = match client(&args).await {
         Ok(c) => c,
         Err(e) => {
-            eprintln!(
-                "kerf-operator: no usable kubeconfig (KUBECONFIG, ~/.kube/config or in-cluster): {e}"
-            );
+            eprintln!("kerf-operator: {e}");
             return std::process::ExitCode::from(2);
         }
     };
@@ -102,6 +92,7 @@ async fn main() -> std::process::ExitCode {
             client.clone(),
             args.region.as_deref().unwrap_or("us-east-1"),
             args.kwok_no_capacity,
+            capacity,
         ) {
             Ok(cloud) => kerf_operator::run(client, cloud, options).await,
             Err(e) => Err(e.into()),
@@ -159,15 +150,14 @@ async fn main() -> std::process::ExitCode {
                     }
                 }
             };
-            match kerf_operator::aws::Aws::new(&config, cluster, args.interruption_queue) {
-                Ok(cloud) => {
-                    tokio::spawn(kerf_operator::aws::reconcile_node_classes(
-                        client.clone(),
-                        config,
-                        name,
-                    ));
-                    kerf_operator::run(client, cloud, options).await
-                }
+            let aws = kerf_operator::aws::AwsOptions {
+                cluster,
+                interruption_queue: args.interruption_queue,
+                capacity,
+                isolated_vpc: args.isolated_vpc,
+            };
+            match kerf_operator::aws::Aws::new(&config, aws) {
+                Ok(cloud) => kerf_operator::run(client, cloud, options).await,
                 Err(e) => Err(e.into()),
             }
         }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use aws_sdk_ec2::types::{InstanceStateName, InstanceType, ResourceType};
 use moto::{CLUSTER, Moto, REGION, SEED_AMI_PARAMETERS, network, seed_node_class, tags};
 use serde_json::{Value, json};
-use support::{ControlPlane, Operator, root, wait_for};
+use support::{ControlPlane, Operator, chart_env, root, wait_for};
 
 /// The version scripts/e2e-cluster.sh builds.
 const KUBERNETES: &str = "1.35";
@@ -162,7 +162,9 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
     let seed =
         std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed 004");
     cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));
-    let env = [
+    // as the chart runs it: its ServiceAccount, no permission beyond the chart's
+    let mut env = chart_env(&cp, false);
+    env.extend([
         ("AWS_ENDPOINT_URL", moto.endpoint()),
         ("AWS_ACCESS_KEY_ID", "test".to_string()),
         ("AWS_SECRET_ACCESS_KEY", "test".to_string()),
@@ -170,7 +172,7 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
         ("CLUSTER_NAME", CLUSTER.to_string()),
         ("INTERRUPTION_QUEUE", CLUSTER.to_string()),
-    ];
+    ]);
     let op = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "aws"], &env);
     let log = || std::fs::read_to_string(&op.log).unwrap_or_default();
 
@@ -393,4 +395,6 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         },
         || cp.kubectl_ok(&["get", "nodeclaims"], None),
     );
+    // the chart's RBAC was enough: no call was refused
+    assert!(!log().contains("forbidden"), "{}", log());
 }

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{ControlPlane, Operator, root, wait_for};
+use support::{ControlPlane, Operator, chart_env, http_get, root, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(120);
 const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
@@ -69,6 +69,16 @@ fn messages(op: &Operator, message: &str) -> usize {
         .count()
 }
 
+/// The chart's RBAC was enough: the API server refused no call the operator made.
+fn nothing_refused(op: &Operator) {
+    let forbidden: Vec<Value> = op
+        .lines()
+        .into_iter()
+        .filter(|l| l.to_string().contains("forbidden"))
+        .collect();
+    assert!(forbidden.is_empty(), "{forbidden:?}");
+}
+
 fn scale(cp: &ControlPlane, replicas: usize) {
     cp.kubectl_ok(
         &[
@@ -95,6 +105,13 @@ fn the_seed_walkthrough_scales_out_and_consolidates_back() {
     cp.install_crds();
     cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
     let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    wait_for(
+        "/readyz to answer 200",
+        LIMIT,
+        || (http_get(op.health_port, "/readyz").0 == 200).then_some(()),
+        || format!("{:?}", http_get(op.health_port, "/readyz")),
+    );
+    assert_eq!(http_get(op.health_port, "/healthz").0, 200);
 
     scale(&cp, 5);
     all_running(&cp, 5);
@@ -176,6 +193,33 @@ fn the_seed_walkthrough_scales_out_and_consolidates_back() {
     assert_eq!(
         claims[0]["status"]["nodeName"],
         nodes[0]["metadata"]["name"]
+    );
+
+    nothing_refused(&op);
+    // every query of both Karpenter dashboards finds its metrics and labels
+    let (status, metrics) = http_get(op.metrics_port, "/metrics");
+    assert_eq!(status, 200, "{metrics}");
+    let missing = unmet(&metrics);
+    assert!(missing.is_empty(), "{}\n\n{metrics}", missing.join("\n"));
+    let counted = |sample: &str| {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(sample))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    assert!(counted("karpenter_nodes_created_total") >= 2.0, "{metrics}");
+    assert!(
+        counted("karpenter_nodes_terminated_total") >= 1.0,
+        "{metrics}"
+    );
+    assert!(
+        counted("karpenter_voluntary_disruption_decisions_total") >= 1.0,
+        "{metrics}"
+    );
+    assert!(
+        counted("karpenter_pods_startup_duration_seconds_count") >= 5.0,
+        "{metrics}"
     );
 }
 
@@ -266,6 +310,7 @@ fn a_pdb_and_do_not_disrupt_keep_their_pods_through_expiry() {
         || format!("{:?}", running(&cp, "guarded")),
     );
     assert_eq!(running(&cp, "pinned"), [(pinned, pinned_node)]);
+    nothing_refused(&op);
 }
 
 #[test]
@@ -625,4 +670,308 @@ fn a_scenario_file_replays_against_the_control_plane_beside_its_simulation() {
         "{}",
         real["max_pod_pending_seconds"]
     );
+}
+
+/// Labels Prometheus puts on every series itself (the target's and the server's), which no
+/// exporter writes.
+const TARGET_LABELS: [&str; 3] = ["cluster", "job", "instance"];
+
+/// A `by (...)` label a dashboard groups by that Karpenter does not export either: the
+/// capacity dashboard groups `karpenter_voluntary_disruption_decisions_total` by NodePool, but
+/// Karpenter counts decisions per NodePool in
+/// `karpenter_voluntary_disruption_decisions_by_nodepool_total` (which Kerf exports too).
+const NOT_EXPORTED_BY_KARPENTER: [(&str, &str); 1] =
+    [("karpenter_voluntary_disruption_decisions_total", "nodepool")];
+
+/// The PromQL expressions (and template variable options) of a Grafana dashboard.
+fn dashboard_queries(file: &str) -> Vec<String> {
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    match (k.as_str(), v) {
+                        ("expr" | "query", Value::String(s)) => out.push(s.clone()),
+                        _ => walk(v, out),
+                    }
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let path = root()
+        .join("../shared/data/karpenter-dashboards")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let mut out = Vec::new();
+    walk(
+        &serde_json::from_str(&text).expect("dashboard JSON"),
+        &mut out,
+    );
+    out
+}
+
+/// What one query asks of the exporter: (metric, label) pairs, a label `None` for the metric
+/// alone. Only Karpenter's and controller-runtime's metrics are the exporter's.
+fn demands(query: &str) -> Vec<(String, Option<String>)> {
+    let ours = |m: &str| m.starts_with("karpenter_") || m.starts_with("controller_runtime_");
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let chars: Vec<char> = query.chars().collect();
+    let mut out = Vec::new();
+    let mut metrics_here = Vec::new();
+    let mut by_labels = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if !(chars[i].is_ascii_alphabetic() || chars[i] == '_')
+            || (i > 0 && (ident(chars[i - 1]) || chars[i - 1] == '$'))
+        {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && ident(chars[i]) {
+            i += 1;
+        }
+        let word: String = chars[start..i].iter().collect();
+        let mut j = i;
+        while j < chars.len() && chars[j] == ' ' {
+            j += 1;
+        }
+        if word == "by" && chars.get(j) == Some(&'(') {
+            let end = chars[j..]
+                .iter()
+                .position(|c| *c == ')')
+                .map_or(chars.len(), |p| j + p);
+            let list: String = chars[j + 1..end].iter().collect();
+            by_labels.extend(
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('$'))
+                    .map(String::from),
+            );
+            i = end;
+            continue;
+        }
+        if word == "label_values" && chars.get(j) == Some(&'(') {
+            let end = chars[j..]
+                .iter()
+                .position(|c| *c == ')')
+                .map_or(chars.len(), |p| j + p);
+            let args: String = chars[j + 1..end].iter().collect();
+            if let Some((m, l)) = args.split_once(',') {
+                let m = m.split('{').next().unwrap_or("").trim();
+                if ours(m) {
+                    out.push((m.to_string(), Some(l.trim().to_string())));
+                }
+            }
+            i = end;
+            continue;
+        }
+        if !ours(&word) {
+            continue;
+        }
+        out.push((word.clone(), None));
+        metrics_here.push(word.clone());
+        if chars.get(j) == Some(&'{') {
+            let end = chars[j..]
+                .iter()
+                .position(|c| *c == '}')
+                .map_or(chars.len(), |p| j + p);
+            let inner: String = chars[j + 1..end].iter().collect();
+            for matcher in inner.split(',') {
+                let name: String = matcher.trim().chars().take_while(|c| ident(*c)).collect();
+                if !name.is_empty() && !TARGET_LABELS.contains(&name.as_str()) {
+                    out.push((word.clone(), Some(name)));
+                }
+            }
+            i = end;
+        }
+    }
+    // a grouping label must be on at least one of the expression's metrics
+    for l in by_labels {
+        if TARGET_LABELS.contains(&l.as_str()) {
+            continue;
+        }
+        let exempt = metrics_here
+            .iter()
+            .any(|m| NOT_EXPORTED_BY_KARPENTER.contains(&(m.as_str(), l.as_str())));
+        if !exempt && !metrics_here.is_empty() {
+            out.push((format!("any of {}", metrics_here.join(" ")), Some(l)));
+        }
+    }
+    out
+}
+
+/// Each sample name of an exposition with the labels it carries somewhere.
+fn exposition(
+    text: &str,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut out: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+        let labels = out.entry(line[..name_end].to_string()).or_default();
+        if let Some(rest) = line[name_end..].strip_prefix('{') {
+            for pair in rest.split("\",") {
+                if let Some((k, _)) = pair.split_once("=\"") {
+                    labels.insert(k.trim_start_matches([',', '{']).to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What the dashboards ask that `metrics` lacks.
+fn unmet(metrics: &str) -> Vec<String> {
+    let exported = exposition(metrics);
+    let has = |metric: &str, label: Option<&str>| {
+        metric
+            .split(' ')
+            .filter(|m| *m != "any" && *m != "of")
+            .any(|m| {
+                exported
+                    .get(m)
+                    .is_some_and(|labels| label.is_none_or(|l| labels.contains(l)))
+            })
+    };
+    let mut missing = Vec::new();
+    for file in [
+        "karpenter-capacity-dashboard.json",
+        "karpenter-performance-dashboard.json",
+    ] {
+        for query in dashboard_queries(file) {
+            // the distribution panel's template variable: labels to group pod states by
+            if !query.contains('(') && query.contains(',') && !query.contains('{') {
+                for l in query.split(',') {
+                    if !has("karpenter_pods_state", Some(l.trim())) {
+                        missing.push(format!("{file}: karpenter_pods_state without {l}"));
+                    }
+                }
+                continue;
+            }
+            for (metric, label) in demands(&query) {
+                if !has(&metric, label.as_deref()) {
+                    missing.push(format!("{file}: {metric} {label:?} in {query}"));
+                }
+            }
+        }
+    }
+    missing
+}
+
+#[test]
+fn the_dashboard_checker_finds_what_an_exposition_lacks() {
+    let full = "karpenter_nodes_created_total{nodepool=\"a\",zone=\"z\"} 1\n";
+    assert!(
+        demands(
+            "sum by(cluster,nodepool) (karpenter_nodes_created_total{nodepool=~\"$nodepool\"})"
+        )
+        .iter()
+        .all(|(m, l)| {
+            let e = exposition(full);
+            m.split(' ').any(|m| {
+                e.get(m)
+                    .is_some_and(|s| l.as_ref().is_none_or(|l| s.contains(l)))
+            })
+        })
+    );
+    // a planted gap: the nodepool label missing, then the metric missing
+    let missing = unmet("karpenter_nodes_created_total{zone=\"z\"} 1\n");
+    assert!(
+        missing
+            .iter()
+            .any(|m| m.contains("karpenter_nodes_created_total Some(\"nodepool\")")),
+        "{missing:?}"
+    );
+    assert!(
+        missing.iter().any(|m| m.contains("karpenter_pods_state")),
+        "{missing:?}"
+    );
+    assert!(
+        missing
+            .iter()
+            .any(|m| m.contains("controller_runtime_reconcile_time_seconds_bucket")),
+        "{missing:?}"
+    );
+}
+
+/// The NodeClaims an operator's log says it created.
+fn created_by(op: &Operator) -> std::collections::BTreeSet<String> {
+    op.lines()
+        .iter()
+        .filter(|l| l["message"] == "created nodeclaim")
+        .filter_map(|l| l["NodeClaim"]["name"].as_str().map(String::from))
+        .collect()
+}
+
+#[test]
+fn of_two_replicas_one_acts_and_the_other_takes_over_when_it_dies() {
+    let cp = ControlPlane::start("leader");
+    cp.install_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
+    let replica = |n: u32, id: &str| {
+        let mut env = chart_env(&cp, true);
+        env.push(("LEADER_ELECTION_IDENTITY", id.to_string()));
+        Operator::spawn(&cp, OPERATOR, n, &["--cloud-provider", "kwok"], &env)
+    };
+    let acquired = |op: &Operator| messages(op, "successfully acquired lease");
+    let a = replica(1, "replica-a");
+    wait_for(
+        "replica a to lead",
+        LIMIT,
+        || (acquired(&a) == 1).then_some(()),
+        || format!("{:?}", a.lines()),
+    );
+    let b = replica(2, "replica-b");
+    wait_for(
+        "replica b ready",
+        LIMIT,
+        || (http_get(b.health_port, "/readyz").0 == 200).then_some(()),
+        || format!("{:?}", b.lines()),
+    );
+    scale(&cp, 5);
+    all_running(&cp, 5);
+    // the candidate watches and serves metrics but acts on nothing
+    assert_eq!(acquired(&b), 0, "{:?}", b.lines());
+    assert!(created_by(&b).is_empty());
+    assert_eq!(http_get(b.metrics_port, "/metrics").0, 200);
+    let by_a = created_by(&a);
+    assert!(!by_a.is_empty());
+
+    // a crash: no release, so b waits out the lease (15 s) before it acts
+    a.kill();
+    let killed = std::time::Instant::now();
+    wait_for(
+        "replica b to take over",
+        Duration::from_secs(40),
+        || (acquired(&b) == 1).then_some(()),
+        || format!("{:?}", b.lines()),
+    );
+    let took = killed.elapsed();
+    println!("takeover after a crash: {took:?}");
+    assert!(took <= Duration::from_secs(21), "takeover took {took:?}");
+    scale(&cp, 12);
+    all_running(&cp, 12);
+    let by_b = created_by(&b);
+    assert!(!by_b.is_empty(), "{:?}", b.lines());
+    assert!(by_a.is_disjoint(&by_b), "{by_a:?} {by_b:?}");
+    for claim in claim_names(&cp) {
+        assert!(
+            by_a.contains(&claim) || by_b.contains(&claim),
+            "{claim} made twice or by none"
+        );
+    }
+
+    // a rollout: SIGTERM, the Lease handed back at once
+    let status = b.terminate();
+    assert!(status.success(), "{status:?}");
+    let lease = json(
+        &cp,
+        &["get", "lease", "kerf-leader-election", "-n", "kube-system"],
+    );
+    assert!(lease["spec"]["holderIdentity"].is_null(), "{lease}");
 }

@@ -108,6 +108,10 @@ pub struct Report {
     pub timeline: Vec<Sample>,
     /// The log records.
     pub events: Vec<Value>,
+    /// Karpenter's metrics at the end, as OpenMetrics text (`kerf simulate --metrics`); not
+    /// in the JSON report, since the scheduling durations in it are wall-clock times.
+    #[serde(skip)]
+    pub metrics: String,
 }
 
 impl Report {
@@ -133,6 +137,7 @@ impl Report {
             totals,
             timeline,
             events,
+            metrics: String::new(),
         }
     }
 

@@ -1365,14 +1365,16 @@ impl World {
             .core
             .cluster
             .pods_where(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
-        Report::new(
+        let mut report = Report::new(
             &self.scenario,
             nodes,
             pending,
             std::mem::take(&mut self.totals),
             std::mem::take(&mut self.timeline),
             self.log.take(),
-        )
+        );
+        report.metrics = self.core.render_metrics(self.now, &[]);
+        report
     }
 }
 

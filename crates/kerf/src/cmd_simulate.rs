@@ -26,6 +26,10 @@ pub struct Args {
     /// Also write the JSON log lines.
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
+    /// Also write Karpenter's metrics at the end of the run, as OpenMetrics text (what the
+    /// operator's /metrics would serve), to try dashboards offline.
+    #[arg(long, value_name = "FILE")]
+    metrics: Option<PathBuf>,
     /// Check the invariants (no over-commitment, limits, registration, no pod left behind)
     /// on every step; a violation fails the run.
     #[arg(long)]
@@ -36,7 +40,7 @@ pub struct Args {
     seed: Option<u64>,
     /// Generate N random scenarios (seeds S, S+1, …) and run each with every invariant
     /// checked; a failure is shrunk and written as YAML. Exit 1 when any fails.
-    #[arg(long, value_name = "N", conflicts_with_all = ["scenario", "list", "report", "log"])]
+    #[arg(long, value_name = "N", conflicts_with_all = ["scenario", "list", "report", "log", "metrics"])]
     swarm: Option<u64>,
     /// Where --swarm writes the scenarios that failed.
     #[arg(
@@ -124,6 +128,10 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     };
     if let Some(path) = &args.report {
         std::fs::write(path, report.html())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.metrics {
+        std::fs::write(path, &report.metrics)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.log {

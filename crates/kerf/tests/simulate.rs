@@ -113,6 +113,44 @@ fn log_file_holds_karpenter_style_json_lines() {
     );
 }
 
+/// `--metrics` writes what the operator's `/metrics` would serve at the end of the run:
+/// Karpenter's counters from what happened, gauges from the end state, OpenMetrics' end.
+#[test]
+fn metrics_file_holds_karpenters_metrics_of_the_run() {
+    let path = temp("sim.metrics");
+    let out = kerf(&[
+        "simulate",
+        "spot-fallback",
+        "--metrics",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let total = |prefix: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    assert!(
+        total("karpenter_nodeclaims_created_total{reason=\"provisioning\"") >= 1.0,
+        "{text}"
+    );
+    assert!(total("karpenter_nodes_created_total{") >= 1.0, "{text}");
+    assert!(text.contains("# TYPE karpenter_nodes_termination_duration_seconds summary"));
+    assert!(
+        text.contains("karpenter_nodepools_usage{nodepool="),
+        "{text}"
+    );
+    assert!(text.contains("karpenter_cloudprovider_instance_type_offering_price_estimate{"));
+    assert!(text.ends_with("# EOF\n"), "{text}");
+}
+
 /// The report renders in Debian's Chromium (installed by scripts/install-test-deps.sh):
 /// the inline script draws every chart with the run's data, and nothing outside is named.
 #[test]

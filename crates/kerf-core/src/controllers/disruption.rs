@@ -381,8 +381,14 @@ impl Controllers {
         let (pools, pool_names) = self.pool_inputs();
         let daemonsets: Vec<Pod> = self.cluster.daemonsets.values().cloned().collect();
         let (view, names) = self.view(pools, &pool_names, &daemonsets);
-        let command = plan(&view)?;
-        Some((command, names))
+        let eligible = crate::consolidation::eligible(&view)
+            .into_iter()
+            .map(|(r, n)| (r.as_str().to_lowercase(), n))
+            .collect();
+        let command = plan(&view);
+        drop(view);
+        self.eligible = eligible;
+        Some((command?, names))
     }
 
     /// One pass, every [`PASS_INTERVAL`] for as long as the controllers run (as Karpenter
@@ -591,7 +597,7 @@ impl Controllers {
         let text = format!(
             "{}/{id}: {method}: nodepools=[{}]: [{}] -> [{} replacement(s)] (savings: ${:.2})",
             command.reason.as_str(),
-            pools.into_iter().collect::<Vec<_>>().join(", "),
+            pools.iter().cloned().collect::<Vec<_>>().join(", "),
             candidates.join(", "),
             command.replacements.len(),
             command.savings
@@ -600,6 +606,20 @@ impl Controllers {
             reason: command.reason,
             nodes: candidates.clone(),
         });
+        let reason = command.reason.as_str().to_lowercase();
+        let pool_list: Vec<&str> = pools.iter().map(String::as_str).collect();
+        self.metrics.decision(
+            method,
+            &reason,
+            command.method.consolidation_type(),
+            &pool_list,
+        );
+        for c in &candidates {
+            if let Some((claim, _)) = self.cluster.claim_of_node(c) {
+                let claim = claim.clone();
+                self.count_disrupted(&claim, &reason);
+            }
+        }
         self.log(
             "disruption",
             "disrupting node(s)",
@@ -612,7 +632,7 @@ impl Controllers {
         let mut launched = Vec::new();
         for r in &command.replacements {
             let pool = pool_names[r.node_pool].clone();
-            let name = self.create_nodeclaim(r, &pool);
+            let name = self.create_nodeclaim(r, &pool, &reason);
             self.event(Event {
                 kind: EventObject::NodeClaim,
                 name: name.clone(),

@@ -80,6 +80,7 @@ impl Controllers {
                 "deleting unhealthy node",
                 json!({"NodeClaim": {"name": claim}, "Node": {"name": node}}),
             );
+            self.count_disrupted(&claim, "unhealthy");
             self.delete_nodeclaim(&claim);
         }
     }

@@ -69,6 +69,7 @@ impl Controllers {
             "initiating delete from interruption message",
             fields,
         );
+        self.count_disrupted(&claim, "interrupted");
         self.delete_nodeclaim(&claim);
     }
 }

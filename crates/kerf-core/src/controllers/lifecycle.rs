@@ -190,6 +190,8 @@ impl Controllers {
                     .any(|s| node.taints.iter().any(|t| t.key == s.key))
             });
         if !claim.registered {
+            let zone = claim.launched.as_ref().map_or("", |l| l.zone.as_str());
+            self.metrics.node_created(&claim.node_pool, zone);
             if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
                 c.registered = true;
             }
@@ -306,6 +308,7 @@ impl Controllers {
                 "deleted node",
                 json!({"Node": {"name": node}}),
             );
+            self.count_node_deleted(node);
             self.actions.push(Action::DeleteNode { node: node.clone() });
         }
         self.log(
@@ -325,6 +328,7 @@ impl Controllers {
 
     /// Deletes a NodeClaim outright: no node to drain.
     fn release(&mut self, name: &str) {
+        self.count_nodeclaim_deleted(name);
         self.actions.push(Action::DeleteNodeClaim {
             nodeclaim: name.to_string(),
         });
@@ -366,6 +370,7 @@ impl Controllers {
                 .find(|(_, n)| n.provider_id == *provider_id)
                 .map(|(k, _)| k.clone());
             if let Some(node) = node {
+                self.count_node_deleted(&node);
                 self.actions.push(Action::DeleteNode { node });
             }
             self.actions.push(Action::DeleteInstance {

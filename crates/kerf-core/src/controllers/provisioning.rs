@@ -304,7 +304,7 @@ impl Controllers {
         }
         for plan in &decision.nodeclaims {
             let pool = pool_names[plan.node_pool].clone();
-            let name = self.create_nodeclaim(plan, &pool);
+            let name = self.create_nodeclaim(plan, &pool, "provisioning");
             for p in &plan.pods {
                 if let Some(rec) = self.cluster.pods.get_mut(&keys[*p]) {
                     rec.nominated = Some(name.clone());
@@ -423,6 +423,8 @@ impl Controllers {
             .collect();
         let pods: Vec<&Pod> = keys.iter().map(|k| &*cluster.pods[k].pod).collect();
         let daemonsets: Vec<Pod> = cluster.daemonsets.values().cloned().collect();
+        // wall-clock time, for the scheduling-duration histogram only: no decision reads it
+        let started = std::time::Instant::now();
         let decision = solve(&Problem {
             node_pools: &pools,
             nodes: &existing,
@@ -431,6 +433,7 @@ impl Controllers {
             pods: &pods,
             options: SolveOptions::default(),
         });
+        self.metrics.scheduled(started.elapsed());
         Solved {
             decision,
             pods: keys,
@@ -517,9 +520,17 @@ impl Controllers {
         (existing, names)
     }
 
-    /// Creates the NodeClaim of a plan and asks the cloud to launch it; its name.
-    pub(super) fn create_nodeclaim(&mut self, plan: &PlannedNodeClaim, pool_name: &str) -> String {
+    /// Creates the NodeClaim of a plan and asks the cloud to launch it; its name. `reason`
+    /// is Karpenter's for the created-NodeClaims counter: `provisioning`, or the disruption's
+    /// reason for a replacement.
+    pub(super) fn create_nodeclaim(
+        &mut self,
+        plan: &PlannedNodeClaim,
+        pool_name: &str,
+        reason: &str,
+    ) -> String {
         let name = nodeclaim_name(pool_name, &mut self.rng);
+        self.metrics.nodeclaim_created(reason, pool_name);
         let types: Vec<String> = plan.instance_types.iter().map(|o| o.name.clone()).collect();
         self.log(
             "provisioner",

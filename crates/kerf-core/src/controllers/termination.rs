@@ -116,6 +116,7 @@ impl Controllers {
                 "deleted node",
                 json!({"Node": {"name": node}}),
             );
+            self.count_node_deleted(node);
             self.actions.push(Action::DeleteNode { node: node.clone() });
         }
         if let Some(provider_id) = provider.clone() {
@@ -129,6 +130,7 @@ impl Controllers {
             "deleted nodeclaim",
             json!({"NodeClaim": {"name": claim}, "Node": {"name": node}, "provider-id": provider}),
         );
+        self.count_nodeclaim_deleted(claim);
         self.actions.push(Action::ReleaseNodeClaim {
             nodeclaim: claim.to_string(),
         });
@@ -189,6 +191,7 @@ impl Controllers {
             "deleting expired nodeclaim",
             json!({"NodeClaim": {"name": claim}}),
         );
+        self.count_disrupted(claim, "expired");
         self.delete_nodeclaim(claim);
     }
 }

@@ -89,6 +89,27 @@ impl ControlPlane {
         self.wait_for_crds();
     }
 
+    /// A kubeconfig that authenticates as the ServiceAccount `namespace/name`, with a token
+    /// from the TokenRequest API: what a pod running as it would present.
+    pub fn kubeconfig_for(&self, namespace: &str, name: &str) -> PathBuf {
+        let token = self.kubectl_ok(
+            &["create", "token", name, "-n", namespace, "--duration=2h"],
+            None,
+        );
+        let admin = std::fs::read_to_string(&self.kubeconfig).expect("admin kubeconfig");
+        let config: String = admin
+            .lines()
+            .map(|l| match l.trim_start().strip_prefix("token:") {
+                Some(_) => format!("    token: {}", token.trim()),
+                None => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let path = self.dir.join(format!("kubeconfig-{namespace}-{name}"));
+        std::fs::write(&path, config + "\n").expect("write kubeconfig");
+        path
+    }
+
     /// Waits until the API serves the three CRDs.
     pub fn wait_for_crds(&self) {
         self.kubectl_ok(
@@ -117,23 +138,131 @@ impl Drop for ControlPlane {
     }
 }
 
+/// helm, built from the Go module proxy on first use (scripts/e2e-cluster.sh helm).
+pub fn helm() -> PathBuf {
+    let out = Command::new(root().join("scripts/e2e-cluster.sh"))
+        .arg("helm")
+        .output()
+        .expect("scripts/e2e-cluster.sh runs");
+    assert!(
+        out.status.success(),
+        "helm did not build: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// Runs helm with `args` in the repository root: its output, or the error it printed.
+pub fn run_helm(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(helm())
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("helm runs");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// The RBAC objects of charts/kerf released as `kerf` in kube-system, with the one rule the
+/// kwok provider needs beyond it: it plays the cloud and the kubelet, which create Nodes.
+pub fn chart_rbac(kwok: bool) -> String {
+    let mut args = vec![
+        "template",
+        "kerf",
+        "charts/kerf",
+        "--namespace",
+        "kube-system",
+        "--set",
+        "settings.clusterName=e2e",
+        "--show-only",
+        "templates/serviceaccount.yaml",
+        "--show-only",
+        "templates/clusterrole.yaml",
+        "--show-only",
+        "templates/role.yaml",
+    ];
+    if kwok {
+        args.extend([
+            "--set-json",
+            r#"additionalClusterRoleRules=[{"apiGroups":[""],"resources":["nodes"],"verbs":["create"]}]"#,
+        ]);
+    }
+    run_helm(&args).unwrap_or_else(|e| panic!("helm template: {e}"))
+}
+
+/// The environment of an operator running as the chart's ServiceAccount: its RBAC applied,
+/// a kubeconfig with the account's token, the Lease in kube-system. `kwok` adds the one rule
+/// the kwok provider needs beyond the chart (see [`chart_rbac`]).
+pub fn chart_env(cp: &ControlPlane, kwok: bool) -> Vec<(&'static str, String)> {
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(chart_rbac(kwok).as_bytes()));
+    let kubeconfig = cp.kubeconfig_for("kube-system", "kerf");
+    vec![
+        ("KUBECONFIG", kubeconfig.display().to_string()),
+        ("LEADER_ELECTION_NAMESPACE", "kube-system".to_string()),
+    ]
+}
+
 /// `kerf-operator` running against a control plane.
 pub struct Operator {
     child: Child,
     /// Where its log lines go.
     pub log: PathBuf,
+    /// The port of its `/metrics`.
+    pub metrics_port: u16,
+    /// The port of its `/healthz` and `/readyz`.
+    pub health_port: u16,
+}
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// `GET http://127.0.0.1:{port}{path}`: the status code and body (empty on no connection).
+pub fn http_get(port: u16, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new());
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return (0, String::new());
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
 }
 
 impl Operator {
-    /// Starts the operator `binary` with `args` after `--cloud-provider kwok`; its JSON log
-    /// lines go to `<dir>/operator-<n>.log`.
+    /// Starts the operator `binary` with `args` after `--cloud-provider kwok`, as the chart
+    /// runs it (its ServiceAccount and RBAC, the Lease in kube-system); its JSON log lines go
+    /// to `<dir>/operator-<n>.log`.
     pub fn start(cp: &ControlPlane, binary: &str, n: u32, args: &[&str]) -> Operator {
         let mut all = vec!["--cloud-provider", "kwok"];
         all.extend(args);
-        Operator::spawn(cp, binary, n, &all, &[])
+        Operator::spawn(cp, binary, n, &all, &chart_env(cp, true))
     }
 
-    /// Starts `binary` with exactly `args` and these environment variables added.
+    /// Starts `binary` with exactly `args` and these environment variables added, on free
+    /// loopback ports, with the admin kubeconfig unless `env` names another. Every operator
+    /// of a test shares one leader-election identity unless `env` gives one, as a restarted
+    /// container of one pod does.
     pub fn spawn(
         cp: &ControlPlane,
         binary: &str,
@@ -143,15 +272,33 @@ impl Operator {
     ) -> Operator {
         let log = cp.dir.join(format!("operator-{n}.log"));
         let file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(binary)
+        let (metrics_port, health_port) = (free_port(), free_port());
+        let mut command = Command::new(binary);
+        command
             .args(args)
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("KUBECONFIG", &cp.kubeconfig)
+            .env("LEADER_ELECTION_IDENTITY", "kerf-e2e")
+            .env("BIND_ADDRESS", "127.0.0.1")
+            .env("METRICS_PORT", metrics_port.to_string())
+            .env("HEALTH_PROBE_PORT", health_port.to_string())
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdout(file.try_clone().expect("log file"))
-            .stderr(file)
-            .spawn()
-            .expect("kerf-operator starts");
-        Operator { child, log }
+            .stderr(file);
+        let child = command.spawn().expect("kerf-operator starts");
+        Operator {
+            child,
+            log,
+            metrics_port,
+            health_port,
+        }
+    }
+
+    /// Asks it to stop (SIGTERM, as the kubelet does) and waits: its exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        self.child.wait().expect("the operator exits")
     }
 
     /// Its log lines so far, parsed.

@@ -1,0 +1,58 @@
+{{/* The chart's name. */}}
+{{- define "kerf.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The name of the release's objects: the release name, with the chart's when it lacks it. */}}
+{{- define "kerf.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Labels every object carries. */}}
+{{- define "kerf.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "kerf.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.additionalLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Labels that select the controller's pods. */}}
+{{- define "kerf.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kerf.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* The ServiceAccount the controller runs as. */}}
+{{- define "kerf.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "kerf.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The controller's image: repository, then the digest or the tag (the appVersion by default). */}}
+{{- define "kerf.controller.image" -}}
+{{- if .Values.controller.image.digest }}
+{{- printf "%s@%s" .Values.controller.image.repository .Values.controller.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.controller.image.repository (default .Chart.AppVersion .Values.controller.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The Lease the replicas elect a leader on. */}}
+{{- define "kerf.leaseName" -}}
+{{- printf "%s-leader-election" (include "kerf.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}

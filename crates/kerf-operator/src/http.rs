@@ -1,0 +1,99 @@
+//! The operator's HTTP endpoints, on Karpenter's two ports: `/metrics` (METRICS_PORT) and
+//! `/healthz` and `/readyz` (HEALTH_PROBE_PORT). The controllers' state belongs to the main
+//! loop alone, so a scrape is a request to it, answered with the rendered text.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use tokio::sync::{mpsc, oneshot};
+
+/// A scrape waiting for the main loop's answer.
+pub type Scrape = oneshot::Sender<String>;
+
+/// How long a scrape waits for the main loop (Prometheus's default scrape timeout).
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The OpenMetrics text content type.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Whether the operator is ready: every watch has listed once and the instance types of every
+/// node class are loaded.
+#[derive(Debug, Default)]
+pub struct Readiness(AtomicBool);
+
+impl Readiness {
+    /// Marks the operator ready.
+    pub fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Binds both ports and serves them until the process ends; scrapes are sent to `scrapes`.
+pub async fn serve(
+    metrics: SocketAddr,
+    health: SocketAddr,
+    ready: Arc<Readiness>,
+    scrapes: mpsc::Sender<Scrape>,
+) -> std::io::Result<()> {
+    let metrics_listener = tokio::net::TcpListener::bind(metrics).await.map_err(|e| {
+        std::io::Error::new(e.kind(), format!("METRICS_PORT: binding {metrics}: {e}"))
+    })?;
+    let health_listener = tokio::net::TcpListener::bind(health).await.map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("HEALTH_PROBE_PORT: binding {health}: {e}"),
+        )
+    })?;
+    let metrics_app = Router::new()
+        .route("/metrics", get(scrape))
+        .with_state(scrapes);
+    let health_app = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(ready);
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(metrics_listener, metrics_app).await {
+            crate::log::error("serving /metrics", &e.to_string());
+        }
+    });
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(health_listener, health_app).await {
+            crate::log::error("serving health probes", &e.to_string());
+        }
+    });
+    Ok(())
+}
+
+async fn readyz(State(ready): State<Arc<Readiness>>) -> impl IntoResponse {
+    if ready.get() {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced yet")
+    }
+}
+
+async fn scrape(State(scrapes): State<mpsc::Sender<Scrape>>) -> impl IntoResponse {
+    let (reply, answer) = oneshot::channel();
+    if scrapes.send(reply).await.is_err() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down".to_string()).into_response();
+    }
+    match tokio::time::timeout(SCRAPE_TIMEOUT, answer).await {
+        Ok(Ok(text)) => ([(header::CONTENT_TYPE, OPENMETRICS)], text).into_response(),
+        _ => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the controllers did not answer in time".to_string(),
+        )
+            .into_response(),
+    }
+}

@@ -1,0 +1,129 @@
+//! The operator's own metrics: controller-runtime's reconcile counters and durations, which
+//! Karpenter's performance dashboard reads, with each action the controllers ask for counted
+//! as a reconcile of the Karpenter controller that would have made it; and the build info.
+
+use std::time::Duration;
+
+use kerf_core::controllers::Action;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// controller-runtime's reconcile-time buckets, in seconds.
+const BUCKETS: [f64; 40] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0,
+];
+
+fn histogram() -> Histogram {
+    Histogram::new(BUCKETS)
+}
+
+/// The Karpenter controller whose reconcile an action stands for; none for log lines and
+/// events, which are not API writes of a controller's own.
+pub fn controller_of(action: &Action) -> Option<&'static str> {
+    Some(match action {
+        Action::Log(_) | Action::Event(_) => return None,
+        Action::CreateNodeClaim(_) => "provisioner",
+        Action::Launch { .. } | Action::LabelNode { .. } | Action::PatchNodeClaimStatus { .. } => {
+            "nodeclaim.lifecycle"
+        }
+        Action::Disrupting { .. } => "disruption",
+        Action::Taint { .. } | Action::RemoveTaint { .. } => "disruption",
+        Action::Evict { .. } | Action::DeletePod { .. } | Action::DeleteNode { .. } => {
+            "node.termination"
+        }
+        Action::DeleteInstance { .. }
+        | Action::DeleteNodeClaim { .. }
+        | Action::ReleaseNodeClaim { .. } => "nodeclaim.termination",
+        Action::PatchNodePoolStatus { .. } => "nodepool.counter",
+    })
+}
+
+/// controller-runtime's reconcile metrics and `karpenter_build_info`.
+#[derive(Debug)]
+pub struct Reconciles {
+    registry: Registry,
+    total: Family<Labels, Counter>,
+    errors: Family<Labels, Counter>,
+    time: Family<Labels, Histogram, fn() -> Histogram>,
+}
+
+impl Default for Reconciles {
+    fn default() -> Reconciles {
+        Reconciles::new()
+    }
+}
+
+impl Reconciles {
+    /// Every count at zero, the build info set.
+    pub fn new() -> Reconciles {
+        let mut registry = Registry::default();
+        let total = Family::<Labels, Counter>::default();
+        registry.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            total.clone(),
+        );
+        let errors = Family::<Labels, Counter>::default();
+        registry.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            errors.clone(),
+        );
+        let time: Family<Labels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(histogram);
+        registry.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            time.clone(),
+        );
+        let build = Family::<Labels, Gauge>::default();
+        registry.register(
+            "karpenter_build_info",
+            "A metric with a constant '1' value labeled by version from which karpenter was built.",
+            build.clone(),
+        );
+        build
+            .get_or_create(&vec![
+                ("version", env!("CARGO_PKG_VERSION").to_string()),
+                ("commit", "kerf".to_string()),
+            ])
+            .set(1);
+        Reconciles {
+            registry,
+            total,
+            errors,
+            time,
+        }
+    }
+
+    /// One reconcile of `controller`, successful or not, that took `took`.
+    pub fn record(&self, controller: &'static str, ok: bool, took: Duration) {
+        let result = if ok { "success" } else { "error" };
+        self.total
+            .get_or_create(&vec![
+                ("controller", controller.to_string()),
+                ("result", result.to_string()),
+            ])
+            .inc();
+        if !ok {
+            self.errors
+                .get_or_create(&vec![("controller", controller.to_string())])
+                .inc();
+        }
+        self.time
+            .get_or_create(&vec![("controller", controller.to_string())])
+            .observe(took.as_secs_f64());
+    }
+
+    /// The registry, to render beside the controllers' metrics.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+}

@@ -1,0 +1,322 @@
+//! The operator's settings, named as Karpenter's: each is a flag and an environment variable
+//! with Karpenter's name and default, so a Karpenter Deployment's `env` carries over. A value
+//! that cannot be read stops the start with a message naming the setting.
+
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use kerf_api::duration::parse_go_duration;
+
+/// Which cloud launches the nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Provider {
+    /// EC2 instances, through the AWS SDK's standard credential chain (`AWS_ENDPOINT_URL`
+    /// points it at an emulator).
+    Aws,
+    /// Nodes are Node objects that kwok runs (for tests and benchmarks without a cloud).
+    Kwok,
+}
+
+/// How much the operator logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum LogLevel {
+    /// Everything, with the watch and lease details.
+    Debug,
+    /// What the controllers decide and do (Karpenter's default).
+    Info,
+    /// Only failures.
+    Error,
+}
+
+/// Kerf's node autoscaler, in-cluster. Every setting is also read from the environment
+/// variable of Karpenter's name (in brackets).
+#[derive(Clone, Debug, Parser)]
+#[command(name = "kerf-operator", version)]
+pub struct Settings {
+    /// The cloud provider.
+    #[arg(long, value_enum, default_value = "aws", env = "CLOUD_PROVIDER")]
+    pub cloud_provider: Provider,
+    /// The region: kwok offers its instance types and zones (default us-east-1); for aws it
+    /// overrides the SDK's.
+    #[arg(long, env = "AWS_REGION", value_name = "AWS_REGION")]
+    pub region: Option<String>,
+    /// aws: the EKS cluster's name, for discovery tags and DescribeCluster.
+    #[arg(long, env = "CLUSTER_NAME", value_name = "CLUSTER_NAME")]
+    pub cluster_name: Option<String>,
+    /// aws: the API server's URL nodes join. This, the CA bundle and the service CIDR are
+    /// looked up with eks:DescribeCluster when not given.
+    #[arg(long, env = "CLUSTER_ENDPOINT", value_name = "CLUSTER_ENDPOINT")]
+    pub cluster_endpoint: Option<String>,
+    /// aws: the cluster's CA certificate, base64.
+    #[arg(long, env = "CLUSTER_CA_BUNDLE", value_name = "CLUSTER_CA_BUNDLE")]
+    pub cluster_ca_bundle: Option<String>,
+    /// aws: the service CIDR AL2023 nodes need.
+    #[arg(long, env = "CLUSTER_CIDR", value_name = "CLUSTER_CIDR")]
+    pub cluster_cidr: Option<String>,
+    /// aws: the SQS queue of interruption messages; none are read when unset.
+    #[arg(long, env = "INTERRUPTION_QUEUE", value_name = "INTERRUPTION_QUEUE")]
+    pub interruption_queue: Option<String>,
+    /// aws: no calls to AWS services without a VPC endpoint (the Pricing API): the embedded
+    /// prices are used.
+    #[arg(long, env = "ISOLATED_VPC", value_name = "ISOLATED_VPC", default_value = "false",
+          value_parser = parse_bool("ISOLATED_VPC"), action = clap::ArgAction::Set)]
+    pub isolated_vpc: bool,
+    /// The share of memory taken off every instance type for the hypervisor.
+    #[arg(long, env = "VM_MEMORY_OVERHEAD_PERCENT", value_name = "VM_MEMORY_OVERHEAD_PERCENT",
+          default_value = "0.075", value_parser = parse_fraction)]
+    pub vm_memory_overhead_percent: f64,
+    /// Network interfaces kept out of the max-pods calculation (VPC CNI custom networking).
+    #[arg(
+        long,
+        env = "RESERVED_ENIS",
+        value_name = "RESERVED_ENIS",
+        default_value = "0"
+    )]
+    pub reserved_enis: u32,
+    /// kwok only: a file of offerings without capacity, one
+    /// `CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]]` a line (`*` for any), read at every launch.
+    #[arg(long, value_name = "FILE")]
+    pub kwok_no_capacity: Option<std::path::PathBuf>,
+    /// How long a batch of pending pods waits for one more pod.
+    #[arg(long, env = "BATCH_IDLE_DURATION", value_name = "BATCH_IDLE_DURATION",
+          default_value = "1s", value_parser = parse_duration)]
+    pub batch_idle_duration: Duration,
+    /// The longest a batch of pending pods is held.
+    #[arg(long, env = "BATCH_MAX_DURATION", value_name = "BATCH_MAX_DURATION",
+          default_value = "10s", value_parser = parse_duration)]
+    pub batch_max_duration: Duration,
+    /// Karpenter's feature gates, as `SpotToSpotConsolidation=true,NodeRepair=true`.
+    #[arg(long, env = "FEATURE_GATES", value_name = "FEATURE_GATES", default_value = "",
+          value_parser = FeatureGates::parse)]
+    pub feature_gates: FeatureGates,
+    /// debug, info or error.
+    #[arg(
+        long,
+        env = "LOG_LEVEL",
+        value_name = "LOG_LEVEL",
+        value_enum,
+        default_value = "info",
+        ignore_case = true
+    )]
+    pub log_level: LogLevel,
+    /// The port of `/metrics`.
+    #[arg(
+        long,
+        env = "METRICS_PORT",
+        value_name = "METRICS_PORT",
+        default_value = "8080"
+    )]
+    pub metrics_port: u16,
+    /// The port of `/healthz` and `/readyz`.
+    #[arg(
+        long,
+        env = "HEALTH_PROBE_PORT",
+        value_name = "HEALTH_PROBE_PORT",
+        default_value = "8081"
+    )]
+    pub health_probe_port: u16,
+    /// The address both ports bind to.
+    #[arg(
+        long,
+        env = "BIND_ADDRESS",
+        value_name = "BIND_ADDRESS",
+        default_value = "0.0.0.0"
+    )]
+    pub bind_address: std::net::IpAddr,
+    /// Requests per second to the API server, on average.
+    #[arg(long, env = "KUBE_CLIENT_QPS", value_name = "KUBE_CLIENT_QPS", default_value = "200",
+          value_parser = parse_positive("KUBE_CLIENT_QPS"))]
+    pub kube_client_qps: f64,
+    /// Requests to the API server allowed at once above the average.
+    #[arg(long, env = "KUBE_CLIENT_BURST", value_name = "KUBE_CLIENT_BURST",
+          default_value = "300", value_parser = clap::value_parser!(u64).range(1..))]
+    pub kube_client_burst: u64,
+    /// Acts without a leader-election Lease (one replica only).
+    #[arg(long, env = "DISABLE_LEADER_ELECTION", value_name = "DISABLE_LEADER_ELECTION",
+          default_value = "false", value_parser = parse_bool("DISABLE_LEADER_ELECTION"),
+          action = clap::ArgAction::Set)]
+    pub disable_leader_election: bool,
+    /// The leader-election Lease's name.
+    #[arg(
+        long,
+        env = "LEADER_ELECTION_NAME",
+        value_name = "LEADER_ELECTION_NAME",
+        default_value = "kerf-leader-election"
+    )]
+    pub leader_election_name: String,
+    /// The Lease's namespace: the service account's namespace in a pod, else kube-system.
+    #[arg(
+        long,
+        env = "LEADER_ELECTION_NAMESPACE",
+        value_name = "LEADER_ELECTION_NAMESPACE"
+    )]
+    pub leader_election_namespace: Option<String>,
+    /// Who holds the Lease: the pod's name in the chart, else the host name and a random
+    /// suffix.
+    #[arg(
+        long,
+        env = "LEADER_ELECTION_IDENTITY",
+        value_name = "LEADER_ELECTION_IDENTITY"
+    )]
+    pub leader_election_identity: Option<String>,
+}
+
+/// Karpenter's feature gates Kerf reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// `SpotToSpotConsolidation`.
+    pub spot_to_spot: bool,
+    /// `NodeRepair`.
+    pub node_repair: bool,
+}
+
+/// Karpenter's gates that Kerf accepts and does not implement: set to false they change
+/// nothing, set to true they are refused rather than silently ignored.
+const GATES_NOT_IMPLEMENTED: [&str; 3] = ["NodeOverlay", "StaticCapacity", "CapacityBuffer"];
+
+impl FeatureGates {
+    /// Reads `Gate=bool,Gate=bool`.
+    pub fn parse(text: &str) -> Result<FeatureGates, String> {
+        let mut gates = FeatureGates::default();
+        for gate in text.split(',').map(str::trim).filter(|g| !g.is_empty()) {
+            let Some((name, value)) = gate.split_once('=') else {
+                return Err(format!("{gate}: expected Gate=true or Gate=false"));
+            };
+            let value: bool = value
+                .parse()
+                .map_err(|_| format!("{gate}: the value must be true or false"))?;
+            match name {
+                "SpotToSpotConsolidation" => gates.spot_to_spot = value,
+                "NodeRepair" => gates.node_repair = value,
+                // on by default in Karpenter, and only about capacity reservations, which a
+                // class without `capacityReservationSelectorTerms` has none of
+                "ReservedCapacity" => {}
+                n if GATES_NOT_IMPLEMENTED.contains(&n) => {
+                    if value {
+                        return Err(format!("{gate}: Kerf does not implement {n}"));
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "{gate}: unknown gate (known: SpotToSpotConsolidation, NodeRepair, \
+                         ReservedCapacity; {} only as false)",
+                        GATES_NOT_IMPLEMENTED.join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(gates)
+    }
+}
+
+impl Settings {
+    /// Checks what one value alone cannot: the batch window's two ends.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.batch_idle_duration > self.batch_max_duration {
+            return Err(format!(
+                "BATCH_IDLE_DURATION ({:?}) must not be longer than BATCH_MAX_DURATION ({:?})",
+                self.batch_idle_duration, self.batch_max_duration
+            ));
+        }
+        if self.metrics_port == self.health_probe_port {
+            return Err(format!(
+                "METRICS_PORT and HEALTH_PROBE_PORT must differ (both {})",
+                self.metrics_port
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    match parse_go_duration(text) {
+        Ok(d) if d.is_zero() => Err("must be longer than 0s".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
+        _ => Err("must be a fraction from 0 up to 1 (0.075 is 7.5 %)".into()),
+    }
+}
+
+fn parse_positive(name: &'static str) -> impl Fn(&str) -> Result<f64, String> + Clone {
+    move |text| match text.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{name} must be a number above 0")),
+    }
+}
+
+fn parse_bool(name: &'static str) -> impl Fn(&str) -> Result<bool, String> + Clone {
+    move |text| match text.to_ascii_lowercase().as_str() {
+        "true" | "1" => Ok(true),
+        "false" | "0" | "" => Ok(false),
+        _ => Err(format!("{name} must be true or false")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FeatureGates, Settings};
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> Result<Settings, String> {
+        let mut all = vec!["kerf-operator"];
+        all.extend_from_slice(args);
+        Settings::try_parse_from(all).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn karpenters_defaults() {
+        let s = parse(&[]).unwrap();
+        assert_eq!(s.batch_idle_duration.as_secs(), 1);
+        assert_eq!(s.batch_max_duration.as_secs(), 10);
+        assert_eq!((s.metrics_port, s.health_probe_port), (8080, 8081));
+        assert_eq!((s.kube_client_qps, s.kube_client_burst), (200.0, 300));
+        assert_eq!(s.vm_memory_overhead_percent, 0.075);
+        assert_eq!(s.feature_gates, FeatureGates::default());
+        assert!(!s.disable_leader_election && !s.isolated_vpc);
+    }
+
+    #[test]
+    fn a_bad_value_names_its_setting() {
+        for (args, name) in [
+            (
+                &["--batch-idle-duration", "soon"][..],
+                "BATCH_IDLE_DURATION",
+            ),
+            (&["--batch-max-duration", "0s"], "BATCH_MAX_DURATION"),
+            (&["--metrics-port", "http"], "METRICS_PORT"),
+            (&["--kube-client-qps=-1"], "KUBE_CLIENT_QPS"),
+            (&["--kube-client-burst", "0"], "KUBE_CLIENT_BURST"),
+            (
+                &["--vm-memory-overhead-percent", "7.5"],
+                "VM_MEMORY_OVERHEAD_PERCENT",
+            ),
+            (&["--isolated-vpc", "yes"], "ISOLATED_VPC"),
+            (&["--log-level", "loud"], "LOG_LEVEL"),
+            (&["--feature-gates", "SpotToSpot=true"], "FEATURE_GATES"),
+        ] {
+            let e = parse(args).unwrap_err();
+            assert!(e.contains(name), "{args:?}: {e}");
+        }
+        let s = parse(&["--batch-idle-duration", "20s"]).unwrap();
+        assert!(s.validate().unwrap_err().contains("BATCH_IDLE_DURATION"));
+    }
+
+    #[test]
+    fn feature_gates_as_karpenters_chart_writes_them() {
+        let g = FeatureGates::parse(
+            "ReservedCapacity=false,SpotToSpotConsolidation=true,NodeRepair=false,\
+             NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false",
+        )
+        .unwrap();
+        assert!(g.spot_to_spot && !g.node_repair);
+        let e = FeatureGates::parse("NodeOverlay=true").unwrap_err();
+        assert!(e.contains("does not implement NodeOverlay"), "{e}");
+        assert!(FeatureGates::parse("NodeRepair=maybe").is_err());
+    }
+}
