@@ -9,6 +9,9 @@ allocatable and labels from, and writes two compact files that the kerf-aws crat
   crates/kerf-aws/data/offerings.json        region -> zones and, per type, its zones
 
 Run it after upgrading moto:  python3 scripts/gen-catalog.py
+With --region R it writes nothing and prints, as JSON, what moto itself would answer for R
+(the compact facts of every type and the zones offering each): the test of Kerf's reader of
+DescribeInstanceTypes compares its answers with these.
 """
 import gzip
 import json
@@ -103,7 +106,21 @@ SUPPLEMENT = [
 ]
 
 
+def region_answer(region):
+    """The compact facts of every type and, per type, the zones of `region` offering it."""
+    types = load(os.path.join(RESOURCES, "instance_types.json.gz"))
+    catalog = sorted((c for c in (compact(t) for t in types.values()) if c), key=lambda c: c["name"])
+    rows = load(os.path.join(RESOURCES, "instance_type_offerings", "availability-zone", region + ".json.gz"))
+    zones = {}
+    for r in rows:
+        zones.setdefault(r["InstanceType"], set()).add(r["Location"])
+    return {"types": catalog, "zones": {t: sorted(z) for t, z in sorted(zones.items())}}
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--region":
+        json.dump(region_answer(sys.argv[2]), sys.stdout)
+        return
     types = load(os.path.join(RESOURCES, "instance_types.json.gz"))
     catalog = [c for c in (compact(t) for t in types.values()) if c]
     present = {c["name"] for c in catalog}

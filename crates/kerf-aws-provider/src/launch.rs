@@ -31,6 +31,7 @@ use kerf_api::ec2nodeclass::{
     HttpTokens,
 };
 use kerf_api::{Taint, labels};
+use kerf_core::cluster::InstanceNetwork;
 
 use crate::user_data::{self, Bootstrap, ClusterInfo, UserDataError};
 use crate::{AwsError, classify};
@@ -109,6 +110,8 @@ pub struct Instance {
     pub nodeclaim: Option<String>,
     /// The image it booted.
     pub image_id: Option<String>,
+    /// Its subnet and security groups.
+    pub network: Option<InstanceNetwork>,
 }
 
 impl Instance {
@@ -632,6 +635,17 @@ impl Fleet {
                 capacity_type: req.capacity_type.to_string(),
                 nodeclaim: Some(req.nodeclaim.to_string()),
                 image_id,
+                network: overrides
+                    .and_then(|o| o.subnet_id())
+                    .map(|subnet| InstanceNetwork {
+                        subnet_id: subnet.to_string(),
+                        security_group_ids: req
+                            .status
+                            .security_groups
+                            .iter()
+                            .map(|g| g.id.clone())
+                            .collect(),
+                    }),
             }));
         }
         Ok(sort_errors(out.errors(), req, &zone_of_subnet))
@@ -703,6 +717,15 @@ impl Fleet {
                     .to_string(),
                     nodeclaim: tag_value(NODECLAIM_TAG),
                     image_id: i.image_id().map(str::to_string),
+                    network: i.subnet_id().map(|subnet| InstanceNetwork {
+                        subnet_id: subnet.to_string(),
+                        security_group_ids: i
+                            .security_groups()
+                            .iter()
+                            .filter_map(|g| g.group_id())
+                            .map(str::to_string)
+                            .collect(),
+                    }),
                 });
             }
         }

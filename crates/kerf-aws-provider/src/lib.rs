@@ -2,7 +2,8 @@
 //! CIDR (`cluster`), EC2NodeClass status (`node_class`: the
 //! subnet, security group and AMI selector terms resolved against EC2 and SSM, the instance
 //! profile from `instance_profile`), user data per AMI family (`user_data`), and launching,
-//! listing and terminating instances with EC2 Fleet (`launch`), the SQS interruption queue
+//! listing and terminating instances with EC2 Fleet (`launch`), the region's instance types
+//! (`instance_types`), the SQS interruption queue
 //! (`interruption_queue`), and live on-demand and spot prices (`pricing`). The selector queries
 //! themselves are `kerf_aws::discovery`.
 //!
@@ -11,6 +12,7 @@
 
 pub mod cluster;
 pub mod instance_profile;
+pub mod instance_types;
 pub mod interruption_queue;
 pub mod launch;
 pub mod node_class;

@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_ec2::operation::create_fleet::CreateFleetOutput;
 use aws_sdk_ec2::operation::create_launch_template::CreateLaunchTemplateOutput;
@@ -21,6 +21,7 @@ use kerf_api::{Taint, TaintEffect, labels};
 use kerf_aws_provider::Discovery;
 use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest, Unavailable};
 use kerf_aws_provider::user_data::ClusterInfo;
+use kerf_core::cluster::InstanceNetwork;
 use support::{CLUSTER, Moto, NOW, SEED_AMI_PARAMETERS, network, seed_node_class};
 
 fn cluster() -> ClusterInfo {
@@ -132,6 +133,24 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
     }
     assert_eq!(instance.image_id(), Some("ami-ekslinux"));
     assert_eq!(first.image_id.as_deref(), Some("ami-ekslinux"));
+    // its subnet (one of the class's in its zone) and the class's security groups, which
+    // drift is judged by
+    let placed = first.network.clone().expect("network");
+    assert_eq!(instance.subnet_id(), Some(placed.subnet_id.as_str()));
+    assert!(
+        status
+            .subnets
+            .iter()
+            .any(|s| s.id == placed.subnet_id && s.zone == "ap-northeast-2c"),
+        "{placed:?}"
+    );
+    let groups: BTreeSet<String> = status
+        .security_groups
+        .iter()
+        .map(|g| g.id.clone())
+        .collect();
+    assert!(!groups.is_empty());
+    assert_eq!(placed.security_group_ids, groups);
 
     // a launch template per AMI the choices need; the amd64 one's user data joins the
     // cluster through nodeadm
@@ -202,16 +221,26 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
         .expect("templates");
     assert_eq!(templates.launch_templates().len(), 2);
 
-    let listed: Vec<(String, Option<String>)> = fleet
+    // listed with their subnets (moto gives a fleet's instances no security groups)
+    let subnet = |n: Option<InstanceNetwork>| n.map(|n| n.subnet_id);
+    let listed: Vec<(String, Option<String>, Option<String>)> = fleet
         .list()
         .await
         .expect("list")
         .into_iter()
-        .map(|i| (i.id, i.nodeclaim))
+        .map(|i| (i.id, i.nodeclaim, subnet(i.network)))
         .collect();
     let mut expected = vec![
-        (first.id.clone(), Some("default-abcde".to_string())),
-        (second.id.clone(), Some("default-fghij".to_string())),
+        (
+            first.id.clone(),
+            Some("default-abcde".to_string()),
+            subnet(first.network.clone()),
+        ),
+        (
+            second.id.clone(),
+            Some("default-fghij".to_string()),
+            subnet(second.network.clone()),
+        ),
     ];
     expected.sort();
     assert_eq!(listed, expected);

@@ -22,9 +22,9 @@ pub struct Offering {
 
 /// An instance type with everything the scheduler needs to know about it.
 #[derive(Clone, Debug)]
-pub struct InstanceType {
-    /// The catalog facts.
-    pub info: &'static InstanceTypeInfo,
+pub struct InstanceType<'a> {
+    /// The catalog facts: the embedded catalog's, or ones EC2 described.
+    pub info: &'a InstanceTypeInfo,
     /// What the instance offers the kubelet.
     pub capacity: Resources,
     /// What the kubelet keeps (kube-reserved, system-reserved, eviction thresholds).
@@ -37,7 +37,7 @@ pub struct InstanceType {
     pub offerings: Vec<Offering>,
 }
 
-impl InstanceType {
+impl InstanceType<'_> {
     /// `m5.large`.
     pub fn name(&self) -> &str {
         &self.info.name
@@ -112,25 +112,39 @@ pub fn labels_of(info: &InstanceTypeInfo) -> BTreeMap<String, String> {
     l
 }
 
-/// Every priced instance type offered in `region`, with capacity computed for `settings`,
-/// sorted by cheapest offering (then name). Prices are us-east-1 list prices in every region.
+/// Every priced instance type of the embedded catalog offered in `region`, with capacity
+/// computed for `settings`, sorted by cheapest offering (then name). Prices are us-east-1
+/// list prices in every region.
 pub fn instance_types(
     region: &str,
     settings: &NodeSettings,
-) -> Result<Vec<InstanceType>, CatalogError> {
+) -> Result<Vec<InstanceType<'static>>, CatalogError> {
     catalog::zones(region)?; // an unknown region is an error, not an empty list
+    Ok(instance_types_of(catalog::all(), settings, |name| {
+        catalog::zones_offering(region, name).unwrap_or_default()
+    }))
+}
+
+/// As [`instance_types`], for facts and zones read elsewhere (EC2's own answers):
+/// `zones_offering(name)` lists the zones that offer a type.
+pub fn instance_types_of<'a, Z: AsRef<str>>(
+    infos: &'a [InstanceTypeInfo],
+    settings: &NodeSettings,
+    zones_offering: impl Fn(&str) -> Vec<Z>,
+) -> Vec<InstanceType<'a>> {
     let prices = model();
     let mut out = Vec::new();
-    for info in catalog::all() {
+    for info in infos {
         let Some(on_demand) = prices.on_demand(info) else {
             continue;
         };
-        let zones = catalog::zones_offering(region, &info.name)?;
+        let zones = zones_offering(&info.name);
         if zones.is_empty() {
             continue;
         }
         let mut offerings = Vec::with_capacity(zones.len() * 2);
-        for zone in zones {
+        for zone in &zones {
+            let zone = zone.as_ref();
             offerings.push(Offering {
                 zone: zone.to_string(),
                 capacity_type: labels::CAPACITY_TYPE_ON_DEMAND,
@@ -167,7 +181,7 @@ pub fn instance_types(
             .total_cmp(&price(b))
             .then_with(|| a.name().cmp(b.name()))
     });
-    Ok(out)
+    out
 }
 
 /// The scheduler's view of instance types; `unavailable(capacity_type, instance_type, zone)`

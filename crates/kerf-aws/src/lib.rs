@@ -15,4 +15,4 @@ pub mod interruption;
 pub mod pricing;
 
 pub use catalog::{CatalogError, InstanceTypeInfo};
-pub use instance_type::{InstanceType, Offering, instance_types};
+pub use instance_type::{InstanceType, Offering, instance_types, instance_types_of};

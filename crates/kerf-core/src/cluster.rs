@@ -73,6 +73,33 @@ pub struct Launched {
     /// The image it booted (`status.imageID`), when the cloud has images: a NodeClaim whose
     /// image is no longer among its class's `status.amis` has drifted.
     pub image_id: Option<String>,
+    /// Its subnet and security groups, when the cloud has them.
+    pub network: Option<InstanceNetwork>,
+}
+
+/// Where an instance sits in the cloud's network. No Kubernetes object keeps it, so the cloud
+/// reports it at launch and at every listing: a NodeClaim whose subnet or security groups its
+/// class no longer selects has drifted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct InstanceNetwork {
+    /// `subnet-…`.
+    pub subnet_id: String,
+    /// `sg-…`, each once; none when the cloud did not say.
+    pub security_group_ids: BTreeSet<String>,
+}
+
+/// An instance the cloud runs for this cluster, as its listing reports it for garbage
+/// collection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CloudInstance {
+    /// Matches the Node's `spec.providerID`.
+    pub provider_id: String,
+    /// The NodeClaim it was launched for (its tag).
+    pub nodeclaim: String,
+    /// The image it runs, when the cloud has images.
+    pub image_id: Option<String>,
+    /// Its subnet and security groups, when the cloud has them.
+    pub network: Option<InstanceNetwork>,
 }
 
 impl Launched {
@@ -93,9 +120,28 @@ pub enum DriftReason {
     NodeClassDrift,
     /// Its image is no longer one its node class resolves to (a new AMI release).
     AmiDrift,
+    /// Its security groups are not the ones its node class selects now.
+    SecurityGroupDrift,
+    /// Its subnet is not one its node class selects now.
+    SubnetDrift,
 }
 
 impl DriftReason {
+    /// Every reason, in the order drift is looked for.
+    pub const ALL: [DriftReason; 6] = [
+        DriftReason::NodePoolDrifted,
+        DriftReason::RequirementsDrifted,
+        DriftReason::NodeClassDrift,
+        DriftReason::AmiDrift,
+        DriftReason::SecurityGroupDrift,
+        DriftReason::SubnetDrift,
+    ];
+
+    /// The reason a `Drifted` condition names, read back after a restart.
+    pub fn parse(reason: &str) -> Option<DriftReason> {
+        DriftReason::ALL.into_iter().find(|d| d.as_str() == reason)
+    }
+
     /// The reason of the `Drifted` condition, as Karpenter writes it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -103,6 +149,8 @@ impl DriftReason {
             DriftReason::RequirementsDrifted => "RequirementsDrifted",
             DriftReason::NodeClassDrift => "NodeClassDrift",
             DriftReason::AmiDrift => "AMIDrift",
+            DriftReason::SecurityGroupDrift => "SecurityGroupDrift",
+            DriftReason::SubnetDrift => "SubnetDrift",
         }
     }
 }

@@ -196,6 +196,7 @@ pub fn claim_record(
             capacity: list(&s.capacity),
             allocatable: list(&s.allocatable),
             image_id: s.image_id.clone(),
+            network: None,
         })
     });
     let drifted = status
@@ -204,15 +205,7 @@ pub fn claim_record(
                 .iter()
                 .find(|c| c.type_ == condition_types::DRIFTED && c.status == "True")
         })
-        .and_then(|c| {
-            [
-                DriftReason::NodePoolDrifted,
-                DriftReason::RequirementsDrifted,
-                DriftReason::NodeClassDrift,
-            ]
-            .into_iter()
-            .find(|d| d.as_str() == c.reason)
-        });
+        .and_then(|c| DriftReason::parse(&c.reason));
     ClaimRecord {
         node_pool: label(labels::NODEPOOL).unwrap_or_default(),
         node_class: object.spec.node_class_ref.name.clone(),
@@ -327,6 +320,7 @@ mod tests {
             allocatable: Resources::from_quantities([(&"cpu".to_string(), "1930m")]),
             labels: BTreeMap::new(),
             image_id: None,
+            network: None,
         });
         record.node = Some("default-abcde".into());
         record.registered = true;
@@ -341,6 +335,13 @@ mod tests {
         assert_eq!(l.provider_id, "kwok://default-abcde");
         assert_eq!(l.capacity_type, CapacityType::Spot);
         assert_eq!(l.allocatable.cpu_millis, 1930);
+        // every drift reason survives a restart, the cloud's as well as the NodePool's
+        for reason in DriftReason::ALL {
+            record.drifted = Some(reason);
+            with_status.status = Some(nodeclaim_status(&record));
+            let back = claim_record(&with_status, Duration::ZERO, None, |_, _, _| 0.05);
+            assert_eq!(back.drifted, Some(reason));
+        }
 
         // read back after its node (a restart, or a watch delivering the node first), it is
         // joined to the node by provider id, and the node is no longer counted on its own

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::{EC2NodeClass, NodePool};
-use kerf_core::cluster::{CapacityType, DriftReason, Launched, NodeRecord};
+use kerf_core::cluster::{
+    CapacityType, CloudInstance, DriftReason, InstanceNetwork, Launched, NodeRecord,
+};
 use kerf_core::controllers::{Action, Controllers, Settings};
 use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{InstanceTypeOption, Offering};
@@ -87,6 +89,24 @@ fn launch_and_register(core: &mut Controllers, claim: &str) {
 
 /// As [`launch_and_register`], booting `image`.
 fn launch_image_and_register(core: &mut Controllers, claim: &str, image: Option<&str>) {
+    launch_into_and_register(core, claim, image, None);
+}
+
+/// The network of an instance in `subnet` with these security groups.
+fn network(subnet: &str, groups: &[&str]) -> InstanceNetwork {
+    InstanceNetwork {
+        subnet_id: subnet.into(),
+        security_group_ids: groups.iter().map(|g| g.to_string()).collect(),
+    }
+}
+
+/// As [`launch_and_register`], booting `image` into `network`.
+fn launch_into_and_register(
+    core: &mut Controllers,
+    claim: &str,
+    image: Option<&str>,
+    network: Option<InstanceNetwork>,
+) {
     let launched = Launched {
         provider_id: format!("kwok://{claim}"),
         instance_type: "m5.large".into(),
@@ -97,6 +117,7 @@ fn launch_image_and_register(core: &mut Controllers, claim: &str, image: Option<
         allocatable: two_cpus(),
         labels: BTreeMap::new(),
         image_id: image.map(str::to_string),
+        network,
     };
     core.launched(claim, launched, secs(3));
     core.cluster.apply_node(
@@ -351,9 +372,22 @@ fn node_repair_waits_out_the_toleration_and_stops_when_a_fifth_of_the_pool_is_un
 
 /// The default EC2NodeClass, its status resolving to these AMIs.
 fn node_class(amis: &[&str]) -> EC2NodeClass {
+    resolved_class(amis, &[], &[])
+}
+
+/// The default EC2NodeClass, its status resolving to these AMIs, subnets and security groups.
+fn resolved_class(amis: &[&str], subnets: &[&str], groups: &[&str]) -> EC2NodeClass {
     let amis: Vec<serde_json::Value> = amis
         .iter()
         .map(|id| serde_json::json!({"id": id, "requirements": []}))
+        .collect();
+    let subnets: Vec<serde_json::Value> = subnets
+        .iter()
+        .map(|id| serde_json::json!({"id": id, "zone": "us-east-1a"}))
+        .collect();
+    let groups: Vec<serde_json::Value> = groups
+        .iter()
+        .map(|id| serde_json::json!({"id": id}))
         .collect();
     serde_json::from_value(serde_json::json!({
         "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
@@ -361,7 +395,7 @@ fn node_class(amis: &[&str]) -> EC2NodeClass {
         "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}],
             "subnetSelectorTerms": [{"tags": {"a": "b"}}],
             "securityGroupSelectorTerms": [{"tags": {"a": "b"}}], "role": "r"},
-        "status": {"amis": amis},
+        "status": {"amis": amis, "subnets": subnets, "securityGroups": groups},
     }))
     .unwrap()
 }
@@ -402,4 +436,91 @@ fn a_node_whose_image_is_still_resolved_or_unknown_has_not_drifted() {
     for c in &claims {
         assert_eq!(core.cluster.nodeclaims[c].drifted, None, "{c}");
     }
+}
+
+/// The drift reasons of `claims`, in order.
+fn drift(core: &Controllers, claims: &[String]) -> Vec<Option<DriftReason>> {
+    claims
+        .iter()
+        .map(|c| core.cluster.nodeclaims.get(c).and_then(|c| c.drifted))
+        .collect()
+}
+
+#[test]
+fn a_node_whose_security_groups_or_subnet_the_class_no_longer_selects_has_drifted() {
+    let mut core = with_pool();
+    core.cluster.apply_node_class(resolved_class(
+        &["ami-1"],
+        &["subnet-a", "subnet-b"],
+        &["sg-1"],
+    ));
+    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    core.cluster.apply_pod(unschedulable("y", "1500m"), secs(0));
+    let claims = created(&run_until(&mut core, 0, 2));
+    assert_eq!(claims.len(), 2);
+    launch_into_and_register(
+        &mut core,
+        &claims[0],
+        Some("ami-1"),
+        Some(network("subnet-a", &["sg-1"])),
+    );
+    launch_into_and_register(
+        &mut core,
+        &claims[1],
+        Some("ami-1"),
+        Some(network("subnet-b", &["sg-1"])),
+    );
+    run_until(&mut core, 4, 20);
+    assert_eq!(drift(&core, &claims), [None, None]);
+    // a security group added to the class: neither instance has it
+    core.cluster.apply_node_class(resolved_class(
+        &["ami-1"],
+        &["subnet-a", "subnet-b"],
+        &["sg-1", "sg-2"],
+    ));
+    run_until(&mut core, 21, 25);
+    let sg = Some(DriftReason::SecurityGroupDrift);
+    assert_eq!(drift(&core, &claims), [sg, sg]);
+    // the group taken out again and subnet-b no longer selected: only the second has drifted
+    core.cluster
+        .apply_node_class(resolved_class(&["ami-1"], &["subnet-a"], &["sg-1"]));
+    run_until(&mut core, 26, 30);
+    assert_eq!(
+        drift(&core, &claims),
+        [None, Some(DriftReason::SubnetDrift)]
+    );
+    assert_eq!(DriftReason::SubnetDrift.as_str(), "SubnetDrift");
+    assert_eq!(
+        DriftReason::SecurityGroupDrift.as_str(),
+        "SecurityGroupDrift"
+    );
+}
+
+#[test]
+fn a_restarted_controller_learns_an_instances_network_from_the_cloud_listing() {
+    let mut core = with_pool();
+    core.cluster
+        .apply_node_class(resolved_class(&["ami-1"], &["subnet-a"], &["sg-2"]));
+    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    // as read back from its NodeClaim after a restart: no network, so nothing to compare
+    launch_into_and_register(&mut core, &claim, Some("ami-1"), None);
+    run_until(&mut core, 4, 20);
+    assert_eq!(core.cluster.nodeclaims[&claim].drifted, None);
+    let listed = |groups: &[&str]| CloudInstance {
+        provider_id: format!("kwok://{claim}"),
+        nodeclaim: claim.clone(),
+        image_id: Some("ami-1".into()),
+        network: Some(network("subnet-a", groups)),
+    };
+    // a listing without the groups says nothing about them
+    core.garbage_collect(&[listed(&[])], secs(21));
+    run_until(&mut core, 21, 25);
+    assert_eq!(core.cluster.nodeclaims[&claim].drifted, None);
+    core.garbage_collect(&[listed(&["sg-1"])], secs(26));
+    run_until(&mut core, 26, 30);
+    assert_eq!(
+        core.cluster.nodeclaims[&claim].drifted,
+        Some(DriftReason::SecurityGroupDrift)
+    );
 }

@@ -2,7 +2,8 @@
 //! fleet, offered in the zones of the class's subnets, and a reconciler keeps each
 //! EC2NodeClass's status (subnets, security groups, AMIs, instance profile, conditions) as
 //! Karpenter does, every minute and whenever a class changes; the interruption queue's
-//! messages become notices for the controllers; prices are read from AWS every 12 hours.
+//! messages become notices for the controllers; prices and the region's instance types are
+//! read from AWS every 12 hours, over the embedded ones.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -10,15 +11,16 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kerf_api::{EC2NodeClass, NodePool, labels};
-use kerf_aws::instance_type::scheduler_options;
+use kerf_aws::instance_type::{instance_types_of, scheduler_options};
 use kerf_aws::interruption;
 use kerf_aws_provider::instance_profile::InstanceProfiles;
+use kerf_aws_provider::instance_types::{InstanceTypeSource, RegionCatalog};
 use kerf_aws_provider::interruption_queue::InterruptionQueue;
 use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest};
 use kerf_aws_provider::pricing::{PriceSource, Prices};
 use kerf_aws_provider::user_data::ClusterInfo;
 use kerf_aws_provider::{Discovery, node_class};
-use kerf_core::cluster::{CapacityType, ClaimRecord, Launched};
+use kerf_core::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
 use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::Offering;
 use kerf_scheduling::InstanceTypeOption;
@@ -29,8 +31,10 @@ use crate::cloud::{CapacitySettings, CloudError, CloudProvider};
 use crate::log;
 use crate::watch::{Observed, Queue};
 
-/// How often prices are read again (Karpenter's is 12 hours).
+/// How often prices and instance types are read again (Karpenter's is 12 hours).
 pub const PRICE_REFRESH: Duration = Duration::from_secs(12 * 60 * 60);
+/// How soon a failed read of the region's instance types is tried again.
+const INSTANCE_TYPES_RETRY: Duration = Duration::from_secs(5 * 60);
 /// The longest wait between retries of a failing queue.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// How often every EC2NodeClass is resolved again (Karpenter's is a minute too).
@@ -44,9 +48,8 @@ pub struct Aws {
     config: aws_config::SdkConfig,
     /// The interruption queue's name, when one is read.
     interruption_queue: Option<String>,
-    /// Live prices once read (the embedded model until then, and wherever they say nothing),
-    /// and how many times they were read: catalogs built with older prices are stale.
-    prices: Arc<Mutex<(u64, Arc<Prices>)>>,
+    /// What was read from AWS over the embedded data.
+    live: Arc<Mutex<Live>>,
     /// The instance types per node class spec and zones: built once, shared with the
     /// controllers.
     catalogs: Mutex<HashMap<String, Arc<[InstanceTypeOption]>>>,
@@ -55,6 +58,30 @@ pub struct Aws {
     cluster_name: String,
     /// No Pricing API calls (`ISOLATED_VPC`).
     isolated_vpc: bool,
+}
+
+/// Prices and instance types read from AWS, and how many times either was read: catalogs
+/// built from an older generation are stale.
+#[derive(Clone, Default)]
+struct Live {
+    generation: u64,
+    /// Live prices (the embedded model until read, and wherever they say nothing).
+    prices: Arc<Prices>,
+    /// The region's instance types and their zones (the embedded catalog until read).
+    types: Option<Arc<RegionCatalog>>,
+}
+
+impl Live {
+    fn read(live: &Mutex<Live>) -> Live {
+        live.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Changes what is held and starts a new generation.
+    fn update(live: &Mutex<Live>, change: impl FnOnce(&mut Live)) {
+        let mut held = live.lock().unwrap_or_else(PoisonError::into_inner);
+        change(&mut held);
+        held.generation += 1;
+    }
 }
 
 /// What the aws provider is configured with beyond the SDK's configuration.
@@ -104,7 +131,7 @@ impl Aws {
             fleet: Fleet::new(config, options.cluster),
             config: config.clone(),
             interruption_queue: options.interruption_queue,
-            prices: Arc::default(),
+            live: Arc::default(),
             catalogs: Mutex::default(),
             capacity: options.capacity,
             isolated_vpc: options.isolated_vpc,
@@ -113,13 +140,10 @@ impl Aws {
 
     fn catalog(&self, class: Option<&EC2NodeClass>) -> Arc<[InstanceTypeOption]> {
         let zones = zones(class);
-        let (generation, prices) = self
-            .prices
-            .lock()
-            .map(|p| p.clone())
-            .unwrap_or_else(|p| p.into_inner().clone());
+        let live = Live::read(&self.live);
         let key = format!(
-            "{generation}|{}|{}",
+            "{}|{}|{}",
+            live.generation,
             class
                 .and_then(|c| serde_json::to_string(&c.spec).ok())
                 .unwrap_or_default(),
@@ -128,14 +152,22 @@ impl Aws {
         let mut catalogs = self.catalogs.lock().unwrap_or_else(PoisonError::into_inner);
         let built = catalogs.entry(key).or_insert_with(|| {
             let settings = self.capacity.node_settings(class);
-            let types = kerf_aws::instance_types(&self.region, &settings).unwrap_or_default();
-            let mut options = scheduler_options(&types, |_, _, _| false);
+            let mut options = match &live.types {
+                Some(read) => scheduler_options(
+                    &instance_types_of(&read.types, &settings, |name| read.zones_offering(name)),
+                    |_, _, _| false,
+                ),
+                None => scheduler_options(
+                    &kerf_aws::instance_types(&self.region, &settings).unwrap_or_default(),
+                    |_, _, _| false,
+                ),
+            };
             // offered only where the class has a subnet
             for t in &mut options {
                 t.offerings.retain(|o| zones.contains(&o.zone));
             }
             options.retain(|t| !t.offerings.is_empty());
-            reprice(&mut options, &prices);
+            reprice(&mut options, &live.prices);
             options.into()
         });
         Arc::clone(built)
@@ -268,6 +300,7 @@ impl CloudProvider for Aws {
             allocatable: t.allocatable.clone(),
             labels: type_labels,
             image_id: instance.image_id,
+            network: instance.network,
         })
     }
 
@@ -284,9 +317,14 @@ impl CloudProvider for Aws {
                 Arc::clone(&queue),
             ));
         }
+        tokio::spawn(refresh_instance_types(
+            InstanceTypeSource::new(&self.config),
+            Arc::clone(&self.live),
+            Arc::clone(&queue),
+        ));
         tokio::spawn(refresh_prices(
             PriceSource::new(&self.config),
-            Arc::clone(&self.prices),
+            Arc::clone(&self.live),
             queue,
             self.isolated_vpc,
         ));
@@ -299,7 +337,7 @@ impl CloudProvider for Aws {
             .map_err(|e| CloudError::Api(e.to_string()))
     }
 
-    async fn list(&self) -> Result<Vec<(String, String)>, CloudError> {
+    async fn list(&self) -> Result<Vec<CloudInstance>, CloudError> {
         let instances = self
             .fleet
             .list()
@@ -307,9 +345,11 @@ impl CloudProvider for Aws {
             .map_err(|e| CloudError::Api(e.to_string()))?;
         Ok(instances
             .into_iter()
-            .map(|i| {
-                let claim = i.nodeclaim.clone().unwrap_or_default();
-                (i.provider_id(), claim)
+            .map(|i| CloudInstance {
+                provider_id: i.provider_id(),
+                nodeclaim: i.nodeclaim.unwrap_or_default(),
+                image_id: i.image_id,
+                network: i.network,
             })
             .collect())
     }
@@ -345,7 +385,7 @@ fn reprice(options: &mut [InstanceTypeOption], prices: &Prices) {
 /// (the embedded model at first) stay, on-demand and spot each on their own.
 async fn refresh_prices(
     source: PriceSource,
-    prices: Arc<Mutex<(u64, Arc<Prices>)>>,
+    live: Arc<Mutex<Live>>,
     sink: Arc<Queue>,
     isolated_vpc: bool,
 ) {
@@ -357,10 +397,7 @@ async fn refresh_prices(
             Some(source.on_demand().await)
         };
         let spot = source.spot().await;
-        let mut fresh = prices
-            .lock()
-            .map(|p| (*p.1).clone())
-            .unwrap_or_else(|p| (*p.into_inner().1).clone());
+        let mut fresh = (*Live::read(&live).prices).clone();
         let mut changed = false;
         match on_demand {
             None => {}
@@ -378,12 +415,52 @@ async fn refresh_prices(
             ),
         }
         if changed {
-            let mut held = prices.lock().unwrap_or_else(PoisonError::into_inner);
-            *held = (held.0 + 1, Arc::new(fresh));
-            drop(held);
-            sink.push(Observed::PricesChanged);
+            Live::update(&live, |l| l.prices = Arc::new(fresh));
+            sink.push(Observed::OfferingsChanged);
         }
         tokio::time::sleep(PRICE_REFRESH).await;
+    }
+}
+
+/// Reads the region's instance types and their zones now and every [`PRICE_REFRESH`]; a
+/// failed or empty read is logged, what is held (the embedded catalog at first) stays, and
+/// it is tried again in [`INSTANCE_TYPES_RETRY`].
+async fn refresh_instance_types(
+    source: InstanceTypeSource,
+    live: Arc<Mutex<Live>>,
+    sink: Arc<Queue>,
+) {
+    loop {
+        let wait = match source.describe().await {
+            Ok(read) if !read.types.is_empty() => {
+                let held = Live::read(&live).types;
+                if held.as_deref() != Some(&read) {
+                    log::info(
+                        "providers.instancetype",
+                        "discovered instance types",
+                        json!({"count": read.types.len()}),
+                    );
+                    Live::update(&live, |l| l.types = Some(Arc::new(read)));
+                    sink.push(Observed::OfferingsChanged);
+                }
+                PRICE_REFRESH
+            }
+            Ok(_) => {
+                log::error(
+                    "refreshing instance types, keeping the ones held",
+                    "DescribeInstanceTypes listed none",
+                );
+                INSTANCE_TYPES_RETRY
+            }
+            Err(e) => {
+                log::error(
+                    "refreshing instance types, keeping the ones held",
+                    &e.to_string(),
+                );
+                INSTANCE_TYPES_RETRY
+            }
+        };
+        tokio::time::sleep(wait).await;
     }
 }
 
@@ -612,5 +689,54 @@ mod tests {
         assert_eq!(quoted, [("spot", 0.01), ("on-demand", 0.05)]);
         // c5.large had no quote: the model's prices stay
         assert_eq!(options[1].offerings[0].price_per_hour, 0.035);
+    }
+
+    #[test]
+    fn instance_types_read_from_ec2_replace_the_embedded_catalog() {
+        let config = aws_config::SdkConfig::builder()
+            .region(aws_config::Region::new("us-east-1"))
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .build();
+        let aws = Aws::new(
+            &config,
+            AwsOptions {
+                cluster: ClusterInfo {
+                    name: "c".into(),
+                    endpoint: "https://c".into(),
+                    ca_bundle: None,
+                    cidr: None,
+                },
+                interruption_queue: None,
+                capacity: CapacitySettings::default(),
+                isolated_vpc: false,
+            },
+        )
+        .expect("provider");
+        let class: EC2NodeClass = serde_json::from_value(json!({
+            "metadata": {"name": "default"},
+            "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}], "role": "r",
+                "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+                "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]},
+            "status": {"subnets": [{"id": "s-a", "zone": "us-east-1a"}, {"id": "s-b", "zone": "us-east-1b"}]},
+        }))
+        .expect("class");
+        let embedded = aws.instance_types(Some(&class));
+        assert!(embedded.iter().any(|t| t.name == "c5.large"));
+        let m5 = embedded.iter().find(|t| t.name == "m5.large").expect("m5");
+        // EC2 describes one type, larger than the embedded one, offered in one zone
+        let mut info = kerf_aws::catalog::get("m5.large").expect("m5").clone();
+        info.memory_mib *= 2;
+        Live::update(&aws.live, |l| {
+            l.types = Some(Arc::new(RegionCatalog {
+                types: vec![info],
+                zones: BTreeMap::from([("m5.large".into(), vec!["us-east-1a".into()])]),
+            }));
+        });
+        let read = aws.instance_types(Some(&class));
+        let names: Vec<&str> = read.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["m5.large"]);
+        assert!(read[0].capacity.memory_bytes > m5.capacity.memory_bytes);
+        assert!(read[0].offerings.iter().all(|o| o.zone == "us-east-1a"));
+        assert_eq!(read[0].offerings.len(), 2, "spot and on-demand");
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use kerf_api::{EC2NodeClass, NodePool};
 use kerf_aws::capacity::NodeSettings;
-use kerf_core::cluster::{ClaimRecord, Launched};
+use kerf_core::cluster::{ClaimRecord, CloudInstance, Launched};
 use kerf_core::controllers::lifecycle::Offering;
 use kerf_scheduling::InstanceTypeOption;
 
@@ -83,13 +83,12 @@ pub trait CloudProvider {
     /// Starts the cloud's background work once this replica leads, which reports into
     /// `queue` (interruption notices as [`Observed::Notice`](crate::watch::Observed::Notice),
     /// refreshed prices as
-    /// [`Observed::PricesChanged`](crate::watch::Observed::PricesChanged)) or writes through
+    /// [`Observed::OfferingsChanged`](crate::watch::Observed::OfferingsChanged)) or writes through
     /// `client` (node class status). A cloud with none starts nothing.
     fn start(&self, client: kube::Client, queue: Arc<Queue>) {
         drop((client, queue));
     }
 
-    /// The instances it runs for this cluster: provider id and the NodeClaim it was launched
-    /// for.
-    fn list(&self) -> impl Future<Output = Result<Vec<(String, String)>, CloudError>>;
+    /// The instances it runs for this cluster, each with the NodeClaim it was launched for.
+    fn list(&self) -> impl Future<Output = Result<Vec<CloudInstance>, CloudError>>;
 }

@@ -13,7 +13,7 @@ use kerf_api::{EC2NodeClass, NodePool, labels};
 use kerf_aws::instance_type::scheduler_options;
 use std::path::{Path, PathBuf};
 
-use kerf_core::cluster::{CapacityType, ClaimRecord, Launched};
+use kerf_core::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
 use kerf_core::controllers::lifecycle::Offering;
 use kerf_core::controllers::provisioning::node_labels;
 use kerf_core::unavailable::Pattern;
@@ -187,6 +187,7 @@ impl CloudProvider for Kwok {
             allocatable: t.allocatable.clone(),
             labels: type_labels,
             image_id: None,
+            network: None,
         };
         let spec = &pool.spec.template.spec;
         let taints: Vec<K8sTaint> = spec
@@ -240,7 +241,7 @@ impl CloudProvider for Kwok {
         }
     }
 
-    async fn list(&self) -> Result<Vec<(String, String)>, CloudError> {
+    async fn list(&self) -> Result<Vec<CloudInstance>, CloudError> {
         // page by page: a thousand whole Nodes (managed fields, images, conditions) parsed at
         // once were the operator's largest allocation, for the provider IDs alone
         let mut ids = Vec::new();
@@ -255,9 +256,14 @@ impl CloudProvider for Kwok {
                 page.items
                     .into_iter()
                     .filter_map(|n| n.spec?.provider_id)
-                    .filter_map(|p| {
-                        let claim = p.strip_prefix(PROVIDER_PREFIX)?.to_string();
-                        Some((p, claim))
+                    .filter_map(|provider_id| {
+                        let nodeclaim = provider_id.strip_prefix(PROVIDER_PREFIX)?.to_string();
+                        Some(CloudInstance {
+                            provider_id,
+                            nodeclaim,
+                            image_id: None,
+                            network: None,
+                        })
                     }),
             );
             match page.metadata.continue_ {

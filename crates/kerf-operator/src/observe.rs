@@ -44,7 +44,7 @@ pub fn apply(
         Observed::Deleted(object) => deleted(core, object, now),
         Observed::Gone(kind, key) => gone(core, kind, &key, now),
         Observed::Notice(notice) => core.notice(&notice, now),
-        Observed::PricesChanged => {
+        Observed::OfferingsChanged => {
             let classes: Vec<String> = core.cluster.instance_types.keys().cloned().collect();
             for class in classes {
                 let types = cloud.instance_types(core.cluster.node_classes.get(&class));

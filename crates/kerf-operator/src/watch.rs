@@ -55,9 +55,9 @@ pub enum Observed {
     Failed(&'static str, String),
     /// The cloud's interruption queue says an instance is going.
     Notice(kerf_core::controllers::interruption::Notice),
-    /// The cloud's prices were refreshed: every node class's instance types are offered
-    /// again.
-    PricesChanged,
+    /// The cloud's prices or its region's instance types were read again: every node
+    /// class's instance types are offered again.
+    OfferingsChanged,
 }
 
 impl Object {

@@ -397,4 +397,6 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
     );
     // the chart's RBAC was enough: no call was refused
     assert!(!log().contains("forbidden"), "{}", log());
+    // the region's instance types were read from EC2, not only embedded
+    assert!(log().contains("discovered instance types"), "{}", log());
 }

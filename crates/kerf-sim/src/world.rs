@@ -151,7 +151,7 @@ pub struct World {
     seq: u64,
     /// Wake-ups already queued for the controllers.
     wakes: BTreeSet<Duration>,
-    catalogs: HashMap<String, Arc<Vec<kerf_aws::InstanceType>>>,
+    catalogs: HashMap<String, Arc<Vec<kerf_aws::InstanceType<'static>>>>,
     /// NodeClaim objects, all a restarted controller can learn its NodeClaims from.
     nodeclaim_objects: BTreeMap<String, StoredNodeClaim>,
     /// The cloud's running instances by provider id, with the NodeClaim they were launched for.
@@ -936,7 +936,7 @@ impl World {
         }
     }
 
-    fn catalog(&mut self, class: &str) -> Arc<Vec<kerf_aws::InstanceType>> {
+    fn catalog(&mut self, class: &str) -> Arc<Vec<kerf_aws::InstanceType<'static>>> {
         if let Some(c) = self.catalogs.get(class) {
             return c.clone();
         }
@@ -1185,6 +1185,7 @@ impl World {
             allocatable: instance.allocatable.clone(),
             labels,
             image_id: None,
+            network: None,
         };
         let cloud = &self.scenario.spec.cloud;
         let delay = cloud.launch_delay.0 + jitter(&mut self.rng, cloud.launch_jitter.0);

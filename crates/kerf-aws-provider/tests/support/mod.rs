@@ -17,7 +17,8 @@ use serde::Deserialize;
 /// The region the tests play in (the seeds' region).
 pub const REGION: &str = "ap-northeast-2";
 
-fn root() -> PathBuf {
+/// The workspace root.
+pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
@@ -37,19 +38,24 @@ impl Drop for TempDir {
     }
 }
 
+/// The Python of the pinned tools' venv, where moto is installed.
+pub fn python() -> PathBuf {
+    let python = Command::new(root().join("scripts/python-tools.sh"))
+        .args(["bin", "python"])
+        .output()
+        .expect("run scripts/python-tools.sh");
+    assert!(
+        python.status.success(),
+        "{}",
+        String::from_utf8_lossy(&python.stderr)
+    );
+    PathBuf::from(String::from_utf8(python.stdout).expect("a path").trim())
+}
+
 impl Moto {
     /// Starts moto with these public SSM parameters (name, value) loaded.
     pub fn start(name: &str, ssm_parameters: &[(&str, &str)]) -> Moto {
-        let python = Command::new(root().join("scripts/python-tools.sh"))
-            .args(["bin", "python"])
-            .output()
-            .expect("run scripts/python-tools.sh");
-        assert!(
-            python.status.success(),
-            "{}",
-            String::from_utf8_lossy(&python.stderr)
-        );
-        let python = String::from_utf8(python.stdout).expect("a path");
+        let python = python();
         let dir = std::env::temp_dir().join(format!("kerf-moto-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let parameters: serde_json::Map<String, serde_json::Value> = ssm_parameters
@@ -64,7 +70,7 @@ impl Moto {
             .expect("a free port")
             .port();
         let log = std::fs::File::create(dir.join("moto.log")).expect("moto log");
-        let child = Command::new(python.trim())
+        let child = Command::new(&python)
             .arg(root().join("scripts/moto-server.py"))
             .args(["--port", &port.to_string(), "--ssm-parameters"])
             .arg(&file)

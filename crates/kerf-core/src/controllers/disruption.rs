@@ -171,8 +171,10 @@ impl Controllers {
 
     /// Why a NodeClaim has drifted, if it has: its NodePool's template changed
     /// (`NodePoolDrifted`), its node no longer meets the requirements
-    /// (`RequirementsDrifted`), its node class changed (`NodeClassDrift`), or its image is no
-    /// longer one the class resolves to (`AMIDrift`).
+    /// (`RequirementsDrifted`), its node class changed (`NodeClassDrift`), its image is no
+    /// longer one the class resolves to (`AMIDrift`), or its security groups
+    /// (`SecurityGroupDrift`) or subnet (`SubnetDrift`) are not the ones the class selects
+    /// now. What the class has not resolved yet (an empty status list) is no reason.
     fn drift_of(&self, name: &str) -> Option<DriftReason> {
         let c = self.cluster.nodeclaims.get(name)?;
         let np = self.cluster.node_pools.get(&c.node_pool)?;
@@ -194,10 +196,28 @@ impl Controllers {
         if !c.node_class_hash.is_empty() && c.node_class_hash != node_class_hash(class) {
             return Some(DriftReason::NodeClassDrift);
         }
-        // an image the class no longer resolves to, once it resolves to any
-        let amis = class.status.as_ref().map(|s| &s.amis[..]).unwrap_or(&[]);
-        let image = c.launched.as_ref().and_then(|l| l.image_id.as_deref())?;
-        (!amis.is_empty() && !amis.iter().any(|a| a.id == image)).then_some(DriftReason::AmiDrift)
+        let status = class.status.as_ref()?;
+        let launched = c.launched.as_ref()?;
+        if let Some(image) = &launched.image_id
+            && !status.amis.is_empty()
+            && !status.amis.iter().any(|a| a.id == *image)
+        {
+            return Some(DriftReason::AmiDrift);
+        }
+        let network = launched.network.as_ref()?;
+        let groups: BTreeSet<&str> = status.security_groups.iter().map(|g| &g.id[..]).collect();
+        // an instance in a VPC has at least one group: none is a listing that did not say
+        if !groups.is_empty()
+            && !network.security_group_ids.is_empty()
+            && !groups
+                .iter()
+                .copied()
+                .eq(network.security_group_ids.iter().map(String::as_str))
+        {
+            return Some(DriftReason::SecurityGroupDrift);
+        }
+        (!status.subnets.is_empty() && !status.subnets.iter().any(|s| s.id == network.subnet_id))
+            .then_some(DriftReason::SubnetDrift)
     }
 
     /// Marks NodeClaims drifted, or clears the mark when drift no longer holds.

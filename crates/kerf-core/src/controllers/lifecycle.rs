@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{Action, Controllers, Event, EventObject, Timer};
-use crate::cluster::{CapacityType, Launched};
+use crate::cluster::{CapacityType, CloudInstance, Launched};
 use crate::objects::claim_record;
 use crate::unavailable::Pattern;
 
@@ -339,11 +339,13 @@ impl Controllers {
 
     /// Garbage collection against the cloud's list of instances, each with the NodeClaim it
     /// was launched for: a NodeClaim whose instance is gone goes (with its node), and an
-    /// instance whose NodeClaim does not exist is terminated (with its node).
-    pub fn garbage_collect(&mut self, instances: &[(String, String)], now: Duration) {
+    /// instance whose NodeClaim does not exist is terminated (with its node). What the
+    /// listing says of a NodeClaim's instance (its image, subnet and security groups) is
+    /// kept on its record, which is how a restarted controller learns them again.
+    pub fn garbage_collect(&mut self, instances: &[CloudInstance], now: Duration) {
         self.activity += 1;
         self.now = self.now.max(now);
-        let running: BTreeSet<&str> = instances.iter().map(|(p, _)| p.as_str()).collect();
+        let running: BTreeSet<&str> = instances.iter().map(|i| i.provider_id.as_str()).collect();
         let gone: Vec<String> = self
             .cluster
             .nodeclaims
@@ -354,8 +356,27 @@ impl Controllers {
         for provider_id in gone {
             self.instance_gone(&provider_id, now);
         }
-        for (provider_id, claim) in instances {
-            if self.cluster.nodeclaims.contains_key(claim) || self.launching.contains(claim) {
+        let mut learned = false;
+        for instance in instances {
+            let (provider_id, claim) = (&instance.provider_id, &instance.nodeclaim);
+            if let Some(record) = self.cluster.nodeclaims.get_mut(claim) {
+                if let Some(l) = record
+                    .launched
+                    .as_mut()
+                    .filter(|l| l.provider_id == *provider_id)
+                {
+                    if instance.image_id.is_some() && l.image_id != instance.image_id {
+                        l.image_id.clone_from(&instance.image_id);
+                        learned = true;
+                    }
+                    if instance.network.is_some() && l.network != instance.network {
+                        l.network.clone_from(&instance.network);
+                        learned = true;
+                    }
+                }
+                continue;
+            }
+            if self.launching.contains(claim) {
                 continue;
             }
             self.log(
@@ -377,6 +398,9 @@ impl Controllers {
                 nodeclaim: claim.clone(),
                 provider_id: provider_id.clone(),
             });
+        }
+        if learned {
+            self.evaluate_drift();
         }
     }
 
