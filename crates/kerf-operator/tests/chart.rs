@@ -72,6 +72,33 @@ fn the_charts_lint_and_a_cluster_name_is_required() {
 }
 
 #[test]
+fn a_value_of_the_wrong_kind_is_refused_by_its_path() {
+    for (value, path) in [
+        ("replicas=two", "/replicas"),
+        ("logLevel=verbose", "/logLevel"),
+        (
+            "settings.batchIdleDuration=soon",
+            "/settings/batchIdleDuration",
+        ),
+        (
+            "settings.featureGates.spotToSpotConsolidation=yes",
+            "/settings/featureGates/spotToSpotConsolidation",
+        ),
+    ] {
+        let e = render(&["--set", "settings.clusterName=c", "--set", value]).expect_err(value);
+        assert!(e.contains(&format!("at '{path}'")), "{value}: {e}");
+    }
+    // keys of a Karpenter values file that Kerf has no use for are not an error
+    render(&[
+        "--set",
+        "settings.clusterName=c",
+        "--set",
+        "webhook.enabled=false",
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
 fn seed_values_render_as_karpenters_chart_would() {
     let docs = render(&SEED_VALUES).unwrap_or_else(|e| panic!("{e}"));
     let deployment = kind(&docs, "Deployment")[0];
