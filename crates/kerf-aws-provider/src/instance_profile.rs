@@ -116,4 +116,51 @@ impl InstanceProfiles {
         }
         Ok(name)
     }
+
+    /// Deletes the profile Kerf made for `class`, its role taken out first; one already gone
+    /// is not an error.
+    pub async fn delete(&self, class: &str) -> Result<(), AwsError> {
+        let name = profile_name(&self.cluster, &self.region, class);
+        let profile = match self
+            .iam
+            .get_instance_profile()
+            .instance_profile_name(&name)
+            .send()
+            .await
+        {
+            Ok(out) => out.instance_profile,
+            Err(e) if e.code() == Some("NoSuchEntity") => return Ok(()),
+            Err(e) => return Err(classify("GetInstanceProfile", "iam:GetInstanceProfile", e)),
+        };
+        for role in profile.iter().flat_map(|p| p.roles()) {
+            self.iam
+                .remove_role_from_instance_profile()
+                .instance_profile_name(&name)
+                .role_name(role.role_name())
+                .send()
+                .await
+                .map_err(|e| {
+                    classify(
+                        "RemoveRoleFromInstanceProfile",
+                        "iam:RemoveRoleFromInstanceProfile",
+                        e,
+                    )
+                })?;
+        }
+        match self
+            .iam
+            .delete_instance_profile()
+            .instance_profile_name(&name)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == Some("NoSuchEntity") => Ok(()),
+            Err(e) => Err(classify(
+                "DeleteInstanceProfile",
+                "iam:DeleteInstanceProfile",
+                e,
+            )),
+        }
+    }
 }

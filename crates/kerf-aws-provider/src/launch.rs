@@ -423,6 +423,60 @@ impl Fleet {
         Ok(id)
     }
 
+    /// Deletes the launch templates made for `node_class` in this cluster (found by their
+    /// tags) and forgets them; returns how many went.
+    pub async fn delete_launch_templates(&self, node_class: &str) -> Result<usize, AwsError> {
+        let found: Vec<_> = self
+            .ec2
+            .describe_launch_templates()
+            .filters(
+                Filter::builder()
+                    .name(format!("tag:{NODECLASS_TAG}"))
+                    .values(node_class)
+                    .build(),
+            )
+            .filters(
+                Filter::builder()
+                    .name(format!("tag:{EKS_CLUSTER_TAG}"))
+                    .values(&self.cluster.name)
+                    .build(),
+            )
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| classify("DescribeLaunchTemplates", "ec2:DescribeLaunchTemplates", e))?;
+        let ids: Vec<&str> = found
+            .iter()
+            .filter_map(|t| t.launch_template_id())
+            .collect();
+        for id in &ids {
+            match self
+                .ec2
+                .delete_launch_template()
+                .launch_template_id(*id)
+                .send()
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.code().is_some_and(|c| c.contains("NotFound")) => {}
+                Err(e) => {
+                    return Err(classify(
+                        "DeleteLaunchTemplate",
+                        "ec2:DeleteLaunchTemplate",
+                        e,
+                    ));
+                }
+            }
+        }
+        self.templates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|_, id| !ids.contains(&id.as_str()));
+        Ok(ids.len())
+    }
+
     fn instance_tags(&self, req: &LaunchRequest<'_>) -> Vec<Tag> {
         let mut tags: BTreeMap<String, String> = req.spec.tags.clone();
         for (k, v) in [

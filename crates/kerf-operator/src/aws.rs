@@ -1,7 +1,6 @@
 //! The `aws` cloud provider: NodeClaims become EC2 instances through kerf-aws-provider's
-//! fleet, offered in the zones of the class's subnets, and a reconciler keeps each
-//! EC2NodeClass's status (subnets, security groups, AMIs, instance profile, conditions) as
-//! Karpenter does, every minute and whenever a class changes; the interruption queue's
+//! fleet, offered in the zones of the class's subnets, with the EC2NodeClass reconciler of
+//! `node_classes` running beside it; the interruption queue's
 //! messages become notices for the controllers; prices and the region's instance types are
 //! read from AWS every 12 hours, over the embedded ones.
 
@@ -9,26 +8,23 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::StreamExt;
 use kerf_api::{EC2NodeClass, NodePool, labels};
 use kerf_aws::instance_type::{instance_types_of, scheduler_options};
 use kerf_aws::interruption;
-use kerf_aws_provider::instance_profile::InstanceProfiles;
 use kerf_aws_provider::instance_types::{InstanceTypeSource, RegionCatalog};
 use kerf_aws_provider::interruption_queue::InterruptionQueue;
 use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest};
 use kerf_aws_provider::pricing::{PriceSource, Prices};
 use kerf_aws_provider::user_data::ClusterInfo;
-use kerf_aws_provider::{Discovery, node_class};
 use kerf_core::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
 use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::Offering;
 use kerf_scheduling::InstanceTypeOption;
-use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::cloud::{CapacitySettings, CloudError, CloudProvider};
 use crate::log;
+use crate::node_classes::reconcile_node_classes;
 use crate::watch::{Observed, Queue};
 
 /// How often prices and instance types are read again (Karpenter's is 12 hours).
@@ -37,13 +33,11 @@ pub const PRICE_REFRESH: Duration = Duration::from_secs(12 * 60 * 60);
 const INSTANCE_TYPES_RETRY: Duration = Duration::from_secs(5 * 60);
 /// The longest wait between retries of a failing queue.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-/// How often every EC2NodeClass is resolved again (Karpenter's is a minute too).
-pub const NODE_CLASS_INTERVAL: Duration = Duration::from_secs(60);
 
 /// EC2 instances for NodeClaims.
 pub struct Aws {
     region: String,
-    fleet: Fleet,
+    fleet: Arc<Fleet>,
     /// The SDK configuration, for the background work.
     config: aws_config::SdkConfig,
     /// The interruption queue's name, when one is read.
@@ -128,7 +122,7 @@ impl Aws {
         Ok(Aws {
             region,
             cluster_name: options.cluster.name.clone(),
-            fleet: Fleet::new(config, options.cluster),
+            fleet: Arc::new(Fleet::new(config, options.cluster)),
             config: config.clone(),
             interruption_queue: options.interruption_queue,
             live: Arc::default(),
@@ -309,6 +303,7 @@ impl CloudProvider for Aws {
             client,
             self.config.clone(),
             self.cluster_name.clone(),
+            Arc::clone(&self.fleet),
         ));
         if let Some(name) = self.interruption_queue.clone() {
             tokio::spawn(read_interruptions(
@@ -508,127 +503,6 @@ async fn read_interruptions(config: aws_config::SdkConfig, name: String, sink: A
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }
-    }
-}
-
-/// `1.33` from the API server's version (EKS reports minors like `33+`).
-pub fn kubernetes_version(info: &k8s_openapi::apimachinery::pkg::version::Info) -> String {
-    let digits = |s: &str| {
-        s.chars()
-            .take_while(char::is_ascii_digit)
-            .collect::<String>()
-    };
-    format!("{}.{}", digits(&info.major), digits(&info.minor))
-}
-
-/// Keeps every EC2NodeClass's status current: at start, when a class changes, and every
-/// [`NODE_CLASS_INTERVAL`]. Runs until the process stops; failures are logged and retried at
-/// the next round.
-pub async fn reconcile_node_classes(
-    client: kube::Client,
-    config: aws_config::SdkConfig,
-    cluster: String,
-) {
-    let classes: Api<EC2NodeClass> = Api::all(client.clone());
-    let region = config.region().map(|r| r.to_string()).unwrap_or_default();
-    let discovery = Discovery::new(&config);
-    let profiles = InstanceProfiles::new(&config, &cluster, &region);
-    let mut changes = kube::runtime::watcher(classes.clone(), Default::default()).boxed();
-    loop {
-        let kubernetes = match client.apiserver_version().await {
-            Ok(info) => kubernetes_version(&info),
-            Err(e) => {
-                log::error("reading the Kubernetes version", &e.to_string());
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                continue;
-            }
-        };
-        match classes.list(&Default::default()).await {
-            Ok(list) => {
-                for class in list.items {
-                    reconcile_one(&classes, &discovery, &profiles, &class, &kubernetes).await;
-                }
-            }
-            Err(e) => log::error("listing ec2nodeclasses", &e.to_string()),
-        }
-        // the next round: the interval, or sooner when a class's spec changes
-        let deadline = tokio::time::sleep(NODE_CLASS_INTERVAL);
-        tokio::pin!(deadline);
-        loop {
-            tokio::select! {
-                () = &mut deadline => break,
-                event = changes.next() => match event {
-                    Some(Ok(kube::runtime::watcher::Event::Apply(c))) => {
-                        let resolved = c.status.as_ref().is_some_and(|s| {
-                            s.conditions.iter().any(|cond| {
-                                cond.observed_generation == c.metadata.generation
-                            })
-                        });
-                        if !resolved {
-                            reconcile_one(&classes, &discovery, &profiles, &c, &kubernetes).await;
-                        }
-                    }
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => log::error("watching ec2nodeclasses", &e.to_string()),
-                    None => return,
-                },
-            }
-        }
-    }
-}
-
-async fn reconcile_one(
-    classes: &Api<EC2NodeClass>,
-    discovery: &Discovery,
-    profiles: &InstanceProfiles,
-    class: &EC2NodeClass,
-    kubernetes: &str,
-) {
-    let name = class.metadata.name.clone().unwrap_or_default();
-    let now = k8s_openapi::jiff::Timestamp::now();
-    let mut status = match node_class::status(
-        discovery,
-        profiles,
-        &name,
-        &class.spec,
-        kubernetes,
-        now.as_second(),
-    )
-    .await
-    {
-        Ok(s) => s,
-        Err(e) => {
-            log::error("resolving ec2nodeclass", &format!("{name}: {e}"));
-            return;
-        }
-    };
-    // a condition keeps its transition time while its status holds
-    let previous = class
-        .status
-        .as_ref()
-        .map(|s| &s.conditions[..])
-        .unwrap_or(&[]);
-    for c in &mut status.conditions {
-        c.observed_generation = class.metadata.generation;
-        c.last_transition_time = previous
-            .iter()
-            .find(|p| p.type_ == c.type_ && p.status == c.status)
-            .and_then(|p| p.last_transition_time.clone())
-            .or_else(|| {
-                k8s_openapi::jiff::Timestamp::from_second(now.as_second())
-                    .ok()
-                    .map(|t| t.to_string())
-            });
-    }
-    if class.status.as_ref() == Some(&status) {
-        return;
-    }
-    let patch = Patch::Merge(json!({ "status": status }));
-    if let Err(e) = classes
-        .patch_status(&name, &PatchParams::default(), &patch)
-        .await
-    {
-        log::error("patching ec2nodeclass status", &format!("{name}: {e}"));
     }
 }
 

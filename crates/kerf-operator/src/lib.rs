@@ -11,6 +11,7 @@ pub mod http;
 pub mod kwok;
 pub mod leader;
 pub mod log;
+pub mod node_classes;
 pub mod observe;
 pub mod reconciles;
 pub mod settings;

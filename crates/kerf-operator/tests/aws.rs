@@ -129,8 +129,8 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
     let ec2 = aws_sdk_ec2::Client::new(&config);
     let (subnet, _, _) = network(&ec2).await;
     let role = seed_node_class().spec.role.expect("the seed names a role");
-    aws_sdk_iam::Client::new(&config)
-        .create_role()
+    let iam = aws_sdk_iam::Client::new(&config);
+    iam.create_role()
         .role_name(&role)
         .assume_role_policy_document(r#"{"Version":"2012-10-17","Statement":[]}"#)
         .send()
@@ -395,6 +395,50 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         },
         || cp.kubectl_ok(&["get", "nodeclaims"], None),
     );
+    // a deleted class waits on its NodeClaims (none now), then its launch templates and the
+    // instance profile made for its role are deleted before its finalizer comes off
+    let class = json_of(&cp, &["get", "ec2nodeclass", "default"]);
+    assert_eq!(
+        class["metadata"]["finalizers"],
+        json!(["karpenter.k8s.aws/termination"]),
+        "{class}"
+    );
+    let templates = || {
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current()
+                .block_on(ec2.describe_launch_templates().send())
+                .map(|out| out.launch_templates().len())
+                .unwrap_or(usize::MAX)
+        })
+    };
+    let profile = kerf_aws_provider::instance_profile::profile_name(CLUSTER, REGION, "default");
+    let profile_exists = || {
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current()
+                .block_on(
+                    iam.get_instance_profile()
+                        .instance_profile_name(&profile)
+                        .send(),
+                )
+                .is_ok()
+        })
+    };
+    assert!(profile_exists(), "the class's role got a profile");
+    assert!(templates() > 0, "the launches made launch templates");
+    cp.kubectl_ok(&["delete", "ec2nodeclass", "default", "--wait=false"], None);
+    wait_for(
+        "the EC2NodeClass gone",
+        LIMIT,
+        || {
+            (!cp.kubectl(&["get", "ec2nodeclass", "default"], None)
+                .status
+                .success())
+            .then_some(())
+        },
+        log,
+    );
+    assert_eq!(templates(), 0, "{}", log());
+    assert!(!profile_exists(), "{}", log());
     // the chart's RBAC was enough: no call was refused
     assert!(!log().contains("forbidden"), "{}", log());
     // the region's instance types were read from EC2, not only embedded
