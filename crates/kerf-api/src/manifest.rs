@@ -28,8 +28,9 @@ pub struct ParseError {
 /// One document of a stream, as JSON, with where it starts.
 #[derive(Debug, Clone)]
 pub struct RawDocument {
-    /// 1-based position of the document in the stream.
-    pub index: usize,
+    /// 1-based line of the stream where the document's content starts (0 when it did not
+    /// come from a file).
+    pub line: usize,
     /// The document's content.
     pub value: Value,
 }
@@ -58,6 +59,7 @@ impl RawDocument {
 /// Splits a YAML stream into documents; empty documents are dropped.
 pub fn read_documents(text: &str) -> Result<Vec<RawDocument>, ParseError> {
     let mut out = Vec::new();
+    let mut starts = document_starts(text).into_iter();
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let yaml = serde_yaml::Value::deserialize(doc).map_err(|e| {
             let loc = e.location();
@@ -76,11 +78,144 @@ pub fn read_documents(text: &str) -> Result<Vec<RawDocument>, ParseError> {
             message: format!("document {}: {e}", i + 1),
         })?;
         out.push(RawDocument {
-            index: i + 1,
+            line: starts.next().unwrap_or(0),
             value,
         });
     }
     Ok(out)
+}
+
+/// Whether a line holds YAML content (not blank, not a comment).
+fn is_content(line: &str) -> bool {
+    let t = line.trim_start();
+    !t.is_empty() && !t.starts_with('#')
+}
+
+/// The 1-based first content line of each document of a stream that has content, in order:
+/// documents are separated by `---` lines.
+fn document_starts(text: &str) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut open = true; // looking for the current document's first content line
+    for (i, line) in text.lines().enumerate() {
+        if let Some(rest) = line.strip_prefix("---")
+            && (rest.is_empty() || rest.starts_with([' ', '\t']))
+        {
+            open = true;
+            if is_content(rest) {
+                starts.push(i + 1);
+                open = false;
+            }
+            continue;
+        }
+        if open && is_content(line) && line.trim() != "..." {
+            starts.push(i + 1);
+            open = false;
+        }
+    }
+    starts
+}
+
+/// One step of a field path: a key, or an item of a list.
+enum Step<'a> {
+    Key(&'a str),
+    Item(usize),
+}
+
+/// The steps of `spec.template.spec.containers[1].resources`.
+fn steps(path: &str) -> impl Iterator<Item = Step<'_>> {
+    path.split('.').flat_map(|part| {
+        let (key, items) = part.split_once('[').unwrap_or((part, ""));
+        let items = items
+            .split('[')
+            .filter_map(|i| i.trim_end_matches(']').parse().ok())
+            .map(Step::Item);
+        (!key.is_empty() && key != "<root>")
+            .then_some(Step::Key(key))
+            .into_iter()
+            .chain(items)
+    })
+}
+
+fn indent(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
+/// The key a block-YAML line starts (after any `- `), unquoted, and its column.
+fn key_of(line: &str) -> Option<(&str, usize)> {
+    let mut rest = line.trim_start();
+    while let Some(r) = rest.strip_prefix("- ") {
+        rest = r.trim_start();
+    }
+    let column = line.len() - rest.len();
+    let (key, after) = rest.split_once(':')?;
+    if !(after.is_empty() || after.starts_with([' ', '\t'])) {
+        return None;
+    }
+    Some((key.trim().trim_matches(['"', '\'']), column))
+}
+
+/// The 1-based line of a field of the document starting at `doc_line`, found by following
+/// `path` (`spec.template.spec.containers[1].resources`) key by key and item by item through
+/// block YAML; the deepest step found when the rest cannot be (a flow-style value, a field
+/// that is absent). Lets an editor jump to the field a problem names.
+pub fn field_line(text: &str, doc_line: usize, path: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    let first = doc_line.saturating_sub(1).min(lines.len());
+    let end = (first + 1..lines.len())
+        .find(|&i| lines[i].starts_with("---"))
+        .unwrap_or(lines.len());
+    // where the current node's children are searched: from a line, up to where the
+    // indentation says the node ends
+    let (mut from, mut until) = (first, end);
+    let mut found = doc_line;
+    for step in steps(path) {
+        let hit = match step {
+            Step::Key(name) => (from..until).find_map(|i| {
+                key_of(lines[i])
+                    .filter(|(k, _)| *k == name)
+                    .map(|(_, column)| (i, column))
+            }),
+            Step::Item(n) => {
+                let items = (from..until)
+                    .find(|&i| lines[i].trim_start().starts_with("- "))
+                    .map(|i| indent(lines[i]));
+                (from..until)
+                    .filter(|&i| {
+                        lines[i].trim_start().starts_with("- ") && Some(indent(lines[i])) == items
+                    })
+                    .nth(n)
+                    .map(|i| (i, indent(lines[i])))
+            }
+        };
+        let Some((line, column)) = hit else {
+            break;
+        };
+        found = line + 1;
+        let content = |i: &usize| is_content(lines[*i]);
+        (from, until) = match step {
+            // a key's value: the lines indented past it, or a list at its own column
+            Step::Key(_) => (
+                line + 1,
+                (line + 1..until)
+                    .filter(content)
+                    .find(|&i| {
+                        let d = indent(lines[i]);
+                        d < column || d == column && !lines[i].trim_start().starts_with("- ")
+                    })
+                    .unwrap_or(until),
+            ),
+            // an item: its own line (its first key follows the dash) and those indented past
+            // the dash
+            Step::Item(_) => (
+                line,
+                (line + 1..until)
+                    .filter(content)
+                    .find(|&i| indent(lines[i]) <= column)
+                    .unwrap_or(until),
+            ),
+        };
+    }
+    found
 }
 
 /// A Karpenter object that passed every check.
@@ -124,6 +259,19 @@ static SCHEMAS: LazyLock<[(String, Value); 3]> = LazyLock::new(|| {
 pub fn check_document(doc: &RawDocument) -> Checked {
     let (api_version, kind) = (doc.api_version(), doc.kind());
     let group = api_version.split('/').next().unwrap_or("");
+    if api_version.is_empty() {
+        let served = [
+            ("NodePool", "karpenter.sh/v1"),
+            ("NodeClaim", "karpenter.sh/v1"),
+            ("EC2NodeClass", "karpenter.k8s.aws/v1"),
+        ];
+        if let Some((_, version)) = served.iter().find(|(k, _)| *k == kind) {
+            return Checked::Invalid(vec![Problem::new(
+                "apiVersion",
+                format!("missing: a {kind} is apiVersion: {version}"),
+            )]);
+        }
+    }
     if !is_karpenter(api_version, kind) {
         if group == "karpenter.sh" || group == "karpenter.k8s.aws" {
             return Checked::Invalid(vec![Problem::new(
@@ -204,4 +352,57 @@ fn add_hint(p: &mut Problem) {
         _ => return,
     };
     p.message = format!("{}; hint: {hint}", p.message);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STREAM: &str = r"# workloads
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 2
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: a
+        image: x
+      - name: b
+        resources:
+          reqests:
+            cpu: 1
+---
+
+kind: Pod
+";
+
+    #[test]
+    fn documents_know_the_line_they_start_on() {
+        let docs = read_documents(STREAM).unwrap();
+        let lines: Vec<usize> = docs.iter().map(|d| d.line).collect();
+        assert_eq!(lines, [3, 22]);
+        let one = read_documents("a: 1\n---\n# c\nb: 2\n").unwrap();
+        assert_eq!(one.iter().map(|d| d.line).collect::<Vec<_>>(), [1, 4]);
+    }
+
+    #[test]
+    fn a_field_path_leads_to_its_line() {
+        let at = |path| field_line(STREAM, 3, path);
+        assert_eq!(at("spec.replicas"), 8);
+        assert_eq!(at("spec.template.spec.containers[1].resources.reqests"), 18);
+        assert_eq!(at("spec.template.spec.containers[1].name"), 16);
+        assert_eq!(at("spec.template.spec.containers[0].image"), 15);
+        // a flow mapping or an absent field: the deepest line found
+        assert_eq!(at("spec.template.metadata.labels.app"), 11);
+        assert_eq!(at("spec.template.spec.nodeSelector"), 12);
+        assert_eq!(at("<root>"), 3);
+        // the second document's fields are not the first's
+        assert_eq!(field_line(STREAM, 22, "spec.replicas"), 22);
+    }
 }

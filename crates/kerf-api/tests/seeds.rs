@@ -32,7 +32,7 @@ where
     let value = serde_json::to_value(&back).unwrap();
     assert!(
         matches!(
-            check_document(&RawDocument { index: 1, value }),
+            check_document(&RawDocument { line: 1, value }),
             Checked::Valid(_)
         ),
         "{what}"

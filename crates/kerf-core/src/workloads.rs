@@ -40,13 +40,65 @@ pub struct WorkloadError {
     pub message: String,
 }
 
-fn parse<T: serde::de::DeserializeOwned>(doc: &RawDocument) -> Result<T, WorkloadError> {
-    serde_path_to_error::deserialize(&doc.value).map_err(|e| WorkloadError {
+/// Reads a document as `T`, strictly as `kubectl` does: a field `T` does not have (a typo such
+/// as `reqests`) is an error, not a value silently dropped.
+fn parse<T: serde::de::DeserializeOwned + serde::Serialize>(
+    doc: &RawDocument,
+) -> Result<T, WorkloadError> {
+    let error = |path: String, message: String| WorkloadError {
         kind: doc.kind().to_string(),
         name: doc.name().to_string(),
-        path: e.path().to_string(),
-        message: e.into_inner().to_string(),
-    })
+        path,
+        message,
+    };
+    let object: T = serde_path_to_error::deserialize(&doc.value)
+        .map_err(|e| error(e.path().to_string(), e.into_inner().to_string()))?;
+    // what was read, written back: a field of the manifest missing there was not read
+    let known = serde_json::to_value(&object).unwrap_or(Value::Null);
+    if let Some(path) = unknown_field(&doc.value, &known, String::new()) {
+        return Err(error(path, "unknown field".into()));
+    }
+    Ok(object)
+}
+
+/// The path of the first field of `input` that `known` (the same object read and written
+/// back) lacks; `null` values are left alone, as the API server leaves them.
+fn unknown_field(input: &Value, known: &Value, path: String) -> Option<String> {
+    match (input, known) {
+        (Value::Object(fields), Value::Object(read)) => fields.iter().find_map(|(key, value)| {
+            if value.is_null() {
+                return None;
+            }
+            let here = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            match read.get(key) {
+                None => Some(here),
+                Some(v) => unknown_field(value, v, here),
+            }
+        }),
+        (Value::Array(items), Value::Array(read)) => items
+            .iter()
+            .zip(read)
+            .enumerate()
+            .find_map(|(i, (item, r))| unknown_field(item, r, format!("{path}[{i}]"))),
+        _ => None,
+    }
+}
+
+/// A count the API server requires to be zero or more.
+fn non_negative(doc: &RawDocument, path: &str, n: Option<i32>) -> Result<(), WorkloadError> {
+    match n {
+        Some(n) if n < 0 => Err(WorkloadError {
+            kind: doc.kind().to_string(),
+            name: doc.name().to_string(),
+            path: path.into(),
+            message: format!("{n}: must be greater than or equal to 0"),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Reads one document; `Ok(None)` for kinds the scheduler does not use.
@@ -61,11 +113,13 @@ pub fn read(doc: &RawDocument) -> Result<Option<ClusterObject>, WorkloadError> {
         ("apps", "Deployment") => {
             let d: Deployment = parse(doc)?;
             let spec = d.spec.unwrap_or_default();
+            non_negative(doc, "spec.replicas", spec.replicas)?;
             ClusterObject::Pods(replicas(&d.metadata, &spec.template, spec.replicas))
         }
         ("apps", "ReplicaSet") => {
             let r: ReplicaSet = parse(doc)?;
             let spec = r.spec.unwrap_or_default();
+            non_negative(doc, "spec.replicas", spec.replicas)?;
             ClusterObject::Pods(replicas(
                 &r.metadata,
                 &spec.template.unwrap_or_default(),
@@ -75,11 +129,14 @@ pub fn read(doc: &RawDocument) -> Result<Option<ClusterObject>, WorkloadError> {
         ("apps", "StatefulSet") => {
             let s: StatefulSet = parse(doc)?;
             let spec = s.spec.unwrap_or_default();
+            non_negative(doc, "spec.replicas", spec.replicas)?;
             ClusterObject::Pods(replicas(&s.metadata, &spec.template, spec.replicas))
         }
         ("batch", "Job") => {
             let j: Job = parse(doc)?;
             let spec = j.spec.unwrap_or_default();
+            non_negative(doc, "spec.parallelism", spec.parallelism)?;
+            non_negative(doc, "spec.completions", spec.completions)?;
             let parallelism = spec.parallelism.unwrap_or(1);
             let n = spec.completions.map_or(parallelism, |c| c.min(parallelism));
             ClusterObject::Pods(replicas(&j.metadata, &spec.template, Some(n)))

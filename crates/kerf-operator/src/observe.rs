@@ -115,7 +115,7 @@ fn applied(core: &mut Controllers, cloud: &impl CloudProvider, object: Object, n
             value["apiVersion"] = "apps/v1".into();
             value["kind"] = "DaemonSet".into();
             if let Ok(Some(ClusterObject::DaemonSet(template))) =
-                read(&RawDocument { index: 0, value })
+                read(&RawDocument { line: 0, value })
             {
                 cluster.apply_daemonset(k, *template);
             }

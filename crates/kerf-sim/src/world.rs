@@ -601,7 +601,7 @@ impl World {
 
     fn apply(&mut self, doc: &Value, path: &str) -> Result<(), SimError> {
         let raw = RawDocument {
-            index: 0,
+            line: 0,
             value: doc.clone(),
         };
         match check_document(&raw) {
@@ -1399,13 +1399,18 @@ pub(crate) fn allocatable_amounts(r: &Resources) -> kube_scheduler::Amounts {
 
 fn one_template(doc: &Value) -> Pod {
     let mut single = doc.clone();
+    let is_job = doc.get("kind").and_then(Value::as_str) == Some("Job");
     if let Some(spec) = single.get_mut("spec").and_then(Value::as_object_mut) {
-        spec.insert("replicas".into(), 1.into());
-        spec.insert("parallelism".into(), 1.into());
-        spec.remove("completions");
+        // one pod, by the field the kind has (workloads are read strictly)
+        if is_job {
+            spec.insert("parallelism".into(), 1.into());
+            spec.remove("completions");
+        } else {
+            spec.insert("replicas".into(), 1.into());
+        }
     }
     let raw = RawDocument {
-        index: 0,
+        line: 0,
         value: single,
     };
     let mut pod = match read(&raw) {
@@ -1418,7 +1423,7 @@ fn one_template(doc: &Value) -> Pod {
 
 fn precheck(doc: &Value, path: &str) -> Result<(), SimError> {
     let raw = RawDocument {
-        index: 0,
+        line: 0,
         value: doc.clone(),
     };
     match check_document(&raw) {

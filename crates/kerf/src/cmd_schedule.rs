@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kerf_api::manifest::{Checked, KarpenterObject, check_document, read_documents};
+use kerf_api::manifest::{Checked, KarpenterObject, check_document, field_line, read_documents};
 use kerf_api::{EC2NodeClass, NodePool};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
@@ -88,6 +88,7 @@ fn load(
 ) -> Result<std::result::Result<Inputs, String>> {
     let mut inputs = Inputs::default();
     let mut problems = String::new();
+    let mut scalable_names = Vec::new();
     for file in files {
         let shown = file.display();
         let text = if file.as_os_str() == "-" {
@@ -106,6 +107,9 @@ fn load(
         })?;
         for mut doc in docs {
             let scalable = matches!(doc.kind(), "Deployment" | "ReplicaSet" | "StatefulSet");
+            if scalable {
+                scalable_names.push(doc.name().to_string());
+            }
             if let Some((_, n)) = replicas
                 .iter()
                 .find(|(name, _)| scalable && name == doc.name())
@@ -124,10 +128,11 @@ fn load(
                 Checked::Valid(KarpenterObject::NodeClaim(_)) => {}
                 Checked::Invalid(list) => {
                     for p in list {
+                        let line = field_line(&text, doc.line, &p.path);
                         let _ = writeln!(
                             problems,
-                            "{shown}:{}: {what}: {}: {}",
-                            doc.index, p.path, p.message
+                            "{shown}:{line}: {what}: {}: {}",
+                            p.path, p.message
                         );
                     }
                 }
@@ -137,8 +142,8 @@ fn load(
                     Ok(Some(ClusterObject::Node(node))) => {
                         let bad = node_quantity_problems(&node);
                         for (path, e) in &bad {
-                            let _ =
-                                writeln!(problems, "{shown}:{}: {what}: {path}: {e}", doc.index);
+                            let line = field_line(&text, doc.line, path);
+                            let _ = writeln!(problems, "{shown}:{line}: {what}: {path}: {e}");
                         }
                         if bad.is_empty() {
                             inputs.nodes.push(*node);
@@ -147,10 +152,26 @@ fn load(
                     // one scheduling round disrupts nothing: budgets do not apply
                     Ok(Some(ClusterObject::Pdb(_)) | None) => {}
                     Err(e) => {
-                        let _ = writeln!(problems, "{shown}:{}: {e}", doc.index);
+                        let line = field_line(&text, doc.line, &e.path);
+                        let _ = writeln!(problems, "{shown}:{line}: {e}");
                     }
                 },
             }
+        }
+    }
+    for (name, _) in replicas {
+        if !scalable_names.contains(name) {
+            scalable_names.sort();
+            scalable_names.dedup();
+            let known = if scalable_names.is_empty() {
+                "there are none".to_string()
+            } else {
+                format!("there are: {}", scalable_names.join(", "))
+            };
+            let _ = writeln!(
+                problems,
+                "--replicas {name}: no Deployment, ReplicaSet or StatefulSet of that name ({known})"
+            );
         }
     }
     Ok(if problems.is_empty() {
@@ -179,13 +200,13 @@ fn node_quantity_problems(node: &Node) -> Vec<(String, String)> {
     .collect()
 }
 
-/// Runs the dry run; exit 1 when a manifest is invalid.
+/// Runs the dry run; exit 2 when a manifest is invalid or `--replicas` names no workload.
 pub fn run(args: &Args) -> Result<ExitCode> {
     let inputs = match load(&args.files, &args.replicas)? {
         Ok(i) => i,
         Err(problems) => {
             eprint!("{problems}");
-            return Ok(ExitCode::from(1));
+            return Ok(ExitCode::from(2));
         }
     };
     let mut core = cluster_of(inputs, args)?;

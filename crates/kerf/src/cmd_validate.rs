@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kerf_api::manifest::{Checked, check_document, read_documents};
+use kerf_api::manifest::{Checked, check_document, field_line, read_documents};
 
 /// Arguments of `kerf validate`.
 #[derive(clap::Args)]
@@ -14,8 +14,9 @@ pub struct Args {
     files: Vec<PathBuf>,
 }
 
-/// Prints `FILE:DOC: Kind/name: path: message` per problem; exit 1 if any document is
-/// invalid, 2 if a file cannot be read or parsed.
+/// Prints `FILE:LINE: Kind/name: path: message` per problem (the line of the field, or of
+/// the document); exit 1 if any document is invalid or a file holds none, 2 if a file cannot
+/// be read or parsed.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let mut out = String::new();
     let mut invalid = false;
@@ -46,25 +47,29 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
+        if docs.is_empty() {
+            let _ = writeln!(out, "{shown}: no YAML documents");
+            invalid = true;
+        }
         for doc in &docs {
             let what = format!("{}/{}", doc.kind(), doc.name());
             match check_document(doc) {
                 Checked::Valid(_) => {
-                    let _ = writeln!(out, "{shown}:{}: {what}: valid", doc.index);
+                    let _ = writeln!(out, "{shown}:{}: {what}: valid", doc.line);
                 }
                 Checked::Invalid(problems) => {
                     invalid = true;
                     for p in problems {
-                        let _ = writeln!(
-                            out,
-                            "{shown}:{}: {what}: {}: {}",
-                            doc.index, p.path, p.message
-                        );
+                        let line = field_line(&text, doc.line, &p.path);
+                        let _ = writeln!(out, "{shown}:{line}: {what}: {}: {}", p.path, p.message);
                     }
+                }
+                Checked::Other if doc.kind().is_empty() => {
+                    eprintln!("{shown}:{}: skipped (no kind)", doc.line);
                 }
                 Checked::Other => eprintln!(
                     "{shown}:{}: {what}: skipped ({} {} is not a Karpenter kind)",
-                    doc.index,
+                    doc.line,
                     doc.api_version(),
                     doc.kind()
                 ),

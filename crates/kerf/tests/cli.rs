@@ -49,7 +49,7 @@ fn validate_accepts_every_seed_and_skips_other_kinds() {
     );
     let text = stdout(&out);
     assert!(
-        text.contains("fixtures/seeds/000-spot-fallback.yaml:1: NodePool/batch: valid"),
+        text.contains("fixtures/seeds/000-spot-fallback.yaml:4: NodePool/batch: valid"),
         "{text}"
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("Pod/my-pod: skipped"));
@@ -64,8 +64,9 @@ fn validate_reports_problems_with_file_document_kind_and_path() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
+    // the line is the field's, where an editor should jump
     assert!(text.contains(
-        "fixtures/broken/003-business-hours.yaml:1: NodePool/default: spec.disruption.consolidationPolicy: unsupported value \"WhenUnderutilized\""
+        "fixtures/broken/003-business-hours.yaml:24: NodePool/default: spec.disruption.consolidationPolicy: unsupported value \"WhenUnderutilized\""
     ), "{text}");
     assert!(
         text.contains(
@@ -74,9 +75,35 @@ fn validate_reports_problems_with_file_document_kind_and_path() {
     );
     assert!(
         text.contains(
-            "spec.disruption.budgets[1].schedule: invalid cron schedule \"0 19-8 * * *\""
-        )
+            "003-business-hours.yaml:29: NodePool/default: spec.disruption.budgets[1].schedule: invalid cron schedule \"0 19-8 * * *\""
+        ),
+        "{text}"
     );
+}
+
+#[test]
+fn validate_says_when_a_file_holds_nothing_or_a_kind_lacks_its_api_version() {
+    let dir = std::env::temp_dir().join(format!("kerf-validate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let empty = dir.join("empty.yaml");
+    std::fs::write(&empty, "# nothing yet\n").expect("write");
+    let versionless = dir.join("versionless.yaml");
+    std::fs::write(&versionless, "kind: NodePool\nmetadata:\n  name: default\n").expect("write");
+    let out = kerf(&[
+        "validate",
+        &empty.to_string_lossy(),
+        &versionless.to_string_lossy(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("empty.yaml: no YAML documents"), "{text}");
+    assert!(
+        text.contains(
+            "versionless.yaml:1: NodePool/default: apiVersion: missing: a NodePool is apiVersion: karpenter.sh/v1"
+        ),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -697,10 +697,68 @@ fn a_node_quantity_that_does_not_parse_is_an_error_naming_its_path() {
         "apiVersion: v1\nkind: Node\nmetadata: {name: x}\nstatus: {capacity: {cpu: lots}}\n",
         &[],
     );
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("Node/x: status.capacity.cpu: \"lots\" is not a quantity"),
+        err.contains(":4: Node/x: status.capacity.cpu: \"lots\" is not a quantity"),
+        "{err}"
+    );
+}
+
+#[test]
+fn workload_typos_and_negative_counts_are_errors_with_their_lines() {
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\nspec:\n  paralelism: 3\n  template:\n    spec:\n      containers:\n      - name: c\n        image: x\n";
+    let typo = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  template:\n    spec:\n      containers:\n      - name: c\n        image: x\n        resources:\n          reqests:\n            cpu: \"1\"\n";
+    let replica =
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: r\nspec:\n  replica: 0\n";
+    let negative =
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: neg\nspec:\n  replicas: -3\n";
+    let yaml = format!(
+        "{CLASS}{}---\n{job}---\n{typo}---\n{replica}---\n{negative}",
+        on_demand()
+    );
+    let out = run(&yaml, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 4, "{err}");
+    // each names its field and the line of that field
+    let line_of = |needle: &str| {
+        yaml.lines()
+            .position(|l| l.trim_start().starts_with(needle))
+            .map(|i| i + 1)
+            .expect(needle)
+    };
+    for (what, field, needle) in [
+        ("Job/j", "spec.paralelism: unknown field", "paralelism:"),
+        (
+            "Deployment/web",
+            "spec.template.spec.containers[0].resources.reqests: unknown field",
+            "reqests:",
+        ),
+        ("Deployment/r", "spec.replica: unknown field", "replica:"),
+        (
+            "Deployment/neg",
+            "spec.replicas: -3: must be greater than or equal to 0",
+            "replicas: -3",
+        ),
+    ] {
+        let expected = format!(":{}: {what}: {field}", line_of(needle));
+        assert!(
+            lines.iter().any(|l| l.ends_with(&expected)),
+            "{expected}\n{err}"
+        );
+    }
+}
+
+#[test]
+fn replicas_for_a_workload_that_does_not_exist_names_those_that_do() {
+    let yaml = format!("{CLASS}{}{}", on_demand(), deploy("web", 1, "1", ""));
+    let out = run(&yaml, &["--replicas", "nosuch=2"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--replicas nosuch: no Deployment, ReplicaSet or StatefulSet of that name (there are: web)"),
         "{err}"
     );
 }

@@ -38,7 +38,7 @@ pub fn karpenter_documents(text: &str) -> Vec<RawDocument> {
 /// What Kerf's Rust validation says of a document.
 pub fn rust_problems(doc: &Value) -> Vec<Problem> {
     match check_document(&RawDocument {
-        index: 1,
+        line: 1,
         value: doc.clone(),
     }) {
         Checked::Valid(_) => Vec::new(),
