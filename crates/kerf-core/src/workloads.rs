@@ -55,7 +55,13 @@ fn parse<T: serde::de::DeserializeOwned + serde::Serialize>(
         .map_err(|e| error(e.path().to_string(), e.into_inner().to_string()))?;
     // what was read, written back: a field of the manifest missing there was not read
     let known = serde_json::to_value(&object).unwrap_or(Value::Null);
-    if let Some(path) = unknown_field(&doc.value, &known, String::new()) {
+    // a status is the server's, not the author's: an object saved from a newer cluster may
+    // carry status fields this API version lacks
+    let mut authored = doc.value.clone();
+    if let Some(fields) = authored.as_object_mut() {
+        fields.remove("status");
+    }
+    if let Some(path) = unknown_field(&authored, &known, String::new()) {
         return Err(error(path, "unknown field".into()));
     }
     Ok(object)
