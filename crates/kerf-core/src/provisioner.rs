@@ -139,14 +139,18 @@ pub fn nodeclaim(plan: &PlannedNodeClaim, np: &NodePool, name: String) -> NodeCl
         labels: Some(labels_map),
         annotations: (!np.spec.template.metadata.annotations.is_empty())
             .then(|| np.spec.template.metadata.annotations.clone()),
-        owner_references: Some(vec![OwnerReference {
-            api_version: "karpenter.sh/v1".into(),
-            kind: "NodePool".into(),
-            name: np_name,
-            uid: np.metadata.uid.clone().unwrap_or_default(),
-            block_owner_deletion: Some(true),
-            controller: None,
-        }]),
+        // owned by the NodePool when it is known by uid (the API server refuses a reference
+        // without one, so a NodePool read from a file gives none)
+        owner_references: np.metadata.uid.clone().map(|uid| {
+            vec![OwnerReference {
+                api_version: "karpenter.sh/v1".into(),
+                kind: "NodePool".into(),
+                name: np_name,
+                uid,
+                block_owner_deletion: Some(true),
+                controller: None,
+            }]
+        }),
         ..ObjectMeta::default()
     };
     claim

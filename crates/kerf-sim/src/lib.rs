@@ -40,7 +40,7 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
     }
     let path = Path::new(name_or_path);
     let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-        path: name_or_path.to_string(),
+        path: String::new(),
         message: format!(
             "not a built-in scenario ({}) and cannot be read: {e}",
             BUILT_IN

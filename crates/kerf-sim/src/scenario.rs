@@ -11,9 +11,9 @@ use serde_json::Value;
 
 /// A scenario that cannot be used, with the path of the problem.
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: {message}")]
+#[error("{}{message}", if path.is_empty() { String::new() } else { format!("{path}: ") })]
 pub struct ScenarioError {
-    /// Field path (`spec.events[2].scale.replicas`).
+    /// Field path (`spec.events[2].scale.replicas`); empty for the file as a whole.
     pub path: String,
     /// What is wrong.
     pub message: String,

@@ -67,7 +67,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // one style for every command: what it is about, then what is wrong
+            eprintln!("{e:#}");
             ExitCode::from(2)
         }
     }

@@ -1,7 +1,8 @@
 //! Against a real control plane (kube-apiserver v1.35 with etcd, kube-controller-manager,
 //! kube-scheduler and kwok, built and started by `scripts/e2e-cluster.sh`): `kerf crds`
 //! installs, and every Karpenter document in `fixtures/` gets the same verdict from the API
-//! server's dry run as from `kerf validate`, except where Kerf is documented to be stricter.
+//! server's dry run as from `kerf validate`, except where Kerf is documented to be stricter;
+//! the NodeClaims `kerf schedule -o nodeclaims` prints apply as they are.
 
 #[path = "../../kerf-operator/tests/support/mod.rs"]
 mod support;
@@ -96,4 +97,25 @@ fn crds_install_and_every_fixture_gets_the_servers_verdict() {
     }
     assert!(compared >= 15, "only {compared} documents compared");
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+
+    // the NodeClaims `kerf schedule -o nodeclaims` prints apply as they are
+    let claims = kerf(&[
+        "schedule",
+        "-f",
+        "fixtures/seeds/004-getting-started.yaml",
+        "--replicas",
+        "inflate=5",
+        "-o",
+        "nodeclaims",
+    ]);
+    assert!(claims.status.success());
+    let created = cp.kubectl(
+        &["create", "--dry-run=server", "-f", "-"],
+        Some(&claims.stdout),
+    );
+    assert!(
+        created.status.success(),
+        "kube-apiserver rejects kerf schedule's NodeClaims: {}",
+        String::from_utf8_lossy(&created.stderr)
+    );
 }

@@ -264,3 +264,18 @@ fn bench_scheduling_prints_pods_per_second_and_nodes() {
     assert!(rows[0][1].parse::<usize>().unwrap() >= 10);
     assert!(rows[1][3].parse::<f64>().unwrap() > 0.0);
 }
+
+#[test]
+fn a_missing_file_is_told_once_in_one_style_by_every_command() {
+    for args in [
+        &["simulate", "nope.yaml"][..],
+        &["schedule", "-f", "nope.yaml"],
+        &["validate", "nope.yaml"],
+    ] {
+        let out = kerf(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("nope.yaml: "), "{args:?}: {err}");
+        assert_eq!(err.matches("nope.yaml").count(), 1, "{args:?}: {err}");
+    }
+}
