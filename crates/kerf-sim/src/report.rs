@@ -188,11 +188,39 @@ impl Report {
                 t.cost / t.lower_bound_cost
             );
         }
+        if let Some(peak) = self
+            .timeline
+            .iter()
+            .max_by(|a, b| a.nodes.cmp(&b.nodes).then(b.t.total_cmp(&a.t)))
+            .filter(|p| p.nodes > 0)
+        {
+            let _ = writeln!(
+                out,
+                "peak: {} at {} ({} spot)",
+                plural(peak.nodes, "node"),
+                crate::clock::short(Duration::from_secs_f64(peak.t)),
+                peak.spot_nodes
+            );
+        }
         let _ = writeln!(
             out,
             "nodes launched {}, terminated {}; pods evicted {}",
             t.nodes_launched, t.nodes_terminated, t.pods_evicted
         );
+        let mut launches: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for e in self
+            .events
+            .iter()
+            .filter(|e| e["message"] == "launched nodeclaim")
+        {
+            let field = |k: &str| e[k].as_str().unwrap_or("?");
+            *launches
+                .entry((field("instance-type"), field("capacity-type")))
+                .or_default() += 1;
+        }
+        for ((it, ct), count) in launches {
+            let _ = writeln!(out, "  {count:>4} × {it:<16} {ct:<10} launched");
+        }
         if t.faults_injected + t.operator_restarts > 0 {
             let _ = writeln!(
                 out,
@@ -298,4 +326,13 @@ fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+}
+
+/// `1 node`, `3 nodes`.
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }

@@ -40,6 +40,7 @@ use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 
 mod convergence;
 mod invariants;
+pub use invariants::INVARIANTS;
 mod oracle;
 mod pdb_status;
 mod spot_preference;

@@ -1,4 +1,5 @@
-//! `kerf instance-types`: list the catalog, filtered by requirements, cheapest first.
+//! `kerf instance-types`: list the catalog, filtered by requirements, cheapest first by the
+//! price `--sort` names.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -18,9 +19,42 @@ pub struct Args {
     /// Keep types whose labels satisfy KEY=OPERATOR:V1,V2 (repeatable; zone and capacity type filter offerings).
     #[arg(long = "requirement", short = 'r', value_parser = Requirement::parse_flag)]
     requirements: Vec<Requirement>,
+    /// Which price orders the list, cheapest first.
+    #[arg(long, value_enum, default_value_t = SortBy::OnDemand)]
+    sort: SortBy,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
     output: Format,
+}
+
+/// The price a type is ranked by.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SortBy {
+    /// Its on-demand price.
+    OnDemand,
+    /// Its cheapest spot offering.
+    Spot,
+}
+
+impl SortBy {
+    fn capacity_type(self) -> &'static str {
+        match self {
+            SortBy::OnDemand => kerf_api::labels::CAPACITY_TYPE_ON_DEMAND,
+            SortBy::Spot => kerf_api::labels::CAPACITY_TYPE_SPOT,
+        }
+    }
+
+    /// How `offerings` (cheapest first) rank: by their capacity type's cheapest price; types
+    /// without one after those with one, by their cheapest offering left.
+    fn rank(self, offerings: &[Offering]) -> (bool, f64) {
+        let own = offerings
+            .iter()
+            .find(|o| o.capacity_type == self.capacity_type());
+        let price = own
+            .or(offerings.first())
+            .map_or(f64::MAX, |o| o.price_per_hour);
+        (own.is_none(), price)
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -29,7 +63,7 @@ enum Format {
     Json,
 }
 
-/// Prints the matching types, cheapest offering first.
+/// Prints the matching types, cheapest first by the chosen price.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let types = instance_types(&args.region, &NodeSettings::default())?;
     let mut selected: Vec<(InstanceType, Vec<Offering>)> = types
@@ -58,18 +92,20 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .collect();
     // offerings stay cheapest first; the filter may have removed a type's cheapest ones
     selected.sort_by(|(a, ao), (b, bo)| {
-        ao[0]
-            .price_per_hour
-            .total_cmp(&bo[0].price_per_hour)
+        let ((a_missing, a_price), (b_missing, b_price)) = (args.sort.rank(ao), args.sort.rank(bo));
+        a_missing
+            .cmp(&b_missing)
+            .then(a_price.total_cmp(&b_price))
             .then_with(|| a.name().cmp(b.name()))
     });
     let text = match args.output {
         Format::Json => render_json(&args.region, &selected)?,
         Format::Table => {
             eprintln!(
-                "{} instance types in {}; prices are AWS us-east-1 on-demand list prices (USD/hour) and Kerf's simulated spot prices",
+                "{} instance types in {}, cheapest {} price first; prices are AWS us-east-1 on-demand list prices (USD/hour) and Kerf's simulated spot prices",
                 selected.len(),
-                args.region
+                args.region,
+                args.sort.capacity_type()
             );
             render_table(&selected)
         }

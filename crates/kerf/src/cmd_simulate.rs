@@ -56,7 +56,7 @@ pub struct Args {
     jobs: Option<std::num::NonZeroUsize>,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Format {
     Text,
     Json,
@@ -142,10 +142,16 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             .collect();
         std::fs::write(path, lines).with_context(|| format!("writing {}", path.display()))?;
     }
-    let text = match args.output {
+    let mut text = match args.output {
         Format::Text => report.summary(),
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",
     };
+    if args.check && args.output == Format::Text {
+        text += &format!(
+            "--check: held at every step: {}\n",
+            kerf_sim::world::INVARIANTS.join("; ")
+        );
+    }
     crate::emit(&text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -279,3 +279,41 @@ fn a_missing_file_is_told_once_in_one_style_by_every_command() {
         assert_eq!(err.matches("nope.yaml").count(), 1, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn instance_types_sort_by_the_price_asked_for() {
+    let ranked = |sort: &str, capacity_type: &str| {
+        let out = kerf(&[
+            "instance-types",
+            "-r",
+            "karpenter.k8s.aws/instance-category=In:c,m,r",
+            "--sort",
+            sort,
+            "-o",
+            "json",
+        ]);
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["instance_types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                t["offerings"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|o| o["capacity_type"] == capacity_type)
+                    .map(|o| o["price_per_hour"].as_f64().unwrap())
+                    .fold(f64::MAX, f64::min)
+            })
+            .collect::<Vec<f64>>()
+    };
+    for (sort, capacity_type) in [("on-demand", "on-demand"), ("spot", "spot")] {
+        let prices = ranked(sort, capacity_type);
+        assert!(prices.len() > 50);
+        assert!(prices.windows(2).all(|w| w[0] <= w[1]), "--sort {sort}");
+    }
+    // the two orders differ: spot discounts are not one ratio
+    assert_ne!(ranked("on-demand", "spot"), ranked("spot", "spot"));
+}

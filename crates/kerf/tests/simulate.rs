@@ -249,3 +249,42 @@ fn swarm_reports_the_same_whatever_the_number_of_jobs() {
     assert_eq!(one, two);
     assert_eq!(one.lines().last(), Some("2 scenarios, 0 violations"));
 }
+
+#[test]
+fn the_summary_tells_the_peak_the_launches_and_what_check_held() {
+    let out = kerf(&["simulate", "getting-started", "--check"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    // getting-started ends with no nodes: the peak and the launches say what ran
+    assert!(text.contains("nodes at the end: 0"), "{text}");
+    let peak = text
+        .lines()
+        .find(|l| l.starts_with("peak: "))
+        .unwrap_or_else(|| panic!("no peak line: {text}"));
+    assert!(
+        peak.contains(" nodes at ") || peak.contains(" node at "),
+        "{peak}"
+    );
+    let launched: usize = text
+        .lines()
+        .filter(|l| l.ends_with(" launched"))
+        .map(|l| {
+            l.split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<usize>().ok())
+                .expect("a count")
+        })
+        .sum();
+    let total = text
+        .lines()
+        .find_map(|l| l.strip_prefix("nodes launched "))
+        .and_then(|l| l.split(',').next())
+        .and_then(|n| n.parse::<usize>().ok())
+        .expect("nodes launched N");
+    assert!(total > 0);
+    assert_eq!(launched, total, "{text}");
+    assert!(
+        text.contains("--check: held at every step: no node over-committed;"),
+        "{text}"
+    );
+}

@@ -17,6 +17,21 @@ use super::{REGISTRATION_TTL, SimError, World, allocatable_amounts};
 use crate::clock::EPOCH_UNIX;
 use crate::kube_scheduler::{Amounts, add, node_affinity_matches, requests, untolerated};
 
+/// What `--check` holds a run to, as a user reads it.
+pub const INVARIANTS: [&str; 11] = [
+    "no node over-committed",
+    "taints and node selectors honoured",
+    "no NodeClaim launched over its NodePool's limits",
+    "every launched NodeClaim registers or is cleaned up",
+    "disruption budgets never exceeded",
+    "no eviction past a PodDisruptionBudget",
+    "no do-not-disrupt pod evicted",
+    "no pod waiting long while capacity exists",
+    "no pod pending over 15 minutes that a NodePool could host",
+    "consolidation converges when the cluster is quiet",
+    "spot preferred over on-demand fallback",
+];
+
 /// How often `--check` looks for pods waiting too long (each look may solve).
 const WAIT_CHECK_EVERY: Duration = Duration::from_secs(30);
 /// Slack on top of launch and ready delays before a wait counts as too long: the batch
