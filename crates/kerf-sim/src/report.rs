@@ -328,8 +328,8 @@ fn html_escape(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// `1 node`, `3 nodes`.
-fn plural(n: usize, noun: &str) -> String {
+/// `1 node`, `3 nodes`: counts as people write them.
+pub fn plural(n: usize, noun: &str) -> String {
     if n == 1 {
         format!("1 {noun}")
     } else {

@@ -23,8 +23,10 @@ use kerf_core::objects::node_record;
 use kerf_core::provisioner::{nodeclaim, nodeclaim_name};
 use kerf_core::unavailable::Pattern;
 use kerf_core::workloads::{ClusterObject, read};
+use kerf_scheduling::PlannedNodeClaim;
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::resources::Resources;
+use kerf_sim::report::plural;
 use rand::SeedableRng;
 use serde_json::json;
 
@@ -378,7 +380,29 @@ fn to_text(solved: &Solved) -> String {
         d.nodeclaims.len(),
         d.cost_per_hour()
     );
+    // NodeClaims alike (NodePool, launch, options) are told once, with their count
+    let mut groups: Vec<(&PlannedNodeClaim, usize, Vec<usize>)> = Vec::new();
     for c in &d.nodeclaims {
+        let alike = |g: &&mut (&PlannedNodeClaim, usize, Vec<usize>)| {
+            let o = g.0;
+            o.node_pool == c.node_pool
+                && o.launch.instance_type == c.launch.instance_type
+                && o.launch.capacity_type == c.launch.capacity_type
+                && o.launch.zone == c.launch.zone
+                && o.instance_types
+                    .iter()
+                    .map(|t| &t.name)
+                    .eq(c.instance_types.iter().map(|t| &t.name))
+        };
+        match groups.iter_mut().find(alike) {
+            Some(g) => {
+                g.1 += 1;
+                g.2.extend(&c.pods);
+            }
+            None => groups.push((c, 1, c.pods.clone())),
+        }
+    }
+    for (c, count, pods) in groups {
         let options: Vec<&str> = c
             .instance_types
             .iter()
@@ -388,13 +412,19 @@ fn to_text(solved: &Solved) -> String {
         let more = c.instance_types.len().saturating_sub(options.len());
         let _ = writeln!(
             out,
-            "  nodepool {}: {} {} in {} at ${:.4}/hour, {} pods; options {}{}",
+            "  {}nodepool {}: {} {} in {} at ${:.4}/hour{}, {}; options {}{}",
+            if count > 1 {
+                format!("{count} × ")
+            } else {
+                String::new()
+            },
             solved.node_pools[c.node_pool],
             c.launch.instance_type,
             c.launch.capacity_type,
             c.launch.zone,
             c.launch.price_per_hour,
-            c.pods.len(),
+            if count > 1 { " each" } else { "" },
+            plural(pods.len(), "pod"),
             options.join(", "),
             if more > 0 {
                 format!(" and {more} more")
@@ -402,7 +432,7 @@ fn to_text(solved: &Solved) -> String {
                 String::new()
             }
         );
-        let _ = writeln!(out, "    {}", pod_names(solved, &c.pods).join(" "));
+        let _ = writeln!(out, "    {}", pod_names(solved, &pods).join(" "));
     }
     if !d.existing.is_empty() {
         let _ = writeln!(out, "Pods on existing nodes:");

@@ -762,3 +762,34 @@ fn replicas_for_a_workload_that_does_not_exist_names_those_that_do() {
         "{err}"
     );
 }
+
+#[test]
+fn alike_nodeclaims_are_told_once_with_their_count() {
+    let spread = "      topologySpreadConstraints:\n      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: spread}}}";
+    let text = |yaml: String| {
+        let out = run(&yaml, &[]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = |deployment| text(format!("{CLASS}{}{deployment}", on_demand()));
+    let one = text(deploy("one", 1, "1", ""));
+    assert!(one.lines().any(|l| l.contains(", 1 pod;")), "{one}");
+    let text = text(deploy("spread", 3, "100m", spread));
+    assert!(text.starts_with("NodeClaims to launch: 3 "), "{text}");
+    let grouped: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" × nodepool "))
+        .collect();
+    assert_eq!(grouped.len(), 1, "{text}");
+    assert!(
+        grouped[0]
+            .trim_start()
+            .starts_with("3 × nodepool default: "),
+        "{text}"
+    );
+    assert!(grouped[0].contains("/hour each, 3 pods;"), "{text}");
+}
