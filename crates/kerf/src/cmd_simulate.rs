@@ -30,8 +30,10 @@ pub struct Args {
     /// operator's /metrics would serve), to try dashboards offline.
     #[arg(long, value_name = "FILE")]
     metrics: Option<PathBuf>,
-    /// Check the invariants (no over-commitment, limits, registration, no pod left behind)
-    /// on every step; a violation fails the run.
+    /// Check the invariants on every step, each with its own oracle: no over-commitment,
+    /// taints and selectors, NodePool limits, registration, disruption budgets,
+    /// PodDisruptionBudgets and do-not-disrupt, waits while capacity exists, convergence and
+    /// spot preference; a violation fails the run (exit 1), and the summary lists what held.
     #[arg(long)]
     check: bool,
     /// Override the scenario's seed; with --swarm, the first generated scenario's seed

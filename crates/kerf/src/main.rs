@@ -30,11 +30,11 @@ enum Command {
     Crds,
     /// Check NodePool, NodeClaim and EC2NodeClass manifests; exit 1 if any is invalid, 2 if a file cannot be read.
     Validate(cmd_validate::Args),
-    /// List EC2 instance types with capacity, allocatable, labels, offerings and price, cheapest first.
+    /// List EC2 instance types with capacity, allocatable, labels, offerings and price, cheapest on-demand (or spot) price first.
     InstanceTypes(cmd_instance_types::Args),
     /// Dry-run provisioning: which NodeClaims Kerf would launch for the pods in the manifests, and why pods stay pending.
     Schedule(cmd_schedule::Args),
-    /// Time Kerf on Karpenter's benchmarks (`kerf bench scheduling`).
+    /// Time Kerf on benchmarks: `kerf bench scheduling` (Karpenter's scheduling benchmark) and `kerf bench consolidation` (one disruption pass).
     Bench(cmd_bench::Args),
     /// Play a scenario against a live cluster (its kubeconfig) while an operator runs, and set what happened beside the simulation's prediction.
     Replay(cmd_replay::Args),

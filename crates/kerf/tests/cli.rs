@@ -317,3 +317,15 @@ fn instance_types_sort_by_the_price_asked_for() {
     // the two orders differ: spot discounts are not one ratio
     assert_ne!(ranked("on-demand", "spot"), ranked("spot", "spot"));
 }
+
+#[test]
+fn help_keeps_up_with_the_readme() {
+    let top = stdout(&kerf(&["--help"]));
+    assert!(top.contains("kerf bench consolidation"), "{top}");
+    let simulate = stdout(&kerf(&["simulate", "--help"]));
+    for invariant in ["convergence", "spot preference", "PodDisruptionBudgets"] {
+        assert!(simulate.contains(invariant), "{invariant}: {simulate}");
+    }
+    let types = stdout(&kerf(&["instance-types", "--help"]));
+    assert!(types.contains("--sort"), "{types}");
+}
