@@ -629,14 +629,7 @@ impl World {
                 }
                 .into());
             }
-            Checked::Invalid(problems) => {
-                let p = &problems[0];
-                return Err(ScenarioError {
-                    path: format!("{path}.{}", p.path),
-                    message: p.message.clone(),
-                }
-                .into());
-            }
+            Checked::Invalid(problems) => return Err(every_problem(path, &problems).into()),
             Checked::Other => {
                 let kind = raw.kind().to_string();
                 let obj = read(&raw).map_err(|e| ScenarioError {
@@ -1422,17 +1415,29 @@ fn one_template(doc: &Value) -> Pod {
     pod
 }
 
+/// Every problem of a manifest at `path`, as `kerf validate` lists them: the first as the
+/// error's path and message, the others on lines of their own.
+fn every_problem(path: &str, problems: &[kerf_api::validation::Problem]) -> ScenarioError {
+    let mut message = problems
+        .first()
+        .map(|p| p.message.clone())
+        .unwrap_or_default();
+    for p in problems.iter().skip(1) {
+        message.push_str(&format!("\n  {path}.{}: {}", p.path, p.message));
+    }
+    ScenarioError {
+        path: format!("{path}.{}", problems.first().map_or("", |p| &p.path[..])),
+        message,
+    }
+}
+
 fn precheck(doc: &Value, path: &str) -> Result<(), SimError> {
     let raw = RawDocument {
         line: 0,
         value: doc.clone(),
     };
     match check_document(&raw) {
-        Checked::Invalid(problems) => Err(ScenarioError {
-            path: format!("{path}.{}", problems[0].path),
-            message: problems[0].message.clone(),
-        }
-        .into()),
+        Checked::Invalid(problems) => Err(every_problem(path, &problems).into()),
         Checked::Other => read(&raw).map(|_| ()).map_err(|e| {
             ScenarioError {
                 path: format!("{path}.{}", e.path),

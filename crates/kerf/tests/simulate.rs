@@ -288,3 +288,35 @@ fn the_summary_tells_the_peak_the_launches_and_what_check_held() {
         "{text}"
     );
 }
+
+#[test]
+fn a_typod_nodepool_is_reported_as_fully_as_kerf_validate_reports_it() {
+    let nodepool = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n  disruption:\n    consolidationPolicy: WhenUnderutilized\n    consolidateAftr: 1m\n    consolidateAfter: 1m\n";
+    let alone = temp("nodepool.yaml");
+    std::fs::write(&alone, nodepool).expect("write");
+    let validated = kerf(&["validate", alone.to_str().expect("path")]);
+    let expected: Vec<String> = String::from_utf8_lossy(&validated.stdout)
+        .lines()
+        .filter_map(|l| l.split(": ").nth(2).map(str::to_string))
+        .collect();
+    for typo in ["consolidationPolicy", "consolidateAftr"] {
+        assert!(expected.iter().any(|p| p.ends_with(typo)), "{expected:?}");
+    }
+    let indented: String = nodepool.lines().map(|l| format!("    {l}\n")).collect();
+    let scenario = format!(
+        "apiVersion: kerf.sh/v1alpha1\nkind: Scenario\nmetadata: {{name: typo}}\nspec:\n  duration: 1m\n  manifests:\n  -\n{indented}"
+    );
+    let path = temp("typo-scenario.yaml");
+    std::fs::write(&path, scenario).expect("write");
+    let out = kerf(&["simulate", path.to_str().expect("path")]);
+    let _ = std::fs::remove_file(&alone);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for field in expected {
+        assert!(
+            err.contains(&format!("spec.manifests[0].{field}")),
+            "{field}: {err}"
+        );
+    }
+}
