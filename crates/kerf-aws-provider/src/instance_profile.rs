@@ -33,20 +33,28 @@ impl InstanceProfiles {
         }
     }
 
-    /// The name of the profile holding `role` for `class`, created and filled when missing.
-    pub async fn ensure(&self, class: &str, role: &str) -> Result<String, AwsError> {
-        let name = profile_name(&self.cluster, &self.region, class);
-        let existing = match self
+    /// The profile named `name`, if it exists.
+    async fn find(
+        &self,
+        name: &str,
+    ) -> Result<Option<aws_sdk_iam::types::InstanceProfile>, AwsError> {
+        match self
             .iam
             .get_instance_profile()
-            .instance_profile_name(&name)
+            .instance_profile_name(name)
             .send()
             .await
         {
-            Ok(out) => out.instance_profile,
-            Err(e) if e.code() == Some("NoSuchEntity") => None,
-            Err(e) => return Err(classify("GetInstanceProfile", "iam:GetInstanceProfile", e)),
-        };
+            Ok(out) => Ok(out.instance_profile),
+            Err(e) if e.code() == Some("NoSuchEntity") => Ok(None),
+            Err(e) => Err(classify("GetInstanceProfile", "iam:GetInstanceProfile", e)),
+        }
+    }
+
+    /// The name of the profile holding `role` for `class`, created and filled when missing.
+    pub async fn ensure(&self, class: &str, role: &str) -> Result<String, AwsError> {
+        let name = profile_name(&self.cluster, &self.region, class);
+        let existing = self.find(&name).await?;
         let roles: Vec<String> = match existing {
             Some(profile) => profile
                 .roles()
@@ -121,18 +129,10 @@ impl InstanceProfiles {
     /// is not an error.
     pub async fn delete(&self, class: &str) -> Result<(), AwsError> {
         let name = profile_name(&self.cluster, &self.region, class);
-        let profile = match self
-            .iam
-            .get_instance_profile()
-            .instance_profile_name(&name)
-            .send()
-            .await
-        {
-            Ok(out) => out.instance_profile,
-            Err(e) if e.code() == Some("NoSuchEntity") => return Ok(()),
-            Err(e) => return Err(classify("GetInstanceProfile", "iam:GetInstanceProfile", e)),
+        let Some(profile) = self.find(&name).await? else {
+            return Ok(());
         };
-        for role in profile.iter().flat_map(|p| p.roles()) {
+        for role in profile.roles() {
             self.iam
                 .remove_role_from_instance_profile()
                 .instance_profile_name(&name)
