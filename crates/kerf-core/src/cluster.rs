@@ -217,6 +217,8 @@ pub struct NodeRecord {
     pub last_pod_event: Duration,
     /// The `last_pod_event` it was last reported consolidatable for.
     pub marked_consolidatable: Option<Duration>,
+    /// `karpenter.sh/do-not-disrupt: "true"` on the Node: no voluntary disruption.
+    pub do_not_disrupt: bool,
 }
 
 /// Who made a pod, as far as disruption cares.

@@ -131,6 +131,16 @@ pub fn plan(view: &ClusterView<'_>) -> Option<Command> {
     if !drifted && disruption_order(view).is_empty() {
         return None;
     }
+    with_session(view, |session| {
+        drift(view, session)
+            .or_else(|| delete_many(view, session))
+            .or_else(|| replace_many(view, session))
+            .or_else(|| replace_one(view, session))
+    })
+}
+
+/// Compiles the view once into a session and asks `questions` of it.
+fn with_session<R>(view: &ClusterView<'_>, questions: impl FnOnce(&mut Session<'_>) -> R) -> R {
     let nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();
     let bound = view.bound_pods();
     let problem = Problem {
@@ -140,10 +150,97 @@ pub fn plan(view: &ClusterView<'_>) -> Option<Command> {
         ..Problem::new(&view.node_pools, &[])
     };
     let mut session = Session::new(&problem, &view.pods);
-    drift(view, &mut session)
-        .or_else(|| delete_many(view, &mut session))
-        .or_else(|| replace_many(view, &mut session))
-        .or_else(|| replace_one(view, &mut session))
+    questions(&mut session)
+}
+
+/// What consolidating one node on its own would come to, budgets and policies aside: how
+/// `kerf explain node` tells why a node is kept.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Alone {
+    /// Its pods fit on the other nodes: it could be deleted.
+    Deletable,
+    /// One strictly cheaper node could take its pods.
+    Replaceable {
+        /// The replacement's cheapest instance type.
+        instance_type: String,
+        /// Its price per hour.
+        price_per_hour: f64,
+    },
+    /// A pod fits nowhere, not even on a new node: the pod and why.
+    PodsDoNotFit {
+        /// The pod's index in [`ClusterView::pods`].
+        pod: usize,
+        /// Why, per NodePool.
+        reasons: Vec<kerf_scheduling::Reason>,
+    },
+    /// Its pods would need this many new nodes.
+    NeedsNodes(usize),
+    /// The cheapest replacement costs as much or more.
+    NotCheaper {
+        /// The replacement's cheapest instance type.
+        instance_type: String,
+        /// How it would be bought.
+        capacity_type: String,
+        /// Its price per hour.
+        price_per_hour: f64,
+    },
+    /// A spot node would be replaced by spot, with SpotToSpotConsolidation off.
+    SpotToSpotOff,
+    /// Spot to spot is on, but too few cheaper instance types are offered.
+    SpotToSpotTooFew {
+        /// How many are cheaper.
+        cheaper: usize,
+    },
+}
+
+/// Consolidates `node` alone, as single-node consolidation would (see [`Alone`]).
+pub fn alone(view: &ClusterView<'_>, node: usize) -> Alone {
+    let n = &view.nodes[node];
+    with_session(view, |session| {
+        if session
+            .try_remove(&[node], &n.pods, false)
+            .unschedulable
+            .is_empty()
+        {
+            return Alone::Deletable;
+        }
+        let decision = session.try_remove(&[node], &n.pods, true);
+        if let Some(u) = decision.unschedulable.first() {
+            return Alone::PodsDoNotFit {
+                pod: u.pod,
+                reasons: u.reasons.clone(),
+            };
+        }
+        let [r] = decision.nodeclaims.as_slice() else {
+            return Alone::NeedsNodes(decision.nodeclaims.len());
+        };
+        let spot = r.launch.capacity_type == labels::CAPACITY_TYPE_SPOT;
+        if spot && n.capacity_type == crate::cluster::CapacityType::Spot {
+            let cheaper = r
+                .instance_types
+                .iter()
+                .filter(|o| o.price_per_hour < n.price_per_hour)
+                .count();
+            if !view.spot_to_spot {
+                return Alone::SpotToSpotOff;
+            }
+            if cheaper < SPOT_TO_SPOT_MIN_TYPES {
+                return Alone::SpotToSpotTooFew { cheaper };
+            }
+        }
+        if r.launch.price_per_hour < n.price_per_hour {
+            Alone::Replaceable {
+                instance_type: r.launch.instance_type.clone(),
+                price_per_hour: r.launch.price_per_hour,
+            }
+        } else {
+            Alone::NotCheaper {
+                instance_type: r.launch.instance_type.clone(),
+                capacity_type: r.launch.capacity_type.clone(),
+                price_per_hour: r.launch.price_per_hour,
+            }
+        }
+    })
 }
 
 /// Nodes each disruption reason could act on now, budgets aside (Karpenter's

@@ -30,6 +30,7 @@ use crate::provisioner::Batcher;
 use crate::unavailable::UnavailableOfferings;
 
 pub mod disruption;
+pub mod explain;
 pub mod health;
 pub mod interruption;
 pub mod lifecycle;

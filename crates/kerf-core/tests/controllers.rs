@@ -134,6 +134,7 @@ fn launch_into_and_register(
             requests: Resources::default(),
             last_pod_event: secs(4),
             marked_consolidatable: None,
+            do_not_disrupt: false,
         },
         secs(4),
     );
@@ -179,6 +180,7 @@ fn unmanaged_node(core: &mut Controllers, zone: &str) {
             requests: Resources::default(),
             last_pod_event: secs(0),
             marked_consolidatable: None,
+            do_not_disrupt: false,
         },
         secs(0),
     );

@@ -111,6 +111,9 @@ pub struct SolveOptions {
     /// Whether pods may go to new NodeClaims. Consolidation asks "do these pods fit on the
     /// nodes that stay?" with the NodePools still defining topology domains but no launches.
     pub new_nodeclaims: bool,
+    /// Whether pods may go to existing nodes. Explaining a pod asks each NodePool alone
+    /// "could a new node of yours host it?" with the nodes still counting for topology.
+    pub existing_nodes: bool,
 }
 
 impl Default for SolveOptions {
@@ -119,6 +122,7 @@ impl Default for SolveOptions {
             preferences: Preferences::Respect,
             max_instance_types: 60,
             new_nodeclaims: true,
+            existing_nodes: true,
         }
     }
 }

@@ -42,6 +42,10 @@ pub enum Why {
     NoInstanceTypeHas {
         /// The resources short, with the amounts the pod needs (`96 cpu`).
         needs: Vec<(String, String)>,
+        /// The candidate instance type with the most of the first resource short, and what
+        /// it leaves pods of that resource after daemonset overhead; none when no type is
+        /// a candidate.
+        largest: Option<(String, String)>,
     },
     /// The NodePool's limit on a resource leaves no room for another node.
     LimitReached {
@@ -49,6 +53,10 @@ pub enum Why {
         resource: String,
         /// The limit, as written.
         limit: String,
+        /// How much of it the NodePool's nodes and planned NodeClaims take.
+        in_use: String,
+        /// How much the smallest candidate instance type would add.
+        smallest: String,
     },
     /// Fewer distinct values than a requirement's minValues would remain.
     MinValues {
@@ -78,15 +86,29 @@ impl fmt::Display for Why {
                 f,
                 "every matching offering is unavailable (insufficient capacity) or outside the allowed zones and capacity types"
             ),
-            Why::NoInstanceTypeHas { needs } => {
+            Why::NoInstanceTypeHas { needs, largest } => {
                 let list: Vec<String> = needs.iter().map(|(r, a)| format!("{a} {r}")).collect();
                 write!(
                     f,
                     "no instance type has {} after daemonset overhead",
                     list.join(" and ")
-                )
+                )?;
+                match (largest, needs.first()) {
+                    (Some((name, left)), Some((resource, _))) => {
+                        write!(f, " (the largest, {name}, leaves {left} {resource})")
+                    }
+                    _ => Ok(()),
+                }
             }
-            Why::LimitReached { resource, limit } => write!(f, "limit {resource}={limit} reached"),
+            Why::LimitReached {
+                resource,
+                limit,
+                in_use,
+                smallest,
+            } => write!(
+                f,
+                "limit {resource}={limit} reached ({in_use} in use or planned, the smallest instance type adds {smallest})"
+            ),
             Why::MinValues { key, min } => {
                 write!(
                     f,
@@ -94,6 +116,42 @@ impl fmt::Display for Why {
                 )
             }
             Why::Topology { constraint } => write!(f, "{constraint} cannot be satisfied"),
+        }
+    }
+}
+
+impl Why {
+    /// What a user could change so the pod fits: the other side of the reason.
+    pub fn fix(&self) -> String {
+        match self {
+            Why::NoNodePools => "create a NodePool whose requirements the pod accepts".into(),
+            Why::TaintNotTolerated { taint } => format!(
+                "add a toleration for {taint} to the pod, or remove the taint from the NodePool"
+            ),
+            Why::UndefinedLabel { key } => format!(
+                "add {key} to the NodePool's template labels or requirements, or drop it from the pod's nodeSelector and affinity"
+            ),
+            Why::Requirement { .. } => {
+                "widen the NodePool's requirement or the pod's so they share a value".into()
+            }
+            Why::NoInstanceTypeMatches => {
+                "allow more instance types (families, categories, sizes, architectures) in the NodePool's requirements or the EC2NodeClass".into()
+            }
+            Why::NoAvailableOffering => {
+                "allow more zones or capacity types (on-demand as well as spot), or wait until the insufficient capacity expires".into()
+            }
+            Why::NoInstanceTypeHas { .. } => {
+                "lower the pod's requests, or allow larger instance types in the NodePool".into()
+            }
+            Why::LimitReached { resource, .. } => format!(
+                "raise the NodePool's spec.limits.{resource}, or free capacity in it"
+            ),
+            Why::MinValues { key, .. } => {
+                format!("allow more values of {key}, or lower its minValues")
+            }
+            Why::Topology { .. } => {
+                "allow the pod more domains (zones, nodes), raise maxSkew, or make the constraint preferred".into()
+            }
         }
     }
 }
@@ -161,20 +219,30 @@ mod tests {
             node_pool: Some("default".into()),
             why: Why::NoInstanceTypeHas {
                 needs: vec![("cpu".into(), "96".into())],
+                largest: Some(("m5.24xlarge".into(), "95690m".into())),
             },
         };
         assert_eq!(
             r.to_string(),
-            "nodepool default: no instance type has 96 cpu after daemonset overhead"
+            "nodepool default: no instance type has 96 cpu after daemonset overhead (the largest, m5.24xlarge, leaves 95690m cpu)"
         );
         let r = Reason {
             node_pool: Some("batch".into()),
             why: Why::LimitReached {
                 resource: "cpu".into(),
                 limit: "16".into(),
+                in_use: "14".into(),
+                smallest: "4".into(),
             },
         };
-        assert_eq!(r.to_string(), "nodepool batch: limit cpu=16 reached");
+        assert_eq!(
+            r.to_string(),
+            "nodepool batch: limit cpu=16 reached (14 in use or planned, the smallest instance type adds 4)"
+        );
+        assert_eq!(
+            r.why.fix(),
+            "raise the NodePool's spec.limits.cpu, or free capacity in it"
+        );
         let undefined = |np: &str| Reason {
             node_pool: Some(np.into()),
             why: Why::UndefinedLabel {

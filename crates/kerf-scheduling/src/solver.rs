@@ -351,6 +351,9 @@ impl<'p> State<'p> {
         state.add_existing_bins();
         state.set_universes();
         state.count_bound();
+        if !problem.options.existing_nodes {
+            state.excluded = vec![true; state.bins.len()];
+        }
         state
     }
 
@@ -1120,11 +1123,24 @@ impl<'p> State<'p> {
                         .filter(|i| total.0[*i] > 0 && *i != 3)
                         .collect();
                 }
+                let largest = short.first().and_then(|&slot| {
+                    compat
+                        .iter()
+                        .max_by_key(|i| p.types[*i].allocatable.0[slot])
+                        .map(|i| {
+                            let t = &p.types[i];
+                            let left = t.allocatable.0[slot] - p.overhead.0[slot];
+                            (
+                                np.instance_types[t.index].name.clone(),
+                                amount_text(slot, left.max(0)),
+                            )
+                        })
+                });
                 let needs = short
                     .into_iter()
                     .map(|i| (self.dims.name(i).to_string(), amount_text(i, total.0[i])))
                     .collect();
-                Why::NoInstanceTypeHas { needs }
+                Why::NoInstanceTypeHas { needs, largest }
             }
             Cause::Limit => {
                 let p = &self.pools[pool];
@@ -1138,12 +1154,13 @@ impl<'p> State<'p> {
                     .unwrap_or_default();
                 let slot = smallest.exceeding(&p.remaining).next().unwrap_or(0);
                 let resource = self.dims.name(slot).to_string();
-                let limit = np
-                    .limits
-                    .get(&resource)
-                    .map(|v| amount_text(slot, *v))
-                    .unwrap_or_default();
-                Why::LimitReached { resource, limit }
+                let limit = np.limits.get(&resource).copied().unwrap_or_default();
+                Why::LimitReached {
+                    limit: amount_text(slot, limit),
+                    in_use: amount_text(slot, limit - p.remaining.0[slot]),
+                    smallest: amount_text(slot, smallest.0[slot]),
+                    resource,
+                }
             }
         }
     }

@@ -342,6 +342,24 @@ impl World {
         Ok(self.report())
     }
 
+    /// Runs up to `at` (every event due by then handled, the controllers polled at `at`)
+    /// and answers `question` about that moment: how `--explain-at` asks.
+    pub fn explain_at<T>(
+        mut self,
+        at: Duration,
+        question: impl FnOnce(&mut Controllers) -> T,
+    ) -> Result<T, SimError> {
+        self.settle()?;
+        let at = at.min(self.duration());
+        if self.wakes.insert(at) {
+            self.push(at, Ev::Wake);
+        }
+        while self.queue.peek().is_some_and(|Reverse((t, _, _))| *t <= at) {
+            self.step()?;
+        }
+        Ok(question(&mut self.core))
+    }
+
     /// Handles the next event and lets the cluster settle; false once no event is left
     /// within the scenario's duration.
     fn step(&mut self) -> Result<bool, SimError> {
@@ -571,6 +589,7 @@ impl World {
                 requests: Resources::default(),
                 last_pod_event: self.now,
                 marked_consolidatable: None,
+                do_not_disrupt: false,
                 ..n
             };
             cluster.apply_node(name, node, self.now);
@@ -1248,6 +1267,7 @@ impl World {
                 requests: Resources::default(),
                 last_pod_event: self.now,
                 marked_consolidatable: None,
+                do_not_disrupt: false,
             },
             self.now,
         );

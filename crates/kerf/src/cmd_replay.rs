@@ -380,15 +380,21 @@ fn wall_clock() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-async fn replay(scenario: &Scenario, args: &Args, until: Duration) -> anyhow::Result<Replay> {
-    let client = Client::try_default().await.map_err(|e| {
+/// A client of the kubeconfig's cluster, or an error naming where the kubeconfig was
+/// looked for.
+pub async fn client() -> anyhow::Result<Client> {
+    Client::try_default().await.map_err(|e| {
         let why = anyhow::Error::from(e);
         anyhow::anyhow!(
             "no usable kubeconfig (KUBECONFIG={}, ~/.kube/config or in-cluster): {}",
             std::env::var("KUBECONFIG").unwrap_or_else(|_| "unset".into()),
             why.root_cause()
         )
-    })?;
+    })
+}
+
+async fn replay(scenario: &Scenario, args: &Args, until: Duration) -> anyhow::Result<Replay> {
+    let client = client().await?;
     let windows = &scenario.spec.cloud.insufficient_capacity;
     let mut no_capacity: Option<BTreeSet<String>> = None;
     let write_no_capacity = |lines: &BTreeSet<String>| -> anyhow::Result<()> {

@@ -9,6 +9,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use kerf_sim::{BUILT_IN, DEFAULT, RunOptions, SimError};
 
+use crate::cmd_explain::{Format as ExplainFormat, Kind};
+
 /// Arguments of `kerf simulate`.
 #[derive(clap::Args)]
 pub struct Args {
@@ -40,9 +42,18 @@ pub struct Args {
     /// (default 1).
     #[arg(long)]
     seed: Option<u64>,
+    /// Run to simulated time T (`90m`, `2h30m`) and explain a pod or node as it is then,
+    /// instead of reporting: `--explain-at T pod NAMESPACE/NAME` or `--explain-at T node NAME`.
+    #[arg(
+        long,
+        num_args = 3,
+        value_names = ["T", "pod|node", "NAME"],
+        conflicts_with_all = ["report", "log", "metrics"]
+    )]
+    explain_at: Option<Vec<String>>,
     /// Generate N random scenarios (seeds S, S+1, …) and run each with every invariant
     /// checked; a failure is shrunk and written as YAML. Exit 1 when any fails.
-    #[arg(long, value_name = "N", conflicts_with_all = ["scenario", "list", "report", "log", "metrics"])]
+    #[arg(long, value_name = "N", conflicts_with_all = ["scenario", "list", "report", "log", "metrics", "explain_at"])]
     swarm: Option<u64>,
     /// Where --swarm writes the scenarios that failed.
     #[arg(
@@ -102,6 +113,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     if let Some(seed) = args.seed {
         scenario.spec.seed = seed;
     }
+    if let Some(question) = &args.explain_at {
+        return explain_at(scenario, which, question, args);
+    }
     let tty = std::io::stderr().is_terminal();
     let mut shown = Duration::ZERO;
     let mut progress = |now: Duration, nodes: usize, pending: usize| {
@@ -156,6 +170,62 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     }
     crate::emit(&text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--explain-at T KIND NAME`: the explanation at simulated time T.
+fn explain_at(
+    scenario: kerf_sim::Scenario,
+    which: &str,
+    question: &[String],
+    args: &Args,
+) -> Result<ExitCode> {
+    let [at, kind, name] = question else {
+        anyhow::bail!("--explain-at takes T, pod|node and a name");
+    };
+    let at = match kerf_api::duration::parse_go_duration(at) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("--explain-at {at}: {e} (a duration from the start, as 90m or 2h30m)");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let Ok(kind) = <Kind as clap::ValueEnum>::from_str(kind, false) else {
+        eprintln!("--explain-at: {kind:?}: expected pod or node");
+        return Ok(ExitCode::from(2));
+    };
+    let format = match args.output {
+        Format::Text => ExplainFormat::Text,
+        Format::Json => ExplainFormat::Json,
+    };
+    let world = kerf_sim::World::new(scenario, RunOptions { check: args.check });
+    let answer = world.and_then(|w| {
+        w.explain_at(at, |core| {
+            crate::cmd_explain::answer(core, kind, name, format)
+        })
+    });
+    match answer {
+        Ok(Ok(Ok(text))) => {
+            let text = match format {
+                ExplainFormat::Text => format!("at {}:\n{text}", kerf_sim::clock::short(at)),
+                ExplainFormat::Json => text,
+            };
+            crate::emit(&text)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(Ok(Err(unknown))) => {
+            eprintln!("{which}: at {}: {unknown}", kerf_sim::clock::short(at));
+            Ok(ExitCode::from(2))
+        }
+        Ok(Err(e)) => Err(e),
+        Err(SimError::Scenario(e)) => {
+            eprintln!("{which}: {e}");
+            Ok(ExitCode::from(2))
+        }
+        Err(e @ SimError::Invariant { .. }) => {
+            eprintln!("{which}: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
 }
 
 /// `--swarm N`: N generated scenarios from seed `first` on `jobs` threads, failures shrunk

@@ -4,11 +4,13 @@
 
 mod cmd_bench;
 mod cmd_crds;
+mod cmd_explain;
 mod cmd_instance_types;
 mod cmd_replay;
 mod cmd_schedule;
 mod cmd_simulate;
 mod cmd_validate;
+mod inputs;
 
 use std::process::ExitCode;
 
@@ -36,6 +38,8 @@ enum Command {
     Schedule(cmd_schedule::Args),
     /// Time Kerf on benchmarks: `kerf bench scheduling` (Karpenter's scheduling benchmark) and `kerf bench consolidation` (one disruption pass).
     Bench(cmd_bench::Args),
+    /// Why a pod is pending or runs where it runs (NodePool by NodePool), and why a node is or is not about to be disrupted; from manifests (-f) or the kubeconfig's cluster (read-only).
+    Explain(cmd_explain::Args),
     /// Play a scenario against a live cluster (its kubeconfig) while an operator runs, and set what happened beside the simulation's prediction.
     Replay(cmd_replay::Args),
 }
@@ -63,6 +67,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd_bench::run(&args),
         Command::Schedule(args) => cmd_schedule::run(&args),
         Command::Replay(args) => cmd_replay::run(&args),
+        Command::Explain(args) => cmd_explain::run(&args),
     };
     match result {
         Ok(code) => code,

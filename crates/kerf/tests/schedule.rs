@@ -283,7 +283,12 @@ fn a_cpu_limit_of_16_caps_planned_capacity_and_leaves_the_rest_pending() {
     let stuck = pending(&v);
     assert_eq!(stuck.len(), 2);
     for (_, reasons) in stuck {
-        assert_eq!(reasons, ["nodepool spot: limit cpu=16 reached"]);
+        assert_eq!(
+            reasons,
+            [
+                "nodepool spot: limit cpu=16 reached (16 in use or planned, the smallest instance type adds 2)"
+            ]
+        );
     }
 }
 
@@ -624,7 +629,7 @@ fn a_pod_too_big_for_any_type_says_which_resource() {
         [(
             "default/huge-0".to_string(),
             vec![
-                "nodepool default: no instance type has 500 cpu after daemonset overhead"
+                "nodepool default: no instance type has 500 cpu after daemonset overhead (the largest, r8in.96xlarge, leaves 382970m cpu)"
                     .to_string()
             ]
         )]
@@ -677,7 +682,12 @@ spec:
     let stuck = pending(&v);
     assert_eq!(stuck.len(), 2);
     for (_, reasons) in stuck {
-        assert_eq!(reasons, ["nodepool default: limit cpu=6 reached"]);
+        assert_eq!(
+            reasons,
+            [
+                "nodepool default: limit cpu=6 reached (6 in use or planned, the smallest instance type adds 2)"
+            ]
+        );
     }
     // the same node with room, but cordoned: nothing goes there
     let yaml = format!(

@@ -40,8 +40,8 @@ enum Stage {
 /// A disruption decision on its way.
 #[derive(Clone, Debug)]
 pub(super) struct Pending {
-    reason: DisruptionReason,
-    candidates: Vec<String>,
+    pub(super) reason: DisruptionReason,
+    pub(super) candidates: Vec<String>,
     replacements: Vec<String>,
     savings: f64,
     stage: Stage,
@@ -131,9 +131,15 @@ impl PdbAllowances {
 
     /// Whether evicting the pod would break a budget that selects it.
     pub fn blocks(&self, cluster: &Cluster, pod: &str) -> bool {
+        !self.blocking(cluster, pod).is_empty()
+    }
+
+    /// The budgets selecting the pod that allow no more disruptions (`namespace/name`).
+    pub fn blocking<'a>(&self, cluster: &'a Cluster, pod: &str) -> Vec<&'a String> {
         self.selecting(cluster, pod)
-            .iter()
-            .any(|k| self.left.get(*k).copied().unwrap_or(0) == 0)
+            .into_iter()
+            .filter(|k| self.left.get(*k).copied().unwrap_or(0) == 0)
+            .collect()
     }
 
     /// Counts the pod's eviction against every budget that selects it.
@@ -256,7 +262,7 @@ impl Controllers {
     }
 
     /// The cluster as one disruption pass reads it, with the node names in view order.
-    fn view<'a>(
+    pub(super) fn view<'a>(
         &'a self,
         node_pools: Vec<NodePoolInput>,
         pool_names: &[String],
@@ -343,6 +349,7 @@ impl Controllers {
                     && !nominated_claims.contains(claim_name)
                     && !blocked
                     && !in_command.contains(name.as_str())
+                    && !n.do_not_disrupt
                     && pool.is_some(),
                 consolidatable,
                 drifted: c.drifted.is_some(),

@@ -393,6 +393,22 @@ impl Controllers {
     /// limits, its nodes and in-flight NodeClaims with the pods bound or nominated to them.
     fn solve_pending(&mut self, keys: Vec<String>) -> Solved {
         let (pools, pool_names) = self.pool_inputs();
+        // wall-clock time, for the scheduling-duration histogram only: no decision reads it
+        let started = std::time::Instant::now();
+        let solved = self.solve_over(keys, &pools, pool_names, SolveOptions::default());
+        self.metrics.scheduled(started.elapsed());
+        solved
+    }
+
+    /// One solve of these pods over the cluster's nodes and in-flight NodeClaims (with the
+    /// pods bound or nominated to them) and the given NodePools.
+    pub(super) fn solve_over(
+        &self,
+        keys: Vec<String>,
+        pools: &[NodePoolInput],
+        pool_names: Vec<String>,
+        options: SolveOptions,
+    ) -> Solved {
         let (existing, existing_claims) = self.capacity_in_place();
         let index_by_claim: HashMap<&str, usize> = existing_claims
             .iter()
@@ -423,17 +439,14 @@ impl Controllers {
             .collect();
         let pods: Vec<&Pod> = keys.iter().map(|k| &*cluster.pods[k].pod).collect();
         let daemonsets: Vec<Pod> = cluster.daemonsets.values().cloned().collect();
-        // wall-clock time, for the scheduling-duration histogram only: no decision reads it
-        let started = std::time::Instant::now();
         let decision = solve(&Problem {
-            node_pools: &pools,
+            node_pools: pools,
             nodes: &existing,
             bound_pods: &bound,
             daemonsets: &daemonsets,
             pods: &pods,
-            options: SolveOptions::default(),
+            options,
         });
-        self.metrics.scheduled(started.elapsed());
         Solved {
             decision,
             pods: keys,

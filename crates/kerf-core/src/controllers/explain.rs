@@ -1,0 +1,747 @@
+//! Why a pod is where it is, or still pending, and why a node is or is not about to be
+//! disrupted: the controllers' own reasons as data, for `kerf explain`, the simulator's
+//! `--explain-at` and the operator's Events.
+//!
+//! Every answer is computed from the state the controllers hold, with the same solver and
+//! the same disruption view a pass uses, and changes nothing.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use kerf_api::duration::{NillableDuration, format_go_duration};
+use kerf_api::labels;
+use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
+use kerf_scheduling::SolveOptions;
+use kerf_scheduling::pods::pod_key;
+use serde::Serialize;
+
+use super::Controllers;
+use super::disruption::PdbAllowances;
+use crate::cluster::PodOwner;
+use crate::consolidation::{Alone, ClusterView, Method, alone, plan};
+use crate::disruption::{DoNotDisrupt, budget_active, consolidatable_at, do_not_disrupt};
+
+/// Why a pod is where it is.
+#[derive(Clone, Debug, Serialize)]
+pub struct PodExplanation {
+    /// `namespace/name`.
+    pub pod: String,
+    /// Where it is, or would go.
+    pub placement: Placement,
+    /// Every NodePool in the order the provisioner tries them, each asked alone whether a
+    /// new node of it could host the pod.
+    pub node_pools: Vec<PoolVerdict>,
+}
+
+/// Where a pod is, or where the provisioner would put it now.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Placement {
+    /// Bound to a node.
+    Running {
+        /// The node.
+        node: String,
+        /// The NodeClaim behind it, when Kerf launched it.
+        nodeclaim: Option<String>,
+        /// Its NodePool.
+        node_pool: Option<String>,
+        /// Its instance type, capacity type and zone, from the node's labels.
+        instance_type: Option<String>,
+        /// `karpenter.sh/capacity-type`.
+        capacity_type: Option<String>,
+        /// `topology.kubernetes.io/zone`.
+        zone: Option<String>,
+    },
+    /// Waiting for a NodeClaim launched for it.
+    Nominated {
+        /// The NodeClaim.
+        nodeclaim: String,
+    },
+    /// Pending; a provisioning pass now would launch a NodeClaim for it.
+    WouldLaunch {
+        /// The NodePool.
+        node_pool: String,
+        /// The cheapest instance type the NodeClaim may launch as.
+        instance_type: String,
+        /// How it would be bought.
+        capacity_type: String,
+        /// Where.
+        zone: String,
+        /// Dollars per hour.
+        price_per_hour: f64,
+        /// How many pending pods would share it, this one included.
+        pods: usize,
+    },
+    /// Pending; it fits on a node that exists (or a NodeClaim coming up).
+    WouldFit {
+        /// The node or NodeClaim.
+        node: String,
+    },
+    /// Pending, and no NodePool can host it: see the verdicts.
+    Unschedulable,
+}
+
+/// One NodePool's answer for one pod.
+#[derive(Clone, Debug, Serialize)]
+pub struct PoolVerdict {
+    /// The NodePool.
+    pub node_pool: String,
+    /// Its weight (higher is tried first).
+    pub weight: i32,
+    /// The launch a new node of it would be, when it could host the pod.
+    pub fits: Option<Fit>,
+    /// The first reason it cannot, as text.
+    pub reason: Option<String>,
+    /// What would change that.
+    pub fix: Option<String>,
+}
+
+/// A launch that could host a pod.
+#[derive(Clone, Debug, Serialize)]
+pub struct Fit {
+    /// The cheapest instance type.
+    pub instance_type: String,
+    /// How it is bought.
+    pub capacity_type: String,
+    /// Where.
+    pub zone: String,
+    /// Dollars per hour.
+    pub price_per_hour: f64,
+}
+
+/// Why a node is, or is not, about to be disrupted.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeExplanation {
+    /// The node.
+    pub node: String,
+    /// The NodeClaim behind it.
+    pub nodeclaim: Option<String>,
+    /// Its NodePool.
+    pub node_pool: Option<String>,
+    /// What it runs as, when launched.
+    pub instance_type: Option<String>,
+    /// How it is bought.
+    pub capacity_type: Option<String>,
+    /// Dollars per hour.
+    pub price_per_hour: Option<f64>,
+    /// The pods that would move if it went (daemonset pods left out).
+    pub pods: Vec<String>,
+    /// What the next disruption pass would do with it, when it would act on it.
+    pub decision: Option<String>,
+    /// What keeps it from being disrupted now, each with a kind for programs.
+    pub blockers: Vec<Finding>,
+    /// Facts that bear on disruption but block nothing (drift, expiry, what consolidation
+    /// would find for it alone).
+    pub notes: Vec<Finding>,
+}
+
+/// One reason, with a stable kind for programs and a message for people.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Finding {
+    /// A stable name: `do-not-disrupt`, `pdb`, `budget`, `consolidate-after`, …
+    pub kind: &'static str,
+    /// What it means here.
+    pub message: String,
+}
+
+impl Finding {
+    fn new(kind: &'static str, message: impl Into<String>) -> Finding {
+        Finding {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl Controllers {
+    /// Why the pod `namespace/name` is where it is; `None` when no such pod is known.
+    pub fn explain_pod(&mut self, key: &str) -> Option<PodExplanation> {
+        let record = self.cluster.pods.get(key)?;
+        let (node, nominated) = (record.node.clone(), record.nominated.clone());
+        let placement = match (node, nominated) {
+            (Some(node), _) => self.running_on(node),
+            (None, Some(nodeclaim)) => Placement::Nominated { nodeclaim },
+            (None, None) => self.pending_placement(key),
+        };
+        let (pools, names) = self.pool_inputs();
+        let mut order: Vec<usize> = (0..pools.len()).collect();
+        order.sort_by(|a, b| {
+            pools[*b]
+                .weight
+                .cmp(&pools[*a].weight)
+                .then_with(|| names[*a].cmp(&names[*b]))
+        });
+        let alone = SolveOptions {
+            existing_nodes: false,
+            ..SolveOptions::default()
+        };
+        let node_pools = order
+            .into_iter()
+            .map(|i| {
+                let solved = self.solve_over(
+                    vec![key.to_string()],
+                    &pools[i..=i],
+                    vec![names[i].clone()],
+                    alone,
+                );
+                let d = &solved.decision;
+                let fits = d.nodeclaims.first().map(|c| Fit {
+                    instance_type: c.launch.instance_type.clone(),
+                    capacity_type: c.launch.capacity_type.clone(),
+                    zone: c.launch.zone.clone(),
+                    price_per_hour: c.launch.price_per_hour,
+                });
+                let why = d
+                    .unschedulable
+                    .first()
+                    .and_then(|u| u.reasons.first())
+                    .map(|r| &r.why);
+                PoolVerdict {
+                    node_pool: names[i].clone(),
+                    weight: pools[i].weight,
+                    fits,
+                    reason: why.map(ToString::to_string),
+                    fix: why.map(kerf_scheduling::Why::fix),
+                }
+            })
+            .collect();
+        Some(PodExplanation {
+            pod: key.to_string(),
+            placement,
+            node_pools,
+        })
+    }
+
+    fn running_on(&self, node: String) -> Placement {
+        let record = self.cluster.nodes.get(&node);
+        let label = |k: &str| record.and_then(|n| n.labels.get(k).cloned());
+        let nodeclaim = record.and_then(|n| n.nodeclaim.clone());
+        let node_pool = nodeclaim
+            .as_ref()
+            .and_then(|c| self.cluster.nodeclaims.get(c))
+            .map(|c| c.node_pool.clone())
+            .or_else(|| label(labels::NODEPOOL));
+        Placement::Running {
+            nodeclaim,
+            node_pool,
+            instance_type: label(labels::INSTANCE_TYPE),
+            capacity_type: label(labels::CAPACITY_TYPE),
+            zone: label(labels::ZONE),
+            node,
+        }
+    }
+
+    /// Where one provisioning pass over every pending pod would put this one.
+    fn pending_placement(&mut self, key: &str) -> Placement {
+        let mut keys = self.cluster.pods_where(|p| p.wants_capacity());
+        if !keys.iter().any(|k| k == key) {
+            keys.push(key.to_string());
+        }
+        let (pools, names) = self.pool_inputs();
+        let solved = self.solve_over(keys, &pools, names, SolveOptions::default());
+        let Some(index) = solved.pods.iter().position(|k| k == key) else {
+            return Placement::Unschedulable;
+        };
+        let d = &solved.decision;
+        if let Some(c) = d.nodeclaims.iter().find(|c| c.pods.contains(&index)) {
+            return Placement::WouldLaunch {
+                node_pool: solved.node_pools[c.node_pool].clone(),
+                instance_type: c.launch.instance_type.clone(),
+                capacity_type: c.launch.capacity_type.clone(),
+                zone: c.launch.zone.clone(),
+                price_per_hour: c.launch.price_per_hour,
+                pods: c.pods.len(),
+            };
+        }
+        match d.existing.iter().find(|e| e.pods.contains(&index)) {
+            Some(e) => Placement::WouldFit {
+                node: solved.nodes[e.node].clone(),
+            },
+            None => Placement::Unschedulable,
+        }
+    }
+
+    /// Why the node `name` is or is not about to be disrupted; `None` when no such node
+    /// is known.
+    pub fn explain_node(&mut self, name: &str) -> Option<NodeExplanation> {
+        let record = self.cluster.nodes.get(name)?;
+        let claim_name = record.nodeclaim.clone();
+        let claim = claim_name
+            .as_ref()
+            .and_then(|c| self.cluster.nodeclaims.get(c));
+        let launched = claim.and_then(|c| c.launched.as_ref());
+        let mut out = NodeExplanation {
+            node: name.to_string(),
+            nodeclaim: claim_name.clone(),
+            node_pool: claim.map(|c| c.node_pool.clone()),
+            instance_type: launched.map(|l| l.instance_type.clone()),
+            capacity_type: launched.map(|l| l.capacity_type.as_str().to_string()),
+            price_per_hour: launched.map(|l| l.price_per_hour),
+            pods: Vec::new(),
+            decision: None,
+            blockers: Vec::new(),
+            notes: Vec::new(),
+        };
+        for (k, p) in &self.cluster.pods {
+            if p.node.as_deref() == Some(name) && p.owner != PodOwner::DaemonSet {
+                out.pods.push(k.clone());
+            }
+        }
+        self.state_blockers(name, &mut out);
+        self.pod_blockers(&mut out);
+        if let Some(c) = claim {
+            if let Some(d) = c.drifted {
+                out.notes
+                    .push(Finding::new("drifted", format!("drifted: {}", d.as_str())));
+            }
+            let expire = self
+                .cluster
+                .node_pools
+                .get(&c.node_pool)
+                .map(|np| np.spec.template.spec.expire_after);
+            if let Some(NillableDuration::After(ttl)) = expire {
+                out.notes.push(Finding::new(
+                    "expires",
+                    format!(
+                        "expires {} (expireAfter {})",
+                        self.relative(c.created + ttl),
+                        format_go_duration(ttl)
+                    ),
+                ));
+            }
+        }
+        let (pools, pool_names) = self.pool_inputs();
+        let daemonsets: Vec<k8s_openapi::api::core::v1::Pod> =
+            self.cluster.daemonsets.values().cloned().collect();
+        let (view, names) = self.view(pools, &pool_names, &daemonsets);
+        self.policy_blockers(name, &view, &pool_names, &mut out);
+        if let Some(i) = names.iter().position(|n| n == name) {
+            consolidation_findings(&view, i, &mut out);
+        }
+        Some(out)
+    }
+
+    /// Blockers in the node's own state (Karpenter's candidate checks, in its words).
+    fn state_blockers(&self, name: &str, out: &mut NodeExplanation) {
+        let record = &self.cluster.nodes[name];
+        let claim = record
+            .nodeclaim
+            .as_ref()
+            .and_then(|c| self.cluster.nodeclaims.get(c));
+        let Some(claim) = claim else {
+            out.blockers.push(Finding::new(
+                "not-managed",
+                "node isn't managed by karpenter",
+            ));
+            return;
+        };
+        if !self.cluster.node_pools.contains_key(&claim.node_pool) {
+            out.blockers.push(Finding::new(
+                "nodepool-not-found",
+                format!("NodePool not found (NodePool={})", claim.node_pool),
+            ));
+        }
+        if !claim.initialized {
+            out.blockers
+                .push(Finding::new("not-initialized", "node isn't initialized"));
+        }
+        if claim.deleting.is_some() {
+            out.blockers.push(Finding::new(
+                "deleting",
+                "node is deleting or marked for deletion",
+            ));
+        }
+        let claim_name = record.nodeclaim.as_deref().unwrap_or_default();
+        if self
+            .cluster
+            .pods
+            .values()
+            .any(|p| p.node.is_none() && p.nominated.as_deref() == Some(claim_name))
+        {
+            out.blockers.push(Finding::new(
+                "nominated",
+                "node is nominated for a pending pod",
+            ));
+        }
+        if record.do_not_disrupt {
+            out.blockers.push(Finding::new(
+                "do-not-disrupt",
+                format!(
+                    "disruption is blocked through the {:?} annotation",
+                    labels::DO_NOT_DISRUPT
+                ),
+            ));
+        }
+        if let Some(c) = &self.command
+            && c.candidates.iter().any(|n| n == name)
+        {
+            out.blockers.push(Finding::new(
+                "being-disrupted",
+                format!(
+                    "candidate is already being disrupted ({})",
+                    c.reason.as_str()
+                ),
+            ));
+        }
+    }
+
+    /// Pods that may not be evicted now: do-not-disrupt and PodDisruptionBudgets.
+    fn pod_blockers(&self, out: &mut NodeExplanation) {
+        let pdbs = PdbAllowances::new(&self.cluster, &self.evicting);
+        for key in &out.pods {
+            let p = &self.cluster.pods[key];
+            match do_not_disrupt(&p.pod, p.pending_since) {
+                DoNotDisrupt::Always => out.blockers.push(Finding::new(
+                    "do-not-disrupt",
+                    format!(
+                        "pod has {:?} annotation (Pod={key})",
+                        labels::DO_NOT_DISRUPT
+                    ),
+                )),
+                DoNotDisrupt::Until(end) if self.now < end => out.blockers.push(Finding::new(
+                    "do-not-disrupt",
+                    format!(
+                        "pod has {:?} annotation (Pod={key}) until {}",
+                        labels::DO_NOT_DISRUPT,
+                        self.relative(end)
+                    ),
+                )),
+                _ => {}
+            }
+            let blocking = pdbs.blocking(&self.cluster, key);
+            if !blocking.is_empty() {
+                let list: Vec<&str> = blocking.iter().map(|k| k.as_str()).collect();
+                out.blockers.push(Finding::new(
+                    "pdb",
+                    format!(
+                        "pdb prevents pod evictions (Pod={key}, PodDisruptionBudget=[{}])",
+                        list.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+
+    /// consolidateAfter, the consolidation policy and the disruption budgets.
+    fn policy_blockers(
+        &self,
+        name: &str,
+        view: &ClusterView<'_>,
+        pool_names: &[String],
+        out: &mut NodeExplanation,
+    ) {
+        let Some((_, claim)) = self.cluster.claim_of_node(name) else {
+            return;
+        };
+        let Some(np) = self.cluster.node_pools.get(&claim.node_pool) else {
+            return;
+        };
+        let pool = &claim.node_pool;
+        let record = &self.cluster.nodes[name];
+        let d = &np.spec.disruption;
+        match consolidatable_at(np, record.last_pod_event) {
+            None => out.blockers.push(Finding::new(
+                "consolidation-disabled",
+                format!("NodePool {pool:?} has consolidation disabled"),
+            )),
+            Some(at) if self.now < at => out.blockers.push(Finding::new(
+                "consolidate-after",
+                format!(
+                    "consolidateAfter {}: pods last changed {}, consolidatable {}",
+                    d.consolidate_after,
+                    self.relative(record.last_pod_event),
+                    self.relative(at)
+                ),
+            )),
+            Some(_) => {}
+        }
+        if d.consolidation_policy == ConsolidationPolicy::WhenEmpty && !out.pods.is_empty() {
+            out.blockers.push(Finding::new(
+                "when-empty",
+                format!(
+                    "NodePool {pool:?} has consolidation policy WhenEmpty, but node is not empty"
+                ),
+            ));
+        }
+        let drifted = claim.drifted.is_some();
+        let reasons: Vec<DisruptionReason> = [
+            (DisruptionReason::Empty, out.pods.is_empty()),
+            (DisruptionReason::Drifted, drifted),
+            (DisruptionReason::Underutilized, !out.pods.is_empty()),
+        ]
+        .into_iter()
+        .filter_map(|(r, applies)| applies.then_some(r))
+        .collect();
+        let Some(index) = pool_names.iter().position(|n| n == pool) else {
+            return;
+        };
+        let unix = self.settings.epoch_unix + self.now.as_secs();
+        for r in reasons {
+            if view.allowed.get(&(index, r)).copied().unwrap_or(0) > 0 {
+                continue;
+            }
+            let active: Vec<String> = d
+                .budgets
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| {
+                    (b.reasons.is_empty() || b.reasons.contains(&r)) && budget_active(b, unix)
+                })
+                .map(|(i, b)| match &b.schedule {
+                    Some(s) => format!(
+                        "budgets[{i}] (nodes {:?}, schedule {s:?} for {})",
+                        b.nodes,
+                        b.duration
+                            .map(|d| format_go_duration(d.0))
+                            .unwrap_or_default()
+                    ),
+                    None => format!("budgets[{i}] (nodes {:?})", b.nodes),
+                })
+                .collect();
+            let which = if active.is_empty() {
+                "the default budget of 10% of the NodePool's nodes, all in use".to_string()
+            } else {
+                active.join(", ")
+            };
+            out.blockers.push(Finding::new(
+                "budget",
+                format!(
+                    "No allowed disruptions for disruption reason {} due to blocking budget: {which}",
+                    r.as_str()
+                ),
+            ));
+        }
+    }
+
+    /// An instant as people read it next to now: `in 4m30s`, `5m ago`, `now`.
+    fn relative(&self, at: Duration) -> String {
+        if at > self.now {
+            format!("in {}", format_go_duration(at - self.now))
+        } else if at < self.now {
+            format!("{} ago", format_go_duration(self.now - at))
+        } else {
+            "now".into()
+        }
+    }
+}
+
+/// What the next pass would do with the node, and what consolidating it alone finds.
+fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplanation) {
+    if let Some(command) = plan(view)
+        && command.candidates.contains(&i)
+    {
+        let verb = if command.replacements.is_empty() {
+            "delete"
+        } else {
+            "replace"
+        };
+        let with: BTreeSet<&str> = command
+            .replacements
+            .iter()
+            .map(|r| r.launch.instance_type.as_str())
+            .collect();
+        out.decision = Some(format!(
+            "the next disruption pass would {verb} it{} ({}, {} of {} node(s), saving ${:.4}/hour)",
+            if with.is_empty() {
+                String::new()
+            } else {
+                format!(" with {}", with.into_iter().collect::<Vec<_>>().join(", "))
+            },
+            command.reason.as_str(),
+            method_text(command.method),
+            command.candidates.len(),
+            command.savings
+        ));
+    }
+    let n = &view.nodes[i];
+    if n.pods.is_empty() || out.decision.is_some() {
+        return;
+    }
+    let finding = match alone(view, i) {
+        Alone::Deletable => Finding::new(
+            "pods-fit-elsewhere",
+            "its pods fit on the other nodes: it can be deleted once nothing above blocks it",
+        ),
+        Alone::Replaceable {
+            instance_type,
+            price_per_hour,
+        } => Finding::new(
+            "cheaper-replacement",
+            format!(
+                "a cheaper node can take its pods: {instance_type} at ${price_per_hour:.4}/hour against ${:.4}/hour",
+                n.price_per_hour
+            ),
+        ),
+        Alone::PodsDoNotFit { pod, reasons } => {
+            let text: Vec<String> = reasons.iter().map(ToString::to_string).collect();
+            Finding::new(
+                "pods-do-not-fit",
+                format!(
+                    "pod {} fits nowhere else: {}",
+                    pod_key(view.pods[pod]),
+                    text.join("; ")
+                ),
+            )
+        }
+        Alone::NeedsNodes(k) => Finding::new(
+            "needs-more-nodes",
+            format!("Can't remove without creating {k} candidates"),
+        ),
+        Alone::NotCheaper {
+            instance_type,
+            capacity_type,
+            price_per_hour,
+        } => Finding::new(
+            "no-cheaper-replacement",
+            format!(
+                "Can't replace with a cheaper node: the cheapest option, {instance_type} {capacity_type} at ${price_per_hour:.4}/hour, does not cost less than ${:.4}/hour",
+                n.price_per_hour
+            ),
+        ),
+        Alone::SpotToSpotOff => Finding::new(
+            "spot-to-spot",
+            "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node",
+        ),
+        Alone::SpotToSpotTooFew { cheaper } => Finding::new(
+            "spot-to-spot",
+            format!(
+                "SpotToSpotConsolidation requires {} cheaper instance type options than the current candidate to consolidate, got {cheaper}",
+                crate::consolidation::SPOT_TO_SPOT_MIN_TYPES
+            ),
+        ),
+    };
+    out.notes.push(finding);
+}
+
+/// How a method reads in a sentence.
+fn method_text(method: Method) -> &'static str {
+    match method {
+        Method::Emptiness => "empty",
+        Method::Drift => "drift",
+        Method::MultiNode => "multi-node",
+        Method::SingleNode => "single-node",
+    }
+}
+
+impl std::fmt::Display for PodExplanation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pod = &self.pod;
+        match &self.placement {
+            Placement::Running {
+                node,
+                nodeclaim,
+                node_pool,
+                instance_type,
+                capacity_type,
+                zone,
+            } => {
+                write!(f, "pod {pod}: running on node {node}")?;
+                let parts: Vec<String> = [
+                    node_pool.as_ref().map(|p| format!("nodepool {p}")),
+                    nodeclaim.as_ref().map(|c| format!("NodeClaim {c}")),
+                    instance_type.clone(),
+                    capacity_type.clone(),
+                    zone.clone(),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                if !parts.is_empty() {
+                    write!(f, " ({})", parts.join(", "))?;
+                }
+                writeln!(f)?;
+            }
+            Placement::Nominated { nodeclaim } => writeln!(
+                f,
+                "pod {pod}: pending, waiting for NodeClaim {nodeclaim}, launched for it"
+            )?,
+            Placement::WouldLaunch {
+                node_pool,
+                instance_type,
+                capacity_type,
+                zone,
+                price_per_hour,
+                pods,
+            } => writeln!(
+                f,
+                "pod {pod}: pending; a provisioning pass now would launch a nodepool {node_pool} NodeClaim for it: {instance_type} {capacity_type} in {zone} at ${price_per_hour:.4}/hour ({pods} pending pod(s) on it)"
+            )?,
+            Placement::WouldFit { node } => writeln!(
+                f,
+                "pod {pod}: pending; it fits on {node}, where kube-scheduler should bind it"
+            )?,
+            Placement::Unschedulable => writeln!(
+                f,
+                "pod {pod}: pending, and no NodePool can launch a node for it"
+            )?,
+        }
+        if self.node_pools.is_empty() {
+            return writeln!(
+                f,
+                "no NodePools exist: create one whose requirements the pod accepts"
+            );
+        }
+        writeln!(
+            f,
+            "NodePools, in the order they are tried (each alone, for a new node):"
+        )?;
+        for v in &self.node_pools {
+            write!(f, "  {} (weight {}): ", v.node_pool, v.weight)?;
+            match (&v.fits, &v.reason) {
+                (Some(fit), _) => writeln!(
+                    f,
+                    "fits: {} {} in {} at ${:.4}/hour",
+                    fit.instance_type, fit.capacity_type, fit.zone, fit.price_per_hour
+                )?,
+                (None, Some(reason)) => writeln!(f, "{reason}")?,
+                (None, None) => writeln!(f, "cannot host it")?,
+            }
+            if let Some(fix) = &v.fix {
+                writeln!(f, "      fix: {fix}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for NodeExplanation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "node {}", self.node)?;
+        let parts: Vec<String> = [
+            self.node_pool.as_ref().map(|p| format!("nodepool {p}")),
+            self.nodeclaim.as_ref().map(|c| format!("NodeClaim {c}")),
+            self.instance_type.clone(),
+            self.capacity_type.clone(),
+            self.price_per_hour.map(|p| format!("${p:.4}/hour")),
+            Some(match self.pods.len() {
+                1 => "1 pod".to_string(),
+                n => format!("{n} pods"),
+            }),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        writeln!(f, ": {}", parts.join(", "))?;
+        match &self.decision {
+            Some(d) => writeln!(f, "{d}")?,
+            None if self.blockers.is_empty() => writeln!(
+                f,
+                "nothing blocks its disruption, but the next pass would not disrupt it"
+            )?,
+            None => {}
+        }
+        if !self.blockers.is_empty() {
+            writeln!(f, "not disrupted now because:")?;
+            for b in &self.blockers {
+                writeln!(f, "  - [{}] {}", b.kind, b.message)?;
+            }
+        }
+        if !self.notes.is_empty() {
+            writeln!(f, "notes:")?;
+            for n in &self.notes {
+                writeln!(f, "  - [{}] {}", n.kind, n.message)?;
+            }
+        }
+        Ok(())
+    }
+}

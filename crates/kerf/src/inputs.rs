@@ -1,0 +1,421 @@
+//! Manifests (files, or a live cluster's objects) read into the controllers' cluster state:
+//! what `kerf schedule` dry-runs and `kerf explain` explains.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kerf_api::manifest::{
+    Checked, KarpenterObject, RawDocument, check_document, field_line, read_documents,
+};
+use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
+use kerf_aws::capacity::NodeSettings;
+use kerf_aws::instance_type::scheduler_options;
+use kerf_core::cluster::NodeRecord;
+use kerf_core::controllers::{Controllers, Settings};
+use kerf_core::nodepools::daemon_runs_on;
+use kerf_core::objects::node_record;
+use kerf_core::unavailable::Pattern;
+use kerf_core::workloads::{ClusterObject, read};
+use kerf_scheduling::pods::pod_key;
+
+/// What the manifests hold.
+#[derive(Default)]
+pub struct Inputs {
+    node_pools: Vec<NodePool>,
+    node_classes: HashMap<String, EC2NodeClass>,
+    nodeclaims: Vec<NodeClaim>,
+    nodes: Vec<Node>,
+    daemonsets: Vec<Pod>,
+    pods: Vec<Pod>,
+    pdbs: Vec<PodDisruptionBudget>,
+}
+
+/// Where the manifests' objects land and what they are taken to mean.
+pub struct Reading<'a> {
+    /// The AWS region whose instance types are offered.
+    pub region: &'a str,
+    /// Offerings treated as out of capacity.
+    pub unavailable: &'a [Pattern],
+    /// Seed of generated names.
+    pub seed: u64,
+    /// A snapshot of a running cluster: its NodeClaims count, and the objects' timestamps
+    /// place them on the controllers' clock (wall-clock time, as the operator keeps it).
+    /// Otherwise NodeClaims are left out and everything happens at time zero.
+    pub snapshot: bool,
+}
+
+/// Reads manifest files (`-` is standard input); `Ok(Err(problems))` lists every invalid
+/// document as `FILE:LINE: Kind/name: field.path: message`. `replicas` sets workloads'
+/// replicas by name, as `kubectl scale` would.
+pub fn load(
+    files: &[PathBuf],
+    replicas: &[(String, i64)],
+) -> Result<std::result::Result<Inputs, String>> {
+    let mut sources = Vec::new();
+    for file in files {
+        let shown = file.display().to_string();
+        let text = if file.as_os_str() == "-" {
+            std::io::read_to_string(std::io::stdin())
+        } else {
+            std::fs::read_to_string(file)
+        }
+        .with_context(|| format!("{shown}: cannot read"))?;
+        let docs = read_documents(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{shown}:{}:{}: cannot parse YAML: {}",
+                e.line,
+                e.column,
+                e.message
+            )
+        })?;
+        sources.push((shown, text, docs));
+    }
+    Ok(classify(sources, replicas))
+}
+
+/// Sorts documents (with the file name and text they came from, for lines in messages)
+/// into inputs, or lists what is wrong with them.
+pub fn classify(
+    sources: Vec<(String, String, Vec<RawDocument>)>,
+    replicas: &[(String, i64)],
+) -> std::result::Result<Inputs, String> {
+    let mut inputs = Inputs::default();
+    let mut problems = String::new();
+    let mut scalable_names = Vec::new();
+    for (shown, text, docs) in sources {
+        for mut doc in docs {
+            let scalable = matches!(doc.kind(), "Deployment" | "ReplicaSet" | "StatefulSet");
+            if scalable {
+                scalable_names.push(doc.name().to_string());
+            }
+            if let Some((_, n)) = replicas
+                .iter()
+                .find(|(name, _)| scalable && name == doc.name())
+                && let Some(spec) = doc.value.get_mut("spec").and_then(|s| s.as_object_mut())
+            {
+                spec.insert("replicas".into(), (*n).into());
+            }
+            let doc = &doc;
+            let what = format!("{}/{}", doc.kind(), doc.name());
+            let mut problem = |path: &str, message: &str| {
+                let line = field_line(&text, doc.line, path);
+                let _ = writeln!(problems, "{shown}:{line}: {what}: {path}: {message}");
+            };
+            match check_document(doc) {
+                Checked::Valid(KarpenterObject::NodePool(np)) => inputs.node_pools.push(*np),
+                Checked::Valid(KarpenterObject::EC2NodeClass(nc)) => {
+                    let name = nc.metadata.name.clone().unwrap_or_default();
+                    inputs.node_classes.insert(name, *nc);
+                }
+                Checked::Valid(KarpenterObject::NodeClaim(nc)) => inputs.nodeclaims.push(*nc),
+                Checked::Invalid(list) => {
+                    for p in list {
+                        problem(&p.path, &p.message);
+                    }
+                }
+                Checked::Other => match read(doc) {
+                    Ok(Some(ClusterObject::Pods(pods))) => inputs.pods.extend(pods),
+                    Ok(Some(ClusterObject::DaemonSet(pod))) => inputs.daemonsets.push(*pod),
+                    Ok(Some(ClusterObject::Node(node))) => {
+                        let bad = node_quantity_problems(&node);
+                        for (path, e) in &bad {
+                            problem(path, e);
+                        }
+                        if bad.is_empty() {
+                            inputs.nodes.push(*node);
+                        }
+                    }
+                    Ok(Some(ClusterObject::Pdb(pdb))) => inputs.pdbs.push(*pdb),
+                    Ok(None) => {}
+                    Err(e) => {
+                        let line = field_line(&text, doc.line, &e.path);
+                        let _ = writeln!(problems, "{shown}:{line}: {e}");
+                    }
+                },
+            }
+        }
+    }
+    for (name, _) in replicas {
+        if !scalable_names.contains(name) {
+            scalable_names.sort();
+            scalable_names.dedup();
+            let known = if scalable_names.is_empty() {
+                "there are none".to_string()
+            } else {
+                format!("there are: {}", scalable_names.join(", "))
+            };
+            let _ = writeln!(
+                problems,
+                "--replicas {name}: no Deployment, ReplicaSet or StatefulSet of that name ({known})"
+            );
+        }
+    }
+    if problems.is_empty() {
+        Ok(inputs)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The Node's capacity and allocatable quantities that do not parse, with their paths: the
+/// solver would read them as zero.
+fn node_quantity_problems(node: &Node) -> Vec<(String, String)> {
+    let status = node.status.as_ref();
+    [
+        ("capacity", status.and_then(|s| s.capacity.as_ref())),
+        ("allocatable", status.and_then(|s| s.allocatable.as_ref())),
+    ]
+    .into_iter()
+    .flat_map(|(field, list)| {
+        list.into_iter().flatten().filter_map(move |(name, q)| {
+            kerf_api::quantity::Quantity::parse(&q.0)
+                .err()
+                .map(|e| (format!("status.{field}.{name}"), e.to_string()))
+        })
+    })
+    .collect()
+}
+
+fn since_epoch(t: &Time) -> Duration {
+    Duration::from_millis(u64::try_from(t.0.as_millisecond()).unwrap_or(0))
+}
+
+/// The cluster the manifests describe, as the controllers hold it at `now`: every unbound
+/// pod is pending (kube-scheduler found it no room), a node is Ready unless its status
+/// says otherwise, and each DaemonSet has its pod on every node it would run on.
+pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Controllers> {
+    let mut core = Controllers::new(Settings::default(), how.seed);
+    // the controllers' clock starts where the snapshot was taken
+    core.poll(now);
+    let at = |t: Option<&Time>| {
+        t.filter(|_| how.snapshot)
+            .map_or(now, |t| since_epoch(t).min(now))
+    };
+    let cluster = &mut core.cluster;
+    let unavailable =
+        |ct: &str, it: &str, zone: &str| how.unavailable.iter().any(|p| p.matches(ct, it, zone));
+    for class in inputs.node_classes.into_values() {
+        cluster.apply_node_class(class);
+    }
+    for np in inputs.node_pools {
+        let class = np.spec.template.spec.node_class_ref.name.clone();
+        if !cluster.instance_types.contains_key(&class) {
+            let settings = match cluster.node_classes.get(&class) {
+                Some(nc) => NodeSettings::from_node_class(&nc.spec),
+                None => {
+                    eprintln!(
+                        "note: nodepool {}: EC2NodeClass {class} not in the manifests; assuming its defaults",
+                        np.metadata.name.as_deref().unwrap_or("")
+                    );
+                    NodeSettings::default()
+                }
+            };
+            let types = kerf_aws::instance_types(how.region, &settings)?;
+            cluster.set_instance_types(&class, scheduler_options(&types, unavailable).into());
+        }
+        cluster.apply_node_pool(np);
+    }
+    if how.snapshot {
+        for claim in &inputs.nodeclaims {
+            let meta = &claim.metadata;
+            let created = at(meta.creation_timestamp.as_ref());
+            let deleting = meta.deletion_timestamp.as_ref().map(|t| at(Some(t)));
+            core.nodeclaim_observed(claim, created, deleting);
+        }
+    }
+    let cluster = &mut core.cluster;
+    for pdb in inputs.pdbs {
+        cluster.apply_pdb(pod_key_of(&pdb.metadata), pdb);
+    }
+    for ds in inputs.daemonsets {
+        let key = pod_key(&ds);
+        cluster.apply_daemonset(key, ds);
+    }
+    // when each node last gained a pod, as far as a snapshot tells (the pods that left
+    // are not in it): consolidateAfter counts from there
+    let mut newest: HashMap<String, Duration> = HashMap::new();
+    for mut node in inputs.nodes {
+        let status = node.status.get_or_insert_with(Default::default);
+        let conditions = status.conditions.get_or_insert_with(Vec::new);
+        if !conditions.iter().any(|c| c.type_ == "Ready") {
+            conditions.push(NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            });
+        }
+        let name = node.metadata.name.clone().unwrap_or_default();
+        newest.insert(name.clone(), at(node.metadata.creation_timestamp.as_ref()));
+        cluster.apply_node(name, node_record(&node, now), now);
+    }
+    for pod in inputs.pods {
+        let key = pod_key(&pod);
+        let finished = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|p| p == "Succeeded" || p == "Failed");
+        if finished {
+            continue;
+        }
+        let started = at(pod
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .or(pod.metadata.creation_timestamp.as_ref()));
+        match pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+            Some(node) if !cluster.nodes.contains_key(&node) => {
+                eprintln!(
+                    "note: pod {key} is bound to node {node}, which is not in the manifests; ignored"
+                );
+            }
+            Some(node) => {
+                cluster.apply_pod(pod, now);
+                if let Some(p) = cluster.pods.get_mut(&key) {
+                    p.pending_since = started;
+                }
+                let last = newest.entry(node).or_insert(started);
+                *last = (*last).max(started);
+            }
+            None => {
+                cluster.apply_pod(pod, now);
+                cluster.mark_unschedulable(&key, now);
+            }
+        }
+    }
+    let nodes: Vec<(String, NodeRecord)> = cluster
+        .nodes
+        .iter()
+        .map(|(k, n)| (k.clone(), n.clone()))
+        .collect();
+    let daemonsets: Vec<Pod> = cluster.daemonsets.values().cloned().collect();
+    for (node, record) in nodes {
+        for ds in &daemonsets {
+            let ds_name = ds.metadata.name.clone().unwrap_or_default();
+            let running = cluster.pods.values().any(|p| {
+                p.node.as_deref() == Some(node.as_str())
+                    && p.pod
+                        .metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| o.kind == "DaemonSet" && o.name == ds_name)
+            });
+            if running || !daemon_runs_on(ds, &record.labels, &record.taints) {
+                continue;
+            }
+            let mut pod = ds.clone();
+            pod.metadata.name = Some(format!("{ds_name}-{node}"));
+            pod.metadata.owner_references = Some(vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "DaemonSet".into(),
+                name: ds_name,
+                controller: Some(true),
+                ..Default::default()
+            }]);
+            pod.spec.get_or_insert_with(Default::default).node_name = Some(node.clone());
+            cluster.apply_pod(pod, now);
+        }
+    }
+    if how.snapshot {
+        for (node, last) in newest {
+            if let Some(n) = cluster.nodes.get_mut(&node) {
+                n.last_pod_event = last;
+            }
+        }
+    }
+    Ok(core)
+}
+
+/// `namespace/name` of a namespaced object.
+fn pod_key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or("")
+    )
+}
+
+/// The objects of the kubeconfig's cluster that bear on provisioning and disruption,
+/// listed (never written). Objects come as the API server stores them, so they are read
+/// as they are, without the strict field checks typed manifests get.
+pub async fn live() -> Result<Inputs> {
+    use kube::api::{Api, DynamicObject, ListParams};
+    use kube::core::GroupVersionKind;
+
+    let client = crate::cmd_replay::client().await?;
+    async fn list<K>(client: &kube::Client) -> Result<Vec<K>>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        let api: Api<K> = Api::all(client.clone());
+        let what = K::kind(&K::DynamicType::default()).to_string();
+        Ok(api
+            .list(&ListParams::default())
+            .await
+            .with_context(|| format!("listing {what}s"))?
+            .items)
+    }
+    let mut inputs = Inputs {
+        pods: list::<Pod>(&client).await?,
+        pdbs: list::<PodDisruptionBudget>(&client).await?,
+        ..Inputs::default()
+    };
+    inputs.nodes = list::<Node>(&client).await?;
+    for ds in list::<k8s_openapi::api::apps::v1::DaemonSet>(&client).await? {
+        let mut value = serde_json::to_value(&ds)?;
+        value["apiVersion"] = "apps/v1".into();
+        value["kind"] = "DaemonSet".into();
+        match read(&RawDocument { line: 0, value }) {
+            Ok(Some(ClusterObject::DaemonSet(template))) => inputs.daemonsets.push(*template),
+            Ok(_) => {}
+            Err(e) => eprintln!(
+                "note: DaemonSet {}: {e}; left out",
+                pod_key_of(&ds.metadata)
+            ),
+        }
+    }
+    for (group, kind) in [
+        ("karpenter.sh", "NodePool"),
+        ("karpenter.sh", "NodeClaim"),
+        ("karpenter.k8s.aws", "EC2NodeClass"),
+    ] {
+        let gvk = GroupVersionKind::gvk(group, "v1", kind);
+        let Ok((resource, _)) = kube::discovery::pinned_kind(&client, &gvk).await else {
+            eprintln!("note: this cluster serves no {group}/v1 {kind}");
+            continue;
+        };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let items = api
+            .list(&ListParams::default())
+            .await
+            .with_context(|| format!("listing {kind}s"))?
+            .items;
+        for item in items {
+            let name = item.metadata.name.clone().unwrap_or_default();
+            let value = serde_json::to_value(&item)?;
+            let bad = |e: serde_json::Error| anyhow::anyhow!("{kind} {name}: {e}");
+            match kind {
+                "NodePool" => inputs
+                    .node_pools
+                    .push(serde_json::from_value(value).map_err(bad)?),
+                "NodeClaim" => inputs
+                    .nodeclaims
+                    .push(serde_json::from_value(value).map_err(bad)?),
+                _ => {
+                    inputs
+                        .node_classes
+                        .insert(name.clone(), serde_json::from_value(value).map_err(bad)?);
+                }
+            }
+        }
+    }
+    Ok(inputs)
+}
