@@ -1144,13 +1144,21 @@ impl<'p> State<'p> {
             }
             Cause::Limit => {
                 let p = &self.pools[pool];
-                let smallest = fresh
-                    .types
-                    .as_ref()
-                    .expect("planned")
+                let compat = fresh.types.as_ref().expect("planned");
+                // the types that could host the pod, when any: the others never launch for it
+                let total = p.overhead.plus(&self.pods[pod].requests);
+                let hosting = compat
                     .iter()
+                    .filter(|i| total.fits(&p.types[*i].allocatable));
+                let smallest = hosting
                     .map(|i| p.types[i].capacity)
                     .reduce(|x, y| x.min(&y))
+                    .or_else(|| {
+                        compat
+                            .iter()
+                            .map(|i| p.types[i].capacity)
+                            .reduce(|x, y| x.min(&y))
+                    })
                     .unwrap_or_default();
                 let slot = smallest.exceeding(&p.remaining).next().unwrap_or(0);
                 let resource = self.dims.name(slot).to_string();

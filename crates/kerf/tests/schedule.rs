@@ -2,34 +2,17 @@
 //! Karpenter user expects, checked on the JSON output.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
+use common::{CLASS, deploy, kerf_stdin, pool};
 
 /// Runs `kerf schedule` on `yaml` (stdin) plus extra files and flags.
 fn run(yaml: &str, args: &[&str]) -> std::process::Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["schedule", "-f", "-"])
-        .args(args)
-        .current_dir(root())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run kerf");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(yaml.as_bytes())
-        .expect("write manifests");
-    child.wait_with_output().expect("kerf finishes")
+    let mut all = vec!["schedule", "-f", "-"];
+    all.extend_from_slice(args);
+    kerf_stdin(yaml, &all)
 }
 
 /// Runs `kerf schedule -o json` on `yaml` (stdin) plus extra files and flags.
@@ -86,67 +69,6 @@ fn per_zone(v: &Value) -> BTreeMap<String, usize> {
             .or_insert(0) += pods_of(c).len();
     }
     out
-}
-
-const CLASS: &str = r#"
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {name: default}
-spec:
-  role: KarpenterNodeRole
-  amiSelectorTerms: [{alias: al2023@latest}]
-  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
-  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
-"#;
-
-/// A NodePool `name` (weight 0 leaves it unset) with extra requirement and spec lines.
-fn pool(name: &str, weight: i32, requirements: &str, extra: &str) -> String {
-    let weight = if weight == 0 {
-        String::new()
-    } else {
-        format!("weight: {weight}")
-    };
-    format!(
-        r#"
----
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {{name: {name}}}
-spec:
-  {weight}
-  template:
-    spec:
-      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
-      requirements:
-      - {{key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}}
-      - {{key: kubernetes.io/arch, operator: In, values: [amd64]}}
-      - {{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1b, us-east-1c]}}
-{requirements}{extra}
-"#
-    )
-}
-
-/// A Deployment `name` with `replicas` pods requesting `cpu`, plus pod spec lines.
-fn deploy(name: &str, replicas: usize, cpu: &str, spec: &str) -> String {
-    format!(
-        r#"
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: {name}}}
-spec:
-  replicas: {replicas}
-  selector: {{matchLabels: {{app: {name}}}}}
-  template:
-    metadata: {{labels: {{app: {name}}}}}
-    spec:
-      containers:
-      - name: c
-        image: pause
-        resources: {{requests: {{cpu: "{cpu}", memory: 256Mi}}}}
-{spec}
-"#
-    )
 }
 
 fn on_demand() -> String {

@@ -540,8 +540,13 @@ fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplan
             .iter()
             .map(|r| r.launch.instance_type.as_str())
             .collect();
+        let others = match command.candidates.len() - 1 {
+            0 => String::new(),
+            1 => " and 1 other node".to_string(),
+            k => format!(" and {k} other nodes"),
+        };
         out.decision = Some(format!(
-            "the next disruption pass would {verb} it{} ({}, {} of {} node(s), saving ${:.4}/hour)",
+            "the next disruption pass would {verb} it{others}{} ({}, {}, saving ${:.4}/hour)",
             if with.is_empty() {
                 String::new()
             } else {
@@ -549,7 +554,6 @@ fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplan
             },
             command.reason.as_str(),
             method_text(command.method),
-            command.candidates.len(),
             command.savings
         ));
     }
@@ -616,10 +620,10 @@ fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplan
 /// How a method reads in a sentence.
 fn method_text(method: Method) -> &'static str {
     match method {
-        Method::Emptiness => "empty",
-        Method::Drift => "drift",
-        Method::MultiNode => "multi-node",
-        Method::SingleNode => "single-node",
+        Method::Emptiness => "empty-node deletion",
+        Method::Drift => "drift replacement",
+        Method::MultiNode => "multi-node consolidation",
+        Method::SingleNode => "single-node consolidation",
     }
 }
 

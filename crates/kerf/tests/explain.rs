@@ -1,0 +1,511 @@
+//! `kerf explain` and `kerf simulate --explain-at`: one test per kind of reason a user
+//! asks about, checked on the JSON fields (kinds, NodePools) and on the words shown.
+
+use serde_json::Value;
+
+mod common;
+use common::{CLASS, deploy, kerf_stdin, pool};
+
+/// `kerf explain KIND NAME -f - -o json` on `yaml`, plus flags.
+fn explain(yaml: &str, kind: &str, name: &str, flags: &[&str]) -> Value {
+    let mut args = vec!["explain", kind, name, "-f", "-", "-o", "json"];
+    args.extend_from_slice(flags);
+    let out = kerf_stdin(yaml, &args);
+    assert!(
+        out.status.success(),
+        "kerf explain failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json output")
+}
+
+/// The verdicts as `(nodepool, reason or "fits: TYPE")`, in the order given.
+fn verdicts(v: &Value) -> Vec<(String, String)> {
+    v["node_pools"]
+        .as_array()
+        .expect("node_pools")
+        .iter()
+        .map(|p| {
+            let said = match p["fits"].as_object() {
+                Some(fit) => format!("fits: {}", fit["capacity_type"].as_str().unwrap()),
+                None => p["reason"].as_str().expect("a reason").to_string(),
+            };
+            (p["node_pool"].as_str().unwrap().to_string(), said)
+        })
+        .collect()
+}
+
+const ON_DEMAND: &str =
+    "      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n";
+const SPOT: &str = "      - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}\n";
+
+#[test]
+fn a_pending_pod_gets_every_nodepool_in_weight_order_with_its_first_reason_and_a_fix() {
+    let yaml = format!(
+        "{CLASS}{}{}{}{}",
+        pool(
+            "gpu",
+            50,
+            ON_DEMAND,
+            "      taints: [{key: nvidia.com/gpu, value: \"true\", effect: NoSchedule}]"
+        ),
+        pool("tiny", 20, ON_DEMAND, "  limits: {cpu: \"1\"}"),
+        pool("default", 0, ON_DEMAND, ""),
+        deploy("web", 1, "1", "")
+    );
+    let v = explain(&yaml, "pod", "default/web-0", &[]);
+    assert_eq!(v["placement"]["state"], "would_launch");
+    assert_eq!(v["placement"]["node_pool"], "default");
+    assert_eq!(
+        verdicts(&v),
+        [
+            (
+                "gpu".to_string(),
+                "taint nvidia.com/gpu=true:NoSchedule not tolerated".to_string()
+            ),
+            (
+                "tiny".to_string(),
+                "limit cpu=1 reached (0 in use or planned, the smallest instance type adds 2)"
+                    .to_string()
+            ),
+            ("default".to_string(), "fits: on-demand".to_string()),
+        ]
+    );
+    let fixes: Vec<&str> = v["node_pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["fix"].as_str().unwrap_or(""))
+        .collect();
+    assert!(fixes[0].contains("toleration for nvidia.com/gpu=true:NoSchedule"));
+    assert!(fixes[1].contains("spec.limits.cpu"));
+    assert_eq!(fixes[2], "");
+}
+
+#[test]
+fn requirement_label_and_size_reasons_name_what_each_side_asks() {
+    let yaml = format!(
+        "{CLASS}{}{}{}{}",
+        pool("default", 0, ON_DEMAND, ""),
+        deploy(
+            "arm",
+            1,
+            "1",
+            "      nodeSelector: {kubernetes.io/arch: arm64}"
+        ),
+        deploy("team", 1, "1", "      nodeSelector: {team: payments}"),
+        deploy("huge", 1, "500", "")
+    );
+    let reason = |pod: &str| {
+        let v = explain(&yaml, "pod", pod, &[]);
+        assert_eq!(v["placement"]["state"], "unschedulable", "{v:#}");
+        verdicts(&v).remove(0).1
+    };
+    assert_eq!(
+        reason("arm-0"),
+        "requirement kubernetes.io/arch In [arm64] not satisfied by kubernetes.io/arch In [amd64]"
+    );
+    assert_eq!(reason("team-0"), "label team is not defined");
+    let huge = reason("huge-0");
+    assert!(
+        huge.starts_with("no instance type has 500 cpu after daemonset overhead (the largest, "),
+        "{huge}"
+    );
+}
+
+#[test]
+fn unavailable_capacity_and_topology_are_told_apart() {
+    let spot_only = format!(
+        "{CLASS}{}{}",
+        pool("spot", 0, SPOT, ""),
+        deploy("web", 1, "1", "")
+    );
+    let v = explain(&spot_only, "pod", "web-0", &["--unavailable", "spot"]);
+    assert_eq!(
+        verdicts(&v)[0].1,
+        "every matching offering is unavailable (insufficient capacity) or outside the allowed zones and capacity types"
+    );
+    assert!(
+        v["node_pools"][0]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("on-demand")
+    );
+    // one zone, already holding a pod the new one must not share a zone with
+    let one_zone = format!(
+        "{CLASS}{}{NODE}{BOUND}{}",
+        pool(
+            "a",
+            0,
+            "      - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a]}\n",
+            ""
+        ),
+        deploy(
+            "db",
+            1,
+            "100m",
+            "      affinity:\n        podAntiAffinity:\n          requiredDuringSchedulingIgnoredDuringExecution:\n          - {topologyKey: topology.kubernetes.io/zone, labelSelector: {matchLabels: {app: db}}}"
+        )
+    );
+    let v = explain(&one_zone, "pod", "db-0", &[]);
+    assert_eq!(v["placement"]["state"], "unschedulable", "{v:#}");
+    assert_eq!(
+        verdicts(&v)[0].1,
+        "pod anti-affinity on topology.kubernetes.io/zone cannot be satisfied"
+    );
+}
+
+const NODE: &str = r#"
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: other-1
+  labels: {topology.kubernetes.io/zone: us-east-1a, kubernetes.io/hostname: other-1, kubernetes.io/arch: amd64, kubernetes.io/os: linux}
+status:
+  capacity: {cpu: "2", memory: 4Gi, pods: "20"}
+  allocatable: {cpu: "2", memory: 4Gi, pods: "20"}
+"#;
+
+const BOUND: &str = r#"
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db-old, namespace: default, labels: {app: db}}
+spec:
+  nodeName: other-1
+  containers:
+  - {name: c, image: pause, resources: {requests: {cpu: 1500m}}}
+"#;
+
+#[test]
+fn a_running_pod_says_where_and_an_unknown_one_lists_the_pods_that_exist() {
+    let yaml = format!("{CLASS}{}{NODE}{BOUND}", pool("a", 0, ON_DEMAND, ""));
+    let v = explain(&yaml, "pod", "db-old", &[]);
+    assert_eq!(v["placement"]["state"], "running");
+    assert_eq!(v["placement"]["node"], "other-1");
+    assert_eq!(v["placement"]["zone"], "us-east-1a");
+    let out = kerf_stdin(&yaml, &["explain", "pod", "db-new", "-f", "-"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "no pod default/db-new; there are: default/db-old"
+    );
+    let out = kerf_stdin(&yaml, &["explain", "node", "other-1", "-f", "-"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("- [not-managed] node isn't managed by karpenter"),
+        "{text}"
+    );
+}
+
+/// A Kerf node as `kubectl get nodeclaims,nodes,pods -o yaml` shows one: an m5.2xlarge
+/// NodeClaim of NodePool `default`, its Node, and `pods` bound to it.
+fn managed_node(pods: &str) -> String {
+    let mut yaml = format!(
+        "{CLASS}{}",
+        pool(
+            "default",
+            0,
+            ON_DEMAND,
+            "  disruption: {consolidateAfter: 0s}"
+        )
+    );
+    yaml += r#"
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: default-abcde
+  labels: {karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.2xlarge, topology.kubernetes.io/zone: us-east-1a, karpenter.sh/capacity-type: on-demand}
+spec:
+  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  requirements:
+  - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.2xlarge]}
+status:
+  providerID: aws:///us-east-1a/i-0123456789abcdef0
+  nodeName: n1
+  capacity: {cpu: "8", memory: 32Gi, pods: "58"}
+  allocatable: {cpu: 7910m, memory: 29Gi, pods: "58"}
+  conditions:
+  - {type: Launched, status: "True", reason: Launched, message: "", lastTransitionTime: "2026-11-25T10:00:00Z"}
+  - {type: Registered, status: "True", reason: Registered, message: "", lastTransitionTime: "2026-11-25T10:00:00Z"}
+  - {type: Initialized, status: "True", reason: Initialized, message: "", lastTransitionTime: "2026-11-25T10:00:00Z"}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: n1
+  labels: {karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.2xlarge, topology.kubernetes.io/zone: us-east-1a, karpenter.sh/capacity-type: on-demand, kubernetes.io/arch: amd64, kubernetes.io/os: linux, kubernetes.io/hostname: n1}
+spec:
+  providerID: aws:///us-east-1a/i-0123456789abcdef0
+status:
+  capacity: {cpu: "8", memory: 32Gi, pods: "58"}
+  allocatable: {cpu: 7910m, memory: 29Gi, pods: "58"}
+"#;
+    yaml + pods
+}
+
+const WEB: &str = r#"
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-0, namespace: default, labels: {app: web}}
+spec:
+  nodeName: n1
+  containers:
+  - {name: c, image: pause, resources: {requests: {cpu: 500m, memory: 256Mi}}}
+"#;
+
+fn kinds(v: &Value, field: &str) -> Vec<String> {
+    v[field]
+        .as_array()
+        .expect(field)
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn an_oversized_node_in_a_snapshot_would_be_replaced_by_the_next_pass() {
+    let v = explain(&managed_node(WEB), "node", "n1", &[]);
+    assert_eq!(kinds(&v, "blockers"), Vec::<String>::new());
+    let decision = v["decision"].as_str().expect("a decision");
+    assert!(
+        decision.starts_with("the next disruption pass would replace it with "),
+        "{decision}"
+    );
+    assert!(
+        decision.contains("(Underutilized, single-node consolidation, saving $"),
+        "{decision}"
+    );
+    assert_eq!(v["pods"], serde_json::json!(["default/web-0"]));
+}
+
+#[test]
+fn do_not_disrupt_and_a_pdb_without_room_block_the_node_by_name() {
+    let protected = WEB.replace(
+        "labels: {app: web}}",
+        "labels: {app: web}, annotations: {karpenter.sh/do-not-disrupt: \"true\"}}",
+    );
+    let v = explain(&managed_node(&protected), "node", "n1", &[]);
+    assert_eq!(kinds(&v, "blockers"), ["do-not-disrupt"]);
+    assert_eq!(
+        v["blockers"][0]["message"],
+        "pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=default/web-0)"
+    );
+    assert!(v["decision"].is_null());
+    let pdb = r#"
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: default}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: web}}
+"#;
+    let v = explain(&managed_node(&format!("{WEB}{pdb}")), "node", "n1", &[]);
+    assert_eq!(kinds(&v, "blockers"), ["pdb"]);
+    assert_eq!(
+        v["blockers"][0]["message"],
+        "pdb prevents pod evictions (Pod=default/web-0, PodDisruptionBudget=[default/web])"
+    );
+    let node_annotated = managed_node(WEB).replace(
+        "  name: n1\n",
+        "  name: n1\n  annotations: {karpenter.sh/do-not-disrupt: \"true\"}\n",
+    );
+    let v = explain(&node_annotated, "node", "n1", &[]);
+    assert_eq!(kinds(&v, "blockers"), ["do-not-disrupt"]);
+    assert_eq!(
+        v["blockers"][0]["message"],
+        "disruption is blocked through the \"karpenter.sh/do-not-disrupt\" annotation"
+    );
+    // the pass itself leaves the node alone, not only the explanation
+    assert!(v["decision"].is_null(), "{v:#}");
+}
+
+/// A scenario: one on-demand NodePool with `disruption`, a Deployment of `replicas` 1-cpu
+/// pods with `annotations`, scaled up at 1m, and `extra` manifests.
+fn scenario(disruption: &str, capacity: &str, annotations: &str, extra: &str) -> String {
+    format!(
+        r#"
+apiVersion: kerf.sh/v1alpha1
+kind: Scenario
+metadata: {{name: explain}}
+spec:
+  duration: 2h
+  manifests:
+  - apiVersion: karpenter.k8s.aws/v1
+    kind: EC2NodeClass
+    metadata: {{name: default}}
+    spec:
+      role: KarpenterNodeRole-demo
+      amiSelectorTerms: [{{alias: al2023@latest}}]
+      subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]
+      securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {{name: default}}
+    spec:
+      template:
+        spec:
+          requirements:
+          - {{key: karpenter.sh/capacity-type, operator: In, values: [{capacity}]}}
+          - {{key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}}
+          nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      disruption: {disruption}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {{name: app, namespace: default}}
+    spec:
+      replicas: 0
+      selector: {{matchLabels: {{app: app}}}}
+      template:
+        metadata: {{labels: {{app: app}}, annotations: {annotations}}}
+        spec:
+          containers:
+          - name: c
+            image: pause
+            resources: {{requests: {{cpu: 1}}}}
+{extra}
+  events:
+  - {{at: 1m, scale: {{kind: Deployment, name: app, namespace: default, replicas: 6}}}}
+  - {{at: 10m, scale: {{kind: Deployment, name: app, namespace: default, replicas: 1}}}}
+"#
+    )
+}
+
+/// `kerf simulate SCENARIO --explain-at AT node <the first node> -o json`.
+fn node_at(scenario: &str, at: &str) -> Value {
+    let path =
+        std::env::temp_dir().join(format!("kerf-explain-{}-{:x}.yaml", std::process::id(), {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (scenario, at).hash(&mut h);
+            h.finish()
+        }));
+    std::fs::write(&path, scenario).expect("write scenario");
+    let out = kerf_stdin(
+        "",
+        &[
+            "simulate",
+            path.to_str().unwrap(),
+            "--explain-at",
+            at,
+            "node",
+            "ip-10-0-0-1.ec2.compute.internal",
+            "-o",
+            "json",
+        ],
+    );
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+#[test]
+fn consolidate_after_policy_and_budgets_say_which_rule_and_until_when() {
+    let quiet = node_at(
+        &scenario(
+            "{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 1h}",
+            "on-demand",
+            "{}",
+            "",
+        ),
+        "30m",
+    );
+    assert_eq!(kinds(&quiet, "blockers"), ["consolidate-after"]);
+    let message = quiet["blockers"][0]["message"].as_str().unwrap();
+    assert!(
+        message
+            .starts_with("consolidateAfter 1h: pods last changed 20m ago, consolidatable in 40m"),
+        "{message}"
+    );
+    let never = node_at(
+        &scenario("{consolidateAfter: Never}", "on-demand", "{}", ""),
+        "30m",
+    );
+    assert_eq!(
+        never["blockers"][0]["message"],
+        "NodePool \"default\" has consolidation disabled"
+    );
+    let when_empty = node_at(
+        &scenario(
+            "{consolidationPolicy: WhenEmpty, consolidateAfter: 0s}",
+            "on-demand",
+            "{}",
+            "",
+        ),
+        "30m",
+    );
+    assert_eq!(
+        when_empty["blockers"][0]["message"],
+        "NodePool \"default\" has consolidation policy WhenEmpty, but node is not empty"
+    );
+    let no_budget = node_at(
+        &scenario(
+            "{consolidateAfter: 0s, budgets: [{nodes: \"0\"}]}",
+            "on-demand",
+            "{}",
+            "",
+        ),
+        "30m",
+    );
+    assert_eq!(kinds(&no_budget, "blockers"), ["budget"]);
+    assert_eq!(
+        no_budget["blockers"][0]["message"],
+        "No allowed disruptions for disruption reason Underutilized due to blocking budget: budgets[0] (nodes \"0\")"
+    );
+    // what consolidating it would come to, had the budget allowed it
+    assert_eq!(
+        kinds(&no_budget, "notes"),
+        ["expires", "cheaper-replacement"]
+    );
+}
+
+#[test]
+fn a_timed_do_not_disrupt_ends_and_spot_to_spot_is_named() {
+    let timed = scenario(
+        "{consolidateAfter: 0s, budgets: [{nodes: \"0\"}]}",
+        "on-demand",
+        "{karpenter.sh/do-not-disrupt: 30m}",
+        "",
+    );
+    let early = node_at(&timed, "20m");
+    assert_eq!(kinds(&early, "blockers"), ["do-not-disrupt", "budget"]);
+    let message = early["blockers"][0]["message"].as_str().unwrap();
+    assert!(message.contains(" until in "), "{message}");
+    let late = node_at(&timed, "1h");
+    assert_eq!(kinds(&late, "blockers"), ["budget"]);
+    let spot = node_at(
+        &scenario(
+            "{consolidateAfter: 0s, budgets: [{nodes: \"0\"}]}",
+            "spot",
+            "{}",
+            "",
+        ),
+        "30m",
+    );
+    assert_eq!(kinds(&spot, "notes"), ["expires", "spot-to-spot"]);
+    assert_eq!(
+        spot["notes"][1]["message"],
+        "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
+    );
+}
+
+#[test]
+fn explain_at_rejects_a_bad_time_and_kind_with_exit_2() {
+    let out = kerf_stdin("", &["simulate", "--explain-at", "soon", "node", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("--explain-at soon: "));
+    let out = kerf_stdin("", &["simulate", "--explain-at", "1h", "nodepool", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "--explain-at: \"nodepool\": expected pod or node"
+    );
+}
