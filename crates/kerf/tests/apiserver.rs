@@ -2,7 +2,8 @@
 //! kube-scheduler and kwok, built and started by `scripts/e2e-cluster.sh`): `kerf crds`
 //! installs, and every Karpenter document in `fixtures/` gets the same verdict from the API
 //! server's dry run as from `kerf validate`, except where Kerf is documented to be stricter;
-//! the NodeClaims `kerf schedule -o nodeclaims` prints apply as they are.
+//! the NodeClaims `kerf schedule -o nodeclaims` prints apply as they are; `kerf explain`
+//! reads the cluster's objects as the API server serves them.
 
 #[path = "../../kerf-operator/tests/support/mod.rs"]
 mod support;
@@ -117,5 +118,140 @@ fn crds_install_and_every_fixture_gets_the_servers_verdict() {
         created.status.success(),
         "kube-apiserver rejects kerf schedule's NodeClaims: {}",
         String::from_utf8_lossy(&created.stderr)
+    );
+}
+
+fn kerf_on(cp: &ControlPlane, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(args)
+        .env("KUBECONFIG", &cp.kubeconfig)
+        .current_dir(root())
+        .output()
+        .expect("run kerf")
+}
+
+/// A NodeClaim of seed 004's NodePool whose instance registered as the Node `n1`.
+const CLAIM: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: default-live1
+  labels: {karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.2xlarge, topology.kubernetes.io/zone: us-east-1a, karpenter.sh/capacity-type: on-demand}
+spec:
+  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  requirements:
+  - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.2xlarge]}
+"#;
+
+const CLAIM_STATUS: &str = r#"{"status": {"providerID": "kwok://n1", "nodeName": "n1",
+  "capacity": {"cpu": "8", "memory": "32Gi", "pods": "58"},
+  "allocatable": {"cpu": "7910m", "memory": "29Gi", "pods": "58"},
+  "conditions": [
+    {"type": "Launched", "status": "True", "reason": "Launched", "message": "", "lastTransitionTime": "2026-11-25T10:00:00Z"},
+    {"type": "Registered", "status": "True", "reason": "Registered", "message": "", "lastTransitionTime": "2026-11-25T10:00:00Z"},
+    {"type": "Initialized", "status": "True", "reason": "Initialized", "message": "", "lastTransitionTime": "2026-11-25T10:00:00Z"}]}}"#;
+
+const NODE: &str = r#"
+apiVersion: v1
+kind: Node
+metadata:
+  name: n1
+  annotations: {kwok.x-k8s.io/node: fake}
+  labels: {karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.2xlarge, topology.kubernetes.io/zone: us-east-1a, karpenter.sh/capacity-type: on-demand, kubernetes.io/arch: amd64, kubernetes.io/os: linux, kubernetes.io/hostname: n1, type: kwok}
+spec:
+  providerID: kwok://n1
+status:
+  capacity: {cpu: "8", memory: 32Gi, pods: "58"}
+  allocatable: {cpu: 7910m, memory: 29Gi, pods: "58"}
+"#;
+
+const GUARDED: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: guarded, namespace: default, labels: {app: guarded}, annotations: {karpenter.sh/do-not-disrupt: "true"}}
+spec:
+  nodeName: n1
+  containers:
+  - {name: c, image: pause, resources: {requests: {cpu: 500m, memory: 256Mi}}}
+"#;
+
+#[test]
+fn explain_reads_a_live_cluster_as_the_api_server_serves_it() {
+    let cp = ControlPlane::start("explain");
+    cp.install_crds();
+    let seed =
+        std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed 004");
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=2"], None);
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(CLAIM.as_bytes()));
+    cp.kubectl_ok(
+        &[
+            "patch",
+            "nodeclaim",
+            "default-live1",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            CLAIM_STATUS,
+        ],
+        None,
+    );
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(NODE.as_bytes()));
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(GUARDED.as_bytes()));
+    // whether kube-scheduler binds the inflate pods to the kwok node or leaves them pending,
+    // each NodePool's verdict for them is the same
+    let pods = support::wait_for(
+        "two inflate pods",
+        std::time::Duration::from_secs(60),
+        || {
+            let out = cp.kubectl_ok(&["get", "pods", "-l", "app=inflate", "-o", "name"], None);
+            let names: Vec<String> = out
+                .lines()
+                .map(|l| l.trim_start_matches("pod/").to_string())
+                .collect();
+            (names.len() == 2).then_some(names)
+        },
+        || "no pods yet".into(),
+    );
+    let out = kerf_on(&cp, &["explain", "pod", &pods[0], "-o", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["pod"], format!("default/{}", pods[0]));
+    assert_eq!(v["node_pools"][0]["node_pool"], "default");
+    assert!(
+        v["node_pools"][0]["fits"]["instance_type"].is_string(),
+        "{v:#}"
+    );
+
+    let out = kerf_on(&cp, &["explain", "node", "n1", "-o", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["nodeclaim"], "default-live1");
+    assert_eq!(v["node_pool"], "default");
+    let blockers: Vec<&str> = v["blockers"]
+        .as_array()
+        .expect("blockers")
+        .iter()
+        .filter_map(|b| b["message"].as_str())
+        .collect();
+    assert!(
+        blockers
+            .contains(&"pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=default/guarded)"),
+        "{blockers:?}"
+    );
+
+    let out = kerf_on(&cp, &["explain", "node", "n2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "no node n2; there are: n1"
     );
 }
