@@ -313,6 +313,32 @@ fn pods_get_karpenters_events_and_a_failure_is_told_once_per_five_minutes() {
     );
 }
 
+#[test]
+fn a_candidate_kept_by_do_not_disrupt_gets_disruption_blocked_events_on_node_and_nodeclaim() {
+    let mut core = with_pool();
+    let mut x = unschedulable("x", "1");
+    x.metadata.annotations = Some(BTreeMap::from([(
+        "karpenter.sh/do-not-disrupt".to_string(),
+        "true".to_string(),
+    )]));
+    core.cluster.apply_pod(x.clone(), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_and_register(&mut core, &claim);
+    x.spec.as_mut().unwrap().node_name = Some(claim.clone());
+    core.cluster.apply_pod(x, secs(5));
+    let actions = run_until(&mut core, 5, 300);
+    let message = "Pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=default/x)";
+    // on the Node (named as the claim here) and on the NodeClaim, once per two minutes each
+    let blocked = events(&actions, "DisruptionBlocked");
+    assert!(blocked.len() >= 2 && blocked.len() <= 6, "{blocked:?}");
+    assert!(blocked.iter().all(|e| *e == format!("{claim}: {message}")));
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::DeleteNodeClaim { .. }))
+    );
+}
+
 fn repaired(actions: &[Action]) -> Vec<String> {
     actions
         .iter()

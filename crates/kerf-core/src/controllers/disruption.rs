@@ -434,6 +434,7 @@ impl Controllers {
         if self.idle_inputs.as_ref() == Some(&inputs) {
             return;
         }
+        self.report_blocked();
         if let Some((command, names)) = self.decide() {
             self.idle_inputs = None;
             self.command = Some(Pending {

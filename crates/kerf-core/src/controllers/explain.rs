@@ -5,7 +5,7 @@
 //! Every answer is computed from the state the controllers hold, with the same solver and
 //! the same disruption view a pass uses, and changes nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use kerf_api::duration::{NillableDuration, format_go_duration};
@@ -153,7 +153,58 @@ impl Finding {
     }
 }
 
+/// What the cheap checks of many nodes read, gathered once (see `Controllers::gather`).
+struct Gathered<'a> {
+    pods_by_node: BTreeMap<&'a str, Vec<&'a String>>,
+    nominated: BTreeSet<&'a str>,
+    pdbs: PdbAllowances,
+}
+
 impl Controllers {
+    /// Karpenter's `DisruptionBlocked` events: for each node consolidateAfter has made a
+    /// candidate, the first thing in its own state or its pods that keeps it from being
+    /// disrupted, told on the Node and its NodeClaim (deduplicated as every event is).
+    pub(super) fn report_blocked(&mut self) {
+        let g = self.gather();
+        let mut events = Vec::new();
+        for (name, n) in &self.cluster.nodes {
+            let Some(claim) = &n.nodeclaim else { continue };
+            if n.marked_consolidatable != Some(n.last_pod_event) {
+                continue;
+            }
+            let Some(first) = self
+                .described(name, &g)
+                .and_then(|e| e.blockers.into_iter().next())
+            else {
+                continue;
+            };
+            // a node on its way out is not blocked, it is going
+            if matches!(first.kind, "deleting" | "being-disrupted") {
+                continue;
+            }
+            let mut message = first.message;
+            if let Some(c) = message.get(..1) {
+                message = c.to_uppercase() + &message[1..];
+            }
+            for (kind, object) in [
+                (super::EventObject::Node, name),
+                (super::EventObject::NodeClaim, claim),
+            ] {
+                events.push(super::Event {
+                    kind,
+                    name: object.clone(),
+                    warning: false,
+                    reason: "DisruptionBlocked",
+                    message: message.clone(),
+                });
+            }
+        }
+        drop(g);
+        for e in events {
+            self.event(e);
+        }
+    }
+
     /// Why the pod `namespace/name` is where it is; `None` when no such pod is known.
     pub fn explain_pod(&mut self, key: &str) -> Option<PodExplanation> {
         let record = self.cluster.pods.get(key)?;
@@ -264,31 +315,11 @@ impl Controllers {
     /// Why the node `name` is or is not about to be disrupted; `None` when no such node
     /// is known.
     pub fn explain_node(&mut self, name: &str) -> Option<NodeExplanation> {
-        let record = self.cluster.nodes.get(name)?;
-        let claim_name = record.nodeclaim.clone();
-        let claim = claim_name
+        let mut out = self.described(name, &self.gather())?;
+        let claim = out
+            .nodeclaim
             .as_ref()
             .and_then(|c| self.cluster.nodeclaims.get(c));
-        let launched = claim.and_then(|c| c.launched.as_ref());
-        let mut out = NodeExplanation {
-            node: name.to_string(),
-            nodeclaim: claim_name.clone(),
-            node_pool: claim.map(|c| c.node_pool.clone()),
-            instance_type: launched.map(|l| l.instance_type.clone()),
-            capacity_type: launched.map(|l| l.capacity_type.as_str().to_string()),
-            price_per_hour: launched.map(|l| l.price_per_hour),
-            pods: Vec::new(),
-            decision: None,
-            blockers: Vec::new(),
-            notes: Vec::new(),
-        };
-        for (k, p) in &self.cluster.pods {
-            if p.node.as_deref() == Some(name) && p.owner != PodOwner::DaemonSet {
-                out.pods.push(k.clone());
-            }
-        }
-        self.state_blockers(name, &mut out);
-        self.pod_blockers(&mut out);
         if let Some(c) = claim {
             if let Some(d) = c.drifted {
                 out.notes
@@ -321,8 +352,62 @@ impl Controllers {
         Some(out)
     }
 
+    /// What the cheap checks of many nodes read, gathered once.
+    fn gather(&self) -> Gathered<'_> {
+        let mut pods_by_node: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
+        let mut nominated = BTreeSet::new();
+        for (k, p) in &self.cluster.pods {
+            match (&p.node, &p.nominated) {
+                (Some(n), _) if p.owner != PodOwner::DaemonSet => {
+                    pods_by_node.entry(n.as_str()).or_default().push(k);
+                }
+                (None, Some(claim)) => {
+                    nominated.insert(claim.as_str());
+                }
+                _ => {}
+            }
+        }
+        Gathered {
+            pods_by_node,
+            nominated,
+            pdbs: PdbAllowances::new(&self.cluster, &self.evicting),
+        }
+    }
+
+    /// The node, its NodeClaim and pods, and what in its own state or its pods blocks its
+    /// disruption; `None` when no such node is known.
+    fn described(&self, name: &str, g: &Gathered<'_>) -> Option<NodeExplanation> {
+        let record = self.cluster.nodes.get(name)?;
+        let claim = record
+            .nodeclaim
+            .as_ref()
+            .and_then(|c| self.cluster.nodeclaims.get(c));
+        let launched = claim.and_then(|c| c.launched.as_ref());
+        let mut out = NodeExplanation {
+            node: name.to_string(),
+            nodeclaim: record.nodeclaim.clone(),
+            node_pool: claim.map(|c| c.node_pool.clone()),
+            instance_type: launched.map(|l| l.instance_type.clone()),
+            capacity_type: launched.map(|l| l.capacity_type.as_str().to_string()),
+            price_per_hour: launched.map(|l| l.price_per_hour),
+            pods: g
+                .pods_by_node
+                .get(name)
+                .into_iter()
+                .flatten()
+                .map(|k| (*k).clone())
+                .collect(),
+            decision: None,
+            blockers: Vec::new(),
+            notes: Vec::new(),
+        };
+        self.state_blockers(name, g, &mut out);
+        self.pod_blockers(g, &mut out);
+        Some(out)
+    }
+
     /// Blockers in the node's own state (Karpenter's candidate checks, in its words).
-    fn state_blockers(&self, name: &str, out: &mut NodeExplanation) {
+    fn state_blockers(&self, name: &str, g: &Gathered<'_>, out: &mut NodeExplanation) {
         let record = &self.cluster.nodes[name];
         let claim = record
             .nodeclaim
@@ -351,12 +436,8 @@ impl Controllers {
                 "node is deleting or marked for deletion",
             ));
         }
-        let claim_name = record.nodeclaim.as_deref().unwrap_or_default();
-        if self
-            .cluster
-            .pods
-            .values()
-            .any(|p| p.node.is_none() && p.nominated.as_deref() == Some(claim_name))
+        if g.nominated
+            .contains(record.nodeclaim.as_deref().unwrap_or_default())
         {
             out.blockers.push(Finding::new(
                 "nominated",
@@ -386,8 +467,8 @@ impl Controllers {
     }
 
     /// Pods that may not be evicted now: do-not-disrupt and PodDisruptionBudgets.
-    fn pod_blockers(&self, out: &mut NodeExplanation) {
-        let pdbs = PdbAllowances::new(&self.cluster, &self.evicting);
+    fn pod_blockers(&self, g: &Gathered<'_>, out: &mut NodeExplanation) {
+        let pdbs = &g.pdbs;
         for key in &out.pods {
             let p = &self.cluster.pods[key];
             match do_not_disrupt(&p.pod, p.pending_since) {
