@@ -88,7 +88,37 @@ pub struct Sample {
     pub pending_pods: usize,
     /// What the instances cost per hour.
     pub cost_per_hour: f64,
+    /// The same, split by NodePool and capacity type (only the non-empty ones).
+    pub by_pool: Vec<PoolSample>,
 }
+
+/// One NodePool's instances of one capacity type at a sample.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PoolSample {
+    /// The NodePool.
+    pub nodepool: String,
+    /// `spot` or `on-demand`.
+    pub capacity_type: String,
+    /// Launched instances.
+    pub nodes: usize,
+    /// What they cost per hour.
+    pub cost_per_hour: f64,
+}
+
+/// A pod's wait for a node, from when it was left without one until it was bound (or the
+/// run ended).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Wait {
+    /// `namespace/name`.
+    pub pod: String,
+    /// Seconds since the start when the wait began.
+    pub since: f64,
+    /// When it ended.
+    pub until: f64,
+}
+
+/// How many of the longest waits a report keeps.
+pub const LONGEST_WAITS: usize = 5;
 
 /// Everything a run reports.
 #[derive(Clone, Debug, Serialize)]
@@ -104,8 +134,12 @@ pub struct Report {
     pub end: Final,
     /// Sums.
     pub totals: Totals,
+    /// The wall-clock time the run starts at (the log's `time` fields count from here).
+    pub started_at: String,
     /// Samples over time.
     pub timeline: Vec<Sample>,
+    /// The longest waits for a node, longest first.
+    pub longest_waits: Vec<Wait>,
     /// The log records.
     pub events: Vec<Value>,
     /// Karpenter's metrics at the end, as OpenMetrics text (`kerf simulate --metrics`); not
@@ -122,6 +156,7 @@ impl Report {
         pending_pods: Vec<String>,
         totals: Totals,
         timeline: Vec<Sample>,
+        longest_waits: Vec<Wait>,
         events: Vec<Value>,
     ) -> Report {
         let cost_per_hour = nodes.iter().fold(0.0, |s, n| s + n.price_per_hour);
@@ -135,7 +170,9 @@ impl Report {
                 cost_per_hour,
             },
             totals,
+            started_at: crate::clock::rfc3339(Duration::ZERO),
             timeline,
+            longest_waits,
             events,
             metrics: String::new(),
         }
@@ -247,85 +284,20 @@ impl Report {
         let data = serde_json::to_string(self)
             .unwrap_or_else(|_| "{}".into())
             .replace("</", "<\\/");
-        let title = html_escape(&self.scenario);
-        format!(
-            r##"<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Kerf simulation: {title}</title>
-<style>
-body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}
-h1{{font-size:1.4em}} h2{{font-size:1.1em;margin-top:1.6em}}
-.chart{{width:100%;max-width:900px;height:220px;border:1px solid #ddd;background:#fafafa}}
-.legend span{{margin-right:1.2em}} table{{border-collapse:collapse;font-size:.9em}}
-td,th{{border:1px solid #ddd;padding:.2em .5em;text-align:left}}
-pre{{font-size:.8em;max-height:24em;overflow:auto;background:#f4f4f4;padding:.5em}}
-</style></head>
-<body>
-<h1>Kerf simulation: {title}</h1>
-<p id="summary"></p>
-<h2>Nodes by capacity type</h2>
-<p class="legend"><span style="color:#d62728">■ spot</span><span style="color:#1f77b4">■ on-demand</span></p>
-<svg class="chart" id="nodes" viewBox="0 0 900 220" preserveAspectRatio="none"></svg>
-<h2>Cost per hour (USD)</h2>
-<svg class="chart" id="cost" viewBox="0 0 900 220" preserveAspectRatio="none"></svg>
-<h2>Pending pods</h2>
-<svg class="chart" id="pending" viewBox="0 0 900 220" preserveAspectRatio="none"></svg>
-<h2>Nodes at the end</h2>
-<table id="final"><thead><tr><th>node</th><th>nodepool</th><th>instance type</th><th>capacity</th><th>zone</th><th>$/hour</th><th>pods</th></tr></thead><tbody></tbody></table>
-<h2>Event timeline</h2>
-<pre id="events"></pre>
-<script id="data" type="application/json">{data}</script>
-<script>
-(function () {{
-  const d = JSON.parse(document.getElementById("data").textContent);
-  const tl = d.timeline;
-  const tmax = Math.max(1, d.duration_seconds);
-  const NS = "http://www.w3.org/2000/svg";
-  function line(svg, values, color) {{
-    const max = Math.max(1e-9, ...values.all);
-    const pts = tl.map((s, i) => (s.t / tmax * 890 + 5).toFixed(1) + "," + (215 - values.get(s) / max * 205).toFixed(1));
-    const p = document.createElementNS(NS, "polyline");
-    p.setAttribute("points", pts.join(" "));
-    p.setAttribute("fill", "none");
-    p.setAttribute("stroke", color);
-    p.setAttribute("stroke-width", "2");
-    p.setAttribute("data-points", String(pts.length));
-    svg.appendChild(p);
-  }}
-  const nodes = document.getElementById("nodes");
-  const all = tl.map(s => s.nodes);
-  line(nodes, {{all, get: s => s.spot_nodes}}, "#d62728");
-  line(nodes, {{all, get: s => s.nodes - s.spot_nodes}}, "#1f77b4");
-  line(document.getElementById("cost"), {{all: tl.map(s => s.cost_per_hour), get: s => s.cost_per_hour}}, "#2ca02c");
-  line(document.getElementById("pending"), {{all: tl.map(s => s.pending_pods), get: s => s.pending_pods}}, "#ff7f0e");
-  const t = d.totals;
-  document.getElementById("summary").textContent =
-    d.final.nodes.length + " nodes at the end, $" + d.final.cost_per_hour.toFixed(4) + "/hour; total cost $" +
-    t.cost.toFixed(2) + "; " + t.nodes_launched + " launched, " + t.nodes_terminated + " terminated; " +
-    d.final.pending_pods.length + " pods pending; longest wait " + Math.round(t.max_pod_pending_seconds) + "s";
-  const body = document.querySelector("#final tbody");
-  for (const n of d.final.nodes) {{
-    const tr = document.createElement("tr");
-    for (const v of [n.name, n.nodepool, n.instance_type, n.capacity_type, n.zone, n.price_per_hour.toFixed(4), n.pods.length]) {{
-      const td = document.createElement("td");
-      td.textContent = String(v);
-      tr.appendChild(td);
-    }}
-    body.appendChild(tr);
-  }}
-  document.getElementById("events").textContent = d.events.map(e => e.time + "  " + e.message).join("\n");
-  document.body.setAttribute("data-rendered", "ok");
-}})();
-</script>
-</body></html>
-"##
-        )
+        PAGE.replace("%%TITLE%%", &html_escape(&self.scenario))
+            .replace("%%DATA%%", &data)
     }
 }
+
+/// The report page: styles and the script that draws it, with `%%TITLE%%` and `%%DATA%%`
+/// (the JSON report) to fill in.
+const PAGE: &str = include_str!("report.html");
 
 fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('%', "&#37;")
 }
 
 /// `1 node`, `3 nodes`: counts as people write them.

@@ -35,7 +35,7 @@ use crate::clock::EPOCH_UNIX;
 use crate::cloud::{self, Instance};
 use crate::kube_scheduler;
 use crate::log::Log;
-use crate::report::{FinalNode, Report, Sample, Totals};
+use crate::report::{FinalNode, LONGEST_WAITS, PoolSample, Report, Sample, Totals, Wait};
 use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 
 mod convergence;
@@ -164,6 +164,8 @@ pub struct World {
     timeline: Vec<Sample>,
     totals: Totals,
     slowest_pod: Option<String>,
+    /// The longest waits for a node so far, longest first.
+    longest_waits: Vec<Wait>,
     node_seconds: f64,
     spot_node_seconds: f64,
     last_accrual: Duration,
@@ -247,6 +249,7 @@ impl World {
             timeline: Vec::new(),
             totals: Totals::default(),
             slowest_pod: None,
+            longest_waits: Vec::new(),
             node_seconds: 0.0,
             spot_node_seconds: 0.0,
             last_accrual: Duration::ZERO,
@@ -603,6 +606,19 @@ impl World {
             .values()
             .filter(|(_, i)| i.capacity_type == labels::CAPACITY_TYPE_SPOT)
             .count();
+        let mut by_pool: BTreeMap<(String, String), (usize, f64)> = BTreeMap::new();
+        for (claim, i) in self.instances.values() {
+            let pool = self
+                .nodeclaim_objects
+                .get(claim)
+                .and_then(|o| o.object.metadata.labels.as_ref())
+                .and_then(|l| l.get(labels::NODEPOOL))
+                .cloned()
+                .unwrap_or_default();
+            let entry = by_pool.entry((pool, i.capacity_type.clone())).or_default();
+            entry.0 += 1;
+            entry.1 += i.price_per_hour;
+        }
         self.timeline.push(Sample {
             t: self.now.as_secs_f64(),
             nodes: self.instances.len(),
@@ -614,6 +630,15 @@ impl World {
                 .map(|(_, i)| i.price_per_hour)
                 .sum::<f64>()
                 + 0.0,
+            by_pool: by_pool
+                .into_iter()
+                .map(|((nodepool, capacity_type), (nodes, cost))| PoolSample {
+                    nodepool,
+                    capacity_type,
+                    nodes,
+                    cost_per_hour: cost + 0.0,
+                })
+                .collect(),
         });
     }
 
@@ -807,11 +832,32 @@ impl World {
             return;
         };
         let waited = self.now.saturating_sub(p.pending_since).as_secs_f64();
-        if p.owner != PodOwner::DaemonSet && waited > self.totals.max_pod_pending_seconds {
-            self.totals.max_pod_pending_seconds = waited;
-            self.slowest_pod = Some(k.to_string());
+        if p.owner != PodOwner::DaemonSet {
+            if waited > self.totals.max_pod_pending_seconds {
+                self.totals.max_pod_pending_seconds = waited;
+                self.slowest_pod = Some(k.to_string());
+            }
+            let since = p.pending_since;
+            self.record_wait(k, since);
         }
         self.core.cluster.bind_pod(k, node, self.now);
+    }
+
+    /// Keeps a wait that ends now if it is among the longest.
+    fn record_wait(&mut self, pod: &str, since: Duration) {
+        let wait = Wait {
+            pod: pod.to_string(),
+            since: since.as_secs_f64(),
+            until: self.now.as_secs_f64(),
+        };
+        let length = |w: &Wait| w.until - w.since;
+        if length(&wait) <= 0.0 {
+            return;
+        }
+        self.longest_waits.push(wait);
+        self.longest_waits
+            .sort_by(|a, b| length(b).total_cmp(&length(a)).then(a.pod.cmp(&b.pod)));
+        self.longest_waits.truncate(LONGEST_WAITS);
     }
 
     /// The Node is deleted: pod garbage collection deletes the pods bound to it (controllers
@@ -1340,14 +1386,21 @@ impl World {
 
     fn report(mut self) -> Report {
         // pods still pending count their wait until the end
-        for (k, p) in &self.core.cluster.pods {
-            if p.node.is_none() && p.owner != PodOwner::DaemonSet {
-                let waited = self.now.saturating_sub(p.pending_since).as_secs_f64();
-                if waited > self.totals.max_pod_pending_seconds {
-                    self.totals.max_pod_pending_seconds = waited;
-                    self.slowest_pod = Some(k.clone());
-                }
+        let waiting: Vec<(String, Duration)> = self
+            .core
+            .cluster
+            .pods
+            .iter()
+            .filter(|(_, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet)
+            .map(|(k, p)| (k.clone(), p.pending_since))
+            .collect();
+        for (k, since) in waiting {
+            let waited = self.now.saturating_sub(since).as_secs_f64();
+            if waited > self.totals.max_pod_pending_seconds {
+                self.totals.max_pod_pending_seconds = waited;
+                self.slowest_pod = Some(k.clone());
             }
+            self.record_wait(&k, since);
         }
         self.sample();
         self.totals.spot_node_seconds_share = if self.node_seconds > 0.0 {
@@ -1386,6 +1439,7 @@ impl World {
             pending,
             std::mem::take(&mut self.totals),
             std::mem::take(&mut self.timeline),
+            std::mem::take(&mut self.longest_waits),
             self.log.take(),
         );
         report.metrics = self.core.render_metrics(self.now, &[]);

@@ -151,10 +151,61 @@ fn metrics_file_holds_karpenters_metrics_of_the_run() {
     assert!(text.ends_with("# EOF\n"), "{text}");
 }
 
-/// The report renders in Debian's Chromium (installed by scripts/install-test-deps.sh):
-/// the inline script draws every chart with the run's data, and nothing outside is named.
+/// Headless Chromium (Debian's, installed by scripts/install-test-deps.sh) on a file, at a
+/// fixed window size so two runs lay the page out alike: `mode` is `--dump-dom` or
+/// `--screenshot=PATH`.
+fn chromium(page: &std::path::Path, mode: &str) -> Vec<u8> {
+    let profile = temp(&format!("chromium-profile-{}", mode.len()));
+    let out = Command::new("/usr/bin/chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--window-size=1100,2600",
+            &format!("--user-data-dir={}", profile.display()),
+            mode,
+            &format!("file://{}", page.display()),
+        ])
+        .output()
+        .expect("chromium is installed (scripts/install-test-deps.sh)");
+    let _ = std::fs::remove_dir_all(&profile);
+    out.stdout
+}
+
+/// Pixels of a chart's plot area that carry data: saturated colours, not the grey grid,
+/// the axes and text, nor the purple decision markers, and above the bottom few rows where a
+/// zero line runs.
+fn data_pixels(image: &png::Reader<std::fs::File>, rgba: &[u8], plot: [usize; 4]) -> usize {
+    let info = image.info();
+    let channels = info.color_type.samples();
+    let [left, top, width, height] = plot;
+    let mut n = 0;
+    for y in top..(top + height).saturating_sub(4).min(info.height as usize) {
+        for x in left..(left + width).min(info.width as usize) {
+            let i = (y * info.width as usize + x) * channels;
+            let (r, g, b) = (rgba[i] as i32, rgba[i + 1] as i32, rgba[i + 2] as i32);
+            let saturated = r.max(g).max(b) - r.min(g).min(b) > 60;
+            // the markers' purple (#9467bd) and its blends with white: blue and red over green
+            let purple = b > g + 40 && r > g + 10;
+            if saturated && !purple {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// The report renders in headless Chromium: the inline script draws every chart from the
+/// run's data (per NodePool and capacity type, with axes and units), nothing outside is
+/// named, and a screenshot shows data in every chart's plot area.
 #[test]
-fn html_report_renders_in_headless_chromium() {
+fn html_report_renders_in_headless_chromium_with_every_chart_drawn() {
     let html = temp("report.html");
     let out = kerf(&[
         "simulate",
@@ -178,52 +229,55 @@ fn html_report_renders_in_headless_chromium() {
             "the report must be self-contained: found {outside}"
         );
     }
-    let profile = temp("chromium-profile");
-    let dom = Command::new("/usr/bin/chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            &format!("--user-data-dir={}", profile.display()),
-            "--dump-dom",
-            &format!("file://{}", html.display()),
-        ])
-        .output()
-        .expect("chromium is installed (scripts/install-test-deps.sh)");
-    let _ = std::fs::remove_file(&html);
-    let _ = std::fs::remove_dir_all(&profile);
-    let dom = String::from_utf8_lossy(&dom.stdout);
+    let dom = String::from_utf8_lossy(&chromium(&html, "--dump-dom")).into_owned();
     assert!(
         dom.contains("data-rendered=\"ok\""),
         "the script did not run: {}",
         &dom[..dom.len().min(500)]
     );
-    let polylines: Vec<usize> = dom
-        .match_indices("data-points=\"")
-        .map(|(i, m)| {
-            dom[i + m.len()..]
-                .split('"')
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap()
-        })
-        .collect();
-    assert_eq!(
-        polylines.len(),
-        4,
-        "spot, on-demand, cost and pending lines"
-    );
-    assert!(polylines.iter().all(|n| *n > 10), "{polylines:?}");
+    // the nodes split by NodePool and capacity type, as the legend names them
+    for series in ["batch · spot", "batch-fallback · on-demand"] {
+        assert!(
+            dom.contains(&format!("data-series=\"{series}\"")),
+            "no {series} series"
+        );
+    }
+    for unit in [
+        "USD per hour",
+        "% of nodes on spot",
+        ">1h00m<",
+        "simulated time",
+    ] {
+        assert!(dom.contains(unit), "no {unit:?} on the axes");
+    }
     assert!(
         dom.contains("batch-fallback"),
         "the final node table lists the fallback node"
     );
+    let plots: std::collections::BTreeMap<String, [usize; 4]> = {
+        let at = dom.find("data-plots=\"").expect("plot boxes") + "data-plots=\"".len();
+        let raw = &dom[at..at + dom[at..].find('"').expect("end of attribute")];
+        serde_json::from_str(&raw.replace("&quot;", "\"")).expect("plot boxes as JSON")
+    };
+    assert_eq!(
+        plots.keys().collect::<Vec<_>>(),
+        ["cost", "nodes", "pending", "spot"]
+    );
+    let shot = temp("report.png");
+    chromium(&html, &format!("--screenshot={}", shot.display()));
+    let decoder = png::Decoder::new(std::fs::File::open(&shot).expect("the screenshot"));
+    let mut image = decoder.read_info().expect("a PNG");
+    let mut rgba = vec![0; image.output_buffer_size()];
+    image.next_frame(&mut rgba).expect("PNG pixels");
+    let _ = std::fs::remove_file(&shot);
+    let _ = std::fs::remove_file(&html);
+    for (chart, plot) in plots {
+        let n = data_pixels(&image, &rgba, plot);
+        assert!(
+            n > 1000,
+            "the {chart} chart is empty on screen ({n} data pixels)"
+        );
+    }
 }
 
 #[test]
