@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need beyond Rust crates: Debian's Chromium (renders the
-# `kerf simulate --report` page in crates/kerf/tests/simulate.rs), kubectl, and a real
+# `kerf simulate --report` page in crates/kerf/tests/simulate.rs), kubectl, script, and a real
 # Kubernetes control plane built from the Go module proxy (scripts/e2e-cluster.sh; cached under
 # ~/.cache/kerf-e2e, so only the first run builds: about 15 minutes on 2 cores) with helm, and the
 # pinned Python tools of scripts/python-tools.txt (cfn-lint checks deploy/aws; moto plays AWS).
@@ -14,6 +14,8 @@ missing=()
 command -v kubectl >/dev/null 2>&1 || missing+=(kubectl)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+# `script` gives the progress-bar test a terminal
+command -v script >/dev/null 2>&1 || missing+=(bsdutils)
 # Debian's Go is older than Kubernetes needs; e2e-cluster.sh lets it fetch the newer toolchain
 command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || missing+=(golang-go)
 if [ ${#missing[@]} -gt 0 ]; then

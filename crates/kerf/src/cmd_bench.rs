@@ -12,6 +12,8 @@ use kerf_core::benchmark::{Cluster, PODS_PER_NODE};
 use kerf_core::consolidation::plan;
 use kerf_scheduling::{Preferences, Problem, SolveOptions, benchmark, solve};
 
+use crate::progress::Progress;
+
 /// Arguments of `kerf bench`.
 #[derive(ClapArgs)]
 pub struct Args {
@@ -93,7 +95,9 @@ fn consolidation(sizes: &[usize], budget: usize, repeat: usize, seed: u64) -> Re
     let mut out = String::from(
         "nodes\tpods\tseconds\tcommand\tcandidates\treplacements\tcost/h\tsavings/h\n",
     );
-    for &n in sizes {
+    let bar = Progress::new((sizes.len() * repeat.max(1)) as u64, "benchmark", false);
+    for (k, &n) in sizes.iter().enumerate() {
+        bar.set((k * repeat.max(1)) as u64, format!("{n} nodes"));
         let cluster = Cluster::generate(n, seed);
         let allowed = (n * budget).div_ceil(100);
         let mut best = f64::MAX;
@@ -119,8 +123,9 @@ fn consolidation(sizes: &[usize], budget: usize, repeat: usize, seed: u64) -> Re
             n * PODS_PER_NODE,
             cluster.cost_per_hour(),
         )?;
-        crate::emit(&std::mem::take(&mut out))?;
+        bar.suspend(|| crate::emit(&std::mem::take(&mut out)))?;
     }
+    bar.finish();
     Ok(ExitCode::SUCCESS)
 }
 
@@ -137,7 +142,9 @@ fn scheduling(
     };
     let pools = [benchmark::node_pool()];
     let mut out = String::from("pods\tnodes\tseconds\tpods/sec\tmicroseconds/pod\n");
-    for n in sizes {
+    let bar = Progress::new((sizes.len() * repeat.max(1)) as u64, "benchmark", false);
+    for (k, n) in sizes.into_iter().enumerate() {
+        bar.set((k * repeat.max(1)) as u64, format!("{n} pods"));
         let (workload, mode) = match preferences {
             Some(PreferenceMode::Respect) => {
                 (benchmark::preference_pods(n, seed), Preferences::Respect)
@@ -176,7 +183,8 @@ fn scheduling(
             n as f64 / best,
             best * 1e6 / n as f64
         )?;
-        crate::emit(&std::mem::take(&mut out))?;
+        bar.suspend(|| crate::emit(&std::mem::take(&mut out)))?;
     }
+    bar.finish();
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,6 @@
 //! `kerf simulate [NAME|PATH]`: run Kerf's core against a simulated cluster and cloud on a
 //! virtual clock, and report nodes, cost, spot share and how long pods waited.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -10,6 +9,7 @@ use anyhow::{Context, Result};
 use kerf_sim::{BUILT_IN, DEFAULT, RunOptions, SimError};
 
 use crate::cmd_explain::{Format as ExplainFormat, Kind};
+use crate::progress::Progress;
 
 /// Arguments of `kerf simulate`.
 #[derive(clap::Args)]
@@ -116,21 +116,22 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     if let Some(question) = &args.explain_at {
         return explain_at(scenario, which, question, args);
     }
-    let tty = std::io::stderr().is_terminal();
-    let mut shown = Duration::ZERO;
+    let bar = Progress::new(
+        scenario.spec.duration.0.as_secs(),
+        "simulating",
+        args.output == Format::Json,
+    );
     let mut progress = |now: Duration, nodes: usize, pending: usize| {
-        if tty && now >= shown {
-            eprint!(
-                "\r  t={:<10} nodes={nodes:<6} pending pods={pending:<8}",
+        bar.set(
+            now.as_secs(),
+            format!(
+                "t={} nodes={nodes} pending pods={pending}",
                 kerf_sim::clock::short(now)
-            );
-            shown = now + Duration::from_secs(600);
-        }
+            ),
+        );
     };
     let result = kerf_sim::run(scenario, RunOptions { check: args.check }, &mut progress);
-    if tty {
-        eprint!("\r{:60}\r", "");
-    }
+    bar.finish();
     let report = match result {
         Ok(r) => r,
         Err(SimError::Scenario(e)) => {
@@ -231,7 +232,7 @@ fn explain_at(
 /// `--swarm N`: N generated scenarios from seed `first` on `jobs` threads, failures shrunk
 /// and written to `dir` in seed order; the last line counts scenarios and violations.
 fn swarm(n: u64, first: u64, jobs: usize, dir: &std::path::Path) -> Result<ExitCode> {
-    let tty = std::io::stderr().is_terminal();
+    let bar = Progress::new(n, "swarm", false);
     let last = first.saturating_add(n);
     let next = std::sync::atomic::AtomicU64::new(first);
     let (results, finished) = std::sync::mpsc::channel();
@@ -262,28 +263,18 @@ fn swarm(n: u64, first: u64, jobs: usize, dir: &std::path::Path) -> Result<ExitC
             while let Some(outcome) = arrived.remove(&seed) {
                 if let Some(failure) = outcome {
                     violations += 1;
-                    if tty {
-                        eprint!("\r{:80}\r", "");
-                    }
-                    report_failure(&failure, dir)?;
+                    bar.suspend(|| report_failure(&failure, dir))?;
                 }
                 seed += 1;
-                if tty {
-                    let (done, width) = (seed - first, 30);
-                    let filled = (done * width / n.max(1)) as usize;
-                    eprint!(
-                        "\r  [{}{}] {done}/{n}  seed {seed}  violations {violations}",
-                        "#".repeat(filled),
-                        ".".repeat(width as usize - filled)
-                    );
-                }
+                bar.set(
+                    seed - first,
+                    format!("seed {seed}, violations {violations}"),
+                );
             }
         }
         Ok(())
     })?;
-    if tty {
-        eprint!("\r{:80}\r", "");
-    }
+    bar.finish();
     println!("{n} scenarios, {violations} violations");
     Ok(if violations > 0 {
         ExitCode::from(1)

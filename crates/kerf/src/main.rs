@@ -11,6 +11,7 @@ mod cmd_schedule;
 mod cmd_simulate;
 mod cmd_validate;
 mod inputs;
+mod progress;
 
 use std::process::ExitCode;
 

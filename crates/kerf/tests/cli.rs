@@ -329,3 +329,33 @@ fn help_keeps_up_with_the_readme() {
     let types = stdout(&kerf(&["instance-types", "--help"]));
     assert!(types.contains("--sort"), "{types}");
 }
+
+/// Runs `kerf` under `script`, so its standard error is a terminal; what the terminal got.
+fn on_a_terminal(args: &str) -> String {
+    let kerf = env!("CARGO_BIN_EXE_kerf");
+    let out = Command::new("script")
+        .args(["-qec", &format!("{kerf} {args} >/dev/null"), "/dev/null"])
+        .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .output()
+        .expect("script runs (util-linux; scripts/install-test-deps.sh)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn progress_bars_are_drawn_on_a_terminal_only_and_never_for_json() {
+    let shown = on_a_terminal("simulate getting-started");
+    assert!(shown.contains("simulating ["), "{shown:?}");
+    assert!(shown.contains("%"), "{shown:?}");
+    let swarm = on_a_terminal("simulate --swarm 2 --seed 1 --jobs 1");
+    assert!(swarm.contains("swarm ["), "{swarm:?}");
+    assert!(!on_a_terminal("simulate getting-started -o json").contains('['));
+    // not a terminal: nothing but the result
+    let piped = kerf(&["simulate", "getting-started"]);
+    assert!(piped.status.success());
+    assert_eq!(String::from_utf8_lossy(&piped.stderr), "");
+}
