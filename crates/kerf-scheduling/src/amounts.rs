@@ -8,7 +8,17 @@ use crate::resources::Resources;
 
 /// How many extended resources one solve can tell apart.
 pub const EXTENDED_SLOTS: usize = 8;
-const SLOTS: usize = 4 + EXTENDED_SLOTS;
+/// The slot of cpu (millicores).
+pub const CPU: usize = 0;
+/// The slot of memory (bytes).
+pub const MEMORY: usize = 1;
+/// The slot of ephemeral storage (bytes).
+pub const EPHEMERAL_STORAGE: usize = 2;
+/// The slot of the pod count.
+pub const PODS: usize = 3;
+/// The first slot of an extended resource.
+const FIRST_EXTENDED: usize = 4;
+const SLOTS: usize = FIRST_EXTENDED + EXTENDED_SLOTS;
 
 /// Amounts of cpu (millicores), memory, ephemeral storage (bytes), pods, then extended
 /// resources in the slots [`Dimensions`] assigned.
@@ -16,14 +26,18 @@ const SLOTS: usize = 4 + EXTENDED_SLOTS;
 pub struct Amounts(pub [i64; SLOTS]);
 
 impl Amounts {
+    /// More of everything than any request or machine: what a bin with no known bound
+    /// holds, with room to add to it without overflow.
+    pub const UNBOUNDED: Amounts = Amounts([i64::MAX / 4; SLOTS]);
+
     /// CPU in millicores.
     pub fn cpu_millis(&self) -> i64 {
-        self.0[0]
+        self.0[CPU]
     }
 
     /// Memory in bytes.
     pub fn memory_bytes(&self) -> i64 {
-        self.0[1]
+        self.0[MEMORY]
     }
 
     /// `self + other`.
@@ -98,8 +112,8 @@ impl Dimensions {
                 continue;
             }
             match self.slot_or_add(name) {
-                Some(i) => out.0[4 + i] = *v,
-                None => out.0[0] = UNOBTAINABLE,
+                Some(i) => out.0[FIRST_EXTENDED + i] = *v,
+                None => out.0[CPU] = UNOBTAINABLE,
             }
         }
         out
@@ -111,7 +125,7 @@ impl Dimensions {
         let mut out = Self::fixed(r);
         for (name, v) in &r.extended {
             if let Some(i) = self.extended.iter().position(|n| n == name) {
-                out.0[4 + i] = *v;
+                out.0[FIRST_EXTENDED + i] = *v;
             }
         }
         out
@@ -123,14 +137,14 @@ impl Dimensions {
             .extended
             .iter()
             .enumerate()
-            .filter(|(i, _)| a.0[4 + i] != 0)
-            .map(|(i, n)| (n.clone(), a.0[4 + i]))
+            .filter(|(i, _)| a.0[FIRST_EXTENDED + i] != 0)
+            .map(|(i, n)| (n.clone(), a.0[FIRST_EXTENDED + i]))
             .collect();
         Resources {
-            cpu_millis: a.0[0],
-            memory_bytes: a.0[1],
-            ephemeral_storage_bytes: a.0[2],
-            pods: a.0[3],
+            cpu_millis: a.0[CPU],
+            memory_bytes: a.0[MEMORY],
+            ephemeral_storage_bytes: a.0[EPHEMERAL_STORAGE],
+            pods: a.0[PODS],
             extended,
         }
     }
@@ -138,22 +152,26 @@ impl Dimensions {
     /// The name of slot `i`.
     pub fn name(&self, i: usize) -> &str {
         match i {
-            0 => "cpu",
-            1 => "memory",
-            2 => "ephemeral-storage",
-            3 => "pods",
-            _ => &self.extended[i - 4],
+            CPU => "cpu",
+            MEMORY => "memory",
+            EPHEMERAL_STORAGE => "ephemeral-storage",
+            PODS => "pods",
+            _ => &self.extended[i - FIRST_EXTENDED],
         }
     }
 
     /// The slot of a resource name, if it has one.
     pub fn slot(&self, name: &str) -> Option<usize> {
         match name {
-            "cpu" => Some(0),
-            "memory" => Some(1),
-            "ephemeral-storage" => Some(2),
-            "pods" => Some(3),
-            _ => self.extended.iter().position(|n| n == name).map(|i| 4 + i),
+            "cpu" => Some(CPU),
+            "memory" => Some(MEMORY),
+            "ephemeral-storage" => Some(EPHEMERAL_STORAGE),
+            "pods" => Some(PODS),
+            _ => self
+                .extended
+                .iter()
+                .position(|n| n == name)
+                .map(|i| FIRST_EXTENDED + i),
         }
     }
 
@@ -169,10 +187,10 @@ impl Dimensions {
 
     fn fixed(r: &Resources) -> Amounts {
         let mut out = Amounts::default();
-        out.0[0] = r.cpu_millis;
-        out.0[1] = r.memory_bytes;
-        out.0[2] = r.ephemeral_storage_bytes;
-        out.0[3] = r.pods;
+        out.0[CPU] = r.cpu_millis;
+        out.0[MEMORY] = r.memory_bytes;
+        out.0[EPHEMERAL_STORAGE] = r.ephemeral_storage_bytes;
+        out.0[PODS] = r.pods;
         out
     }
 }

@@ -29,14 +29,44 @@ pub struct Launch {
     pub price_per_hour: f64,
 }
 
+/// One offering of a compiled instance type.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CompiledOffering {
+    /// Its zone.
+    pub zone: Sym,
+    /// Its capacity type.
+    pub capacity_type: Sym,
+    /// Dollars per hour.
+    pub price_per_hour: f64,
+    /// False while the cloud reports no capacity for it.
+    pub available: bool,
+}
+
+impl CompiledOffering {
+    /// Whether it can be bought now for a NodeClaim with these requirements: available,
+    /// in a zone and of a capacity type they allow (`zone_key`, `capacity_type_key` are the
+    /// well-known labels' symbols).
+    pub fn allowed(
+        &self,
+        reqs: &Reqs,
+        zone_key: Sym,
+        capacity_type_key: Sym,
+        symbols: &Symbols,
+    ) -> bool {
+        self.available
+            && reqs.allows(zone_key, self.zone, symbols)
+            && reqs.allows(capacity_type_key, self.capacity_type, symbols)
+    }
+}
+
 /// An instance type still open to a planned NodeClaim.
 pub struct Candidate<'a> {
     /// Its name.
     pub name: &'a str,
     /// Its labels as requirements.
     pub reqs: &'a Reqs,
-    /// Its offerings: zone, capacity type, price, available.
-    pub offerings: &'a [(Sym, Sym, f64, bool)],
+    /// Its offerings.
+    pub offerings: &'a [CompiledOffering],
 }
 
 /// Orders, cuts and picks. `None` when no candidate has an available allowed offering.
@@ -48,9 +78,7 @@ pub fn choose(
     cap: usize,
     symbols: &Symbols,
 ) -> Option<(Vec<LaunchOption>, Launch)> {
-    let allowed = |o: &&(Sym, Sym, f64, bool)| {
-        o.3 && reqs.allows(zone_key, o.0, symbols) && reqs.allows(capacity_type_key, o.1, symbols)
-    };
+    let allowed = |o: &&CompiledOffering| o.allowed(reqs, zone_key, capacity_type_key, symbols);
     let mut priced: Vec<(usize, f64)> = candidates
         .iter()
         .enumerate()
@@ -58,7 +86,7 @@ pub fn choose(
             c.offerings
                 .iter()
                 .filter(allowed)
-                .map(|o| o.2)
+                .map(|o| o.price_per_hour)
                 .min_by(f64::total_cmp)
                 .map(|p| (i, p))
         })
@@ -76,7 +104,7 @@ pub fn choose(
                 .offerings
                 .iter()
                 .filter(allowed)
-                .any(|o| o.1 == s)
+                .any(|o| o.capacity_type == s)
         })
     });
     let best = kept
@@ -88,18 +116,19 @@ pub fn choose(
                 .filter(allowed)
                 .map(move |o| (*i, o))
         })
-        .filter(|(_, o)| !spot_offered || Some(o.1) == spot)
+        .filter(|(_, o)| !spot_offered || Some(o.capacity_type) == spot)
         .min_by(|a, b| {
-            a.1.2
-                .total_cmp(&b.1.2)
+            a.1.price_per_hour
+                .total_cmp(&b.1.price_per_hour)
                 .then_with(|| candidates[a.0].name.cmp(candidates[b.0].name))
-                .then_with(|| symbols.name(a.1.0).cmp(symbols.name(b.1.0)))
+                .then_with(|| symbols.name(a.1.zone).cmp(symbols.name(b.1.zone)))
         })?;
+    let (chosen, offering) = best;
     let launch = Launch {
-        instance_type: candidates[best.0].name.to_string(),
-        capacity_type: symbols.name(best.1.1).to_string(),
-        zone: symbols.name(best.1.0).to_string(),
-        price_per_hour: best.1.2,
+        instance_type: candidates[chosen].name.to_string(),
+        capacity_type: symbols.name(offering.capacity_type).to_string(),
+        zone: symbols.name(offering.zone).to_string(),
+        price_per_hour: offering.price_per_hour,
     };
     let options = kept
         .iter()

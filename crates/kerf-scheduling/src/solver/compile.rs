@@ -1,0 +1,420 @@
+//! Compiling a problem: pending pods, bound pods, NodePools with their instance types and
+//! daemonset overhead, and the existing nodes, into interned requirements, amounts and
+//! topology counts the fit checks read.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::labels;
+use rustc_hash::FxHashMap;
+
+use super::fit::domain_owned;
+use super::*;
+use crate::amounts::{Amounts, Dimensions};
+use crate::input::{ExistingNode, NodePoolInput, Problem};
+use crate::interned::{Req, Reqs};
+use crate::launch::CompiledOffering;
+use crate::pods::{self, Compiler, HostPort, PodInfo};
+use crate::resources::pod_requests;
+use crate::symbols::{Sym, Symbols};
+use crate::taints::first_untolerated;
+use crate::topology::{GroupId, Kind, Topology};
+
+/// Node requirements of a node's labels (hostname excluded: bins carry it apart).
+pub(super) fn label_reqs(
+    labels: &std::collections::BTreeMap<String, String>,
+    hostname: Sym,
+    symbols: &mut Symbols,
+) -> Reqs {
+    let mut out = pods::selector_reqs(Some(labels), symbols);
+    out.remove(hostname);
+    out
+}
+
+impl<'p> State<'p> {
+    /// Compiles the problem with `pending` as its pods (the problem's own, or a session's).
+    pub(super) fn new<'x>(
+        problem: &'p Problem<'p>,
+        pending: impl IntoIterator<Item = &'x Pod>,
+    ) -> State<'p> {
+        let mut symbols = Symbols::new();
+        let well_known = pods::intern_well_known(&mut symbols);
+        let hostname = symbols.intern(labels::HOSTNAME);
+        let zone = symbols.intern(labels::ZONE);
+        let capacity_type = symbols.intern(labels::CAPACITY_TYPE);
+        let mut topology = Topology::new(hostname);
+        let mut dims = Dimensions::new();
+
+        // pods first: their requests give extended resources their slots
+        let mut compiler = Compiler {
+            symbols: &mut symbols,
+            topology: &mut topology,
+            dims: &mut dims,
+            preferences: problem.options.preferences,
+        };
+        let mut pod_infos: Vec<PodInfo> =
+            pending.into_iter().map(|p| compiler.compile(p)).collect();
+        let has_groups = !compiler.topology.groups().is_empty();
+        let bound: Vec<Bound> = problem
+            .bound_pods
+            .iter()
+            .filter(|b| {
+                // without topology groups a bound pod matters only through its anti-affinity
+                has_groups
+                    || b.pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.affinity.as_ref())
+                        .is_some_and(|a| a.pod_anti_affinity.is_some())
+            })
+            .map(|b| {
+                let ns = compiler.symbols.intern(pods::namespace_of(b.pod));
+                let labels = pods::labels_of(b.pod.metadata.labels.as_ref(), compiler.symbols);
+                let owned: Vec<GroupId> = b
+                    .pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.affinity.as_ref())
+                    .and_then(|a| a.pod_anti_affinity.as_ref())
+                    .and_then(|a| {
+                        a.required_during_scheduling_ignored_during_execution
+                            .as_ref()
+                    })
+                    .into_iter()
+                    .flatten()
+                    .map(|term| compiler.term_group(term, Kind::InverseAnti, ns))
+                    .collect();
+                Bound {
+                    node: b.node,
+                    namespace: ns,
+                    labels,
+                    owned,
+                }
+            })
+            .collect();
+        let ds_requests: Vec<Amounts> = problem
+            .daemonsets
+            .iter()
+            .map(|d| compiler.dims.request(&pod_requests(d)))
+            .collect();
+        pods::link(&mut pod_infos, &topology);
+
+        let mut toleration_index: HashMap<String, u64> = HashMap::new();
+        let toleration_ids = pod_infos
+            .iter()
+            .map(|p| {
+                let next = toleration_index.len() as u64;
+                *toleration_index
+                    .entry(format!("{:?}", p.tolerations))
+                    .or_insert(next)
+            })
+            .collect();
+
+        let min_request = pod_infos
+            .iter()
+            .map(|p| p.requests)
+            .reduce(|a, b| a.min(&b))
+            .unwrap_or_default();
+
+        let mut state = State {
+            problem,
+            symbols,
+            well_known,
+            hostname,
+            zone,
+            capacity_type,
+            dims,
+            topology,
+            pools: Vec::new(),
+            pool_order: Vec::new(),
+            pods: pod_infos,
+            bins: Vec::new(),
+            min_request,
+            cursors: FxHashMap::default(),
+            nothing: Req::any_of(Vec::new()),
+            toleration_ids,
+            bound,
+            bound_at: Vec::new(),
+            bin_of_node: Vec::new(),
+            excluded: Vec::new(),
+            pools_enabled: problem.options.new_nodeclaims,
+            saved: None,
+        };
+        state.pools = problem
+            .node_pools
+            .iter()
+            .enumerate()
+            .map(|(i, np)| state.compile_pool(i, np, &ds_requests))
+            .collect();
+        let mut order: Vec<usize> = (0..problem.node_pools.len()).collect();
+        order.sort_by(|a, b| {
+            let (x, y) = (&problem.node_pools[*a], &problem.node_pools[*b]);
+            y.weight.cmp(&x.weight).then_with(|| x.name.cmp(&y.name))
+        });
+        state.pool_order = order;
+        state.add_existing_bins();
+        state.set_universes();
+        state.count_bound();
+        if !problem.options.existing_nodes {
+            state.excluded = vec![true; state.bins.len()];
+        }
+        state
+    }
+
+    pub(super) fn compile_pool(
+        &mut self,
+        input: usize,
+        np: &NodePoolInput,
+        ds_requests: &[Amounts],
+    ) -> Pool {
+        let symbols = &mut self.symbols;
+        let mut reqs = Reqs::new();
+        for r in &np.requirements {
+            let key = symbols.intern(&r.key);
+            let req =
+                Req::from_requirement(&crate::requirements::Requirement::from_api(r), symbols);
+            reqs.add(key, req, symbols);
+        }
+        for (k, v) in &np.labels {
+            let (key, value) = (symbols.intern(k), symbols.intern(v));
+            reqs.add(key, Req::one(value), symbols);
+        }
+        let nodepool_key = symbols.intern(labels::NODEPOOL);
+        let name = symbols.intern(&np.name);
+        reqs.add(nodepool_key, Req::one(name), symbols);
+
+        // types the NodePool's own requirements rule out by their labels never compile
+        let label_rules: Vec<crate::requirements::Requirement> = np
+            .requirements
+            .iter()
+            .map(crate::requirements::Requirement::from_api)
+            .collect();
+        let types = np
+            .instance_types
+            .iter()
+            .enumerate()
+            .filter(|(_, it)| {
+                label_rules
+                    .iter()
+                    .all(|r| it.labels.get(&r.key).is_none_or(|v| r.has(v)))
+            })
+            .map(|(index, it)| {
+                let mut t = pods::selector_reqs(Some(&it.labels), symbols);
+                let offerings: Vec<CompiledOffering> = it
+                    .offerings
+                    .iter()
+                    .map(|o| CompiledOffering {
+                        zone: symbols.intern(&o.zone),
+                        capacity_type: symbols.intern(&o.capacity_type),
+                        price_per_hour: o.price_per_hour,
+                        available: o.available,
+                    })
+                    .collect();
+                t.add(
+                    self.zone,
+                    Req::any_of(offerings.iter().map(|o| o.zone).collect()),
+                    symbols,
+                );
+                t.add(
+                    self.capacity_type,
+                    Req::any_of(offerings.iter().map(|o| o.capacity_type).collect()),
+                    symbols,
+                );
+                TypeInfo {
+                    index,
+                    reqs: t,
+                    allocatable: self.dims.capacity(&it.allocatable),
+                    capacity: self.dims.capacity(&it.capacity),
+                    offerings,
+                }
+            })
+            .collect();
+
+        // daemonsets whose pods would run on this NodePool's nodes
+        let mut overhead = Amounts::default();
+        for (ds, req) in self.problem.daemonsets.iter().zip(ds_requests) {
+            let spec = ds.spec.as_ref();
+            let tolerations = spec.and_then(|s| s.tolerations.clone()).unwrap_or_default();
+            if first_untolerated(&tolerations, &np.taints, true).is_some() {
+                continue;
+            }
+            let mut ds_reqs =
+                pods::selector_reqs(spec.and_then(|s| s.node_selector.as_ref()), symbols);
+            let first_term = spec
+                .and_then(|s| s.affinity.as_ref())
+                .and_then(|a| a.node_affinity.as_ref())
+                .and_then(|n| {
+                    n.required_during_scheduling_ignored_during_execution
+                        .as_ref()
+                })
+                .and_then(|r| r.node_selector_terms.first());
+            if let Some(t) = first_term {
+                ds_reqs = ds_reqs.intersection(&pods::term_reqs(t, symbols), symbols);
+            }
+            ds_reqs.remove(self.hostname);
+            let wk = self.well_known;
+            if reqs
+                .compatible(&ds_reqs, |k| k.index() < wk, symbols)
+                .is_ok()
+            {
+                overhead = overhead.plus(req);
+            }
+        }
+
+        let mut remaining = Amounts::UNBOUNDED;
+        for (name, limit) in &np.limits {
+            if let Some(i) = self.dims.slot(name) {
+                remaining.0[i] = *limit;
+            }
+        }
+        let usage = self.dims.capacity(&np.usage);
+        Pool {
+            input,
+            reqs,
+            types,
+            overhead,
+            budget: remaining.minus(&usage),
+            remaining: remaining.minus(&usage),
+            tightened: None,
+            compat: RefCell::new(FxHashMap::default()),
+        }
+    }
+
+    pub(super) fn add_existing_bins(&mut self) {
+        let nodes = self.problem.nodes;
+        let mut order: Vec<usize> = (0..nodes.len()).collect();
+        order.sort_by_key(|i| !nodes[*i].initialized);
+        let mut ports_of: Vec<Vec<HostPort>> = vec![Vec::new(); nodes.len()];
+        for b in self.problem.bound_pods {
+            if let Some(ports) = ports_of.get_mut(b.node) {
+                ports.extend(pods::host_ports(b.pod));
+            }
+        }
+        for i in order {
+            let n: &ExistingNode = &nodes[i];
+            let host_name = n.labels.get(labels::HOSTNAME).unwrap_or(&n.name);
+            let hostname = self.symbols.intern(host_name);
+            let reqs = label_reqs(&n.labels, self.hostname, &mut self.symbols);
+            let allocatable = self.dims.capacity(&n.allocatable);
+            let requests = self.dims.capacity(&n.requested);
+            let ports = std::mem::take(&mut ports_of[i]);
+            self.bins.push(Bin {
+                host: Host::Node(i),
+                hostname,
+                reqs,
+                requests,
+                headroom: allocatable.minus(&requests),
+                pods: Vec::new(),
+                ports,
+            });
+        }
+    }
+
+    /// Domain values of a key a NodePool's nodes can take.
+    pub(super) fn pool_domains(&self, pool: usize, key: Sym) -> Vec<Sym> {
+        let p = &self.pools[pool];
+        let np_req = p.reqs.get(key);
+        let mut out = Vec::new();
+        for t in &p.types {
+            if p.reqs.intersects(&t.reqs, &self.symbols).is_err() {
+                continue;
+            }
+            let r = match (np_req, t.reqs.get(key)) {
+                (Some(a), Some(b)) => a.intersection(b, &self.symbols),
+                (Some(a), None) => a.clone(),
+                (None, Some(b)) => b.clone(),
+                (None, None) => continue,
+            };
+            out.extend(r.values().into_iter().flatten().copied());
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    pub(super) fn set_universes(&mut self) {
+        let mut cache: HashMap<(usize, Sym), Vec<Sym>> = HashMap::new();
+        for id in 0..self.topology.groups().len() {
+            let g = &self.topology.groups()[id];
+            let key = g.def.key;
+            if key == self.hostname {
+                continue;
+            }
+            let honor_taints = g.def.taint_policy.is_some();
+            let tolerations = g.tolerations.clone();
+            let mut values = Vec::new();
+            for pool in 0..self.pools.len() {
+                let np = &self.problem.node_pools[self.pools[pool].input];
+                if honor_taints && first_untolerated(&tolerations, &np.taints, false).is_some() {
+                    continue;
+                }
+                let d = cache
+                    .entry((pool, key))
+                    .or_insert_with(|| self.pool_domains(pool, key));
+                values.extend(d.iter().copied());
+            }
+            for n in self.problem.nodes {
+                if honor_taints && first_untolerated(&tolerations, &n.taints, false).is_some() {
+                    continue;
+                }
+                if let Some(v) = n.labels.get(self.symbols.name(key)) {
+                    values.push(self.symbols.get(v).expect("node labels are interned"));
+                }
+            }
+            self.topology.set_universe(id, values, &self.symbols);
+        }
+    }
+
+    pub(super) fn count_bound(&mut self) {
+        let mut bin_of_node = vec![usize::MAX; self.problem.nodes.len()];
+        for (b, bin) in self.bins.iter().enumerate() {
+            if let Some(n) = bin.node() {
+                bin_of_node[n] = b;
+            }
+        }
+        self.bin_of_node = bin_of_node;
+        self.bound_at = vec![Vec::new(); self.problem.nodes.len()];
+        for k in 0..self.bound.len() {
+            let node = self.bound[k].node;
+            let Some(at) = self.bound_at.get_mut(node) else {
+                continue;
+            };
+            at.push(k);
+            self.tally_bound(k, true);
+        }
+    }
+
+    /// Counts (or takes back) a bound pod in the groups that select it.
+    pub(super) fn tally_bound(&mut self, k: usize, add: bool) {
+        let Bound {
+            node,
+            namespace,
+            labels,
+            owned,
+        } = &self.bound[k];
+        let b = self.bin_of_node[*node];
+        let taints = &self.problem.nodes[*node].taints;
+        for id in 0..self.topology.groups().len() {
+            let kind = &self.topology.groups()[id].def.kind;
+            let counts = if *kind == Kind::InverseAnti {
+                owned.contains(&id)
+            } else {
+                self.topology.selects(id, *namespace, labels)
+            };
+            if counts
+                && self
+                    .topology
+                    .node_counts(id, &self.bins[b].reqs, taints, &self.symbols)
+            {
+                let owned_domain = domain_owned(self.domain_of(&self.bins[b], None, id));
+                if add {
+                    self.topology
+                        .record(id, owned_domain.as_domain(), &self.symbols);
+                } else {
+                    self.topology
+                        .forget(id, owned_domain.as_domain(), &self.symbols);
+                }
+            }
+        }
+    }
+}
