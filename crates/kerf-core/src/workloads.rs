@@ -120,13 +120,19 @@ pub fn read(doc: &RawDocument) -> Result<Option<ClusterObject>, WorkloadError> {
             let d: Deployment = parse(doc)?;
             let spec = d.spec.unwrap_or_default();
             non_negative(doc, "spec.replicas", spec.replicas)?;
-            ClusterObject::Pods(replicas(&d.metadata, &spec.template, spec.replicas))
+            ClusterObject::Pods(replicas(
+                "Deployment",
+                &d.metadata,
+                &spec.template,
+                spec.replicas,
+            ))
         }
         ("apps", "ReplicaSet") => {
             let r: ReplicaSet = parse(doc)?;
             let spec = r.spec.unwrap_or_default();
             non_negative(doc, "spec.replicas", spec.replicas)?;
             ClusterObject::Pods(replicas(
+                "ReplicaSet",
                 &r.metadata,
                 &spec.template.unwrap_or_default(),
                 spec.replicas,
@@ -136,7 +142,12 @@ pub fn read(doc: &RawDocument) -> Result<Option<ClusterObject>, WorkloadError> {
             let s: StatefulSet = parse(doc)?;
             let spec = s.spec.unwrap_or_default();
             non_negative(doc, "spec.replicas", spec.replicas)?;
-            ClusterObject::Pods(replicas(&s.metadata, &spec.template, spec.replicas))
+            ClusterObject::Pods(replicas(
+                "StatefulSet",
+                &s.metadata,
+                &spec.template,
+                spec.replicas,
+            ))
         }
         ("batch", "Job") => {
             let j: Job = parse(doc)?;
@@ -145,12 +156,12 @@ pub fn read(doc: &RawDocument) -> Result<Option<ClusterObject>, WorkloadError> {
             non_negative(doc, "spec.completions", spec.completions)?;
             let parallelism = spec.parallelism.unwrap_or(1);
             let n = spec.completions.map_or(parallelism, |c| c.min(parallelism));
-            ClusterObject::Pods(replicas(&j.metadata, &spec.template, Some(n)))
+            ClusterObject::Pods(replicas("Job", &j.metadata, &spec.template, Some(n)))
         }
         ("apps", "DaemonSet") => {
             let d: DaemonSet = parse(doc)?;
             let spec = d.spec.unwrap_or_default();
-            let mut pod = replicas(&d.metadata, &spec.template, Some(1)).remove(0);
+            let mut pod = replicas("DaemonSet", &d.metadata, &spec.template, Some(1)).remove(0);
             pod.metadata.name = d.metadata.name.clone();
             ClusterObject::DaemonSet(Box::new(pod))
         }
@@ -204,25 +215,144 @@ fn check_pdb(doc: &RawDocument, pdb: &PodDisruptionBudget) -> Result<(), Workloa
     Ok(())
 }
 
-/// N pods from a template, named `<name>-<i>`.
-fn replicas(meta: &ObjectMeta, template: &PodTemplateSpec, replicas: Option<i32>) -> Vec<Pod> {
+/// N pods of a `kind` workload from its template, named as its controller names them (see
+/// [`PodNames`]).
+fn replicas(
+    kind: &str,
+    meta: &ObjectMeta,
+    template: &PodTemplateSpec,
+    replicas: Option<i32>,
+) -> Vec<Pod> {
     let name = meta.name.clone().unwrap_or_default();
     let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
     let n = replicas.unwrap_or(1).max(0);
     let template_meta = template.metadata.clone().unwrap_or_default();
-    (0..n)
-        .map(|i| Pod {
-            metadata: ObjectMeta {
-                name: Some(format!("{name}-{i}")),
-                namespace: Some(namespace.clone()),
-                labels: template_meta.labels.clone(),
-                annotations: template_meta.annotations.clone(),
-                ..ObjectMeta::default()
-            },
-            spec: template.spec.clone(),
-            status: None,
+    let model = Pod {
+        metadata: ObjectMeta {
+            namespace: Some(namespace),
+            labels: template_meta.labels,
+            annotations: template_meta.annotations,
+            ..ObjectMeta::default()
+        },
+        spec: template.spec.clone(),
+        status: None,
+    };
+    let names = PodNames::new(kind, &name, &model, 0);
+    let mut taken = std::collections::HashSet::new();
+    (0..u64::try_from(n).unwrap_or(0))
+        .map(|i| {
+            let mut pod = model.clone();
+            let mut attempt = 0;
+            let mut pod_name = names.name(i, attempt);
+            while !taken.insert(pod_name.clone()) {
+                attempt += 1;
+                pod_name = names.name(i, attempt);
+            }
+            pod.metadata.name = Some(pod_name);
+            names.label(&mut pod);
+            pod
         })
         .collect()
+}
+
+/// The characters Kubernetes draws generated name suffixes and pod-template hashes from:
+/// no vowels and no 0, 1 or 3, so no words and no look-alikes.
+const NAME_CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// The label a Deployment's ReplicaSet puts on its pods.
+pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
+
+/// FNV-1a (64-bit), the same on every platform and release: names must not change between
+/// runs or builds.
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in *part {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// How a workload's controller names the pods it makes, as in Kubernetes: a Deployment's
+/// ReplicaSet is `NAME-HASH` (the pod-template-hash of its template) and its pods
+/// `NAME-HASH-XXXXX`; a StatefulSet's pods are `NAME-0`, `NAME-1`, …; a ReplicaSet's or a
+/// Job's `NAME-XXXXX`. The five characters come from the alphabet kube-apiserver's
+/// `generateName` draws from, but from a hash of the prefix, the pod's number and a seed, so
+/// a run names its pods the same every time.
+#[derive(Clone, Debug)]
+pub struct PodNames {
+    prefix: String,
+    ordinals: bool,
+    template_hash: Option<String>,
+    seed: u64,
+}
+
+impl PodNames {
+    /// The names of a `kind` workload `name` whose pods look like `template` (its name and
+    /// any pod-template-hash label aside).
+    pub fn new(kind: &str, name: &str, template: &Pod, seed: u64) -> PodNames {
+        let template_hash = (kind == "Deployment").then(|| {
+            let mut model = template.clone();
+            model.metadata.name = None;
+            if let Some(labels) = &mut model.metadata.labels {
+                labels.remove(POD_TEMPLATE_HASH);
+            }
+            let text = serde_json::to_string(&(
+                &model.metadata.labels,
+                &model.metadata.annotations,
+                &model.spec,
+            ))
+            .unwrap_or_default();
+            // Kubernetes safe-encodes the decimal text of a 32-bit hash
+            let hash = (fnv1a(&[text.as_bytes()]) as u32).to_string();
+            hash.bytes()
+                .map(|b| char::from(NAME_CHARS[usize::from(b) % NAME_CHARS.len()]))
+                .collect::<String>()
+        });
+        let prefix = match &template_hash {
+            Some(hash) => format!("{name}-{hash}"),
+            None => name.to_string(),
+        };
+        PodNames {
+            prefix,
+            ordinals: kind == "StatefulSet",
+            template_hash,
+            seed,
+        }
+    }
+
+    /// The name of the `n`th pod made; `attempt` > 0 draws another suffix after the name
+    /// was found taken, as kube-apiserver's generateName retries.
+    pub fn name(&self, n: u64, attempt: u64) -> String {
+        if self.ordinals {
+            return format!("{}-{n}", self.prefix);
+        }
+        let h = fnv1a(&[
+            self.prefix.as_bytes(),
+            &n.to_le_bytes(),
+            &attempt.to_le_bytes(),
+            &self.seed.to_le_bytes(),
+        ]);
+        let suffix: String = (0..5)
+            .map(|i| {
+                let c = (h >> (i * 12)) % NAME_CHARS.len() as u64;
+                char::from(NAME_CHARS[c as usize])
+            })
+            .collect();
+        format!("{}-{suffix}", self.prefix)
+    }
+
+    /// Gives a Deployment's pod its `pod-template-hash` label.
+    pub fn label(&self, pod: &mut Pod) {
+        if let Some(hash) = &self.template_hash {
+            pod.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(POD_TEMPLATE_HASH.to_string(), hash.clone());
+        }
+    }
 }
 
 /// Every resource quantity under a pod spec must parse: a typo is an error, not zero.
@@ -288,7 +418,7 @@ mod tests {
     }
 
     #[test]
-    fn deployments_become_numbered_pods() {
+    fn deployments_become_pods_named_as_kubernetes_names_them() {
         let obj = one(r#"
 apiVersion: apps/v1
 kind: Deployment
@@ -309,9 +439,76 @@ spec:
             .iter()
             .map(|p| p.metadata.name.clone().unwrap())
             .collect();
-        assert_eq!(names, ["inflate-0", "inflate-1", "inflate-2"]);
+        // inflate-<pod-template-hash>-<five generated characters>, the hash also a label
+        let hash = pods[0].metadata.labels.as_ref().unwrap()[POD_TEMPLATE_HASH].clone();
+        assert!((6..=10).contains(&hash.len()), "{hash}");
+        let allowed = |c: char| NAME_CHARS.contains(&(c as u8));
+        for name in &names {
+            let suffix = name
+                .strip_prefix(&format!("inflate-{hash}-"))
+                .unwrap_or_else(|| panic!("{name} is not inflate-{hash}-…"));
+            assert_eq!(suffix.len(), 5, "{name}");
+            assert!(suffix.chars().all(allowed), "{name}");
+        }
+        let distinct: std::collections::BTreeSet<_> = names.iter().collect();
+        assert_eq!(distinct.len(), 3);
         assert_eq!(pods[0].metadata.namespace.as_deref(), Some("web"));
         assert_eq!(pods[0].metadata.labels.as_ref().unwrap()["app"], "inflate");
+        // the same manifest names its pods the same; another template, another hash
+        let again = one(r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: inflate, namespace: web}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: inflate}}
+  template:
+    metadata: {labels: {app: inflate}}
+    spec:
+      containers: [{name: c, image: pause, resources: {requests: {cpu: 2}}}]
+"#)
+        .unwrap();
+        let Some(ClusterObject::Pods(other)) = again else {
+            panic!("pods expected")
+        };
+        assert_ne!(
+            other[0].metadata.labels.as_ref().unwrap()[POD_TEMPLATE_HASH],
+            hash
+        );
+    }
+
+    #[test]
+    fn statefulset_pods_are_numbered_without_a_template_hash() {
+        let Ok(Some(ClusterObject::Pods(pods))) = one(r#"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  replicas: 2
+  serviceName: db
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers: [{name: c, image: x}]
+"#)
+        else {
+            panic!("pods expected")
+        };
+        let names: Vec<_> = pods
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(names, ["db-0", "db-1"]);
+        assert!(
+            pods[0]
+                .metadata
+                .labels
+                .as_ref()
+                .unwrap()
+                .get(POD_TEMPLATE_HASH)
+                .is_none()
+        );
     }
 
     #[test]
@@ -333,6 +530,11 @@ spec:
             panic!("pods expected")
         };
         assert_eq!(pods.len(), 2);
+        // etl-<five generated characters>, as a Job's pods are named
+        for p in &pods {
+            let name = p.metadata.name.as_deref().unwrap();
+            assert!(name.starts_with("etl-") && name.len() == 9, "{name}");
+        }
         assert!(
             one("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
                 .unwrap()

@@ -24,7 +24,7 @@ use kerf_core::controllers::provisioning::node_labels;
 use kerf_core::controllers::{Action, Controllers, Settings};
 use kerf_core::nodepools::daemon_runs_on;
 use kerf_core::objects::{launched_labels, nodeclaim_status};
-use kerf_core::workloads::{ClusterObject, read};
+use kerf_core::workloads::{ClusterObject, PodNames, read};
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::resources::{Resources, pod_requests};
 use rand::{RngExt, SeedableRng};
@@ -108,7 +108,10 @@ struct Workload {
     kind: String,
     template: Pod,
     replicas: i64,
+    /// How many pods it has made: the next pod's number.
     next: u64,
+    /// How its controller names its pods.
+    names: PodNames,
 }
 
 /// One simulation.
@@ -697,6 +700,7 @@ impl World {
                         let template = one_template(doc);
                         let wk = workload_key(&kind, &ns, &name);
                         let next = self.workloads.get(&wk).map_or(0, |w| w.next);
+                        let names = PodNames::new(&kind, &name, &template, self.scenario.spec.seed);
                         self.workloads.insert(
                             wk,
                             Workload {
@@ -704,6 +708,7 @@ impl World {
                                 template,
                                 replicas,
                                 next,
+                                names,
                             },
                         );
                     }
@@ -910,8 +915,21 @@ impl World {
                 for _ in have.len()..want {
                     let w = self.workloads.get_mut(&wk).expect("listed");
                     let mut pod = w.template.clone();
-                    let base = pod.metadata.name.clone().unwrap_or_default();
-                    pod.metadata.name = Some(format!("{base}-{}", w.next));
+                    let namespace = kerf_scheduling::pods::namespace_of(&pod).to_string();
+                    let mut attempt = 0;
+                    let mut name = w.names.name(w.next, attempt);
+                    // a name still taken draws another, as kube-apiserver's generateName does
+                    while self
+                        .core
+                        .cluster
+                        .pods
+                        .contains_key(&format!("{namespace}/{name}"))
+                    {
+                        attempt += 1;
+                        name = w.names.name(w.next, attempt);
+                    }
+                    pod.metadata.name = Some(name);
+                    w.names.label(&mut pod);
                     pod.metadata.owner_references = owned_by(&w.kind, &wk);
                     w.next += 1;
                     self.add_pod(pod);

@@ -6,9 +6,14 @@ use serde_json::Value;
 mod common;
 use common::{CLASS, deploy, kerf_stdin, pool};
 
-/// `kerf explain KIND NAME -f - -o json` on `yaml`, plus flags.
+/// `kerf explain KIND NAME -f - -o json` on `yaml`, plus flags. A Deployment's pod is named
+/// `WORKLOAD-HASH-XXXXX`, as Kubernetes names it: `WORKLOAD-0` stands for the first of them.
 fn explain(yaml: &str, kind: &str, name: &str, flags: &[&str]) -> Value {
-    let mut args = vec!["explain", kind, name, "-f", "-", "-o", "json"];
+    let name = match name.strip_suffix("-0") {
+        Some(workload) if kind == "pod" => pod_of(yaml, workload),
+        _ => name.to_string(),
+    };
+    let mut args = vec!["explain", kind, &name, "-f", "-", "-o", "json"];
     args.extend_from_slice(flags);
     let out = kerf_stdin(yaml, &args);
     assert!(
@@ -17,6 +22,33 @@ fn explain(yaml: &str, kind: &str, name: &str, flags: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("json output")
+}
+
+/// The first pod of the Deployment `workload` (in `default`) as `kerf schedule` lists it.
+fn pod_of(yaml: &str, workload: &str) -> String {
+    let out = kerf_stdin(yaml, &["schedule", "-f", "-", "-o", "json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("schedule json");
+    let listed = v["nodeclaims"]
+        .as_array()
+        .into_iter()
+        .chain(v["existing"].as_array())
+        .flatten()
+        .flat_map(|c| c["pods"].as_array().cloned().unwrap_or_default())
+        .chain(
+            v["unschedulable"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|u| u["pod"].clone()),
+        )
+        .filter_map(|p| p.as_str().map(str::to_string));
+    let prefix = format!("default/{workload}-");
+    let mut names: Vec<String> = listed.filter(|p| p.starts_with(&prefix)).collect();
+    names.sort();
+    names
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("no pod of {workload}"))
 }
 
 /// The verdicts as `(nodepool, reason or "fits: TYPE")`, in the order given.
@@ -53,7 +85,7 @@ fn a_pending_pod_gets_every_nodepool_in_weight_order_with_its_first_reason_and_a
         pool("default", 0, ON_DEMAND, ""),
         deploy("web", 1, "1", "")
     );
-    let v = explain(&yaml, "pod", "default/web-0", &[]);
+    let v = explain(&yaml, "pod", "web-0", &[]);
     assert_eq!(v["placement"]["state"], "would_launch");
     assert_eq!(v["placement"]["node_pool"], "default");
     assert_eq!(

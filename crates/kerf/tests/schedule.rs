@@ -28,6 +28,21 @@ fn schedule(yaml: &str, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("json output")
 }
 
+/// The Deployment a pod belongs to: `default/web-6d4f9c8b7-x2k9p` is `default/web`'s, as
+/// Kubernetes names a Deployment's pods (`NAME-HASH-XXXXX`).
+fn deployment_of(pod: &str) -> String {
+    pod.rsplitn(3, '-').nth(2).unwrap_or(pod).to_string()
+}
+
+/// The Deployments of these pod names.
+fn deployments(pods: &Value) -> Vec<String> {
+    pods.as_array()
+        .expect("pod names")
+        .iter()
+        .map(|p| deployment_of(p.as_str().expect("a name")))
+        .collect()
+}
+
 fn claims(v: &Value) -> &Vec<Value> {
     v["nodeclaims"].as_array().expect("nodeclaims")
 }
@@ -225,10 +240,14 @@ fn a_label_no_nodepool_defines_is_reported_once() {
     );
     let v = schedule(&yaml, &[]);
     assert!(claims(&v).is_empty());
+    let pending: Vec<(String, Vec<String>)> = pending(&v)
+        .into_iter()
+        .map(|(p, r)| (deployment_of(&p), r))
+        .collect();
     assert_eq!(
-        pending(&v),
+        pending,
         [(
-            "default/job-0".to_string(),
+            "default/job".to_string(),
             vec!["no nodepool defines label workload".to_string()]
         )]
     );
@@ -385,11 +404,8 @@ spec:
     );
     let v = schedule(&yaml, &[]);
     assert_eq!(v["existing"][0]["node"], "ip-10-0-1-1.ec2.internal");
-    assert_eq!(
-        v["existing"][0]["pods"],
-        serde_json::json!(["default/small-0"])
-    );
-    assert_eq!(pods_of(&claims(&v)[0]), ["default/big-0"]);
+    assert_eq!(deployments(&v["existing"][0]["pods"]), ["default/small"]);
+    assert_eq!(deployments(&claims(&v)[0]["pods"]), ["default/big"]);
 }
 
 #[test]
@@ -422,11 +438,8 @@ spec:
         deploy("api", 1, "1", "")
     );
     let v = schedule(&yaml, &[]);
-    assert_eq!(
-        v["existing"][0]["pods"],
-        serde_json::json!(["default/api-0"])
-    );
-    assert_eq!(pods_of(&claims(&v)[0]), ["default/web-0"]);
+    assert_eq!(deployments(&v["existing"][0]["pods"]), ["default/api"]);
+    assert_eq!(deployments(&claims(&v)[0]["pods"]), ["default/web"]);
 }
 
 #[test]
@@ -546,10 +559,14 @@ fn a_pod_too_big_for_any_type_says_which_resource() {
         &format!("{CLASS}{}{}", on_demand(), deploy("huge", 1, "500", "")),
         &[],
     );
+    let pending: Vec<(String, Vec<String>)> = pending(&v)
+        .into_iter()
+        .map(|(p, r)| (deployment_of(&p), r))
+        .collect();
     assert_eq!(
-        pending(&v),
+        pending,
         [(
-            "default/huge-0".to_string(),
+            "default/huge".to_string(),
             vec![
                 "nodepool default: no instance type has 500 cpu after daemonset overhead (the largest, r8in.96xlarge, leaves 382970m cpu)"
                     .to_string()
