@@ -189,11 +189,31 @@ impl CronSchedule {
     /// Whether `unix_seconds` lies inside a window that opened when the schedule fired and
     /// lasts `duration`; this is how a budget with `schedule` and `duration` is active.
     pub fn active_at(&self, unix_seconds: u64, duration: Duration) -> bool {
+        self.window_end(unix_seconds, duration).is_some()
+    }
+
+    /// When the window `unix_seconds` lies in closes (the latest-closing one, if windows
+    /// overlap); `None` outside every window.
+    pub fn window_end(&self, unix_seconds: u64, duration: Duration) -> Option<u64> {
         let now_minute = unix_seconds - unix_seconds % 60;
         let window_minutes = duration.as_secs().div_ceil(60);
         (0..window_minutes)
             .map(|back| now_minute.saturating_sub(back * 60))
-            .any(|m| m + duration.as_secs() > unix_seconds && self.fires_at(m))
+            .find(|m| m + duration.as_secs() > unix_seconds && self.fires_at(*m))
+            .map(|m| m + duration.as_secs())
+    }
+
+    /// When a budget active at `unix_seconds` stops being active: the end of its window,
+    /// or of the windows that open before each one closes (checked up to `limit` windows).
+    pub fn active_until(&self, unix_seconds: u64, duration: Duration, limit: usize) -> Option<u64> {
+        let mut end = self.window_end(unix_seconds, duration)?;
+        for _ in 0..limit {
+            match self.window_end(end, duration) {
+                Some(later) if later > end => end = later,
+                _ => break,
+            }
+        }
+        Some(end)
     }
 }
 
@@ -271,6 +291,26 @@ mod tests {
         ] {
             assert!(CronSchedule::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_active_window_says_when_it_closes_and_overlapping_windows_chain() {
+        let business = CronSchedule::parse("0 9 * * 1-5").unwrap();
+        let eight_hours = Duration::from_secs(8 * 3600);
+        let ten = MONDAY + 10 * 3600;
+        assert_eq!(
+            business.active_until(ten, eight_hours, 100),
+            Some(MONDAY + 17 * 3600)
+        );
+        assert_eq!(
+            business.active_until(MONDAY + 17 * 3600, eight_hours, 100),
+            None
+        );
+        // a window every half hour, each an hour long: active until the last one checked
+        let overlapping = CronSchedule::parse("*/30 * * * *").unwrap();
+        let hour = Duration::from_secs(3600);
+        assert_eq!(overlapping.window_end(ten, hour), Some(ten + 3600));
+        assert_eq!(overlapping.active_until(ten, hour, 3), Some(ten + 4 * 3600));
     }
 
     #[test]

@@ -370,17 +370,38 @@ impl Topology {
         self.is_hostname(self.groups[id].def.key)
     }
 
-    /// Describes a group for reasons.
+    /// Describes a group for reasons, with the pods it counts per domain (zones and other
+    /// keys; per-node counts would be as long as the node list).
     pub fn describe(&self, id: GroupId, symbols: &Symbols) -> String {
         let g = &self.groups[id];
         let key = symbols.name(g.def.key);
-        match &g.def.kind {
-            Kind::Spread { max_skew, .. } => {
-                format!("topology spread on {key} (maxSkew {max_skew})")
+        let mut notes = Vec::new();
+        if let Kind::Spread { max_skew, .. } = &g.def.kind {
+            notes.push(format!("maxSkew {max_skew}"));
+        }
+        if !self.is_hostname(g.def.key) && !g.universe.is_empty() {
+            let shown = 12;
+            let mut counts: Vec<String> = g
+                .universe
+                .iter()
+                .take(shown)
+                .map(|d| format!("{} {}", symbols.name(*d), self.count(id, *d)))
+                .collect();
+            if g.universe.len() > shown {
+                counts.push(format!("and {} more", g.universe.len() - shown));
             }
-            Kind::Affinity => format!("pod affinity on {key}"),
-            Kind::AntiAffinity => format!("pod anti-affinity on {key}"),
-            Kind::InverseAnti => format!("another pod's anti-affinity on {key}"),
+            notes.push(format!("pods per domain: {}", counts.join(", ")));
+        }
+        let what = match &g.def.kind {
+            Kind::Spread { .. } => "topology spread",
+            Kind::Affinity => "pod affinity",
+            Kind::AntiAffinity => "pod anti-affinity",
+            Kind::InverseAnti => "another pod's anti-affinity",
+        };
+        if notes.is_empty() {
+            format!("{what} on {key}")
+        } else {
+            format!("{what} on {key} ({})", notes.join("; "))
         }
     }
 }

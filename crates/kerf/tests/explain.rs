@@ -183,7 +183,7 @@ fn unavailable_capacity_and_topology_are_told_apart() {
     assert_eq!(v["placement"]["state"], "unschedulable", "{v:#}");
     assert_eq!(
         verdicts(&v)[0].1,
-        "pod anti-affinity on topology.kubernetes.io/zone cannot be satisfied"
+        "pod anti-affinity on topology.kubernetes.io/zone (pods per domain: us-east-1a 1) cannot be satisfied"
     );
 }
 
@@ -496,6 +496,20 @@ fn consolidate_after_policy_and_budgets_say_which_rule_and_until_when() {
     assert_eq!(
         kinds(&no_budget, "notes"),
         ["expires", "cheaper-replacement"]
+    );
+    // a scheduled window says when it closes (the simulation starts 2026-01-01 00:00 UTC)
+    let window = node_at(
+        &scenario(
+            "{consolidateAfter: 0s, budgets: [{nodes: \"0\", schedule: \"0 0 * * *\", duration: 2h}]}",
+            "on-demand",
+            "{}",
+            "",
+        ),
+        "30m",
+    );
+    assert_eq!(
+        window["blockers"][0]["message"],
+        "No allowed disruptions for disruption reason Underutilized due to blocking budget: budgets[0] (nodes \"0\", schedule \"0 0 * * *\" for 2h, until 2026-01-01T02:00:00.000Z (in 1h30m))"
     );
 }
 

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use crate::clock::rfc3339;
 use kerf_api::duration::{NillableDuration, format_go_duration};
 use kerf_api::labels;
 use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
@@ -152,6 +153,9 @@ impl Finding {
         }
     }
 }
+
+/// How many back-to-back budget windows `until` follows before it stops looking.
+const WINDOWS_AHEAD: usize = 48;
 
 /// What the cheap checks of many nodes read, gathered once (see `Controllers::gather`).
 struct Gathered<'a> {
@@ -568,15 +572,29 @@ impl Controllers {
                 .filter(|(_, b)| {
                     (b.reasons.is_empty() || b.reasons.contains(&r)) && budget_active(b, unix)
                 })
-                .map(|(i, b)| match &b.schedule {
-                    Some(s) => format!(
-                        "budgets[{i}] (nodes {:?}, schedule {s:?} for {})",
-                        b.nodes,
-                        b.duration
-                            .map(|d| format_go_duration(d.0))
-                            .unwrap_or_default()
-                    ),
-                    None => format!("budgets[{i}] (nodes {:?})", b.nodes),
+                .map(|(i, b)| match (&b.schedule, b.duration) {
+                    (Some(s), Some(d)) => {
+                        let until = kerf_api::cron::CronSchedule::parse(s)
+                            .ok()
+                            .and_then(|c| c.active_until(unix, d.0, WINDOWS_AHEAD))
+                            .map(|end| {
+                                let at = Duration::from_secs(
+                                    end.saturating_sub(self.settings.epoch_unix),
+                                );
+                                format!(
+                                    ", until {} ({})",
+                                    rfc3339(Duration::from_secs(end)),
+                                    self.relative(at)
+                                )
+                            })
+                            .unwrap_or_default();
+                        format!(
+                            "budgets[{i}] (nodes {:?}, schedule {s:?} for {}{until})",
+                            b.nodes,
+                            format_go_duration(d.0)
+                        )
+                    }
+                    _ => format!("budgets[{i}] (nodes {:?})", b.nodes),
                 })
                 .collect();
             let which = if active.is_empty() {
