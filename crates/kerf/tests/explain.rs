@@ -187,6 +187,50 @@ fn unavailable_capacity_and_topology_are_told_apart() {
     );
 }
 
+#[test]
+fn no_nodepool_no_matching_type_and_min_values_are_reasons_too() {
+    let alone = format!("{CLASS}{}", deploy("web", 1, "1", ""));
+    let v = explain(&alone, "pod", "web-0", &[]);
+    assert_eq!(v["placement"]["state"], "unschedulable");
+    assert_eq!(v["node_pools"], serde_json::json!([]));
+    let out = kerf_stdin(
+        &alone,
+        &["explain", "pod", &pod_of(&alone, "web"), "-f", "-"],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("no NodePools exist: create one whose requirements the pod accepts")
+    );
+    let no_type = format!(
+        "{CLASS}{}{}",
+        pool(
+            "odd",
+            0,
+            "      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [zz9]}\n",
+            ""
+        ),
+        deploy("web", 1, "1", "")
+    );
+    assert_eq!(
+        verdicts(&explain(&no_type, "pod", "web-0", &[]))[0].1,
+        "no instance type matches the requirements"
+    );
+    let min_values = format!(
+        "{CLASS}{}{}",
+        pool(
+            "wide",
+            0,
+            "      - {key: karpenter.k8s.aws/instance-generation, operator: In, values: [\"5\"]}\n      - {key: karpenter.k8s.aws/instance-family, operator: Exists, minValues: 50}\n",
+            ""
+        ),
+        deploy("web", 1, "1", "")
+    );
+    assert_eq!(
+        verdicts(&explain(&min_values, "pod", "web-0", &[]))[0].1,
+        "fewer than 50 values of karpenter.k8s.aws/instance-family would remain (minValues)"
+    );
+}
+
 const NODE: &str = r#"
 ---
 apiVersion: v1
@@ -312,6 +356,36 @@ fn an_oversized_node_in_a_snapshot_would_be_replaced_by_the_next_pass() {
         "{decision}"
     );
     assert_eq!(v["pods"], serde_json::json!(["default/web-0"]));
+}
+
+#[test]
+fn a_drifted_node_is_replaced_even_when_it_costs_more_and_a_cheapest_node_is_kept() {
+    let drifted = managed_node(WEB).replace(
+        "  - {type: Initialized,",
+        "  - {type: Drifted, status: \"True\", reason: NodePoolDrifted, message: \"\", lastTransitionTime: \"2026-11-25T10:00:00Z\"}\n  - {type: Initialized,",
+    );
+    let v = explain(&drifted, "node", "n1", &[]);
+    assert_eq!(kinds(&v, "notes"), ["drifted", "expires"]);
+    assert_eq!(v["notes"][0]["message"], "drifted: NodePoolDrifted");
+    let decision = v["decision"].as_str().expect("a decision");
+    assert!(
+        decision.contains("(Drifted, drift replacement, "),
+        "{decision}"
+    );
+    // the cheapest type there is, already: nothing cheaper can take its pod
+    let cheapest = managed_node(WEB)
+        .replace("m5.2xlarge", "t3a.nano")
+        .replace("cpu: \"8\", memory: 32Gi", "cpu: \"2\", memory: 2Gi")
+        .replace("cpu: 7910m, memory: 29Gi", "cpu: 1930m, memory: 1Gi")
+        .replace("cpu: 500m, memory: 256Mi", "cpu: 100m, memory: 64Mi");
+    let v = explain(&cheapest, "node", "n1", &[]);
+    assert!(v["decision"].is_null(), "{v:#}");
+    assert_eq!(kinds(&v, "notes"), ["expires", "no-cheaper-replacement"]);
+    let message = v["notes"][1]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Can't replace with a cheaper node: the cheapest option, "),
+        "{message}"
+    );
 }
 
 #[test]
