@@ -9,7 +9,8 @@
 //! consolidateAfter not Never, budget, some pods and no do-not-disrupt pod, no PodDisruptionBudget, no bare pod, no inter-pod
 //! affinity, no ScheduleAnyway spread, which may be skewed now and which the move is
 //! simulated with as required), the replacement is one node in the node's own zone (so no
-//! other spread or anti-affinity rule can object), and the target NodePool has no minValues.
+//! other spread or anti-affinity rule can object), no pod would go on its own to a heavier
+//! NodePool than the one all of them accept, and the target NodePool has no minValues.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -117,6 +118,15 @@ impl World {
             }
             let offers = self.offers(&name, &np, &pods, &needed, &zone);
             if offers.is_empty() {
+                // a pod this heavier NodePool would take on its own goes there, pod by pod
+                // as Karpenter places them, and the rest need a second node: no single
+                // replacement (swarm seed 111019)
+                if pods.iter().any(|p| {
+                    let one = std::slice::from_ref(p);
+                    !self.offers(&name, &np, one, &requests(p), &zone).is_empty()
+                }) {
+                    return None;
+                }
                 continue;
             }
             top = Some(weight);
