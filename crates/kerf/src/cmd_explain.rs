@@ -9,9 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use kerf_core::controllers::Controllers;
-use kerf_core::unavailable::Pattern;
 
-use crate::inputs::Reading;
+use crate::inputs::Offerings;
 
 /// Arguments of `kerf explain`.
 #[derive(clap::Args)]
@@ -26,13 +25,8 @@ pub struct Args {
     /// kubeconfig is read.
     #[arg(short = 'f', long = "filename", num_args = 1..)]
     files: Vec<PathBuf>,
-    /// AWS region whose zones and instance types are offered.
-    #[arg(long, default_value = "us-east-1")]
-    region: String,
-    /// Treat offerings as out of capacity: CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]], `*` for any
-    /// (repeatable).
-    #[arg(long, value_parser = Pattern::parse)]
-    unavailable: Vec<Pattern>,
+    #[command(flatten)]
+    offerings: Offerings,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
     output: Format,
@@ -75,13 +69,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             }
         }
     };
-    let reading = Reading {
-        region: &args.region,
-        unavailable: &args.unavailable,
-        seed: 0,
-        snapshot: true,
-    };
-    let mut core = crate::inputs::cluster_of(inputs, &reading, now)?;
+    let mut core = crate::inputs::cluster_of(inputs, &args.offerings.reading(0, true), now)?;
     match answer(&mut core, args.kind, &args.name, args.output)? {
         Ok(text) => {
             crate::emit(&text)?;

@@ -11,14 +11,13 @@ use std::time::Duration;
 use anyhow::Result;
 use kerf_core::controllers::provisioning::Solved;
 use kerf_core::provisioner::{nodeclaim, nodeclaim_name};
-use kerf_core::unavailable::Pattern;
 use kerf_scheduling::PlannedNodeClaim;
 use kerf_scheduling::resources::Resources;
 use kerf_sim::report::plural;
 use rand::SeedableRng;
 use serde_json::json;
 
-use crate::inputs::Reading;
+use crate::inputs::Offerings;
 
 /// Arguments of `kerf schedule`.
 #[derive(clap::Args)]
@@ -27,13 +26,8 @@ pub struct Args {
     /// Pods, Deployments, ReplicaSets, StatefulSets, Jobs; `-` reads standard input.
     #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
     files: Vec<PathBuf>,
-    /// AWS region whose zones and instance types are offered.
-    #[arg(long, default_value = "us-east-1")]
-    region: String,
-    /// Treat offerings as out of capacity: CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]], `*` for any
-    /// (repeatable; `spot` means every spot offering).
-    #[arg(long, value_parser = Pattern::parse)]
-    unavailable: Vec<Pattern>,
+    #[command(flatten)]
+    offerings: Offerings,
     /// Output format: text, json, or the NodeClaim objects as YAML.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
     output: Format,
@@ -73,12 +67,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let reading = Reading {
-        region: &args.region,
-        unavailable: &args.unavailable,
-        seed: args.seed,
-        snapshot: false,
-    };
+    let reading = args.offerings.reading(args.seed, false);
     let mut core = crate::inputs::cluster_of(inputs, &reading, Duration::ZERO)?;
     let solved = core.dry_run();
     let text = match args.output {

@@ -36,6 +36,30 @@ pub struct Inputs {
     pdbs: Vec<PodDisruptionBudget>,
 }
 
+/// The offerings settings `kerf schedule` and `kerf explain` share.
+#[derive(clap::Args)]
+pub struct Offerings {
+    /// AWS region whose zones and instance types are offered.
+    #[arg(long, default_value = "us-east-1")]
+    pub region: String,
+    /// Treat offerings as out of capacity: CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]], `*` for any
+    /// (repeatable; `spot` means every spot offering).
+    #[arg(long, value_parser = Pattern::parse)]
+    pub unavailable: Vec<Pattern>,
+}
+
+impl Offerings {
+    /// How manifests are read with these offerings.
+    pub fn reading(&self, seed: u64, snapshot: bool) -> Reading<'_> {
+        Reading {
+            region: &self.region,
+            unavailable: &self.unavailable,
+            seed,
+            snapshot,
+        }
+    }
+}
+
 /// Where the manifests' objects land and what they are taken to mean.
 pub struct Reading<'a> {
     /// The AWS region whose instance types are offered.
