@@ -115,14 +115,6 @@ impl Quantity {
         }
     }
 
-    /// A memory quantity written in MiB (`6903Mi`).
-    pub fn from_mebibytes(mib: i64) -> Quantity {
-        Quantity {
-            text: format!("{mib}Mi"),
-            milli: i128::from(mib) * (1 << 20) * 1000,
-        }
-    }
-
     /// The value in milli-units (value × 1000, rounded up).
     pub fn milli(&self) -> i128 {
         self.milli

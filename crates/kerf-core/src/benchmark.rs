@@ -221,15 +221,6 @@ impl Cluster {
     }
 }
 
-/// Total cpu and memory the pods request, for the lower bound a benchmark reports.
-pub fn total_requests(pods: &[Pod]) -> Resources {
-    let mut total = Resources::default();
-    for p in pods {
-        total.add(&pod_requests(p));
-    }
-    total
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

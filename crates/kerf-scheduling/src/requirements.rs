@@ -266,17 +266,6 @@ impl Requirements {
         out
     }
 
-    /// `key In [value]` for every label (node labels, a pod's nodeSelector).
-    pub fn from_labels<'a>(
-        labels: impl IntoIterator<Item = (&'a String, &'a String)>,
-    ) -> Requirements {
-        let mut out = Requirements::new();
-        for (k, v) in labels {
-            out.add(Requirement::new(k, Operator::In, [v.clone()]));
-        }
-        out
-    }
-
     /// Whether the key is constrained.
     pub fn has(&self, key: &str) -> bool {
         self.by_key.contains_key(key)

@@ -365,11 +365,6 @@ impl Topology {
         }
     }
 
-    /// Whether the group's key is `kubernetes.io/hostname`.
-    pub fn on_hostname(&self, id: GroupId) -> bool {
-        self.is_hostname(self.groups[id].def.key)
-    }
-
     /// Describes a group for reasons, with the pods it counts per domain (zones and other
     /// keys; per-node counts would be as long as the node list).
     pub fn describe(&self, id: GroupId, symbols: &Symbols) -> String {

@@ -70,32 +70,6 @@ pub fn disrupted_taint() -> Taint {
     }
 }
 
-/// Whether evicting a pod now would break a PodDisruptionBudget: a budget selecting it
-/// allows no disruption, counting healthy the selected pods on Ready nodes.
-pub fn pdb_blocks(cluster: &Cluster, pod: &str) -> bool {
-    let Some(p) = cluster.pods.get(pod) else {
-        return false;
-    };
-    cluster
-        .pdbs
-        .values()
-        .filter(|b| pdb_selects(b, &p.pod))
-        .any(|b| {
-            let mut selected = 0;
-            let mut healthy = 0;
-            for q in cluster.pods.values().filter(|q| pdb_selects(b, &q.pod)) {
-                selected += 1;
-                if q.node
-                    .as_ref()
-                    .is_some_and(|n| cluster.nodes.get(n).is_some_and(|n| n.ready))
-                {
-                    healthy += 1;
-                }
-            }
-            pdb_allowance(b, selected, healthy) == 0
-        })
-}
-
 /// What each PodDisruptionBudget still allows, computed once from the cluster and spent as
 /// evictions are decided, so one drain or pass never allows more than the budget does.
 #[derive(Debug)]
