@@ -8,6 +8,10 @@
 #   scripts/e2e-cluster.sh stop DIR     stop what `start DIR` started
 #   scripts/e2e-cluster.sh bin          print the directory holding the binaries
 #   scripts/e2e-cluster.sh helm         build (once, cached) helm; print its path
+#   scripts/e2e-cluster.sh karpenter-crds
+#                                       fetch (once, cached) Karpenter's own CRDs (NodePool,
+#                                       NodeClaim, EC2NodeClass) from the Go module proxy; print
+#                                       their directory
 #
 # Everything builds from the Go module proxy: Kubernetes at $KUBE_VERSION with each staging
 # module replaced by its published v0.Y.Z, etcd through a small main calling etcdmain.Main, and
@@ -21,6 +25,9 @@ CACHE="${KERF_E2E_CACHE:-$HOME/.cache/kerf-e2e}/kube-${KUBE_VERSION}-etcd-${ETCD
 BIN="$CACHE/bin"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 HELM_BIN="${KERF_E2E_CACHE:-$HOME/.cache/kerf-e2e}/helm-${HELM_VERSION}/helm"
+# the Karpenter release whose CRDs a drop-in user has installed (core and AWS provider)
+KARPENTER_VERSION="${KARPENTER_VERSION:-v1.15.0}"
+KARPENTER_CRDS="${KERF_E2E_CACHE:-$HOME/.cache/kerf-e2e}/karpenter-crds-${KARPENTER_VERSION}"
 
 log() { echo "e2e-cluster: $*" >&2; }
 
@@ -144,12 +151,49 @@ cmd_helm() {
   echo "$HELM_BIN"
 }
 
+# Karpenter's CRDs as its release ships them, from the module zips on the Go module proxy
+# (the same source the control plane builds from)
+cmd_karpenter_crds() {
+  if [ ! -f "$KARPENTER_CRDS/karpenter.k8s.aws_ec2nodeclasses.yaml" ]; then
+    local proxy tmp
+    proxy="$(go env GOPROXY 2>/dev/null || true)"
+    proxy="${proxy%%,*}"
+    case "$proxy" in http*) ;; *) proxy="https://proxy.golang.org" ;; esac
+    tmp="$(mktemp -d)"
+    log "fetching Karpenter $KARPENTER_VERSION CRDs from $proxy"
+    curl -fsSL -o "$tmp/core.zip" "$proxy/sigs.k8s.io/karpenter/@v/$KARPENTER_VERSION.zip"
+    curl -fsSL -o "$tmp/aws.zip" "$proxy/github.com/aws/karpenter-provider-aws/@v/$KARPENTER_VERSION.zip"
+    mkdir -p "$tmp/crds"
+    python3 - "$tmp" "$KARPENTER_VERSION" <<'PY'
+import sys, zipfile
+tmp, version = sys.argv[1], sys.argv[2]
+wanted = {
+    "core.zip": ("sigs.k8s.io/karpenter@" + version + "/pkg/apis/crds/",
+                 ["karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml"]),
+    "aws.zip": ("github.com/aws/karpenter-provider-aws@" + version + "/pkg/apis/crds/",
+                ["karpenter.k8s.aws_ec2nodeclasses.yaml"]),
+}
+for archive, (prefix, names) in wanted.items():
+    with zipfile.ZipFile(f"{tmp}/{archive}") as z:
+        for name in names:
+            with open(f"{tmp}/crds/{name}", "wb") as out:
+                out.write(z.read(prefix + name))
+PY
+    mkdir -p "$(dirname "$KARPENTER_CRDS")"
+    rm -rf "$KARPENTER_CRDS"
+    mv "$tmp/crds" "$KARPENTER_CRDS"
+    rm -rf "$tmp"
+  fi
+  echo "$KARPENTER_CRDS"
+}
+
 cmd_build() {
   need_go
   mkdir -p "$BIN"
   [ -x "$BIN/etcd" ] || build_etcd
   [ -x "$BIN/kwok" ] && [ -f "$CACHE/stages.yaml" ] || build_kwok
   [ -x "$HELM_BIN" ] || build_helm
+  cmd_karpenter_crds >/dev/null
   if [ ! -x "$BIN/kube-apiserver" ] || [ ! -x "$BIN/kube-controller-manager" ] || [ ! -x "$BIN/kube-scheduler" ]; then
     build_kubernetes
   fi
@@ -268,5 +312,6 @@ case "${1:-}" in
   stop) [ -n "${2:-}" ] || { log "usage: $0 stop DIR"; exit 2; }; cmd_stop "$2" ;;
   bin) echo "$BIN" ;;
   helm) cmd_helm ;;
-  *) log "usage: $0 build | start DIR | stop DIR | bin | helm"; exit 2 ;;
+  karpenter-crds) cmd_karpenter_crds ;;
+  *) log "usage: $0 build | start DIR | stop DIR | bin | helm | karpenter-crds"; exit 2 ;;
 esac

@@ -123,11 +123,13 @@ pub struct Condition {
     pub type_: String,
     /// `True`, `False` or `Unknown`.
     pub status: String,
+    // reason and message are written even when empty: Karpenter's NodePool and EC2NodeClass
+    // CRDs require both, as metav1.Condition does
     /// Machine-readable reason in CamelCase.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub reason: String,
-    /// Human-readable detail.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// Human-readable detail; may be empty.
+    #[serde(default)]
     pub message: String,
     /// RFC 3339 time of the last status change.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -17,6 +17,12 @@ pub fn rfc3339(since_unix: Duration) -> String {
     )
 }
 
+/// `2026-01-01T00:05:30Z`: whole seconds, as the API server writes a `metav1.Time`.
+pub fn kubernetes_time(since_unix: Duration) -> String {
+    let text = rfc3339(Duration::from_secs(since_unix.as_secs()));
+    format!("{}Z", text.trim_end_matches(".000Z"))
+}
+
 /// Calendar date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -46,6 +52,10 @@ mod tests {
         assert_eq!(
             rfc3339(Duration::from_secs(19_782 * 86_400 + 86_399)),
             "2024-02-29T23:59:59.000Z"
+        );
+        assert_eq!(
+            kubernetes_time(Duration::from_millis(20_454 * 86_400_000 + 330_250)),
+            "2026-01-01T00:05:30Z"
         );
     }
 }

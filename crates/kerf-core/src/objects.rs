@@ -36,6 +36,20 @@ fn is_true(status: Option<&NodeClaimStatus>, type_: &str) -> bool {
     })
 }
 
+/// Gives each condition the transition time the stored object's condition of the same type
+/// and status has, or `now` when the status changed or is new: Karpenter's CRDs require
+/// `lastTransitionTime`, and it should say when the condition last changed, not when it was
+/// last written.
+pub fn keep_transition_times(conditions: &mut [Condition], previous: &[Condition], now: Duration) {
+    for c in conditions {
+        c.last_transition_time = previous
+            .iter()
+            .find(|p| p.type_ == c.type_ && p.status == c.status)
+            .and_then(|p| p.last_transition_time.clone())
+            .or_else(|| Some(crate::clock::kubernetes_time(now)));
+    }
+}
+
 /// The status a NodeClaim record stands for: provider id, node, capacity and the lifecycle
 /// and drift conditions (`Ready` follows `Initialized`, as in Karpenter).
 pub fn nodeclaim_status(record: &ClaimRecord) -> NodeClaimStatus {
@@ -294,6 +308,34 @@ pub fn node_record(node: &Node, now: Duration) -> NodeRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_until_its_status_changes() {
+        let t0 = Duration::from_secs(20_454 * 86_400);
+        let mut first = vec![
+            condition(condition_types::LAUNCHED, true, "Launched"),
+            condition(condition_types::REGISTERED, false, "NotRegistered"),
+        ];
+        keep_transition_times(&mut first, &[], t0);
+        let mut later = vec![
+            condition(condition_types::LAUNCHED, true, "Launched"),
+            condition(condition_types::REGISTERED, true, "Registered"),
+            condition(condition_types::DRIFTED, true, "NodePoolDrifted"),
+        ];
+        keep_transition_times(&mut later, &first, t0 + Duration::from_secs(90));
+        let times: Vec<_> = later
+            .iter()
+            .map(|c| c.last_transition_time.as_deref().unwrap_or("none"))
+            .collect();
+        assert_eq!(
+            times,
+            [
+                "2026-01-01T00:00:00Z",
+                "2026-01-01T00:01:30Z",
+                "2026-01-01T00:01:30Z"
+            ]
+        );
+    }
 
     #[test]
     fn a_status_reads_back_as_the_record_it_came_from() {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint as K8sTaint};
 use kerf_api::NodeClaim;
 use kerf_core::controllers::{Action, Controllers, EventObject};
-use kerf_core::objects::{launched_labels, nodeclaim_status};
+use kerf_core::objects::{keep_transition_times, launched_labels, nodeclaim_status};
 use kube::Client;
 use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -54,6 +54,22 @@ where
 
 fn gone(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// The conditions the stored object's status has now (none when it is gone), read before a
+/// status is written over them so unchanged conditions keep their transition times.
+async fn stored_conditions<K>(
+    api: &Api<K>,
+    name: &str,
+    conditions: fn(K) -> Vec<kerf_api::Condition>,
+) -> Result<Vec<kerf_api::Condition>, (&'static str, String)>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    retry("reading status conditions", || api.get_opt(name))
+        .await
+        .map(|o| o.map(conditions).unwrap_or_default())
+        .map_err(|e| ("reading status conditions", e.to_string()))
 }
 
 /// The wall clock as the core reads it: time since the Unix epoch.
@@ -165,7 +181,13 @@ impl<C: CloudProvider> Executor<C> {
                 let Some(record) = core.cluster.nodeclaims.get(&nodeclaim) else {
                     return Ok(());
                 };
-                let status = Patch::Merge(json!({"status": nodeclaim_status(record)}));
+                let mut status = nodeclaim_status(record);
+                let previous = stored_conditions(&claims, &nodeclaim, |c| {
+                    c.status.map(|s| s.conditions).unwrap_or_default()
+                })
+                .await?;
+                keep_transition_times(&mut status.conditions, &previous, now());
+                let status = Patch::Merge(json!({ "status": status }));
                 retry("patching nodeclaim status", || {
                     claims.patch_status(&nodeclaim, &params, &status)
                 })
@@ -180,9 +202,17 @@ impl<C: CloudProvider> Executor<C> {
                     .map_err(|e| ("labelling nodeclaim", e.to_string()))?;
                 }
             }
-            Action::PatchNodePoolStatus { node_pool, status } => {
+            Action::PatchNodePoolStatus {
+                node_pool,
+                mut status,
+            } => {
                 let pools: Api<kerf_api::NodePool> = Api::all(self.client.clone());
-                let patch = Patch::Merge(json!({"status": status}));
+                let previous = stored_conditions(&pools, &node_pool, |p| {
+                    p.status.map(|s| s.conditions).unwrap_or_default()
+                })
+                .await?;
+                keep_transition_times(&mut status.conditions, &previous, now());
+                let patch = Patch::Merge(json!({ "status": status }));
                 match retry("patching nodepool status", || {
                     pools.patch_status(&node_pool, &params, &patch)
                 })

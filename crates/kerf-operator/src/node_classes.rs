@@ -12,6 +12,7 @@ use kerf_api::{EC2NodeClass, NodeClaim};
 use kerf_aws_provider::instance_profile::InstanceProfiles;
 use kerf_aws_provider::launch::Fleet;
 use kerf_aws_provider::{Discovery, node_class};
+use kerf_core::objects::keep_transition_times;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
@@ -228,23 +229,14 @@ impl Reconciler {
                 return;
             }
         };
-        // a condition keeps its transition time while its status holds
         let previous = class
             .status
             .as_ref()
             .map(|s| &s.conditions[..])
             .unwrap_or(&[]);
+        keep_transition_times(&mut status.conditions, previous, crate::execute::now());
         for c in &mut status.conditions {
             c.observed_generation = class.metadata.generation;
-            c.last_transition_time = previous
-                .iter()
-                .find(|p| p.type_ == c.type_ && p.status == c.status)
-                .and_then(|p| p.last_transition_time.clone())
-                .or_else(|| {
-                    k8s_openapi::jiff::Timestamp::from_second(now.as_second())
-                        .ok()
-                        .map(|t| t.to_string())
-                });
         }
         if class.status.as_ref() == Some(&status) {
             return;

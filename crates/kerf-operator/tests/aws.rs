@@ -158,7 +158,9 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         .to_string();
 
     let cp = ControlPlane::start("aws");
-    cp.install_crds();
+    // on EKS, Kerf replaces Karpenter on the CRDs Karpenter installed: its EC2NodeClass
+    // schema (stricter than Kerf's) must take every status Kerf writes
+    cp.install_karpenter_crds();
     let seed =
         std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed 004");
     cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));

@@ -258,6 +258,84 @@ spec:
   selector: {matchLabels: {app: guarded}}
 "#;
 
+/// Every condition of an object's status, with its type and transition time.
+fn conditions(object: &Value) -> Vec<(String, Option<String>)> {
+    object["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                c["type"].as_str().unwrap_or("").to_string(),
+                c["lastTransitionTime"].as_str().map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn karpenters_own_crds_accept_every_write() {
+    // a user replacing Karpenter keeps its CRDs, whose validation is stricter than Kerf's
+    // (every condition needs lastTransitionTime; NodePool conditions a message and reason)
+    let cp = ControlPlane::start("karpenter-crds");
+    cp.install_karpenter_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    scale(&cp, 3);
+    all_running(&cp, 3);
+    wait_for(
+        "the nodeclaim Ready",
+        LIMIT,
+        || (ready_nodeclaims(&cp) == 1).then_some(()),
+        || {
+            format!(
+                "{:?}",
+                nodeclaims(&cp).iter().map(conditions).collect::<Vec<_>>()
+            )
+        },
+    );
+    let claim = &nodeclaims(&cp)[0];
+    let types: Vec<String> = conditions(claim).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(types, ["Launched", "Registered", "Initialized", "Ready"]);
+    assert!(
+        conditions(claim).iter().all(|(_, at)| at.is_some()),
+        "{:?}",
+        conditions(claim)
+    );
+    let pool = json(&cp, &["get", "nodepool", "default"]);
+    wait_for(
+        "the nodepool's status",
+        LIMIT,
+        || {
+            let pool = json(&cp, &["get", "nodepool", "default"]);
+            (pool["status"]["nodes"] == 1).then_some(())
+        },
+        || format!("{:?}", pool["status"]),
+    );
+    let pool = json(&cp, &["get", "nodepool", "default"]);
+    assert!(
+        conditions(&pool)
+            .iter()
+            .any(|(t, at)| t == "Ready" && at.is_some()),
+        "{:?}",
+        pool["status"]
+    );
+    // empty, the node is consolidated away, its NodeClaim's finalizer released
+    scale(&cp, 0);
+    wait_for(
+        "the empty node consolidated",
+        Duration::from_secs(240),
+        || (nodeclaims(&cp).is_empty() && items(&cp, &["get", "nodes"]).is_empty()).then_some(()),
+        || format!("{} nodeclaims", nodeclaims(&cp).len()),
+    );
+    let refused: Vec<Value> = op
+        .lines()
+        .into_iter()
+        .filter(|l| l["level"] == "ERROR")
+        .collect();
+    assert!(refused.is_empty(), "{refused:?}");
+}
+
 #[test]
 fn a_pdb_and_do_not_disrupt_keep_their_pods_through_expiry() {
     let cp = ControlPlane::start("pdb");

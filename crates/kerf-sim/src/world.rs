@@ -23,7 +23,7 @@ use kerf_core::controllers::lifecycle::Offering;
 use kerf_core::controllers::provisioning::node_labels;
 use kerf_core::controllers::{Action, Controllers, Settings};
 use kerf_core::nodepools::daemon_runs_on;
-use kerf_core::objects::{launched_labels, nodeclaim_status};
+use kerf_core::objects::{keep_transition_times, launched_labels, nodeclaim_status};
 use kerf_core::workloads::{ClusterObject, PodNames, read};
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::resources::{Resources, pod_requests};
@@ -502,7 +502,14 @@ impl World {
                     self.nodeclaim_objects.get_mut(&nodeclaim),
                     self.core.cluster.nodeclaims.get(&nodeclaim),
                 ) {
-                    stored.object.status = Some(nodeclaim_status(record));
+                    let mut status = nodeclaim_status(record);
+                    let previous = stored.object.status.take().unwrap_or_default();
+                    keep_transition_times(
+                        &mut status.conditions,
+                        &previous.conditions,
+                        self.now + Duration::from_secs(EPOCH_UNIX),
+                    );
+                    stored.object.status = Some(status);
                     if let Some(l) = &record.launched {
                         let labels = stored.object.metadata.labels.get_or_insert_default();
                         labels.extend(launched_labels(l));

@@ -89,6 +89,24 @@ impl ControlPlane {
         self.wait_for_crds();
     }
 
+    /// Installs Karpenter's own CRDs (as its release ships them, fetched by
+    /// `scripts/e2e-cluster.sh karpenter-crds`) in place of Kerf's: what a user who replaces
+    /// Karpenter with Kerf already has in the cluster.
+    pub fn install_karpenter_crds(&self) {
+        let out = Command::new(root().join("scripts/e2e-cluster.sh"))
+            .arg("karpenter-crds")
+            .output()
+            .expect("run scripts/e2e-cluster.sh");
+        assert!(
+            out.status.success(),
+            "Karpenter's CRDs could not be fetched: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        self.kubectl_ok(&["apply", "--server-side", "-f", &dir], None);
+        self.wait_for_crds();
+    }
+
     /// A kubeconfig that authenticates as the ServiceAccount `namespace/name`, with a token
     /// from the TokenRequest API: what a pod running as it would present.
     pub fn kubeconfig_for(&self, namespace: &str, name: &str) -> PathBuf {
