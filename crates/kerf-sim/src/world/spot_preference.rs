@@ -10,7 +10,9 @@
 //! affinity, no ScheduleAnyway spread, which may be skewed now and which the move is
 //! simulated with as required), the replacement is one node in the node's own zone (so no
 //! other spread or anti-affinity rule can object), no pod would go on its own to a heavier
-//! NodePool than the one all of them accept, and the target NodePool has no minValues.
+//! NodePool than the one all of them accept (counting that NodePool's offerings whose
+//! capacity ran out, which the controllers may not know of), and the target NodePool has no
+//! minValues.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,6 +32,16 @@ use crate::clock::EPOCH_UNIX;
 use crate::kube_scheduler::{
     Amounts, add, node_affinity_matches, requests, selector_matches, untolerated,
 };
+
+/// Which offerings count as available: the scenario's capacity windows are the truth, and
+/// the controllers know only what failed launches told them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lately {
+    /// Leave out offerings whose capacity ran out lately (the controllers may know).
+    RanOut,
+    /// Count every offering (the controllers may not know it ran out).
+    Unknown,
+}
 
 /// A cheaper home the oracle found for an on-demand node's pods.
 struct Better {
@@ -116,14 +128,18 @@ impl World {
             if top.is_some_and(|t| weight < t) {
                 break;
             }
-            let offers = self.offers(&name, &np, &pods, &needed, &zone);
+            let offers = self.offers(&name, &np, &pods, &needed, &zone, Lately::RanOut);
             if offers.is_empty() {
                 // a pod this heavier NodePool would take on its own goes there, pod by pod
                 // as Karpenter places them, and the rest need a second node: no single
-                // replacement (swarm seed 111019)
+                // replacement (swarm seed 111019). Whether its capacity ran out is not
+                // asked: the controllers learn that only from a launch that failed within
+                // the cache's TTL, and without one they plan the pod there (seed 125653)
                 if pods.iter().any(|p| {
                     let one = std::slice::from_ref(p);
-                    !self.offers(&name, &np, one, &requests(p), &zone).is_empty()
+                    !self
+                        .offers(&name, &np, one, &requests(p), &zone, Lately::Unknown)
+                        .is_empty()
                 }) {
                     return None;
                 }
@@ -285,8 +301,8 @@ impl World {
     }
 
     /// The offerings of NodePool `name` in `zone` that one node of could take `pods`
-    /// (`needed` in all, plus the DaemonSets that would run there), available lately and
-    /// within the NodePool's limits.
+    /// (`needed` in all, plus the DaemonSets that would run there) within the NodePool's
+    /// limits; with [`Lately::RanOut`], without those whose capacity ran out lately.
     fn offers(
         &mut self,
         name: &str,
@@ -294,6 +310,7 @@ impl World {
         pods: &[Pod],
         needed: &Amounts,
         zone: &str,
+        lately: Lately,
     ) -> Vec<Better> {
         let template = &np.spec.template;
         if pods.iter().any(|p| untolerated(p, &template.spec.taints)) {
@@ -332,7 +349,7 @@ impl World {
                     let start = w.from.map_or(Duration::ZERO, |d| d.0).max(since);
                     start <= self.now && w.covers(o.capacity_type, t.name(), zone, start)
                 });
-                if ran_out {
+                if ran_out && lately == Lately::RanOut {
                     continue;
                 }
                 let mut total = needed.clone();
