@@ -93,16 +93,7 @@ impl ControlPlane {
     /// `scripts/e2e-cluster.sh karpenter-crds`) in place of Kerf's: what a user who replaces
     /// Karpenter with Kerf already has in the cluster.
     pub fn install_karpenter_crds(&self) {
-        let out = Command::new(root().join("scripts/e2e-cluster.sh"))
-            .arg("karpenter-crds")
-            .output()
-            .expect("run scripts/e2e-cluster.sh");
-        assert!(
-            out.status.success(),
-            "Karpenter's CRDs could not be fetched: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let dir = cached_path("karpenter-crds", "Karpenter's CRDs could not be fetched");
         self.kubectl_ok(&["apply", "--server-side", "-f", &dir], None);
         self.wait_for_crds();
     }
@@ -156,18 +147,24 @@ impl Drop for ControlPlane {
     }
 }
 
-/// helm, built from the Go module proxy on first use (scripts/e2e-cluster.sh helm).
-pub fn helm() -> PathBuf {
+/// The path `scripts/e2e-cluster.sh COMMAND` prints once it has built or fetched (and
+/// cached) what it names; panics with `failure` and the script's errors otherwise.
+fn cached_path(command: &str, failure: &str) -> String {
     let out = Command::new(root().join("scripts/e2e-cluster.sh"))
-        .arg("helm")
+        .arg(command)
         .output()
         .expect("scripts/e2e-cluster.sh runs");
     assert!(
         out.status.success(),
-        "helm did not build: {}",
+        "{failure}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// helm, built from the Go module proxy on first use (scripts/e2e-cluster.sh helm).
+pub fn helm() -> PathBuf {
+    PathBuf::from(cached_path("helm", "helm did not build"))
 }
 
 /// Runs helm with `args` in the repository root: its output, or the error it printed.
