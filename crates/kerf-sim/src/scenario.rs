@@ -316,16 +316,63 @@ fn default_namespace() -> String {
     "default".into()
 }
 
+/// The file's one document, or an error that says what the file holds instead: users hand
+/// `kerf simulate` the manifests they would hand `kerf schedule`, and "unknown field `spec`"
+/// would not tell them that a scenario wraps its manifests.
+fn one_scenario_document(text: &str) -> Result<Value, ScenarioError> {
+    let mut documents = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(text) {
+        let value = Value::deserialize(document).map_err(|e| {
+            let at = e
+                .location()
+                .map(|l| format!("line {} column {}", l.line(), l.column()))
+                .unwrap_or_default();
+            ScenarioError::new(at, format!("cannot parse YAML: {e}"))
+        })?;
+        if !value.is_null() {
+            documents.push(value);
+        }
+    }
+    let kinds: Vec<String> = documents
+        .iter()
+        .filter_map(|d| {
+            let kind = d.get("kind")?.as_str()?;
+            let name = d.pointer("/metadata/name").and_then(Value::as_str);
+            Some(name.map_or_else(|| kind.to_string(), |n| format!("{kind}/{n}")))
+        })
+        .filter(|k| k != "Scenario" && !k.starts_with("Scenario/"))
+        .collect();
+    if !kinds.is_empty() {
+        const SHOWN: usize = 3;
+        let more = kinds.len().saturating_sub(SHOWN);
+        let mut listed = kinds[..kinds.len().min(SHOWN)].join(", ");
+        if more > 0 {
+            listed.push_str(&format!(" and {more} more"));
+        }
+        return Err(ScenarioError::new(
+            "",
+            format!(
+                "not a scenario: it holds {listed}. A scenario is one document with \
+                 `apiVersion: kerf.sh/v1alpha1` and `kind: Scenario` that lists its manifests \
+                 under `spec.manifests` (examples in scenarios/); `kerf schedule -f FILE` \
+                 plans nodes for manifests as they are"
+            ),
+        ));
+    }
+    match documents.len() {
+        0 => Err(ScenarioError::new("", "the file holds no document")),
+        1 => Ok(documents.remove(0)),
+        n => Err(ScenarioError::new(
+            "",
+            format!("holds {n} documents: a scenario file holds one"),
+        )),
+    }
+}
+
 /// Reads a scenario; `{file: path}` manifests are read relative to `base` (or refused when
 /// there is no base, as for built-in scenarios) and expanded into their documents.
 pub fn parse(text: &str, base: Option<&Path>) -> Result<Scenario, ScenarioError> {
-    let value: Value = serde_yaml::from_str(text).map_err(|e| {
-        let at = e
-            .location()
-            .map(|l| format!("line {} column {}", l.line(), l.column()))
-            .unwrap_or_default();
-        ScenarioError::new(at, format!("cannot parse YAML: {e}"))
-    })?;
+    let value = one_scenario_document(text)?;
     let mut scenario: Scenario = serde_path_to_error::deserialize(&value).map_err(|e| {
         let path = e.path().to_string();
         ScenarioError::new(
@@ -502,6 +549,25 @@ spec:
             "  - {file: pools.yaml}\n  - {apiVersion: v1",
         );
         assert_eq!(parse(&bad, None).unwrap_err().path, "spec.manifests[0]");
+        // manifests given in place of a scenario are named, with where they belong
+        let manifests = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: a}\n---\n\
+                         apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: b}\n";
+        let err = parse(manifests, None).unwrap_err().to_string();
+        assert!(
+            err.starts_with("not a scenario: it holds NodePool/a, Deployment/b.")
+                && err.contains("spec.manifests")
+                && err.contains("kerf schedule -f"),
+            "{err}"
+        );
+        let twice = format!("{GOOD}---\n{GOOD}");
+        assert_eq!(
+            parse(&twice, None).unwrap_err().to_string(),
+            "holds 2 documents: a scenario file holds one"
+        );
+        assert_eq!(
+            parse("# nothing\n", None).unwrap_err().to_string(),
+            "the file holds no document"
+        );
         // a chance above one would panic the random draw: it is refused by name
         let bad = GOOD.replace("  cloud:\n", "  cloud:\n    faults: {neverReady: 2}\n");
         assert_eq!(

@@ -281,6 +281,18 @@ fn a_missing_file_is_told_once_in_one_style_by_every_command() {
 }
 
 #[test]
+fn manifests_handed_to_simulate_are_sent_where_they_belong() {
+    let out = kerf(&["simulate", "examples/001-workloads.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("examples/001-workloads.yaml: not a scenario: it holds Job/train,")
+            && err.contains("kerf schedule -f FILE"),
+        "{err}"
+    );
+}
+
+#[test]
 fn instance_types_sort_by_the_price_asked_for() {
     let ranked = |sort: &str, capacity_type: &str| {
         let out = kerf(&[
