@@ -320,34 +320,26 @@ fn default_namespace() -> String {
 /// `kerf simulate` the manifests they would hand `kerf schedule`, and "unknown field `spec`"
 /// would not tell them that a scenario wraps its manifests.
 fn one_scenario_document(text: &str) -> Result<Value, ScenarioError> {
-    let mut documents = Vec::new();
-    for document in serde_yaml::Deserializer::from_str(text) {
-        let value = Value::deserialize(document).map_err(|e| {
-            let at = e
-                .location()
-                .map(|l| format!("line {} column {}", l.line(), l.column()))
-                .unwrap_or_default();
-            ScenarioError::new(at, format!("cannot parse YAML: {e}"))
-        })?;
-        if !value.is_null() {
-            documents.push(value);
-        }
-    }
-    let kinds: Vec<String> = documents
+    let mut documents = kerf_api::manifest::read_documents(text).map_err(|e| {
+        let at = match e.line {
+            0 => String::new(),
+            line => format!("line {line} column {}", e.column),
+        };
+        ScenarioError::new(at, format!("cannot parse YAML: {}", e.message))
+    })?;
+    let others: Vec<String> = documents
         .iter()
-        .filter_map(|d| {
-            let kind = d.get("kind")?.as_str()?;
-            let name = d.pointer("/metadata/name").and_then(Value::as_str);
-            Some(name.map_or_else(|| kind.to_string(), |n| format!("{kind}/{n}")))
+        .filter(|d| !d.kind().is_empty() && d.kind() != "Scenario")
+        .map(|d| match d.name() {
+            "" => d.kind().to_string(),
+            name => format!("{}/{name}", d.kind()),
         })
-        .filter(|k| k != "Scenario" && !k.starts_with("Scenario/"))
         .collect();
-    if !kinds.is_empty() {
+    if !others.is_empty() {
         const SHOWN: usize = 3;
-        let more = kinds.len().saturating_sub(SHOWN);
-        let mut listed = kinds[..kinds.len().min(SHOWN)].join(", ");
-        if more > 0 {
-            listed.push_str(&format!(" and {more} more"));
+        let mut listed = others[..others.len().min(SHOWN)].join(", ");
+        if others.len() > SHOWN {
+            listed.push_str(&format!(" and {} more", others.len() - SHOWN));
         }
         return Err(ScenarioError::new(
             "",
@@ -361,7 +353,7 @@ fn one_scenario_document(text: &str) -> Result<Value, ScenarioError> {
     }
     match documents.len() {
         0 => Err(ScenarioError::new("", "the file holds no document")),
-        1 => Ok(documents.remove(0)),
+        1 => Ok(documents.remove(0).value),
         n => Err(ScenarioError::new(
             "",
             format!("holds {n} documents: a scenario file holds one"),
