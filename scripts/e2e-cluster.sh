@@ -8,6 +8,9 @@
 #   scripts/e2e-cluster.sh stop DIR     stop what `start DIR` started
 #   scripts/e2e-cluster.sh bin          print the directory holding the binaries
 #   scripts/e2e-cluster.sh helm         build (once, cached) helm; print its path
+#   scripts/e2e-cluster.sh karpenter-hash
+#                                       build (once, cached) scripts/karpenter-hash over
+#                                       Karpenter's Go modules; print the binary's path
 #   scripts/e2e-cluster.sh karpenter-crds
 #                                       fetch (once, cached) Karpenter's own CRDs (NodePool,
 #                                       NodeClaim, EC2NodeClass) from the Go module proxy; print
@@ -28,6 +31,8 @@ HELM_BIN="${KERF_E2E_CACHE:-$HOME/.cache/kerf-e2e}/helm-${HELM_VERSION}/helm"
 # the Karpenter release whose CRDs a drop-in user has installed (core and AWS provider)
 KARPENTER_VERSION="${KARPENTER_VERSION:-v1.15.0}"
 KARPENTER_CRDS="${KERF_E2E_CACHE:-$HOME/.cache/kerf-e2e}/karpenter-crds-${KARPENTER_VERSION}"
+
+SCRIPTS="$(cd "$(dirname "$0")" && pwd)"
 
 log() { echo "e2e-cluster: $*" >&2; }
 
@@ -187,6 +192,30 @@ PY
   echo "$KARPENTER_CRDS"
 }
 
+# scripts/karpenter-hash (Karpenter's own hash functions over its API types) built against
+# Karpenter's modules from the Go module proxy; cached by version and by the program's text
+cmd_karpenter_hash() {
+  local sum dir
+  sum="$(sha256sum "$SCRIPTS/karpenter-hash/main.go" | cut -c1-12)"
+  dir="${KERF_E2E_CACHE:-$HOME/.cache/kerf-e2e}/karpenter-hash-${KARPENTER_VERSION}-$sum"
+  if [ ! -x "$dir/karpenter-hash" ]; then
+    need_go
+    log "building karpenter-hash over Karpenter $KARPENTER_VERSION"
+    mkdir -p "$dir/src"
+    cp "$SCRIPTS/karpenter-hash/main.go" "$dir/src/main.go"
+    (
+      cd "$dir/src"
+      printf 'module kerf.dev/e2e/karpenter-hash\n\ngo 1.26\n\nrequire github.com/aws/karpenter-provider-aws %s\n' \
+        "$KARPENTER_VERSION" >go.mod
+      # only the packages main.go imports (`go mod tidy` would fetch every test dependency
+      # of the AWS provider, some of which the proxy no longer serves)
+      go get "github.com/aws/karpenter-provider-aws@$KARPENTER_VERSION"
+      go build -mod=mod -o "$dir/karpenter-hash" .
+    )
+  fi
+  echo "$dir/karpenter-hash"
+}
+
 cmd_build() {
   need_go
   mkdir -p "$BIN"
@@ -194,6 +223,7 @@ cmd_build() {
   [ -x "$BIN/kwok" ] && [ -f "$CACHE/stages.yaml" ] || build_kwok
   [ -x "$HELM_BIN" ] || build_helm
   cmd_karpenter_crds >/dev/null
+  cmd_karpenter_hash >/dev/null
   if [ ! -x "$BIN/kube-apiserver" ] || [ ! -x "$BIN/kube-controller-manager" ] || [ ! -x "$BIN/kube-scheduler" ]; then
     build_kubernetes
   fi
@@ -313,5 +343,6 @@ case "${1:-}" in
   bin) echo "$BIN" ;;
   helm) cmd_helm ;;
   karpenter-crds) cmd_karpenter_crds ;;
-  *) log "usage: $0 build | start DIR | stop DIR | bin | helm | karpenter-crds"; exit 2 ;;
+  karpenter-hash) cmd_karpenter_hash ;;
+  *) log "usage: $0 build | start DIR | stop DIR | bin | helm | karpenter-crds | karpenter-hash"; exit 2 ;;
 esac

@@ -6,6 +6,7 @@
 //! This crate only describes and checks objects: no I/O beyond parsing the text handed to
 //! it, no clock, no cluster access.
 
+pub mod cluster_read;
 pub mod common;
 pub mod crds;
 pub mod cron;

@@ -255,6 +255,11 @@ static SCHEMAS: LazyLock<[(String, Value); 3]> = LazyLock::new(|| {
         .map(|k| (k.to_string(), crds::schema_of(k).unwrap_or(Value::Null)))
 });
 
+/// The structural schema of a Karpenter kind (`NodePool`, `NodeClaim`, `EC2NodeClass`).
+pub fn schema(kind: &str) -> Option<&'static Value> {
+    SCHEMAS.iter().find(|(k, _)| k == kind).map(|(_, s)| s)
+}
+
 /// Checks one document: structure first, then the typed rules.
 pub fn check_document(doc: &RawDocument) -> Checked {
     let (api_version, kind) = (doc.api_version(), doc.kind());
@@ -283,11 +288,9 @@ pub fn check_document(doc: &RawDocument) -> Checked {
         }
         return Checked::Other;
     }
-    let schema = &SCHEMAS
-        .iter()
-        .find(|(k, _)| k == kind)
-        .expect("karpenter kind has a schema")
-        .1;
+    let Some(schema) = schema(kind) else {
+        return Checked::Other;
+    };
     let mut pruned = doc.value.clone();
     let structural = schema::check_and_prune(&mut pruned, schema);
     let mut problems = structural.problems;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kerf_api::cluster_read::Gaps;
 use kerf_api::{EC2NodeClass, NodePool, NodeSelectorRequirementWithMinValues, Taint, labels};
 use kerf_scheduling::InstanceTypeOption;
 use kerf_scheduling::pods::pod_key;
@@ -309,6 +310,11 @@ pub struct Cluster {
     pub pdbs: BTreeMap<String, PodDisruptionBudget>,
     /// What changed since the controllers last looked.
     pub changes: Changes,
+    /// What Kerf could not read of a NodePool (by name) read from a live cluster: it limits
+    /// what may be done with it. A NodePool missing here was read whole.
+    pub pool_gaps: BTreeMap<String, Gaps>,
+    /// The same for EC2NodeClasses.
+    pub class_gaps: BTreeMap<String, Gaps>,
     /// Pods whose `karpenter.sh/do-not-disrupt` is a duration, with when it runs out: the
     /// one input of disruption that changes by itself with time, pod by pod.
     timed_do_not_disrupt: BTreeMap<String, Duration>,
@@ -320,6 +326,14 @@ pub struct Cluster {
     /// Pods that started running since the controllers last looked: when, and how long after
     /// they were first seen waiting (Karpenter's pod startup duration).
     started: Vec<(Duration, Duration)>,
+}
+
+fn set_gaps(map: &mut BTreeMap<String, Gaps>, name: &str, gaps: &Gaps) {
+    if gaps.is_empty() {
+        map.remove(name);
+    } else {
+        map.insert(name.to_string(), gaps.clone());
+    }
 }
 
 /// Who made a pod, from its owner references.
@@ -498,6 +512,31 @@ impl Cluster {
         self.apply_pod(pod, now);
     }
 
+    /// A NodePool was read from a live cluster with `gaps` (empty: read whole).
+    pub fn apply_node_pool_read(&mut self, np: NodePool, gaps: &Gaps) {
+        let name = np.metadata.name.clone().unwrap_or_default();
+        set_gaps(&mut self.pool_gaps, &name, gaps);
+        self.apply_node_pool(np);
+    }
+
+    /// An EC2NodeClass was read from a live cluster with `gaps` (empty: read whole).
+    pub fn apply_node_class_read(&mut self, class: EC2NodeClass, gaps: &Gaps) {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        set_gaps(&mut self.class_gaps, &name, gaps);
+        self.apply_node_class(class);
+    }
+
+    /// Whether new nodes may be launched for a NodePool: it and its node class were read
+    /// whole, or at least every field that shapes a node was.
+    pub fn may_launch_for(&self, pool: &str) -> bool {
+        let class = self
+            .node_pools
+            .get(pool)
+            .map(|np| np.spec.template.spec.node_class_ref.name.as_str());
+        self.pool_gaps.get(pool).is_none_or(|g| g.launch)
+            && class.is_none_or(|c| self.class_gaps.get(c).is_none_or(|g| g.launch))
+    }
+
     /// A NodePool was created or changed.
     pub fn apply_node_pool(&mut self, np: NodePool) {
         self.generation += 1;
@@ -510,6 +549,7 @@ impl Cluster {
     /// A NodePool is gone.
     pub fn delete_node_pool(&mut self, name: &str) {
         self.generation += 1;
+        self.pool_gaps.remove(name);
         self.node_pools.remove(name);
         self.changes.node_pools.insert(name.to_string());
         self.changes.disruption = true;
@@ -558,6 +598,7 @@ impl Cluster {
 
     /// A node class is gone.
     pub fn delete_node_class(&mut self, name: &str) {
+        self.class_gaps.remove(name);
         self.generation += 1;
         self.node_classes.remove(name);
         self.changes.node_classes.insert(name.to_string());

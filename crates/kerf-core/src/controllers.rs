@@ -52,6 +52,9 @@ pub struct Settings {
     pub spot_to_spot: bool,
     /// Karpenter's `NodeRepair` feature gate: replace nodes unhealthy past a toleration.
     pub node_repair: bool,
+    /// The cluster's CA bundle (base64), part of the `ec2nodeclass-hash` as Karpenter's
+    /// AWS provider computes it; empty where there is none (kwok, the simulator).
+    pub cluster_ca_bundle: String,
 }
 
 impl Default for Settings {
@@ -63,6 +66,7 @@ impl Default for Settings {
             registration_ttl: Duration::from_secs(15 * 60),
             spot_to_spot: false,
             node_repair: false,
+            cluster_ca_bundle: String::new(),
         }
     }
 }
@@ -119,6 +123,10 @@ pub enum EventObject {
     Node,
     /// A NodeClaim.
     NodeClaim,
+    /// A NodePool.
+    NodePool,
+    /// An EC2NodeClass.
+    NodeClass,
 }
 
 impl EventObject {
@@ -128,6 +136,8 @@ impl EventObject {
             EventObject::Pod => ("v1", "Pod"),
             EventObject::Node => ("v1", "Node"),
             EventObject::NodeClaim => ("karpenter.sh/v1", "NodeClaim"),
+            EventObject::NodePool => ("karpenter.sh/v1", "NodePool"),
+            EventObject::NodeClass => ("karpenter.k8s.aws/v1", "EC2NodeClass"),
         }
     }
 }

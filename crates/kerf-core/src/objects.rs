@@ -184,6 +184,13 @@ pub fn claim_record(
             .cloned()
             .unwrap_or_default()
     };
+    let versioned = |hash: &str, version: &str, ours: &str| {
+        if annotation(version) == ours {
+            annotation(hash)
+        } else {
+            String::new()
+        }
+    };
     let status = object.status.as_ref();
     let instance_types = object
         .spec
@@ -226,8 +233,18 @@ pub fn claim_record(
         created,
         requirements: object.spec.requirements.clone(),
         instance_types,
-        node_pool_hash: annotation(labels::NODEPOOL_HASH),
-        node_class_hash: annotation(labels::EC2NODECLASS_HASH),
+        // a hash of another version (or none) is not comparable: never a reason to drift,
+        // as in Karpenter
+        node_pool_hash: versioned(
+            labels::NODEPOOL_HASH,
+            labels::NODEPOOL_HASH_VERSION,
+            crate::hash::NODEPOOL_HASH_VERSION,
+        ),
+        node_class_hash: versioned(
+            labels::EC2NODECLASS_HASH,
+            labels::EC2NODECLASS_HASH_VERSION,
+            crate::hash::EC2NODECLASS_HASH_VERSION,
+        ),
         launched,
         node: status.and_then(|s| s.node_name.clone()),
         registered: is_true(status, condition_types::REGISTERED),
@@ -344,7 +361,8 @@ mod tests {
             "metadata": {"name": "default-abcde", "labels": {
                 "karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "m5.large",
                 "karpenter.sh/capacity-type": "spot", "topology.kubernetes.io/zone": "us-east-1a"},
-                "annotations": {"karpenter.sh/nodepool-hash": "123"}},
+                "annotations": {"karpenter.sh/nodepool-hash": "123", "karpenter.sh/nodepool-hash-version": "v3",
+                    "karpenter.k8s.aws/ec2nodeclass-hash": "456", "karpenter.k8s.aws/ec2nodeclass-hash-version": "v5"}},
             "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
                 "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.xlarge"]}]},
         }))
@@ -353,6 +371,10 @@ mod tests {
         assert!(record.launched.is_none());
         assert_eq!(record.instance_types, ["m5.large", "m5.xlarge"]);
         assert_eq!(record.node_pool_hash, "123");
+        assert_eq!(
+            record.node_class_hash, "",
+            "a hash of another version is not compared"
+        );
         record.launched = Some(Launched {
             provider_id: "kwok://default-abcde".into(),
             instance_type: "m5.large".into(),

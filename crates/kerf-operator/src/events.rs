@@ -129,7 +129,10 @@ async fn write(
             let (ns, name) = e.name.split_once('/').unwrap_or(("default", &e.name));
             (Some(ns.to_string()), name.to_string())
         }
-        EventObject::Node | EventObject::NodeClaim => (None, e.name.clone()),
+        EventObject::Node
+        | EventObject::NodeClaim
+        | EventObject::NodePool
+        | EventObject::NodeClass => (None, e.name.clone()),
     };
     let home = namespace.clone().unwrap_or_else(|| "default".into());
     let now = k8s_openapi::jiff::Timestamp::now();

@@ -10,6 +10,7 @@ pub mod execute;
 pub mod http;
 pub mod kwok;
 pub mod leader;
+pub mod lenient;
 pub mod log;
 pub mod node_classes;
 pub mod observe;
@@ -31,6 +32,7 @@ use crate::cloud::CloudProvider;
 use crate::execute::{Executor, now};
 use crate::http::{Readiness, Scrape};
 use crate::leader::{Elector, Leadership};
+use crate::lenient::GapReports;
 use crate::reconciles::Reconciles;
 use crate::watch::{Observed, Queue};
 
@@ -56,6 +58,8 @@ pub struct Options {
     pub metrics_address: SocketAddr,
     /// Where `/healthz` and `/readyz` are served.
     pub health_address: SocketAddr,
+    /// The cluster's CA bundle, which the `ec2nodeclass-hash` covers (AWS only).
+    pub cluster_ca_bundle: String,
 }
 
 /// What stops the process: SIGTERM (a Deployment's rollout or scale-down) or ^C.
@@ -83,11 +87,12 @@ struct Inputs {
     queue: Arc<Queue>,
     scrapes: mpsc::Receiver<Scrape>,
     reconciles: Reconciles,
+    gaps: GapReports,
 }
 
 impl Inputs {
     fn answer(&self, core: &mut Controllers, scrape: Scrape) {
-        let text = core.render_metrics(now(), &[self.reconciles.registry()]);
+        let text = core.render_metrics(now(), &[self.reconciles.registry(), self.gaps.registry()]);
         // the scraper may have given up: nothing to do then
         let _ = scrape.send(text);
     }
@@ -95,7 +100,7 @@ impl Inputs {
     /// Applies what is already queued, and answers scrapes already asked.
     fn drain<C: CloudProvider>(&mut self, core: &mut Controllers, executor: &Executor<C>) {
         while let Some(o) = self.queue.try_pop() {
-            observe_one(core, executor, o);
+            observe_one(core, executor, &mut self.gaps, o);
         }
         while let Ok(scrape) = self.scrapes.try_recv() {
             self.answer(core, scrape);
@@ -116,6 +121,7 @@ pub async fn run<C: CloudProvider>(
         node_repair: options.node_repair,
         batch_idle: options.batch_idle,
         batch_max: options.batch_max,
+        cluster_ca_bundle: options.cluster_ca_bundle.clone(),
         ..Settings::default()
     };
     let mut stop = Stop::new()?;
@@ -135,6 +141,7 @@ pub async fn run<C: CloudProvider>(
         queue: watch::spawn_all(&client),
         scrapes,
         reconciles: Reconciles::new(),
+        gaps: GapReports::default(),
     };
 
     // every kind listed once before deciding anything: a partial view would look like
@@ -147,7 +154,7 @@ pub async fn run<C: CloudProvider>(
                 Some(Observed::Synced(kind)) => {
                     synced.insert(kind);
                 }
-                Some(other) => observe_one(&mut core, &executor, other),
+                Some(other) => observe_one(&mut core, &executor, &mut inputs.gaps, other),
             },
             Some(scrape) = inputs.scrapes.recv() => inputs.answer(&mut core, scrape),
             () = stop.requested() => return Ok(()),
@@ -167,7 +174,7 @@ pub async fn run<C: CloudProvider>(
                     held = &mut lead => break Some(held),
                     o = inputs.queue.pop() => match o {
                         None => anyhow::bail!("the watches stopped"),
-                        Some(o) => observe_one(&mut core, &executor, o),
+                        Some(o) => observe_one(&mut core, &executor, &mut inputs.gaps, o),
                     },
                     Some(scrape) = inputs.scrapes.recv() => inputs.answer(&mut core, scrape),
                     () = stop.requested() => return Ok(()),
@@ -241,7 +248,7 @@ async fn act<C: CloudProvider>(
                 let Some(o) = o else {
                     anyhow::bail!("the watches stopped");
                 };
-                observe_one(core, executor, o);
+                observe_one(core, executor, &mut inputs.gaps, o);
                 // take everything already queued before polling again
                 inputs.drain(core, executor);
             }
@@ -252,7 +259,12 @@ async fn act<C: CloudProvider>(
     }
 }
 
-fn observe_one<C: CloudProvider>(core: &mut Controllers, executor: &Executor<C>, o: Observed) {
+fn observe_one<C: CloudProvider>(
+    core: &mut Controllers,
+    executor: &Executor<C>,
+    gaps: &mut GapReports,
+    o: Observed,
+) {
     if let Observed::Failed(kind, e) = &o {
         log::error("watching", &format!("{kind}: {e}"));
     }
@@ -262,7 +274,14 @@ fn observe_one<C: CloudProvider>(core: &mut Controllers, executor: &Executor<C>,
             watch::Object::NodeClaim(c) => {
                 executor
                     .events()
-                    .remember(EventObject::NodeClaim, &c.metadata);
+                    .remember(EventObject::NodeClaim, kube::Resource::meta(&**c));
+                gaps.observed(EventObject::NodeClaim, c, executor.events());
+            }
+            watch::Object::NodePool(p) => {
+                gaps.observed(EventObject::NodePool, p, executor.events())
+            }
+            watch::Object::NodeClass(c) => {
+                gaps.observed(EventObject::NodeClass, c, executor.events());
             }
             _ => {}
         }

@@ -44,6 +44,21 @@ pub fn error(message: &str, error: &str) {
     }
 }
 
+/// Prints something the operator met that needs a person (shown from `LOG_LEVEL=info`,
+/// Karpenter's default, and up: there is no level between info and error to choose).
+pub fn warn(controller: &str, message: &str, fields: Value) {
+    if enabled(LogLevel::Info) {
+        let mut line = json!({
+            "level": "WARN", "time": rfc3339(now()), "logger": "controller",
+            "message": message, "controller": controller,
+        });
+        if let (Value::Object(l), Value::Object(f)) = (&mut line, fields) {
+            l.extend(f);
+        }
+        println!("{line}");
+    }
+}
+
 /// Prints something the operator itself did, with its fields.
 pub fn info(controller: &str, message: &str, fields: Value) {
     if enabled(LogLevel::Info) {

@@ -61,6 +61,7 @@ fn options(settings: &Settings) -> kerf_operator::Options {
             )
         }),
         metrics_address: SocketAddr::new(settings.bind_address, settings.metrics_port),
+        cluster_ca_bundle: String::new(),
         health_address: SocketAddr::new(settings.bind_address, settings.health_probe_port),
     }
 }
@@ -75,7 +76,7 @@ async fn main() -> std::process::ExitCode {
         return std::process::ExitCode::from(2);
     }
     kerf_operator::log::set_level(args.log_level);
-    let options = options(&args);
+    let mut options = options(&args);
     let capacity = CapacitySettings {
         vm_memory_overhead_percent: args.vm_memory_overhead_percent,
         reserved_enis: args.reserved_enis,
@@ -150,6 +151,7 @@ async fn main() -> std::process::ExitCode {
                     }
                 }
             };
+            options.cluster_ca_bundle = cluster.ca_bundle.clone().unwrap_or_default();
             let aws = kerf_operator::aws::AwsOptions {
                 cluster,
                 interruption_queue: args.interruption_queue,

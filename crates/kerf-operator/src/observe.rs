@@ -74,13 +74,21 @@ fn applied(core: &mut Controllers, cloud: &impl CloudProvider, object: Object, n
             let name = node.metadata.name.clone().unwrap_or_default();
             cluster.apply_node(name, node_record(&node, now), now);
         }
-        Object::NodeClaim(claim) => {
+        Object::NodeClaim(read) => {
+            // one Kerf cannot type is reported (lib.rs) and left as it was last read
+            let Ok(claim) = &read.read.object else {
+                return;
+            };
             let meta = &claim.metadata;
             let created = meta.creation_timestamp.as_ref().map_or(now, since_epoch);
             let deleting = meta.deletion_timestamp.as_ref().map(since_epoch);
-            core.nodeclaim_observed(&claim, created, deleting);
+            core.nodeclaim_observed(claim, created, deleting);
         }
-        Object::NodePool(np) => {
+        Object::NodePool(read) => {
+            let Ok(np) = &read.read.object else {
+                return;
+            };
+            let gaps = &read.read.gaps;
             let name = np.metadata.name.clone().unwrap_or_default();
             let class = np.spec.template.spec.node_class_ref.name.clone();
             // status writes come back as events too: only a spec change is a change
@@ -88,20 +96,26 @@ fn applied(core: &mut Controllers, cloud: &impl CloudProvider, object: Object, n
                 .node_pools
                 .get(&name)
                 .is_none_or(|old| old.spec != np.spec)
+                || cluster.pool_gaps.get(&name) != Some(gaps).filter(|g| !g.is_empty())
             {
-                cluster.apply_node_pool(*np);
+                cluster.apply_node_pool_read(np.clone(), gaps);
             }
             offer_instance_types(core, cloud, &class);
         }
-        Object::NodeClass(class) => {
+        Object::NodeClass(read) => {
+            let Ok(class) = &read.read.object else {
+                return;
+            };
+            let gaps = &read.read.gaps;
             let name = class.metadata.name.clone().unwrap_or_default();
             if cluster
                 .node_classes
                 .get(&name)
                 .is_none_or(|old| old.spec != class.spec || old.status != class.status)
+                || cluster.class_gaps.get(&name) != Some(gaps).filter(|g| !g.is_empty())
             {
                 // the status matters too: its subnets' zones are where types are offered
-                cluster.apply_node_class(*class);
+                cluster.apply_node_class_read(class.clone(), gaps);
                 let types = cloud.instance_types(cluster.node_classes.get(&name));
                 cluster.set_instance_types(&name, types);
             }
@@ -127,6 +141,10 @@ fn applied(core: &mut Controllers, cloud: &impl CloudProvider, object: Object, n
     }
 }
 
+fn name_of<K: kube::Resource>(object: &K) -> &str {
+    object.meta().name.as_deref().unwrap_or("")
+}
+
 /// An object deleted while its watch was down, known only by its kind and key.
 fn gone(core: &mut Controllers, kind: &str, key: &str, now: Duration) {
     let cluster = &mut core.cluster;
@@ -148,13 +166,9 @@ fn deleted(core: &mut Controllers, object: Object, now: Duration) {
     match object {
         Object::Pod(pod) => cluster.delete_pod(&pod_key(&pod), now),
         Object::Node(node) => cluster.delete_node(node.metadata.name.as_deref().unwrap_or(""), now),
-        Object::NodeClaim(claim) => {
-            cluster.delete_nodeclaim(claim.metadata.name.as_deref().unwrap_or(""));
-        }
-        Object::NodePool(np) => cluster.delete_node_pool(np.metadata.name.as_deref().unwrap_or("")),
-        Object::NodeClass(class) => {
-            cluster.delete_node_class(class.metadata.name.as_deref().unwrap_or(""));
-        }
+        Object::NodeClaim(read) => cluster.delete_nodeclaim(name_of(&*read)),
+        Object::NodePool(read) => cluster.delete_node_pool(name_of(&*read)),
+        Object::NodeClass(read) => cluster.delete_node_class(name_of(&*read)),
         Object::DaemonSet(ds) => {
             cluster.delete_daemonset(&key(
                 ds.metadata.namespace.as_ref(),

@@ -18,6 +18,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
+use crate::lenient::Lenient;
 use crate::slim::{SlimNode, SlimPod};
 
 /// An object as a watch saw it.
@@ -27,12 +28,12 @@ pub enum Object {
     Pod(Box<Pod>),
     /// A Node.
     Node(Box<Node>),
-    /// A NodeClaim.
-    NodeClaim(Box<NodeClaim>),
-    /// A NodePool.
-    NodePool(Box<NodePool>),
-    /// An EC2NodeClass.
-    NodeClass(Box<EC2NodeClass>),
+    /// A NodeClaim, read as far as Kerf understands it.
+    NodeClaim(Box<Lenient<NodeClaim>>),
+    /// A NodePool, read as far as Kerf understands it.
+    NodePool(Box<Lenient<NodePool>>),
+    /// An EC2NodeClass, read as far as Kerf understands it.
+    NodeClass(Box<Lenient<EC2NodeClass>>),
     /// A DaemonSet.
     DaemonSet(Box<DaemonSet>),
     /// A PodDisruptionBudget.
@@ -338,11 +339,11 @@ pub fn spawn_all(client: &Client) -> Arc<Queue> {
     let node = |o: SlimNode| Object::Node(Box::new(o.into()));
     spawn::<SlimNode>(client, KINDS[1], node, &queue);
     let claim = |o| Object::NodeClaim(Box::new(o));
-    spawn::<NodeClaim>(client, KINDS[2], claim, &queue);
+    spawn::<Lenient<NodeClaim>>(client, KINDS[2], claim, &queue);
     let pool = |o| Object::NodePool(Box::new(o));
-    spawn::<NodePool>(client, KINDS[3], pool, &queue);
+    spawn::<Lenient<NodePool>>(client, KINDS[3], pool, &queue);
     let class = |o| Object::NodeClass(Box::new(o));
-    spawn::<EC2NodeClass>(client, KINDS[4], class, &queue);
+    spawn::<Lenient<EC2NodeClass>>(client, KINDS[4], class, &queue);
     let ds = |o| Object::DaemonSet(Box::new(o));
     spawn::<DaemonSet>(client, KINDS[5], ds, &queue);
     let pdb = |o| Object::Pdb(Box::new(o));

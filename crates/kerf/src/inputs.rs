@@ -370,6 +370,7 @@ fn pod_key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta)
 /// listed (never written). Objects come as the API server stores them, so they are read
 /// as they are, without the strict field checks typed manifests get.
 pub async fn live() -> Result<Inputs> {
+    use kerf_api::cluster_read::{self, Read};
     use kube::api::{Api, DynamicObject, ListParams};
     use kube::core::GroupVersionKind;
 
@@ -424,19 +425,33 @@ pub async fn live() -> Result<Inputs> {
             .items;
         for item in items {
             let name = item.metadata.name.clone().unwrap_or_default();
-            let value = serde_json::to_value(&item)?;
-            let bad = |e: serde_json::Error| anyhow::anyhow!("{kind} {name}: {e}");
+            let mut value = serde_json::to_value(&item)?;
+            value["apiVersion"] = format!("{group}/v1").into();
+            value["kind"] = kind.into();
+            // as the operator reads them: what a newer Karpenter added is noted, not fatal
+            fn note<T>(kind: &str, name: &str, read: Read<T>) -> Option<T> {
+                for p in &read.gaps.problems {
+                    eprintln!("note: {kind} {name}: {p}");
+                }
+                read.object
+                    .map_err(|e| eprintln!("note: {kind} {name}: {e}; left out"))
+                    .ok()
+            }
             match kind {
-                "NodePool" => inputs
-                    .node_pools
-                    .push(serde_json::from_value(value).map_err(bad)?),
-                "NodeClaim" => inputs
-                    .nodeclaims
-                    .push(serde_json::from_value(value).map_err(bad)?),
-                _ => {
+                "NodePool" => {
                     inputs
-                        .node_classes
-                        .insert(name.clone(), serde_json::from_value(value).map_err(bad)?);
+                        .node_pools
+                        .extend(note(kind, &name, cluster_read::read(kind, &value)))
+                }
+                "NodeClaim" => {
+                    inputs
+                        .nodeclaims
+                        .extend(note(kind, &name, cluster_read::read(kind, &value)))
+                }
+                _ => {
+                    if let Some(class) = note(kind, &name, cluster_read::read(kind, &value)) {
+                        inputs.node_classes.insert(name.clone(), class);
+                    }
                 }
             }
         }

@@ -160,7 +160,13 @@ impl Controllers {
         let np = self.cluster.node_pools.get(&c.node_pool)?;
         // no hash (a NodeClaim written by another version or by hand): nothing to compare,
         // as Karpenter treats a hash of another version
-        if !c.node_pool_hash.is_empty() && c.node_pool_hash != node_pool_hash(np) {
+        // nor when Kerf could not read the whole template: its hash would not be comparable
+        let pool_readable = self
+            .cluster
+            .pool_gaps
+            .get(&c.node_pool)
+            .is_none_or(|g| g.compare_hash);
+        if pool_readable && !c.node_pool_hash.is_empty() && c.node_pool_hash != node_pool_hash(np) {
             return Some(DriftReason::NodePoolDrifted);
         }
         let labels = c
@@ -173,7 +179,15 @@ impl Controllers {
             return Some(DriftReason::RequirementsDrifted);
         }
         let class = self.cluster.node_classes.get(&c.node_class)?;
-        if !c.node_class_hash.is_empty() && c.node_class_hash != node_class_hash(class) {
+        let class_readable = self
+            .cluster
+            .class_gaps
+            .get(&c.node_class)
+            .is_none_or(|g| g.compare_hash);
+        if class_readable
+            && !c.node_class_hash.is_empty()
+            && c.node_class_hash != node_class_hash(class, &self.settings.cluster_ca_bundle)
+        {
             return Some(DriftReason::NodeClassDrift);
         }
         let status = class.status.as_ref()?;

@@ -129,6 +129,7 @@ impl Controllers {
             .cluster
             .node_pools
             .iter()
+            .filter(|(k, _)| self.cluster.may_launch_for(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (name, np) in entries {
@@ -561,7 +562,7 @@ impl Controllers {
             .cluster
             .node_classes
             .get(&class)
-            .map(node_class_hash)
+            .map(|c| node_class_hash(c, &self.settings.cluster_ca_bundle))
             .unwrap_or_default();
         let mut object = nodeclaim(plan, &pool, name.clone());
         let annotations = object

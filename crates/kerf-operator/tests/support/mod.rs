@@ -162,6 +162,15 @@ fn cached_path(command: &str, failure: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// scripts/karpenter-hash, Karpenter's own hash functions, built over Karpenter's Go modules
+/// on first use (scripts/e2e-cluster.sh karpenter-hash).
+pub fn karpenter_hash() -> PathBuf {
+    PathBuf::from(cached_path(
+        "karpenter-hash",
+        "scripts/karpenter-hash did not build",
+    ))
+}
+
 /// helm, built from the Go module proxy on first use (scripts/e2e-cluster.sh helm).
 pub fn helm() -> PathBuf {
     PathBuf::from(cached_path("helm", "helm did not build"))

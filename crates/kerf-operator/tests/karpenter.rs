@@ -1,0 +1,367 @@
+//! Kerf beside Karpenter v1.15 on a real control plane with Karpenter's own CRDs: the drift
+//! hashes Kerf computes are the ones Karpenter's Go code computes for the same objects (so
+//! neither drifts the other's nodes on a takeover), a NodeClaim stamped by Karpenter is kept,
+//! and objects using what Kerf does not know stall nothing.
+
+mod support;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use kerf_api::cluster_read;
+use kerf_api::{EC2NodeClass, NodePool};
+use serde_json::Value;
+use support::{ControlPlane, Operator, http_get, karpenter_hash, root, wait_for};
+
+const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
+const CA_BUNDLE: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCmtlcmYtdGVzdAo=";
+
+fn items(cp: &ControlPlane, kind: &str) -> Vec<Value> {
+    let out = cp.kubectl_ok(&["get", kind, "-o", "json"], None);
+    let list: Value = serde_json::from_str(&out).expect("a JSON list");
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// What Karpenter's Go code says of `objects`: (kind, name) → (hash, version).
+fn karpenters_hashes(objects: &[Value]) -> Vec<(String, String, String, String)> {
+    let mut child = Command::new(karpenter_hash())
+        .arg(CA_BUNDLE)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("karpenter-hash runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&serde_json::to_vec(objects).expect("JSON"))
+        .expect("write objects");
+    let out = child.wait_with_output().expect("karpenter-hash ends");
+    assert!(
+        out.status.success(),
+        "karpenter-hash: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: Vec<Value> = serde_json::from_slice(&out.stdout).expect("karpenter-hash's JSON");
+    results
+        .iter()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+            (s("kind"), s("name"), s("hash"), s("version"))
+        })
+        .collect()
+}
+
+/// NodePools and EC2NodeClasses covering every hashed field: the users' seeds, and a table
+/// of the fields the seeds leave out.
+fn table() -> String {
+    let mut out = String::new();
+    for entry in std::fs::read_dir(root().join("fixtures/seeds")).expect("seeds") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).expect("seed");
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+        let number = &stem[..3];
+        for doc in kerf_api::manifest::read_documents(&text).expect("seed parses") {
+            let kind = doc.value["kind"].as_str().unwrap_or("");
+            if kind != "NodePool" && kind != "EC2NodeClass" {
+                continue;
+            }
+            let mut v = doc.value.clone();
+            let name = v["metadata"]["name"].as_str().unwrap_or("").to_string();
+            v["metadata"]["name"] = format!("s{number}-{name}").into();
+            if kind == "NodePool" {
+                let class = &mut v["spec"]["template"]["spec"]["nodeClassRef"]["name"];
+                *class = format!("s{number}-{}", class.as_str().unwrap_or("")).into();
+            }
+            out.push_str("---\n");
+            out.push_str(&serde_yaml::to_string(&v).expect("YAML"));
+        }
+    }
+    out.push_str(include_str!("karpenter_hash_table.yaml"));
+    out
+}
+
+#[test]
+fn kerfs_drift_hashes_are_karpenters() {
+    let cp = ControlPlane::start("karpenter-hash");
+    cp.install_karpenter_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(table().as_bytes()));
+    // as Karpenter reads them: defaulted and stored by the API server
+    let mut objects = items(&cp, "nodepools.karpenter.sh");
+    objects.extend(items(&cp, "ec2nodeclasses.karpenter.k8s.aws"));
+    assert!(objects.len() >= 20, "{} objects", objects.len());
+    let theirs = karpenters_hashes(&objects);
+    assert_eq!(theirs.len(), objects.len());
+    let mut differ = Vec::new();
+    for (object, (kind, name, hash, version)) in objects.iter().zip(&theirs) {
+        let ours = match kind.as_str() {
+            "NodePool" => {
+                let read = cluster_read::read::<NodePool>(kind, object);
+                assert!(read.gaps.is_empty(), "{name}: {:?}", read.gaps);
+                let np = read.object.expect("typed");
+                assert_eq!(version, kerf_core::hash::NODEPOOL_HASH_VERSION);
+                kerf_core::hash::node_pool_hash(&np)
+            }
+            _ => {
+                let read = cluster_read::read::<EC2NodeClass>(kind, object);
+                assert!(read.gaps.is_empty(), "{name}: {:?}", read.gaps);
+                let class = read.object.expect("typed");
+                assert_eq!(version, kerf_core::hash::EC2NODECLASS_HASH_VERSION);
+                kerf_core::hash::node_class_hash(&class, CA_BUNDLE)
+            }
+        };
+        if &ours != hash {
+            differ.push(format!(
+                "{kind}/{name}: Karpenter {hash}, Kerf {ours}: {object}"
+            ));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
+/// A NodeClaim, its Node and a running pod as Karpenter v1.15 leaves them: hash annotations
+/// from Karpenter's own code for the NodePool as the API server holds it.
+fn karpenters_nodeclaim(cp: &ControlPlane, name: &str, pool_hash: &str) {
+    let claim = serde_json::json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "karpenter.sh/nodepool": "default",
+                "karpenter.k8s.aws/ec2nodeclass": "default",
+                "node.kubernetes.io/instance-type": "m5.large",
+                "topology.kubernetes.io/zone": "us-east-1a",
+                "karpenter.sh/capacity-type": "on-demand",
+                "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+            },
+            "annotations": {
+                "karpenter.sh/nodepool-hash": pool_hash,
+                "karpenter.sh/nodepool-hash-version": "v3",
+                "karpenter.sh/nodeclaim-min-values-relaxed": "false",
+            },
+            "finalizers": ["karpenter.sh/termination"],
+        },
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [
+                {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["default"]},
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+            ],
+            "expireAfter": "720h",
+        },
+    });
+    cp.kubectl_ok(&["create", "-f", "-"], Some(claim.to_string().as_bytes()));
+    let now = "2026-11-26T00:00:00Z";
+    let condition = |t: &str| serde_json::json!({"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": now});
+    let conditions = ["Launched", "Registered", "Initialized", "Ready"].map(condition);
+    let status = serde_json::json!({"status": {
+        "providerID": format!("kwok://{name}"), "nodeName": name,
+        "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+        "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+        "conditions": conditions,
+    }});
+    cp.kubectl_ok(
+        &[
+            "patch",
+            "nodeclaim",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ],
+        None,
+    );
+    let node = serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {
+                "karpenter.sh/nodepool": "default", "karpenter.sh/registered": "true",
+                "karpenter.sh/initialized": "true",
+                "node.kubernetes.io/instance-type": "m5.large",
+                "topology.kubernetes.io/zone": "us-east-1a",
+                "karpenter.sh/capacity-type": "on-demand",
+                "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+                "kubernetes.io/hostname": name, "type": "kwok",
+            },
+        },
+        "spec": {"providerID": format!("kwok://{name}")},
+        "status": {
+            "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+            "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+        },
+    });
+    cp.kubectl_ok(&["create", "-f", "-"], Some(node.to_string().as_bytes()));
+}
+
+fn drifted(claim: &Value) -> bool {
+    claim["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Drifted" && c["status"] == "True")
+}
+
+#[test]
+fn a_nodeclaim_karpenter_launched_is_kept_on_takeover() {
+    let cp = ControlPlane::start("takeover");
+    cp.install_karpenter_crds();
+    let seed = std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed");
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));
+    let pool = items(&cp, "nodepools.karpenter.sh");
+    let theirs = karpenters_hashes(&pool);
+    let karpenters = &theirs[0].2;
+    karpenters_nodeclaim(&cp, "default-k8rpt", karpenters);
+    // a second one stamped with a template Karpenter would call drifted: Kerf must see it
+    let mut older = pool[0].clone();
+    older["spec"]["template"]["metadata"] = serde_json::json!({"labels": {"team": "before"}});
+    let stale = &karpenters_hashes(&[older])[0].2;
+    karpenters_nodeclaim(&cp, "default-stale", stale);
+    // its pod keeps the node from being consolidated: only drift could touch it
+    cp.kubectl_ok(
+        &["patch", "deployment", "inflate", "--type=merge", "-p",
+          r#"{"spec":{"replicas":1,"template":{"metadata":{"annotations":{"karpenter.sh/do-not-disrupt":"true"}}}}}"#],
+        None,
+    );
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    let claim = |name: &str| -> Value {
+        serde_json::from_str(&cp.kubectl_ok(&["get", "nodeclaim", name, "-o", "json"], None))
+            .expect("nodeclaim JSON")
+    };
+    wait_for(
+        "the stale NodeClaim marked drifted",
+        Duration::from_secs(90),
+        || drifted(&claim("default-stale")).then_some(()),
+        || format!("{}", claim("default-stale")["status"]),
+    );
+    // the pass that marked one has judged the other; a few more passes to be sure
+    std::thread::sleep(Duration::from_secs(20));
+    let kept = claim("default-k8rpt");
+    assert!(!drifted(&kept), "{}", kept["status"]);
+    assert!(kept["metadata"]["deletionTimestamp"].is_null());
+    let touched: Vec<Value> = op
+        .lines()
+        .into_iter()
+        .filter(|l| l.to_string().contains("default-k8rpt") && l.to_string().contains("disrupting"))
+        .collect();
+    assert!(touched.is_empty(), "{touched:?}");
+}
+
+#[test]
+fn what_kerf_does_not_know_stalls_nothing() {
+    let cp = ControlPlane::start("forward-compatible");
+    cp.install_karpenter_crds();
+    let seed = std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed");
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));
+    // valid under Karpenter v1.15's CRDs, unknown to Kerf
+    let newer = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: balanced}
+spec:
+  weight: 90
+  template:
+    spec:
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  disruption:
+    consolidationPolicy: Balanced
+    consolidateAfter: 30s
+    budgets:
+      - {nodes: "0", reasons: [Unhealthy]}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: placed}
+spec:
+  weight: 100
+  template:
+    spec:
+      requirements: []
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: placed}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: placed}
+spec:
+  role: KarpenterNodeRole-test
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: test}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: test}}]
+  placementGroupSelector: {name: my-cluster-pg}
+  ipPrefixCount: 2
+"#;
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(newer.as_bytes()));
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    cp.kubectl_ok(&["scale", "deployment", "inflate", "--replicas=3"], None);
+    wait_for(
+        "inflate's pods running",
+        Duration::from_secs(120),
+        || {
+            let pods = items(&cp, "pods");
+            (pods
+                .iter()
+                .filter(|p| p["status"]["phase"] == "Running")
+                .count()
+                == 3)
+                .then_some(())
+        },
+        || format!("{:?}", op.lines().last()),
+    );
+    // the highest weight's class could change the instance: nothing launches from it; the
+    // Balanced pool launches (it is provisioned for), and `default` is left for the rest
+    let claims = items(&cp, "nodeclaims.karpenter.sh");
+    let pools: Vec<&str> = claims
+        .iter()
+        .filter_map(|c| c["metadata"]["labels"]["karpenter.sh/nodepool"].as_str())
+        .collect();
+    assert!(
+        !pools.is_empty() && pools.iter().all(|p| *p == "balanced"),
+        "{pools:?}"
+    );
+    // said once per object: a log line, a Warning Event, a gauge
+    let warned: Vec<String> = op
+        .lines()
+        .into_iter()
+        .filter(|l| l["message"] == "object not fully understood")
+        .map(|l| l.to_string())
+        .collect();
+    assert_eq!(warned.len(), 2, "{warned:?}");
+    assert!(warned.iter().any(|w| w.contains("Balanced")), "{warned:?}");
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.contains("spec.placementGroupSelector")),
+        "{warned:?}"
+    );
+    wait_for(
+        "the Warning Events",
+        Duration::from_secs(30),
+        || {
+            let events = items(&cp, "events.events.k8s.io");
+            let about: Vec<&str> = events
+                .iter()
+                .filter(|e| e["reason"] == "UnsupportedFields")
+                .filter_map(|e| e["regarding"]["name"].as_str())
+                .collect();
+            (about.contains(&"balanced") && about.contains(&"placed")).then_some(())
+        },
+        || "no UnsupportedFields event yet".into(),
+    );
+    let (_, metrics) = http_get(op.metrics_port, "/metrics");
+    assert!(
+        metrics.contains(r#"kerf_cluster_object_gaps{kind="NodePool",name="balanced"} 2"#),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("gaps"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
