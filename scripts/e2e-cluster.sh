@@ -11,6 +11,10 @@
 #   scripts/e2e-cluster.sh karpenter-hash
 #                                       build (once, cached) scripts/karpenter-hash over
 #                                       Karpenter's Go modules; print the binary's path
+#   scripts/e2e-cluster.sh karpenter-kwok
+#                                       build (once, cached) Karpenter's kwok provider and
+#                                       fetch the CRDs it runs on; print their directory
+#                                       (DIR/kwok, DIR/crds)
 #   scripts/e2e-cluster.sh karpenter-crds
 #                                       fetch (once, cached) Karpenter's own CRDs (NodePool,
 #                                       NodeClaim, EC2NodeClass) from the Go module proxy; print
@@ -216,6 +220,33 @@ cmd_karpenter_hash() {
   echo "$dir/karpenter-hash"
 }
 
+# Karpenter's own kwok provider (`go install sigs.k8s.io/karpenter/kwok`), the autoscaler Kerf
+# is compared with and handed over to; and the CRDs it runs on (its NodePool and NodeClaim
+# CRDs, which allow the karpenter.kwok.sh labels, and KWOKNodeClass) from the same module
+KARPENTER_KWOK="${KERF_E2E_CACHE:-$HOME/.cache/kerf-e2e}/karpenter-kwok-${KARPENTER_VERSION}"
+cmd_karpenter_kwok() {
+  if [ ! -x "$KARPENTER_KWOK/kwok" ] || [ ! -f "$KARPENTER_KWOK/crds/karpenter.kwok.sh_kwoknodeclasses.yaml" ]; then
+    need_go
+    log "building Karpenter $KARPENTER_VERSION's kwok provider"
+    mkdir -p "$KARPENTER_KWOK"
+    GOBIN="$KARPENTER_KWOK" go install "sigs.k8s.io/karpenter/kwok@$KARPENTER_VERSION"
+    local zip
+    zip="$(GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/karpenter@$KARPENTER_VERSION" | sed -n 's/.*"Zip": "\(.*\)",/\1/p')"
+    python3 - "$zip" "$KARPENTER_VERSION" "$KARPENTER_KWOK/crds" <<'PY'
+import os, sys, zipfile
+archive, version, out = sys.argv[1:4]
+prefix = "sigs.k8s.io/karpenter@" + version + "/kwok/"
+os.makedirs(out, exist_ok=True)
+with zipfile.ZipFile(archive) as z:
+    for name in ["charts/crds/karpenter.sh_nodepools.yaml", "charts/crds/karpenter.sh_nodeclaims.yaml",
+                 "apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml"]:
+        with open(os.path.join(out, os.path.basename(name)), "wb") as f:
+            f.write(z.read(prefix + name))
+PY
+  fi
+  echo "$KARPENTER_KWOK"
+}
+
 cmd_build() {
   need_go
   mkdir -p "$BIN"
@@ -224,6 +255,7 @@ cmd_build() {
   [ -x "$HELM_BIN" ] || build_helm
   cmd_karpenter_crds >/dev/null
   cmd_karpenter_hash >/dev/null
+  #KKWOK cmd_karpenter_kwok >/dev/null
   if [ ! -x "$BIN/kube-apiserver" ] || [ ! -x "$BIN/kube-controller-manager" ] || [ ! -x "$BIN/kube-scheduler" ]; then
     build_kubernetes
   fi
@@ -344,5 +376,6 @@ case "${1:-}" in
   helm) cmd_helm ;;
   karpenter-crds) cmd_karpenter_crds ;;
   karpenter-hash) cmd_karpenter_hash ;;
-  *) log "usage: $0 build | start DIR | stop DIR | bin | helm | karpenter-crds | karpenter-hash"; exit 2 ;;
+  karpenter-kwok) cmd_karpenter_kwok ;;
+  *) log "usage: $0 build | start DIR | stop DIR | bin | helm | karpenter-crds | karpenter-hash | karpenter-kwok"; exit 2 ;;
 esac

@@ -115,6 +115,12 @@ pub fn nodeclaim(plan: &PlannedNodeClaim, np: &NodePool, name: String) -> NodeCl
     let mut labels_map: BTreeMap<String, String> = np.spec.template.metadata.labels.clone();
     labels_map.insert(labels::NODEPOOL.to_string(), np_name.clone());
     let template = &np.spec.template.spec;
+    // Karpenter's node class label, `<group>/<lowercase kind>`
+    let class = &template.node_class_ref;
+    labels_map.insert(
+        format!("{}/{}", class.group, class.kind.to_lowercase()),
+        class.name.clone(),
+    );
     let mut claim = NodeClaim::new(
         &name,
         NodeClaimSpec {

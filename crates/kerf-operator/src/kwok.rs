@@ -21,6 +21,7 @@ use kerf_scheduling::InstanceTypeOption;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use crate::cloud::{CapacitySettings, CloudError, CloudProvider};
+use crate::kwok_types;
 
 /// kwok's annotation on the Nodes it manages.
 pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
@@ -38,6 +39,8 @@ pub struct Kwok {
     /// The instance types per node class spec (as JSON): built once, not at every launch,
     /// and shared with the controllers.
     catalogs: Mutex<HashMap<String, Arc<[InstanceTypeOption]>>>,
+    /// The instance types of KWOKNodeClasses (Karpenter kwok's).
+    kwok_types: Arc<[InstanceTypeOption]>,
 }
 
 /// Reads the offerings that have no capacity: one `CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]]` a
@@ -62,8 +65,13 @@ impl Kwok {
         client: kube::Client,
         region: &str,
         no_capacity: Option<PathBuf>,
+        instance_types_file: Option<&Path>,
         capacity: CapacitySettings,
     ) -> Result<Kwok, CloudError> {
+        let specs = match instance_types_file {
+            Some(path) => kwok_types::read_file(path)?,
+            None => kwok_types::default_specs(),
+        };
         kerf_aws::catalog::zones(region).map_err(|e| CloudError::Config(e.to_string()))?;
         if let Some(path) = &no_capacity {
             read_no_capacity(path)?;
@@ -74,10 +82,14 @@ impl Kwok {
             no_capacity,
             capacity,
             catalogs: Mutex::default(),
+            kwok_types: kwok_types::options(&specs).into(),
         })
     }
 
     fn catalog(&self, class: Option<&EC2NodeClass>) -> Arc<[InstanceTypeOption]> {
+        if class.is_some_and(kwok_types::is_kwok) {
+            return Arc::clone(&self.kwok_types);
+        }
         let key = class
             .and_then(|c| serde_json::to_string(&c.spec).ok())
             .unwrap_or_default();

@@ -9,6 +9,7 @@ pub mod events;
 pub mod execute;
 pub mod http;
 pub mod kwok;
+pub mod kwok_types;
 pub mod leader;
 pub mod lenient;
 pub mod log;
@@ -137,8 +138,12 @@ pub async fn run<C: CloudProvider>(
         scrape_tx,
     )
     .await?;
+    let (queue, kinds) = watch::spawn_all(
+        &client,
+        serves_kwok_node_classes(&client, executor.cloud()).await,
+    );
     let mut inputs = Inputs {
-        queue: watch::spawn_all(&client),
+        queue,
         scrapes,
         reconciles: Reconciles::new(),
         gaps: GapReports::default(),
@@ -147,7 +152,7 @@ pub async fn run<C: CloudProvider>(
     // every kind listed once before deciding anything: a partial view would look like
     // orphans to garbage collection and like pending pods to provisioning
     let mut synced: BTreeSet<&str> = BTreeSet::new();
-    while synced.len() < watch::KINDS.len() {
+    while synced.len() < kinds.len() {
         tokio::select! {
             o = inputs.queue.pop() => match o {
                 None => anyhow::bail!("the watches stopped before listing the cluster"),
@@ -195,6 +200,13 @@ pub async fn run<C: CloudProvider>(
         Elector::release(client, config).await;
     }
     result
+}
+
+/// Whether to watch Karpenter kwok's node classes: with the kwok provider, where the cluster
+/// serves the kind (Karpenter kwok's CRDs are installed).
+async fn serves_kwok_node_classes<C: CloudProvider>(client: &kube::Client, cloud: &C) -> bool {
+    let gvk = kube::core::GroupVersionKind::gvk(kwok_types::GROUP, "v1alpha1", kwok_types::KIND);
+    cloud.name() == "kwok" && kube::discovery::pinned_kind(client, &gvk).await.is_ok()
 }
 
 /// The leader's loop: poll the controllers, carry out their actions, wait for the next change

@@ -93,6 +93,7 @@ async fn main() -> std::process::ExitCode {
             client.clone(),
             args.region.as_deref().unwrap_or("us-east-1"),
             args.kwok_no_capacity,
+            args.instance_types_file_path.as_deref(),
             capacity,
         ) {
             Ok(cloud) => kerf_operator::run(client, cloud, options).await,

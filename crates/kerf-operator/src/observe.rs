@@ -10,6 +10,7 @@ use kerf_core::workloads::{ClusterObject, read};
 use kerf_scheduling::pods::pod_key;
 
 use crate::cloud::CloudProvider;
+use crate::kwok_types;
 use crate::watch::{Object, Observed};
 
 fn since_epoch(t: &Time) -> Duration {
@@ -138,6 +139,17 @@ fn applied(core: &mut Controllers, cloud: &impl CloudProvider, object: Object, n
             let k = key(pdb.metadata.namespace.as_ref(), pdb.metadata.name.as_ref());
             cluster.apply_pdb(k, *pdb);
         }
+        Object::KwokNodeClass(class) => {
+            let name = class.metadata.name.clone().unwrap_or_default();
+            if cluster.node_classes.contains_key(&name) {
+                return;
+            }
+            if let Some(record) = kwok_types::node_class_record(&name) {
+                cluster.apply_node_class(record);
+                let types = cloud.instance_types(cluster.node_classes.get(&name));
+                cluster.set_instance_types(&name, types);
+            }
+        }
     }
 }
 
@@ -154,7 +166,7 @@ fn gone(core: &mut Controllers, kind: &str, key: &str, now: Duration) {
         "Node" => cluster.delete_node(name, now),
         "NodeClaim" => cluster.delete_nodeclaim(name),
         "NodePool" => cluster.delete_node_pool(name),
-        "EC2NodeClass" => cluster.delete_node_class(name),
+        "EC2NodeClass" | "KWOKNodeClass" => cluster.delete_node_class(name),
         "DaemonSet" => cluster.delete_daemonset(key),
         "PodDisruptionBudget" => cluster.delete_pdb(key),
         _ => {}
@@ -169,6 +181,7 @@ fn deleted(core: &mut Controllers, object: Object, now: Duration) {
         Object::NodeClaim(read) => cluster.delete_nodeclaim(name_of(&*read)),
         Object::NodePool(read) => cluster.delete_node_pool(name_of(&*read)),
         Object::NodeClass(read) => cluster.delete_node_class(name_of(&*read)),
+        Object::KwokNodeClass(class) => cluster.delete_node_class(name_of(&*class)),
         Object::DaemonSet(ds) => {
             cluster.delete_daemonset(&key(
                 ds.metadata.namespace.as_ref(),

@@ -77,6 +77,14 @@ pub struct Settings {
     /// `CAPACITY_TYPE[:INSTANCE_TYPE[:ZONE]]` a line (`*` for any), read at every launch.
     #[arg(long, value_name = "FILE")]
     pub kwok_no_capacity: Option<std::path::PathBuf>,
+    /// kwok only: the instance types of NodePools whose node class is a `KWOKNodeClass`, in
+    /// the JSON format of Karpenter's kwok provider; Karpenter kwok's own set when absent.
+    #[arg(
+        long,
+        env = "INSTANCE_TYPES_FILE_PATH",
+        value_name = "INSTANCE_TYPES_FILE_PATH"
+    )]
+    pub instance_types_file_path: Option<std::path::PathBuf>,
     /// How long a batch of pending pods waits for one more pod.
     #[arg(long, env = "BATCH_IDLE_DURATION", value_name = "BATCH_IDLE_DURATION",
           default_value = "1s", value_parser = parse_duration)]

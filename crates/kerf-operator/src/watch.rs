@@ -18,6 +18,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
+use crate::kwok_types::KWOKNodeClass;
 use crate::lenient::Lenient;
 use crate::slim::{SlimNode, SlimPod};
 
@@ -38,6 +39,8 @@ pub enum Object {
     DaemonSet(Box<DaemonSet>),
     /// A PodDisruptionBudget.
     Pdb(Box<PodDisruptionBudget>),
+    /// A node class of Karpenter's kwok provider.
+    KwokNodeClass(Box<KWOKNodeClass>),
 }
 
 /// What a watch reports.
@@ -331,8 +334,12 @@ pub const KINDS: [&str; 7] = [
     "PodDisruptionBudget",
 ];
 
-/// Starts a watch per kind, all feeding one queue.
-pub fn spawn_all(client: &Client) -> Arc<Queue> {
+/// The kind name of Karpenter kwok's node class, watched where it is served.
+pub const KWOK_NODE_CLASS: &str = "KWOKNodeClass";
+
+/// Starts a watch per kind, all feeding one queue; `kwok_node_classes` adds one of
+/// KWOKNodeClasses. Returns the queue and the kinds whose [`Observed::Synced`] to wait for.
+pub fn spawn_all(client: &Client, kwok_node_classes: bool) -> (Arc<Queue>, Vec<&'static str>) {
     let queue = Arc::new(Queue::default());
     let pod = |o: SlimPod| Object::Pod(Box::new(o.into()));
     spawn::<SlimPod>(client, KINDS[0], pod, &queue);
@@ -348,7 +355,13 @@ pub fn spawn_all(client: &Client) -> Arc<Queue> {
     spawn::<DaemonSet>(client, KINDS[5], ds, &queue);
     let pdb = |o| Object::Pdb(Box::new(o));
     spawn::<PodDisruptionBudget>(client, KINDS[6], pdb, &queue);
-    queue
+    let mut kinds = KINDS.to_vec();
+    if kwok_node_classes {
+        let class = |o| Object::KwokNodeClass(Box::new(o));
+        spawn::<KWOKNodeClass>(client, KWOK_NODE_CLASS, class, &queue);
+        kinds.push(KWOK_NODE_CLASS);
+    }
+    (queue, kinds)
 }
 
 #[cfg(test)]

@@ -356,9 +356,20 @@ impl Controllers {
         for provider_id in gone {
             self.instance_gone(&provider_id, now);
         }
+        // an instance some NodeClaim launched is not an orphan whatever the cloud names it
+        // (Karpenter kwok's nodes are named apart from their NodeClaims)
+        let claimed: BTreeSet<String> = self
+            .cluster
+            .nodeclaims
+            .values()
+            .filter_map(|c| c.launched.as_ref().map(|l| l.provider_id.clone()))
+            .collect();
         let mut learned = false;
         for instance in instances {
             let (provider_id, claim) = (&instance.provider_id, &instance.nodeclaim);
+            if !self.cluster.nodeclaims.contains_key(claim) && claimed.contains(provider_id) {
+                continue;
+            }
             if let Some(record) = self.cluster.nodeclaims.get_mut(claim) {
                 if let Some(l) = record
                     .launched

@@ -558,12 +558,13 @@ impl Controllers {
         let pool = self.cluster.node_pools[pool_name].clone();
         let class = pool.spec.template.spec.node_class_ref.name.clone();
         let pool_hash = node_pool_hash(&pool);
+        // only an EC2NodeClass has a hash (Karpenter kwok's node class has none)
         let class_hash = self
             .cluster
             .node_classes
             .get(&class)
-            .map(|c| node_class_hash(c, &self.settings.cluster_ca_bundle))
-            .unwrap_or_default();
+            .filter(|_| pool.spec.template.spec.node_class_ref.group == labels::AWS_GROUP)
+            .map(|c| node_class_hash(c, &self.settings.cluster_ca_bundle));
         let mut object = nodeclaim(plan, &pool, name.clone());
         let annotations = object
             .metadata
@@ -574,11 +575,13 @@ impl Controllers {
             labels::NODEPOOL_HASH_VERSION.into(),
             crate::hash::NODEPOOL_HASH_VERSION.into(),
         );
-        annotations.insert(labels::EC2NODECLASS_HASH.into(), class_hash.clone());
-        annotations.insert(
-            labels::EC2NODECLASS_HASH_VERSION.into(),
-            crate::hash::EC2NODECLASS_HASH_VERSION.into(),
-        );
+        if let Some(hash) = &class_hash {
+            annotations.insert(labels::EC2NODECLASS_HASH.into(), hash.clone());
+            annotations.insert(
+                labels::EC2NODECLASS_HASH_VERSION.into(),
+                crate::hash::EC2NODECLASS_HASH_VERSION.into(),
+            );
+        }
         object.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
         self.cluster.nodeclaims.insert(
             name.clone(),
@@ -589,7 +592,7 @@ impl Controllers {
                 requirements: plan.requirements.clone(),
                 instance_types: types,
                 node_pool_hash: pool_hash,
-                node_class_hash: class_hash,
+                node_class_hash: class_hash.unwrap_or_default(),
                 launched: None,
                 node: None,
                 registered: false,
