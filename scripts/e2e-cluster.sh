@@ -255,7 +255,7 @@ cmd_build() {
   [ -x "$HELM_BIN" ] || build_helm
   cmd_karpenter_crds >/dev/null
   cmd_karpenter_hash >/dev/null
-  #KKWOK cmd_karpenter_kwok >/dev/null
+  cmd_karpenter_kwok >/dev/null
   if [ ! -x "$BIN/kube-apiserver" ] || [ ! -x "$BIN/kube-controller-manager" ] || [ ! -x "$BIN/kube-scheduler" ]; then
     build_kubernetes
   fi

@@ -154,16 +154,18 @@ pub fn nodepool_status(cluster: &Cluster, pool: &str) -> NodePoolStatus {
 }
 
 /// The labels the NodeClaim object carries once launched (what `kubectl get nodeclaims`
-/// shows): the instance type, capacity type and zone.
+/// shows): the instance type's labels (arch, os, family, size, …), its capacity type and
+/// zone, as Karpenter writes them; Karpenter tells a NodeClaim that no longer meets its
+/// NodePool's requirements by these labels.
 pub fn launched_labels(l: &Launched) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (labels::INSTANCE_TYPE.to_string(), l.instance_type.clone()),
-        (
-            labels::CAPACITY_TYPE.to_string(),
-            l.capacity_type.as_str().to_string(),
-        ),
-        (labels::ZONE.to_string(), l.zone.clone()),
-    ])
+    let mut out = l.labels.clone();
+    out.insert(labels::INSTANCE_TYPE.to_string(), l.instance_type.clone());
+    out.insert(
+        labels::CAPACITY_TYPE.to_string(),
+        l.capacity_type.as_str().to_string(),
+    );
+    out.insert(labels::ZONE.to_string(), l.zone.clone());
+    out
 }
 
 /// A NodeClaim object as a record, for a controller that did not create it (after a

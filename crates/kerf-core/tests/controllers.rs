@@ -552,3 +552,35 @@ fn a_restarted_controller_learns_an_instances_network_from_the_cloud_listing() {
         Some(DriftReason::SecurityGroupDrift)
     );
 }
+
+#[test]
+fn an_instance_named_apart_from_its_nodeclaim_is_not_an_orphan() {
+    // Karpenter kwok names a node `kwok-<nodeclaim>-…`: the cloud listing cannot tell its
+    // NodeClaim by name, but the NodeClaim's provider id does
+    let mut core = with_pool();
+    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    launch_into_and_register(&mut core, &claim, None, None);
+    run_until(&mut core, 4, 20);
+    let provider_id = core.cluster.nodeclaims[&claim]
+        .launched
+        .as_ref()
+        .expect("launched")
+        .provider_id
+        .clone();
+    let listed = CloudInstance {
+        provider_id,
+        nodeclaim: format!("kwok-{claim}-silly-name-1"),
+        image_id: None,
+        network: None,
+    };
+    core.garbage_collect(&[listed], secs(21));
+    let actions = run_until(&mut core, 21, 25);
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::DeleteNode { .. } | Action::DeleteInstance { .. })),
+        "{actions:?}"
+    );
+    assert!(core.cluster.nodeclaims.contains_key(&claim));
+}

@@ -56,6 +56,43 @@ fn gone(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
+/// Deletes a Node Kerf has drained and releases Karpenter's `karpenter.sh/termination`
+/// finalizer on it, which Karpenter puts on the Nodes it registers and lifts itself once they
+/// are drained: a Node Karpenter registered and Kerf removes would otherwise stay Terminating.
+/// A Node already gone is fine.
+pub(crate) async fn delete_node(nodes: &Api<Node>, name: &str) -> Result<(), kube::Error> {
+    let del = DeleteParams::default();
+    match retry("deleting node", || nodes.delete(name, &del)).await {
+        Ok(_) => {}
+        Err(e) if gone(&e) => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    let Some(node) = retry("reading node", || nodes.get_opt(name)).await? else {
+        return Ok(());
+    };
+    let finalizers = node.metadata.finalizers.unwrap_or_default();
+    if !finalizers
+        .iter()
+        .any(|f| f == kerf_api::labels::TERMINATION_FINALIZER)
+    {
+        return Ok(());
+    }
+    let rest: Vec<&String> = finalizers
+        .iter()
+        .filter(|f| *f != kerf_api::labels::TERMINATION_FINALIZER)
+        .collect();
+    // the resource version makes it a compare-and-swap: a finalizer added meanwhile is kept
+    let patch = Patch::Merge(json!({"metadata": {
+        "finalizers": rest, "resourceVersion": node.metadata.resource_version,
+    }}));
+    let params = PatchParams::default();
+    match retry("releasing node", || nodes.patch(name, &params, &patch)).await {
+        Ok(_) => Ok(()),
+        Err(e) if gone(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// The conditions the stored object's status has now (none when it is gone), read before a
 /// status is written over them so unchanged conditions keep their transition times.
 async fn stored_conditions<K>(
@@ -279,11 +316,9 @@ impl<C: CloudProvider> Executor<C> {
                     .map_err(|e| ("terminating instance", e.to_string()))?;
             }
             Action::DeleteNode { node } => {
-                match retry("deleting node", || nodes.delete(&node, &del)).await {
-                    Ok(_) => {}
-                    Err(e) if gone(&e) => {}
-                    Err(e) => return Err(("deleting node", e.to_string())),
-                }
+                delete_node(&nodes, &node)
+                    .await
+                    .map_err(|e| ("deleting node", e.to_string()))?;
             }
             Action::DeleteNodeClaim { nodeclaim } => {
                 match retry("deleting nodeclaim", || claims.delete(&nodeclaim, &del)).await {

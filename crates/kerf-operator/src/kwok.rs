@@ -18,7 +18,7 @@ use kerf_core::controllers::lifecycle::Offering;
 use kerf_core::controllers::provisioning::node_labels;
 use kerf_core::unavailable::Pattern;
 use kerf_scheduling::InstanceTypeOption;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 
 use crate::cloud::{CapacitySettings, CloudError, CloudProvider};
 use crate::kwok_types;
@@ -246,11 +246,9 @@ impl CloudProvider for Kwok {
         let Some(name) = provider_id.strip_prefix(PROVIDER_PREFIX) else {
             return Ok(());
         };
-        match self.nodes.delete(name, &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            Err(e) => Err(CloudError::Api(e.to_string())),
-        }
+        crate::execute::delete_node(&self.nodes, name)
+            .await
+            .map_err(|e| CloudError::Api(e.to_string()))
     }
 
     async fn list(&self) -> Result<Vec<CloudInstance>, CloudError> {

@@ -7,14 +7,17 @@
 //! zones at `0.025 $/cpu + 0.001 $/GB` an hour (spot 70 % of that). `INSTANCE_TYPES_FILE_PATH`
 //! replaces them with a file in the format Karpenter's kwok provider reads.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use k8s_openapi::ClusterResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::{EC2NodeClass, labels};
 use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{InstanceTypeOption, Offering};
-use kube::CustomResource;
-use serde::{Deserialize, Serialize};
+use kube::Resource;
+use serde::Deserialize;
 
 use crate::cloud::CloudError;
 
@@ -28,21 +31,37 @@ pub const KIND: &str = "KWOKNodeClass";
 const RESERVED_CPU_MILLIS: i64 = 100;
 const RESERVED_MEMORY: &str = "10Mi";
 
-/// The spec of Karpenter kwok's node class (`karpenter.kwok.sh/v1alpha1` `KWOKNodeClass`).
-/// Kerf launches at once, so `nodeRegistrationDelay` is read and not acted on.
-#[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize)]
-#[kube(
-    group = "karpenter.kwok.sh",
-    version = "v1alpha1",
-    kind = "KWOKNodeClass",
-    plural = "kwoknodeclasses",
-    schema = "disabled"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct KwokNodeClassSpec {
-    /// How long Karpenter's kwok provider waits before it creates the Node.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_registration_delay: Option<String>,
+/// Karpenter kwok's node class (`karpenter.kwok.sh/v1alpha1` `KWOKNodeClass`), as far as Kerf
+/// reads it: its name. Its one spec field, `nodeRegistrationDelay`, is not acted on (Kerf
+/// creates the Node at once), and most objects have no spec at all.
+#[derive(Clone, Debug, Deserialize)]
+pub struct KwokNodeClass {
+    /// Its metadata.
+    pub metadata: ObjectMeta,
+}
+
+impl Resource for KwokNodeClass {
+    type DynamicType = ();
+    type Scope = ClusterResourceScope;
+
+    fn kind((): &()) -> Cow<'_, str> {
+        KIND.into()
+    }
+    fn group((): &()) -> Cow<'_, str> {
+        GROUP.into()
+    }
+    fn version((): &()) -> Cow<'_, str> {
+        "v1alpha1".into()
+    }
+    fn plural((): &()) -> Cow<'_, str> {
+        "kwoknodeclasses".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
 }
 
 /// The annotation on the node-class record the controllers hold for a KWOKNodeClass: the

@@ -18,7 +18,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
-use crate::kwok_types::KWOKNodeClass;
+use crate::kwok_types::KwokNodeClass;
 use crate::lenient::Lenient;
 use crate::slim::{SlimNode, SlimPod};
 
@@ -40,7 +40,7 @@ pub enum Object {
     /// A PodDisruptionBudget.
     Pdb(Box<PodDisruptionBudget>),
     /// A node class of Karpenter's kwok provider.
-    KwokNodeClass(Box<KWOKNodeClass>),
+    KwokNodeClass(Box<KwokNodeClass>),
 }
 
 /// What a watch reports.
@@ -358,7 +358,7 @@ pub fn spawn_all(client: &Client, kwok_node_classes: bool) -> (Arc<Queue>, Vec<&
     let mut kinds = KINDS.to_vec();
     if kwok_node_classes {
         let class = |o| Object::KwokNodeClass(Box::new(o));
-        spawn::<KWOKNodeClass>(client, KWOK_NODE_CLASS, class, &queue);
+        spawn::<KwokNodeClass>(client, KWOK_NODE_CLASS, class, &queue);
         kinds.push(KWOK_NODE_CLASS);
     }
     (queue, kinds)

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use kerf_api::labels;
 use serde_json::json;
 
 use super::{Action, Controllers, Event, EventObject, Timer};
@@ -217,6 +218,7 @@ impl Controllers {
         }
         self.cluster.changes.disruption = true;
         self.status_changed(name);
+        self.sync_labels(name, &node_name);
         self.at(
             self.now + super::provisioning::NOMINATION_GRACE,
             Timer::NominationExpiry(name.to_string()),
@@ -231,7 +233,8 @@ impl Controllers {
     }
 
     /// Gives a registered node the labels of its NodeClaim it lacks (a kubelet registers with
-    /// those its user data names; the instance type's come from the launch).
+    /// those its user data names; the instance type's come from the launch), and Karpenter's
+    /// `karpenter.sh/registered` and, once initialized, `karpenter.sh/initialized`.
     fn sync_labels(&mut self, claim: &str, node_name: &str) {
         let Some(c) = self.cluster.nodeclaims.get(claim) else {
             return;
@@ -242,7 +245,13 @@ impl Controllers {
         ) else {
             return;
         };
-        let want = super::provisioning::node_labels(launched, pool, node_name);
+        let mut want = super::provisioning::node_labels(launched, pool, node_name);
+        // what Karpenter reads to count a node registered and initialized (its disruption
+        // takes no node without them, so a cluster handed back to it needs them)
+        want.insert(labels::REGISTERED.into(), "true".into());
+        if c.initialized {
+            want.insert(labels::INITIALIZED.into(), "true".into());
+        }
         let Some(node) = self.cluster.nodes.get_mut(node_name) else {
             return;
         };

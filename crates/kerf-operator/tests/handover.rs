@@ -1,0 +1,393 @@
+//! Karpenter v1.15.0 itself (its kwok provider, built from the Go module proxy by
+//! `scripts/e2e-cluster.sh karpenter-kwok`) and Kerf on one control plane, one after the
+//! other: Karpenter provisions a cluster shaped like seed 000 and stops; Kerf takes it over
+//! without drifting, tainting, replacing or evicting anything, then consolidates a scale-down
+//! and provisions a scale-up; Kerf stops and Karpenter takes the cluster back, drifting
+//! nothing of Kerf's and consolidating Kerf's nodes as its own.
+//!
+//! How long each side is watched untouched: `KERF_HANDOVER_QUIET` seconds (60 by default,
+//! so that CI stays short; the issue's five minutes is `KERF_HANDOVER_QUIET=300`).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{ControlPlane, Operator, root, wait_for};
+
+const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
+
+/// Karpenter's kwok provider, outside the cluster.
+struct Karpenter {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Karpenter {
+    fn start(cp: &ControlPlane, n: u32) -> Karpenter {
+        let dir = karpenter_kwok();
+        let log = cp.dir.join(format!("karpenter-{n}.log"));
+        let file = std::fs::File::create(&log).expect("log file");
+        let port = |p: u16| p.to_string();
+        let child = Command::new(dir.join("kwok"))
+            .env("KUBECONFIG", &cp.kubeconfig)
+            .env("DISABLE_LEADER_ELECTION", "true")
+            .env("SYSTEM_NAMESPACE", "kube-system")
+            .env("METRICS_PORT", port(free_port()))
+            .env("HEALTH_PROBE_PORT", port(free_port()))
+            .env("LOG_LEVEL", "debug")
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file)
+            .spawn()
+            .expect("Karpenter's kwok provider starts");
+        Karpenter { child, log }
+    }
+
+    fn lines(&self) -> Vec<Value> {
+        support::read_lines(&self.log)
+    }
+
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Karpenter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn karpenter_kwok() -> PathBuf {
+    let out = Command::new(root().join("scripts/e2e-cluster.sh"))
+        .arg("karpenter-kwok")
+        .output()
+        .expect("scripts/e2e-cluster.sh runs");
+    assert!(
+        out.status.success(),
+        "Karpenter's kwok provider did not build: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+fn quiet() -> Duration {
+    Duration::from_secs(
+        std::env::var("KERF_HANDOVER_QUIET")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(60),
+    )
+}
+
+fn items(cp: &ControlPlane, kind: &str) -> Vec<Value> {
+    let out = cp.kubectl_ok(&["get", kind, "-A", "-o", "json"], None);
+    let list: Value = serde_json::from_str(&out).expect("a JSON list");
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// The cluster as the handover must leave it: NodeClaims by name with their UID and whether
+/// they are drifted or deleting; Nodes with the disruption taint; pods by UID.
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    claims: BTreeMap<String, (String, bool, bool)>,
+    tainted: Vec<String>,
+    pods: Vec<String>,
+}
+
+fn snapshot(cp: &ControlPlane) -> Snapshot {
+    let claims = items(cp, "nodeclaims.karpenter.sh")
+        .iter()
+        .map(|c| {
+            let drifted = c["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|x| x["type"] == "Drifted" && x["status"] == "True");
+            (
+                c["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                (
+                    c["metadata"]["uid"].as_str().unwrap_or("").to_string(),
+                    drifted,
+                    !c["metadata"]["deletionTimestamp"].is_null(),
+                ),
+            )
+        })
+        .collect();
+    let tainted = items(cp, "nodes")
+        .iter()
+        .filter(|n| {
+            n["spec"]["taints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|t| t["key"] == "karpenter.sh/disrupted")
+        })
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    let mut pods: Vec<String> = items(cp, "pods")
+        .iter()
+        .filter(|p| p["metadata"]["namespace"] == "default")
+        .filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_string))
+        .collect();
+    pods.sort();
+    Snapshot {
+        claims,
+        tainted,
+        pods,
+    }
+}
+
+fn running(cp: &ControlPlane) -> usize {
+    items(cp, "pods")
+        .iter()
+        .filter(|p| p["metadata"]["namespace"] == "default" && p["status"]["phase"] == "Running")
+        .count()
+}
+
+fn ready_claims(cp: &ControlPlane) -> usize {
+    items(cp, "nodeclaims.karpenter.sh")
+        .iter()
+        .filter(|c| {
+            c["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|x| x["type"] == "Initialized" && x["status"] == "True")
+        })
+        .count()
+}
+
+/// Seed 000 on Karpenter kwok's node class: a spot NodePool of weight 100, an on-demand
+/// fallback of weight 10, consolidation held off while the handover is watched.
+const CLUSTER: &str = r#"
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {name: default}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: batch}
+spec:
+  weight: 100
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
+        - {key: kubernetes.io/os, operator: In, values: [linux]}
+        - {key: karpenter.kwok.sh/instance-size, operator: Lt, values: ["5"]}
+      expireAfter: Never
+  disruption: {consolidateAfter: 1h, budgets: [{nodes: "100%"}]}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: batch-fallback}
+spec:
+  weight: 10
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+        - {key: kubernetes.io/os, operator: In, values: [linux]}
+        - {key: karpenter.kwok.sh/instance-size, operator: Lt, values: ["5"]}
+      expireAfter: Never
+  disruption: {consolidateAfter: 1h, budgets: [{nodes: "100%"}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: batch, namespace: default}
+spec:
+  replicas: 12
+  selector: {matchLabels: {app: batch}}
+  template:
+    metadata: {labels: {app: batch}}
+    spec:
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+              - matchExpressions:
+                  - {key: karpenter.sh/nodepool, operator: In, values: [batch, batch-fallback]}
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - labelSelector: {matchLabels: {app: batch}}
+              topologyKey: kubernetes.io/hostname
+      containers:
+        - {name: app, image: pause, resources: {requests: {cpu: "1", memory: 1Gi}}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: batch, namespace: default}
+spec:
+  minAvailable: 10
+  selector: {matchLabels: {app: batch}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: keeper
+  namespace: default
+  annotations: {karpenter.sh/do-not-disrupt: "true"}
+spec:
+  containers:
+    - {name: app, image: pause, resources: {requests: {cpu: "1", memory: 1Gi}}}
+"#;
+
+fn consolidate_after(cp: &ControlPlane, value: &str) {
+    for pool in ["batch", "batch-fallback"] {
+        let patch = format!(r#"{{"spec":{{"disruption":{{"consolidateAfter":"{value}"}}}}}}"#);
+        cp.kubectl_ok(
+            &["patch", "nodepool", pool, "--type=merge", "-p", &patch],
+            None,
+        );
+    }
+}
+
+fn scale(cp: &ControlPlane, replicas: usize) {
+    cp.kubectl_ok(
+        &[
+            "scale",
+            "deployment",
+            "batch",
+            &format!("--replicas={replicas}"),
+        ],
+        None,
+    );
+}
+
+fn hold_still(cp: &ControlPlane, who: &str) {
+    let before = snapshot(cp);
+    let start = Instant::now();
+    while start.elapsed() < quiet() {
+        std::thread::sleep(Duration::from_secs(5));
+        let now = snapshot(cp);
+        assert_eq!(now, before, "{who} changed the cluster it took over");
+    }
+}
+
+#[test]
+fn karpenter_hands_over_to_kerf_and_takes_it_back() {
+    let cp = ControlPlane::start("handover");
+    let crds = karpenter_kwok().join("crds");
+    cp.kubectl_ok(
+        &["apply", "--server-side", "-f", crds.to_str().expect("path")],
+        None,
+    );
+    // Kerf watches EC2NodeClasses too: Karpenter's AWS CRD beside the kwok ones
+    cp.install_karpenter_crds();
+    cp.kubectl_ok(
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            crds.to_str().expect("path"),
+        ],
+        None,
+    );
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(CLUSTER.as_bytes()));
+
+    // Karpenter provisions
+    let karpenter = Karpenter::start(&cp, 1);
+    wait_for(
+        "Karpenter's nodes running every pod",
+        Duration::from_secs(180),
+        || (running(&cp) == 13 && ready_claims(&cp) >= 12).then_some(()),
+        || format!("{} running, {} claims", running(&cp), ready_claims(&cp)),
+    );
+    karpenter.stop();
+    let karpenters: Vec<String> = snapshot(&cp).claims.keys().cloned().collect();
+
+    // Kerf takes over: nothing moves
+    let kerf = Operator::start(&cp, OPERATOR, 1, &[]);
+    wait_for(
+        "Kerf ready",
+        Duration::from_secs(60),
+        || (support::http_get(kerf.health_port, "/readyz").0 == 200).then_some(()),
+        || "not ready".into(),
+    );
+    hold_still(&cp, "Kerf");
+    let drift: Vec<Value> = kerf
+        .lines()
+        .into_iter()
+        .filter(|l| l["message"] == "marking drifted" || l["message"] == "disrupting node(s)")
+        .collect();
+    assert!(drift.is_empty(), "{drift:?}");
+
+    // then Kerf consolidates a scale-down and provisions a scale-up
+    consolidate_after(&cp, "10s");
+    scale(&cp, 4);
+    wait_for(
+        "Kerf consolidating Karpenter's nodes",
+        Duration::from_secs(180),
+        || (snapshot(&cp).claims.len() <= 6).then_some(()),
+        || format!("{} nodeclaims", snapshot(&cp).claims.len()),
+    );
+    consolidate_after(&cp, "1h");
+    scale(&cp, 8);
+    wait_for(
+        "Kerf provisioning the scale-up",
+        Duration::from_secs(120),
+        || (running(&cp) == 9).then_some(()),
+        || format!("{} running", running(&cp)),
+    );
+    let kerfs: Vec<String> = snapshot(&cp)
+        .claims
+        .keys()
+        .filter(|c| !karpenters.contains(c))
+        .cloned()
+        .collect();
+    assert!(!kerfs.is_empty(), "Kerf launched nothing for the scale-up");
+    wait_for(
+        "Kerf's NodeClaims initialized",
+        Duration::from_secs(60),
+        || (ready_claims(&cp) == snapshot(&cp).claims.len()).then_some(()),
+        || format!("{} of {}", ready_claims(&cp), snapshot(&cp).claims.len()),
+    );
+    kerf.terminate();
+
+    // rollback: Karpenter takes Kerf's NodeClaims as its own and drifts none
+    let karpenter = Karpenter::start(&cp, 2);
+    hold_still(&cp, "Karpenter");
+    consolidate_after(&cp, "10s");
+    scale(&cp, 0);
+    wait_for(
+        "Karpenter consolidating Kerf's nodes",
+        Duration::from_secs(180),
+        || {
+            let left = snapshot(&cp).claims;
+            kerfs.iter().all(|k| !left.contains_key(k)).then_some(())
+        },
+        || format!("{:?}", snapshot(&cp).claims.keys().collect::<Vec<_>>()),
+    );
+    let drifted: Vec<Value> = karpenter
+        .lines()
+        .into_iter()
+        .filter(|l| l.to_string().contains("Drifted") && l.to_string().contains("disrupting"))
+        .collect();
+    assert!(drifted.is_empty(), "{drifted:?}");
+}

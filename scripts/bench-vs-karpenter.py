@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Kerf and Karpenter v1.15.0 side by side on Karpenter's own performance workload.
+
+  scripts/bench-vs-karpenter.py [--scale N] [--only kerf|karpenter|floor]... [--quiet SECONDS]
+
+"Basic Deployment" of Karpenter's performance suite (test/suites/performance/basic_test.go):
+500 pods of 900m/3100Mi and 500 of 3500m/28Gi (times --scale / 1000), one on-demand NodePool
+on Karpenter kwok's instance types smaller than 32 cpu, consolidateAfter 30s; then both
+Deployments scaled to 350 (70 %). Each autoscaler gets a fresh control plane of the same build
+(scripts/e2e-cluster.sh) and the same instance types (Karpenter kwok's, which
+`kerf-operator --cloud-provider kwok` offers for a KWOKNodeClass). Measured: seconds until
+every pod runs; seconds until consolidation settles after the scale-in (the last change of
+the node count before --quiet seconds without one); nodes and $/hour at both points; requested
+over allocatable cpu and memory; the controller's peak RSS and CPU seconds (from /proc).
+`floor` is the control plane alone: the same pods onto ten pre-made kwok nodes of 256 cpu /
+2 TiB, no autoscaler in the loop. Prints a Markdown table (the README quotes it).
+"""
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_spec = importlib.util.spec_from_file_location("bench_operator",
+                                               os.path.join(ROOT, "scripts/bench-operator.py"))
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+CLUSTER = """
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {name: default}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+      - {key: kubernetes.io/os, operator: In, values: [linux]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      - {key: karpenter.kwok.sh/instance-size, operator: Lt, values: ["32"]}
+      expireAfter: Never
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: 30s
+    budgets: [{nodes: "100%"}]
+"""
+
+
+def deployment(name, replicas, cpu, memory):
+    return f"""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: default}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}, testing/cluster: unspecified}}}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers: [{{name: c, image: pause, resources: {{requests: {{cpu: "{cpu}", memory: "{memory}"}}}}}}]
+"""
+
+
+def floor_node(i):
+    return f"""
+apiVersion: v1
+kind: Node
+metadata:
+  name: floor-{i}
+  annotations: {{kwok.x-k8s.io/node: fake}}
+  labels: {{kubernetes.io/os: linux, kubernetes.io/hostname: floor-{i}, type: kwok}}
+status:
+  capacity: {{cpu: "256", memory: 2Ti, pods: "1024"}}
+  allocatable: {{cpu: "256", memory: 2Ti, pods: "1024"}}
+"""
+
+
+def price(instance_type, capacity_type):
+    """Karpenter kwok's price rule: 0.025 $/cpu + 0.001 $/GB an hour, spot 70 % of that."""
+    family, size = instance_type.split("-")[:2]
+    cpu = int(size.rstrip("x"))
+    memory_gib = cpu * {"c": 2, "s": 4, "m": 8}[family]
+    p = 0.025 * cpu + 0.001 * memory_gib * 2**30 / 1e9
+    return p * 0.7 if capacity_type == "spot" else p
+
+
+def quantity(text):
+    units = {"m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+             "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+    for suffix in sorted(units, key=len, reverse=True):
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * units[suffix]
+    return float(text)
+
+
+def state(cluster):
+    """Nodes (with price), pods running, and requests over allocatable."""
+    import json
+    nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json"))["items"]
+    pods = json.loads(cluster.kubectl("get", "pods", "-n", "default", "-o", "json"))["items"]
+    running = [p for p in pods if p["status"].get("phase") == "Running"]
+    cost = 0.0
+    alloc_cpu = alloc_mem = 0.0
+    draining = 0
+    for n in nodes:
+        labels = n["metadata"].get("labels", {})
+        t = labels.get("node.kubernetes.io/instance-type")
+        if t:
+            cost += price(t, labels.get("karpenter.sh/capacity-type", "on-demand"))
+        a = n["status"].get("allocatable", {})
+        alloc_cpu += quantity(a.get("cpu", "0"))
+        alloc_mem += quantity(a.get("memory", "0"))
+        taints = n.get("spec", {}).get("taints", [])
+        if n["metadata"].get("deletionTimestamp") or any(
+                x["key"] == "karpenter.sh/disrupted" for x in taints):
+            draining += 1
+    req_cpu = req_mem = 0.0
+    for p in running:
+        for c in p["spec"]["containers"]:
+            r = c.get("resources", {}).get("requests", {})
+            req_cpu += quantity(r.get("cpu", "0"))
+            req_mem += quantity(r.get("memory", "0"))
+    return {
+        "nodes": len(nodes), "running": len(running), "cost": cost, "draining": draining,
+        "cpu": req_cpu / alloc_cpu if alloc_cpu else 0.0,
+        "memory": req_mem / alloc_mem if alloc_mem else 0.0,
+    }
+
+
+def start_autoscaler(who, cluster, work):
+    log = open(os.path.join(work, f"{who}.log"), "w")
+    env = dict(cluster.env, DISABLE_LEADER_ELECTION="true", METRICS_PORT=str(free_port()),
+               HEALTH_PROBE_PORT=str(free_port()), BIND_ADDRESS="127.0.0.1")
+    if who == "kerf":
+        command = [os.path.join(ROOT, "target/release/kerf-operator"), "--cloud-provider", "kwok"]
+    else:
+        kwok = subprocess.run([os.path.join(ROOT, "scripts/e2e-cluster.sh"), "karpenter-kwok"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        command = [os.path.join(kwok, "kwok")]
+    return subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True)
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run(who, args):
+    work = tempfile.mkdtemp(prefix=f"kerf-race-{who}-")
+    cluster = bench.Cluster(work)
+    proc = None
+    small, large = args.scale // 2, args.scale - args.scale // 2
+    total = small + large
+    out = {"who": who}
+    try:
+        kwok = subprocess.run([os.path.join(ROOT, "scripts/e2e-cluster.sh"), "karpenter-kwok"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        aws = subprocess.run([os.path.join(ROOT, "scripts/e2e-cluster.sh"), "karpenter-crds"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        cluster.kubectl("apply", "--server-side", "-f",
+                        os.path.join(aws, "karpenter.k8s.aws_ec2nodeclasses.yaml"))
+        cluster.kubectl("apply", "--server-side", "-f", os.path.join(kwok, "crds"))
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                        "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh",
+                        "crd/kwoknodeclasses.karpenter.kwok.sh")
+        if who == "floor":
+            for i in range(10):
+                cluster.kubectl("apply", "-f", "-", stdin=floor_node(i))
+            time.sleep(5)
+        else:
+            cluster.kubectl("apply", "-f", "-", stdin=CLUSTER)
+            proc = start_autoscaler(who, cluster, work)
+            time.sleep(3)
+        t0 = time.time()
+        cluster.kubectl("apply", "-f", "-", stdin=deployment("small-resource-app", small, "900m", "3100Mi"))
+        cluster.kubectl("apply", "-f", "-", stdin=deployment("large-resource-app", large, "3500m", "28Gi"))
+        peak = cpu = 0.0
+
+        def sample():
+            nonlocal peak, cpu
+            if proc:
+                rss, cpu = bench.proc_stats(proc.pid)
+                peak = max(peak, rss)
+
+        while True:
+            sample()
+            s = state(cluster)
+            if s["running"] >= total:
+                break
+            if time.time() - t0 > args.timeout:
+                raise RuntimeError(f"{who}: {s['running']} of {total} pods ran in {args.timeout} s")
+            time.sleep(1)
+        out["up"] = time.time() - t0
+        out["at_up"] = s
+        if who != "floor":
+            scaled = int(small * 0.7), int(large * 0.7)
+            t1 = time.time()
+            cluster.kubectl("scale", "deployment", "small-resource-app", f"--replicas={scaled[0]}")
+            cluster.kubectl("scale", "deployment", "large-resource-app", f"--replicas={scaled[1]}")
+            last_change, last = time.time(), None
+            while time.time() - last_change < args.quiet:
+                sample()
+                s = state(cluster)
+                shape = (s["nodes"], s["draining"])
+                if shape != last:
+                    last, last_change = shape, time.time()
+                if time.time() - t1 > args.timeout:
+                    break
+                time.sleep(2)
+            out["settled"] = last_change - t1
+            out["at_settled"] = s
+        sample()
+        out["rss"], out["cpu_s"] = peak, cpu
+    finally:
+        if proc:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        cluster.stop()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scale", type=int, default=1000, help="pods in all (half of each kind)")
+    ap.add_argument("--only", action="append", choices=["karpenter", "kerf", "floor"])
+    ap.add_argument("--quiet", type=int, default=60,
+                    help="seconds without a node change that count as settled")
+    ap.add_argument("--timeout", type=int, default=1800)
+    args = ap.parse_args()
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "kerf-operator"], cwd=ROOT, check=True)
+    results = [run(who, args) for who in (args.only or ["karpenter", "kerf", "floor"])]
+    print(f"\n{args.scale} pods, then 70 % of them:\n")
+    print("| | " + " | ".join(r["who"] for r in results) + " |")
+    print("|---|" + "---|" * len(results))
+
+    def row(name, f):
+        print(f"| {name} | " + " | ".join(f(r) for r in results) + " |")
+
+    row("every pod Running (s)", lambda r: f"{r['up']:.1f}")
+    row("nodes, $/hour at scale-out",
+        lambda r: f"{r['at_up']['nodes']}, {r['at_up']['cost']:.2f}" if r["who"] != "floor" else "10 pre-made")
+    row("requests/allocatable cpu, memory",
+        lambda r: f"{r['at_up']['cpu']:.2f}, {r['at_up']['memory']:.2f}")
+    row("consolidation settled after scale-in (s)",
+        lambda r: f"{r['settled']:.0f}" if "settled" in r else "–")
+    row("nodes, $/hour after scale-in",
+        lambda r: f"{r['at_settled']['nodes']}, {r['at_settled']['cost']:.2f}" if "at_settled" in r else "–")
+    row("controller peak RSS (MiB)", lambda r: f"{r['rss']:.0f}" if r["who"] != "floor" else "–")
+    row("controller CPU (s)", lambda r: f"{r['cpu_s']:.1f}" if r["who"] != "floor" else "–")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
