@@ -177,11 +177,39 @@ pub struct Fleet {
     templates: Mutex<HashMap<String, String>>,
 }
 
-/// Whether an AMI's requirements admit an instance type's labels.
-fn admits(requirements: &[Requirement], labels: &BTreeMap<String, String>) -> bool {
+/// Whether an AMI's requirements admit an instance type's labels (its architecture, and
+/// whether it has GPUs or Neuron accelerators).
+pub fn admits(requirements: &[Requirement], labels: &BTreeMap<String, String>) -> bool {
     requirements
         .iter()
         .all(|r| r.matches(labels.get(&r.key).map(String::as_str)))
+}
+
+/// Why none of a NodeClaim's choices could be launched: the zones without a subnet, the
+/// instance types without an image, or no choice at all.
+fn unlaunchable(no_subnet: &BTreeSet<&str>, no_image: &BTreeSet<&str>) -> String {
+    let list = |set: &BTreeSet<&str>| {
+        let mut items: Vec<&str> = set.iter().take(5).copied().collect();
+        if set.len() > 5 {
+            items.push("…");
+        }
+        items.join(", ")
+    };
+    let mut causes = Vec::new();
+    if !no_subnet.is_empty() {
+        causes.push(format!("no subnet in zone(s) {}", list(no_subnet)));
+    }
+    if !no_image.is_empty() {
+        causes.push(format!(
+            "no AMI of the class for instance type(s) {}",
+            list(no_image)
+        ));
+    }
+    if causes.is_empty() {
+        "no available offering for the NodeClaim".to_string()
+    } else {
+        causes.join("; ")
+    }
 }
 
 fn tag(key: &str, value: &str) -> Tag {
@@ -545,6 +573,8 @@ impl Fleet {
         // ami id -> overrides, keeping the cheapest-first order across AMIs
         let mut by_image: Vec<(&str, Vec<(&Choice, &str)>)> = Vec::new();
         let mut count = 0;
+        // what kept the choices left out, to name the real cause when none is left
+        let (mut no_subnet, mut no_image) = (BTreeSet::new(), BTreeSet::new());
         for choice in req.choices {
             if count == MAX_OVERRIDES {
                 break;
@@ -554,6 +584,7 @@ impl Fleet {
                 .iter()
                 .find(|s| s.zone == choice.zone && !skipped_subnets.contains(&s.id))
             else {
+                no_subnet.insert(choice.zone.as_str());
                 continue;
             };
             let Some(ami) = status
@@ -561,6 +592,7 @@ impl Fleet {
                 .iter()
                 .find(|a| admits(&a.requirements, &choice.labels))
             else {
+                no_image.insert(choice.instance_type.as_str());
                 continue;
             };
             match by_image.iter_mut().find(|(image, _)| *image == ami.id) {
@@ -572,8 +604,7 @@ impl Fleet {
         if by_image.is_empty() {
             return Ok(Attempt::Failed(LaunchError::NotReady {
                 class: req.node_class.to_string(),
-                reason: "no subnet in the NodeClaim's zones and no AMI for its instance types"
-                    .into(),
+                reason: unlaunchable(&no_subnet, &no_image),
             }));
         }
         let mut configs = Vec::new();
@@ -878,6 +909,32 @@ fn sort_errors(
         call: "CreateFleet",
         message: other.join("; "),
     }))
+}
+
+#[cfg(test)]
+mod unlaunchable_tests {
+    use super::unlaunchable;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn the_cause_is_named_and_no_subnet_is_blamed_for_a_missing_image() {
+        let none = BTreeSet::new();
+        let images = BTreeSet::from(["g5.xlarge", "inf2.xlarge"]);
+        let message = unlaunchable(&none, &images);
+        assert_eq!(
+            message,
+            "no AMI of the class for instance type(s) g5.xlarge, inf2.xlarge"
+        );
+        let zones = BTreeSet::from(["us-west-2d"]);
+        assert_eq!(
+            unlaunchable(&zones, &none),
+            "no subnet in zone(s) us-west-2d"
+        );
+        assert_eq!(
+            unlaunchable(&none, &none),
+            "no available offering for the NodeClaim"
+        );
+    }
 }
 
 #[cfg(test)]

@@ -81,7 +81,50 @@ pub(crate) fn classify<E: ProvideErrorMetadata + std::error::Error>(
         }
         _ => AwsError::Api {
             call,
-            message: DisplayErrorContext(&error).to_string(),
+            message: one_line(&error),
         },
+    }
+}
+
+/// The most a message from AWS is quoted at.
+const MESSAGE_CHARS: usize = 200;
+
+/// What an error says, on one line: the API's error code and message, or (a response that
+/// is not an AWS error, such as an HTML page from a proxy) the start of the SDK's account of
+/// it, never a whole response body.
+fn one_line<E: ProvideErrorMetadata + std::error::Error>(error: &E) -> String {
+    let text = match (error.code(), error.message()) {
+        (Some(code), Some(message)) => format!("{code}: {message}"),
+        (Some(code), None) => code.to_string(),
+        _ => DisplayErrorContext(error).to_string(),
+    };
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > MESSAGE_CHARS {
+        format!("{}…", line.chars().take(MESSAGE_CHARS).collect::<String>())
+    } else {
+        line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_ec2::error::ErrorMetadata;
+
+    #[test]
+    fn an_error_is_one_short_line_whatever_the_response_held() {
+        let page = format!(
+            "<html>\n<body>\n{}\n</body>\n</html>",
+            "Not Found ".repeat(200)
+        );
+        let unparsed = ErrorMetadata::builder().message(page).build();
+        let said = one_line(&unparsed);
+        assert!(!said.contains('\n'), "{said}");
+        assert!(said.chars().count() <= MESSAGE_CHARS + 1, "{said}");
+        let coded = ErrorMetadata::builder()
+            .code("Throttling")
+            .message("Rate exceeded")
+            .build();
+        assert_eq!(one_line(&coded), "Throttling: Rate exceeded");
     }
 }

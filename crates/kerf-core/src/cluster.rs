@@ -566,6 +566,27 @@ impl Cluster {
     /// The instance types a node class can launch changed.
     pub fn set_instance_types(&mut self, class: &str, types: Arc<[InstanceTypeOption]>) {
         self.generation += 1;
+        // NodeClaims read before their class's types (another autoscaler's, or after a
+        // restart) were priced at nothing: price them now, or consolidation takes them for free
+        for c in self
+            .nodeclaims
+            .values_mut()
+            .filter(|c| c.node_class == class)
+        {
+            if let Some(l) = c.launched.as_mut().filter(|l| l.price_per_hour == 0.0) {
+                let offering = types
+                    .iter()
+                    .find(|t| t.name == l.instance_type)
+                    .and_then(|t| {
+                        t.offerings.iter().find(|o| {
+                            o.zone == l.zone && o.capacity_type == l.capacity_type.as_str()
+                        })
+                    });
+                if let Some(o) = offering {
+                    l.price_per_hour = o.price_per_hour;
+                }
+            }
+        }
         self.instance_types.insert(class.to_string(), types);
         self.changes.disruption = true;
     }

@@ -584,3 +584,85 @@ fn an_instance_named_apart_from_its_nodeclaim_is_not_an_orphan() {
     );
     assert!(core.cluster.nodeclaims.contains_key(&claim));
 }
+
+#[test]
+fn a_nodeclaim_read_before_its_instance_types_is_priced_when_they_come() {
+    // another autoscaler's NodeClaim, listed before the node class's types are known
+    let mut core = Controllers::new(Settings::default(), 7);
+    core.cluster.apply_node_pool(pool());
+    let object: kerf_api::NodeClaim = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "default-k8rpt", "labels": {
+            "karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "m5.large",
+            "karpenter.sh/capacity-type": "on-demand", "topology.kubernetes.io/zone": "us-east-1a"}},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": []},
+        "status": {"providerID": "kwok://default-k8rpt"},
+    }))
+    .unwrap();
+    core.nodeclaim_observed(&object, secs(0), None);
+    let price = |core: &Controllers| {
+        core.cluster.nodeclaims["default-k8rpt"]
+            .launched
+            .as_ref()
+            .map(|l| l.price_per_hour)
+    };
+    assert_eq!(price(&core), Some(0.0));
+    core.cluster
+        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    assert_eq!(price(&core), Some(0.1));
+}
+
+#[test]
+fn a_request_with_no_spot_capacity_anywhere_marks_spot_short_in_its_zones() {
+    use kerf_core::controllers::lifecycle::Offering as Refused;
+    let mut core = with_pool();
+    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    let refused = |ct: &str, it: &str, zone: &str| Refused {
+        capacity_type: ct.into(),
+        instance_type: it.into(),
+        zone: zone.into(),
+    };
+    core.launch_failed(
+        &claim,
+        &[
+            refused("spot", "m5.large", "us-east-1a"),
+            refused("spot", "c5.large", "us-east-1b"),
+        ],
+        secs(3),
+    );
+    let unavailable = |ct: &str, it: &str, zone: &str| {
+        core.unavailable_offerings()
+            .is_unavailable(ct, it, zone, secs(4))
+    };
+    assert!(
+        unavailable("spot", "r5.large", "us-east-1a"),
+        "every spot type in the zone"
+    );
+    assert!(unavailable("spot", "r5.large", "us-east-1b"));
+    assert!(
+        !unavailable("spot", "r5.large", "us-east-1c"),
+        "only the zones asked"
+    );
+    assert!(!unavailable("on-demand", "m5.large", "us-east-1a"));
+
+    // a failure that refused on-demand offerings too says nothing of spot elsewhere
+    let mut core = with_pool();
+    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    core.launch_failed(
+        &claim,
+        &[
+            refused("spot", "m5.large", "us-east-1a"),
+            refused("on-demand", "m5.large", "us-east-1a"),
+        ],
+        secs(3),
+    );
+    assert!(!core.unavailable_offerings().is_unavailable(
+        "spot",
+        "r5.large",
+        "us-east-1a",
+        secs(4)
+    ));
+}

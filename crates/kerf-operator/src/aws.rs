@@ -4,16 +4,17 @@
 //! messages become notices for the controllers; prices and the region's instance types are
 //! read from AWS every 12 hours, over the embedded ones.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use kerf_api::ec2nodeclass::AmiStatus;
 use kerf_api::{EC2NodeClass, NodePool, labels};
 use kerf_aws::instance_type::{instance_types_of, scheduler_options};
 use kerf_aws::interruption;
 use kerf_aws_provider::instance_types::{InstanceTypeSource, RegionCatalog};
 use kerf_aws_provider::interruption_queue::InterruptionQueue;
-use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest};
+use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest, admits};
 use kerf_aws_provider::pricing::{PriceSource, Prices};
 use kerf_aws_provider::user_data::ClusterInfo;
 use kerf_core::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
@@ -22,7 +23,7 @@ use kerf_core::controllers::lifecycle::Offering;
 use kerf_scheduling::InstanceTypeOption;
 use serde_json::json;
 
-use crate::cloud::{CapacitySettings, CloudError, CloudProvider};
+use crate::cloud::{Available, CapacitySettings, CloudError, CloudProvider};
 use crate::log;
 use crate::node_classes::reconcile_node_classes;
 use crate::watch::{Observed, Queue};
@@ -102,6 +103,20 @@ fn zones(class: Option<&EC2NodeClass>) -> Vec<String> {
     zones
 }
 
+/// `arch/variant` of an instance type (`amd64/nvidia`, `arm64/standard`), for saying which
+/// kinds of types a class has no image for.
+fn variant_of(type_labels: &BTreeMap<String, String>) -> String {
+    let arch = type_labels.get(labels::ARCH).map_or("?", String::as_str);
+    let variant = if type_labels.contains_key(labels::INSTANCE_GPU_COUNT) {
+        "nvidia"
+    } else if type_labels.contains_key(labels::INSTANCE_ACCELERATOR_COUNT) {
+        "neuron"
+    } else {
+        "standard"
+    };
+    format!("{arch}/{variant}")
+}
+
 fn allows(claim: &ClaimRecord, key: &str, value: &str) -> bool {
     claim
         .requirements
@@ -134,14 +149,19 @@ impl Aws {
 
     fn catalog(&self, class: Option<&EC2NodeClass>) -> Arc<[InstanceTypeOption]> {
         let zones = zones(class);
+        let amis: Vec<&AmiStatus> = class
+            .and_then(|c| c.status.as_ref())
+            .map(|s| s.amis.iter().collect())
+            .unwrap_or_default();
         let live = Live::read(&self.live);
         let key = format!(
-            "{}|{}|{}",
+            "{}|{}|{}|{}",
             live.generation,
             class
                 .and_then(|c| serde_json::to_string(&c.spec).ok())
                 .unwrap_or_default(),
-            zones.join(",")
+            zones.join(","),
+            serde_json::to_string(&amis).unwrap_or_default(),
         );
         let mut catalogs = self.catalogs.lock().unwrap_or_else(PoisonError::into_inner);
         let built = catalogs.entry(key).or_insert_with(|| {
@@ -161,6 +181,28 @@ impl Aws {
                 t.offerings.retain(|o| zones.contains(&o.zone));
             }
             options.retain(|t| !t.offerings.is_empty());
+            // and only the types one of its images boots (architecture, GPU, Neuron), as
+            // Karpenter filters them: a fleet's every override can launch
+            let before = options.len();
+            let mut unbooted: BTreeSet<String> = BTreeSet::new();
+            options.retain(|t| {
+                let booted = amis.iter().any(|a| admits(&a.requirements, &t.labels));
+                if !booted {
+                    unbooted.insert(variant_of(&t.labels));
+                }
+                booted
+            });
+            if let Some(c) = class.filter(|_| options.len() < before && !amis.is_empty()) {
+                log::warn(
+                    "providers.instancetype",
+                    "instance types without an image of the class are not offered",
+                    json!({
+                        "EC2NodeClass": {"name": c.metadata.name},
+                        "excluded": before - options.len(),
+                        "variants": unbooted,
+                    }),
+                );
+            }
             reprice(&mut options, &live.prices);
             options.into()
         });
@@ -183,6 +225,7 @@ impl CloudProvider for Aws {
         claim: &ClaimRecord,
         pool: &NodePool,
         class: Option<&EC2NodeClass>,
+        available: &Available<'_>,
     ) -> Result<Launched, CloudError> {
         let Some(class) = class else {
             return Err(CloudError::Config(format!(
@@ -207,6 +250,7 @@ impl CloudProvider for Aws {
             for o in &t.offerings {
                 if allows(claim, labels::ZONE, &o.zone)
                     && allows(claim, labels::CAPACITY_TYPE, &o.capacity_type)
+                    && available(&o.capacity_type, &t.name, &o.zone)
                 {
                     let on_demand = o.capacity_type != labels::CAPACITY_TYPE_SPOT;
                     offers.push((on_demand, o.price_per_hour, t, o));
@@ -565,13 +609,12 @@ mod tests {
         assert_eq!(options[1].offerings[0].price_per_hour, 0.035);
     }
 
-    #[test]
-    fn instance_types_read_from_ec2_replace_the_embedded_catalog() {
+    fn provider() -> Aws {
         let config = aws_config::SdkConfig::builder()
             .region(aws_config::Region::new("us-east-1"))
             .behavior_version(aws_config::BehaviorVersion::latest())
             .build();
-        let aws = Aws::new(
+        Aws::new(
             &config,
             AwsOptions {
                 cluster: ClusterInfo {
@@ -585,13 +628,54 @@ mod tests {
                 isolated_vpc: false,
             },
         )
-        .expect("provider");
+        .expect("provider")
+    }
+
+    #[test]
+    fn only_types_an_image_of_the_class_boots_are_offered() {
+        let aws = provider();
+        let class = |amis: serde_json::Value| -> EC2NodeClass {
+            serde_json::from_value(json!({
+                "metadata": {"name": "default"},
+                "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}], "role": "r",
+                    "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+                    "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]},
+                "status": {"subnets": [{"id": "s-a", "zone": "us-east-1a"}], "amis": amis},
+            }))
+            .expect("class")
+        };
+        let standard = json!({"id": "ami-std", "requirements": [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "DoesNotExist"},
+            {"key": "karpenter.k8s.aws/instance-accelerator-count", "operator": "DoesNotExist"}]});
+        let nvidia = json!({"id": "ami-gpu", "requirements": [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Exists"}]});
+        let has =
+            |types: &Arc<[InstanceTypeOption]>, name: &str| types.iter().any(|t| t.name == name);
+        let only_standard = aws.instance_types(Some(&class(json!([standard.clone()]))));
+        assert!(has(&only_standard, "m5.large"));
+        assert!(
+            !has(&only_standard, "g5.xlarge"),
+            "no image boots a GPU type"
+        );
+        assert!(!has(&only_standard, "m6g.large"), "no image boots arm64");
+        let with_gpu = aws.instance_types(Some(&class(json!([standard, nvidia]))));
+        assert!(has(&with_gpu, "g5.xlarge"));
+        assert!(aws.instance_types(Some(&class(json!([])))).is_empty());
+    }
+
+    #[test]
+    fn instance_types_read_from_ec2_replace_the_embedded_catalog() {
+        let aws = provider();
         let class: EC2NodeClass = serde_json::from_value(json!({
             "metadata": {"name": "default"},
             "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}], "role": "r",
                 "subnetSelectorTerms": [{"tags": {"a": "b"}}],
                 "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]},
-            "status": {"subnets": [{"id": "s-a", "zone": "us-east-1a"}, {"id": "s-b", "zone": "us-east-1b"}]},
+            "status": {"subnets": [{"id": "s-a", "zone": "us-east-1a"}, {"id": "s-b", "zone": "us-east-1b"}],
+                "amis": [{"id": "ami-1", "requirements": [
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]},
         }))
         .expect("class");
         let embedded = aws.instance_types(Some(&class));

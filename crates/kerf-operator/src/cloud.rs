@@ -60,6 +60,9 @@ impl CapacitySettings {
     }
 }
 
+/// Whether an offering (capacity type, instance type, zone) may be asked for now.
+pub type Available<'a> = dyn Fn(&str, &str, &str) -> bool + Sync + 'a;
+
 /// A cloud the operator launches nodes in.
 pub trait CloudProvider {
     /// The name `--cloud-provider` selects it by.
@@ -68,13 +71,16 @@ pub trait CloudProvider {
     /// The instance types a node class can launch, every offering available.
     fn instance_types(&self, class: Option<&EC2NodeClass>) -> Arc<[InstanceTypeOption]>;
 
-    /// Launches the instance of a NodeClaim named `name`.
+    /// Launches the instance of a NodeClaim named `name`, from the offerings `available`
+    /// (capacity type, instance type, zone) allows: those a recent launch found without
+    /// capacity are not asked for again.
     fn create(
         &self,
         name: &str,
         claim: &ClaimRecord,
         pool: &NodePool,
         class: Option<&EC2NodeClass>,
+        available: &Available<'_>,
     ) -> impl Future<Output = Result<Launched, CloudError>>;
 
     /// Terminates an instance (gone already is not an error).

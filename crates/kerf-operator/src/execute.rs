@@ -199,9 +199,13 @@ impl<C: CloudProvider> Executor<C> {
                     return Ok(());
                 };
                 let class = core.cluster.node_classes.get(&claim.node_class).cloned();
+                let unavailable = core.unavailable_offerings();
+                let at = core.now();
+                let available =
+                    |ct: &str, it: &str, zone: &str| !unavailable.is_unavailable(ct, it, zone, at);
                 match self
                     .cloud
-                    .create(&nodeclaim, &claim, &pool, class.as_ref())
+                    .create(&nodeclaim, &claim, &pool, class.as_ref(), &available)
                     .await
                 {
                     Ok(launched) => core.launched(&nodeclaim, launched, now()),
@@ -209,7 +213,7 @@ impl<C: CloudProvider> Executor<C> {
                         core.launch_failed(&nodeclaim, &offerings, now());
                     }
                     Err(e) => {
-                        core.launch_failed(&nodeclaim, &[], now());
+                        core.launch_error(&nodeclaim, &e.to_string(), now());
                         return Err(("launching nodeclaim", e.to_string()));
                     }
                 }

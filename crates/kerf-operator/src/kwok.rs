@@ -20,7 +20,7 @@ use kerf_core::unavailable::Pattern;
 use kerf_scheduling::InstanceTypeOption;
 use kube::api::{Api, ListParams, PostParams};
 
-use crate::cloud::{CapacitySettings, CloudError, CloudProvider};
+use crate::cloud::{Available, CapacitySettings, CloudError, CloudProvider};
 use crate::kwok_types;
 
 /// kwok's annotation on the Nodes it manages.
@@ -133,6 +133,7 @@ impl CloudProvider for Kwok {
         claim: &ClaimRecord,
         pool: &NodePool,
         class: Option<&EC2NodeClass>,
+        available: &Available<'_>,
     ) -> Result<Launched, CloudError> {
         let catalog = self.catalog(class);
         let dry = match &self.no_capacity {
@@ -149,6 +150,7 @@ impl CloudProvider for Kwok {
             for o in &t.offerings {
                 if allows(claim, labels::ZONE, &o.zone)
                     && allows(claim, labels::CAPACITY_TYPE, &o.capacity_type)
+                    && available(&o.capacity_type, &t.name, &o.zone)
                 {
                     let on_demand = o.capacity_type != labels::CAPACITY_TYPE_SPOT;
                     offers.push((on_demand, o.price_per_hour, t, o));

@@ -138,6 +138,27 @@ impl Controllers {
                 self.now,
             );
         }
+        // a request that found no spot capacity in any of its offerings is a spot shortage in
+        // those zones: the next plan falls back (to another NodePool's on-demand, say) at once
+        // instead of trying the zones' other spot types a request at a time. Karpenter marks
+        // offerings one by one; this is Kerf's, and lasts as long (the same TTL).
+        if !insufficient.is_empty()
+            && insufficient
+                .iter()
+                .all(|o| o.capacity_type == kerf_api::labels::CAPACITY_TYPE_SPOT)
+        {
+            let zones: BTreeSet<&str> = insufficient.iter().map(|o| o.zone.as_str()).collect();
+            for zone in zones {
+                self.unavailable.mark(
+                    Pattern {
+                        capacity_type: Some(kerf_api::labels::CAPACITY_TYPE_SPOT.into()),
+                        instance_type: None,
+                        zone: Some(zone.to_string()),
+                    },
+                    self.now,
+                );
+            }
+        }
         let error = format!(
             "creating instance, insufficient capacity, all requested instance types were unavailable during launch ({} offerings)",
             insufficient.len()
@@ -155,6 +176,39 @@ impl Controllers {
             json!({"NodeClaim": {"name": nodeclaim}, "error": error}),
         );
         self.release(nodeclaim);
+    }
+
+    /// A launch failed for a reason other than capacity (a class not resolved, no subnet or
+    /// image, an API error): said as it is, and the NodeClaim goes; nothing is marked
+    /// unavailable.
+    pub fn launch_error(&mut self, nodeclaim: &str, error: &str, now: Duration) {
+        self.activity += 1;
+        self.now = self.now.max(now);
+        self.launching.remove(nodeclaim);
+        self.event(Event {
+            kind: EventObject::NodeClaim,
+            name: nodeclaim.to_string(),
+            warning: true,
+            reason: "LaunchFailed",
+            message: format!("NodeClaim {nodeclaim} event: {error}"),
+        });
+        self.log_error(
+            "nodeclaim.lifecycle",
+            "failed launching nodeclaim",
+            json!({"NodeClaim": {"name": nodeclaim}, "error": error}),
+        );
+        self.release(nodeclaim);
+    }
+
+    /// The offerings a recent launch found without capacity, for a cloud choosing what to
+    /// ask for.
+    pub fn unavailable_offerings(&self) -> &crate::unavailable::UnavailableOfferings {
+        &self.unavailable
+    }
+
+    /// The controllers' time: the latest instant they were told of.
+    pub fn now(&self) -> Duration {
+        self.now
     }
 
     /// Registration and initialization of a NodeClaim whose node changed.
