@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{ControlPlane, Operator, chart_env, http_get, root, wait_for};
+use support::{ControlPlane, Operator, chart_env, condition_true, http_get, root, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(120);
 const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
@@ -52,13 +52,7 @@ fn nodeclaims(cp: &ControlPlane) -> Vec<Value> {
 fn ready_nodeclaims(cp: &ControlPlane) -> usize {
     nodeclaims(cp)
         .iter()
-        .filter(|c| {
-            c["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|k| k["type"] == "Ready" && k["status"] == "True")
-        })
+        .filter(|c| condition_true(c, "Ready"))
         .count()
 }
 

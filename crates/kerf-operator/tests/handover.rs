@@ -16,7 +16,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{ControlPlane, Operator, root, wait_for};
+use support::{ControlPlane, Operator, condition_true, root, wait_for};
 
 const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
 
@@ -121,11 +121,7 @@ fn snapshot(cp: &ControlPlane) -> Snapshot {
     let claims = items(cp, "nodeclaims.karpenter.sh")
         .iter()
         .map(|c| {
-            let drifted = c["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|x| x["type"] == "Drifted" && x["status"] == "True");
+            let drifted = condition_true(c, "Drifted");
             (
                 c["metadata"]["name"].as_str().unwrap_or("").to_string(),
                 (
@@ -170,13 +166,7 @@ fn running(cp: &ControlPlane) -> usize {
 fn ready_claims(cp: &ControlPlane) -> usize {
     items(cp, "nodeclaims.karpenter.sh")
         .iter()
-        .filter(|c| {
-            c["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|x| x["type"] == "Initialized" && x["status"] == "True")
-        })
+        .filter(|c| condition_true(c, "Initialized"))
         .count()
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use kerf_api::cluster_read;
 use kerf_api::{EC2NodeClass, NodePool};
 use serde_json::Value;
-use support::{ControlPlane, Operator, http_get, karpenter_hash, root, wait_for};
+use support::{ControlPlane, Operator, condition_true, http_get, karpenter_hash, root, wait_for};
 
 const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
 const CA_BUNDLE: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCmtlcmYtdGVzdAo=";
@@ -121,6 +121,26 @@ fn kerfs_drift_hashes_are_karpenters() {
     assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
 
+/// The labels Karpenter's AWS provider gives an on-demand m5.large in us-east-1a, and `more`.
+fn instance_labels(more: &[(&str, &str)]) -> Value {
+    let mut labels = serde_json::json!({
+        "node.kubernetes.io/instance-type": "m5.large",
+        "topology.kubernetes.io/zone": "us-east-1a",
+        "karpenter.sh/capacity-type": "on-demand",
+        "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+        "karpenter.k8s.aws/instance-category": "m",
+        "karpenter.k8s.aws/instance-family": "m5",
+        "karpenter.k8s.aws/instance-generation": "5",
+        "karpenter.k8s.aws/instance-size": "large",
+        "karpenter.k8s.aws/instance-cpu": "2",
+        "karpenter.k8s.aws/instance-memory": "8192",
+    });
+    for (k, v) in more {
+        labels[*k] = (*v).into();
+    }
+    labels
+}
+
 /// A NodeClaim, its Node and a running pod as Karpenter v1.15 leaves them: hash annotations
 /// from Karpenter's own code for the NodePool as the API server holds it.
 fn karpenters_nodeclaim(cp: &ControlPlane, name: &str, pool_hash: &str) {
@@ -128,20 +148,10 @@ fn karpenters_nodeclaim(cp: &ControlPlane, name: &str, pool_hash: &str) {
         "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
         "metadata": {
             "name": name,
-            "labels": {
-                "karpenter.sh/nodepool": "default",
-                "karpenter.k8s.aws/ec2nodeclass": "default",
-                "node.kubernetes.io/instance-type": "m5.large",
-                "topology.kubernetes.io/zone": "us-east-1a",
-                "karpenter.sh/capacity-type": "on-demand",
-                "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
-                "karpenter.k8s.aws/instance-category": "m",
-                "karpenter.k8s.aws/instance-family": "m5",
-                "karpenter.k8s.aws/instance-generation": "5",
-                "karpenter.k8s.aws/instance-size": "large",
-                "karpenter.k8s.aws/instance-cpu": "2",
-                "karpenter.k8s.aws/instance-memory": "8192",
-            },
+            "labels": instance_labels(&[
+                ("karpenter.sh/nodepool", "default"),
+                ("karpenter.k8s.aws/ec2nodeclass", "default"),
+            ]),
             "annotations": {
                 "karpenter.sh/nodepool-hash": pool_hash,
                 "karpenter.sh/nodepool-hash-version": "v3",
@@ -186,21 +196,11 @@ fn karpenters_nodeclaim(cp: &ControlPlane, name: &str, pool_hash: &str) {
         "metadata": {
             "name": name,
             "annotations": {"kwok.x-k8s.io/node": "fake"},
-            "labels": {
-                "karpenter.sh/nodepool": "default", "karpenter.sh/registered": "true",
-                "karpenter.sh/initialized": "true",
-                "node.kubernetes.io/instance-type": "m5.large",
-                "topology.kubernetes.io/zone": "us-east-1a",
-                "karpenter.sh/capacity-type": "on-demand",
-                "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
-                "karpenter.k8s.aws/instance-category": "m",
-                "karpenter.k8s.aws/instance-family": "m5",
-                "karpenter.k8s.aws/instance-generation": "5",
-                "karpenter.k8s.aws/instance-size": "large",
-                "karpenter.k8s.aws/instance-cpu": "2",
-                "karpenter.k8s.aws/instance-memory": "8192",
-                "kubernetes.io/hostname": name, "type": "kwok",
-            },
+            "labels": instance_labels(&[
+                ("karpenter.sh/nodepool", "default"), ("karpenter.sh/registered", "true"),
+                ("karpenter.sh/initialized", "true"), ("kubernetes.io/hostname", name),
+                ("type", "kwok"),
+            ]),
         },
         "spec": {"providerID": format!("kwok://{name}")},
         "status": {
@@ -212,11 +212,7 @@ fn karpenters_nodeclaim(cp: &ControlPlane, name: &str, pool_hash: &str) {
 }
 
 fn drifted(claim: &Value) -> bool {
-    claim["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Drifted" && c["status"] == "True")
+    condition_true(claim, "Drifted")
 }
 
 #[test]

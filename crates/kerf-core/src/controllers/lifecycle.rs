@@ -163,11 +163,17 @@ impl Controllers {
             "creating instance, insufficient capacity, all requested instance types were unavailable during launch ({} offerings)",
             insufficient.len()
         );
+        self.give_up_launch(nodeclaim, "InsufficientCapacityError", &error);
+    }
+
+    /// Says why a launch failed (an Event on the NodeClaim and a log line) and lets the
+    /// NodeClaim go.
+    fn give_up_launch(&mut self, nodeclaim: &str, reason: &'static str, error: &str) {
         self.event(Event {
             kind: EventObject::NodeClaim,
             name: nodeclaim.to_string(),
             warning: true,
-            reason: "InsufficientCapacityError",
+            reason,
             message: format!("NodeClaim {nodeclaim} event: {error}"),
         });
         self.log_error(
@@ -185,19 +191,7 @@ impl Controllers {
         self.activity += 1;
         self.now = self.now.max(now);
         self.launching.remove(nodeclaim);
-        self.event(Event {
-            kind: EventObject::NodeClaim,
-            name: nodeclaim.to_string(),
-            warning: true,
-            reason: "LaunchFailed",
-            message: format!("NodeClaim {nodeclaim} event: {error}"),
-        });
-        self.log_error(
-            "nodeclaim.lifecycle",
-            "failed launching nodeclaim",
-            json!({"NodeClaim": {"name": nodeclaim}, "error": error}),
-        );
-        self.release(nodeclaim);
+        self.give_up_launch(nodeclaim, "LaunchFailed", error);
     }
 
     /// The offerings a recent launch found without capacity, for a cloud choosing what to

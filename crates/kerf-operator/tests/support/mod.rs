@@ -162,6 +162,15 @@ fn cached_path(command: &str, failure: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Whether an object's status condition `kind` is `True`.
+pub fn condition_true(object: &serde_json::Value, kind: &str) -> bool {
+    object["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == kind && c["status"] == "True")
+}
+
 /// scripts/karpenter-hash, Karpenter's own hash functions, built over Karpenter's Go modules
 /// on first use (scripts/e2e-cluster.sh karpenter-hash).
 pub fn karpenter_hash() -> PathBuf {
