@@ -6,12 +6,20 @@ aliases read them). moto ships none of these and refuses writes under /aws, so t
 write the parameters they want to a JSON file ({"name": "value", ...}) and this launcher
 loads them into every region's SSM backend before serving.
 
-    moto-server.py --port PORT [--ssm-parameters FILE]
+    moto-server.py --port PORT [--ssm-parameters FILE] [--refuse-spot FILE]
+
+moto launches whatever it is asked for. `--refuse-spot FILE` plays a spot shortage: while FILE
+exists, a spot CreateFleet launches nothing and answers InsufficientInstanceCapacity for each
+of its overrides, as EC2 does when no pool of the request has capacity; each refused request
+is appended to FILE.log as a JSON line (time, overrides), so a test can tell when and how often.
 """
 
 import argparse
 import datetime
 import json
+import os
+import time
+import uuid
 from collections import defaultdict
 
 from moto.server import main as moto_main
@@ -44,13 +52,52 @@ def preload(path: str) -> None:
     models.ParameterDict.__init__ = init
 
 
+def refuse_spot(path: str) -> None:
+    from moto.core.responses import ActionResult
+    from moto.ec2.responses.fleets import Fleets
+
+    original = Fleets.create_fleet
+
+    def create_fleet(self):
+        target = self._get_param("TargetCapacitySpecification", {})
+        if not os.path.exists(path) or target.get("DefaultTargetCapacityType") != "spot":
+            return original(self)
+        errors, refused = [], []
+        for config in self._get_param("LaunchTemplateConfigs", []):
+            spec = config.get("LaunchTemplateSpecification", {})
+            for override in config.get("Overrides", []):
+                subnet = override.get("SubnetId")
+                zone = override.get("AvailabilityZone")
+                if subnet and not zone:
+                    zone = self.ec2_backend.get_subnet(subnet).availability_zone
+                refused.append([override.get("InstanceType"), zone])
+                errors.append({
+                    "LaunchTemplateAndOverrides": {
+                        "LaunchTemplateSpecification": spec,
+                        "Overrides": {"InstanceType": override.get("InstanceType"),
+                                      "SubnetId": subnet, "AvailabilityZone": zone},
+                    },
+                    "Lifecycle": "spot",
+                    "ErrorCode": "InsufficientInstanceCapacity",
+                    "ErrorMessage": "There is no Spot capacity available that matches your request.",
+                })
+        with open(path + ".log", "a", encoding="utf-8") as log:
+            log.write(json.dumps({"time": time.time(), "overrides": refused}) + "\n")
+        return ActionResult({"FleetId": f"fleet-{uuid.uuid4()}", "Instances": [], "Errors": errors})
+
+    Fleets.create_fleet = create_fleet
+
+
 def run() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--ssm-parameters")
+    parser.add_argument("--refuse-spot")
     args = parser.parse_args()
     if args.ssm_parameters:
         preload(args.ssm_parameters)
+    if args.refuse_spot:
+        refuse_spot(args.refuse_spot)
     moto_main(["-H", "127.0.0.1", "-p", str(args.port)])
 
 

@@ -115,16 +115,17 @@ fn register(cp: &ControlPlane, claim: &Value) -> String {
     name
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_terminated_with_its_nodeclaim()
- {
+/// moto as seed 004's cluster has it on AWS: the EKS-optimized AMIs' public parameters, the
+/// tagged network, the node role, the EKS cluster and its interruption queue. Returns moto,
+/// its EC2 client and the first subnet.
+async fn seeded_moto(name: &str) -> (Moto, aws_sdk_ec2::Client, String) {
     // the aliases read the parameters of the control plane's Kubernetes version
     let parameters: Vec<(String, &str)> = SEED_AMI_PARAMETERS
         .iter()
         .map(|(name, id)| (name.replace("1.33", KUBERNETES), *id))
         .collect();
     let parameters: Vec<(&str, &str)> = parameters.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-    let moto = Moto::start("operator", &parameters);
+    let moto = Moto::start(name, &parameters);
     let config = moto.config().await;
     let ec2 = aws_sdk_ec2::Client::new(&config);
     let (subnet, _, _) = network(&ec2).await;
@@ -146,25 +147,26 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         .send()
         .await
         .expect("create the EKS cluster");
-    let sqs = aws_sdk_sqs::Client::new(&config);
-    let queue_url = sqs
+    aws_sdk_sqs::Client::new(&config)
         .create_queue()
         .queue_name(CLUSTER)
         .send()
         .await
-        .expect("create the interruption queue")
-        .queue_url()
-        .expect("url")
-        .to_string();
+        .expect("create the interruption queue");
+    (moto, ec2, subnet)
+}
 
-    let cp = ControlPlane::start("aws");
+/// A control plane on Karpenter's CRDs with seed 004 applied, and `kerf-operator
+/// --cloud-provider aws` on it as the chart runs it (its ServiceAccount, no permission beyond
+/// the chart's), pointed at moto.
+fn aws_operator(name: &str, moto: &Moto) -> (ControlPlane, Operator) {
+    let cp = ControlPlane::start(name);
     // on EKS, Kerf replaces Karpenter on the CRDs Karpenter installed: its EC2NodeClass
     // schema (stricter than Kerf's) must take every status Kerf writes
     cp.install_karpenter_crds();
     let seed =
         std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed 004");
     cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));
-    // as the chart runs it: its ServiceAccount, no permission beyond the chart's
     let mut env = chart_env(&cp, false);
     env.extend([
         ("AWS_ENDPOINT_URL", moto.endpoint()),
@@ -176,6 +178,26 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         ("INTERRUPTION_QUEUE", CLUSTER.to_string()),
     ]);
     let op = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "aws"], &env);
+    (cp, op)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_terminated_with_its_nodeclaim()
+ {
+    let (moto, ec2, subnet) = seeded_moto("operator").await;
+    let config = moto.config().await;
+    let iam = aws_sdk_iam::Client::new(&config);
+    let sqs = aws_sdk_sqs::Client::new(&config);
+    let queue_url = sqs
+        .get_queue_url()
+        .queue_name(CLUSTER)
+        .send()
+        .await
+        .expect("the interruption queue")
+        .queue_url()
+        .expect("url")
+        .to_string();
+    let (cp, op) = aws_operator("aws", &moto);
     let log = || std::fs::read_to_string(&op.log).unwrap_or_default();
 
     // the class resolves: Ready, with the seed's subnets and an instance profile for its role
@@ -445,4 +467,94 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
     assert!(!log().contains("forbidden"), "{}", log());
     // the region's instance types were read from EC2, not only embedded
     assert!(log().contains("discovered instance types"), "{}", log());
+}
+
+/// Seconds since the Unix epoch of a log line's `time`.
+fn at(line: &Value) -> f64 {
+    line["time"]
+        .as_str()
+        .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .map_or(0.0, |t| t.as_millisecond() as f64 / 1000.0)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn when_spot_runs_out_seed_000s_on_demand_fallback_launches_within_seconds() {
+    let (moto, _, _) = seeded_moto("fallback").await;
+    // every spot request is refused for capacity, as when a region's spot pools run dry
+    moto.refuse_spot(true);
+    let (cp, op) = aws_operator("aws-fallback", &moto);
+    // seed 000's NodePools in place of seed 004's: spot first (weight 100), on-demand after
+    cp.kubectl_ok(&["delete", "nodepool", "default"], None);
+    let pools =
+        std::fs::read(root().join("fixtures/seeds/000-spot-fallback.yaml")).expect("seed 000");
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&pools));
+    let log = || std::fs::read_to_string(&op.log).unwrap_or_default();
+    wait_for(
+        "the EC2NodeClass Ready",
+        LIMIT,
+        || {
+            let c = json_of(&cp, &["get", "ec2nodeclass", "default"]);
+            (condition(&c, "Ready").as_deref() == Some("True")).then_some(())
+        },
+        log,
+    );
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=3"], None);
+    let fallback = wait_for(
+        "a batch-fallback NodeClaim launched",
+        LIMIT,
+        || {
+            let claims = json_of(
+                &cp,
+                &[
+                    "get",
+                    "nodeclaims",
+                    "-l",
+                    "karpenter.sh/nodepool=batch-fallback",
+                ],
+            );
+            claims["items"]
+                .as_array()?
+                .iter()
+                .find(|c| launched_and_labelled(c))
+                .cloned()
+        },
+        || format!("{:?}\n{}", moto.refused(), log()),
+    );
+    assert_eq!(
+        fallback["metadata"]["labels"]["karpenter.sh/capacity-type"],
+        "on-demand"
+    );
+    let name = fallback["metadata"]["name"].as_str().expect("name");
+    let lines = op.lines();
+    let launched = lines
+        .iter()
+        .find(|l| l["message"] == "launched nodeclaim" && l["NodeClaim"]["name"] == name)
+        .map(at)
+        .expect("the fallback's launch is logged");
+    let refused = moto.refused();
+    let first = refused
+        .first()
+        .map(|r| r.0)
+        .expect("spot was asked for first");
+    let before: Vec<&(f64, usize)> = refused.iter().filter(|r| r.0 <= launched).collect();
+    assert!(
+        launched - first <= 15.0,
+        "the fallback launched {:.1} s after the first refused spot request",
+        launched - first
+    );
+    assert!(
+        before.len() <= 3,
+        "{} spot requests refused first: {before:?}",
+        before.len()
+    );
+    let blamed: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l.to_string().contains("no subnet"))
+        .collect();
+    assert!(blamed.is_empty(), "a subnet blamed: {blamed:?}");
+    println!(
+        "fallback launched {:.1} s after the first refused spot request, after {} refused",
+        launched - first,
+        before.len()
+    );
 }

@@ -26,7 +26,7 @@ pub fn root() -> PathBuf {
 pub struct Moto {
     child: Child,
     port: u16,
-    _dir: TempDir,
+    dir: TempDir,
 }
 
 /// A directory removed when dropped.
@@ -74,6 +74,8 @@ impl Moto {
             .arg(root().join("scripts/moto-server.py"))
             .args(["--port", &port.to_string(), "--ssm-parameters"])
             .arg(&file)
+            .arg("--refuse-spot")
+            .arg(dir.join("refuse-spot"))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -81,7 +83,7 @@ impl Moto {
         let moto = Moto {
             child,
             port,
-            _dir: TempDir(dir.clone()),
+            dir: TempDir(dir.clone()),
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -93,6 +95,30 @@ impl Moto {
             std::thread::sleep(Duration::from_millis(100));
         }
         moto
+    }
+
+    /// Plays a spot shortage (every spot CreateFleet refused for capacity) or ends it.
+    pub fn refuse_spot(&self, refuse: bool) {
+        let file = self.dir.0.join("refuse-spot");
+        if refuse {
+            std::fs::write(&file, "spot\n").expect("write the refusal file");
+        } else {
+            let _ = std::fs::remove_file(&file);
+        }
+    }
+
+    /// When each refused spot request came (seconds since the Unix epoch), with how many
+    /// overrides it had.
+    pub fn refused(&self) -> Vec<(f64, usize)> {
+        std::fs::read_to_string(self.dir.0.join("refuse-spot.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|v| {
+                let n = v["overrides"].as_array().map_or(0, Vec::len);
+                (v["time"].as_f64().unwrap_or(0.0), n)
+            })
+            .collect()
     }
 
     /// The server's URL, for `AWS_ENDPOINT_URL`.
