@@ -218,6 +218,7 @@ def run(who, args):
                 if shape != last:
                     last, last_change = shape, time.time()
                 if time.time() - t1 > args.timeout:
+                    out["unsettled"] = True
                     break
                 time.sleep(2)
             out["settled"] = last_change - t1
@@ -258,7 +259,8 @@ def main():
     row("requests/allocatable cpu, memory",
         lambda r: f"{r['at_up']['cpu']:.2f}, {r['at_up']['memory']:.2f}")
     row("consolidation settled after scale-in (s)",
-        lambda r: f"{r['settled']:.0f}" if "settled" in r else "–")
+        lambda r: (f"not by {args.timeout}" if r.get("unsettled") else f"{r['settled']:.0f}")
+        if "settled" in r else "–")
     row("nodes, $/hour after scale-in",
         lambda r: f"{r['at_settled']['nodes']}, {r['at_settled']['cost']:.2f}" if "at_settled" in r else "–")
     row("controller peak RSS (MiB)", lambda r: f"{r['rss']:.0f}" if r["who"] != "floor" else "–")
