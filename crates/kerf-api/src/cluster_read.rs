@@ -61,8 +61,8 @@ pub struct Read<T> {
 
 /// Reads a NodePool, NodeClaim or EC2NodeClass (`kind`) from the JSON the API server sent.
 pub fn read<T: serde::de::DeserializeOwned>(kind: &str, raw: &Value) -> Read<T> {
-    // the common case, and the cheapest: everything is known
-    if let Ok(object) = serde_json::from_value::<T>(raw.clone()) {
+    // the common case, and the cheapest: everything is known (read in place, no copy)
+    if let Ok(object) = T::deserialize(raw) {
         return Read {
             object: Ok(object),
             gaps: Gaps::default(),
