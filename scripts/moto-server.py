@@ -8,6 +8,14 @@ loads them into every region's SSM backend before serving.
 
     moto-server.py --port PORT [--ssm-parameters FILE] [--refuse-spot FILE]
 
+moto's EC2 Fleet launches an instance from a launch template's image, type, subnet, user data
+and tags, but not from its security groups (moto reads neither `SecurityGroupIds` nor
+`NetworkInterfaces[].Groups`: on-demand instances get no group, spot ones the VPC's
+`default`), its instance profile or its metadata options. Real EC2 applies all three, and
+Kerf's drift checks and the tests' launch checks read them back, so this launcher stands in
+for that part: after a fleet launches, each instance gets its template's groups, profile and
+metadata options (`complete_fleet_instances`).
+
 moto launches whatever it is asked for. `--refuse-spot FILE` plays a spot shortage: while FILE
 exists, a spot CreateFleet launches nothing and answers InsufficientInstanceCapacity for each
 of its overrides, as EC2 does when no pool of the request has capacity; each refused request
@@ -52,6 +60,39 @@ def preload(path: str) -> None:
     models.ParameterDict.__init__ = init
 
 
+def complete_fleet_instances() -> None:
+    from moto.ec2.models.fleets import Fleet
+    from moto.ec2.models.instances import MetadataOptions
+
+    original = Fleet.__init__
+
+    def init(self, ec2_backend, *args, **kwargs) -> None:
+        original(self, ec2_backend, *args, **kwargs)
+        launched = [(i["instance"], i["launch_spec"]) for i in self.on_demand_instances]
+        launched += [(r.instance, r.launch_spec) for r in self.spot_requests]
+        for instance, spec in launched:
+            if spec is None or not spec.launch_template_spec:
+                continue
+            template = spec.launch_template_spec
+            data = ec2_backend.get_launch_template(template["LaunchTemplateId"]).get_version(
+                template["Version"]).data
+            interfaces = data.get("NetworkInterfaces") or [{}]
+            groups = data.get("SecurityGroupIds") or interfaces[0].get("Groups") or []
+            if groups:
+                ec2_backend.modify_instance_security_groups(instance.id, groups)
+            profile = data.get("IamInstanceProfile") or {}
+            if profile.get("Name") or profile.get("Arn"):
+                ec2_backend.associate_iam_instance_profile(
+                    instance_id=instance.id,
+                    iam_instance_profile_name=profile.get("Name"),
+                    iam_instance_profile_arn=profile.get("Arn"),
+                )
+            if data.get("MetadataOptions"):
+                instance.metadata_options = MetadataOptions(data["MetadataOptions"])
+
+    Fleet.__init__ = init
+
+
 def refuse_spot(path: str) -> None:
     from moto.core.responses import ActionResult
     from moto.ec2.responses.fleets import Fleets
@@ -94,6 +135,7 @@ def run() -> None:
     parser.add_argument("--ssm-parameters")
     parser.add_argument("--refuse-spot")
     args = parser.parse_args()
+    complete_fleet_instances()
     if args.ssm_parameters:
         preload(args.ssm_parameters)
     if args.refuse_spot:

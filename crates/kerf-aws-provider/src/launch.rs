@@ -341,11 +341,21 @@ impl Fleet {
             "{LAUNCH_TEMPLATE_PREFIX}/{}",
             kerf_core::hash::fnv1a(key.to_string().as_bytes())
         );
-        let network = LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
-            .device_index(0)
-            .set_associate_public_ip_address(spec.associate_public_ip_address)
-            .set_groups(Some(groups))
-            .build();
+        // the groups go on the instance, as Karpenter puts them, unless the class decides the
+        // public address: that takes a network interface, and EC2 then wants them on it
+        let (network, group_ids) = match spec.associate_public_ip_address {
+            Some(public) => (
+                Some(
+                    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                        .device_index(0)
+                        .associate_public_ip_address(public)
+                        .set_groups(Some(groups))
+                        .build(),
+                ),
+                None,
+            ),
+            None => (None, Some(groups)),
+        };
         let mut template_tags = vec![
             tag(EKS_CLUSTER_TAG, &self.cluster.name),
             tag(NODECLASS_TAG, req.node_class),
@@ -359,7 +369,8 @@ impl Fleet {
                     .name(profile)
                     .build(),
             )
-            .network_interfaces(network)
+            .set_network_interfaces(network.map(|n| vec![n]))
+            .set_security_group_ids(group_ids)
             .set_block_device_mappings(
                 (!spec.block_device_mappings.is_empty())
                     .then(|| block_devices(&spec.block_device_mappings)),

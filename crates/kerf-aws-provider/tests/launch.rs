@@ -22,7 +22,7 @@ use kerf_aws_provider::Discovery;
 use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest, Unavailable};
 use kerf_aws_provider::user_data::ClusterInfo;
 use kerf_core::cluster::InstanceNetwork;
-use support::{CLUSTER, Moto, NOW, SEED_AMI_PARAMETERS, network, seed_node_class};
+use support::{CLUSTER, Moto, NOW, SEED_AMI_PARAMETERS, check_launched, network, seed_node_class};
 
 fn cluster() -> ClusterInfo {
     ClusterInfo {
@@ -52,8 +52,15 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
     let moto = Moto::start("launch", &SEED_AMI_PARAMETERS);
     let config = moto.config().await;
     let ec2 = aws_sdk_ec2::Client::new(&config);
-    network(&ec2).await;
-    let class = seed_node_class();
+    let (_, _, nodes_group) = network(&ec2).await;
+    let mut class = seed_node_class();
+    // EC2 launches only with an instance profile that exists
+    aws_sdk_iam::Client::new(&config)
+        .create_instance_profile()
+        .instance_profile_name("KarpenterNodeInstanceProfile")
+        .send()
+        .await
+        .expect("create the instance profile");
     let resolved = Discovery::new(&config)
         .resolve(&class.spec, "1.33", NOW)
         .await
@@ -65,6 +72,7 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
         instance_profile: Some("KarpenterNodeInstanceProfile".into()),
         conditions: resolved.conditions,
     };
+    class.status = Some(status.clone());
     let fleet = Fleet::new(&config, cluster());
     // ap-northeast-2b has no discovery-tagged subnet, so that choice is not asked for
     let choices = [
@@ -95,6 +103,18 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
     };
     let first = fleet.launch(&request).await.expect("launch");
     assert!(first.id.starts_with("i-"), "{first:?}");
+    // the instance as EC2 describes it is the class's: groups, subnet, AMI, profile, user
+    // data, tags, metadata options
+    check_launched(
+        &ec2,
+        &first.id,
+        "default",
+        &class,
+        "default-abcde",
+        "default",
+    )
+    .await
+    .expect("the instance matches its class");
     assert_eq!(
         (first.instance_type.as_str(), first.zone.as_str()),
         ("m5.large", "ap-northeast-2c"),
@@ -221,7 +241,45 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
         .expect("templates");
     assert_eq!(templates.launch_templates().len(), 2);
 
-    // listed with their subnets (moto gives a fleet's instances no security groups)
+    // an instance whose groups were changed after launch no longer matches its class
+    let other = ec2
+        .describe_security_groups()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("group-name")
+                .values("other")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("groups")
+        .security_groups()[0]
+        .group_id()
+        .expect("id")
+        .to_string();
+    assert_ne!(other, nodes_group);
+    ec2.modify_instance_attribute()
+        .instance_id(&second.id)
+        .groups(&other)
+        .send()
+        .await
+        .expect("modify groups");
+    let wrong = check_launched(
+        &ec2,
+        &second.id,
+        "default",
+        &class,
+        "default-fghij",
+        "default",
+    )
+    .await
+    .expect_err("a wrong group is caught");
+    assert!(
+        wrong.len() == 1 && wrong[0].starts_with("SecurityGroups"),
+        "{wrong:?}"
+    );
+
+    // listed with their subnets
     let subnet = |n: Option<InstanceNetwork>| n.map(|n| n.subnet_id);
     let listed: Vec<(String, Option<String>, Option<String>)> = fleet
         .list()

@@ -12,7 +12,9 @@ mod support;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::{InstanceStateName, InstanceType, ResourceType};
-use moto::{CLUSTER, Moto, REGION, SEED_AMI_PARAMETERS, network, seed_node_class, tags};
+use moto::{
+    CLUSTER, Moto, REGION, SEED_AMI_PARAMETERS, check_launched, network, seed_node_class, tags,
+};
 use serde_json::{Value, json};
 use support::{ControlPlane, Operator, chart_env, root, wait_for};
 
@@ -80,6 +82,35 @@ fn launched_and_labelled(claim: &Value) -> bool {
         .as_str()
         .is_some_and(|p| p.starts_with("aws:///"))
         && claim["metadata"]["labels"]["node.kubernetes.io/instance-type"].is_string()
+}
+
+/// The NodeClaim's instance as EC2 describes it, checked against its EC2NodeClass as the API
+/// server holds it (`check_launched`), and the NodeClaim not `Drifted`: a fresh node must match
+/// the class it was launched from.
+async fn check_claim(cp: &ControlPlane, ec2: &aws_sdk_ec2::Client, claim: &Value) {
+    let name = claim["metadata"]["name"].as_str().expect("name");
+    let claim = json_of(cp, &["get", "nodeclaim", name]);
+    let instance = claim["status"]["providerID"]
+        .as_str()
+        .and_then(|p| p.rsplit('/').next())
+        .expect("a provider id");
+    let class_name = claim["spec"]["nodeClassRef"]["name"]
+        .as_str()
+        .expect("a class");
+    let class: kerf_api::EC2NodeClass =
+        serde_json::from_value(json_of(cp, &["get", "ec2nodeclass", class_name]))
+            .expect("the class reads");
+    let pool = claim["metadata"]["labels"]["karpenter.sh/nodepool"]
+        .as_str()
+        .expect("a pool");
+    if let Err(wrong) = check_launched(ec2, instance, class_name, &class, name, pool).await {
+        panic!("{name}'s instance {instance} is not its class's: {wrong:#?}");
+    }
+    assert_ne!(
+        condition(&claim, "Drifted").as_deref(),
+        Some("True"),
+        "{claim}"
+    );
 }
 
 /// What a kubelet does when its instance boots: registers the Node with the provider id, the
@@ -277,6 +308,7 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         claim["metadata"]["labels"]["karpenter.sh/capacity-type"],
         "on-demand"
     );
+    check_claim(&cp, &ec2, &claim).await;
 
     let node = register(&cp, &claim);
     // registration gives the node its NodeClaim's labels
@@ -343,6 +375,9 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         terminated("default-ghost".to_string()),
         log,
     );
+    // the instances have been listed since the launch (that is how the orphan was found):
+    // the NodeClaim is still the class's, not Drifted by what EC2 reports of it
+    check_claim(&cp, &ec2, &claim).await;
 
     // a spot interruption warning for the instance replaces its node; a malformed message
     // beside it is logged and dropped
@@ -386,6 +421,7 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         terminated(name.clone()),
         log,
     );
+    check_claim(&cp, &ec2, &replacement).await;
     register(&cp, &replacement);
     wait_for(
         "5 pods running on the replacement",
@@ -479,7 +515,7 @@ fn at(line: &Value) -> f64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn when_spot_runs_out_seed_000s_on_demand_fallback_launches_within_seconds() {
-    let (moto, _, _) = seeded_moto("fallback").await;
+    let (moto, ec2, _) = seeded_moto("fallback").await;
     // every spot request is refused for capacity, as when a region's spot pools run dry
     moto.refuse_spot(true);
     let (cp, op) = aws_operator("aws-fallback", &moto);
@@ -524,6 +560,7 @@ async fn when_spot_runs_out_seed_000s_on_demand_fallback_launches_within_seconds
         fallback["metadata"]["labels"]["karpenter.sh/capacity-type"],
         "on-demand"
     );
+    check_claim(&cp, &ec2, &fallback).await;
     let name = fallback["metadata"]["name"].as_str().expect("name");
     let lines = op.lines();
     let launched = lines
@@ -556,5 +593,58 @@ async fn when_spot_runs_out_seed_000s_on_demand_fallback_launches_within_seconds
         "fallback launched {:.1} s after the first refused spot request, after {} refused",
         launched - first,
         before.len()
+    );
+
+    // spot returns: once the refusals age out of the unavailable-offerings memory (3
+    // minutes), consolidation replaces the on-demand node with a spot node of the heavier
+    // NodePool, and the pods move to it
+    register(&cp, &fallback);
+    wait_for(
+        "3 pods running on the fallback node",
+        LIMIT,
+        || (running(&cp) == 3).then_some(()),
+        || cp.kubectl_ok(&["get", "pods", "-o", "wide"], None),
+    );
+    moto.refuse_spot(false);
+    let spot = wait_for(
+        "a spot NodeClaim of batch launched",
+        Duration::from_secs(360),
+        || {
+            let claims = json_of(
+                &cp,
+                &["get", "nodeclaims", "-l", "karpenter.sh/nodepool=batch"],
+            );
+            claims["items"]
+                .as_array()?
+                .iter()
+                .find(|c| launched_and_labelled(c))
+                .cloned()
+        },
+        || format!("{}\n{}", cp.kubectl_ok(&["get", "nodeclaims"], None), log()),
+    );
+    assert_eq!(
+        spot["metadata"]["labels"]["karpenter.sh/capacity-type"],
+        "spot"
+    );
+    // a spot instance is its class's too (moto gives spot instances the VPC's default group)
+    check_claim(&cp, &ec2, &spot).await;
+    let node = register(&cp, &spot);
+    wait_for(
+        "the pods moved to the spot node",
+        LIMIT,
+        || {
+            let pods = json_of(&cp, &["get", "pods", "-l", "app=inflate"]);
+            let on_spot = pods["items"].as_array()?.iter().all(|p| {
+                p["status"]["phase"] == "Running" && p["spec"]["nodeName"] == node.as_str()
+            });
+            (on_spot && running(&cp) == 3).then_some(())
+        },
+        || {
+            format!(
+                "{}\n{}",
+                cp.kubectl_ok(&["get", "pods", "-o", "wide"], None),
+                log()
+            )
+        },
     );
 }

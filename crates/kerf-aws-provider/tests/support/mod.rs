@@ -248,3 +248,143 @@ pub async fn network(ec2: &aws_sdk_ec2::Client) -> (String, String, String) {
         group.group_id().expect("group id").to_string(),
     )
 }
+
+/// What EC2 says about an instance launched for `nodeclaim` of `nodepool`, checked against
+/// the class it was launched from. Read independently of Kerf's launch code, from the class's
+/// spec and status as the API server holds them: the security groups (drift is judged by
+/// them), the subnet and its zone, the AMI, the instance profile, the user data joining the
+/// cluster, the tags and the metadata options. Returns every mismatch.
+pub async fn check_launched(
+    ec2: &aws_sdk_ec2::Client,
+    instance_id: &str,
+    class_name: &str,
+    class: &EC2NodeClass,
+    nodeclaim: &str,
+    nodepool: &str,
+) -> Result<(), Vec<String>> {
+    use base64::Engine as _;
+    use std::collections::BTreeSet;
+
+    let status = class.status.clone().unwrap_or_default();
+    let spec = &class.spec;
+    let mut wrong = Vec::new();
+    let described = ec2
+        .describe_instances()
+        .instance_ids(instance_id)
+        .send()
+        .await
+        .map_err(|e| vec![format!("describe {instance_id}: {e}")])?;
+    let Some(instance) = described
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .next()
+    else {
+        return Err(vec![format!("{instance_id} not found")]);
+    };
+
+    let groups: BTreeSet<&str> = instance
+        .security_groups()
+        .iter()
+        .filter_map(|g| g.group_id())
+        .collect();
+    let want: BTreeSet<&str> = status
+        .security_groups
+        .iter()
+        .map(|g| g.id.as_str())
+        .collect();
+    if groups != want {
+        wrong.push(format!("SecurityGroups {groups:?}, the class has {want:?}"));
+    }
+    let zone = instance
+        .placement()
+        .and_then(|p| p.availability_zone())
+        .unwrap_or_default();
+    let subnet = instance.subnet_id().unwrap_or_default();
+    if !status
+        .subnets
+        .iter()
+        .any(|s| s.id == subnet && s.zone == zone)
+    {
+        wrong.push(format!(
+            "SubnetId {subnet} in {zone} is not one of the class's subnets"
+        ));
+    }
+    let image = instance.image_id().unwrap_or_default();
+    if !status.amis.iter().any(|a| a.id == image) {
+        wrong.push(format!("ImageId {image} is not one of the class's AMIs"));
+    }
+    let profile = instance
+        .iam_instance_profile()
+        .and_then(|p| p.arn())
+        .unwrap_or_default();
+    match status.instance_profile.as_deref() {
+        Some(name) if profile.ends_with(&format!("/{name}")) => {}
+        name => wrong.push(format!(
+            "IamInstanceProfile {profile:?}, the class has {name:?}"
+        )),
+    }
+
+    let user_data = ec2
+        .describe_instance_attribute()
+        .instance_id(instance_id)
+        .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
+        .send()
+        .await
+        .ok()
+        .and_then(|a| a.user_data().and_then(|v| v.value()).map(str::to_string))
+        .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
+        .map(|v| String::from_utf8_lossy(&v).into_owned())
+        .unwrap_or_default();
+    for needed in [
+        format!("name: {CLUSTER}"),
+        format!("karpenter.sh/nodepool={nodepool}"),
+    ] {
+        if !user_data.contains(&needed) {
+            wrong.push(format!("UserData lacks {needed:?}: {user_data:?}"));
+        }
+    }
+
+    let tag = |key: &str| {
+        instance
+            .tags()
+            .iter()
+            .find(|t| t.key() == Some(key))
+            .and_then(|t| t.value())
+    };
+    let mut tags = vec![
+        ("karpenter.sh/nodeclaim".to_string(), nodeclaim.to_string()),
+        ("karpenter.sh/nodepool".into(), nodepool.into()),
+        ("karpenter.k8s.aws/ec2nodeclass".into(), class_name.into()),
+        ("eks:eks-cluster-name".into(), CLUSTER.into()),
+        (format!("kubernetes.io/cluster/{CLUSTER}"), "owned".into()),
+    ];
+    tags.extend(spec.tags.iter().map(|(k, v)| (k.clone(), v.clone())));
+    for (key, value) in tags {
+        if tag(&key) != Some(value.as_str()) {
+            wrong.push(format!("tag {key}={:?}, want {value:?}", tag(&key)));
+        }
+    }
+
+    // the class's metadata options, Karpenter's defaults where it says nothing
+    let options = &spec.metadata_options;
+    let text = |v: serde_json::Value, default: &str| {
+        v.as_str().map_or(default.to_string(), str::to_string)
+    };
+    let want = (
+        text(serde_json::json!(options.http_tokens), "required"),
+        options.http_put_response_hop_limit.unwrap_or(1),
+        text(serde_json::json!(options.http_endpoint), "enabled"),
+    );
+    let got = instance.metadata_options().map(|m| {
+        (
+            m.http_tokens().map(|t| t.as_str().to_string()),
+            m.http_put_response_hop_limit().map(i64::from),
+            m.http_endpoint().map(|e| e.as_str().to_string()),
+        )
+    });
+    if got != Some((Some(want.0.clone()), Some(want.1), Some(want.2.clone()))) {
+        wrong.push(format!("MetadataOptions {got:?}, want {want:?}"));
+    }
+    if wrong.is_empty() { Ok(()) } else { Err(wrong) }
+}
