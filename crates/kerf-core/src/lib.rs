@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod consolidation;
 pub mod controllers;
 pub mod disruption;
+pub mod fleet;
 pub mod hash;
 pub mod metrics;
 pub mod nodepools;

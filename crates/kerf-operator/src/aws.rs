@@ -20,10 +20,11 @@ use kerf_aws_provider::user_data::ClusterInfo;
 use kerf_core::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
 use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::Offering;
+use kerf_core::fleet;
 use kerf_scheduling::InstanceTypeOption;
 use serde_json::json;
 
-use crate::cloud::{Available, CapacitySettings, CloudError, CloudProvider};
+use crate::cloud::{Available, CapacitySettings, CloudError, CloudProvider, offerings};
 use crate::log;
 use crate::node_classes::reconcile_node_classes;
 use crate::watch::{Observed, Queue};
@@ -115,14 +116,6 @@ fn variant_of(type_labels: &BTreeMap<String, String>) -> String {
         "standard"
     };
     format!("{arch}/{variant}")
-}
-
-fn allows(claim: &ClaimRecord, key: &str, value: &str) -> bool {
-    claim
-        .requirements
-        .iter()
-        .filter(|r| r.key == key)
-        .all(|r| r.matches(Some(value)))
 }
 
 impl Aws {
@@ -240,39 +233,21 @@ impl CloudProvider for Aws {
             )));
         };
         let catalog = self.catalog(Some(class));
-        // spot when the NodeClaim allows it and any spot offering is left, else on-demand
-        let mut offers: Vec<(bool, f64, &InstanceTypeOption, &kerf_scheduling::Offering)> =
-            Vec::new();
-        for t in catalog
-            .iter()
-            .filter(|t| claim.instance_types.contains(&t.name))
-        {
-            for o in &t.offerings {
-                if allows(claim, labels::ZONE, &o.zone)
-                    && allows(claim, labels::CAPACITY_TYPE, &o.capacity_type)
-                    && available(&o.capacity_type, &t.name, &o.zone)
-                {
-                    let on_demand = o.capacity_type != labels::CAPACITY_TYPE_SPOT;
-                    offers.push((on_demand, o.price_per_hour, t, o));
-                }
-            }
-        }
-        offers.sort_by(|a, b| {
-            (a.0, a.1)
-                .partial_cmp(&(b.0, b.1))
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
+        let offers = fleet::request(
+            &claim.requirements,
+            offerings(&catalog, &claim.instance_types),
+            available,
+        );
         let Some(first) = offers.first() else {
             return Err(CloudError::InsufficientCapacity(Vec::new()));
         };
-        let capacity_type = first.3.capacity_type.clone();
-        offers.retain(|o| o.3.capacity_type == capacity_type);
+        let capacity_type = first.capacity_type.to_string();
         let choices: Vec<Choice> = offers
             .iter()
-            .map(|(_, _, t, o)| Choice {
-                instance_type: t.name.clone(),
-                zone: o.zone.clone(),
-                labels: (*t.labels).clone(),
+            .map(|c| Choice {
+                instance_type: c.instance_type.to_string(),
+                zone: c.zone.to_string(),
+                labels: (*c.item.0.labels).clone(),
             })
             .collect();
         let template = &pool.spec.template;
@@ -318,8 +293,8 @@ impl CloudProvider for Aws {
             })?;
         let (t, o) = offers
             .iter()
-            .find(|(_, _, t, o)| t.name == instance.instance_type && o.zone == instance.zone)
-            .map(|(_, _, t, o)| (*t, *o))
+            .find(|c| c.instance_type == instance.instance_type && c.zone == instance.zone)
+            .map(|c| c.item)
             .ok_or_else(|| {
                 CloudError::Api(format!(
                     "CreateFleet launched {} in {}, which the NodeClaim did not ask for",

@@ -9,6 +9,7 @@ use kerf_api::{EC2NodeClass, NodePool};
 use kerf_aws::capacity::NodeSettings;
 use kerf_core::cluster::{ClaimRecord, CloudInstance, Launched};
 use kerf_core::controllers::lifecycle::Offering;
+use kerf_core::fleet::Candidate;
 use kerf_scheduling::InstanceTypeOption;
 
 use crate::watch::Queue;
@@ -58,6 +59,26 @@ impl CapacitySettings {
             ..base
         }
     }
+}
+
+/// Every offering of the types named in `names` in `catalog`, as candidates for
+/// [`kerf_core::fleet::request`].
+pub fn offerings<'a>(
+    catalog: &'a [InstanceTypeOption],
+    names: &'a [String],
+) -> impl Iterator<Item = Candidate<'a, (&'a InstanceTypeOption, &'a kerf_scheduling::Offering)>> {
+    catalog
+        .iter()
+        .filter(|t| names.contains(&t.name))
+        .flat_map(|t| {
+            t.offerings.iter().map(move |o| Candidate {
+                instance_type: &t.name,
+                zone: &o.zone,
+                capacity_type: &o.capacity_type,
+                price: o.price_per_hour,
+                item: (t, o),
+            })
+        })
 }
 
 /// Whether an offering (capacity type, instance type, zone) may be asked for now.

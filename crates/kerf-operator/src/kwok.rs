@@ -16,11 +16,12 @@ use std::path::{Path, PathBuf};
 use kerf_core::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
 use kerf_core::controllers::lifecycle::Offering;
 use kerf_core::controllers::provisioning::node_labels;
+use kerf_core::fleet;
 use kerf_core::unavailable::Pattern;
 use kerf_scheduling::InstanceTypeOption;
 use kube::api::{Api, ListParams, PostParams};
 
-use crate::cloud::{Available, CapacitySettings, CloudError, CloudProvider};
+use crate::cloud::{Available, CapacitySettings, CloudError, CloudProvider, offerings};
 use crate::kwok_types;
 
 /// kwok's annotation on the Nodes it manages.
@@ -103,14 +104,6 @@ impl Kwok {
     }
 }
 
-fn allows(claim: &ClaimRecord, key: &str, value: &str) -> bool {
-    claim
-        .requirements
-        .iter()
-        .filter(|r| r.key == key)
-        .all(|r| r.matches(Some(value)))
-}
-
 fn quantities(r: &kerf_scheduling::resources::Resources) -> BTreeMap<String, Quantity> {
     r.to_resource_list()
         .into_iter()
@@ -140,50 +133,26 @@ impl CloudProvider for Kwok {
             Some(path) => read_no_capacity(path)?,
             None => Vec::new(),
         };
-        // the offerings the NodeClaim allows, spot first when it allows spot, cheapest first
-        let mut offers: Vec<(bool, f64, &InstanceTypeOption, &kerf_scheduling::Offering)> =
-            Vec::new();
-        for t in catalog
-            .iter()
-            .filter(|t| claim.instance_types.contains(&t.name))
-        {
-            for o in &t.offerings {
-                if allows(claim, labels::ZONE, &o.zone)
-                    && allows(claim, labels::CAPACITY_TYPE, &o.capacity_type)
-                    && available(&o.capacity_type, &t.name, &o.zone)
-                {
-                    let on_demand = o.capacity_type != labels::CAPACITY_TYPE_SPOT;
-                    offers.push((on_demand, o.price_per_hour, t, o));
-                }
-            }
-        }
-        offers.sort_by(|a, b| {
-            (a.0, a.1)
-                .partial_cmp(&(b.0, b.1))
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then_with(|| a.2.name.cmp(&b.2.name))
-                .then_with(|| a.3.zone.cmp(&b.3.zone))
-        });
-        if let Some(first) = offers.first() {
-            // a fleet request is for one capacity type: the first one's
-            let on_demand = first.0;
-            offers.retain(|o| o.0 == on_demand);
-        }
+        let offers = fleet::request(
+            &claim.requirements,
+            offerings(&catalog, &claim.instance_types),
+            available,
+        );
         let mut insufficient = Vec::new();
         let mut chosen = None;
-        for (_, price, t, o) in offers {
+        for c in offers {
             if dry
                 .iter()
-                .any(|p| p.matches(&o.capacity_type, &t.name, &o.zone))
+                .any(|p| p.matches(c.capacity_type, c.instance_type, c.zone))
             {
                 insufficient.push(Offering {
-                    capacity_type: o.capacity_type.clone(),
-                    instance_type: t.name.clone(),
-                    zone: o.zone.clone(),
+                    capacity_type: c.capacity_type.to_string(),
+                    instance_type: c.instance_type.to_string(),
+                    zone: c.zone.to_string(),
                 });
                 continue;
             }
-            chosen = Some((price, t, o));
+            chosen = Some((c.price, c.item.0, c.item.1));
             break;
         }
         let Some((price, t, o)) = chosen else {

@@ -3,8 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use kerf_api::{NodeSelectorRequirementWithMinValues, labels};
+use kerf_api::NodeSelectorRequirementWithMinValues;
 use kerf_aws::InstanceType;
+use kerf_core::fleet::{self, Candidate};
 use kerf_scheduling::resources::Resources;
 use rand::RngExt;
 
@@ -44,51 +45,37 @@ pub struct Attempt {
     pub insufficient: Vec<(String, String, String)>,
 }
 
-fn allows(reqs: &[NodeSelectorRequirementWithMinValues], key: &str, value: &str) -> bool {
-    reqs.iter()
-        .filter(|r| r.key == key)
-        .all(|r| r.matches(Some(value)))
-}
-
-/// Launches one of `options` (cheapest first) within the requirements: spot when allowed and
-/// offered, else on-demand; offerings in price order, skipping those `no_capacity` covers.
+/// Launches one of the offerings of `options` that a request built as every cloud builds it
+/// ([`fleet::request`]: what `available` allows, spot first, cheapest first, at most 60) asks
+/// for, in its order, skipping those `no_capacity` covers: as EC2 Fleet does with its overrides.
 pub fn launch(
     reqs: &[NodeSelectorRequirementWithMinValues],
     options: &[String],
     catalog: &[InstanceType],
     zones: &[String],
+    available: impl Fn(&str, &str, &str) -> bool,
     no_capacity: impl Fn(&str, &str, &str) -> bool,
     rng: &mut impl rand::Rng,
 ) -> Attempt {
     let by_name: BTreeMap<&str, &InstanceType> = catalog.iter().map(|t| (t.name(), t)).collect();
-    let mut offers: Vec<(f64, &InstanceType, &str, &str)> = Vec::new();
-    for name in options {
-        let Some(t) = by_name.get(name.as_str()) else {
-            continue;
-        };
-        for o in &t.offerings {
-            if zones.contains(&o.zone)
-                && allows(reqs, labels::ZONE, &o.zone)
-                && allows(reqs, labels::CAPACITY_TYPE, o.capacity_type)
-            {
-                offers.push((o.price_per_hour, t, o.zone.as_str(), o.capacity_type));
-            }
-        }
-    }
-    let spot = offers.iter().any(|o| o.3 == labels::CAPACITY_TYPE_SPOT);
-    let wanted = if spot {
-        labels::CAPACITY_TYPE_SPOT
-    } else {
-        labels::CAPACITY_TYPE_ON_DEMAND
-    };
-    offers.retain(|o| o.3 == wanted);
-    offers.sort_by(|a, b| {
-        a.0.total_cmp(&b.0)
-            .then_with(|| a.1.name().cmp(b.1.name()))
-            .then_with(|| a.2.cmp(b.2))
-    });
+    let candidates = options
+        .iter()
+        .filter_map(|name| by_name.get(name.as_str()).copied())
+        .flat_map(|t| {
+            t.offerings
+                .iter()
+                .filter(|o| zones.contains(&o.zone))
+                .map(move |o| Candidate {
+                    instance_type: t.name(),
+                    zone: &o.zone,
+                    capacity_type: o.capacity_type,
+                    price: o.price_per_hour,
+                    item: t,
+                })
+        });
     let mut attempt = Attempt::default();
-    for (price, t, zone, ct) in offers {
+    for c in fleet::request(reqs, candidates, available) {
+        let (t, zone, ct) = (c.item, c.zone, c.capacity_type);
         if no_capacity(ct, t.name(), zone) {
             attempt
                 .insufficient
@@ -103,7 +90,7 @@ pub fn launch(
             instance_type: t.name().to_string(),
             zone: zone.to_string(),
             capacity_type: ct.to_string(),
-            price_per_hour: price,
+            price_per_hour: c.price,
             allocatable: t.allocatable.clone(),
             capacity: t.capacity.clone(),
             labels: t.labels.clone(),

@@ -28,6 +28,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         "spot-fallback",
         include_str!("../../../scenarios/spot-fallback.yaml"),
     ),
+    (
+        "spot-refused",
+        include_str!("../../../scenarios/spot-refused.yaml"),
+    ),
 ];
 
 /// The scenario `kerf simulate` runs without an argument.

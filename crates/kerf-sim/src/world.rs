@@ -1234,11 +1234,13 @@ impl World {
         let catalog = self.catalog(&claim.node_class);
         let windows = &self.scenario.spec.cloud.insufficient_capacity;
         let now = self.now;
+        let unavailable = self.core.unavailable_offerings();
         let attempt = cloud::launch(
             &claim.requirements,
             &claim.instance_types,
             &catalog,
             &self.zones,
+            |ct, it, z| !unavailable.is_unavailable(ct, it, z, now),
             |ct, it, z| windows.iter().any(|w| w.covers(ct, it, z, now)),
             &mut self.rng,
         );

@@ -90,6 +90,48 @@ fn spot_fallback_uses_on_demand_while_spot_is_out_and_spot_again_after() {
 }
 
 #[test]
+fn every_spot_request_refused_falls_back_within_seconds_as_on_aws() {
+    // the numbers the AWS path is held to (crates/kerf-operator/tests/aws.rs, seed 000 with
+    // every spot CreateFleet refused): the fallback within 15 s of the first refusal, after at
+    // most 3 refused NodeClaims
+    let r = run("spot-refused");
+    let at = |message: &str, pool: Option<&str>| -> Vec<f64> {
+        r.events
+            .iter()
+            .filter(|e| e["message"] == message)
+            // a NodeClaim is named for its NodePool and a suffix
+            .filter(|e| {
+                let claim = e["NodeClaim"]["name"].as_str().unwrap_or_default();
+                pool.is_none_or(|p| claim.rsplit_once('-').is_some_and(|(of, _)| of == p))
+            })
+            .map(|e| minutes(e) * 60.0)
+            .collect()
+    };
+    let failed = at("failed launching nodeclaim", None);
+    let fallback = at("launched nodeclaim", Some("batch-fallback"));
+    let (first_failure, first_fallback) = (failed[0], fallback[0]);
+    assert!(
+        first_fallback - first_failure <= 15.0,
+        "{first_failure} s, {first_fallback} s"
+    );
+    let before = failed.iter().filter(|t| **t <= first_fallback).count();
+    assert!((1..=3).contains(&before), "{failed:?}");
+    // spot is back at 8m; it is tried again once the refusals age out, and the pods end on it
+    let spot = at("launched nodeclaim", Some("batch"));
+    assert!(spot.iter().all(|t| *t >= 8.0 * 60.0), "{spot:?}");
+    assert!(!spot.is_empty());
+    assert!(r.end.pending_pods.is_empty(), "{:?}", r.end.pending_pods);
+    assert!(
+        r.end
+            .nodes
+            .iter()
+            .all(|n| n.nodepool == "batch" && n.capacity_type == "spot"),
+        "{:?}",
+        r.end.nodes
+    );
+}
+
+#[test]
 fn getting_started_inflate_gets_a_node_within_a_minute() {
     let r = run("getting-started");
     assert!(r.end.pending_pods.is_empty());
