@@ -271,6 +271,8 @@ enum Timer {
     Drain(String),
     ReplacementTimeout,
     RetryPending,
+    Relaunch(String),
+    LaunchTimeout(String),
 }
 
 /// A node class's instance types as the solver gets them, unavailable offerings marked.
@@ -321,6 +323,8 @@ pub struct Controllers {
     commands_started: u64,
     /// NodeClaims whose launch was asked for and not yet answered.
     launching: BTreeSet<String>,
+    /// How many times each NodeClaim's launch failed for a passing reason, for its backoff.
+    relaunches: BTreeMap<String, u32>,
     /// Pods whose eviction was asked for, while they still exist.
     evicting: BTreeSet<String>,
     /// The NodePool statuses last written.
@@ -353,6 +357,7 @@ impl Controllers {
             command: None,
             commands_started: 0,
             launching: BTreeSet::new(),
+            relaunches: BTreeMap::new(),
             evicting: BTreeSet::new(),
             pool_statuses: std::collections::BTreeMap::new(),
             metrics: crate::metrics::Metrics::new(),
@@ -416,6 +421,8 @@ impl Controllers {
             Timer::ReplacementTimeout => self.replacement_timeout(),
             Timer::NominationExpiry(claim) => self.nomination_expiry(&claim),
             Timer::RetryPending => self.saw_pending_pod(),
+            Timer::Relaunch(claim) => self.relaunch(&claim),
+            Timer::LaunchTimeout(claim) => self.launch_timeout(&claim),
         }
     }
 

@@ -666,3 +666,74 @@ fn a_request_with_no_spot_capacity_anywhere_marks_spot_short_in_its_zones() {
         secs(4)
     ));
 }
+
+fn launches(actions: &[Action], claim: &str) -> usize {
+    actions
+        .iter()
+        .filter(|a| matches!(a, Action::Launch { nodeclaim } if nodeclaim == claim))
+        .count()
+}
+
+fn deleted(actions: &[Action], claim: &str) -> bool {
+    actions
+        .iter()
+        .any(|a| matches!(a, Action::DeleteNodeClaim { nodeclaim } if nodeclaim == claim))
+}
+
+#[test]
+fn a_launch_that_failed_for_a_passing_reason_is_tried_again_with_a_backoff_and_not_given_up() {
+    let mut core = with_pool();
+    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    let first = run_until(&mut core, 0, 2);
+    let claim = created(&first).remove(0);
+    assert_eq!(launches(&first, &claim), 1);
+    // the API server went away under the launch: nothing is marked, the NodeClaim stays
+    core.launch_retry(
+        &claim,
+        "cloud provider API: client error (Connect)",
+        secs(3),
+    );
+    let waited = run_until(&mut core, 3, 3);
+    assert_eq!(launches(&waited, &claim), 0, "{waited:?}");
+    assert!(!deleted(&waited, &claim));
+    assert!(!core.unavailable_offerings().is_unavailable(
+        "on-demand",
+        "m5.large",
+        "us-east-1a",
+        secs(3)
+    ));
+    // 1 s later it is launched again; the next failure waits 2 s
+    assert_eq!(launches(&run_until(&mut core, 4, 4), &claim), 1);
+    core.launch_retry(&claim, "still unreachable", secs(4));
+    assert_eq!(launches(&run_until(&mut core, 5, 5), &claim), 0);
+    assert_eq!(launches(&run_until(&mut core, 6, 6), &claim), 1);
+    // the API server is back: it launches and registers, and no other NodeClaim was made
+    launch_and_register(&mut core, &claim);
+    let after = run_until(&mut core, 7, 60);
+    assert!(created(&after).is_empty(), "{after:?}");
+    assert!(core.cluster.nodeclaims[&claim].registered);
+}
+
+#[test]
+fn a_nodeclaim_whose_launch_keeps_failing_is_deleted_five_minutes_after_its_creation() {
+    let mut core = with_pool();
+    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    core.launch_retry(&claim, "unreachable", secs(2));
+    let mut all = Vec::new();
+    for t in 3..=299 {
+        let actions = core.poll(secs(t));
+        if launches(&actions, &claim) > 0 {
+            core.launch_retry(&claim, "unreachable", secs(t));
+        }
+        all.extend(actions);
+    }
+    assert!(
+        launches(&all, &claim) >= 25,
+        "tried again all along: {}",
+        launches(&all, &claim)
+    );
+    assert!(!deleted(&all, &claim), "not before its launch timeout");
+    let at_timeout = run_until(&mut core, 300, 305);
+    assert!(deleted(&at_timeout, &claim), "{at_timeout:?}");
+}

@@ -21,11 +21,93 @@ use crate::log;
 /// How many times a failing call is tried.
 const ATTEMPTS: u32 = 4;
 
-/// Whether an API error may go away if the call is repeated.
-fn retriable(e: &kube::Error) -> bool {
-    match e {
-        kube::Error::Api(s) => s.code == 409 || s.code == 429 || s.code >= 500,
-        _ => true,
+/// What kind of failure an API call met: they are told apart because they call for different
+/// answers (only the cloud's capacity answers mark offerings unavailable, and only a failure
+/// that may pass is tried again later).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The server could not be reached, or the connection broke: the outcome of a write is
+    /// unknown.
+    Unreachable,
+    /// 429: the server asked to slow down.
+    Throttled,
+    /// 409: the object changed meanwhile (or already exists).
+    Conflict,
+    /// 5xx: the server failed.
+    Server,
+    /// Any other answer: the request itself was refused.
+    Rejected,
+    /// The cloud provider's API failed.
+    Cloud,
+    /// The cloud provider is misconfigured, or had no capacity.
+    CloudRefused,
+}
+
+impl Fault {
+    /// Its name as the metrics label it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fault::Unreachable => "unreachable",
+            Fault::Throttled => "throttled",
+            Fault::Conflict => "conflict",
+            Fault::Server => "server",
+            Fault::Rejected => "rejected",
+            Fault::Cloud => "cloud",
+            Fault::CloudRefused => "cloud_refused",
+        }
+    }
+
+    /// Whether the same call may succeed later.
+    pub fn passes(self) -> bool {
+        !matches!(self, Fault::Rejected | Fault::CloudRefused)
+    }
+}
+
+/// An error that knows its [`Fault`].
+pub trait Faulty: std::fmt::Display {
+    /// The kind of failure.
+    fn fault(&self) -> Fault;
+}
+
+impl Faulty for kube::Error {
+    fn fault(&self) -> Fault {
+        match self {
+            kube::Error::Api(s) if s.code == 429 => Fault::Throttled,
+            kube::Error::Api(s) if s.code == 409 => Fault::Conflict,
+            kube::Error::Api(s) if s.code >= 500 => Fault::Server,
+            kube::Error::Api(_) => Fault::Rejected,
+            kube::Error::SerdeError(_) | kube::Error::BuildRequest(_) => Fault::Rejected,
+            _ => Fault::Unreachable,
+        }
+    }
+}
+
+impl Faulty for CloudError {
+    fn fault(&self) -> Fault {
+        match self {
+            CloudError::Api(_) => Fault::Cloud,
+            CloudError::InsufficientCapacity(_) | CloudError::Config(_) => Fault::CloudRefused,
+        }
+    }
+}
+
+/// A call that failed: what was done, the error, and its kind.
+#[derive(Debug)]
+pub struct Failure {
+    /// What was being done (`creating nodeclaim`).
+    pub what: &'static str,
+    /// The error as the client reported it.
+    pub message: String,
+    /// Its kind.
+    pub fault: Fault,
+}
+
+/// Turns an error met while doing `what` into a [`Failure`].
+fn failed<E: Faulty>(what: &'static str) -> impl FnOnce(E) -> Failure {
+    move |e| Failure {
+        what,
+        message: e.to_string(),
+        fault: e.fault(),
     }
 }
 
@@ -41,7 +123,7 @@ where
     loop {
         match call().await {
             Ok(v) => return Ok(v),
-            Err(e) if attempt < ATTEMPTS && retriable(&e) => {
+            Err(e) if attempt < ATTEMPTS && e.fault().passes() => {
                 log::error(what, &e.to_string());
                 tokio::time::sleep(wait).await;
                 wait *= 4;
@@ -99,14 +181,14 @@ async fn stored_conditions<K>(
     api: &Api<K>,
     name: &str,
     conditions: fn(K) -> Vec<kerf_api::Condition>,
-) -> Result<Vec<kerf_api::Condition>, (&'static str, String)>
+) -> Result<Vec<kerf_api::Condition>, Failure>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     retry("reading status conditions", || api.get_opt(name))
         .await
         .map(|o| o.map(conditions).unwrap_or_default())
-        .map_err(|e| ("reading status conditions", e.to_string()))
+        .map_err(failed("reading status conditions"))
 }
 
 /// The wall clock as the core reads it: time since the Unix epoch.
@@ -148,21 +230,16 @@ impl<C: CloudProvider> Executor<C> {
         &self.events
     }
 
-    /// Carries out one action; answers from the cloud go back into `core`. False when it
-    /// failed (logged).
-    pub async fn execute(&self, action: Action, core: &mut Controllers) -> bool {
-        let result = self.run(action, core).await;
-        if let Err((what, e)) = &result {
-            log::error(what, e);
-        }
-        result.is_ok()
+    /// Carries out one action; answers from the cloud go back into `core`. The failure's
+    /// kind when it failed (logged).
+    pub async fn execute(&self, action: Action, core: &mut Controllers) -> Result<(), Fault> {
+        self.run(action, core).await.map_err(|f| {
+            log::error(f.what, &f.message);
+            f.fault
+        })
     }
 
-    async fn run(
-        &self,
-        action: Action,
-        core: &mut Controllers,
-    ) -> Result<(), (&'static str, String)> {
+    async fn run(&self, action: Action, core: &mut Controllers) -> Result<(), Failure> {
         let claims: Api<NodeClaim> = Api::all(self.client.clone());
         let nodes: Api<Node> = Api::all(self.client.clone());
         let (post, del, params) = (
@@ -188,7 +265,7 @@ impl<C: CloudProvider> Executor<C> {
                 match r {
                     Ok(_) => {}
                     Err(kube::Error::Api(s)) if s.code == 409 => {}
-                    Err(e) => return Err(("creating nodeclaim", e.to_string())),
+                    Err(e) => return Err(failed("creating nodeclaim")(e)),
                 }
             }
             Action::Launch { nodeclaim } => {
@@ -212,9 +289,14 @@ impl<C: CloudProvider> Executor<C> {
                     Err(CloudError::InsufficientCapacity(offerings)) => {
                         core.launch_failed(&nodeclaim, &offerings, now());
                     }
+                    // the provider's API (or, for kwok, the API server) failing may pass:
+                    // tried again after a backoff, not given up
+                    Err(e @ CloudError::Api(_)) => {
+                        core.launch_retry(&nodeclaim, &e.to_string(), now())
+                    }
                     Err(e) => {
                         core.launch_error(&nodeclaim, &e.to_string(), now());
-                        return Err(("launching nodeclaim", e.to_string()));
+                        return Err(failed("launching nodeclaim")(e));
                     }
                 }
             }
@@ -233,14 +315,14 @@ impl<C: CloudProvider> Executor<C> {
                     claims.patch_status(&nodeclaim, &params, &status)
                 })
                 .await
-                .map_err(|e| ("patching nodeclaim status", e.to_string()))?;
+                .map_err(failed("patching nodeclaim status"))?;
                 if let Some(l) = &record.launched {
                     let labels = Patch::Merge(json!({"metadata": {"labels": launched_labels(l)}}));
                     retry("labelling nodeclaim", || {
                         claims.patch(&nodeclaim, &params, &labels)
                     })
                     .await
-                    .map_err(|e| ("labelling nodeclaim", e.to_string()))?;
+                    .map_err(failed("labelling nodeclaim"))?;
                 }
             }
             Action::PatchNodePoolStatus {
@@ -261,7 +343,7 @@ impl<C: CloudProvider> Executor<C> {
                 {
                     Ok(_) => {}
                     Err(e) if gone(&e) => {}
-                    Err(e) => return Err(("patching nodepool status", e.to_string())),
+                    Err(e) => return Err(failed("patching nodepool status")(e)),
                 }
             }
             Action::LabelNode { node, labels } => {
@@ -269,7 +351,7 @@ impl<C: CloudProvider> Executor<C> {
                 match retry("labelling node", || nodes.patch(&node, &params, &patch)).await {
                     Ok(_) => {}
                     Err(e) if gone(&e) => {}
-                    Err(e) => return Err(("labelling node", e.to_string())),
+                    Err(e) => return Err(failed("labelling node")(e)),
                 }
             }
             Action::Taint { node, taint } => {
@@ -301,7 +383,7 @@ impl<C: CloudProvider> Executor<C> {
                     Ok(_) => {}
                     // 429: a PodDisruptionBudget allows no disruption now; the drain retries
                     Err(kube::Error::Api(s)) if s.code == 429 || s.code == 404 => {}
-                    Err(e) => return Err(("evicting pod", e.to_string())),
+                    Err(e) => return Err(failed("evicting pod")(e)),
                 }
             }
             Action::DeletePod { pod } => {
@@ -310,25 +392,25 @@ impl<C: CloudProvider> Executor<C> {
                 match retry("deleting pod", || pods.delete(name, &del)).await {
                     Ok(_) => {}
                     Err(e) if gone(&e) => {}
-                    Err(e) => return Err(("deleting pod", e.to_string())),
+                    Err(e) => return Err(failed("deleting pod")(e)),
                 }
             }
             Action::DeleteInstance { provider_id, .. } => {
                 self.cloud
                     .delete(&provider_id)
                     .await
-                    .map_err(|e| ("terminating instance", e.to_string()))?;
+                    .map_err(failed("terminating instance"))?;
             }
             Action::DeleteNode { node } => {
                 delete_node(&nodes, &node)
                     .await
-                    .map_err(|e| ("deleting node", e.to_string()))?;
+                    .map_err(failed("deleting node"))?;
             }
             Action::DeleteNodeClaim { nodeclaim } => {
                 match retry("deleting nodeclaim", || claims.delete(&nodeclaim, &del)).await {
                     Ok(_) => {}
                     Err(e) if gone(&e) => {}
-                    Err(e) => return Err(("deleting nodeclaim", e.to_string())),
+                    Err(e) => return Err(failed("deleting nodeclaim")(e)),
                 }
             }
             Action::ReleaseNodeClaim { nodeclaim } => {
@@ -340,7 +422,7 @@ impl<C: CloudProvider> Executor<C> {
                 {
                     Ok(_) => {}
                     Err(e) if gone(&e) => {}
-                    Err(e) => return Err(("releasing nodeclaim", e.to_string())),
+                    Err(e) => return Err(failed("releasing nodeclaim")(e)),
                 }
                 core.cluster.delete_nodeclaim(&nodeclaim);
             }
@@ -354,7 +436,7 @@ impl<C: CloudProvider> Executor<C> {
         nodes: &Api<Node>,
         name: &str,
         edit: impl Fn(&mut Vec<K8sTaint>),
-    ) -> Result<(), (&'static str, String)> {
+    ) -> Result<(), Failure> {
         let r = retry("tainting node", || async {
             let Some(mut node) = nodes.get_opt(name).await? else {
                 return Ok(());
@@ -368,6 +450,6 @@ impl<C: CloudProvider> Executor<C> {
                 .map(|_| ())
         })
         .await;
-        r.map_err(|e| ("tainting node", e.to_string()))
+        r.map_err(failed("tainting node"))
     }
 }

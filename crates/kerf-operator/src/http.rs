@@ -2,10 +2,11 @@
 //! `/healthz` and `/readyz` (HEALTH_PROBE_PORT). The controllers' state belongs to the main
 //! loop alone, so a scrape is a request to it, answered with the rendered text.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::State;
@@ -24,18 +25,77 @@ const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Whether the operator is ready: every watch has listed once and the instance types of every
-/// node class are loaded.
+/// node class are loaded; and, since, the API server has not been unreachable, nor a watch
+/// relisting, for longer than [`GRACE`]. It recovers by itself when they do.
 #[derive(Debug, Default)]
-pub struct Readiness(AtomicBool);
+pub struct Readiness {
+    synced: AtomicBool,
+    troubles: Mutex<Troubles>,
+}
+
+#[derive(Debug, Default)]
+struct Troubles {
+    /// Since when the API server has not answered the probe.
+    unreachable: Option<Instant>,
+    /// The watches relisting, since when.
+    relisting: BTreeMap<&'static str, Instant>,
+}
+
+/// How long the API server may be unreachable, or a watch relist, before `/readyz` fails.
+pub const GRACE: Duration = Duration::from_secs(5);
 
 impl Readiness {
-    /// Marks the operator ready.
+    /// Marks the operator ready: every watch has listed once.
     pub fn set(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.synced.store(true, Ordering::Relaxed);
     }
 
-    fn get(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+    fn troubles(&self) -> std::sync::MutexGuard<'_, Troubles> {
+        self.troubles.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What the latest probe of the API server found.
+    pub fn reachable(&self, reachable: bool) {
+        let mut t = self.troubles();
+        match (reachable, t.unreachable) {
+            (true, _) => t.unreachable = None,
+            (false, None) => t.unreachable = Some(Instant::now()),
+            (false, Some(_)) => {}
+        }
+    }
+
+    /// A watch of `kind` started listing again (after its resource version expired).
+    pub fn relisting(&self, kind: &'static str) {
+        self.troubles()
+            .relisting
+            .entry(kind)
+            .or_insert_with(Instant::now);
+    }
+
+    /// A watch of `kind` has listed.
+    pub fn listed(&self, kind: &'static str) {
+        self.troubles().relisting.remove(kind);
+    }
+
+    /// Ready, or why not.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.synced.load(Ordering::Relaxed) {
+            return Err("caches not synced yet".into());
+        }
+        let t = self.troubles();
+        if let Some(since) = t.unreachable.filter(|s| s.elapsed() > GRACE) {
+            return Err(format!(
+                "the API server has not answered for {}s",
+                since.elapsed().as_secs()
+            ));
+        }
+        if let Some((kind, since)) = t.relisting.iter().find(|(_, s)| s.elapsed() > GRACE) {
+            return Err(format!(
+                "the {kind} watch has been relisting for {}s",
+                since.elapsed().as_secs()
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -76,10 +136,9 @@ pub async fn serve(
 }
 
 async fn readyz(State(ready): State<Arc<Readiness>>) -> impl IntoResponse {
-    if ready.get() {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced yet")
+    match ready.check() {
+        Ok(()) => (StatusCode::OK, "ok".to_string()),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }
 }
 

@@ -18,6 +18,7 @@ pub mod observe;
 pub mod reconciles;
 pub mod settings;
 pub mod slim;
+pub mod unfinished;
 pub mod watch;
 
 use std::collections::BTreeSet;
@@ -25,7 +26,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kerf_core::controllers::{Controllers, EventObject, Settings};
+use kerf_core::controllers::{Action, Controllers, EventObject, Settings};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
@@ -35,6 +36,7 @@ use crate::http::{Readiness, Scrape};
 use crate::leader::{Elector, Leadership};
 use crate::lenient::GapReports;
 use crate::reconciles::Reconciles;
+use crate::unfinished::Unfinished;
 use crate::watch::{Observed, Queue};
 
 /// How often the cloud's instances are compared with the NodeClaims (garbage collection).
@@ -89,6 +91,7 @@ struct Inputs {
     scrapes: mpsc::Receiver<Scrape>,
     reconciles: Reconciles,
     gaps: GapReports,
+    unfinished: Unfinished,
 }
 
 impl Inputs {
@@ -141,12 +144,15 @@ pub async fn run<C: CloudProvider>(
     let (queue, kinds) = watch::spawn_all(
         &client,
         serves_kwok_node_classes(&client, executor.cloud()).await,
+        &ready,
     );
+    tokio::spawn(probe_api_server(client.clone(), Arc::clone(&ready)));
     let mut inputs = Inputs {
         queue,
         scrapes,
         reconciles: Reconciles::new(),
         gaps: GapReports::default(),
+        unfinished: Unfinished::default(),
     };
 
     // every kind listed once before deciding anything: a partial view would look like
@@ -202,6 +208,20 @@ pub async fn run<C: CloudProvider>(
     result
 }
 
+/// How often the API server is asked whether it answers, for `/readyz`.
+const PROBE_EVERY: Duration = Duration::from_secs(2);
+
+/// Asks the API server for its version every [`PROBE_EVERY`] (with as long to answer) and
+/// tells readiness whether it answered: the watches alone cannot tell a quiet cluster from
+/// an unreachable one.
+async fn probe_api_server(client: kube::Client, ready: Arc<Readiness>) {
+    loop {
+        let answered = tokio::time::timeout(PROBE_EVERY, client.apiserver_version()).await;
+        ready.reachable(matches!(answered, Ok(Ok(_))));
+        tokio::time::sleep(PROBE_EVERY).await;
+    }
+}
+
 /// Whether to watch Karpenter kwok's node classes: with the kwok provider, where the cluster
 /// serves the kind (Karpenter kwok's CRDs are installed).
 async fn serves_kwok_node_classes<C: CloudProvider>(client: &kube::Client, cloud: &C) -> bool {
@@ -229,6 +249,13 @@ async fn act<C: CloudProvider>(
                 Err(e) => log::error("listing instances", &e.to_string()),
             }
         }
+        // writes that failed for a passing reason, due again
+        for (tries, a) in inputs.unfinished.due(now()) {
+            if !holds() {
+                anyhow::bail!("leader election lost: the Lease was not renewed in time");
+            }
+            carry_out(core, executor, inputs, a, tries).await;
+        }
         // act until the controllers have nothing more to say at this instant
         loop {
             let actions = core.poll(now());
@@ -239,21 +266,14 @@ async fn act<C: CloudProvider>(
                 if !holds() {
                     anyhow::bail!("leader election lost: the Lease was not renewed in time");
                 }
-                let controller = reconciles::controller_of(&a);
-                let started = std::time::Instant::now();
-                let ok = executor.execute(a, core).await;
-                if let Some(c) = controller {
-                    inputs.reconciles.record(c, ok, started.elapsed());
-                }
-                // a burst of calls takes seconds: what the watches saw meanwhile is applied
-                // as it comes, so that it is not held twice (queued and in the state)
-                inputs.drain(core, executor);
+                carry_out(core, executor, inputs, a, 0).await;
             }
         }
         let wake = core
             .next_wakeup()
             .unwrap_or(now() + IDLE_WAKE)
             .min(next_gc)
+            .min(inputs.unfinished.next().unwrap_or(next_gc))
             .saturating_sub(now());
         tokio::select! {
             o = inputs.queue.pop() => {
@@ -269,6 +289,36 @@ async fn act<C: CloudProvider>(
             () = stop.requested() => return Ok(()),
         }
     }
+}
+
+/// Carries out one action that has failed `tries` times before: counted as a reconcile of its
+/// controller, and kept to be tried again when it is a write that failed for a passing reason.
+async fn carry_out<C: CloudProvider>(
+    core: &mut Controllers,
+    executor: &Executor<C>,
+    inputs: &mut Inputs,
+    action: Action,
+    tries: u32,
+) {
+    let controller = reconciles::controller_of(&action);
+    let again = unfinished::replayable(&action).then(|| action.clone());
+    let started = std::time::Instant::now();
+    let result = executor.execute(action, core).await;
+    if let Some(c) = controller {
+        inputs.reconciles.record(c, result, started.elapsed());
+    }
+    if let (Err(fault), Some(action)) = (result, again)
+        && fault.passes()
+        && !inputs.unfinished.keep(action.clone(), tries + 1, now())
+    {
+        log::error(
+            "giving up a write",
+            &format!("{action:?} failed {} times", tries + 1),
+        );
+    }
+    // a burst of calls takes seconds: what the watches saw meanwhile is applied as it
+    // comes, so that it is not held twice (queued and in the state)
+    inputs.drain(core, executor);
 }
 
 fn observe_one<C: CloudProvider>(

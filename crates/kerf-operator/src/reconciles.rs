@@ -5,6 +5,8 @@
 use std::time::Duration;
 
 use kerf_core::controllers::Action;
+
+use crate::execute::Fault;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -51,6 +53,7 @@ pub struct Reconciles {
     registry: Registry,
     total: Family<Labels, Counter>,
     errors: Family<Labels, Counter>,
+    faults: Family<Labels, Counter>,
     time: Family<Labels, Histogram, fn() -> Histogram>,
 }
 
@@ -76,6 +79,14 @@ impl Reconciles {
             "Total number of reconciliation errors per controller",
             errors.clone(),
         );
+        // Kerf's: which kind of failure each error was (unreachable, throttled, conflict,
+        // server, rejected, cloud, cloud_refused), which controller-runtime does not tell
+        let faults = Family::<Labels, Counter>::default();
+        registry.register(
+            "kerf_reconcile_errors_by_kind",
+            "Reconcile errors per controller and kind of failure",
+            faults.clone(),
+        );
         let time: Family<Labels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(histogram);
         registry.register(
@@ -99,12 +110,23 @@ impl Reconciles {
             registry,
             total,
             errors,
+            faults,
             time,
         }
     }
 
-    /// One reconcile of `controller`, successful or not, that took `took`.
-    pub fn record(&self, controller: &'static str, ok: bool, took: Duration) {
+    /// One reconcile of `controller`, successful or failed with a kind of fault, that took
+    /// `took`.
+    pub fn record(&self, controller: &'static str, result: Result<(), Fault>, took: Duration) {
+        if let Err(fault) = result {
+            self.faults
+                .get_or_create(&vec![
+                    ("controller", controller.to_string()),
+                    ("kind", fault.as_str().to_string()),
+                ])
+                .inc();
+        }
+        let ok = result.is_ok();
         let result = if ok { "success" } else { "error" };
         self.total
             .get_or_create(&vec![

@@ -18,6 +18,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
+use crate::http::Readiness;
 use crate::kwok_types::KwokNodeClass;
 use crate::lenient::Lenient;
 use crate::slim::{SlimNode, SlimPod};
@@ -126,12 +127,18 @@ fn key_of(meta: &kube::api::ObjectMeta) -> String {
     )
 }
 
-fn spawn<K>(client: &Client, kind: &'static str, wrap: fn(K) -> Object, queue: &Arc<Queue>)
-where
+fn spawn<K>(
+    client: &Client,
+    kind: &'static str,
+    wrap: fn(K) -> Object,
+    queue: &Arc<Queue>,
+    ready: &Arc<Readiness>,
+) where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     let api: Api<K> = Api::all(client.clone());
     let queue = Arc::clone(queue);
+    let ready = Arc::clone(ready);
     queue.watches.fetch_add(1, Ordering::SeqCst);
     tokio::spawn(async move {
         let _running = Running(&queue);
@@ -154,8 +161,12 @@ where
                     known.deleted(&key);
                     queue.deleted(kind, &key, wrap(o));
                 }
-                Ok(Event::Init) => known.relisting(),
+                Ok(Event::Init) => {
+                    ready.relisting(kind);
+                    known.relisting();
+                }
                 Ok(Event::InitDone) => {
+                    ready.listed(kind);
                     for key in known.relisted() {
                         queue.push(Observed::Gone(kind, key));
                     }
@@ -339,26 +350,30 @@ pub const KWOK_NODE_CLASS: &str = "KWOKNodeClass";
 
 /// Starts a watch per kind, all feeding one queue; `kwok_node_classes` adds one of
 /// KWOKNodeClasses. Returns the queue and the kinds whose [`Observed::Synced`] to wait for.
-pub fn spawn_all(client: &Client, kwok_node_classes: bool) -> (Arc<Queue>, Vec<&'static str>) {
+pub fn spawn_all(
+    client: &Client,
+    kwok_node_classes: bool,
+    ready: &Arc<Readiness>,
+) -> (Arc<Queue>, Vec<&'static str>) {
     let queue = Arc::new(Queue::default());
     let pod = |o: SlimPod| Object::Pod(Box::new(o.into()));
-    spawn::<SlimPod>(client, KINDS[0], pod, &queue);
+    spawn::<SlimPod>(client, KINDS[0], pod, &queue, ready);
     let node = |o: SlimNode| Object::Node(Box::new(o.into()));
-    spawn::<SlimNode>(client, KINDS[1], node, &queue);
+    spawn::<SlimNode>(client, KINDS[1], node, &queue, ready);
     let claim = |o| Object::NodeClaim(Box::new(o));
-    spawn::<Lenient<NodeClaim>>(client, KINDS[2], claim, &queue);
+    spawn::<Lenient<NodeClaim>>(client, KINDS[2], claim, &queue, ready);
     let pool = |o| Object::NodePool(Box::new(o));
-    spawn::<Lenient<NodePool>>(client, KINDS[3], pool, &queue);
+    spawn::<Lenient<NodePool>>(client, KINDS[3], pool, &queue, ready);
     let class = |o| Object::NodeClass(Box::new(o));
-    spawn::<Lenient<EC2NodeClass>>(client, KINDS[4], class, &queue);
+    spawn::<Lenient<EC2NodeClass>>(client, KINDS[4], class, &queue, ready);
     let ds = |o| Object::DaemonSet(Box::new(o));
-    spawn::<DaemonSet>(client, KINDS[5], ds, &queue);
+    spawn::<DaemonSet>(client, KINDS[5], ds, &queue, ready);
     let pdb = |o| Object::Pdb(Box::new(o));
-    spawn::<PodDisruptionBudget>(client, KINDS[6], pdb, &queue);
+    spawn::<PodDisruptionBudget>(client, KINDS[6], pdb, &queue, ready);
     let mut kinds = KINDS.to_vec();
     if kwok_node_classes {
         let class = |o| Object::KwokNodeClass(Box::new(o));
-        spawn::<KwokNodeClass>(client, KWOK_NODE_CLASS, class, &queue);
+        spawn::<KwokNodeClass>(client, KWOK_NODE_CLASS, class, &queue, ready);
         kinds.push(KWOK_NODE_CLASS);
     }
     (queue, kinds)

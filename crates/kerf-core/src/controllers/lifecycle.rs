@@ -13,6 +13,15 @@ use crate::cluster::{CapacityType, CloudInstance, Launched};
 use crate::objects::claim_record;
 use crate::unavailable::Pattern;
 
+/// How long after its creation a NodeClaim that has not launched is deleted (Karpenter's
+/// launch timeout).
+pub const LAUNCH_TTL: Duration = Duration::from_secs(5 * 60);
+/// The first wait before a launch that failed for a passing reason is tried again.
+const RELAUNCH_MIN: Duration = Duration::from_secs(1);
+/// The longest wait between launch attempts: short enough that a NodeClaim caught by an
+/// API-server outage launches within seconds of its return.
+pub const RELAUNCH_MAX: Duration = Duration::from_secs(10);
+
 /// One offering the cloud had no capacity for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Offering {
@@ -25,12 +34,61 @@ pub struct Offering {
 }
 
 impl Controllers {
-    /// Asks the cloud for a NodeClaim's instance, once.
+    /// Asks the cloud for a NodeClaim's instance, once at a time. However its launch goes, a
+    /// NodeClaim is launched or deleted within [`LAUNCH_TTL`] of its creation: one whose
+    /// launch keeps failing (or whose writes were lost) cannot linger.
     pub(super) fn launch(&mut self, nodeclaim: &str) {
         if self.launching.insert(nodeclaim.to_string()) {
             self.actions.push(Action::Launch {
                 nodeclaim: nodeclaim.to_string(),
             });
+            if let Some(created) = self.cluster.nodeclaims.get(nodeclaim).map(|c| c.created) {
+                self.at(
+                    created + LAUNCH_TTL,
+                    Timer::LaunchTimeout(nodeclaim.to_string()),
+                );
+            }
+        }
+    }
+
+    /// A launch failed for a reason that may pass (the cloud's or the API server's API
+    /// unreachable, throttled or failing): said as it is, nothing is marked unavailable, and
+    /// the NodeClaim is launched again after a backoff (1 s, doubling, at most
+    /// [`RELAUNCH_MAX`]) until it launches or its registration deadline deletes it, as
+    /// Karpenter requeues a launch that returned an error.
+    pub fn launch_retry(&mut self, nodeclaim: &str, error: &str, now: Duration) {
+        self.activity += 1;
+        self.now = self.now.max(now);
+        self.launching.remove(nodeclaim);
+        if !self.cluster.nodeclaims.contains_key(nodeclaim) {
+            return;
+        }
+        let tries = self.relaunches.entry(nodeclaim.to_string()).or_insert(0);
+        let backoff = RELAUNCH_MIN
+            .saturating_mul(1 << (*tries).min(16))
+            .min(RELAUNCH_MAX);
+        *tries += 1;
+        self.log_error(
+            "nodeclaim.lifecycle",
+            "failed launching nodeclaim",
+            json!({"NodeClaim": {"name": nodeclaim}, "error": error,
+                   "retry-in": format!("{}s", backoff.as_secs())}),
+        );
+        self.at(self.now + backoff, Timer::Relaunch(nodeclaim.to_string()));
+    }
+
+    /// A launch's backoff ran out: launch again unless it launched, or its NodeClaim went,
+    /// meanwhile.
+    pub(super) fn relaunch(&mut self, nodeclaim: &str) {
+        let due = self
+            .cluster
+            .nodeclaims
+            .get(nodeclaim)
+            .is_some_and(|c| c.launched.is_none() && c.deleting.is_none());
+        if due {
+            self.launch(nodeclaim);
+        } else {
+            self.relaunches.remove(nodeclaim);
         }
     }
 
@@ -39,6 +97,7 @@ impl Controllers {
         self.activity += 1;
         self.now = self.now.max(now);
         self.launching.remove(nodeclaim);
+        self.relaunches.remove(nodeclaim);
         let Some(claim) = self.cluster.nodeclaims.get_mut(nodeclaim) else {
             return;
         };
@@ -319,6 +378,24 @@ impl Controllers {
         });
     }
 
+    /// A NodeClaim not launched [`LAUNCH_TTL`] after its creation is deleted, as Karpenter's
+    /// liveness does (`launch_timeout`); its pods look for capacity again.
+    pub(super) fn launch_timeout(&mut self, name: &str) {
+        let Some(claim) = self.cluster.nodeclaims.get(name) else {
+            return;
+        };
+        if claim.launched.is_some() || claim.deleting.is_some() {
+            return;
+        }
+        self.launching.remove(name);
+        self.log(
+            "nodeclaim.lifecycle",
+            "deleted nodeclaim",
+            json!({"NodeClaim": {"name": name}, "reason": "launch timeout"}),
+        );
+        self.release(name);
+    }
+
     pub(super) fn registration_timeout(&mut self, name: &str) {
         let Some(claim) = self.cluster.nodeclaims.get(name) else {
             return;
@@ -385,6 +462,7 @@ impl Controllers {
 
     /// Deletes a NodeClaim outright: no node to drain.
     fn release(&mut self, name: &str) {
+        self.relaunches.remove(name);
         self.count_nodeclaim_deleted(name);
         self.actions.push(Action::DeleteNodeClaim {
             nodeclaim: name.to_string(),

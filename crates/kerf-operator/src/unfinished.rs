@@ -1,0 +1,119 @@
+//! Writes that failed for a reason that may pass (the API server unreachable, throttling,
+//! failing, or a conflict), kept and tried again with a backoff until they succeed: what the
+//! controllers decided is carried out after an outage instead of being lost, as
+//! controller-runtime requeues a reconcile that returned an error. Each write is idempotent
+//! (a create that was stored although its answer was lost meets 409 and is done; a delete
+//! meets 404 and is done), so trying one again whose first outcome is unknown is safe.
+
+use std::time::Duration;
+
+use kerf_core::controllers::Action;
+
+/// The first wait before a write is tried again.
+const FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between tries: a write caught by an outage goes through within seconds
+/// of the API server's return.
+const LONGEST: Duration = Duration::from_secs(10);
+/// After this many tries (about ten minutes) a write is given up, and said so.
+const TRIES: u32 = 64;
+
+/// The writes waiting to be tried again, in the order they failed.
+#[derive(Debug, Default)]
+pub struct Unfinished {
+    waiting: Vec<Waiting>,
+}
+
+#[derive(Debug)]
+struct Waiting {
+    due: Duration,
+    tries: u32,
+    action: Action,
+}
+
+/// Whether an action is a write worth trying again. A launch has its own backoff in the
+/// controllers; an eviction is asked again by the drain's next round; log lines and events
+/// are not writes of the controllers' state.
+pub fn replayable(action: &Action) -> bool {
+    !matches!(
+        action,
+        Action::Log(_)
+            | Action::Event(_)
+            | Action::Launch { .. }
+            | Action::Evict { .. }
+            | Action::Disrupting { .. }
+    )
+}
+
+impl Unfinished {
+    /// Keeps `action`, which has failed `tries` times, to be tried again after its backoff;
+    /// false when it has been tried too often and is given up.
+    pub fn keep(&mut self, action: Action, tries: u32, now: Duration) -> bool {
+        if tries >= TRIES {
+            return false;
+        }
+        let wait = FIRST.saturating_mul(1 << tries.min(16)).min(LONGEST);
+        self.waiting.push(Waiting {
+            due: now + wait,
+            tries,
+            action,
+        });
+        true
+    }
+
+    /// The writes due at `now`, with how often each has failed, oldest first.
+    pub fn due(&mut self, now: Duration) -> Vec<(u32, Action)> {
+        let (due, later): (Vec<Waiting>, Vec<Waiting>) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(|w| w.due <= now);
+        self.waiting = later;
+        due.into_iter().map(|w| (w.tries, w.action)).collect()
+    }
+
+    /// When the next write is due.
+    pub fn next(&self) -> Option<Duration> {
+        self.waiting.iter().map(|w| w.due).min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delete(name: &str) -> Action {
+        Action::DeleteNodeClaim {
+            nodeclaim: name.into(),
+        }
+    }
+
+    #[test]
+    fn a_failed_write_comes_back_after_a_growing_backoff_in_order() {
+        let mut u = Unfinished::default();
+        let t = Duration::from_secs(100);
+        assert!(u.keep(delete("a"), 1, t));
+        assert!(u.keep(delete("b"), 1, t));
+        assert!(u.keep(delete("c"), 5, t));
+        assert_eq!(u.next(), Some(t + Duration::from_secs(2)));
+        assert!(u.due(t + Duration::from_secs(1)).is_empty());
+        let due: Vec<String> = u
+            .due(t + Duration::from_secs(2))
+            .into_iter()
+            .map(|(_, a)| match a {
+                Action::DeleteNodeClaim { nodeclaim } => nodeclaim,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(due, ["a", "b"]);
+        // the backoff stops growing at ten seconds
+        assert_eq!(u.next(), Some(t + LONGEST));
+        assert!(!u.keep(delete("d"), TRIES, t), "given up");
+    }
+
+    #[test]
+    fn launches_and_evictions_are_not_replayed_here() {
+        assert!(!replayable(&Action::Launch {
+            nodeclaim: "a".into()
+        }));
+        assert!(!replayable(&Action::Evict { pod: "a/b".into() }));
+        assert!(replayable(&delete("a")));
+    }
+}
