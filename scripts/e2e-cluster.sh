@@ -6,6 +6,9 @@
 #   scripts/e2e-cluster.sh start DIR    start them with state in DIR; writes DIR/kubeconfig
 #                                       and DIR/pids; prints DIR/kubeconfig
 #   scripts/e2e-cluster.sh stop DIR     stop what `start DIR` started
+#   scripts/e2e-cluster.sh kill DIR C   SIGKILL component C (etcd, kube-apiserver, ...)
+#   scripts/e2e-cluster.sh restart DIR C
+#                                       start component C again with its command line
 #   scripts/e2e-cluster.sh bin          print the directory holding the binaries
 #   scripts/e2e-cluster.sh helm         build (once, cached) helm; print its path
 #   scripts/e2e-cluster.sh karpenter-hash
@@ -278,6 +281,42 @@ wait_for() {
   done
 }
 
+# Starts component NAME in the background, its output to $DIR/NAME.log, and records its pid
+# and its command line (so `restart` can start it again exactly so).
+launch() {
+  local name="$1"
+  shift
+  printf '%q ' "$@" >"$DIR/cmd-$name"
+  "$@" >>"$DIR/$name.log" 2>&1 &
+  echo "$name $!" >>"$DIR/pids"
+}
+
+pid_of() {
+  awk -v n="$2" '$1 == n {p = $2} END {print p}' "$1/pids"
+}
+
+# Kills component NAME of the control plane in DIR at once (SIGKILL, as a crash would).
+cmd_kill() {
+  local pid
+  pid="$(pid_of "$1" "$2")"
+  [ -n "$pid" ] || { log "no $2 in $1/pids"; exit 1; }
+  kill -9 "$pid" 2>/dev/null || true
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+}
+
+# Starts component NAME of the control plane in DIR again with the command line it had.
+cmd_restart() {
+  DIR="$(cd "$1" && pwd)"
+  [ -f "$DIR/cmd-$2" ] || { log "no $2 was started in $DIR"; exit 1; }
+  local pid
+  pid="$(pid_of "$DIR" "$2")"
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    log "$2 is running (pid $pid)"
+    exit 1
+  fi
+  eval "launch $2 $(cat "$DIR/cmd-$2")"
+}
+
 cmd_start() {
   DIR="$(mkdir -p "$1" && cd "$1" && pwd)"
   for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
@@ -291,12 +330,11 @@ cmd_start() {
   etcd_port="$(free_port)"; etcd_peer="$(free_port)"; api_port="$(free_port)"
   kcm_port="$(free_port)"; sched_port="$(free_port)"; kwok_port="$(free_port)"
 
-  "$BIN/etcd" --data-dir "$DIR/etcd" --name kerf-e2e \
+  launch etcd "$BIN/etcd" --data-dir "$DIR/etcd" --name kerf-e2e \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
     --initial-cluster "kerf-e2e=http://127.0.0.1:$etcd_peer" \
-    --quota-backend-bytes 2147483648 --log-level warn >"$DIR/etcd.log" 2>&1 &
-  echo "etcd $!" >>"$DIR/pids"
+    --quota-backend-bytes 2147483648 --log-level warn
 
   openssl genrsa -out "$DIR/sa.key" 2048 2>/dev/null
   local token
@@ -305,14 +343,13 @@ cmd_start() {
 
   wait_for etcd 30 curl -sf "http://127.0.0.1:$etcd_port/health"
 
-  "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
+  launch kube-apiserver "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
     --cert-dir "$DIR/pki" --token-auth-file "$DIR/tokens.csv" --authorization-mode RBAC \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$DIR/sa.key" --service-account-signing-key-file "$DIR/sa.key" \
     --service-cluster-ip-range 10.0.0.0/24 --allow-privileged \
-    --enable-priority-and-fairness=false >"$DIR/kube-apiserver.log" 2>&1 &
-  echo "kube-apiserver $!" >>"$DIR/pids"
+    --enable-priority-and-fairness=false
 
   cat >"$DIR/kubeconfig" <<EOF
 apiVersion: v1
@@ -333,23 +370,20 @@ current-context: kerf-e2e
 EOF
   wait_for kube-apiserver 60 curl -skf -H "Authorization: Bearer $token" "https://127.0.0.1:$api_port/readyz"
 
-  "$BIN/kube-controller-manager" --kubeconfig "$DIR/kubeconfig" --authentication-kubeconfig "$DIR/kubeconfig" \
+  launch kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$DIR/kubeconfig" --authentication-kubeconfig "$DIR/kubeconfig" \
     --authorization-kubeconfig "$DIR/kubeconfig" --bind-address 127.0.0.1 --secure-port "$kcm_port" \
     --leader-elect=false --service-account-private-key-file "$DIR/sa.key" \
     --use-service-account-credentials=false --cluster-signing-duration 24h \
     --node-monitor-grace-period 20s --concurrent-deployment-syncs 10 --concurrent-replicaset-syncs 10 \
-    --kube-api-qps 200 --kube-api-burst 400 >"$DIR/kube-controller-manager.log" 2>&1 &
-  echo "kube-controller-manager $!" >>"$DIR/pids"
+    --kube-api-qps 200 --kube-api-burst 400
 
-  "$BIN/kube-scheduler" --kubeconfig "$DIR/kubeconfig" --authentication-kubeconfig "$DIR/kubeconfig" \
+  launch kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$DIR/kubeconfig" --authentication-kubeconfig "$DIR/kubeconfig" \
     --authorization-kubeconfig "$DIR/kubeconfig" --bind-address 127.0.0.1 --secure-port "$sched_port" \
-    --leader-elect=false --kube-api-qps 200 --kube-api-burst 400 >"$DIR/kube-scheduler.log" 2>&1 &
-  echo "kube-scheduler $!" >>"$DIR/pids"
+    --leader-elect=false --kube-api-qps 200 --kube-api-burst 400
 
-  "$BIN/kwok" --kubeconfig "$DIR/kubeconfig" --config "$CACHE/stages.yaml" \
+  launch kwok "$BIN/kwok" --kubeconfig "$DIR/kubeconfig" --config "$CACHE/stages.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-    --server-address "127.0.0.1:$kwok_port" --node-ip 127.0.0.1 >"$DIR/kwok.log" 2>&1 &
-  echo "kwok $!" >>"$DIR/pids"
+    --server-address "127.0.0.1:$kwok_port" --node-ip 127.0.0.1
 
   wait_for kube-scheduler 60 curl -skf "https://127.0.0.1:$sched_port/healthz"
   wait_for kube-controller-manager 60 curl -skf "https://127.0.0.1:$kcm_port/healthz"
@@ -372,10 +406,12 @@ case "${1:-}" in
   build) cmd_build ;;
   start) [ -n "${2:-}" ] || { log "usage: $0 start DIR"; exit 2; }; cmd_start "$2" ;;
   stop) [ -n "${2:-}" ] || { log "usage: $0 stop DIR"; exit 2; }; cmd_stop "$2" ;;
+  kill) [ -n "${3:-}" ] || { log "usage: $0 kill DIR COMPONENT"; exit 2; }; cmd_kill "$2" "$3" ;;
+  restart) [ -n "${3:-}" ] || { log "usage: $0 restart DIR COMPONENT"; exit 2; }; cmd_restart "$2" "$3" ;;
   bin) echo "$BIN" ;;
   helm) cmd_helm ;;
   karpenter-crds) cmd_karpenter_crds ;;
   karpenter-hash) cmd_karpenter_hash ;;
   karpenter-kwok) cmd_karpenter_kwok ;;
-  *) log "usage: $0 build | start DIR | stop DIR | bin | helm | karpenter-crds | karpenter-hash | karpenter-kwok"; exit 2 ;;
+  *) log "usage: $0 build | start DIR | stop DIR | kill DIR COMPONENT | restart DIR COMPONENT | bin | helm | karpenter-crds | karpenter-hash | karpenter-kwok"; exit 2 ;;
 esac

@@ -129,6 +129,17 @@ fn step(current: Option<&Lease>, config: &Config, expired: bool, now: MicroTime)
     Step::Update(Box::new(next))
 }
 
+/// What one round of the election came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Round {
+    /// Our own record, renewed.
+    Renewed,
+    /// The Lease created, or taken from an expired or released record.
+    Acquired,
+    /// Someone else holds it.
+    Waiting,
+}
+
 /// A candidate for, then holder of, the Lease.
 pub struct Elector {
     api: Api<Lease>,
@@ -153,9 +164,10 @@ impl Elector {
         format!("{}/{}", self.config.namespace, self.config.name)
     }
 
-    /// One round; true when we hold the Lease after it. The time is taken before the read,
-    /// so a renewal's deadline counts from before the API server saw it.
-    async fn round(&mut self) -> Result<bool, kube::Error> {
+    /// One round: whether we hold the Lease after it, and whether we renewed our own record
+    /// or took the Lease. The time is taken before the read, so a renewal's deadline counts
+    /// from before the API server saw it.
+    async fn round(&mut self) -> Result<Round, kube::Error> {
         let current = self.api.get_opt(&self.config.name).await?;
         let record = current.as_ref().and_then(|l| l.spec.as_ref()).map(|s| {
             let holder = s.holder_identity.clone().unwrap_or_default();
@@ -170,22 +182,30 @@ impl Elector {
         let expired = self.seen.since.elapsed() >= self.config.lease_duration;
         let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
         let post = PostParams::default();
+        let ours = current
+            .as_ref()
+            .and_then(|l| l.spec.as_ref())
+            .and_then(|s| s.holder_identity.as_deref())
+            == Some(self.config.identity.as_str());
         let written = match step(current.as_ref(), &self.config, expired, now) {
-            Step::Wait => return Ok(false),
+            Step::Wait => return Ok(Round::Waiting),
             Step::Create(lease) => self.api.create(&post, &lease).await,
             Step::Update(lease) => self.api.replace(&self.config.name, &post, &lease).await,
         };
         match written {
-            Ok(_) => Ok(true),
+            Ok(_) if ours => Ok(Round::Renewed),
+            Ok(_) => Ok(Round::Acquired),
             // another candidate wrote first: this round is theirs
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(Round::Waiting),
             Err(e) => Err(e),
         }
     }
 
-    /// Waits until this replica holds the Lease; then keeps renewing it in the background and
-    /// ends the process (exit status 1) once a renewal is overdue, as controller-runtime does:
-    /// the Deployment restarts it as a candidate.
+    /// Waits until this replica holds the Lease; then keeps renewing it in the background.
+    /// While a renewal is overdue (the API server unreachable) the replica does not act, and
+    /// acts again once its own record is renewed; when another replica holds, or has held, the
+    /// Lease meanwhile, the process ends (exit status 1), as controller-runtime's does, and the
+    /// Deployment restarts it as a candidate.
     pub async fn lead(mut self) -> (Arc<Leadership>, tokio::task::JoinHandle<()>) {
         log::info(
             "leader-election",
@@ -195,12 +215,12 @@ impl Elector {
         let leadership = loop {
             let sent = Instant::now();
             match self.round().await {
-                Ok(true) => {
+                Ok(Round::Renewed | Round::Acquired) => {
                     break Arc::new(Leadership {
                         valid_until: Mutex::new(sent + self.config.renew_deadline),
                     });
                 }
-                Ok(false) => {}
+                Ok(Round::Waiting) => {}
                 Err(e) => log::error("acquiring leader lease", &e.to_string()),
             }
             tokio::time::sleep(self.config.retry_period).await;
@@ -212,12 +232,27 @@ impl Elector {
         );
         let held = Arc::clone(&leadership);
         let renew = tokio::spawn(async move {
+            let mut lapsed = false;
             loop {
                 tokio::time::sleep(self.config.retry_period).await;
                 let sent = Instant::now();
                 match self.round().await {
-                    Ok(true) => held.extend(sent + self.config.renew_deadline),
-                    Ok(false) => {
+                    // our own record, untouched since our last renewal: nobody else can have
+                    // led meanwhile, so acting resumes where it stopped
+                    Ok(Round::Renewed) => {
+                        held.extend(sent + self.config.renew_deadline);
+                        if std::mem::take(&mut lapsed) {
+                            log::info(
+                                "leader-election",
+                                "renewed leader lease after it lapsed, acting again",
+                                json!({"lease": self.lease_text()}),
+                            );
+                        }
+                    }
+                    // someone else holds it, or held it since: what they did is not in this
+                    // replica's state, so it starts over as a candidate, as controller-runtime
+                    // does (the Deployment restarts it)
+                    Ok(Round::Waiting | Round::Acquired) => {
                         held.extend(sent);
                         log::error(
                             "leader election lost",
@@ -227,15 +262,17 @@ impl Elector {
                     }
                     Err(e) => log::error("renewing leader lease", &e.to_string()),
                 }
-                if !held.holds() {
+                // overdue (the API server unreachable, say): no write goes out until the
+                // record is renewed, but the replica keeps its state and stays up
+                if !held.holds() && !lapsed {
+                    lapsed = true;
                     log::error(
                         "leader election lost",
                         &format!(
-                            "{} not renewed within the renew deadline",
+                            "{} not renewed within the renew deadline; not acting until it is",
                             self.lease_text()
                         ),
                     );
-                    std::process::exit(1);
                 }
             }
         });

@@ -238,7 +238,6 @@ async fn act<C: CloudProvider>(
     leadership: Option<&Leadership>,
     stop: &mut Stop,
 ) -> anyhow::Result<()> {
-    let holds = || leadership.is_none_or(Leadership::holds);
     let mut next_gc = now();
     loop {
         let t = now();
@@ -251,8 +250,8 @@ async fn act<C: CloudProvider>(
         }
         // writes that failed for a passing reason, due again
         for (tries, a) in inputs.unfinished.due(now()) {
-            if !holds() {
-                anyhow::bail!("leader election lost: the Lease was not renewed in time");
+            if !hold(core, executor, inputs, leadership, stop).await {
+                return Ok(());
             }
             carry_out(core, executor, inputs, a, tries).await;
         }
@@ -263,8 +262,8 @@ async fn act<C: CloudProvider>(
                 break;
             }
             for a in actions {
-                if !holds() {
-                    anyhow::bail!("leader election lost: the Lease was not renewed in time");
+                if !hold(core, executor, inputs, leadership, stop).await {
+                    return Ok(());
                 }
                 carry_out(core, executor, inputs, a, 0).await;
             }
@@ -289,6 +288,26 @@ async fn act<C: CloudProvider>(
             () = stop.requested() => return Ok(()),
         }
     }
+}
+
+/// Waits, keeping the state current, while the Lease is overdue: no write goes out that
+/// another replica might have made. False when a stop was requested meanwhile.
+async fn hold<C: CloudProvider>(
+    core: &mut Controllers,
+    executor: &Executor<C>,
+    inputs: &mut Inputs,
+    leadership: Option<&Leadership>,
+    stop: &mut Stop,
+) -> bool {
+    while leadership.is_some_and(|l| !l.holds()) {
+        tokio::select! {
+            Some(o) = inputs.queue.pop() => observe_one(core, executor, &mut inputs.gaps, o),
+            Some(scrape) = inputs.scrapes.recv() => inputs.answer(core, scrape),
+            () = tokio::time::sleep(Duration::from_millis(200)) => {}
+            () = stop.requested() => return false,
+        }
+    }
+    true
 }
 
 /// Carries out one action that has failed `tries` times before: counted as a reconcile of its

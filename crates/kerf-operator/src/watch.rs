@@ -12,6 +12,8 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
+use std::time::Duration;
+
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
@@ -127,6 +129,22 @@ fn key_of(meta: &kube::api::ObjectMeta) -> String {
     )
 }
 
+/// How a failed watch is retried: 0.5 s doubling to at most 5 s (kube's default grows to 30
+/// s), so that after an API-server outage the cluster is seen again within seconds of its
+/// return; the backoff starts over after a minute without failure.
+fn watch_backoff() -> impl kube::runtime::utils::Backoff {
+    let builder = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_secs(5))
+        .with_factor(2.0)
+        .without_max_times()
+        .with_jitter();
+    kube::runtime::utils::ResetTimerBackoff::new(
+        watcher::ExponentialBackoff::from(builder),
+        Duration::from_secs(60),
+    )
+}
+
 fn spawn<K>(
     client: &Client,
     kind: &'static str,
@@ -144,7 +162,7 @@ fn spawn<K>(
         let _running = Running(&queue);
         let mut known = Known::default();
         let mut stream = watcher::watcher(api, watcher::Config::default())
-            .default_backoff()
+            .backoff(watch_backoff())
             .boxed();
         while let Some(event) = stream.next().await {
             match event {

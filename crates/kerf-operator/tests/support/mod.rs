@@ -135,6 +135,33 @@ impl ControlPlane {
     }
 }
 
+impl ControlPlane {
+    /// Kills one of its components (`etcd`, `kube-apiserver`, ...) at once, as a crash would.
+    pub fn kill(&self, component: &str) {
+        self.script(&["kill", component]);
+    }
+
+    /// Starts a killed component again with the command line it had.
+    pub fn restart(&self, component: &str) {
+        self.script(&["restart", component]);
+    }
+
+    fn script(&self, args: &[&str]) {
+        let out = Command::new(root().join("scripts/e2e-cluster.sh"))
+            .arg(args[0])
+            .arg(&self.dir)
+            .args(&args[1..])
+            .output()
+            .expect("run scripts/e2e-cluster.sh");
+        assert!(
+            out.status.success(),
+            "e2e-cluster.sh {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         let _ = Command::new(root().join("scripts/e2e-cluster.sh"))
@@ -337,6 +364,11 @@ impl Operator {
     /// Its log lines so far, parsed.
     pub fn lines(&self) -> Vec<serde_json::Value> {
         read_lines(&self.log)
+    }
+
+    /// Whether it is still running (it never exits by itself).
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Stops it at once (as a crash would).

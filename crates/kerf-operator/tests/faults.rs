@@ -1,0 +1,246 @@
+//! Control-plane faults against `kerf-operator --cloud-provider kwok` on a real control plane:
+//! the API server killed (SIGKILL) at the instant the operator creates a NodeClaim, and while
+//! it drains a node for consolidation. Each case asserts what a user needs after the fault,
+//! with the operator never restarted by hand: every pod that can run runs within a bound of
+//! the API server's return, no NodeClaim is left without a node, no node is left tainted, no
+//! NodeClaim was created twice for the same pods, and `/readyz` said the truth throughout.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{ControlPlane, Operator, http_get, root, wait_for};
+
+const LIMIT: Duration = Duration::from_secs(120);
+const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
+/// How long the API server stays down: longer than the operator's in-call retries (about
+/// 2 s), its readiness grace (5 s) and its Lease's renew deadline (10 s).
+const OUTAGE: Duration = Duration::from_secs(20);
+/// How soon after the API server's return Kerf must have done its part (the NodeClaim caught
+/// by the outage launched and its node registered, a drain finished or rolled back).
+const RECOVERY: Duration = Duration::from_secs(30);
+/// How soon after the API server's return every pod must run again: kube-scheduler's own
+/// watches back off up to 30 s (client-go's reflector) during an outage, and must see the node
+/// before it binds, so this bound is Kerf's plus theirs.
+const PODS_BACK: Duration = Duration::from_secs(90);
+
+fn items(cp: &ControlPlane, args: &[&str]) -> Vec<Value> {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    let out = cp.kubectl(&all, None);
+    serde_json::from_slice::<Value>(&out.stdout)
+        .ok()
+        .and_then(|v| v["items"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+fn running_pods(cp: &ControlPlane) -> usize {
+    items(cp, &["get", "pods", "-l", "app=inflate"])
+        .iter()
+        .filter(|p| {
+            p["status"]["phase"] == "Running" && p["metadata"]["deletionTimestamp"].is_null()
+        })
+        .count()
+}
+
+/// A control plane with seed 004 applied and the operator on it, ready.
+fn seeded(name: &str) -> (ControlPlane, Operator) {
+    let cp = ControlPlane::start(name);
+    cp.install_crds();
+    let seed =
+        std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed 004");
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    wait_for(
+        "/readyz to answer 200",
+        LIMIT,
+        || (http_get(op.health_port, "/readyz").0 == 200).then_some(()),
+        || format!("{:?}", http_get(op.health_port, "/readyz")),
+    );
+    (cp, op)
+}
+
+/// Waits until the operator's log has a line with `message`, polling fast: the instant to
+/// strike.
+fn when_logged(op: &Operator, message: &str) {
+    let deadline = Instant::now() + LIMIT;
+    while !std::fs::read_to_string(&op.log)
+        .unwrap_or_default()
+        .contains(message)
+    {
+        assert!(Instant::now() < deadline, "no {message:?} in the log");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Keeps the API server down for [`OUTAGE`], checking that `/readyz` fails meanwhile, then
+/// starts it again; the instant it answers again.
+fn outage(cp: &ControlPlane, op: &Operator) -> Instant {
+    let down = Instant::now();
+    let mut unready = None;
+    while down.elapsed() < OUTAGE {
+        if unready.is_none() && http_get(op.health_port, "/readyz").0 == 503 {
+            unready = Some(down.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let unready = unready.expect("/readyz kept answering 200 while the API server was down");
+    assert!(unready < Duration::from_secs(12), "{unready:?}");
+    cp.restart("kube-apiserver");
+    wait_for(
+        "the API server back",
+        LIMIT,
+        || {
+            cp.kubectl(&["get", "--raw", "/readyz"], None)
+                .status
+                .success()
+                .then_some(())
+        },
+        String::new,
+    );
+    Instant::now()
+}
+
+/// What must hold once a fault is over: every NodeClaim has its node, no node carries
+/// Karpenter's disruption taint, every NodeClaim the operator created is still there or was
+/// deleted on purpose, `/readyz` is back, and the operator never stopped.
+fn settled(cp: &ControlPlane, op: &mut Operator) {
+    wait_for(
+        "every NodeClaim with a node, and no node tainted for disruption",
+        LIMIT,
+        || {
+            let claims = items(cp, &["get", "nodeclaims"]);
+            let nodes = items(cp, &["get", "nodes"]);
+            let claimed = claims.iter().all(|c| {
+                let name = &c["metadata"]["name"];
+                nodes.iter().any(|n| &n["metadata"]["name"] == name)
+            });
+            let tainted = nodes.iter().any(|n| {
+                n["spec"]["taints"]
+                    .as_array()
+                    .is_some_and(|ts| ts.iter().any(|t| t["key"] == "karpenter.sh/disrupted"))
+            });
+            (claimed && !tainted).then_some(())
+        },
+        || {
+            format!(
+                "{}\n{}",
+                cp.kubectl_ok(&["get", "nodeclaims,nodes"], None),
+                std::fs::read_to_string(&op.log).unwrap_or_default()
+            )
+        },
+    );
+    wait_for(
+        "/readyz back to 200",
+        LIMIT,
+        || (http_get(op.health_port, "/readyz").0 == 200).then_some(()),
+        || format!("{:?}", http_get(op.health_port, "/readyz")),
+    );
+    assert!(op.running(), "the operator exited");
+}
+
+fn created(op: &Operator) -> Vec<String> {
+    op.lines()
+        .iter()
+        .filter(|l| l["message"] == "created nodeclaim")
+        .filter_map(|l| l["NodeClaim"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn the_api_server_killed_while_a_nodeclaim_is_created_loses_no_work() {
+    let (cp, mut op) = seeded("fault-create");
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=40"], None);
+    // the line is written just before the create call goes out
+    when_logged(&op, "\"created nodeclaim\"");
+    cp.kill("kube-apiserver");
+    let back = outage(&cp, &op);
+    wait_for(
+        "every NodeClaim launched, its node registered",
+        RECOVERY,
+        || {
+            let claims = items(&cp, &["get", "nodeclaims"]);
+            (!claims.is_empty() && claims.iter().all(|c| c["status"]["nodeName"].is_string()))
+                .then_some(())
+        },
+        || {
+            format!(
+                "{}\n{}",
+                cp.kubectl_ok(&["get", "nodeclaims,nodes"], None),
+                std::fs::read_to_string(&op.log).unwrap_or_default()
+            )
+        },
+    );
+    let registered = back.elapsed();
+    wait_for(
+        "40 pods running after the API server's return",
+        PODS_BACK,
+        || (running_pods(&cp) == 40).then_some(()),
+        || {
+            format!(
+                "{} running\n{}\n{}\n{}\n{}",
+                running_pods(&cp),
+                cp.kubectl_ok(&["get", "nodeclaims,nodes"], None),
+                cp.kubectl_ok(
+                    &["get", "nodes", "-o", "jsonpath={.items[*].spec.taints}"],
+                    None
+                ),
+                cp.kubectl_ok(&["get", "pods", "-o", "wide"], None),
+                std::fs::read_to_string(&op.log).unwrap_or_default()
+            )
+        },
+    );
+    let recovered = back.elapsed();
+    settled(&cp, &mut op);
+    // the NodeClaim caught by the outage was launched, not made again for the same pods
+    let made = created(&op);
+    let claims = items(&cp, &["get", "nodeclaims"]);
+    assert_eq!(made.len(), claims.len(), "{made:?}");
+    println!(
+        "after the API server's return: node registered in {:.1} s, 40 pods running in {:.1} s",
+        registered.as_secs_f64(),
+        recovered.as_secs_f64()
+    );
+}
+
+#[test]
+fn the_api_server_killed_during_a_drain_leaves_no_node_tainted() {
+    let (cp, mut op) = seeded("fault-drain");
+    // two steps, two nodes (as in the seed's walkthrough)
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=5"], None);
+    wait_for(
+        "5 pods running",
+        LIMIT,
+        || (running_pods(&cp) == 5).then_some(()),
+        || cp.kubectl_ok(&["get", "nodeclaims,nodes"], None),
+    );
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=12"], None);
+    wait_for(
+        "12 pods running",
+        LIMIT,
+        || (running_pods(&cp) == 12).then_some(()),
+        || cp.kubectl_ok(&["get", "nodeclaims,nodes"], None),
+    );
+    let nodes_before = items(&cp, &["get", "nodes"]).len();
+    // scaling down leaves a node to consolidate: strike when its drain begins
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=2"], None);
+    when_logged(&op, "\"disrupting node(s)\"");
+    cp.kill("kube-apiserver");
+    outage(&cp, &op);
+    wait_for(
+        "2 pods running after the API server's return",
+        PODS_BACK,
+        || (running_pods(&cp) == 2).then_some(()),
+        || cp.kubectl_ok(&["get", "pods", "-o", "wide"], None),
+    );
+    settled(&cp, &mut op);
+    // the consolidation was finished or rolled back and done again: fewer nodes than before
+    wait_for(
+        "the cluster consolidated",
+        LIMIT,
+        || (items(&cp, &["get", "nodes"]).len() < nodes_before).then_some(()),
+        || cp.kubectl_ok(&["get", "nodeclaims,nodes"], None),
+    );
+    settled(&cp, &mut op);
+}
