@@ -737,6 +737,26 @@ impl Cluster {
             .fold(Resources::default(), |m, o| m.max(&o.capacity))
     }
 
+    /// How many nodes a NodePool has, counted against its `limits.nodes` as its usage is
+    /// against its other limits: NodeClaims launched or in flight (not being deleted), and
+    /// nodes carrying its label without a NodeClaim.
+    pub fn pool_nodes(&self, pool: &str) -> i64 {
+        let claims = self
+            .nodeclaims
+            .values()
+            .filter(|c| c.node_pool == pool && (c.launched.is_some() || c.deleting.is_none()))
+            .count();
+        let bare = self
+            .nodes
+            .values()
+            .filter(|n| {
+                n.nodeclaim.is_none()
+                    && n.labels.get(kerf_api::labels::NODEPOOL).map(String::as_str) == Some(pool)
+            })
+            .count();
+        i64::try_from(claims + bare).unwrap_or(i64::MAX)
+    }
+
     /// What the NodePool's nodes have, counted against its limits.
     pub fn pool_usage(&self, pool: &str) -> Resources {
         let mut usage = Resources::default();

@@ -10,11 +10,13 @@ use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{InstanceTypeOption, NodePoolInput};
 
 /// A NodePool resolved against the instance types its node class can launch; `usage` is
-/// the capacity of the nodes it already has (counted against its limits).
+/// the capacity of the nodes it already has and `nodes` how many (counted against its
+/// limits).
 pub fn node_pool_input(
     np: &NodePool,
     instance_types: Arc<[InstanceTypeOption]>,
     usage: Resources,
+    nodes: i64,
 ) -> NodePoolInput {
     let spec = &np.spec.template.spec;
     let limits = Resources::from_quantities(np.spec.limits.iter().map(|(k, v)| (k, v.as_str())));
@@ -39,6 +41,7 @@ pub fn node_pool_input(
             .map(|k| (k.clone(), limit_of(k)))
             .collect(),
         usage,
+        nodes,
         instance_types,
     }
 }

@@ -737,3 +737,38 @@ fn a_nodeclaim_whose_launch_keeps_failing_is_deleted_five_minutes_after_its_crea
     let at_timeout = run_until(&mut core, 300, 305);
     assert!(deleted(&at_timeout, &claim), "{at_timeout:?}");
 }
+
+#[test]
+fn limits_nodes_counts_launched_and_in_flight_nodeclaims() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    let mut np = pool();
+    np.spec
+        .limits
+        .insert("nodes".into(), kerf_api::Quantity::parse("2").unwrap());
+    core.cluster.apply_node_pool(np);
+    core.cluster
+        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    // six pods that each need a node of their own (1.5 of the type's 2 cpus)
+    for i in 0..6 {
+        core.cluster
+            .apply_pod(unschedulable(&format!("p{i}"), "1500m"), secs(0));
+    }
+    let first = run_until(&mut core, 0, 3);
+    let claims = created(&first);
+    assert_eq!(claims.len(), 2, "{first:?}");
+    // the two are in flight (not launched): still counted, so nothing more is made
+    assert!(created(&run_until(&mut core, 4, 30)).is_empty());
+    // launched and registered, they still count; another pod gets no node either
+    for claim in &claims {
+        launch_and_register(&mut core, claim);
+    }
+    core.cluster
+        .apply_pod(unschedulable("late", "1500m"), secs(31));
+    assert!(created(&run_until(&mut core, 31, 60)).is_empty());
+    // and explain names the limit
+    let why = core
+        .explain_pod("default/late")
+        .expect("explained")
+        .to_string();
+    assert!(why.contains("limit nodes=2 reached"), "{why}");
+}

@@ -140,6 +140,8 @@ pub struct SlimPodSpec {
     priority_class_name: Option<String>,
     priority: Option<i32>,
     overhead: Option<BTreeMap<String, Quantity>>,
+    /// Pod-level resources (Kubernetes 1.34): they stand for the containers' cpu and memory.
+    resources: Option<ResourceRequirements>,
     termination_grace_period_seconds: Option<i64>,
 }
 
@@ -180,6 +182,7 @@ impl From<SlimPod> for Pod {
                 priority_class_name: s.priority_class_name,
                 priority: s.priority,
                 overhead: s.overhead,
+                resources: s.resources,
                 termination_grace_period_seconds: s.termination_grace_period_seconds,
                 ..PodSpec::default()
             }),
@@ -203,7 +206,8 @@ impl From<SlimPod> for Pod {
 /// A `Container` takes 2 KB even when all but its name and requests are empty, and every
 /// pod has one: a pod whose containers bind no host port (what the scheduler reads of them
 /// besides requests) keeps what it requests, as kube-scheduler adds it up (containers,
-/// sidecars, the init peak and the overhead), as its overhead, and no containers.
+/// sidecars, the init peak, pod-level resources and the overhead), as its overhead, and no
+/// containers.
 fn fold_containers(pod: &mut Pod) {
     let binds_ports = pod.spec.as_ref().is_some_and(|s| {
         s.containers
@@ -218,6 +222,8 @@ fn fold_containers(pod: &mut Pod) {
     if let Some(spec) = pod.spec.as_mut() {
         spec.containers = Vec::new();
         spec.init_containers = None;
+        // counted in the total below: kept, it would count twice
+        spec.resources = None;
         spec.overhead = Some(
             requests
                 .into_iter()
@@ -330,6 +336,28 @@ mod tests {
         assert_eq!((requests.cpu_millis, requests.pods), (2110, 1));
         assert_eq!(requests.memory_bytes, (1024 + 64) << 20);
         assert_eq!(requests.extended["nvidia.com/gpu"], 1);
+    }
+
+    #[test]
+    fn pod_level_resources_are_read_and_counted_once() {
+        for ports in [
+            serde_json::json!(null),
+            serde_json::json!([{"containerPort": 80, "hostPort": 80}]),
+        ] {
+            let full = serde_json::json!({
+                "metadata": {"name": "big", "namespace": "default"},
+                "spec": {
+                    "resources": {"requests": {"cpu": "6", "memory": "12Gi"}},
+                    "containers": [{"name": "a", "ports": ports}],
+                },
+            });
+            let slim: Pod = serde_json::from_value::<SlimPod>(full).unwrap().into();
+            let requests = kerf_scheduling::resources::pod_requests(&slim);
+            assert_eq!(
+                (requests.cpu_millis, requests.memory_bytes),
+                (6000, 12 << 30)
+            );
+        }
     }
 
     #[test]

@@ -16,8 +16,11 @@ pub const MEMORY: usize = 1;
 pub const EPHEMERAL_STORAGE: usize = 2;
 /// The slot of the pod count.
 pub const PODS: usize = 3;
+/// The slot of the node count: 1 in every instance type's capacity, so that a NodePool's
+/// `limits.nodes` is spent as its other limits are.
+pub const NODES: usize = 4;
 /// The first slot of an extended resource.
-const FIRST_EXTENDED: usize = 4;
+const FIRST_EXTENDED: usize = 5;
 const SLOTS: usize = FIRST_EXTENDED + EXTENDED_SLOTS;
 
 /// Amounts of cpu (millicores), memory, ephemeral storage (bytes), pods, then extended
@@ -87,7 +90,7 @@ impl Amounts {
     }
 }
 
-/// The names of the resource slots of one solve: the four fixed ones, then extended
+/// The names of the resource slots of one solve: the five fixed ones, then extended
 /// resources in the order first seen. A resource beyond the slots reads as unobtainable.
 #[derive(Clone, Debug, Default)]
 pub struct Dimensions {
@@ -156,6 +159,7 @@ impl Dimensions {
             MEMORY => "memory",
             EPHEMERAL_STORAGE => "ephemeral-storage",
             PODS => "pods",
+            NODES => "nodes",
             _ => &self.extended[i - FIRST_EXTENDED],
         }
     }
@@ -167,6 +171,7 @@ impl Dimensions {
             "memory" => Some(MEMORY),
             "ephemeral-storage" => Some(EPHEMERAL_STORAGE),
             "pods" => Some(PODS),
+            "nodes" => Some(NODES),
             _ => self
                 .extended
                 .iter()

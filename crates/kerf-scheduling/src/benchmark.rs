@@ -95,6 +95,7 @@ pub fn node_pool() -> NodePoolInput {
         ]
         .into(),
         usage: Resources::default(),
+        nodes: 0,
         instance_types: Arc::from(instance_types()),
     }
 }

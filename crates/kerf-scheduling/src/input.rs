@@ -59,6 +59,9 @@ pub struct NodePoolInput {
     pub limits: BTreeMap<String, i64>,
     /// The capacity of the nodes this NodePool already has, counted against its limits.
     pub usage: Resources,
+    /// How many nodes it already has (launched or in flight), counted against
+    /// `limits.nodes`.
+    pub nodes: i64,
     /// The instance types its node class can launch, with their offerings.
     pub instance_types: Arc<[InstanceTypeOption]>,
 }

@@ -140,9 +140,11 @@ impl Resources {
 }
 
 fn container_requests(c: &Container) -> Resources {
-    let Some(res) = &c.resources else {
-        return Resources::default();
-    };
+    c.resources.as_ref().map(requests_of).unwrap_or_default()
+}
+
+/// The requests of a container's or a pod's `resources`.
+fn requests_of(res: &k8s_openapi::api::core::v1::ResourceRequirements) -> Resources {
     // a limit without a request defaults the request to the limit
     let mut merged: BTreeMap<&String, &str> = BTreeMap::new();
     for (k, v) in res.limits.iter().flatten() {
@@ -156,7 +158,9 @@ fn container_requests(c: &Container) -> Resources {
 
 /// What a pod requests of a node, as kube-scheduler counts it: the sum of its containers
 /// plus its restartable (sidecar) init containers, or the largest init container step if
-/// larger, plus the pod overhead, plus one pod slot.
+/// larger; where the pod sets pod-level `spec.resources` (Kubernetes 1.34, Karpenter v1.8),
+/// its cpu and memory there instead (a limit without a request standing for it, as the API
+/// server defaults it); plus the pod overhead, plus one pod slot.
 pub fn pod_requests(pod: &Pod) -> Resources {
     let Some(spec) = &pod.spec else {
         return Resources {
@@ -183,6 +187,21 @@ pub fn pod_requests(pod: &Pod) -> Resources {
     }
     sum.add(&sidecars);
     let mut total = sum.max(&init_peak);
+    if let Some(pod_level) = spec.resources.as_ref().map(requests_of) {
+        let set = |name: &str| {
+            let res = spec.resources.as_ref();
+            let has =
+                |list: Option<&BTreeMap<String, _>>| list.is_some_and(|l| l.contains_key(name));
+            res.is_some_and(|r| has(r.requests.as_ref()) || has(r.limits.as_ref()))
+        };
+        // only cpu and memory can be set for the pod as a whole
+        if set("cpu") {
+            total.cpu_millis = pod_level.cpu_millis;
+        }
+        if set("memory") {
+            total.memory_bytes = pod_level.memory_bytes;
+        }
+    }
     if let Some(overhead) = &spec.overhead {
         total.add(&Resources::from_quantities(
             overhead.iter().map(|(k, v)| (k, v.0.as_str())),
@@ -195,6 +214,35 @@ pub fn pod_requests(pod: &Pod) -> Resources {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pod_level_resources_stand_for_the_containers_cpu_and_memory() {
+        let p = pod(r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers: [{name: a, image: x}, {name: b, image: x, resources: {requests: {cpu: 100m, nvidia.com/gpu: "1"}}}]
+  resources: {requests: {cpu: "6"}, limits: {memory: 12Gi}}
+"#);
+        let r = pod_requests(&p);
+        assert_eq!(r.cpu_millis, 6000);
+        assert_eq!(
+            r.memory_bytes,
+            12 * 1024 * 1024 * 1024,
+            "a pod-level limit stands for its request"
+        );
+        assert_eq!(
+            r.extended.get("nvidia.com/gpu"),
+            Some(&1),
+            "other resources stay the containers'"
+        );
+        // without pod-level resources, the containers' sum
+        let p = pod(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: a, image: x, resources: {requests: {cpu: 100m}}}]\n",
+        );
+        assert_eq!(pod_requests(&p).cpu_millis, 100);
+    }
 
     fn pod(yaml: &str) -> Pod {
         serde_json::from_value(

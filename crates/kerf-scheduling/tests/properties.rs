@@ -134,6 +134,7 @@ fn node_pool(i: usize, p: &PoolSpec, types: &Arc<[InstanceTypeOption]>) -> NodeP
             .map(|c| [("cpu".to_string(), c * 1000)].into())
             .unwrap_or_default(),
         usage: Default::default(),
+        nodes: 0,
         instance_types: types.clone(),
     }
 }

@@ -168,6 +168,9 @@ fn node_pool(rng: &mut ChaCha8Rng, name: &str) -> Value {
     }
     if rng.random_bool(0.3) {
         spec["limits"] = json!({"cpu": rng.random_range(16..=256).to_string()});
+        if rng.random_bool(0.3) {
+            spec["limits"]["nodes"] = json!(rng.random_range(1..=8).to_string());
+        }
     }
     json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
            "spec": spec})

@@ -136,7 +136,8 @@ impl Controllers {
             let class = np.spec.template.spec.node_class_ref.name.clone();
             let options = self.type_options_for(&class, generation);
             let usage = self.cluster.pool_usage(&name);
-            pools.push(node_pool_input(&np, options, usage));
+            let nodes = self.cluster.pool_nodes(&name);
+            pools.push(node_pool_input(&np, options, usage, nodes));
             names.push(name);
         }
         (pools, names)

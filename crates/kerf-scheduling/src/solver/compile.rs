@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 
 use super::fit::domain_owned;
 use super::*;
-use crate::amounts::{Amounts, Dimensions};
+use crate::amounts::{Amounts, Dimensions, NODES};
 use crate::input::{ExistingNode, NodePoolInput, Problem};
 use crate::interned::{Req, Reqs};
 use crate::launch::CompiledOffering;
@@ -224,7 +224,7 @@ impl<'p> State<'p> {
                     index,
                     reqs: t,
                     allocatable: self.dims.capacity(&it.allocatable),
-                    capacity: self.dims.capacity(&it.capacity),
+                    capacity: one_node(self.dims.capacity(&it.capacity)),
                     offerings,
                 }
             })
@@ -267,7 +267,8 @@ impl<'p> State<'p> {
                 remaining.0[i] = *limit;
             }
         }
-        let usage = self.dims.capacity(&np.usage);
+        let mut usage = self.dims.capacity(&np.usage);
+        usage.0[NODES] = np.nodes;
         Pool {
             input,
             reqs,
@@ -417,4 +418,10 @@ impl<'p> State<'p> {
             }
         }
     }
+}
+
+/// An instance type's capacity counts as one node against `limits.nodes`.
+fn one_node(mut capacity: Amounts) -> Amounts {
+    capacity.0[NODES] = 1;
+    capacity
 }

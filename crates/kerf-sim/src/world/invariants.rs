@@ -338,10 +338,20 @@ impl World {
                 used.add(&l.capacity);
             }
         }
+        // each launched NodeClaim is a node against `limits.nodes`
+        let nodes = cluster
+            .nodeclaims
+            .values()
+            .filter(|c| c.node_pool == claim.node_pool && c.launched.is_some())
+            .count();
         for (resource, _) in pool.spec.limits.iter() {
             let (u, l) = match resource.as_str() {
                 "cpu" => (used.cpu_millis, limits.cpu_millis),
                 "memory" => (used.memory_bytes, limits.memory_bytes),
+                "nodes" => (
+                    i64::try_from(nodes).unwrap_or(i64::MAX),
+                    limits.extended.get("nodes").copied().unwrap_or(i64::MAX),
+                ),
                 _ => continue,
             };
             if u > l {
