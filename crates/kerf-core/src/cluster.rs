@@ -18,6 +18,7 @@ use kerf_scheduling::resources::{Resources, pod_requests};
 
 use crate::disruption::{DoNotDisrupt, do_not_disrupt};
 use crate::provisioner::is_provisionable;
+use crate::volumes::Volumes;
 
 /// How a node's capacity is bought.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -263,6 +264,9 @@ pub struct PodRecord {
     pub nominated: Option<String>,
     /// When it was last left without a node.
     pub pending_since: Duration,
+    /// The pod as declared, when it mounts claims: `pod` has its volumes' topology added,
+    /// and is made again from this when the volumes change.
+    pub declared: Option<Box<Pod>>,
 }
 
 impl PodRecord {
@@ -308,6 +312,8 @@ pub struct Cluster {
     pub daemonsets: BTreeMap<String, Pod>,
     /// PodDisruptionBudgets by `namespace/name`.
     pub pdbs: BTreeMap<String, PodDisruptionBudget>,
+    /// Claims, volumes and storage classes, for the topology of pods' volumes.
+    pub volumes: Volumes,
     /// What changed since the controllers last looked.
     pub changes: Changes,
     /// What Kerf could not read of a NodePool (by name) read from a live cluster: it limits
@@ -385,6 +391,8 @@ impl Cluster {
     /// A pod was created or changed. Its node comes from `spec.nodeName`.
     pub fn apply_pod(&mut self, pod: Pod, now: Duration) {
         self.pod_writes += 1;
+        let declared = Volumes::mounts_claims(&pod).then(|| Box::new(pod.clone()));
+        let pod = self.volumes.inject(pod);
         let key = pod_key(&pod);
         let node = pod
             .spec
@@ -426,6 +434,7 @@ impl Cluster {
                 pending_since
             },
             pod: Box::new(pod),
+            declared,
         };
         if let Some(n) = node.as_ref().and_then(|n| self.nodes.get_mut(n)) {
             n.requests.add(&record.requests);
@@ -455,6 +464,21 @@ impl Cluster {
     /// The pods that started running since the last call: when, and after how long.
     pub fn take_started(&mut self) -> Vec<(Duration, Duration)> {
         std::mem::take(&mut self.started)
+    }
+
+    /// Claims, volumes or storage classes changed: the pods that mount claims are read
+    /// again with their volumes' topology as it is now.
+    pub fn volumes_changed(&mut self, change: impl FnOnce(&mut Volumes), now: Duration) {
+        change(&mut self.volumes);
+        let declared: Vec<Pod> = self
+            .pods
+            .values()
+            .filter_map(|p| p.declared.as_deref().cloned())
+            .collect();
+        for pod in declared {
+            self.apply_pod(pod, now);
+        }
+        self.changes.provisionable = true;
     }
 
     /// A pod is gone.

@@ -16,4 +16,5 @@ pub mod nodepools;
 pub mod objects;
 pub mod provisioner;
 pub mod unavailable;
+pub mod volumes;
 pub mod workloads;

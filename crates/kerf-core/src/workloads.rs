@@ -5,8 +5,12 @@
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    Node, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod,
+    PodTemplateSpec, Volume,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_api::Quantity;
@@ -24,6 +28,30 @@ pub enum ClusterObject {
     Node(Box<Node>),
     /// A PodDisruptionBudget.
     Pdb(Box<PodDisruptionBudget>),
+    /// A PersistentVolumeClaim, PersistentVolume or StorageClass (for volume topology).
+    Volume(VolumeObject),
+}
+
+/// An object that tells where a pod's volumes can be reached.
+#[derive(Clone, Debug)]
+pub enum VolumeObject {
+    /// A PersistentVolumeClaim.
+    Claim(Box<PersistentVolumeClaim>),
+    /// A PersistentVolume.
+    Volume(Box<PersistentVolume>),
+    /// A StorageClass.
+    Class(Box<StorageClass>),
+}
+
+impl VolumeObject {
+    /// Files the object with the cluster's volumes.
+    pub fn apply(&self, volumes: &mut crate::volumes::Volumes) {
+        match self {
+            VolumeObject::Claim(c) => volumes.apply_claim(c),
+            VolumeObject::Volume(v) => volumes.apply_volume(v),
+            VolumeObject::Class(c) => volumes.apply_class(c),
+        }
+    }
 }
 
 /// A workload manifest that cannot be read.
@@ -142,12 +170,29 @@ pub fn read(doc: &RawDocument) -> Result<Option<ClusterObject>, WorkloadError> {
             let s: StatefulSet = parse(doc)?;
             let spec = s.spec.unwrap_or_default();
             non_negative(doc, "spec.replicas", spec.replicas)?;
-            ClusterObject::Pods(replicas(
-                "StatefulSet",
-                &s.metadata,
-                &spec.template,
-                spec.replicas,
-            ))
+            let mut pods = replicas("StatefulSet", &s.metadata, &spec.template, spec.replicas);
+            // each pod mounts its own claim of every template, `<template>-<pod>`, as the
+            // StatefulSet controller makes them
+            for pod in &mut pods {
+                let pod_name = pod.metadata.name.clone().unwrap_or_default();
+                let Some(pod_spec) = pod.spec.as_mut() else {
+                    continue;
+                };
+                for template in spec.volume_claim_templates.iter().flatten() {
+                    let claim = template.metadata.name.clone().unwrap_or_default();
+                    let volumes = pod_spec.volumes.get_or_insert_with(Vec::new);
+                    volumes.retain(|v| v.name != claim);
+                    volumes.push(Volume {
+                        name: claim.clone(),
+                        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                            claim_name: format!("{claim}-{pod_name}"),
+                            read_only: None,
+                        }),
+                        ..Volume::default()
+                    });
+                }
+            }
+            ClusterObject::Pods(pods)
         }
         ("batch", "Job") => {
             let j: Job = parse(doc)?;
@@ -164,6 +209,21 @@ pub fn read(doc: &RawDocument) -> Result<Option<ClusterObject>, WorkloadError> {
             let mut pod = replicas("DaemonSet", &d.metadata, &spec.template, Some(1)).remove(0);
             pod.metadata.name = d.metadata.name.clone();
             ClusterObject::DaemonSet(Box::new(pod))
+        }
+        ("v1", "PersistentVolumeClaim") => {
+            return Ok(Some(ClusterObject::Volume(VolumeObject::Claim(parse(
+                doc,
+            )?))));
+        }
+        ("v1", "PersistentVolume") => {
+            return Ok(Some(ClusterObject::Volume(VolumeObject::Volume(parse(
+                doc,
+            )?))));
+        }
+        ("storage.k8s.io", "StorageClass") => {
+            return Ok(Some(ClusterObject::Volume(VolumeObject::Class(parse(
+                doc,
+            )?))));
         }
         ("policy", "PodDisruptionBudget") => {
             let pdb: PodDisruptionBudget = parse(doc)?;

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::manifest::RawDocument;
 use kerf_core::controllers::Controllers;
 use kerf_core::objects::node_record;
-use kerf_core::workloads::{ClusterObject, read};
+use kerf_core::workloads::{ClusterObject, VolumeObject, read};
 use kerf_scheduling::pods::pod_key;
 
 use crate::cloud::CloudProvider;
@@ -139,6 +139,7 @@ fn applied(core: &mut Controllers, cloud: &impl CloudProvider, object: Object, n
             let k = key(pdb.metadata.namespace.as_ref(), pdb.metadata.name.as_ref());
             cluster.apply_pdb(k, *pdb);
         }
+        Object::Volume(v) => cluster.volumes_changed(|volumes| v.apply(volumes), now),
         Object::KwokNodeClass(class) => {
             let name = class.metadata.name.clone().unwrap_or_default();
             if cluster.node_classes.contains_key(&name) {
@@ -169,6 +170,12 @@ fn gone(core: &mut Controllers, kind: &str, key: &str, now: Duration) {
         "EC2NodeClass" | "KWOKNodeClass" => cluster.delete_node_class(name),
         "DaemonSet" => cluster.delete_daemonset(key),
         "PodDisruptionBudget" => cluster.delete_pdb(key),
+        "PersistentVolumeClaim" => {
+            let namespace = key.split_once('/').map(|(ns, _)| ns);
+            cluster.volumes_changed(|v| v.delete_claim(namespace, name), now);
+        }
+        "PersistentVolume" => cluster.volumes_changed(|v| v.delete_volume(name), now),
+        "StorageClass" => cluster.volumes_changed(|v| v.delete_class(name), now),
         _ => {}
     }
 }
@@ -194,5 +201,15 @@ fn deleted(core: &mut Controllers, object: Object, now: Duration) {
                 pdb.metadata.name.as_ref(),
             ));
         }
+        Object::Volume(v) => cluster.volumes_changed(
+            |volumes| match &v {
+                VolumeObject::Claim(c) => {
+                    volumes.delete_claim(c.metadata.namespace.as_deref(), name_of(&**c));
+                }
+                VolumeObject::Volume(pv) => volumes.delete_volume(name_of(&**pv)),
+                VolumeObject::Class(sc) => volumes.delete_class(name_of(&**sc)),
+            },
+            now,
+        ),
     }
 }

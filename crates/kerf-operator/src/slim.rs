@@ -8,8 +8,9 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerPort, Node, NodeCondition, NodeSpec, NodeStatus, Pod,
-    PodCondition, PodSpec, PodStatus, ResourceRequirements, Toleration, TopologySpreadConstraint,
+    Affinity, Container, ContainerPort, EphemeralVolumeSource, Node, NodeCondition, NodeSpec,
+    NodeStatus, PersistentVolumeClaimVolumeSource, Pod, PodCondition, PodSpec, PodStatus,
+    ResourceRequirements, Toleration, TopologySpreadConstraint, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -125,6 +126,29 @@ impl From<SlimContainer> for Container {
     }
 }
 
+/// A pod volume as far as its topology goes: its name, and the claim it names (its own, or
+/// the one a generic ephemeral volume makes).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimVolume {
+    name: String,
+    persistent_volume_claim: Option<PersistentVolumeClaimVolumeSource>,
+    ephemeral: Option<serde::de::IgnoredAny>,
+}
+
+impl SlimVolume {
+    /// The volume, when it names a claim.
+    fn into_volume(self) -> Option<Volume> {
+        let ephemeral = self.ephemeral.map(|_| EphemeralVolumeSource::default());
+        (self.persistent_volume_claim.is_some() || ephemeral.is_some()).then(|| Volume {
+            name: self.name,
+            persistent_volume_claim: self.persistent_volume_claim,
+            ephemeral,
+            ..Volume::default()
+        })
+    }
+}
+
 /// The scheduling fields of a pod's spec.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -142,6 +166,8 @@ pub struct SlimPodSpec {
     overhead: Option<BTreeMap<String, Quantity>>,
     /// Pod-level resources (Kubernetes 1.34): they stand for the containers' cpu and memory.
     resources: Option<ResourceRequirements>,
+    /// The volumes that name a claim (volume topology).
+    volumes: Option<Vec<SlimVolume>>,
     termination_grace_period_seconds: Option<i64>,
 }
 
@@ -183,6 +209,9 @@ impl From<SlimPod> for Pod {
                 priority: s.priority,
                 overhead: s.overhead,
                 resources: s.resources,
+                volumes: s
+                    .volumes
+                    .map(|vs| vs.into_iter().filter_map(SlimVolume::into_volume).collect()),
                 termination_grace_period_seconds: s.termination_grace_period_seconds,
                 ..PodSpec::default()
             }),

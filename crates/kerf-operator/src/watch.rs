@@ -9,9 +9,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
+use kerf_core::workloads::VolumeObject;
 use std::time::Duration;
 
 use kube::runtime::WatchStreamExt;
@@ -44,6 +46,8 @@ pub enum Object {
     Pdb(Box<PodDisruptionBudget>),
     /// A node class of Karpenter's kwok provider.
     KwokNodeClass(Box<KwokNodeClass>),
+    /// A PersistentVolumeClaim, PersistentVolume or StorageClass.
+    Volume(VolumeObject),
 }
 
 /// What a watch reports.
@@ -353,7 +357,7 @@ impl Known {
 }
 
 /// The kinds watched, by the name [`Observed::Synced`] reports.
-pub const KINDS: [&str; 7] = [
+pub const KINDS: [&str; 10] = [
     "Pod",
     "Node",
     "NodeClaim",
@@ -361,6 +365,9 @@ pub const KINDS: [&str; 7] = [
     "EC2NodeClass",
     "DaemonSet",
     "PodDisruptionBudget",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "StorageClass",
 ];
 
 /// The kind name of Karpenter kwok's node class, watched where it is served.
@@ -388,6 +395,12 @@ pub fn spawn_all(
     spawn::<DaemonSet>(client, KINDS[5], ds, &queue, ready);
     let pdb = |o| Object::Pdb(Box::new(o));
     spawn::<PodDisruptionBudget>(client, KINDS[6], pdb, &queue, ready);
+    let claim = |o| Object::Volume(VolumeObject::Claim(Box::new(o)));
+    spawn::<PersistentVolumeClaim>(client, KINDS[7], claim, &queue, ready);
+    let volume = |o| Object::Volume(VolumeObject::Volume(Box::new(o)));
+    spawn::<PersistentVolume>(client, KINDS[8], volume, &queue, ready);
+    let class = |o| Object::Volume(VolumeObject::Class(Box::new(o)));
+    spawn::<StorageClass>(client, KINDS[9], class, &queue, ready);
     let mut kinds = KINDS.to_vec();
     if kwok_node_classes {
         let class = |o| Object::KwokNodeClass(Box::new(o));

@@ -725,6 +725,12 @@ impl World {
                     Some(ClusterObject::Pdb(pdb)) => {
                         self.core.cluster.apply_pdb(key(&ns, &name), *pdb);
                     }
+                    Some(ClusterObject::Volume(v)) => {
+                        let now = self.now;
+                        self.core
+                            .cluster
+                            .volumes_changed(|volumes| v.apply(volumes), now);
+                    }
                     Some(ClusterObject::Node(_)) => {
                         return Err(ScenarioError {
                             path: path.into(),

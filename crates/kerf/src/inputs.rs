@@ -21,7 +21,7 @@ use kerf_core::controllers::{Controllers, Settings};
 use kerf_core::nodepools::daemon_runs_on;
 use kerf_core::objects::node_record;
 use kerf_core::unavailable::Pattern;
-use kerf_core::workloads::{ClusterObject, read};
+use kerf_core::workloads::{ClusterObject, VolumeObject, read};
 use kerf_scheduling::pods::pod_key;
 
 /// What the manifests hold.
@@ -34,6 +34,7 @@ pub struct Inputs {
     daemonsets: Vec<Pod>,
     pods: Vec<Pod>,
     pdbs: Vec<PodDisruptionBudget>,
+    volumes: Vec<VolumeObject>,
 }
 
 /// The offerings settings `kerf schedule` and `kerf explain` share.
@@ -156,6 +157,7 @@ pub fn classify(
                         }
                     }
                     Ok(Some(ClusterObject::Pdb(pdb))) => inputs.pdbs.push(*pdb),
+                    Ok(Some(ClusterObject::Volume(v))) => inputs.volumes.push(v),
                     Ok(None) => {}
                     Err(e) => {
                         let line = field_line(&text, doc.line, &e.path);
@@ -254,6 +256,10 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
         }
     }
     let cluster = &mut core.cluster;
+    // before the pods: their volumes' topology is added as they are read
+    for v in &inputs.volumes {
+        v.apply(&mut cluster.volumes);
+    }
     for pdb in inputs.pdbs {
         cluster.apply_pdb(pod_key_of(&pdb.metadata), pdb);
     }

@@ -742,3 +742,95 @@ fn alike_nodeclaims_are_told_once_with_their_count() {
     );
     assert!(grouped[0].contains("/hour each, 3 pods;"), "{text}");
 }
+
+#[test]
+fn limits_nodes_caps_the_nodeclaims_and_explain_names_it() {
+    let yaml = format!(
+        "{CLASS}{}{}",
+        pool("default", 0, "", "  limits: {nodes: 2}\n"),
+        deploy(
+            "spread",
+            6,
+            "1",
+            "      affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {matchLabels: {app: spread}}, topologyKey: kubernetes.io/hostname}]}}\n"
+        )
+    );
+    let v = schedule(&yaml, &[]);
+    assert_eq!(claims(&v).len(), 2, "{v}");
+    let left = pending(&v);
+    assert_eq!(left.len(), 4, "{left:?}");
+    assert!(
+        left.iter()
+            .all(|(_, reasons)| reasons.iter().any(|r| r.contains("limit nodes=2 reached"))),
+        "{left:?}"
+    );
+}
+
+#[test]
+fn pod_level_resources_size_the_node() {
+    let yaml = format!(
+        "{CLASS}{}\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: big, namespace: default}}\nspec:\n  resources: {{requests: {{cpu: \"6\", memory: 12Gi}}}}\n  containers: [{{name: c, image: x}}]\n",
+        pool("default", 0, "", "")
+    );
+    let v = schedule(&yaml, &[]);
+    assert_eq!(claims(&v).len(), 1, "{v}");
+    // the pod's own requests, not its containers' (none): no type of 4 vCPUs or fewer
+    assert_eq!(claims(&v)[0]["requests"]["cpu"], "6", "{v}");
+    assert_eq!(claims(&v)[0]["requests"]["memory"], "12Gi", "{v}");
+    let small = ["large", "xlarge", "medium", "small", "micro", "nano"];
+    assert!(
+        claims(&v)[0]["instance_type_options"]
+            .as_array()
+            .expect("options")
+            .iter()
+            .all(|t| !small
+                .iter()
+                .any(|s| t.as_str().unwrap_or("").ends_with(&format!(".{s}")))),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_statefulset_pod_goes_to_the_zone_of_its_bound_volume() {
+    let yaml = format!(
+        r#"{CLASS}{}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: db, namespace: default}}
+spec:
+  replicas: 1
+  serviceName: db
+  selector: {{matchLabels: {{app: db}}}}
+  template:
+    metadata: {{labels: {{app: db}}}}
+    spec:
+      containers: [{{name: c, image: x, resources: {{requests: {{cpu: "1"}}}}}}]
+  volumeClaimTemplates:
+  - metadata: {{name: data}}
+    spec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 10Gi}}}}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: data-db-0, namespace: default}}
+spec: {{accessModes: [ReadWriteOnce], volumeName: pv-db, resources: {{requests: {{storage: 10Gi}}}}}}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: pv-db}}
+spec:
+  capacity: {{storage: 10Gi}}
+  accessModes: [ReadWriteOnce]
+  csi: {{driver: ebs.csi.aws.com, volumeHandle: vol-1}}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1c]}}
+"#,
+        pool("default", 0, "", "")
+    );
+    let v = schedule(&yaml, &[]);
+    assert_eq!(claims(&v).len(), 1, "{v}");
+    assert_eq!(claims(&v)[0]["zone"], "us-east-1c", "{v}");
+}
