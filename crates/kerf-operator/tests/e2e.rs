@@ -1047,3 +1047,69 @@ fn of_two_replicas_one_acts_and_the_other_takes_over_when_it_dies() {
     );
     assert!(lease["spec"]["holderIdentity"].is_null(), "{lease}");
 }
+
+/// A pre-provisioned volume in one zone, its claim bound by kube-controller-manager, and a pod
+/// mounting it: Kerf launches the node in the volume's zone, where kube-scheduler's volume
+/// binding lets the pod run.
+#[test]
+fn a_pod_whose_volume_lives_in_one_zone_gets_a_node_there() {
+    let cp = ControlPlane::start("volume-zone");
+    cp.install_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
+    let zone = "us-east-1c";
+    let objects = format!(
+        r#"
+apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: pv-db}}
+spec:
+  capacity: {{storage: 10Gi}}
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  claimRef: {{namespace: default, name: data}}
+  hostPath: {{path: /tmp/pv-db}}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {{key: topology.kubernetes.io/zone, operator: In, values: [{zone}]}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: data, namespace: default}}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  volumeName: pv-db
+  resources: {{requests: {{storage: 10Gi}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: db, namespace: default, labels: {{app: db}}}}
+spec:
+  containers: [{{name: c, image: registry.k8s.io/pause:3.10, resources: {{requests: {{cpu: "1"}}}}}}]
+  volumes: [{{name: data, persistentVolumeClaim: {{claimName: data}}}}]
+"#
+    );
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(objects.as_bytes()));
+    wait_for(
+        "the pod running",
+        LIMIT,
+        || (running(&cp, "db").len() == 1).then_some(()),
+        || {
+            format!(
+                "{}\n{:?}",
+                cp.kubectl_ok(&["get", "pods,pvc,nodeclaims", "-o", "wide"], None),
+                op.lines().last()
+            )
+        },
+    );
+    let claims = nodeclaims(&cp);
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert_eq!(
+        claims[0]["metadata"]["labels"]["topology.kubernetes.io/zone"], zone,
+        "{claims:?}"
+    );
+    nothing_refused(&op);
+}
