@@ -319,6 +319,7 @@ async fn carry_out<C: CloudProvider>(
     action: Action,
     tries: u32,
 ) {
+    inputs.unfinished.superseded_by(&action);
     let controller = reconciles::controller_of(&action);
     let again = unfinished::replayable(&action).then(|| action.clone());
     let started = std::time::Instant::now();

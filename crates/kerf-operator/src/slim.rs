@@ -209,9 +209,15 @@ impl From<SlimPod> for Pod {
                 priority: s.priority,
                 overhead: s.overhead,
                 resources: s.resources,
+                // only the volumes that name a claim; none kept when none does
                 volumes: s
                     .volumes
-                    .map(|vs| vs.into_iter().filter_map(SlimVolume::into_volume).collect()),
+                    .map(|vs| {
+                        vs.into_iter()
+                            .filter_map(SlimVolume::into_volume)
+                            .collect::<Vec<_>>()
+                    })
+                    .filter(|vs| !vs.is_empty()),
                 termination_grace_period_seconds: s.termination_grace_period_seconds,
                 ..PodSpec::default()
             }),
@@ -334,7 +340,7 @@ mod tests {
             v["metadata"]["annotations"],
             serde_json::json!({"karpenter.sh/do-not-disrupt": "true"})
         );
-        assert!(v["spec"]["volumes"].is_null());
+        assert!(v["spec"]["volumes"].is_null(), "an emptyDir names no claim");
         assert!(v["spec"]["containers"][0]["env"].is_null());
         assert!(v["spec"]["containers"][0]["image"].is_null());
         assert!(v["metadata"]["managedFields"].is_null());

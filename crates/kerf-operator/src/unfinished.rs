@@ -69,6 +69,17 @@ impl Unfinished {
         due.into_iter().map(|w| (w.tries, w.action)).collect()
     }
 
+    /// A NodeClaim is being deleted: a create of it still waiting would bring it back (a
+    /// create tried after the delete, both caught by one outage), so it is dropped.
+    pub fn superseded_by(&mut self, action: &Action) {
+        if let Action::DeleteNodeClaim { nodeclaim } = action {
+            self.waiting.retain(|w| {
+                !matches!(&w.action, Action::CreateNodeClaim(c)
+                    if c.metadata.name.as_deref() == Some(nodeclaim.as_str()))
+            });
+        }
+    }
+
     /// When the next write is due.
     pub fn next(&self) -> Option<Duration> {
         self.waiting.iter().map(|w| w.due).min()
@@ -106,6 +117,24 @@ mod tests {
         // the backoff stops growing at ten seconds
         assert_eq!(u.next(), Some(t + LONGEST));
         assert!(!u.keep(delete("d"), TRIES, t), "given up");
+    }
+
+    #[test]
+    fn a_waiting_create_is_dropped_when_its_nodeclaim_is_deleted() {
+        let mut u = Unfinished::default();
+        let t = Duration::from_secs(100);
+        let claim: kerf_api::NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "a"},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                "name": "default"}, "requirements": []},
+        }))
+        .expect("a NodeClaim");
+        assert!(u.keep(Action::CreateNodeClaim(Box::new(claim)), 5, t));
+        assert!(u.keep(delete("b"), 1, t));
+        u.superseded_by(&delete("a"));
+        let left: Vec<(u32, Action)> = u.due(t + LONGEST);
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert!(matches!(&left[0].1, Action::DeleteNodeClaim { nodeclaim } if nodeclaim == "b"));
     }
 
     #[test]
