@@ -8,12 +8,8 @@
 use std::time::Duration;
 
 use kerf_core::controllers::Action;
+use kerf_core::controllers::lifecycle::retry_wait;
 
-/// The first wait before a write is tried again.
-const FIRST: Duration = Duration::from_secs(1);
-/// The longest wait between tries: a write caught by an outage goes through within seconds
-/// of the API server's return.
-const LONGEST: Duration = Duration::from_secs(10);
 /// After this many tries (about ten minutes) a write is given up, and said so.
 const TRIES: u32 = 64;
 
@@ -51,7 +47,7 @@ impl Unfinished {
         if tries >= TRIES {
             return false;
         }
-        let wait = FIRST.saturating_mul(1 << tries.min(16)).min(LONGEST);
+        let wait = retry_wait(tries);
         self.waiting.push(Waiting {
             due: now + wait,
             tries,
@@ -115,7 +111,7 @@ mod tests {
             .collect();
         assert_eq!(due, ["a", "b"]);
         // the backoff stops growing at ten seconds
-        assert_eq!(u.next(), Some(t + LONGEST));
+        assert_eq!(u.next(), Some(t + Duration::from_secs(10)));
         assert!(!u.keep(delete("d"), TRIES, t), "given up");
     }
 
@@ -132,7 +128,7 @@ mod tests {
         assert!(u.keep(Action::CreateNodeClaim(Box::new(claim)), 5, t));
         assert!(u.keep(delete("b"), 1, t));
         u.superseded_by(&delete("a"));
-        let left: Vec<(u32, Action)> = u.due(t + LONGEST);
+        let left: Vec<(u32, Action)> = u.due(t + Duration::from_secs(10));
         assert_eq!(left.len(), 1, "{left:?}");
         assert!(matches!(&left[0].1, Action::DeleteNodeClaim { nodeclaim } if nodeclaim == "b"));
     }

@@ -84,6 +84,21 @@ fn launched_and_labelled(claim: &Value) -> bool {
         && claim["metadata"]["labels"]["node.kubernetes.io/instance-type"].is_string()
 }
 
+/// A NodeClaim (of the NodePool `pool`, when given; other than `except`) that has its
+/// instance and the labels of it.
+fn launched_claim(cp: &ControlPlane, pool: Option<&str>, except: &str) -> Option<Value> {
+    let selector = pool.map(|p| format!("karpenter.sh/nodepool={p}"));
+    let mut args = vec!["get", "nodeclaims"];
+    if let Some(s) = &selector {
+        args.extend(["-l", s.as_str()]);
+    }
+    json_of(cp, &args)["items"]
+        .as_array()?
+        .iter()
+        .find(|c| c["metadata"]["name"] != except && launched_and_labelled(c))
+        .cloned()
+}
+
 /// The NodeClaim's instance as EC2 describes it, checked against its EC2NodeClass as the API
 /// server holds it (`check_launched`), and the NodeClaim not `Drifted`: a fresh node must match
 /// the class it was launched from.
@@ -280,14 +295,7 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
     let claim = wait_for(
         "a launched NodeClaim",
         LIMIT,
-        || {
-            let claims = json_of(&cp, &["get", "nodeclaims"]);
-            claims["items"]
-                .as_array()?
-                .iter()
-                .find(|c| launched_and_labelled(c))
-                .cloned()
-        },
+        || launched_claim(&cp, None, ""),
         || format!("{}\n{}", cp.kubectl_ok(&["get", "nodeclaims"], None), log()),
     );
     let name = claim["metadata"]["name"]
@@ -400,14 +408,7 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
     let replacement = wait_for(
         "a replacement NodeClaim launched",
         LIMIT,
-        || {
-            let claims = json_of(&cp, &["get", "nodeclaims"]);
-            claims["items"]
-                .as_array()?
-                .iter()
-                .find(|c| c["metadata"]["name"] != name.as_str() && launched_and_labelled(c))
-                .cloned()
-        },
+        || launched_claim(&cp, None, &name),
         || format!("{}\n{}", cp.kubectl_ok(&["get", "nodeclaims"], None), log()),
     );
     assert!(
@@ -538,22 +539,7 @@ async fn when_spot_runs_out_seed_000s_on_demand_fallback_launches_within_seconds
     let fallback = wait_for(
         "a batch-fallback NodeClaim launched",
         LIMIT,
-        || {
-            let claims = json_of(
-                &cp,
-                &[
-                    "get",
-                    "nodeclaims",
-                    "-l",
-                    "karpenter.sh/nodepool=batch-fallback",
-                ],
-            );
-            claims["items"]
-                .as_array()?
-                .iter()
-                .find(|c| launched_and_labelled(c))
-                .cloned()
-        },
+        || launched_claim(&cp, Some("batch-fallback"), ""),
         || format!("{:?}\n{}", moto.refused(), log()),
     );
     assert_eq!(
@@ -609,17 +595,7 @@ async fn when_spot_runs_out_seed_000s_on_demand_fallback_launches_within_seconds
     let spot = wait_for(
         "a spot NodeClaim of batch launched",
         Duration::from_secs(360),
-        || {
-            let claims = json_of(
-                &cp,
-                &["get", "nodeclaims", "-l", "karpenter.sh/nodepool=batch"],
-            );
-            claims["items"]
-                .as_array()?
-                .iter()
-                .find(|c| launched_and_labelled(c))
-                .cloned()
-        },
+        || launched_claim(&cp, Some("batch"), ""),
         || format!("{}\n{}", cp.kubectl_ok(&["get", "nodeclaims"], None), log()),
     );
     assert_eq!(

@@ -7,7 +7,9 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{ControlPlane, Operator, chart_env, condition_true, http_get, root, wait_for};
+use support::{
+    ControlPlane, Operator, chart_env, condition_true, created_by, http_get, root, wait_for,
+};
 
 const LIMIT: Duration = Duration::from_secs(120);
 const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
@@ -969,15 +971,6 @@ fn the_dashboard_checker_finds_what_an_exposition_lacks() {
             .any(|m| m.contains("controller_runtime_reconcile_time_seconds_bucket")),
         "{missing:?}"
     );
-}
-
-/// The NodeClaims an operator's log says it created.
-fn created_by(op: &Operator) -> std::collections::BTreeSet<String> {
-    op.lines()
-        .iter()
-        .filter(|l| l["message"] == "created nodeclaim")
-        .filter_map(|l| l["NodeClaim"]["name"].as_str().map(String::from))
-        .collect()
 }
 
 #[test]

@@ -10,7 +10,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{ControlPlane, Operator, http_get, root, wait_for};
+use support::{ControlPlane, Operator, created_by, http_get, root, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(120);
 const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
@@ -143,14 +143,6 @@ fn settled(cp: &ControlPlane, op: &mut Operator) {
     assert!(op.running(), "the operator exited");
 }
 
-fn created(op: &Operator) -> Vec<String> {
-    op.lines()
-        .iter()
-        .filter(|l| l["message"] == "created nodeclaim")
-        .filter_map(|l| l["NodeClaim"]["name"].as_str().map(str::to_string))
-        .collect()
-}
-
 #[test]
 fn the_api_server_killed_while_a_nodeclaim_is_created_loses_no_work() {
     let (cp, mut op) = seeded("fault-create");
@@ -197,7 +189,7 @@ fn the_api_server_killed_while_a_nodeclaim_is_created_loses_no_work() {
     let recovered = back.elapsed();
     settled(&cp, &mut op);
     // the NodeClaim caught by the outage was launched, not made again for the same pods
-    let made = created(&op);
+    let made = created_by(&op);
     let claims = items(&cp, &["get", "nodeclaims"]);
     assert_eq!(made.len(), claims.len(), "{made:?}");
     println!(

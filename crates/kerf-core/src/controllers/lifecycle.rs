@@ -16,11 +16,14 @@ use crate::unavailable::Pattern;
 /// How long after its creation a NodeClaim that has not launched is deleted (Karpenter's
 /// launch timeout).
 pub const LAUNCH_TTL: Duration = Duration::from_secs(5 * 60);
-/// The first wait before a launch that failed for a passing reason is tried again.
-const RELAUNCH_MIN: Duration = Duration::from_secs(1);
-/// The longest wait between launch attempts: short enough that a NodeClaim caught by an
-/// API-server outage launches within seconds of its return.
-pub const RELAUNCH_MAX: Duration = Duration::from_secs(10);
+/// How long to wait before trying again something that failed `failures` times for a reason
+/// that may pass (a launch, a write): 1 s, doubling, at most 10 s, so that what an API-server
+/// outage caught goes through within seconds of its return.
+pub fn retry_wait(failures: u32) -> Duration {
+    Duration::from_secs(1)
+        .saturating_mul(1 << failures.min(16))
+        .min(Duration::from_secs(10))
+}
 
 /// One offering the cloud had no capacity for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,9 +56,8 @@ impl Controllers {
 
     /// A launch failed for a reason that may pass (the cloud's or the API server's API
     /// unreachable, throttled or failing): said as it is, nothing is marked unavailable, and
-    /// the NodeClaim is launched again after a backoff (1 s, doubling, at most
-    /// [`RELAUNCH_MAX`]) until it launches or its registration deadline deletes it, as
-    /// Karpenter requeues a launch that returned an error.
+    /// the NodeClaim is launched again after a backoff ([`retry_wait`]) until it launches or
+    /// its launch timeout deletes it, as Karpenter requeues a launch that returned an error.
     pub fn launch_retry(&mut self, nodeclaim: &str, error: &str, now: Duration) {
         self.activity += 1;
         self.now = self.now.max(now);
@@ -64,9 +66,7 @@ impl Controllers {
             return;
         }
         let tries = self.relaunches.entry(nodeclaim.to_string()).or_insert(0);
-        let backoff = RELAUNCH_MIN
-            .saturating_mul(1 << (*tries).min(16))
-            .min(RELAUNCH_MAX);
+        let backoff = retry_wait(*tries);
         *tries += 1;
         self.log_error(
             "nodeclaim.lifecycle",

@@ -385,6 +385,15 @@ impl Drop for Operator {
     }
 }
 
+/// The NodeClaims an operator's log says it created.
+pub fn created_by(op: &Operator) -> std::collections::BTreeSet<String> {
+    op.lines()
+        .iter()
+        .filter(|l| l["message"] == "created nodeclaim")
+        .filter_map(|l| l["NodeClaim"]["name"].as_str().map(String::from))
+        .collect()
+}
+
 /// The JSON lines of a log file.
 pub fn read_lines(path: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path)
