@@ -16,5 +16,6 @@ pub mod nodepools;
 pub mod objects;
 pub mod provisioner;
 pub mod unavailable;
+pub mod unfinished;
 pub mod volumes;
 pub mod workloads;

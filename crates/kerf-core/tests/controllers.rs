@@ -772,3 +772,39 @@ fn limits_nodes_counts_launched_and_in_flight_nodeclaims() {
         .to_string();
     assert!(why.contains("limit nodes=2 reached"), "{why}");
 }
+
+fn evicted(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Evict { pod } => Some(pod.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_eviction_that_did_not_happen_is_asked_again_by_the_drain() {
+    let mut core = with_pool();
+    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_and_register(&mut core, &claim);
+    let mut bound: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "x", "namespace": "default", "ownerReferences": [{"apiVersion":
+            "apps/v1", "kind": "ReplicaSet", "name": "x", "uid": "1", "controller": true}]},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Running"},
+    }))
+    .unwrap();
+    bound.spec.as_mut().unwrap().node_name = Some(claim.clone());
+    core.cluster.apply_pod(bound, secs(4));
+    core.poll(secs(5));
+    core.delete_nodeclaim(&claim);
+    let first = evicted(&run_until(&mut core, 6, 8));
+    assert_eq!(first, ["default/x"]);
+    // asked once: while the pod is on its way out, it is not asked again
+    assert!(evicted(&run_until(&mut core, 9, 20)).is_empty());
+    // the eviction never happened (the API server was down): asked again
+    core.eviction_refused("default/x");
+    assert_eq!(evicted(&run_until(&mut core, 21, 30)), ["default/x"]);
+}

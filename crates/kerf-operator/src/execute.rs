@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint as K8sTaint};
 use kerf_api::NodeClaim;
+use kerf_core::cluster::CloudInstance;
 use kerf_core::controllers::{Action, Controllers, EventObject};
 use kerf_core::objects::{keep_transition_times, launched_labels, nodeclaim_status};
 use kube::Client;
@@ -17,6 +18,7 @@ use serde_json::json;
 use crate::cloud::{CloudError, CloudProvider};
 use crate::events::Recorder;
 use crate::log;
+use crate::reconciles::{CloudCalls, Method};
 
 /// How many times a failing call is tried.
 const ATTEMPTS: u32 = 4;
@@ -203,6 +205,7 @@ pub struct Executor<C> {
     client: Client,
     cloud: C,
     events: Recorder,
+    calls: CloudCalls,
 }
 
 fn split(key: &str) -> (&str, &str) {
@@ -210,19 +213,30 @@ fn split(key: &str) -> (&str, &str) {
 }
 
 impl<C: CloudProvider> Executor<C> {
-    /// An executor for this client and cloud.
-    pub fn new(client: Client, cloud: C) -> Executor<C> {
+    /// An executor for this client and cloud, its cloud calls counted in `calls`.
+    pub fn new(client: Client, cloud: C, calls: CloudCalls) -> Executor<C> {
         let events = Recorder::spawn(client.clone());
         Executor {
             client,
             cloud,
             events,
+            calls,
         }
     }
 
     /// The cloud provider.
     pub fn cloud(&self) -> &C {
         &self.cloud
+    }
+
+    /// The cloud's instances, for garbage collection (the call timed and its error counted).
+    pub async fn instances(&self) -> Result<Vec<CloudInstance>, CloudError> {
+        let started = std::time::Instant::now();
+        let r = self.cloud.list().await;
+        let controller = "nodeclaim.garbagecollection";
+        self.calls
+            .record(controller, Method::List, "", &r, started.elapsed());
+        r
     }
 
     /// The event recorder.
@@ -280,11 +294,16 @@ impl<C: CloudProvider> Executor<C> {
                 let at = core.now();
                 let available =
                     |ct: &str, it: &str, zone: &str| !unavailable.is_unavailable(ct, it, zone, at);
-                match self
+                let started = std::time::Instant::now();
+                let created = self
                     .cloud
                     .create(&nodeclaim, &claim, &pool, class.as_ref(), &available)
-                    .await
-                {
+                    .await;
+                let (controller, method) = ("nodeclaim.lifecycle", Method::Create);
+                let took = started.elapsed();
+                self.calls
+                    .record(controller, method, &claim.node_pool, &created, took);
+                match created {
                     Ok(launched) => core.launched(&nodeclaim, launched, now()),
                     Err(CloudError::InsufficientCapacity(offerings)) => {
                         core.launch_failed(&nodeclaim, &offerings, now());
@@ -381,9 +400,14 @@ impl<C: CloudProvider> Executor<C> {
                 let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
                 match pods.evict(name, &EvictParams::default()).await {
                     Ok(_) => {}
-                    // 429: a PodDisruptionBudget allows no disruption now; the drain retries
-                    Err(kube::Error::Api(s)) if s.code == 429 || s.code == 404 => {}
-                    Err(e) => return Err(failed("evicting pod")(e)),
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    // 429: a PodDisruptionBudget allows no disruption now; the drain's next
+                    // round asks again
+                    Err(kube::Error::Api(s)) if s.code == 429 => core.eviction_refused(&pod),
+                    Err(e) => {
+                        core.eviction_refused(&pod);
+                        return Err(failed("evicting pod")(e));
+                    }
                 }
             }
             Action::DeletePod { pod } => {
@@ -395,11 +419,21 @@ impl<C: CloudProvider> Executor<C> {
                     Err(e) => return Err(failed("deleting pod")(e)),
                 }
             }
-            Action::DeleteInstance { provider_id, .. } => {
-                self.cloud
-                    .delete(&provider_id)
-                    .await
-                    .map_err(failed("terminating instance"))?;
+            Action::DeleteInstance {
+                provider_id,
+                nodeclaim,
+            } => {
+                let started = std::time::Instant::now();
+                let deleted = self.cloud.delete(&provider_id).await;
+                let pool = core
+                    .cluster
+                    .nodeclaims
+                    .get(&nodeclaim)
+                    .map_or("", |c| c.node_pool.as_str());
+                let (controller, took) = ("nodeclaim.termination", started.elapsed());
+                self.calls
+                    .record(controller, Method::Delete, pool, &deleted, took);
+                deleted.map_err(failed("terminating instance"))?;
             }
             Action::DeleteNode { node } => {
                 delete_node(&nodes, &node)

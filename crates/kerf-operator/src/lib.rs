@@ -18,7 +18,6 @@ pub mod observe;
 pub mod reconciles;
 pub mod settings;
 pub mod slim;
-pub mod unfinished;
 pub mod watch;
 
 use std::collections::BTreeSet;
@@ -36,8 +35,8 @@ use crate::http::{Readiness, Scrape};
 use crate::leader::{Elector, Leadership};
 use crate::lenient::GapReports;
 use crate::reconciles::Reconciles;
-use crate::unfinished::Unfinished;
 use crate::watch::{Observed, Queue};
+use kerf_core::unfinished::{self, Unfinished};
 
 /// How often the cloud's instances are compared with the NodeClaims (garbage collection).
 pub const GARBAGE_COLLECTION_INTERVAL: Duration = Duration::from_secs(30);
@@ -131,7 +130,8 @@ pub async fn run<C: CloudProvider>(
     let mut stop = Stop::new()?;
     let seed = now().as_nanos() as u64;
     let mut core = Controllers::new(settings, seed);
-    let executor = Executor::new(client.clone(), cloud);
+    let reconciles = Reconciles::new(cloud.name());
+    let executor = Executor::new(client.clone(), cloud, reconciles.cloud_calls());
     let ready = Arc::new(Readiness::default());
     let (scrape_tx, scrapes) = mpsc::channel(8);
     http::serve(
@@ -150,7 +150,7 @@ pub async fn run<C: CloudProvider>(
     let mut inputs = Inputs {
         queue,
         scrapes,
-        reconciles: Reconciles::new(),
+        reconciles,
         gaps: GapReports::default(),
         unfinished: Unfinished::default(),
     };
@@ -243,7 +243,7 @@ async fn act<C: CloudProvider>(
         let t = now();
         if t >= next_gc {
             next_gc = t + GARBAGE_COLLECTION_INTERVAL;
-            match executor.cloud().list().await {
+            match executor.instances().await {
                 Ok(instances) => core.garbage_collect(&instances, now()),
                 Err(e) => log::error("listing instances", &e.to_string()),
             }
@@ -320,6 +320,9 @@ async fn carry_out<C: CloudProvider>(
     tries: u32,
 ) {
     inputs.unfinished.superseded_by(&action);
+    if inputs.unfinished.held_behind_create(&action) {
+        return;
+    }
     let controller = reconciles::controller_of(&action);
     let again = unfinished::replayable(&action).then(|| action.clone());
     let started = std::time::Instant::now();

@@ -1,11 +1,13 @@
 //! The operator's own metrics: controller-runtime's reconcile counters and durations, which
 //! Karpenter's performance dashboard reads, with each action the controllers ask for counted
-//! as a reconcile of the Karpenter controller that would have made it; and the build info.
+//! as a reconcile of the Karpenter controller that would have made it; the cloud provider's
+//! call durations and errors (`karpenter_cloudprovider_*`); and the build info.
 
 use std::time::Duration;
 
 use kerf_core::controllers::Action;
 
+use crate::cloud::CloudError;
 use crate::execute::Fault;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -47,7 +49,79 @@ pub fn controller_of(action: &Action) -> Option<&'static str> {
     })
 }
 
-/// controller-runtime's reconcile metrics and `karpenter_build_info`.
+/// Prometheus' default buckets, which Karpenter's cloud provider histogram keeps.
+const DEFAULT_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+fn default_histogram() -> Histogram {
+    Histogram::new(DEFAULT_BUCKETS)
+}
+
+/// Every call to the cloud provider, timed and its errors counted by category, as Karpenter's
+/// decorated cloud provider reports them: `karpenter_cloudprovider_duration_seconds`
+/// {controller, method, provider} and `karpenter_cloudprovider_errors_total` {controller,
+/// method, provider, error, nodepool}. Cheap to clone: the executor keeps one.
+#[derive(Clone, Debug)]
+pub struct CloudCalls {
+    provider: &'static str,
+    duration: Family<Labels, Histogram, fn() -> Histogram>,
+    errors: Family<Labels, Counter>,
+}
+
+/// Which cloud provider method a call was, by Karpenter's interface's names.
+#[derive(Clone, Copy, Debug)]
+pub enum Method {
+    /// Launching a NodeClaim.
+    Create,
+    /// Terminating an instance.
+    Delete,
+    /// Listing the instances (garbage collection).
+    List,
+}
+
+impl CloudCalls {
+    /// Records one call of `method` made for `controller` (and the NodePool it was for, if
+    /// any) that took `took` and ended as `result`.
+    pub fn record<T>(
+        &self,
+        controller: &'static str,
+        method: Method,
+        node_pool: &str,
+        result: &Result<T, CloudError>,
+        took: Duration,
+    ) {
+        let method = format!("{method:?}");
+        self.duration
+            .get_or_create(&vec![
+                ("controller", controller.to_string()),
+                ("method", method.clone()),
+                ("provider", self.provider.to_string()),
+            ])
+            .observe(took.as_secs_f64());
+        if let Err(e) = result {
+            // Karpenter's categories: its NodeClaimNotFound never reaches here (a delete of
+            // a gone instance succeeds), a class that cannot launch is NodeClassNotReady
+            let error = match e {
+                CloudError::InsufficientCapacity(_) => "InsufficientCapacityError",
+                CloudError::Config(_) => "NodeClassNotReadyError",
+                CloudError::Api(_) => "unknown",
+            };
+            self.errors
+                .get_or_create(&vec![
+                    ("controller", controller.to_string()),
+                    ("method", method),
+                    ("provider", self.provider.to_string()),
+                    ("error", error.to_string()),
+                    ("nodepool", node_pool.to_string()),
+                ])
+                .inc();
+        }
+    }
+}
+
+/// controller-runtime's reconcile metrics, the cloud provider's calls and
+/// `karpenter_build_info`.
 #[derive(Debug)]
 pub struct Reconciles {
     registry: Registry,
@@ -55,17 +129,12 @@ pub struct Reconciles {
     errors: Family<Labels, Counter>,
     faults: Family<Labels, Counter>,
     time: Family<Labels, Histogram, fn() -> Histogram>,
-}
-
-impl Default for Reconciles {
-    fn default() -> Reconciles {
-        Reconciles::new()
-    }
+    cloud: CloudCalls,
 }
 
 impl Reconciles {
-    /// Every count at zero, the build info set.
-    pub fn new() -> Reconciles {
+    /// Every count at zero, the build info set; cloud calls labelled with `provider`.
+    pub fn new(provider: &'static str) -> Reconciles {
         let mut registry = Registry::default();
         let total = Family::<Labels, Counter>::default();
         registry.register(
@@ -106,13 +175,34 @@ impl Reconciles {
                 ("commit", "kerf".to_string()),
             ])
             .set(1);
+        let cloud = CloudCalls {
+            provider,
+            duration: Family::new_with_constructor(default_histogram),
+            errors: Family::default(),
+        };
+        registry.register(
+            "karpenter_cloudprovider_duration_seconds",
+            "Duration of cloud provider method calls. Labeled by the controller, method name and provider.",
+            cloud.duration.clone(),
+        );
+        registry.register(
+            "karpenter_cloudprovider_errors",
+            "Total number of errors returned from CloudProvider calls.",
+            cloud.errors.clone(),
+        );
         Reconciles {
             registry,
             total,
             errors,
             faults,
             time,
+            cloud,
         }
+    }
+
+    /// The cloud calls' metrics, for the executor.
+    pub fn cloud_calls(&self) -> CloudCalls {
+        self.cloud.clone()
     }
 
     /// One reconcile of `controller`, successful or failed with a kind of fault, that took
@@ -147,5 +237,39 @@ impl Reconciles {
     /// The registry, to render beside the controllers' metrics.
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(reconciles: &Reconciles) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, reconciles.registry())
+            .expect("encodes");
+        text
+    }
+
+    #[test]
+    fn cloud_errors_are_counted_by_karpenters_categories() {
+        let reconciles = Reconciles::new("kwok");
+        let calls = reconciles.cloud_calls();
+        let took = Duration::from_millis(30);
+        let short: Result<(), CloudError> = Err(CloudError::InsufficientCapacity(Vec::new()));
+        calls.record("nodeclaim.lifecycle", Method::Create, "spot", &short, took);
+        let broken: Result<(), CloudError> = Err(CloudError::Api("connection refused".into()));
+        calls.record("nodeclaim.termination", Method::Delete, "", &broken, took);
+        calls.record("nodeclaim.lifecycle", Method::Create, "spot", &Ok(()), took);
+        let text = rendered(&reconciles);
+        assert!(text.contains(
+            "karpenter_cloudprovider_errors_total{controller=\"nodeclaim.lifecycle\",method=\"Create\",provider=\"kwok\",error=\"InsufficientCapacityError\",nodepool=\"spot\"} 1"
+        ), "{text}");
+        assert!(text.contains(
+            "karpenter_cloudprovider_errors_total{controller=\"nodeclaim.termination\",method=\"Delete\",provider=\"kwok\",error=\"unknown\",nodepool=\"\"} 1"
+        ), "{text}");
+        assert!(text.contains(
+            "karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"Create\",provider=\"kwok\"} 2"
+        ), "{text}");
     }
 }

@@ -16,7 +16,7 @@ use moto::{
     CLUSTER, Moto, REGION, SEED_AMI_PARAMETERS, check_launched, network, seed_node_class, tags,
 };
 use serde_json::{Value, json};
-use support::{ControlPlane, Operator, chart_env, root, wait_for};
+use support::{ControlPlane, Operator, chart_env, http_get, root, wait_for};
 
 /// The version scripts/e2e-cluster.sh builds.
 const KUBERNETES: &str = "1.35";
@@ -575,6 +575,20 @@ async fn when_spot_runs_out_seed_000s_on_demand_fallback_launches_within_seconds
         .filter(|l| l.to_string().contains("no subnet"))
         .collect();
     assert!(blamed.is_empty(), "a subnet blamed: {blamed:?}");
+    // each refusal is counted as the cloud's capacity answer, for the NodePool it was for
+    let metrics = http_get(op.metrics_port, "/metrics").1;
+    let refusals = metrics.lines().find(|l| {
+        l.starts_with("karpenter_cloudprovider_errors_total{")
+            && l.contains("method=\"Create\"")
+            && l.contains("provider=\"aws\"")
+            && l.contains("error=\"InsufficientCapacityError\"")
+            && l.contains("nodepool=\"batch\"")
+    });
+    assert!(refusals.is_some(), "no spot refusal counted:\n{metrics}");
+    assert!(
+        metrics.contains("karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"Create\",provider=\"aws\"}"),
+        "{metrics}"
+    );
     println!(
         "fallback launched {:.1} s after the first refused spot request, after {} refused",
         launched - first,

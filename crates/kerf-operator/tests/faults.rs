@@ -1,8 +1,12 @@
 //! Control-plane faults against `kerf-operator --cloud-provider kwok` on a real control plane:
-//! the API server killed (SIGKILL) at the instant the operator creates a NodeClaim, and when a
-//! consolidation starts; etcd killed when a consolidation starts. Each case asserts what a user needs after the fault,
-//! with the operator never restarted by hand: every pod that can run runs within a bound of
-//! the API server's return, no NodeClaim is left without a node, no node is left tainted, no
+//! the API server killed (SIGKILL) at the instant the operator creates a NodeClaim, patches
+//! its status, and when a consolidation starts; etcd killed when a consolidation starts; the
+//! operator itself killed at each step of a consolidation; its watches expired (`410 Gone`)
+//! after an etcd compaction with changes made while it could not see the cluster; and an API
+//! server that is slow, or answers 429 and 500, through a relay the test controls. Each case
+//! asserts what a user needs after the fault, with the operator never restarted by hand
+//! (except where killing it is the fault): every pod that can run runs within a bound, no
+//! NodeClaim is left without a node, no node is left tainted, no pod was evicted twice, no
 //! NodeClaim was created twice for the same pods, and `/readyz` said the truth throughout.
 
 mod support;
@@ -10,7 +14,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{ControlPlane, Operator, created_by, http_get, root, wait_for};
+use support::proxy::{FaultProxy, Mode};
+use support::{ControlPlane, Operator, chart_env, created_by, http_get, root, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(120);
 const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
@@ -44,21 +49,52 @@ fn running_pods(cp: &ControlPlane) -> usize {
         .count()
 }
 
-/// A control plane with seed 004 applied and the operator on it, ready.
-fn seeded(name: &str) -> (ControlPlane, Operator) {
+/// A control plane with seed 004 applied.
+fn seeded_plane(name: &str) -> ControlPlane {
     let cp = ControlPlane::start(name);
     cp.install_crds();
     let seed =
         std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed 004");
     cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));
-    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    cp
+}
+
+/// Waits until the operator reports ready.
+fn ready(op: &Operator) {
     wait_for(
         "/readyz to answer 200",
         LIMIT,
         || (http_get(op.health_port, "/readyz").0 == 200).then_some(()),
         || format!("{:?}", http_get(op.health_port, "/readyz")),
     );
+}
+
+/// A control plane with seed 004 applied and the operator on it, ready.
+fn seeded(name: &str) -> (ControlPlane, Operator) {
+    let cp = seeded_plane(name);
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    ready(&op);
     (cp, op)
+}
+
+/// A control plane with seed 004 applied and the operator on it, ready, reaching the API
+/// server only through a relay the test controls.
+fn seeded_behind_relay(name: &str) -> (ControlPlane, FaultProxy, Operator) {
+    let cp = seeded_plane(name);
+    let mut env = chart_env(&cp, true);
+    let proxy = FaultProxy::start(&cp, &env[0].1);
+    env[0].1 = proxy.kubeconfig.display().to_string();
+    let op = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "kwok"], &env);
+    ready(&op);
+    (cp, proxy, op)
+}
+
+/// How many lines of the operator's log have `message`.
+fn logged(op: &Operator, message: &str) -> usize {
+    op.lines()
+        .iter()
+        .filter(|l| l["message"] == message)
+        .count()
 }
 
 /// Waits until the operator's log has a line with `message`, polling fast: the instant to
@@ -134,21 +170,40 @@ fn settled(cp: &ControlPlane, op: &mut Operator) {
             )
         },
     );
-    wait_for(
-        "/readyz back to 200",
-        LIMIT,
-        || (http_get(op.health_port, "/readyz").0 == 200).then_some(()),
-        || format!("{:?}", http_get(op.health_port, "/readyz")),
-    );
+    ready(op);
     assert!(op.running(), "the operator exited");
+    // each eviction is announced with an `Evicted` Event on its pod: one per pod at most
+    let mut evicted = std::collections::BTreeMap::<String, u64>::new();
+    for e in items(
+        cp,
+        &["get", "events", "-A", "--field-selector", "reason=Evicted"],
+    ) {
+        let pod = e["involvedObject"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        *evicted.entry(pod).or_default() += e["count"].as_u64().unwrap_or(1);
+    }
+    let twice: Vec<_> = evicted.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "pods evicted more than once: {twice:?}");
 }
 
-#[test]
-fn the_api_server_killed_while_a_nodeclaim_is_created_loses_no_work() {
-    let (cp, mut op) = seeded("fault-create");
+/// The log with the NodeClaims and nodes, for a failure's message.
+fn state(cp: &ControlPlane, op: &Operator) -> String {
+    format!(
+        "{}\n{}",
+        cp.kubectl_ok(&["get", "nodeclaims,nodes"], None),
+        std::fs::read_to_string(&op.log).unwrap_or_default()
+    )
+}
+
+/// Seed 004's `inflate` scaled 0 → 40, the API server killed when the operator logs `line`,
+/// kept down for [`OUTAGE`] and started again: the NodeClaim caught by it is launched and
+/// registered within [`RECOVERY`], not made again, and the pods run.
+fn fault_during_scale_up(name: &str, line: &str) {
+    let (cp, mut op) = seeded(name);
     cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=40"], None);
-    // the line is written just before the create call goes out
-    when_logged(&op, "\"created nodeclaim\"");
+    when_logged(&op, line);
     cp.kill("kube-apiserver");
     let back = outage(&cp, &op, "kube-apiserver");
     wait_for(
@@ -159,13 +214,7 @@ fn the_api_server_killed_while_a_nodeclaim_is_created_loses_no_work() {
             (!claims.is_empty() && claims.iter().all(|c| c["status"]["nodeName"].is_string()))
                 .then_some(())
         },
-        || {
-            format!(
-                "{}\n{}",
-                cp.kubectl_ok(&["get", "nodeclaims,nodes"], None),
-                std::fs::read_to_string(&op.log).unwrap_or_default()
-            )
-        },
+        || state(&cp, &op),
     );
     let registered = back.elapsed();
     wait_for(
@@ -193,10 +242,23 @@ fn the_api_server_killed_while_a_nodeclaim_is_created_loses_no_work() {
     let claims = items(&cp, &["get", "nodeclaims"]);
     assert_eq!(made.len(), claims.len(), "{made:?}");
     println!(
-        "after the API server's return: node registered in {:.1} s, 40 pods running in {:.1} s",
+        "API server killed at {line}: after its return, node registered in {:.1} s, 40 pods \
+         running in {:.1} s",
         registered.as_secs_f64(),
         recovered.as_secs_f64()
     );
+}
+
+#[test]
+fn the_api_server_killed_while_a_nodeclaim_is_created_loses_no_work() {
+    // the line is written just before the create call goes out
+    fault_during_scale_up("fault-create", "\"created nodeclaim\"");
+}
+
+#[test]
+fn the_api_server_killed_while_a_nodeclaim_status_is_patched_loses_no_work() {
+    // the line is written as the instance is up, just before its status is patched
+    fault_during_scale_up("fault-status", "\"launched nodeclaim\"");
 }
 
 /// One node for 12 pods, then a scale-down to 2 that leaves it underutilized: consolidation
@@ -255,4 +317,282 @@ fn the_api_server_killed_during_a_drain_leaves_no_node_tainted() {
 #[test]
 fn etcd_killed_during_a_consolidation_leaves_no_node_tainted() {
     fault_during_consolidation("fault-etcd", "etcd");
+}
+
+/// The cloud provider errors the operator counted, by `error` label.
+fn cloud_errors(op: &Operator) -> Vec<String> {
+    http_get(op.metrics_port, "/metrics")
+        .1
+        .lines()
+        .filter(|l| l.starts_with("karpenter_cloudprovider_errors_total{"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn an_api_server_answering_429_then_500_delays_the_pods_but_loses_nothing() {
+    let (cp, proxy, mut op) = seeded_behind_relay("fault-answers");
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=40"], None);
+    when_logged(&op, "\"created nodeclaim\"");
+    proxy.set(Mode::Answer(429));
+    std::thread::sleep(OUTAGE / 2);
+    proxy.set(Mode::Answer(500));
+    std::thread::sleep(OUTAGE / 2);
+    proxy.set(Mode::Pass);
+    let back = Instant::now();
+    wait_for(
+        "40 pods running after the API server answers again",
+        RECOVERY,
+        || (running_pods(&cp) == 40).then_some(()),
+        || format!("{} running\n{}", running_pods(&cp), state(&cp, &op)),
+    );
+    let recovered = back.elapsed();
+    settled(&cp, &mut op);
+    let made = created_by(&op);
+    assert_eq!(
+        made.len(),
+        items(&cp, &["get", "nodeclaims"]).len(),
+        "{made:?}"
+    );
+    // the failures were told apart: the 500s are counted as the server failing, and nothing
+    // was taken for the cloud running out of capacity
+    let metrics = http_get(op.metrics_port, "/metrics").1;
+    assert!(
+        metrics.contains(
+            "kerf_reconcile_errors_by_kind_total{controller=\"provisioner\",kind=\"server\"}"
+        ),
+        "{metrics}"
+    );
+    let errors = cloud_errors(&op);
+    assert!(
+        !errors
+            .iter()
+            .any(|l| l.contains("InsufficientCapacityError")),
+        "{errors:?}"
+    );
+    assert!(
+        !std::fs::read_to_string(&op.log)
+            .unwrap_or_default()
+            .contains("insufficient capacity")
+    );
+    println!(
+        "429 then 500 for {}s: 40 pods running {:.1} s after the API server answered again",
+        OUTAGE.as_secs(),
+        recovered.as_secs_f64()
+    );
+}
+
+#[test]
+fn a_slow_api_server_slows_the_pods_but_duplicates_nothing() {
+    let (cp, proxy, mut op) = seeded_behind_relay("fault-slow");
+    proxy.set(Mode::Slow(Duration::from_millis(500)));
+    let scaled = Instant::now();
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=40"], None);
+    wait_for(
+        "40 pods running with every request held 500 ms",
+        LIMIT,
+        || (running_pods(&cp) == 40).then_some(()),
+        || format!("{} running\n{}", running_pods(&cp), state(&cp, &op)),
+    );
+    let took = scaled.elapsed();
+    proxy.set(Mode::Pass);
+    settled(&cp, &mut op);
+    let made = created_by(&op);
+    assert_eq!(
+        made.len(),
+        items(&cp, &["get", "nodeclaims"]).len(),
+        "{made:?}"
+    );
+    println!(
+        "every request held 500 ms: 40 pods running {:.1} s after the scale",
+        took.as_secs_f64()
+    );
+}
+
+#[test]
+fn watches_expired_after_a_compaction_relist_what_changed_while_the_operator_was_blind() {
+    let (cp, proxy, mut op) = seeded_behind_relay("fault-gone");
+    // an empty node is consolidated at once, so that the test need not wait a minute
+    cp.kubectl_ok(
+        &[
+            "patch",
+            "nodepool",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"disruption":{"consolidateAfter":"0s"}}}"#,
+        ],
+        None,
+    );
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=2"], None);
+    wait_for(
+        "2 pods running",
+        LIMIT,
+        || (running_pods(&cp) == 2).then_some(()),
+        || state(&cp, &op),
+    );
+    let node = items(&cp, &["get", "nodes", "-l", "karpenter.sh/nodepool"]);
+    let [node] = node.as_slice() else {
+        panic!("one node expected: {node:?}");
+    };
+    let name = node["metadata"]["name"].as_str().expect("name").to_string();
+    let zone = node["metadata"]["labels"]["topology.kubernetes.io/zone"]
+        .as_str()
+        .expect("a zone")
+        .to_string();
+
+    // blind: every request answered 503, every watch cut
+    proxy.set(Mode::Answer(503));
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=0"], None);
+    let elsewhere = format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"blind"}},"spec":{{
+        "affinity":{{"nodeAffinity":{{"requiredDuringSchedulingIgnoredDuringExecution":{{
+        "nodeSelectorTerms":[{{"matchExpressions":[{{"key":"topology.kubernetes.io/zone",
+        "operator":"NotIn","values":["{zone}"]}}]}}]}}}}}},
+        "containers":[{{"name":"pause","image":"public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+        "resources":{{"requests":{{"cpu":"1"}}}}}}]}}}}"#
+    );
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(elsewhere.as_bytes()));
+    wait_for(
+        "inflate's pods gone",
+        LIMIT,
+        || {
+            items(&cp, &["get", "pods", "-l", "app=inflate"])
+                .is_empty()
+                .then_some(())
+        },
+        String::new,
+    );
+    // the history the operator's watches would resume from is compacted away, and the API
+    // server's watch cache starts again after it: every watch is answered 410 Gone
+    cp.compact_etcd();
+    cp.kill("kube-apiserver");
+    cp.restart("kube-apiserver");
+    wait_for(
+        "the API server back",
+        LIMIT,
+        || {
+            cp.kubectl(&["get", "--raw", "/readyz"], None)
+                .status
+                .success()
+                .then_some(())
+        },
+        String::new,
+    );
+    proxy.set(Mode::Pass);
+    let back = Instant::now();
+    wait_for(
+        "the pod created while the operator was blind running",
+        PODS_BACK,
+        || {
+            let pod = items(
+                &cp,
+                &["get", "pods", "--field-selector", "metadata.name=blind"],
+            );
+            (pod.first()?["status"]["phase"] == "Running").then_some(())
+        },
+        || state(&cp, &op),
+    );
+    let running = back.elapsed();
+    wait_for(
+        "the node emptied while the operator was blind deleted",
+        LIMIT,
+        || {
+            let nodes = items(&cp, &["get", "nodes"]);
+            (!nodes.iter().any(|n| n["metadata"]["name"] == name.as_str())).then_some(())
+        },
+        || state(&cp, &op),
+    );
+    let deleted = back.elapsed();
+    let log = std::fs::read_to_string(&op.log).unwrap_or_default();
+    assert!(
+        log.contains("too old resource version") || log.contains("Expired"),
+        "no watch was answered 410 Gone:\n{log}"
+    );
+    settled(&cp, &mut op);
+    println!(
+        "after 410 Gone: the pod created while blind running {:.1} s, the node emptied while \
+         blind deleted {:.1} s after the operator could see again",
+        running.as_secs_f64(),
+        deleted.as_secs_f64()
+    );
+}
+
+#[test]
+fn the_operator_killed_at_each_step_of_a_consolidation_settles_when_started_again() {
+    let cp = seeded_plane("fault-steps");
+    cp.kubectl_ok(
+        &[
+            "patch",
+            "nodepool",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"disruption":{"consolidateAfter":"0s"}}}"#,
+        ],
+        None,
+    );
+    let mut op = Operator::start(&cp, OPERATOR, 1, &[]);
+    ready(&op);
+    let mut made = created_by(&op);
+    // the steps of a replacement, each logged as it starts: the node chosen and tainted, the
+    // replacement's node ready (the drain is next), the old node's termination under way,
+    // the old node gone (its NodeClaim's finalizer is next)
+    let steps = [
+        "disrupting node(s)",
+        "initialized nodeclaim",
+        "tainted node",
+        "deleted node",
+    ];
+    for (n, step) in steps.into_iter().enumerate() {
+        // from no node at all: 12 pods get one node, which the scale-down to 2 replaces
+        cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=0"], None);
+        wait_for(
+            "no NodeClaim left",
+            LIMIT,
+            || items(&cp, &["get", "nodeclaims"]).is_empty().then_some(()),
+            || state(&cp, &op),
+        );
+        cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=12"], None);
+        wait_for(
+            "12 pods running",
+            LIMIT,
+            || (running_pods(&cp) == 12).then_some(()),
+            || state(&cp, &op),
+        );
+        settled(&cp, &mut op);
+        let before = logged(&op, step);
+        cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=2"], None);
+        wait_for(
+            step,
+            LIMIT,
+            || (logged(&op, step) > before).then_some(()),
+            || state(&cp, &op),
+        );
+        made.extend(created_by(&op));
+        op.kill();
+        let restarted = Instant::now();
+        op = Operator::start(&cp, OPERATOR, n as u32 + 2, &[]);
+        wait_for(
+            "2 pods running after the restart",
+            LIMIT,
+            || (running_pods(&cp) == 2).then_some(()),
+            || state(&cp, &op),
+        );
+        settled(&cp, &mut op);
+        println!(
+            "operator killed at {step:?}: settled {:.1} s after its restart",
+            restarted.elapsed().as_secs_f64()
+        );
+    }
+    made.extend(created_by(&op));
+    // no NodeClaim name was made twice, and every one made is accounted for
+    let claims = items(&cp, &["get", "nodeclaims"]);
+    for c in &claims {
+        let name = c["metadata"]["name"].as_str().unwrap_or("");
+        assert!(
+            made.contains(name),
+            "{name} was made by no operator: {made:?}"
+        );
+    }
 }

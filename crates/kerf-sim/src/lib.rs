@@ -19,6 +19,10 @@ pub use world::{RunOptions, SimError, World};
 
 /// The scenarios shipped in the binary (`scenarios/` in the repository), by name.
 pub const BUILT_IN: &[(&str, &str)] = &[
+    (
+        "api-outage",
+        include_str!("../../../scenarios/api-outage.yaml"),
+    ),
     ("day", include_str!("../../../scenarios/day.yaml")),
     (
         "getting-started",

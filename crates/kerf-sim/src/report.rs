@@ -63,6 +63,9 @@ pub struct Totals {
     /// Times Kerf crashed and restarted (`spec.operatorRestarts`).
     #[serde(skip_serializing_if = "is_zero")]
     pub operator_restarts: usize,
+    /// Kerf's writes that failed or lost their answer (`spec.apiServer`), each tried again.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub api_writes_failed: usize,
     /// The longest a pod waited for a node.
     pub max_pod_pending_seconds: f64,
     /// The pod that waited longest.
@@ -258,11 +261,12 @@ impl Report {
         for ((it, ct), count) in launches {
             let _ = writeln!(out, "  {count:>4} × {it:<16} {ct:<10} launched");
         }
-        if t.faults_injected + t.operator_restarts > 0 {
+        if t.faults_injected + t.operator_restarts + t.api_writes_failed > 0 {
             let _ = writeln!(
                 out,
-                "injected faults: {} nodes never registered or never Ready, {} operator restarts",
-                t.faults_injected, t.operator_restarts
+                "injected faults: {} nodes never registered or never Ready, {} operator \
+                 restarts, {} writes failed or unanswered (tried again)",
+                t.faults_injected, t.operator_restarts, t.api_writes_failed
             );
         }
         let _ = writeln!(

@@ -81,6 +81,51 @@ pub struct Spec {
     /// and it rebuilds its state from the cluster's objects, as a restarted pod would.
     #[serde(default)]
     pub operator_restarts: Vec<GoDuration>,
+    /// The API server's faults.
+    #[serde(default)]
+    pub api_server: ApiServer,
+}
+
+/// Faults of the simulated API server, drawn from the scenario's seed. Kerf keeps each write
+/// that failed for a passing reason and tries it again with a backoff, as the operator does.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ApiServer {
+    /// Windows in which the API server answers nothing. Kerf's writes fail and it sees no
+    /// change; nothing else changes either (kubelets cannot register their nodes,
+    /// kube-scheduler cannot bind, the workload controllers and `kubectl` cannot write), so
+    /// what would have happened meanwhile happens when the window ends. The cloud keeps
+    /// answering: launches and terminations go on, and spot interruption messages arrive.
+    #[serde(default)]
+    pub outages: Vec<Outage>,
+    /// The chance (0–1) that a write of Kerf's is stored but its answer is lost: Kerf cannot
+    /// tell it from a failure and writes it again.
+    #[serde(default)]
+    pub lost_responses: f64,
+    /// The chance (0–1) that a write of Kerf's meets a conflict (409: the object changed
+    /// meanwhile) and is not stored.
+    #[serde(default)]
+    pub conflicts: f64,
+}
+
+/// A window in which the API server is down.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Outage {
+    /// When it goes down.
+    pub from: GoDuration,
+    /// When it answers again.
+    pub until: GoDuration,
+}
+
+impl ApiServer {
+    /// The end of the outage under way at `t`, if one is.
+    pub fn down_at(&self, t: Duration) -> Option<Duration> {
+        self.outages
+            .iter()
+            .find(|o| o.from.0 <= t && t < o.until.0)
+            .map(|o| o.until.0)
+    }
 }
 
 fn default_region() -> String {
@@ -425,6 +470,26 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
             ));
         }
     }
+    let api = &s.spec.api_server;
+    for (field, p) in [
+        ("lostResponses", api.lost_responses),
+        ("conflicts", api.conflicts),
+    ] {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(ScenarioError::new(
+                format!("spec.apiServer.{field}"),
+                "must be a probability between 0 and 1",
+            ));
+        }
+    }
+    for (i, o) in api.outages.iter().enumerate() {
+        if o.until.0 <= o.from.0 {
+            return Err(ScenarioError::new(
+                format!("spec.apiServer.outages[{i}].until"),
+                "must be after from",
+            ));
+        }
+    }
     let mut last = Duration::ZERO;
     for (i, e) in s.spec.events.iter().enumerate() {
         let path = format!("spec.events[{i}]");
@@ -565,6 +630,19 @@ spec:
         assert_eq!(
             parse(&bad, None).unwrap_err().to_string(),
             "spec.cloud.faults.neverReady: must be a probability between 0 and 1"
+        );
+        let bad = GOOD.replace("  cloud:\n", "  apiServer: {conflicts: 1.5}\n  cloud:\n");
+        assert_eq!(
+            parse(&bad, None).unwrap_err().to_string(),
+            "spec.apiServer.conflicts: must be a probability between 0 and 1"
+        );
+        let bad = GOOD.replace(
+            "  cloud:\n",
+            "  apiServer: {outages: [{from: 10m, until: 5m}]}\n  cloud:\n",
+        );
+        assert_eq!(
+            parse(&bad, None).unwrap_err().to_string(),
+            "spec.apiServer.outages[0].until: must be after from"
         );
     }
 }

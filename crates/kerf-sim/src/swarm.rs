@@ -89,7 +89,7 @@ pub fn generate(seed: u64) -> Value {
         restarts.sort_unstable();
     }
     let restarts: Vec<String> = restarts.iter().map(|s| format!("{s}s")).collect();
-    json!({
+    let mut scenario = json!({
         "apiVersion": "kerf.sh/v1alpha1",
         "kind": "Scenario",
         "metadata": {"name": format!("swarm-{seed}")},
@@ -105,7 +105,33 @@ pub fn generate(seed: u64) -> Value {
             "events": events,
             "operatorRestarts": restarts,
         }
-    })
+    });
+    // drawn last, so that the rest of a seed's scenario stays what it was before
+    scenario["spec"]["apiServer"] = api_server(&mut rng, minutes);
+    scenario
+}
+
+/// One scenario in four has the API server fail: outages of up to two minutes, and writes
+/// that meet conflicts or lose their answers.
+fn api_server(rng: &mut ChaCha8Rng, minutes: u64) -> Value {
+    if !rng.random_bool(0.25) {
+        return json!({});
+    }
+    let outages: Vec<Value> = (0..rng.random_range(0..=2))
+        .map(|_| {
+            let from = rng.random_range(1..minutes * 60);
+            let until = from + rng.random_range(5..=120);
+            json!({"from": format!("{from}s"), "until": format!("{until}s")})
+        })
+        .collect();
+    let chance = |rng: &mut ChaCha8Rng| {
+        if rng.random_bool(0.5) {
+            f64::from(rng.random_range(1..=20u8)) / 100.0
+        } else {
+            0.0
+        }
+    };
+    json!({"outages": outages, "lostResponses": chance(rng), "conflicts": chance(rng)})
 }
 
 fn pick<'a, T>(rng: &mut ChaCha8Rng, items: &'a [T]) -> &'a T {

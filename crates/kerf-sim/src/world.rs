@@ -19,11 +19,12 @@ use kerf_aws::interruption;
 use kerf_core::cluster::{CapacityType, Launched, NodeRecord, PodOwner, owner_of};
 use kerf_core::controllers::disruption::PASS_INTERVAL;
 use kerf_core::controllers::interruption::{Notice, NoticeEffect};
-use kerf_core::controllers::lifecycle::Offering;
+use kerf_core::controllers::lifecycle::{Offering, retry_wait};
 use kerf_core::controllers::provisioning::node_labels;
 use kerf_core::controllers::{Action, Controllers, Settings};
 use kerf_core::nodepools::daemon_runs_on;
 use kerf_core::objects::{keep_transition_times, launched_labels, nodeclaim_status};
+use kerf_core::unfinished::{Unfinished, replayable};
 use kerf_core::workloads::{ClusterObject, PodNames, read};
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::resources::{Resources, pod_requests};
@@ -158,6 +159,9 @@ pub struct World {
     catalogs: HashMap<String, Arc<Vec<kerf_aws::InstanceType<'static>>>>,
     /// NodeClaim objects, all a restarted controller can learn its NodeClaims from.
     nodeclaim_objects: BTreeMap<String, StoredNodeClaim>,
+    /// Kerf's writes that failed for a passing reason (`spec.apiServer`), to be tried again
+    /// as the operator does; lost when Kerf restarts.
+    unfinished: Unfinished,
     /// The cloud's running instances by provider id, with the NodeClaim they were launched for.
     instances: BTreeMap<String, (String, Instance)>,
     workloads: BTreeMap<String, Workload>,
@@ -173,6 +177,19 @@ pub struct World {
     spot_node_seconds: f64,
     last_accrual: Duration,
     options: RunOptions,
+}
+
+/// Whether an action is a write through the API server (which `spec.apiServer` can fail),
+/// rather than a log line, an Event, a cloud call or a note for the checkers.
+fn through_api_server(action: &Action) -> bool {
+    !matches!(
+        action,
+        Action::Log(_)
+            | Action::Event(_)
+            | Action::Launch { .. }
+            | Action::DeleteInstance { .. }
+            | Action::Disrupting { .. }
+    )
 }
 
 fn key(namespace: &str, name: &str) -> String {
@@ -245,6 +262,7 @@ impl World {
             workloads: BTreeMap::new(),
             instances: BTreeMap::new(),
             nodeclaim_objects: BTreeMap::new(),
+            unfinished: Unfinished::default(),
             wakes: BTreeSet::new(),
             binder_dirty: false,
             node_counter: 0,
@@ -309,6 +327,17 @@ impl World {
         }
         for at in w.scenario.spec.operator_restarts.clone() {
             w.push(at.0, Ev::Restart);
+        }
+        // the cluster moves again when the API server is back; pods that waited through an
+        // outage are excused until then and the writes' backoff after it
+        let outages: Vec<(Duration, Duration)> = (w.scenario.spec.api_server.outages.iter())
+            .map(|o| (o.from.0, o.until.0))
+            .collect();
+        for (from, until) in outages {
+            if w.wakes.insert(until) {
+                w.push(until, Ev::Wake);
+            }
+            w.faults.push((from, until + retry_wait(u32::MAX)));
         }
         w.push(Duration::ZERO, Ev::Sample);
         Ok(w)
@@ -419,7 +448,24 @@ impl World {
         self.last_accrual = t;
     }
 
+    /// The end of the API-server outage under way, if one is.
+    fn api_down(&self) -> Option<Duration> {
+        self.scenario.spec.api_server.down_at(self.now)
+    }
+
     fn handle(&mut self, ev: Ev) -> Result<(), SimError> {
+        // while the API server is down nothing in the cluster changes: a kubelet cannot
+        // register its node or report it Ready, kubectl cannot write, a reclaimed
+        // instance's node stays; it all happens when the API server is back
+        if let Some(end) = self.api_down()
+            && matches!(
+                ev,
+                Ev::Scenario(_) | Ev::Registered(_) | Ev::Ready(_) | Ev::Reclaim(..)
+            )
+        {
+            self.push(end, ev);
+            return Ok(());
+        }
         if matches!(
             ev,
             Ev::Scenario(_) | Ev::Interrupt(_) | Ev::Notice(_) | Ev::Reclaim(..) | Ev::Restart
@@ -452,19 +498,25 @@ impl World {
     /// Lets the workload controllers, the binder and Kerf's controllers run until nothing
     /// more happens at this instant, then queues the controllers' next wake-up.
     fn settle(&mut self) -> Result<(), SimError> {
+        // the workload controllers and kube-scheduler write through the API server too
+        let down = self.api_down().is_some();
         for _ in 0..SETTLE_ROUNDS {
-            self.reconcile_workloads();
-            self.update_pdb_status();
-            if std::mem::take(&mut self.binder_dirty) {
-                self.bind_pending();
+            if !down {
+                self.reconcile_workloads();
+                self.update_pdb_status();
+                if std::mem::take(&mut self.binder_dirty) {
+                    self.bind_pending();
+                }
             }
-            let actions = self.core.poll(self.now);
-            if actions.is_empty() && !self.binder_dirty {
-                if let Some(t) = self.core.next_wakeup()
-                    && t <= self.duration()
-                    && self.wakes.insert(t)
-                {
-                    self.push(t, Ev::Wake);
+            // writes that failed, due again, before what the controllers say now
+            let mut actions = self.unfinished.due(self.now);
+            actions.extend(self.core.poll(self.now).into_iter().map(|a| (0, a)));
+            if actions.is_empty() && (down || !self.binder_dirty) {
+                let due = [self.core.next_wakeup(), self.unfinished.next()];
+                for t in due.into_iter().flatten() {
+                    if t <= self.duration() && self.wakes.insert(t) {
+                        self.push(t, Ev::Wake);
+                    }
                 }
                 if self.options.check {
                     self.check_step()?;
@@ -473,8 +525,8 @@ impl World {
                 }
                 return Ok(());
             }
-            for a in actions {
-                self.execute(a)?;
+            for (tries, a) in actions {
+                self.execute(a, tries)?;
             }
         }
         Err(self.violation(format!(
@@ -482,8 +534,53 @@ impl World {
         )))
     }
 
+    /// Carries out one action that has failed `tries` times before, as the operator does:
+    /// a write through the API server may fail (`spec.apiServer`: an outage, a conflict) or
+    /// be stored with its answer lost; either way Kerf cannot tell, and keeps it to try
+    /// again. An eviction that may not have happened is asked again by the drain instead.
+    fn execute(&mut self, action: Action, tries: u32) -> Result<(), SimError> {
+        self.unfinished.superseded_by(&action);
+        if self.unfinished.held_behind_create(&action) {
+            return Ok(());
+        }
+        if !through_api_server(&action) {
+            return self.apply_action(action);
+        }
+        let api = &self.scenario.spec.api_server;
+        // down, or a conflict: not stored; a lost answer: stored, and Kerf cannot tell
+        let refused = api.down_at(self.now).is_some()
+            || (api.conflicts > 0.0 && self.rng.random_bool(api.conflicts));
+        let lost = !refused && api.lost_responses > 0.0 && self.rng.random_bool(api.lost_responses);
+        let (stored, answered) = (!refused, !refused && !lost);
+        let again = (!answered && replayable(&action)).then(|| action.clone());
+        let evicted = match &action {
+            Action::Evict { pod } if !answered => Some(pod.clone()),
+            _ => None,
+        };
+        if stored {
+            self.apply_action(action)?;
+        }
+        if !answered {
+            self.totals.api_writes_failed += 1;
+        }
+        if let Some(pod) = evicted {
+            self.core.eviction_refused(&pod);
+        }
+        if let Some(action) = again
+            && !self.unfinished.keep(action, tries + 1, self.now)
+        {
+            return Err(self.violation(format!(
+                "a write was still failing after {} tries",
+                tries + 1
+            )));
+        }
+        Ok(())
+    }
+
     /// Carries out one action as the API server, kube-controller-manager and the cloud would.
-    fn execute(&mut self, action: Action) -> Result<(), SimError> {
+    /// Writes are idempotent, as the API server's are: a create of an object that exists
+    /// and a delete of one that is gone change nothing.
+    fn apply_action(&mut self, action: Action) -> Result<(), SimError> {
         match action {
             Action::Log(r) => self.log.record(self.now, &r),
             // the simulated API server keeps no Events: the log tells the same story
@@ -495,7 +592,7 @@ impl World {
                     created: self.now,
                     deleting: None,
                 };
-                self.nodeclaim_objects.insert(name, stored);
+                self.nodeclaim_objects.entry(name).or_insert(stored);
             }
             Action::PatchNodeClaimStatus { nodeclaim } => {
                 if let (Some(stored), Some(record)) = (
@@ -525,6 +622,12 @@ impl World {
                 self.binder_dirty = true;
             }
             Action::Launch { nodeclaim } => {
+                if self.options.check && !self.nodeclaim_objects.contains_key(&nodeclaim) {
+                    return Err(self.violation(format!(
+                        "an instance was launched for nodeclaim {nodeclaim}, which the API \
+                         server does not hold"
+                    )));
+                }
                 self.launch(&nodeclaim);
                 if self.options.check {
                     self.check_limits(&nodeclaim)?;
@@ -567,6 +670,7 @@ impl World {
     /// are lost with the old process.
     fn restart_controllers(&mut self) {
         self.totals.operator_restarts += 1;
+        self.unfinished = Unfinished::default();
         let settings = self.core.settings().clone();
         let seed = self.rng.random::<u64>();
         let old = std::mem::replace(&mut self.core, Controllers::new(settings, seed)).cluster;

@@ -303,3 +303,35 @@ fn node_repair_replaces_a_node_that_never_reports_ready_and_without_it_the_node_
     );
     assert!(kept.totals.nodes_terminated < repaired.totals.nodes_terminated);
 }
+
+#[test]
+fn api_server_outages_lose_no_nodeclaim_and_make_none_twice() {
+    let r = run("api-outage");
+    let at = |message: &str| -> Vec<(f64, String)> {
+        r.events
+            .iter()
+            .filter(|e| e["message"] == message)
+            .map(|e| {
+                let claim = e["NodeClaim"]["name"].as_str().unwrap_or_default();
+                (minutes(e) * 60.0, claim.to_string())
+            })
+            .collect()
+    };
+    // the NodeClaim for the 40 pods was created once, as the first outage began; the
+    // instance was launched only after the API server stored it (after 81 s), within the
+    // writes' backoff (at most 10 s between tries, a conflict or two on the way)
+    let created = at("created nodeclaim");
+    let first: Vec<_> = created.iter().filter(|(t, _)| *t < 300.0).collect();
+    assert_eq!(first.len(), 1, "{created:?}");
+    let launched = at("launched nodeclaim");
+    let (t, claim) = &launched[0];
+    assert_eq!(claim, &first[0].1);
+    assert!((81.0..=120.0).contains(t), "launched at {t} s");
+    // the consolidation caught by the second outage finished: one small node for the 2 pods,
+    // and only the replacement was made for it
+    assert_eq!(created.len(), 2, "{created:?}");
+    assert!(r.end.pending_pods.is_empty(), "{:?}", r.end.pending_pods);
+    assert_eq!(r.end.nodes.len(), 1, "{:?}", r.end.nodes);
+    assert_eq!(r.end.nodes[0].nodeclaim, created[1].1);
+    assert!(r.totals.api_writes_failed > 0);
+}

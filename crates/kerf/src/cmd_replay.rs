@@ -155,6 +155,10 @@ fn playable(s: &Scenario, capacity_file: bool) -> Result<(), String> {
     if cloud.faults.never_register > 0.0 {
         return Err("spec.cloud.faults".into());
     }
+    let api = &s.spec.api_server;
+    if !api.outages.is_empty() || api.lost_responses > 0.0 || api.conflicts > 0.0 {
+        return Err("spec.apiServer (fail the API server by hand)".into());
+    }
     if !s.spec.operator_restarts.is_empty() {
         return Err("spec.operatorRestarts (restart the operator by hand)".into());
     }

@@ -23,6 +23,15 @@ impl Controllers {
         self.terminate(name, self.now);
     }
 
+    /// An eviction asked for `pod` did not happen (a PodDisruptionBudget refused it with 429,
+    /// or the API server could not be reached): the drain asks again on its next round, as
+    /// Karpenter's eviction queue requeues a refused eviction.
+    pub fn eviction_refused(&mut self, pod: &str) {
+        if self.evicting.remove(pod) {
+            self.activity += 1;
+        }
+    }
+
     /// Starts deleting a NodeClaim whose deletion began at `since` (its deletion timestamp,
     /// which the terminationGracePeriod counts from).
     pub(super) fn terminate(&mut self, name: &str, since: Duration) {

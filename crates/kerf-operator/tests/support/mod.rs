@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // each test binary uses its own part of this module
 
+pub mod proxy;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -146,6 +148,33 @@ impl ControlPlane {
         self.script(&["restart", component]);
     }
 
+    /// Compacts etcd's history up to its current revision, as the API server does every five
+    /// minutes: a watch or list from an older resource version is then answered `410 Gone`.
+    pub fn compact_etcd(&self) {
+        let cmd = std::fs::read_to_string(self.dir.join("cmd-etcd")).expect("etcd's command line");
+        let url = cmd
+            .split(['"', ' ', '\''])
+            .find(|w| w.starts_with("http://127.0.0.1:"))
+            .expect("etcd's client URL");
+        let post = |path: &str, body: &str| -> serde_json::Value {
+            let out = Command::new("curl")
+                .args(["-sf", "-X", "POST", &format!("{url}{path}"), "-d", body])
+                .output()
+                .expect("curl runs");
+            assert!(out.status.success(), "etcd {path}: {out:?}");
+            serde_json::from_slice(&out.stdout).expect("etcd answers JSON")
+        };
+        // any read answers with the store's revision
+        let revision = post("/v3/kv/range", r#"{"key":"AA=="}"#)["header"]["revision"]
+            .as_str()
+            .expect("a revision")
+            .to_string();
+        post(
+            "/v3/kv/compaction",
+            &format!(r#"{{"revision":"{revision}","physical":true}}"#),
+        );
+    }
+
     fn script(&self, args: &[&str]) {
         let out = Command::new(root().join("scripts/e2e-cluster.sh"))
             .arg(args[0])
@@ -277,7 +306,7 @@ pub struct Operator {
 }
 
 /// A port nothing listens on now.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -1,6 +1,7 @@
 //! The invariants `--check` holds the run to, checked at every step: no over-commitment,
-//! taints and selectors, NodePool limits at launch, registration, budgets, evictions that respect
-//! PodDisruptionBudgets and do-not-disrupt, and no pod waiting long while capacity exists.
+//! taints and selectors, NodePool limits at launch, launch results and registration, budgets,
+//! evictions that respect PodDisruptionBudgets and do-not-disrupt, and no pod waiting long
+//! while capacity exists.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -18,10 +19,11 @@ use crate::clock::EPOCH_UNIX;
 use crate::kube_scheduler::{Amounts, add, node_affinity_matches, requests, untolerated};
 
 /// What `--check` holds a run to, as a user reads it.
-pub const INVARIANTS: [&str; 11] = [
+pub const INVARIANTS: [&str; 12] = [
     "no node over-committed",
     "taints and node selectors honoured",
     "no NodeClaim launched over its NodePool's limits",
+    "instances launched only for stored NodeClaims, each given a launch result or deleted",
     "every launched NodeClaim registers or is cleaned up",
     "disruption budgets never exceeded",
     "no eviction past a PodDisruptionBudget",
@@ -32,6 +34,9 @@ pub const INVARIANTS: [&str; 11] = [
     "spot preferred over on-demand fallback",
 ];
 
+/// How long a NodeClaim object may go without a launch result: Karpenter's launch timeout
+/// (5 minutes), and a minute for the deletion or the status write to go out.
+const LAUNCH_RESULT: Duration = Duration::from_secs(6 * 60);
 /// How often `--check` looks for pods waiting too long (each look may solve).
 const WAIT_CHECK_EVERY: Duration = Duration::from_secs(30);
 /// Slack on top of launch and ready delays before a wait counts as too long: the batch
@@ -103,8 +108,11 @@ impl World {
             }
         }
         for (name, c) in &cluster.nodeclaims {
+            // (a registered NodeClaim whose node went is being deleted: its release may be
+            // waiting out an API-server fault)
             if c.launched.is_some()
                 && c.node.is_none()
+                && !c.registered
                 && self.now.saturating_sub(c.created) > REGISTRATION_TTL
             {
                 return Err(self.violation(format!(
@@ -125,7 +133,36 @@ impl World {
             return Ok(());
         }
         self.waits_checked = self.now;
+        self.check_launch_results()?;
         self.check_waits()
+    }
+
+    /// Every NodeClaim object the API server holds gets its launch result written (a
+    /// provider id in its status) or is deleted within Karpenter's launch timeout, counted
+    /// from its creation or the end of the last API-server outage, whatever Kerf saw of its
+    /// own writes (a lost answer, a restart). Read from the stored objects, not from Kerf.
+    fn check_launch_results(&self) -> Result<(), SimError> {
+        let now = self.now;
+        let back = (self.scenario.spec.api_server.outages.iter())
+            .map(|o| o.until.0)
+            .filter(|t| *t <= now)
+            .max()
+            .unwrap_or_default();
+        for (name, c) in &self.nodeclaim_objects {
+            let launched = (c.object.status.as_ref())
+                .and_then(|s| s.provider_id.as_deref())
+                .is_some_and(|p| !p.is_empty());
+            let since = c.created.max(back);
+            if !launched && c.deleting.is_none() && now.saturating_sub(since) > LAUNCH_RESULT {
+                return Err(self.violation(format!(
+                    "nodeclaim {name}, created at {}, has had no launch result for {}s and was \
+                     not deleted",
+                    crate::clock::rfc3339(c.created),
+                    now.saturating_sub(since).as_secs()
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn check_waits(&mut self) -> Result<(), SimError> {

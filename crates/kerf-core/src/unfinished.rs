@@ -1,14 +1,15 @@
 //! Writes that failed for a reason that may pass (the API server unreachable, throttling,
 //! failing, or a conflict), kept and tried again with a backoff until they succeed: what the
 //! controllers decided is carried out after an outage instead of being lost, as
-//! controller-runtime requeues a reconcile that returned an error. Each write is idempotent
+//! controller-runtime requeues a reconcile that returned an error. Every shell that carries
+//! out actions keeps one (the operator, and the simulator when its API server fails). Each write is idempotent
 //! (a create that was stored although its answer was lost meets 409 and is done; a delete
 //! meets 404 and is done), so trying one again whose first outcome is unknown is safe.
 
 use std::time::Duration;
 
-use kerf_core::controllers::Action;
-use kerf_core::controllers::lifecycle::retry_wait;
+use crate::controllers::Action;
+use crate::controllers::lifecycle::retry_wait;
 
 /// After this many tries (about ten minutes) a write is given up, and said so.
 const TRIES: u32 = 64;
@@ -76,6 +77,30 @@ impl Unfinished {
         }
     }
 
+    /// Holds `action` back when it is for a NodeClaim whose create is still waiting: it is
+    /// kept to go out right after that create (a launch or a status patch for a NodeClaim the
+    /// API server does not have would launch an instance nothing owns, or be refused). True
+    /// when it was held.
+    pub fn held_behind_create(&mut self, action: &Action) -> bool {
+        let name = match action {
+            Action::Launch { nodeclaim } | Action::PatchNodeClaimStatus { nodeclaim } => nodeclaim,
+            _ => return false,
+        };
+        let create = self.waiting.iter().find(|w| {
+            matches!(&w.action, Action::CreateNodeClaim(c)
+                if c.metadata.name.as_deref() == Some(name.as_str()))
+        });
+        let Some(due) = create.map(|w| w.due) else {
+            return false;
+        };
+        self.waiting.push(Waiting {
+            due,
+            tries: 0,
+            action: action.clone(),
+        });
+        true
+    }
+
     /// When the next write is due.
     pub fn next(&self) -> Option<Duration> {
         self.waiting.iter().map(|w| w.due).min()
@@ -131,6 +156,31 @@ mod tests {
         let left: Vec<(u32, Action)> = u.due(t + Duration::from_secs(10));
         assert_eq!(left.len(), 1, "{left:?}");
         assert!(matches!(&left[0].1, Action::DeleteNodeClaim { nodeclaim } if nodeclaim == "b"));
+    }
+
+    #[test]
+    fn a_launch_waits_behind_its_nodeclaims_create() {
+        let mut u = Unfinished::default();
+        let t = Duration::from_secs(100);
+        let claim: kerf_api::NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "a"},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                "name": "default"}, "requirements": []},
+        }))
+        .expect("a NodeClaim");
+        let launch = |n: &str| Action::Launch {
+            nodeclaim: n.into(),
+        };
+        assert!(!u.held_behind_create(&launch("a")), "no create waits yet");
+        assert!(u.keep(Action::CreateNodeClaim(Box::new(claim)), 1, t));
+        assert!(u.held_behind_create(&launch("a")));
+        assert!(
+            !u.held_behind_create(&launch("b")),
+            "another NodeClaim's launch goes"
+        );
+        let due = u.due(t + Duration::from_secs(10));
+        assert!(matches!(&due[0].1, Action::CreateNodeClaim(_)), "{due:?}");
+        assert!(matches!(&due[1].1, Action::Launch { nodeclaim } if nodeclaim == "a"));
     }
 
     #[test]
