@@ -26,7 +26,7 @@ use crate::duration::{GoDuration, NillableDuration};
     status = "NodePoolStatus",
     scale = r#"{"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.nodes"}"#,
     printcolumn = r#"{"name": "NodeClass", "type": "string", "jsonPath": ".spec.template.spec.nodeClassRef.name"}"#,
-    printcolumn = r#"{"name": "Nodes", "type": "string", "jsonPath": ".status.resources.nodes"}"#,
+    printcolumn = r#"{"name": "Nodes", "type": "string", "jsonPath": ".status.nodes"}"#,
     printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
     printcolumn = r#"{"name": "Weight", "type": "integer", "jsonPath": ".spec.weight", "priority": 1}"#,
@@ -34,6 +34,11 @@ use crate::duration::{GoDuration, NillableDuration};
     printcolumn = r#"{"name": "Memory", "type": "string", "jsonPath": ".status.resources.memory", "priority": 1}"#
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.replicas) == has(oldSelf.replicas)", "message": "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes"},
+    {"rule": "!has(self.replicas) || (!has(self.limits) || size(self.limits) == 0 || (size(self.limits) == 1 && 'nodes' in self.limits))", "message": "only 'limits.nodes' is supported on static NodePools"},
+    {"rule": "!has(self.replicas) || !has(self.weight)", "message": "'weight' is not supported on static NodePools"}
+]))]
 pub struct NodePoolSpec {
     /// The template of the NodeClaims this NodePool makes.
     pub template: NodeClaimTemplate,
@@ -48,7 +53,9 @@ pub struct NodePoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub weight: Option<i32>,
-    /// A fixed node count (static capacity) instead of provisioning for pending pods.
+    /// A static NodePool: keep exactly this many nodes, whatever the pods ask (Karpenter's
+    /// StaticCapacity feature gate). Its nodes are never consolidated, no pending pod gets a
+    /// node from it, and only `limits.nodes` applies; `kubectl scale nodepool` sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub replicas: Option<i64>,

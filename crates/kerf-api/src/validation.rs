@@ -228,6 +228,23 @@ impl Validate for NodePool {
         {
             p.push(Problem::new("spec.weight", "must be between 1 and 100"));
         }
+        if let Some(replicas) = spec.replicas {
+            if replicas < 0 {
+                p.push(Problem::new("spec.replicas", "must be ≥ 0"));
+            }
+            if spec.limits.keys().any(|k| k != "nodes") {
+                p.push(Problem::new(
+                    "spec.limits",
+                    "only 'limits.nodes' is supported on static NodePools",
+                ));
+            }
+            if spec.weight.is_some() {
+                p.push(Problem::new(
+                    "spec.weight",
+                    "'weight' is not supported on static NodePools",
+                ));
+            }
+        }
         for (key, q) in &spec.limits {
             if q.milli() < 0 {
                 p.push(Problem::new(

@@ -27,6 +27,21 @@ spec:
       - nodes: "10%"
 "#;
 
+/// A static NodePool: a fixed node count.
+const STATIC_NODEPOOL: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: static}
+spec:
+  replicas: 3
+  limits: {nodes: "5"}
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+"#;
+
 const NODECLASS: &str = r#"
 apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
@@ -246,6 +261,30 @@ fn cases() -> Vec<Case> {
             json!(101),
             "spec.weight",
             "100",
+        ),
+        case(
+            STATIC_NODEPOOL,
+            "/spec/weight",
+            Value::Null,
+            json!(10),
+            "spec.weight",
+            "'weight' is not supported on static NodePools",
+        ),
+        case(
+            STATIC_NODEPOOL,
+            "/spec/limits",
+            json!({"nodes": "10"}),
+            json!({"nodes": "10", "cpu": "100"}),
+            "spec.limits",
+            "only 'limits.nodes' is supported on static NodePools",
+        ),
+        case(
+            STATIC_NODEPOOL,
+            "/spec/replicas",
+            json!(0),
+            json!(-1),
+            "spec.replicas",
+            "0",
         ),
         case(
             NODEPOOL,

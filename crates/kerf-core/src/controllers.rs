@@ -35,6 +35,7 @@ pub mod health;
 pub mod interruption;
 pub mod lifecycle;
 pub mod provisioning;
+pub mod static_capacity;
 pub mod termination;
 
 /// Knobs a shell sets once, Karpenter's settings among them.
@@ -52,6 +53,8 @@ pub struct Settings {
     pub spot_to_spot: bool,
     /// Karpenter's `NodeRepair` feature gate: replace nodes unhealthy past a toleration.
     pub node_repair: bool,
+    /// Karpenter's `StaticCapacity` feature gate: keep static NodePools at their replicas.
+    pub static_capacity: bool,
     /// The cluster's CA bundle (base64), part of the `ec2nodeclass-hash` as Karpenter's
     /// AWS provider computes it; empty where there is none (kwok, the simulator).
     pub cluster_ca_bundle: String,
@@ -66,6 +69,7 @@ impl Default for Settings {
             registration_ttl: Duration::from_secs(15 * 60),
             spot_to_spot: false,
             node_repair: false,
+            static_capacity: false,
             cluster_ca_bundle: String::new(),
         }
     }
@@ -333,6 +337,9 @@ pub struct Controllers {
     metrics: crate::metrics::Metrics,
     /// Nodes each disruption reason could act on, at the last pass that looked.
     eligible: std::collections::BTreeMap<String, usize>,
+    /// Per static NodePool, the (replicas, active, to create) last logged, so that a
+    /// deficit that cannot be met is said once, not at every poll.
+    static_logged: BTreeMap<String, (i64, i64, i64)>,
 }
 
 impl Controllers {
@@ -362,6 +369,7 @@ impl Controllers {
             pool_statuses: std::collections::BTreeMap::new(),
             metrics: crate::metrics::Metrics::new(),
             eligible: std::collections::BTreeMap::new(),
+            static_logged: BTreeMap::new(),
         }
     }
 
@@ -452,6 +460,7 @@ impl Controllers {
             self.saw_pending_pod();
         }
         self.continue_command();
+        self.reconcile_static_pools();
         if changes.disruption || !changes.lifecycle.is_empty() || !changes.node_pools.is_empty() {
             self.count_node_pools();
         }

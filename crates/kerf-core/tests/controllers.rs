@@ -808,3 +808,127 @@ fn an_eviction_that_did_not_happen_is_asked_again_by_the_drain() {
     core.eviction_refused("default/x");
     assert_eq!(evicted(&run_until(&mut core, 21, 30)), ["default/x"]);
 }
+
+/// Controllers with the StaticCapacity gate on and `default` a static NodePool of
+/// `replicas`, offering one instance type.
+fn with_static_pool(replicas: i64, node_limit: Option<&str>) -> Controllers {
+    let settings = Settings {
+        static_capacity: true,
+        ..Settings::default()
+    };
+    let mut core = Controllers::new(settings, 7);
+    let mut np = pool();
+    np.spec.replicas = Some(replicas);
+    if let Some(l) = node_limit {
+        np.spec.limits.insert("nodes".into(), l.parse().unwrap());
+    }
+    core.cluster.apply_node_pool(np);
+    core.cluster
+        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    core
+}
+
+fn logged(actions: &[Action], message: &str) -> usize {
+    actions
+        .iter()
+        .filter(|a| matches!(a, Action::Log(r) if r.message == message))
+        .count()
+}
+
+#[test]
+fn a_static_nodepool_gets_its_replicas_without_pods_up_to_its_node_limit() {
+    let mut core = with_static_pool(3, Some("2"));
+    let actions = run_until(&mut core, 0, 5);
+    let made = created(&actions);
+    assert_eq!(made.len(), 2, "limits.nodes caps the replicas: {made:?}");
+    assert_eq!(
+        logged(&actions, "provisioning nodeclaims to satisfy replica count"),
+        1
+    );
+    // the third is refused by the limit, and said once
+    assert_eq!(logged(&actions, "nodepool node limit reached"), 1);
+    let c = &core.cluster.nodeclaims[&made[0]];
+    assert_eq!(c.instance_types, ["m5.large"]);
+    // without the gate a static NodePool is inert
+    let mut off = with_static_pool(3, None);
+    let mut settings = off.settings().clone();
+    settings.static_capacity = false;
+    let mut inert = Controllers::new(settings, 7);
+    inert.cluster = std::mem::take(&mut off.cluster);
+    assert!(created(&run_until(&mut inert, 0, 5)).is_empty());
+}
+
+#[test]
+fn a_static_nodepool_takes_no_pending_pod_and_is_never_consolidated() {
+    let mut core = with_static_pool(1, None);
+    let claim = created(&run_until(&mut core, 0, 1))[0].clone();
+    launch_and_register(&mut core, &claim);
+    // its one node stays empty for five minutes and is not touched
+    let idle = run_until(&mut core, 5, 300);
+    assert_eq!(logged(&idle, "disrupting node(s)"), 0);
+    assert_eq!(logged(&idle, "marking consolidatable"), 0);
+    assert!(core.cluster.nodeclaims[&claim].deleting.is_none());
+    // a pod fills most of it, and another waits: it needs a new node, which a static
+    // NodePool is not the scheduler's to launch
+    let mut filler = unschedulable("filler", "1500m");
+    filler.spec.as_mut().unwrap().node_name = Some(claim.clone());
+    core.cluster.apply_pod(filler, secs(301));
+    core.cluster
+        .apply_pod(unschedulable("waiting", "1"), secs(301));
+    let later = run_until(&mut core, 301, 400);
+    assert!(created(&later).is_empty(), "{:?}", created(&later));
+}
+
+#[test]
+fn scaling_a_static_nodepool_down_removes_unlaunched_then_empty_then_cheapest_nodes() {
+    let mut core = with_static_pool(4, None);
+    let made = created(&run_until(&mut core, 0, 1));
+    assert_eq!(made.len(), 4);
+    // three launched and registered; one of them runs a pod, one a pod that may not be
+    // disrupted; the fourth never launched
+    for c in &made[..3] {
+        launch_and_register(&mut core, c);
+    }
+    let pod = |name: &str, node: &str, do_not_disrupt: bool| -> Pod {
+        let mut p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "default", "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "1",
+                "controller": true}]},
+            "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+            "status": {"phase": "Running"},
+        }))
+        .unwrap();
+        if do_not_disrupt {
+            p.metadata.annotations = Some(BTreeMap::from([(
+                "karpenter.sh/do-not-disrupt".to_string(),
+                "true".to_string(),
+            )]));
+        }
+        p
+    };
+    core.cluster
+        .apply_pod(pod("busy", &made[0], false), secs(5));
+    core.cluster.apply_pod(pod("kept", &made[1], true), secs(5));
+    core.poll(secs(6));
+    let mut np = core.cluster.node_pools["default"].clone();
+    let mut deleted = |core: &mut Controllers, replicas: i64, at: u64| -> Vec<String> {
+        np.spec.replicas = Some(replicas);
+        core.cluster.apply_node_pool(np.clone());
+        core.poll(secs(at))
+            .iter()
+            .filter_map(|a| match a {
+                Action::DeleteNodeClaim { nodeclaim } => Some(nodeclaim.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    // 4 → 2: the NodeClaim never launched, then the empty node
+    assert_eq!(
+        deleted(&mut core, 2, 10),
+        [made[3].clone(), made[2].clone()]
+    );
+    // 2 → 1: the node whose pod may be disrupted, before the do-not-disrupt one
+    assert_eq!(deleted(&mut core, 1, 20), [made[0].clone()]);
+    // nothing is made again for the ones going
+    assert!(created(&run_until(&mut core, 21, 30)).is_empty());
+}

@@ -50,6 +50,8 @@ pub struct Options {
     pub spot_to_spot: bool,
     /// Karpenter's `NodeRepair` feature gate.
     pub node_repair: bool,
+    /// Karpenter's `StaticCapacity` feature gate.
+    pub static_capacity: bool,
     /// How long a batch of pending pods waits for one more.
     pub batch_idle: Duration,
     /// The longest a batch is held.
@@ -122,6 +124,7 @@ pub async fn run<C: CloudProvider>(
         epoch_unix: 0,
         spot_to_spot: options.spot_to_spot,
         node_repair: options.node_repair,
+        static_capacity: options.static_capacity,
         batch_idle: options.batch_idle,
         batch_max: options.batch_max,
         cluster_ca_bundle: options.cluster_ca_bundle.clone(),

@@ -176,11 +176,13 @@ pub struct FeatureGates {
     pub spot_to_spot: bool,
     /// `NodeRepair`.
     pub node_repair: bool,
+    /// `StaticCapacity`.
+    pub static_capacity: bool,
 }
 
 /// Karpenter's gates that Kerf accepts and does not implement: set to false they change
 /// nothing, set to true they are refused rather than silently ignored.
-const GATES_NOT_IMPLEMENTED: [&str; 3] = ["NodeOverlay", "StaticCapacity", "CapacityBuffer"];
+const GATES_NOT_IMPLEMENTED: [&str; 2] = ["NodeOverlay", "CapacityBuffer"];
 
 impl FeatureGates {
     /// Reads `Gate=bool,Gate=bool`.
@@ -196,6 +198,7 @@ impl FeatureGates {
             match name {
                 "SpotToSpotConsolidation" => gates.spot_to_spot = value,
                 "NodeRepair" => gates.node_repair = value,
+                "StaticCapacity" => gates.static_capacity = value,
                 // on by default in Karpenter, and only about capacity reservations, which a
                 // class without `capacityReservationSelectorTerms` has none of
                 "ReservedCapacity" => {}
@@ -207,7 +210,7 @@ impl FeatureGates {
                 _ => {
                     return Err(format!(
                         "{gate}: unknown gate (known: SpotToSpotConsolidation, NodeRepair, \
-                         ReservedCapacity; {} only as false)",
+                         StaticCapacity, ReservedCapacity; {} only as false)",
                         GATES_NOT_IMPLEMENTED.join(", ")
                     ));
                 }
@@ -322,7 +325,12 @@ mod tests {
              NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false",
         )
         .unwrap();
-        assert!(g.spot_to_spot && !g.node_repair);
+        assert!(g.spot_to_spot && !g.node_repair && !g.static_capacity);
+        assert!(
+            FeatureGates::parse("StaticCapacity=true")
+                .unwrap()
+                .static_capacity
+        );
         let e = FeatureGates::parse("NodeOverlay=true").unwrap_err();
         assert!(e.contains("does not implement NodeOverlay"), "{e}");
         assert!(FeatureGates::parse("NodeRepair=maybe").is_err());

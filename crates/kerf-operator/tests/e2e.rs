@@ -1106,3 +1106,117 @@ spec:
     );
     nothing_refused(&op);
 }
+
+const STATIC_POOL: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: ingress}
+spec:
+  replicas: 2
+  limits: {nodes: "5"}
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: wants-ingress, namespace: default}
+spec:
+  nodeSelector: {karpenter.sh/nodepool: ingress}
+  containers: [{name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: "60"}}}]
+"#;
+
+fn pool_claims(cp: &ControlPlane, pool: &str) -> Vec<Value> {
+    items(
+        cp,
+        &[
+            "get",
+            "nodeclaims",
+            "-l",
+            &format!("karpenter.sh/nodepool={pool}"),
+        ],
+    )
+    .into_iter()
+    .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
+    .collect()
+}
+
+#[test]
+fn a_static_nodepool_keeps_its_replicas_and_scales_with_kubectl() {
+    let cp = ControlPlane::start("static");
+    cp.install_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
+    let op = Operator::start(
+        &cp,
+        OPERATOR,
+        1,
+        &["--feature-gates", "StaticCapacity=true"],
+    );
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(STATIC_POOL.as_bytes()));
+    let nodes_of = |cp: &ControlPlane, n: usize| {
+        wait_for(
+            &format!("{n} NodeClaims of the static NodePool, each with its node"),
+            LIMIT,
+            || {
+                let claims = pool_claims(cp, "ingress");
+                let ready = claims.iter().all(|c| c["status"]["nodeName"].is_string());
+                let counted = json(cp, &["get", "nodepool", "ingress"])["status"]["nodes"] == n;
+                (claims.len() == n && ready && counted).then_some(())
+            },
+            || {
+                format!(
+                    "{}\n{:?}",
+                    cp.kubectl_ok(&["get", "nodeclaims,nodes"], None),
+                    op.lines()
+                )
+            },
+        );
+    };
+    nodes_of(&cp, 2);
+    // through the scale subresource, as `kubectl scale` uses it
+    cp.kubectl_ok(&["scale", "nodepool", "ingress", "--replicas=4"], None);
+    nodes_of(&cp, 4);
+    let before: Vec<String> = pool_claims(&cp, "ingress")
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str().map(String::from))
+        .collect();
+    cp.kubectl_ok(&["scale", "nodepool", "ingress", "--replicas=1"], None);
+    nodes_of(&cp, 1);
+    let kept = pool_claims(&cp, "ingress")[0]["metadata"]["name"]
+        .as_str()
+        .map(String::from)
+        .unwrap_or_default();
+    assert!(before.contains(&kept), "{kept} was made anew");
+    assert_eq!(
+        messages(&op, "deprovisioning nodeclaims to satisfy replica count"),
+        1
+    );
+    // the pod that only a new node of the static NodePool could take stays pending: the
+    // NodePool keeps its count, not its pods' demand
+    assert_eq!(
+        json(&cp, &["get", "pod", "wants-ingress"])["status"]["phase"],
+        "Pending"
+    );
+    assert_eq!(pool_claims(&cp, "ingress").len(), 1);
+    // the API server keeps the NodePool static, with Karpenter's message
+    let out = cp.kubectl(
+        &[
+            "patch",
+            "nodepool",
+            "ingress",
+            "--type=json",
+            "-p",
+            r#"[{"op": "remove", "path": "/spec/replicas"}]"#,
+        ],
+        None,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("Cannot transition NodePool between static"),
+        "{err}"
+    );
+    nothing_refused(&op);
+}

@@ -146,6 +146,9 @@ pub struct FeatureGates {
     /// Nodes whose Ready condition has not been True for 30 minutes are replaced.
     #[serde(default)]
     pub node_repair: bool,
+    /// Static NodePools (`spec.replicas`) are kept at their replica count.
+    #[serde(default)]
+    pub static_capacity: bool,
 }
 
 /// The simulated cloud.

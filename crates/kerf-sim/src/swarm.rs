@@ -108,7 +108,44 @@ pub fn generate(seed: u64) -> Value {
     });
     // drawn last, so that the rest of a seed's scenario stays what it was before
     scenario["spec"]["apiServer"] = api_server(&mut rng, minutes);
+    make_static(&mut rng, &mut scenario, &POOLS[..pools]);
     scenario
+}
+
+/// One scenario in five turns one NodePool static (`replicas` 0–4, `limits.nodes` in one of
+/// three, no weight), with the StaticCapacity gate on in four of five of those; each later
+/// apply of that NodePool keeps it static with a new replica count (a scale).
+fn make_static(rng: &mut ChaCha8Rng, scenario: &mut Value, pools: &[&str]) {
+    if !rng.random_bool(0.2) {
+        return;
+    }
+    let name = *pick(rng, pools);
+    let limit = rng
+        .random_bool(0.3)
+        .then(|| rng.random_range(1..=4u32).to_string());
+    let staticize = |pool: &mut Value, rng: &mut ChaCha8Rng| {
+        let spec = &mut pool["spec"];
+        spec["replicas"] = json!(rng.random_range(0..=4u32));
+        if let Some(obj) = spec.as_object_mut() {
+            obj.remove("weight");
+            obj.remove("limits");
+        }
+        if let Some(l) = &limit {
+            spec["limits"] = json!({"nodes": l});
+        }
+    };
+    let spec = &mut scenario["spec"];
+    for m in spec["manifests"].as_array_mut().into_iter().flatten() {
+        if m["kind"] == "NodePool" && m["metadata"]["name"] == name {
+            staticize(m, rng);
+        }
+    }
+    for e in spec["events"].as_array_mut().into_iter().flatten() {
+        if e["apply"]["kind"] == "NodePool" && e["apply"]["metadata"]["name"] == name {
+            staticize(&mut e["apply"], rng);
+        }
+    }
+    spec["featureGates"]["StaticCapacity"] = json!(rng.random_bool(0.8));
 }
 
 /// One scenario in four has the API server fail: outages of up to two minutes, and writes

@@ -248,6 +248,7 @@ impl World {
             registration_ttl: REGISTRATION_TTL,
             spot_to_spot: scenario.spec.feature_gates.spot_to_spot_consolidation,
             node_repair: scenario.spec.feature_gates.node_repair,
+            static_capacity: scenario.spec.feature_gates.static_capacity,
             ..Settings::default()
         };
         let mut w = World {

@@ -552,10 +552,12 @@ impl Controllers {
             if !c.initialized {
                 continue;
             }
+            // a static NodePool's nodes are never consolidated
             let due = self
                 .cluster
                 .node_pools
                 .get(&c.node_pool)
+                .filter(|np| np.spec.replicas.is_none())
                 .and_then(|np| consolidatable_at(np, n.last_pod_event));
             if due.is_some_and(|t| self.now >= t) {
                 newly.push((name.clone(), claim.clone()));

@@ -129,7 +129,8 @@ impl Controllers {
             .cluster
             .node_pools
             .iter()
-            .filter(|(k, _)| self.cluster.may_launch_for(k))
+            // a static NodePool keeps its own count: no pod or replacement gets a node of it
+            .filter(|(k, np)| np.spec.replicas.is_none() && self.cluster.may_launch_for(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (name, np) in entries {
@@ -143,7 +144,11 @@ impl Controllers {
         (pools, names)
     }
 
-    fn type_options_for(&mut self, class: &str, generation: u64) -> Arc<[InstanceTypeOption]> {
+    pub(super) fn type_options_for(
+        &mut self,
+        class: &str,
+        generation: u64,
+    ) -> Arc<[InstanceTypeOption]> {
         if let Some(cached) = self.type_options.get(class)
             && cached.generation == generation
         {

@@ -19,7 +19,7 @@ use crate::clock::EPOCH_UNIX;
 use crate::kube_scheduler::{Amounts, add, node_affinity_matches, requests, untolerated};
 
 /// What `--check` holds a run to, as a user reads it.
-pub const INVARIANTS: [&str; 12] = [
+pub const INVARIANTS: [&str; 13] = [
     "no node over-committed",
     "taints and node selectors honoured",
     "no NodeClaim launched over its NodePool's limits",
@@ -30,10 +30,14 @@ pub const INVARIANTS: [&str; 12] = [
     "no do-not-disrupt pod evicted",
     "no pod waiting long while capacity exists",
     "no pod pending over 15 minutes that a NodePool could host",
+    "static NodePools end at their replicas",
     "consolidation converges when the cluster is quiet",
     "spot preferred over on-demand fallback",
 ];
 
+/// How long the writes that clean up an unregistered NodeClaim may take after its
+/// registration timeout: their retries through an API server that refuses some of them.
+const CLEANUP_SLACK: Duration = Duration::from_secs(60);
 /// How long a NodeClaim object may go without a launch result: Karpenter's launch timeout
 /// (5 minutes), and a minute for the deletion or the status write to go out.
 const LAUNCH_RESULT: Duration = Duration::from_secs(6 * 60);
@@ -109,11 +113,11 @@ impl World {
         }
         for (name, c) in &cluster.nodeclaims {
             // (a registered NodeClaim whose node went is being deleted: its release may be
-            // waiting out an API-server fault)
+            // waiting out an API-server fault, as may the cleanup's writes, hence the slack)
             if c.launched.is_some()
                 && c.node.is_none()
                 && !c.registered
-                && self.now.saturating_sub(c.created) > REGISTRATION_TTL
+                && self.now.saturating_sub(c.created) > REGISTRATION_TTL + CLEANUP_SLACK
             {
                 return Err(self.violation(format!(
                     "nodeclaim {name} launched at {} never registered and was not cleaned up",
@@ -135,6 +139,50 @@ impl World {
         self.waits_checked = self.now;
         self.check_launch_results()?;
         self.check_waits()
+    }
+
+    /// At the end, with the StaticCapacity gate on, a static NodePool has no more NodeClaims
+    /// (not being deleted) than its replicas and `limits.nodes` allow; and exactly that many
+    /// when it has launched one at all and nothing was in the way in the run's last ten
+    /// minutes (a NodePool change, a capacity window, an API-server outage, a restart).
+    /// Counted from the stored NodeClaim objects' labels.
+    fn check_static_pools(&self) -> Result<(), SimError> {
+        if !self.scenario.spec.feature_gates.static_capacity {
+            return Ok(());
+        }
+        let spec = &self.scenario.spec;
+        let since = self.now.saturating_sub(Duration::from_secs(600));
+        let disturbed = self.pools_changed_at > since
+            || (spec.cloud.insufficient_capacity.iter()).any(|w| w.overlaps(since, self.now))
+            || (spec.api_server.outages.iter()).any(|o| o.until.0 > since)
+            || (spec.operator_restarts.iter()).any(|r| r.0 > since);
+        for (name, np) in &self.core.cluster.node_pools {
+            let Some(replicas) = np.spec.replicas else {
+                continue;
+            };
+            let limit = (np.spec.limits.get("nodes")).map_or(i64::MAX, |q| {
+                i64::try_from(q.milli() / 1000).unwrap_or(i64::MAX)
+            });
+            let want = replicas.min(limit);
+            let of_pool = |c: &&super::StoredNodeClaim| {
+                (c.object.metadata.labels.as_ref())
+                    .and_then(|l| l.get(labels::NODEPOOL))
+                    .is_some_and(|p| p == name)
+            };
+            let stored: Vec<_> = self.nodeclaim_objects.values().filter(of_pool).collect();
+            let have = stored.iter().filter(|c| c.deleting.is_none()).count();
+            let have = i64::try_from(have).unwrap_or(i64::MAX);
+            let launched_any = stored
+                .iter()
+                .any(|c| (c.object.status.as_ref()).is_some_and(|s| s.provider_id.is_some()));
+            if have > want || (have < want && launched_any && !disturbed) {
+                return Err(self.violation(format!(
+                    "static nodepool {name} has {have} nodeclaims at the end; its replicas \
+                     and node limit ask for {want}"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Every NodeClaim object the API server holds gets its launch result written (a
@@ -230,6 +278,7 @@ impl World {
     /// Every pending pod a NodePool could host must not have waited long.
     pub(super) fn check_end(&mut self) -> Result<(), SimError> {
         self.check_step()?;
+        self.check_static_pools()?;
         let now = self.now;
         // a pod that waited through an insufficient-capacity window may have needed just
         // that capacity: the end check leaves it to the in-run wait check, which knows

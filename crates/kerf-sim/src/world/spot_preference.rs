@@ -90,7 +90,8 @@ impl World {
         let (_, claim) = cluster.claim_of_node(node)?;
         let launched = claim.launched.as_ref()?;
         let own = cluster.node_pools.get(&claim.node_pool)?;
-        if !self.disruptable(node, own) {
+        // a static NodePool's nodes are never disrupted (Karpenter v1.15, gate or not)
+        if own.spec.replicas.is_some() || !self.disruptable(node, own) {
             return None;
         }
         let pods: Vec<&Pod> = cluster
@@ -116,6 +117,8 @@ impl World {
         let mut pools: Vec<(i32, String, NodePool)> = cluster
             .node_pools
             .iter()
+            // nor does one launch a replacement
+            .filter(|(_, np)| np.spec.replicas.is_none())
             .map(|(name, np)| (np.spec.weight.unwrap_or(0), name.clone(), np.clone()))
             .collect();
         pools.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));

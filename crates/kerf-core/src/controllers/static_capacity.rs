@@ -1,0 +1,300 @@
+//! Static NodePools (`spec.replicas`, Karpenter's `StaticCapacity` feature gate): each is kept
+//! at exactly its replica count whatever the pods ask, as Karpenter v1.15 does. Missing
+//! NodeClaims are created at once (each the cheapest instance type the NodePool's
+//! requirements allow, no pods nominated), up to `limits.nodes`; extra ones are deleted,
+//! those not launched first, then the empty nodes, then the cheapest to disrupt (the pods'
+//! eviction costs times the share of the node's lifetime left, nodes with a
+//! `karpenter.sh/do-not-disrupt` pod last). Scale-down is forceful, like expiry: no
+//! disruption budget applies, the drain still honours PodDisruptionBudgets. A static
+//! NodePool never takes pending pods nor replacement nodes, and its nodes are never
+//! consolidated (the NodePool is left out of the scheduler's NodePools), but pods may land
+//! on them. With the gate off, a static NodePool is inert: nothing is made or removed.
+
+use std::cmp::Ordering;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::labels;
+use kerf_scheduling::launch::{Launch, LaunchOption};
+use kerf_scheduling::requirements::Requirements;
+use kerf_scheduling::resources::Resources;
+use kerf_scheduling::solver::PlannedNodeClaim;
+use serde_json::json;
+
+use super::Controllers;
+use crate::cluster::PodOwner;
+use crate::disruption::pod_blocks;
+
+/// Karpenter's cap on the instance types a NodeClaim lists.
+const MAX_INSTANCE_TYPES: usize = 60;
+
+/// `controller.kubernetes.io/pod-deletion-cost`.
+const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+/// `karpenter.sh/disruption-cost`, read before the pod deletion cost.
+const DISRUPTION_COST: &str = "karpenter.sh/disruption-cost";
+
+/// What evicting a pod costs, as Karpenter ranks it: 1, moved by the disruption (or pod
+/// deletion) cost annotation over 2^27 and the priority over 2^25, within [-10, 10].
+pub fn eviction_cost(pod: &Pod) -> f64 {
+    let annotations = pod.metadata.annotations.as_ref();
+    let annotated = |key: &str| {
+        annotations
+            .and_then(|a| a.get(key))
+            .and_then(|v| v.parse::<i32>().ok())
+    };
+    let mut cost = 1.0;
+    let has_disruption_cost = annotations.is_some_and(|a| a.contains_key(DISRUPTION_COST));
+    let steer = if has_disruption_cost {
+        annotated(DISRUPTION_COST)
+    } else {
+        annotated(POD_DELETION_COST)
+    };
+    if let Some(c) = steer {
+        cost += f64::from(c) / f64::from(1u32 << 27);
+    }
+    if let Some(p) = pod.spec.as_ref().and_then(|s| s.priority) {
+        cost += f64::from(p) / f64::from(1u32 << 25);
+    }
+    cost.clamp(-10.0, 10.0)
+}
+
+/// A NodeClaim of a static NodePool that may be removed, with its rank.
+struct Extra {
+    name: String,
+    /// 0: not launched, 1: empty, 2: with pods, 3: with a do-not-disrupt pod.
+    tier: u8,
+    /// Within tier 2 and 3: eviction costs × lifetime remaining.
+    cost: f64,
+}
+
+impl Controllers {
+    /// Brings every static NodePool to its replica count (gate on).
+    pub(super) fn reconcile_static_pools(&mut self) {
+        if !self.settings.static_capacity {
+            return;
+        }
+        let pools: Vec<(String, i64)> = self
+            .cluster
+            .node_pools
+            .iter()
+            .filter_map(|(name, np)| np.spec.replicas.map(|r| (name.clone(), r)))
+            .collect();
+        for (pool, replicas) in pools {
+            let (active, deleting) = self.static_counts(&pool);
+            let active_count = i64::try_from(active.len()).unwrap_or(i64::MAX);
+            match active_count.cmp(&replicas) {
+                Ordering::Less => self.grow_static(&pool, replicas, active_count, deleting),
+                Ordering::Greater => self.shrink_static(&pool, replicas, &active),
+                Ordering::Equal => {}
+            }
+        }
+    }
+
+    /// A NodePool's NodeClaims not being deleted (launched or not: one in flight counts), and
+    /// how many are being deleted.
+    fn static_counts(&self, pool: &str) -> (Vec<String>, i64) {
+        let mut active = Vec::new();
+        let mut deleting = 0;
+        for (name, c) in &self.cluster.nodeclaims {
+            if c.node_pool != pool {
+                continue;
+            }
+            if c.deleting.is_some() {
+                deleting += 1;
+            } else {
+                active.push(name.clone());
+            }
+        }
+        (active, deleting)
+    }
+
+    fn grow_static(&mut self, pool: &str, replicas: i64, active: i64, deleting: i64) {
+        if !self.cluster.may_launch_for(pool) {
+            return;
+        }
+        let limit = self.cluster.node_pools[pool]
+            .spec
+            .limits
+            .get("nodes")
+            .map(|q| i64::try_from(q.milli() / 1000).unwrap_or(i64::MAX));
+        // NodeClaims being deleted count against the limit until they are gone
+        let room = limit.map_or(i64::MAX, |l| l - active - deleting);
+        let count = (replicas - active).min(room);
+        let state = (replicas, active, count);
+        if self.static_logged.get(pool) == Some(&state) {
+            return; // said already, and nothing changed since
+        }
+        self.static_logged.insert(pool.to_string(), state);
+        if count <= 0 {
+            self.log(
+                "static.provisioning",
+                "nodepool node limit reached",
+                json!({"NodePool": {"name": pool}, "limit": limit, "current": active}),
+            );
+            return;
+        }
+        let Some(plan) = self.static_plan(pool) else {
+            self.log(
+                "static.provisioning",
+                "could not provision nodeclaims to satisfy replica count",
+                json!({"NodePool": {"name": pool},
+                       "error": "no instance type satisfies the NodePool's requirements"}),
+            );
+            return;
+        };
+        self.log(
+            "static.provisioning",
+            "provisioning nodeclaims to satisfy replica count",
+            json!({"NodePool": {"name": pool}, "current": active, "desired": replicas,
+                   "provision-count": count}),
+        );
+        for _ in 0..count {
+            self.create_nodeclaim(&plan, pool, "provisioned");
+        }
+    }
+
+    /// A NodeClaim of the NodePool with no pods: its requirements, and the instance types
+    /// they allow with an available offering, cheapest first (the cloud launches the
+    /// cheapest). None when no type is allowed.
+    fn static_plan(&mut self, pool: &str) -> Option<PlannedNodeClaim> {
+        let np = self.cluster.node_pools.get(pool)?.clone();
+        let template = &np.spec.template;
+        let mut reqs = Requirements::from_api(&template.spec.requirements);
+        for (key, value) in &template.metadata.labels {
+            reqs.add(kerf_scheduling::requirements::Requirement::new(
+                key,
+                kerf_api::Operator::In,
+                [value.clone()],
+            ));
+        }
+        let class = template.spec.node_class_ref.name.clone();
+        let generation = self.unavailable.generation();
+        let options = self.type_options_for(&class, generation);
+        let (zone, capacity_type) = (reqs.get(labels::ZONE), reqs.get(labels::CAPACITY_TYPE));
+        let offered = |key: &str| key == labels::ZONE || key == labels::CAPACITY_TYPE;
+        let mut priced: Vec<(LaunchOption, Launch)> = options
+            .iter()
+            .filter(|t| {
+                reqs.iter()
+                    .filter(|r| !offered(&r.key))
+                    .all(|r| match t.labels.get(&r.key) {
+                        Some(v) => r.has(v),
+                        None => matches!(
+                            r.operator(),
+                            kerf_api::Operator::NotIn | kerf_api::Operator::DoesNotExist
+                        ),
+                    })
+            })
+            .filter_map(|t| {
+                let o = t
+                    .offerings
+                    .iter()
+                    .filter(|o| {
+                        o.available && zone.has(&o.zone) && capacity_type.has(&o.capacity_type)
+                    })
+                    .min_by(|a, b| a.price_per_hour.total_cmp(&b.price_per_hour))?;
+                let option = LaunchOption {
+                    name: t.name.clone(),
+                    price_per_hour: o.price_per_hour,
+                };
+                let launch = Launch {
+                    instance_type: t.name.clone(),
+                    capacity_type: o.capacity_type.clone(),
+                    zone: o.zone.clone(),
+                    price_per_hour: o.price_per_hour,
+                };
+                Some((option, launch))
+            })
+            .collect();
+        priced.sort_by(|a, b| {
+            (a.0.price_per_hour.total_cmp(&b.0.price_per_hour))
+                .then_with(|| a.0.name.cmp(&b.0.name))
+        });
+        priced.truncate(MAX_INSTANCE_TYPES);
+        let launch = priced.first()?.1.clone();
+        let instance_types: Vec<LaunchOption> = priced.into_iter().map(|(o, _)| o).collect();
+        let mut requirements = template.spec.requirements.clone();
+        requirements.retain(|r| r.key != labels::INSTANCE_TYPE);
+        requirements.push(kerf_api::NodeSelectorRequirementWithMinValues {
+            key: labels::INSTANCE_TYPE.into(),
+            operator: kerf_api::Operator::In,
+            values: instance_types.iter().map(|o| o.name.clone()).collect(),
+            min_values: None,
+        });
+        Some(PlannedNodeClaim {
+            node_pool: 0,
+            pods: Vec::new(),
+            requests: Resources::default(),
+            requirements,
+            instance_types,
+            launch,
+        })
+    }
+
+    fn shrink_static(&mut self, pool: &str, replicas: i64, active: &[String]) {
+        let excess = active.len() - usize::try_from(replicas).unwrap_or(0);
+        let mut extras: Vec<Extra> = active.iter().map(|c| self.static_rank(c)).collect();
+        extras.sort_by(|a, b| {
+            (a.tier.cmp(&b.tier))
+                .then(a.cost.total_cmp(&b.cost))
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        self.static_logged.remove(pool);
+        self.log(
+            "static.deprovisioning",
+            "deprovisioning nodeclaims to satisfy replica count",
+            json!({"NodePool": {"name": pool}, "current": active.len(), "desired": replicas,
+                   "deprovision-count": excess}),
+        );
+        for extra in extras.into_iter().take(excess) {
+            self.log(
+                "static.deprovisioning",
+                "deleting nodeclaim",
+                json!({"NodeClaim": {"name": extra.name}}),
+            );
+            self.delete_nodeclaim(&extra.name);
+        }
+    }
+
+    /// Where a NodeClaim stands in the order a static NodePool's extra NodeClaims go.
+    fn static_rank(&self, name: &str) -> Extra {
+        let c = &self.cluster.nodeclaims[name];
+        let rank = |tier, cost| Extra {
+            name: name.to_string(),
+            tier,
+            cost,
+        };
+        if c.launched.is_none() {
+            return rank(0, 0.0);
+        }
+        let Some(node) = &c.node else {
+            return rank(1, 0.0); // no Node yet: nothing runs there
+        };
+        let pods: Vec<_> = self
+            .cluster
+            .pods
+            .values()
+            .filter(|p| p.node.as_deref() == Some(node.as_str()))
+            .collect();
+        let blocked = pods
+            .iter()
+            .any(|p| pod_blocks(&p.pod, p.pending_since, self.now));
+        let workload: Vec<_> = pods
+            .iter()
+            .filter(|p| p.owner != PodOwner::DaemonSet)
+            .collect();
+        if workload.is_empty() && !blocked {
+            return rank(1, 0.0);
+        }
+        let cost: f64 = workload.iter().map(|p| eviction_cost(&p.pod)).sum();
+        let lifetime = self.cluster.node_pools.get(&c.node_pool).map_or(1.0, |np| {
+            match np.spec.template.spec.expire_after.duration() {
+                Some(total) if !total.is_zero() => {
+                    let age = self.now.saturating_sub(c.created);
+                    (1.0 - age.as_secs_f64() / total.as_secs_f64()).clamp(0.0, 1.0)
+                }
+                _ => 1.0,
+            }
+        });
+        rank(if blocked { 3 } else { 2 }, cost * lifetime)
+    }
+}
