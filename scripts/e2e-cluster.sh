@@ -166,7 +166,7 @@ cmd_helm() {
 # Karpenter's CRDs as its release ships them, from the module zips on the Go module proxy
 # (the same source the control plane builds from)
 cmd_karpenter_crds() {
-  if [ ! -f "$KARPENTER_CRDS/karpenter.k8s.aws_ec2nodeclasses.yaml" ]; then
+  if [ ! -f "$KARPENTER_CRDS/karpenter.sh_nodeoverlays.yaml" ]; then
     local proxy tmp
     proxy="$(go env GOPROXY 2>/dev/null || true)"
     proxy="${proxy%%,*}"
@@ -181,7 +181,8 @@ import sys, zipfile
 tmp, version = sys.argv[1], sys.argv[2]
 wanted = {
     "core.zip": ("sigs.k8s.io/karpenter@" + version + "/pkg/apis/crds/",
-                 ["karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml"]),
+                 ["karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml",
+                  "karpenter.sh_nodeoverlays.yaml"]),
     "aws.zip": ("github.com/aws/karpenter-provider-aws@" + version + "/pkg/apis/crds/",
                 ["karpenter.k8s.aws_ec2nodeclasses.yaml"]),
 }

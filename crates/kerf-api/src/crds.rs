@@ -1,13 +1,18 @@
-//! The CustomResourceDefinitions of the three kinds, generated from the Rust types.
+//! The CustomResourceDefinitions of the four kinds, generated from the Rust types.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::{EC2NodeClass, NodeClaim, NodePool};
+use crate::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 
-/// The NodePool, NodeClaim and EC2NodeClass CRDs, in that order.
+/// The NodePool, NodeClaim, EC2NodeClass and NodeOverlay CRDs, in that order.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![NodePool::crd(), NodeClaim::crd(), EC2NodeClass::crd()]
+    vec![
+        NodePool::crd(),
+        NodeClaim::crd(),
+        EC2NodeClass::crd(),
+        NodeOverlay::crd(),
+    ]
 }
 
 /// The CRDs as one multi-document YAML stream, ready for `kubectl apply -f -`.

@@ -15,6 +15,7 @@ pub mod ec2nodeclass;
 pub mod labels;
 pub mod manifest;
 pub mod nodeclaim;
+pub mod nodeoverlay;
 pub mod nodepool;
 pub mod quantity;
 pub mod schema;
@@ -26,6 +27,7 @@ pub use common::{
 };
 pub use ec2nodeclass::{EC2NodeClass, EC2NodeClassSpec};
 pub use nodeclaim::{NodeClaim, NodeClaimSpec};
+pub use nodeoverlay::{NodeOverlay, NodeOverlaySpec};
 pub use nodepool::{NodePool, NodePoolSpec};
 pub use quantity::Quantity;
 pub use validation::{Problem, Validate};

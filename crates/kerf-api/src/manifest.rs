@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::validation::{Problem, Validate};
-use crate::{EC2NodeClass, NodeClaim, NodePool, crds, schema};
+use crate::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool, crds, schema};
 
 /// A YAML stream that could not be parsed at all.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -227,6 +227,8 @@ pub enum KarpenterObject {
     NodeClaim(Box<NodeClaim>),
     /// A karpenter.k8s.aws/v1 EC2NodeClass.
     EC2NodeClass(Box<EC2NodeClass>),
+    /// A karpenter.sh/v1alpha1 NodeOverlay.
+    NodeOverlay(Box<NodeOverlay>),
 }
 
 /// What checking one document found.
@@ -247,11 +249,12 @@ fn is_karpenter(api_version: &str, kind: &str) -> bool {
         ("karpenter.sh/v1", "NodePool")
             | ("karpenter.sh/v1", "NodeClaim")
             | ("karpenter.k8s.aws/v1", "EC2NodeClass")
+            | ("karpenter.sh/v1alpha1", "NodeOverlay")
     )
 }
 
-static SCHEMAS: LazyLock<[(String, Value); 3]> = LazyLock::new(|| {
-    ["NodePool", "NodeClaim", "EC2NodeClass"]
+static SCHEMAS: LazyLock<[(String, Value); 4]> = LazyLock::new(|| {
+    ["NodePool", "NodeClaim", "EC2NodeClass", "NodeOverlay"]
         .map(|k| (k.to_string(), crds::schema_of(k).unwrap_or(Value::Null)))
 });
 
@@ -269,6 +272,7 @@ pub fn check_document(doc: &RawDocument) -> Checked {
             ("NodePool", "karpenter.sh/v1"),
             ("NodeClaim", "karpenter.sh/v1"),
             ("EC2NodeClass", "karpenter.k8s.aws/v1"),
+            ("NodeOverlay", "karpenter.sh/v1alpha1"),
         ];
         if let Some((_, version)) = served.iter().find(|(k, _)| *k == kind) {
             return Checked::Invalid(vec![Problem::new(
@@ -282,7 +286,7 @@ pub fn check_document(doc: &RawDocument) -> Checked {
             return Checked::Invalid(vec![Problem::new(
                 "apiVersion",
                 format!(
-                    "{api_version} {kind} is not served: Kerf reads karpenter.sh/v1 NodePool and NodeClaim and karpenter.k8s.aws/v1 EC2NodeClass; migrate the manifest to v1"
+                    "{api_version} {kind} is not served: Kerf reads karpenter.sh/v1 NodePool and NodeClaim, karpenter.sh/v1alpha1 NodeOverlay and karpenter.k8s.aws/v1 EC2NodeClass; migrate the manifest to v1"
                 ),
             )]);
         }
@@ -302,6 +306,9 @@ pub fn check_document(doc: &RawDocument) -> Checked {
     let typed = match kind {
         "NodePool" => typed::<NodePool>(&pruned).map(|o| KarpenterObject::NodePool(Box::new(o))),
         "NodeClaim" => typed::<NodeClaim>(&pruned).map(|o| KarpenterObject::NodeClaim(Box::new(o))),
+        "NodeOverlay" => {
+            typed::<NodeOverlay>(&pruned).map(|o| KarpenterObject::NodeOverlay(Box::new(o)))
+        }
         _ => typed::<EC2NodeClass>(&pruned).map(|o| KarpenterObject::EC2NodeClass(Box::new(o))),
     };
     match typed {
@@ -315,6 +322,7 @@ pub fn check_document(doc: &RawDocument) -> Checked {
                 KarpenterObject::NodePool(o) => o.validate(),
                 KarpenterObject::NodeClaim(o) => o.validate(),
                 KarpenterObject::EC2NodeClass(o) => o.validate(),
+                KarpenterObject::NodeOverlay(o) => o.validate(),
             };
             for p in semantic {
                 if !problems.iter().any(|q| q.path == p.path) {
@@ -351,6 +359,12 @@ fn add_hint(p: &mut Problem) {
         }
         "spec.template.spec.kubelet" if p.message == "unknown field" => {
             "karpenter.sh/v1 moved kubelet settings to the EC2NodeClass's spec.kubelet"
+        }
+        "spec.priceAdjustment" if p.message.contains("must match the pattern") => {
+            "a signed amount or percent: \"-10%\", \"+0.5\" (at most \"-100%\")"
+        }
+        "spec.price" if p.message.contains("must match the pattern") => {
+            "a price in dollars per hour, such as \"0.0326\""
         }
         _ => return,
     };

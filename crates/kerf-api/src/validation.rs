@@ -20,6 +20,7 @@ use crate::ec2nodeclass::{
 };
 use crate::labels::restricted_label_reason;
 use crate::nodeclaim::NodeClaim;
+use crate::nodeoverlay::{NodeOverlay, PRICE_ADJUSTMENT_PATTERN, PRICE_PATTERN};
 use crate::nodepool::NodePool;
 
 /// One problem with a manifest: where it is and what is wrong.
@@ -66,6 +67,12 @@ static DNS_SUBDOMAIN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
         .expect("static regex")
 });
+static PRICE: LazyLock<Regex> = LazyLock::new(|| Regex::new(PRICE_PATTERN).expect("static regex"));
+static PRICE_ADJUSTMENT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(PRICE_ADJUSTMENT_PATTERN).expect("static regex"));
+/// A key in the `karpenter.sh` domain (its prefix, up to the first `/`, ends in it).
+static KARPENTER_DOMAIN: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[^/]*karpenter\.sh(/|$)").expect("static regex"));
 static BUDGET_NODES: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^((100|[0-9]{1,2})%|[0-9]+)$").expect("static regex"));
 static BUDGET_DURATION: LazyLock<Regex> = LazyLock::new(|| {
@@ -330,6 +337,76 @@ const RESTRICTED_TAGS: &[&str] = &[
     "karpenter.k8s.aws/ec2nodeclass",
     "eks:eks-cluster-name",
 ];
+
+impl Validate for NodeOverlay {
+    fn validate(&self) -> Vec<Problem> {
+        let mut p = Vec::new();
+        check_name("metadata.name", self.metadata.name.as_deref(), &mut p);
+        let spec = &self.spec;
+        check_requirements("spec.requirements", &spec.requirements, false, &mut p);
+        for (i, r) in spec.requirements.iter().enumerate() {
+            let at = format!("spec.requirements[{i}]");
+            if r.operator == Operator::NotIn && r.values.is_empty() {
+                p.push(Problem::new(
+                    format!("{at}.values"),
+                    "requirements with operator 'NotIn' must have a value defined",
+                ));
+            }
+            let allowed = [crate::labels::CAPACITY_TYPE, crate::labels::NODEPOOL];
+            if !allowed.contains(&r.key.as_str()) && KARPENTER_DOMAIN.is_match(&r.key) {
+                p.push(Problem::new(
+                    format!("{at}.key"),
+                    "label domain \"karpenter.sh\" is restricted",
+                ));
+            }
+            if r.key == crate::labels::HOSTNAME {
+                p.push(Problem::new(
+                    format!("{at}.key"),
+                    "label \"kubernetes.io/hostname\" is restricted",
+                ));
+            }
+        }
+        if spec.price.is_some() && spec.price_adjustment.is_some() {
+            p.push(Problem::new(
+                "spec",
+                "cannot set both 'price' and 'priceAdjustment'",
+            ));
+        }
+        if let Some(price) = &spec.price
+            && !PRICE.is_match(price)
+        {
+            p.push(Problem::new(
+                "spec.price",
+                format!("must be a price such as \"0.0326\", got {price:?}"),
+            ));
+        }
+        if let Some(change) = &spec.price_adjustment
+            && !PRICE_ADJUSTMENT.is_match(change)
+        {
+            p.push(Problem::new(
+                "spec.priceAdjustment",
+                format!(
+                    "must be a signed amount or percent (\"-10%\", \"+0.5\"; at most \"-100%\"), \
+                     got {change:?}"
+                ),
+            ));
+        }
+        for key in spec.capacity.keys() {
+            if ["cpu", "memory", "ephemeral-storage", "pods"].contains(&key.as_str()) {
+                p.push(Problem::new(
+                    format!("spec.capacity[{key}]"),
+                    "invalid resource restricted",
+                ));
+            }
+        }
+        if let Some(w) = spec.weight
+            && !(1..=10000).contains(&w)
+        {
+            p.push(Problem::new("spec.weight", "must be between 1 and 10000"));
+        }
+        p
+    }
+}
 
 impl Validate for EC2NodeClass {
     fn validate(&self) -> Vec<Problem> {
@@ -852,6 +929,28 @@ pub fn nodepool_requirement_rules() -> Value {
     let mut rules = requirement_operator_rules();
     if let Value::Array(list) = &mut rules {
         list.extend(over_all(key_rules("x.key")));
+    }
+    rules
+}
+
+/// CEL over a NodeOverlay's requirements: the operator rules, `NotIn` with values, and the
+/// keys Karpenter restricts there (the `karpenter.sh` domain but for capacity type and
+/// NodePool, and the hostname).
+pub fn overlay_requirement_rules() -> Value {
+    let mut rules = requirement_operator_rules();
+    if let Value::Array(list) = &mut rules {
+        list.push(rule(
+            "self.all(x, x.operator == 'NotIn' ? x.values.size() != 0 : true)",
+            "requirements with operator 'NotIn' must have a value defined",
+        ));
+        list.push(rule(
+            "self.all(x, x.key in ['karpenter.sh/capacity-type', 'karpenter.sh/nodepool'] || !x.key.matches('^[^/]*karpenter\\\\.sh(/|$)'))",
+            "label domain \"karpenter.sh\" is restricted",
+        ));
+        list.push(rule(
+            "self.all(x, x.key != 'kubernetes.io/hostname')",
+            "label \"kubernetes.io/hostname\" is restricted",
+        ));
     }
     rules
 }

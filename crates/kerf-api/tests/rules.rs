@@ -42,6 +42,18 @@ spec:
         - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
 "#;
 
+/// A NodeOverlay: 10 % off m5 on-demand.
+const NODEOVERLAY: &str = r#"
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: savings-plan}
+spec:
+  weight: 10
+  priceAdjustment: "-10%"
+  requirements:
+    - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
+"#;
+
 const NODECLASS: &str = r#"
 apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
@@ -261,6 +273,46 @@ fn cases() -> Vec<Case> {
             json!(101),
             "spec.weight",
             "100",
+        ),
+        case(
+            NODEOVERLAY,
+            "/spec/priceAdjustment",
+            json!("+0.5"),
+            json!("10%"),
+            "spec.priceAdjustment",
+            "signed amount or percent",
+        ),
+        case(
+            NODEOVERLAY,
+            "/spec/price",
+            Value::Null,
+            json!("0.05"),
+            "spec",
+            "cannot set both 'price' and 'priceAdjustment'",
+        ),
+        case(
+            NODEOVERLAY,
+            "/spec/capacity",
+            json!({"hugepages-2Mi": "1Gi"}),
+            json!({"cpu": "2"}),
+            "spec.capacity[cpu]",
+            "invalid resource restricted",
+        ),
+        case(
+            NODEOVERLAY,
+            "/spec/requirements/0",
+            requirement("karpenter.sh/capacity-type", "In", &["on-demand"]),
+            requirement("karpenter.sh/do-not-sync-taints", "In", &["true"]),
+            "spec.requirements[0].key",
+            "label domain \"karpenter.sh\" is restricted",
+        ),
+        case(
+            NODEOVERLAY,
+            "/spec/weight",
+            json!(10000),
+            json!(10001),
+            "spec.weight",
+            "10000",
         ),
         case(
             STATIC_NODEPOOL,

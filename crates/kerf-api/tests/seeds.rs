@@ -52,6 +52,7 @@ fn fixtures_round_trip() {
                 KarpenterObject::NodePool(o) => round_trip(&*o, &what),
                 KarpenterObject::EC2NodeClass(o) => round_trip(&*o, &what),
                 KarpenterObject::NodeClaim(o) => round_trip(&*o, &what),
+                KarpenterObject::NodeOverlay(o) => round_trip(&*o, &what),
             }
         }
     }

@@ -190,6 +190,9 @@ pub struct ClaimRecord {
     /// (`karpenter.sh/nodeclaim-termination-timestamp`): node repair sets it to the moment
     /// it gives up on an unhealthy node.
     pub terminate_at: Option<Duration>,
+    /// The price of each of its offerings where a NodeOverlay changed it, by instance type,
+    /// zone and capacity type, so that the cloud launches the cheapest as Kerf priced it.
+    pub overlaid_prices: BTreeMap<(String, String, String), f64>,
 }
 
 /// A Node.
@@ -290,6 +293,8 @@ pub struct Changes {
     pub node_classes: BTreeSet<String>,
     /// NodeClaims whose node registered or became ready (lifecycle).
     pub lifecycle: BTreeSet<String>,
+    /// A NodeOverlay was created, changed or deleted.
+    pub node_overlays: bool,
 }
 
 /// The cluster state.
@@ -299,6 +304,8 @@ pub struct Cluster {
     pub node_pools: BTreeMap<String, NodePool>,
     /// EC2NodeClasses by name.
     pub node_classes: BTreeMap<String, EC2NodeClass>,
+    /// NodeOverlays by name.
+    pub node_overlays: BTreeMap<String, kerf_api::NodeOverlay>,
     /// Instance types each node class can launch (all offerings available), from the cloud
     /// provider.
     pub instance_types: BTreeMap<String, Arc<[InstanceTypeOption]>>,
@@ -585,6 +592,24 @@ impl Cluster {
         let name = class.metadata.name.clone().unwrap_or_default();
         self.changes.node_classes.insert(name.clone());
         self.node_classes.insert(name, class);
+    }
+
+    /// A NodeOverlay was created or changed.
+    pub fn apply_node_overlay(&mut self, overlay: kerf_api::NodeOverlay) {
+        self.generation += 1;
+        self.changes.node_overlays = true;
+        self.changes.disruption = true;
+        let name = overlay.metadata.name.clone().unwrap_or_default();
+        self.node_overlays.insert(name, overlay);
+    }
+
+    /// A NodeOverlay is gone.
+    pub fn delete_node_overlay(&mut self, name: &str) {
+        if self.node_overlays.remove(name).is_some() {
+            self.generation += 1;
+            self.changes.node_overlays = true;
+            self.changes.disruption = true;
+        }
     }
 
     /// The instance types a node class can launch changed.

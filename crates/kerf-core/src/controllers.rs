@@ -55,6 +55,8 @@ pub struct Settings {
     pub node_repair: bool,
     /// Karpenter's `StaticCapacity` feature gate: keep static NodePools at their replicas.
     pub static_capacity: bool,
+    /// Karpenter's `NodeOverlay` feature gate: lay NodeOverlays over the instance types.
+    pub node_overlay: bool,
     /// The cluster's CA bundle (base64), part of the `ec2nodeclass-hash` as Karpenter's
     /// AWS provider computes it; empty where there is none (kwok, the simulator).
     pub cluster_ca_bundle: String,
@@ -70,6 +72,7 @@ impl Default for Settings {
             spot_to_spot: false,
             node_repair: false,
             static_capacity: false,
+            node_overlay: false,
             cluster_ca_bundle: String::new(),
         }
     }
@@ -131,6 +134,8 @@ pub enum EventObject {
     NodePool,
     /// An EC2NodeClass.
     NodeClass,
+    /// A NodeOverlay.
+    NodeOverlay,
 }
 
 impl EventObject {
@@ -142,6 +147,7 @@ impl EventObject {
             EventObject::NodeClaim => ("karpenter.sh/v1", "NodeClaim"),
             EventObject::NodePool => ("karpenter.sh/v1", "NodePool"),
             EventObject::NodeClass => ("karpenter.k8s.aws/v1", "EC2NodeClass"),
+            EventObject::NodeOverlay => ("karpenter.sh/v1alpha1", "NodeOverlay"),
         }
     }
 }
@@ -252,6 +258,13 @@ pub enum Action {
         /// The status.
         status: Box<kerf_api::nodepool::NodePoolStatus>,
     },
+    /// Write a NodeOverlay's status (whether it applies, or conflicts).
+    PatchNodeOverlayStatus {
+        /// The NodeOverlay.
+        node_overlay: String,
+        /// The status.
+        status: Box<kerf_api::nodeoverlay::NodeOverlayStatus>,
+    },
     /// Write the NodeClaim's status (provider id, node, capacity, conditions) from
     /// [`crate::objects::nodeclaim_status`].
     PatchNodeClaimStatus {
@@ -277,6 +290,8 @@ enum Timer {
     RetryPending,
     Relaunch(String),
     LaunchTimeout(String),
+    /// A static NodePool short of its replicas looks again (what was in the way may pass).
+    StaticCapacity,
 }
 
 /// A node class's instance types as the solver gets them, unavailable offerings marked.
@@ -340,6 +355,10 @@ pub struct Controllers {
     /// Per static NodePool, the (replicas, active, to create) last logged, so that a
     /// deficit that cannot be met is said once, not at every poll.
     static_logged: BTreeMap<String, (i64, i64, i64)>,
+    /// Drifted NodeClaims of static NodePools being replaced, with their replacements.
+    static_replacing: BTreeMap<String, String>,
+    /// Each NodeOverlay's status as last written.
+    overlay_statuses: BTreeMap<String, kerf_api::nodeoverlay::NodeOverlayStatus>,
 }
 
 impl Controllers {
@@ -370,6 +389,8 @@ impl Controllers {
             metrics: crate::metrics::Metrics::new(),
             eligible: std::collections::BTreeMap::new(),
             static_logged: BTreeMap::new(),
+            static_replacing: BTreeMap::new(),
+            overlay_statuses: BTreeMap::new(),
         }
     }
 
@@ -431,6 +452,8 @@ impl Controllers {
             Timer::RetryPending => self.saw_pending_pod(),
             Timer::Relaunch(claim) => self.relaunch(&claim),
             Timer::LaunchTimeout(claim) => self.launch_timeout(&claim),
+            // the poll's reaction reconciles the static NodePools
+            Timer::StaticCapacity => {}
         }
     }
 
@@ -452,6 +475,12 @@ impl Controllers {
         if !changes.node_pools.is_empty() || !changes.node_classes.is_empty() {
             self.node_pools_changed(&changes.node_pools);
             self.evaluate_drift();
+        }
+        if changes.node_overlays
+            || !changes.node_pools.is_empty()
+            || !changes.node_classes.is_empty()
+        {
+            self.write_overlay_statuses();
         }
         for claim in &changes.lifecycle {
             self.lifecycle(claim);
@@ -600,5 +629,46 @@ pub fn list_text(items: &[String]) -> String {
             items[..SHOWN].join(", "),
             items.len() - SHOWN
         )
+    }
+}
+
+impl Controllers {
+    /// The NodeOverlays laid over every NodePool's instance types (none with the gate off).
+    pub(crate) fn overlay_evaluation(&mut self) -> crate::overlays::Evaluation {
+        if !self.settings.node_overlay || self.cluster.node_overlays.is_empty() {
+            return crate::overlays::Evaluation::default();
+        }
+        let generation = self.unavailable.generation();
+        let pools: Vec<(String, kerf_api::NodePool)> = (self.cluster.node_pools.iter())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut inputs = Vec::new();
+        for (name, np) in pools {
+            let class = np.spec.template.spec.node_class_ref.name.clone();
+            let types = self.type_options_for(&class, generation);
+            inputs.push((name, np, types));
+        }
+        crate::overlays::evaluate(&self.cluster.node_overlays, &inputs)
+    }
+
+    /// Writes the status of every NodeOverlay whose verdict changed.
+    fn write_overlay_statuses(&mut self) {
+        self.overlay_statuses
+            .retain(|name, _| self.cluster.node_overlays.contains_key(name));
+        if !self.settings.node_overlay {
+            return;
+        }
+        let evaluation = self.overlay_evaluation();
+        let names: Vec<String> = self.cluster.node_overlays.keys().cloned().collect();
+        for name in names {
+            let status = crate::objects::nodeoverlay_status(evaluation.refused.get(&name));
+            if self.overlay_statuses.get(&name) != Some(&status) {
+                self.overlay_statuses.insert(name.clone(), status.clone());
+                self.actions.push(Action::PatchNodeOverlayStatus {
+                    node_overlay: name,
+                    status: Box::new(status),
+                });
+            }
+        }
     }
 }

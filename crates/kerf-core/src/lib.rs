@@ -14,6 +14,7 @@ pub mod hash;
 pub mod metrics;
 pub mod nodepools;
 pub mod objects;
+pub mod overlays;
 pub mod provisioner;
 pub mod unavailable;
 pub mod unfinished;

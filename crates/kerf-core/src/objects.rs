@@ -17,6 +17,34 @@ use kerf_scheduling::resources::Resources;
 use crate::cluster::{CapacityType, ClaimRecord, Cluster, DriftReason, Launched, NodeRecord};
 use crate::nodepools::taint_of;
 
+/// A NodeOverlay's status as Karpenter writes it: `ValidationSucceeded` (False with reason
+/// `RuntimeValidation` or `Conflict` when it applies nowhere) and the root `Ready`.
+pub fn nodeoverlay_status(
+    refused: Option<&crate::overlays::Refusal>,
+) -> kerf_api::nodeoverlay::NodeOverlayStatus {
+    use crate::overlays::Refusal;
+    let (validation, ready) = match refused {
+        None => (
+            condition("ValidationSucceeded", true, "ValidationSucceeded"),
+            condition("Ready", true, "Ready"),
+        ),
+        Some(r) => {
+            let (reason, message) = match r {
+                Refusal::RuntimeValidation(m) => ("RuntimeValidation", m.clone()),
+                Refusal::Conflict => ("Conflict", "conflict with another overlay".to_string()),
+            };
+            let mut v = condition("ValidationSucceeded", false, reason);
+            v.message = message;
+            let mut ready = condition("Ready", false, "UnhealthyDependents");
+            ready.message = "ValidationSucceeded=False".into();
+            (v, ready)
+        }
+    };
+    kerf_api::nodeoverlay::NodeOverlayStatus {
+        conditions: vec![validation, ready],
+    }
+}
+
 fn condition(type_: &str, status: bool, reason: &str) -> Condition {
     Condition {
         type_: type_.into(),
@@ -255,6 +283,7 @@ pub fn claim_record(
         deleting,
         // a restarted node repair sets it again if the node is still unhealthy
         terminate_at: None,
+        overlaid_prices: BTreeMap::new(),
     }
 }
 

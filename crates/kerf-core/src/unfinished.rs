@@ -117,6 +117,16 @@ mod tests {
         }
     }
 
+    fn create(name: &str) -> Action {
+        let claim: kerf_api::NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": name},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                "name": "default"}, "requirements": []},
+        }))
+        .expect("a NodeClaim");
+        Action::CreateNodeClaim(Box::new(claim))
+    }
+
     #[test]
     fn a_failed_write_comes_back_after_a_growing_backoff_in_order() {
         let mut u = Unfinished::default();
@@ -144,13 +154,7 @@ mod tests {
     fn a_waiting_create_is_dropped_when_its_nodeclaim_is_deleted() {
         let mut u = Unfinished::default();
         let t = Duration::from_secs(100);
-        let claim: kerf_api::NodeClaim = serde_json::from_value(serde_json::json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "a"},
-            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
-                "name": "default"}, "requirements": []},
-        }))
-        .expect("a NodeClaim");
-        assert!(u.keep(Action::CreateNodeClaim(Box::new(claim)), 5, t));
+        assert!(u.keep(create("a"), 5, t));
         assert!(u.keep(delete("b"), 1, t));
         u.superseded_by(&delete("a"));
         let left: Vec<(u32, Action)> = u.due(t + Duration::from_secs(10));
@@ -162,17 +166,11 @@ mod tests {
     fn a_launch_waits_behind_its_nodeclaims_create() {
         let mut u = Unfinished::default();
         let t = Duration::from_secs(100);
-        let claim: kerf_api::NodeClaim = serde_json::from_value(serde_json::json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "a"},
-            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
-                "name": "default"}, "requirements": []},
-        }))
-        .expect("a NodeClaim");
         let launch = |n: &str| Action::Launch {
             nodeclaim: n.into(),
         };
         assert!(!u.held_behind_create(&launch("a")), "no create waits yet");
-        assert!(u.keep(Action::CreateNodeClaim(Box::new(claim)), 1, t));
+        assert!(u.keep(create("a"), 1, t));
         assert!(u.held_behind_create(&launch("a")));
         assert!(
             !u.held_behind_create(&launch("b")),

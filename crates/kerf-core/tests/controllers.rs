@@ -932,3 +932,81 @@ fn scaling_a_static_nodepool_down_removes_unlaunched_then_empty_then_cheapest_no
     // nothing is made again for the ones going
     assert!(created(&run_until(&mut core, 21, 30)).is_empty());
 }
+
+#[test]
+fn a_drifted_static_node_is_replaced_first_within_the_drift_budget() {
+    let mut core = with_static_pool(2, None);
+    let made = created(&run_until(&mut core, 0, 1));
+    for c in &made {
+        launch_and_register(&mut core, c);
+    }
+    run_until(&mut core, 5, 10);
+    // the template changes: both nodes drift
+    let mut np = core.cluster.node_pools["default"].clone();
+    np.spec
+        .template
+        .metadata
+        .labels
+        .insert("team".into(), "edge".into());
+    core.cluster.apply_node_pool(np);
+    let acted = run_until(&mut core, 11, 30);
+    assert!(
+        made.iter()
+            .all(|c| core.cluster.nodeclaims[c].drifted.is_some())
+    );
+    // Karpenter's default budget (10 % of 2 nodes, rounded up): one replacement at a time,
+    // made before anything goes
+    let replacements = created(&acted);
+    assert_eq!(replacements.len(), 1, "{replacements:?}");
+    assert!(
+        !acted
+            .iter()
+            .any(|a| matches!(a, Action::DeleteNodeClaim { .. }))
+    );
+    assert_eq!(logged(&acted, "disrupting node(s)"), 1);
+    // once the replacement is up, one drifted node goes, and no third node is made
+    launch_and_register(&mut core, &replacements[0]);
+    let after = run_until(&mut core, 31, 40);
+    let deleted: Vec<&String> = after
+        .iter()
+        .filter_map(|a| match a {
+            Action::DeleteNodeClaim { nodeclaim } => Some(nodeclaim),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deleted.len(), 1, "{deleted:?}");
+    assert!(made.contains(deleted[0]));
+    assert!(created(&after).is_empty(), "{:?}", created(&after));
+}
+
+#[test]
+fn a_static_nodeclaim_whose_launch_failed_is_made_again_once_capacity_may_be_back() {
+    let mut core = with_static_pool(1, None);
+    let first = created(&run_until(&mut core, 0, 1));
+    assert_eq!(first.len(), 1);
+    // no capacity for the one instance type, in either capacity type
+    let refused: Vec<kerf_core::controllers::lifecycle::Offering> = ["on-demand", "spot"]
+        .into_iter()
+        .map(|ct| kerf_core::controllers::lifecycle::Offering {
+            capacity_type: ct.into(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+        })
+        .collect();
+    core.launch_failed(&first[0], &refused, secs(2));
+    // the shell carries out the release
+    core.cluster.delete_nodeclaim(&first[0]);
+    let meanwhile = run_until(&mut core, 2, 60);
+    assert!(created(&meanwhile).is_empty(), "{:?}", created(&meanwhile));
+    assert_eq!(
+        logged(
+            &meanwhile,
+            "could not provision nodeclaims to satisfy replica count"
+        ),
+        1,
+        "said once"
+    );
+    // the unavailable-offerings memory (3 minutes) runs out: the NodePool is whole again
+    let again = created(&run_until(&mut core, 61, 240));
+    assert_eq!(again.len(), 1, "{again:?}");
+}

@@ -233,11 +233,7 @@ impl CloudProvider for Aws {
             )));
         };
         let catalog = self.catalog(Some(class));
-        let offers = fleet::request(
-            &claim.requirements,
-            offerings(&catalog, &claim.instance_types),
-            available,
-        );
+        let offers = fleet::request(&claim.requirements, offerings(&catalog, claim), available);
         let Some(first) = offers.first() else {
             return Err(CloudError::InsufficientCapacity(Vec::new()));
         };

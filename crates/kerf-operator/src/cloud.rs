@@ -61,22 +61,26 @@ impl CapacitySettings {
     }
 }
 
-/// Every offering of the types named in `names` in `catalog`, as candidates for
-/// [`kerf_core::fleet::request`].
+/// Every offering of the NodeClaim's instance types in `catalog`, as candidates for
+/// [`kerf_core::fleet::request`], priced as Kerf priced them (a NodeOverlay's price where
+/// one applies).
 pub fn offerings<'a>(
     catalog: &'a [InstanceTypeOption],
-    names: &'a [String],
+    claim: &'a ClaimRecord,
 ) -> impl Iterator<Item = Candidate<'a, (&'a InstanceTypeOption, &'a kerf_scheduling::Offering)>> {
     catalog
         .iter()
-        .filter(|t| names.contains(&t.name))
-        .flat_map(|t| {
-            t.offerings.iter().map(move |o| Candidate {
-                instance_type: &t.name,
-                zone: &o.zone,
-                capacity_type: &o.capacity_type,
-                price: o.price_per_hour,
-                item: (t, o),
+        .filter(|t| claim.instance_types.contains(&t.name))
+        .flat_map(move |t| {
+            t.offerings.iter().map(move |o| {
+                let key = (t.name.clone(), o.zone.clone(), o.capacity_type.clone());
+                Candidate {
+                    instance_type: &t.name,
+                    zone: &o.zone,
+                    capacity_type: &o.capacity_type,
+                    price: (claim.overlaid_prices.get(&key)).map_or(o.price_per_hour, |p| *p),
+                    item: (t, o),
+                }
             })
         })
 }

@@ -132,7 +132,8 @@ async fn write(
         EventObject::Node
         | EventObject::NodeClaim
         | EventObject::NodePool
-        | EventObject::NodeClass => (None, e.name.clone()),
+        | EventObject::NodeClass
+        | EventObject::NodeOverlay => (None, e.name.clone()),
     };
     let home = namespace.clone().unwrap_or_else(|| "default".into());
     let now = k8s_openapi::jiff::Timestamp::now();

@@ -182,15 +182,40 @@ pub(crate) async fn delete_node(nodes: &Api<Node>, name: &str) -> Result<(), kub
 async fn stored_conditions<K>(
     api: &Api<K>,
     name: &str,
-    conditions: fn(K) -> Vec<kerf_api::Condition>,
+    conditions: impl Fn(K) -> Vec<kerf_api::Condition>,
 ) -> Result<Vec<kerf_api::Condition>, Failure>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     retry("reading status conditions", || api.get_opt(name))
         .await
-        .map(|o| o.map(conditions).unwrap_or_default())
+        .map(|o| o.map(&conditions).unwrap_or_default())
         .map_err(failed("reading status conditions"))
+}
+
+/// Merges `status` into the object's status, its conditions keeping the transition times
+/// the stored ones have; an object that is gone needs none.
+async fn write_status<K, S>(
+    api: &Api<K>,
+    name: &str,
+    what: &'static str,
+    read: fn(K) -> Option<Vec<kerf_api::Condition>>,
+    mut status: S,
+    conditions: fn(&mut S) -> &mut Vec<kerf_api::Condition>,
+) -> Result<(), Failure>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    S: serde::Serialize,
+{
+    let previous = stored_conditions(api, name, |k| read(k).unwrap_or_default()).await?;
+    keep_transition_times(conditions(&mut status), &previous, now());
+    let patch = Patch::Merge(json!({ "status": status }));
+    let params = PatchParams::default();
+    match retry(what, || api.patch_status(name, &params, &patch)).await {
+        Ok(_) => Ok(()),
+        Err(e) if gone(&e) => Ok(()),
+        Err(e) => Err(failed(what)(e)),
+    }
 }
 
 /// The wall clock as the core reads it: time since the Unix epoch.
@@ -344,26 +369,26 @@ impl<C: CloudProvider> Executor<C> {
                     .map_err(failed("labelling nodeclaim"))?;
                 }
             }
-            Action::PatchNodePoolStatus {
-                node_pool,
-                mut status,
-            } => {
+            Action::PatchNodePoolStatus { node_pool, status } => {
                 let pools: Api<kerf_api::NodePool> = Api::all(self.client.clone());
-                let previous = stored_conditions(&pools, &node_pool, |p| {
-                    p.status.map(|s| s.conditions).unwrap_or_default()
+                let what = "patching nodepool status";
+                let read = |p: kerf_api::NodePool| p.status.map(|s| s.conditions);
+                write_status(&pools, &node_pool, what, read, *status, |s| {
+                    &mut s.conditions
                 })
                 .await?;
-                keep_transition_times(&mut status.conditions, &previous, now());
-                let patch = Patch::Merge(json!({ "status": status }));
-                match retry("patching nodepool status", || {
-                    pools.patch_status(&node_pool, &params, &patch)
+            }
+            Action::PatchNodeOverlayStatus {
+                node_overlay,
+                status,
+            } => {
+                let overlays: Api<kerf_api::NodeOverlay> = Api::all(self.client.clone());
+                let what = "patching nodeoverlay status";
+                let read = |o: kerf_api::NodeOverlay| o.status.map(|s| s.conditions);
+                write_status(&overlays, &node_overlay, what, read, *status, |s| {
+                    &mut s.conditions
                 })
-                .await
-                {
-                    Ok(_) => {}
-                    Err(e) if gone(&e) => {}
-                    Err(e) => return Err(failed("patching nodepool status")(e)),
-                }
+                .await?;
             }
             Action::LabelNode { node, labels } => {
                 let patch = Patch::Merge(json!({"metadata": {"labels": labels}}));

@@ -133,11 +133,7 @@ impl CloudProvider for Kwok {
             Some(path) => read_no_capacity(path)?,
             None => Vec::new(),
         };
-        let offers = fleet::request(
-            &claim.requirements,
-            offerings(&catalog, &claim.instance_types),
-            available,
-        );
+        let offers = fleet::request(&claim.requirements, offerings(&catalog, claim), available);
         let mut insufficient = Vec::new();
         let mut chosen = None;
         for c in offers {

@@ -52,6 +52,8 @@ pub struct Options {
     pub node_repair: bool,
     /// Karpenter's `StaticCapacity` feature gate.
     pub static_capacity: bool,
+    /// Karpenter's `NodeOverlay` feature gate.
+    pub node_overlay: bool,
     /// How long a batch of pending pods waits for one more.
     pub batch_idle: Duration,
     /// The longest a batch is held.
@@ -125,6 +127,7 @@ pub async fn run<C: CloudProvider>(
         spot_to_spot: options.spot_to_spot,
         node_repair: options.node_repair,
         static_capacity: options.static_capacity,
+        node_overlay: options.node_overlay,
         batch_idle: options.batch_idle,
         batch_max: options.batch_max,
         cluster_ca_bundle: options.cluster_ca_bundle.clone(),
@@ -144,9 +147,11 @@ pub async fn run<C: CloudProvider>(
         scrape_tx,
     )
     .await?;
+    let overlays = options.node_overlay && serves_node_overlays(&client).await;
     let (queue, kinds) = watch::spawn_all(
         &client,
         serves_kwok_node_classes(&client, executor.cloud()).await,
+        overlays,
         &ready,
     );
     tokio::spawn(probe_api_server(client.clone(), Arc::clone(&ready)));
@@ -230,6 +235,20 @@ async fn probe_api_server(client: kube::Client, ready: Arc<Readiness>) {
 async fn serves_kwok_node_classes<C: CloudProvider>(client: &kube::Client, cloud: &C) -> bool {
     let gvk = kube::core::GroupVersionKind::gvk(kwok_types::GROUP, "v1alpha1", kwok_types::KIND);
     cloud.name() == "kwok" && kube::discovery::pinned_kind(client, &gvk).await.is_ok()
+}
+
+/// Whether the cluster serves NodeOverlays (Karpenter's CRD installed); without it the gate
+/// has nothing to read, and says so.
+async fn serves_node_overlays(client: &kube::Client) -> bool {
+    let gvk = kube::core::GroupVersionKind::gvk("karpenter.sh", "v1alpha1", "NodeOverlay");
+    let served = kube::discovery::pinned_kind(client, &gvk).await.is_ok();
+    if !served {
+        log::error(
+            "watching",
+            "NodeOverlay=true but the cluster does not serve karpenter.sh/v1alpha1 NodeOverlay: install the CRDs",
+        );
+    }
+    served
 }
 
 /// The leader's loop: poll the controllers, carry out their actions, wait for the next change
@@ -370,6 +389,12 @@ fn observe_one<C: CloudProvider>(
             }
             watch::Object::NodeClass(c) => {
                 gaps.observed(EventObject::NodeClass, c, executor.events());
+            }
+            watch::Object::NodeOverlay(o) => {
+                executor
+                    .events()
+                    .remember(EventObject::NodeOverlay, kube::Resource::meta(&**o));
+                gaps.observed(EventObject::NodeOverlay, o, executor.events());
             }
             _ => {}
         }

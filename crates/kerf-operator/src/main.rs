@@ -52,6 +52,7 @@ fn options(settings: &Settings) -> kerf_operator::Options {
         spot_to_spot: settings.feature_gates.spot_to_spot,
         node_repair: settings.feature_gates.node_repair,
         static_capacity: settings.feature_gates.static_capacity,
+        node_overlay: settings.feature_gates.node_overlay,
         batch_idle: settings.batch_idle_duration,
         batch_max: settings.batch_max_duration,
         leader_election: (!settings.disable_leader_election).then(|| {

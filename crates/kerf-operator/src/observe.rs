@@ -140,6 +140,16 @@ fn applied(core: &mut Controllers, cloud: &impl CloudProvider, object: Object, n
             cluster.apply_pdb(k, *pdb);
         }
         Object::Volume(v) => cluster.volumes_changed(|volumes| v.apply(volumes), now),
+        Object::NodeOverlay(read) => {
+            let Ok(overlay) = &read.read.object else {
+                return;
+            };
+            let name = name_of(overlay).to_string();
+            // status writes come back as events too: only a spec change is a change
+            if (cluster.node_overlays.get(&name)).is_none_or(|old| old.spec != overlay.spec) {
+                cluster.apply_node_overlay(overlay.clone());
+            }
+        }
         Object::KwokNodeClass(class) => {
             let name = class.metadata.name.clone().unwrap_or_default();
             if cluster.node_classes.contains_key(&name) {
@@ -168,6 +178,7 @@ fn gone(core: &mut Controllers, kind: &str, key: &str, now: Duration) {
         "NodeClaim" => cluster.delete_nodeclaim(name),
         "NodePool" => cluster.delete_node_pool(name),
         "EC2NodeClass" | "KWOKNodeClass" => cluster.delete_node_class(name),
+        "NodeOverlay" => cluster.delete_node_overlay(name),
         "DaemonSet" => cluster.delete_daemonset(key),
         "PodDisruptionBudget" => cluster.delete_pdb(key),
         "PersistentVolumeClaim" => {
@@ -189,6 +200,7 @@ fn deleted(core: &mut Controllers, object: Object, now: Duration) {
         Object::NodePool(read) => cluster.delete_node_pool(name_of(&*read)),
         Object::NodeClass(read) => cluster.delete_node_class(name_of(&*read)),
         Object::KwokNodeClass(class) => cluster.delete_node_class(name_of(&*class)),
+        Object::NodeOverlay(read) => cluster.delete_node_overlay(name_of(&*read)),
         Object::DaemonSet(ds) => {
             cluster.delete_daemonset(&key(
                 ds.metadata.namespace.as_ref(),

@@ -178,11 +178,13 @@ pub struct FeatureGates {
     pub node_repair: bool,
     /// `StaticCapacity`.
     pub static_capacity: bool,
+    /// `NodeOverlay`.
+    pub node_overlay: bool,
 }
 
 /// Karpenter's gates that Kerf accepts and does not implement: set to false they change
 /// nothing, set to true they are refused rather than silently ignored.
-const GATES_NOT_IMPLEMENTED: [&str; 2] = ["NodeOverlay", "CapacityBuffer"];
+const GATES_NOT_IMPLEMENTED: [&str; 1] = ["CapacityBuffer"];
 
 impl FeatureGates {
     /// Reads `Gate=bool,Gate=bool`.
@@ -199,6 +201,7 @@ impl FeatureGates {
                 "SpotToSpotConsolidation" => gates.spot_to_spot = value,
                 "NodeRepair" => gates.node_repair = value,
                 "StaticCapacity" => gates.static_capacity = value,
+                "NodeOverlay" => gates.node_overlay = value,
                 // on by default in Karpenter, and only about capacity reservations, which a
                 // class without `capacityReservationSelectorTerms` has none of
                 "ReservedCapacity" => {}
@@ -210,7 +213,7 @@ impl FeatureGates {
                 _ => {
                     return Err(format!(
                         "{gate}: unknown gate (known: SpotToSpotConsolidation, NodeRepair, \
-                         StaticCapacity, ReservedCapacity; {} only as false)",
+                         StaticCapacity, NodeOverlay, ReservedCapacity; {} only as false)",
                         GATES_NOT_IMPLEMENTED.join(", ")
                     ));
                 }
@@ -331,8 +334,13 @@ mod tests {
                 .unwrap()
                 .static_capacity
         );
-        let e = FeatureGates::parse("NodeOverlay=true").unwrap_err();
-        assert!(e.contains("does not implement NodeOverlay"), "{e}");
+        let e = FeatureGates::parse("CapacityBuffer=true").unwrap_err();
+        assert!(e.contains("does not implement CapacityBuffer"), "{e}");
+        assert!(
+            FeatureGates::parse("NodeOverlay=true")
+                .unwrap()
+                .node_overlay
+        );
         assert!(FeatureGates::parse("NodeRepair=maybe").is_err());
     }
 }

@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
+use kerf_api::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use kerf_core::workloads::VolumeObject;
 use std::time::Duration;
 
@@ -46,6 +46,8 @@ pub enum Object {
     Pdb(Box<PodDisruptionBudget>),
     /// A node class of Karpenter's kwok provider.
     KwokNodeClass(Box<KwokNodeClass>),
+    /// A NodeOverlay, read as far as Kerf understands it.
+    NodeOverlay(Box<Lenient<NodeOverlay>>),
     /// A PersistentVolumeClaim, PersistentVolume or StorageClass.
     Volume(VolumeObject),
 }
@@ -373,11 +375,16 @@ pub const KINDS: [&str; 10] = [
 /// The kind name of Karpenter kwok's node class, watched where it is served.
 pub const KWOK_NODE_CLASS: &str = "KWOKNodeClass";
 
+/// The NodeOverlay kind, watched with the `NodeOverlay` gate where its CRD is served.
+pub const NODE_OVERLAY: &str = "NodeOverlay";
+
 /// Starts a watch per kind, all feeding one queue; `kwok_node_classes` adds one of
-/// KWOKNodeClasses. Returns the queue and the kinds whose [`Observed::Synced`] to wait for.
+/// KWOKNodeClasses and `node_overlays` one of NodeOverlays. Returns the queue and the kinds
+/// whose [`Observed::Synced`] to wait for.
 pub fn spawn_all(
     client: &Client,
     kwok_node_classes: bool,
+    node_overlays: bool,
     ready: &Arc<Readiness>,
 ) -> (Arc<Queue>, Vec<&'static str>) {
     let queue = Arc::new(Queue::default());
@@ -406,6 +413,11 @@ pub fn spawn_all(
         let class = |o| Object::KwokNodeClass(Box::new(o));
         spawn::<KwokNodeClass>(client, KWOK_NODE_CLASS, class, &queue, ready);
         kinds.push(KWOK_NODE_CLASS);
+    }
+    if node_overlays {
+        let overlay = |o| Object::NodeOverlay(Box::new(o));
+        spawn::<Lenient<NodeOverlay>>(client, NODE_OVERLAY, overlay, &queue, ready);
+        kinds.push(NODE_OVERLAY);
     }
     (queue, kinds)
 }

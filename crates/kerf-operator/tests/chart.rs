@@ -110,7 +110,9 @@ fn seed_values_render_as_karpenters_chart_would() {
     assert_eq!(get("BATCH_MAX_DURATION"), Some("10s"));
     assert_eq!(
         get("FEATURE_GATES"),
-        Some("SpotToSpotConsolidation=true,NodeRepair=false,StaticCapacity=false")
+        Some(
+            "SpotToSpotConsolidation=true,NodeRepair=false,StaticCapacity=false,NodeOverlay=false"
+        )
     );
     assert_eq!(get("LEADER_ELECTION_NAME"), Some("kerf-leader-election"));
     let spec = &deployment["spec"]["template"]["spec"];

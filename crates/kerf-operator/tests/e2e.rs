@@ -1220,3 +1220,87 @@ fn a_static_nodepool_keeps_its_replicas_and_scales_with_kubectl() {
     );
     nothing_refused(&op);
 }
+
+const OVERLAYS: &str = r#"
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: reserved}
+spec:
+  weight: 50
+  price: "0.01"
+  requirements:
+  - {key: node.kubernetes.io/instance-type, operator: In, values: [r6i.2xlarge]}
+---
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: discount-a}
+spec:
+  weight: 10
+  priceAdjustment: "-5%"
+  requirements: []
+---
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: discount-b}
+spec:
+  weight: 10
+  priceAdjustment: "-7%"
+  requirements: []
+"#;
+
+fn condition_of(object: &Value, type_: &str) -> (String, String) {
+    let c = object["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == type_);
+    let field = |k: &str| c.and_then(|c| c[k].as_str()).unwrap_or("").to_string();
+    (field("status"), field("reason"))
+}
+
+#[test]
+fn node_overlays_reprice_launches_and_conflicts_are_reported_on_karpenters_crds() {
+    let cp = ControlPlane::start("overlays");
+    cp.install_karpenter_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(OVERLAYS.as_bytes()));
+    let op = Operator::start(&cp, OPERATOR, 1, &["--feature-gates", "NodeOverlay=true"]);
+    wait_for(
+        "every overlay's status written",
+        LIMIT,
+        || {
+            let reserved = json(&cp, &["get", "nodeoverlay", "reserved"]);
+            let a = json(&cp, &["get", "nodeoverlay", "discount-a"]);
+            let b = json(&cp, &["get", "nodeoverlay", "discount-b"]);
+            let ok = |o: &Value| condition_of(o, "Ready") == ("True".into(), "Ready".into());
+            // of equal weights the later name wins; the other is a conflict
+            let conflict =
+                condition_of(&a, "ValidationSucceeded") == ("False".into(), "Conflict".into());
+            (ok(&reserved) && ok(&b) && conflict).then_some(())
+        },
+        || {
+            format!(
+                "{}\n{:?}",
+                cp.kubectl_ok(&["get", "nodeoverlays", "-o", "yaml"], None),
+                op.lines()
+            )
+        },
+    );
+    // five 1-cpu pods: the reserved 2xlarge is the cheapest fit at its overlaid price
+    scale(&cp, 5);
+    let claim = wait_for(
+        "a NodeClaim launched",
+        LIMIT,
+        || {
+            nodeclaims(&cp)
+                .into_iter()
+                .find(|c| c["status"]["providerID"].is_string())
+        },
+        || cp.kubectl_ok(&["get", "nodeclaims"], None),
+    );
+    assert_eq!(
+        claim["metadata"]["labels"]["node.kubernetes.io/instance-type"], "r6i.2xlarge",
+        "{claim}"
+    );
+    nothing_refused(&op);
+}

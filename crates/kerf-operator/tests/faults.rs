@@ -21,7 +21,7 @@ const LIMIT: Duration = Duration::from_secs(120);
 const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
 /// How long the API server stays down: longer than the operator's in-call retries (about
 /// 2 s), its readiness grace (5 s) and its Lease's renew deadline (10 s).
-const OUTAGE: Duration = Duration::from_secs(20);
+const OUTAGE: Duration = Duration::from_secs(15);
 /// How soon after the API server's return Kerf must have done its part (the NodeClaim caught
 /// by the outage launched and its node registered, a drain finished or rolled back).
 const RECOVERY: Duration = Duration::from_secs(30);
@@ -57,6 +57,22 @@ fn seeded_plane(name: &str) -> ControlPlane {
         std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed 004");
     cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));
     cp
+}
+
+/// Seed 004's NodePool consolidates at once (`consolidateAfter: 0s`), so that a test need
+/// not wait a minute for it.
+fn consolidate_at_once(cp: &ControlPlane) {
+    cp.kubectl_ok(
+        &[
+            "patch",
+            "nodepool",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"disruption":{"consolidateAfter":"0s"}}}"#,
+        ],
+        None,
+    );
 }
 
 /// Waits until the operator reports ready.
@@ -412,18 +428,7 @@ fn a_slow_api_server_slows_the_pods_but_duplicates_nothing() {
 #[test]
 fn watches_expired_after_a_compaction_relist_what_changed_while_the_operator_was_blind() {
     let (cp, proxy, mut op) = seeded_behind_relay("fault-gone");
-    // an empty node is consolidated at once, so that the test need not wait a minute
-    cp.kubectl_ok(
-        &[
-            "patch",
-            "nodepool",
-            "default",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"disruption":{"consolidateAfter":"0s"}}}"#,
-        ],
-        None,
-    );
+    consolidate_at_once(&cp);
     cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=2"], None);
     wait_for(
         "2 pods running",
@@ -518,33 +523,15 @@ fn watches_expired_after_a_compaction_relist_what_changed_while_the_operator_was
     );
 }
 
-#[test]
-fn the_operator_killed_at_each_step_of_a_consolidation_settles_when_started_again() {
-    let cp = seeded_plane("fault-steps");
-    cp.kubectl_ok(
-        &[
-            "patch",
-            "nodepool",
-            "default",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"disruption":{"consolidateAfter":"0s"}}}"#,
-        ],
-        None,
-    );
+/// Kills the operator at each of `steps` of a replacement in turn, on one control plane, and
+/// starts it again: each time the replacement is rolled back or finished.
+fn operator_killed_at(name: &str, steps: &[&str]) {
+    let cp = seeded_plane(name);
+    consolidate_at_once(&cp);
     let mut op = Operator::start(&cp, OPERATOR, 1, &[]);
     ready(&op);
     let mut made = created_by(&op);
-    // the steps of a replacement, each logged as it starts: the node chosen and tainted, the
-    // replacement's node ready (the drain is next), the old node's termination under way,
-    // the old node gone (its NodeClaim's finalizer is next)
-    let steps = [
-        "disrupting node(s)",
-        "initialized nodeclaim",
-        "tainted node",
-        "deleted node",
-    ];
-    for (n, step) in steps.into_iter().enumerate() {
+    for (n, &step) in steps.iter().enumerate() {
         // from no node at all: 12 pods get one node, which the scale-down to 2 replaces
         cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=0"], None);
         wait_for(
@@ -595,4 +582,22 @@ fn the_operator_killed_at_each_step_of_a_consolidation_settles_when_started_agai
             "{name} was made by no operator: {made:?}"
         );
     }
+}
+
+// the steps of a replacement, each logged as it starts: the node chosen and tainted, the
+// replacement's node ready (the drain is next), the old node's termination under way, the
+// old node gone (its NodeClaim's finalizer is next); two control planes, so that the suite's
+// two threads share the work
+
+#[test]
+fn the_operator_killed_as_a_replacement_starts_settles_when_started_again() {
+    operator_killed_at(
+        "fault-steps-a",
+        &["disrupting node(s)", "initialized nodeclaim"],
+    );
+}
+
+#[test]
+fn the_operator_killed_as_a_node_is_drained_settles_when_started_again() {
+    operator_killed_at("fault-steps-b", &["tainted node", "deleted node"]);
 }

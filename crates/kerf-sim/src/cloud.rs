@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use kerf_api::NodeSelectorRequirementWithMinValues;
 use kerf_aws::InstanceType;
+use kerf_core::cluster::ClaimRecord;
 use kerf_core::fleet::{self, Candidate};
 use kerf_scheduling::resources::Resources;
 use rand::RngExt;
@@ -45,12 +45,12 @@ pub struct Attempt {
     pub insufficient: Vec<(String, String, String)>,
 }
 
-/// Launches one of the offerings of `options` that a request built as every cloud builds it
-/// ([`fleet::request`]: what `available` allows, spot first, cheapest first, at most 60) asks
-/// for, in its order, skipping those `no_capacity` covers: as EC2 Fleet does with its overrides.
+/// Launches one of the offerings of the NodeClaim's instance types that a request built as
+/// every cloud builds it ([`fleet::request`]: what `available` allows, spot first, cheapest
+/// first as Kerf priced them, at most 60) asks for, in its order, skipping those `no_capacity`
+/// covers: as EC2 Fleet does with its overrides.
 pub fn launch(
-    reqs: &[NodeSelectorRequirementWithMinValues],
-    options: &[String],
+    claim: &ClaimRecord,
     catalog: &[InstanceType],
     zones: &[String],
     available: impl Fn(&str, &str, &str) -> bool,
@@ -58,23 +58,31 @@ pub fn launch(
     rng: &mut impl rand::Rng,
 ) -> Attempt {
     let by_name: BTreeMap<&str, &InstanceType> = catalog.iter().map(|t| (t.name(), t)).collect();
-    let candidates = options
-        .iter()
+    let overlaid = &claim.overlaid_prices;
+    let candidates = (claim.instance_types.iter())
         .filter_map(|name| by_name.get(name.as_str()).copied())
         .flat_map(|t| {
             t.offerings
                 .iter()
                 .filter(|o| zones.contains(&o.zone))
-                .map(move |o| Candidate {
-                    instance_type: t.name(),
-                    zone: &o.zone,
-                    capacity_type: o.capacity_type,
-                    price: o.price_per_hour,
-                    item: t,
+                .map(move |o| {
+                    let key = (
+                        t.name().to_string(),
+                        o.zone.clone(),
+                        o.capacity_type.to_string(),
+                    );
+                    Candidate {
+                        instance_type: t.name(),
+                        zone: &o.zone,
+                        capacity_type: o.capacity_type,
+                        // as Kerf priced it: a NodeOverlay's price where one applies
+                        price: overlaid.get(&key).map_or(o.price_per_hour, |p| *p),
+                        item: t,
+                    }
                 })
         });
     let mut attempt = Attempt::default();
-    for c in fleet::request(reqs, candidates, available) {
+    for c in fleet::request(&claim.requirements, candidates, available) {
         let (t, zone, ct) = (c.item, c.zone, c.capacity_type);
         if no_capacity(ct, t.name(), zone) {
             attempt

@@ -149,6 +149,9 @@ pub struct FeatureGates {
     /// Static NodePools (`spec.replicas`) are kept at their replica count.
     #[serde(default)]
     pub static_capacity: bool,
+    /// NodeOverlays are laid over the instance types' prices and capacity.
+    #[serde(default)]
+    pub node_overlay: bool,
 }
 
 /// The simulated cloud.

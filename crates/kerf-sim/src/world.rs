@@ -249,6 +249,7 @@ impl World {
             spot_to_spot: scenario.spec.feature_gates.spot_to_spot_consolidation,
             node_repair: scenario.spec.feature_gates.node_repair,
             static_capacity: scenario.spec.feature_gates.static_capacity,
+            node_overlay: scenario.spec.feature_gates.node_overlay,
             ..Settings::default()
         };
         let mut w = World {
@@ -653,7 +654,7 @@ impl World {
             }
             Action::DeleteNode { node } => self.delete_node(&node),
             // the controllers keep the NodePool status they wrote; nothing else reads it
-            Action::PatchNodePoolStatus { .. } => {}
+            Action::PatchNodePoolStatus { .. } | Action::PatchNodeOverlayStatus { .. } => {}
             Action::ReleaseNodeClaim { nodeclaim } => {
                 self.room_freed_at = self.now;
                 self.nodeclaim_objects.remove(&nodeclaim);
@@ -778,6 +779,11 @@ impl World {
                 self.catalogs.remove(&name);
                 self.core.cluster.apply_node_class(*class);
                 self.offer_instance_types(&name);
+                self.cheapest_rates = None;
+                self.pools_changed_at = self.now;
+            }
+            Checked::Valid(KarpenterObject::NodeOverlay(overlay)) => {
+                self.core.cluster.apply_node_overlay(*overlay);
                 self.cheapest_rates = None;
                 self.pools_changed_at = self.now;
             }
@@ -1347,8 +1353,7 @@ impl World {
         let now = self.now;
         let unavailable = self.core.unavailable_offerings();
         let attempt = cloud::launch(
-            &claim.requirements,
-            &claim.instance_types,
+            &claim,
             &catalog,
             &self.zones,
             |ct, it, z| !unavailable.is_unavailable(ct, it, z, now),

@@ -29,6 +29,7 @@ use kerf_scheduling::pods::pod_key;
 pub struct Inputs {
     node_pools: Vec<NodePool>,
     node_classes: HashMap<String, EC2NodeClass>,
+    node_overlays: Vec<kerf_api::NodeOverlay>,
     nodeclaims: Vec<NodeClaim>,
     nodes: Vec<Node>,
     daemonsets: Vec<Pod>,
@@ -139,6 +140,7 @@ pub fn classify(
                     inputs.node_classes.insert(name, *nc);
                 }
                 Checked::Valid(KarpenterObject::NodeClaim(nc)) => inputs.nodeclaims.push(*nc),
+                Checked::Valid(KarpenterObject::NodeOverlay(o)) => inputs.node_overlays.push(*o),
                 Checked::Invalid(list) => {
                     for p in list {
                         problem(&p.path, &p.message);
@@ -216,7 +218,12 @@ fn since_epoch(t: &Time) -> Duration {
 /// pod is pending (kube-scheduler found it no room), a node is Ready unless its status
 /// says otherwise, and each DaemonSet has its pod on every node it would run on.
 pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Controllers> {
-    let mut core = Controllers::new(Settings::default(), how.seed);
+    // NodeOverlays given are laid over the prices, as with Karpenter's NodeOverlay gate on
+    let settings = Settings {
+        node_overlay: !inputs.node_overlays.is_empty(),
+        ..Settings::default()
+    };
+    let mut core = Controllers::new(settings, how.seed);
     // the controllers' clock starts where the snapshot was taken
     core.poll(now);
     let at = |t: Option<&Time>| {
@@ -228,6 +235,9 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
         |ct: &str, it: &str, zone: &str| how.unavailable.iter().any(|p| p.matches(ct, it, zone));
     for class in inputs.node_classes.into_values() {
         cluster.apply_node_class(class);
+    }
+    for overlay in inputs.node_overlays {
+        cluster.apply_node_overlay(overlay);
     }
     for np in inputs.node_pools {
         let class = np.spec.template.spec.node_class_ref.name.clone();
@@ -413,14 +423,17 @@ pub async fn live() -> Result<Inputs> {
             ),
         }
     }
-    for (group, kind) in [
-        ("karpenter.sh", "NodePool"),
-        ("karpenter.sh", "NodeClaim"),
-        ("karpenter.k8s.aws", "EC2NodeClass"),
+    for (group, version, kind) in [
+        ("karpenter.sh", "v1", "NodePool"),
+        ("karpenter.sh", "v1", "NodeClaim"),
+        ("karpenter.k8s.aws", "v1", "EC2NodeClass"),
+        ("karpenter.sh", "v1alpha1", "NodeOverlay"),
     ] {
-        let gvk = GroupVersionKind::gvk(group, "v1", kind);
+        let gvk = GroupVersionKind::gvk(group, version, kind);
         let Ok((resource, _)) = kube::discovery::pinned_kind(&client, &gvk).await else {
-            eprintln!("note: this cluster serves no {group}/v1 {kind}");
+            if kind != "NodeOverlay" {
+                eprintln!("note: this cluster serves no {group}/{version} {kind}");
+            }
             continue;
         };
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
@@ -432,7 +445,7 @@ pub async fn live() -> Result<Inputs> {
         for item in items {
             let name = item.metadata.name.clone().unwrap_or_default();
             let mut value = serde_json::to_value(&item)?;
-            value["apiVersion"] = format!("{group}/v1").into();
+            value["apiVersion"] = format!("{group}/{version}").into();
             value["kind"] = kind.into();
             // as the operator reads them: what a newer Karpenter added is noted, not fatal
             fn note<T>(kind: &str, name: &str, read: Read<T>) -> Option<T> {
@@ -452,6 +465,11 @@ pub async fn live() -> Result<Inputs> {
                 "NodeClaim" => {
                     inputs
                         .nodeclaims
+                        .extend(note(kind, &name, cluster_read::read(kind, &value)))
+                }
+                "NodeOverlay" => {
+                    inputs
+                        .node_overlays
                         .extend(note(kind, &name, cluster_read::read(kind, &value)))
                 }
                 _ => {

@@ -29,9 +29,9 @@ struct Cli {
 enum Command {
     /// Run Kerf against a simulated cluster and cloud (a built-in scenario or a scenario file) and report nodes, cost and waits.
     Simulate(cmd_simulate::Args),
-    /// Print the NodePool, NodeClaim and EC2NodeClass CRDs as YAML.
+    /// Print the NodePool, NodeClaim, EC2NodeClass and NodeOverlay CRDs as YAML.
     Crds,
-    /// Check NodePool, NodeClaim and EC2NodeClass manifests; exit 1 if any is invalid, 2 if a file cannot be read.
+    /// Check NodePool, NodeClaim, EC2NodeClass and NodeOverlay manifests; exit 1 if any is invalid, 2 if a file cannot be read.
     Validate(cmd_validate::Args),
     /// List EC2 instance types with capacity, allocatable, labels, offerings and price, cheapest on-demand (or spot) price first.
     InstanceTypes(cmd_instance_types::Args),

@@ -834,3 +834,30 @@ spec:
     assert_eq!(claims(&v).len(), 1, "{v}");
     assert_eq!(claims(&v)[0]["zone"], "us-east-1c", "{v}");
 }
+
+#[test]
+fn a_node_overlay_discount_changes_the_cheapest_fit() {
+    let args = [
+        "-f",
+        "fixtures/seeds/004-getting-started.yaml",
+        "--replicas",
+        "inflate=5",
+    ];
+    let plain = schedule("", &args);
+    let chosen = claims(&plain)[0]["instance_type"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // a Reserved Instance makes the memory-optimized 2xlarge all but free: it is the
+    // cheapest fit now, at the overlaid price
+    let overlay = "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: ri}\n\
+                   spec:\n  price: \"0.01\"\n  requirements:\n  - {key: node.kubernetes.io/instance-type, operator: In, values: [r6i.2xlarge]}\n";
+    let v = schedule(overlay, &args);
+    let c = &claims(&v)[0];
+    assert_ne!(chosen, "r6i.2xlarge");
+    assert_eq!(c["instance_type"], "r6i.2xlarge", "{c}");
+    assert!(
+        (c["price_per_hour"].as_f64().unwrap() - 0.01).abs() < 1e-9,
+        "{c}"
+    );
+}

@@ -280,6 +280,7 @@ impl Controllers {
             }
         }
         let budgets = PdbAllowances::new(cluster, &self.evicting);
+        let overlaid = self.settings.node_overlay && !cluster.node_overlays.is_empty();
         let mut names = Vec::new();
         let mut nodes = Vec::new();
         let mut pods = Vec::new();
@@ -329,7 +330,19 @@ impl Controllers {
             nodes.push(NodeView {
                 node: n.as_existing(name, c.initialized),
                 node_pool: pool,
-                price_per_hour: launched.price_per_hour,
+                // what the node costs now, as its NodePool's types are priced: a
+                // NodeOverlay's discount counts for the candidate as for its replacement
+                price_per_hour: pool
+                    .filter(|_| overlaid)
+                    .and_then(|i| {
+                        crate::overlays::price_of(
+                            &node_pools[i].instance_types,
+                            &launched.instance_type,
+                            &launched.zone,
+                            launched.capacity_type.as_str(),
+                        )
+                    })
+                    .unwrap_or(launched.price_per_hour),
                 capacity_type: launched.capacity_type,
                 pods: on_node,
                 disruptable: c.initialized
@@ -768,7 +781,7 @@ impl Controllers {
         }));
     }
 
-    fn untaint(&mut self, node: &str) {
+    pub(super) fn untaint(&mut self, node: &str) {
         let Some(n) = self.cluster.nodes.get_mut(node) else {
             return;
         };

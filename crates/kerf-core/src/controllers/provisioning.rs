@@ -133,9 +133,13 @@ impl Controllers {
             .filter(|(k, np)| np.spec.replicas.is_none() && self.cluster.may_launch_for(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        let overlaid = self.overlay_evaluation();
         for (name, np) in entries {
             let class = np.spec.template.spec.node_class_ref.name.clone();
-            let options = self.type_options_for(&class, generation);
+            let options = match overlaid.by_pool.get(&name) {
+                Some(types) => types.clone(),
+                None => self.type_options_for(&class, generation),
+            };
             let usage = self.cluster.pool_usage(&name);
             let nodes = self.cluster.pool_nodes(&name);
             pools.push(node_pool_input(&np, options, usage, nodes));
@@ -589,6 +593,7 @@ impl Controllers {
             );
         }
         object.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
+        let overlaid_prices = self.overlaid_prices(pool_name, &types);
         self.cluster.nodeclaims.insert(
             name.clone(),
             ClaimRecord {
@@ -606,6 +611,7 @@ impl Controllers {
                 drifted: None,
                 deleting: None,
                 terminate_at: None,
+                overlaid_prices,
             },
         );
         self.actions
@@ -622,5 +628,27 @@ impl std::fmt::Write for DebugHasher<'_> {
     fn write_str(&mut self, s: &str) -> std::fmt::Result {
         self.0.write(s.as_bytes());
         Ok(())
+    }
+}
+
+impl Controllers {
+    /// The prices NodeOverlays give the offerings of these instance types in this NodePool
+    /// (empty when no overlay applies).
+    fn overlaid_prices(
+        &mut self,
+        pool: &str,
+        types: &[String],
+    ) -> BTreeMap<(String, String, String), f64> {
+        let mut prices = BTreeMap::new();
+        let Some(overlaid) = self.overlay_evaluation().by_pool.remove(pool) else {
+            return prices;
+        };
+        for t in overlaid.iter().filter(|t| types.contains(&t.name)) {
+            for o in &t.offerings {
+                let key = (t.name.clone(), o.zone.clone(), o.capacity_type.clone());
+                prices.insert(key, o.price_per_hour);
+            }
+        }
+        prices
     }
 }

@@ -8,7 +8,10 @@
 //! disruption budget applies, the drain still honours PodDisruptionBudgets. A static
 //! NodePool never takes pending pods nor replacement nodes, and its nodes are never
 //! consolidated (the NodePool is left out of the scheduler's NodePools), but pods may land
-//! on them. With the gate off, a static NodePool is inert: nothing is made or removed.
+//! on them. A drifted node is replaced first, as Karpenter's StaticDrift does: within the
+//! NodePool's `Drifted` budget and node limit, a new NodeClaim is made and the drifted one
+//! deleted once its replacement is initialized. With the gate off, a static NodePool is
+//! inert: nothing is made, replaced or removed.
 
 use std::cmp::Ordering;
 
@@ -20,9 +23,15 @@ use kerf_scheduling::resources::Resources;
 use kerf_scheduling::solver::PlannedNodeClaim;
 use serde_json::json;
 
-use super::Controllers;
+use kerf_api::nodepool::DisruptionReason;
+
+use super::{Controllers, Event, EventObject};
 use crate::cluster::PodOwner;
-use crate::disruption::pod_blocks;
+use crate::disruption::{allowed_disruptions, pod_blocks};
+
+/// How soon a static NodePool short of its replicas (at its node limit, or with nothing to
+/// launch) looks again, as Karpenter requeues it.
+const STATIC_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Karpenter's cap on the instance types a NodeClaim lists.
 const MAX_INSTANCE_TYPES: usize = 60;
@@ -78,33 +87,143 @@ impl Controllers {
             .iter()
             .filter_map(|(name, np)| np.spec.replicas.map(|r| (name.clone(), r)))
             .collect();
+        self.follow_static_replacements();
         for (pool, replicas) in pools {
             let (active, deleting) = self.static_counts(&pool);
             let active_count = i64::try_from(active.len()).unwrap_or(i64::MAX);
             match active_count.cmp(&replicas) {
                 Ordering::Less => self.grow_static(&pool, replicas, active_count, deleting),
                 Ordering::Greater => self.shrink_static(&pool, replicas, &active),
-                Ordering::Equal => {}
+                Ordering::Equal => self.replace_drifted_static(&pool, &active, deleting),
             }
         }
     }
 
-    /// A NodePool's NodeClaims not being deleted (launched or not: one in flight counts), and
-    /// how many are being deleted.
+    /// A NodePool's NodeClaims not being deleted nor replaced (launched or not: one in flight
+    /// counts), and how many count against its node limit besides (being deleted or
+    /// replaced).
     fn static_counts(&self, pool: &str) -> (Vec<String>, i64) {
         let mut active = Vec::new();
-        let mut deleting = 0;
+        let mut others = 0;
         for (name, c) in &self.cluster.nodeclaims {
             if c.node_pool != pool {
                 continue;
             }
-            if c.deleting.is_some() {
-                deleting += 1;
+            if c.deleting.is_some() || self.static_replacing.contains_key(name) {
+                others += 1;
             } else {
                 active.push(name.clone());
             }
         }
-        (active, deleting)
+        (active, others)
+    }
+
+    /// Drifted NodeClaims whose replacement is initialized are deleted; a replacement that
+    /// went (its launch failed) is forgotten, and its drifted node untainted to try again.
+    fn follow_static_replacements(&mut self) {
+        let pairs: Vec<(String, String)> = self
+            .static_replacing
+            .iter()
+            .map(|(d, r)| (d.clone(), r.clone()))
+            .collect();
+        for (drifted, replacement) in pairs {
+            let Some(old) = self.cluster.nodeclaims.get(&drifted) else {
+                self.static_replacing.remove(&drifted);
+                continue;
+            };
+            if old.deleting.is_some() {
+                self.static_replacing.remove(&drifted);
+                continue;
+            }
+            let node = old.node.clone();
+            match self.cluster.nodeclaims.get(&replacement) {
+                None => {
+                    self.static_replacing.remove(&drifted);
+                    if let Some(n) = &node {
+                        self.untaint(n);
+                    }
+                }
+                Some(r) if r.initialized => {
+                    self.static_replacing.remove(&drifted);
+                    self.disrupted_for
+                        .insert(drifted.clone(), DisruptionReason::Drifted);
+                    self.delete_nodeclaim(&drifted);
+                    for (kind, name, what) in [
+                        (EventObject::Node, node.unwrap_or_default(), "Node"),
+                        (EventObject::NodeClaim, drifted, "NodeClaim"),
+                    ] {
+                        self.event(Event {
+                            kind,
+                            name,
+                            warning: false,
+                            reason: "DisruptionTerminating",
+                            message: format!("Disrupting {what}: Drifted"),
+                        });
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// Replaces drifted nodes of a NodePool at its count, replacement first, as many at once
+    /// as its `Drifted` budget and node limit allow.
+    fn replace_drifted_static(&mut self, pool: &str, active: &[String], others: i64) {
+        let drifted: Vec<String> = active
+            .iter()
+            .filter(|c| {
+                let c = &self.cluster.nodeclaims[c.as_str()];
+                c.drifted.is_some() && c.initialized && c.node.is_some()
+            })
+            .cloned()
+            .collect();
+        if drifted.is_empty() {
+            return;
+        }
+        let np = self.cluster.node_pools[pool].clone();
+        let unix = self.settings.epoch_unix + self.now.as_secs();
+        let total = active.len() + usize::try_from(others).unwrap_or(0);
+        let deleting = usize::try_from(others).unwrap_or(0);
+        let budget = allowed_disruptions(&np, DisruptionReason::Drifted, total, deleting, unix);
+        let limit = np.spec.limits.get("nodes").map_or(i64::MAX, |q| {
+            i64::try_from(q.milli() / 1000).unwrap_or(i64::MAX)
+        });
+        let room = usize::try_from(limit - i64::try_from(total).unwrap_or(i64::MAX)).unwrap_or(0);
+        let granted = budget.min(room).min(drifted.len());
+        if granted == 0 {
+            // (an Event is told once per two minutes, however often this is reached)
+            if budget > 0 {
+                let node = self.cluster.nodeclaims[&drifted[0]].node.clone();
+                self.event(Event {
+                    kind: EventObject::Node,
+                    name: node.unwrap_or_default(),
+                    warning: false,
+                    reason: "DisruptionBlocked",
+                    message: "static NodePool is at its node limit and cannot stage a \
+                              replacement"
+                        .into(),
+                });
+            }
+            return;
+        }
+        let Some(plan) = self.static_plan(pool) else {
+            return;
+        };
+        for claim in drifted.into_iter().take(granted) {
+            let c = &self.cluster.nodeclaims[&claim];
+            let node = c.node.clone().unwrap_or_default();
+            let capacity = c.launched.as_ref().map_or("", |l| l.capacity_type.as_str());
+            self.metrics.nodeclaim_disrupted("drifted", pool, capacity);
+            self.log(
+                "disruption",
+                "disrupting node(s)",
+                json!({"command": format!("StaticDrifted: replace: nodepools=[{pool}]: [{node}]"),
+                       "reason": "drifted"}),
+            );
+            self.taint(&node);
+            let replacement = self.create_nodeclaim(&plan, pool, "drifted");
+            self.static_replacing.insert(claim, replacement);
+        }
     }
 
     fn grow_static(&mut self, pool: &str, replicas: i64, active: i64, deleting: i64) {
@@ -119,28 +238,35 @@ impl Controllers {
         // NodeClaims being deleted count against the limit until they are gone
         let room = limit.map_or(i64::MAX, |l| l - active - deleting);
         let count = (replicas - active).min(room);
+        // a deficit that cannot be met is said once, not at every poll, until it changes
         let state = (replicas, active, count);
-        if self.static_logged.get(pool) == Some(&state) {
-            return; // said already, and nothing changed since
-        }
-        self.static_logged.insert(pool.to_string(), state);
+        let said = self.static_logged.get(pool) == Some(&state);
         if count <= 0 {
-            self.log(
-                "static.provisioning",
-                "nodepool node limit reached",
-                json!({"NodePool": {"name": pool}, "limit": limit, "current": active}),
-            );
+            self.retry_static();
+            if !said {
+                self.static_logged.insert(pool.to_string(), state);
+                self.log(
+                    "static.provisioning",
+                    "nodepool node limit reached",
+                    json!({"NodePool": {"name": pool}, "limit": limit, "current": active}),
+                );
+            }
             return;
         }
         let Some(plan) = self.static_plan(pool) else {
-            self.log(
-                "static.provisioning",
-                "could not provision nodeclaims to satisfy replica count",
-                json!({"NodePool": {"name": pool},
-                       "error": "no instance type satisfies the NodePool's requirements"}),
-            );
+            self.retry_static();
+            if !said {
+                self.static_logged.insert(pool.to_string(), state);
+                self.log(
+                    "static.provisioning",
+                    "could not provision nodeclaims to satisfy replica count",
+                    json!({"NodePool": {"name": pool},
+                           "error": "no instance type satisfies the NodePool's requirements"}),
+                );
+            }
             return;
         };
+        self.static_logged.remove(pool);
         self.log(
             "static.provisioning",
             "provisioning nodeclaims to satisfy replica count",
@@ -152,37 +278,35 @@ impl Controllers {
         }
     }
 
+    /// Looks at the static NodePools again in a while.
+    fn retry_static(&mut self) {
+        self.cancel(&super::Timer::StaticCapacity);
+        self.at(self.now + STATIC_RETRY, super::Timer::StaticCapacity);
+    }
+
     /// A NodeClaim of the NodePool with no pods: its requirements, and the instance types
     /// they allow with an available offering, cheapest first (the cloud launches the
     /// cheapest). None when no type is allowed.
     fn static_plan(&mut self, pool: &str) -> Option<PlannedNodeClaim> {
         let np = self.cluster.node_pools.get(pool)?.clone();
         let template = &np.spec.template;
-        let mut reqs = Requirements::from_api(&template.spec.requirements);
-        for (key, value) in &template.metadata.labels {
-            reqs.add(kerf_scheduling::requirements::Requirement::new(
-                key,
-                kerf_api::Operator::In,
-                [value.clone()],
-            ));
-        }
+        let reqs = Requirements::from_api(&template.spec.requirements);
         let class = template.spec.node_class_ref.name.clone();
         let generation = self.unavailable.generation();
-        let options = self.type_options_for(&class, generation);
+        let options = match self.overlay_evaluation().by_pool.remove(pool) {
+            Some(types) => types,
+            None => self.type_options_for(&class, generation),
+        };
         let (zone, capacity_type) = (reqs.get(labels::ZONE), reqs.get(labels::CAPACITY_TYPE));
         let offered = |key: &str| key == labels::ZONE || key == labels::CAPACITY_TYPE;
+        // a type is ruled out by what it says of itself; a key it does not define (a
+        // custom label the node will carry) rules nothing out
         let mut priced: Vec<(LaunchOption, Launch)> = options
             .iter()
             .filter(|t| {
                 reqs.iter()
                     .filter(|r| !offered(&r.key))
-                    .all(|r| match t.labels.get(&r.key) {
-                        Some(v) => r.has(v),
-                        None => matches!(
-                            r.operator(),
-                            kerf_api::Operator::NotIn | kerf_api::Operator::DoesNotExist
-                        ),
-                    })
+                    .all(|r| t.labels.get(&r.key).is_none_or(|v| r.has(v)))
             })
             .filter_map(|t| {
                 let o = t

@@ -121,7 +121,7 @@ impl ControlPlane {
         path
     }
 
-    /// Waits until the API serves the three CRDs.
+    /// Waits until the API serves the four CRDs.
     pub fn wait_for_crds(&self) {
         self.kubectl_ok(
             &[
@@ -131,6 +131,7 @@ impl ControlPlane {
                 "crd/nodepools.karpenter.sh",
                 "crd/nodeclaims.karpenter.sh",
                 "crd/ec2nodeclasses.karpenter.k8s.aws",
+                "crd/nodeoverlays.karpenter.sh",
             ],
             None,
         );
