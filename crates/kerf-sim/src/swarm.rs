@@ -109,7 +109,56 @@ pub fn generate(seed: u64) -> Value {
     // drawn last, so that the rest of a seed's scenario stays what it was before
     scenario["spec"]["apiServer"] = api_server(&mut rng, minutes);
     make_static(&mut rng, &mut scenario, &POOLS[..pools]);
+    add_overlays(&mut rng, &mut scenario);
     scenario
+}
+
+/// One scenario in five lays one to three NodeOverlays (of distinct weights) over the prices,
+/// with the NodeOverlay gate on: a percent or amount off or on, or a fixed price, for an
+/// instance family, category or capacity type.
+fn add_overlays(rng: &mut ChaCha8Rng, scenario: &mut Value) {
+    if !rng.random_bool(0.2) {
+        return;
+    }
+    let selectors: &[(&str, &[&str])] = &[
+        (
+            "karpenter.k8s.aws/instance-family",
+            &["c6a", "m6i", "c7g", "r6i", "m5", "c5"],
+        ),
+        ("karpenter.k8s.aws/instance-category", &["c", "m", "r"]),
+        ("karpenter.sh/capacity-type", &["spot", "on-demand"]),
+    ];
+    let mut weights = vec![10, 20, 30];
+    let count = rng.random_range(1..=3usize);
+    let spec = &mut scenario["spec"];
+    for i in 0..count {
+        let weight = weights.remove(rng.random_range(0..weights.len()));
+        let (key, values) = *pick(rng, selectors);
+        let value = *pick(rng, values);
+        let mut overlay = json!({
+            "apiVersion": "karpenter.sh/v1alpha1",
+            "kind": "NodeOverlay",
+            "metadata": {"name": format!("overlay-{i}")},
+            "spec": {
+                "weight": weight,
+                "requirements": [{"key": key, "operator": "In", "values": [value]}],
+            },
+        });
+        let (field, price) = match rng.random_range(0..4) {
+            0 => ("priceAdjustment", format!("-{}%", rng.random_range(5..=60))),
+            1 => ("priceAdjustment", format!("+{}%", rng.random_range(5..=60))),
+            2 => (
+                "priceAdjustment",
+                format!("-{:.3}", rng.random_range(0.001..0.05)),
+            ),
+            _ => ("price", format!("{:.4}", rng.random_range(0.005..0.5))),
+        };
+        overlay["spec"][field] = json!(price);
+        if let Some(manifests) = spec["manifests"].as_array_mut() {
+            manifests.push(overlay);
+        }
+    }
+    spec["featureGates"]["NodeOverlay"] = json!(true);
 }
 
 /// One scenario in five turns one NodePool static (`replicas` 0–4, `limits.nodes` in one of
@@ -445,7 +494,7 @@ fn removals(scenario: &Value) -> Vec<Value> {
         let kind = m["kind"].as_str().unwrap_or("");
         let name = m["metadata"]["name"].as_str().unwrap_or("").to_string();
         let removable = match kind {
-            "Deployment" | "DaemonSet" | "PodDisruptionBudget" => true,
+            "Deployment" | "DaemonSet" | "PodDisruptionBudget" | "NodeOverlay" => true,
             "NodePool" => manifests.iter().filter(|m| m["kind"] == "NodePool").count() > 1,
             _ => false,
         };
@@ -572,6 +621,39 @@ mod tests {
                 panic!("seed {seed}: {e}\n{text}");
             }
         }
+    }
+
+    #[test]
+    fn the_generator_reaches_api_faults_static_nodepools_and_overlays_all_valid() {
+        let (mut faults, mut statics, mut overlays) = (0, 0, 0);
+        for seed in 0..100 {
+            let s = generate(seed);
+            let spec = &s["spec"];
+            faults += usize::from(spec["apiServer"].as_object().is_some_and(|a| !a.is_empty()));
+            for m in spec["manifests"].as_array().into_iter().flatten() {
+                statics +=
+                    usize::from(m["spec"]["replicas"].is_number() && m["kind"] == "NodePool");
+                overlays += usize::from(m["kind"] == "NodeOverlay");
+                let doc = kerf_api::manifest::RawDocument {
+                    line: 0,
+                    value: m.clone(),
+                };
+                if m["apiVersion"]
+                    .as_str()
+                    .is_some_and(|a| a.starts_with("karpenter."))
+                {
+                    let checked = kerf_api::manifest::check_document(&doc);
+                    assert!(
+                        matches!(checked, kerf_api::manifest::Checked::Valid(_)),
+                        "seed {seed}: {checked:?}\n{m}"
+                    );
+                }
+            }
+        }
+        assert!(
+            faults >= 10 && statics >= 10 && overlays >= 10,
+            "{faults} {statics} {overlays}"
+        );
     }
 
     #[test]

@@ -633,6 +633,7 @@ impl World {
                 self.launch(&nodeclaim);
                 if self.options.check {
                     self.check_limits(&nodeclaim)?;
+                    self.check_launch_price(&nodeclaim)?;
                 }
             }
             Action::Disrupting { reason, nodes } => {

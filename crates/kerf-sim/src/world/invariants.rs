@@ -19,7 +19,7 @@ use crate::clock::EPOCH_UNIX;
 use crate::kube_scheduler::{Amounts, add, node_affinity_matches, requests, untolerated};
 
 /// What `--check` holds a run to, as a user reads it.
-pub const INVARIANTS: [&str; 13] = [
+pub const INVARIANTS: [&str; 14] = [
     "no node over-committed",
     "taints and node selectors honoured",
     "no NodeClaim launched over its NodePool's limits",
@@ -31,6 +31,7 @@ pub const INVARIANTS: [&str; 13] = [
     "no pod waiting long while capacity exists",
     "no pod pending over 15 minutes that a NodePool could host",
     "static NodePools end at their replicas",
+    "every instance priced as its NodeOverlays say",
     "consolidation converges when the cluster is quiet",
     "spot preferred over on-demand fallback",
 ];

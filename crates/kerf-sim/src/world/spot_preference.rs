@@ -364,6 +364,10 @@ impl World {
                     }
                 }
                 let allocatable = allocatable_amounts(&t.allocatable);
+                // an offering whose overlaid price this checker cannot tell is no evidence
+                let Some(price) = self.overlaid(&node_labels, o.price_per_hour) else {
+                    continue;
+                };
                 if total
                     .iter()
                     .all(|(r, v)| *v <= allocatable.get(r).copied().unwrap_or(0))
@@ -372,12 +376,91 @@ impl World {
                         pool: name.to_string(),
                         instance_type: t.name().to_string(),
                         capacity_type: o.capacity_type,
-                        price: o.price_per_hour,
+                        price,
                     });
                 }
             }
         }
         out
+    }
+}
+
+impl World {
+    /// The instance just launched for `nodeclaim` is priced as its NodeOverlays say: the
+    /// catalog's price of its offering, overlaid by this checker's own reading.
+    pub(super) fn check_launch_price(&mut self, nodeclaim: &str) -> Result<(), SimError> {
+        let Some((_, instance)) = self.instances.values().find(|(c, _)| c == nodeclaim) else {
+            return Ok(());
+        };
+        let instance = instance.clone();
+        let Some(claim) = self.core.cluster.nodeclaims.get(nodeclaim).cloned() else {
+            return Ok(());
+        };
+        let Some(np) = self.core.cluster.node_pools.get(&claim.node_pool).cloned() else {
+            return Ok(());
+        };
+        let catalog = self.catalog(&claim.node_class);
+        let Some(t) = catalog.iter().find(|t| t.name() == instance.instance_type) else {
+            return Ok(());
+        };
+        let Some(o) = (t.offerings.iter())
+            .find(|o| o.zone == instance.zone && o.capacity_type == instance.capacity_type)
+        else {
+            return Ok(());
+        };
+        let node_labels =
+            candidate_labels(&claim.node_pool, &np, t, &instance.zone, o.capacity_type);
+        match self.overlaid(&node_labels, o.price_per_hour) {
+            Some(want) if (want - instance.price_per_hour).abs() > 1e-9 => {
+                Err(self.violation(format!(
+                    "nodeclaim {nodeclaim} launched a {} {} in {} at ${:.4}/h; its \
+                     NodeOverlays price it at ${want:.4}/h",
+                    instance.capacity_type,
+                    instance.instance_type,
+                    instance.zone,
+                    instance.price_per_hour
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// What an offering costs with the scenario's NodeOverlays over it (NodeOverlay gate),
+    /// read from the overlay objects by this checker's own rule: of the overlays that set a
+    /// price and whose requirements the node's labels meet, the heaviest sets it (`price`,
+    /// or `priceAdjustment` as a percent or an amount, never below 0). `None` when overlays
+    /// share a weight: which one Karpenter's conflict rule keeps is not worked out here.
+    fn overlaid(&self, node_labels: &BTreeMap<String, String>, base: f64) -> Option<f64> {
+        let overlays = &self.core.cluster.node_overlays;
+        if !self.scenario.spec.feature_gates.node_overlay || overlays.is_empty() {
+            return Some(base);
+        }
+        let weight = |o: &kerf_api::NodeOverlay| o.spec.weight.unwrap_or(0);
+        let mut weights: Vec<i32> = overlays.values().map(weight).collect();
+        weights.sort_unstable();
+        if weights.windows(2).any(|w| w[0] == w[1]) {
+            return None;
+        }
+        let top = overlays
+            .values()
+            .filter(|o| o.spec.price.is_some() || o.spec.price_adjustment.is_some())
+            .filter(|o| {
+                (o.spec.requirements.iter())
+                    .all(|r| holds(r.operator, &r.values, node_labels.get(&r.key)))
+            })
+            .max_by_key(|o| weight(o));
+        let Some(o) = top else {
+            return Some(base);
+        };
+        if let Some(p) = &o.spec.price {
+            return p.parse().ok();
+        }
+        let change = o.spec.price_adjustment.as_deref()?;
+        let price = match change.strip_suffix('%') {
+            Some(percent) => base + base * percent.parse::<f64>().ok()? / 100.0,
+            None => base + change.parse::<f64>().ok()?,
+        };
+        Some(price.max(0.0))
     }
 }
 
