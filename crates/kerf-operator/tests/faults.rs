@@ -126,6 +126,21 @@ fn when_logged(op: &Operator, message: &str) {
     }
 }
 
+/// Waits until the API server answers `/readyz` again.
+fn api_server_back(cp: &ControlPlane) {
+    wait_for(
+        "the API server back",
+        LIMIT,
+        || {
+            cp.kubectl(&["get", "--raw", "/readyz"], None)
+                .status
+                .success()
+                .then_some(())
+        },
+        String::new,
+    );
+}
+
 /// Keeps `component` (killed by the caller) down for [`OUTAGE`], then starts it again; the
 /// instant the API server answers again. With the API server down, `/readyz` must fail
 /// meanwhile.
@@ -143,17 +158,7 @@ fn outage(cp: &ControlPlane, op: &Operator, component: &str) -> Instant {
         assert!(unready < Duration::from_secs(12), "{unready:?}");
     }
     cp.restart(component);
-    wait_for(
-        "the API server back",
-        LIMIT,
-        || {
-            cp.kubectl(&["get", "--raw", "/readyz"], None)
-                .status
-                .success()
-                .then_some(())
-        },
-        String::new,
-    );
+    api_server_back(cp);
     Instant::now()
 }
 
@@ -473,17 +478,7 @@ fn watches_expired_after_a_compaction_relist_what_changed_while_the_operator_was
     cp.compact_etcd();
     cp.kill("kube-apiserver");
     cp.restart("kube-apiserver");
-    wait_for(
-        "the API server back",
-        LIMIT,
-        || {
-            cp.kubectl(&["get", "--raw", "/readyz"], None)
-                .status
-                .success()
-                .then_some(())
-        },
-        String::new,
-    );
+    api_server_back(&cp);
     proxy.set(Mode::Pass);
     let back = Instant::now();
     wait_for(

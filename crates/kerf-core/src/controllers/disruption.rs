@@ -708,21 +708,7 @@ impl Controllers {
         for n in &c.candidates {
             if let Some((claim, _)) = self.cluster.claim_of_node(n) {
                 let claim = claim.clone();
-                self.delete_nodeclaim(&claim);
-                self.disrupted_for.insert(claim.clone(), c.reason);
-                let reason = c.reason.as_str();
-                for (kind, name, what) in [
-                    (EventObject::Node, n.clone(), "Node"),
-                    (EventObject::NodeClaim, claim, "NodeClaim"),
-                ] {
-                    self.event(Event {
-                        kind,
-                        name,
-                        warning: false,
-                        reason: "DisruptionTerminating",
-                        message: format!("Disrupting {what}: {reason}"),
-                    });
-                }
+                self.terminate_disrupted(n, &claim, c.reason);
             }
         }
         self.log(
@@ -759,6 +745,30 @@ impl Controllers {
             self.untaint(n);
         }
         self.schedule_pass(self.now + PASS_INTERVAL);
+    }
+
+    /// Deletes a disrupted NodeClaim, with Karpenter's `DisruptionTerminating` Events on its
+    /// Node and NodeClaim.
+    pub(super) fn terminate_disrupted(
+        &mut self,
+        node: &str,
+        claim: &str,
+        reason: kerf_api::nodepool::DisruptionReason,
+    ) {
+        self.delete_nodeclaim(claim);
+        self.disrupted_for.insert(claim.to_string(), reason);
+        for (kind, name, what) in [
+            (EventObject::Node, node, "Node"),
+            (EventObject::NodeClaim, claim, "NodeClaim"),
+        ] {
+            self.event(Event {
+                kind,
+                name: name.to_string(),
+                warning: false,
+                reason: "DisruptionTerminating",
+                message: format!("Disrupting {what}: {}", reason.as_str()),
+            });
+        }
     }
 
     pub(super) fn taint(&mut self, node: &str) {

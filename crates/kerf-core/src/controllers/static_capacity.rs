@@ -145,21 +145,8 @@ impl Controllers {
                 }
                 Some(r) if r.initialized => {
                     self.static_replacing.remove(&drifted);
-                    self.disrupted_for
-                        .insert(drifted.clone(), DisruptionReason::Drifted);
-                    self.delete_nodeclaim(&drifted);
-                    for (kind, name, what) in [
-                        (EventObject::Node, node.unwrap_or_default(), "Node"),
-                        (EventObject::NodeClaim, drifted, "NodeClaim"),
-                    ] {
-                        self.event(Event {
-                            kind,
-                            name,
-                            warning: false,
-                            reason: "DisruptionTerminating",
-                            message: format!("Disrupting {what}: Drifted"),
-                        });
-                    }
+                    let node = node.unwrap_or_default();
+                    self.terminate_disrupted(&node, &drifted, DisruptionReason::Drifted);
                 }
                 Some(_) => {}
             }
