@@ -441,16 +441,9 @@ fn a_template_change_drifts_and_replaces_the_node() {
     all_running(&cp, 3);
     let before = claim_names(&cp);
     assert_eq!(before.len(), 1);
-    cp.kubectl_ok(
-        &[
-            "patch",
-            "nodepool",
-            "default",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"template":{"metadata":{"labels":{"team":"checkout"}}}}}"#,
-        ],
-        None,
+    cp.patch_nodepool(
+        "default",
+        r#"{"spec":{"template":{"metadata":{"labels":{"team":"checkout"}}}}}"#,
     );
     wait_for(
         "the drifted node replaced",

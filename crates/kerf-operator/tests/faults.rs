@@ -62,16 +62,9 @@ fn seeded_plane(name: &str) -> ControlPlane {
 /// Seed 004's NodePool consolidates at once (`consolidateAfter: 0s`), so that a test need
 /// not wait a minute for it.
 fn consolidate_at_once(cp: &ControlPlane) {
-    cp.kubectl_ok(
-        &[
-            "patch",
-            "nodepool",
-            "default",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"disruption":{"consolidateAfter":"0s"}}}"#,
-        ],
-        None,
+    cp.patch_nodepool(
+        "default",
+        r#"{"spec":{"disruption":{"consolidateAfter":"0s"}}}"#,
     );
 }
 
@@ -209,6 +202,16 @@ fn settled(cp: &ControlPlane, op: &mut Operator) {
     assert!(twice.is_empty(), "pods evicted more than once: {twice:?}");
 }
 
+/// Waits until `n` of inflate's pods run (`what`, within `limit`).
+fn pods_running(cp: &ControlPlane, op: &Operator, n: usize, limit: Duration, what: &str) {
+    wait_for(
+        what,
+        limit,
+        || (running_pods(cp) == n).then_some(()),
+        || format!("{} running\n{}", running_pods(cp), state(cp, op)),
+    );
+}
+
 /// The log with the NodeClaims and nodes, for a failure's message.
 fn state(cp: &ControlPlane, op: &Operator) -> String {
     format!(
@@ -238,23 +241,12 @@ fn fault_during_scale_up(name: &str, line: &str) {
         || state(&cp, &op),
     );
     let registered = back.elapsed();
-    wait_for(
-        "40 pods running after the API server's return",
+    pods_running(
+        &cp,
+        &op,
+        40,
         PODS_BACK,
-        || (running_pods(&cp) == 40).then_some(()),
-        || {
-            format!(
-                "{} running\n{}\n{}\n{}\n{}",
-                running_pods(&cp),
-                cp.kubectl_ok(&["get", "nodeclaims,nodes"], None),
-                cp.kubectl_ok(
-                    &["get", "nodes", "-o", "jsonpath={.items[*].spec.taints}"],
-                    None
-                ),
-                cp.kubectl_ok(&["get", "pods", "-o", "wide"], None),
-                std::fs::read_to_string(&op.log).unwrap_or_default()
-            )
-        },
+        "40 pods running after the API server's return",
     );
     let recovered = back.elapsed();
     settled(&cp, &mut op);
@@ -290,12 +282,7 @@ fn the_api_server_killed_while_a_nodeclaim_status_is_patched_loses_no_work() {
 fn fault_during_consolidation(name: &str, component: &str) {
     let (cp, mut op) = seeded(name);
     cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=12"], None);
-    wait_for(
-        "12 pods running",
-        LIMIT,
-        || (running_pods(&cp) == 12).then_some(()),
-        || cp.kubectl_ok(&["get", "nodeclaims,nodes"], None),
-    );
+    pods_running(&cp, &op, 12, LIMIT, "12 pods running");
     let names = |cp: &ControlPlane| -> Vec<String> {
         items(cp, &["get", "nodes"])
             .iter()
@@ -307,12 +294,7 @@ fn fault_during_consolidation(name: &str, component: &str) {
     when_logged(&op, "\"disrupting node(s)\"");
     cp.kill(component);
     let back = outage(&cp, &op, component);
-    wait_for(
-        "2 pods running after the outage",
-        PODS_BACK,
-        || (running_pods(&cp) == 2).then_some(()),
-        || cp.kubectl_ok(&["get", "pods", "-o", "wide"], None),
-    );
+    pods_running(&cp, &op, 2, PODS_BACK, "2 pods running after the outage");
     wait_for(
         "the big node replaced",
         LIMIT,
@@ -361,11 +343,12 @@ fn an_api_server_answering_429_then_500_delays_the_pods_but_loses_nothing() {
     std::thread::sleep(OUTAGE / 2);
     proxy.set(Mode::Pass);
     let back = Instant::now();
-    wait_for(
-        "40 pods running after the API server answers again",
+    pods_running(
+        &cp,
+        &op,
+        40,
         RECOVERY,
-        || (running_pods(&cp) == 40).then_some(()),
-        || format!("{} running\n{}", running_pods(&cp), state(&cp, &op)),
+        "40 pods running after the API server answers again",
     );
     let recovered = back.elapsed();
     settled(&cp, &mut op);
@@ -409,11 +392,12 @@ fn a_slow_api_server_slows_the_pods_but_duplicates_nothing() {
     proxy.set(Mode::Slow(Duration::from_millis(500)));
     let scaled = Instant::now();
     cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=40"], None);
-    wait_for(
-        "40 pods running with every request held 500 ms",
+    pods_running(
+        &cp,
+        &op,
+        40,
         LIMIT,
-        || (running_pods(&cp) == 40).then_some(()),
-        || format!("{} running\n{}", running_pods(&cp), state(&cp, &op)),
+        "40 pods running with every request held 500 ms",
     );
     let took = scaled.elapsed();
     proxy.set(Mode::Pass);
@@ -435,12 +419,7 @@ fn watches_expired_after_a_compaction_relist_what_changed_while_the_operator_was
     let (cp, proxy, mut op) = seeded_behind_relay("fault-gone");
     consolidate_at_once(&cp);
     cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=2"], None);
-    wait_for(
-        "2 pods running",
-        LIMIT,
-        || (running_pods(&cp) == 2).then_some(()),
-        || state(&cp, &op),
-    );
+    pods_running(&cp, &op, 2, LIMIT, "2 pods running");
     let node = items(&cp, &["get", "nodes", "-l", "karpenter.sh/nodepool"]);
     let [node] = node.as_slice() else {
         panic!("one node expected: {node:?}");
@@ -536,12 +515,7 @@ fn operator_killed_at(name: &str, steps: &[&str]) {
             || state(&cp, &op),
         );
         cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=12"], None);
-        wait_for(
-            "12 pods running",
-            LIMIT,
-            || (running_pods(&cp) == 12).then_some(()),
-            || state(&cp, &op),
-        );
+        pods_running(&cp, &op, 12, LIMIT, "12 pods running");
         settled(&cp, &mut op);
         let before = logged(&op, step);
         cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=2"], None);
@@ -555,12 +529,7 @@ fn operator_killed_at(name: &str, steps: &[&str]) {
         op.kill();
         let restarted = Instant::now();
         op = Operator::start(&cp, OPERATOR, n as u32 + 2, &[]);
-        wait_for(
-            "2 pods running after the restart",
-            LIMIT,
-            || (running_pods(&cp) == 2).then_some(()),
-            || state(&cp, &op),
-        );
+        pods_running(&cp, &op, 2, LIMIT, "2 pods running after the restart");
         settled(&cp, &mut op);
         println!(
             "operator killed at {step:?}: settled {:.1} s after its restart",

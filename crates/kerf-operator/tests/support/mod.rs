@@ -91,6 +91,14 @@ impl ControlPlane {
         self.wait_for_crds();
     }
 
+    /// Merges `patch` (JSON) into NodePool `name`'s spec or metadata, as `kubectl patch` does.
+    pub fn patch_nodepool(&self, name: &str, patch: &str) {
+        self.kubectl_ok(
+            &["patch", "nodepool", name, "--type=merge", "-p", patch],
+            None,
+        );
+    }
+
     /// Installs Karpenter's own CRDs (as its release ships them, fetched by
     /// `scripts/e2e-cluster.sh karpenter-crds`) in place of Kerf's: what a user who replaces
     /// Karpenter with Kerf already has in the cluster.
