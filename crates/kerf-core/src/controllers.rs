@@ -60,6 +60,8 @@ pub struct Settings {
     /// The cluster's CA bundle (base64), part of the `ec2nodeclass-hash` as Karpenter's
     /// AWS provider computes it; empty where there is none (kwok, the simulator).
     pub cluster_ca_bundle: String,
+    /// How long an insufficient-capacity error keeps its offerings out (Karpenter: 3 min).
+    pub unavailable_offerings_ttl: Duration,
 }
 
 impl Default for Settings {
@@ -74,6 +76,7 @@ impl Default for Settings {
             static_capacity: false,
             node_overlay: false,
             cluster_ca_bundle: String::new(),
+            unavailable_offerings_ttl: crate::unavailable::TTL,
         }
     }
 }
@@ -364,6 +367,7 @@ pub struct Controllers {
 impl Controllers {
     /// Controllers over an empty cluster; `seed` drives generated NodeClaim names.
     pub fn new(settings: Settings, seed: u64) -> Controllers {
+        let unavailable = UnavailableOfferings::with_ttl(settings.unavailable_offerings_ttl);
         Controllers {
             cluster: Cluster::default(),
             batcher: Batcher::new(settings.batch_idle, settings.batch_max),
@@ -372,7 +376,7 @@ impl Controllers {
             now: Duration::ZERO,
             timers: BTreeSet::new(),
             actions: Vec::new(),
-            unavailable: UnavailableOfferings::new(),
+            unavailable,
             type_options: HashMap::new(),
             pass_at: None,
             unplaced: None,

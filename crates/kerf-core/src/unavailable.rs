@@ -54,8 +54,10 @@ impl Pattern {
 }
 
 /// The remembered errors, each with when it stops counting.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct UnavailableOfferings {
+    /// How long an error counts ([`TTL`] unless the operator is told otherwise).
+    ttl: Duration,
     /// Entries naming an instance type, by that type: a crunch marks hundreds, and a lookup
     /// then reads only the few for its type.
     by_type: HashMap<String, HashMap<Pattern, Duration>>,
@@ -64,19 +66,36 @@ pub struct UnavailableOfferings {
     generation: u64,
 }
 
+impl Default for UnavailableOfferings {
+    fn default() -> UnavailableOfferings {
+        UnavailableOfferings::new()
+    }
+}
+
 impl UnavailableOfferings {
-    /// Nothing unavailable.
+    /// Nothing unavailable; errors remembered for [`TTL`].
     pub fn new() -> UnavailableOfferings {
-        UnavailableOfferings::default()
+        UnavailableOfferings::with_ttl(TTL)
     }
 
-    /// Remembers an insufficient-capacity error seen at `now` for [`TTL`].
+    /// Nothing unavailable; errors remembered for `ttl` (a test that waits for spot to
+    /// come back need not wait Karpenter's 3 minutes).
+    pub fn with_ttl(ttl: Duration) -> UnavailableOfferings {
+        UnavailableOfferings {
+            ttl,
+            by_type: HashMap::new(),
+            any_type: HashMap::new(),
+            generation: 0,
+        }
+    }
+
+    /// Remembers an insufficient-capacity error seen at `now` for the TTL.
     pub fn mark(&mut self, pattern: Pattern, now: Duration) {
         let entries = match &pattern.instance_type {
             Some(t) => self.by_type.entry(t.clone()).or_default(),
             None => &mut self.any_type,
         };
-        entries.insert(pattern, now + TTL);
+        entries.insert(pattern, now + self.ttl);
         self.generation += 1;
     }
 

@@ -46,26 +46,15 @@ const IDLE_WAKE: Duration = Duration::from_secs(10);
 /// How the operator runs.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Karpenter's `SpotToSpotConsolidation` feature gate.
-    pub spot_to_spot: bool,
-    /// Karpenter's `NodeRepair` feature gate.
-    pub node_repair: bool,
-    /// Karpenter's `StaticCapacity` feature gate.
-    pub static_capacity: bool,
-    /// Karpenter's `NodeOverlay` feature gate.
-    pub node_overlay: bool,
-    /// How long a batch of pending pods waits for one more.
-    pub batch_idle: Duration,
-    /// The longest a batch is held.
-    pub batch_max: Duration,
+    /// What the controllers are told: feature gates, batch window, policies, the CA bundle
+    /// the `ec2nodeclass-hash` covers.
+    pub controllers: Settings,
     /// The Lease to lead on; none acts at once (DISABLE_LEADER_ELECTION).
     pub leader_election: Option<leader::Config>,
     /// Where `/metrics` is served.
     pub metrics_address: SocketAddr,
     /// Where `/healthz` and `/readyz` are served.
     pub health_address: SocketAddr,
-    /// The cluster's CA bundle, which the `ec2nodeclass-hash` covers (AWS only).
-    pub cluster_ca_bundle: String,
 }
 
 /// What stops the process: SIGTERM (a Deployment's rollout or scale-down) or ^C.
@@ -122,17 +111,7 @@ pub async fn run<C: CloudProvider>(
     cloud: C,
     options: Options,
 ) -> anyhow::Result<()> {
-    let settings = Settings {
-        epoch_unix: 0,
-        spot_to_spot: options.spot_to_spot,
-        node_repair: options.node_repair,
-        static_capacity: options.static_capacity,
-        node_overlay: options.node_overlay,
-        batch_idle: options.batch_idle,
-        batch_max: options.batch_max,
-        cluster_ca_bundle: options.cluster_ca_bundle.clone(),
-        ..Settings::default()
-    };
+    let settings = options.controllers.clone();
     let mut stop = Stop::new()?;
     let seed = now().as_nanos() as u64;
     let mut core = Controllers::new(settings, seed);
@@ -147,7 +126,7 @@ pub async fn run<C: CloudProvider>(
         scrape_tx,
     )
     .await?;
-    let overlays = options.node_overlay && serves_node_overlays(&client).await;
+    let overlays = options.controllers.node_overlay && serves_node_overlays(&client).await;
     let (queue, kinds) = watch::spawn_all(
         &client,
         serves_kwok_node_classes(&client, executor.cloud()).await,

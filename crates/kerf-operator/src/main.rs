@@ -49,12 +49,16 @@ fn lease_identity(settings: &Settings) -> String {
 
 fn options(settings: &Settings) -> kerf_operator::Options {
     kerf_operator::Options {
-        spot_to_spot: settings.feature_gates.spot_to_spot,
-        node_repair: settings.feature_gates.node_repair,
-        static_capacity: settings.feature_gates.static_capacity,
-        node_overlay: settings.feature_gates.node_overlay,
-        batch_idle: settings.batch_idle_duration,
-        batch_max: settings.batch_max_duration,
+        controllers: kerf_core::controllers::Settings {
+            spot_to_spot: settings.feature_gates.spot_to_spot,
+            node_repair: settings.feature_gates.node_repair,
+            static_capacity: settings.feature_gates.static_capacity,
+            node_overlay: settings.feature_gates.node_overlay,
+            batch_idle: settings.batch_idle_duration,
+            batch_max: settings.batch_max_duration,
+            unavailable_offerings_ttl: settings.unavailable_offerings_ttl,
+            ..kerf_core::controllers::Settings::default()
+        },
         leader_election: (!settings.disable_leader_election).then(|| {
             leader::Config::new(
                 lease_namespace(settings),
@@ -63,7 +67,6 @@ fn options(settings: &Settings) -> kerf_operator::Options {
             )
         }),
         metrics_address: SocketAddr::new(settings.bind_address, settings.metrics_port),
-        cluster_ca_bundle: String::new(),
         health_address: SocketAddr::new(settings.bind_address, settings.health_probe_port),
     }
 }
@@ -154,7 +157,7 @@ async fn main() -> std::process::ExitCode {
                     }
                 }
             };
-            options.cluster_ca_bundle = cluster.ca_bundle.clone().unwrap_or_default();
+            options.controllers.cluster_ca_bundle = cluster.ca_bundle.clone().unwrap_or_default();
             let aws = kerf_operator::aws::AwsOptions {
                 cluster,
                 interruption_queue: args.interruption_queue,

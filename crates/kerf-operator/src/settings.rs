@@ -93,6 +93,11 @@ pub struct Settings {
     #[arg(long, env = "BATCH_MAX_DURATION", value_name = "BATCH_MAX_DURATION",
           default_value = "10s", value_parser = parse_duration)]
     pub batch_max_duration: Duration,
+    /// Kerf's own: how long an insufficient-capacity error keeps its offerings out of launches
+    /// (Karpenter's fixed 3 minutes by default; tests that wait for spot to return shorten it).
+    #[arg(long, env = "UNAVAILABLE_OFFERINGS_TTL", value_name = "UNAVAILABLE_OFFERINGS_TTL",
+          default_value = "3m", value_parser = parse_duration)]
+    pub unavailable_offerings_ttl: Duration,
     /// Karpenter's feature gates, as `SpotToSpotConsolidation=true,NodeRepair=true`.
     #[arg(long, env = "FEATURE_GATES", value_name = "FEATURE_GATES", default_value = "",
           value_parser = FeatureGates::parse)]

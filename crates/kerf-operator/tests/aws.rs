@@ -21,6 +21,8 @@ use support::{ControlPlane, Operator, chart_env, http_get, root, wait_for};
 /// The version scripts/e2e-cluster.sh builds.
 const KUBERNETES: &str = "1.35";
 const LIMIT: Duration = Duration::from_secs(120);
+/// How long the operator remembers insufficient capacity here.
+const MEMORY: Duration = Duration::from_secs(45);
 const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
 
 fn json_of(cp: &ControlPlane, args: &[&str]) -> Value {
@@ -222,6 +224,11 @@ fn aws_operator(name: &str, moto: &Moto) -> (ControlPlane, Operator) {
         ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
         ("CLUSTER_NAME", CLUSTER.to_string()),
         ("INTERRUPTION_QUEUE", CLUSTER.to_string()),
+        // spot's return is waited for: 45 s of memory rather than Karpenter's 3 minutes
+        (
+            "UNAVAILABLE_OFFERINGS_TTL",
+            format!("{}s", MEMORY.as_secs()),
+        ),
     ]);
     let op = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "aws"], &env);
     (cp, op)
@@ -595,8 +602,8 @@ async fn when_spot_runs_out_seed_000s_on_demand_fallback_launches_within_seconds
         before.len()
     );
 
-    // spot returns: once the refusals age out of the unavailable-offerings memory (3
-    // minutes), consolidation replaces the on-demand node with a spot node of the heavier
+    // spot returns: once the refusals age out of the unavailable-offerings memory
+    // (`MEMORY`), consolidation replaces the on-demand node with a spot node of the heavier
     // NodePool, and the pods move to it
     register(&cp, &fallback);
     wait_for(
@@ -608,7 +615,7 @@ async fn when_spot_runs_out_seed_000s_on_demand_fallback_launches_within_seconds
     moto.refuse_spot(false);
     let spot = wait_for(
         "a spot NodeClaim of batch launched",
-        Duration::from_secs(360),
+        MEMORY + Duration::from_secs(180),
         || launched_claim(&cp, Some("batch"), ""),
         || format!("{}\n{}", cp.kubectl_ok(&["get", "nodeclaims"], None), log()),
     );
