@@ -20,6 +20,9 @@ pub const INITIALIZED: &str = "karpenter.sh/initialized";
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 /// Annotation holding the hash of the NodePool template a NodeClaim was made from (drift).
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
+/// Annotation on every NodeClaim Karpenter makes: `"true"` when MIN_VALUES_POLICY=BestEffort
+/// lowered one of its NodePool's minValues, else `"false"` (copied to the Node).
+pub const MIN_VALUES_RELAXED: &str = "karpenter.sh/nodeclaim-min-values-relaxed";
 /// Annotation holding the version of the NodePool hash algorithm.
 pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
 /// Annotation holding the hash of the EC2NodeClass a NodeClaim was launched from (drift).

@@ -212,6 +212,7 @@ impl Cluster {
             daemonsets: &self.daemonsets,
             allowed: reasons.into_iter().map(|r| ((0, r), allowed)).collect(),
             spot_to_spot: false,
+            options: kerf_scheduling::SolveOptions::default(),
         }
     }
 

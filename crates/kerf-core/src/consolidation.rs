@@ -58,6 +58,9 @@ pub struct ClusterView<'a> {
     pub allowed: BTreeMap<(usize, DisruptionReason), usize>,
     /// Whether spot nodes may be replaced by spot (SpotToSpotConsolidation).
     pub spot_to_spot: bool,
+    /// The policies replacements are planned under (PREFERENCE_POLICY, MIN_VALUES_POLICY),
+    /// as provisioning plans them.
+    pub options: kerf_scheduling::SolveOptions,
 }
 
 impl ClusterView<'_> {
@@ -147,6 +150,7 @@ fn with_session<R>(view: &ClusterView<'_>, questions: impl FnOnce(&mut Session<'
         nodes: &nodes,
         bound_pods: &bound,
         daemonsets: view.daemonsets,
+        options: view.options,
         ..Problem::new(&view.node_pools, &[])
     };
     let mut session = Session::new(&problem, &view.pods);

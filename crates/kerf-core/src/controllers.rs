@@ -62,6 +62,11 @@ pub struct Settings {
     pub cluster_ca_bundle: String,
     /// How long an insufficient-capacity error keeps its offerings out (Karpenter: 3 min).
     pub unavailable_offerings_ttl: Duration,
+    /// Karpenter's `PREFERENCE_POLICY`: preferences respected (relaxed one by one) or
+    /// ignored, in provisioning and in consolidation's simulations alike.
+    pub preference_policy: kerf_scheduling::Preferences,
+    /// Karpenter's `MIN_VALUES_POLICY`: unmet minValues refuse the NodePool or are lowered.
+    pub min_values_policy: kerf_scheduling::MinValues,
 }
 
 impl Default for Settings {
@@ -77,6 +82,8 @@ impl Default for Settings {
             node_overlay: false,
             cluster_ca_bundle: String::new(),
             unavailable_offerings_ttl: crate::unavailable::TTL,
+            preference_policy: kerf_scheduling::Preferences::Respect,
+            min_values_policy: kerf_scheduling::MinValues::Strict,
         }
     }
 }

@@ -174,12 +174,12 @@ impl Metrics {
     }
 
     /// A NodeClaim was created, for provisioning or as a disruption's replacement.
-    pub fn nodeclaim_created(&self, reason: &str, node_pool: &str) {
+    pub fn nodeclaim_created(&self, reason: &str, node_pool: &str, min_values_relaxed: bool) {
         self.nodeclaims_created
             .get_or_create(&vec![
                 ("reason", reason.to_string()),
                 ("nodepool", node_pool.to_string()),
-                ("min_values_relaxed", "false".to_string()),
+                ("min_values_relaxed", min_values_relaxed.to_string()),
             ])
             .inc();
     }

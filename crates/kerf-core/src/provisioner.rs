@@ -113,6 +113,11 @@ pub fn nodeclaim_name(node_pool: &str, rng: &mut impl rand::Rng) -> String {
 pub fn nodeclaim(plan: &PlannedNodeClaim, np: &NodePool, name: String) -> NodeClaim {
     let np_name = np.metadata.name.clone().unwrap_or_default();
     let mut labels_map: BTreeMap<String, String> = np.spec.template.metadata.labels.clone();
+    let mut annotations = np.spec.template.metadata.annotations.clone();
+    annotations.insert(
+        labels::MIN_VALUES_RELAXED.into(),
+        plan.min_values_relaxed.to_string(),
+    );
     labels_map.insert(labels::NODEPOOL.to_string(), np_name.clone());
     let template = &np.spec.template.spec;
     // Karpenter's node class label, `<group>/<lowercase kind>`
@@ -143,8 +148,7 @@ pub fn nodeclaim(plan: &PlannedNodeClaim, np: &NodePool, name: String) -> NodeCl
     claim.metadata = ObjectMeta {
         name: Some(name),
         labels: Some(labels_map),
-        annotations: (!np.spec.template.metadata.annotations.is_empty())
-            .then(|| np.spec.template.metadata.annotations.clone()),
+        annotations: Some(annotations),
         // owned by the NodePool when it is known by uid (the API server refuses a reference
         // without one, so a NodePool read from a file gives none)
         owner_references: np.metadata.uid.clone().map(|uid| {

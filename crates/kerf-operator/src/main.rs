@@ -57,6 +57,8 @@ fn options(settings: &Settings) -> kerf_operator::Options {
             batch_idle: settings.batch_idle_duration,
             batch_max: settings.batch_max_duration,
             unavailable_offerings_ttl: settings.unavailable_offerings_ttl,
+            preference_policy: settings.preference_policy,
+            min_values_policy: settings.min_values_policy,
             ..kerf_core::controllers::Settings::default()
         },
         leader_election: (!settings.disable_leader_election).then(|| {
@@ -81,6 +83,15 @@ async fn main() -> std::process::ExitCode {
         return std::process::ExitCode::from(2);
     }
     kerf_operator::log::set_level(args.log_level);
+    for (name, why) in kerf_operator::settings::SETTINGS_NOT_ACTED_ON {
+        if let Ok(value) = std::env::var(name) {
+            kerf_operator::log::warn(
+                "operator",
+                "setting not acted on",
+                serde_json::json!({"setting": name, "value": value, "why": why}),
+            );
+        }
+    }
     let mut options = options(&args);
     let capacity = CapacitySettings {
         vm_memory_overhead_percent: args.vm_memory_overhead_percent,

@@ -98,10 +98,25 @@ pub struct Settings {
     #[arg(long, env = "UNAVAILABLE_OFFERINGS_TTL", value_name = "UNAVAILABLE_OFFERINGS_TTL",
           default_value = "3m", value_parser = parse_duration)]
     pub unavailable_offerings_ttl: Duration,
+    /// Respect (preferred affinities and ScheduleAnyway spreads count, relaxed one by one
+    /// when a pod cannot fit) or Ignore (they are dropped).
+    #[arg(long, env = "PREFERENCE_POLICY", value_name = "PREFERENCE_POLICY",
+          default_value = "Respect", value_parser = kerf_scheduling::Preferences::parse)]
+    pub preference_policy: kerf_scheduling::Preferences,
+    /// Strict (a NodePool whose minValues cannot be met takes no pod) or BestEffort (a new
+    /// NodeClaim's minValues are lowered to what the instance types give, and it says so).
+    #[arg(long, env = "MIN_VALUES_POLICY", value_name = "MIN_VALUES_POLICY",
+          default_value = "Strict", value_parser = kerf_scheduling::MinValues::parse)]
+    pub min_values_policy: kerf_scheduling::MinValues,
     /// Karpenter's feature gates, as `SpotToSpotConsolidation=true,NodeRepair=true`.
     #[arg(long, env = "FEATURE_GATES", value_name = "FEATURE_GATES", default_value = "",
           value_parser = FeatureGates::parse)]
     pub feature_gates: FeatureGates,
+    /// Karpenter's AWS-specific gates (NodeClassCEL, DRANVIDIAGPU, DRAEFA, RebootForRepair):
+    /// accepted as false, refused as true (Kerf implements none).
+    #[arg(long, env = "AWS_FEATURE_GATES", value_name = "AWS_FEATURE_GATES", default_value = "",
+          value_parser = parse_aws_gates)]
+    pub aws_feature_gates: String,
     /// debug, info or error.
     #[arg(
         long,
@@ -175,7 +190,7 @@ pub struct Settings {
 }
 
 /// Karpenter's feature gates Kerf reads.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
     /// `SpotToSpotConsolidation`.
     pub spot_to_spot: bool,
@@ -185,31 +200,129 @@ pub struct FeatureGates {
     pub static_capacity: bool,
     /// `NodeOverlay`.
     pub node_overlay: bool,
+    /// `ReservedCapacity` (on by default, as in Karpenter v1.15).
+    pub reserved_capacity: bool,
+}
+
+impl Default for FeatureGates {
+    fn default() -> FeatureGates {
+        FeatureGates {
+            spot_to_spot: false,
+            node_repair: false,
+            static_capacity: false,
+            node_overlay: false,
+            reserved_capacity: true,
+        }
+    }
 }
 
 /// Karpenter's gates that Kerf accepts and does not implement: set to false they change
 /// nothing, set to true they are refused rather than silently ignored.
-const GATES_NOT_IMPLEMENTED: [&str; 1] = ["CapacityBuffer"];
+const GATES_NOT_IMPLEMENTED: [&str; 4] = [
+    "CapacityBuffer",
+    "TerminateFirstDrift",
+    "TerminateFirstRepair",
+    "PodDeletionCostManagement",
+];
+
+/// Karpenter v1.15's settings (core and AWS) Kerf does not act on, with why: each one set in
+/// the environment is logged once at start, so a Deployment's `env` carries over unchanged
+/// and nobody believes it took effect.
+pub const SETTINGS_NOT_ACTED_ON: [(&str, &str); 17] = [
+    ("KARPENTER_SERVICE", "Kerf serves no webhook"),
+    ("ENABLE_PROFILING", "no pprof handlers"),
+    (
+        "DISABLE_CONTROLLER_WARMUP",
+        "every replica lists the cluster before leading",
+    ),
+    (
+        "DISABLE_CLUSTER_STATE_OBSERVABILITY",
+        "the cluster-state metrics are always served",
+    ),
+    ("MEMORY_LIMIT", "no garbage collector to tune"),
+    ("CPU_REQUESTS", "one controller loop"),
+    ("LOG_OUTPUT_PATHS", "logs go to standard output"),
+    ("LOG_ERROR_OUTPUT_PATHS", "logs go to standard output"),
+    (
+        "IGNORE_DRA_REQUESTS",
+        "Dynamic Resource Allocation claims are not modelled",
+    ),
+    (
+        "LEGACY_NODE_REPAIR",
+        "node repair runs as Kerf's one repair controller",
+    ),
+    (
+        "SCHEDULER_CONFIG",
+        "default topology spread constraints are not injected",
+    ),
+    (
+        "EKS_CONTROL_PLANE",
+        "the cluster is looked up when CLUSTER_ENDPOINT is not given",
+    ),
+    ("DISABLE_DRY_RUN", "Kerf makes no dry-run EC2 calls"),
+    ("ENABLE_ZONAL_SHIFT", "zonal shift is not followed"),
+    (
+        "AMI_REFRESH_INTERVAL",
+        "images are resolved on Kerf's own interval",
+    ),
+    (
+        "SUBNET_REFRESH_INTERVAL",
+        "subnets are resolved on Kerf's own interval",
+    ),
+    (
+        "SECURITY_GROUP_REFRESH_INTERVAL",
+        "security groups are resolved on Kerf's own interval",
+    ),
+];
+
+/// Karpenter's AWS-specific gates (`AWS_FEATURE_GATES`): none is implemented, so each is
+/// accepted as false and refused as true.
+const AWS_GATES: [&str; 4] = ["NodeClassCEL", "DRANVIDIAGPU", "DRAEFA", "RebootForRepair"];
+
+/// Splits `Gate=bool,Gate=bool` as Karpenter reads it (spaces around names and values
+/// trimmed), each pair with its text for messages.
+fn gate_pairs(text: &str) -> Result<Vec<(&str, &str, bool)>, String> {
+    let mut out = Vec::new();
+    for gate in text.split(',').map(str::trim).filter(|g| !g.is_empty()) {
+        let Some((name, value)) = gate.split_once('=') else {
+            return Err(format!("{gate}: expected Gate=true or Gate=false"));
+        };
+        let value: bool = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("{gate}: the value must be true or false"))?;
+        out.push((gate, name.trim(), value));
+    }
+    Ok(out)
+}
+
+/// Reads `AWS_FEATURE_GATES`: every name Karpenter v1.15 knows, only as false.
+pub fn parse_aws_gates(text: &str) -> Result<String, String> {
+    for (gate, name, value) in gate_pairs(text)? {
+        if !AWS_GATES.contains(&name) {
+            return Err(format!(
+                "{gate}: unknown gate (known: {})",
+                AWS_GATES.join(", ")
+            ));
+        }
+        if value {
+            return Err(format!("{gate}: Kerf does not implement {name}"));
+        }
+    }
+    Ok(text.to_string())
+}
 
 impl FeatureGates {
-    /// Reads `Gate=bool,Gate=bool`.
+    /// Reads `Gate=bool,Gate=bool`; gates not named keep Karpenter's defaults.
     pub fn parse(text: &str) -> Result<FeatureGates, String> {
         let mut gates = FeatureGates::default();
-        for gate in text.split(',').map(str::trim).filter(|g| !g.is_empty()) {
-            let Some((name, value)) = gate.split_once('=') else {
-                return Err(format!("{gate}: expected Gate=true or Gate=false"));
-            };
-            let value: bool = value
-                .parse()
-                .map_err(|_| format!("{gate}: the value must be true or false"))?;
+        for (gate, name, value) in gate_pairs(text)? {
             match name {
                 "SpotToSpotConsolidation" => gates.spot_to_spot = value,
                 "NodeRepair" => gates.node_repair = value,
                 "StaticCapacity" => gates.static_capacity = value,
                 "NodeOverlay" => gates.node_overlay = value,
-                // on by default in Karpenter, and only about capacity reservations, which a
-                // class without `capacityReservationSelectorTerms` has none of
-                "ReservedCapacity" => {}
+                "ReservedCapacity" => gates.reserved_capacity = value,
                 n if GATES_NOT_IMPLEMENTED.contains(&n) => {
                     if value {
                         return Err(format!("{gate}: Kerf does not implement {n}"));
@@ -298,6 +411,19 @@ mod tests {
         assert_eq!(s.vm_memory_overhead_percent, 0.075);
         assert_eq!(s.feature_gates, FeatureGates::default());
         assert!(!s.disable_leader_election && !s.isolated_vpc);
+        assert_eq!(s.preference_policy, kerf_scheduling::Preferences::Respect);
+        assert_eq!(s.min_values_policy, kerf_scheduling::MinValues::Strict);
+        let s = parse(&[
+            "--preference-policy",
+            "Ignore",
+            "--min-values-policy",
+            "BestEffort",
+            "--aws-feature-gates",
+            "NodeClassCEL=false,DRANVIDIAGPU=false,DRAEFA=false,RebootForRepair=false",
+        ])
+        .unwrap();
+        assert_eq!(s.preference_policy, kerf_scheduling::Preferences::Ignore);
+        assert_eq!(s.min_values_policy, kerf_scheduling::MinValues::BestEffort);
     }
 
     #[test]
@@ -318,6 +444,13 @@ mod tests {
             (&["--isolated-vpc", "yes"], "ISOLATED_VPC"),
             (&["--log-level", "loud"], "LOG_LEVEL"),
             (&["--feature-gates", "SpotToSpot=true"], "FEATURE_GATES"),
+            (&["--preference-policy", "respect"], "PREFERENCE_POLICY"),
+            (&["--min-values-policy", "Loose"], "MIN_VALUES_POLICY"),
+            (
+                &["--aws-feature-gates", "NodeClassCEL=true"],
+                "AWS_FEATURE_GATES",
+            ),
+            (&["--aws-feature-gates", "Zonal=false"], "AWS_FEATURE_GATES"),
         ] {
             let e = parse(args).unwrap_err();
             assert!(e.contains(name), "{args:?}: {e}");
@@ -339,8 +472,23 @@ mod tests {
                 .unwrap()
                 .static_capacity
         );
-        let e = FeatureGates::parse("CapacityBuffer=true").unwrap_err();
-        assert!(e.contains("does not implement CapacityBuffer"), "{e}");
+        for gate in [
+            "CapacityBuffer",
+            "TerminateFirstDrift",
+            "TerminateFirstRepair",
+            "PodDeletionCostManagement",
+        ] {
+            assert!(FeatureGates::parse(&format!("{gate}=false")).is_ok());
+            let e = FeatureGates::parse(&format!("{gate}=true")).unwrap_err();
+            assert!(e.contains(&format!("does not implement {gate}")), "{e}");
+        }
+        // Karpenter v1.15's default: reservations on unless turned off
+        assert!(FeatureGates::parse("").unwrap().reserved_capacity);
+        assert!(
+            !FeatureGates::parse("ReservedCapacity=false")
+                .unwrap()
+                .reserved_capacity
+        );
         assert!(
             FeatureGates::parse("NodeOverlay=true")
                 .unwrap()

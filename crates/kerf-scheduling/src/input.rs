@@ -104,11 +104,47 @@ pub enum Preferences {
     Ignore,
 }
 
+impl Preferences {
+    /// Reads `PREFERENCE_POLICY` as Karpenter spells it (`Respect` or `Ignore`, case and all).
+    pub fn parse(text: &str) -> Result<Preferences, String> {
+        match text {
+            "Respect" => Ok(Preferences::Respect),
+            "Ignore" => Ok(Preferences::Ignore),
+            _ => Err(format!("{text:?}: must be Respect or Ignore")),
+        }
+    }
+}
+
+/// What a new NodeClaim does when its NodePool's `minValues` cannot be met (Karpenter's
+/// `MIN_VALUES_POLICY`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MinValues {
+    /// The NodePool cannot take the pod.
+    #[default]
+    Strict,
+    /// Each short minValues is lowered to what the instance types give, on that NodeClaim
+    /// only; the NodeClaim says so (`karpenter.sh/nodeclaim-min-values-relaxed`).
+    BestEffort,
+}
+
+impl MinValues {
+    /// Reads `MIN_VALUES_POLICY` as Karpenter spells it (`Strict` or `BestEffort`).
+    pub fn parse(text: &str) -> Result<MinValues, String> {
+        match text {
+            "Strict" => Ok(MinValues::Strict),
+            "BestEffort" => Ok(MinValues::BestEffort),
+            _ => Err(format!("{text:?}: must be Strict or BestEffort")),
+        }
+    }
+}
+
 /// Knobs of one solve.
 #[derive(Clone, Copy, Debug)]
 pub struct SolveOptions {
     /// How preferences are treated.
     pub preferences: Preferences,
+    /// How unmet minValues are treated.
+    pub min_values: MinValues,
     /// How many instance types a launch may carry (Karpenter sends 60).
     pub max_instance_types: usize,
     /// Whether pods may go to new NodeClaims. Consolidation asks "do these pods fit on the
@@ -123,6 +159,7 @@ impl Default for SolveOptions {
     fn default() -> SolveOptions {
         SolveOptions {
             preferences: Preferences::Respect,
+            min_values: MinValues::Strict,
             max_instance_types: 60,
             new_nodeclaims: true,
             existing_nodes: true,

@@ -254,6 +254,15 @@ impl Reqs {
             .map(|i| &self.by_key[i].1)
     }
 
+    /// Lowers `key`'s minValues to `min` (MIN_VALUES_POLICY=BestEffort: what the instance
+    /// types can give); a key without minValues is left alone.
+    pub fn lower_min_values(&mut self, key: Sym, min: u32) {
+        if let Ok(i) = self.by_key.binary_search_by_key(&key, |(k, _)| *k) {
+            let r = &mut self.by_key[i].1;
+            r.min_values = r.min_values.map(|m| m.min(min));
+        }
+    }
+
     /// Whether `key` is constrained.
     pub fn has(&self, key: Sym) -> bool {
         self.get(key).is_some()

@@ -23,8 +23,8 @@ pub mod taints;
 pub mod topology;
 
 pub use input::{
-    BoundPod, ExistingNode, InstanceTypeOption, NodePoolInput, Offering, Preferences, Problem,
-    SolveOptions,
+    BoundPod, ExistingNode, InstanceTypeOption, MinValues, NodePoolInput, Offering, Preferences,
+    Problem, SolveOptions,
 };
 pub use reasons::{Reason, Why};
 pub use requirements::{Incompatibility, Requirement, Requirements};

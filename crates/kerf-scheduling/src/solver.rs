@@ -56,6 +56,8 @@ pub struct PlannedNodeClaim {
     pub instance_types: Vec<LaunchOption>,
     /// The launch the cheapest available offering gives.
     pub launch: Launch,
+    /// Whether MIN_VALUES_POLICY=BestEffort lowered one of its NodePool's minValues.
+    pub min_values_relaxed: bool,
 }
 
 /// Pods placed on one existing node.
@@ -366,6 +368,10 @@ impl<'p> State<'p> {
             &self.symbols,
         )?;
         let requirements = launch::requirements(&bin.reqs, &options, &self.symbols);
+        let min_values_relaxed = p.reqs.iter().any(|(key, r)| {
+            let now = bin.reqs.get(key).and_then(|b| b.min_values);
+            r.min_values.is_some_and(|m| now.is_some_and(|n| n < m))
+        });
         Some(PlannedNodeClaim {
             node_pool: p.input,
             pods,
@@ -373,6 +379,7 @@ impl<'p> State<'p> {
             requirements,
             instance_types: options,
             launch: chosen,
+            min_values_relaxed,
         })
     }
 }

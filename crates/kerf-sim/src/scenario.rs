@@ -71,6 +71,12 @@ pub struct Spec {
     /// Karpenter's feature gates, as `--feature-gates` sets them.
     #[serde(default)]
     pub feature_gates: FeatureGates,
+    /// Karpenter's `PREFERENCE_POLICY`: `Respect` (default) or `Ignore`.
+    #[serde(default, deserialize_with = "preference_policy")]
+    pub preference_policy: kerf_scheduling::Preferences,
+    /// Karpenter's `MIN_VALUES_POLICY`: `Strict` (default) or `BestEffort`.
+    #[serde(default, deserialize_with = "min_values_policy")]
+    pub min_values_policy: kerf_scheduling::MinValues,
     /// Objects present at t=0: inline documents or `{file: path}`.
     #[serde(default)]
     pub manifests: Vec<Value>,
@@ -134,6 +140,20 @@ fn default_region() -> String {
 
 fn default_seed() -> u64 {
     1
+}
+
+fn preference_policy<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<kerf_scheduling::Preferences, D::Error> {
+    let text = String::deserialize(d)?;
+    kerf_scheduling::Preferences::parse(&text).map_err(serde::de::Error::custom)
+}
+
+fn min_values_policy<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<kerf_scheduling::MinValues, D::Error> {
+    let text = String::deserialize(d)?;
+    kerf_scheduling::MinValues::parse(&text).map_err(serde::de::Error::custom)
 }
 
 /// Karpenter's feature gates the simulated controllers honour.

@@ -110,7 +110,43 @@ pub fn generate(seed: u64) -> Value {
     scenario["spec"]["apiServer"] = api_server(&mut rng, minutes);
     make_static(&mut rng, &mut scenario, &POOLS[..pools]);
     add_overlays(&mut rng, &mut scenario);
+    add_policies(&mut rng, &mut scenario, &POOLS[..pools]);
     scenario
+}
+
+/// One scenario in five ignores preferences (PREFERENCE_POLICY=Ignore); one in five asks one
+/// NodePool for several instance families (minValues 2–40, more than some can give), half of those with
+/// MIN_VALUES_POLICY=BestEffort.
+fn add_policies(rng: &mut ChaCha8Rng, scenario: &mut Value, pools: &[&str]) {
+    let spec = &mut scenario["spec"];
+    if rng.random_bool(0.2) {
+        spec["preferencePolicy"] = json!("Ignore");
+    }
+    if !rng.random_bool(0.2) {
+        return;
+    }
+    let name = *pick(rng, pools);
+    let families = json!({"key": "karpenter.k8s.aws/instance-family", "operator": "Exists",
+                          "minValues": rng.random_range(2..=40)});
+    for m in spec["manifests"].as_array_mut().into_iter().flatten() {
+        if m["kind"] == "NodePool" && m["metadata"]["name"] == name {
+            with_requirement(m, &families);
+        }
+    }
+    for e in spec["events"].as_array_mut().into_iter().flatten() {
+        if e["apply"]["kind"] == "NodePool" && e["apply"]["metadata"]["name"] == name {
+            with_requirement(&mut e["apply"], &families);
+        }
+    }
+    if rng.random_bool(0.5) {
+        spec["minValuesPolicy"] = json!("BestEffort");
+    }
+}
+
+fn with_requirement(pool: &mut Value, requirement: &Value) {
+    if let Some(r) = pool["spec"]["template"]["spec"]["requirements"].as_array_mut() {
+        r.push(requirement.clone());
+    }
 }
 
 /// One scenario in five lays one to three NodeOverlays (of distinct weights) over the prices,

@@ -41,6 +41,7 @@ use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 
 mod convergence;
 mod invariants;
+mod min_values;
 pub use invariants::INVARIANTS;
 mod oracle;
 mod pdb_status;
@@ -250,6 +251,8 @@ impl World {
             node_repair: scenario.spec.feature_gates.node_repair,
             static_capacity: scenario.spec.feature_gates.static_capacity,
             node_overlay: scenario.spec.feature_gates.node_overlay,
+            preference_policy: scenario.spec.preference_policy,
+            min_values_policy: scenario.spec.min_values_policy,
             ..Settings::default()
         };
         let mut w = World {
@@ -588,6 +591,9 @@ impl World {
             // the simulated API server keeps no Events: the log tells the same story
             Action::Event(_) => {}
             Action::CreateNodeClaim(object) => {
+                if self.options.check {
+                    self.check_min_values(&object)?;
+                }
                 let name = object.metadata.name.clone().unwrap_or_default();
                 let stored = StoredNodeClaim {
                     object: *object,

@@ -113,6 +113,7 @@ fn to_json(solved: &Solved) -> serde_json::Value {
             "pods": pod_names(solved, &c.pods),
             "requests": resources(&c.requests),
             "requirements": c.requirements,
+            "min_values_relaxed": c.min_values_relaxed,
         })).collect::<Vec<_>>(),
         "existing": d.existing.iter().map(|e| json!({
             "node": solved.nodes[e.node],

@@ -67,6 +67,13 @@ pub struct Args {
     /// in seed order whatever the number.
     #[arg(long, value_name = "J", requires = "swarm")]
     jobs: Option<std::num::NonZeroUsize>,
+    /// Override the scenario's PREFERENCE_POLICY (`spec.preferencePolicy`): Respect or Ignore.
+    #[arg(long, value_parser = kerf_scheduling::Preferences::parse, conflicts_with = "swarm")]
+    preference_policy: Option<kerf_scheduling::Preferences>,
+    /// Override the scenario's MIN_VALUES_POLICY (`spec.minValuesPolicy`): Strict or
+    /// BestEffort.
+    #[arg(long, value_parser = kerf_scheduling::MinValues::parse, conflicts_with = "swarm")]
+    min_values_policy: Option<kerf_scheduling::MinValues>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -110,6 +117,12 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
+    if let Some(p) = args.preference_policy {
+        scenario.spec.preference_policy = p;
+    }
+    if let Some(p) = args.min_values_policy {
+        scenario.spec.min_values_policy = p;
+    }
     if let Some(seed) = args.seed {
         scenario.spec.seed = seed;
     }

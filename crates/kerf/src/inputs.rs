@@ -23,6 +23,7 @@ use kerf_core::objects::node_record;
 use kerf_core::unavailable::Pattern;
 use kerf_core::workloads::{ClusterObject, VolumeObject, read};
 use kerf_scheduling::pods::pod_key;
+use kerf_scheduling::{MinValues, Preferences};
 
 /// What the manifests hold.
 #[derive(Default)]
@@ -48,6 +49,14 @@ pub struct Offerings {
     /// (repeatable; `spot` means every spot offering).
     #[arg(long, value_parser = Pattern::parse)]
     pub unavailable: Vec<Pattern>,
+    /// Karpenter's PREFERENCE_POLICY: Respect (preferred affinities and ScheduleAnyway
+    /// spreads count, relaxed one by one) or Ignore (they are dropped).
+    #[arg(long, default_value = "Respect", value_parser = Preferences::parse)]
+    pub preference_policy: Preferences,
+    /// Karpenter's MIN_VALUES_POLICY: Strict (a NodePool whose minValues cannot be met takes
+    /// no pod) or BestEffort (minValues lowered to what the instance types give).
+    #[arg(long, default_value = "Strict", value_parser = MinValues::parse)]
+    pub min_values_policy: MinValues,
 }
 
 impl Offerings {
@@ -56,6 +65,8 @@ impl Offerings {
         Reading {
             region: &self.region,
             unavailable: &self.unavailable,
+            preference_policy: self.preference_policy,
+            min_values_policy: self.min_values_policy,
             seed,
             snapshot,
         }
@@ -68,6 +79,10 @@ pub struct Reading<'a> {
     pub region: &'a str,
     /// Offerings treated as out of capacity.
     pub unavailable: &'a [Pattern],
+    /// PREFERENCE_POLICY.
+    pub preference_policy: Preferences,
+    /// MIN_VALUES_POLICY.
+    pub min_values_policy: MinValues,
     /// Seed of generated names.
     pub seed: u64,
     /// A snapshot of a running cluster: its NodeClaims count, and the objects' timestamps
@@ -221,6 +236,8 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
     // NodeOverlays given are laid over the prices, as with Karpenter's NodeOverlay gate on
     let settings = Settings {
         node_overlay: !inputs.node_overlays.is_empty(),
+        preference_policy: how.preference_policy,
+        min_values_policy: how.min_values_policy,
         ..Settings::default()
     };
     let mut core = Controllers::new(settings, how.seed);

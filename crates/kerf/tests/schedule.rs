@@ -489,6 +489,59 @@ fn prefer_no_schedule_taints_are_tolerated_as_the_last_resort() {
 }
 
 #[test]
+fn preference_policy_ignore_drops_preferences_up_front() {
+    // a hostname spread the pods would rather keep: two NodeClaims when respected, one when
+    // PREFERENCE_POLICY=Ignore drops it
+    let anyway = r#"      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: w}}}"#;
+    let yaml = format!("{CLASS}{}{}", on_demand(), deploy("w", 2, "1", anyway));
+    assert_eq!(claims(&schedule(&yaml, &[])).len(), 2);
+    let ignored = schedule(&yaml, &["--preference-policy", "Ignore"]);
+    assert_eq!(claims(&ignored).len(), 1);
+    let out = run(&yaml, &["--preference-policy", "ignore"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("must be Respect or Ignore"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn min_values_policy_best_effort_lowers_what_cannot_be_met_and_says_so() {
+    // t3 stops at 8 cpu: a 10-cpu pod leaves two of the three families
+    let req = "      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [t3, m5, c5], minValues: 3}\n";
+    let yaml = format!(
+        "{CLASS}{}{}{}",
+        pool("flex", 50, req, ""),
+        pool("fallback", 10, "", ""),
+        deploy("w", 1, "10", "")
+    );
+    let strict = schedule(&yaml, &[]);
+    assert_eq!(claims(&strict)[0]["nodepool"], "fallback");
+    assert_eq!(claims(&strict)[0]["min_values_relaxed"], false);
+    // BestEffort keeps the heavier NodePool, relaxed, rather than falling back
+    let relaxed = schedule(&yaml, &["--min-values-policy", "BestEffort"]);
+    let c = &claims(&relaxed)[0];
+    assert_eq!(c["nodepool"], "flex");
+    assert_eq!(c["min_values_relaxed"], true);
+    let family = c["requirements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "karpenter.k8s.aws/instance-family")
+        .unwrap();
+    assert_eq!(family["minValues"], 2, "{family}");
+    let options: std::collections::BTreeSet<&str> = c["instance_type_options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_str().unwrap().split('.').next().unwrap())
+        .collect();
+    assert_eq!(options, ["c5", "m5"].into(), "{options:?}");
+}
+
+#[test]
 fn higher_weight_nodepools_win_and_ties_go_by_name() {
     let yaml = format!(
         "{CLASS}{}{}{}{}",

@@ -380,6 +380,7 @@ impl Controllers {
                 daemonsets,
                 allowed,
                 spot_to_spot: self.settings.spot_to_spot,
+                options: self.solve_options(),
             },
             names,
         )

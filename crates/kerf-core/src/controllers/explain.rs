@@ -228,7 +228,7 @@ impl Controllers {
         });
         let alone = SolveOptions {
             existing_nodes: false,
-            ..SolveOptions::default()
+            ..self.solve_options()
         };
         let node_pools = order
             .into_iter()
@@ -293,7 +293,7 @@ impl Controllers {
             keys.push(key.to_string());
         }
         let (pools, names) = self.pool_inputs();
-        let solved = self.solve_over(keys, &pools, names, SolveOptions::default());
+        let solved = self.solve_over(keys, &pools, names, self.solve_options());
         let Some(index) = solved.pods.iter().position(|k| k == key) else {
             return Placement::Unschedulable;
         };

@@ -406,9 +406,18 @@ impl Controllers {
         let (pools, pool_names) = self.pool_inputs();
         // wall-clock time, for the scheduling-duration histogram only: no decision reads it
         let started = std::time::Instant::now();
-        let solved = self.solve_over(keys, &pools, pool_names, SolveOptions::default());
+        let solved = self.solve_over(keys, &pools, pool_names, self.solve_options());
         self.metrics.scheduled(started.elapsed());
         solved
+    }
+
+    /// The solve options the policies in the settings ask for.
+    pub(super) fn solve_options(&self) -> SolveOptions {
+        SolveOptions {
+            preferences: self.settings.preference_policy,
+            min_values: self.settings.min_values_policy,
+            ..SolveOptions::default()
+        }
     }
 
     /// One solve of these pods over the cluster's nodes and in-flight NodeClaims (with the
@@ -554,7 +563,8 @@ impl Controllers {
         reason: &str,
     ) -> String {
         let name = nodeclaim_name(pool_name, &mut self.rng);
-        self.metrics.nodeclaim_created(reason, pool_name);
+        self.metrics
+            .nodeclaim_created(reason, pool_name, plan.min_values_relaxed);
         let types: Vec<String> = plan.instance_types.iter().map(|o| o.name.clone()).collect();
         self.log(
             "provisioner",

@@ -338,6 +338,7 @@ impl Controllers {
             requirements,
             instance_types,
             launch,
+            min_values_relaxed: false,
         })
     }
 

@@ -9,6 +9,7 @@ use kerf_api::Taint;
 use super::*;
 use crate::amounts::Amounts;
 use crate::bitset::BitSet;
+use crate::input::MinValues;
 use crate::interned::{Req, Reqs};
 use crate::pods::Relaxation;
 use crate::reasons::{self, Reason, Why};
@@ -196,6 +197,7 @@ impl<'p> State<'p> {
             return Err(transient(if fits_any { Cause::Limit } else { Cause::Fit }));
         }
         let final_reqs = reqs.as_ref().unwrap_or(&bin.reqs);
+        let mut short: Vec<(Sym, u32)> = Vec::new();
         for (key, r) in final_reqs.iter() {
             if let Some(min) = r.min_values {
                 let mut seen: Vec<Sym> = types
@@ -213,8 +215,20 @@ impl<'p> State<'p> {
                 seen.sort_unstable();
                 seen.dedup();
                 if (seen.len() as u32) < min {
-                    return Err(transient(Cause::MinValues(key, min)));
+                    short.push((key, seen.len() as u32));
                 }
+            }
+        }
+        // BestEffort relaxes a NodeClaim as it is made, never one that already took pods
+        let relax = self.problem.options.min_values == MinValues::BestEffort && bin.pods.is_empty();
+        if let Some(&(key, _)) = short.first() {
+            if !relax {
+                let min = final_reqs.get(key).and_then(|r| r.min_values).unwrap_or(0);
+                return Err(transient(Cause::MinValues(key, min)));
+            }
+            let r = reqs.get_or_insert_with(|| bin.reqs.clone());
+            for (key, seen) in short {
+                r.lower_min_values(key, seen);
             }
         }
         Ok(Fit {

@@ -22,12 +22,12 @@ pub fn kerf_stdin(yaml: &str, args: &[&str]) -> std::process::Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run kerf");
-    child
+    // kerf may refuse its arguments before it reads: a broken pipe is its answer, not ours
+    let _ = child
         .stdin
         .take()
         .expect("stdin")
-        .write_all(yaml.as_bytes())
-        .expect("write manifests");
+        .write_all(yaml.as_bytes());
     child.wait_with_output().expect("kerf finishes")
 }
 
