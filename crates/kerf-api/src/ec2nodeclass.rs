@@ -52,8 +52,8 @@ pub struct EC2NodeClassSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 30))]
     #[schemars(extend("x-kubernetes-validations" = [
-        {"rule": "self.all(x, has(x.tags) || has(x.id))", "message": "expected at least one, got none, ['tags', 'id']"},
-        {"rule": "!self.exists(x, has(x.id) && (has(x.tags) || has(x.ownerID)))", "message": "'id' is mutually exclusive, cannot be set with a combination of other fields in a capacity reservation selector term"}
+        {"rule": "self.all(x, has(x.tags) || has(x.id) || has(x.instanceMatchCriteria))", "message": "expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']"},
+        {"rule": "!self.all(x, has(x.id) && (has(x.tags) || has(x.ownerID) || has(x.instanceMatchCriteria)))", "message": "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term"}
     ]))]
     pub capacity_reservation_selector_terms: Vec<CapacityReservationSelectorTerm>,
     /// Whether instances get a public IPv4 address.
@@ -170,6 +170,10 @@ pub struct CapacityReservationSelectorTerm {
     #[serde(default, rename = "ownerID", skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = "^[0-9]{12}$"))]
     pub owner_id: Option<String>,
+    /// `open` or `targeted`: how instances are matched to the reservation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["open", "targeted"]))]
+    pub instance_match_criteria: Option<String>,
 }
 
 /// An AMI selector: an alias (`al2023@v20240807`), or id, or name/owner/tags, or an SSM parameter.
@@ -485,9 +489,49 @@ pub struct EC2NodeClassStatus {
     /// Instance profile in use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_profile: Option<String>,
+    /// Capacity reservations the selector terms resolved to (active ones, sorted by id).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_reservations: Vec<CapacityReservationStatus>,
     /// Conditions (`Ready`, `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady`, `InstanceProfileReady`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// A capacity reservation the class may launch into, as Karpenter v1.15 writes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityReservationStatus {
+    /// Reservation id (`cr-…`).
+    pub id: String,
+    /// The one instance type it holds.
+    pub instance_type: String,
+    /// Its zone.
+    pub availability_zone: String,
+    /// Account that owns it.
+    #[serde(rename = "ownerID")]
+    pub owner_id: String,
+    /// `open` or `targeted`.
+    pub instance_match_criteria: String,
+    /// `default` (an On-Demand Capacity Reservation) or `capacity-block`.
+    #[serde(default = "default_reservation_type")]
+    pub reservation_type: String,
+    /// `active`, or `expiring` for a capacity block within 40 minutes of its end.
+    #[serde(default = "default_reservation_state")]
+    pub state: String,
+    /// When it ends (RFC 3339), if it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<String>,
+    /// Whether EC2 may reclaim its instances (interruptible reservations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruptible: Option<bool>,
+}
+
+fn default_reservation_type() -> String {
+    "default".into()
+}
+
+fn default_reservation_state() -> String {
+    "active".into()
 }
 
 /// A resolved subnet.

@@ -59,6 +59,13 @@ pub const CAPACITY_TYPE_SPOT: &str = "spot";
 pub const CAPACITY_TYPE_ON_DEMAND: &str = "on-demand";
 /// Capacity type value for capacity reservations.
 pub const CAPACITY_TYPE_RESERVED: &str = "reserved";
+/// The capacity reservation a reserved node runs in (`cr-…`).
+pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
+/// `default` (an On-Demand Capacity Reservation) or `capacity-block`.
+pub const CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
+/// `"true"` when EC2 may reclaim the reservation's instances.
+pub const CAPACITY_RESERVATION_INTERRUPTIBLE: &str =
+    "karpenter.k8s.aws/capacity-reservation-interruptible";
 
 /// `c`, `m`, `r`, `g`, … : the letters of the family before the generation digit.
 pub const INSTANCE_CATEGORY: &str = "karpenter.k8s.aws/instance-category";

@@ -510,14 +510,25 @@ fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
     // capacity reservations
     for (i, t) in spec.capacity_reservation_selector_terms.iter().enumerate() {
         let at = format!("spec.capacityReservationSelectorTerms[{i}]");
-        if t.tags.is_none() && t.id.is_none() {
+        if t.tags.is_none() && t.id.is_none() && t.instance_match_criteria.is_none() {
             p.push(Problem::new(
                 &at,
-                "expected at least one, got none, ['tags', 'id']",
+                "expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']",
             ));
         }
-        if t.id.is_some() && (t.tags.is_some() || t.owner_id.is_some()) {
-            p.push(Problem::new(&at, "'id' is mutually exclusive, cannot be set with a combination of other fields in a capacity reservation selector term"));
+        if t.id.is_some()
+            && (t.tags.is_some() || t.owner_id.is_some() || t.instance_match_criteria.is_some())
+        {
+            p.push(Problem::new(&at, "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term"));
+        }
+        if let Some(c) = &t.instance_match_criteria
+            && c != "open"
+            && c != "targeted"
+        {
+            p.push(Problem::new(
+                format!("{at}.instanceMatchCriteria"),
+                "must be open or targeted",
+            ));
         }
         check_tag_selector(&format!("{at}.tags"), &t.tags, p);
         check_pattern(

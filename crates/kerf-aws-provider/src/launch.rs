@@ -14,21 +14,24 @@ use std::sync::{Mutex, PoisonError};
 
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{
-    CreateFleetError, DefaultTargetCapacityType, Filter, FleetLaunchTemplateConfigRequest,
+    CapacityReservationPreference, CapacityReservationTarget, CreateFleetError,
+    DefaultTargetCapacityType, Filter, FleetLaunchTemplateConfigRequest,
     FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest,
     FleetOnDemandAllocationStrategy, FleetType, InstanceStateName,
-    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest,
-    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
-    LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
+    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateCapacityReservationSpecificationRequest,
+    LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
+    LaunchTemplateIamInstanceProfileSpecificationRequest,
+    LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataEndpointState,
+    LaunchTemplateInstanceMetadataOptionsRequest,
     LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
-    LaunchTemplateTagSpecificationRequest, LaunchTemplatesMonitoringRequest,
+    LaunchTemplateTagSpecificationRequest, LaunchTemplatesMonitoringRequest, MarketType,
     OnDemandOptionsRequest, RequestLaunchTemplateData, ResourceType, SpotAllocationStrategy,
     SpotOptionsRequest, Tag, TagSpecification, TargetCapacitySpecificationRequest, VolumeType,
 };
 use kerf_api::common::NodeSelectorRequirementWithMinValues as Requirement;
 use kerf_api::ec2nodeclass::{
-    AmiFamily, BlockDeviceMapping, EC2NodeClassSpec, EC2NodeClassStatus, EnabledDisabled,
-    HttpTokens,
+    AmiFamily, BlockDeviceMapping, CapacityReservationStatus, EC2NodeClassSpec, EC2NodeClassStatus,
+    EnabledDisabled, HttpTokens,
 };
 use kerf_api::{Taint, labels};
 use kerf_core::cluster::InstanceNetwork;
@@ -56,6 +59,8 @@ const CAPACITY_ERRORS: &[&str] = &[
     "MaxSpotInstanceCountExceeded",
     "VcpuLimitExceeded",
     "Unsupported",
+    "ReservationCapacityExceeded",
+    "InvalidCapacityReservationState.Unavailable",
 ];
 /// The fleet error code of a subnet without free addresses.
 const NO_ADDRESSES: &str = "InsufficientFreeAddressesInSubnet";
@@ -93,6 +98,8 @@ pub struct LaunchRequest<'a> {
     pub labels: &'a BTreeMap<String, String>,
     /// The taints and startup taints it registers with.
     pub taints: &'a [Taint],
+    /// The capacity reservation a `reserved` launch goes into (one of `status`'s).
+    pub reservation: Option<&'a CapacityReservationStatus>,
 }
 
 /// An instance Kerf runs.
@@ -175,6 +182,9 @@ pub struct Fleet {
     cluster: ClusterInfo,
     /// Launch template ids by name, once found or created.
     templates: Mutex<HashMap<String, String>>,
+    /// How many more instances each capacity reservation takes: EC2's count at the last
+    /// class resolution, less the launches into it since (Karpenter's availability cache).
+    reservation_room: Mutex<BTreeMap<String, u32>>,
 }
 
 /// Whether an AMI's requirements admit an instance type's labels (its architecture, and
@@ -285,7 +295,32 @@ impl Fleet {
             ec2,
             cluster,
             templates: Mutex::default(),
+            reservation_room: Mutex::default(),
         }
+    }
+
+    /// EC2's counts of reservations' room, read with a class's status.
+    pub fn set_reservation_room(&self, room: BTreeMap<String, u32>) {
+        let mut held = (self.reservation_room.lock()).unwrap_or_else(PoisonError::into_inner);
+        held.extend(room);
+    }
+
+    /// How many more instances a reservation takes, as far as Kerf knows (0 when unknown).
+    pub fn reservation_room(&self, id: &str) -> u32 {
+        let held = (self.reservation_room.lock()).unwrap_or_else(PoisonError::into_inner);
+        held.get(id).copied().unwrap_or(0)
+    }
+
+    /// Every reservation's room, for a catalog's cache key.
+    pub fn reservation_rooms(&self) -> BTreeMap<String, u32> {
+        (self.reservation_room.lock())
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn took_reservation(&self, id: &str, room: u32) {
+        let mut held = (self.reservation_room.lock()).unwrap_or_else(PoisonError::into_inner);
+        held.insert(id.to_string(), room);
     }
 
     fn template(
@@ -336,6 +371,7 @@ impl Fleet {
             "monitoring": spec.detailed_monitoring,
             "publicIp": spec.associate_public_ip_address,
             "tags": spec.tags,
+            "reservation": req.reservation.map(|r| (&r.id, &r.reservation_type)),
         });
         let name = format!(
             "{LAUNCH_TEMPLATE_PREFIX}/{}",
@@ -392,6 +428,28 @@ impl Fleet {
                     .resource_type(ResourceType::NetworkInterface)
                     .set_tags(Some(template_tags))
                     .build(),
+            )
+            // a reserved launch targets its reservation alone, a capacity block as its market
+            .set_capacity_reservation_specification(req.reservation.map(|r| {
+                LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                    .capacity_reservation_preference(
+                        CapacityReservationPreference::CapacityReservationsOnly,
+                    )
+                    .capacity_reservation_target(
+                        CapacityReservationTarget::builder()
+                            .capacity_reservation_id(&r.id)
+                            .build(),
+                    )
+                    .build()
+            }))
+            .set_instance_market_options(
+                req.reservation
+                    .filter(|r| r.reservation_type == "capacity-block")
+                    .map(|_| {
+                        LaunchTemplateInstanceMarketOptionsRequest::builder()
+                            .market_type(MarketType::CapacityBlock)
+                            .build()
+                    }),
             )
             .build();
         Ok(Template { name, data })
@@ -648,6 +706,9 @@ impl Fleet {
             );
         }
         let spot = req.capacity_type == labels::CAPACITY_TYPE_SPOT;
+        let block = req
+            .reservation
+            .is_some_and(|r| r.reservation_type == "capacity-block");
         let tags = self.instance_tags(req);
         let tag_specs: Vec<TagSpecification> = [
             ResourceType::Instance,
@@ -672,6 +733,8 @@ impl Fleet {
                     .total_target_capacity(1)
                     .default_target_capacity_type(if spot {
                         DefaultTargetCapacityType::Spot
+                    } else if block {
+                        DefaultTargetCapacityType::CapacityBlock
                     } else {
                         DefaultTargetCapacityType::OnDemand
                     })
@@ -684,6 +747,8 @@ impl Fleet {
                     .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
                     .build(),
             )
+        } else if block {
+            fleet
         } else {
             fleet.on_demand_options(
                 OnDemandOptionsRequest::builder()
@@ -695,6 +760,16 @@ impl Fleet {
             .send()
             .await
             .map_err(|e| classify("CreateFleet", "ec2:CreateFleet", e))?;
+        if let Some(r) = req.reservation {
+            let full = (out.errors().iter())
+                .any(|e| e.error_code() == Some("ReservationCapacityExceeded"));
+            let room = self.reservation_room(&r.id);
+            if full {
+                self.took_reservation(&r.id, 0);
+            } else if !out.instances().is_empty() {
+                self.took_reservation(&r.id, room.saturating_sub(1));
+            }
+        }
         for launched in out.instances() {
             let Some(id) = launched.instance_ids().first() else {
                 continue;

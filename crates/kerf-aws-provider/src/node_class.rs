@@ -11,8 +11,9 @@ use aws_sdk_ec2::primitives::{DateTime, DateTimeFormat};
 use aws_sdk_ec2::types::{Filter as Ec2Filter, Image};
 use kerf_api::common::{Condition, NodeSelectorRequirementWithMinValues as Requirement, Operator};
 use kerf_api::ec2nodeclass::{
-    AmiSelectorTerm, AmiStatus, EC2NodeClassSpec, EC2NodeClassStatus, SecurityGroupSelectorTerm,
-    SecurityGroupStatus, SubnetSelectorTerm, SubnetStatus,
+    AmiSelectorTerm, AmiStatus, CapacityReservationSelectorTerm, CapacityReservationStatus,
+    EC2NodeClassSpec, EC2NodeClassStatus, SecurityGroupSelectorTerm, SecurityGroupStatus,
+    SubnetSelectorTerm, SubnetStatus,
 };
 use kerf_api::labels;
 use kerf_aws::discovery::{self, Filter, Variant};
@@ -26,6 +27,9 @@ pub const SUBNETS_READY: &str = "SubnetsReady";
 pub const SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
 /// See [`SUBNETS_READY`].
 pub const AMIS_READY: &str = "AMIsReady";
+
+/// Karpenter's condition for resolved capacity reservations (True once they were read).
+pub const CAPACITY_RESERVATIONS_READY: &str = "CapacityReservationsReady";
 
 /// The instance profile's condition.
 pub const INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
@@ -45,7 +49,12 @@ pub struct Resolved {
     /// `status.amis`: for each set of requirements, the newest image that is not deprecated
     /// (a deprecated one only when nothing else serves them).
     pub amis: Vec<AmiStatus>,
-    /// `SubnetsReady`, `SecurityGroupsReady` and `AMIsReady`.
+    /// `status.capacityReservations`: active ones, by id.
+    pub capacity_reservations: Vec<CapacityReservationStatus>,
+    /// How many more instances each reservation takes, as EC2 counted just now.
+    pub reservation_room: BTreeMap<String, u32>,
+    /// `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady` (and `CapacityReservationsReady`
+    /// where the class selects reservations).
     pub conditions: Vec<Condition>,
 }
 
@@ -153,6 +162,9 @@ impl Discovery {
             .security_groups(&spec.security_group_selector_terms)
             .await?;
         let amis = self.amis(&spec.ami_selector_terms, kubernetes, now).await?;
+        let (capacity_reservations, reservation_room) = self
+            .capacity_reservations(&spec.capacity_reservation_selector_terms, now)
+            .await?;
         let subnet_terms =
             describe_terms(spec.subnet_selector_terms.iter().map(|t| subnet_pairs(t)));
         let group_terms = describe_terms(
@@ -161,7 +173,7 @@ impl Discovery {
                 .map(|t| group_pairs(t)),
         );
         let ami_terms = describe_terms(spec.ami_selector_terms.iter().map(ami_pairs));
-        let conditions = vec![
+        let mut conditions = vec![
             condition(
                 SUBNETS_READY,
                 !subnets.is_empty(),
@@ -193,12 +205,63 @@ impl Discovery {
                 ),
             },
         ];
+        if !spec.capacity_reservation_selector_terms.is_empty() {
+            // as Karpenter: True once looked up, whatever was found (a failed lookup fails
+            // the whole resolution above and changes nothing)
+            conditions.push(condition(
+                CAPACITY_RESERVATIONS_READY,
+                true,
+                "",
+                String::new(),
+            ));
+        }
         Ok(Resolved {
             subnets,
             security_groups,
             amis: amis.unwrap_or_default(),
+            capacity_reservations,
+            reservation_room,
             conditions,
         })
+    }
+
+    /// The active reservations the terms select, by id, with their room; those that ended
+    /// are dropped, and a capacity block is `expiring` from 40 minutes before its end.
+    async fn capacity_reservations(
+        &self,
+        terms: &[CapacityReservationSelectorTerm],
+        now: i64,
+    ) -> Result<(Vec<CapacityReservationStatus>, BTreeMap<String, u32>), AwsError> {
+        let mut found: BTreeMap<String, CapacityReservationStatus> = BTreeMap::new();
+        let mut room: BTreeMap<String, u32> = BTreeMap::new();
+        for q in discovery::capacity_reservation_queries(terms) {
+            let reservations: Vec<aws_sdk_ec2::types::CapacityReservation> = self
+                .ec2
+                .describe_capacity_reservations()
+                .set_capacity_reservation_ids((!q.ids.is_empty()).then(|| q.ids.clone()))
+                .set_filters(Some(ec2_filters(&q.filters)))
+                .into_paginator()
+                .items()
+                .send()
+                .try_collect()
+                .await
+                .map_err(|e| {
+                    classify(
+                        "DescribeCapacityReservations",
+                        "ec2:DescribeCapacityReservations",
+                        e,
+                    )
+                })?;
+            for r in reservations {
+                let Some(status) = reservation_status(&r, now) else {
+                    continue;
+                };
+                let available = r.available_instance_count().unwrap_or(0).max(0) as u32;
+                room.insert(status.id.clone(), available);
+                found.insert(status.id.clone(), status);
+            }
+        }
+        Ok((found.into_values().collect(), room))
     }
 
     async fn subnets(&self, terms: &[SubnetSelectorTerm]) -> Result<Vec<SubnetStatus>, AwsError> {
@@ -341,7 +404,8 @@ impl Discovery {
 }
 
 /// A class's whole status: what its selectors resolve to, its instance profile (the one it
-/// names, or the one made for its `role`), and `Ready` when all of them are.
+/// names, or the one made for its `role`), and `Ready` when all of them are; with how many
+/// more instances each of its capacity reservations takes (no status field holds that).
 pub async fn status(
     discovery: &Discovery,
     profiles: &InstanceProfiles,
@@ -349,7 +413,7 @@ pub async fn status(
     spec: &EC2NodeClassSpec,
     kubernetes: &str,
     now: i64,
-) -> Result<EC2NodeClassStatus, AwsError> {
+) -> Result<(EC2NodeClassStatus, BTreeMap<String, u32>), AwsError> {
     let resolved = discovery.resolve(spec, kubernetes, now).await?;
     let (instance_profile, profile_condition) = match (&spec.instance_profile, &spec.role) {
         (Some(profile), _) => (
@@ -395,12 +459,50 @@ pub async fn status(
         format!("{} False", unready.join(", ")),
     );
     conditions.push(ready);
-    Ok(EC2NodeClassStatus {
+    let status = EC2NodeClassStatus {
         subnets: resolved.subnets,
         security_groups: resolved.security_groups,
         amis: resolved.amis,
         instance_profile,
+        capacity_reservations: resolved.capacity_reservations,
         conditions,
+    };
+    Ok((status, resolved.reservation_room))
+}
+
+/// A reservation as `status.capacityReservations` lists it; `None` for one that has ended or
+/// that Karpenter would not read (an unknown match criteria or type).
+fn reservation_status(
+    r: &aws_sdk_ec2::types::CapacityReservation,
+    now: i64,
+) -> Option<CapacityReservationStatus> {
+    let end = r.end_date().map(|d| d.secs());
+    if end.is_some_and(|e| e <= now) {
+        return None;
+    }
+    let criteria = r.instance_match_criteria()?.as_str();
+    if criteria != "open" && criteria != "targeted" {
+        return None;
+    }
+    let kind = match r.reservation_type().map(|t| t.as_str()) {
+        None | Some("default") => "default",
+        Some("capacity-block") => "capacity-block",
+        Some(_) => return None,
+    };
+    let expiry = kerf_aws::reservations::CAPACITY_BLOCK_EXPIRY.as_secs() as i64;
+    let expiring = kind == "capacity-block" && end.is_some_and(|e| now >= e - expiry);
+    Some(CapacityReservationStatus {
+        id: r.capacity_reservation_id()?.to_string(),
+        instance_type: r.instance_type()?.to_string(),
+        availability_zone: r.availability_zone()?.to_string(),
+        owner_id: r.owner_id().unwrap_or_default().to_string(),
+        instance_match_criteria: criteria.to_string(),
+        reservation_type: kind.to_string(),
+        state: if expiring { "expiring" } else { "active" }.to_string(),
+        end_time: r
+            .end_date()
+            .and_then(|d| d.fmt(DateTimeFormat::DateTime).ok()),
+        interruptible: r.interruptible().filter(|i| *i),
     })
 }
 

@@ -182,7 +182,8 @@ async fn the_seed_class_is_ready_with_an_instance_profile_for_its_role() {
     let profiles = InstanceProfiles::new(&config, CLUSTER, REGION);
     let status = node_class::status(&discovery, &profiles, "default", &class.spec, "1.33", NOW)
         .await
-        .expect("status");
+        .expect("status")
+        .0;
     let ready = status
         .conditions
         .iter()
@@ -208,7 +209,8 @@ async fn the_seed_class_is_ready_with_an_instance_profile_for_its_role() {
     // a second reconcile finds the same profile and leaves it as it is
     let again = node_class::status(&discovery, &profiles, "default", &class.spec, "1.33", NOW)
         .await
-        .expect("status");
+        .expect("status")
+        .0;
     assert_eq!(again.instance_profile, Some(profile));
 
     // without a role or a profile the class is not ready, and says why
@@ -216,7 +218,8 @@ async fn the_seed_class_is_ready_with_an_instance_profile_for_its_role() {
     spec.role = None;
     let status = node_class::status(&discovery, &profiles, "default", &spec, "1.33", NOW)
         .await
-        .expect("status");
+        .expect("status")
+        .0;
     let ready = status
         .conditions
         .iter()

@@ -70,6 +70,7 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
         security_groups: resolved.security_groups,
         amis: resolved.amis,
         instance_profile: Some("KarpenterNodeInstanceProfile".into()),
+        capacity_reservations: resolved.capacity_reservations,
         conditions: resolved.conditions,
     };
     class.status = Some(status.clone());
@@ -100,6 +101,7 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
         choices: &choices,
         labels: &node_labels,
         taints: &taints,
+        reservation: None,
     };
     let first = fleet.launch(&request).await.expect("launch");
     assert!(first.id.starts_with("i-"), "{first:?}");
@@ -357,6 +359,7 @@ fn status() -> EC2NodeClassStatus {
             deprecated: None,
         }],
         instance_profile: Some("profile".into()),
+        capacity_reservations: Vec::new(),
         conditions: Vec::new(),
     }
 }
@@ -426,6 +429,7 @@ fn mocked_request<'a>(
         choices,
         labels,
         taints: &[],
+        reservation: None,
     }
 }
 

@@ -8,7 +8,9 @@
 use std::collections::BTreeMap;
 
 use kerf_api::common::{NodeSelectorRequirementWithMinValues as Requirement, Operator};
-use kerf_api::ec2nodeclass::{AmiSelectorTerm, SecurityGroupSelectorTerm, SubnetSelectorTerm};
+use kerf_api::ec2nodeclass::{
+    AmiSelectorTerm, CapacityReservationSelectorTerm, SecurityGroupSelectorTerm, SubnetSelectorTerm,
+};
 use kerf_api::labels;
 use thiserror::Error;
 
@@ -89,6 +91,50 @@ pub fn security_group_filter_sets(terms: &[SecurityGroupSelectorTerm]) -> Vec<Ve
             filters
         },
     )
+}
+
+/// One `DescribeCapacityReservations` call, as Karpenter v1.15 asks: the `id` terms by id
+/// (one call), every other term by owner, tags and match criteria; always only `active`
+/// reservations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReservationQuery {
+    /// `CapacityReservationIds`; empty for a filter query.
+    pub ids: Vec<String>,
+    /// The filters, `state=active` first.
+    pub filters: Vec<Filter>,
+}
+
+/// The queries that resolve `spec.capacityReservationSelectorTerms`.
+pub fn capacity_reservation_queries(
+    terms: &[CapacityReservationSelectorTerm],
+) -> Vec<ReservationQuery> {
+    let active = || Filter::new("state", vec!["active".into()]);
+    let ids: Vec<String> = terms.iter().filter_map(|t| t.id.clone()).collect();
+    let mut out = Vec::new();
+    if !ids.is_empty() {
+        out.push(ReservationQuery {
+            ids,
+            filters: vec![active()],
+        });
+    }
+    for t in terms.iter().filter(|t| t.id.is_none()) {
+        let mut filters = vec![active()];
+        if let Some(owner) = &t.owner_id {
+            filters.push(Filter::new("owner-id", vec![owner.clone()]));
+        }
+        filters.extend(t.tags.as_ref().map(tag_filters).unwrap_or_default());
+        if let Some(c) = &t.instance_match_criteria {
+            filters.push(Filter::new("instance-match-criteria", vec![c.clone()]));
+        }
+        // an owner alone selects nothing, as in Karpenter
+        if t.tags.is_some() || t.instance_match_criteria.is_some() {
+            out.push(ReservationQuery {
+                ids: Vec::new(),
+                filters,
+            });
+        }
+    }
+    out
 }
 
 /// One `DescribeImages` call: its filters and owners.
@@ -308,6 +354,35 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         )
+    }
+
+    #[test]
+    fn reservation_terms_become_one_id_query_and_one_filter_query_each() {
+        let terms: Vec<CapacityReservationSelectorTerm> = serde_yaml::from_str(
+            "- {id: cr-1}\n- {id: cr-2}\n- {tags: {team: ml, any: '*'}, ownerID: '123456789012'}\n\
+             - {instanceMatchCriteria: open}\n- {ownerID: '123456789012'}\n",
+        )
+        .unwrap();
+        let q = capacity_reservation_queries(&terms);
+        assert_eq!(q.len(), 3);
+        assert_eq!(q[0].ids, ["cr-1", "cr-2"]);
+        assert_eq!(q[0].filters, [f("state", &["active"])]);
+        assert_eq!(
+            q[1].filters,
+            [
+                f("state", &["active"]),
+                f("owner-id", &["123456789012"]),
+                f("tag-key", &["any"]),
+                f("tag:team", &["ml"]),
+            ]
+        );
+        assert_eq!(
+            q[2].filters,
+            [
+                f("state", &["active"]),
+                f("instance-match-criteria", &["open"])
+            ]
+        );
     }
 
     fn f(name: &str, values: &[&str]) -> Filter {

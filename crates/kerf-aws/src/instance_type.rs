@@ -14,10 +14,12 @@ use crate::pricing::{model, spot_price};
 pub struct Offering {
     /// Availability zone.
     pub zone: String,
-    /// `spot` or `on-demand`.
+    /// `spot`, `on-demand` or `reserved`.
     pub capacity_type: &'static str,
     /// USD per hour.
     pub price_per_hour: f64,
+    /// The capacity reservation a `reserved` offering launches into.
+    pub reservation: Option<crate::reservations::Reserved>,
 }
 
 /// An instance type with everything the scheduler needs to know about it.
@@ -149,12 +151,14 @@ pub fn instance_types_of<'a, Z: AsRef<str>>(
                 zone: zone.to_string(),
                 capacity_type: labels::CAPACITY_TYPE_ON_DEMAND,
                 price_per_hour: on_demand,
+                reservation: None,
             });
             if info.spot {
                 offerings.push(Offering {
                     zone: zone.to_string(),
                     capacity_type: labels::CAPACITY_TYPE_SPOT,
                     price_per_hour: spot_price(&info.name, zone, on_demand),
+                    reservation: None,
                 });
             }
         }
@@ -205,6 +209,13 @@ pub fn scheduler_options(
                     capacity_type: o.capacity_type.to_string(),
                     price_per_hour: o.price_per_hour,
                     available: !unavailable(o.capacity_type, t.name(), &o.zone),
+                    reservation: o
+                        .reservation
+                        .as_ref()
+                        .map(|r| kerf_scheduling::Reservation {
+                            id: r.id.clone(),
+                            capacity: r.capacity,
+                        }),
                 })
                 .collect(),
         })

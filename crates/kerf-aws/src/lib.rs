@@ -13,6 +13,7 @@ pub mod discovery;
 pub mod instance_type;
 pub mod interruption;
 pub mod pricing;
+pub mod reservations;
 
 pub use catalog::{CatalogError, InstanceTypeInfo};
 pub use instance_type::{InstanceType, Offering, instance_types, instance_types_of};

@@ -126,17 +126,20 @@ pub enum DriftReason {
     SecurityGroupDrift,
     /// Its subnet is not one its node class selects now.
     SubnetDrift,
+    /// It runs in a capacity reservation its node class no longer resolves.
+    CapacityReservationDrift,
 }
 
 impl DriftReason {
     /// Every reason, in the order drift is looked for.
-    pub const ALL: [DriftReason; 6] = [
+    pub const ALL: [DriftReason; 7] = [
         DriftReason::NodePoolDrifted,
         DriftReason::RequirementsDrifted,
         DriftReason::NodeClassDrift,
         DriftReason::AmiDrift,
         DriftReason::SecurityGroupDrift,
         DriftReason::SubnetDrift,
+        DriftReason::CapacityReservationDrift,
     ];
 
     /// The reason a `Drifted` condition names, read back after a restart.
@@ -153,6 +156,7 @@ impl DriftReason {
             DriftReason::AmiDrift => "AMIDrift",
             DriftReason::SecurityGroupDrift => "SecurityGroupDrift",
             DriftReason::SubnetDrift => "SubnetDrift",
+            DriftReason::CapacityReservationDrift => "CapacityReservationDrift",
         }
     }
 }

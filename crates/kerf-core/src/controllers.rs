@@ -35,6 +35,7 @@ pub mod health;
 pub mod interruption;
 pub mod lifecycle;
 pub mod provisioning;
+mod reservations;
 pub mod static_capacity;
 pub mod termination;
 
@@ -306,6 +307,9 @@ enum Timer {
 
 /// A node class's instance types as the solver gets them, unavailable offerings marked.
 struct TypeOptions {
+    /// The cloud's instance types they were made from: new ones (a reservation's room, a
+    /// refreshed catalog) make them anew.
+    base: Arc<[InstanceTypeOption]>,
     /// The unavailable-offerings generation they were checked against.
     generation: u64,
     /// The (type, offering) positions marked unavailable.
@@ -486,6 +490,9 @@ impl Controllers {
         if !changes.node_pools.is_empty() || !changes.node_classes.is_empty() {
             self.node_pools_changed(&changes.node_pools);
             self.evaluate_drift();
+        }
+        if !changes.node_classes.is_empty() {
+            self.expire_capacity_blocks();
         }
         if changes.node_overlays
             || !changes.node_pools.is_empty()

@@ -19,6 +19,8 @@ pub struct Candidate<'a, T> {
     pub capacity_type: &'a str,
     /// USD per hour.
     pub price: f64,
+    /// The capacity reservation a `reserved` offering launches into.
+    pub reservation: Option<&'a str>,
     /// The cloud's own handle on the offering.
     pub item: T,
 }
@@ -33,16 +35,25 @@ fn allows(requirements: &[NodeSelectorRequirementWithMinValues], key: &str, valu
 
 /// The request for a NodeClaim with `requirements` among `candidates` (its instance types'
 /// offerings): the offerings its zone and capacity-type requirements allow and `available`
-/// (the unavailable-offerings memory) does not rule out; of one capacity type, spot whenever any
-/// spot offering is left (as Karpenter chooses), else the cheapest offering's; cheapest first
+/// (the unavailable-offerings memory) does not rule out; only the reservations the NodeClaim is
+/// pinned to (`karpenter.k8s.aws/capacity-reservation-id`), and none when it is not pinned; of
+/// one capacity type, spot whenever any spot offering is left (as Karpenter chooses), else the
+/// cheapest offering's; cheapest first
 /// (ties by type, then zone); at most [`MAX_OFFERINGS`]. Empty when nothing is left.
 pub fn request<'a, T>(
     requirements: &[NodeSelectorRequirementWithMinValues],
     candidates: impl IntoIterator<Item = Candidate<'a, T>>,
     available: impl Fn(&str, &str, &str) -> bool,
 ) -> Vec<Candidate<'a, T>> {
+    // reservations are the planner's to hand out: a NodeClaim pinned to one asks for it
+    // alone, any other never for one
+    let pinned = (requirements.iter()).any(|r| r.key == labels::CAPACITY_RESERVATION_ID);
     let mut offers: Vec<Candidate<'a, T>> = candidates
         .into_iter()
+        .filter(|c| match c.reservation {
+            Some(id) => pinned && allows(requirements, labels::CAPACITY_RESERVATION_ID, id),
+            None => !pinned,
+        })
         .filter(|c| {
             allows(requirements, labels::ZONE, c.zone)
                 && allows(requirements, labels::CAPACITY_TYPE, c.capacity_type)
@@ -87,6 +98,7 @@ mod tests {
             zone,
             capacity_type,
             price,
+            reservation: None,
             item: (),
         }
     }

@@ -240,7 +240,16 @@ pub fn claim_record(
         Some(Launched {
             price_per_hour: price(&instance_type, &zone, capacity_type),
             provider_id,
-            labels: BTreeMap::from([(labels::INSTANCE_TYPE.to_string(), instance_type.clone())]),
+            // and the reservation it runs in, which expiry and drift read
+            labels: [
+                labels::INSTANCE_TYPE,
+                labels::CAPACITY_RESERVATION_ID,
+                labels::CAPACITY_RESERVATION_TYPE,
+                labels::CAPACITY_RESERVATION_INTERRUPTIBLE,
+            ]
+            .into_iter()
+            .filter_map(|k| label(k).map(|v| (k.to_string(), v)))
+            .collect(),
             instance_type,
             zone,
             capacity_type,

@@ -220,6 +220,7 @@ mod tests {
                     capacity_type: ct.into(),
                     price_per_hour: if ct == "spot" { price / 3.0 } else { price },
                     available: true,
+                    reservation: None,
                 })
                 .collect(),
         }

@@ -44,6 +44,7 @@ fn instance_type() -> InstanceTypeOption {
             capacity_type: "on-demand".into(),
             price_per_hour: 0.1,
             available: true,
+            reservation: None,
         }],
     }
 }
@@ -204,6 +205,7 @@ fn pods_bound_on_a_node_kerf_does_not_manage_count_in_zone_spread() {
         capacity_type: "on-demand".into(),
         price_per_hour: 0.2,
         available: true,
+        reservation: None,
     });
     core.cluster
         .set_instance_types("default", Arc::from(vec![two_zones]));

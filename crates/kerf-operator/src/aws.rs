@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use kerf_api::ec2nodeclass::AmiStatus;
+use kerf_api::ec2nodeclass::{AmiStatus, CapacityReservationStatus};
 use kerf_api::{EC2NodeClass, NodePool, labels};
 use kerf_aws::instance_type::{instance_types_of, scheduler_options};
 use kerf_aws::interruption;
+use kerf_aws::reservations::add_reserved_offerings;
 use kerf_aws_provider::instance_types::{InstanceTypeSource, RegionCatalog};
 use kerf_aws_provider::interruption_queue::InterruptionQueue;
 use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest, admits};
@@ -118,6 +119,22 @@ fn variant_of(type_labels: &BTreeMap<String, String>) -> String {
     format!("{arch}/{variant}")
 }
 
+/// The labels a node in a reservation carries beside `karpenter.sh/capacity-type: reserved`,
+/// as Karpenter writes them.
+fn reservation_labels(r: &CapacityReservationStatus) -> [(String, String); 3] {
+    [
+        (labels::CAPACITY_RESERVATION_ID.into(), r.id.clone()),
+        (
+            labels::CAPACITY_RESERVATION_TYPE.into(),
+            r.reservation_type.clone(),
+        ),
+        (
+            labels::CAPACITY_RESERVATION_INTERRUPTIBLE.into(),
+            r.interruptible.unwrap_or(false).to_string(),
+        ),
+    ]
+}
+
 impl Aws {
     /// A provider launching in `config`'s region for `cluster`, reading interruption messages
     /// from the SQS queue `interruption_queue` when given.
@@ -147,28 +164,35 @@ impl Aws {
             .map(|s| s.amis.iter().collect())
             .unwrap_or_default();
         let live = Live::read(&self.live);
+        let reservations: Vec<CapacityReservationStatus> = class
+            .and_then(|c| c.status.as_ref())
+            .map(|s| s.capacity_reservations.clone())
+            .unwrap_or_default();
+        let rooms = self.fleet.reservation_rooms();
         let key = format!(
-            "{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}|{:?}",
             live.generation,
             class
                 .and_then(|c| serde_json::to_string(&c.spec).ok())
                 .unwrap_or_default(),
             zones.join(","),
             serde_json::to_string(&amis).unwrap_or_default(),
+            serde_json::to_string(&reservations).unwrap_or_default(),
+            rooms,
         );
         let mut catalogs = self.catalogs.lock().unwrap_or_else(PoisonError::into_inner);
         let built = catalogs.entry(key).or_insert_with(|| {
             let settings = self.capacity.node_settings(class);
-            let mut options = match &live.types {
-                Some(read) => scheduler_options(
-                    &instance_types_of(&read.types, &settings, |name| read.zones_offering(name)),
-                    |_, _, _| false,
-                ),
-                None => scheduler_options(
-                    &kerf_aws::instance_types(&self.region, &settings).unwrap_or_default(),
-                    |_, _, _| false,
-                ),
+            let mut types = match &live.types {
+                Some(read) => {
+                    instance_types_of(&read.types, &settings, |name| read.zones_offering(name))
+                }
+                None => kerf_aws::instance_types(&self.region, &settings).unwrap_or_default(),
             };
+            add_reserved_offerings(&mut types, &reservations, |id| {
+                rooms.get(id).copied().unwrap_or(0)
+            });
+            let mut options = scheduler_options(&types, |_, _, _| false);
             // offered only where the class has a subnet
             for t in &mut options {
                 t.offerings.retain(|o| zones.contains(&o.zone));
@@ -257,6 +281,9 @@ impl CloudProvider for Aws {
             .chain(template.spec.startup_taints.iter())
             .cloned()
             .collect();
+        // a NodeClaim pinned to a reservation asks for it alone (`fleet::request`)
+        let reservation = (first.reservation)
+            .and_then(|id| status.capacity_reservations.iter().find(|r| r.id == id));
         let instance = self
             .fleet
             .launch(&LaunchRequest {
@@ -269,6 +296,7 @@ impl CloudProvider for Aws {
                 choices: &choices,
                 labels: &node_labels,
                 taints: &taints,
+                reservation,
             })
             .await
             .map_err(|e| match e {
@@ -299,6 +327,9 @@ impl CloudProvider for Aws {
             })?;
         let mut type_labels = (*t.labels).clone();
         type_labels.insert(labels::REGION.into(), self.region.clone());
+        if let Some(r) = reservation {
+            type_labels.extend(reservation_labels(r));
+        }
         Ok(Launched {
             provider_id: instance.provider_id(),
             instance_type: t.name.clone(),
@@ -370,13 +401,20 @@ impl CloudProvider for Aws {
 fn reprice(options: &mut [InstanceTypeOption], prices: &Prices) {
     for t in options.iter_mut() {
         for o in &mut t.offerings {
-            let live = if o.capacity_type == labels::CAPACITY_TYPE_SPOT {
-                prices.spot.get(&(t.name.clone(), o.zone.clone()))
-            } else {
-                prices.on_demand.get(&t.name)
+            let live = match o.capacity_type.as_str() {
+                labels::CAPACITY_TYPE_SPOT => prices.spot.get(&(t.name.clone(), o.zone.clone())),
+                labels::CAPACITY_TYPE_ON_DEMAND => prices.on_demand.get(&t.name),
+                _ => None,
             };
-            if let Some(p) = live {
-                o.price_per_hour = *p;
+            match (live, o.capacity_type.as_str()) {
+                (Some(p), _) => o.price_per_hour = *p,
+                // a reservation costs the on-demand price over ten million, whatever it is now
+                (None, labels::CAPACITY_TYPE_RESERVED) => {
+                    if let Some(p) = prices.on_demand.get(&t.name) {
+                        o.price_per_hour = p / kerf_aws::reservations::RESERVED_PRICE_DIVISOR;
+                    }
+                }
+                (None, _) => {}
             }
         }
         t.offerings

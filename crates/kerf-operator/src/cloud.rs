@@ -79,6 +79,7 @@ pub fn offerings<'a>(
                     zone: &o.zone,
                     capacity_type: &o.capacity_type,
                     price: (claim.overlaid_prices.get(&key)).map_or(o.price_per_hour, |p| *p),
+                    reservation: o.reservation.as_ref().map(|r| r.id.as_str()),
                     item: (t, o),
                 }
             })

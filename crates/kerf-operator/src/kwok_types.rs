@@ -254,6 +254,7 @@ pub fn options(specs: &[TypeSpec]) -> Vec<InstanceTypeOption> {
                         capacity_type: value(labels::CAPACITY_TYPE)?,
                         price_per_hour: o.price,
                         available: true,
+                        reservation: None,
                     })
                 })
                 .collect();

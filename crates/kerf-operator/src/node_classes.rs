@@ -213,7 +213,7 @@ impl Reconciler {
     async fn resolve(&self, class: &EC2NodeClass, name: &str) {
         let name = name.to_string();
         let now = k8s_openapi::jiff::Timestamp::now();
-        let mut status = match node_class::status(
+        let (mut status, room) = match node_class::status(
             &self.discovery,
             &self.profiles,
             &name,
@@ -234,6 +234,7 @@ impl Reconciler {
             .as_ref()
             .map(|s| &s.conditions[..])
             .unwrap_or(&[]);
+        self.fleet.set_reservation_room(room);
         keep_transition_times(&mut status.conditions, previous, crate::execute::now());
         for c in &mut status.conditions {
             c.observed_generation = class.metadata.generation;

@@ -46,6 +46,7 @@ pub fn instance_types() -> Vec<InstanceTypeOption> {
                 capacity_type: ct.into(),
                 price_per_hour: price,
                 available: true,
+                reservation: None,
             };
             let name = format!("fake-it-{i}");
             let size = if cpu > 4 && memory > 8 * GIB {

@@ -20,6 +20,18 @@ pub struct Offering {
     pub price_per_hour: f64,
     /// False while the cloud has reported insufficient capacity for it.
     pub available: bool,
+    /// A capacity reservation's offering (capacity type `reserved`): which, and how many
+    /// more instances it takes.
+    pub reservation: Option<Reservation>,
+}
+
+/// A capacity reservation behind an offering.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    /// Its id (`cr-…`).
+    pub id: String,
+    /// How many more instances it takes now.
+    pub capacity: u32,
 }
 
 /// An instance type as the scheduler needs it.

@@ -27,6 +27,8 @@ pub struct Launch {
     pub zone: String,
     /// Dollars per hour.
     pub price_per_hour: f64,
+    /// The capacity reservation it launches into (capacity type `reserved`).
+    pub reservation: Option<String>,
 }
 
 /// One offering of a compiled instance type.
@@ -40,6 +42,8 @@ pub struct CompiledOffering {
     pub price_per_hour: f64,
     /// False while the cloud reports no capacity for it.
     pub available: bool,
+    /// The capacity reservation it launches into, if it is one.
+    pub reservation: Option<Sym>,
 }
 
 impl CompiledOffering {
@@ -69,7 +73,9 @@ pub struct Candidate<'a> {
     pub offerings: &'a [CompiledOffering],
 }
 
-/// Orders, cuts and picks. `None` when no candidate has an available allowed offering.
+/// Orders, cuts and picks: a reservation with room first (Karpenter's order: reserved, spot,
+/// on-demand), and a reservation without room is no offering at all. `None` when no
+/// candidate has an available allowed offering.
 pub fn choose(
     candidates: &[Candidate<'_>],
     reqs: &Reqs,
@@ -77,8 +83,11 @@ pub fn choose(
     capacity_type_key: Sym,
     cap: usize,
     symbols: &Symbols,
+    room: &dyn Fn(Sym) -> bool,
 ) -> Option<(Vec<LaunchOption>, Launch)> {
-    let allowed = |o: &&CompiledOffering| o.allowed(reqs, zone_key, capacity_type_key, symbols);
+    let allowed = |o: &&CompiledOffering| {
+        o.allowed(reqs, zone_key, capacity_type_key, symbols) && o.reservation.is_none_or(room)
+    };
     let mut priced: Vec<(usize, f64)> = candidates
         .iter()
         .enumerate()
@@ -97,16 +106,19 @@ pub fn choose(
     });
     let kept = truncate(&priced, candidates, reqs, cap);
 
-    let spot = symbols.get(labels::CAPACITY_TYPE_SPOT);
-    let spot_offered = spot.is_some_and(|s| {
-        kept.iter().any(|(i, _)| {
-            candidates[*i]
-                .offerings
-                .iter()
-                .filter(allowed)
-                .any(|o| o.capacity_type == s)
+    let offered = |ct: &str| {
+        symbols.get(ct).filter(|s| {
+            kept.iter().any(|(i, _)| {
+                candidates[*i]
+                    .offerings
+                    .iter()
+                    .filter(allowed)
+                    .any(|o| o.capacity_type == *s)
+            })
         })
-    });
+    };
+    let first_choice =
+        offered(labels::CAPACITY_TYPE_RESERVED).or_else(|| offered(labels::CAPACITY_TYPE_SPOT));
     let best = kept
         .iter()
         .flat_map(|(i, _)| {
@@ -116,7 +128,7 @@ pub fn choose(
                 .filter(allowed)
                 .map(move |o| (*i, o))
         })
-        .filter(|(_, o)| !spot_offered || Some(o.capacity_type) == spot)
+        .filter(|(_, o)| first_choice.is_none_or(|c| o.capacity_type == c))
         .min_by(|a, b| {
             a.1.price_per_hour
                 .total_cmp(&b.1.price_per_hour)
@@ -129,6 +141,7 @@ pub fn choose(
         capacity_type: symbols.name(offering.capacity_type).to_string(),
         zone: symbols.name(offering.zone).to_string(),
         price_per_hour: offering.price_per_hour,
+        reservation: offering.reservation.map(|r| symbols.name(r).to_string()),
     };
     let options = kept
         .iter()
@@ -247,4 +260,31 @@ pub fn requirements(
         min_values: type_min.map(|m| m as i32),
     });
     out
+}
+
+/// Pins a NodeClaim's requirements to a reservation, as Karpenter does for a reserved
+/// launch: capacity type `reserved` only, and the reservation's id.
+pub fn pin_reservation(requirements: &mut Vec<NodeSelectorRequirementWithMinValues>, id: &str) {
+    requirements
+        .retain(|r| r.key != labels::CAPACITY_TYPE && r.key != labels::CAPACITY_RESERVATION_ID);
+    // before the instance types, which stay last
+    let at = requirements
+        .iter()
+        .position(|r| r.key == labels::INSTANCE_TYPE)
+        .unwrap_or(requirements.len());
+    for (i, (key, value)) in [
+        (labels::CAPACITY_TYPE, labels::CAPACITY_TYPE_RESERVED),
+        (labels::CAPACITY_RESERVATION_ID, id),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let pinned = NodeSelectorRequirementWithMinValues {
+            key: key.to_string(),
+            operator: Operator::In,
+            values: vec![value.to_string()],
+            min_values: None,
+        };
+        requirements.insert(at + i, pinned);
+    }
 }

@@ -24,7 +24,7 @@ pub mod topology;
 
 pub use input::{
     BoundPod, ExistingNode, InstanceTypeOption, MinValues, NodePoolInput, Offering, Preferences,
-    Problem, SolveOptions,
+    Problem, Reservation, SolveOptions,
 };
 pub use reasons::{Reason, Why};
 pub use requirements::{Incompatibility, Requirement, Requirements};

@@ -251,6 +251,8 @@ struct State<'p> {
     pools_enabled: bool,
     /// Bins as they were before a session's tentative change touched them.
     saved: Option<session::Saved>,
+    /// How many more instances each capacity reservation takes.
+    reservations: FxHashMap<Sym, u32>,
 }
 
 /// Decides where the pending pods go and which NodeClaims to launch.
@@ -313,6 +315,8 @@ impl<'p> State<'p> {
         mut reasons: HashMap<usize, Vec<Reason>>,
     ) -> Decision {
         let mut decision = Decision::default();
+        // planned NodeClaims take reservations in the order they were opened
+        let mut room = self.reservations.clone();
         for (bin, mut pods) in placed {
             if pods.is_empty() {
                 continue;
@@ -323,7 +327,7 @@ impl<'p> State<'p> {
                     .existing
                     .push(ExistingPlacement { node: *node, pods }),
                 Host::Planned { pool, types } => {
-                    if let Some(planned) = self.planned(bin, *pool, types, pods) {
+                    if let Some(planned) = self.planned(bin, *pool, types, pods, &mut room) {
                         decision.nodeclaims.push(planned);
                     }
                 }
@@ -342,13 +346,15 @@ impl<'p> State<'p> {
     }
 
     /// A planned bin (of `pool`, still open to `types`) as a NodeClaim to launch: the
-    /// cheapest offering among its types.
+    /// cheapest offering among its types, a reservation with `room` first; a reserved
+    /// launch takes one of that room and is pinned to its reservation.
     fn planned(
         &self,
         bin: &Bin,
         pool: usize,
         types: &BitSet,
         pods: Vec<usize>,
+        room: &mut FxHashMap<Sym, u32>,
     ) -> Option<PlannedNodeClaim> {
         let p = &self.pools[pool];
         let candidates: Vec<launch::Candidate<'_>> = types
@@ -366,8 +372,15 @@ impl<'p> State<'p> {
             self.capacity_type,
             self.problem.options.max_instance_types,
             &self.symbols,
+            &|id| room.get(&id).is_some_and(|n| *n > 0),
         )?;
-        let requirements = launch::requirements(&bin.reqs, &options, &self.symbols);
+        let mut requirements = launch::requirements(&bin.reqs, &options, &self.symbols);
+        if let Some(id) = &chosen.reservation {
+            if let Some(n) = self.symbols.get(id).and_then(|s| room.get_mut(&s)) {
+                *n = n.saturating_sub(1);
+            }
+            launch::pin_reservation(&mut requirements, id);
+        }
         let min_values_relaxed = p.reqs.iter().any(|(key, r)| {
             let now = bin.reqs.get(key).and_then(|b| b.min_values);
             r.min_values.is_some_and(|m| now.is_some_and(|n| n < m))

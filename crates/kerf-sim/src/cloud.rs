@@ -34,6 +34,8 @@ pub struct Instance {
     pub labels: BTreeMap<String, String>,
     /// Whether a spot interruption warning has been sent for it.
     pub interrupted: bool,
+    /// The capacity reservation it runs in.
+    pub reservation: Option<String>,
 }
 
 /// What a launch request got.
@@ -77,14 +79,17 @@ pub fn launch(
                         capacity_type: o.capacity_type,
                         // as Kerf priced it: a NodeOverlay's price where one applies
                         price: overlaid.get(&key).map_or(o.price_per_hour, |p| *p),
-                        item: t,
+                        reservation: o.reservation.as_ref().map(|r| r.id.as_str()),
+                        item: (t, o),
                     }
                 })
         });
     let mut attempt = Attempt::default();
     for c in fleet::request(&claim.requirements, candidates, available) {
-        let (t, zone, ct) = (c.item, c.zone, c.capacity_type);
-        if no_capacity(ct, t.name(), zone) {
+        let ((t, o), zone, ct) = (c.item, c.zone, c.capacity_type);
+        // a full reservation answers as EC2 does (ReservationCapacityExceeded)
+        let full = o.reservation.as_ref().is_some_and(|r| r.capacity == 0);
+        if full || no_capacity(ct, t.name(), zone) {
             attempt
                 .insufficient
                 .push((ct.to_string(), t.name().to_string(), zone.to_string()));
@@ -92,6 +97,16 @@ pub fn launch(
         }
         // EC2 ids have 17 hex digits; 64 random bits, zero-padded, look the same
         let id = format!("i-{:017x}", rng.random::<u64>());
+        let mut labels = t.labels.clone();
+        if let Some(r) = &o.reservation {
+            // the capacity type is the launch's own; the rest name the reservation
+            labels.extend(
+                r.labels()
+                    .into_iter()
+                    .skip(1)
+                    .map(|(k, v)| (k.to_string(), v)),
+            );
+        }
         attempt.instance = Some(Instance {
             provider_id: format!("aws:///{zone}/{id}"),
             id,
@@ -101,8 +116,9 @@ pub fn launch(
             price_per_hour: c.price,
             allocatable: t.allocatable.clone(),
             capacity: t.capacity.clone(),
-            labels: t.labels.clone(),
+            labels,
             interrupted: false,
+            reservation: o.reservation.as_ref().map(|r| r.id.clone()),
         });
         break;
     }

@@ -33,6 +33,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         include_str!("../../../scenarios/spot-fallback.yaml"),
     ),
     (
+        "reservations",
+        include_str!("../../../scenarios/reservations.yaml"),
+    ),
+    (
         "spot-refused",
         include_str!("../../../scenarios/spot-refused.yaml"),
     ),

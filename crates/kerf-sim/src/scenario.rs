@@ -202,6 +202,37 @@ pub struct Cloud {
     /// Other instance notices: scheduled maintenance, stop and terminate, rebalance.
     #[serde(default)]
     pub notices: Vec<Notice>,
+    /// Capacity reservations in the account: an EC2NodeClass whose
+    /// `capacityReservationSelectorTerms` select one (by id, or by tags) may launch into it.
+    #[serde(default)]
+    pub reservations: Vec<CapacityReservation>,
+}
+
+/// A capacity reservation of the simulated account (an ODCR or a capacity block).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CapacityReservation {
+    /// `cr-…`.
+    pub id: String,
+    /// The one instance type it holds.
+    pub instance_type: String,
+    /// Its zone.
+    pub zone: String,
+    /// How many instances it holds.
+    pub count: u32,
+    /// `default` (an On-Demand Capacity Reservation) or `capacity-block`.
+    #[serde(default = "default_reservation_type", rename = "type")]
+    pub reservation_type: String,
+    /// Its tags, for selector terms that select by tag.
+    #[serde(default)]
+    pub tags: std::collections::BTreeMap<String, String>,
+    /// When it ends (simulated time); a capacity block is drained 40 minutes before.
+    #[serde(default)]
+    pub end: Option<GoDuration>,
+}
+
+fn default_reservation_type() -> String {
+    "default".into()
 }
 
 /// Faults the simulated cloud injects, drawn from the scenario's seed.
@@ -233,6 +264,7 @@ impl Default for Cloud {
             insufficient_capacity: Vec::new(),
             spot_interruptions: Vec::new(),
             notices: Vec::new(),
+            reservations: Vec::new(),
         }
     }
 }

@@ -111,7 +111,65 @@ pub fn generate(seed: u64) -> Value {
     make_static(&mut rng, &mut scenario, &POOLS[..pools]);
     add_overlays(&mut rng, &mut scenario);
     add_policies(&mut rng, &mut scenario, &POOLS[..pools]);
+    add_reservations(&mut rng, &mut scenario, minutes);
     scenario
+}
+
+/// One scenario in five has one to three capacity reservations (On-Demand Capacity
+/// Reservations, or capacity blocks that end within the run), selected by the class by id,
+/// and every NodePool allowing `reserved` beside its other capacity types.
+fn add_reservations(rng: &mut ChaCha8Rng, scenario: &mut Value, minutes: u64) {
+    if !rng.random_bool(0.2) {
+        return;
+    }
+    let types = [
+        "m5.xlarge",
+        "c5.2xlarge",
+        "r5.large",
+        "m6i.large",
+        "c6a.xlarge",
+        "m6g.xlarge",
+    ];
+    let zones = ["us-east-1a", "us-east-1b", "us-east-1c"];
+    let spec = &mut scenario["spec"];
+    let mut terms = Vec::new();
+    let mut reservations = Vec::new();
+    for i in 0..rng.random_range(1..=3) {
+        let id = format!("cr-0{i:016x}");
+        let mut r = json!({"id": id, "instanceType": pick(rng, &types),
+                           "zone": pick(rng, &zones), "count": rng.random_range(1..=4)});
+        if rng.random_bool(0.4) {
+            r["type"] = json!("capacity-block");
+            r["end"] = json!(format!("{}m", rng.random_range(1..=minutes)));
+        } else if rng.random_bool(0.3) {
+            r["end"] = json!(format!("{}m", rng.random_range(1..=minutes)));
+        }
+        terms.push(json!({"id": id}));
+        reservations.push(r);
+    }
+    spec["cloud"]["reservations"] = json!(reservations);
+    let allow_reserved = |pool: &mut Value| {
+        let requirements = &mut pool["spec"]["template"]["spec"]["requirements"];
+        for r in requirements.as_array_mut().into_iter().flatten() {
+            if r["key"] == "karpenter.sh/capacity-type"
+                && let Some(values) = r["values"].as_array_mut()
+            {
+                values.push(json!("reserved"));
+            }
+        }
+    };
+    for m in spec["manifests"].as_array_mut().into_iter().flatten() {
+        match m["kind"].as_str() {
+            Some("EC2NodeClass") => m["spec"]["capacityReservationSelectorTerms"] = json!(terms),
+            Some("NodePool") => allow_reserved(m),
+            _ => {}
+        }
+    }
+    for e in spec["events"].as_array_mut().into_iter().flatten() {
+        if e["apply"]["kind"] == "NodePool" {
+            allow_reserved(&mut e["apply"]);
+        }
+    }
 }
 
 /// One scenario in five ignores preferences (PREFERENCE_POLICY=Ignore); one in five asks one

@@ -42,6 +42,7 @@ use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 mod convergence;
 mod invariants;
 mod min_values;
+mod reservations;
 pub use invariants::INVARIANTS;
 mod oracle;
 mod pdb_status;
@@ -95,6 +96,8 @@ enum Ev {
     Wake,
     /// Kerf crashes and starts again.
     Restart,
+    /// A capacity reservation turns `expiring` or ends.
+    Reservations,
 }
 
 /// A NodeClaim object as the simulated API server holds it: what the controllers created,
@@ -333,6 +336,18 @@ impl World {
         for at in w.scenario.spec.operator_restarts.clone() {
             w.push(at.0, Ev::Restart);
         }
+        let reservation_times: Vec<Duration> = (w.scenario.spec.cloud.reservations.iter())
+            .filter_map(|r| r.end.map(|e| e.0))
+            .flat_map(|end| {
+                [
+                    end.saturating_sub(kerf_aws::reservations::CAPACITY_BLOCK_EXPIRY),
+                    end,
+                ]
+            })
+            .collect();
+        for at in reservation_times {
+            w.push(at, Ev::Reservations);
+        }
         // the cluster moves again when the API server is back; pods that waited through an
         // outage are excused until then and the writes' backoff after it
         let outages: Vec<(Duration, Duration)> = (w.scenario.spec.api_server.outages.iter())
@@ -488,6 +503,10 @@ impl World {
                 self.wakes.remove(&self.now);
             }
             Ev::Restart => self.restart_controllers(),
+            Ev::Reservations => {
+                self.end_reservations();
+                self.sync_reservations();
+            }
             Ev::Sample => {
                 self.sample();
                 let next = self.now + self.sample_every();
@@ -525,6 +544,7 @@ impl World {
                 }
                 if self.options.check {
                     self.check_step()?;
+                    self.check_reservations()?;
                     self.check_waits_now()?;
                     self.check_convergence()?;
                 }
@@ -637,9 +657,11 @@ impl World {
                     )));
                 }
                 self.launch(&nodeclaim);
+                self.sync_reservations();
                 if self.options.check {
                     self.check_limits(&nodeclaim)?;
                     self.check_launch_price(&nodeclaim)?;
+                    self.check_reservations()?;
                 }
             }
             Action::Disrupting { reason, nodes } => {
@@ -657,6 +679,7 @@ impl World {
             Action::DeleteInstance { provider_id, .. } => {
                 if self.instances.remove(&provider_id).is_some() {
                     self.totals.nodes_terminated += 1;
+                    self.sync_reservations();
                 }
             }
             Action::DeleteNode { node } => self.delete_node(&node),
@@ -786,6 +809,7 @@ impl World {
                 self.catalogs.remove(&name);
                 self.core.cluster.apply_node_class(*class);
                 self.offer_instance_types(&name);
+                self.sync_reservations();
                 self.cheapest_rates = None;
                 self.pools_changed_at = self.now;
             }
@@ -1200,10 +1224,27 @@ impl World {
     /// Tells the controllers what a node class can launch (the cloud provider's instance
     /// types, every offering available: the controllers track capacity errors).
     fn offer_instance_types(&mut self, class: &str) {
-        let types = self.catalog(class);
+        let types = self.offered_catalog(class);
         self.core
             .cluster
             .set_instance_types(class, scheduler_options(&types, |_, _, _| false).into());
+    }
+
+    /// The class's catalog with its status's reservations as offerings, each with its room.
+    fn offered_catalog(&mut self, class: &str) -> Arc<Vec<kerf_aws::InstanceType<'static>>> {
+        let types = self.catalog(class);
+        let reservations = (self.core.cluster.node_classes.get(class))
+            .and_then(|k| k.status.as_ref())
+            .map(|s| s.capacity_reservations.clone())
+            .unwrap_or_default();
+        if reservations.is_empty() {
+            return types;
+        }
+        let mut types = (*types).clone();
+        kerf_aws::reservations::add_reserved_offerings(&mut types, &reservations, |id| {
+            self.reservation_room(id)
+        });
+        Arc::new(types)
     }
 
     /// NodeClaims with a running node, oldest first, filtered as a notice says.
@@ -1348,6 +1389,7 @@ impl World {
         self.log
             .info(self.now, "cloud", why, json!({"Node": {"name": node}}));
         self.core.instance_gone(provider_id, self.now);
+        self.sync_reservations();
     }
 
     /// Asks the simulated EC2 for a NodeClaim's instance and reports the answer.
@@ -1355,7 +1397,7 @@ impl World {
         let Some(claim) = self.core.cluster.nodeclaims.get(name).cloned() else {
             return;
         };
-        let catalog = self.catalog(&claim.node_class);
+        let catalog = self.offered_catalog(&claim.node_class);
         let windows = &self.scenario.spec.cloud.insufficient_capacity;
         let now = self.now;
         let unavailable = self.core.unavailable_offerings();

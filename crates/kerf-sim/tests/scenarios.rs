@@ -335,3 +335,43 @@ fn api_server_outages_lose_no_nodeclaim_and_make_none_twice() {
     assert_eq!(r.end.nodes[0].nodeclaim, created[1].1);
     assert!(r.totals.api_writes_failed > 0);
 }
+
+#[test]
+fn reservations_fill_first_never_overfill_and_blocks_drain_forty_minutes_before_their_end() {
+    let r = run("reservations");
+    let launched: Vec<&Value> = (r.events.iter())
+        .filter(|e| e["message"] == "launched nodeclaim")
+        .collect();
+    let reserved = |t: &str| {
+        (launched.iter())
+            .filter(|e| e["capacity-type"] == "reserved" && e["instance-type"] == t)
+            .map(|e| minutes(e))
+            .collect::<Vec<f64>>()
+    };
+    // the ODCR's two and the block's one, first of all, at the start; the other pods on spot
+    assert_eq!(reserved("m5.2xlarge").len(), 2, "{launched:?}");
+    assert_eq!(reserved("c5.4xlarge").len(), 1, "{launched:?}");
+    assert!(reserved("m5.2xlarge").iter().all(|t| *t < 1.0));
+    let first_spot = (launched.iter())
+        .filter(|e| e["capacity-type"] == "spot")
+        .map(|e| minutes(e))
+        .fold(f64::MAX, f64::min);
+    assert!(first_spot < 1.0, "{first_spot}");
+    // the block's NodeClaim goes at 20m, 40 minutes before its end at 1h
+    let expired: Vec<f64> = (r.events.iter())
+        .filter(|e| e["message"] == "initiating delete for capacity block expiration")
+        .map(minutes)
+        .collect();
+    assert_eq!(expired, [20.0], "{expired:?}");
+    // the ODCR dropped from the class at 45m: its two nodes drift and are replaced
+    let drifted = (r.events.iter())
+        .filter(|e| e["message"] == "marking drifted" && e["reason"] == "CapacityReservationDrift")
+        .count();
+    assert_eq!(drifted, 2);
+    assert!(r.end.pending_pods.is_empty(), "{:?}", r.end.pending_pods);
+    assert!(
+        r.end.nodes.iter().all(|n| n.capacity_type != "reserved"),
+        "{:?}",
+        r.end.nodes
+    );
+}

@@ -154,7 +154,9 @@ impl Controllers {
     /// (`RequirementsDrifted`), its node class changed (`NodeClassDrift`), its image is no
     /// longer one the class resolves to (`AMIDrift`), or its security groups
     /// (`SecurityGroupDrift`) or subnet (`SubnetDrift`) are not the ones the class selects
-    /// now. What the class has not resolved yet (an empty status list) is no reason.
+    /// now, or its capacity reservation is not one the class resolves
+    /// (`CapacityReservationDrift`). What the class has not resolved yet (an empty status
+    /// list) is no reason, except for reservations: Karpenter counts an empty list as none.
     fn drift_of(&self, name: &str) -> Option<DriftReason> {
         let c = self.cluster.nodeclaims.get(name)?;
         let np = self.cluster.node_pools.get(&c.node_pool)?;
@@ -198,7 +200,12 @@ impl Controllers {
         {
             return Some(DriftReason::AmiDrift);
         }
-        let network = launched.network.as_ref()?;
+        let reservation = launched.labels.get(labels::CAPACITY_RESERVATION_ID);
+        let reservation_gone =
+            reservation.is_some_and(|id| !status.capacity_reservations.iter().any(|r| r.id == *id));
+        let Some(network) = launched.network.as_ref() else {
+            return reservation_gone.then_some(DriftReason::CapacityReservationDrift);
+        };
         let groups: BTreeSet<&str> = status.security_groups.iter().map(|g| &g.id[..]).collect();
         // an instance in a VPC has at least one group: none is a listing that did not say
         if !groups.is_empty()
@@ -210,8 +217,10 @@ impl Controllers {
         {
             return Some(DriftReason::SecurityGroupDrift);
         }
-        (!status.subnets.is_empty() && !status.subnets.iter().any(|s| s.id == network.subnet_id))
-            .then_some(DriftReason::SubnetDrift)
+        if !status.subnets.is_empty() && !status.subnets.iter().any(|s| s.id == network.subnet_id) {
+            return Some(DriftReason::SubnetDrift);
+        }
+        reservation_gone.then_some(DriftReason::CapacityReservationDrift)
     }
 
     /// Marks NodeClaims drifted, or clears the mark when drift no longer holds.

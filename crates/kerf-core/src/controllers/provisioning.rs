@@ -140,6 +140,7 @@ impl Controllers {
                 Some(types) => types.clone(),
                 None => self.type_options_for(&class, generation),
             };
+            let options = self.less_reservations_in_flight(options);
             let usage = self.cluster.pool_usage(&name);
             let nodes = self.cluster.pool_nodes(&name);
             pools.push(node_pool_input(&np, options, usage, nodes));
@@ -153,18 +154,19 @@ impl Controllers {
         class: &str,
         generation: u64,
     ) -> Arc<[InstanceTypeOption]> {
-        if let Some(cached) = self.type_options.get(class)
-            && cached.generation == generation
-        {
-            return cached.options.clone();
-        }
-        let now = self.now;
         let base = self
             .cluster
             .instance_types
             .get(class)
             .cloned()
             .unwrap_or_else(|| Arc::from(Vec::new()));
+        if let Some(cached) = self.type_options.get(class)
+            && cached.generation == generation
+            && Arc::ptr_eq(&cached.base, &base)
+        {
+            return cached.options.clone();
+        }
+        let now = self.now;
         // most changes to the unavailable offerings touch other classes or none of the
         // offerings still marked: the options are rebuilt only when the marks differ
         let unavailable = &self.unavailable;
@@ -181,6 +183,7 @@ impl Controllers {
             .collect();
         if let Some(cached) = self.type_options.get_mut(class)
             && cached.marked == marked
+            && Arc::ptr_eq(&cached.base, &base)
         {
             cached.generation = generation;
             return cached.options.clone();
@@ -193,6 +196,7 @@ impl Controllers {
         self.type_options.insert(
             class.to_string(),
             super::TypeOptions {
+                base,
                 generation,
                 marked,
                 options: options.clone(),

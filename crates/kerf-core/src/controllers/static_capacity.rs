@@ -299,8 +299,12 @@ impl Controllers {
                 let o = t
                     .offerings
                     .iter()
+                    // reservations are handed out by provisioning's plans, not static ones
                     .filter(|o| {
-                        o.available && zone.has(&o.zone) && capacity_type.has(&o.capacity_type)
+                        o.available
+                            && o.reservation.is_none()
+                            && zone.has(&o.zone)
+                            && capacity_type.has(&o.capacity_type)
                     })
                     .min_by(|a, b| a.price_per_hour.total_cmp(&b.price_per_hour))?;
                 let option = LaunchOption {
@@ -312,6 +316,7 @@ impl Controllers {
                     capacity_type: o.capacity_type.clone(),
                     zone: o.zone.clone(),
                     price_per_hour: o.price_per_hour,
+                    reservation: None,
                 };
                 Some((option, launch))
             })

@@ -139,6 +139,7 @@ impl<'p> State<'p> {
             excluded: Vec::new(),
             pools_enabled: problem.options.new_nodeclaims,
             saved: None,
+            reservations: FxHashMap::default(),
         };
         state.pools = problem
             .node_pools
@@ -152,6 +153,16 @@ impl<'p> State<'p> {
             y.weight.cmp(&x.weight).then_with(|| x.name.cmp(&y.name))
         });
         state.pool_order = order;
+        // each reservation's room, the least any NodePool's catalog gives it
+        for np in problem.node_pools {
+            for o in np.instance_types.iter().flat_map(|t| &t.offerings) {
+                if let Some(r) = &o.reservation {
+                    let id = state.symbols.intern(&r.id);
+                    let room = state.reservations.entry(id).or_insert(r.capacity);
+                    *room = (*room).min(r.capacity);
+                }
+            }
+        }
         state.add_existing_bins();
         state.set_universes();
         state.count_bound();
@@ -208,6 +219,7 @@ impl<'p> State<'p> {
                         capacity_type: symbols.intern(&o.capacity_type),
                         price_per_hour: o.price_per_hour,
                         available: o.available,
+                        reservation: o.reservation.as_ref().map(|r| symbols.intern(&r.id)),
                     })
                     .collect();
                 t.add(

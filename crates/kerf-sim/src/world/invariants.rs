@@ -19,7 +19,7 @@ use crate::clock::EPOCH_UNIX;
 use crate::kube_scheduler::{Amounts, add, node_affinity_matches, requests, untolerated};
 
 /// What `--check` holds a run to, as a user reads it.
-pub const INVARIANTS: [&str; 14] = [
+pub const INVARIANTS: [&str; 16] = [
     "no node over-committed",
     "taints and node selectors honoured",
     "no NodeClaim launched over its NodePool's limits",
@@ -32,6 +32,8 @@ pub const INVARIANTS: [&str; 14] = [
     "no pod pending over 15 minutes that a NodePool could host",
     "static NodePools end at their replicas",
     "every instance priced as its NodeOverlays say",
+    "every NodeClaim meets its NodePool's minValues, or says it was relaxed (BestEffort)",
+    "no capacity reservation over its count; capacity blocks drained 40 minutes before their end",
     "consolidation converges when the cluster is quiet",
     "spot preferred over on-demand fallback",
 ];

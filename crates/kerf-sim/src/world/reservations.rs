@@ -1,0 +1,181 @@
+//! The simulated account's capacity reservations: resolved into each EC2NodeClass's status
+//! as Karpenter's AWS provider resolves them (selected by id or by tags, active until they
+//! end, a capacity block `expiring` from 40 minutes before), offered with their room (count
+//! less the instances in them), and checked: no reservation ever holds more instances than
+//! it has, and every NodeClaim in an expiring block is being deleted within a minute.
+
+use std::time::Duration;
+
+use kerf_api::ec2nodeclass::CapacityReservationStatus;
+use kerf_api::labels;
+use kerf_aws::reservations::CAPACITY_BLOCK_EXPIRY;
+
+use super::{SimError, World};
+use crate::scenario::CapacityReservation;
+
+/// How long after a block turns `expiring` its NodeClaims may still be without a deletion
+/// (the status is written at the next step, the deletion at the reaction after it).
+const EXPIRY_SLACK: Duration = Duration::from_secs(60);
+
+impl World {
+    /// The reservations `class` selects, as its status would list them now.
+    fn resolved(&self, class: &str) -> Vec<CapacityReservationStatus> {
+        let Some(k) = self.core.cluster.node_classes.get(class) else {
+            return Vec::new();
+        };
+        let terms = &k.spec.capacity_reservation_selector_terms;
+        let mut out: Vec<CapacityReservationStatus> = (self.scenario.spec.cloud.reservations)
+            .iter()
+            .filter(|r| r.end.is_none_or(|e| self.now < e.0))
+            .filter(|r| {
+                terms.iter().any(|t| match (&t.id, &t.tags) {
+                    (Some(id), _) => *id == r.id,
+                    (None, Some(tags)) => tags
+                        .iter()
+                        .all(|(k, v)| r.tags.get(k).is_some_and(|have| v == "*" || have == v)),
+                    (None, None) => false,
+                })
+            })
+            .map(|r| CapacityReservationStatus {
+                id: r.id.clone(),
+                instance_type: r.instance_type.clone(),
+                availability_zone: r.zone.clone(),
+                owner_id: "000000000000".into(),
+                instance_match_criteria: "targeted".into(),
+                reservation_type: r.reservation_type.clone(),
+                state: if self.expiring(r) {
+                    "expiring"
+                } else {
+                    "active"
+                }
+                .into(),
+                end_time: None,
+                interruptible: None,
+            })
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
+    }
+
+    fn expiring(&self, r: &CapacityReservation) -> bool {
+        r.reservation_type == "capacity-block"
+            && r.end
+                .is_some_and(|e| self.now + CAPACITY_BLOCK_EXPIRY >= e.0)
+    }
+
+    /// How many more instances a reservation takes now.
+    pub(super) fn reservation_room(&self, id: &str) -> u32 {
+        let Some(r) = self
+            .scenario
+            .spec
+            .cloud
+            .reservations
+            .iter()
+            .find(|r| r.id == id)
+        else {
+            return 0;
+        };
+        let inside = (self.instances.values())
+            .filter(|(_, i)| i.reservation.as_deref() == Some(id))
+            .count() as u32;
+        r.count.saturating_sub(inside)
+    }
+
+    /// Writes each class's resolved reservations into its status where they changed, as the
+    /// AWS provider's class controller does, and offers the classes' instance types again.
+    pub(super) fn sync_reservations(&mut self) {
+        if self.scenario.spec.cloud.reservations.is_empty() {
+            return;
+        }
+        let classes: Vec<String> = self.core.cluster.node_classes.keys().cloned().collect();
+        for name in classes {
+            let resolved = self.resolved(&name);
+            let Some(class) = self.core.cluster.node_classes.get(&name) else {
+                continue;
+            };
+            let current = class.status.as_ref().map(|s| &s.capacity_reservations);
+            if current.is_none_or(|c| *c != resolved) {
+                let mut class = class.clone();
+                class.status.get_or_insert_default().capacity_reservations = resolved;
+                self.core.cluster.apply_node_class(class);
+            }
+            self.offer_instance_types(&name);
+        }
+    }
+
+    /// No reservation holds more instances than it has: counted from the instances alone.
+    pub(super) fn check_reservations(&mut self) -> Result<(), SimError> {
+        for r in &self.scenario.spec.cloud.reservations {
+            let inside = (self.instances.values())
+                .filter(|(_, i)| i.reservation.as_deref() == Some(r.id.as_str()))
+                .count();
+            if inside > r.count as usize {
+                let message = format!(
+                    "capacity reservation {} holds {inside} instances, more than its {}",
+                    r.id, r.count
+                );
+                return Err(self.violation(message));
+            }
+        }
+        // an API-server outage holds the deletion back until it is over
+        let back = (self.scenario.spec.api_server.outages.iter())
+            .map(|o| o.until.0)
+            .filter(|until| *until <= self.now)
+            .max()
+            .unwrap_or_default();
+        if self.api_down().is_some() {
+            return Ok(());
+        }
+        let late: Vec<String> = (self.scenario.spec.cloud.reservations.iter())
+            .filter(|r| r.reservation_type == "capacity-block")
+            .filter_map(|r| {
+                let end = r.end?.0;
+                let due = end.saturating_sub(CAPACITY_BLOCK_EXPIRY).max(back) + EXPIRY_SLACK;
+                (self.now >= due && self.now < end).then_some(r.id.clone())
+            })
+            .collect();
+        for id in late {
+            let kept = self.nodeclaim_objects.iter().find(|(_, s)| {
+                s.deleting.is_none()
+                    && (s.object.metadata.labels.as_ref())
+                        .and_then(|l| l.get(labels::CAPACITY_RESERVATION_ID))
+                        .is_some_and(|v| *v == id)
+            });
+            if let Some((name, _)) = kept {
+                let message = format!(
+                    "nodeclaim {name} still runs in capacity block {id}, which ends within 40 \
+                     minutes"
+                );
+                return Err(self.violation(message));
+            }
+        }
+        Ok(())
+    }
+
+    /// A reservation ends: EC2 reclaims what still runs in a capacity block, and an On-Demand
+    /// Capacity Reservation's instances run on, as on-demand instances.
+    pub(super) fn end_reservations(&mut self) {
+        let ended = |kind: &str| -> Vec<String> {
+            (self.scenario.spec.cloud.reservations.iter())
+                .filter(|r| r.end.is_some_and(|e| self.now >= e.0) && r.reservation_type == kind)
+                .map(|r| r.id.clone())
+                .collect()
+        };
+        let (ended, released) = (ended("capacity-block"), ended("default"));
+        for (_, i) in self.instances.values_mut() {
+            if i.reservation
+                .as_ref()
+                .is_some_and(|id| released.contains(id))
+            {
+                i.reservation = None;
+            }
+        }
+        let gone: Vec<String> = (self.instances.iter())
+            .filter(|(_, (_, i))| i.reservation.as_ref().is_some_and(|id| ended.contains(id)))
+            .map(|(p, _)| p.clone())
+            .collect();
+        for provider_id in gone {
+            self.reclaim(&provider_id, "capacity block ended");
+        }
+    }
+}
