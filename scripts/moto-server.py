@@ -7,6 +7,7 @@ write the parameters they want to a JSON file ({"name": "value", ...}) and this 
 loads them into every region's SSM backend before serving.
 
     moto-server.py --port PORT [--ssm-parameters FILE] [--refuse-spot FILE]
+                   [--capacity-reservations FILE]
 
 moto's EC2 Fleet launches an instance from a launch template's image, type, subnet, user data
 and tags, but not from its security groups (moto reads neither `SecurityGroupIds` nor
@@ -20,6 +21,16 @@ moto launches whatever it is asked for. `--refuse-spot FILE` plays a spot shorta
 exists, a spot CreateFleet launches nothing and answers InsufficientInstanceCapacity for each
 of its overrides, as EC2 does when no pool of the request has capacity; each refused request
 is appended to FILE.log as a JSON line (time, overrides), so a test can tell when and how often.
+
+moto has no capacity reservations. `--capacity-reservations FILE` stands in for EC2's: FILE is
+a JSON list of reservations ({"id", "instanceType", "zone", "count", "type": "default" |
+"capacity-block", "endDate": epoch seconds or null, "tags": {...}, "ownerId",
+"instanceMatchCriteria"}), re-read at every call so a test can change them.
+DescribeCapacityReservations answers with them (ids, and the state, owner-id, tag:K, tag-key and
+instance-match-criteria filters; AvailableInstanceCount is the count less the instances
+launched into it), and a fleet whose launch template targets a reservation
+(CapacityReservationSpecification.CapacityReservationTarget) launches into it while it has
+room, and answers ReservationCapacityExceeded when it has none, as EC2 does.
 """
 
 import argparse
@@ -129,17 +140,139 @@ def refuse_spot(path: str) -> None:
     Fleets.create_fleet = create_fleet
 
 
+def capacity_reservations(path: str) -> None:
+    from moto.core.responses import ActionResult
+    from moto.ec2.models.fleets import Fleet
+    from moto.ec2.responses import EC2Response
+    from moto.ec2.responses.fleets import Fleets
+
+    inside: dict[str, set[str]] = defaultdict(set)  # reservation id -> instance ids
+
+    def held() -> list[dict]:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+
+    def room(r: dict) -> int:
+        return max(0, r["count"] - len(inside[r["id"]]))
+
+    def prune(backend) -> None:
+        # a terminated instance gives its place back
+        for ids in inside.values():
+            for instance_id in list(ids):
+                try:
+                    state = backend.get_instance(instance_id).state
+                except Exception:  # moto forgets terminated instances after a while
+                    state = "terminated"
+                if state in ("terminated", "shutting-down"):
+                    ids.discard(instance_id)
+
+    def target(backend, config) -> str | None:
+        spec = config.get("LaunchTemplateSpecification", {})
+        template_id = spec.get("LaunchTemplateId")
+        if not template_id:
+            return None
+        data = backend.get_launch_template(template_id).get_version(
+            spec.get("Version", "$Latest")).data
+        crs = data.get("CapacityReservationSpecification") or {}
+        return (crs.get("CapacityReservationTarget") or {}).get("CapacityReservationId")
+
+    def describe_capacity_reservations(self):
+        ids = self._get_param("CapacityReservationIds", [])
+        filters = self._filters_from_querystring()
+        prune(self.ec2_backend)
+        out = []
+        for r in held():
+            if ids and r["id"] not in ids:
+                continue
+            fields = {
+                "state": ["active"],
+                "owner-id": [r.get("ownerId", "123456789012")],
+                "instance-match-criteria": [r.get("instanceMatchCriteria", "targeted")],
+            }
+            fields.update({f"tag:{k}": [v] for k, v in r.get("tags", {}).items()})
+            keys = list(r.get("tags", {}))
+            if any(name == "tag-key" and not set(values) & set(keys)
+                   or name != "tag-key" and not set(values) & set(fields.get(name, []))
+                   for name, values in filters.items()):
+                continue
+            entry = {
+                "CapacityReservationId": r["id"],
+                "OwnerId": r.get("ownerId", "123456789012"),
+                "InstanceType": r["instanceType"],
+                "AvailabilityZone": r["zone"],
+                "TotalInstanceCount": r["count"],
+                "AvailableInstanceCount": room(r),
+                "State": "active",
+                "InstanceMatchCriteria": r.get("instanceMatchCriteria", "targeted"),
+                "ReservationType": r.get("type", "default"),
+                "Tags": [{"Key": k, "Value": v} for k, v in r.get("tags", {}).items()],
+            }
+            if r.get("endDate"):
+                entry["EndDate"] = datetime.datetime.fromtimestamp(
+                    r["endDate"], datetime.timezone.utc)
+            out.append(entry)
+        return ActionResult({"CapacityReservations": out})
+
+    EC2Response.describe_capacity_reservations = describe_capacity_reservations
+
+    original_create = Fleets.create_fleet
+
+    def create_fleet(self):
+        by_id = {r["id"]: r for r in held()}
+        prune(self.ec2_backend)
+        errors = []
+        for config in self._get_param("LaunchTemplateConfigs", []):
+            reservation = by_id.get(target(self.ec2_backend, config) or "")
+            if reservation is None or room(reservation) > 0:
+                continue
+            for override in config.get("Overrides", []):
+                errors.append({
+                    "LaunchTemplateAndOverrides": {
+                        "LaunchTemplateSpecification": config.get("LaunchTemplateSpecification"),
+                        "Overrides": {"InstanceType": override.get("InstanceType"),
+                                      "SubnetId": override.get("SubnetId")},
+                    },
+                    "Lifecycle": "on-demand",
+                    "ErrorCode": "ReservationCapacityExceeded",
+                    "ErrorMessage": "Insufficient capacity in the capacity reservation.",
+                })
+        if errors:
+            return ActionResult({"FleetId": f"fleet-{uuid.uuid4()}", "Instances": [],
+                                 "Errors": errors})
+        return original_create(self)
+
+    Fleets.create_fleet = create_fleet
+
+    original_init = Fleet.__init__
+
+    def init(self, ec2_backend, *args, **kwargs) -> None:
+        original_init(self, ec2_backend, *args, **kwargs)
+        for i in self.on_demand_instances:
+            spec = i["launch_spec"]
+            if spec is None or not spec.launch_template_spec:
+                continue
+            config = {"LaunchTemplateSpecification": spec.launch_template_spec}
+            reservation = target(ec2_backend, config)
+            if reservation:
+                inside[reservation].add(i["instance"].id)
+
+    Fleet.__init__ = init
+
+
 def run() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--ssm-parameters")
     parser.add_argument("--refuse-spot")
+    parser.add_argument("--capacity-reservations")
     args = parser.parse_args()
     complete_fleet_instances()
     if args.ssm_parameters:
         preload(args.ssm_parameters)
     if args.refuse_spot:
         refuse_spot(args.refuse_spot)
+    if args.capacity_reservations:
+        capacity_reservations(args.capacity_reservations)
     moto_main(["-H", "127.0.0.1", "-p", str(args.port)])
 
 

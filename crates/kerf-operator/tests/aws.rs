@@ -645,3 +645,147 @@ async fn when_spot_runs_out_seed_000s_on_demand_fallback_launches_within_seconds
         },
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_capacity_reservation_is_resolved_filled_first_and_launched_into_then_on_demand_follows()
+{
+    const RESERVATION: &str = "cr-0a1b2c3d4e5f60789";
+    let (moto, ec2, _) = seeded_moto("reserved").await;
+    moto.set_capacity_reservations(json!([{
+        "id": RESERVATION, "instanceType": "m5.xlarge", "zone": "ap-northeast-2a", "count": 1,
+    }]));
+    let (cp, op) = aws_operator("aws-reserved", &moto);
+    let log = || std::fs::read_to_string(&op.log).unwrap_or_default();
+    // seed 004 with its reservation: the class selects it, the NodePool allows reserved
+    let class_patch = json!({"spec": {"capacityReservationSelectorTerms": [{"id": RESERVATION}]}});
+    cp.kubectl_ok(
+        &[
+            "patch",
+            "ec2nodeclass",
+            "default",
+            "--type",
+            "merge",
+            "-p",
+            &class_patch.to_string(),
+        ],
+        None,
+    );
+    let pool_patch = json!({"spec": {"template": {"spec": {"requirements": [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In",
+             "values": ["reserved", "on-demand"]},
+            {"key": "karpenter.k8s.aws/instance-category", "operator": "In",
+             "values": ["c", "m", "r"]},
+    ]}}}});
+    cp.patch_nodepool("default", &pool_patch.to_string());
+    let status = wait_for(
+        "the reservation in the class's status",
+        LIMIT,
+        || {
+            let c = json_of(&cp, &["get", "ec2nodeclass", "default"]);
+            let listed = c["status"]["capacityReservations"].as_array()?.clone();
+            (condition(&c, "CapacityReservationsReady").as_deref() == Some("True")
+                && condition(&c, "Ready").as_deref() == Some("True"))
+            .then_some(listed)
+        },
+        log,
+    );
+    assert_eq!(status.len(), 1, "{status:?}");
+    assert_eq!(status[0]["id"], RESERVATION);
+    assert_eq!(status[0]["instanceType"], "m5.xlarge");
+    assert_eq!(status[0]["availabilityZone"], "ap-northeast-2a");
+    assert_eq!(status[0]["reservationType"], "default");
+
+    // the first NodeClaim goes into the reservation: it is all but free
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=1"], None);
+    let reserved = wait_for(
+        "a NodeClaim launched",
+        LIMIT,
+        || launched_claim(&cp, Some("default"), ""),
+        log,
+    );
+    let labels = &reserved["metadata"]["labels"];
+    assert_eq!(
+        labels["karpenter.sh/capacity-type"], "reserved",
+        "{reserved}"
+    );
+    assert_eq!(
+        labels["karpenter.k8s.aws/capacity-reservation-id"],
+        RESERVATION
+    );
+    assert_eq!(
+        labels["karpenter.k8s.aws/capacity-reservation-type"],
+        "default"
+    );
+    assert_eq!(labels["node.kubernetes.io/instance-type"], "m5.xlarge");
+    assert_eq!(labels["topology.kubernetes.io/zone"], "ap-northeast-2a");
+    let pinned = reserved["spec"]["requirements"]
+        .as_array()
+        .expect("requirements");
+    assert!(
+        pinned
+            .iter()
+            .any(|r| r["key"] == "karpenter.k8s.aws/capacity-reservation-id"
+                && r["values"] == json!([RESERVATION])),
+        "{pinned:?}"
+    );
+    check_claim(&cp, &ec2, &reserved).await;
+    // it was launched from a template that targets the reservation alone
+    let mut targeted = 0;
+    for t in ec2
+        .describe_launch_templates()
+        .send()
+        .await
+        .expect("templates")
+        .launch_templates()
+    {
+        let versions = ec2
+            .describe_launch_template_versions()
+            .launch_template_id(t.launch_template_id().expect("id"))
+            .send()
+            .await
+            .expect("versions");
+        for v in versions.launch_template_versions() {
+            let spec = v
+                .launch_template_data()
+                .and_then(|d| d.capacity_reservation_specification());
+            let target = spec
+                .and_then(|s| s.capacity_reservation_target())
+                .and_then(|t| t.capacity_reservation_id());
+            if target == Some(RESERVATION) {
+                assert_eq!(
+                    spec.and_then(|s| s.capacity_reservation_preference())
+                        .map(|p| p.as_str()),
+                    Some("capacity-reservations-only")
+                );
+                targeted += 1;
+            }
+        }
+    }
+    assert_eq!(targeted, 1, "one template targets the reservation");
+
+    // the reservation is full: more pods go to on-demand
+    let name = reserved["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=6"], None);
+    let second = wait_for(
+        "a second NodeClaim launched",
+        LIMIT,
+        || launched_claim(&cp, Some("default"), &name),
+        log,
+    );
+    assert_eq!(
+        second["metadata"]["labels"]["karpenter.sh/capacity-type"], "on-demand",
+        "{second}"
+    );
+    assert!(
+        second["metadata"]["labels"]
+            .get("karpenter.k8s.aws/capacity-reservation-id")
+            .is_none()
+    );
+    check_claim(&cp, &ec2, &second).await;
+    // no launch met a full reservation: the count was kept
+    assert!(!log().contains("ReservationCapacityExceeded"), "{}", log());
+}

@@ -70,12 +70,15 @@ impl Moto {
             .expect("a free port")
             .port();
         let log = std::fs::File::create(dir.join("moto.log")).expect("moto log");
+        std::fs::write(dir.join("capacity-reservations.json"), "[]").expect("no reservations");
         let child = Command::new(&python)
             .arg(root().join("scripts/moto-server.py"))
             .args(["--port", &port.to_string(), "--ssm-parameters"])
             .arg(&file)
             .arg("--refuse-spot")
             .arg(dir.join("refuse-spot"))
+            .arg("--capacity-reservations")
+            .arg(dir.join("capacity-reservations.json"))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -105,6 +108,16 @@ impl Moto {
         } else {
             let _ = std::fs::remove_file(&file);
         }
+    }
+
+    /// The account's capacity reservations from now on, as `scripts/moto-server.py` reads
+    /// them (`id`, `instanceType`, `zone`, `count`, `type`, `endDate`, `tags`).
+    pub fn set_capacity_reservations(&self, reservations: serde_json::Value) {
+        std::fs::write(
+            self.dir.0.join("capacity-reservations.json"),
+            reservations.to_string(),
+        )
+        .expect("write the reservations");
     }
 
     /// When each refused spot request came (seconds since the Unix epoch), with how many
