@@ -373,6 +373,9 @@ pub struct Controllers {
     static_replacing: BTreeMap<String, String>,
     /// Each NodeOverlay's status as last written.
     overlay_statuses: BTreeMap<String, kerf_api::nodeoverlay::NodeOverlayStatus>,
+    /// The last overlay evaluation, with the cluster and unavailable-offerings generations it
+    /// read: every solve asks for it, and it changes only with them.
+    overlay_cache: Option<(u64, u64, crate::overlays::Evaluation)>,
 }
 
 impl Controllers {
@@ -406,6 +409,7 @@ impl Controllers {
             static_logged: BTreeMap::new(),
             static_replacing: BTreeMap::new(),
             overlay_statuses: BTreeMap::new(),
+            overlay_cache: None,
         }
     }
 
@@ -657,6 +661,12 @@ impl Controllers {
             return crate::overlays::Evaluation::default();
         }
         let generation = self.unavailable.generation();
+        let cluster = self.cluster.generation();
+        if let Some((c, u, evaluation)) = &self.overlay_cache
+            && (*c, *u) == (cluster, generation)
+        {
+            return evaluation.clone();
+        }
         let pools: Vec<(String, kerf_api::NodePool)> = (self.cluster.node_pools.iter())
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
@@ -666,7 +676,9 @@ impl Controllers {
             let types = self.type_options_for(&class, generation);
             inputs.push((name, np, types));
         }
-        crate::overlays::evaluate(&self.cluster.node_overlays, &inputs)
+        let evaluation = crate::overlays::evaluate(&self.cluster.node_overlays, &inputs);
+        self.overlay_cache = Some((cluster, generation, evaluation.clone()));
+        evaluation
     }
 
     /// Writes the status of every NodeOverlay whose verdict changed.

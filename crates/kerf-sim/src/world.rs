@@ -161,6 +161,8 @@ pub struct World {
     /// Wake-ups already queued for the controllers.
     wakes: BTreeSet<Duration>,
     catalogs: HashMap<String, Arc<Vec<kerf_aws::InstanceType<'static>>>>,
+    /// Each class's reservations and their room as last offered to the controllers.
+    reservations_offered: HashMap<String, Vec<(String, u32)>>,
     /// NodeClaim objects, all a restarted controller can learn its NodeClaims from.
     nodeclaim_objects: BTreeMap<String, StoredNodeClaim>,
     /// Kerf's writes that failed for a passing reason (`spec.apiServer`), to be tried again
@@ -267,6 +269,7 @@ impl World {
             queue: BinaryHeap::new(),
             seq: 0,
             catalogs: HashMap::new(),
+            reservations_offered: HashMap::new(),
             workloads: BTreeMap::new(),
             instances: BTreeMap::new(),
             nodeclaim_objects: BTreeMap::new(),

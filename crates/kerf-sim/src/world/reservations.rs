@@ -93,13 +93,21 @@ impl World {
             let Some(class) = self.core.cluster.node_classes.get(&name) else {
                 continue;
             };
+            let rooms: Vec<(String, u32)> = (resolved.iter())
+                .map(|r| (r.id.clone(), self.reservation_room(&r.id)))
+                .collect();
             let current = class.status.as_ref().map(|s| &s.capacity_reservations);
-            if current.is_none_or(|c| *c != resolved) {
+            let changed = current.is_none_or(|c| *c != resolved);
+            if changed {
                 let mut class = class.clone();
                 class.status.get_or_insert_default().capacity_reservations = resolved;
                 self.core.cluster.apply_node_class(class);
             }
-            self.offer_instance_types(&name);
+            // the instance types are offered anew only when a reservation or its room changed
+            if changed || self.reservations_offered.get(&name) != Some(&rooms) {
+                self.offer_instance_types(&name);
+                self.reservations_offered.insert(name, rooms);
+            }
         }
     }
 
