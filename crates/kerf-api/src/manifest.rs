@@ -324,8 +324,20 @@ pub fn check_document(doc: &RawDocument) -> Checked {
                 KarpenterObject::EC2NodeClass(o) => o.validate(),
                 KarpenterObject::NodeOverlay(o) => o.validate(),
             };
+            // a rule over an object one of whose fields was pruned for a structural problem
+            // read it without that field: what it says there is the structural problem again
+            let structural_paths: Vec<String> = problems.iter().map(|q| q.path.clone()).collect();
+            let covered = |path: &str| {
+                structural_paths.iter().any(|q| {
+                    q == path
+                        || q.strip_prefix(path).is_some_and(|rest| {
+                            let child = rest.strip_prefix('.').unwrap_or(rest);
+                            rest.starts_with('.') && !child.contains(['.', '['])
+                        })
+                })
+            };
             for p in semantic {
-                if !problems.iter().any(|q| q.path == p.path) {
+                if !covered(&p.path) {
                     problems.push(p);
                 }
             }

@@ -521,15 +521,6 @@ fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
         {
             p.push(Problem::new(&at, "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term"));
         }
-        if let Some(c) = &t.instance_match_criteria
-            && c != "open"
-            && c != "targeted"
-        {
-            p.push(Problem::new(
-                format!("{at}.instanceMatchCriteria"),
-                "must be open or targeted",
-            ));
-        }
         check_tag_selector(&format!("{at}.tags"), &t.tags, p);
         check_pattern(
             &format!("{at}.id"),
