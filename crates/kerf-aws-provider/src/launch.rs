@@ -185,6 +185,8 @@ pub struct Fleet {
     /// How many more instances each capacity reservation takes: EC2's count at the last
     /// class resolution, less the launches into it since (Karpenter's availability cache).
     reservation_room: Mutex<BTreeMap<String, u32>>,
+    /// Woken when a room changes: the controllers' instance types must be made anew.
+    room_changed: tokio::sync::Notify,
 }
 
 /// Whether an AMI's requirements admit an instance type's labels (its architecture, and
@@ -296,13 +298,23 @@ impl Fleet {
             cluster,
             templates: Mutex::default(),
             reservation_room: Mutex::default(),
+            room_changed: tokio::sync::Notify::new(),
         }
     }
 
     /// EC2's counts of reservations' room, read with a class's status.
     pub fn set_reservation_room(&self, room: BTreeMap<String, u32>) {
         let mut held = (self.reservation_room.lock()).unwrap_or_else(PoisonError::into_inner);
+        let before = held.clone();
         held.extend(room);
+        if *held != before {
+            self.room_changed.notify_one();
+        }
+    }
+
+    /// Returns once a reservation's room changed since the last call.
+    pub async fn reservation_room_changed(&self) {
+        self.room_changed.notified().await;
     }
 
     /// How many more instances a reservation takes, as far as Kerf knows (0 when unknown).
@@ -318,9 +330,12 @@ impl Fleet {
             .clone()
     }
 
-    fn took_reservation(&self, id: &str, room: u32) {
+    /// One instance launched into a reservation (`full`: EC2 said it has no room at all).
+    fn took_reservation(&self, id: &str, full: bool) {
         let mut held = (self.reservation_room.lock()).unwrap_or_else(PoisonError::into_inner);
-        held.insert(id.to_string(), room);
+        let room = held.entry(id.to_string()).or_default();
+        *room = if full { 0 } else { room.saturating_sub(1) };
+        self.room_changed.notify_one();
     }
 
     fn template(
@@ -763,11 +778,8 @@ impl Fleet {
         if let Some(r) = req.reservation {
             let full = (out.errors().iter())
                 .any(|e| e.error_code() == Some("ReservationCapacityExceeded"));
-            let room = self.reservation_room(&r.id);
-            if full {
-                self.took_reservation(&r.id, 0);
-            } else if !out.instances().is_empty() {
-                self.took_reservation(&r.id, room.saturating_sub(1));
+            if full || !out.instances().is_empty() {
+                self.took_reservation(&r.id, full);
             }
         }
         for launched in out.instances() {

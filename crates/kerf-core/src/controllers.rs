@@ -495,7 +495,8 @@ impl Controllers {
             self.node_pools_changed(&changes.node_pools);
             self.evaluate_drift();
         }
-        if !changes.node_classes.is_empty() {
+        // a block turns expiring (a class change), or a NodeClaim lands in one that already is
+        if !changes.node_classes.is_empty() || !changes.lifecycle.is_empty() {
             self.expire_capacity_blocks();
         }
         if changes.node_overlays

@@ -1012,3 +1012,63 @@ fn a_static_nodeclaim_whose_launch_failed_is_made_again_once_capacity_may_be_bac
     let again = created(&run_until(&mut core, 61, 240));
     assert_eq!(again.len(), 1, "{again:?}");
 }
+
+#[test]
+fn a_reservation_takes_no_more_nodeclaims_than_its_room_and_the_rest_say_why() {
+    // a NodePool that may only use a reservation with room for one m5.large
+    let mut core = Controllers::new(Settings::default(), 7);
+    let mut np = pool();
+    np.spec.template.spec.requirements = serde_yaml::from_str(
+        "- {key: karpenter.sh/capacity-type, operator: In, values: [reserved]}",
+    )
+    .unwrap();
+    core.cluster.apply_node_pool(np);
+    let mut reserved = instance_type();
+    reserved.offerings.push(Offering {
+        zone: "us-east-1a".into(),
+        capacity_type: "reserved".into(),
+        price_per_hour: 0.1 / 1e7,
+        available: true,
+        reservation: Some(kerf_scheduling::Reservation {
+            id: "cr-0abc".into(),
+            capacity: 1,
+        }),
+    });
+    core.cluster
+        .set_instance_types("default", Arc::from(vec![reserved.clone()]));
+    for name in ["a", "b", "c"] {
+        core.cluster
+            .apply_pod(unschedulable(name, "1500m"), secs(0));
+    }
+    let solved = core.dry_run();
+    let claims = &solved.decision.nodeclaims;
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert_eq!(claims[0].launch.capacity_type, "reserved");
+    assert_eq!(claims[0].launch.reservation.as_deref(), Some("cr-0abc"));
+    let pinned = |key: &str| {
+        claims[0]
+            .requirements
+            .iter()
+            .find(|r| r.key == key)
+            .map(|r| r.values.clone())
+    };
+    assert_eq!(
+        pinned("karpenter.k8s.aws/capacity-reservation-id"),
+        Some(vec!["cr-0abc".to_string()])
+    );
+    // the other two pods are not dropped: they are pending, with the reason
+    let pending = &solved.decision.unschedulable;
+    assert_eq!(pending.len(), 2, "{pending:?}");
+    assert!(pending.iter().all(|u| !u.reasons.is_empty()), "{pending:?}");
+
+    // once the reservation is full (its room 0), no NodeClaim is planned into it at all
+    reserved.offerings[1].reservation = Some(kerf_scheduling::Reservation {
+        id: "cr-0abc".into(),
+        capacity: 0,
+    });
+    core.cluster
+        .set_instance_types("default", Arc::from(vec![reserved]));
+    let solved = core.dry_run();
+    assert!(solved.decision.nodeclaims.is_empty());
+    assert_eq!(solved.decision.unschedulable.len(), 3);
+}

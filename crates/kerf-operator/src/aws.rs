@@ -181,6 +181,10 @@ impl Aws {
             rooms,
         );
         let mut catalogs = self.catalogs.lock().unwrap_or_else(PoisonError::into_inner);
+        // rooms and prices change the key: what older keys built is not asked for again
+        if catalogs.len() > 32 && !catalogs.contains_key(&key) {
+            catalogs.clear();
+        }
         let built = catalogs.entry(key).or_insert_with(|| {
             let settings = self.capacity.node_settings(class);
             let mut types = match &live.types {
@@ -345,6 +349,16 @@ impl CloudProvider for Aws {
     }
 
     fn start(&self, client: kube::Client, queue: Arc<Queue>) {
+        // a reservation's room changed (a launch into it, EC2's count): the controllers'
+        // instance types carry it, so they are made anew
+        let fleet = Arc::clone(&self.fleet);
+        let sink = Arc::clone(&queue);
+        tokio::spawn(async move {
+            loop {
+                fleet.reservation_room_changed().await;
+                sink.push(Observed::OfferingsChanged);
+            }
+        });
         tokio::spawn(reconcile_node_classes(
             client,
             self.config.clone(),

@@ -57,7 +57,14 @@ impl CompiledOffering {
         capacity_type_key: Sym,
         symbols: &Symbols,
     ) -> bool {
+        // a requirement on the reservation id: only that reservation's offerings meet it
+        // (on the others the label does not exist)
+        let reservation = symbols
+            .get(labels::CAPACITY_RESERVATION_ID)
+            .filter(|k| reqs.has(*k))
+            .is_none_or(|k| self.reservation.is_some_and(|r| reqs.allows(k, r, symbols)));
         self.available
+            && reservation
             && reqs.allows(zone_key, self.zone, symbols)
             && reqs.allows(capacity_type_key, self.capacity_type, symbols)
     }

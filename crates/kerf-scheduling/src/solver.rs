@@ -28,7 +28,7 @@ use crate::input::Problem;
 use crate::interned::{Conflict, Req, Reqs};
 use crate::launch::{self, CompiledOffering, Launch, LaunchOption};
 use crate::pods::{HostPort, PodInfo, Relaxation};
-use crate::reasons::Reason;
+use crate::reasons::{Reason, Why};
 use crate::resources::Resources;
 use crate::symbols::{Sym, Symbols};
 use crate::topology::{GroupId, Topology};
@@ -327,8 +327,18 @@ impl<'p> State<'p> {
                     .existing
                     .push(ExistingPlacement { node: *node, pods }),
                 Host::Planned { pool, types } => {
-                    if let Some(planned) = self.planned(bin, *pool, types, pods, &mut room) {
-                        decision.nodeclaims.push(planned);
+                    match self.planned(bin, *pool, types, &pods, &mut room) {
+                        Some(planned) => decision.nodeclaims.push(planned),
+                        // its only offerings were reservations the plans before it filled
+                        None => {
+                            let name = &self.problem.node_pools[self.pools[*pool].input].name;
+                            for pod in pods {
+                                reasons.entry(pod).or_default().push(Reason {
+                                    node_pool: Some(name.clone()),
+                                    why: Why::NoAvailableOffering,
+                                });
+                            }
+                        }
                     }
                 }
             }
@@ -353,7 +363,7 @@ impl<'p> State<'p> {
         bin: &Bin,
         pool: usize,
         types: &BitSet,
-        pods: Vec<usize>,
+        pods: &[usize],
         room: &mut FxHashMap<Sym, u32>,
     ) -> Option<PlannedNodeClaim> {
         let p = &self.pools[pool];
@@ -387,7 +397,7 @@ impl<'p> State<'p> {
         });
         Some(PlannedNodeClaim {
             node_pool: p.input,
-            pods,
+            pods: pods.to_vec(),
             requests: self.dims.to_resources(&bin.requests),
             requirements,
             instance_types: options,

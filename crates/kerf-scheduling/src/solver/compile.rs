@@ -218,7 +218,9 @@ impl<'p> State<'p> {
                         zone: symbols.intern(&o.zone),
                         capacity_type: symbols.intern(&o.capacity_type),
                         price_per_hour: o.price_per_hour,
-                        available: o.available,
+                        // a reservation without room is no offering at all, as in Karpenter
+                        available: o.available
+                            && o.reservation.as_ref().is_none_or(|r| r.capacity > 0),
                         reservation: o.reservation.as_ref().map(|r| symbols.intern(&r.id)),
                     })
                     .collect();
