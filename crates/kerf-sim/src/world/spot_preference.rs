@@ -330,11 +330,30 @@ impl World {
         let since = self.now.saturating_sub(TTL + PASS_INTERVAL);
         let windows = &self.scenario.spec.cloud.insufficient_capacity;
         let mut out = Vec::new();
+        // `limits.nodes`: its NodeClaims as the API server holds them, not being deleted,
+        // and the one more the replacement would be
+        let nodes = (self.nodeclaim_objects.values())
+            .filter(|c| c.deleting.is_none())
+            .filter(|c| {
+                (c.object.metadata.labels.as_ref())
+                    .and_then(|l| l.get(labels::NODEPOOL))
+                    .is_some_and(|p| p == name)
+            })
+            .count() as i128;
+        let node_limit = limits.get("nodes").copied();
+        if node_limit.is_some_and(|limit| (nodes + 1) * 1000 > limit) {
+            return Vec::new();
+        }
         for t in catalog.iter() {
             let capacity = allocatable_amounts(&t.capacity);
-            let over_limit = limits.iter().any(|(r, limit)| {
-                usage.get(r).copied().unwrap_or(0) + capacity.get(r).copied().unwrap_or(0) > *limit
-            });
+            let over_limit =
+                limits
+                    .iter()
+                    .filter(|(r, _)| r.as_str() != "nodes")
+                    .any(|(r, limit)| {
+                        usage.get(r).copied().unwrap_or(0) + capacity.get(r).copied().unwrap_or(0)
+                            > *limit
+                    });
             if over_limit {
                 continue;
             }
