@@ -145,7 +145,8 @@ impl World {
     }
 
     /// At the end, with the StaticCapacity gate on, a static NodePool has no more NodeClaims
-    /// (not being deleted) than its replicas and `limits.nodes` allow; and exactly that many
+    /// (not being deleted, drifted ones waiting for their replacement aside) than its replicas
+    /// and `limits.nodes` allow; and exactly that many
     /// when it has launched one at all and nothing was in the way in the run's last ten
     /// minutes (a NodePool change, a capacity window, an API-server outage, a restart).
     /// Counted from the stored NodeClaim objects' labels.
@@ -178,7 +179,18 @@ impl World {
             let launched_any = stored
                 .iter()
                 .any(|c| (c.object.status.as_ref()).is_some_and(|s| s.provider_id.is_some()));
-            if have > want || (have < want && launched_any && !disturbed) {
+            // StaticDrift replaces first: a drifted NodeClaim stays until its replacement is
+            // initialized, one over the count meanwhile
+            let drifted = (stored.iter())
+                .filter(|c| c.deleting.is_none())
+                .filter(|c| {
+                    (c.object.status.as_ref()).is_some_and(|s| {
+                        (s.conditions.iter()).any(|k| k.type_ == "Drifted" && k.status == "True")
+                    })
+                })
+                .count();
+            let drifted = i64::try_from(drifted).unwrap_or(i64::MAX);
+            if have - drifted > want || (have < want && launched_any && !disturbed) {
                 return Err(self.violation(format!(
                     "static nodepool {name} has {have} nodeclaims at the end; its replicas \
                      and node limit ask for {want}"
