@@ -1281,13 +1281,15 @@ fn node_overlays_reprice_launches_and_conflicts_are_reported_on_karpenters_crds(
     );
     // five 1-cpu pods: the reserved 2xlarge is the cheapest fit at its overlaid price
     scale(&cp, 5);
+    // launched and labelled: the status and the labels are two writes
     let claim = wait_for(
         "a NodeClaim launched",
         LIMIT,
         || {
-            nodeclaims(&cp)
-                .into_iter()
-                .find(|c| c["status"]["providerID"].is_string())
+            nodeclaims(&cp).into_iter().find(|c| {
+                c["status"]["providerID"].is_string()
+                    && c["metadata"]["labels"]["node.kubernetes.io/instance-type"].is_string()
+            })
         },
         || cp.kubectl_ok(&["get", "nodeclaims"], None),
     );
