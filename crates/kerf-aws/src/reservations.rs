@@ -29,18 +29,23 @@ pub struct Reserved {
 }
 
 impl Reserved {
-    /// The labels a node launched into it carries, as Karpenter writes them.
-    pub fn labels(&self) -> [(&'static str, String); 4] {
-        [
-            (labels::CAPACITY_TYPE, labels::CAPACITY_TYPE_RESERVED.into()),
-            (labels::CAPACITY_RESERVATION_ID, self.id.clone()),
-            (labels::CAPACITY_RESERVATION_TYPE, self.kind.clone()),
-            (
-                labels::CAPACITY_RESERVATION_INTERRUPTIBLE,
-                self.interruptible.to_string(),
-            ),
-        ]
+    /// The labels a node launched into it carries beside `karpenter.sh/capacity-type:
+    /// reserved`, as Karpenter writes them.
+    pub fn labels(&self) -> [(String, String); 3] {
+        node_labels(&self.id, &self.kind, self.interruptible)
     }
+}
+
+/// The labels of a node in reservation `id` of type `kind` (`default`, `capacity-block`).
+pub fn node_labels(id: &str, kind: &str, interruptible: bool) -> [(String, String); 3] {
+    [
+        (labels::CAPACITY_RESERVATION_ID.into(), id.to_string()),
+        (labels::CAPACITY_RESERVATION_TYPE.into(), kind.to_string()),
+        (
+            labels::CAPACITY_RESERVATION_INTERRUPTIBLE.into(),
+            interruptible.to_string(),
+        ),
+    ]
 }
 
 /// Adds a `reserved` offering for each active reservation whose instance type the catalog

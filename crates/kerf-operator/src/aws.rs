@@ -119,22 +119,6 @@ fn variant_of(type_labels: &BTreeMap<String, String>) -> String {
     format!("{arch}/{variant}")
 }
 
-/// The labels a node in a reservation carries beside `karpenter.sh/capacity-type: reserved`,
-/// as Karpenter writes them.
-fn reservation_labels(r: &CapacityReservationStatus) -> [(String, String); 3] {
-    [
-        (labels::CAPACITY_RESERVATION_ID.into(), r.id.clone()),
-        (
-            labels::CAPACITY_RESERVATION_TYPE.into(),
-            r.reservation_type.clone(),
-        ),
-        (
-            labels::CAPACITY_RESERVATION_INTERRUPTIBLE.into(),
-            r.interruptible.unwrap_or(false).to_string(),
-        ),
-    ]
-}
-
 impl Aws {
     /// A provider launching in `config`'s region for `cluster`, reading interruption messages
     /// from the SQS queue `interruption_queue` when given.
@@ -332,7 +316,11 @@ impl CloudProvider for Aws {
         let mut type_labels = (*t.labels).clone();
         type_labels.insert(labels::REGION.into(), self.region.clone());
         if let Some(r) = reservation {
-            type_labels.extend(reservation_labels(r));
+            type_labels.extend(kerf_aws::reservations::node_labels(
+                &r.id,
+                &r.reservation_type,
+                r.interruptible.unwrap_or(false),
+            ));
         }
         Ok(Launched {
             provider_id: instance.provider_id(),

@@ -99,13 +99,7 @@ pub fn launch(
         let id = format!("i-{:017x}", rng.random::<u64>());
         let mut labels = t.labels.clone();
         if let Some(r) = &o.reservation {
-            // the capacity type is the launch's own; the rest name the reservation
-            labels.extend(
-                r.labels()
-                    .into_iter()
-                    .skip(1)
-                    .map(|(k, v)| (k.to_string(), v)),
-            );
+            labels.extend(r.labels());
         }
         attempt.instance = Some(Instance {
             provider_id: format!("aws:///{zone}/{id}"),
