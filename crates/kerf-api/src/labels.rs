@@ -23,6 +23,19 @@ pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 /// Annotation on every NodeClaim Karpenter makes: `"true"` when MIN_VALUES_POLICY=BestEffort
 /// lowered one of its NodePool's minValues, else `"false"` (copied to the Node).
 pub const MIN_VALUES_RELAXED: &str = "karpenter.sh/nodeclaim-min-values-relaxed";
+/// Annotation Kerf puts on its in-memory copy of a pod that mounts claims (never written to
+/// the cluster): the node requirements its volumes allow, as JSON alternatives (a list of
+/// lists of node selector requirements), which the solver adds to the pod's own node
+/// affinity for placement but not for counting topology spread domains, as Karpenter does.
+pub const VOLUME_TOPOLOGY: &str = "kerf.sh/volume-topology";
+/// Prefix of the resource a node's CSI volume attachments are counted in, one per driver
+/// (`attachable-volumes-csi-ebs.csi.aws.com`), as kube-scheduler once named them: each pod
+/// requests one per claim it mounts, and a node has what its CSINode allows (or, before
+/// that is known, what its instance type allows). A node without the resource takes any
+/// number.
+pub const ATTACHABLE_VOLUMES: &str = "attachable-volumes-csi-";
+/// The EBS CSI driver's name: the driver whose attachments an EC2 instance type limits.
+pub const EBS_CSI_DRIVER: &str = "ebs.csi.aws.com";
 /// Annotation holding the version of the NodePool hash algorithm.
 pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
 /// Annotation holding the hash of the EC2NodeClass a NodeClaim was launched from (drift).

@@ -38,6 +38,9 @@ pub struct NodeSettings<'a> {
     pub vm_memory_overhead_percent: f64,
     /// Network interfaces kept out of the pod count (`RESERVED_ENIS`).
     pub reserved_enis: u32,
+    /// Block device mappings of the launch template (the root volume's included): each
+    /// takes one of the node's EBS attachment slots.
+    pub block_devices: usize,
 }
 
 impl Default for NodeSettings<'_> {
@@ -48,6 +51,7 @@ impl Default for NodeSettings<'_> {
             instance_store_raid0: false,
             vm_memory_overhead_percent: VM_MEMORY_OVERHEAD_PERCENT,
             reserved_enis: 0,
+            block_devices: 1,
         }
     }
 }
@@ -71,6 +75,7 @@ impl<'a> NodeSettings<'a> {
                 .and_then(|e| e.size())
                 .map(|q| q.units_ceil() as i64),
             instance_store_raid0: spec.instance_store_policy == Some(InstanceStorePolicy::RAID0),
+            block_devices: spec.block_device_mappings.len().max(1),
             ..NodeSettings::default()
         }
     }

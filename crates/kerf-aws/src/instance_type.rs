@@ -35,6 +35,8 @@ pub struct InstanceType<'a> {
     pub allocatable: Resources,
     /// Labels every node of this type carries (zone and capacity type are per offering).
     pub labels: BTreeMap<String, String>,
+    /// How many EBS volumes a node of it attaches, as its CSINode will say.
+    pub ebs_attachments: i64,
     /// Ways to buy it in the region, cheapest first.
     pub offerings: Vec<Offering>,
 }
@@ -176,6 +178,7 @@ pub fn instance_types_of<'a, Z: AsRef<str>>(
             capacity,
             overhead,
             labels: labels_of(info),
+            ebs_attachments: crate::attach_limits::ebs(info, settings.block_devices),
             offerings,
         });
     }
@@ -200,7 +203,18 @@ pub fn scheduler_options(
             name: t.name().to_string(),
             labels: t.labels.clone().into(),
             capacity: t.capacity.clone(),
-            allocatable: t.allocatable.clone(),
+            allocatable: {
+                // the scheduler counts attachments as a resource; the node's own
+                // allocatable (and the NodeClaim's) does not carry it
+                let mut a = t.allocatable.clone();
+                let ebs = format!(
+                    "{}{}",
+                    kerf_api::labels::ATTACHABLE_VOLUMES,
+                    kerf_api::labels::EBS_CSI_DRIVER
+                );
+                a.extended.insert(ebs, t.ebs_attachments);
+                a
+            },
             offerings: t
                 .offerings
                 .iter()

@@ -7,6 +7,7 @@
 //! No SDK, no network, no clock: the live AWS provider (a later crate) reads real prices
 //! and offerings; the simulator and `kerf instance-types` read these.
 
+pub mod attach_limits;
 pub mod capacity;
 pub mod catalog;
 pub mod discovery;

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
     PodTemplateSpec, Volume,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_api::Quantity;
@@ -28,7 +28,8 @@ pub enum ClusterObject {
     Node(Box<Node>),
     /// A PodDisruptionBudget.
     Pdb(Box<PodDisruptionBudget>),
-    /// A PersistentVolumeClaim, PersistentVolume or StorageClass (for volume topology).
+    /// A PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode (volume topology
+    /// and attachment limits).
     Volume(VolumeObject),
 }
 
@@ -41,6 +42,8 @@ pub enum VolumeObject {
     Volume(Box<PersistentVolume>),
     /// A StorageClass.
     Class(Box<StorageClass>),
+    /// A CSINode: how many volumes its node's CSI drivers attach.
+    CsiNode(Box<CSINode>),
 }
 
 impl VolumeObject {
@@ -50,8 +53,52 @@ impl VolumeObject {
             VolumeObject::Claim(c) => volumes.apply_claim(c),
             VolumeObject::Volume(v) => volumes.apply_volume(v),
             VolumeObject::Class(c) => volumes.apply_class(c),
+            VolumeObject::CsiNode(c) => volumes.apply_csi_node(c),
         }
     }
+
+    /// Takes the object out of the cluster's volumes.
+    pub fn delete(&self, volumes: &mut crate::volumes::Volumes) {
+        let name = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            m.name.clone().unwrap_or_default()
+        };
+        match self {
+            VolumeObject::Claim(c) => {
+                volumes.delete_claim(c.metadata.namespace.as_deref(), &name(&c.metadata));
+            }
+            VolumeObject::Volume(v) => volumes.delete_volume(&name(&v.metadata)),
+            VolumeObject::Class(c) => volumes.delete_class(&name(&c.metadata)),
+            VolumeObject::CsiNode(c) => volumes.delete_csi_node(&name(&c.metadata)),
+        }
+    }
+}
+
+/// The claim templates of a StatefulSet manifest (`spec.volumeClaimTemplates`, in the
+/// StatefulSet's namespace); none for any other document or one that does not read.
+pub fn claim_templates(doc: &RawDocument) -> Vec<PersistentVolumeClaim> {
+    if doc.kind() != "StatefulSet" {
+        return Vec::new();
+    }
+    let Ok(s) = parse::<StatefulSet>(doc) else {
+        return Vec::new();
+    };
+    let mut templates = s
+        .spec
+        .and_then(|s| s.volume_claim_templates)
+        .unwrap_or_default();
+    for t in &mut templates {
+        t.metadata.namespace = s.metadata.namespace.clone();
+    }
+    templates
+}
+
+/// The claim the StatefulSet controller makes from a template for one of its pods,
+/// `<template>-<pod>`, before it makes the pod.
+pub fn claim_for(template: &PersistentVolumeClaim, pod: &str) -> PersistentVolumeClaim {
+    let mut claim = template.clone();
+    let name = template.metadata.name.as_deref().unwrap_or_default();
+    claim.metadata.name = Some(format!("{name}-{pod}"));
+    claim
 }
 
 /// A workload manifest that cannot be read.
@@ -222,6 +269,11 @@ pub fn read(doc: &RawDocument) -> Result<Option<ClusterObject>, WorkloadError> {
         }
         ("storage.k8s.io", "StorageClass") => {
             return Ok(Some(ClusterObject::Volume(VolumeObject::Class(parse(
+                doc,
+            )?))));
+        }
+        ("storage.k8s.io", "CSINode") => {
+            return Ok(Some(ClusterObject::Volume(VolumeObject::CsiNode(parse(
                 doc,
             )?))));
         }

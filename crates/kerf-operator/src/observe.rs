@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::manifest::RawDocument;
 use kerf_core::controllers::Controllers;
 use kerf_core::objects::node_record;
-use kerf_core::workloads::{ClusterObject, VolumeObject, read};
+use kerf_core::workloads::{ClusterObject, read};
 use kerf_scheduling::pods::pod_key;
 
 use crate::cloud::CloudProvider;
@@ -187,6 +187,7 @@ fn gone(core: &mut Controllers, kind: &str, key: &str, now: Duration) {
         }
         "PersistentVolume" => cluster.volumes_changed(|v| v.delete_volume(name), now),
         "StorageClass" => cluster.volumes_changed(|v| v.delete_class(name), now),
+        "CSINode" => cluster.volumes_changed(|v| v.delete_csi_node(name), now),
         _ => {}
     }
 }
@@ -213,15 +214,6 @@ fn deleted(core: &mut Controllers, object: Object, now: Duration) {
                 pdb.metadata.name.as_ref(),
             ));
         }
-        Object::Volume(v) => cluster.volumes_changed(
-            |volumes| match &v {
-                VolumeObject::Claim(c) => {
-                    volumes.delete_claim(c.metadata.namespace.as_deref(), name_of(&**c));
-                }
-                VolumeObject::Volume(pv) => volumes.delete_volume(name_of(&**pv)),
-                VolumeObject::Class(sc) => volumes.delete_class(name_of(&**sc)),
-            },
-            now,
-        ),
+        Object::Volume(v) => cluster.volumes_changed(|volumes| v.delete(volumes), now),
     }
 }

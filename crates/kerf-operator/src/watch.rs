@@ -11,7 +11,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kerf_api::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use kerf_core::workloads::VolumeObject;
 use std::time::Duration;
@@ -48,7 +48,7 @@ pub enum Object {
     KwokNodeClass(Box<KwokNodeClass>),
     /// A NodeOverlay, read as far as Kerf understands it.
     NodeOverlay(Box<Lenient<NodeOverlay>>),
-    /// A PersistentVolumeClaim, PersistentVolume or StorageClass.
+    /// A PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode.
     Volume(VolumeObject),
 }
 
@@ -359,7 +359,7 @@ impl Known {
 }
 
 /// The kinds watched, by the name [`Observed::Synced`] reports.
-pub const KINDS: [&str; 10] = [
+pub const KINDS: [&str; 11] = [
     "Pod",
     "Node",
     "NodeClaim",
@@ -370,6 +370,7 @@ pub const KINDS: [&str; 10] = [
     "PersistentVolumeClaim",
     "PersistentVolume",
     "StorageClass",
+    "CSINode",
 ];
 
 /// The kind name of Karpenter kwok's node class, watched where it is served.
@@ -408,6 +409,8 @@ pub fn spawn_all(
     spawn::<PersistentVolume>(client, KINDS[8], volume, &queue, ready);
     let class = |o| Object::Volume(VolumeObject::Class(Box::new(o)));
     spawn::<StorageClass>(client, KINDS[9], class, &queue, ready);
+    let csi = |o| Object::Volume(VolumeObject::CsiNode(Box::new(o)));
+    spawn::<CSINode>(client, KINDS[10], csi, &queue, ready);
     let mut kinds = KINDS.to_vec();
     if kwok_node_classes {
         let class = |o| Object::KwokNodeClass(Box::new(o));

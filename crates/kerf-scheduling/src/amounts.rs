@@ -134,6 +134,21 @@ impl Dimensions {
         out
     }
 
+    /// What a node offers pods: [`Dimensions::capacity`], except that a volume attachment
+    /// slot ([`kerf_api::labels::ATTACHABLE_VOLUMES`]) the node does not list takes any
+    /// number, as kube-scheduler counts a CSI driver without a published limit.
+    pub fn allocatable(&self, r: &Resources) -> Amounts {
+        let mut out = self.capacity(r);
+        for (i, name) in self.extended.iter().enumerate() {
+            if name.starts_with(kerf_api::labels::ATTACHABLE_VOLUMES)
+                && !r.extended.contains_key(name)
+            {
+                out.0[FIRST_EXTENDED + i] = UNOBTAINABLE;
+            }
+        }
+        out
+    }
+
     /// Back to named resources, for output.
     pub fn to_resources(&self, a: &Amounts) -> Resources {
         let extended: BTreeMap<String, i64> = self

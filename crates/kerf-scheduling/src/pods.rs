@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{NodeSelectorTerm, Pod, PodAffinityTerm, Toleration};
+use k8s_openapi::api::core::v1::{
+    NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinityTerm, Toleration,
+};
 use kerf_api::{Operator, labels};
 
 use crate::amounts::{Amounts, Dimensions};
@@ -112,6 +114,27 @@ pub fn term_reqs(term: &NodeSelectorTerm, symbols: &mut Symbols) -> Reqs {
         out.add(key, req, symbols);
     }
     out
+}
+
+/// The alternatives Kerf's copy of a pod carries for its volumes' topology
+/// ([`labels::VOLUME_TOPOLOGY`]), as node selector terms. An annotation that does not read
+/// (a user's own, on a pod without claims) is not Kerf's and is ignored.
+fn volume_alternatives(pod: &Pod) -> Option<Vec<NodeSelectorTerm>> {
+    let text = pod
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(labels::VOLUME_TOPOLOGY)?;
+    let alternatives: Vec<Vec<NodeSelectorRequirement>> = serde_json::from_str(text).ok()?;
+    Some(
+        alternatives
+            .into_iter()
+            .map(|a| NodeSelectorTerm {
+                match_expressions: Some(a),
+                match_fields: None,
+            })
+            .collect(),
+    )
 }
 
 /// The requirements of a nodeSelector.
@@ -308,6 +331,22 @@ impl Compiler<'_> {
             info.anti.push(id);
             let inverse = self.term_group(term, Kind::InverseAnti, namespace);
             info.owns_inverse.push(inverse);
+        }
+        // the volumes' topology narrows where the pod goes, after the spreads have taken
+        // their domains from the pod's own affinity (kube-scheduler counts them that way)
+        if let Some(alternatives) = volume_alternatives(pod) {
+            let own = if info.required_terms.is_empty() {
+                vec![Reqs::new()]
+            } else {
+                std::mem::take(&mut info.required_terms)
+            };
+            for term in &own {
+                for alternative in &alternatives {
+                    let reqs = term_reqs(alternative, self.symbols);
+                    info.required_terms
+                        .push(term.intersection(&reqs, self.symbols));
+                }
+            }
         }
         if respect {
             let preferred_aff = pod_aff.and_then(|a| {

@@ -21,7 +21,7 @@ use kerf_core::controllers::{Controllers, Settings};
 use kerf_core::nodepools::daemon_runs_on;
 use kerf_core::objects::node_record;
 use kerf_core::unavailable::Pattern;
-use kerf_core::workloads::{ClusterObject, VolumeObject, read};
+use kerf_core::workloads::{ClusterObject, VolumeObject, claim_for, claim_templates, read};
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::{MinValues, Preferences};
 
@@ -37,6 +37,8 @@ pub struct Inputs {
     pods: Vec<Pod>,
     pdbs: Vec<PodDisruptionBudget>,
     volumes: Vec<VolumeObject>,
+    /// Claims a StatefulSet's controller would make; a declared claim of the same name wins.
+    template_claims: Vec<VolumeObject>,
 }
 
 /// The offerings settings `kerf schedule` and `kerf explain` share.
@@ -162,7 +164,18 @@ pub fn classify(
                     }
                 }
                 Checked::Other => match read(doc) {
-                    Ok(Some(ClusterObject::Pods(pods))) => inputs.pods.extend(pods),
+                    Ok(Some(ClusterObject::Pods(pods))) => {
+                        // a StatefulSet's pods come with the claims its controller makes
+                        let templates = claim_templates(doc);
+                        for pod in &pods {
+                            let name = pod.metadata.name.as_deref().unwrap_or_default();
+                            for t in &templates {
+                                let claim = Box::new(claim_for(t, name));
+                                inputs.template_claims.push(VolumeObject::Claim(claim));
+                            }
+                        }
+                        inputs.pods.extend(pods);
+                    }
                     Ok(Some(ClusterObject::DaemonSet(pod))) => inputs.daemonsets.push(*pod),
                     Ok(Some(ClusterObject::Node(node))) => {
                         let bad = node_quantity_problems(&node);
@@ -284,7 +297,7 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
     }
     let cluster = &mut core.cluster;
     // before the pods: their volumes' topology is added as they are read
-    for v in &inputs.volumes {
+    for v in inputs.template_claims.iter().chain(&inputs.volumes) {
         v.apply(&mut cluster.volumes);
     }
     for pdb in inputs.pdbs {

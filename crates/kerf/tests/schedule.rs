@@ -888,6 +888,57 @@ spec:
     assert_eq!(claims(&v)[0]["zone"], "us-east-1c", "{v}");
 }
 
+/// Thirty small StatefulSet pods with an EBS volume each, on a NodePool of m5.xlarge (58
+/// pods, 26 EBS attachments with the root volume's slot kept): the volumes, not cpu or pod
+/// slots, decide how many nodes they need. With a class the cluster does not know, or
+/// claims of a driver without limits, one node hosts all thirty.
+#[test]
+fn ebs_attachment_slots_count_as_node_capacity() {
+    let workload = |class: &str, provisioner: &str| {
+        format!(
+            r#"{CLASS}{}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {{name: {class}}}
+provisioner: {provisioner}
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: db, namespace: default}}
+spec:
+  replicas: 30
+  serviceName: db
+  selector: {{matchLabels: {{app: db}}}}
+  template:
+    metadata: {{labels: {{app: db}}}}
+    spec:
+      containers: [{{name: c, image: x, resources: {{requests: {{cpu: 50m}}}}}}]
+  volumeClaimTemplates:
+  - metadata: {{name: data}}
+    spec: {{storageClassName: gp3, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}
+"#,
+            pool(
+                "default",
+                0,
+                "      - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.xlarge]}\n",
+                ""
+            )
+        )
+    };
+    let ebs = schedule(&workload("gp3", "ebs.csi.aws.com"), &[]);
+    let hosted: Vec<usize> = claims(&ebs)
+        .iter()
+        .map(|c| c["pods"].as_array().map_or(0, Vec::len))
+        .collect();
+    assert_eq!(hosted.iter().sum::<usize>(), 30, "{ebs}");
+    assert!(hosted.iter().all(|n| *n <= 26), "{hosted:?}");
+    assert_eq!(hosted.len(), 2, "{hosted:?}");
+    let unlimited = schedule(&workload("gp3", "efs.csi.aws.com"), &[]);
+    assert_eq!(claims(&unlimited).len(), 1, "{unlimited}");
+}
+
 #[test]
 fn a_node_overlay_discount_changes_the_cheapest_fit() {
     let args = [

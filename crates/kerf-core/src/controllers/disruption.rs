@@ -301,8 +301,12 @@ impl Controllers {
                     on_node.push(pods.len());
                     pods.push(&*cluster.pods[k.as_str()].pod);
                 }
+                let mut node = n.as_existing(name, n.ready);
+                cluster
+                    .volumes
+                    .add_attach_slots(Some(name), None, &mut node.allocatable);
                 nodes.push(NodeView {
-                    node: n.as_existing(name, n.ready),
+                    node,
                     node_pool: None,
                     price_per_hour: 0.0,
                     capacity_type: CapacityType::OnDemand,
@@ -336,8 +340,17 @@ impl Controllers {
                 && np
                     .and_then(|np| consolidatable_at(np, n.last_pod_event))
                     .is_some_and(|t| self.now >= t);
+            let mut node = n.as_existing(name, c.initialized);
+            let by_type = super::provisioning::type_allocatable(
+                &node_pools,
+                &c.node_pool,
+                &launched.instance_type,
+            );
+            cluster
+                .volumes
+                .add_attach_slots(Some(name), by_type, &mut node.allocatable);
             nodes.push(NodeView {
-                node: n.as_existing(name, c.initialized),
+                node,
                 node_pool: pool,
                 // what the node costs now, as its NodePool's types are priced: a
                 // NodeOverlay's discount counts for the candidate as for its replacement

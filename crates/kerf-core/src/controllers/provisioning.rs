@@ -372,7 +372,7 @@ impl Controllers {
         self.unavailable.generation().hash(&mut h);
         keys.hash(&mut h);
         let (pools, _) = self.pool_inputs();
-        let (existing, _) = self.capacity_in_place();
+        let (existing, _) = self.capacity_in_place(&pools);
         let mut text = DebugHasher(&mut h);
         for p in &pools {
             let _ = write!(
@@ -433,7 +433,7 @@ impl Controllers {
         pool_names: Vec<String>,
         options: SolveOptions,
     ) -> Solved {
-        let (existing, existing_claims) = self.capacity_in_place();
+        let (existing, existing_claims) = self.capacity_in_place(pools);
         let index_by_claim: HashMap<&str, usize> = existing_claims
             .iter()
             .enumerate()
@@ -495,7 +495,10 @@ impl Controllers {
     /// Launched NodeClaims as the scheduler's existing nodes (registered ones as their
     /// node, the others as the node they will become), with their names; then the nodes
     /// Kerf does not manage (a managed node group's), whose room and bound pods count too.
-    fn capacity_in_place(&self) -> (Vec<ExistingNode>, Vec<Option<String>>) {
+    fn capacity_in_place(
+        &self,
+        pools: &[NodePoolInput],
+    ) -> (Vec<ExistingNode>, Vec<Option<String>>) {
         let cluster = &self.cluster;
         let mut nominated: HashMap<&str, Resources> = HashMap::new();
         for p in cluster.pods.values() {
@@ -516,12 +519,19 @@ impl Controllers {
                 continue;
             };
             let node = c.node.as_ref().and_then(|n| cluster.nodes.get(n));
+            let by_type = type_allocatable(pools, &c.node_pool, &launched.instance_type);
             let entry = match node {
                 Some(n) => ExistingNode {
                     name: c.node.clone().unwrap_or_default(),
                     labels: n.labels.clone(),
                     taints: scheduling_taints(n, pool, c.initialized),
-                    allocatable: n.allocatable.clone(),
+                    allocatable: {
+                        let mut a = n.allocatable.clone();
+                        cluster
+                            .volumes
+                            .add_attach_slots(c.node.as_deref(), by_type, &mut a);
+                        a
+                    },
                     requested: n.requests.clone(),
                     initialized: c.initialized,
                 },
@@ -534,11 +544,15 @@ impl Controllers {
                             requested.add(&pod_requests(ds));
                         }
                     }
+                    let mut allocatable = launched.allocatable.clone();
+                    cluster
+                        .volumes
+                        .add_attach_slots(None, by_type, &mut allocatable);
                     ExistingNode {
                         name: name.clone(),
                         labels,
                         taints,
-                        allocatable: launched.allocatable.clone(),
+                        allocatable,
                         requested,
                         initialized: false,
                     }
@@ -551,7 +565,11 @@ impl Controllers {
             if n.nodeclaim.is_some() {
                 continue;
             }
-            existing.push(n.as_existing(name, n.ready));
+            let mut e = n.as_existing(name, n.ready);
+            cluster
+                .volumes
+                .add_attach_slots(Some(name), None, &mut e.allocatable);
+            existing.push(e);
             names.push(None);
         }
         (existing, names)
@@ -665,4 +683,20 @@ impl Controllers {
         }
         prices
     }
+}
+
+/// The allocatable the scheduler gives an instance type of a NodePool (its attachment slots
+/// included), when the NodePool still offers the type.
+pub(super) fn type_allocatable<'a>(
+    pools: &'a [NodePoolInput],
+    pool: &str,
+    instance_type: &str,
+) -> Option<&'a Resources> {
+    pools
+        .iter()
+        .find(|p| p.name == pool)?
+        .instance_types
+        .iter()
+        .find(|t| t.name == instance_type)
+        .map(|t| &t.allocatable)
 }

@@ -237,7 +237,7 @@ impl<'p> State<'p> {
                 TypeInfo {
                     index,
                     reqs: t,
-                    allocatable: self.dims.capacity(&it.allocatable),
+                    allocatable: self.dims.allocatable(&it.allocatable),
                     capacity: one_node(self.dims.capacity(&it.capacity)),
                     offerings,
                 }
@@ -310,7 +310,7 @@ impl<'p> State<'p> {
             let host_name = n.labels.get(labels::HOSTNAME).unwrap_or(&n.name);
             let hostname = self.symbols.intern(host_name);
             let reqs = label_reqs(&n.labels, self.hostname, &mut self.symbols);
-            let allocatable = self.dims.capacity(&n.allocatable);
+            let allocatable = self.dims.allocatable(&n.allocatable);
             let requests = self.dims.capacity(&n.requested);
             let ports = std::mem::take(&mut ports_of[i]);
             self.bins.push(Bin {
