@@ -241,6 +241,14 @@ pub enum PodOwner {
     DaemonSet,
 }
 
+impl PodRecord {
+    /// The pod as its owner declared it, before Kerf added its volumes' topology and
+    /// attachments.
+    pub fn declared(&self) -> &Pod {
+        self.declared.as_deref().unwrap_or(&self.pod)
+    }
+}
+
 impl NodeRecord {
     /// The node as the solver's existing capacity: its labels, taints, room and requests.
     pub fn as_existing(&self, name: &str, initialized: bool) -> kerf_scheduling::ExistingNode {
@@ -274,6 +282,10 @@ pub struct PodRecord {
     /// The pod as declared, when it mounts claims: `pod` has its volumes' topology added,
     /// and is made again from this when the volumes change.
     pub declared: Option<Box<Pod>>,
+    /// Which pod of this name it is: a pod made again under the same name (a StatefulSet's,
+    /// or one whose uid changed) is a new one, which an eviction asked of the old does not
+    /// cover.
+    pub incarnation: u64,
 }
 
 impl PodRecord {
@@ -340,6 +352,8 @@ pub struct Cluster {
     generation: u64,
     /// Counts every pod write, those of pods without a node included.
     pod_writes: u64,
+    /// Pods created so far, numbering their incarnations.
+    pod_incarnations: u64,
     /// Pods that started running since the controllers last looked: when, and how long after
     /// they were first seen waiting (Karpenter's pod startup duration).
     started: Vec<(Duration, Duration)>,
@@ -434,7 +448,15 @@ impl Cluster {
             n.requests = n.requests.saturating_sub(&o.requests);
         }
         let requests = pod_requests(&pod);
+        let incarnation = match &old {
+            Some(o) if o.pod.metadata.uid == pod.metadata.uid => o.incarnation,
+            _ => {
+                self.pod_incarnations += 1;
+                self.pod_incarnations
+            }
+        };
         let mut record = PodRecord {
+            incarnation,
             owner: owner_of(&pod),
             requests,
             node: node.clone(),
@@ -511,7 +533,7 @@ impl Cluster {
 
     /// Binds a pod to a node, as kube-scheduler's binding and condition update would.
     pub fn bind_pod(&mut self, key: &str, node: &str, now: Duration) {
-        let Some(mut pod) = self.pods.get(key).map(|p| Pod::clone(&p.pod)) else {
+        let Some(mut pod) = self.pods.get(key).map(|p| p.declared().clone()) else {
             return;
         };
         pod.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
@@ -528,14 +550,14 @@ impl Cluster {
         if is_provisionable(&p.pod) {
             return;
         }
-        let mut pod = Pod::clone(&p.pod);
+        let mut pod = p.declared().clone();
         set_scheduled(&mut pod, "False", Some("Unschedulable"));
         self.apply_pod(pod, now);
     }
 
     /// Takes a pod off its node (the node went away): it waits for a node again.
     pub fn unbind_pod(&mut self, key: &str, now: Duration) {
-        let Some(mut pod) = self.pods.get(key).map(|p| Pod::clone(&p.pod)) else {
+        let Some(mut pod) = self.pods.get(key).map(|p| p.declared().clone()) else {
             return;
         };
         if let Some(s) = pod.spec.as_mut() {

@@ -359,7 +359,7 @@ pub struct Controllers {
     /// How many times each NodeClaim's launch failed for a passing reason, for its backoff.
     relaunches: BTreeMap<String, u32>,
     /// Pods whose eviction was asked for, while they still exist.
-    evicting: BTreeSet<String>,
+    evicting: termination::Evicting,
     /// The NodePool statuses last written.
     pool_statuses: std::collections::BTreeMap<String, kerf_api::nodepool::NodePoolStatus>,
     /// Karpenter's counters and summaries, kept as the controllers act.
@@ -402,7 +402,7 @@ impl Controllers {
             commands_started: 0,
             launching: BTreeSet::new(),
             relaunches: BTreeMap::new(),
-            evicting: BTreeSet::new(),
+            evicting: termination::Evicting::default(),
             pool_statuses: std::collections::BTreeMap::new(),
             metrics: crate::metrics::Metrics::new(),
             eligible: std::collections::BTreeMap::new(),

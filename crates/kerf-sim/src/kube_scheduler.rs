@@ -1,16 +1,19 @@
 //! Plays kube-scheduler for the simulator: its filter plugins (NodeResourcesFit,
-//! NodeAffinity, TaintToleration, NodePorts, PodTopologySpread, InterPodAffinity) and its
+//! NodeAffinity, TaintToleration, NodePorts, PodTopologySpread, InterPodAffinity,
+//! VolumeBinding, NodeVolumeLimits) and its
 //! default LeastAllocated score, read straight from the raw Pod objects and node labels.
 //!
 //! It shares no code with Kerf's solver on purpose. A binder that reused the solver's
 //! predicates would agree with every mistake the solver makes, and `--check`, which judges
 //! placements with these same filters, could not catch one.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{
-    Container, NodeSelectorRequirement, Pod, PodAffinityTerm, Toleration, TopologySpreadConstraint,
+    Container, NodeSelectorRequirement, PersistentVolume, PersistentVolumeClaim, Pod,
+    PodAffinityTerm, Toleration, TopologySpreadConstraint,
 };
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kerf_api::{Quantity, Taint, TaintEffect};
 
@@ -31,6 +34,122 @@ pub struct Node<'a> {
     /// Whether pods may be bound to it (Ready); nodes that are not still count as
     /// topology domains, as they do for kube-scheduler.
     pub ready: bool,
+    /// Its CSINode's attachment limits, by driver (a driver not listed takes any number).
+    pub volume_limits: BTreeMap<String, i64>,
+}
+
+/// The stored claims (by `namespace/name`), volumes and classes, for VolumeBinding and
+/// NodeVolumeLimits.
+#[derive(Clone, Copy, Debug)]
+pub struct Storage<'a> {
+    /// Claims by `namespace/name`.
+    pub claims: &'a BTreeMap<String, PersistentVolumeClaim>,
+    /// PersistentVolumes by name.
+    pub volumes: &'a BTreeMap<String, PersistentVolume>,
+    /// StorageClasses by name.
+    pub classes: &'a BTreeMap<String, StorageClass>,
+}
+
+impl<'a> Storage<'a> {
+    /// The class of a claim: its own, else the default one.
+    pub fn class_of(&self, claim: &PersistentVolumeClaim) -> Option<&'a StorageClass> {
+        match claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_deref())
+        {
+            Some(name) => self.classes.get(name),
+            None => self.classes.values().find(|c| {
+                c.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("storageclass.kubernetes.io/is-default-class"))
+                    .is_some_and(|v| v == "true")
+            }),
+        }
+    }
+
+    /// Where the pod's claims can be reached from a node with `labels`, and with which
+    /// drivers' slots (`None`: some claim cannot be, on that node or at all).
+    fn attach(
+        &self,
+        pod: &Pod,
+        labels: &BTreeMap<String, String>,
+    ) -> Option<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        for key in claims_of(pod) {
+            let claim = self.claims.get(&key)?;
+            let bound = claim
+                .spec
+                .as_ref()
+                .and_then(|s| s.volume_name.as_deref())
+                .filter(|v| !v.is_empty());
+            let driver = match bound {
+                Some(name) => {
+                    let spec = self.volumes.get(name)?.spec.as_ref()?;
+                    let terms = spec
+                        .node_affinity
+                        .as_ref()
+                        .and_then(|a| a.required.as_ref())
+                        .map(|r| r.node_selector_terms.as_slice())
+                        .unwrap_or_default();
+                    let reachable = terms.is_empty()
+                        || terms.iter().any(|t| {
+                            t.match_expressions
+                                .iter()
+                                .flatten()
+                                .all(|e| requirement_holds(e, labels))
+                        });
+                    if !reachable {
+                        return None;
+                    }
+                    spec.csi.as_ref().map(|c| c.driver.clone())
+                }
+                None => {
+                    // an unbound claim waits for its first consumer, or the pod waits
+                    let class = self.class_of(claim)?;
+                    if class.volume_binding_mode.as_deref() != Some("WaitForFirstConsumer") {
+                        return None;
+                    }
+                    let terms = class.allowed_topologies.as_deref().unwrap_or_default();
+                    let allowed = terms.is_empty()
+                        || terms.iter().any(|t| {
+                            t.match_label_expressions
+                                .iter()
+                                .flatten()
+                                .all(|e| labels.get(&e.key).is_some_and(|v| e.values.contains(v)))
+                        });
+                    if !allowed {
+                        return None;
+                    }
+                    Some(match class.provisioner.as_str() {
+                        "kubernetes.io/aws-ebs" => "ebs.csi.aws.com".to_string(),
+                        other => other.to_string(),
+                    })
+                }
+            };
+            if let Some(d) = driver {
+                out.push((d, key));
+            }
+        }
+        Some(out)
+    }
+}
+
+/// The `namespace/name` of every claim a pod's volumes name (a generic ephemeral volume's
+/// claim is `<pod>-<volume>`).
+pub fn claims_of(pod: &Pod) -> Vec<String> {
+    let namespace = namespace_of(pod);
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| match (&v.persistent_volume_claim, &v.ephemeral) {
+            (Some(c), _) => Some(format!("{namespace}/{}", c.claim_name)),
+            (None, Some(_)) => Some(format!("{namespace}/{name}-{}", v.name)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// kube-scheduler's view of the cluster: nodes and the pods bound to them, updated as it
@@ -45,6 +164,9 @@ pub struct Scheduler<'a> {
     counts: HashMap<String, Count>,
     /// Pods (by namespace, labels and spec) no node fitted since the last placement.
     unschedulable: HashSet<String>,
+    storage: Option<Storage<'a>>,
+    /// Per node, the claims attached through each driver.
+    attached: Vec<BTreeMap<String, BTreeSet<String>>>,
 }
 
 /// A pod's spread constraint, ready to check node by node.
@@ -76,12 +198,20 @@ struct Count {
 
 impl<'a> Scheduler<'a> {
     /// The snapshot: `bound` pairs each bound pod with the name of its node.
-    pub fn new(nodes: Vec<Node<'a>>, bound: impl IntoIterator<Item = (&'a Pod, &'a str)>) -> Self {
+    /// `storage` is what the API server stores of claims, volumes and classes (`None`:
+    /// the pods' volumes are not checked).
+    pub fn new(
+        nodes: Vec<Node<'a>>,
+        bound: impl IntoIterator<Item = (&'a Pod, &'a str)>,
+        storage: Option<Storage<'a>>,
+    ) -> Self {
         let index: HashMap<&str, usize> =
             nodes.iter().enumerate().map(|(i, n)| (n.name, i)).collect();
         let mut s = Scheduler {
             requested: vec![Amounts::new(); nodes.len()],
             ports: vec![Vec::new(); nodes.len()],
+            attached: vec![BTreeMap::new(); nodes.len()],
+            storage,
             nodes,
             bound: Vec::new(),
             repelling: Vec::new(),
@@ -131,6 +261,11 @@ impl<'a> Scheduler<'a> {
         self.unschedulable.clear();
         add(&mut self.requested[node], &requests(pod));
         self.ports[node].extend(host_ports(pod));
+        let labels = self.nodes[node].labels;
+        let claims = self.storage.and_then(|st| st.attach(pod, labels));
+        for (driver, claim) in claims.into_iter().flatten() {
+            self.attached[node].entry(driver).or_default().insert(claim);
+        }
         let domain_labels = self.nodes[node].labels;
         for c in self.counts.values_mut() {
             if let Some(d) = domain_labels.get(&c.key)
@@ -255,7 +390,36 @@ impl<'a> Scheduler<'a> {
             .anti
             .iter()
             .all(|(key, count)| here(key, count).is_none_or(|n| n == 0));
-        spread && affinity && anti && !self.repelled(pod, node.labels)
+        spread && affinity && anti && !self.repelled(pod, node.labels) && self.volumes_fit(pod, i)
+    }
+
+    /// VolumeBinding (every claim reachable from the node, or waiting for its first
+    /// consumer where its class allows the node) and NodeVolumeLimits (each driver's
+    /// distinct claims within the node's CSINode limit).
+    fn volumes_fit(&self, pod: &Pod, i: usize) -> bool {
+        let Some(storage) = self.storage else {
+            return true;
+        };
+        let node = &self.nodes[i];
+        let Some(claims) = storage.attach(pod, node.labels) else {
+            return false;
+        };
+        let mut by_driver: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for (driver, claim) in &claims {
+            by_driver.entry(driver).or_default().insert(claim);
+        }
+        by_driver.iter().all(|(driver, new)| {
+            let Some(limit) = node.volume_limits.get(*driver) else {
+                return true;
+            };
+            let have = self.attached[i].get(*driver);
+            let added = new
+                .iter()
+                .filter(|c| have.is_none_or(|h| !h.contains(**c)))
+                .count();
+            let total = have.map_or(0, BTreeSet::len) + added;
+            i64::try_from(total).unwrap_or(i64::MAX) <= *limit
+        })
     }
 
     /// Whether a bound pod's required anti-affinity keeps `pod` out of a node with `labels`.
@@ -642,6 +806,7 @@ spec:
                 taints: &[],
                 allocatable: cpu(8),
                 ready: true,
+                volume_limits: BTreeMap::new(),
             },
             Node {
                 name: "n2",
@@ -649,9 +814,10 @@ spec:
                 taints: &[],
                 allocatable: cpu(8),
                 ready: false,
+                volume_limits: BTreeMap::new(),
             },
         ];
-        let mut s = Scheduler::new(nodes, []);
+        let mut s = Scheduler::new(nodes, [], None);
         // zone b has a node that is not Ready: it is a domain with no pods
         assert_eq!(s.schedule(&web, None), Some("n1"));
         assert_eq!(
@@ -676,6 +842,7 @@ spec:
             taints: &taints,
             allocatable: cpu(2),
             ready: true,
+            volume_limits: BTreeMap::new(),
         }];
         let plain = pod(
             "metadata: {name: p}\nspec: {containers: [{name: c, resources: {requests: {cpu: '1'}}}]}",
@@ -686,7 +853,7 @@ spec:
         let elsewhere = pod(
             "metadata: {name: p}\nspec: {nodeSelector: {pool: y}, tolerations: [{operator: Exists}], containers: [{name: c}]}",
         );
-        let mut s = Scheduler::new(nodes, []);
+        let mut s = Scheduler::new(nodes, [], None);
         assert_eq!(s.schedule(&plain, None), None);
         assert_eq!(s.schedule(&elsewhere, None), None);
         assert_eq!(s.schedule(&tolerant, None), Some("n"));
@@ -712,6 +879,7 @@ spec:
                 taints: &[],
                 allocatable: cpu(8),
                 ready: true,
+                volume_limits: BTreeMap::new(),
             },
             Node {
                 name: "n2",
@@ -719,9 +887,10 @@ spec:
                 taints: &[],
                 allocatable: cpu(8),
                 ready: true,
+                volume_limits: BTreeMap::new(),
             },
         ];
-        let mut s = Scheduler::new(nodes, []);
+        let mut s = Scheduler::new(nodes, [], None);
         let first = s.schedule(&lonely, None).unwrap();
         let second = s.schedule(&lonely, None).unwrap();
         assert_ne!(first, second);

@@ -36,6 +36,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         "reservations",
         include_str!("../../../scenarios/reservations.yaml"),
     ),
+    ("volumes", include_str!("../../../scenarios/volumes.yaml")),
     (
         "spot-refused",
         include_str!("../../../scenarios/spot-refused.yaml"),

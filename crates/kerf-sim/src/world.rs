@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::storage::v1::CSINode;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kerf_api::manifest::{Checked, KarpenterObject, RawDocument, check_document};
 use kerf_api::{NodeClaim, NodePool, labels};
@@ -25,7 +26,9 @@ use kerf_core::controllers::{Action, Controllers, Settings};
 use kerf_core::nodepools::daemon_runs_on;
 use kerf_core::objects::{keep_transition_times, launched_labels, nodeclaim_status};
 use kerf_core::unfinished::{Unfinished, replayable};
-use kerf_core::workloads::{ClusterObject, PodNames, read};
+use kerf_core::workloads::{
+    ClusterObject, PodNames, VolumeObject, claim_for, claim_templates, read,
+};
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::resources::{Resources, pod_requests};
 use rand::{RngExt, SeedableRng};
@@ -47,6 +50,7 @@ pub use invariants::INVARIANTS;
 mod oracle;
 mod pdb_status;
 mod spot_preference;
+mod storage;
 
 /// How long a launched instance may take to register before Kerf gives up on it.
 pub const REGISTRATION_TTL: Duration = Duration::from_secs(15 * 60);
@@ -112,6 +116,8 @@ struct StoredNodeClaim {
 struct Workload {
     kind: String,
     template: Pod,
+    /// A StatefulSet's claim templates: each pod gets its own claims, made before it.
+    claims: Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
     replicas: i64,
     /// How many pods it has made: the next pod's number.
     next: u64,
@@ -171,6 +177,10 @@ pub struct World {
     /// The cloud's running instances by provider id, with the NodeClaim they were launched for.
     instances: BTreeMap<String, (String, Instance)>,
     workloads: BTreeMap<String, Workload>,
+    /// Claims, volumes and classes as the API server stores them.
+    storage: storage::Stored,
+    /// Each node's EBS attachment limit, as its CSINode publishes it.
+    csi_limits: BTreeMap<String, i64>,
     binder_dirty: bool,
     node_counter: u64,
     log: Log,
@@ -271,6 +281,8 @@ impl World {
             catalogs: HashMap::new(),
             reservations_offered: HashMap::new(),
             workloads: BTreeMap::new(),
+            storage: storage::Stored::default(),
+            csi_limits: BTreeMap::new(),
             instances: BTreeMap::new(),
             nodeclaim_objects: BTreeMap::new(),
             unfinished: Unfinished::default(),
@@ -732,8 +744,11 @@ impl World {
         let cluster = &mut self.core.cluster;
         // a pod's wait counts from its creation (or its PodScheduled condition), which the
         // object carries; the nodes come after their pods so their requests add up
+        // the claims, volumes, classes and CSINodes are listed before the pods
+        cluster.volumes = old.volumes;
         for p in old.pods.into_values() {
-            cluster.apply_pod(*p.pod, p.pending_since);
+            let pod = p.declared.map_or(p.pod, |d| d);
+            cluster.apply_pod(*pod, p.pending_since);
         }
         for (name, n) in old.nodes {
             let node = NodeRecord {
@@ -858,6 +873,7 @@ impl World {
                             Workload {
                                 kind: kind.clone(),
                                 template,
+                                claims: claim_templates(&raw),
                                 replicas,
                                 next,
                                 names,
@@ -871,10 +887,8 @@ impl World {
                         self.core.cluster.apply_pdb(key(&ns, &name), *pdb);
                     }
                     Some(ClusterObject::Volume(v)) => {
-                        let now = self.now;
-                        self.core
-                            .cluster
-                            .volumes_changed(|volumes| v.apply(volumes), now);
+                        self.storage.store(&v);
+                        self.storage_changed(vec![v]);
                     }
                     Some(ClusterObject::Node(_)) => {
                         return Err(ScenarioError {
@@ -1004,6 +1018,38 @@ impl World {
             self.record_wait(k, since);
         }
         self.core.cluster.bind_pod(k, node, self.now);
+        // the CSI provisioner makes the volumes that waited for this pod, in its zone
+        let zone = self
+            .core
+            .cluster
+            .nodes
+            .get(node)
+            .and_then(|n| n.labels.get(labels::ZONE))
+            .cloned();
+        let pod = self.core.cluster.pods.get(k).map(|p| p.declared());
+        if let (Some(zone), Some(pod)) = (zone, pod) {
+            let pod = pod.clone();
+            let changed = self.storage.pod_bound(&pod, &zone);
+            self.storage_changed(changed);
+        }
+    }
+
+    /// Claims, volumes or CSINodes changed in the simulated API server: Kerf's watches see
+    /// them.
+    fn storage_changed(&mut self, changed: Vec<VolumeObject>) {
+        if changed.is_empty() {
+            return;
+        }
+        let now = self.now;
+        self.core.cluster.volumes_changed(
+            |volumes| {
+                for object in &changed {
+                    object.apply(volumes);
+                }
+            },
+            now,
+        );
+        self.binder_dirty = true;
     }
 
     /// Keeps a wait that ends now if it is among the longest.
@@ -1048,6 +1094,12 @@ impl World {
             }
         }
         self.core.cluster.delete_node(node, self.now);
+        if self.csi_limits.remove(node).is_some() {
+            let now = self.now;
+            self.core
+                .cluster
+                .volumes_changed(|v| v.delete_csi_node(node), now);
+        }
         self.binder_dirty = true;
     }
 
@@ -1075,6 +1127,16 @@ impl World {
                     let mut pod = w.template.clone();
                     let namespace = kerf_scheduling::pods::namespace_of(&pod).to_string();
                     let mut attempt = 0;
+                    let taken = |n: &str| {
+                        self.core
+                            .cluster
+                            .pods
+                            .contains_key(&format!("{namespace}/{n}"))
+                    };
+                    // a StatefulSet makes its lowest missing ordinal again, with its claims
+                    if w.kind == "StatefulSet" {
+                        w.next = (0..).find(|&i| !taken(&w.names.name(i, 0))).unwrap_or(0);
+                    }
                     let mut name = w.names.name(w.next, attempt);
                     // a name still taken draws another, as kube-apiserver's generateName does
                     while self
@@ -1086,10 +1148,31 @@ impl World {
                         attempt += 1;
                         name = w.names.name(w.next, attempt);
                     }
+                    let claims: Vec<_> = w.claims.iter().map(|t| claim_for(t, &name)).collect();
+                    for (t, c) in w.claims.iter().zip(&claims) {
+                        let volume = t.metadata.name.as_deref().unwrap_or_default();
+                        let mounted = pod
+                            .spec
+                            .iter_mut()
+                            .flat_map(|s| s.volumes.iter_mut().flatten())
+                            .filter(|v| v.name == volume)
+                            .filter_map(|v| v.persistent_volume_claim.as_mut());
+                        for source in mounted {
+                            source.claim_name = c.metadata.name.clone().unwrap_or_default();
+                        }
+                    }
                     pod.metadata.name = Some(name);
                     w.names.label(&mut pod);
                     pod.metadata.owner_references = owned_by(&w.kind, &wk);
                     w.next += 1;
+                    for claim in claims {
+                        let zones = self.zones.clone();
+                        let rng = &mut self.rng;
+                        let changed = self
+                            .storage
+                            .create_claim(claim, &zones, |n| rng.random_range(0..n));
+                        self.storage_changed(changed);
+                    }
                     self.add_pod(pod);
                 }
             } else if have.len() > want {
@@ -1135,13 +1218,21 @@ impl World {
                     taints: &n.taints,
                     allocatable: allocatable_amounts(&n.allocatable),
                     ready: n.ready,
+                    volume_limits: self
+                        .csi_limits
+                        .get(name)
+                        .map(|l| (labels::EBS_CSI_DRIVER.to_string(), *l))
+                        .into_iter()
+                        .collect(),
                 })
                 .collect();
+            // the pods as declared: Kerf's copies carry what it made of their volumes
             let bound = cluster
                 .pods
                 .values()
-                .filter_map(|p| p.node.as_deref().map(|n| (&*p.pod, n)));
-            let mut scheduler = kube_scheduler::Scheduler::new(nodes, bound);
+                .filter_map(|p| p.node.as_deref().map(|n| (p.declared(), n)));
+            let storage = Some(self.storage.view());
+            let mut scheduler = kube_scheduler::Scheduler::new(nodes, bound, storage);
             for (_, _, k) in &pending {
                 let p = &cluster.pods[*k];
                 let nominated = p
@@ -1149,7 +1240,7 @@ impl World {
                     .as_ref()
                     .and_then(|c| cluster.nodeclaims.get(c))
                     .and_then(|c| c.node.as_deref());
-                if let Some(node) = scheduler.schedule(&p.pod, nominated) {
+                if let Some(node) = scheduler.schedule(p.declared(), nominated) {
                     placed.push(((*k).clone(), node.to_string()));
                 }
             }
@@ -1491,6 +1582,23 @@ impl World {
             region_domain(&self.scenario.spec.region)
         );
         let labels = node_labels(&launched, &pool, &name);
+        // the EBS CSI driver's node plugin publishes the node's attachment limit
+        let class = pool.spec.template.spec.node_class_ref.name.clone();
+        let limit = self
+            .catalog(&class)
+            .iter()
+            .find(|t| t.name() == launched.instance_type)
+            .map(|t| t.ebs_attachments);
+        if let Some(limit) = limit {
+            self.csi_limits.insert(name.clone(), limit);
+            let csi: CSINode = serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "spec": {"drivers": [{"name": labels::EBS_CSI_DRIVER, "nodeID": launched.provider_id,
+                    "allocatable": {"count": limit}}]},
+            }))
+            .expect("a well-formed CSINode");
+            self.storage_changed(vec![VolumeObject::CsiNode(Box::new(csi))]);
+        }
         let spec = &pool.spec.template.spec;
         let mut taints = spec.taints.clone();
         taints.extend(spec.startup_taints.iter().cloned());

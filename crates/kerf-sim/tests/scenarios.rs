@@ -375,3 +375,31 @@ fn reservations_fill_first_never_overfill_and_blocks_drain_forty_minutes_before_
         r.end.nodes
     );
 }
+
+#[test]
+fn volumes_bring_their_pods_back_to_their_zone_and_attachments_size_the_nodes() {
+    let r = run("volumes");
+    assert!(r.end.pending_pods.is_empty(), "{:?}", r.end.pending_pods);
+    let zone_of = |pod: &str| {
+        (r.end.nodes.iter())
+            .find(|n| n.pods.iter().any(|p| p == pod))
+            .map(|n| n.zone.clone())
+    };
+    // the cache's class provisions only in us-east-1c
+    for i in 0..3 {
+        assert_eq!(
+            zone_of(&format!("default/cache-{i}")).as_deref(),
+            Some("us-east-1c")
+        );
+    }
+    // thirty collectors, 26 EBS attachments per m5.xlarge: two nodes, neither over 26
+    let logs: Vec<usize> = (r.end.nodes.iter())
+        .filter(|n| n.nodepool == "logs")
+        .map(|n| n.pods.len())
+        .collect();
+    assert_eq!(logs.len(), 2, "{logs:?}");
+    assert!(logs.iter().all(|n| *n <= 26), "{logs:?}");
+    // consolidation moved database pods, and each came back to its volume's zone: the
+    // simulated kube-scheduler binds a pod only where its volume is (nothing is pending)
+    assert!(r.totals.pods_evicted > 0);
+}

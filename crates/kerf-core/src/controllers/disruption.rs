@@ -80,7 +80,7 @@ pub struct PdbAllowances {
 impl PdbAllowances {
     /// The allowances now, counting healthy the selected pods on Ready nodes that are not
     /// already being evicted (`evicting`).
-    pub fn new(cluster: &Cluster, evicting: &BTreeSet<String>) -> PdbAllowances {
+    pub fn new(cluster: &Cluster, evicting: &super::termination::Evicting) -> PdbAllowances {
         let left = cluster
             .pdbs
             .iter()
@@ -93,7 +93,7 @@ impl PdbAllowances {
                         .node
                         .as_ref()
                         .is_some_and(|n| cluster.nodes.get(n).is_some_and(|n| n.ready));
-                    if ready && !evicting.contains(k) {
+                    if ready && !evicting.contains(cluster, k) {
                         healthy += 1;
                     }
                 }

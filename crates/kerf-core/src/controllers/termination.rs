@@ -3,12 +3,13 @@
 //! respected until the NodePool's terminationGracePeriod runs out; then the instance, the
 //! Node and the NodeClaim go.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::json;
 
 use super::{Action, Controllers, Event, EventObject, Timer};
-use crate::cluster::PodOwner;
+use crate::cluster::{Cluster, PodOwner};
 use crate::controllers::disruption::PdbAllowances;
 use crate::disruption::{drain_tier, pod_blocks};
 
@@ -16,6 +17,37 @@ use crate::disruption::{drain_tier, pod_blocks};
 pub const DRAIN_RETRY: Duration = Duration::from_secs(5);
 /// How long a drain waits for evicted pods to be gone before it looks again.
 pub const EVICTION_WAIT: Duration = Duration::from_secs(1);
+
+/// Pods asked to leave, by key and incarnation: a pod made again under the same name (a
+/// StatefulSet's, recreated as soon as the old one is gone) is a new pod, whose eviction is
+/// still to be asked.
+#[derive(Clone, Debug, Default)]
+pub struct Evicting(BTreeMap<String, u64>);
+
+impl Evicting {
+    /// Whether the pod of this name now is one whose eviction was asked.
+    pub fn contains(&self, cluster: &Cluster, key: &str) -> bool {
+        self.0
+            .get(key)
+            .is_some_and(|i| cluster.pods.get(key).is_some_and(|p| p.incarnation == *i))
+    }
+
+    /// Records an eviction asked of the pod of this name now (and forgets the pods gone);
+    /// `false` when it was asked already.
+    fn insert(&mut self, cluster: &Cluster, key: &str) -> bool {
+        self.0
+            .retain(|k, i| cluster.pods.get(k).is_some_and(|p| p.incarnation == *i));
+        let Some(p) = cluster.pods.get(key) else {
+            return false;
+        };
+        self.0.insert(key.to_string(), p.incarnation) != Some(p.incarnation)
+    }
+
+    /// Forgets an eviction that did not happen; whether one was recorded.
+    fn remove(&mut self, key: &str) -> bool {
+        self.0.remove(key).is_some()
+    }
+}
 
 impl Controllers {
     /// Starts deleting a NodeClaim: its node is tainted and drained first, if it has one.
@@ -89,7 +121,7 @@ impl Controllers {
             for tier in 0..4 {
                 let (mut blocked, mut evicted) = (0, 0);
                 for (_, k) in on_node.iter().filter(|(t, _)| *t == tier) {
-                    if !forced && self.evicting.contains(k) {
+                    if !forced && self.evicting.contains(&self.cluster, k) {
                         evicted += 1; // asked already: wait for it to go
                         continue;
                     }
@@ -151,9 +183,7 @@ impl Controllers {
         let Some(p) = self.cluster.pods.get(key) else {
             return;
         };
-        let pods = &self.cluster.pods;
-        self.evicting.retain(|k| pods.contains_key(k));
-        if !self.evicting.insert(key.to_string()) && !forced {
+        if !self.evicting.insert(&self.cluster, key) && !forced {
             return; // asked already: it is on its way out
         }
         if p.owner == PodOwner::None {

@@ -77,7 +77,7 @@ impl World {
                     "pod {k} is bound to node {node}, which does not exist"
                 )));
             };
-            add(requested.entry(node).or_default(), &requests(&p.pod));
+            add(requested.entry(node).or_default(), &requests(p.declared()));
             if p.owner == PodOwner::DaemonSet {
                 continue;
             }
@@ -88,12 +88,12 @@ impl World {
                 .filter(|t| t.key != labels::DISRUPTED_TAINT_KEY)
                 .cloned()
                 .collect();
-            if untolerated(&p.pod, &scheduling_taints) {
+            if untolerated(p.declared(), &scheduling_taints) {
                 return Err(self.violation(format!(
                     "pod {k} is bound to node {node} with a taint it does not tolerate"
                 )));
             }
-            if !node_affinity_matches(&p.pod, &n.labels) {
+            if !node_affinity_matches(p.declared(), &n.labels) {
                 return Err(self.violation(format!(
                     "pod {k} is bound to node {node}, which its node selector or required \
                      node affinity rules out"

@@ -98,7 +98,7 @@ impl World {
             .pods
             .values()
             .filter(|p| p.node.as_deref() == Some(node) && p.owner != PodOwner::DaemonSet)
-            .map(|p| &*p.pod)
+            .map(|p| p.declared())
             .collect();
         if pods.is_empty() {
             // an empty node is deleted, not replaced: the convergence check's business
@@ -269,7 +269,7 @@ impl World {
             .values()
             .filter(|p| p.node.as_deref() == Some(node) && p.owner != PodOwner::DaemonSet)
             .all(|p| {
-                let pod = &p.pod;
+                let pod = p.declared();
                 let pinned = pod
                     .metadata
                     .annotations
