@@ -811,6 +811,42 @@ fn an_eviction_that_did_not_happen_is_asked_again_by_the_drain() {
     assert_eq!(evicted(&run_until(&mut core, 21, 30)), ["default/x"]);
 }
 
+/// A StatefulSet makes an evicted pod again under the same name at once: when that new pod's
+/// node is drained later, it is evicted too (it is not the pod asked to leave before).
+#[test]
+fn a_pod_made_again_under_an_evicted_pods_name_is_evicted_when_its_node_drains() {
+    let mut core = with_pool();
+    core.cluster.apply_pod(unschedulable("db-0", "1"), secs(0));
+    let first = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_and_register(&mut core, &first);
+    let on = |node: &str, uid: &str| -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "db-0", "namespace": "default", "uid": uid, "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": "s",
+                 "controller": true}]},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Running"},
+        }))
+        .unwrap()
+    };
+    core.cluster.apply_pod(on(&first, "a"), secs(4));
+    core.poll(secs(5));
+    core.delete_nodeclaim(&first);
+    assert_eq!(evicted(&run_until(&mut core, 6, 8)), ["default/db-0"]);
+    // the StatefulSet controller makes db-0 again, on a second node
+    core.cluster.delete_pod("default/db-0", secs(9));
+    core.cluster.apply_pod(unschedulable("db-0", "1"), secs(9));
+    let second = created(&run_until(&mut core, 9, 12))
+        .into_iter()
+        .find(|c| *c != first)
+        .expect("a second nodeclaim");
+    launch_and_register(&mut core, &second);
+    core.cluster.apply_pod(on(&second, "b"), secs(14));
+    core.poll(secs(15));
+    core.delete_nodeclaim(&second);
+    assert_eq!(evicted(&run_until(&mut core, 16, 20)), ["default/db-0"]);
+}
+
 /// Controllers with the StaticCapacity gate on and `default` a static NodePool of
 /// `replicas`, offering one instance type.
 fn with_static_pool(replicas: i64, node_limit: Option<&str>) -> Controllers {
