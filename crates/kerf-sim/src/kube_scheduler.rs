@@ -614,7 +614,8 @@ pub fn node_affinity_matches(pod: &Pod, labels: &BTreeMap<String, String>) -> bo
     })
 }
 
-fn requirement_holds(e: &NodeSelectorRequirement, labels: &BTreeMap<String, String>) -> bool {
+/// Whether a node with `labels` meets one node selector requirement.
+pub fn requirement_holds(e: &NodeSelectorRequirement, labels: &BTreeMap<String, String>) -> bool {
     requirement_holds_on(e, labels.get(&e.key))
 }
 

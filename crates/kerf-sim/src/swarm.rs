@@ -112,7 +112,97 @@ pub fn generate(seed: u64) -> Value {
     add_overlays(&mut rng, &mut scenario);
     add_policies(&mut rng, &mut scenario, &POOLS[..pools]);
     add_reservations(&mut rng, &mut scenario, minutes);
+    add_volumes(&mut rng, &mut scenario, minutes, &tainted);
     scenario
+}
+
+/// One scenario in four has StatefulSets whose pods mount volumes: claims of a default
+/// WaitForFirstConsumer class, of one that provisions in a single zone, or of an Immediate
+/// one that provisions at once in one of two zones; sometimes thirty tiny pods with a
+/// volume each (attachment limits decide their nodes), sometimes spread over zones; scaled
+/// once during the run.
+fn add_volumes(rng: &mut ChaCha8Rng, scenario: &mut Value, minutes: u64, tainted: &[String]) {
+    if !rng.random_bool(0.25) {
+        return;
+    }
+    let zones = ["us-east-1a", "us-east-1b", "us-east-1c"];
+    let zone = *pick(rng, &zones);
+    let other = *pick(rng, &zones);
+    let spec = &mut scenario["spec"];
+    let manifests = spec["manifests"].as_array_mut().expect("manifests");
+    manifests.push(json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "gp3", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer"}));
+    manifests.push(json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "zonal"}, "provisioner": "ebs.csi.aws.com",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowedTopologies": [{"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone", "values": [zone]}]}]}));
+    manifests.push(json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "immediate"}, "provisioner": "kubernetes.io/aws-ebs",
+        "volumeBindingMode": "Immediate",
+        "allowedTopologies": [{"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone", "values": [zone, other]}]}]}));
+    let mut events = Vec::new();
+    for i in 0..rng.random_range(1..=3) {
+        let name = format!("db-{i}");
+        let tiny = rng.random_bool(0.2);
+        let (cpu, memory, replicas) = if tiny {
+            ("50m", "64Mi", 30)
+        } else {
+            (
+                *pick(rng, &["250m", "500m", "1", "2"]),
+                *pick(rng, &["512Mi", "1Gi", "4Gi"]),
+                rng.random_range(1..=8),
+            )
+        };
+        let mut pod = json!({"containers": [{"name": "c", "image": "db",
+            "resources": {"requests": {"cpu": cpu, "memory": memory}}}]});
+        if !tainted.is_empty() && rng.random_bool(0.3) {
+            pod["tolerations"] = json!([{"key": "dedicated", "operator": "Exists"}]);
+        }
+        if rng.random_bool(0.3) {
+            pod["topologySpreadConstraints"] = json!([{"maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": name}}}]);
+        }
+        let templates: Vec<Value> = (0..rng.random_range(1..=2))
+            .map(|t| {
+                let mut claim = json!({"accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "10Gi"}}});
+                let class = *pick(rng, &["", "gp3", "zonal", "immediate"]);
+                if !class.is_empty() {
+                    claim["storageClassName"] = json!(class);
+                }
+                json!({"metadata": {"name": format!("data{t}")}, "spec": claim})
+            })
+            .collect();
+        manifests.push(json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": replicas, "serviceName": name,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}}, "spec": pod},
+                "volumeClaimTemplates": templates}}));
+        if rng.random_bool(0.5) {
+            let at = rng.random_range(1..minutes);
+            events.push((
+                at,
+                json!({"at": format!("{at}m"), "scale": {"kind": "StatefulSet",
+                "name": name, "namespace": "default", "replicas": rng.random_range(0..=replicas)}}),
+            ));
+        }
+    }
+    let all = spec["events"].as_array_mut().expect("events");
+    for (at, e) in events {
+        let pos = all
+            .iter()
+            .position(|x| {
+                x["at"]
+                    .as_str()
+                    .and_then(|t| t.trim_end_matches('m').parse::<u64>().ok())
+                    .is_some_and(|t| t > at)
+            })
+            .unwrap_or(all.len());
+        all.insert(pos, e);
+    }
 }
 
 /// One scenario in five has one to three capacity reservations (On-Demand Capacity

@@ -47,6 +47,7 @@ mod invariants;
 mod min_values;
 mod reservations;
 pub use invariants::INVARIANTS;
+mod hostable;
 mod oracle;
 mod pdb_status;
 mod spot_preference;

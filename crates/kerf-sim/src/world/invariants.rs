@@ -308,7 +308,8 @@ impl World {
         if stale.is_empty() {
             return Ok(());
         }
-        let hostable = self.core.would_launch_for(&stale);
+        // judged apart from Kerf: a new node of some NodePool would take the pod
+        let hostable = self.hostable_on_new_nodes(&stale);
         if hostable.is_empty() {
             Ok(())
         } else {

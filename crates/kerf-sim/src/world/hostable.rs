@@ -1,0 +1,201 @@
+//! Which waiting pods a new node could host, judged apart from Kerf: for every NodePool
+//! with room under its limits, a node of each instance type and offering its requirements
+//! allow is imagined (the type's labels and allocatable less the DaemonSets that would run
+//! there, the NodePool's labels and taints, the type's EBS attachment limit), and the
+//! simulated kube-scheduler is asked whether the pod would go to one of them, with the pods
+//! bound now counting for spread and affinity and the claims stored now for volumes.
+//!
+//! It reads the stored objects and the cloud's catalog, never Kerf's solver: a pod Kerf
+//! wrongly believes has room somewhere (and so never gets a node) is caught here.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Pod};
+use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, Operator, Taint, labels};
+
+use super::World;
+use crate::kube_scheduler::{self, Amounts, Scheduler};
+
+/// An imagined node of a NodePool.
+struct Imagined {
+    labels: BTreeMap<String, String>,
+    taints: Vec<Taint>,
+    allocatable: Amounts,
+    ebs: i64,
+}
+
+impl World {
+    /// The pods among `keys` a new node of some NodePool could host now.
+    pub(super) fn hostable_on_new_nodes(&mut self, keys: &[String]) -> Vec<String> {
+        let imagined = self.imagined_nodes();
+        if imagined.is_empty() {
+            return Vec::new();
+        }
+        let cluster = &self.core.cluster;
+        let storage = self.storage.view();
+        let mut out = Vec::new();
+        for key in keys {
+            let Some(p) = cluster.pods.get(key) else {
+                continue;
+            };
+            // the nodes that exist count as topology domains, but take nothing
+            let mut nodes: Vec<kube_scheduler::Node<'_>> = (cluster.nodes.iter())
+                .map(|(name, n)| kube_scheduler::Node {
+                    name,
+                    labels: &n.labels,
+                    taints: &n.taints,
+                    allocatable: Amounts::new(),
+                    ready: false,
+                    volume_limits: BTreeMap::new(),
+                })
+                .collect();
+            nodes.extend(imagined.iter().map(|i| kube_scheduler::Node {
+                name: &i.labels[labels::HOSTNAME],
+                labels: &i.labels,
+                taints: &i.taints,
+                allocatable: i.allocatable.clone(),
+                ready: true,
+                volume_limits: [(labels::EBS_CSI_DRIVER.to_string(), i.ebs)].into(),
+            }));
+            let bound = (cluster.pods.values())
+                .filter_map(|q| q.node.as_deref().map(|n| (q.declared(), n)));
+            let mut scheduler = Scheduler::new(nodes, bound, Some(storage));
+            if scheduler.schedule(p.declared(), None).is_some() {
+                out.push(key.clone());
+            }
+        }
+        out
+    }
+
+    /// A node of every type and offering each NodePool allows and has room for.
+    fn imagined_nodes(&mut self) -> Vec<Imagined> {
+        let pools: Vec<NodePool> = self.core.cluster.node_pools.values().cloned().collect();
+        let mut out = Vec::new();
+        for pool in &pools {
+            let name = pool.metadata.name.clone().unwrap_or_default();
+            let spec = &pool.spec.template.spec;
+            // a static NodePool makes no node for pods; one asking for minValues may not
+            // launch a single type (left to the minValues check)
+            let static_pool =
+                pool.spec.replicas.is_some() && self.scenario.spec.feature_gates.static_capacity;
+            if static_pool || spec.requirements.iter().any(|r| r.min_values.is_some()) {
+                continue;
+            }
+            let (used, count) = self.pool_usage(&name);
+            let limit = |resource: &str| {
+                (pool.spec.limits.get(resource))
+                    .map(|q| i64::try_from(q.milli()).unwrap_or(i64::MAX))
+            };
+            if limit("nodes").is_some_and(|l| (count + 1) * 1000 > l) {
+                continue;
+            }
+            let catalog = self.catalog(&spec.node_class_ref.name);
+            for t in catalog.iter() {
+                let cpu_room = limit("cpu").is_none_or(|l| used.0 + t.capacity.cpu_millis <= l);
+                let memory_room = limit("memory")
+                    .is_none_or(|l| (used.1 + t.capacity.memory_bytes).saturating_mul(1000) <= l);
+                if !cpu_room || !memory_room {
+                    continue;
+                }
+                for o in &t.offerings {
+                    if o.reservation.is_some() {
+                        continue;
+                    }
+                    let mut node_labels = t.labels.clone();
+                    node_labels.insert(labels::ZONE.into(), o.zone.clone());
+                    node_labels.insert(labels::CAPACITY_TYPE.into(), o.capacity_type.to_string());
+                    node_labels.insert(labels::NODEPOOL.into(), name.clone());
+                    node_labels.insert(
+                        labels::HOSTNAME.into(),
+                        format!("imagined-{}-{}", out.len(), t.name()),
+                    );
+                    node_labels.extend(
+                        (pool.spec.template.metadata.labels.iter())
+                            .map(|(k, v)| (k.clone(), v.clone())),
+                    );
+                    for r in &spec.requirements {
+                        if r.operator == Operator::In
+                            && !node_labels.contains_key(&r.key)
+                            && let Some(v) = r.values.first()
+                        {
+                            node_labels.insert(r.key.clone(), v.clone());
+                        }
+                    }
+                    let allowed = (spec.requirements.iter()).all(|r| {
+                        kube_scheduler::requirement_holds(&as_node_selector(r), &node_labels)
+                    });
+                    if !allowed {
+                        continue;
+                    }
+                    let mut allocatable = super::allocatable_amounts(&t.allocatable);
+                    for ds in self.core.cluster.daemonsets.values() {
+                        if runs_on(ds, &node_labels, &spec.taints) {
+                            for (r, v) in kube_scheduler::requests(ds) {
+                                *allocatable.entry(r).or_default() -= v;
+                            }
+                        }
+                    }
+                    out.push(Imagined {
+                        labels: node_labels,
+                        taints: spec.taints.clone(),
+                        allocatable,
+                        ebs: t.ebs_attachments,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// What a NodePool's instances hold now (cpu in millicores, memory in bytes) and how
+    /// many there are, from the stored NodeClaims and the cloud's instances.
+    fn pool_usage(&self, pool: &str) -> ((i64, i64), i64) {
+        let (mut cpu, mut memory, mut count) = (0, 0, 0);
+        for (claim, instance) in self.instances.values() {
+            let of_pool = (self.nodeclaim_objects.get(claim))
+                .and_then(|c| c.object.metadata.labels.as_ref())
+                .and_then(|l| l.get(labels::NODEPOOL))
+                .is_some_and(|p| p == pool);
+            if of_pool {
+                cpu += instance.capacity.cpu_millis;
+                memory += instance.capacity.memory_bytes;
+                count += 1;
+            }
+        }
+        ((cpu, memory), count)
+    }
+}
+
+/// Whether a DaemonSet's pod would run on a node with these labels and taints.
+fn runs_on(ds: &Pod, node_labels: &BTreeMap<String, String>, taints: &[Taint]) -> bool {
+    kube_scheduler::node_affinity_matches(ds, node_labels)
+        && !kube_scheduler::untolerated(ds, taints)
+}
+
+/// A NodePool requirement as a node selector requirement (`Gte n` is `Gt n-1`, `Lte n` is
+/// `Lt n+1`).
+fn as_node_selector(r: &NodeSelectorRequirementWithMinValues) -> NodeSelectorRequirement {
+    let shifted = |by: i64| {
+        (r.values.iter())
+            .map(|v| {
+                v.parse::<i64>()
+                    .map_or_else(|_| v.clone(), |n| (n + by).to_string())
+            })
+            .collect()
+    };
+    let (operator, values) = match r.operator {
+        Operator::In => ("In", r.values.clone()),
+        Operator::NotIn => ("NotIn", r.values.clone()),
+        Operator::Exists => ("Exists", Vec::new()),
+        Operator::DoesNotExist => ("DoesNotExist", Vec::new()),
+        Operator::Gt => ("Gt", r.values.clone()),
+        Operator::Lt => ("Lt", r.values.clone()),
+        Operator::Gte => ("Gt", shifted(-1)),
+        Operator::Lte => ("Lt", shifted(1)),
+    };
+    NodeSelectorRequirement {
+        key: r.key.clone(),
+        operator: operator.to_string(),
+        values: Some(values),
+    }
+}
