@@ -503,15 +503,26 @@ impl Cluster {
     /// again with their volumes' topology as it is now.
     pub fn volumes_changed(&mut self, change: impl FnOnce(&mut Volumes), now: Duration) {
         change(&mut self.volumes);
-        let declared: Vec<Pod> = self
+        // only the pods whose volumes now say something else are read again
+        let volumes = &self.volumes;
+        let changed: Vec<Pod> = self
             .pods
             .values()
-            .filter_map(|p| p.declared.as_deref().cloned())
+            .filter_map(|p| {
+                let declared = p.declared.as_deref()?;
+                let now = volumes.inject(declared.clone());
+                let same = now.metadata.annotations == p.pod.metadata.annotations
+                    && now.spec.as_ref().map(|s| &s.overhead)
+                        == p.pod.spec.as_ref().map(|s| &s.overhead);
+                (!same).then(|| declared.clone())
+            })
             .collect();
-        for pod in declared {
+        if !changed.is_empty() {
+            self.changes.provisionable = true;
+        }
+        for pod in changed {
             self.apply_pod(pod, now);
         }
-        self.changes.provisionable = true;
     }
 
     /// A pod is gone.

@@ -11,87 +11,13 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command};
+
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{ControlPlane, Operator, condition_true, root, wait_for};
+use support::{ControlPlane, Karpenter, Operator, condition_true, karpenter_kwok, wait_for};
 
 const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
-
-/// Karpenter's kwok provider, outside the cluster.
-struct Karpenter {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Karpenter {
-    fn start(cp: &ControlPlane, n: u32) -> Karpenter {
-        let dir = karpenter_kwok();
-        let log = cp.dir.join(format!("karpenter-{n}.log"));
-        let file = std::fs::File::create(&log).expect("log file");
-        let port = |p: u16| p.to_string();
-        let child = Command::new(dir.join("kwok"))
-            .env("KUBECONFIG", &cp.kubeconfig)
-            .env("DISABLE_LEADER_ELECTION", "true")
-            .env("SYSTEM_NAMESPACE", "kube-system")
-            .env("METRICS_PORT", port(free_port()))
-            .env("HEALTH_PROBE_PORT", port(free_port()))
-            .env("LOG_LEVEL", "debug")
-            .stdout(file.try_clone().expect("log"))
-            .stderr(file)
-            .spawn()
-            .expect("Karpenter's kwok provider starts");
-        Karpenter { child, log }
-    }
-
-    fn lines(&self) -> Vec<Value> {
-        support::read_lines(&self.log)
-    }
-
-    fn stop(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Karpenter {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-fn karpenter_kwok() -> PathBuf {
-    let out = Command::new(root().join("scripts/e2e-cluster.sh"))
-        .arg("karpenter-kwok")
-        .output()
-        .expect("scripts/e2e-cluster.sh runs");
-    assert!(
-        out.status.success(),
-        "Karpenter's kwok provider did not build: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
 
 fn quiet() -> Duration {
     Duration::from_secs(
@@ -302,7 +228,7 @@ fn karpenter_hands_over_to_kerf_and_takes_it_back() {
     cp.kubectl_ok(&["apply", "-f", "-"], Some(CLUSTER.as_bytes()));
 
     // Karpenter provisions
-    let karpenter = Karpenter::start(&cp, 1);
+    let karpenter = Karpenter::start(&cp, 1, &[]);
     wait_for(
         "Karpenter's nodes running every pod",
         Duration::from_secs(180),
@@ -361,7 +287,7 @@ fn karpenter_hands_over_to_kerf_and_takes_it_back() {
     kerf.terminate();
 
     // rollback: Karpenter takes Kerf's NodeClaims as its own and drifts none
-    let karpenter = Karpenter::start(&cp, 2);
+    let karpenter = Karpenter::start(&cp, 2, &[]);
     hold_still(&cp, "Karpenter");
     consolidate_after(&cp, "10s");
     scale(&cp, 0);

@@ -460,3 +460,76 @@ pub fn wait_for<T>(
         std::thread::sleep(Duration::from_millis(500));
     }
 }
+
+/// Karpenter's kwok provider, outside the cluster.
+pub struct Karpenter {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Karpenter {
+    /// Starts it against the control plane with these environment variables added
+    /// (`FEATURE_GATES`, `MIN_VALUES_POLICY`, …); `n` numbers its log.
+    pub fn start(cp: &ControlPlane, n: u32, env: &[(&str, &str)]) -> Karpenter {
+        let dir = karpenter_kwok();
+        let log = cp.dir.join(format!("karpenter-{n}.log"));
+        let file = std::fs::File::create(&log).expect("log file");
+        let port = |p: u16| p.to_string();
+        let child = Command::new(dir.join("kwok"))
+            .env("KUBECONFIG", &cp.kubeconfig)
+            .env("DISABLE_LEADER_ELECTION", "true")
+            .env("SYSTEM_NAMESPACE", "kube-system")
+            .env("METRICS_PORT", port(free_port()))
+            .env("HEALTH_PROBE_PORT", port(free_port()))
+            .env("LOG_LEVEL", "debug")
+            .envs(env.iter().copied())
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file)
+            .spawn()
+            .expect("Karpenter's kwok provider starts");
+        Karpenter { child, log }
+    }
+
+    /// Its JSON log lines so far.
+    pub fn lines(&self) -> Vec<serde_json::Value> {
+        read_lines(&self.log)
+    }
+
+    /// Stops it (SIGTERM, then SIGKILL after 30 s).
+    pub fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Karpenter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Karpenter v1.15.0's kwok provider, built (once, cached) by `scripts/e2e-cluster.sh`: its
+/// directory (`kwok`, `crds/`).
+pub fn karpenter_kwok() -> PathBuf {
+    let out = Command::new(root().join("scripts/e2e-cluster.sh"))
+        .arg("karpenter-kwok")
+        .output()
+        .expect("scripts/e2e-cluster.sh runs");
+    assert!(
+        out.status.success(),
+        "Karpenter's kwok provider did not build: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}

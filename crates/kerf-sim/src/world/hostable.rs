@@ -74,11 +74,11 @@ impl World {
         for pool in &pools {
             let name = pool.metadata.name.clone().unwrap_or_default();
             let spec = &pool.spec.template.spec;
-            // a static NodePool makes no node for pods; one asking for minValues may not
-            // launch a single type (left to the minValues check)
-            let static_pool =
-                pool.spec.replicas.is_some() && self.scenario.spec.feature_gates.static_capacity;
-            if static_pool || spec.requirements.iter().any(|r| r.min_values.is_some()) {
+            // a static NodePool makes no node for pods, gate on or off (swarm seed 5308); one
+            // asking for minValues may not launch a single type (left to the minValues check)
+            if pool.spec.replicas.is_some()
+                || spec.requirements.iter().any(|r| r.min_values.is_some())
+            {
                 continue;
             }
             let (used, count) = self.pool_usage(&name);
