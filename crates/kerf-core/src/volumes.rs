@@ -290,6 +290,55 @@ impl Volumes {
         if constrained { out } else { Vec::new() }
     }
 
+    /// What each claim of the pod asks of a node, a line each, for `kerf explain`.
+    pub fn describe(&self, pod: &Pod) -> Vec<String> {
+        let namespace = pod.metadata.namespace.as_deref();
+        let text = |alternatives: &[Alternative]| -> String {
+            let terms: Vec<String> = alternatives
+                .iter()
+                .map(|a| {
+                    let reqs: Vec<String> = a
+                        .iter()
+                        .map(|r| {
+                            let values = r.values.as_deref().unwrap_or_default().join(" ");
+                            format!("{} {} [{values}]", r.key, r.operator)
+                        })
+                        .collect();
+                    reqs.join(", ")
+                })
+                .collect();
+            match terms.len() {
+                0 => "any node".to_string(),
+                _ => terms.join(", or "),
+            }
+        };
+        claims_of(pod)
+            .into_iter()
+            .map(|claim| {
+                let Some(c) = self.claims.get(&key(namespace, &claim)) else {
+                    return format!("claim {claim}: not found; it asks nothing until it exists");
+                };
+                match &c.volume {
+                    Some(v) => match self.volumes.get(v) {
+                        Some(pv) => format!(
+                            "claim {claim}: bound to PersistentVolume {v}, reached from {}",
+                            text(&pv.alternatives)
+                        ),
+                        None => format!("claim {claim}: bound to PersistentVolume {v}, not found"),
+                    },
+                    None => match self.class_of(c) {
+                        Some(sc) => format!(
+                            "claim {claim}: unbound; its class ({}) provisions where {}",
+                            c.class.as_deref().unwrap_or("the default"),
+                            text(&sc.alternatives)
+                        ),
+                        None => format!("claim {claim}: unbound, with no class the cluster has"),
+                    },
+                }
+            })
+            .collect()
+    }
+
     /// How many attachment slots of each CSI driver a pod's claims take.
     pub fn attachments(&self, pod: &Pod) -> BTreeMap<String, i64> {
         let namespace = pod.metadata.namespace.as_deref();

@@ -1036,7 +1036,9 @@ fn of_two_replicas_one_acts_and_the_other_takes_over_when_it_dies() {
 
 /// A pre-provisioned volume in one zone, its claim bound by kube-controller-manager, and a pod
 /// mounting it: Kerf launches the node in the volume's zone, where kube-scheduler's volume
-/// binding lets the pod run.
+/// binding lets the pod run. Then the node's CSINode says it attaches one EBS volume: a second
+/// pod with a volume of its own does not fit there (kube-scheduler's NodeVolumeLimits), and
+/// Kerf launches a second node for it rather than waiting on the first.
 #[test]
 fn a_pod_whose_volume_lives_in_one_zone_gets_a_node_there() {
     let cp = ControlPlane::start("volume-zone");
@@ -1053,7 +1055,7 @@ spec:
   accessModes: [ReadWriteOnce]
   storageClassName: ""
   claimRef: {{namespace: default, name: data}}
-  hostPath: {{path: /tmp/pv-db}}
+  csi: {{driver: ebs.csi.aws.com, volumeHandle: vol-db}}
   nodeAffinity:
     required:
       nodeSelectorTerms:
@@ -1073,7 +1075,7 @@ apiVersion: v1
 kind: Pod
 metadata: {{name: db, namespace: default, labels: {{app: db}}}}
 spec:
-  containers: [{{name: c, image: registry.k8s.io/pause:3.10, resources: {{requests: {{cpu: "1"}}}}}}]
+  containers: [{{name: c, image: registry.k8s.io/pause:3.10, resources: {{requests: {{cpu: 100m}}}}}}]
   volumes: [{{name: data, persistentVolumeClaim: {{claimName: data}}}}]
 "#
     );
@@ -1096,6 +1098,47 @@ spec:
     assert_eq!(
         claims[0]["metadata"]["labels"]["topology.kubernetes.io/zone"], zone,
         "{claims:?}"
+    );
+
+    // the EBS CSI driver's node plugin would publish this on a real node
+    let node = claims[0]["status"]["nodeName"]
+        .as_str()
+        .expect("registered");
+    let csi_node = format!(
+        r#"
+apiVersion: storage.k8s.io/v1
+kind: CSINode
+metadata: {{name: {node}}}
+spec:
+  drivers: [{{name: ebs.csi.aws.com, nodeID: {node}, allocatable: {{count: 1}}}}]
+"#
+    );
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(csi_node.as_bytes()));
+    let second = objects
+        .replace("pv-db", "pv-db2")
+        .replace("vol-db", "vol-db2")
+        .replace("name: data", "name: data2") // the claim and its claimRef
+        .replace("claimName: data}", "claimName: data2}")
+        .replace("name: db,", "name: db2,");
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(second.as_bytes()));
+    wait_for(
+        "the second pod running, on a second node",
+        LIMIT,
+        || (running(&cp, "db").len() == 2).then_some(()),
+        || {
+            format!(
+                "{}\n{:?}",
+                cp.kubectl_ok(&["get", "pods,pvc,nodeclaims", "-o", "wide"], None),
+                op.lines().last()
+            )
+        },
+    );
+    let claims = nodeclaims(&cp);
+    assert_eq!(
+        claims.len(),
+        2,
+        "{}",
+        cp.kubectl_ok(&["get", "pods,pvc,csinodes,nodes", "-o", "wide"], None)
     );
     nothing_refused(&op);
 }

@@ -629,3 +629,45 @@ fn explain_at_rejects_a_bad_time_and_kind_with_exit_2() {
         "--explain-at: \"nodepool\": expected pod or node"
     );
 }
+
+/// A pod whose bound volume lives in a zone its NodePool does not offer: the NodePool's
+/// verdict names the zone, and the explanation says the requirement is the volume's.
+#[test]
+fn a_volumes_zone_is_named_as_the_volumes() {
+    let yaml = format!(
+        r#"{CLASS}{}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: data, namespace: default}}
+spec: {{accessModes: [ReadWriteOnce], volumeName: pv-1, resources: {{requests: {{storage: 1Gi}}}}}}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: pv-1}}
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteOnce]
+  csi: {{driver: ebs.csi.aws.com, volumeHandle: vol-1}}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1d]}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: db, namespace: default}}
+spec:
+  containers: [{{name: c, image: x, resources: {{requests: {{cpu: "1"}}}}}}]
+  volumes: [{{name: d, persistentVolumeClaim: {{claimName: data}}}}]
+"#,
+        pool("default", 0, ON_DEMAND, "")
+    );
+    let v = explain(&yaml, "pod", "default/db", &[]);
+    assert_eq!(v["placement"]["state"], "unschedulable", "{v:#}");
+    assert!(verdicts(&v)[0].1.contains("us-east-1d"), "{v:#}");
+    assert_eq!(
+        v["volumes"][0],
+        "claim data: bound to PersistentVolume pv-1, reached from topology.kubernetes.io/zone In [us-east-1d]"
+    );
+}

@@ -32,6 +32,10 @@ pub struct PodExplanation {
     /// Every NodePool in the order the provisioner tries them, each asked alone whether a
     /// new node of it could host the pod.
     pub node_pools: Vec<PoolVerdict>,
+    /// What each claim the pod mounts asks of its node, and why (a requirement a NodePool
+    /// refuses may come from here, not from the pod's own spec).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<String>,
 }
 
 /// Where a pod is, or where the provisioner would put it now.
@@ -260,10 +264,17 @@ impl Controllers {
                 }
             })
             .collect();
+        let volumes = self
+            .cluster
+            .pods
+            .get(key)
+            .map(|p| self.cluster.volumes.describe(p.declared()))
+            .unwrap_or_default();
         Some(PodExplanation {
             pod: key.to_string(),
             placement,
             node_pools,
+            volumes,
         })
     }
 
@@ -777,6 +788,9 @@ impl std::fmt::Display for PodExplanation {
                 f,
                 "pod {pod}: pending, and no NodePool can launch a node for it"
             )?,
+        }
+        for v in &self.volumes {
+            writeln!(f, "volume: {v}")?;
         }
         if self.node_pools.is_empty() {
             return writeln!(
