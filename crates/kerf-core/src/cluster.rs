@@ -286,13 +286,16 @@ pub struct PodRecord {
     /// or one whose uid changed) is a new one, which an eviction asked of the old does not
     /// cover.
     pub incarnation: u64,
+    /// Why its claims keep it from being provisioned for now (see
+    /// [`Volumes::problem`]).
+    pub volume_problem: Option<String>,
 }
 
 impl PodRecord {
     /// Whether the provisioner should find it a node: kube-scheduler found none, and no
     /// NodeClaim is coming up for it.
     pub fn wants_capacity(&self) -> bool {
-        self.nominated.is_none() && is_provisionable(&self.pod)
+        self.nominated.is_none() && self.volume_problem.is_none() && is_provisionable(&self.pod)
     }
 }
 
@@ -417,6 +420,7 @@ impl Cluster {
     pub fn apply_pod(&mut self, pod: Pod, now: Duration) {
         self.pod_writes += 1;
         let declared = Volumes::mounts_claims(&pod).then(|| Box::new(pod.clone()));
+        let volume_problem = declared.as_deref().and_then(|d| self.volumes.problem(d));
         let pod = self.volumes.inject(pod);
         let key = pod_key(&pod);
         let node = pod
@@ -457,6 +461,7 @@ impl Cluster {
         };
         let mut record = PodRecord {
             incarnation,
+            volume_problem,
             owner: owner_of(&pod),
             requests,
             node: node.clone(),
@@ -513,7 +518,8 @@ impl Cluster {
                 let now = volumes.inject(declared.clone());
                 let same = now.metadata.annotations == p.pod.metadata.annotations
                     && now.spec.as_ref().map(|s| &s.overhead)
-                        == p.pod.spec.as_ref().map(|s| &s.overhead);
+                        == p.pod.spec.as_ref().map(|s| &s.overhead)
+                    && volumes.problem(declared) == p.volume_problem;
                 (!same).then(|| declared.clone())
             })
             .collect();

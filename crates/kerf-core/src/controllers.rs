@@ -366,6 +366,8 @@ pub struct Controllers {
     metrics: crate::metrics::Metrics,
     /// Nodes each disruption reason could act on, at the last pass that looked.
     eligible: std::collections::BTreeMap<String, usize>,
+    /// Pending pods left out of provisioning for their claims, with the reason last logged.
+    ignored_pods: BTreeMap<String, String>,
     /// Per static NodePool, the (replicas, active, to create) last logged, so that a
     /// deficit that cannot be met is said once, not at every poll.
     static_logged: BTreeMap<String, (i64, i64, i64)>,
@@ -406,6 +408,7 @@ impl Controllers {
             pool_statuses: std::collections::BTreeMap::new(),
             metrics: crate::metrics::Metrics::new(),
             eligible: std::collections::BTreeMap::new(),
+            ignored_pods: BTreeMap::new(),
             static_logged: BTreeMap::new(),
             static_replacing: BTreeMap::new(),
             overlay_statuses: BTreeMap::new(),

@@ -50,6 +50,8 @@ struct Class {
     /// `storageclass.kubernetes.io/is-default-class: "true"`: a claim that names no class
     /// gets this one (the API server's admission does it for claims it stores).
     default: bool,
+    /// `volumeBindingMode: Immediate` (the default): the volume is made when the claim is.
+    immediate: bool,
 }
 
 /// The claims, volumes, storage classes and CSINodes the cluster has.
@@ -180,6 +182,7 @@ impl Volumes {
                     .as_ref()
                     .and_then(|a| a.get("storageclass.kubernetes.io/is-default-class"))
                     .is_some_and(|v| v == "true"),
+                immediate: sc.volume_binding_mode.as_deref() != Some("WaitForFirstConsumer"),
             },
         );
     }
@@ -288,6 +291,39 @@ impl Volumes {
                 .collect();
         }
         if constrained { out } else { Vec::new() }
+    }
+
+    /// Why a node cannot be planned for the pod yet, as Karpenter v1.15 checks a pod's
+    /// claims before scheduling it (it ignores the pod until they are right): a claim the
+    /// cluster does not have, a bound claim whose volume it does not have, an unbound claim
+    /// without a class or with one it does not have, or an unbound claim of an `Immediate`
+    /// class (its volume must be made first).
+    pub fn problem(&self, pod: &Pod) -> Option<String> {
+        let namespace = pod.metadata.namespace.as_deref();
+        claims_of(pod).into_iter().find_map(|claim| {
+            let k = key(namespace, &claim);
+            let Some(c) = self.claims.get(&k) else {
+                return Some(format!("persistentvolumeclaim {k} not found"));
+            };
+            match &c.volume {
+                Some(v) if !self.volumes.contains_key(v) => Some(format!(
+                    "persistentvolumeclaim {k} is bound to persistentvolume {v}, which is not found"
+                )),
+                Some(_) => None,
+                None => match (&c.class, self.class_of(c)) {
+                    (None, None) => Some(format!(
+                        "persistentvolumeclaim {k} is unbound and names no storage class"
+                    )),
+                    (Some(name), None) => Some(format!(
+                        "persistentvolumeclaim {k}: storage class {name} not found"
+                    )),
+                    (_, Some(class)) if class.immediate => Some(format!(
+                        "persistentvolumeclaim {k}: pvc with immediate volume binding mode must be bound"
+                    )),
+                    _ => None,
+                },
+            }
+        })
     }
 
     /// What each claim of the pod asks of a node, a line each, for `kerf explain`.

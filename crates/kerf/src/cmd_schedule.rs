@@ -126,6 +126,8 @@ fn to_json(solved: &Solved) -> serde_json::Value {
                 "message": r.message(),
             })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
+        "ignored": solved.ignored.iter().map(|(pod, why)| json!({"pod": pod, "reason": why}))
+            .collect::<Vec<_>>(),
         "cost_per_hour": d.cost_per_hour(),
     })
 }
@@ -209,6 +211,16 @@ fn to_text(solved: &Solved) -> String {
         for u in &d.unschedulable {
             let reasons: Vec<String> = u.reasons.iter().map(ToString::to_string).collect();
             let _ = writeln!(out, "  {}: {}", solved.pods[u.pod], reasons.join("; "));
+        }
+    }
+    if !solved.ignored.is_empty() {
+        let _ = writeln!(
+            out,
+            "Ignored pods (no node is planned until their claims are right): {}",
+            solved.ignored.len()
+        );
+        for (pod, why) in &solved.ignored {
+            let _ = writeln!(out, "  {pod}: {why}");
         }
     }
     out

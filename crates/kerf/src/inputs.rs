@@ -300,6 +300,13 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
     for v in inputs.template_claims.iter().chain(&inputs.volumes) {
         v.apply(&mut cluster.volumes);
     }
+    // files with StatefulSets but no StorageClass: their claims get the class a cluster
+    // names default (EKS's gp2: EBS, WaitForFirstConsumer, any zone) rather than leaving
+    // their pods out as claims of no class
+    let has_class = (inputs.volumes.iter()).any(|v| matches!(v, VolumeObject::Class(_)));
+    if !has_class && !inputs.template_claims.is_empty() {
+        VolumeObject::Class(Box::new(assumed_default_class())).apply(&mut cluster.volumes);
+    }
     for pdb in inputs.pdbs {
         cluster.apply_pdb(pod_key_of(&pdb.metadata), pdb);
     }
@@ -511,4 +518,14 @@ pub async fn live() -> Result<Inputs> {
         }
     }
     Ok(inputs)
+}
+
+/// The default StorageClass `kerf schedule` assumes when the files have none.
+fn assumed_default_class() -> k8s_openapi::api::storage::v1::StorageClass {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "gp2", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": "kubernetes.io/aws-ebs",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }))
+    .expect("a well-formed StorageClass")
 }

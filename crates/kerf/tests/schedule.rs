@@ -965,3 +965,65 @@ fn a_node_overlay_discount_changes_the_cheapest_fit() {
         "{c}"
     );
 }
+
+/// As Karpenter v1.15 does, a pod whose claim the cluster does not have (or whose unbound
+/// claim's class binds immediately) gets no node planned: it is listed as ignored, with why.
+#[test]
+fn a_pod_whose_claims_are_not_right_is_ignored_and_says_why() {
+    let yaml = format!(
+        r#"{CLASS}{}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {{name: now}}
+provisioner: ebs.csi.aws.com
+volumeBindingMode: Immediate
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: fresh, namespace: default}}
+spec: {{storageClassName: now, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: typo, namespace: default}}
+spec:
+  containers: [{{name: c, image: x, resources: {{requests: {{cpu: "1"}}}}}}]
+  volumes: [{{name: d, persistentVolumeClaim: {{claimName: dta}}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: early, namespace: default}}
+spec:
+  containers: [{{name: c, image: x, resources: {{requests: {{cpu: "1"}}}}}}]
+  volumes: [{{name: d, persistentVolumeClaim: {{claimName: fresh}}}}]
+"#,
+        pool("default", 0, "", "")
+    );
+    let v = schedule(&yaml, &[]);
+    assert!(claims(&v).is_empty(), "{v}");
+    let ignored: Vec<(String, String)> = v["ignored"]
+        .as_array()
+        .expect("ignored")
+        .iter()
+        .map(|i| {
+            (
+                i["pod"].as_str().unwrap().into(),
+                i["reason"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ignored,
+        [
+            (
+                "default/early".to_string(),
+                "persistentvolumeclaim default/fresh: pvc with immediate volume binding mode must be bound".to_string()
+            ),
+            (
+                "default/typo".to_string(),
+                "persistentvolumeclaim default/dta not found".to_string()
+            ),
+        ]
+    );
+}

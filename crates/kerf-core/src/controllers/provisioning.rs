@@ -84,6 +84,9 @@ pub struct Solved {
     pub nodes: Vec<String>,
     /// The NodeClaim behind each existing node; none for a node Kerf does not manage.
     pub claims: Vec<Option<String>>,
+    /// Pending pods left out for their claims (`namespace/name`, why), as Karpenter ignores
+    /// them until their claims are right.
+    pub ignored: Vec<(String, String)>,
 }
 
 /// How long kube-scheduler has to bind pods nominated to an initialized node before the
@@ -226,6 +229,7 @@ impl Controllers {
     /// nominated.
     fn provision(&mut self) {
         self.unavailable.expire(self.now);
+        self.log_ignored_pods();
         let keys = self.cluster.pods_where(|p| p.wants_capacity());
         if keys.is_empty() {
             return;
@@ -401,7 +405,12 @@ impl Controllers {
     /// it: `kerf schedule`'s dry run over the cluster its manifests describe.
     pub fn dry_run(&mut self) -> Solved {
         let keys = self.cluster.pods_where(|p| p.wants_capacity());
-        self.solve_pending(keys)
+        let mut solved = self.solve_pending(keys);
+        solved.ignored = (self.cluster.pods.iter())
+            .filter(|(_, p)| p.node.is_none() && p.nominated.is_none())
+            .filter_map(|(k, p)| Some((k.clone(), p.volume_problem.clone()?)))
+            .collect();
+        solved
     }
 
     /// One solve for these pending pods over the whole cluster: its NodePools within their
@@ -477,7 +486,27 @@ impl Controllers {
             node_pools: pool_names,
             nodes: existing.into_iter().map(|e| e.name).collect(),
             claims: existing_claims,
+            ignored: Vec::new(),
         }
+    }
+
+    /// Says once (until the reason changes) which pending pods are left out for their
+    /// claims, as Karpenter's `ignoring pod`.
+    fn log_ignored_pods(&mut self) {
+        let now: BTreeMap<String, String> = (self.cluster.pods.iter())
+            .filter(|(_, p)| p.node.is_none() && p.nominated.is_none())
+            .filter_map(|(k, p)| Some((k.clone(), p.volume_problem.clone()?)))
+            .collect();
+        for (pod, why) in &now {
+            if self.ignored_pods.get(pod) != Some(why) {
+                self.log(
+                    "provisioner",
+                    "ignoring pod",
+                    json!({"Pod": pod_ref(pod), "error": format!("ignoring pod, {why}")}),
+                );
+            }
+        }
+        self.ignored_pods = now;
     }
 
     /// Which of these pending pods a solve over the whole cluster would put on new
@@ -699,4 +728,10 @@ pub(super) fn type_allocatable<'a>(
         .iter()
         .find(|t| t.name == instance_type)
         .map(|t| &t.allocatable)
+}
+
+/// A pod's `namespace/name` as Karpenter's log lines name it (`{"name", "namespace"}`).
+fn pod_ref(key: &str) -> serde_json::Value {
+    let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
+    json!({"name": name, "namespace": namespace})
 }
