@@ -5,9 +5,14 @@
 //! and provisions a scale-up; Kerf stops and Karpenter takes the cluster back, drifting
 //! nothing of Kerf's and consolidating Kerf's nodes as its own.
 //!
+//! The [`parity`] module gives both the same v1.15 manifests, one after the other, and
+//! compares what each made; it runs beside the handover, on a control plane of its own.
+//!
 //! How long each side is watched untouched: `KERF_HANDOVER_QUIET` seconds (60 by default,
 //! so that CI stays short; the five minutes is `KERF_HANDOVER_QUIET=300`).
 
+#[path = "handover/parity.rs"]
+mod parity;
 mod support;
 
 use std::collections::BTreeMap;

@@ -1,19 +1,20 @@
 //! Karpenter v1.15.0 (its kwok provider) and Kerf given the same v1.15 manifests on one real
-//! control plane, one after the other, decide the same: a NodePool's `limits.nodes`, a pod
-//! whose pod-level resources are all it asks, a static NodePool's replicas, minValues relaxed
-//! under `MIN_VALUES_POLICY=BestEffort`, and a pod whose bound volume lives in one zone.
+//! control plane, one after the other, decide the same for a pod whose pod-level resources
+//! are all it asks, a static NodePool's replicas, minValues relaxed under
+//! `MIN_VALUES_POLICY=BestEffort` and a pod whose bound volume lives in one zone; and for a
+//! NodePool's `limits.nodes`, where Kerf holds the limit within a batch and Karpenter does not,
+//! each does what it does.
 //! Each case has a NodePool of its own and its pods select it, so one run of each
-//! autoscaler covers them all.
-
-mod support;
+//! autoscaler covers them all. (A module of the handover test binary, so that the two run
+//! side by side.)
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use super::support::{self, ControlPlane, Karpenter, Operator, karpenter_kwok, wait_for};
 use serde_json::Value;
-use support::{ControlPlane, Karpenter, Operator, karpenter_kwok, wait_for};
 
-const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
+use super::OPERATOR;
 
 /// The settings both run with.
 const SETTINGS: [(&str, &str); 2] = [
