@@ -457,15 +457,14 @@ impl Fleet {
                     )
                     .build()
             }))
-            .set_instance_market_options(
-                req.reservation
-                    .filter(|r| r.reservation_type == "capacity-block")
-                    .map(|_| {
-                        LaunchTemplateInstanceMarketOptionsRequest::builder()
-                            .market_type(MarketType::CapacityBlock)
-                            .build()
-                    }),
-            )
+            // a capacity block and an interruptible reservation are markets of their own
+            .set_instance_market_options(req.reservation.and_then(reservation_market).map(
+                |market| {
+                    LaunchTemplateInstanceMarketOptionsRequest::builder()
+                        .market_type(market)
+                        .build()
+                },
+            ))
             .build();
         Ok(Template { name, data })
     }
@@ -1009,6 +1008,18 @@ fn sort_errors(
     }))
 }
 
+/// The market a reserved launch names in its launch template, as Karpenter's does: a
+/// capacity block's, an interruptible reservation's, or none for an ODCR.
+fn reservation_market(r: &CapacityReservationStatus) -> Option<MarketType> {
+    if r.reservation_type == "capacity-block" {
+        Some(MarketType::CapacityBlock)
+    } else if r.interruptible == Some(true) {
+        Some(MarketType::InterruptibleCapacityReservation)
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod unlaunchable_tests {
     use super::unlaunchable;
@@ -1047,6 +1058,32 @@ mod tests {
         );
         assert_eq!(instance_id("kwok://node-a"), None);
         assert_eq!(instance_id("aws:///ap-northeast-2a/"), None);
+    }
+
+    #[test]
+    fn reserved_launches_name_the_market_of_their_reservation() {
+        let reservation = |kind: &str, interruptible: Option<bool>| {
+            let mut r: CapacityReservationStatus = serde_json::from_value(serde_json::json!({
+                "id": "cr-1", "instanceType": "m5.large", "availabilityZone": "us-east-1a",
+                "ownerID": "123456789012", "instanceMatchCriteria": "targeted",
+                "reservationType": kind, "state": "active",
+            }))
+            .expect("a status");
+            r.interruptible = interruptible;
+            r
+        };
+        assert_eq!(
+            reservation_market(&reservation("capacity-block", None)),
+            Some(MarketType::CapacityBlock)
+        );
+        assert_eq!(
+            reservation_market(&reservation("default", Some(true))),
+            Some(MarketType::InterruptibleCapacityReservation)
+        );
+        assert_eq!(
+            reservation_market(&reservation("default", Some(false))),
+            None
+        );
     }
 
     #[test]

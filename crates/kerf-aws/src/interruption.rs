@@ -23,11 +23,15 @@ pub enum Kind {
     SpotInterruption,
     /// "AWS Health Event" with a scheduled change (maintenance, retirement).
     ScheduledChange,
-    /// "EC2 Instance State-change Notification" into stopping, stopped, shutting-down or
-    /// terminated.
-    StateChange,
+    /// "EC2 Instance State-change Notification" into stopping or stopped.
+    InstanceStopped,
+    /// "EC2 Instance State-change Notification" into shutting-down or terminated.
+    InstanceTerminated,
     /// "EC2 Instance Rebalance Recommendation": elevated risk, only logged.
     RebalanceRecommendation,
+    /// "EC2 Capacity Reservation Instance Interruption Warning": the owner of an
+    /// interruptible capacity reservation takes its capacity back.
+    CapacityReservationInterruption,
     /// A well-formed message Kerf does not act on (another state, another service).
     NoOp,
 }
@@ -38,6 +42,9 @@ pub enum Action {
     /// Spot capacity is being reclaimed: mark the offering unavailable, then delete as
     /// [`Action::Delete`] does.
     Reclaim,
+    /// A capacity reservation is being reclaimed: mark its reserved offering unavailable,
+    /// then delete as [`Action::Delete`] does.
+    ReclaimReservation,
     /// Cordon and drain the node and delete its NodeClaim.
     Delete,
     /// Log it, nothing else.
@@ -45,14 +52,17 @@ pub enum Action {
 }
 
 impl Kind {
-    /// The name in Karpenter's `messageKind` log field.
+    /// The name in Karpenter v1.15's `messageKind` log field, and the `reason` of
+    /// `karpenter_nodeclaims_disrupted_total` when it deletes a NodeClaim.
     pub fn as_str(self) -> &'static str {
         match self {
-            Kind::SpotInterruption => "SpotInterruptionKind",
-            Kind::ScheduledChange => "ScheduledChangeKind",
-            Kind::StateChange => "StateChangeKind",
-            Kind::RebalanceRecommendation => "RebalanceRecommendationKind",
-            Kind::NoOp => "NoOpKind",
+            Kind::SpotInterruption => "spot_interrupted",
+            Kind::ScheduledChange => "scheduled_change",
+            Kind::InstanceStopped => "instance_stopped",
+            Kind::InstanceTerminated => "instance_terminated",
+            Kind::RebalanceRecommendation => "rebalance_recommendation",
+            Kind::CapacityReservationInterruption => "capacity_reservation_interrupted",
+            Kind::NoOp => "no_op",
         }
     }
 
@@ -60,9 +70,42 @@ impl Kind {
     pub fn action(self) -> Action {
         match self {
             Kind::SpotInterruption => Action::Reclaim,
-            Kind::ScheduledChange | Kind::StateChange => Action::Delete,
+            Kind::CapacityReservationInterruption => Action::ReclaimReservation,
+            Kind::ScheduledChange | Kind::InstanceStopped | Kind::InstanceTerminated => {
+                Action::Delete
+            }
             Kind::RebalanceRecommendation | Kind::NoOp => Action::Log,
         }
+    }
+
+    /// The event Karpenter's AWS provider puts on the NodeClaim and its Node: reason,
+    /// message, and whether it is a warning.
+    pub fn event(self) -> Option<(&'static str, &'static str, bool)> {
+        Some(match self {
+            Kind::SpotInterruption => (
+                "SpotInterrupted",
+                "Spot interruption warning was triggered",
+                true,
+            ),
+            Kind::CapacityReservationInterruption => (
+                "CapacityReservationInstanceInterrupted",
+                "Capacity Reservation interruption warning was triggered",
+                true,
+            ),
+            Kind::ScheduledChange => (
+                "InstanceUnhealthy",
+                "An unhealthy warning was triggered for the instance",
+                true,
+            ),
+            Kind::InstanceStopped => ("InstanceStopping", "Instance is stopping", true),
+            Kind::InstanceTerminated => ("InstanceTerminating", "Instance is terminating", true),
+            Kind::RebalanceRecommendation => (
+                "SpotRebalanceRecommendation",
+                "Spot rebalance recommendation was triggered",
+                false,
+            ),
+            Kind::NoOp => return None,
+        })
     }
 }
 
@@ -84,9 +127,6 @@ pub enum ParseError {
     },
 }
 
-/// Instance states a state-change notification is acted on for (Karpenter's list).
-const ACTED_STATES: [&str; 4] = ["stopping", "stopped", "shutting-down", "terminated"];
-
 /// Parses one SQS message body.
 pub fn parse(body: &str) -> Result<Message, ParseError> {
     let v: Value = serde_json::from_str(body).map_err(|e| ParseError::NotJson(e.to_string()))?;
@@ -107,14 +147,17 @@ pub fn parse(body: &str) -> Result<Message, ParseError> {
     let kind = match (source, detail_type.as_str()) {
         ("aws.ec2", "EC2 Spot Instance Interruption Warning") => Kind::SpotInterruption,
         ("aws.ec2", "EC2 Instance Rebalance Recommendation") => Kind::RebalanceRecommendation,
+        ("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning") => {
+            Kind::CapacityReservationInterruption
+        }
         ("aws.ec2", "EC2 Instance State-change Notification") => {
             let state = v["detail"]["state"]
                 .as_str()
                 .ok_or_else(|| field("detail.state", "must be a string"))?;
-            if ACTED_STATES.contains(&state) {
-                Kind::StateChange
-            } else {
-                Kind::NoOp
+            match state {
+                "stopping" | "stopped" => Kind::InstanceStopped,
+                "shutting-down" | "terminated" => Kind::InstanceTerminated,
+                _ => Kind::NoOp,
             }
         }
         ("aws.health", "AWS Health Event") => {
@@ -169,7 +212,24 @@ mod tests {
         assert_eq!(m.kind, Kind::SpotInterruption);
         assert_eq!(m.instance_ids, ["i-0abc"]);
         assert_eq!(m.kind.action(), Action::Reclaim);
-        assert_eq!(m.kind.as_str(), "SpotInterruptionKind");
+        assert_eq!(m.kind.as_str(), "spot_interrupted");
+    }
+
+    #[test]
+    fn a_capacity_reservation_interruption_reclaims_the_reservations_offering() {
+        let m = parse(&ec2(
+            "EC2 Capacity Reservation Instance Interruption Warning",
+            r#"{"instance-id":"i-0abc","instance-action":"terminate"}"#,
+        ))
+        .unwrap();
+        assert_eq!(m.kind, Kind::CapacityReservationInterruption);
+        assert_eq!(m.instance_ids, ["i-0abc"]);
+        assert_eq!(m.kind.action(), Action::ReclaimReservation);
+        assert_eq!(m.kind.as_str(), "capacity_reservation_interrupted");
+        assert_eq!(
+            m.kind.event().map(|e| e.0),
+            Some("CapacityReservationInstanceInterrupted")
+        );
     }
 
     #[test]
@@ -182,8 +242,11 @@ mod tests {
             .unwrap()
             .kind
         };
-        for s in ["stopping", "stopped", "shutting-down", "terminated"] {
-            assert_eq!(notice(s), Kind::StateChange, "{s}");
+        for s in ["stopping", "stopped"] {
+            assert_eq!(notice(s), Kind::InstanceStopped, "{s}");
+        }
+        for s in ["shutting-down", "terminated"] {
+            assert_eq!(notice(s), Kind::InstanceTerminated, "{s}");
         }
         assert_eq!(notice("running"), Kind::NoOp);
         assert_eq!(notice("pending"), Kind::NoOp);

@@ -253,8 +253,9 @@ fn every_eventbridge_rule_feeds_the_queue_messages_kerf_acts_on() {
     let all: BTreeSet<String> = [
         Kind::SpotInterruption,
         Kind::ScheduledChange,
-        Kind::StateChange,
+        Kind::InstanceStopped,
         Kind::RebalanceRecommendation,
+        Kind::CapacityReservationInterruption,
     ]
     .iter()
     .map(|k| format!("{k:?}"))

@@ -1108,3 +1108,45 @@ fn a_reservation_takes_no_more_nodeclaims_than_its_room_and_the_rest_say_why() {
     assert!(solved.decision.nodeclaims.is_empty());
     assert_eq!(solved.decision.unschedulable.len(), 3);
 }
+
+/// As Karpenter provisions with reserved capacity (its strict mode): a NodeClaim that can
+/// launch into a reservation does not take the pod that would leave it none. Three 1-cpu
+/// pods, a reserved 2-cpu type with room for two and a 4-cpu on-demand type: two reserved
+/// NodeClaims (one pod each beside the other's), not one on-demand NodeClaim for all three.
+#[test]
+fn a_nodeclaim_that_can_use_a_reservation_keeps_it() {
+    let mut core = with_pool();
+    let mut small = instance_type();
+    small.offerings.push(Offering {
+        zone: "us-east-1a".into(),
+        capacity_type: "reserved".into(),
+        price_per_hour: 0.1 / 1e7,
+        available: true,
+        reservation: Some(kerf_scheduling::Reservation {
+            id: "cr-0abc".into(),
+            capacity: 2,
+        }),
+    });
+    let mut big = instance_type();
+    big.name = "m5.xlarge".into();
+    big.labels = BTreeMap::from([(
+        "node.kubernetes.io/instance-type".into(),
+        "m5.xlarge".into(),
+    )])
+    .into();
+    big.capacity.cpu_millis = 4000;
+    big.allocatable.cpu_millis = 4000;
+    big.offerings[0].price_per_hour = 0.15;
+    core.cluster
+        .set_instance_types("default", Arc::from(vec![small, big]));
+    for name in ["a", "b", "c"] {
+        core.cluster.apply_pod(unschedulable(name, "900m"), secs(0));
+    }
+    let solved = core.dry_run();
+    let claims = &solved.decision.nodeclaims;
+    let reserved = (claims.iter())
+        .filter(|c| c.launch.capacity_type == "reserved")
+        .count();
+    assert_eq!(reserved, 2, "{claims:#?}");
+    assert!(solved.decision.unschedulable.is_empty());
+}

@@ -540,6 +540,9 @@ async fn read_interruptions(config: aws_config::SdkConfig, name: String, sink: A
                 for message in polled.messages {
                     let effect = match message.kind.action() {
                         interruption::Action::Reclaim => NoticeEffect::Reclaim,
+                        interruption::Action::ReclaimReservation => {
+                            NoticeEffect::ReclaimReservation
+                        }
                         interruption::Action::Delete => NoticeEffect::Delete,
                         interruption::Action::Log => NoticeEffect::Log,
                     };
@@ -548,6 +551,7 @@ async fn read_interruptions(config: aws_config::SdkConfig, name: String, sink: A
                             instance_id,
                             message_kind: message.kind.as_str(),
                             effect,
+                            event: message.kind.event(),
                         }));
                     }
                 }

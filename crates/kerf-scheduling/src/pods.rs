@@ -137,6 +137,35 @@ fn volume_alternatives(pod: &Pod) -> Option<Vec<NodeSelectorTerm>> {
     )
 }
 
+/// Alternatives that each ask one value set of the same key (`zone In [a]` or `zone In
+/// [b]`) as one requirement (`zone In [a b]`); `None` when they are not of that shape.
+fn join_alternatives(alternatives: &[NodeSelectorTerm], symbols: &mut Symbols) -> Option<Reqs> {
+    let mut key: Option<&str> = None;
+    let mut values: Vec<String> = Vec::new();
+    for a in alternatives {
+        let [e] = a.match_expressions.as_deref()? else {
+            return None;
+        };
+        if e.operator != "In" || key.is_some_and(|k| k != e.key) {
+            return None;
+        }
+        key = Some(&e.key);
+        values.extend(e.values.iter().flatten().cloned());
+    }
+    let key = key?;
+    values.sort();
+    values.dedup();
+    let term = NodeSelectorTerm {
+        match_expressions: Some(vec![NodeSelectorRequirement {
+            key: key.to_string(),
+            operator: "In".into(),
+            values: Some(values),
+        }]),
+        match_fields: None,
+    };
+    Some(term_reqs(&term, symbols))
+}
+
 /// The requirements of a nodeSelector.
 pub fn selector_reqs(selector: Option<&BTreeMap<String, String>>, symbols: &mut Symbols) -> Reqs {
     let mut out = Reqs::new();
@@ -163,6 +192,10 @@ pub struct PodInfo {
     pub node_selector: Reqs,
     /// Required node affinity terms (ORed; Karpenter uses the first, dropping it on failure).
     pub required_terms: Vec<Reqs>,
+    /// What its volumes ask of a node ([`labels::VOLUME_TOPOLOGY`]): added to its
+    /// requirements where it is placed, never to the domains its spreads count. Of several
+    /// alternatives, one key's values are joined; otherwise the first is taken.
+    pub volume_reqs: Option<Reqs>,
     /// Preferred node affinity terms, heaviest first.
     pub preferred_terms: Vec<Reqs>,
     /// Spread groups, with whether the spread is ScheduleAnyway.
@@ -243,6 +276,7 @@ impl Compiler<'_> {
             tolerations,
             node_selector,
             required_terms,
+            volume_reqs: None,
             preferred_terms: preferred.into_iter().map(|(_, r)| r).collect(),
             spreads: Vec::new(),
             affinity: Vec::new(),
@@ -332,22 +366,13 @@ impl Compiler<'_> {
             let inverse = self.term_group(term, Kind::InverseAnti, namespace);
             info.owns_inverse.push(inverse);
         }
-        // the volumes' topology narrows where the pod goes, after the spreads have taken
-        // their domains from the pod's own affinity (kube-scheduler counts them that way)
-        if let Some(alternatives) = volume_alternatives(pod) {
-            let own = if info.required_terms.is_empty() {
-                vec![Reqs::new()]
-            } else {
-                std::mem::take(&mut info.required_terms)
-            };
-            for term in &own {
-                for alternative in &alternatives {
-                    let reqs = term_reqs(alternative, self.symbols);
-                    info.required_terms
-                        .push(term.intersection(&reqs, self.symbols));
-                }
-            }
-        }
+        info.volume_reqs = volume_alternatives(pod).and_then(|alternatives| {
+            let compiled: Vec<Reqs> = alternatives
+                .iter()
+                .map(|a| term_reqs(a, self.symbols))
+                .collect();
+            join_alternatives(&alternatives, self.symbols).or_else(|| compiled.into_iter().next())
+        });
         if respect {
             let preferred_aff = pod_aff.and_then(|a| {
                 a.preferred_during_scheduling_ignored_during_execution

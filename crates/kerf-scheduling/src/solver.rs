@@ -190,6 +190,9 @@ enum Cause {
     NoTypes,
     Fit,
     Limit,
+    /// Taking the pod would leave a NodeClaim that can launch into a reservation none to
+    /// launch into (Karpenter's strict reserved-offering mode): it goes to another.
+    Reserved,
     MinValues(Sym, u32),
 }
 
@@ -215,7 +218,10 @@ struct Fit {
 /// cursor: the attempt itself is the key, so two different constraint sets never do.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct Attempt {
+    /// What a node must have to take the pod (its volumes' topology included).
     reqs: Reqs,
+    /// The pod's own requirements, from which its spreads take their domains.
+    own: Reqs,
     host: Option<Req>,
     groups: Vec<GroupId>,
     tolerations: u64,

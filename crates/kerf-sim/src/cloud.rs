@@ -151,6 +151,10 @@ pub fn notice_message(
             "EC2 Instance Rebalance Recommendation",
             serde_json::json!({"instance-id": instance_id}),
         ),
+        Some(NoticeKind::CapacityReservationInterruption) => ec2(
+            "EC2 Capacity Reservation Instance Interruption Warning",
+            serde_json::json!({"instance-id": instance_id, "instance-action": "terminate"}),
+        ),
         Some(NoticeKind::Stopping) => state("stopping"),
         Some(NoticeKind::Terminated) => state("terminated"),
         Some(NoticeKind::ScheduledChange) => serde_json::json!({

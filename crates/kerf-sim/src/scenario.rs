@@ -229,6 +229,10 @@ pub struct CapacityReservation {
     /// When it ends (simulated time); a capacity block is drained 40 minutes before.
     #[serde(default)]
     pub end: Option<GoDuration>,
+    /// Whether its owner may take capacity back (an interruptible reservation: a
+    /// `capacityReservationInterruption` notice reclaims one of its instances).
+    #[serde(default)]
+    pub interruptible: bool,
 }
 
 fn default_reservation_type() -> String {
@@ -367,6 +371,9 @@ pub enum NoticeKind {
     Terminated,
     /// A rebalance recommendation: nothing happens to the instance.
     Rebalance,
+    /// The owner of an interruptible capacity reservation takes an instance's capacity
+    /// back: reclaimed two minutes later, and the reservation holds one fewer.
+    CapacityReservationInterruption,
 }
 
 fn one() -> u32 {

@@ -1345,7 +1345,7 @@ impl World {
     /// NodeClaims with a running node, oldest first, filtered as a notice says.
     fn notice_targets(
         &self,
-        spot_only: bool,
+        only: impl Fn(&Instance) -> bool,
         nodepool: Option<&String>,
         instance_type: Option<&String>,
         count: u32,
@@ -1359,7 +1359,7 @@ impl World {
                 let launched = c.launched.as_ref()?;
                 let (_, inst) = self.instances.get(&launched.provider_id)?;
                 let node = c.node.clone()?;
-                let ok = (!spot_only || inst.capacity_type == labels::CAPACITY_TYPE_SPOT)
+                let ok = only(inst)
                     && !inst.interrupted
                     && nodepool.is_none_or(|p| *p == c.node_pool)
                     && instance_type.is_none_or(|t| *t == inst.instance_type);
@@ -1385,7 +1385,7 @@ impl World {
     fn interrupt(&mut self, i: usize) {
         let spec = self.scenario.spec.cloud.spot_interruptions[i].clone();
         let targets = self.notice_targets(
-            true,
+            |inst| inst.capacity_type == labels::CAPACITY_TYPE_SPOT,
             spec.nodepool.as_ref(),
             spec.instance_type.as_ref(),
             spec.count,
@@ -1410,8 +1410,15 @@ impl World {
     /// Scheduled maintenance, stop and terminate notices, rebalance recommendations.
     fn notice(&mut self, i: usize) {
         let spec = self.scenario.spec.cloud.notices[i].clone();
+        let interruptible: Vec<String> = (self.scenario.spec.cloud.reservations.iter())
+            .filter(|r| r.interruptible)
+            .map(|r| r.id.clone())
+            .collect();
+        let reclaim = spec.kind == NoticeKind::CapacityReservationInterruption;
         let targets = self.notice_targets(
-            false,
+            |inst| {
+                !reclaim || (inst.reservation.as_ref()).is_some_and(|r| interruptible.contains(r))
+            },
             spec.nodepool.as_ref(),
             spec.instance_type.as_ref(),
             spec.count,
@@ -1424,6 +1431,16 @@ impl World {
             let gone = match spec.kind {
                 NoticeKind::Stopping => Some((STOP_DELAY, "instance stopped")),
                 NoticeKind::Terminated => Some((Duration::ZERO, "instance terminated")),
+                NoticeKind::CapacityReservationInterruption => {
+                    // the owner takes the capacity back for good
+                    let id = inst.reservation.clone();
+                    let r = (self.scenario.spec.cloud.reservations.iter_mut())
+                        .find(|r| Some(&r.id) == id.as_ref());
+                    if let Some(r) = r {
+                        r.count = r.count.saturating_sub(1);
+                    }
+                    Some((INTERRUPTION_NOTICE, "capacity reservation reclaimed"))
+                }
                 NoticeKind::ScheduledChange | NoticeKind::Rebalance => None,
             };
             if let Some((after, why)) = gone {
@@ -1448,6 +1465,7 @@ impl World {
             Ok(message) => {
                 let effect = match message.kind.action() {
                     interruption::Action::Reclaim => NoticeEffect::Reclaim,
+                    interruption::Action::ReclaimReservation => NoticeEffect::ReclaimReservation,
                     interruption::Action::Delete => NoticeEffect::Delete,
                     interruption::Action::Log => NoticeEffect::Log,
                 };
@@ -1456,6 +1474,7 @@ impl World {
                         instance_id: id,
                         message_kind: message.kind.as_str(),
                         effect,
+                        event: message.kind.event(),
                     };
                     self.core.notice(&notice, self.now);
                 }

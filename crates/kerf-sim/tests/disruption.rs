@@ -14,6 +14,7 @@ struct Setup<'a> {
     cloud: &'a str,
     feature_gates: &'a str,
     events: &'a str,
+    class_extra: &'a str,
 }
 
 const BASE: Setup<'static> = Setup {
@@ -27,6 +28,7 @@ const BASE: Setup<'static> = Setup {
     cloud: "{}",
     feature_gates: "{}",
     events: "[]",
+    class_extra: "",
 };
 
 fn run(s: &Setup<'_>) -> Report {
@@ -48,6 +50,7 @@ spec:
       amiSelectorTerms: [{{alias: al2023@latest}}]
       subnetSelectorTerms: [{{tags: {{k: v}}}}]
       securityGroupSelectorTerms: [{{tags: {{k: v}}}}]
+{class_extra}
   - apiVersion: karpenter.sh/v1
     kind: NodePool
     metadata: {{name: default}}
@@ -86,6 +89,7 @@ spec:
         pod_extra = s.pod_extra,
         manifests = s.manifests,
         events = s.events,
+        class_extra = s.class_extra,
     );
     let scenario = kerf_sim::scenario::parse(&yaml, None).expect("scenario parses");
     kerf_sim::run(scenario, RunOptions { check: true }, &mut |_, _, _| {})
@@ -299,7 +303,7 @@ fn a_spot_interruption_replaces_the_node_and_leaves_nothing_pending() {
         cloud: "{spotInterruptions: [{at: 30m, count: 1}]}",
         ..BASE
     });
-    assert_eq!(deleted_for(&r, "SpotInterruptionKind").len(), 1);
+    assert_eq!(deleted_for(&r, "spot_interrupted").len(), 1);
     assert!(r.totals.pods_evicted > 0);
     assert!(r.end.pending_pods.is_empty());
     assert!(!r.end.nodes.is_empty());
@@ -336,6 +340,31 @@ fn deleted_for(r: &Report, kind: &str) -> Vec<String> {
         .collect()
 }
 
+/// The owner of an interruptible capacity reservation takes one instance's capacity back:
+/// the node is drained and deleted at once (as Karpenter's AWS provider does, with its
+/// `CapacityReservationInstanceInterrupted` event), and its pods land on on-demand capacity
+/// rather than on the reservation that lost it.
+#[test]
+fn a_capacity_reservation_interruption_replaces_the_node_off_the_reservation() {
+    let r = run(&Setup {
+        capacity_type: "reserved, on-demand",
+        class_extra: "      capacityReservationSelectorTerms: [{id: cr-0000000000000aaaa}]",
+        cloud: "{reservations: [{id: cr-0000000000000aaaa, instanceType: m5.xlarge, zone: us-east-1a, count: 2, interruptible: true}], notices: [{at: 30m, kind: capacityReservationInterruption}]}",
+        disruption: "{consolidationPolicy: WhenEmpty, consolidateAfter: Never}",
+        replicas: 6,
+        ..BASE
+    });
+    let gone = deleted_for(&r, "capacity_reservation_interrupted");
+    assert_eq!(gone.len(), 1, "{gone:?}");
+    assert!(r.end.nodes.iter().all(|n| n.name != gone[0]));
+    assert!(r.end.pending_pods.is_empty(), "{:?}", r.end.pending_pods);
+    let reserved = (r.end.nodes.iter())
+        .filter(|n| n.capacity_type == "reserved")
+        .count();
+    assert_eq!(reserved, 1, "{:?}", r.end.nodes);
+    assert!(r.end.nodes.iter().any(|n| n.capacity_type == "on-demand"));
+}
+
 #[test]
 fn scheduled_maintenance_replaces_the_node_before_it_goes() {
     let r = run(&Setup {
@@ -343,7 +372,7 @@ fn scheduled_maintenance_replaces_the_node_before_it_goes() {
         disruption: "{consolidationPolicy: WhenEmpty, consolidateAfter: Never}",
         ..BASE
     });
-    let gone = deleted_for(&r, "ScheduledChangeKind");
+    let gone = deleted_for(&r, "scheduled_change");
     assert_eq!(gone.len(), 1, "{gone:?}");
     assert!(r.end.nodes.iter().all(|n| n.name != gone[0]));
     assert!(!r.end.nodes.is_empty());
@@ -353,13 +382,16 @@ fn scheduled_maintenance_replaces_the_node_before_it_goes() {
 
 #[test]
 fn stopped_and_terminated_instances_are_deleted_and_their_pods_rescheduled() {
-    for kind in ["stopping", "terminated"] {
+    for (kind, message_kind) in [
+        ("stopping", "instance_stopped"),
+        ("terminated", "instance_terminated"),
+    ] {
         let cloud = format!("{{notices: [{{at: 30m, kind: {kind}}}]}}");
         let r = run(&Setup {
             cloud: &cloud,
             ..BASE
         });
-        let gone = deleted_for(&r, "StateChangeKind");
+        let gone = deleted_for(&r, message_kind);
         assert_eq!(gone.len(), 1, "{kind}: {gone:?}");
         assert!(r.end.nodes.iter().all(|n| n.name != gone[0]), "{kind}");
         assert!(r.end.pending_pods.is_empty(), "{kind}");
@@ -380,9 +412,9 @@ fn rebalance_recommendations_are_logged_and_change_nothing() {
     });
     assert!(with.events.iter().any(|e| {
         e["message"] == "received interruption message"
-            && e["messageKind"] == "RebalanceRecommendationKind"
+            && e["messageKind"] == "rebalance_recommendation"
     }));
-    assert!(deleted_for(&with, "RebalanceRecommendationKind").is_empty());
+    assert!(deleted_for(&with, "rebalance_recommendation").is_empty());
     assert_eq!(with.end.nodes.len(), without.end.nodes.len());
     assert_eq!(with.totals.pods_evicted, 0);
 }

@@ -1027,3 +1027,51 @@ spec:
         ]
     );
 }
+
+/// A volume's zone narrows where its pod goes, not the domains its zonal spread counts (as
+/// kube-scheduler counts them): three pods whose volumes are all in us-east-1a, spread over
+/// zones with maxSkew 1, get one node; the other two would break the skew and wait.
+#[test]
+fn volumes_pin_the_zone_without_shrinking_a_spreads_domains() {
+    let mut yaml = format!("{CLASS}{}", pool("default", 0, "", ""));
+    for i in 0..3 {
+        yaml += &format!(
+            r#"
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: data-{i}, namespace: default}}
+spec: {{accessModes: [ReadWriteOnce], volumeName: pv-{i}, resources: {{requests: {{storage: 1Gi}}}}}}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: pv-{i}}}
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteOnce]
+  csi: {{driver: ebs.csi.aws.com, volumeHandle: vol-{i}}}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a]}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: db-{i}, namespace: default, labels: {{app: db}}}}
+spec:
+  topologySpreadConstraints:
+  - {{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: db}}}}}}
+  containers: [{{name: c, image: x, resources: {{requests: {{cpu: "1"}}}}}}]
+  volumes: [{{name: d, persistentVolumeClaim: {{claimName: data-{i}}}}}]
+"#
+        );
+    }
+    let v = schedule(&yaml, &[]);
+    let placed: usize = claims(&v)
+        .iter()
+        .map(|c| c["pods"].as_array().map_or(0, Vec::len))
+        .sum();
+    assert_eq!(placed, 1, "{v}");
+    assert!(claims(&v).iter().all(|c| c["zone"] == "us-east-1a"), "{v}");
+    assert_eq!(pending(&v).len(), 2, "{v}");
+}

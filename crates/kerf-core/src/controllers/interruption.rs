@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::Controllers;
+use kerf_api::labels;
+
+use super::{Controllers, Event, EventObject};
 use crate::unavailable::Pattern;
 
 /// What a notice means for Kerf.
@@ -14,6 +16,9 @@ use crate::unavailable::Pattern;
 pub enum NoticeEffect {
     /// Spot capacity is being reclaimed: mark the offering unavailable and delete.
     Reclaim,
+    /// A capacity reservation's capacity is being reclaimed: mark its reserved offering
+    /// (type and zone) unavailable and delete.
+    ReclaimReservation,
     /// The instance is going (maintenance, stop, terminate): delete.
     Delete,
     /// Only worth a log line (rebalance recommendation, states not acted on).
@@ -29,6 +34,8 @@ pub struct Notice {
     pub message_kind: &'static str,
     /// What to do.
     pub effect: NoticeEffect,
+    /// The event put on the NodeClaim and its Node (reason, message, whether a warning).
+    pub event: Option<(&'static str, &'static str, bool)>,
 }
 
 impl Controllers {
@@ -46,30 +53,83 @@ impl Controllers {
         let Some((claim, node, launched)) = found else {
             return;
         };
+        let deleting = notice.effect != NoticeEffect::Log;
         let fields = json!({
             "NodeClaim": {"name": claim}, "Node": {"name": node},
             "messageKind": notice.message_kind, "instance-id": notice.instance_id,
+            "action": if deleting { "CordonAndDrain" } else { "NoAction" },
         });
-        if notice.effect == NoticeEffect::Log {
+        if let Some((reason, message, warning)) = notice.event {
+            self.events_on(&claim, node.as_deref(), reason, message, warning);
+        }
+        if !deleting {
             self.log("interruption", "received interruption message", fields);
             return;
         }
-        if notice.effect == NoticeEffect::Reclaim {
+        let capacity_type = match notice.effect {
+            NoticeEffect::Reclaim => Some(launched.capacity_type.as_str().to_string()),
+            NoticeEffect::ReclaimReservation => Some(labels::CAPACITY_TYPE_RESERVED.to_string()),
+            _ => None,
+        };
+        if let Some(capacity_type) = capacity_type {
             self.unavailable.mark(
                 Pattern {
-                    capacity_type: Some(launched.capacity_type.as_str().to_string()),
+                    capacity_type: Some(capacity_type),
                     instance_type: Some(launched.instance_type.clone()),
                     zone: Some(launched.zone.clone()),
                 },
                 self.now,
             );
         }
+        let already = (self.cluster.nodeclaims.get(&claim)).is_some_and(|c| c.deleting.is_some());
+        if already {
+            return;
+        }
         self.log(
             "interruption",
             "initiating delete from interruption message",
             fields,
         );
-        self.count_disrupted(&claim, "interrupted");
+        self.events_on(
+            &claim,
+            node.as_deref(),
+            "TerminatingOnInterruption",
+            "Interruption triggered termination for the",
+            true,
+        );
+        self.count_disrupted(&claim, notice.message_kind);
         self.delete_nodeclaim(&claim);
+    }
+
+    /// Publishes an event on the NodeClaim and, when it has one, its Node; a message ending
+    /// in "the" is completed with the object's kind (`… for the NodeClaim`, `… for the Node`).
+    fn events_on(
+        &mut self,
+        claim: &str,
+        node: Option<&str>,
+        reason: &'static str,
+        message: &'static str,
+        warning: bool,
+    ) {
+        let text = |kind: &str| match message.strip_suffix(" the") {
+            Some(head) => format!("{head} the {kind}"),
+            None => message.to_string(),
+        };
+        self.event(Event {
+            kind: EventObject::NodeClaim,
+            name: claim.to_string(),
+            warning,
+            reason,
+            message: text("NodeClaim"),
+        });
+        if let Some(node) = node {
+            self.event(Event {
+                kind: EventObject::Node,
+                name: node.to_string(),
+                warning,
+                reason,
+                message: text("Node"),
+            });
+        }
     }
 }

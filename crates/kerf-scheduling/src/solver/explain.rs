@@ -60,7 +60,7 @@ impl State<'_> {
                 key: self.symbols.name(k).to_string(),
                 min,
             },
-            Cause::NoTypes | Cause::Resources | Cause::Ports => {
+            Cause::NoTypes | Cause::Resources | Cause::Ports | Cause::Reserved => {
                 let reqs = fresh.reqs.intersection(&a.reqs, &self.symbols);
                 let p = &self.pools[pool];
                 let labels_match = p

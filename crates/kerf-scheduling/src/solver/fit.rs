@@ -47,10 +47,15 @@ impl<'p> State<'p> {
 
     pub(super) fn attempt(&self, pod: usize, relax: &Relaxation) -> Attempt {
         let info = &self.pods[pod];
-        let (reqs, host) = relax.node_reqs(info, self.hostname, &self.symbols);
+        let (own, host) = relax.node_reqs(info, self.hostname, &self.symbols);
         let groups = relax.groups(info);
+        let reqs = match &info.volume_reqs {
+            Some(v) => own.intersection(v, &self.symbols),
+            None => own.clone(),
+        };
         Attempt {
             reqs,
+            own,
             host,
             groups,
             tolerations: self.toleration_ids[pod],
@@ -140,7 +145,7 @@ impl<'p> State<'p> {
             let g = &self.topology.groups()[id];
             let key = g.def.key;
             let honors = !matches!(g.def.kind, Kind::Spread { .. }) || g.def.node_terms.is_some();
-            let pod_domains = if honors { a.reqs.get(key) } else { None };
+            let pod_domains = if honors { a.own.get(key) } else { None };
             let selects_self = g.def.kind != Kind::InverseAnti && info.counted_by.contains(&id);
             let domain = self.domain_of(bin, reqs.as_ref(), id);
             match self
@@ -197,6 +202,16 @@ impl<'p> State<'p> {
             return Err(transient(if fits_any { Cause::Limit } else { Cause::Fit }));
         }
         let final_reqs = reqs.as_ref().unwrap_or(&bin.reqs);
+        // as Karpenter provisions (strict reserved-offering mode): a NodeClaim that took pods
+        // and can launch into a reservation with room keeps that choice; a pod that would
+        // take it away goes to another NodeClaim
+        if !self.reservations.is_empty()
+            && !bin.pods.is_empty()
+            && self.can_reserve(pool, current, &bin.reqs)
+            && !self.can_reserve(pool, &types, final_reqs)
+        {
+            return Err(transient(Cause::Reserved));
+        }
         let mut short: Vec<(Sym, u32)> = Vec::new();
         for (key, r) in final_reqs.iter() {
             if let Some(min) = r.min_values {
@@ -234,6 +249,19 @@ impl<'p> State<'p> {
         Ok(Fit {
             reqs,
             types: Some(types),
+        })
+    }
+
+    /// Whether a NodeClaim of `pool` open to `types` under `reqs` could launch into a
+    /// capacity reservation that has room.
+    fn can_reserve(&self, pool: usize, types: &BitSet, reqs: &Reqs) -> bool {
+        let p = &self.pools[pool];
+        types.iter().any(|i| {
+            p.types[i].offerings.iter().any(|o| {
+                o.reservation
+                    .is_some_and(|r| self.reservations.get(&r).is_some_and(|n| *n > 0))
+                    && o.allowed(reqs, self.zone, self.capacity_type, &self.symbols)
+            })
         })
     }
 

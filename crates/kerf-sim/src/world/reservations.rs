@@ -50,7 +50,7 @@ impl World {
                 }
                 .into(),
                 end_time: None,
-                interruptible: None,
+                interruptible: r.interruptible.then_some(true),
             })
             .collect();
         out.sort_by(|a, b| a.id.cmp(&b.id));
@@ -111,11 +111,13 @@ impl World {
         }
     }
 
-    /// No reservation holds more instances than it has: counted from the instances alone.
+    /// No reservation holds more instances than it has: counted from the instances alone
+    /// (one its owner is reclaiming no longer counts: the reservation already shrank).
     pub(super) fn check_reservations(&mut self) -> Result<(), SimError> {
         for r in &self.scenario.spec.cloud.reservations {
             let inside = (self.instances.values())
                 .filter(|(_, i)| i.reservation.as_deref() == Some(r.id.as_str()))
+                .filter(|(_, i)| !(i.interrupted && r.interruptible))
                 .count();
             if inside > r.count as usize {
                 let message = format!(
