@@ -1121,6 +1121,17 @@ spec:
         .replace("claimName: data}", "claimName: data2}")
         .replace("name: db,", "name: db2,");
     cp.kubectl_ok(&["apply", "-f", "-"], Some(second.as_bytes()));
+    // kube-controller-manager binds the pre-bound claim first (its sync can lag on a busy
+    // machine); until then kube-scheduler takes the pod nowhere
+    wait_for(
+        "the second claim bound",
+        LIMIT,
+        || {
+            let pvc = json(&cp, &["get", "pvc", "data2"]);
+            (pvc["status"]["phase"] == "Bound").then_some(())
+        },
+        || cp.kubectl_ok(&["get", "pvc", "-o", "wide"], None),
+    );
     wait_for(
         "the second pod running, on a second node",
         LIMIT,
