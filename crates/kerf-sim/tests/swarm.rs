@@ -6,17 +6,40 @@ use kerf_sim::swarm;
 #[test]
 fn every_scenario_the_swarm_failed_on_replays_clean() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/swarm");
-    let mut seen = 0;
-    for entry in std::fs::read_dir(&dir).expect("tests/swarm") {
-        let path = entry.expect("entry").path();
-        let text = std::fs::read_to_string(&path).expect("readable");
-        let scenario: serde_json::Value = serde_yaml::from_str(&text).expect("YAML");
-        if let Err(e) = swarm::check(&scenario) {
-            panic!("{}: {e}", path.display());
-        }
-        seen += 1;
-    }
-    assert!(seen >= 3, "the regression scenarios are there");
+    let mut paths: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/swarm")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    paths.sort();
+    assert!(paths.len() >= 3, "the regression scenarios are there");
+    // two at a time: they are independent, and the slowest take a minute each unoptimized
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let halves: Vec<_> = (0..2)
+            .map(|half| {
+                let paths = &paths;
+                s.spawn(move || {
+                    paths
+                        .iter()
+                        .skip(half)
+                        .step_by(2)
+                        .filter_map(|path| {
+                            let text = std::fs::read_to_string(path).expect("readable");
+                            let scenario: serde_json::Value =
+                                serde_yaml::from_str(&text).expect("YAML");
+                            swarm::check(&scenario)
+                                .err()
+                                .map(|e| format!("{}: {e}", path.display()))
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        halves
+            .into_iter()
+            .flat_map(|h| h.join().expect("a replay thread"))
+            .collect()
+    });
+    assert!(failures.is_empty(), "{failures:#?}");
 }
 
 #[test]
