@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{ControlPlane, Karpenter, Operator, condition_true, karpenter_kwok, wait_for};
+use support::{ControlPlane, Karpenter, Operator, condition_true, wait_for};
 
 const OPERATOR: &str = env!("CARGO_BIN_EXE_kerf-operator");
 
@@ -213,23 +213,7 @@ fn hold_still(cp: &ControlPlane, who: &str) {
 #[test]
 fn karpenter_hands_over_to_kerf_and_takes_it_back() {
     let cp = ControlPlane::start("handover");
-    let crds = karpenter_kwok().join("crds");
-    cp.kubectl_ok(
-        &["apply", "--server-side", "-f", crds.to_str().expect("path")],
-        None,
-    );
-    // Kerf watches EC2NodeClasses too: Karpenter's AWS CRD beside the kwok ones
-    cp.install_karpenter_crds();
-    cp.kubectl_ok(
-        &[
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "-f",
-            crds.to_str().expect("path"),
-        ],
-        None,
-    );
+    cp.install_karpenter_kwok_crds();
     cp.kubectl_ok(&["apply", "-f", "-"], Some(CLUSTER.as_bytes()));
 
     // Karpenter provisions

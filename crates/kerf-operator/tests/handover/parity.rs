@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use super::support::{self, ControlPlane, Karpenter, Operator, karpenter_kwok, wait_for};
+use super::support::{self, ControlPlane, Karpenter, Operator, wait_for};
 use serde_json::Value;
 
 use super::OPERATOR;
@@ -296,18 +296,7 @@ fn clear(cp: &ControlPlane) {
 #[test]
 fn karpenter_and_kerf_decide_alike_on_v1_15_provisioning() {
     let cp = ControlPlane::start("parity");
-    let crds = karpenter_kwok().join("crds");
-    cp.install_karpenter_crds();
-    cp.kubectl_ok(
-        &[
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "-f",
-            crds.to_str().expect("path"),
-        ],
-        None,
-    );
+    cp.install_karpenter_kwok_crds();
     cp.kubectl_ok(&["apply", "-f", "-"], Some(manifests().as_bytes()));
 
     let karpenter = Karpenter::start(&cp, 1, &SETTINGS);

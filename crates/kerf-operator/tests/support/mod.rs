@@ -461,6 +461,25 @@ pub fn wait_for<T>(
     }
 }
 
+impl ControlPlane {
+    /// The CRDs Karpenter's kwok provider runs on, with Karpenter's AWS CRD beside them
+    /// (Kerf watches EC2NodeClasses too); the kwok ones win where both define a kind.
+    pub fn install_karpenter_kwok_crds(&self) {
+        let crds = karpenter_kwok().join("crds");
+        self.install_karpenter_crds();
+        self.kubectl_ok(
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "-f",
+                crds.to_str().expect("path"),
+            ],
+            None,
+        );
+    }
+}
+
 /// Karpenter's kwok provider, outside the cluster.
 pub struct Karpenter {
     child: Child,
