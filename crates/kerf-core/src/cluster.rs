@@ -5,7 +5,7 @@
 //! changed so the controllers know what to look at again.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
@@ -199,6 +199,10 @@ pub struct ClaimRecord {
     pub overlaid_prices: BTreeMap<(String, String, String), f64>,
 }
 
+/// The taint a node asked to be disrupted is placed against before it is stored.
+static DISRUPTED_TAINT: LazyLock<Taint> =
+    LazyLock::new(crate::controllers::disruption::disrupted_taint);
+
 /// A Node.
 #[derive(Clone, Debug)]
 pub struct NodeRecord {
@@ -228,6 +232,9 @@ pub struct NodeRecord {
     pub marked_consolidatable: Option<Duration>,
     /// `karpenter.sh/do-not-disrupt: "true"` on the Node: no voluntary disruption.
     pub do_not_disrupt: bool,
+    /// Kerf asked for the disrupted taint and has not asked for it to go: the solver keeps
+    /// pods off the node already, while the drain waits for the taint itself to be stored.
+    pub tainting: bool,
 }
 
 /// Who made a pod, as far as disruption cares.
@@ -250,12 +257,24 @@ impl PodRecord {
 }
 
 impl NodeRecord {
+    /// The taints pods are placed against: those stored, and the disrupted taint once Kerf
+    /// asked for it.
+    pub fn scheduling_taints(&self) -> impl Iterator<Item = &Taint> {
+        let asked = (self.tainting
+            && !self
+                .taints
+                .iter()
+                .any(|t| t.key == labels::DISRUPTED_TAINT_KEY))
+        .then(|| &*DISRUPTED_TAINT);
+        self.taints.iter().chain(asked)
+    }
+
     /// The node as the solver's existing capacity: its labels, taints, room and requests.
     pub fn as_existing(&self, name: &str, initialized: bool) -> kerf_scheduling::ExistingNode {
         kerf_scheduling::ExistingNode {
             name: name.to_string(),
             labels: self.labels.clone(),
-            taints: self.taints.clone(),
+            taints: self.scheduling_taints().cloned().collect(),
             allocatable: self.allocatable.clone(),
             requested: self.requests.clone(),
             initialized,
@@ -784,6 +803,7 @@ impl Cluster {
             node.requests = old.requests.clone();
             node.last_pod_event = old.last_pod_event;
             node.marked_consolidatable = old.marked_consolidatable;
+            node.tainting = old.tainting;
         } else {
             node.requests = Resources::default();
             node.last_pod_event = now;

@@ -359,6 +359,7 @@ pub fn node_record(node: &Node, now: Duration) -> NodeRecord {
         last_pod_event: now,
         marked_consolidatable: None,
         do_not_disrupt: crate::disruption::node_blocks(node.metadata.annotations.as_ref()),
+        tainting: false,
     }
 }
 

@@ -66,14 +66,26 @@ impl Unfinished {
         due.into_iter().map(|w| (w.tries, w.action)).collect()
     }
 
-    /// A NodeClaim is being deleted: a create of it still waiting would bring it back (a
-    /// create tried after the delete, both caught by one outage), so it is dropped.
+    /// Drops the waiting writes `action` undoes: a NodeClaim being deleted drops a create of
+    /// it still waiting (tried after the delete, both caught by one outage, it would bring
+    /// the NodeClaim back); a taint and its removal drop each other.
     pub fn superseded_by(&mut self, action: &Action) {
-        if let Action::DeleteNodeClaim { nodeclaim } = action {
-            self.waiting.retain(|w| {
+        match action {
+            Action::DeleteNodeClaim { nodeclaim } => self.waiting.retain(|w| {
                 !matches!(&w.action, Action::CreateNodeClaim(c)
                     if c.metadata.name.as_deref() == Some(nodeclaim.as_str()))
-            });
+            }),
+            // a taint and its removal: the later one decides, an earlier one still waiting
+            // would undo it
+            Action::Taint { node, taint } => self.waiting.retain(|w| {
+                !matches!(&w.action, Action::RemoveTaint { node: n, key }
+                    if n == node && *key == taint.key)
+            }),
+            Action::RemoveTaint { node, key } => self.waiting.retain(|w| {
+                !matches!(&w.action, Action::Taint { node: n, taint }
+                    if n == node && taint.key == *key)
+            }),
+            _ => {}
         }
     }
 

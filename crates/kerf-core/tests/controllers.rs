@@ -69,9 +69,28 @@ fn created(actions: &[Action]) -> Vec<String> {
         .collect()
 }
 
-/// Polls until `until`, a second at a time, collecting the actions.
+/// Polls until `until`, a second at a time, collecting the actions; the taints asked for
+/// are stored and come back as the watch would bring them.
 fn run_until(core: &mut Controllers, from: u64, until: u64) -> Vec<Action> {
-    (from..=until).flat_map(|t| core.poll(secs(t))).collect()
+    let mut all = Vec::new();
+    for t in from..=until {
+        let actions = core.poll(secs(t));
+        for a in &actions {
+            if let Action::Taint { node, taint } = a {
+                store_taint(core, node, taint, t);
+            }
+        }
+        all.extend(actions);
+    }
+    all
+}
+
+/// The API server stores a taint on a node, and the watch brings the node back.
+fn store_taint(core: &mut Controllers, node: &str, taint: &kerf_api::Taint, at: u64) {
+    if let Some(mut n) = core.cluster.nodes.get(node).cloned() {
+        n.taints.push(taint.clone());
+        core.cluster.apply_node(node.to_string(), n, secs(at));
+    }
 }
 
 /// Controllers with the default NodePool, offering one instance type.
@@ -136,6 +155,7 @@ fn launch_into_and_register(
             last_pod_event: secs(4),
             marked_consolidatable: None,
             do_not_disrupt: false,
+            tainting: false,
         },
         secs(4),
     );
@@ -182,6 +202,7 @@ fn unmanaged_node(core: &mut Controllers, zone: &str) {
             last_pod_event: secs(0),
             marked_consolidatable: None,
             do_not_disrupt: false,
+            tainting: false,
         },
         secs(0),
     );
@@ -809,6 +830,38 @@ fn an_eviction_that_did_not_happen_is_asked_again_by_the_drain() {
     // the eviction never happened (the API server was down): asked again
     core.eviction_refused("default/x");
     assert_eq!(evicted(&run_until(&mut core, 21, 30)), ["default/x"]);
+}
+
+/// Karpenter's termination taints a node, then drains it: no pod is evicted while the
+/// taint is only asked for (a write refused or not yet seen would let the evicted pods'
+/// replacements be bound right back).
+#[test]
+fn the_drain_evicts_only_once_the_disrupted_taint_is_stored() {
+    let mut core = with_pool();
+    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_and_register(&mut core, &claim);
+    let mut bound = unschedulable("x", "1");
+    bound.spec.as_mut().unwrap().node_name = Some(claim.clone());
+    core.cluster.apply_pod(bound, secs(4));
+    core.poll(secs(5));
+    core.delete_nodeclaim(&claim);
+    // the taint's write never lands: polled without storing it, nothing is evicted
+    let asked: Vec<Action> = (6..=20).flat_map(|t| core.poll(secs(t))).collect();
+    let taints = asked
+        .iter()
+        .filter(|a| matches!(a, Action::Taint { .. }))
+        .count();
+    assert_eq!(taints, 1, "asked once: {asked:?}");
+    assert!(evicted(&asked).is_empty(), "{asked:?}");
+    // once stored, the drain goes on
+    store_taint(
+        &mut core,
+        &claim,
+        &kerf_core::controllers::disruption::disrupted_taint(),
+        21,
+    );
+    assert_eq!(evicted(&run_until(&mut core, 21, 23)), ["default/x"]);
 }
 
 /// A StatefulSet makes an evicted pod again under the same name at once: when that new pod's

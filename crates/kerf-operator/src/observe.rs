@@ -5,7 +5,6 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::manifest::RawDocument;
 use kerf_core::controllers::Controllers;
-use kerf_core::objects::node_record;
 use kerf_core::workloads::{ClusterObject, read};
 use kerf_scheduling::pods::pod_key;
 
@@ -71,10 +70,7 @@ fn applied(core: &mut Controllers, cloud: &impl CloudProvider, object: Object, n
                 cluster.apply_pod(*pod, now);
             }
         }
-        Object::Node(node) => {
-            let name = node.metadata.name.clone().unwrap_or_default();
-            cluster.apply_node(name, node_record(&node, now), now);
-        }
+        Object::Node(node) => core.node_observed(&node, now),
         Object::NodeClaim(read) => {
             // one Kerf cannot type is reported (lib.rs) and left as it was last read
             let Ok(claim) = &read.read.object else {

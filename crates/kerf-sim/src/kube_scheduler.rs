@@ -236,13 +236,44 @@ impl<'a> Scheduler<'a> {
         if self.unschedulable.contains(&class) {
             return None;
         }
-        let plan = self.plan(pod);
-        let feasible: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| self.nodes[i].ready && self.fits(pod, &plan, i))
-            .collect();
-        if feasible.is_empty() {
+        let chosen = self.choose(pod, preferred, |_| true);
+        if chosen.is_none() {
             self.unschedulable.insert(class);
         }
+        chosen.map(|i| self.nodes[i].name)
+    }
+
+    /// Schedules one pod among the Ready nodes `allowed` lets through (by index, in the
+    /// order given to [`Scheduler::new`] and then [`Scheduler::add_node`]): how a checker
+    /// fills the nodes it imagined before it imagines another.
+    pub fn schedule_within(
+        &mut self,
+        pod: &'a Pod,
+        allowed: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
+        self.choose(pod, None, allowed)
+    }
+
+    /// Adds a node after the snapshot was taken; its index.
+    pub fn add_node(&mut self, node: Node<'a>) -> usize {
+        self.nodes.push(node);
+        self.requested.push(Amounts::new());
+        self.ports.push(Vec::new());
+        self.attached.push(BTreeMap::new());
+        self.unschedulable.clear();
+        self.nodes.len() - 1
+    }
+
+    fn choose(
+        &mut self,
+        pod: &'a Pod,
+        preferred: Option<&str>,
+        allowed: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
+        let plan = self.plan(pod);
+        let feasible: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| allowed(i) && self.nodes[i].ready && self.fits(pod, &plan, i))
+            .collect();
         let chosen = feasible
             .iter()
             .copied()
@@ -254,7 +285,7 @@ impl<'a> Scheduler<'a> {
                     .max_by_key(|&i| (self.least_allocated(&plan, i), std::cmp::Reverse(i)))
             })?;
         self.place(pod, chosen);
-        Some(self.nodes[chosen].name)
+        Some(chosen)
     }
 
     fn place(&mut self, pod: &'a Pod, node: usize) {

@@ -11,6 +11,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
+use crate::world::Plant;
 use crate::{RunOptions, SimError};
 
 /// Names of the NodePools a generated scenario may have.
@@ -624,10 +625,16 @@ fn cloud(rng: &mut ChaCha8Rng, minutes: u64, pools: &[&str]) -> Value {
 /// Runs a scenario document with every invariant checked: `Err` with what went wrong (an
 /// invariant, an unusable scenario, or a panic).
 pub fn check(scenario: &Value) -> Result<(), String> {
+    check_planted(scenario, None)
+}
+
+/// [`check`] with a bug planted: how the tests show the checkers catch one.
+pub fn check_planted(scenario: &Value, plant: Option<Plant>) -> Result<(), String> {
     let text = to_yaml(scenario);
     let parsed = crate::scenario::parse(&text, None).map_err(|e| format!("unusable: {e}"))?;
+    let options = RunOptions { check: true, plant };
     let run = catch_unwind(AssertUnwindSafe(|| {
-        crate::run(parsed, RunOptions { check: true }, &mut |_, _, _| {})
+        crate::run(parsed, options, &mut |_, _, _| {})
     }));
     match run {
         Ok(Ok(_)) => Ok(()),

@@ -17,7 +17,7 @@ use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
 use kerf_aws::interruption;
-use kerf_core::cluster::{CapacityType, Launched, NodeRecord, PodOwner, owner_of};
+use kerf_core::cluster::{CapacityType, Launched, PodOwner, owner_of};
 use kerf_core::controllers::disruption::PASS_INTERVAL;
 use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::{Offering, retry_wait};
@@ -42,6 +42,7 @@ use crate::log::Log;
 use crate::report::{FinalNode, LONGEST_WAITS, PoolSample, Report, Sample, Totals, Wait};
 use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 
+mod api_server;
 mod convergence;
 mod invariants;
 mod min_values;
@@ -83,6 +84,16 @@ pub enum SimError {
 pub struct RunOptions {
     /// Check the invariants on every step.
     pub check: bool,
+    /// A bug to plant, for the tests that show a checker catches it.
+    pub plant: Option<Plant>,
+}
+
+/// A bug planted between the controllers and the simulated cluster: what a controller
+/// that forgot an action would do. The checkers must catch each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Plant {
+    /// The controllers never taint a node (no `Taint` action reaches the API server).
+    MissingTaint,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -180,6 +191,8 @@ pub struct World {
     workloads: BTreeMap<String, Workload>,
     /// Claims, volumes and classes as the API server stores them.
     storage: storage::Stored,
+    /// Node objects, as the simulated API server stores them.
+    nodes: api_server::Nodes,
     /// Each node's EBS attachment limit, as its CSINode publishes it.
     csi_limits: BTreeMap<String, i64>,
     binder_dirty: bool,
@@ -283,6 +296,7 @@ impl World {
             reservations_offered: HashMap::new(),
             workloads: BTreeMap::new(),
             storage: storage::Stored::default(),
+            nodes: api_server::Nodes::default(),
             csi_limits: BTreeMap::new(),
             instances: BTreeMap::new(),
             nodeclaim_objects: BTreeMap::new(),
@@ -399,11 +413,7 @@ impl World {
     ) -> Result<Report, SimError> {
         self.settle()?;
         while self.step()? {
-            progress(
-                self.now,
-                self.core.cluster.nodes.len(),
-                self.pending_count(),
-            );
+            progress(self.now, self.nodes.len(), self.pending_count());
         }
         self.accrue(self.duration());
         self.now = self.duration();
@@ -580,6 +590,10 @@ impl World {
     /// be stored with its answer lost; either way Kerf cannot tell, and keeps it to try
     /// again. An eviction that may not have happened is asked again by the drain instead.
     fn execute(&mut self, action: Action, tries: u32) -> Result<(), SimError> {
+        if self.options.plant == Some(Plant::MissingTaint) && matches!(action, Action::Taint { .. })
+        {
+            return Ok(());
+        }
         self.unfinished.superseded_by(&action);
         if self.unfinished.held_behind_create(&action) {
             return Ok(());
@@ -662,8 +676,20 @@ impl World {
                     stored.deleting.get_or_insert(self.now);
                 }
             }
-            Action::Taint { .. } | Action::RemoveTaint { .. } | Action::LabelNode { .. } => {
-                self.binder_dirty = true;
+            Action::Taint { node, taint } => {
+                if self.nodes.taint(&node, &taint) {
+                    self.node_written(&node);
+                }
+            }
+            Action::RemoveTaint { node, key } => {
+                if self.nodes.remove_taint(&node, &key) {
+                    self.node_written(&node);
+                }
+            }
+            Action::LabelNode { node, labels } => {
+                if self.nodes.label(&node, &labels) {
+                    self.node_written(&node);
+                }
             }
             Action::Launch { nodeclaim } => {
                 if self.options.check && !self.nodeclaim_objects.contains_key(&nodeclaim) {
@@ -751,16 +777,9 @@ impl World {
             let pod = p.declared.map_or(p.pod, |d| d);
             cluster.apply_pod(*pod, p.pending_since);
         }
-        for (name, n) in old.nodes {
-            let node = NodeRecord {
-                nodeclaim: None,
-                requests: Resources::default(),
-                last_pod_event: self.now,
-                marked_consolidatable: None,
-                do_not_disrupt: false,
-                ..n
-            };
-            cluster.apply_node(name, node, self.now);
+        let names: Vec<String> = self.nodes.iter().map(|(name, _)| name.clone()).collect();
+        for name in names {
+            self.observe_node(&name);
         }
         self.binder_dirty = true;
     }
@@ -1020,11 +1039,7 @@ impl World {
         }
         self.core.cluster.bind_pod(k, node, self.now);
         // the CSI provisioner makes the volumes that waited for this pod, in its zone
-        let zone = self
-            .core
-            .cluster
-            .nodes
-            .get(node)
+        let zone = (self.nodes.get(node))
             .and_then(|n| n.labels.get(labels::ZONE))
             .cloned();
         let pod = self.core.cluster.pods.get(k).map(|p| p.declared());
@@ -1094,6 +1109,7 @@ impl World {
                 self.delete_pod(&k);
             }
         }
+        self.nodes.delete(node);
         self.core.cluster.delete_node(node, self.now);
         if self.csi_limits.remove(node).is_some() {
             let now = self.now;
@@ -1209,15 +1225,13 @@ impl World {
         }
         pending.sort();
         let mut placed = Vec::new();
-        if cluster.nodes.values().any(|n| n.ready) {
-            let nodes = cluster
-                .nodes
-                .iter()
+        if self.nodes.iter().any(|(_, n)| n.ready) {
+            let nodes = (self.nodes.iter())
                 .map(|(name, n)| kube_scheduler::Node {
                     name,
                     labels: &n.labels,
                     taints: &n.taints,
-                    allocatable: allocatable_amounts(&n.allocatable),
+                    allocatable: n.amounts.clone(),
                     ready: n.ready,
                     volume_limits: self
                         .csi_limits
@@ -1622,24 +1636,16 @@ impl World {
         let spec = &pool.spec.template.spec;
         let mut taints = spec.taints.clone();
         taints.extend(spec.startup_taints.iter().cloned());
-        self.core.cluster.apply_node(
-            name.clone(),
-            NodeRecord {
-                provider_id: provider_id.to_string(),
-                nodeclaim: None,
-                labels: labels.clone(),
-                taints: taints.clone(),
-                allocatable: launched.allocatable.clone(),
-                capacity: launched.capacity.clone(),
-                ready: false,
-                ready_changed: self.now,
-                requests: Resources::default(),
-                last_pod_event: self.now,
-                marked_consolidatable: None,
-                do_not_disrupt: false,
-            },
+        let stored = api_server::StoredNode::registered(
+            provider_id,
+            labels.clone(),
+            taints.clone(),
+            launched.allocatable.clone(),
+            launched.capacity.clone(),
             self.now,
         );
+        self.nodes.create(&name, stored);
+        self.observe_node(&name);
         // daemonset pods start on the node as soon as it registers
         let daemonsets: Vec<(String, Pod)> = self
             .core
@@ -1679,30 +1685,39 @@ impl World {
 
     /// The kubelet reports Ready and the node's agents remove its startup taints.
     fn node_ready(&mut self, node: &str) {
-        let Some(mut record) = self.core.cluster.nodes.get(node).cloned() else {
-            return;
-        };
-        let startup: Vec<String> = self
-            .core
-            .cluster
-            .pool_of_node(node)
+        // the startup taints are the NodePool's the node was registered with (its label)
+        let pool = (self.nodes.get(node)).and_then(|n| n.labels.get(labels::NODEPOOL));
+        let startup: Vec<String> = (pool.and_then(|p| self.core.cluster.node_pools.get(p)))
             .map(|np| {
-                np.spec
-                    .template
-                    .spec
-                    .startup_taints
-                    .iter()
+                (np.spec.template.spec.startup_taints.iter())
                     .map(|t| t.key.clone())
                     .collect()
             })
             .unwrap_or_default();
-        record.ready = true;
-        record.ready_changed = self.now;
-        record.taints.retain(|t| !startup.contains(&t.key));
-        self.core
-            .cluster
-            .apply_node(node.to_string(), record, self.now);
+        let now = self.now;
+        let written = self.nodes.update(node, |n| {
+            n.ready = true;
+            n.ready_changed = now;
+            n.taints.retain(|t| !startup.contains(&t.key));
+            true
+        });
+        if written {
+            self.node_written(node);
+        }
+    }
+
+    /// A Node changed in the API server: Kerf's watch delivers it, and the binder looks again.
+    fn node_written(&mut self, node: &str) {
+        self.observe_node(node);
         self.binder_dirty = true;
+    }
+
+    /// Kerf's watch delivers a Node as the API server stores it.
+    fn observe_node(&mut self, node: &str) {
+        if let Some(n) = self.nodes.get(node) {
+            let object = n.object(node);
+            self.core.node_observed(&object, self.now);
+        }
     }
 
     // ---- report --------------------------------------------------------------------------

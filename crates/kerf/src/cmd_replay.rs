@@ -124,7 +124,10 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .min(scenario.spec.duration.0);
     let predicted = kerf_sim::run(
         scenario.clone(),
-        RunOptions { check: false },
+        RunOptions {
+            check: false,
+            ..Default::default()
+        },
         &mut |_, _, _| {},
     )
     .map_err(|e| anyhow::anyhow!("simulating {}: {e}", args.scenario))?;

@@ -143,7 +143,14 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             ),
         );
     };
-    let result = kerf_sim::run(scenario, RunOptions { check: args.check }, &mut progress);
+    let result = kerf_sim::run(
+        scenario,
+        RunOptions {
+            check: args.check,
+            ..Default::default()
+        },
+        &mut progress,
+    );
     bar.finish();
     let report = match result {
         Ok(r) => r,
@@ -211,7 +218,13 @@ fn explain_at(
         Format::Text => ExplainFormat::Text,
         Format::Json => ExplainFormat::Json,
     };
-    let world = kerf_sim::World::new(scenario, RunOptions { check: args.check });
+    let world = kerf_sim::World::new(
+        scenario,
+        RunOptions {
+            check: args.check,
+            ..Default::default()
+        },
+    );
     let answer = world.and_then(|w| {
         w.explain_at(at, |core| {
             crate::cmd_explain::answer(core, kind, name, format)

@@ -59,6 +59,11 @@ pub(super) struct PassInputs {
     budget_windows: Vec<bool>,
 }
 
+/// Whether the node, as last observed, carries the disrupted taint.
+pub fn has_disrupted_taint(node: &crate::cluster::NodeRecord) -> bool {
+    (node.taints.iter()).any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
+}
+
 /// The taint that keeps new pods off a node being disrupted; a restarted controller reads
 /// it to know which nodes were mid-disruption.
 pub fn disrupted_taint() -> Taint {
@@ -559,9 +564,7 @@ impl Controllers {
             .nodes
             .iter()
             .filter(|(name, n)| {
-                n.taints
-                    .iter()
-                    .any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
+                (has_disrupted_taint(n) || n.tainting)
                     && !held.contains(*name)
                     && self
                         .cluster
@@ -794,17 +797,17 @@ impl Controllers {
         }
     }
 
+    /// Asks for the disrupted taint on a node. The node's record is left as observed: the
+    /// taint counts once the API server holds it (the drain waits for that, as Karpenter's
+    /// termination taints before it evicts), so a refused write cannot pass for one stored.
     pub(super) fn taint(&mut self, node: &str) {
         let Some(n) = self.cluster.nodes.get_mut(node) else {
             return;
         };
-        if n.taints
-            .iter()
-            .any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
-        {
+        if has_disrupted_taint(n) || n.tainting {
             return;
         }
-        n.taints.push(disrupted_taint());
+        n.tainting = true;
         self.actions.push(Action::Taint {
             node: node.to_string(),
             taint: disrupted_taint(),
@@ -814,17 +817,16 @@ impl Controllers {
         }));
     }
 
+    /// Asks for the disrupted taint to go. Asked even when the record shows none: a taint
+    /// asked for earlier may still be on its way.
     pub(super) fn untaint(&mut self, node: &str) {
         let Some(n) = self.cluster.nodes.get_mut(node) else {
             return;
         };
-        let before = n.taints.len();
-        n.taints.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
-        if n.taints.len() != before {
-            self.actions.push(Action::RemoveTaint {
-                node: node.to_string(),
-                key: labels::DISRUPTED_TAINT_KEY.into(),
-            });
-        }
+        n.tainting = false;
+        self.actions.push(Action::RemoveTaint {
+            node: node.to_string(),
+            key: labels::DISRUPTED_TAINT_KEY.into(),
+        });
     }
 }

@@ -143,6 +143,22 @@ impl Controllers {
         }
     }
 
+    /// A Node object as the API server has it: the one way a node's labels, taints and
+    /// readiness reach the controllers (the operator's watch and the simulator's API server
+    /// both come here). Its times are Unix times, counted on this clock's epoch.
+    pub fn node_observed(&mut self, node: &k8s_openapi::api::core::v1::Node, now: Duration) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let mut record = crate::objects::node_record(node, now + self.epoch());
+        record.ready_changed = record.ready_changed.saturating_sub(self.epoch());
+        record.last_pod_event = now;
+        self.cluster.apply_node(name, record, now);
+    }
+
+    /// How far this clock's zero is from the Unix epoch.
+    fn epoch(&self) -> Duration {
+        Duration::from_secs(self.settings.epoch_unix)
+    }
+
     /// A NodeClaim object as the API server has it. One these controllers did not create
     /// (they restarted, or someone else made it) is read back from its labels, annotations
     /// and status, with its deadlines; one someone else started deleting is terminated

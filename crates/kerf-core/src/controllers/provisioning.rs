@@ -58,8 +58,7 @@ const EPHEMERAL_TAINTS: [&str; 4] = [
 /// tolerate them).
 fn scheduling_taints(node: &NodeRecord, pool: &NodePool, initialized: bool) -> Vec<Taint> {
     let startup = &pool.spec.template.spec.startup_taints;
-    node.taints
-        .iter()
+    node.scheduling_taints()
         .filter(|t| {
             initialized
                 || !(EPHEMERAL_TAINTS.contains(&t.key.as_str())
@@ -507,18 +506,6 @@ impl Controllers {
             }
         }
         self.ignored_pods = now;
-    }
-
-    /// Which of these pending pods a solve over the whole cluster would put on new
-    /// NodeClaims: the pods a NodePool within its limits could host now, given the nodes,
-    /// the in-flight NodeClaims and every bound pod (their spread and anti-affinity count).
-    pub fn would_launch_for(&mut self, keys: &[String]) -> Vec<String> {
-        self.solve_pending(keys.to_vec())
-            .decision
-            .nodeclaims
-            .iter()
-            .flat_map(|c| c.pods.iter().map(|p| keys[*p].clone()))
-            .collect()
     }
 
     /// Launched NodeClaims as the scheduler's existing nodes (registered ones as their

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{Cluster, PodOwner};
-use crate::controllers::disruption::PdbAllowances;
+use crate::controllers::disruption::{PdbAllowances, has_disrupted_taint};
 use crate::disruption::{drain_tier, pod_blocks};
 
 /// How often a draining node retries evictions a PDB refused.
@@ -104,6 +104,14 @@ impl Controllers {
                 .map(|g| g.0);
             let forced = grace.is_some_and(|g| self.now >= since + g)
                 || c.terminate_at.is_some_and(|t| self.now >= t);
+            // no eviction before the taint is stored: the evicted pods' replacements would
+            // be bound right back (Karpenter's termination taints, then drains)
+            let tainted = (self.cluster.nodes.get(node)).is_none_or(has_disrupted_taint);
+            if !forced && !tainted {
+                self.taint(node);
+                self.at(self.now + EVICTION_WAIT, Timer::Drain(claim.to_string()));
+                return;
+            }
             let mut on_node: Vec<(u8, String)> = self
                 .cluster
                 .pods

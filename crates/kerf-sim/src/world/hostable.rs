@@ -22,55 +22,110 @@ struct Imagined {
     taints: Vec<Taint>,
     allocatable: Amounts,
     ebs: i64,
+    /// Its NodePool, as an index into the rooms.
+    pool: usize,
+    /// Its capacity against the NodePool's limits: millicores and bytes.
+    capacity: (i64, i64),
+}
+
+impl Imagined {
+    fn node(&self) -> kube_scheduler::Node<'_> {
+        kube_scheduler::Node {
+            name: &self.labels[labels::HOSTNAME],
+            labels: &self.labels,
+            taints: &self.taints,
+            allocatable: self.allocatable.clone(),
+            ready: true,
+            volume_limits: [(labels::EBS_CSI_DRIVER.to_string(), self.ebs)].into(),
+        }
+    }
+}
+
+/// What a NodePool's limits leave: its instances' capacity and count so far, and the limits
+/// (cpu in millicores, memory and nodes in thousandths, as quantities read).
+struct Room {
+    used: (i64, i64),
+    count: i64,
+    cpu: Option<i64>,
+    memory: Option<i64>,
+    nodes: Option<i64>,
+}
+
+impl Room {
+    fn fits(&self, (cpu, memory): (i64, i64)) -> bool {
+        self.nodes.is_none_or(|l| (self.count + 1) * 1000 <= l)
+            && self.cpu.is_none_or(|l| self.used.0 + cpu <= l)
+            && (self.memory).is_none_or(|l| (self.used.1 + memory).saturating_mul(1000) <= l)
+    }
+
+    fn charge(&mut self, (cpu, memory): (i64, i64)) {
+        self.used = (self.used.0 + cpu, self.used.1 + memory);
+        self.count += 1;
+    }
 }
 
 impl World {
-    /// The pods among `keys` a new node of some NodePool could host now.
+    /// The pods among `keys` new nodes could host now, placed together first-fit in the
+    /// order given: each goes to a node imagined for an earlier one if the binder's filters
+    /// let it, else to a new node its NodePool's limits still have room for. Pods that
+    /// would share a NodePool's last room are not all counted hostable.
     pub(super) fn hostable_on_new_nodes(&mut self, keys: &[String]) -> Vec<String> {
-        let imagined = self.imagined_nodes();
+        let (imagined, mut rooms) = self.imagined_nodes();
         if imagined.is_empty() {
             return Vec::new();
         }
         let cluster = &self.core.cluster;
         let storage = self.storage.view();
+        // the nodes that exist count as topology domains, but take nothing
+        let mut nodes: Vec<kube_scheduler::Node<'_>> = (self.nodes.iter())
+            .map(|(name, n)| kube_scheduler::Node {
+                name,
+                labels: &n.labels,
+                taints: &n.taints,
+                allocatable: Amounts::new(),
+                ready: false,
+                volume_limits: BTreeMap::new(),
+            })
+            .collect();
+        let mut template: Vec<Option<usize>> = vec![None; nodes.len()];
+        nodes.extend(imagined.iter().map(Imagined::node));
+        template.extend((0..imagined.len()).map(Some));
+        let mut used = vec![false; template.len()];
+        let bound =
+            (cluster.pods.values()).filter_map(|q| q.node.as_deref().map(|n| (q.declared(), n)));
+        let mut scheduler = Scheduler::new(nodes, bound, Some(storage));
         let mut out = Vec::new();
         for key in keys {
             let Some(p) = cluster.pods.get(key) else {
                 continue;
             };
-            // the nodes that exist count as topology domains, but take nothing
-            let mut nodes: Vec<kube_scheduler::Node<'_>> = (cluster.nodes.iter())
-                .map(|(name, n)| kube_scheduler::Node {
-                    name,
-                    labels: &n.labels,
-                    taints: &n.taints,
-                    allocatable: Amounts::new(),
-                    ready: false,
-                    volume_limits: BTreeMap::new(),
-                })
-                .collect();
-            nodes.extend(imagined.iter().map(|i| kube_scheduler::Node {
-                name: &i.labels[labels::HOSTNAME],
-                labels: &i.labels,
-                taints: &i.taints,
-                allocatable: i.allocatable.clone(),
-                ready: true,
-                volume_limits: [(labels::EBS_CSI_DRIVER.to_string(), i.ebs)].into(),
-            }));
-            let bound = (cluster.pods.values())
-                .filter_map(|q| q.node.as_deref().map(|n| (q.declared(), n)));
-            let mut scheduler = Scheduler::new(nodes, bound, Some(storage));
-            if scheduler.schedule(p.declared(), None).is_some() {
-                out.push(key.clone());
+            let fresh = |i: usize| {
+                !used[i]
+                    && template[i]
+                        .is_some_and(|t| rooms[imagined[t].pool].fits(imagined[t].capacity))
+            };
+            let placed = (scheduler.schedule_within(p.declared(), |i| used[i]))
+                .or_else(|| scheduler.schedule_within(p.declared(), fresh));
+            let Some(i) = placed else { continue };
+            out.push(key.clone());
+            if let (false, Some(t)) = (used[i], template[i]) {
+                // this imagined node is launched: its NodePool has less room, and another
+                // node of its kind may be imagined
+                used[i] = true;
+                rooms[imagined[t].pool].charge(imagined[t].capacity);
+                scheduler.add_node(imagined[t].node());
+                template.push(Some(t));
+                used.push(false);
             }
         }
         out
     }
 
     /// A node of every type and offering each NodePool allows and has room for.
-    fn imagined_nodes(&mut self) -> Vec<Imagined> {
+    fn imagined_nodes(&mut self) -> (Vec<Imagined>, Vec<Room>) {
         let pools: Vec<NodePool> = self.core.cluster.node_pools.values().cloned().collect();
         let mut out = Vec::new();
+        let mut rooms = Vec::new();
         for pool in &pools {
             let name = pool.metadata.name.clone().unwrap_or_default();
             let spec = &pool.spec.template.spec;
@@ -86,15 +141,18 @@ impl World {
                 (pool.spec.limits.get(resource))
                     .map(|q| i64::try_from(q.milli()).unwrap_or(i64::MAX))
             };
-            if limit("nodes").is_some_and(|l| (count + 1) * 1000 > l) {
-                continue;
-            }
+            let room = Room {
+                used,
+                count,
+                cpu: limit("cpu"),
+                memory: limit("memory"),
+                nodes: limit("nodes"),
+            };
+            let index = rooms.len();
             let catalog = self.catalog(&spec.node_class_ref.name);
             for t in catalog.iter() {
-                let cpu_room = limit("cpu").is_none_or(|l| used.0 + t.capacity.cpu_millis <= l);
-                let memory_room = limit("memory")
-                    .is_none_or(|l| (used.1 + t.capacity.memory_bytes).saturating_mul(1000) <= l);
-                if !cpu_room || !memory_room {
+                let capacity = (t.capacity.cpu_millis, t.capacity.memory_bytes);
+                if !room.fits(capacity) {
                     continue;
                 }
                 for o in &t.offerings {
@@ -140,11 +198,14 @@ impl World {
                         taints: spec.taints.clone(),
                         allocatable,
                         ebs: t.ebs_attachments,
+                        pool: index,
+                        capacity,
                     });
                 }
             }
+            rooms.push(room);
         }
-        out
+        (out, rooms)
     }
 
     /// What a NodePool's instances hold now (cpu in millicores, memory in bytes) and how

@@ -10,16 +10,15 @@ use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{Taint, labels};
 use kerf_core::cluster::{PodOwner, PodRecord};
 use kerf_core::controllers::list_text;
-use kerf_core::controllers::provisioning::NOMINATION_GRACE;
 use kerf_scheduling::resources::Resources;
 
 use super::oracle::{PodView, blocking_pdb, budget_room};
-use super::{REGISTRATION_TTL, SimError, World, allocatable_amounts};
+use super::{REGISTRATION_TTL, SimError, World};
 use crate::clock::EPOCH_UNIX;
 use crate::kube_scheduler::{Amounts, add, node_affinity_matches, requests, untolerated};
 
 /// What `--check` holds a run to, as a user reads it.
-pub const INVARIANTS: [&str; 16] = [
+pub const INVARIANTS: [&str; 18] = [
     "no node over-committed",
     "taints and node selectors honoured",
     "no NodeClaim launched over its NodePool's limits",
@@ -28,6 +27,8 @@ pub const INVARIANTS: [&str; 16] = [
     "disruption budgets never exceeded",
     "no eviction past a PodDisruptionBudget",
     "no do-not-disrupt pod evicted",
+    "pods evicted only from nodes the API server holds tainted karpenter.sh/disrupted",
+    "a NodeClaim being deleted has its node tainted karpenter.sh/disrupted within a minute",
     "no pod waiting long while capacity exists",
     "no pod pending over 15 minutes that a NodePool could host",
     "static NodePools end at their replicas",
@@ -46,6 +47,9 @@ const CLEANUP_SLACK: Duration = Duration::from_secs(60);
 const LAUNCH_RESULT: Duration = Duration::from_secs(6 * 60);
 /// How often `--check` looks for pods waiting too long (each look may solve).
 const WAIT_CHECK_EVERY: Duration = Duration::from_secs(30);
+/// How long Karpenter keeps a pod nominated to a NodeClaim's node that kube-scheduler
+/// has not bound it to (its cluster state's nomination window: 20 s, twice the 10 s batch).
+const NOMINATION_WINDOW: Duration = Duration::from_secs(20);
 /// Slack on top of launch and ready delays before a wait counts as too long: the batch
 /// window (at most 10 s) and a minute for disruption and binding to catch up.
 const WAIT_SLACK: Duration = Duration::from_secs(70);
@@ -72,7 +76,7 @@ impl World {
         let mut requested: BTreeMap<&str, Amounts> = BTreeMap::new();
         for (k, p) in &cluster.pods {
             let Some(node) = &p.node else { continue };
-            let Some(n) = cluster.nodes.get(node) else {
+            let Some(n) = self.nodes.get(node) else {
                 return Err(self.violation(format!(
                     "pod {k} is bound to node {node}, which does not exist"
                 )));
@@ -101,7 +105,9 @@ impl World {
             }
         }
         for (name, used) in requested {
-            let allocatable = allocatable_amounts(&cluster.nodes[name].allocatable);
+            let Some(allocatable) = self.nodes.get(name).map(|n| &n.amounts) else {
+                continue;
+            };
             if let Some((r, v)) = used
                 .iter()
                 .find(|(r, v)| **v > allocatable.get(*r).copied().unwrap_or(0))
@@ -141,7 +147,37 @@ impl World {
         }
         self.waits_checked = self.now;
         self.check_launch_results()?;
+        self.check_drains_tainted()?;
         self.check_waits()
+    }
+
+    /// Every NodeClaim the API server holds as being deleted has its node tainted
+    /// `karpenter.sh/disrupted:NoSchedule` within [`CLEANUP_SLACK`] of its deletion (or of
+    /// the API server's return): Karpenter's termination taints before anything else. Read
+    /// from the stored NodeClaims and Nodes, not from Kerf.
+    fn check_drains_tainted(&self) -> Result<(), SimError> {
+        let back = (self.scenario.spec.api_server.outages.iter())
+            .map(|o| o.until.0)
+            .filter(|t| *t <= self.now)
+            .max()
+            .unwrap_or_default();
+        for (name, c) in &self.nodeclaim_objects {
+            let Some(deleting) = c.deleting else { continue };
+            let node = (c.object.status.as_ref()).and_then(|s| s.node_name.as_deref());
+            let Some((node, n)) = node.and_then(|n| Some((n, self.nodes.get(n)?))) else {
+                continue;
+            };
+            let since = deleting.max(back);
+            if !n.disrupted() && self.now.saturating_sub(since) > CLEANUP_SLACK {
+                return Err(self.violation(format!(
+                    "nodeclaim {name} has been deleting since {} but its node {node} is not \
+                     tainted {}:NoSchedule",
+                    crate::clock::rfc3339(deleting),
+                    labels::DISRUPTED_TAINT_KEY
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// At the end, with the StaticCapacity gate on, a static NodePool has no more NodeClaims
@@ -239,7 +275,7 @@ impl World {
             + cloud.launch_jitter.0
             + cloud.ready_delay.0
             + cloud.ready_jitter.0;
-        let bound = launch * 3 + NOMINATION_GRACE + WAIT_SLACK;
+        let bound = launch * 3 + NOMINATION_WINDOW + WAIT_SLACK;
         let now = self.now;
         let faults = &self.faults;
         let late = self.waiting(|k, p| {
@@ -253,10 +289,11 @@ impl World {
                     .any(|(from, to)| *from <= now && *to > p.pending_since)
                 && !self.launching_for(p)
         });
+        // judged apart from Kerf: new nodes of the NodePools would take the pods
         let hostable = if late.iter().all(|k| self.unhostable.contains(k)) {
             Vec::new()
         } else {
-            self.core.would_launch_for(&late)
+            self.hostable_on_new_nodes(&late)
         };
         if !hostable.is_empty() {
             return Err(self.violation(format!(
@@ -270,7 +307,7 @@ impl World {
         let waiting = self.waiting(|_, _| true);
         if waiting != self.waiting_seen {
             let room_for: BTreeSet<String> =
-                self.core.would_launch_for(&waiting).into_iter().collect();
+                self.hostable_on_new_nodes(&waiting).into_iter().collect();
             let unhostable: BTreeSet<String> = waiting
                 .iter()
                 .filter(|k| !room_for.contains(*k))
@@ -488,6 +525,17 @@ impl World {
         if blocked {
             return Err(self.violation(format!("evicted do-not-disrupt pod {pod}")));
         }
+        // Karpenter's termination taints a node before it drains it: an untainted node
+        // would take the evicted pods' replacements right back
+        if let Some(node) = &p.node
+            && self.nodes.get(node).is_some_and(|n| !n.disrupted())
+        {
+            return Err(self.violation(format!(
+                "evicted pod {pod} from node {node}, which the API server holds without the \
+                 {}:NoSchedule taint",
+                labels::DISRUPTED_TAINT_KEY
+            )));
+        }
         let views: Vec<PodView<'_>> = cluster
             .pods
             .values()
@@ -496,7 +544,7 @@ impl World {
                 healthy: q
                     .node
                     .as_ref()
-                    .is_some_and(|n| cluster.nodes.get(n).is_some_and(|n| n.ready)),
+                    .is_some_and(|n| self.nodes.get(n).is_some_and(|n| n.ready)),
                 // the simulator names a pod's controller by its workload key
                 workload: super::owner_workload(&q.pod)
                     .and_then(|w| self.workloads.get_key_value(w))

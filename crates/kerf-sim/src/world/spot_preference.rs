@@ -86,7 +86,7 @@ impl World {
     /// of `node`'s pods, when that NodePool outweighs the node's own.
     fn cheaper_home(&mut self, node: &str) -> Option<Better> {
         let cluster = &self.core.cluster;
-        let n = &cluster.nodes[node];
+        let n = self.nodes.get(node)?;
         let (_, claim) = cluster.claim_of_node(node)?;
         let launched = claim.launched.as_ref()?;
         let own = cluster.node_pools.get(&claim.node_pool)?;
@@ -211,7 +211,7 @@ impl World {
                     let mut counts: BTreeMap<&str, i64> =
                         self.zones.iter().map(|z| (z.as_str(), 0)).collect();
                     for q in cluster.pods.values().filter(|q| selects(&q.pod)) {
-                        let Some(node) = q.node.as_ref().and_then(|n| cluster.nodes.get(n)) else {
+                        let Some(node) = q.node.as_ref().and_then(|n| self.nodes.get(n)) else {
                             continue;
                         };
                         if !node_affinity_matches(p, &node.labels) {
@@ -572,7 +572,14 @@ spec:
     #[test]
     fn an_on_demand_node_a_heavier_spot_nodepool_would_replace_cheaper_is_a_violation() {
         let scenario = scenario::parse(ON_DEMAND_ONLY, None).expect("scenario");
-        let mut world = World::new(scenario, RunOptions { check: true }).expect("world");
+        let mut world = World::new(
+            scenario,
+            RunOptions {
+                check: true,
+                ..Default::default()
+            },
+        )
+        .expect("world");
         world.settle().expect("settles");
         while world.step().expect("holds every invariant") {}
         assert!(

@@ -1,0 +1,236 @@
+//! The simulated API server's Node objects: what a kubelet registered and reports (Ready),
+//! and what Kerf wrote to them (taints, labels). kube-scheduler's stand-in and the checkers
+//! read them here; Kerf's controllers see them only as a watch delivers them
+//! ([`kerf_core::controllers::Controllers::node_observed`]), as the operator sees
+//! kube-apiserver's. A write Kerf meant but never made is missing here, where it shows.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kerf_api::{Taint, labels};
+use kerf_scheduling::resources::Resources;
+use serde_json::json;
+
+use crate::kube_scheduler::Amounts;
+
+/// One stored Node.
+#[derive(Clone, Debug)]
+pub(crate) struct StoredNode {
+    /// `spec.providerID`.
+    pub provider_id: String,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `spec.taints`.
+    pub taints: Vec<Taint>,
+    /// `status.allocatable`.
+    pub allocatable: Resources,
+    /// `status.allocatable` as the binder counts it (thousandths by name).
+    pub amounts: Amounts,
+    /// `status.capacity`.
+    pub capacity: Resources,
+    /// The `Ready` condition.
+    pub ready: bool,
+    /// When `Ready` last changed (simulated time).
+    pub ready_changed: Duration,
+    /// `metadata.resourceVersion`: bumped by every write that changed the object.
+    pub resource_version: u64,
+}
+
+impl StoredNode {
+    /// A node as its kubelet registers it: not Ready yet.
+    pub fn registered(
+        provider_id: &str,
+        labels: BTreeMap<String, String>,
+        taints: Vec<Taint>,
+        allocatable: Resources,
+        capacity: Resources,
+        now: Duration,
+    ) -> StoredNode {
+        StoredNode {
+            provider_id: provider_id.to_string(),
+            labels,
+            taints,
+            amounts: super::allocatable_amounts(&allocatable),
+            allocatable,
+            capacity,
+            ready: false,
+            ready_changed: now,
+            resource_version: 0,
+        }
+    }
+
+    /// Whether it carries Karpenter's disrupted taint.
+    pub fn disrupted(&self) -> bool {
+        (self.taints.iter()).any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
+    }
+
+    /// The Node object, as a watch delivers it.
+    pub fn object(&self, name: &str) -> Node {
+        let taints: Vec<_> = (self.taints.iter())
+            .map(|t| json!({"key": t.key, "value": t.value, "effect": format!("{:?}", t.effect)}))
+            .collect();
+        let ready = if self.ready { "True" } else { "False" };
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": name,
+                "labels": self.labels,
+                "resourceVersion": self.resource_version.to_string(),
+            },
+            "spec": {"providerID": self.provider_id, "taints": taints},
+            "status": {
+                "capacity": self.capacity.to_resource_list(),
+                "allocatable": self.allocatable.to_resource_list(),
+                "conditions": [{
+                    "type": "Ready",
+                    "status": ready,
+                    "lastTransitionTime": crate::clock::rfc3339(self.ready_changed),
+                }],
+            },
+        }))
+        .expect("a well-formed Node")
+    }
+}
+
+/// The stored Nodes, by name.
+#[derive(Debug, Default)]
+pub(crate) struct Nodes {
+    objects: BTreeMap<String, StoredNode>,
+    /// The last resource version given out.
+    version: u64,
+}
+
+impl Nodes {
+    /// Creates a Node.
+    pub fn create(&mut self, name: &str, mut node: StoredNode) {
+        self.version += 1;
+        node.resource_version = self.version;
+        self.objects.insert(name.to_string(), node);
+    }
+
+    /// One Node.
+    pub fn get(&self, name: &str) -> Option<&StoredNode> {
+        self.objects.get(name)
+    }
+
+    /// Every Node, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &StoredNode)> {
+        self.objects.iter()
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Writes to a Node: `edit` says whether it changed anything (a write that changes
+    /// nothing keeps the resource version, as kube-apiserver's no-op updates do). Whether
+    /// the object changed; a Node that does not exist is not written (404).
+    pub fn update(&mut self, name: &str, edit: impl FnOnce(&mut StoredNode) -> bool) -> bool {
+        let Some(node) = self.objects.get_mut(name) else {
+            return false;
+        };
+        if !edit(node) {
+            return false;
+        }
+        self.version += 1;
+        node.resource_version = self.version;
+        true
+    }
+
+    /// Deletes a Node; whether it existed.
+    pub fn delete(&mut self, name: &str) -> bool {
+        self.objects.remove(name).is_some()
+    }
+
+    /// Adds a taint unless one with its key and effect is there, as the operator's patch does.
+    pub fn taint(&mut self, name: &str, taint: &Taint) -> bool {
+        self.update(name, |n| {
+            let there = (n.taints.iter()).any(|t| t.key == taint.key && t.effect == taint.effect);
+            if !there {
+                n.taints.push(taint.clone());
+            }
+            !there
+        })
+    }
+
+    /// Removes the taints with this key.
+    pub fn remove_taint(&mut self, name: &str, key: &str) -> bool {
+        self.update(name, |n| {
+            let before = n.taints.len();
+            n.taints.retain(|t| t.key != key);
+            n.taints.len() != before
+        })
+    }
+
+    /// Adds or overwrites labels.
+    pub fn label(&mut self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.update(name, |n| {
+            let changed = (labels.iter()).any(|(k, v)| n.labels.get(k) != Some(v));
+            n.labels
+                .extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+            changed
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+
+    fn node() -> StoredNode {
+        let (cpu, memory) = ("cpu".to_string(), "memory".to_string());
+        let room = || Resources::from_quantities([(&cpu, "2"), (&memory, "4Gi")]);
+        StoredNode::registered(
+            "aws:///us-east-1a/i-1",
+            BTreeMap::from([("a".to_string(), "1".to_string())]),
+            Vec::new(),
+            room(),
+            room(),
+            Duration::from_secs(5),
+        )
+    }
+
+    #[test]
+    fn only_a_write_that_changes_a_node_bumps_its_resource_version() {
+        let mut nodes = Nodes::default();
+        nodes.create("n", node());
+        let version = |nodes: &Nodes| nodes.get("n").map(|n| n.resource_version);
+        let first = version(&nodes);
+        let taint = kerf_core::controllers::disruption::disrupted_taint();
+        assert!(nodes.taint("n", &taint));
+        assert!(version(&nodes) > first);
+        let tainted = version(&nodes);
+        assert!(!nodes.taint("n", &taint), "the same taint twice is one");
+        assert_eq!(version(&nodes), tainted);
+        assert!(nodes.remove_taint("n", &taint.key));
+        assert!(!nodes.remove_taint("n", &taint.key));
+        assert!(
+            !nodes.taint("gone", &taint),
+            "no such node: nothing written"
+        );
+        let same = BTreeMap::from([("a".to_string(), "1".to_string())]);
+        assert!(!nodes.label("n", &same));
+    }
+
+    #[test]
+    fn the_object_reads_back_as_the_operator_reads_a_node() {
+        let mut stored = node();
+        stored
+            .taints
+            .push(kerf_core::controllers::disruption::disrupted_taint());
+        stored.ready = true;
+        let object: Node = stored.object("n");
+        let record = kerf_core::objects::node_record(&object, Duration::ZERO);
+        assert!(record.ready);
+        assert_eq!(record.provider_id, stored.provider_id);
+        assert_eq!(record.taints, stored.taints);
+        assert_eq!(record.allocatable, stored.allocatable);
+        assert_eq!(record.labels, stored.labels);
+        assert_eq!(
+            record.ready_changed,
+            Duration::from_secs(crate::clock::EPOCH_UNIX + 5)
+        );
+    }
+}
