@@ -191,11 +191,15 @@ pub struct World {
     workloads: BTreeMap<String, Workload>,
     /// Claims, volumes and classes as the API server stores them.
     storage: storage::Stored,
+    /// What the binder reads of each pod before any node, worked out when the pod is made.
+    facts: kube_scheduler::FactsByPod,
     /// Node objects, as the simulated API server stores them.
     nodes: api_server::Nodes,
     /// Each node's EBS attachment limit, as its CSINode publishes it.
     csi_limits: BTreeMap<String, i64>,
     binder_dirty: bool,
+    /// A pod went or a workload changed: the workload controllers look again.
+    workloads_dirty: bool,
     node_counter: u64,
     log: Log,
     timeline: Vec<Sample>,
@@ -297,12 +301,14 @@ impl World {
             workloads: BTreeMap::new(),
             storage: storage::Stored::default(),
             nodes: api_server::Nodes::default(),
+            facts: Default::default(),
             csi_limits: BTreeMap::new(),
             instances: BTreeMap::new(),
             nodeclaim_objects: BTreeMap::new(),
             unfinished: Unfinished::default(),
             wakes: BTreeSet::new(),
             binder_dirty: false,
+            workloads_dirty: true,
             node_counter: 0,
             log: Log::default(),
             timeline: Vec::new(),
@@ -552,7 +558,9 @@ impl World {
         let down = self.api_down().is_some();
         for _ in 0..SETTLE_ROUNDS {
             if !down {
-                self.reconcile_workloads();
+                if std::mem::take(&mut self.workloads_dirty) {
+                    self.reconcile_workloads();
+                }
                 self.update_pdb_status();
                 if std::mem::take(&mut self.binder_dirty) {
                     self.bind_pending();
@@ -888,6 +896,7 @@ impl World {
                         let wk = workload_key(&kind, &ns, &name);
                         let next = self.workloads.get(&wk).map_or(0, |w| w.next);
                         let names = PodNames::new(&kind, &name, &template, self.scenario.spec.seed);
+                        self.workloads_dirty = true;
                         self.workloads.insert(
                             wk,
                             Workload {
@@ -931,6 +940,7 @@ impl World {
         let path = format!("spec.events[{i}]");
         if let Some(s) = &e.scale {
             let wk = workload_key(&s.kind, &s.namespace, &s.name);
+            self.workloads_dirty = true;
             match self.workloads.get_mut(&wk) {
                 Some(w) => w.replicas = s.replicas,
                 None => {
@@ -991,6 +1001,7 @@ impl World {
         if owner_of(&pod) != PodOwner::DaemonSet {
             self.requested_total.add(&requests);
         }
+        self.facts.insert(&pod);
         self.core.cluster.apply_pod(pod, self.now);
         self.binder_dirty = true;
         k
@@ -1006,7 +1017,11 @@ impl World {
             self.requested_total = self.requested_total.saturating_sub(&p.requests);
         }
         self.core.cluster.delete_pod(k, self.now);
+        if let Some((namespace, name)) = k.split_once('/') {
+            self.facts.remove(namespace, name);
+        }
         self.binder_dirty = true;
+        self.workloads_dirty = true;
     }
 
     /// A pod evicted (or deleted at the end of the grace period) by Kerf.
@@ -1125,18 +1140,25 @@ impl World {
     /// The ReplicaSet/StatefulSet/Job controllers: make or remove pods to match replicas
     /// (removing pending pods first, then the newest).
     fn reconcile_workloads(&mut self) {
-        let mut by_workload: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (k, p) in &self.core.cluster.pods {
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for p in self.core.cluster.pods.values() {
             if let Some(w) = owner_workload(&p.pod) {
-                by_workload
-                    .entry(w.to_string())
-                    .or_default()
-                    .push(k.clone());
+                *counts.entry(w).or_default() += 1;
             }
         }
-        let keys: Vec<String> = self.workloads.keys().cloned().collect();
-        for wk in keys {
-            let have = by_workload.remove(&wk).unwrap_or_default();
+        // only the workloads off their replicas are looked at again
+        let off: Vec<String> = (self.workloads.iter())
+            .filter(|(wk, w)| {
+                counts.get(wk.as_str()).copied().unwrap_or(0)
+                    != usize::try_from(w.replicas).unwrap_or(0)
+            })
+            .map(|(wk, _)| wk.clone())
+            .collect();
+        for wk in off {
+            let have = self
+                .core
+                .cluster
+                .pods_where(|p| owner_workload(&p.pod) == Some(wk.as_str()));
             let want = usize::try_from(self.workloads[&wk].replicas).unwrap_or(0);
             if have.len() < want {
                 for _ in have.len()..want {
@@ -1247,7 +1269,8 @@ impl World {
                 .values()
                 .filter_map(|p| p.node.as_deref().map(|n| (p.declared(), n)));
             let storage = Some(self.storage.view());
-            let mut scheduler = kube_scheduler::Scheduler::new(nodes, bound, storage);
+            let mut scheduler =
+                kube_scheduler::Scheduler::with_facts(nodes, bound, storage, Some(&self.facts));
             for (_, _, k) in &pending {
                 let p = &cluster.pods[*k];
                 let nominated = p

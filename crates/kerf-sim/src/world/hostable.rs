@@ -93,7 +93,7 @@ impl World {
         let mut used = vec![false; template.len()];
         let bound =
             (cluster.pods.values()).filter_map(|q| q.node.as_deref().map(|n| (q.declared(), n)));
-        let mut scheduler = Scheduler::new(nodes, bound, Some(storage));
+        let mut scheduler = Scheduler::with_facts(nodes, bound, Some(storage), Some(&self.facts));
         let mut out = Vec::new();
         for key in keys {
             let Some(p) = cluster.pods.get(key) else {
