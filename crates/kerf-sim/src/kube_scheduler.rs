@@ -7,6 +7,7 @@
 //! predicates would agree with every mistake the solver makes, and `--check`, which judges
 //! placements with these same filters, could not catch one.
 
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{
@@ -179,7 +180,7 @@ impl Facts {
 
 /// Pods' facts by namespace, then name (looked up without making a key).
 #[derive(Debug, Default)]
-pub struct FactsByPod(HashMap<String, HashMap<String, Facts>>);
+pub struct FactsByPod(FxHashMap<String, FxHashMap<String, Facts>>);
 
 impl FactsByPod {
     /// Keeps a pod's facts, replacing those of an earlier pod of its name.

@@ -51,6 +51,8 @@ pub use invariants::INVARIANTS;
 mod hostable;
 mod oracle;
 mod pdb_status;
+#[cfg(test)]
+mod planted;
 mod spot_preference;
 mod storage;
 

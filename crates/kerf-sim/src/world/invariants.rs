@@ -155,7 +155,7 @@ impl World {
     /// `karpenter.sh/disrupted:NoSchedule` within [`CLEANUP_SLACK`] of its deletion (or of
     /// the API server's return): Karpenter's termination taints before anything else. Read
     /// from the stored NodeClaims and Nodes, not from Kerf.
-    fn check_drains_tainted(&self) -> Result<(), SimError> {
+    pub(super) fn check_drains_tainted(&self) -> Result<(), SimError> {
         let back = (self.scenario.spec.api_server.outages.iter())
             .map(|o| o.until.0)
             .filter(|t| *t <= self.now)
@@ -240,7 +240,7 @@ impl World {
     /// provider id in its status) or is deleted within Karpenter's launch timeout, counted
     /// from its creation or the end of the last API-server outage, whatever Kerf saw of its
     /// own writes (a lost answer, a restart). Read from the stored objects, not from Kerf.
-    fn check_launch_results(&self) -> Result<(), SimError> {
+    pub(super) fn check_launch_results(&self) -> Result<(), SimError> {
         let now = self.now;
         let back = (self.scenario.spec.api_server.outages.iter())
             .map(|o| o.until.0)
@@ -264,7 +264,7 @@ impl World {
         Ok(())
     }
 
-    fn check_waits(&mut self) -> Result<(), SimError> {
+    pub(super) fn check_waits(&mut self) -> Result<(), SimError> {
         let cloud = &self.scenario.spec.cloud;
         // three launches: kube-scheduler may bind another pod into the room a pod was
         // nominated to (the real one ignores Karpenter's nominations too), and the pod then

@@ -1,0 +1,334 @@
+//! Each invariant's checker shown to fire: a settled run of a small cluster, one bug planted
+//! in what the checker reads (an object, an instance, an action it is shown), and the check
+//! called. A checker that cannot fail checks nothing.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::nodepool::DisruptionReason;
+use kerf_api::{NodeClaim, NodePool, Taint, TaintEffect};
+use kerf_core::cluster::PodOwner;
+
+use super::{RunOptions, SimError, StoredNodeClaim, World};
+use crate::scenario;
+
+/// Three one-cpu pods of a Deployment on on-demand m-family nodes, settled after 10 minutes.
+const CLUSTER: &str = r#"
+apiVersion: kerf.sh/v1alpha1
+kind: Scenario
+metadata: {name: planted}
+spec:
+  duration: 10m
+  manifests:
+  - apiVersion: karpenter.k8s.aws/v1
+    kind: EC2NodeClass
+    metadata: {name: default}
+    spec:
+      role: R
+      amiSelectorTerms: [{alias: al2023@latest}]
+      subnetSelectorTerms: [{tags: {k: v}}]
+      securityGroupSelectorTerms: [{tags: {k: v}}]
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {name: general}
+    spec:
+      template:
+        spec:
+          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+          requirements:
+          - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+          - {key: karpenter.k8s.aws/instance-category, operator: In, values: [m]}
+      disruption:
+        consolidationPolicy: WhenEmptyOrUnderutilized
+        consolidateAfter: 30s
+        budgets: [{nodes: '0'}]
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: app, namespace: default}
+    spec:
+      replicas: 3
+      selector: {matchLabels: {app: app}}
+      template:
+        metadata: {labels: {app: app}}
+        spec:
+          containers:
+          - name: c
+            image: app
+            resources: {requests: {cpu: '1', memory: 1Gi}}
+"#;
+
+/// The cluster run to its end with every invariant held.
+fn settled() -> World {
+    let scenario = scenario::parse(CLUSTER, None).expect("scenario");
+    let options = RunOptions {
+        check: true,
+        ..RunOptions::default()
+    };
+    let mut world = World::new(scenario, options).expect("world");
+    world.settle().expect("settles");
+    while world.step().expect("holds every invariant") {}
+    world
+}
+
+fn a_node(world: &World) -> String {
+    let (name, _) = world.nodes.iter().next().expect("a node");
+    name.clone()
+}
+
+fn a_workload_pod(world: &World) -> String {
+    let pods = world
+        .core
+        .cluster
+        .pods_where(|p| p.owner == PodOwner::Controller);
+    pods.into_iter().next().expect("a workload pod")
+}
+
+fn a_nodeclaim(world: &World) -> String {
+    let (name, _) = world.nodeclaim_objects.iter().next().expect("a nodeclaim");
+    name.clone()
+}
+
+fn pod(yaml: &str) -> Pod {
+    serde_yaml::from_str(yaml).expect("pod")
+}
+
+/// The pool's NodePool with `edit` applied, as the controllers are told of it.
+fn edit_pool(world: &mut World, edit: impl FnOnce(&mut NodePool)) {
+    let mut np = world.core.cluster.node_pools["general"].clone();
+    edit(&mut np);
+    world.core.cluster.apply_node_pool(np);
+}
+
+type Plant = fn(&mut World) -> Result<(), SimError>;
+
+/// (invariant, the bug planted and the check that must catch it, words of its message)
+const CASES: &[(&str, Plant, &str)] = &[
+    ("no node over-committed", over_committed, "over-committed"),
+    (
+        "taints and node selectors honoured",
+        untolerated_taint,
+        "does not tolerate",
+    ),
+    (
+        "taints and node selectors honoured",
+        selector_broken,
+        "rules out",
+    ),
+    (
+        "no NodeClaim launched over its NodePool's limits",
+        over_limit,
+        "over its cpu limit",
+    ),
+    (
+        "instances launched only for stored NodeClaims, each given a launch result or deleted",
+        no_launch_result,
+        "no launch result",
+    ),
+    (
+        "disruption budgets never exceeded",
+        over_budget,
+        "exceeds its budget",
+    ),
+    (
+        "no eviction past a PodDisruptionBudget",
+        past_pdb,
+        "PodDisruptionBudget",
+    ),
+    (
+        "no do-not-disrupt pod evicted",
+        do_not_disrupt_evicted,
+        "do-not-disrupt",
+    ),
+    (
+        "pods evicted only from nodes the API server holds tainted karpenter.sh/disrupted",
+        evicted_untainted,
+        "without the karpenter.sh/disrupted",
+    ),
+    (
+        "a NodeClaim being deleted has its node tainted karpenter.sh/disrupted within a minute",
+        deleting_untainted,
+        "is not tainted karpenter.sh/disrupted",
+    ),
+    (
+        "every NodeClaim meets its NodePool's minValues, or says it was relaxed (BestEffort)",
+        below_min_values,
+        "below its minValues",
+    ),
+    (
+        "every instance priced as its NodeOverlays say",
+        mispriced,
+        "NodeOverlays price it",
+    ),
+    (
+        "no pod waiting long while capacity exists",
+        waiting_long,
+        "although capacity exists",
+    ),
+    (
+        "no pod pending over 15 minutes that a NodePool could host",
+        pending_at_end,
+        "that a NodePool could host",
+    ),
+];
+
+#[test]
+fn every_planted_bug_is_caught_by_its_checker() {
+    for (invariant, plant, words) in CASES {
+        let mut world = settled();
+        let caught = plant(&mut world).expect_err(invariant);
+        assert!(caught.to_string().contains(words), "{invariant}: {caught}");
+        assert!(
+            super::INVARIANTS.contains(invariant),
+            "{invariant} is listed"
+        );
+    }
+}
+
+fn over_committed(world: &mut World) -> Result<(), SimError> {
+    let node = a_node(world);
+    let mut big = pod(
+        "metadata: {name: big, namespace: default}\nspec: {containers: [{name: c, resources: {requests: {cpu: '500'}}}]}",
+    );
+    big.spec.as_mut().expect("spec").node_name = Some(node);
+    world.core.cluster.apply_pod(big, world.now);
+    world.check_step()
+}
+
+fn untolerated_taint(world: &mut World) -> Result<(), SimError> {
+    let node = a_node(world);
+    let taint = Taint {
+        key: "planted".into(),
+        value: None,
+        effect: TaintEffect::NoSchedule,
+        time_added: None,
+    };
+    world.nodes.taint(&node, &taint);
+    world.step_checked = None;
+    world.check_step()
+}
+
+fn selector_broken(world: &mut World) -> Result<(), SimError> {
+    let node = a_node(world);
+    let pod_key = world
+        .core
+        .cluster
+        .pods_where(|p| p.node.as_deref() == Some(node.as_str()) && p.owner == PodOwner::Controller)
+        .into_iter()
+        .next()
+        .expect("a pod on the node");
+    let mut p = (*world.core.cluster.pods[&pod_key].pod).clone();
+    let spec = p.spec.as_mut().expect("spec");
+    spec.node_selector = Some([("planted".to_string(), "yes".to_string())].into());
+    world.core.cluster.apply_pod(p, world.now);
+    world.check_step()
+}
+
+fn over_limit(world: &mut World) -> Result<(), SimError> {
+    let claim = a_nodeclaim(world);
+    edit_pool(world, |np| {
+        np.spec
+            .limits
+            .insert("cpu".into(), "1".parse().expect("quantity"));
+    });
+    world.check_limits(&claim)
+}
+
+fn no_launch_result(world: &mut World) -> Result<(), SimError> {
+    let claim = a_nodeclaim(world);
+    let mut object: NodeClaim = world.nodeclaim_objects[&claim].object.clone();
+    object.metadata.name = Some("planted-never-launched".into());
+    object.status = None;
+    world.nodeclaim_objects.insert(
+        "planted-never-launched".into(),
+        StoredNodeClaim {
+            object,
+            created: Duration::ZERO,
+            deleting: None,
+        },
+    );
+    world.check_launch_results()
+}
+
+fn over_budget(world: &mut World) -> Result<(), SimError> {
+    let node = a_node(world);
+    world.check_budgets(DisruptionReason::Underutilized, &[node])
+}
+
+fn past_pdb(world: &mut World) -> Result<(), SimError> {
+    let pdb = serde_yaml::from_str(
+        "metadata: {name: app, namespace: default}\nspec: {minAvailable: 3, selector: {matchLabels: {app: app}}}",
+    )
+    .expect("pdb");
+    world.core.cluster.apply_pdb("default/app".into(), pdb);
+    let pod = a_workload_pod(world);
+    // its node tainted as a drain's is: only the budget is broken
+    let node = world.core.cluster.pods[&pod].node.clone().expect("bound");
+    let disrupted = kerf_core::controllers::disruption::disrupted_taint();
+    world.nodes.taint(&node, &disrupted);
+    world.check_eviction(&pod)
+}
+
+fn do_not_disrupt_evicted(world: &mut World) -> Result<(), SimError> {
+    let key = a_workload_pod(world);
+    let mut p = (*world.core.cluster.pods[&key].pod).clone();
+    p.metadata.annotations = Some(
+        [(
+            kerf_api::labels::DO_NOT_DISRUPT.to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    );
+    world.core.cluster.apply_pod(p, world.now);
+    world.check_eviction(&key)
+}
+
+fn evicted_untainted(world: &mut World) -> Result<(), SimError> {
+    let key = a_workload_pod(world);
+    world.check_eviction(&key)
+}
+
+fn deleting_untainted(world: &mut World) -> Result<(), SimError> {
+    let claim = a_nodeclaim(world);
+    if let Some(stored) = world.nodeclaim_objects.get_mut(&claim) {
+        stored.deleting = Some(Duration::ZERO);
+    }
+    world.check_drains_tainted()
+}
+
+/// A pod that waited from the start for a node a NodePool could launch (two cpus more than
+/// any node has free), the controllers never asked.
+fn stranded(world: &mut World) {
+    let p = pod(
+        "metadata: {name: stranded, namespace: default, ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: x, uid: u, controller: true}]}\nspec: {containers: [{name: c, resources: {requests: {cpu: '6'}}}]}",
+    );
+    world.core.cluster.apply_pod(p, Duration::ZERO);
+    world.now = Duration::from_secs(3600);
+}
+
+fn waiting_long(world: &mut World) -> Result<(), SimError> {
+    stranded(world);
+    world.check_waits()
+}
+
+fn pending_at_end(world: &mut World) -> Result<(), SimError> {
+    stranded(world);
+    world.check_end()
+}
+
+fn below_min_values(world: &mut World) -> Result<(), SimError> {
+    let claim = a_nodeclaim(world);
+    edit_pool(world, |np| {
+        let r = &mut np.spec.template.spec.requirements[1];
+        r.min_values = Some(100);
+    });
+    let object = world.nodeclaim_objects[&claim].object.clone();
+    world.check_min_values(&object)
+}
+
+fn mispriced(world: &mut World) -> Result<(), SimError> {
+    let claim = a_nodeclaim(world);
+    if let Some((_, instance)) = world.instances.values_mut().find(|(c, _)| *c == claim) {
+        instance.price_per_hour += 1.0;
+    }
+    world.check_launch_price(&claim)
+}
