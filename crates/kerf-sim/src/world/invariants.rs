@@ -10,7 +10,6 @@ use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{Taint, labels};
 use kerf_core::cluster::{PodOwner, PodRecord};
 use kerf_core::controllers::list_text;
-use kerf_scheduling::resources::Resources;
 
 use super::oracle::{PodView, blocking_pdb, budget_room};
 use super::{REGISTRATION_TTL, SimError, World};
@@ -395,48 +394,44 @@ impl World {
             .collect()
     }
 
-    /// No voluntary disruption takes more of a NodePool's nodes than its budgets allow.
+    /// The stored NodeClaim whose status names this node, with its NodePool label.
+    fn stored_claim_of_node(&self, node: &str) -> Option<(&super::StoredNodeClaim, &str)> {
+        self.nodeclaim_objects.values().find_map(|c| {
+            let named = (c.object.status.as_ref()).and_then(|s| s.node_name.as_deref());
+            let pool = (c.object.metadata.labels.as_ref())?.get(labels::NODEPOOL)?;
+            (named == Some(node)).then_some((c, pool.as_str()))
+        })
+    }
+
+    /// No voluntary disruption takes more of a NodePool's nodes than its budgets allow,
+    /// counted from the stored Nodes and NodeClaims.
     pub(super) fn check_budgets(
         &self,
         reason: DisruptionReason,
         nodes: &[String],
     ) -> Result<(), SimError> {
-        let cluster = &self.core.cluster;
-        let pools: std::collections::BTreeSet<&String> = nodes
+        let of: BTreeMap<&str, (&super::StoredNodeClaim, &str)> = (self.nodes.iter())
+            .filter_map(|(n, _)| Some((n.as_str(), self.stored_claim_of_node(n)?)))
+            .collect();
+        let pools: BTreeSet<&str> = nodes
             .iter()
-            .filter_map(|n| cluster.claim_of_node(n).map(|(_, c)| &c.node_pool))
+            .filter_map(|n| of.get(n.as_str()).map(|(_, p)| *p))
             .collect();
         for pool in pools {
-            let Some(np) = cluster.node_pools.get(pool) else {
+            let Some(np) = self.core.cluster.node_pools.get(pool) else {
                 continue;
             };
-            let of_pool: Vec<&String> = cluster
-                .nodes
-                .keys()
-                .filter(|n| {
-                    cluster
-                        .claim_of_node(n)
-                        .is_some_and(|(_, c)| c.node_pool == *pool)
-                })
+            let of_pool: Vec<(&str, bool)> = (of.iter())
+                .filter(|(_, (_, p))| *p == pool)
+                .map(|(n, (c, _))| (*n, c.deleting.is_some()))
                 .collect();
             // disruptions in progress besides this command's (whose deletions may already
             // have started by the time the shell sees the command)
-            let deleting = of_pool
-                .iter()
-                .filter(|n| {
-                    !nodes.contains(n)
-                        && cluster
-                            .claim_of_node(n)
-                            .is_some_and(|(_, c)| c.deleting.is_some())
-                })
+            let deleting = (of_pool.iter())
+                .filter(|(n, deleting)| *deleting && !nodes.iter().any(|m| m == n))
                 .count();
-            let mine = nodes
-                .iter()
-                .filter(|n| {
-                    cluster
-                        .claim_of_node(n)
-                        .is_some_and(|(_, c)| c.node_pool == *pool)
-                })
+            let mine = (nodes.iter())
+                .filter(|n| of.get(n.as_str()).is_some_and(|(_, p)| *p == pool))
                 .count();
             let allowed = budget_room(
                 np,
@@ -455,49 +450,40 @@ impl World {
     }
 
     /// A NodeClaim launches only while its NodePool stays within its limits with it (a
-    /// limit lowered below what is running stops launches; it removes nothing).
+    /// limit lowered below what is running stops launches; it removes nothing), every
+    /// resource the limits name counted over the cloud's instances of the NodePool (their
+    /// capacity) and `nodes` as their number.
     pub(super) fn check_limits(&self, nodeclaim: &str) -> Result<(), SimError> {
-        let cluster = &self.core.cluster;
-        let Some(claim) = cluster.nodeclaims.get(nodeclaim) else {
-            return Ok(());
+        let pool_of = |claim: &str| {
+            (self.nodeclaim_objects.get(claim))
+                .and_then(|c| c.object.metadata.labels.as_ref())
+                .and_then(|l| l.get(labels::NODEPOOL))
+                .cloned()
         };
-        if claim.launched.is_none() {
+        if !self.instances.values().any(|(c, _)| c == nodeclaim) {
             return Ok(());
         }
-        let Some(pool) = cluster.node_pools.get(&claim.node_pool) else {
+        let Some(pool) = pool_of(nodeclaim) else {
             return Ok(());
         };
-        let limits =
-            Resources::from_quantities(pool.spec.limits.iter().map(|(k, v)| (k, v.as_str())));
-        let mut used = Resources::default();
-        for c in cluster.nodeclaims.values() {
-            if c.node_pool == claim.node_pool
-                && let Some(l) = &c.launched
-            {
-                used.add(&l.capacity);
+        let Some(np) = self.core.cluster.node_pools.get(&pool) else {
+            return Ok(());
+        };
+        let mut used = Amounts::new();
+        let mut count = 0;
+        for (claim, instance) in self.instances.values() {
+            if pool_of(claim).as_ref() == Some(&pool) {
+                add(&mut used, &super::allocatable_amounts(&instance.capacity));
+                count += 1;
             }
         }
-        // each launched NodeClaim is a node against `limits.nodes`
-        let nodes = cluster
-            .nodeclaims
-            .values()
-            .filter(|c| c.node_pool == claim.node_pool && c.launched.is_some())
-            .count();
-        for (resource, _) in pool.spec.limits.iter() {
-            let (u, l) = match resource.as_str() {
-                "cpu" => (used.cpu_millis, limits.cpu_millis),
-                "memory" => (used.memory_bytes, limits.memory_bytes),
-                "nodes" => (
-                    i64::try_from(nodes).unwrap_or(i64::MAX),
-                    limits.extended.get("nodes").copied().unwrap_or(i64::MAX),
-                ),
-                _ => continue,
-            };
-            if u > l {
+        used.insert("nodes".into(), count * 1000);
+        for (resource, limit) in &np.spec.limits {
+            let (u, l) = (used.get(resource).copied().unwrap_or(0), limit.milli());
+            if i128::from(u) > i128::from(l) {
                 return Err(self.violation(format!(
-                    "nodeclaim {nodeclaim} launched although it takes nodepool {} over its \
-                     {resource} limit: {u} > {l}",
-                    claim.node_pool
+                    "nodeclaim {nodeclaim} launched although it takes nodepool {pool} over its \
+                     {resource} limit: {u} > {l} (thousandths)"
                 )));
             }
         }
