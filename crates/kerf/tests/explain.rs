@@ -671,3 +671,26 @@ spec:
         "claim data: bound to PersistentVolume pv-1, reached from topology.kubernetes.io/zone In [us-east-1d]"
     );
 }
+
+/// `kerf explain` says what `kerf schedule` says of a pod a NodePool's limit leaves pending
+/// once the pods planned before it take the room: not "fits", which the NodePool would say
+/// of the pod alone.
+#[test]
+fn a_pod_left_pending_by_a_limit_the_others_use_up_is_told_the_limit() {
+    let yaml = format!(
+        "{CLASS}{}{}",
+        pool("small", 10, "", "  limits: {cpu: \"4\"}"),
+        deploy("web", 6, "1500m", "")
+    );
+    let out = kerf_stdin(&yaml, &["schedule", "-f", "-", "-o", "json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("schedule json");
+    let pending = v["unschedulable"][0]["pod"]
+        .as_str()
+        .expect("a pod left pending");
+    let name = pending.strip_prefix("default/").expect("namespaced");
+    let v = explain(&yaml, "pod", name, &[]);
+    assert_eq!(v["placement"]["state"], "unschedulable", "{v:#}");
+    let said = verdicts(&v);
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].1.starts_with("limit cpu=4 reached"), "{said:?}");
+}

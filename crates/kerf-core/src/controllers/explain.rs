@@ -29,8 +29,9 @@ pub struct PodExplanation {
     pub pod: String,
     /// Where it is, or would go.
     pub placement: Placement,
-    /// Every NodePool in the order the provisioner tries them, each asked alone whether a
-    /// new node of it could host the pod.
+    /// Every NodePool in the order the provisioner tries them, each asked whether a new node
+    /// of it could host the pod: a pending pod's answer is the provisioning pass's own,
+    /// with the pods planned beside it, where that pass gave one.
     pub node_pools: Vec<PoolVerdict>,
     /// What each claim the pod mounts asks of its node, and why (a requirement a NodePool
     /// refuses may come from here, not from the pod's own spec).
@@ -217,9 +218,12 @@ impl Controllers {
     pub fn explain_pod(&mut self, key: &str) -> Option<PodExplanation> {
         let record = self.cluster.pods.get(key)?;
         let (node, nominated) = (record.node.clone(), record.nominated.clone());
-        let placement = match (node, nominated) {
-            (Some(node), _) => self.running_on(node),
-            (None, Some(nodeclaim)) => Placement::Nominated { nodeclaim },
+        // the reasons the provisioning pass itself gives, with the pods planned beside this
+        // one: they come before what a NodePool would say of the pod alone (a limit the
+        // others use up leaves the pod pending although a node of it could host it)
+        let (placement, pass_reasons) = match (node, nominated) {
+            (Some(node), _) => (self.running_on(node), Vec::new()),
+            (None, Some(nodeclaim)) => (Placement::Nominated { nodeclaim }, Vec::new()),
             (None, None) => self.pending_placement(key),
         };
         let (pools, names) = self.pool_inputs();
@@ -250,15 +254,19 @@ impl Controllers {
                     zone: c.launch.zone.clone(),
                     price_per_hour: c.launch.price_per_hour,
                 });
-                let why = d
+                let alone_why = d
                     .unschedulable
                     .first()
                     .and_then(|u| u.reasons.first())
                     .map(|r| &r.why);
+                let in_pass = (pass_reasons.iter())
+                    .find(|r| r.node_pool.as_deref() == Some(names[i].as_str()))
+                    .map(|r| &r.why);
+                let why = in_pass.or(alone_why);
                 PoolVerdict {
                     node_pool: names[i].clone(),
                     weight: pools[i].weight,
-                    fits,
+                    fits: fits.filter(|_| in_pass.is_none()),
                     reason: why.map(ToString::to_string),
                     fix: why.map(kerf_scheduling::Why::fix),
                 }
@@ -297,8 +305,9 @@ impl Controllers {
         }
     }
 
-    /// Where one provisioning pass over every pending pod would put this one.
-    fn pending_placement(&mut self, key: &str) -> Placement {
+    /// Where one provisioning pass over every pending pod would put this one, and the
+    /// reasons that pass gives when it leaves the pod pending.
+    fn pending_placement(&mut self, key: &str) -> (Placement, Vec<kerf_scheduling::Reason>) {
         let mut keys = self.cluster.pods_where(|p| p.wants_capacity());
         if !keys.iter().any(|k| k == key) {
             keys.push(key.to_string());
@@ -306,11 +315,11 @@ impl Controllers {
         let (pools, names) = self.pool_inputs();
         let solved = self.solve_over(keys, &pools, names, self.solve_options());
         let Some(index) = solved.pods.iter().position(|k| k == key) else {
-            return Placement::Unschedulable;
+            return (Placement::Unschedulable, Vec::new());
         };
         let d = &solved.decision;
         if let Some(c) = d.nodeclaims.iter().find(|c| c.pods.contains(&index)) {
-            return Placement::WouldLaunch {
+            let placement = Placement::WouldLaunch {
                 node_pool: solved.node_pools[c.node_pool].clone(),
                 instance_type: c.launch.instance_type.clone(),
                 capacity_type: c.launch.capacity_type.clone(),
@@ -318,13 +327,17 @@ impl Controllers {
                 price_per_hour: c.launch.price_per_hour,
                 pods: c.pods.len(),
             };
+            return (placement, Vec::new());
         }
-        match d.existing.iter().find(|e| e.pods.contains(&index)) {
-            Some(e) => Placement::WouldFit {
-                node: solved.nodes[e.node].clone(),
-            },
-            None => Placement::Unschedulable,
+        if let Some(e) = d.existing.iter().find(|e| e.pods.contains(&index)) {
+            let node = solved.nodes[e.node].clone();
+            return (Placement::WouldFit { node }, Vec::new());
         }
+        let reasons = (d.unschedulable.iter())
+            .find(|u| u.pod == index)
+            .map(|u| u.reasons.clone())
+            .unwrap_or_default();
+        (Placement::Unschedulable, reasons)
     }
 
     /// Why the node `name` is or is not about to be disrupted; `None` when no such node
@@ -800,7 +813,7 @@ impl std::fmt::Display for PodExplanation {
         }
         writeln!(
             f,
-            "NodePools, in the order they are tried (each alone, for a new node):"
+            "NodePools, in the order they are tried (for a new node, beside the pods planned with it):"
         )?;
         for v in &self.node_pools {
             write!(f, "  {} (weight {}): ", v.node_pool, v.weight)?;
