@@ -480,7 +480,7 @@ impl World {
         used.insert("nodes".into(), count * 1000);
         for (resource, limit) in &np.spec.limits {
             let (u, l) = (used.get(resource).copied().unwrap_or(0), limit.milli());
-            if i128::from(u) > i128::from(l) {
+            if u > l {
                 return Err(self.violation(format!(
                     "nodeclaim {nodeclaim} launched although it takes nodepool {pool} over its \
                      {resource} limit: {u} > {l} (thousandths)"
