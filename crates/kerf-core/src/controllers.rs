@@ -276,6 +276,10 @@ pub enum Action {
         /// The status.
         status: Box<kerf_api::nodeoverlay::NodeOverlayStatus>,
     },
+    /// List the cloud's instances of this cluster and answer with
+    /// [`Controllers::garbage_collect`]: garbage collection's regular look, every
+    /// [`GARBAGE_COLLECTION_INTERVAL`].
+    ListInstances,
     /// Write the NodeClaim's status (provider id, node, capacity, conditions) from
     /// [`crate::objects::nodeclaim_status`].
     PatchNodeClaimStatus {
@@ -303,7 +307,12 @@ enum Timer {
     LaunchTimeout(String),
     /// A static NodePool short of its replicas looks again (what was in the way may pass).
     StaticCapacity,
+    /// Garbage collection compares the cloud's instances with the NodeClaims.
+    GarbageCollect,
 }
+
+/// How often garbage collection compares the cloud's instances with the NodeClaims.
+pub const GARBAGE_COLLECTION_INTERVAL: Duration = Duration::from_secs(30);
 
 /// A node class's instance types as the solver gets them, unavailable offerings marked.
 struct TypeOptions {
@@ -390,7 +399,8 @@ impl Controllers {
             settings,
             rng: ChaCha8Rng::seed_from_u64(seed),
             now: Duration::ZERO,
-            timers: BTreeSet::new(),
+            // garbage collection looks at once, then every interval
+            timers: BTreeSet::from([(Duration::ZERO, Timer::GarbageCollect)]),
             actions: Vec::new(),
             unavailable,
             type_options: HashMap::new(),
@@ -459,7 +469,8 @@ impl Controllers {
     }
 
     fn fire(&mut self, timer: Timer) {
-        if timer != Timer::Pass {
+        // a regular look that finds nothing changes nothing a disruption pass reads
+        if !matches!(timer, Timer::Pass | Timer::GarbageCollect) {
             self.activity += 1;
         }
         match timer {
@@ -476,6 +487,13 @@ impl Controllers {
             Timer::LaunchTimeout(claim) => self.launch_timeout(&claim),
             // the poll's reaction reconciles the static NodePools
             Timer::StaticCapacity => {}
+            Timer::GarbageCollect => {
+                self.actions.push(Action::ListInstances);
+                self.at(
+                    self.now + GARBAGE_COLLECTION_INTERVAL,
+                    Timer::GarbageCollect,
+                );
+            }
         }
     }
 

@@ -1203,3 +1203,19 @@ fn a_nodeclaim_that_can_use_a_reservation_keeps_it() {
     assert_eq!(reserved, 2, "{claims:#?}");
     assert!(solved.decision.unschedulable.is_empty());
 }
+
+/// Garbage collection is the controllers' own timer: they ask for the cloud's instances at
+/// once and every 30 seconds after, whatever shell runs them.
+#[test]
+fn garbage_collection_asks_for_the_instances_every_thirty_seconds() {
+    let mut core = with_pool();
+    let asked = |actions: &[Action]| {
+        (actions.iter())
+            .filter(|a| matches!(a, Action::ListInstances))
+            .count()
+    };
+    assert_eq!(asked(&core.poll(secs(0))), 1);
+    assert_eq!(asked(&run_until(&mut core, 1, 29)), 0);
+    assert_eq!(asked(&run_until(&mut core, 30, 30)), 1);
+    assert_eq!(asked(&run_until(&mut core, 31, 90)), 2);
+}

@@ -307,6 +307,10 @@ impl<C: CloudProvider> Executor<C> {
                     Err(e) => return Err(failed("creating nodeclaim")(e)),
                 }
             }
+            Action::ListInstances => match self.instances().await {
+                Ok(instances) => core.garbage_collect(&instances, now()),
+                Err(e) => log::error("listing instances", &e.to_string()),
+            },
             Action::Launch { nodeclaim } => {
                 let Some(claim) = core.cluster.nodeclaims.get(&nodeclaim).cloned() else {
                     return Ok(());

@@ -38,8 +38,6 @@ use crate::reconciles::Reconciles;
 use crate::watch::{Observed, Queue};
 use kerf_core::unfinished::{self, Unfinished};
 
-/// How often the cloud's instances are compared with the NodeClaims (garbage collection).
-pub const GARBAGE_COLLECTION_INTERVAL: Duration = Duration::from_secs(30);
 /// The longest the loop sleeps when the controllers ask for nothing sooner.
 const IDLE_WAKE: Duration = Duration::from_secs(10);
 
@@ -239,16 +237,7 @@ async fn act<C: CloudProvider>(
     leadership: Option<&Leadership>,
     stop: &mut Stop,
 ) -> anyhow::Result<()> {
-    let mut next_gc = now();
     loop {
-        let t = now();
-        if t >= next_gc {
-            next_gc = t + GARBAGE_COLLECTION_INTERVAL;
-            match executor.instances().await {
-                Ok(instances) => core.garbage_collect(&instances, now()),
-                Err(e) => log::error("listing instances", &e.to_string()),
-            }
-        }
         // writes that failed for a passing reason, due again
         for (tries, a) in inputs.unfinished.due(now()) {
             if !hold(core, executor, inputs, leadership, stop).await {
@@ -272,8 +261,7 @@ async fn act<C: CloudProvider>(
         let wake = core
             .next_wakeup()
             .unwrap_or(now() + IDLE_WAKE)
-            .min(next_gc)
-            .min(inputs.unfinished.next().unwrap_or(next_gc))
+            .min(inputs.unfinished.next().unwrap_or(Duration::MAX))
             .saturating_sub(now());
         tokio::select! {
             o = inputs.queue.pop() => {

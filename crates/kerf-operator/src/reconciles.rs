@@ -46,6 +46,7 @@ pub fn controller_of(action: &Action) -> Option<&'static str> {
         | Action::DeleteNodeClaim { .. }
         | Action::ReleaseNodeClaim { .. } => "nodeclaim.termination",
         Action::PatchNodePoolStatus { .. } => "nodepool.counter",
+        Action::ListInstances => "nodeclaim.garbagecollection",
         Action::PatchNodeOverlayStatus { .. } => "nodeoverlay.controller",
     })
 }

@@ -17,7 +17,7 @@ use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
 use kerf_aws::interruption;
-use kerf_core::cluster::{CapacityType, Launched, PodOwner, owner_of};
+use kerf_core::cluster::{CapacityType, CloudInstance, Launched, PodOwner, owner_of};
 use kerf_core::controllers::disruption::PASS_INTERVAL;
 use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::{Offering, retry_wait};
@@ -223,6 +223,7 @@ fn through_api_server(action: &Action) -> bool {
         Action::Log(_)
             | Action::Event(_)
             | Action::Launch { .. }
+            | Action::ListInstances
             | Action::DeleteInstance { .. }
             | Action::Disrupting { .. }
     )
@@ -735,6 +736,18 @@ impl World {
                 }
             }
             Action::DeleteNode { node } => self.delete_node(&node),
+            // the cloud lists its instances, each with the NodeClaim it was launched for
+            Action::ListInstances => {
+                let listed: Vec<CloudInstance> = (self.instances.values())
+                    .map(|(claim, i)| CloudInstance {
+                        provider_id: i.provider_id.clone(),
+                        nodeclaim: claim.clone(),
+                        image_id: None,
+                        network: None,
+                    })
+                    .collect();
+                self.core.garbage_collect(&listed, self.now);
+            }
             // the controllers keep the NodePool status they wrote; nothing else reads it
             Action::PatchNodePoolStatus { .. } | Action::PatchNodeOverlayStatus { .. } => {}
             Action::ReleaseNodeClaim { nodeclaim } => {

@@ -494,7 +494,6 @@ impl Controllers {
     /// listing says of a NodeClaim's instance (its image, subnet and security groups) is
     /// kept on its record, which is how a restarted controller learns them again.
     pub fn garbage_collect(&mut self, instances: &[CloudInstance], now: Duration) {
-        self.activity += 1;
         self.now = self.now.max(now);
         let running: BTreeSet<&str> = instances.iter().map(|i| i.provider_id.as_str()).collect();
         let gone: Vec<String> = self
@@ -541,6 +540,7 @@ impl Controllers {
             if self.launching.contains(claim) {
                 continue;
             }
+            self.activity += 1;
             self.log(
                 "nodeclaim.garbagecollection",
                 "garbage collecting instance without nodeclaim",
@@ -562,6 +562,7 @@ impl Controllers {
             });
         }
         if learned {
+            self.activity += 1;
             self.evaluate_drift();
         }
     }
