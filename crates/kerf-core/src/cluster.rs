@@ -16,8 +16,8 @@ use kerf_scheduling::InstanceTypeOption;
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::resources::{Resources, pod_requests};
 
-use crate::disruption::{DoNotDisrupt, do_not_disrupt};
-use crate::provisioner::is_provisionable;
+use crate::disruption_rules::{DoNotDisrupt, do_not_disrupt};
+use crate::provisioning_rules::is_provisionable;
 use crate::volumes::Volumes;
 
 /// How a node's capacity is bought.

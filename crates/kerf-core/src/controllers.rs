@@ -26,7 +26,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 
 use crate::cluster::Cluster;
-use crate::provisioner::Batcher;
+use crate::provisioning_rules::Batcher;
 use crate::unavailable::UnavailableOfferings;
 
 pub mod disruption;

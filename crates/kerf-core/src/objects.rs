@@ -358,7 +358,7 @@ pub fn node_record(node: &Node, now: Duration) -> NodeRecord {
         requests: Resources::default(),
         last_pod_event: now,
         marked_consolidatable: None,
-        do_not_disrupt: crate::disruption::node_blocks(node.metadata.annotations.as_ref()),
+        do_not_disrupt: crate::disruption_rules::node_blocks(node.metadata.annotations.as_ref()),
         tainting: false,
     }
 }

@@ -16,7 +16,7 @@ use serde_json::json;
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{CapacityType, Cluster, DriftReason};
 use crate::consolidation::{ClusterView, Command, NodeView, plan};
-use crate::disruption::{
+use crate::disruption_rules::{
     allowed_disruptions, budget_active, consolidatable_at, pdb_allowance, pdb_selects, pod_blocks,
 };
 use crate::hash::{node_class_hash, node_pool_hash};

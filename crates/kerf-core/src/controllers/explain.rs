@@ -20,7 +20,7 @@ use super::Controllers;
 use super::disruption::PdbAllowances;
 use crate::cluster::PodOwner;
 use crate::consolidation::{Alone, ClusterView, Method, alone, plan};
-use crate::disruption::{DoNotDisrupt, budget_active, consolidatable_at, do_not_disrupt};
+use crate::disruption_rules::{DoNotDisrupt, budget_active, consolidatable_at, do_not_disrupt};
 
 /// Why a pod is where it is.
 #[derive(Clone, Debug, Serialize)]

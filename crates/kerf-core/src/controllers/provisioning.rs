@@ -21,7 +21,7 @@ use super::{Action, Controllers, Event, EventObject, Timer, list_text};
 use crate::cluster::{ClaimRecord, NodeRecord};
 use crate::hash::{node_class_hash, node_pool_hash};
 use crate::nodepools::{daemon_runs_on, node_pool_input};
-use crate::provisioner::{nodeclaim, nodeclaim_name};
+use crate::provisioning_rules::{nodeclaim, nodeclaim_name};
 
 /// The labels a NodeClaim's node will carry: the instance type's and the offering's, the
 /// NodePool template's, the NodePool, and the hostname.

@@ -27,7 +27,7 @@ use kerf_api::nodepool::DisruptionReason;
 
 use super::{Controllers, Event, EventObject};
 use crate::cluster::PodOwner;
-use crate::disruption::{allowed_disruptions, pod_blocks};
+use crate::disruption_rules::{allowed_disruptions, pod_blocks};
 
 /// How soon a static NodePool short of its replicas (at its node limit, or with nothing to
 /// launch) looks again, as Karpenter requeues it.

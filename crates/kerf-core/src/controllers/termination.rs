@@ -11,7 +11,7 @@ use serde_json::json;
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{Cluster, PodOwner};
 use crate::controllers::disruption::{PdbAllowances, has_disrupted_taint};
-use crate::disruption::{drain_tier, pod_blocks};
+use crate::disruption_rules::{drain_tier, pod_blocks};
 
 /// How often a draining node retries evictions a PDB refused.
 pub const DRAIN_RETRY: Duration = Duration::from_secs(5);
