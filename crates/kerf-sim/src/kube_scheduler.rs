@@ -200,6 +200,11 @@ impl FactsByPod {
         }
     }
 
+    /// The class of pods just like this one (namespace, labels and spec), when kept.
+    pub fn class(&self, pod: &Pod) -> Option<&str> {
+        self.get(pod).map(|f| f.class.as_str())
+    }
+
     fn get(&self, pod: &Pod) -> Option<&Facts> {
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         self.0.get(namespace_of(pod))?.get(name)

@@ -195,6 +195,11 @@ pub struct World {
     storage: storage::Stored,
     /// What the binder reads of each pod before any node, worked out when the pod is made.
     facts: kube_scheduler::FactsByPod,
+    /// The checker's imagined nodes (`world/hostable.rs`), with the generation of NodePools,
+    /// classes and DaemonSets they were imagined for, and their NodePools' names.
+    imagined: Option<hostable::Kept>,
+    /// Bumped whenever a NodePool, class or DaemonSet is applied or deleted.
+    imagined_generation: u64,
     /// Node objects, as the simulated API server stores them.
     nodes: api_server::Nodes,
     /// Each node's EBS attachment limit, as its CSINode publishes it.
@@ -304,6 +309,8 @@ impl World {
             workloads: BTreeMap::new(),
             storage: storage::Stored::default(),
             nodes: api_server::Nodes::default(),
+            imagined: None,
+            imagined_generation: 0,
             facts: Default::default(),
             csi_limits: BTreeMap::new(),
             instances: BTreeMap::new(),
@@ -852,6 +859,7 @@ impl World {
     // ---- objects -------------------------------------------------------------------------
 
     fn apply(&mut self, doc: &Value, path: &str) -> Result<(), SimError> {
+        self.imagined_generation += 1;
         let raw = RawDocument {
             line: 0,
             value: doc.clone(),
@@ -977,6 +985,7 @@ impl World {
             self.apply(doc, &format!("{path}.apply"))?;
         }
         if let Some(d) = &e.delete {
+            self.imagined_generation += 1;
             match d.kind.as_str() {
                 "NodePool" => {
                     self.core.cluster.delete_node_pool(&d.name);

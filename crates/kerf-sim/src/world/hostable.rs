@@ -9,6 +9,7 @@
 //! wrongly believes has room somewhere (and so never gets a node) is caught here.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Pod};
 use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, Operator, Taint, labels};
@@ -17,7 +18,7 @@ use super::World;
 use crate::kube_scheduler::{self, Amounts, Scheduler};
 
 /// An imagined node of a NodePool.
-struct Imagined {
+pub(super) struct Imagined {
     labels: BTreeMap<String, String>,
     taints: Vec<Taint>,
     allocatable: Amounts,
@@ -40,6 +41,10 @@ impl Imagined {
         }
     }
 }
+
+/// The imagined nodes kept between looks: the generation of NodePools, classes and
+/// DaemonSets they were imagined for, the nodes, and the names of their NodePools.
+pub(super) type Kept = (u64, Rc<Vec<Imagined>>, Rc<Vec<String>>);
 
 /// What a NodePool's limits leave: its instances' capacity and count so far, and the limits
 /// (cpu in millicores, memory and nodes in thousandths, as quantities read).
@@ -95,10 +100,17 @@ impl World {
             (cluster.pods.values()).filter_map(|q| q.node.as_deref().map(|n| (q.declared(), n)));
         let mut scheduler = Scheduler::with_facts(nodes, bound, Some(storage), Some(&self.facts));
         let mut out = Vec::new();
+        // a pod just like one that found no node finds none either: the imagined nodes
+        // only fill up
+        let mut homeless: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for key in keys {
             let Some(p) = cluster.pods.get(key) else {
                 continue;
             };
+            let class = self.facts.class(p.declared());
+            if class.is_some_and(|c| homeless.contains(c)) {
+                continue;
+            }
             let fresh = |i: usize| {
                 !used[i]
                     && template[i]
@@ -106,7 +118,10 @@ impl World {
             };
             let placed = (scheduler.schedule_within(p.declared(), |i| used[i]))
                 .or_else(|| scheduler.schedule_within(p.declared(), fresh));
-            let Some(i) = placed else { continue };
+            let Some(i) = placed else {
+                homeless.extend(class);
+                continue;
+            };
             out.push(key.clone());
             if let (false, Some(t)) = (used[i], template[i]) {
                 // this imagined node is launched: its NodePool has less room, and another
@@ -121,11 +136,46 @@ impl World {
         out
     }
 
-    /// A node of every type and offering each NodePool allows and has room for.
-    fn imagined_nodes(&mut self) -> (Vec<Imagined>, Vec<Room>) {
+    /// A node of every type and offering each NodePool allows, and what each NodePool's
+    /// limits leave now. The nodes change only with the NodePools, classes and DaemonSets
+    /// (`imagined_generation`): they are kept between looks.
+    fn imagined_nodes(&mut self) -> (Rc<Vec<Imagined>>, Vec<Room>) {
+        let kept = (self.imagined.as_ref()).filter(|(g, _, _)| *g == self.imagined_generation);
+        let (nodes, pools) = match kept {
+            Some((_, nodes, pools)) => (nodes.clone(), pools.clone()),
+            None => {
+                let (nodes, pools) = self.imagine();
+                let (nodes, pools) = (Rc::new(nodes), Rc::new(pools));
+                self.imagined = Some((self.imagined_generation, nodes.clone(), pools.clone()));
+                (nodes, pools)
+            }
+        };
+        let rooms = pools.iter().map(|name| self.room(name)).collect();
+        (nodes, rooms)
+    }
+
+    /// What a NodePool's limits leave now.
+    fn room(&self, name: &str) -> Room {
+        let (used, count) = self.pool_usage(name);
+        let limit = |resource: &str| {
+            (self.core.cluster.node_pools.get(name))
+                .and_then(|np| np.spec.limits.get(resource))
+                .map(|q| i64::try_from(q.milli()).unwrap_or(i64::MAX))
+        };
+        Room {
+            used,
+            count,
+            cpu: limit("cpu"),
+            memory: limit("memory"),
+            nodes: limit("nodes"),
+        }
+    }
+
+    /// The imagined nodes, with the names of the NodePools their `pool` indexes.
+    fn imagine(&mut self) -> (Vec<Imagined>, Vec<String>) {
         let pools: Vec<NodePool> = self.core.cluster.node_pools.values().cloned().collect();
         let mut out = Vec::new();
-        let mut rooms = Vec::new();
+        let mut names = Vec::new();
         for pool in &pools {
             let name = pool.metadata.name.clone().unwrap_or_default();
             let spec = &pool.spec.template.spec;
@@ -136,25 +186,10 @@ impl World {
             {
                 continue;
             }
-            let (used, count) = self.pool_usage(&name);
-            let limit = |resource: &str| {
-                (pool.spec.limits.get(resource))
-                    .map(|q| i64::try_from(q.milli()).unwrap_or(i64::MAX))
-            };
-            let room = Room {
-                used,
-                count,
-                cpu: limit("cpu"),
-                memory: limit("memory"),
-                nodes: limit("nodes"),
-            };
-            let index = rooms.len();
+            let index = names.len();
             let catalog = self.catalog(&spec.node_class_ref.name);
             for t in catalog.iter() {
                 let capacity = (t.capacity.cpu_millis, t.capacity.memory_bytes);
-                if !room.fits(capacity) {
-                    continue;
-                }
                 for o in &t.offerings {
                     if o.reservation.is_some() {
                         continue;
@@ -203,9 +238,9 @@ impl World {
                     });
                 }
             }
-            rooms.push(room);
+            names.push(name);
         }
-        (out, rooms)
+        (out, names)
     }
 
     /// What a NodePool's instances hold now (cpu in millicores, memory in bytes) and how
