@@ -90,6 +90,16 @@ pub struct RunOptions {
     pub plant: Option<Plant>,
 }
 
+impl RunOptions {
+    /// Every invariant checked, nothing planted: how the tests run scenarios.
+    pub fn checked() -> RunOptions {
+        RunOptions {
+            check: true,
+            plant: None,
+        }
+    }
+}
+
 /// A bug planted between the controllers and the simulated cluster: what a controller
 /// that forgot an action would do. The checkers must catch each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

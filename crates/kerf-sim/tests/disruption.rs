@@ -92,15 +92,8 @@ spec:
         class_extra = s.class_extra,
     );
     let scenario = kerf_sim::scenario::parse(&yaml, None).expect("scenario parses");
-    kerf_sim::run(
-        scenario,
-        RunOptions {
-            check: true,
-            ..Default::default()
-        },
-        &mut |_, _, _| {},
-    )
-    .expect("runs with invariants held")
+    kerf_sim::run(scenario, RunOptions::checked(), &mut |_, _, _| {})
+        .expect("runs with invariants held")
 }
 
 fn minutes(e: &Value) -> f64 {

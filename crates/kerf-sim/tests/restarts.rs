@@ -17,15 +17,7 @@ fn getting_started(restarts: &[u64]) -> Scenario {
 }
 
 fn run(s: Scenario) -> Report {
-    kerf_sim::run(
-        s,
-        RunOptions {
-            check: true,
-            ..Default::default()
-        },
-        &mut |_, _, _| {},
-    )
-    .expect("runs with invariants held")
+    kerf_sim::run(s, RunOptions::checked(), &mut |_, _, _| {}).expect("runs with invariants held")
 }
 
 fn logged<'r>(r: &'r Report, message: &str) -> Vec<&'r Value> {

@@ -8,15 +8,8 @@ use serde_json::Value;
 
 fn run(name: &str) -> Report {
     let scenario = kerf_sim::load(name).expect("built-in scenario loads");
-    kerf_sim::run(
-        scenario,
-        RunOptions {
-            check: true,
-            ..Default::default()
-        },
-        &mut |_, _, _| {},
-    )
-    .expect("runs with invariants held")
+    kerf_sim::run(scenario, RunOptions::checked(), &mut |_, _, _| {})
+        .expect("runs with invariants held")
 }
 
 fn minutes(record: &Value) -> f64 {
@@ -212,15 +205,7 @@ fn same_scenario_and_seed_give_the_same_bytes() {
     assert_eq!(a, b);
     let mut other = kerf_sim::load("day").unwrap();
     other.spec.seed = 2;
-    let c = kerf_sim::run(
-        other,
-        RunOptions {
-            check: true,
-            ..Default::default()
-        },
-        &mut |_, _, _| {},
-    )
-    .unwrap();
+    let c = kerf_sim::run(other, RunOptions::checked(), &mut |_, _, _| {}).unwrap();
     assert_ne!(
         a,
         serde_json::to_string(&c).unwrap(),
@@ -252,15 +237,7 @@ fn the_seed_drives_delays_and_injected_faults_not_just_names() {
         s.spec.cloud.launch_jitter = kerf_api::duration::GoDuration(Duration::from_secs(20));
         s.spec.cloud.ready_jitter = kerf_api::duration::GoDuration(Duration::from_secs(10));
         s.spec.cloud.faults.never_register = 0.5;
-        let r = kerf_sim::run(
-            s,
-            RunOptions {
-                check: true,
-                ..Default::default()
-            },
-            &mut |_, _, _| {},
-        )
-        .unwrap();
+        let r = kerf_sim::run(s, RunOptions::checked(), &mut |_, _, _| {}).unwrap();
         (
             r.totals.faults_injected,
             r.totals.max_pod_pending_seconds,
@@ -286,15 +263,7 @@ fn node_repair_replaces_a_node_that_never_reports_ready_and_without_it_the_node_
         s.spec.seed = 7;
         s.spec.cloud.faults.never_ready = 0.3;
         s.spec.feature_gates.node_repair = repair;
-        kerf_sim::run(
-            s,
-            RunOptions {
-                check: true,
-                ..Default::default()
-            },
-            &mut |_, _, _| {},
-        )
-        .unwrap()
+        kerf_sim::run(s, RunOptions::checked(), &mut |_, _, _| {}).unwrap()
     };
     let repaired = run(true);
     assert!(repaired.totals.faults_injected > 0, "seed 7 draws a fault");

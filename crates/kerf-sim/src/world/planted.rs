@@ -60,10 +60,7 @@ spec:
 /// The cluster run to its end with every invariant held.
 fn settled() -> World {
     let scenario = scenario::parse(CLUSTER, None).expect("scenario");
-    let options = RunOptions {
-        check: true,
-        ..RunOptions::default()
-    };
+    let options = RunOptions::checked();
     let mut world = World::new(scenario, options).expect("world");
     world.settle().expect("settles");
     while world.step().expect("holds every invariant") {}

@@ -572,14 +572,7 @@ spec:
     #[test]
     fn an_on_demand_node_a_heavier_spot_nodepool_would_replace_cheaper_is_a_violation() {
         let scenario = scenario::parse(ON_DEMAND_ONLY, None).expect("scenario");
-        let mut world = World::new(
-            scenario,
-            RunOptions {
-                check: true,
-                ..Default::default()
-            },
-        )
-        .expect("world");
+        let mut world = World::new(scenario, RunOptions::checked()).expect("world");
         world.settle().expect("settles");
         while world.step().expect("holds every invariant") {}
         assert!(
