@@ -374,6 +374,9 @@ pub struct Cluster {
     generation: u64,
     /// Counts every pod write, those of pods without a node included.
     pod_writes: u64,
+    /// Counts writes to what the instance types offered per NodePool are made of: NodePools,
+    /// node classes, NodeOverlays and the cloud's types.
+    catalog_generation: u64,
     /// Pods created so far, numbering their incarnations.
     pod_incarnations: u64,
     /// Pods that started running since the controllers last looked: when, and how long after
@@ -407,6 +410,12 @@ impl Cluster {
     /// A number that changes whenever anything but a pod without a node is written.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// A number that changes whenever a NodePool, node class, NodeOverlay or a class's
+    /// instance types are written: what the overlaid catalog is worked out from.
+    pub fn catalog_generation(&self) -> u64 {
+        self.catalog_generation
     }
 
     /// A number that changes whenever a pod is written or deleted, with or without a node.
@@ -633,6 +642,8 @@ impl Cluster {
     /// A NodePool was created or changed.
     pub fn apply_node_pool(&mut self, np: NodePool) {
         self.generation += 1;
+        self.catalog_generation += 1;
+        self.catalog_generation += 1;
         let name = np.metadata.name.clone().unwrap_or_default();
         self.changes.node_pools.insert(name.clone());
         self.changes.disruption = true;
@@ -642,6 +653,7 @@ impl Cluster {
     /// A NodePool is gone.
     pub fn delete_node_pool(&mut self, name: &str) {
         self.generation += 1;
+        self.catalog_generation += 1;
         self.pool_gaps.remove(name);
         self.node_pools.remove(name);
         self.changes.node_pools.insert(name.to_string());
@@ -659,6 +671,7 @@ impl Cluster {
     /// A NodeOverlay was created or changed.
     pub fn apply_node_overlay(&mut self, overlay: kerf_api::NodeOverlay) {
         self.generation += 1;
+        self.catalog_generation += 1;
         self.changes.node_overlays = true;
         self.changes.disruption = true;
         let name = overlay.metadata.name.clone().unwrap_or_default();
@@ -669,6 +682,7 @@ impl Cluster {
     pub fn delete_node_overlay(&mut self, name: &str) {
         if self.node_overlays.remove(name).is_some() {
             self.generation += 1;
+            self.catalog_generation += 1;
             self.changes.node_overlays = true;
             self.changes.disruption = true;
         }
@@ -677,6 +691,7 @@ impl Cluster {
     /// The instance types a node class can launch changed.
     pub fn set_instance_types(&mut self, class: &str, types: Arc<[InstanceTypeOption]>) {
         self.generation += 1;
+        self.catalog_generation += 1;
         // NodeClaims read before their class's types (another autoscaler's, or after a
         // restart) were priced at nothing: price them now, or consolidation takes them for free
         for c in self
@@ -732,6 +747,7 @@ impl Cluster {
     pub fn delete_node_class(&mut self, name: &str) {
         self.class_gaps.remove(name);
         self.generation += 1;
+        self.catalog_generation += 1;
         self.node_classes.remove(name);
         self.changes.node_classes.insert(name.to_string());
     }

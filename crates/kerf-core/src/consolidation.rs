@@ -16,7 +16,7 @@ use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
 use kerf_api::{NodePool, labels};
 use kerf_scheduling::resources::pod_requests;
 use kerf_scheduling::{
-    BoundPod, Decision, ExistingNode, NodePoolInput, PlannedNodeClaim, Problem, Session,
+    BoundPod, Catalog, Decision, ExistingNode, NodePoolInput, PlannedNodeClaim, Problem, Session,
 };
 
 /// A node as disruption sees it.
@@ -124,7 +124,7 @@ pub const SPOT_TO_SPOT_MIN_TYPES: usize = 15;
 
 /// The first method that finds something to do: emptiness, drift, multi-node consolidation
 /// (delete several; else replace several with one cheaper node), single-node replace.
-pub fn plan(view: &ClusterView<'_>) -> Option<Command> {
+pub fn plan(view: &ClusterView<'_>, catalog: &mut Catalog) -> Option<Command> {
     if let Some(c) = empty(view) {
         return Some(c);
     }
@@ -134,7 +134,7 @@ pub fn plan(view: &ClusterView<'_>) -> Option<Command> {
     if !drifted && disruption_order(view).is_empty() {
         return None;
     }
-    with_session(view, |session| {
+    with_session(view, catalog, |session| {
         drift(view, session)
             .or_else(|| delete_many(view, session))
             .or_else(|| replace_many(view, session))
@@ -143,7 +143,11 @@ pub fn plan(view: &ClusterView<'_>) -> Option<Command> {
 }
 
 /// Compiles the view once into a session and asks `questions` of it.
-fn with_session<R>(view: &ClusterView<'_>, questions: impl FnOnce(&mut Session<'_>) -> R) -> R {
+fn with_session<R>(
+    view: &ClusterView<'_>,
+    catalog: &mut Catalog,
+    questions: impl FnOnce(&mut Session<'_>) -> R,
+) -> R {
     let nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();
     let bound = view.bound_pods();
     let problem = Problem {
@@ -153,7 +157,7 @@ fn with_session<R>(view: &ClusterView<'_>, questions: impl FnOnce(&mut Session<'
         options: view.options,
         ..Problem::new(&view.node_pools, &[])
     };
-    let mut session = Session::new(&problem, &view.pods);
+    let mut session = Session::with_catalog(&problem, &view.pods, catalog);
     questions(&mut session)
 }
 
@@ -200,7 +204,7 @@ pub enum Alone {
 /// Consolidates `node` alone, as single-node consolidation would (see [`Alone`]).
 pub fn alone(view: &ClusterView<'_>, node: usize) -> Alone {
     let n = &view.nodes[node];
-    with_session(view, |session| {
+    with_session(view, &mut Catalog::default(), |session| {
         if session
             .try_remove(&[node], &n.pods, false)
             .unschedulable

@@ -15,6 +15,7 @@
 //! | `node/termination`, `nodeclaim/expiration` | [`termination`] |
 //! | `interruption` | [`interruption`] |
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -384,9 +385,12 @@ pub struct Controllers {
     static_replacing: BTreeMap<String, String>,
     /// Each NodeOverlay's status as last written.
     overlay_statuses: BTreeMap<String, kerf_api::nodeoverlay::NodeOverlayStatus>,
-    /// The last overlay evaluation, with the cluster and unavailable-offerings generations it
+    /// The last overlay evaluation, with the catalog and unavailable-offerings generations it
     /// read: every solve asks for it, and it changes only with them.
     overlay_cache: Option<(u64, u64, crate::overlays::Evaluation)>,
+    /// The instance types as the solver compiled them, kept for the solves after (see
+    /// [`kerf_scheduling::Catalog`]).
+    catalog: RefCell<kerf_scheduling::Catalog>,
 }
 
 impl Controllers {
@@ -423,6 +427,7 @@ impl Controllers {
             static_replacing: BTreeMap::new(),
             overlay_statuses: BTreeMap::new(),
             overlay_cache: None,
+            catalog: RefCell::default(),
         }
     }
 
@@ -683,7 +688,7 @@ impl Controllers {
             return crate::overlays::Evaluation::default();
         }
         let generation = self.unavailable.generation();
-        let cluster = self.cluster.generation();
+        let cluster = self.cluster.catalog_generation();
         if let Some((c, u, evaluation)) = &self.overlay_cache
             && (*c, *u) == (cluster, generation)
         {

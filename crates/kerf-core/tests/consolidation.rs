@@ -46,7 +46,8 @@ fn a_node_that_cannot_go_does_not_keep_the_next_ones() {
     for (name, type_index, pods) in layout {
         c.add_node(name, type_index, "test-zone-1", pods, true);
     }
-    let command = plan(&c.view(4)).expect("something to consolidate");
+    let command = plan(&c.view(4), &mut kerf_scheduling::Catalog::default())
+        .expect("something to consolidate");
     assert_eq!(
         command.candidates,
         [1, 2],

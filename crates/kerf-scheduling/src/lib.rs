@@ -28,4 +28,7 @@ pub use input::{
 };
 pub use reasons::{Reason, Why};
 pub use requirements::{Incompatibility, Requirement, Requirements};
-pub use solver::{Decision, ExistingPlacement, PlannedNodeClaim, Session, Unschedulable, solve};
+pub use solver::{
+    Catalog, Decision, ExistingPlacement, PlannedNodeClaim, Session, Unschedulable, solve,
+    solve_with,
+};

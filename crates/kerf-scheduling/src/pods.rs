@@ -545,9 +545,8 @@ impl Relaxation {
 /// The label keys Karpenter lets a pod require without a NodePool defining them; interned
 /// first so their symbols are the lowest.
 pub fn intern_well_known(symbols: &mut Symbols) -> usize {
-    for k in labels::WELL_KNOWN_LABELS {
-        symbols.intern(k);
-    }
-    symbols.intern(labels::HOSTNAME);
-    symbols.len()
+    let keys = labels::WELL_KNOWN_LABELS.iter().chain([&labels::HOSTNAME]);
+    keys.map(|k| symbols.intern(k).index() + 1)
+        .max()
+        .unwrap_or(0)
 }

@@ -19,6 +19,7 @@ use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
@@ -33,6 +34,9 @@ use crate::resources::Resources;
 use crate::symbols::{Sym, Symbols};
 use crate::topology::{GroupId, Topology};
 
+pub use catalog::Catalog;
+
+mod catalog;
 mod compile;
 mod explain;
 mod fit;
@@ -103,10 +107,10 @@ impl Decision {
 struct TypeInfo {
     /// Its place in the NodePool input's instance types.
     index: usize,
-    reqs: Reqs,
+    reqs: Arc<Reqs>,
     allocatable: Amounts,
     capacity: Amounts,
-    offerings: Vec<CompiledOffering>,
+    offerings: Arc<[CompiledOffering]>,
 }
 
 /// A NodePool, compiled.
@@ -263,7 +267,12 @@ struct State<'p> {
 
 /// Decides where the pending pods go and which NodeClaims to launch.
 pub fn solve(problem: &Problem<'_>) -> Decision {
-    let mut state = State::new(problem, problem.pods.iter().copied());
+    solve_with(problem, &mut Catalog::default())
+}
+
+/// [`solve`] with the instance types `catalog` compiled for earlier solves of this cluster.
+pub fn solve_with(problem: &Problem<'_>, catalog: &mut Catalog) -> Decision {
+    let mut state = State::new(problem, problem.pods.iter().copied(), catalog);
     let reasons = state.run((0..problem.pods.len()).collect());
     state.finish(reasons)
 }

@@ -3,6 +3,8 @@
 //! One table holds keys and values alike. Interning order is the order strings are first
 //! seen, so a solve that reads the same input interns the same numbers.
 
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap;
 
 /// An interned string; equal strings get equal symbols within one [`Symbols`] table.
@@ -18,8 +20,13 @@ impl Sym {
 
 /// The intern table: strings to symbols and back, plus each string read as an integer
 /// (for `Gt`/`Lt` requirements) computed once.
-#[derive(Debug, Default)]
+///
+/// A table may sit over a frozen, shared base ([`Symbols::over`]): the base's symbols keep
+/// their numbers and new strings are numbered after them, so what was compiled against the
+/// base (an instance-type catalog) is reused by many solves without interning it again.
+#[derive(Clone, Debug, Default)]
 pub struct Symbols {
+    base: Option<Arc<Symbols>>,
     by_name: FxHashMap<Box<str>, Sym>,
     names: Vec<Box<str>>,
     ints: Vec<Option<i64>>,
@@ -31,12 +38,25 @@ impl Symbols {
         Symbols::default()
     }
 
+    /// A table that starts with `base`'s symbols.
+    pub fn over(base: Arc<Symbols>) -> Symbols {
+        Symbols {
+            base: Some(base),
+            ..Symbols::default()
+        }
+    }
+
+    fn offset(&self) -> usize {
+        self.base.as_ref().map_or(0, |b| b.len())
+    }
+
     /// The symbol for `name`, adding it on first sight.
     pub fn intern(&mut self, name: &str) -> Sym {
-        if let Some(&s) = self.by_name.get(name) {
+        if let Some(s) = self.get(name) {
             return s;
         }
-        let s = Sym(u32::try_from(self.names.len()).expect("fewer than 2^32 distinct strings"));
+        let index = self.offset() + self.names.len();
+        let s = Sym(u32::try_from(index).expect("fewer than 2^32 distinct strings"));
         self.by_name.insert(name.into(), s);
         self.names.push(name.into());
         self.ints.push(name.parse().ok());
@@ -45,27 +65,36 @@ impl Symbols {
 
     /// The symbol for `name` if it has been seen.
     pub fn get(&self, name: &str) -> Option<Sym> {
+        if let Some(s) = self.base.as_ref().and_then(|b| b.get(name)) {
+            return Some(s);
+        }
         self.by_name.get(name).copied()
     }
 
     /// The string behind a symbol.
     pub fn name(&self, s: Sym) -> &str {
-        &self.names[s.index()]
+        match s.index().checked_sub(self.offset()) {
+            Some(i) => &self.names[i],
+            None => self.base.as_ref().map_or("", |b| b.name(s)),
+        }
     }
 
     /// The string behind a symbol read as an integer, if it is one.
     pub fn int(&self, s: Sym) -> Option<i64> {
-        self.ints[s.index()]
+        match s.index().checked_sub(self.offset()) {
+            Some(i) => self.ints[i],
+            None => self.base.as_ref().and_then(|b| b.int(s)),
+        }
     }
 
-    /// How many symbols exist.
+    /// How many symbols exist, the base's included.
     pub fn len(&self) -> usize {
-        self.names.len()
+        self.offset() + self.names.len()
     }
 
     /// Whether the table is empty.
     pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
+        self.len() == 0
     }
 }
 
@@ -85,5 +114,20 @@ mod tests {
         assert_eq!(t.int(a), None);
         assert_eq!(t.get("missing"), None);
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn a_table_over_a_base_keeps_its_numbers_and_adds_after_them() {
+        let mut base = Symbols::new();
+        let a = base.intern("us-east-1a");
+        let n = base.intern("16");
+        let mut t = Symbols::over(Arc::new(base));
+        assert_eq!(t.intern("us-east-1a"), a);
+        let b = t.intern("us-east-1b");
+        assert_eq!(b.index(), 2);
+        assert_eq!((t.name(a), t.name(b)), ("us-east-1a", "us-east-1b"));
+        assert_eq!((t.int(n), t.int(b)), (Some(16), None));
+        assert_eq!(t.get("16"), Some(n));
+        assert_eq!(t.len(), 3);
     }
 }

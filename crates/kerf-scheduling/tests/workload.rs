@@ -121,3 +121,45 @@ fn limits_count_what_a_nodeclaim_can_launch_as() {
         );
     }
 }
+
+/// A catalog kept between solves (as the controllers keep one) decides as a fresh one does,
+/// whatever it compiled before: other requirements, a changed type list, other pods.
+#[test]
+fn a_kept_catalog_decides_as_a_fresh_one() {
+    use kerf_scheduling::{Catalog, solve_with as solve_kept};
+    let mut arm = benchmark::node_pool();
+    arm.requirements = vec![kerf_api::NodeSelectorRequirementWithMinValues {
+        key: "kubernetes.io/arch".into(),
+        operator: kerf_api::Operator::In,
+        values: vec!["arm64".into()],
+        min_values: None,
+    }];
+    // the same type list as the arm64 NodePool's, without its requirement
+    let mut all = benchmark::node_pool();
+    all.instance_types = arm.instance_types.clone();
+    let mut fewer = benchmark::node_pool();
+    let mut types = benchmark::instance_types();
+    types.retain(|t| t.capacity.cpu_millis <= 16_000);
+    types[0].offerings[0].available = false;
+    fewer.instance_types = std::sync::Arc::from(types);
+    let mut catalog = Catalog::default();
+    for (round, pools) in [
+        vec![arm.clone()],
+        vec![all.clone()],
+        vec![fewer, arm],
+        vec![all],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for pods in [
+            benchmark::diverse_pods(200, round as u64),
+            benchmark::preference_pods(100, round as u64),
+        ] {
+            let pods: Vec<_> = pods.iter().collect();
+            let problem = Problem::new(&pools, &pods);
+            let kept = solve_kept(&problem, &mut catalog);
+            assert_eq!(kept, solve(&problem), "round {round}");
+        }
+    }
+}

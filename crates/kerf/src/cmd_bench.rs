@@ -105,7 +105,7 @@ fn consolidation(sizes: &[usize], budget: usize, repeat: usize, seed: u64) -> Re
         for _ in 0..repeat.max(1) {
             let view = cluster.view(allowed);
             let start = Instant::now();
-            command = plan(&view);
+            command = plan(&view, &mut kerf_scheduling::Catalog::default());
             best = best.min(start.elapsed().as_secs_f64());
         }
         let (reason, candidates, replacements, savings) = match &command {

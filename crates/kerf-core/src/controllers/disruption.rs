@@ -441,7 +441,7 @@ impl Controllers {
             .into_iter()
             .map(|(r, n)| (r.as_str().to_lowercase(), n))
             .collect();
-        let command = plan(&view);
+        let command = plan(&view, &mut self.catalog.borrow_mut());
         drop(view);
         self.eligible = eligible;
         Some((command?, names))

@@ -650,7 +650,7 @@ impl Controllers {
 
 /// What the next pass would do with the node, and what consolidating it alone finds.
 fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplanation) {
-    if let Some(command) = plan(view)
+    if let Some(command) = plan(view, &mut kerf_scheduling::Catalog::default())
         && command.candidates.contains(&i)
     {
         let verb = if command.replacements.is_empty() {

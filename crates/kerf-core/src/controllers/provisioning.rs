@@ -11,7 +11,7 @@ use kerf_api::{NodePool, Taint, labels};
 use kerf_scheduling::resources::{Resources, pod_requests};
 use kerf_scheduling::{
     BoundPod, Decision, ExistingNode, InstanceTypeOption, NodePoolInput, PlannedNodeClaim, Problem,
-    SolveOptions, solve,
+    SolveOptions, solve_with,
 };
 use serde_json::json;
 use std::fmt::Write as _;
@@ -471,14 +471,15 @@ impl Controllers {
             .collect();
         let pods: Vec<&Pod> = keys.iter().map(|k| &*cluster.pods[k].pod).collect();
         let daemonsets: Vec<Pod> = cluster.daemonsets.values().cloned().collect();
-        let decision = solve(&Problem {
+        let problem = Problem {
             node_pools: pools,
             nodes: &existing,
             bound_pods: &bound,
             daemonsets: &daemonsets,
             pods: &pods,
             options,
-        });
+        };
+        let decision = solve_with(&problem, &mut self.catalog.borrow_mut());
         Solved {
             decision,
             pods: keys,

@@ -8,12 +8,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::labels;
 use rustc_hash::FxHashMap;
 
+use super::catalog::{Catalog, CompiledType};
 use super::fit::domain_owned;
 use super::*;
 use crate::amounts::{Amounts, Dimensions, NODES};
 use crate::input::{ExistingNode, NodePoolInput, Problem};
 use crate::interned::{Req, Reqs};
-use crate::launch::CompiledOffering;
 use crate::pods::{self, Compiler, HostPort, PodInfo};
 use crate::resources::pod_requests;
 use crate::symbols::{Sym, Symbols};
@@ -32,12 +32,15 @@ pub(super) fn label_reqs(
 }
 
 impl<'p> State<'p> {
-    /// Compiles the problem with `pending` as its pods (the problem's own, or a session's).
+    /// Compiles the problem with `pending` as its pods (the problem's own, or a session's),
+    /// its instance types taken from `catalog` where compiled before.
     pub(super) fn new<'x>(
         problem: &'p Problem<'p>,
         pending: impl IntoIterator<Item = &'x Pod>,
+        catalog: &mut Catalog,
     ) -> State<'p> {
-        let mut symbols = Symbols::new();
+        let (base, compiled) = catalog.prepare(problem.node_pools);
+        let mut symbols = Symbols::over(base);
         let well_known = pods::intern_well_known(&mut symbols);
         let hostname = symbols.intern(labels::HOSTNAME);
         let zone = symbols.intern(labels::ZONE);
@@ -145,7 +148,8 @@ impl<'p> State<'p> {
             .node_pools
             .iter()
             .enumerate()
-            .map(|(i, np)| state.compile_pool(i, np, &ds_requests))
+            .zip(&compiled)
+            .map(|((i, np), types)| state.compile_pool(i, np, types, &ds_requests))
             .collect();
         let mut order: Vec<usize> = (0..problem.node_pools.len()).collect();
         order.sort_by(|a, b| {
@@ -176,6 +180,7 @@ impl<'p> State<'p> {
         &mut self,
         input: usize,
         np: &NodePoolInput,
+        compiled: &[CompiledType],
         ds_requests: &[Amounts],
     ) -> Pool {
         let symbols = &mut self.symbols;
@@ -194,52 +199,16 @@ impl<'p> State<'p> {
         let name = symbols.intern(&np.name);
         reqs.add(nodepool_key, Req::one(name), symbols);
 
-        // types the NodePool's own requirements rule out by their labels never compile
-        let label_rules: Vec<crate::requirements::Requirement> = np
-            .requirements
+        let types = compiled
             .iter()
-            .map(crate::requirements::Requirement::from_api)
-            .collect();
-        let types = np
-            .instance_types
-            .iter()
-            .enumerate()
-            .filter(|(_, it)| {
-                label_rules
-                    .iter()
-                    .all(|r| it.labels.get(&r.key).is_none_or(|v| r.has(v)))
-            })
-            .map(|(index, it)| {
-                let mut t = pods::selector_reqs(Some(&it.labels), symbols);
-                let offerings: Vec<CompiledOffering> = it
-                    .offerings
-                    .iter()
-                    .map(|o| CompiledOffering {
-                        zone: symbols.intern(&o.zone),
-                        capacity_type: symbols.intern(&o.capacity_type),
-                        price_per_hour: o.price_per_hour,
-                        // a reservation without room is no offering at all, as in Karpenter
-                        available: o.available
-                            && o.reservation.as_ref().is_none_or(|r| r.capacity > 0),
-                        reservation: o.reservation.as_ref().map(|r| symbols.intern(&r.id)),
-                    })
-                    .collect();
-                t.add(
-                    self.zone,
-                    Req::any_of(offerings.iter().map(|o| o.zone).collect()),
-                    symbols,
-                );
-                t.add(
-                    self.capacity_type,
-                    Req::any_of(offerings.iter().map(|o| o.capacity_type).collect()),
-                    symbols,
-                );
+            .map(|t| {
+                let it = &np.instance_types[t.index];
                 TypeInfo {
-                    index,
-                    reqs: t,
+                    index: t.index,
+                    reqs: t.reqs.clone(),
                     allocatable: self.dims.allocatable(&it.allocatable),
                     capacity: one_node(self.dims.capacity(&it.capacity)),
-                    offerings,
+                    offerings: t.offerings.clone(),
                 }
             })
             .collect();

@@ -9,7 +9,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use rustc_hash::FxHashMap;
 
-use super::{Bin, Decision, HashMap, State};
+use super::{Bin, Catalog, Decision, HashMap, State};
 use crate::amounts::Amounts;
 use crate::input::Problem;
 
@@ -31,7 +31,16 @@ impl<'p> Session<'p> {
     /// refer to it), each also listed in `problem.bound_pods` on the node it runs on;
     /// `problem.pods` is not read.
     pub fn new(problem: &'p Problem<'p>, movable: &[&Pod]) -> Session<'p> {
-        let mut state = State::new(problem, movable.iter().copied());
+        Session::with_catalog(problem, movable, &mut Catalog::default())
+    }
+
+    /// [`Session::new`] with the instance types `catalog` compiled for earlier solves.
+    pub fn with_catalog(
+        problem: &'p Problem<'p>,
+        movable: &[&Pod],
+        catalog: &mut Catalog,
+    ) -> Session<'p> {
+        let mut state = State::new(problem, movable.iter().copied(), catalog);
         state.excluded = vec![false; state.bins.len()];
         state.topology.start_journal();
         Session { state, open: None }
