@@ -207,6 +207,7 @@ impl Cluster {
         ClusterView {
             nodes: self.nodes.clone(),
             pods: self.pods.iter().collect(),
+            requests: self.pods.iter().map(pod_requests).collect(),
             node_pool_objects: vec![&self.node_pool],
             node_pools: vec![self.node_pool_input.clone()],
             daemonsets: &self.daemonsets,

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
 use kerf_api::{NodePool, labels};
-use kerf_scheduling::resources::pod_requests;
+use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{
     BoundPod, Catalog, Decision, ExistingNode, NodePoolInput, PlannedNodeClaim, Problem, Session,
 };
@@ -48,6 +48,8 @@ pub struct ClusterView<'a> {
     pub nodes: Vec<NodeView>,
     /// Every pod on a node (index order is the caller's).
     pub pods: Vec<&'a Pod>,
+    /// What each of them requests (in the order of `pods`).
+    pub requests: Vec<Resources>,
     /// NodePool objects, for policies.
     pub node_pool_objects: Vec<&'a NodePool>,
     /// NodePools as scheduler input (replacements launch from these).
@@ -154,6 +156,7 @@ fn with_session<R>(
         nodes: &nodes,
         bound_pods: &bound,
         daemonsets: view.daemonsets,
+        requests: &view.requests,
         options: view.options,
         ..Problem::new(&view.node_pools, &[])
     };
@@ -465,7 +468,7 @@ impl<'v> Room<'v> {
     fn fits_elsewhere(&self, node: usize) -> bool {
         let (mut cpu, mut mem, mut big_cpu, mut big_mem) = (0, 0, 0, 0);
         for p in &self.pods[node] {
-            let r = pod_requests(self.view.pods[*p]);
+            let r = &self.view.requests[*p];
             cpu += r.cpu_millis;
             mem += r.memory_bytes;
             big_cpu = big_cpu.max(r.cpu_millis);
@@ -489,7 +492,7 @@ impl<'v> Room<'v> {
         self.pods[node].clear();
         for e in &decision.existing {
             for p in &e.pods {
-                let r = pod_requests(self.view.pods[*p]);
+                let r = &self.view.requests[*p];
                 self.free[e.node].0 -= r.cpu_millis;
                 self.free[e.node].1 -= r.memory_bytes;
                 self.pods[e.node].push(*p);
@@ -503,7 +506,7 @@ impl<'v> Room<'v> {
 fn cheapest_possible(view: &ClusterView<'_>, moving: &[usize]) -> f64 {
     let (mut cpu, mut mem) = (0, 0);
     for p in moving {
-        let r = pod_requests(view.pods[*p]);
+        let r = &view.requests[*p];
         cpu += r.cpu_millis;
         mem += r.memory_bytes;
     }

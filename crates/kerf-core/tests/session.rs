@@ -80,6 +80,7 @@ fn session_answers_match_fresh_solves_across_kept_removals() {
                 bound_pods: &fresh_bound,
                 daemonsets: view.daemonsets,
                 pods: &fresh_pods.iter().collect::<Vec<_>>(),
+                requests: &[],
                 options: SolveOptions {
                     new_nodeclaims: new_nodes,
                     ..SolveOptions::default()

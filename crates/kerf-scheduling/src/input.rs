@@ -193,6 +193,9 @@ pub struct Problem<'a> {
     /// The pending pods to place (borrowed: a caller keeping thousands of pods need not
     /// copy them to ask).
     pub pods: &'a [&'a Pod],
+    /// What each pod to place requests, when the caller has worked it out already (in the
+    /// order of `pods`, or of a session's movable pods); empty, it is worked out here.
+    pub requests: &'a [Resources],
     /// Knobs.
     pub options: SolveOptions,
 }
@@ -206,6 +209,7 @@ impl<'a> Problem<'a> {
             bound_pods: &[],
             daemonsets: &[],
             pods,
+            requests: &[],
             options: SolveOptions::default(),
         }
     }

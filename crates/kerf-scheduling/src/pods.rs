@@ -12,7 +12,7 @@ use crate::amounts::{Amounts, Dimensions};
 use crate::input::Preferences;
 use crate::interned::{Req, Reqs};
 use crate::requirements::Requirement;
-use crate::resources::pod_requests;
+use crate::resources::{Resources, pod_requests};
 use crate::selector::Selector;
 use crate::symbols::{Sym, Symbols};
 use crate::topology::{GroupDef, GroupId, Kind, Namespaces, Topology};
@@ -232,7 +232,7 @@ pub struct Compiler<'s> {
 
 impl Compiler<'_> {
     /// Compiles one pod; groups get counted_by/inverse links later (see [`link`]).
-    pub fn compile(&mut self, pod: &Pod) -> PodInfo {
+    pub fn compile(&mut self, pod: &Pod, requests: Option<&Resources>) -> PodInfo {
         let symbols = &mut *self.symbols;
         let namespace = symbols.intern(namespace_of(pod));
         let labels = labels_of(pod.metadata.labels.as_ref(), symbols);
@@ -270,7 +270,9 @@ impl Compiler<'_> {
         let tolerations = spec.and_then(|s| s.tolerations.clone()).unwrap_or_default();
 
         let mut info = PodInfo {
-            requests: self.dims.request(&pod_requests(pod)),
+            requests: self
+                .dims
+                .request(&requests.cloned().unwrap_or_else(|| pod_requests(pod))),
             namespace,
             labels,
             tolerations,

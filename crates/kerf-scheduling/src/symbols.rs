@@ -65,10 +65,12 @@ impl Symbols {
 
     /// The symbol for `name` if it has been seen.
     pub fn get(&self, name: &str) -> Option<Sym> {
-        if let Some(s) = self.base.as_ref().and_then(|b| b.get(name)) {
+        // a string is in the base or here, never both: the solve's own strings (pods')
+        // are looked up most
+        if let Some(&s) = self.by_name.get(name) {
             return Some(s);
         }
-        self.by_name.get(name).copied()
+        self.base.as_ref().and_then(|b| b.get(name))
     }
 
     /// The string behind a symbol.

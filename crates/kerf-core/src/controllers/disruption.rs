@@ -298,13 +298,16 @@ impl Controllers {
         let mut names = Vec::new();
         let mut nodes = Vec::new();
         let mut pods = Vec::new();
+        let mut requests = Vec::new();
         for (name, n) in &cluster.nodes {
             let Some(claim_name) = n.nodeclaim.as_deref() else {
                 // a node Kerf does not manage: never a candidate, but evicted pods may go there
                 let mut on_node = Vec::new();
                 for k in by_node.get(name.as_str()).into_iter().flatten() {
                     on_node.push(pods.len());
-                    pods.push(&*cluster.pods[k.as_str()].pod);
+                    let p = &cluster.pods[k.as_str()];
+                    pods.push(&*p.pod);
+                    requests.push(p.requests.clone());
                 }
                 let mut node = n.as_existing(name, n.ready);
                 cluster
@@ -339,6 +342,7 @@ impl Controllers {
                 }
                 on_node.push(pods.len());
                 pods.push(&*p.pod);
+                requests.push(p.requests.clone());
             }
             let np = cluster.node_pools.get(&c.node_pool);
             let consolidatable = c.initialized
@@ -402,6 +406,7 @@ impl Controllers {
             ClusterView {
                 nodes,
                 pods,
+                requests,
                 node_pool_objects: objects,
                 node_pools,
                 daemonsets,

@@ -470,6 +470,10 @@ impl Controllers {
             })
             .collect();
         let pods: Vec<&Pod> = keys.iter().map(|k| &*cluster.pods[k].pod).collect();
+        let requests: Vec<Resources> = keys
+            .iter()
+            .map(|k| cluster.pods[k].requests.clone())
+            .collect();
         let daemonsets: Vec<Pod> = cluster.daemonsets.values().cloned().collect();
         let problem = Problem {
             node_pools: pools,
@@ -477,6 +481,7 @@ impl Controllers {
             bound_pods: &bound,
             daemonsets: &daemonsets,
             pods: &pods,
+            requests: &requests,
             options,
         };
         let decision = solve_with(&problem, &mut self.catalog.borrow_mut());

@@ -55,8 +55,9 @@ impl<'p> State<'p> {
             dims: &mut dims,
             preferences: problem.options.preferences,
         };
-        let mut pod_infos: Vec<PodInfo> =
-            pending.into_iter().map(|p| compiler.compile(p)).collect();
+        let mut pod_infos: Vec<PodInfo> = (pending.into_iter().enumerate())
+            .map(|(i, p)| compiler.compile(p, problem.requests.get(i)))
+            .collect();
         let has_groups = !compiler.topology.groups().is_empty();
         let bound: Vec<Bound> = problem
             .bound_pods
