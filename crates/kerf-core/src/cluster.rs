@@ -172,6 +172,10 @@ pub struct ClaimRecord {
     pub created: Duration,
     /// `spec.requirements`.
     pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+    /// `spec.taints`: its node keeps them.
+    pub taints: Vec<Taint>,
+    /// `spec.startupTaints`: its node registers with them and its agents remove them.
+    pub startup_taints: Vec<Taint>,
     /// The instance types it may launch as, cheapest first.
     pub instance_types: Vec<String>,
     /// `karpenter.sh/nodepool-hash` at creation.
@@ -197,6 +201,18 @@ pub struct ClaimRecord {
     /// The price of each of its offerings where a NodeOverlay changed it, by instance type,
     /// zone and capacity type, so that the cloud launches the cheapest as Kerf priced it.
     pub overlaid_prices: BTreeMap<(String, String, String), f64>,
+}
+
+impl ClaimRecord {
+    /// The taints its node registers with, as every cloud's user data or kubelet sets them:
+    /// `spec.taints`, then `spec.startupTaints`.
+    pub fn registration_taints(&self) -> Vec<Taint> {
+        self.taints
+            .iter()
+            .chain(&self.startup_taints)
+            .cloned()
+            .collect()
+    }
 }
 
 /// The taint a node asked to be disrupted is placed against before it is stored.

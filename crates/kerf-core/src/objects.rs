@@ -271,6 +271,8 @@ pub fn claim_record(
         node_class: object.spec.node_class_ref.name.clone(),
         created,
         requirements: object.spec.requirements.clone(),
+        taints: object.spec.taints.clone(),
+        startup_taints: object.spec.startup_taints.clone(),
         instance_types,
         // a hash of another version (or none) is not comparable: never a reason to drift,
         // as in Karpenter

@@ -1219,3 +1219,48 @@ fn garbage_collection_asks_for_the_instances_every_thirty_seconds() {
     assert_eq!(asked(&run_until(&mut core, 30, 30)), 1);
     assert_eq!(asked(&run_until(&mut core, 31, 90)), 2);
 }
+
+/// A node registers with its NodeClaim's startup taints and is initialized once those are
+/// gone, whatever its NodePool says by then: a NodePool changed after the NodeClaim was made
+/// neither holds the node back nor lets it through early.
+#[test]
+fn a_node_is_initialized_by_its_nodeclaims_startup_taints_not_its_nodepools_current_ones() {
+    let startup = |key: &str| kerf_api::Taint {
+        key: key.into(),
+        value: None,
+        effect: kerf_api::TaintEffect::NoSchedule,
+        time_added: None,
+    };
+    let mut core = Controllers::new(Settings::default(), 7);
+    let mut np = pool();
+    np.spec.template.spec.startup_taints = vec![startup("example.com/agent-a")];
+    core.cluster.apply_node_pool(np.clone());
+    core.cluster
+        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.cluster
+        .apply_pod(unschedulable("web-1", "500m"), Duration::ZERO);
+    let claims = created(&run_until(&mut core, 0, 2));
+    assert_eq!(claims.len(), 1);
+    let claim = &claims[0];
+    assert_eq!(
+        core.cluster.nodeclaims[claim].registration_taints(),
+        vec![startup("example.com/agent-a")]
+    );
+    // the NodePool now names another agent's taint
+    np.spec.template.spec.startup_taints = vec![startup("example.com/agent-b")];
+    core.cluster.apply_node_pool(np);
+    launch_and_register(&mut core, claim);
+    let mut node = core.cluster.nodes[claim.as_str()].clone();
+    node.taints = vec![startup("example.com/agent-a")];
+    core.cluster
+        .apply_node(claim.clone(), node.clone(), secs(5));
+    run_until(&mut core, 5, 8);
+    assert!(
+        !core.cluster.nodeclaims[claim].initialized,
+        "initialized with its startup taint still on"
+    );
+    node.taints.clear();
+    core.cluster.apply_node(claim.clone(), node, secs(9));
+    run_until(&mut core, 9, 12);
+    assert!(core.cluster.nodeclaims[claim].initialized);
+}

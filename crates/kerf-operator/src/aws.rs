@@ -262,13 +262,7 @@ impl CloudProvider for Aws {
         let mut node_labels: BTreeMap<String, String> = template.metadata.labels.clone();
         node_labels.insert(labels::NODEPOOL.into(), claim.node_pool.clone());
         node_labels.insert(labels::CAPACITY_TYPE.into(), capacity_type.clone());
-        let taints: Vec<kerf_api::Taint> = template
-            .spec
-            .taints
-            .iter()
-            .chain(template.spec.startup_taints.iter())
-            .cloned()
-            .collect();
+        let taints = claim.registration_taints();
         // a NodeClaim pinned to a reservation asks for it alone (`fleet::request`)
         let reservation = (first.reservation)
             .and_then(|id| status.capacity_reservations.iter().find(|r| r.id == id));
@@ -303,16 +297,16 @@ impl CloudProvider for Aws {
                 }
                 other => CloudError::Config(other.to_string()),
             })?;
-        let (t, o) = offers
+        let chosen = offers
             .iter()
             .find(|c| c.instance_type == instance.instance_type && c.zone == instance.zone)
-            .map(|c| c.item)
             .ok_or_else(|| {
                 CloudError::Api(format!(
                     "CreateFleet launched {} in {}, which the NodeClaim did not ask for",
                     instance.instance_type, instance.zone
                 ))
             })?;
+        let (t, o) = chosen.item;
         let mut type_labels = (*t.labels).clone();
         type_labels.insert(labels::REGION.into(), self.region.clone());
         if let Some(r) = reservation {
@@ -327,7 +321,8 @@ impl CloudProvider for Aws {
             instance_type: t.name.clone(),
             zone: o.zone.clone(),
             capacity_type: CapacityType::parse(&o.capacity_type).unwrap_or(CapacityType::OnDemand),
-            price_per_hour: o.price_per_hour,
+            // as Kerf priced it (a NodeOverlay's price where one applies), as on every cloud
+            price_per_hour: chosen.price,
             capacity: t.capacity.clone(),
             allocatable: t.allocatable.clone(),
             labels: type_labels,

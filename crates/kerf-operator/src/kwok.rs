@@ -168,11 +168,7 @@ impl CloudProvider for Kwok {
             image_id: None,
             network: None,
         };
-        let spec = &pool.spec.template.spec;
-        let taints: Vec<K8sTaint> = spec
-            .taints
-            .iter()
-            .chain(spec.startup_taints.iter())
+        let taints: Vec<K8sTaint> = (claim.registration_taints().iter())
             .map(|t| K8sTaint {
                 key: t.key.clone(),
                 value: t.value.clone(),

@@ -1647,8 +1647,9 @@ impl World {
         self.core.launched(name, launched, self.now);
     }
 
-    /// The instance's kubelet registers its Node: the NodePool's taints and startup taints
-    /// on it, and the daemonset pods that fit start at once.
+    /// The instance's kubelet registers its Node: the stored NodeClaim's taints and startup
+    /// taints on it (as its user data sets them), and the daemonset pods that fit start at
+    /// once.
     fn register(&mut self, provider_id: &str) {
         let Some((claim_name, _)) = self.instances.get(provider_id) else {
             return;
@@ -1663,6 +1664,15 @@ impl World {
         let Some(pool) = cluster.node_pools.get(&claim.node_pool).cloned() else {
             return;
         };
+        let Some(spec) = (self.nodeclaim_objects.get(claim_name)).map(|c| &c.object.spec) else {
+            return;
+        };
+        let taints: Vec<_> = spec
+            .taints
+            .iter()
+            .chain(&spec.startup_taints)
+            .cloned()
+            .collect();
         self.node_counter += 1;
         let n = self.node_counter;
         let name = format!(
@@ -1690,9 +1700,6 @@ impl World {
             .expect("a well-formed CSINode");
             self.storage_changed(vec![VolumeObject::CsiNode(Box::new(csi))]);
         }
-        let spec = &pool.spec.template.spec;
-        let mut taints = spec.taints.clone();
-        taints.extend(spec.startup_taints.iter().cloned());
         let stored = api_server::StoredNode::registered(
             provider_id,
             labels.clone(),
@@ -1742,15 +1749,14 @@ impl World {
 
     /// The kubelet reports Ready and the node's agents remove its startup taints.
     fn node_ready(&mut self, node: &str) {
-        // the startup taints are the NodePool's the node was registered with (its label)
-        let pool = (self.nodes.get(node)).and_then(|n| n.labels.get(labels::NODEPOOL));
-        let startup: Vec<String> = (pool.and_then(|p| self.core.cluster.node_pools.get(p)))
-            .map(|np| {
-                (np.spec.template.spec.startup_taints.iter())
-                    .map(|t| t.key.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
+        // the startup taints are its stored NodeClaim's, which its user data registered it with
+        let claim = (self.nodes.get(node))
+            .and_then(|n| self.instances.get(&n.provider_id))
+            .and_then(|(claim, _)| self.nodeclaim_objects.get(claim));
+        let startup: Vec<String> = (claim.iter())
+            .flat_map(|c| &c.object.spec.startup_taints)
+            .map(|t| t.key.clone())
+            .collect();
         let now = self.now;
         let written = self.nodes.update(node, |n| {
             n.ready = true;

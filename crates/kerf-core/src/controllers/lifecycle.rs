@@ -301,18 +301,9 @@ impl Controllers {
         if claim.initialized {
             return;
         }
-        let startup_left = self
-            .cluster
-            .node_pools
-            .get(&claim.node_pool)
-            .is_some_and(|np| {
-                np.spec
-                    .template
-                    .spec
-                    .startup_taints
-                    .iter()
-                    .any(|s| node.taints.iter().any(|t| t.key == s.key))
-            });
+        // the NodeClaim's own startup taints, which its NodePool may have changed since
+        let startup_left =
+            (claim.startup_taints.iter()).any(|s| node.taints.iter().any(|t| t.key == s.key));
         if !claim.registered {
             let zone = claim.launched.as_ref().map_or("", |l| l.zone.as_str());
             self.metrics.node_created(&claim.node_pool, zone);

@@ -655,6 +655,8 @@ impl Controllers {
                 node_class: class,
                 created: self.now,
                 requirements: plan.requirements.clone(),
+                taints: object.spec.taints.clone(),
+                startup_taints: object.spec.startup_taints.clone(),
                 instance_types: types,
                 node_pool_hash: pool_hash,
                 node_class_hash: class_hash.unwrap_or_default(),
