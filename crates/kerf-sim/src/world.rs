@@ -134,6 +134,8 @@ struct StoredNodeClaim {
     object: NodeClaim,
     created: Duration,
     deleting: Option<Duration>,
+    /// Whether a kubelet ever registered a Node for its instance.
+    node_registered: bool,
 }
 
 /// A workload controller's template and replica count.
@@ -677,6 +679,7 @@ impl World {
                     object: *object,
                     created: self.now,
                     deleting: None,
+                    node_registered: false,
                 };
                 self.nodeclaim_objects.entry(name).or_insert(stored);
             }
@@ -1673,6 +1676,9 @@ impl World {
             .chain(&spec.startup_taints)
             .cloned()
             .collect();
+        if let Some(c) = self.nodeclaim_objects.get_mut(claim_name) {
+            c.node_registered = true;
+        }
         self.node_counter += 1;
         let n = self.node_counter;
         let name = format!(

@@ -119,13 +119,22 @@ impl World {
                 )));
             }
         }
-        for (name, c) in &cluster.nodeclaims {
-            // (a registered NodeClaim whose node went is being deleted: its release may be
-            // waiting out an API-server fault, as may the cleanup's writes, hence the slack)
-            if c.launched.is_some()
-                && c.node.is_none()
-                && !c.registered
-                && self.now.saturating_sub(c.created) > REGISTRATION_TTL + CLEANUP_SLACK
+        // read from the stored NodeClaims: one whose instance no kubelet ever registered is
+        // deleted within the registration TTL (the cleanup's writes may wait out an
+        // API-server fault, hence the slack), whatever Kerf believes of it
+        let back = (self.scenario.spec.api_server.outages.iter())
+            .map(|o| o.until.0)
+            .filter(|t| *t <= self.now)
+            .max()
+            .unwrap_or_default();
+        for (name, c) in &self.nodeclaim_objects {
+            let launched = (c.object.status.as_ref())
+                .and_then(|s| s.provider_id.as_deref())
+                .is_some_and(|p| !p.is_empty());
+            let since = c.created.max(back);
+            if launched
+                && !c.node_registered
+                && self.now.saturating_sub(since) > REGISTRATION_TTL + CLEANUP_SLACK
             {
                 return Err(self.violation(format!(
                     "nodeclaim {name} launched at {} never registered and was not cleaned up",
@@ -185,7 +194,7 @@ impl World {
     /// when it has launched one at all and nothing was in the way in the run's last ten
     /// minutes (a NodePool change, a capacity window, an API-server outage, a restart).
     /// Counted from the stored NodeClaim objects' labels.
-    fn check_static_pools(&self) -> Result<(), SimError> {
+    pub(super) fn check_static_pools(&self) -> Result<(), SimError> {
         if !self.scenario.spec.feature_gates.static_capacity {
             return Ok(());
         }

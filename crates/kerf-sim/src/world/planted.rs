@@ -166,7 +166,39 @@ const CASES: &[(&str, Plant, &str)] = &[
         pending_at_end,
         "that a NodePool could host",
     ),
+    (
+        "every launched NodeClaim registers or is cleaned up",
+        never_registered,
+        "never registered and was not cleaned up",
+    ),
+    (
+        "static NodePools end at their replicas",
+        static_over,
+        "its replicas and node limit ask for 0",
+    ),
+    (
+        "no capacity reservation over its count; capacity blocks drained 40 minutes before their end",
+        reservation_overfull,
+        "more than its 0",
+    ),
+    (
+        "consolidation converges when the cluster is quiet",
+        unseen_write,
+        "yet the controllers started no command",
+    ),
 ];
+
+/// Invariants whose planted-bug test lives beside their checker.
+const PLANTED_ELSEWHERE: &[&str] = &["spot preferred over on-demand fallback"];
+
+#[test]
+fn every_invariant_has_a_planted_bug() {
+    let untested: Vec<&str> = (super::INVARIANTS.iter().copied())
+        .filter(|i| !PLANTED_ELSEWHERE.contains(i))
+        .filter(|i| !CASES.iter().any(|(invariant, _, _)| invariant == i))
+        .collect();
+    assert!(untested.is_empty(), "no planted bug for {untested:?}");
+}
 
 #[test]
 fn every_planted_bug_is_caught_by_its_checker() {
@@ -241,6 +273,7 @@ fn no_launch_result(world: &mut World) -> Result<(), SimError> {
             object,
             created: Duration::ZERO,
             deleting: None,
+            node_registered: false,
         },
     );
     world.check_launch_results()
@@ -328,4 +361,63 @@ fn mispriced(world: &mut World) -> Result<(), SimError> {
         instance.price_per_hour += 1.0;
     }
     world.check_launch_price(&claim)
+}
+
+fn never_registered(world: &mut World) -> Result<(), SimError> {
+    let claim = a_nodeclaim(world);
+    // launched (its status names an instance), but no kubelet registers for it
+    let mut object: NodeClaim = world.nodeclaim_objects[&claim].object.clone();
+    object.metadata.name = Some("planted-never-registered".into());
+    world.nodeclaim_objects.insert(
+        "planted-never-registered".into(),
+        StoredNodeClaim {
+            object,
+            created: Duration::ZERO,
+            deleting: None,
+            node_registered: false,
+        },
+    );
+    world.now += Duration::from_secs(20 * 60);
+    world.step_checked = None;
+    world.check_step()
+}
+
+fn static_over(world: &mut World) -> Result<(), SimError> {
+    world.scenario.spec.feature_gates.static_capacity = true;
+    edit_pool(world, |np| np.spec.replicas = Some(0));
+    world.check_static_pools()
+}
+
+fn reservation_overfull(world: &mut World) -> Result<(), SimError> {
+    let (_, instance) = world.instances.values_mut().next().expect("an instance");
+    instance.reservation = Some("cr-planted".into());
+    let reservation = scenario::CapacityReservation {
+        id: "cr-planted".into(),
+        instance_type: instance.instance_type.clone(),
+        zone: instance.zone.clone(),
+        count: 0,
+        reservation_type: "default".into(),
+        tags: Default::default(),
+        end: None,
+        interruptible: false,
+    };
+    world.scenario.spec.cloud.reservations.push(reservation);
+    world.check_reservations()
+}
+
+/// Writes the controllers never hear of (straight into their cluster state, past its change
+/// tracking): the budgets open and a node's pods gone. Their passes, skipped on unchanged
+/// inputs, never see the empty node; the checker's own fingerprint does.
+fn unseen_write(world: &mut World) -> Result<(), SimError> {
+    let cluster = &mut world.core.cluster;
+    let pool = cluster.node_pools.get_mut("general").expect("the NodePool");
+    pool.spec.disruption.budgets[0].nodes = "100%".into();
+    let node = a_node(world);
+    let on_node = (world.core.cluster).pods_where(|p| p.node.as_deref() == Some(node.as_str()));
+    for k in on_node {
+        world.core.cluster.pods.remove(&k);
+    }
+    world.check_convergence()?;
+    world.now += kerf_core::controllers::disruption::PASS_INTERVAL;
+    world.check_convergence()
 }
