@@ -281,11 +281,17 @@ pub enum Action {
     /// [`Controllers::garbage_collect`]: garbage collection's regular look, every
     /// [`GARBAGE_COLLECTION_INTERVAL`].
     ListInstances,
-    /// Write the NodeClaim's status (provider id, node, capacity, conditions) from
-    /// [`crate::objects::nodeclaim_status`].
+    /// Write the NodeClaim's status (provider id, node, capacity, conditions) and the labels
+    /// its launch gave it, both as they were when the write was asked for: a shell writes
+    /// them as they are (keeping each condition's transition time where its status stayed).
     PatchNodeClaimStatus {
         /// The NodeClaim.
         nodeclaim: String,
+        /// Its status ([`crate::objects::nodeclaim_status`]).
+        status: Box<kerf_api::nodeclaim::NodeClaimStatus>,
+        /// The instance's labels once launched ([`crate::objects::launched_labels`]), else
+        /// none.
+        labels: BTreeMap<String, String>,
     },
 }
 
@@ -465,7 +471,31 @@ impl Controllers {
         for (at, took) in self.cluster.take_started() {
             self.metrics.pod_started(at, took);
         }
-        std::mem::take(&mut self.actions)
+        let actions = std::mem::take(&mut self.actions);
+        self.with_final_statuses(actions)
+    }
+
+    /// The poll's actions with each NodeClaim's status written once, as it stands at the
+    /// poll's end (where its last write was asked for), and none for a NodeClaim gone since.
+    fn with_final_statuses(&self, actions: Vec<Action>) -> Vec<Action> {
+        let last: BTreeMap<&str, usize> = (actions.iter().enumerate())
+            .filter_map(|(i, a)| match a {
+                Action::PatchNodeClaimStatus { nodeclaim, .. } => Some((nodeclaim.as_str(), i)),
+                _ => None,
+            })
+            .collect();
+        if last.is_empty() {
+            return actions;
+        }
+        let finals: BTreeMap<usize, Option<Action>> = (last.iter())
+            .map(|(name, i)| (*i, self.status_patch(name)))
+            .collect();
+        (actions.into_iter().enumerate())
+            .filter_map(|(i, a)| match a {
+                Action::PatchNodeClaimStatus { .. } => finals.get(&i).cloned().flatten(),
+                other => Some(other),
+            })
+            .collect()
     }
 
     /// When [`Controllers::poll`] has work next if nothing changes before.

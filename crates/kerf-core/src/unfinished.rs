@@ -69,7 +69,8 @@ impl Unfinished {
 
     /// Drops the waiting writes `action` undoes: a NodeClaim being deleted drops a create of
     /// it still waiting (tried after the delete, both caught by one outage, it would bring
-    /// the NodeClaim back); a taint and its removal drop each other.
+    /// the NodeClaim back); a taint and its removal drop each other; a NodeClaim's status
+    /// drops an older one of it.
     pub fn superseded_by(&mut self, action: &Action) {
         match action {
             Action::DeleteNodeClaim { nodeclaim } => self.waiting.retain(|w| {
@@ -86,6 +87,12 @@ impl Unfinished {
                 !matches!(&w.action, Action::Taint { node: n, taint }
                     if n == node && taint.key == *key)
             }),
+            // a status carries the whole of it as it was asked for: an older one still
+            // waiting would write back what the newer one replaced
+            Action::PatchNodeClaimStatus { nodeclaim, .. } => self.waiting.retain(|w| {
+                !matches!(&w.action, Action::PatchNodeClaimStatus { nodeclaim: n, .. }
+                    if n == nodeclaim)
+            }),
             _ => {}
         }
     }
@@ -96,7 +103,9 @@ impl Unfinished {
     /// when it was held.
     pub fn held_behind_create(&mut self, action: &Action) -> bool {
         let name = match action {
-            Action::Launch { nodeclaim } | Action::PatchNodeClaimStatus { nodeclaim } => nodeclaim,
+            Action::Launch { nodeclaim } | Action::PatchNodeClaimStatus { nodeclaim, .. } => {
+                nodeclaim
+            }
             _ => return false,
         };
         let create = self.waiting.iter().find(|w| {
@@ -123,6 +132,7 @@ impl Unfinished {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn delete(name: &str) -> Action {
         Action::DeleteNodeClaim {
@@ -173,6 +183,27 @@ mod tests {
         let left: Vec<(u32, Action)> = u.due(t + Duration::from_secs(10));
         assert_eq!(left.len(), 1, "{left:?}");
         assert!(matches!(&left[0].1, Action::DeleteNodeClaim { nodeclaim } if nodeclaim == "b"));
+    }
+
+    #[test]
+    fn a_waiting_status_is_dropped_for_a_newer_one_of_its_nodeclaim() {
+        let status = |n: &str, provider: &str| Action::PatchNodeClaimStatus {
+            nodeclaim: n.into(),
+            status: Box::new(kerf_api::nodeclaim::NodeClaimStatus {
+                provider_id: Some(provider.into()),
+                ..Default::default()
+            }),
+            labels: BTreeMap::new(),
+        };
+        let mut u = Unfinished::default();
+        let t = Duration::from_secs(100);
+        assert!(u.keep(status("a", "old"), 1, t));
+        assert!(u.keep(status("b", "other"), 1, t));
+        u.superseded_by(&status("a", "new"));
+        let left = u.due(t + Duration::from_secs(10));
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert!(matches!(&left[0].1,
+            Action::PatchNodeClaimStatus { nodeclaim, .. } if nodeclaim == "b"));
     }
 
     #[test]

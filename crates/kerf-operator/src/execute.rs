@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Taint as K8sTaint};
 use kerf_api::NodeClaim;
 use kerf_core::cluster::CloudInstance;
 use kerf_core::controllers::{Action, Controllers, EventObject};
-use kerf_core::objects::{keep_transition_times, launched_labels, nodeclaim_status};
+use kerf_core::objects::keep_transition_times;
 use kube::Client;
 use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -348,11 +348,12 @@ impl<C: CloudProvider> Executor<C> {
                     }
                 }
             }
-            Action::PatchNodeClaimStatus { nodeclaim } => {
-                let Some(record) = core.cluster.nodeclaims.get(&nodeclaim) else {
-                    return Ok(());
-                };
-                let mut status = nodeclaim_status(record);
+            Action::PatchNodeClaimStatus {
+                nodeclaim,
+                status,
+                labels,
+            } => {
+                let mut status = *status;
                 let previous = stored_conditions(&claims, &nodeclaim, |c| {
                     c.status.map(|s| s.conditions).unwrap_or_default()
                 })
@@ -364,8 +365,8 @@ impl<C: CloudProvider> Executor<C> {
                 })
                 .await
                 .map_err(failed("patching nodeclaim status"))?;
-                if let Some(l) = &record.launched {
-                    let labels = Patch::Merge(json!({"metadata": {"labels": launched_labels(l)}}));
+                if !labels.is_empty() {
+                    let labels = Patch::Merge(json!({"metadata": {"labels": labels}}));
                     retry("labelling nodeclaim", || {
                         claims.patch(&nodeclaim, &params, &labels)
                     })

@@ -24,7 +24,7 @@ use kerf_core::controllers::lifecycle::{Offering, retry_wait};
 use kerf_core::controllers::provisioning::node_labels;
 use kerf_core::controllers::{Action, Controllers, Settings};
 use kerf_core::nodepools::daemon_runs_on;
-use kerf_core::objects::{keep_transition_times, launched_labels, nodeclaim_status};
+use kerf_core::objects::keep_transition_times;
 use kerf_core::unfinished::{Unfinished, replayable};
 use kerf_core::workloads::{
     ClusterObject, PodNames, VolumeObject, claim_for, claim_templates, read,
@@ -683,12 +683,13 @@ impl World {
                 };
                 self.nodeclaim_objects.entry(name).or_insert(stored);
             }
-            Action::PatchNodeClaimStatus { nodeclaim } => {
-                if let (Some(stored), Some(record)) = (
-                    self.nodeclaim_objects.get_mut(&nodeclaim),
-                    self.core.cluster.nodeclaims.get(&nodeclaim),
-                ) {
-                    let mut status = nodeclaim_status(record);
+            Action::PatchNodeClaimStatus {
+                nodeclaim,
+                status,
+                labels,
+            } => {
+                if let Some(stored) = self.nodeclaim_objects.get_mut(&nodeclaim) {
+                    let mut status = *status;
                     let previous = stored.object.status.take().unwrap_or_default();
                     keep_transition_times(
                         &mut status.conditions,
@@ -696,10 +697,7 @@ impl World {
                         self.now + Duration::from_secs(EPOCH_UNIX),
                     );
                     stored.object.status = Some(status);
-                    if let Some(l) = &record.launched {
-                        let labels = stored.object.metadata.labels.get_or_insert_default();
-                        labels.extend(launched_labels(l));
-                    }
+                    (stored.object.metadata.labels.get_or_insert_default()).extend(labels);
                 }
             }
             Action::DeleteNodeClaim { nodeclaim } => {

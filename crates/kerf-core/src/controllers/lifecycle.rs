@@ -462,9 +462,21 @@ impl Controllers {
 
     /// The NodeClaim's status must be written.
     pub(super) fn status_changed(&mut self, name: &str) {
-        self.actions.push(Action::PatchNodeClaimStatus {
+        if let Some(patch) = self.status_patch(name) {
+            self.actions.push(patch);
+        }
+    }
+
+    /// The write of a NodeClaim's status and launch labels as they stand now.
+    pub(super) fn status_patch(&self, name: &str) -> Option<Action> {
+        let record = self.cluster.nodeclaims.get(name)?;
+        Some(Action::PatchNodeClaimStatus {
             nodeclaim: name.to_string(),
-        });
+            status: Box::new(crate::objects::nodeclaim_status(record)),
+            labels: (record.launched.as_ref())
+                .map(crate::objects::launched_labels)
+                .unwrap_or_default(),
+        })
     }
 
     /// Deletes a NodeClaim outright: no node to drain.
