@@ -136,6 +136,8 @@ struct StoredNodeClaim {
     deleting: Option<Duration>,
     /// Whether a kubelet ever registered a Node for its instance.
     node_registered: bool,
+    /// When the controllers first asked for its create (an outage may have held it back).
+    asked: Duration,
 }
 
 /// A workload controller's template and replica count.
@@ -179,6 +181,8 @@ pub struct World {
     /// When a NodePool or EC2NodeClass was last applied: a pod no NodePool could host may
     /// have become hostable then, and its wait for a node counts from there.
     pools_changed_at: Duration,
+    /// When the controllers first asked for each NodeClaim's create not stored yet.
+    creates_asked: BTreeMap<String, Duration>,
     /// When a NodeClaim last went away, giving its NodePool's limits room again: a pod
     /// found unhostable before may have become hostable then.
     room_freed_at: Duration,
@@ -350,6 +354,7 @@ impl World {
             rehostable: BTreeMap::new(),
             step_checked: None,
             pools_changed_at: Duration::ZERO,
+            creates_asked: BTreeMap::new(),
             room_freed_at: Duration::ZERO,
             faults: Vec::new(),
             never_ready: BTreeMap::new(),
@@ -625,6 +630,10 @@ impl World {
             return Ok(());
         }
         self.unfinished.superseded_by(&action);
+        if let Action::CreateNodeClaim(object) = &action {
+            let name = object.metadata.name.clone().unwrap_or_default();
+            self.creates_asked.entry(name).or_insert(self.now);
+        }
         if self.unfinished.held_behind_create(&action) {
             return Ok(());
         }
@@ -675,11 +684,13 @@ impl World {
                     self.check_min_values(&object)?;
                 }
                 let name = object.metadata.name.clone().unwrap_or_default();
+                let asked = self.creates_asked.remove(&name).unwrap_or(self.now);
                 let stored = StoredNodeClaim {
                     object: *object,
                     created: self.now,
                     deleting: None,
                     node_registered: false,
+                    asked,
                 };
                 self.nodeclaim_objects.entry(name).or_insert(stored);
             }

@@ -478,6 +478,13 @@ impl World {
         let Some(np) = self.core.cluster.node_pools.get(&pool) else {
             return Ok(());
         };
+        // Karpenter checks limits when the provisioner makes a NodeClaim, never at launch
+        // (nodeclaim/lifecycle/launch.go): one asked for before a NodePool changed (its create
+        // held back by an outage, swarm seed 31034) launches under the limits it was made in
+        if (self.nodeclaim_objects.get(nodeclaim)).is_some_and(|c| c.asked < self.pools_changed_at)
+        {
+            return Ok(());
+        }
         let mut used = Amounts::new();
         let mut count = 0;
         for (claim, instance) in self.instances.values() {

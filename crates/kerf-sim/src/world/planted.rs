@@ -274,6 +274,7 @@ fn no_launch_result(world: &mut World) -> Result<(), SimError> {
             created: Duration::ZERO,
             deleting: None,
             node_registered: false,
+            asked: Duration::ZERO,
         },
     );
     world.check_launch_results()
@@ -375,6 +376,7 @@ fn never_registered(world: &mut World) -> Result<(), SimError> {
             created: Duration::ZERO,
             deleting: None,
             node_registered: false,
+            asked: Duration::ZERO,
         },
     );
     world.now += Duration::from_secs(20 * 60);
