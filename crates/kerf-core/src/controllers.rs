@@ -197,6 +197,8 @@ pub enum Action {
     Launch {
         /// The NodeClaim.
         nodeclaim: String,
+        /// What the cloud needs to launch it, as the controllers saw it when they asked.
+        request: Box<LaunchRequest>,
     },
     /// Add a taint to a node.
     Taint {
@@ -293,6 +295,30 @@ pub enum Action {
         /// none.
         labels: BTreeMap<String, String>,
     },
+}
+
+/// Everything a cloud needs to launch a NodeClaim's instance, so that no shell reads the
+/// controllers' state back: the NodeClaim (requirements, instance types, the prices Kerf gave
+/// its offerings, taints), its NodePool and node class, and the offerings known unavailable.
+#[derive(Clone, Debug)]
+pub struct LaunchRequest {
+    /// The NodeClaim as the controllers hold it.
+    pub claim: crate::cluster::ClaimRecord,
+    /// Its NodePool (labels for the node, kubelet settings).
+    pub node_pool: kerf_api::NodePool,
+    /// Its node class, when it has one (images, subnets, user data).
+    pub node_class: Option<kerf_api::EC2NodeClass>,
+    /// The unavailable-offerings memory when the launch was asked for, and that instant.
+    pub(crate) unavailable: UnavailableOfferings,
+    pub(crate) at: Duration,
+}
+
+impl LaunchRequest {
+    /// Whether an offering (capacity type, instance type, zone) may be asked for: not among
+    /// those a recent shortage marked unavailable.
+    pub fn available(&self, capacity_type: &str, instance_type: &str, zone: &str) -> bool {
+        !(self.unavailable).is_unavailable(capacity_type, instance_type, zone, self.at)
+    }
 }
 
 /// Work the controllers scheduled for later. Timers due at the same instant fire in this

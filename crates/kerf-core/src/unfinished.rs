@@ -103,7 +103,7 @@ impl Unfinished {
     /// when it was held.
     pub fn held_behind_create(&mut self, action: &Action) -> bool {
         let name = match action {
-            Action::Launch { nodeclaim } | Action::PatchNodeClaimStatus { nodeclaim, .. } => {
+            Action::Launch { nodeclaim, .. } | Action::PatchNodeClaimStatus { nodeclaim, .. } => {
                 nodeclaim
             }
             _ => return false,
@@ -148,6 +148,29 @@ mod tests {
         }))
         .expect("a NodeClaim");
         Action::CreateNodeClaim(Box::new(claim))
+    }
+
+    fn launch(name: &str) -> Action {
+        let Action::CreateNodeClaim(object) = create(name) else {
+            unreachable!("create makes a create")
+        };
+        let pool: kerf_api::NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws",
+                "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}},
+        }))
+        .expect("a NodePool");
+        let claim = crate::objects::claim_record(&object, Duration::ZERO, None, |_, _, _| 0.0);
+        Action::Launch {
+            nodeclaim: name.into(),
+            request: Box::new(crate::controllers::LaunchRequest {
+                claim,
+                node_pool: pool,
+                node_class: None,
+                unavailable: crate::unavailable::UnavailableOfferings::new(),
+                at: Duration::ZERO,
+            }),
+        }
     }
 
     #[test]
@@ -210,9 +233,6 @@ mod tests {
     fn a_launch_waits_behind_its_nodeclaims_create() {
         let mut u = Unfinished::default();
         let t = Duration::from_secs(100);
-        let launch = |n: &str| Action::Launch {
-            nodeclaim: n.into(),
-        };
         assert!(!u.held_behind_create(&launch("a")), "no create waits yet");
         assert!(u.keep(create("a"), 1, t));
         assert!(u.held_behind_create(&launch("a")));
@@ -222,14 +242,12 @@ mod tests {
         );
         let due = u.due(t + Duration::from_secs(10));
         assert!(matches!(&due[0].1, Action::CreateNodeClaim(_)), "{due:?}");
-        assert!(matches!(&due[1].1, Action::Launch { nodeclaim } if nodeclaim == "a"));
+        assert!(matches!(&due[1].1, Action::Launch { nodeclaim, .. } if nodeclaim == "a"));
     }
 
     #[test]
     fn launches_and_evictions_are_not_replayed_here() {
-        assert!(!replayable(&Action::Launch {
-            nodeclaim: "a".into()
-        }));
+        assert!(!replayable(&launch("a")));
         assert!(!replayable(&Action::Evict { pod: "a/b".into() }));
         assert!(replayable(&delete("a")));
     }

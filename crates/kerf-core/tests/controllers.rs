@@ -693,7 +693,7 @@ fn a_request_with_no_spot_capacity_anywhere_marks_spot_short_in_its_zones() {
 fn launches(actions: &[Action], claim: &str) -> usize {
     actions
         .iter()
-        .filter(|a| matches!(a, Action::Launch { nodeclaim } if nodeclaim == claim))
+        .filter(|a| matches!(a, Action::Launch { nodeclaim, .. } if nodeclaim == claim))
         .count()
 }
 
@@ -1263,4 +1263,43 @@ fn a_node_is_initialized_by_its_nodeclaims_startup_taints_not_its_nodepools_curr
     core.cluster.apply_node(claim.clone(), node, secs(9));
     run_until(&mut core, 9, 12);
     assert!(core.cluster.nodeclaims[claim].initialized);
+}
+
+/// A launch carries what the cloud needs (the NodeClaim, its NodePool) and the offerings the
+/// controllers know unavailable when they ask, so no shell reads their state back.
+#[test]
+fn a_launch_carries_its_nodeclaim_and_the_offerings_known_unavailable() {
+    use kerf_core::controllers::lifecycle::Offering as Refused;
+    let request = |actions: &[Action]| {
+        actions.iter().find_map(|a| match a {
+            Action::Launch { request, .. } => Some(request.clone()),
+            _ => None,
+        })
+    };
+    let mut core = with_pool();
+    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    let first = run_until(&mut core, 0, 2);
+    let claim = created(&first).remove(0);
+    let asked = request(&first).expect("a launch");
+    assert_eq!(asked.claim.instance_types, ["m5.large"]);
+    assert_eq!(asked.node_pool.metadata.name.as_deref(), Some("default"));
+    assert!(asked.available("on-demand", "m5.large", "us-east-1b"));
+    // the cloud had none in us-east-1b: the next launch knows it
+    core.launch_failed(
+        &claim,
+        &[Refused {
+            capacity_type: "on-demand".into(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1b".into(),
+        }],
+        secs(3),
+    );
+    // the NodeClaim is gone, and kube-scheduler finds no node for the pod again
+    run_until(&mut core, 3, 3);
+    core.cluster.delete_nodeclaim(&claim);
+    core.cluster.mark_unschedulable("default/x", secs(4));
+    let again = request(&run_until(&mut core, 4, 60)).expect("a second launch");
+    assert_eq!(again.claim.instance_types, ["m5.large"]);
+    assert!(!again.available("on-demand", "m5.large", "us-east-1b"));
+    assert!(again.available("on-demand", "m5.large", "us-east-1a"));
 }

@@ -311,22 +311,19 @@ impl<C: CloudProvider> Executor<C> {
                 Ok(instances) => core.garbage_collect(&instances, now()),
                 Err(e) => log::error("listing instances", &e.to_string()),
             },
-            Action::Launch { nodeclaim } => {
-                let Some(claim) = core.cluster.nodeclaims.get(&nodeclaim).cloned() else {
-                    return Ok(());
-                };
-                let Some(pool) = core.cluster.node_pools.get(&claim.node_pool).cloned() else {
-                    return Ok(());
-                };
-                let class = core.cluster.node_classes.get(&claim.node_class).cloned();
-                let unavailable = core.unavailable_offerings();
-                let at = core.now();
-                let available =
-                    |ct: &str, it: &str, zone: &str| !unavailable.is_unavailable(ct, it, zone, at);
+            Action::Launch { nodeclaim, request } => {
+                let available = |ct: &str, it: &str, zone: &str| request.available(ct, it, zone);
+                let (claim, pool) = (&request.claim, &request.node_pool);
                 let started = std::time::Instant::now();
                 let created = self
                     .cloud
-                    .create(&nodeclaim, &claim, &pool, class.as_ref(), &available)
+                    .create(
+                        &nodeclaim,
+                        claim,
+                        pool,
+                        request.node_class.as_ref(),
+                        &available,
+                    )
                     .await;
                 let (controller, method) = ("nodeclaim.lifecycle", Method::Create);
                 let took = started.elapsed();

@@ -22,7 +22,7 @@ use kerf_core::controllers::disruption::PASS_INTERVAL;
 use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::{Offering, retry_wait};
 use kerf_core::controllers::provisioning::node_labels;
-use kerf_core::controllers::{Action, Controllers, Settings};
+use kerf_core::controllers::{Action, Controllers, LaunchRequest, Settings};
 use kerf_core::nodepools::daemon_runs_on;
 use kerf_core::objects::keep_transition_times;
 use kerf_core::unfinished::{Unfinished, replayable};
@@ -731,14 +731,14 @@ impl World {
                     self.node_written(&node);
                 }
             }
-            Action::Launch { nodeclaim } => {
+            Action::Launch { nodeclaim, request } => {
                 if self.options.check && !self.nodeclaim_objects.contains_key(&nodeclaim) {
                     return Err(self.violation(format!(
                         "an instance was launched for nodeclaim {nodeclaim}, which the API \
                          server does not hold"
                     )));
                 }
-                self.launch(&nodeclaim);
+                self.launch(&nodeclaim, &request);
                 self.sync_reservations();
                 if self.options.check {
                     self.check_limits(&nodeclaim)?;
@@ -1590,19 +1590,16 @@ impl World {
     }
 
     /// Asks the simulated EC2 for a NodeClaim's instance and reports the answer.
-    fn launch(&mut self, name: &str) {
-        let Some(claim) = self.core.cluster.nodeclaims.get(name).cloned() else {
-            return;
-        };
+    fn launch(&mut self, name: &str, request: &LaunchRequest) {
+        let claim = &request.claim;
         let catalog = self.offered_catalog(&claim.node_class);
         let windows = &self.scenario.spec.cloud.insufficient_capacity;
         let now = self.now;
-        let unavailable = self.core.unavailable_offerings();
         let attempt = cloud::launch(
-            &claim,
+            claim,
             &catalog,
             &self.zones,
-            |ct, it, z| !unavailable.is_unavailable(ct, it, z, now),
+            |ct, it, z| request.available(ct, it, z),
             |ct, it, z| windows.iter().any(|w| w.covers(ct, it, z, now)),
             &mut self.rng,
         );

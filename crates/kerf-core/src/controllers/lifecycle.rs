@@ -42,9 +42,12 @@ impl Controllers {
     /// launch keeps failing (or whose writes were lost) cannot linger.
     pub(super) fn launch(&mut self, nodeclaim: &str) {
         if self.launching.insert(nodeclaim.to_string()) {
-            self.actions.push(Action::Launch {
-                nodeclaim: nodeclaim.to_string(),
-            });
+            if let Some(request) = self.launch_request(nodeclaim) {
+                self.actions.push(Action::Launch {
+                    nodeclaim: nodeclaim.to_string(),
+                    request: Box::new(request),
+                });
+            }
             if let Some(created) = self.cluster.nodeclaims.get(nodeclaim).map(|c| c.created) {
                 self.at(
                     created + LAUNCH_TTL,
@@ -52,6 +55,19 @@ impl Controllers {
                 );
             }
         }
+    }
+
+    /// What the cloud needs to launch the NodeClaim now; none while its NodePool is gone (its
+    /// launch timeout deletes it).
+    fn launch_request(&self, nodeclaim: &str) -> Option<super::LaunchRequest> {
+        let claim = self.cluster.nodeclaims.get(nodeclaim)?;
+        Some(super::LaunchRequest {
+            node_pool: self.cluster.node_pools.get(&claim.node_pool)?.clone(),
+            node_class: self.cluster.node_classes.get(&claim.node_class).cloned(),
+            claim: claim.clone(),
+            unavailable: self.unavailable.clone(),
+            at: self.now,
+        })
     }
 
     /// A launch failed for a reason that may pass (the cloud's or the API server's API
