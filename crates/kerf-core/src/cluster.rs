@@ -659,7 +659,6 @@ impl Cluster {
     pub fn apply_node_pool(&mut self, np: NodePool) {
         self.generation += 1;
         self.catalog_generation += 1;
-        self.catalog_generation += 1;
         let name = np.metadata.name.clone().unwrap_or_default();
         self.changes.node_pools.insert(name.clone());
         self.changes.disruption = true;
@@ -679,6 +678,7 @@ impl Cluster {
     /// A node class was created or changed.
     pub fn apply_node_class(&mut self, class: EC2NodeClass) {
         self.generation += 1;
+        self.catalog_generation += 1;
         let name = class.metadata.name.clone().unwrap_or_default();
         self.changes.node_classes.insert(name.clone());
         self.node_classes.insert(name, class);

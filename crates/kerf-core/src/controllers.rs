@@ -502,8 +502,15 @@ impl Controllers {
     }
 
     /// The poll's actions with each NodeClaim's status written once, as it stands at the
-    /// poll's end (where its last write was asked for), and none for a NodeClaim gone since.
-    fn with_final_statuses(&self, actions: Vec<Action>) -> Vec<Action> {
+    /// poll's end (where its last write was asked for), and neither a status nor a launch for
+    /// a NodeClaim gone or being deleted since (its instance would belong to nothing).
+    fn with_final_statuses(&self, mut actions: Vec<Action>) -> Vec<Action> {
+        actions.retain(|a| match a {
+            Action::Launch { nodeclaim, .. } => {
+                (self.cluster.nodeclaims.get(nodeclaim)).is_some_and(|c| c.deleting.is_none())
+            }
+            _ => true,
+        });
         let last: BTreeMap<&str, usize> = (actions.iter().enumerate())
             .filter_map(|(i, a)| match a {
                 Action::PatchNodeClaimStatus { nodeclaim, .. } => Some((nodeclaim.as_str(), i)),

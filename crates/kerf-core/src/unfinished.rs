@@ -69,13 +69,19 @@ impl Unfinished {
 
     /// Drops the waiting writes `action` undoes: a NodeClaim being deleted drops a create of
     /// it still waiting (tried after the delete, both caught by one outage, it would bring
-    /// the NodeClaim back); a taint and its removal drop each other; a NodeClaim's status
-    /// drops an older one of it.
+    /// the NodeClaim back), and the launch and status writes held behind it; a taint and its
+    /// removal drop each other; a NodeClaim's status drops an older one of it.
     pub fn superseded_by(&mut self, action: &Action) {
         match action {
-            Action::DeleteNodeClaim { nodeclaim } => self.waiting.retain(|w| {
-                !matches!(&w.action, Action::CreateNodeClaim(c)
-                    if c.metadata.name.as_deref() == Some(nodeclaim.as_str()))
+            // and a launch or status write held behind that create, which would launch an
+            // instance nothing owns or write to an object that is gone
+            Action::DeleteNodeClaim { nodeclaim } => self.waiting.retain(|w| match &w.action {
+                Action::CreateNodeClaim(c) => {
+                    c.metadata.name.as_deref() != Some(nodeclaim.as_str())
+                }
+                Action::Launch { nodeclaim: n, .. }
+                | Action::PatchNodeClaimStatus { nodeclaim: n, .. } => n != nodeclaim,
+                _ => true,
             }),
             // a taint and its removal: the later one decides, an earlier one still waiting
             // would undo it
@@ -227,6 +233,22 @@ mod tests {
         assert_eq!(left.len(), 1, "{left:?}");
         assert!(matches!(&left[0].1,
             Action::PatchNodeClaimStatus { nodeclaim, .. } if nodeclaim == "b"));
+    }
+
+    #[test]
+    fn a_launch_held_behind_a_create_goes_with_it_when_the_nodeclaim_is_deleted() {
+        let mut u = Unfinished::default();
+        let t = Duration::from_secs(100);
+        assert!(u.keep(create("a"), 1, t));
+        assert!(u.held_behind_create(&launch("a")));
+        assert!(u.keep(create("b"), 1, t));
+        assert!(u.held_behind_create(&launch("b")));
+        u.superseded_by(&delete("a"));
+        let left: Vec<String> = (u.due(t + Duration::from_secs(10)).into_iter())
+            .map(|(_, a)| format!("{a:?}").chars().take(40).collect())
+            .collect();
+        assert_eq!(left.len(), 2, "{left:?}");
+        assert!(left.iter().all(|a| !a.contains("\"a\"")), "{left:?}");
     }
 
     #[test]

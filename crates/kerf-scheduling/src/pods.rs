@@ -544,8 +544,9 @@ impl Relaxation {
     }
 }
 
-/// The label keys Karpenter lets a pod require without a NodePool defining them; interned
-/// first so their symbols are the lowest.
+/// The label keys Karpenter lets a pod require without a NodePool defining them, interned;
+/// the number below which every symbol is one of them. Call it first on a fresh table (or
+/// on a table over a base that did), so their symbols are the lowest.
 pub fn intern_well_known(symbols: &mut Symbols) -> usize {
     let keys = labels::WELL_KNOWN_LABELS.iter().chain([&labels::HOSTNAME]);
     keys.map(|k| symbols.intern(k).index() + 1)

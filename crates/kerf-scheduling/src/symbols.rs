@@ -1,7 +1,9 @@
 //! Interned strings: the scheduler compares label keys and values as integers.
 //!
 //! One table holds keys and values alike. Interning order is the order strings are first
-//! seen, so a solve that reads the same input interns the same numbers.
+//! seen: a solve over a fresh table that reads the same input interns the same numbers. Over
+//! a kept base (the compiled catalog) the base's strings come first; no decision depends on
+//! the numbers, only on the strings behind them.
 
 use std::sync::Arc;
 

@@ -53,11 +53,10 @@ const EPHEMERAL_TAINTS: [&str; 4] = [
     labels::UNREGISTERED_TAINT_KEY,
 ];
 
-/// The taints pods must tolerate on a node: its own, less the NodePool's startup taints and
+/// The taints pods must tolerate on a node: its own, less its NodeClaim's startup taints and
 /// the ephemeral taints while it is not initialized (they go away then, so pods need not
 /// tolerate them).
-fn scheduling_taints(node: &NodeRecord, pool: &NodePool, initialized: bool) -> Vec<Taint> {
-    let startup = &pool.spec.template.spec.startup_taints;
+fn scheduling_taints(node: &NodeRecord, startup: &[Taint], initialized: bool) -> Vec<Taint> {
     node.scheduling_taints()
         .filter(|t| {
             initialized
@@ -546,7 +545,7 @@ impl Controllers {
                 Some(n) => ExistingNode {
                     name: c.node.clone().unwrap_or_default(),
                     labels: n.labels.clone(),
-                    taints: scheduling_taints(n, pool, c.initialized),
+                    taints: scheduling_taints(n, &c.startup_taints, c.initialized),
                     allocatable: {
                         let mut a = n.allocatable.clone();
                         cluster
@@ -560,7 +559,8 @@ impl Controllers {
                 None => {
                     let mut requested = nominated.get(name.as_str()).cloned().unwrap_or_default();
                     let labels = node_labels(launched, pool, name);
-                    let taints = pool.spec.template.spec.taints.clone();
+                    // it registers with its NodeClaim's taints (its startup taints go away)
+                    let taints = c.taints.clone();
                     for ds in cluster.daemonsets.values() {
                         if daemon_runs_on(ds, &labels, &taints) {
                             requested.add(&pod_requests(ds));

@@ -58,6 +58,10 @@ impl<'p> State<'p> {
         let mut pod_infos: Vec<PodInfo> = (pending.into_iter().enumerate())
             .map(|(i, p)| compiler.compile(p, problem.requests.get(i)))
             .collect();
+        debug_assert!(
+            problem.requests.is_empty() || problem.requests.len() == pod_infos.len(),
+            "requests are given for every pod to place or for none"
+        );
         let has_groups = !compiler.topology.groups().is_empty();
         let bound: Vec<Bound> = problem
             .bound_pods
