@@ -46,27 +46,42 @@ pub struct CompiledOffering {
     pub reservation: Option<Sym>,
 }
 
+/// The symbols of the labels an offering is judged by, looked up once per solve rather than
+/// once per offering.
+#[derive(Clone, Copy, Debug)]
+pub struct OfferingKeys {
+    /// `topology.kubernetes.io/zone`.
+    pub zone: Sym,
+    /// `karpenter.sh/capacity-type`.
+    pub capacity_type: Sym,
+    /// `karpenter.k8s.aws/capacity-reservation-id`, when anything named it.
+    pub reservation_id: Option<Sym>,
+}
+
+impl OfferingKeys {
+    /// The keys as `symbols` knows them (zone and capacity type interned).
+    pub fn of(symbols: &mut Symbols) -> OfferingKeys {
+        OfferingKeys {
+            zone: symbols.intern(labels::ZONE),
+            capacity_type: symbols.intern(labels::CAPACITY_TYPE),
+            reservation_id: symbols.get(labels::CAPACITY_RESERVATION_ID),
+        }
+    }
+}
+
 impl CompiledOffering {
     /// Whether it can be bought now for a NodeClaim with these requirements: available,
-    /// in a zone and of a capacity type they allow (`zone_key`, `capacity_type_key` are the
-    /// well-known labels' symbols).
-    pub fn allowed(
-        &self,
-        reqs: &Reqs,
-        zone_key: Sym,
-        capacity_type_key: Sym,
-        symbols: &Symbols,
-    ) -> bool {
+    /// in a zone and of a capacity type they allow.
+    pub fn allowed(&self, reqs: &Reqs, keys: &OfferingKeys, symbols: &Symbols) -> bool {
         // a requirement on the reservation id: only that reservation's offerings meet it
         // (on the others the label does not exist)
-        let reservation = symbols
-            .get(labels::CAPACITY_RESERVATION_ID)
+        let reservation = (keys.reservation_id)
             .filter(|k| reqs.has(*k))
             .is_none_or(|k| self.reservation.is_some_and(|r| reqs.allows(k, r, symbols)));
         self.available
             && reservation
-            && reqs.allows(zone_key, self.zone, symbols)
-            && reqs.allows(capacity_type_key, self.capacity_type, symbols)
+            && reqs.allows(keys.zone, self.zone, symbols)
+            && reqs.allows(keys.capacity_type, self.capacity_type, symbols)
     }
 }
 
@@ -86,15 +101,13 @@ pub struct Candidate<'a> {
 pub fn choose(
     candidates: &[Candidate<'_>],
     reqs: &Reqs,
-    zone_key: Sym,
-    capacity_type_key: Sym,
+    keys: &OfferingKeys,
     cap: usize,
     symbols: &Symbols,
     room: &dyn Fn(Sym) -> bool,
 ) -> Option<(Vec<LaunchOption>, Launch)> {
-    let allowed = |o: &&CompiledOffering| {
-        o.allowed(reqs, zone_key, capacity_type_key, symbols) && o.reservation.is_none_or(room)
-    };
+    let allowed =
+        |o: &&CompiledOffering| o.allowed(reqs, keys, symbols) && o.reservation.is_none_or(room);
     let mut priced: Vec<(usize, f64)> = candidates
         .iter()
         .enumerate()

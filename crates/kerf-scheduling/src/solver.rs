@@ -238,8 +238,8 @@ struct State<'p> {
     symbols: Symbols,
     well_known: usize,
     hostname: Sym,
-    zone: Sym,
-    capacity_type: Sym,
+    /// The offering labels' symbols, the reservation id's once everything is interned.
+    offering_keys: launch::OfferingKeys,
     dims: Dimensions,
     topology: Topology,
     pools: Vec<Pool>,
@@ -393,8 +393,7 @@ impl<'p> State<'p> {
         let (options, chosen) = launch::choose(
             &candidates,
             &bin.reqs,
-            self.zone,
-            self.capacity_type,
+            &self.offering_keys,
             self.problem.options.max_instance_types,
             &self.symbols,
             &|id| room.get(&id).is_some_and(|n| *n > 0),

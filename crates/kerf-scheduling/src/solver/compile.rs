@@ -43,8 +43,7 @@ impl<'p> State<'p> {
         let mut symbols = Symbols::over(base);
         let well_known = pods::intern_well_known(&mut symbols);
         let hostname = symbols.intern(labels::HOSTNAME);
-        let zone = symbols.intern(labels::ZONE);
-        let capacity_type = symbols.intern(labels::CAPACITY_TYPE);
+        let offering_keys = crate::launch::OfferingKeys::of(&mut symbols);
         let mut topology = Topology::new(hostname);
         let mut dims = Dimensions::new();
 
@@ -129,8 +128,7 @@ impl<'p> State<'p> {
             symbols,
             well_known,
             hostname,
-            zone,
-            capacity_type,
+            offering_keys,
             dims,
             topology,
             pools: Vec::new(),
@@ -173,6 +171,8 @@ impl<'p> State<'p> {
             }
         }
         state.add_existing_bins();
+        // every requirement is interned by now: a reservation id no one named is in none
+        state.offering_keys = crate::launch::OfferingKeys::of(&mut state.symbols);
         state.set_universes();
         state.count_bound();
         if !problem.options.existing_nodes {

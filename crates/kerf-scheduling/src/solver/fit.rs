@@ -76,7 +76,7 @@ impl<'p> State<'p> {
             if t.reqs.intersects(reqs, &self.symbols).is_ok()
                 && t.offerings
                     .iter()
-                    .any(|o| o.allowed(reqs, self.zone, self.capacity_type, &self.symbols))
+                    .any(|o| o.allowed(reqs, &self.offering_keys, &self.symbols))
             {
                 set.insert(i);
             }
@@ -260,7 +260,7 @@ impl<'p> State<'p> {
             p.types[i].offerings.iter().any(|o| {
                 o.reservation
                     .is_some_and(|r| self.reservations.get(&r).is_some_and(|n| *n > 0))
-                    && o.allowed(reqs, self.zone, self.capacity_type, &self.symbols)
+                    && o.allowed(reqs, &self.offering_keys, &self.symbols)
             })
         })
     }
@@ -427,7 +427,7 @@ impl<'p> State<'p> {
                         .offerings
                         .iter()
                         .filter(|o| {
-                            o.allowed(&bin.reqs, self.zone, self.capacity_type, &self.symbols)
+                            o.allowed(&bin.reqs, &self.offering_keys, &self.symbols)
                         })
                         .map(|o| o.price_per_hour)
                         .min_by(f64::total_cmp)
