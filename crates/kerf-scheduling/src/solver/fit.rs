@@ -426,9 +426,7 @@ impl<'p> State<'p> {
                     p.types[i]
                         .offerings
                         .iter()
-                        .filter(|o| {
-                            o.allowed(&bin.reqs, &self.offering_keys, &self.symbols)
-                        })
+                        .filter(|o| o.allowed(&bin.reqs, &self.offering_keys, &self.symbols))
                         .map(|o| o.price_per_hour)
                         .min_by(f64::total_cmp)
                         .map(|price| (price, i))

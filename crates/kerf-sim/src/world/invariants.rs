@@ -300,7 +300,7 @@ impl World {
                 && !faults
                     .iter()
                     .any(|(from, to)| *from <= now && *to > p.pending_since)
-                && !self.launching_for(p)
+                && !self.launching_for(p, bound)
         });
         // judged apart from Kerf: new nodes of the NodePools would take the pods
         let hostable = if late.iter().all(|k| self.unhostable.contains(k)) {
@@ -386,15 +386,24 @@ impl World {
         }
     }
 
-    /// Whether a NodeClaim launched for the pod is still on its way (launched, not yet
-    /// initialized): Kerf has acted, and the claim's registration is checked on its own. A
+    /// Whether a NodeClaim made for the pod is still on its way: stored, not being deleted,
+    /// not initialized, and made within `bound` (a claim older than a whole wait is not on its
+    /// way, and Kerf making one fresh claim after another for the pod excuses nothing). A
     /// NodePool's limit may have kept the pod waiting until room was freed for that launch,
     /// while another pod had been the one the checker thought blocked (swarm seed 10102).
-    fn launching_for(&self, p: &PodRecord) -> bool {
-        p.nominated
-            .as_ref()
-            .and_then(|c| self.core.cluster.nodeclaims.get(c))
-            .is_some_and(|c| !c.initialized && c.deleting.is_none())
+    fn launching_for(&self, p: &PodRecord, bound: Duration) -> bool {
+        let initialized = |c: &super::StoredNodeClaim| {
+            (c.object.status.as_ref()).is_some_and(|s| {
+                (s.conditions.iter()).any(|k| k.type_ == "Initialized" && k.status == "True")
+            })
+        };
+        (p.nominated.as_ref())
+            .and_then(|c| self.nodeclaim_objects.get(c))
+            .is_some_and(|c| {
+                !initialized(c)
+                    && c.deleting.is_none()
+                    && self.now.saturating_sub(c.created) <= bound
+            })
     }
 
     /// Workload pods waiting for a node, among those `keep` selects.
