@@ -54,6 +54,16 @@ const NOMINATION_WINDOW: Duration = Duration::from_secs(20);
 const WAIT_SLACK: Duration = Duration::from_secs(70);
 
 impl World {
+    /// When the API server last came back from an outage (zero when it never went down):
+    /// writes that waited out the outage are due from then.
+    pub(super) fn api_back(&self) -> Duration {
+        (self.scenario.spec.api_server.outages.iter())
+            .map(|o| o.until.0)
+            .filter(|until| *until <= self.now)
+            .max()
+            .unwrap_or_default()
+    }
+
     pub(super) fn violation(&self, message: String) -> SimError {
         SimError::Invariant {
             at: crate::clock::rfc3339(self.now),
@@ -122,11 +132,7 @@ impl World {
         // read from the stored NodeClaims: one whose instance no kubelet ever registered is
         // deleted within the registration TTL (the cleanup's writes may wait out an
         // API-server fault, hence the slack), whatever Kerf believes of it
-        let back = (self.scenario.spec.api_server.outages.iter())
-            .map(|o| o.until.0)
-            .filter(|t| *t <= self.now)
-            .max()
-            .unwrap_or_default();
+        let back = self.api_back();
         for (name, c) in &self.nodeclaim_objects {
             let launched = (c.object.status.as_ref())
                 .and_then(|s| s.provider_id.as_deref())
@@ -169,11 +175,7 @@ impl World {
         if self.api_down().is_some() {
             return Ok(());
         }
-        let back = (self.scenario.spec.api_server.outages.iter())
-            .map(|o| o.until.0)
-            .filter(|t| *t <= self.now)
-            .max()
-            .unwrap_or_default();
+        let back = self.api_back();
         for (name, c) in &self.nodeclaim_objects {
             let Some(deleting) = c.deleting else { continue };
             let node = (c.object.status.as_ref()).and_then(|s| s.node_name.as_deref());
@@ -255,11 +257,7 @@ impl World {
     /// own writes (a lost answer, a restart). Read from the stored objects, not from Kerf.
     pub(super) fn check_launch_results(&self) -> Result<(), SimError> {
         let now = self.now;
-        let back = (self.scenario.spec.api_server.outages.iter())
-            .map(|o| o.until.0)
-            .filter(|t| *t <= now)
-            .max()
-            .unwrap_or_default();
+        let back = self.api_back();
         for (name, c) in &self.nodeclaim_objects {
             let launched = (c.object.status.as_ref())
                 .and_then(|s| s.provider_id.as_deref())

@@ -96,6 +96,19 @@ fn edit_pool(world: &mut World, edit: impl FnOnce(&mut NodePool)) {
     world.core.cluster.apply_node_pool(np);
 }
 
+/// Stores `object` as a NodeClaim named `name`, created and asked for at the run's start.
+fn store_old_nodeclaim(world: &mut World, name: &str, mut object: NodeClaim) {
+    object.metadata.name = Some(name.into());
+    let stored = StoredNodeClaim {
+        object,
+        created: Duration::ZERO,
+        deleting: None,
+        node_registered: false,
+        asked: Duration::ZERO,
+    };
+    world.nodeclaim_objects.insert(name.into(), stored);
+}
+
 type Plant = fn(&mut World) -> Result<(), SimError>;
 
 /// (invariant, the bug planted and the check that must catch it, words of its message)
@@ -265,18 +278,8 @@ fn over_limit(world: &mut World) -> Result<(), SimError> {
 fn no_launch_result(world: &mut World) -> Result<(), SimError> {
     let claim = a_nodeclaim(world);
     let mut object: NodeClaim = world.nodeclaim_objects[&claim].object.clone();
-    object.metadata.name = Some("planted-never-launched".into());
     object.status = None;
-    world.nodeclaim_objects.insert(
-        "planted-never-launched".into(),
-        StoredNodeClaim {
-            object,
-            created: Duration::ZERO,
-            deleting: None,
-            node_registered: false,
-            asked: Duration::ZERO,
-        },
-    );
+    store_old_nodeclaim(world, "planted-never-launched", object);
     world.check_launch_results()
 }
 
@@ -367,18 +370,8 @@ fn mispriced(world: &mut World) -> Result<(), SimError> {
 fn never_registered(world: &mut World) -> Result<(), SimError> {
     let claim = a_nodeclaim(world);
     // launched (its status names an instance), but no kubelet registers for it
-    let mut object: NodeClaim = world.nodeclaim_objects[&claim].object.clone();
-    object.metadata.name = Some("planted-never-registered".into());
-    world.nodeclaim_objects.insert(
-        "planted-never-registered".into(),
-        StoredNodeClaim {
-            object,
-            created: Duration::ZERO,
-            deleting: None,
-            node_registered: false,
-            asked: Duration::ZERO,
-        },
-    );
+    let object: NodeClaim = world.nodeclaim_objects[&claim].object.clone();
+    store_old_nodeclaim(world, "planted-never-registered", object);
     world.now += Duration::from_secs(20 * 60);
     world.step_checked = None;
     world.check_step()

@@ -128,11 +128,7 @@ impl World {
             }
         }
         // an API-server outage holds the deletion back until it is over
-        let back = (self.scenario.spec.api_server.outages.iter())
-            .map(|o| o.until.0)
-            .filter(|until| *until <= self.now)
-            .max()
-            .unwrap_or_default();
+        let back = self.api_back();
         if self.api_down().is_some() {
             return Ok(());
         }
