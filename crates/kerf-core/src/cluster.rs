@@ -355,33 +355,33 @@ pub struct Changes {
 #[derive(Clone, Debug, Default)]
 pub struct Cluster {
     /// NodePools by name.
-    pub node_pools: BTreeMap<String, NodePool>,
+    pub(crate) node_pools: BTreeMap<String, NodePool>,
     /// EC2NodeClasses by name.
-    pub node_classes: BTreeMap<String, EC2NodeClass>,
+    pub(crate) node_classes: BTreeMap<String, EC2NodeClass>,
     /// NodeOverlays by name.
-    pub node_overlays: BTreeMap<String, kerf_api::NodeOverlay>,
+    pub(crate) node_overlays: BTreeMap<String, kerf_api::NodeOverlay>,
     /// Instance types each node class can launch (all offerings available), from the cloud
     /// provider.
-    pub instance_types: BTreeMap<String, Arc<[InstanceTypeOption]>>,
+    pub(crate) instance_types: BTreeMap<String, Arc<[InstanceTypeOption]>>,
     /// NodeClaims by name.
-    pub nodeclaims: BTreeMap<String, ClaimRecord>,
+    pub(crate) nodeclaims: BTreeMap<String, ClaimRecord>,
     /// Nodes by name.
-    pub nodes: BTreeMap<String, NodeRecord>,
+    pub(crate) nodes: BTreeMap<String, NodeRecord>,
     /// Pods by `namespace/name`.
-    pub pods: BTreeMap<String, PodRecord>,
+    pub(crate) pods: BTreeMap<String, PodRecord>,
     /// DaemonSet pod templates by `namespace/name`.
-    pub daemonsets: BTreeMap<String, Pod>,
+    pub(crate) daemonsets: BTreeMap<String, Pod>,
     /// PodDisruptionBudgets by `namespace/name`.
-    pub pdbs: BTreeMap<String, PodDisruptionBudget>,
+    pub(crate) pdbs: BTreeMap<String, PodDisruptionBudget>,
     /// Claims, volumes and storage classes, for the topology of pods' volumes.
-    pub volumes: Volumes,
+    pub(crate) volumes: Volumes,
     /// What changed since the controllers last looked.
-    pub changes: Changes,
+    pub(crate) changes: Changes,
     /// What Kerf could not read of a NodePool (by name) read from a live cluster: it limits
     /// what may be done with it. A NodePool missing here was read whole.
-    pub pool_gaps: BTreeMap<String, Gaps>,
+    pub(crate) pool_gaps: BTreeMap<String, Gaps>,
     /// The same for EC2NodeClasses.
-    pub class_gaps: BTreeMap<String, Gaps>,
+    pub(crate) class_gaps: BTreeMap<String, Gaps>,
     /// Pods whose `karpenter.sh/do-not-disrupt` is a duration, with when it runs out: the
     /// one input of disruption that changes by itself with time, pod by pod.
     timed_do_not_disrupt: BTreeMap<String, Duration>,
@@ -398,6 +398,91 @@ pub struct Cluster {
     /// Pods that started running since the controllers last looked: when, and how long after
     /// they were first seen waiting (Karpenter's pod startup duration).
     started: Vec<(Duration, Duration)>,
+}
+
+/// The simulator's planted-bug tests only (feature `plant`): the cluster state open to writes
+/// that skip its change tracking, the bug the convergence checker exists to catch.
+#[cfg(feature = "plant")]
+pub struct UntrackedWrites<'a> {
+    /// NodePools by name.
+    pub node_pools: &'a mut BTreeMap<String, NodePool>,
+    /// Pods by `namespace/name`.
+    pub pods: &'a mut BTreeMap<String, PodRecord>,
+}
+
+#[cfg(feature = "plant")]
+impl Cluster {
+    /// Writes past change tracking (see [`UntrackedWrites`]).
+    pub fn untracked_writes(&mut self) -> UntrackedWrites<'_> {
+        UntrackedWrites {
+            node_pools: &mut self.node_pools,
+            pods: &mut self.pods,
+        }
+    }
+}
+
+/// Read access for shells, explain and checkers: every write goes through
+/// [`crate::controllers::Controllers::observe`] or the controllers themselves.
+impl Cluster {
+    /// NodePools by name.
+    pub fn node_pools(&self) -> &BTreeMap<String, NodePool> {
+        &self.node_pools
+    }
+
+    /// EC2NodeClasses by name.
+    pub fn node_classes(&self) -> &BTreeMap<String, EC2NodeClass> {
+        &self.node_classes
+    }
+
+    /// NodeOverlays by name.
+    pub fn node_overlays(&self) -> &BTreeMap<String, kerf_api::NodeOverlay> {
+        &self.node_overlays
+    }
+
+    /// Instance types each node class can launch, as the cloud last answered.
+    pub fn instance_types(&self) -> &BTreeMap<String, Arc<[InstanceTypeOption]>> {
+        &self.instance_types
+    }
+
+    /// NodeClaims by name.
+    pub fn nodeclaims(&self) -> &BTreeMap<String, ClaimRecord> {
+        &self.nodeclaims
+    }
+
+    /// Nodes by name.
+    pub fn nodes(&self) -> &BTreeMap<String, NodeRecord> {
+        &self.nodes
+    }
+
+    /// Pods by `namespace/name`.
+    pub fn pods(&self) -> &BTreeMap<String, PodRecord> {
+        &self.pods
+    }
+
+    /// DaemonSet pod templates by `namespace/name`.
+    pub fn daemonsets(&self) -> &BTreeMap<String, Pod> {
+        &self.daemonsets
+    }
+
+    /// PodDisruptionBudgets by `namespace/name`.
+    pub fn pdbs(&self) -> &BTreeMap<String, PodDisruptionBudget> {
+        &self.pdbs
+    }
+
+    /// Claims, volumes and storage classes, for the topology of pods' volumes.
+    pub fn volumes(&self) -> &Volumes {
+        &self.volumes
+    }
+
+    /// What Kerf could not read of each NodePool read from a live cluster.
+    pub fn pool_gaps(&self) -> &BTreeMap<String, Gaps> {
+        &self.pool_gaps
+    }
+
+    /// What Kerf could not read of each node class read from a live cluster.
+    pub fn class_gaps(&self) -> &BTreeMap<String, Gaps> {
+        &self.class_gaps
+    }
 }
 
 fn set_gaps(map: &mut BTreeMap<String, Gaps>, name: &str, gaps: &Gaps) {
@@ -461,7 +546,7 @@ impl Cluster {
     }
 
     /// A pod was created or changed. Its node comes from `spec.nodeName`.
-    pub fn apply_pod(&mut self, pod: Pod, now: Duration) {
+    pub(crate) fn apply_pod(&mut self, pod: Pod, now: Duration) {
         self.pod_writes += 1;
         let declared = Volumes::mounts_claims(&pod).then(|| Box::new(pod.clone()));
         let volume_problem = declared.as_deref().and_then(|d| self.volumes.problem(d));
@@ -550,7 +635,7 @@ impl Cluster {
 
     /// Claims, volumes or storage classes changed: the pods that mount claims are read
     /// again with their volumes' topology as it is now.
-    pub fn volumes_changed(&mut self, change: impl FnOnce(&mut Volumes), now: Duration) {
+    pub(crate) fn volumes_changed(&mut self, change: impl FnOnce(&mut Volumes), now: Duration) {
         change(&mut self.volumes);
         // only the pods whose volumes now say something else are read again
         let volumes = &self.volumes;
@@ -576,7 +661,7 @@ impl Cluster {
     }
 
     /// A pod is gone.
-    pub fn delete_pod(&mut self, key: &str, now: Duration) {
+    pub(crate) fn delete_pod(&mut self, key: &str, now: Duration) {
         let Some(p) = self.pods.remove(key) else {
             return;
         };
@@ -592,32 +677,8 @@ impl Cluster {
         }
     }
 
-    /// Binds a pod to a node, as kube-scheduler's binding and condition update would.
-    pub fn bind_pod(&mut self, key: &str, node: &str, now: Duration) {
-        let Some(mut pod) = self.pods.get(key).map(|p| p.declared().clone()) else {
-            return;
-        };
-        pod.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
-        set_scheduled(&mut pod, "True", None);
-        self.apply_pod(pod, now);
-    }
-
-    /// Marks a pod `PodScheduled=False` with reason `Unschedulable`, as kube-scheduler does
-    /// when no node fits it.
-    pub fn mark_unschedulable(&mut self, key: &str, now: Duration) {
-        let Some(p) = self.pods.get(key) else {
-            return;
-        };
-        if is_provisionable(&p.pod) {
-            return;
-        }
-        let mut pod = p.declared().clone();
-        set_scheduled(&mut pod, "False", Some("Unschedulable"));
-        self.apply_pod(pod, now);
-    }
-
     /// Takes a pod off its node (the node went away): it waits for a node again.
-    pub fn unbind_pod(&mut self, key: &str, now: Duration) {
+    pub(crate) fn unbind_pod(&mut self, key: &str, now: Duration) {
         let Some(mut pod) = self.pods.get(key).map(|p| p.declared().clone()) else {
             return;
         };
@@ -631,14 +692,14 @@ impl Cluster {
     }
 
     /// A NodePool was read from a live cluster with `gaps` (empty: read whole).
-    pub fn apply_node_pool_read(&mut self, np: NodePool, gaps: &Gaps) {
+    pub(crate) fn apply_node_pool_read(&mut self, np: NodePool, gaps: &Gaps) {
         let name = np.metadata.name.clone().unwrap_or_default();
         set_gaps(&mut self.pool_gaps, &name, gaps);
         self.apply_node_pool(np);
     }
 
     /// An EC2NodeClass was read from a live cluster with `gaps` (empty: read whole).
-    pub fn apply_node_class_read(&mut self, class: EC2NodeClass, gaps: &Gaps) {
+    pub(crate) fn apply_node_class_read(&mut self, class: EC2NodeClass, gaps: &Gaps) {
         let name = class.metadata.name.clone().unwrap_or_default();
         set_gaps(&mut self.class_gaps, &name, gaps);
         self.apply_node_class(class);
@@ -656,7 +717,7 @@ impl Cluster {
     }
 
     /// A NodePool was created or changed.
-    pub fn apply_node_pool(&mut self, np: NodePool) {
+    pub(crate) fn apply_node_pool(&mut self, np: NodePool) {
         self.generation += 1;
         self.catalog_generation += 1;
         let name = np.metadata.name.clone().unwrap_or_default();
@@ -666,7 +727,7 @@ impl Cluster {
     }
 
     /// A NodePool is gone.
-    pub fn delete_node_pool(&mut self, name: &str) {
+    pub(crate) fn delete_node_pool(&mut self, name: &str) {
         self.generation += 1;
         self.catalog_generation += 1;
         self.pool_gaps.remove(name);
@@ -676,7 +737,7 @@ impl Cluster {
     }
 
     /// A node class was created or changed.
-    pub fn apply_node_class(&mut self, class: EC2NodeClass) {
+    pub(crate) fn apply_node_class(&mut self, class: EC2NodeClass) {
         self.generation += 1;
         self.catalog_generation += 1;
         let name = class.metadata.name.clone().unwrap_or_default();
@@ -685,7 +746,7 @@ impl Cluster {
     }
 
     /// A NodeOverlay was created or changed.
-    pub fn apply_node_overlay(&mut self, overlay: kerf_api::NodeOverlay) {
+    pub(crate) fn apply_node_overlay(&mut self, overlay: kerf_api::NodeOverlay) {
         self.generation += 1;
         self.catalog_generation += 1;
         self.changes.node_overlays = true;
@@ -695,7 +756,7 @@ impl Cluster {
     }
 
     /// A NodeOverlay is gone.
-    pub fn delete_node_overlay(&mut self, name: &str) {
+    pub(crate) fn delete_node_overlay(&mut self, name: &str) {
         if self.node_overlays.remove(name).is_some() {
             self.generation += 1;
             self.catalog_generation += 1;
@@ -705,7 +766,7 @@ impl Cluster {
     }
 
     /// The instance types a node class can launch changed.
-    pub fn set_instance_types(&mut self, class: &str, types: Arc<[InstanceTypeOption]>) {
+    pub(crate) fn set_instance_types(&mut self, class: &str, types: Arc<[InstanceTypeOption]>) {
         self.generation += 1;
         self.catalog_generation += 1;
         // NodeClaims read before their class's types (another autoscaler's, or after a
@@ -734,33 +795,33 @@ impl Cluster {
     }
 
     /// A DaemonSet's pod template, by `namespace/name`.
-    pub fn apply_daemonset(&mut self, key: String, template: Pod) {
+    pub(crate) fn apply_daemonset(&mut self, key: String, template: Pod) {
         self.generation += 1;
         self.daemonsets.insert(key, template);
     }
 
     /// A DaemonSet is gone.
-    pub fn delete_daemonset(&mut self, key: &str) {
+    pub(crate) fn delete_daemonset(&mut self, key: &str) {
         self.generation += 1;
         self.daemonsets.remove(key);
     }
 
     /// A PodDisruptionBudget was created or changed.
-    pub fn apply_pdb(&mut self, key: String, pdb: PodDisruptionBudget) {
+    pub(crate) fn apply_pdb(&mut self, key: String, pdb: PodDisruptionBudget) {
         self.generation += 1;
         self.pdbs.insert(key, pdb);
         self.changes.disruption = true;
     }
 
     /// A PodDisruptionBudget is gone.
-    pub fn delete_pdb(&mut self, key: &str) {
+    pub(crate) fn delete_pdb(&mut self, key: &str) {
         self.generation += 1;
         self.pdbs.remove(key);
         self.changes.disruption = true;
     }
 
     /// A node class is gone.
-    pub fn delete_node_class(&mut self, name: &str) {
+    pub(crate) fn delete_node_class(&mut self, name: &str) {
         self.class_gaps.remove(name);
         self.generation += 1;
         self.catalog_generation += 1;
@@ -769,7 +830,7 @@ impl Cluster {
     }
 
     /// A NodeClaim was created or changed.
-    pub fn apply_nodeclaim(&mut self, name: String, claim: ClaimRecord) {
+    pub(crate) fn apply_nodeclaim(&mut self, name: String, claim: ClaimRecord) {
         self.generation += 1;
         self.changes.lifecycle.insert(name.clone());
         self.changes.disruption = true;
@@ -779,7 +840,7 @@ impl Cluster {
 
     /// Joins a launched NodeClaim with its node when the node was seen first (a watch
     /// delivers them in any order, and a restart reads both back).
-    pub fn link_node(&mut self, claim: &str) {
+    pub(crate) fn link_node(&mut self, claim: &str) {
         let Some(c) = self.nodeclaims.get_mut(claim) else {
             return;
         };
@@ -803,7 +864,7 @@ impl Cluster {
     }
 
     /// A NodeClaim is gone: pods nominated to it want capacity again.
-    pub fn delete_nodeclaim(&mut self, name: &str) {
+    pub(crate) fn delete_nodeclaim(&mut self, name: &str) {
         self.generation += 1;
         if self.nodeclaims.remove(name).is_none() {
             return;
@@ -820,7 +881,7 @@ impl Cluster {
     }
 
     /// A Node registered (or changed). It joins the NodeClaim with the same provider id.
-    pub fn apply_node(&mut self, name: String, mut node: NodeRecord, now: Duration) {
+    pub(crate) fn apply_node(&mut self, name: String, mut node: NodeRecord, now: Duration) {
         self.generation += 1;
         node.nodeclaim = self
             .nodeclaims
@@ -856,7 +917,7 @@ impl Cluster {
     }
 
     /// A Node is gone: the pods on it have no node any more.
-    pub fn delete_node(&mut self, name: &str, now: Duration) {
+    pub(crate) fn delete_node(&mut self, name: &str, now: Duration) {
         self.generation += 1;
         let Some(node) = self.nodes.remove(name) else {
             return;
@@ -926,7 +987,9 @@ impl Cluster {
     }
 }
 
-fn set_scheduled(pod: &mut Pod, status: &str, reason: Option<&str>) {
+/// Writes a pod's `PodScheduled` condition as kube-scheduler does: `True` once bound,
+/// `False` with reason `Unschedulable` when no node fits it (what makes it Karpenter's).
+pub fn set_pod_scheduled(pod: &mut Pod, status: &str, reason: Option<&str>) {
     let st = pod.status.get_or_insert_with(Default::default);
     let conditions = st.conditions.get_or_insert_with(Vec::new);
     conditions.retain(|c| c.type_ != "PodScheduled");

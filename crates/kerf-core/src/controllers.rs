@@ -279,6 +279,16 @@ pub enum Action {
         /// The status.
         status: Box<kerf_api::nodeoverlay::NodeOverlayStatus>,
     },
+    /// Ask the cloud what a node class can launch and answer with
+    /// [`crate::observe::Observation::InstanceTypes`]: a NodePool names a class whose types
+    /// are not known yet, the class changed, or the cloud's offerings did.
+    ListInstanceTypes {
+        /// The node class.
+        node_class: String,
+        /// The class as the controllers hold it (none when no such class was seen: the
+        /// cloud's defaults).
+        spec: Option<Box<kerf_api::EC2NodeClass>>,
+    },
     /// List the cloud's instances of this cluster and answer with
     /// [`Controllers::garbage_collect`]: garbage collection's regular look, every
     /// [`GARBAGE_COLLECTION_INTERVAL`].
@@ -375,7 +385,7 @@ pub struct Controllers {
     rng: ChaCha8Rng,
     now: Duration,
     timers: BTreeSet<(Duration, Timer)>,
-    actions: Vec<Action>,
+    pub(crate) actions: Vec<Action>,
     batcher: Batcher,
     unavailable: UnavailableOfferings,
     /// Instance types per node class with unavailable offerings marked, and the
@@ -398,6 +408,8 @@ pub struct Controllers {
     commands_started: u64,
     /// NodeClaims whose launch was asked for and not yet answered.
     launching: BTreeSet<String>,
+    /// Node classes whose instance types were asked for and not yet answered.
+    pub(crate) types_asked: BTreeSet<String>,
     /// How many times each NodeClaim's launch failed for a passing reason, for its backoff.
     relaunches: BTreeMap<String, u32>,
     /// Pods whose eviction was asked for, while they still exist.
@@ -449,6 +461,7 @@ impl Controllers {
             command: None,
             commands_started: 0,
             launching: BTreeSet::new(),
+            types_asked: BTreeSet::new(),
             relaunches: BTreeMap::new(),
             evicting: termination::Evicting::default(),
             pool_statuses: std::collections::BTreeMap::new(),

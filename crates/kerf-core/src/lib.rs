@@ -14,6 +14,7 @@ pub mod hash;
 pub mod metrics;
 pub mod nodepools;
 pub mod objects;
+pub mod observe;
 pub mod overlays;
 pub mod provisioning_rules;
 pub mod unavailable;

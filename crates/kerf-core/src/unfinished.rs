@@ -37,6 +37,7 @@ pub fn replayable(action: &Action) -> bool {
             | Action::Event(_)
             | Action::Launch { .. }
             | Action::ListInstances
+            | Action::ListInstanceTypes { .. }
             | Action::Evict { .. }
             | Action::Disrupting { .. }
     )

@@ -57,18 +57,21 @@ impl VolumeObject {
         }
     }
 
-    /// Takes the object out of the cluster's volumes.
-    pub fn delete(&self, volumes: &mut crate::volumes::Volumes) {
-        let name = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-            m.name.clone().unwrap_or_default()
+    /// Its kind and `namespace/name` key (namespace empty when cluster-scoped), by which a
+    /// deletion is observed.
+    pub fn identity(&self) -> (&'static str, String) {
+        let key = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            format!(
+                "{}/{}",
+                m.namespace.as_deref().unwrap_or(""),
+                m.name.as_deref().unwrap_or("")
+            )
         };
         match self {
-            VolumeObject::Claim(c) => {
-                volumes.delete_claim(c.metadata.namespace.as_deref(), &name(&c.metadata));
-            }
-            VolumeObject::Volume(v) => volumes.delete_volume(&name(&v.metadata)),
-            VolumeObject::Class(c) => volumes.delete_class(&name(&c.metadata)),
-            VolumeObject::CsiNode(c) => volumes.delete_csi_node(&name(&c.metadata)),
+            VolumeObject::Claim(c) => ("PersistentVolumeClaim", key(&c.metadata)),
+            VolumeObject::Volume(v) => ("PersistentVolume", key(&v.metadata)),
+            VolumeObject::Class(c) => ("StorageClass", key(&c.metadata)),
+            VolumeObject::CsiNode(c) => ("CSINode", key(&c.metadata)),
         }
     }
 }

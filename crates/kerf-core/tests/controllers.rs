@@ -10,6 +10,7 @@ use kerf_core::cluster::{
     CapacityType, CloudInstance, DriftReason, InstanceNetwork, Launched, NodeRecord,
 };
 use kerf_core::controllers::{Action, Controllers, Settings};
+use kerf_core::observe::{Object, Observation};
 use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{InstanceTypeOption, Offering};
 
@@ -85,20 +86,94 @@ fn run_until(core: &mut Controllers, from: u64, until: u64) -> Vec<Action> {
     all
 }
 
+/// The cluster's objects reach the controllers only through [`Controllers::observe`]; these
+/// say it shortly, from the records the tests build.
+trait Observe {
+    fn apply_pod(&mut self, pod: Pod, now: Duration);
+    fn delete_pod(&mut self, key: &str, now: Duration);
+    fn apply_node_pool(&mut self, np: NodePool);
+    fn apply_node_class(&mut self, class: EC2NodeClass);
+    fn set_instance_types(&mut self, class: &str, types: Arc<[InstanceTypeOption]>);
+    fn apply_node(&mut self, name: String, record: NodeRecord, now: Duration);
+    fn nodeclaim_gone(&mut self, name: &str);
+}
+
+impl Observe for Controllers {
+    fn apply_pod(&mut self, pod: Pod, now: Duration) {
+        self.observe(Observation::Applied(Object::Pod(Box::new(pod))), now);
+    }
+    fn delete_pod(&mut self, key: &str, now: Duration) {
+        let (kind, key) = ("Pod".into(), key.to_string());
+        self.observe(Observation::Deleted { kind, key }, now);
+    }
+    fn apply_node_pool(&mut self, np: NodePool) {
+        self.observe(Observation::Applied(Object::node_pool(np)), Duration::ZERO);
+    }
+    fn apply_node_class(&mut self, class: EC2NodeClass) {
+        self.observe(
+            Observation::Applied(Object::node_class(class)),
+            Duration::ZERO,
+        );
+    }
+    fn set_instance_types(&mut self, class: &str, types: Arc<[InstanceTypeOption]>) {
+        let node_class = class.to_string();
+        let answer = Observation::InstanceTypes { node_class, types };
+        self.observe(answer, Duration::ZERO);
+    }
+    fn apply_node(&mut self, name: String, record: NodeRecord, now: Duration) {
+        self.observe(
+            Observation::Applied(Object::Node(Box::new(node_object(&name, &record)))),
+            now,
+        );
+    }
+    fn nodeclaim_gone(&mut self, name: &str) {
+        let (kind, key) = ("NodeClaim".into(), format!("/{name}"));
+        self.observe(Observation::Deleted { kind, key }, Duration::ZERO);
+    }
+}
+
+/// The Node object a kubelet and the API server would hold for a record.
+fn node_object(name: &str, n: &NodeRecord) -> k8s_openapi::api::core::v1::Node {
+    let changed = k8s_openapi::jiff::Timestamp::from_millisecond(
+        i64::try_from(n.ready_changed.as_millis()).expect("a time"),
+    )
+    .expect("a time");
+    let taints: Vec<_> = (n.taints.iter())
+        .map(|t| serde_json::json!({"key": t.key, "value": t.value, "effect": format!("{:?}", t.effect)}))
+        .collect();
+    let annotations: BTreeMap<&str, &str> = if n.do_not_disrupt {
+        [(kerf_api::labels::DO_NOT_DISRUPT, "true")].into()
+    } else {
+        BTreeMap::new()
+    };
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": n.labels, "annotations": annotations},
+        "spec": {"providerID": n.provider_id, "taints": taints},
+        "status": {
+            "allocatable": n.allocatable.to_resource_list(),
+            "capacity": n.capacity.to_resource_list(),
+            "conditions": [{
+                "type": "Ready", "status": if n.ready { "True" } else { "False" },
+                "lastTransitionTime": changed.to_string(),
+            }],
+        },
+    }))
+    .expect("a Node")
+}
+
 /// The API server stores a taint on a node, and the watch brings the node back.
 fn store_taint(core: &mut Controllers, node: &str, taint: &kerf_api::Taint, at: u64) {
-    if let Some(mut n) = core.cluster.nodes.get(node).cloned() {
+    if let Some(mut n) = core.cluster.nodes().get(node).cloned() {
         n.taints.push(taint.clone());
-        core.cluster.apply_node(node.to_string(), n, secs(at));
+        core.apply_node(node.to_string(), n, secs(at));
     }
 }
 
 /// Controllers with the default NodePool, offering one instance type.
 fn with_pool() -> Controllers {
     let mut core = Controllers::new(Settings::default(), 7);
-    core.cluster.apply_node_pool(pool());
-    core.cluster
-        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_node_pool(pool());
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
     core
 }
 
@@ -140,7 +215,7 @@ fn launch_into_and_register(
         network,
     };
     core.launched(claim, launched, secs(3));
-    core.cluster.apply_node(
+    core.apply_node(
         claim.to_string(),
         NodeRecord {
             provider_id: format!("kwok://{claim}"),
@@ -164,17 +239,17 @@ fn launch_into_and_register(
 #[test]
 fn a_nominated_pod_kube_scheduler_did_not_bind_gets_capacity_again() {
     let mut core = with_pool();
-    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
     let first = created(&run_until(&mut core, 0, 2));
     assert_eq!(first.len(), 1, "one NodeClaim for the pending pod");
     let claim = first[0].clone();
     launch_and_register(&mut core, &claim);
     core.poll(secs(4));
-    assert!(core.cluster.nodeclaims[&claim].initialized);
+    assert!(core.cluster.nodeclaims()[&claim].initialized);
     // kube-scheduler gives the room to another pod; x stays pending, nominated
     let mut other = unschedulable("y", "1500m");
     other.spec.as_mut().unwrap().node_name = Some(claim.clone());
-    core.cluster.apply_pod(other, secs(5));
+    core.apply_pod(other, secs(5));
     assert!(created(&run_until(&mut core, 5, 20)).is_empty());
     // once the nomination has had its chance, x gets a NodeClaim of its own
     let again = created(&run_until(&mut core, 21, 40));
@@ -184,7 +259,7 @@ fn a_nominated_pod_kube_scheduler_did_not_bind_gets_capacity_again() {
 
 /// A Ready node of a managed node group: no NodeClaim, no Kerf labels.
 fn unmanaged_node(core: &mut Controllers, zone: &str) {
-    core.cluster.apply_node(
+    core.apply_node(
         "mng-1".into(),
         NodeRecord {
             provider_id: "aws:///us-east-1a/i-mng".into(),
@@ -212,14 +287,14 @@ fn unmanaged_node(core: &mut Controllers, zone: &str) {
 fn a_pod_that_fits_on_a_node_kerf_does_not_manage_gets_no_nodeclaim() {
     let mut core = with_pool();
     unmanaged_node(&mut core, "us-east-1a");
-    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
     assert!(created(&run_until(&mut core, 0, 30)).is_empty());
 }
 
 #[test]
 fn pods_bound_on_a_node_kerf_does_not_manage_count_in_zone_spread() {
     let mut core = Controllers::new(Settings::default(), 7);
-    core.cluster.apply_node_pool(pool());
+    core.apply_node_pool(pool());
     let mut two_zones = instance_type();
     two_zones.offerings.push(Offering {
         zone: "us-east-1b".into(),
@@ -228,8 +303,7 @@ fn pods_bound_on_a_node_kerf_does_not_manage_count_in_zone_spread() {
         available: true,
         reservation: None,
     });
-    core.cluster
-        .set_instance_types("default", Arc::from(vec![two_zones]));
+    core.set_instance_types("default", Arc::from(vec![two_zones]));
     unmanaged_node(&mut core, "us-east-1a");
     let web = |name: &str, node: Option<&str>| -> Pod {
         let mut p: Pod = serde_json::from_value(serde_json::json!({
@@ -245,8 +319,8 @@ fn pods_bound_on_a_node_kerf_does_not_manage_count_in_zone_spread() {
         p.spec.as_mut().unwrap().node_name = node.map(str::to_string);
         p
     };
-    core.cluster.apply_pod(web("web-0", Some("mng-1")), secs(0));
-    core.cluster.apply_pod(web("web-1", None), secs(0));
+    core.apply_pod(web("web-0", Some("mng-1")), secs(0));
+    core.apply_pod(web("web-1", None), secs(0));
     let actions = run_until(&mut core, 0, 15);
     let claims: Vec<_> = actions
         .iter()
@@ -280,11 +354,11 @@ fn consolidation_moves_pods_to_a_node_kerf_does_not_manage() {
             block_owner_deletion: None,
         },
     ]);
-    core.cluster.apply_pod(x.clone(), secs(0));
+    core.apply_pod(x.clone(), secs(0));
     let claim = created(&run_until(&mut core, 0, 2))[0].clone();
     launch_and_register(&mut core, &claim);
     x.spec.as_mut().unwrap().node_name = Some(claim.clone());
-    core.cluster.apply_pod(x, secs(5));
+    core.apply_pod(x, secs(5));
     // nothing else can take x: the node stays
     let idle = run_until(&mut core, 5, 120);
     assert!(
@@ -316,8 +390,8 @@ fn events(actions: &[Action], reason: &str) -> Vec<String> {
 #[test]
 fn pods_get_karpenters_events_and_a_failure_is_told_once_per_five_minutes() {
     let mut core = with_pool();
-    core.cluster.apply_pod(unschedulable("fits", "1"), secs(0));
-    core.cluster.apply_pod(unschedulable("huge", "64"), secs(0));
+    core.apply_pod(unschedulable("fits", "1"), secs(0));
+    core.apply_pod(unschedulable("huge", "64"), secs(0));
     let first = run_until(&mut core, 0, 299);
     let claim = created(&first)[0].clone();
     assert_eq!(
@@ -344,11 +418,11 @@ fn a_candidate_kept_by_do_not_disrupt_gets_disruption_blocked_events_on_node_and
         "karpenter.sh/do-not-disrupt".to_string(),
         "true".to_string(),
     )]));
-    core.cluster.apply_pod(x.clone(), secs(0));
+    core.apply_pod(x.clone(), secs(0));
     let claim = created(&run_until(&mut core, 0, 2))[0].clone();
     launch_and_register(&mut core, &claim);
     x.spec.as_mut().unwrap().node_name = Some(claim.clone());
-    core.cluster.apply_pod(x, secs(5));
+    core.apply_pod(x, secs(5));
     let actions = run_until(&mut core, 5, 300);
     let message = "Pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=default/x)";
     // on the Node (named as the claim here) and on the NodeClaim, once per two minutes each
@@ -381,12 +455,10 @@ fn node_repair_waits_out_the_toleration_and_stops_when_a_fifth_of_the_pool_is_un
         ..Settings::default()
     };
     let mut core = Controllers::new(settings, 7);
-    core.cluster.apply_node_pool(pool());
-    core.cluster
-        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_node_pool(pool());
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
     for i in 0..5 {
-        core.cluster
-            .apply_pod(unschedulable(&format!("p{i}"), "1500m"), secs(0));
+        core.apply_pod(unschedulable(&format!("p{i}"), "1500m"), secs(0));
     }
     let claims = created(&run_until(&mut core, 0, 2));
     assert_eq!(claims.len(), 5, "one node a pod");
@@ -394,11 +466,10 @@ fn node_repair_waits_out_the_toleration_and_stops_when_a_fifth_of_the_pool_is_un
         launch_and_register(&mut core, c);
     }
     let not_ready = |core: &mut Controllers, node: &str, since: u64| {
-        let mut record = core.cluster.nodes[node].clone();
+        let mut record = core.cluster.nodes()[node].clone();
         record.ready = false;
         record.ready_changed = secs(since);
-        core.cluster
-            .apply_node(node.to_string(), record, secs(since));
+        core.apply_node(node.to_string(), record, secs(since));
     };
     // two of five nodes unhealthy: more than 20 % (one node, rounded up)
     not_ready(&mut core, &claims[0], 10);
@@ -413,10 +484,9 @@ fn node_repair_waits_out_the_toleration_and_stops_when_a_fifth_of_the_pool_is_un
         "{blocked:?}"
     );
     // one recovers: one unhealthy node of five may be replaced
-    let mut record = core.cluster.nodes[&claims[1]].clone();
+    let mut record = core.cluster.nodes()[&claims[1]].clone();
     record.ready = true;
-    core.cluster
-        .apply_node(claims[1].clone(), record, secs(10 + 31 * 60));
+    core.apply_node(claims[1].clone(), record, secs(10 + 31 * 60));
     let after = run_until(&mut core, 10 + 31 * 60 + 1, 10 + 32 * 60);
     assert_eq!(repaired(&after), vec![claims[0].clone()]);
 }
@@ -454,17 +524,20 @@ fn resolved_class(amis: &[&str], subnets: &[&str], groups: &[&str]) -> EC2NodeCl
 #[test]
 fn a_node_whose_image_the_class_no_longer_resolves_to_has_drifted() {
     let mut core = with_pool();
-    core.cluster.apply_node_class(node_class(&["ami-1"]));
-    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_node_class(node_class(&["ami-1"]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2)).remove(0);
     launch_image_and_register(&mut core, &claim, Some("ami-1"));
     run_until(&mut core, 4, 20);
-    assert_eq!(core.cluster.nodeclaims[&claim].drifted, None);
+    assert_eq!(core.cluster.nodeclaims()[&claim].drifted, None);
     // a new release: the alias resolves to another image
-    core.cluster.apply_node_class(node_class(&["ami-2"]));
+    core.apply_node_class(node_class(&["ami-2"]));
     run_until(&mut core, 21, 40);
     assert_eq!(
-        core.cluster.nodeclaims.get(&claim).and_then(|c| c.drifted),
+        core.cluster
+            .nodeclaims()
+            .get(&claim)
+            .and_then(|c| c.drifted),
         Some(DriftReason::AmiDrift)
     );
     assert_eq!(DriftReason::AmiDrift.as_str(), "AMIDrift");
@@ -473,19 +546,18 @@ fn a_node_whose_image_the_class_no_longer_resolves_to_has_drifted() {
 #[test]
 fn a_node_whose_image_is_still_resolved_or_unknown_has_not_drifted() {
     let mut core = with_pool();
-    core.cluster
-        .apply_node_class(node_class(&["ami-1", "ami-arm"]));
-    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
-    core.cluster.apply_pod(unschedulable("y", "1500m"), secs(0));
+    core.apply_node_class(node_class(&["ami-1", "ami-arm"]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_pod(unschedulable("y", "1500m"), secs(0));
     let claims = created(&run_until(&mut core, 0, 2));
     assert_eq!(claims.len(), 2);
     launch_image_and_register(&mut core, &claims[0], Some("ami-arm"));
     launch_image_and_register(&mut core, &claims[1], None);
     // the class not resolved yet (no AMIs) is no reason either
-    core.cluster.apply_node_class(node_class(&[]));
+    core.apply_node_class(node_class(&[]));
     run_until(&mut core, 4, 40);
     for c in &claims {
-        assert_eq!(core.cluster.nodeclaims[c].drifted, None, "{c}");
+        assert_eq!(core.cluster.nodeclaims()[c].drifted, None, "{c}");
     }
 }
 
@@ -493,20 +565,20 @@ fn a_node_whose_image_is_still_resolved_or_unknown_has_not_drifted() {
 fn drift(core: &Controllers, claims: &[String]) -> Vec<Option<DriftReason>> {
     claims
         .iter()
-        .map(|c| core.cluster.nodeclaims.get(c).and_then(|c| c.drifted))
+        .map(|c| core.cluster.nodeclaims().get(c).and_then(|c| c.drifted))
         .collect()
 }
 
 #[test]
 fn a_node_whose_security_groups_or_subnet_the_class_no_longer_selects_has_drifted() {
     let mut core = with_pool();
-    core.cluster.apply_node_class(resolved_class(
+    core.apply_node_class(resolved_class(
         &["ami-1"],
         &["subnet-a", "subnet-b"],
         &["sg-1"],
     ));
-    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
-    core.cluster.apply_pod(unschedulable("y", "1500m"), secs(0));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_pod(unschedulable("y", "1500m"), secs(0));
     let claims = created(&run_until(&mut core, 0, 2));
     assert_eq!(claims.len(), 2);
     launch_into_and_register(
@@ -524,7 +596,7 @@ fn a_node_whose_security_groups_or_subnet_the_class_no_longer_selects_has_drifte
     run_until(&mut core, 4, 20);
     assert_eq!(drift(&core, &claims), [None, None]);
     // a security group added to the class: neither instance has it
-    core.cluster.apply_node_class(resolved_class(
+    core.apply_node_class(resolved_class(
         &["ami-1"],
         &["subnet-a", "subnet-b"],
         &["sg-1", "sg-2"],
@@ -533,8 +605,7 @@ fn a_node_whose_security_groups_or_subnet_the_class_no_longer_selects_has_drifte
     let sg = Some(DriftReason::SecurityGroupDrift);
     assert_eq!(drift(&core, &claims), [sg, sg]);
     // the group taken out again and subnet-b no longer selected: only the second has drifted
-    core.cluster
-        .apply_node_class(resolved_class(&["ami-1"], &["subnet-a"], &["sg-1"]));
+    core.apply_node_class(resolved_class(&["ami-1"], &["subnet-a"], &["sg-1"]));
     run_until(&mut core, 26, 30);
     assert_eq!(
         drift(&core, &claims),
@@ -550,14 +621,13 @@ fn a_node_whose_security_groups_or_subnet_the_class_no_longer_selects_has_drifte
 #[test]
 fn a_restarted_controller_learns_an_instances_network_from_the_cloud_listing() {
     let mut core = with_pool();
-    core.cluster
-        .apply_node_class(resolved_class(&["ami-1"], &["subnet-a"], &["sg-2"]));
-    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_node_class(resolved_class(&["ami-1"], &["subnet-a"], &["sg-2"]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2)).remove(0);
     // as read back from its NodeClaim after a restart: no network, so nothing to compare
     launch_into_and_register(&mut core, &claim, Some("ami-1"), None);
     run_until(&mut core, 4, 20);
-    assert_eq!(core.cluster.nodeclaims[&claim].drifted, None);
+    assert_eq!(core.cluster.nodeclaims()[&claim].drifted, None);
     let listed = |groups: &[&str]| CloudInstance {
         provider_id: format!("kwok://{claim}"),
         nodeclaim: claim.clone(),
@@ -567,11 +637,11 @@ fn a_restarted_controller_learns_an_instances_network_from_the_cloud_listing() {
     // a listing without the groups says nothing about them
     core.garbage_collect(&[listed(&[])], secs(21));
     run_until(&mut core, 21, 25);
-    assert_eq!(core.cluster.nodeclaims[&claim].drifted, None);
+    assert_eq!(core.cluster.nodeclaims()[&claim].drifted, None);
     core.garbage_collect(&[listed(&["sg-1"])], secs(26));
     run_until(&mut core, 26, 30);
     assert_eq!(
-        core.cluster.nodeclaims[&claim].drifted,
+        core.cluster.nodeclaims()[&claim].drifted,
         Some(DriftReason::SecurityGroupDrift)
     );
 }
@@ -581,11 +651,11 @@ fn an_instance_named_apart_from_its_nodeclaim_is_not_an_orphan() {
     // Karpenter kwok names a node `kwok-<nodeclaim>-…`: the cloud listing cannot tell its
     // NodeClaim by name, but the NodeClaim's provider id does
     let mut core = with_pool();
-    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2)).remove(0);
     launch_into_and_register(&mut core, &claim, None, None);
     run_until(&mut core, 4, 20);
-    let provider_id = core.cluster.nodeclaims[&claim]
+    let provider_id = core.cluster.nodeclaims()[&claim]
         .launched
         .as_ref()
         .expect("launched")
@@ -605,14 +675,14 @@ fn an_instance_named_apart_from_its_nodeclaim_is_not_an_orphan() {
             .any(|a| matches!(a, Action::DeleteNode { .. } | Action::DeleteInstance { .. })),
         "{actions:?}"
     );
-    assert!(core.cluster.nodeclaims.contains_key(&claim));
+    assert!(core.cluster.nodeclaims().contains_key(&claim));
 }
 
 #[test]
 fn a_nodeclaim_read_before_its_instance_types_is_priced_when_they_come() {
     // another autoscaler's NodeClaim, listed before the node class's types are known
     let mut core = Controllers::new(Settings::default(), 7);
-    core.cluster.apply_node_pool(pool());
+    core.apply_node_pool(pool());
     let object: kerf_api::NodeClaim = serde_json::from_value(serde_json::json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
         "metadata": {"name": "default-k8rpt", "labels": {
@@ -623,16 +693,18 @@ fn a_nodeclaim_read_before_its_instance_types_is_priced_when_they_come() {
         "status": {"providerID": "kwok://default-k8rpt"},
     }))
     .unwrap();
-    core.nodeclaim_observed(&object, secs(0), None);
+    core.observe(
+        Observation::Applied(Object::nodeclaim(object.clone())),
+        secs(0),
+    );
     let price = |core: &Controllers| {
-        core.cluster.nodeclaims["default-k8rpt"]
+        core.cluster.nodeclaims()["default-k8rpt"]
             .launched
             .as_ref()
             .map(|l| l.price_per_hour)
     };
     assert_eq!(price(&core), Some(0.0));
-    core.cluster
-        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
     assert_eq!(price(&core), Some(0.1));
 }
 
@@ -640,7 +712,7 @@ fn a_nodeclaim_read_before_its_instance_types_is_priced_when_they_come() {
 fn a_request_with_no_spot_capacity_anywhere_marks_spot_short_in_its_zones() {
     use kerf_core::controllers::lifecycle::Offering as Refused;
     let mut core = with_pool();
-    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2)).remove(0);
     let refused = |ct: &str, it: &str, zone: &str| Refused {
         capacity_type: ct.into(),
@@ -672,7 +744,7 @@ fn a_request_with_no_spot_capacity_anywhere_marks_spot_short_in_its_zones() {
 
     // a failure that refused on-demand offerings too says nothing of spot elsewhere
     let mut core = with_pool();
-    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2)).remove(0);
     core.launch_failed(
         &claim,
@@ -706,7 +778,7 @@ fn deleted(actions: &[Action], claim: &str) -> bool {
 #[test]
 fn a_launch_that_failed_for_a_passing_reason_is_tried_again_with_a_backoff_and_not_given_up() {
     let mut core = with_pool();
-    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
     let first = run_until(&mut core, 0, 2);
     let claim = created(&first).remove(0);
     assert_eq!(launches(&first, &claim), 1);
@@ -734,13 +806,13 @@ fn a_launch_that_failed_for_a_passing_reason_is_tried_again_with_a_backoff_and_n
     launch_and_register(&mut core, &claim);
     let after = run_until(&mut core, 7, 60);
     assert!(created(&after).is_empty(), "{after:?}");
-    assert!(core.cluster.nodeclaims[&claim].registered);
+    assert!(core.cluster.nodeclaims()[&claim].registered);
 }
 
 #[test]
 fn a_nodeclaim_whose_launch_keeps_failing_is_deleted_five_minutes_after_its_creation() {
     let mut core = with_pool();
-    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2)).remove(0);
     core.launch_retry(&claim, "unreachable", secs(2));
     let mut all = Vec::new();
@@ -768,13 +840,11 @@ fn limits_nodes_counts_launched_and_in_flight_nodeclaims() {
     np.spec
         .limits
         .insert("nodes".into(), kerf_api::Quantity::parse("2").unwrap());
-    core.cluster.apply_node_pool(np);
-    core.cluster
-        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_node_pool(np);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
     // six pods that each need a node of their own (1.5 of the type's 2 cpus)
     for i in 0..6 {
-        core.cluster
-            .apply_pod(unschedulable(&format!("p{i}"), "1500m"), secs(0));
+        core.apply_pod(unschedulable(&format!("p{i}"), "1500m"), secs(0));
     }
     let first = run_until(&mut core, 0, 3);
     let claims = created(&first);
@@ -785,8 +855,7 @@ fn limits_nodes_counts_launched_and_in_flight_nodeclaims() {
     for claim in &claims {
         launch_and_register(&mut core, claim);
     }
-    core.cluster
-        .apply_pod(unschedulable("late", "1500m"), secs(31));
+    core.apply_pod(unschedulable("late", "1500m"), secs(31));
     assert!(created(&run_until(&mut core, 31, 60)).is_empty());
     // and explain names the limit
     let why = core
@@ -809,7 +878,7 @@ fn evicted(actions: &[Action]) -> Vec<String> {
 #[test]
 fn an_eviction_that_did_not_happen_is_asked_again_by_the_drain() {
     let mut core = with_pool();
-    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2))[0].clone();
     launch_and_register(&mut core, &claim);
     let mut bound: Pod = serde_json::from_value(serde_json::json!({
@@ -820,7 +889,7 @@ fn an_eviction_that_did_not_happen_is_asked_again_by_the_drain() {
     }))
     .unwrap();
     bound.spec.as_mut().unwrap().node_name = Some(claim.clone());
-    core.cluster.apply_pod(bound, secs(4));
+    core.apply_pod(bound, secs(4));
     core.poll(secs(5));
     core.delete_nodeclaim(&claim);
     let first = evicted(&run_until(&mut core, 6, 8));
@@ -838,12 +907,12 @@ fn an_eviction_that_did_not_happen_is_asked_again_by_the_drain() {
 #[test]
 fn the_drain_evicts_only_once_the_disrupted_taint_is_stored() {
     let mut core = with_pool();
-    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2))[0].clone();
     launch_and_register(&mut core, &claim);
     let mut bound = unschedulable("x", "1");
     bound.spec.as_mut().unwrap().node_name = Some(claim.clone());
-    core.cluster.apply_pod(bound, secs(4));
+    core.apply_pod(bound, secs(4));
     core.poll(secs(5));
     core.delete_nodeclaim(&claim);
     // the taint's write never lands: polled without storing it, nothing is evicted
@@ -869,7 +938,7 @@ fn the_drain_evicts_only_once_the_disrupted_taint_is_stored() {
 #[test]
 fn a_pod_made_again_under_an_evicted_pods_name_is_evicted_when_its_node_drains() {
     let mut core = with_pool();
-    core.cluster.apply_pod(unschedulable("db-0", "1"), secs(0));
+    core.apply_pod(unschedulable("db-0", "1"), secs(0));
     let first = created(&run_until(&mut core, 0, 2))[0].clone();
     launch_and_register(&mut core, &first);
     let on = |node: &str, uid: &str| -> Pod {
@@ -882,19 +951,19 @@ fn a_pod_made_again_under_an_evicted_pods_name_is_evicted_when_its_node_drains()
         }))
         .unwrap()
     };
-    core.cluster.apply_pod(on(&first, "a"), secs(4));
+    core.apply_pod(on(&first, "a"), secs(4));
     core.poll(secs(5));
     core.delete_nodeclaim(&first);
     assert_eq!(evicted(&run_until(&mut core, 6, 8)), ["default/db-0"]);
     // the StatefulSet controller makes db-0 again, on a second node
-    core.cluster.delete_pod("default/db-0", secs(9));
-    core.cluster.apply_pod(unschedulable("db-0", "1"), secs(9));
+    core.delete_pod("default/db-0", secs(9));
+    core.apply_pod(unschedulable("db-0", "1"), secs(9));
     let second = created(&run_until(&mut core, 9, 12))
         .into_iter()
         .find(|c| *c != first)
         .expect("a second nodeclaim");
     launch_and_register(&mut core, &second);
-    core.cluster.apply_pod(on(&second, "b"), secs(14));
+    core.apply_pod(on(&second, "b"), secs(14));
     core.poll(secs(15));
     core.delete_nodeclaim(&second);
     assert_eq!(evicted(&run_until(&mut core, 16, 20)), ["default/db-0"]);
@@ -913,9 +982,8 @@ fn with_static_pool(replicas: i64, node_limit: Option<&str>) -> Controllers {
     if let Some(l) = node_limit {
         np.spec.limits.insert("nodes".into(), l.parse().unwrap());
     }
-    core.cluster.apply_node_pool(np);
-    core.cluster
-        .set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_node_pool(np);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
     core
 }
 
@@ -938,7 +1006,7 @@ fn a_static_nodepool_gets_its_replicas_without_pods_up_to_its_node_limit() {
     );
     // the third is refused by the limit, and said once
     assert_eq!(logged(&actions, "nodepool node limit reached"), 1);
-    let c = &core.cluster.nodeclaims[&made[0]];
+    let c = &core.cluster.nodeclaims()[&made[0]];
     assert_eq!(c.instance_types, ["m5.large"]);
     // without the gate a static NodePool is inert
     let mut off = with_static_pool(3, None);
@@ -958,14 +1026,13 @@ fn a_static_nodepool_takes_no_pending_pod_and_is_never_consolidated() {
     let idle = run_until(&mut core, 5, 300);
     assert_eq!(logged(&idle, "disrupting node(s)"), 0);
     assert_eq!(logged(&idle, "marking consolidatable"), 0);
-    assert!(core.cluster.nodeclaims[&claim].deleting.is_none());
+    assert!(core.cluster.nodeclaims()[&claim].deleting.is_none());
     // a pod fills most of it, and another waits: it needs a new node, which a static
     // NodePool is not the scheduler's to launch
     let mut filler = unschedulable("filler", "1500m");
     filler.spec.as_mut().unwrap().node_name = Some(claim.clone());
-    core.cluster.apply_pod(filler, secs(301));
-    core.cluster
-        .apply_pod(unschedulable("waiting", "1"), secs(301));
+    core.apply_pod(filler, secs(301));
+    core.apply_pod(unschedulable("waiting", "1"), secs(301));
     let later = run_until(&mut core, 301, 400);
     assert!(created(&later).is_empty(), "{:?}", created(&later));
 }
@@ -997,14 +1064,13 @@ fn scaling_a_static_nodepool_down_removes_unlaunched_then_empty_then_cheapest_no
         }
         p
     };
-    core.cluster
-        .apply_pod(pod("busy", &made[0], false), secs(5));
-    core.cluster.apply_pod(pod("kept", &made[1], true), secs(5));
+    core.apply_pod(pod("busy", &made[0], false), secs(5));
+    core.apply_pod(pod("kept", &made[1], true), secs(5));
     core.poll(secs(6));
-    let mut np = core.cluster.node_pools["default"].clone();
+    let mut np = core.cluster.node_pools()["default"].clone();
     let mut deleted = |core: &mut Controllers, replicas: i64, at: u64| -> Vec<String> {
         np.spec.replicas = Some(replicas);
-        core.cluster.apply_node_pool(np.clone());
+        core.apply_node_pool(np.clone());
         core.poll(secs(at))
             .iter()
             .filter_map(|a| match a {
@@ -1033,17 +1099,17 @@ fn a_drifted_static_node_is_replaced_first_within_the_drift_budget() {
     }
     run_until(&mut core, 5, 10);
     // the template changes: both nodes drift
-    let mut np = core.cluster.node_pools["default"].clone();
+    let mut np = core.cluster.node_pools()["default"].clone();
     np.spec
         .template
         .metadata
         .labels
         .insert("team".into(), "edge".into());
-    core.cluster.apply_node_pool(np);
+    core.apply_node_pool(np);
     let acted = run_until(&mut core, 11, 30);
     assert!(
         made.iter()
-            .all(|c| core.cluster.nodeclaims[c].drifted.is_some())
+            .all(|c| core.cluster.nodeclaims()[c].drifted.is_some())
     );
     // Karpenter's default budget (10 % of 2 nodes, rounded up): one replacement at a time,
     // made before anything goes
@@ -1086,7 +1152,7 @@ fn a_static_nodeclaim_whose_launch_failed_is_made_again_once_capacity_may_be_bac
         .collect();
     core.launch_failed(&first[0], &refused, secs(2));
     // the shell carries out the release
-    core.cluster.delete_nodeclaim(&first[0]);
+    core.nodeclaim_gone(&first[0]);
     let meanwhile = run_until(&mut core, 2, 60);
     assert!(created(&meanwhile).is_empty(), "{:?}", created(&meanwhile));
     assert_eq!(
@@ -1111,7 +1177,7 @@ fn a_reservation_takes_no_more_nodeclaims_than_its_room_and_the_rest_say_why() {
         "- {key: karpenter.sh/capacity-type, operator: In, values: [reserved]}",
     )
     .unwrap();
-    core.cluster.apply_node_pool(np);
+    core.apply_node_pool(np);
     let mut reserved = instance_type();
     reserved.offerings.push(Offering {
         zone: "us-east-1a".into(),
@@ -1123,11 +1189,9 @@ fn a_reservation_takes_no_more_nodeclaims_than_its_room_and_the_rest_say_why() {
             capacity: 1,
         }),
     });
-    core.cluster
-        .set_instance_types("default", Arc::from(vec![reserved.clone()]));
+    core.set_instance_types("default", Arc::from(vec![reserved.clone()]));
     for name in ["a", "b", "c"] {
-        core.cluster
-            .apply_pod(unschedulable(name, "1500m"), secs(0));
+        core.apply_pod(unschedulable(name, "1500m"), secs(0));
     }
     let solved = core.dry_run();
     let claims = &solved.decision.nodeclaims;
@@ -1155,8 +1219,7 @@ fn a_reservation_takes_no_more_nodeclaims_than_its_room_and_the_rest_say_why() {
         id: "cr-0abc".into(),
         capacity: 0,
     });
-    core.cluster
-        .set_instance_types("default", Arc::from(vec![reserved]));
+    core.set_instance_types("default", Arc::from(vec![reserved]));
     let solved = core.dry_run();
     assert!(solved.decision.nodeclaims.is_empty());
     assert_eq!(solved.decision.unschedulable.len(), 3);
@@ -1190,10 +1253,9 @@ fn a_nodeclaim_that_can_use_a_reservation_keeps_it() {
     big.capacity.cpu_millis = 4000;
     big.allocatable.cpu_millis = 4000;
     big.offerings[0].price_per_hour = 0.15;
-    core.cluster
-        .set_instance_types("default", Arc::from(vec![small, big]));
+    core.set_instance_types("default", Arc::from(vec![small, big]));
     for name in ["a", "b", "c"] {
-        core.cluster.apply_pod(unschedulable(name, "900m"), secs(0));
+        core.apply_pod(unschedulable(name, "900m"), secs(0));
     }
     let solved = core.dry_run();
     let claims = &solved.decision.nodeclaims;
@@ -1234,35 +1296,32 @@ fn a_node_is_initialized_by_its_nodeclaims_startup_taints_not_its_nodepools_curr
     let mut core = Controllers::new(Settings::default(), 7);
     let mut np = pool();
     np.spec.template.spec.startup_taints = vec![startup("example.com/agent-a")];
-    core.cluster.apply_node_pool(np.clone());
-    core.cluster
-        .set_instance_types("default", Arc::from(vec![instance_type()]));
-    core.cluster
-        .apply_pod(unschedulable("web-1", "500m"), Duration::ZERO);
+    core.apply_node_pool(np.clone());
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_pod(unschedulable("web-1", "500m"), Duration::ZERO);
     let claims = created(&run_until(&mut core, 0, 2));
     assert_eq!(claims.len(), 1);
     let claim = &claims[0];
     assert_eq!(
-        core.cluster.nodeclaims[claim].registration_taints(),
+        core.cluster.nodeclaims()[claim].registration_taints(),
         vec![startup("example.com/agent-a")]
     );
     // the NodePool now names another agent's taint
     np.spec.template.spec.startup_taints = vec![startup("example.com/agent-b")];
-    core.cluster.apply_node_pool(np);
+    core.apply_node_pool(np);
     launch_and_register(&mut core, claim);
-    let mut node = core.cluster.nodes[claim.as_str()].clone();
+    let mut node = core.cluster.nodes()[claim.as_str()].clone();
     node.taints = vec![startup("example.com/agent-a")];
-    core.cluster
-        .apply_node(claim.clone(), node.clone(), secs(5));
+    core.apply_node(claim.clone(), node.clone(), secs(5));
     run_until(&mut core, 5, 8);
     assert!(
-        !core.cluster.nodeclaims[claim].initialized,
+        !core.cluster.nodeclaims()[claim].initialized,
         "initialized with its startup taint still on"
     );
     node.taints.clear();
-    core.cluster.apply_node(claim.clone(), node, secs(9));
+    core.apply_node(claim.clone(), node, secs(9));
     run_until(&mut core, 9, 12);
-    assert!(core.cluster.nodeclaims[claim].initialized);
+    assert!(core.cluster.nodeclaims()[claim].initialized);
 }
 
 /// A launch carries what the cloud needs (the NodeClaim, its NodePool) and the offerings the
@@ -1277,7 +1336,7 @@ fn a_launch_carries_its_nodeclaim_and_the_offerings_known_unavailable() {
         })
     };
     let mut core = with_pool();
-    core.cluster.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
     let first = run_until(&mut core, 0, 2);
     let claim = created(&first).remove(0);
     let asked = request(&first).expect("a launch");
@@ -1296,8 +1355,10 @@ fn a_launch_carries_its_nodeclaim_and_the_offerings_known_unavailable() {
     );
     // the NodeClaim is gone, and kube-scheduler finds no node for the pod again
     run_until(&mut core, 3, 3);
-    core.cluster.delete_nodeclaim(&claim);
-    core.cluster.mark_unschedulable("default/x", secs(4));
+    core.nodeclaim_gone(&claim);
+    let mut pod = core.cluster.pods()["default/x"].declared().clone();
+    kerf_core::cluster::set_pod_scheduled(&mut pod, "False", Some("Unschedulable"));
+    core.apply_pod(pod, secs(4));
     let again = request(&run_until(&mut core, 4, 60)).expect("a second launch");
     assert_eq!(again.claim.instance_types, ["m5.large"]);
     assert!(!again.available("on-demand", "m5.large", "us-east-1b"));

@@ -11,6 +11,7 @@ use kerf_api::NodeClaim;
 use kerf_core::cluster::CloudInstance;
 use kerf_core::controllers::{Action, Controllers, EventObject};
 use kerf_core::objects::keep_transition_times;
+use kerf_core::observe::Observation;
 use kube::Client;
 use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -292,7 +293,7 @@ impl<C: CloudProvider> Executor<C> {
                 let uid = match e.kind {
                     EventObject::Pod => core
                         .cluster
-                        .pods
+                        .pods()
                         .get(&e.name)
                         .and_then(|p| p.pod.metadata.uid.clone()),
                     _ => self.events.uid(e.kind, &e.name),
@@ -306,6 +307,10 @@ impl<C: CloudProvider> Executor<C> {
                     Err(kube::Error::Api(s)) if s.code == 409 => {}
                     Err(e) => return Err(failed("creating nodeclaim")(e)),
                 }
+            }
+            Action::ListInstanceTypes { node_class, spec } => {
+                let types = self.cloud.instance_types(spec.as_deref());
+                core.observe(Observation::InstanceTypes { node_class, types }, now());
             }
             Action::ListInstances => match self.instances().await {
                 Ok(instances) => core.garbage_collect(&instances, now()),
@@ -454,7 +459,7 @@ impl<C: CloudProvider> Executor<C> {
                 let deleted = self.cloud.delete(&provider_id).await;
                 let pool = core
                     .cluster
-                    .nodeclaims
+                    .nodeclaims()
                     .get(&nodeclaim)
                     .map_or("", |c| c.node_pool.as_str());
                 let (controller, took) = ("nodeclaim.termination", started.elapsed());
@@ -485,7 +490,9 @@ impl<C: CloudProvider> Executor<C> {
                     Err(e) if gone(&e) => {}
                     Err(e) => return Err(failed("releasing nodeclaim")(e)),
                 }
-                core.cluster.delete_nodeclaim(&nodeclaim);
+                let key = format!("/{nodeclaim}");
+                let kind = "NodeClaim".into();
+                core.observe(Observation::Deleted { kind, key }, now());
             }
         }
         Ok(())

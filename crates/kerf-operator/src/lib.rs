@@ -366,5 +366,5 @@ fn observe_one<C: CloudProvider>(
             _ => {}
         }
     }
-    observe::apply(core, executor.cloud(), o, now());
+    observe::apply(core, o, now());
 }

@@ -1,215 +1,79 @@
-//! Observations from the watches, written into the core's cluster state.
+//! What the watches saw, handed to the controllers' one way in
+//! ([`Controllers::observe`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kerf_api::manifest::RawDocument;
 use kerf_core::controllers::Controllers;
-use kerf_core::workloads::{ClusterObject, read};
+use kerf_core::observe::{Object, Observation, namespaced_key};
 use kerf_scheduling::pods::pod_key;
+use kube::Resource;
 
-use crate::cloud::CloudProvider;
 use crate::kwok_types;
-use crate::watch::{Object, Observed};
+use crate::watch::{self, Observed};
 
-fn since_epoch(t: &Time) -> Duration {
-    Duration::from_millis(u64::try_from(t.0.as_millisecond()).unwrap_or(0))
-}
-
-fn key(namespace: Option<&String>, name: Option<&String>) -> String {
-    format!(
-        "{}/{}",
-        namespace.map_or("default", String::as_str),
-        name.map_or("", String::as_str)
-    )
-}
-
-/// Gives a node class's instance types to the controllers if they have none yet.
-fn offer_instance_types(core: &mut Controllers, cloud: &impl CloudProvider, class: &str) {
-    if !core.cluster.instance_types.contains_key(class) {
-        let types = cloud.instance_types(core.cluster.node_classes.get(class));
-        core.cluster.set_instance_types(class, types);
-    }
-}
-
-/// Writes one observation into the cluster state.
-pub fn apply(
-    core: &mut Controllers,
-    cloud: &impl CloudProvider,
-    observed: Observed,
-    now: Duration,
-) {
-    match observed {
-        Observed::Applied(object) => applied(core, cloud, object, now),
-        Observed::Deleted(object) => deleted(core, object, now),
-        Observed::Gone(kind, key) => gone(core, kind, &key, now),
-        Observed::Notice(notice) => core.notice(&notice, now),
-        Observed::OfferingsChanged => {
-            let classes: Vec<String> = core.cluster.instance_types.keys().cloned().collect();
-            for class in classes {
-                let types = cloud.instance_types(core.cluster.node_classes.get(&class));
-                core.cluster.set_instance_types(&class, types);
-            }
+/// Hands one observation to the controllers.
+pub fn apply(core: &mut Controllers, observed: Observed, now: Duration) {
+    let observation = match observed {
+        Observed::Applied(object) => match applied(object) {
+            Some(object) => Observation::Applied(object),
+            None => return,
+        },
+        Observed::Deleted(object) => {
+            let (kind, key) = identity(&object);
+            Observation::Deleted { kind, key }
         }
-        Observed::Synced(_) | Observed::Failed(..) => {}
-    }
+        Observed::Gone(kind, key) => Observation::Deleted {
+            kind: kind.to_string(),
+            key,
+        },
+        Observed::Notice(notice) => Observation::Notice(notice),
+        Observed::OfferingsChanged => Observation::OfferingsChanged,
+        Observed::Synced(_) | Observed::Failed(..) => return,
+    };
+    core.observe(observation, now);
 }
 
-fn applied(core: &mut Controllers, cloud: &impl CloudProvider, object: Object, now: Duration) {
-    let cluster = &mut core.cluster;
+/// The core's form of a watched object; none for one that says nothing to the controllers
+/// (a DaemonSet whose template does not read).
+fn applied(object: watch::Object) -> Option<Object> {
+    Some(match object {
+        watch::Object::Pod(pod) => Object::Pod(pod),
+        watch::Object::Node(node) => Object::Node(node),
+        watch::Object::NodeClaim(read) => Object::NodeClaim(Arc::clone(&read.read)),
+        watch::Object::NodePool(read) => Object::NodePool(Arc::clone(&read.read)),
+        watch::Object::NodeClass(read) => Object::NodeClass(Arc::clone(&read.read)),
+        watch::Object::NodeOverlay(read) => Object::NodeOverlay(Arc::clone(&read.read)),
+        // Karpenter's kwok provider's node class stands for an EC2NodeClass with defaults
+        watch::Object::KwokNodeClass(class) => {
+            Object::node_class(kwok_types::node_class_record(name_of(&*class))?)
+        }
+        watch::Object::DaemonSet(ds) => Object::daemonset(&ds)?,
+        watch::Object::Pdb(pdb) => Object::Pdb(pdb),
+        watch::Object::Volume(v) => Object::Volume(v),
+    })
+}
+
+/// A deleted object's kind and `namespace/name` key (namespace empty when cluster-scoped).
+fn identity(object: &watch::Object) -> (String, String) {
+    let cluster_scoped = |kind: &str, name: &str| (kind.to_string(), format!("/{name}"));
     match object {
-        Object::Pod(pod) => {
-            let finished = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.phase.as_deref())
-                .is_some_and(|p| p == "Succeeded" || p == "Failed");
-            if finished {
-                cluster.delete_pod(&pod_key(&pod), now);
-            } else {
-                cluster.apply_pod(*pod, now);
-            }
-        }
-        Object::Node(node) => core.node_observed(&node, now),
-        Object::NodeClaim(read) => {
-            // one Kerf cannot type is reported (lib.rs) and left as it was last read
-            let Ok(claim) = &read.read.object else {
-                return;
-            };
-            let meta = &claim.metadata;
-            let created = meta.creation_timestamp.as_ref().map_or(now, since_epoch);
-            let deleting = meta.deletion_timestamp.as_ref().map(since_epoch);
-            core.nodeclaim_observed(claim, created, deleting);
-        }
-        Object::NodePool(read) => {
-            let Ok(np) = &read.read.object else {
-                return;
-            };
-            let gaps = &read.read.gaps;
-            let name = np.metadata.name.clone().unwrap_or_default();
-            let class = np.spec.template.spec.node_class_ref.name.clone();
-            // status writes come back as events too: only a spec change is a change
-            if cluster
-                .node_pools
-                .get(&name)
-                .is_none_or(|old| old.spec != np.spec)
-                || cluster.pool_gaps.get(&name) != Some(gaps).filter(|g| !g.is_empty())
-            {
-                cluster.apply_node_pool_read(np.clone(), gaps);
-            }
-            offer_instance_types(core, cloud, &class);
-        }
-        Object::NodeClass(read) => {
-            let Ok(class) = &read.read.object else {
-                return;
-            };
-            let gaps = &read.read.gaps;
-            let name = class.metadata.name.clone().unwrap_or_default();
-            if cluster
-                .node_classes
-                .get(&name)
-                .is_none_or(|old| old.spec != class.spec || old.status != class.status)
-                || cluster.class_gaps.get(&name) != Some(gaps).filter(|g| !g.is_empty())
-            {
-                // the status matters too: its subnets' zones are where types are offered
-                cluster.apply_node_class_read(class.clone(), gaps);
-                let types = cloud.instance_types(cluster.node_classes.get(&name));
-                cluster.set_instance_types(&name, types);
-            }
-        }
-        Object::DaemonSet(ds) => {
-            let k = key(ds.metadata.namespace.as_ref(), ds.metadata.name.as_ref());
-            let Ok(value) = serde_json::to_value(&ds) else {
-                return;
-            };
-            let mut value = value;
-            value["apiVersion"] = "apps/v1".into();
-            value["kind"] = "DaemonSet".into();
-            if let Ok(Some(ClusterObject::DaemonSet(template))) =
-                read(&RawDocument { line: 0, value })
-            {
-                cluster.apply_daemonset(k, *template);
-            }
-        }
-        Object::Pdb(pdb) => {
-            let k = key(pdb.metadata.namespace.as_ref(), pdb.metadata.name.as_ref());
-            cluster.apply_pdb(k, *pdb);
-        }
-        Object::Volume(v) => cluster.volumes_changed(|volumes| v.apply(volumes), now),
-        Object::NodeOverlay(read) => {
-            let Ok(overlay) = &read.read.object else {
-                return;
-            };
-            let name = name_of(overlay).to_string();
-            // status writes come back as events too: only a spec change is a change
-            if (cluster.node_overlays.get(&name)).is_none_or(|old| old.spec != overlay.spec) {
-                cluster.apply_node_overlay(overlay.clone());
-            }
-        }
-        Object::KwokNodeClass(class) => {
-            let name = class.metadata.name.clone().unwrap_or_default();
-            if cluster.node_classes.contains_key(&name) {
-                return;
-            }
-            if let Some(record) = kwok_types::node_class_record(&name) {
-                cluster.apply_node_class(record);
-                let types = cloud.instance_types(cluster.node_classes.get(&name));
-                cluster.set_instance_types(&name, types);
-            }
+        watch::Object::Pod(pod) => ("Pod".into(), pod_key(pod)),
+        watch::Object::Node(n) => cluster_scoped("Node", name_of(&**n)),
+        watch::Object::NodeClaim(c) => cluster_scoped("NodeClaim", name_of(&**c)),
+        watch::Object::NodePool(p) => cluster_scoped("NodePool", name_of(&**p)),
+        watch::Object::NodeClass(c) => cluster_scoped("EC2NodeClass", name_of(&**c)),
+        watch::Object::KwokNodeClass(c) => cluster_scoped("KWOKNodeClass", name_of(&**c)),
+        watch::Object::NodeOverlay(o) => cluster_scoped("NodeOverlay", name_of(&**o)),
+        watch::Object::DaemonSet(ds) => ("DaemonSet".into(), namespaced_key(&ds.metadata)),
+        watch::Object::Pdb(pdb) => ("PodDisruptionBudget".into(), namespaced_key(&pdb.metadata)),
+        watch::Object::Volume(v) => {
+            let (kind, key) = v.identity();
+            (kind.to_string(), key)
         }
     }
 }
 
-fn name_of<K: kube::Resource>(object: &K) -> &str {
+fn name_of<K: Resource>(object: &K) -> &str {
     object.meta().name.as_deref().unwrap_or("")
-}
-
-/// An object deleted while its watch was down, known only by its kind and key.
-fn gone(core: &mut Controllers, kind: &str, key: &str, now: Duration) {
-    let cluster = &mut core.cluster;
-    let name = key.split_once('/').map_or(key, |(_, n)| n);
-    match kind {
-        "Pod" => cluster.delete_pod(key, now),
-        "Node" => cluster.delete_node(name, now),
-        "NodeClaim" => cluster.delete_nodeclaim(name),
-        "NodePool" => cluster.delete_node_pool(name),
-        "EC2NodeClass" | "KWOKNodeClass" => cluster.delete_node_class(name),
-        "NodeOverlay" => cluster.delete_node_overlay(name),
-        "DaemonSet" => cluster.delete_daemonset(key),
-        "PodDisruptionBudget" => cluster.delete_pdb(key),
-        "PersistentVolumeClaim" => {
-            let namespace = key.split_once('/').map(|(ns, _)| ns);
-            cluster.volumes_changed(|v| v.delete_claim(namespace, name), now);
-        }
-        "PersistentVolume" => cluster.volumes_changed(|v| v.delete_volume(name), now),
-        "StorageClass" => cluster.volumes_changed(|v| v.delete_class(name), now),
-        "CSINode" => cluster.volumes_changed(|v| v.delete_csi_node(name), now),
-        _ => {}
-    }
-}
-
-fn deleted(core: &mut Controllers, object: Object, now: Duration) {
-    let cluster = &mut core.cluster;
-    match object {
-        Object::Pod(pod) => cluster.delete_pod(&pod_key(&pod), now),
-        Object::Node(node) => cluster.delete_node(node.metadata.name.as_deref().unwrap_or(""), now),
-        Object::NodeClaim(read) => cluster.delete_nodeclaim(name_of(&*read)),
-        Object::NodePool(read) => cluster.delete_node_pool(name_of(&*read)),
-        Object::NodeClass(read) => cluster.delete_node_class(name_of(&*read)),
-        Object::KwokNodeClass(class) => cluster.delete_node_class(name_of(&*class)),
-        Object::NodeOverlay(read) => cluster.delete_node_overlay(name_of(&*read)),
-        Object::DaemonSet(ds) => {
-            cluster.delete_daemonset(&key(
-                ds.metadata.namespace.as_ref(),
-                ds.metadata.name.as_ref(),
-            ));
-        }
-        Object::Pdb(pdb) => {
-            cluster.delete_pdb(&key(
-                pdb.metadata.namespace.as_ref(),
-                pdb.metadata.name.as_ref(),
-            ));
-        }
-        Object::Volume(v) => cluster.volumes_changed(|volumes| v.delete(volumes), now),
-    }
 }

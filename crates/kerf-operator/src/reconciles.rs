@@ -32,7 +32,8 @@ fn histogram() -> Histogram {
 /// events, which are not API writes of a controller's own.
 pub fn controller_of(action: &Action) -> Option<&'static str> {
     Some(match action {
-        Action::Log(_) | Action::Event(_) => return None,
+        // a question to the cloud's catalog, not a write of a controller's
+        Action::Log(_) | Action::Event(_) | Action::ListInstanceTypes { .. } => return None,
         Action::CreateNodeClaim(_) => "provisioner",
         Action::Launch { .. } | Action::LabelNode { .. } | Action::PatchNodeClaimStatus { .. } => {
             "nodeclaim.lifecycle"

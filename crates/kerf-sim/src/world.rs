@@ -11,13 +11,15 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::storage::v1::CSINode;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kerf_api::manifest::{Checked, KarpenterObject, RawDocument, check_document};
 use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
 use kerf_aws::interruption;
-use kerf_core::cluster::{CapacityType, CloudInstance, Launched, PodOwner, owner_of};
+use kerf_core::cluster::{
+    CapacityType, CloudInstance, Launched, PodOwner, owner_of, set_pod_scheduled,
+};
 use kerf_core::controllers::disruption::PASS_INTERVAL;
 use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::{Offering, retry_wait};
@@ -25,6 +27,8 @@ use kerf_core::controllers::provisioning::node_labels;
 use kerf_core::controllers::{Action, Controllers, LaunchRequest, Settings};
 use kerf_core::nodepools::daemon_runs_on;
 use kerf_core::objects::keep_transition_times;
+use kerf_core::observe::{Object, Observation};
+use kerf_core::provisioning_rules::is_provisionable;
 use kerf_core::unfinished::{Unfinished, replayable};
 use kerf_core::workloads::{
     ClusterObject, PodNames, VolumeObject, claim_for, claim_templates, read,
@@ -140,6 +144,23 @@ struct StoredNodeClaim {
     asked: Duration,
 }
 
+impl StoredNodeClaim {
+    /// The object as a list returns it: with its creation and deletion timestamps.
+    fn listed(&self) -> NodeClaim {
+        let at = |t: Duration| {
+            let unix = Duration::from_secs(EPOCH_UNIX) + t;
+            let ms = i64::try_from(unix.as_millis()).unwrap_or(i64::MAX);
+            k8s_openapi::jiff::Timestamp::from_millisecond(ms)
+                .ok()
+                .map(Time)
+        };
+        let mut object = self.object.clone();
+        object.metadata.creation_timestamp = at(self.created);
+        object.metadata.deletion_timestamp = self.deleting.and_then(at);
+        object
+    }
+}
+
 /// A workload controller's template and replica count.
 struct Workload {
     kind: String,
@@ -218,6 +239,8 @@ pub struct World {
     imagined_generation: u64,
     /// Node objects, as the simulated API server stores them.
     nodes: api_server::Nodes,
+    /// NodePools, node classes, NodeOverlays, DaemonSets and PDBs as the API server holds them.
+    objects: api_server::Objects,
     /// Each node's EBS attachment limit, as its CSINode publishes it.
     csi_limits: BTreeMap<String, i64>,
     binder_dirty: bool,
@@ -245,6 +268,7 @@ fn through_api_server(action: &Action) -> bool {
             | Action::Event(_)
             | Action::Launch { .. }
             | Action::ListInstances
+            | Action::ListInstanceTypes { .. }
             | Action::DeleteInstance { .. }
             | Action::Disrupting { .. }
     )
@@ -325,6 +349,7 @@ impl World {
             workloads: BTreeMap::new(),
             storage: storage::Stored::default(),
             nodes: api_server::Nodes::default(),
+            objects: api_server::Objects::default(),
             imagined: None,
             imagined_generation: 0,
             facts: Default::default(),
@@ -493,7 +518,7 @@ impl World {
     fn pending_count(&self) -> usize {
         self.core
             .cluster
-            .pods
+            .pods()
             .values()
             .filter(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet)
             .count()
@@ -766,6 +791,8 @@ impl World {
             }
             Action::DeleteNode { node } => self.delete_node(&node),
             // the cloud lists its instances, each with the NodeClaim it was launched for
+            // the simulated cloud reads the class as the API server holds it
+            Action::ListInstanceTypes { node_class, .. } => self.offer_instance_types(&node_class),
             Action::ListInstances => {
                 let listed: Vec<CloudInstance> = (self.instances.values())
                     .map(|(claim, i)| CloudInstance {
@@ -782,7 +809,7 @@ impl World {
             Action::ReleaseNodeClaim { nodeclaim } => {
                 self.room_freed_at = self.now;
                 self.nodeclaim_objects.remove(&nodeclaim);
-                self.core.cluster.delete_nodeclaim(&nodeclaim);
+                self.remove("NodeClaim", format!("/{nodeclaim}"));
                 self.binder_dirty = true;
             }
         }
@@ -799,35 +826,27 @@ impl World {
         self.unfinished = Unfinished::default();
         let settings = self.core.settings().clone();
         let seed = self.rng.random::<u64>();
-        let old = std::mem::replace(&mut self.core, Controllers::new(settings, seed)).cluster;
-        let cluster = &mut self.core.cluster;
-        for (name, class) in old.node_classes {
-            cluster.apply_node_class(class);
-            if let Some(types) = old.instance_types.get(&name) {
-                cluster.set_instance_types(&name, types.clone());
-            }
-        }
-        for np in old.node_pools.into_values() {
-            cluster.apply_node_pool(np);
-        }
-        for (key, template) in old.daemonsets {
-            cluster.apply_daemonset(key, template);
-        }
-        for (key, pdb) in old.pdbs {
-            cluster.apply_pdb(key, pdb);
+        let old = std::mem::replace(&mut self.core, Controllers::new(settings, seed));
+        let now = self.now;
+        // a relist, in the order the operator's watches settle: the kinds users apply (the
+        // cloud is asked for each class's types again), NodeClaims, volumes, then pods
+        for object in self.objects.list() {
+            self.core.observe(Observation::Applied(object), now);
         }
         for stored in self.nodeclaim_objects.values() {
-            self.core
-                .nodeclaim_observed(&stored.object, stored.created, stored.deleting);
+            let object = Object::nodeclaim(stored.listed());
+            self.core.observe(Observation::Applied(object), now);
         }
-        let cluster = &mut self.core.cluster;
+        for object in self.storage.list() {
+            self.core
+                .observe(Observation::Applied(Object::Volume(object)), now);
+        }
         // a pod's wait counts from its creation (or its PodScheduled condition), which the
         // object carries; the nodes come after their pods so their requests add up
-        // the claims, volumes, classes and CSINodes are listed before the pods
-        cluster.volumes = old.volumes;
-        for p in old.pods.into_values() {
-            let pod = p.declared.map_or(p.pod, |d| d);
-            cluster.apply_pod(*pod, p.pending_since);
+        for p in old.cluster.pods().values() {
+            let pod = Box::new(p.declared().clone());
+            self.core
+                .observe(Observation::Applied(Object::Pod(pod)), p.pending_since);
         }
         let names: Vec<String> = self.nodes.iter().map(|(name, _)| name.clone()).collect();
         for name in names {
@@ -888,9 +907,7 @@ impl World {
         };
         match check_document(&raw) {
             Checked::Valid(KarpenterObject::NodePool(np)) => {
-                let class = np.spec.template.spec.node_class_ref.name.clone();
-                self.core.cluster.apply_node_pool(*np);
-                self.offer_instance_types(&class);
+                self.write(Object::node_pool(*np));
                 self.cheapest_rates = None;
                 self.pools_changed_at = self.now;
                 self.binder_dirty = true;
@@ -898,14 +915,13 @@ impl World {
             Checked::Valid(KarpenterObject::EC2NodeClass(class)) => {
                 let name = class.metadata.name.clone().unwrap_or_default();
                 self.catalogs.remove(&name);
-                self.core.cluster.apply_node_class(*class);
-                self.offer_instance_types(&name);
+                self.write(Object::node_class(*class));
                 self.sync_reservations();
                 self.cheapest_rates = None;
                 self.pools_changed_at = self.now;
             }
             Checked::Valid(KarpenterObject::NodeOverlay(overlay)) => {
-                self.core.cluster.apply_node_overlay(*overlay);
+                self.write(Object::node_overlay(*overlay));
                 self.cheapest_rates = None;
                 self.pools_changed_at = self.now;
             }
@@ -955,10 +971,11 @@ impl World {
                         );
                     }
                     Some(ClusterObject::DaemonSet(pod)) => {
-                        self.core.cluster.apply_daemonset(key(&ns, &name), *pod);
+                        let key = key(&ns, &name);
+                        self.write(Object::DaemonSet { key, template: pod });
                     }
                     Some(ClusterObject::Pdb(pdb)) => {
-                        self.core.cluster.apply_pdb(key(&ns, &name), *pdb);
+                        self.write(Object::Pdb(pdb));
                     }
                     Some(ClusterObject::Volume(v)) => {
                         self.storage.store(&v);
@@ -1010,13 +1027,11 @@ impl World {
             self.imagined_generation += 1;
             match d.kind.as_str() {
                 "NodePool" => {
-                    self.core.cluster.delete_node_pool(&d.name);
+                    self.remove("NodePool", format!("/{}", d.name));
                     self.cheapest_rates = None;
                 }
                 "DaemonSet" => {
-                    self.core
-                        .cluster
-                        .delete_daemonset(&key(&d.namespace, &d.name));
+                    self.remove("DaemonSet", key(&d.namespace, &d.name));
                 }
                 "Pod" => self.delete_pod(&key(&d.namespace, &d.name)),
                 kind => {
@@ -1048,7 +1063,9 @@ impl World {
             self.requested_total.add(&requests);
         }
         self.facts.insert(&pod);
-        self.core.cluster.apply_pod(pod, self.now);
+        let now = self.now;
+        self.core
+            .observe(Observation::Applied(Object::Pod(Box::new(pod))), now);
         self.binder_dirty = true;
         k
     }
@@ -1056,13 +1073,13 @@ impl World {
     /// A pod is deleted (scale-down, eviction, its node gone): its controller, if any,
     /// makes a new one.
     fn delete_pod(&mut self, k: &str) {
-        let Some(p) = self.core.cluster.pods.get(k) else {
+        let Some(p) = self.core.cluster.pods().get(k) else {
             return;
         };
         if p.owner != PodOwner::DaemonSet {
             self.requested_total = self.requested_total.saturating_sub(&p.requests);
         }
-        self.core.cluster.delete_pod(k, self.now);
+        self.remove("Pod", k.to_string());
         if let Some((namespace, name)) = k.split_once('/') {
             self.facts.remove(namespace, name);
         }
@@ -1076,7 +1093,7 @@ impl World {
         if self
             .core
             .cluster
-            .pods
+            .pods()
             .get(k)
             .is_some_and(|p| p.owner != PodOwner::DaemonSet)
         {
@@ -1086,10 +1103,12 @@ impl World {
     }
 
     fn bind(&mut self, k: &str, node: &str) {
-        let Some(p) = self.core.cluster.pods.get(k) else {
+        let Some(p) = self.core.cluster.pods().get(k) else {
             return;
         };
         let waited = self.now.saturating_sub(p.pending_since).as_secs_f64();
+        // kube-scheduler's binding and condition update, as the API server stores them
+        let mut pod = p.declared().clone();
         if p.owner != PodOwner::DaemonSet {
             if waited > self.totals.max_pod_pending_seconds {
                 self.totals.max_pod_pending_seconds = waited;
@@ -1098,12 +1117,16 @@ impl World {
             let since = p.pending_since;
             self.record_wait(k, since);
         }
-        self.core.cluster.bind_pod(k, node, self.now);
+        pod.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
+        set_pod_scheduled(&mut pod, "True", None);
+        let now = self.now;
+        self.core
+            .observe(Observation::Applied(Object::Pod(Box::new(pod))), now);
         // the CSI provisioner makes the volumes that waited for this pod, in its zone
         let zone = (self.nodes.get(node))
             .and_then(|n| n.labels.get(labels::ZONE))
             .cloned();
-        let pod = self.core.cluster.pods.get(k).map(|p| p.declared());
+        let pod = self.core.cluster.pods().get(k).map(|p| p.declared());
         if let (Some(zone), Some(pod)) = (zone, pod) {
             let pod = pod.clone();
             let changed = self.storage.pod_bound(&pod, &zone);
@@ -1118,14 +1141,10 @@ impl World {
             return;
         }
         let now = self.now;
-        self.core.cluster.volumes_changed(
-            |volumes| {
-                for object in &changed {
-                    object.apply(volumes);
-                }
-            },
-            now,
-        );
+        for object in changed {
+            self.core
+                .observe(Observation::Applied(Object::Volume(object)), now);
+        }
         self.binder_dirty = true;
     }
 
@@ -1162,7 +1181,7 @@ impl World {
             .cluster
             .pods_where(|p| p.node.as_deref() == Some(node));
         for k in on_node {
-            let owner = self.core.cluster.pods[&k].owner;
+            let owner = self.core.cluster.pods()[&k].owner;
             if owner != PodOwner::DaemonSet {
                 self.totals.pods_evicted += 1;
             }
@@ -1171,12 +1190,10 @@ impl World {
             }
         }
         self.nodes.delete(node);
-        self.core.cluster.delete_node(node, self.now);
+        self.remove("Node", format!("/{node}"));
         if self.csi_limits.remove(node).is_some() {
-            let now = self.now;
-            self.core
-                .cluster
-                .volumes_changed(|v| v.delete_csi_node(node), now);
+            self.storage.csi_nodes.remove(node);
+            self.remove("CSINode", format!("/{node}"));
         }
         self.binder_dirty = true;
     }
@@ -1187,7 +1204,7 @@ impl World {
     /// (removing pending pods first, then the newest).
     fn reconcile_workloads(&mut self) {
         let mut counts: HashMap<&str, usize> = HashMap::new();
-        for p in self.core.cluster.pods.values() {
+        for p in self.core.cluster.pods().values() {
             if let Some(w) = owner_workload(&p.pod) {
                 *counts.entry(w).or_default() += 1;
             }
@@ -1215,7 +1232,7 @@ impl World {
                     let taken = |n: &str| {
                         self.core
                             .cluster
-                            .pods
+                            .pods()
                             .contains_key(&format!("{namespace}/{n}"))
                     };
                     // a StatefulSet makes its lowest missing ordinal again, with its claims
@@ -1227,7 +1244,7 @@ impl World {
                     while self
                         .core
                         .cluster
-                        .pods
+                        .pods()
                         .contains_key(&format!("{namespace}/{name}"))
                     {
                         attempt += 1;
@@ -1264,7 +1281,7 @@ impl World {
                 let mut order: Vec<(bool, Duration, String)> = have
                     .iter()
                     .map(|k| {
-                        let p = &self.core.cluster.pods[k];
+                        let p = &self.core.cluster.pods()[k];
                         (p.node.is_some(), p.pending_since, k.clone())
                     })
                     .collect();
@@ -1283,7 +1300,7 @@ impl World {
     fn bind_pending(&mut self) {
         let cluster = &self.core.cluster;
         let mut pending: Vec<(bool, Duration, &String)> = cluster
-            .pods
+            .pods()
             .iter()
             .filter(|(_, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet)
             .map(|(k, p)| (p.nominated.is_none(), p.pending_since, k))
@@ -1311,18 +1328,18 @@ impl World {
                 .collect();
             // the pods as declared: Kerf's copies carry what it made of their volumes
             let bound = cluster
-                .pods
+                .pods()
                 .values()
                 .filter_map(|p| p.node.as_deref().map(|n| (p.declared(), n)));
             let storage = Some(self.storage.view());
             let mut scheduler =
                 kube_scheduler::Scheduler::with_facts(nodes, bound, storage, Some(&self.facts));
             for (_, _, k) in &pending {
-                let p = &cluster.pods[*k];
+                let p = &cluster.pods()[*k];
                 let nominated = p
                     .nominated
                     .as_ref()
-                    .and_then(|c| cluster.nodeclaims.get(c))
+                    .and_then(|c| cluster.nodeclaims().get(c))
                     .and_then(|c| c.node.as_deref());
                 if let Some(node) = scheduler.schedule(p.declared(), nominated) {
                     placed.push(((*k).clone(), node.to_string()));
@@ -1337,11 +1354,18 @@ impl World {
             let unplaced = self
                 .core
                 .cluster
-                .pods
+                .pods()
                 .get(k)
                 .is_some_and(|p| p.node.is_none() && p.nominated.is_none());
-            if unplaced {
-                self.core.cluster.mark_unschedulable(k, self.now);
+            // kube-scheduler found it no node: it says so in the pod's status
+            let unmarked = (self.core.cluster.pods().get(k))
+                .filter(|p| unplaced && !is_provisionable(&p.pod))
+                .map(|p| p.declared().clone());
+            if let Some(mut pod) = unmarked {
+                set_pod_scheduled(&mut pod, "False", Some("Unschedulable"));
+                let now = self.now;
+                self.core
+                    .observe(Observation::Applied(Object::Pod(Box::new(pod))), now);
             }
         }
     }
@@ -1350,11 +1374,7 @@ impl World {
         if let Some(c) = self.catalogs.get(class) {
             return c.clone();
         }
-        let settings = self
-            .core
-            .cluster
-            .node_classes
-            .get(class)
+        let settings = (self.objects.node_classes.get(class))
             .map(|c| NodeSettings::from_node_class(&c.spec))
             .unwrap_or_default();
         let mut types =
@@ -1372,7 +1392,7 @@ impl World {
     /// the NodePools' requirements allow (zone and capacity type included).
     fn cheapest_rates(&mut self) -> (f64, f64) {
         let (mut per_cpu, mut per_gib) = (f64::INFINITY, f64::INFINITY);
-        let pools: Vec<NodePool> = self.core.cluster.node_pools.values().cloned().collect();
+        let pools: Vec<NodePool> = self.objects.node_pools.values().cloned().collect();
         for np in pools {
             let reqs = kerf_scheduling::Requirements::from_api(&np.spec.template.spec.requirements);
             let types = self.catalog(&np.spec.template.spec.node_class_ref.name);
@@ -1403,15 +1423,32 @@ impl World {
     /// types, every offering available: the controllers track capacity errors).
     fn offer_instance_types(&mut self, class: &str) {
         let types = self.offered_catalog(class);
-        self.core
-            .cluster
-            .set_instance_types(class, scheduler_options(&types, |_, _, _| false).into());
+        let types = scheduler_options(&types, |_, _, _| false).into();
+        let node_class = class.to_string();
+        let now = self.now;
+        (self.core).observe(Observation::InstanceTypes { node_class, types }, now);
+    }
+
+    /// Writes an object to the simulated API server; Kerf's watch sees it.
+    fn write(&mut self, object: Object) {
+        let object = self.objects.store(object);
+        let now = self.now;
+        self.core.observe(Observation::Applied(object), now);
+    }
+
+    /// Deletes an object (`kind`, `namespace/name` or `/name`) from the simulated API server;
+    /// Kerf's watch sees it go.
+    fn remove(&mut self, kind: &str, key: String) {
+        self.objects.delete(kind, &key);
+        let kind = kind.to_string();
+        let now = self.now;
+        self.core.observe(Observation::Deleted { kind, key }, now);
     }
 
     /// The class's catalog with its status's reservations as offerings, each with its room.
     fn offered_catalog(&mut self, class: &str) -> Arc<Vec<kerf_aws::InstanceType<'static>>> {
         let types = self.catalog(class);
-        let reservations = (self.core.cluster.node_classes.get(class))
+        let reservations = (self.objects.node_classes.get(class))
             .and_then(|k| k.status.as_ref())
             .map(|s| s.capacity_reservations.clone())
             .unwrap_or_default();
@@ -1436,7 +1473,7 @@ impl World {
         let mut candidates: Vec<(Duration, String, String, String, String)> = self
             .core
             .cluster
-            .nodeclaims
+            .nodeclaims()
             .iter()
             .filter_map(|(name, c)| {
                 let launched = c.launched.as_ref()?;
@@ -1580,7 +1617,7 @@ impl World {
         let node = self
             .core
             .cluster
-            .nodeclaims
+            .nodeclaims()
             .get(&claim)
             .and_then(|c| c.node.clone());
         self.log
@@ -1664,13 +1701,13 @@ impl World {
             return;
         };
         let cluster = &self.core.cluster;
-        let Some(claim) = cluster.nodeclaims.get(claim_name) else {
+        let Some(claim) = cluster.nodeclaims().get(claim_name) else {
             return;
         };
         let Some(launched) = claim.launched.clone() else {
             return;
         };
-        let Some(pool) = cluster.node_pools.get(&claim.node_pool).cloned() else {
+        let Some(pool) = cluster.node_pools().get(&claim.node_pool).cloned() else {
             return;
         };
         let Some(spec) = (self.nodeclaim_objects.get(claim_name)).map(|c| &c.object.spec) else {
@@ -1710,7 +1747,9 @@ impl World {
                     "allocatable": {"count": limit}}]},
             }))
             .expect("a well-formed CSINode");
-            self.storage_changed(vec![VolumeObject::CsiNode(Box::new(csi))]);
+            let csi = VolumeObject::CsiNode(Box::new(csi));
+            self.storage.store(&csi);
+            self.storage_changed(vec![csi]);
         }
         let stored = api_server::StoredNode::registered(
             provider_id,
@@ -1726,7 +1765,7 @@ impl World {
         let daemonsets: Vec<(String, Pod)> = self
             .core
             .cluster
-            .daemonsets
+            .daemonsets()
             .iter()
             .map(|(k, p)| (k.clone(), p.clone()))
             .collect();
@@ -1790,8 +1829,9 @@ impl World {
     /// Kerf's watch delivers a Node as the API server stores it.
     fn observe_node(&mut self, node: &str) {
         if let Some(n) = self.nodes.get(node) {
-            let object = n.object(node);
-            self.core.node_observed(&object, self.now);
+            let object = Object::Node(Box::new(n.object(node)));
+            let now = self.now;
+            self.core.observe(Observation::Applied(object), now);
         }
     }
 
@@ -1802,7 +1842,7 @@ impl World {
         let waiting: Vec<(String, Duration)> = self
             .core
             .cluster
-            .pods
+            .pods()
             .iter()
             .filter(|(_, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet)
             .map(|(k, p)| (k.clone(), p.pending_since))
@@ -1823,7 +1863,7 @@ impl World {
         };
         self.totals.slowest_pod = self.slowest_pod.clone();
         let mut nodes = Vec::new();
-        for (name, c) in &self.core.cluster.nodeclaims {
+        for (name, c) in self.core.cluster.nodeclaims() {
             let Some(i) = &c.launched else { continue };
             let node = c.node.clone().unwrap_or_else(|| name.clone());
             let mut pods: Vec<String> = self

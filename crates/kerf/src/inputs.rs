@@ -1,7 +1,7 @@
 //! Manifests (files, or a live cluster's objects) read into the controllers' cluster state:
 //! what `kerf schedule` dry-runs and `kerf explain` explains.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,10 +16,10 @@ use kerf_api::manifest::{
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
-use kerf_core::cluster::NodeRecord;
+use kerf_core::cluster::set_pod_scheduled;
 use kerf_core::controllers::{Controllers, Settings};
 use kerf_core::nodepools::daemon_runs_on;
-use kerf_core::objects::node_record;
+use kerf_core::observe::{Object, Observation};
 use kerf_core::unavailable::Pattern;
 use kerf_core::workloads::{ClusterObject, VolumeObject, claim_for, claim_templates, read};
 use kerf_scheduling::pods::pod_key;
@@ -260,63 +260,77 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
         t.filter(|_| how.snapshot)
             .map_or(now, |t| since_epoch(t).min(now))
     };
-    let cluster = &mut core.cluster;
     let unavailable =
         |ct: &str, it: &str, zone: &str| how.unavailable.iter().any(|p| p.matches(ct, it, zone));
+    let mut classes = BTreeMap::new();
     for class in inputs.node_classes.into_values() {
-        cluster.apply_node_class(class);
+        let name = class.metadata.name.clone().unwrap_or_default();
+        classes.insert(name, Some(class.clone()));
+        core.observe(Observation::Applied(Object::node_class(class)), now);
     }
     for overlay in inputs.node_overlays {
-        cluster.apply_node_overlay(overlay);
+        core.observe(Observation::Applied(Object::node_overlay(overlay)), now);
     }
     for np in inputs.node_pools {
         let class = np.spec.template.spec.node_class_ref.name.clone();
-        if !cluster.instance_types.contains_key(&class) {
-            let settings = match cluster.node_classes.get(&class) {
-                Some(nc) => NodeSettings::from_node_class(&nc.spec),
-                None => {
-                    eprintln!(
-                        "note: nodepool {}: EC2NodeClass {class} not in the manifests; assuming its defaults",
-                        np.metadata.name.as_deref().unwrap_or("")
-                    );
-                    NodeSettings::default()
-                }
-            };
-            let types = kerf_aws::instance_types(how.region, &settings)?;
-            cluster.set_instance_types(&class, scheduler_options(&types, unavailable).into());
+        if !classes.contains_key(&class) {
+            eprintln!(
+                "note: nodepool {}: EC2NodeClass {class} not in the manifests; assuming its defaults",
+                np.metadata.name.as_deref().unwrap_or("")
+            );
+            classes.insert(class.clone(), None);
         }
-        cluster.apply_node_pool(np);
+        core.observe(Observation::Applied(Object::node_pool(np)), now);
+    }
+    // the cloud's answer, as a shell gives it: each class's types from the region's catalog
+    for (class, read) in &classes {
+        let settings = read.as_ref().map_or_else(NodeSettings::default, |nc| {
+            NodeSettings::from_node_class(&nc.spec)
+        });
+        let types = kerf_aws::instance_types(how.region, &settings)?;
+        let types = scheduler_options(&types, unavailable).into();
+        let answer = Observation::InstanceTypes {
+            node_class: class.clone(),
+            types,
+        };
+        core.observe(answer, now);
     }
     if how.snapshot {
-        for claim in &inputs.nodeclaims {
-            let meta = &claim.metadata;
-            let created = at(meta.creation_timestamp.as_ref());
-            let deleting = meta.deletion_timestamp.as_ref().map(|t| at(Some(t)));
-            core.nodeclaim_observed(claim, created, deleting);
+        for claim in inputs.nodeclaims {
+            core.observe(Observation::Applied(Object::nodeclaim(claim)), now);
         }
     }
-    let cluster = &mut core.cluster;
     // before the pods: their volumes' topology is added as they are read
-    for v in inputs.template_claims.iter().chain(&inputs.volumes) {
-        v.apply(&mut cluster.volumes);
+    let had_templates = !inputs.template_claims.is_empty();
+    for v in inputs
+        .template_claims
+        .into_iter()
+        .chain(inputs.volumes.iter().cloned())
+    {
+        core.observe(Observation::Applied(Object::Volume(v)), now);
     }
     // files with StatefulSets but no StorageClass: their claims get the class a cluster
     // names default (EKS's gp2: EBS, WaitForFirstConsumer, any zone) rather than leaving
     // their pods out as claims of no class
     let has_class = (inputs.volumes.iter()).any(|v| matches!(v, VolumeObject::Class(_)));
-    if !has_class && !inputs.template_claims.is_empty() {
-        VolumeObject::Class(Box::new(assumed_default_class())).apply(&mut cluster.volumes);
+    if !has_class && had_templates {
+        let class = VolumeObject::Class(Box::new(assumed_default_class()));
+        core.observe(Observation::Applied(Object::Volume(class)), now);
     }
     for pdb in inputs.pdbs {
-        cluster.apply_pdb(pod_key_of(&pdb.metadata), pdb);
+        core.observe(Observation::Applied(Object::Pdb(Box::new(pdb))), now);
     }
-    for ds in inputs.daemonsets {
-        let key = pod_key(&ds);
-        cluster.apply_daemonset(key, ds);
+    for template in inputs.daemonsets {
+        let key = pod_key(&template);
+        let template = Box::new(template);
+        core.observe(
+            Observation::Applied(Object::DaemonSet { key, template }),
+            now,
+        );
     }
-    // when each node last gained a pod, as far as a snapshot tells (the pods that left
-    // are not in it): consolidateAfter counts from there
-    let mut newest: HashMap<String, Duration> = HashMap::new();
+    // a snapshot's times, as its objects tell them: a node is observed when it was made and
+    // each pod when it started, in that order, so consolidateAfter counts from the newest
+    let mut nodes = BTreeMap::new();
     for mut node in inputs.nodes {
         let status = node.status.get_or_insert_with(Default::default);
         let conditions = status.conditions.get_or_insert_with(Vec::new);
@@ -327,11 +341,12 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
                 ..Default::default()
             });
         }
-        let name = node.metadata.name.clone().unwrap_or_default();
-        newest.insert(name.clone(), at(node.metadata.creation_timestamp.as_ref()));
-        cluster.apply_node(name, node_record(&node, now), now);
+        let made = at(node.metadata.creation_timestamp.as_ref());
+        nodes.insert(node.metadata.name.clone().unwrap_or_default(), made);
+        core.observe(Observation::Applied(Object::Node(Box::new(node))), made);
     }
-    for pod in inputs.pods {
+    let mut pods: Vec<(Duration, Pod)> = Vec::new();
+    for mut pod in inputs.pods {
         let key = pod_key(&pod);
         let finished = pod
             .status
@@ -347,35 +362,29 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
             .and_then(|s| s.start_time.as_ref())
             .or(pod.metadata.creation_timestamp.as_ref()));
         match pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-            Some(node) if !cluster.nodes.contains_key(&node) => {
+            Some(node) if !nodes.contains_key(&node) => {
                 eprintln!(
                     "note: pod {key} is bound to node {node}, which is not in the manifests; ignored"
                 );
             }
-            Some(node) => {
-                cluster.apply_pod(pod, now);
-                if let Some(p) = cluster.pods.get_mut(&key) {
-                    p.pending_since = started;
-                }
-                let last = newest.entry(node).or_insert(started);
-                *last = (*last).max(started);
-            }
+            Some(node) => pods.push((started.max(nodes[&node]), pod)),
             None => {
-                cluster.apply_pod(pod, now);
-                cluster.mark_unschedulable(&key, now);
+                // kube-scheduler found it no room
+                set_pod_scheduled(&mut pod, "False", Some("Unschedulable"));
+                pods.push((now, pod));
             }
         }
     }
-    let nodes: Vec<(String, NodeRecord)> = cluster
-        .nodes
-        .iter()
-        .map(|(k, n)| (k.clone(), n.clone()))
-        .collect();
-    let daemonsets: Vec<Pod> = cluster.daemonsets.values().cloned().collect();
-    for (node, record) in nodes {
-        for ds in &daemonsets {
+    pods.sort_by_key(|(at, _)| *at);
+    for (at, pod) in pods {
+        core.observe(Observation::Applied(Object::Pod(Box::new(pod))), at);
+    }
+    let cluster = &core.cluster;
+    let mut daemon_pods = Vec::new();
+    for (node, record) in cluster.nodes() {
+        for ds in cluster.daemonsets().values() {
             let ds_name = ds.metadata.name.clone().unwrap_or_default();
-            let running = cluster.pods.values().any(|p| {
+            let running = cluster.pods().values().any(|p| {
                 p.node.as_deref() == Some(node.as_str())
                     && p.pod
                         .metadata
@@ -397,15 +406,12 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
                 ..Default::default()
             }]);
             pod.spec.get_or_insert_with(Default::default).node_name = Some(node.clone());
-            cluster.apply_pod(pod, now);
+            daemon_pods.push((record.last_pod_event, pod));
         }
     }
-    if how.snapshot {
-        for (node, last) in newest {
-            if let Some(n) = cluster.nodes.get_mut(&node) {
-                n.last_pod_event = last;
-            }
-        }
+    // a DaemonSet's pod is no pod event of its node's: it is observed at the node's last one
+    for (at, pod) in daemon_pods {
+        core.observe(Observation::Applied(Object::Pod(Box::new(pod))), at);
     }
     Ok(core)
 }

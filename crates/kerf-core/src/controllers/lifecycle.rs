@@ -162,7 +162,7 @@ impl Controllers {
     /// A Node object as the API server has it: the one way a node's labels, taints and
     /// readiness reach the controllers (the operator's watch and the simulator's API server
     /// both come here). Its times are Unix times, counted on this clock's epoch.
-    pub fn node_observed(&mut self, node: &k8s_openapi::api::core::v1::Node, now: Duration) {
+    pub(crate) fn node_observed(&mut self, node: &k8s_openapi::api::core::v1::Node, now: Duration) {
         let name = node.metadata.name.clone().unwrap_or_default();
         let mut record = crate::objects::node_record(node, now + self.epoch());
         record.ready_changed = record.ready_changed.saturating_sub(self.epoch());
@@ -171,7 +171,7 @@ impl Controllers {
     }
 
     /// How far this clock's zero is from the Unix epoch.
-    fn epoch(&self) -> Duration {
+    pub(crate) fn epoch(&self) -> Duration {
         Duration::from_secs(self.settings.epoch_unix)
     }
 
@@ -179,7 +179,7 @@ impl Controllers {
     /// (they restarted, or someone else made it) is read back from its labels, annotations
     /// and status, with its deadlines; one someone else started deleting is terminated
     /// gracefully, its grace period counted from `deleting` (its deletion timestamp).
-    pub fn nodeclaim_observed(
+    pub(crate) fn nodeclaim_observed(
         &mut self,
         object: &kerf_api::NodeClaim,
         created: Duration,

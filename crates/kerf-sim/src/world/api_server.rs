@@ -12,6 +12,8 @@ use kerf_api::{Taint, labels};
 use kerf_scheduling::resources::Resources;
 use serde_json::json;
 
+use kerf_core::observe::{Object, namespaced_key};
+
 use crate::kube_scheduler::Amounts;
 
 /// One stored Node.
@@ -232,5 +234,88 @@ mod tests {
             record.ready_changed,
             Duration::from_secs(crate::clock::EPOCH_UNIX + 5)
         );
+    }
+}
+
+/// The simulated API server's objects of the kinds users apply (NodePools, node classes,
+/// NodeOverlays, DaemonSets, PodDisruptionBudgets), with what the simulated controllers write
+/// to them (a node class's reservations, a budget's status). Kerf's controllers see them only
+/// through [`kerf_core::controllers::Controllers::observe`]; a restarted Kerf lists them here.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Objects {
+    pub node_pools: BTreeMap<String, kerf_api::NodePool>,
+    pub node_classes: BTreeMap<String, kerf_api::EC2NodeClass>,
+    pub node_overlays: BTreeMap<String, kerf_api::NodeOverlay>,
+    /// DaemonSets by `namespace/name`, as their pod templates.
+    pub daemonsets: BTreeMap<String, k8s_openapi::api::core::v1::Pod>,
+    /// PodDisruptionBudgets by `namespace/name`.
+    pub pdbs: BTreeMap<String, k8s_openapi::api::policy::v1::PodDisruptionBudget>,
+}
+
+impl Objects {
+    /// Stores an object of these kinds (others are not kept here) and gives it back as the
+    /// watch event Kerf sees.
+    pub fn store(&mut self, object: Object) -> Object {
+        let name = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            m.name.clone().unwrap_or_default()
+        };
+        match &object {
+            Object::NodePool(r) => {
+                if let Ok(np) = &r.object {
+                    self.node_pools.insert(name(&np.metadata), np.clone());
+                }
+            }
+            Object::NodeClass(r) => {
+                if let Ok(c) = &r.object {
+                    self.node_classes.insert(name(&c.metadata), c.clone());
+                }
+            }
+            Object::NodeOverlay(r) => {
+                if let Ok(o) = &r.object {
+                    self.node_overlays.insert(name(&o.metadata), o.clone());
+                }
+            }
+            Object::DaemonSet { key, template } => {
+                self.daemonsets.insert(key.clone(), (**template).clone());
+            }
+            Object::Pdb(pdb) => {
+                self.pdbs
+                    .insert(namespaced_key(&pdb.metadata), (**pdb).clone());
+            }
+            Object::Pod(_) | Object::Node(_) | Object::NodeClaim(_) | Object::Volume(_) => {}
+        }
+        object
+    }
+
+    /// Deletes an object of these kinds by kind and key (`namespace/name`, or `/name`).
+    pub fn delete(&mut self, kind: &str, key: &str) {
+        let name = key.split_once('/').map_or(key, |(_, n)| n);
+        match kind {
+            "NodePool" => drop(self.node_pools.remove(name)),
+            "EC2NodeClass" => drop(self.node_classes.remove(name)),
+            "NodeOverlay" => drop(self.node_overlays.remove(name)),
+            "DaemonSet" => drop(self.daemonsets.remove(key)),
+            "PodDisruptionBudget" => drop(self.pdbs.remove(key)),
+            _ => {}
+        }
+    }
+
+    /// Everything stored, as a relist delivers it: classes before the NodePools that name
+    /// them.
+    pub fn list(&self) -> Vec<Object> {
+        let classes = (self.node_classes.values()).map(|c| Object::node_class(c.clone()));
+        let pools = (self.node_pools.values()).map(|np| Object::node_pool(np.clone()));
+        let overlays = (self.node_overlays.values()).map(|o| Object::node_overlay(o.clone()));
+        let daemonsets = self.daemonsets.iter().map(|(key, t)| Object::DaemonSet {
+            key: key.clone(),
+            template: Box::new(t.clone()),
+        });
+        let pdbs = (self.pdbs.values()).map(|p| Object::Pdb(Box::new(p.clone())));
+        (classes
+            .chain(pools)
+            .chain(overlays)
+            .chain(daemonsets)
+            .chain(pdbs))
+        .collect()
     }
 }

@@ -52,7 +52,7 @@ impl World {
             || self
                 .core
                 .cluster
-                .pods
+                .pods()
                 .values()
                 .any(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
         if busy {
@@ -113,7 +113,7 @@ impl World {
     fn longest_consolidate_after(&self) -> Option<Duration> {
         self.core
             .cluster
-            .node_pools
+            .node_pools()
             .values()
             .filter_map(|np| match np.spec.disruption.consolidate_after {
                 NillableDuration::After(d) => Some(d),
@@ -128,7 +128,7 @@ impl World {
         let cluster = &self.core.cluster;
         let now = self.now;
         let mut h = DefaultHasher::new();
-        for (name, n) in &cluster.nodes {
+        for (name, n) in cluster.nodes() {
             name.hash(&mut h);
             n.labels.hash(&mut h);
             format!("{:?}{:?}{:?}", n.taints, n.requests, n.allocatable).hash(&mut h);
@@ -137,8 +137,8 @@ impl World {
             let pool = n
                 .nodeclaim
                 .as_ref()
-                .and_then(|c| cluster.nodeclaims.get(c))
-                .and_then(|c| cluster.node_pools.get(&c.node_pool));
+                .and_then(|c| cluster.nodeclaims().get(c))
+                .and_then(|c| cluster.node_pools().get(&c.node_pool));
             let consolidatable =
                 pool.is_some_and(|np| match np.spec.disruption.consolidate_after {
                     NillableDuration::After(d) => now >= n.last_pod_event + d,
@@ -146,7 +146,7 @@ impl World {
                 });
             consolidatable.hash(&mut h);
         }
-        for (name, c) in &cluster.nodeclaims {
+        for (name, c) in cluster.nodeclaims() {
             name.hash(&mut h);
             c.node_pool.hash(&mut h);
             c.node.hash(&mut h);
@@ -158,14 +158,14 @@ impl World {
                 .map(|l| l.provider_id.as_str())
                 .hash(&mut h);
         }
-        for (key, p) in &cluster.pods {
+        for (key, p) in cluster.pods() {
             key.hash(&mut h);
             p.node.hash(&mut h);
             p.pod.metadata.annotations.hash(&mut h);
             pod_blocks(&p.pod, p.pending_since, now).hash(&mut h);
         }
         let unix = EPOCH_UNIX + now.as_secs();
-        for (name, np) in &cluster.node_pools {
+        for (name, np) in cluster.node_pools() {
             name.hash(&mut h);
             serde_json::to_string(&np.spec)
                 .unwrap_or_default()
@@ -180,14 +180,14 @@ impl World {
                 open.hash(&mut h);
             }
         }
-        for (name, class) in &cluster.node_classes {
+        for (name, class) in cluster.node_classes() {
             name.hash(&mut h);
             serde_json::to_string(&class.spec)
                 .unwrap_or_default()
                 .hash(&mut h);
         }
-        cluster.daemonsets.keys().for_each(|k| k.hash(&mut h));
-        for (key, pdb) in &cluster.pdbs {
+        cluster.daemonsets().keys().for_each(|k| k.hash(&mut h));
+        for (key, pdb) in cluster.pdbs() {
             key.hash(&mut h);
             serde_json::to_string(&pdb.spec)
                 .unwrap_or_default()

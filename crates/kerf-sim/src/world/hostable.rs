@@ -97,14 +97,14 @@ impl World {
         template.extend((0..imagined.len()).map(Some));
         let mut used = vec![false; template.len()];
         let bound =
-            (cluster.pods.values()).filter_map(|q| q.node.as_deref().map(|n| (q.declared(), n)));
+            (cluster.pods().values()).filter_map(|q| q.node.as_deref().map(|n| (q.declared(), n)));
         let mut scheduler = Scheduler::with_facts(nodes, bound, Some(storage), Some(&self.facts));
         let mut out = Vec::new();
         // a pod just like one that found no node finds none either: the imagined nodes
         // only fill up
         let mut homeless: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for key in keys {
-            let Some(p) = cluster.pods.get(key) else {
+            let Some(p) = cluster.pods().get(key) else {
                 continue;
             };
             let class = self.facts.class(p.declared());
@@ -158,7 +158,7 @@ impl World {
     fn room(&self, name: &str) -> Room {
         let (used, count) = self.pool_usage(name);
         let limit = |resource: &str| {
-            (self.core.cluster.node_pools.get(name))
+            (self.objects.node_pools.get(name))
                 .and_then(|np| np.spec.limits.get(resource))
                 .map(|q| i64::try_from(q.milli()).unwrap_or(i64::MAX))
         };
@@ -173,7 +173,7 @@ impl World {
 
     /// The imagined nodes, with the names of the NodePools their `pool` indexes.
     fn imagine(&mut self) -> (Vec<Imagined>, Vec<String>) {
-        let pools: Vec<NodePool> = self.core.cluster.node_pools.values().cloned().collect();
+        let pools: Vec<NodePool> = self.objects.node_pools.values().cloned().collect();
         let mut out = Vec::new();
         let mut names = Vec::new();
         for pool in &pools {
@@ -221,7 +221,7 @@ impl World {
                         continue;
                     }
                     let mut allocatable = super::allocatable_amounts(&t.allocatable);
-                    for ds in self.core.cluster.daemonsets.values() {
+                    for ds in self.core.cluster.daemonsets().values() {
                         if runs_on(ds, &node_labels, &spec.taints) {
                             for (r, v) in kube_scheduler::requests(ds) {
                                 *allocatable.entry(r).or_default() -= v;

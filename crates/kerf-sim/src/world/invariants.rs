@@ -83,7 +83,7 @@ impl World {
         let cluster = &self.core.cluster;
         // requests added up again from the pod objects, not the cluster's running totals
         let mut requested: BTreeMap<&str, Amounts> = BTreeMap::new();
-        for (k, p) in &cluster.pods {
+        for (k, p) in cluster.pods() {
             let Some(node) = &p.node else { continue };
             let Some(n) = self.nodes.get(node) else {
                 return Err(self.violation(format!(
@@ -211,7 +211,7 @@ impl World {
             || (spec.cloud.insufficient_capacity.iter()).any(|w| w.overlaps(since, self.now))
             || (spec.api_server.outages.iter()).any(|o| o.until.0 > since)
             || (spec.operator_restarts.iter()).any(|r| r.0 > since);
-        for (name, np) in &self.core.cluster.node_pools {
+        for (name, np) in &self.objects.node_pools {
             let Some(replicas) = np.spec.replicas else {
                 continue;
             };
@@ -413,7 +413,7 @@ impl World {
     fn waiting(&self, keep: impl Fn(&str, &PodRecord) -> bool) -> Vec<String> {
         self.core
             .cluster
-            .pods
+            .pods()
             .iter()
             .filter(|(k, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet && keep(k, p))
             .map(|(k, _)| k.clone())
@@ -444,7 +444,7 @@ impl World {
             .filter_map(|n| of.get(n.as_str()).map(|(_, p)| *p))
             .collect();
         for pool in pools {
-            let Some(np) = self.core.cluster.node_pools.get(pool) else {
+            let Some(np) = self.objects.node_pools.get(pool) else {
                 continue;
             };
             let of_pool: Vec<(&str, bool)> = (of.iter())
@@ -492,7 +492,7 @@ impl World {
         let Some(pool) = pool_of(nodeclaim) else {
             return Ok(());
         };
-        let Some(np) = self.core.cluster.node_pools.get(&pool) else {
+        let Some(np) = self.objects.node_pools.get(&pool) else {
             return Ok(());
         };
         // Karpenter checks limits when the provisioner makes a NodeClaim, never at launch
@@ -526,7 +526,7 @@ impl World {
     /// No do-not-disrupt pod is evicted, and no PodDisruptionBudget is broken.
     pub(super) fn check_eviction(&self, pod: &str) -> Result<(), SimError> {
         let cluster = &self.core.cluster;
-        let Some(p) = cluster.pods.get(pod) else {
+        let Some(p) = cluster.pods().get(pod) else {
             return Ok(());
         };
         let annotation = p
@@ -556,7 +556,7 @@ impl World {
             )));
         }
         let views: Vec<PodView<'_>> = cluster
-            .pods
+            .pods()
             .values()
             .map(|q| PodView {
                 pod: &q.pod,
@@ -570,7 +570,7 @@ impl World {
                     .map(|(k, wl)| (k.as_str(), wl.replicas)),
             })
             .collect();
-        if let Some(pdb) = blocking_pdb(&cluster.pdbs, &views, &p.pod) {
+        if let Some(pdb) = blocking_pdb(&self.objects.pdbs, &views, &p.pod) {
             return Err(self.violation(format!(
                 "evicted pod {pod} although PodDisruptionBudget {pdb} allows no disruption"
             )));

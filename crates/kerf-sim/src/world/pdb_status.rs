@@ -15,10 +15,10 @@ impl World {
     pub(super) fn update_pdb_status(&mut self) {
         let cluster = &self.core.cluster;
         let mut changed = Vec::new();
-        for (key, pdb) in &cluster.pdbs {
+        for pdb in self.objects.pdbs.values() {
             let mut scales: BTreeMap<&str, i64> = BTreeMap::new();
             let mut bare = 0;
-            for p in cluster.pods.values().filter(|p| pdb_selects(pdb, &p.pod)) {
+            for p in cluster.pods().values().filter(|p| pdb_selects(pdb, &p.pod)) {
                 match owner_workload(&p.pod).and_then(|w| self.workloads.get_key_value(w)) {
                     Some((w, workload)) => {
                         scales.insert(w, workload.replicas);
@@ -37,11 +37,11 @@ impl World {
                     observed_generation: Some(pdb.metadata.generation.unwrap_or(1)),
                     ..status.cloned().unwrap_or_default()
                 });
-                changed.push((key.clone(), pdb));
+                changed.push(pdb);
             }
         }
-        for (key, pdb) in changed {
-            self.core.cluster.apply_pdb(key, pdb);
+        for pdb in changed {
+            self.write(kerf_core::observe::Object::Pdb(Box::new(pdb)));
         }
     }
 }

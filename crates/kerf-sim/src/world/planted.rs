@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{NodeClaim, NodePool, Taint, TaintEffect};
 use kerf_core::cluster::PodOwner;
+use kerf_core::observe::{Object, Observation};
 
 use super::{RunOptions, SimError, StoredNodeClaim, World};
 use crate::scenario;
@@ -91,9 +92,9 @@ fn pod(yaml: &str) -> Pod {
 
 /// The pool's NodePool with `edit` applied, as the controllers are told of it.
 fn edit_pool(world: &mut World, edit: impl FnOnce(&mut NodePool)) {
-    let mut np = world.core.cluster.node_pools["general"].clone();
+    let mut np = world.objects.node_pools["general"].clone();
     edit(&mut np);
-    world.core.cluster.apply_node_pool(np);
+    world.write(Object::node_pool(np));
 }
 
 /// Stores `object` as a NodeClaim named `name`, created and asked for at the run's start.
@@ -232,7 +233,9 @@ fn over_committed(world: &mut World) -> Result<(), SimError> {
         "metadata: {name: big, namespace: default}\nspec: {containers: [{name: c, resources: {requests: {cpu: '500'}}}]}",
     );
     big.spec.as_mut().expect("spec").node_name = Some(node);
-    world.core.cluster.apply_pod(big, world.now);
+    world
+        .core
+        .observe(Observation::Applied(Object::Pod(Box::new(big))), world.now);
     world.check_step()
 }
 
@@ -258,10 +261,12 @@ fn selector_broken(world: &mut World) -> Result<(), SimError> {
         .into_iter()
         .next()
         .expect("a pod on the node");
-    let mut p = (*world.core.cluster.pods[&pod_key].pod).clone();
+    let mut p = (*world.core.cluster.pods()[&pod_key].pod).clone();
     let spec = p.spec.as_mut().expect("spec");
     spec.node_selector = Some([("planted".to_string(), "yes".to_string())].into());
-    world.core.cluster.apply_pod(p, world.now);
+    world
+        .core
+        .observe(Observation::Applied(Object::Pod(Box::new(p))), world.now);
     world.check_step()
 }
 
@@ -293,10 +298,10 @@ fn past_pdb(world: &mut World) -> Result<(), SimError> {
         "metadata: {name: app, namespace: default}\nspec: {minAvailable: 3, selector: {matchLabels: {app: app}}}",
     )
     .expect("pdb");
-    world.core.cluster.apply_pdb("default/app".into(), pdb);
+    world.write(Object::Pdb(Box::new(pdb)));
     let pod = a_workload_pod(world);
     // its node tainted as a drain's is: only the budget is broken
-    let node = world.core.cluster.pods[&pod].node.clone().expect("bound");
+    let node = world.core.cluster.pods()[&pod].node.clone().expect("bound");
     let disrupted = kerf_core::controllers::disruption::disrupted_taint();
     world.nodes.taint(&node, &disrupted);
     world.check_eviction(&pod)
@@ -304,7 +309,7 @@ fn past_pdb(world: &mut World) -> Result<(), SimError> {
 
 fn do_not_disrupt_evicted(world: &mut World) -> Result<(), SimError> {
     let key = a_workload_pod(world);
-    let mut p = (*world.core.cluster.pods[&key].pod).clone();
+    let mut p = (*world.core.cluster.pods()[&key].pod).clone();
     p.metadata.annotations = Some(
         [(
             kerf_api::labels::DO_NOT_DISRUPT.to_string(),
@@ -312,7 +317,9 @@ fn do_not_disrupt_evicted(world: &mut World) -> Result<(), SimError> {
         )]
         .into(),
     );
-    world.core.cluster.apply_pod(p, world.now);
+    world
+        .core
+        .observe(Observation::Applied(Object::Pod(Box::new(p))), world.now);
     world.check_eviction(&key)
 }
 
@@ -335,7 +342,10 @@ fn stranded(world: &mut World) {
     let p = pod(
         "metadata: {name: stranded, namespace: default, ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: x, uid: u, controller: true}]}\nspec: {containers: [{name: c, resources: {requests: {cpu: '6'}}}]}",
     );
-    world.core.cluster.apply_pod(p, Duration::ZERO);
+    world.core.observe(
+        Observation::Applied(Object::Pod(Box::new(p))),
+        Duration::ZERO,
+    );
     world.now = Duration::from_secs(3600);
 }
 
@@ -404,14 +414,16 @@ fn reservation_overfull(world: &mut World) -> Result<(), SimError> {
 /// tracking): the budgets open and a node's pods gone. Their passes, skipped on unchanged
 /// inputs, never see the empty node; the checker's own fingerprint does.
 fn unseen_write(world: &mut World) -> Result<(), SimError> {
-    let cluster = &mut world.core.cluster;
-    let pool = cluster.node_pools.get_mut("general").expect("the NodePool");
-    pool.spec.disruption.budgets[0].nodes = "100%".into();
     let node = a_node(world);
-    let on_node = (world.core.cluster).pods_where(|p| p.node.as_deref() == Some(node.as_str()));
-    for k in on_node {
-        world.core.cluster.pods.remove(&k);
-    }
+    let untracked = world.core.cluster.untracked_writes();
+    let pool = untracked
+        .node_pools
+        .get_mut("general")
+        .expect("the NodePool");
+    pool.spec.disruption.budgets[0].nodes = "100%".into();
+    untracked
+        .pods
+        .retain(|_, p| p.node.as_deref() != Some(node.as_str()));
     world.check_convergence()?;
     world.now += kerf_core::controllers::disruption::PASS_INTERVAL;
     world.check_convergence()

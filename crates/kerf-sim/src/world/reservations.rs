@@ -20,7 +20,7 @@ const EXPIRY_SLACK: Duration = Duration::from_secs(60);
 impl World {
     /// The reservations `class` selects, as its status would list them now.
     fn resolved(&self, class: &str) -> Vec<CapacityReservationStatus> {
-        let Some(k) = self.core.cluster.node_classes.get(class) else {
+        let Some(k) = self.core.cluster.node_classes().get(class) else {
             return Vec::new();
         };
         let terms = &k.spec.capacity_reservation_selector_terms;
@@ -87,10 +87,10 @@ impl World {
         if self.scenario.spec.cloud.reservations.is_empty() {
             return;
         }
-        let classes: Vec<String> = self.core.cluster.node_classes.keys().cloned().collect();
+        let classes: Vec<String> = self.objects.node_classes.keys().cloned().collect();
         for name in classes {
             let resolved = self.resolved(&name);
-            let Some(class) = self.core.cluster.node_classes.get(&name) else {
+            let Some(class) = self.objects.node_classes.get(&name) else {
                 continue;
             };
             let rooms: Vec<(String, u32)> = (resolved.iter())
@@ -101,7 +101,7 @@ impl World {
             if changed {
                 let mut class = class.clone();
                 class.status.get_or_insert_default().capacity_reservations = resolved;
-                self.core.cluster.apply_node_class(class);
+                self.write(kerf_core::observe::Object::node_class(class));
             }
             // the instance types are offered anew only when a reservation or its room changed
             if changed || self.reservations_offered.get(&name) != Some(&rooms) {

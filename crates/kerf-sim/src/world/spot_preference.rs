@@ -57,7 +57,7 @@ impl World {
         let on_demand: Vec<String> = self
             .core
             .cluster
-            .nodes
+            .nodes()
             .iter()
             .filter(|(name, n)| {
                 n.ready
@@ -89,13 +89,13 @@ impl World {
         let n = self.nodes.get(node)?;
         let (_, claim) = cluster.claim_of_node(node)?;
         let launched = claim.launched.as_ref()?;
-        let own = cluster.node_pools.get(&claim.node_pool)?;
+        let own = cluster.node_pools().get(&claim.node_pool)?;
         // a static NodePool's nodes are never disrupted (Karpenter v1.15, gate or not)
         if own.spec.replicas.is_some() || !self.disruptable(node, own) {
             return None;
         }
         let pods: Vec<&Pod> = cluster
-            .pods
+            .pods()
             .values()
             .filter(|p| p.node.as_deref() == Some(node) && p.owner != PodOwner::DaemonSet)
             .map(|p| p.declared())
@@ -115,7 +115,7 @@ impl World {
         let price = launched.price_per_hour;
         let own_weight = own.spec.weight.unwrap_or(0);
         let mut pools: Vec<(i32, String, NodePool)> = cluster
-            .node_pools
+            .node_pools()
             .iter()
             // nor does one launch a replacement
             .filter(|(_, np)| np.spec.replicas.is_none())
@@ -210,7 +210,7 @@ impl World {
                     }
                     let mut counts: BTreeMap<&str, i64> =
                         self.zones.iter().map(|z| (z.as_str(), 0)).collect();
-                    for q in cluster.pods.values().filter(|q| selects(&q.pod)) {
+                    for q in cluster.pods().values().filter(|q| selects(&q.pod)) {
                         let Some(node) = q.node.as_ref().and_then(|n| self.nodes.get(n)) else {
                             continue;
                         };
@@ -243,7 +243,7 @@ impl World {
             return false;
         }
         let of_pool: Vec<bool> = cluster
-            .nodes
+            .nodes()
             .keys()
             .filter_map(|k| {
                 let (_, c) = cluster.claim_of_node(k)?;
@@ -265,7 +265,7 @@ impl World {
             return false;
         }
         cluster
-            .pods
+            .pods()
             .values()
             .filter(|p| p.node.as_deref() == Some(node) && p.owner != PodOwner::DaemonSet)
             .all(|p| {
@@ -275,7 +275,7 @@ impl World {
                     .annotations
                     .as_ref()
                     .is_some_and(|a| a.contains_key(labels::DO_NOT_DISRUPT));
-                let guarded = cluster.pdbs.values().any(|b| {
+                let guarded = cluster.pdbs().values().any(|b| {
                     b.metadata.namespace == pod.metadata.namespace
                         && b.spec
                             .as_ref()
@@ -375,7 +375,7 @@ impl World {
                     continue;
                 }
                 let mut total = needed.clone();
-                for ds in self.core.cluster.daemonsets.values() {
+                for ds in self.core.cluster.daemonsets().values() {
                     if node_affinity_matches(ds, &node_labels)
                         && !untolerated(ds, &template.spec.taints)
                     {
@@ -412,10 +412,16 @@ impl World {
             return Ok(());
         };
         let instance = instance.clone();
-        let Some(claim) = self.core.cluster.nodeclaims.get(nodeclaim).cloned() else {
+        let Some(claim) = self.core.cluster.nodeclaims().get(nodeclaim).cloned() else {
             return Ok(());
         };
-        let Some(np) = self.core.cluster.node_pools.get(&claim.node_pool).cloned() else {
+        let Some(np) = self
+            .core
+            .cluster
+            .node_pools()
+            .get(&claim.node_pool)
+            .cloned()
+        else {
             return Ok(());
         };
         let catalog = self.catalog(&claim.node_class);
@@ -450,7 +456,7 @@ impl World {
     /// or `priceAdjustment` as a percent or an amount, never below 0). `None` when overlays
     /// share a weight: which one Karpenter's conflict rule keeps is not worked out here.
     fn overlaid(&self, node_labels: &BTreeMap<String, String>, base: f64) -> Option<f64> {
-        let overlays = &self.core.cluster.node_overlays;
+        let overlays = &self.core.cluster.node_overlays();
         if !self.scenario.spec.feature_gates.node_overlay || overlays.is_empty() {
             return Some(base);
         }
@@ -596,7 +602,7 @@ spec:
 "#,
         )
         .expect("NodePool");
-        world.core.cluster.apply_node_pool(spot);
+        world.write(kerf_core::observe::Object::node_pool(spot));
         let e = world.check_spot_preference().expect_err("a violation");
         assert!(
             e.to_string().contains("spot preference: on-demand node")

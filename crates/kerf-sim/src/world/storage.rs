@@ -27,6 +27,8 @@ pub(crate) struct Stored {
     pub claims: BTreeMap<String, PersistentVolumeClaim>,
     pub volumes: BTreeMap<String, PersistentVolume>,
     pub classes: BTreeMap<String, StorageClass>,
+    /// The simulated nodes' CSINodes (their EBS attachment limits), by node.
+    pub csi_nodes: BTreeMap<String, k8s_openapi::api::storage::v1::CSINode>,
 }
 
 fn claim_key(c: &PersistentVolumeClaim) -> String {
@@ -52,9 +54,20 @@ impl Stored {
                 let name = c.metadata.name.clone().unwrap_or_default();
                 self.classes.insert(name, (**c).clone());
             }
-            // the simulated nodes' CSINodes are the simulator's own
-            VolumeObject::CsiNode(_) => {}
+            VolumeObject::CsiNode(c) => {
+                let name = c.metadata.name.clone().unwrap_or_default();
+                self.csi_nodes.insert(name, (**c).clone());
+            }
         }
+    }
+
+    /// Every stored object, as a relist delivers them.
+    pub fn list(&self) -> Vec<VolumeObject> {
+        let claims = (self.claims.values()).map(|c| VolumeObject::Claim(Box::new(c.clone())));
+        let volumes = (self.volumes.values()).map(|v| VolumeObject::Volume(Box::new(v.clone())));
+        let classes = (self.classes.values()).map(|c| VolumeObject::Class(Box::new(c.clone())));
+        let csi = (self.csi_nodes.values()).map(|c| VolumeObject::CsiNode(Box::new(c.clone())));
+        classes.chain(volumes).chain(claims).chain(csi).collect()
     }
 
     /// The stored objects as the binder reads them.

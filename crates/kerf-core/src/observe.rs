@@ -1,0 +1,273 @@
+//! The one way in: every shell hands what it reads (the operator's watches, the simulator's
+//! API server, the CLI's manifests) to [`Controllers::observe`], which turns objects into the
+//! controllers' records and keeps their change tracking. No shell writes the cluster state
+//! any other way.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kerf_api::cluster_read::{Gaps, Read};
+use kerf_api::manifest::RawDocument;
+use kerf_api::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
+use kerf_scheduling::InstanceTypeOption;
+use kerf_scheduling::pods::pod_key;
+
+use crate::controllers::interruption::Notice;
+use crate::controllers::{Action, Controllers};
+use crate::workloads::{ClusterObject, VolumeObject};
+
+/// A Kubernetes object as a shell read it. Karpenter's kinds come as [`Read`]s: as far as
+/// Kerf understands them, with what it could not read (a newer Karpenter's fields) as gaps.
+#[derive(Clone, Debug)]
+pub enum Object {
+    /// A Pod.
+    Pod(Box<Pod>),
+    /// A Node.
+    Node(Box<Node>),
+    /// A NodeClaim.
+    NodeClaim(Arc<Read<NodeClaim>>),
+    /// A NodePool.
+    NodePool(Arc<Read<NodePool>>),
+    /// An EC2NodeClass (or another provider's node class, as the record Kerf keeps for it).
+    NodeClass(Arc<Read<EC2NodeClass>>),
+    /// A NodeOverlay.
+    NodeOverlay(Arc<Read<NodeOverlay>>),
+    /// A DaemonSet, as the pod template it runs on every node it fits.
+    DaemonSet {
+        /// `namespace/name`.
+        key: String,
+        /// Its pods' template (see [`Object::daemonset`]).
+        template: Box<Pod>,
+    },
+    /// A PodDisruptionBudget.
+    Pdb(Box<PodDisruptionBudget>),
+    /// A PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode.
+    Volume(VolumeObject),
+}
+
+/// What a shell tells the controllers it saw.
+#[derive(Clone, Debug)]
+pub enum Observation {
+    /// An object was created or changed (a watch event, a relist, a manifest).
+    Applied(Object),
+    /// An object was deleted, or went while nobody watched (a relist no longer has it).
+    /// Known by its kind (`Pod`, `NodePool`, …) and `namespace/name` key (namespace empty
+    /// when cluster-scoped).
+    Deleted {
+        /// The kind.
+        kind: String,
+        /// The key.
+        key: String,
+    },
+    /// The cloud's interruption queue says an instance is going.
+    Notice(Notice),
+    /// The cloud's answer to [`Action::ListInstanceTypes`]: what a node class can launch,
+    /// every offering available (the controllers track capacity errors themselves).
+    InstanceTypes {
+        /// The node class.
+        node_class: String,
+        /// Its instance types.
+        types: Arc<[InstanceTypeOption]>,
+    },
+    /// The cloud's prices or its region's instance types changed: every node class's types
+    /// are asked for again.
+    OfferingsChanged,
+}
+
+impl Object {
+    /// A NodePool read whole (from a manifest or a simulated API server).
+    pub fn node_pool(np: NodePool) -> Object {
+        Object::NodePool(Arc::new(whole(np)))
+    }
+
+    /// A node class read whole.
+    pub fn node_class(class: EC2NodeClass) -> Object {
+        Object::NodeClass(Arc::new(whole(class)))
+    }
+
+    /// A NodeOverlay read whole.
+    pub fn node_overlay(overlay: NodeOverlay) -> Object {
+        Object::NodeOverlay(Arc::new(whole(overlay)))
+    }
+
+    /// A NodeClaim read whole.
+    pub fn nodeclaim(claim: NodeClaim) -> Object {
+        Object::NodeClaim(Arc::new(whole(claim)))
+    }
+
+    /// A DaemonSet as the API server sends it, or `None` when its template cannot be read
+    /// (its pods then are not counted as overhead, as they would not be scheduled either).
+    pub fn daemonset(ds: &DaemonSet) -> Option<Object> {
+        let mut value = serde_json::to_value(ds).ok()?;
+        value["apiVersion"] = "apps/v1".into();
+        value["kind"] = "DaemonSet".into();
+        match crate::workloads::read(&RawDocument { line: 0, value }) {
+            Ok(Some(ClusterObject::DaemonSet(template))) => Some(Object::DaemonSet {
+                key: namespaced_key(&ds.metadata),
+                template,
+            }),
+            _ => None,
+        }
+    }
+}
+
+fn whole<T>(object: T) -> Read<T> {
+    Read {
+        object: Ok(object),
+        gaps: Gaps::default(),
+    }
+}
+
+/// `namespace/name` of a namespaced object (`default` when the namespace is unset).
+pub fn namespaced_key(meta: &ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or("")
+    )
+}
+
+fn name_of(meta: &ObjectMeta) -> &str {
+    meta.name.as_deref().unwrap_or("")
+}
+
+fn finished(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+impl Controllers {
+    /// Takes in what a shell saw at `now`. The one way objects reach the controllers: the
+    /// records, their change tracking and the questions to the cloud they raise (a node
+    /// class's instance types) all follow from here.
+    pub fn observe(&mut self, observation: Observation, now: Duration) {
+        match observation {
+            Observation::Applied(object) => self.applied(object, now),
+            Observation::Deleted { kind, key } => self.deleted(&kind, &key, now),
+            Observation::Notice(notice) => self.notice(&notice, now),
+            Observation::InstanceTypes { node_class, types } => {
+                self.types_asked.remove(&node_class);
+                self.cluster.set_instance_types(&node_class, types);
+                self.cluster.changes.provisionable = true;
+            }
+            Observation::OfferingsChanged => {
+                let classes: Vec<String> = self.cluster.instance_types.keys().cloned().collect();
+                for class in classes {
+                    self.ask_instance_types(&class);
+                }
+            }
+        }
+    }
+
+    /// Asks the cloud for a node class's instance types, with the class as it is now.
+    fn ask_instance_types(&mut self, class: &str) {
+        self.types_asked.insert(class.to_string());
+        self.actions.push(Action::ListInstanceTypes {
+            node_class: class.to_string(),
+            spec: self.cluster.node_classes.get(class).cloned().map(Box::new),
+        });
+    }
+
+    /// Asks for the instance types of a NodePool's node class unless they are known or
+    /// already asked for.
+    fn want_instance_types(&mut self, class: &str) {
+        if !self.cluster.instance_types.contains_key(class) && !self.types_asked.contains(class) {
+            self.ask_instance_types(class);
+        }
+    }
+
+    fn applied(&mut self, object: Object, now: Duration) {
+        let cluster = &mut self.cluster;
+        match object {
+            Object::Pod(pod) if finished(&pod) => cluster.delete_pod(&pod_key(&pod), now),
+            Object::Pod(pod) => cluster.apply_pod(*pod, now),
+            Object::Node(node) => self.node_observed(&node, now),
+            Object::NodeClaim(read) => {
+                // one Kerf cannot type is reported by the shell and left as it was last read
+                let Ok(claim) = &read.object else {
+                    return;
+                };
+                let epoch = self.epoch();
+                let at = |t: &Time| {
+                    let ms = u64::try_from(t.0.as_millisecond()).unwrap_or(0);
+                    Duration::from_millis(ms).saturating_sub(epoch)
+                };
+                let meta = &claim.metadata;
+                let created = meta.creation_timestamp.as_ref().map_or(now, at);
+                let deleting = meta.deletion_timestamp.as_ref().map(at);
+                self.nodeclaim_observed(claim, created, deleting);
+            }
+            Object::NodePool(read) => {
+                let Ok(np) = &read.object else {
+                    return;
+                };
+                let name = name_of(&np.metadata);
+                // status writes come back as events too: only a spec change is a change
+                let gaps = Some(&read.gaps).filter(|g| !g.is_empty());
+                if (cluster.node_pools.get(name)).is_none_or(|old| old.spec != np.spec)
+                    || cluster.pool_gaps.get(name) != gaps
+                {
+                    cluster.apply_node_pool_read(np.clone(), &read.gaps);
+                }
+                let class = np.spec.template.spec.node_class_ref.name.clone();
+                self.want_instance_types(&class);
+            }
+            Object::NodeClass(read) => {
+                let Ok(class) = &read.object else {
+                    return;
+                };
+                let name = name_of(&class.metadata).to_string();
+                let gaps = Some(&read.gaps).filter(|g| !g.is_empty());
+                // the status matters too: its subnets' zones are where types are offered
+                let changed = (cluster.node_classes.get(&name))
+                    .is_none_or(|old| old.spec != class.spec || old.status != class.status);
+                if changed || cluster.class_gaps.get(&name) != gaps {
+                    cluster.apply_node_class_read(class.clone(), &read.gaps);
+                    self.ask_instance_types(&name);
+                }
+            }
+            Object::NodeOverlay(read) => {
+                let Ok(overlay) = &read.object else {
+                    return;
+                };
+                let name = name_of(&overlay.metadata);
+                // status writes come back as events too: only a spec change is a change
+                if (cluster.node_overlays.get(name)).is_none_or(|old| old.spec != overlay.spec) {
+                    cluster.apply_node_overlay(overlay.clone());
+                }
+            }
+            Object::DaemonSet { key, template } => cluster.apply_daemonset(key, *template),
+            Object::Pdb(pdb) => cluster.apply_pdb(namespaced_key(&pdb.metadata), *pdb),
+            Object::Volume(v) => cluster.volumes_changed(|volumes| v.apply(volumes), now),
+        }
+    }
+
+    fn deleted(&mut self, kind: &str, key: &str, now: Duration) {
+        let cluster = &mut self.cluster;
+        let (namespace, name) = match key.split_once('/') {
+            Some((ns, n)) => (Some(ns).filter(|ns| !ns.is_empty()), n),
+            None => (None, key),
+        };
+        match kind {
+            "Pod" => cluster.delete_pod(key, now),
+            "Node" => cluster.delete_node(name, now),
+            "NodeClaim" => cluster.delete_nodeclaim(name),
+            "NodePool" => cluster.delete_node_pool(name),
+            "EC2NodeClass" | "KWOKNodeClass" => cluster.delete_node_class(name),
+            "NodeOverlay" => cluster.delete_node_overlay(name),
+            "DaemonSet" => cluster.delete_daemonset(key),
+            "PodDisruptionBudget" => cluster.delete_pdb(key),
+            "PersistentVolumeClaim" => {
+                cluster.volumes_changed(|v| v.delete_claim(namespace, name), now);
+            }
+            "PersistentVolume" => cluster.volumes_changed(|v| v.delete_volume(name), now),
+            "StorageClass" => cluster.volumes_changed(|v| v.delete_class(name), now),
+            "CSINode" => cluster.volumes_changed(|v| v.delete_csi_node(name), now),
+            _ => {}
+        }
+    }
+}
