@@ -379,7 +379,8 @@ struct Unplaced {
 
 /// The controllers and the cluster state they share.
 pub struct Controllers {
-    /// The cluster as observed (shells write here) plus the controllers' own writes.
+    /// The cluster as observed ([`Controllers::observe`]) plus the controllers' own writes;
+    /// read-only outside the core.
     pub cluster: Cluster,
     settings: Settings,
     rng: ChaCha8Rng,

@@ -159,9 +159,9 @@ impl Controllers {
         }
     }
 
-    /// A Node object as the API server has it: the one way a node's labels, taints and
-    /// readiness reach the controllers (the operator's watch and the simulator's API server
-    /// both come here). Its times are Unix times, counted on this clock's epoch.
+    /// A Node object as the API server has it, from [`Controllers::observe`]: how a node's
+    /// labels, taints and readiness reach the controllers. Its times are Unix times, counted
+    /// on this clock's epoch.
     pub(crate) fn node_observed(&mut self, node: &k8s_openapi::api::core::v1::Node, now: Duration) {
         let name = node.metadata.name.clone().unwrap_or_default();
         let mut record = crate::objects::node_record(node, now + self.epoch());

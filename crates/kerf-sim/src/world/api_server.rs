@@ -1,7 +1,7 @@
 //! The simulated API server's Node objects: what a kubelet registered and reports (Ready),
 //! and what Kerf wrote to them (taints, labels). kube-scheduler's stand-in and the checkers
 //! read them here; Kerf's controllers see them only as a watch delivers them
-//! ([`kerf_core::controllers::Controllers::node_observed`]), as the operator sees
+//! ([`kerf_core::controllers::Controllers::observe`]), as the operator sees
 //! kube-apiserver's. A write Kerf meant but never made is missing here, where it shows.
 
 use std::collections::BTreeMap;
