@@ -151,8 +151,14 @@ impl Controllers {
             Observation::Notice(notice) => self.notice(&notice, now),
             Observation::InstanceTypes { node_class, types } => {
                 self.types_asked.remove(&node_class);
+                let asked = |a: &Action| matches!(a, Action::ListInstanceTypes { node_class: c, .. } if *c == node_class);
+                self.actions.retain(|a| !asked(a));
                 self.cluster.set_instance_types(&node_class, types);
-                self.cluster.changes.provisionable = true;
+                // what reads a class's types follows up as on a change of the class: drift,
+                // the NodeOverlays' statuses, provisioning
+                let changes = &mut self.cluster.changes;
+                changes.node_classes.insert(node_class);
+                changes.provisionable = true;
             }
             Observation::OfferingsChanged => {
                 let classes: Vec<String> = self.cluster.instance_types.keys().cloned().collect();

@@ -1364,3 +1364,40 @@ fn a_launch_carries_its_nodeclaim_and_the_offerings_known_unavailable() {
     assert!(!again.available("on-demand", "m5.large", "us-east-1b"));
     assert!(again.available("on-demand", "m5.large", "us-east-1a"));
 }
+
+fn types_asked(actions: &[Action]) -> Vec<String> {
+    (actions.iter())
+        .filter_map(|a| match a {
+            Action::ListInstanceTypes { node_class, .. } => Some(node_class.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_node_classs_instance_types_are_asked_for_once_and_their_answer_lets_its_pools_provision() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    // a NodePool seen twice, its class's types not known: one question, and no launch
+    core.apply_node_pool(pool());
+    let mut edited = pool();
+    edited.spec.weight = Some(5);
+    core.apply_node_pool(edited);
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let first = run_until(&mut core, 0, 15);
+    assert_eq!(types_asked(&first), ["default"]);
+    assert!(created(&first).is_empty(), "{first:?}");
+    // the cloud answers: the pod gets its NodeClaim, and nothing is asked again
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    let then = run_until(&mut core, 16, 30);
+    assert_eq!(created(&then).len(), 1, "{then:?}");
+    assert!(types_asked(&then).is_empty(), "{then:?}");
+    // the class changes: its types are asked for again, with the class as it is now
+    core.apply_node_class(node_class(&["ami-1"]));
+    let changed = core.poll(secs(31));
+    let spec = changed.iter().find_map(|a| match a {
+        Action::ListInstanceTypes { spec, .. } => spec.as_deref(),
+        _ => None,
+    });
+    let name = spec.and_then(|c| c.metadata.name.as_deref());
+    assert_eq!(name, Some("default"), "{changed:?}");
+}
