@@ -241,6 +241,8 @@ pub struct World {
     nodes: api_server::Nodes,
     /// NodePools, node classes, NodeOverlays, DaemonSets and PDBs as the API server holds them.
     objects: api_server::Objects,
+    /// Pods as the API server holds them, by `namespace/name`.
+    pods: BTreeMap<String, api_server::StoredPod>,
     /// Each node's EBS attachment limit, as its CSINode publishes it.
     csi_limits: BTreeMap<String, i64>,
     binder_dirty: bool,
@@ -350,6 +352,7 @@ impl World {
             storage: storage::Stored::default(),
             nodes: api_server::Nodes::default(),
             objects: api_server::Objects::default(),
+            pods: BTreeMap::new(),
             imagined: None,
             imagined_generation: 0,
             facts: Default::default(),
@@ -514,11 +517,8 @@ impl World {
         self.settle()?;
         Ok(true)
     }
-
     fn pending_count(&self) -> usize {
-        self.core
-            .cluster
-            .pods()
+        self.pods
             .values()
             .filter(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet)
             .count()
@@ -826,7 +826,7 @@ impl World {
         self.unfinished = Unfinished::default();
         let settings = self.core.settings().clone();
         let seed = self.rng.random::<u64>();
-        let old = std::mem::replace(&mut self.core, Controllers::new(settings, seed));
+        self.core = Controllers::new(settings, seed);
         let now = self.now;
         // a relist, in the order the operator's watches settle: the kinds users apply (the
         // cloud is asked for each class's types again), NodeClaims, volumes, then pods
@@ -843,10 +843,10 @@ impl World {
         }
         // a pod's wait counts from its creation (or its PodScheduled condition), which the
         // object carries; the nodes come after their pods so their requests add up
-        for p in old.cluster.pods().values() {
-            let pod = Box::new(p.declared().clone());
+        for p in self.pods.values() {
+            let pod = Object::Pod(p.pod.clone());
             self.core
-                .observe(Observation::Applied(Object::Pod(pod)), p.pending_since);
+                .observe(Observation::Applied(pod), p.pending_since);
         }
         let names: Vec<String> = self.nodes.iter().map(|(name, _)| name.clone()).collect();
         for name in names {
@@ -1043,10 +1043,7 @@ impl World {
                         }
                         .into());
                     }
-                    let owned = self
-                        .core
-                        .cluster
-                        .pods_where(|p| owner_workload(&p.pod) == Some(wk.as_str()));
+                    let owned = self.pods_where(|p| owner_workload(&p.pod) == Some(wk.as_str()));
                     for p in owned {
                         self.delete_pod(&p);
                     }
@@ -1063,9 +1060,9 @@ impl World {
             self.requested_total.add(&requests);
         }
         self.facts.insert(&pod);
-        let now = self.now;
-        self.core
-            .observe(Observation::Applied(Object::Pod(Box::new(pod))), now);
+        self.pods
+            .insert(k.clone(), api_server::StoredPod::created(pod, self.now));
+        self.observe_pod(&k);
         self.binder_dirty = true;
         k
     }
@@ -1073,7 +1070,7 @@ impl World {
     /// A pod is deleted (scale-down, eviction, its node gone): its controller, if any,
     /// makes a new one.
     fn delete_pod(&mut self, k: &str) {
-        let Some(p) = self.core.cluster.pods().get(k) else {
+        let Some(p) = self.pods.remove(k) else {
             return;
         };
         if p.owner != PodOwner::DaemonSet {
@@ -1090,25 +1087,16 @@ impl World {
     /// A pod evicted (or deleted at the end of the grace period) by Kerf.
     fn evicted(&mut self, k: &str) {
         // the report counts the pods users run; daemonset pods go with every node
-        if self
-            .core
-            .cluster
-            .pods()
-            .get(k)
-            .is_some_and(|p| p.owner != PodOwner::DaemonSet)
-        {
+        if (self.pods.get(k)).is_some_and(|p| p.owner != PodOwner::DaemonSet) {
             self.totals.pods_evicted += 1;
         }
         self.delete_pod(k);
     }
-
     fn bind(&mut self, k: &str, node: &str) {
-        let Some(p) = self.core.cluster.pods().get(k) else {
+        let Some(p) = self.pods.get(k) else {
             return;
         };
         let waited = self.now.saturating_sub(p.pending_since).as_secs_f64();
-        // kube-scheduler's binding and condition update, as the API server stores them
-        let mut pod = p.declared().clone();
         if p.owner != PodOwner::DaemonSet {
             if waited > self.totals.max_pod_pending_seconds {
                 self.totals.max_pod_pending_seconds = waited;
@@ -1116,17 +1104,16 @@ impl World {
             }
             let since = p.pending_since;
             self.record_wait(k, since);
+        } // kube-scheduler's binding and condition update, as the API server stores them
+        if let Some(p) = self.pods.get_mut(k) {
+            p.bind(node);
         }
-        pod.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
-        set_pod_scheduled(&mut pod, "True", None);
-        let now = self.now;
-        self.core
-            .observe(Observation::Applied(Object::Pod(Box::new(pod))), now);
+        self.observe_pod(k);
         // the CSI provisioner makes the volumes that waited for this pod, in its zone
         let zone = (self.nodes.get(node))
             .and_then(|n| n.labels.get(labels::ZONE))
             .cloned();
-        let pod = self.core.cluster.pods().get(k).map(|p| p.declared());
+        let pod = self.pods.get(k).map(|p| p.declared());
         if let (Some(zone), Some(pod)) = (zone, pod) {
             let pod = pod.clone();
             let changed = self.storage.pod_bound(&pod, &zone);
@@ -1176,17 +1163,17 @@ impl World {
                 + cloud.ready_jitter.0;
             self.faults[i].1 = self.faults[i].1.min(self.now + PASS_INTERVAL + launch);
         }
-        let on_node = self
-            .core
-            .cluster
-            .pods_where(|p| p.node.as_deref() == Some(node));
+        let on_node = self.pods_where(|p| p.node.as_deref() == Some(node));
         for k in on_node {
-            let owner = self.core.cluster.pods()[&k].owner;
+            let owner = self.pods[&k].owner;
             if owner != PodOwner::DaemonSet {
                 self.totals.pods_evicted += 1;
             }
             if owner != PodOwner::None {
                 self.delete_pod(&k);
+            } else if let Some(p) = self.pods.get_mut(&k) {
+                p.unbind(self.now);
+                self.observe_pod(&k);
             }
         }
         self.nodes.delete(node);
@@ -1204,7 +1191,7 @@ impl World {
     /// (removing pending pods first, then the newest).
     fn reconcile_workloads(&mut self) {
         let mut counts: HashMap<&str, usize> = HashMap::new();
-        for p in self.core.cluster.pods().values() {
+        for p in self.pods.values() {
             if let Some(w) = owner_workload(&p.pod) {
                 *counts.entry(w).or_default() += 1;
             }
@@ -1218,10 +1205,7 @@ impl World {
             .map(|(wk, _)| wk.clone())
             .collect();
         for wk in off {
-            let have = self
-                .core
-                .cluster
-                .pods_where(|p| owner_workload(&p.pod) == Some(wk.as_str()));
+            let have = self.pods_where(|p| owner_workload(&p.pod) == Some(wk.as_str()));
             let want = usize::try_from(self.workloads[&wk].replicas).unwrap_or(0);
             if have.len() < want {
                 for _ in have.len()..want {
@@ -1229,24 +1213,14 @@ impl World {
                     let mut pod = w.template.clone();
                     let namespace = kerf_scheduling::pods::namespace_of(&pod).to_string();
                     let mut attempt = 0;
-                    let taken = |n: &str| {
-                        self.core
-                            .cluster
-                            .pods()
-                            .contains_key(&format!("{namespace}/{n}"))
-                    };
+                    let taken = |n: &str| self.pods.contains_key(&format!("{namespace}/{n}"));
                     // a StatefulSet makes its lowest missing ordinal again, with its claims
                     if w.kind == "StatefulSet" {
                         w.next = (0..).find(|&i| !taken(&w.names.name(i, 0))).unwrap_or(0);
                     }
                     let mut name = w.names.name(w.next, attempt);
                     // a name still taken draws another, as kube-apiserver's generateName does
-                    while self
-                        .core
-                        .cluster
-                        .pods()
-                        .contains_key(&format!("{namespace}/{name}"))
-                    {
+                    while self.pods.contains_key(&format!("{namespace}/{name}")) {
                         attempt += 1;
                         name = w.names.name(w.next, attempt);
                     }
@@ -1281,7 +1255,7 @@ impl World {
                 let mut order: Vec<(bool, Duration, String)> = have
                     .iter()
                     .map(|k| {
-                        let p = &self.core.cluster.pods()[k];
+                        let p = &self.pods[k];
                         (p.node.is_some(), p.pending_since, k.clone())
                     })
                     .collect();
@@ -1299,11 +1273,12 @@ impl World {
     /// and marks the ones no Ready node fits `Unschedulable`.
     fn bind_pending(&mut self) {
         let cluster = &self.core.cluster;
-        let mut pending: Vec<(bool, Duration, &String)> = cluster
-            .pods()
-            .iter()
+        // Kerf's nominations, which kube-scheduler's stand-in honours (the nominated node
+        // first), as the operator's events would have it
+        let nominated = |k: &str| (cluster.pods().get(k)).and_then(|r| r.nominated.as_ref());
+        let mut pending: Vec<(bool, Duration, &String)> = (self.pods.iter())
             .filter(|(_, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet)
-            .map(|(k, p)| (p.nominated.is_none(), p.pending_since, k))
+            .map(|(k, p)| (nominated(k).is_none(), p.pending_since, k))
             .collect();
         if pending.is_empty() {
             return;
@@ -1326,19 +1301,14 @@ impl World {
                         .collect(),
                 })
                 .collect();
-            // the pods as declared: Kerf's copies carry what it made of their volumes
-            let bound = cluster
-                .pods()
-                .values()
-                .filter_map(|p| p.node.as_deref().map(|n| (p.declared(), n)));
+            let bound =
+                (self.pods.values()).filter_map(|p| p.node.as_deref().map(|n| (p.declared(), n)));
             let storage = Some(self.storage.view());
             let mut scheduler =
                 kube_scheduler::Scheduler::with_facts(nodes, bound, storage, Some(&self.facts));
             for (_, _, k) in &pending {
-                let p = &cluster.pods()[*k];
-                let nominated = p
-                    .nominated
-                    .as_ref()
+                let p = &self.pods[*k];
+                let nominated = nominated(k)
                     .and_then(|c| cluster.nodeclaims().get(c))
                     .and_then(|c| c.node.as_deref());
                 if let Some(node) = scheduler.schedule(p.declared(), nominated) {
@@ -1351,21 +1321,15 @@ impl World {
             self.bind(&k, &n);
         }
         for k in &pending {
-            let unplaced = self
-                .core
-                .cluster
-                .pods()
-                .get(k)
-                .is_some_and(|p| p.node.is_none() && p.nominated.is_none());
+            let nominated =
+                (self.core.cluster.pods().get(k)).is_some_and(|r| r.nominated.is_some());
             // kube-scheduler found it no node: it says so in the pod's status
-            let unmarked = (self.core.cluster.pods().get(k))
-                .filter(|p| unplaced && !is_provisionable(&p.pod))
-                .map(|p| p.declared().clone());
-            if let Some(mut pod) = unmarked {
-                set_pod_scheduled(&mut pod, "False", Some("Unschedulable"));
-                let now = self.now;
-                self.core
-                    .observe(Observation::Applied(Object::Pod(Box::new(pod))), now);
+            let Some(p) = self.pods.get_mut(k) else {
+                continue;
+            };
+            if p.node.is_none() && !nominated && !is_provisionable(&p.pod) {
+                set_pod_scheduled(&mut p.pod, "False", Some("Unschedulable"));
+                self.observe_pod(k);
             }
         }
     }
@@ -1825,6 +1789,22 @@ impl World {
         self.observe_node(node);
         self.binder_dirty = true;
     }
+    /// Kerf's watch delivers a Pod as the API server stores it.
+    fn observe_pod(&mut self, key: &str) {
+        if let Some(p) = self.pods.get(key) {
+            let object = Object::Pod(p.pod.clone());
+            let now = self.now;
+            self.core.observe(Observation::Applied(object), now);
+        }
+    }
+
+    /// The stored pods `keep` selects, by key.
+    fn pods_where(&self, keep: impl Fn(&api_server::StoredPod) -> bool) -> Vec<String> {
+        (self.pods.iter())
+            .filter(|(_, p)| keep(p))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
 
     /// Kerf's watch delivers a Node as the API server stores it.
     fn observe_node(&mut self, node: &str) {
@@ -1839,11 +1819,7 @@ impl World {
 
     fn report(mut self) -> Report {
         // pods still pending count their wait until the end
-        let waiting: Vec<(String, Duration)> = self
-            .core
-            .cluster
-            .pods()
-            .iter()
+        let waiting: Vec<(String, Duration)> = (self.pods.iter())
             .filter(|(_, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet)
             .map(|(k, p)| (k.clone(), p.pending_since))
             .collect();
@@ -1867,8 +1843,6 @@ impl World {
             let Some(i) = &c.launched else { continue };
             let node = c.node.clone().unwrap_or_else(|| name.clone());
             let mut pods: Vec<String> = self
-                .core
-                .cluster
                 .pods_where(|p| p.node.as_deref() == Some(&node) && p.owner != PodOwner::DaemonSet);
             pods.sort();
             nodes.push(FinalNode {
@@ -1882,10 +1856,7 @@ impl World {
                 pods,
             });
         }
-        let pending = self
-            .core
-            .cluster
-            .pods_where(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
+        let pending = self.pods_where(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
         let mut report = Report::new(
             &self.scenario,
             nodes,

@@ -319,3 +319,60 @@ impl Objects {
         .collect()
     }
 }
+
+/// One stored Pod: the object as its controller made it and kube-scheduler bound it (Kerf's
+/// reading of its volumes is Kerf's own), with what the simulated control plane tracks of it.
+#[derive(Clone, Debug)]
+pub(crate) struct StoredPod {
+    /// The object.
+    pub pod: Box<k8s_openapi::api::core::v1::Pod>,
+    /// What it requests.
+    pub requests: Resources,
+    /// Who made it.
+    pub owner: kerf_core::cluster::PodOwner,
+    /// `spec.nodeName`.
+    pub node: Option<String>,
+    /// When it was created, or last left without a node.
+    pub pending_since: Duration,
+}
+
+impl StoredPod {
+    /// A pod as its controller (or the scenario) creates it.
+    pub fn created(pod: k8s_openapi::api::core::v1::Pod, now: Duration) -> StoredPod {
+        let node = (pod.spec.as_ref())
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty());
+        StoredPod {
+            requests: kerf_scheduling::resources::pod_requests(&pod),
+            owner: kerf_core::cluster::owner_of(&pod),
+            node,
+            pending_since: now,
+            pod: Box::new(pod),
+        }
+    }
+
+    /// The object as declared (the binder and the checkers read it).
+    pub fn declared(&self) -> &k8s_openapi::api::core::v1::Pod {
+        &self.pod
+    }
+
+    /// kube-scheduler's binding and its `PodScheduled=True` condition.
+    pub fn bind(&mut self, node: &str) {
+        self.pod.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
+        kerf_core::cluster::set_pod_scheduled(&mut self.pod, "True", None);
+        self.node = Some(node.to_string());
+    }
+
+    /// Its node is gone and it is not deleted with it (a pod no controller owns): it waits for
+    /// a node again, as Kerf's reading of a node's deletion has it.
+    pub fn unbind(&mut self, now: Duration) {
+        if let Some(s) = self.pod.spec.as_mut() {
+            s.node_name = None;
+        }
+        if let Some(s) = self.pod.status.as_mut() {
+            s.conditions = None;
+        }
+        self.node = None;
+        self.pending_since = now;
+    }
+}

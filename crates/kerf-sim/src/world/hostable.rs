@@ -79,7 +79,6 @@ impl World {
         if imagined.is_empty() {
             return Vec::new();
         }
-        let cluster = &self.core.cluster;
         let storage = self.storage.view();
         // the nodes that exist count as topology domains, but take nothing
         let mut nodes: Vec<kube_scheduler::Node<'_>> = (self.nodes.iter())
@@ -97,14 +96,14 @@ impl World {
         template.extend((0..imagined.len()).map(Some));
         let mut used = vec![false; template.len()];
         let bound =
-            (cluster.pods().values()).filter_map(|q| q.node.as_deref().map(|n| (q.declared(), n)));
+            (self.pods.values()).filter_map(|q| q.node.as_deref().map(|n| (q.declared(), n)));
         let mut scheduler = Scheduler::with_facts(nodes, bound, Some(storage), Some(&self.facts));
         let mut out = Vec::new();
         // a pod just like one that found no node finds none either: the imagined nodes
         // only fill up
         let mut homeless: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for key in keys {
-            let Some(p) = cluster.pods().get(key) else {
+            let Some(p) = self.pods.get(key) else {
                 continue;
             };
             let class = self.facts.class(p.declared());

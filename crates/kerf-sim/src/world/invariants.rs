@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{Taint, labels};
-use kerf_core::cluster::{PodOwner, PodRecord};
+use kerf_core::cluster::PodOwner;
+
+use super::api_server::StoredPod;
 use kerf_core::controllers::list_text;
 
 use super::oracle::{PodView, blocking_pdb, budget_room};
@@ -80,10 +82,9 @@ impl World {
             return Ok(());
         }
         self.step_checked = Some(generation);
-        let cluster = &self.core.cluster;
         // requests added up again from the pod objects, not the cluster's running totals
         let mut requested: BTreeMap<&str, Amounts> = BTreeMap::new();
-        for (k, p) in cluster.pods() {
+        for (k, p) in &self.pods {
             let Some(node) = &p.node else { continue };
             let Some(n) = self.nodes.get(node) else {
                 return Err(self.violation(format!(
@@ -303,7 +304,7 @@ impl World {
                 && !faults
                     .iter()
                     .any(|(from, to)| *from <= now && *to > p.pending_since)
-                && !self.launching_for(p, bound)
+                && !self.launching_for(k, bound)
         });
         // judged apart from Kerf: new nodes of the NodePools would take the pods
         let hostable = if late.iter().all(|k| self.unhostable.contains(k)) {
@@ -377,7 +378,7 @@ impl World {
     /// or EC2NodeClass changed since (it may have become hostable then), or, for a pod no
     /// NodePool could host at the last look (their limits reached) or at an earlier look
     /// during this wait, room was freed since.
-    fn wait_start(&self, key: &str, p: &PodRecord) -> Duration {
+    fn wait_start(&self, key: &str, p: &StoredPod) -> Duration {
         let since = p
             .pending_since
             .max(self.pools_changed_at)
@@ -394,13 +395,15 @@ impl World {
     /// way, and Kerf making one fresh claim after another for the pod excuses nothing). A
     /// NodePool's limit may have kept the pod waiting until room was freed for that launch,
     /// while another pod had been the one the checker thought blocked (swarm seed 10102).
-    fn launching_for(&self, p: &PodRecord, bound: Duration) -> bool {
+    fn launching_for(&self, key: &str, bound: Duration) -> bool {
         let initialized = |c: &super::StoredNodeClaim| {
             (c.object.status.as_ref()).is_some_and(|s| {
                 (s.conditions.iter()).any(|k| k.type_ == "Initialized" && k.status == "True")
             })
-        };
-        (p.nominated.as_ref())
+        }; // the nomination is Kerf's (in memory, as Karpenter's); the claim is read from the
+        // API server
+        let nominated = (self.core.cluster.pods().get(key)).and_then(|r| r.nominated.as_ref());
+        nominated
             .and_then(|c| self.nodeclaim_objects.get(c))
             .is_some_and(|c| {
                 !initialized(c)
@@ -410,11 +413,8 @@ impl World {
     }
 
     /// Workload pods waiting for a node, among those `keep` selects.
-    fn waiting(&self, keep: impl Fn(&str, &PodRecord) -> bool) -> Vec<String> {
-        self.core
-            .cluster
-            .pods()
-            .iter()
+    fn waiting(&self, keep: impl Fn(&str, &StoredPod) -> bool) -> Vec<String> {
+        (self.pods.iter())
             .filter(|(k, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet && keep(k, p))
             .map(|(k, _)| k.clone())
             .collect()
@@ -525,8 +525,7 @@ impl World {
 
     /// No do-not-disrupt pod is evicted, and no PodDisruptionBudget is broken.
     pub(super) fn check_eviction(&self, pod: &str) -> Result<(), SimError> {
-        let cluster = &self.core.cluster;
-        let Some(p) = cluster.pods().get(pod) else {
+        let Some(p) = self.pods.get(pod) else {
             return Ok(());
         };
         let annotation = p
@@ -555,9 +554,7 @@ impl World {
                 labels::DISRUPTED_TAINT_KEY
             )));
         }
-        let views: Vec<PodView<'_>> = cluster
-            .pods()
-            .values()
+        let views: Vec<PodView<'_>> = (self.pods.values())
             .map(|q| PodView {
                 pod: &q.pod,
                 healthy: q

@@ -13,12 +13,11 @@ use super::{World, owner_workload};
 impl World {
     /// Writes every budget's expected pod count where it changed.
     pub(super) fn update_pdb_status(&mut self) {
-        let cluster = &self.core.cluster;
         let mut changed = Vec::new();
         for pdb in self.objects.pdbs.values() {
             let mut scales: BTreeMap<&str, i64> = BTreeMap::new();
             let mut bare = 0;
-            for p in cluster.pods().values().filter(|p| pdb_selects(pdb, &p.pod)) {
+            for p in self.pods.values().filter(|p| pdb_selects(pdb, &p.pod)) {
                 match owner_workload(&p.pod).and_then(|w| self.workloads.get_key_value(w)) {
                     Some((w, workload)) => {
                         scales.insert(w, workload.replicas);

@@ -8,8 +8,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{NodeClaim, NodePool, Taint, TaintEffect};
 use kerf_core::cluster::PodOwner;
-use kerf_core::observe::{Object, Observation};
+use kerf_core::observe::Object;
 
+use super::api_server::StoredPod;
 use super::{RunOptions, SimError, StoredNodeClaim, World};
 use crate::scenario;
 
@@ -73,11 +74,15 @@ fn a_node(world: &World) -> String {
     name.clone()
 }
 
+/// Stores a pod in the API server as of `at`; Kerf's watch sees it.
+fn store_pod(world: &mut World, pod: Pod, at: Duration) {
+    let key = kerf_scheduling::pods::pod_key(&pod);
+    world.pods.insert(key.clone(), StoredPod::created(pod, at));
+    world.observe_pod(&key);
+}
+
 fn a_workload_pod(world: &World) -> String {
-    let pods = world
-        .core
-        .cluster
-        .pods_where(|p| p.owner == PodOwner::Controller);
+    let pods = world.pods_where(|p| p.owner == PodOwner::Controller);
     pods.into_iter().next().expect("a workload pod")
 }
 
@@ -233,9 +238,7 @@ fn over_committed(world: &mut World) -> Result<(), SimError> {
         "metadata: {name: big, namespace: default}\nspec: {containers: [{name: c, resources: {requests: {cpu: '500'}}}]}",
     );
     big.spec.as_mut().expect("spec").node_name = Some(node);
-    world
-        .core
-        .observe(Observation::Applied(Object::Pod(Box::new(big))), world.now);
+    store_pod(world, big, world.now);
     world.check_step()
 }
 
@@ -255,18 +258,14 @@ fn untolerated_taint(world: &mut World) -> Result<(), SimError> {
 fn selector_broken(world: &mut World) -> Result<(), SimError> {
     let node = a_node(world);
     let pod_key = world
-        .core
-        .cluster
         .pods_where(|p| p.node.as_deref() == Some(node.as_str()) && p.owner == PodOwner::Controller)
         .into_iter()
         .next()
         .expect("a pod on the node");
-    let mut p = (*world.core.cluster.pods()[&pod_key].pod).clone();
+    let mut p = (*world.pods[&pod_key].pod).clone();
     let spec = p.spec.as_mut().expect("spec");
     spec.node_selector = Some([("planted".to_string(), "yes".to_string())].into());
-    world
-        .core
-        .observe(Observation::Applied(Object::Pod(Box::new(p))), world.now);
+    store_pod(world, p, world.now);
     world.check_step()
 }
 
@@ -301,7 +300,7 @@ fn past_pdb(world: &mut World) -> Result<(), SimError> {
     world.write(Object::Pdb(Box::new(pdb)));
     let pod = a_workload_pod(world);
     // its node tainted as a drain's is: only the budget is broken
-    let node = world.core.cluster.pods()[&pod].node.clone().expect("bound");
+    let node = world.pods[&pod].node.clone().expect("bound");
     let disrupted = kerf_core::controllers::disruption::disrupted_taint();
     world.nodes.taint(&node, &disrupted);
     world.check_eviction(&pod)
@@ -309,7 +308,7 @@ fn past_pdb(world: &mut World) -> Result<(), SimError> {
 
 fn do_not_disrupt_evicted(world: &mut World) -> Result<(), SimError> {
     let key = a_workload_pod(world);
-    let mut p = (*world.core.cluster.pods()[&key].pod).clone();
+    let mut p = (*world.pods[&key].pod).clone();
     p.metadata.annotations = Some(
         [(
             kerf_api::labels::DO_NOT_DISRUPT.to_string(),
@@ -317,9 +316,7 @@ fn do_not_disrupt_evicted(world: &mut World) -> Result<(), SimError> {
         )]
         .into(),
     );
-    world
-        .core
-        .observe(Observation::Applied(Object::Pod(Box::new(p))), world.now);
+    store_pod(world, p, world.now);
     world.check_eviction(&key)
 }
 
@@ -342,10 +339,7 @@ fn stranded(world: &mut World) {
     let p = pod(
         "metadata: {name: stranded, namespace: default, ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: x, uid: u, controller: true}]}\nspec: {containers: [{name: c, resources: {requests: {cpu: '6'}}}]}",
     );
-    world.core.observe(
-        Observation::Applied(Object::Pod(Box::new(p))),
-        Duration::ZERO,
-    );
+    store_pod(world, p, Duration::ZERO);
     world.now = Duration::from_secs(3600);
 }
 

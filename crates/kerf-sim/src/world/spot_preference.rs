@@ -94,9 +94,7 @@ impl World {
         if own.spec.replicas.is_some() || !self.disruptable(node, own) {
             return None;
         }
-        let pods: Vec<&Pod> = cluster
-            .pods()
-            .values()
+        let pods: Vec<&Pod> = (self.pods.values())
             .filter(|p| p.node.as_deref() == Some(node) && p.owner != PodOwner::DaemonSet)
             .map(|p| p.declared())
             .collect();
@@ -180,7 +178,6 @@ impl World {
     ///   and Karpenter sees a zone it can launch in (swarm seed 35435);
     /// - any other key: not modelled, so the oracle keeps quiet.
     fn spread_objects(&self, pods: &[&Pod], zone: &str) -> bool {
-        let cluster = &self.core.cluster;
         pods.iter().any(|p| {
             let constraints = p
                 .spec
@@ -210,7 +207,7 @@ impl World {
                     }
                     let mut counts: BTreeMap<&str, i64> =
                         self.zones.iter().map(|z| (z.as_str(), 0)).collect();
-                    for q in cluster.pods().values().filter(|q| selects(&q.pod)) {
+                    for q in self.pods.values().filter(|q| selects(&q.pod)) {
                         let Some(node) = q.node.as_ref().and_then(|n| self.nodes.get(n)) else {
                             continue;
                         };
@@ -264,9 +261,7 @@ impl World {
         if room == 0 {
             return false;
         }
-        cluster
-            .pods()
-            .values()
+        (self.pods.values())
             .filter(|p| p.node.as_deref() == Some(node) && p.owner != PodOwner::DaemonSet)
             .all(|p| {
                 let pod = p.declared();
