@@ -413,7 +413,7 @@ pub struct UntrackedWrites<'a> {
 #[cfg(feature = "plant")]
 impl Cluster {
     /// Writes past change tracking (see [`UntrackedWrites`]).
-    pub fn untracked_writes(&mut self) -> UntrackedWrites<'_> {
+    pub(crate) fn untracked_writes(&mut self) -> UntrackedWrites<'_> {
         UntrackedWrites {
             node_pools: &mut self.node_pools,
             pods: &mut self.pods,

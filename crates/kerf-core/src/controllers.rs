@@ -379,9 +379,8 @@ struct Unplaced {
 
 /// The controllers and the cluster state they share.
 pub struct Controllers {
-    /// The cluster as observed ([`Controllers::observe`]) plus the controllers' own writes;
-    /// read-only outside the core.
-    pub cluster: Cluster,
+    /// The cluster as observed ([`Controllers::observe`]) plus the controllers' own writes.
+    pub(crate) cluster: Cluster,
     settings: Settings,
     rng: ChaCha8Rng,
     now: Duration,
@@ -495,6 +494,19 @@ impl Controllers {
     /// The settings.
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// The cluster as the controllers hold it, for shells, `explain` and checkers to read:
+    /// it changes only through [`Controllers::observe`] and the controllers' own work.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// The simulator's planted-bug tests only (feature `plant`): writes past the cluster
+    /// state's change tracking.
+    #[cfg(feature = "plant")]
+    pub fn untracked_writes(&mut self) -> crate::cluster::UntrackedWrites<'_> {
+        self.cluster.untracked_writes()
     }
 
     /// Runs everything due at `now` and everything the cluster's changes call for; returns

@@ -163,7 +163,7 @@ fn node_object(name: &str, n: &NodeRecord) -> k8s_openapi::api::core::v1::Node {
 
 /// The API server stores a taint on a node, and the watch brings the node back.
 fn store_taint(core: &mut Controllers, node: &str, taint: &kerf_api::Taint, at: u64) {
-    if let Some(mut n) = core.cluster.nodes().get(node).cloned() {
+    if let Some(mut n) = core.cluster().nodes().get(node).cloned() {
         n.taints.push(taint.clone());
         core.apply_node(node.to_string(), n, secs(at));
     }
@@ -245,7 +245,7 @@ fn a_nominated_pod_kube_scheduler_did_not_bind_gets_capacity_again() {
     let claim = first[0].clone();
     launch_and_register(&mut core, &claim);
     core.poll(secs(4));
-    assert!(core.cluster.nodeclaims()[&claim].initialized);
+    assert!(core.cluster().nodeclaims()[&claim].initialized);
     // kube-scheduler gives the room to another pod; x stays pending, nominated
     let mut other = unschedulable("y", "1500m");
     other.spec.as_mut().unwrap().node_name = Some(claim.clone());
@@ -466,7 +466,7 @@ fn node_repair_waits_out_the_toleration_and_stops_when_a_fifth_of_the_pool_is_un
         launch_and_register(&mut core, c);
     }
     let not_ready = |core: &mut Controllers, node: &str, since: u64| {
-        let mut record = core.cluster.nodes()[node].clone();
+        let mut record = core.cluster().nodes()[node].clone();
         record.ready = false;
         record.ready_changed = secs(since);
         core.apply_node(node.to_string(), record, secs(since));
@@ -484,7 +484,7 @@ fn node_repair_waits_out_the_toleration_and_stops_when_a_fifth_of_the_pool_is_un
         "{blocked:?}"
     );
     // one recovers: one unhealthy node of five may be replaced
-    let mut record = core.cluster.nodes()[&claims[1]].clone();
+    let mut record = core.cluster().nodes()[&claims[1]].clone();
     record.ready = true;
     core.apply_node(claims[1].clone(), record, secs(10 + 31 * 60));
     let after = run_until(&mut core, 10 + 31 * 60 + 1, 10 + 32 * 60);
@@ -529,12 +529,12 @@ fn a_node_whose_image_the_class_no_longer_resolves_to_has_drifted() {
     let claim = created(&run_until(&mut core, 0, 2)).remove(0);
     launch_image_and_register(&mut core, &claim, Some("ami-1"));
     run_until(&mut core, 4, 20);
-    assert_eq!(core.cluster.nodeclaims()[&claim].drifted, None);
+    assert_eq!(core.cluster().nodeclaims()[&claim].drifted, None);
     // a new release: the alias resolves to another image
     core.apply_node_class(node_class(&["ami-2"]));
     run_until(&mut core, 21, 40);
     assert_eq!(
-        core.cluster
+        core.cluster()
             .nodeclaims()
             .get(&claim)
             .and_then(|c| c.drifted),
@@ -557,7 +557,7 @@ fn a_node_whose_image_is_still_resolved_or_unknown_has_not_drifted() {
     core.apply_node_class(node_class(&[]));
     run_until(&mut core, 4, 40);
     for c in &claims {
-        assert_eq!(core.cluster.nodeclaims()[c].drifted, None, "{c}");
+        assert_eq!(core.cluster().nodeclaims()[c].drifted, None, "{c}");
     }
 }
 
@@ -565,7 +565,7 @@ fn a_node_whose_image_is_still_resolved_or_unknown_has_not_drifted() {
 fn drift(core: &Controllers, claims: &[String]) -> Vec<Option<DriftReason>> {
     claims
         .iter()
-        .map(|c| core.cluster.nodeclaims().get(c).and_then(|c| c.drifted))
+        .map(|c| core.cluster().nodeclaims().get(c).and_then(|c| c.drifted))
         .collect()
 }
 
@@ -627,7 +627,7 @@ fn a_restarted_controller_learns_an_instances_network_from_the_cloud_listing() {
     // as read back from its NodeClaim after a restart: no network, so nothing to compare
     launch_into_and_register(&mut core, &claim, Some("ami-1"), None);
     run_until(&mut core, 4, 20);
-    assert_eq!(core.cluster.nodeclaims()[&claim].drifted, None);
+    assert_eq!(core.cluster().nodeclaims()[&claim].drifted, None);
     let listed = |groups: &[&str]| CloudInstance {
         provider_id: format!("kwok://{claim}"),
         nodeclaim: claim.clone(),
@@ -637,11 +637,11 @@ fn a_restarted_controller_learns_an_instances_network_from_the_cloud_listing() {
     // a listing without the groups says nothing about them
     core.garbage_collect(&[listed(&[])], secs(21));
     run_until(&mut core, 21, 25);
-    assert_eq!(core.cluster.nodeclaims()[&claim].drifted, None);
+    assert_eq!(core.cluster().nodeclaims()[&claim].drifted, None);
     core.garbage_collect(&[listed(&["sg-1"])], secs(26));
     run_until(&mut core, 26, 30);
     assert_eq!(
-        core.cluster.nodeclaims()[&claim].drifted,
+        core.cluster().nodeclaims()[&claim].drifted,
         Some(DriftReason::SecurityGroupDrift)
     );
 }
@@ -655,7 +655,7 @@ fn an_instance_named_apart_from_its_nodeclaim_is_not_an_orphan() {
     let claim = created(&run_until(&mut core, 0, 2)).remove(0);
     launch_into_and_register(&mut core, &claim, None, None);
     run_until(&mut core, 4, 20);
-    let provider_id = core.cluster.nodeclaims()[&claim]
+    let provider_id = core.cluster().nodeclaims()[&claim]
         .launched
         .as_ref()
         .expect("launched")
@@ -675,7 +675,7 @@ fn an_instance_named_apart_from_its_nodeclaim_is_not_an_orphan() {
             .any(|a| matches!(a, Action::DeleteNode { .. } | Action::DeleteInstance { .. })),
         "{actions:?}"
     );
-    assert!(core.cluster.nodeclaims().contains_key(&claim));
+    assert!(core.cluster().nodeclaims().contains_key(&claim));
 }
 
 #[test]
@@ -698,7 +698,7 @@ fn a_nodeclaim_read_before_its_instance_types_is_priced_when_they_come() {
         secs(0),
     );
     let price = |core: &Controllers| {
-        core.cluster.nodeclaims()["default-k8rpt"]
+        core.cluster().nodeclaims()["default-k8rpt"]
             .launched
             .as_ref()
             .map(|l| l.price_per_hour)
@@ -806,7 +806,7 @@ fn a_launch_that_failed_for_a_passing_reason_is_tried_again_with_a_backoff_and_n
     launch_and_register(&mut core, &claim);
     let after = run_until(&mut core, 7, 60);
     assert!(created(&after).is_empty(), "{after:?}");
-    assert!(core.cluster.nodeclaims()[&claim].registered);
+    assert!(core.cluster().nodeclaims()[&claim].registered);
 }
 
 #[test]
@@ -1006,14 +1006,14 @@ fn a_static_nodepool_gets_its_replicas_without_pods_up_to_its_node_limit() {
     );
     // the third is refused by the limit, and said once
     assert_eq!(logged(&actions, "nodepool node limit reached"), 1);
-    let c = &core.cluster.nodeclaims()[&made[0]];
+    let c = &core.cluster().nodeclaims()[&made[0]];
     assert_eq!(c.instance_types, ["m5.large"]);
     // without the gate a static NodePool is inert
-    let mut off = with_static_pool(3, None);
-    let mut settings = off.settings().clone();
-    settings.static_capacity = false;
-    let mut inert = Controllers::new(settings, 7);
-    inert.cluster = std::mem::take(&mut off.cluster);
+    let mut inert = Controllers::new(Settings::default(), 7);
+    let mut np = pool();
+    np.spec.replicas = Some(3);
+    inert.apply_node_pool(np);
+    inert.set_instance_types("default", Arc::from(vec![instance_type()]));
     assert!(created(&run_until(&mut inert, 0, 5)).is_empty());
 }
 
@@ -1026,7 +1026,7 @@ fn a_static_nodepool_takes_no_pending_pod_and_is_never_consolidated() {
     let idle = run_until(&mut core, 5, 300);
     assert_eq!(logged(&idle, "disrupting node(s)"), 0);
     assert_eq!(logged(&idle, "marking consolidatable"), 0);
-    assert!(core.cluster.nodeclaims()[&claim].deleting.is_none());
+    assert!(core.cluster().nodeclaims()[&claim].deleting.is_none());
     // a pod fills most of it, and another waits: it needs a new node, which a static
     // NodePool is not the scheduler's to launch
     let mut filler = unschedulable("filler", "1500m");
@@ -1067,7 +1067,7 @@ fn scaling_a_static_nodepool_down_removes_unlaunched_then_empty_then_cheapest_no
     core.apply_pod(pod("busy", &made[0], false), secs(5));
     core.apply_pod(pod("kept", &made[1], true), secs(5));
     core.poll(secs(6));
-    let mut np = core.cluster.node_pools()["default"].clone();
+    let mut np = core.cluster().node_pools()["default"].clone();
     let mut deleted = |core: &mut Controllers, replicas: i64, at: u64| -> Vec<String> {
         np.spec.replicas = Some(replicas);
         core.apply_node_pool(np.clone());
@@ -1099,7 +1099,7 @@ fn a_drifted_static_node_is_replaced_first_within_the_drift_budget() {
     }
     run_until(&mut core, 5, 10);
     // the template changes: both nodes drift
-    let mut np = core.cluster.node_pools()["default"].clone();
+    let mut np = core.cluster().node_pools()["default"].clone();
     np.spec
         .template
         .metadata
@@ -1109,7 +1109,7 @@ fn a_drifted_static_node_is_replaced_first_within_the_drift_budget() {
     let acted = run_until(&mut core, 11, 30);
     assert!(
         made.iter()
-            .all(|c| core.cluster.nodeclaims()[c].drifted.is_some())
+            .all(|c| core.cluster().nodeclaims()[c].drifted.is_some())
     );
     // Karpenter's default budget (10 % of 2 nodes, rounded up): one replacement at a time,
     // made before anything goes
@@ -1303,25 +1303,25 @@ fn a_node_is_initialized_by_its_nodeclaims_startup_taints_not_its_nodepools_curr
     assert_eq!(claims.len(), 1);
     let claim = &claims[0];
     assert_eq!(
-        core.cluster.nodeclaims()[claim].registration_taints(),
+        core.cluster().nodeclaims()[claim].registration_taints(),
         vec![startup("example.com/agent-a")]
     );
     // the NodePool now names another agent's taint
     np.spec.template.spec.startup_taints = vec![startup("example.com/agent-b")];
     core.apply_node_pool(np);
     launch_and_register(&mut core, claim);
-    let mut node = core.cluster.nodes()[claim.as_str()].clone();
+    let mut node = core.cluster().nodes()[claim.as_str()].clone();
     node.taints = vec![startup("example.com/agent-a")];
     core.apply_node(claim.clone(), node.clone(), secs(5));
     run_until(&mut core, 5, 8);
     assert!(
-        !core.cluster.nodeclaims()[claim].initialized,
+        !core.cluster().nodeclaims()[claim].initialized,
         "initialized with its startup taint still on"
     );
     node.taints.clear();
     core.apply_node(claim.clone(), node, secs(9));
     run_until(&mut core, 9, 12);
-    assert!(core.cluster.nodeclaims()[claim].initialized);
+    assert!(core.cluster().nodeclaims()[claim].initialized);
 }
 
 /// A launch carries what the cloud needs (the NodeClaim, its NodePool) and the offerings the
@@ -1356,7 +1356,7 @@ fn a_launch_carries_its_nodeclaim_and_the_offerings_known_unavailable() {
     // the NodeClaim is gone, and kube-scheduler finds no node for the pod again
     run_until(&mut core, 3, 3);
     core.nodeclaim_gone(&claim);
-    let mut pod = core.cluster.pods()["default/x"].declared().clone();
+    let mut pod = core.cluster().pods()["default/x"].declared().clone();
     kerf_core::cluster::set_pod_scheduled(&mut pod, "False", Some("Unschedulable"));
     core.apply_pod(pod, secs(4));
     let again = request(&run_until(&mut core, 4, 60)).expect("a second launch");

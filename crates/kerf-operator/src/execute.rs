@@ -292,7 +292,7 @@ impl<C: CloudProvider> Executor<C> {
             Action::Event(e) => {
                 let uid = match e.kind {
                     EventObject::Pod => core
-                        .cluster
+                        .cluster()
                         .pods()
                         .get(&e.name)
                         .and_then(|p| p.pod.metadata.uid.clone()),
@@ -458,7 +458,7 @@ impl<C: CloudProvider> Executor<C> {
                 let started = std::time::Instant::now();
                 let deleted = self.cloud.delete(&provider_id).await;
                 let pool = core
-                    .cluster
+                    .cluster()
                     .nodeclaims()
                     .get(&nodeclaim)
                     .map_or("", |c| c.node_pool.as_str());

@@ -1272,7 +1272,7 @@ impl World {
     /// binds pending pods one by one, oldest first and those nominated for a node first,
     /// and marks the ones no Ready node fits `Unschedulable`.
     fn bind_pending(&mut self) {
-        let cluster = &self.core.cluster;
+        let cluster = &self.core.cluster();
         // Kerf's nominations, which kube-scheduler's stand-in honours (the nominated node
         // first), as the operator's events would have it
         let nominated = |k: &str| (cluster.pods().get(k)).and_then(|r| r.nominated.as_ref());
@@ -1322,7 +1322,7 @@ impl World {
         }
         for k in &pending {
             let nominated =
-                (self.core.cluster.pods().get(k)).is_some_and(|r| r.nominated.is_some());
+                (self.core.cluster().pods().get(k)).is_some_and(|r| r.nominated.is_some());
             // kube-scheduler found it no node: it says so in the pod's status
             let Some(p) = self.pods.get_mut(k) else {
                 continue;
@@ -1436,7 +1436,7 @@ impl World {
     ) -> Vec<(String, String, String, String)> {
         let mut candidates: Vec<(Duration, String, String, String, String)> = self
             .core
-            .cluster
+            .cluster()
             .nodeclaims()
             .iter()
             .filter_map(|(name, c)| {
@@ -1580,7 +1580,7 @@ impl World {
         self.totals.nodes_terminated += 1;
         let node = self
             .core
-            .cluster
+            .cluster()
             .nodeclaims()
             .get(&claim)
             .and_then(|c| c.node.clone());
@@ -1664,7 +1664,7 @@ impl World {
         let Some((claim_name, _)) = self.instances.get(provider_id) else {
             return;
         };
-        let cluster = &self.core.cluster;
+        let cluster = &self.core.cluster();
         let Some(claim) = cluster.nodeclaims().get(claim_name) else {
             return;
         };
@@ -1728,7 +1728,7 @@ impl World {
         // daemonset pods start on the node as soon as it registers
         let daemonsets: Vec<(String, Pod)> = self
             .core
-            .cluster
+            .cluster()
             .daemonsets()
             .iter()
             .map(|(k, p)| (k.clone(), p.clone()))
@@ -1839,7 +1839,7 @@ impl World {
         };
         self.totals.slowest_pod = self.slowest_pod.clone();
         let mut nodes = Vec::new();
-        for (name, c) in self.core.cluster.nodeclaims() {
+        for (name, c) in self.core.cluster().nodeclaims() {
             let Some(i) = &c.launched else { continue };
             let node = c.node.clone().unwrap_or_else(|| name.clone());
             let mut pods: Vec<String> = self

@@ -108,7 +108,7 @@ pub fn answer(
                 None => Ok(Err(unknown(
                     "pod",
                     &key,
-                    core.cluster.pods().keys().map(String::as_str),
+                    core.cluster().pods().keys().map(String::as_str),
                 ))),
             }
         }
@@ -117,7 +117,7 @@ pub fn answer(
             None => Ok(Err(unknown(
                 "node",
                 name,
-                core.cluster.nodes().keys().map(String::as_str),
+                core.cluster().nodes().keys().map(String::as_str),
             ))),
         },
     }

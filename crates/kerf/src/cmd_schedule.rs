@@ -78,7 +78,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             let mut out = String::new();
             for plan in &solved.decision.nodeclaims {
                 let pool = &solved.node_pools[plan.node_pool];
-                let np = &core.cluster.node_pools()[pool];
+                let np = &core.cluster().node_pools()[pool];
                 let name = nodeclaim_name(pool, &mut rng);
                 out.push_str("---\n");
                 out.push_str(&serde_yaml::to_string(&nodeclaim(plan, np, name))?);

@@ -379,7 +379,7 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
     for (at, pod) in pods {
         core.observe(Observation::Applied(Object::Pod(Box::new(pod))), at);
     }
-    let cluster = &core.cluster;
+    let cluster = &core.cluster();
     let mut daemon_pods = Vec::new();
     for (node, record) in cluster.nodes() {
         for ds in cluster.daemonsets().values() {

@@ -51,7 +51,7 @@ impl World {
         let busy = self.core.command_in_flight()
             || self
                 .core
-                .cluster
+                .cluster()
                 .pods()
                 .values()
                 .any(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
@@ -112,7 +112,7 @@ impl World {
     /// The longest consolidateAfter of the NodePools that consolidate at all.
     fn longest_consolidate_after(&self) -> Option<Duration> {
         self.core
-            .cluster
+            .cluster()
             .node_pools()
             .values()
             .filter_map(|np| match np.spec.disruption.consolidate_after {
@@ -125,7 +125,7 @@ impl World {
     /// A hash of everything a disruption pass reads, read from the objects (and the
     /// unavailable offerings), with the time-driven inputs evaluated at now.
     fn fingerprint(&self) -> u64 {
-        let cluster = &self.core.cluster;
+        let cluster = &self.core.cluster();
         let now = self.now;
         let mut h = DefaultHasher::new();
         for (name, n) in cluster.nodes() {

@@ -220,7 +220,7 @@ impl World {
                         continue;
                     }
                     let mut allocatable = super::allocatable_amounts(&t.allocatable);
-                    for ds in self.core.cluster.daemonsets().values() {
+                    for ds in self.core.cluster().daemonsets().values() {
                         if runs_on(ds, &node_labels, &spec.taints) {
                             for (r, v) in kube_scheduler::requests(ds) {
                                 *allocatable.entry(r).or_default() -= v;

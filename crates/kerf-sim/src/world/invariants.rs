@@ -77,7 +77,7 @@ impl World {
     pub(super) fn check_step(&mut self) -> Result<(), SimError> {
         // a state already checked is not checked twice (a write the generation missed is
         // checked with the next one: the state persists)
-        let generation = self.core.cluster.generation();
+        let generation = self.core.cluster().generation();
         if self.step_checked == Some(generation) {
             return Ok(());
         }
@@ -402,7 +402,7 @@ impl World {
             })
         }; // the nomination is Kerf's (in memory, as Karpenter's); the claim is read from the
         // API server
-        let nominated = (self.core.cluster.pods().get(key)).and_then(|r| r.nominated.as_ref());
+        let nominated = (self.core.cluster().pods().get(key)).and_then(|r| r.nominated.as_ref());
         nominated
             .and_then(|c| self.nodeclaim_objects.get(c))
             .is_some_and(|c| {

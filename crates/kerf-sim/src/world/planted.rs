@@ -409,7 +409,7 @@ fn reservation_overfull(world: &mut World) -> Result<(), SimError> {
 /// inputs, never see the empty node; the checker's own fingerprint does.
 fn unseen_write(world: &mut World) -> Result<(), SimError> {
     let node = a_node(world);
-    let untracked = world.core.cluster.untracked_writes();
+    let untracked = world.core.untracked_writes();
     let pool = untracked
         .node_pools
         .get_mut("general")

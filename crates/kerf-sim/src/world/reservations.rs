@@ -20,7 +20,7 @@ const EXPIRY_SLACK: Duration = Duration::from_secs(60);
 impl World {
     /// The reservations `class` selects, as its status would list them now.
     fn resolved(&self, class: &str) -> Vec<CapacityReservationStatus> {
-        let Some(k) = self.core.cluster.node_classes().get(class) else {
+        let Some(k) = self.core.cluster().node_classes().get(class) else {
             return Vec::new();
         };
         let terms = &k.spec.capacity_reservation_selector_terms;

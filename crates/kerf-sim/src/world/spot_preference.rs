@@ -56,17 +56,21 @@ impl World {
     pub(super) fn check_spot_preference(&mut self) -> Result<(), SimError> {
         let on_demand: Vec<String> = self
             .core
-            .cluster
+            .cluster()
             .nodes()
             .iter()
             .filter(|(name, n)| {
                 n.ready
-                    && self.core.cluster.claim_of_node(name).is_some_and(|(_, c)| {
-                        c.deleting.is_none()
-                            && c.launched
-                                .as_ref()
-                                .is_some_and(|l| l.capacity_type == CapacityType::OnDemand)
-                    })
+                    && self
+                        .core
+                        .cluster()
+                        .claim_of_node(name)
+                        .is_some_and(|(_, c)| {
+                            c.deleting.is_none()
+                                && c.launched
+                                    .as_ref()
+                                    .is_some_and(|l| l.capacity_type == CapacityType::OnDemand)
+                        })
             })
             .map(|(name, _)| name.clone())
             .collect();
@@ -85,7 +89,7 @@ impl World {
     /// A strictly cheaper single node of the highest-weight NodePool that could take all
     /// of `node`'s pods, when that NodePool outweighs the node's own.
     fn cheaper_home(&mut self, node: &str) -> Option<Better> {
-        let cluster = &self.core.cluster;
+        let cluster = &self.core.cluster();
         let n = self.nodes.get(node)?;
         let (_, claim) = cluster.claim_of_node(node)?;
         let launched = claim.launched.as_ref()?;
@@ -233,7 +237,7 @@ impl World {
     /// Whether Karpenter may consolidate the node at all: its NodePool consolidates
     /// underutilized nodes and has budget left, and no pod on it pins it.
     fn disruptable(&self, node: &str, np: &NodePool) -> bool {
-        let cluster = &self.core.cluster;
+        let cluster = &self.core.cluster();
         if np.spec.disruption.consolidation_policy != ConsolidationPolicy::WhenEmptyOrUnderutilized
             || np.spec.disruption.consolidate_after == NillableDuration::Never
         {
@@ -315,7 +319,7 @@ impl World {
             return Vec::new();
         }
         let catalog = self.catalog(&template.spec.node_class_ref.name);
-        let usage = allocatable_amounts(&self.core.cluster.pool_usage(name));
+        let usage = allocatable_amounts(&self.core.cluster().pool_usage(name));
         let limits: Amounts = np
             .spec
             .limits
@@ -370,7 +374,7 @@ impl World {
                     continue;
                 }
                 let mut total = needed.clone();
-                for ds in self.core.cluster.daemonsets().values() {
+                for ds in self.core.cluster().daemonsets().values() {
                     if node_affinity_matches(ds, &node_labels)
                         && !untolerated(ds, &template.spec.taints)
                     {
@@ -407,12 +411,12 @@ impl World {
             return Ok(());
         };
         let instance = instance.clone();
-        let Some(claim) = self.core.cluster.nodeclaims().get(nodeclaim).cloned() else {
+        let Some(claim) = self.core.cluster().nodeclaims().get(nodeclaim).cloned() else {
             return Ok(());
         };
         let Some(np) = self
             .core
-            .cluster
+            .cluster()
             .node_pools()
             .get(&claim.node_pool)
             .cloned()
@@ -451,7 +455,7 @@ impl World {
     /// or `priceAdjustment` as a percent or an amount, never below 0). `None` when overlays
     /// share a weight: which one Karpenter's conflict rule keeps is not worked out here.
     fn overlaid(&self, node_labels: &BTreeMap<String, String>, base: f64) -> Option<f64> {
-        let overlays = &self.core.cluster.node_overlays();
+        let overlays = &self.core.cluster().node_overlays();
         if !self.scenario.spec.feature_gates.node_overlay || overlays.is_empty() {
             return Some(base);
         }
