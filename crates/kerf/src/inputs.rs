@@ -16,7 +16,7 @@ use kerf_api::manifest::{
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
-use kerf_core::cluster::set_pod_scheduled;
+use kerf_core::cluster::{Cluster, set_pod_scheduled};
 use kerf_core::controllers::{Controllers, Settings};
 use kerf_core::nodepools::daemon_runs_on;
 use kerf_core::observe::{Object, Observation};
@@ -260,63 +260,13 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
         t.filter(|_| how.snapshot)
             .map_or(now, |t| since_epoch(t).min(now))
     };
-    let unavailable =
-        |ct: &str, it: &str, zone: &str| how.unavailable.iter().any(|p| p.matches(ct, it, zone));
-    let mut classes = BTreeMap::new();
-    for class in inputs.node_classes.into_values() {
-        let name = class.metadata.name.clone().unwrap_or_default();
-        classes.insert(name, Some(class.clone()));
-        core.observe(Observation::Applied(Object::node_class(class)), now);
-    }
-    for overlay in inputs.node_overlays {
-        core.observe(Observation::Applied(Object::node_overlay(overlay)), now);
-    }
-    for np in inputs.node_pools {
-        let class = np.spec.template.spec.node_class_ref.name.clone();
-        if !classes.contains_key(&class) {
-            eprintln!(
-                "note: nodepool {}: EC2NodeClass {class} not in the manifests; assuming its defaults",
-                np.metadata.name.as_deref().unwrap_or("")
-            );
-            classes.insert(class.clone(), None);
-        }
-        core.observe(Observation::Applied(Object::node_pool(np)), now);
-    }
-    // the cloud's answer, as a shell gives it: each class's types from the region's catalog
-    for (class, read) in &classes {
-        let settings = read.as_ref().map_or_else(NodeSettings::default, |nc| {
-            NodeSettings::from_node_class(&nc.spec)
-        });
-        let types = kerf_aws::instance_types(how.region, &settings)?;
-        let types = scheduler_options(&types, unavailable).into();
-        let answer = Observation::InstanceTypes {
-            node_class: class.clone(),
-            types,
-        };
-        core.observe(answer, now);
-    }
+    observe_catalog(&mut core, &inputs, how, now)?;
     if how.snapshot {
         for claim in inputs.nodeclaims {
             core.observe(Observation::Applied(Object::nodeclaim(claim)), now);
         }
     }
-    // before the pods: their volumes' topology is added as they are read
-    let had_templates = !inputs.template_claims.is_empty();
-    for v in inputs
-        .template_claims
-        .into_iter()
-        .chain(inputs.volumes.iter().cloned())
-    {
-        core.observe(Observation::Applied(Object::Volume(v)), now);
-    }
-    // files with StatefulSets but no StorageClass: their claims get the class a cluster
-    // names default (EKS's gp2: EBS, WaitForFirstConsumer, any zone) rather than leaving
-    // their pods out as claims of no class
-    let has_class = (inputs.volumes.iter()).any(|v| matches!(v, VolumeObject::Class(_)));
-    if !has_class && had_templates {
-        let class = VolumeObject::Class(Box::new(assumed_default_class()));
-        core.observe(Observation::Applied(Object::Volume(class)), now);
-    }
+    observe_volumes(&mut core, inputs.template_claims, inputs.volumes, now);
     for pdb in inputs.pdbs {
         core.observe(Observation::Applied(Object::Pdb(Box::new(pdb))), now);
     }
@@ -328,10 +278,94 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
             now,
         );
     }
-    // a snapshot's times, as its objects tell them: a node is observed when it was made and
-    // each pod when it started, in that order, so consolidateAfter counts from the newest
-    let mut nodes = BTreeMap::new();
-    for mut node in inputs.nodes {
+    observe_nodes_and_pods(&mut core, inputs.nodes, inputs.pods, &at, now);
+    // a DaemonSet's pod is no pod event of its node's: it is observed at the node's last one
+    for (at, pod) in missing_daemon_pods(core.cluster()) {
+        core.observe(Observation::Applied(Object::Pod(Box::new(pod))), at);
+    }
+    Ok(core)
+}
+
+/// The node classes, NodeOverlays and NodePools, and each class's instance types from the
+/// region's catalog: the cloud's answer, as a shell gives it.
+fn observe_catalog(
+    core: &mut Controllers,
+    inputs: &Inputs,
+    how: &Reading<'_>,
+    now: Duration,
+) -> Result<()> {
+    let unavailable =
+        |ct: &str, it: &str, zone: &str| how.unavailable.iter().any(|p| p.matches(ct, it, zone));
+    let mut classes: BTreeMap<String, Option<&EC2NodeClass>> = BTreeMap::new();
+    for class in inputs.node_classes.values() {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        classes.insert(name, Some(class));
+        core.observe(Observation::Applied(Object::node_class(class.clone())), now);
+    }
+    for overlay in &inputs.node_overlays {
+        let overlay = Object::node_overlay(overlay.clone());
+        core.observe(Observation::Applied(overlay), now);
+    }
+    for np in &inputs.node_pools {
+        let class = np.spec.template.spec.node_class_ref.name.clone();
+        if !classes.contains_key(&class) {
+            eprintln!(
+                "note: nodepool {}: EC2NodeClass {class} not in the manifests; assuming its defaults",
+                np.metadata.name.as_deref().unwrap_or("")
+            );
+            classes.insert(class, None);
+        }
+        core.observe(Observation::Applied(Object::node_pool(np.clone())), now);
+    }
+    for (class, read) in classes {
+        let settings = read.map_or_else(NodeSettings::default, |nc| {
+            NodeSettings::from_node_class(&nc.spec)
+        });
+        let types = kerf_aws::instance_types(how.region, &settings)?;
+        let types = scheduler_options(&types, unavailable).into();
+        core.observe(
+            Observation::InstanceTypes {
+                node_class: class,
+                types,
+            },
+            now,
+        );
+    }
+    Ok(())
+}
+
+/// Claims, volumes and storage classes, before the pods: their volumes' topology is added
+/// as they are read.
+fn observe_volumes(
+    core: &mut Controllers,
+    template_claims: Vec<VolumeObject>,
+    volumes: Vec<VolumeObject>,
+    now: Duration,
+) {
+    // files with StatefulSets but no StorageClass: their claims get the class a cluster
+    // names default (EKS's gp2: EBS, WaitForFirstConsumer, any zone) rather than leaving
+    // their pods out as claims of no class
+    let has_class = (volumes.iter()).any(|v| matches!(v, VolumeObject::Class(_)));
+    let assumed = (!has_class && !template_claims.is_empty())
+        .then(|| VolumeObject::Class(Box::new(assumed_default_class())));
+    for v in template_claims.into_iter().chain(volumes).chain(assumed) {
+        core.observe(Observation::Applied(Object::Volume(v)), now);
+    }
+}
+
+/// The nodes, then the pods still running or pending, each at the time its object tells (a
+/// snapshot's): a node when it was made, a pod when it started, in that order, so
+/// consolidateAfter counts from the newest. An unbound pod is one kube-scheduler found no
+/// room for.
+fn observe_nodes_and_pods(
+    core: &mut Controllers,
+    nodes: Vec<Node>,
+    pods: Vec<Pod>,
+    at: &dyn Fn(Option<&Time>) -> Duration,
+    now: Duration,
+) {
+    let mut made_at = BTreeMap::new();
+    for mut node in nodes {
         let status = node.status.get_or_insert_with(Default::default);
         let conditions = status.conditions.get_or_insert_with(Vec::new);
         if !conditions.iter().any(|c| c.type_ == "Ready") {
@@ -342,11 +376,11 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
             });
         }
         let made = at(node.metadata.creation_timestamp.as_ref());
-        nodes.insert(node.metadata.name.clone().unwrap_or_default(), made);
+        made_at.insert(node.metadata.name.clone().unwrap_or_default(), made);
         core.observe(Observation::Applied(Object::Node(Box::new(node))), made);
     }
-    let mut pods: Vec<(Duration, Pod)> = Vec::new();
-    for mut pod in inputs.pods {
+    let mut timed: Vec<(Duration, Pod)> = Vec::new();
+    for mut pod in pods {
         let key = pod_key(&pod);
         let finished = pod
             .status
@@ -362,25 +396,28 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
             .and_then(|s| s.start_time.as_ref())
             .or(pod.metadata.creation_timestamp.as_ref()));
         match pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-            Some(node) if !nodes.contains_key(&node) => {
+            Some(node) if !made_at.contains_key(&node) => {
                 eprintln!(
                     "note: pod {key} is bound to node {node}, which is not in the manifests; ignored"
                 );
             }
-            Some(node) => pods.push((started.max(nodes[&node]), pod)),
+            Some(node) => timed.push((started.max(made_at[&node]), pod)),
             None => {
-                // kube-scheduler found it no room
                 set_pod_scheduled(&mut pod, "False", Some("Unschedulable"));
-                pods.push((now, pod));
+                timed.push((now, pod));
             }
         }
     }
-    pods.sort_by_key(|(at, _)| *at);
-    for (at, pod) in pods {
+    timed.sort_by_key(|(at, _)| *at);
+    for (at, pod) in timed {
         core.observe(Observation::Applied(Object::Pod(Box::new(pod))), at);
     }
-    let cluster = &core.cluster();
-    let mut daemon_pods = Vec::new();
+}
+
+/// Each DaemonSet's pod on every node it would run on and the manifests lack, with the
+/// node's last pod event as its time.
+fn missing_daemon_pods(cluster: &Cluster) -> Vec<(Duration, Pod)> {
+    let mut out = Vec::new();
     for (node, record) in cluster.nodes() {
         for ds in cluster.daemonsets().values() {
             let ds_name = ds.metadata.name.clone().unwrap_or_default();
@@ -406,14 +443,10 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
                 ..Default::default()
             }]);
             pod.spec.get_or_insert_with(Default::default).node_name = Some(node.clone());
-            daemon_pods.push((record.last_pod_event, pod));
+            out.push((record.last_pod_event, pod));
         }
     }
-    // a DaemonSet's pod is no pod event of its node's: it is observed at the node's last one
-    for (at, pod) in daemon_pods {
-        core.observe(Observation::Applied(Object::Pod(Box::new(pod))), at);
-    }
-    Ok(core)
+    out
 }
 
 /// `namespace/name` of a namespaced object.
