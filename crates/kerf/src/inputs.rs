@@ -308,12 +308,13 @@ fn observe_catalog(
     }
     for np in &inputs.node_pools {
         let class = np.spec.template.spec.node_class_ref.name.clone();
-        if !classes.contains_key(&class) {
+        if let std::collections::btree_map::Entry::Vacant(missing) = classes.entry(class) {
             eprintln!(
-                "note: nodepool {}: EC2NodeClass {class} not in the manifests; assuming its defaults",
-                np.metadata.name.as_deref().unwrap_or("")
+                "note: nodepool {}: EC2NodeClass {} not in the manifests; assuming its defaults",
+                np.metadata.name.as_deref().unwrap_or(""),
+                missing.key()
             );
-            classes.insert(class, None);
+            missing.insert(None);
         }
         core.observe(Observation::Applied(Object::node_pool(np.clone())), now);
     }
