@@ -265,6 +265,7 @@ impl World {
         if room == 0 {
             return false;
         }
+        let respect = self.scenario.spec.preference_policy == kerf_scheduling::Preferences::Respect;
         (self.pods.values())
             .filter(|p| p.node.as_deref() == Some(node) && p.owner != PodOwner::DaemonSet)
             .all(|p| {
@@ -291,13 +292,18 @@ impl World {
                     .as_ref()
                     .and_then(|s| s.affinity.as_ref())
                     .is_some_and(|a| a.pod_affinity.is_some());
-                // a ScheduleAnyway spread may be skewed now, and the move is simulated with
-                // it required: the pods may need more than one new node (swarm seed 20363)
-                let anyway = pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.topology_spread_constraints.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.when_unsatisfiable == "ScheduleAnyway"));
+                // a ScheduleAnyway spread may be skewed now, and under PREFERENCE_POLICY=Respect
+                // Karpenter simulates the move with it required (relaxed only when nothing
+                // fits): the pods may need more than one new node (swarm seed 20363). Under
+                // Ignore it drops such spreads up front, as this oracle's placement does
+                let anyway = respect
+                    && pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.topology_spread_constraints.as_ref())
+                        .is_some_and(|cs| {
+                            cs.iter().any(|c| c.when_unsatisfiable == "ScheduleAnyway")
+                        });
                 p.owner != PodOwner::None && !pinned && !guarded && !affine && !anyway
             })
     }
