@@ -448,7 +448,27 @@ fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
         )),
         _ => {}
     }
-    // subnets
+    check_subnet_terms(spec, p);
+    check_security_group_terms(spec, p);
+    check_reservation_terms(spec, p);
+    check_ami_terms(spec, p);
+    check_tags(spec, p);
+    if let Some(k) = &spec.kubelet {
+        check_kubelet(k, p);
+    }
+    check_block_devices(spec, p);
+    if let Some(hops) = spec.metadata_options.http_put_response_hop_limit
+        && !(1..=64).contains(&hops)
+    {
+        p.push(Problem::new(
+            "spec.metadataOptions.httpPutResponseHopLimit",
+            "must be between 1 and 64",
+        ));
+    }
+}
+
+/// `spec.subnetSelectorTerms`: 1 to 30 terms, each with tags or an id, not both.
+fn check_subnet_terms(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
     if spec.subnet_selector_terms.is_empty() || spec.subnet_selector_terms.len() > 30 {
         p.push(Problem::new(
             "spec.subnetSelectorTerms",
@@ -475,7 +495,10 @@ fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
             p,
         );
     }
-    // security groups
+}
+
+/// `spec.securityGroupSelectorTerms`: 1 to 30 terms, each with tags, an id or a name.
+fn check_security_group_terms(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
     if spec.security_group_selector_terms.is_empty()
         || spec.security_group_selector_terms.len() > 30
     {
@@ -507,7 +530,10 @@ fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
             p,
         );
     }
-    // capacity reservations
+}
+
+/// `spec.capacityReservationSelectorTerms`: each with tags, an id or match criteria.
+fn check_reservation_terms(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
     for (i, t) in spec.capacity_reservation_selector_terms.iter().enumerate() {
         let at = format!("spec.capacityReservationSelectorTerms[{i}]");
         if t.tags.is_none() && t.id.is_none() && t.instance_match_criteria.is_none() {
@@ -537,7 +563,10 @@ fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
             p,
         );
     }
-    // AMIs
+}
+
+/// `spec.amiSelectorTerms` and `spec.amiFamily`: an alias alone, or terms with a family.
+fn check_ami_terms(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
     let terms = &spec.ami_selector_terms;
     if terms.is_empty() || terms.len() > 30 {
         p.push(Problem::new(
@@ -590,6 +619,10 @@ fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
             "amiFamily is required when amiSelectorTerms does not specify an alias",
         ));
     }
+}
+
+/// `spec.tags`: no empty keys and none of the tags Karpenter keeps for itself.
+fn check_tags(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
     for key in spec.tags.keys() {
         let at = format!("spec.tags[{key}]");
         if key.is_empty() {
@@ -606,9 +639,10 @@ fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
             ));
         }
     }
-    if let Some(k) = &spec.kubelet {
-        check_kubelet(k, p);
-    }
+}
+
+/// `spec.blockDeviceMappings`: at most 50, one root volume, sizes and rates in range.
+fn check_block_devices(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
     let roots = spec
         .block_device_mappings
         .iter()
@@ -654,14 +688,6 @@ fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
                 ));
             }
         }
-    }
-    if let Some(hops) = spec.metadata_options.http_put_response_hop_limit
-        && !(1..=64).contains(&hops)
-    {
-        p.push(Problem::new(
-            "spec.metadataOptions.httpPutResponseHopLimit",
-            "must be between 1 and 64",
-        ));
     }
 }
 
