@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint as K8sTaint};
 use kerf_api::NodeClaim;
 use kerf_core::cluster::CloudInstance;
-use kerf_core::controllers::{Action, Controllers, EventObject};
+use kerf_core::controllers::{Action, Controllers, EventObject, LaunchRequest};
 use kerf_core::objects::keep_transition_times;
 use kerf_core::observe::Observation;
 use kube::Client;
@@ -139,6 +139,47 @@ where
 
 fn gone(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// Writes a NodeClaim's status, keeping each condition's transition time where its status
+/// stayed, then the labels its launch gave it.
+async fn patch_nodeclaim_status(
+    claims: &Api<NodeClaim>,
+    nodeclaim: &str,
+    mut status: kerf_api::nodeclaim::NodeClaimStatus,
+    labels: std::collections::BTreeMap<String, String>,
+) -> Result<(), Failure> {
+    let params = PatchParams::default();
+    let previous = stored_conditions(claims, nodeclaim, |c| {
+        c.status.map(|s| s.conditions).unwrap_or_default()
+    })
+    .await?;
+    keep_transition_times(&mut status.conditions, &previous, now());
+    let status = Patch::Merge(json!({ "status": status }));
+    retry("patching nodeclaim status", || {
+        claims.patch_status(nodeclaim, &params, &status)
+    })
+    .await
+    .map_err(failed("patching nodeclaim status"))?;
+    if !labels.is_empty() {
+        let labels = Patch::Merge(json!({"metadata": {"labels": labels}}));
+        retry("labelling nodeclaim", || {
+            claims.patch(nodeclaim, &params, &labels)
+        })
+        .await
+        .map_err(failed("labelling nodeclaim"))?;
+    }
+    Ok(())
+}
+
+/// A write whose object may already be gone (a delete, a label, a finalizer's release): done
+/// either way.
+fn unless_gone<T>(what: &'static str, r: Result<T, kube::Error>) -> Result<(), Failure> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) if gone(&e) => Ok(()),
+        Err(e) => Err(failed(what)(e)),
+    }
 }
 
 /// Deletes a Node Kerf has drained and releases Karpenter's `karpenter.sh/termination`
@@ -317,64 +358,14 @@ impl<C: CloudProvider> Executor<C> {
                 Err(e) => log::error("listing instances", &e.to_string()),
             },
             Action::Launch { nodeclaim, request } => {
-                let available = |ct: &str, it: &str, zone: &str| request.available(ct, it, zone);
-                let (claim, pool) = (&request.claim, &request.node_pool);
-                let started = std::time::Instant::now();
-                let created = self
-                    .cloud
-                    .create(
-                        &nodeclaim,
-                        claim,
-                        pool,
-                        request.node_class.as_ref(),
-                        &available,
-                    )
-                    .await;
-                let (controller, method) = ("nodeclaim.lifecycle", Method::Create);
-                let took = started.elapsed();
-                self.calls
-                    .record(controller, method, &claim.node_pool, &created, took);
-                match created {
-                    Ok(launched) => core.launched(&nodeclaim, launched, now()),
-                    Err(CloudError::InsufficientCapacity(offerings)) => {
-                        core.launch_failed(&nodeclaim, &offerings, now());
-                    }
-                    // the provider's API (or, for kwok, the API server) failing may pass:
-                    // tried again after a backoff, not given up
-                    Err(e @ CloudError::Api(_)) => {
-                        core.launch_retry(&nodeclaim, &e.to_string(), now())
-                    }
-                    Err(e) => {
-                        core.launch_error(&nodeclaim, &e.to_string(), now());
-                        return Err(failed("launching nodeclaim")(e));
-                    }
-                }
+                self.launch(&nodeclaim, &request, core).await?;
             }
             Action::PatchNodeClaimStatus {
                 nodeclaim,
                 status,
                 labels,
             } => {
-                let mut status = *status;
-                let previous = stored_conditions(&claims, &nodeclaim, |c| {
-                    c.status.map(|s| s.conditions).unwrap_or_default()
-                })
-                .await?;
-                keep_transition_times(&mut status.conditions, &previous, now());
-                let status = Patch::Merge(json!({ "status": status }));
-                retry("patching nodeclaim status", || {
-                    claims.patch_status(&nodeclaim, &params, &status)
-                })
-                .await
-                .map_err(failed("patching nodeclaim status"))?;
-                if !labels.is_empty() {
-                    let labels = Patch::Merge(json!({"metadata": {"labels": labels}}));
-                    retry("labelling nodeclaim", || {
-                        claims.patch(&nodeclaim, &params, &labels)
-                    })
-                    .await
-                    .map_err(failed("labelling nodeclaim"))?;
-                }
+                patch_nodeclaim_status(&claims, &nodeclaim, *status, labels).await?;
             }
             Action::PatchNodePoolStatus { node_pool, status } => {
                 let pools: Api<kerf_api::NodePool> = Api::all(self.client.clone());
@@ -399,11 +390,8 @@ impl<C: CloudProvider> Executor<C> {
             }
             Action::LabelNode { node, labels } => {
                 let patch = Patch::Merge(json!({"metadata": {"labels": labels}}));
-                match retry("labelling node", || nodes.patch(&node, &params, &patch)).await {
-                    Ok(_) => {}
-                    Err(e) if gone(&e) => {}
-                    Err(e) => return Err(failed("labelling node")(e)),
-                }
+                let r = retry("labelling node", || nodes.patch(&node, &params, &patch)).await;
+                unless_gone("labelling node", r)?;
             }
             Action::Taint { node, taint } => {
                 let taint = K8sTaint {
@@ -445,11 +433,8 @@ impl<C: CloudProvider> Executor<C> {
             Action::DeletePod { pod } => {
                 let (ns, name) = split(&pod);
                 let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-                match retry("deleting pod", || pods.delete(name, &del)).await {
-                    Ok(_) => {}
-                    Err(e) if gone(&e) => {}
-                    Err(e) => return Err(failed("deleting pod")(e)),
-                }
+                let r = retry("deleting pod", || pods.delete(name, &del)).await;
+                unless_gone("deleting pod", r)?;
             }
             Action::DeleteInstance {
                 provider_id,
@@ -473,26 +458,54 @@ impl<C: CloudProvider> Executor<C> {
                     .map_err(failed("deleting node"))?;
             }
             Action::DeleteNodeClaim { nodeclaim } => {
-                match retry("deleting nodeclaim", || claims.delete(&nodeclaim, &del)).await {
-                    Ok(_) => {}
-                    Err(e) if gone(&e) => {}
-                    Err(e) => return Err(failed("deleting nodeclaim")(e)),
-                }
+                let r = retry("deleting nodeclaim", || claims.delete(&nodeclaim, &del)).await;
+                unless_gone("deleting nodeclaim", r)?;
             }
             Action::ReleaseNodeClaim { nodeclaim } => {
                 let release = Patch::Merge(json!({"metadata": {"finalizers": null}}));
-                match retry("releasing nodeclaim", || {
+                let r = retry("releasing nodeclaim", || {
                     claims.patch(&nodeclaim, &params, &release)
                 })
-                .await
-                {
-                    Ok(_) => {}
-                    Err(e) if gone(&e) => {}
-                    Err(e) => return Err(failed("releasing nodeclaim")(e)),
-                }
+                .await;
+                unless_gone("releasing nodeclaim", r)?;
                 let key = format!("/{nodeclaim}");
                 let kind = "NodeClaim".into();
                 core.observe(Observation::Deleted { kind, key }, now());
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks the cloud for a NodeClaim's instance and tells the controllers how it went.
+    async fn launch(
+        &self,
+        nodeclaim: &str,
+        request: &LaunchRequest,
+        core: &mut Controllers,
+    ) -> Result<(), Failure> {
+        let available = |ct: &str, it: &str, zone: &str| request.available(ct, it, zone);
+        let (claim, pool) = (&request.claim, &request.node_pool);
+        let started = std::time::Instant::now();
+        let class = request.node_class.as_ref();
+        let created = self
+            .cloud
+            .create(nodeclaim, claim, pool, class, &available)
+            .await;
+        let (controller, method) = ("nodeclaim.lifecycle", Method::Create);
+        let took = started.elapsed();
+        self.calls
+            .record(controller, method, &claim.node_pool, &created, took);
+        match created {
+            Ok(launched) => core.launched(nodeclaim, launched, now()),
+            Err(CloudError::InsufficientCapacity(offerings)) => {
+                core.launch_failed(nodeclaim, &offerings, now());
+            }
+            // the provider's API (or, for kwok, the API server) failing may pass: tried again
+            // after a backoff, not given up
+            Err(e @ CloudError::Api(_)) => core.launch_retry(nodeclaim, &e.to_string(), now()),
+            Err(e) => {
+                core.launch_error(nodeclaim, &e.to_string(), now());
+                return Err(failed("launching nodeclaim")(e));
             }
         }
         Ok(())
