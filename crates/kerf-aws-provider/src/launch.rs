@@ -652,44 +652,13 @@ impl Fleet {
         profile: &str,
         skipped_subnets: &BTreeSet<String>,
     ) -> Result<Attempt, LaunchError> {
-        let status = req.status;
-        // ami id -> overrides, keeping the cheapest-first order across AMIs
-        let mut by_image: Vec<(&str, Vec<(&Choice, &str)>)> = Vec::new();
-        let mut count = 0;
-        // what kept the choices left out, to name the real cause when none is left
-        let (mut no_subnet, mut no_image) = (BTreeSet::new(), BTreeSet::new());
-        for choice in req.choices {
-            if count == MAX_OVERRIDES {
-                break;
+        let by_image = match overrides_by_image(req, skipped_subnets) {
+            Ok(by_image) => by_image,
+            Err(reason) => {
+                let class = req.node_class.to_string();
+                return Ok(Attempt::Failed(LaunchError::NotReady { class, reason }));
             }
-            let Some(subnet) = status
-                .subnets
-                .iter()
-                .find(|s| s.zone == choice.zone && !skipped_subnets.contains(&s.id))
-            else {
-                no_subnet.insert(choice.zone.as_str());
-                continue;
-            };
-            let Some(ami) = status
-                .amis
-                .iter()
-                .find(|a| admits(&a.requirements, &choice.labels))
-            else {
-                no_image.insert(choice.instance_type.as_str());
-                continue;
-            };
-            match by_image.iter_mut().find(|(image, _)| *image == ami.id) {
-                Some((_, overrides)) => overrides.push((choice, &subnet.id)),
-                None => by_image.push((&ami.id, vec![(choice, &subnet.id)])),
-            }
-            count += 1;
-        }
-        if by_image.is_empty() {
-            return Ok(Attempt::Failed(LaunchError::NotReady {
-                class: req.node_class.to_string(),
-                reason: unlaunchable(&no_subnet, &no_image),
-            }));
-        }
+        };
         let mut configs = Vec::new();
         let mut zone_of_subnet: HashMap<String, String> = HashMap::new();
         for (image, overrides) in &by_image {
@@ -731,9 +700,10 @@ impl Fleet {
         ]
         .into_iter()
         .map(|kind| {
+            let tags = Some(tags.clone());
             TagSpecification::builder()
                 .resource_type(kind)
-                .set_tags(Some(tags.clone()))
+                .set_tags(tags)
                 .build()
         })
         .collect();
@@ -781,54 +751,10 @@ impl Fleet {
                 self.took_reservation(&r.id, full);
             }
         }
-        for launched in out.instances() {
-            let Some(id) = launched.instance_ids().first() else {
-                continue;
-            };
-            let overrides = launched
-                .launch_template_and_overrides()
-                .and_then(|l| l.overrides());
-            let zone = overrides
-                .and_then(|o| o.availability_zone())
-                .map(str::to_string)
-                .or_else(|| {
-                    overrides
-                        .and_then(|o| o.subnet_id())
-                        .and_then(|s| zone_of_subnet.get(s).cloned())
-                })
-                .unwrap_or_default();
-            let instance_type = launched.instance_type().map(|t| t.as_str());
-            // the AMI of the launch template whose overrides hold the type launched
-            let image_id = by_image
-                .iter()
-                .find(|(_, overrides)| {
-                    overrides
-                        .iter()
-                        .any(|(c, _)| Some(c.instance_type.as_str()) == instance_type)
-                })
-                .map(|(image, _)| (*image).to_string());
-            return Ok(Attempt::Launched(Instance {
-                id: id.clone(),
-                instance_type: launched
-                    .instance_type()
-                    .map(|t| t.as_str().to_string())
-                    .unwrap_or_default(),
-                zone,
-                capacity_type: req.capacity_type.to_string(),
-                nodeclaim: Some(req.nodeclaim.to_string()),
-                image_id,
-                network: overrides
-                    .and_then(|o| o.subnet_id())
-                    .map(|subnet| InstanceNetwork {
-                        subnet_id: subnet.to_string(),
-                        security_group_ids: req
-                            .status
-                            .security_groups
-                            .iter()
-                            .map(|g| g.id.clone())
-                            .collect(),
-                    }),
-            }));
+        let launched = (out.instances().iter())
+            .find_map(|launched| instance_of(launched, req, &by_image, &zone_of_subnet));
+        if let Some(instance) = launched {
+            return Ok(Attempt::Launched(instance));
         }
         Ok(sort_errors(out.errors(), req, &zone_of_subnet))
     }
@@ -934,6 +860,95 @@ pub fn instance_id(provider_id: &str) -> Option<&str> {
     let rest = provider_id.strip_prefix("aws:///")?;
     let id = rest.rsplit('/').next()?;
     id.starts_with("i-").then_some(id)
+}
+
+/// The overrides of a launch grouped by the AMI each instance type boots, in the choices'
+/// cheapest-first order, at most [`MAX_OVERRIDES`]; or why no choice is left (no subnet in its
+/// zone outside `skipped_subnets`, no image of the class for its type).
+fn overrides_by_image<'r>(
+    req: &'r LaunchRequest<'_>,
+    skipped_subnets: &BTreeSet<String>,
+) -> Result<ByImage<'r>, String> {
+    let status = req.status;
+    let mut by_image: ByImage<'r> = Vec::new();
+    let mut count = 0;
+    // what kept the choices left out, to name the real cause when none is left
+    let (mut no_subnet, mut no_image) = (BTreeSet::new(), BTreeSet::new());
+    for choice in req.choices {
+        if count == MAX_OVERRIDES {
+            break;
+        }
+        let Some(subnet) = (status.subnets.iter())
+            .find(|s| s.zone == choice.zone && !skipped_subnets.contains(&s.id))
+        else {
+            no_subnet.insert(choice.zone.as_str());
+            continue;
+        };
+        let Some(ami) = (status.amis.iter()).find(|a| admits(&a.requirements, &choice.labels))
+        else {
+            no_image.insert(choice.instance_type.as_str());
+            continue;
+        };
+        match by_image.iter_mut().find(|(image, _)| *image == ami.id) {
+            Some((_, overrides)) => overrides.push((choice, &subnet.id)),
+            None => by_image.push((&ami.id, vec![(choice, &subnet.id)])),
+        }
+        count += 1;
+    }
+    if by_image.is_empty() {
+        return Err(unlaunchable(&no_subnet, &no_image));
+    }
+    Ok(by_image)
+}
+
+/// AMI id → the (choice, subnet) overrides that boot it.
+type ByImage<'r> = Vec<(&'r str, Vec<(&'r Choice, &'r str)>)>;
+
+/// The instance a fleet launched, as Kerf records it: its zone (from the override, or the
+/// subnet's), the AMI of the template whose overrides hold its type, and its network.
+fn instance_of(
+    launched: &aws_sdk_ec2::types::CreateFleetInstance,
+    req: &LaunchRequest<'_>,
+    by_image: &ByImage<'_>,
+    zone_of_subnet: &HashMap<String, String>,
+) -> Option<Instance> {
+    let id = launched.instance_ids().first()?;
+    let overrides = launched
+        .launch_template_and_overrides()
+        .and_then(|l| l.overrides());
+    let zone = overrides
+        .and_then(|o| o.availability_zone())
+        .map(str::to_string)
+        .or_else(|| {
+            overrides
+                .and_then(|o| o.subnet_id())
+                .and_then(|s| zone_of_subnet.get(s).cloned())
+        })
+        .unwrap_or_default();
+    let instance_type = launched.instance_type().map(|t| t.as_str());
+    let image_id = by_image
+        .iter()
+        .find(|(_, overrides)| {
+            overrides
+                .iter()
+                .any(|(c, _)| Some(c.instance_type.as_str()) == instance_type)
+        })
+        .map(|(image, _)| (*image).to_string());
+    let network = (overrides.and_then(|o| o.subnet_id())).map(|subnet| InstanceNetwork {
+        subnet_id: subnet.to_string(),
+        security_group_ids: (req.status.security_groups.iter())
+            .map(|g| g.id.clone())
+            .collect(),
+    });
+    Some(Instance {
+        id: id.clone(),
+        instance_type: instance_type.unwrap_or_default().to_string(),
+        zone,
+        capacity_type: req.capacity_type.to_string(),
+        nodeclaim: Some(req.nodeclaim.to_string()),
+        image_id,
+        network,
+    })
 }
 
 /// How one fleet request ended.
