@@ -135,7 +135,9 @@ fn name_of(meta: &ObjectMeta) -> &str {
     meta.name.as_deref().unwrap_or("")
 }
 
-fn finished(pod: &Pod) -> bool {
+/// Whether a pod has run to its end (`Succeeded` or `Failed`): it holds no room and waits
+/// for none.
+pub fn finished(pod: &Pod) -> bool {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     matches!(phase, Some("Succeeded" | "Failed"))
 }

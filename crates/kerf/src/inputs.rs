@@ -19,7 +19,7 @@ use kerf_aws::instance_type::scheduler_options;
 use kerf_core::cluster::{Cluster, set_pod_scheduled};
 use kerf_core::controllers::{Controllers, Settings};
 use kerf_core::nodepools::daemon_runs_on;
-use kerf_core::observe::{Object, Observation};
+use kerf_core::observe::{Object, Observation, finished, namespaced_key};
 use kerf_core::unavailable::Pattern;
 use kerf_core::workloads::{ClusterObject, VolumeObject, claim_for, claim_templates, read};
 use kerf_scheduling::pods::pod_key;
@@ -383,12 +383,7 @@ fn observe_nodes_and_pods(
     let mut timed: Vec<(Duration, Pod)> = Vec::new();
     for mut pod in pods {
         let key = pod_key(&pod);
-        let finished = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            .is_some_and(|p| p == "Succeeded" || p == "Failed");
-        if finished {
+        if finished(&pod) {
             continue;
         }
         let started = at(pod
@@ -450,15 +445,6 @@ fn missing_daemon_pods(cluster: &Cluster) -> Vec<(Duration, Pod)> {
     out
 }
 
-/// `namespace/name` of a namespaced object.
-fn pod_key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
-    format!(
-        "{}/{}",
-        meta.namespace.as_deref().unwrap_or("default"),
-        meta.name.as_deref().unwrap_or("")
-    )
-}
-
 /// The objects of the kubeconfig's cluster that bear on provisioning and disruption,
 /// listed (never written). Objects come as the API server stores them, so they are read
 /// as they are, without the strict field checks typed manifests get.
@@ -496,7 +482,7 @@ pub async fn live() -> Result<Inputs> {
             Ok(_) => {}
             Err(e) => eprintln!(
                 "note: DaemonSet {}: {e}; left out",
-                pod_key_of(&ds.metadata)
+                namespaced_key(&ds.metadata)
             ),
         }
     }
