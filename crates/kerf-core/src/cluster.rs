@@ -745,6 +745,18 @@ impl Cluster {
         self.node_classes.insert(name, class);
     }
 
+    /// A node class's metadata changed (generation, finalizers, deletion), nothing that
+    /// changes what the class offers.
+    pub(crate) fn set_node_class_metadata(
+        &mut self,
+        name: &str,
+        metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) {
+        if let Some(class) = self.node_classes.get_mut(name) {
+            class.metadata = metadata.clone();
+        }
+    }
+
     /// A NodeOverlay was created or changed.
     pub(crate) fn apply_node_overlay(&mut self, overlay: kerf_api::NodeOverlay) {
         self.generation += 1;

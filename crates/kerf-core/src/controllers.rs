@@ -27,14 +27,15 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 
 use crate::cluster::Cluster;
-use crate::provisioning_rules::Batcher;
 use crate::unavailable::UnavailableOfferings;
 
+mod blockers;
 pub mod disruption;
 pub mod explain;
 pub mod health;
 pub mod interruption;
 pub mod lifecycle;
+pub mod node_classes;
 pub mod provisioning;
 mod reservations;
 pub mod static_capacity;
@@ -59,6 +60,9 @@ pub struct Settings {
     pub static_capacity: bool,
     /// Karpenter's `NodeOverlay` feature gate: lay NodeOverlays over the instance types.
     pub node_overlay: bool,
+    /// Keep each node class's status and finalizer ([`node_classes`]): a cloud that resolves
+    /// node classes (AWS, the simulated one) turns it on; kwok's classes have no status.
+    pub node_class_status: bool,
     /// The cluster's CA bundle (base64), part of the `ec2nodeclass-hash` as Karpenter's
     /// AWS provider computes it; empty where there is none (kwok, the simulator).
     pub cluster_ca_bundle: String,
@@ -82,6 +86,7 @@ impl Default for Settings {
             node_repair: false,
             static_capacity: false,
             node_overlay: false,
+            node_class_status: false,
             cluster_ca_bundle: String::new(),
             unavailable_offerings_ttl: crate::unavailable::TTL,
             preference_policy: kerf_scheduling::Preferences::Respect,
@@ -289,6 +294,40 @@ pub enum Action {
         /// cloud's defaults).
         spec: Option<Box<kerf_api::EC2NodeClass>>,
     },
+    /// Resolve a node class's selector terms (subnets, security groups, images, capacity
+    /// reservations) and instance profile, and answer with
+    /// [`crate::observe::Observation::NodeClassResolved`]: at every
+    /// [`node_classes::NODE_CLASS_INTERVAL`] and when the class changes.
+    ResolveNodeClass {
+        /// The node class.
+        node_class: String,
+        /// The class as the controllers hold it.
+        class: Box<kerf_api::EC2NodeClass>,
+    },
+    /// Write a node class's resolved status.
+    PatchNodeClassStatus {
+        /// The node class.
+        node_class: String,
+        /// The status, conditions with their transition times and observed generation.
+        status: Box<kerf_api::ec2nodeclass::EC2NodeClassStatus>,
+    },
+    /// Put [`node_classes::TERMINATION_FINALIZER`] on a node class, on the version held.
+    AddNodeClassFinalizer {
+        /// The node class.
+        node_class: String,
+        /// The class as the controllers hold it (its finalizers and resource version).
+        class: Box<kerf_api::EC2NodeClass>,
+    },
+    /// A deleted node class no NodeClaim uses any more: delete what the cloud made for it
+    /// (launch templates, the instance profile made for its role), then take
+    /// [`node_classes::TERMINATION_FINALIZER`] off. A failure is tried again at the next
+    /// round.
+    FinalizeNodeClass {
+        /// The node class.
+        node_class: String,
+        /// The class as the controllers hold it.
+        class: Box<kerf_api::EC2NodeClass>,
+    },
     /// List the cloud's instances of this cluster and answer with
     /// [`Controllers::garbage_collect`]: garbage collection's regular look, every
     /// [`GARBAGE_COLLECTION_INTERVAL`].
@@ -352,6 +391,8 @@ enum Timer {
     StaticCapacity,
     /// Garbage collection compares the cloud's instances with the NodeClaims.
     GarbageCollect,
+    /// Every node class is resolved again ([`node_classes::NODE_CLASS_INTERVAL`]).
+    ResolveNodeClasses,
 }
 
 /// How often garbage collection compares the cloud's instances with the NodeClaims.
@@ -377,7 +418,15 @@ struct Unplaced {
     events: Vec<Event>,
 }
 
-/// The controllers and the cluster state they share.
+/// The NodePool and NodeOverlay statuses as last written, so only changes are written.
+#[derive(Default)]
+struct Statuses {
+    pools: BTreeMap<String, kerf_api::nodepool::NodePoolStatus>,
+    overlays: BTreeMap<String, kerf_api::nodeoverlay::NodeOverlayStatus>,
+}
+
+/// The controllers, each with its own state, behind one router ([`Controllers::observe`],
+/// [`Controllers::poll`]), and the cluster state they share.
 pub struct Controllers {
     /// The cluster as observed ([`Controllers::observe`]) plus the controllers' own writes.
     pub(crate) cluster: Cluster,
@@ -386,52 +435,29 @@ pub struct Controllers {
     now: Duration,
     timers: BTreeSet<(Duration, Timer)>,
     pub(crate) actions: Vec<Action>,
-    batcher: Batcher,
     unavailable: UnavailableOfferings,
-    /// Instance types per node class with unavailable offerings marked, and the
-    /// unavailable-offerings generation they were made for.
-    type_options: HashMap<String, TypeOptions>,
-    pass_at: Option<Duration>,
-    unplaced: Option<Unplaced>,
-    /// Why the disruption controller deleted each NodeClaim it deleted, for the events of
-    /// the evictions that follow (Karpenter keeps it in a status condition).
-    disrupted_for: HashMap<String, kerf_api::nodepool::DisruptionReason>,
     /// When each (object, reason, message hash) was last sent, for deduplication: with a
     /// pending pod's event for each of thousands of pods, the messages would take megabytes.
     events_sent: HashMap<(EventObject, String, &'static str, u64), Duration>,
-    /// The inputs of the last disruption pass that found nothing.
-    idle_inputs: Option<disruption::PassInputs>,
     /// Counts the controllers' own work (timers fired, cloud answers taken), which writes
     /// to the cluster state directly.
     activity: u64,
-    command: Option<disruption::Pending>,
-    commands_started: u64,
-    /// NodeClaims whose launch was asked for and not yet answered.
-    launching: BTreeSet<String>,
-    /// Node classes whose instance types were asked for and not yet answered.
-    pub(crate) types_asked: BTreeSet<String>,
-    /// How many times each NodeClaim's launch failed for a passing reason, for its backoff.
-    relaunches: BTreeMap<String, u32>,
-    /// Pods whose eviction was asked for, while they still exist.
-    evicting: termination::Evicting,
-    /// The NodePool statuses last written.
-    pool_statuses: std::collections::BTreeMap<String, kerf_api::nodepool::NodePoolStatus>,
     /// Karpenter's counters and summaries, kept as the controllers act.
     metrics: crate::metrics::Metrics,
-    /// Nodes each disruption reason could act on, at the last pass that looked.
-    eligible: std::collections::BTreeMap<String, usize>,
-    /// Pending pods left out of provisioning for their claims, with the reason last logged.
-    ignored_pods: BTreeMap<String, String>,
-    /// Per static NodePool, the (replicas, active, to create) last logged, so that a
-    /// deficit that cannot be met is said once, not at every poll.
-    static_logged: BTreeMap<String, (i64, i64, i64)>,
-    /// Drifted NodeClaims of static NodePools being replaced, with their replacements.
-    static_replacing: BTreeMap<String, String>,
-    /// Each NodeOverlay's status as last written.
-    overlay_statuses: BTreeMap<String, kerf_api::nodeoverlay::NodeOverlayStatus>,
-    /// The last overlay evaluation, with the catalog and unavailable-offerings generations it
-    /// read: every solve asks for it, and it changes only with them.
-    overlay_cache: Option<(u64, u64, crate::overlays::Evaluation)>,
+    /// What the provisioner keeps between batches.
+    pub(crate) provisioning: provisioning::State,
+    /// What the NodeClaim lifecycle keeps between cloud answers.
+    lifecycle: lifecycle::State,
+    /// What the disruption controller keeps between passes.
+    disruption: disruption::State,
+    /// What termination keeps between drains.
+    termination: termination::State,
+    /// What static NodePools' controller keeps between polls.
+    static_capacity: static_capacity::State,
+    /// What the node class status controller keeps between answers.
+    node_classes: node_classes::State,
+    /// The NodePool and NodeOverlay statuses last written.
+    statuses: Statuses,
     /// The instance types as the solver compiled them, kept for the solves after (see
     /// [`kerf_scheduling::Catalog`]).
     catalog: RefCell<kerf_scheduling::Catalog>,
@@ -443,35 +469,26 @@ impl Controllers {
         let unavailable = UnavailableOfferings::with_ttl(settings.unavailable_offerings_ttl);
         Controllers {
             cluster: Cluster::default(),
-            batcher: Batcher::new(settings.batch_idle, settings.batch_max),
+            provisioning: provisioning::State::new(&settings),
             settings,
             rng: ChaCha8Rng::seed_from_u64(seed),
             now: Duration::ZERO,
-            // garbage collection looks at once, then every interval
-            timers: BTreeSet::from([(Duration::ZERO, Timer::GarbageCollect)]),
+            // garbage collection and node class resolution look at once, then every interval
+            timers: BTreeSet::from([
+                (Duration::ZERO, Timer::GarbageCollect),
+                (Duration::ZERO, Timer::ResolveNodeClasses),
+            ]),
             actions: Vec::new(),
             unavailable,
-            type_options: HashMap::new(),
-            pass_at: None,
-            unplaced: None,
             events_sent: HashMap::new(),
-            disrupted_for: HashMap::new(),
-            idle_inputs: None,
             activity: 0,
-            command: None,
-            commands_started: 0,
-            launching: BTreeSet::new(),
-            types_asked: BTreeSet::new(),
-            relaunches: BTreeMap::new(),
-            evicting: termination::Evicting::default(),
-            pool_statuses: std::collections::BTreeMap::new(),
             metrics: crate::metrics::Metrics::new(),
-            eligible: std::collections::BTreeMap::new(),
-            ignored_pods: BTreeMap::new(),
-            static_logged: BTreeMap::new(),
-            static_replacing: BTreeMap::new(),
-            overlay_statuses: BTreeMap::new(),
-            overlay_cache: None,
+            lifecycle: lifecycle::State::default(),
+            disruption: disruption::State::default(),
+            termination: termination::State::default(),
+            static_capacity: static_capacity::State::default(),
+            node_classes: node_classes::State::default(),
+            statuses: Statuses::default(),
             catalog: RefCell::default(),
         }
     }
@@ -485,7 +502,7 @@ impl Controllers {
         let view = crate::metrics::StateView {
             cluster: &self.cluster,
             unavailable: &self.unavailable,
-            eligible: &self.eligible,
+            eligible: &self.disruption.eligible,
             now: self.now.max(now),
         };
         self.metrics.render(&view, extra)
@@ -564,7 +581,10 @@ impl Controllers {
 
     fn fire(&mut self, timer: Timer) {
         // a regular look that finds nothing changes nothing a disruption pass reads
-        if !matches!(timer, Timer::Pass | Timer::GarbageCollect) {
+        if !matches!(
+            timer,
+            Timer::Pass | Timer::GarbageCollect | Timer::ResolveNodeClasses
+        ) {
             self.activity += 1;
         }
         match timer {
@@ -588,6 +608,7 @@ impl Controllers {
                     Timer::GarbageCollect,
                 );
             }
+            Timer::ResolveNodeClasses => self.resolve_node_classes(),
         }
     }
 
@@ -604,7 +625,7 @@ impl Controllers {
             self.activity += 1;
         }
         for class in &changes.node_classes {
-            self.type_options.remove(class);
+            self.provisioning.type_options.remove(class);
         }
         if !changes.node_pools.is_empty() || !changes.node_classes.is_empty() {
             self.node_pools_changed(&changes.node_pools);
@@ -638,13 +659,14 @@ impl Controllers {
 
     /// Writes the status of every NodePool whose count or readiness changed.
     fn count_node_pools(&mut self) {
-        self.pool_statuses
+        self.statuses
+            .pools
             .retain(|name, _| self.cluster.node_pools.contains_key(name));
         let names: Vec<String> = self.cluster.node_pools.keys().cloned().collect();
         for name in names {
             let status = crate::objects::nodepool_status(&self.cluster, &name);
-            if self.pool_statuses.get(&name) != Some(&status) {
-                self.pool_statuses.insert(name.clone(), status.clone());
+            if self.statuses.pools.get(&name) != Some(&status) {
+                self.statuses.pools.insert(name.clone(), status.clone());
                 self.actions.push(Action::PatchNodePoolStatus {
                     node_pool: name,
                     status: Box::new(status),
@@ -778,7 +800,7 @@ impl Controllers {
         }
         let generation = self.unavailable.generation();
         let cluster = self.cluster.catalog_generation();
-        if let Some((c, u, evaluation)) = &self.overlay_cache
+        if let Some((c, u, evaluation)) = &self.provisioning.overlay_cache
             && (*c, *u) == (cluster, generation)
         {
             return evaluation.clone();
@@ -793,13 +815,14 @@ impl Controllers {
             inputs.push((name, np, types));
         }
         let evaluation = crate::overlays::evaluate(&self.cluster.node_overlays, &inputs);
-        self.overlay_cache = Some((cluster, generation, evaluation.clone()));
+        self.provisioning.overlay_cache = Some((cluster, generation, evaluation.clone()));
         evaluation
     }
 
     /// Writes the status of every NodeOverlay whose verdict changed.
     fn write_overlay_statuses(&mut self) {
-        self.overlay_statuses
+        self.statuses
+            .overlays
             .retain(|name, _| self.cluster.node_overlays.contains_key(name));
         if !self.settings.node_overlay {
             return;
@@ -808,8 +831,8 @@ impl Controllers {
         let names: Vec<String> = self.cluster.node_overlays.keys().cloned().collect();
         for name in names {
             let status = crate::objects::nodeoverlay_status(evaluation.refused.get(&name));
-            if self.overlay_statuses.get(&name) != Some(&status) {
-                self.overlay_statuses.insert(name.clone(), status.clone());
+            if self.statuses.overlays.get(&name) != Some(&status) {
+                self.statuses.overlays.insert(name.clone(), status.clone());
                 self.actions.push(Action::PatchNodeOverlayStatus {
                     node_overlay: name,
                     status: Box::new(status),

@@ -73,6 +73,14 @@ pub enum Observation {
         /// Its instance types.
         types: Arc<[InstanceTypeOption]>,
     },
+    /// The cloud's resolution of a node class asked for with
+    /// [`Action::ResolveNodeClass`], or why it failed.
+    NodeClassResolved {
+        /// The node class.
+        node_class: String,
+        /// Its status as resolved (conditions without transition times), or the error.
+        status: Result<kerf_api::ec2nodeclass::EC2NodeClassStatus, String>,
+    },
     /// The cloud's prices or its region's instance types changed: every node class's types
     /// are asked for again.
     OfferingsChanged,
@@ -152,7 +160,7 @@ impl Controllers {
             Observation::Deleted { kind, key } => self.deleted(&kind, &key, now),
             Observation::Notice(notice) => self.notice(&notice, now),
             Observation::InstanceTypes { node_class, types } => {
-                self.types_asked.remove(&node_class);
+                self.provisioning.types_asked.remove(&node_class);
                 let asked = |a: &Action| matches!(a, Action::ListInstanceTypes { node_class: c, .. } if *c == node_class);
                 self.actions.retain(|a| !asked(a));
                 self.cluster.set_instance_types(&node_class, types);
@@ -161,6 +169,9 @@ impl Controllers {
                 let changes = &mut self.cluster.changes;
                 changes.node_classes.insert(node_class);
                 changes.provisionable = true;
+            }
+            Observation::NodeClassResolved { node_class, status } => {
+                self.node_class_resolved(&node_class, status);
             }
             Observation::OfferingsChanged => {
                 let classes: Vec<String> = self.cluster.instance_types.keys().cloned().collect();
@@ -173,7 +184,7 @@ impl Controllers {
 
     /// Asks the cloud for a node class's instance types, with the class as it is now.
     fn ask_instance_types(&mut self, class: &str) {
-        self.types_asked.insert(class.to_string());
+        self.provisioning.types_asked.insert(class.to_string());
         self.actions.push(Action::ListInstanceTypes {
             node_class: class.to_string(),
             spec: self.cluster.node_classes.get(class).cloned().map(Box::new),
@@ -183,7 +194,9 @@ impl Controllers {
     /// Asks for the instance types of a NodePool's node class unless they are known or
     /// already asked for.
     fn want_instance_types(&mut self, class: &str) {
-        if !self.cluster.instance_types.contains_key(class) && !self.types_asked.contains(class) {
+        if !self.cluster.instance_types.contains_key(class)
+            && !self.provisioning.types_asked.contains(class)
+        {
             self.ask_instance_types(class);
         }
     }
@@ -236,7 +249,12 @@ impl Controllers {
                 if changed || cluster.class_gaps.get(&name) != gaps {
                     cluster.apply_node_class_read(class.clone(), &read.gaps);
                     self.ask_instance_types(&name);
+                } else {
+                    // its generation, finalizers, deletion: nothing that changes what it
+                    // offers, but the status controller's business
+                    cluster.set_node_class_metadata(&name, &class.metadata);
                 }
+                self.node_class_observed(&name);
             }
             Object::NodeOverlay(read) => {
                 let Ok(overlay) = &read.object else {

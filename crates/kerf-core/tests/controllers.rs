@@ -1401,3 +1401,97 @@ fn a_node_classs_instance_types_are_asked_for_once_and_their_answer_lets_its_poo
     let name = spec.and_then(|c| c.metadata.name.as_deref());
     assert_eq!(name, Some("default"), "{changed:?}");
 }
+
+/// The node class status controller's requests among `actions`, shortly: `resolve`,
+/// `finalizer`, `finalize`, and `status` with the written conditions' observed generations.
+fn node_class_work(actions: &[Action]) -> Vec<String> {
+    (actions.iter())
+        .filter_map(|a| match a {
+            Action::ResolveNodeClass { node_class, .. } => Some(format!("resolve {node_class}")),
+            Action::AddNodeClassFinalizer { node_class, .. } => {
+                Some(format!("finalizer {node_class}"))
+            }
+            Action::FinalizeNodeClass { node_class, .. } => Some(format!("finalize {node_class}")),
+            Action::PatchNodeClassStatus { node_class, status } => {
+                let generations: Vec<String> = (status.conditions.iter())
+                    .map(|c| format!("{}@{:?}", c.type_, c.observed_generation))
+                    .collect();
+                Some(format!("status {node_class} {}", generations.join(",")))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn node_classes_are_resolved_on_change_and_every_minute_and_deleted_once_no_nodeclaim_uses_them() {
+    let settings = Settings {
+        node_class_status: true,
+        ..Settings::default()
+    };
+    let mut core = Controllers::new(settings, 7);
+    core.apply_node_pool(pool());
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    let mut class = node_class(&["ami-1"]);
+    class.metadata.generation = Some(1);
+    core.apply_node_class(class.clone());
+    // a new class gets the finalizer and a resolution at once
+    assert_eq!(
+        node_class_work(&core.poll(secs(1))),
+        ["finalizer default", "resolve default"]
+    );
+    // the cloud's answer is written with the class's generation, once
+    let ready: kerf_api::ec2nodeclass::EC2NodeClassStatus = serde_json::from_value(
+        serde_json::json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": ""}]}),
+    )
+    .unwrap();
+    let answer = |status| Observation::NodeClassResolved {
+        node_class: "default".into(),
+        status,
+    };
+    core.observe(answer(Ok(ready.clone())), secs(2));
+    let written = core.poll(secs(2));
+    assert_eq!(node_class_work(&written), ["status default Ready@Some(1)"]);
+    let status = written.iter().find_map(|a| match a {
+        Action::PatchNodeClassStatus { status, .. } => Some((**status).clone()),
+        _ => None,
+    });
+    class.status = status;
+    class.metadata.finalizers = Some(vec!["karpenter.k8s.aws/termination".into()]);
+    core.apply_node_class(class.clone());
+    // resolved for its generation: nothing until the next round, a minute after the first
+    assert!(node_class_work(&run_until(&mut core, 3, 59)).is_empty());
+    assert_eq!(
+        node_class_work(&run_until(&mut core, 60, 61)),
+        ["resolve default"]
+    );
+    // the same answer again writes nothing; an error is logged, not written
+    core.observe(answer(Ok(ready)), secs(62));
+    core.observe(answer(Err("throttled".into())), secs(62));
+    let quiet = core.poll(secs(62));
+    assert!(node_class_work(&quiet).is_empty(), "{quiet:?}");
+    assert!(
+        quiet
+            .iter()
+            .any(|a| matches!(a, Action::Log(r) if r.message == "failed resolving ec2nodeclass")),
+        "{quiet:?}"
+    );
+    // deleted while a NodeClaim uses it: the class waits, and is finalized once it is gone
+    core.apply_pod(unschedulable("x", "1"), secs(63));
+    let claim = created(&run_until(&mut core, 63, 70))[0].clone();
+    class.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+    ));
+    core.apply_node_class(class);
+    let waiting = run_until(&mut core, 71, 100);
+    assert!(node_class_work(&waiting).is_empty(), "{waiting:?}");
+    assert!(
+        waiting.iter().any(
+            |a| matches!(a, Action::Log(r) if r.message == "waiting on nodeclaim termination")
+        )
+    );
+    core.delete_pod("default/x", secs(101));
+    core.nodeclaim_gone(&claim);
+    let gone = run_until(&mut core, 101, 115);
+    assert_eq!(node_class_work(&gone), ["finalize default"], "{gone:?}");
+}

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use kerf_api::ec2nodeclass::{AmiStatus, CapacityReservationStatus};
+use kerf_api::ec2nodeclass::{AmiStatus, CapacityReservationStatus, EC2NodeClassStatus};
 use kerf_api::{EC2NodeClass, NodePool, labels};
 use kerf_aws::instance_type::{instance_types_of, scheduler_options};
 use kerf_aws::interruption;
@@ -27,7 +27,7 @@ use serde_json::json;
 
 use crate::cloud::{Available, CapacitySettings, CloudError, CloudProvider, offerings};
 use crate::log;
-use crate::node_classes::reconcile_node_classes;
+use crate::node_classes::NodeClasses;
 use crate::watch::{Observed, Queue};
 
 /// How often prices and instance types are read again (Karpenter's is 12 hours).
@@ -51,8 +51,8 @@ pub struct Aws {
     /// controllers.
     catalogs: Mutex<HashMap<String, Arc<[InstanceTypeOption]>>>,
     capacity: CapacitySettings,
-    /// The EKS cluster's name, for the node class reconciler.
-    cluster_name: String,
+    /// Resolves node classes for the node class status controller.
+    node_classes: NodeClasses,
     /// No Pricing API calls (`ISOLATED_VPC`).
     isolated_vpc: bool,
 }
@@ -128,10 +128,12 @@ impl Aws {
             .map(|r| r.to_string())
             .ok_or_else(|| CloudError::Config("no AWS region (set AWS_REGION)".into()))?;
         kerf_aws::catalog::zones(&region).map_err(|e| CloudError::Config(e.to_string()))?;
+        let cluster_name = options.cluster.name.clone();
+        let fleet = Arc::new(Fleet::new(config, options.cluster));
         Ok(Aws {
             region,
-            cluster_name: options.cluster.name.clone(),
-            fleet: Arc::new(Fleet::new(config, options.cluster)),
+            node_classes: NodeClasses::new(config, &cluster_name, Arc::clone(&fleet)),
+            fleet,
             config: config.clone(),
             interruption_queue: options.interruption_queue,
             live: Arc::default(),
@@ -342,12 +344,7 @@ impl CloudProvider for Aws {
                 sink.push(Observed::OfferingsChanged);
             }
         });
-        tokio::spawn(reconcile_node_classes(
-            client,
-            self.config.clone(),
-            self.cluster_name.clone(),
-            Arc::clone(&self.fleet),
-        ));
+        self.node_classes.read_kubernetes_version(client);
         if let Some(name) = self.interruption_queue.clone() {
             tokio::spawn(read_interruptions(
                 self.config.clone(),
@@ -390,6 +387,26 @@ impl CloudProvider for Aws {
                 network: i.network,
             })
             .collect())
+    }
+
+    fn resolves_node_classes(&self) -> bool {
+        true
+    }
+
+    async fn resolve_node_class(
+        &self,
+        name: &str,
+        class: &EC2NodeClass,
+    ) -> Result<EC2NodeClassStatus, CloudError> {
+        self.node_classes.resolve(name, class).await
+    }
+
+    async fn clean_up_node_class(
+        &self,
+        name: &str,
+        class: &EC2NodeClass,
+    ) -> Result<(), CloudError> {
+        self.node_classes.clean_up(name, class).await
     }
 }
 

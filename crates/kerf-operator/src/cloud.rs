@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use kerf_api::ec2nodeclass::EC2NodeClassStatus;
 use kerf_api::{EC2NodeClass, NodePool};
 use kerf_aws::capacity::NodeSettings;
 use kerf_core::cluster::{ClaimRecord, CloudInstance, Launched};
@@ -123,4 +124,30 @@ pub trait CloudProvider {
 
     /// The instances it runs for this cluster, each with the NodeClaim it was launched for.
     fn list(&self) -> impl Future<Output = Result<Vec<CloudInstance>, CloudError>>;
+
+    /// Whether it resolves node classes into their status (the controllers' node class
+    /// status controller asks only a cloud that does).
+    fn resolves_node_classes(&self) -> bool {
+        false
+    }
+
+    /// Resolves the node class `name`'s selector terms and instance profile into a status.
+    fn resolve_node_class(
+        &self,
+        name: &str,
+        _class: &EC2NodeClass,
+    ) -> impl Future<Output = Result<EC2NodeClassStatus, CloudError>> {
+        let message = format!("{} resolves no node class ({name})", self.name());
+        std::future::ready(Err(CloudError::Config(message)))
+    }
+
+    /// Deletes what it made for the deleted node class `name` (launch templates, an
+    /// instance profile made for its role).
+    fn clean_up_node_class(
+        &self,
+        _name: &str,
+        _class: &EC2NodeClass,
+    ) -> impl Future<Output = Result<(), CloudError>> {
+        std::future::ready(Ok(()))
+    }
 }

@@ -7,8 +7,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint as K8sTaint};
-use kerf_api::NodeClaim;
+use kerf_api::{EC2NodeClass, NodeClaim};
 use kerf_core::cluster::CloudInstance;
+use kerf_core::controllers::node_classes::TERMINATION_FINALIZER;
 use kerf_core::controllers::{Action, Controllers, EventObject, LaunchRequest};
 use kerf_core::objects::keep_transition_times;
 use kerf_core::observe::Observation;
@@ -353,6 +354,34 @@ impl<C: CloudProvider> Executor<C> {
                 let types = self.cloud.instance_types(spec.as_deref());
                 core.observe(Observation::InstanceTypes { node_class, types }, now());
             }
+            Action::ResolveNodeClass { node_class, class } => {
+                let resolved = self.cloud.resolve_node_class(&node_class, &class).await;
+                let status = resolved.map_err(|e| e.to_string());
+                core.observe(Observation::NodeClassResolved { node_class, status }, now());
+            }
+            Action::PatchNodeClassStatus { node_class, status } => {
+                let classes: Api<EC2NodeClass> = Api::all(self.client.clone());
+                let patch = Patch::Merge(json!({ "status": status }));
+                let what = "patching ec2nodeclass status";
+                let r = retry(what, || classes.patch_status(&node_class, &params, &patch)).await;
+                unless_gone(what, r)?;
+            }
+            Action::AddNodeClassFinalizer { node_class, class } => {
+                let mut finalizers = class.metadata.finalizers.clone().unwrap_or_default();
+                finalizers.push(TERMINATION_FINALIZER.to_string());
+                self.set_node_class_finalizers(&node_class, &class, finalizers)
+                    .await?;
+            }
+            Action::FinalizeNodeClass { node_class, class } => {
+                (self.cloud.clean_up_node_class(&node_class, &class).await)
+                    .map_err(failed("cleaning up after ec2nodeclass"))?;
+                let rest = (class.metadata.finalizers.iter().flatten())
+                    .filter(|f| *f != TERMINATION_FINALIZER)
+                    .cloned()
+                    .collect();
+                self.set_node_class_finalizers(&node_class, &class, rest)
+                    .await?;
+            }
             Action::ListInstances => match self.instances().await {
                 Ok(instances) => core.garbage_collect(&instances, now()),
                 Err(e) => log::error("listing instances", &e.to_string()),
@@ -512,6 +541,27 @@ impl<C: CloudProvider> Executor<C> {
     }
 
     /// Reads a node, changes its taints, writes it back (retried on conflict).
+    /// Writes a node class's finalizers on the version the controllers held: a class
+    /// changed since is looked at again at the node class controller's next round.
+    async fn set_node_class_finalizers(
+        &self,
+        name: &str,
+        class: &EC2NodeClass,
+        finalizers: Vec<String>,
+    ) -> Result<(), Failure> {
+        let classes: Api<EC2NodeClass> = Api::all(self.client.clone());
+        let patch = Patch::Merge(json!({"metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": class.metadata.resource_version,
+        }}));
+        let what = "patching ec2nodeclass finalizers";
+        let r = classes.patch(name, &PatchParams::default(), &patch).await;
+        match r {
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            r => unless_gone(what, r),
+        }
+    }
+
     async fn edit_taints(
         &self,
         nodes: &Api<Node>,

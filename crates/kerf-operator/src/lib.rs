@@ -109,7 +109,10 @@ pub async fn run<C: CloudProvider>(
     cloud: C,
     options: Options,
 ) -> anyhow::Result<()> {
-    let settings = options.controllers.clone();
+    let settings = kerf_core::controllers::Settings {
+        node_class_status: cloud.resolves_node_classes(),
+        ..options.controllers.clone()
+    };
     let mut stop = Stop::new()?;
     let seed = now().as_nanos() as u64;
     let mut core = Controllers::new(settings, seed);

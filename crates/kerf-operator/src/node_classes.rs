@@ -1,39 +1,20 @@
-//! The EC2NodeClass reconciler, as Karpenter's `nodeclass` controllers: every class's status
-//! (subnets, security groups, AMIs, instance profile, conditions) kept current every minute
-//! and whenever a class changes; a finalizer on each class, and on deletion, once no NodeClaim
-//! uses the class any more, its launch templates and the instance profile made for its role
-//! deleted before the finalizer is taken off.
+//! What the AWS cloud does for the controllers' node class status controller
+//! (`kerf_core::controllers::node_classes`): resolves a class's subnets, security groups,
+//! images, capacity reservations and instance profile into its status, and cleans up after a
+//! deleted class (its launch templates, and the instance profile made for its role).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
-use kerf_api::{EC2NodeClass, NodeClaim};
+use kerf_api::EC2NodeClass;
+use kerf_api::ec2nodeclass::EC2NodeClassStatus;
 use kerf_aws_provider::instance_profile::InstanceProfiles;
 use kerf_aws_provider::launch::Fleet;
 use kerf_aws_provider::{Discovery, node_class};
-use kerf_core::objects::keep_transition_times;
-use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
+use crate::cloud::CloudError;
 use crate::log;
-
-/// How often every EC2NodeClass is resolved again (Karpenter's is a minute too).
-pub const NODE_CLASS_INTERVAL: Duration = Duration::from_secs(60);
-/// How soon a class being deleted is looked at again while NodeClaims still use it.
-const TERMINATION_RETRY: Duration = Duration::from_secs(10);
-/// The finalizer that holds a class until what Kerf made for it is deleted (Karpenter's).
-pub const TERMINATION_FINALIZER: &str = "karpenter.k8s.aws/termination";
-
-/// What the reconciler calls AWS with.
-struct Reconciler {
-    classes: Api<EC2NodeClass>,
-    nodeclaims: Api<NodeClaim>,
-    discovery: Discovery,
-    profiles: InstanceProfiles,
-    fleet: Arc<Fleet>,
-    kubernetes: String,
-}
 
 /// `1.33` from the API server's version (EKS reports minors like `33+`).
 pub fn kubernetes_version(info: &k8s_openapi::apimachinery::pkg::version::Info) -> String {
@@ -45,210 +26,92 @@ pub fn kubernetes_version(info: &k8s_openapi::apimachinery::pkg::version::Info) 
     format!("{}.{}", digits(&info.major), digits(&info.minor))
 }
 
-/// Keeps every EC2NodeClass's status current: at start, when a class changes, and every
-/// [`NODE_CLASS_INTERVAL`]. Runs until the process stops; failures are logged and retried at
-/// the next round.
-pub async fn reconcile_node_classes(
-    client: kube::Client,
-    config: aws_config::SdkConfig,
-    cluster: String,
+/// What resolving and cleaning up node classes calls AWS with.
+pub struct NodeClasses {
+    discovery: Discovery,
+    profiles: InstanceProfiles,
     fleet: Arc<Fleet>,
-) {
-    let classes: Api<EC2NodeClass> = Api::all(client.clone());
-    let region = config.region().map(|r| r.to_string()).unwrap_or_default();
-    let mut r = Reconciler {
-        classes: classes.clone(),
-        nodeclaims: Api::all(client.clone()),
-        discovery: Discovery::new(&config),
-        profiles: InstanceProfiles::new(&config, &cluster, &region),
-        fleet,
-        kubernetes: String::new(),
-    };
-    let mut changes = kube::runtime::watcher(classes.clone(), Default::default()).boxed();
-    loop {
-        r.kubernetes = match client.apiserver_version().await {
-            Ok(info) => kubernetes_version(&info),
-            Err(e) => {
-                log::error("reading the Kubernetes version", &e.to_string());
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                continue;
-            }
-        };
-        let mut waiting = false;
-        match classes.list(&Default::default()).await {
-            Ok(list) => {
-                for class in list.items {
-                    waiting |= !r.reconcile(&class).await;
-                }
-            }
-            Err(e) => log::error("listing ec2nodeclasses", &e.to_string()),
-        }
-        // the next round: the interval (sooner while a deletion waits on NodeClaims), or
-        // when a class changes
-        let deadline = tokio::time::sleep(if waiting {
-            TERMINATION_RETRY
-        } else {
-            NODE_CLASS_INTERVAL
-        });
-        tokio::pin!(deadline);
-        loop {
-            tokio::select! {
-                () = &mut deadline => break,
-                event = changes.next() => match event {
-                    Some(Ok(kube::runtime::watcher::Event::Apply(c))) => {
-                        let resolved = c.status.as_ref().is_some_and(|s| {
-                            s.conditions.iter().any(|cond| {
-                                cond.observed_generation == c.metadata.generation
-                            })
-                        });
-                        if !resolved || c.metadata.deletion_timestamp.is_some() {
-                            r.reconcile(&c).await;
-                        }
-                    }
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => log::error("watching ec2nodeclasses", &e.to_string()),
-                    None => return,
-                },
-            }
-        }
-    }
+    /// The cluster's Kubernetes version (images are chosen for it), once read.
+    kubernetes: Arc<Mutex<String>>,
 }
 
-impl Reconciler {
-    /// Brings one class along: its finalizer and status, or its deletion. False while a
-    /// deletion waits on NodeClaims.
-    async fn reconcile(&self, class: &EC2NodeClass) -> bool {
-        let name = class.metadata.name.clone().unwrap_or_default();
-        let finalizers = class.metadata.finalizers.clone().unwrap_or_default();
-        let held = finalizers.iter().any(|f| f == TERMINATION_FINALIZER);
-        if class.metadata.deletion_timestamp.is_some() {
-            return !held || self.terminate(class, &name, finalizers).await;
+impl NodeClasses {
+    /// Calls AWS with `config` for the EKS cluster `cluster`, launching through `fleet`.
+    pub fn new(config: &aws_config::SdkConfig, cluster: &str, fleet: Arc<Fleet>) -> NodeClasses {
+        let region = config.region().map(|r| r.to_string()).unwrap_or_default();
+        NodeClasses {
+            discovery: Discovery::new(config),
+            profiles: InstanceProfiles::new(config, cluster, &region),
+            fleet,
+            kubernetes: Arc::default(),
         }
-        if !held {
-            let mut with = finalizers;
-            with.push(TERMINATION_FINALIZER.to_string());
-            self.set_finalizers(class, &name, with).await;
-        }
-        self.resolve(class, &name).await;
-        true
     }
 
-    /// A class being deleted: waits while NodeClaims use it, then deletes its launch
-    /// templates and the instance profile made for its role, and takes the finalizer off.
-    /// False while it waits.
-    async fn terminate(&self, class: &EC2NodeClass, name: &str, finalizers: Vec<String>) -> bool {
-        let claims = match self.nodeclaims.list(&ListParams::default()).await {
-            Ok(list) => list.items,
-            Err(e) => {
-                log::error("listing nodeclaims", &e.to_string());
-                return false;
+    /// Reads the API server's version until it answers; until then a resolution fails and
+    /// the controller's next round asks again.
+    pub fn read_kubernetes_version(&self, client: kube::Client) {
+        let kubernetes = Arc::clone(&self.kubernetes);
+        tokio::spawn(async move {
+            loop {
+                match client.apiserver_version().await {
+                    Ok(info) => {
+                        *kubernetes.lock().unwrap_or_else(|e| e.into_inner()) =
+                            kubernetes_version(&info);
+                        return;
+                    }
+                    Err(e) => log::error("reading the Kubernetes version", &e.to_string()),
+                }
+                tokio::time::sleep(Duration::from_secs(5)).await;
             }
-        };
-        let using: Vec<String> = claims
-            .iter()
-            .filter(|c| c.spec.node_class_ref.name == name)
-            .filter_map(|c| c.metadata.name.clone())
-            .collect();
-        if !using.is_empty() {
-            log::info(
-                "nodeclass.termination",
-                "waiting on nodeclaim termination",
-                json!({"EC2NodeClass": {"name": name}, "NodeClaims": using}),
-            );
-            return false;
-        }
-        match self.fleet.delete_launch_templates(name).await {
-            Ok(n) if n > 0 => log::info(
-                "nodeclass.termination",
-                "deleted launch templates",
-                json!({"EC2NodeClass": {"name": name}, "count": n}),
-            ),
-            Ok(_) => {}
-            Err(e) => {
-                log::error("deleting launch templates", &format!("{name}: {e}"));
-                return false;
-            }
-        }
-        // a profile the user named is theirs; the one made for `role` is Kerf's
-        if class.spec.role.is_some()
-            && let Err(e) = self.profiles.delete(name).await
-        {
-            log::error("deleting instance profile", &format!("{name}: {e}"));
-            return false;
-        }
-        let rest = finalizers
-            .into_iter()
-            .filter(|f| f != TERMINATION_FINALIZER)
-            .collect();
-        self.set_finalizers(class, name, rest).await
+        });
     }
 
-    /// Writes a class's finalizers, on the version read (a class changed since is looked
-    /// at again in the next round).
-    async fn set_finalizers(
+    /// The class's status as AWS resolves it now (conditions without transition times);
+    /// the reservations' room goes to the fleet, which launches into them.
+    pub async fn resolve(
         &self,
-        class: &EC2NodeClass,
         name: &str,
-        finalizers: Vec<String>,
-    ) -> bool {
-        let patch = Patch::Merge(json!({"metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": class.metadata.resource_version,
-        }}));
-        match self
-            .classes
-            .patch(name, &PatchParams::default(), &patch)
-            .await
-        {
-            Ok(_) => true,
-            Err(kube::Error::Api(e)) if e.code == 404 => true,
-            Err(e) => {
-                log::error("patching ec2nodeclass finalizers", &format!("{name}: {e}"));
-                false
-            }
+        class: &EC2NodeClass,
+    ) -> Result<EC2NodeClassStatus, CloudError> {
+        let kubernetes = self
+            .kubernetes
+            .lock()
+            .map(|k| k.clone())
+            .unwrap_or_default();
+        if kubernetes.is_empty() {
+            return Err(CloudError::Api(
+                "the Kubernetes version is not read yet".into(),
+            ));
         }
-    }
-
-    /// Resolves a class's selector terms and instance profile into its status.
-    async fn resolve(&self, class: &EC2NodeClass, name: &str) {
-        let name = name.to_string();
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let (mut status, room) = match node_class::status(
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        let (status, room) = node_class::status(
             &self.discovery,
             &self.profiles,
-            &name,
+            name,
             &class.spec,
-            &self.kubernetes,
-            now.as_second(),
+            &kubernetes,
+            now,
         )
         .await
-        {
-            Ok(s) => s,
-            Err(e) => {
-                log::error("resolving ec2nodeclass", &format!("{name}: {e}"));
-                return;
-            }
-        };
-        let previous = class
-            .status
-            .as_ref()
-            .map(|s| &s.conditions[..])
-            .unwrap_or(&[]);
+        .map_err(|e| CloudError::Api(e.to_string()))?;
         self.fleet.set_reservation_room(room);
-        keep_transition_times(&mut status.conditions, previous, crate::execute::now());
-        for c in &mut status.conditions {
-            c.observed_generation = class.metadata.generation;
+        Ok(status)
+    }
+
+    /// Deletes the launch templates made for the class, and the instance profile made for
+    /// its role (a profile the user named is theirs).
+    pub async fn clean_up(&self, name: &str, class: &EC2NodeClass) -> Result<(), CloudError> {
+        let n = (self.fleet.delete_launch_templates(name).await)
+            .map_err(|e| CloudError::Api(format!("deleting launch templates of {name}: {e}")))?;
+        if n > 0 {
+            let fields = json!({"EC2NodeClass": {"name": name}, "count": n});
+            log::info("nodeclass.termination", "deleted launch templates", fields);
         }
-        if class.status.as_ref() == Some(&status) {
-            return;
+        if class.spec.role.is_some() {
+            (self.profiles.delete(name).await).map_err(|e| {
+                CloudError::Api(format!("deleting instance profile of {name}: {e}"))
+            })?;
         }
-        let patch = Patch::Merge(json!({ "status": status }));
-        if let Err(e) = self
-            .classes
-            .patch_status(&name, &PatchParams::default(), &patch)
-            .await
-        {
-            log::error("patching ec2nodeclass status", &format!("{name}: {e}"));
-        }
+        Ok(())
     }
 }

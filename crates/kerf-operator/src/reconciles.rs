@@ -49,6 +49,10 @@ pub fn controller_of(action: &Action) -> Option<&'static str> {
         Action::PatchNodePoolStatus { .. } => "nodepool.counter",
         Action::ListInstances => "nodeclaim.garbagecollection",
         Action::PatchNodeOverlayStatus { .. } => "nodeoverlay.controller",
+        Action::ResolveNodeClass { .. }
+        | Action::PatchNodeClassStatus { .. }
+        | Action::AddNodeClassFinalizer { .. } => "nodeclass",
+        Action::FinalizeNodeClass { .. } => "nodeclass.termination",
     })
 }
 

@@ -334,6 +334,7 @@ impl World {
             node_repair: scenario.spec.feature_gates.node_repair,
             static_capacity: scenario.spec.feature_gates.static_capacity,
             node_overlay: scenario.spec.feature_gates.node_overlay,
+            node_class_status: true,
             preference_policy: scenario.spec.preference_policy,
             min_values_policy: scenario.spec.min_values_policy,
             ..Settings::default()
@@ -804,6 +805,21 @@ impl World {
                     .collect();
                 self.core.garbage_collect(&listed, self.now);
             }
+            Action::ResolveNodeClass { node_class, .. } => {
+                let status = Ok(self.resolve_node_class(&node_class));
+                let resolved = Observation::NodeClassResolved { node_class, status };
+                self.core.observe(resolved, self.now);
+            }
+            Action::PatchNodeClassStatus { node_class, status } => {
+                if let Some(class) = self.objects.node_classes.get(&node_class) {
+                    let mut class = class.clone();
+                    class.status = Some(*status);
+                    self.write(Object::node_class(class));
+                    self.sync_reservations();
+                }
+            }
+            // the simulated API server deletes a class at once: it holds no finalizers
+            Action::AddNodeClassFinalizer { .. } | Action::FinalizeNodeClass { .. } => {}
             // the controllers keep the NodePool status they wrote; nothing else reads it
             Action::PatchNodePoolStatus { .. } | Action::PatchNodeOverlayStatus { .. } => {}
             Action::ReleaseNodeClaim { nodeclaim } => {

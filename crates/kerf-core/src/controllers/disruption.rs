@@ -4,7 +4,7 @@
 //! replacements launched and awaited (10 minutes at most, then the command is rolled back),
 //! and the candidates deleted.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -13,11 +13,12 @@ use kerf_api::{Taint, TaintEffect, labels};
 use kerf_scheduling::{NodePoolInput, Requirements};
 use serde_json::json;
 
+use super::blockers::Wanted;
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{CapacityType, Cluster, DriftReason};
 use crate::consolidation::{ClusterView, Command, NodeView, plan};
 use crate::disruption_rules::{
-    allowed_disruptions, budget_active, consolidatable_at, pdb_allowance, pdb_selects, pod_blocks,
+    allowed_disruptions, budget_active, consolidatable_at, pdb_allowance, pdb_selects,
 };
 use crate::hash::{node_class_hash, node_pool_hash};
 
@@ -143,13 +144,30 @@ impl PdbAllowances {
     }
 }
 
+/// What the disruption controller keeps between passes.
+#[derive(Default)]
+pub(super) struct State {
+    /// When the next pass is due.
+    pub(super) pass_at: Option<Duration>,
+    /// Why the disruption controller deleted each NodeClaim it deleted, for the events of
+    /// the evictions that follow (Karpenter keeps it in a status condition).
+    pub(super) disrupted_for: HashMap<String, DisruptionReason>,
+    /// The inputs of the last disruption pass that found nothing.
+    pub(super) idle_inputs: Option<PassInputs>,
+    /// The command under way.
+    pub(super) command: Option<Pending>,
+    pub(super) commands_started: u64,
+    /// Nodes each disruption reason could act on, at the last pass that looked.
+    pub(super) eligible: BTreeMap<String, usize>,
+}
+
 impl Controllers {
     pub(super) fn schedule_pass(&mut self, at: Duration) {
-        if self.pass_at.is_none_or(|p| p > at) {
-            if let Some(p) = self.pass_at {
+        if self.disruption.pass_at.is_none_or(|p| p > at) {
+            if let Some(p) = self.disruption.pass_at {
                 self.timers.remove(&(p, Timer::Pass));
             }
-            self.pass_at = Some(at);
+            self.disruption.pass_at = Some(at);
             self.at(at, Timer::Pass);
         }
     }
@@ -276,24 +294,9 @@ impl Controllers {
             .enumerate()
             .map(|(i, n)| (n.as_str(), i))
             .collect();
-        let in_command: BTreeSet<&str> = self
-            .command
-            .iter()
-            .flat_map(|c| c.candidates.iter().map(String::as_str))
-            .collect();
-        let mut by_node: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
-        let mut nominated_claims: BTreeSet<&str> = BTreeSet::new();
-        for (k, p) in &cluster.pods {
-            if let Some(n) = &p.node
-                && p.owner != crate::cluster::PodOwner::DaemonSet
-            {
-                by_node.entry(n.as_str()).or_default().push(k);
-            }
-            if let Some(claim) = &p.nominated {
-                nominated_claims.insert(claim.as_str());
-            }
-        }
-        let budgets = PdbAllowances::new(cluster, &self.evicting);
+        // the candidate checks, the same ones `kerf explain node` tells
+        let g = self.gather();
+        let by_node = &g.pods_by_node;
         let overlaid = self.settings.node_overlay && !cluster.node_overlays.is_empty();
         let mut names = Vec::new();
         let mut nodes = Vec::new();
@@ -334,12 +337,8 @@ impl Controllers {
             };
             let pool = pool_index.get(c.node_pool.as_str()).copied();
             let mut on_node = Vec::new();
-            let mut blocked = false;
             for k in by_node.get(name.as_str()).into_iter().flatten() {
                 let p = &cluster.pods[k.as_str()];
-                if pod_blocks(&p.pod, p.pending_since, self.now) || budgets.blocks(cluster, k) {
-                    blocked = true;
-                }
                 on_node.push(pods.len());
                 pods.push(&*p.pod);
                 requests.push(p.requests.clone());
@@ -376,13 +375,7 @@ impl Controllers {
                     .unwrap_or(launched.price_per_hour),
                 capacity_type: launched.capacity_type,
                 pods: on_node,
-                disruptable: c.initialized
-                    && c.deleting.is_none()
-                    && !nominated_claims.contains(claim_name)
-                    && !blocked
-                    && !in_command.contains(name.as_str())
-                    && !n.do_not_disrupt
-                    && pool.is_some(),
+                disruptable: pool.is_some() && self.blockers(name, &g, Wanted::First).is_empty(),
                 consolidatable,
                 drifted: c.drifted.is_some(),
             });
@@ -448,7 +441,7 @@ impl Controllers {
             .collect();
         let command = plan(&view, &mut self.catalog.borrow_mut());
         drop(view);
-        self.eligible = eligible;
+        self.disruption.eligible = eligible;
         Some((command?, names))
     }
 
@@ -456,22 +449,22 @@ impl Controllers {
     /// polls), sooner after a change. A pass whose inputs equal those of the last pass that
     /// found nothing is skipped: it would find nothing again.
     pub(super) fn disruption_pass(&mut self) {
-        self.pass_at = None;
+        self.disruption.pass_at = None;
         self.schedule_pass(self.now + PASS_INTERVAL);
         self.mark_consolidatable();
         self.release_stale_taints();
         self.repair_unhealthy();
-        if self.command.is_some() {
+        if self.disruption.command.is_some() {
             return;
         }
         let inputs = self.pass_inputs();
-        if self.idle_inputs.as_ref() == Some(&inputs) {
+        if self.disruption.idle_inputs.as_ref() == Some(&inputs) {
             return;
         }
         self.report_blocked();
         if let Some((command, names)) = self.decide() {
-            self.idle_inputs = None;
-            self.command = Some(Pending {
+            self.disruption.idle_inputs = None;
+            self.disruption.command = Some(Pending {
                 reason: command.reason,
                 candidates: command
                     .candidates
@@ -485,12 +478,12 @@ impl Controllers {
             self.at(self.now + VALIDATION_DELAY, Timer::Validate);
             return;
         }
-        self.idle_inputs = Some(inputs);
+        self.disruption.idle_inputs = Some(inputs);
     }
 
     /// Whether a disruption command is being validated or carried out.
     pub fn command_in_flight(&self) -> bool {
-        self.command.is_some()
+        self.disruption.command.is_some()
     }
 
     /// What a full disruption pass over the current state would decide, without acting
@@ -560,6 +553,7 @@ impl Controllers {
     /// deleted was left by a command that did not finish (or by a restart): untaint it.
     fn release_stale_taints(&mut self) {
         let held: BTreeSet<String> = self
+            .disruption
             .command
             .iter()
             .flat_map(|c| c.candidates.iter().cloned())
@@ -621,7 +615,7 @@ impl Controllers {
 
     /// Re-decides with fresh state; acts only if the same candidates come out.
     pub(super) fn validate_command(&mut self) {
-        let Some(pending) = self.command.take() else {
+        let Some(pending) = self.disruption.command.take() else {
             return;
         };
         let Some((command, names)) = self.decide() else {
@@ -654,8 +648,8 @@ impl Controllers {
                     .map(|(_, c)| c.node_pool.clone())
             })
             .collect();
-        self.commands_started += 1;
-        let id = format!("{:08x}", self.commands_started);
+        self.disruption.commands_started += 1;
+        let id = format!("{:08x}", self.disruption.commands_started);
         let text = format!(
             "{}/{id}: {method}: nodepools=[{}]: [{}] -> [{} replacement(s)] (savings: ${:.2})",
             command.reason.as_str(),
@@ -704,7 +698,7 @@ impl Controllers {
             });
             launched.push(name);
         }
-        self.command = Some(Pending {
+        self.disruption.command = Some(Pending {
             reason: command.reason,
             candidates,
             replacements: launched,
@@ -717,7 +711,9 @@ impl Controllers {
     /// Deletes the candidates once every replacement is initialized; rolls back when a
     /// replacement is gone.
     pub(super) fn continue_command(&mut self) {
-        let Some(c) = &self.command else { return };
+        let Some(c) = &self.disruption.command else {
+            return;
+        };
         if c.stage != Stage::AwaitingReplacements {
             return;
         }
@@ -734,7 +730,7 @@ impl Controllers {
         if !ready {
             return;
         }
-        let c = self.command.take().expect("checked");
+        let c = self.disruption.command.take().expect("checked");
         self.cancel(&Timer::ReplacementTimeout);
         for n in &c.candidates {
             if let Some((claim, _)) = self.cluster.claim_of_node(n) {
@@ -754,6 +750,7 @@ impl Controllers {
 
     pub(super) fn replacement_timeout(&mut self) {
         if self
+            .disruption
             .command
             .as_ref()
             .is_some_and(|c| c.stage == Stage::AwaitingReplacements)
@@ -765,7 +762,9 @@ impl Controllers {
     /// Gives a command up: candidates untainted, replacements that came up stay (they are
     /// ordinary capacity now, consolidated later if unneeded).
     fn roll_back(&mut self, why: &str) {
-        let Some(c) = self.command.take() else { return };
+        let Some(c) = self.disruption.command.take() else {
+            return;
+        };
         self.cancel(&Timer::ReplacementTimeout);
         self.log_error(
             "disruption",
@@ -787,7 +786,9 @@ impl Controllers {
         reason: kerf_api::nodepool::DisruptionReason,
     ) {
         self.delete_nodeclaim(claim);
-        self.disrupted_for.insert(claim.to_string(), reason);
+        self.disruption
+            .disrupted_for
+            .insert(claim.to_string(), reason);
         for (kind, name, what) in [
             (EventObject::Node, node, "Node"),
             (EventObject::NodeClaim, claim, "NodeClaim"),

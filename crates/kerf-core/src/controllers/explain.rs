@@ -5,7 +5,7 @@
 //! Every answer is computed from the state the controllers hold, with the same solver and
 //! the same disruption view a pass uses, and changes nothing.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::clock::rfc3339;
@@ -17,10 +17,9 @@ use kerf_scheduling::pods::pod_key;
 use serde::Serialize;
 
 use super::Controllers;
-use super::disruption::PdbAllowances;
-use crate::cluster::PodOwner;
+use super::blockers::{Gathered, Wanted};
 use crate::consolidation::{Alone, ClusterView, Method, alone, plan};
-use crate::disruption_rules::{DoNotDisrupt, budget_active, consolidatable_at, do_not_disrupt};
+use crate::disruption_rules::{budget_active, consolidatable_at};
 
 /// Why a pod is where it is.
 #[derive(Clone, Debug, Serialize)]
@@ -161,13 +160,6 @@ impl Finding {
 
 /// How many back-to-back budget windows `until` follows before it stops looking.
 const WINDOWS_AHEAD: usize = 48;
-
-/// What the cheap checks of many nodes read, gathered once (see `Controllers::gather`).
-struct Gathered<'a> {
-    pods_by_node: BTreeMap<&'a str, Vec<&'a String>>,
-    nominated: BTreeSet<&'a str>,
-    pdbs: PdbAllowances,
-}
 
 impl Controllers {
     /// Karpenter's `DisruptionBlocked` events: for each node consolidateAfter has made a
@@ -380,28 +372,6 @@ impl Controllers {
         Some(out)
     }
 
-    /// What the cheap checks of many nodes read, gathered once.
-    fn gather(&self) -> Gathered<'_> {
-        let mut pods_by_node: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
-        let mut nominated = BTreeSet::new();
-        for (k, p) in &self.cluster.pods {
-            match (&p.node, &p.nominated) {
-                (Some(n), _) if p.owner != PodOwner::DaemonSet => {
-                    pods_by_node.entry(n.as_str()).or_default().push(k);
-                }
-                (None, Some(claim)) => {
-                    nominated.insert(claim.as_str());
-                }
-                _ => {}
-            }
-        }
-        Gathered {
-            pods_by_node,
-            nominated,
-            pdbs: PdbAllowances::new(&self.cluster, &self.evicting),
-        }
-    }
-
     /// The node, its NodeClaim and pods, and what in its own state or its pods blocks its
     /// disruption; `None` when no such node is known.
     fn described(&self, name: &str, g: &Gathered<'_>) -> Option<NodeExplanation> {
@@ -429,106 +399,10 @@ impl Controllers {
             blockers: Vec::new(),
             notes: Vec::new(),
         };
-        self.state_blockers(name, g, &mut out);
-        self.pod_blockers(g, &mut out);
+        out.blockers = (self.blockers(name, g, Wanted::All).iter())
+            .map(|b| Finding::new(b.kind(), b.message(|at| self.relative(at))))
+            .collect();
         Some(out)
-    }
-
-    /// Blockers in the node's own state (Karpenter's candidate checks, in its words).
-    fn state_blockers(&self, name: &str, g: &Gathered<'_>, out: &mut NodeExplanation) {
-        let record = &self.cluster.nodes[name];
-        let claim = record
-            .nodeclaim
-            .as_ref()
-            .and_then(|c| self.cluster.nodeclaims.get(c));
-        let Some(claim) = claim else {
-            out.blockers.push(Finding::new(
-                "not-managed",
-                "node isn't managed by karpenter",
-            ));
-            return;
-        };
-        if !self.cluster.node_pools.contains_key(&claim.node_pool) {
-            out.blockers.push(Finding::new(
-                "nodepool-not-found",
-                format!("NodePool not found (NodePool={})", claim.node_pool),
-            ));
-        }
-        if !claim.initialized {
-            out.blockers
-                .push(Finding::new("not-initialized", "node isn't initialized"));
-        }
-        if claim.deleting.is_some() {
-            out.blockers.push(Finding::new(
-                "deleting",
-                "node is deleting or marked for deletion",
-            ));
-        }
-        if g.nominated
-            .contains(record.nodeclaim.as_deref().unwrap_or_default())
-        {
-            out.blockers.push(Finding::new(
-                "nominated",
-                "node is nominated for a pending pod",
-            ));
-        }
-        if record.do_not_disrupt {
-            out.blockers.push(Finding::new(
-                "do-not-disrupt",
-                format!(
-                    "disruption is blocked through the {:?} annotation",
-                    labels::DO_NOT_DISRUPT
-                ),
-            ));
-        }
-        if let Some(c) = &self.command
-            && c.candidates.iter().any(|n| n == name)
-        {
-            out.blockers.push(Finding::new(
-                "being-disrupted",
-                format!(
-                    "candidate is already being disrupted ({})",
-                    c.reason.as_str()
-                ),
-            ));
-        }
-    }
-
-    /// Pods that may not be evicted now: do-not-disrupt and PodDisruptionBudgets.
-    fn pod_blockers(&self, g: &Gathered<'_>, out: &mut NodeExplanation) {
-        let pdbs = &g.pdbs;
-        for key in &out.pods {
-            let p = &self.cluster.pods[key];
-            match do_not_disrupt(&p.pod, p.pending_since) {
-                DoNotDisrupt::Always => out.blockers.push(Finding::new(
-                    "do-not-disrupt",
-                    format!(
-                        "pod has {:?} annotation (Pod={key})",
-                        labels::DO_NOT_DISRUPT
-                    ),
-                )),
-                DoNotDisrupt::Until(end) if self.now < end => out.blockers.push(Finding::new(
-                    "do-not-disrupt",
-                    format!(
-                        "pod has {:?} annotation (Pod={key}) until {}",
-                        labels::DO_NOT_DISRUPT,
-                        self.relative(end)
-                    ),
-                )),
-                _ => {}
-            }
-            let blocking = pdbs.blocking(&self.cluster, key);
-            if !blocking.is_empty() {
-                let list: Vec<&str> = blocking.iter().map(|k| k.as_str()).collect();
-                out.blockers.push(Finding::new(
-                    "pdb",
-                    format!(
-                        "pdb prevents pod evictions (Pod={key}, PodDisruptionBudget=[{}])",
-                        list.join(", ")
-                    ),
-                ));
-            }
-        }
     }
 
     /// consolidateAfter, the consolidation policy and the disruption budgets.

@@ -36,12 +36,21 @@ pub struct Offering {
     pub zone: String,
 }
 
+/// What the NodeClaim lifecycle keeps between cloud answers.
+#[derive(Default)]
+pub(super) struct State {
+    /// NodeClaims whose launch was asked for and not yet answered.
+    pub(super) launching: BTreeSet<String>,
+    /// How many times each NodeClaim's launch failed for a passing reason, for its backoff.
+    pub(super) relaunches: BTreeMap<String, u32>,
+}
+
 impl Controllers {
     /// Asks the cloud for a NodeClaim's instance, once at a time. However its launch goes, a
     /// NodeClaim is launched or deleted within [`LAUNCH_TTL`] of its creation: one whose
     /// launch keeps failing (or whose writes were lost) cannot linger.
     pub(super) fn launch(&mut self, nodeclaim: &str) {
-        if self.launching.insert(nodeclaim.to_string()) {
+        if self.lifecycle.launching.insert(nodeclaim.to_string()) {
             if let Some(request) = self.launch_request(nodeclaim) {
                 self.actions.push(Action::Launch {
                     nodeclaim: nodeclaim.to_string(),
@@ -77,11 +86,15 @@ impl Controllers {
     pub fn launch_retry(&mut self, nodeclaim: &str, error: &str, now: Duration) {
         self.activity += 1;
         self.now = self.now.max(now);
-        self.launching.remove(nodeclaim);
+        self.lifecycle.launching.remove(nodeclaim);
         if !self.cluster.nodeclaims.contains_key(nodeclaim) {
             return;
         }
-        let tries = self.relaunches.entry(nodeclaim.to_string()).or_insert(0);
+        let tries = self
+            .lifecycle
+            .relaunches
+            .entry(nodeclaim.to_string())
+            .or_insert(0);
         let backoff = retry_wait(*tries);
         *tries += 1;
         self.log_error(
@@ -104,7 +117,7 @@ impl Controllers {
         if due {
             self.launch(nodeclaim);
         } else {
-            self.relaunches.remove(nodeclaim);
+            self.lifecycle.relaunches.remove(nodeclaim);
         }
     }
 
@@ -112,8 +125,8 @@ impl Controllers {
     pub fn launched(&mut self, nodeclaim: &str, launched: Launched, now: Duration) {
         self.activity += 1;
         self.now = self.now.max(now);
-        self.launching.remove(nodeclaim);
-        self.relaunches.remove(nodeclaim);
+        self.lifecycle.launching.remove(nodeclaim);
+        self.lifecycle.relaunches.remove(nodeclaim);
         let Some(claim) = self.cluster.nodeclaims.get_mut(nodeclaim) else {
             return;
         };
@@ -218,7 +231,7 @@ impl Controllers {
     pub fn launch_failed(&mut self, nodeclaim: &str, insufficient: &[Offering], now: Duration) {
         self.activity += 1;
         self.now = self.now.max(now);
-        self.launching.remove(nodeclaim);
+        self.lifecycle.launching.remove(nodeclaim);
         for o in insufficient {
             self.unavailable.mark(
                 Pattern {
@@ -281,7 +294,7 @@ impl Controllers {
     pub fn launch_error(&mut self, nodeclaim: &str, error: &str, now: Duration) {
         self.activity += 1;
         self.now = self.now.max(now);
-        self.launching.remove(nodeclaim);
+        self.lifecycle.launching.remove(nodeclaim);
         self.give_up_launch(nodeclaim, "LaunchFailed", error);
     }
 
@@ -410,7 +423,7 @@ impl Controllers {
         if claim.launched.is_some() || claim.deleting.is_some() {
             return;
         }
-        self.launching.remove(name);
+        self.lifecycle.launching.remove(name);
         self.log(
             "nodeclaim.lifecycle",
             "deleted nodeclaim",
@@ -497,7 +510,7 @@ impl Controllers {
 
     /// Deletes a NodeClaim outright: no node to drain.
     fn release(&mut self, name: &str) {
-        self.relaunches.remove(name);
+        self.lifecycle.relaunches.remove(name);
         self.count_nodeclaim_deleted(name);
         self.actions.push(Action::DeleteNodeClaim {
             nodeclaim: name.to_string(),
@@ -556,7 +569,7 @@ impl Controllers {
                 }
                 continue;
             }
-            if self.launching.contains(claim) {
+            if self.lifecycle.launching.contains(claim) {
                 continue;
             }
             self.activity += 1;

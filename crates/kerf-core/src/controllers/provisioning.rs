@@ -2,7 +2,7 @@
 //! one solve places them on existing nodes, NodeClaims coming up, or new NodeClaims, which
 //! are created and handed to the cloud.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,10 +17,11 @@ use serde_json::json;
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 
-use super::{Action, Controllers, Event, EventObject, Timer, list_text};
+use super::{Action, Controllers, Event, EventObject, Timer, TypeOptions, Unplaced, list_text};
 use crate::cluster::{ClaimRecord, NodeRecord};
 use crate::hash::{node_class_hash, node_pool_hash};
 use crate::nodepools::{daemon_runs_on, node_pool_input};
+use crate::provisioning_rules::Batcher;
 use crate::provisioning_rules::{nodeclaim, nodeclaim_name};
 
 /// The labels a NodeClaim's node will carry: the instance type's and the offering's, the
@@ -94,6 +95,35 @@ pub const NOMINATION_GRACE: Duration = Duration::from_secs(20);
 /// nothing else (a new pod, a node, a NodePool change) brings them back sooner.
 pub const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(10);
 
+/// What the provisioner keeps between batches.
+pub(crate) struct State {
+    pub(super) batcher: Batcher,
+    /// Instance types per node class with unavailable offerings marked, and the
+    /// unavailable-offerings generation they were made for.
+    pub(super) type_options: HashMap<String, TypeOptions>,
+    pub(super) unplaced: Option<Unplaced>,
+    /// Pending pods left out of provisioning for their claims, with the reason last logged.
+    pub(super) ignored_pods: BTreeMap<String, String>,
+    /// Node classes whose instance types were asked for and not yet answered.
+    pub(crate) types_asked: BTreeSet<String>,
+    /// The last overlay evaluation, with the catalog and unavailable-offerings generations it
+    /// read: every solve asks for it, and it changes only with them.
+    pub(super) overlay_cache: Option<(u64, u64, crate::overlays::Evaluation)>,
+}
+
+impl State {
+    pub(super) fn new(settings: &super::Settings) -> State {
+        State {
+            batcher: Batcher::new(settings.batch_idle, settings.batch_max),
+            type_options: HashMap::new(),
+            unplaced: None,
+            ignored_pods: BTreeMap::new(),
+            types_asked: BTreeSet::new(),
+            overlay_cache: None,
+        }
+    }
+}
+
 impl Controllers {
     /// Nominations to an initialized NodeClaim end: pods kube-scheduler did not bind there
     /// (other pods took the room) want capacity again.
@@ -161,7 +191,7 @@ impl Controllers {
             .get(class)
             .cloned()
             .unwrap_or_else(|| Arc::from(Vec::new()));
-        if let Some(cached) = self.type_options.get(class)
+        if let Some(cached) = self.provisioning.type_options.get(class)
             && cached.generation == generation
             && Arc::ptr_eq(&cached.base, &base)
         {
@@ -182,7 +212,7 @@ impl Controllers {
                 })
             })
             .collect();
-        if let Some(cached) = self.type_options.get_mut(class)
+        if let Some(cached) = self.provisioning.type_options.get_mut(class)
             && cached.marked == marked
             && Arc::ptr_eq(&cached.base, &base)
         {
@@ -194,7 +224,7 @@ impl Controllers {
             types[*i].offerings[*j].available = false;
         }
         let options: Arc<[InstanceTypeOption]> = types.into();
-        self.type_options.insert(
+        self.provisioning.type_options.insert(
             class.to_string(),
             super::TypeOptions {
                 base,
@@ -208,17 +238,17 @@ impl Controllers {
 
     /// A pod started waiting for capacity: open or extend the batch window.
     pub(super) fn saw_pending_pod(&mut self) {
-        self.batcher.saw_pod(self.now);
-        if let Some(at) = self.batcher.closes_at() {
+        self.provisioning.batcher.saw_pod(self.now);
+        if let Some(at) = self.provisioning.batcher.closes_at() {
             self.cancel(&Timer::Batch);
             self.at(at, Timer::Batch);
         }
     }
 
     pub(super) fn batch_due(&mut self) {
-        if self.batcher.take_if_ready(self.now) {
+        if self.provisioning.batcher.take_if_ready(self.now) {
             self.provision();
-        } else if let Some(at) = self.batcher.closes_at() {
+        } else if let Some(at) = self.provisioning.batcher.closes_at() {
             self.at(at, Timer::Batch);
         }
     }
@@ -238,7 +268,7 @@ impl Controllers {
             json!({"Pods": list_text(&keys), "duration": "0s"}),
         );
         let inputs = self.provisioning_inputs(&keys);
-        if let Some(last) = &self.unplaced
+        if let Some(last) = &self.provisioning.unplaced
             && last.inputs == inputs
         {
             // what the last solve read is unchanged, and it placed none of these pods:
@@ -252,7 +282,7 @@ impl Controllers {
             self.at(self.now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
             return;
         }
-        self.unplaced = None;
+        self.provisioning.unplaced = None;
         let logged_before = self.actions.len();
         let Solved {
             decision,
@@ -335,7 +365,7 @@ impl Controllers {
                 .filter(|a| matches!(a, Action::Log(_)))
                 .cloned()
                 .collect();
-            self.unplaced = Some(super::Unplaced {
+            self.provisioning.unplaced = Some(super::Unplaced {
                 inputs,
                 logs,
                 events: failed,
@@ -502,7 +532,7 @@ impl Controllers {
             .filter_map(|(k, p)| Some((k.clone(), p.volume_problem.clone()?)))
             .collect();
         for (pod, why) in &now {
-            if self.ignored_pods.get(pod) != Some(why) {
+            if self.provisioning.ignored_pods.get(pod) != Some(why) {
                 self.log(
                     "provisioner",
                     "ignoring pod",
@@ -510,7 +540,7 @@ impl Controllers {
                 );
             }
         }
-        self.ignored_pods = now;
+        self.provisioning.ignored_pods = now;
     }
 
     /// Launched NodeClaims as the scheduler's existing nodes (registered ones as their

@@ -14,6 +14,7 @@
 //! inert: nothing is made, replaced or removed.
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::labels;
@@ -75,6 +76,16 @@ struct Extra {
     cost: f64,
 }
 
+/// What static NodePools' controller keeps between polls.
+#[derive(Default)]
+pub(super) struct State {
+    /// Per static NodePool, the (replicas, active, to create) last logged, so that a
+    /// deficit that cannot be met is said once, not at every poll.
+    pub(super) logged: BTreeMap<String, (i64, i64, i64)>,
+    /// Drifted NodeClaims of static NodePools being replaced, with their replacements.
+    pub(super) replacing: BTreeMap<String, String>,
+}
+
 impl Controllers {
     /// Brings every static NodePool to its replica count (gate on).
     pub(super) fn reconcile_static_pools(&mut self) {
@@ -109,7 +120,7 @@ impl Controllers {
             if c.node_pool != pool {
                 continue;
             }
-            if c.deleting.is_some() || self.static_replacing.contains_key(name) {
+            if c.deleting.is_some() || self.static_capacity.replacing.contains_key(name) {
                 others += 1;
             } else {
                 active.push(name.clone());
@@ -122,29 +133,30 @@ impl Controllers {
     /// went (its launch failed) is forgotten, and its drifted node untainted to try again.
     fn follow_static_replacements(&mut self) {
         let pairs: Vec<(String, String)> = self
-            .static_replacing
+            .static_capacity
+            .replacing
             .iter()
             .map(|(d, r)| (d.clone(), r.clone()))
             .collect();
         for (drifted, replacement) in pairs {
             let Some(old) = self.cluster.nodeclaims.get(&drifted) else {
-                self.static_replacing.remove(&drifted);
+                self.static_capacity.replacing.remove(&drifted);
                 continue;
             };
             if old.deleting.is_some() {
-                self.static_replacing.remove(&drifted);
+                self.static_capacity.replacing.remove(&drifted);
                 continue;
             }
             let node = old.node.clone();
             match self.cluster.nodeclaims.get(&replacement) {
                 None => {
-                    self.static_replacing.remove(&drifted);
+                    self.static_capacity.replacing.remove(&drifted);
                     if let Some(n) = &node {
                         self.untaint(n);
                     }
                 }
                 Some(r) if r.initialized => {
-                    self.static_replacing.remove(&drifted);
+                    self.static_capacity.replacing.remove(&drifted);
                     let node = node.unwrap_or_default();
                     self.terminate_disrupted(&node, &drifted, DisruptionReason::Drifted);
                 }
@@ -209,7 +221,7 @@ impl Controllers {
             );
             self.taint(&node);
             let replacement = self.create_nodeclaim(&plan, pool, "drifted");
-            self.static_replacing.insert(claim, replacement);
+            self.static_capacity.replacing.insert(claim, replacement);
         }
     }
 
@@ -227,11 +239,11 @@ impl Controllers {
         let count = (replicas - active).min(room);
         // a deficit that cannot be met is said once, not at every poll, until it changes
         let state = (replicas, active, count);
-        let said = self.static_logged.get(pool) == Some(&state);
+        let said = self.static_capacity.logged.get(pool) == Some(&state);
         if count <= 0 {
             self.retry_static();
             if !said {
-                self.static_logged.insert(pool.to_string(), state);
+                self.static_capacity.logged.insert(pool.to_string(), state);
                 self.log(
                     "static.provisioning",
                     "nodepool node limit reached",
@@ -243,7 +255,7 @@ impl Controllers {
         let Some(plan) = self.static_plan(pool) else {
             self.retry_static();
             if !said {
-                self.static_logged.insert(pool.to_string(), state);
+                self.static_capacity.logged.insert(pool.to_string(), state);
                 self.log(
                     "static.provisioning",
                     "could not provision nodeclaims to satisfy replica count",
@@ -253,7 +265,7 @@ impl Controllers {
             }
             return;
         };
-        self.static_logged.remove(pool);
+        self.static_capacity.logged.remove(pool);
         self.log(
             "static.provisioning",
             "provisioning nodeclaims to satisfy replica count",
@@ -355,7 +367,7 @@ impl Controllers {
                 .then(a.cost.total_cmp(&b.cost))
                 .then_with(|| a.name.cmp(&b.name))
         });
-        self.static_logged.remove(pool);
+        self.static_capacity.logged.remove(pool);
         self.log(
             "static.deprovisioning",
             "deprovisioning nodeclaims to satisfy replica count",

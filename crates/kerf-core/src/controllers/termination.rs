@@ -49,6 +49,13 @@ impl Evicting {
     }
 }
 
+/// What termination keeps between drains.
+#[derive(Default)]
+pub(super) struct State {
+    /// Pods whose eviction was asked for, while they still exist.
+    pub(super) evicting: Evicting,
+}
+
 impl Controllers {
     /// Starts deleting a NodeClaim: its node is tainted and drained first, if it has one.
     pub fn delete_nodeclaim(&mut self, name: &str) {
@@ -59,7 +66,7 @@ impl Controllers {
     /// or the API server could not be reached): the drain asks again on its next round, as
     /// Karpenter's eviction queue requeues a refused eviction.
     pub fn eviction_refused(&mut self, pod: &str) {
-        if self.evicting.remove(pod) {
+        if self.termination.evicting.remove(pod) {
             self.activity += 1;
         }
     }
@@ -125,11 +132,11 @@ impl Controllers {
                 })
                 .collect();
             on_node.sort();
-            let mut budgets = PdbAllowances::new(&self.cluster, &self.evicting);
+            let mut budgets = PdbAllowances::new(&self.cluster, &self.termination.evicting);
             for tier in 0..4 {
                 let (mut blocked, mut evicted) = (0, 0);
                 for (_, k) in on_node.iter().filter(|(t, _)| *t == tier) {
-                    if !forced && self.evicting.contains(&self.cluster, k) {
+                    if !forced && self.termination.evicting.contains(&self.cluster, k) {
                         evicted += 1; // asked already: wait for it to go
                         continue;
                     }
@@ -183,7 +190,7 @@ impl Controllers {
         self.actions.push(Action::ReleaseNodeClaim {
             nodeclaim: claim.to_string(),
         });
-        self.disrupted_for.remove(claim);
+        self.disruption.disrupted_for.remove(claim);
     }
 
     /// Evicts a pod, or deletes it once the terminationGracePeriod has run out.
@@ -191,7 +198,7 @@ impl Controllers {
         let Some(p) = self.cluster.pods.get(key) else {
             return;
         };
-        if !self.evicting.insert(&self.cluster, key) && !forced {
+        if !self.termination.evicting.insert(&self.cluster, key) && !forced {
             return; // asked already: it is on its way out
         }
         if p.owner == PodOwner::None {
@@ -211,6 +218,7 @@ impl Controllers {
             pod: key.to_string(),
         });
         let why = self
+            .disruption
             .disrupted_for
             .get(claim)
             .map_or("Forceful Termination", |r| r.as_str());

@@ -6,21 +6,22 @@
 
 use std::time::Duration;
 
-use kerf_api::ec2nodeclass::CapacityReservationStatus;
+use kerf_api::ec2nodeclass::{CapacityReservationStatus, EC2NodeClassStatus};
 use kerf_api::labels;
 use kerf_aws::reservations::CAPACITY_BLOCK_EXPIRY;
 
 use super::{SimError, World};
 use crate::scenario::CapacityReservation;
 
-/// How long after a block turns `expiring` its NodeClaims may still be without a deletion
-/// (the status is written at the next step, the deletion at the reaction after it).
-const EXPIRY_SLACK: Duration = Duration::from_secs(60);
+/// How long after a block turns `expiring` its NodeClaims may still be without a deletion:
+/// the node class status controller resolves reservations once a minute (as Karpenter's
+/// AWS provider does), and the deletion follows within the minute after.
+const EXPIRY_SLACK: Duration = Duration::from_secs(120);
 
 impl World {
     /// The reservations `class` selects, as its status would list them now.
     fn resolved(&self, class: &str) -> Vec<CapacityReservationStatus> {
-        let Some(k) = self.core.cluster().node_classes().get(class) else {
+        let Some(k) = self.objects.node_classes.get(class) else {
             return Vec::new();
         };
         let terms = &k.spec.capacity_reservation_selector_terms;
@@ -81,30 +82,33 @@ impl World {
         r.count.saturating_sub(inside)
     }
 
-    /// Writes each class's resolved reservations into its status where they changed, as the
-    /// AWS provider's class controller does, and offers the classes' instance types again.
+    /// The class's status as the simulated cloud resolves it: its reservations, as
+    /// Karpenter's AWS provider lists them.
+    pub(super) fn resolve_node_class(&self, class: &str) -> EC2NodeClassStatus {
+        let mut status = (self.objects.node_classes.get(class))
+            .and_then(|c| c.status.clone())
+            .unwrap_or_default();
+        status.capacity_reservations = self.resolved(class);
+        status
+    }
+
+    /// A reservation's room changed (a launch into it, an instance gone, one ending): the
+    /// cloud's offerings for each class listing it changed, and the classes' instance types
+    /// are offered anew, as the AWS provider's fleet tells the controllers.
     pub(super) fn sync_reservations(&mut self) {
         if self.scenario.spec.cloud.reservations.is_empty() {
             return;
         }
         let classes: Vec<String> = self.objects.node_classes.keys().cloned().collect();
         for name in classes {
-            let resolved = self.resolved(&name);
-            let Some(class) = self.objects.node_classes.get(&name) else {
-                continue;
-            };
-            let rooms: Vec<(String, u32)> = (resolved.iter())
+            let listed = (self.objects.node_classes.get(&name))
+                .and_then(|c| c.status.as_ref())
+                .map(|s| s.capacity_reservations.clone())
+                .unwrap_or_default();
+            let rooms: Vec<(String, u32)> = (listed.iter())
                 .map(|r| (r.id.clone(), self.reservation_room(&r.id)))
                 .collect();
-            let current = class.status.as_ref().map(|s| &s.capacity_reservations);
-            let changed = current.is_none_or(|c| *c != resolved);
-            if changed {
-                let mut class = class.clone();
-                class.status.get_or_insert_default().capacity_reservations = resolved;
-                self.write(kerf_core::observe::Object::node_class(class));
-            }
-            // the instance types are offered anew only when a reservation or its room changed
-            if changed || self.reservations_offered.get(&name) != Some(&rooms) {
+            if self.reservations_offered.get(&name) != Some(&rooms) {
                 self.offer_instance_types(&name);
                 self.reservations_offered.insert(name, rooms);
             }

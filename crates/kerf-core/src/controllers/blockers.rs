@@ -1,0 +1,198 @@
+//! What keeps a node from being disrupted, worked out in one place: the disruption pass
+//! leaves a node with a blocker out of its candidates, and `kerf explain node` and the
+//! `DisruptionBlocked` events tell the same blockers, so the two cannot disagree.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use kerf_api::labels;
+use kerf_api::nodepool::DisruptionReason;
+
+use super::Controllers;
+use super::disruption::PdbAllowances;
+use crate::cluster::PodOwner;
+use crate::disruption_rules::{DoNotDisrupt, do_not_disrupt};
+
+/// One reason a node may not be disrupted now, in the node's own state or its pods
+/// (Karpenter's candidate checks). The budgets and the consolidation policy, which depend
+/// on the disruption reason, are not blockers of the node itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Blocker {
+    /// The node has no NodeClaim: Kerf did not launch it.
+    NotManaged,
+    /// The NodeClaim's NodePool does not exist (any more).
+    NodePoolNotFound(String),
+    /// The NodeClaim is not initialized yet.
+    NotInitialized,
+    /// The NodeClaim is being deleted.
+    Deleting,
+    /// A pending pod was promised this node.
+    Nominated,
+    /// The node carries `karpenter.sh/do-not-disrupt`.
+    NodeDoNotDisrupt,
+    /// The node is a candidate of the command under way.
+    BeingDisrupted(DisruptionReason),
+    /// A pod on the node carries `karpenter.sh/do-not-disrupt`, for good or `until` then.
+    PodDoNotDisrupt {
+        /// `namespace/name`.
+        pod: String,
+        /// When a duration-valued annotation runs out.
+        until: Option<Duration>,
+    },
+    /// PodDisruptionBudgets that allow no more evictions select a pod on the node.
+    Pdb {
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// `namespace/name` of each budget that blocks it.
+        budgets: Vec<String>,
+    },
+}
+
+impl Blocker {
+    /// A stable name for programs: `do-not-disrupt`, `pdb`, `nominated`, …
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Blocker::NotManaged => "not-managed",
+            Blocker::NodePoolNotFound(_) => "nodepool-not-found",
+            Blocker::NotInitialized => "not-initialized",
+            Blocker::Deleting => "deleting",
+            Blocker::Nominated => "nominated",
+            Blocker::NodeDoNotDisrupt | Blocker::PodDoNotDisrupt { .. } => "do-not-disrupt",
+            Blocker::BeingDisrupted(_) => "being-disrupted",
+            Blocker::Pdb { .. } => "pdb",
+        }
+    }
+
+    /// What it means, in Karpenter's words; `relative` says an instant next to now.
+    pub fn message(&self, relative: impl Fn(Duration) -> String) -> String {
+        match self {
+            Blocker::NotManaged => "node isn't managed by karpenter".into(),
+            Blocker::NodePoolNotFound(pool) => format!("NodePool not found (NodePool={pool})"),
+            Blocker::NotInitialized => "node isn't initialized".into(),
+            Blocker::Deleting => "node is deleting or marked for deletion".into(),
+            Blocker::Nominated => "node is nominated for a pending pod".into(),
+            Blocker::NodeDoNotDisrupt => format!(
+                "disruption is blocked through the {:?} annotation",
+                labels::DO_NOT_DISRUPT
+            ),
+            Blocker::BeingDisrupted(reason) => {
+                format!("candidate is already being disrupted ({})", reason.as_str())
+            }
+            Blocker::PodDoNotDisrupt { pod, until } => {
+                let tail = until
+                    .map(|end| format!(" until {}", relative(end)))
+                    .unwrap_or_default();
+                format!(
+                    "pod has {:?} annotation (Pod={pod}){tail}",
+                    labels::DO_NOT_DISRUPT
+                )
+            }
+            Blocker::Pdb { pod, budgets } => format!(
+                "pdb prevents pod evictions (Pod={pod}, PodDisruptionBudget=[{}])",
+                budgets.join(", ")
+            ),
+        }
+    }
+}
+
+/// What the blocker checks of many nodes read, gathered once per pass or answer.
+pub(super) struct Gathered<'a> {
+    /// Each node's pods, daemon pods left out (they never hold a node).
+    pub(super) pods_by_node: BTreeMap<&'a str, Vec<&'a String>>,
+    /// NodeClaims a pending pod was promised.
+    pub(super) nominated: BTreeSet<&'a str>,
+    /// What each PodDisruptionBudget still allows.
+    pub(super) pdbs: PdbAllowances,
+}
+
+/// How many blockers a caller wants.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wanted {
+    /// Whether there is any: the disruption pass.
+    First,
+    /// Every one: `kerf explain`.
+    All,
+}
+
+impl Controllers {
+    /// What the blocker checks read, from the cluster as it is now.
+    pub(super) fn gather(&self) -> Gathered<'_> {
+        let mut pods_by_node: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
+        let mut nominated = BTreeSet::new();
+        for (k, p) in &self.cluster.pods {
+            if let Some(n) = &p.node
+                && p.owner != PodOwner::DaemonSet
+            {
+                pods_by_node.entry(n.as_str()).or_default().push(k);
+            }
+            if let Some(claim) = &p.nominated {
+                nominated.insert(claim.as_str());
+            }
+        }
+        Gathered {
+            pods_by_node,
+            nominated,
+            pdbs: PdbAllowances::new(&self.cluster, &self.termination.evicting),
+        }
+    }
+
+    /// What keeps the node `name` from being disrupted now, in Karpenter's order: its own
+    /// state, then each pod's annotation and budgets.
+    pub(super) fn blockers(&self, name: &str, g: &Gathered<'_>, wanted: Wanted) -> Vec<Blocker> {
+        let mut out = Vec::new();
+        let Some(record) = self.cluster.nodes.get(name) else {
+            return out;
+        };
+        let claim_name = record.nodeclaim.as_deref();
+        let Some(claim) = claim_name.and_then(|c| self.cluster.nodeclaims.get(c)) else {
+            out.push(Blocker::NotManaged);
+            return out;
+        };
+        let in_command = (self.disruption.command.as_ref())
+            .filter(|c| c.candidates.iter().any(|n| n == name))
+            .map(|c| c.reason);
+        let own = [
+            (!self.cluster.node_pools.contains_key(&claim.node_pool))
+                .then(|| Blocker::NodePoolNotFound(claim.node_pool.clone())),
+            (!claim.initialized).then_some(Blocker::NotInitialized),
+            claim.deleting.is_some().then_some(Blocker::Deleting),
+            (g.nominated.contains(claim_name.unwrap_or_default())).then_some(Blocker::Nominated),
+            record.do_not_disrupt.then_some(Blocker::NodeDoNotDisrupt),
+            in_command.map(Blocker::BeingDisrupted),
+        ];
+        for b in own.into_iter().flatten() {
+            out.push(b);
+            if wanted == Wanted::First {
+                return out;
+            }
+        }
+        for key in g.pods_by_node.get(name).into_iter().flatten() {
+            let p = &self.cluster.pods[key.as_str()];
+            let until = match do_not_disrupt(&p.pod, p.pending_since) {
+                DoNotDisrupt::Always => Some(None),
+                DoNotDisrupt::Until(end) if self.now < end => Some(Some(end)),
+                _ => None,
+            };
+            if let Some(until) = until {
+                out.push(Blocker::PodDoNotDisrupt {
+                    pod: (*key).clone(),
+                    until,
+                });
+                if wanted == Wanted::First {
+                    return out;
+                }
+            }
+            let budgets = g.pdbs.blocking(&self.cluster, key);
+            if !budgets.is_empty() {
+                out.push(Blocker::Pdb {
+                    pod: (*key).clone(),
+                    budgets: budgets.into_iter().cloned().collect(),
+                });
+                if wanted == Wanted::First {
+                    return out;
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,171 @@
+//! The node class status controller, as Karpenter's AWS provider's `nodeclass` controllers:
+//! each class's selector terms resolved into its status every minute and whenever the class
+//! changes; the termination finalizer on each class, and on deletion, once no NodeClaim uses
+//! the class any more, what was made for it cleaned up before the finalizer comes off.
+//!
+//! The controller decides when; the cloud does the resolving and the cleaning
+//! ([`Action::ResolveNodeClass`], [`Action::FinalizeNodeClass`]) and answers with
+//! [`crate::observe::Observation::NodeClassResolved`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kerf_api::ec2nodeclass::EC2NodeClassStatus;
+use serde_json::json;
+
+use super::{Action, Controllers, Timer};
+use crate::objects::keep_transition_times;
+
+/// How often every node class is resolved again (Karpenter's is a minute too).
+pub const NODE_CLASS_INTERVAL: Duration = Duration::from_secs(60);
+/// How soon a class being deleted is looked at again while NodeClaims still use it.
+const TERMINATION_RETRY: Duration = Duration::from_secs(10);
+/// The finalizer that holds a class until what was made for it is deleted (Karpenter's).
+pub const TERMINATION_FINALIZER: &str = "karpenter.k8s.aws/termination";
+
+/// What the node class status controller keeps between answers.
+#[derive(Default)]
+pub(super) struct State {
+    /// Classes whose resolution was asked for and not yet answered, with the generation
+    /// asked about and when.
+    asked: BTreeMap<String, (Option<i64>, Duration)>,
+}
+
+impl Controllers {
+    /// The regular round: every class resolved again (or, being deleted, looked at), then
+    /// the next round in a minute, or in ten seconds while a deletion waits on NodeClaims.
+    pub(super) fn resolve_node_classes(&mut self) {
+        let names: Vec<String> = self.cluster.node_classes.keys().cloned().collect();
+        let mut waiting = false;
+        for name in names {
+            // one asked within the round is on its way; one unanswered longer is asked again
+            let asked = self.node_classes.asked.get(&name);
+            if asked.is_some_and(|(_, at)| self.now < *at + NODE_CLASS_INTERVAL) {
+                continue;
+            }
+            waiting |= !self.reconcile_node_class(&name);
+        }
+        let next = if waiting {
+            TERMINATION_RETRY
+        } else {
+            NODE_CLASS_INTERVAL
+        };
+        self.at(self.now + next, Timer::ResolveNodeClasses);
+    }
+
+    /// Brings the next round forward to `at` unless it comes sooner already.
+    fn node_class_round_by(&mut self, at: Duration) {
+        let round = |(_, t): &(Duration, Timer)| *t == Timer::ResolveNodeClasses;
+        if self.timers.iter().any(|e| round(e) && e.0 <= at) {
+            return;
+        }
+        self.timers.retain(|e| !round(e));
+        self.at(at, Timer::ResolveNodeClasses);
+    }
+
+    /// A class was observed: one not resolved for its generation yet, or being deleted, is
+    /// looked at now rather than at the next round.
+    pub(crate) fn node_class_observed(&mut self, name: &str) {
+        let Some(class) = self.cluster.node_classes.get(name) else {
+            return;
+        };
+        let generation = class.metadata.generation;
+        let resolved = (class.status.as_ref())
+            .is_some_and(|s| (s.conditions.iter()).any(|c| c.observed_generation == generation));
+        let deleting = class.metadata.deletion_timestamp.is_some();
+        let asked = self.node_classes.asked.get(name).map(|(g, _)| *g);
+        if (resolved && !deleting) || asked == Some(generation) {
+            return;
+        }
+        if !self.reconcile_node_class(name) {
+            self.node_class_round_by(self.now + TERMINATION_RETRY);
+        }
+    }
+
+    /// Brings one class along: its finalizer and a resolution of its status, or its
+    /// deletion. False while a deletion waits on NodeClaims.
+    fn reconcile_node_class(&mut self, name: &str) -> bool {
+        if !self.settings.node_class_status {
+            return true;
+        }
+        let Some(class) = self.cluster.node_classes.get(name) else {
+            return true;
+        };
+        let held = (class.metadata.finalizers.iter().flatten()).any(|f| f == TERMINATION_FINALIZER);
+        if class.metadata.deletion_timestamp.is_some() {
+            return !held || self.terminate_node_class(name);
+        }
+        let class = Box::new(class.clone());
+        if !held {
+            self.actions.push(Action::AddNodeClassFinalizer {
+                node_class: name.to_string(),
+                class: class.clone(),
+            });
+        }
+        let asked = (class.metadata.generation, self.now);
+        self.node_classes.asked.insert(name.to_string(), asked);
+        self.actions.push(Action::ResolveNodeClass {
+            node_class: name.to_string(),
+            class,
+        });
+        true
+    }
+
+    /// A class being deleted: waits while NodeClaims use it, then asks the cloud to clean
+    /// up after it and take the finalizer off. False while it waits.
+    fn terminate_node_class(&mut self, name: &str) -> bool {
+        let using: Vec<&String> = (self.cluster.nodeclaims.iter())
+            .filter(|(_, c)| c.node_class == name)
+            .map(|(k, _)| k)
+            .collect();
+        if !using.is_empty() {
+            let fields = json!({"EC2NodeClass": {"name": name}, "NodeClaims": using});
+            self.log(
+                "nodeclass.termination",
+                "waiting on nodeclaim termination",
+                fields,
+            );
+            return false;
+        }
+        let class = Box::new(self.cluster.node_classes[name].clone());
+        self.actions.push(Action::FinalizeNodeClass {
+            node_class: name.to_string(),
+            class,
+        });
+        true
+    }
+
+    /// The cloud's resolution of a class: written as the class's status, each condition
+    /// keeping its transition time while its status stays and observing the class's
+    /// generation; an error is logged and the next round tries again.
+    pub(crate) fn node_class_resolved(
+        &mut self,
+        name: &str,
+        resolved: Result<EC2NodeClassStatus, String>,
+    ) {
+        self.node_classes.asked.remove(name);
+        let mut status = match resolved {
+            Ok(s) => s,
+            Err(e) => {
+                let fields = json!({"EC2NodeClass": {"name": name}, "error": e});
+                self.log_error("nodeclass", "failed resolving ec2nodeclass", fields);
+                return;
+            }
+        };
+        let Some(class) = self.cluster.node_classes.get(name) else {
+            return;
+        };
+        let previous = (class.status.as_ref()).map_or(&[][..], |s| &s.conditions[..]);
+        let unix = self.now + Duration::from_secs(self.settings.epoch_unix);
+        keep_transition_times(&mut status.conditions, previous, unix);
+        for c in &mut status.conditions {
+            c.observed_generation = class.metadata.generation;
+        }
+        if class.status.as_ref() != Some(&status) {
+            self.actions.push(Action::PatchNodeClassStatus {
+                node_class: name.to_string(),
+                status: Box::new(status),
+            });
+        }
+    }
+}
