@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
+use kerf_core::cluster::PodOwner;
 use kerf_core::controllers::provisioning::Solved;
 use kerf_core::provisioning_rules::{nodeclaim, nodeclaim_name};
 use kerf_scheduling::PlannedNodeClaim;
@@ -72,7 +73,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let solved = core.dry_run();
     let text = match args.output {
         Format::Json => serde_json::to_string_pretty(&to_json(&solved))? + "\n",
-        Format::Text => to_text(&solved),
+        Format::Text => to_text(&solved, &|key: &str| owner_of(&core, key)),
         Format::Nodeclaims => {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
             let mut out = String::new();
@@ -132,7 +133,50 @@ fn to_json(solved: &Solved) -> serde_json::Value {
     })
 }
 
-fn to_text(solved: &Solved) -> String {
+/// The workload a pod belongs to, as people name it: its Deployment, StatefulSet, Job, …
+/// (a Deployment's ReplicaSet counts as the Deployment); a pod of none is its own.
+fn owner_of(core: &kerf_core::controllers::Controllers, key: &str) -> String {
+    let name = key.rsplit_once('/').map_or(key, |(_, n)| n);
+    let Some(record) = core.cluster().pods().get(key) else {
+        return name.to_string();
+    };
+    let meta = &record.pod.metadata;
+    let hash = (meta.labels.as_ref()).and_then(|l| l.get("pod-template-hash"));
+    let controller = (meta.owner_references.iter().flatten()).find(|o| o.controller == Some(true));
+    match (controller, hash) {
+        // a Deployment's ReplicaSet: DEPLOYMENT-HASH
+        (Some(o), Some(h)) => (o.name.strip_suffix(&format!("-{h}")))
+            .unwrap_or(&o.name)
+            .to_string(),
+        (Some(o), None) => o.name.clone(),
+        // a Deployment's pod as the manifests make it: DEPLOYMENT-HASH-SUFFIX
+        (None, Some(h)) => (name.split_once(&format!("-{h}-")))
+            .map_or(name, |(d, _)| d)
+            .to_string(),
+        // another workload's: NAME-SUFFIX (or NAME-ORDINAL)
+        (None, None) if record.owner == PodOwner::Controller => {
+            name.rsplit_once('-').map_or(name, |(w, _)| w).to_string()
+        }
+        (None, None) => name.to_string(),
+    }
+}
+
+/// A NodeClaim's pods by workload, most first: `285 pods: large × 245, small × 40`; the
+/// names themselves are in `-o json`.
+fn pods_by_owner(solved: &Solved, pods: &[usize], owner: &dyn Fn(&str) -> String) -> String {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for i in pods {
+        *counts.entry(owner(&solved.pods[*i])).or_default() += 1;
+    }
+    let mut counts: Vec<(String, usize)> = counts.into_iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let parts: Vec<String> = (counts.into_iter())
+        .map(|(o, n)| if n > 1 { format!("{o} × {n}") } else { o })
+        .collect();
+    format!("{}: {}", plural(pods.len(), "pod"), parts.join(", "))
+}
+
+fn to_text(solved: &Solved, owner: &dyn Fn(&str) -> String) -> String {
     let d = &solved.decision;
     let mut out = String::new();
     let _ = writeln!(
@@ -173,7 +217,7 @@ fn to_text(solved: &Solved) -> String {
         let more = c.instance_types.len().saturating_sub(options.len());
         let _ = writeln!(
             out,
-            "  {}nodepool {}: {} {} in {} at ${:.4}/hour{}, {}; options {}{}",
+            "  {}nodepool {}: {} {} in {} at ${:.4}/hour{}; options {}{}",
             if count > 1 {
                 format!("{count} × ")
             } else {
@@ -185,7 +229,6 @@ fn to_text(solved: &Solved) -> String {
             c.launch.zone,
             c.launch.price_per_hour,
             if count > 1 { " each" } else { "" },
-            plural(pods.len(), "pod"),
             options.join(", "),
             if more > 0 {
                 format!(" and {more} more")
@@ -193,7 +236,7 @@ fn to_text(solved: &Solved) -> String {
                 String::new()
             }
         );
-        let _ = writeln!(out, "    {}", pod_names(solved, &pods).join(" "));
+        let _ = writeln!(out, "    {}", pods_by_owner(solved, &pods, owner));
     }
     if !d.existing.is_empty() {
         let _ = writeln!(out, "Pods on existing nodes:");

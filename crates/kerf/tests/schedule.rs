@@ -779,7 +779,7 @@ fn alike_nodeclaims_are_told_once_with_their_count() {
     };
     let text = |deployment| text(format!("{CLASS}{}{deployment}", on_demand()));
     let one = text(deploy("one", 1, "1", ""));
-    assert!(one.lines().any(|l| l.contains(", 1 pod;")), "{one}");
+    assert!(one.lines().any(|l| l.trim() == "1 pod: one"), "{one}");
     let text = text(deploy("spread", 3, "100m", spread));
     assert!(text.starts_with("NodeClaims to launch: 3 "), "{text}");
     let grouped: Vec<&str> = text
@@ -793,7 +793,39 @@ fn alike_nodeclaims_are_told_once_with_their_count() {
             .starts_with("3 × nodepool default: "),
         "{text}"
     );
-    assert!(grouped[0].contains("/hour each, 3 pods;"), "{text}");
+    assert!(grouped[0].contains("/hour each; options "), "{text}");
+    // the pods by their workload, not by name
+    assert!(
+        text.lines().any(|l| l.trim() == "3 pods: spread × 3"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_nodeclaims_pods_are_told_by_workload_most_first() {
+    let yaml = format!(
+        "{CLASS}{}{}{}",
+        on_demand(),
+        deploy("small", 2, "100m", ""),
+        deploy("large", 5, "100m", "")
+    );
+    let out = run(&yaml, &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.trim() == "7 pods: large × 5, small × 2"),
+        "{text}"
+    );
+    // the names are in the JSON output
+    let json = run(&yaml, &["-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let pods = v["nodeclaims"][0]["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 7, "{v}");
+    assert!(
+        pods.iter()
+            .all(|p| p.as_str().unwrap().starts_with("default/")),
+        "{v}"
+    );
 }
 
 #[test]
