@@ -21,7 +21,8 @@ pub const PODS: usize = 3;
 pub const NODES: usize = 4;
 /// The first slot of an extended resource.
 const FIRST_EXTENDED: usize = 5;
-const SLOTS: usize = FIRST_EXTENDED + EXTENDED_SLOTS;
+/// How many resources an [`Amounts`] holds: the fixed ones and the extended slots.
+pub const SLOTS: usize = FIRST_EXTENDED + EXTENDED_SLOTS;
 
 /// Amounts of cpu (millicores), memory, ephemeral storage (bytes), pods, then extended
 /// resources in the slots [`Dimensions`] assigned.

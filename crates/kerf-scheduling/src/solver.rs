@@ -34,8 +34,10 @@ use crate::resources::Resources;
 use crate::symbols::{Sym, Symbols};
 use crate::topology::{GroupId, Topology};
 
+pub use bound::{CostBound, cost_bound};
 pub use catalog::Catalog;
 
+mod bound;
 mod catalog;
 mod compile;
 mod explain;

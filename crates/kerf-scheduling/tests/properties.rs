@@ -9,7 +9,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::{NodeSelectorRequirementWithMinValues, Operator, Taint, TaintEffect, labels};
 use kerf_scheduling::resources::pod_requests;
 use kerf_scheduling::taints::first_untolerated;
-use kerf_scheduling::{InstanceTypeOption, NodePoolInput, Problem, benchmark, solve};
+use kerf_scheduling::{
+    Catalog, InstanceTypeOption, NodePoolInput, Problem, benchmark, cost_bound, solve,
+};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -257,5 +259,30 @@ proptest! {
         }
         let (lo, hi) = (per_zone.values().min().unwrap(), per_zone.values().max().unwrap());
         prop_assert!(hi - lo <= 1, "{:?}", per_zone);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// The cost bound is a lower bound: no decision that places every pod costs less.
+    #[test]
+    fn no_decision_placing_every_pod_costs_less_than_the_bound(
+        pool_specs in proptest::collection::vec(pool_strategy(), 1..4),
+        pod_specs in proptest::collection::vec(pod_strategy(), 1..40),
+    ) {
+        let types = types();
+        let pools: Vec<NodePoolInput> = pool_specs.iter().enumerate().map(|(i, p)| node_pool(i, p, &types)).collect();
+        let pods: Vec<Pod> = pod_specs.iter().enumerate().map(|(i, p)| pod(i, p)).collect();
+        let pods: Vec<&Pod> = pods.iter().collect();
+        let problem = Problem::new(&pools, &pods);
+        let d = solve(&problem);
+        let bound = cost_bound(&problem, &mut Catalog::default()).expect("the linear program solves");
+        prop_assume!(d.unschedulable.is_empty());
+        prop_assert_eq!(bound.unplaceable, 0);
+        prop_assert!(
+            bound.per_hour <= d.cost_per_hour() * (1.0 + 1e-6) + 1e-9,
+            "bound {} over the decision's {}", bound.per_hour, d.cost_per_hour()
+        );
     }
 }

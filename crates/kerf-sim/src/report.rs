@@ -47,9 +47,10 @@ pub struct Final {
 pub struct Totals {
     /// Dollars spent on instances.
     pub cost: f64,
-    /// A floor no cluster could go below: at every moment, the pods' total cpu requests at
-    /// the cheapest $/vCPU, or their memory requests at the cheapest $/GiB, whichever is
-    /// more, among the offerings the NodePools allow.
+    /// A floor no cluster could go below, as sampled: at each timeline sample, the
+    /// linear-programming bound of packing the workload pods anew onto the instance types
+    /// their NodePools allow (requirements, taints, weights, daemonset overhead, limits),
+    /// held until the next sample.
     pub lower_bound_cost: f64,
     /// Instances launched.
     pub nodes_launched: usize,
@@ -223,7 +224,7 @@ impl Report {
         if t.lower_bound_cost > 0.0 {
             let _ = writeln!(
                 out,
-                "lower bound: ${:.2} (requests at the cheapest $/vCPU or $/GiB); cost is {:.2}× it",
+                "lower bound: ${:.2} (the pods packed anew at each sample, as a linear program); cost is {:.2}× it",
                 t.lower_bound_cost,
                 t.cost / t.lower_bound_cost
             );

@@ -17,15 +17,13 @@ use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
 use kerf_aws::interruption;
-use kerf_core::cluster::{
-    CapacityType, CloudInstance, Launched, PodOwner, owner_of, set_pod_scheduled,
-};
+use kerf_core::cluster::{CapacityType, CloudInstance, Launched, PodOwner, set_pod_scheduled};
 use kerf_core::controllers::disruption::PASS_INTERVAL;
 use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::{Offering, retry_wait};
 use kerf_core::controllers::provisioning::node_labels;
 use kerf_core::controllers::{Action, Controllers, LaunchRequest, Settings};
-use kerf_core::nodepools::daemon_runs_on;
+use kerf_core::nodepools::{daemon_runs_on, node_pool_input};
 use kerf_core::objects::keep_transition_times;
 use kerf_core::observe::{Object, Observation};
 use kerf_core::provisioning_rules::is_provisionable;
@@ -34,7 +32,7 @@ use kerf_core::workloads::{
     ClusterObject, PodNames, VolumeObject, claim_for, claim_templates, read,
 };
 use kerf_scheduling::pods::pod_key;
-use kerf_scheduling::resources::{Resources, pod_requests};
+use kerf_scheduling::resources::Resources;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
@@ -179,11 +177,9 @@ pub struct World {
     scenario: Scenario,
     /// Kerf's controllers and the cluster state they see (the simulated API server's objects).
     core: Controllers,
-    /// What the workload pods request in total (for the cost lower bound).
-    requested_total: Resources,
-    /// The cheapest dollars per hour per allocatable vCPU and per GiB any NodePool offers,
-    /// recomputed after NodePool changes.
-    cheapest_rates: Option<(f64, f64)>,
+    /// The cost lower bound's rate ($/hour) for the pods and NodePools at the last sample,
+    /// and whether either changed since.
+    floor: (f64, bool),
     /// When `--check` last looked for pods waiting too long, and the waiting pods no
     /// NodePool could host then (late ones among them are not solved for again).
     waits_checked: Duration,
@@ -376,8 +372,7 @@ impl World {
             options,
             scenario,
             waits_checked: Duration::ZERO,
-            requested_total: Resources::default(),
-            cheapest_rates: None,
+            floor: (0.0, true),
             unhostable: BTreeSet::new(),
             waiting_seen: Vec::new(),
             rehostable: BTreeMap::new(),
@@ -529,19 +524,8 @@ impl World {
     fn accrue(&mut self, t: Duration) {
         let dt = t.saturating_sub(self.last_accrual).as_secs_f64();
         if dt > 0.0 {
-            let (per_cpu, per_gib) = match self.cheapest_rates {
-                Some(r) => r,
-                None => {
-                    let r = self.cheapest_rates();
-                    self.cheapest_rates = Some(r);
-                    r
-                }
-            };
-            // every node costs at least its vCPUs (and its GiB) at the cheapest rate, so
-            // no cluster running these requests can cost less than either product
-            let cpu = self.requested_total.cpu_millis as f64 / 1000.0;
-            let gib = self.requested_total.memory_bytes as f64 / f64::from(1u32 << 30);
-            self.totals.lower_bound_cost += (cpu * per_cpu).max(gib * per_gib) * dt / 3600.0;
+            // the bound's rate as last sampled: its time integral is the run's floor
+            self.totals.lower_bound_cost += self.floor.0 * dt / 3600.0;
             for (_, i) in self.instances.values() {
                 self.totals.cost += i.price_per_hour * dt / 3600.0;
                 self.node_seconds += dt;
@@ -593,6 +577,9 @@ impl World {
                 self.sync_reservations();
             }
             Ev::Sample => {
+                if self.floor.1 {
+                    self.floor = (self.floor_rate(), false);
+                }
                 self.sample();
                 let next = self.now + self.sample_every();
                 self.push(next.min(self.duration()), Ev::Sample);
@@ -924,7 +911,7 @@ impl World {
         match check_document(&raw) {
             Checked::Valid(KarpenterObject::NodePool(np)) => {
                 self.write(Object::node_pool(*np));
-                self.cheapest_rates = None;
+                self.floor.1 = true;
                 self.pools_changed_at = self.now;
                 self.binder_dirty = true;
             }
@@ -933,12 +920,12 @@ impl World {
                 self.catalogs.remove(&name);
                 self.write(Object::node_class(*class));
                 self.sync_reservations();
-                self.cheapest_rates = None;
+                self.floor.1 = true;
                 self.pools_changed_at = self.now;
             }
             Checked::Valid(KarpenterObject::NodeOverlay(overlay)) => {
                 self.write(Object::node_overlay(*overlay));
-                self.cheapest_rates = None;
+                self.floor.1 = true;
                 self.pools_changed_at = self.now;
             }
             Checked::Valid(KarpenterObject::NodeClaim(_)) => {
@@ -1044,7 +1031,7 @@ impl World {
             match d.kind.as_str() {
                 "NodePool" => {
                     self.remove("NodePool", format!("/{}", d.name));
-                    self.cheapest_rates = None;
+                    self.floor.1 = true;
                 }
                 "DaemonSet" => {
                     self.remove("DaemonSet", key(&d.namespace, &d.name));
@@ -1071,10 +1058,7 @@ impl World {
 
     fn add_pod(&mut self, pod: Pod) -> String {
         let k = pod_key(&pod);
-        let requests = pod_requests(&pod);
-        if owner_of(&pod) != PodOwner::DaemonSet {
-            self.requested_total.add(&requests);
-        }
+        self.floor.1 = true;
         self.facts.insert(&pod);
         self.pods
             .insert(k.clone(), api_server::StoredPod::created(pod, self.now));
@@ -1086,12 +1070,10 @@ impl World {
     /// A pod is deleted (scale-down, eviction, its node gone): its controller, if any,
     /// makes a new one.
     fn delete_pod(&mut self, k: &str) {
-        let Some(p) = self.pods.remove(k) else {
+        if self.pods.remove(k).is_none() {
             return;
-        };
-        if p.owner != PodOwner::DaemonSet {
-            self.requested_total = self.requested_total.saturating_sub(&p.requests);
         }
+        self.floor.1 = true;
         self.remove("Pod", k.to_string());
         if let Some((namespace, name)) = k.split_once('/') {
             self.facts.remove(namespace, name);
@@ -1368,35 +1350,29 @@ impl World {
         types
     }
 
-    /// The cheapest price per allocatable vCPU and per allocatable GiB among the offerings
-    /// the NodePools' requirements allow (zone and capacity type included).
-    fn cheapest_rates(&mut self) -> (f64, f64) {
-        let (mut per_cpu, mut per_gib) = (f64::INFINITY, f64::INFINITY);
+    /// What no cluster running the workload pods now can cost less than per hour: the
+    /// linear-programming bound of packing them all anew onto the NodePools' instance types
+    /// ([`kerf_scheduling::cost_bound`]), daemonset overhead and limits included.
+    fn floor_rate(&mut self) -> f64 {
         let pools: Vec<NodePool> = self.objects.node_pools.values().cloned().collect();
-        for np in pools {
-            let reqs = kerf_scheduling::Requirements::from_api(&np.spec.template.spec.requirements);
-            let types = self.catalog(&np.spec.template.spec.node_class_ref.name);
-            for t in types.iter() {
-                let cpu = t.allocatable.cpu_millis as f64 / 1000.0;
-                let gib = t.allocatable.memory_bytes as f64 / f64::from(1u32 << 30);
-                if cpu <= 0.0 || gib <= 0.0 {
-                    continue;
-                }
-                let mut labels = t.labels.clone();
-                for o in &t.offerings {
-                    labels.insert(labels::ZONE.into(), o.zone.clone());
-                    labels.insert(labels::CAPACITY_TYPE.into(), o.capacity_type.into());
-                    if reqs.matches_labels(&labels) {
-                        per_cpu = per_cpu.min(o.price_per_hour / cpu);
-                        per_gib = per_gib.min(o.price_per_hour / gib);
-                    }
-                }
-            }
-        }
-        (
-            if per_cpu.is_finite() { per_cpu } else { 0.0 },
-            if per_gib.is_finite() { per_gib } else { 0.0 },
-        )
+        let inputs: Vec<kerf_scheduling::NodePoolInput> = (pools.iter())
+            .map(|np| {
+                let types = self.offered_catalog(&np.spec.template.spec.node_class_ref.name);
+                let types = scheduler_options(&types, |_, _, _| false).into();
+                node_pool_input(np, types, Resources::default(), 0)
+            })
+            .collect();
+        let pods: Vec<&Pod> = (self.pods.values())
+            .filter(|p| p.owner != PodOwner::DaemonSet)
+            .map(|p| &*p.pod)
+            .collect();
+        let daemonsets: Vec<Pod> = self.objects.daemonsets.values().cloned().collect();
+        let problem = kerf_scheduling::Problem {
+            daemonsets: &daemonsets,
+            ..kerf_scheduling::Problem::new(&inputs, &pods)
+        };
+        kerf_scheduling::cost_bound(&problem, &mut kerf_scheduling::Catalog::default())
+            .map_or(0.0, |b| b.per_hour)
     }
 
     /// Tells the controllers what a node class can launch (the cloud provider's instance

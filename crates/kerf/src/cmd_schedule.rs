@@ -130,6 +130,30 @@ fn to_json(solved: &Solved) -> serde_json::Value {
         "ignored": solved.ignored.iter().map(|(pod, why)| json!({"pod": pod, "reason": why}))
             .collect::<Vec<_>>(),
         "cost_per_hour": d.cost_per_hour(),
+        "bound": match &solved.bound {
+            Some(Ok(b)) => json!({
+                "per_hour": b.per_hour,
+                "unplaceable_pods": b.unplaceable,
+                "groups": b.groups,
+                "columns": b.columns,
+            }),
+            Some(Err(e)) => json!({"error": e}),
+            None => serde_json::Value::Null,
+        },
+    })
+}
+
+/// `cost $X/hour, bound $Y/hour, 1.0Z× the bound`: how far the plan is from the lower bound.
+fn bound_line(solved: &Solved) -> Option<String> {
+    let cost = solved.decision.cost_per_hour();
+    Some(match solved.bound.as_ref()? {
+        Ok(b) if b.per_hour > 0.0 => format!(
+            "cost ${cost:.4}/hour, bound ${:.4}/hour, {:.2}× the bound",
+            b.per_hour,
+            cost / b.per_hour
+        ),
+        Ok(b) => format!("cost ${cost:.4}/hour, bound ${:.4}/hour", b.per_hour),
+        Err(e) => format!("cost ${cost:.4}/hour, no bound: {e}"),
     })
 }
 
@@ -185,6 +209,9 @@ fn to_text(solved: &Solved, owner: &dyn Fn(&str) -> String) -> String {
         d.nodeclaims.len(),
         d.cost_per_hour()
     );
+    if let Some(line) = bound_line(solved) {
+        let _ = writeln!(out, "{line}");
+    }
     // NodeClaims alike (NodePool, launch, options) are told once, with their count
     let mut groups: Vec<(&PlannedNodeClaim, usize, Vec<usize>)> = Vec::new();
     for c in &d.nodeclaims {

@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use super::Controllers;
 use super::blockers::{Gathered, Wanted};
+use super::provisioning::WithBound;
 use crate::consolidation::{Alone, ClusterView, Method, alone, plan};
 use crate::disruption_rules::{budget_active, consolidatable_at};
 
@@ -238,6 +239,7 @@ impl Controllers {
                     &pools[i..=i],
                     vec![names[i].clone()],
                     alone,
+                    WithBound::No,
                 );
                 let d = &solved.decision;
                 let fits = d.nodeclaims.first().map(|c| Fit {
@@ -305,7 +307,7 @@ impl Controllers {
             keys.push(key.to_string());
         }
         let (pools, names) = self.pool_inputs();
-        let solved = self.solve_over(keys, &pools, names, self.solve_options());
+        let solved = self.solve_over(keys, &pools, names, self.solve_options(), WithBound::No);
         let Some(index) = solved.pods.iter().position(|k| k == key) else {
             return (Placement::Unschedulable, Vec::new());
         };

@@ -86,6 +86,18 @@ pub struct Solved {
     /// Pending pods left out for their claims (`namespace/name`, why), as Karpenter ignores
     /// them until their claims are right.
     pub ignored: Vec<(String, String)>,
+    /// The lower bound on what the pending pods cost (`kerf schedule`'s dry run asks for
+    /// it), or why the linear program failed.
+    pub bound: Option<Result<kerf_scheduling::CostBound, String>>,
+}
+
+/// Whether a solve works out the cost lower bound too.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum WithBound {
+    /// It does: a dry run, where people compare the plan with it.
+    Yes,
+    /// It does not: every other solve.
+    No,
 }
 
 /// How long kube-scheduler has to bind pods nominated to an initialized node before the
@@ -433,7 +445,9 @@ impl Controllers {
     /// it: `kerf schedule`'s dry run over the cluster its manifests describe.
     pub fn dry_run(&mut self) -> Solved {
         let keys = self.cluster.pods_where(|p| p.wants_capacity());
-        let mut solved = self.solve_pending(keys);
+        let (pools, pool_names) = self.pool_inputs();
+        let options = self.solve_options();
+        let mut solved = self.solve_over(keys, &pools, pool_names, options, WithBound::Yes);
         solved.ignored = (self.cluster.pods.iter())
             .filter(|(_, p)| p.node.is_none() && p.nominated.is_none())
             .filter_map(|(k, p)| Some((k.clone(), p.volume_problem.clone()?)))
@@ -447,7 +461,8 @@ impl Controllers {
         let (pools, pool_names) = self.pool_inputs();
         // wall-clock time, for the scheduling-duration histogram only: no decision reads it
         let started = std::time::Instant::now();
-        let solved = self.solve_over(keys, &pools, pool_names, self.solve_options());
+        let options = self.solve_options();
+        let solved = self.solve_over(keys, &pools, pool_names, options, WithBound::No);
         self.metrics.scheduled(started.elapsed());
         solved
     }
@@ -469,6 +484,7 @@ impl Controllers {
         pools: &[NodePoolInput],
         pool_names: Vec<String>,
         options: SolveOptions,
+        with_bound: WithBound,
     ) -> Solved {
         let (existing, existing_claims) = self.capacity_in_place(pools);
         let index_by_claim: HashMap<&str, usize> = existing_claims
@@ -514,8 +530,11 @@ impl Controllers {
             options,
         };
         let decision = solve_with(&problem, &mut self.catalog.borrow_mut());
+        let bound = (with_bound == WithBound::Yes)
+            .then(|| kerf_scheduling::cost_bound(&problem, &mut self.catalog.borrow_mut()));
         Solved {
             decision,
+            bound,
             pods: keys,
             node_pools: pool_names,
             nodes: existing.into_iter().map(|e| e.name).collect(),

@@ -326,8 +326,6 @@ impl Objects {
 pub(crate) struct StoredPod {
     /// The object.
     pub pod: Box<k8s_openapi::api::core::v1::Pod>,
-    /// What it requests.
-    pub requests: Resources,
     /// Who made it.
     pub owner: kerf_core::cluster::PodOwner,
     /// `spec.nodeName`.
@@ -343,7 +341,6 @@ impl StoredPod {
             .and_then(|s| s.node_name.clone())
             .filter(|n| !n.is_empty());
         StoredPod {
-            requests: kerf_scheduling::resources::pod_requests(&pod),
             owner: kerf_core::cluster::owner_of(&pod),
             node,
             pending_since: now,

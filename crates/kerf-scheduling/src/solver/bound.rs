@@ -1,0 +1,400 @@
+//! A lower bound on what the pending pods cost: the linear-programming relaxation of packing
+//! them onto the instance types their NodePools allow and the room left on existing nodes.
+//!
+//! Pods with the same requests, node requirements and tolerations form a group. A column is
+//! a NodePool's instance type bought as one capacity type, priced at its cheapest available
+//! offering of that capacity type (zones are not told apart: a looser bound, never a wrong
+//! one). A group may use a column when every check that cannot be relaxed passes: the
+//! NodePool's requirements and taints, an instance type with an allowed offering of that
+//! capacity type, room for one pod after daemonset overhead. NodePools are tried by weight,
+//! as the provisioner tries them: a group opens nodes in the first that can take it, and in
+//! the next ones only while the first has limits that could run out, or when the pods have
+//! preferences or topology (spread, pod affinity or anti-affinity) that may send them past
+//! it; a pod may join a node of any NodePool that some group opens nodes in, as the
+//! provisioner fills the nodes it planned before it opens another. A NodePool no group opens
+//! nodes in is left out. Preferences, topology and pod (anti-)affinity themselves are left
+//! out, which only lowers the bound.
+//!
+//! The model: `x_c` nodes of each column and `y_gc` pods of each group on it, both
+//! fractional; every pod placed; on every column and resource, what its pods request within
+//! what its nodes offer after daemonset overhead; a NodePool's columns within its limits;
+//! the cost `Σ price_c x_c` minimised. A column another of its NodePool beats on price,
+//! room and the groups it takes is dropped first, which leaves the optimum as it is.
+
+use good_lp::{
+    Expression, ResolutionError, Solution, SolverModel, Variable, microlp, variable, variables,
+};
+
+use super::State;
+use crate::amounts::{Amounts, NODES, SLOTS};
+use crate::input::Problem;
+use crate::interned::Reqs;
+use crate::solver::catalog::Catalog;
+use crate::taints::first_untolerated;
+
+/// What [`cost_bound`] found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostBound {
+    /// No placement of the pods can cost less per hour than this.
+    pub per_hour: f64,
+    /// Pods no column and no existing node can take, left out of the bound.
+    pub unplaceable: usize,
+    /// Groups of alike pods in the model.
+    pub groups: usize,
+    /// Columns in the model, after the dominated ones were dropped.
+    pub columns: usize,
+}
+
+/// Alike pending pods: one set of requests, requirement alternatives and tolerations.
+struct Group {
+    requests: Amounts,
+    /// The alternatives a node may meet (one per required node affinity term).
+    reqs: Vec<Reqs>,
+    tolerations: usize,
+    /// Whether preferences or topology may send its pods past the first NodePool that
+    /// takes them.
+    wanders: bool,
+    pods: usize,
+}
+
+/// Where pods of a group may go: a NodePool's instance type as one capacity type, or the room
+/// left on an existing node.
+struct Column {
+    /// Dollars per hour a node of it costs; 0 for an existing node.
+    price: f64,
+    /// What its pods may request (allocatable after daemonset overhead, or the room left).
+    room: Amounts,
+    /// What one node counts against its NodePool's limits.
+    capacity: Amounts,
+    /// Its NodePool (compiled index); `None` for an existing node, which is there once.
+    pool: Option<usize>,
+    /// The groups that may use it.
+    groups: Vec<bool>,
+}
+
+/// The lower bound for `problem`'s pending pods (see the module's documentation).
+pub fn cost_bound(problem: &Problem<'_>, catalog: &mut Catalog) -> Result<CostBound, String> {
+    let state = State::new(problem, problem.pods.iter().copied(), catalog);
+    let groups = state.groups();
+    let mut columns = state.existing_columns(&groups);
+    columns.extend(state.pool_columns(&groups));
+    let columns = undominated(columns);
+    let placeable: Vec<bool> = (0..groups.len())
+        .map(|g| columns.iter().any(|c| c.groups[g]))
+        .collect();
+    let unplaceable: usize = (groups.iter().zip(&placeable))
+        .filter(|(_, p)| !**p)
+        .map(|(g, _)| g.pods)
+        .sum();
+    let (per_hour, left) =
+        solve_lp(&state, &groups, &placeable, &columns).map_err(|e| e.to_string())?;
+    Ok(CostBound {
+        per_hour,
+        unplaceable: unplaceable + left,
+        groups: groups.len(),
+        columns: columns.len(),
+    })
+}
+
+impl State<'_> {
+    /// The pending pods, grouped.
+    fn groups(&self) -> Vec<Group> {
+        let mut groups: Vec<Group> = Vec::new();
+        for (i, info) in self.pods.iter().enumerate() {
+            let base = match &info.volume_reqs {
+                Some(v) => info.node_selector.intersection(v, &self.symbols),
+                None => info.node_selector.clone(),
+            };
+            let mut reqs: Vec<Reqs> = if info.required_terms.is_empty() {
+                vec![base]
+            } else {
+                (info.required_terms.iter())
+                    .map(|t| base.intersection(t, &self.symbols))
+                    .collect()
+            };
+            for r in &mut reqs {
+                r.remove(self.hostname);
+            }
+            let wanders = !(info.spreads.is_empty()
+                && info.affinity.is_empty()
+                && info.anti.is_empty()
+                && info.inverse.is_empty()
+                && info.preferred_affinity.is_empty()
+                && info.preferred_anti.is_empty()
+                && info.preferred_terms.is_empty());
+            let alike = |g: &&mut Group| {
+                g.requests == info.requests
+                    && g.tolerations == self.toleration_ids[i] as usize
+                    && g.wanders == wanders
+                    && g.reqs == reqs
+            };
+            match groups.iter_mut().find(alike) {
+                Some(g) => g.pods += 1,
+                None => groups.push(Group {
+                    requests: info.requests,
+                    reqs,
+                    tolerations: self.toleration_ids[i] as usize,
+                    wanders,
+                    pods: 1,
+                }),
+            }
+        }
+        groups
+    }
+
+    /// The pod a group stands for (its first), for its tolerations.
+    fn tolerations_of(&self, group: &Group) -> &[k8s_openapi::api::core::v1::Toleration] {
+        let first =
+            (0..self.pods.len()).find(|i| self.toleration_ids[*i] as usize == group.tolerations);
+        first.map_or(&[][..], |i| &self.pods[i].tolerations)
+    }
+
+    /// The room left on each existing node, for the groups its labels and taints admit.
+    fn existing_columns(&self, groups: &[Group]) -> Vec<Column> {
+        let mut out = Vec::new();
+        for (b, bin) in self.bins.iter().enumerate() {
+            if bin.node().is_none() || self.excluded.get(b).copied().unwrap_or(false) {
+                continue;
+            }
+            let taints = self.taints_of(bin);
+            let admits: Vec<bool> = (groups.iter())
+                .map(|g| {
+                    first_untolerated(self.tolerations_of(g), taints, true).is_none()
+                        && (g.reqs.iter()).any(|r| bin.reqs.intersects(r, &self.symbols).is_ok())
+                        && g.requests.fits(&self.headroom(bin))
+                })
+                .collect();
+            if admits.iter().any(|a| *a) {
+                out.push(Column {
+                    price: 0.0,
+                    room: self.headroom(bin),
+                    capacity: Amounts::default(),
+                    pool: None,
+                    groups: admits,
+                });
+            }
+        }
+        out
+    }
+
+    /// Each NodePool's instance types per capacity type, for the groups that may use them.
+    fn pool_columns(&self, groups: &[Group]) -> Vec<Column> {
+        // every NodePool's columns with the groups its requirements, taints and types admit
+        let mut by_pool: Vec<Vec<Column>> = (0..self.pools.len())
+            .map(|k| self.columns_of(k, groups))
+            .collect();
+        // then by weight: a group opens nodes in the first NodePool with a column for it,
+        // and in the ones after only while that one has limits or the group may wander;
+        // it may join nodes of any NodePool some group opens nodes in
+        let mut opens = vec![false; self.pools.len()];
+        for (g, group) in groups.iter().enumerate() {
+            for &k in &self.pool_order {
+                if by_pool[k].iter().any(|c| c.groups[g]) {
+                    opens[k] = true;
+                    if !group.wanders && !limited(&self.pools[k].budget) {
+                        break;
+                    }
+                }
+            }
+        }
+        for (k, columns) in by_pool.iter_mut().enumerate() {
+            if !opens[k] {
+                columns.clear();
+            }
+        }
+        (self.pool_order.iter())
+            .flat_map(|k| std::mem::take(&mut by_pool[*k]))
+            .filter(|c| c.groups.iter().any(|g| *g))
+            .collect()
+    }
+
+    /// A NodePool's instance types per capacity type, each priced at the cheapest offering
+    /// of that capacity type a group it admits may buy.
+    fn columns_of(&self, k: usize, groups: &[Group]) -> Vec<Column> {
+        let pool = &self.pools[k];
+        let takers: Vec<usize> = (0..groups.len())
+            .filter(|g| self.pool_takes(k, &groups[*g]))
+            .collect();
+        // each taker's requirement alternatives within the NodePool's
+        let within: Vec<Vec<Reqs>> = (takers.iter())
+            .map(|g| {
+                (groups[*g].reqs.iter())
+                    .map(|r| pool.reqs.intersection(r, &self.symbols))
+                    .collect()
+            })
+            .collect();
+        let mut out = Vec::new();
+        for info in &pool.types {
+            let room = info.allocatable.minus(&pool.overhead);
+            let mut by_capacity_type: Vec<(crate::symbols::Sym, f64, Vec<bool>)> = Vec::new();
+            for o in info.offerings.iter().filter(|o| o.available) {
+                let at = match by_capacity_type.iter().position(|c| c.0 == o.capacity_type) {
+                    Some(i) => i,
+                    None => {
+                        let none = vec![false; groups.len()];
+                        by_capacity_type.push((o.capacity_type, f64::INFINITY, none));
+                        by_capacity_type.len() - 1
+                    }
+                };
+                let column = &mut by_capacity_type[at];
+                for (j, g) in takers.iter().enumerate() {
+                    if !groups[*g].requests.fits(&room) {
+                        continue;
+                    }
+                    let fits = within[j].iter().any(|r| {
+                        info.reqs.intersects(r, &self.symbols).is_ok()
+                            && o.allowed(r, &self.offering_keys, &self.symbols)
+                    });
+                    if fits {
+                        column.2[*g] = true;
+                        column.1 = column.1.min(o.price_per_hour);
+                    }
+                }
+            }
+            for (_, price, groups_of) in by_capacity_type {
+                if price.is_finite() && groups_of.iter().any(|g| *g) {
+                    out.push(Column {
+                        price,
+                        room,
+                        capacity: info.capacity,
+                        pool: Some(k),
+                        groups: groups_of,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a NodePool's requirements and taints admit the group at all.
+    fn pool_takes(&self, k: usize, group: &Group) -> bool {
+        let pool = &self.pools[k];
+        let np = &self.problem.node_pools[pool.input];
+        let wk = self.well_known;
+        first_untolerated(self.tolerations_of(group), &np.taints, true).is_none()
+            && (group.reqs.iter()).any(|r| {
+                pool.reqs
+                    .compatible(r, |key| key.index() < wk, &self.symbols)
+                    .is_ok()
+            })
+    }
+}
+
+/// Whether a NodePool's remaining limits bound anything.
+fn limited(budget: &Amounts) -> bool {
+    budget.0.iter().any(|v| *v < Amounts::UNBOUNDED.0[0] / 2)
+}
+
+/// The columns no other of the same NodePool (or an existing node) beats: one at most as
+/// cheap, with at least as much room, taking every group it takes. Columns of NodePools
+/// with limits stay, since a larger node spends more of them.
+fn undominated(mut columns: Vec<Column>) -> Vec<Column> {
+    columns.sort_by(|a, b| a.price.total_cmp(&b.price));
+    let mut kept: Vec<Column> = Vec::new();
+    for c in columns {
+        let beaten = c.pool.is_some()
+            && kept.iter().any(|k| {
+                k.pool == c.pool
+                    && k.price <= c.price
+                    && c.room.fits(&k.room)
+                    && c.groups.iter().zip(&k.groups).all(|(a, b)| !*a || *b)
+            });
+        if !beaten {
+            kept.push(c);
+        }
+    }
+    kept
+}
+
+/// Solves the model over the groups some column takes: the optimum's cost, and how many
+/// pods the NodePools' limits leave no room for (each priced above any node, so the model
+/// places every pod it can; those it cannot are left out of the cost).
+fn solve_lp(
+    state: &State<'_>,
+    groups: &[Group],
+    placeable: &[bool],
+    columns: &[Column],
+) -> Result<(f64, usize), ResolutionError> {
+    if !placeable.iter().any(|p| *p) {
+        return Ok((0.0, 0));
+    }
+    let dearest = columns.iter().map(|c| c.price).fold(0.0, f64::max);
+    let left_out = 10.0 * (dearest + 1.0);
+    // each resource in units of the largest column's room, for a well-scaled model
+    let mut scale = [1.0f64; SLOTS];
+    for (d, s) in scale.iter_mut().enumerate() {
+        let most = columns.iter().map(|c| c.room.0[d]).max().unwrap_or(1);
+        *s = (most.clamp(1, Amounts::UNBOUNDED.0[0] / 2)) as f64;
+    }
+    let requested: Vec<usize> = (0..SLOTS)
+        .filter(|d| *d != NODES && groups.iter().any(|g| g.requests.0[*d] > 0))
+        .collect();
+    let mut vars = variables!();
+    let x: Vec<Option<Variable>> = (columns.iter())
+        .map(|c| c.pool.map(|_| vars.add(variable().min(0.0))))
+        .collect();
+    let y: Vec<Vec<Option<Variable>>> = (columns.iter())
+        .map(|c| {
+            (0..groups.len())
+                .map(|g| (c.groups[g] && placeable[g]).then(|| vars.add(variable().min(0.0))))
+                .collect()
+        })
+        .collect();
+    let mut cost = Expression::from(0.0);
+    for (c, column) in columns.iter().enumerate() {
+        if let Some(x) = x[c] {
+            cost += column.price * x;
+        }
+    }
+    let unplaced: Vec<Option<Variable>> = (0..groups.len())
+        .map(|g| placeable[g].then(|| vars.add(variable().min(0.0))))
+        .collect();
+    let penalty: Expression = unplaced.iter().flatten().map(|u| left_out * *u).sum();
+    let mut model = vars.minimise(cost.clone() + penalty).using(microlp);
+    for (g, group) in groups.iter().enumerate() {
+        let Some(u) = unplaced[g] else { continue };
+        let placed: Expression = (0..columns.len())
+            .filter_map(|c| y[c][g])
+            .map(Expression::from)
+            .sum();
+        model = model.with((placed + u).eq(group.pods as f64));
+    }
+    for (c, column) in columns.iter().enumerate() {
+        for &d in &requested {
+            let mut used = Expression::from(0.0);
+            for (g, group) in groups.iter().enumerate() {
+                if let Some(y) = y[c][g] {
+                    used += (group.requests.0[d] as f64 / scale[d]) * y;
+                }
+            }
+            let room = column.room.0[d].max(0) as f64 / scale[d];
+            model = match x[c] {
+                Some(x) => model.with(used.leq(room * x)),
+                None => model.with(used.leq(room)),
+            };
+        }
+    }
+    // NodePools with limits: their columns' nodes within what the limits leave
+    for (k, pool) in state.pools.iter().enumerate() {
+        if !limited(&pool.budget) {
+            continue;
+        }
+        for d in 0..SLOTS {
+            if pool.budget.0[d] >= Amounts::UNBOUNDED.0[0] / 2 {
+                continue;
+            }
+            let mut spent = Expression::from(0.0);
+            for (c, column) in columns.iter().enumerate() {
+                if let (Some(x), Some(p)) = (x[c], column.pool)
+                    && p == k
+                {
+                    spent += (column.capacity.0[d] as f64 / scale[d].max(1.0)) * x;
+                }
+            }
+            model = model.with(spent.leq(pool.budget.0[d].max(0) as f64 / scale[d].max(1.0)));
+        }
+    }
+    let solution = model.solve()?;
+    let left: f64 = unplaced.iter().flatten().map(|u| solution.value(*u)).sum();
+    Ok((solution.eval(&cost), left.round() as usize))
+}

@@ -1,0 +1,169 @@
+//! The cost lower bound on small problems whose optimum is known by hand.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::{NodeSelectorRequirementWithMinValues, Operator, labels};
+use kerf_scheduling::resources::Resources;
+use kerf_scheduling::{
+    Catalog, InstanceTypeOption, NodePoolInput, Offering, Problem, cost_bound, solve,
+};
+use serde_json::json;
+
+/// A type with `cpu` cores and `gib` GiB, offered on demand at `on_demand` and as spot at
+/// `spot` (when given), in one zone.
+fn instance_type(
+    name: &str,
+    cpu: u32,
+    gib: u32,
+    on_demand: f64,
+    spot: Option<f64>,
+) -> InstanceTypeOption {
+    let resources = Resources::from_quantities([
+        (&"cpu".to_string(), cpu.to_string().as_str()),
+        (&"memory".to_string(), format!("{gib}Gi").as_str()),
+        (&"pods".to_string(), "110"),
+    ]);
+    let offering = |capacity_type: &str, price| Offering {
+        zone: "zone-a".into(),
+        capacity_type: capacity_type.into(),
+        price_per_hour: price,
+        available: true,
+        reservation: None,
+    };
+    let mut offerings = vec![offering("on-demand", on_demand)];
+    offerings.extend(spot.map(|p| offering("spot", p)));
+    InstanceTypeOption {
+        name: name.into(),
+        labels: [(labels::INSTANCE_TYPE.to_string(), name.to_string())]
+            .into_iter()
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into(),
+        capacity: resources.clone(),
+        allocatable: resources,
+        offerings,
+    }
+}
+
+fn pool(
+    name: &str,
+    weight: i32,
+    types: &Arc<[InstanceTypeOption]>,
+    cpu_limit: Option<i64>,
+) -> NodePoolInput {
+    NodePoolInput {
+        name: name.into(),
+        weight,
+        labels: Default::default(),
+        requirements: vec![NodeSelectorRequirementWithMinValues {
+            key: labels::CAPACITY_TYPE.into(),
+            operator: Operator::In,
+            values: vec!["on-demand".into(), "spot".into()],
+            min_values: None,
+        }],
+        taints: Vec::new(),
+        startup_taints: Vec::new(),
+        limits: cpu_limit
+            .map(|c| [("cpu".to_string(), c * 1000)].into())
+            .unwrap_or_default(),
+        usage: Default::default(),
+        nodes: 0,
+        instance_types: types.clone(),
+    }
+}
+
+fn pods(n: usize, cpu: &str, memory: &str, selector: serde_json::Value) -> Vec<Pod> {
+    (0..n)
+        .map(|i| {
+            serde_json::from_value(json!({
+                "metadata": {"name": format!("p{i}-{cpu}-{memory}"), "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+                         "nodeSelector": selector},
+            }))
+            .unwrap()
+        })
+        .collect()
+}
+
+fn bound(pools: &[NodePoolInput], pods: &[Pod]) -> f64 {
+    let pods: Vec<&Pod> = pods.iter().collect();
+    let b = cost_bound(&Problem::new(pools, &pods), &mut Catalog::default()).unwrap();
+    assert_eq!(b.unplaceable, 0);
+    b.per_hour
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-6
+}
+
+#[test]
+fn pods_cost_at_least_their_resources_at_the_cheapest_rate_a_type_sells_them() {
+    // 2 cpu for $0.10 beats 4 cpu for $0.30: four 1-cpu pods need at least two small nodes
+    let types: Arc<[InstanceTypeOption]> = vec![
+        instance_type("small", 2, 8, 0.10, None),
+        instance_type("large", 4, 16, 0.30, None),
+    ]
+    .into();
+    let b = bound(
+        &[pool("default", 0, &types, None)],
+        &pods(4, "1", "1Gi", json!({})),
+    );
+    assert!(close(b, 0.20), "{b}");
+}
+
+#[test]
+fn cpu_and_memory_heavy_pods_share_a_balanced_type() {
+    // cpu-heavy and memory-heavy pods fill a balanced type together: 2 × (2 cpu, 2 GiB)
+    // + 2 × (0.5 cpu, 6 GiB) = 5 cpu, 16 GiB, on 4-cpu/16-GiB nodes at $0.20 and
+    // 8-cpu/8-GiB ones at $0.20: memory needs one big-memory node, cpu 5/8 of another...
+    let types: Arc<[InstanceTypeOption]> = vec![
+        instance_type("balanced", 4, 16, 0.20, None),
+        instance_type("compute", 8, 8, 0.20, None),
+    ]
+    .into();
+    let mut all = pods(2, "2", "2Gi", json!({}));
+    all.extend(pods(2, "500m", "6Gi", json!({})));
+    let b = bound(&[pool("default", 0, &types, None)], &all);
+    // the LP: x_b·4 + x_c·8 ≥ 5 cpu, x_b·16 + x_c·8 ≥ 16 GiB, min 0.2(x_b + x_c):
+    // x_b = 11/12, x_c = 1/6 → $0.2167
+    assert!(close(b, 0.2 * (11.0 / 12.0 + 1.0 / 6.0)), "{b}");
+    // and the solver's decision is never below it
+    let refs: Vec<&Pod> = all.iter().collect();
+    let types_pool = [pool("default", 0, &types, None)];
+    let d = solve(&Problem::new(&types_pool, &refs));
+    assert!(d.cost_per_hour() >= b - 1e-9, "{} < {b}", d.cost_per_hour());
+}
+
+#[test]
+fn a_pod_that_asks_for_on_demand_is_priced_on_demand() {
+    let types: Arc<[InstanceTypeOption]> =
+        vec![instance_type("small", 2, 8, 0.10, Some(0.03))].into();
+    let pools = [pool("default", 0, &types, None)];
+    let spot = bound(&pools, &pods(2, "1", "1Gi", json!({})));
+    assert!(close(spot, 0.03), "{spot}");
+    let on_demand = bound(
+        &pools,
+        &pods(2, "1", "1Gi", json!({labels::CAPACITY_TYPE: "on-demand"})),
+    );
+    assert!(close(on_demand, 0.10), "{on_demand}");
+}
+
+#[test]
+fn weights_are_hard_unless_limits_can_send_pods_on() {
+    let dear: Arc<[InstanceTypeOption]> = vec![instance_type("dear", 2, 8, 0.40, None)].into();
+    let cheap: Arc<[InstanceTypeOption]> = vec![instance_type("cheap", 2, 8, 0.10, None)].into();
+    let four = pods(4, "1", "1Gi", json!({}));
+    // the heavier NodePool takes every pod it can: its price is the bound's
+    let unlimited = [
+        pool("first", 10, &dear, None),
+        pool("second", 0, &cheap, None),
+    ];
+    assert!(close(bound(&unlimited, &four), 0.80));
+    // with a limit of 2 cpu it takes 2 pods at most; the rest go on to the cheaper one
+    let limited = [
+        pool("first", 10, &dear, Some(2)),
+        pool("second", 0, &cheap, None),
+    ];
+    let b = bound(&limited, &four);
+    assert!(b < 0.80 && b >= 0.20 - 1e-9, "{b}");
+}
