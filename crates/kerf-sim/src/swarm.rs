@@ -632,7 +632,11 @@ pub fn check(scenario: &Value) -> Result<(), String> {
 pub fn check_planted(scenario: &Value, plant: Option<Plant>) -> Result<(), String> {
     let text = to_yaml(scenario);
     let parsed = crate::scenario::parse(&text, None).map_err(|e| format!("unusable: {e}"))?;
-    let options = RunOptions { check: true, plant };
+    let options = RunOptions {
+        check: true,
+        plant,
+        skip_floor: true,
+    };
     let run = catch_unwind(AssertUnwindSafe(|| {
         crate::run(parsed, options, &mut |_, _, _| {})
     }));
