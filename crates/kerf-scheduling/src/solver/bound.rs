@@ -22,7 +22,7 @@
 //! room and the groups it takes is dropped first, which leaves the optimum as it is.
 
 use good_lp::{
-    Expression, ResolutionError, Solution, SolverModel, Variable, microlp, variable, variables,
+    Expression, ResolutionError, Solution, SolverModel, Variable, clarabel, variable, variables,
 };
 
 use super::State;
@@ -78,7 +78,7 @@ pub fn cost_bound(problem: &Problem<'_>, catalog: &mut Catalog) -> Result<CostBo
     let groups = state.groups();
     let mut columns = state.existing_columns(&groups);
     columns.extend(state.pool_columns(&groups));
-    let columns = undominated(columns);
+    let columns = undominated(columns, |k| limited(&state.pools[k].budget));
     let placeable: Vec<bool> = (0..groups.len())
         .map(|g| columns.iter().any(|c| c.groups[g]))
         .collect();
@@ -285,10 +285,10 @@ fn limited(budget: &Amounts) -> bool {
     budget.0.iter().any(|v| *v < Amounts::UNBOUNDED.0[0] / 2)
 }
 
-/// The columns no other of the same NodePool (or an existing node) beats: one at most as
-/// cheap, with at least as much room, taking every group it takes. Columns of NodePools
-/// with limits stay, since a larger node spends more of them.
-fn undominated(mut columns: Vec<Column>) -> Vec<Column> {
+/// The columns no other of the same NodePool beats: one at most as cheap, with at least as
+/// much room, taking every group it takes, and, in a NodePool with limits, spending no more
+/// of them.
+fn undominated(mut columns: Vec<Column>, limited_pool: impl Fn(usize) -> bool) -> Vec<Column> {
     columns.sort_by(|a, b| a.price.total_cmp(&b.price));
     let mut kept: Vec<Column> = Vec::new();
     for c in columns {
@@ -298,6 +298,8 @@ fn undominated(mut columns: Vec<Column>) -> Vec<Column> {
                     && k.price <= c.price
                     && c.room.fits(&k.room)
                     && c.groups.iter().zip(&k.groups).all(|(a, b)| !*a || *b)
+                    && c.pool
+                        .is_none_or(|p| !limited_pool(p) || k.capacity.fits(&c.capacity))
             });
         if !beaten {
             kept.push(c);
@@ -350,7 +352,7 @@ fn solve_lp(
         .map(|g| placeable[g].then(|| vars.add(variable().min(0.0))))
         .collect();
     let penalty: Expression = unplaced.iter().flatten().map(|u| left_out * *u).sum();
-    let mut model = vars.minimise(cost.clone() + penalty).using(microlp);
+    let mut model = vars.minimise(cost.clone() + penalty).using(clarabel);
     for (g, group) in groups.iter().enumerate() {
         let Some(u) = unplaced[g] else { continue };
         let placed: Expression = (0..columns.len())
@@ -359,13 +361,21 @@ fn solve_lp(
             .sum();
         model = model.with((placed + u).eq(group.pods as f64));
     }
+    // a row without a variable is left out: the simplex takes it for a singular matrix
     for (c, column) in columns.iter().enumerate() {
         for &d in &requested {
             let mut used = Expression::from(0.0);
+            let mut any = false;
             for (g, group) in groups.iter().enumerate() {
-                if let Some(y) = y[c][g] {
+                if let Some(y) = y[c][g]
+                    && group.requests.0[d] > 0
+                {
                     used += (group.requests.0[d] as f64 / scale[d]) * y;
+                    any = true;
                 }
+            }
+            if !any {
+                continue;
             }
             let room = column.room.0[d].max(0) as f64 / scale[d];
             model = match x[c] {
@@ -379,19 +389,26 @@ fn solve_lp(
         if !limited(&pool.budget) {
             continue;
         }
-        for d in 0..SLOTS {
-            if pool.budget.0[d] >= Amounts::UNBOUNDED.0[0] / 2 {
+        for (d, (budget, unit)) in pool.budget.0.iter().zip(scale).enumerate() {
+            if *budget >= Amounts::UNBOUNDED.0[0] / 2 {
                 continue;
             }
+            let unit = unit.max(1.0);
             let mut spent = Expression::from(0.0);
+            let mut any = false;
             for (c, column) in columns.iter().enumerate() {
                 if let (Some(x), Some(p)) = (x[c], column.pool)
                     && p == k
+                    && column.capacity.0[d] > 0
                 {
-                    spent += (column.capacity.0[d] as f64 / scale[d].max(1.0)) * x;
+                    spent += (column.capacity.0[d] as f64 / unit) * x;
+                    any = true;
                 }
             }
-            model = model.with(spent.leq(pool.budget.0[d].max(0) as f64 / scale[d].max(1.0)));
+            if !any {
+                continue;
+            }
+            model = model.with(spent.leq((*budget).max(0) as f64 / unit));
         }
     }
     let solution = model.solve()?;
