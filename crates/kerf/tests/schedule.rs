@@ -1107,3 +1107,29 @@ spec:
     assert!(claims(&v).iter().all(|c| c["zone"] == "us-east-1a"), "{v}");
     assert_eq!(pending(&v).len(), 2, "{v}");
 }
+
+#[test]
+fn the_plan_is_compared_with_its_cost_lower_bound() {
+    let yaml = format!(
+        "{CLASS}{}{}{}",
+        on_demand(),
+        deploy("small", 20, "900m", ""),
+        deploy("large", 6, "3500m", "")
+    );
+    let out = run(&yaml, &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().nth(1).unwrap_or_default();
+    assert!(
+        line.starts_with("cost $") && line.contains(", bound $") && line.ends_with("× the bound"),
+        "{text}"
+    );
+    let json = run(&yaml, &["-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let (cost, bound) = (
+        v["cost_per_hour"].as_f64().unwrap(),
+        v["bound"]["per_hour"].as_f64().unwrap(),
+    );
+    // a lower bound, and not a trivial one: the pods' own resources are worth something
+    assert!(bound > 0.0 && bound <= cost + 1e-9, "{v}");
+    assert_eq!(v["bound"]["unplaceable_pods"], 0, "{v}");
+}
