@@ -29,6 +29,6 @@ pub use input::{
 pub use reasons::{Reason, Why};
 pub use requirements::{Incompatibility, Requirement, Requirements};
 pub use solver::{
-    Catalog, CostBound, Decision, ExistingPlacement, PlannedNodeClaim, Session, Unschedulable,
-    cost_bound, solve, solve_with,
+    Catalog, CostBound, Decision, ExistingPlacement, NodeSize, PlannedNodeClaim, Session,
+    Unschedulable, cost_bound, solve, solve_near_bound, solve_with,
 };

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::Controllers;
 use super::blockers::{Gathered, Wanted};
-use super::provisioning::WithBound;
+use super::provisioning::Packing;
 use crate::consolidation::{Alone, ClusterView, Method, alone, plan};
 use crate::disruption_rules::{budget_active, consolidatable_at};
 
@@ -239,7 +239,7 @@ impl Controllers {
                     &pools[i..=i],
                     vec![names[i].clone()],
                     alone,
-                    WithBound::No,
+                    Packing::Karpenter,
                 );
                 let d = &solved.decision;
                 let fits = d.nodeclaims.first().map(|c| Fit {
@@ -307,7 +307,13 @@ impl Controllers {
             keys.push(key.to_string());
         }
         let (pools, names) = self.pool_inputs();
-        let solved = self.solve_over(keys, &pools, names, self.solve_options(), WithBound::No);
+        let solved = self.solve_over(
+            keys,
+            &pools,
+            names,
+            self.solve_options(),
+            Packing::NearBound,
+        );
         let Some(index) = solved.pods.iter().position(|k| k == key) else {
             return (Placement::Unschedulable, Vec::new());
         };

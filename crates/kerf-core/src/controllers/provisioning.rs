@@ -86,18 +86,19 @@ pub struct Solved {
     /// Pending pods left out for their claims (`namespace/name`, why), as Karpenter ignores
     /// them until their claims are right.
     pub ignored: Vec<(String, String)>,
-    /// The lower bound on what the pending pods cost (`kerf schedule`'s dry run asks for
-    /// it), or why the linear program failed.
+    /// The lower bound on what the pending pods cost (the provisioner's solves and
+    /// `kerf schedule`'s dry run work it out), or why the linear program failed.
     pub bound: Option<Result<kerf_scheduling::CostBound, String>>,
 }
 
-/// Whether a solve works out the cost lower bound too.
+/// How a solve packs.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum WithBound {
-    /// It does: a dry run, where people compare the plan with it.
-    Yes,
-    /// It does not: every other solve.
-    No,
+pub(super) enum Packing {
+    /// As Karpenter does: a NodeClaim grows while any type still fits its pods.
+    Karpenter,
+    /// Karpenter's decision, or the cheaper one with nodes no larger than the cost bound's
+    /// optimum buys ([`kerf_scheduling::solve_near_bound`]); the bound comes with it.
+    NearBound,
 }
 
 /// How long kube-scheduler has to bind pods nominated to an initialized node before the
@@ -447,7 +448,7 @@ impl Controllers {
         let keys = self.cluster.pods_where(|p| p.wants_capacity());
         let (pools, pool_names) = self.pool_inputs();
         let options = self.solve_options();
-        let mut solved = self.solve_over(keys, &pools, pool_names, options, WithBound::Yes);
+        let mut solved = self.solve_over(keys, &pools, pool_names, options, Packing::NearBound);
         solved.ignored = (self.cluster.pods.iter())
             .filter(|(_, p)| p.node.is_none() && p.nominated.is_none())
             .filter_map(|(k, p)| Some((k.clone(), p.volume_problem.clone()?)))
@@ -462,7 +463,7 @@ impl Controllers {
         // wall-clock time, for the scheduling-duration histogram only: no decision reads it
         let started = std::time::Instant::now();
         let options = self.solve_options();
-        let solved = self.solve_over(keys, &pools, pool_names, options, WithBound::No);
+        let solved = self.solve_over(keys, &pools, pool_names, options, Packing::NearBound);
         self.metrics.scheduled(started.elapsed());
         solved
     }
@@ -484,7 +485,7 @@ impl Controllers {
         pools: &[NodePoolInput],
         pool_names: Vec<String>,
         options: SolveOptions,
-        with_bound: WithBound,
+        packing: Packing,
     ) -> Solved {
         let (existing, existing_claims) = self.capacity_in_place(pools);
         let index_by_claim: HashMap<&str, usize> = existing_claims
@@ -529,9 +530,14 @@ impl Controllers {
             requests: &requests,
             options,
         };
-        let decision = solve_with(&problem, &mut self.catalog.borrow_mut());
-        let bound = (with_bound == WithBound::Yes)
-            .then(|| kerf_scheduling::cost_bound(&problem, &mut self.catalog.borrow_mut()));
+        let catalog = &mut self.catalog.borrow_mut();
+        let (decision, bound) = match packing {
+            Packing::Karpenter => (solve_with(&problem, catalog), None),
+            Packing::NearBound => {
+                let (decision, bound) = kerf_scheduling::solve_near_bound(&problem, catalog);
+                (decision, Some(bound))
+            }
+        };
         Solved {
             decision,
             bound,

@@ -26,8 +26,8 @@ use good_lp::{
 };
 
 use super::State;
-use crate::amounts::{Amounts, NODES, SLOTS};
-use crate::input::Problem;
+use crate::amounts::{Amounts, CPU, MEMORY, NODES, SLOTS};
+use crate::input::{InstanceTypeOption, NodePoolInput, Problem};
 use crate::interned::Reqs;
 use crate::solver::catalog::Catalog;
 use crate::taints::first_untolerated;
@@ -43,6 +43,19 @@ pub struct CostBound {
     pub groups: usize,
     /// Columns in the model, after the dominated ones were dropped.
     pub columns: usize,
+    /// Per NodePool of the problem (by index), the largest node the optimum buys there:
+    /// a packing with nodes no larger can reach the bound's cost, one with larger ones may
+    /// pay for room its pods never use.
+    pub largest: Vec<Option<NodeSize>>,
+}
+
+/// A node's size as the bound's optimum buys it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeSize {
+    /// Millicores.
+    pub cpu_millis: i64,
+    /// Bytes.
+    pub memory_bytes: i64,
 }
 
 /// Alike pending pods: one set of requests, requirement alternatives and tolerations.
@@ -86,13 +99,23 @@ pub fn cost_bound(problem: &Problem<'_>, catalog: &mut Catalog) -> Result<CostBo
         .filter(|(_, p)| !**p)
         .map(|(g, _)| g.pods)
         .sum();
-    let (per_hour, left) =
+    let (per_hour, left, bought) =
         solve_lp(&state, &groups, &placeable, &columns).map_err(|e| e.to_string())?;
+    let mut largest = vec![None; problem.node_pools.len()];
+    for (column, nodes) in columns.iter().zip(bought) {
+        let Some(k) = column.pool.filter(|_| nodes > 1e-6) else {
+            continue;
+        };
+        let size: &mut NodeSize = largest[state.pools[k].input].get_or_insert_default();
+        size.cpu_millis = size.cpu_millis.max(column.capacity.0[CPU]);
+        size.memory_bytes = size.memory_bytes.max(column.capacity.0[MEMORY]);
+    }
     Ok(CostBound {
         per_hour,
         unplaceable: unplaceable + left,
         groups: groups.len(),
         columns: columns.len(),
+        largest,
     })
 }
 
@@ -308,17 +331,18 @@ fn undominated(mut columns: Vec<Column>, limited_pool: impl Fn(usize) -> bool) -
     kept
 }
 
-/// Solves the model over the groups some column takes: the optimum's cost, and how many
-/// pods the NodePools' limits leave no room for (each priced above any node, so the model
-/// places every pod it can; those it cannot are left out of the cost).
+/// Solves the model over the groups some column takes: the optimum's cost, how many pods
+/// the NodePools' limits leave no room for (each priced above any node, so the model places
+/// every pod it can; those it cannot are left out of the cost), and the nodes it buys of
+/// each column.
 fn solve_lp(
     state: &State<'_>,
     groups: &[Group],
     placeable: &[bool],
     columns: &[Column],
-) -> Result<(f64, usize), ResolutionError> {
+) -> Result<(f64, usize, Vec<f64>), ResolutionError> {
     if !placeable.iter().any(|p| *p) {
-        return Ok((0.0, 0));
+        return Ok((0.0, 0, vec![0.0; columns.len()]));
     }
     let dearest = columns.iter().map(|c| c.price).fold(0.0, f64::max);
     let left_out = 10.0 * (dearest + 1.0);
@@ -413,5 +437,56 @@ fn solve_lp(
     }
     let solution = model.solve()?;
     let left: f64 = unplaced.iter().flatten().map(|u| solution.value(*u)).sum();
-    Ok((solution.eval(&cost), left.round() as usize))
+    let bought = x
+        .iter()
+        .map(|x| x.map_or(0.0, |x| solution.value(x)))
+        .collect();
+    Ok((solution.eval(&cost), left.round() as usize, bought))
+}
+
+/// How far above the bound a decision may cost before a packing with smaller nodes is tried.
+const NEAR: f64 = 1.05;
+
+/// Karpenter's decision, or, where it costs more than the bound allows, the same solver's
+/// decision over the NodePools' types no larger than the bound's optimum buys, when that one
+/// places as many pods for less. Every rule that decides where a pod may go is the solver's
+/// in both; only the size a NodeClaim may grow to differs. Returns the bound too.
+pub fn solve_near_bound(
+    problem: &Problem<'_>,
+    catalog: &mut Catalog,
+) -> (crate::Decision, Result<CostBound, String>) {
+    let first = super::solve_with(problem, catalog);
+    let bound = cost_bound(problem, catalog);
+    let Ok(b) = &bound else {
+        return (first, bound);
+    };
+    if first.nodeclaims.is_empty() || first.cost_per_hour() <= b.per_hour * NEAR {
+        return (first, bound);
+    }
+    let capped: Vec<NodePoolInput> = (problem.node_pools.iter().zip(&b.largest))
+        .map(|(np, size)| {
+            let Some(size) = size else {
+                return np.clone();
+            };
+            let types: Vec<InstanceTypeOption> = (np.instance_types.iter())
+                .filter(|t| {
+                    t.capacity.cpu_millis <= size.cpu_millis
+                        && t.capacity.memory_bytes <= size.memory_bytes
+                })
+                .cloned()
+                .collect();
+            NodePoolInput {
+                instance_types: types.into(),
+                ..np.clone()
+            }
+        })
+        .collect();
+    let smaller = Problem {
+        node_pools: &capped,
+        ..*problem
+    };
+    let second = super::solve_with(&smaller, &mut Catalog::default());
+    let better = second.unschedulable.len() <= first.unschedulable.len()
+        && second.cost_per_hour() < first.cost_per_hour() - 1e-9;
+    (if better { second } else { first }, bound)
 }
