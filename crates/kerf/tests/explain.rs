@@ -601,12 +601,15 @@ fn a_timed_do_not_disrupt_ends_and_spot_to_spot_is_named() {
     assert!(message.contains(" until in "), "{message}");
     let late = node_at(&timed, "1h");
     assert_eq!(kinds(&late, "blockers"), ["budget"]);
+    // the six pods on one node (as Karpenter packs them), which the one left after the
+    // scale-down no longer needs
+    let together = "          affinity: {podAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {matchLabels: {app: app}}, topologyKey: kubernetes.io/hostname}]}}";
     let spot = node_at(
         &scenario(
             "{consolidateAfter: 0s, budgets: [{nodes: \"0\"}]}",
             "spot",
             "{}",
-            "",
+            together,
         ),
         "30m",
     );
