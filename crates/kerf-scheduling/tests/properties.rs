@@ -179,6 +179,20 @@ fn pod(i: usize, p: &PodSpec) -> Pod {
     .expect("valid pod")
 }
 
+/// The NodePools and pods the specs stand for.
+fn generated(pool_specs: &[PoolSpec], pod_specs: &[PodSpec]) -> (Vec<NodePoolInput>, Vec<Pod>) {
+    let types = types();
+    let pools = (pool_specs.iter().enumerate())
+        .map(|(i, p)| node_pool(i, p, &types))
+        .collect();
+    let pods = pod_specs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| pod(i, p))
+        .collect();
+    (pools, pods)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
@@ -187,9 +201,7 @@ proptest! {
         pool_specs in proptest::collection::vec(pool_strategy(), 1..4),
         pod_specs in proptest::collection::vec(pod_strategy(), 1..40),
     ) {
-        let types = types();
-        let pools: Vec<NodePoolInput> = pool_specs.iter().enumerate().map(|(i, p)| node_pool(i, p, &types)).collect();
-        let pods: Vec<Pod> = pod_specs.iter().enumerate().map(|(i, p)| pod(i, p)).collect();
+        let (pools, pods) = generated(&pool_specs, &pod_specs);
         let pods: Vec<&Pod> = pods.iter().collect();
         let problem = Problem::new(&pools, &pods);
         let d = solve(&problem);
@@ -206,7 +218,7 @@ proptest! {
         for c in &d.nodeclaims {
             let np = &pools[c.node_pool];
             let spec = &pool_specs[c.node_pool];
-            let t = types.iter().find(|t| t.name == c.launch.instance_type).expect("a known type");
+            let t = pools[c.node_pool].instance_types.iter().find(|t| t.name == c.launch.instance_type).expect("a known type");
             // the launch is one of the type's available offerings, allowed by the pool
             prop_assert!(t.offerings.iter().any(|o| o.zone == c.launch.zone && o.capacity_type == c.launch.capacity_type));
             prop_assert!(spec.zones.iter().any(|z| ZONES[*z] == c.launch.zone));
@@ -271,9 +283,7 @@ proptest! {
         pool_specs in proptest::collection::vec(pool_strategy(), 1..4),
         pod_specs in proptest::collection::vec(pod_strategy(), 1..40),
     ) {
-        let types = types();
-        let pools: Vec<NodePoolInput> = pool_specs.iter().enumerate().map(|(i, p)| node_pool(i, p, &types)).collect();
-        let pods: Vec<Pod> = pod_specs.iter().enumerate().map(|(i, p)| pod(i, p)).collect();
+        let (pools, pods) = generated(&pool_specs, &pod_specs);
         let pods: Vec<&Pod> = pods.iter().collect();
         let problem = Problem::new(&pools, &pods);
         let d = solve(&problem);

@@ -64,6 +64,8 @@ struct Group {
     /// The alternatives a node may meet (one per required node affinity term).
     reqs: Vec<Reqs>,
     tolerations: usize,
+    /// Its first pod, whose tolerations stand for the group's.
+    first: usize,
     /// Whether preferences or topology may send its pods past the first NodePool that
     /// takes them.
     wanders: bool,
@@ -157,6 +159,7 @@ impl State<'_> {
                     requests: info.requests,
                     reqs,
                     tolerations: self.toleration_ids[i] as usize,
+                    first: i,
                     wanders,
                     pods: 1,
                 }),
@@ -165,11 +168,9 @@ impl State<'_> {
         groups
     }
 
-    /// The pod a group stands for (its first), for its tolerations.
+    /// The tolerations a group's pods share.
     fn tolerations_of(&self, group: &Group) -> &[k8s_openapi::api::core::v1::Toleration] {
-        let first =
-            (0..self.pods.len()).find(|i| self.toleration_ids[*i] as usize == group.tolerations);
-        first.map_or(&[][..], |i| &self.pods[i].tolerations)
+        &self.pods[group.first].tolerations
     }
 
     /// The room left on each existing node, for the groups its labels and taints admit.
@@ -180,17 +181,18 @@ impl State<'_> {
                 continue;
             }
             let taints = self.taints_of(bin);
+            let room = self.headroom(bin);
             let admits: Vec<bool> = (groups.iter())
                 .map(|g| {
                     first_untolerated(self.tolerations_of(g), taints, true).is_none()
                         && (g.reqs.iter()).any(|r| bin.reqs.intersects(r, &self.symbols).is_ok())
-                        && g.requests.fits(&self.headroom(bin))
+                        && g.requests.fits(&room)
                 })
                 .collect();
             if admits.iter().any(|a| *a) {
                 out.push(Column {
                     price: 0.0,
-                    room: self.headroom(bin),
+                    room,
                     capacity: Amounts::default(),
                     pool: None,
                     groups: admits,
