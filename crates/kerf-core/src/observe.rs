@@ -70,6 +70,10 @@ pub enum Observation {
     InstanceTypes {
         /// The node class.
         node_class: String,
+        /// The class as it was asked about ([`Action::ListInstanceTypes`]'s `spec`): an
+        /// answer for a class that changed since is stale, and the ask the change raised
+        /// brings the fresh one.
+        spec: Option<Box<kerf_api::EC2NodeClass>>,
         /// Its instance types.
         types: Arc<[InstanceTypeOption]>,
     },
@@ -159,7 +163,24 @@ impl Controllers {
             Observation::Applied(object) => self.applied(object, now),
             Observation::Deleted { kind, key } => self.deleted(&kind, &key, now),
             Observation::Notice(notice) => self.notice(&notice, now),
-            Observation::InstanceTypes { node_class, types } => {
+            Observation::InstanceTypes {
+                node_class,
+                spec,
+                types,
+            } => {
+                let now_held = self.cluster.node_classes.get(&node_class);
+                let same = |a: &kerf_api::EC2NodeClass, b: &kerf_api::EC2NodeClass| {
+                    a.spec == b.spec && a.status == b.status
+                };
+                let current = match (spec.as_deref(), now_held) {
+                    (Some(asked), Some(held)) => same(asked, held),
+                    (asked, held) => asked.is_none() && held.is_none(),
+                };
+                if !current {
+                    // the class changed while the cloud worked this out: the types of its
+                    // old subnets or images would stay until the next change
+                    return;
+                }
                 self.provisioning.types_asked.remove(&node_class);
                 let asked = |a: &Action| matches!(a, Action::ListInstanceTypes { node_class: c, .. } if *c == node_class);
                 self.actions.retain(|a| !asked(a));

@@ -117,7 +117,18 @@ impl Observe for Controllers {
     }
     fn set_instance_types(&mut self, class: &str, types: Arc<[InstanceTypeOption]>) {
         let node_class = class.to_string();
-        let answer = Observation::InstanceTypes { node_class, types };
+        // answered for the class as the controllers hold it
+        let spec = self
+            .cluster()
+            .node_classes()
+            .get(class)
+            .cloned()
+            .map(Box::new);
+        let answer = Observation::InstanceTypes {
+            node_class,
+            spec,
+            types,
+        };
         self.observe(answer, Duration::ZERO);
     }
     fn apply_node(&mut self, name: String, record: NodeRecord, now: Duration) {
@@ -1400,6 +1411,36 @@ fn a_node_classs_instance_types_are_asked_for_once_and_their_answer_lets_its_poo
     });
     let name = spec.and_then(|c| c.metadata.name.as_deref());
     assert_eq!(name, Some("default"), "{changed:?}");
+}
+
+#[test]
+fn an_answer_for_a_class_that_changed_since_it_was_asked_is_left_for_the_fresh_one() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    // the class is seen before its status is resolved: asked for with no subnets
+    core.apply_node_class(node_class(&[]));
+    core.apply_node_pool(pool());
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let asked = core.poll(secs(0));
+    let stale = asked.iter().find_map(|a| match a {
+        Action::ListInstanceTypes { spec, .. } => Some(spec.clone()),
+        _ => None,
+    });
+    let stale = stale.expect("the class's types asked for");
+    // its status is written (subnets resolved) while the cloud works the first answer out
+    core.apply_node_class(resolved_class(&["ami-1"], &["subnet-1"], &[]));
+    let answer = Observation::InstanceTypes {
+        node_class: "default".into(),
+        spec: stale,
+        types: Arc::from(Vec::new()),
+    };
+    core.observe(answer, secs(1));
+    // the stale answer (nothing offered in no subnet) is not taken, and the fresh ask stands
+    let then = run_until(&mut core, 1, 15);
+    assert_eq!(types_asked(&then), ["default"], "{then:?}");
+    assert!(core.cluster().instance_types().get("default").is_none());
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    let launched = run_until(&mut core, 16, 30);
+    assert_eq!(created(&launched).len(), 1, "{launched:?}");
 }
 
 /// The node class status controller's requests among `actions`, shortly: `resolve`,

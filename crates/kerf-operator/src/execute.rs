@@ -352,7 +352,12 @@ impl<C: CloudProvider> Executor<C> {
             }
             Action::ListInstanceTypes { node_class, spec } => {
                 let types = self.cloud.instance_types(spec.as_deref());
-                core.observe(Observation::InstanceTypes { node_class, types }, now());
+                let answer = Observation::InstanceTypes {
+                    node_class,
+                    spec,
+                    types,
+                };
+                core.observe(answer, now());
             }
             Action::ResolveNodeClass { node_class, class } => {
                 let resolved = self.cloud.resolve_node_class(&node_class, &class).await;

@@ -9,6 +9,7 @@
 mod moto;
 mod support;
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::{InstanceStateName, InstanceType, ResourceType};
@@ -99,6 +100,18 @@ fn launched_claim(cp: &ControlPlane, pool: Option<&str>, except: &str) -> Option
         .iter()
         .find(|c| c["metadata"]["name"] != except && launched_and_labelled(c))
         .cloned()
+}
+
+/// Registers a Node for every launched NodeClaim not in `registered` yet, as each instance's
+/// kubelet would: a packing may spread pods over more than one new node.
+fn register_every_launched(cp: &ControlPlane, registered: &mut BTreeSet<String>) {
+    let claims = json_of(cp, &["get", "nodeclaims"]);
+    for claim in claims["items"].as_array().into_iter().flatten() {
+        let name = claim["metadata"]["name"].as_str().unwrap_or_default();
+        if launched_and_labelled(claim) && !registered.contains(name) {
+            registered.insert(register(cp, claim));
+        }
+    }
 }
 
 /// The NodeClaim's instance as EC2 describes it, checked against its EC2NodeClass as the API
@@ -605,12 +618,19 @@ async fn when_spot_runs_out_seed_000s_on_demand_fallback_launches_within_seconds
     // spot returns: once the refusals age out of the unavailable-offerings memory
     // (`MEMORY`), consolidation replaces the on-demand node with a spot node of the heavier
     // NodePool, and the pods move to it
-    register(&cp, &fallback);
+    let mut registered = BTreeSet::new();
     wait_for(
-        "3 pods running on the fallback node",
+        "3 pods running on the on-demand fallback",
         LIMIT,
-        || (running(&cp) == 3).then_some(()),
-        || cp.kubectl_ok(&["get", "pods", "-o", "wide"], None),
+        || {
+            register_every_launched(&cp, &mut registered);
+            (running(&cp) == 3).then_some(())
+        },
+        || {
+            let claims = cp.kubectl_ok(&["get", "nodeclaims"], None);
+            let pods = cp.kubectl_ok(&["get", "pods", "-o", "wide"], None);
+            format!("{claims}\n{pods}\n{}", log())
+        },
     );
     moto.refuse_spot(false);
     let spot = wait_for(
@@ -625,14 +645,22 @@ async fn when_spot_runs_out_seed_000s_on_demand_fallback_launches_within_seconds
     );
     // a spot instance is its class's too (moto gives spot instances the VPC's default group)
     check_claim(&cp, &ec2, &spot).await;
-    let node = register(&cp, &spot);
     wait_for(
-        "the pods moved to the spot node",
+        "the pods moved to spot nodes",
         LIMIT,
         || {
+            register_every_launched(&cp, &mut registered);
+            let spot_nodes = json_of(
+                &cp,
+                &["get", "nodes", "-l", "karpenter.sh/capacity-type=spot"],
+            );
+            let spot_nodes: BTreeSet<&str> = (spot_nodes["items"].as_array()?.iter())
+                .filter_map(|n| n["metadata"]["name"].as_str())
+                .collect();
             let pods = json_of(&cp, &["get", "pods", "-l", "app=inflate"]);
             let on_spot = pods["items"].as_array()?.iter().all(|p| {
-                p["status"]["phase"] == "Running" && p["spec"]["nodeName"] == node.as_str()
+                p["status"]["phase"] == "Running"
+                    && spot_nodes.contains(p["spec"]["nodeName"].as_str().unwrap_or_default())
             });
             (on_spot && running(&cp) == 3).then_some(())
         },

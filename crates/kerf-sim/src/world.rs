@@ -784,7 +784,9 @@ impl World {
             Action::DeleteNode { node } => self.delete_node(&node),
             // the cloud lists its instances, each with the NodeClaim it was launched for
             // the simulated cloud reads the class as the API server holds it
-            Action::ListInstanceTypes { node_class, .. } => self.offer_instance_types(&node_class),
+            Action::ListInstanceTypes { node_class, spec } => {
+                self.offer_instance_types(node_class, spec)
+            }
             Action::ListInstances => {
                 let listed: Vec<CloudInstance> = (self.instances.values())
                     .map(|(claim, i)| CloudInstance {
@@ -1381,12 +1383,16 @@ impl World {
 
     /// Tells the controllers what a node class can launch (the cloud provider's instance
     /// types, every offering available: the controllers track capacity errors).
-    fn offer_instance_types(&mut self, class: &str) {
-        let types = self.offered_catalog(class);
+    fn offer_instance_types(&mut self, node_class: String, spec: Option<Box<EC2NodeClass>>) {
+        let types = self.offered_catalog(&node_class);
         let types = scheduler_options(&types, |_, _, _| false).into();
-        let node_class = class.to_string();
+        let answer = Observation::InstanceTypes {
+            node_class,
+            spec,
+            types,
+        };
         let now = self.now;
-        (self.core).observe(Observation::InstanceTypes { node_class, types }, now);
+        self.core.observe(answer, now);
     }
 
     /// Writes an object to the simulated API server; Kerf's watch sees it.

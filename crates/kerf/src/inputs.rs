@@ -327,6 +327,7 @@ fn observe_catalog(
         core.observe(
             Observation::InstanceTypes {
                 node_class: class,
+                spec: read.cloned().map(Box::new),
                 types,
             },
             now,
