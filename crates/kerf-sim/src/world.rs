@@ -1383,7 +1383,11 @@ impl World {
 
     /// Tells the controllers what a node class can launch (the cloud provider's instance
     /// types, every offering available: the controllers track capacity errors).
-    fn offer_instance_types(&mut self, node_class: String, spec: Option<Box<EC2NodeClass>>) {
+    fn offer_instance_types(
+        &mut self,
+        node_class: String,
+        spec: Option<Box<kerf_api::EC2NodeClass>>,
+    ) {
         let types = self.offered_catalog(&node_class);
         let types = scheduler_options(&types, |_, _, _| false).into();
         let answer = Observation::InstanceTypes {

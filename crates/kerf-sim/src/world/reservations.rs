@@ -94,12 +94,13 @@ impl World {
 
     /// A reservation's room changed (a launch into it, an instance gone, one ending): the
     /// cloud's offerings for each class listing it changed, and the classes' instance types
-    /// are offered anew, as the AWS provider's fleet tells the controllers.
+    /// are asked for anew, as the AWS provider's fleet tells the controllers.
     pub(super) fn sync_reservations(&mut self) {
         if self.scenario.spec.cloud.reservations.is_empty() {
             return;
         }
         let classes: Vec<String> = self.objects.node_classes.keys().cloned().collect();
+        let mut changed = false;
         for name in classes {
             let listed = (self.objects.node_classes.get(&name))
                 .and_then(|c| c.status.as_ref())
@@ -109,9 +110,13 @@ impl World {
                 .map(|r| (r.id.clone(), self.reservation_room(&r.id)))
                 .collect();
             if self.reservations_offered.get(&name) != Some(&rooms) {
-                self.offer_instance_types(&name);
+                changed = true;
                 self.reservations_offered.insert(name, rooms);
             }
+        }
+        if changed {
+            let now = self.now;
+            (self.core).observe(kerf_core::observe::Observation::OfferingsChanged, now);
         }
     }
 
