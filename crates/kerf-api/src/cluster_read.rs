@@ -1,5 +1,5 @@
 //! Karpenter's kinds read from a live cluster, forward-compatibly. A cluster that ran a newer
-//! Karpenter holds fields and enum values Kerf does not know (`consolidationPolicy: Balanced`,
+//! Karpenter holds fields and enum values Kerf does not know (a `consolidationPolicy` of a later version,
 //! a budget reason `Unhealthy`, an EC2NodeClass's `placementGroupSelector`). Files handed to
 //! `kerf validate` and `kerf schedule` are read strictly ([`crate::manifest`]); an object in a
 //! cluster is read as far as Kerf understands it, and what it does not understand limits
@@ -120,7 +120,7 @@ fn disruption_values(value: &mut Value, gaps: &mut Gaps) {
         gaps.problems.push(Problem::new(
             "spec.disruption.consolidationPolicy",
             format!(
-                "value {policy:?} is not one Kerf knows (WhenEmpty, WhenEmptyOrUnderutilized): \
+                "value {policy:?} is not one Kerf knows (WhenEmpty, WhenEmptyOrUnderutilized, Balanced): \
                  the NodePool is provisioned for but not consolidated"
             ),
         ));
@@ -236,10 +236,10 @@ mod tests {
     }
 
     #[test]
-    fn balanced_is_provisioned_for_but_never_consolidated() {
+    fn an_unknown_policy_is_provisioned_for_but_never_consolidated() {
         let r = read::<NodePool>(
             "NodePool",
-            &pool(json!({"consolidateAfter": "30s", "consolidationPolicy": "Balanced"})),
+            &pool(json!({"consolidateAfter": "30s", "consolidationPolicy": "Frugal"})),
         );
         let np = r.object.expect("typed");
         assert_eq!(
@@ -252,7 +252,7 @@ mod tests {
             paths,
             ["spec.disruption.consolidationPolicy", "status.somethingNew"]
         );
-        assert!(r.gaps.problems[0].message.contains("\"Balanced\""));
+        assert!(r.gaps.problems[0].message.contains("\"Frugal\""));
     }
 
     #[test]

@@ -135,6 +135,10 @@ pub enum ConsolidationPolicy {
     /// Empty nodes, and nodes whose pods fit elsewhere or on a cheaper node.
     #[default]
     WhenEmptyOrUnderutilized,
+    /// As `WhenEmptyOrUnderutilized`, but a move must save enough for the pods it moves
+    /// (Karpenter v1.14: its share of the NodePool's cost over its share of the NodePool's
+    /// disruption cost at least 1/k, k = 2).
+    Balanced,
 }
 
 /// Disruption policy of a NodePool.

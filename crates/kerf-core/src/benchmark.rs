@@ -159,6 +159,7 @@ impl Cluster {
         for d in &self.daemonsets {
             requested.add(&pod_requests(d));
         }
+        let disruption_cost = crate::disruption_rules::node_disruption_cost(&pods);
         let mut on_node = Vec::with_capacity(pods.len());
         for p in pods {
             requested.add(&pod_requests(&p));
@@ -190,10 +191,12 @@ impl Cluster {
             node_pool: Some(0),
             price_per_hour: price,
             capacity_type: crate::cluster::CapacityType::OnDemand,
+            disruption_cost,
             pods: on_node,
             disruptable,
             consolidatable: true,
             drifted: false,
+            replace_backoff: false,
         });
     }
 
@@ -214,6 +217,7 @@ impl Cluster {
             allowed: reasons.into_iter().map(|r| ((0, r), allowed)).collect(),
             spot_to_spot: false,
             options: kerf_scheduling::SolveOptions::default(),
+            min_savings: crate::consolidation::MinSavings::default(),
         }
     }
 

@@ -40,6 +40,12 @@ pub struct NodeView {
     pub consolidatable: bool,
     /// Whether it has drifted from its NodePool or node class.
     pub drifted: bool,
+    /// What moving its pods costs, as Karpenter's Balanced policy weighs it
+    /// ([`crate::disruption_rules::node_disruption_cost`]).
+    pub disruption_cost: f64,
+    /// Whether a replacement for it failed to launch lately and the wait after it has not
+    /// run out: moves that launch nothing may still take it.
+    pub replace_backoff: bool,
 }
 
 /// The cluster, as one pass reads it.
@@ -63,6 +69,129 @@ pub struct ClusterView<'a> {
     /// The policies replacements are planned under (PREFERENCE_POLICY, MIN_VALUES_POLICY),
     /// as provisioning plans them.
     pub options: kerf_scheduling::SolveOptions,
+    /// The least a consolidation move must save.
+    pub min_savings: MinSavings,
+}
+
+/// The least a consolidation move (not an empty node's deletion, not a drift replacement)
+/// must save for its disruption to be worth it, so churn is a choice. Both must hold; zero
+/// (the default) asks only that the move save something, as Karpenter does.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MinSavings {
+    /// Dollars per hour.
+    pub per_hour: f64,
+    /// Percent of what the disrupted nodes cost.
+    pub percent: f64,
+}
+
+impl MinSavings {
+    /// Whether saving `savings` of nodes costing `price` per hour is enough.
+    pub fn met(&self, savings: f64, price: f64) -> bool {
+        savings > 0.0 && savings >= self.per_hour && savings * 100.0 >= self.percent * price
+    }
+}
+
+/// Karpenter's `k` for the Balanced policy: a move passes when its share of the NodePool's
+/// cost saved is at least 1/k of its share of the NodePool's disruption cost.
+pub const BALANCED_K: f64 = 2.0;
+
+/// A NodePool's cost and disruption cost, the denominators of the Balanced score.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PoolTotals {
+    /// What its nodes cost per hour.
+    pub cost: f64,
+    /// The sum of its nodes' disruption costs.
+    pub disruption: f64,
+}
+
+/// A move's Balanced score for one NodePool: its savings fraction over its disruption
+/// fraction (0 when it saves nothing or the pool's totals are zero; infinite when it
+/// disrupts nothing).
+pub fn balanced_score(savings: f64, disruption: f64, totals: PoolTotals) -> f64 {
+    if totals.cost <= 0.0 || totals.disruption <= 0.0 || savings <= 0.0 {
+        return 0.0;
+    }
+    let disrupted = disruption / totals.disruption;
+    if disrupted == 0.0 {
+        return f64::INFINITY;
+    }
+    (savings / totals.cost) / disrupted
+}
+
+/// Whether a move is worth making: the minimum saving, and for each Balanced NodePool it
+/// disrupts, Karpenter's score (a multi-pool move's saving shared by what each pool's
+/// candidates cost).
+pub struct Worth<'v> {
+    view: &'v ClusterView<'v>,
+    totals: Vec<PoolTotals>,
+}
+
+impl<'v> Worth<'v> {
+    /// Works out each NodePool's totals over all its nodes, candidates or not.
+    pub fn new(view: &'v ClusterView<'v>) -> Worth<'v> {
+        let mut totals = vec![PoolTotals::default(); view.node_pools.len()];
+        for n in &view.nodes {
+            if let Some(t) = n.node_pool.and_then(|p| totals.get_mut(p)) {
+                t.cost += n.price_per_hour;
+                t.disruption += n.disruption_cost;
+            }
+        }
+        Worth { view, totals }
+    }
+
+    fn balanced(&self, pool: usize) -> bool {
+        let policy = self.view.node_pool_objects[pool]
+            .spec
+            .disruption
+            .consolidation_policy;
+        policy == ConsolidationPolicy::Balanced
+    }
+
+    /// The node's score were it deleted outright (the best any move on it can do), when
+    /// its NodePool is Balanced.
+    pub fn best_score(&self, node: usize) -> Option<f64> {
+        let n = &self.view.nodes[node];
+        let pool = n.node_pool.filter(|p| self.balanced(*p))?;
+        Some(balanced_score(
+            n.price_per_hour,
+            n.disruption_cost,
+            self.totals[pool],
+        ))
+    }
+
+    /// Whether deleting the node outright could pass its NodePool's score: if not, no move
+    /// on it can.
+    pub fn can_pass(&self, node: usize) -> bool {
+        self.best_score(node)
+            .is_none_or(|score| score >= 1.0 / BALANCED_K)
+    }
+
+    /// Whether a move on `candidates` saving `savings` per hour is worth it.
+    pub fn approves(&self, candidates: &[usize], savings: f64) -> bool {
+        let nodes = &self.view.nodes;
+        let price: f64 = candidates.iter().map(|i| nodes[*i].price_per_hour).sum();
+        if !self.view.min_savings.met(savings, price) {
+            return false;
+        }
+        let mut by_pool: BTreeMap<usize, (f64, f64)> = BTreeMap::new();
+        for i in candidates {
+            if let Some(p) = nodes[*i].node_pool {
+                let e = by_pool.entry(p).or_default();
+                e.0 += nodes[*i].price_per_hour;
+                e.1 += nodes[*i].disruption_cost;
+            }
+        }
+        let shared = by_pool.len() > 1 && price > 0.0;
+        by_pool.iter().all(|(p, (cost, disruption))| {
+            let saved = if shared {
+                savings * cost / price
+            } else {
+                savings
+            };
+            !self.balanced(*p)
+                || balanced_score(saved, *disruption, self.totals[*p]) >= 1.0 / BALANCED_K
+        })
+    }
 }
 
 impl ClusterView<'_> {
@@ -136,17 +265,46 @@ pub fn plan(view: &ClusterView<'_>, catalog: &mut Catalog) -> Option<Command> {
     if !drifted && disruption_order(view).is_empty() {
         return None;
     }
-    with_session(view, catalog, |session| {
+    let worth = Worth::new(view);
+    let found = with_session(view, &view.node_pools, catalog, |session| {
         drift(view, session)
-            .or_else(|| delete_many(view, session))
-            .or_else(|| replace_many(view, session))
-            .or_else(|| replace_one(view, session))
-    })
+            .or_else(|| delete_many(view, &worth, session))
+            .or_else(|| replace_many(view, &worth, session))
+            .or_else(|| replace_one(view, &worth, session))
+    });
+    match found {
+        // the node Karpenter's packing would replace may do better split
+        Some(c) if c.method == Method::SingleNode => Some(split_if_cheaper(view, &worth, c)),
+        Some(c) => Some(c),
+        None => split(view, &worth, catalog),
+    }
 }
 
-/// Compiles the view once into a session and asks `questions` of it.
+/// A single-node replacement, or the split of the same node when that saves more.
+fn split_if_cheaper(view: &ClusterView<'_>, worth: &Worth<'_>, single: Command) -> Command {
+    let [node] = single.candidates[..] else {
+        return single;
+    };
+    let split = split_replacements(view, node, &mut Catalog::default()).and_then(|r| {
+        let savings = cheaper_replacement(view, &[node], &r)?;
+        (savings > single.savings + 1e-9 && worth.approves(&[node], savings))
+            .then_some((r, savings))
+    });
+    match split {
+        Some((replacements, savings)) => Command {
+            replacements,
+            savings,
+            ..single
+        },
+        None => single,
+    }
+}
+
+/// Compiles the view once into a session, new nodes launching from `node_pools`, and asks
+/// `questions` of it.
 fn with_session<R>(
     view: &ClusterView<'_>,
+    node_pools: &[NodePoolInput],
     catalog: &mut Catalog,
     questions: impl FnOnce(&mut Session<'_>) -> R,
 ) -> R {
@@ -158,7 +316,7 @@ fn with_session<R>(
         daemonsets: view.daemonsets,
         requests: &view.requests,
         options: view.options,
-        ..Problem::new(&view.node_pools, &[])
+        ..Problem::new(node_pools, &[])
     };
     let mut session = Session::with_catalog(&problem, &view.pods, catalog);
     questions(&mut session)
@@ -186,6 +344,14 @@ pub enum Alone {
     },
     /// Its pods would need this many new nodes.
     NeedsNodes(usize),
+    /// Smaller nodes (or another size) than Karpenter's packing picks would take its pods
+    /// for less.
+    Split {
+        /// The new nodes' cheapest instance types.
+        instance_types: Vec<String>,
+        /// What they cost together per hour.
+        price_per_hour: f64,
+    },
     /// The cheapest replacement costs as much or more.
     NotCheaper {
         /// The replacement's cheapest instance type.
@@ -204,10 +370,31 @@ pub enum Alone {
     },
 }
 
-/// Consolidates `node` alone, as single-node consolidation would (see [`Alone`]).
+/// Consolidates `node` alone, as single-node consolidation would (see [`Alone`]), and
+/// where that finds no cheaper node, as a split would.
 pub fn alone(view: &ClusterView<'_>, node: usize) -> Alone {
+    let single = alone_single(view, node);
+    if !matches!(single, Alone::NeedsNodes(_) | Alone::NotCheaper { .. }) {
+        return single;
+    }
+    let Some(replacements) = split_replacements(view, node, &mut Catalog::default()) else {
+        return single;
+    };
+    match cheaper_replacement(view, &[node], &replacements) {
+        Some(savings) => Alone::Split {
+            instance_types: replacements
+                .iter()
+                .map(|r| r.launch.instance_type.clone())
+                .collect(),
+            price_per_hour: view.nodes[node].price_per_hour - savings,
+        },
+        None => single,
+    }
+}
+
+fn alone_single(view: &ClusterView<'_>, node: usize) -> Alone {
     let n = &view.nodes[node];
-    with_session(view, &mut Catalog::default(), |session| {
+    with_session(view, &view.node_pools, &mut Catalog::default(), |session| {
         if session
             .try_remove(&[node], &n.pods, false)
             .unschedulable
@@ -223,7 +410,16 @@ pub fn alone(view: &ClusterView<'_>, node: usize) -> Alone {
             };
         }
         let [r] = decision.nodeclaims.as_slice() else {
-            return Alone::NeedsNodes(decision.nodeclaims.len());
+            let nodes = &decision.nodeclaims;
+            return match cheaper_replacement(view, &[node], nodes) {
+                Some(savings) => Alone::Split {
+                    instance_types: (nodes.iter())
+                        .map(|r| r.launch.instance_type.clone())
+                        .collect(),
+                    price_per_hour: n.price_per_hour - savings,
+                },
+                None => Alone::NeedsNodes(nodes.len()),
+            };
         };
         let spot = r.launch.capacity_type == labels::CAPACITY_TYPE_SPOT;
         if spot && n.capacity_type == crate::cluster::CapacityType::Spot {
@@ -289,7 +485,7 @@ fn policy_allows(view: &ClusterView<'_>, n: &NodeView, reason: DisruptionReason)
     match reason {
         DisruptionReason::Empty => n.consolidatable,
         DisruptionReason::Underutilized => {
-            n.consolidatable && policy == ConsolidationPolicy::WhenEmptyOrUnderutilized
+            n.consolidatable && policy != ConsolidationPolicy::WhenEmpty
         }
         DisruptionReason::Drifted => true,
     }
@@ -406,7 +602,11 @@ fn disruption_order(view: &ClusterView<'_>) -> Vec<usize> {
     order
 }
 
-fn delete_many(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> {
+fn delete_many(
+    view: &ClusterView<'_>,
+    worth: &Worth<'_>,
+    session: &mut Session<'_>,
+) -> Option<Command> {
     // free room per node, kept current as pods move, for the cheap bound before each try
     let mut room = Room::new(view);
     let mut budget = Allowance::new(view, DisruptionReason::Underutilized);
@@ -414,7 +614,8 @@ fn delete_many(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Comm
     let mut savings = 0.0;
     for i in disruption_order(view) {
         let n = &view.nodes[i];
-        if !budget.has_room(n) || !room.fits_elsewhere(i) {
+        // a deletion's score is its best: one that passes alone passes in any set of them
+        if !budget.has_room(n) || !worth.can_pass(i) || !room.fits_elsewhere(i) {
             continue;
         }
         let decision = session.try_remove(&[i], &n.pods, false);
@@ -427,7 +628,7 @@ fn delete_many(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Comm
         }
     }
     session.undo();
-    (!chosen.is_empty()).then_some(Command {
+    (!chosen.is_empty() && worth.approves(&chosen, savings)).then_some(Command {
         reason: DisruptionReason::Underutilized,
         method: Method::MultiNode,
         candidates: chosen,
@@ -523,14 +724,17 @@ fn cheapest_possible(view: &ClusterView<'_>, moving: &[usize]) -> f64 {
         .fold(f64::MAX, f64::min)
 }
 
-/// Whether one replacement for `candidates` is allowed and strictly cheaper: spot nodes are
-/// replaced by spot only behind SpotToSpotConsolidation and with enough cheaper types.
+/// What replacing `candidates` with `replacements` (one or more) saves per hour, when that
+/// is allowed and strictly cheaper: spot nodes are replaced by spot only behind
+/// SpotToSpotConsolidation and with enough cheaper types for each spot replacement.
 fn cheaper_replacement(
     view: &ClusterView<'_>,
     candidates: &[usize],
     replacements: &[PlannedNodeClaim],
 ) -> Option<f64> {
-    let [r] = replacements else { return None };
+    if replacements.is_empty() {
+        return None;
+    }
     let price: f64 = candidates
         .iter()
         .map(|i| view.nodes[*i].price_per_hour)
@@ -538,27 +742,35 @@ fn cheaper_replacement(
     let all_spot = candidates
         .iter()
         .all(|i| view.nodes[*i].capacity_type == crate::cluster::CapacityType::Spot);
-    if all_spot && r.launch.capacity_type == labels::CAPACITY_TYPE_SPOT {
-        let cheaper = r
-            .instance_types
-            .iter()
-            .filter(|o| o.price_per_hour < price)
-            .count();
-        if !view.spot_to_spot || cheaper < SPOT_TO_SPOT_MIN_TYPES {
-            return None;
+    for r in replacements {
+        if all_spot && r.launch.capacity_type == labels::CAPACITY_TYPE_SPOT {
+            let cheaper = r
+                .instance_types
+                .iter()
+                .filter(|o| o.price_per_hour < price)
+                .count();
+            if !view.spot_to_spot || cheaper < SPOT_TO_SPOT_MIN_TYPES {
+                return None;
+            }
         }
     }
-    (r.launch.price_per_hour < price).then_some(price - r.launch.price_per_hour)
+    let cost: f64 = replacements.iter().map(|r| r.launch.price_per_hour).sum();
+    (cost < price).then_some(price - cost)
 }
 
-/// Several nodes replaced by one cheaper node: the longest prefix of the disruption order
-/// (within budget) whose pods one new node and the other nodes can take, found by binary
-/// search as Karpenter does; deletions were already tried node by node.
-fn replace_many(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> {
+/// Several nodes repacked at once onto cheaper new ones and the other nodes: the longest
+/// prefix of the disruption order (within budget, no fixed cap) whose pods that costs less
+/// for, found by binary search as Karpenter does (which allows one new node only);
+/// deletions were already tried node by node.
+fn replace_many(
+    view: &ClusterView<'_>,
+    worth: &Worth<'_>,
+    session: &mut Session<'_>,
+) -> Option<Command> {
     let mut budget = Allowance::new(view, DisruptionReason::Underutilized);
     let order: Vec<usize> = disruption_order(view)
         .into_iter()
-        .filter(|i| budget.take(&view.nodes[*i]))
+        .filter(|i| !view.nodes[*i].replace_backoff && budget.take(&view.nodes[*i]))
         .collect();
     let (mut lo, mut hi) = (2, order.len());
     let mut best = None;
@@ -570,7 +782,8 @@ fn replace_many(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Com
             .flat_map(|i| view.nodes[*i].pods.iter().copied())
             .collect();
         let outcome = placed(session.try_remove(prefix, &pods, true))
-            .and_then(|r| cheaper_replacement(view, prefix, &r).map(|s| (r, s)));
+            .and_then(|r| cheaper_replacement(view, prefix, &r).map(|s| (r, s)))
+            .filter(|(_, savings)| worth.approves(prefix, *savings));
         match outcome {
             Some((replacements, savings)) => {
                 best = Some(Command {
@@ -589,7 +802,11 @@ fn replace_many(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Com
     best
 }
 
-fn replace_one(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> {
+fn replace_one(
+    view: &ClusterView<'_>,
+    worth: &Worth<'_>,
+    session: &mut Session<'_>,
+) -> Option<Command> {
     let mut order = disruption_order(view);
     // the most expensive node has the most to save
     order.sort_by(|a, b| {
@@ -600,13 +817,18 @@ fn replace_one(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Comm
     let budget = Allowance::new(view, DisruptionReason::Underutilized);
     for i in order {
         let n = &view.nodes[i];
-        if !budget.has_room(n) || cheapest_possible(view, &n.pods) >= n.price_per_hour {
+        if !budget.has_room(n)
+            || n.replace_backoff
+            || !worth.can_pass(i)
+            || cheapest_possible(view, &n.pods) >= n.price_per_hour
+        {
             continue;
         }
         let Some(replacements) = placed(session.try_remove(&[i], &n.pods, true)) else {
             continue;
         };
-        if let Some(savings) = cheaper_replacement(view, &[i], &replacements) {
+        let savings = cheaper_replacement(view, &[i], &replacements);
+        if let Some(savings) = savings.filter(|s| worth.approves(&[i], *s)) {
             session.undo();
             return Some(Command {
                 reason: DisruptionReason::Underutilized,
@@ -619,4 +841,121 @@ fn replace_one(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Comm
     }
     session.undo();
     None
+}
+
+/// How many candidates a pass works out a split for: each costs a linear program, and one
+/// that finds room a session compiled over the whole cluster.
+const SPLIT_TRIES: usize = 4;
+
+/// One node replaced by several smaller, cheaper ones, or by one of another size than
+/// Karpenter's packing picks (Karpenter stops at "Can't remove without creating 2
+/// candidates" and at its single cheapest replacement). Candidates are taken by what a
+/// split could save at most, from the cheapest any type could run their cpu and memory
+/// for; for each, the LP bound of its pods says whether a packing could save enough, and
+/// if so its pods are placed again with each NodePool's types capped at the largest the
+/// bound's optimum buys.
+fn split(view: &ClusterView<'_>, worth: &Worth<'_>, catalog: &mut Catalog) -> Option<Command> {
+    let budget = Allowance::new(view, DisruptionReason::Underutilized);
+    let floor = UnitPrices::new(view);
+    let mut order: Vec<(usize, f64)> = disruption_order(view)
+        .into_iter()
+        .filter_map(|i| {
+            let n = &view.nodes[i];
+            let most = n.price_per_hour - floor.of(view, &n.pods);
+            (budget.has_room(n)
+                && !n.replace_backoff
+                && worth.can_pass(i)
+                && view.min_savings.met(most, n.price_per_hour))
+            .then_some((i, most))
+        })
+        .collect();
+    order.sort_by(|a, b| b.1.total_cmp(&a.1));
+    for (i, _) in order.into_iter().take(SPLIT_TRIES) {
+        let Some(replacements) = split_replacements(view, i, catalog) else {
+            continue;
+        };
+        let Some(savings) = cheaper_replacement(view, &[i], &replacements) else {
+            continue;
+        };
+        if worth.approves(&[i], savings) {
+            return Some(Command {
+                reason: DisruptionReason::Underutilized,
+                method: Method::SingleNode,
+                candidates: vec![i],
+                savings,
+                replacements,
+            });
+        }
+    }
+    None
+}
+
+/// The new nodes a node's pods would take (beside room on the other nodes) when each
+/// NodePool's types are capped at the largest its pods' LP bound buys; none when the bound
+/// is no cheaper than the node or the pods do not all find a place.
+fn split_replacements(
+    view: &ClusterView<'_>,
+    node: usize,
+    catalog: &mut Catalog,
+) -> Option<Vec<PlannedNodeClaim>> {
+    let n = &view.nodes[node];
+    let pods: Vec<&Pod> = n.pods.iter().map(|p| view.pods[*p]).collect();
+    let requests: Vec<Resources> = n.pods.iter().map(|p| view.requests[*p].clone()).collect();
+    let problem = Problem {
+        daemonsets: view.daemonsets,
+        requests: &requests,
+        options: view.options,
+        ..Problem::new(&view.node_pools, &pods)
+    };
+    let bound = kerf_scheduling::cost_bound(&problem, catalog).ok()?;
+    if bound.unplaceable > 0 || bound.per_hour >= n.price_per_hour {
+        return None;
+    }
+    let capped = kerf_scheduling::capped_pools(&view.node_pools, &bound.largest);
+    with_session(view, &capped, &mut Catalog::default(), |session| {
+        placed(session.try_remove(&[node], &n.pods, true))
+    })
+}
+
+/// The least any offered type asks per millicore and per byte: what a node's pods could
+/// run for at best, counting only cpu and memory, without solving anything.
+struct UnitPrices {
+    cpu: f64,
+    memory: f64,
+}
+
+impl UnitPrices {
+    fn new(view: &ClusterView<'_>) -> UnitPrices {
+        let mut prices = UnitPrices {
+            cpu: f64::MAX,
+            memory: f64::MAX,
+        };
+        for t in view
+            .node_pools
+            .iter()
+            .flat_map(|np| np.instance_types.iter())
+        {
+            let (cpu, memory) = (t.allocatable.cpu_millis, t.allocatable.memory_bytes);
+            for o in t.offerings.iter().filter(|o| o.available) {
+                if cpu > 0 {
+                    prices.cpu = prices.cpu.min(o.price_per_hour / cpu as f64);
+                }
+                if memory > 0 {
+                    prices.memory = prices.memory.min(o.price_per_hour / memory as f64);
+                }
+            }
+        }
+        prices
+    }
+
+    /// At least what `pods` (view pod indices) cost to run per hour.
+    fn of(&self, view: &ClusterView<'_>, pods: &[usize]) -> f64 {
+        let (mut cpu, mut memory) = (0.0, 0.0);
+        for p in pods {
+            cpu += view.requests[*p].cpu_millis as f64;
+            memory += view.requests[*p].memory_bytes as f64;
+        }
+        let floor = (cpu * self.cpu).max(memory * self.memory);
+        if floor.is_finite() { floor } else { f64::MAX }
+    }
 }

@@ -73,6 +73,8 @@ pub struct Settings {
     pub preference_policy: kerf_scheduling::Preferences,
     /// Karpenter's `MIN_VALUES_POLICY`: unmet minValues refuse the NodePool or are lowered.
     pub min_values_policy: kerf_scheduling::MinValues,
+    /// The least a consolidation move must save (Kerf's; zero, as Karpenter, by default).
+    pub min_savings: crate::consolidation::MinSavings,
 }
 
 impl Default for Settings {
@@ -91,6 +93,7 @@ impl Default for Settings {
             unavailable_offerings_ttl: crate::unavailable::TTL,
             preference_policy: kerf_scheduling::Preferences::Respect,
             min_values_policy: kerf_scheduling::MinValues::Strict,
+            min_savings: crate::consolidation::MinSavings::default(),
         }
     }
 }

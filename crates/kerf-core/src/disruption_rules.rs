@@ -177,6 +177,39 @@ pub fn consolidatable_at(np: &NodePool, last_event: Duration) -> Option<Duration
     }
 }
 
+/// Karpenter's annotation a pod's owner sets to steer consolidation away from (or toward)
+/// its node.
+pub const DISRUPTION_COST_ANNOTATION: &str = "karpenter.sh/disruption-cost";
+/// The ReplicaSet controller's annotation, read when the one above is absent.
+pub const POD_DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// What evicting a pod costs, as Karpenter weighs it: 1, plus its disruption-cost (else
+/// pod-deletion-cost) annotation over 2^27, plus its priority over 2^25, within [-10, 10].
+/// A value that is not a 32-bit integer is ignored.
+pub fn eviction_cost(pod: &Pod) -> f64 {
+    let annotations = pod.metadata.annotations.as_ref();
+    let annotated = |key: &str| {
+        let text = annotations.and_then(|a| a.get(key))?;
+        Some(text.trim().parse::<i32>().ok())
+    };
+    let steer = annotated(DISRUPTION_COST_ANNOTATION)
+        .or_else(|| annotated(POD_DELETION_COST_ANNOTATION))
+        .flatten()
+        .unwrap_or(0);
+    let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
+    let cost = 1.0 + f64::from(steer) / 2f64.powi(27) + f64::from(priority) / 2f64.powi(25);
+    cost.clamp(-10.0, 10.0)
+}
+
+/// What disrupting a node costs, as Karpenter's Balanced policy weighs it: 1 for the node,
+/// plus each pod that would move at its [`eviction_cost`], none below zero.
+pub fn node_disruption_cost<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> f64 {
+    1.0 + pods
+        .into_iter()
+        .map(|p| eviction_cost(p).max(0.0))
+        .sum::<f64>()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,6 +231,44 @@ mod tests {
         assert_eq!(drain_tier(&plain, true), 1);
         assert_eq!(drain_tier(&critical, false), 2);
         assert_eq!(drain_tier(&critical, true), 3);
+    }
+
+    #[test]
+    fn eviction_costs_weigh_annotations_and_priority_as_karpenter_does() {
+        let pod = |annotations: &[(&str, &str)], priority: Option<i32>| Pod {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                annotations: Some(
+                    (annotations.iter())
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                priority,
+                ..Default::default()
+            }),
+            ..Pod::default()
+        };
+        assert_eq!(eviction_cost(&pod(&[], None)), 1.0);
+        let steered = pod(&[(DISRUPTION_COST_ANNOTATION, "134217728")], None);
+        assert_eq!(eviction_cost(&steered), 2.0);
+        // disruption-cost wins over pod-deletion-cost; the latter counts alone
+        let both = [
+            (DISRUPTION_COST_ANNOTATION, "0"),
+            (POD_DELETION_COST_ANNOTATION, "134217728"),
+        ];
+        assert_eq!(eviction_cost(&pod(&both, None)), 1.0);
+        let deletion = [(POD_DELETION_COST_ANNOTATION, "-134217728")];
+        assert_eq!(eviction_cost(&pod(&deletion, None)), 0.0);
+        // priority 2^25 adds one; a billion is clamped at ten
+        assert_eq!(eviction_cost(&pod(&[], Some(33_554_432))), 2.0);
+        assert_eq!(eviction_cost(&pod(&[], Some(1_000_000_000))), 10.0);
+        // a bad value is ignored, not a failure
+        let bad = [(DISRUPTION_COST_ANNOTATION, "lots")];
+        assert_eq!(eviction_cost(&pod(&bad, None)), 1.0);
+        let negative = pod(&[(DISRUPTION_COST_ANNOTATION, "-2147483648")], None);
+        assert_eq!(node_disruption_cost([&negative, &pod(&[], None)]), 2.0);
     }
 
     fn pool(budgets: &str) -> NodePool {

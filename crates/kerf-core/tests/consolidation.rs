@@ -1,10 +1,13 @@
 //! Consolidation finds the whole set of nodes it can delete, not only a prefix of its
-//! disruption order: a node that cannot go does not stop the ones after it.
+//! disruption order: a node that cannot go does not stop the ones after it. It replaces a
+//! node by smaller ones when that costs less, and takes no move that saves less than asked
+//! or, in a Balanced NodePool, less than its disruption is worth.
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::labels;
+use kerf_api::nodepool::ConsolidationPolicy;
 use kerf_core::benchmark::Cluster;
-use kerf_core::consolidation::plan;
+use kerf_core::consolidation::{Command, MinSavings, plan};
 
 fn pod(name: &str, cpu: &str, pinned_to: Option<&str>) -> Pod {
     let selector = pinned_to.map(|n| serde_json::json!({labels::HOSTNAME: n}));
@@ -56,4 +59,102 @@ fn a_node_that_cannot_go_does_not_keep_the_next_ones() {
     assert!(command.replacements.is_empty());
     let saved = c.nodes[1].price_per_hour + c.nodes[2].price_per_hour;
     assert!((command.savings - saved).abs() < 1e-9);
+}
+
+/// A NodePool of three on-demand types: small (2 vCPU, $0.10), medium (4 vCPU, $0.60) and
+/// big (16 vCPU, $1.00). Three 900m pods fit one medium node, or two small ones for less.
+fn three_sizes(policy: ConsolidationPolicy) -> Cluster {
+    let mut c = Cluster::generate(0, 1);
+    let all = kerf_scheduling::benchmark::instance_types();
+    let priced = |i: usize, price: f64| {
+        let mut t = all[i].clone();
+        t.offerings
+            .retain(|o| o.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND);
+        for o in &mut t.offerings {
+            o.price_per_hour = price;
+        }
+        t
+    };
+    let types = vec![priced(1, 0.10), priced(3, 0.60), priced(15, 1.00)];
+    c.node_pool_input.instance_types = types.into();
+    c.node_pool.spec.disruption.consolidation_policy = policy;
+    c
+}
+
+/// Three 900m pods, each with a `karpenter.sh/disruption-cost` when given.
+fn three_pods(node: &str, disruption_cost: Option<&str>) -> Vec<Pod> {
+    (0..3)
+        .map(|i| {
+            let mut p = pod(&format!("{node}-{i}"), "900m", None);
+            if let Some(cost) = disruption_cost {
+                let annotation = ("karpenter.sh/disruption-cost".to_string(), cost.to_string());
+                p.metadata.annotations = Some([annotation].into());
+            }
+            p
+        })
+        .collect()
+}
+
+fn planned(c: &Cluster, min_savings: MinSavings) -> Option<Command> {
+    let view = kerf_core::consolidation::ClusterView {
+        min_savings,
+        ..c.view(1)
+    };
+    plan(&view, &mut kerf_scheduling::Catalog::default())
+}
+
+#[test]
+fn a_node_is_split_into_smaller_ones_when_they_cost_less_than_one_cheaper_node() {
+    let mut c = three_sizes(ConsolidationPolicy::WhenEmptyOrUnderutilized);
+    c.daemonsets.clear();
+    c.add_node("big", 2, "test-zone-1", three_pods("big", None), true);
+    let command = planned(&c, MinSavings::default()).expect("a cheaper packing");
+    assert_eq!(command.candidates, [0]);
+    let types: Vec<&str> = (command.replacements.iter())
+        .map(|r| r.launch.instance_type.as_str())
+        .collect();
+    // Karpenter's packing would launch one medium node and save $0.40
+    assert_eq!(types, ["fake-it-1", "fake-it-1"], "{command:?}");
+    assert!((command.savings - 0.80).abs() < 1e-9, "{command:?}");
+}
+
+#[test]
+fn a_move_saving_less_than_the_minimum_is_not_taken() {
+    let mut c = three_sizes(ConsolidationPolicy::WhenEmptyOrUnderutilized);
+    c.daemonsets.clear();
+    c.add_node("big", 2, "test-zone-1", three_pods("big", None), true);
+    let at_least = |per_hour: f64, percent: f64| planned(&c, MinSavings { per_hour, percent });
+    // the split saves $0.80 of $1.00 an hour
+    assert!(at_least(0.75, 0.0).is_some());
+    assert!(at_least(0.85, 0.0).is_none());
+    assert!(at_least(0.0, 75.0).is_some());
+    assert!(at_least(0.0, 85.0).is_none());
+}
+
+#[test]
+fn a_balanced_nodepool_takes_a_move_only_when_it_saves_enough_for_its_disruption() {
+    let layout = |policy: ConsolidationPolicy, cost: Option<&str>| {
+        let mut c = three_sizes(policy);
+        c.daemonsets.clear();
+        c.add_node("a", 2, "test-zone-1", three_pods("a", cost), true);
+        // a second big node, full with one pod that cannot move: half the NodePool's cost
+        c.add_node(
+            "b",
+            2,
+            "test-zone-1",
+            vec![pod("b0", "15500m", Some("b"))],
+            true,
+        );
+        planned(&c, MinSavings::default()).map(|c| (c.candidates, c.replacements.len()))
+    };
+    let split = Some((vec![0], 2));
+    // $0.80 of the pool's $2.00 saved (40 %) for 4 of its 6 disruption (67 %): 0.6 >= 1/2
+    assert_eq!(layout(ConsolidationPolicy::Balanced, None), split);
+    // each pod costs 10 to evict: 31 of 33 (94 %): 0.43 < 1/2
+    let costly = Some("1342177280");
+    assert_eq!(layout(ConsolidationPolicy::Balanced, costly), None);
+    assert_eq!(
+        layout(ConsolidationPolicy::WhenEmptyOrUnderutilized, costly),
+        split
+    );
 }

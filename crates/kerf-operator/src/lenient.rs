@@ -170,10 +170,10 @@ mod tests {
         // the shape of a list response: one object a newer Karpenter wrote, one ordinary
         let list = serde_json::json!([
             {"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-             "metadata": {"name": "balanced", "generation": 1},
+             "metadata": {"name": "frugal", "generation": 1},
              "spec": {"template": {"spec": {"requirements": [],
                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}},
-                "disruption": {"consolidateAfter": "1m", "consolidationPolicy": "Balanced"}}},
+                "disruption": {"consolidateAfter": "1m", "consolidationPolicy": "Frugal"}}},
             {"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
              "metadata": {"name": "default", "generation": 1},
              "spec": {"template": {"spec": {"requirements": [],
@@ -188,7 +188,7 @@ mod tests {
             .iter()
             .map(|i| i.meta().name.as_deref().unwrap_or(""))
             .collect();
-        assert_eq!(names, ["balanced", "default"]);
+        assert_eq!(names, ["frugal", "default"]);
         assert!(items.iter().all(|i| i.read.object.is_ok()));
         assert_eq!(items[0].read.gaps.problems.len(), 1);
         assert!(items[1].read.gaps.is_empty());

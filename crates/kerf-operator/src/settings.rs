@@ -108,6 +108,18 @@ pub struct Settings {
     #[arg(long, env = "MIN_VALUES_POLICY", value_name = "MIN_VALUES_POLICY",
           default_value = "Strict", value_parser = kerf_scheduling::MinValues::parse)]
     pub min_values_policy: kerf_scheduling::MinValues,
+    /// Kerf's own: the least a consolidation move must save, in dollars per hour (0: any
+    /// saving, as Karpenter).
+    #[arg(long, env = "CONSOLIDATION_MIN_SAVINGS_PER_HOUR",
+          value_name = "CONSOLIDATION_MIN_SAVINGS_PER_HOUR", default_value = "0",
+          value_parser = parse_dollars)]
+    pub consolidation_min_savings_per_hour: f64,
+    /// Kerf's own: the least a consolidation move must save, in percent of what the nodes it
+    /// disrupts cost (0: any saving, as Karpenter).
+    #[arg(long, env = "CONSOLIDATION_MIN_SAVINGS_PERCENT",
+          value_name = "CONSOLIDATION_MIN_SAVINGS_PERCENT", default_value = "0",
+          value_parser = parse_percent)]
+    pub consolidation_min_savings_percent: f64,
     /// Karpenter's feature gates, as `SpotToSpotConsolidation=true,NodeRepair=true`.
     #[arg(long, env = "FEATURE_GATES", value_name = "FEATURE_GATES", default_value = "",
           value_parser = FeatureGates::parse)]
@@ -365,6 +377,20 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         Ok(d) if d.is_zero() => Err("must be longer than 0s".into()),
         Ok(d) => Ok(d),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+fn parse_dollars(text: &str) -> Result<f64, String> {
+    match text.trim().trim_start_matches('$').parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err("must be dollars per hour, 0 or more (0.05 is 5 cents an hour)".into()),
+    }
+}
+
+fn parse_percent(text: &str) -> Result<f64, String> {
+    match text.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
+        _ => Err("must be a percent from 0 to 100 (10 is 10 %)".into()),
     }
 }
 

@@ -30,5 +30,5 @@ pub use reasons::{Reason, Why};
 pub use requirements::{Incompatibility, Requirement, Requirements};
 pub use solver::{
     Catalog, CostBound, Decision, ExistingPlacement, NodeSize, PlannedNodeClaim, Session,
-    Unschedulable, cost_bound, solve, solve_near_bound, solve_with,
+    Unschedulable, capped_pools, cost_bound, solve, solve_near_bound, solve_with,
 };

@@ -34,7 +34,7 @@ use crate::resources::Resources;
 use crate::symbols::{Sym, Symbols};
 use crate::topology::{GroupId, Topology};
 
-pub use bound::{CostBound, NodeSize, cost_bound, solve_near_bound};
+pub use bound::{CostBound, NodeSize, capped_pools, cost_bound, solve_near_bound};
 pub use catalog::Catalog;
 
 mod bound;

@@ -77,6 +77,14 @@ pub struct Spec {
     /// Karpenter's `MIN_VALUES_POLICY`: `Strict` (default) or `BestEffort`.
     #[serde(default, deserialize_with = "min_values_policy")]
     pub min_values_policy: kerf_scheduling::MinValues,
+    /// Kerf's `CONSOLIDATION_MIN_SAVINGS_PER_HOUR`: the least a consolidation move must
+    /// save, in dollars per hour (0, the default: any saving).
+    #[serde(default)]
+    pub consolidation_min_savings_per_hour: f64,
+    /// Kerf's `CONSOLIDATION_MIN_SAVINGS_PERCENT`: the same in percent of what the nodes it
+    /// disrupts cost.
+    #[serde(default)]
+    pub consolidation_min_savings_percent: f64,
     /// Objects present at t=0: inline documents or `{file: path}`.
     #[serde(default)]
     pub manifests: Vec<Value>,

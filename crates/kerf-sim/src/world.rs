@@ -222,6 +222,10 @@ pub struct World {
     reservations_offered: HashMap<String, Vec<(String, u32)>>,
     /// NodeClaim objects, all a restarted controller can learn its NodeClaims from.
     nodeclaim_objects: BTreeMap<String, StoredNodeClaim>,
+    /// Nodes whose `karpenter.sh/disrupted` taint was taken off while they stayed (a
+    /// disruption given up), how many times and when last: the spot-preference oracle
+    /// waits out the documented replacement backoff after each.
+    rolled_back: BTreeMap<String, (u32, Duration)>,
     /// Kerf's writes that failed for a passing reason (`spec.apiServer`), to be tried again
     /// as the operator does; lost when Kerf restarts.
     unfinished: Unfinished,
@@ -337,6 +341,10 @@ impl World {
             node_class_status: true,
             preference_policy: scenario.spec.preference_policy,
             min_values_policy: scenario.spec.min_values_policy,
+            min_savings: kerf_core::consolidation::MinSavings {
+                per_hour: scenario.spec.consolidation_min_savings_per_hour,
+                percent: scenario.spec.consolidation_min_savings_percent,
+            },
             ..Settings::default()
         };
         let mut w = World {
@@ -360,6 +368,7 @@ impl World {
             csi_limits: BTreeMap::new(),
             instances: BTreeMap::new(),
             nodeclaim_objects: BTreeMap::new(),
+            rolled_back: BTreeMap::new(),
             unfinished: Unfinished::default(),
             wakes: BTreeSet::new(),
             binder_dirty: false,
@@ -740,6 +749,10 @@ impl World {
             }
             Action::RemoveTaint { node, key } => {
                 if self.nodes.remove_taint(&node, &key) {
+                    if key == labels::DISRUPTED_TAINT_KEY {
+                        let e = self.rolled_back.entry(node.clone()).or_default();
+                        *e = (e.0 + 1, self.now);
+                    }
                     self.node_written(&node);
                 }
             }

@@ -471,8 +471,42 @@ fn spot_nodes_are_replaced_by_cheaper_spot_only_behind_the_feature_gate() {
         });
         disruptions(&r)
             .iter()
-            .any(|(_, c)| c.starts_with("Underutilized/") && c.contains("-> [1 replacement(s)]"))
+            .any(|(_, c)| c.starts_with("Underutilized/") && c.contains("-> [1 replacement]"))
     };
     assert!(!replaced("{}"), "spot-to-spot is off by default");
     assert!(replaced("{SpotToSpotConsolidation: true}"));
+}
+
+#[test]
+fn a_node_whose_replacement_keeps_failing_waits_longer_each_time() {
+    // spot runs out for two hours: the pods land on on-demand, and consolidation keeps
+    // wanting the cheaper spot node whose launch fails
+    let r = run(&Setup {
+        duration: "4h",
+        capacity_type: "spot, on-demand",
+        cloud: "{insufficientCapacity: [{capacityType: spot, from: 0s, until: 2h}]}",
+        ..BASE
+    });
+    let failed: Vec<f64> = (r.events.iter())
+        .filter(|e| e["message"] == "failed disrupting node(s)")
+        .map(minutes)
+        .collect();
+    // without the backoff: one failure every few minutes (the unavailable-offerings memory)
+    assert!(
+        (2..=6).contains(&failed.len()),
+        "failed replacements at minutes {failed:?}"
+    );
+    for pair in failed.windows(3) {
+        let (first, second) = (pair[1] - pair[0], pair[2] - pair[1]);
+        assert!(
+            second >= 1.5 * first,
+            "waits do not grow: failures at minutes {failed:?}"
+        );
+    }
+    // spot back, the node is replaced in the end
+    assert!(
+        (r.end.nodes.iter()).all(|n| n.capacity_type == "spot"),
+        "{:?}",
+        r.end.nodes
+    );
 }

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use kerf_api::duration::format_go_duration;
 use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{Taint, TaintEffect, labels};
 use kerf_scheduling::{NodePoolInput, Requirements};
@@ -18,7 +19,8 @@ use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{CapacityType, Cluster, DriftReason};
 use crate::consolidation::{ClusterView, Command, NodeView, plan};
 use crate::disruption_rules::{
-    allowed_disruptions, budget_active, consolidatable_at, pdb_allowance, pdb_selects,
+    allowed_disruptions, budget_active, consolidatable_at, node_disruption_cost, pdb_allowance,
+    pdb_selects,
 };
 use crate::hash::{node_class_hash, node_pool_hash};
 
@@ -28,6 +30,28 @@ pub const PASS_INTERVAL: Duration = Duration::from_secs(10);
 pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
 /// How long a command waits for its replacements to initialize before it is rolled back.
 pub const REPLACEMENT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+/// How long a node waits to be replaced again after its replacement failed to launch the
+/// first time: longer than the unavailable-offerings memory, so the offering that failed is
+/// not simply tried again the moment it is forgotten.
+pub const REPLACE_BACKOFF: Duration = Duration::from_secs(5 * 60);
+/// The longest a node waits after failed replacements: the wait doubles with each failure
+/// in a row up to here, so a shortage costs a few attempts, not one every few minutes.
+pub const REPLACE_BACKOFF_MAX: Duration = Duration::from_secs(2 * 60 * 60);
+
+/// A node's failed replacements in a row, and until when it is not replaced again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Backoff {
+    pub(super) failures: u32,
+    pub(super) until: Duration,
+}
+
+impl Backoff {
+    /// The wait after the `failures`-th failure in a row.
+    pub(super) fn wait(failures: u32) -> Duration {
+        let doublings = failures.saturating_sub(1).min(16);
+        (REPLACE_BACKOFF * 2u32.pow(doublings)).min(REPLACE_BACKOFF_MAX)
+    }
+}
 
 /// Where a command is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +72,17 @@ pub(super) struct Pending {
     stage: Stage,
 }
 
+/// A command as Karpenter writes it in its log: `head: [nodes] -> [1 replacement] (savings:
+/// $0.12)`, or `head: [nodes] (savings: $0.12)` for a deletion.
+fn command_text(head: &str, candidates: &[String], replacements: usize, savings: f64) -> String {
+    let nodes = candidates.join(", ");
+    match replacements {
+        0 => format!("{head}: [{nodes}] (savings: ${savings:.2})"),
+        1 => format!("{head}: [{nodes}] -> [1 replacement] (savings: ${savings:.2})"),
+        n => format!("{head}: [{nodes}] -> [{n} replacements] (savings: ${savings:.2})"),
+    }
+}
+
 /// What a disruption pass reads, reduced to what tells two passes apart (see
 /// `Controllers::pass_inputs`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +92,7 @@ pub(super) struct PassInputs {
     unavailable: u64,
     consolidatable: usize,
     do_not_disrupt_ended: usize,
+    backoffs_ended: usize,
     budget_windows: Vec<bool>,
 }
 
@@ -159,6 +195,8 @@ pub(super) struct State {
     pub(super) commands_started: u64,
     /// Nodes each disruption reason could act on, at the last pass that looked.
     pub(super) eligible: BTreeMap<String, usize>,
+    /// Nodes whose replacements failed to launch, by node name.
+    pub(super) backoffs: BTreeMap<String, Backoff>,
 }
 
 impl Controllers {
@@ -325,6 +363,8 @@ impl Controllers {
                     disruptable: false,
                     consolidatable: false,
                     drifted: false,
+                    disruption_cost: 0.0,
+                    replace_backoff: false,
                 });
                 names.push(name.clone());
                 continue;
@@ -343,6 +383,8 @@ impl Controllers {
                 pods.push(&*p.pod);
                 requests.push(p.requests.clone());
             }
+            let disruption_cost = node_disruption_cost(on_node.iter().map(|k| pods[*k]));
+            let backoff = self.disruption.backoffs.get(name.as_str());
             let np = cluster.node_pools.get(&c.node_pool);
             let consolidatable = c.initialized
                 && np
@@ -378,6 +420,8 @@ impl Controllers {
                 disruptable: pool.is_some() && self.blockers(name, &g, Wanted::First).is_empty(),
                 consolidatable,
                 drifted: c.drifted.is_some(),
+                disruption_cost,
+                replace_backoff: backoff.is_some_and(|b| self.now < b.until),
             });
             names.push(name.clone());
         }
@@ -406,6 +450,7 @@ impl Controllers {
                 allowed,
                 spot_to_spot: self.settings.spot_to_spot,
                 options: self.solve_options(),
+                min_savings: self.settings.min_savings,
             },
             names,
         )
@@ -453,6 +498,10 @@ impl Controllers {
         self.schedule_pass(self.now + PASS_INTERVAL);
         self.mark_consolidatable();
         self.release_stale_taints();
+        let nodes = &self.cluster.nodes;
+        self.disruption
+            .backoffs
+            .retain(|n, _| nodes.contains_key(n));
         self.repair_unhealthy();
         if self.disruption.command.is_some() {
             return;
@@ -490,17 +539,16 @@ impl Controllers {
     /// on it or skipping anything: how a checker tells whether a pass was missed.
     pub fn fresh_decision(&mut self) -> Option<String> {
         let (command, names) = self.decide()?;
-        let candidates: Vec<&str> = command
+        let candidates: Vec<String> = command
             .candidates
             .iter()
-            .map(|i| names[*i].as_str())
+            .map(|i| names[*i].clone())
             .collect();
-        Some(format!(
-            "{}: [{}] -> [{} replacement(s)] (savings: ${:.2})",
+        Some(command_text(
             command.reason.as_str(),
-            candidates.join(", "),
+            &candidates,
             command.replacements.len(),
-            command.savings
+            command.savings,
         ))
     }
 
@@ -539,12 +587,16 @@ impl Controllers {
             .flat_map(|np| &np.spec.disruption.budgets)
             .map(|b| budget_active(b, unix))
             .collect();
+        let backoffs_ended = (self.disruption.backoffs.values())
+            .filter(|b| self.now >= b.until)
+            .count();
         PassInputs {
             cluster: cluster.generation(),
             controllers: self.activity,
             unavailable: self.unavailable.generation(),
             consolidatable,
             do_not_disrupt_ended,
+            backoffs_ended,
             budget_windows,
         }
     }
@@ -650,20 +702,23 @@ impl Controllers {
             .collect();
         self.disruption.commands_started += 1;
         let id = format!("{:08x}", self.disruption.commands_started);
-        let text = format!(
-            "{}/{id}: {method}: nodepools=[{}]: [{}] -> [{} replacement(s)] (savings: ${:.2})",
+        let pool_list: Vec<&str> = pools.iter().map(String::as_str).collect();
+        let head = format!(
+            "{}/{id}: {method}: nodepools=[{}]",
             command.reason.as_str(),
-            pools.iter().cloned().collect::<Vec<_>>().join(", "),
-            candidates.join(", "),
+            pool_list.join(",")
+        );
+        let text = command_text(
+            &head,
+            &candidates,
             command.replacements.len(),
-            command.savings
+            command.savings,
         );
         self.actions.push(Action::Disrupting {
             reason: command.reason,
             nodes: candidates.clone(),
         });
         let reason = command.reason.as_str().to_lowercase();
-        let pool_list: Vec<&str> = pools.iter().map(String::as_str).collect();
         self.metrics.decision(
             method,
             &reason,
@@ -676,11 +731,12 @@ impl Controllers {
                 self.count_disrupted(&claim, &reason);
             }
         }
-        self.log(
-            "disruption",
-            "disrupting node(s)",
-            json!({"command": text, "reason": command.reason.as_str().to_lowercase()}),
-        );
+        let more = self.command_fields(&command, &candidates, method);
+        let mut fields = json!({"command": text, "reason": reason, "savings": format!("${:.2}", command.savings)});
+        if let (Some(all), serde_json::Value::Object(more)) = (fields.as_object_mut(), more) {
+            all.extend(more);
+        }
+        self.log("disruption", "disrupting node(s)", fields);
         for c in &candidates {
             self.taint(c);
         }
@@ -706,6 +762,52 @@ impl Controllers {
             stage: Stage::AwaitingReplacements,
         });
         self.at(self.now + REPLACEMENT_TIMEOUT, Timer::ReplacementTimeout);
+    }
+
+    /// Karpenter's fields of a command's log line: the decision, what it disrupts and
+    /// launches, and the pods it moves.
+    fn command_fields(
+        &self,
+        command: &Command,
+        candidates: &[String],
+        decision: &str,
+    ) -> serde_json::Value {
+        let cluster = &self.cluster;
+        let by_node = self.gather().pods_by_node;
+        let pods: usize = (candidates.iter())
+            .map(|n| by_node.get(n.as_str()).map_or(0, Vec::len))
+            .sum();
+        let disrupted: Vec<serde_json::Value> = (candidates.iter())
+            .map(|n| {
+                let claim = cluster.claim_of_node(n);
+                let launched = claim.and_then(|(_, c)| c.launched.as_ref());
+                json!({
+                    "Node": {"name": n},
+                    "NodeClaim": {"name": claim.map(|(name, _)| name.as_str())},
+                    "instance-type": launched.map(|l| l.instance_type.as_str()),
+                    "capacity-type": launched.map(|l| l.capacity_type.as_str()),
+                })
+            })
+            .collect();
+        let replacements: Vec<serde_json::Value> = (command.replacements.iter())
+            .map(|r| {
+                let mut m = json!({"capacity-type": r.launch.capacity_type});
+                if command.replacements.len() == 1 {
+                    let types: Vec<String> =
+                        r.instance_types.iter().map(|t| t.name.clone()).collect();
+                    m["instance-types"] = super::list_text(&types).into();
+                }
+                m
+            })
+            .collect();
+        json!({
+            "decision": decision,
+            "disrupted-node-count": candidates.len(),
+            "replacement-node-count": command.replacements.len(),
+            "pod-count": pods,
+            "disrupted-nodes": disrupted,
+            "replacement-nodes": replacements,
+        })
     }
 
     /// Deletes the candidates once every replacement is initialized; rolls back when a
@@ -766,11 +868,20 @@ impl Controllers {
             return;
         };
         self.cancel(&Timer::ReplacementTimeout);
-        self.log_error(
-            "disruption",
-            "failed disrupting node(s)",
-            json!({"reason": c.reason.as_str().to_lowercase(), "error": why, "Nodes": c.candidates}),
-        );
+        // the candidates wait longer with each replacement that failed in a row
+        let mut retry = Duration::ZERO;
+        for n in c.candidates.iter().filter(|_| !c.replacements.is_empty()) {
+            let failures = self.disruption.backoffs.get(n).map_or(0, |b| b.failures) + 1;
+            let wait = Backoff::wait(failures);
+            retry = retry.max(wait);
+            let until = self.now + wait;
+            (self.disruption.backoffs).insert(n.clone(), Backoff { failures, until });
+        }
+        let mut fields = json!({"reason": c.reason.as_str().to_lowercase(), "error": why, "Nodes": c.candidates});
+        if retry > Duration::ZERO {
+            fields["retryAfter"] = format_go_duration(retry).into();
+        }
+        self.log_error("disruption", "failed disrupting node(s)", fields);
         for n in &c.candidates {
             self.untaint(n);
         }

@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::Controllers;
 use super::blockers::{Gathered, Wanted};
 use super::provisioning::Packing;
-use crate::consolidation::{Alone, ClusterView, Method, alone, plan};
+use crate::consolidation::{Alone, ClusterView, Method, Worth, alone, plan};
 use crate::disruption_rules::{budget_active, consolidatable_at};
 
 /// Why a pod is where it is.
@@ -375,6 +375,21 @@ impl Controllers {
         let (view, names) = self.view(pools, &pool_names, &daemonsets);
         self.policy_blockers(name, &view, &pool_names, &mut out);
         if let Some(i) = names.iter().position(|n| n == name) {
+            if let Some(b) = self
+                .disruption
+                .backoffs
+                .get(name)
+                .filter(|b| self.now < b.until)
+            {
+                out.notes.push(Finding::new(
+                    "replacement-backoff",
+                    format!(
+                        "its replacement failed to launch {} time(s) in a row: it is not replaced again until {} (deleting it is still considered)",
+                        b.failures,
+                        self.relative(b.until)
+                    ),
+                ));
+            }
             consolidation_findings(&view, i, &mut out);
         }
         Some(out)
@@ -566,7 +581,44 @@ fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplan
     if n.pods.is_empty() || out.decision.is_some() {
         return;
     }
-    let finding = match alone(view, i) {
+    let worth = Worth::new(view);
+    if let Some(score) = worth.best_score(i).filter(|_| !worth.can_pass(i)) {
+        out.notes.push(Finding::new(
+            "balanced-score",
+            format!(
+                "its NodePool is Balanced: deleting it outright would score {score:.2} (its share of the NodePool's cost over its share of the NodePool's disruption cost), below 1/k = {:.2}, so no move on it is taken",
+                1.0 / crate::consolidation::BALANCED_K
+            ),
+        ));
+        return;
+    }
+    let alone = alone(view, i);
+    let saving = match &alone {
+        Alone::Deletable => Some(n.price_per_hour),
+        Alone::Replaceable { price_per_hour, .. } | Alone::Split { price_per_hour, .. } => {
+            Some(n.price_per_hour - price_per_hour)
+        }
+        _ => None,
+    };
+    if let Some(saving) = saving.filter(|s| !worth.approves(&[i], *s)) {
+        let min = view.min_savings;
+        let why = if min.met(saving, n.price_per_hour) {
+            format!(
+                "its Balanced NodePool's score for it is below 1/k = {:.2}",
+                1.0 / crate::consolidation::BALANCED_K
+            )
+        } else {
+            format!(
+                "the minimum saving is ${:.4}/hour and {}% of the node's cost",
+                min.per_hour, min.percent
+            )
+        };
+        out.notes.push(Finding::new(
+            "not-worth-it",
+            format!("a move saving ${saving:.4}/hour is not taken: {why}"),
+        ));
+    }
+    let finding = match alone {
         Alone::Deletable => Finding::new(
             "pods-fit-elsewhere",
             "its pods fit on the other nodes: it can be deleted once nothing above blocks it",
@@ -592,6 +644,18 @@ fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplan
                 ),
             )
         }
+        Alone::Split {
+            instance_types,
+            price_per_hour,
+        } => Finding::new(
+            "split",
+            format!(
+                "{} new node(s) of other sizes can take its pods for less: {} at ${price_per_hour:.4}/hour against ${:.4}/hour",
+                instance_types.len(),
+                instance_types.join(" + "),
+                n.price_per_hour
+            ),
+        ),
         Alone::NeedsNodes(k) => Finding::new(
             "needs-more-nodes",
             format!("Can't remove without creating {k} candidates"),

@@ -449,23 +449,11 @@ fn solve_lp(
 /// How far above the bound a decision may cost before a packing with smaller nodes is tried.
 const NEAR: f64 = 1.05;
 
-/// Karpenter's decision, or, where it costs more than the bound allows, the same solver's
-/// decision over the NodePools' types no larger than the bound's optimum buys, when that one
-/// places as many pods for less. Every rule that decides where a pod may go is the solver's
-/// in both; only the size a NodeClaim may grow to differs. Returns the bound too.
-pub fn solve_near_bound(
-    problem: &Problem<'_>,
-    catalog: &mut Catalog,
-) -> (crate::Decision, Result<CostBound, String>) {
-    let first = super::solve_with(problem, catalog);
-    let bound = cost_bound(problem, catalog);
-    let Ok(b) = &bound else {
-        return (first, bound);
-    };
-    if first.nodeclaims.is_empty() || first.cost_per_hour() <= b.per_hour * NEAR {
-        return (first, bound);
-    }
-    let capped: Vec<NodePoolInput> = (problem.node_pools.iter().zip(&b.largest))
+/// The NodePools with each one's instance types capped at the largest node a bound's
+/// optimum buys there (`largest`, as [`CostBound::largest`]; a pool it buys nothing in keeps
+/// every type): what a packing that should not pay for unused room may choose from.
+pub fn capped_pools(pools: &[NodePoolInput], largest: &[Option<NodeSize>]) -> Vec<NodePoolInput> {
+    (pools.iter().zip(largest))
         .map(|(np, size)| {
             let Some(size) = size else {
                 return np.clone();
@@ -482,7 +470,26 @@ pub fn solve_near_bound(
                 ..np.clone()
             }
         })
-        .collect();
+        .collect()
+}
+
+/// Karpenter's decision, or, where it costs more than the bound allows, the same solver's
+/// decision over the NodePools' types no larger than the bound's optimum buys, when that one
+/// places as many pods for less. Every rule that decides where a pod may go is the solver's
+/// in both; only the size a NodeClaim may grow to differs. Returns the bound too.
+pub fn solve_near_bound(
+    problem: &Problem<'_>,
+    catalog: &mut Catalog,
+) -> (crate::Decision, Result<CostBound, String>) {
+    let first = super::solve_with(problem, catalog);
+    let bound = cost_bound(problem, catalog);
+    let Ok(b) = &bound else {
+        return (first, bound);
+    };
+    if first.nodeclaims.is_empty() || first.cost_per_hour() <= b.per_hour * NEAR {
+        return (first, bound);
+    }
+    let capped = capped_pools(problem.node_pools, &b.largest);
     let smaller = Problem {
         node_pools: &capped,
         ..*problem

@@ -23,7 +23,9 @@ use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
 use kerf_api::{NodePool, Operator, labels};
 use kerf_aws::instance_type::InstanceType;
 use kerf_core::cluster::{CapacityType, PodOwner};
-use kerf_core::controllers::disruption::PASS_INTERVAL;
+use kerf_core::controllers::disruption::{
+    PASS_INTERVAL, REPLACE_BACKOFF, REPLACE_BACKOFF_MAX, VALIDATION_DELAY,
+};
 use kerf_core::unavailable::TTL;
 
 use super::oracle::budget_room;
@@ -75,6 +77,9 @@ impl World {
             .map(|(name, _)| name.clone())
             .collect();
         for node in on_demand {
+            if self.backing_off(&node) {
+                continue;
+            }
             if let Some(b) = self.cheaper_home(&node) {
                 return Err(self.violation(format!(
                     "spot preference: on-demand node {node} could be replaced by a cheaper \
@@ -84,6 +89,18 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// Whether the node's disruption was given up lately: after the k-th time, Kerf does
+    /// not replace it for 5 minutes doubled k-1 times, at most 2 hours (README), and a
+    /// pass and the validation follow.
+    fn backing_off(&self, node: &str) -> bool {
+        let Some((times, last)) = self.rolled_back.get(node) else {
+            return false;
+        };
+        let doubled = REPLACE_BACKOFF * 2u32.pow(times.saturating_sub(1).min(16));
+        let wait = doubled.min(REPLACE_BACKOFF_MAX);
+        self.now < *last + wait + PASS_INTERVAL + VALIDATION_DELAY
     }
 
     /// A strictly cheaper single node of the highest-weight NodePool that could take all
