@@ -781,7 +781,10 @@ fn replace_many(
             .iter()
             .flat_map(|i| view.nodes[*i].pods.iter().copied())
             .collect();
+        // a repack leaves fewer nodes than it takes: swapping nodes for as many others
+        // churns for little, and each launch more is one more that may fail
         let outcome = placed(session.try_remove(prefix, &pods, true))
+            .filter(|r| r.len() == 1 || r.len() < prefix.len())
             .and_then(|r| cheaper_replacement(view, prefix, &r).map(|s| (r, s)))
             .filter(|(_, savings)| worth.approves(prefix, *savings));
         match outcome {

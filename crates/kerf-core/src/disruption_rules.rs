@@ -190,7 +190,7 @@ pub fn eviction_cost(pod: &Pod) -> f64 {
     let annotations = pod.metadata.annotations.as_ref();
     let annotated = |key: &str| {
         let text = annotations.and_then(|a| a.get(key))?;
-        Some(text.trim().parse::<i32>().ok())
+        Some(text.parse::<i32>().ok())
     };
     let steer = annotated(DISRUPTION_COST_ANNOTATION)
         .or_else(|| annotated(POD_DELETION_COST_ANNOTATION))

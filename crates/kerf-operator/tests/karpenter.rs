@@ -25,6 +25,17 @@ fn items(cp: &ControlPlane, kind: &str) -> Vec<Value> {
 
 /// What Karpenter's Go code says of `objects`: (kind, name) → (hash, version).
 fn karpenters_hashes(objects: &[Value]) -> Vec<(String, String, String, String)> {
+    karpenter_says(objects)
+        .iter()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+            (s("kind"), s("name"), s("hash"), s("version"))
+        })
+        .collect()
+}
+
+/// scripts/karpenter-hash's answers for `items`, one per item.
+fn karpenter_says(items: &[Value]) -> Vec<Value> {
     let mut child = Command::new(karpenter_hash())
         .arg(CA_BUNDLE)
         .stdin(Stdio::piped())
@@ -36,7 +47,7 @@ fn karpenters_hashes(objects: &[Value]) -> Vec<(String, String, String, String)>
         .stdin
         .take()
         .expect("stdin")
-        .write_all(&serde_json::to_vec(objects).expect("JSON"))
+        .write_all(&serde_json::to_vec(items).expect("JSON"))
         .expect("write objects");
     let out = child.wait_with_output().expect("karpenter-hash ends");
     assert!(
@@ -44,14 +55,106 @@ fn karpenters_hashes(objects: &[Value]) -> Vec<(String, String, String, String)>
         "karpenter-hash: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let results: Vec<Value> = serde_json::from_slice(&out.stdout).expect("karpenter-hash's JSON");
-    results
-        .iter()
-        .map(|r| {
-            let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
-            (s("kind"), s("name"), s("hash"), s("version"))
-        })
-        .collect()
+    serde_json::from_slice(&out.stdout).expect("karpenter-hash's JSON")
+}
+
+#[test]
+fn eviction_costs_and_balanced_scores_are_karpenters() {
+    // every mix of the two annotations (valid, out of range, malformed) and priorities
+    let steer = [
+        None,
+        Some("0"),
+        Some("134217728"),
+        Some("-134217728"),
+        Some("+5"),
+        Some("2147483647"),
+        Some("-2147483648"),
+        Some("2147483648"),
+        Some(" 5"),
+        Some("lots"),
+    ];
+    let priorities = [
+        None,
+        Some(0),
+        Some(33_554_432),
+        Some(-33_554_432),
+        Some(2_000_000_000),
+    ];
+    let mut pods = Vec::new();
+    for (i, cost) in steer.iter().enumerate() {
+        for (j, deletion) in steer.iter().enumerate().step_by(3) {
+            for priority in priorities {
+                let mut annotations = serde_json::Map::new();
+                if let Some(c) = cost {
+                    annotations.insert("karpenter.sh/disruption-cost".into(), (*c).into());
+                }
+                if let Some(d) = deletion {
+                    annotations.insert(
+                        "controller.kubernetes.io/pod-deletion-cost".into(),
+                        (*d).into(),
+                    );
+                }
+                pods.push(serde_json::json!({
+                    "metadata": {"name": format!("p-{i}-{j}-{priority:?}"), "annotations": annotations},
+                    "spec": {"priority": priority, "containers": []},
+                }));
+            }
+        }
+    }
+    let moves = [
+        (0.8, 4.0, 2.0, 6.0),
+        (0.8, 31.0, 2.0, 33.0),
+        (0.1, 0.0, 2.0, 6.0),
+        (0.0, 3.0, 2.0, 6.0),
+        (-0.2, 3.0, 2.0, 6.0),
+        (0.5, 3.0, 0.0, 6.0),
+        (0.5, 3.0, 2.0, 0.0),
+        (1.0, 2.0, 4.0, 4.0),
+        (0.25, 1.0, 1.0, 2.0),
+    ];
+    let mut items = vec![serde_json::json!({"kind": "PodList", "items": pods})];
+    for (savings, disruption, total_cost, total_disruption) in moves {
+        items.push(serde_json::json!({
+            "kind": "BalancedMove", "savings": savings, "disruption": disruption,
+            "totalCost": total_cost, "totalDisruption": total_disruption,
+        }));
+    }
+    let answers = karpenter_says(&items);
+    let typed: Vec<k8s_openapi::api::core::v1::Pod> =
+        serde_json::from_value(items[0]["items"].clone()).expect("pods");
+    let theirs = answers[0]["costs"].as_array().expect("costs");
+    for (pod, cost) in typed.iter().zip(theirs) {
+        let ours = kerf_core::disruption_rules::eviction_cost(pod);
+        let cost = cost.as_f64().expect("a cost");
+        assert!(
+            (ours - cost).abs() < 1e-12,
+            "{:?}: Kerf {ours}, Karpenter {cost}",
+            pod.metadata
+        );
+    }
+    let node = kerf_core::disruption_rules::node_disruption_cost(&typed);
+    let cost = answers[0]["cost"].as_f64().expect("a node cost");
+    assert!(
+        (node - cost).abs() < 1e-9,
+        "node: Kerf {node}, Karpenter {cost}"
+    );
+    for ((savings, disruption, cost, total), answer) in moves.iter().zip(&answers[1..]) {
+        let totals = kerf_core::consolidation::PoolTotals {
+            cost: *cost,
+            disruption: *total,
+        };
+        let ours = kerf_core::consolidation::balanced_score(*savings, *disruption, totals);
+        let theirs: f64 = answer["score"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .expect("a score");
+        let approved = ours >= 1.0 / kerf_core::consolidation::BALANCED_K;
+        assert!(
+            ours == theirs || (ours - theirs).abs() < 1e-12,
+            "move {savings} {disruption} {cost} {total}: Kerf {ours}, Karpenter {theirs}"
+        );
+        assert_eq!(Some(approved), answer["approved"].as_bool());
+    }
 }
 
 /// NodePools and EC2NodeClasses covering every hashed field: the users' seeds, and a table
