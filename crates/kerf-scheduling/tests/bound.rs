@@ -167,3 +167,31 @@ fn weights_are_hard_unless_limits_can_send_pods_on() {
     let b = bound(&limited, &four);
     assert!(close(b, 0.20), "{b}");
 }
+
+#[test]
+fn pods_kept_apart_by_hostname_pay_for_a_node_each() {
+    let types: Arc<[InstanceTypeOption]> = vec![instance_type("small", 2, 8, 0.10, None)].into();
+    // ten 100m pods would share one node, but each refuses a node with another of them
+    let apart: Vec<Pod> = (0..10)
+        .map(|i| {
+            serde_json::from_value(json!({
+                "metadata": {"name": format!("web-{i}"), "namespace": "default", "labels": {"app": "web"}},
+                "spec": {
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}],
+                    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": labels::HOSTNAME},
+                    ]}},
+                },
+            }))
+            .unwrap()
+        })
+        .collect();
+    let b = bound(&[pool("default", 0, &types, None)], &apart);
+    assert!(close(b, 1.0), "{b}");
+    // ten pods of a shape alike but that do not refuse each other share nodes
+    let together = bound(
+        &[pool("default", 0, &types, None)],
+        &pods(10, "100m", "128Mi", json!({})),
+    );
+    assert!(together < 0.1, "{together}");
+}

@@ -10,7 +10,9 @@ use anyhow::{Result, bail};
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
 use kerf_core::benchmark::{Cluster, PODS_PER_NODE};
 use kerf_core::consolidation::plan;
-use kerf_scheduling::{Preferences, Problem, SolveOptions, benchmark, solve};
+use kerf_scheduling::{
+    Catalog, Preferences, Problem, SolveOptions, benchmark, solve, solve_near_bound,
+};
 
 use crate::progress::Progress;
 
@@ -38,6 +40,11 @@ enum Which {
         /// Seed of the pod generator.
         #[arg(long, default_value_t = 42)]
         seed: u64,
+        /// How NodeClaims are packed: as the provisioner does (`near-bound`: Karpenter's
+        /// decision, re-solved with smaller types when it costs over 1.05× the cost bound)
+        /// or Karpenter's decision alone (`karpenter`).
+        #[arg(long, value_enum, default_value = "near-bound")]
+        packing: Packing,
     },
     /// One disruption pass (emptiness, drift, delete, replace) over a cluster of N nodes
     /// with ten pods each, most of them underutilized.
@@ -59,6 +66,12 @@ enum Which {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum Packing {
+    NearBound,
+    Karpenter,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum PreferenceMode {
     Respect,
     Ignore,
@@ -76,7 +89,8 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             preferences,
             repeat,
             seed,
-        } => scheduling(pods, *preferences, *repeat, *seed),
+            packing,
+        } => scheduling(pods, *preferences, *repeat, *seed, *packing),
         Which::Consolidation {
             nodes,
             budget,
@@ -134,6 +148,7 @@ fn scheduling(
     preferences: Option<PreferenceMode>,
     repeat: usize,
     seed: u64,
+    packing: Packing,
 ) -> Result<ExitCode> {
     let sizes: Vec<usize> = match (pods.is_empty(), preferences) {
         (false, _) => pods.to_vec(),
@@ -141,7 +156,8 @@ fn scheduling(
         (true, None) => SIZES.to_vec(),
     };
     let pools = [benchmark::node_pool()];
-    let mut out = String::from("pods\tnodes\tseconds\tpods/sec\tmicroseconds/pod\n");
+    let mut out =
+        String::from("pods\tnodes\tseconds\tpods/sec\tmicroseconds/pod\t$/hour\tbound $/hour\n");
     let bar = Progress::new((sizes.len() * repeat.max(1)) as u64, "benchmark", false);
     for (k, n) in sizes.into_iter().enumerate() {
         bar.set((k * repeat.max(1)) as u64, format!("{n} pods"));
@@ -164,10 +180,19 @@ fn scheduling(
         };
         let mut best = f64::MAX;
         let mut nodes = 0;
+        let (mut cost, mut bound) = (0.0, None);
         for _ in 0..repeat.max(1) {
             let start = Instant::now();
-            let decision = solve(&problem);
+            let decision = match packing {
+                Packing::NearBound => {
+                    let (decision, b) = solve_near_bound(&problem, &mut Catalog::default());
+                    bound = b.ok().map(|b| b.per_hour);
+                    decision
+                }
+                Packing::Karpenter => solve(&problem),
+            };
             let secs = start.elapsed().as_secs_f64();
+            cost = decision.cost_per_hour();
             if !decision.unschedulable.is_empty() {
                 bail!(
                     "{} of {n} pods did not schedule: the run is an error, not a result",
@@ -177,9 +202,10 @@ fn scheduling(
             best = best.min(secs);
             nodes = decision.nodeclaims.len();
         }
+        let bound = bound.map_or("-".to_string(), |b| format!("{b:.2}"));
         writeln!(
             out,
-            "{n}\t{nodes}\t{best:.4}\t{:.0}\t{:.1}",
+            "{n}\t{nodes}\t{best:.4}\t{:.0}\t{:.1}\t{cost:.2}\t{bound}",
             n as f64 / best,
             best * 1e6 / n as f64
         )?;

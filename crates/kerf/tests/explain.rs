@@ -621,6 +621,38 @@ fn a_timed_do_not_disrupt_ends_and_spot_to_spot_is_named() {
 }
 
 #[test]
+fn a_move_below_the_minimum_saving_is_named_with_the_setting() {
+    let together = "          affinity: {podAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {matchLabels: {app: app}}, topologyKey: kubernetes.io/hostname}]}}";
+    let base = scenario(
+        "{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s}",
+        "on-demand",
+        "{}",
+        together,
+    );
+    // the six pods' node, one pod left: a cheaper node would do
+    let free = node_at(&base, "10m20s");
+    assert_eq!(kinds(&free, "notes"), ["expires", "cheaper-replacement"]);
+    let strict = base.replacen(
+        "  duration: 2h\n",
+        "  duration: 2h\n  consolidationMinSavingsPerHour: 5\n",
+        1,
+    );
+    let kept = node_at(&strict, "10m20s");
+    assert!(
+        kept["blockers"].as_array().is_some_and(Vec::is_empty),
+        "{kept}"
+    );
+    let note = (kept["notes"].as_array().expect("notes").iter())
+        .find(|n| n["kind"] == "not-worth-it")
+        .expect("the minimum saving named");
+    let message = note["message"].as_str().unwrap();
+    assert!(
+        message.contains("the minimum saving is $5.0000/hour"),
+        "{message}"
+    );
+}
+
+#[test]
 fn explain_at_rejects_a_bad_time_and_kind_with_exit_2() {
     let out = kerf_stdin("", &["simulate", "--explain-at", "soon", "node", "x"]);
     assert_eq!(out.status.code(), Some(2));
