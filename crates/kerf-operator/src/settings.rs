@@ -450,6 +450,15 @@ mod tests {
         .unwrap();
         assert_eq!(s.preference_policy, kerf_scheduling::Preferences::Ignore);
         assert_eq!(s.min_values_policy, kerf_scheduling::MinValues::BestEffort);
+        let s = parse(&[
+            "--consolidation-min-savings-per-hour",
+            "$0.05",
+            "--consolidation-min-savings-percent",
+            "10%",
+        ])
+        .unwrap();
+        assert_eq!(s.consolidation_min_savings_per_hour, 0.05);
+        assert_eq!(s.consolidation_min_savings_percent, 10.0);
     }
 
     #[test]
@@ -477,6 +486,14 @@ mod tests {
                 "AWS_FEATURE_GATES",
             ),
             (&["--aws-feature-gates", "Zonal=false"], "AWS_FEATURE_GATES"),
+            (
+                &["--consolidation-min-savings-per-hour=-0.1"],
+                "CONSOLIDATION_MIN_SAVINGS_PER_HOUR",
+            ),
+            (
+                &["--consolidation-min-savings-percent", "150"],
+                "CONSOLIDATION_MIN_SAVINGS_PERCENT",
+            ),
         ] {
             let e = parse(args).unwrap_err();
             assert!(e.contains(name), "{args:?}: {e}");

@@ -469,7 +469,7 @@ spec:
     );
     let (_, metrics) = http_get(op.metrics_port, "/metrics");
     assert!(
-        metrics.contains(r#"kerf_cluster_object_gaps{kind="NodePool",name="balanced"} 2"#),
+        metrics.contains(r#"kerf_cluster_object_gaps{kind="NodePool",name="balanced"} 1"#),
         "{}",
         metrics
             .lines()
