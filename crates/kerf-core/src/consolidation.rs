@@ -285,10 +285,8 @@ fn split_if_cheaper(view: &ClusterView<'_>, worth: &Worth<'_>, single: Command) 
     let [node] = single.candidates[..] else {
         return single;
     };
-    let split = split_replacements(view, node, &mut Catalog::default()).and_then(|r| {
-        let savings = cheaper_replacement(view, &[node], &r)?;
-        (savings > single.savings + 1e-9 && worth.approves(&[node], savings))
-            .then_some((r, savings))
+    let split = split_saving(view, node, &mut Catalog::default()).filter(|(_, savings)| {
+        *savings > single.savings + 1e-9 && worth.approves(&[node], *savings)
     });
     match split {
         Some((replacements, savings)) => Command {
@@ -377,11 +375,8 @@ pub fn alone(view: &ClusterView<'_>, node: usize) -> Alone {
     if !matches!(single, Alone::NeedsNodes(_) | Alone::NotCheaper { .. }) {
         return single;
     }
-    let Some(replacements) = split_replacements(view, node, &mut Catalog::default()) else {
-        return single;
-    };
-    match cheaper_replacement(view, &[node], &replacements) {
-        Some(savings) => Alone::Split {
+    match split_saving(view, node, &mut Catalog::default()) {
+        Some((replacements, savings)) => Alone::Split {
             instance_types: replacements
                 .iter()
                 .map(|r| r.launch.instance_type.clone())
@@ -833,13 +828,7 @@ fn replace_one(
         let savings = cheaper_replacement(view, &[i], &replacements);
         if let Some(savings) = savings.filter(|s| worth.approves(&[i], *s)) {
             session.undo();
-            return Some(Command {
-                reason: DisruptionReason::Underutilized,
-                method: Method::SingleNode,
-                candidates: vec![i],
-                savings,
-                replacements,
-            });
+            return Some(single_node(i, replacements, savings));
         }
     }
     session.undo();
@@ -873,24 +862,33 @@ fn split(view: &ClusterView<'_>, worth: &Worth<'_>, catalog: &mut Catalog) -> Op
         })
         .collect();
     order.sort_by(|a, b| b.1.total_cmp(&a.1));
-    for (i, _) in order.into_iter().take(SPLIT_TRIES) {
-        let Some(replacements) = split_replacements(view, i, catalog) else {
-            continue;
-        };
-        let Some(savings) = cheaper_replacement(view, &[i], &replacements) else {
-            continue;
-        };
-        if worth.approves(&[i], savings) {
-            return Some(Command {
-                reason: DisruptionReason::Underutilized,
-                method: Method::SingleNode,
-                candidates: vec![i],
-                savings,
-                replacements,
-            });
-        }
+    (order.into_iter().take(SPLIT_TRIES)).find_map(|(i, _)| {
+        let (replacements, savings) = split_saving(view, i, catalog)?;
+        (worth.approves(&[i], savings)).then(|| single_node(i, replacements, savings))
+    })
+}
+
+/// Underutilized `node` replaced by `replacements`, saving `savings` per hour.
+fn single_node(node: usize, replacements: Vec<PlannedNodeClaim>, savings: f64) -> Command {
+    Command {
+        reason: DisruptionReason::Underutilized,
+        method: Method::SingleNode,
+        candidates: vec![node],
+        savings,
+        replacements,
     }
-    None
+}
+
+/// A node's split ([`split_replacements`]) and what it saves, when it is allowed and
+/// strictly cheaper than the node.
+fn split_saving(
+    view: &ClusterView<'_>,
+    node: usize,
+    catalog: &mut Catalog,
+) -> Option<(Vec<PlannedNodeClaim>, f64)> {
+    let replacements = split_replacements(view, node, catalog)?;
+    let savings = cheaper_replacement(view, &[node], &replacements)?;
+    Some((replacements, savings))
 }
 
 /// The new nodes a node's pods would take (beside room on the other nodes) when each
