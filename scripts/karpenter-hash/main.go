@@ -10,10 +10,14 @@
 //   - {"kind": "PodList", "items": [pods]}: each pod's eviction cost, and the node disruption
 //     cost of them all (Karpenter's feature gates at their defaults);
 //   - {"kind": "BalancedMove", "savings", "disruption", "totalCost", "totalDisruption"}: the
-//     move's Balanced score with k = 2 and whether it is approved.
+//     move's Balanced score with k = 2 and whether it is approved;
+//   - {"kind": "MetricFamilies"}: every `karpenter_*` family the core and the AWS provider
+//     register in controller-runtime's registry when their packages load, whether or not
+//     anything was observed: name, type, label names and histogram buckets.
 //
 // Output (stdout): a JSON array, one result per item: {"kind", "name", "hash", "version"},
-// {"kind", "costs", "cost"} or {"kind", "score", "approved"} (the score as text: it may be +Inf).
+// {"kind", "costs", "cost"}, {"kind", "score", "approved"} (the score as text: it may be +Inf) or
+// {"kind", "families": [{"name", "type", "help", "labels", "buckets"}]}.
 package main
 
 import (
@@ -21,7 +25,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
+	"sort"
 	"strconv"
+	"strings"
+	"unsafe"
 
 	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +37,31 @@ import (
 	"sigs.k8s.io/karpenter/pkg/controllers/disruption"
 	"sigs.k8s.io/karpenter/pkg/operator/options"
 	disruptionutils "sigs.k8s.io/karpenter/pkg/utils/disruption"
+
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	// the packages that register Karpenter's metric families as they load
+	_ "github.com/aws/karpenter-provider-aws/pkg/batcher"
+	_ "github.com/aws/karpenter-provider-aws/pkg/controllers/interruption"
+	_ "github.com/aws/karpenter-provider-aws/pkg/controllers/metrics"
+	_ "github.com/aws/karpenter-provider-aws/pkg/providers/instance"
+	_ "github.com/aws/karpenter-provider-aws/pkg/providers/instancetype"
+	_ "github.com/aws/karpenter-provider-aws/pkg/providers/launchtemplate"
+	_ "sigs.k8s.io/karpenter/pkg/cloudprovider/metrics"
+	metricsnode "sigs.k8s.io/karpenter/pkg/controllers/metrics/node"
+	_ "sigs.k8s.io/karpenter/pkg/controllers/metrics/nodepool"
+	_ "sigs.k8s.io/karpenter/pkg/controllers/metrics/pod"
+	_ "sigs.k8s.io/karpenter/pkg/controllers/node/termination"
+	_ "sigs.k8s.io/karpenter/pkg/controllers/node/termination/terminator"
+	_ "sigs.k8s.io/karpenter/pkg/controllers/nodeclaim/lifecycle"
+	_ "sigs.k8s.io/karpenter/pkg/controllers/nodeclaim/reboot"
+	_ "sigs.k8s.io/karpenter/pkg/controllers/pod/deletioncost"
+	_ "sigs.k8s.io/karpenter/pkg/controllers/provisioning/scheduling"
+	_ "sigs.k8s.io/karpenter/pkg/controllers/state"
+	_ "sigs.k8s.io/karpenter/pkg/metrics"
+	_ "sigs.k8s.io/karpenter/pkg/operator"
+	_ "sigs.k8s.io/karpenter/pkg/state/cost"
 )
 
 type result struct {
@@ -40,6 +73,15 @@ type result struct {
 	Cost     float64   `json:"cost,omitempty"`
 	Score    string    `json:"score,omitempty"`
 	Approved *bool     `json:"approved,omitempty"`
+	Families []family  `json:"families,omitempty"`
+}
+
+type family struct {
+	Name    string    `json:"name"`
+	Type    string    `json:"type"`
+	Help    string    `json:"help"`
+	Labels  []string  `json:"labels"`
+	Buckets []float64 `json:"buckets,omitempty"`
 }
 
 type balancedMove struct {
@@ -108,6 +150,13 @@ func main() {
 			r := disruption.ScoreMove(m.Savings, m.Disruption, totals, karpv1.BalancedK)
 			approved := r.Approved()
 			out = append(out, result{Kind: "BalancedMove", Score: strconv.FormatFloat(r.Score(), 'g', -1, 64), Approved: &approved})
+		case "MetricFamilies":
+			families, err := metricFamilies()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
+				os.Exit(2)
+			}
+			out = append(out, result{Kind: "MetricFamilies", Families: families})
 		default:
 			fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: kind %q is not one this program reads\n", i, head.Kind)
 			os.Exit(2)
@@ -116,4 +165,70 @@ func main() {
 	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
 		os.Exit(1)
 	}
+}
+
+// metricFamilies lists the `karpenter_*` families in controller-runtime's registry. A vector
+// with no children is absent from Gather, so each registered vector first gets one child
+// (labels all empty), found through the registry's private collector table. Families
+// registered when a controller is made, not when its package loads, are registered first.
+func metricFamilies() ([]family, error) {
+	// the node metrics register when their controller is made, with the well-known labels
+	// the AWS provider's API package added as it loaded
+	metricsnode.NewController(nil)
+	registry, ok := crmetrics.Registry.(*prometheus.Registry)
+	if !ok {
+		return nil, fmt.Errorf("controller-runtime's registry is a %T, not a *prometheus.Registry", crmetrics.Registry)
+	}
+	table := reflect.ValueOf(registry).Elem().FieldByName("collectorsByID")
+	if !table.IsValid() {
+		return nil, fmt.Errorf("prometheus.Registry has no collectorsByID field")
+	}
+	table = reflect.NewAt(table.Type(), unsafe.Pointer(table.UnsafeAddr())).Elem()
+	for _, key := range table.MapKeys() {
+		collector := table.MapIndex(key).Interface().(prometheus.Collector)
+		descs := make(chan *prometheus.Desc, 16)
+		go func() { collector.Describe(descs); close(descs) }()
+		labels := 0
+		for d := range descs {
+			text := d.String()
+			if at := strings.LastIndex(text, "variableLabels: {"); at >= 0 {
+				inner := strings.TrimSuffix(strings.TrimSuffix(text[at+len("variableLabels: {"):], "}"), "}")
+				if inner != "" {
+					labels = len(strings.Split(inner, ","))
+				}
+			}
+		}
+		with := reflect.ValueOf(collector).MethodByName("WithLabelValues")
+		if !with.IsValid() {
+			continue
+		}
+		args := make([]reflect.Value, labels)
+		for j := range args {
+			args[j] = reflect.ValueOf("")
+		}
+		with.Call(args)
+	}
+	gathered, err := registry.Gather()
+	if err != nil {
+		return nil, err
+	}
+	families := []family{}
+	for _, mf := range gathered {
+		if !strings.HasPrefix(mf.GetName(), "karpenter_") {
+			continue
+		}
+		f := family{Name: mf.GetName(), Type: strings.ToLower(mf.GetType().String()), Help: mf.GetHelp(), Labels: []string{}}
+		if len(mf.GetMetric()) > 0 {
+			m := mf.GetMetric()[0]
+			for _, l := range m.GetLabel() {
+				f.Labels = append(f.Labels, l.GetName())
+			}
+			for _, b := range m.GetHistogram().GetBucket() {
+				f.Buckets = append(f.Buckets, b.GetUpperBound())
+			}
+		}
+		sort.Strings(f.Labels)
+		families = append(families, f)
+	}
+	return families, nil
 }

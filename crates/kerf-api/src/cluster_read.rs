@@ -260,8 +260,8 @@ mod tests {
         let r = read::<NodePool>(
             "NodePool",
             &pool(json!({"consolidateAfter": "30s", "budgets": [
-                {"nodes": "0", "reasons": ["Unhealthy"]},
-                {"nodes": "1", "reasons": ["Drifted", "Unhealthy"]},
+                {"nodes": "0", "reasons": ["Overprovisioned"]},
+                {"nodes": "1", "reasons": ["Drifted", "Overprovisioned"]},
                 {"nodes": "20%"},
             ]})),
         );

@@ -18,6 +18,8 @@ pub const REGISTERED: &str = "karpenter.sh/registered";
 pub const INITIALIZED: &str = "karpenter.sh/initialized";
 /// Annotation on pods or nodes that blocks voluntary disruption.
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// Annotation on a Node (or its NodeClaim) that keeps node repair from replacing it.
+pub const DO_NOT_REPAIR: &str = "karpenter.sh/do-not-repair";
 /// Annotation holding the hash of the NodePool template a NodeClaim was made from (drift).
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 /// Annotation on every NodeClaim Karpenter makes: `"true"` when MIN_VALUES_POLICY=BestEffort

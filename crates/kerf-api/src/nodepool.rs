@@ -212,6 +212,8 @@ pub enum DisruptionReason {
     Empty,
     /// Replacement of drifted nodes.
     Drifted,
+    /// Repair of unhealthy nodes (Karpenter v1.15's node repair, paced by these budgets).
+    Unhealthy,
 }
 
 impl DisruptionReason {
@@ -221,6 +223,7 @@ impl DisruptionReason {
             DisruptionReason::Underutilized => "Underutilized",
             DisruptionReason::Empty => "Empty",
             DisruptionReason::Drifted => "Drifted",
+            DisruptionReason::Unhealthy => "Unhealthy",
         }
     }
 }

@@ -35,6 +35,8 @@ pub struct Polled {
     pub messages: Vec<Message>,
     /// Why each of the others could not be (they were deleted too).
     pub malformed: Vec<String>,
+    /// How many of the messages received were deleted from the queue.
+    pub deleted: usize,
 }
 
 impl InterruptionQueue {
@@ -114,13 +116,15 @@ impl InterruptionQueue {
             }
         }
         if !entries.is_empty() {
-            self.sqs
+            let out = self
+                .sqs
                 .delete_message_batch()
                 .queue_url(&self.url)
                 .set_entries(Some(entries))
                 .send()
                 .await
                 .map_err(|e| classify("DeleteMessageBatch", "sqs:DeleteMessage", e))?;
+            polled.deleted = out.successful().len();
         }
         Ok(polled)
     }

@@ -38,6 +38,7 @@ use kerf_core::cluster::InstanceNetwork;
 
 use crate::user_data::{self, Bootstrap, ClusterInfo, UserDataError};
 use crate::{AwsError, classify};
+use kerf_core::metrics::{Recorder, families};
 
 /// A fleet request carries at most this many overrides (EC2's limit is higher; Karpenter
 /// keeps to 60 so that the request stays small and the cheapest options are kept).
@@ -187,6 +188,9 @@ pub struct Fleet {
     reservation_room: Mutex<BTreeMap<String, u32>>,
     /// Woken when a room changes: the controllers' instance types must be made anew.
     room_changed: tokio::sync::Notify,
+    /// The controllers' metrics, once the operator hands them over: launch and
+    /// termination failures, user data sizes.
+    metrics: std::sync::OnceLock<Recorder>,
 }
 
 /// Whether an AMI's requirements admit an instance type's labels (its architecture, and
@@ -299,7 +303,13 @@ impl Fleet {
             templates: Mutex::default(),
             reservation_room: Mutex::default(),
             room_changed: tokio::sync::Notify::new(),
+            metrics: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Counts into the controllers' metrics from now on (the first handle given stays).
+    pub fn count_into(&self, metrics: Recorder) {
+        let _ = self.metrics.set(metrics);
     }
 
     /// EC2's counts of reservations' room, read with a class's status.
@@ -353,6 +363,16 @@ impl Fleet {
             kubelet: spec.kubelet.as_ref(),
             custom: spec.user_data.as_deref(),
         })?;
+        if let Some(m) = self.metrics.get() {
+            // the size EC2 limits: the script before its base64
+            let raw = user_data.len() / 4 * 3
+                - user_data.bytes().rev().take_while(|b| *b == b'=').count();
+            m.set(
+                &families::EC2NODECLASSES_USERDATA_BYTES,
+                &[req.node_class],
+                raw as f64,
+            );
+        }
         let groups: Vec<String> = req
             .status
             .security_groups
@@ -751,12 +771,53 @@ impl Fleet {
                 self.took_reservation(&r.id, full);
             }
         }
+        self.count_launch_failures(out.errors(), req, &zone_of_subnet);
         let launched = (out.instances().iter())
             .find_map(|launched| instance_of(launched, req, &by_image, &zone_of_subnet));
         if let Some(instance) = launched {
             return Ok(Attempt::Launched(instance));
         }
         Ok(sort_errors(out.errors(), req, &zone_of_subnet))
+    }
+
+    /// Karpenter's launch-failure counter: one per offering the fleet refused, by zone,
+    /// zone id, capacity type and reason.
+    fn count_launch_failures(
+        &self,
+        errors: &[CreateFleetError],
+        req: &LaunchRequest<'_>,
+        zone_of_subnet: &HashMap<String, String>,
+    ) {
+        let Some(m) = self.metrics.get() else { return };
+        for e in errors {
+            let overrides = (e.launch_template_and_overrides()).and_then(|l| l.overrides());
+            let subnet = overrides.and_then(|o| o.subnet_id());
+            let zone = (overrides.and_then(|o| o.availability_zone()))
+                .or_else(|| {
+                    subnet
+                        .and_then(|s| zone_of_subnet.get(s))
+                        .map(String::as_str)
+                })
+                .unwrap_or("");
+            let zone_id = (req.status.subnets.iter())
+                .find(|s| Some(s.id.as_str()) == subnet || (subnet.is_none() && s.zone == zone))
+                .and_then(|s| s.zone_id.as_deref())
+                .unwrap_or("");
+            let text = format!(
+                "{}: {}",
+                e.error_code().unwrap_or_default(),
+                e.error_message().unwrap_or_default()
+            );
+            m.inc(
+                &families::CLOUDPROVIDER_INSTANCE_LAUNCH_FAILURES,
+                &[
+                    req.capacity_type,
+                    launch_failure_reason(&text),
+                    zone,
+                    zone_id,
+                ],
+            );
+        }
     }
 
     /// The instances Kerf launched for this cluster that are not terminated.
@@ -850,8 +911,65 @@ impl Fleet {
         match self.ec2.terminate_instances().instance_ids(id).send().await {
             Ok(_) => Ok(()),
             Err(e) if e.code() == Some("InvalidInstanceID.NotFound") => Ok(()),
-            Err(e) => Err(classify("TerminateInstances", "ec2:TerminateInstances", e)),
+            Err(e) => {
+                if let Some(m) = self.metrics.get() {
+                    // the zone is the provider id's; its id is not known here
+                    let zone = provider_id.trim_start_matches("aws:///").split('/').next();
+                    m.inc(
+                        &families::CLOUDPROVIDER_INSTANCE_TERMINATION_FAILURES,
+                        &[zone.unwrap_or(""), ""],
+                    );
+                }
+                Err(classify("TerminateInstances", "ec2:TerminateInstances", e))
+            }
         }
+    }
+}
+
+/// The reason Karpenter's launch-failure counter gives a fleet error (`code: message`): the
+/// first of its named causes the text shows, else `LaunchFailed` (capacity errors included).
+fn launch_failure_reason(text: &str) -> &'static str {
+    let has = |s: &str| text.contains(s);
+    if has("AuthFailure.ServiceLinkedRoleCreationNotPermitted") {
+        "SpotSLRCreationFailed"
+    } else if has("UnauthorizedOperation") || has("AccessDenied") || has("AuthFailure") {
+        let denied = has("with an explicit deny in a permissions boundary")
+            || has("with an explicit deny in a service control policy");
+        if !denied && has("Not authorized for images") {
+            "AMIAuthorizationFailure"
+        } else {
+            "Unauthorized"
+        }
+    } else if has("InvalidParameter") && has("belong to different networks") {
+        "SecurityGroupSubnetVPCMismatch"
+    } else if has("iamInstanceProfile.name is invalid") {
+        "InstanceProfileNameInvalid"
+    } else if has("InvalidLaunchTemplateId.NotFound") {
+        "LaunchTemplateNotFound"
+    } else if has("User data is limited to") {
+        "UserDataSizeLimitExceeded"
+    } else if has("InvalidAMIID.Malformed") {
+        "InvalidAMIID"
+    } else if has("InvalidAMIID.NotFound") {
+        "AMINotFound"
+    } else if has("RequestLimitExceeded") {
+        "RequestLimitExceeded"
+    } else if has("InternalError") {
+        "InternalError"
+    } else if has("not eligible for Free Tier") {
+        "FreeTierIneligible"
+    } else if has("MaxFleetCountExceeded") {
+        "FleetQuotaExceeded"
+    } else if has("PendingVerification") {
+        "AccountPendingVerification"
+    } else if has("MaxSpotInstanceCountExceeded") {
+        "SpotQuotaExceeded"
+    } else if has("VcpuLimitExceeded") {
+        "VCPULimitExceeded"
+    } else if has("InsufficientFreeAddressesInSubnet") {
+        "InsufficientFreeAddressesInSubnet"
+    } else {
+        "LaunchFailed"
     }
 }
 
@@ -1064,6 +1182,33 @@ mod unlaunchable_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fleet_errors_are_counted_under_karpenters_reasons() {
+        for (text, reason) in [
+            ("InsufficientInstanceCapacity: no capacity", "LaunchFailed"),
+            (
+                "UnauthorizedOperation: Not authorized for images: [ami-1]",
+                "AMIAuthorizationFailure",
+            ),
+            (
+                "UnauthorizedOperation: with an explicit deny in a service control policy. Not authorized for images",
+                "Unauthorized",
+            ),
+            ("InvalidAMIID.NotFound: gone", "AMINotFound"),
+            ("MaxSpotInstanceCountExceeded: quota", "SpotQuotaExceeded"),
+            (
+                "InsufficientFreeAddressesInSubnet: full",
+                "InsufficientFreeAddressesInSubnet",
+            ),
+            (
+                "InvalidParameter: sg-1 and subnet-1 belong to different networks",
+                "SecurityGroupSubnetVPCMismatch",
+            ),
+        ] {
+            assert_eq!(launch_failure_reason(text), reason, "{text}");
+        }
+    }
 
     #[test]
     fn provider_ids_give_their_instance() {

@@ -14,6 +14,8 @@ pub struct Message {
     pub kind: Kind,
     /// The EC2 instance ids it concerns.
     pub instance_ids: Vec<String>,
+    /// The event's `time` as EventBridge wrote it (RFC 3339), for how long it waited.
+    pub time: Option<String>,
 }
 
 /// The kinds of notices, named as Karpenter's `messageKind` log field names them.
@@ -144,6 +146,7 @@ pub fn parse(body: &str) -> Result<Message, ParseError> {
             .map(str::to_string)
             .ok_or_else(|| field("detail.instance-id", "must be an instance id"))
     };
+    let time = v["time"].as_str().map(str::to_string);
     let kind = match (source, detail_type.as_str()) {
         ("aws.ec2", "EC2 Spot Instance Interruption Warning") => Kind::SpotInterruption,
         ("aws.ec2", "EC2 Instance Rebalance Recommendation") => Kind::RebalanceRecommendation,
@@ -179,6 +182,7 @@ pub fn parse(body: &str) -> Result<Message, ParseError> {
                 return Ok(Message {
                     kind: Kind::ScheduledChange,
                     instance_ids: ids,
+                    time,
                 });
             }
             Kind::NoOp
@@ -189,7 +193,11 @@ pub fn parse(body: &str) -> Result<Message, ParseError> {
         Kind::NoOp => Vec::new(),
         _ => vec![instance_id()?],
     };
-    Ok(Message { kind, instance_ids })
+    Ok(Message {
+        kind,
+        instance_ids,
+        time,
+    })
 }
 
 #[cfg(test)]

@@ -197,6 +197,7 @@ impl Cluster {
             consolidatable: true,
             drifted: false,
             replace_backoff: false,
+            repair: None,
         });
     }
 

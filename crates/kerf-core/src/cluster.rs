@@ -251,6 +251,12 @@ pub struct NodeRecord {
     /// Kerf asked for the disrupted taint and has not asked for it to go: the solver keeps
     /// pods off the node already, while the drain waits for the taint itself to be stored.
     pub tainting: bool,
+    /// `metadata.creationTimestamp` (when first seen, without one): its age in the metrics.
+    pub created: Duration,
+    /// Its conditions other than `Ready`'s state above (and `Ready` too), for repair.
+    pub conditions: Vec<crate::repair::NodeCondition>,
+    /// `karpenter.sh/do-not-repair: "true"`: repair leaves it alone.
+    pub do_not_repair: bool,
 }
 
 /// Who made a pod, as far as disruption cares.
@@ -324,6 +330,13 @@ pub struct PodRecord {
     /// Why its claims keep it from being provisioned for now (see
     /// [`Volumes::problem`]).
     pub volume_problem: Option<String>,
+    /// `metadata.creationTimestamp` (when first seen, without one).
+    pub created: Duration,
+    /// When the provisioner first found it a place, until it is bound (Karpenter's
+    /// scheduling success time, from which its provisioning latency metrics count).
+    pub schedulable_since: Option<Duration>,
+    /// When the provisioner first decided about it, placed or not.
+    pub decided: Option<Duration>,
 }
 
 impl PodRecord {
@@ -332,6 +345,27 @@ impl PodRecord {
     pub fn wants_capacity(&self) -> bool {
         self.nominated.is_none() && self.volume_problem.is_none() && is_provisionable(&self.pod)
     }
+}
+
+/// A pod bound to a node or started, for Karpenter's pod latency metrics.
+#[derive(Clone, Copy, Debug)]
+pub enum PodTransition {
+    /// It was bound to a node.
+    Bound {
+        /// How long after its creation.
+        since_created: Duration,
+        /// How long after the provisioner first found it a place, if it did.
+        since_schedulable: Option<Duration>,
+        /// Whether it claims dynamic resources.
+        dynamic_resources: bool,
+    },
+    /// It started running.
+    Started {
+        /// How long after its creation.
+        since_created: Duration,
+        /// How long after the provisioner first found it a place, if it did.
+        since_schedulable: Option<Duration>,
+    },
 }
 
 /// What changed since the controllers last looked.
@@ -395,9 +429,11 @@ pub struct Cluster {
     catalog_generation: u64,
     /// Pods created so far, numbering their incarnations.
     pod_incarnations: u64,
-    /// Pods that started running since the controllers last looked: when, and how long after
-    /// they were first seen waiting (Karpenter's pod startup duration).
-    started: Vec<(Duration, Duration)>,
+    /// Pods that were bound or started running since the controllers last looked.
+    pod_transitions: Vec<PodTransition>,
+    /// How far the controllers' clock's zero is from the Unix epoch (objects' timestamps are
+    /// Unix times).
+    pub(crate) epoch: Duration,
 }
 
 /// The simulator's planted-bug tests only (feature `plant`): the cluster state open to writes
@@ -562,15 +598,40 @@ impl Cluster {
             Some(o) => (o.nominated.clone(), o.pending_since, o.wants_capacity()),
             None => (None, now, false),
         };
+        let created = match &old {
+            Some(o) => o.created,
+            None => (crate::objects::created_at(&pod.metadata))
+                .map_or(now, |t| t.saturating_sub(self.epoch)),
+        };
         let old_node = old.as_ref().and_then(|o| o.node.clone());
+        let unbound = old_node.is_none() && node.is_some();
+        let (mut schedulable_since, mut decided) = old
+            .as_ref()
+            .map_or((None, None), |o| (o.schedulable_since, o.decided));
         let running =
             |p: &Pod| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-        if let Some(o) = &old
-            && !running(&o.pod)
-            && running(&pod)
-        {
-            self.started
-                .push((now, now.saturating_sub(o.pending_since)));
+        let since_schedulable = schedulable_since.map(|at| now.saturating_sub(at));
+        if let Some(o) = &old {
+            if unbound {
+                let dynamic_resources = (pod.spec.as_ref())
+                    .and_then(|s| s.resource_claims.as_ref())
+                    .is_some_and(|c| !c.is_empty());
+                self.pod_transitions.push(PodTransition::Bound {
+                    since_created: now.saturating_sub(created),
+                    since_schedulable,
+                    dynamic_resources,
+                });
+            }
+            if !running(&o.pod) && running(&pod) {
+                self.pod_transitions.push(PodTransition::Started {
+                    since_created: now.saturating_sub(created),
+                    since_schedulable,
+                });
+            }
+        }
+        if node.is_none() && old_node.is_some() {
+            // waiting again: its provisioning latency counts afresh
+            (schedulable_since, decided) = (None, None);
         }
         if old_node.is_some() || node.is_some() {
             self.generation += 1;
@@ -602,6 +663,9 @@ impl Cluster {
             },
             pod: Box::new(pod),
             declared,
+            created,
+            schedulable_since,
+            decided,
         };
         if let Some(n) = node.as_ref().and_then(|n| self.nodes.get_mut(n)) {
             n.requests.add(&record.requests);
@@ -628,9 +692,9 @@ impl Cluster {
         self.pods.insert(key, record);
     }
 
-    /// The pods that started running since the last call: when, and after how long.
-    pub fn take_started(&mut self) -> Vec<(Duration, Duration)> {
-        std::mem::take(&mut self.started)
+    /// The pods bound or started since the last call.
+    pub fn take_pod_transitions(&mut self) -> Vec<PodTransition> {
+        std::mem::take(&mut self.pod_transitions)
     }
 
     /// Claims, volumes or storage classes changed: the pods that mount claims are read

@@ -46,6 +46,19 @@ pub struct NodeView {
     /// Whether a replacement for it failed to launch lately and the wait after it has not
     /// run out: moves that launch nothing may still take it.
     pub replace_backoff: bool,
+    /// Node repair's decision, when a repair policy is due on it and nothing vetoes repair
+    /// (what blocks voluntary disruption does not).
+    pub repair: Option<RepairView>,
+}
+
+/// A node repair may replace: its place in line and whether it counts against the budget.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RepairView {
+    /// Its place in line (more first), as [`crate::repair::Decision::score`].
+    pub score: f64,
+    /// Whether it is initialized: a node that never was neither needs nor takes the
+    /// NodePool's `Unhealthy` budget.
+    pub initialized: bool,
 }
 
 /// The cluster, as one pass reads it.
@@ -124,6 +137,20 @@ pub fn balanced_score(savings: f64, disruption: f64, totals: PoolTotals) -> f64 
 pub struct Worth<'v> {
     view: &'v ClusterView<'v>,
     totals: Vec<PoolTotals>,
+    /// The single-node moves judged, for Karpenter's consolidation move metrics.
+    judged: std::cell::RefCell<Vec<JudgedMove>>,
+}
+
+/// A consolidation move judged for one NodePool: Karpenter counts each (and, under
+/// Balanced, its score).
+#[derive(Clone, Debug, PartialEq)]
+pub struct JudgedMove {
+    /// The NodePool's index in the view.
+    pub pool: usize,
+    /// Its Balanced score, when the NodePool is Balanced.
+    pub score: Option<f64>,
+    /// Whether the move passed.
+    pub approved: bool,
 }
 
 impl<'v> Worth<'v> {
@@ -136,7 +163,11 @@ impl<'v> Worth<'v> {
                 t.disruption += n.disruption_cost;
             }
         }
-        Worth { view, totals }
+        Worth {
+            view,
+            totals,
+            judged: std::cell::RefCell::default(),
+        }
     }
 
     fn balanced(&self, pool: usize) -> bool {
@@ -182,15 +213,27 @@ impl<'v> Worth<'v> {
             }
         }
         let shared = by_pool.len() > 1 && price > 0.0;
-        by_pool.iter().all(|(p, (cost, disruption))| {
-            let saved = if shared {
-                savings * cost / price
-            } else {
-                savings
-            };
-            !self.balanced(*p)
-                || balanced_score(saved, *disruption, self.totals[*p]) >= 1.0 / BALANCED_K
-        })
+        let judged: Vec<JudgedMove> = (by_pool.iter())
+            .map(|(p, (cost, disruption))| {
+                let saved = if shared {
+                    savings * cost / price
+                } else {
+                    savings
+                };
+                let score = (self.balanced(*p))
+                    .then(|| balanced_score(saved, *disruption, self.totals[*p]));
+                JudgedMove {
+                    pool: *p,
+                    score,
+                    approved: score.is_none_or(|s| s >= 1.0 / BALANCED_K),
+                }
+            })
+            .collect();
+        let approved = judged.iter().all(|j| j.approved);
+        if candidates.len() == 1 {
+            self.judged.borrow_mut().extend(judged);
+        }
+        approved
     }
 }
 
@@ -232,6 +275,8 @@ pub enum Method {
     Emptiness,
     /// A drifted node replaced.
     Drift,
+    /// An unhealthy node replaced (node repair).
+    Repair,
     /// Several nodes deleted or replaced by one.
     MultiNode,
     /// One node replaced by a cheaper one.
@@ -243,7 +288,7 @@ impl Method {
     pub fn consolidation_type(self) -> &'static str {
         match self {
             Method::Emptiness => "empty",
-            Method::Drift => "",
+            Method::Drift | Method::Repair => "",
             Method::MultiNode => "multi",
             Method::SingleNode => "single",
         }
@@ -256,28 +301,39 @@ pub const SPOT_TO_SPOT_MIN_TYPES: usize = 15;
 /// The first method that finds something to do: emptiness, drift, multi-node consolidation
 /// (delete several; else replace several with one cheaper node), single-node replace.
 pub fn plan(view: &ClusterView<'_>, catalog: &mut Catalog) -> Option<Command> {
+    plan_judged(view, catalog).0
+}
+
+/// [`plan`], with the single-node moves it judged (Karpenter counts and scores each).
+pub fn plan_judged(
+    view: &ClusterView<'_>,
+    catalog: &mut Catalog,
+) -> (Option<Command>, Vec<JudgedMove>) {
     if let Some(c) = empty(view) {
-        return Some(c);
+        return (Some(c), Vec::new());
     }
     // compiling the cluster costs as much as a solve over all of it: not when no node could
     // be drifted away or consolidated (a quiet cluster, consolidateAfter not reached)
     let drifted = view.nodes.iter().any(|n| n.disruptable && n.drifted);
-    if !drifted && disruption_order(view).is_empty() {
-        return None;
+    let unhealthy = view.nodes.iter().any(|n| n.repair.is_some());
+    if !drifted && !unhealthy && disruption_order(view).is_empty() {
+        return (None, Vec::new());
     }
     let worth = Worth::new(view);
     let found = with_session(view, &view.node_pools, catalog, |session| {
-        drift(view, session)
+        repair(view, session)
+            .or_else(|| drift(view, session))
             .or_else(|| delete_many(view, &worth, session))
             .or_else(|| replace_many(view, &worth, session))
             .or_else(|| replace_one(view, &worth, session))
     });
-    match found {
+    let command = match found {
         // the node Karpenter's packing would replace may do better split
         Some(c) if c.method == Method::SingleNode => Some(split_if_cheaper(view, &worth, c)),
         Some(c) => Some(c),
         None => split(view, &worth, catalog),
-    }
+    };
+    (command, worth.judged.into_inner())
 }
 
 /// A single-node replacement, or the split of the same node when that saves more.
@@ -447,24 +503,29 @@ fn alone_single(view: &ClusterView<'_>, node: usize) -> Alone {
 
 /// Nodes each disruption reason could act on now, budgets aside (Karpenter's
 /// `karpenter_voluntary_disruption_eligible_nodes`).
-pub fn eligible(view: &ClusterView<'_>) -> [(DisruptionReason, usize); 3] {
+pub fn eligible(view: &ClusterView<'_>) -> [(DisruptionReason, usize); 4] {
     [
         DisruptionReason::Empty,
         DisruptionReason::Drifted,
         DisruptionReason::Underutilized,
+        DisruptionReason::Unhealthy,
     ]
     .map(|r| {
         let n = view
             .nodes
             .iter()
-            .filter(|n| {
-                n.disruptable
-                    && policy_allows(view, n, r)
-                    && match r {
-                        DisruptionReason::Empty => n.pods.is_empty(),
-                        DisruptionReason::Drifted => n.drifted,
-                        DisruptionReason::Underutilized => !n.pods.is_empty(),
-                    }
+            .filter(|n| match r {
+                // repair ignores what blocks voluntary disruption (see `repair`)
+                DisruptionReason::Unhealthy => n.repair.is_some(),
+                _ => {
+                    n.disruptable
+                        && policy_allows(view, n, r)
+                        && match r {
+                            DisruptionReason::Empty => n.pods.is_empty(),
+                            DisruptionReason::Drifted => n.drifted,
+                            _ => !n.pods.is_empty(),
+                        }
+                }
             })
             .count();
         (r, n)
@@ -482,7 +543,7 @@ fn policy_allows(view: &ClusterView<'_>, n: &NodeView, reason: DisruptionReason)
         DisruptionReason::Underutilized => {
             n.consolidatable && policy != ConsolidationPolicy::WhenEmpty
         }
-        DisruptionReason::Drifted => true,
+        DisruptionReason::Drifted | DisruptionReason::Unhealthy => true,
     }
 }
 
@@ -553,6 +614,40 @@ fn placed(decision: Decision) -> Option<Vec<PlannedNodeClaim>> {
         .unschedulable
         .is_empty()
         .then_some(decision.nodeclaims)
+}
+
+/// Node repair, first of the methods: the unhealthy node longest past due (then the one
+/// cheapest to disrupt, then by name) whose pods fit elsewhere or on replacements, within
+/// the NodePool's `Unhealthy` budget, one per pass.
+fn repair(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> {
+    let mut order: Vec<(usize, RepairView)> = (view.nodes.iter().enumerate())
+        .filter_map(|(i, n)| Some((i, n.repair?)))
+        .collect();
+    order.sort_by(|(a, ra), (b, rb)| {
+        let (x, y) = (&view.nodes[*a], &view.nodes[*b]);
+        rb.score
+            .total_cmp(&ra.score)
+            .then(x.disruption_cost.total_cmp(&y.disruption_cost))
+            .then_with(|| x.node.name.cmp(&y.node.name))
+    });
+    let budget = Allowance::new(view, DisruptionReason::Unhealthy);
+    for (i, r) in order {
+        let n = &view.nodes[i];
+        if r.initialized && !budget.has_room(n) {
+            continue;
+        }
+        if let Some(replacements) = placed(session.try_remove(&[i], &n.pods, true)) {
+            let cost: f64 = replacements.iter().map(|r| r.launch.price_per_hour).sum();
+            return Some(Command {
+                reason: DisruptionReason::Unhealthy,
+                method: Method::Repair,
+                candidates: vec![i],
+                savings: n.price_per_hour - cost,
+                replacements,
+            });
+        }
+    }
+    None
 }
 
 fn drift(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> {

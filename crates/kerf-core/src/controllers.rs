@@ -26,8 +26,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, PodOwner, PodTransition};
+use crate::metrics::families;
 use crate::unavailable::UnavailableOfferings;
+use kerf_api::nodepool::{ConsolidationPolicy, NodePool};
 
 mod blockers;
 pub mod disruption;
@@ -447,6 +449,8 @@ pub struct Controllers {
     activity: u64,
     /// Karpenter's counters and summaries, kept as the controllers act.
     metrics: crate::metrics::Metrics,
+    /// Since when the shell's view of the API server has not been whole, if it is not.
+    unsynced_since: Option<Duration>,
     /// What the provisioner keeps between batches.
     pub(crate) provisioning: provisioning::State,
     /// What the NodeClaim lifecycle keeps between cloud answers.
@@ -470,8 +474,10 @@ impl Controllers {
     /// Controllers over an empty cluster; `seed` drives generated NodeClaim names.
     pub fn new(settings: Settings, seed: u64) -> Controllers {
         let unavailable = UnavailableOfferings::with_ttl(settings.unavailable_offerings_ttl);
+        let mut cluster = Cluster::default();
+        cluster.epoch = Duration::from_secs(settings.epoch_unix);
         Controllers {
-            cluster: Cluster::default(),
+            cluster,
             provisioning: provisioning::State::new(&settings),
             settings,
             rng: ChaCha8Rng::seed_from_u64(seed),
@@ -486,6 +492,7 @@ impl Controllers {
             events_sent: HashMap::new(),
             activity: 0,
             metrics: crate::metrics::Metrics::new(),
+            unsynced_since: None,
             lifecycle: lifecycle::State::default(),
             disruption: disruption::State::default(),
             termination: termination::State::default(),
@@ -506,9 +513,28 @@ impl Controllers {
             cluster: &self.cluster,
             unavailable: &self.unavailable,
             eligible: &self.disruption.eligible,
+            budgets: &self.disruption.budgets,
+            scheduling: &self.provisioning.reading,
+            unsynced_since: self.unsynced_since,
             now: self.now.max(now),
         };
         self.metrics.render(&view, extra)
+    }
+
+    /// A handle on Karpenter's metrics, for a shell to count its cloud calls, interruption
+    /// messages and launch failures into.
+    pub fn metrics(&self) -> crate::metrics::Recorder {
+        self.metrics.recorder()
+    }
+
+    /// The shell's watches are all listed and following (`true`), or one is relisting:
+    /// Karpenter's cluster-state-synced gauges.
+    pub fn watches_synced(&mut self, synced: bool, now: Duration) {
+        self.unsynced_since = match (synced, self.unsynced_since) {
+            (true, _) => None,
+            (false, Some(since)) => Some(since),
+            (false, None) => Some(now),
+        };
     }
 
     /// The settings.
@@ -540,8 +566,8 @@ impl Controllers {
             self.fire(timer);
         }
         self.react();
-        for (at, took) in self.cluster.take_started() {
-            self.metrics.pod_started(at, took);
+        for t in self.cluster.take_pod_transitions() {
+            self.count_pod_transition(t);
         }
         let actions = std::mem::take(&mut self.actions);
         self.with_final_statuses(actions)
@@ -682,13 +708,13 @@ impl Controllers {
         self.timers.insert((when, timer));
     }
 
-    /// Counts a node about to be deleted: Karpenter's nodes-terminated counter and the time
-    /// since its NodeClaim's deletion began.
+    /// Counts a node about to be deleted: Karpenter's nodes-terminated counter, the time
+    /// since its NodeClaim's deletion began, and its lifetime.
     fn count_node_deleted(&mut self, node: &str) {
         let Some(n) = self.cluster.nodes.get(node) else {
             return;
         };
-        let label = |key: &str| n.labels.get(key).map(String::as_str).unwrap_or("");
+        let label = |key: &str| n.labels.get(key).cloned().unwrap_or_default();
         let (pool, zone) = (
             label(kerf_api::labels::NODEPOOL),
             label(kerf_api::labels::ZONE),
@@ -700,10 +726,25 @@ impl Controllers {
             .and_then(|c| c.deleting)
             .unwrap_or(self.now);
         let took = self.now.saturating_sub(began);
-        self.metrics.node_terminated(pool, zone, self.now, took);
+        let lifetime = self.now.saturating_sub(n.created);
+        self.metrics
+            .inc(&families::NODES_TERMINATED, &[&pool, &zone]);
+        self.metrics.observe_at(
+            &families::NODES_TERMINATION_DURATION_SECONDS,
+            &[&pool],
+            took.as_secs_f64(),
+            self.now,
+        );
+        self.metrics.observe_at(
+            &families::NODES_LIFETIME_DURATION_SECONDS,
+            &[&pool],
+            lifetime.as_secs_f64(),
+            self.now,
+        );
     }
 
-    /// Counts a NodeClaim whose finalizer is about to be released.
+    /// Counts a NodeClaim whose finalizer is about to be released, and how long its
+    /// termination took.
     fn count_nodeclaim_deleted(&mut self, claim: &str) {
         let Some(c) = self.cluster.nodeclaims.get(claim) else {
             return;
@@ -713,18 +754,91 @@ impl Controllers {
             .as_ref()
             .map(|l| (l.capacity_type.as_str(), l.zone.as_str()))
             .unwrap_or(("", ""));
-        self.metrics
-            .nodeclaim_terminated(&c.node_pool, capacity_type, zone);
+        self.metrics.inc(
+            &families::NODECLAIMS_TERMINATED,
+            &[capacity_type, &c.node_pool, zone],
+        );
+        let took = self.now.saturating_sub(c.deleting.unwrap_or(self.now));
+        self.metrics.recorder().observe(
+            &families::NODECLAIMS_TERMINATION_DURATION_SECONDS,
+            &[&c.node_pool],
+            took.as_secs_f64(),
+        );
     }
 
-    /// Counts a NodeClaim disrupted for `reason` (Karpenter's lower-case reasons).
-    fn count_disrupted(&mut self, claim: &str, reason: &str) {
+    /// Counts a NodeClaim disrupted for `reason` (Karpenter's lower-case reasons) by a
+    /// consolidation of `consolidation_type` (empty when not consolidation), and, unless
+    /// `pods` is false (a cloud's interruption), the pods its disruption moves.
+    fn count_disrupted(&mut self, claim: &str, reason: &str, consolidation_type: &str, pods: bool) {
         let Some(c) = self.cluster.nodeclaims.get(claim) else {
             return;
         };
         let capacity_type = c.launched.as_ref().map_or("", |l| l.capacity_type.as_str());
-        self.metrics
-            .nodeclaim_disrupted(reason, &c.node_pool, capacity_type);
+        let pool = self.cluster.node_pools.get(&c.node_pool);
+        let policy = match pool.map(|p| p.spec.disruption.consolidation_policy) {
+            _ if consolidation_type.is_empty() => "",
+            Some(ConsolidationPolicy::WhenEmpty) => "when_empty",
+            Some(ConsolidationPolicy::Balanced) => "balanced",
+            Some(ConsolidationPolicy::WhenEmptyOrUnderutilized) => "when_empty_or_underutilized",
+            None => "",
+        };
+        let mode = termination_mode(pool);
+        let values = [capacity_type, policy, c.node_pool.as_str(), reason, mode];
+        self.metrics.inc(&families::NODECLAIMS_DISRUPTED, &values);
+        if pods {
+            let moving = c.node.as_deref().map_or(0, |node| {
+                (self.cluster.pods.values())
+                    .filter(|p| p.node.as_deref() == Some(node))
+                    .filter(|p| p.owner != PodOwner::DaemonSet && !is_mirror(&p.pod))
+                    .count()
+            });
+            self.metrics
+                .add(&families::PODS_DISRUPTION_INITIATED, &values, moving as u64);
+        }
+    }
+
+    /// Counts a pod bound or started into Karpenter's pod latency metrics.
+    fn count_pod_transition(&mut self, t: PodTransition) {
+        let now = self.now;
+        match t {
+            PodTransition::Bound {
+                since_created,
+                since_schedulable,
+                dynamic_resources,
+            } => {
+                let dynamic = if dynamic_resources { "true" } else { "false" };
+                self.metrics.observe(
+                    &families::PODS_BOUND_DURATION_SECONDS,
+                    &[dynamic],
+                    since_created.as_secs_f64(),
+                );
+                if let Some(d) = since_schedulable {
+                    self.metrics.observe(
+                        &families::PODS_PROVISIONING_BOUND_DURATION_SECONDS,
+                        &[dynamic],
+                        d.as_secs_f64(),
+                    );
+                }
+            }
+            PodTransition::Started {
+                since_created,
+                since_schedulable,
+            } => {
+                self.metrics.observe_at(
+                    &families::PODS_STARTUP_DURATION_SECONDS,
+                    &[],
+                    since_created.as_secs_f64(),
+                    now,
+                );
+                if let Some(d) = since_schedulable {
+                    self.metrics.observe(
+                        &families::PODS_PROVISIONING_STARTUP_DURATION_SECONDS,
+                        &[],
+                        d.as_secs_f64(),
+                    );
+                }
+            }
+        }
     }
 
     fn cancel(&mut self, timer: &Timer) {
@@ -842,5 +956,21 @@ impl Controllers {
                 });
             }
         }
+    }
+}
+
+/// A static pod's mirror: its node's kubelet keeps it, so no disruption moves it.
+fn is_mirror(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    (pod.metadata.annotations.as_ref())
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
+}
+
+/// How a NodePool's nodes end, as Karpenter's disruption metrics label it: `graceful`
+/// without a termination grace period, `forceful` with none to wait, `eventual` otherwise.
+fn termination_mode(pool: Option<&NodePool>) -> &'static str {
+    match pool.and_then(|p| p.spec.template.spec.termination_grace_period) {
+        None => "graceful",
+        Some(g) if g.0.is_zero() => "forceful",
+        Some(_) => "eventual",
     }
 }

@@ -17,6 +17,7 @@ pub mod objects;
 pub mod observe;
 pub mod overlays;
 pub mod provisioning_rules;
+pub mod repair;
 pub mod unavailable;
 pub mod unfinished;
 pub mod volumes;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::labels::UNSCHEDULABLE_TAINT_KEY;
 use kerf_api::nodeclaim::NodeClaimStatus;
 use kerf_api::nodeclaim::condition_types;
@@ -322,6 +323,28 @@ fn ready_changed(node: &Node) -> Option<Duration> {
     Some(Duration::from_millis(u64::try_from(at).ok()?))
 }
 
+/// An object's `metadata.creationTimestamp` on the controllers' clock (Unix time), if set.
+pub fn created_at(meta: &ObjectMeta) -> Option<Duration> {
+    let at = meta.creation_timestamp.as_ref()?.0.as_millisecond();
+    Some(Duration::from_millis(u64::try_from(at).ok()?))
+}
+
+/// A Node's conditions as repair reads them (a condition without a transition time counts
+/// from `now`).
+fn node_conditions(node: &Node, now: Duration) -> Vec<crate::repair::NodeCondition> {
+    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+    (conditions.into_iter().flatten())
+        .map(|c| crate::repair::NodeCondition {
+            kind: c.type_.clone(),
+            status: c.status.clone(),
+            reason: c.reason.clone().unwrap_or_default(),
+            since: (c.last_transition_time.as_ref())
+                .and_then(|t| u64::try_from(t.0.as_millisecond()).ok())
+                .map_or(now, Duration::from_millis),
+        })
+        .collect()
+}
+
 /// A Node object as a node record (its NodeClaim is joined by provider id when applied).
 pub fn node_record(node: &Node, now: Duration) -> NodeRecord {
     let spec = node.spec.as_ref();
@@ -362,6 +385,11 @@ pub fn node_record(node: &Node, now: Duration) -> NodeRecord {
         marked_consolidatable: None,
         do_not_disrupt: crate::disruption_rules::node_blocks(node.metadata.annotations.as_ref()),
         tainting: false,
+        created: created_at(&node.metadata).unwrap_or(now),
+        conditions: node_conditions(node, now),
+        do_not_repair: (node.metadata.annotations.as_ref())
+            .and_then(|a| a.get(labels::DO_NOT_REPAIR))
+            .is_some_and(|v| v == "true"),
     }
 }
 

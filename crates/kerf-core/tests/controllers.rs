@@ -5,12 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{EC2NodeClass, NodePool};
 use kerf_core::cluster::{
     CapacityType, CloudInstance, DriftReason, InstanceNetwork, Launched, NodeRecord,
 };
 use kerf_core::controllers::{Action, Controllers, Settings};
 use kerf_core::observe::{Object, Observation};
+use kerf_core::repair::NodeCondition;
 use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{InstanceTypeOption, Offering};
 
@@ -242,6 +244,9 @@ fn launch_into_and_register(
             marked_consolidatable: None,
             do_not_disrupt: false,
             tainting: false,
+            created: secs(4),
+            conditions: Vec::new(),
+            do_not_repair: false,
         },
         secs(4),
     );
@@ -289,6 +294,9 @@ fn unmanaged_node(core: &mut Controllers, zone: &str) {
             marked_consolidatable: None,
             do_not_disrupt: false,
             tainting: false,
+            created: secs(0),
+            conditions: Vec::new(),
+            do_not_repair: false,
         },
         secs(0),
     );
@@ -447,15 +455,17 @@ fn a_candidate_kept_by_do_not_disrupt_gets_disruption_blocked_events_on_node_and
     );
 }
 
+/// The nodes repair commands took.
 fn repaired(actions: &[Action]) -> Vec<String> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::Log(r) if r.message == "deleting unhealthy node" => {
-                Some(r.fields["NodeClaim"]["name"].as_str()?.to_string())
+            Action::Disrupting { reason, nodes } if *reason == DisruptionReason::Unhealthy => {
+                Some(nodes.clone())
             }
             _ => None,
         })
+        .flatten()
         .collect()
 }
 
@@ -480,6 +490,12 @@ fn node_repair_waits_out_the_toleration_and_stops_when_a_fifth_of_the_pool_is_un
         let mut record = core.cluster().nodes()[node].clone();
         record.ready = false;
         record.ready_changed = secs(since);
+        record.conditions = vec![NodeCondition {
+            kind: "Ready".into(),
+            status: "False".into(),
+            reason: "KubeletNotReady".into(),
+            since: secs(since),
+        }];
         core.apply_node(node.to_string(), record, secs(since));
     };
     // two of five nodes unhealthy: more than 20 % (one node, rounded up)
@@ -489,17 +505,32 @@ fn node_repair_waits_out_the_toleration_and_stops_when_a_fifth_of_the_pool_is_un
     assert!(repaired(&before).is_empty(), "within the toleration");
     let blocked = run_until(&mut core, 10 + 30 * 60, 10 + 31 * 60);
     assert!(repaired(&blocked).is_empty());
+    // on each unhealthy Node and NodeClaim, and on the NodePool
+    let told: std::collections::BTreeSet<String> =
+        events(&blocked, "NodeRepairBlocked").into_iter().collect();
+    let message = "more than 20% of nodes in nodepool \"default\" are unhealthy";
     assert_eq!(
-        events(&blocked, "NodeRepairBlocked").len(),
-        2,
+        told,
+        [&claims[0], &claims[1], &"default".to_string()]
+            .iter()
+            .map(|n| format!("{n}: {message}"))
+            .collect(),
         "{blocked:?}"
     );
     // one recovers: one unhealthy node of five may be replaced
     let mut record = core.cluster().nodes()[&claims[1]].clone();
     record.ready = true;
+    record.conditions[0].status = "True".into();
     core.apply_node(claims[1].clone(), record, secs(10 + 31 * 60));
     let after = run_until(&mut core, 10 + 31 * 60 + 1, 10 + 32 * 60);
     assert_eq!(repaired(&after), vec![claims[0].clone()]);
+    // its drain may take the policy's ten minutes and no longer
+    let claim = &core.cluster().nodeclaims()[&claims[0]];
+    let deleting = claim.deleting.expect("the NodeClaim is being deleted");
+    assert_eq!(
+        claim.terminate_at,
+        Some(deleting + Duration::from_secs(600))
+    );
 }
 
 /// The default EC2NodeClass, its status resolving to these AMIs.

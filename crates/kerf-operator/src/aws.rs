@@ -22,6 +22,7 @@ use kerf_core::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
 use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::Offering;
 use kerf_core::fleet;
+use kerf_core::metrics::{Recorder, families};
 use kerf_scheduling::InstanceTypeOption;
 use serde_json::json;
 
@@ -333,7 +334,8 @@ impl CloudProvider for Aws {
         })
     }
 
-    fn start(&self, client: kube::Client, queue: Arc<Queue>) {
+    fn start(&self, client: kube::Client, queue: Arc<Queue>, metrics: Recorder) {
+        self.fleet.count_into(metrics.clone());
         // a reservation's room changed (a launch into it, EC2's count): the controllers'
         // instance types carry it, so they are made anew
         let fleet = Arc::clone(&self.fleet);
@@ -350,6 +352,7 @@ impl CloudProvider for Aws {
                 self.config.clone(),
                 name,
                 Arc::clone(&queue),
+                metrics,
             ));
         }
         tokio::spawn(refresh_instance_types(
@@ -526,10 +529,22 @@ async fn refresh_instance_types(
     }
 }
 
+/// How long ago an RFC 3339 time was, if it parses (a time in the future is no wait).
+fn waited_since(time: &str) -> Option<Duration> {
+    let at: k8s_openapi::jiff::Timestamp = time.parse().ok()?;
+    let since = k8s_openapi::jiff::Timestamp::now().duration_since(at);
+    Some(Duration::try_from(since).unwrap_or_default())
+}
+
 /// Reads the interruption queue until the process stops: each message's instances become
 /// notices for the controllers; malformed messages are logged (and deleted by the queue);
 /// failed calls are retried with a backoff doubling to a minute.
-async fn read_interruptions(config: aws_config::SdkConfig, name: String, sink: Arc<Queue>) {
+async fn read_interruptions(
+    config: aws_config::SdkConfig,
+    name: String,
+    sink: Arc<Queue>,
+    metrics: Recorder,
+) {
     let mut backoff = Duration::from_secs(1);
     let queue = loop {
         match InterruptionQueue::open(&config, &name).await {
@@ -546,10 +561,26 @@ async fn read_interruptions(config: aws_config::SdkConfig, name: String, sink: A
         match queue.poll().await {
             Ok(polled) => {
                 backoff = Duration::from_secs(1);
+                metrics.add(
+                    &families::INTERRUPTION_DELETED_MESSAGES,
+                    &[],
+                    polled.deleted as u64,
+                );
                 for error in polled.malformed {
                     log::error("failed parsing interruption message", &error);
                 }
                 for message in polled.messages {
+                    metrics.inc(
+                        &families::INTERRUPTION_RECEIVED_MESSAGES,
+                        &[message.kind.as_str()],
+                    );
+                    if let Some(waited) = message.time.as_deref().and_then(waited_since) {
+                        metrics.observe(
+                            &families::INTERRUPTION_MESSAGE_QUEUE_DURATION_SECONDS,
+                            &[],
+                            waited.as_secs_f64(),
+                        );
+                    }
                     let effect = match message.kind.action() {
                         interruption::Action::Reclaim => NoticeEffect::Reclaim,
                         interruption::Action::ReclaimReservation => {

@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use kerf_core::metrics::Recorder;
+
 use kerf_api::ec2nodeclass::EC2NodeClassStatus;
 use kerf_api::{EC2NodeClass, NodePool};
 use kerf_aws::capacity::NodeSettings;
@@ -117,9 +119,10 @@ pub trait CloudProvider {
     /// `queue` (interruption notices as [`Observed::Notice`](crate::watch::Observed::Notice),
     /// refreshed prices as
     /// [`Observed::OfferingsChanged`](crate::watch::Observed::OfferingsChanged)) or writes through
-    /// `client` (node class status). A cloud with none starts nothing.
-    fn start(&self, client: kube::Client, queue: Arc<Queue>) {
-        drop((client, queue));
+    /// `client` (node class status), counting into the controllers' `metrics`. A cloud with
+    /// none starts nothing.
+    fn start(&self, client: kube::Client, queue: Arc<Queue>, metrics: Recorder) {
+        drop((client, queue, metrics));
     }
 
     /// The instances it runs for this cluster, each with the NodeClaim it was launched for.

@@ -116,8 +116,9 @@ pub async fn run<C: CloudProvider>(
     let mut stop = Stop::new()?;
     let seed = now().as_nanos() as u64;
     let mut core = Controllers::new(settings, seed);
-    let reconciles = Reconciles::new(cloud.name());
-    let executor = Executor::new(client.clone(), cloud, reconciles.cloud_calls());
+    let reconciles = Reconciles::default();
+    let calls = reconciles::CloudCalls::new(cloud.name(), core.metrics());
+    let executor = Executor::new(client.clone(), cloud, calls);
     let ready = Arc::new(Readiness::default());
     let (scrape_tx, scrapes) = mpsc::channel(8);
     http::serve(
@@ -183,7 +184,7 @@ pub async fn run<C: CloudProvider>(
     };
     executor
         .cloud()
-        .start(client.clone(), Arc::clone(&inputs.queue));
+        .start(client.clone(), Arc::clone(&inputs.queue), core.metrics());
 
     let held = leadership.as_ref().map(|(held, _)| held.as_ref());
     let result = act(&mut core, &executor, &mut inputs, held, &mut stop).await;

@@ -6,12 +6,12 @@
 use std::time::Duration;
 
 use kerf_core::controllers::Action;
+use kerf_core::metrics::{Recorder, families};
 
 use crate::cloud::CloudError;
 use crate::execute::Fault;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -57,23 +57,15 @@ pub fn controller_of(action: &Action) -> Option<&'static str> {
 }
 
 /// Prometheus' default buckets, which Karpenter's cloud provider histogram keeps.
-const DEFAULT_BUCKETS: [f64; 11] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
-
-fn default_histogram() -> Histogram {
-    Histogram::new(DEFAULT_BUCKETS)
-}
-
 /// Every call to the cloud provider, timed and its errors counted by category, as Karpenter's
 /// decorated cloud provider reports them: `karpenter_cloudprovider_duration_seconds`
 /// {controller, method, provider} and `karpenter_cloudprovider_errors_total` {controller,
-/// method, provider, error, nodepool}. Cheap to clone: the executor keeps one.
+/// method, provider, error, nodepool}, kept with the controllers' metrics. Cheap to clone:
+/// the executor keeps one.
 #[derive(Clone, Debug)]
 pub struct CloudCalls {
     provider: &'static str,
-    duration: Family<Labels, Histogram, fn() -> Histogram>,
-    errors: Family<Labels, Counter>,
+    metrics: Recorder,
 }
 
 /// Which cloud provider method a call was, by Karpenter's interface's names.
@@ -88,6 +80,11 @@ pub enum Method {
 }
 
 impl CloudCalls {
+    /// Calls to `provider`, recorded into the controllers' metrics.
+    pub fn new(provider: &'static str, metrics: Recorder) -> CloudCalls {
+        CloudCalls { provider, metrics }
+    }
+
     /// Records one call of `method` made for `controller` (and the NodePool it was for, if
     /// any) that took `took` and ended as `result`.
     pub fn record<T>(
@@ -99,13 +96,11 @@ impl CloudCalls {
         took: Duration,
     ) {
         let method = format!("{method:?}");
-        self.duration
-            .get_or_create(&vec![
-                ("controller", controller.to_string()),
-                ("method", method.clone()),
-                ("provider", self.provider.to_string()),
-            ])
-            .observe(took.as_secs_f64());
+        self.metrics.observe(
+            &families::CLOUDPROVIDER_DURATION_SECONDS,
+            &[controller, &method, self.provider],
+            took.as_secs_f64(),
+        );
         if let Err(e) = result {
             // Karpenter's categories: its NodeClaimNotFound never reaches here (a delete of
             // a gone instance succeeds), a class that cannot launch is NodeClassNotReady
@@ -114,21 +109,21 @@ impl CloudCalls {
                 CloudError::Config(_) => "NodeClassNotReadyError",
                 CloudError::Api(_) => "unknown",
             };
-            self.errors
-                .get_or_create(&vec![
-                    ("controller", controller.to_string()),
-                    ("method", method),
-                    ("provider", self.provider.to_string()),
-                    ("error", error.to_string()),
-                    ("nodepool", node_pool.to_string()),
-                ])
-                .inc();
+            self.metrics.inc(
+                &families::CLOUDPROVIDER_ERRORS,
+                &[controller, error, &method, node_pool, self.provider],
+            );
         }
+    }
+
+    /// The controllers' metrics, for the cloud's own counters (launch and termination
+    /// failures, interruption messages).
+    pub fn metrics(&self) -> &Recorder {
+        &self.metrics
     }
 }
 
-/// controller-runtime's reconcile metrics, the cloud provider's calls and
-/// `karpenter_build_info`.
+/// controller-runtime's reconcile metrics.
 #[derive(Debug)]
 pub struct Reconciles {
     registry: Registry,
@@ -136,12 +131,17 @@ pub struct Reconciles {
     errors: Family<Labels, Counter>,
     faults: Family<Labels, Counter>,
     time: Family<Labels, Histogram, fn() -> Histogram>,
-    cloud: CloudCalls,
+}
+
+impl Default for Reconciles {
+    fn default() -> Reconciles {
+        Reconciles::new()
+    }
 }
 
 impl Reconciles {
-    /// Every count at zero, the build info set; cloud calls labelled with `provider`.
-    pub fn new(provider: &'static str) -> Reconciles {
+    /// Every count at zero.
+    fn new() -> Reconciles {
         let mut registry = Registry::default();
         let total = Family::<Labels, Counter>::default();
         registry.register(
@@ -170,46 +170,13 @@ impl Reconciles {
             "Length of time per reconciliation per controller",
             time.clone(),
         );
-        let build = Family::<Labels, Gauge>::default();
-        registry.register(
-            "karpenter_build_info",
-            "A metric with a constant '1' value labeled by version from which karpenter was built.",
-            build.clone(),
-        );
-        build
-            .get_or_create(&vec![
-                ("version", env!("CARGO_PKG_VERSION").to_string()),
-                ("commit", "kerf".to_string()),
-            ])
-            .set(1);
-        let cloud = CloudCalls {
-            provider,
-            duration: Family::new_with_constructor(default_histogram),
-            errors: Family::default(),
-        };
-        registry.register(
-            "karpenter_cloudprovider_duration_seconds",
-            "Duration of cloud provider method calls. Labeled by the controller, method name and provider.",
-            cloud.duration.clone(),
-        );
-        registry.register(
-            "karpenter_cloudprovider_errors",
-            "Total number of errors returned from CloudProvider calls.",
-            cloud.errors.clone(),
-        );
         Reconciles {
             registry,
             total,
             errors,
             faults,
             time,
-            cloud,
         }
-    }
-
-    /// The cloud calls' metrics, for the executor.
-    pub fn cloud_calls(&self) -> CloudCalls {
-        self.cloud.clone()
     }
 
     /// One reconcile of `controller`, successful or failed with a kind of fault, that took
@@ -251,29 +218,22 @@ impl Reconciles {
 mod tests {
     use super::*;
 
-    fn rendered(reconciles: &Reconciles) -> String {
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, reconciles.registry())
-            .expect("encodes");
-        text
-    }
-
     #[test]
     fn cloud_errors_are_counted_by_karpenters_categories() {
-        let reconciles = Reconciles::new("kwok");
-        let calls = reconciles.cloud_calls();
+        let mut core = kerf_core::controllers::Controllers::new(Default::default(), 0);
+        let calls = CloudCalls::new("kwok", core.metrics());
         let took = Duration::from_millis(30);
         let short: Result<(), CloudError> = Err(CloudError::InsufficientCapacity(Vec::new()));
         calls.record("nodeclaim.lifecycle", Method::Create, "spot", &short, took);
         let broken: Result<(), CloudError> = Err(CloudError::Api("connection refused".into()));
         calls.record("nodeclaim.termination", Method::Delete, "", &broken, took);
         calls.record("nodeclaim.lifecycle", Method::Create, "spot", &Ok(()), took);
-        let text = rendered(&reconciles);
+        let text = core.render_metrics(Duration::ZERO, &[]);
         assert!(text.contains(
-            "karpenter_cloudprovider_errors_total{controller=\"nodeclaim.lifecycle\",method=\"Create\",provider=\"kwok\",error=\"InsufficientCapacityError\",nodepool=\"spot\"} 1"
+            "karpenter_cloudprovider_errors_total{controller=\"nodeclaim.lifecycle\",error=\"InsufficientCapacityError\",method=\"Create\",nodepool=\"spot\",provider=\"kwok\"} 1"
         ), "{text}");
         assert!(text.contains(
-            "karpenter_cloudprovider_errors_total{controller=\"nodeclaim.termination\",method=\"Delete\",provider=\"kwok\",error=\"unknown\",nodepool=\"\"} 1"
+            "karpenter_cloudprovider_errors_total{controller=\"nodeclaim.termination\",error=\"unknown\",method=\"Delete\",nodepool=\"\",provider=\"kwok\"} 1"
         ), "{text}");
         assert!(text.contains(
             "karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"Create\",provider=\"kwok\"} 2"

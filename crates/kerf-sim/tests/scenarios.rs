@@ -267,11 +267,13 @@ fn node_repair_replaces_a_node_that_never_reports_ready_and_without_it_the_node_
     };
     let repaired = run(true);
     assert!(repaired.totals.faults_injected > 0, "seed 7 draws a fault");
-    let deleted: Vec<&Value> = repaired
-        .events
-        .iter()
-        .filter(|e| e["message"] == "deleting unhealthy node")
-        .collect();
+    let repairs = |r: &Report| -> Vec<Value> {
+        (r.events.iter())
+            .filter(|e| e["message"] == "disrupting node(s)" && e["reason"] == "unhealthy")
+            .cloned()
+            .collect()
+    };
+    let deleted = repairs(&repaired);
     assert_eq!(
         deleted.len(),
         repaired.totals.faults_injected,
@@ -287,7 +289,8 @@ fn node_repair_replaces_a_node_that_never_reports_ready_and_without_it_the_node_
     for d in &deleted {
         // Ready never came: the toleration counts from registration, and a pass follows
         // within ten seconds
-        let waited = minutes(d) - registered(&repaired, &d["Node"]["name"]);
+        let node = &d["disrupted-nodes"][0]["Node"]["name"];
+        let waited = minutes(d) - registered(&repaired, node);
         assert!((30.0..=30.0 + 10.0 / 60.0).contains(&waited), "{waited}");
     }
     assert!(repaired.end.pending_pods.is_empty());
@@ -295,10 +298,7 @@ fn node_repair_replaces_a_node_that_never_reports_ready_and_without_it_the_node_
     let kept = run(false);
     assert_eq!(kept.totals.faults_injected, repaired.totals.faults_injected);
     assert!(
-        !kept
-            .events
-            .iter()
-            .any(|e| e["message"] == "deleting unhealthy node"),
+        repairs(&kept).is_empty(),
         "NodeRepair is off by default, as in Karpenter"
     );
     assert!(kept.totals.nodes_terminated < repaired.totals.nodes_terminated);

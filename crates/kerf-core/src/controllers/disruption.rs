@@ -14,10 +14,12 @@ use kerf_api::{Taint, TaintEffect, labels};
 use kerf_scheduling::{NodePoolInput, Requirements};
 use serde_json::json;
 
+use crate::metrics::families;
+
 use super::blockers::Wanted;
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{CapacityType, Cluster, DriftReason};
-use crate::consolidation::{ClusterView, Command, NodeView, plan};
+use crate::consolidation::{ClusterView, Command, Method, NodeView, plan_judged};
 use crate::disruption_rules::{
     allowed_disruptions, budget_active, consolidatable_at, node_disruption_cost, pdb_allowance,
     pdb_selects,
@@ -66,6 +68,8 @@ enum Stage {
 #[derive(Clone, Debug)]
 pub(super) struct Pending {
     pub(super) reason: DisruptionReason,
+    /// Karpenter's consolidation type of the command (empty for drift).
+    consolidation_type: &'static str,
     pub(super) candidates: Vec<String>,
     replacements: Vec<String>,
     savings: f64,
@@ -94,6 +98,7 @@ pub(super) struct PassInputs {
     do_not_disrupt_ended: usize,
     backoffs_ended: usize,
     budget_windows: Vec<bool>,
+    repairs: Vec<String>,
 }
 
 /// Whether the node, as last observed, carries the disrupted taint.
@@ -197,6 +202,10 @@ pub(super) struct State {
     pub(super) eligible: BTreeMap<String, usize>,
     /// Nodes whose replacements failed to launch, by node name.
     pub(super) backoffs: BTreeMap<String, Backoff>,
+    /// Each NodePool's budget by reason at the last pass that looked, for the metrics.
+    pub(super) budgets: BTreeMap<(String, String), crate::metrics::BudgetReading>,
+    /// The nodes node repair may replace, by node name, as the last pass found them.
+    pub(super) repairs: BTreeMap<String, super::health::RepairDue>,
 }
 
 impl Controllers {
@@ -365,6 +374,7 @@ impl Controllers {
                     drifted: false,
                     disruption_cost: 0.0,
                     replace_backoff: false,
+                    repair: None,
                 });
                 names.push(name.clone());
                 continue;
@@ -422,6 +432,7 @@ impl Controllers {
                 drifted: c.drifted.is_some(),
                 disruption_cost,
                 replace_backoff: backoff.is_some_and(|b| self.now < b.until),
+                repair: self.disruption.repairs.get(name).map(|r| r.view),
             });
             names.push(name.clone());
         }
@@ -434,6 +445,7 @@ impl Controllers {
                 DisruptionReason::Empty,
                 DisruptionReason::Drifted,
                 DisruptionReason::Underutilized,
+                DisruptionReason::Unhealthy,
             ] {
                 allowed.insert((i, r), allowed_disruptions(np, r, total, deleting, unix));
             }
@@ -454,6 +466,29 @@ impl Controllers {
             },
             names,
         )
+    }
+
+    /// Each NodePool's budget for each reason now, as Karpenter's budget gauges read:
+    /// what the budget allows before the nodes already disrupting, and those nodes.
+    fn budget_readings(&self) -> BTreeMap<(String, String), crate::metrics::BudgetReading> {
+        let unix = self.settings.epoch_unix + self.now.as_secs();
+        let mut out = BTreeMap::new();
+        for (name, np) in &self.cluster.node_pools {
+            let (total, deleting) = self.pool_node_counts(name);
+            for r in [
+                DisruptionReason::Empty,
+                DisruptionReason::Drifted,
+                DisruptionReason::Underutilized,
+                DisruptionReason::Unhealthy,
+            ] {
+                let reading = crate::metrics::BudgetReading {
+                    allowed: allowed_disruptions(np, r, total, 0, unix),
+                    consuming: deleting,
+                };
+                out.insert((name.clone(), r.as_str().to_lowercase()), reading);
+            }
+        }
+        out
     }
 
     /// A NodePool's nodes, and how many of them are being deleted.
@@ -484,9 +519,31 @@ impl Controllers {
             .into_iter()
             .map(|(r, n)| (r.as_str().to_lowercase(), n))
             .collect();
-        let command = plan(&view, &mut self.catalog.borrow_mut());
+        // wall-clock time, for the evaluation-duration histogram only: no decision reads it
+        let started = std::time::Instant::now();
+        let (command, judged) = plan_judged(&view, &mut self.catalog.borrow_mut());
         drop(view);
+        for j in judged {
+            let pool = &self.cluster.node_pools[&pool_names[j.pool]];
+            let policy = format!("{:?}", pool.spec.disruption.consolidation_policy);
+            let decision = if j.approved { "approved" } else { "rejected" };
+            let values = [decision, pool_names[j.pool].as_str(), policy.as_str()];
+            self.metrics.inc(&families::CONSOLIDATION_MOVES, &values);
+            if let Some(score) = j.score {
+                self.metrics
+                    .observe(&families::CONSOLIDATION_SCORE, &values, score);
+            }
+        }
+        let (reason, consolidation_type) = command.as_ref().map_or(("", ""), |c| {
+            (c.reason.as_str(), c.method.consolidation_type())
+        });
+        self.metrics.observe(
+            &families::VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION_SECONDS,
+            &[consolidation_type, &reason.to_lowercase()],
+            started.elapsed().as_secs_f64(),
+        );
         self.disruption.eligible = eligible;
+        self.disruption.budgets = self.budget_readings();
         Some((command?, names))
     }
 
@@ -502,7 +559,7 @@ impl Controllers {
         self.disruption
             .backoffs
             .retain(|n, _| nodes.contains_key(n));
-        self.repair_unhealthy();
+        self.find_repairs();
         if self.disruption.command.is_some() {
             return;
         }
@@ -513,8 +570,17 @@ impl Controllers {
         self.report_blocked();
         if let Some((command, names)) = self.decide() {
             self.disruption.idle_inputs = None;
+            if command.method == Method::Repair {
+                // repair is not validated again after a wait: the node is unhealthy now
+                let candidates = (command.candidates.iter())
+                    .map(|i| names[*i].clone())
+                    .collect();
+                self.act(command, candidates);
+                return;
+            }
             self.disruption.command = Some(Pending {
                 reason: command.reason,
+                consolidation_type: command.method.consolidation_type(),
                 candidates: command
                     .candidates
                     .iter()
@@ -598,6 +664,7 @@ impl Controllers {
             do_not_disrupt_ended,
             backoffs_ended,
             budget_windows,
+            repairs: self.disruption.repairs.keys().cloned().collect(),
         }
     }
 
@@ -670,8 +737,16 @@ impl Controllers {
         let Some(pending) = self.disruption.command.take() else {
             return;
         };
+        let failed = |core: &mut Controllers| {
+            core.metrics.add(
+                &families::VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS,
+                &[pending.consolidation_type],
+                pending.candidates.len() as u64,
+            );
+            core.schedule_pass(core.now + PASS_INTERVAL);
+        };
         let Some((command, names)) = self.decide() else {
-            self.schedule_pass(self.now + PASS_INTERVAL);
+            failed(self);
             return;
         };
         let candidates: Vec<String> = command
@@ -680,7 +755,7 @@ impl Controllers {
             .map(|i| names[*i].clone())
             .collect();
         if command.reason != pending.reason || candidates != pending.candidates {
-            self.schedule_pass(self.now + PASS_INTERVAL);
+            failed(self);
             return;
         }
         self.act(command, candidates);
@@ -719,16 +794,21 @@ impl Controllers {
             nodes: candidates.clone(),
         });
         let reason = command.reason.as_str().to_lowercase();
-        self.metrics.decision(
-            method,
-            &reason,
-            command.method.consolidation_type(),
-            &pool_list,
+        let consolidation_type = command.method.consolidation_type();
+        self.metrics.inc(
+            &families::VOLUNTARY_DISRUPTION_DECISIONS,
+            &[consolidation_type, method, &reason],
         );
+        for pool in &pool_list {
+            self.metrics.inc(
+                &families::VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL,
+                &[consolidation_type, method, pool, &reason],
+            );
+        }
         for c in &candidates {
             if let Some((claim, _)) = self.cluster.claim_of_node(c) {
                 let claim = claim.clone();
-                self.count_disrupted(&claim, &reason);
+                self.count_disrupted(&claim, &reason, consolidation_type, true);
             }
         }
         let more = self.command_fields(&command, &candidates, method);
@@ -756,6 +836,7 @@ impl Controllers {
         }
         self.disruption.command = Some(Pending {
             reason: command.reason,
+            consolidation_type: command.method.consolidation_type(),
             candidates,
             replacements: launched,
             savings: command.savings,
@@ -868,6 +949,17 @@ impl Controllers {
             return;
         };
         self.cancel(&Timer::ReplacementTimeout);
+        let decision = if c.replacements.is_empty() {
+            "delete"
+        } else {
+            "replace"
+        };
+        let reason = c.reason.as_str().to_lowercase();
+        self.metrics.add(
+            &families::VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
+            &[c.consolidation_type, decision, &reason],
+            c.replacements.len().max(1) as u64,
+        );
         // the candidates wait longer with each replacement that failed in a row
         let mut retry = Duration::ZERO;
         for n in c.candidates.iter().filter(|_| !c.replacements.is_empty()) {
@@ -896,6 +988,9 @@ impl Controllers {
         claim: &str,
         reason: kerf_api::nodepool::DisruptionReason,
     ) {
+        if reason == kerf_api::nodepool::DisruptionReason::Unhealthy {
+            self.bound_repair(node, claim);
+        }
         self.delete_nodeclaim(claim);
         self.disruption
             .disrupted_for

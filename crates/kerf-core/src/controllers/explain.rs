@@ -691,6 +691,7 @@ fn method_text(method: Method) -> &'static str {
     match method {
         Method::Emptiness => "empty-node deletion",
         Method::Drift => "drift replacement",
+        Method::Repair => "repair replacement",
         Method::MultiNode => "multi-node consolidation",
         Method::SingleNode => "single-node consolidation",
     }

@@ -1,87 +1,189 @@
-//! Node repair, behind Karpenter's `NodeRepair` feature gate (off by default): a node whose
-//! `Ready` condition has not been True for [`REPAIR_TOLERATION`] (AWS's repair policy for
-//! Ready False and Unknown) has its NodeClaim deleted at once, its pods going regardless of
-//! budgets and do-not-disrupt, so the provisioner replaces it. A NodePool with more than
-//! [`UNHEALTHY_SHARE`] % of its nodes unhealthy (rounded up) is left alone: that is an
-//! outage to look at, not a node to replace.
+//! Node repair as Karpenter v1.15 runs it (behind its `NodeRepair` feature gate, off by
+//! default): a disruption method, first in each pass. A node one of the cloud's repair
+//! policies ([`crate::repair`]) has been due on is replaced, one per pass, within its
+//! NodePool's `Unhealthy` budget: its replacement is launched first, then its pods are
+//! drained gracefully until the policy's drain bound runs out (PodDisruptionBudgets and
+//! pods' do-not-disrupt hold only until then; the node's own do-not-disrupt does not hold).
+//! `karpenter.sh/do-not-repair: "true"` on the node vetoes repair, and a NodePool with more
+//! than [`UNHEALTHY_SHARE`] % of its nodes unhealthy is left alone: that is an outage to look
+//! at, not nodes to replace.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Controllers, Event, EventObject, Timer};
+use super::{Controllers, Event, EventObject};
+use crate::consolidation::RepairView;
+use crate::metrics::families;
+use crate::repair::{self, AWS_POLICIES, Decision, UNHEALTHY_SHARE};
 
-/// How long a node may stay not Ready before it is replaced.
-pub const REPAIR_TOLERATION: Duration = Duration::from_secs(30 * 60);
-/// The share of a NodePool's nodes that may be unhealthy at once for repair to go on.
-pub const UNHEALTHY_SHARE: usize = 20;
+/// A node repair would replace, and why.
+#[derive(Clone, Debug)]
+pub(super) struct RepairDue {
+    /// What the disruption pass reads.
+    pub(super) view: RepairView,
+    /// The governing policy, the drain bound and the score.
+    pub(super) decision: Decision,
+}
 
 impl Controllers {
-    /// Deletes the NodeClaims of nodes unhealthy past the toleration, pool by pool.
-    pub(super) fn repair_unhealthy(&mut self) {
+    /// Works out which nodes repair may replace now (into the disruption state), with the
+    /// events of those it may not.
+    pub(super) fn find_repairs(&mut self) {
+        self.disruption.repairs.clear();
         if !self.settings.node_repair {
             return;
         }
-        // per NodePool: its nodes, and those whose Ready condition is not True
+        // per NodePool: its nodes, and those a policy's condition and status match
         let mut pools: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        for n in self.cluster.nodes.values() {
+            let Some(pool) = n.labels.get(kerf_api::labels::NODEPOOL) else {
+                continue;
+            };
+            let counts = pools.entry(pool.as_str()).or_default();
+            counts.0 += 1;
+            counts.1 += usize::from(repair::unhealthy(&AWS_POLICIES, &n.conditions));
+        }
+        let tripped: BTreeMap<String, bool> = (pools.into_iter())
+            .map(|(p, (nodes, unhealthy))| (p.to_string(), repair::tripped(nodes, unhealthy)))
+            .collect();
         let mut due = Vec::new();
-        for (node, n) in &self.cluster.nodes {
-            let Some((claim, c)) = n
+        let mut blocked = Vec::new();
+        for (name, n) in &self.cluster.nodes {
+            let Some((claim_name, claim)) = n
                 .nodeclaim
                 .as_ref()
                 .and_then(|k| self.cluster.nodeclaims.get_key_value(k))
             else {
                 continue;
             };
-            let counts = pools.entry(c.node_pool.as_str()).or_default();
-            counts.0 += 1;
-            if n.ready {
+            // a NodeClaim already going, or one whose node never registered (liveness
+            // replaces those)
+            if claim.deleting.is_some() || !claim.registered {
                 continue;
             }
-            counts.1 += 1;
-            if self.now >= n.ready_changed + REPAIR_TOLERATION && c.terminate_at.is_none() {
-                due.push((claim.clone(), node.clone(), c.node_pool.clone()));
-            }
-        }
-        let healthy_enough: BTreeMap<String, bool> = pools
-            .into_iter()
-            .map(|(pool, (nodes, unhealthy))| {
-                let allowed = (nodes * UNHEALTHY_SHARE).div_ceil(100);
-                (pool.to_string(), unhealthy <= allowed)
-            })
-            .collect();
-        for (claim, node, pool) in due {
-            if !healthy_enough.get(&pool).copied().unwrap_or(false) {
-                self.event(Event {
-                    kind: EventObject::Node,
-                    name: node,
-                    warning: true,
-                    reason: "NodeRepairBlocked",
-                    message: format!(
-                        "more than {UNHEALTHY_SHARE}% nodes are unhealthy in the nodepool"
-                    ),
-                });
+            if !self.cluster.node_pools.contains_key(&claim.node_pool) {
                 continue;
             }
-            let Some(c) = self.cluster.nodeclaims.get_mut(&claim) else {
+            let matches = repair::matches(&AWS_POLICIES, &n.conditions, n.created);
+            let Some(decision) = repair::decide(&matches, self.now) else {
                 continue;
             };
-            c.terminate_at = Some(self.now);
-            let deleting = c.deleting.is_some();
-            self.activity += 1;
-            if deleting {
-                // a drain under way forces the rest of its pods out now
-                self.at(self.now, Timer::Drain(claim));
+            if n.do_not_repair {
+                blocked.push((name.clone(), claim_name.clone(), None));
                 continue;
             }
-            self.log(
-                "node.health",
-                "deleting unhealthy node",
-                json!({"NodeClaim": {"name": claim}, "Node": {"name": node}}),
-            );
-            self.count_disrupted(&claim, "unhealthy");
-            self.delete_nodeclaim(&claim);
+            if tripped.get(&claim.node_pool).copied().unwrap_or(false) {
+                blocked.push((
+                    name.clone(),
+                    claim_name.clone(),
+                    Some(claim.node_pool.clone()),
+                ));
+                continue;
+            }
+            let view = RepairView {
+                score: decision.score,
+                initialized: claim.initialized,
+            };
+            due.push((name.clone(), RepairDue { view, decision }));
+        }
+        for (node, claim, pool) in blocked {
+            self.repair_blocked(&node, &claim, pool.as_deref());
+        }
+        self.disruption.repairs = due.into_iter().collect();
+    }
+
+    /// The events of a node repair leaves alone: vetoed by its annotation, or its NodePool
+    /// (`tripped`) past the unhealthy share.
+    fn repair_blocked(&mut self, node: &str, claim: &str, tripped: Option<&str>) {
+        let (warning, reason, message) = match tripped {
+            Some(pool) => (
+                true,
+                "NodeRepairBlocked",
+                format!(
+                    "more than {UNHEALTHY_SHARE}% of nodes in nodepool \"{pool}\" are unhealthy"
+                ),
+            ),
+            None => (
+                false,
+                "DisruptionBlocked",
+                "repair is blocked through the \"karpenter.sh/do-not-repair\" annotation".into(),
+            ),
+        };
+        let mut objects = vec![
+            (EventObject::Node, node.to_string()),
+            (EventObject::NodeClaim, claim.to_string()),
+        ];
+        if let Some(pool) = tripped {
+            objects.push((EventObject::NodePool, pool.to_string()));
+        }
+        for (kind, name) in objects {
+            self.event(Event {
+                kind,
+                name,
+                warning,
+                reason,
+                message: message.clone(),
+            });
+        }
+    }
+
+    /// The node of a repair command is about to be deleted: its drain may take the policy's
+    /// bound (or its NodeClaim's own grace period, if shorter) and no longer, and it counts
+    /// into Karpenter's repair metric. Logged as Karpenter's `selected repair policy`.
+    pub(super) fn bound_repair(&mut self, node: &str, claim: &str) {
+        let Some(due) = self.disruption.repairs.get(node).cloned() else {
+            return;
+        };
+        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+            return;
+        };
+        let pool = self.cluster.node_pools.get(&c.node_pool);
+        let own = pool.and_then(|p| p.spec.template.spec.termination_grace_period);
+        let bound = own.map_or(due.decision.drain_bound, |g| {
+            g.0.min(due.decision.drain_bound)
+        });
+        let mode = if bound.is_zero() {
+            "forceful"
+        } else {
+            "eventual"
+        };
+        let condition = &due.decision.governing.condition;
+        let (capacity_type, image) = c.launched.as_ref().map_or(("", ""), |l| {
+            (
+                l.capacity_type.as_str(),
+                l.image_id.as_deref().unwrap_or(""),
+            )
+        });
+        self.metrics.inc(
+            &families::NODECLAIMS_UNHEALTHY_DISRUPTED,
+            &[
+                capacity_type,
+                &repair::snake_case(&condition.kind),
+                image,
+                &c.node_pool,
+                mode,
+            ],
+        );
+        let policy = due.decision.governing.policy;
+        self.log(
+            "disruption",
+            "selected repair policy",
+            json!({
+                "Node": {"name": node},
+                "condition": condition.kind,
+                "status": condition.status,
+                "reason": condition.reason,
+                "reason-regex": policy.reason.regex(),
+                "fallback": policy.reason == repair::ReasonFilter::Fallback,
+                "action": "ReplaceNode",
+                "termination-grace-period": kerf_api::duration::format_go_duration(bound),
+            }),
+        );
+        let deadline = self.now + bound;
+        if let Some(c) = self.cluster.nodeclaims.get_mut(claim) {
+            // only ever sooner
+            c.terminate_at = Some(c.terminate_at.map_or(deadline, |t| t.min(deadline)));
         }
     }
 }

@@ -97,7 +97,7 @@ impl Controllers {
             "Interruption triggered termination for the",
             true,
         );
-        self.count_disrupted(&claim, notice.message_kind);
+        self.count_disrupted(&claim, notice.message_kind, "", false);
         self.delete_nodeclaim(&claim);
     }
 

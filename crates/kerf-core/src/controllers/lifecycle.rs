@@ -8,6 +8,8 @@ use std::time::Duration;
 use kerf_api::labels;
 use serde_json::json;
 
+use crate::metrics::families;
+
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{CapacityType, CloudInstance, Launched};
 use crate::objects::claim_record;
@@ -179,6 +181,10 @@ impl Controllers {
         let name = node.metadata.name.clone().unwrap_or_default();
         let mut record = crate::objects::node_record(node, now + self.epoch());
         record.ready_changed = record.ready_changed.saturating_sub(self.epoch());
+        record.created = record.created.saturating_sub(self.epoch());
+        for c in &mut record.conditions {
+            c.since = c.since.saturating_sub(self.epoch());
+        }
         record.last_pod_event = now;
         self.cluster.apply_node(name, record, now);
     }
@@ -267,6 +273,7 @@ impl Controllers {
             "creating instance, insufficient capacity, all requested instance types were unavailable during launch ({} offerings)",
             insufficient.len()
         );
+        self.count_disrupted(nodeclaim, "insufficient_capacity", "", false);
         self.give_up_launch(nodeclaim, "InsufficientCapacityError", &error);
     }
 
@@ -335,7 +342,8 @@ impl Controllers {
             (claim.startup_taints.iter()).any(|s| node.taints.iter().any(|t| t.key == s.key));
         if !claim.registered {
             let zone = claim.launched.as_ref().map_or("", |l| l.zone.as_str());
-            self.metrics.node_created(&claim.node_pool, zone);
+            self.metrics
+                .inc(&families::NODES_CREATED, &[&claim.node_pool, zone]);
             if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
                 c.registered = true;
             }
@@ -424,6 +432,7 @@ impl Controllers {
             return;
         }
         self.lifecycle.launching.remove(name);
+        self.count_disrupted(name, "launch_timeout", "", false);
         self.log(
             "nodeclaim.lifecycle",
             "deleted nodeclaim",
@@ -440,6 +449,7 @@ impl Controllers {
             return;
         }
         let provider = claim.launched.as_ref().map(|l| l.provider_id.clone());
+        self.count_disrupted(name, "registration_timeout", "", false);
         self.log(
             "nodeclaim.lifecycle",
             "deleted nodeclaim",
@@ -467,6 +477,7 @@ impl Controllers {
             return;
         };
         let (name, node) = (name.clone(), claim.node.clone());
+        self.count_disrupted(&name, "garbage_collected", "", true);
         if let Some(node) = &node {
             // its pods went with the instance: until the node's deletion is seen, they are
             // not healthy for any PodDisruptionBudget a drain elsewhere consults

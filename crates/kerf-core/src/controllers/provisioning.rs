@@ -15,6 +15,8 @@ use kerf_scheduling::{
 };
 use serde_json::json;
 use std::fmt::Write as _;
+
+use crate::metrics::families;
 use std::hash::{Hash, Hasher};
 
 use super::{Action, Controllers, Event, EventObject, Timer, TypeOptions, Unplaced, list_text};
@@ -122,6 +124,8 @@ pub(crate) struct State {
     /// The last overlay evaluation, with the catalog and unavailable-offerings generations it
     /// read: every solve asks for it, and it changes only with them.
     pub(super) overlay_cache: Option<(u64, u64, crate::overlays::Evaluation)>,
+    /// What the last pass left, for the scheduler's gauges.
+    pub(crate) reading: crate::metrics::SchedulingReading,
 }
 
 impl State {
@@ -133,6 +137,7 @@ impl State {
             ignored_pods: BTreeMap::new(),
             types_asked: BTreeSet::new(),
             overlay_cache: None,
+            reading: crate::metrics::SchedulingReading::default(),
         }
     }
 }
@@ -304,6 +309,7 @@ impl Controllers {
             claims: existing_claims,
             ..
         } = self.solve_pending(keys);
+        self.count_decided(&keys, decision.unschedulable.len());
         for e in &decision.existing {
             // pods a node Kerf does not manage can take are left to kube-scheduler
             let Some(claim) = existing_claims[e.node].clone() else {
@@ -315,9 +321,7 @@ impl Controllers {
                 .get(&claim)
                 .and_then(|c| c.node.clone());
             for p in &e.pods {
-                if let Some(rec) = self.cluster.pods.get_mut(&keys[*p]) {
-                    rec.nominated = Some(claim.clone());
-                }
+                self.nominate(&keys[*p], &claim);
                 self.nominated_event(&keys[*p], &claim, node.as_deref());
             }
             if self
@@ -364,11 +368,9 @@ impl Controllers {
         }
         for plan in &decision.nodeclaims {
             let pool = pool_names[plan.node_pool].clone();
-            let name = self.create_nodeclaim(plan, &pool, "provisioning");
+            let name = self.create_nodeclaim(plan, &pool, "provisioned");
             for p in &plan.pods {
-                if let Some(rec) = self.cluster.pods.get_mut(&keys[*p]) {
-                    rec.nominated = Some(name.clone());
-                }
+                self.nominate(&keys[*p], &name);
                 self.nominated_event(&keys[*p], &name, None);
             }
         }
@@ -390,6 +392,38 @@ impl Controllers {
             self.cancel(&Timer::RetryPending);
             self.at(self.now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
         }
+    }
+
+    /// A pod is to go to this NodeClaim; the first time it is, the provisioner found it a
+    /// place (Karpenter's provisioning latency metrics count from here).
+    fn nominate(&mut self, pod: &str, claim: &str) {
+        if let Some(rec) = self.cluster.pods.get_mut(pod) {
+            rec.nominated = Some(claim.to_string());
+            rec.schedulable_since.get_or_insert(self.now);
+        }
+    }
+
+    /// A solve decided about these pods, leaving `unschedulable` of them without a place:
+    /// each pod's first decision counts into Karpenter's decision latency, and the pass
+    /// into the scheduler's gauges.
+    fn count_decided(&mut self, keys: &[String], unschedulable: usize) {
+        let now = self.now;
+        for k in keys {
+            let Some(rec) = self.cluster.pods.get_mut(k) else {
+                continue;
+            };
+            if rec.decided.is_none() {
+                rec.decided = Some(now);
+                let waited = now.saturating_sub(rec.pending_since);
+                self.metrics.observe(
+                    &families::PODS_SCHEDULING_DECISION_DURATION_SECONDS,
+                    &[],
+                    waited.as_secs_f64(),
+                );
+            }
+        }
+        self.provisioning.reading.pass += 1;
+        self.provisioning.reading.unschedulable = unschedulable;
     }
 
     /// Karpenter's `Nominated` event: the pod should schedule on this NodeClaim (and its
@@ -464,7 +498,11 @@ impl Controllers {
         let started = std::time::Instant::now();
         let options = self.solve_options();
         let solved = self.solve_over(keys, &pools, pool_names, options, Packing::NearBound);
-        self.metrics.scheduled(started.elapsed());
+        self.metrics.observe(
+            &families::SCHEDULER_SCHEDULING_DURATION_SECONDS,
+            &["provisioner"],
+            started.elapsed().as_secs_f64(),
+        );
         solved
     }
 
@@ -653,7 +691,7 @@ impl Controllers {
     }
 
     /// Creates the NodeClaim of a plan and asks the cloud to launch it; its name. `reason`
-    /// is Karpenter's for the created-NodeClaims counter: `provisioning`, or the disruption's
+    /// is Karpenter's for the created-NodeClaims counter: `provisioned`, or the disruption's
     /// reason for a replacement.
     pub(super) fn create_nodeclaim(
         &mut self,
@@ -662,8 +700,13 @@ impl Controllers {
         reason: &str,
     ) -> String {
         let name = nodeclaim_name(pool_name, &mut self.rng);
+        let relaxed = if plan.min_values_relaxed {
+            "true"
+        } else {
+            "false"
+        };
         self.metrics
-            .nodeclaim_created(reason, pool_name, plan.min_values_relaxed);
+            .inc(&families::NODECLAIMS_CREATED, &[relaxed, pool_name, reason]);
         let types: Vec<String> = plan.instance_types.iter().map(|o| o.name.clone()).collect();
         self.log(
             "provisioner",

@@ -211,8 +211,7 @@ impl Controllers {
         for claim in drifted.into_iter().take(granted) {
             let c = &self.cluster.nodeclaims[&claim];
             let node = c.node.clone().unwrap_or_default();
-            let capacity = c.launched.as_ref().map_or("", |l| l.capacity_type.as_str());
-            self.metrics.nodeclaim_disrupted("drifted", pool, capacity);
+            self.count_disrupted(&claim, "drifted", "", true);
             self.log(
                 "disruption",
                 "disrupting node(s)",

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::metrics::families;
+
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{Cluster, PodOwner};
 use crate::controllers::disruption::{PdbAllowances, has_disrupted_taint};
@@ -167,6 +169,13 @@ impl Controllers {
                     return;
                 }
             }
+            let pool = self
+                .cluster
+                .nodeclaims
+                .get(claim)
+                .map(|c| c.node_pool.clone());
+            self.metrics
+                .inc(&families::NODES_DRAINED, &[pool.as_deref().unwrap_or("")]);
             self.log(
                 "node.termination",
                 "deleted node",
@@ -208,6 +217,12 @@ impl Controllers {
                 json!({"Pod": key}),
             );
         }
+        let why = self
+            .disruption
+            .disrupted_for
+            .get(claim)
+            .map_or("Forceful Termination", |r| r.as_str());
+        self.metrics.inc(&families::PODS_DRAINED, &[why]);
         if forced {
             self.actions.push(Action::DeletePod {
                 pod: key.to_string(),
@@ -217,11 +232,6 @@ impl Controllers {
         self.actions.push(Action::Evict {
             pod: key.to_string(),
         });
-        let why = self
-            .disruption
-            .disrupted_for
-            .get(claim)
-            .map_or("Forceful Termination", |r| r.as_str());
         self.event(Event {
             kind: EventObject::Pod,
             name: key.to_string(),
@@ -246,7 +256,7 @@ impl Controllers {
             "deleting expired nodeclaim",
             json!({"NodeClaim": {"name": claim}}),
         );
-        self.count_disrupted(claim, "expired");
+        self.count_disrupted(claim, "expired", "", true);
         self.delete_nodeclaim(claim);
     }
 }

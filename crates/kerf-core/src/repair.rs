@@ -1,0 +1,330 @@
+//! Node repair as Karpenter v1.15 defines it: the cloud provider's repair policies (a node
+//! condition and status, a reason filter, how long it is tolerated, and how long the drain
+//! may take), which node conditions match them, when a match is due, and which policy governs
+//! a node. The disruption controller turns due nodes into repair commands.
+
+use std::time::Duration;
+
+/// What a node condition's reason must show for a policy to match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReasonFilter {
+    /// Any reason (`.*`).
+    Any,
+    /// A reason naming one of these NVIDIA XID codes (`.*XID(46|48|…).*`).
+    Xid(&'static [u32]),
+    /// No filter: the one fallback, for a condition no other policy of its type and status
+    /// matches.
+    Fallback,
+}
+
+impl ReasonFilter {
+    fn matches(self, reason: &str) -> bool {
+        match self {
+            ReasonFilter::Any | ReasonFilter::Fallback => true,
+            ReasonFilter::Xid(codes) => codes.iter().any(|c| reason.contains(&format!("XID{c}"))),
+        }
+    }
+
+    /// The filter as Karpenter's log field `reason-regex` writes it.
+    pub fn regex(self) -> String {
+        match self {
+            ReasonFilter::Any => ".*".into(),
+            ReasonFilter::Fallback => String::new(),
+            ReasonFilter::Xid(codes) => {
+                let codes: Vec<String> = codes.iter().map(u32::to_string).collect();
+                format!(".*XID({}).*", codes.join("|"))
+            }
+        }
+    }
+}
+
+/// A cloud provider's repair policy.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RepairPolicy {
+    /// The node condition's type.
+    pub condition: &'static str,
+    /// Its status.
+    pub status: &'static str,
+    /// What its reason must show.
+    pub reason: ReasonFilter,
+    /// How long the condition is tolerated before the node is replaced.
+    pub toleration: Duration,
+    /// How long the replaced node's drain may take before its pods are deleted (its
+    /// NodeClaim's own grace period, if shorter, wins).
+    pub drain_bound: Duration,
+}
+
+const fn policy(
+    condition: &'static str,
+    status: &'static str,
+    reason: ReasonFilter,
+    minutes: u64,
+    drain_minutes: u64,
+) -> RepairPolicy {
+    RepairPolicy {
+        condition,
+        status,
+        reason,
+        toleration: Duration::from_secs(minutes * 60),
+        drain_bound: Duration::from_secs(drain_minutes * 60),
+    }
+}
+
+/// XID errors a reboot clears (Karpenter replaces the node unless rebooting is enabled).
+const XID_REBOOTABLE: &[u32] = &[
+    46, 48, 54, 62, 63, 95, 109, 110, 136, 140, 143, 155, 156, 158,
+];
+/// XID errors that need a new node.
+const XID_FATAL: &[u32] = &[64, 74, 79, 119, 120];
+
+/// The AWS provider's repair policies (Karpenter v1.15, node monitoring agent conditions),
+/// in its order.
+pub const AWS_POLICIES: [RepairPolicy; 9] = [
+    policy("Ready", "False", ReasonFilter::Any, 30, 10),
+    policy("Ready", "Unknown", ReasonFilter::Any, 30, 10),
+    policy(
+        "AcceleratedHardwareReady",
+        "False",
+        ReasonFilter::Xid(XID_REBOOTABLE),
+        10,
+        5,
+    ),
+    policy(
+        "AcceleratedHardwareReady",
+        "False",
+        ReasonFilter::Xid(XID_FATAL),
+        10,
+        5,
+    ),
+    policy(
+        "AcceleratedHardwareReady",
+        "False",
+        ReasonFilter::Fallback,
+        30,
+        10,
+    ),
+    policy("StorageReady", "False", ReasonFilter::Any, 30, 10),
+    policy("NetworkingReady", "False", ReasonFilter::Any, 30, 10),
+    policy("KernelReady", "False", ReasonFilter::Any, 30, 10),
+    policy("ContainerRuntimeReady", "False", ReasonFilter::Any, 30, 10),
+];
+
+/// A node condition as repair reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeCondition {
+    /// Its type.
+    pub kind: String,
+    /// Its status.
+    pub status: String,
+    /// Its reason.
+    pub reason: String,
+    /// Its lastTransitionTime, on the controllers' clock.
+    pub since: Duration,
+}
+
+/// A policy matched by a node condition.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Match {
+    /// The policy.
+    pub policy: RepairPolicy,
+    /// The condition (its own type, status and reason, also under the fallback).
+    pub condition: NodeCondition,
+    /// When the toleration ends: the condition's transition (not before the node was
+    /// created) plus the policy's toleration.
+    pub due: Duration,
+}
+
+/// Every policy a node's conditions match: per condition, the policies of its type and
+/// status whose filter its reason passes, else the fallback (when any policy has its type and
+/// status).
+pub fn matches(
+    policies: &[RepairPolicy],
+    conditions: &[NodeCondition],
+    node_created: Duration,
+) -> Vec<Match> {
+    let fallback = policies.iter().find(|p| p.reason == ReasonFilter::Fallback);
+    let mut out = Vec::new();
+    for c in conditions {
+        let pair: Vec<&RepairPolicy> = (policies.iter())
+            .filter(|p| p.condition == c.kind && p.status == c.status)
+            .collect();
+        if pair.is_empty() {
+            continue;
+        }
+        let start = c.since.max(node_created);
+        let specific: Vec<&RepairPolicy> = (pair.iter().copied())
+            .filter(|p| p.reason != ReasonFilter::Fallback && p.reason.matches(&c.reason))
+            .collect();
+        let chosen = if specific.is_empty() {
+            fallback.into_iter().collect()
+        } else {
+            specific
+        };
+        for p in chosen {
+            out.push(Match {
+                policy: *p,
+                condition: c.clone(),
+                due: start + p.toleration,
+            });
+        }
+    }
+    out
+}
+
+/// Whether any condition's type and status is one a policy watches (the unhealthy count the
+/// 20 % guard takes, whatever the reason or toleration).
+pub fn unhealthy(policies: &[RepairPolicy], conditions: &[NodeCondition]) -> bool {
+    conditions
+        .iter()
+        .any(|c| (policies.iter()).any(|p| p.condition == c.kind && p.status == c.status))
+}
+
+/// How long repair tolerates unhealthy nodes' ageing before their order weighs it as much as
+/// a priority step (Karpenter's ageing constant).
+const AGEING: Duration = Duration::from_secs(30 * 60);
+
+/// What repair does with a node at `now`, from its matches.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// The match that governs (the earliest due, then the smaller condition type).
+    pub governing: Match,
+    /// The drain bound: the shortest of the due policies'.
+    pub drain_bound: Duration,
+    /// Its place in line: how long past due, in ageing steps (more first).
+    pub score: f64,
+}
+
+/// The decision for a node whose matches are `matches`, if any is due at `now`.
+pub fn decide(matches: &[Match], now: Duration) -> Option<Decision> {
+    let due: Vec<&Match> = matches.iter().filter(|m| m.due <= now).collect();
+    let governing = due
+        .iter()
+        .min_by(|a, b| {
+            a.due
+                .cmp(&b.due)
+                .then_with(|| a.condition.kind.cmp(&b.condition.kind))
+        })
+        .copied()?;
+    let drain_bound = due
+        .iter()
+        .map(|m| m.policy.drain_bound)
+        .min()
+        .unwrap_or_default();
+    let score = due
+        .iter()
+        .map(|m| now.saturating_sub(m.due).as_secs_f64() / AGEING.as_secs_f64())
+        .fold(0.0, f64::max);
+    Some(Decision {
+        governing: governing.clone(),
+        drain_bound,
+        score,
+    })
+}
+
+/// The share of a NodePool's nodes that may be unhealthy at once for repair to go on, in
+/// percent (rounded up to whole nodes).
+pub const UNHEALTHY_SHARE: usize = 20;
+
+/// Whether a NodePool with `nodes` nodes, `unhealthy` of them unhealthy, is past the guard:
+/// that is an outage to look at, not nodes to replace.
+pub fn tripped(nodes: usize, unhealthy: usize) -> bool {
+    unhealthy > (nodes * UNHEALTHY_SHARE).div_ceil(100)
+}
+
+/// A condition type as Karpenter's metric label writes it (`AcceleratedHardwareReady` →
+/// `accelerated_hardware_ready`).
+pub fn snake_case(kind: &str) -> String {
+    let mut out = String::new();
+    for (i, ch) in kind.chars().enumerate() {
+        if ch.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(ch.to_ascii_lowercase());
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn condition(kind: &str, status: &str, reason: &str, since: u64) -> NodeCondition {
+        NodeCondition {
+            kind: kind.into(),
+            status: status.into(),
+            reason: reason.into(),
+            since: Duration::from_secs(since),
+        }
+    }
+
+    #[test]
+    fn an_xid_reason_is_due_sooner_than_an_unnamed_accelerator_fault() {
+        let fatal = [condition(
+            "AcceleratedHardwareReady",
+            "False",
+            "NvidiaXID79Error",
+            100,
+        )];
+        let m = matches(&AWS_POLICIES, &fatal, Duration::ZERO);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].due, Duration::from_secs(100 + 600));
+        assert_eq!(m[0].policy.drain_bound, Duration::from_secs(300));
+        // a reason neither XID family names falls back: 30 minutes, a 10-minute drain
+        let other = [condition(
+            "AcceleratedHardwareReady",
+            "False",
+            "NvidiaXID142Error",
+            100,
+        )];
+        let m = matches(&AWS_POLICIES, &other, Duration::ZERO);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].policy.reason, ReasonFilter::Fallback);
+        assert_eq!(m[0].due, Duration::from_secs(100 + 1800));
+        // a condition no policy watches matches nothing, and is not unhealthy
+        let pressure = [condition("DiskPressure", "True", "", 0)];
+        assert!(matches(&AWS_POLICIES, &pressure, Duration::ZERO).is_empty());
+        assert!(!unhealthy(&AWS_POLICIES, &pressure));
+    }
+
+    #[test]
+    fn the_toleration_counts_from_the_nodes_creation_at_the_earliest() {
+        let old = [condition("Ready", "Unknown", "NodeStatusUnknown", 0)];
+        let m = matches(&AWS_POLICIES, &old, Duration::from_secs(500));
+        assert_eq!(m[0].due, Duration::from_secs(500 + 1800));
+        assert_eq!(decide(&m, Duration::from_secs(2299)), None);
+        let d = decide(&m, Duration::from_secs(2300 + 900)).expect("due");
+        assert_eq!(d.governing.condition.kind, "Ready");
+        assert_eq!(d.drain_bound, Duration::from_secs(600));
+        assert!((d.score - 0.5).abs() < 1e-9, "{}", d.score);
+    }
+
+    #[test]
+    fn the_shortest_drain_of_the_due_policies_bounds_the_drain() {
+        let both = [
+            condition("Ready", "False", "KubeletNotReady", 0),
+            condition("AcceleratedHardwareReady", "False", "NvidiaXID48Error", 0),
+        ];
+        let m = matches(&AWS_POLICIES, &both, Duration::ZERO);
+        let d = decide(&m, Duration::from_secs(3600)).expect("due");
+        assert_eq!(d.governing.condition.kind, "AcceleratedHardwareReady");
+        assert_eq!(d.drain_bound, Duration::from_secs(300));
+        assert_eq!(
+            snake_case("AcceleratedHardwareReady"),
+            "accelerated_hardware_ready"
+        );
+        assert_eq!(ReasonFilter::Xid(&[64, 74]).regex(), ".*XID(64|74).*");
+    }
+
+    #[test]
+    fn more_than_a_fifth_of_a_nodepool_unhealthy_stops_repair() {
+        assert!(!tripped(5, 1));
+        assert!(tripped(5, 2));
+        assert!(!tripped(10, 2));
+        assert!(tripped(10, 3));
+        assert!(tripped(3, 2));
+    }
+}
