@@ -271,7 +271,11 @@ pub struct NodePoolStatus {
     /// Number of nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<i64>,
-    /// Conditions (`Ready`, `ValidationSucceeded`, `NodeClassReady`).
+    /// Conditions (`Ready`, `ValidationSucceeded`, `NodeClassReady`,
+    /// `NodeRegistrationHealthy`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The node class generation `NodeRegistrationHealthy` was worked out under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_class_observed_generation: Option<i64>,
 }

@@ -969,6 +969,9 @@ impl Cluster {
             })
             .map(|(k, _)| k.clone());
         if let Some(old) = self.nodes.get(&name) {
+            // a Node's creation time does not change (nor does the time first seen stand in
+            // for it)
+            node.created = old.created;
             node.requests = old.requests.clone();
             node.last_pod_event = old.last_pod_event;
             node.marked_consolidatable = old.marked_consolidatable;

@@ -39,6 +39,7 @@ pub mod interruption;
 pub mod lifecycle;
 pub mod node_classes;
 pub mod provisioning;
+mod registration;
 mod reservations;
 pub mod static_capacity;
 pub mod termination;
@@ -463,6 +464,8 @@ pub struct Controllers {
     static_capacity: static_capacity::State,
     /// What the node class status controller keeps between answers.
     node_classes: node_classes::State,
+    /// Each NodePool's recent registrations, for its `NodeRegistrationHealthy` condition.
+    registration: registration::State,
     /// The NodePool and NodeOverlay statuses last written.
     statuses: Statuses,
     /// The instance types as the solver compiled them, kept for the solves after (see
@@ -498,6 +501,7 @@ impl Controllers {
             termination: termination::State::default(),
             static_capacity: static_capacity::State::default(),
             node_classes: node_classes::State::default(),
+            registration: registration::State::default(),
             statuses: Statuses::default(),
             catalog: RefCell::default(),
         }
@@ -687,13 +691,20 @@ impl Controllers {
     }
 
     /// Writes the status of every NodePool whose count or readiness changed.
-    fn count_node_pools(&mut self) {
+    pub(super) fn count_node_pools(&mut self) {
         self.statuses
             .pools
             .retain(|name, _| self.cluster.node_pools.contains_key(name));
         let names: Vec<String> = self.cluster.node_pools.keys().cloned().collect();
         for name in names {
-            let status = crate::objects::nodepool_status(&self.cluster, &name);
+            let registration = self.registration_condition(&name);
+            let class_generation = self.registration_class_generation(&name);
+            let status = crate::objects::nodepool_status(
+                &self.cluster,
+                &name,
+                registration,
+                class_generation,
+            );
             if self.statuses.pools.get(&name) != Some(&status) {
                 self.statuses.pools.insert(name.clone(), status.clone());
                 self.actions.push(Action::PatchNodePoolStatus {

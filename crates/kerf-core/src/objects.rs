@@ -138,7 +138,12 @@ pub fn nodeclaim_status(record: &ClaimRecord) -> NodeClaimStatus {
 /// A NodePool's status (Karpenter's `nodepool/counter` and `nodepool/readiness`): the summed
 /// capacity of its launched NodeClaims with their count under `nodes`, and `Ready` while its
 /// node class exists.
-pub fn nodepool_status(cluster: &Cluster, pool: &str) -> NodePoolStatus {
+pub fn nodepool_status(
+    cluster: &Cluster,
+    pool: &str,
+    registration: Condition,
+    class_generation: i64,
+) -> NodePoolStatus {
     let mut capacity = Resources::default();
     let mut nodes = 0i64;
     for c in cluster.nodeclaims.values().filter(|c| c.node_pool == pool) {
@@ -178,7 +183,9 @@ pub fn nodepool_status(cluster: &Cluster, pool: &str) -> NodePoolStatus {
                     "NodeClassNotReady"
                 },
             ),
+            registration,
         ],
+        node_class_observed_generation: Some(class_generation),
     }
 }
 

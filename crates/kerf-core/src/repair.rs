@@ -231,6 +231,17 @@ pub fn tripped(nodes: usize, unhealthy: usize) -> bool {
     unhealthy > (nodes * UNHEALTHY_SHARE).div_ceil(100)
 }
 
+/// A duration as Go's `time.Duration` prints it in Karpenter's logs (`5m0s`, `1h0m0s`).
+pub fn go_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m{s}s"),
+        _ => format!("{h}h{m}m{s}s"),
+    }
+}
+
 /// A condition type as Karpenter's metric label writes it (`AcceleratedHardwareReady` →
 /// `accelerated_hardware_ready`).
 pub fn snake_case(kind: &str) -> String {

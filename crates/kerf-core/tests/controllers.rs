@@ -208,14 +208,9 @@ fn network(subnet: &str, groups: &[&str]) -> InstanceNetwork {
     }
 }
 
-/// As [`launch_and_register`], booting `image` into `network`.
-fn launch_into_and_register(
-    core: &mut Controllers,
-    claim: &str,
-    image: Option<&str>,
-    network: Option<InstanceNetwork>,
-) {
-    let launched = Launched {
+/// The m5.large the cloud launches for `claim`.
+fn instance(claim: &str) -> Launched {
+    Launched {
         provider_id: format!("kwok://{claim}"),
         instance_type: "m5.large".into(),
         zone: "us-east-1a".into(),
@@ -224,8 +219,22 @@ fn launch_into_and_register(
         capacity: two_cpus(),
         allocatable: two_cpus(),
         labels: BTreeMap::new(),
+        image_id: None,
+        network: None,
+    }
+}
+
+/// As [`launch_and_register`], booting `image` into `network`.
+fn launch_into_and_register(
+    core: &mut Controllers,
+    claim: &str,
+    image: Option<&str>,
+    network: Option<InstanceNetwork>,
+) {
+    let launched = Launched {
         image_id: image.map(str::to_string),
         network,
+        ..instance(claim)
     };
     core.launched(claim, launched, secs(3));
     core.apply_node(
@@ -1566,4 +1575,71 @@ fn node_classes_are_resolved_on_change_and_every_minute_and_deleted_once_no_node
     core.nodeclaim_gone(&claim);
     let gone = run_until(&mut core, 101, 115);
     assert_eq!(node_class_work(&gone), ["finalize default"], "{gone:?}");
+}
+
+/// The NodePool's `NodeRegistrationHealthy` condition in the status patches `actions` wrote,
+/// last first: (status, reason).
+fn registration_health(actions: &[Action]) -> Option<(String, String)> {
+    actions.iter().rev().find_map(|a| match a {
+        Action::PatchNodePoolStatus { status, .. } => status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "NodeRegistrationHealthy")
+            .map(|c| (c.status.clone(), c.reason.clone())),
+        _ => None,
+    })
+}
+
+#[test]
+fn two_nodeclaims_that_never_register_make_the_nodepool_registration_unhealthy() {
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("a", "1500m"), secs(0));
+    let unknown = Some(("Unknown".to_string(), "AwaitingReconciliation".to_string()));
+    let unhealthy = Some(("False".to_string(), "RegistrationFailed".to_string()));
+    // each NodeClaim is launched and its node never registers: the registration timeout
+    // deletes it and the pod gets another
+    let mut at = 0;
+    let mut seen = Vec::new();
+    let mut last = None;
+    for _ in 0..2 {
+        let actions = run_until(&mut core, at, at + 2);
+        last = registration_health(&actions).or(last);
+        let claim = created(&actions).pop().expect("a NodeClaim for the pod");
+        core.launched(&claim, instance(&claim), secs(at + 3));
+        let waited = run_until(&mut core, at + 3, at + 16 * 60);
+        let timed_out = waited.iter().any(|a| {
+            matches!(a, Action::Log(r) if r.message == "deleted nodeclaim"
+                && r.fields["reason"] == "registration timeout"
+                && r.fields["NodeClaim"]["name"] == claim.as_str())
+        });
+        assert!(timed_out, "the registration timeout deleted it: {waited:?}");
+        core.observe(
+            Observation::Deleted {
+                kind: "NodeClaim".into(),
+                key: claim.clone(),
+            },
+            secs(at + 16 * 60),
+        );
+        last = registration_health(&waited).or(last);
+        seen.push(last.clone());
+        at += 16 * 60 + 1;
+    }
+    assert_eq!(
+        seen[0], unknown,
+        "one failure of the last four changes nothing"
+    );
+    assert_eq!(seen[1], unhealthy, "two do");
+    // one registers: two of the last four still failed
+    let actions = run_until(&mut core, at, at + 2);
+    let claim = created(&actions).pop().expect("a NodeClaim for the pod");
+    launch_and_register(&mut core, &claim);
+    let after = run_until(&mut core, at + 3, at + 10);
+    assert_eq!(registration_health(&after).or(seen[1].clone()), unhealthy);
+    // the NodePool changes: Unknown until the next outcome
+    let mut changed = pool();
+    changed.metadata.generation = Some(2);
+    changed.spec.weight = Some(10);
+    core.apply_node_pool(changed);
+    let reset = run_until(&mut core, at + 11, at + 12);
+    assert_eq!(registration_health(&reset), unknown);
 }

@@ -565,7 +565,10 @@ spec:
     assert_eq!(warned.len(), 1, "{warned:?}");
     // Balanced is known (and consolidated by its score), and so is the Unhealthy budget
     // reason (it paces node repair)
-    assert!(!warned.iter().any(|w| w.contains("Unhealthy")), "{warned:?}");
+    assert!(
+        !warned.iter().any(|w| w.contains("Unhealthy")),
+        "{warned:?}"
+    );
     assert!(!warned.iter().any(|w| w.contains("Balanced")), "{warned:?}");
     assert!(
         warned

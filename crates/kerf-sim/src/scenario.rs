@@ -400,6 +400,28 @@ pub struct Event {
     pub apply: Option<Value>,
     /// Delete an object.
     pub delete: Option<ObjectRef>,
+    /// Set a condition on nodes, as a node monitoring agent reports a fault.
+    pub node_condition: Option<NodeConditionFault>,
+}
+
+/// A condition set on nodes (a fault for node repair to act on).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeConditionFault {
+    /// How many nodes (the first by name, of `nodePool` when given).
+    #[serde(default = "one")]
+    pub nodes: u32,
+    /// Only nodes of this NodePool.
+    #[serde(default)]
+    pub node_pool: Option<String>,
+    /// The condition's type (`Ready`, `AcceleratedHardwareReady`, `KernelReady`, …).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its status.
+    pub status: String,
+    /// Its reason.
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// A scale change.
@@ -575,11 +597,20 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
         last = e.at.0;
         let actions = usize::from(e.scale.is_some())
             + usize::from(e.apply.is_some())
-            + usize::from(e.delete.is_some());
+            + usize::from(e.delete.is_some())
+            + usize::from(e.node_condition.is_some());
         if actions != 1 {
             return Err(ScenarioError::new(
                 &path,
-                "must have exactly one of scale, apply, delete",
+                "must have exactly one of scale, apply, delete, nodeCondition",
+            ));
+        }
+        if let Some(c) = &e.node_condition
+            && !matches!(c.status.as_str(), "True" | "False" | "Unknown")
+        {
+            return Err(ScenarioError::new(
+                format!("{path}.nodeCondition.status"),
+                "must be True, False or Unknown",
             ));
         }
         if let Some(sc) = &e.scale {

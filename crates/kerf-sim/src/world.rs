@@ -1045,6 +1045,9 @@ impl World {
         if let Some(doc) = &e.apply {
             self.apply(doc, &format!("{path}.apply"))?;
         }
+        if let Some(c) = &e.node_condition {
+            self.set_node_condition(c);
+        }
         if let Some(d) = &e.delete {
             self.imagined_generation += 1;
             match d.kind.as_str() {
@@ -1800,6 +1803,47 @@ impl World {
         });
         if written {
             self.node_written(node);
+        }
+    }
+
+    /// A scenario's node fault: the condition set (or changed) on the first nodes by name,
+    /// of its NodePool when it names one. A `Ready` condition is the kubelet's own.
+    fn set_node_condition(&mut self, c: &crate::scenario::NodeConditionFault) {
+        let names: Vec<String> = (self.nodes.iter())
+            .filter(|(_, n)| {
+                c.node_pool
+                    .as_ref()
+                    .is_none_or(|p| n.labels.get(labels::NODEPOOL) == Some(p))
+            })
+            .map(|(name, _)| name.clone())
+            .take(c.nodes as usize)
+            .collect();
+        let now = self.now;
+        for name in names {
+            let written = self.nodes.update(&name, |n| {
+                if c.kind == "Ready" {
+                    let ready = c.status == "True";
+                    if n.ready != ready {
+                        n.ready_changed = now;
+                    }
+                    n.ready = ready;
+                    return true;
+                }
+                n.conditions
+                    .retain(|(kind, status, _, _)| kind != &c.kind || status == &c.status);
+                match n.conditions.iter_mut().find(|(kind, ..)| kind == &c.kind) {
+                    Some(existing) => existing.2.clone_from(&c.reason),
+                    None => {
+                        n.conditions
+                            .push((c.kind.clone(), c.status.clone(), c.reason.clone(), now))
+                    }
+                }
+                true
+            });
+            if written {
+                self.totals.faults_injected += 1;
+                self.node_written(&name);
+            }
         }
     }
 

@@ -304,6 +304,56 @@ fn node_repair_replaces_a_node_that_never_reports_ready_and_without_it_the_node_
     assert!(kept.totals.nodes_terminated < repaired.totals.nodes_terminated);
 }
 
+/// A node monitoring agent's fault, as a scenario event: a fatal XID error is repaired after
+/// ten minutes with a five-minute drain bound; a condition no policy watches is left alone.
+#[test]
+fn an_accelerator_fault_is_repaired_after_its_toleration_and_an_unwatched_condition_is_not() {
+    let run = |kind: &str, reason: &str| {
+        let mut s = kerf_sim::load("getting-started").unwrap();
+        s.spec.feature_gates.node_repair = true;
+        let event: kerf_sim::scenario::Event = serde_json::from_value(serde_json::json!({
+            "at": "5m",
+            "nodeCondition": {"type": kind, "status": "False", "reason": reason},
+        }))
+        .unwrap();
+        s.spec.events.insert(0, event);
+        kerf_sim::run(s, RunOptions::checked(), &mut |_, _, _| {}).unwrap()
+    };
+    let faulty = run("AcceleratedHardwareReady", "NvidiaXID79Error");
+    assert_eq!(faulty.totals.faults_injected, 1);
+    let selected: Vec<&Value> = (faulty.events.iter())
+        .filter(|e| e["message"] == "selected repair policy")
+        .collect();
+    assert_eq!(selected.len(), 1, "{selected:?}");
+    let s = selected[0];
+    assert_eq!(s["condition"], "AcceleratedHardwareReady");
+    assert_eq!(s["reason-regex"], ".*XID(64|74|79|119|120).*");
+    assert_eq!(s["termination-grace-period"], "5m0s");
+    let decided = (faulty.events.iter())
+        .find(|e| e["message"] == "disrupting node(s)" && e["reason"] == "unhealthy")
+        .expect("a repair command");
+    // due ten minutes after the fault, and a pass follows within ten seconds
+    assert!(
+        (15.0..=15.0 + 10.0 / 60.0).contains(&minutes(decided)),
+        "{decided}"
+    );
+    assert!(
+        faulty.metrics.contains(
+            "karpenter_nodeclaims_unhealthy_disrupted_total{capacity_type=\"on-demand\",condition=\"accelerated_hardware_ready\""
+        ),
+        "{}",
+        faulty.metrics
+    );
+    assert!(faulty.end.pending_pods.is_empty());
+
+    let pressure = run("DiskPressure", "KubeletHasDiskPressure");
+    assert_eq!(pressure.totals.faults_injected, 1);
+    assert!(
+        !(pressure.events.iter()).any(|e| e["message"] == "selected repair policy"),
+        "no repair policy watches DiskPressure"
+    );
+}
+
 #[test]
 fn api_server_outages_lose_no_nodeclaim_and_make_none_twice() {
     let r = run("api-outage");

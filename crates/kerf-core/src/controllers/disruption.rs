@@ -206,6 +206,8 @@ pub(super) struct State {
     pub(super) budgets: BTreeMap<(String, String), crate::metrics::BudgetReading>,
     /// The nodes node repair may replace, by node name, as the last pass found them.
     pub(super) repairs: BTreeMap<String, super::health::RepairDue>,
+    /// The decisions of the repair commands under way, by node name, as they were taken.
+    pub(super) repairing: BTreeMap<String, super::health::RepairDue>,
 }
 
 impl Controllers {
@@ -572,9 +574,12 @@ impl Controllers {
             self.disruption.idle_inputs = None;
             if command.method == Method::Repair {
                 // repair is not validated again after a wait: the node is unhealthy now
-                let candidates = (command.candidates.iter())
+                let candidates: Vec<String> = (command.candidates.iter())
                     .map(|i| names[*i].clone())
                     .collect();
+                for n in &candidates {
+                    self.select_repair(n);
+                }
                 self.act(command, candidates);
                 return;
             }
@@ -976,6 +981,7 @@ impl Controllers {
         self.log_error("disruption", "failed disrupting node(s)", fields);
         for n in &c.candidates {
             self.untaint(n);
+            self.disruption.repairing.remove(n);
         }
         self.schedule_pass(self.now + PASS_INTERVAL);
     }

@@ -128,11 +128,38 @@ impl Controllers {
         }
     }
 
+    /// A repair command takes this node: its decision is kept for when the node goes, and
+    /// logged as Karpenter's `selected repair policy`.
+    pub(super) fn select_repair(&mut self, node: &str) {
+        let Some(due) = self.disruption.repairs.get(node).cloned() else {
+            return;
+        };
+        let condition = &due.decision.governing.condition;
+        let policy = due.decision.governing.policy;
+        self.log(
+            "disruption",
+            "selected repair policy",
+            json!({
+                "Node": {"name": node},
+                "condition": condition.kind,
+                "status": condition.status,
+                "reason": condition.reason,
+                "reason-regex": policy.reason.regex(),
+                "fallback": policy.reason == repair::ReasonFilter::Fallback,
+                "action": "ReplaceNode",
+                "eligible-at": crate::clock::rfc3339(due.decision.governing.due + self.epoch()),
+                "termination-grace-period": repair::go_duration(due.decision.drain_bound),
+                "termination-grace-period-condition": condition.kind,
+            }),
+        );
+        self.disruption.repairing.insert(node.to_string(), due);
+    }
+
     /// The node of a repair command is about to be deleted: its drain may take the policy's
     /// bound (or its NodeClaim's own grace period, if shorter) and no longer, and it counts
-    /// into Karpenter's repair metric. Logged as Karpenter's `selected repair policy`.
+    /// into Karpenter's repair metric.
     pub(super) fn bound_repair(&mut self, node: &str, claim: &str) {
-        let Some(due) = self.disruption.repairs.get(node).cloned() else {
+        let Some(due) = self.disruption.repairing.remove(node) else {
             return;
         };
         let Some(c) = self.cluster.nodeclaims.get(claim) else {
@@ -164,21 +191,6 @@ impl Controllers {
                 &c.node_pool,
                 mode,
             ],
-        );
-        let policy = due.decision.governing.policy;
-        self.log(
-            "disruption",
-            "selected repair policy",
-            json!({
-                "Node": {"name": node},
-                "condition": condition.kind,
-                "status": condition.status,
-                "reason": condition.reason,
-                "reason-regex": policy.reason.regex(),
-                "fallback": policy.reason == repair::ReasonFilter::Fallback,
-                "action": "ReplaceNode",
-                "termination-grace-period": kerf_api::duration::format_go_duration(bound),
-            }),
         );
         let deadline = self.now + bound;
         if let Some(c) = self.cluster.nodeclaims.get_mut(claim) {

@@ -45,6 +45,8 @@ pub(super) struct State {
     pub(super) launching: BTreeSet<String>,
     /// How many times each NodeClaim's launch failed for a passing reason, for its backoff.
     pub(super) relaunches: BTreeMap<String, u32>,
+    /// The last error of each NodeClaim's launch, which a launch timeout reports.
+    pub(super) last_error: BTreeMap<String, String>,
 }
 
 impl Controllers {
@@ -99,6 +101,7 @@ impl Controllers {
             .or_insert(0);
         let backoff = retry_wait(*tries);
         *tries += 1;
+        (self.lifecycle.last_error).insert(nodeclaim.to_string(), error.to_string());
         self.log_error(
             "nodeclaim.lifecycle",
             "failed launching nodeclaim",
@@ -129,6 +132,7 @@ impl Controllers {
         self.now = self.now.max(now);
         self.lifecycle.launching.remove(nodeclaim);
         self.lifecycle.relaunches.remove(nodeclaim);
+        self.lifecycle.last_error.remove(nodeclaim);
         let Some(claim) = self.cluster.nodeclaims.get_mut(nodeclaim) else {
             return;
         };
@@ -341,6 +345,7 @@ impl Controllers {
         let startup_left =
             (claim.startup_taints.iter()).any(|s| node.taints.iter().any(|t| t.key == s.key));
         if !claim.registered {
+            let pool = claim.node_pool.clone();
             let zone = claim.launched.as_ref().map_or("", |l| l.zone.as_str());
             self.metrics
                 .inc(&families::NODES_CREATED, &[&claim.node_pool, zone]);
@@ -353,6 +358,7 @@ impl Controllers {
                 json!({"NodeClaim": {"name": name}, "Node": {"name": node_name}}),
             );
             self.cancel(&Timer::RegistrationTimeout(name.to_string()));
+            self.registration_outcome(&pool, None);
             self.status_changed(name);
             self.sync_labels(name, &node_name);
         }
@@ -432,6 +438,16 @@ impl Controllers {
             return;
         }
         self.lifecycle.launching.remove(name);
+        let pool = claim.node_pool.clone();
+        let why = match self.lifecycle.last_error.get(name) {
+            // Karpenter shows the NodeClaim's Launched condition: the error, at most 1024
+            Some(e) => ("LaunchFailed".to_string(), e.chars().take(1024).collect()),
+            None => (
+                "AwaitingReconciliation".to_string(),
+                "object is awaiting reconciliation".to_string(),
+            ),
+        };
+        self.registration_outcome(&pool, Some((&why.0, &why.1)));
         self.count_disrupted(name, "launch_timeout", "", false);
         self.log(
             "nodeclaim.lifecycle",
@@ -449,6 +465,11 @@ impl Controllers {
             return;
         }
         let provider = claim.launched.as_ref().map(|l| l.provider_id.clone());
+        let pool = claim.node_pool.clone();
+        self.registration_outcome(
+            &pool,
+            Some(("RegistrationFailed", "Failed to register node")),
+        );
         self.count_disrupted(name, "registration_timeout", "", false);
         self.log(
             "nodeclaim.lifecycle",
@@ -522,6 +543,7 @@ impl Controllers {
     /// Deletes a NodeClaim outright: no node to drain.
     fn release(&mut self, name: &str) {
         self.lifecycle.relaunches.remove(name);
+        self.lifecycle.last_error.remove(name);
         self.count_nodeclaim_deleted(name);
         self.actions.push(Action::DeleteNodeClaim {
             nodeclaim: name.to_string(),

@@ -196,6 +196,7 @@ impl Controllers {
             json!({"NodeClaim": {"name": claim}, "Node": {"name": node}, "provider-id": provider}),
         );
         self.count_nodeclaim_deleted(claim);
+        self.lifecycle.last_error.remove(claim);
         self.actions.push(Action::ReleaseNodeClaim {
             nodeclaim: claim.to_string(),
         });

@@ -35,6 +35,9 @@ pub(crate) struct StoredNode {
     pub ready: bool,
     /// When `Ready` last changed (simulated time).
     pub ready_changed: Duration,
+    /// Its other conditions (a node monitoring agent's): type, status, reason and when the
+    /// status last changed.
+    pub conditions: Vec<(String, String, String, Duration)>,
     /// `metadata.resourceVersion`: bumped by every write that changed the object.
     pub resource_version: u64,
 }
@@ -58,6 +61,7 @@ impl StoredNode {
             capacity,
             ready: false,
             ready_changed: now,
+            conditions: Vec::new(),
             resource_version: 0,
         }
     }
@@ -73,6 +77,19 @@ impl StoredNode {
             .map(|t| json!({"key": t.key, "value": t.value, "effect": format!("{:?}", t.effect)}))
             .collect();
         let ready = if self.ready { "True" } else { "False" };
+        let mut conditions = vec![json!({
+            "type": "Ready",
+            "status": ready,
+            "lastTransitionTime": crate::clock::rfc3339(self.ready_changed),
+        })];
+        for (kind, status, reason, since) in &self.conditions {
+            conditions.push(json!({
+                "type": kind,
+                "status": status,
+                "reason": reason,
+                "lastTransitionTime": crate::clock::rfc3339(*since),
+            }));
+        }
         serde_json::from_value(json!({
             "metadata": {
                 "name": name,
@@ -83,11 +100,7 @@ impl StoredNode {
             "status": {
                 "capacity": self.capacity.to_resource_list(),
                 "allocatable": self.allocatable.to_resource_list(),
-                "conditions": [{
-                    "type": "Ready",
-                    "status": ready,
-                    "lastTransitionTime": crate::clock::rfc3339(self.ready_changed),
-                }],
+                "conditions": conditions,
             },
         }))
         .expect("a well-formed Node")
