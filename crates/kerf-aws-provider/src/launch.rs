@@ -36,7 +36,7 @@ use kerf_api::ec2nodeclass::{
 use kerf_api::{Taint, labels};
 use kerf_core::cluster::InstanceNetwork;
 
-use crate::user_data::{self, Bootstrap, ClusterInfo, UserDataError};
+use crate::user_data::{self, Bootstrap, ClusterInfo, Sizing, UserDataError};
 use crate::{AwsError, classify};
 use kerf_core::metrics::{Recorder, families};
 
@@ -76,6 +76,9 @@ pub struct Choice {
     /// The instance type's labels (arch, GPU and accelerator counts), matched against the
     /// AMIs' requirements.
     pub labels: BTreeMap<String, String>,
+    /// Its kubelet's pod limit and kube-reserved, written into its user data (types that
+    /// differ in them get launch templates of their own).
+    pub sizing: Sizing,
 }
 
 /// What one launch needs.
@@ -352,6 +355,7 @@ impl Fleet {
         &self,
         req: &LaunchRequest<'_>,
         image_id: &str,
+        sizing: &Sizing,
         profile: &str,
     ) -> Result<Template, LaunchError> {
         let spec = req.spec;
@@ -362,6 +366,7 @@ impl Fleet {
             taints: req.taints,
             kubelet: spec.kubelet.as_ref(),
             custom: spec.user_data.as_deref(),
+            sizing: Some(sizing),
         })?;
         if let Some(m) = self.metrics.get() {
             // the size EC2 limits: the script before its base64
@@ -681,8 +686,8 @@ impl Fleet {
         };
         let mut configs = Vec::new();
         let mut zone_of_subnet: HashMap<String, String> = HashMap::new();
-        for (image, overrides) in &by_image {
-            let template = self.template(req, image, profile)?;
+        for ((image, sizing), overrides) in &by_image {
+            let template = self.template(req, image, sizing, profile)?;
             let id = self.ensure(template, req.node_class).await?;
             let overrides: Vec<FleetLaunchTemplateOverridesRequest> = overrides
                 .iter()
@@ -1007,9 +1012,10 @@ fn overrides_by_image<'r>(
             no_image.insert(choice.instance_type.as_str());
             continue;
         };
-        match by_image.iter_mut().find(|(image, _)| *image == ami.id) {
+        let key = (ami.id.as_str(), &choice.sizing);
+        match by_image.iter_mut().find(|(k, _)| *k == key) {
             Some((_, overrides)) => overrides.push((choice, &subnet.id)),
-            None => by_image.push((&ami.id, vec![(choice, &subnet.id)])),
+            None => by_image.push((key, vec![(choice, &subnet.id)])),
         }
         count += 1;
     }
@@ -1019,8 +1025,8 @@ fn overrides_by_image<'r>(
     Ok(by_image)
 }
 
-/// AMI id → the (choice, subnet) overrides that boot it.
-type ByImage<'r> = Vec<(&'r str, Vec<(&'r Choice, &'r str)>)>;
+/// (AMI id, kubelet sizing) → the (choice, subnet) overrides launched from that template.
+type ByImage<'r> = Vec<((&'r str, &'r Sizing), Vec<(&'r Choice, &'r str)>)>;
 
 /// The instance a fleet launched, as Kerf records it: its zone (from the override, or the
 /// subnet's), the AMI of the template whose overrides hold its type, and its network.
@@ -1051,7 +1057,7 @@ fn instance_of(
                 .iter()
                 .any(|(c, _)| Some(c.instance_type.as_str()) == instance_type)
         })
-        .map(|(image, _)| (*image).to_string());
+        .map(|((image, _), _)| (*image).to_string());
     let network = (overrides.and_then(|o| o.subnet_id())).map(|subnet| InstanceNetwork {
         subnet_id: subnet.to_string(),
         security_group_ids: (req.status.security_groups.iter())

@@ -11,9 +11,9 @@ use aws_sdk_ec2::primitives::{DateTime, DateTimeFormat};
 use aws_sdk_ec2::types::{Filter as Ec2Filter, Image};
 use kerf_api::common::{Condition, NodeSelectorRequirementWithMinValues as Requirement, Operator};
 use kerf_api::ec2nodeclass::{
-    AmiSelectorTerm, AmiStatus, CapacityReservationSelectorTerm, CapacityReservationStatus,
-    EC2NodeClassSpec, EC2NodeClassStatus, SecurityGroupSelectorTerm, SecurityGroupStatus,
-    SubnetSelectorTerm, SubnetStatus,
+    AmiFamily, AmiSelectorTerm, AmiStatus, CapacityReservationSelectorTerm,
+    CapacityReservationStatus, EC2NodeClassSpec, EC2NodeClassStatus, SecurityGroupSelectorTerm,
+    SecurityGroupStatus, SubnetSelectorTerm, SubnetStatus,
 };
 use kerf_api::labels;
 use kerf_aws::discovery::{self, Filter, Variant};
@@ -35,6 +35,8 @@ pub const CAPACITY_RESERVATIONS_READY: &str = "CapacityReservationsReady";
 pub const INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
 /// The class is ready to launch from when every other condition is.
 pub const READY: &str = "Ready";
+/// Condition type: the class is one Kerf can launch (Karpenter's validation condition).
+pub const VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
 
 /// SSM takes at most this many names per `GetParameters`.
 const SSM_BATCH: usize = 10;
@@ -403,6 +405,27 @@ impl Discovery {
     }
 }
 
+/// `ValidationSucceeded`: False for what Kerf cannot launch whatever AWS answers, said on the
+/// class (and so on its NodePools' `NodeClassReady`) rather than at each launch: Windows
+/// families, whose PowerShell bootstrap Kerf does not write.
+fn validation(spec: &EC2NodeClassSpec) -> Condition {
+    let family = crate::launch::family(spec);
+    if matches!(
+        family,
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025
+    ) {
+        return condition(
+            VALIDATION_SUCCEEDED,
+            false,
+            "UnsupportedAMIFamily",
+            format!(
+                "amiFamily {family:?}: Kerf does not bootstrap Windows nodes; use amiFamily Custom with your own userData"
+            ),
+        );
+    }
+    condition(VALIDATION_SUCCEEDED, true, "", String::new())
+}
+
 /// A class's whole status: what its selectors resolve to, its instance profile (the one it
 /// names, or the one made for its `role`), and `Ready` when all of them are; with how many
 /// more instances each of its capacity reservations takes (no status field holds that).
@@ -447,6 +470,7 @@ pub async fn status(
     };
     let mut conditions = resolved.conditions;
     conditions.push(profile_condition);
+    conditions.push(validation(spec));
     let unready: Vec<&str> = conditions
         .iter()
         .filter(|c| c.status != "True")

@@ -52,6 +52,50 @@ pub struct Bootstrap<'a> {
     pub kubelet: Option<&'a KubeletConfiguration>,
     /// The class's `spec.userData`.
     pub custom: Option<&'a str>,
+    /// What the kubelet of this instance type runs and reserves (unset for a class's own
+    /// kubelet settings alone).
+    pub sizing: Option<&'a Sizing>,
+}
+
+/// The kubelet settings Karpenter works out per instance type: its pod limit and its
+/// kube-reserved, so that the kubelet's allocatable is what the scheduler planned with.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sizing {
+    /// `maxPods`.
+    pub max_pods: i64,
+    /// `kubeReserved`: cpu, memory and ephemeral-storage, as quantities.
+    pub kube_reserved: BTreeMap<String, String>,
+}
+
+impl Sizing {
+    /// The settings of an instance type with `vcpu` cores running `pods` pods, under the
+    /// class's kubelet configuration.
+    pub fn new(vcpu: u32, pods: i64, kubelet: Option<&KubeletConfiguration>) -> Sizing {
+        let (cpu, memory, ephemeral) = kerf_aws::capacity::kube_reserved(vcpu, pods, kubelet);
+        let cpu = if cpu % 1000 == 0 {
+            (cpu / 1000).to_string()
+        } else {
+            format!("{cpu}m")
+        };
+        Sizing {
+            max_pods: pods,
+            kube_reserved: BTreeMap::from([
+                ("cpu".to_string(), cpu),
+                ("ephemeral-storage".to_string(), bytes(ephemeral)),
+                ("memory".to_string(), bytes(memory)),
+            ]),
+        }
+    }
+}
+
+/// Bytes as a quantity in the largest binary unit that divides them.
+fn bytes(n: i64) -> String {
+    for (unit, size) in [("Gi", 1i64 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)] {
+        if n != 0 && n % size == 0 {
+            return format!("{}{unit}", n / size);
+        }
+    }
+    n.to_string()
 }
 
 /// Why user data could not be written.
@@ -194,6 +238,13 @@ fn nodeadm(b: &Bootstrap<'_>) -> Result<String, UserDataError> {
         })
         .collect();
     kubelet_config.insert("registerWithTaints".into(), taints.into());
+    if let Some(sizing) = b.sizing {
+        kubelet_config.insert("maxPods".into(), sizing.max_pods.into());
+        let reserved: serde_json::Map<String, serde_json::Value> = (sizing.kube_reserved.iter())
+            .map(|(k, v)| (k.clone(), v.clone().into()))
+            .collect();
+        kubelet_config.insert("kubeReserved".into(), reserved.into());
+    }
     let mut cluster = serde_json::Map::new();
     cluster.insert("name".into(), b.cluster.name.clone().into());
     cluster.insert(
@@ -233,7 +284,22 @@ fn bootstrap_sh(b: &Bootstrap<'_>) -> Result<String, UserDataError> {
     }
     let taints: Vec<String> = b.taints.iter().map(taint_string).collect();
     args.push(format!("--register-with-taints={:?}", taints.join(",")));
-    if let Some(k) = b.kubelet {
+    // the instance type's pod limit and kube-reserved stand for the class's own
+    let sized = b.kubelet.cloned().map(|mut k| {
+        if b.sizing.is_some() {
+            k.max_pods = None;
+            k.kube_reserved.clear();
+        }
+        k
+    });
+    if let Some(sizing) = b.sizing {
+        args.push(format!("--max-pods={}", sizing.max_pods));
+        let joined: Vec<String> = (sizing.kube_reserved.iter())
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        args.push(format!("--kube-reserved={:?}", joined.join(",")));
+    }
+    if let Some(k) = sized.as_ref() {
         if let Some(n) = k.max_pods {
             args.push(format!("--max-pods={n}"));
         }
@@ -355,6 +421,14 @@ fn bottlerocket(b: &Bootstrap<'_>) -> Result<String, UserDataError> {
             k8s.insert("cpu-cfs-quota".into(), q.into());
         }
     }
+    if let Some(sizing) = b.sizing {
+        // the instance type's pod limit and kube-reserved, over the class's
+        k8s.insert("max-pods".into(), toml::Value::Integer(sizing.max_pods));
+        let reserved: toml::Table = (sizing.kube_reserved.iter())
+            .map(|(k, v)| (k.clone(), v.clone().into()))
+            .collect();
+        k8s.insert("kube-reserved".into(), toml::Value::Table(reserved));
+    }
     let mut node_taints = toml::Table::new();
     for t in b.taints {
         let entry = format!("{}:{:?}", t.value.as_deref().unwrap_or(""), t.effect);
@@ -426,6 +500,7 @@ mod tests {
             taints: &taints,
             kubelet: Some(&kubelet),
             custom: Some("#!/bin/bash\necho hello\n"),
+            sizing: None,
         };
         let text = decode(&user_data(&b).unwrap());
         let mail = mailparse::parse_mail(text.as_bytes()).unwrap();
@@ -463,6 +538,7 @@ mod tests {
             taints: &[],
             kubelet: None,
             custom: Some(custom),
+            sizing: None,
         };
         let text = decode(&user_data(&b).unwrap());
         let mail = mailparse::parse_mail(text.as_bytes()).unwrap();
@@ -518,6 +594,7 @@ mod tests {
             taints: &taints,
             kubelet: Some(&kubelet),
             custom: Some(custom),
+            sizing: None,
         };
         let out: toml::Table = decode(&user_data(&b).unwrap()).parse().unwrap();
         let k8s = &out["settings"]["kubernetes"];
@@ -555,6 +632,7 @@ mod tests {
             taints: &taints,
             kubelet: None,
             custom: None,
+            sizing: None,
         };
         let text = decode(&user_data(&b).unwrap());
         assert!(text.contains("/etc/eks/bootstrap.sh 'my-cluster' --apiserver-endpoint"));
@@ -569,5 +647,112 @@ mod tests {
             user_data(&windows),
             Err(UserDataError::Unsupported(_))
         ));
+    }
+}
+
+#[cfg(test)]
+mod sizing_tests {
+    use super::*;
+    use kerf_api::Quantity;
+
+    fn bootstrap<'a>(
+        family: AmiFamily,
+        cluster: &'a ClusterInfo,
+        labels: &'a BTreeMap<String, String>,
+        sizing: &'a Sizing,
+    ) -> Bootstrap<'a> {
+        Bootstrap {
+            cluster,
+            family,
+            labels,
+            taints: &[],
+            kubelet: None,
+            custom: None,
+            sizing: Some(sizing),
+        }
+    }
+
+    #[test]
+    fn every_family_tells_the_kubelet_the_types_pod_limit_and_kube_reserved() {
+        let cluster = ClusterInfo {
+            name: "c".into(),
+            endpoint: "https://e".into(),
+            ca_bundle: None,
+            cidr: Some("10.100.0.0/16".into()),
+        };
+        let labels = BTreeMap::new();
+        // an m5.large: two cores, 29 pods
+        let sizing = Sizing::new(2, 29, None);
+        let decode = |b64: String| String::from_utf8(STANDARD.decode(b64).unwrap()).unwrap();
+        let al2023 =
+            decode(user_data(&bootstrap(AmiFamily::AL2023, &cluster, &labels, &sizing)).unwrap());
+        assert!(al2023.contains("maxPods: 29"), "{al2023}");
+        assert!(
+            al2023.contains("kubeReserved:\n        cpu: 70m\n        ephemeral-storage: 1Gi\n        memory: 574Mi"),
+            "{al2023}"
+        );
+        let al2 =
+            decode(user_data(&bootstrap(AmiFamily::AL2, &cluster, &labels, &sizing)).unwrap());
+        assert!(
+            al2.contains(
+                "--max-pods=29 --kube-reserved=\"cpu=70m,ephemeral-storage=1Gi,memory=574Mi\""
+            ),
+            "{al2}"
+        );
+        let rocket = decode(
+            user_data(&bootstrap(
+                AmiFamily::Bottlerocket,
+                &cluster,
+                &labels,
+                &sizing,
+            ))
+            .unwrap(),
+        );
+        let toml: toml::Table = rocket.parse().unwrap();
+        let k8s = &toml["settings"]["kubernetes"];
+        assert_eq!(k8s["max-pods"].as_integer(), Some(29));
+        assert_eq!(k8s["kube-reserved"]["memory"].as_str(), Some("574Mi"));
+    }
+
+    /// For a table of types, what the user data reserves (plus the default eviction
+    /// thresholds) is exactly what `kerf instance-types` leaves out of allocatable: the kubelet
+    /// and the scheduler agree.
+    #[test]
+    fn the_kubelet_reserves_what_the_scheduler_leaves_out() {
+        let settings = kerf_aws::capacity::NodeSettings::default();
+        let types = kerf_aws::instance_types("us-east-1", &settings).unwrap();
+        let options = kerf_aws::instance_type::scheduler_options(&types, |_, _, _| false);
+        for name in [
+            "t3.micro",
+            "m5.large",
+            "c6g.xlarge",
+            "r5.24xlarge",
+            "g5.2xlarge",
+        ] {
+            let t = options.iter().find(|t| t.name == name).expect(name);
+            let vcpu = u32::try_from(t.capacity.cpu_millis / 1000).unwrap();
+            let sizing = Sizing::new(vcpu, t.capacity.pods, None);
+            let q = |k: &str| Quantity::parse(&sizing.kube_reserved[k]).unwrap();
+            assert_eq!(sizing.max_pods, t.allocatable.pods, "{name}");
+            assert_eq!(
+                t.capacity.cpu_millis - q("cpu").milli() as i64,
+                t.allocatable.cpu_millis,
+                "{name}"
+            );
+            let evict_memory = 100 << 20;
+            assert_eq!(
+                t.capacity.memory_bytes - q("memory").units_ceil() as i64 - evict_memory,
+                t.allocatable.memory_bytes,
+                "{name}"
+            );
+            let evict_disk = (t.capacity.ephemeral_storage_bytes as f64 * 0.1).ceil() as i64;
+            assert_eq!(
+                t.capacity.ephemeral_storage_bytes
+                    - q("ephemeral-storage").units_ceil() as i64
+                    - evict_disk,
+                t.allocatable.ephemeral_storage_bytes,
+                "{name}"
+            );
+        }
     }
 }

@@ -20,7 +20,7 @@ use kerf_api::ec2nodeclass::{AmiStatus, EC2NodeClassStatus, SecurityGroupStatus,
 use kerf_api::{Taint, TaintEffect, labels};
 use kerf_aws_provider::Discovery;
 use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest, Unavailable};
-use kerf_aws_provider::user_data::ClusterInfo;
+use kerf_aws_provider::user_data::{ClusterInfo, Sizing};
 use kerf_core::cluster::InstanceNetwork;
 use support::{CLUSTER, Moto, NOW, SEED_AMI_PARAMETERS, check_launched, network, seed_node_class};
 
@@ -38,6 +38,7 @@ fn choice(instance_type: &str, zone: &str, arch: &str) -> Choice {
         instance_type: instance_type.into(),
         zone: zone.into(),
         labels: BTreeMap::from([(labels::ARCH.to_string(), arch.to_string())]),
+        sizing: Sizing::new(2, 29, None),
     }
 }
 

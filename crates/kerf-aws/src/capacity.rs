@@ -177,6 +177,25 @@ fn threshold(value: &str, capacity_bytes: i64) -> Option<i64> {
     Quantity::parse(value).ok().map(|q| q.units_ceil() as i64)
 }
 
+/// Karpenter's kube-reserved for a node of `vcpu` cores running `pods` pods, as (cpu millis,
+/// memory bytes, ephemeral-storage bytes): the class's `kubeReserved` where it names a
+/// resource, else [`kube_reserved_cpu_millis`], 11 MiB a pod plus 255 MiB, and 1 GiB. The
+/// kubelet is told the same (the user data writes it), so it reserves what the scheduler
+/// left out.
+pub fn kube_reserved(
+    vcpu: u32,
+    pods: i64,
+    kubelet: Option<&KubeletConfiguration>,
+) -> (i64, i64, i64) {
+    let empty = BTreeMap::new();
+    let kube = kubelet.map_or(&empty, |k| &k.kube_reserved);
+    (
+        reserved(kube, "cpu", true).unwrap_or_else(|| kube_reserved_cpu_millis(vcpu)),
+        reserved(kube, "memory", false).unwrap_or((11 * pods + 255) * MIB),
+        reserved(kube, "ephemeral-storage", false).unwrap_or(GIB),
+    )
+}
+
 /// What the kubelet keeps for itself: kube-reserved + system-reserved + eviction thresholds.
 pub fn overhead(
     info: &InstanceTypeInfo,
@@ -185,13 +204,8 @@ pub fn overhead(
 ) -> Resources {
     let empty = BTreeMap::new();
     let kubelet = settings.kubelet;
-    let kube = kubelet.map_or(&empty, |k| &k.kube_reserved);
     let system = kubelet.map_or(&empty, |k| &k.system_reserved);
-    let pods = capacity.pods;
-    let kube_cpu =
-        reserved(kube, "cpu", true).unwrap_or_else(|| kube_reserved_cpu_millis(info.vcpu));
-    let kube_memory = reserved(kube, "memory", false).unwrap_or((11 * pods + 255) * MIB);
-    let kube_ephemeral = reserved(kube, "ephemeral-storage", false).unwrap_or(GIB);
+    let (kube_cpu, kube_memory, kube_ephemeral) = kube_reserved(info.vcpu, capacity.pods, kubelet);
     let system_cpu = reserved(system, "cpu", true).unwrap_or(0);
     let system_memory = reserved(system, "memory", false).unwrap_or(0);
     let system_ephemeral = reserved(system, "ephemeral-storage", false).unwrap_or(0);

@@ -205,13 +205,26 @@ pub struct ClaimRecord {
 
 impl ClaimRecord {
     /// The taints its node registers with, as every cloud's user data or kubelet sets them:
-    /// `spec.taints`, then `spec.startupTaints`.
+    /// `spec.taints`, then `spec.startupTaints`, then Karpenter v1's
+    /// `karpenter.sh/unregistered:NoExecute`, which keeps pods off the node until its
+    /// NodeClaim's labels and taints are on it (the lifecycle controller then removes it).
     pub fn registration_taints(&self) -> Vec<Taint> {
-        self.taints
-            .iter()
+        let mut taints: Vec<Taint> = (self.taints.iter())
             .chain(&self.startup_taints)
             .cloned()
-            .collect()
+            .collect();
+        taints.push(unregistered_taint());
+        taints
+    }
+}
+
+/// Karpenter v1's registration taint.
+pub fn unregistered_taint() -> Taint {
+    Taint {
+        key: kerf_api::labels::UNREGISTERED_TAINT_KEY.into(),
+        value: None,
+        effect: kerf_api::TaintEffect::NoExecute,
+        time_added: None,
     }
 }
 

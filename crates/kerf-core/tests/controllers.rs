@@ -1355,7 +1355,10 @@ fn a_node_is_initialized_by_its_nodeclaims_startup_taints_not_its_nodepools_curr
     let claim = &claims[0];
     assert_eq!(
         core.cluster().nodeclaims()[claim].registration_taints(),
-        vec![startup("example.com/agent-a")]
+        vec![
+            startup("example.com/agent-a"),
+            kerf_core::cluster::unregistered_taint()
+        ]
     );
     // the NodePool now names another agent's taint
     np.spec.template.spec.startup_taints = vec![startup("example.com/agent-b")];

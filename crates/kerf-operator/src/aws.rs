@@ -17,7 +17,7 @@ use kerf_aws_provider::instance_types::{InstanceTypeSource, RegionCatalog};
 use kerf_aws_provider::interruption_queue::InterruptionQueue;
 use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest, admits};
 use kerf_aws_provider::pricing::{PriceSource, Prices};
-use kerf_aws_provider::user_data::ClusterInfo;
+use kerf_aws_provider::user_data::{ClusterInfo, Sizing};
 use kerf_core::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
 use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::Offering;
@@ -255,10 +255,15 @@ impl CloudProvider for Aws {
         let capacity_type = first.capacity_type.to_string();
         let choices: Vec<Choice> = offers
             .iter()
-            .map(|c| Choice {
-                instance_type: c.instance_type.to_string(),
-                zone: c.zone.to_string(),
-                labels: (*c.item.0.labels).clone(),
+            .map(|c| {
+                let t = c.item.0;
+                let vcpu = u32::try_from(t.capacity.cpu_millis / 1000).unwrap_or(0);
+                Choice {
+                    instance_type: c.instance_type.to_string(),
+                    zone: c.zone.to_string(),
+                    labels: (*t.labels).clone(),
+                    sizing: Sizing::new(vcpu, t.capacity.pods, class.spec.kubelet.as_ref()),
+                }
             })
             .collect();
         let template = &pool.spec.template;

@@ -1699,12 +1699,15 @@ impl World {
         let Some(spec) = (self.nodeclaim_objects.get(claim_name)).map(|c| &c.object.spec) else {
             return;
         };
-        let taints: Vec<_> = spec
+        // as Karpenter's user data registers it: the NodeClaim's taints, its startup taints
+        // and the registration taint
+        let mut taints: Vec<_> = spec
             .taints
             .iter()
             .chain(&spec.startup_taints)
             .cloned()
             .collect();
+        taints.push(kerf_core::cluster::unregistered_taint());
         if let Some(c) = self.nodeclaim_objects.get_mut(claim_name) {
             c.node_registered = true;
         }

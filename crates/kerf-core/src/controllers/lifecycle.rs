@@ -338,7 +338,13 @@ impl Controllers {
         let Some(node) = self.cluster.nodes.get(&node_name) else {
             return;
         };
+        let unregistered = (node.taints.iter()).any(|t| t.key == labels::UNREGISTERED_TAINT_KEY);
         if claim.initialized {
+            if unregistered {
+                // registered while nobody removed the taint (a restart in between)
+                self.sync_labels(name, &node_name);
+                self.remove_unregistered_taint(&node_name);
+            }
             return;
         }
         // the NodeClaim's own startup taints, which its NodePool may have changed since
@@ -361,6 +367,9 @@ impl Controllers {
             self.registration_outcome(&pool, None);
             self.status_changed(name);
             self.sync_labels(name, &node_name);
+        }
+        if unregistered {
+            self.remove_unregistered_taint(&node_name);
         }
         let node = &self.cluster.nodes[&node_name];
         if !node.ready || startup_left {
@@ -387,6 +396,14 @@ impl Controllers {
                 "NodeClaim": {"name": name}, "Node": {"name": node_name}, "allocatable": allocatable,
             }),
         );
+    }
+
+    /// The node's labels are synced: the registration taint goes, and pods may land.
+    fn remove_unregistered_taint(&mut self, node: &str) {
+        self.actions.push(Action::RemoveTaint {
+            node: node.to_string(),
+            key: labels::UNREGISTERED_TAINT_KEY.into(),
+        });
     }
 
     /// Gives a registered node the labels of its NodeClaim it lacks (a kubelet registers with

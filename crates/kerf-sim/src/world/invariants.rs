@@ -456,8 +456,20 @@ impl World {
             let deleting = (of_pool.iter())
                 .filter(|(n, deleting)| *deleting && !nodes.iter().any(|m| m == n))
                 .count();
+            // node repair takes a node that never initialized without its NodePool's budget:
+            // it runs nothing to protect (Karpenter v1.15, disruption/repair.go)
+            let budgeted = |c: &super::StoredNodeClaim| {
+                reason != DisruptionReason::Unhealthy
+                    || (c.object.status.as_ref()).is_some_and(|s| {
+                        (s.conditions.iter())
+                            .any(|k| k.type_ == "Initialized" && k.status == "True")
+                    })
+            };
             let mine = (nodes.iter())
-                .filter(|n| of.get(n.as_str()).is_some_and(|(_, p)| *p == pool))
+                .filter(|n| {
+                    of.get(n.as_str())
+                        .is_some_and(|(c, p)| *p == pool && budgeted(c))
+                })
                 .count();
             let allowed = budget_room(
                 np,
