@@ -169,11 +169,25 @@ pub const WELL_KNOWN_LABELS: &[&str] = &[
     INSTANCE_ACCELERATOR_NAME,
     INSTANCE_ACCELERATOR_MANUFACTURER,
     INSTANCE_ACCELERATOR_COUNT,
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_TYPE,
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
     "beta.kubernetes.io/instance-type",
     "failure-domain.beta.kubernetes.io/zone",
     "failure-domain.beta.kubernetes.io/region",
     "beta.kubernetes.io/arch",
     "beta.kubernetes.io/os",
+];
+
+/// `karpenter.k8s.aws` keys a NodePool may use besides the well-known ones, as Karpenter's
+/// AWS CRD allows them (Kerf's instance types do not carry them: a requirement on one is a
+/// label its nodes get).
+pub const AWS_ALLOWED_KEYS: &[&str] = &[
+    "karpenter.k8s.aws/ec2nodeclass",
+    "karpenter.k8s.aws/instance-tenancy",
+    "karpenter.k8s.aws/instance-capability-flex",
+    "karpenter.k8s.aws/placement-group-id",
+    "karpenter.k8s.aws/placement-group-partition",
 ];
 
 /// Label keys from restricted domains that a NodePool may still use in requirements.
@@ -202,6 +216,7 @@ pub fn restricted_label_reason(key: &str) -> Option<String> {
         return Some(format!("label {key:?} is restricted"));
     }
     if ALLOWED_RESTRICTED_KEYS.contains(&key)
+        || AWS_ALLOWED_KEYS.contains(&key)
         || (key.starts_with("karpenter.k8s.aws/") && WELL_KNOWN_LABELS.contains(&key))
     {
         return None;

@@ -144,14 +144,11 @@ pub enum ConsolidationPolicy {
 /// Disruption policy of a NodePool.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[schemars(extend("required" = ["consolidateAfter"]), transform = no_consolidate_after_default)]
 pub struct Disruption {
-    /// How long after the last pod event a node may be consolidated, or `Never`. Required
-    /// when `disruption` is given (its default, `0s`, applies only with `disruption` absent,
-    /// as in Karpenter's CRD).
-    // Rust reads a missing value as the default so the other rules still run and every
-    // problem is reported at once; the CRD keeps it required.
+    /// How long after the last pod event a node may be consolidated, or `Never`; `0s` when
+    /// not given (Karpenter v1.15's CRD defaults it, as earlier versions required it).
     #[serde(default = "default_consolidate_after")]
+    #[schemars(default = "default_consolidate_after")]
     pub consolidate_after: NillableDuration,
     /// Which nodes consolidation may act on.
     #[serde(default)]
@@ -164,18 +161,6 @@ pub struct Disruption {
         {"rule": "self.all(x, has(x.schedule) == has(x.duration))", "message": "'schedule' must be set with 'duration'"}
     ]))]
     pub budgets: Vec<Budget>,
-}
-
-/// The API server applies schema defaults before it checks `required`: the Rust default that
-/// lets every other rule run must not reach the CRD.
-fn no_consolidate_after_default(schema: &mut schemars::Schema) {
-    if let Some(p) = schema
-        .get_mut("properties")
-        .and_then(|p| p.get_mut("consolidateAfter"))
-        .and_then(|p| p.as_object_mut())
-    {
-        p.remove("default");
-    }
 }
 
 impl Default for Disruption {

@@ -894,9 +894,9 @@ fn key_rules(key: &str) -> Vec<Value> {
     };
     let allowed = list(&mut crate::labels::ALLOWED_RESTRICTED_KEYS.iter());
     let aws_allowed = list(
-        &mut crate::labels::WELL_KNOWN_LABELS
-            .iter()
-            .filter(|l| l.starts_with("karpenter.k8s.aws/")),
+        &mut (crate::labels::WELL_KNOWN_LABELS.iter())
+            .filter(|l| l.starts_with("karpenter.k8s.aws/"))
+            .chain(crate::labels::AWS_ALLOWED_KEYS),
     );
     vec![
         rule(

@@ -498,14 +498,6 @@ fn cases() -> Vec<Case> {
         ),
         case(
             NODEPOOL,
-            "/spec/disruption",
-            json!({"consolidateAfter": "1m", "budgets": [{"nodes": "20%"}]}),
-            json!({"budgets": [{"nodes": "20%"}]}),
-            "spec.disruption.consolidateAfter",
-            "is required",
-        ),
-        case(
-            NODEPOOL,
             "/spec/template/spec/kubelet",
             Value::Null,
             json!({"maxPods": 110}),
