@@ -30,7 +30,13 @@ use crate::common::{Condition, NodeSelectorRequirementWithMinValues};
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(extend("x-kubernetes-validations" = [
     {"rule": "has(self.role) != has(self.instanceProfile)", "message": "must specify exactly one of ['role', 'instanceProfile']"},
-    {"rule": "has(self.amiFamily) || self.amiSelectorTerms.exists(x, has(x.alias))", "message": "amiFamily is required when amiSelectorTerms does not specify an alias"}
+    {"rule": "has(self.amiFamily) || self.amiSelectorTerms.exists(x, has(x.alias))", "message": "amiFamily is required when amiSelectorTerms does not specify an alias"},
+    {"rule": "!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.find('^[^@]+') == 'al2') ? (self.amiFamily == 'Custom' || self.amiFamily == 'AL2') : true)", "message": "if set, amiFamily must be 'AL2' or 'Custom' when using an AL2 alias"},
+    {"rule": "!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.find('^[^@]+') == 'al2023') ? (self.amiFamily == 'Custom' || self.amiFamily == 'AL2023') : true)", "message": "if set, amiFamily must be 'AL2023' or 'Custom' when using an AL2023 alias"},
+    {"rule": "!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.find('^[^@]+') == 'bottlerocket') ? (self.amiFamily == 'Custom' || self.amiFamily == 'Bottlerocket') : true)", "message": "if set, amiFamily must be 'Bottlerocket' or 'Custom' when using a Bottlerocket alias"},
+    {"rule": "!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.find('^[^@]+') == 'windows2019') ? (self.amiFamily == 'Custom' || self.amiFamily == 'Windows2019') : true)", "message": "if set, amiFamily must be 'Windows2019' or 'Custom' when using a Windows2019 alias"},
+    {"rule": "!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.find('^[^@]+') == 'windows2022') ? (self.amiFamily == 'Custom' || self.amiFamily == 'Windows2022') : true)", "message": "if set, amiFamily must be 'Windows2022' or 'Custom' when using a Windows2022 alias"},
+    {"rule": "!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.find('^[^@]+') == 'windows2025') ? (self.amiFamily == 'Custom' || self.amiFamily == 'Windows2025') : true)", "message": "if set, amiFamily must be 'Windows2025' or 'Custom' when using a Windows2025 alias"}
 ]))]
 pub struct EC2NodeClassSpec {
     /// Selects the subnets instances launch into.
@@ -80,9 +86,15 @@ pub struct EC2NodeClassSpec {
     pub user_data: Option<String>,
     /// IAM role for the instance profile Karpenter manages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self != ''", "message": "role cannot be empty"}
+    ]))]
     pub role: Option<String>,
     /// An existing instance profile, instead of `role`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self != ''", "message": "instanceProfile cannot be empty"}
+    ]))]
     pub instance_profile: Option<String>,
     /// Tags put on instances, volumes and launch templates.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -448,6 +448,18 @@ fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
         )),
         _ => {}
     }
+    for (at, value, what) in [
+        ("spec.role", &spec.role, "role"),
+        (
+            "spec.instanceProfile",
+            &spec.instance_profile,
+            "instanceProfile",
+        ),
+    ] {
+        if value.as_deref() == Some("") {
+            p.push(Problem::new(at, format!("{what} cannot be empty")));
+        }
+    }
     check_subnet_terms(spec, p);
     check_security_group_terms(spec, p);
     check_reservation_terms(spec, p);
@@ -618,6 +630,29 @@ fn check_ami_terms(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
             "spec.amiFamily",
             "amiFamily is required when amiSelectorTerms does not specify an alias",
         ));
+    }
+    // an alias names its family: a family set beside it must be that one, or Custom
+    for alias in terms.iter().filter_map(|t| t.alias.as_deref()) {
+        let aliased = alias.split('@').next().unwrap_or("");
+        let Some(named) = AmiFamily::from_alias(aliased) else {
+            continue;
+        };
+        if spec
+            .ami_family
+            .is_some_and(|f| f != named && f != AmiFamily::Custom)
+        {
+            let article = if matches!(named, AmiFamily::AL2 | AmiFamily::AL2023) {
+                "an"
+            } else {
+                "a"
+            };
+            p.push(Problem::new(
+                "spec.amiFamily",
+                format!(
+                    "if set, amiFamily must be '{named:?}' or 'Custom' when using {article} {named:?} alias"
+                ),
+            ));
+        }
     }
 }
 

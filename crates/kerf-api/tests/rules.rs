@@ -571,6 +571,22 @@ fn cases() -> Vec<Case> {
         ),
         case(
             NODECLASS,
+            "/spec/amiFamily",
+            json!("AL2023"),
+            json!("Bottlerocket"),
+            "spec.amiFamily",
+            "if set, amiFamily must be 'AL2023' or 'Custom' when using an AL2023 alias",
+        ),
+        case(
+            NODECLASS,
+            "/spec/role",
+            json!("KarpenterNodeRole-demo"),
+            json!(""),
+            "spec.role",
+            "role cannot be empty",
+        ),
+        case(
+            NODECLASS,
             "/spec/amiSelectorTerms/0",
             json!({"alias": "al2023@v20250821"}),
             json!({}),
