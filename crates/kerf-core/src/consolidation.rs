@@ -501,16 +501,18 @@ fn alone_single(view: &ClusterView<'_>, node: usize) -> Alone {
     })
 }
 
+/// Every reason a NodePool's budgets may name, in the order passes report them.
+pub const BUDGET_REASONS: [DisruptionReason; 4] = [
+    DisruptionReason::Empty,
+    DisruptionReason::Drifted,
+    DisruptionReason::Underutilized,
+    DisruptionReason::Unhealthy,
+];
+
 /// Nodes each disruption reason could act on now, budgets aside (Karpenter's
 /// `karpenter_voluntary_disruption_eligible_nodes`).
 pub fn eligible(view: &ClusterView<'_>) -> [(DisruptionReason, usize); 4] {
-    [
-        DisruptionReason::Empty,
-        DisruptionReason::Drifted,
-        DisruptionReason::Underutilized,
-        DisruptionReason::Unhealthy,
-    ]
-    .map(|r| {
+    BUDGET_REASONS.map(|r| {
         let n = view
             .nodes
             .iter()
@@ -636,15 +638,14 @@ fn repair(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> 
         if r.initialized && !budget.has_room(n) {
             continue;
         }
-        if let Some(replacements) = placed(session.try_remove(&[i], &n.pods, true)) {
-            let cost: f64 = replacements.iter().map(|r| r.launch.price_per_hour).sum();
-            return Some(Command {
-                reason: DisruptionReason::Unhealthy,
-                method: Method::Repair,
-                candidates: vec![i],
-                savings: n.price_per_hour - cost,
-                replacements,
-            });
+        if let Some(c) = replace_node(
+            view,
+            session,
+            i,
+            DisruptionReason::Unhealthy,
+            Method::Repair,
+        ) {
+            return Some(c);
         }
     }
     None
@@ -657,18 +658,32 @@ fn drift(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> {
             continue;
         }
         // drifted nodes are replaced even when that costs more
-        if let Some(replacements) = placed(session.try_remove(&[i], &n.pods, true)) {
-            let cost: f64 = replacements.iter().map(|r| r.launch.price_per_hour).sum();
-            return Some(Command {
-                reason: DisruptionReason::Drifted,
-                method: Method::Drift,
-                candidates: vec![i],
-                savings: n.price_per_hour - cost,
-                replacements,
-            });
+        if let Some(c) = replace_node(view, session, i, DisruptionReason::Drifted, Method::Drift) {
+            return Some(c);
         }
     }
     None
+}
+
+/// Node `i` replaced whatever it costs (drift, repair): its pods placed on the other nodes
+/// and new ones, if they all can be.
+fn replace_node(
+    view: &ClusterView<'_>,
+    session: &mut Session<'_>,
+    i: usize,
+    reason: DisruptionReason,
+    method: Method,
+) -> Option<Command> {
+    let n = &view.nodes[i];
+    let replacements = placed(session.try_remove(&[i], &n.pods, true))?;
+    let cost: f64 = replacements.iter().map(|r| r.launch.price_per_hour).sum();
+    Some(Command {
+        reason,
+        method,
+        candidates: vec![i],
+        savings: n.price_per_hour - cost,
+        replacements,
+    })
 }
 
 /// Cheapest to disrupt first: fewest pods, then lowest price, then name.

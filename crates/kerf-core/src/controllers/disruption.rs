@@ -443,12 +443,7 @@ impl Controllers {
         for (i, pool) in pool_names.iter().enumerate() {
             let np = &cluster.node_pools[pool];
             let (total, deleting) = self.pool_node_counts(pool);
-            for r in [
-                DisruptionReason::Empty,
-                DisruptionReason::Drifted,
-                DisruptionReason::Underutilized,
-                DisruptionReason::Unhealthy,
-            ] {
+            for r in crate::consolidation::BUDGET_REASONS {
                 allowed.insert((i, r), allowed_disruptions(np, r, total, deleting, unix));
             }
         }
@@ -477,12 +472,7 @@ impl Controllers {
         let mut out = BTreeMap::new();
         for (name, np) in &self.cluster.node_pools {
             let (total, deleting) = self.pool_node_counts(name);
-            for r in [
-                DisruptionReason::Empty,
-                DisruptionReason::Drifted,
-                DisruptionReason::Underutilized,
-                DisruptionReason::Unhealthy,
-            ] {
+            for r in crate::consolidation::BUDGET_REASONS {
                 let reading = crate::metrics::BudgetReading {
                     allowed: allowed_disruptions(np, r, total, 0, unix),
                     consuming: deleting,
