@@ -3,7 +3,8 @@
 # `kerf simulate --report` page in crates/kerf/tests/simulate.rs), kubectl, script, and a real
 # Kubernetes control plane built from the Go module proxy (scripts/e2e-cluster.sh; cached under
 # ~/.cache/kerf-e2e, so only the first run builds: about 15 minutes on 2 cores) with helm, and the
-# pinned Python tools of scripts/python-tools.txt (cfn-lint checks deploy/aws; moto plays AWS).
+# pinned Python tools of scripts/python-tools.txt (cfn-lint checks deploy/aws; moto plays AWS),
+# and umoci, skopeo and runc for the operator's image (scripts/image.sh, tests/image.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -16,6 +17,8 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 # `script` gives the progress-bar test a terminal
 command -v script >/dev/null 2>&1 || missing+=(bsdutils)
+# the image test: umoci writes and unpacks the OCI image, skopeo copies it, runc runs it
+for tool in umoci skopeo runc; do command -v $tool >/dev/null 2>&1 || missing+=($tool); done
 # Debian's Go is older than Kubernetes needs; e2e-cluster.sh lets it fetch the newer toolchain
 command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || missing+=(golang-go)
 if [ ${#missing[@]} -gt 0 ]; then

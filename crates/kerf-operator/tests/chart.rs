@@ -119,6 +119,15 @@ fn seed_values_render_as_karpenters_chart_would() {
     assert_eq!(deployment["spec"]["replicas"], 2);
     assert_eq!(spec["priorityClassName"], "system-cluster-critical");
     assert_eq!(spec["containers"][0]["resources"]["requests"]["cpu"], 1);
+    // the default image is the one scripts/image.sh builds and names
+    let name = std::process::Command::new(root().join("scripts/image.sh"))
+        .arg("name")
+        .output()
+        .expect("scripts/image.sh name");
+    assert_eq!(
+        spec["containers"][0]["image"],
+        String::from_utf8_lossy(&name.stdout).trim()
+    );
     // kept off the nodes it manages, one replica per host and zone, each term selecting the
     // chart's pods
     let term = &spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
