@@ -85,6 +85,17 @@ def compact(entry):
             "count": sum(d["Count"] for d in neuron),
             "cores": sum(d["Count"] * d["CoreInfo"]["Count"] for d in neuron),
         }
+    # what EC2NodeClass launch options need of a type (Karpenter's compatibility checks)
+    if entry.get("NitroEnclavesSupport") == "supported":
+        out["nitro_enclaves"] = True
+    if "nested-virtualization" in (entry["ProcessorInfo"].get("SupportedFeatures") or []):
+        out["nested_virtualization"] = True
+    if len(cards) > 1:
+        by_index = {c["NetworkCardIndex"]: c["MaximumNetworkInterfaces"] for c in cards}
+        out["network_cards"] = [by_index.get(i, 0) for i in range(max(by_index) + 1)]
+    efa = net.get("EfaInfo")
+    if efa:
+        out["max_efa"] = efa["MaximumEfaInterfaces"]
     return out
 
 

@@ -1,6 +1,6 @@
 //! Karpenter's kinds read from a live cluster, forward-compatibly. A cluster that ran a newer
 //! Karpenter holds fields and enum values Kerf does not know (a `consolidationPolicy` of a later version,
-//! a budget reason `Unhealthy`, an EC2NodeClass's `placementGroupSelector`). Files handed to
+//! a budget reason of a later version, an EC2NodeClass field added after v1.15). Files handed to
 //! `kerf validate` and `kerf schedule` are read strictly ([`crate::manifest`]); an object in a
 //! cluster is read as far as Kerf understands it, and what it does not understand limits
 //! what may be done with that object instead of stopping the watch that lists it:
@@ -306,8 +306,8 @@ mod tests {
                 "amiSelectorTerms": [{"alias": "al2023@latest"}],
                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
-                "placementGroupSelector": {"name": "pg"},
-                "ipPrefixCount": 2,
+                "instanceRecovery": {"enabled": true},
+                "networkBoost": 2,
             },
         });
         let r = read::<EC2NodeClass>("EC2NodeClass", &v);
@@ -315,7 +315,7 @@ mod tests {
         assert!(!r.gaps.launch && !r.gaps.compare_hash);
         let mut paths: Vec<&str> = r.gaps.problems.iter().map(|p| p.path.as_str()).collect();
         paths.sort();
-        assert_eq!(paths, ["spec.ipPrefixCount", "spec.placementGroupSelector"]);
+        assert_eq!(paths, ["spec.instanceRecovery", "spec.networkBoost"]);
     }
 
     #[test]

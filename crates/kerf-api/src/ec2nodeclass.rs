@@ -130,6 +130,150 @@ pub struct EC2NodeClassSpec {
     /// Outpost or Wavelength context passed to CreateFleet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// The placement group instances launch into (by name or id); nodes carry its id as
+    /// `karpenter.k8s.aws/placement-group-id` and drift when it resolves to another group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_group_selector: Option<PlacementGroupSelector>,
+    /// IP prefixes (/28 for IPv4, /80 for IPv6) assigned to each network interface at launch.
+    /// Not part of the drift hash: a change reaches new instances only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ip_prefix_count: Option<i32>,
+    /// The network interfaces each instance gets (card and device index, `interface` or
+    /// `efa-only`); types without those cards or EFA devices are not launched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 150))]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self.size() == 0 || self.exists(x, x.deviceIndex == 0 && x.networkCardIndex == 0 && x.interfaceType == 'interface')", "message": "networkInterfaces must include a primary interface with interfaceType='interface'"},
+        {"rule": "self.all(x, self.filter(y, x.networkCardIndex == y.networkCardIndex && x.deviceIndex == y.deviceIndex).size() == 1 && (x.interfaceType != 'efa-only' || self.filter(y, x.networkCardIndex == y.networkCardIndex && y.interfaceType == 'efa-only').size() == 1))", "message": "networkInterfaces must not have duplicate networkCardIndex and deviceIndex pairs, and can have at most one efa device per network card"}
+    ]))]
+    pub network_interfaces: Option<Vec<NetworkInterface>>,
+    /// Nitro Enclaves on the instances; only types that support them are launched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enclave_options: Option<EnclaveOptions>,
+    /// Connection tracking idle timeouts of the instances' interfaces; Nitro types only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_tracking: Option<ConnectionTracking>,
+    /// CPU options: nested virtualization, for which only types that support it launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_options: Option<CpuOptions>,
+}
+
+/// Which placement group to launch into: exactly one of its name or id.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.name) || has(self.id)", "message": "expected at least one, got none, ['name', 'id']"},
+    {"rule": "!(has(self.name) && has(self.id))", "message": "'name' and 'id' are mutually exclusive"}
+]))]
+pub struct PlacementGroupSelector {
+    /// The group's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub name: Option<String>,
+    /// The group's id (`pg-…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = "^pg-[0-9a-z]+$"))]
+    pub id: Option<String>,
+}
+
+impl std::fmt::Display for PlacementGroupSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id.as_deref().or(self.name.as_deref()).unwrap_or(""))
+    }
+}
+
+/// One network interface of an instance.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkInterface {
+    /// The network card it is attached to.
+    #[schemars(range(min = 0))]
+    pub network_card_index: i32,
+    /// Its device index on that card (0 on card 0 is the primary interface).
+    #[schemars(range(min = 0))]
+    pub device_index: i32,
+    /// `interface` (IP traffic, with EFA where the type has it) or `efa-only`.
+    pub interface_type: InterfaceType,
+}
+
+/// What kind of network interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum InterfaceType {
+    /// An ENA interface carrying IP traffic.
+    #[serde(rename = "interface")]
+    Interface,
+    /// An EFA device without IP traffic.
+    #[serde(rename = "efa-only")]
+    EfaOnly,
+}
+
+impl InterfaceType {
+    /// The name EC2 and the manifest use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InterfaceType::Interface => "interface",
+            InterfaceType::EfaOnly => "efa-only",
+        }
+    }
+}
+
+/// Nitro Enclaves settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnclaveOptions {
+    /// Whether the instances run Nitro Enclaves.
+    pub enabled: bool,
+}
+
+/// Connection tracking idle timeouts, in seconds; EC2's defaults where unset.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.tcpEstablishedTimeout) || has(self.udpStreamTimeout) || has(self.udpTimeout)", "message": "at least one of tcpEstablishedTimeout, udpStreamTimeout, or udpTimeout must be set"}
+]))]
+pub struct ConnectionTracking {
+    /// Idle timeout of established TCP connections (60–432000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 60, max = 432000))]
+    pub tcp_established_timeout: Option<i32>,
+    /// Idle timeout of UDP flows seen in both directions (60–180).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 60, max = 180))]
+    pub udp_stream_timeout: Option<i32>,
+    /// Idle timeout of one-way or single request-response UDP flows (30–60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 30, max = 60))]
+    pub udp_timeout: Option<i32>,
+}
+
+/// CPU options of the instances.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CpuOptions {
+    /// `enabled` or `disabled`: nested virtualization.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested_virtualization: Option<Toggle>,
+}
+
+/// An `enabled`/`disabled` switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Toggle {
+    /// On.
+    Enabled,
+    /// Off.
+    Disabled,
+}
+
+impl Toggle {
+    /// The name EC2 and the manifest use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Toggle::Enabled => "enabled",
+            Toggle::Disabled => "disabled",
+        }
+    }
 }
 
 /// A subnet selector: by tags or by id.
@@ -356,7 +500,8 @@ pub struct BlockDeviceMapping {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "has(self.snapshotID) || has(self.volumeSize)", "message": "snapshotID or volumeSize must be defined"}
+    {"rule": "has(self.snapshotID) || has(self.volumeSize)", "message": "snapshotID or volumeSize must be defined"},
+    {"rule": "!has(self.volumeInitializationRate) || (has(self.snapshotID) && self.snapshotID != '')", "message": "snapshotID must be set when volumeInitializationRate is set"}
 ]))]
 pub struct BlockDevice {
     /// Whether the volume is deleted with the instance.

@@ -136,6 +136,8 @@ pub const RESOURCE_HABANA_GAUDI: &str = "habana.ai/gaudi";
 pub const RESOURCE_AWS_NEURON: &str = "aws.amazon.com/neuron";
 /// Extended resource of AWS Neuron cores.
 pub const RESOURCE_AWS_NEURON_CORE: &str = "aws.amazon.com/neuroncore";
+/// Elastic Fabric Adapter devices, as the EFA device plugin advertises them.
+pub const RESOURCE_EFA: &str = "vpc.amazonaws.com/efa";
 
 /// Labels Karpenter treats as well known: a pod may require them without a NodePool
 /// defining them, because the cloud provider fills them in from the instance type.

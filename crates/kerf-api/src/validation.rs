@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 use crate::common::{NodeSelectorRequirementWithMinValues, Operator, Taint};
 use crate::cron::CronSchedule;
 use crate::ec2nodeclass::{
-    AmiFamily, EC2NodeClass, EC2NodeClassSpec, EVICTION_SIGNALS, KubeletConfiguration,
+    AmiFamily, EC2NodeClass, EC2NodeClassSpec, EVICTION_SIGNALS, InterfaceType,
+    KubeletConfiguration,
 };
 use crate::labels::restricted_label_reason;
 use crate::nodeclaim::NodeClaim;
@@ -720,6 +721,134 @@ fn check_block_devices(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
                 p.push(Problem::new(
                     format!("{at}.volumeInitializationRate"),
                     "must be between 100 and 300",
+                ));
+            }
+            if ebs.volume_initialization_rate.is_some()
+                && ebs.snapshot_id.as_deref().unwrap_or("").is_empty()
+            {
+                p.push(Problem::new(
+                    &at,
+                    "snapshotID must be set when volumeInitializationRate is set",
+                ));
+            }
+        }
+    }
+    check_launch_options(spec, p);
+}
+
+/// The v1.15 launch fields: placement group, prefixes, interfaces, connection tracking.
+fn check_launch_options(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
+    if let Some(pg) = &spec.placement_group_selector {
+        let at = "spec.placementGroupSelector";
+        match (&pg.name, &pg.id) {
+            (None, None) => p.push(Problem::new(
+                at,
+                "expected at least one, got none, ['name', 'id']",
+            )),
+            (Some(_), Some(_)) => {
+                p.push(Problem::new(at, "'name' and 'id' are mutually exclusive"))
+            }
+            _ => {}
+        }
+        if pg.name.as_deref() == Some("") {
+            p.push(Problem::new(format!("{at}.name"), "must not be empty"));
+        }
+        if let Some(id) = &pg.id
+            && !id.strip_prefix("pg-").is_some_and(|rest| {
+                !rest.is_empty()
+                    && rest
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
+            })
+        {
+            p.push(Problem::new(
+                format!("{at}.id"),
+                format!("{id:?} must match ^pg-[0-9a-z]+$"),
+            ));
+        }
+    }
+    if spec.ip_prefix_count.is_some_and(|n| n < 0) {
+        p.push(Problem::new("spec.ipPrefixCount", "must not be negative"));
+    }
+    if let Some(nics) = &spec.network_interfaces {
+        let at = "spec.networkInterfaces";
+        if nics.len() > 150 {
+            p.push(Problem::new(at, "must have at most 150 items"));
+        }
+        for (i, n) in nics.iter().enumerate() {
+            for (field, v) in [
+                ("networkCardIndex", n.network_card_index),
+                ("deviceIndex", n.device_index),
+            ] {
+                if v < 0 {
+                    p.push(Problem::new(
+                        format!("{at}[{i}].{field}"),
+                        "must not be negative",
+                    ));
+                }
+            }
+        }
+        if !nics.is_empty()
+            && !nics.iter().any(|n| {
+                n.network_card_index == 0
+                    && n.device_index == 0
+                    && n.interface_type == InterfaceType::Interface
+            })
+        {
+            p.push(Problem::new(
+                at,
+                "networkInterfaces must include a primary interface with interfaceType='interface'",
+            ));
+        }
+        let duplicate = nics.iter().any(|x| {
+            let same_slot = nics
+                .iter()
+                .filter(|y| {
+                    y.network_card_index == x.network_card_index && y.device_index == x.device_index
+                })
+                .count();
+            let efa_on_card = nics
+                .iter()
+                .filter(|y| {
+                    y.network_card_index == x.network_card_index
+                        && y.interface_type == InterfaceType::EfaOnly
+                })
+                .count();
+            same_slot != 1 || (x.interface_type == InterfaceType::EfaOnly && efa_on_card != 1)
+        });
+        if duplicate {
+            p.push(Problem::new(
+                at,
+                "networkInterfaces must not have duplicate networkCardIndex and deviceIndex pairs, and can have at most one efa device per network card",
+            ));
+        }
+    }
+    if let Some(ct) = &spec.connection_tracking {
+        let at = "spec.connectionTracking";
+        if ct.tcp_established_timeout.is_none()
+            && ct.udp_stream_timeout.is_none()
+            && ct.udp_timeout.is_none()
+        {
+            p.push(Problem::new(
+                at,
+                "at least one of tcpEstablishedTimeout, udpStreamTimeout, or udpTimeout must be set",
+            ));
+        }
+        for (field, v, range) in [
+            (
+                "tcpEstablishedTimeout",
+                ct.tcp_established_timeout,
+                60..=432_000,
+            ),
+            ("udpStreamTimeout", ct.udp_stream_timeout, 60..=180),
+            ("udpTimeout", ct.udp_timeout, 30..=60),
+        ] {
+            if let Some(v) = v
+                && !range.contains(&v)
+            {
+                p.push(Problem::new(
+                    format!("{at}.{field}"),
+                    format!("must be between {} and {}", range.start(), range.end()),
                 ));
             }
         }

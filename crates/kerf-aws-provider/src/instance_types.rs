@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{
     ArchitectureType, EphemeralNvmeSupport, InstanceTypeInfo as Described, LocationType,
-    UsageClassType,
+    NitroEnclavesSupport, SupportedAdditionalProcessorFeature, UsageClassType,
 };
 use kerf_aws::catalog::{Gpu, InstanceTypeInfo, Neuron};
 
@@ -133,6 +133,25 @@ pub fn info_of(d: &Described) -> Option<InstanceTypeInfo> {
             Some(EphemeralNvmeSupport::Required | EphemeralNvmeSupport::Supported)
         )
     });
+    let network_cards = if cards.len() > 1 {
+        let count = cards
+            .iter()
+            .filter_map(|c| c.network_card_index())
+            .max()
+            .map_or(0, |m| m + 1);
+        (0..count)
+            .map(|i| {
+                cards
+                    .iter()
+                    .find(|c| c.network_card_index() == Some(i))
+                    .and_then(|c| c.maximum_network_interfaces())
+                    .and_then(|n| u32::try_from(n).ok())
+                    .unwrap_or(0)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let gpus = d.gpu_info().map(|g| g.gpus()).unwrap_or_default();
     let neuron = d
         .neuron_info()
@@ -195,6 +214,15 @@ pub fn info_of(d: &Described) -> Option<InstanceTypeInfo> {
                 })
                 .sum(),
         }),
+        nitro_enclaves: d.nitro_enclaves_support() == Some(&NitroEnclavesSupport::Supported),
+        nested_virtualization: processor
+            .supported_features()
+            .contains(&SupportedAdditionalProcessorFeature::NestedVirtualization),
+        network_cards,
+        max_efa: network
+            .efa_info()
+            .and_then(|e| e.maximum_efa_interfaces())
+            .and_then(|n| u32::try_from(n).ok()),
     })
 }
 

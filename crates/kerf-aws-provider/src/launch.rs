@@ -14,24 +14,26 @@ use std::sync::{Mutex, PoisonError};
 
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{
-    CapacityReservationPreference, CapacityReservationTarget, CreateFleetError,
-    DefaultTargetCapacityType, Filter, FleetLaunchTemplateConfigRequest,
-    FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest,
-    FleetOnDemandAllocationStrategy, FleetType, InstanceStateName,
-    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateCapacityReservationSpecificationRequest,
-    LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
-    LaunchTemplateIamInstanceProfileSpecificationRequest,
+    CapacityReservationPreference, CapacityReservationTarget,
+    ConnectionTrackingSpecificationRequest, CreateFleetError, DefaultTargetCapacityType, Filter,
+    FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest,
+    FleetLaunchTemplateSpecificationRequest, FleetOnDemandAllocationStrategy, FleetType,
+    InstanceStateName, LaunchTemplateBlockDeviceMappingRequest,
+    LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateCpuOptionsRequest,
+    LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateEnclaveOptionsRequest,
+    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
     LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataEndpointState,
     LaunchTemplateInstanceMetadataOptionsRequest,
     LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
     LaunchTemplateTagSpecificationRequest, LaunchTemplatesMonitoringRequest, MarketType,
-    OnDemandOptionsRequest, RequestLaunchTemplateData, ResourceType, SpotAllocationStrategy,
-    SpotOptionsRequest, Tag, TagSpecification, TargetCapacitySpecificationRequest, VolumeType,
+    NestedVirtualizationSpecification, OnDemandOptionsRequest, RequestLaunchTemplateData,
+    ResourceType, SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification,
+    TargetCapacitySpecificationRequest, VolumeType,
 };
 use kerf_api::common::NodeSelectorRequirementWithMinValues as Requirement;
 use kerf_api::ec2nodeclass::{
     AmiFamily, BlockDeviceMapping, CapacityReservationStatus, EC2NodeClassSpec, EC2NodeClassStatus,
-    EnabledDisabled, HttpTokens,
+    EnabledDisabled, HttpTokens, InstanceStorePolicy, InterfaceType,
 };
 use kerf_api::{Taint, labels};
 use kerf_core::cluster::InstanceNetwork;
@@ -265,6 +267,7 @@ fn block_devices(mappings: &[BlockDeviceMapping]) -> Vec<LaunchTemplateBlockDevi
                     .set_iops(e.iops.and_then(|n| i32::try_from(n).ok()))
                     .set_kms_key_id(e.kms_key_id.clone())
                     .set_snapshot_id(e.snapshot_id.clone())
+                    .set_volume_initialization_rate(e.volume_initialization_rate)
                     .set_throughput(e.throughput.and_then(|n| i32::try_from(n).ok()))
                     .set_volume_size(e.volume_size.as_deref().and_then(volume_gib))
                     .set_volume_type(e.volume_type.map(|t| {
@@ -284,6 +287,65 @@ fn block_devices(mappings: &[BlockDeviceMapping]) -> Vec<LaunchTemplateBlockDevi
                 .build()
         })
         .collect()
+}
+
+/// The release an AMI alias names (`bottlerocket@v1.46.0` → `v1.46.0`).
+fn alias_version(spec: &EC2NodeClassSpec) -> Option<&str> {
+    (spec.ami_selector_terms.iter())
+        .find_map(|t| t.alias.as_deref())
+        .and_then(|a| a.split_once('@'))
+        .map(|(_, version)| version)
+}
+
+/// The launch template's network interfaces, when the class configures any: one per
+/// `networkInterfaces` entry (an `efa-only` one carries no addresses, prefixes or connection
+/// tracking), else the primary one alone, with the security groups on each.
+fn network_interfaces(
+    spec: &EC2NodeClassSpec,
+    groups: &[String],
+) -> Option<Vec<LaunchTemplateInstanceNetworkInterfaceSpecificationRequest>> {
+    let tracking = spec.connection_tracking.as_ref().map(|c| {
+        ConnectionTrackingSpecificationRequest::builder()
+            .set_tcp_established_timeout(c.tcp_established_timeout)
+            .set_udp_stream_timeout(c.udp_stream_timeout)
+            .set_udp_timeout(c.udp_timeout)
+            .build()
+    });
+    let addressed = |card: i32, device: i32| {
+        LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+            .network_card_index(card)
+            .device_index(device)
+            .set_groups(Some(groups.to_vec()))
+            .set_ipv4_prefix_count(spec.ip_prefix_count)
+            .set_associate_public_ip_address(spec.associate_public_ip_address)
+            .set_connection_tracking_specification(tracking.clone())
+    };
+    match spec.network_interfaces.as_deref() {
+        Some(nics) if !nics.is_empty() => Some(
+            nics.iter()
+                .map(|n| match n.interface_type {
+                    InterfaceType::Interface => addressed(n.network_card_index, n.device_index)
+                        .interface_type(n.interface_type.as_str())
+                        .build(),
+                    InterfaceType::EfaOnly => {
+                        LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                            .network_card_index(n.network_card_index)
+                            .device_index(n.device_index)
+                            .interface_type(n.interface_type.as_str())
+                            .set_groups(Some(groups.to_vec()))
+                            .build()
+                    }
+                })
+                .collect(),
+        ),
+        _ if spec.associate_public_ip_address.is_some()
+            || spec.ip_prefix_count.is_some()
+            || tracking.is_some() =>
+        {
+            Some(vec![addressed(0, 0).build()])
+        }
+        _ => None,
+    }
 }
 
 /// Everything a launch template holds, hashed into its name.
@@ -367,6 +429,8 @@ impl Fleet {
             kubelet: spec.kubelet.as_ref(),
             custom: spec.user_data.as_deref(),
             sizing: Some(sizing),
+            raid0: spec.instance_store_policy == Some(InstanceStorePolicy::RAID0),
+            image_version: alias_version(spec),
         })?;
         if let Some(m) = self.metrics.get() {
             // the size EC2 limits: the script before its base64
@@ -412,26 +476,21 @@ impl Fleet {
             "publicIp": spec.associate_public_ip_address,
             "tags": spec.tags,
             "reservation": req.reservation.map(|r| (&r.id, &r.reservation_type)),
+            "prefixes": spec.ip_prefix_count,
+            "interfaces": spec.network_interfaces,
+            "connectionTracking": spec.connection_tracking,
+            "cpu": spec.cpu_options,
+            "enclaves": spec.enclave_options,
         });
         let name = format!(
             "{LAUNCH_TEMPLATE_PREFIX}/{}",
             kerf_core::hash::fnv1a(key.to_string().as_bytes())
         );
-        // the groups go on the instance, as Karpenter puts them, unless the class decides the
-        // public address: that takes a network interface, and EC2 then wants them on it
-        let (network, group_ids) = match spec.associate_public_ip_address {
-            Some(public) => (
-                Some(
-                    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
-                        .device_index(0)
-                        .associate_public_ip_address(public)
-                        .set_groups(Some(groups))
-                        .build(),
-                ),
-                None,
-            ),
-            None => (None, Some(groups)),
-        };
+        // the groups go on the instance unless the class configures interfaces (the public
+        // address, prefixes, connection tracking, several interfaces): EC2 then wants them on
+        // the interfaces
+        let interfaces = network_interfaces(spec, &groups);
+        let group_ids = interfaces.is_none().then_some(groups);
         let mut template_tags = vec![
             tag(EKS_CLUSTER_TAG, &self.cluster.name),
             tag(NODECLASS_TAG, req.node_class),
@@ -445,7 +504,7 @@ impl Fleet {
                     .name(profile)
                     .build(),
             )
-            .set_network_interfaces(network.map(|n| vec![n]))
+            .set_network_interfaces(interfaces)
             .set_security_group_ids(group_ids)
             .set_block_device_mappings(
                 (!spec.block_device_mappings.is_empty())
@@ -456,6 +515,23 @@ impl Fleet {
                     .http_endpoint(endpoint)
                     .http_tokens(tokens)
                     .http_put_response_hop_limit(hop_limit)
+                    .build(),
+            )
+            .set_cpu_options(
+                (spec.cpu_options.as_ref())
+                    .and_then(|c| c.nested_virtualization)
+                    .map(|n| {
+                        LaunchTemplateCpuOptionsRequest::builder()
+                            .nested_virtualization(NestedVirtualizationSpecification::from(
+                                n.as_str(),
+                            ))
+                            .build()
+                    }),
+            )
+            // sent either way, as Karpenter does
+            .enclave_options(
+                LaunchTemplateEnclaveOptionsRequest::builder()
+                    .enabled(spec.enclave_options.as_ref().is_some_and(|e| e.enabled))
                     .build(),
             )
             .monitoring(

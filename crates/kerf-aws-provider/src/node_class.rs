@@ -407,7 +407,9 @@ impl Discovery {
 
 /// `ValidationSucceeded`: False for what Kerf cannot launch whatever AWS answers, said on the
 /// class (and so on its NodePools' `NodeClassReady`) rather than at each launch: Windows
-/// families, whose PowerShell bootstrap Kerf does not write.
+/// families, whose PowerShell bootstrap Kerf does not write, and placement groups, which it
+/// does not resolve or launch into (a launch outside the group would break what the group is
+/// for).
 fn validation(spec: &EC2NodeClassSpec) -> Condition {
     let family = crate::launch::family(spec);
     if matches!(
@@ -420,6 +422,16 @@ fn validation(spec: &EC2NodeClassSpec) -> Condition {
             "UnsupportedAMIFamily",
             format!(
                 "amiFamily {family:?}: Kerf does not bootstrap Windows nodes; use amiFamily Custom with your own userData"
+            ),
+        );
+    }
+    if let Some(pg) = &spec.placement_group_selector {
+        return condition(
+            VALIDATION_SUCCEEDED,
+            false,
+            "UnsupportedPlacementGroup",
+            format!(
+                "placementGroupSelector {pg}: Kerf does not launch into placement groups yet; remove the selector or keep Karpenter for this class"
             ),
         );
     }

@@ -55,6 +55,12 @@ pub struct Bootstrap<'a> {
     /// What the kubelet of this instance type runs and reserves (unset for a class's own
     /// kubelet settings alone).
     pub sizing: Option<&'a Sizing>,
+    /// `instanceStorePolicy: RAID0`: the instance-store disks become one array for the
+    /// kubelet's and the runtime's data.
+    pub raid0: bool,
+    /// The image's release as the class's alias names it (`latest`, `v1.46.0`): Bottlerocket
+    /// binds its default paths itself from 1.46 on.
+    pub image_version: Option<&'a str>,
 }
 
 /// The kubelet settings Karpenter works out per instance type: its pod limit and its
@@ -261,10 +267,14 @@ fn nodeadm(b: &Bootstrap<'_>) -> Result<String, UserDataError> {
         let flag = format!("--node-labels={:?}", label_list(b.labels));
         kubelet.insert("flags".into(), vec![flag].into());
     }
+    let mut spec = serde_json::json!({ "cluster": cluster, "kubelet": kubelet });
+    if b.raid0 {
+        spec["instance"] = serde_json::json!({ "localStorage": { "strategy": "RAID0" } });
+    }
     let config = serde_json::json!({
         "apiVersion": "node.eks.aws/v1alpha1",
         "kind": "NodeConfig",
-        "spec": { "cluster": cluster, "kubelet": kubelet },
+        "spec": spec,
     });
     let yaml = serde_yaml::to_string(&config)
         .map_err(|e| UserDataError::Custom(format!("writing NodeConfig: {e}")))?;
@@ -346,9 +356,13 @@ fn bootstrap_sh(b: &Bootstrap<'_>) -> Result<String, UserDataError> {
         script.push_str(&format!(" \\\n--dns-cluster-ip '{dns}'"));
     }
     script.push_str(&format!(
-        " \\\n--use-max-pods false \\\n--kubelet-extra-args '{}'\n",
+        " \\\n--use-max-pods false \\\n--kubelet-extra-args '{}'",
         args.join(" ")
     ));
+    if b.raid0 {
+        script.push_str(" \\\n--local-disks raid0");
+    }
+    script.push('\n');
     let mut parts = custom_parts(b.custom)?;
     parts.push(Part {
         content_type: SHELL.to_string(),
@@ -440,7 +454,55 @@ fn bottlerocket(b: &Bootstrap<'_>) -> Result<String, UserDataError> {
         }
     }
     k8s.insert("node-taints".into(), toml::Value::Table(node_taints));
+    if b.raid0 {
+        // the disks joined and mounted before the kubelet starts, on every boot
+        let bind: &[&str] = if b.image_version.is_some_and(binds_default_paths) {
+            &["apiclient", "ephemeral-storage", "bind"]
+        } else {
+            &[
+                "apiclient",
+                "ephemeral-storage",
+                "bind",
+                "--dirs",
+                "/var/lib/containerd",
+                "/var/lib/kubelet",
+                "/var/log/pods",
+            ]
+        };
+        let command = |c: &[&str]| toml::Value::Array(c.iter().map(|a| (*a).into()).collect());
+        let mut mount = toml::Table::new();
+        mount.insert(
+            "commands".into(),
+            toml::Value::Array(vec![
+                command(&["apiclient", "ephemeral-storage", "init"]),
+                command(bind),
+            ]),
+        );
+        mount.insert("mode".into(), "always".into());
+        mount.insert("essential".into(), true.into());
+        let settings = table(&mut root, "settings")?;
+        table(settings, "bootstrap-commands")?.insert(
+            "000-mount-instance-storage".into(),
+            toml::Value::Table(mount),
+        );
+    }
     toml::to_string(&root).map_err(|e| UserDataError::Custom(format!("writing TOML: {e}")))
+}
+
+/// Whether a Bottlerocket release binds the kubelet's, containerd's and the pods' log
+/// directories by default (`latest`, or 1.46 and later).
+fn binds_default_paths(version: &str) -> bool {
+    if version == "latest" {
+        return true;
+    }
+    let mut parts = version.trim_start_matches('v').split('.');
+    let (Some(major), Some(minor), Some(_)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    match (major.parse::<u32>(), minor.parse::<u32>()) {
+        (Ok(major), Ok(minor)) => major > 1 || (major == 1 && minor >= 46),
+        _ => false,
+    }
 }
 
 /// The table under `key`, made when missing; an error when `key` holds something else.
@@ -501,6 +563,8 @@ mod tests {
             kubelet: Some(&kubelet),
             custom: Some("#!/bin/bash\necho hello\n"),
             sizing: None,
+            raid0: false,
+            image_version: None,
         };
         let text = decode(&user_data(&b).unwrap());
         let mail = mailparse::parse_mail(text.as_bytes()).unwrap();
@@ -539,6 +603,8 @@ mod tests {
             kubelet: None,
             custom: Some(custom),
             sizing: None,
+            raid0: false,
+            image_version: None,
         };
         let text = decode(&user_data(&b).unwrap());
         let mail = mailparse::parse_mail(text.as_bytes()).unwrap();
@@ -595,6 +661,8 @@ mod tests {
             kubelet: Some(&kubelet),
             custom: Some(custom),
             sizing: None,
+            raid0: false,
+            image_version: None,
         };
         let out: toml::Table = decode(&user_data(&b).unwrap()).parse().unwrap();
         let k8s = &out["settings"]["kubernetes"];
@@ -633,6 +701,8 @@ mod tests {
             kubelet: None,
             custom: None,
             sizing: None,
+            raid0: false,
+            image_version: None,
         };
         let text = decode(&user_data(&b).unwrap());
         assert!(text.contains("/etc/eks/bootstrap.sh 'my-cluster' --apiserver-endpoint"));
@@ -669,6 +739,8 @@ mod sizing_tests {
             kubelet: None,
             custom: None,
             sizing: Some(sizing),
+            raid0: false,
+            image_version: None,
         }
     }
 

@@ -571,3 +571,172 @@ async fn a_denied_fleet_request_names_the_permission() {
     );
     assert_eq!(denied.num_calls(), 1);
 }
+
+/// The launch template data of the template `image` and `user_data` marker, as moto keeps it.
+async fn template_with(
+    ec2: &aws_sdk_ec2::Client,
+    marker: &str,
+) -> Option<(aws_sdk_ec2::types::ResponseLaunchTemplateData, String)> {
+    let templates = ec2.describe_launch_templates().send().await.ok()?;
+    for template in templates.launch_templates() {
+        let versions = ec2
+            .describe_launch_template_versions()
+            .launch_template_id(template.launch_template_id().unwrap_or_default())
+            .send()
+            .await
+            .ok()?;
+        let data = versions.launch_template_versions()[0]
+            .launch_template_data()
+            .cloned()?;
+        let text = base64::engine::general_purpose::STANDARD
+            .decode(data.user_data().unwrap_or_default())
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .unwrap_or_default();
+        if text.contains(marker) {
+            return Some((data, text));
+        }
+    }
+    None
+}
+
+#[tokio::test]
+async fn every_launch_option_of_the_class_reaches_the_template_in_each_family() {
+    let moto = Moto::start("launch-options", &SEED_AMI_PARAMETERS);
+    let config = moto.config().await;
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    network(&ec2).await;
+    aws_sdk_iam::Client::new(&config)
+        .create_instance_profile()
+        .instance_profile_name("KarpenterNodeInstanceProfile")
+        .send()
+        .await
+        .expect("create the instance profile");
+    let fleet = Fleet::new(&config, cluster());
+    let options: serde_json::Value = serde_json::json!({
+        "instanceStorePolicy": "RAID0",
+        "ipPrefixCount": 2,
+        "networkInterfaces": [
+            {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
+            {"networkCardIndex": 0, "deviceIndex": 1, "interfaceType": "efa-only"}
+        ],
+        "connectionTracking": {"udpTimeout": 45},
+        "cpuOptions": {"nestedVirtualization": "enabled"},
+        "enclaveOptions": {"enabled": true},
+        "blockDeviceMappings": [{"deviceName": "/dev/xvda", "rootVolume": true,
+            "ebs": {"snapshotID": "snap-0123456789abcdef0", "volumeSize": "40Gi", "volumeInitializationRate": 200}}]
+    });
+    // each family's RAID0 setup, as Karpenter's AWS provider writes it
+    let families = [
+        (
+            serde_json::json!([{"alias": "al2023@v20250228"}]),
+            None,
+            "strategy: RAID0",
+        ),
+        (
+            serde_json::json!([{"id": "ami-ekslinux"}]),
+            Some("AL2"),
+            "--local-disks raid0",
+        ),
+        (
+            serde_json::json!([{"id": "ami-ekslinux"}]),
+            Some("Bottlerocket"),
+            "[settings.bootstrap-commands.000-mount-instance-storage]",
+        ),
+    ];
+    for (n, (terms, family, marker)) in families.into_iter().enumerate() {
+        let mut class = seed_node_class();
+        let mut spec = serde_json::to_value(&class.spec).expect("spec");
+        for (k, v) in options.as_object().expect("options") {
+            spec[k] = v.clone();
+        }
+        spec["amiSelectorTerms"] = terms;
+        if let Some(f) = family {
+            spec["amiFamily"] = f.into();
+        }
+        class.spec = serde_json::from_value(spec).expect("a valid spec");
+        let resolved = Discovery::new(&config)
+            .resolve(&class.spec, "1.33", NOW)
+            .await
+            .expect("discovery");
+        let status = EC2NodeClassStatus {
+            subnets: resolved.subnets,
+            security_groups: resolved.security_groups,
+            amis: resolved.amis,
+            instance_profile: Some("KarpenterNodeInstanceProfile".into()),
+            capacity_reservations: resolved.capacity_reservations,
+            conditions: resolved.conditions,
+        };
+        let choices = [choice("m5.large", "ap-northeast-2c", "amd64")];
+        let node_labels = BTreeMap::from([("karpenter.sh/nodepool".into(), "default".into())]);
+        let name = format!("default-{n}");
+        fleet
+            .launch(&LaunchRequest {
+                nodeclaim: &name,
+                node_pool: "default",
+                node_class: "default",
+                spec: &class.spec,
+                status: &status,
+                capacity_type: labels::CAPACITY_TYPE_ON_DEMAND,
+                choices: &choices,
+                labels: &node_labels,
+                taints: &[],
+                reservation: None,
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{family:?}: {e}"));
+        let (data, text) = template_with(&ec2, marker)
+            .await
+            .unwrap_or_else(|| panic!("{family:?}: no template's user data holds {marker:?}"));
+        if family == Some("Bottlerocket") {
+            // an image picked by id has no release to read: the directories are named
+            assert!(
+                text.contains("'ephemeral-storage', 'bind', '--dirs', '/var/lib/containerd'")
+                    || text.contains(
+                        r#""ephemeral-storage", "bind", "--dirs", "/var/lib/containerd""#
+                    ),
+                "{text}"
+            );
+            assert!(text.contains("mode = \"always\""), "{text}");
+        }
+        // the interfaces: the primary one with the groups, prefixes and connection tracking,
+        // the efa-only one with neither
+        let nics = data.network_interfaces();
+        assert_eq!(nics.len(), 2, "{family:?}: {nics:?}");
+        let primary = nics
+            .iter()
+            .find(|i| i.device_index() == Some(0))
+            .expect("the primary interface");
+        assert_eq!(primary.ipv4_prefix_count(), Some(2));
+        assert_eq!(primary.interface_type(), Some("interface"));
+        assert!(!primary.groups().is_empty(), "{primary:?}");
+        assert_eq!(
+            primary
+                .connection_tracking_specification()
+                .and_then(|c| c.udp_timeout()),
+            Some(45)
+        );
+        let efa = nics
+            .iter()
+            .find(|i| i.device_index() == Some(1))
+            .expect("the efa interface");
+        assert_eq!(efa.interface_type(), Some("efa-only"));
+        assert_eq!(efa.ipv4_prefix_count(), None);
+        assert!(efa.connection_tracking_specification().is_none());
+        assert!(
+            data.security_group_ids().is_empty(),
+            "the groups are on the interfaces"
+        );
+        assert_eq!(
+            data.cpu_options()
+                .and_then(|c| c.nested_virtualization())
+                .map(|n| n.as_str()),
+            Some("enabled")
+        );
+        assert_eq!(data.enclave_options().and_then(|e| e.enabled()), Some(true));
+        let ebs = data.block_device_mappings()[0].ebs().expect("ebs");
+        assert_eq!(ebs.volume_initialization_rate(), Some(200));
+        // nothing else of the family's user data was lost
+        assert!(text.contains(CLUSTER), "{family:?}: {text}");
+    }
+}

@@ -5,10 +5,13 @@
 use std::collections::BTreeMap;
 
 use kerf_api::Quantity;
-use kerf_api::ec2nodeclass::{EC2NodeClassSpec, InstanceStorePolicy, KubeletConfiguration};
+use kerf_api::ec2nodeclass::{
+    EC2NodeClassSpec, InstanceStorePolicy, InterfaceType, KubeletConfiguration, NetworkInterface,
+    Toggle,
+};
 use kerf_api::labels::{
-    RESOURCE_AMD_GPU, RESOURCE_AWS_NEURON, RESOURCE_AWS_NEURON_CORE, RESOURCE_HABANA_GAUDI,
-    RESOURCE_NVIDIA_GPU,
+    RESOURCE_AMD_GPU, RESOURCE_AWS_NEURON, RESOURCE_AWS_NEURON_CORE, RESOURCE_EFA,
+    RESOURCE_HABANA_GAUDI, RESOURCE_NVIDIA_GPU,
 };
 
 use crate::catalog::InstanceTypeInfo;
@@ -41,6 +44,53 @@ pub struct NodeSettings<'a> {
     /// Block device mappings of the launch template (the root volume's included): each
     /// takes one of the node's EBS attachment slots.
     pub block_devices: usize,
+    /// What the class's launch options ask of an instance type.
+    pub launch: LaunchNeeds<'a>,
+}
+
+/// What an EC2NodeClass's launch options ask of an instance type, as Karpenter's AWS
+/// provider checks them before offering the type: types that cannot take them are not
+/// launched for the class.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LaunchNeeds<'a> {
+    /// `enclaveOptions.enabled`: Nitro Enclaves support.
+    pub enclaves: bool,
+    /// `cpuOptions.nestedVirtualization: enabled`.
+    pub nested_virtualization: bool,
+    /// `connectionTracking` set: a Nitro type.
+    pub connection_tracking: bool,
+    /// `networkInterfaces`: each card and device index present, enough EFA interfaces.
+    pub network_interfaces: Option<&'a [NetworkInterface]>,
+}
+
+impl LaunchNeeds<'_> {
+    /// Whether `info` can be launched with these options.
+    pub fn admit(&self, info: &InstanceTypeInfo) -> bool {
+        if (self.enclaves && !info.nitro_enclaves)
+            || (self.nested_virtualization && !info.nested_virtualization)
+            || (self.connection_tracking && info.hypervisor != "nitro")
+        {
+            return false;
+        }
+        let Some(nics) = self.network_interfaces else {
+            return true;
+        };
+        let slots_exist = nics.iter().all(|n| {
+            usize::try_from(n.network_card_index)
+                .is_ok_and(|card| info.card_interfaces(card) > n.device_index.max(0) as u32)
+        });
+        slots_exist && self.efa_only(None) <= info.max_efa.unwrap_or(0)
+    }
+
+    /// The `efa-only` interfaces, on card `card` or on every card.
+    fn efa_only(&self, card: Option<i32>) -> u32 {
+        self.network_interfaces.map_or(0, |nics| {
+            nics.iter()
+                .filter(|n| n.interface_type == InterfaceType::EfaOnly)
+                .filter(|n| card.is_none_or(|c| n.network_card_index == c))
+                .count() as u32
+        })
+    }
 }
 
 impl Default for NodeSettings<'_> {
@@ -52,6 +102,7 @@ impl Default for NodeSettings<'_> {
             vm_memory_overhead_percent: VM_MEMORY_OVERHEAD_PERCENT,
             reserved_enis: 0,
             block_devices: 1,
+            launch: LaunchNeeds::default(),
         }
     }
 }
@@ -76,6 +127,15 @@ impl<'a> NodeSettings<'a> {
                 .map(|q| q.units_ceil() as i64),
             instance_store_raid0: spec.instance_store_policy == Some(InstanceStorePolicy::RAID0),
             block_devices: spec.block_device_mappings.len().max(1),
+            launch: LaunchNeeds {
+                enclaves: spec.enclave_options.as_ref().is_some_and(|e| e.enabled),
+                nested_virtualization: spec
+                    .cpu_options
+                    .as_ref()
+                    .is_some_and(|c| c.nested_virtualization == Some(Toggle::Enabled)),
+                connection_tracking: spec.connection_tracking.is_some(),
+                network_interfaces: spec.network_interfaces.as_deref(),
+            },
             ..NodeSettings::default()
         }
     }
@@ -125,6 +185,14 @@ pub fn capacity(info: &InstanceTypeInfo, settings: &NodeSettings) -> Resources {
             extended.insert(r.to_string(), i64::from(gpu.count));
         }
     }
+    // EFA devices: the class's efa-only interfaces where it lists interfaces, else the type's
+    let efa = match settings.launch.network_interfaces {
+        Some(_) => settings.launch.efa_only(None),
+        None => info.max_efa.unwrap_or(0),
+    };
+    if efa > 0 {
+        extended.insert(RESOURCE_EFA.to_string(), i64::from(efa));
+    }
     if let Some(neuron) = &info.neuron {
         extended.insert(RESOURCE_AWS_NEURON.to_string(), i64::from(neuron.count));
         extended.insert(
@@ -136,7 +204,12 @@ pub fn capacity(info: &InstanceTypeInfo, settings: &NodeSettings) -> Resources {
         cpu_millis: i64::from(info.vcpu) * 1000,
         memory_bytes: (mib - overhead_mib) * MIB,
         ephemeral_storage_bytes: ephemeral,
-        pods: pods(info, settings.kubelet, settings.reserved_enis),
+        // an efa-only interface on the primary card takes an ENI no pod address comes from
+        pods: pods(
+            info,
+            settings.kubelet,
+            settings.reserved_enis + settings.launch.efa_only(Some(0)),
+        ),
         extended,
     }
 }

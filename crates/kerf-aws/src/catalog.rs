@@ -52,6 +52,30 @@ pub struct InstanceTypeInfo {
     /// AWS Neuron devices (Inferentia, Trainium), if any.
     #[serde(default)]
     pub neuron: Option<Neuron>,
+    /// Whether it runs Nitro Enclaves (`enclaveOptions`).
+    #[serde(default)]
+    pub nitro_enclaves: bool,
+    /// Whether it supports nested virtualization (`cpuOptions`).
+    #[serde(default)]
+    pub nested_virtualization: bool,
+    /// Most interfaces per network card, by card index, when it has more than one card
+    /// (one card holds all `max_enis` otherwise).
+    #[serde(default)]
+    pub network_cards: Vec<u32>,
+    /// Most EFA interfaces, where it has EFA.
+    #[serde(default)]
+    pub max_efa: Option<u32>,
+}
+
+impl InstanceTypeInfo {
+    /// Most interfaces network card `index` takes; 0 for a card it does not have.
+    pub fn card_interfaces(&self, index: usize) -> u32 {
+        match (self.network_cards.is_empty(), index) {
+            (true, 0) => self.max_enis,
+            (true, _) => 0,
+            (false, i) => self.network_cards.get(i).copied().unwrap_or(0),
+        }
+    }
 }
 
 /// GPUs of an instance type.

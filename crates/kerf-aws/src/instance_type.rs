@@ -142,6 +142,9 @@ pub fn instance_types_of<'a, Z: AsRef<str>>(
         let Some(on_demand) = prices.on_demand(info) else {
             continue;
         };
+        if !settings.launch.admit(info) {
+            continue;
+        }
         let zones = zones_offering(&info.name);
         if zones.is_empty() {
             continue;

@@ -182,6 +182,9 @@ pub struct ClaimRecord {
     pub node_pool_hash: String,
     /// `karpenter.k8s.aws/ec2nodeclass-hash` at creation.
     pub node_class_hash: String,
+    /// `metadata.annotations`: its NodePool template's and Karpenter's own, copied to its
+    /// Node when the node registers.
+    pub annotations: BTreeMap<String, String>,
     /// Set once the cloud launched it (condition `Launched`).
     pub launched: Option<Launched>,
     /// The Node that registered for it.

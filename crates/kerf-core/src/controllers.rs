@@ -226,6 +226,9 @@ pub enum Action {
         node: String,
         /// The labels.
         labels: BTreeMap<String, String>,
+        /// Annotations to add: the NodeClaim's, once, when its node registers (as Karpenter
+        /// copies them then and never again).
+        annotations: BTreeMap<String, String>,
     },
     /// Remove the taints with this key from a node.
     RemoveTaint {

@@ -294,6 +294,7 @@ pub fn claim_record(
             labels::EC2NODECLASS_HASH_VERSION,
             crate::hash::EC2NODECLASS_HASH_VERSION,
         ),
+        annotations: meta.annotations.clone().unwrap_or_default(),
         launched,
         node: status.and_then(|s| s.node_name.clone()),
         registered: is_true(status, condition_types::REGISTERED),

@@ -1646,3 +1646,39 @@ fn two_nodeclaims_that_never_register_make_the_nodepool_registration_unhealthy()
     let reset = run_until(&mut core, at + 11, at + 12);
     assert_eq!(registration_health(&reset), unknown);
 }
+
+#[test]
+fn a_registering_node_gets_its_nodeclaims_annotations_once() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    let mut annotated = pool();
+    annotated.spec.template.metadata.annotations =
+        BTreeMap::from([("example.com/owner".to_string(), "payments".to_string())]);
+    core.apply_node_pool(annotated);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    launch_and_register(&mut core, &claim);
+    let labelled: Vec<BTreeMap<String, String>> = run_until(&mut core, 4, 20)
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::LabelNode { annotations, .. } => Some(annotations),
+            _ => None,
+        })
+        .collect();
+    let first = labelled
+        .first()
+        .expect("the node is labelled at registration");
+    assert_eq!(
+        first.get("example.com/owner").map(String::as_str),
+        Some("payments"),
+        "{first:?}"
+    );
+    assert!(
+        first.contains_key(kerf_api::labels::NODEPOOL_HASH),
+        "Karpenter's own annotations go too: {first:?}"
+    );
+    assert!(
+        labelled[1..].iter().all(BTreeMap::is_empty),
+        "copied once, at registration: {labelled:?}"
+    );
+}

@@ -422,8 +422,16 @@ impl<C: CloudProvider> Executor<C> {
                 })
                 .await?;
             }
-            Action::LabelNode { node, labels } => {
-                let patch = Patch::Merge(json!({"metadata": {"labels": labels}}));
+            Action::LabelNode {
+                node,
+                labels,
+                annotations,
+            } => {
+                let mut metadata = json!({"labels": labels});
+                if !annotations.is_empty() {
+                    metadata["annotations"] = json!(annotations);
+                }
+                let patch = Patch::Merge(json!({ "metadata": metadata }));
                 let r = retry("labelling node", || nodes.patch(&node, &params, &patch)).await;
                 unless_gone("labelling node", r)?;
             }

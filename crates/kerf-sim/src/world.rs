@@ -756,8 +756,12 @@ impl World {
                     self.node_written(&node);
                 }
             }
-            Action::LabelNode { node, labels } => {
-                if self.nodes.label(&node, &labels) {
+            Action::LabelNode {
+                node,
+                labels,
+                annotations,
+            } => {
+                if self.nodes.label(&node, &labels, &annotations) {
                     self.node_written(&node);
                 }
             }

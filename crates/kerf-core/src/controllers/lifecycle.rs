@@ -426,8 +426,16 @@ impl Controllers {
         if c.initialized {
             want.insert(labels::INITIALIZED.into(), "true".into());
         }
+        let annotations = c.annotations.clone();
         let Some(node) = self.cluster.nodes.get_mut(node_name) else {
             return;
+        };
+        // the registration itself (the node lacks Karpenter's mark): the NodeClaim's
+        // annotations go too, the template's and Karpenter's hashes among them
+        let annotations = if node.labels.contains_key(labels::REGISTERED) {
+            BTreeMap::new()
+        } else {
+            annotations
         };
         let missing: BTreeMap<String, String> = want
             .into_iter()
@@ -442,6 +450,7 @@ impl Controllers {
         self.actions.push(Action::LabelNode {
             node: node_name.to_string(),
             labels: missing,
+            annotations,
         });
     }
 

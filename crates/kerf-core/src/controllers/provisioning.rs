@@ -744,6 +744,7 @@ impl Controllers {
                 crate::hash::EC2NODECLASS_HASH_VERSION.into(),
             );
         }
+        let annotations = annotations.clone();
         object.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
         let overlaid_prices = self.overlaid_prices(pool_name, &types);
         self.cluster.nodeclaims.insert(
@@ -758,6 +759,7 @@ impl Controllers {
                 instance_types: types,
                 node_pool_hash: pool_hash,
                 node_class_hash: class_hash.unwrap_or_default(),
+                annotations,
                 launched: None,
                 node: None,
                 registered: false,

@@ -10,7 +10,9 @@
 
 pub mod go_value;
 
-use kerf_api::ec2nodeclass::{AmiFamily, BlockDevice, BlockDeviceMapping, MetadataOptions};
+use kerf_api::ec2nodeclass::{
+    AmiFamily, BlockDevice, BlockDeviceMapping, MetadataOptions, NetworkInterface,
+};
 use kerf_api::{EC2NodeClass, NodePool, Taint};
 
 use crate::hash::go_value::GoValue;
@@ -200,6 +202,22 @@ fn block_device_mapping(m: &BlockDeviceMapping) -> GoValue {
     )
 }
 
+/// A `*NetworkInterface` of the spec's slice; index 0 is Go's zero value, left out.
+fn network_interface(n: &NetworkInterface) -> GoValue {
+    let index = |i: i32| (i != 0).then_some(GoValue::Int32(i));
+    GoValue::Struct(
+        "NetworkInterface",
+        vec![
+            ("NetworkCardIndex", index(n.network_card_index)),
+            ("DeviceIndex", index(n.device_index)),
+            (
+                "InterfaceType",
+                Some(GoValue::str(n.interface_type.as_str())),
+            ),
+        ],
+    )
+}
+
 fn metadata_options(m: &MetadataOptions) -> GoValue {
     GoValue::Struct(
         "MetadataOptions",
@@ -283,9 +301,23 @@ pub fn node_class_hash(class: &EC2NodeClass, ca_bundle: &str) -> String {
                 .collect(),
         )
     });
+    // the fields in the Go struct's declaration order: each one's hash is mixed in turn
+    // (IPPrefixCount is `hash:"ignore"`: a change reaches new instances only)
     let spec = GoValue::Struct(
         "EC2NodeClassSpec",
         vec![
+            (
+                "PlacementGroupSelector",
+                s.placement_group_selector.as_ref().map(|pg| {
+                    GoValue::Struct(
+                        "PlacementGroupSelector",
+                        vec![
+                            ("Name", opt_string(pg.name.as_deref())),
+                            ("ID", opt_string(pg.id.as_deref())),
+                        ],
+                    )
+                }),
+            ),
             (
                 "AssociatePublicIPAddress",
                 s.associate_public_ip_address.map(GoValue::Bool),
@@ -297,6 +329,11 @@ pub fn node_class_hash(class: &EC2NodeClass, ca_bundle: &str) -> String {
             ("BlockDeviceMappings", mappings),
             ("InstanceStorePolicy", opt_enum(s.instance_store_policy)),
             (
+                "NetworkInterfaces",
+                (s.network_interfaces.as_ref())
+                    .map(|nics| GoValue::Slice(nics.iter().map(network_interface).collect())),
+            ),
+            (
                 "DetailedMonitoring",
                 s.detailed_monitoring.map(GoValue::Bool),
             ),
@@ -304,7 +341,44 @@ pub fn node_class_hash(class: &EC2NodeClass, ca_bundle: &str) -> String {
                 "MetadataOptions",
                 Some(metadata_options(&s.metadata_options)),
             ),
+            (
+                "EnclaveOptions",
+                s.enclave_options.as_ref().map(|e| {
+                    GoValue::Struct(
+                        "EnclaveOptions",
+                        vec![("Enabled", e.enabled.then_some(GoValue::Bool(true)))],
+                    )
+                }),
+            ),
+            (
+                "ConnectionTracking",
+                s.connection_tracking.as_ref().map(|c| {
+                    GoValue::Struct(
+                        "ConnectionTracking",
+                        vec![
+                            (
+                                "TCPEstablishedTimeout",
+                                c.tcp_established_timeout.map(GoValue::Int32),
+                            ),
+                            ("UDPStreamTimeout", c.udp_stream_timeout.map(GoValue::Int32)),
+                            ("UDPTimeout", c.udp_timeout.map(GoValue::Int32)),
+                        ],
+                    )
+                }),
+            ),
             ("Context", opt_string(s.context.as_deref())),
+            (
+                "CPUOptions",
+                s.cpu_options.as_ref().map(|c| {
+                    GoValue::Struct(
+                        "CPUOptions",
+                        vec![(
+                            "NestedVirtualization",
+                            c.nested_virtualization.map(|t| GoValue::str(t.as_str())),
+                        )],
+                    )
+                }),
+            ),
         ],
     );
     let items = GoValue::Slice(vec![

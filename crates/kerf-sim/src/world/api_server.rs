@@ -23,6 +23,8 @@ pub(crate) struct StoredNode {
     pub provider_id: String,
     /// `metadata.labels`.
     pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`.
+    pub annotations: BTreeMap<String, String>,
     /// `spec.taints`.
     pub taints: Vec<Taint>,
     /// `status.allocatable`.
@@ -55,6 +57,7 @@ impl StoredNode {
         StoredNode {
             provider_id: provider_id.to_string(),
             labels,
+            annotations: BTreeMap::new(),
             taints,
             amounts: super::allocatable_amounts(&allocatable),
             allocatable,
@@ -94,6 +97,7 @@ impl StoredNode {
             "metadata": {
                 "name": name,
                 "labels": self.labels,
+                "annotations": self.annotations,
                 "resourceVersion": self.resource_version.to_string(),
             },
             "spec": {"providerID": self.provider_id, "taints": taints},
@@ -178,12 +182,20 @@ impl Nodes {
         })
     }
 
-    /// Adds or overwrites labels.
-    pub fn label(&mut self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+    /// Adds or overwrites labels and annotations.
+    pub fn label(
+        &mut self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+        annotations: &BTreeMap<String, String>,
+    ) -> bool {
         self.update(name, |n| {
-            let changed = (labels.iter()).any(|(k, v)| n.labels.get(k) != Some(v));
+            let changed = (labels.iter()).any(|(k, v)| n.labels.get(k) != Some(v))
+                || (annotations.iter()).any(|(k, v)| n.annotations.get(k) != Some(v));
             n.labels
                 .extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+            n.annotations
+                .extend(annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
             changed
         })
     }
@@ -226,7 +238,13 @@ mod tests {
             "no such node: nothing written"
         );
         let same = BTreeMap::from([("a".to_string(), "1".to_string())]);
-        assert!(!nodes.label("n", &same));
+        assert!(!nodes.label("n", &same, &BTreeMap::new()));
+        assert!(
+            nodes.label("n", &BTreeMap::new(), &same),
+            "a new annotation is a write"
+        );
+        assert!(!nodes.label("n", &BTreeMap::new(), &same));
+        assert_eq!(nodes.get("n").map(|n| n.annotations.clone()), Some(same));
     }
 
     #[test]
