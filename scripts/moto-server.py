@@ -31,6 +31,12 @@ instance-match-criteria filters; AvailableInstanceCount is the count less the in
 launched into it), and a fleet whose launch template targets a reservation
 (CapacityReservationSpecification.CapacityReservationTarget) launches into it while it has
 room, and answers ReservationCapacityExceeded when it has none, as EC2 does.
+
+moto has no placement groups (CreatePlacementGroup answers 500). `placement_groups()` stands in
+for EC2's, in memory: CreatePlacementGroup (GroupName, Strategy, PartitionCount, SpreadLevel)
+makes an `available` group with a `pg-` id; DescribePlacementGroups answers by GroupNames or
+GroupIds and the state, strategy and group-name filters, and refuses a name or id it does not
+hold with InvalidPlacementGroup.Unknown, as EC2 does; DeletePlacementGroup removes one.
 """
 
 import argparse
@@ -259,6 +265,58 @@ def capacity_reservations(path: str) -> None:
     Fleet.__init__ = init
 
 
+def placement_groups() -> None:
+    from moto.core.responses import ActionResult
+    from moto.ec2.exceptions import EC2ClientError
+    from moto.ec2.responses import EC2Response
+
+    groups: dict[str, dict] = {}  # by name
+
+    def create_placement_group(self):
+        name = self._get_param("GroupName")
+        if name in groups:
+            raise EC2ClientError("InvalidPlacementGroup.Duplicate",
+                                 f"The Placement Group '{name}' already exists.")
+        group = {
+            "GroupName": name,
+            "GroupId": f"pg-{uuid.uuid4().hex[:17]}",
+            "State": "available",
+            "Strategy": self._get_param("Strategy", "cluster"),
+        }
+        if group["Strategy"] == "partition":
+            group["PartitionCount"] = int(self._get_param("PartitionCount", 2))
+        if self._get_param("SpreadLevel"):
+            group["SpreadLevel"] = self._get_param("SpreadLevel")
+        groups[name] = group
+        return ActionResult({"PlacementGroup": group})
+
+    def describe_placement_groups(self):
+        names = self._get_param("GroupNames", [])
+        ids = self._get_param("GroupIds", [])
+        filters = self._filters_from_querystring()
+        known_ids = {g["GroupId"] for g in groups.values()}
+        for missing in [n for n in names if n not in groups] + [i for i in ids if i not in known_ids]:
+            raise EC2ClientError("InvalidPlacementGroup.Unknown",
+                                 f"The Placement Group '{missing}' is unknown.")
+        out = []
+        for g in groups.values():
+            if (names and g["GroupName"] not in names) or (ids and g["GroupId"] not in ids):
+                continue
+            fields = {"state": g["State"], "strategy": g["Strategy"], "group-name": g["GroupName"]}
+            if any(fields.get(name) not in values for name, values in filters.items()):
+                continue
+            out.append(g)
+        return ActionResult({"PlacementGroups": out})
+
+    def delete_placement_group(self):
+        groups.pop(self._get_param("GroupName"), None)
+        return ActionResult({})
+
+    EC2Response.create_placement_group = create_placement_group
+    EC2Response.describe_placement_groups = describe_placement_groups
+    EC2Response.delete_placement_group = delete_placement_group
+
+
 def run() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
@@ -267,6 +325,7 @@ def run() -> None:
     parser.add_argument("--capacity-reservations")
     args = parser.parse_args()
     complete_fleet_instances()
+    placement_groups()
     if args.ssm_parameters:
         preload(args.ssm_parameters)
     if args.refuse_spot:

@@ -188,9 +188,14 @@ pub const AWS_ALLOWED_KEYS: &[&str] = &[
     "karpenter.k8s.aws/ec2nodeclass",
     "karpenter.k8s.aws/instance-tenancy",
     "karpenter.k8s.aws/instance-capability-flex",
-    "karpenter.k8s.aws/placement-group-id",
-    "karpenter.k8s.aws/placement-group-partition",
+    PLACEMENT_GROUP_ID,
+    PLACEMENT_GROUP_PARTITION,
 ];
+
+/// The placement group a node was launched into.
+pub const PLACEMENT_GROUP_ID: &str = "karpenter.k8s.aws/placement-group-id";
+/// The partition of a partition placement group it runs in.
+pub const PLACEMENT_GROUP_PARTITION: &str = "karpenter.k8s.aws/placement-group-partition";
 
 /// Label keys from restricted domains that a NodePool may still use in requirements.
 pub(crate) const ALLOWED_RESTRICTED_KEYS: &[&str] = &[

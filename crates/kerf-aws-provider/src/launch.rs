@@ -24,7 +24,7 @@ use aws_sdk_ec2::types::{
     LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
     LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataEndpointState,
     LaunchTemplateInstanceMetadataOptionsRequest,
-    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
+    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatePlacementRequest,
     LaunchTemplateTagSpecificationRequest, LaunchTemplatesMonitoringRequest, MarketType,
     NestedVirtualizationSpecification, OnDemandOptionsRequest, RequestLaunchTemplateData,
     ResourceType, SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification,
@@ -38,6 +38,7 @@ use kerf_api::ec2nodeclass::{
 use kerf_api::{Taint, labels};
 use kerf_core::cluster::InstanceNetwork;
 
+use crate::node_class::PlacementGroup;
 use crate::user_data::{self, Bootstrap, ClusterInfo, Sizing, UserDataError};
 use crate::{AwsError, classify};
 use kerf_core::metrics::{Recorder, families};
@@ -191,7 +192,10 @@ pub struct Fleet {
     /// How many more instances each capacity reservation takes: EC2's count at the last
     /// class resolution, less the launches into it since (Karpenter's availability cache).
     reservation_room: Mutex<BTreeMap<String, u32>>,
-    /// Woken when a room changes: the controllers' instance types must be made anew.
+    /// The placement group each class resolved to at its last resolution.
+    placement_groups: Mutex<BTreeMap<String, PlacementGroup>>,
+    /// Woken when a room or a placement group changes: the controllers' instance types must
+    /// be made anew.
     room_changed: tokio::sync::Notify,
     /// The controllers' metrics, once the operator hands them over: launch and
     /// termination failures, user data sizes.
@@ -367,6 +371,7 @@ impl Fleet {
             cluster,
             templates: Mutex::default(),
             reservation_room: Mutex::default(),
+            placement_groups: Mutex::default(),
             room_changed: tokio::sync::Notify::new(),
             metrics: std::sync::OnceLock::new(),
         }
@@ -387,7 +392,28 @@ impl Fleet {
         }
     }
 
-    /// Returns once a reservation's room changed since the last call.
+    /// The placement group `class` resolved to (none without a selector, or before it was
+    /// found).
+    pub fn set_placement_group(&self, class: &str, group: Option<PlacementGroup>) {
+        let mut held = (self.placement_groups.lock()).unwrap_or_else(PoisonError::into_inner);
+        let changed = match group {
+            Some(g) => held.insert(class.to_string(), g.clone()) != Some(g),
+            None => held.remove(class).is_some(),
+        };
+        if changed {
+            self.room_changed.notify_one();
+        }
+    }
+
+    /// The placement group `class` launches into.
+    pub fn placement_group(&self, class: &str) -> Option<PlacementGroup> {
+        (self.placement_groups.lock())
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(class)
+            .cloned()
+    }
+
+    /// Returns once a reservation's room or a placement group changed since the last call.
     pub async fn reservation_room_changed(&self) {
         self.room_changed.notified().await;
     }
@@ -463,6 +489,7 @@ impl Fleet {
             .http_put_response_hop_limit
             .and_then(|n| i32::try_from(n).ok())
             .unwrap_or(1);
+        let placement = self.placement_group(req.node_class);
         // what the name hashes: every input, in a fixed order
         let key = serde_json::json!({
             "cluster": self.cluster.name,
@@ -481,6 +508,7 @@ impl Fleet {
             "connectionTracking": spec.connection_tracking,
             "cpu": spec.cpu_options,
             "enclaves": spec.enclave_options,
+            "placementGroup": placement.as_ref().map(|g| &g.id),
         });
         let name = format!(
             "{LAUNCH_TEMPLATE_PREFIX}/{}",
@@ -517,6 +545,12 @@ impl Fleet {
                     .http_put_response_hop_limit(hop_limit)
                     .build(),
             )
+            // into the class's placement group (EC2 picks a partition of a partition group)
+            .set_placement(placement.as_ref().map(|g| {
+                LaunchTemplatePlacementRequest::builder()
+                    .group_id(&g.id)
+                    .build()
+            }))
             .set_cpu_options(
                 (spec.cpu_options.as_ref())
                     .and_then(|c| c.nested_virtualization)

@@ -12,8 +12,8 @@ use aws_sdk_ec2::types::{Filter as Ec2Filter, Image};
 use kerf_api::common::{Condition, NodeSelectorRequirementWithMinValues as Requirement, Operator};
 use kerf_api::ec2nodeclass::{
     AmiFamily, AmiSelectorTerm, AmiStatus, CapacityReservationSelectorTerm,
-    CapacityReservationStatus, EC2NodeClassSpec, EC2NodeClassStatus, SecurityGroupSelectorTerm,
-    SecurityGroupStatus, SubnetSelectorTerm, SubnetStatus,
+    CapacityReservationStatus, EC2NodeClassSpec, EC2NodeClassStatus, PlacementGroupSelector,
+    SecurityGroupSelectorTerm, SecurityGroupStatus, SubnetSelectorTerm, SubnetStatus,
 };
 use kerf_api::labels;
 use kerf_aws::discovery::{self, Filter, Variant};
@@ -30,6 +30,9 @@ pub const AMIS_READY: &str = "AMIsReady";
 
 /// Karpenter's condition for resolved capacity reservations (True once they were read).
 pub const CAPACITY_RESERVATIONS_READY: &str = "CapacityReservationsReady";
+
+/// The placement group's condition: True without a selector or once the group is found.
+pub const PLACEMENT_GROUP_READY: &str = "PlacementGroupReady";
 
 /// The instance profile's condition.
 pub const INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
@@ -55,9 +58,36 @@ pub struct Resolved {
     pub capacity_reservations: Vec<CapacityReservationStatus>,
     /// How many more instances each reservation takes, as EC2 counted just now.
     pub reservation_room: BTreeMap<String, u32>,
-    /// `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady` (and `CapacityReservationsReady`
-    /// where the class selects reservations).
+    /// The placement group the class launches into (no status field holds it: Karpenter
+    /// keeps it in memory too).
+    pub placement_group: Option<PlacementGroup>,
+    /// `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady`, `PlacementGroupReady` (and
+    /// `CapacityReservationsReady` where the class selects reservations).
     pub conditions: Vec<Condition>,
+}
+
+/// A placement group as DescribePlacementGroups reports an available one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlacementGroup {
+    /// `pg-…`: what instances are launched into and nodes are labelled with.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// `cluster`, `partition` or `spread`.
+    pub strategy: String,
+    /// Partitions of a `partition` group.
+    pub partitions: u32,
+}
+
+/// What resolving a class gives: its status, and what no status field holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resolution {
+    /// The class's status.
+    pub status: EC2NodeClassStatus,
+    /// How many more instances each capacity reservation takes.
+    pub reservation_room: BTreeMap<String, u32>,
+    /// The placement group it launches into.
+    pub placement_group: Option<PlacementGroup>,
 }
 
 /// Resolves node classes with EC2 and SSM.
@@ -207,6 +237,24 @@ impl Discovery {
                 ),
             },
         ];
+        // as Karpenter: a lookup that fails fails the resolution; one that finds nothing is
+        // the condition's False
+        let placement_group = match &spec.placement_group_selector {
+            Some(selector) => self.placement_group(selector).await?,
+            None => None,
+        };
+        conditions.push(condition(
+            PLACEMENT_GROUP_READY,
+            spec.placement_group_selector.is_none() || placement_group.is_some(),
+            "PlacementGroupNotFound",
+            format!(
+                "Placement group {:?} not found",
+                spec.placement_group_selector
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
+            ),
+        ));
         if !spec.capacity_reservation_selector_terms.is_empty() {
             // as Karpenter: True once looked up, whatever was found (a failed lookup fails
             // the whole resolution above and changes nothing)
@@ -223,8 +271,64 @@ impl Discovery {
             amis: amis.unwrap_or_default(),
             capacity_reservations,
             reservation_room,
+            placement_group,
             conditions,
         })
+    }
+
+    /// The available placement group `selector` names (by id, else by name), if any.
+    async fn placement_group(
+        &self,
+        selector: &PlacementGroupSelector,
+    ) -> Result<Option<PlacementGroup>, AwsError> {
+        let request = self.ec2.describe_placement_groups().filters(
+            Ec2Filter::builder()
+                .name("state")
+                .values("available")
+                .build(),
+        );
+        let request = match (&selector.id, &selector.name) {
+            (Some(id), _) => request.group_ids(id),
+            (None, Some(name)) => request.group_names(name),
+            (None, None) => return Ok(None),
+        };
+        let answer = match request.send().await {
+            Ok(a) => a,
+            // EC2 refuses a name or id that does not exist rather than answering with none
+            Err(e)
+                if matches!(
+                    e.as_service_error().and_then(|s| s.meta().code()),
+                    Some(
+                        "InvalidPlacementGroup.Unknown"
+                            | "InvalidPlacementGroupId.NotFound"
+                            | "InvalidGroupId.Malformed"
+                    )
+                ) =>
+            {
+                return Ok(None);
+            }
+            Err(e) => {
+                return Err(classify(
+                    "DescribePlacementGroups",
+                    "ec2:DescribePlacementGroups",
+                    e,
+                ));
+            }
+        };
+        Ok(answer.placement_groups().first().and_then(|g| {
+            Some(PlacementGroup {
+                id: g.group_id()?.to_string(),
+                name: g.group_name().unwrap_or_default().to_string(),
+                strategy: g
+                    .strategy()
+                    .map(|s| s.as_str().to_string())
+                    .unwrap_or_default(),
+                partitions: g
+                    .partition_count()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .unwrap_or(0),
+            })
+        }))
     }
 
     /// The active reservations the terms select, by id, with their room; those that ended
@@ -407,9 +511,7 @@ impl Discovery {
 
 /// `ValidationSucceeded`: False for what Kerf cannot launch whatever AWS answers, said on the
 /// class (and so on its NodePools' `NodeClassReady`) rather than at each launch: Windows
-/// families, whose PowerShell bootstrap Kerf does not write, and placement groups, which it
-/// does not resolve or launch into (a launch outside the group would break what the group is
-/// for).
+/// families, whose PowerShell bootstrap Kerf does not write.
 fn validation(spec: &EC2NodeClassSpec) -> Condition {
     let family = crate::launch::family(spec);
     if matches!(
@@ -425,22 +527,13 @@ fn validation(spec: &EC2NodeClassSpec) -> Condition {
             ),
         );
     }
-    if let Some(pg) = &spec.placement_group_selector {
-        return condition(
-            VALIDATION_SUCCEEDED,
-            false,
-            "UnsupportedPlacementGroup",
-            format!(
-                "placementGroupSelector {pg}: Kerf does not launch into placement groups yet; remove the selector or keep Karpenter for this class"
-            ),
-        );
-    }
     condition(VALIDATION_SUCCEEDED, true, "", String::new())
 }
 
 /// A class's whole status: what its selectors resolve to, its instance profile (the one it
 /// names, or the one made for its `role`), and `Ready` when all of them are; with how many
-/// more instances each of its capacity reservations takes (no status field holds that).
+/// more instances each of its capacity reservations takes and its placement group (no status
+/// field holds those).
 pub async fn status(
     discovery: &Discovery,
     profiles: &InstanceProfiles,
@@ -448,7 +541,7 @@ pub async fn status(
     spec: &EC2NodeClassSpec,
     kubernetes: &str,
     now: i64,
-) -> Result<(EC2NodeClassStatus, BTreeMap<String, u32>), AwsError> {
+) -> Result<Resolution, AwsError> {
     let resolved = discovery.resolve(spec, kubernetes, now).await?;
     let (instance_profile, profile_condition) = match (&spec.instance_profile, &spec.role) {
         (Some(profile), _) => (
@@ -503,7 +596,11 @@ pub async fn status(
         capacity_reservations: resolved.capacity_reservations,
         conditions,
     };
-    Ok((status, resolved.reservation_room))
+    Ok(Resolution {
+        status,
+        reservation_room: resolved.reservation_room,
+        placement_group: resolved.placement_group,
+    })
 }
 
 /// A reservation as `status.capacityReservations` lists it; `None` for one that has ended or

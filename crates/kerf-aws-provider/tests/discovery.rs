@@ -8,7 +8,10 @@ use kerf_api::labels;
 use kerf_aws_provider::Discovery;
 use kerf_aws_provider::instance_profile::InstanceProfiles;
 use kerf_aws_provider::node_class::{self, READY};
-use kerf_aws_provider::node_class::{AMIS_READY, SECURITY_GROUPS_READY, SUBNETS_READY};
+use kerf_aws_provider::node_class::{
+    AMIS_READY, PLACEMENT_GROUP_READY, SECURITY_GROUPS_READY, SUBNETS_READY,
+};
+use serde_json::json;
 use support::{
     ARM64_IMAGE, CLUSTER, Moto, NOW, REGION, SEED_AMI_PARAMETERS, network, seed_node_class,
 };
@@ -183,7 +186,7 @@ async fn the_seed_class_is_ready_with_an_instance_profile_for_its_role() {
     let status = node_class::status(&discovery, &profiles, "default", &class.spec, "1.33", NOW)
         .await
         .expect("status")
-        .0;
+        .status;
     let ready = status
         .conditions
         .iter()
@@ -210,7 +213,7 @@ async fn the_seed_class_is_ready_with_an_instance_profile_for_its_role() {
     let again = node_class::status(&discovery, &profiles, "default", &class.spec, "1.33", NOW)
         .await
         .expect("status")
-        .0;
+        .status;
     assert_eq!(again.instance_profile, Some(profile));
 
     // without a role or a profile the class is not ready, and says why
@@ -219,7 +222,7 @@ async fn the_seed_class_is_ready_with_an_instance_profile_for_its_role() {
     let status = node_class::status(&discovery, &profiles, "default", &spec, "1.33", NOW)
         .await
         .expect("status")
-        .0;
+        .status;
     let ready = status
         .conditions
         .iter()
@@ -267,4 +270,82 @@ async fn the_clusters_endpoint_ca_and_service_cidr_come_from_eks() {
         missing.to_string().starts_with("DescribeCluster: "),
         "{missing}"
     );
+}
+
+#[tokio::test]
+async fn a_placement_group_resolves_by_name_or_id_and_a_missing_one_is_not_ready() {
+    let moto = Moto::start("placement", &SEED_AMI_PARAMETERS);
+    let config = moto.config().await;
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    network(&ec2).await;
+    ec2.create_placement_group()
+        .group_name("training")
+        .strategy(aws_sdk_ec2::types::PlacementStrategy::Partition)
+        .partition_count(3)
+        .send()
+        .await
+        .expect("create the placement group");
+    let discovery = Discovery::new(&config);
+    let with = |selector: serde_json::Value| {
+        let mut class = seed_node_class();
+        let mut spec = serde_json::to_value(&class.spec).expect("spec");
+        spec["placementGroupSelector"] = selector;
+        class.spec = serde_json::from_value(spec).expect("a valid spec");
+        class
+    };
+
+    // without a selector the condition is True, with no group
+    let none = (discovery
+        .resolve(&seed_node_class().spec, "1.33", NOW)
+        .await)
+        .expect("discovery");
+    assert_eq!(condition(&none, PLACEMENT_GROUP_READY).status, "True");
+    assert_eq!(none.placement_group, None);
+
+    let by_name = discovery
+        .resolve(&with(json!({"name": "training"})).spec, "1.33", NOW)
+        .await
+        .expect("discovery");
+    assert_eq!(condition(&by_name, PLACEMENT_GROUP_READY).status, "True");
+    let group = by_name.placement_group.clone().expect("the group");
+    assert!(group.id.starts_with("pg-"), "{group:?}");
+    assert_eq!(
+        (
+            group.name.as_str(),
+            group.strategy.as_str(),
+            group.partitions
+        ),
+        ("training", "partition", 3)
+    );
+    let by_id = discovery
+        .resolve(&with(json!({"id": group.id})).spec, "1.33", NOW)
+        .await
+        .expect("discovery");
+    assert_eq!(by_id.placement_group, Some(group));
+
+    // a group that does not exist: not ready, named, and so the class is not Ready
+    let missing = with(json!({"name": "gone"}));
+    let resolved = (discovery.resolve(&missing.spec, "1.33", NOW).await).expect("discovery");
+    let c = condition(&resolved, PLACEMENT_GROUP_READY);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+        (
+            "False",
+            "PlacementGroupNotFound",
+            "Placement group \"gone\" not found"
+        )
+    );
+    assert_eq!(resolved.placement_group, None);
+    let profiles = InstanceProfiles::new(&config, CLUSTER, REGION);
+    let status = node_class::status(&discovery, &profiles, "default", &missing.spec, "1.33", NOW)
+        .await
+        .expect("status")
+        .status;
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == READY)
+        .expect("Ready");
+    assert_eq!(ready.status, "False", "{:?}", status.conditions);
+    assert!(ready.message.contains(PLACEMENT_GROUP_READY), "{ready:?}");
 }

@@ -613,7 +613,14 @@ async fn every_launch_option_of_the_class_reaches_the_template_in_each_family() 
         .await
         .expect("create the instance profile");
     let fleet = Fleet::new(&config, cluster());
+    ec2.create_placement_group()
+        .group_name("training")
+        .strategy(aws_sdk_ec2::types::PlacementStrategy::Cluster)
+        .send()
+        .await
+        .expect("create the placement group");
     let options: serde_json::Value = serde_json::json!({
+        "placementGroupSelector": {"name": "training"},
         "instanceStorePolicy": "RAID0",
         "ipPrefixCount": 2,
         "networkInterfaces": [
@@ -667,6 +674,8 @@ async fn every_launch_option_of_the_class_reaches_the_template_in_each_family() 
             capacity_reservations: resolved.capacity_reservations,
             conditions: resolved.conditions,
         };
+        let group = resolved.placement_group.expect("the placement group");
+        fleet.set_placement_group("default", Some(group.clone()));
         let choices = [choice("m5.large", "ap-northeast-2c", "amd64")];
         let node_labels = BTreeMap::from([("karpenter.sh/nodepool".into(), "default".into())]);
         let name = format!("default-{n}");
@@ -734,6 +743,11 @@ async fn every_launch_option_of_the_class_reaches_the_template_in_each_family() 
             Some("enabled")
         );
         assert_eq!(data.enclave_options().and_then(|e| e.enabled()), Some(true));
+        assert_eq!(
+            data.placement().and_then(|p| p.group_id()),
+            Some(group.id.as_str()),
+            "launched into the class's placement group"
+        );
         let ebs = data.block_device_mappings()[0].ebs().expect("ebs");
         assert_eq!(ebs.volume_initialization_rate(), Some(200));
         // nothing else of the family's user data was lost

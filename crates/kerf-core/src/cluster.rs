@@ -128,11 +128,13 @@ pub enum DriftReason {
     SubnetDrift,
     /// It runs in a capacity reservation its node class no longer resolves.
     CapacityReservationDrift,
+    /// It runs in a placement group other than the one its node class resolves to now.
+    PlacementGroupDrift,
 }
 
 impl DriftReason {
     /// Every reason, in the order drift is looked for.
-    pub const ALL: [DriftReason; 7] = [
+    pub const ALL: [DriftReason; 8] = [
         DriftReason::NodePoolDrifted,
         DriftReason::RequirementsDrifted,
         DriftReason::NodeClassDrift,
@@ -140,6 +142,7 @@ impl DriftReason {
         DriftReason::SecurityGroupDrift,
         DriftReason::SubnetDrift,
         DriftReason::CapacityReservationDrift,
+        DriftReason::PlacementGroupDrift,
     ];
 
     /// The reason a `Drifted` condition names, read back after a restart.
@@ -157,6 +160,7 @@ impl DriftReason {
             DriftReason::SecurityGroupDrift => "SecurityGroupDrift",
             DriftReason::SubnetDrift => "SubnetDrift",
             DriftReason::CapacityReservationDrift => "CapacityReservationDrift",
+            DriftReason::PlacementGroupDrift => "PlacementGroupDrift",
         }
     }
 }

@@ -254,6 +254,7 @@ pub fn claim_record(
                 labels::CAPACITY_RESERVATION_ID,
                 labels::CAPACITY_RESERVATION_TYPE,
                 labels::CAPACITY_RESERVATION_INTERRUPTIBLE,
+                labels::PLACEMENT_GROUP_ID,
             ]
             .into_iter()
             .filter_map(|k| label(k).map(|v| (k.to_string(), v)))

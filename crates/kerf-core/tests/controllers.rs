@@ -236,6 +236,11 @@ fn launch_into_and_register(
         network,
         ..instance(claim)
     };
+    launch_as_and_register(core, claim, launched);
+}
+
+/// The cloud launches `claim` as `launched` at 3 s, and its node registers Ready at 4 s.
+fn launch_as_and_register(core: &mut Controllers, claim: &str, launched: Launched) {
     core.launched(claim, launched, secs(3));
     core.apply_node(
         claim.to_string(),
@@ -1681,4 +1686,53 @@ fn a_registering_node_gets_its_nodeclaims_annotations_once() {
         labelled[1..].iter().all(BTreeMap::is_empty),
         "copied once, at registration: {labelled:?}"
     );
+}
+
+#[test]
+fn a_node_outside_the_placement_group_its_class_resolves_to_now_has_drifted() {
+    let mut core = with_pool();
+    core.apply_node_class(node_class(&["ami-1"]));
+    // the class's offerings launch into a group: its types carry the group's id
+    let in_group = |id: Option<&str>| {
+        let mut t = instance_type();
+        if let Some(id) = id {
+            Arc::make_mut(&mut t.labels)
+                .insert(kerf_api::labels::PLACEMENT_GROUP_ID.into(), id.into());
+        }
+        Arc::from(vec![t])
+    };
+    core.set_instance_types("default", in_group(Some("pg-1")));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    let launched = Launched {
+        image_id: Some("ami-1".into()),
+        labels: BTreeMap::from([(
+            kerf_api::labels::PLACEMENT_GROUP_ID.to_string(),
+            "pg-1".to_string(),
+        )]),
+        ..instance(&claim)
+    };
+    launch_as_and_register(&mut core, &claim, launched);
+    run_until(&mut core, 4, 20);
+    let drifted = |core: &Controllers| {
+        core.cluster()
+            .nodeclaims()
+            .get(&claim)
+            .and_then(|c| c.drifted)
+    };
+    assert_eq!(drifted(&core), None, "in the group the class resolves to");
+    // the group was made again (another id), then the selector removed: both drift the node
+    for now in [Some("pg-2"), None] {
+        core.set_instance_types("default", in_group(now));
+        run_until(&mut core, 21, 40);
+        assert_eq!(
+            drifted(&core),
+            Some(DriftReason::PlacementGroupDrift),
+            "{now:?}"
+        );
+    }
+    // back in the node's group: no longer drifted
+    core.set_instance_types("default", in_group(Some("pg-1")));
+    run_until(&mut core, 41, 60);
+    assert_eq!(drifted(&core), None);
 }

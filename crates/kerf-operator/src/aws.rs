@@ -156,8 +156,10 @@ impl Aws {
             .map(|s| s.capacity_reservations.clone())
             .unwrap_or_default();
         let rooms = self.fleet.reservation_rooms();
+        let group = (class.and_then(|c| c.metadata.name.as_deref()))
+            .and_then(|name| self.fleet.placement_group(name));
         let key = format!(
-            "{}|{}|{}|{}|{}|{:?}",
+            "{}|{}|{}|{}|{}|{:?}|{:?}",
             live.generation,
             class
                 .and_then(|c| serde_json::to_string(&c.spec).ok())
@@ -166,6 +168,7 @@ impl Aws {
             serde_json::to_string(&amis).unwrap_or_default(),
             serde_json::to_string(&reservations).unwrap_or_default(),
             rooms,
+            group,
         );
         let mut catalogs = self.catalogs.lock().unwrap_or_else(PoisonError::into_inner);
         // rooms and prices change the key: what older keys built is not asked for again
@@ -210,6 +213,14 @@ impl Aws {
                         "variants": unbooted,
                     }),
                 );
+            }
+            // every type of a class with a placement group launches into it: its nodes carry
+            // the group's id, which requirements may select and drift compares
+            if let Some(g) = &group {
+                for t in &mut options {
+                    Arc::make_mut(&mut t.labels)
+                        .insert(labels::PLACEMENT_GROUP_ID.into(), g.id.clone());
+                }
             }
             reprice(&mut options, &live.prices);
             options.into()

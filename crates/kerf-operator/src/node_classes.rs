@@ -84,7 +84,7 @@ impl NodeClasses {
             ));
         }
         let now = k8s_openapi::jiff::Timestamp::now().as_second();
-        let (status, room) = node_class::status(
+        let resolution = node_class::status(
             &self.discovery,
             &self.profiles,
             name,
@@ -94,8 +94,10 @@ impl NodeClasses {
         )
         .await
         .map_err(|e| CloudError::Api(e.to_string()))?;
-        self.fleet.set_reservation_room(room);
-        Ok(status)
+        self.fleet.set_reservation_room(resolution.reservation_room);
+        self.fleet
+            .set_placement_group(name, resolution.placement_group);
+        Ok(resolution.status)
     }
 
     /// Deletes the launch templates made for the class, and the instance profile made for

@@ -227,7 +227,8 @@ impl Controllers {
     /// longer one the class resolves to (`AMIDrift`), or its security groups
     /// (`SecurityGroupDrift`) or subnet (`SubnetDrift`) are not the ones the class selects
     /// now, or its capacity reservation is not one the class resolves
-    /// (`CapacityReservationDrift`). What the class has not resolved yet (an empty status
+    /// (`CapacityReservationDrift`), or its placement group is not the one the class resolves
+    /// to now (`PlacementGroupDrift`). What the class has not resolved yet (an empty status
     /// list) is no reason, except for reservations: Karpenter counts an empty list as none.
     fn drift_of(&self, name: &str) -> Option<DriftReason> {
         let c = self.cluster.nodeclaims.get(name)?;
@@ -275,8 +276,23 @@ impl Controllers {
         let reservation = launched.labels.get(labels::CAPACITY_RESERVATION_ID);
         let reservation_gone =
             reservation.is_some_and(|id| !status.capacity_reservations.iter().any(|r| r.id == *id));
+        // the group the class's offerings launch into now (its types carry its id), against
+        // the one the node was launched into; nothing to compare before the types are known
+        let group_now = (self.cluster.instance_types.get(&c.node_class))
+            .and_then(|types| types.first())
+            .map(|t| t.labels.get(labels::PLACEMENT_GROUP_ID).cloned());
+        let group_moved = group_now.is_some_and(|now| {
+            now.as_deref().unwrap_or("")
+                != launched
+                    .labels
+                    .get(labels::PLACEMENT_GROUP_ID)
+                    .map_or("", String::as_str)
+        });
         let Some(network) = launched.network.as_ref() else {
-            return reservation_gone.then_some(DriftReason::CapacityReservationDrift);
+            if reservation_gone {
+                return Some(DriftReason::CapacityReservationDrift);
+            }
+            return group_moved.then_some(DriftReason::PlacementGroupDrift);
         };
         let groups: BTreeSet<&str> = status.security_groups.iter().map(|g| &g.id[..]).collect();
         // an instance in a VPC has at least one group: none is a listing that did not say
@@ -292,7 +308,10 @@ impl Controllers {
         if !status.subnets.is_empty() && !status.subnets.iter().any(|s| s.id == network.subnet_id) {
             return Some(DriftReason::SubnetDrift);
         }
-        reservation_gone.then_some(DriftReason::CapacityReservationDrift)
+        if reservation_gone {
+            return Some(DriftReason::CapacityReservationDrift);
+        }
+        group_moved.then_some(DriftReason::PlacementGroupDrift)
     }
 
     /// Marks NodeClaims drifted, or clears the mark when drift no longer holds.
