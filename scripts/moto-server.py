@@ -7,7 +7,7 @@ write the parameters they want to a JSON file ({"name": "value", ...}) and this 
 loads them into every region's SSM backend before serving.
 
     moto-server.py --port PORT [--ssm-parameters FILE] [--refuse-spot FILE]
-                   [--capacity-reservations FILE]
+                   [--capacity-reservations FILE] [--instance-status FILE]
 
 moto's EC2 Fleet launches an instance from a launch template's image, type, subnet, user data
 and tags, but not from its security groups (moto reads neither `SecurityGroupIds` nor
@@ -37,6 +37,13 @@ for EC2's, in memory: CreatePlacementGroup (GroupName, Strategy, PartitionCount,
 makes an `available` group with a `pg-` id; DescribePlacementGroups answers by GroupNames or
 GroupIds and the state, strategy and group-name filters, and refuses a name or id it does not
 hold with InvalidPlacementGroup.Unknown, as EC2 does; DeletePlacementGroup removes one.
+
+moto reports every instance's status checks as passed and ignores DescribeInstanceStatus's
+filters. `--instance-status FILE` plays failed checks: FILE is a JSON object, instance id ->
+{"instance": "impaired"|"ok", "system": "impaired"|"ok", "impairedSince": epoch seconds,
+"events": ["instance-retirement", ...]}, re-read at every call. A call with filters
+(instance-status.status, system-status.status, event.code) answers with the FILE's instances
+that match them, as EC2 filters; a call without any answers as moto does.
 """
 
 import argparse
@@ -317,12 +324,59 @@ def placement_groups() -> None:
     EC2Response.delete_placement_group = delete_placement_group
 
 
+def instance_status(path: str) -> None:
+    from moto.core.responses import ActionResult
+    from moto.ec2.responses import EC2Response
+
+    original = EC2Response.describe_instance_status
+
+    def describe_instance_status(self):
+        filters = self._filters_from_querystring()
+        if not filters:
+            return original(self)
+        with open(path, encoding="utf-8") as f:
+            held = json.load(f)
+        out = []
+        for instance_id, s in held.items():
+            since = datetime.datetime.fromtimestamp(s.get("impairedSince", 0), datetime.timezone.utc)
+
+            def summary(state: str) -> dict:
+                failed = state == "impaired"
+                detail = {"Name": "reachability", "Status": "failed" if failed else "passed"}
+                if failed:
+                    detail["ImpairedSince"] = since
+                return {"Status": state, "Details": [detail]}
+
+            fields = {
+                "instance-status.status": s.get("instance", "ok"),
+                "system-status.status": s.get("system", "ok"),
+            }
+            codes = s.get("events", [])
+            if not all(fields[name] in values if name in fields
+                       else name == "event.code" and set(codes) & set(values)
+                       for name, values in filters.items()):
+                continue
+            instance = self.ec2_backend.get_instance(instance_id)
+            out.append({
+                "InstanceId": instance_id,
+                "AvailabilityZone": instance.placement,
+                "InstanceState": {"Code": 16, "Name": "running"},
+                "InstanceStatus": summary(fields["instance-status.status"]),
+                "SystemStatus": summary(fields["system-status.status"]),
+                "Events": [{"Code": c, "Description": c, "NotBefore": since} for c in codes],
+            })
+        return ActionResult({"InstanceStatuses": out})
+
+    EC2Response.describe_instance_status = describe_instance_status
+
+
 def run() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--ssm-parameters")
     parser.add_argument("--refuse-spot")
     parser.add_argument("--capacity-reservations")
+    parser.add_argument("--instance-status")
     args = parser.parse_args()
     complete_fleet_instances()
     placement_groups()
@@ -332,6 +386,8 @@ def run() -> None:
         refuse_spot(args.refuse_spot)
     if args.capacity_reservations:
         capacity_reservations(args.capacity_reservations)
+    if args.instance_status:
+        instance_status(args.instance_status)
     moto_main(["-H", "127.0.0.1", "-p", str(args.port)])
 
 

@@ -4,7 +4,7 @@
 //! profile from `instance_profile`), user data per AMI family (`user_data`), and launching,
 //! listing and terminating instances with EC2 Fleet (`launch`), the region's instance types
 //! (`instance_types`), the SQS interruption queue
-//! (`interruption_queue`), and live on-demand and spot prices (`pricing`). The selector queries
+//! (`interruption_queue`), EC2's status checks (`instance_status`), and live on-demand and spot prices (`pricing`). The selector queries
 //! themselves are `kerf_aws::discovery`.
 //!
 //! Credentials, region and endpoint come from the SDK's standard chain, so `AWS_ENDPOINT_URL`
@@ -12,6 +12,7 @@
 
 pub mod cluster;
 pub mod instance_profile;
+pub mod instance_status;
 pub mod instance_types;
 pub mod interruption_queue;
 pub mod launch;

@@ -4,6 +4,7 @@
 //! A message that is not JSON, or lacks the fields its kind needs, is an error the caller
 //! logs and drops; a well-formed message of a kind Kerf does not act on is [`Kind::NoOp`].
 
+use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use serde_json::Value;
 use thiserror::Error;
 
@@ -34,6 +35,12 @@ pub enum Kind {
     /// "EC2 Capacity Reservation Instance Interruption Warning": the owner of an
     /// interruptible capacity reservation takes its capacity back.
     CapacityReservationInterruption,
+    /// DescribeInstanceStatus: the instance's own status check failed for two minutes.
+    InstanceStatus,
+    /// DescribeInstanceStatus: the host's (system) status check failed for two minutes.
+    SystemStatus,
+    /// DescribeInstanceStatus: a scheduled event (reboot, maintenance, retirement, stop).
+    EventStatus,
     /// A well-formed message Kerf does not act on (another state, another service).
     NoOp,
 }
@@ -49,6 +56,9 @@ pub enum Action {
     ReclaimReservation,
     /// Cordon and drain the node and delete its NodeClaim.
     Delete,
+    /// Delete the NodeClaim without waiting on its pods' disruption budgets or grace
+    /// periods: the instance is already broken.
+    Terminate,
     /// Log it, nothing else.
     Log,
 }
@@ -64,6 +74,9 @@ impl Kind {
             Kind::InstanceTerminated => "instance_terminated",
             Kind::RebalanceRecommendation => "rebalance_recommendation",
             Kind::CapacityReservationInterruption => "capacity_reservation_interrupted",
+            Kind::InstanceStatus => "instance_status",
+            Kind::SystemStatus => "system_status",
+            Kind::EventStatus => "event_status",
             Kind::NoOp => "no_op",
         }
     }
@@ -73,9 +86,11 @@ impl Kind {
         match self {
             Kind::SpotInterruption => Action::Reclaim,
             Kind::CapacityReservationInterruption => Action::ReclaimReservation,
-            Kind::ScheduledChange | Kind::InstanceStopped | Kind::InstanceTerminated => {
-                Action::Delete
-            }
+            Kind::ScheduledChange
+            | Kind::InstanceStopped
+            | Kind::InstanceTerminated
+            | Kind::EventStatus => Action::Delete,
+            Kind::InstanceStatus | Kind::SystemStatus => Action::Terminate,
             Kind::RebalanceRecommendation | Kind::NoOp => Action::Log,
         }
     }
@@ -94,7 +109,10 @@ impl Kind {
                 "Capacity Reservation interruption warning was triggered",
                 true,
             ),
-            Kind::ScheduledChange => (
+            Kind::ScheduledChange
+            | Kind::InstanceStatus
+            | Kind::SystemStatus
+            | Kind::EventStatus => (
                 "InstanceUnhealthy",
                 "An unhealthy warning was triggered for the instance",
                 true,
@@ -108,6 +126,34 @@ impl Kind {
             ),
             Kind::NoOp => return None,
         })
+    }
+}
+
+impl Message {
+    /// The notices the controllers act on: one per instance.
+    pub fn notices(&self) -> Vec<Notice> {
+        let effect = match self.kind.action() {
+            Action::Reclaim => NoticeEffect::Reclaim,
+            Action::ReclaimReservation => NoticeEffect::ReclaimReservation,
+            Action::Delete => NoticeEffect::Delete,
+            Action::Terminate => NoticeEffect::Terminate,
+            Action::Log => NoticeEffect::Log,
+        };
+        let category = match self.kind {
+            Kind::InstanceStatus => Some("InstanceStatus"),
+            Kind::SystemStatus => Some("SystemStatus"),
+            Kind::EventStatus => Some("EventStatus"),
+            _ => None,
+        };
+        (self.instance_ids.iter())
+            .map(|id| Notice {
+                instance_id: id.clone(),
+                message_kind: self.kind.as_str(),
+                effect,
+                event: self.kind.event(),
+                unhealthy_category: category,
+            })
+            .collect()
     }
 }
 

@@ -467,6 +467,8 @@ pub struct Controllers {
     static_capacity: static_capacity::State,
     /// What the node class status controller keeps between answers.
     node_classes: node_classes::State,
+    /// The interruption controller's: unhealthy instances already counted.
+    interruption: interruption::State,
     /// Each NodePool's recent registrations, for its `NodeRegistrationHealthy` condition.
     registration: registration::State,
     /// The NodePool and NodeOverlay statuses last written.
@@ -504,6 +506,7 @@ impl Controllers {
             termination: termination::State::default(),
             static_capacity: static_capacity::State::default(),
             node_classes: node_classes::State::default(),
+            interruption: interruption::State::default(),
             registration: registration::State::default(),
             statuses: Statuses::default(),
             catalog: RefCell::default(),

@@ -1736,3 +1736,53 @@ fn a_node_outside_the_placement_group_its_class_resolves_to_now_has_drifted() {
     run_until(&mut core, 41, 60);
     assert_eq!(drifted(&core), None);
 }
+
+/// A failed status check's notice for `claim`'s instance (`kwok://claim`'s id is `claim`).
+fn status_check_failed(claim: &str) -> kerf_core::controllers::interruption::Notice {
+    use kerf_core::controllers::interruption::{Notice, NoticeEffect};
+    Notice {
+        instance_id: claim.to_string(),
+        message_kind: "instance_status",
+        effect: NoticeEffect::Terminate,
+        event: Some((
+            "InstanceUnhealthy",
+            "An unhealthy warning was triggered for the instance",
+            true,
+        )),
+        unhealthy_category: Some("InstanceStatus"),
+    }
+}
+
+#[test]
+fn a_failed_status_check_ends_the_node_without_waiting_and_is_counted_once() {
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    launch_and_register(&mut core, &claim);
+    run_until(&mut core, 4, 20);
+    assert_eq!(
+        core.cluster().nodeclaims()[&claim]
+            .launched
+            .as_ref()
+            .map(|l| l.instance_id().to_string()),
+        Some(claim.clone())
+    );
+    core.notice(&status_check_failed(&claim), secs(21));
+    core.notice(&status_check_failed(&claim), secs(81));
+    let c = &core.cluster().nodeclaims()[&claim];
+    assert!(c.deleting.is_some(), "its NodeClaim is deleted");
+    assert_eq!(
+        c.terminate_at,
+        Some(secs(21)),
+        "its pods go without waiting on budgets or grace periods"
+    );
+    let text = core.render_metrics(secs(82), &[]);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("karpenter_interruption_instance_status_unhealthy_total{"))
+        .unwrap_or_default();
+    assert!(
+        line.contains(r#"category="InstanceStatus""#) && line.ends_with(" 1"),
+        "{line}"
+    );
+}

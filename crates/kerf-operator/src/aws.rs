@@ -11,15 +11,14 @@ use std::time::Duration;
 use kerf_api::ec2nodeclass::{AmiStatus, CapacityReservationStatus, EC2NodeClassStatus};
 use kerf_api::{EC2NodeClass, NodePool, labels};
 use kerf_aws::instance_type::{instance_types_of, scheduler_options};
-use kerf_aws::interruption;
 use kerf_aws::reservations::add_reserved_offerings;
+use kerf_aws_provider::instance_status::InstanceStatusChecks;
 use kerf_aws_provider::instance_types::{InstanceTypeSource, RegionCatalog};
 use kerf_aws_provider::interruption_queue::InterruptionQueue;
 use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest, admits};
 use kerf_aws_provider::pricing::{PriceSource, Prices};
 use kerf_aws_provider::user_data::{ClusterInfo, Sizing};
 use kerf_core::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
-use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::Offering;
 use kerf_core::fleet;
 use kerf_core::metrics::{Recorder, families};
@@ -371,6 +370,10 @@ impl CloudProvider for Aws {
                 metrics,
             ));
         }
+        tokio::spawn(check_instance_statuses(
+            InstanceStatusChecks::new(&self.config),
+            Arc::clone(&queue),
+        ));
         tokio::spawn(refresh_instance_types(
             InstanceTypeSource::new(&self.config),
             Arc::clone(&self.live),
@@ -552,6 +555,32 @@ fn waited_since(time: &str) -> Option<Duration> {
     Some(Duration::try_from(since).unwrap_or_default())
 }
 
+/// Reads EC2's status checks every minute until the process stops (with or without an
+/// interruption queue, as Karpenter): each unhealthy instance becomes a notice. Without the
+/// permission it says what to grant and stops; another failure is logged and tried again at
+/// the next round.
+async fn check_instance_statuses(checks: InstanceStatusChecks, sink: Arc<Queue>) {
+    loop {
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        match checks.unhealthy(now).await {
+            Ok(messages) => {
+                for notice in messages.iter().flat_map(|m| m.notices()) {
+                    sink.push(Observed::Notice(notice));
+                }
+            }
+            Err(e @ kerf_aws_provider::AwsError::Unauthorized { .. }) => {
+                log::error(
+                    "instance status health checks are off until Kerf restarts",
+                    &e.to_string(),
+                );
+                return;
+            }
+            Err(e) => log::error("getting instance statuses", &e.to_string()),
+        }
+        tokio::time::sleep(kerf_aws_provider::instance_status::INTERVAL).await;
+    }
+}
+
 /// Reads the interruption queue until the process stops: each message's instances become
 /// notices for the controllers; malformed messages are logged (and deleted by the queue);
 /// failed calls are retried with a backoff doubling to a minute.
@@ -597,21 +626,8 @@ async fn read_interruptions(
                             waited.as_secs_f64(),
                         );
                     }
-                    let effect = match message.kind.action() {
-                        interruption::Action::Reclaim => NoticeEffect::Reclaim,
-                        interruption::Action::ReclaimReservation => {
-                            NoticeEffect::ReclaimReservation
-                        }
-                        interruption::Action::Delete => NoticeEffect::Delete,
-                        interruption::Action::Log => NoticeEffect::Log,
-                    };
-                    for instance_id in message.instance_ids {
-                        sink.push(Observed::Notice(Notice {
-                            instance_id,
-                            message_kind: message.kind.as_str(),
-                            effect,
-                            event: message.kind.event(),
-                        }));
+                    for notice in message.notices() {
+                        sink.push(Observed::Notice(notice));
                     }
                 }
             }

@@ -19,7 +19,6 @@ use kerf_aws::instance_type::scheduler_options;
 use kerf_aws::interruption;
 use kerf_core::cluster::{CapacityType, CloudInstance, Launched, PodOwner, set_pod_scheduled};
 use kerf_core::controllers::disruption::PASS_INTERVAL;
-use kerf_core::controllers::interruption::{Notice, NoticeEffect};
 use kerf_core::controllers::lifecycle::{Offering, retry_wait};
 use kerf_core::controllers::provisioning::node_labels;
 use kerf_core::controllers::{Action, Controllers, LaunchRequest, Settings};
@@ -1573,19 +1572,7 @@ impl World {
         );
         match interruption::parse(&body) {
             Ok(message) => {
-                let effect = match message.kind.action() {
-                    interruption::Action::Reclaim => NoticeEffect::Reclaim,
-                    interruption::Action::ReclaimReservation => NoticeEffect::ReclaimReservation,
-                    interruption::Action::Delete => NoticeEffect::Delete,
-                    interruption::Action::Log => NoticeEffect::Log,
-                };
-                for id in message.instance_ids {
-                    let notice = Notice {
-                        instance_id: id,
-                        message_kind: message.kind.as_str(),
-                        effect,
-                        event: message.kind.event(),
-                    };
+                for notice in message.notices() {
                     self.core.notice(&notice, self.now);
                 }
             }

@@ -71,6 +71,7 @@ impl Moto {
             .port();
         let log = std::fs::File::create(dir.join("moto.log")).expect("moto log");
         std::fs::write(dir.join("capacity-reservations.json"), "[]").expect("no reservations");
+        std::fs::write(dir.join("instance-status.json"), "{}").expect("no failed checks");
         let child = Command::new(&python)
             .arg(root().join("scripts/moto-server.py"))
             .args(["--port", &port.to_string(), "--ssm-parameters"])
@@ -79,6 +80,8 @@ impl Moto {
             .arg(dir.join("refuse-spot"))
             .arg("--capacity-reservations")
             .arg(dir.join("capacity-reservations.json"))
+            .arg("--instance-status")
+            .arg(dir.join("instance-status.json"))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -118,6 +121,17 @@ impl Moto {
             reservations.to_string(),
         )
         .expect("write the reservations");
+    }
+
+    /// The instances' failed status checks and scheduled events from now on, as
+    /// `scripts/moto-server.py` reads them (instance id -> `instance`, `system`,
+    /// `impairedSince`, `events`).
+    pub fn set_instance_status(&self, statuses: serde_json::Value) {
+        std::fs::write(
+            self.dir.0.join("instance-status.json"),
+            statuses.to_string(),
+        )
+        .expect("write the instance statuses");
     }
 
     /// When each refused spot request came (seconds since the Unix epoch), with how many

@@ -2,6 +2,7 @@
 //! terminate) cordons and drains its node at once, so its pods get capacity before the
 //! instance goes. The cloud provider parses its own messages into [`Notice`]s.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::json;
@@ -9,6 +10,7 @@ use serde_json::json;
 use kerf_api::labels;
 
 use super::{Controllers, Event, EventObject};
+use crate::metrics::families;
 use crate::unavailable::Pattern;
 
 /// What a notice means for Kerf.
@@ -21,8 +23,18 @@ pub enum NoticeEffect {
     ReclaimReservation,
     /// The instance is going (maintenance, stop, terminate): delete.
     Delete,
+    /// The instance is broken (a failed status check): delete without waiting on disruption
+    /// budgets or grace periods, as Karpenter's forceful termination does.
+    Terminate,
     /// Only worth a log line (rebalance recommendation, states not acted on).
     Log,
+}
+
+/// What the interruption controller keeps between notices.
+#[derive(Default)]
+pub(super) struct State {
+    /// Instances and status check categories counted unhealthy, while their NodeClaims live.
+    seen: BTreeSet<(String, &'static str)>,
 }
 
 /// One notice about one instance.
@@ -36,6 +48,9 @@ pub struct Notice {
     pub effect: NoticeEffect,
     /// The event put on the NodeClaim and its Node (reason, message, whether a warning).
     pub event: Option<(&'static str, &'static str, bool)>,
+    /// A failed status check's category (`InstanceStatus`, `SystemStatus`, `EventStatus`),
+    /// counted once per instance in `karpenter_interruption_instance_status_unhealthy_total`.
+    pub unhealthy_category: Option<&'static str>,
 }
 
 impl Controllers {
@@ -53,11 +68,40 @@ impl Controllers {
         let Some((claim, node, launched)) = found else {
             return;
         };
+        if let Some(category) = notice.unhealthy_category {
+            let claims = &self.cluster.nodeclaims;
+            // an instance gone is forgotten, so that one seen again is counted again
+            self.interruption.seen.retain(|(id, _)| {
+                claims
+                    .values()
+                    .any(|c| c.launched.as_ref().is_some_and(|l| l.instance_id() == id))
+            });
+            if self
+                .interruption
+                .seen
+                .insert((notice.instance_id.clone(), category))
+            {
+                self.metrics.inc(
+                    &families::INTERRUPTION_INSTANCE_STATUS_UNHEALTHY,
+                    &[category],
+                );
+                let fields = json!({"instanceID": notice.instance_id, "category": category});
+                self.log(
+                    "interruption.instancestatus",
+                    "detected unhealthy instance owned by cluster",
+                    fields,
+                );
+            }
+        }
         let deleting = notice.effect != NoticeEffect::Log;
         let fields = json!({
             "NodeClaim": {"name": claim}, "Node": {"name": node},
             "messageKind": notice.message_kind, "instance-id": notice.instance_id,
-            "action": if deleting { "CordonAndDrain" } else { "NoAction" },
+            "action": match notice.effect {
+                NoticeEffect::Log => "NoAction",
+                NoticeEffect::Terminate => "ForcefulTermination",
+                _ => "CordonAndDrain",
+            },
         });
         if let Some((reason, message, warning)) = notice.event {
             self.events_on(&claim, node.as_deref(), reason, message, warning);
@@ -80,6 +124,12 @@ impl Controllers {
                 },
                 self.now,
             );
+        }
+        if notice.effect == NoticeEffect::Terminate
+            && let Some(c) = self.cluster.nodeclaims.get_mut(&claim)
+        {
+            // `karpenter.sh/nodeclaim-termination-timestamp` now: the drain waits on nothing
+            c.terminate_at = Some(c.terminate_at.map_or(self.now, |t| t.min(self.now)));
         }
         let already = (self.cluster.nodeclaims.get(&claim)).is_some_and(|c| c.deleting.is_some());
         if already {
