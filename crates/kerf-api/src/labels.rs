@@ -16,6 +16,9 @@ pub const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
 pub const REGISTERED: &str = "karpenter.sh/registered";
 /// Label set to "true" once the node is initialized (ready, startup taints gone, resources registered).
 pub const INITIALIZED: &str = "karpenter.sh/initialized";
+/// When a NodeClaim's pods go regardless of budgets and grace periods (RFC 3339), as
+/// Karpenter writes it for repair, forceful interruption and `terminationGracePeriod`.
+pub const NODECLAIM_TERMINATION_TIMESTAMP: &str = "karpenter.sh/nodeclaim-termination-timestamp";
 /// Annotation on pods or nodes that blocks voluntary disruption.
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 /// Annotation on a Node (or its NodeClaim) that keeps node repair from replacing it.

@@ -59,6 +59,8 @@ pub struct Settings {
     pub spot_to_spot: bool,
     /// Karpenter's `NodeRepair` feature gate: replace nodes unhealthy past a toleration.
     pub node_repair: bool,
+    /// The cloud provider's repair policies (its `RepairPolicies()`).
+    pub repair_policies: &'static [crate::repair::RepairPolicy],
     /// Karpenter's `StaticCapacity` feature gate: keep static NodePools at their replicas.
     pub static_capacity: bool,
     /// Karpenter's `NodeOverlay` feature gate: lay NodeOverlays over the instance types.
@@ -89,6 +91,7 @@ impl Default for Settings {
             registration_ttl: Duration::from_secs(15 * 60),
             spot_to_spot: false,
             node_repair: false,
+            repair_policies: &crate::repair::AWS_POLICIES,
             static_capacity: false,
             node_overlay: false,
             node_class_status: false,
@@ -266,6 +269,14 @@ pub enum Action {
     DeleteNode {
         /// The node.
         node: String,
+    },
+    /// Add annotations to the NodeClaim (its termination deadline,
+    /// `karpenter.sh/nodeclaim-termination-timestamp`, which a restart reads back).
+    AnnotateNodeClaim {
+        /// The NodeClaim.
+        nodeclaim: String,
+        /// The annotations.
+        annotations: BTreeMap<String, String>,
     },
     /// Start deleting the NodeClaim object (its `karpenter.sh/termination` finalizer keeps
     /// it until [`Action::ReleaseNodeClaim`]).
@@ -786,6 +797,27 @@ impl Controllers {
     /// Counts a NodeClaim disrupted for `reason` (Karpenter's lower-case reasons) by a
     /// consolidation of `consolidation_type` (empty when not consolidation), and, unless
     /// `pods` is false (a cloud's interruption), the pods its disruption moves.
+    /// Brings the moment `claim`'s pods go regardless of budgets and grace periods forward
+    /// to `at` (never later), and writes it as Karpenter's
+    /// `karpenter.sh/nodeclaim-termination-timestamp`.
+    fn terminate_by(&mut self, claim: &str, at: Duration) {
+        let Some(c) = self.cluster.nodeclaims.get_mut(claim) else {
+            return;
+        };
+        if c.terminate_at.is_some_and(|t| t <= at) {
+            return;
+        }
+        c.terminate_at = Some(at);
+        let unix = at + Duration::from_secs(self.settings.epoch_unix);
+        self.actions.push(Action::AnnotateNodeClaim {
+            nodeclaim: claim.to_string(),
+            annotations: BTreeMap::from([(
+                kerf_api::labels::NODECLAIM_TERMINATION_TIMESTAMP.to_string(),
+                crate::clock::rfc3339(unix),
+            )]),
+        });
+    }
+
     fn count_disrupted(&mut self, claim: &str, reason: &str, consolidation_type: &str, pods: bool) {
         let Some(c) = self.cluster.nodeclaims.get(claim) else {
             return;

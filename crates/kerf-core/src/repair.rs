@@ -58,16 +58,20 @@ const fn policy(
     condition: &'static str,
     status: &'static str,
     reason: ReasonFilter,
-    minutes: u64,
-    drain_minutes: u64,
+    toleration: Duration,
+    drain_bound: Duration,
 ) -> RepairPolicy {
     RepairPolicy {
         condition,
         status,
         reason,
-        toleration: Duration::from_secs(minutes * 60),
-        drain_bound: Duration::from_secs(drain_minutes * 60),
+        toleration,
+        drain_bound,
     }
+}
+
+const fn minutes(n: u64) -> Duration {
+    Duration::from_secs(n * 60)
 }
 
 /// XID errors a reboot clears (Karpenter replaces the node unless rebooting is enabled).
@@ -80,33 +84,97 @@ const XID_FATAL: &[u32] = &[64, 74, 79, 119, 120];
 /// The AWS provider's repair policies (Karpenter v1.15, node monitoring agent conditions),
 /// in its order.
 pub const AWS_POLICIES: [RepairPolicy; 9] = [
-    policy("Ready", "False", ReasonFilter::Any, 30, 10),
-    policy("Ready", "Unknown", ReasonFilter::Any, 30, 10),
+    policy(
+        "Ready",
+        "False",
+        ReasonFilter::Any,
+        minutes(30),
+        minutes(10),
+    ),
+    policy(
+        "Ready",
+        "Unknown",
+        ReasonFilter::Any,
+        minutes(30),
+        minutes(10),
+    ),
     policy(
         "AcceleratedHardwareReady",
         "False",
         ReasonFilter::Xid(XID_REBOOTABLE),
-        10,
-        5,
+        minutes(10),
+        minutes(5),
     ),
     policy(
         "AcceleratedHardwareReady",
         "False",
         ReasonFilter::Xid(XID_FATAL),
-        10,
-        5,
+        minutes(10),
+        minutes(5),
     ),
     policy(
         "AcceleratedHardwareReady",
         "False",
         ReasonFilter::Fallback,
-        30,
-        10,
+        minutes(30),
+        minutes(10),
     ),
-    policy("StorageReady", "False", ReasonFilter::Any, 30, 10),
-    policy("NetworkingReady", "False", ReasonFilter::Any, 30, 10),
-    policy("KernelReady", "False", ReasonFilter::Any, 30, 10),
-    policy("ContainerRuntimeReady", "False", ReasonFilter::Any, 30, 10),
+    policy(
+        "StorageReady",
+        "False",
+        ReasonFilter::Any,
+        minutes(30),
+        minutes(10),
+    ),
+    policy(
+        "NetworkingReady",
+        "False",
+        ReasonFilter::Any,
+        minutes(30),
+        minutes(10),
+    ),
+    policy(
+        "KernelReady",
+        "False",
+        ReasonFilter::Any,
+        minutes(30),
+        minutes(10),
+    ),
+    policy(
+        "ContainerRuntimeReady",
+        "False",
+        ReasonFilter::Any,
+        minutes(30),
+        minutes(10),
+    ),
+];
+
+/// Karpenter's kwok provider's repair policies (v1.15): the kubelet's `Ready` False or
+/// Unknown for 10 minutes, replaced at once, and the simulated fault `KWOKUnhealthy` for 30
+/// seconds, drained for at most 45. (Its `KWOKRebootRequired` asks for a reboot, which Kerf
+/// does not do.)
+pub const KWOK_POLICIES: [RepairPolicy; 3] = [
+    policy(
+        "Ready",
+        "False",
+        ReasonFilter::Any,
+        minutes(10),
+        Duration::ZERO,
+    ),
+    policy(
+        "Ready",
+        "Unknown",
+        ReasonFilter::Any,
+        minutes(10),
+        Duration::ZERO,
+    ),
+    policy(
+        "KWOKUnhealthy",
+        "True",
+        ReasonFilter::Any,
+        Duration::from_secs(30),
+        Duration::from_secs(45),
+    ),
 ];
 
 /// A node condition as repair reads it.

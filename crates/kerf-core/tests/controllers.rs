@@ -1768,6 +1768,21 @@ fn a_failed_status_check_ends_the_node_without_waiting_and_is_counted_once() {
         Some(claim.clone())
     );
     core.notice(&status_check_failed(&claim), secs(21));
+    let written: Vec<BTreeMap<String, String>> = run_until(&mut core, 21, 21)
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::AnnotateNodeClaim { annotations, .. } => Some(annotations),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        written,
+        [BTreeMap::from([(
+            kerf_api::labels::NODECLAIM_TERMINATION_TIMESTAMP.to_string(),
+            "1970-01-01T00:00:21.000Z".to_string()
+        )])],
+        "the deadline is written for a restart to read"
+    );
     core.notice(&status_check_failed(&claim), secs(81));
     let c = &core.cluster().nodeclaims()[&claim];
     assert!(c.deleting.is_some(), "its NodeClaim is deleted");
@@ -1784,5 +1799,30 @@ fn a_failed_status_check_ends_the_node_without_waiting_and_is_counted_once() {
     assert!(
         line.contains(r#"category="InstanceStatus""#) && line.ends_with(" 1"),
         "{line}"
+    );
+}
+
+#[test]
+fn a_restart_reads_the_termination_deadline_back_from_the_nodeclaim() {
+    let mut first = with_pool();
+    first.apply_pod(unschedulable("x", "1"), secs(0));
+    let actions = run_until(&mut first, 0, 2);
+    let mut object = actions
+        .into_iter()
+        .find_map(|a| match a {
+            Action::CreateNodeClaim(o) => Some(*o),
+            _ => None,
+        })
+        .expect("a NodeClaim");
+    let name = object.metadata.name.clone().unwrap_or_default();
+    (object.metadata.annotations.get_or_insert_default()).insert(
+        kerf_api::labels::NODECLAIM_TERMINATION_TIMESTAMP.into(),
+        "1970-01-01T00:10:00Z".into(),
+    );
+    let mut restarted = with_pool();
+    restarted.observe(Observation::Applied(Object::nodeclaim(object)), secs(30));
+    assert_eq!(
+        restarted.cluster().nodeclaims()[&name].terminate_at,
+        Some(secs(600))
     );
 }

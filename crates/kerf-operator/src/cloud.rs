@@ -134,6 +134,12 @@ pub trait CloudProvider {
         false
     }
 
+    /// Its repair policies: which node conditions, for how long, make node repair replace a
+    /// node (Karpenter's `CloudProvider.RepairPolicies`).
+    fn repair_policies(&self) -> &'static [kerf_core::repair::RepairPolicy] {
+        &kerf_core::repair::AWS_POLICIES
+    }
+
     /// Resolves the node class `name`'s selector terms and instance profile into a status.
     fn resolve_node_class(
         &self,

@@ -499,6 +499,17 @@ impl<C: CloudProvider> Executor<C> {
                     .await
                     .map_err(failed("deleting node"))?;
             }
+            Action::AnnotateNodeClaim {
+                nodeclaim,
+                annotations,
+            } => {
+                let patch = Patch::Merge(json!({"metadata": {"annotations": annotations}}));
+                let r = retry("annotating nodeclaim", || {
+                    claims.patch(&nodeclaim, &params, &patch)
+                })
+                .await;
+                unless_gone("annotating nodeclaim", r)?;
+            }
             Action::DeleteNodeClaim { nodeclaim } => {
                 let r = retry("deleting nodeclaim", || claims.delete(&nodeclaim, &del)).await;
                 unless_gone("deleting nodeclaim", r)?;

@@ -116,6 +116,10 @@ impl CloudProvider for Kwok {
         "kwok"
     }
 
+    fn repair_policies(&self) -> &'static [kerf_core::repair::RepairPolicy] {
+        &kerf_core::repair::KWOK_POLICIES
+    }
+
     fn instance_types(&self, class: Option<&EC2NodeClass>) -> Arc<[InstanceTypeOption]> {
         self.catalog(class)
     }

@@ -111,6 +111,7 @@ pub async fn run<C: CloudProvider>(
 ) -> anyhow::Result<()> {
     let settings = kerf_core::controllers::Settings {
         node_class_status: cloud.resolves_node_classes(),
+        repair_policies: cloud.repair_policies(),
         ..options.controllers.clone()
     };
     let mut stop = Stop::new()?;

@@ -44,6 +44,7 @@ pub fn controller_of(action: &Action) -> Option<&'static str> {
             "node.termination"
         }
         Action::DeleteInstance { .. }
+        | Action::AnnotateNodeClaim { .. }
         | Action::DeleteNodeClaim { .. }
         | Action::ReleaseNodeClaim { .. } => "nodeclaim.termination",
         Action::PatchNodePoolStatus { .. } => "nodepool.counter",

@@ -6,13 +6,16 @@
 //! nothing of Kerf's and consolidating Kerf's nodes as its own.
 //!
 //! The [`parity`] module gives both the same v1.15 manifests, one after the other, and
-//! compares what each made; it runs beside the handover, on a control plane of its own.
+//! compares what each made; [`repair`] makes a node of each unhealthy and watches both
+//! replace it. Each runs beside the handover, on a control plane of its own.
 //!
 //! How long each side is watched untouched: `KERF_HANDOVER_QUIET` seconds (60 by default,
 //! so that CI stays short; the five minutes is `KERF_HANDOVER_QUIET=300`).
 
 #[path = "handover/parity.rs"]
 mod parity;
+#[path = "handover/repair.rs"]
+mod repair;
 mod support;
 
 use std::collections::BTreeMap;

@@ -736,6 +736,15 @@ impl World {
                     (stored.object.metadata.labels.get_or_insert_default()).extend(labels);
                 }
             }
+            Action::AnnotateNodeClaim {
+                nodeclaim,
+                annotations,
+            } => {
+                if let Some(stored) = self.nodeclaim_objects.get_mut(&nodeclaim) {
+                    (stored.object.metadata.annotations.get_or_insert_default())
+                        .extend(annotations);
+                }
+            }
             Action::DeleteNodeClaim { nodeclaim } => {
                 if let Some(stored) = self.nodeclaim_objects.get_mut(&nodeclaim) {
                     stored.deleting.get_or_insert(self.now);

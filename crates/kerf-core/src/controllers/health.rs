@@ -15,7 +15,7 @@ use serde_json::json;
 use super::{Controllers, Event, EventObject};
 use crate::consolidation::RepairView;
 use crate::metrics::families;
-use crate::repair::{self, AWS_POLICIES, Decision, UNHEALTHY_SHARE};
+use crate::repair::{self, Decision, UNHEALTHY_SHARE};
 
 /// A node repair would replace, and why.
 #[derive(Clone, Debug)]
@@ -34,6 +34,7 @@ impl Controllers {
         if !self.settings.node_repair {
             return;
         }
+        let policies = self.settings.repair_policies;
         // per NodePool: its nodes, and those a policy's condition and status match
         let mut pools: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
         for n in self.cluster.nodes.values() {
@@ -42,7 +43,7 @@ impl Controllers {
             };
             let counts = pools.entry(pool.as_str()).or_default();
             counts.0 += 1;
-            counts.1 += usize::from(repair::unhealthy(&AWS_POLICIES, &n.conditions));
+            counts.1 += usize::from(repair::unhealthy(policies, &n.conditions));
         }
         let tripped: BTreeMap<String, bool> = (pools.into_iter())
             .map(|(p, (nodes, unhealthy))| (p.to_string(), repair::tripped(nodes, unhealthy)))
@@ -65,7 +66,7 @@ impl Controllers {
             if !self.cluster.node_pools.contains_key(&claim.node_pool) {
                 continue;
             }
-            let matches = repair::matches(&AWS_POLICIES, &n.conditions, n.created);
+            let matches = repair::matches(policies, &n.conditions, n.created);
             let Some(decision) = repair::decide(&matches, self.now) else {
                 continue;
             };
@@ -192,10 +193,6 @@ impl Controllers {
                 mode,
             ],
         );
-        let deadline = self.now + bound;
-        if let Some(c) = self.cluster.nodeclaims.get_mut(claim) {
-            // only ever sooner
-            c.terminate_at = Some(c.terminate_at.map_or(deadline, |t| t.min(deadline)));
-        }
+        self.terminate_by(claim, self.now + bound);
     }
 }

@@ -125,11 +125,9 @@ impl Controllers {
                 self.now,
             );
         }
-        if notice.effect == NoticeEffect::Terminate
-            && let Some(c) = self.cluster.nodeclaims.get_mut(&claim)
-        {
-            // `karpenter.sh/nodeclaim-termination-timestamp` now: the drain waits on nothing
-            c.terminate_at = Some(c.terminate_at.map_or(self.now, |t| t.min(self.now)));
+        if notice.effect == NoticeEffect::Terminate {
+            // the termination timestamp now: the drain waits on nothing
+            self.terminate_by(&claim, self.now);
         }
         let already = (self.cluster.nodeclaims.get(&claim)).is_some_and(|c| c.deleting.is_some());
         if already {

@@ -224,7 +224,15 @@ impl Controllers {
                     })
                     .map_or(0.0, |o| o.price_per_hour)
             };
-            let record = claim_record(object, created, None, price);
+            let mut record = claim_record(object, created, None, price);
+            // its termination deadline, as Karpenter (or these controllers before a restart)
+            // wrote it
+            let epoch = self.epoch();
+            record.terminate_at = (record.annotations)
+                .get(labels::NODECLAIM_TERMINATION_TIMESTAMP)
+                .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+                .map(|t| Duration::from_secs(u64::try_from(t.as_second()).unwrap_or(0)))
+                .map(|unix| unix.saturating_sub(epoch));
             let launched = record.launched.is_some();
             self.cluster.apply_nodeclaim(name.clone(), record);
             if launched {

@@ -85,9 +85,16 @@ impl Controllers {
         }
         c.deleting = Some(since);
         let node = c.node.clone();
+        let grace = (self.cluster.node_pools.get(&c.node_pool))
+            .and_then(|np| np.spec.template.spec.termination_grace_period)
+            .map(|g| g.0);
         self.actions.push(Action::DeleteNodeClaim {
             nodeclaim: name.to_string(),
         });
+        // Karpenter writes the grace period's end on the NodeClaim when its deletion starts
+        if let Some(grace) = grace {
+            self.terminate_by(name, since + grace);
+        }
         self.cluster.changes.disruption = true;
         if let Some(node) = node {
             self.taint(&node);

@@ -1,0 +1,203 @@
+//! Node repair on Karpenter v1.15.0's kwok provider's repair policies, Karpenter and Kerf one
+//! after the other on one control plane, both with `NodeRepair=true`: a node whose
+//! `KWOKUnhealthy` condition turns True is replaced once its 30-second toleration has passed,
+//! its pod moving to the new node. (A module of the handover test binary, so that it runs
+//! beside it.)
+
+use std::time::{Duration, Instant};
+
+use super::support::{self, ControlPlane, Karpenter, Operator, wait_for};
+use serde_json::Value;
+
+use super::OPERATOR;
+
+/// The settings both run with.
+const SETTINGS: [(&str, &str); 1] = [("FEATURE_GATES", "NodeRepair=true")];
+
+/// The NodePool and a one-pod Deployment on it, on Karpenter kwok's node class.
+const MANIFESTS: &str = r#"
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {name: default}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: repair}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      expireAfter: Never
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+        - {key: kubernetes.io/os, operator: In, values: [linux]}
+  disruption: {consolidateAfter: 1h}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: repair, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: repair}}
+  template:
+    metadata: {labels: {app: repair}}
+    spec:
+      nodeSelector: {karpenter.sh/nodepool: repair}
+      containers: [{name: app, image: pause, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+"#;
+
+fn items(cp: &ControlPlane, kind: &str) -> Vec<Value> {
+    let out = cp.kubectl_ok(&["get", kind, "-o", "json", "-A"], None);
+    let list: Value = serde_json::from_str(&out).expect("a JSON list");
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+fn name(o: &Value) -> String {
+    o["metadata"]["name"].as_str().unwrap_or("").to_string()
+}
+
+/// The node the deployment's pod runs on, once it runs.
+fn pods_node(cp: &ControlPlane) -> Option<String> {
+    items(cp, "pods")
+        .into_iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == "repair")
+        .filter(|p| p["status"]["phase"] == "Running")
+        .find_map(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+}
+
+/// Sets the node's `KWOKUnhealthy` condition True now.
+fn make_unhealthy(cp: &ControlPlane, node: &str) {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let patch = serde_json::json!({"status": {"conditions": [{
+        "type": "KWOKUnhealthy", "status": "True", "reason": "FaultInjected",
+        "message": "a simulated fault", "lastTransitionTime": now, "lastHeartbeatTime": now,
+    }]}});
+    cp.kubectl_ok(
+        &[
+            "patch",
+            "node",
+            node,
+            "--subresource=status",
+            "--type=strategic",
+            "-p",
+            &patch.to_string(),
+        ],
+        None,
+    );
+}
+
+/// What one autoscaler did with an unhealthy node: how long after the fault its NodeClaim
+/// started going, and whether the pod then ran on another node.
+#[derive(Debug)]
+struct Repaired {
+    after: Duration,
+    moved: bool,
+}
+
+/// Lets `who` launch the pod's node, makes the node unhealthy, and watches it replaced.
+fn repaired(cp: &ControlPlane, who: &str) -> Repaired {
+    let node = wait_for(
+        &format!("{who}'s node running the pod"),
+        Duration::from_secs(120),
+        || pods_node(cp),
+        || format!("{:?}", items(cp, "nodeclaims.karpenter.sh").len()),
+    );
+    let claim = items(cp, "nodeclaims.karpenter.sh")
+        .into_iter()
+        .find(|c| c["status"]["nodeName"] == node.as_str())
+        .map(|c| name(&c))
+        .expect("the node's NodeClaim");
+    make_unhealthy(cp, &node);
+    let fault = Instant::now();
+    let after = wait_for(
+        &format!("{who} to start replacing {claim}"),
+        Duration::from_secs(150),
+        || {
+            let gone = !items(cp, "nodeclaims.karpenter.sh")
+                .iter()
+                .any(|c| name(c) == claim && c["metadata"]["deletionTimestamp"].is_null());
+            gone.then(|| fault.elapsed())
+        },
+        || {
+            let conditions = cp.kubectl_ok(
+                &["get", "node", &node, "-o", "jsonpath={.status.conditions}"],
+                None,
+            );
+            format!("node conditions: {conditions}")
+        },
+    );
+    let moved = wait_for(
+        &format!("{who}'s pod running on a new node"),
+        Duration::from_secs(150),
+        || pods_node(cp).filter(|n| *n != node).map(|_| true),
+        || format!("{:?}", pods_node(cp)),
+    );
+    Repaired { after, moved }
+}
+
+/// Takes away what an autoscaler made (finalizers stripped: it is stopped), so that the other
+/// starts from the same objects.
+fn clear(cp: &ControlPlane) {
+    for kind in ["nodeclaims.karpenter.sh", "nodes"] {
+        for o in items(cp, kind) {
+            let n = name(&o);
+            let _ = cp.kubectl(
+                &[
+                    "patch",
+                    kind,
+                    &n,
+                    "--type=merge",
+                    "-p",
+                    r#"{"metadata":{"finalizers":null}}"#,
+                ],
+                None,
+            );
+            let _ = cp.kubectl(&["delete", kind, &n, "--wait=false"], None);
+        }
+    }
+    cp.kubectl_ok(
+        &["delete", "pods", "--all", "-n", "default", "--force"],
+        None,
+    );
+    wait_for(
+        "no NodeClaim or Node left",
+        Duration::from_secs(60),
+        || {
+            let left = items(cp, "nodeclaims.karpenter.sh").len() + items(cp, "nodes").len();
+            (left == 0).then_some(())
+        },
+        || "objects left".into(),
+    );
+}
+
+#[test]
+fn karpenter_and_kerf_repair_an_unhealthy_kwok_node_alike() {
+    let cp = ControlPlane::start("repair");
+    cp.install_karpenter_kwok_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(MANIFESTS.as_bytes()));
+
+    let karpenter = Karpenter::start(&cp, 1, &SETTINGS);
+    let karpenters = repaired(&cp, "Karpenter");
+    karpenter.stop();
+    clear(&cp);
+
+    let mut env = support::chart_env(&cp, true);
+    env.extend(SETTINGS.iter().map(|(k, v)| (*k, v.to_string())));
+    let kerf = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "kwok"], &env);
+    let kerfs = repaired(&cp, "Kerf");
+    let selected = kerf
+        .lines()
+        .iter()
+        .filter(|l| l["message"] == "selected repair policy")
+        .count();
+    drop(kerf);
+
+    eprintln!("Karpenter: {karpenters:?}\nKerf: {kerfs:?}");
+    // both wait out the 30-second toleration, then replace the node
+    for (who, r) in [("Karpenter", &karpenters), ("Kerf", &kerfs)] {
+        assert!(r.after >= Duration::from_secs(30), "{who}: {r:?}");
+        assert!(r.after < Duration::from_secs(120), "{who}: {r:?}");
+        assert!(r.moved, "{who}: {r:?}");
+    }
+    assert!(selected >= 1, "Kerf logs the policy it chose");
+}
