@@ -185,11 +185,11 @@ pub fn capacity(info: &InstanceTypeInfo, settings: &NodeSettings) -> Resources {
             extended.insert(r.to_string(), i64::from(gpu.count));
         }
     }
-    // EFA devices: the class's efa-only interfaces where it lists interfaces, else the type's
-    let efa = match settings.launch.network_interfaces {
-        Some(_) => settings.launch.efa_only(None),
-        None => info.max_efa.unwrap_or(0),
-    };
+    // EFA devices: the class's efa-only interfaces, which its launch template attaches.
+    // Karpenter also advertises a type's own EFA count and attaches `efa` interfaces to a
+    // NodeClaim that asks for them; Kerf does not attach those, so it offers none (a pod
+    // asking for EFA would otherwise get a node without it, again and again)
+    let efa = settings.launch.efa_only(None);
     if efa > 0 {
         extended.insert(RESOURCE_EFA.to_string(), i64::from(efa));
     }

@@ -189,6 +189,9 @@ pub struct ClaimRecord {
     /// `metadata.annotations`: its NodePool template's and Karpenter's own, copied to its
     /// Node when the node registers.
     pub annotations: BTreeMap<String, String>,
+    /// `spec.terminationGracePeriod`: how long its drain may wait on its pods once its
+    /// deletion starts (its own, as made: the NodePool's may have changed since).
+    pub termination_grace_period: Option<Duration>,
     /// Set once the cloud launched it (condition `Launched`).
     pub launched: Option<Launched>,
     /// The Node that registered for it.

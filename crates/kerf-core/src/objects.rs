@@ -296,6 +296,7 @@ pub fn claim_record(
             crate::hash::EC2NODECLASS_HASH_VERSION,
         ),
         annotations: meta.annotations.clone().unwrap_or_default(),
+        termination_grace_period: object.spec.termination_grace_period.map(|g| g.0),
         launched,
         node: status.and_then(|s| s.node_name.clone()),
         registered: is_true(status, condition_types::REGISTERED),

@@ -1737,6 +1737,44 @@ fn a_node_outside_the_placement_group_its_class_resolves_to_now_has_drifted() {
     assert_eq!(drifted(&core), None);
 }
 
+#[test]
+fn a_placement_group_not_resolved_yet_drifts_nothing() {
+    let mut core = with_pool();
+    let mut selecting = node_class(&["ami-1"]);
+    selecting.spec.placement_group_selector = serde_json::from_str(r#"{"name": "training"}"#).ok();
+    core.apply_node_class(selecting);
+    let types = |id: Option<&str>| {
+        let mut t = instance_type();
+        if let Some(id) = id {
+            Arc::make_mut(&mut t.labels)
+                .insert(kerf_api::labels::PLACEMENT_GROUP_ID.into(), id.into());
+        }
+        Arc::from(vec![t])
+    };
+    core.set_instance_types("default", types(Some("pg-1")));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    let launched = Launched {
+        image_id: Some("ami-1".into()),
+        labels: BTreeMap::from([(
+            kerf_api::labels::PLACEMENT_GROUP_ID.to_string(),
+            "pg-1".to_string(),
+        )]),
+        ..instance(&claim)
+    };
+    launch_as_and_register(&mut core, &claim, launched);
+    // the class's types before its group is resolved again (a restart): no answer, no drift
+    core.set_instance_types("default", types(None));
+    run_until(&mut core, 4, 40);
+    let c = &core.cluster().nodeclaims()[&claim];
+    assert_eq!(c.drifted, None, "an unresolved group is no reason");
+    // resolved to another group: drifted
+    core.set_instance_types("default", types(Some("pg-2")));
+    run_until(&mut core, 41, 60);
+    let c = &core.cluster().nodeclaims()[&claim];
+    assert_eq!(c.drifted, Some(DriftReason::PlacementGroupDrift));
+}
+
 /// A failed status check's notice for `claim`'s instance (`kwok://claim`'s id is `claim`).
 fn status_check_failed(claim: &str) -> kerf_core::controllers::interruption::Notice {
     use kerf_core::controllers::interruption::{Notice, NoticeEffect};

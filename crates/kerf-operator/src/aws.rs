@@ -257,6 +257,15 @@ impl CloudProvider for Aws {
                 claim.node_class
             )));
         };
+        // instances of a class with a placement group go into it or nowhere
+        if let Some(selector) = &class.spec.placement_group_selector
+            && self.fleet.placement_group(&claim.node_class).is_none()
+        {
+            return Err(CloudError::Config(format!(
+                "EC2NodeClass {}: placement group {selector} is not resolved",
+                claim.node_class
+            )));
+        }
         let catalog = self.catalog(Some(class));
         let offers = fleet::request(&claim.requirements, offerings(&catalog, claim), available);
         let Some(first) = offers.first() else {

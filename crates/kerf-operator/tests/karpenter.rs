@@ -488,7 +488,8 @@ fn what_kerf_does_not_know_stalls_nothing() {
     cp.install_karpenter_crds();
     let seed = std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed");
     cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));
-    // valid under Karpenter v1.15's CRDs, unknown to Kerf
+    // valid under Karpenter v1.15's CRDs (its kubelet settings are an open map), unknown to
+    // Kerf
     let newer = r#"
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -524,8 +525,7 @@ spec:
   amiSelectorTerms: [{alias: al2023@latest}]
   subnetSelectorTerms: [{tags: {karpenter.sh/discovery: test}}]
   securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: test}}]
-  placementGroupSelector: {name: my-cluster-pg}
-  ipPrefixCount: 2
+  kubelet: {containerLogMaxSize: 50Mi, serializeImagePulls: false}
 "#;
     cp.kubectl_ok(&["apply", "-f", "-"], Some(newer.as_bytes()));
     let op = Operator::start(&cp, OPERATOR, 1, &[]);
@@ -573,7 +573,7 @@ spec:
     assert!(
         warned
             .iter()
-            .any(|w| w.contains("spec.placementGroupSelector")),
+            .any(|w| w.contains("spec.kubelet.containerLogMaxSize")),
         "{warned:?}"
     );
     wait_for(

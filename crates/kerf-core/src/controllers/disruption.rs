@@ -278,9 +278,12 @@ impl Controllers {
             reservation.is_some_and(|id| !status.capacity_reservations.iter().any(|r| r.id == *id));
         // the group the class's offerings launch into now (its types carry its id), against
         // the one the node was launched into; nothing to compare before the types are known
+        // (a selector whose group is not resolved yet, after a restart say, is no answer)
+        let selects = class.spec.placement_group_selector.is_some();
         let group_now = (self.cluster.instance_types.get(&c.node_class))
             .and_then(|types| types.first())
-            .map(|t| t.labels.get(labels::PLACEMENT_GROUP_ID).cloned());
+            .map(|t| t.labels.get(labels::PLACEMENT_GROUP_ID).cloned())
+            .filter(|id| id.is_some() || !selects);
         let group_moved = group_now.is_some_and(|now| {
             now.as_deref().unwrap_or("")
                 != launched

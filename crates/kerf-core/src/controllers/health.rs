@@ -166,10 +166,8 @@ impl Controllers {
         let Some(c) = self.cluster.nodeclaims.get(claim) else {
             return;
         };
-        let pool = self.cluster.node_pools.get(&c.node_pool);
-        let own = pool.and_then(|p| p.spec.template.spec.termination_grace_period);
-        let bound = own.map_or(due.decision.drain_bound, |g| {
-            g.0.min(due.decision.drain_bound)
+        let bound = (c.termination_grace_period).map_or(due.decision.drain_bound, |g| {
+            g.min(due.decision.drain_bound)
         });
         let mode = if bound.is_zero() {
             "forceful"

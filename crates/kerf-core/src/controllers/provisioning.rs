@@ -760,6 +760,7 @@ impl Controllers {
                 node_pool_hash: pool_hash,
                 node_class_hash: class_hash.unwrap_or_default(),
                 annotations,
+                termination_grace_period: object.spec.termination_grace_period.map(|g| g.0),
                 launched: None,
                 node: None,
                 registered: false,

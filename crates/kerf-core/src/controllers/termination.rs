@@ -85,9 +85,7 @@ impl Controllers {
         }
         c.deleting = Some(since);
         let node = c.node.clone();
-        let grace = (self.cluster.node_pools.get(&c.node_pool))
-            .and_then(|np| np.spec.template.spec.termination_grace_period)
-            .map(|g| g.0);
+        let grace = c.termination_grace_period;
         self.actions.push(Action::DeleteNodeClaim {
             nodeclaim: name.to_string(),
         });
@@ -112,12 +110,7 @@ impl Controllers {
         let node = c.node.clone();
         let provider = c.launched.as_ref().map(|l| l.provider_id.clone());
         if let Some(node) = &node {
-            let grace = self
-                .cluster
-                .node_pools
-                .get(&c.node_pool)
-                .and_then(|np| np.spec.template.spec.termination_grace_period)
-                .map(|g| g.0);
+            let grace = c.termination_grace_period;
             let forced = grace.is_some_and(|g| self.now >= since + g)
                 || c.terminate_at.is_some_and(|t| self.now >= t);
             // no eviction before the taint is stored: the evicted pods' replacements would
