@@ -27,6 +27,13 @@ fn condition<'a>(
         .unwrap_or_else(|| panic!("no {type_} condition"))
 }
 
+/// A status's `Ready` condition.
+fn ready_of(status: &kerf_api::ec2nodeclass::EC2NodeClassStatus) -> &kerf_api::common::Condition {
+    (status.conditions.iter())
+        .find(|c| c.type_ == READY)
+        .expect("Ready")
+}
+
 #[tokio::test]
 async fn the_seed_node_class_resolves_its_subnets_security_groups_and_al2023_amis() {
     // the seed's pinned AL2023 release: moto's EKS image for x86_64, one of moto's Amazon
@@ -187,11 +194,7 @@ async fn the_seed_class_is_ready_with_an_instance_profile_for_its_role() {
         .await
         .expect("status")
         .status;
-    let ready = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == READY)
-        .expect("Ready");
+    let ready = ready_of(&status);
     assert_eq!(ready.status, "True", "{:?}", status.conditions);
     let profile = status.instance_profile.clone().expect("a profile");
     assert!(profile.starts_with(&format!("{CLUSTER}_")), "{profile}");
@@ -223,11 +226,7 @@ async fn the_seed_class_is_ready_with_an_instance_profile_for_its_role() {
         .await
         .expect("status")
         .status;
-    let ready = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == READY)
-        .expect("Ready");
+    let ready = ready_of(&status);
     assert_eq!(
         (ready.status.as_str(), ready.message.as_str()),
         ("False", "InstanceProfileReady False")
@@ -341,11 +340,7 @@ async fn a_placement_group_resolves_by_name_or_id_and_a_missing_one_is_not_ready
         .await
         .expect("status")
         .status;
-    let ready = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == READY)
-        .expect("Ready");
+    let ready = ready_of(&status);
     assert_eq!(ready.status, "False", "{:?}", status.conditions);
     assert!(ready.message.contains(PLACEMENT_GROUP_READY), "{ready:?}");
 }

@@ -66,14 +66,7 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
         .resolve(&class.spec, "1.33", NOW)
         .await
         .expect("discovery");
-    let status = EC2NodeClassStatus {
-        subnets: resolved.subnets,
-        security_groups: resolved.security_groups,
-        amis: resolved.amis,
-        instance_profile: Some("KarpenterNodeInstanceProfile".into()),
-        capacity_reservations: resolved.capacity_reservations,
-        conditions: resolved.conditions,
-    };
+    let status = status_of(resolved);
     class.status = Some(status.clone());
     let fleet = Fleet::new(&config, cluster());
     // ap-northeast-2b has no discovery-tagged subnet, so that choice is not asked for
@@ -322,6 +315,18 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
         .map(|i| i.id)
         .collect();
     assert_eq!(listed, [second.id]);
+}
+
+/// The status a class resolves to, with the instance profile the tests make.
+fn status_of(resolved: kerf_aws_provider::Resolved) -> EC2NodeClassStatus {
+    EC2NodeClassStatus {
+        subnets: resolved.subnets,
+        security_groups: resolved.security_groups,
+        amis: resolved.amis,
+        instance_profile: Some("KarpenterNodeInstanceProfile".into()),
+        capacity_reservations: resolved.capacity_reservations,
+        conditions: resolved.conditions,
+    }
 }
 
 /// A class status with one subnet in each of two zones and one amd64 AMI.
@@ -666,15 +671,11 @@ async fn every_launch_option_of_the_class_reaches_the_template_in_each_family() 
             .resolve(&class.spec, "1.33", NOW)
             .await
             .expect("discovery");
-        let status = EC2NodeClassStatus {
-            subnets: resolved.subnets,
-            security_groups: resolved.security_groups,
-            amis: resolved.amis,
-            instance_profile: Some("KarpenterNodeInstanceProfile".into()),
-            capacity_reservations: resolved.capacity_reservations,
-            conditions: resolved.conditions,
-        };
-        let group = resolved.placement_group.expect("the placement group");
+        let group = resolved
+            .placement_group
+            .clone()
+            .expect("the placement group");
+        let status = status_of(resolved);
         fleet.set_placement_group("default", Some(group.clone()));
         let choices = [choice("m5.large", "ap-northeast-2c", "amd64")];
         let node_labels = BTreeMap::from([("karpenter.sh/nodepool".into(), "default".into())]);

@@ -1688,31 +1688,36 @@ fn a_registering_node_gets_its_nodeclaims_annotations_once() {
     );
 }
 
+/// The test's instance type, carrying placement group `id` when the class resolves one.
+fn in_group(id: Option<&str>) -> Arc<[InstanceTypeOption]> {
+    let mut t = instance_type();
+    if let Some(id) = id {
+        Arc::make_mut(&mut t.labels).insert(kerf_api::labels::PLACEMENT_GROUP_ID.into(), id.into());
+    }
+    Arc::from(vec![t])
+}
+
+/// `claim`'s instance, booting ami-1 in placement group `id`.
+fn launched_in(claim: &str, id: &str) -> Launched {
+    Launched {
+        image_id: Some("ami-1".into()),
+        labels: BTreeMap::from([(
+            kerf_api::labels::PLACEMENT_GROUP_ID.to_string(),
+            id.to_string(),
+        )]),
+        ..instance(claim)
+    }
+}
+
 #[test]
 fn a_node_outside_the_placement_group_its_class_resolves_to_now_has_drifted() {
     let mut core = with_pool();
     core.apply_node_class(node_class(&["ami-1"]));
     // the class's offerings launch into a group: its types carry the group's id
-    let in_group = |id: Option<&str>| {
-        let mut t = instance_type();
-        if let Some(id) = id {
-            Arc::make_mut(&mut t.labels)
-                .insert(kerf_api::labels::PLACEMENT_GROUP_ID.into(), id.into());
-        }
-        Arc::from(vec![t])
-    };
     core.set_instance_types("default", in_group(Some("pg-1")));
     core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2)).remove(0);
-    let launched = Launched {
-        image_id: Some("ami-1".into()),
-        labels: BTreeMap::from([(
-            kerf_api::labels::PLACEMENT_GROUP_ID.to_string(),
-            "pg-1".to_string(),
-        )]),
-        ..instance(&claim)
-    };
-    launch_as_and_register(&mut core, &claim, launched);
+    launch_as_and_register(&mut core, &claim, launched_in(&claim, "pg-1"));
     run_until(&mut core, 4, 20);
     let drifted = |core: &Controllers| {
         core.cluster()
@@ -1743,33 +1748,17 @@ fn a_placement_group_not_resolved_yet_drifts_nothing() {
     let mut selecting = node_class(&["ami-1"]);
     selecting.spec.placement_group_selector = serde_json::from_str(r#"{"name": "training"}"#).ok();
     core.apply_node_class(selecting);
-    let types = |id: Option<&str>| {
-        let mut t = instance_type();
-        if let Some(id) = id {
-            Arc::make_mut(&mut t.labels)
-                .insert(kerf_api::labels::PLACEMENT_GROUP_ID.into(), id.into());
-        }
-        Arc::from(vec![t])
-    };
-    core.set_instance_types("default", types(Some("pg-1")));
+    core.set_instance_types("default", in_group(Some("pg-1")));
     core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2)).remove(0);
-    let launched = Launched {
-        image_id: Some("ami-1".into()),
-        labels: BTreeMap::from([(
-            kerf_api::labels::PLACEMENT_GROUP_ID.to_string(),
-            "pg-1".to_string(),
-        )]),
-        ..instance(&claim)
-    };
-    launch_as_and_register(&mut core, &claim, launched);
+    launch_as_and_register(&mut core, &claim, launched_in(&claim, "pg-1"));
     // the class's types before its group is resolved again (a restart): no answer, no drift
-    core.set_instance_types("default", types(None));
+    core.set_instance_types("default", in_group(None));
     run_until(&mut core, 4, 40);
     let c = &core.cluster().nodeclaims()[&claim];
     assert_eq!(c.drifted, None, "an unresolved group is no reason");
     // resolved to another group: drifted
-    core.set_instance_types("default", types(Some("pg-2")));
+    core.set_instance_types("default", in_group(Some("pg-2")));
     run_until(&mut core, 41, 60);
     let c = &core.cluster().nodeclaims()[&claim];
     assert_eq!(c.drifted, Some(DriftReason::PlacementGroupDrift));
