@@ -244,9 +244,9 @@ fn settled(cp: &ControlPlane, who: &str) -> Outcome {
     )
 }
 
-/// Takes away what an autoscaler made (finalizers stripped: it is stopped), and the bare
-/// pods, so that the other starts from the same objects.
-fn clear(cp: &ControlPlane) {
+/// Deletes every NodeClaim and Node, their finalizers stripped (the autoscaler that made
+/// them is stopped).
+pub(super) fn remove_nodes(cp: &ControlPlane) {
     for kind in ["nodeclaims.karpenter.sh", "nodes"] {
         for o in items(cp, kind) {
             let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
@@ -264,6 +264,12 @@ fn clear(cp: &ControlPlane) {
             let _ = cp.kubectl(&["delete", kind, &name, "--wait=false"], None);
         }
     }
+}
+
+/// Takes away what an autoscaler made (finalizers stripped: it is stopped), and the bare
+/// pods, so that the other starts from the same objects.
+fn clear(cp: &ControlPlane) {
+    remove_nodes(cp);
     cp.kubectl_ok(
         &[
             "delete",

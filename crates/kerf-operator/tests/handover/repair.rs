@@ -138,23 +138,7 @@ fn repaired(cp: &ControlPlane, who: &str) -> Repaired {
 /// Takes away what an autoscaler made (finalizers stripped: it is stopped), so that the other
 /// starts from the same objects.
 fn clear(cp: &ControlPlane) {
-    for kind in ["nodeclaims.karpenter.sh", "nodes"] {
-        for o in items(cp, kind) {
-            let n = name(&o);
-            let _ = cp.kubectl(
-                &[
-                    "patch",
-                    kind,
-                    &n,
-                    "--type=merge",
-                    "-p",
-                    r#"{"metadata":{"finalizers":null}}"#,
-                ],
-                None,
-            );
-            let _ = cp.kubectl(&["delete", kind, &n, "--wait=false"], None);
-        }
-    }
+    super::parity::remove_nodes(cp);
     cp.kubectl_ok(
         &["delete", "pods", "--all", "-n", "default", "--force"],
         None,
