@@ -212,6 +212,8 @@ impl Cluster {
             nodes: self.nodes.clone(),
             pods: self.pods.iter().collect(),
             requests: self.pods.iter().map(pod_requests).collect(),
+            // none kept: the solver compares replicas field by field
+            terms: Vec::new(),
             node_pool_objects: vec![&self.node_pool],
             node_pools: vec![self.node_pool_input.clone()],
             daemonsets: &self.daemonsets,

@@ -335,6 +335,9 @@ pub struct PodRecord {
     pub pod: Box<Pod>,
     /// What it requests (containers, init peak, overhead).
     pub requests: Resources,
+    /// What the solver reads of it, fingerprinted ([`kerf_scheduling::pods::terms_of`]):
+    /// replicas compile once per solve.
+    pub terms: u64,
     /// Who made it.
     pub owner: PodOwner,
     /// `spec.nodeName`.
@@ -676,6 +679,7 @@ impl Cluster {
             incarnation,
             volume_problem,
             owner: owner_of(&pod),
+            terms: kerf_scheduling::pods::terms_of(&pod),
             requests,
             node: node.clone(),
             nominated: if node.is_some() { None } else { nominated },

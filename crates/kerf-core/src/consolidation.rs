@@ -69,6 +69,9 @@ pub struct ClusterView<'a> {
     pub pods: Vec<&'a Pod>,
     /// What each of them requests (in the order of `pods`).
     pub requests: Vec<Resources>,
+    /// Each one's [`kerf_scheduling::pods::terms_of`] (in the order of `pods`), or none: the
+    /// solver then compares replicas field by field.
+    pub terms: Vec<u64>,
     /// NodePool objects, for policies.
     pub node_pool_objects: Vec<&'a NodePool>,
     /// NodePools as scheduler input (replacements launch from these).
@@ -247,6 +250,7 @@ impl ClusterView<'_> {
                 n.pods.iter().map(move |p| BoundPod {
                     node: k,
                     pod: self.pods[*p],
+                    terms: self.terms.get(*p).copied(),
                 })
             })
             .collect()
@@ -362,17 +366,43 @@ fn with_session<R>(
     catalog: &mut Catalog,
     questions: impl FnOnce(&mut Session<'_>) -> R,
 ) -> R {
+    let movable = Movable {
+        pods: &view.pods,
+        requests: &view.requests,
+        terms: &view.terms,
+    };
+    with_session_of(view, node_pools, movable, catalog, questions)
+}
+
+/// The pods a session may move, with their requests (pod indices in its answers are
+/// positions here).
+#[derive(Clone, Copy)]
+struct Movable<'a, 'p> {
+    pods: &'a [&'p Pod],
+    requests: &'a [Resources],
+    terms: &'a [u64],
+}
+
+/// [`with_session`] with only `movable` compiled as pods that may move.
+fn with_session_of<R>(
+    view: &ClusterView<'_>,
+    node_pools: &[NodePoolInput],
+    movable: Movable<'_, '_>,
+    catalog: &mut Catalog,
+    questions: impl FnOnce(&mut Session<'_>) -> R,
+) -> R {
     let nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();
     let bound = view.bound_pods();
     let problem = Problem {
         nodes: &nodes,
         bound_pods: &bound,
         daemonsets: view.daemonsets,
-        requests: &view.requests,
+        requests: movable.requests,
+        terms: movable.terms,
         options: view.options,
         ..Problem::new(node_pools, &[])
     };
-    let mut session = Session::with_catalog(&problem, &view.pods, catalog);
+    let mut session = Session::with_catalog(&problem, movable.pods, catalog);
     questions(&mut session)
 }
 
@@ -1012,6 +1042,9 @@ fn split_replacements(
     let n = &view.nodes[node];
     let pods: Vec<&Pod> = n.pods.iter().map(|p| view.pods[*p]).collect();
     let requests: Vec<Resources> = n.pods.iter().map(|p| view.requests[*p].clone()).collect();
+    let terms: Vec<u64> = (n.pods.iter())
+        .filter_map(|p| view.terms.get(*p).copied())
+        .collect();
     let problem = Problem {
         daemonsets: view.daemonsets,
         requests: &requests,
@@ -1023,9 +1056,23 @@ fn split_replacements(
         return None;
     }
     let capped = kerf_scheduling::capped_pools(&view.node_pools, &bound.largest);
-    with_session(view, &capped, &mut Catalog::default(), |session| {
-        placed(session.try_remove(&[node], &n.pods, true))
-    })
+    // only this node's pods move: the session compiles them, not the whole cluster's (the
+    // other nodes' pods count through their nodes' requests and as bound pods)
+    let moving: Vec<usize> = (0..pods.len()).collect();
+    let movable = Movable {
+        pods: &pods,
+        requests: &requests,
+        terms: &terms,
+    };
+    let mut replacements = with_session_of(view, &capped, movable, &mut Catalog::default(), |s| {
+        placed(s.try_remove(&[node], &moving, true))
+    })?;
+    for r in &mut replacements {
+        for p in &mut r.pods {
+            *p = n.pods[*p];
+        }
+    }
+    Some(replacements)
 }
 
 /// The least any offered type asks per millicore and per byte: what a node's pods could

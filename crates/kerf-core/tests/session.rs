@@ -70,6 +70,7 @@ fn session_answers_match_fresh_solves_across_kept_removals() {
                     on_ref[*k].iter().map(move |p| BoundPod {
                         node: pos,
                         pod: vp[*p],
+                        terms: None,
                     })
                 })
                 .collect();
@@ -81,6 +82,7 @@ fn session_answers_match_fresh_solves_across_kept_removals() {
                 daemonsets: view.daemonsets,
                 pods: &fresh_pods.iter().collect::<Vec<_>>(),
                 requests: &[],
+                terms: &[],
                 options: SolveOptions {
                     new_nodeclaims: new_nodes,
                     ..SolveOptions::default()

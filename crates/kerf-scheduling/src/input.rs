@@ -103,6 +103,8 @@ pub struct BoundPod<'a> {
     pub node: usize,
     /// The pod.
     pub pod: &'a Pod,
+    /// Its [`crate::pods::terms_of`], when the caller keeps it.
+    pub terms: Option<u64>,
 }
 
 /// Whether preferences (preferred affinities, ScheduleAnyway spreads) bind until relaxed,
@@ -196,6 +198,9 @@ pub struct Problem<'a> {
     /// What each pod to place requests, when the caller has worked it out already (in the
     /// order of `pods`, or of a session's movable pods); empty, it is worked out here.
     pub requests: &'a [Resources],
+    /// Each pod to place's [`crate::pods::terms_of`], when the caller keeps them (in the
+    /// order of `requests`); empty, replicas are compared field by field.
+    pub terms: &'a [u64],
     /// Knobs.
     pub options: SolveOptions,
 }
@@ -210,6 +215,7 @@ impl<'a> Problem<'a> {
             daemonsets: &[],
             pods,
             requests: &[],
+            terms: &[],
             options: SolveOptions::default(),
         }
     }

@@ -178,7 +178,7 @@ pub fn selector_reqs(selector: Option<&BTreeMap<String, String>>, symbols: &mut 
 }
 
 /// A pod, compiled.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct PodInfo {
     /// Requests (containers, init peak, overhead, one pod slot).
     pub requests: Amounts,
@@ -552,4 +552,134 @@ pub fn intern_well_known(symbols: &mut Symbols) -> usize {
     keys.map(|k| symbols.intern(k).index() + 1)
         .max()
         .unwrap_or(0)
+}
+
+/// Replicas compile once. A Deployment's pods differ in their names and nodes, not in what a
+/// solve reads of them; the first pod of each kind is compiled and the others take a copy.
+/// At 10,000 pods the disruption pass compiles the cluster every few seconds, and interning
+/// each replica's labels again was most of it.
+pub struct Replicas<'x, T> {
+    /// By the pods' [`terms_of`], where the caller gives them.
+    by_terms: rustc_hash::FxHashMap<u64, T>,
+    /// By controller, the first replica compiled.
+    first: rustc_hash::FxHashMap<(&'x str, &'x str, &'x str), (&'x Pod, T)>,
+}
+
+impl<T> Default for Replicas<'_, T> {
+    fn default() -> Self {
+        Replicas {
+            by_terms: Default::default(),
+            first: Default::default(),
+        }
+    }
+}
+
+impl<'x, T: Clone> Replicas<'x, T> {
+    /// A copy of what `compile` gave for an earlier pod alike to `pod` (and `true`), else
+    /// `compile`'s answer for it (and `false`). Pods are alike when the caller gives their
+    /// [`terms_of`] and those are equal; else when they have one controller and [`alike`]
+    /// holds.
+    pub fn compile(
+        &mut self,
+        pod: &'x Pod,
+        terms: Option<u64>,
+        compile: impl FnOnce() -> T,
+    ) -> (T, bool) {
+        if let Some(terms) = terms {
+            if let Some(compiled) = self.by_terms.get(&terms) {
+                return (compiled.clone(), true);
+            }
+            let compiled = compile();
+            self.by_terms.insert(terms, compiled.clone());
+            return (compiled, false);
+        }
+        let Some(owner) = controller_of(pod) else {
+            return (compile(), false);
+        };
+        let key = (namespace_of(pod), owner.kind.as_str(), owner.name.as_str());
+        if let Some((first, compiled)) = self.first.get(&key)
+            && alike(first, pod)
+        {
+            return (compiled.clone(), true);
+        }
+        let compiled = compile();
+        self.first
+            .entry(key)
+            .or_insert_with(|| (pod, compiled.clone()));
+        (compiled, false)
+    }
+}
+
+/// The pod's controller (a ReplicaSet, StatefulSet, Job…), from its owner references.
+fn controller_of(
+    pod: &Pod,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    (pod.metadata.owner_references.iter().flatten()).find(|o| o.controller == Some(true))
+}
+
+/// Whether two pods compile alike apart from their requests: equal in every field
+/// [`Compiler::compile`] reads (namespace, labels, the volume-topology annotation, node
+/// selector, affinity, tolerations, spread constraints and container ports). A field
+/// `compile` starts reading belongs here and in [`terms_of`] too; the tests change each one.
+pub fn alike(a: &Pod, b: &Pod) -> bool {
+    let (sa, sb) = (a.spec.as_ref(), b.spec.as_ref());
+    namespace_of(a) == namespace_of(b)
+        && a.metadata.labels == b.metadata.labels
+        && volume_topology(a) == volume_topology(b)
+        && sa.map(|s| &s.node_selector) == sb.map(|s| &s.node_selector)
+        && sa.map(|s| &s.affinity) == sb.map(|s| &s.affinity)
+        && sa.map(|s| &s.tolerations) == sb.map(|s| &s.tolerations)
+        && sa.map(|s| &s.topology_spread_constraints) == sb.map(|s| &s.topology_spread_constraints)
+        && ports(a).eq(ports(b))
+}
+
+/// A fingerprint of what [`Compiler::compile`] reads of a pod (the fields [`alike`]
+/// compares), for a caller that keeps pods to work out once per pod: equal pods of one
+/// controller then compile once per solve without being compared field by field.
+pub fn terms_of(pod: &Pod) -> u64 {
+    use std::hash::Hasher;
+    /// Feeds serialized bytes to the hasher, so nothing is allocated.
+    struct Feed(std::hash::DefaultHasher);
+    impl std::io::Write for Feed {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let spec = pod.spec.as_ref();
+    let terms = (
+        namespace_of(pod),
+        &pod.metadata.labels,
+        volume_topology(pod),
+        spec.map(|s| &s.node_selector),
+        spec.map(|s| &s.affinity),
+        spec.map(|s| &s.tolerations),
+        spec.map(|s| &s.topology_spread_constraints),
+        ports(pod).collect::<Vec<_>>(),
+    );
+    // SipHash, not Fx: pods whose fingerprints are equal are taken as alike, so the hash
+    // must spread similar texts well; it is worked out once per pod version
+    let mut feed = Feed(std::hash::DefaultHasher::new());
+    // serializing these types into a writer that cannot fail does not fail
+    let _ = serde_json::to_writer(&mut feed, &terms);
+    feed.0.finish()
+}
+
+/// Each container's ports (init containers' too), as declared.
+fn ports(
+    pod: &Pod,
+) -> impl Iterator<Item = &Option<Vec<k8s_openapi::api::core::v1::ContainerPort>>> {
+    (pod.spec.iter()).flat_map(|s| {
+        (s.containers.iter())
+            .chain(s.init_containers.iter().flatten())
+            .map(|c| &c.ports)
+    })
+}
+
+/// The volume-topology annotation the core stamps on a pod whose volumes bind it to zones.
+fn volume_topology(pod: &Pod) -> Option<&String> {
+    (pod.metadata.annotations.as_ref()).and_then(|a| a.get(labels::VOLUME_TOPOLOGY))
 }

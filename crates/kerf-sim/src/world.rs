@@ -234,7 +234,6 @@ pub struct World {
     /// Claims, volumes and classes as the API server stores them.
     storage: storage::Stored,
     /// What the binder reads of each pod before any node, worked out when the pod is made.
-    facts: kube_scheduler::FactsByPod,
     /// The checker's imagined nodes (`world/hostable.rs`), with the generation of NodePools,
     /// classes and DaemonSets they were imagined for, and their NodePools' names.
     imagined: Option<hostable::Kept>,
@@ -363,7 +362,6 @@ impl World {
             pods: BTreeMap::new(),
             imagined: None,
             imagined_generation: 0,
-            facts: Default::default(),
             csi_limits: BTreeMap::new(),
             instances: BTreeMap::new(),
             nodeclaim_objects: BTreeMap::new(),
@@ -1093,7 +1091,6 @@ impl World {
     fn add_pod(&mut self, pod: Pod) -> String {
         let k = pod_key(&pod);
         self.floor.1 = true;
-        self.facts.insert(&pod);
         self.pods
             .insert(k.clone(), api_server::StoredPod::created(pod, self.now));
         self.observe_pod(&k);
@@ -1109,9 +1106,6 @@ impl World {
         }
         self.floor.1 = true;
         self.remove("Pod", k.to_string());
-        if let Some((namespace, name)) = k.split_once('/') {
-            self.facts.remove(namespace, name);
-        }
         self.binder_dirty = true;
         self.workloads_dirty = true;
     }
@@ -1333,17 +1327,16 @@ impl World {
                         .collect(),
                 })
                 .collect();
-            let bound =
-                (self.pods.values()).filter_map(|p| p.node.as_deref().map(|n| (p.declared(), n)));
+            let bound = (self.pods.values())
+                .filter_map(|p| p.node.as_deref().map(|n| (p.declared(), &p.facts, n)));
             let storage = Some(self.storage.view());
-            let mut scheduler =
-                kube_scheduler::Scheduler::with_facts(nodes, bound, storage, Some(&self.facts));
+            let mut scheduler = kube_scheduler::Scheduler::with_facts(nodes, bound, storage);
             for (_, _, k) in &pending {
                 let p = &self.pods[*k];
                 let nominated = nominated(k)
                     .and_then(|c| cluster.nodeclaims().get(c))
                     .and_then(|c| c.node.as_deref());
-                if let Some(node) = scheduler.schedule(p.declared(), nominated) {
+                if let Some(node) = scheduler.schedule_with(p.declared(), &p.facts, nominated) {
                     placed.push(((*k).clone(), node.to_string()));
                 }
             }

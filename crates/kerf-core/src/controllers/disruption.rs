@@ -373,6 +373,7 @@ impl Controllers {
         let mut nodes = Vec::new();
         let mut pods = Vec::new();
         let mut requests = Vec::new();
+        let mut terms = Vec::new();
         for (name, n) in &cluster.nodes {
             let Some(claim_name) = n.nodeclaim.as_deref() else {
                 // a node Kerf does not manage: never a candidate, but evicted pods may go there
@@ -382,6 +383,7 @@ impl Controllers {
                     let p = &cluster.pods[k.as_str()];
                     pods.push(&*p.pod);
                     requests.push(p.requests.clone());
+                    terms.push(p.terms);
                 }
                 let mut node = n.as_existing(name, n.ready);
                 cluster
@@ -416,6 +418,7 @@ impl Controllers {
                 on_node.push(pods.len());
                 pods.push(&*p.pod);
                 requests.push(p.requests.clone());
+                terms.push(p.terms);
             }
             let disruption_cost = node_disruption_cost(on_node.iter().map(|k| pods[*k]));
             let backoff = self.disruption.backoffs.get(name.as_str());
@@ -475,6 +478,7 @@ impl Controllers {
                 nodes,
                 pods,
                 requests,
+                terms,
                 node_pool_objects: objects,
                 node_pools,
                 daemonsets,

@@ -550,7 +550,11 @@ impl Controllers {
                     (None, Some(claim)) => index_by_claim.get(claim.as_str()),
                     _ => None,
                 };
-                at.map(|&node| BoundPod { node, pod: &p.pod })
+                at.map(|&node| BoundPod {
+                    node,
+                    pod: &p.pod,
+                    terms: Some(p.terms),
+                })
             })
             .collect();
         let pods: Vec<&Pod> = keys.iter().map(|k| &*cluster.pods[k].pod).collect();
@@ -558,6 +562,7 @@ impl Controllers {
             .iter()
             .map(|k| cluster.pods[k].requests.clone())
             .collect();
+        let terms: Vec<u64> = keys.iter().map(|k| cluster.pods[k].terms).collect();
         let daemonsets: Vec<Pod> = cluster.daemonsets.values().cloned().collect();
         let problem = Problem {
             node_pools: pools,
@@ -566,6 +571,7 @@ impl Controllers {
             daemonsets: &daemonsets,
             pods: &pods,
             requests: &requests,
+            terms: &terms,
             options,
         };
         let catalog = &mut self.catalog.borrow_mut();

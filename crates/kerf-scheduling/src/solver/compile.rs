@@ -14,7 +14,7 @@ use super::*;
 use crate::amounts::{Amounts, Dimensions, NODES};
 use crate::input::{ExistingNode, NodePoolInput, Problem};
 use crate::interned::{Req, Reqs};
-use crate::pods::{self, Compiler, HostPort, PodInfo};
+use crate::pods::{self, Compiler, HostPort, PodInfo, Replicas};
 use crate::resources::pod_requests;
 use crate::symbols::{Sym, Symbols};
 use crate::taints::first_untolerated;
@@ -54,14 +54,27 @@ impl<'p> State<'p> {
             dims: &mut dims,
             preferences: problem.options.preferences,
         };
+        let mut replicas = Replicas::default();
         let mut pod_infos: Vec<PodInfo> = (pending.into_iter().enumerate())
-            .map(|(i, p)| compiler.compile(p, problem.requests.get(i)))
+            .map(|(i, p)| {
+                let requests = problem.requests.get(i);
+                let terms = problem.terms.get(i).copied();
+                let (mut info, copied) =
+                    replicas.compile(p, terms, || compiler.compile(p, requests));
+                if copied {
+                    // replicas may be resized in place: each keeps its own requests
+                    info.requests = (compiler.dims)
+                        .request(&requests.cloned().unwrap_or_else(|| pod_requests(p)));
+                }
+                info
+            })
             .collect();
         debug_assert!(
             problem.requests.is_empty() || problem.requests.len() == pod_infos.len(),
             "requests are given for every pod to place or for none"
         );
         let has_groups = !compiler.topology.groups().is_empty();
+        let mut bound_replicas = Replicas::default();
         let bound: Vec<Bound> = problem
             .bound_pods
             .iter()
@@ -75,25 +88,27 @@ impl<'p> State<'p> {
                         .is_some_and(|a| a.pod_anti_affinity.is_some())
             })
             .map(|b| {
-                let ns = compiler.symbols.intern(pods::namespace_of(b.pod));
-                let labels = pods::labels_of(b.pod.metadata.labels.as_ref(), compiler.symbols);
-                let owned: Vec<GroupId> = b
-                    .pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.affinity.as_ref())
-                    .and_then(|a| a.pod_anti_affinity.as_ref())
-                    .and_then(|a| {
-                        a.required_during_scheduling_ignored_during_execution
-                            .as_ref()
-                    })
-                    .into_iter()
-                    .flatten()
-                    .map(|term| compiler.term_group(term, Kind::InverseAnti, ns))
-                    .collect();
+                let ((namespace, labels, owned), _) =
+                    bound_replicas.compile(b.pod, b.terms, || {
+                        let ns = compiler.symbols.intern(pods::namespace_of(b.pod));
+                        let labels =
+                            pods::labels_of(b.pod.metadata.labels.as_ref(), compiler.symbols);
+                        let owned: Vec<GroupId> = (b.pod.spec.as_ref())
+                            .and_then(|s| s.affinity.as_ref())
+                            .and_then(|a| a.pod_anti_affinity.as_ref())
+                            .and_then(|a| {
+                                a.required_during_scheduling_ignored_during_execution
+                                    .as_ref()
+                            })
+                            .into_iter()
+                            .flatten()
+                            .map(|term| compiler.term_group(term, Kind::InverseAnti, ns))
+                            .collect();
+                        (ns, labels, owned)
+                    });
                 Bound {
                     node: b.node,
-                    namespace: ns,
+                    namespace,
                     labels,
                     owned,
                 }

@@ -363,6 +363,8 @@ pub(crate) struct StoredPod {
     pub node: Option<String>,
     /// When it was created, or last left without a node.
     pub pending_since: Duration,
+    /// What kube-scheduler's stand-in reads of it, worked out once.
+    pub facts: crate::kube_scheduler::Facts,
 }
 
 impl StoredPod {
@@ -375,6 +377,7 @@ impl StoredPod {
             owner: kerf_core::cluster::owner_of(&pod),
             node,
             pending_since: now,
+            facts: crate::kube_scheduler::Facts::of(&pod),
             pod: Box::new(pod),
         }
     }

@@ -95,9 +95,9 @@ impl World {
         nodes.extend(imagined.iter().map(Imagined::node));
         template.extend((0..imagined.len()).map(Some));
         let mut used = vec![false; template.len()];
-        let bound =
-            (self.pods.values()).filter_map(|q| q.node.as_deref().map(|n| (q.declared(), n)));
-        let mut scheduler = Scheduler::with_facts(nodes, bound, Some(storage), Some(&self.facts));
+        let bound = (self.pods.values())
+            .filter_map(|q| q.node.as_deref().map(|n| (q.declared(), &q.facts, n)));
+        let mut scheduler = Scheduler::with_facts(nodes, bound, Some(storage));
         let mut out = Vec::new();
         // a pod just like one that found no node finds none either: the imagined nodes
         // only fill up
@@ -106,8 +106,8 @@ impl World {
             let Some(p) = self.pods.get(key) else {
                 continue;
             };
-            let class = self.facts.class(p.declared());
-            if class.is_some_and(|c| homeless.contains(c)) {
+            let class = p.facts.class();
+            if homeless.contains(class) {
                 continue;
             }
             let fresh = |i: usize| {
@@ -115,10 +115,10 @@ impl World {
                     && template[i]
                         .is_some_and(|t| rooms[imagined[t].pool].fits(imagined[t].capacity))
             };
-            let placed = (scheduler.schedule_within(p.declared(), |i| used[i]))
-                .or_else(|| scheduler.schedule_within(p.declared(), fresh));
+            let placed = (scheduler.schedule_within(p.declared(), &p.facts, |i| used[i]))
+                .or_else(|| scheduler.schedule_within(p.declared(), &p.facts, fresh));
             let Some(i) = placed else {
-                homeless.extend(class);
+                homeless.insert(class);
                 continue;
             };
             out.push(key.clone());
