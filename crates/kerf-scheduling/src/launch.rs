@@ -72,6 +72,7 @@ impl OfferingKeys {
 impl CompiledOffering {
     /// Whether it can be bought now for a NodeClaim with these requirements: available,
     /// in a zone and of a capacity type they allow.
+    #[inline]
     pub fn allowed(&self, reqs: &Reqs, keys: &OfferingKeys, symbols: &Symbols) -> bool {
         // a requirement on the reservation id: only that reservation's offerings meet it
         // (on the others the label does not exist)
