@@ -634,8 +634,8 @@ pub fn alike(a: &Pod, b: &Pod) -> bool {
 }
 
 /// A fingerprint of what [`Compiler::compile`] reads of a pod (the fields [`alike`]
-/// compares), for a caller that keeps pods to work out once per pod: equal pods of one
-/// controller then compile once per solve without being compared field by field.
+/// compares), for a caller that keeps pods to work it out once per pod: pods with equal
+/// fingerprints then compile once per solve, without being compared field by field.
 pub fn terms_of(pod: &Pod) -> u64 {
     use std::hash::Hasher;
     /// Feeds serialized bytes to the hasher, so nothing is allocated.
