@@ -625,7 +625,13 @@ impl Controllers {
     /// What a full disruption pass over the current state would decide, without acting
     /// on it or skipping anything: how a checker tells whether a pass was missed.
     pub fn fresh_decision(&mut self) -> Option<String> {
-        let (command, names) = self.decide()?;
+        // the nodes due for repair as they are now, not as the last pass found them (a node
+        // it repaired since is already going); the pass's own list is put back after
+        let due = self.repairs_due().0;
+        let kept = std::mem::replace(&mut self.disruption.repairs, due);
+        let decided = self.decide();
+        self.disruption.repairs = kept;
+        let (command, names) = decided?;
         let candidates: Vec<String> = command
             .candidates
             .iter()

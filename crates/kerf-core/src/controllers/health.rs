@@ -26,13 +26,26 @@ pub(super) struct RepairDue {
     pub(super) decision: Decision,
 }
 
+/// A node repair may not replace: its name, its NodeClaim's, and the NodePool past the
+/// unhealthy share (none when the node's annotation vetoes repair).
+pub(super) type Blocked = (String, String, Option<String>);
+
 impl Controllers {
     /// Works out which nodes repair may replace now (into the disruption state), with the
     /// events of those it may not.
     pub(super) fn find_repairs(&mut self) {
-        self.disruption.repairs.clear();
+        let (due, blocked) = self.repairs_due();
+        for (node, claim, pool) in blocked {
+            self.repair_blocked(&node, &claim, pool.as_deref());
+        }
+        self.disruption.repairs = due;
+    }
+
+    /// The nodes repair may replace now, and those it may not with the NodePool that
+    /// trips the unhealthy share (none: vetoed by the node's annotation). Reads only.
+    pub(super) fn repairs_due(&self) -> (BTreeMap<String, RepairDue>, Vec<Blocked>) {
         if !self.settings.node_repair {
-            return;
+            return Default::default();
         }
         let policies = self.settings.repair_policies;
         // per NodePool: its nodes, and those a policy's condition and status match
@@ -88,10 +101,7 @@ impl Controllers {
             };
             due.push((name.clone(), RepairDue { view, decision }));
         }
-        for (node, claim, pool) in blocked {
-            self.repair_blocked(&node, &claim, pool.as_deref());
-        }
-        self.disruption.repairs = due.into_iter().collect();
+        (due.into_iter().collect(), blocked)
     }
 
     /// The events of a node repair leaves alone: vetoed by its annotation, or its NodePool
