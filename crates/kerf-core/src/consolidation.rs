@@ -340,6 +340,114 @@ pub fn plan_judged(
     (command, worth.judged.into_inner())
 }
 
+/// A command decided a while ago, checked again on the current cluster after the
+/// validation wait, as Karpenter validates: the same candidates, not a new search. Each
+/// candidate must still be one (disruptable, its policy still allowing the reason) within
+/// its NodePool's budget, and its pods must still move as the command said: nowhere new for
+/// a deletion, onto as many new nodes as before, still cheaper, for a replacement (whose
+/// fresh plan is what launches). Empty nodes are the exception: those still empty go, as
+/// long as one does. None when the command no longer holds.
+pub fn revalidate(
+    view: &ClusterView<'_>,
+    catalog: &mut Catalog,
+    decided: &Decided,
+) -> Option<Command> {
+    let mut budget = Allowance::new(view, decided.reason);
+    let still = |n: &NodeView| n.disruptable && policy_allows(view, n, decided.reason);
+    if decided.method == Method::Emptiness {
+        let candidates: Vec<usize> = (decided.candidates.iter().copied())
+            .filter(|i| {
+                let n = &view.nodes[*i];
+                still(n) && n.pods.is_empty() && budget.take(n)
+            })
+            .collect();
+        let savings = candidates
+            .iter()
+            .map(|i| view.nodes[*i].price_per_hour)
+            .sum();
+        return (!candidates.is_empty()).then_some(Command {
+            reason: decided.reason,
+            method: Method::Emptiness,
+            candidates,
+            replacements: Vec::new(),
+            savings,
+        });
+    }
+    let candidates = &decided.candidates;
+    let valid = candidates.iter().all(|i| {
+        let n = &view.nodes[*i];
+        still(n) && budget.take(n) && (decided.method != Method::Drift || n.drifted)
+    });
+    if !valid {
+        return None;
+    }
+    let pods: Vec<usize> = (candidates.iter())
+        .flat_map(|i| view.nodes[*i].pods.iter().copied())
+        .collect();
+    let launch = decided.replacements > 0;
+    let replacements = with_session(view, &view.node_pools, catalog, |session| {
+        placed(session.try_remove(candidates, &pods, launch))
+    });
+    let price: f64 = candidates
+        .iter()
+        .map(|i| view.nodes[*i].price_per_hour)
+        .sum();
+    if decided.method == Method::Drift {
+        // drifted nodes are replaced even when that costs more
+        let replacements = replacements?;
+        let cost: f64 = replacements.iter().map(|r| r.launch.price_per_hour).sum();
+        return Some(Command {
+            reason: decided.reason,
+            method: decided.method,
+            candidates: candidates.clone(),
+            savings: price - cost,
+            replacements,
+        });
+    }
+    let worth = Worth::new(view);
+    let found = replacements
+        .filter(|r| r.len() == decided.replacements)
+        .and_then(|r| {
+            let savings = if launch {
+                cheaper_replacement(view, candidates, &r)?
+            } else {
+                price
+            };
+            Some((r, savings))
+        })
+        .filter(|(_, savings)| worth.approves(candidates, *savings));
+    // a split was planned on capped NodePools: it is checked the same way again
+    let found = match (found, &candidates[..]) {
+        (None, [node]) if decided.method == Method::SingleNode => {
+            split_saving(view, *node, catalog).filter(|(r, savings)| {
+                r.len() == decided.replacements && worth.approves(candidates, *savings)
+            })
+        }
+        (found, _) => found,
+    };
+    let (replacements, savings) = found?;
+    Some(Command {
+        reason: decided.reason,
+        method: decided.method,
+        candidates: candidates.clone(),
+        replacements,
+        savings,
+    })
+}
+
+/// What [`revalidate`] checks again: a command as it was decided.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decided {
+    /// Why it was decided.
+    pub reason: DisruptionReason,
+    /// The method that found it.
+    pub method: Method,
+    /// Its candidates (indices into the current view's nodes).
+    pub candidates: Vec<usize>,
+    /// How many new nodes it was to launch.
+    pub replacements: usize,
+}
+
 /// A single-node replacement, or the split of the same node when that saves more.
 fn split_if_cheaper(view: &ClusterView<'_>, worth: &Worth<'_>, single: Command) -> Command {
     let [node] = single.candidates[..] else {
@@ -1045,17 +1153,25 @@ fn split_replacements(
     let terms: Vec<u64> = (n.pods.iter())
         .filter_map(|p| view.terms.get(*p).copied())
         .collect();
+    // with SpotToSpotConsolidation off a spot node's spot replacements are refused
+    // (`cheaper_replacement`): its split is planned, and bounded, without them
+    let pools = if !view.spot_to_spot && n.capacity_type == crate::cluster::CapacityType::Spot {
+        std::borrow::Cow::Owned(without_spot(&view.node_pools))
+    } else {
+        std::borrow::Cow::Borrowed(&view.node_pools[..])
+    };
     let problem = Problem {
         daemonsets: view.daemonsets,
         requests: &requests,
+        terms: &terms,
         options: view.options,
-        ..Problem::new(&view.node_pools, &pods)
+        ..Problem::new(&pools, &pods)
     };
     let bound = kerf_scheduling::cost_bound(&problem, catalog).ok()?;
     if bound.unplaceable > 0 || bound.per_hour >= n.price_per_hour {
         return None;
     }
-    let capped = kerf_scheduling::capped_pools(&view.node_pools, &bound.largest);
+    let capped = kerf_scheduling::capped_pools(&pools, &bound.largest);
     // only this node's pods move: the session compiles them, not the whole cluster's (the
     // other nodes' pods count through their nodes' requests and as bound pods)
     let moving: Vec<usize> = (0..pods.len()).collect();
@@ -1073,6 +1189,30 @@ fn split_replacements(
         }
     }
     Some(replacements)
+}
+
+/// The NodePools with their spot offerings taken out (and the types left with none).
+fn without_spot(pools: &[NodePoolInput]) -> Vec<NodePoolInput> {
+    (pools.iter())
+        .map(|np| {
+            let types: Vec<kerf_scheduling::InstanceTypeOption> = (np.instance_types.iter())
+                .filter_map(|t| {
+                    let offerings: Vec<kerf_scheduling::Offering> = (t.offerings.iter())
+                        .filter(|o| o.capacity_type != labels::CAPACITY_TYPE_SPOT)
+                        .cloned()
+                        .collect();
+                    (!offerings.is_empty()).then(|| kerf_scheduling::InstanceTypeOption {
+                        offerings,
+                        ..t.clone()
+                    })
+                })
+                .collect();
+            NodePoolInput {
+                instance_types: types.into(),
+                ..np.clone()
+            }
+        })
+        .collect()
 }
 
 /// The least any offered type asks per millicore and per byte: what a node's pods could

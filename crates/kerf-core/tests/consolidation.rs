@@ -158,3 +158,48 @@ fn a_balanced_nodepool_takes_a_move_only_when_it_saves_enough_for_its_disruption
         split
     );
 }
+
+/// Validation checks the command that was decided, as Karpenter's does: a deletion still
+/// holds when another node has since become the one a new search would take, and fails
+/// once a candidate cannot be disrupted or its pods no longer fit elsewhere.
+#[test]
+fn validation_checks_the_decided_candidates_not_a_new_search() {
+    use kerf_api::nodepool::DisruptionReason;
+    use kerf_core::consolidation::{Decided, Method, revalidate};
+    let mut c = Cluster::generate(0, 1);
+    c.daemonsets.clear();
+    c.add_node("roomy", 15, "test-zone-1", vec![pod("r0", "1", None)], true);
+    let small = vec![pod("s0", "500m", None), pod("s1", "500m", None)];
+    c.add_node("small", 7, "test-zone-1", small, true);
+    let decided = Decided {
+        reason: DisruptionReason::Underutilized,
+        method: Method::MultiNode,
+        candidates: vec![1],
+        replacements: 0,
+    };
+    let catalog = &mut kerf_scheduling::Catalog::default();
+    let command = revalidate(&c.view(4), catalog, &decided).expect("small's pods fit on roomy");
+    assert_eq!(
+        (command.candidates, command.replacements.len()),
+        (vec![1], 0)
+    );
+    // an empty node now: a new search deletes it first, validation keeps to `small`
+    c.add_node("spare", 7, "test-zone-1", Vec::new(), true);
+    let fresh = plan(&c.view(4), catalog).expect("the empty node");
+    assert_eq!(fresh.candidates, [2]);
+    let command = revalidate(&c.view(4), catalog, &decided).expect("still valid");
+    assert_eq!(command.candidates, [1]);
+    // a do-not-disrupt pod landed on `small`: it is no candidate any more
+    c.nodes[1].disruptable = false;
+    assert_eq!(revalidate(&c.view(4), catalog, &decided), None);
+    c.nodes[1].disruptable = true;
+    // `roomy` and `spare` filled up: small's pods would need a new node
+    for n in [0, 2] {
+        c.nodes[n].node.requested = c.nodes[n].node.allocatable.clone();
+    }
+    assert_eq!(revalidate(&c.view(4), catalog, &decided), None);
+    // no budget left
+    c.nodes[0].node.requested = Default::default();
+    assert!(revalidate(&c.view(4), catalog, &decided).is_some());
+    assert_eq!(revalidate(&c.view(0), catalog, &decided), None);
+}

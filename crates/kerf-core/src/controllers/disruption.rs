@@ -19,7 +19,9 @@ use crate::metrics::families;
 use super::blockers::Wanted;
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{CapacityType, Cluster, DriftReason};
-use crate::consolidation::{ClusterView, Command, Method, NodeView, plan_judged};
+use crate::consolidation::{
+    ClusterView, Command, Decided, Method, NodeView, plan_judged, revalidate,
+};
 use crate::disruption_rules::{
     allowed_disruptions, budget_active, consolidatable_at, node_disruption_cost, pdb_allowance,
     pdb_selects,
@@ -68,6 +70,9 @@ enum Stage {
 #[derive(Clone, Debug)]
 pub(super) struct Pending {
     pub(super) reason: DisruptionReason,
+    /// The method that found it, and how many new nodes it plans: what validation checks.
+    method: Method,
+    planned: usize,
     /// Karpenter's consolidation type of the command (empty for drift).
     consolidation_type: &'static str,
     pub(super) candidates: Vec<String>,
@@ -601,6 +606,8 @@ impl Controllers {
             }
             self.disruption.command = Some(Pending {
                 reason: command.reason,
+                method: command.method,
+                planned: command.replacements.len(),
                 consolidation_type: command.method.consolidation_type(),
                 candidates: command
                     .candidates
@@ -759,7 +766,8 @@ impl Controllers {
         }
     }
 
-    /// Re-decides with fresh state; acts only if the same candidates come out.
+    /// Checks the command again on the current state after the validation wait (see
+    /// [`crate::consolidation::revalidate`]); acts on it if it still holds.
     pub(super) fn validate_command(&mut self) {
         let Some(pending) = self.disruption.command.take() else {
             return;
@@ -772,19 +780,29 @@ impl Controllers {
             );
             core.schedule_pass(core.now + PASS_INTERVAL);
         };
-        let Some((command, names)) = self.decide() else {
+        let (pools, pool_names) = self.pool_inputs();
+        let daemonsets: Vec<Pod> = self.cluster.daemonsets.values().cloned().collect();
+        let (view, names) = self.view(pools, &pool_names, &daemonsets);
+        let candidates: Option<Vec<usize>> = (pending.candidates.iter())
+            .map(|c| names.iter().position(|n| n == c))
+            .collect();
+        let command = candidates.and_then(|candidates| {
+            let decided = Decided {
+                reason: pending.reason,
+                method: pending.method,
+                candidates,
+                replacements: pending.planned,
+            };
+            revalidate(&view, &mut self.catalog.borrow_mut(), &decided)
+        });
+        drop(view);
+        let Some(command) = command else {
             failed(self);
             return;
         };
-        let candidates: Vec<String> = command
-            .candidates
-            .iter()
+        let candidates: Vec<String> = (command.candidates.iter())
             .map(|i| names[*i].clone())
             .collect();
-        if command.reason != pending.reason || candidates != pending.candidates {
-            failed(self);
-            return;
-        }
         self.act(command, candidates);
     }
 
@@ -863,6 +881,8 @@ impl Controllers {
         }
         self.disruption.command = Some(Pending {
             reason: command.reason,
+            method: command.method,
+            planned: command.replacements.len(),
             consolidation_type: command.method.consolidation_type(),
             candidates,
             replacements: launched,
