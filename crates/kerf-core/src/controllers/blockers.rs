@@ -10,7 +10,7 @@ use kerf_api::nodepool::DisruptionReason;
 
 use super::Controllers;
 use super::disruption::PdbAllowances;
-use crate::cluster::PodOwner;
+use crate::cluster::{PodOwner, PodRecord};
 use crate::disruption_rules::{DoNotDisrupt, do_not_disrupt};
 
 /// One reason a node may not be disrupted now, in the node's own state or its pods
@@ -98,7 +98,7 @@ impl Blocker {
 /// What the blocker checks of many nodes read, gathered once per pass or answer.
 pub(super) struct Gathered<'a> {
     /// Each node's pods, daemon pods left out (they never hold a node).
-    pub(super) pods_by_node: BTreeMap<&'a str, Vec<&'a String>>,
+    pub(super) pods_by_node: BTreeMap<&'a str, Vec<(&'a String, &'a PodRecord)>>,
     /// NodeClaims a pending pod was promised.
     pub(super) nominated: BTreeSet<&'a str>,
     /// What each PodDisruptionBudget still allows.
@@ -117,13 +117,13 @@ pub(super) enum Wanted {
 impl Controllers {
     /// What the blocker checks read, from the cluster as it is now.
     pub(super) fn gather(&self) -> Gathered<'_> {
-        let mut pods_by_node: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
+        let mut pods_by_node: BTreeMap<&str, Vec<(&String, &PodRecord)>> = BTreeMap::new();
         let mut nominated = BTreeSet::new();
         for (k, p) in &self.cluster.pods {
             if let Some(n) = &p.node
                 && p.owner != PodOwner::DaemonSet
             {
-                pods_by_node.entry(n.as_str()).or_default().push(k);
+                pods_by_node.entry(n.as_str()).or_default().push((k, p));
             }
             if let Some(claim) = &p.nominated {
                 nominated.insert(claim.as_str());
@@ -166,8 +166,7 @@ impl Controllers {
                 return out;
             }
         }
-        for key in g.pods_by_node.get(name).into_iter().flatten() {
-            let p = &self.cluster.pods[key.as_str()];
+        for (key, p) in g.pods_by_node.get(name).into_iter().flatten() {
             let until = match do_not_disrupt(&p.pod, p.pending_since) {
                 DoNotDisrupt::Always => Some(None),
                 DoNotDisrupt::Until(end) if self.now < end => Some(Some(end)),
@@ -182,7 +181,7 @@ impl Controllers {
                     return out;
                 }
             }
-            let budgets = g.pdbs.blocking(&self.cluster, key);
+            let budgets = g.pdbs.blocking(&self.cluster, &p.pod);
             if !budgets.is_empty() {
                 out.push(Blocker::Pdb {
                     pod: (*key).clone(),

@@ -155,13 +155,13 @@ impl PdbAllowances {
         PdbAllowances { left }
     }
 
-    /// Whether evicting the pod would break a budget that selects it.
+    /// Whether evicting the pod (`namespace/name`) would break a budget that selects it.
     pub fn blocks(&self, cluster: &Cluster, pod: &str) -> bool {
-        !self.blocking(cluster, pod).is_empty()
+        (cluster.pods.get(pod)).is_some_and(|p| !self.blocking(cluster, &p.pod).is_empty())
     }
 
     /// The budgets selecting the pod that allow no more disruptions (`namespace/name`).
-    pub fn blocking<'a>(&self, cluster: &'a Cluster, pod: &str) -> Vec<&'a String> {
+    pub fn blocking<'a>(&self, cluster: &'a Cluster, pod: &Pod) -> Vec<&'a String> {
         self.selecting(cluster, pod)
             .into_iter()
             .filter(|k| self.left.get(*k).copied().unwrap_or(0) == 0)
@@ -170,21 +170,21 @@ impl PdbAllowances {
 
     /// Counts the pod's eviction against every budget that selects it.
     pub fn spend(&mut self, cluster: &Cluster, pod: &str) {
-        for k in self.selecting(cluster, pod) {
+        let Some(p) = cluster.pods.get(pod) else {
+            return;
+        };
+        for k in self.selecting(cluster, &p.pod) {
             if let Some(n) = self.left.get_mut(k) {
                 *n = n.saturating_sub(1);
             }
         }
     }
 
-    fn selecting<'a>(&self, cluster: &'a Cluster, pod: &str) -> Vec<&'a String> {
-        let Some(p) = cluster.pods.get(pod) else {
-            return Vec::new();
-        };
+    fn selecting<'a>(&self, cluster: &'a Cluster, pod: &Pod) -> Vec<&'a String> {
         cluster
             .pdbs
             .iter()
-            .filter(|(_, b)| pdb_selects(b, &p.pod))
+            .filter(|(_, b)| pdb_selects(b, pod))
             .map(|(k, _)| k)
             .collect()
     }
@@ -383,9 +383,8 @@ impl Controllers {
             let Some(claim_name) = n.nodeclaim.as_deref() else {
                 // a node Kerf does not manage: never a candidate, but evicted pods may go there
                 let mut on_node = Vec::new();
-                for k in by_node.get(name.as_str()).into_iter().flatten() {
+                for (_, p) in by_node.get(name.as_str()).into_iter().flatten() {
                     on_node.push(pods.len());
-                    let p = &cluster.pods[k.as_str()];
                     pods.push(&*p.pod);
                     requests.push(p.requests.clone());
                     terms.push(p.terms);
@@ -418,8 +417,7 @@ impl Controllers {
             };
             let pool = pool_index.get(c.node_pool.as_str()).copied();
             let mut on_node = Vec::new();
-            for k in by_node.get(name.as_str()).into_iter().flatten() {
-                let p = &cluster.pods[k.as_str()];
+            for (_, p) in by_node.get(name.as_str()).into_iter().flatten() {
                 on_node.push(pods.len());
                 pods.push(&*p.pod);
                 requests.push(p.requests.clone());

@@ -416,7 +416,7 @@ impl Controllers {
                 .get(name)
                 .into_iter()
                 .flatten()
-                .map(|k| (*k).clone())
+                .map(|(k, _)| (*k).clone())
                 .collect(),
             decision: None,
             blockers: Vec::new(),
