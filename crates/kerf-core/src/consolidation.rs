@@ -342,8 +342,9 @@ pub fn plan_judged(
 
 /// A command decided a while ago, checked again on the current cluster after the
 /// validation wait, as Karpenter validates: the same candidates, not a new search. Each
-/// candidate must still be one (disruptable, its policy still allowing the reason) within
-/// its NodePool's budget, and its pods must still move as the command said: nowhere new for
+/// candidate must still be one (disruptable, its policy still allowing the reason, no
+/// failed replacement backing it off when it is to be replaced) within its NodePool's
+/// budget, and its pods must still move as the command said: nowhere new for
 /// a deletion, onto as many new nodes as before, still cheaper, for a replacement (whose
 /// fresh plan is what launches). Empty nodes are the exception: those still empty go, as
 /// long as one does. None when the command no longer holds.
@@ -374,9 +375,11 @@ pub fn revalidate(
         });
     }
     let candidates = &decided.candidates;
+    let launch = decided.replacements > 0;
     let valid = candidates.iter().all(|i| {
         let n = &view.nodes[*i];
-        still(n) && budget.take(n) && (decided.method != Method::Drift || n.drifted)
+        let backoff = launch && n.replace_backoff && decided.method != Method::Drift;
+        still(n) && !backoff && budget.take(n) && (decided.method != Method::Drift || n.drifted)
     });
     if !valid {
         return None;
@@ -384,7 +387,6 @@ pub fn revalidate(
     let pods: Vec<usize> = (candidates.iter())
         .flat_map(|i| view.nodes[*i].pods.iter().copied())
         .collect();
-    let launch = decided.replacements > 0;
     let replacements = with_session(view, &view.node_pools, catalog, |session| {
         placed(session.try_remove(candidates, &pods, launch))
     });

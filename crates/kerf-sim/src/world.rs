@@ -5,7 +5,7 @@
 //! carries out what they ask, as the operator does against a real cluster.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -247,7 +247,12 @@ pub struct World {
     pods: BTreeMap<String, api_server::StoredPod>,
     /// Each node's EBS attachment limit, as its CSINode publishes it.
     csi_limits: BTreeMap<String, i64>,
+    /// Something the binder reads changed: it looks again.
     binder_dirty: bool,
+    /// The classes ([`kube_scheduler::Facts::class`]) of the pods the binder's last pass
+    /// placed nowhere, kept while only new pending pods have come since: a pass over
+    /// pods of those classes alone would place nothing again.
+    binder_failed: Option<HashSet<String>>,
     /// A pod went or a workload changed: the workload controllers look again.
     workloads_dirty: bool,
     node_counter: u64,
@@ -369,6 +374,7 @@ impl World {
             unfinished: Unfinished::default(),
             wakes: BTreeSet::new(),
             binder_dirty: false,
+            binder_failed: None,
             workloads_dirty: true,
             node_counter: 0,
             log: Log::default(),
@@ -842,7 +848,7 @@ impl World {
                 self.room_freed_at = self.now;
                 self.nodeclaim_objects.remove(&nodeclaim);
                 self.remove("NodeClaim", format!("/{nodeclaim}"));
-                self.binder_dirty = true;
+                self.binder_changed();
             }
         }
         Ok(())
@@ -884,7 +890,7 @@ impl World {
         for name in names {
             self.observe_node(&name);
         }
-        self.binder_dirty = true;
+        self.binder_changed();
     }
 
     fn sample(&mut self) {
@@ -942,7 +948,7 @@ impl World {
                 self.write(Object::node_pool(*np));
                 self.floor.1 = true;
                 self.pools_changed_at = self.now;
-                self.binder_dirty = true;
+                self.binder_changed();
             }
             Checked::Valid(KarpenterObject::EC2NodeClass(class)) => {
                 let name = class.metadata.name.clone().unwrap_or_default();
@@ -1094,6 +1100,10 @@ impl World {
         self.pods
             .insert(k.clone(), api_server::StoredPod::created(pod, self.now));
         self.observe_pod(&k);
+        // a pending pod changes nothing the binder read; a pod bound as it is made does
+        if self.pods.get(&k).is_some_and(|p| p.node.is_some()) {
+            self.binder_failed = None;
+        }
         self.binder_dirty = true;
         k
     }
@@ -1106,7 +1116,7 @@ impl World {
         }
         self.floor.1 = true;
         self.remove("Pod", k.to_string());
-        self.binder_dirty = true;
+        self.binder_changed();
         self.workloads_dirty = true;
     }
 
@@ -1158,7 +1168,7 @@ impl World {
             self.core
                 .observe(Observation::Applied(Object::Volume(object)), now);
         }
-        self.binder_dirty = true;
+        self.binder_changed();
     }
 
     /// Keeps a wait that ends now if it is among the longest.
@@ -1208,7 +1218,7 @@ impl World {
             self.storage.csi_nodes.remove(node);
             self.remove("CSINode", format!("/{node}"));
         }
-        self.binder_dirty = true;
+        self.binder_changed();
     }
 
     // ---- the simulated control plane ------------------------------------------------------
@@ -1311,7 +1321,10 @@ impl World {
         }
         pending.sort();
         let mut placed = Vec::new();
-        if self.nodes.iter().any(|(_, n)| n.ready) {
+        let failed_before = self.binder_failed.as_ref().is_some_and(|failed| {
+            (pending.iter()).all(|(_, _, k)| failed.contains(self.pods[*k].facts.class()))
+        });
+        if !failed_before && self.nodes.iter().any(|(_, n)| n.ready) {
             let nodes = (self.nodes.iter())
                 .map(|(name, n)| kube_scheduler::Node {
                     name,
@@ -1341,6 +1354,12 @@ impl World {
                 }
             }
         }
+        // none placed: every pending pod's class failed, as long as only new pods come
+        self.binder_failed = placed.is_empty().then(|| {
+            (pending.iter())
+                .map(|(_, _, k)| self.pods[*k].facts.class().to_string())
+                .collect()
+        });
         let pending: Vec<String> = pending.into_iter().map(|(_, _, k)| k.clone()).collect();
         for (k, n) in placed {
             self.bind(&k, &n);
@@ -1843,10 +1862,17 @@ impl World {
         }
     }
 
+    /// Something the binder reads other than a new pending pod changed: it looks again,
+    /// over every pending pod.
+    fn binder_changed(&mut self) {
+        self.binder_dirty = true;
+        self.binder_failed = None;
+    }
+
     /// A Node changed in the API server: Kerf's watch delivers it, and the binder looks again.
     fn node_written(&mut self, node: &str) {
         self.observe_node(node);
-        self.binder_dirty = true;
+        self.binder_changed();
     }
     /// Kerf's watch delivers a Pod as the API server stores it.
     fn observe_pod(&mut self, key: &str) {

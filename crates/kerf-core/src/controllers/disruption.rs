@@ -1,8 +1,8 @@
 //! Disruption: drift marking, consolidatable marking, and the pass that picks one command
-//! (emptiness, drift, consolidation; see [`crate::consolidation`]). A command is re-decided
-//! after 15 s and acted on only if the same candidates come out; candidates are tainted,
-//! replacements launched and awaited (10 minutes at most, then the command is rolled back),
-//! and the candidates deleted.
+//! (emptiness, drift, consolidation; see [`crate::consolidation`]). After 15 s a command's
+//! candidates are checked again ([`crate::consolidation::revalidate`]) and it is acted on
+//! only if it still holds; candidates are tainted, replacements launched and awaited (10
+//! minutes at most, then the command is rolled back), and the candidates deleted.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
