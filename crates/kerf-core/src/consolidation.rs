@@ -384,6 +384,11 @@ pub fn revalidate(
     if !valid {
         return None;
     }
+    if let (Method::Drift, [node]) = (decided.method, &candidates[..]) {
+        return with_session(view, &view.node_pools, catalog, |session| {
+            replace_node(view, session, *node, decided.reason, Method::Drift)
+        });
+    }
     let pods: Vec<usize> = (candidates.iter())
         .flat_map(|i| view.nodes[*i].pods.iter().copied())
         .collect();
@@ -394,18 +399,6 @@ pub fn revalidate(
         .iter()
         .map(|i| view.nodes[*i].price_per_hour)
         .sum();
-    if decided.method == Method::Drift {
-        // drifted nodes are replaced even when that costs more
-        let replacements = replacements?;
-        let cost: f64 = replacements.iter().map(|r| r.launch.price_per_hour).sum();
-        return Some(Command {
-            reason: decided.reason,
-            method: decided.method,
-            candidates: candidates.clone(),
-            savings: price - cost,
-            replacements,
-        });
-    }
     let worth = Worth::new(view);
     let found = replacements
         .filter(|r| r.len() == decided.replacements)
