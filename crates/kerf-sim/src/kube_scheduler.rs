@@ -164,6 +164,8 @@ pub struct Facts {
     claims: bool,
     /// Whether it carries required anti-affinity terms.
     repels: bool,
+    /// Whether it carries required pod affinity terms.
+    attracted: bool,
     /// The pod's namespace, labels and spec, as text.
     class: String,
 }
@@ -176,6 +178,7 @@ impl Facts {
             ports: host_ports(pod),
             claims: !claims_of(pod).is_empty(),
             repels: !required_terms(pod, false).is_empty(),
+            attracted: !required_terms(pod, true).is_empty(),
             class: serde_json::to_string(&(
                 &pod.metadata.namespace,
                 &pod.metadata.labels,
@@ -188,6 +191,17 @@ impl Facts {
     /// The class of pods just like this one (namespace, labels and spec).
     pub fn class(&self) -> &str {
         &self.class
+    }
+
+    /// Whether its volumes name claims: storage objects decide where it fits.
+    pub fn mounts_claims(&self) -> bool {
+        self.claims
+    }
+
+    /// Whether it carries required pod affinity terms: where other pods are bound, and the
+    /// labels of their nodes, decide where it fits.
+    pub fn attracted(&self) -> bool {
+        self.attracted
     }
 }
 

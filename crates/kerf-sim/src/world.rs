@@ -175,6 +175,14 @@ struct Workload {
     names: PodNames,
 }
 
+/// The pending pods the binder's last pass placed nowhere: their classes, and whether any
+/// of them mounts claims or needs pod affinity (what decides which writes could fit them).
+struct BinderFailed {
+    classes: HashSet<String>,
+    claims: bool,
+    attracted: bool,
+}
+
 /// One simulation.
 pub struct World {
     scenario: Scenario,
@@ -252,7 +260,7 @@ pub struct World {
     /// The classes ([`kube_scheduler::Facts::class`]) of the pods the binder's last pass
     /// placed nowhere, kept while only new pending pods have come since: a pass over
     /// pods of those classes alone would place nothing again.
-    binder_failed: Option<HashSet<String>>,
+    binder_failed: Option<BinderFailed>,
     /// A pod went or a workload changed: the workload controllers look again.
     workloads_dirty: bool,
     node_counter: u64,
@@ -755,17 +763,23 @@ impl World {
                 }
             }
             Action::Taint { node, taint } => {
+                // a taint only keeps pods off its node, and spread domains ignore taints
                 if self.nodes.taint(&node, &taint) {
-                    self.node_written(&node);
+                    self.node_narrowed(&node);
                 }
             }
             Action::RemoveTaint { node, key } => {
+                let widens = self.nodes.get(&node).is_some_and(|n| n.ready);
                 if self.nodes.remove_taint(&node, &key) {
                     if key == labels::DISRUPTED_TAINT_KEY {
                         let e = self.rolled_back.entry(node.clone()).or_default();
                         *e = (e.0 + 1, self.now);
                     }
-                    self.node_written(&node);
+                    if widens {
+                        self.node_written(&node);
+                    } else {
+                        self.node_narrowed(&node);
+                    }
                 }
             }
             Action::LabelNode {
@@ -773,8 +787,13 @@ impl World {
                 labels,
                 annotations,
             } => {
+                let widens = self.labels_widen(&node, &labels);
                 if self.nodes.label(&node, &labels, &annotations) {
-                    self.node_written(&node);
+                    if widens {
+                        self.node_written(&node);
+                    } else {
+                        self.node_narrowed(&node);
+                    }
                 }
             }
             Action::Launch { nodeclaim, request } => {
@@ -1168,7 +1187,12 @@ impl World {
             self.core
                 .observe(Observation::Applied(Object::Volume(object)), now);
         }
-        self.binder_changed();
+        // claims, volumes and CSINodes decide only where pods that mount claims fit
+        if self.binder_failed.as_ref().is_none_or(|f| f.claims) {
+            self.binder_changed();
+        } else {
+            self.binder_dirty = true;
+        }
     }
 
     /// Keeps a wait that ends now if it is among the longest.
@@ -1322,7 +1346,7 @@ impl World {
         pending.sort();
         let mut placed = Vec::new();
         let failed_before = self.binder_failed.as_ref().is_some_and(|failed| {
-            (pending.iter()).all(|(_, _, k)| failed.contains(self.pods[*k].facts.class()))
+            (pending.iter()).all(|(_, _, k)| failed.classes.contains(self.pods[*k].facts.class()))
         });
         if !failed_before && self.nodes.iter().any(|(_, n)| n.ready) {
             let nodes = (self.nodes.iter())
@@ -1356,9 +1380,12 @@ impl World {
         }
         // none placed: every pending pod's class failed, as long as only new pods come
         self.binder_failed = placed.is_empty().then(|| {
-            (pending.iter())
-                .map(|(_, _, k)| self.pods[*k].facts.class().to_string())
-                .collect()
+            let facts = || pending.iter().map(|(_, _, k)| &self.pods[*k].facts);
+            BinderFailed {
+                classes: facts().map(|f| f.class().to_string()).collect(),
+                claims: facts().any(|f| f.mounts_claims()),
+                attracted: facts().any(|f| f.attracted()),
+            }
         });
         let pending: Vec<String> = pending.into_iter().map(|(_, _, k)| k.clone()).collect();
         for (k, n) in placed {
@@ -1873,6 +1900,30 @@ impl World {
     fn node_written(&mut self, node: &str) {
         self.observe_node(node);
         self.binder_changed();
+    }
+
+    /// A Node changed in a way that fits no pod anywhere that did not fit before (a taint
+    /// added; a node not Ready losing a taint or gaining labels): Kerf's watch delivers
+    /// it, and the binder's last failures still hold.
+    fn node_narrowed(&mut self, node: &str) {
+        self.observe_node(node);
+        self.binder_dirty = true;
+    }
+
+    /// Whether writing `labels` onto `node` could fit a pod the binder last placed nowhere.
+    /// The binder places pods on Ready nodes only. A node not Ready that gains labels can
+    /// only add spread domains, which never raises the fewest any domain holds, and can
+    /// only count its bound pods in new domains, which matters to required pod affinity
+    /// alone. A changed value can empty a domain, so it always counts.
+    fn labels_widen(&self, node: &str, labels: &BTreeMap<String, String>) -> bool {
+        let Some(n) = self.nodes.get(node) else {
+            return false;
+        };
+        let changed = (labels.iter()).any(|(k, v)| n.labels.get(k).is_some_and(|old| old != v));
+        let attracted = self.binder_failed.as_ref().is_some_and(|f| f.attracted);
+        n.ready
+            || changed
+            || (attracted && (self.pods.values()).any(|p| p.node.as_deref() == Some(node)))
     }
     /// Kerf's watch delivers a Pod as the API server stores it.
     fn observe_pod(&mut self, key: &str) {
