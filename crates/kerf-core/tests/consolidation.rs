@@ -118,6 +118,30 @@ fn a_node_is_split_into_smaller_ones_when_they_cost_less_than_one_cheaper_node()
     assert!((command.savings - 0.80).abs() < 1e-9, "{command:?}");
 }
 
+/// A split is planned only when its pods' LP bound is at least 1 % below the node's price:
+/// four pods that fill two small nodes ($0.10 each) exactly, on a node bought for a price
+/// that those two beat by 2 %, or by 0.5 %.
+#[test]
+fn a_split_whose_bound_saves_under_one_percent_is_not_planned() {
+    let mut c = three_sizes(ConsolidationPolicy::WhenEmptyOrUnderutilized);
+    c.daemonsets.clear();
+    let half = c.node_pool_input.instance_types[0].allocatable.cpu_millis / 2;
+    let pods = (0..4)
+        .map(|i| pod(&format!("big-{i}"), &format!("{half}m"), None))
+        .collect();
+    c.add_node("big", 2, "test-zone-1", pods, true);
+    let split_at = |price: f64| {
+        let mut view = c.view(1);
+        view.nodes[0].price_per_hour = price;
+        plan(&view, &mut kerf_scheduling::Catalog::default())
+            .map(|c| (c.replacements.len(), c.savings))
+    };
+    let (replacements, savings) = split_at(0.2 / 0.98).expect("a split saving 2 %");
+    assert_eq!(replacements, 2);
+    assert!((savings - (0.2 / 0.98 - 0.2)).abs() < 1e-9, "{savings}");
+    assert_eq!(split_at(0.2 / 0.995), None, "a split saving 0.5 %");
+}
+
 #[test]
 fn a_move_saving_less_than_the_minimum_is_not_taken() {
     let mut c = three_sizes(ConsolidationPolicy::WhenEmptyOrUnderutilized);
