@@ -182,7 +182,7 @@ impl Cluster {
         self.nodes.push(NodeView {
             node: ExistingNode {
                 name: name.into(),
-                labels: node_labels,
+                labels: node_labels.into(),
                 taints: Vec::new(),
                 allocatable: t.allocatable.clone(),
                 requested,

@@ -249,8 +249,8 @@ pub struct NodeRecord {
     pub provider_id: String,
     /// The NodeClaim whose instance it is, when Kerf launched it.
     pub nodeclaim: Option<String>,
-    /// Labels.
-    pub labels: BTreeMap<String, String>,
+    /// Labels (shared with the solver's view of the node).
+    pub labels: std::sync::Arc<BTreeMap<String, String>>,
     /// Taints.
     pub taints: Vec<Taint>,
     /// `status.allocatable`.

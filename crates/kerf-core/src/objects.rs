@@ -384,7 +384,7 @@ pub fn node_record(node: &Node, now: Duration) -> NodeRecord {
     NodeRecord {
         provider_id: spec.and_then(|s| s.provider_id.clone()).unwrap_or_default(),
         nodeclaim: None,
-        labels: node.metadata.labels.clone().unwrap_or_default(),
+        labels: node.metadata.labels.clone().unwrap_or_default().into(),
         taints,
         allocatable: resources(status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()))),
         capacity: resources(status.and_then(|s| s.capacity.as_ref().or(s.allocatable.as_ref()))),

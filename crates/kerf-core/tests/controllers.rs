@@ -160,7 +160,7 @@ fn node_object(name: &str, n: &NodeRecord) -> k8s_openapi::api::core::v1::Node {
         BTreeMap::new()
     };
     serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name, "labels": n.labels, "annotations": annotations},
+        "metadata": {"name": name, "labels": *n.labels, "annotations": annotations},
         "spec": {"providerID": n.provider_id, "taints": taints},
         "status": {
             "allocatable": n.allocatable.to_resource_list(),
@@ -247,7 +247,7 @@ fn launch_as_and_register(core: &mut Controllers, claim: &str, launched: Launche
         NodeRecord {
             provider_id: format!("kwok://{claim}"),
             nodeclaim: None,
-            labels: BTreeMap::new(),
+            labels: Default::default(),
             taints: Vec::new(),
             allocatable: two_cpus(),
             capacity: two_cpus(),
@@ -297,7 +297,8 @@ fn unmanaged_node(core: &mut Controllers, zone: &str) {
             labels: BTreeMap::from([
                 ("kubernetes.io/hostname".into(), "mng-1".into()),
                 ("topology.kubernetes.io/zone".into(), zone.into()),
-            ]),
+            ])
+            .into(),
             taints: Vec::new(),
             allocatable: two_cpus(),
             capacity: two_cpus(),

@@ -83,8 +83,9 @@ pub struct NodePoolInput {
 pub struct ExistingNode {
     /// The node's name (its hostname label's value when that is absent).
     pub name: String,
-    /// The node's labels.
-    pub labels: BTreeMap<String, String>,
+    /// The node's labels, shared with the caller's node record: a disruption pass views
+    /// every node, and cloning each one's labels was 3 % of a simulated day.
+    pub labels: Arc<BTreeMap<String, String>>,
     /// Taints a pod must tolerate (the caller leaves out startup taints of nodes not yet
     /// initialized).
     pub taints: Vec<Taint>,

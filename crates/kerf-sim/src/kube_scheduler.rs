@@ -168,29 +168,40 @@ pub struct Facts {
     attracted: bool,
     /// The pod's namespace, labels and spec, as text.
     class: String,
+    /// A hash of `class`.
+    class_hash: u64,
 }
 
 impl Facts {
     /// A pod's facts.
     pub fn of(pod: &Pod) -> Facts {
+        let class =
+            serde_json::to_string(&(&pod.metadata.namespace, &pod.metadata.labels, &pod.spec))
+                .unwrap_or_default();
         Facts {
+            class_hash: {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::hash::DefaultHasher::new();
+                class.hash(&mut h);
+                h.finish()
+            },
+            class,
             requests: requests(pod),
             ports: host_ports(pod),
             claims: !claims_of(pod).is_empty(),
             repels: !required_terms(pod, false).is_empty(),
             attracted: !required_terms(pod, true).is_empty(),
-            class: serde_json::to_string(&(
-                &pod.metadata.namespace,
-                &pod.metadata.labels,
-                &pod.spec,
-            ))
-            .unwrap_or_default(),
         }
     }
 
     /// The class of pods just like this one (namespace, labels and spec).
     pub fn class(&self) -> &str {
         &self.class
+    }
+
+    /// A hash of its class, for callers that fingerprint many pods at once.
+    pub fn class_hash(&self) -> u64 {
+        self.class_hash
     }
 
     /// Whether its volumes name claims: storage objects decide where it fits.

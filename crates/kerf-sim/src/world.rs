@@ -191,6 +191,10 @@ pub struct World {
     /// The cost lower bound's rate ($/hour) for the pods and NodePools at the last sample,
     /// and whether either changed since.
     floor: (f64, bool),
+    /// Cost bounds worked out since the NodePools, classes, overlays or daemonsets last
+    /// changed, by the workload's fingerprint ([`World::workload_fingerprint`]): pods evicted
+    /// and made again bring back a workload already bounded.
+    floors: HashMap<(u64, usize), f64>,
     /// When `--check` last looked for pods waiting too long, and the waiting pods no
     /// NodePool could host then (late ones among them are not solved for again).
     waits_checked: Duration,
@@ -397,6 +401,7 @@ impl World {
             scenario,
             waits_checked: Duration::ZERO,
             floor: (0.0, true),
+            floors: HashMap::new(),
             unhostable: BTreeSet::new(),
             waiting_seen: Vec::new(),
             rehostable: BTreeMap::new(),
@@ -602,7 +607,20 @@ impl World {
             }
             Ev::Sample => {
                 if self.floor.1 && !self.options.skip_floor {
-                    self.floor = (self.floor_rate(), false);
+                    // reserved offerings' room changes with every launch: not kept then
+                    let reserved = (self.objects.node_classes.values()).any(|k| {
+                        (k.status.as_ref()).is_some_and(|s| !s.capacity_reservations.is_empty())
+                    });
+                    let key = self.workload_fingerprint();
+                    let rate = match self.floors.get(&key) {
+                        Some(rate) if !reserved => *rate,
+                        _ => {
+                            let rate = self.floor_rate();
+                            self.floors.insert(key, rate);
+                            rate
+                        }
+                    };
+                    self.floor = (rate, false);
                 }
                 self.sample();
                 let next = self.now + self.sample_every();
@@ -1426,6 +1444,16 @@ impl World {
     /// What no cluster running the workload pods now can cost less than per hour: the
     /// linear-programming bound of packing them all anew onto the NodePools' instance types
     /// ([`kerf_scheduling::cost_bound`]), daemonset overhead and limits included.
+    /// The workload pods as a multiset: the sum of their classes' hashes (equal for the
+    /// same pods in any order, whatever their names) and their count.
+    fn workload_fingerprint(&self) -> (u64, usize) {
+        (self.pods.values())
+            .filter(|p| p.owner != PodOwner::DaemonSet)
+            .fold((0u64, 0), |(sum, n), p| {
+                (sum.wrapping_add(p.facts.class_hash()), n + 1)
+            })
+    }
+
     fn floor_rate(&mut self) -> f64 {
         let pools: Vec<NodePool> = self.objects.node_pools.values().cloned().collect();
         let inputs: Vec<kerf_scheduling::NodePoolInput> = (pools.iter())
@@ -1468,6 +1496,15 @@ impl World {
 
     /// Writes an object to the simulated API server; Kerf's watch sees it.
     fn write(&mut self, object: Object) {
+        if matches!(
+            object,
+            Object::NodePool(_)
+                | Object::NodeClass(_)
+                | Object::NodeOverlay(_)
+                | Object::DaemonSet { .. }
+        ) {
+            self.floors.clear();
+        }
         let object = self.objects.store(object);
         let now = self.now;
         self.core.observe(Observation::Applied(object), now);
@@ -1476,6 +1513,12 @@ impl World {
     /// Deletes an object (`kind`, `namespace/name` or `/name`) from the simulated API server;
     /// Kerf's watch sees it go.
     fn remove(&mut self, kind: &str, key: String) {
+        if matches!(
+            kind,
+            "NodePool" | "EC2NodeClass" | "NodeOverlay" | "DaemonSet"
+        ) {
+            self.floors.clear();
+        }
         self.objects.delete(kind, &key);
         let kind = kind.to_string();
         let now = self.now;

@@ -379,6 +379,7 @@ impl Controllers {
         let mut pods = Vec::new();
         let mut requests = Vec::new();
         let mut terms = Vec::new();
+        let mut allocatable_of = HashMap::new();
         for (name, n) in &cluster.nodes {
             let Some(claim_name) = n.nodeclaim.as_deref() else {
                 // a node Kerf does not manage: never a candidate, but evicted pods may go there
@@ -431,11 +432,16 @@ impl Controllers {
                     .and_then(|np| consolidatable_at(np, n.last_pod_event))
                     .is_some_and(|t| self.now >= t);
             let mut node = n.as_existing(name, c.initialized);
-            let by_type = super::provisioning::type_allocatable(
-                &node_pools,
-                &c.node_pool,
-                &launched.instance_type,
-            );
+            // looked up once per NodePool and type: a type list is hundreds long
+            let by_type = *allocatable_of
+                .entry((c.node_pool.as_str(), launched.instance_type.as_str()))
+                .or_insert_with(|| {
+                    super::provisioning::type_allocatable(
+                        &node_pools,
+                        &c.node_pool,
+                        &launched.instance_type,
+                    )
+                });
             cluster
                 .volumes
                 .add_attach_slots(Some(name), by_type, &mut node.allocatable);

@@ -452,7 +452,7 @@ impl Controllers {
         if missing.is_empty() {
             return;
         }
-        node.labels
+        std::sync::Arc::make_mut(&mut node.labels)
             .extend(missing.iter().map(|(k, v)| (k.clone(), v.clone())));
         self.cluster.changes.disruption = true;
         self.actions.push(Action::LabelNode {

@@ -671,7 +671,7 @@ impl Controllers {
                         .add_attach_slots(None, by_type, &mut allocatable);
                     ExistingNode {
                         name: name.clone(),
-                        labels,
+                        labels: labels.into(),
                         taints,
                         allocatable,
                         requested,

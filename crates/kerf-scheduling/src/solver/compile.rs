@@ -289,9 +289,21 @@ impl<'p> State<'p> {
         let mut order: Vec<usize> = (0..nodes.len()).collect();
         order.sort_by_key(|i| !nodes[*i].initialized);
         let mut ports_of: Vec<Vec<HostPort>> = vec![Vec::new(); nodes.len()];
+        // replicas (equal fingerprints, which cover ports) declare the same host ports: read
+        // once per fingerprint rather than from each of thousands of pods
+        let mut by_terms: FxHashMap<u64, Vec<HostPort>> = FxHashMap::default();
         for b in self.problem.bound_pods {
-            if let Some(ports) = ports_of.get_mut(b.node) {
-                ports.extend(pods::host_ports(b.pod));
+            let Some(ports) = ports_of.get_mut(b.node) else {
+                continue;
+            };
+            match b.terms {
+                Some(terms) => ports.extend(
+                    (by_terms.entry(terms))
+                        .or_insert_with(|| pods::host_ports(b.pod))
+                        .iter()
+                        .cloned(),
+                ),
+                None => ports.extend(pods::host_ports(b.pod)),
             }
         }
         for i in order {

@@ -260,7 +260,7 @@ mod tests {
         assert_eq!(record.provider_id, stored.provider_id);
         assert_eq!(record.taints, stored.taints);
         assert_eq!(record.allocatable, stored.allocatable);
-        assert_eq!(record.labels, stored.labels);
+        assert_eq!(*record.labels, stored.labels);
         assert_eq!(
             record.ready_changed,
             Duration::from_secs(crate::clock::EPOCH_UNIX + 5)
