@@ -164,8 +164,6 @@ pub struct Facts {
     claims: bool,
     /// Whether it carries required anti-affinity terms.
     repels: bool,
-    /// Whether it carries required pod affinity terms.
-    attracted: bool,
     /// The pod's namespace, labels and spec, as text.
     class: String,
     /// A hash of `class`.
@@ -190,7 +188,6 @@ impl Facts {
             ports: host_ports(pod),
             claims: !claims_of(pod).is_empty(),
             repels: !required_terms(pod, false).is_empty(),
-            attracted: !required_terms(pod, true).is_empty(),
         }
     }
 
@@ -208,12 +205,25 @@ impl Facts {
     pub fn mounts_claims(&self) -> bool {
         self.claims
     }
+}
 
-    /// Whether it carries required pod affinity terms: where other pods are bound, and the
-    /// labels of their nodes, decide where it fits.
-    pub fn attracted(&self) -> bool {
-        self.attracted
-    }
+/// Whether `other`, bound somewhere, counts toward one of `pod`'s DoNotSchedule spread
+/// constraints or required pod affinity terms: then the labels of the node it is bound to
+/// decide where `pod` may go. (Anti-affinity only ever keeps `pod` away.)
+pub fn counts_for(pod: &Pod, other: &Pod) -> bool {
+    let spreads = (pod.spec.iter())
+        .flat_map(|s| s.topology_spread_constraints.iter().flatten())
+        .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
+        .any(|c| {
+            namespace_of(other) == namespace_of(pod)
+                && selector_matches(&with_match_label_keys(c, pod), labels_of(other))
+        });
+    spreads
+        || required_terms(pod, true).iter().any(|term| {
+            let selector = term.label_selector.clone().unwrap_or_else(nothing);
+            in_namespaces(other, term_namespaces(term, pod).as_deref())
+                && selector_matches(&selector, labels_of(other))
+        })
 }
 
 /// kube-scheduler's view of the cluster: nodes and the pods bound to them, updated as it
@@ -996,6 +1006,47 @@ spec:
         assert_eq!(s.schedule(&elsewhere, None), None);
         assert_eq!(s.schedule(&tolerant, None), Some("n"));
         assert_eq!(s.schedule(&tolerant, None), None, "3 CPU > 2 allocatable");
+    }
+
+    #[test]
+    fn pods_count_for_spreads_and_affinity_by_namespace_and_selector() {
+        let spread = pod("
+metadata: {name: s, namespace: a, labels: {app: web}}
+spec:
+  containers: [{name: c}]
+  topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}}
+  - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: log}}}
+");
+        let near = pod("
+metadata: {name: n, namespace: a}
+spec:
+  containers: [{name: c}]
+  affinity:
+    podAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - {topologyKey: zone, labelSelector: {matchLabels: {app: db}}, namespaces: [b]}
+");
+        let other = |namespace: &str, app: &str| {
+            pod(&format!(
+                "{{metadata: {{name: o, namespace: {namespace}, labels: {{app: {app}}}}}}}"
+            ))
+        };
+        assert!(counts_for(&spread, &other("a", "web")));
+        assert!(
+            !counts_for(&spread, &other("b", "web")),
+            "another namespace"
+        );
+        assert!(
+            !counts_for(&spread, &other("a", "log")),
+            "a ScheduleAnyway spread"
+        );
+        assert!(counts_for(&near, &other("b", "db")));
+        assert!(
+            !counts_for(&near, &other("a", "db")),
+            "outside the term's namespaces"
+        );
+        assert!(!counts_for(&near, &other("b", "web")));
     }
 
     #[test]

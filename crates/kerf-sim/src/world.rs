@@ -176,11 +176,10 @@ struct Workload {
 }
 
 /// The pending pods the binder's last pass placed nowhere: their classes, and whether any
-/// of them mounts claims or needs pod affinity (what decides which writes could fit them).
+/// of them mounts claims (then storage decides where they fit).
 struct BinderFailed {
     classes: HashSet<String>,
     claims: bool,
-    attracted: bool,
 }
 
 /// One simulation.
@@ -1402,7 +1401,6 @@ impl World {
             BinderFailed {
                 classes: facts().map(|f| f.class().to_string()).collect(),
                 claims: facts().any(|f| f.mounts_claims()),
-                attracted: facts().any(|f| f.attracted()),
             }
         });
         let pending: Vec<String> = pending.into_iter().map(|(_, _, k)| k.clone()).collect();
@@ -1955,19 +1953,30 @@ impl World {
 
     /// Whether writing `labels` onto `node` could fit a pod the binder last placed nowhere.
     /// The binder places pods on Ready nodes only. A node not Ready that gains labels can
-    /// only add spread domains, which never raises the fewest any domain holds, and can
-    /// only count its bound pods in new domains, which matters to required pod affinity
-    /// alone. A changed value can empty a domain, so it always counts.
+    /// add spread domains, which never raises the fewest pods any domain holds, and can
+    /// count the pods bound to it in domains: that matters when one of them counts toward
+    /// a pending pod's spread or required affinity ([`kube_scheduler::counts_for`]). A
+    /// changed value can empty a domain, so it always counts.
     fn labels_widen(&self, node: &str, labels: &BTreeMap<String, String>) -> bool {
         let Some(n) = self.nodes.get(node) else {
             return false;
         };
-        let changed = (labels.iter()).any(|(k, v)| n.labels.get(k).is_some_and(|old| old != v));
-        let attracted = self.binder_failed.as_ref().is_some_and(|f| f.attracted);
-        n.ready
-            || changed
-            || (attracted && (self.pods.values()).any(|p| p.node.as_deref() == Some(node)))
+        if n.ready || self.binder_failed.is_none() {
+            return true;
+        }
+        if (labels.iter()).any(|(k, v)| n.labels.get(k).is_some_and(|old| old != v)) {
+            return true;
+        }
+        let on_node: Vec<&Pod> = (self.pods.values())
+            .filter(|p| p.node.as_deref() == Some(node))
+            .map(|p| p.declared())
+            .collect();
+        !on_node.is_empty()
+            && (self.pods.values())
+                .filter(|p| p.node.is_none())
+                .any(|p| (on_node.iter()).any(|o| kube_scheduler::counts_for(p.declared(), o)))
     }
+
     /// Kerf's watch delivers a Pod as the API server stores it.
     fn observe_pod(&mut self, key: &str) {
         if let Some(p) = self.pods.get(key) {
