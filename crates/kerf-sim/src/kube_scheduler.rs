@@ -207,17 +207,21 @@ impl Facts {
     }
 }
 
+/// A pod's DoNotSchedule spread constraints (the filter; ScheduleAnyway ones only score).
+fn hard_spreads(pod: &Pod) -> impl Iterator<Item = &TopologySpreadConstraint> {
+    (pod.spec.iter())
+        .flat_map(|s| s.topology_spread_constraints.iter().flatten())
+        .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
+}
+
 /// Whether `other`, bound somewhere, counts toward one of `pod`'s DoNotSchedule spread
 /// constraints or required pod affinity terms: then the labels of the node it is bound to
 /// decide where `pod` may go. (Anti-affinity only ever keeps `pod` away.)
 pub fn counts_for(pod: &Pod, other: &Pod) -> bool {
-    let spreads = (pod.spec.iter())
-        .flat_map(|s| s.topology_spread_constraints.iter().flatten())
-        .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
-        .any(|c| {
-            namespace_of(other) == namespace_of(pod)
-                && selector_matches(&with_match_label_keys(c, pod), labels_of(other))
-        });
+    let spreads = hard_spreads(pod).any(|c| {
+        namespace_of(other) == namespace_of(pod)
+            && selector_matches(&with_match_label_keys(c, pod), labels_of(other))
+    });
     spreads
         || required_terms(pod, true).iter().any(|term| {
             let selector = term.label_selector.clone().unwrap_or_else(nothing);
@@ -424,12 +428,7 @@ impl<'a> Scheduler<'a> {
 
     /// What the pod's spread and affinity filters need, worked out once per pod.
     fn plan(&mut self, pod: &Pod, facts: &Facts) -> Plan {
-        let constraints: Vec<&TopologySpreadConstraint> = pod
-            .spec
-            .iter()
-            .flat_map(|s| s.topology_spread_constraints.iter().flatten())
-            .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
-            .collect();
+        let constraints: Vec<&TopologySpreadConstraint> = hard_spreads(pod).collect();
         let keys: Vec<&str> = constraints
             .iter()
             .map(|c| c.topology_key.as_str())
