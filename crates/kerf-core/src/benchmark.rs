@@ -211,6 +211,9 @@ impl Cluster {
         ClusterView {
             nodes: self.nodes.clone(),
             pods: self.pods.iter().collect(),
+            keys: (self.pods.iter())
+                .map(|p| p.metadata.name.as_deref().unwrap_or(""))
+                .collect(),
             requests: self.pods.iter().map(pod_requests).collect(),
             // none kept: the solver compares replicas field by field
             terms: Vec::new(),

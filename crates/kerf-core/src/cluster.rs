@@ -297,7 +297,7 @@ impl PodRecord {
     /// The pod as its owner declared it, before Kerf added its volumes' topology and
     /// attachments.
     pub fn declared(&self) -> &Pod {
-        self.declared.as_deref().unwrap_or(&self.pod)
+        self.declared.as_deref().unwrap_or(&self.shape)
     }
 }
 
@@ -330,9 +330,19 @@ impl NodeRecord {
 /// A Pod.
 #[derive(Clone, Debug)]
 pub struct PodRecord {
-    /// The object, boxed: a `Pod` is over 2 KB inline, and the pod map's B-tree nodes would
-    /// hold eleven of them each, about half empty on average.
-    pub pod: Box<Pod>,
+    /// What it shares with its replicas: namespace, labels, annotations, owners and spec
+    /// without `nodeName` ([`crate::pod_shapes`]). Its name is its key's, and what is its
+    /// own is below.
+    pub shape: Arc<Pod>,
+    /// `metadata.uid`.
+    pub uid: Option<String>,
+    /// `status.phase`.
+    pub phase: Option<String>,
+    /// Whether its `Ready` condition is true.
+    pub ready: bool,
+    /// Whether, as last written, kube-scheduler found it no node and it is Kerf's to
+    /// provision ([`is_provisionable`]).
+    pub provisionable: bool,
     /// What it requests (containers, init peak, overhead).
     pub requests: Resources,
     /// What the solver reads of it, fingerprinted ([`kerf_scheduling::pods::terms_of`]):
@@ -369,7 +379,23 @@ impl PodRecord {
     /// Whether the provisioner should find it a node: kube-scheduler found none, and no
     /// NodeClaim is coming up for it.
     pub fn wants_capacity(&self) -> bool {
-        self.nominated.is_none() && self.volume_problem.is_none() && is_provisionable(&self.pod)
+        self.nominated.is_none() && self.volume_problem.is_none() && self.provisionable
+    }
+
+    /// The pod again as an object, for writing it back (its status reduced to its phase).
+    pub fn object(&self, key: &str) -> Pod {
+        let mut pod = self.declared().clone();
+        let (_, name) = split_pod_key(key);
+        pod.metadata.name = Some(name.to_string());
+        pod.metadata.uid.clone_from(&self.uid);
+        if let Some(s) = pod.spec.as_mut() {
+            s.node_name.clone_from(&self.node);
+        }
+        pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: self.phase.clone(),
+            ..Default::default()
+        });
+        pod
     }
 }
 
@@ -429,6 +455,8 @@ pub struct Cluster {
     pub(crate) nodes: BTreeMap<String, NodeRecord>,
     /// Pods by `namespace/name`.
     pub(crate) pods: BTreeMap<String, PodRecord>,
+    /// The pods' shapes, each kept once for all the replicas that have it.
+    shapes: crate::pod_shapes::Shapes,
     /// DaemonSet pod templates by `namespace/name`.
     pub(crate) daemonsets: BTreeMap<String, Pod>,
     /// PodDisruptionBudgets by `namespace/name`.
@@ -555,6 +583,11 @@ fn set_gaps(map: &mut BTreeMap<String, Gaps>, name: &str, gaps: &Gaps) {
     }
 }
 
+/// A pod's key (`namespace/name`) as namespace and name.
+pub fn split_pod_key(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
+}
+
 /// Who made a pod, from its owner references.
 pub fn owner_of(pod: &Pod) -> PodOwner {
     match pod.metadata.owner_references.as_deref() {
@@ -634,8 +667,8 @@ impl Cluster {
         let (mut schedulable_since, mut decided) = old
             .as_ref()
             .map_or((None, None), |o| (o.schedulable_since, o.decided));
-        let running =
-            |p: &Pod| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
+        let running = phase.as_deref() == Some("Running");
         let since_schedulable = schedulable_since.map(|at| now.saturating_sub(at));
         if let Some(o) = &old {
             if unbound {
@@ -648,7 +681,7 @@ impl Cluster {
                     dynamic_resources,
                 });
             }
-            if !running(&o.pod) && running(&pod) {
+            if o.phase.as_deref() != Some("Running") && running {
                 self.pod_transitions.push(PodTransition::Started {
                     since_created: now.saturating_sub(created),
                     since_schedulable,
@@ -669,7 +702,7 @@ impl Cluster {
         }
         let requests = pod_requests(&pod);
         let incarnation = match &old {
-            Some(o) if o.pod.metadata.uid == pod.metadata.uid => o.incarnation,
+            Some(o) if o.uid == pod.metadata.uid => o.incarnation,
             _ => {
                 self.pod_incarnations += 1;
                 self.pod_incarnations
@@ -688,7 +721,11 @@ impl Cluster {
             } else {
                 pending_since
             },
-            pod: Box::new(pod),
+            uid: pod.metadata.uid.clone(),
+            phase,
+            ready: crate::objects::pod_condition_true(&pod, "Ready"),
+            provisionable: is_provisionable(&pod),
+            shape: self.shapes.intern(pod),
             declared,
             created,
             schedulable_since,
@@ -712,7 +749,7 @@ impl Cluster {
         if record.wants_capacity() && !wanted {
             self.changes.provisionable = true;
         }
-        match do_not_disrupt(&record.pod, record.pending_since) {
+        match do_not_disrupt(&record.shape, record.pending_since) {
             DoNotDisrupt::Until(end) => self.timed_do_not_disrupt.insert(key.clone(), end),
             _ => self.timed_do_not_disrupt.remove(&key),
         };
@@ -736,9 +773,9 @@ impl Cluster {
             .filter_map(|p| {
                 let declared = p.declared.as_deref()?;
                 let now = volumes.inject(declared.clone());
-                let same = now.metadata.annotations == p.pod.metadata.annotations
+                let same = now.metadata.annotations == p.shape.metadata.annotations
                     && now.spec.as_ref().map(|s| &s.overhead)
-                        == p.pod.spec.as_ref().map(|s| &s.overhead)
+                        == p.shape.spec.as_ref().map(|s| &s.overhead)
                     && volumes.problem(declared) == p.volume_problem;
                 (!same).then(|| declared.clone())
             })
@@ -770,7 +807,7 @@ impl Cluster {
 
     /// Takes a pod off its node (the node went away): it waits for a node again.
     pub(crate) fn unbind_pod(&mut self, key: &str, now: Duration) {
-        let Some(mut pod) = self.pods.get(key).map(|p| p.declared().clone()) else {
+        let Some(mut pod) = self.pods.get(key).map(|p| p.object(key)) else {
             return;
         };
         if let Some(s) = pod.spec.as_mut() {

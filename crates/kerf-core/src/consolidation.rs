@@ -67,6 +67,9 @@ pub struct ClusterView<'a> {
     pub nodes: Vec<NodeView>,
     /// Every pod on a node (index order is the caller's).
     pub pods: Vec<&'a Pod>,
+    /// What findings call each of them (`namespace/name`), in the order of `pods`: a
+    /// pod's shape carries no name.
+    pub keys: Vec<&'a str>,
     /// What each of them requests (in the order of `pods`).
     pub requests: Vec<Resources>,
     /// Each one's [`kerf_scheduling::pods::terms_of`] (in the order of `pods`), or none: the

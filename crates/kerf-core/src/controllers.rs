@@ -838,7 +838,7 @@ impl Controllers {
             let moving = c.node.as_deref().map_or(0, |node| {
                 (self.cluster.pods.values())
                     .filter(|p| p.node.as_deref() == Some(node))
-                    .filter(|p| p.owner != PodOwner::DaemonSet && !is_mirror(&p.pod))
+                    .filter(|p| p.owner != PodOwner::DaemonSet && !is_mirror(&p.shape))
                     .count()
             });
             self.metrics

@@ -16,6 +16,7 @@ pub mod nodepools;
 pub mod objects;
 pub mod observe;
 pub mod overlays;
+pub mod pod_shapes;
 pub mod provisioning_rules;
 pub mod repair;
 pub mod unavailable;

@@ -57,6 +57,13 @@ fn condition(type_: &str, status: bool, reason: &str) -> Condition {
     }
 }
 
+/// Whether a pod's condition of this type is true.
+pub fn pod_condition_true(pod: &k8s_openapi::api::core::v1::Pod, type_: &str) -> bool {
+    (pod.status.as_ref())
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == type_ && c.status == "True"))
+}
+
 fn is_true(status: Option<&NodeClaimStatus>, type_: &str) -> bool {
     status.is_some_and(|s| {
         s.conditions

@@ -1416,7 +1416,7 @@ fn a_launch_carries_its_nodeclaim_and_the_offerings_known_unavailable() {
     // the NodeClaim is gone, and kube-scheduler finds no node for the pod again
     run_until(&mut core, 3, 3);
     core.nodeclaim_gone(&claim);
-    let mut pod = core.cluster().pods()["default/x"].declared().clone();
+    let mut pod = core.cluster().pods()["default/x"].object("default/x");
     kerf_core::cluster::set_pod_scheduled(&mut pod, "False", Some("Unschedulable"));
     core.apply_pod(pod, secs(4));
     let again = request(&run_until(&mut core, 4, 60)).expect("a second launch");

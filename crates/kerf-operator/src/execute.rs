@@ -337,7 +337,7 @@ impl<C: CloudProvider> Executor<C> {
                         .cluster()
                         .pods()
                         .get(&e.name)
-                        .and_then(|p| p.pod.metadata.uid.clone()),
+                        .and_then(|p| p.uid.clone()),
                     _ => self.events.uid(e.kind, &e.name),
                 };
                 self.events.record(e, uid);

@@ -164,7 +164,7 @@ fn owner_of(core: &kerf_core::controllers::Controllers, key: &str) -> String {
     let Some(record) = core.cluster().pods().get(key) else {
         return name.to_string();
     };
-    let meta = &record.pod.metadata;
+    let meta = &record.shape.metadata;
     let hash = (meta.labels.as_ref()).and_then(|l| l.get("pod-template-hash"));
     let controller = (meta.owner_references.iter().flatten()).find(|o| o.controller == Some(true));
     match (controller, hash) {

@@ -420,7 +420,7 @@ fn missing_daemon_pods(cluster: &Cluster) -> Vec<(Duration, Pod)> {
             let ds_name = ds.metadata.name.clone().unwrap_or_default();
             let running = cluster.pods().values().any(|p| {
                 p.node.as_deref() == Some(node.as_str())
-                    && p.pod
+                    && p.shape
                         .metadata
                         .owner_references
                         .iter()

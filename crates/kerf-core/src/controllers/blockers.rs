@@ -167,7 +167,7 @@ impl Controllers {
             }
         }
         for (key, p) in g.pods_by_node.get(name).into_iter().flatten() {
-            let until = match do_not_disrupt(&p.pod, p.pending_since) {
+            let until = match do_not_disrupt(&p.shape, p.pending_since) {
                 DoNotDisrupt::Always => Some(None),
                 DoNotDisrupt::Until(end) if self.now < end => Some(Some(end)),
                 _ => None,
@@ -181,7 +181,7 @@ impl Controllers {
                     return out;
                 }
             }
-            let budgets = g.pdbs.blocking(&self.cluster, &p.pod);
+            let budgets = g.pdbs.blocking(&self.cluster, &p.shape);
             if !budgets.is_empty() {
                 out.push(Blocker::Pdb {
                     pod: (*key).clone(),

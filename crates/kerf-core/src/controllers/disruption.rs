@@ -139,7 +139,11 @@ impl PdbAllowances {
             .map(|(key, b)| {
                 let mut selected = 0;
                 let mut healthy = 0;
-                for (k, q) in cluster.pods.iter().filter(|(_, q)| pdb_selects(b, &q.pod)) {
+                for (k, q) in cluster
+                    .pods
+                    .iter()
+                    .filter(|(_, q)| pdb_selects(b, &q.shape))
+                {
                     selected += 1;
                     let ready = q
                         .node
@@ -157,7 +161,7 @@ impl PdbAllowances {
 
     /// Whether evicting the pod (`namespace/name`) would break a budget that selects it.
     pub fn blocks(&self, cluster: &Cluster, pod: &str) -> bool {
-        (cluster.pods.get(pod)).is_some_and(|p| !self.blocking(cluster, &p.pod).is_empty())
+        (cluster.pods.get(pod)).is_some_and(|p| !self.blocking(cluster, &p.shape).is_empty())
     }
 
     /// The budgets selecting the pod that allow no more disruptions (`namespace/name`).
@@ -173,7 +177,7 @@ impl PdbAllowances {
         let Some(p) = cluster.pods.get(pod) else {
             return;
         };
-        for k in self.selecting(cluster, &p.pod) {
+        for k in self.selecting(cluster, &p.shape) {
             if let Some(n) = self.left.get_mut(k) {
                 *n = n.saturating_sub(1);
             }
@@ -377,6 +381,7 @@ impl Controllers {
         let mut names = Vec::new();
         let mut nodes = Vec::new();
         let mut pods = Vec::new();
+        let mut keys = Vec::new();
         let mut requests = Vec::new();
         let mut terms = Vec::new();
         let mut allocatable_of = HashMap::new();
@@ -384,9 +389,10 @@ impl Controllers {
             let Some(claim_name) = n.nodeclaim.as_deref() else {
                 // a node Kerf does not manage: never a candidate, but evicted pods may go there
                 let mut on_node = Vec::new();
-                for (_, p) in by_node.get(name.as_str()).into_iter().flatten() {
+                for (k, p) in by_node.get(name.as_str()).into_iter().flatten() {
                     on_node.push(pods.len());
-                    pods.push(&*p.pod);
+                    pods.push(&*p.shape);
+                    keys.push(k.as_str());
                     requests.push(p.requests.clone());
                     terms.push(p.terms);
                 }
@@ -418,9 +424,10 @@ impl Controllers {
             };
             let pool = pool_index.get(c.node_pool.as_str()).copied();
             let mut on_node = Vec::new();
-            for (_, p) in by_node.get(name.as_str()).into_iter().flatten() {
+            for (k, p) in by_node.get(name.as_str()).into_iter().flatten() {
                 on_node.push(pods.len());
-                pods.push(&*p.pod);
+                pods.push(&*p.shape);
+                keys.push(k.as_str());
                 requests.push(p.requests.clone());
                 terms.push(p.terms);
             }
@@ -486,6 +493,7 @@ impl Controllers {
             ClusterView {
                 nodes,
                 pods,
+                keys,
                 requests,
                 terms,
                 node_pool_objects: objects,

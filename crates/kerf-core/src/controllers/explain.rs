@@ -13,7 +13,6 @@ use kerf_api::duration::{NillableDuration, format_go_duration};
 use kerf_api::labels;
 use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
 use kerf_scheduling::SolveOptions;
-use kerf_scheduling::pods::pod_key;
 use serde::Serialize;
 
 use super::Controllers;
@@ -639,7 +638,7 @@ fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplan
                 "pods-do-not-fit",
                 format!(
                     "pod {} fits nowhere else: {}",
-                    pod_key(view.pods[pod]),
+                    view.keys[pod],
                     text.join("; ")
                 ),
             )

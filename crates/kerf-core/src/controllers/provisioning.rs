@@ -20,7 +20,7 @@ use crate::metrics::families;
 use std::hash::{Hash, Hasher};
 
 use super::{Action, Controllers, Event, EventObject, Timer, TypeOptions, Unplaced, list_text};
-use crate::cluster::{ClaimRecord, NodeRecord};
+use crate::cluster::{ClaimRecord, NodeRecord, split_pod_key};
 use crate::hash::{node_class_hash, node_pool_hash};
 use crate::nodepools::{daemon_runs_on, node_pool_input};
 use crate::provisioning_rules::Batcher;
@@ -346,8 +346,8 @@ impl Controllers {
         let mut failed = Vec::new();
         for u in &decision.unschedulable {
             let reasons: Vec<String> = u.reasons.iter().map(ToString::to_string).collect();
-            let meta = &self.cluster.pods[&keys[u.pod]].pod.metadata;
-            let pod = json!({"name": meta.name, "namespace": meta.namespace});
+            let (namespace, name) = split_pod_key(&keys[u.pod]);
+            let pod = json!({"name": name, "namespace": namespace});
             self.log_error(
                 "provisioner",
                 "could not schedule pod",
@@ -552,12 +552,12 @@ impl Controllers {
                 };
                 at.map(|&node| BoundPod {
                     node,
-                    pod: &p.pod,
+                    pod: &p.shape,
                     terms: Some(p.terms),
                 })
             })
             .collect();
-        let pods: Vec<&Pod> = keys.iter().map(|k| &*cluster.pods[k].pod).collect();
+        let pods: Vec<&Pod> = keys.iter().map(|k| &*cluster.pods[k].shape).collect();
         let requests: Vec<Resources> = keys
             .iter()
             .map(|k| cluster.pods[k].requests.clone())

@@ -405,7 +405,7 @@ impl Controllers {
             .collect();
         let blocked = pods
             .iter()
-            .any(|p| pod_blocks(&p.pod, p.pending_since, self.now));
+            .any(|p| pod_blocks(&p.shape, p.pending_since, self.now));
         let workload: Vec<_> = pods
             .iter()
             .filter(|p| p.owner != PodOwner::DaemonSet)
@@ -413,7 +413,7 @@ impl Controllers {
         if workload.is_empty() && !blocked {
             return rank(1, 0.0);
         }
-        let cost: f64 = workload.iter().map(|p| eviction_cost(&p.pod)).sum();
+        let cost: f64 = workload.iter().map(|p| eviction_cost(&p.shape)).sum();
         let lifetime = self.cluster.node_pools.get(&c.node_pool).map_or(1.0, |np| {
             match np.spec.template.spec.expire_after.duration() {
                 Some(total) if !total.is_zero() => {

@@ -128,7 +128,7 @@ impl Controllers {
                 .filter(|(_, p)| p.node.as_deref() == Some(node.as_str()))
                 .map(|(k, p)| {
                     (
-                        drain_tier(&p.pod, p.owner == PodOwner::DaemonSet),
+                        drain_tier(&p.shape, p.owner == PodOwner::DaemonSet),
                         k.clone(),
                     )
                 })
@@ -143,7 +143,7 @@ impl Controllers {
                         continue;
                     }
                     let p = &self.cluster.pods[k];
-                    let protected = pod_blocks(&p.pod, p.pending_since, self.now);
+                    let protected = pod_blocks(&p.shape, p.pending_since, self.now);
                     if !forced && (protected || budgets.blocks(&self.cluster, k)) {
                         blocked += 1;
                         continue;

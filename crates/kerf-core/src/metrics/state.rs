@@ -15,7 +15,7 @@ use prometheus_client::registry::Registry;
 
 use super::families::{self, NODE_LABEL_KEYS};
 use super::{Labels, Spec};
-use crate::cluster::{Cluster, PodOwner, PodRecord};
+use crate::cluster::{Cluster, PodOwner, PodRecord, split_pod_key};
 use crate::unavailable::UnavailableOfferings;
 
 type Gauges = Family<Labels, Gauge<f64, AtomicU64>>;
@@ -264,7 +264,7 @@ fn nodes(view: &StateView<'_>, g: &BTreeMap<&'static str, Setter<'static>>) {
     let mut limits: BTreeMap<&str, Resources> = BTreeMap::new();
     for p in cluster.pods.values() {
         let Some(n) = p.node.as_deref() else { continue };
-        let l = pod_limits(&p.pod);
+        let l = pod_limits(&p.shape);
         limits.entry(n).or_default().add(&l);
         if p.owner == PodOwner::DaemonSet {
             let d = daemon.entry(n).or_default();
@@ -334,12 +334,6 @@ fn owner_path(pod: &Pod) -> String {
     )
 }
 
-fn condition_true(pod: &Pod, kind: &str) -> bool {
-    (pod.status.as_ref())
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == kind && c.status == "True"))
-}
-
 /// The zone a pending pod can only go to, `flexible` when it may go to several, `none` when
 /// its zone terms leave none (Karpenter's effective zone).
 fn effective_zone(pod: &Pod) -> String {
@@ -395,23 +389,17 @@ fn pods(view: &StateView<'_>, g: &BTreeMap<&'static str, Setter<'static>>) {
     let secs = |since: Duration| view.now.saturating_sub(since).as_secs_f64();
     let mut by_zone: BTreeMap<String, usize> = BTreeMap::new();
     let (mut ignored, mut waiting) = (0, 0);
-    for p in cluster.pods.values() {
-        let pod = &p.pod;
-        let meta = &pod.metadata;
-        let (name, namespace) = (
-            meta.name.as_deref().unwrap_or(""),
-            meta.namespace.as_deref().unwrap_or(""),
-        );
+    for (key, p) in &cluster.pods {
+        let pod = &*p.shape;
+        let (namespace, name) = split_pod_key(key);
         let node = p.node.as_deref().and_then(|n| cluster.nodes.get(n));
         let node_label = |key: &str| {
             node.and_then(|n| n.labels.get(key))
                 .map(String::as_str)
                 .unwrap_or("")
         };
-        let phase = (pod.status.as_ref())
-            .and_then(|s| s.phase.as_deref())
-            .unwrap_or("Pending");
-        let ready = condition_true(pod, "Ready");
+        let phase = p.phase.as_deref().unwrap_or("Pending");
+        let ready = p.ready;
         let bool_text = |b: bool| if b { "true" } else { "false" };
         let owner = owner_path(pod);
         g[families::PODS_STATE.name].set(
@@ -432,7 +420,7 @@ fn pods(view: &StateView<'_>, g: &BTreeMap<&'static str, Setter<'static>>) {
             ],
             1.0,
         );
-        pod_times(p, phase, ready, &secs, g);
+        pod_times(p, [name, namespace], phase, ready, &secs, g);
         if p.node.is_none() && phase == "Pending" {
             if p.volume_problem.is_some() && p.nominated.is_none() {
                 ignored += 1;
@@ -458,22 +446,18 @@ fn pods(view: &StateView<'_>, g: &BTreeMap<&'static str, Setter<'static>>) {
 /// A waiting pod's time gauges: since its creation, and since Kerf first found it a place.
 fn pod_times(
     p: &PodRecord,
+    key: [&str; 2],
     phase: &str,
     ready: bool,
     secs: &dyn Fn(Duration) -> f64,
     g: &BTreeMap<&'static str, Setter<'static>>,
 ) {
-    let meta = &p.pod.metadata;
-    let key = [
-        meta.name.as_deref().unwrap_or(""),
-        meta.namespace.as_deref().unwrap_or(""),
-    ];
     let terminal = matches!(phase, "Succeeded" | "Failed");
     if terminal {
         return;
     }
     let dynamic = if p
-        .pod
+        .shape
         .spec
         .as_ref()
         .is_some_and(|s| s.resource_claims.as_ref().is_some_and(|c| !c.is_empty()))

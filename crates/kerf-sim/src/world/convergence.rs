@@ -161,8 +161,8 @@ impl World {
         for (key, p) in cluster.pods() {
             key.hash(&mut h);
             p.node.hash(&mut h);
-            p.pod.metadata.annotations.hash(&mut h);
-            pod_blocks(&p.pod, p.pending_since, now).hash(&mut h);
+            p.shape.metadata.annotations.hash(&mut h);
+            pod_blocks(&p.shape, p.pending_since, now).hash(&mut h);
         }
         let unix = EPOCH_UNIX + now.as_secs();
         for (name, np) in cluster.node_pools() {
