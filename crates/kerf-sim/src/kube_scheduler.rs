@@ -230,6 +230,64 @@ pub fn counts_for(pod: &Pod, other: &Pod) -> bool {
         })
 }
 
+/// Whether `other`, bound somewhere, takes part in any of `pod`'s inter-pod filters: it
+/// counts toward a DoNotSchedule spread or required affinity term ([`counts_for`]), or a
+/// required anti-affinity term of `pod` matches it. A bound pod that does so for no pending
+/// pod, carries no anti-affinity of its own and mounts no claims weighs on the pending only
+/// through its node's requests and ports ([`Scheduler::with_usage`]).
+pub fn constrains(pod: &Pod, other: &Pod) -> bool {
+    counts_for(pod, other)
+        || required_terms(pod, false).iter().any(|term| {
+            let selector = term.label_selector.clone().unwrap_or_else(nothing);
+            in_namespaces(other, term_namespaces(term, pod).as_deref())
+                && selector_matches(&selector, labels_of(other))
+        })
+}
+
+/// What the pods bound to one node take of it, kept up to date by a caller that binds and
+/// deletes pods one at a time, so a snapshot need not add them all up again.
+#[derive(Clone, Debug, Default)]
+pub struct Usage {
+    requested: Amounts,
+    ports: Vec<(i32, String)>,
+    pods: usize,
+}
+
+impl Usage {
+    /// A pod with these facts was bound here.
+    pub fn add(&mut self, facts: &Facts) {
+        add(&mut self.requested, &facts.requests);
+        self.ports.extend(facts.ports.iter().cloned());
+        self.pods += 1;
+    }
+
+    /// A pod with these facts left; whether none is left.
+    pub fn remove(&mut self, facts: &Facts) -> bool {
+        for (r, v) in &facts.requests {
+            if let Some(have) = self.requested.get_mut(r) {
+                *have -= v;
+                if *have == 0 {
+                    self.requested.remove(r);
+                }
+            }
+        }
+        for p in &facts.ports {
+            if let Some(i) = self.ports.iter().position(|have| have == p) {
+                self.ports.swap_remove(i);
+            }
+        }
+        self.pods = self.pods.saturating_sub(1);
+        self.pods == 0
+    }
+}
+
+/// Whether a bound pod must be among the `bound` of [`Scheduler::with_usage`] when `pending`
+/// (one pod per class) wait: it repels others, mounts claims, or takes part in a pending
+/// pod's inter-pod filters.
+pub fn weighs_on(other: &Pod, facts: &Facts, pending: &[&Pod]) -> bool {
+    facts.repels || facts.claims || pending.iter().any(|p| constrains(p, other))
+}
+
 /// kube-scheduler's view of the cluster: nodes and the pods bound to them, updated as it
 /// binds.
 pub struct Scheduler<'a> {
@@ -304,6 +362,30 @@ impl<'a> Scheduler<'a> {
         for (pod, facts, node) in bound {
             if let Some(&i) = index.get(node) {
                 s.place(pod, facts, i);
+            }
+        }
+        s
+    }
+
+    /// [`Scheduler::with_facts`] for a caller that keeps what each node's pods take
+    /// (`usage`, by node name): `bound` need hold only the pods [`weighs_on`] picks.
+    pub fn with_usage(
+        nodes: Vec<Node<'a>>,
+        usage: impl Fn(&str) -> Option<&'a Usage>,
+        bound: impl IntoIterator<Item = (&'a Pod, &'a Facts, &'a str)>,
+        storage: Option<Storage<'a>>,
+    ) -> Self {
+        let mut s = Scheduler::empty(nodes, storage);
+        for (i, n) in s.nodes.iter().enumerate() {
+            if let Some(u) = usage(n.name) {
+                s.requested[i].clone_from(&u.requested);
+                s.ports[i].clone_from(&u.ports);
+            }
+        }
+        let index = s.index();
+        for (pod, facts, node) in bound {
+            if let Some(&i) = index.get(node) {
+                s.note(pod, facts, i);
             }
         }
         s
@@ -402,9 +484,15 @@ impl<'a> Scheduler<'a> {
     }
 
     fn place(&mut self, pod: &'a Pod, facts: &Facts, node: usize) {
-        self.unschedulable.clear();
         add(&mut self.requested[node], &facts.requests);
         self.ports[node].extend(facts.ports.iter().cloned());
+        self.note(pod, facts, node);
+    }
+
+    /// Records a bound pod for the claims it attaches, the counts it is in and the
+    /// anti-affinity it carries (its requests and ports are the caller's to add).
+    fn note(&mut self, pod: &'a Pod, facts: &Facts, node: usize) {
+        self.unschedulable.clear();
         let labels = self.nodes[node].labels;
         if facts.claims {
             let claims = self.storage.and_then(|st| st.attach(pod, labels));
@@ -972,6 +1060,78 @@ spec:
             None,
             "a second pod in zone a makes skew 2"
         );
+    }
+
+    /// The snapshot from kept usage and the pods that weigh on the pending ones binds as
+    /// the snapshot that adds up every bound pod; a pod left out of `bound` only because it
+    /// weighs on nothing changes nothing.
+    #[test]
+    fn a_snapshot_from_kept_usage_binds_as_one_from_every_bound_pod() {
+        let zones = [labels(&[("zone", "a")]), labels(&[("zone", "b")])];
+        let names = ["n0", "n1", "n2", "n3"];
+        let nodes = || -> Vec<Node<'_>> {
+            (names.iter().enumerate())
+                .map(|(i, name)| Node {
+                    name,
+                    labels: &zones[i % 2],
+                    taints: &[],
+                    allocatable: cpu(4),
+                    ready: true,
+                    volume_limits: BTreeMap::new(),
+                })
+                .collect()
+        };
+        let web = pod(WEB);
+        let batch = pod(
+            "metadata: {name: b, namespace: batch, labels: {app: batch}}\nspec: {containers: [{name: c, resources: {requests: {cpu: '1'}}}]}",
+        );
+        let lonely = pod("
+metadata: {name: l, namespace: default, labels: {app: lonely}}
+spec:
+  containers: [{name: c, resources: {requests: {cpu: '1'}}}]
+  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - {topologyKey: zone, labelSelector: {matchLabels: {app: web}}}
+");
+        let (web_f, batch_f) = (Facts::of(&web), Facts::of(&batch));
+        // zone a holds two web pods and three batch pods, zone b one batch pod
+        let bound: Vec<(&Pod, &Facts, &str)> = vec![
+            (&web, &web_f, "n0"),
+            (&web, &web_f, "n2"),
+            (&batch, &batch_f, "n0"),
+            (&batch, &batch_f, "n0"),
+            (&batch, &batch_f, "n2"),
+            (&batch, &batch_f, "n1"),
+        ];
+        let mut usage: HashMap<&str, Usage> = HashMap::new();
+        for (_, f, n) in &bound {
+            usage.entry(n).or_default().add(f);
+        }
+        // a pod added and taken away leaves the usage as it was
+        usage.entry("n3").or_default().add(&batch_f);
+        assert!(usage.get_mut("n3").unwrap().remove(&batch_f));
+        usage.remove("n3");
+        let pending = [&web, &lonely];
+        let weighing: Vec<_> = (bound.iter().copied())
+            .filter(|(p, f, _)| weighs_on(p, f, &pending))
+            .collect();
+        assert_eq!(
+            weighing.len(),
+            2,
+            "only the web pods weigh on web and lonely"
+        );
+        let mut all = Scheduler::with_facts(nodes(), bound.iter().copied(), None);
+        let mut kept = Scheduler::with_usage(nodes(), |n| usage.get(n), weighing, None);
+        let mut placed = Vec::new();
+        for p in [&web, &web, &lonely, &web, &batch, &lonely, &web] {
+            let (a, b) = (all.schedule(p, None), kept.schedule(p, None));
+            assert_eq!(a, b);
+            placed.push(a);
+        }
+        // web goes to zone b (the emptiest node there, then the first of two alike) until it
+        // evens out; lonely finds web in both zones then
+        assert_eq!(placed[..3], [Some("n3"), Some("n1"), None]);
     }
 
     #[test]

@@ -256,6 +256,9 @@ pub struct World {
     objects: api_server::Objects,
     /// Pods as the API server holds them, by `namespace/name`.
     pods: BTreeMap<String, api_server::StoredPod>,
+    /// What the pods bound to each node take of it, kept as pods are bound and deleted:
+    /// the binder's snapshot starts from it instead of adding up every bound pod.
+    usage: HashMap<String, kube_scheduler::Usage>,
     /// Each node's EBS attachment limit, as its CSINode publishes it.
     csi_limits: BTreeMap<String, i64>,
     /// Something the binder reads changed: it looks again.
@@ -376,6 +379,7 @@ impl World {
             nodes: api_server::Nodes::default(),
             objects: api_server::Objects::default(),
             pods: BTreeMap::new(),
+            usage: HashMap::new(),
             imagined: None,
             imagined_generation: 0,
             csi_limits: BTreeMap::new(),
@@ -1133,8 +1137,11 @@ impl World {
     fn add_pod(&mut self, pod: Pod) -> String {
         let k = pod_key(&pod);
         self.floor.1 = true;
-        self.pods
-            .insert(k.clone(), api_server::StoredPod::created(pod, self.now));
+        let pod = api_server::StoredPod::created(pod, self.now);
+        uses(&mut self.usage, &pod, true);
+        if let Some(old) = self.pods.insert(k.clone(), pod) {
+            uses(&mut self.usage, &old, false);
+        }
         self.observe_pod(&k);
         // a pending pod changes nothing the binder read; a pod bound as it is made does
         if self.pods.get(&k).is_some_and(|p| p.node.is_some()) {
@@ -1147,9 +1154,10 @@ impl World {
     /// A pod is deleted (scale-down, eviction, its node gone): its controller, if any,
     /// makes a new one.
     fn delete_pod(&mut self, k: &str) {
-        if self.pods.remove(k).is_none() {
+        let Some(old) = self.pods.remove(k) else {
             return;
-        }
+        };
+        uses(&mut self.usage, &old, false);
         self.floor.1 = true;
         self.remove("Pod", k.to_string());
         self.binder_changed();
@@ -1178,7 +1186,9 @@ impl World {
             self.record_wait(k, since);
         } // kube-scheduler's binding and condition update, as the API server stores them
         if let Some(p) = self.pods.get_mut(k) {
+            uses(&mut self.usage, p, false);
             p.bind(node);
+            uses(&mut self.usage, p, true);
         }
         self.observe_pod(k);
         // the CSI provisioner makes the volumes that waited for this pod, in its zone
@@ -1249,6 +1259,7 @@ impl World {
             if owner != PodOwner::None {
                 self.delete_pod(&k);
             } else if let Some(p) = self.pods.get_mut(&k) {
+                uses(&mut self.usage, p, false);
                 p.unbind(self.now);
                 self.observe_pod(&k);
             }
@@ -1353,17 +1364,19 @@ impl World {
         // Kerf's nominations, which kube-scheduler's stand-in honours (the nominated node
         // first), as the operator's events would have it
         let nominated = |k: &str| (cluster.pods().get(k)).and_then(|r| r.nominated.as_ref());
-        let mut pending: Vec<(bool, Duration, &String)> = (self.pods.iter())
-            .filter(|(_, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet)
-            .map(|(k, p)| (nominated(k).is_none(), p.pending_since, k))
-            .collect();
+        // in key order, then (stably) nominated first and longest waiting first
+        let mut pending: Vec<(bool, Duration, &String, &api_server::StoredPod)> =
+            (self.pods.iter())
+                .filter(|(_, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet)
+                .map(|(k, p)| (nominated(k).is_none(), p.pending_since, k, p))
+                .collect();
         if pending.is_empty() {
             return;
         }
-        pending.sort();
+        pending.sort_by_key(|&(fresh, since, _, _)| (fresh, since));
         let mut placed = Vec::new();
         let failed_before = self.binder_failed.as_ref().is_some_and(|failed| {
-            (pending.iter()).all(|(_, _, k)| failed.classes.contains(self.pods[*k].facts.class()))
+            (pending.iter()).all(|(_, _, _, p)| failed.classes.contains(p.facts.class()))
         });
         if !failed_before && self.nodes.iter().any(|(_, n)| n.ready) {
             let nodes = (self.nodes.iter())
@@ -1381,12 +1394,24 @@ impl World {
                         .collect(),
                 })
                 .collect();
-            let bound = (self.pods.values())
-                .filter_map(|p| p.node.as_deref().map(|n| (p.declared(), &p.facts, n)));
+            // one pending pod of each class stands for the rest
+            let mut classes = HashSet::new();
+            let alike: Vec<&Pod> = (pending.iter())
+                .filter(|(_, _, _, p)| classes.insert(p.facts.class_hash()))
+                .map(|(_, _, _, p)| p.declared())
+                .collect();
+            let mut weighs: HashMap<u64, bool> = HashMap::new();
+            let bound = (self.pods.values()).filter_map(|p| {
+                let node = p.node.as_deref()?;
+                let hash = p.facts.class_hash();
+                let weighs = *(weighs.entry(hash))
+                    .or_insert_with(|| kube_scheduler::weighs_on(p.declared(), &p.facts, &alike));
+                weighs.then(|| (p.declared(), &p.facts, node))
+            });
             let storage = Some(self.storage.view());
-            let mut scheduler = kube_scheduler::Scheduler::with_facts(nodes, bound, storage);
-            for (_, _, k) in &pending {
-                let p = &self.pods[*k];
+            let usage = |n: &str| self.usage.get(n);
+            let mut scheduler = kube_scheduler::Scheduler::with_usage(nodes, usage, bound, storage);
+            for (_, _, k, p) in &pending {
                 let nominated = nominated(k)
                     .and_then(|c| cluster.nodeclaims().get(c))
                     .and_then(|c| c.node.as_deref());
@@ -1397,13 +1422,13 @@ impl World {
         }
         // none placed: every pending pod's class failed, as long as only new pods come
         self.binder_failed = placed.is_empty().then(|| {
-            let facts = || pending.iter().map(|(_, _, k)| &self.pods[*k].facts);
+            let facts = || pending.iter().map(|(_, _, _, p)| &p.facts);
             BinderFailed {
                 classes: facts().map(|f| f.class().to_string()).collect(),
                 claims: facts().any(|f| f.mounts_claims()),
             }
         });
-        let pending: Vec<String> = pending.into_iter().map(|(_, _, k)| k.clone()).collect();
+        let pending: Vec<String> = pending.into_iter().map(|(_, _, k, _)| k.clone()).collect();
         for (k, n) in placed {
             self.bind(&k, &n);
         }
@@ -2137,4 +2162,20 @@ fn precheck(doc: &Value, path: &str) -> Result<(), SimError> {
 
 fn region_domain(region: &str) -> &str {
     if region == "us-east-1" { "ec2" } else { region }
+}
+
+/// Adds a pod to (or takes it from) what its node's pods take, if it is bound.
+fn uses(
+    usage: &mut HashMap<String, kube_scheduler::Usage>,
+    pod: &api_server::StoredPod,
+    add: bool,
+) {
+    let Some(node) = pod.node.as_deref() else {
+        return;
+    };
+    if add {
+        usage.entry(node.to_string()).or_default().add(&pod.facts);
+    } else if usage.get_mut(node).is_some_and(|u| u.remove(&pod.facts)) {
+        usage.remove(node);
+    }
 }
