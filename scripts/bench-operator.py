@@ -99,17 +99,20 @@ def log_lines(path):
 
 
 def proc_stats(pid):
-    """Peak resident memory (MiB) and CPU seconds of a process."""
-    hwm = 0
+    """Peak resident memory (MiB) and CPU seconds of a process, and its resident memory now
+    split into anonymous (heap, stacks) and file-backed (the binary's code) MiB."""
+    hwm, split = 0, {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith("VmHWM:"):
                 hwm = int(line.split()[1]) / 1024
+            if line.startswith(("RssAnon:", "RssFile:")):
+                split[line.split(":")[0]] = int(line.split()[1]) / 1024
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
     cpu = (int(fields[11]) + int(fields[12])) / ticks
-    return hwm, cpu
+    return hwm, cpu, (split.get("RssAnon", 0), split.get("RssFile", 0))
 
 
 def operator_pid(pid):
@@ -184,15 +187,16 @@ def main():
         # 2. N pods
         t0 = time.time()
         cluster.kubectl("apply", "-f", "-", stdin=deployment("bench", args.pods, args.cpu))
-        peak_rss, cpu = 0.0, 0.0
+        peak_rss, cpu, split = 0.0, 0.0, (0.0, 0.0)
         deadline = t0 + args.timeout
         while True:
-            rss, cpu = proc_stats(operator_pid(operator.pid))
+            rss, cpu, split = proc_stats(operator_pid(operator.pid))
             peak_rss = max(peak_rss, rss)
             n = running_pods(cluster, "bench")
             claims = len(cluster.kubectl("get", "nodeclaims", "-o", "name").split())
             print(f"  {time.time() - t0:6.0f} s: {n} pods running, {claims} nodeclaims, "
-                  f"operator {rss:.0f} MiB, {cpu:.1f} s cpu", flush=True)
+                  f"operator {rss:.0f} MiB ({split[0]:.0f} anonymous, {split[1]:.0f} file), "
+                  f"{cpu:.1f} s cpu", flush=True)
             if n >= args.pods:
                 break
             if time.time() > deadline:
@@ -204,7 +208,8 @@ def main():
         nodes = len(cluster.kubectl("get", "nodes", "-o", "name").split())
         print(f"{args.pods} pods: nodeclaims created by {max(created) - t0:.1f} s, all pods "
               f"running by {done:.0f} s, {nodes} nodes")
-        print(f"operator: peak RSS {peak_rss:.0f} MiB, CPU {cpu:.1f} s")
+        print(f"operator: peak RSS {peak_rss:.0f} MiB, CPU {cpu:.1f} s; resident at the end "
+              f"{split[0]:.0f} MiB anonymous, {split[1]:.0f} MiB file-backed")
     finally:
         if operator:
             # SIGINT first, to the whole group (a wrapper and the operator under it): the

@@ -2,7 +2,7 @@
 //! region offer each one. Rebuilt by `scripts/gen-catalog.py`.
 
 use std::collections::BTreeMap;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use serde::Deserialize;
 
@@ -107,9 +107,18 @@ struct TypesFile {
     types: Vec<InstanceTypeInfo>,
 }
 
+/// The offerings file with each region's text left unparsed: a process reads one region or
+/// two, and all of them parsed would hold about 2 MB.
 #[derive(Deserialize)]
 struct OfferingsFile {
-    regions: BTreeMap<String, RegionOfferings>,
+    #[serde(borrow)]
+    regions: BTreeMap<&'static str, &'static serde_json::value::RawValue>,
+}
+
+/// The regions, each parsed when first asked for.
+struct Offerings {
+    file: OfferingsFile,
+    parsed: BTreeMap<&'static str, OnceLock<RegionOfferings>>,
 }
 
 /// Zones of a region and, per instance type, the indices of the zones that offer it.
@@ -138,9 +147,11 @@ static TYPES: LazyLock<Vec<InstanceTypeInfo>> = LazyLock::new(|| {
     file.types
 });
 
-static OFFERINGS: LazyLock<OfferingsFile> = LazyLock::new(|| {
-    serde_json::from_str(include_str!("../data/offerings.json"))
-        .expect("embedded offerings.json is valid (checked by tests)")
+static OFFERINGS: LazyLock<Offerings> = LazyLock::new(|| {
+    let file: OfferingsFile = serde_json::from_str(include_str!("../data/offerings.json"))
+        .expect("embedded offerings.json is valid (checked by tests)");
+    let parsed = file.regions.keys().map(|r| (*r, OnceLock::new())).collect();
+    Offerings { file, parsed }
 });
 
 /// Every instance type in the catalog, sorted by name.
@@ -158,7 +169,7 @@ pub fn get(name: &str) -> Option<&'static InstanceTypeInfo> {
 
 /// The regions the catalog knows.
 pub fn regions() -> impl Iterator<Item = &'static str> {
-    OFFERINGS.regions.keys().map(String::as_str)
+    OFFERINGS.file.regions.keys().copied()
 }
 
 /// The zones of a region, sorted.
@@ -184,18 +195,20 @@ pub fn zones_offering(
 }
 
 fn region_offerings(region: &str) -> Result<&'static RegionOfferings, CatalogError> {
-    OFFERINGS
-        .regions
-        .get(region)
-        .ok_or_else(|| CatalogError::UnknownRegion {
+    let offerings: &'static Offerings = &OFFERINGS;
+    let (Some(raw), Some(parsed)) = (
+        offerings.file.regions.get(region),
+        offerings.parsed.get(region),
+    ) else {
+        return Err(CatalogError::UnknownRegion {
             region: region.to_string(),
-            known: OFFERINGS
-                .regions
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", "),
-        })
+            known: regions().collect::<Vec<_>>().join(", "),
+        });
+    };
+    Ok(parsed.get_or_init(|| {
+        serde_json::from_str(raw.get())
+            .expect("embedded offerings.json is valid (checked by tests)")
+    }))
 }
 
 #[cfg(test)]
@@ -218,6 +231,10 @@ mod tests {
     #[test]
     fn offerings_per_region() {
         assert!(regions().any(|r| r == "ap-northeast-2"));
+        // each region is parsed when first asked for: every one parses
+        for r in regions() {
+            assert!(!zones(r).unwrap().is_empty(), "{r}");
+        }
         assert_eq!(zones("us-east-1").unwrap()[0], "us-east-1a");
         let z = zones_offering("us-east-1", "m5.large").unwrap();
         assert!(z.len() >= 3, "{z:?}");
