@@ -298,8 +298,9 @@ pub struct Scheduler<'a> {
     /// Bound pods that carry required anti-affinity terms (checked against every newcomer).
     repelling: Vec<usize>,
     counts: HashMap<String, Count>,
-    /// Pods (by namespace, labels and spec) no node fitted since the last placement.
-    unschedulable: HashSet<String>,
+    /// Pods (by the hash of their namespace, labels and spec) no node fitted since the
+    /// last placement.
+    unschedulable: HashSet<u64>,
     storage: Option<Storage<'a>>,
     /// Per node, the claims attached through each driver.
     attached: Vec<BTreeMap<String, BTreeSet<String>>>,
@@ -426,12 +427,12 @@ impl<'a> Scheduler<'a> {
         preferred: Option<&str>,
     ) -> Option<&'a str> {
         // a pod just like one that found no node since the last binding finds none either
-        if self.unschedulable.contains(&facts.class) {
+        if self.unschedulable.contains(&facts.class_hash) {
             return None;
         }
         let chosen = self.choose(pod, facts, preferred, |_| true);
         if chosen.is_none() {
-            self.unschedulable.insert(facts.class.clone());
+            self.unschedulable.insert(facts.class_hash);
         }
         chosen.map(|i| self.nodes[i].name)
     }

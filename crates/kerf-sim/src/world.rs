@@ -175,10 +175,10 @@ struct Workload {
     names: PodNames,
 }
 
-/// The pending pods the binder's last pass placed nowhere: their classes, and whether any
-/// of them mounts claims (then storage decides where they fit).
+/// The pending pods the binder's last pass placed nowhere: their classes (by hash), and
+/// whether any of them mounts claims (then storage decides where they fit).
 struct BinderFailed {
-    classes: HashSet<String>,
+    classes: HashSet<u64>,
     claims: bool,
 }
 
@@ -1365,18 +1365,18 @@ impl World {
         // first), as the operator's events would have it
         let nominated = |k: &str| (cluster.pods().get(k)).and_then(|r| r.nominated.as_ref());
         // in key order, then (stably) nominated first and longest waiting first
-        let mut pending: Vec<(bool, Duration, &String, &api_server::StoredPod)> =
+        let mut pending: Vec<(Option<&String>, Duration, &String, &api_server::StoredPod)> =
             (self.pods.iter())
                 .filter(|(_, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet)
-                .map(|(k, p)| (nominated(k).is_none(), p.pending_since, k, p))
+                .map(|(k, p)| (nominated(k), p.pending_since, k, p))
                 .collect();
         if pending.is_empty() {
             return;
         }
-        pending.sort_by_key(|&(fresh, since, _, _)| (fresh, since));
+        pending.sort_by_key(|&(claim, since, _, _)| (claim.is_none(), since));
         let mut placed = Vec::new();
         let failed_before = self.binder_failed.as_ref().is_some_and(|failed| {
-            (pending.iter()).all(|(_, _, _, p)| failed.classes.contains(p.facts.class()))
+            (pending.iter()).all(|(_, _, _, p)| failed.classes.contains(&p.facts.class_hash()))
         });
         if !failed_before && self.nodes.iter().any(|(_, n)| n.ready) {
             let nodes = (self.nodes.iter())
@@ -1411,9 +1411,8 @@ impl World {
             let storage = Some(self.storage.view());
             let usage = |n: &str| self.usage.get(n);
             let mut scheduler = kube_scheduler::Scheduler::with_usage(nodes, usage, bound, storage);
-            for (_, _, k, p) in &pending {
-                let nominated = nominated(k)
-                    .and_then(|c| cluster.nodeclaims().get(c))
+            for (claim, _, k, p) in &pending {
+                let nominated = (claim.and_then(|c| cluster.nodeclaims().get(c)))
                     .and_then(|c| c.node.as_deref());
                 if let Some(node) = scheduler.schedule_with(p.declared(), &p.facts, nominated) {
                     placed.push(((*k).clone(), node.to_string()));
@@ -1424,22 +1423,24 @@ impl World {
         self.binder_failed = placed.is_empty().then(|| {
             let facts = || pending.iter().map(|(_, _, _, p)| &p.facts);
             BinderFailed {
-                classes: facts().map(|f| f.class().to_string()).collect(),
+                classes: facts().map(|f| f.class_hash()).collect(),
                 claims: facts().any(|f| f.mounts_claims()),
             }
         });
-        let pending: Vec<String> = pending.into_iter().map(|(_, _, k, _)| k.clone()).collect();
+        // the pods not yet marked Unschedulable, for when the placed ones are bound
+        let unmarked: Vec<String> = (pending.into_iter())
+            .filter(|(_, _, _, p)| !is_provisionable(&p.pod))
+            .map(|(_, _, k, _)| k.clone())
+            .collect();
         for (k, n) in placed {
             self.bind(&k, &n);
         }
-        for k in &pending {
-            let nominated =
-                (self.core.cluster().pods().get(k)).is_some_and(|r| r.nominated.is_some());
-            // kube-scheduler found it no node: it says so in the pod's status
-            let Some(p) = self.pods.get_mut(k) else {
+        for k in &unmarked {
+            let Some(p) = self.pods.get_mut(k).filter(|p| p.node.is_none()) else {
                 continue;
             };
-            if p.node.is_none() && !nominated && !is_provisionable(&p.pod) {
+            // kube-scheduler found it no node: it says so in the pod's status
+            if (self.core.cluster().pods().get(k)).is_none_or(|r| r.nominated.is_none()) {
                 set_pod_scheduled(&mut p.pod, "False", Some("Unschedulable"));
                 self.observe_pod(k);
             }
