@@ -5,7 +5,6 @@
 //! 10,000 replicas of a few Deployments are a few shapes and 10,000 small records.
 
 use std::collections::HashMap;
-use std::hash::Hasher;
 use std::sync::{Arc, Weak};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -26,7 +25,7 @@ impl Shapes {
     /// has the same one.
     pub fn intern(&mut self, pod: Pod) -> Arc<Pod> {
         let shape = shape_of(pod);
-        let hash = hash_of(&shape);
+        let hash = kerf_scheduling::pods::json_hash(&shape);
         let bucket = self.by_hash.entry(hash).or_default();
         if let Some(found) = bucket
             .iter()
@@ -78,24 +77,6 @@ pub fn shape_of(pod: Pod) -> Pod {
         spec,
         status: None,
     }
-}
-
-/// SipHash over the shape's JSON text, fed without allocating.
-fn hash_of(shape: &Pod) -> u64 {
-    struct Feed(std::hash::DefaultHasher);
-    impl std::io::Write for Feed {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.write(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut feed = Feed(std::hash::DefaultHasher::new());
-    // serializing a Pod cannot fail; a failure would only cost sharing
-    let _ = serde_json::to_writer(&mut feed, shape);
-    feed.0.finish()
 }
 
 #[cfg(test)]

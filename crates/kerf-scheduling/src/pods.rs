@@ -637,18 +637,6 @@ pub fn alike(a: &Pod, b: &Pod) -> bool {
 /// compares), for a caller that keeps pods to work it out once per pod: pods with equal
 /// fingerprints then compile once per solve, without being compared field by field.
 pub fn terms_of(pod: &Pod) -> u64 {
-    use std::hash::Hasher;
-    /// Feeds serialized bytes to the hasher, so nothing is allocated.
-    struct Feed(std::hash::DefaultHasher);
-    impl std::io::Write for Feed {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.write(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
     let spec = pod.spec.as_ref();
     let terms = (
         namespace_of(pod),
@@ -660,11 +648,27 @@ pub fn terms_of(pod: &Pod) -> u64 {
         spec.map(|s| &s.topology_spread_constraints),
         ports(pod).collect::<Vec<_>>(),
     );
-    // SipHash, not Fx: pods whose fingerprints are equal are taken as alike, so the hash
-    // must spread similar texts well; it is worked out once per pod version
+    json_hash(&terms)
+}
+
+/// SipHash over a value's JSON text, fed to the hasher without allocating. SipHash, not
+/// Fx: values whose hashes are equal are taken as alike, so the hash must spread similar
+/// texts well.
+pub fn json_hash(value: &impl serde::Serialize) -> u64 {
+    use std::hash::Hasher;
+    struct Feed(std::hash::DefaultHasher);
+    impl std::io::Write for Feed {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
     let mut feed = Feed(std::hash::DefaultHasher::new());
-    // serializing these types into a writer that cannot fail does not fail
-    let _ = serde_json::to_writer(&mut feed, &terms);
+    // serializing Kubernetes types into a writer that cannot fail does not fail
+    let _ = serde_json::to_writer(&mut feed, value);
     feed.0.finish()
 }
 
