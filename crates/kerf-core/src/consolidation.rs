@@ -336,7 +336,9 @@ pub fn plan_judged(
     });
     let command = match found {
         // the node Karpenter's packing would replace may do better split
-        Some(c) if c.method == Method::SingleNode => Some(split_if_cheaper(view, &worth, c)),
+        Some(c) if c.method == Method::SingleNode => {
+            Some(split_if_cheaper(view, &worth, c, catalog))
+        }
         Some(c) => Some(c),
         None => split(view, &worth, catalog),
     };
@@ -447,11 +449,16 @@ pub struct Decided {
 }
 
 /// A single-node replacement, or the split of the same node when that saves more.
-fn split_if_cheaper(view: &ClusterView<'_>, worth: &Worth<'_>, single: Command) -> Command {
+fn split_if_cheaper(
+    view: &ClusterView<'_>,
+    worth: &Worth<'_>,
+    single: Command,
+    catalog: &mut Catalog,
+) -> Command {
     let [node] = single.candidates[..] else {
         return single;
     };
-    let split = split_saving(view, node, &mut Catalog::default()).filter(|(_, savings)| {
+    let split = split_saving(view, node, catalog).filter(|(_, savings)| {
         *savings > single.savings + 1e-9 && worth.approves(&[node], *savings)
     });
     match split {
@@ -943,26 +950,43 @@ impl<'v> Room<'v> {
     }
 }
 
-/// The cheapest any NodePool could run these pods for, counting only cpu and memory: no
-/// replacement can cost less.
-fn cheapest_possible(view: &ClusterView<'_>, moving: &[usize]) -> f64 {
-    let (mut cpu, mut mem) = (0, 0);
-    for p in moving {
-        let r = &view.requests[*p];
-        cpu += r.cpu_millis;
-        mem += r.memory_bytes;
+/// The cheapest any NodePool could run some pods for, counting only cpu and memory: no
+/// replacement can cost less. Each type's cheapest available offering, cheapest first, so
+/// that a pass asking for candidate after candidate stops at the first type that fits.
+struct CheapestPossible {
+    /// (price per hour, allocatable cpu millis, allocatable memory bytes)
+    types: Vec<(f64, i64, i64)>,
+}
+
+impl CheapestPossible {
+    fn new(view: &ClusterView<'_>) -> CheapestPossible {
+        let mut types: Vec<(f64, i64, i64)> = (view.node_pools.iter())
+            .flat_map(|np| np.instance_types.iter())
+            .filter_map(|t| {
+                let price = (t.offerings.iter())
+                    .filter(|o| o.available)
+                    .map(|o| o.price_per_hour)
+                    .fold(f64::MAX, f64::min);
+                let a = &t.allocatable;
+                (price < f64::MAX).then_some((price, a.cpu_millis, a.memory_bytes))
+            })
+            .collect();
+        types.sort_by(|a, b| a.0.total_cmp(&b.0));
+        CheapestPossible { types }
     }
-    view.node_pools
-        .iter()
-        .flat_map(|np| np.instance_types.iter())
-        .filter(|t| t.allocatable.cpu_millis >= cpu && t.allocatable.memory_bytes >= mem)
-        .flat_map(|t| {
-            t.offerings
-                .iter()
-                .filter(|o| o.available)
-                .map(|o| o.price_per_hour)
-        })
-        .fold(f64::MAX, f64::min)
+
+    /// What `moving` (pod indices) could run for at least; `f64::MAX` when no type fits.
+    fn of(&self, view: &ClusterView<'_>, moving: &[usize]) -> f64 {
+        let (mut cpu, mut mem) = (0, 0);
+        for p in moving {
+            let r = &view.requests[*p];
+            cpu += r.cpu_millis;
+            mem += r.memory_bytes;
+        }
+        (self.types.iter())
+            .find(|(_, c, m)| *c >= cpu && *m >= mem)
+            .map_or(f64::MAX, |(price, _, _)| *price)
+    }
 }
 
 /// What replacing `candidates` with `replacements` (one or more) saves per hour, when that
@@ -1059,12 +1083,13 @@ fn replace_one(
             .total_cmp(&view.nodes[*a].price_per_hour)
     });
     let budget = Allowance::new(view, DisruptionReason::Underutilized);
+    let cheapest = CheapestPossible::new(view);
     for i in order {
         let n = &view.nodes[i];
         if !budget.has_room(n)
             || n.replace_backoff
             || !worth.can_pass(i)
-            || cheapest_possible(view, &n.pods) >= n.price_per_hour
+            || cheapest.of(view, &n.pods) >= n.price_per_hour
         {
             continue;
         }
@@ -1184,7 +1209,7 @@ fn split_replacements(
         requests: &requests,
         terms: &terms,
     };
-    let mut replacements = with_session_of(view, &capped, movable, &mut Catalog::default(), |s| {
+    let mut replacements = with_session_of(view, &capped, movable, catalog, |s| {
         placed(s.try_remove(&[node], &moving, true))
     })?;
     for r in &mut replacements {
@@ -1195,24 +1220,21 @@ fn split_replacements(
     Some(replacements)
 }
 
-/// The NodePools with their spot offerings taken out (and the types left with none).
+/// The NodePools with spot ruled out by one more requirement (their types' spot offerings
+/// no longer allowed). A requirement rather than a new type list: the catalog compiled for
+/// each NodePool's types serves these too.
 fn without_spot(pools: &[NodePoolInput]) -> Vec<NodePoolInput> {
     (pools.iter())
         .map(|np| {
-            let types: Vec<kerf_scheduling::InstanceTypeOption> = (np.instance_types.iter())
-                .filter_map(|t| {
-                    let offerings: Vec<kerf_scheduling::Offering> = (t.offerings.iter())
-                        .filter(|o| o.capacity_type != labels::CAPACITY_TYPE_SPOT)
-                        .cloned()
-                        .collect();
-                    (!offerings.is_empty()).then(|| kerf_scheduling::InstanceTypeOption {
-                        offerings,
-                        ..t.clone()
-                    })
-                })
-                .collect();
+            let mut requirements = np.requirements.clone();
+            requirements.push(kerf_api::NodeSelectorRequirementWithMinValues {
+                key: labels::CAPACITY_TYPE.to_string(),
+                operator: kerf_api::Operator::NotIn,
+                values: vec![labels::CAPACITY_TYPE_SPOT.to_string()],
+                min_values: None,
+            });
             NodePoolInput {
-                instance_types: types.into(),
+                requirements,
                 ..np.clone()
             }
         })

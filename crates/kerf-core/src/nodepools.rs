@@ -43,6 +43,7 @@ pub fn node_pool_input(
         usage,
         nodes,
         instance_types,
+        largest: None,
     }
 }
 

@@ -98,6 +98,7 @@ pub fn node_pool() -> NodePoolInput {
         usage: Resources::default(),
         nodes: 0,
         instance_types: Arc::from(instance_types()),
+        largest: None,
     }
 }
 

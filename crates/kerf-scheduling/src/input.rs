@@ -76,6 +76,10 @@ pub struct NodePoolInput {
     pub nodes: i64,
     /// The instance types its node class can launch, with their offerings.
     pub instance_types: Arc<[InstanceTypeOption]>,
+    /// When set, only the types no larger than this in cpu and memory may launch (a packing
+    /// capped at what a cost bound buys, [`crate::capped_pools`]). Kept apart from
+    /// `instance_types` so that a capped NodePool reuses the catalog compiled for it.
+    pub largest: Option<crate::NodeSize>,
 }
 
 /// A node that exists (or a NodeClaim already launching).

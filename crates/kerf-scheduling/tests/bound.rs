@@ -69,6 +69,7 @@ fn pool(
         usage: Default::default(),
         nodes: 0,
         instance_types: types.clone(),
+        largest: None,
     }
 }
 

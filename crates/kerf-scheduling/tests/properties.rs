@@ -138,6 +138,7 @@ fn node_pool(i: usize, p: &PoolSpec, types: &Arc<[InstanceTypeOption]>) -> NodeP
         usage: Default::default(),
         nodes: 0,
         instance_types: types.clone(),
+        largest: None,
     }
 }
 

@@ -66,7 +66,8 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
     scenario::parse(&text, path.parent())
 }
 
-/// Runs a scenario to its end; `progress(now, nodes, pending)` is called as time advances.
+/// Runs a scenario to its end; `progress(now, nodes, pending)` is called as time advances
+/// (at most once per sample interval of simulated time).
 pub fn run(
     scenario: Scenario,
     options: RunOptions,

@@ -501,8 +501,13 @@ impl World {
         progress: &mut dyn FnMut(Duration, usize, usize),
     ) -> Result<Report, SimError> {
         self.settle()?;
+        // counting the pending pods walks every pod: once per sample interval, not per step
+        let mut reported = None;
         while self.step()? {
-            progress(self.now, self.nodes.len(), self.pending_count());
+            if reported.is_none_or(|at| self.now >= at + self.sample_every()) {
+                reported = Some(self.now);
+                progress(self.now, self.nodes.len(), self.pending_count());
+            }
         }
         self.accrue(self.duration());
         self.now = self.duration();

@@ -27,7 +27,7 @@ use good_lp::{
 
 use super::State;
 use crate::amounts::{Amounts, CPU, MEMORY, NODES, PODS, SLOTS};
-use crate::input::{InstanceTypeOption, NodePoolInput, Problem};
+use crate::input::{NodePoolInput, Problem};
 use crate::interned::Reqs;
 use crate::solver::catalog::Catalog;
 use crate::taints::first_untolerated;
@@ -543,15 +543,8 @@ pub fn capped_pools(pools: &[NodePoolInput], largest: &[Option<NodeSize>]) -> Ve
             let Some(size) = size else {
                 return np.clone();
             };
-            let types: Vec<InstanceTypeOption> = (np.instance_types.iter())
-                .filter(|t| {
-                    t.capacity.cpu_millis <= size.cpu_millis
-                        && t.capacity.memory_bytes <= size.memory_bytes
-                })
-                .cloned()
-                .collect();
             NodePoolInput {
-                instance_types: types.into(),
+                largest: Some(*size),
                 ..np.clone()
             }
         })

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use kerf_api::NodeSelectorRequirementWithMinValues;
 use kerf_api::labels;
 
-use super::Reqs;
+use super::{NodeSize, Reqs};
 use crate::input::{InstanceTypeOption, NodePoolInput};
 use crate::interned::Req;
 use crate::launch::CompiledOffering;
@@ -81,23 +81,46 @@ impl Catalog {
                 let found = self.pools.iter_mut().find(|e| {
                     Arc::ptr_eq(&e.types, &np.instance_types) && e.requirements == np.requirements
                 });
-                if let Some(e) = found {
-                    e.used = solves;
-                    return e.compiled.clone();
+                let compiled = match found {
+                    Some(e) => {
+                        e.used = solves;
+                        e.compiled.clone()
+                    }
+                    None => {
+                        let compiled = compile(np, Arc::make_mut(&mut self.symbols));
+                        self.pools.push(Entry {
+                            types: np.instance_types.clone(),
+                            requirements: np.requirements.clone(),
+                            compiled: compiled.clone(),
+                            used: solves,
+                        });
+                        compiled
+                    }
+                };
+                match np.largest {
+                    Some(size) => no_larger(np, &compiled, size),
+                    None => compiled,
                 }
-                let compiled = compile(np, Arc::make_mut(&mut self.symbols));
-                self.pools.push(Entry {
-                    types: np.instance_types.clone(),
-                    requirements: np.requirements.clone(),
-                    compiled: compiled.clone(),
-                    used: solves,
-                });
-                compiled
             })
             .collect();
         self.pools.retain(|e| e.used + KEPT_FOR > solves);
         (self.symbols.clone(), compiled)
     }
+}
+
+/// The compiled types of `np` no larger than `size` in cpu and memory.
+fn no_larger(np: &NodePoolInput, compiled: &[CompiledType], size: NodeSize) -> Arc<[CompiledType]> {
+    (compiled.iter())
+        .filter(|t| {
+            let capacity = &np.instance_types[t.index].capacity;
+            capacity.cpu_millis <= size.cpu_millis && capacity.memory_bytes <= size.memory_bytes
+        })
+        .map(|t| CompiledType {
+            index: t.index,
+            reqs: t.reqs.clone(),
+            offerings: t.offerings.clone(),
+        })
+        .collect()
 }
 
 /// The types of `np`'s catalog its requirements' labels allow, compiled into `symbols`.
