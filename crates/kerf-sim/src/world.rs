@@ -259,6 +259,10 @@ pub struct World {
     /// What the pods bound to each node take of it, kept as pods are bound and deleted:
     /// the binder's snapshot starts from it instead of adding up every bound pod.
     usage: HashMap<String, kube_scheduler::Usage>,
+    /// The keys of the pods waiting for a node (daemon pods aside), kept as pods come, go,
+    /// are bound and unbound ([`World::track_pending`]): the binder reads these instead of
+    /// walking every pod.
+    pending: BTreeSet<String>,
     /// Each node's EBS attachment limit, as its CSINode publishes it.
     csi_limits: BTreeMap<String, i64>,
     /// Something the binder reads changed: it looks again.
@@ -380,6 +384,7 @@ impl World {
             objects: api_server::Objects::default(),
             pods: BTreeMap::new(),
             usage: HashMap::new(),
+            pending: BTreeSet::new(),
             imagined: None,
             imagined_generation: 0,
             csi_limits: BTreeMap::new(),
@@ -551,10 +556,18 @@ impl World {
         Ok(true)
     }
     fn pending_count(&self) -> usize {
-        self.pods
-            .values()
-            .filter(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet)
-            .count()
+        self.pending.len()
+    }
+
+    /// Keeps [`World::pending`] true to the pod `k` as stored now (or gone).
+    fn track_pending(&mut self, k: &str) {
+        let waiting =
+            (self.pods.get(k)).is_some_and(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
+        if waiting {
+            self.pending.insert(k.to_string());
+        } else {
+            self.pending.remove(k);
+        }
     }
 
     /// Adds cost and node-seconds up to `t`.
@@ -1147,6 +1160,7 @@ impl World {
         if let Some(old) = self.pods.insert(k.clone(), pod) {
             uses(&mut self.usage, &old, false);
         }
+        self.track_pending(&k);
         self.observe_pod(&k);
         // a pending pod changes nothing the binder read; a pod bound as it is made does
         if self.pods.get(&k).is_some_and(|p| p.node.is_some()) {
@@ -1163,6 +1177,7 @@ impl World {
             return;
         };
         uses(&mut self.usage, &old, false);
+        self.track_pending(k);
         self.floor.1 = true;
         self.remove("Pod", k.to_string());
         self.binder_changed();
@@ -1195,6 +1210,7 @@ impl World {
             p.bind(node);
             uses(&mut self.usage, p, true);
         }
+        self.track_pending(k);
         self.observe_pod(k);
         // the CSI provisioner makes the volumes that waited for this pod, in its zone
         let zone = (self.nodes.get(node))
@@ -1266,6 +1282,7 @@ impl World {
             } else if let Some(p) = self.pods.get_mut(&k) {
                 uses(&mut self.usage, p, false);
                 p.unbind(self.now);
+                self.track_pending(&k);
                 self.observe_pod(&k);
             }
         }
@@ -1371,8 +1388,8 @@ impl World {
         let nominated = |k: &str| (cluster.pods().get(k)).and_then(|r| r.nominated.as_ref());
         // in key order, then (stably) nominated first and longest waiting first
         let mut pending: Vec<(Option<&String>, Duration, &String, &api_server::StoredPod)> =
-            (self.pods.iter())
-                .filter(|(_, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet)
+            (self.pending.iter())
+                .filter_map(|k| self.pods.get_key_value(k))
                 .map(|(k, p)| (nominated(k), p.pending_since, k, p))
                 .collect();
         if pending.is_empty() {
