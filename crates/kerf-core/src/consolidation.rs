@@ -1185,7 +1185,7 @@ fn split_replacements(
     // with SpotToSpotConsolidation off a spot node's spot replacements are refused
     // (`cheaper_replacement`): its split is planned, and bounded, without them
     let pools = if !view.spot_to_spot && n.capacity_type == crate::cluster::CapacityType::Spot {
-        std::borrow::Cow::Owned(without_spot(&view.node_pools))
+        std::borrow::Cow::Owned(without_spot(&view.node_pools, catalog))
     } else {
         std::borrow::Cow::Borrowed(&view.node_pools[..])
     };
@@ -1220,23 +1220,14 @@ fn split_replacements(
     Some(replacements)
 }
 
-/// The NodePools with spot ruled out by one more requirement (their types' spot offerings
-/// no longer allowed). A requirement rather than a new type list: the catalog compiled for
-/// each NodePool's types serves these too.
-fn without_spot(pools: &[NodePoolInput]) -> Vec<NodePoolInput> {
+/// The NodePools with their spot offerings taken out (and the types left with none), each
+/// list the same one for as long as its NodePool's is ([`Catalog::without_spot`]), so the
+/// types compiled for it are kept between passes.
+fn without_spot(pools: &[NodePoolInput], catalog: &mut Catalog) -> Vec<NodePoolInput> {
     (pools.iter())
-        .map(|np| {
-            let mut requirements = np.requirements.clone();
-            requirements.push(kerf_api::NodeSelectorRequirementWithMinValues {
-                key: labels::CAPACITY_TYPE.to_string(),
-                operator: kerf_api::Operator::NotIn,
-                values: vec![labels::CAPACITY_TYPE_SPOT.to_string()],
-                min_values: None,
-            });
-            NodePoolInput {
-                requirements,
-                ..np.clone()
-            }
+        .map(|np| NodePoolInput {
+            instance_types: catalog.without_spot(&np.instance_types),
+            ..np.clone()
         })
         .collect()
 }

@@ -82,6 +82,15 @@ pub struct NodePoolInput {
     pub largest: Option<crate::NodeSize>,
 }
 
+impl NodePoolInput {
+    /// Whether `t` is no larger than [`NodePoolInput::largest`] (every type is, without one).
+    pub fn within_largest(&self, t: &InstanceTypeOption) -> bool {
+        self.largest.is_none_or(|size| {
+            t.capacity.cpu_millis <= size.cpu_millis && t.capacity.memory_bytes <= size.memory_bytes
+        })
+    }
+}
+
 /// A node that exists (or a NodeClaim already launching).
 #[derive(Clone, Debug)]
 pub struct ExistingNode {

@@ -572,7 +572,8 @@ pub fn solve_near_bound(
         node_pools: &capped,
         ..*problem
     };
-    let second = super::solve_with(&smaller, &mut Catalog::default());
+    // capped NodePools reuse the types compiled for them uncapped
+    let second = super::solve_with(&smaller, catalog);
     let better = second.unschedulable.len() <= first.unschedulable.len()
         && second.cost_per_hour() < first.cost_per_hour() - 1e-9;
     (if better { second } else { first }, bound)

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use kerf_api::NodeSelectorRequirementWithMinValues;
 use kerf_api::labels;
 
-use super::{NodeSize, Reqs};
+use super::Reqs;
 use crate::input::{InstanceTypeOption, NodePoolInput};
 use crate::interned::Req;
 use crate::launch::CompiledOffering;
@@ -32,7 +32,12 @@ pub struct Catalog {
     symbols: Arc<Symbols>,
     pools: Vec<Entry>,
     solves: u64,
+    /// Type lists with their spot offerings taken out, each with the list it came from.
+    without_spot: Vec<(TypeList, TypeList)>,
 }
+
+/// A NodePool's instance types, shared.
+type TypeList = Arc<[InstanceTypeOption]>;
 
 /// One NodePool's types as compiled, with what they were compiled from.
 #[derive(Debug)]
@@ -62,6 +67,7 @@ impl Default for Catalog {
             symbols: Arc::new(symbols),
             pools: Vec::new(),
             solves: 0,
+            without_spot: Vec::new(),
         }
     }
 }
@@ -98,7 +104,7 @@ impl Catalog {
                     }
                 };
                 match np.largest {
-                    Some(size) => no_larger(np, &compiled, size),
+                    Some(_) => no_larger(np, &compiled),
                     None => compiled,
                 }
             })
@@ -108,13 +114,41 @@ impl Catalog {
     }
 }
 
-/// The compiled types of `np` no larger than `size` in cpu and memory.
-fn no_larger(np: &NodePoolInput, compiled: &[CompiledType], size: NodeSize) -> Arc<[CompiledType]> {
+impl Catalog {
+    /// `types` with their spot offerings taken out, and the types left with none: what a
+    /// NodePool may launch when spot is ruled out (a spot node's replacement with
+    /// SpotToSpotConsolidation off). The same list (the same `Arc`) comes back for as long
+    /// as `types` is the same list, so the types compiled for it are kept as well.
+    pub fn without_spot(&mut self, types: &Arc<[InstanceTypeOption]>) -> Arc<[InstanceTypeOption]> {
+        // a list no one but this catalog holds any more will not be asked for again
+        self.without_spot
+            .retain(|(from, _)| Arc::strong_count(from) > 1);
+        if let Some((_, kept)) =
+            (self.without_spot.iter()).find(|(from, _)| Arc::ptr_eq(from, types))
+        {
+            return kept.clone();
+        }
+        let kept: Arc<[InstanceTypeOption]> = (types.iter())
+            .filter_map(|t| {
+                let offerings: Vec<crate::input::Offering> = (t.offerings.iter())
+                    .filter(|o| o.capacity_type != labels::CAPACITY_TYPE_SPOT)
+                    .cloned()
+                    .collect();
+                (!offerings.is_empty()).then(|| InstanceTypeOption {
+                    offerings,
+                    ..t.clone()
+                })
+            })
+            .collect();
+        self.without_spot.push((types.clone(), kept.clone()));
+        kept
+    }
+}
+
+/// The compiled types of `np` within its [`NodePoolInput::largest`].
+fn no_larger(np: &NodePoolInput, compiled: &[CompiledType]) -> Arc<[CompiledType]> {
     (compiled.iter())
-        .filter(|t| {
-            let capacity = &np.instance_types[t.index].capacity;
-            capacity.cpu_millis <= size.cpu_millis && capacity.memory_bytes <= size.memory_bytes
-        })
+        .filter(|t| np.within_largest(&np.instance_types[t.index]))
         .map(|t| CompiledType {
             index: t.index,
             reqs: t.reqs.clone(),
@@ -168,4 +202,51 @@ fn compile(np: &NodePoolInput, symbols: &mut Symbols) -> Arc<[CompiledType]> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spot_less_list_is_kept_while_its_source_is_held_and_has_no_spot_offering() {
+        let mut types = crate::benchmark::instance_types();
+        // one type offered as spot only: it has nothing left without spot
+        types[0]
+            .offerings
+            .retain(|o| o.capacity_type == labels::CAPACITY_TYPE_SPOT);
+        let types: Arc<[InstanceTypeOption]> = types.into();
+        let mut catalog = Catalog::default();
+
+        let first = catalog.without_spot(&types);
+        assert_eq!(
+            first.len(),
+            types.len() - 1,
+            "the spot-only type is dropped"
+        );
+        assert_eq!(first[0].name, types[1].name);
+        let spot = |list: &[InstanceTypeOption]| {
+            (list.iter().flat_map(|t| &t.offerings))
+                .filter(|o| o.capacity_type == labels::CAPACITY_TYPE_SPOT)
+                .count()
+        };
+        assert_eq!(spot(&first), 0);
+        assert_eq!(
+            first.iter().map(|t| t.offerings.len()).sum::<usize>(),
+            types.iter().map(|t| t.offerings.len()).sum::<usize>() - spot(&types),
+            "every other offering stays"
+        );
+        assert!(
+            Arc::ptr_eq(&first, &catalog.without_spot(&types)),
+            "the same list again"
+        );
+
+        // an equal list that is another one gets its own; the first, held by no one else
+        // now, is forgotten
+        let other: Arc<[InstanceTypeOption]> = types.to_vec().into();
+        drop(types);
+        let second = catalog.without_spot(&other);
+        assert!(!Arc::ptr_eq(&first, &second));
+        assert_eq!(catalog.without_spot.len(), 1);
+    }
 }

@@ -177,7 +177,8 @@ impl<'p> State<'p> {
         state.pool_order = order;
         // each reservation's room, the least any NodePool's catalog gives it
         for np in problem.node_pools {
-            for o in np.instance_types.iter().flat_map(|t| &t.offerings) {
+            let types = np.instance_types.iter().filter(|t| np.within_largest(t));
+            for o in types.flat_map(|t| &t.offerings) {
                 if let Some(r) = &o.reservation {
                     let id = state.symbols.intern(&r.id);
                     let room = state.reservations.entry(id).or_insert(r.capacity);
