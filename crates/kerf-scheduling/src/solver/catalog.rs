@@ -6,7 +6,8 @@
 //! the rest of a consolidation pass, so a [`Catalog`] keeps it: the types' labels are
 //! interned into a shared base table that each solve's own table sits over, and each
 //! NodePool's compiled types are kept while its input's type list (the same `Arc`) and its
-//! requirements stay the same.
+//! requirements stay the same. A NodePool capped at a size ([`NodePoolInput::largest`]) or
+//! with spot taken out ([`Catalog::without_spot`]) reuses them too.
 
 use std::sync::Arc;
 
@@ -49,7 +50,7 @@ struct Entry {
 }
 
 /// An instance type as every solve sees it, whatever its pods.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct CompiledType {
     /// Its place in the NodePool input's instance types.
     pub(super) index: usize,
@@ -112,14 +113,12 @@ impl Catalog {
         self.pools.retain(|e| e.used + KEPT_FOR > solves);
         (self.symbols.clone(), compiled)
     }
-}
 
-impl Catalog {
     /// `types` with their spot offerings taken out, and the types left with none: what a
     /// NodePool may launch when spot is ruled out (a spot node's replacement with
     /// SpotToSpotConsolidation off). The same list (the same `Arc`) comes back for as long
     /// as `types` is the same list, so the types compiled for it are kept as well.
-    pub fn without_spot(&mut self, types: &Arc<[InstanceTypeOption]>) -> Arc<[InstanceTypeOption]> {
+    pub fn without_spot(&mut self, types: &TypeList) -> TypeList {
         // a list no one but this catalog holds any more will not be asked for again
         self.without_spot
             .retain(|(from, _)| Arc::strong_count(from) > 1);
@@ -128,7 +127,7 @@ impl Catalog {
         {
             return kept.clone();
         }
-        let kept: Arc<[InstanceTypeOption]> = (types.iter())
+        let kept: TypeList = (types.iter())
             .filter_map(|t| {
                 let offerings: Vec<crate::input::Offering> = (t.offerings.iter())
                     .filter(|o| o.capacity_type != labels::CAPACITY_TYPE_SPOT)
@@ -149,11 +148,7 @@ impl Catalog {
 fn no_larger(np: &NodePoolInput, compiled: &[CompiledType]) -> Arc<[CompiledType]> {
     (compiled.iter())
         .filter(|t| np.within_largest(&np.instance_types[t.index]))
-        .map(|t| CompiledType {
-            index: t.index,
-            reqs: t.reqs.clone(),
-            offerings: t.offerings.clone(),
-        })
+        .cloned()
         .collect()
 }
 
