@@ -456,9 +456,10 @@ pub struct Controllers {
     timers: BTreeSet<(Duration, Timer)>,
     pub(crate) actions: Vec<Action>,
     unavailable: UnavailableOfferings,
-    /// When each (object, reason, message hash) was last sent, for deduplication: with a
-    /// pending pod's event for each of thousands of pods, the messages would take megabytes.
-    events_sent: HashMap<(EventObject, String, &'static str, u64), Duration>,
+    /// When each event was last sent, by a hash of its object, reason and message, for
+    /// deduplication: with an event for each of thousands of pods, keeping the names and
+    /// messages would take megabytes.
+    events_sent: HashMap<u64, Duration>,
     /// Counts the controllers' own work (timers fired, cloud answers taken), which writes
     /// to the cluster state directly.
     activity: u64,
@@ -905,14 +906,10 @@ impl Controllers {
 
     /// Records an event unless the same one about the same object went out lately.
     fn event(&mut self, event: Event) {
-        let mut message = std::hash::DefaultHasher::new();
-        std::hash::Hash::hash(&event.message, &mut message);
-        let key = (
-            event.kind,
-            event.name.clone(),
-            event.reason,
-            std::hash::Hasher::finish(&message),
-        );
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&(event.kind, &event.name, event.reason), &mut hasher);
+        std::hash::Hash::hash(&event.message, &mut hasher);
+        let key = std::hash::Hasher::finish(&hasher);
         // Karpenter keeps a failed-scheduling event for five minutes, the others for two
         let dedupe = match event.reason {
             "FailedScheduling" => EVENT_DEDUPE * 5 / 2,

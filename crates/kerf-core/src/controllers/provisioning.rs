@@ -237,11 +237,16 @@ impl Controllers {
             cached.generation = generation;
             return cached.options.clone();
         }
-        let mut types = base.to_vec();
-        for (i, j) in &marked {
-            types[*i].offerings[*j].available = false;
-        }
-        let options: Arc<[InstanceTypeOption]> = types.into();
+        // with nothing marked the provider's own list serves: no copy of every offering
+        let options: Arc<[InstanceTypeOption]> = if marked.is_empty() {
+            Arc::clone(&base)
+        } else {
+            let mut types = base.to_vec();
+            for (i, j) in &marked {
+                types[*i].offerings[*j].available = false;
+            }
+            types.into()
+        };
         self.provisioning.type_options.insert(
             class.to_string(),
             super::TypeOptions {
