@@ -427,6 +427,7 @@ struct TypeOptions {
     generation: u64,
     /// The (type, offering) positions marked unavailable.
     marked: Vec<(usize, usize)>,
+    /// `base` with those offerings marked; `base` itself when none is.
     options: Arc<[InstanceTypeOption]>,
 }
 
