@@ -1384,6 +1384,35 @@ fn a_node_is_initialized_by_its_nodeclaims_startup_taints_not_its_nodepools_curr
     assert!(core.cluster().nodeclaims()[claim].initialized);
 }
 
+/// A Ready node still tainted `node.kubernetes.io/not-ready:NoSchedule` (the node lifecycle
+/// controller has not caught up, as after an API-server restart) is not initialized: its
+/// nominated pods keep it, and no NodeClaim is made for them every nomination window.
+#[test]
+fn a_node_still_tainted_not_ready_is_not_initialized_and_keeps_its_pods() {
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_and_register(&mut core, &claim);
+    let mut node = core.cluster().nodes()[claim.as_str()].clone();
+    node.taints = vec![kerf_api::Taint {
+        key: "node.kubernetes.io/not-ready".into(),
+        value: None,
+        effect: kerf_api::TaintEffect::NoSchedule,
+        time_added: None,
+    }];
+    core.apply_node(claim.clone(), node.clone(), secs(4));
+    let more = created(&run_until(&mut core, 4, 45));
+    assert!(!core.cluster().nodeclaims()[&claim].initialized);
+    assert!(
+        more.is_empty(),
+        "a NodeClaim while the node comes up: {more:?}"
+    );
+    node.taints.clear();
+    core.apply_node(claim.clone(), node, secs(46));
+    run_until(&mut core, 46, 48);
+    assert!(core.cluster().nodeclaims()[&claim].initialized);
+}
+
 /// A launch carries what the cloud needs (the NodeClaim, its NodePool) and the offerings the
 /// controllers know unavailable when they ask, so no shell reads their state back.
 #[test]

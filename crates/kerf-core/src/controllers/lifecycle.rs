@@ -380,7 +380,8 @@ impl Controllers {
             self.remove_unregistered_taint(&node_name);
         }
         let node = &self.cluster.nodes[&node_name];
-        if !node.ready || startup_left {
+        let ephemeral_left = (node.taints.iter()).any(super::provisioning::is_known_ephemeral);
+        if !node.ready || startup_left || ephemeral_left {
             return;
         }
         let allocatable = node.allocatable.to_resource_list();

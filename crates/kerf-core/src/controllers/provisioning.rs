@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kerf_api::{NodePool, Taint, labels};
+use kerf_api::{NodePool, Taint, TaintEffect, labels};
 use kerf_scheduling::resources::{Resources, pod_requests};
 use kerf_scheduling::{
     BoundPod, Decision, ExistingNode, InstanceTypeOption, NodePoolInput, PlannedNodeClaim, Problem,
@@ -55,6 +55,19 @@ const EPHEMERAL_TAINTS: [&str; 4] = [
     "node.cloudprovider.kubernetes.io/uninitialized",
     labels::UNREGISTERED_TAINT_KEY,
 ];
+
+/// Whether a taint is one of Karpenter's known ephemeral taints, by key and effect as
+/// Karpenter matches them: a node is not initialized while it carries one. Until the node
+/// lifecycle controller removes `not-ready`, kube-scheduler binds nothing there, so pods
+/// nominated to it would wait out their nomination and get a new NodeClaim each time.
+pub(super) fn is_known_ephemeral(t: &Taint) -> bool {
+    let effect = if t.key == labels::UNREGISTERED_TAINT_KEY {
+        TaintEffect::NoExecute
+    } else {
+        TaintEffect::NoSchedule
+    };
+    EPHEMERAL_TAINTS.contains(&t.key.as_str()) && t.effect == effect
+}
 
 /// The taints pods must tolerate on a node: its own, less its NodeClaim's startup taints and
 /// the ephemeral taints while it is not initialized (they go away then, so pods need not
