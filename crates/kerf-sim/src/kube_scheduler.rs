@@ -191,6 +191,22 @@ impl Facts {
         }
     }
 
+    /// Whether kube-scheduler's filters that read the node alone pass for a node with these
+    /// labels, taints and allocatable, empty: NodeAffinity, TaintToleration, and
+    /// NodeResourcesFit against the whole allocatable. A pod that fails them is never bound
+    /// there, whatever else runs on it.
+    pub fn could_bind(
+        &self,
+        pod: &Pod,
+        labels: &BTreeMap<String, String>,
+        taints: &[Taint],
+        allocatable: &Amounts,
+    ) -> bool {
+        node_affinity_matches(pod, labels)
+            && !untolerated(pod, taints)
+            && (self.requests.iter()).all(|(r, v)| *v <= allocatable.get(r).copied().unwrap_or(0))
+    }
+
     /// The class of pods just like this one (namespace, labels and spec).
     pub fn class(&self) -> &str {
         &self.class

@@ -45,6 +45,7 @@ use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 
 mod api_server;
 mod convergence;
+mod faults;
 mod invariants;
 mod min_values;
 mod reservations;
@@ -203,9 +204,9 @@ pub struct World {
     /// Waiting pods found hostable again after being unhostable, with when room was last
     /// freed before that: their wait for a node counts from there (swarm seed 51584).
     rehostable: BTreeMap<String, Duration>,
-    /// Injected faults, each from its launch until the pods it held up could have a node
-    /// (the registration TTL and a second launch later).
-    faults: Vec<(Duration, Duration)>,
+    /// Injected faults, each from its start until the pods it held up could have had a node
+    /// (for a launch that never registers, the registration TTL and a second launch later).
+    faults: Vec<faults::Fault>,
     /// Nodes that will never report Ready, with their fault in `faults`, which ends when
     /// the node is deleted.
     never_ready: BTreeMap<String, usize>,
@@ -481,7 +482,7 @@ impl World {
             if w.wakes.insert(until) {
                 w.push(until, Ev::Wake);
             }
-            w.faults.push((from, until + retry_wait(u32::MAX)));
+            (w.faults).push(faults::Fault::everyone(from, until + retry_wait(u32::MAX)));
         }
         w.push(Duration::ZERO, Ev::Sample);
         Ok(w)
@@ -1210,6 +1211,15 @@ impl World {
             p.bind(node);
             uses(&mut self.usage, p, true);
         }
+        // a node that never reports Ready may have sent this pod here, into another's room
+        if let (Some(p), Some(n)) = (self.pods.get(k), self.nodes.get(node))
+            && p.owner != PodOwner::DaemonSet
+        {
+            let now = self.now;
+            for fault in &mut self.faults {
+                fault.bound(p, node, n, now);
+            }
+        }
         self.track_pending(k);
         self.observe_pod(k);
         // the CSI provisioner makes the volumes that waited for this pod, in its zone
@@ -1269,7 +1279,7 @@ impl World {
                 + cloud.launch_jitter.0
                 + cloud.ready_delay.0
                 + cloud.ready_jitter.0;
-            self.faults[i].1 = self.faults[i].1.min(self.now + PASS_INTERVAL + launch);
+            self.faults[i].until = self.faults[i].until.min(self.now + PASS_INTERVAL + launch);
         }
         let on_node = self.pods_where(|p| p.node.as_deref() == Some(node));
         for k in on_node {
@@ -1791,10 +1801,8 @@ impl World {
             // the instance runs but its kubelet never registers: pods waiting on it may wait
             // out the registration TTL and a second launch
             let ends = self.now + REGISTRATION_TTL + cloud.launch_delay.0 + cloud.ready_delay.0;
-            self.faults.push((
-                self.now,
-                ends + cloud.launch_jitter.0 + cloud.ready_jitter.0,
-            ));
+            let until = ends + cloud.launch_jitter.0 + cloud.ready_jitter.0;
+            self.faults.push(faults::Fault::everyone(self.now, until));
             self.totals.faults_injected += 1;
         } else {
             self.push(
@@ -1829,6 +1837,7 @@ impl World {
         };
         // as Karpenter's user data registers it: the NodeClaim's taints, its startup taints
         // and the registration taint
+        let spec_taints = spec.taints.clone();
         let mut taints: Vec<_> = spec
             .taints
             .iter()
@@ -1905,9 +1914,14 @@ impl World {
             // binds whatever fits first; swarm seed 65410), until the node is gone and a
             // second launch comes up. Node repair may remove it after its toleration, unless
             // too much of its NodePool is unhealthy; without node repair it stays, as with
-            // Karpenter. The fault lasts until the node is deleted.
-            self.never_ready.insert(name.clone(), self.faults.len());
-            self.faults.push((self.now, self.duration()));
+            // Karpenter. The fault lasts until the node is deleted, and excuses only the pods
+            // it could take and those whose room they took (`faults`).
+            if let Some(node) = self.nodes.get(&name) {
+                let fault =
+                    faults::Fault::never_ready(self.now, self.duration(), node, spec_taints);
+                self.never_ready.insert(name.clone(), self.faults.len());
+                self.faults.push(fault);
+            }
             self.totals.faults_injected += 1;
             return;
         }

@@ -301,9 +301,8 @@ impl World {
                     .insufficient_capacity
                     .iter()
                     .any(|w| w.overlaps(p.pending_since, now))
-                && !faults
-                    .iter()
-                    .any(|(from, to)| *from <= now && *to > p.pending_since)
+                && !(faults.iter())
+                    .any(|f| f.from <= now && f.until > p.pending_since && f.reaches(p))
                 && !self.launching_for(k, bound)
         });
         // judged apart from Kerf: new nodes of the NodePools would take the pods
@@ -357,7 +356,7 @@ impl World {
         let stale = self.waiting(|k, p| {
             now.saturating_sub(self.wait_start(k, p)) > REGISTRATION_TTL
                 && !windows.iter().any(|w| w.overlaps(p.pending_since, now))
-                && !faults.iter().any(|(_, to)| *to > p.pending_since)
+                && !(faults.iter()).any(|f| f.until > p.pending_since && f.reaches(p))
         });
         if stale.is_empty() {
             return Ok(());
