@@ -2,11 +2,12 @@
 //! leaves a node with a blocker out of its candidates, and `kerf explain node` and the
 //! `DisruptionBlocked` events tell the same blockers, so the two cannot disagree.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use kerf_api::labels;
 use kerf_api::nodepool::DisruptionReason;
+use rustc_hash::FxHashMap;
 
 use super::Controllers;
 use super::disruption::PdbAllowances;
@@ -98,7 +99,7 @@ impl Blocker {
 /// What the blocker checks of many nodes read, gathered once per pass or answer.
 pub(super) struct Gathered<'a> {
     /// Each node's pods, daemon pods left out (they never hold a node).
-    pub(super) pods_by_node: HashMap<&'a str, Vec<(&'a String, &'a PodRecord)>>,
+    pub(super) pods_by_node: FxHashMap<&'a str, Vec<(&'a String, &'a PodRecord)>>,
     /// NodeClaims a pending pod was promised.
     pub(super) nominated: BTreeSet<&'a str>,
     /// What each PodDisruptionBudget still allows.
@@ -117,7 +118,7 @@ pub(super) enum Wanted {
 impl Controllers {
     /// What the blocker checks read, from the cluster as it is now.
     pub(super) fn gather(&self) -> Gathered<'_> {
-        let mut pods_by_node: HashMap<&str, Vec<(&String, &PodRecord)>> = HashMap::new();
+        let mut pods_by_node: FxHashMap<&str, Vec<(&String, &PodRecord)>> = FxHashMap::default();
         let mut nominated = BTreeSet::new();
         for (k, p) in &self.cluster.pods {
             if let Some(n) = &p.node
