@@ -116,7 +116,8 @@ fn failed<E: Faulty>(what: &'static str) -> impl FnOnce(E) -> Failure {
 }
 
 /// Runs `call` until it succeeds, fails for good, or runs out of attempts (100 ms, 400 ms,
-/// 1.6 s between them).
+/// 1.6 s between them). A conflict (another writer changed the object since `call` read it)
+/// is the optimistic write working as meant: it is tried again without an error line.
 pub(crate) async fn retry<T, F, Fut>(what: &str, mut call: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
@@ -128,7 +129,11 @@ where
         match call().await {
             Ok(v) => return Ok(v),
             Err(e) if attempt < ATTEMPTS && e.fault().passes() => {
-                log::error(what, &e.to_string());
+                if matches!(&e, kube::Error::Api(s) if s.code == 409) {
+                    log::debug(what, &e.to_string());
+                } else {
+                    log::error(what, &e.to_string());
+                }
                 tokio::time::sleep(wait).await;
                 wait *= 4;
                 attempt += 1;
@@ -564,7 +569,6 @@ impl<C: CloudProvider> Executor<C> {
         Ok(())
     }
 
-    /// Reads a node, changes its taints, writes it back (retried on conflict).
     /// Writes a node class's finalizers on the version the controllers held: a class
     /// changed since is looked at again at the node class controller's next round.
     async fn set_node_class_finalizers(
@@ -586,6 +590,7 @@ impl<C: CloudProvider> Executor<C> {
         }
     }
 
+    /// Reads a node, changes its taints, writes it back (retried on conflict).
     async fn edit_taints(
         &self,
         nodes: &Api<Node>,

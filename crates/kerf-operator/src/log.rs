@@ -44,6 +44,18 @@ pub fn error(message: &str, error: &str) {
     }
 }
 
+/// Prints a failure the operator expects and gets past on its own (an optimistic write that
+/// lost a race and is tried again on a fresh read), from `LOG_LEVEL=debug` only.
+pub fn debug(message: &str, error: &str) {
+    if enabled(LogLevel::Debug) {
+        let line = json!({
+            "level": "DEBUG", "time": rfc3339(now()), "logger": "controller",
+            "message": message, "controller": "operator", "error": error,
+        });
+        println!("{line}");
+    }
+}
+
 /// Prints something the operator met that needs a person (shown from `LOG_LEVEL=info`,
 /// Karpenter's default, and up: there is no level between info and error to choose).
 pub fn warn(controller: &str, message: &str, fields: Value) {
