@@ -1384,6 +1384,24 @@ fn a_node_is_initialized_by_its_nodeclaims_startup_taints_not_its_nodepools_curr
     assert!(core.cluster().nodeclaims()[claim].initialized);
 }
 
+/// Pods nominated to a registered node and not bound yet hold its room: a pod that comes
+/// while they wait for kube-scheduler gets a NodeClaim of its own, not a nomination to room
+/// already promised (it would wait out the nomination window for nothing).
+#[test]
+fn room_promised_to_nominated_pods_on_a_registered_node_is_not_promised_again() {
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_and_register(&mut core, &claim);
+    core.poll(secs(4));
+    assert!(core.cluster().nodeclaims()[&claim].initialized);
+    // x is nominated to the Ready node (2 cpus) and not bound yet when y (1.5 cpus) comes
+    core.apply_pod(unschedulable("y", "1500m"), secs(5));
+    let more = created(&run_until(&mut core, 5, 10));
+    assert_eq!(more.len(), 1, "y was promised x's room: {more:?}");
+    assert_ne!(more[0], claim);
+}
+
 /// A Ready node still tainted `node.kubernetes.io/not-ready:NoSchedule` (the node lifecycle
 /// controller has not caught up, as after an API-server restart) is not initialized: its
 /// nominated pods keep it, and no NodeClaim is made for them every nomination window.

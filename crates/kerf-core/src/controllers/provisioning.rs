@@ -670,7 +670,15 @@ impl Controllers {
                             .add_attach_slots(c.node.as_deref(), by_type, &mut a);
                         a
                     },
-                    requested: n.requests.clone(),
+                    // its bound pods, and the pods nominated to it that kube-scheduler has
+                    // not bound yet (a solve does not place them again)
+                    requested: {
+                        let mut r = n.requests.clone();
+                        if let Some(waiting) = nominated.get(name.as_str()) {
+                            r.add(waiting);
+                        }
+                        r
+                    },
                     initialized: c.initialized,
                 },
                 None => {
