@@ -35,9 +35,14 @@ pub fn record(r: &LogRecord) {
 
 /// Prints a failure of the operator's own.
 pub fn error(message: &str, error: &str) {
-    if enabled(LogLevel::Error) {
+    operator_failure(LogLevel::Error, "ERROR", message, error);
+}
+
+/// One line of the operator's own at `level`: what it was doing and the error it met.
+fn operator_failure(level: LogLevel, name: &str, message: &str, error: &str) {
+    if enabled(level) {
         let line = json!({
-            "level": "ERROR", "time": rfc3339(now()), "logger": "controller",
+            "level": name, "time": rfc3339(now()), "logger": "controller",
             "message": message, "controller": "operator", "error": error,
         });
         println!("{line}");
@@ -47,13 +52,7 @@ pub fn error(message: &str, error: &str) {
 /// Prints a failure the operator expects and gets past on its own (an optimistic write that
 /// lost a race and is tried again on a fresh read), from `LOG_LEVEL=debug` only.
 pub fn debug(message: &str, error: &str) {
-    if enabled(LogLevel::Debug) {
-        let line = json!({
-            "level": "DEBUG", "time": rfc3339(now()), "logger": "controller",
-            "message": message, "controller": "operator", "error": error,
-        });
-        println!("{line}");
-    }
+    operator_failure(LogLevel::Debug, "DEBUG", message, error);
 }
 
 /// Prints something the operator met that needs a person (shown from `LOG_LEVEL=info`,
