@@ -389,17 +389,22 @@ pub fn revalidate(
     if !valid {
         return None;
     }
-    if let (Method::Drift, [node]) = (decided.method, &candidates[..]) {
-        return with_session(view, &view.node_pools, catalog, |session| {
-            replace_node(view, session, *node, decided.reason, Method::Drift)
-        });
-    }
     let pods: Vec<usize> = (candidates.iter())
         .flat_map(|i| view.nodes[*i].pods.iter().copied())
         .collect();
-    let replacements = with_session(view, &view.node_pools, catalog, |session| {
-        placed(session.try_remove(candidates, &pods, launch))
-    });
+    // only the candidates' pods move: the session compiles those alone
+    let replacements = place_elsewhere(view, &view.node_pools, catalog, candidates, &pods, launch);
+    if let (Method::Drift, [node]) = (decided.method, &candidates[..]) {
+        let replacements = replacements?;
+        let cost: f64 = replacements.iter().map(|r| r.launch.price_per_hour).sum();
+        return Some(Command {
+            reason: decided.reason,
+            method: Method::Drift,
+            candidates: vec![*node],
+            savings: view.nodes[*node].price_per_hour - cost,
+            replacements,
+        });
+    }
     let price: f64 = candidates
         .iter()
         .map(|i| view.nodes[*i].price_per_hour)
@@ -1201,20 +1206,39 @@ fn split_replacements(
         return None;
     }
     let capped = kerf_scheduling::capped_pools(&pools, &bound.largest);
-    // only this node's pods move: the session compiles them, not the whole cluster's (the
-    // other nodes' pods count through their nodes' requests and as bound pods)
+    place_elsewhere(view, &capped, catalog, &[node], &n.pods, true)
+}
+
+/// Takes `nodes` away and places `pods` (view pod indices, theirs) on the other nodes and,
+/// when `new_nodes`, on new ones launched from `node_pools`; the new nodes (their pods as
+/// view indices), or none when a pod finds no place. Only `pods` are compiled as pods that
+/// may move: the other nodes' pods count through their nodes' requests and as bound pods,
+/// so this costs a fraction of a session over the whole cluster.
+fn place_elsewhere(
+    view: &ClusterView<'_>,
+    node_pools: &[NodePoolInput],
+    catalog: &mut Catalog,
+    nodes: &[usize],
+    pods: &[usize],
+    new_nodes: bool,
+) -> Option<Vec<PlannedNodeClaim>> {
+    let shapes: Vec<&Pod> = pods.iter().map(|p| view.pods[*p]).collect();
+    let requests: Vec<Resources> = pods.iter().map(|p| view.requests[*p].clone()).collect();
+    let terms: Vec<u64> = (pods.iter())
+        .filter_map(|p| view.terms.get(*p).copied())
+        .collect();
     let moving: Vec<usize> = (0..pods.len()).collect();
     let movable = Movable {
-        pods: &pods,
+        pods: &shapes,
         requests: &requests,
         terms: &terms,
     };
-    let mut replacements = with_session_of(view, &capped, movable, catalog, |s| {
-        placed(s.try_remove(&[node], &moving, true))
+    let mut replacements = with_session_of(view, node_pools, movable, catalog, |s| {
+        placed(s.try_remove(nodes, &moving, new_nodes))
     })?;
     for r in &mut replacements {
         for p in &mut r.pods {
-            *p = n.pods[*p];
+            *p = pods[*p];
         }
     }
     Some(replacements)

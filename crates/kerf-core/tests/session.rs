@@ -120,3 +120,46 @@ fn session_answers_match_fresh_solves_across_kept_removals() {
         assert!(kept > 3, "seed {seed}: only {kept} removals kept");
     }
 }
+
+/// A catalog kept from pass to pass (as disruption keeps one) answers as a fresh one while
+/// nodes are relabeled: a node's compiled labels are reused only for the same labels.
+#[test]
+fn a_kept_catalog_answers_as_a_fresh_one_while_nodes_are_relabeled() {
+    use kerf_scheduling::Catalog;
+    let zone_key = || kerf_api::labels::ZONE;
+    let mut catalog = Catalog::default();
+    for seed in [1, 2] {
+        let cluster = Cluster::generate(40, seed);
+        let view = cluster.view(40);
+        let vp: &[&Pod] = &view.pods;
+        let mut nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();
+        let bound = view.bound_pods();
+        for round in 0..3 {
+            if round > 0 {
+                // every other node moves to the first node's zone, in a new label map
+                let first = nodes[0].labels.get(zone_key()).cloned().unwrap_or_default();
+                for n in nodes.iter_mut().skip(round).step_by(2) {
+                    let mut labels = (*n.labels).clone();
+                    labels.insert(zone_key().to_string(), first.clone());
+                    n.labels = std::sync::Arc::new(labels);
+                }
+            }
+            let problem = Problem {
+                nodes: &nodes,
+                bound_pods: &bound,
+                daemonsets: view.daemonsets,
+                ..Problem::new(&view.node_pools, &[])
+            };
+            let mut kept = Session::with_catalog(&problem, vp, &mut catalog);
+            let mut fresh = Session::new(&problem, vp);
+            for (i, n) in view.nodes.iter().enumerate() {
+                let new_nodes = i % 2 == 0;
+                assert_eq!(
+                    kept.try_remove(&[i], &n.pods, new_nodes),
+                    fresh.try_remove(&[i], &n.pods, new_nodes),
+                    "seed {seed}, round {round}, node {i}"
+                );
+            }
+        }
+    }
+}

@@ -137,8 +137,9 @@ struct Bin {
     host: Host,
     /// Its hostname label's value (a planned NodeClaim's is made up and unique).
     hostname: Sym,
-    /// Its labels as requirements, narrowed by the pods a planned NodeClaim took.
-    reqs: Reqs,
+    /// Its labels as requirements, narrowed by the pods a planned NodeClaim took (an
+    /// existing node's are shared with the [`Catalog`] that keeps them).
+    reqs: Arc<Reqs>,
     /// What its pods request (with daemonset overhead on a planned NodeClaim).
     requests: Amounts,
     /// An upper bound on what more fits.

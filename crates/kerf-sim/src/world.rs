@@ -264,6 +264,11 @@ pub struct World {
     /// are bound and unbound ([`World::track_pending`]): the binder reads these instead of
     /// walking every pod.
     pending: BTreeSet<String>,
+    /// The keys of each workload's pods, by workload name, and each owned pod's workload,
+    /// kept as pods come and go ([`World::track_pending`]): the workload controllers read
+    /// these instead of walking every pod after each eviction.
+    by_workload: HashMap<String, BTreeSet<String>>,
+    workload_of: HashMap<String, String>,
     /// Each node's EBS attachment limit, as its CSINode publishes it.
     csi_limits: BTreeMap<String, i64>,
     /// Something the binder reads changed: it looks again.
@@ -386,6 +391,8 @@ impl World {
             pods: BTreeMap::new(),
             usage: HashMap::new(),
             pending: BTreeSet::new(),
+            by_workload: HashMap::new(),
+            workload_of: HashMap::new(),
             imagined: None,
             imagined_generation: 0,
             csi_limits: BTreeMap::new(),
@@ -560,15 +567,37 @@ impl World {
         self.pending.len()
     }
 
-    /// Keeps [`World::pending`] true to the pod `k` as stored now (or gone).
+    /// Keeps [`World::pending`] and [`World::by_workload`] true to the pod `k` as stored
+    /// now (or gone), and [`World::binder_failed`] to pending pods whose classes all
+    /// failed: a pod of another class forgets the failures.
     fn track_pending(&mut self, k: &str) {
-        let waiting =
-            (self.pods.get(k)).is_some_and(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
-        if waiting {
-            self.pending.insert(k.to_string());
-        } else {
-            self.pending.remove(k);
+        let owner = (self.pods.get(k)).and_then(|p| owner_workload(&p.pod));
+        if self.workload_of.get(k).map(String::as_str) != owner {
+            if let Some(old) = self.workload_of.remove(k)
+                && let Some(pods) = self.by_workload.get_mut(&old)
+            {
+                pods.remove(k);
+            }
+            if let Some(w) = owner {
+                let w = w.to_string();
+                (self.by_workload.entry(w.clone()).or_default()).insert(k.to_string());
+                self.workload_of.insert(k.to_string(), w);
+            }
         }
+        let waiting =
+            (self.pods.get(k)).filter(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
+        let Some(p) = waiting else {
+            self.pending.remove(k);
+            return;
+        };
+        if let Some(failed) = &mut self.binder_failed {
+            if !failed.classes.contains(&p.facts.class_hash()) {
+                self.binder_failed = None;
+            } else if p.facts.mounts_claims() {
+                failed.claims = true;
+            }
+        }
+        self.pending.insert(k.to_string());
     }
 
     /// Adds cost and node-seconds up to `t`.
@@ -1143,7 +1172,7 @@ impl World {
                         }
                         .into());
                     }
-                    let owned = self.pods_where(|p| owner_workload(&p.pod) == Some(wk.as_str()));
+                    let owned = self.workload_pods(&wk);
                     for p in owned {
                         self.delete_pod(&p);
                     }
@@ -1310,22 +1339,16 @@ impl World {
     /// The ReplicaSet/StatefulSet/Job controllers: make or remove pods to match replicas
     /// (removing pending pods first, then the newest).
     fn reconcile_workloads(&mut self) {
-        let mut counts: HashMap<&str, usize> = HashMap::new();
-        for p in self.pods.values() {
-            if let Some(w) = owner_workload(&p.pod) {
-                *counts.entry(w).or_default() += 1;
-            }
-        }
         // only the workloads off their replicas are looked at again
         let off: Vec<String> = (self.workloads.iter())
             .filter(|(wk, w)| {
-                counts.get(wk.as_str()).copied().unwrap_or(0)
-                    != usize::try_from(w.replicas).unwrap_or(0)
+                let have = self.by_workload.get(wk.as_str()).map_or(0, BTreeSet::len);
+                have != usize::try_from(w.replicas).unwrap_or(0)
             })
             .map(|(wk, _)| wk.clone())
             .collect();
         for wk in off {
-            let have = self.pods_where(|p| owner_workload(&p.pod) == Some(wk.as_str()));
+            let have = self.workload_pods(&wk);
             let want = usize::try_from(self.workloads[&wk].replicas).unwrap_or(0);
             if have.len() < want {
                 for _ in have.len()..want {
@@ -1392,6 +1415,16 @@ impl World {
     /// binds pending pods one by one, oldest first and those nominated for a node first,
     /// and marks the ones no Ready node fits `Unschedulable`.
     fn bind_pending(&mut self) {
+        if self.binder_failed.is_some() {
+            // every pending pod is of a class the last pass placed nowhere, and nothing
+            // since could fit one ([`World::track_pending`]): only the new ones are marked
+            let unmarked: Vec<String> = (self.pending.iter())
+                .filter(|k| self.pods.get(*k).is_some_and(|p| !is_provisionable(&p.pod)))
+                .cloned()
+                .collect();
+            self.mark_unschedulable(&unmarked);
+            return;
+        }
         let cluster = &self.core.cluster();
         // Kerf's nominations, which kube-scheduler's stand-in honours (the nominated node
         // first), as the operator's events would have it
@@ -1407,10 +1440,7 @@ impl World {
         }
         pending.sort_by_key(|&(claim, since, _, _)| (claim.is_none(), since));
         let mut placed = Vec::new();
-        let failed_before = self.binder_failed.as_ref().is_some_and(|failed| {
-            (pending.iter()).all(|(_, _, _, p)| failed.classes.contains(&p.facts.class_hash()))
-        });
-        if !failed_before && self.nodes.iter().any(|(_, n)| n.ready) {
+        if self.nodes.iter().any(|(_, n)| n.ready) {
             let nodes = (self.nodes.iter())
                 .map(|(name, n)| kube_scheduler::Node {
                     name,
@@ -1467,11 +1497,16 @@ impl World {
         for (k, n) in placed {
             self.bind(&k, &n);
         }
-        for k in &unmarked {
+        self.mark_unschedulable(&unmarked);
+    }
+
+    /// kube-scheduler found these pods no node: it says so in their status, unless Kerf
+    /// nominated them to a NodeClaim.
+    fn mark_unschedulable(&mut self, keys: &[String]) {
+        for k in keys {
             let Some(p) = self.pods.get_mut(k).filter(|p| p.node.is_none()) else {
                 continue;
             };
-            // kube-scheduler found it no node: it says so in the pod's status
             if (self.core.cluster().pods().get(k)).is_none_or(|r| r.nominated.is_none()) {
                 set_pod_scheduled(&mut p.pod, "False", Some("Unschedulable"));
                 self.observe_pod(k);
@@ -2049,6 +2084,11 @@ impl World {
     }
 
     /// The stored pods `keep` selects, by key.
+    /// The keys of the pods the workload `name` owns, in key order.
+    fn workload_pods(&self, name: &str) -> Vec<String> {
+        (self.by_workload.get(name)).map_or_else(Vec::new, |pods| pods.iter().cloned().collect())
+    }
+
     fn pods_where(&self, keep: impl Fn(&api_server::StoredPod) -> bool) -> Vec<String> {
         (self.pods.iter())
             .filter(|(_, p)| keep(p))

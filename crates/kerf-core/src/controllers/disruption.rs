@@ -96,12 +96,19 @@ fn command_text(head: &str, candidates: &[String], replacements: usize, savings:
 /// `Controllers::pass_inputs`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct PassInputs {
-    cluster: u64,
-    controllers: u64,
-    unavailable: u64,
+    written: Written,
     consolidatable: usize,
     do_not_disrupt_ended: usize,
     backoffs_ended: usize,
+}
+
+/// The part of [`PassInputs`] that changes only by writes (and budget schedules): cheap to
+/// read on every pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Written {
+    cluster: u64,
+    controllers: u64,
+    unavailable: u64,
     budget_windows: Vec<bool>,
     repairs: Vec<String>,
 }
@@ -204,6 +211,10 @@ pub(super) struct State {
     pub(super) disrupted_for: HashMap<String, DisruptionReason>,
     /// The inputs of the last disruption pass that found nothing.
     pub(super) idle_inputs: Option<PassInputs>,
+    /// Until when the time-driven inputs of that pass stay as they were while nothing is
+    /// written: the first consolidateAfter, do-not-disrupt duration or replacement backoff
+    /// to run out after it.
+    quiet_until: Duration,
     /// The command under way.
     pub(super) command: Option<Pending>,
     pub(super) commands_started: u64,
@@ -598,7 +609,13 @@ impl Controllers {
         if self.disruption.command.is_some() {
             return;
         }
-        let inputs = self.pass_inputs();
+        let written = self.written_inputs();
+        // nothing written and nothing run out since the last pass that found nothing
+        let idle = self.disruption.idle_inputs.as_ref();
+        if idle.is_some_and(|i| i.written == written) && self.now < self.disruption.quiet_until {
+            return;
+        }
+        let inputs = self.pass_inputs(written);
         if self.disruption.idle_inputs.as_ref() == Some(&inputs) {
             return;
         }
@@ -634,6 +651,7 @@ impl Controllers {
             return;
         }
         self.disruption.idle_inputs = Some(inputs);
+        self.disruption.quiet_until = self.next_timed_change();
     }
 
     /// Whether a disruption command is being validated or carried out.
@@ -675,43 +693,61 @@ impl Controllers {
     /// change by themselves with time (consolidateAfter running out, do-not-disrupt
     /// durations ending, budget schedules opening and closing). With the counters unchanged
     /// the time-driven ones move one way only, so counting them tells every change.
-    fn pass_inputs(&mut self) -> PassInputs {
-        self.unavailable.expire(self.now);
-        let cluster = &self.cluster;
-        let consolidatable = cluster
-            .nodes
-            .iter()
-            .filter(|(name, n)| {
-                cluster
-                    .pool_of_node(name)
-                    .and_then(|np| consolidatable_at(np, n.last_pod_event))
-                    .is_some_and(|t| self.now >= t)
-            })
+    fn pass_inputs(&self, written: Written) -> PassInputs {
+        let now = self.now;
+        let consolidatable = (self.consolidatable_times()).filter(|t| now >= *t).count();
+        let do_not_disrupt_ended = (self.cluster.do_not_disrupt_ends())
+            .filter(|end| now >= *end)
             .count();
-        let do_not_disrupt_ended = cluster
-            .do_not_disrupt_ends()
-            .filter(|end| self.now >= *end)
-            .count();
-        let unix = self.settings.epoch_unix + self.now.as_secs();
-        let budget_windows = cluster
-            .node_pools
-            .values()
-            .flat_map(|np| &np.spec.disruption.budgets)
-            .map(|b| budget_active(b, unix))
-            .collect();
         let backoffs_ended = (self.disruption.backoffs.values())
-            .filter(|b| self.now >= b.until)
+            .filter(|b| now >= b.until)
             .count();
         PassInputs {
-            cluster: cluster.generation(),
-            controllers: self.activity,
-            unavailable: self.unavailable.generation(),
+            written,
             consolidatable,
             do_not_disrupt_ended,
             backoffs_ended,
+        }
+    }
+
+    /// The inputs of a pass that change only when something is written, or with a budget's
+    /// schedule.
+    fn written_inputs(&mut self) -> Written {
+        self.unavailable.expire(self.now);
+        let unix = self.settings.epoch_unix + self.now.as_secs();
+        let budget_windows = (self.cluster.node_pools.values())
+            .flat_map(|np| &np.spec.disruption.budgets)
+            .map(|b| budget_active(b, unix))
+            .collect();
+        Written {
+            cluster: self.cluster.generation(),
+            controllers: self.activity,
+            unavailable: self.unavailable.generation(),
             budget_windows,
             repairs: self.disruption.repairs.keys().cloned().collect(),
         }
+    }
+
+    /// When each node may be consolidated by its NodePool's consolidateAfter.
+    fn consolidatable_times(&self) -> impl Iterator<Item = Duration> + '_ {
+        let cluster = &self.cluster;
+        (cluster.nodes.iter()).filter_map(|(name, n)| {
+            cluster
+                .pool_of_node(name)
+                .and_then(|np| consolidatable_at(np, n.last_pod_event))
+        })
+    }
+
+    /// The first time after now at which one of [`PassInputs`]' time-driven counts grows
+    /// while nothing is written.
+    fn next_timed_change(&self) -> Duration {
+        let now = self.now;
+        (self.consolidatable_times())
+            .chain(self.cluster.do_not_disrupt_ends())
+            .chain(self.disruption.backoffs.values().map(|b| b.until))
+            .filter(|t| *t > now)
+            .min()
+            .unwrap_or(Duration::MAX)
     }
 
     /// A node carrying the disrupted taint that no command holds and that is not being

@@ -20,17 +20,6 @@ use crate::symbols::{Sym, Symbols};
 use crate::taints::first_untolerated;
 use crate::topology::{GroupId, Kind, Topology};
 
-/// Node requirements of a node's labels (hostname excluded: bins carry it apart).
-pub(super) fn label_reqs(
-    labels: &std::collections::BTreeMap<String, String>,
-    hostname: Sym,
-    symbols: &mut Symbols,
-) -> Reqs {
-    let mut out = pods::selector_reqs(Some(labels), symbols);
-    out.remove(hostname);
-    out
-}
-
 impl<'p> State<'p> {
     /// Compiles the problem with `pending` as its pods (the problem's own, or a session's),
     /// its instance types taken from `catalog` where compiled before.
@@ -39,7 +28,11 @@ impl<'p> State<'p> {
         pending: impl IntoIterator<Item = &'x Pod>,
         catalog: &mut Catalog,
     ) -> State<'p> {
-        let (base, compiled) = catalog.prepare(problem.node_pools);
+        let super::catalog::Prepared {
+            symbols: base,
+            types: compiled,
+            nodes: node_reqs,
+        } = catalog.prepare(problem.node_pools, problem.nodes);
         let mut symbols = Symbols::over(base);
         let well_known = pods::intern_well_known(&mut symbols);
         let hostname = symbols.intern(labels::HOSTNAME);
@@ -186,7 +179,7 @@ impl<'p> State<'p> {
                 }
             }
         }
-        state.add_existing_bins();
+        state.add_existing_bins(node_reqs);
         // every requirement is interned by now: a reservation id no one named is in none
         state.offering_keys = crate::launch::OfferingKeys::of(&mut state.symbols);
         state.set_universes();
@@ -285,7 +278,9 @@ impl<'p> State<'p> {
         }
     }
 
-    pub(super) fn add_existing_bins(&mut self) {
+    /// The existing nodes as bins, with their label requirements (`node_reqs`, one a node,
+    /// as [`Catalog`] keeps them).
+    pub(super) fn add_existing_bins(&mut self, node_reqs: Vec<Arc<Reqs>>) {
         let nodes = self.problem.nodes;
         let mut order: Vec<usize> = (0..nodes.len()).collect();
         order.sort_by_key(|i| !nodes[*i].initialized);
@@ -307,11 +302,12 @@ impl<'p> State<'p> {
                 None => ports.extend(pods::host_ports(b.pod)),
             }
         }
+        let mut node_reqs: Vec<Option<Arc<Reqs>>> = node_reqs.into_iter().map(Some).collect();
         for i in order {
             let n: &ExistingNode = &nodes[i];
             let host_name = n.labels.get(labels::HOSTNAME).unwrap_or(&n.name);
             let hostname = self.symbols.intern(host_name);
-            let reqs = label_reqs(&n.labels, self.hostname, &mut self.symbols);
+            let reqs = node_reqs[i].take().unwrap_or_default();
             let allocatable = self.dims.allocatable(&n.allocatable);
             let requests = self.dims.capacity(&n.requested);
             let ports = std::mem::take(&mut ports_of[i]);

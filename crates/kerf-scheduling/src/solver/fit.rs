@@ -153,7 +153,7 @@ impl<'p> State<'p> {
                 .check(id, pod_domains, selects_self, domain, &self.symbols)
             {
                 Ok(Some(narrow)) => {
-                    let r = reqs.get_or_insert_with(|| bin.reqs.clone());
+                    let r = reqs.get_or_insert_with(|| Reqs::clone(&bin.reqs));
                     r.add(key, narrow, &self.symbols);
                 }
                 Ok(None) => {}
@@ -175,7 +175,7 @@ impl<'p> State<'p> {
         let pool = *pool;
         let mut types = current.clone();
         if let Some(r) = &reqs
-            && *r != bin.reqs
+            && *r != *bin.reqs
         {
             let compat = self.compatible_types(pool, r);
             types.intersect_with(&compat);
@@ -241,7 +241,7 @@ impl<'p> State<'p> {
                 let min = final_reqs.get(key).and_then(|r| r.min_values).unwrap_or(0);
                 return Err(transient(Cause::MinValues(key, min)));
             }
-            let r = reqs.get_or_insert_with(|| bin.reqs.clone());
+            let r = reqs.get_or_insert_with(|| Reqs::clone(&bin.reqs));
             for (key, seen) in short {
                 r.lower_min_values(key, seen);
             }
@@ -287,7 +287,7 @@ impl<'p> State<'p> {
         self.save(b);
         let bin = &mut self.bins[b];
         if let Some(r) = fit.reqs {
-            bin.reqs = r;
+            bin.reqs = Arc::new(r);
         }
         match (&mut bin.host, fit.types) {
             (Host::Planned { types, .. }, Some(narrowed)) => *types = narrowed,
@@ -463,7 +463,7 @@ impl<'p> State<'p> {
         let fresh = Bin {
             host: Host::Planned { pool, types },
             hostname: self.hostname, // never a domain of any count
-            reqs: base,
+            reqs: Arc::new(base),
             requests: self.pools[pool].overhead,
             headroom: Amounts::UNBOUNDED,
             pods: Vec::new(),
