@@ -395,15 +395,13 @@ pub fn revalidate(
     // only the candidates' pods move: the session compiles those alone
     let replacements = place_elsewhere(view, &view.node_pools, catalog, candidates, &pods, launch);
     if let (Method::Drift, [node]) = (decided.method, &candidates[..]) {
-        let replacements = replacements?;
-        let cost: f64 = replacements.iter().map(|r| r.launch.price_per_hour).sum();
-        return Some(Command {
-            reason: decided.reason,
-            method: Method::Drift,
-            candidates: vec![*node],
-            savings: view.nodes[*node].price_per_hour - cost,
-            replacements,
-        });
+        return Some(replaced_by(
+            view,
+            *node,
+            replacements?,
+            decided.reason,
+            Method::Drift,
+        ));
     }
     let price: f64 = candidates
         .iter()
@@ -822,16 +820,26 @@ fn replace_node(
     reason: DisruptionReason,
     method: Method,
 ) -> Option<Command> {
-    let n = &view.nodes[i];
-    let replacements = placed(session.try_remove(&[i], &n.pods, true))?;
+    let replacements = placed(session.try_remove(&[i], &view.nodes[i].pods, true))?;
+    Some(replaced_by(view, i, replacements, reason, method))
+}
+
+/// Node `i` replaced by `replacements` (none for a deletion), with what that saves.
+fn replaced_by(
+    view: &ClusterView<'_>,
+    i: usize,
+    replacements: Vec<PlannedNodeClaim>,
+    reason: DisruptionReason,
+    method: Method,
+) -> Command {
     let cost: f64 = replacements.iter().map(|r| r.launch.price_per_hour).sum();
-    Some(Command {
+    Command {
         reason,
         method,
         candidates: vec![i],
-        savings: n.price_per_hour - cost,
+        savings: view.nodes[i].price_per_hour - cost,
         replacements,
-    })
+    }
 }
 
 /// Cheapest to disrupt first: fewest pods, then lowest price, then name.

@@ -261,11 +261,11 @@ pub struct World {
     /// the binder's snapshot starts from it instead of adding up every bound pod.
     usage: HashMap<String, kube_scheduler::Usage>,
     /// The keys of the pods waiting for a node (daemon pods aside), kept as pods come, go,
-    /// are bound and unbound ([`World::track_pending`]): the binder reads these instead of
+    /// are bound and unbound ([`World::track_pod`]): the binder reads these instead of
     /// walking every pod.
     pending: BTreeSet<String>,
     /// The keys of each workload's pods, by workload name, and each owned pod's workload,
-    /// kept as pods come and go ([`World::track_pending`]): the workload controllers read
+    /// kept as pods come and go ([`World::track_pod`]): the workload controllers read
     /// these instead of walking every pod after each eviction.
     by_workload: HashMap<String, BTreeSet<String>>,
     workload_of: HashMap<String, String>,
@@ -570,7 +570,7 @@ impl World {
     /// Keeps [`World::pending`] and [`World::by_workload`] true to the pod `k` as stored
     /// now (or gone), and [`World::binder_failed`] to pending pods whose classes all
     /// failed: a pod of another class forgets the failures.
-    fn track_pending(&mut self, k: &str) {
+    fn track_pod(&mut self, k: &str) {
         let owner = (self.pods.get(k)).and_then(|p| owner_workload(&p.pod));
         if self.workload_of.get(k).map(String::as_str) != owner {
             if let Some(old) = self.workload_of.remove(k)
@@ -1190,7 +1190,7 @@ impl World {
         if let Some(old) = self.pods.insert(k.clone(), pod) {
             uses(&mut self.usage, &old, false);
         }
-        self.track_pending(&k);
+        self.track_pod(&k);
         self.observe_pod(&k);
         // a pending pod changes nothing the binder read; a pod bound as it is made does
         if self.pods.get(&k).is_some_and(|p| p.node.is_some()) {
@@ -1207,7 +1207,7 @@ impl World {
             return;
         };
         uses(&mut self.usage, &old, false);
-        self.track_pending(k);
+        self.track_pod(k);
         self.floor.1 = true;
         self.remove("Pod", k.to_string());
         self.binder_changed();
@@ -1249,7 +1249,7 @@ impl World {
                 fault.bound(p, node, n, now);
             }
         }
-        self.track_pending(k);
+        self.track_pod(k);
         self.observe_pod(k);
         // the CSI provisioner makes the volumes that waited for this pod, in its zone
         let zone = (self.nodes.get(node))
@@ -1321,7 +1321,7 @@ impl World {
             } else if let Some(p) = self.pods.get_mut(&k) {
                 uses(&mut self.usage, p, false);
                 p.unbind(self.now);
-                self.track_pending(&k);
+                self.track_pod(&k);
                 self.observe_pod(&k);
             }
         }
@@ -1417,7 +1417,7 @@ impl World {
     fn bind_pending(&mut self) {
         if self.binder_failed.is_some() {
             // every pending pod is of a class the last pass placed nowhere, and nothing
-            // since could fit one ([`World::track_pending`]): only the new ones are marked
+            // since could fit one ([`World::track_pod`]): only the new ones are marked
             let unmarked: Vec<String> = (self.pending.iter())
                 .filter(|k| self.pods.get(*k).is_some_and(|p| !is_provisionable(&p.pod)))
                 .cloned()

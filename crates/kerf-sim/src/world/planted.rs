@@ -79,7 +79,7 @@ fn a_node(world: &World) -> String {
 fn store_pod(world: &mut World, pod: Pod, at: Duration) {
     let key = kerf_scheduling::pods::pod_key(&pod);
     world.pods.insert(key.clone(), StoredPod::created(pod, at));
-    world.track_pending(&key);
+    world.track_pod(&key);
     world.observe_pod(&key);
 }
 
