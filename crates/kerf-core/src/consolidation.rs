@@ -925,27 +925,35 @@ impl<'v> Room<'v> {
         }
     }
 
-    /// The pods' total cpu and memory fit in the free room of the other nodes, and the
-    /// largest pod fits in the roomiest one.
+    /// The pods' total cpu and memory fit in the free room of the other nodes, and so do
+    /// the pod asking the most cpu and the one asking the most memory, each on some node
+    /// (not necessarily the same one).
     fn fits_elsewhere(&self, node: usize) -> bool {
-        let (mut cpu, mut mem, mut big_cpu, mut big_mem) = (0, 0, 0, 0);
+        let (mut cpu, mut mem) = (0, 0);
+        let (mut most_cpu, mut most_mem) = ((0, 0), (0, 0));
         for p in &self.pods[node] {
             let r = &self.view.requests[*p];
             cpu += r.cpu_millis;
             mem += r.memory_bytes;
-            big_cpu = big_cpu.max(r.cpu_millis);
-            big_mem = big_mem.max(r.memory_bytes);
+            if r.cpu_millis > most_cpu.0 {
+                most_cpu = (r.cpu_millis, r.memory_bytes);
+            }
+            if r.memory_bytes > most_mem.1 {
+                most_mem = (r.cpu_millis, r.memory_bytes);
+            }
         }
-        let (mut free_cpu, mut free_mem, mut roomiest) = (0, 0, false);
-        for (k, (c, m)) in self.free.iter().enumerate() {
+        let (mut free_cpu, mut free_mem) = (0, 0);
+        let (mut cpu_fits, mut mem_fits) = (false, false);
+        for (k, &(c, m)) in self.free.iter().enumerate() {
             if k == node || self.gone[k] {
                 continue;
             }
-            free_cpu += c.max(&0);
-            free_mem += m.max(&0);
-            roomiest |= *c >= big_cpu && *m >= big_mem;
+            free_cpu += c.max(0);
+            free_mem += m.max(0);
+            cpu_fits |= c >= most_cpu.0 && m >= most_cpu.1;
+            mem_fits |= c >= most_mem.0 && m >= most_mem.1;
         }
-        roomiest && cpu <= free_cpu && mem <= free_mem
+        cpu_fits && mem_fits && cpu <= free_cpu && mem <= free_mem
     }
 
     /// Records a kept removal of `node`.

@@ -10,12 +10,16 @@ use kerf_core::benchmark::Cluster;
 use kerf_core::consolidation::{Command, MinSavings, plan};
 
 fn pod(name: &str, cpu: &str, pinned_to: Option<&str>) -> Pod {
+    sized(name, cpu, "256Mi", pinned_to)
+}
+
+fn sized(name: &str, cpu: &str, memory: &str, pinned_to: Option<&str>) -> Pod {
     let selector = pinned_to.map(|n| serde_json::json!({labels::HOSTNAME: n}));
     serde_json::from_value(serde_json::json!({
         "metadata": {"name": name, "namespace": "default"},
         "spec": {
             "nodeSelector": selector,
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}],
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
         },
     }))
     .expect("a valid pod")
@@ -59,6 +63,31 @@ fn a_node_that_cannot_go_does_not_keep_the_next_ones() {
     assert!(command.replacements.is_empty());
     let saved = c.nodes[1].price_per_hour + c.nodes[2].price_per_hour;
     assert!((command.savings - saved).abs() < 1e-9);
+}
+
+/// A node whose cpu-heavy pod fits on one node and memory-heavy pod on another goes,
+/// though no single node has room for both pods' largest requests.
+#[test]
+fn pods_that_fit_on_different_nodes_let_their_node_go() {
+    let mut c = Cluster::generate(0, 1);
+    c.daemonsets.clear();
+    // three 8-cpu, 16 GiB nodes: one with cpu to spare, one with memory to spare
+    let cpu_room = vec![sized("x0", "1", "15Gi", Some("cpu-room"))];
+    c.add_node("cpu-room", 7, "test-zone-1", cpu_room, true);
+    let memory_room = vec![sized("y0", "7", "1Gi", Some("memory-room"))];
+    c.add_node("memory-room", 7, "test-zone-1", memory_room, true);
+    let mixed = vec![
+        sized("z0", "4", "512Mi", None),
+        sized("z1", "500m", "8Gi", None),
+    ];
+    c.add_node("mixed", 7, "test-zone-1", mixed, true);
+    let command = plan(&c.view(4), &mut kerf_scheduling::Catalog::default())
+        .expect("mixed's pods fit on the other two");
+    assert_eq!(
+        (command.candidates, command.replacements.len()),
+        (vec![2], 0),
+        "mixed deleted, nothing launched"
+    );
 }
 
 /// A NodePool of three on-demand types: small (2 vCPU, $0.10), medium (4 vCPU, $0.60) and

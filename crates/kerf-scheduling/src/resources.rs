@@ -11,7 +11,7 @@ const MIB: i64 = 1 << 20;
 const GIB: i64 = 1 << 30;
 
 /// Amounts of the node resources Kerf schedules on.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Resources {
     /// CPU in millicores.
     pub cpu_millis: i64,

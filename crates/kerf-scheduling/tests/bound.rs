@@ -1,4 +1,5 @@
-//! The cost lower bound on small problems whose optimum is known by hand.
+//! The cost lower bound on small problems whose optimum is known by hand, and kept bounds
+//! given again only while their inputs are the same.
 
 use std::sync::Arc;
 
@@ -6,7 +7,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::{NodeSelectorRequirementWithMinValues, Operator, labels};
 use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{
-    Catalog, InstanceTypeOption, NodePoolInput, Offering, Problem, cost_bound, solve,
+    Catalog, CostBound, InstanceTypeOption, NodePoolInput, NodeSize, Offering, Problem, cost_bound,
+    solve,
 };
 use serde_json::json;
 
@@ -195,4 +197,111 @@ fn pods_kept_apart_by_hostname_pay_for_a_node_each() {
         &pods(10, "100m", "128Mi", json!({})),
     );
     assert!(together < 0.1, "{together}");
+}
+
+/// A catalog keeps the bounds it worked out over pods alone and gives them again only while
+/// what they read is the same: each change below moves the bound, and the catalog that saw
+/// the step before answers as a fresh one.
+#[test]
+fn a_kept_bound_answers_as_a_fresh_one_as_its_inputs_change() {
+    let cheap_large: Arc<[InstanceTypeOption]> = vec![
+        instance_type("small", 2, 4, 0.10, None),
+        instance_type("large", 8, 16, 0.30, None),
+    ]
+    .into();
+    let dear_large: Arc<[InstanceTypeOption]> = vec![
+        instance_type("small", 2, 4, 0.10, None),
+        instance_type("large", 8, 16, 0.90, None),
+    ]
+    .into();
+    let agent_pods = pods(1, "500m", "64Mi", json!(null));
+    let (none, agent): (&[Pod], &[Pod]) = (&[], &agent_pods);
+    let unlimited = pool("p", 0, &cheap_large, None);
+    let limited = pool("p", 0, &cheap_large, Some(6));
+    let used = NodePoolInput {
+        usage: Resources::from_quantities([(&"cpu".to_string(), "2")]),
+        ..limited.clone()
+    };
+    let repriced = pool("p", 0, &dear_large, None);
+    let capped = NodePoolInput {
+        largest: Some(NodeSize {
+            cpu_millis: 2000,
+            memory_bytes: 4 << 30,
+        }),
+        ..repriced.clone()
+    };
+    let on_small = json!({labels::INSTANCE_TYPE: "small"});
+    let steps: Vec<(&str, NodePoolInput, Vec<Pod>, &[Pod])> = vec![
+        (
+            "three pods",
+            unlimited.clone(),
+            pods(3, "1", "1Gi", json!(null)),
+            none,
+        ),
+        (
+            "larger requests",
+            unlimited.clone(),
+            pods(3, "2", "1Gi", json!(null)),
+            none,
+        ),
+        (
+            "one pod more",
+            unlimited.clone(),
+            pods(4, "2", "1Gi", json!(null)),
+            none,
+        ),
+        (
+            "a node selector",
+            unlimited.clone(),
+            pods(4, "2", "1Gi", on_small),
+            none,
+        ),
+        (
+            "a daemonset",
+            unlimited,
+            pods(4, "2", "1Gi", json!(null)),
+            agent,
+        ),
+        (
+            "a cpu limit",
+            limited,
+            pods(4, "2", "1Gi", json!(null)),
+            agent,
+        ),
+        (
+            "usage under it",
+            used,
+            pods(4, "2", "1Gi", json!(null)),
+            agent,
+        ),
+        (
+            "repriced types",
+            repriced,
+            pods(4, "2", "1Gi", json!(null)),
+            agent,
+        ),
+        (
+            "a size cap",
+            capped,
+            pods(4, "2", "1Gi", json!(null)),
+            agent,
+        ),
+    ];
+    let mut kept = Catalog::default();
+    let mut last: Option<CostBound> = None;
+    for (step, pool, pods, daemonsets) in steps {
+        let pools = [pool];
+        let pods: Vec<&Pod> = pods.iter().collect();
+        let problem = Problem {
+            daemonsets,
+            ..Problem::new(&pools, &pods)
+        };
+        let fresh = cost_bound(&problem, &mut Catalog::default()).unwrap();
+        assert_ne!(last.as_ref(), Some(&fresh), "{step}: the bound moves");
+        for _ in 0..2 {
+            let again = cost_bound(&problem, &mut kept).unwrap();
+            assert_eq!(again, fresh, "{step}: the kept catalog's answer");
+        }
+        last = Some(fresh);
+    }
 }

@@ -186,7 +186,7 @@ fn scheduling(
             let decision = match packing {
                 Packing::NearBound => {
                     let (decision, b) = solve_near_bound(&problem, &mut Catalog::default());
-                    bound = b.ok().map(|b| b.per_hour);
+                    bound = b.and_then(Result::ok).map(|b| b.per_hour);
                     decision
                 }
                 Packing::Karpenter => solve(&problem),

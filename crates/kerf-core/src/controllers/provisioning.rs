@@ -102,7 +102,8 @@ pub struct Solved {
     /// them until their claims are right.
     pub ignored: Vec<(String, String)>,
     /// The lower bound on what the pending pods cost (the provisioner's solves and
-    /// `kerf schedule`'s dry run work it out), or why the linear program failed.
+    /// `kerf schedule`'s dry run work it out when the decision launches NodeClaims), or why
+    /// the linear program failed.
     pub bound: Option<Result<kerf_scheduling::CostBound, String>>,
 }
 
@@ -112,7 +113,8 @@ pub(super) enum Packing {
     /// As Karpenter does: a NodeClaim grows while any type still fits its pods.
     Karpenter,
     /// Karpenter's decision, or the cheaper one with nodes no larger than the cost bound's
-    /// optimum buys ([`kerf_scheduling::solve_near_bound`]); the bound comes with it.
+    /// optimum buys ([`kerf_scheduling::solve_near_bound`]); the bound comes with it when
+    /// the decision launches anything.
     NearBound,
 }
 
@@ -595,10 +597,7 @@ impl Controllers {
         let catalog = &mut self.catalog.borrow_mut();
         let (decision, bound) = match packing {
             Packing::Karpenter => (solve_with(&problem, catalog), None),
-            Packing::NearBound => {
-                let (decision, bound) = kerf_scheduling::solve_near_bound(&problem, catalog);
-                (decision, Some(bound))
-            }
+            Packing::NearBound => kerf_scheduling::solve_near_bound(&problem, catalog),
         };
         Solved {
             decision,

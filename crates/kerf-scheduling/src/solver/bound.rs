@@ -25,10 +25,16 @@ use good_lp::{
     Expression, ResolutionError, Solution, SolverModel, Variable, clarabel, variable, variables,
 };
 
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
 use super::State;
+use super::catalog::BoundKey;
 use crate::amounts::{Amounts, CPU, MEMORY, NODES, PODS, SLOTS};
 use crate::input::{NodePoolInput, Problem};
 use crate::interned::Reqs;
+use crate::pods;
+use crate::resources::pod_requests;
 use crate::solver::catalog::Catalog;
 use crate::taints::first_untolerated;
 use crate::topology::GroupId;
@@ -91,9 +97,67 @@ struct Column {
     groups: Vec<bool>,
 }
 
-/// The lower bound for `problem`'s pending pods (see the module's documentation).
+/// The lower bound for `problem`'s pending pods (see the module's documentation). A bound
+/// over pods alone (no existing nodes) is kept in `catalog` and given again for as long as
+/// everything it read is the same ([`Catalog`]).
 pub fn cost_bound(problem: &Problem<'_>, catalog: &mut Catalog) -> Result<CostBound, String> {
-    bound_within(problem, catalog, usize::MAX)
+    let Some(key) = bound_key(problem) else {
+        return bound_within(problem, catalog, usize::MAX);
+    };
+    if let Some(kept) = catalog.kept_bound(&key) {
+        return Ok(kept);
+    }
+    let bound = bound_within(problem, catalog, usize::MAX)?;
+    catalog.keep_bound(key, bound.clone());
+    Ok(bound)
+}
+
+/// What a bound over pods alone reads: each NodePool's type list by identity, and a
+/// fingerprint of the rest (each NodePool's name, weight, labels, requirements, taints,
+/// limits, cap, and its usage and node count where limits make them count; each
+/// daemonset's and pod's scheduling terms and requests, in order; the options). None for a
+/// problem with existing nodes, whose bound depends on them.
+fn bound_key(problem: &Problem<'_>) -> Option<BoundKey> {
+    if !problem.nodes.is_empty() || !problem.bound_pods.is_empty() {
+        return None;
+    }
+    let mut h = std::hash::DefaultHasher::new();
+    for np in problem.node_pools {
+        (&np.name, np.weight, &np.labels, &np.limits).hash(&mut h);
+        // the list itself is compared when a kept bound is found; its address here keeps
+        // two lists (a NodePool's, and the same without spot) from sharing a slot
+        Arc::as_ptr(&np.instance_types)
+            .cast::<u8>()
+            .addr()
+            .hash(&mut h);
+        pods::json_hash(&(&np.requirements, &np.taints, &np.startup_taints)).hash(&mut h);
+        (np.largest)
+            .map(|s| (s.cpu_millis, s.memory_bytes))
+            .hash(&mut h);
+        if !np.limits.is_empty() {
+            (&np.usage, np.nodes).hash(&mut h);
+        }
+    }
+    problem.daemonsets.len().hash(&mut h);
+    for ds in problem.daemonsets {
+        (pods::terms_of(ds), pod_requests(ds)).hash(&mut h);
+    }
+    problem.pods.len().hash(&mut h);
+    for (i, pod) in problem.pods.iter().enumerate() {
+        let terms = problem.terms.get(i).copied();
+        terms.unwrap_or_else(|| pods::terms_of(pod)).hash(&mut h);
+        match problem.requests.get(i) {
+            Some(r) => r.hash(&mut h),
+            None => pod_requests(pod).hash(&mut h),
+        }
+    }
+    format!("{:?}", problem.options).hash(&mut h);
+    Some(BoundKey {
+        types: (problem.node_pools.iter())
+            .map(|np| np.instance_types.clone())
+            .collect(),
+        fingerprint: h.finish(),
+    })
 }
 
 /// [`cost_bound`], or an error without solving when the model would have more than
@@ -554,18 +618,24 @@ pub fn capped_pools(pools: &[NodePoolInput], largest: &[Option<NodeSize>]) -> Ve
 /// Karpenter's decision, or, where it costs more than the bound allows, the same solver's
 /// decision over the NodePools' types no larger than the bound's optimum buys, when that one
 /// places as many pods for less. Every rule that decides where a pod may go is the solver's
-/// in both; only the size a NodeClaim may grow to differs. Returns the bound too.
+/// in both; only the size a NodeClaim may grow to differs. Returns the bound too, unless
+/// Karpenter's decision launches nothing: then there is no cost to hold against one, and
+/// its linear program (most of a provisioning pass while pods wait for room no NodePool
+/// offers) is not solved.
 pub fn solve_near_bound(
     problem: &Problem<'_>,
     catalog: &mut Catalog,
-) -> (crate::Decision, Result<CostBound, String>) {
+) -> (crate::Decision, Option<Result<CostBound, String>>) {
     let first = super::solve_with(problem, catalog);
+    if first.nodeclaims.is_empty() {
+        return (first, None);
+    }
     let bound = bound_within(problem, catalog, NEAR_VARIABLES);
     let Ok(b) = &bound else {
-        return (first, bound);
+        return (first, Some(bound));
     };
-    if first.nodeclaims.is_empty() || first.cost_per_hour() <= b.per_hour * NEAR {
-        return (first, bound);
+    if first.cost_per_hour() <= b.per_hour * NEAR {
+        return (first, Some(bound));
     }
     let capped = capped_pools(problem.node_pools, &b.largest);
     let smaller = Problem {
@@ -576,5 +646,5 @@ pub fn solve_near_bound(
     let second = super::solve_with(&smaller, catalog);
     let better = second.unschedulable.len() <= first.unschedulable.len()
         && second.cost_per_hour() < first.cost_per_hour() - 1e-9;
-    (if better { second } else { first }, bound)
+    (if better { second } else { first }, Some(bound))
 }

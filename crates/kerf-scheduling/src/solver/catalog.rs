@@ -13,6 +13,12 @@
 //! compiled into the base table once and kept while the node's labels are the same map
 //! (the same `Arc`); a disruption pass compiles every node up to six times, and doing it
 //! afresh each time was 5 % of a simulated day.
+//!
+//! So are cost bounds over pods alone ([`crate::cost_bound`] without existing nodes): a
+//! consolidation pass bounds the pods of the same few nodes pass after pass (a split is
+//! tried only where the bound leaves room), and those linear programs were 60 % of a swarm
+//! run. A bound is given again while the NodePools' type lists are the same `Arc`s and a
+//! fingerprint of everything else it read is the same.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,6 +28,7 @@ use kerf_api::labels;
 use rustc_hash::FxHashMap;
 
 use super::Reqs;
+use super::bound::CostBound;
 use crate::input::{ExistingNode, InstanceTypeOption, NodePoolInput};
 use crate::interned::Req;
 use crate::launch::CompiledOffering;
@@ -31,6 +38,10 @@ use crate::symbols::Symbols;
 
 /// How many solves a NodePool's compiled types, or a node's labels, outlive their last use.
 const KEPT_FOR: u64 = 16;
+
+/// How many cost bounds are kept: a pass bounds a few nodes' pods, and a cluster's nodes
+/// change their pods now and then.
+const KEPT_BOUNDS: usize = 1024;
 
 /// How many strings the base table may gain beyond what it held after its first solves
 /// before it is started afresh: a long-running operator sees node after node come and go,
@@ -53,6 +64,26 @@ pub struct Catalog {
     nodes: FxHashMap<usize, NodeLabels>,
     /// The base table's size past which it is started afresh.
     base_limit: usize,
+    /// Cost bounds over pods alone, by the fingerprint of what they read.
+    bounds: FxHashMap<u64, KeptBound>,
+    /// Counts the bounds asked for, to tell the least recently used.
+    bounds_asked: u64,
+}
+
+/// What a cost bound over pods alone read: the NodePools' type lists (held, so that no
+/// other list takes their addresses while the bound is kept) and a fingerprint of the rest.
+#[derive(Debug)]
+pub(super) struct BoundKey {
+    pub(super) types: Vec<TypeList>,
+    pub(super) fingerprint: u64,
+}
+
+/// A cost bound kept with what it read.
+#[derive(Debug)]
+struct KeptBound {
+    types: Vec<TypeList>,
+    bound: CostBound,
+    used: u64,
 }
 
 /// What a solve starts from: the base symbol table, each NodePool's compiled types and
@@ -105,6 +136,8 @@ impl Default for Catalog {
             without_spot: Vec::new(),
             nodes: FxHashMap::default(),
             base_limit: 0,
+            bounds: FxHashMap::default(),
+            bounds_asked: 0,
         }
     }
 }
@@ -186,6 +219,46 @@ impl Catalog {
         debug_assert!(Arc::ptr_eq(&entry.labels, &node.labels));
         entry.used = solves;
         entry.reqs.clone()
+    }
+
+    /// The bound kept for `key`, if one is.
+    pub(super) fn kept_bound(&mut self, key: &BoundKey) -> Option<CostBound> {
+        self.bounds_asked += 1;
+        let kept = self.bounds.get_mut(&key.fingerprint).filter(|k| {
+            k.types.len() == key.types.len()
+                && (k.types.iter().zip(&key.types)).all(|(a, b)| Arc::ptr_eq(a, b))
+        })?;
+        kept.used = self.bounds_asked;
+        Some(kept.bound.clone())
+    }
+
+    /// Keeps `bound` for `key`. The bounds over a type list no one but the kept bounds holds
+    /// any more go (no one can ask with that list again, and keeping it would keep every
+    /// list the cloud's offerings ever made alive); past [`KEPT_BOUNDS`], the least
+    /// recently used goes too.
+    pub(super) fn keep_bound(&mut self, key: BoundKey, bound: CostBound) {
+        let address = |t: &TypeList| Arc::as_ptr(t).cast::<u8>().addr();
+        let mut held: FxHashMap<usize, usize> = FxHashMap::default();
+        for t in self.bounds.values().flat_map(|k| &k.types) {
+            *held.entry(address(t)).or_default() += 1;
+        }
+        (self.bounds).retain(|_, k| {
+            (k.types.iter())
+                .all(|t| Arc::strong_count(t) > held.get(&address(t)).copied().unwrap_or(0))
+        });
+        if self.bounds.len() >= KEPT_BOUNDS
+            && let Some(oldest) = (self.bounds.iter())
+                .min_by_key(|(_, k)| k.used)
+                .map(|(f, _)| *f)
+        {
+            self.bounds.remove(&oldest);
+        }
+        let kept = KeptBound {
+            types: key.types,
+            bound,
+            used: self.bounds_asked,
+        };
+        self.bounds.insert(key.fingerprint, kept);
     }
 
     /// `types` with their spot offerings taken out, and the types left with none: what a
