@@ -948,8 +948,11 @@ impl<'v> Room<'v> {
             if k == node || self.gone[k] {
                 continue;
             }
-            free_cpu += c.max(0);
-            free_mem += m.max(0);
+            // an over-committed resource has no room, as the solver sees it, but takes a pod
+            // that requests none of it
+            let (c, m) = (c.max(0), m.max(0));
+            free_cpu += c;
+            free_mem += m;
             cpu_fits |= c >= most_cpu.0 && m >= most_cpu.1;
             mem_fits |= c >= most_mem.0 && m >= most_mem.1;
         }

@@ -305,3 +305,30 @@ fn a_kept_bound_answers_as_a_fresh_one_as_its_inputs_change() {
         last = Some(fresh);
     }
 }
+
+/// A catalog does not keep a type list alive for its kept bounds once no one else holds it
+/// (nor for the list without spot it made from it): else every list the cloud's offerings
+/// ever made would stay in memory.
+#[test]
+fn kept_bounds_let_go_of_type_lists_no_one_else_holds() {
+    let mut kept = Catalog::default();
+    let bound_for = |pools: &[NodePoolInput], n: usize, kept: &mut Catalog| {
+        let some = pods(n, "1", "1Gi", json!(null));
+        let some: Vec<&Pod> = some.iter().collect();
+        cost_bound(&Problem::new(pools, &some), kept).unwrap();
+    };
+    let old: Arc<[InstanceTypeOption]> =
+        vec![instance_type("small", 2, 4, 0.10, Some(0.05))].into();
+    let gone = Arc::downgrade(&old);
+    bound_for(&[pool("p", 0, &old, None)], 1, &mut kept);
+    kept.without_spot(&old);
+    drop(old);
+    // the cloud's offerings changed: passes ask with the new list from now on
+    let new: Arc<[InstanceTypeOption]> =
+        vec![instance_type("small", 2, 4, 0.12, Some(0.06))].into();
+    for n in 1..=24 {
+        bound_for(&[pool("p", 0, &new, None)], n, &mut kept);
+        kept.without_spot(&new);
+    }
+    assert!(gone.upgrade().is_none(), "the old list is let go");
+}

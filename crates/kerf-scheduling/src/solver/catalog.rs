@@ -232,14 +232,22 @@ impl Catalog {
         Some(kept.bound.clone())
     }
 
-    /// Keeps `bound` for `key`. The bounds over a type list no one but the kept bounds holds
+    /// Keeps `bound` for `key`. The bounds over a type list no one but this catalog holds
     /// any more go (no one can ask with that list again, and keeping it would keep every
     /// list the cloud's offerings ever made alive); past [`KEPT_BOUNDS`], the least
     /// recently used goes too.
     pub(super) fn keep_bound(&mut self, key: BoundKey, bound: CostBound) {
         let address = |t: &TypeList| Arc::as_ptr(t).cast::<u8>().addr();
+        // the catalog's own references: kept bounds, compiled types, lists without spot
         let mut held: FxHashMap<usize, usize> = FxHashMap::default();
-        for t in self.bounds.values().flat_map(|k| &k.types) {
+        let own = (self.bounds.values().flat_map(|k| &k.types))
+            .chain(self.pools.iter().map(|e| &e.types))
+            .chain(
+                self.without_spot
+                    .iter()
+                    .flat_map(|(from, kept)| [from, kept]),
+            );
+        for t in own {
             *held.entry(address(t)).or_default() += 1;
         }
         (self.bounds).retain(|_, k| {
