@@ -231,66 +231,31 @@ fn a_kept_bound_answers_as_a_fresh_one_as_its_inputs_change() {
         ..repriced.clone()
     };
     let on_small = json!({labels::INSTANCE_TYPE: "small"});
-    let steps: Vec<(&str, NodePoolInput, Vec<Pod>, &[Pod])> = vec![
-        (
-            "three pods",
-            unlimited.clone(),
-            pods(3, "1", "1Gi", json!(null)),
-            none,
-        ),
-        (
-            "larger requests",
-            unlimited.clone(),
-            pods(3, "2", "1Gi", json!(null)),
-            none,
-        ),
-        (
-            "one pod more",
-            unlimited.clone(),
-            pods(4, "2", "1Gi", json!(null)),
-            none,
-        ),
+    let any = json!(null);
+    // (step, NodePool, pods, their cpu, their node selector, DaemonSets)
+    let steps = [
+        ("three pods", unlimited.clone(), 3, "1", &any, none),
+        ("larger requests", unlimited.clone(), 3, "2", &any, none),
+        ("one pod more", unlimited.clone(), 4, "2", &any, none),
         (
             "a node selector",
             unlimited.clone(),
-            pods(4, "2", "1Gi", on_small),
+            4,
+            "2",
+            &on_small,
             none,
         ),
-        (
-            "a daemonset",
-            unlimited,
-            pods(4, "2", "1Gi", json!(null)),
-            agent,
-        ),
-        (
-            "a cpu limit",
-            limited,
-            pods(4, "2", "1Gi", json!(null)),
-            agent,
-        ),
-        (
-            "usage under it",
-            used,
-            pods(4, "2", "1Gi", json!(null)),
-            agent,
-        ),
-        (
-            "repriced types",
-            repriced,
-            pods(4, "2", "1Gi", json!(null)),
-            agent,
-        ),
-        (
-            "a size cap",
-            capped,
-            pods(4, "2", "1Gi", json!(null)),
-            agent,
-        ),
+        ("a daemonset", unlimited, 4, "2", &any, agent),
+        ("a cpu limit", limited, 4, "2", &any, agent),
+        ("usage under it", used, 4, "2", &any, agent),
+        ("repriced types", repriced, 4, "2", &any, agent),
+        ("a size cap", capped, 4, "2", &any, agent),
     ];
     let mut kept = Catalog::default();
     let mut last: Option<CostBound> = None;
-    for (step, pool, pods, daemonsets) in steps {
+    for (step, pool, count, cpu, selector, daemonsets) in steps {
         let pools = [pool];
+        let pods = pods(count, cpu, "1Gi", selector.clone());
         let pods: Vec<&Pod> = pods.iter().collect();
         let problem = Problem {
             daemonsets,

@@ -26,10 +26,9 @@ use good_lp::{
 };
 
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 
 use super::State;
-use super::catalog::BoundKey;
+use super::catalog::{BoundKey, list_address};
 use crate::amounts::{Amounts, CPU, MEMORY, NODES, PODS, SLOTS};
 use crate::input::{NodePoolInput, Problem};
 use crate::interned::Reqs;
@@ -126,10 +125,7 @@ fn bound_key(problem: &Problem<'_>) -> Option<BoundKey> {
         (&np.name, np.weight, &np.labels, &np.limits).hash(&mut h);
         // the list itself is compared when a kept bound is found; its address here keeps
         // two lists (a NodePool's, and the same without spot) from sharing a slot
-        Arc::as_ptr(&np.instance_types)
-            .cast::<u8>()
-            .addr()
-            .hash(&mut h);
+        list_address(&np.instance_types).hash(&mut h);
         pods::json_hash(&(&np.requirements, &np.taints, &np.startup_taints)).hash(&mut h);
         (np.largest)
             .map(|s| (s.cpu_millis, s.memory_bytes))

@@ -78,6 +78,11 @@ pub(super) struct BoundKey {
     pub(super) fingerprint: u64,
 }
 
+/// Where a type list lives: the same list (the same `Arc`) while it is held.
+pub(super) fn list_address(types: &TypeList) -> usize {
+    Arc::as_ptr(types).cast::<u8>().addr()
+}
+
 /// A cost bound kept with what it read.
 #[derive(Debug)]
 struct KeptBound {
@@ -237,7 +242,6 @@ impl Catalog {
     /// list the cloud's offerings ever made alive); past [`KEPT_BOUNDS`], the least
     /// recently used goes too.
     pub(super) fn keep_bound(&mut self, key: BoundKey, bound: CostBound) {
-        let address = |t: &TypeList| Arc::as_ptr(t).cast::<u8>().addr();
         // the catalog's own references: kept bounds, compiled types, lists without spot
         let mut held: FxHashMap<usize, usize> = FxHashMap::default();
         let own = (self.bounds.values().flat_map(|k| &k.types))
@@ -248,11 +252,11 @@ impl Catalog {
                     .flat_map(|(from, kept)| [from, kept]),
             );
         for t in own {
-            *held.entry(address(t)).or_default() += 1;
+            *held.entry(list_address(t)).or_default() += 1;
         }
         (self.bounds).retain(|_, k| {
             (k.types.iter())
-                .all(|t| Arc::strong_count(t) > held.get(&address(t)).copied().unwrap_or(0))
+                .all(|t| Arc::strong_count(t) > held.get(&list_address(t)).copied().unwrap_or(0))
         });
         if self.bounds.len() >= KEPT_BOUNDS
             && let Some(oldest) = (self.bounds.iter())
