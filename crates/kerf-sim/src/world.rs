@@ -264,6 +264,9 @@ pub struct World {
     /// are bound and unbound ([`World::track_pod`]): the binder reads these instead of
     /// walking every pod.
     pending: BTreeSet<String>,
+    /// Those of [`World::pending`] whose status does not say Unschedulable yet: a binder
+    /// pass that only marks new pods reads these.
+    unmarked: BTreeSet<String>,
     /// The keys of each workload's pods, by workload name, and each owned pod's workload,
     /// kept as pods come and go ([`World::track_pod`]): the workload controllers read
     /// these instead of walking every pod after each eviction.
@@ -391,6 +394,7 @@ impl World {
             pods: BTreeMap::new(),
             usage: HashMap::new(),
             pending: BTreeSet::new(),
+            unmarked: BTreeSet::new(),
             by_workload: HashMap::new(),
             workload_of: HashMap::new(),
             imagined: None,
@@ -588,8 +592,14 @@ impl World {
             (self.pods.get(k)).filter(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
         let Some(p) = waiting else {
             self.pending.remove(k);
+            self.unmarked.remove(k);
             return;
         };
+        if is_provisionable(&p.pod) {
+            self.unmarked.remove(k);
+        } else {
+            self.unmarked.insert(k.to_string());
+        }
         if let Some(failed) = &mut self.binder_failed {
             if !failed.classes.contains(&p.facts.class_hash()) {
                 self.binder_failed = None;
@@ -1418,10 +1428,7 @@ impl World {
         if self.binder_failed.is_some() {
             // every pending pod is of a class the last pass placed nowhere, and nothing
             // since could fit one ([`World::track_pod`]): only the new ones are marked
-            let unmarked: Vec<String> = (self.pending.iter())
-                .filter(|k| self.pods.get(*k).is_some_and(|p| !is_provisionable(&p.pod)))
-                .cloned()
-                .collect();
+            let unmarked: Vec<String> = self.unmarked.iter().cloned().collect();
             self.mark_unschedulable(&unmarked);
             return;
         }
@@ -1509,6 +1516,7 @@ impl World {
             };
             if (self.core.cluster().pods().get(k)).is_none_or(|r| r.nominated.is_none()) {
                 set_pod_scheduled(&mut p.pod, "False", Some("Unschedulable"));
+                self.unmarked.remove(k);
                 self.observe_pod(k);
             }
         }

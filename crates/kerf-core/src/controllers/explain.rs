@@ -173,17 +173,15 @@ impl Controllers {
             if n.marked_consolidatable != Some(n.last_pod_event) {
                 continue;
             }
-            let Some(first) = self
-                .described(name, &g)
-                .and_then(|e| e.blockers.into_iter().next())
-            else {
+            // the first blocker alone, as `kerf explain` would list it first
+            let Some(first) = self.blockers(name, &g, Wanted::First).into_iter().next() else {
                 continue;
             };
             // a node on its way out is not blocked, it is going
-            if matches!(first.kind, "deleting" | "being-disrupted") {
+            if matches!(first.kind(), "deleting" | "being-disrupted") {
                 continue;
             }
-            let mut message = first.message;
+            let mut message = first.message(|at| self.relative(at));
             if let Some(c) = message.get(..1) {
                 message = c.to_uppercase() + &message[1..];
             }
