@@ -164,6 +164,9 @@ pub struct Facts {
     claims: bool,
     /// Whether it carries required anti-affinity terms.
     repels: bool,
+    /// Whether its DoNotSchedule spreads or required affinity count bound pods, so that a
+    /// pod bound elsewhere can let it in.
+    counts_peers: bool,
     /// The pod's namespace, labels and spec, as text.
     class: String,
     /// A hash of `class`.
@@ -188,6 +191,8 @@ impl Facts {
             ports: host_ports(pod),
             claims: !claims_of(pod).is_empty(),
             repels: !required_terms(pod, false).is_empty(),
+            counts_peers: hard_spreads(pod).next().is_some()
+                || !required_terms(pod, true).is_empty(),
         }
     }
 
@@ -220,6 +225,13 @@ impl Facts {
     /// Whether its volumes name claims: storage objects decide where it fits.
     pub fn mounts_claims(&self) -> bool {
         self.claims
+    }
+
+    /// Whether binding another pod can make room for it: its DoNotSchedule spreads (a pod
+    /// bound in another domain raises the fewest any domain holds) or required affinity
+    /// count bound pods. kube-scheduler requeues such a pod when a pod is bound.
+    pub fn counts_peers(&self) -> bool {
+        self.counts_peers
     }
 }
 

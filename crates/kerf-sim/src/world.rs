@@ -1496,6 +1496,12 @@ impl World {
                 claims: facts().any(|f| f.mounts_claims()),
             }
         });
+        // kube-scheduler requeues a pod refused for its spread or affinity when another pod
+        // is bound: one refused early in this pass may fit beside the pods bound after it
+        let again = !placed.is_empty()
+            && (pending.iter()).any(|(_, _, k, p)| {
+                p.facts.counts_peers() && !placed.iter().any(|(bound, _)| bound == *k)
+            });
         // the pods not yet marked Unschedulable, for when the placed ones are bound
         let unmarked: Vec<String> = (pending.into_iter())
             .filter(|(_, _, _, p)| !is_provisionable(&p.pod))
@@ -1505,6 +1511,7 @@ impl World {
             self.bind(&k, &n);
         }
         self.mark_unschedulable(&unmarked);
+        self.binder_dirty |= again;
     }
 
     /// kube-scheduler found these pods no node: it says so in their status, unless Kerf
