@@ -1381,7 +1381,8 @@ mod tests {
                 c.add_node(&format!("node-{n}"), type_index, "test-zone-1", pods, true);
             }
             let view = c.view(4);
-            // node by node as `delete_many` asks, each removal the session allows kept
+            // node by node (in index order, not `delete_many`'s), each removal the session
+            // allows kept, as `delete_many` keeps them
             let mut room = Room::new(&view);
             with_session(
                 &view,

@@ -1498,10 +1498,9 @@ impl World {
         });
         // kube-scheduler requeues a pod refused for its spread or affinity when another pod
         // is bound: one refused early in this pass may fit beside the pods bound after it
+        let bound: HashSet<&String> = placed.iter().map(|(k, _)| k).collect();
         let again = !placed.is_empty()
-            && (pending.iter()).any(|(_, _, k, p)| {
-                p.facts.counts_peers() && !placed.iter().any(|(bound, _)| bound == *k)
-            });
+            && (pending.iter()).any(|(_, _, k, p)| p.facts.counts_peers() && !bound.contains(k));
         // the pods not yet marked Unschedulable, for when the placed ones are bound
         let unmarked: Vec<String> = (pending.into_iter())
             .filter(|(_, _, _, p)| !is_provisionable(&p.pod))
@@ -1523,7 +1522,10 @@ impl World {
             };
             if (self.core.cluster().pods().get(k)).is_none_or(|r| r.nominated.is_none()) {
                 set_pod_scheduled(&mut p.pod, "False", Some("Unschedulable"));
-                self.unmarked.remove(k);
+                // a pod Kerf may not provision for (nominated, finished, a mirror) stays
+                if is_provisionable(&p.pod) {
+                    self.unmarked.remove(k);
+                }
                 self.observe_pod(k);
             }
         }
