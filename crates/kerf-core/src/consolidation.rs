@@ -941,15 +941,18 @@ impl<'v> Room<'v> {
             .map(|(_, &(c, m))| (c.max(0), m.max(0)))
     }
 
+    /// The cpu and memory each pod on `node` requests.
+    fn asked(&self, node: usize) -> impl Iterator<Item = (i64, i64)> + '_ {
+        (self.pods[node].iter()).map(|p| {
+            let r = &self.view.requests[*p];
+            (r.cpu_millis, r.memory_bytes)
+        })
+    }
+
     /// The pods' total cpu and memory fit in the other nodes' free room.
     fn fits_in_sum(&self, node: usize) -> bool {
         let sum = |free: (i64, i64), asked: (i64, i64)| (free.0 + asked.0, free.1 + asked.1);
-        let asked = (self.pods[node].iter())
-            .map(|p| {
-                let r = &self.view.requests[*p];
-                (r.cpu_millis, r.memory_bytes)
-            })
-            .fold((0, 0), sum);
+        let asked = self.asked(node).fold((0, 0), sum);
         let free = self.others(node).fold((0, 0), sum);
         asked.0 <= free.0 && asked.1 <= free.1
     }
@@ -957,12 +960,7 @@ impl<'v> Room<'v> {
     /// For each size of pod (cpu and memory requested) on `node`, the other nodes have room
     /// for as many whole pods of it, counted node by node, as there are.
     fn fits_by_size(&self, node: usize) -> bool {
-        let mut sizes: Vec<(i64, i64)> = (self.pods[node].iter())
-            .map(|p| {
-                let r = &self.view.requests[*p];
-                (r.cpu_millis, r.memory_bytes)
-            })
-            .collect();
+        let mut sizes: Vec<(i64, i64)> = self.asked(node).collect();
         sizes.sort_unstable();
         sizes.chunk_by(|a, b| a == b).all(|same| {
             let (cpu, mem) = same[0];
