@@ -79,6 +79,20 @@ class Cluster:
             raise RuntimeError(f"kubectl {' '.join(args)}: {r.stderr}")
         return r.stdout
 
+    def wait_established(self, *crds):
+        """Waits until the API serves `crds`. `kubectl wait` fails at once, rather than
+        waiting, on a CRD that has no status condition yet, so it is asked again for a minute."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                             *(f"crd/{c}" for c in crds))
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
     def stop(self):
         subprocess.run([os.path.join(ROOT, "scripts/e2e-cluster.sh"), "stop", self.dir])
 
@@ -153,9 +167,8 @@ def main():
         crds = subprocess.run([os.path.join(ROOT, "target/release/kerf"), "crds"],
                               capture_output=True, text=True, check=True).stdout
         cluster.kubectl("apply", "--server-side", "-f", "-", stdin=crds)
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                        "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh",
-                        "crd/ec2nodeclasses.karpenter.k8s.aws")
+        cluster.wait_established("nodepools.karpenter.sh", "nodeclaims.karpenter.sh",
+                                 "ec2nodeclasses.karpenter.k8s.aws")
         cluster.kubectl("apply", "-f", "-", stdin=NODEPOOL)
         log_path = os.path.join(work, "operator.log")
         log = open(log_path, "w")

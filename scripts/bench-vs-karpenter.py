@@ -173,9 +173,8 @@ def run(who, args):
         cluster.kubectl("apply", "--server-side", "-f",
                         os.path.join(aws, "karpenter.k8s.aws_ec2nodeclasses.yaml"))
         cluster.kubectl("apply", "--server-side", "-f", os.path.join(kwok, "crds"))
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                        "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh",
-                        "crd/kwoknodeclasses.karpenter.kwok.sh")
+        cluster.wait_established("nodepools.karpenter.sh", "nodeclaims.karpenter.sh",
+                                 "kwoknodeclasses.karpenter.kwok.sh")
         if who == "floor":
             for i in range(10):
                 cluster.kubectl("apply", "-f", "-", stdin=floor_node(i))

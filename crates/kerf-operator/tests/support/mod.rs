@@ -129,20 +129,33 @@ impl ControlPlane {
         path
     }
 
-    /// Waits until the API serves the four CRDs.
+    /// Waits until the API serves the four CRDs. `kubectl wait` fails at once, rather than
+    /// waiting, when it reads a CRD the API server has not yet given any status condition,
+    /// so it is asked again until a minute has passed.
     pub fn wait_for_crds(&self) {
-        self.kubectl_ok(
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "crd/nodepools.karpenter.sh",
-                "crd/nodeclaims.karpenter.sh",
-                "crd/ec2nodeclasses.karpenter.k8s.aws",
-                "crd/nodeoverlays.karpenter.sh",
-            ],
-            None,
-        );
+        let args = [
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/nodepools.karpenter.sh",
+            "crd/nodeclaims.karpenter.sh",
+            "crd/ec2nodeclasses.karpenter.k8s.aws",
+            "crd/nodeoverlays.karpenter.sh",
+        ];
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out = self.kubectl(&args, None);
+            if out.status.success() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "kubectl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 }
 
