@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::metrics::families;
 
-use super::blockers::Wanted;
+use super::blockers::{Gathered, Wanted};
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{CapacityType, Cluster, DriftReason};
 use crate::consolidation::{
@@ -375,6 +375,7 @@ impl Controllers {
     /// The cluster as one disruption pass reads it, with the node names in view order.
     pub(super) fn view<'a>(
         &'a self,
+        g: &Gathered<'a>,
         node_pools: Vec<NodePoolInput>,
         pool_names: &[String],
         daemonsets: &'a [Pod],
@@ -385,8 +386,6 @@ impl Controllers {
             .enumerate()
             .map(|(i, n)| (n.as_str(), i))
             .collect();
-        // the candidate checks, the same ones `kerf explain node` tells
-        let g = self.gather();
         let by_node = &g.pods_by_node;
         let overlaid = self.settings.node_overlay && !cluster.node_overlays.is_empty();
         let mut names = Vec::new();
@@ -481,7 +480,7 @@ impl Controllers {
                     .unwrap_or(launched.price_per_hour),
                 capacity_type: launched.capacity_type,
                 pods: on_node,
-                disruptable: pool.is_some() && self.blockers(name, &g, Wanted::First).is_empty(),
+                disruptable: pool.is_some() && self.blockers(name, g, Wanted::First).is_empty(),
                 consolidatable,
                 drifted: c.drifted.is_some(),
                 disruption_cost,
@@ -557,10 +556,19 @@ impl Controllers {
         (total, deleting)
     }
 
-    fn decide(&mut self) -> Option<(Command, Vec<String>)> {
+    /// Plans a command over the cluster as it is now and records the evaluation's metrics;
+    /// with `report_blocked`, first tells why each consolidatable node is blocked
+    /// ([`Controllers::blocked_events`]), from the same gathered pods.
+    fn decide(&mut self, report_blocked: bool) -> Option<(Command, Vec<String>)> {
         let (pools, pool_names) = self.pool_inputs();
         let daemonsets: Vec<Pod> = self.cluster.daemonsets.values().cloned().collect();
-        let (view, names) = self.view(pools, &pool_names, &daemonsets);
+        let g = self.gather();
+        let blocked = if report_blocked {
+            self.blocked_events(&g)
+        } else {
+            Vec::new()
+        };
+        let (view, names) = self.view(&g, pools, &pool_names, &daemonsets);
         let eligible = crate::consolidation::eligible(&view)
             .into_iter()
             .map(|(r, n)| (r.as_str().to_lowercase(), n))
@@ -568,7 +576,10 @@ impl Controllers {
         // wall-clock time, for the evaluation-duration histogram only: no decision reads it
         let started = std::time::Instant::now();
         let (command, judged) = plan_judged(&view, &mut self.catalog.borrow_mut());
-        drop(view);
+        drop((view, g));
+        for e in blocked {
+            self.event(e);
+        }
         for j in judged {
             let pool = &self.cluster.node_pools[&pool_names[j.pool]];
             let policy = format!("{:?}", pool.spec.disruption.consolidation_policy);
@@ -619,8 +630,7 @@ impl Controllers {
         if self.disruption.idle_inputs.as_ref() == Some(&inputs) {
             return;
         }
-        self.report_blocked();
-        if let Some((command, names)) = self.decide() {
+        if let Some((command, names)) = self.decide(true) {
             self.disruption.idle_inputs = None;
             if command.method == Method::Repair {
                 // repair is not validated again after a wait: the node is unhealthy now
@@ -666,7 +676,7 @@ impl Controllers {
         // it repaired since is already going); the pass's own list is put back after
         let due = self.repairs_due().0;
         let kept = std::mem::replace(&mut self.disruption.repairs, due);
-        let decided = self.decide();
+        let decided = self.decide(false);
         self.disruption.repairs = kept;
         let (command, names) = decided?;
         let candidates: Vec<String> = command
@@ -830,7 +840,8 @@ impl Controllers {
         };
         let (pools, pool_names) = self.pool_inputs();
         let daemonsets: Vec<Pod> = self.cluster.daemonsets.values().cloned().collect();
-        let (view, names) = self.view(pools, &pool_names, &daemonsets);
+        let g = self.gather();
+        let (view, names) = self.view(&g, pools, &pool_names, &daemonsets);
         let candidates: Option<Vec<usize>> = (pending.candidates.iter())
             .map(|c| names.iter().position(|n| n == c))
             .collect();
@@ -843,7 +854,7 @@ impl Controllers {
             };
             revalidate(&view, &mut self.catalog.borrow_mut(), &decided)
         });
-        drop(view);
+        drop((view, g));
         let Some(command) = command else {
             failed(self);
             return;

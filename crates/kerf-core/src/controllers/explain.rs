@@ -162,11 +162,10 @@ impl Finding {
 const WINDOWS_AHEAD: usize = 48;
 
 impl Controllers {
-    /// Karpenter's `DisruptionBlocked` events: for each node consolidateAfter has made a
-    /// candidate, the first thing in its own state or its pods that keeps it from being
-    /// disrupted, told on the Node and its NodeClaim (deduplicated as every event is).
-    pub(super) fn report_blocked(&mut self) {
-        let g = self.gather();
+    /// Karpenter's `DisruptionBlocked` events, to be told: for each node consolidateAfter
+    /// has made a candidate, the first thing in its own state or its pods that keeps it from
+    /// being disrupted, on the Node and its NodeClaim (deduplicated as every event is).
+    pub(super) fn blocked_events(&self, g: &Gathered<'_>) -> Vec<super::Event> {
         let mut events = Vec::new();
         for (name, n) in &self.cluster.nodes {
             let Some(claim) = &n.nodeclaim else { continue };
@@ -174,7 +173,7 @@ impl Controllers {
                 continue;
             }
             // the first blocker alone, as `kerf explain` would list it first
-            let Some(first) = self.blockers(name, &g, Wanted::First).into_iter().next() else {
+            let Some(first) = self.blockers(name, g, Wanted::First).into_iter().next() else {
                 continue;
             };
             // a node on its way out is not blocked, it is going
@@ -198,10 +197,7 @@ impl Controllers {
                 });
             }
         }
-        drop(g);
-        for e in events {
-            self.event(e);
-        }
+        events
     }
 
     /// Why the pod `namespace/name` is where it is; `None` when no such pod is known.
@@ -369,7 +365,8 @@ impl Controllers {
         let (pools, pool_names) = self.pool_inputs();
         let daemonsets: Vec<k8s_openapi::api::core::v1::Pod> =
             self.cluster.daemonsets.values().cloned().collect();
-        let (view, names) = self.view(pools, &pool_names, &daemonsets);
+        let g = self.gather();
+        let (view, names) = self.view(&g, pools, &pool_names, &daemonsets);
         self.policy_blockers(name, &view, &pool_names, &mut out);
         if let Some(i) = names.iter().position(|n| n == name) {
             if let Some(b) = self

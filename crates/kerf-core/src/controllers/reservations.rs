@@ -64,6 +64,14 @@ impl Controllers {
     /// Deletes every NodeClaim running in a capacity block its class reports `expiring`
     /// (Karpenter: 40 minutes before the block ends, ten before EC2 starts reclaiming).
     pub(super) fn expire_capacity_blocks(&mut self) {
+        // it runs at every reaction: most clusters have no block expiring to look for
+        let any_expiring = (self.cluster.node_classes.values())
+            .filter_map(|k| k.status.as_ref())
+            .flat_map(|s| &s.capacity_reservations)
+            .any(|r| r.state == "expiring");
+        if !any_expiring {
+            return;
+        }
         let mut expiring: Vec<(String, String)> = Vec::new();
         for (name, c) in &self.cluster.nodeclaims {
             if c.deleting.is_some() {
