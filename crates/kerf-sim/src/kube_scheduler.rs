@@ -7,6 +7,7 @@
 //! predicates would agree with every mistake the solver makes, and `--check`, which judges
 //! placements with these same filters, could not catch one.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{
@@ -29,13 +30,14 @@ pub struct Node<'a> {
     pub labels: &'a BTreeMap<String, String>,
     /// Its taints.
     pub taints: &'a [Taint],
-    /// `status.allocatable`, in thousandths.
-    pub allocatable: Amounts,
+    /// `status.allocatable`, in thousandths (borrowed from the node's record where it has
+    /// one: a snapshot is taken at every binder pass).
+    pub allocatable: Cow<'a, Amounts>,
     /// Whether pods may be bound to it (Ready); nodes that are not still count as
     /// topology domains, as they do for kube-scheduler.
     pub ready: bool,
     /// Its CSINode's attachment limits, by driver (a driver not listed takes any number).
-    pub volume_limits: BTreeMap<String, i64>,
+    pub volume_limits: BTreeMap<&'a str, i64>,
 }
 
 /// The stored claims (by `namespace/name`), volumes and classes, for VolumeBinding and
@@ -320,7 +322,7 @@ pub fn weighs_on(other: &Pod, facts: &Facts, pending: &[&Pod]) -> bool {
 /// binds.
 pub struct Scheduler<'a> {
     nodes: Vec<Node<'a>>,
-    requested: Vec<Amounts>,
+    requested: Vec<Cow<'a, Amounts>>,
     ports: Vec<Vec<(i32, String)>>,
     bound: Vec<(&'a Pod, usize)>,
     /// Bound pods that carry required anti-affinity terms (checked against every newcomer).
@@ -407,7 +409,7 @@ impl<'a> Scheduler<'a> {
         let mut s = Scheduler::empty(nodes, storage);
         for (i, n) in s.nodes.iter().enumerate() {
             if let Some(u) = usage(n.name) {
-                s.requested[i].clone_from(&u.requested);
+                s.requested[i] = Cow::Borrowed(&u.requested);
                 s.ports[i].clone_from(&u.ports);
             }
         }
@@ -422,7 +424,7 @@ impl<'a> Scheduler<'a> {
 
     fn empty(nodes: Vec<Node<'a>>, storage: Option<Storage<'a>>) -> Self {
         Scheduler {
-            requested: vec![Amounts::new(); nodes.len()],
+            requested: vec![Cow::Owned(Amounts::new()); nodes.len()],
             ports: vec![Vec::new(); nodes.len()],
             attached: vec![BTreeMap::new(); nodes.len()],
             storage,
@@ -480,7 +482,7 @@ impl<'a> Scheduler<'a> {
     /// Adds a node after the snapshot was taken; its index.
     pub fn add_node(&mut self, node: Node<'a>) -> usize {
         self.nodes.push(node);
-        self.requested.push(Amounts::new());
+        self.requested.push(Cow::Owned(Amounts::new()));
         self.ports.push(Vec::new());
         self.attached.push(BTreeMap::new());
         self.unschedulable.clear();
@@ -513,7 +515,7 @@ impl<'a> Scheduler<'a> {
     }
 
     fn place(&mut self, pod: &'a Pod, facts: &Facts, node: usize) {
-        add(&mut self.requested[node], &facts.requests);
+        add(self.requested[node].to_mut(), &facts.requests);
         self.ports[node].extend(facts.ports.iter().cloned());
         self.note(pod, facts, node);
     }
@@ -1068,7 +1070,7 @@ spec:
                 name: "n1",
                 labels: &a,
                 taints: &[],
-                allocatable: cpu(8),
+                allocatable: Cow::Owned(cpu(8)),
                 ready: true,
                 volume_limits: BTreeMap::new(),
             },
@@ -1076,7 +1078,7 @@ spec:
                 name: "n2",
                 labels: &b,
                 taints: &[],
-                allocatable: cpu(8),
+                allocatable: Cow::Owned(cpu(8)),
                 ready: false,
                 volume_limits: BTreeMap::new(),
             },
@@ -1104,7 +1106,7 @@ spec:
                     name,
                     labels: &zones[i % 2],
                     taints: &[],
-                    allocatable: cpu(4),
+                    allocatable: Cow::Owned(cpu(4)),
                     ready: true,
                     volume_limits: BTreeMap::new(),
                 })
@@ -1176,7 +1178,7 @@ spec:
             name: "n",
             labels: &l,
             taints: &taints,
-            allocatable: cpu(2),
+            allocatable: Cow::Owned(cpu(2)),
             ready: true,
             volume_limits: BTreeMap::new(),
         }];
@@ -1254,7 +1256,7 @@ spec:
                 name: "n1",
                 labels: &h1,
                 taints: &[],
-                allocatable: cpu(8),
+                allocatable: Cow::Owned(cpu(8)),
                 ready: true,
                 volume_limits: BTreeMap::new(),
             },
@@ -1262,7 +1264,7 @@ spec:
                 name: "n2",
                 labels: &h2,
                 taints: &[],
-                allocatable: cpu(8),
+                allocatable: Cow::Owned(cpu(8)),
                 ready: true,
                 volume_limits: BTreeMap::new(),
             },

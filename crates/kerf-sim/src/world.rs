@@ -4,6 +4,7 @@
 //! ([`kerf_core::controllers::Controllers`]) decide; this shell feeds them what happened and
 //! carries out what they ask, as the operator does against a real cluster.
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
@@ -1453,12 +1454,12 @@ impl World {
                     name,
                     labels: &n.labels,
                     taints: &n.taints,
-                    allocatable: n.amounts.clone(),
+                    allocatable: Cow::Borrowed(&n.amounts),
                     ready: n.ready,
                     volume_limits: self
                         .csi_limits
                         .get(name)
-                        .map(|l| (labels::EBS_CSI_DRIVER.to_string(), *l))
+                        .map(|l| (labels::EBS_CSI_DRIVER, *l))
                         .into_iter()
                         .collect(),
                 })

@@ -8,6 +8,7 @@
 //! It reads the stored objects and the cloud's catalog, never Kerf's solver: a pod Kerf
 //! wrongly believes has room somewhere (and so never gets a node) is caught here.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -35,9 +36,9 @@ impl Imagined {
             name: &self.labels[labels::HOSTNAME],
             labels: &self.labels,
             taints: &self.taints,
-            allocatable: self.allocatable.clone(),
+            allocatable: Cow::Borrowed(&self.allocatable),
             ready: true,
-            volume_limits: [(labels::EBS_CSI_DRIVER.to_string(), self.ebs)].into(),
+            volume_limits: [(labels::EBS_CSI_DRIVER, self.ebs)].into(),
         }
     }
 }
@@ -86,7 +87,7 @@ impl World {
                 name,
                 labels: &n.labels,
                 taints: &n.taints,
-                allocatable: Amounts::new(),
+                allocatable: Cow::Owned(Amounts::new()),
                 ready: false,
                 volume_limits: BTreeMap::new(),
             })
