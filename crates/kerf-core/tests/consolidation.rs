@@ -256,3 +256,33 @@ fn validation_checks_the_decided_candidates_not_a_new_search() {
     assert!(revalidate(&c.view(4), catalog, &decided).is_some());
     assert_eq!(revalidate(&c.view(0), catalog, &decided), None);
 }
+
+/// A node whose pods mostly fit on another node is replaced by a node sized for the rest,
+/// as Karpenter's single-node consolidation lets pods land on existing nodes: a replacement
+/// need not hold all of the node's pods.
+#[test]
+fn a_node_is_replaced_by_one_sized_for_the_pods_that_do_not_fit_elsewhere() {
+    let mut c = three_sizes(ConsolidationPolicy::WhenEmptyOrUnderutilized);
+    c.daemonsets.clear();
+    let all = c.node_pool_input.instance_types.to_vec();
+    let mut big = kerf_scheduling::benchmark::instance_types()[7].clone();
+    for o in &mut big.offerings {
+        o.price_per_hour = 0.80;
+    }
+    big.offerings
+        .retain(|o| o.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND);
+    c.node_pool_input.instance_types = vec![all[0].clone(), big].into();
+    c.add_node(
+        "room",
+        1,
+        "test-zone-1",
+        vec![pod("r0", "2", Some("room"))],
+        true,
+    );
+    let busy = (0..6).map(|i| pod(&format!("b{i}"), "1", None)).collect();
+    c.add_node("busy", 1, "test-zone-1", busy, true);
+    let command = planned(&c, MinSavings::default()).expect("busy is replaced");
+    assert_eq!(command.candidates, [1]);
+    assert_eq!(command.replacements.len(), 1);
+    assert!((command.savings - 0.70).abs() < 1e-9, "{}", command.savings);
+}
