@@ -409,6 +409,14 @@ fn consolidation_moves_pods_to_a_node_kerf_does_not_manage() {
             .any(|a| matches!(a, Action::DeleteNodeClaim { nodeclaim } if *nodeclaim == claim)),
         "{after:#?}"
     );
+    // the command's log line counts the pod that moves
+    let command = (after.iter())
+        .find_map(|a| match a {
+            Action::Log(r) if r.message == "disrupting node(s)" => Some(&r.fields),
+            _ => None,
+        })
+        .expect("the command is logged");
+    assert_eq!(command["pod-count"], 1, "{command}");
 }
 
 fn events(actions: &[Action], reason: &str) -> Vec<String> {

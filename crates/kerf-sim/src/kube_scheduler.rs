@@ -322,6 +322,8 @@ pub fn weighs_on(other: &Pod, facts: &Facts, pending: &[&Pod]) -> bool {
 /// binds.
 pub struct Scheduler<'a> {
     nodes: Vec<Node<'a>>,
+    /// Node indices by name.
+    by_name: HashMap<&'a str, usize>,
     requested: Vec<Cow<'a, Amounts>>,
     ports: Vec<Vec<(i32, String)>>,
     bound: Vec<(&'a Pod, usize)>,
@@ -373,9 +375,8 @@ impl<'a> Scheduler<'a> {
         storage: Option<Storage<'a>>,
     ) -> Self {
         let mut s = Scheduler::empty(nodes, storage);
-        let index = s.index();
         for (pod, node) in bound {
-            if let Some(&i) = index.get(node) {
+            if let Some(&i) = s.by_name.get(node) {
                 s.place(pod, &Facts::of(pod), i);
             }
         }
@@ -389,9 +390,8 @@ impl<'a> Scheduler<'a> {
         storage: Option<Storage<'a>>,
     ) -> Self {
         let mut s = Scheduler::empty(nodes, storage);
-        let index = s.index();
         for (pod, facts, node) in bound {
-            if let Some(&i) = index.get(node) {
+            if let Some(&i) = s.by_name.get(node) {
                 s.place(pod, facts, i);
             }
         }
@@ -413,9 +413,8 @@ impl<'a> Scheduler<'a> {
                 s.ports[i].clone_from(&u.ports);
             }
         }
-        let index = s.index();
         for (pod, facts, node) in bound {
-            if let Some(&i) = index.get(node) {
+            if let Some(&i) = s.by_name.get(node) {
                 s.note(pod, facts, i);
             }
         }
@@ -424,6 +423,9 @@ impl<'a> Scheduler<'a> {
 
     fn empty(nodes: Vec<Node<'a>>, storage: Option<Storage<'a>>) -> Self {
         Scheduler {
+            by_name: (nodes.iter().enumerate())
+                .map(|(i, n)| (n.name, i))
+                .collect(),
             requested: vec![Cow::Owned(Amounts::new()); nodes.len()],
             ports: vec![Vec::new(); nodes.len()],
             attached: vec![BTreeMap::new(); nodes.len()],
@@ -434,13 +436,6 @@ impl<'a> Scheduler<'a> {
             counts: HashMap::new(),
             unschedulable: HashSet::new(),
         }
-    }
-
-    /// Node indices by name.
-    fn index(&self) -> HashMap<&'a str, usize> {
-        (self.nodes.iter().enumerate())
-            .map(|(i, n)| (n.name, i))
-            .collect()
     }
 
     /// Schedules one pod: the Ready node that passes every filter and scores best
@@ -481,6 +476,7 @@ impl<'a> Scheduler<'a> {
 
     /// Adds a node after the snapshot was taken; its index.
     pub fn add_node(&mut self, node: Node<'a>) -> usize {
+        self.by_name.insert(node.name, self.nodes.len());
         self.nodes.push(node);
         self.requested.push(Cow::Owned(Amounts::new()));
         self.ports.push(Vec::new());
@@ -497,17 +493,13 @@ impl<'a> Scheduler<'a> {
         allowed: impl Fn(usize) -> bool,
     ) -> Option<usize> {
         let plan = self.plan(pod, facts);
-        let feasible: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| allowed(i) && self.nodes[i].ready && self.fits(pod, &plan, i))
-            .collect();
-        let chosen = feasible
-            .iter()
-            .copied()
-            .find(|&i| Some(self.nodes[i].name) == preferred)
+        let feasible = |i: usize| allowed(i) && self.nodes[i].ready && self.fits(pod, &plan, i);
+        // the preferred node alone first, as kube-scheduler tries a nominated node
+        let chosen = (preferred.and_then(|n| self.by_name.get(n).copied()))
+            .filter(|&i| feasible(i))
             .or_else(|| {
-                feasible
-                    .iter()
-                    .copied()
+                (0..self.nodes.len())
+                    .filter(|&i| feasible(i))
                     .max_by_key(|&i| (self.least_allocated(&plan, i), std::cmp::Reverse(i)))
             })?;
         self.place(pod, facts, chosen);

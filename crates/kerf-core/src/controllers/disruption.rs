@@ -18,7 +18,7 @@ use crate::metrics::families;
 
 use super::blockers::{Gathered, Wanted};
 use super::{Action, Controllers, Event, EventObject, Timer};
-use crate::cluster::{CapacityType, Cluster, DriftReason};
+use crate::cluster::{CapacityType, Cluster, DriftReason, PodOwner};
 use crate::consolidation::{
     ClusterView, Command, Decided, Method, NodeView, plan_judged, revalidate,
 };
@@ -960,10 +960,12 @@ impl Controllers {
         decision: &str,
     ) -> serde_json::Value {
         let cluster = &self.cluster;
-        let by_node = self.gather().pods_by_node;
-        let pods: usize = (candidates.iter())
-            .map(|n| by_node.get(n.as_str()).map_or(0, Vec::len))
-            .sum();
+        // the pods that move: daemon pods stay, as the blocker checks count them
+        let candidate: BTreeSet<&str> = candidates.iter().map(String::as_str).collect();
+        let pods = (cluster.pods.values())
+            .filter(|p| p.owner != PodOwner::DaemonSet)
+            .filter(|p| p.node.as_deref().is_some_and(|n| candidate.contains(n)))
+            .count();
         let disrupted: Vec<serde_json::Value> = (candidates.iter())
             .map(|n| {
                 let claim = cluster.claim_of_node(n);
