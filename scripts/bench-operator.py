@@ -85,7 +85,7 @@ class Cluster:
         deadline = time.monotonic() + 60
         while True:
             try:
-                self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                self.kubectl("wait", "--for=condition=Established", "--timeout=10s",
                              *(f"crd/{c}" for c in crds))
                 return
             except RuntimeError:

@@ -322,7 +322,7 @@ pub fn weighs_on(other: &Pod, facts: &Facts, pending: &[&Pod]) -> bool {
 /// binds.
 pub struct Scheduler<'a> {
     nodes: Vec<Node<'a>>,
-    /// Node indices by name.
+    /// Node indices by name (the last node added under a name).
     by_name: HashMap<&'a str, usize>,
     requested: Vec<Cow<'a, Amounts>>,
     ports: Vec<Vec<(i32, String)>>,

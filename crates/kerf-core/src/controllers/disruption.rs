@@ -557,8 +557,9 @@ impl Controllers {
     }
 
     /// Plans a command over the cluster as it is now and records the evaluation's metrics;
-    /// with `report_blocked`, first tells why each consolidatable node is blocked
-    /// ([`Controllers::blocked_events`]), from the same gathered pods.
+    /// with `report_blocked`, also tells why each consolidatable node is blocked
+    /// ([`Controllers::blocked_events`]), from the same gathered pods (told after planning,
+    /// which reads nothing an event changes).
     fn decide(&mut self, report_blocked: bool) -> Option<(Command, Vec<String>)> {
         let (pools, pool_names) = self.pool_inputs();
         let daemonsets: Vec<Pod> = self.cluster.daemonsets.values().cloned().collect();
@@ -960,7 +961,7 @@ impl Controllers {
         decision: &str,
     ) -> serde_json::Value {
         let cluster = &self.cluster;
-        // the pods that move: daemon pods stay, as the blocker checks count them
+        // the pods that move: daemon pods stay (`gather` leaves them out too)
         let candidate: BTreeSet<&str> = candidates.iter().map(String::as_str).collect();
         let pods = (cluster.pods.values())
             .filter(|p| p.owner != PodOwner::DaemonSet)

@@ -136,7 +136,7 @@ impl ControlPlane {
         let args = [
             "wait",
             "--for=condition=Established",
-            "--timeout=60s",
+            "--timeout=10s",
             "crd/nodepools.karpenter.sh",
             "crd/nodeclaims.karpenter.sh",
             "crd/ec2nodeclasses.karpenter.k8s.aws",
