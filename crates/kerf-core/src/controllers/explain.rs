@@ -336,7 +336,15 @@ impl Controllers {
     /// Why the node `name` is or is not about to be disrupted; `None` when no such node
     /// is known.
     pub fn explain_node(&mut self, name: &str) -> Option<NodeExplanation> {
-        let mut out = self.described(name, &self.gather())?;
+        if !self.cluster.nodes.contains_key(name) {
+            return None;
+        }
+        let (pools, pool_names) = self.pool_inputs();
+        let daemonsets: Vec<k8s_openapi::api::core::v1::Pod> =
+            self.cluster.daemonsets.values().cloned().collect();
+        // one gathering for the node's own blockers and the view
+        let g = self.gather();
+        let mut out = self.described(name, &g)?;
         let claim = out
             .nodeclaim
             .as_ref()
@@ -362,10 +370,6 @@ impl Controllers {
                 ));
             }
         }
-        let (pools, pool_names) = self.pool_inputs();
-        let daemonsets: Vec<k8s_openapi::api::core::v1::Pod> =
-            self.cluster.daemonsets.values().cloned().collect();
-        let g = self.gather();
         let (view, names) = self.view(&g, pools, &pool_names, &daemonsets);
         self.policy_blockers(name, &view, &pool_names, &mut out);
         if let Some(i) = names.iter().position(|n| n == name) {
