@@ -1086,13 +1086,13 @@ impl Cluster {
     }
 
     /// How many nodes a NodePool has, counted against its `limits.nodes` as its usage is
-    /// against its other limits: NodeClaims launched or in flight (not being deleted), and
+    /// against its other limits: NodeClaims launched or in flight and not being deleted, and
     /// nodes carrying its label without a NodeClaim.
     pub fn pool_nodes(&self, pool: &str) -> i64 {
         let claims = self
             .nodeclaims
             .values()
-            .filter(|c| c.node_pool == pool && (c.launched.is_some() || c.deleting.is_none()))
+            .filter(|c| c.node_pool == pool && c.deleting.is_none())
             .count();
         let bare = self
             .nodes
@@ -1105,17 +1105,20 @@ impl Cluster {
         i64::try_from(claims + bare).unwrap_or(i64::MAX)
     }
 
-    /// What the NodePool's nodes have, counted against its limits.
+    /// What the NodePool's nodes not being deleted have, counted against its limits.
     pub fn pool_usage(&self, pool: &str) -> Resources {
         let mut usage = Resources::default();
-        for c in self.nodeclaims.values().filter(|c| c.node_pool == pool) {
+        // a NodeClaim being deleted counts no more: Karpenter's cluster state leaves nodes
+        // marked for deletion out of a NodePool's resources and its scheduler counts only
+        // active nodes against the limits (swarm seed 326309)
+        let live = self.nodeclaims.values().filter(|c| c.deleting.is_none());
+        for c in live.filter(|c| c.node_pool == pool) {
             match &c.launched {
                 Some(l) => usage.add(&l.capacity),
                 // created and not launched yet (another controller's launch in the same
                 // instant, swarm seed 40907): the largest type it may become, as
                 // Karpenter's scheduler reserves for a NodeClaim it plans
-                None if c.deleting.is_none() => usage.add(&self.largest_option(c)),
-                None => {}
+                None => usage.add(&self.largest_option(c)),
             }
         }
         // a node carrying the NodePool's label without a NodeClaim (its NodeClaim deleted

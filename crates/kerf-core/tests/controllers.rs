@@ -899,7 +899,7 @@ fn a_nodeclaim_whose_launch_keeps_failing_is_deleted_five_minutes_after_its_crea
 }
 
 #[test]
-fn limits_nodes_counts_launched_and_in_flight_nodeclaims() {
+fn limits_nodes_counts_launched_and_in_flight_nodeclaims_not_being_deleted() {
     let mut core = Controllers::new(Settings::default(), 7);
     let mut np = pool();
     np.spec
@@ -928,6 +928,13 @@ fn limits_nodes_counts_launched_and_in_flight_nodeclaims() {
         .expect("explained")
         .to_string();
     assert!(why.contains("limit nodes=2 reached"), "{why}");
+    // one being deleted counts no more, as Karpenter's scheduler counts only active nodes:
+    // its instance is still there, and one more NodeClaim is made at once
+    core.delete_nodeclaim(&claims[0]);
+    let after = run_until(&mut core, 61, 90);
+    let going = core.cluster().nodeclaims().get(&claims[0]);
+    assert!(going.is_some_and(|c| c.deleting.is_some()), "{after:?}");
+    assert_eq!(created(&after).len(), 1, "{after:?}");
 }
 
 fn evicted(actions: &[Action]) -> Vec<String> {

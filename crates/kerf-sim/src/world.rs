@@ -838,8 +838,16 @@ impl World {
                 }
             }
             Action::DeleteNodeClaim { nodeclaim } => {
-                if let Some(stored) = self.nodeclaim_objects.get_mut(&nodeclaim) {
-                    stored.deleting.get_or_insert(self.now);
+                if let Some(stored) = self.nodeclaim_objects.get_mut(&nodeclaim)
+                    && stored.deleting.is_none()
+                {
+                    stored.deleting = Some(self.now);
+                    // a deletion Kerf made on its own (expiry, a static NodePool scaled
+                    // down, garbage collection) frees its NodePool's limits and budget:
+                    // Karpenter takes them up at its next disruption pass and after the
+                    // validation wait, so the checks give Kerf that long as after any change
+                    // (swarm seed 326309)
+                    self.convergence.disturbed(self.now);
                 }
             }
             Action::Taint { node, taint } => {

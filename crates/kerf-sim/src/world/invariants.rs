@@ -488,8 +488,8 @@ impl World {
 
     /// A NodeClaim launches only while its NodePool stays within its limits with it (a
     /// limit lowered below what is running stops launches; it removes nothing), every
-    /// resource the limits name counted over the cloud's instances of the NodePool (their
-    /// capacity) and `nodes` as their number.
+    /// resource the limits name counted over the cloud's instances of the NodePool whose
+    /// NodeClaims are not being deleted (their capacity) and `nodes` as their number.
     pub(super) fn check_limits(&self, nodeclaim: &str) -> Result<(), SimError> {
         let pool_of = |claim: &str| {
             (self.nodeclaim_objects.get(claim))
@@ -513,10 +513,15 @@ impl World {
         {
             return Ok(());
         }
+        // Karpenter counts only active nodes against the limits: a NodeClaim being deleted
+        // frees its share at once (`state.Cluster` leaves nodes marked for deletion out of a
+        // NodePool's resources; the scheduler is given `nodes.Active()`)
+        let deleting =
+            |claim: &str| (self.nodeclaim_objects.get(claim)).is_some_and(|c| c.deleting.is_some());
         let mut used = Amounts::new();
         let mut count = 0;
         for (claim, instance) in self.instances.values() {
-            if pool_of(claim).as_ref() == Some(&pool) {
+            if pool_of(claim).as_ref() == Some(&pool) && !deleting(claim) {
                 add(&mut used, &super::allocatable_amounts(&instance.capacity));
                 count += 1;
             }
