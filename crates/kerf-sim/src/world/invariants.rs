@@ -513,15 +513,24 @@ impl World {
         {
             return Ok(());
         }
-        // Karpenter counts only active nodes against the limits: a NodeClaim being deleted
-        // frees its share at once (`state.Cluster` leaves nodes marked for deletion out of a
-        // NodePool's resources; the scheduler is given `nodes.Active()`)
-        let deleting =
-            |claim: &str| (self.nodeclaim_objects.get(claim)).is_some_and(|c| c.deleting.is_some());
+        // Karpenter counts only active nodes against the limits: a NodeClaim being deleted,
+        // or gone while its instance still terminates, or whose node a disruption command
+        // has tainted, frees its share at once (`state.Cluster` leaves nodes marked for
+        // deletion out of a NodePool's resources, a command marks its candidates as it
+        // taints them, and the scheduler is given `nodes.Active()`; swarm seed 340616)
+        let active = |claim: &str| {
+            (self.nodeclaim_objects.get(claim)).is_some_and(|c| {
+                let node = (c.object.status.as_ref()).and_then(|s| s.node_name.as_deref());
+                let disrupted = node.and_then(|n| self.nodes.get(n)).is_some_and(|n| {
+                    (n.taints.iter()).any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
+                });
+                c.deleting.is_none() && !disrupted
+            })
+        };
         let mut used = Amounts::new();
         let mut count = 0;
         for (claim, instance) in self.instances.values() {
-            if pool_of(claim).as_ref() == Some(&pool) && !deleting(claim) {
+            if pool_of(claim).as_ref() == Some(&pool) && active(claim) {
                 add(&mut used, &super::allocatable_amounts(&instance.capacity));
                 count += 1;
             }
