@@ -489,7 +489,8 @@ impl World {
     /// A NodeClaim launches only while its NodePool stays within its limits with it (a
     /// limit lowered below what is running stops launches; it removes nothing), every
     /// resource the limits name counted over the cloud's instances of the NodePool whose
-    /// NodeClaims are not being deleted (their capacity) and `nodes` as their number.
+    /// NodeClaims are stored, not being deleted and not tainted by a disruption command
+    /// (their capacity) and `nodes` as their number.
     pub(super) fn check_limits(&self, nodeclaim: &str) -> Result<(), SimError> {
         let pool_of = |claim: &str| {
             (self.nodeclaim_objects.get(claim))
