@@ -19,6 +19,10 @@ use kerf_scheduling::{
     BoundPod, Catalog, Decision, ExistingNode, NodePoolInput, PlannedNodeClaim, Problem, Session,
 };
 
+mod narrow;
+
+use narrow::{Refused, narrow};
+
 /// A node as disruption sees it.
 #[derive(Clone, Debug)]
 pub struct NodeView {
@@ -411,12 +415,11 @@ pub fn revalidate(
     let found = replacements
         .filter(|r| r.len() == decided.replacements)
         .and_then(|r| {
-            let savings = if launch {
-                cheaper_replacement(view, candidates, &r)?
+            if launch {
+                narrow(view, candidates, r).ok()
             } else {
-                price
-            };
-            Some((r, savings))
+                Some((r, price))
+            }
         })
         .filter(|(_, savings)| worth.approves(candidates, *savings));
     // a split was planned on capped NodePools: it is checked the same way again
@@ -568,6 +571,15 @@ pub enum Alone {
         /// How many are cheaper.
         cheaper: usize,
     },
+    /// The cheaper instance types leave a NodePool minValues unmet.
+    MinValues {
+        /// The requirement's key.
+        key: String,
+        /// How many distinct values the cheaper types keep.
+        left: usize,
+        /// How many it asks.
+        min: u32,
+    },
 }
 
 /// Consolidates `node` alone, as single-node consolidation would (see [`Alone`]), and
@@ -606,43 +618,33 @@ fn alone_single(view: &ClusterView<'_>, node: usize) -> Alone {
                 reasons: u.reasons.clone(),
             };
         }
-        let [r] = decision.nodeclaims.as_slice() else {
-            let nodes = &decision.nodeclaims;
-            return match cheaper_replacement(view, &[node], nodes) {
-                Some(savings) => Alone::Split {
+        let nodes = decision.nodeclaims;
+        let [r] = nodes.as_slice() else {
+            let count = nodes.len();
+            return match narrow(view, &[node], nodes) {
+                Ok((nodes, savings)) => Alone::Split {
                     instance_types: (nodes.iter())
                         .map(|r| r.launch.instance_type.clone())
                         .collect(),
                     price_per_hour: n.price_per_hour - savings,
                 },
-                None => Alone::NeedsNodes(nodes.len()),
+                Err(_) => Alone::NeedsNodes(count),
             };
         };
-        let spot = r.launch.capacity_type == labels::CAPACITY_TYPE_SPOT;
-        if spot && n.capacity_type == crate::cluster::CapacityType::Spot {
-            let cheaper = r
-                .instance_types
-                .iter()
-                .filter(|o| o.price_per_hour < n.price_per_hour)
-                .count();
-            if !view.spot_to_spot {
-                return Alone::SpotToSpotOff;
-            }
-            if cheaper < SPOT_TO_SPOT_MIN_TYPES {
-                return Alone::SpotToSpotTooFew { cheaper };
-            }
-        }
-        if r.launch.price_per_hour < n.price_per_hour {
-            Alone::Replaceable {
-                instance_type: r.launch.instance_type.clone(),
-                price_per_hour: r.launch.price_per_hour,
-            }
-        } else {
-            Alone::NotCheaper {
-                instance_type: r.launch.instance_type.clone(),
-                capacity_type: r.launch.capacity_type.clone(),
-                price_per_hour: r.launch.price_per_hour,
-            }
+        let planned = r.launch.clone();
+        match narrow(view, &[node], nodes) {
+            Ok((nodes, _)) => Alone::Replaceable {
+                instance_type: nodes[0].launch.instance_type.clone(),
+                price_per_hour: nodes[0].launch.price_per_hour,
+            },
+            Err(Refused::SpotToSpotOff) => Alone::SpotToSpotOff,
+            Err(Refused::SpotToSpotTooFew(cheaper)) => Alone::SpotToSpotTooFew { cheaper },
+            Err(Refused::MinValues(key, left, min)) => Alone::MinValues { key, left, min },
+            Err(Refused::NotCheaper) => Alone::NotCheaper {
+                instance_type: planned.instance_type,
+                capacity_type: planned.capacity_type,
+                price_per_hour: planned.price_per_hour,
+            },
         }
     })
 }
@@ -1028,40 +1030,6 @@ impl CheapestPossible {
     }
 }
 
-/// What replacing `candidates` with `replacements` (one or more) saves per hour, when that
-/// is allowed and strictly cheaper: spot nodes are replaced by spot only behind
-/// SpotToSpotConsolidation and with enough cheaper types for each spot replacement.
-fn cheaper_replacement(
-    view: &ClusterView<'_>,
-    candidates: &[usize],
-    replacements: &[PlannedNodeClaim],
-) -> Option<f64> {
-    if replacements.is_empty() {
-        return None;
-    }
-    let price: f64 = candidates
-        .iter()
-        .map(|i| view.nodes[*i].price_per_hour)
-        .sum();
-    let all_spot = candidates
-        .iter()
-        .all(|i| view.nodes[*i].capacity_type == crate::cluster::CapacityType::Spot);
-    for r in replacements {
-        if all_spot && r.launch.capacity_type == labels::CAPACITY_TYPE_SPOT {
-            let cheaper = r
-                .instance_types
-                .iter()
-                .filter(|o| o.price_per_hour < price)
-                .count();
-            if !view.spot_to_spot || cheaper < SPOT_TO_SPOT_MIN_TYPES {
-                return None;
-            }
-        }
-    }
-    let cost: f64 = replacements.iter().map(|r| r.launch.price_per_hour).sum();
-    (cost < price).then_some(price - cost)
-}
-
 /// Several nodes repacked at once onto cheaper new ones and the other nodes: the longest
 /// prefix of the disruption order (within budget, no fixed cap) whose pods that costs less
 /// for, found by binary search as Karpenter does (which allows one new node only);
@@ -1089,7 +1057,7 @@ fn replace_many(
         // churns for little, and each launch more is one more that may fail
         let outcome = placed(session.try_remove(prefix, &pods, true))
             .filter(|r| r.len() == 1 || r.len() < prefix.len())
-            .and_then(|r| cheaper_replacement(view, prefix, &r).map(|s| (r, s)))
+            .and_then(|r| narrow(view, prefix, r).ok())
             .filter(|(_, savings)| worth.approves(prefix, *savings));
         match outcome {
             Some((replacements, savings)) => {
@@ -1135,8 +1103,8 @@ fn replace_one(
         let Some(replacements) = placed(session.try_remove(&[i], &n.pods, true)) else {
             continue;
         };
-        let savings = cheaper_replacement(view, &[i], &replacements);
-        if let Some(savings) = savings.filter(|s| worth.approves(&[i], *s)) {
+        let narrowed = narrow(view, &[i], replacements).ok();
+        if let Some((replacements, savings)) = narrowed.filter(|(_, s)| worth.approves(&[i], *s)) {
             session.undo();
             return Some(single_node(i, replacements, savings));
         }
@@ -1203,8 +1171,7 @@ fn split_saving(
     catalog: &mut Catalog,
 ) -> Option<(Vec<PlannedNodeClaim>, f64)> {
     let replacements = split_replacements(view, node, catalog)?;
-    let savings = cheaper_replacement(view, &[node], &replacements)?;
-    Some((replacements, savings))
+    narrow(view, &[node], replacements).ok()
 }
 
 /// The new nodes a node's pods would take (beside room on the other nodes) when each
@@ -1221,9 +1188,18 @@ fn split_replacements(
     let terms: Vec<u64> = (n.pods.iter())
         .filter_map(|p| view.terms.get(*p).copied())
         .collect();
-    // with SpotToSpotConsolidation off a spot node's spot replacements are refused
-    // (`cheaper_replacement`): its split is planned, and bounded, without them
+    // with SpotToSpotConsolidation off a spot node's replacements that may be spot are
+    // refused (`narrow`): only NodePools that rule spot out can split it, and its split is
+    // planned, and bounded, without spot offerings
     let pools = if !view.spot_to_spot && n.capacity_type == crate::cluster::CapacityType::Spot {
+        let spot_ruled_out = |np: &NodePoolInput| {
+            !kerf_scheduling::Requirements::from_api(&np.requirements)
+                .get(labels::CAPACITY_TYPE)
+                .has(labels::CAPACITY_TYPE_SPOT)
+        };
+        if !view.node_pools.iter().any(spot_ruled_out) {
+            return None;
+        }
         std::borrow::Cow::Owned(without_spot(&view.node_pools, catalog))
     } else {
         std::borrow::Cow::Borrowed(&view.node_pools[..])

@@ -90,7 +90,7 @@ fn pods_that_fit_on_different_nodes_let_their_node_go() {
     );
 }
 
-/// A NodePool of three on-demand types: small (2 vCPU, $0.10), medium (4 vCPU, $0.60) and
+/// An on-demand NodePool of three types: small (2 vCPU, $0.10), medium (4 vCPU, $0.60) and
 /// big (16 vCPU, $1.00). Three 900m pods fit one medium node, or two small ones for less.
 fn three_sizes(policy: ConsolidationPolicy) -> Cluster {
     let mut c = Cluster::generate(0, 1);
@@ -106,8 +106,20 @@ fn three_sizes(policy: ConsolidationPolicy) -> Cluster {
     };
     let types = vec![priced(1, 0.10), priced(3, 0.60), priced(15, 1.00)];
     c.node_pool_input.instance_types = types.into();
+    on_demand_only(&mut c);
     c.node_pool.spec.disruption.consolidation_policy = policy;
     c
+}
+
+/// Rules spot out of the NodePool, as its types offer none: a replacement that may be spot
+/// is pinned to spot.
+fn on_demand_only(c: &mut Cluster) {
+    c.node_pool_input.requirements = vec![kerf_api::NodeSelectorRequirementWithMinValues {
+        key: labels::CAPACITY_TYPE.into(),
+        operator: kerf_api::Operator::In,
+        values: vec![labels::CAPACITY_TYPE_ON_DEMAND.into()],
+        min_values: None,
+    }];
 }
 
 /// Three 900m pods, each with a `karpenter.sh/disruption-cost` when given.
@@ -286,4 +298,197 @@ fn a_node_is_replaced_by_one_sized_for_the_pods_that_do_not_fit_elsewhere() {
     assert_eq!(command.candidates, [1]);
     assert_eq!(command.replacements.len(), 1);
     assert!((command.savings - 0.70).abs() < 1e-9, "{}", command.savings);
+}
+
+/// An offering: zone, capacity type, price per hour, available.
+type Offered<'a> = (&'a str, &'a str, f64, bool);
+
+/// A NodePool over `types` (copies of benchmark types `index`, each offered as said) holding one 8-cpu node, `busy`, with one pod of 1 cpu
+/// that may select a zone. `busy` is bought as `capacity_type` at `price`.
+fn one_busy_node(
+    types: &[(usize, &[Offered<'_>])],
+    capacity_type: kerf_core::cluster::CapacityType,
+    price: f64,
+    zone_of_pod: Option<&str>,
+) -> Cluster {
+    let mut c = Cluster::generate(0, 1);
+    c.daemonsets.clear();
+    let all = kerf_scheduling::benchmark::instance_types();
+    let types: Vec<_> = (types.iter())
+        .map(|(index, offerings)| {
+            let mut t = all[*index].clone();
+            t.offerings = (offerings.iter())
+                .map(
+                    |(zone, ct, price, available)| kerf_scheduling::input::Offering {
+                        zone: zone.to_string(),
+                        capacity_type: ct.to_string(),
+                        price_per_hour: *price,
+                        available: *available,
+                        reservation: None,
+                    },
+                )
+                .collect();
+            t
+        })
+        .collect();
+    let busy_type = types.len() - 1;
+    c.node_pool_input.instance_types = types.into();
+    let mut p = pod("p0", "1", None);
+    if let Some(zone) = zone_of_pod {
+        p.spec.as_mut().expect("a spec").node_selector =
+            Some([(labels::ZONE.to_string(), zone.to_string())].into());
+    }
+    c.add_node("busy", busy_type, "test-zone-1", vec![p], true);
+    let node = c.nodes.last_mut().expect("busy");
+    node.capacity_type = capacity_type;
+    node.price_per_hour = price;
+    c
+}
+
+const OD: &str = labels::CAPACITY_TYPE_ON_DEMAND;
+const SPOT: &str = labels::CAPACITY_TYPE_SPOT;
+
+fn capacity_type_of(command: &Command) -> Vec<(String, Vec<String>)> {
+    (command.replacements[0].requirements.iter())
+        .filter(|r| r.key == labels::CAPACITY_TYPE)
+        .map(|r| (format!("{:?}", r.operator), r.values.clone()))
+        .collect()
+}
+
+/// Karpenter keeps a replacement's instance type only when its dearest offering in the
+/// capacity type it would launch as, over every zone the replacement may take, costs less
+/// than the node (`WorstLaunchPrice`): a type cheap in one zone only is no cheaper node,
+/// unless the pods hold the replacement to that zone.
+#[test]
+fn a_replacement_type_must_cost_less_in_every_zone_the_replacement_may_take() {
+    use kerf_core::cluster::CapacityType;
+    let small: &[Offered<'_>] = &[
+        ("test-zone-1", OD, 0.10, true),
+        ("test-zone-2", OD, 0.60, true),
+    ];
+    let big: &[Offered<'_>] = &[("test-zone-1", OD, 0.50, true)];
+    let mut c = one_busy_node(&[(1, small), (7, big)], CapacityType::OnDemand, 0.50, None);
+    on_demand_only(&mut c);
+    assert_eq!(
+        planned(&c, MinSavings::default()),
+        None,
+        "the small type costs $0.60 in test-zone-2"
+    );
+
+    let mut c = one_busy_node(
+        &[(1, small), (7, big)],
+        CapacityType::OnDemand,
+        0.50,
+        Some("test-zone-1"),
+    );
+    on_demand_only(&mut c);
+    let command = planned(&c, MinSavings::default()).expect("replaced within test-zone-1");
+    let launch = &command.replacements[0].launch;
+    assert_eq!(
+        (launch.instance_type.as_str(), launch.zone.as_str()),
+        ("fake-it-1", "test-zone-1")
+    );
+    assert!((command.savings - 0.40).abs() < 1e-9, "{}", command.savings);
+    let types: Vec<&str> = (command.replacements[0].instance_types.iter())
+        .map(|o| o.name.as_str())
+        .collect();
+    assert_eq!(types, ["fake-it-1"], "the node's own type is no cheaper");
+}
+
+/// A spot node whose replacement may be spot goes to spot or nowhere (Karpenter's
+/// spot-to-spot path), even when spot has run out and on-demand would cost less; a
+/// NodePool that rules spot out replaces it with on-demand.
+#[test]
+fn a_spot_node_is_not_moved_to_on_demand_while_its_replacement_may_be_spot() {
+    use kerf_core::cluster::CapacityType;
+    let small: &[Offered<'_>] = &[
+        ("test-zone-1", SPOT, 0.05, false),
+        ("test-zone-1", OD, 0.10, true),
+    ];
+    let big: &[Offered<'_>] = &[
+        ("test-zone-1", SPOT, 0.50, true),
+        ("test-zone-1", OD, 1.00, true),
+    ];
+    let mut c = one_busy_node(&[(1, small), (7, big)], CapacityType::Spot, 0.50, None);
+    assert_eq!(planned(&c, MinSavings::default()), None, "SpotToSpot off");
+    let view = kerf_core::consolidation::ClusterView {
+        spot_to_spot: true,
+        ..c.view(1)
+    };
+    assert_eq!(
+        plan(&view, &mut kerf_scheduling::Catalog::default()),
+        None,
+        "no cheaper spot offering is available"
+    );
+
+    on_demand_only(&mut c);
+    let command = planned(&c, MinSavings::default()).expect("on-demand only: replaced");
+    assert_eq!(command.replacements[0].launch.capacity_type, OD);
+    assert_eq!(
+        capacity_type_of(&command),
+        [("In".to_string(), vec![OD.to_string()])]
+    );
+}
+
+/// An on-demand node's replacement that may be spot or on-demand is priced as spot and
+/// pinned to spot, so a spot shortage at launch fails it rather than buying on-demand.
+#[test]
+fn an_on_demand_nodes_replacement_that_may_be_spot_is_pinned_to_spot() {
+    use kerf_core::cluster::CapacityType;
+    let small: &[Offered<'_>] = &[
+        ("test-zone-1", SPOT, 0.05, true),
+        ("test-zone-1", OD, 0.60, true),
+    ];
+    let big: &[Offered<'_>] = &[("test-zone-1", OD, 0.50, true)];
+    let c = one_busy_node(&[(1, small), (7, big)], CapacityType::OnDemand, 0.50, None);
+    let command = planned(&c, MinSavings::default()).expect("replaced by spot");
+    assert_eq!(command.replacements[0].launch.capacity_type, SPOT);
+    assert_eq!(
+        capacity_type_of(&command),
+        [("In".to_string(), vec![SPOT.to_string()])]
+    );
+    assert!((command.savings - 0.45).abs() < 1e-9, "{}", command.savings);
+}
+
+/// One spot node goes to spot only with 15 cheaper spot types, and its replacement is then
+/// held to the 15 cheapest, so the launch cannot pick a type the next pass would replace.
+#[test]
+fn a_spot_to_spot_replacement_takes_the_fifteen_cheapest_of_at_least_fifteen() {
+    use kerf_core::cluster::CapacityType;
+    let spot_node = |type_index: usize| {
+        let mut c = Cluster::generate(0, 1);
+        c.daemonsets.clear();
+        c.add_node(
+            "busy",
+            type_index,
+            "test-zone-1",
+            vec![pod("p0", "1", None)],
+            true,
+        );
+        let node = c.nodes.last_mut().expect("busy");
+        node.capacity_type = CapacityType::Spot;
+        c
+    };
+    let replaced = |c: &Cluster| {
+        let view = kerf_core::consolidation::ClusterView {
+            spot_to_spot: true,
+            ..c.view(1)
+        };
+        plan(&view, &mut kerf_scheduling::Catalog::default())
+    };
+    // a 32-cpu node: the 2- to 31-cpu types are cheaper and take the pod
+    let command = replaced(&spot_node(31)).expect("replaced");
+    let r = &command.replacements[0];
+    assert_eq!(r.launch.capacity_type, SPOT);
+    assert_eq!(r.instance_types.len(), 15);
+    let listed = (r.requirements.iter())
+        .find(|q| q.key == labels::INSTANCE_TYPE)
+        .map(|q| q.values.len());
+    assert_eq!(listed, Some(15), "the NodeClaim lists the 15");
+    assert_eq!(
+        capacity_type_of(&command),
+        [("In".to_string(), vec![SPOT.to_string()])]
+    );
+    // a 10-cpu node: only the 2- to 9-cpu types are cheaper and take the pod
+    assert_eq!(replaced(&spot_node(9)), None);
 }

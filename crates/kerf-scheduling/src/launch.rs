@@ -286,26 +286,27 @@ pub fn requirements(
 /// Pins a NodeClaim's requirements to a reservation, as Karpenter does for a reserved
 /// launch: capacity type `reserved` only, and the reservation's id.
 pub fn pin_reservation(requirements: &mut Vec<NodeSelectorRequirementWithMinValues>, id: &str) {
-    requirements
-        .retain(|r| r.key != labels::CAPACITY_TYPE && r.key != labels::CAPACITY_RESERVATION_ID);
-    // before the instance types, which stay last
+    pin(
+        requirements,
+        labels::CAPACITY_TYPE,
+        labels::CAPACITY_TYPE_RESERVED,
+    );
+    pin(requirements, labels::CAPACITY_RESERVATION_ID, id);
+}
+
+/// Narrows a NodeClaim's requirements to `key In [value]`, in place of any requirement on
+/// the key, placed before the instance types (which stay last).
+pub fn pin(requirements: &mut Vec<NodeSelectorRequirementWithMinValues>, key: &str, value: &str) {
+    requirements.retain(|r| r.key != key);
     let at = requirements
         .iter()
         .position(|r| r.key == labels::INSTANCE_TYPE)
         .unwrap_or(requirements.len());
-    for (i, (key, value)) in [
-        (labels::CAPACITY_TYPE, labels::CAPACITY_TYPE_RESERVED),
-        (labels::CAPACITY_RESERVATION_ID, id),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let pinned = NodeSelectorRequirementWithMinValues {
-            key: key.to_string(),
-            operator: Operator::In,
-            values: vec![value.to_string()],
-            min_values: None,
-        };
-        requirements.insert(at + i, pinned);
-    }
+    let pinned = NodeSelectorRequirementWithMinValues {
+        key: key.to_string(),
+        operator: Operator::In,
+        values: vec![value.to_string()],
+        min_values: None,
+    };
+    requirements.insert(at, pinned);
 }

@@ -383,7 +383,9 @@ fn a_drifted_node_is_replaced_even_when_it_costs_more_and_a_cheapest_node_is_kep
     assert_eq!(kinds(&v, "notes"), ["expires", "no-cheaper-replacement"]);
     let message = v["notes"][1]["message"].as_str().unwrap();
     assert!(
-        message.starts_with("Can't replace with a cheaper node: the cheapest option, "),
+        message.starts_with(
+            "Can't replace with a cheaper node: no instance type launches for less than $"
+        ),
         "{message}"
     );
 }

@@ -665,8 +665,14 @@ fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplan
         } => Finding::new(
             "no-cheaper-replacement",
             format!(
-                "Can't replace with a cheaper node: the cheapest option, {instance_type} {capacity_type} at ${price_per_hour:.4}/hour, does not cost less than ${:.4}/hour",
+                "Can't replace with a cheaper node: no instance type launches for less than ${:.4}/hour in every zone it may take (the cheapest option: {instance_type} {capacity_type} at ${price_per_hour:.4}/hour)",
                 n.price_per_hour
+            ),
+        ),
+        Alone::MinValues { key, left, min } => Finding::new(
+            "no-cheaper-replacement",
+            format!(
+                "Filtering by price: minValues requirement is not met for label(s) {key}: the cheaper instance types have {left} distinct value(s), {min} are required"
             ),
         ),
         Alone::SpotToSpotOff => Finding::new(
