@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::labels;
 use kerf_api::nodepool::ConsolidationPolicy;
 use kerf_core::benchmark::Cluster;
+use kerf_core::cluster::CapacityType;
 use kerf_core::consolidation::{Command, MinSavings, plan};
 
 fn pod(name: &str, cpu: &str, pinned_to: Option<&str>) -> Pod {
@@ -307,7 +308,7 @@ type Offered<'a> = (&'a str, &'a str, f64, bool);
 /// that may select a zone. `busy` is bought as `capacity_type` at `price`.
 fn one_busy_node(
     types: &[(usize, &[Offered<'_>])],
-    capacity_type: kerf_core::cluster::CapacityType,
+    capacity_type: CapacityType,
     price: f64,
     zone_of_pod: Option<&str>,
 ) -> Cluster {
@@ -361,7 +362,6 @@ fn capacity_type_of(command: &Command) -> Vec<(String, Vec<String>)> {
 /// unless the pods hold the replacement to that zone.
 #[test]
 fn a_replacement_type_must_cost_less_in_every_zone_the_replacement_may_take() {
-    use kerf_core::cluster::CapacityType;
     let small: &[Offered<'_>] = &[
         ("test-zone-1", OD, 0.10, true),
         ("test-zone-2", OD, 0.60, true),
@@ -400,7 +400,6 @@ fn a_replacement_type_must_cost_less_in_every_zone_the_replacement_may_take() {
 /// NodePool that rules spot out replaces it with on-demand.
 #[test]
 fn a_spot_node_is_not_moved_to_on_demand_while_its_replacement_may_be_spot() {
-    use kerf_core::cluster::CapacityType;
     let small: &[Offered<'_>] = &[
         ("test-zone-1", SPOT, 0.05, false),
         ("test-zone-1", OD, 0.10, true),
@@ -434,7 +433,6 @@ fn a_spot_node_is_not_moved_to_on_demand_while_its_replacement_may_be_spot() {
 /// pinned to spot, so a spot shortage at launch fails it rather than buying on-demand.
 #[test]
 fn an_on_demand_nodes_replacement_that_may_be_spot_is_pinned_to_spot() {
-    use kerf_core::cluster::CapacityType;
     let small: &[Offered<'_>] = &[
         ("test-zone-1", SPOT, 0.05, true),
         ("test-zone-1", OD, 0.60, true),
@@ -454,7 +452,6 @@ fn an_on_demand_nodes_replacement_that_may_be_spot_is_pinned_to_spot() {
 /// held to the 15 cheapest, so the launch cannot pick a type the next pass would replace.
 #[test]
 fn a_spot_to_spot_replacement_takes_the_fifteen_cheapest_of_at_least_fifteen() {
-    use kerf_core::cluster::CapacityType;
     let spot_node = |type_index: usize| {
         let mut c = Cluster::generate(0, 1);
         c.daemonsets.clear();

@@ -85,7 +85,8 @@ pub(super) fn narrow(
             kept.truncate(least.max(SPOT_TO_SPOT_MIN_TYPES));
         }
         let priced = reqs;
-        let reqs = if pinned {
+        // a spot-to-spot replacement was priced on spot already
+        let reqs = if pinned && !spot_to_spot {
             spot_only(&r.requirements)
         } else {
             priced.clone()
