@@ -204,6 +204,11 @@ pub struct ClaimRecord {
     pub drifted: Option<DriftReason>,
     /// When its deletion started (`metadata.deletionTimestamp`).
     pub deleting: Option<Duration>,
+    /// The API server holds its deletion: from then on it no longer counts against its
+    /// NodePool's limits. A deletion only asked for (the write refused by an outage and
+    /// waiting to be tried again) still counts, as Karpenter frees a node's share only once
+    /// the write that marks it has succeeded (swarm seed 365383).
+    pub deletion_stored: bool,
     /// When its pods go regardless of budgets and do-not-disrupt
     /// (`karpenter.sh/nodeclaim-termination-timestamp`): node repair sets it to the moment
     /// it gives up on an unhealthy node.
@@ -1086,13 +1091,13 @@ impl Cluster {
     }
 
     /// How many nodes a NodePool has, counted against its `limits.nodes` as its usage is
-    /// against its other limits: NodeClaims launched or in flight and not being deleted, and
+    /// against its other limits: NodeClaims launched or in flight whose deletion is not stored, and
     /// nodes carrying its label without a NodeClaim.
     pub fn pool_nodes(&self, pool: &str) -> i64 {
         let claims = self
             .nodeclaims
             .values()
-            .filter(|c| c.node_pool == pool && c.deleting.is_none())
+            .filter(|c| c.node_pool == pool && !c.deletion_stored)
             .count();
         let bare = self
             .nodes
@@ -1108,10 +1113,10 @@ impl Cluster {
     /// What the NodePool's nodes not being deleted have, counted against its limits.
     pub fn pool_usage(&self, pool: &str) -> Resources {
         let mut usage = Resources::default();
-        // a NodeClaim being deleted counts no more: Karpenter's cluster state leaves nodes
-        // marked for deletion out of a NodePool's resources and its scheduler counts only
-        // active nodes against the limits (swarm seed 326309)
-        let live = self.nodeclaims.values().filter(|c| c.deleting.is_none());
+        // a NodeClaim whose deletion is stored counts no more: Karpenter's cluster state
+        // leaves nodes marked for deletion out of a NodePool's resources and its scheduler
+        // counts only active nodes against the limits (swarm seed 326309)
+        let live = self.nodeclaims.values().filter(|c| !c.deletion_stored);
         for c in live.filter(|c| c.node_pool == pool) {
             match &c.launched {
                 Some(l) => usage.add(&l.capacity),

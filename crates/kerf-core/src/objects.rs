@@ -309,6 +309,7 @@ pub fn claim_record(
         registered: is_true(status, condition_types::REGISTERED),
         initialized: is_true(status, condition_types::INITIALIZED),
         drifted,
+        deletion_stored: deleting.is_some(),
         deleting,
         // a restarted node repair sets it again if the node is still unhealthy
         terminate_at: None,

@@ -899,7 +899,7 @@ fn a_nodeclaim_whose_launch_keeps_failing_is_deleted_five_minutes_after_its_crea
 }
 
 #[test]
-fn limits_nodes_counts_launched_and_in_flight_nodeclaims_not_being_deleted() {
+fn limits_nodes_counts_launched_and_in_flight_nodeclaims_whose_deletion_is_not_stored() {
     let mut core = Controllers::new(Settings::default(), 7);
     let mut np = pool();
     np.spec
@@ -914,6 +914,12 @@ fn limits_nodes_counts_launched_and_in_flight_nodeclaims_not_being_deleted() {
     let first = run_until(&mut core, 0, 3);
     let claims = created(&first);
     assert_eq!(claims.len(), 2, "{first:?}");
+    let mut stored = (first.into_iter())
+        .find_map(|a| match a {
+            Action::CreateNodeClaim(o) if o.metadata.name.as_ref() == Some(&claims[0]) => Some(*o),
+            _ => None,
+        })
+        .expect("the first NodeClaim's object");
     // the two are in flight (not launched): still counted, so nothing more is made
     assert!(created(&run_until(&mut core, 4, 30)).is_empty());
     // launched and registered, they still count; another pod gets no node either
@@ -928,12 +934,21 @@ fn limits_nodes_counts_launched_and_in_flight_nodeclaims_not_being_deleted() {
         .expect("explained")
         .to_string();
     assert!(why.contains("limit nodes=2 reached"), "{why}");
-    // one being deleted counts no more, as Karpenter's scheduler counts only active nodes:
-    // its instance is still there, and one more NodeClaim is made at once
+    // a deletion only asked for (its write refused, say by an outage) still counts:
+    // Karpenter frees a node's share once the write that marks it has succeeded
     core.delete_nodeclaim(&claims[0]);
-    let after = run_until(&mut core, 61, 90);
+    let asked = run_until(&mut core, 61, 90);
     let going = core.cluster().nodeclaims().get(&claims[0]);
-    assert!(going.is_some_and(|c| c.deleting.is_some()), "{after:?}");
+    assert!(going.is_some_and(|c| c.deleting.is_some()), "{asked:?}");
+    assert!(created(&asked).is_empty(), "{asked:?}");
+    // stored, it counts no more, as Karpenter's scheduler counts only active nodes: its
+    // instance is still there, and one more NodeClaim is made at once
+    stored.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(91).unwrap(),
+        ));
+    core.observe(Observation::Applied(Object::nodeclaim(stored)), secs(91));
+    let after = run_until(&mut core, 91, 120);
     assert_eq!(created(&after).len(), 1, "{after:?}");
 }
 

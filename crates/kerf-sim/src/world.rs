@@ -842,6 +842,10 @@ impl World {
                     && stored.deleting.is_none()
                 {
                     stored.deleting = Some(self.now);
+                    // the NodeClaim watch delivers the deletion: what tells Kerf the API
+                    // server holds it (its limits count the NodeClaim until then)
+                    let object = Object::nodeclaim(stored.listed());
+                    self.core.observe(Observation::Applied(object), self.now);
                     // a deletion Kerf made on its own (expiry, a static NodePool scaled
                     // down, garbage collection) frees its NodePool's limits and budget:
                     // Karpenter takes them up at its next disruption pass and after the

@@ -240,6 +240,9 @@ impl Controllers {
             }
         }
         if let Some(since) = deleting {
+            if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
+                c.deletion_stored = true;
+            }
             self.terminate(&name, since);
         }
     }

@@ -798,6 +798,7 @@ impl Controllers {
                 initialized: false,
                 drifted: None,
                 deleting: None,
+                deletion_stored: false,
                 terminate_at: None,
                 overlaid_prices,
             },
