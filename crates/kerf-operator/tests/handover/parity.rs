@@ -1,7 +1,9 @@
 //! Karpenter v1.15.0 (its kwok provider) and Kerf given the same v1.15 manifests on one real
 //! control plane, one after the other, decide the same for a pod whose pod-level resources
 //! are all it asks, a static NodePool's replicas, minValues relaxed under
-//! `MIN_VALUES_POLICY=BestEffort` and a pod whose bound volume lives in one zone; and for a
+//! `MIN_VALUES_POLICY=BestEffort` and a pod whose bound volume lives in one zone; they replace
+//! an on-demand node with the same spot node once its NodePool allows spot too (the
+//! replacement pinned to spot, its instance types narrowed by price alike); and for a
 //! NodePool's `limits.nodes`, where Kerf holds the limit within a batch and Karpenter does not,
 //! each does what it does.
 //! Each case has a NodePool of its own and its pods select it, so one run of each
@@ -141,6 +143,25 @@ spec:
   containers: [{name: app, image: pause, resources: {requests: {cpu: "1"}}}]
   volumes: [{name: data, persistentVolumeClaim: {claimName: parity-data}}]
 "#;
+    // an on-demand node whose NodePool will allow spot too: consolidated at once
+    out += &pool("pin", "", "").replace(
+        "consolidateAfter: 1h",
+        "consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s",
+    );
+    out += r#"
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: pin, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: pin}}
+  template:
+    metadata: {labels: {app: pin}}
+    spec:
+      nodeSelector: {karpenter.sh/nodepool: pin}
+      containers: [{name: app, image: pause, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+"#;
     out
 }
 
@@ -220,6 +241,7 @@ fn settled(cp: &ControlPlane, who: &str) -> Outcome {
         ("static", 2),
         ("minvalues", 1),
         ("volume", 1),
+        ("pin", 1),
     ];
     let mut last: Option<(Outcome, Instant)> = None;
     wait_for(
@@ -241,6 +263,84 @@ fn settled(cp: &ControlPlane, who: &str) -> Outcome {
             }
         },
         || format!("{:?}", outcome(cp)),
+    )
+}
+
+/// The pin case's replacement: what it must launch as and may launch as, and what it is.
+#[derive(Debug, PartialEq)]
+struct Pinned {
+    /// The values of its `karpenter.sh/capacity-type` requirement.
+    capacity_types: Vec<String>,
+    /// The values of its `node.kubernetes.io/instance-type` requirement, sorted.
+    instance_types: Vec<String>,
+    /// Its `karpenter.sh/capacity-type` label.
+    launched_as: String,
+    /// Its `node.kubernetes.io/instance-type` label.
+    instance_type: String,
+}
+
+/// The pin NodePool is let allow spot too; waits for its on-demand NodeClaim to be replaced
+/// and gone, and reads the replacement.
+fn pinned(cp: &ControlPlane, who: &str) -> Pinned {
+    let pin = |c: &&Value| c["metadata"]["labels"]["karpenter.sh/nodepool"] == "pin";
+    let claims = items(cp, "nodeclaims.karpenter.sh");
+    let first = claims.iter().find(pin).expect("the pin NodeClaim");
+    let label = |c: &Value, key: &str| {
+        c["metadata"]["labels"][key]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert_eq!(
+        label(first, "karpenter.sh/capacity-type"),
+        "on-demand",
+        "{who}"
+    );
+    let first = first["metadata"]["name"].as_str().unwrap_or("").to_string();
+    cp.kubectl_ok(
+        &[
+            "patch",
+            "nodepools.karpenter.sh",
+            "pin",
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/template/spec/requirements/0/values","value":["on-demand","spot"]}]"#,
+        ],
+        None,
+    );
+    let values = |c: &Value, key: &str| -> Vec<String> {
+        let requirements = c["spec"]["requirements"].as_array().cloned();
+        let r = requirements
+            .unwrap_or_default()
+            .into_iter()
+            .find(|r| r["key"] == key);
+        let mut v: Vec<String> = r
+            .and_then(|r| r["values"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect();
+        v.sort();
+        v
+    };
+    wait_for(
+        &format!("{who} to replace the pin NodePool's on-demand node with one launched"),
+        Duration::from_secs(240),
+        || {
+            let claims = items(cp, "nodeclaims.karpenter.sh");
+            let pins: Vec<&Value> = claims.iter().filter(pin).collect();
+            let [only] = pins[..] else {
+                return None;
+            };
+            let launched = !label(only, "node.kubernetes.io/instance-type").is_empty();
+            (only["metadata"]["name"] != first.as_str() && launched).then(|| Pinned {
+                capacity_types: values(only, "karpenter.sh/capacity-type"),
+                instance_types: values(only, "node.kubernetes.io/instance-type"),
+                launched_as: label(only, "karpenter.sh/capacity-type"),
+                instance_type: label(only, "node.kubernetes.io/instance-type"),
+            })
+        },
+        || format!("{:?}", items(cp, "nodeclaims.karpenter.sh")),
     )
 }
 
@@ -307,6 +407,7 @@ fn karpenter_and_kerf_decide_alike_on_v1_15_provisioning() {
 
     let karpenter = Karpenter::start(&cp, 1, &SETTINGS);
     let karpenters = settled(&cp, "Karpenter");
+    let karpenter_pinned = pinned(&cp, "Karpenter");
     karpenter.stop();
     clear(&cp);
 
@@ -315,10 +416,17 @@ fn karpenter_and_kerf_decide_alike_on_v1_15_provisioning() {
     all_env.extend(env);
     let kerf = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "kwok"], &all_env);
     let kerfs = settled(&cp, "Kerf");
+    let kerf_pinned = pinned(&cp, "Kerf");
     drop(kerf);
 
     // what each case is about, stated outright, then the two side by side
     eprintln!("Karpenter: {karpenters:?}\nKerf: {kerfs:?}");
+    eprintln!("Karpenter's pin: {karpenter_pinned:?}\nKerf's pin: {kerf_pinned:?}");
+    // an on-demand node's replacement that may be spot or on-demand is pinned to spot, so
+    // that a spot shortage fails its launch rather than buying on-demand
+    assert_eq!(karpenter_pinned.capacity_types, ["spot"]);
+    assert_eq!(karpenter_pinned.launched_as, "spot");
+    assert_eq!(kerf_pinned, karpenter_pinned);
     assert_eq!(karpenters.claims.get("static"), Some(&2), "{karpenters:?}");
     assert_eq!(karpenters.volume_zone.as_deref(), Some("test-zone-c"));
     assert_eq!(karpenters.minvalues_relaxed.as_deref(), Some("true"));
