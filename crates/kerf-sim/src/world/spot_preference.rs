@@ -179,7 +179,15 @@ impl World {
             {
                 return None;
             }
-            let cheapest = offers
+            // Karpenter prices a replacement's type as it would launch, not at the offering
+            // found in this zone (swarm seed 375257)
+            let mut priced = Vec::new();
+            for b in offers {
+                if let Some(worst) = self.worst_launch_price(&name, &np, &pods, &b.instance_type) {
+                    priced.push(Better { price: worst, ..b });
+                }
+            }
+            let cheapest = priced
                 .into_iter()
                 .min_by(|a, b| a.price.total_cmp(&b.price))?;
             if cheapest.price >= price {
@@ -427,6 +435,52 @@ impl World {
 }
 
 impl World {
+    /// What Karpenter's consolidation takes a replacement of NodePool `name` as type
+    /// `instance_type` to cost (`WorstLaunchPrice`, `filterByPrice`): it assumes spot
+    /// launches where the replacement may be spot, and pins it there, so the dearest spot
+    /// offering its requirements and the pods allow, in any zone; else the dearest of them
+    /// all. Read upward where Karpenter's view may differ (an offering that ran out lately,
+    /// reserved capacity): the dearest offering allowed. `None` when an overlaid price
+    /// cannot be told or nothing is allowed.
+    fn worst_launch_price(
+        &mut self,
+        name: &str,
+        np: &NodePool,
+        pods: &[Pod],
+        instance_type: &str,
+    ) -> Option<f64> {
+        let catalog = self.catalog(&np.spec.template.spec.node_class_ref.name);
+        let t = catalog.iter().find(|t| t.name() == instance_type)?;
+        let since = self.now.saturating_sub(TTL + PASS_INTERVAL);
+        let windows = &self.scenario.spec.cloud.insufficient_capacity;
+        let (mut spot, mut all, mut spot_ran_out) = (None::<f64>, None::<f64>, false);
+        for o in &t.offerings {
+            let node_labels = candidate_labels(name, np, t, &o.zone, o.capacity_type);
+            let allowed = (np.spec.template.spec.requirements.iter())
+                .all(|r| holds(r.operator, &r.values, node_labels.get(&r.key)));
+            if !allowed || !pods.iter().all(|p| node_affinity_matches(p, &node_labels)) {
+                continue;
+            }
+            let price = self.overlaid(&node_labels, o.price_per_hour)?;
+            all = Some(all.map_or(price, |a| a.max(price)));
+            if o.capacity_type == labels::CAPACITY_TYPE_SPOT {
+                spot = Some(spot.map_or(price, |s| s.max(price)));
+                spot_ran_out |= windows.iter().any(|w| {
+                    let start = w.from.map_or(Duration::ZERO, |d| d.0).max(since);
+                    start <= self.now && w.covers(o.capacity_type, t.name(), &o.zone, start)
+                });
+            }
+        }
+        let reserved = (t.offerings.iter()).any(|o| {
+            o.capacity_type != labels::CAPACITY_TYPE_SPOT
+                && o.capacity_type != labels::CAPACITY_TYPE_ON_DEMAND
+        });
+        match spot {
+            Some(worst) if !spot_ran_out && !reserved => Some(worst),
+            _ => all,
+        }
+    }
+
     /// The instance just launched for `nodeclaim` is priced as its NodeOverlays say: the
     /// catalog's price of its offering, overlaid by this checker's own reading.
     pub(super) fn check_launch_price(&mut self, nodeclaim: &str) -> Result<(), SimError> {
@@ -629,6 +683,65 @@ spec:
         assert!(
             e.to_string().contains("spot preference: on-demand node")
                 && e.to_string().contains("of nodepool spot"),
+            "{e}"
+        );
+    }
+
+    /// A heavier NodePool `both` of c and m types allowing `capacity_types`.
+    fn heavier(capacity_types: &str) -> NodePool {
+        serde_yaml::from_str(&format!(
+            r#"
+metadata: {{name: both}}
+spec:
+  weight: 50
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      requirements:
+      - {{key: karpenter.sh/capacity-type, operator: In, values: [{capacity_types}]}}
+      - {{key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m]}}
+  disruption: {{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 30s}}
+"#
+        ))
+        .expect("NodePool")
+    }
+
+    /// Karpenter prices a replacement that may be spot at its spot offerings, and pins it
+    /// there: where a NodeOverlay makes spot dear, a cheaper on-demand type of a NodePool
+    /// that allows both is no cheaper home (swarm seed 375257); allowing on-demand alone,
+    /// it is.
+    #[test]
+    fn a_replacement_that_may_be_spot_is_priced_at_its_spot_offerings() {
+        let gated = ON_DEMAND_ONLY.replace(
+            "  duration: 10m\n",
+            "  duration: 10m\n  featureGates: {NodeOverlay: true}\n",
+        );
+        let scenario = scenario::parse(&gated, None).expect("scenario");
+        let mut world = World::new(scenario, RunOptions::checked()).expect("world");
+        world.settle().expect("settles");
+        while world.step().expect("holds every invariant") {}
+        let overlay: kerf_api::NodeOverlay = serde_yaml::from_str(
+            r#"
+metadata: {name: dear-spot}
+spec:
+  requirements:
+  - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
+  price: "10"
+"#,
+        )
+        .expect("NodeOverlay");
+        world.write(kerf_core::observe::Object::node_overlay(overlay));
+        world.write(kerf_core::observe::Object::node_pool(heavier(
+            "spot, on-demand",
+        )));
+        let quiet = world.check_spot_preference();
+        assert!(quiet.is_ok(), "{:?}", quiet.err().map(|e| e.to_string()));
+        world.write(kerf_core::observe::Object::node_pool(heavier("on-demand")));
+        let e = world.check_spot_preference().expect_err("a violation");
+        assert!(
+            e.to_string()
+                .contains("could be replaced by a cheaper on-demand")
+                && e.to_string().contains("of nodepool both"),
             "{e}"
         );
     }
