@@ -1091,8 +1091,8 @@ impl Cluster {
     }
 
     /// How many nodes a NodePool has, counted against its `limits.nodes` as its usage is
-    /// against its other limits: NodeClaims launched or in flight whose deletion is not stored, and
-    /// nodes carrying its label without a NodeClaim.
+    /// against its other limits: NodeClaims launched or in flight whose deletion is not
+    /// stored, and nodes carrying its label without a NodeClaim.
     pub fn pool_nodes(&self, pool: &str) -> i64 {
         let claims = self
             .nodeclaims
@@ -1110,7 +1110,8 @@ impl Cluster {
         i64::try_from(claims + bare).unwrap_or(i64::MAX)
     }
 
-    /// What the NodePool's nodes not being deleted have, counted against its limits.
+    /// What the NodePool's nodes whose deletion is not stored have, counted against its
+    /// limits.
     pub fn pool_usage(&self, pool: &str) -> Resources {
         let mut usage = Resources::default();
         // a NodeClaim whose deletion is stored counts no more: Karpenter's cluster state

@@ -439,9 +439,9 @@ impl World {
     /// `instance_type` to cost (`WorstLaunchPrice`, by which it drops types no cheaper than
     /// the candidates): it assumes spot launches where the replacement may be spot, and
     /// pins it there, so the dearest spot offering its requirements and the pods allow, in
-    /// any zone; else the dearest of them all. Read upward where Karpenter's view may differ (an offering that ran out lately,
-    /// reserved capacity): the dearest offering allowed. `None` when an overlaid price
-    /// cannot be told or nothing is allowed.
+    /// any zone; else the dearest of them all. Read upward where Karpenter's view may
+    /// differ (an offering that ran out lately, reserved capacity): the dearest offering
+    /// allowed. `None` when an overlaid price cannot be told or nothing is allowed.
     fn worst_launch_price(
         &mut self,
         name: &str,
