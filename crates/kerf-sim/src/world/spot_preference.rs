@@ -110,7 +110,7 @@ impl World {
         let n = self.nodes.get(node)?;
         let (_, claim) = cluster.claim_of_node(node)?;
         let launched = claim.launched.as_ref()?;
-        let own = cluster.node_pools().get(&claim.node_pool)?;
+        let own = self.objects.node_pools.get(&claim.node_pool)?;
         // a static NodePool's nodes are never disrupted (Karpenter v1.15, gate or not)
         if own.spec.replicas.is_some() || !self.disruptable(node, own) {
             return None;
@@ -133,9 +133,7 @@ impl World {
         }
         let price = launched.price_per_hour;
         let own_weight = own.spec.weight.unwrap_or(0);
-        let mut pools: Vec<(i32, String, NodePool)> = cluster
-            .node_pools()
-            .iter()
+        let mut pools: Vec<(i32, String, NodePool)> = (self.objects.node_pools.iter())
             // nor does one launch a replacement
             .filter(|(_, np)| np.spec.replicas.is_none())
             .map(|(name, np)| (np.spec.weight.unwrap_or(0), name.clone(), np.clone()))
@@ -350,7 +348,9 @@ impl World {
             return Vec::new();
         }
         let catalog = self.catalog(&template.spec.node_class_ref.name);
-        let usage = allocatable_amounts(&self.core.cluster().pool_usage(name));
+        let Some(usage) = self.stored_usage(name) else {
+            return Vec::new();
+        };
         let limits: Amounts = np
             .spec
             .limits
@@ -405,7 +405,7 @@ impl World {
                     continue;
                 }
                 let mut total = needed.clone();
-                for ds in self.core.cluster().daemonsets().values() {
+                for ds in self.objects.daemonsets.values() {
                     if node_affinity_matches(ds, &node_labels)
                         && !untolerated(ds, &template.spec.taints)
                     {
@@ -435,6 +435,25 @@ impl World {
 }
 
 impl World {
+    /// What NodePool `pool` holds against its limits as the API server and the cloud tell
+    /// it: the capacity of the instances of its stored NodeClaims not being deleted. `None`
+    /// while one of those has no instance yet: its size is not known, so the check keeps
+    /// quiet.
+    fn stored_usage(&self, pool: &str) -> Option<Amounts> {
+        let mut usage = Amounts::new();
+        for (name, c) in &self.nodeclaim_objects {
+            let of_pool = (c.object.metadata.labels.as_ref())
+                .and_then(|l| l.get(labels::NODEPOOL))
+                .is_some_and(|p| p == pool);
+            if !of_pool || c.deleting.is_some() {
+                continue;
+            }
+            let (_, instance) = self.instances.values().find(|(claim, _)| claim == name)?;
+            add(&mut usage, &allocatable_amounts(&instance.capacity));
+        }
+        Some(usage)
+    }
+
     /// What Karpenter's consolidation takes a replacement of NodePool `name` as type
     /// `instance_type` to cost (`WorstLaunchPrice`, by which it drops types no cheaper than
     /// the candidates): it assumes spot launches where the replacement may be spot, and
@@ -532,7 +551,7 @@ impl World {
     /// or `priceAdjustment` as a percent or an amount, never below 0). `None` when overlays
     /// share a weight: which one Karpenter's conflict rule keeps is not worked out here.
     fn overlaid(&self, node_labels: &BTreeMap<String, String>, base: f64) -> Option<f64> {
-        let overlays = &self.core.cluster().node_overlays();
+        let overlays = &self.objects.node_overlays;
         if !self.scenario.spec.feature_gates.node_overlay || overlays.is_empty() {
             return Some(base);
         }
