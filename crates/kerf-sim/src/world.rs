@@ -162,6 +162,13 @@ impl StoredNodeClaim {
         object.metadata.deletion_timestamp = self.deleting.and_then(at);
         object
     }
+
+    /// The NodePool its `karpenter.sh/nodepool` label names.
+    fn pool(&self) -> Option<&str> {
+        (self.object.metadata.labels.as_ref())
+            .and_then(|l| l.get(labels::NODEPOOL))
+            .map(String::as_str)
+    }
 }
 
 /// A workload controller's template and replica count.
@@ -219,8 +226,6 @@ pub struct World {
     /// When a NodeClaim last went away, giving its NodePool's limits room again: a pod
     /// found unhostable before may have become hostable then.
     room_freed_at: Duration,
-    /// The cluster generation `--check` last checked bindings at.
-    step_checked: Option<u64>,
     convergence: convergence::Convergence,
     zones: Vec<String>,
     now: Duration,
@@ -426,7 +431,6 @@ impl World {
             unhostable: BTreeSet::new(),
             waiting_seen: Vec::new(),
             rehostable: BTreeMap::new(),
-            step_checked: None,
             pools_changed_at: Duration::ZERO,
             creates_asked: BTreeMap::new(),
             room_freed_at: Duration::ZERO,
@@ -1015,10 +1019,9 @@ impl World {
             let pool = self
                 .nodeclaim_objects
                 .get(claim)
-                .and_then(|o| o.object.metadata.labels.as_ref())
-                .and_then(|l| l.get(labels::NODEPOOL))
-                .cloned()
-                .unwrap_or_default();
+                .and_then(|o| o.pool())
+                .unwrap_or_default()
+                .to_string();
             let entry = by_pool.entry((pool, i.capacity_type.clone())).or_default();
             entry.0 += 1;
             entry.1 += i.price_per_hour;
@@ -1843,21 +1846,7 @@ impl World {
             return;
         };
         self.totals.nodes_launched += 1;
-        let mut labels = instance.labels.clone();
-        labels.insert(labels::REGION.into(), self.scenario.spec.region.clone());
-        let launched = Launched {
-            provider_id: instance.provider_id.clone(),
-            instance_type: instance.instance_type.clone(),
-            zone: instance.zone.clone(),
-            capacity_type: CapacityType::parse(&instance.capacity_type)
-                .unwrap_or(CapacityType::OnDemand),
-            price_per_hour: instance.price_per_hour,
-            capacity: instance.capacity.clone(),
-            allocatable: instance.allocatable.clone(),
-            labels,
-            image_id: None,
-            network: None,
-        };
+        let launched = launched_as(&instance, &self.scenario.spec.region);
         let cloud = &self.scenario.spec.cloud;
         let delay = cloud.launch_delay.0 + jitter(&mut self.rng, cloud.launch_jitter.0);
         // no draw without faults: scenarios without them keep their exact runs
@@ -1884,22 +1873,21 @@ impl World {
     /// taints on it (as its user data sets them), and the daemonset pods that fit start at
     /// once.
     fn register(&mut self, provider_id: &str) {
-        let Some((claim_name, _)) = self.instances.get(provider_id) else {
+        let Some((claim_name, instance)) = self.instances.get(provider_id) else {
             return;
         };
-        let cluster = &self.core.cluster();
-        let Some(claim) = cluster.nodeclaims().get(claim_name) else {
+        let (claim_name, instance) = (claim_name.clone(), instance.clone());
+        let launched = launched_as(&instance, &self.scenario.spec.region);
+        let Some(claim) = self.nodeclaim_objects.get(&claim_name) else {
             return;
         };
-        let Some(launched) = claim.launched.clone() else {
+        let Some(pool) = (claim.pool())
+            .and_then(|p| self.objects.node_pools.get(p))
+            .cloned()
+        else {
             return;
         };
-        let Some(pool) = cluster.node_pools().get(&claim.node_pool).cloned() else {
-            return;
-        };
-        let Some(spec) = (self.nodeclaim_objects.get(claim_name)).map(|c| &c.object.spec) else {
-            return;
-        };
+        let spec = &claim.object.spec;
         // as Karpenter's user data registers it: the NodeClaim's taints, its startup taints
         // and the registration taint
         let spec_taints = spec.taints.clone();
@@ -1910,7 +1898,7 @@ impl World {
             .cloned()
             .collect();
         taints.push(kerf_core::cluster::unregistered_taint());
-        if let Some(c) = self.nodeclaim_objects.get_mut(claim_name) {
+        if let Some(c) = self.nodeclaim_objects.get_mut(&claim_name) {
             c.node_registered = true;
         }
         self.node_counter += 1;
@@ -1953,11 +1941,7 @@ impl World {
         self.nodes.create(&name, stored);
         self.observe_node(&name);
         // daemonset pods start on the node as soon as it registers
-        let daemonsets: Vec<(String, Pod)> = self
-            .core
-            .cluster()
-            .daemonsets()
-            .iter()
+        let daemonsets: Vec<(String, Pod)> = (self.objects.daemonsets.iter())
             .map(|(k, p)| (k.clone(), p.clone()))
             .collect();
         for (ds, template) in daemonsets {
@@ -2234,6 +2218,25 @@ fn one_template(doc: &Value) -> Pod {
 }
 
 /// Every problem of a manifest at `path`, as `kerf validate` lists them: the first as the
+/// What the cloud says of a launched instance, as the launch answer carries it.
+fn launched_as(instance: &Instance, region: &str) -> Launched {
+    let mut labels = instance.labels.clone();
+    labels.insert(labels::REGION.into(), region.to_string());
+    Launched {
+        provider_id: instance.provider_id.clone(),
+        instance_type: instance.instance_type.clone(),
+        zone: instance.zone.clone(),
+        capacity_type: CapacityType::parse(&instance.capacity_type)
+            .unwrap_or(CapacityType::OnDemand),
+        price_per_hour: instance.price_per_hour,
+        capacity: instance.capacity.clone(),
+        allocatable: instance.allocatable.clone(),
+        labels,
+        image_id: None,
+        network: None,
+    }
+}
+
 /// error's path and message, the others on lines of their own.
 fn every_problem(path: &str, problems: &[kerf_api::validation::Problem]) -> ScenarioError {
     let mut message = problems

@@ -4,15 +4,23 @@
 //! finds nothing to do — else the controllers missed a decision (a pass that never ran, or
 //! one skipped on stale inputs).
 //!
-//! The checker tells "nothing changed" by its own fingerprint of the objects, not by the
-//! controllers' change counters, so a counter that forgets a write is caught too.
+//! This is a differential check: the full pass is Kerf's own ([`fresh_decision`]), and
+//! what it is held against is the controllers' skipping (their write counters and idle
+//! inputs), not the decision itself, which the independent oracles judge (spot
+//! preference, budgets, waits). The checker tells "nothing changed" by its own fingerprint
+//! of the stored objects, with each node's last pod event as it saw it, not by the
+//! controllers' records or counters, so a counter that forgets a write is caught too.
+//!
+//! [`fresh_decision`]: kerf_core::controllers::Controllers::fresh_decision
 
+use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 use kerf_api::cron::CronSchedule;
 use kerf_api::duration::NillableDuration;
+use kerf_api::labels;
 use kerf_core::cluster::PodOwner;
 use kerf_core::controllers::disruption::PASS_INTERVAL;
 use kerf_core::disruption_rules::pod_blocks;
@@ -28,6 +36,9 @@ pub(super) struct Convergence {
     quiet_since: Duration,
     /// The fingerprint of the state a full pass last found nothing in.
     settled: Option<u64>,
+    /// Per node, a hash of the pods bound to it and since when: its last pod event as
+    /// this checker saw it (it looks after every step).
+    pod_sets: BTreeMap<String, (u64, Duration)>,
     /// A command a full pass found while the controllers had none, with when it was first
     /// found: the controllers get one pass interval to find it too.
     missed: Option<(Duration, String)>,
@@ -48,13 +59,9 @@ impl World {
     /// Runs after every step under `--check`.
     pub(super) fn check_convergence(&mut self) -> Result<(), SimError> {
         let now = self.now;
+        self.track_pod_events();
         let busy = self.core.command_in_flight()
-            || self
-                .core
-                .cluster()
-                .pods()
-                .values()
-                .any(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
+            || (self.pods.values()).any(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
         if busy {
             self.convergence.disturbed(now);
             return Ok(());
@@ -109,12 +116,32 @@ impl World {
         self.check_spot_preference()
     }
 
+    /// Notes, per node, when the set of pods bound to it last changed.
+    fn track_pod_events(&mut self) {
+        let mut sets: BTreeMap<&str, DefaultHasher> = BTreeMap::new();
+        for (key, p) in &self.pods {
+            if let Some(node) = &p.node {
+                key.hash(sets.entry(node.as_str()).or_default());
+            }
+        }
+        let now = self.now;
+        let tracked = &mut self.convergence.pod_sets;
+        tracked.retain(|node, _| self.nodes.get(node).is_some());
+        for (node, _) in self.nodes.iter() {
+            let set = sets.get(node.as_str()).map_or(0, Hasher::finish);
+            match tracked.get_mut(node) {
+                Some((seen, _)) if *seen == set => {}
+                Some(entry) => *entry = (set, now),
+                None => {
+                    tracked.insert(node.clone(), (set, now));
+                }
+            }
+        }
+    }
+
     /// The longest consolidateAfter of the NodePools that consolidate at all.
     fn longest_consolidate_after(&self) -> Option<Duration> {
-        self.core
-            .cluster()
-            .node_pools()
-            .values()
+        (self.objects.node_pools.values())
             .filter_map(|np| match np.spec.disruption.consolidate_after {
                 NillableDuration::After(d) => Some(d),
                 NillableDuration::Never => None,
@@ -122,50 +149,50 @@ impl World {
             .max()
     }
 
-    /// A hash of everything a disruption pass reads, read from the objects (and the
-    /// unavailable offerings), with the time-driven inputs evaluated at now.
+    /// A hash of the stored objects a disruption pass reads (and the offerings the
+    /// controllers remember as unavailable, which no object holds), with consolidateAfter,
+    /// do-not-disrupt durations and budget schedules evaluated at now.
     fn fingerprint(&self) -> u64 {
-        let cluster = &self.core.cluster();
         let now = self.now;
         let mut h = DefaultHasher::new();
-        for (name, n) in cluster.nodes() {
+        for (name, n) in self.nodes.iter() {
             name.hash(&mut h);
+            n.provider_id.hash(&mut h);
             n.labels.hash(&mut h);
-            format!("{:?}{:?}{:?}", n.taints, n.requests, n.allocatable).hash(&mut h);
+            format!("{:?}{:?}", n.taints, n.allocatable).hash(&mut h);
             n.ready.hash(&mut h);
-            n.nodeclaim.hash(&mut h);
-            let pool = n
-                .nodeclaim
-                .as_ref()
-                .and_then(|c| cluster.nodeclaims().get(c))
-                .and_then(|c| cluster.node_pools().get(&c.node_pool));
-            let consolidatable =
-                pool.is_some_and(|np| match np.spec.disruption.consolidate_after {
-                    NillableDuration::After(d) => now >= n.last_pod_event + d,
+            let pool =
+                (n.labels.get(labels::NODEPOOL)).and_then(|p| self.objects.node_pools.get(p));
+            let last_pod_event = self.convergence.pod_sets.get(name).map(|(_, at)| *at);
+            let consolidatable = pool.zip(last_pod_event).is_some_and(|(np, at)| {
+                match np.spec.disruption.consolidate_after {
+                    NillableDuration::After(d) => now >= at + d,
                     NillableDuration::Never => false,
-                });
+                }
+            });
             consolidatable.hash(&mut h);
         }
-        for (name, c) in cluster.nodeclaims() {
+        for (name, c) in &self.nodeclaim_objects {
             name.hash(&mut h);
-            c.node_pool.hash(&mut h);
-            c.node.hash(&mut h);
-            c.initialized.hash(&mut h);
-            c.drifted.map(|d| d.as_str()).hash(&mut h);
             c.deleting.is_some().hash(&mut h);
-            c.launched
-                .as_ref()
-                .map(|l| l.provider_id.as_str())
-                .hash(&mut h);
+            c.object.metadata.labels.hash(&mut h);
+            c.object.metadata.annotations.hash(&mut h);
+            if let Some(status) = &c.object.status {
+                status.node_name.hash(&mut h);
+                status.provider_id.hash(&mut h);
+                for k in &status.conditions {
+                    (&k.type_, &k.status).hash(&mut h);
+                }
+            }
         }
-        for (key, p) in cluster.pods() {
+        for (key, p) in &self.pods {
             key.hash(&mut h);
             p.node.hash(&mut h);
-            p.shape.metadata.annotations.hash(&mut h);
-            pod_blocks(&p.shape, p.pending_since, now).hash(&mut h);
+            p.pod.metadata.annotations.hash(&mut h);
+            pod_blocks(&p.pod, p.pending_since, now).hash(&mut h);
         }
         let unix = EPOCH_UNIX + now.as_secs();
-        for (name, np) in cluster.node_pools() {
+        for (name, np) in &self.objects.node_pools {
             name.hash(&mut h);
             serde_json::to_string(&np.spec)
                 .unwrap_or_default()
@@ -180,17 +207,20 @@ impl World {
                 open.hash(&mut h);
             }
         }
-        for (name, class) in cluster.node_classes() {
+        for (name, class) in &self.objects.node_classes {
             name.hash(&mut h);
             serde_json::to_string(&class.spec)
                 .unwrap_or_default()
                 .hash(&mut h);
         }
-        cluster.daemonsets().keys().for_each(|k| k.hash(&mut h));
-        for (key, pdb) in cluster.pdbs() {
+        self.objects.daemonsets.keys().for_each(|k| k.hash(&mut h));
+        for (key, pdb) in &self.objects.pdbs {
             key.hash(&mut h);
             serde_json::to_string(&pdb.spec)
                 .unwrap_or_default()
+                .hash(&mut h);
+            (pdb.status.as_ref())
+                .map(|s| s.disruptions_allowed)
                 .hash(&mut h);
         }
         self.core.unavailable_at(now).hash(&mut h);

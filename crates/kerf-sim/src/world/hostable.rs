@@ -221,7 +221,7 @@ impl World {
                         continue;
                     }
                     let mut allocatable = super::allocatable_amounts(&t.allocatable);
-                    for ds in self.core.cluster().daemonsets().values() {
+                    for ds in self.objects.daemonsets.values() {
                         if runs_on(ds, &node_labels, &spec.taints) {
                             for (r, v) in kube_scheduler::requests(ds) {
                                 *allocatable.entry(r).or_default() -= v;
@@ -248,10 +248,8 @@ impl World {
     fn pool_usage(&self, pool: &str) -> ((i64, i64), i64) {
         let (mut cpu, mut memory, mut count) = (0, 0, 0);
         for (claim, instance) in self.instances.values() {
-            let of_pool = (self.nodeclaim_objects.get(claim))
-                .and_then(|c| c.object.metadata.labels.as_ref())
-                .and_then(|l| l.get(labels::NODEPOOL))
-                .is_some_and(|p| p == pool);
+            let of_pool =
+                (self.nodeclaim_objects.get(claim)).is_some_and(|c| c.pool() == Some(pool));
             if of_pool {
                 cpu += instance.capacity.cpu_millis;
                 memory += instance.capacity.memory_bytes;

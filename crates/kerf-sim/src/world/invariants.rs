@@ -75,13 +75,6 @@ impl World {
 
     /// Bindings, requests and registration, looked at again whenever the cluster changed.
     pub(super) fn check_step(&mut self) -> Result<(), SimError> {
-        // a state already checked is not checked twice (a write the generation missed is
-        // checked with the next one: the state persists)
-        let generation = self.core.cluster().generation();
-        if self.step_checked == Some(generation) {
-            return Ok(());
-        }
-        self.step_checked = Some(generation);
         // requests added up again from the pod objects, not the cluster's running totals
         let mut requested: BTreeMap<&str, Amounts> = BTreeMap::new();
         for (k, p) in &self.pods {
@@ -220,11 +213,7 @@ impl World {
                 i64::try_from(q.milli() / 1000).unwrap_or(i64::MAX)
             });
             let want = replicas.min(limit);
-            let of_pool = |c: &&super::StoredNodeClaim| {
-                (c.object.metadata.labels.as_ref())
-                    .and_then(|l| l.get(labels::NODEPOOL))
-                    .is_some_and(|p| p == name)
-            };
+            let of_pool = |c: &&super::StoredNodeClaim| c.pool() == Some(name.as_str());
             let stored: Vec<_> = self.nodeclaim_objects.values().filter(of_pool).collect();
             let have = stored.iter().filter(|c| c.deleting.is_none()).count();
             let have = i64::try_from(have).unwrap_or(i64::MAX);
@@ -423,8 +412,7 @@ impl World {
     fn stored_claim_of_node(&self, node: &str) -> Option<(&super::StoredNodeClaim, &str)> {
         self.nodeclaim_objects.values().find_map(|c| {
             let named = (c.object.status.as_ref()).and_then(|s| s.node_name.as_deref());
-            let pool = (c.object.metadata.labels.as_ref())?.get(labels::NODEPOOL)?;
-            (named == Some(node)).then_some((c, pool.as_str()))
+            (named == Some(node)).then_some((c, c.pool()?))
         })
     }
 
@@ -494,9 +482,8 @@ impl World {
     pub(super) fn check_limits(&self, nodeclaim: &str) -> Result<(), SimError> {
         let pool_of = |claim: &str| {
             (self.nodeclaim_objects.get(claim))
-                .and_then(|c| c.object.metadata.labels.as_ref())
-                .and_then(|l| l.get(labels::NODEPOOL))
-                .cloned()
+                .and_then(|c| c.pool())
+                .map(str::to_string)
         };
         if !self.instances.values().any(|(c, _)| c == nodeclaim) {
             return Ok(());

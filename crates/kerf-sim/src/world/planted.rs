@@ -253,7 +253,6 @@ fn untolerated_taint(world: &mut World) -> Result<(), SimError> {
         time_added: None,
     };
     world.nodes.taint(&node, &taint);
-    world.step_checked = None;
     world.check_step()
 }
 
@@ -429,7 +428,6 @@ fn never_registered(world: &mut World) -> Result<(), SimError> {
     let object: NodeClaim = world.nodeclaim_objects[&claim].object.clone();
     store_old_nodeclaim(world, "planted-never-registered", object);
     world.now += Duration::from_secs(20 * 60);
-    world.step_checked = None;
     world.check_step()
 }
 
@@ -457,8 +455,9 @@ fn reservation_overfull(world: &mut World) -> Result<(), SimError> {
 }
 
 /// Writes the controllers never hear of (straight into their cluster state, past its change
-/// tracking): the budgets open and a node's pods gone. Their passes, skipped on unchanged
-/// inputs, never see the empty node; the checker's own fingerprint does.
+/// tracking), as the API server holds them too: the budgets open and a node's pods gone.
+/// Their passes, skipped on unchanged inputs, never see the empty node; the checker's own
+/// fingerprint of the objects does.
 fn unseen_write(world: &mut World) -> Result<(), SimError> {
     let node = a_node(world);
     let untracked = world.core.untracked_writes();
@@ -468,6 +467,11 @@ fn unseen_write(world: &mut World) -> Result<(), SimError> {
         .expect("the NodePool");
     pool.spec.disruption.budgets[0].nodes = "100%".into();
     untracked
+        .pods
+        .retain(|_, p| p.node.as_deref() != Some(node.as_str()));
+    let stored = world.objects.node_pools.get_mut("general");
+    stored.expect("the NodePool").spec.disruption.budgets[0].nodes = "100%".into();
+    world
         .pods
         .retain(|_, p| p.node.as_deref() != Some(node.as_str()));
     world.check_convergence()?;

@@ -22,15 +22,16 @@ use kerf_api::duration::NillableDuration;
 use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
 use kerf_api::{NodePool, Operator, labels};
 use kerf_aws::instance_type::InstanceType;
-use kerf_core::cluster::{CapacityType, PodOwner};
+use kerf_core::cluster::PodOwner;
 use kerf_core::controllers::disruption::{
     PASS_INTERVAL, REPLACE_BACKOFF, REPLACE_BACKOFF_MAX, VALIDATION_DELAY,
 };
 use kerf_core::unavailable::TTL;
 
 use super::oracle::budget_room;
-use super::{SimError, World, allocatable_amounts};
+use super::{SimError, StoredNodeClaim, World, allocatable_amounts};
 use crate::clock::EPOCH_UNIX;
+use crate::cloud::Instance;
 use crate::kube_scheduler::{
     Amounts, add, node_affinity_matches, requests, selector_matches, untolerated,
 };
@@ -56,23 +57,12 @@ struct Better {
 impl World {
     /// Runs at the convergence check's settled points under `--check`.
     pub(super) fn check_spot_preference(&mut self) -> Result<(), SimError> {
-        let on_demand: Vec<String> = self
-            .core
-            .cluster()
-            .nodes()
-            .iter()
+        let on_demand: Vec<String> = (self.nodes.iter())
             .filter(|(name, n)| {
                 n.ready
-                    && self
-                        .core
-                        .cluster()
-                        .claim_of_node(name)
-                        .is_some_and(|(_, c)| {
-                            c.deleting.is_none()
-                                && c.launched
-                                    .as_ref()
-                                    .is_some_and(|l| l.capacity_type == CapacityType::OnDemand)
-                        })
+                    && self.instance_of_node(name).is_some_and(|(c, i)| {
+                        c.deleting.is_none() && i.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND
+                    })
             })
             .map(|(name, _)| name.clone())
             .collect();
@@ -106,11 +96,10 @@ impl World {
     /// A strictly cheaper single node of the highest-weight NodePool that could take all
     /// of `node`'s pods, when that NodePool outweighs the node's own.
     fn cheaper_home(&mut self, node: &str) -> Option<Better> {
-        let cluster = &self.core.cluster();
         let n = self.nodes.get(node)?;
-        let (_, claim) = cluster.claim_of_node(node)?;
-        let launched = claim.launched.as_ref()?;
-        let own = self.objects.node_pools.get(&claim.node_pool)?;
+        let (claim, instance) = self.instance_of_node(node)?;
+        let price = instance.price_per_hour;
+        let own = self.objects.node_pools.get(claim.pool()?)?;
         // a static NodePool's nodes are never disrupted (Karpenter v1.15, gate or not)
         if own.spec.replicas.is_some() || !self.disruptable(node, own) {
             return None;
@@ -131,7 +120,6 @@ impl World {
         for p in &pods {
             add(&mut needed, &requests(p));
         }
-        let price = launched.price_per_hour;
         let own_weight = own.spec.weight.unwrap_or(0);
         let mut pools: Vec<(i32, String, NodePool)> = (self.objects.node_pools.iter())
             // nor does one launch a replacement
@@ -260,22 +248,21 @@ impl World {
     /// Whether Karpenter may consolidate the node at all: its NodePool consolidates
     /// underutilized nodes and has budget left, and no pod on it pins it.
     fn disruptable(&self, node: &str, np: &NodePool) -> bool {
-        let cluster = &self.core.cluster();
         if np.spec.disruption.consolidation_policy != ConsolidationPolicy::WhenEmptyOrUnderutilized
             || np.spec.disruption.consolidate_after == NillableDuration::Never
         {
             return false;
         }
-        let of_pool: Vec<bool> = cluster
-            .nodes()
-            .keys()
-            .filter_map(|k| {
-                let (_, c) = cluster.claim_of_node(k)?;
-                (np.metadata.name.as_deref() == Some(&c.node_pool)).then_some(c.deleting.is_some())
+        let of_pool: Vec<bool> = (self.nodes.iter())
+            .filter_map(|(k, n)| {
+                let (c, _) = self.instance_of_node(k)?;
+                (np.metadata.name.as_deref() == c.pool())
+                    .then_some(c.deleting.is_some() || n.disrupted())
             })
             .collect();
         // nodes already going (a drain a do-not-disrupt pod holds up, say) spend the budget
-        // too (swarm seed 33531)
+        // too (swarm seed 33531): their NodeClaim's deletion is stored, or the disrupted
+        // taint is on the Node
         let deleting = of_pool.iter().filter(|d| **d).count() as i64;
         let unix = (EPOCH_UNIX + self.now.as_secs()) as i64;
         let room = budget_room(
@@ -298,7 +285,7 @@ impl World {
                     .annotations
                     .as_ref()
                     .is_some_and(|a| a.contains_key(labels::DO_NOT_DISRUPT));
-                let guarded = cluster.pdbs().values().any(|b| {
+                let guarded = self.objects.pdbs.values().any(|b| {
                     b.metadata.namespace == pod.metadata.namespace
                         && b.spec
                             .as_ref()
@@ -364,11 +351,7 @@ impl World {
         // and the one more the replacement would be
         let nodes = (self.nodeclaim_objects.values())
             .filter(|c| c.deleting.is_none())
-            .filter(|c| {
-                (c.object.metadata.labels.as_ref())
-                    .and_then(|l| l.get(labels::NODEPOOL))
-                    .is_some_and(|p| p == name)
-            })
+            .filter(|c| c.pool() == Some(name))
             .count() as i128;
         let node_limit = limits.get("nodes").copied();
         if node_limit.is_some_and(|limit| (nodes + 1) * 1000 > limit) {
@@ -435,6 +418,14 @@ impl World {
 }
 
 impl World {
+    /// The cloud's instance behind stored Node `node` (by its provider id) and the stored
+    /// NodeClaim it was launched for.
+    fn instance_of_node(&self, node: &str) -> Option<(&StoredNodeClaim, &Instance)> {
+        let n = self.nodes.get(node)?;
+        let (name, instance) = self.instances.get(&n.provider_id)?;
+        Some((self.nodeclaim_objects.get(name)?, instance))
+    }
+
     /// What NodePool `pool` holds against its limits as the API server and the cloud tell
     /// it: the capacity of the instances of its stored NodeClaims not being deleted. `None`
     /// while one of those has no instance yet: its size is not known, so the check keeps
@@ -442,10 +433,7 @@ impl World {
     fn stored_usage(&self, pool: &str) -> Option<Amounts> {
         let mut usage = Amounts::new();
         for (name, c) in &self.nodeclaim_objects {
-            let of_pool = (c.object.metadata.labels.as_ref())
-                .and_then(|l| l.get(labels::NODEPOOL))
-                .is_some_and(|p| p == pool);
-            if !of_pool || c.deleting.is_some() {
+            if c.pool() != Some(pool) || c.deleting.is_some() {
                 continue;
             }
             let (_, instance) = self.instances.values().find(|(claim, _)| claim == name)?;
@@ -507,19 +495,17 @@ impl World {
             return Ok(());
         };
         let instance = instance.clone();
-        let Some(claim) = self.core.cluster().nodeclaims().get(nodeclaim).cloned() else {
+        let Some(claim) = self.nodeclaim_objects.get(nodeclaim) else {
             return Ok(());
         };
-        let Some(np) = self
-            .core
-            .cluster()
-            .node_pools()
-            .get(&claim.node_pool)
-            .cloned()
-        else {
+        let class = claim.object.spec.node_class_ref.name.clone();
+        let Some(pool) = claim.pool().map(str::to_string) else {
             return Ok(());
         };
-        let catalog = self.catalog(&claim.node_class);
+        let Some(np) = self.objects.node_pools.get(&pool).cloned() else {
+            return Ok(());
+        };
+        let catalog = self.catalog(&class);
         let Some(t) = catalog.iter().find(|t| t.name() == instance.instance_type) else {
             return Ok(());
         };
@@ -528,8 +514,7 @@ impl World {
         else {
             return Ok(());
         };
-        let node_labels =
-            candidate_labels(&claim.node_pool, &np, t, &instance.zone, o.capacity_type);
+        let node_labels = candidate_labels(&pool, &np, t, &instance.zone, o.capacity_type);
         match self.overlaid(&node_labels, o.price_per_hour) {
             Some(want) if (want - instance.price_per_hour).abs() > 1e-9 => {
                 Err(self.violation(format!(
