@@ -2217,7 +2217,6 @@ fn one_template(doc: &Value) -> Pod {
     pod
 }
 
-/// Every problem of a manifest at `path`, as `kerf validate` lists them: the first as the
 /// What the cloud says of a launched instance, as the launch answer carries it.
 fn launched_as(instance: &Instance, region: &str) -> Launched {
     let mut labels = instance.labels.clone();
@@ -2237,6 +2236,7 @@ fn launched_as(instance: &Instance, region: &str) -> Launched {
     }
 }
 
+/// Every problem of a manifest at `path`, as `kerf validate` lists them: the first as the
 /// error's path and message, the others on lines of their own.
 fn every_problem(path: &str, problems: &[kerf_api::validation::Problem]) -> ScenarioError {
     let mut message = problems

@@ -9,7 +9,9 @@
 //! inputs), not the decision itself, which the independent oracles judge (spot
 //! preference, budgets, waits). The checker tells "nothing changed" by its own fingerprint
 //! of the stored objects, with each node's last pod event as it saw it, not by the
-//! controllers' records or counters, so a counter that forgets a write is caught too.
+//! controllers' records or counters, so a counter that forgets a write is caught too. Of
+//! Kerf's memory it reads only what no object holds: whether a disruption command is in
+//! flight (part of "quiet") and the offerings it remembers as unavailable.
 //!
 //! [`fresh_decision`]: kerf_core::controllers::Controllers::fresh_decision
 
@@ -116,9 +118,20 @@ impl World {
         self.check_spot_preference()
     }
 
-    /// Notes, per node, when the set of pods bound to it last changed.
+    /// Notes, per node, when the set of pods bound to it last changed or its NodeClaim
+    /// became initialized (Karpenter counts that as a pod event too).
     fn track_pod_events(&mut self) {
         let mut sets: BTreeMap<&str, DefaultHasher> = BTreeMap::new();
+        for c in self.nodeclaim_objects.values() {
+            let Some(status) = &c.object.status else {
+                continue;
+            };
+            let initialized =
+                (status.conditions.iter()).any(|k| k.type_ == "Initialized" && k.status == "True");
+            if let Some(node) = status.node_name.as_deref().filter(|_| initialized) {
+                true.hash(sets.entry(node).or_default());
+            }
+        }
         for (key, p) in &self.pods {
             if let Some(node) = &p.node {
                 key.hash(sets.entry(node.as_str()).or_default());
@@ -159,6 +172,8 @@ impl World {
             name.hash(&mut h);
             n.provider_id.hash(&mut h);
             n.labels.hash(&mut h);
+            n.annotations.hash(&mut h);
+            n.conditions.hash(&mut h);
             format!("{:?}{:?}", n.taints, n.allocatable).hash(&mut h);
             n.ready.hash(&mut h);
             let pool =

@@ -57,8 +57,12 @@ const WAIT_SLACK: Duration = Duration::from_secs(70);
 
 impl World {
     /// When the API server last came back from an outage (zero when it never went down):
-    /// writes that waited out the outage are due from then.
+    /// writes that waited out the outage are due from then. While it is down, now: no write
+    /// is overdue while none can be made (swarm seed 400658).
     pub(super) fn api_back(&self) -> Duration {
+        if self.api_down().is_some() {
+            return self.now;
+        }
         (self.scenario.spec.api_server.outages.iter())
             .map(|o| o.until.0)
             .filter(|until| *until <= self.now)
@@ -73,7 +77,7 @@ impl World {
         }
     }
 
-    /// Bindings, requests and registration, looked at again whenever the cluster changed.
+    /// Bindings, requests and registration, looked at after every settled step.
     pub(super) fn check_step(&mut self) -> Result<(), SimError> {
         // requests added up again from the pod objects, not the cluster's running totals
         let mut requested: BTreeMap<&str, Amounts> = BTreeMap::new();
