@@ -51,6 +51,7 @@ mod invariants;
 mod min_values;
 mod reservations;
 pub use invariants::INVARIANTS;
+mod emptiness;
 mod hostable;
 mod oracle;
 mod pdb_status;

@@ -50,6 +50,17 @@ pub(super) struct Convergence {
 }
 
 impl Convergence {
+    /// When the quiet began.
+    pub(super) fn quiet_since(&self) -> Duration {
+        self.quiet_since
+    }
+
+    /// When the set of pods on `node` last changed, or its NodeClaim initialized, as this
+    /// checker saw it.
+    pub(super) fn last_pod_event(&self, node: &str) -> Option<Duration> {
+        self.pod_sets.get(node).map(|(_, at)| *at)
+    }
+
     /// Something happened that the controllers must react to: the quiet starts again.
     pub(super) fn disturbed(&mut self, now: Duration) {
         self.quiet_since = now;
@@ -74,6 +85,8 @@ impl World {
         if now < self.convergence.quiet_since + wait + PASS_INTERVAL {
             return Ok(());
         }
+        // the independent check first: it asks nothing of Kerf's disruption code
+        self.check_empty_nodes()?;
         let print = self.fingerprint();
         if self.convergence.missed.is_none() && self.convergence.settled == Some(print) {
             return self.check_spot_preference_once(print);
@@ -178,7 +191,7 @@ impl World {
             n.ready.hash(&mut h);
             let pool =
                 (n.labels.get(labels::NODEPOOL)).and_then(|p| self.objects.node_pools.get(p));
-            let last_pod_event = self.convergence.pod_sets.get(name).map(|(_, at)| *at);
+            let last_pod_event = self.convergence.last_pod_event(name);
             let consolidatable = pool.zip(last_pod_event).is_some_and(|(np, at)| {
                 match np.spec.disruption.consolidate_after {
                     NillableDuration::After(d) => now >= at + d,

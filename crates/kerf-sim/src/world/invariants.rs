@@ -19,7 +19,7 @@ use crate::clock::EPOCH_UNIX;
 use crate::kube_scheduler::{Amounts, add, node_affinity_matches, requests, untolerated};
 
 /// What `--check` holds a run to, as a user reads it.
-pub const INVARIANTS: [&str; 18] = [
+pub const INVARIANTS: [&str; 19] = [
     "no node over-committed",
     "taints and node selectors honoured",
     "no NodeClaim launched over its NodePool's limits",
@@ -37,6 +37,7 @@ pub const INVARIANTS: [&str; 18] = [
     "every NodeClaim meets its NodePool's minValues, or says it was relaxed (BestEffort)",
     "no capacity reservation over its count; capacity blocks drained 40 minutes before their end",
     "consolidation converges when the cluster is quiet",
+    "empty nodes deleted once past consolidateAfter",
     "spot preferred over on-demand fallback",
 ];
 

@@ -207,6 +207,11 @@ const CASES: &[(&str, Plant, &str)] = &[
         unseen_write,
         "yet the controllers started no command",
     ),
+    (
+        "empty nodes deleted once past consolidateAfter",
+        emptied_unseen,
+        "emptiness: node",
+    ),
 ];
 
 /// Invariants whose planted-bug test lives beside their checker.
@@ -476,5 +481,20 @@ fn unseen_write(world: &mut World) -> Result<(), SimError> {
         .retain(|_, p| p.node.as_deref() != Some(node.as_str()));
     world.check_convergence()?;
     world.now += kerf_core::controllers::disruption::PASS_INTERVAL;
+    world.check_convergence()
+}
+
+/// A node emptied and its budget opened in the API server, and the controllers never hear
+/// of either: nothing deletes the node, and the emptiness check, which reads only the
+/// objects, sees it stay past consolidateAfter.
+fn emptied_unseen(world: &mut World) -> Result<(), SimError> {
+    let node = a_node(world);
+    let stored = world.objects.node_pools.get_mut("general");
+    stored.expect("the NodePool").spec.disruption.budgets[0].nodes = "100%".into();
+    world
+        .pods
+        .retain(|_, p| p.node.as_deref() != Some(node.as_str()));
+    world.check_convergence()?;
+    world.now += Duration::from_secs(30) + super::emptiness::DELETE_WITHIN;
     world.check_convergence()
 }

@@ -259,27 +259,7 @@ impl World {
         {
             return false;
         }
-        let of_pool: Vec<bool> = (self.nodes.iter())
-            .filter_map(|(k, n)| {
-                let (c, _) = self.instance_of_node(k)?;
-                (np.metadata.name.as_deref() == c.pool())
-                    .then_some(c.deleting.is_some() || n.disrupted())
-            })
-            .collect();
-        // nodes already going (a drain a do-not-disrupt pod holds up, say) spend the budget
-        // too (swarm seed 33531): their NodeClaim's deletion is stored, or the disrupted
-        // taint is on the Node (as Karpenter marks a command's candidates; Kerf's own count
-        // does not take the taint, so this only ever leaves less room)
-        let deleting = of_pool.iter().filter(|d| **d).count() as i64;
-        let unix = (EPOCH_UNIX + self.now.as_secs()) as i64;
-        let room = budget_room(
-            np,
-            DisruptionReason::Underutilized,
-            of_pool.len() as i64,
-            deleting,
-            unix,
-        );
-        if room == 0 {
+        if self.budget_left(np, DisruptionReason::Underutilized) == 0 {
             return false;
         }
         let respect = self.scenario.spec.preference_policy == kerf_scheduling::Preferences::Respect;
@@ -425,9 +405,28 @@ impl World {
 }
 
 impl World {
+    /// How many more of NodePool `np`'s nodes its budgets let be disrupted for `reason`
+    /// now, counted over its stored Nodes.
+    pub(super) fn budget_left(&self, np: &NodePool, reason: DisruptionReason) -> i64 {
+        let of_pool: Vec<bool> = (self.nodes.iter())
+            .filter_map(|(k, n)| {
+                let (c, _) = self.instance_of_node(k)?;
+                (np.metadata.name.as_deref() == c.pool())
+                    .then_some(c.deleting.is_some() || n.disrupted())
+            })
+            .collect();
+        // nodes already going (a drain a do-not-disrupt pod holds up, say) spend the budget
+        // too (swarm seed 33531): their NodeClaim's deletion is stored, or the disrupted
+        // taint is on the Node (as Karpenter marks a command's candidates; Kerf's own count
+        // does not take the taint, so this only ever leaves less room)
+        let deleting = of_pool.iter().filter(|d| **d).count() as i64;
+        let unix = (EPOCH_UNIX + self.now.as_secs()) as i64;
+        budget_room(np, reason, of_pool.len() as i64, deleting, unix)
+    }
+
     /// The cloud's instance behind stored Node `node` (by its provider id) and the stored
     /// NodeClaim it was launched for, when that NodeClaim's status names the instance.
-    fn instance_of_node(&self, node: &str) -> Option<(&StoredNodeClaim, &Instance)> {
+    pub(super) fn instance_of_node(&self, node: &str) -> Option<(&StoredNodeClaim, &Instance)> {
         let n = self.nodes.get(node)?;
         let (name, instance) = self.instances.get(&n.provider_id)?;
         let claim = self.nodeclaim_objects.get(name)?;
@@ -595,7 +594,7 @@ fn candidate_labels(
 }
 
 /// A NodePool requirement against one label value.
-fn holds(op: Operator, values: &[String], have: Option<&String>) -> bool {
+pub(super) fn holds(op: Operator, values: &[String], have: Option<&String>) -> bool {
     let number = |s: &str| s.parse::<i64>().ok();
     let compare = |f: fn(i64, i64) -> bool| match (
         have.and_then(|h| number(h)),
