@@ -41,6 +41,9 @@ pub(super) struct Convergence {
     /// Per node, a hash of the pods bound to it and since when: its last pod event as
     /// this checker saw it (it looks after every step).
     pod_sets: BTreeMap<String, (u64, Duration)>,
+    /// The nodes the emptiness check finds certainly deletable, each since when without a
+    /// break in this quiet.
+    pub(super) deletable_since: BTreeMap<String, Duration>,
     /// A command a full pass found while the controllers had none, with when it was first
     /// found: the controllers get one pass interval to find it too.
     missed: Option<(Duration, String)>,
@@ -65,6 +68,7 @@ impl Convergence {
     pub(super) fn disturbed(&mut self, now: Duration) {
         self.quiet_since = now;
         self.missed = None;
+        self.deletable_since.clear();
     }
 }
 

@@ -1,63 +1,100 @@
 //! The emptiness invariant: once the cluster has been quiet (the convergence check's
-//! quiet), no node Karpenter would certainly delete as empty is still there. The node is
-//! Ready, its NodeClaim initialized and not being deleted, no workload pod has been on it
-//! since its NodePool's consolidateAfter plus two disruption passes and the validation
-//! wait, and that NodePool consolidates empty nodes, is not static, still allows the
-//! node's labels and has budget left for `Empty`.
+//! quiet), no node Karpenter would certainly delete as empty stays one for long. The node
+//! is Ready and labelled initialized, its NodeClaim initialized and not being deleted, no
+//! workload pod has been on it for its NodePool's consolidateAfter, and that NodePool
+//! consolidates empty nodes, is not static, still allows the node's labels and has budget
+//! left for `Empty` as Karpenter counts it. A node that has met all of that without a
+//! break for two minutes (a disruption pass, the nomination window, the validation wait,
+//! with room to spare) and is still there is a violation.
 //!
 //! Read from the stored Nodes, NodeClaims, pods, NodePools, EC2NodeClasses and
 //! PodDisruptionBudgets and the cloud's instances, with each node's last pod event as the
 //! convergence check saw it; Kerf's disruption code is not asked. It keeps quiet where
-//! Karpenter might not act and this checker cannot tell: a pod or PodDisruptionBudget that
-//! could pin the node (even a DaemonSet's), a `karpenter.sh/do-not-disrupt` node or
-//! NodeClaim, a drifted NodeClaim, a write being retried, an API server that is down or
-//! was lately.
+//! Karpenter might not act and this checker cannot tell: a pod with any
+//! `karpenter.sh/do-not-disrupt` value or selected by any PodDisruptionBudget (even a
+//! DaemonSet's), a `karpenter.sh/do-not-disrupt` node or NodeClaim, a drifted NodeClaim, a
+//! budget schedule it cannot read, a drain still holding workload pods (Karpenter nominates
+//! nodes for them), a write being retried, an API server that is down or was lately.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kerf_api::duration::NillableDuration;
 use kerf_api::labels;
 use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
 use kerf_core::cluster::PodOwner;
-use kerf_core::controllers::disruption::{PASS_INTERVAL, VALIDATION_DELAY};
 
+use super::oracle::schedules_understood;
 use super::spot_preference::holds;
 use super::{SimError, World};
 use crate::kube_scheduler::selector_matches;
 
-/// How long past consolidateAfter Kerf may take to delete an empty node: a disruption
-/// pass may just have run (one interval), the next finds the node, and the command waits
-/// out its validation; one more interval of slack.
-pub(super) const DELETE_WITHIN: Duration = Duration::from_secs(
-    2 * PASS_INTERVAL.as_secs() + VALIDATION_DELAY.as_secs() + PASS_INTERVAL.as_secs(),
-);
+/// How long a node may stay certainly deletable before it counts as a violation.
+pub(super) const DELETE_WITHIN: Duration = Duration::from_secs(120);
 
 impl World {
     /// Runs at the convergence check's quiet points under `--check`.
-    pub(super) fn check_empty_nodes(&self) -> Result<(), SimError> {
-        if self.unfinished.next().is_some() || self.now < self.api_back() + DELETE_WITHIN {
-            return Ok(());
+    pub(super) fn check_empty_nodes(&mut self) -> Result<(), SimError> {
+        let now = self.now;
+        let calm = self.unfinished.next().is_none()
+            && now >= self.api_back() + DELETE_WITHIN
+            && !self.drain_holds_pods();
+        let deletable: Vec<(String, String, Duration)> = if calm {
+            (self.nodes.iter())
+                .filter_map(|(name, _)| {
+                    let (pool, since) = self.certainly_deletable(name)?;
+                    Some((name.clone(), pool, since))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let tracked = &mut self.convergence.deletable_since;
+        tracked.retain(|node, _| deletable.iter().any(|(n, _, _)| n == node));
+        for (node, _, _) in &deletable {
+            tracked.entry(node.clone()).or_insert(now);
         }
-        for (name, _) in self.nodes.iter() {
-            if let Some((pool, since)) = self.certainly_deleted(name) {
+        for (node, pool, since) in deletable {
+            let from = self.convergence.deletable_since[&node];
+            if now >= from + DELETE_WITHIN {
                 return Err(self.violation(format!(
-                    "emptiness: node {name} of nodepool {pool} has had no workload pod since \
-                     {}, is past its consolidateAfter with budget left, and was not deleted",
-                    crate::clock::rfc3339(since)
+                    "emptiness: node {node} of nodepool {pool} has had no workload pod since \
+                     {}, has been past its consolidateAfter with budget left since {}, and \
+                     was not deleted",
+                    crate::clock::rfc3339(since),
+                    crate::clock::rfc3339(from)
                 )));
             }
         }
         Ok(())
     }
 
-    /// The NodePool and last pod event of `node` when Karpenter would certainly have
-    /// deleted it as empty by now.
-    fn certainly_deleted(&self, node: &str) -> Option<(String, Duration)> {
+    /// Whether a node being drained still holds a workload pod: Karpenter's provisioner
+    /// plans those pods onto the other nodes and nominates them, which keeps them from
+    /// consolidation.
+    fn drain_holds_pods(&self) -> bool {
+        (self.pods.values())
+            .filter(|p| p.owner != PodOwner::DaemonSet)
+            .filter_map(|p| p.node.as_deref())
+            .any(|node| {
+                let disrupted = self.nodes.get(node).is_some_and(|n| n.disrupted());
+                disrupted
+                    || (self.instance_of_node(node)).is_some_and(|(c, _)| c.deleting.is_some())
+            })
+    }
+
+    /// The NodePool and last pod event of `node` when Karpenter would certainly delete it
+    /// as empty now.
+    fn certainly_deletable(&self, node: &str) -> Option<(String, Duration)> {
         let n = self.nodes.get(node)?;
-        let pinned = |a: Option<&std::collections::BTreeMap<String, String>>| {
+        let pinned = |a: Option<&BTreeMap<String, String>>| {
             a.is_some_and(|a| a.get(labels::DO_NOT_DISRUPT).is_some_and(|v| v == "true"))
         };
-        if !n.ready || n.disrupted() || pinned(Some(&n.annotations)) {
+        let initialized = n
+            .labels
+            .get(labels::INITIALIZED)
+            .is_some_and(|v| v == "true");
+        if !n.ready || !initialized || n.disrupted() || pinned(Some(&n.annotations)) {
             return None;
         }
         let (claim, _) = self.instance_of_node(node)?;
@@ -72,6 +109,9 @@ impl World {
             return None;
         }
         let pool = claim.pool()?;
+        if n.labels.get(labels::NODEPOOL).map(String::as_str) != Some(pool) {
+            return None;
+        }
         let np = self.objects.node_pools.get(pool)?;
         let disruption = &np.spec.disruption;
         let NillableDuration::After(after) = disruption.consolidate_after else {
@@ -88,33 +128,30 @@ impl World {
             || np.spec.replicas.is_some()
             || !allowed
             || !self.objects.node_classes.contains_key(class)
+            || !schedules_understood(np)
         {
             return None;
         }
         let since = self.convergence.last_pod_event(node)?;
         let quiet = self.convergence.quiet_since();
-        if self.now < since.max(quiet) + after + DELETE_WITHIN {
+        if self.now < since.max(quiet) + after {
             return None;
         }
-        for p in self
-            .pods
-            .values()
-            .filter(|p| p.node.as_deref() == Some(node))
-        {
+        let none = BTreeMap::new();
+        for p in (self.pods.values()).filter(|p| p.node.as_deref() == Some(node)) {
             let pod = p.declared();
+            // any PodDisruptionBudget whose selector takes the pod, in any namespace (one
+            // left out defaults on one side only), and any do-not-disrupt value (a duration
+            // counts from a start time the simulator does not set)
+            let pod_labels = pod.metadata.labels.as_ref().unwrap_or(&none);
             let guarded = self.objects.pdbs.values().any(|b| {
-                b.metadata.namespace == pod.metadata.namespace
-                    && (b.spec.as_ref())
-                        .and_then(|s| s.selector.as_ref())
-                        .is_some_and(|s| {
-                            let none = std::collections::BTreeMap::new();
-                            selector_matches(s, pod.metadata.labels.as_ref().unwrap_or(&none))
-                        })
+                (b.spec.as_ref())
+                    .and_then(|s| s.selector.as_ref())
+                    .is_none_or(|s| selector_matches(s, pod_labels))
             });
-            if p.owner != PodOwner::DaemonSet
-                || guarded
-                || pinned(pod.metadata.annotations.as_ref())
-            {
+            let marked = (pod.metadata.annotations.as_ref())
+                .is_some_and(|a| a.contains_key(labels::DO_NOT_DISRUPT));
+            if p.owner != PodOwner::DaemonSet || guarded || marked {
                 return None;
             }
         }

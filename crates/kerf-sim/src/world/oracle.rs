@@ -43,6 +43,14 @@ pub fn budget_room(
     (room - disrupting).max(0)
 }
 
+/// Whether every scheduled budget of the NodePool has a schedule this reading understands
+/// (Karpenter allows no disruption under a budget whose schedule does not parse).
+pub fn schedules_understood(np: &NodePool) -> bool {
+    (np.spec.disruption.budgets.iter())
+        .filter_map(|b| b.schedule.as_deref())
+        .all(|s| expand(s).is_some())
+}
+
 /// Whether a budget window is open at `now`: the schedule fired at some minute `m` with
 /// `now − duration < m ≤ now`. Checked minute by minute, the plainest reading there is.
 fn window_open(schedule: &str, duration_secs: i64, now: i64) -> bool {

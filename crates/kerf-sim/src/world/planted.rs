@@ -495,6 +495,9 @@ fn emptied_unseen(world: &mut World) -> Result<(), SimError> {
         .pods
         .retain(|_, p| p.node.as_deref() != Some(node.as_str()));
     world.check_convergence()?;
-    world.now += Duration::from_secs(30) + super::emptiness::DELETE_WITHIN;
+    // past consolidateAfter: certainly deletable from now on
+    world.now += Duration::from_secs(30);
+    world.check_convergence()?;
+    world.now += super::emptiness::DELETE_WITHIN;
     world.check_convergence()
 }

@@ -406,19 +406,27 @@ impl World {
 
 impl World {
     /// How many more of NodePool `np`'s nodes its budgets let be disrupted for `reason`
-    /// now, counted over its stored Nodes.
+    /// now, counted over its stored Nodes as Karpenter counts
+    /// (`BuildDisruptionBudgetMapping`): those whose Node is labelled initialized, and of
+    /// them as already disrupting those not Ready, being deleted or tainted disrupted.
     pub(super) fn budget_left(&self, np: &NodePool, reason: DisruptionReason) -> i64 {
         let of_pool: Vec<bool> = (self.nodes.iter())
+            .filter(|(_, n)| {
+                n.labels
+                    .get(labels::INITIALIZED)
+                    .is_some_and(|v| v == "true")
+            })
             .filter_map(|(k, n)| {
                 let (c, _) = self.instance_of_node(k)?;
                 (np.metadata.name.as_deref() == c.pool())
-                    .then_some(c.deleting.is_some() || n.disrupted())
+                    .then_some(!n.ready || c.deleting.is_some() || n.disrupted())
             })
             .collect();
         // nodes already going (a drain a do-not-disrupt pod holds up, say) spend the budget
         // too (swarm seed 33531): their NodeClaim's deletion is stored, or the disrupted
-        // taint is on the Node (as Karpenter marks a command's candidates; Kerf's own count
-        // does not take the taint, so this only ever leaves less room)
+        // taint is on the Node (as Karpenter marks a command's candidates), and so do nodes
+        // not Ready. Kerf's own count takes neither the taint nor readiness, so this only
+        // ever leaves less room than Kerf sees
         let deleting = of_pool.iter().filter(|d| **d).count() as i64;
         let unix = (EPOCH_UNIX + self.now.as_secs()) as i64;
         budget_room(np, reason, of_pool.len() as i64, deleting, unix)
