@@ -3,8 +3,9 @@
 //! highest-weight NodePool its pods accept, unless that capacity ran out lately. That is
 //! how work that fell back to on-demand during a spot crunch returns to spot.
 //!
-//! The oracle reads the NodePools, the pods on the node, the DaemonSets and the cloud's
-//! catalog itself; it calls neither Kerf's solver nor its consolidation. It only speaks up
+//! The oracle reads the stored Nodes, NodeClaims, pods, NodePools, DaemonSets, NodeOverlays
+//! and PodDisruptionBudgets, the cloud's instances and its catalog itself; it calls neither
+//! Kerf's solver nor its consolidation, nor reads Kerf's records. It only speaks up
 //! when Karpenter would certainly act: the node is free to disrupt (consolidation policy,
 //! consolidateAfter not Never, budget, some pods and no do-not-disrupt pod, no PodDisruptionBudget, no bare pod, no inter-pod
 //! affinity, no ScheduleAnyway spread, which may be skewed now and which the move is
