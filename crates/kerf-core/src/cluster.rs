@@ -279,6 +279,9 @@ pub struct NodeRecord {
     /// Kerf asked for the disrupted taint and has not asked for it to go: the solver keeps
     /// pods off the node already, while the drain waits for the taint itself to be stored.
     pub tainting: bool,
+    /// Kerf asked for the disrupted taint to go and has not asked for it again since: a
+    /// taint the record still shows may be removed by that write yet.
+    pub untainting: bool,
     /// `metadata.creationTimestamp` (when first seen, without one): its age in the metrics.
     pub created: Duration,
     /// Its conditions other than `Ready`'s state above (and `Ready` too), for repair.
@@ -1045,6 +1048,7 @@ impl Cluster {
             node.last_pod_event = old.last_pod_event;
             node.marked_consolidatable = old.marked_consolidatable;
             node.tainting = old.tainting;
+            node.untainting = old.untainting;
         } else {
             node.requests = Resources::default();
             node.last_pod_event = now;

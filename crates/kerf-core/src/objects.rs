@@ -403,6 +403,7 @@ pub fn node_record(node: &Node, now: Duration) -> NodeRecord {
         marked_consolidatable: None,
         do_not_disrupt: crate::disruption_rules::node_blocks(node.metadata.annotations.as_ref()),
         tainting: false,
+        untainting: false,
         created: created_at(&node.metadata).unwrap_or(now),
         conditions: node_conditions(node, now),
         do_not_repair: (node.metadata.annotations.as_ref())

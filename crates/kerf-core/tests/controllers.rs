@@ -258,6 +258,7 @@ fn launch_as_and_register(core: &mut Controllers, claim: &str, launched: Launche
             marked_consolidatable: None,
             do_not_disrupt: false,
             tainting: false,
+            untainting: false,
             created: secs(4),
             conditions: Vec::new(),
             do_not_repair: false,
@@ -309,6 +310,7 @@ fn unmanaged_node(core: &mut Controllers, zone: &str) {
             marked_consolidatable: None,
             do_not_disrupt: false,
             tainting: false,
+            untainting: false,
             created: secs(0),
             conditions: Vec::new(),
             do_not_repair: false,
@@ -1102,6 +1104,38 @@ fn a_static_nodepool_gets_its_replicas_without_pods_up_to_its_node_limit() {
     inert.apply_node_pool(np);
     inert.set_instance_types("default", Arc::from(vec![instance_type()]));
     assert!(created(&run_until(&mut inert, 0, 5)).is_empty());
+}
+
+/// A static NodePool's NodeClaim whose deletion is only asked for (an expiry's delete
+/// refused by the API server) still counts toward its replicas: Karpenter makes the
+/// replacement once the deletion is stored (swarm seed 439550).
+#[test]
+fn a_static_nodeclaim_counts_until_the_api_server_holds_its_deletion() {
+    let mut core = with_static_pool(2, None);
+    let first = run_until(&mut core, 0, 5);
+    let claims = created(&first);
+    assert_eq!(claims.len(), 2, "{first:?}");
+    let mut stored = (first.into_iter())
+        .find_map(|a| match a {
+            Action::CreateNodeClaim(o) if o.metadata.name.as_ref() == Some(&claims[0]) => Some(*o),
+            _ => None,
+        })
+        .expect("the first NodeClaim's object");
+    for claim in &claims {
+        launch_and_register(&mut core, claim);
+    }
+    core.delete_nodeclaim(&claims[0]);
+    let asked = run_until(&mut core, 6, 60);
+    let going = core.cluster().nodeclaims().get(&claims[0]);
+    assert!(going.is_some_and(|c| c.deleting.is_some()), "{asked:?}");
+    assert!(created(&asked).is_empty(), "{asked:?}");
+    stored.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(61).unwrap(),
+        ));
+    core.observe(Observation::Applied(Object::nodeclaim(stored)), secs(61));
+    let after = run_until(&mut core, 61, 90);
+    assert_eq!(created(&after).len(), 1, "{after:?}");
 }
 
 #[test]

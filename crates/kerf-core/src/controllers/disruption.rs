@@ -1126,10 +1126,14 @@ impl Controllers {
         let Some(n) = self.cluster.nodes.get_mut(node) else {
             return;
         };
-        if has_disrupted_taint(n) || n.tainting {
+        // asked again while a removal may still be on its way (a rollback's, refused by an
+        // outage): the operator's retry of that removal would otherwise undo this taint while
+        // the drain goes ahead (swarm seed 437903)
+        if n.tainting || (has_disrupted_taint(n) && !n.untainting) {
             return;
         }
         n.tainting = true;
+        n.untainting = false;
         self.actions.push(Action::Taint {
             node: node.to_string(),
             taint: disrupted_taint(),
@@ -1146,6 +1150,7 @@ impl Controllers {
             return;
         };
         n.tainting = false;
+        n.untainting = true;
         self.actions.push(Action::RemoveTaint {
             node: node.to_string(),
             key: labels::DISRUPTED_TAINT_KEY.into(),

@@ -100,10 +100,19 @@ impl Controllers {
             .collect();
         self.follow_static_replacements();
         for (pool, replicas) in pools {
-            let (active, deleting) = self.static_counts(&pool);
+            let (active, deleting, unstored) = self.static_counts(&pool);
             let active_count = i64::try_from(active.len()).unwrap_or(i64::MAX);
             match active_count.cmp(&replicas) {
-                Ordering::Less => self.grow_static(&pool, replicas, active_count, deleting),
+                // a NodeClaim whose deletion the API server does not hold yet (an expiry's
+                // delete refused) still counts, as in Karpenter, where a delete that failed
+                // marks nothing: no replacement until it is stored (swarm seed 439550)
+                Ordering::Less if active_count + unstored >= replicas => {}
+                Ordering::Less => self.grow_static(
+                    &pool,
+                    replicas,
+                    active_count + unstored,
+                    deleting - unstored,
+                ),
                 Ordering::Greater => self.shrink_static(&pool, replicas, &active),
                 Ordering::Equal => self.replace_drifted_static(&pool, &active, deleting),
             }
@@ -111,22 +120,24 @@ impl Controllers {
     }
 
     /// A NodePool's NodeClaims not being deleted nor replaced (launched or not: one in flight
-    /// counts), and how many count against its node limit besides (being deleted or
-    /// replaced).
-    fn static_counts(&self, pool: &str) -> (Vec<String>, i64) {
+    /// counts), how many count against its node limit besides (being deleted or replaced),
+    /// and how many of those are being deleted without the API server holding it yet.
+    fn static_counts(&self, pool: &str) -> (Vec<String>, i64, i64) {
         let mut active = Vec::new();
         let mut others = 0;
+        let mut unstored = 0;
         for (name, c) in &self.cluster.nodeclaims {
             if c.node_pool != pool {
                 continue;
             }
             if c.deleting.is_some() || self.static_capacity.replacing.contains_key(name) {
                 others += 1;
+                unstored += i64::from(c.deleting.is_some() && !c.deletion_stored);
             } else {
                 active.push(name.clone());
             }
         }
-        (active, others)
+        (active, others, unstored)
     }
 
     /// Drifted NodeClaims whose replacement is initialized are deleted; a replacement that
