@@ -916,7 +916,7 @@ fn limits_nodes_counts_launched_and_in_flight_nodeclaims_whose_deletion_is_not_s
     let first = run_until(&mut core, 0, 3);
     let claims = created(&first);
     assert_eq!(claims.len(), 2, "{first:?}");
-    let mut stored = (first.into_iter())
+    let stored = (first.into_iter())
         .find_map(|a| match a {
             Action::CreateNodeClaim(o) if o.metadata.name.as_ref() == Some(&claims[0]) => Some(*o),
             _ => None,
@@ -945,13 +945,21 @@ fn limits_nodes_counts_launched_and_in_flight_nodeclaims_whose_deletion_is_not_s
     assert!(created(&asked).is_empty(), "{asked:?}");
     // stored, it counts no more, as Karpenter's scheduler counts only active nodes: its
     // instance is still there, and one more NodeClaim is made at once
-    stored.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            k8s_openapi::jiff::Timestamp::from_second(91).unwrap(),
-        ));
-    core.observe(Observation::Applied(Object::nodeclaim(stored)), secs(91));
+    store_deletion(&mut core, stored, 91);
     let after = run_until(&mut core, 91, 120);
     assert_eq!(created(&after).len(), 1, "{after:?}");
+}
+
+/// The API server holds the NodeClaim's deletion from second `at`, and Kerf's watch sees it.
+fn store_deletion(core: &mut Controllers, mut stored: kerf_api::NodeClaim, at: i64) {
+    stored.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(at).unwrap(),
+        ));
+    core.observe(
+        Observation::Applied(Object::nodeclaim(stored)),
+        secs(at as u64),
+    );
 }
 
 fn evicted(actions: &[Action]) -> Vec<String> {
@@ -1115,7 +1123,7 @@ fn a_static_nodeclaim_counts_until_the_api_server_holds_its_deletion() {
     let first = run_until(&mut core, 0, 5);
     let claims = created(&first);
     assert_eq!(claims.len(), 2, "{first:?}");
-    let mut stored = (first.into_iter())
+    let stored = (first.into_iter())
         .find_map(|a| match a {
             Action::CreateNodeClaim(o) if o.metadata.name.as_ref() == Some(&claims[0]) => Some(*o),
             _ => None,
@@ -1129,11 +1137,7 @@ fn a_static_nodeclaim_counts_until_the_api_server_holds_its_deletion() {
     let going = core.cluster().nodeclaims().get(&claims[0]);
     assert!(going.is_some_and(|c| c.deleting.is_some()), "{asked:?}");
     assert!(created(&asked).is_empty(), "{asked:?}");
-    stored.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            k8s_openapi::jiff::Timestamp::from_second(61).unwrap(),
-        ));
-    core.observe(Observation::Applied(Object::nodeclaim(stored)), secs(61));
+    store_deletion(&mut core, stored, 61);
     let after = run_until(&mut core, 61, 90);
     assert_eq!(created(&after).len(), 1, "{after:?}");
 }

@@ -474,11 +474,7 @@ fn unseen_write(world: &mut World) -> Result<(), SimError> {
     untracked
         .pods
         .retain(|_, p| p.node.as_deref() != Some(node.as_str()));
-    let stored = world.objects.node_pools.get_mut("general");
-    stored.expect("the NodePool").spec.disruption.budgets[0].nodes = "100%".into();
-    world
-        .pods
-        .retain(|_, p| p.node.as_deref() != Some(node.as_str()));
+    empty_in_api_server(world, &node);
     world.check_convergence()?;
     world.now += kerf_core::controllers::disruption::PASS_INTERVAL;
     world.check_convergence()
@@ -489,15 +485,19 @@ fn unseen_write(world: &mut World) -> Result<(), SimError> {
 /// objects, sees it stay past consolidateAfter.
 fn emptied_unseen(world: &mut World) -> Result<(), SimError> {
     let node = a_node(world);
-    let stored = world.objects.node_pools.get_mut("general");
-    stored.expect("the NodePool").spec.disruption.budgets[0].nodes = "100%".into();
-    world
-        .pods
-        .retain(|_, p| p.node.as_deref() != Some(node.as_str()));
+    empty_in_api_server(world, &node);
     world.check_convergence()?;
     // past consolidateAfter: certainly deletable from now on
     world.now += Duration::from_secs(30);
     world.check_convergence()?;
     world.now += super::emptiness::DELETE_WITHIN;
     world.check_convergence()
+}
+
+/// Opens the `general` NodePool's budget and takes `node`'s pods away in the API server
+/// alone: the controllers hear of neither.
+fn empty_in_api_server(world: &mut World, node: &str) {
+    let stored = world.objects.node_pools.get_mut("general");
+    stored.expect("the NodePool").spec.disruption.budgets[0].nodes = "100%".into();
+    world.pods.retain(|_, p| p.node.as_deref() != Some(node));
 }
