@@ -13,11 +13,18 @@
 //     move's Balanced score with k = 2 and whether it is approved;
 //   - {"kind": "MetricFamilies"}: every `karpenter_*` family the core and the AWS provider
 //     register in controller-runtime's registry when their packages load, whether or not
-//     anything was observed: name, type, label names and histogram buckets.
+//     anything was observed: name, type, label names and histogram buckets;
+//   - {"kind": "DisruptionBudget", "nodePool", "nodes", "reason", "now"}: how many of the
+//     NodePool's `nodes` its budgets let `reason` disrupt at `now` (RFC 3339), as the
+//     disruption controller reads them (`MustGetAllowedDisruptions`);
+//   - {"kind": "NodePoolStats", "reason", "nodes": [{"node", "nodeClaim"}]}: the nodes each
+//     NodePool's budgets count and how many of them already disrupt, for `reason`, over the
+//     given Node and NodeClaim pairs (either may be null) as cluster state holds them.
 //
 // Output (stdout): a JSON array, one result per item: {"kind", "name", "hash", "version"},
-// {"kind", "costs", "cost"}, {"kind", "score", "approved"} (the score as text: it may be +Inf) or
-// {"kind", "families": [{"name", "type", "help", "labels", "buckets"}]}.
+// {"kind", "costs", "cost"}, {"kind", "score", "approved"} (the score as text: it may be +Inf),
+// {"kind", "families": [{"name", "type", "help", "labels", "buckets"}]}, {"kind", "allowed"} or
+// {"kind", "numNodes", "disrupting"} (by NodePool).
 package main
 
 import (
@@ -29,12 +36,15 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
 	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
 	corev1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 	"sigs.k8s.io/karpenter/pkg/controllers/disruption"
+	"sigs.k8s.io/karpenter/pkg/controllers/state"
 	"sigs.k8s.io/karpenter/pkg/operator/options"
 	disruptionutils "sigs.k8s.io/karpenter/pkg/utils/disruption"
 
@@ -65,15 +75,18 @@ import (
 )
 
 type result struct {
-	Kind     string    `json:"kind"`
-	Name     string    `json:"name,omitempty"`
-	Hash     string    `json:"hash,omitempty"`
-	Version  string    `json:"version,omitempty"`
-	Costs    []float64 `json:"costs,omitempty"`
-	Cost     float64   `json:"cost,omitempty"`
-	Score    string    `json:"score,omitempty"`
-	Approved *bool     `json:"approved,omitempty"`
-	Families []family  `json:"families,omitempty"`
+	Kind       string         `json:"kind"`
+	Name       string         `json:"name,omitempty"`
+	Hash       string         `json:"hash,omitempty"`
+	Version    string         `json:"version,omitempty"`
+	Costs      []float64      `json:"costs,omitempty"`
+	Cost       float64        `json:"cost,omitempty"`
+	Score      string         `json:"score,omitempty"`
+	Approved   *bool          `json:"approved,omitempty"`
+	Families   []family       `json:"families,omitempty"`
+	Allowed    *int           `json:"allowed,omitempty"`
+	NumNodes   map[string]int `json:"numNodes,omitempty"`
+	Disrupting map[string]int `json:"disrupting,omitempty"`
 }
 
 type family struct {
@@ -82,6 +95,21 @@ type family struct {
 	Help    string    `json:"help"`
 	Labels  []string  `json:"labels"`
 	Buckets []float64 `json:"buckets,omitempty"`
+}
+
+type budgetQuery struct {
+	NodePool karpv1.NodePool `json:"nodePool"`
+	Nodes    int             `json:"nodes"`
+	Reason   string          `json:"reason"`
+	Now      time.Time       `json:"now"`
+}
+
+type statsQuery struct {
+	Reason string `json:"reason"`
+	Nodes  []struct {
+		Node      *corev1.Node      `json:"node"`
+		NodeClaim *karpv1.NodeClaim `json:"nodeClaim"`
+	} `json:"nodes"`
 }
 
 type balancedMove struct {
@@ -157,6 +185,26 @@ func main() {
 				os.Exit(2)
 			}
 			out = append(out, result{Kind: "MetricFamilies", Families: families})
+		case "DisruptionBudget":
+			var q budgetQuery
+			if err := json.Unmarshal(doc, &q); err != nil {
+				fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
+				os.Exit(2)
+			}
+			allowed := q.NodePool.MustGetAllowedDisruptions(clocktesting.NewFakeClock(q.Now), q.Nodes, karpv1.DisruptionReason(q.Reason))
+			out = append(out, result{Kind: "DisruptionBudget", Allowed: &allowed})
+		case "NodePoolStats":
+			var q statsQuery
+			if err := json.Unmarshal(doc, &q); err != nil {
+				fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
+				os.Exit(2)
+			}
+			nodes := []*state.StateNode{}
+			for _, n := range q.Nodes {
+				nodes = append(nodes, &state.StateNode{Node: n.Node, NodeClaim: n.NodeClaim})
+			}
+			numNodes, disrupting := disruption.NodePoolStatsFromNodes(nodes, karpv1.DisruptionReason(q.Reason))
+			out = append(out, result{Kind: "NodePoolStats", NumNodes: numNodes, Disrupting: disrupting})
 		default:
 			fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: kind %q is not one this program reads\n", i, head.Kind)
 			os.Exit(2)

@@ -209,6 +209,10 @@ pub struct ClaimRecord {
     /// waiting to be tried again) still counts, as Karpenter frees a node's share only once
     /// the write that marks it has succeeded (swarm seed 365383).
     pub deletion_stored: bool,
+    /// Condition `InstanceTerminating` as Karpenter left it (its drain is done and the
+    /// cloud was told to terminate the instance): the node no longer counts toward its
+    /// NodePool's disruption budgets, as in Karpenter. Kerf does not write the condition.
+    pub instance_terminating: bool,
     /// When its pods go regardless of budgets and do-not-disrupt
     /// (`karpenter.sh/nodeclaim-termination-timestamp`): node repair sets it to the moment
     /// it gives up on an unhealthy node.

@@ -12,42 +12,63 @@ use kerf_api::duration::{NillableDuration, parse_go_duration};
 use kerf_api::nodepool::{Budget, DisruptionReason};
 use kerf_api::{NodePool, labels};
 
-/// How many of a NodePool's `nodes` may be disrupted now for `reason`, given `disrupting`
-/// already in progress: the smallest active budget (percentages of the node count rounded
-/// up), less what is in progress. `unix_now` places the cron windows (UTC).
+/// What a NodePool's budgets allow for a reason none of its active budgets names:
+/// Karpenter's `math.MaxInt32`, which its `karpenter_nodepools_allowed_disruptions` gauge
+/// shows as it is.
+pub const UNLIMITED: usize = i32::MAX as usize;
+
+/// How many of a NodePool's `nodes` its budgets let `reason` disrupt at once at `unix_now`
+/// (UTC), before the nodes already disrupting are taken off: Karpenter's
+/// `NodePool.MustGetAllowedDisruptions`. The fewest any active budget naming the reason (or
+/// naming none) allows, a percentage of `nodes` rounded up; [`UNLIMITED`] when no active
+/// budget names it; and none, for every reason, while any budget of the NodePool cannot be
+/// read (a schedule cron rejects, a duration without a schedule): Karpenter fails closed.
 pub fn allowed_disruptions(
     np: &NodePool,
     reason: DisruptionReason,
     nodes: usize,
-    disrupting: usize,
     unix_now: u64,
 ) -> usize {
-    let mut allowed = usize::MAX;
+    let mut allowed = UNLIMITED;
     for b in &np.spec.disruption.budgets {
-        if !b.reasons.is_empty() && !b.reasons.contains(&reason) {
-            continue;
-        }
-        if !budget_active(b, unix_now) {
-            continue;
-        }
-        let n = match b.nodes.strip_suffix('%') {
-            Some(p) => p.parse::<usize>().map_or(0, |p| (nodes * p).div_ceil(100)),
-            None => b.nodes.parse::<usize>().unwrap_or(0),
+        let Ok(n) = budget_allows(b, nodes, unix_now) else {
+            return 0;
         };
-        allowed = allowed.min(n);
+        if b.reasons.is_empty() || b.reasons.contains(&reason) {
+            allowed = allowed.min(n);
+        }
     }
-    if allowed == usize::MAX {
-        // no budget applies: Karpenter's default of 10%
-        allowed = nodes.div_ceil(10);
-    }
-    allowed.saturating_sub(disrupting)
+    allowed
 }
 
-/// Whether a budget counts at `unix_now`: always without a schedule, else inside its window.
-pub fn budget_active(b: &Budget, unix_now: u64) -> bool {
+/// What one budget allows at `unix_now`: [`UNLIMITED`] outside its window, else its count
+/// or its percentage of `nodes` rounded up; an error, saying why, when it cannot be read.
+pub fn budget_allows(b: &Budget, nodes: usize, unix_now: u64) -> Result<usize, String> {
+    if !budget_active(b, unix_now)? {
+        return Ok(UNLIMITED);
+    }
+    let count = match b.nodes.strip_suffix('%') {
+        Some(p) => p
+            .parse::<usize>()
+            .map(|p| nodes.saturating_mul(p).div_ceil(100)),
+        None => b.nodes.parse::<usize>(),
+    };
+    count.map_err(|_| format!("nodes {:?} is neither a count nor a percentage", b.nodes))
+}
+
+/// Whether a budget applies at `unix_now`, as Karpenter's `Budget.IsActive` reads it: always
+/// without a schedule or duration; inside a window `duration` long from each time the
+/// schedule fires; never with a schedule but no duration (its windows last no time). A
+/// schedule that does not parse, or a duration without a schedule, is an error.
+pub fn budget_active(b: &Budget, unix_now: u64) -> Result<bool, String> {
     match (&b.schedule, b.duration) {
-        (Some(s), Some(d)) => CronSchedule::parse(s).is_ok_and(|c| c.active_at(unix_now, d.0)),
-        _ => true,
+        (None, None) => Ok(true),
+        (Some(s), d) => {
+            let length = d.map_or(Duration::ZERO, |d| d.0);
+            let cron = CronSchedule::parse(s).map_err(|e| format!("schedule {s:?}: {}", e.0))?;
+            Ok(cron.active_at(unix_now, length))
+        }
+        (None, Some(_)) => Err("a duration without a schedule".into()),
     }
 }
 
@@ -291,31 +312,58 @@ spec:
     }
 
     #[test]
-    fn budgets_take_the_smallest_active_one_less_what_is_in_progress() {
+    fn budgets_take_the_smallest_active_one_naming_the_reason() {
         let np = pool(r#"[{nodes: "20%"}, {nodes: "3", reasons: [Drifted]}]"#);
+        assert_eq!(allowed_disruptions(&np, DisruptionReason::Empty, 11, 0), 3);
         assert_eq!(
-            allowed_disruptions(&np, DisruptionReason::Empty, 11, 0, 0),
+            allowed_disruptions(&np, DisruptionReason::Drifted, 100, 0),
             3
-        );
-        assert_eq!(
-            allowed_disruptions(&np, DisruptionReason::Drifted, 100, 1, 0),
-            2
         );
         let zero = pool(r#"[{nodes: "0"}]"#);
         assert_eq!(
-            allowed_disruptions(&zero, DisruptionReason::Underutilized, 50, 0, 0),
+            allowed_disruptions(&zero, DisruptionReason::Underutilized, 50, 0),
             0
         );
-        // business hours (09:00–17:00 UTC) allow nothing; outside them, the default 10%
+        // a reason no budget names, or no budget at all: no limit (not a default 10%)
+        let drift_only = pool(r#"[{nodes: "0", reasons: [Drifted]}]"#);
+        assert_eq!(
+            allowed_disruptions(&drift_only, DisruptionReason::Empty, 30, 0),
+            UNLIMITED
+        );
+        assert_eq!(
+            allowed_disruptions(&pool("[]"), DisruptionReason::Empty, 30, 0),
+            UNLIMITED
+        );
+        // business hours (09:00–17:00 UTC) allow nothing; outside them, no limit
         let window = pool(r#"[{nodes: "0", schedule: "0 9 * * *", duration: 8h}]"#);
         let day = 20_454 * 86_400;
+        let at = |h: u64| day + h * 3600;
         assert_eq!(
-            allowed_disruptions(&window, DisruptionReason::Empty, 30, 0, day + 10 * 3600),
+            allowed_disruptions(&window, DisruptionReason::Empty, 30, at(10)),
             0
         );
         assert_eq!(
-            allowed_disruptions(&window, DisruptionReason::Empty, 30, 0, day + 20 * 3600),
-            3
+            allowed_disruptions(&window, DisruptionReason::Empty, 30, at(20)),
+            UNLIMITED
+        );
+        // a budget that cannot be read stops every reason, whatever it names
+        let unreadable = pool(
+            r#"[{nodes: "0", schedule: "61 * * * *", duration: 1h, reasons: [Drifted]}, {nodes: "10"}]"#,
+        );
+        assert_eq!(
+            allowed_disruptions(&unreadable, DisruptionReason::Empty, 30, at(10)),
+            0
+        );
+        let orphan = pool(r#"[{nodes: "5", duration: 1h}]"#);
+        assert_eq!(
+            allowed_disruptions(&orphan, DisruptionReason::Empty, 30, at(10)),
+            0
+        );
+        // a schedule without a duration never opens
+        let instant = pool(r#"[{nodes: "0", schedule: "@hourly"}, {nodes: "4"}]"#);
+        assert_eq!(
+            allowed_disruptions(&instant, DisruptionReason::Empty, 30, at(10)),
+            4
         );
     }
 

@@ -311,6 +311,7 @@ pub fn claim_record(
         drifted,
         deletion_stored: deleting.is_some(),
         deleting,
+        instance_terminating: is_true(status, condition_types::INSTANCE_TERMINATING),
         // a restarted node repair sets it again if the node is still unhealthy
         terminate_at: None,
         overlaid_prices: BTreeMap::new(),

@@ -602,3 +602,369 @@ spec:
             .join("\n")
     );
 }
+
+/// A NodePool named `name` with `budgets` (given whole: the API server's default of one 10 %
+/// budget is not added by either reader).
+fn budgeted_pool(name: &str, budgets: Value) -> Value {
+    serde_json::json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": name, "uid": format!("uid-{name}")},
+        "spec": {
+            "disruption": {"consolidateAfter": "1m", "budgets": budgets},
+            "template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [],
+            }},
+        },
+    })
+}
+
+const REASONS: [&str; 4] = ["Empty", "Drifted", "Underutilized", "Unhealthy"];
+
+/// How many nodes a NodePool's budgets let each reason disrupt is what Karpenter's own
+/// `MustGetAllowedDisruptions` says, over budgets with and without reasons and schedules (in
+/// and out of their windows), percentages, no budget for a reason, and budgets Karpenter cannot
+/// read (which stop every reason).
+#[test]
+fn disruption_budgets_allow_what_karpenters_allow() {
+    use kerf_api::nodepool::DisruptionReason;
+    let budgets = [
+        serde_json::json!([{"nodes": "10%"}]),
+        serde_json::json!([]),
+        serde_json::json!([{"nodes": "0", "reasons": ["Drifted"]}]),
+        serde_json::json!([{"nodes": "5"}, {"nodes": "20%", "reasons": ["Empty", "Underutilized"]}]),
+        serde_json::json!([{"nodes": "0", "schedule": "0 9 * * 1-5", "duration": "8h"}, {"nodes": "100%"}]),
+        serde_json::json!([{"nodes": "3", "schedule": "@daily", "duration": "1h"}]),
+        serde_json::json!([{"nodes": "2", "schedule": "*/15 * * * *", "duration": "5m"}]),
+        serde_json::json!([{"nodes": "1", "schedule": "0 9 * * MON-FRI", "duration": "10h", "reasons": ["Underutilized"]}]),
+        serde_json::json!([{"nodes": "0", "schedule": "0 0 1 * *", "duration": "720h"}]),
+        serde_json::json!([{"nodes": "0", "schedule": "61 * * * *", "duration": "1h", "reasons": ["Drifted"]}, {"nodes": "10"}]),
+        serde_json::json!([{"nodes": "0", "schedule": "@hourly"}, {"nodes": "4"}]),
+        serde_json::json!([{"nodes": "5", "duration": "1h"}]),
+        serde_json::json!([{"nodes": "33%", "reasons": ["Unhealthy"]}, {"nodes": "1%"}]),
+    ];
+    let times = [
+        "2026-11-30T10:00:00Z",
+        "2026-11-30T09:00:00Z",
+        "2026-11-30T17:00:00Z",
+        "2026-11-30T10:03:00Z",
+        "2026-11-30T10:07:30Z",
+        "2026-11-29T12:00:00Z",
+        "2026-12-01T00:30:00Z",
+    ];
+    let counts = [0, 1, 7, 10, 33];
+    let mut items = Vec::new();
+    let mut asked = Vec::new();
+    for (b, budget) in budgets.iter().enumerate() {
+        let pool = budgeted_pool(&format!("p{b}"), budget.clone());
+        for now in times {
+            for nodes in counts {
+                for reason in REASONS {
+                    items.push(serde_json::json!({
+                        "kind": "DisruptionBudget", "nodePool": pool, "nodes": nodes,
+                        "reason": reason, "now": now,
+                    }));
+                    asked.push((b, now, nodes, reason));
+                }
+            }
+        }
+    }
+    let answers = karpenter_says(&items);
+    let mut differences = Vec::new();
+    for ((b, now, nodes, reason), answer) in asked.iter().zip(&answers) {
+        let np: NodePool =
+            serde_json::from_value(budgeted_pool("p", budgets[*b].clone())).expect("a NodePool");
+        let r: DisruptionReason = serde_json::from_value((*reason).into()).expect("a reason");
+        let unix = now
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .expect("a time")
+            .as_second();
+        let ours = kerf_core::disruption_rules::allowed_disruptions(
+            &np,
+            r,
+            *nodes,
+            u64::try_from(unix).expect("after 1970"),
+        );
+        let theirs = answer["allowed"].as_u64().expect("allowed");
+        if ours as u64 != theirs {
+            differences.push(format!(
+                "budgets {} at {now}, {nodes} nodes, {reason}: Kerf {ours}, Karpenter {theirs}",
+                budgets[*b]
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// A Node and its NodeClaim (either may be left out) of NodePool `pool`, as Karpenter's
+/// objects stand: `initialized` and `registered` the Node's labels, `ready` its Ready status
+/// (no condition at all when `None`), the NodeClaim deleting or its instance terminating.
+struct BudgetNode {
+    name: &'static str,
+    pool: &'static str,
+    node: bool,
+    claim: bool,
+    initialized: bool,
+    registered: bool,
+    ready: Option<&'static str>,
+    deleting: bool,
+    terminating: bool,
+}
+
+impl BudgetNode {
+    fn objects(&self) -> (Option<Value>, Option<Value>) {
+        let provider_id = format!("aws:///us-east-1a/i-{}", self.name);
+        let mut labels = serde_json::Map::new();
+        labels.insert("karpenter.sh/nodepool".into(), self.pool.into());
+        for (k, v) in instance_labels(&[]).as_object().expect("labels").iter() {
+            labels.insert(k.clone(), v.clone());
+        }
+        let mut node_labels = labels.clone();
+        node_labels.insert("kubernetes.io/hostname".into(), self.name.into());
+        if self.initialized {
+            node_labels.insert("karpenter.sh/initialized".into(), "true".into());
+        }
+        if self.registered {
+            node_labels.insert("karpenter.sh/registered".into(), "true".into());
+        }
+        let conditions: Vec<Value> = (self.ready.iter())
+            .map(|s| serde_json::json!({"type": "Ready", "status": s, "lastTransitionTime": "2026-11-30T09:00:00Z"}))
+            .collect();
+        // an uninitialized node keeps a startup taint, so that no lifecycle initializes it
+        let startup: Vec<Value> = (!self.initialized)
+            .then(|| serde_json::json!({"key": "example.com/agent", "effect": "NoSchedule"}))
+            .into_iter()
+            .collect();
+        let node = self.node.then(|| {
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": self.name, "labels": node_labels, "creationTimestamp": "2026-11-30T08:00:00Z"},
+                "spec": {"providerID": provider_id, "taints": startup},
+                "status": {
+                    "conditions": conditions,
+                    "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+                    "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+                },
+            })
+        });
+        let mut claim_conditions = vec![
+            serde_json::json!({"type": "Launched", "status": "True", "reason": "Launched", "message": "", "lastTransitionTime": "2026-11-30T08:00:00Z"}),
+        ];
+        if self.terminating {
+            claim_conditions.push(serde_json::json!({"type": "InstanceTerminating", "status": "True", "reason": "InstanceTerminating", "message": "", "lastTransitionTime": "2026-11-30T09:59:00Z"}));
+        }
+        let mut meta = serde_json::json!({
+            "name": format!("{}-claim", self.name), "labels": labels,
+            "creationTimestamp": "2026-11-30T08:00:00Z",
+            "finalizers": ["karpenter.sh/termination"],
+        });
+        if self.deleting {
+            meta["deletionTimestamp"] = "2026-11-30T09:59:00Z".into();
+        }
+        let claim = self.claim.then(|| {
+            serde_json::json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                "metadata": meta,
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                    "requirements": [],
+                    "startupTaints": startup,
+                },
+                "status": {
+                    "providerID": provider_id,
+                    "nodeName": self.node.then_some(self.name),
+                    "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+                    "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+                    "conditions": claim_conditions,
+                },
+            })
+        });
+        (node, claim)
+    }
+}
+
+/// The nodes each NodePool's budgets count, and how many of them already take from the
+/// budget, are what Karpenter's own `NodePoolStatsFromNodes` says for the same Nodes and
+/// NodeClaims, for every reason: only initialized Nodes with a NodeClaim whose instance is not
+/// terminating; a deleting NodeClaim's node and (but for repair) a node not Ready take from it.
+/// Kerf's `karpenter_nodepools_allowed_disruptions` and `…_nodes_consuming_budgets` gauges,
+/// after the controllers observed the objects, are compared with Karpenter's answers.
+#[test]
+fn disruption_budgets_count_the_nodes_karpenter_counts() {
+    use kerf_core::observe::{Object, Observation};
+    let node = |name, pool, ready| BudgetNode {
+        name,
+        pool,
+        node: true,
+        claim: true,
+        initialized: true,
+        registered: true,
+        ready: Some(ready),
+        deleting: false,
+        terminating: false,
+    };
+    let nodes = [
+        node("a1", "a", "True"),
+        node("a2", "a", "True"),
+        node("a3", "a", "True"),
+        node("a4", "a", "True"),
+        node("a5", "a", "False"),
+        node("a6", "a", "Unknown"),
+        BudgetNode {
+            ready: None,
+            ..node("a7", "a", "True")
+        },
+        BudgetNode {
+            initialized: false,
+            ..node("a8", "a", "True")
+        },
+        BudgetNode {
+            initialized: false,
+            ..node("a9", "a", "False")
+        },
+        BudgetNode {
+            deleting: true,
+            ..node("a10", "a", "True")
+        },
+        BudgetNode {
+            deleting: true,
+            ..node("a11", "a", "False")
+        },
+        BudgetNode {
+            terminating: true,
+            deleting: true,
+            ..node("a12", "a", "True")
+        },
+        BudgetNode {
+            claim: false,
+            ..node("a13", "a", "True")
+        },
+        BudgetNode {
+            node: false,
+            ..node("a14", "a", "True")
+        },
+        BudgetNode {
+            registered: false,
+            ..node("a15", "a", "True")
+        },
+        node("b1", "b", "True"),
+        node("b2", "b", "False"),
+        BudgetNode {
+            deleting: true,
+            ..node("b3", "b", "True")
+        },
+    ];
+    let pools = [
+        budgeted_pool("a", serde_json::json!([{"nodes": "50%"}])),
+        budgeted_pool(
+            "b",
+            serde_json::json!([{"nodes": "3"}, {"nodes": "0", "reasons": ["Drifted"]}]),
+        ),
+        budgeted_pool("c", serde_json::json!([{"nodes": "10%"}])),
+    ];
+    let epoch: u64 = 1_796_032_800; // 2026-11-30T10:00:00Z
+    let settings = kerf_core::controllers::Settings {
+        epoch_unix: epoch,
+        ..Default::default()
+    };
+    let mut core = kerf_core::controllers::Controllers::new(settings, 7);
+    let at = Duration::from_secs(1);
+    for p in &pools {
+        let np: NodePool = serde_json::from_value(p.clone()).expect("a NodePool");
+        core.observe(Observation::Applied(Object::node_pool(np)), at);
+    }
+    let objects: Vec<(Option<Value>, Option<Value>)> =
+        nodes.iter().map(BudgetNode::objects).collect();
+    for (node, claim) in &objects {
+        if let Some(c) = claim {
+            let c: kerf_api::NodeClaim = serde_json::from_value(c.clone()).expect("a NodeClaim");
+            core.observe(Observation::Applied(Object::nodeclaim(c)), at);
+        }
+        if let Some(n) = node {
+            let n: k8s_openapi::api::core::v1::Node =
+                serde_json::from_value(n.clone()).expect("a Node");
+            core.observe(Observation::Applied(Object::Node(Box::new(n))), at);
+        }
+    }
+    let mut now = at;
+    let mut blocked = std::collections::BTreeSet::new();
+    while now < Duration::from_secs(60) {
+        now += Duration::from_secs(1);
+        for action in core.poll(now) {
+            if let kerf_core::controllers::Action::Event(e) = action
+                && e.kind == kerf_core::controllers::EventObject::NodePool
+            {
+                blocked.insert((e.name, e.reason, e.message));
+            }
+        }
+    }
+    // a NodePool with nodes whose budgets allow a reason nothing says so, as Karpenter's
+    // disruption controller does (`NodePoolBlockedForDisruptionReason`)
+    assert_eq!(
+        blocked.into_iter().collect::<Vec<_>>(),
+        [(
+            "b".to_string(),
+            "DisruptionBlocked",
+            "No allowed disruptions for disruption reason Drifted due to blocking budget"
+                .to_string()
+        )]
+    );
+    let metrics = core.render_metrics(now, &[]);
+    // a gauge's value for one NodePool and reason, from the served text
+    let gauge = |family: &str, pool: &str, reason: &str| -> Option<u64> {
+        let want = [
+            format!("nodepool=\"{pool}\""),
+            format!("reason=\"{reason}\""),
+        ];
+        metrics
+            .lines()
+            .find_map(|line| {
+                let rest = line.strip_prefix(family)?.strip_prefix('{')?;
+                let (labels, value) = rest.split_once("} ")?;
+                let labels: Vec<&str> = labels.split(',').collect();
+                let matches = want.iter().all(|w| labels.contains(&w.as_str()));
+                matches.then(|| value.trim().parse::<f64>().ok()).flatten()
+            })
+            .map(|v| v as u64)
+    };
+    let pairs: Vec<Value> = (objects.iter())
+        .map(|(node, claim)| serde_json::json!({"node": node, "nodeClaim": claim}))
+        .collect();
+    let now_text = k8s_openapi::jiff::Timestamp::from_second(
+        i64::try_from(epoch + now.as_secs()).expect("a time"),
+    )
+    .expect("a time")
+    .to_string();
+    let mut differences = Vec::new();
+    for reason in REASONS {
+        let stats = karpenter_says(&[
+            serde_json::json!({"kind": "NodePoolStats", "reason": reason, "nodes": pairs}),
+        ]);
+        let count = |field: &str, pool: &str| stats[0][field][pool].as_u64().unwrap_or(0);
+        let mut asks = Vec::new();
+        for p in &pools {
+            let name = p["metadata"]["name"].as_str().expect("a name");
+            asks.push(serde_json::json!({
+                "kind": "DisruptionBudget", "nodePool": p, "nodes": count("numNodes", name),
+                "reason": reason, "now": now_text,
+            }));
+        }
+        let allowed = karpenter_says(&asks);
+        for (p, answer) in pools.iter().zip(&allowed) {
+            let name = p["metadata"]["name"].as_str().expect("a name");
+            let lower = reason.to_lowercase();
+            let theirs = (answer["allowed"].as_u64(), Some(count("disrupting", name)));
+            let ours = (
+                gauge("karpenter_nodepools_allowed_disruptions", name, &lower),
+                gauge("karpenter_nodepools_nodes_consuming_budgets", name, &lower),
+            );
+            if ours != theirs {
+                differences.push(format!(
+                    "nodepool {name}, {reason}: Kerf (allowed, consuming) {ours:?}, Karpenter {theirs:?} over {} counted nodes",
+                    count("numNodes", name)
+                ));
+            }
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}

@@ -312,12 +312,14 @@ apiVersion: v1
 kind: Node
 metadata:
   name: n1
-  labels: {karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.2xlarge, topology.kubernetes.io/zone: us-east-1a, karpenter.sh/capacity-type: on-demand, kubernetes.io/arch: amd64, kubernetes.io/os: linux, kubernetes.io/hostname: n1}
+  labels: {karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.2xlarge, topology.kubernetes.io/zone: us-east-1a, karpenter.sh/capacity-type: on-demand, kubernetes.io/arch: amd64, kubernetes.io/os: linux, kubernetes.io/hostname: n1, karpenter.sh/registered: "true", karpenter.sh/initialized: "true"}
 spec:
   providerID: aws:///us-east-1a/i-0123456789abcdef0
 status:
   capacity: {cpu: "8", memory: 32Gi, pods: "58"}
   allocatable: {cpu: 7910m, memory: 29Gi, pods: "58"}
+  conditions:
+  - {type: Ready, status: "True", lastTransitionTime: "2026-11-25T10:00:00Z"}
 "#;
     yaml + pods
 }

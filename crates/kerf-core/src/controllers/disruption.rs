@@ -57,6 +57,17 @@ impl Backoff {
     }
 }
 
+/// A NodePool's nodes as its disruption budgets count them ([`Controllers::budget_counts`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct BudgetCounts {
+    /// The nodes the budgets' percentages are of.
+    nodes: usize,
+    /// Those being deleted or tainted by a command.
+    going: usize,
+    /// The others that are not Ready.
+    only_not_ready: usize,
+}
+
 /// Where a command is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
@@ -223,7 +234,7 @@ pub(super) struct State {
     /// Nodes whose replacements failed to launch, by node name.
     pub(super) backoffs: BTreeMap<String, Backoff>,
     /// Each NodePool's budget by reason at the last pass that looked, for the metrics.
-    pub(super) budgets: BTreeMap<(String, String), crate::metrics::BudgetReading>,
+    pub(super) budgets: BTreeMap<(String, DisruptionReason), crate::metrics::BudgetReading>,
     /// The nodes node repair may replace, by node name, as the last pass found them.
     pub(super) repairs: BTreeMap<String, super::health::RepairDue>,
     /// The decisions of the repair commands under way, by node name, as they were taken.
@@ -489,13 +500,13 @@ impl Controllers {
             });
             names.push(name.clone());
         }
+        let budgets = self.budgets_now();
         let mut allowed = BTreeMap::new();
-        let unix = self.settings.epoch_unix + self.now.as_secs();
         for (i, pool) in pool_names.iter().enumerate() {
-            let np = &cluster.node_pools[pool];
-            let (total, deleting) = self.pool_node_counts(pool);
             for r in crate::consolidation::BUDGET_REASONS {
-                allowed.insert((i, r), allowed_disruptions(np, r, total, deleting, unix));
+                let left = (budgets.get(&(pool.as_str(), r)))
+                    .map_or(0, |b| b.allowed.saturating_sub(b.consuming));
+                allowed.insert((i, r), left);
             }
         }
         let objects = pool_names.iter().map(|n| &cluster.node_pools[n]).collect();
@@ -518,42 +529,63 @@ impl Controllers {
         )
     }
 
-    /// Each NodePool's budget for each reason now, as Karpenter's budget gauges read:
-    /// what the budget allows before the nodes already disrupting, and those nodes.
-    fn budget_readings(&self) -> BTreeMap<(String, String), crate::metrics::BudgetReading> {
+    /// Each NodePool's budget for each reason now, as Karpenter works it out
+    /// (`BuildDisruptionBudgetMapping`): what its budgets allow over the nodes that count, and
+    /// how many of those already take from it. Its gauges show both.
+    fn budgets_now(&self) -> BTreeMap<(&str, DisruptionReason), crate::metrics::BudgetReading> {
         let unix = self.settings.epoch_unix + self.now.as_secs();
+        let counts = self.budget_counts();
         let mut out = BTreeMap::new();
         for (name, np) in &self.cluster.node_pools {
-            let (total, deleting) = self.pool_node_counts(name);
+            let c = counts.get(name.as_str()).copied().unwrap_or_default();
             for r in crate::consolidation::BUDGET_REASONS {
-                let reading = crate::metrics::BudgetReading {
-                    allowed: allowed_disruptions(np, r, total, 0, unix),
-                    consuming: deleting,
+                let consuming = match r {
+                    DisruptionReason::Unhealthy => c.going,
+                    _ => c.going + c.only_not_ready,
                 };
-                out.insert((name.clone(), r.as_str().to_lowercase()), reading);
+                let reading = crate::metrics::BudgetReading {
+                    allowed: allowed_disruptions(np, r, c.nodes, unix),
+                    consuming,
+                    nodes: c.nodes,
+                };
+                out.insert((name.as_str(), r), reading);
             }
         }
         out
     }
 
-    /// A NodePool's nodes, and how many of them are being deleted.
-    fn pool_node_counts(&self, pool: &str) -> (usize, usize) {
-        let mut total = 0;
-        let mut deleting = 0;
+    /// Each NodePool's nodes as Karpenter's budgets count them (`NodePoolStatsFromNodes`):
+    /// Nodes with a NodeClaim, initialized (the Node's label), whose instance is not already
+    /// terminating, by the NodePool the registered Node's label names (the NodeClaim's
+    /// before it registers). Of those, the ones already disrupting: being deleted, or
+    /// tainted by a command of these controllers (Karpenter's mark for deletion), and
+    /// besides them those only not Ready, which take from every budget but repair's (not
+    /// being Ready is what repair acts on).
+    fn budget_counts(&self) -> BTreeMap<&str, BudgetCounts> {
+        let mut out: BTreeMap<&str, BudgetCounts> = BTreeMap::new();
         for n in self.cluster.nodes.values() {
-            let Some(c) = n
-                .nodeclaim
-                .as_ref()
-                .and_then(|c| self.cluster.nodeclaims.get(c))
+            let Some(c) = (n.nodeclaim.as_ref()).and_then(|c| self.cluster.nodeclaims.get(c))
             else {
                 continue;
             };
-            if c.node_pool == pool {
-                total += 1;
-                deleting += usize::from(c.deleting.is_some());
+            let label = |k: &str| n.labels.get(k).map(String::as_str);
+            if label(labels::INITIALIZED) != Some("true") || c.instance_terminating {
+                continue;
+            }
+            let pool = if label(labels::REGISTERED) == Some("true") {
+                label(labels::NODEPOOL).unwrap_or_default()
+            } else {
+                c.node_pool.as_str()
+            };
+            let counts = out.entry(pool).or_default();
+            counts.nodes += 1;
+            if c.deleting.is_some() || n.tainting {
+                counts.going += 1;
+            } else if !n.ready {
+                counts.only_not_ready += 1;
             }
         }
-        (total, deleting)
+        out
     }
 
     /// Plans a command over the cluster as it is now and records the evaluation's metrics;
@@ -601,7 +633,6 @@ impl Controllers {
             started.elapsed().as_secs_f64(),
         );
         self.disruption.eligible = eligible;
-        self.disruption.budgets = self.budget_readings();
         Some((command?, names))
     }
 
@@ -618,6 +649,27 @@ impl Controllers {
             .backoffs
             .retain(|n, _| nodes.contains_key(n));
         self.find_repairs();
+        // the budget gauges at every pass, as Karpenter sets them each time it looks; a
+        // NodePool with nodes whose budgets allow nothing for a reason says so
+        self.disruption.budgets = (self.budgets_now().into_iter())
+            .map(|((pool, r), b)| ((pool.to_string(), r), b))
+            .collect();
+        let blocked: Vec<(String, DisruptionReason)> = (self.disruption.budgets.iter())
+            .filter(|(_, b)| b.nodes > 0 && b.allowed == 0)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for (pool, reason) in blocked {
+            self.event(Event {
+                kind: EventObject::NodePool,
+                name: pool,
+                warning: false,
+                reason: "DisruptionBlocked",
+                message: format!(
+                    "No allowed disruptions for disruption reason {} due to blocking budget",
+                    reason.as_str()
+                ),
+            });
+        }
         if self.disruption.command.is_some() {
             return;
         }
@@ -728,7 +780,7 @@ impl Controllers {
         let unix = self.settings.epoch_unix + self.now.as_secs();
         let budget_windows = (self.cluster.node_pools.values())
             .flat_map(|np| &np.spec.disruption.budgets)
-            .map(|b| budget_active(b, unix))
+            .map(|b| budget_active(b, unix).unwrap_or(false))
             .collect();
         Written {
             cluster: self.cluster.generation(),

@@ -19,7 +19,7 @@ use super::Controllers;
 use super::blockers::{Gathered, Wanted};
 use super::provisioning::Packing;
 use crate::consolidation::{Alone, ClusterView, Method, Worth, alone, plan};
-use crate::disruption_rules::{budget_active, consolidatable_at};
+use crate::disruption_rules::{budget_active, budget_allows, consolidatable_at};
 
 /// Why a pod is where it is.
 #[derive(Clone, Debug, Serialize)]
@@ -489,7 +489,8 @@ impl Controllers {
                 .iter()
                 .enumerate()
                 .filter(|(_, b)| {
-                    (b.reasons.is_empty() || b.reasons.contains(&r)) && budget_active(b, unix)
+                    (b.reasons.is_empty() || b.reasons.contains(&r))
+                        && budget_active(b, unix).unwrap_or(false)
                 })
                 .map(|(i, b)| match (&b.schedule, b.duration) {
                     (Some(s), Some(d)) => {
@@ -516,8 +517,17 @@ impl Controllers {
                     _ => format!("budgets[{i}] (nodes {:?})", b.nodes),
                 })
                 .collect();
-            let which = if active.is_empty() {
-                "the default budget of 10% of the NodePool's nodes, all in use".to_string()
+            // a budget that cannot be read allows nothing for any reason, as in Karpenter
+            let unreadable: Vec<String> = (d.budgets.iter().enumerate())
+                .filter_map(|(i, b)| {
+                    let error = budget_allows(b, 0, unix).err()?;
+                    Some(format!("budgets[{i}] cannot be read ({error})"))
+                })
+                .collect();
+            let which = if !unreadable.is_empty() {
+                unreadable.join(", ")
+            } else if active.is_empty() {
+                "its budgets, all in use".to_string()
             } else {
                 active.join(", ")
             };

@@ -799,6 +799,7 @@ impl Controllers {
                 drifted: None,
                 deleting: None,
                 deletion_stored: false,
+                instance_terminating: false,
                 terminate_at: None,
                 overlaid_prices,
             },

@@ -194,7 +194,8 @@ impl Controllers {
         let unix = self.settings.epoch_unix + self.now.as_secs();
         let total = active.len() + usize::try_from(others).unwrap_or(0);
         let deleting = usize::try_from(others).unwrap_or(0);
-        let budget = allowed_disruptions(&np, DisruptionReason::Drifted, total, deleting, unix);
+        let budget = allowed_disruptions(&np, DisruptionReason::Drifted, total, unix)
+            .saturating_sub(deleting);
         let limit = np.spec.limits.get("nodes").map_or(i64::MAX, |q| {
             i64::try_from(q.milli() / 1000).unwrap_or(i64::MAX)
         });

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::labels;
+use kerf_api::nodepool::DisruptionReason;
 use kerf_scheduling::resources::Resources;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -66,8 +67,10 @@ pub(super) fn is_read_off_state(spec: &Spec) -> bool {
 pub struct BudgetReading {
     /// Nodes the budget lets be disrupted at once (before those already disrupting).
     pub allowed: usize,
-    /// Nodes disrupting now (being deleted).
+    /// Nodes taking from it now (being deleted, tainted by a command, or not Ready).
     pub consuming: usize,
+    /// Nodes it counts (the ones its percentages are of).
+    pub nodes: usize,
 }
 
 /// What the provisioner's last pass left.
@@ -87,8 +90,8 @@ pub struct StateView<'a> {
     pub unavailable: &'a UnavailableOfferings,
     /// Nodes each disruption reason could act on, at the last pass.
     pub eligible: &'a BTreeMap<String, usize>,
-    /// Each NodePool's budgets by reason (lower case), at the last disruption pass.
-    pub budgets: &'a BTreeMap<(String, String), BudgetReading>,
+    /// Each NodePool's budgets by reason, at the last disruption pass.
+    pub budgets: &'a BTreeMap<(String, DisruptionReason), BudgetReading>,
     /// The provisioner's last pass.
     pub scheduling: &'a SchedulingReading,
     /// Since when the shell's view of the API server has not been whole (a watch relisting),
@@ -194,6 +197,7 @@ pub(super) fn gauges(view: &StateView<'_>) -> Registry {
         gauge(&families::NODEPOOLS_COST).set(&[name], cost);
     }
     for ((pool, reason), b) in view.budgets {
+        let reason = &reason.as_str().to_lowercase();
         gauge(&families::NODEPOOLS_ALLOWED_DISRUPTIONS).set(&[pool, reason], b.allowed as f64);
         gauge(&families::NODEPOOLS_NODES_CONSUMING_BUDGETS)
             .set(&[pool, reason], b.consuming as f64);

@@ -16,8 +16,12 @@ use kerf_api::nodepool::DisruptionReason;
 use crate::kube_scheduler::selector_matches;
 
 /// How many nodes of a NodePool with `nodes` nodes, `disrupting` of them already going,
-/// its budgets let `reason` take at `unix_now`: the tightest active budget (a percentage
-/// of the nodes, rounded up), 10 % when none applies, less what is already going.
+/// its budgets let `reason` take at `unix_now`: the tightest active budget naming the reason
+/// (or none), a percentage of the nodes rounded up; no limit when no active budget names it;
+/// and nothing while any budget cannot be read (a schedule this reading rejects, a duration
+/// without a schedule, a node count that is not one), as Karpenter's
+/// `NodePool.MustGetAllowedDisruptions` fails closed. A schedule without a duration never
+/// opens (Karpenter's `Budget.IsActive` looks for a firing within no time).
 pub fn budget_room(
     np: &NodePool,
     reason: DisruptionReason,
@@ -25,21 +29,30 @@ pub fn budget_room(
     disrupting: i64,
     unix_now: i64,
 ) -> i64 {
-    let active = np.spec.disruption.budgets.iter().filter(|b| {
-        (b.reasons.is_empty() || b.reasons.contains(&reason))
-            && match (&b.schedule, &b.duration) {
-                (Some(s), Some(d)) => window_open(s, d.0.as_secs() as i64, unix_now),
-                _ => true,
+    let mut room = i64::from(i32::MAX);
+    for b in &np.spec.disruption.budgets {
+        let active = match (&b.schedule, &b.duration) {
+            (None, None) => true,
+            (Some(s), d) => {
+                if expand(s).is_none() {
+                    return 0;
+                }
+                window_open(s, d.map_or(0, |d| d.0.as_secs() as i64), unix_now)
             }
-    });
-    let room = active
-        .map(|b| match b.nodes.strip_suffix('%') {
+            (None, Some(_)) => return 0,
+        };
+        let count = match b.nodes.strip_suffix('%') {
             // ceil(nodes × p / 100)
-            Some(p) => (nodes * p.parse::<i64>().unwrap_or(0) + 99) / 100,
-            None => b.nodes.parse::<i64>().unwrap_or(0),
-        })
-        .min()
-        .unwrap_or((nodes + 9) / 10);
+            Some(p) => p.parse::<i64>().ok().map(|p| (nodes * p + 99) / 100),
+            None => b.nodes.parse::<i64>().ok(),
+        };
+        let Some(count) = count else {
+            return 0;
+        };
+        if active && (b.reasons.is_empty() || b.reasons.contains(&reason)) {
+            room = room.min(count);
+        }
+    }
     (room - disrupting).max(0)
 }
 
@@ -302,10 +315,17 @@ mod tests {
             budget_room(&closed, DisruptionReason::Empty, 10, 0, monday(12, 0)),
             0
         );
-        // outside the window no budget applies: Karpenter's default of 10 %, rounded up
+        // outside the window no budget applies: no limit (Karpenter's MaxInt32)
         assert_eq!(
             budget_room(&closed, DisruptionReason::Empty, 11, 0, monday(18, 0)),
-            2
+            i64::from(i32::MAX)
+        );
+        // a budget that cannot be read stops every reason
+        let unreadable =
+            pool("[{nodes: '0', schedule: '0 25 * * *', duration: 1h, reasons: [Drifted]}]");
+        assert_eq!(
+            budget_room(&unreadable, DisruptionReason::Empty, 10, 0, 0),
+            0
         );
     }
 
