@@ -19,12 +19,14 @@
 //     disruption controller reads them (`MustGetAllowedDisruptions`);
 //   - {"kind": "NodePoolStats", "reason", "nodes": [{"node", "nodeClaim"}]}: the nodes each
 //     NodePool's budgets count and how many of them already disrupt, for `reason`, over the
-//     given Node and NodeClaim pairs (either may be null) as cluster state holds them.
+//     given Node and NodeClaim pairs (either may be null) as cluster state holds them;
+//   - {"kind": "DoNotDisrupt", "pods", "now"}: whether each pod keeps its node from voluntary
+//     disruption at `now` by its `karpenter.sh/do-not-disrupt` annotation (`IsDisruptable`).
 //
 // Output (stdout): a JSON array, one result per item: {"kind", "name", "hash", "version"},
 // {"kind", "costs", "cost"}, {"kind", "score", "approved"} (the score as text: it may be +Inf),
 // {"kind", "families": [{"name", "type", "help", "labels", "buckets"}]}, {"kind", "allowed"} or
-// {"kind", "numNodes", "disrupting"} (by NodePool).
+// {"kind", "numNodes", "disrupting"} (by NodePool) or {"kind", "blocks"} (one per pod).
 package main
 
 import (
@@ -47,6 +49,7 @@ import (
 	"sigs.k8s.io/karpenter/pkg/controllers/state"
 	"sigs.k8s.io/karpenter/pkg/operator/options"
 	disruptionutils "sigs.k8s.io/karpenter/pkg/utils/disruption"
+	podutils "sigs.k8s.io/karpenter/pkg/utils/pod"
 
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -87,6 +90,7 @@ type result struct {
 	Allowed    *int           `json:"allowed,omitempty"`
 	NumNodes   map[string]int `json:"numNodes,omitempty"`
 	Disrupting map[string]int `json:"disrupting,omitempty"`
+	Blocks     []bool         `json:"blocks,omitempty"`
 }
 
 type family struct {
@@ -110,6 +114,11 @@ type statsQuery struct {
 		Node      *corev1.Node      `json:"node"`
 		NodeClaim *karpv1.NodeClaim `json:"nodeClaim"`
 	} `json:"nodes"`
+}
+
+type doNotDisruptQuery struct {
+	Pods []corev1.Pod `json:"pods"`
+	Now  time.Time    `json:"now"`
 }
 
 type balancedMove struct {
@@ -205,6 +214,18 @@ func main() {
 			}
 			numNodes, disrupting := disruption.NodePoolStatsFromNodes(nodes, karpv1.DisruptionReason(q.Reason))
 			out = append(out, result{Kind: "NodePoolStats", NumNodes: numNodes, Disrupting: disrupting})
+		case "DoNotDisrupt":
+			var q doNotDisruptQuery
+			if err := json.Unmarshal(doc, &q); err != nil {
+				fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
+				os.Exit(2)
+			}
+			clk := clocktesting.NewFakeClock(q.Now)
+			blocks := []bool{}
+			for j := range q.Pods {
+				blocks = append(blocks, !podutils.IsDisruptable(&q.Pods[j], clk, nil))
+			}
+			out = append(out, result{Kind: "DoNotDisrupt", Blocks: blocks})
 		default:
 			fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: kind %q is not one this program reads\n", i, head.Kind)
 			os.Exit(2)

@@ -368,6 +368,8 @@ pub struct PodRecord {
     pub nominated: Option<String>,
     /// When it was last left without a node.
     pub pending_since: Duration,
+    /// `status.startTime`: a timed `karpenter.sh/do-not-disrupt` counts from here.
+    pub started: Option<Duration>,
     /// The pod as declared, when it mounts claims: `pod` has its volumes' topology added,
     /// and is made again from this when the volumes change.
     pub declared: Option<Box<Pod>>,
@@ -728,6 +730,8 @@ impl Cluster {
             requests,
             node: node.clone(),
             nominated: if node.is_some() { None } else { nominated },
+            started: crate::disruption_rules::pod_started(&pod)
+                .map(|t| t.saturating_sub(self.epoch)),
             pending_since: if node.is_none() && old_node.is_some() {
                 now
             } else {
@@ -761,7 +765,7 @@ impl Cluster {
         if record.wants_capacity() && !wanted {
             self.changes.provisionable = true;
         }
-        match do_not_disrupt(&record.shape, record.pending_since) {
+        match do_not_disrupt(&record.shape, record.started) {
             DoNotDisrupt::Until(end) => self.timed_do_not_disrupt.insert(key.clone(), end),
             _ => self.timed_do_not_disrupt.remove(&key),
         };

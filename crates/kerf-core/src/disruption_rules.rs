@@ -73,8 +73,9 @@ pub fn budget_active(b: &Budget, unix_now: u64) -> Result<bool, String> {
 }
 
 /// Whether a pod forbids voluntary disruption of its node at `now`: the annotation is
-/// `"true"`, or a duration still running since the pod started (`started`).
-pub fn pod_blocks(pod: &Pod, started: Duration, now: Duration) -> bool {
+/// `"true"`, or a duration still running since the pod started (`started`, its
+/// `status.startTime`), or a duration on a pod not started yet.
+pub fn pod_blocks(pod: &Pod, started: Option<Duration>, now: Duration) -> bool {
     match do_not_disrupt(pod, started) {
         DoNotDisrupt::No => false,
         DoNotDisrupt::Always => true,
@@ -85,16 +86,19 @@ pub fn pod_blocks(pod: &Pod, started: Duration, now: Duration) -> bool {
 /// What a pod's `karpenter.sh/do-not-disrupt` annotation says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DoNotDisrupt {
-    /// Absent, or a value that is neither `"true"` nor a duration.
+    /// Absent, or a value that is neither `"true"` nor a positive duration.
     No,
-    /// `"true"`.
+    /// `"true"`, or a duration on a pod that has not started.
     Always,
     /// A duration: until this instant (the pod's start plus the duration).
     Until(Duration),
 }
 
-/// Reads a pod's `karpenter.sh/do-not-disrupt` annotation; a duration counts from `started`.
-pub fn do_not_disrupt(pod: &Pod, started: Duration) -> DoNotDisrupt {
+/// Reads a pod's `karpenter.sh/do-not-disrupt` annotation as Karpenter's
+/// `IsDoNotDisruptActive` does: `"true"` blocks; a positive duration blocks for that long
+/// after the pod started (`started`: its `status.startTime`), and for as long as it has no
+/// start time (Karpenter fails safe); any other value does not block.
+pub fn do_not_disrupt(pod: &Pod, started: Option<Duration>) -> DoNotDisrupt {
     let Some(v) = pod
         .metadata
         .annotations
@@ -106,7 +110,18 @@ pub fn do_not_disrupt(pod: &Pod, started: Duration) -> DoNotDisrupt {
     if v == "true" {
         return DoNotDisrupt::Always;
     }
-    parse_go_duration(v).map_or(DoNotDisrupt::No, |d| DoNotDisrupt::Until(started + d))
+    match parse_go_duration(v) {
+        Ok(d) if d > Duration::ZERO => {
+            started.map_or(DoNotDisrupt::Always, |s| DoNotDisrupt::Until(s + d))
+        }
+        _ => DoNotDisrupt::No,
+    }
+}
+
+/// A pod's `status.startTime` (when its kubelet took it), from the Unix epoch.
+pub fn pod_started(pod: &Pod) -> Option<Duration> {
+    let at = pod.status.as_ref()?.start_time.as_ref()?.0.as_millisecond();
+    Some(Duration::from_millis(u64::try_from(at).ok()?))
 }
 
 /// The order a draining node's pods go in: non-critical pods before critical ones, and
@@ -373,10 +388,13 @@ spec:
             serde_json::from_value(serde_json::json!({"metadata": {"name": "p", "annotations": {labels::DO_NOT_DISRUPT: v}}})).unwrap()
         };
         let m = Duration::from_secs(60);
-        assert!(pod_blocks(&pod("true"), Duration::ZERO, 100 * m));
-        assert!(pod_blocks(&pod("30m"), 10 * m, 39 * m));
-        assert!(!pod_blocks(&pod("30m"), 10 * m, 40 * m));
-        assert!(!pod_blocks(&pod("false"), Duration::ZERO, m));
+        assert!(pod_blocks(&pod("true"), Some(Duration::ZERO), 100 * m));
+        assert!(pod_blocks(&pod("30m"), Some(10 * m), 39 * m));
+        assert!(!pod_blocks(&pod("30m"), Some(10 * m), 40 * m));
+        // a pod not started yet is kept; a zero duration and other values keep nothing
+        assert!(pod_blocks(&pod("30m"), None, 100 * m));
+        assert!(!pod_blocks(&pod("0s"), Some(10 * m), 10 * m));
+        assert!(!pod_blocks(&pod("false"), Some(Duration::ZERO), m));
     }
 
     #[test]

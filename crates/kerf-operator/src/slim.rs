@@ -175,13 +175,15 @@ impl SlimOf for SlimPodSpec {
     type Full = Pod;
 }
 
-/// A pod's phase, nomination and PodScheduled condition.
+/// A pod's phase, nomination, PodScheduled condition and start time.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SlimPodStatus {
     phase: Option<String>,
     nominated_node_name: Option<String>,
     conditions: Option<Vec<PodCondition>>,
+    /// A timed `karpenter.sh/do-not-disrupt` counts from here.
+    start_time: Option<Time>,
 }
 
 /// A Pod as the pod watch reads it.
@@ -230,6 +232,7 @@ impl From<SlimPod> for Pod {
                     cs.shrink_to_fit();
                     cs
                 }),
+                start_time: s.start_time,
                 ..PodStatus::default()
             }),
         };
@@ -320,7 +323,7 @@ mod tests {
                 "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always",
                     "resources": {"requests": {"memory": "64Mi"}}}],
             },
-            "status": {"phase": "Pending", "conditions": [
+            "status": {"phase": "Pending", "startTime": "2026-11-30T10:00:00Z", "conditions": [
                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"},
                 {"type": "Ready", "status": "False"}]},
         });
@@ -345,6 +348,7 @@ mod tests {
         assert!(v["spec"]["containers"][0]["image"].is_null());
         assert!(v["metadata"]["managedFields"].is_null());
         assert_eq!(v["status"]["conditions"].as_array().unwrap().len(), 1);
+        assert_eq!(v["status"]["startTime"], "2026-11-30T10:00:00Z");
     }
 
     #[test]

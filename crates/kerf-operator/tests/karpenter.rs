@@ -968,3 +968,63 @@ fn disruption_budgets_count_the_nodes_karpenter_counts() {
     }
     assert!(differences.is_empty(), "{}", differences.join("\n"));
 }
+
+/// Whether a pod's `karpenter.sh/do-not-disrupt` keeps its node is what Karpenter's own
+/// `IsDisruptable` says: `"true"` always, a positive duration for that long after the pod's
+/// `status.startTime` (and while it has none), other values never.
+#[test]
+fn do_not_disrupt_holds_as_long_as_karpenters() {
+    let values = [
+        None,
+        Some("true"),
+        Some("false"),
+        Some("10m"),
+        Some("1h30m"),
+        Some("0s"),
+        Some("-5m"),
+        Some("10"),
+        Some("soon"),
+    ];
+    let starts = [
+        None,
+        Some("2026-11-30T09:55:00Z"),
+        Some("2026-11-30T08:00:00Z"),
+    ];
+    let mut pods = Vec::new();
+    for (i, value) in values.iter().enumerate() {
+        for (j, start) in starts.iter().enumerate() {
+            let mut annotations = serde_json::Map::new();
+            if let Some(v) = value {
+                annotations.insert("karpenter.sh/do-not-disrupt".into(), (*v).into());
+            }
+            pods.push(serde_json::json!({
+                "metadata": {"name": format!("p-{i}-{j}"), "namespace": "default", "annotations": annotations},
+                "spec": {"nodeName": "n", "containers": []},
+                "status": {"phase": "Running", "startTime": start},
+            }));
+        }
+    }
+    let now = "2026-11-30T10:00:00Z";
+    let answers =
+        karpenter_says(&[serde_json::json!({"kind": "DoNotDisrupt", "pods": pods, "now": now})]);
+    let theirs = answers[0]["blocks"].as_array().expect("blocks");
+    let unix = now
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .expect("a time")
+        .as_second();
+    let now = Duration::from_secs(u64::try_from(unix).expect("after 1970"));
+    let mut differences = Vec::new();
+    for (pod, blocks) in pods.iter().zip(theirs) {
+        let typed: k8s_openapi::api::core::v1::Pod =
+            serde_json::from_value(pod.clone()).expect("a pod");
+        let started = kerf_core::disruption_rules::pod_started(&typed);
+        let ours = kerf_core::disruption_rules::pod_blocks(&typed, started, now);
+        if Some(ours) != blocks.as_bool() {
+            differences.push(format!(
+                "{} started {}: Kerf {ours}, Karpenter {blocks}",
+                pod["metadata"]["annotations"], pod["status"]["startTime"]
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}

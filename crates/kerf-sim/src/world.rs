@@ -1264,7 +1264,7 @@ impl World {
         } // kube-scheduler's binding and condition update, as the API server stores them
         if let Some(p) = self.pods.get_mut(k) {
             uses(&mut self.usage, p, false);
-            p.bind(node);
+            p.bind(node, self.now);
             uses(&mut self.usage, p, true);
         }
         // a node that never reports Ready may have sent this pod here, into another's room

@@ -168,7 +168,7 @@ impl Controllers {
             }
         }
         for (key, p) in g.pods_by_node.get(name).into_iter().flatten() {
-            let until = match do_not_disrupt(&p.shape, p.pending_since) {
+            let until = match do_not_disrupt(&p.shape, p.started) {
                 DoNotDisrupt::Always => Some(None),
                 DoNotDisrupt::Until(end) if self.now < end => Some(Some(end)),
                 _ => None,

@@ -417,7 +417,7 @@ impl Controllers {
             .collect();
         let blocked = pods
             .iter()
-            .any(|p| pod_blocks(&p.shape, p.pending_since, self.now));
+            .any(|p| pod_blocks(&p.shape, p.started, self.now));
         let workload: Vec<_> = pods
             .iter()
             .filter(|p| p.owner != PodOwner::DaemonSet)

@@ -143,7 +143,7 @@ impl Controllers {
                         continue;
                     }
                     let p = &self.cluster.pods[k];
-                    let protected = pod_blocks(&p.shape, p.pending_since, self.now);
+                    let protected = pod_blocks(&p.shape, p.started, self.now);
                     if !forced && (protected || budgets.blocks(&self.cluster, k)) {
                         blocked += 1;
                         continue;

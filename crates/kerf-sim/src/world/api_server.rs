@@ -387,11 +387,33 @@ impl StoredPod {
         &self.pod
     }
 
-    /// kube-scheduler's binding and its `PodScheduled=True` condition.
-    pub fn bind(&mut self, node: &str) {
+    /// kube-scheduler's binding and its `PodScheduled=True` condition, and the kubelet
+    /// taking the pod at once: its `status.startTime` is `now`.
+    pub fn bind(&mut self, node: &str, now: Duration) {
         self.pod.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
         kerf_core::cluster::set_pod_scheduled(&mut self.pod, "True", None);
+        let unix = Duration::from_secs(crate::clock::EPOCH_UNIX) + now;
+        let ms = i64::try_from(unix.as_millis()).unwrap_or(i64::MAX);
+        let started = k8s_openapi::jiff::Timestamp::from_millisecond(ms).ok();
+        self.pod
+            .status
+            .get_or_insert_with(Default::default)
+            .start_time = started.map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time);
         self.node = Some(node.to_string());
+    }
+
+    /// When its kubelet took it (`status.startTime`), in the simulation's time.
+    pub fn started(&self) -> Option<Duration> {
+        let at = self
+            .pod
+            .status
+            .as_ref()?
+            .start_time
+            .as_ref()?
+            .0
+            .as_millisecond();
+        let unix = Duration::from_millis(u64::try_from(at).ok()?);
+        Some(unix.saturating_sub(Duration::from_secs(crate::clock::EPOCH_UNIX)))
     }
 
     /// Its node is gone and it is not deleted with it (a pod no controller owns): it waits for
@@ -402,6 +424,7 @@ impl StoredPod {
         }
         if let Some(s) = self.pod.status.as_mut() {
             s.conditions = None;
+            s.start_time = None;
         }
         self.node = None;
         self.pending_since = now;

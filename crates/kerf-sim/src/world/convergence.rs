@@ -221,7 +221,7 @@ impl World {
             key.hash(&mut h);
             p.node.hash(&mut h);
             p.pod.metadata.annotations.hash(&mut h);
-            pod_blocks(&p.pod, p.pending_since, now).hash(&mut h);
+            pod_blocks(&p.pod, p.started(), now).hash(&mut h);
         }
         let unix = EPOCH_UNIX + now.as_secs();
         for (name, np) in &self.objects.node_pools {

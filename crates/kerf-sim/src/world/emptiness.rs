@@ -141,8 +141,8 @@ impl World {
         for p in (self.pods.values()).filter(|p| p.node.as_deref() == Some(node)) {
             let pod = p.declared();
             // any PodDisruptionBudget whose selector takes the pod, in any namespace (one
-            // left out defaults on one side only), and any do-not-disrupt value (a duration
-            // counts from a start time the simulator does not set)
+            // left out defaults on one side only), and any do-not-disrupt value (this check
+            // keeps to nodes that are certainly deletable)
             let pod_labels = pod.metadata.labels.as_ref().unwrap_or(&none);
             let guarded = self.objects.pdbs.values().any(|b| {
                 (b.spec.as_ref())

@@ -552,10 +552,13 @@ impl World {
             .annotations
             .as_ref()
             .and_then(|a| a.get(labels::DO_NOT_DISRUPT));
+        // Karpenter's `IsDoNotDisruptActive`: a positive duration counts from the pod's
+        // `status.startTime`, and keeps a pod without one
         let blocked = match annotation.map(String::as_str) {
             Some("true") => true,
-            Some(d) => kerf_api::duration::parse_go_duration(d)
-                .is_ok_and(|d| self.now < p.pending_since + d),
+            Some(d) => kerf_api::duration::parse_go_duration(d).is_ok_and(|d| {
+                !d.is_zero() && p.started().is_none_or(|start| self.now < start + d)
+            }),
             None => false,
         };
         if blocked {
