@@ -21,12 +21,16 @@
 //     NodePool's budgets count and how many of them already disrupt, for `reason`, over the
 //     given Node and NodeClaim pairs (either may be null) as cluster state holds them;
 //   - {"kind": "DoNotDisrupt", "pods", "now"}: whether each pod keeps its node from voluntary
-//     disruption at `now` by its `karpenter.sh/do-not-disrupt` annotation (`IsDisruptable`).
+//     disruption at `now` by its `karpenter.sh/do-not-disrupt` annotation (`IsDisruptable`);
+//   - {"kind": "PodsDisruptable", "pods", "pdbs", "now"}: whether a node holding `pods` may be
+//     a disruption candidate as far as its pods say (`ValidatePodsDisruptable`'s two checks:
+//     each pod's do-not-disrupt, then the PodDisruptionBudgets, whose status is read as given).
 //
 // Output (stdout): a JSON array, one result per item: {"kind", "name", "hash", "version"},
 // {"kind", "costs", "cost"}, {"kind", "score", "approved"} (the score as text: it may be +Inf),
 // {"kind", "families": [{"name", "type", "help", "labels", "buckets"}]}, {"kind", "allowed"} or
-// {"kind", "numNodes", "disrupting"} (by NodePool) or {"kind", "blocks"} (one per pod).
+// {"kind", "numNodes", "disrupting"} (by NodePool), {"kind", "blocks"} (one per pod) or
+// {"kind", "blockedBy", "pdbs"} ("do-not-disrupt", "pdb" or "", and the budgets named).
 package main
 
 import (
@@ -43,12 +47,16 @@ import (
 
 	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 	"sigs.k8s.io/karpenter/pkg/controllers/disruption"
 	"sigs.k8s.io/karpenter/pkg/controllers/state"
 	"sigs.k8s.io/karpenter/pkg/operator/options"
 	disruptionutils "sigs.k8s.io/karpenter/pkg/utils/disruption"
+	pdbutils "sigs.k8s.io/karpenter/pkg/utils/pdb"
 	podutils "sigs.k8s.io/karpenter/pkg/utils/pod"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -91,6 +99,8 @@ type result struct {
 	NumNodes   map[string]int `json:"numNodes,omitempty"`
 	Disrupting map[string]int `json:"disrupting,omitempty"`
 	Blocks     []bool         `json:"blocks,omitempty"`
+	BlockedBy  *string        `json:"blockedBy,omitempty"`
+	PDBs       []string       `json:"pdbs,omitempty"`
 }
 
 type family struct {
@@ -119,6 +129,12 @@ type statsQuery struct {
 type doNotDisruptQuery struct {
 	Pods []corev1.Pod `json:"pods"`
 	Now  time.Time    `json:"now"`
+}
+
+type podsQuery struct {
+	Pods []corev1.Pod                   `json:"pods"`
+	PDBs []policyv1.PodDisruptionBudget `json:"pdbs"`
+	Now  time.Time                      `json:"now"`
 }
 
 type balancedMove struct {
@@ -226,6 +242,18 @@ func main() {
 				blocks = append(blocks, !podutils.IsDisruptable(&q.Pods[j], clk, nil))
 			}
 			out = append(out, result{Kind: "DoNotDisrupt", Blocks: blocks})
+		case "PodsDisruptable":
+			var q podsQuery
+			if err := json.Unmarshal(doc, &q); err != nil {
+				fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
+				os.Exit(2)
+			}
+			blockedBy, keys, err := podsDisruptable(ctx, q)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
+				os.Exit(2)
+			}
+			out = append(out, result{Kind: "PodsDisruptable", BlockedBy: &blockedBy, PDBs: keys})
 		default:
 			fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: kind %q is not one this program reads\n", i, head.Kind)
 			os.Exit(2)
@@ -300,4 +328,36 @@ func metricFamilies() ([]family, error) {
 		families = append(families, f)
 	}
 	return families, nil
+}
+
+// podsDisruptable runs the two pod checks of a disruption candidate in Karpenter's order: any
+// pod's do-not-disrupt, then whether the PodDisruptionBudgets (held by a fake client, their
+// status as given) let every pod be evicted.
+func podsDisruptable(ctx context.Context, q podsQuery) (string, []string, error) {
+	clk := clocktesting.NewFakeClock(q.Now)
+	pods := []*corev1.Pod{}
+	for j := range q.Pods {
+		if !podutils.IsDisruptable(&q.Pods[j], clk, nil) {
+			return "do-not-disrupt", nil, nil
+		}
+		pods = append(pods, &q.Pods[j])
+	}
+	builder := fake.NewClientBuilder().WithScheme(scheme.Scheme)
+	for j := range q.PDBs {
+		builder = builder.WithObjects(&q.PDBs[j])
+	}
+	limits, err := pdbutils.NewLimits(ctx, builder.Build())
+	if err != nil {
+		return "", nil, err
+	}
+	keys, ok := limits.CanEvictPods(pods, clk, nil)
+	if ok {
+		return "", nil, nil
+	}
+	names := []string{}
+	for _, k := range keys {
+		names = append(names, k.String())
+	}
+	sort.Strings(names)
+	return "pdb", names, nil
 }

@@ -1028,3 +1028,168 @@ fn do_not_disrupt_holds_as_long_as_karpenters() {
     }
     assert!(differences.is_empty(), "{}", differences.join("\n"));
 }
+
+/// Whether a node's pods keep it from being a disruption candidate is what Karpenter's own
+/// checks say (each pod's do-not-disrupt, then `pdb.Limits.CanEvictPods` over the budgets):
+/// a DaemonSet's pod holds its node by its annotation or a budget as a workload pod does, and
+/// a pod two budgets select holds it whatever they allow. Kerf's answer is `kerf explain`'s
+/// blockers after the controllers observed the objects; the budgets' status given to
+/// Karpenter is what the disruption controller would write for them.
+#[test]
+fn the_pods_that_hold_a_candidate_are_karpenters() {
+    use kerf_core::observe::{Object, Observation};
+    let pod = |name: &str, app: &str, daemon: bool, annotation: Option<&str>| {
+        let mut meta = serde_json::json!({
+            "name": name, "namespace": "default", "uid": format!("uid-{name}"),
+            "labels": {"app": app}, "creationTimestamp": "2026-11-30T09:00:00Z",
+        });
+        if let Some(v) = annotation {
+            meta["annotations"] = serde_json::json!({"karpenter.sh/do-not-disrupt": v});
+        }
+        if daemon {
+            meta["ownerReferences"] = serde_json::json!([{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                "name": app, "uid": format!("uid-ds-{app}"), "controller": true}]);
+        } else {
+            meta["ownerReferences"] = serde_json::json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "name": app, "uid": format!("uid-rs-{app}"), "controller": true}]);
+        }
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "pause",
+                "resources": {"requests": {"cpu": "100m"}}}]},
+            "status": {"phase": "Running", "startTime": "2026-11-30T09:00:00Z",
+                "conditions": [{"type": "Ready", "status": "True"}]},
+        })
+    };
+    // a budget over `app` with minAvailable `min` of its `pods` healthy pods, and the status
+    // the disruption controller writes for it
+    let pdb = |name: &str, app: &str, min: i32, pods: i32| {
+        serde_json::json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": app}}, "minAvailable": min},
+            "status": {"disruptionsAllowed": (pods - min).max(0), "currentHealthy": pods,
+                "desiredHealthy": min, "expectedPods": pods},
+        })
+    };
+    let cases: Vec<(&str, Vec<Value>, Vec<Value>)> = vec![
+        (
+            "a workload pod",
+            vec![pod("web-0", "web", false, None)],
+            vec![],
+        ),
+        (
+            "a daemon pod's do-not-disrupt",
+            vec![
+                pod("web-0", "web", false, None),
+                pod("agent-0", "agent", true, Some("true")),
+            ],
+            vec![],
+        ),
+        (
+            "a daemon pod's budget without room",
+            vec![
+                pod("web-0", "web", false, None),
+                pod("agent-0", "agent", true, None),
+            ],
+            vec![pdb("agent", "agent", 1, 1)],
+        ),
+        (
+            "a workload pod's budget with room",
+            vec![pod("web-0", "web", false, None)],
+            vec![pdb("web", "web", 0, 1)],
+        ),
+        (
+            "two budgets with room over one pod",
+            vec![pod("web-0", "web", false, None)],
+            vec![pdb("web-a", "web", 0, 1), pdb("web-b", "web", 0, 1)],
+        ),
+        (
+            "a workload pod's timed do-not-disrupt, run out",
+            vec![pod("web-0", "web", false, Some("30m"))],
+            vec![],
+        ),
+    ];
+    // the controllers' clock starts at midnight, before every object's timestamps, and it is
+    // 10:00 when they are asked
+    let epoch: u64 = 1_795_996_800; // 2026-11-30T00:00:00Z
+    let now = Duration::from_secs(10 * 3600);
+    let mut differences = Vec::new();
+    for (what, pods, pdbs) in &cases {
+        let answer = karpenter_says(&[serde_json::json!({
+            "kind": "PodsDisruptable", "pods": pods, "pdbs": pdbs, "now": "2026-11-30T10:00:00Z",
+        })]);
+        let theirs = answer[0]["blockedBy"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let settings = kerf_core::controllers::Settings {
+            epoch_unix: epoch,
+            ..Default::default()
+        };
+        let mut core = kerf_core::controllers::Controllers::new(settings, 7);
+        let np: NodePool =
+            serde_json::from_value(budgeted_pool("a", serde_json::json!([{"nodes": "100%"}])))
+                .expect("a NodePool");
+        core.observe(Observation::Applied(Object::node_pool(np)), now);
+        let node = BudgetNode {
+            name: "n1",
+            pool: "a",
+            node: true,
+            claim: true,
+            initialized: true,
+            registered: true,
+            ready: Some("True"),
+            deleting: false,
+            terminating: false,
+        };
+        let (node, claim) = node.objects();
+        let claim: kerf_api::NodeClaim =
+            serde_json::from_value(claim.expect("a claim")).expect("a NodeClaim");
+        core.observe(
+            Observation::Applied(Object::nodeclaim(claim)),
+            Duration::ZERO,
+        );
+        let node: k8s_openapi::api::core::v1::Node =
+            serde_json::from_value(node.expect("a node")).expect("a Node");
+        core.observe(
+            Observation::Applied(Object::Node(Box::new(node))),
+            Duration::ZERO,
+        );
+        for p in pods {
+            let p: k8s_openapi::api::core::v1::Pod =
+                serde_json::from_value(p.clone()).expect("a pod");
+            core.observe(
+                Observation::Applied(Object::Pod(Box::new(p))),
+                Duration::ZERO,
+            );
+        }
+        for b in pdbs {
+            let b: k8s_openapi::api::policy::v1::PodDisruptionBudget =
+                serde_json::from_value(b.clone()).expect("a PDB");
+            core.observe(
+                Observation::Applied(Object::Pdb(Box::new(b))),
+                Duration::ZERO,
+            );
+        }
+        drop(core.poll(now + Duration::from_secs(1)));
+        let explained = core.explain_node("n1").expect("the node");
+        let ours: Vec<&str> = (explained.blockers.iter())
+            .map(|f| f.kind)
+            .filter(|k| matches!(*k, "do-not-disrupt" | "pdb"))
+            .collect();
+        let ours = ours.first().copied().unwrap_or_default();
+        if ours != theirs {
+            differences.push(format!(
+                "{what}: Kerf {ours:?} ({:?}), Karpenter {theirs:?} ({})",
+                explained
+                    .blockers
+                    .iter()
+                    .map(|f| &f.message)
+                    .collect::<Vec<_>>(),
+                answer[0]["pdbs"]
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}

@@ -47,6 +47,14 @@ pub enum Blocker {
         /// `namespace/name` of each budget that blocks it.
         budgets: Vec<String>,
     },
+    /// More than one PodDisruptionBudget selects a pod on the node: the eviction API takes
+    /// no such pod.
+    PdbMultiple {
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// `namespace/name` of each budget that selects it.
+        budgets: Vec<String>,
+    },
 }
 
 impl Blocker {
@@ -60,7 +68,7 @@ impl Blocker {
             Blocker::Nominated => "nominated",
             Blocker::NodeDoNotDisrupt | Blocker::PodDoNotDisrupt { .. } => "do-not-disrupt",
             Blocker::BeingDisrupted(_) => "being-disrupted",
-            Blocker::Pdb { .. } => "pdb",
+            Blocker::Pdb { .. } | Blocker::PdbMultiple { .. } => "pdb",
         }
     }
 
@@ -92,6 +100,10 @@ impl Blocker {
                 "pdb prevents pod evictions (Pod={pod}, PodDisruptionBudget=[{}])",
                 budgets.join(", ")
             ),
+            Blocker::PdbMultiple { pod, budgets } => format!(
+                "eviction does not support multiple PDBs (Pod={pod}, PodDisruptionBudget(s)=[{}])",
+                budgets.join(", ")
+            ),
         }
     }
 }
@@ -100,6 +112,9 @@ impl Blocker {
 pub(super) struct Gathered<'a> {
     /// Each node's pods, daemon pods left out (they never hold a node).
     pub(super) pods_by_node: FxHashMap<&'a str, Vec<(&'a String, &'a PodRecord)>>,
+    /// Each node's daemon pods: their do-not-disrupt and budgets hold the node as a
+    /// workload pod's do (Karpenter reads every pod on a candidate).
+    daemon_pods_by_node: FxHashMap<&'a str, Vec<(&'a String, &'a PodRecord)>>,
     /// NodeClaims a pending pod was promised.
     pub(super) nominated: BTreeSet<&'a str>,
     /// What each PodDisruptionBudget still allows.
@@ -119,12 +134,16 @@ impl Controllers {
     /// What the blocker checks read, from the cluster as it is now.
     pub(super) fn gather(&self) -> Gathered<'_> {
         let mut pods_by_node: FxHashMap<&str, Vec<(&String, &PodRecord)>> = FxHashMap::default();
+        let mut daemon_pods_by_node: FxHashMap<&str, Vec<(&String, &PodRecord)>> =
+            FxHashMap::default();
         let mut nominated = BTreeSet::new();
         for (k, p) in &self.cluster.pods {
-            if let Some(n) = &p.node
-                && p.owner != PodOwner::DaemonSet
-            {
-                pods_by_node.entry(n.as_str()).or_default().push((k, p));
+            if let Some(n) = &p.node {
+                let by_node = match p.owner {
+                    PodOwner::DaemonSet => &mut daemon_pods_by_node,
+                    _ => &mut pods_by_node,
+                };
+                by_node.entry(n.as_str()).or_default().push((k, p));
             }
             if let Some(claim) = &p.nominated {
                 nominated.insert(claim.as_str());
@@ -132,6 +151,7 @@ impl Controllers {
         }
         Gathered {
             pods_by_node,
+            daemon_pods_by_node,
             nominated,
             pdbs: PdbAllowances::new(&self.cluster, &self.termination.evicting),
         }
@@ -167,7 +187,14 @@ impl Controllers {
                 return out;
             }
         }
-        for (key, p) in g.pods_by_node.get(name).into_iter().flatten() {
+        let daemons = g.daemon_pods_by_node.get(name).into_iter().flatten();
+        for (key, p) in g
+            .pods_by_node
+            .get(name)
+            .into_iter()
+            .flatten()
+            .chain(daemons)
+        {
             let until = match do_not_disrupt(&p.shape, p.started) {
                 DoNotDisrupt::Always => Some(None),
                 DoNotDisrupt::Until(end) if self.now < end => Some(Some(end)),
@@ -181,6 +208,18 @@ impl Controllers {
                 if wanted == Wanted::First {
                     return out;
                 }
+            }
+            // the eviction API refuses a pod more than one budget selects, whatever they allow
+            let selecting = g.pdbs.selecting(&self.cluster, &p.shape);
+            if selecting.len() > 1 {
+                out.push(Blocker::PdbMultiple {
+                    pod: (*key).clone(),
+                    budgets: selecting.into_iter().cloned().collect(),
+                });
+                if wanted == Wanted::First {
+                    return out;
+                }
+                continue;
             }
             let budgets = g.pdbs.blocking(&self.cluster, &p.shape);
             if !budgets.is_empty() {

@@ -202,7 +202,8 @@ impl PdbAllowances {
         }
     }
 
-    fn selecting<'a>(&self, cluster: &'a Cluster, pod: &Pod) -> Vec<&'a String> {
+    /// The budgets that select the pod (`namespace/name`).
+    pub(super) fn selecting<'a>(&self, cluster: &'a Cluster, pod: &Pod) -> Vec<&'a String> {
         cluster
             .pdbs
             .iter()
