@@ -3,8 +3,8 @@
 //! Fields: minute, hour, day of month, month, day of week; each a `*`, a value, a range
 //! `a-b`, a step `*/n` or `a-b/n`, or a comma list of those. The `@yearly`, `@annually`,
 //! `@monthly`, `@weekly`, `@daily`, `@midnight` and `@hourly` shorthands are accepted.
-//! A range that runs backwards (`19-8`) is an error: Karpenter accepts it and then never
-//! matches, which silently turns the budget off.
+//! `?` stands for `*`. A range that runs backwards (`19-8`) and a day of week 7 are errors, as
+//! in Karpenter's cron reader (robfig/cron), under which such a budget allows no disruption.
 
 use std::time::Duration;
 
@@ -76,12 +76,6 @@ impl Field {
         let v: u32 = text
             .parse()
             .map_err(|_| CronError(format!("{} field: {text:?} is not a number", self.name)))?;
-        // day of week 7 is Sunday, as in most crons
-        let v = if self.name == "day of week" && v == 7 {
-            0
-        } else {
-            v
-        };
         if v < self.min || v > self.max {
             return Err(CronError(format!(
                 "{} field: {v} is out of range {}-{}",
@@ -107,8 +101,9 @@ impl Field {
                 }
                 None => (part, 1),
             };
-            let (lo, hi) = if range == "*" {
-                any |= step == 1 && text == "*";
+            let (lo, hi) = if range == "*" || range == "?" {
+                // a whole-range part stepping by one makes the field "any" (robfig's star bit)
+                any |= step == 1;
                 (self.min, self.max)
             } else if let Some((a, b)) = range.split_once('-') {
                 let (lo, hi) = (self.value(a)?, self.value(b)?);
@@ -184,6 +179,22 @@ impl CronSchedule {
             && self.hours & (1 << t.hour) != 0
             && self.months & (1 << t.month) != 0
             && day
+    }
+
+    /// Whether the schedule ever fires: not when every day of month it names is past the
+    /// end of every month it names (`0 0 30 2 *`) and the day of week does not widen it.
+    pub fn ever_fires(&self) -> bool {
+        // the longest each month gets (February in a leap year)
+        const DAYS: [u32; 12] = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+        // only a restricted day of month under an unrestricted day of week must fall on a
+        // real date: otherwise a weekday it names comes in every month
+        if self.day_of_month_any || !self.day_of_week_any {
+            return true;
+        }
+        (1..=12u32).any(|m| {
+            self.months & (1 << m) != 0
+                && (1..=DAYS[m as usize - 1]).any(|d| self.days_of_month & (1 << d) != 0)
+        })
     }
 
     /// Whether `unix_seconds` lies inside a window that opened when the schedule fired and
@@ -271,6 +282,16 @@ mod tests {
     }
 
     #[test]
+    fn a_date_no_month_has_never_fires() {
+        assert!(!CronSchedule::parse("0 0 30 2 *").unwrap().ever_fires());
+        assert!(!CronSchedule::parse("0 0 31 4,6 *").unwrap().ever_fires());
+        assert!(CronSchedule::parse("0 0 29 2 *").unwrap().ever_fires());
+        // a weekday named beside the date fires on that weekday
+        assert!(CronSchedule::parse("0 0 30 2 1").unwrap().ever_fires());
+        assert!(CronSchedule::parse("0 0 31 2,3 *").unwrap().ever_fires());
+    }
+
+    #[test]
     fn backwards_range_is_an_error_with_a_split_hint() {
         let err = CronSchedule::parse("0 19-8 * * *").unwrap_err();
         assert!(err.0.contains("runs backwards"), "{err}");
@@ -288,6 +309,8 @@ mod tests {
             "*/0 * * * *",
             "@often",
             "x * * * *",
+            "0 0 * * 7",
+            "0 0 * * 5-7",
         ] {
             assert!(CronSchedule::parse(bad).is_err(), "{bad}");
         }

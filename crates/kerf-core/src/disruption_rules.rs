@@ -29,20 +29,33 @@ pub fn allowed_disruptions(
     nodes: usize,
     unix_now: u64,
 ) -> usize {
-    let mut allowed = UNLIMITED;
+    allowances(np, [reason], nodes, unix_now)[0]
+}
+
+/// [`allowed_disruptions`] for each of `reasons`, each budget read once.
+pub fn allowances<const N: usize>(
+    np: &NodePool,
+    reasons: [DisruptionReason; N],
+    nodes: usize,
+    unix_now: u64,
+) -> [usize; N] {
+    let mut allowed = [UNLIMITED; N];
     for b in &np.spec.disruption.budgets {
         let Ok(n) = budget_allows(b, nodes, unix_now) else {
-            return 0;
+            return [0; N];
         };
-        if b.reasons.is_empty() || b.reasons.contains(&reason) {
-            allowed = allowed.min(n);
+        for (reason, a) in reasons.iter().zip(&mut allowed) {
+            if b.reasons.is_empty() || b.reasons.contains(reason) {
+                *a = (*a).min(n);
+            }
         }
     }
     allowed
 }
 
 /// What one budget allows at `unix_now`: [`UNLIMITED`] outside its window, else its count
-/// or its percentage of `nodes` rounded up; an error, saying why, when it cannot be read.
+/// or its percentage of `nodes` rounded up; an error, saying why, when it cannot be read. A
+/// count is cut to 32 bits as Karpenter's `intstr` cuts it (a negative one allows none).
 pub fn budget_allows(b: &Budget, nodes: usize, unix_now: u64) -> Result<usize, String> {
     if !budget_active(b, unix_now)? {
         return Ok(UNLIMITED);
@@ -51,22 +64,25 @@ pub fn budget_allows(b: &Budget, nodes: usize, unix_now: u64) -> Result<usize, S
         Some(p) => p
             .parse::<usize>()
             .map(|p| nodes.saturating_mul(p).div_ceil(100)),
-        None => b.nodes.parse::<usize>(),
+        None => (b.nodes.parse::<i64>()).map(|n| usize::try_from(n as i32).unwrap_or(0)),
     };
     count.map_err(|_| format!("nodes {:?} is neither a count nor a percentage", b.nodes))
 }
 
 /// Whether a budget applies at `unix_now`, as Karpenter's `Budget.IsActive` reads it: always
 /// without a schedule or duration; inside a window `duration` long from each time the
-/// schedule fires; never with a schedule but no duration (its windows last no time). A
-/// schedule that does not parse, or a duration without a schedule, is an error.
+/// schedule fires; never with a schedule but no duration (its windows last no time); always
+/// with a schedule that never fires. A schedule that does not parse, or a duration without
+/// a schedule, is an error.
 pub fn budget_active(b: &Budget, unix_now: u64) -> Result<bool, String> {
     match (&b.schedule, b.duration) {
         (None, None) => Ok(true),
         (Some(s), d) => {
             let length = d.map_or(Duration::ZERO, |d| d.0);
             let cron = CronSchedule::parse(s).map_err(|e| format!("schedule {s:?}: {}", e.0))?;
-            Ok(cron.active_at(unix_now, length))
+            // Karpenter looks for the next firing after the window's start, and a schedule
+            // that never fires gives it the zero time, which is not after now: always open
+            Ok(!cron.ever_fires() || cron.active_at(unix_now, length))
         }
         (None, Some(_)) => Err("a duration without a schedule".into()),
     }

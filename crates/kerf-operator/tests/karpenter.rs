@@ -642,6 +642,19 @@ fn disruption_budgets_allow_what_karpenters_allow() {
         serde_json::json!([{"nodes": "0", "schedule": "@hourly"}, {"nodes": "4"}]),
         serde_json::json!([{"nodes": "5", "duration": "1h"}]),
         serde_json::json!([{"nodes": "33%", "reasons": ["Unhealthy"]}, {"nodes": "1%"}]),
+        // cron's corners: a day of week 7 and a backwards range (robfig rejects both), a
+        // date no month has (never fires: always open), `?`, `*/1` and a stepped day of month
+        // beside a day of week (either may match)
+        serde_json::json!([{"nodes": "2", "schedule": "0 9 * * 7", "duration": "8h"}]),
+        serde_json::json!([{"nodes": "2", "schedule": "0 9 * * 5-1", "duration": "8h"}]),
+        serde_json::json!([{"nodes": "2", "schedule": "0 0 30 2 *", "duration": "1h"}, {"nodes": "5"}]),
+        serde_json::json!([{"nodes": "1", "schedule": "0 9 ? * 1", "duration": "2h"}]),
+        serde_json::json!([{"nodes": "1", "schedule": "0 9 */1 * 0", "duration": "2h"}]),
+        serde_json::json!([{"nodes": "1", "schedule": "0 9 */2 * 1", "duration": "2h"}]),
+        serde_json::json!([{"nodes": "1", "schedule": "0 9 1 * *", "duration": "2h"}]),
+        // counts cut to 32 bits, as Karpenter's intstr cuts them
+        serde_json::json!([{"nodes": "4294967296"}]),
+        serde_json::json!([{"nodes": "4294967301"}]),
     ];
     let times = [
         "2026-11-30T10:00:00Z",
@@ -853,6 +866,7 @@ fn disruption_budgets_count_the_nodes_karpenter_counts() {
             deleting: true,
             ..node("b3", "b", "True")
         },
+        node("d1", "d", "True"),
     ];
     let pools = [
         budgeted_pool("a", serde_json::json!([{"nodes": "50%"}])),
@@ -861,7 +875,15 @@ fn disruption_budgets_count_the_nodes_karpenter_counts() {
             serde_json::json!([{"nodes": "3"}, {"nodes": "0", "reasons": ["Drifted"]}]),
         ),
         budgeted_pool("c", serde_json::json!([{"nodes": "10%"}])),
-    ];
+        budgeted_pool("d", serde_json::json!([{"nodes": "0"}])),
+    ]
+    .map(|mut p| {
+        // only d's empty node becomes a candidate (Empty), so nothing is disrupted
+        if p["metadata"]["name"] != "d" {
+            p["spec"]["disruption"]["consolidateAfter"] = "Never".into();
+        }
+        p
+    });
     let epoch: u64 = 1_796_032_800; // 2026-11-30T10:00:00Z
     let settings = kerf_core::controllers::Settings {
         epoch_unix: epoch,
@@ -888,7 +910,7 @@ fn disruption_budgets_count_the_nodes_karpenter_counts() {
     }
     let mut now = at;
     let mut blocked = std::collections::BTreeSet::new();
-    while now < Duration::from_secs(60) {
+    while now < Duration::from_secs(150) {
         now += Duration::from_secs(1);
         for action in core.poll(now) {
             if let kerf_core::controllers::Action::Event(e) = action
@@ -898,15 +920,15 @@ fn disruption_budgets_count_the_nodes_karpenter_counts() {
             }
         }
     }
-    // a NodePool with nodes whose budgets allow a reason nothing says so, as Karpenter's
-    // disruption controller does (`NodePoolBlockedForDisruptionReason`)
+    // a NodePool with nodes whose budgets allow nothing for a reason that has candidates
+    // says so, as Karpenter's disruption controller does (`NodePoolBlockedForDisruptionReason`):
+    // b's Drifted budget allows nothing but no node drifted
     assert_eq!(
         blocked.into_iter().collect::<Vec<_>>(),
         [(
-            "b".to_string(),
+            "d".to_string(),
             "DisruptionBlocked",
-            "No allowed disruptions for disruption reason Drifted due to blocking budget"
-                .to_string()
+            "No allowed disruptions for disruption reason Empty due to blocking budget".to_string()
         )]
     );
     let metrics = core.render_metrics(now, &[]);
@@ -1092,6 +1114,15 @@ fn the_pods_that_hold_a_candidate_are_karpenters() {
                 pod("web-0", "web", false, None),
                 pod("agent-0", "agent", true, None),
             ],
+            vec![pdb("agent", "agent", 1, 1)],
+        ),
+        (
+            "a daemon pod that tolerates every taint, its budget without room",
+            vec![pod("web-0", "web", false, None), {
+                let mut p = pod("agent-0", "agent", true, None);
+                p["spec"]["tolerations"] = serde_json::json!([{"operator": "Exists"}]);
+                p
+            }],
             vec![pdb("agent", "agent", 1, 1)],
         ),
         (

@@ -110,7 +110,8 @@ impl Blocker {
 
 /// What the blocker checks of many nodes read, gathered once per pass or answer.
 pub(super) struct Gathered<'a> {
-    /// Each node's pods, daemon pods left out (they never hold a node).
+    /// Each node's pods, daemon pods left out (they go with their node: no candidate's
+    /// replacement makes room for them).
     pub(super) pods_by_node: FxHashMap<&'a str, Vec<(&'a String, &'a PodRecord)>>,
     /// Each node's daemon pods: their do-not-disrupt and budgets hold the node as a
     /// workload pod's do (Karpenter reads every pod on a candidate).
@@ -209,6 +210,11 @@ impl Controllers {
                     return out;
                 }
             }
+            // a daemon pod that tolerates the disrupted taint stays to the end and holds by
+            // no budget (Karpenter evicts no pod that tolerates it)
+            if p.owner == PodOwner::DaemonSet && tolerates_disrupted(&p.shape) {
+                continue;
+            }
             // the eviction API refuses a pod more than one budget selects, whatever they allow
             let selecting = g.pdbs.selecting(&self.cluster, &p.shape);
             if selecting.len() > 1 {
@@ -234,4 +240,13 @@ impl Controllers {
         }
         out
     }
+}
+
+/// Whether a pod tolerates `karpenter.sh/disrupted:NoSchedule`.
+fn tolerates_disrupted(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    let taint = super::disruption::disrupted_taint();
+    (pod.spec.as_ref().and_then(|s| s.tolerations.as_ref()))
+        .into_iter()
+        .flatten()
+        .any(|t| kerf_scheduling::taints::tolerates(t, &taint))
 }

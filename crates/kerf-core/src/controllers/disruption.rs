@@ -23,8 +23,7 @@ use crate::consolidation::{
     ClusterView, Command, Decided, Method, NodeView, plan_judged, revalidate,
 };
 use crate::disruption_rules::{
-    allowed_disruptions, budget_active, consolidatable_at, node_disruption_cost, pdb_allowance,
-    pdb_selects,
+    allowances, budget_active, consolidatable_at, node_disruption_cost, pdb_allowance, pdb_selects,
 };
 use crate::hash::{node_class_hash, node_pool_hash};
 
@@ -62,7 +61,7 @@ impl Backoff {
 struct BudgetCounts {
     /// The nodes the budgets' percentages are of.
     nodes: usize,
-    /// Those being deleted or tainted by a command.
+    /// Those being deleted or tainted by these controllers.
     going: usize,
     /// The others that are not Ready.
     only_not_ready: usize,
@@ -533,19 +532,23 @@ impl Controllers {
     /// Each NodePool's budget for each reason now, as Karpenter works it out
     /// (`BuildDisruptionBudgetMapping`): what its budgets allow over the nodes that count, and
     /// how many of those already take from it. Its gauges show both.
-    fn budgets_now(&self) -> BTreeMap<(&str, DisruptionReason), crate::metrics::BudgetReading> {
+    pub(super) fn budgets_now(
+        &self,
+    ) -> BTreeMap<(&str, DisruptionReason), crate::metrics::BudgetReading> {
         let unix = self.settings.epoch_unix + self.now.as_secs();
         let counts = self.budget_counts();
         let mut out = BTreeMap::new();
         for (name, np) in &self.cluster.node_pools {
             let c = counts.get(name.as_str()).copied().unwrap_or_default();
-            for r in crate::consolidation::BUDGET_REASONS {
+            let reasons = crate::consolidation::BUDGET_REASONS;
+            let allowed = allowances(np, reasons, c.nodes, unix);
+            for (r, allowed) in reasons.into_iter().zip(allowed) {
                 let consuming = match r {
                     DisruptionReason::Unhealthy => c.going,
                     _ => c.going + c.only_not_ready,
                 };
                 let reading = crate::metrics::BudgetReading {
-                    allowed: allowed_disruptions(np, r, c.nodes, unix),
+                    allowed,
                     consuming,
                     nodes: c.nodes,
                 };
@@ -555,11 +558,33 @@ impl Controllers {
         out
     }
 
+    /// For each reason with candidates, each NodePool with nodes whose budgets allow that
+    /// reason nothing says so, as Karpenter's disruption controller does when a method finds
+    /// candidates (`NodePoolBlockedForDisruptionReason`).
+    fn tell_blocked_budgets(&mut self, reasons: &[DisruptionReason]) {
+        let blocked: Vec<(String, DisruptionReason)> = (self.disruption.budgets.iter())
+            .filter(|((_, r), b)| reasons.contains(r) && b.nodes > 0 && b.allowed == 0)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for (pool, reason) in blocked {
+            self.event(Event {
+                kind: EventObject::NodePool,
+                name: pool,
+                warning: false,
+                reason: "DisruptionBlocked",
+                message: format!(
+                    "No allowed disruptions for disruption reason {} due to blocking budget",
+                    reason.as_str()
+                ),
+            });
+        }
+    }
+
     /// Each NodePool's nodes as Karpenter's budgets count them (`NodePoolStatsFromNodes`):
     /// Nodes with a NodeClaim, initialized (the Node's label), whose instance is not already
     /// terminating, by the NodePool the registered Node's label names (the NodeClaim's
     /// before it registers). Of those, the ones already disrupting: being deleted, or
-    /// tainted by a command of these controllers (Karpenter's mark for deletion), and
+    /// tainted by these controllers (Karpenter's mark for deletion), and
     /// besides them those only not Ready, which take from every budget but repair's (not
     /// being Ready is what repair acts on).
     fn budget_counts(&self) -> BTreeMap<&str, BudgetCounts> {
@@ -603,7 +628,12 @@ impl Controllers {
             Vec::new()
         };
         let (view, names) = self.view(&g, pools, &pool_names, &daemonsets);
-        let eligible = crate::consolidation::eligible(&view)
+        let eligible = crate::consolidation::eligible(&view);
+        let reasons_with_candidates: Vec<DisruptionReason> = (eligible.iter())
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, _)| *r)
+            .collect();
+        let eligible = eligible
             .into_iter()
             .map(|(r, n)| (r.as_str().to_lowercase(), n))
             .collect();
@@ -634,6 +664,9 @@ impl Controllers {
             started.elapsed().as_secs_f64(),
         );
         self.disruption.eligible = eligible;
+        if report_blocked {
+            self.tell_blocked_budgets(&reasons_with_candidates);
+        }
         Some((command?, names))
     }
 
@@ -650,27 +683,10 @@ impl Controllers {
             .backoffs
             .retain(|n, _| nodes.contains_key(n));
         self.find_repairs();
-        // the budget gauges at every pass, as Karpenter sets them each time it looks; a
-        // NodePool with nodes whose budgets allow nothing for a reason says so
+        // the budget gauges at every pass, read off the cluster as it is now
         self.disruption.budgets = (self.budgets_now().into_iter())
             .map(|((pool, r), b)| ((pool.to_string(), r), b))
             .collect();
-        let blocked: Vec<(String, DisruptionReason)> = (self.disruption.budgets.iter())
-            .filter(|(_, b)| b.nodes > 0 && b.allowed == 0)
-            .map(|(key, _)| key.clone())
-            .collect();
-        for (pool, reason) in blocked {
-            self.event(Event {
-                kind: EventObject::NodePool,
-                name: pool,
-                warning: false,
-                reason: "DisruptionBlocked",
-                message: format!(
-                    "No allowed disruptions for disruption reason {} due to blocking budget",
-                    reason.as_str()
-                ),
-            });
-        }
         if self.disruption.command.is_some() {
             return;
         }

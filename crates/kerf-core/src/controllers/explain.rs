@@ -524,12 +524,11 @@ impl Controllers {
                     Some(format!("budgets[{i}] cannot be read ({error})"))
                 })
                 .collect();
-            let which = if !unreadable.is_empty() {
-                unreadable.join(", ")
-            } else if active.is_empty() {
-                "its budgets, all in use".to_string()
-            } else {
+            // (a reason no active budget names has no limit, so one of the two is not empty)
+            let which = if unreadable.is_empty() {
                 active.join(", ")
+            } else {
+                unreadable.join(", ")
             };
             out.blockers.push(Finding::new(
                 "budget",

@@ -28,7 +28,7 @@ use kerf_api::nodepool::DisruptionReason;
 
 use super::{Controllers, Event, EventObject};
 use crate::cluster::PodOwner;
-use crate::disruption_rules::{allowed_disruptions, pod_blocks};
+use crate::disruption_rules::pod_blocks;
 
 /// How soon a static NodePool short of its replicas (at its node limit, or with nothing to
 /// launch) looks again, as Karpenter requeues it.
@@ -191,11 +191,12 @@ impl Controllers {
             return;
         }
         let np = self.cluster.node_pools[pool].clone();
-        let unix = self.settings.epoch_unix + self.now.as_secs();
         let total = active.len() + usize::try_from(others).unwrap_or(0);
-        let deleting = usize::try_from(others).unwrap_or(0);
-        let budget = allowed_disruptions(&np, DisruptionReason::Drifted, total, unix)
-            .saturating_sub(deleting);
+        // the Drifted budget as Karpenter counts it, less the replacements and deletions under
+        // way here (most of which it counts already: their nodes are tainted or deleting)
+        let going = usize::try_from(others).unwrap_or(0);
+        let budget = (self.budgets_now().get(&(pool, DisruptionReason::Drifted)))
+            .map_or(0, |b| b.allowed.saturating_sub(b.consuming.max(going)));
         let limit = np.spec.limits.get("nodes").map_or(i64::MAX, |q| {
             i64::try_from(q.milli() / 1000).unwrap_or(i64::MAX)
         });

@@ -414,7 +414,10 @@ impl World {
     }
 
     /// The stored NodeClaim whose status names this node, with its NodePool label.
-    fn stored_claim_of_node(&self, node: &str) -> Option<(&super::StoredNodeClaim, &str)> {
+    pub(super) fn stored_claim_of_node(
+        &self,
+        node: &str,
+    ) -> Option<(&super::StoredNodeClaim, &str)> {
         self.nodeclaim_objects.values().find_map(|c| {
             let named = (c.object.status.as_ref()).and_then(|s| s.node_name.as_deref());
             (named == Some(node)).then_some((c, c.pool()?))

@@ -19,7 +19,7 @@ use crate::kube_scheduler::selector_matches;
 /// its budgets let `reason` take at `unix_now`: the tightest active budget naming the reason
 /// (or none), a percentage of the nodes rounded up; no limit when no active budget names it;
 /// and nothing while any budget cannot be read (a schedule this reading rejects, a duration
-/// without a schedule, a node count that is not one), as Karpenter's
+/// without a schedule, an active budget's node count that is not one), as Karpenter's
 /// `NodePool.MustGetAllowedDisruptions` fails closed. A schedule without a duration never
 /// opens (Karpenter's `Budget.IsActive` looks for a firing within no time).
 pub fn budget_room(
@@ -41,6 +41,10 @@ pub fn budget_room(
             }
             (None, Some(_)) => return 0,
         };
+        if !active {
+            continue;
+        }
+        // (a count is read only inside the window, as Karpenter reads it)
         let count = match b.nodes.strip_suffix('%') {
             // ceil(nodes × p / 100)
             Some(p) => p.parse::<i64>().ok().map(|p| (nodes * p + 99) / 100),
@@ -49,7 +53,7 @@ pub fn budget_room(
         let Some(count) = count else {
             return 0;
         };
-        if active && (b.reasons.is_empty() || b.reasons.contains(&reason)) {
+        if b.reasons.is_empty() || b.reasons.contains(&reason) {
             room = room.min(count);
         }
     }
@@ -133,17 +137,12 @@ fn expand(schedule: &str) -> Option<Fields> {
                     None => (value(r)?, value(r)?),
                 },
             };
-            // cron's day-of-week 7 is Sunday again
-            let (from, to) = if i == 4 {
-                (from, to.min(7))
-            } else {
-                (from, to)
-            };
-            if from < lo || to > hi.max(if i == 4 { 7 } else { hi }) || from > to {
+            // Karpenter's cron (robfig's) knows no day-of-week 7
+            if from < lo || to > hi || from > to {
                 return None;
             }
             for v in (from..=to).step_by(step as usize) {
-                sets[i].insert(if i == 4 { v % 7 } else { v });
+                sets[i].insert(v);
             }
         }
     }

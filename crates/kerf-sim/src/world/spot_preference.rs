@@ -418,16 +418,20 @@ impl World {
                     .is_some_and(|v| v == "true")
             })
             .filter_map(|(k, n)| {
-                let (c, _) = self.instance_of_node(k)?;
+                // a Node whose instance is gone still counts, as disrupting, while the
+                // NodeClaim its status names is stored
+                let (c, gone) = match self.instance_of_node(k) {
+                    Some((c, _)) => (c, false),
+                    None => (self.stored_claim_of_node(k)?.0, true),
+                };
                 (np.metadata.name.as_deref() == c.pool())
-                    .then_some(!n.ready || c.deleting.is_some() || n.disrupted())
+                    .then_some(gone || !n.ready || c.deleting.is_some() || n.disrupted())
             })
             .collect();
         // nodes already going (a drain a do-not-disrupt pod holds up, say) spend the budget
         // too (swarm seed 33531): their NodeClaim's deletion is stored, or the disrupted
         // taint is on the Node (as Karpenter marks a command's candidates), and so do nodes
-        // not Ready. Kerf's own count takes neither the taint nor readiness, so this only
-        // ever leaves less room than Kerf sees
+        // not Ready
         let deleting = of_pool.iter().filter(|d| **d).count() as i64;
         let unix = (EPOCH_UNIX + self.now.as_secs()) as i64;
         budget_room(np, reason, of_pool.len() as i64, deleting, unix)
