@@ -442,8 +442,20 @@ impl World {
             let Some(np) = self.objects.node_pools.get(pool) else {
                 continue;
             };
+            // the nodes Karpenter's budgets count: initialized ones (`NodePoolStatsFromNodes`;
+            // a NodeClaim whose node never initialized takes no budget, deleted or not, swarm
+            // seed 450921). Of those going, only deletions are counted here, fewer than
+            // Karpenter counts (it adds nodes not Ready and marked ones), so that the room
+            // this allows is never less than Karpenter's
+            let initialized = |n: &str| {
+                (self.nodes.get(n)).is_some_and(|n| {
+                    n.labels
+                        .get(labels::INITIALIZED)
+                        .is_some_and(|v| v == "true")
+                })
+            };
             let of_pool: Vec<(&str, bool)> = (of.iter())
-                .filter(|(_, (_, p))| *p == pool)
+                .filter(|(n, (_, p))| *p == pool && initialized(n))
                 .map(|(n, (c, _))| (*n, c.deleting.is_some()))
                 .collect();
             // disruptions in progress besides this command's (whose deletions may already
