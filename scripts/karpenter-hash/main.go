@@ -168,24 +168,15 @@ func main() {
 		switch head.Kind {
 		case "NodePool":
 			var np karpv1.NodePool
-			if err := json.Unmarshal(doc, &np); err != nil {
-				fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
-				os.Exit(2)
-			}
+			decode(i, doc, &np)
 			out = append(out, result{Kind: "NodePool", Name: np.Name, Hash: np.Hash(), Version: karpv1.NodePoolHashVersion})
 		case "EC2NodeClass":
 			var nc awsv1.EC2NodeClass
-			if err := json.Unmarshal(doc, &nc); err != nil {
-				fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
-				os.Exit(2)
-			}
+			decode(i, doc, &nc)
 			out = append(out, result{Kind: "EC2NodeClass", Name: nc.Name, Hash: nc.Hash(&caBundle), Version: awsv1.EC2NodeClassHashVersion})
 		case "PodList":
 			var list corev1.PodList
-			if err := json.Unmarshal(doc, &list); err != nil {
-				fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
-				os.Exit(2)
-			}
+			decode(i, doc, &list)
 			pods := []*corev1.Pod{}
 			costs := []float64{}
 			for j := range list.Items {
@@ -195,10 +186,7 @@ func main() {
 			out = append(out, result{Kind: "PodList", Costs: costs, Cost: disruptionutils.ComputeRescheduleDisruptionCost(ctx, pods)})
 		case "BalancedMove":
 			var m balancedMove
-			if err := json.Unmarshal(doc, &m); err != nil {
-				fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
-				os.Exit(2)
-			}
+			decode(i, doc, &m)
 			totals := disruption.NodePoolTotals{TotalCost: m.TotalCost, TotalDisruptionCost: m.TotalDisruption}
 			r := disruption.ScoreMove(m.Savings, m.Disruption, totals, karpv1.BalancedK)
 			approved := r.Approved()
@@ -212,18 +200,12 @@ func main() {
 			out = append(out, result{Kind: "MetricFamilies", Families: families})
 		case "DisruptionBudget":
 			var q budgetQuery
-			if err := json.Unmarshal(doc, &q); err != nil {
-				fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
-				os.Exit(2)
-			}
+			decode(i, doc, &q)
 			allowed := q.NodePool.MustGetAllowedDisruptions(clocktesting.NewFakeClock(q.Now), q.Nodes, karpv1.DisruptionReason(q.Reason))
 			out = append(out, result{Kind: "DisruptionBudget", Allowed: &allowed})
 		case "NodePoolStats":
 			var q statsQuery
-			if err := json.Unmarshal(doc, &q); err != nil {
-				fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
-				os.Exit(2)
-			}
+			decode(i, doc, &q)
 			nodes := []*state.StateNode{}
 			for _, n := range q.Nodes {
 				nodes = append(nodes, &state.StateNode{Node: n.Node, NodeClaim: n.NodeClaim})
@@ -232,10 +214,7 @@ func main() {
 			out = append(out, result{Kind: "NodePoolStats", NumNodes: numNodes, Disrupting: disrupting})
 		case "DoNotDisrupt":
 			var q doNotDisruptQuery
-			if err := json.Unmarshal(doc, &q); err != nil {
-				fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
-				os.Exit(2)
-			}
+			decode(i, doc, &q)
 			clk := clocktesting.NewFakeClock(q.Now)
 			blocks := []bool{}
 			for j := range q.Pods {
@@ -244,10 +223,7 @@ func main() {
 			out = append(out, result{Kind: "DoNotDisrupt", Blocks: blocks})
 		case "PodsDisruptable":
 			var q podsQuery
-			if err := json.Unmarshal(doc, &q); err != nil {
-				fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
-				os.Exit(2)
-			}
+			decode(i, doc, &q)
 			blockedBy, keys, err := podsDisruptable(ctx, q)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
@@ -360,4 +336,12 @@ func podsDisruptable(ctx context.Context, q podsQuery) (string, []string, error)
 	}
 	sort.Strings(names)
 	return "pdb", names, nil
+}
+
+// decode reads item i into v, or says why it cannot and stops.
+func decode(i int, doc json.RawMessage, v any) {
+	if err := json.Unmarshal(doc, v); err != nil {
+		fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: %v\n", i, err)
+		os.Exit(2)
+	}
 }
