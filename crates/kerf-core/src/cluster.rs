@@ -449,6 +449,9 @@ pub struct Changes {
     pub lifecycle: BTreeSet<String>,
     /// A NodeOverlay was created, changed or deleted.
     pub node_overlays: bool,
+    /// Nodes whose room or taints changed (a pod bound there, the Node written): the pods
+    /// nominated to them are checked against what they can still take.
+    pub nodes_filled: BTreeSet<String>,
 }
 
 /// The cluster state.
@@ -752,6 +755,9 @@ impl Cluster {
             if old_node != node {
                 n.last_pod_event = now;
             }
+        }
+        if let Some(n) = node.as_ref().filter(|_| old_node != node) {
+            self.changes.nodes_filled.insert(n.clone());
         }
         if old_node != node {
             if let Some(n) = old_node.as_ref().and_then(|n| self.nodes.get_mut(n)) {
@@ -1073,6 +1079,7 @@ impl Cluster {
             self.changes.lifecycle.insert(c.clone());
         }
         self.changes.disruption = true;
+        self.changes.nodes_filled.insert(name.clone());
         self.nodes.insert(name, node);
     }
 

@@ -40,6 +40,7 @@ pub mod lifecycle;
 pub mod node_classes;
 pub mod provisioning;
 mod registration;
+mod rehearsal;
 mod reservations;
 pub mod static_capacity;
 pub mod termination;
@@ -696,6 +697,7 @@ impl Controllers {
         for claim in &changes.lifecycle {
             self.lifecycle(claim);
         }
+        self.recheck_nominations(&changes.nodes_filled);
         if changes.provisionable {
             self.saw_pending_pod();
         }

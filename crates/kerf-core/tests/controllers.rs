@@ -267,8 +267,10 @@ fn launch_as_and_register(core: &mut Controllers, claim: &str, launched: Launche
     );
 }
 
+/// kube-scheduler gives a node's room to another pod: the pod nominated there gets capacity
+/// again as soon as the watch shows the node full, not when the nomination window ends.
 #[test]
-fn a_nominated_pod_kube_scheduler_did_not_bind_gets_capacity_again() {
+fn a_nominated_pod_whose_node_kube_scheduler_filled_gets_capacity_at_once() {
     let mut core = with_pool();
     core.apply_pod(unschedulable("x", "1"), secs(0));
     let first = created(&run_until(&mut core, 0, 2));
@@ -281,11 +283,43 @@ fn a_nominated_pod_kube_scheduler_did_not_bind_gets_capacity_again() {
     let mut other = unschedulable("y", "1500m");
     other.spec.as_mut().unwrap().node_name = Some(claim.clone());
     core.apply_pod(other, secs(5));
-    assert!(created(&run_until(&mut core, 5, 20)).is_empty());
-    // once the nomination has had its chance, x gets a NodeClaim of its own
-    let again = created(&run_until(&mut core, 21, 40));
+    // the batch window (1 s idle) and no more: x gets a NodeClaim of its own
+    let again = created(&run_until(&mut core, 5, 7));
     assert_eq!(again.len(), 1, "the pod was left nominated to a full node");
     assert_ne!(again[0], claim);
+}
+
+/// A nomination holds while its node can still take the pod: another pod bound there that
+/// leaves room makes no NodeClaim, then a taint the pod does not tolerate ends it at once.
+#[test]
+fn a_nomination_holds_while_its_node_has_room_and_ends_with_an_untolerated_taint() {
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_and_register(&mut core, &claim);
+    core.poll(secs(4));
+    let mut other = unschedulable("y", "500m");
+    other.spec.as_mut().unwrap().node_name = Some(claim.clone());
+    core.apply_pod(other, secs(5));
+    assert!(created(&run_until(&mut core, 5, 12)).is_empty());
+    assert_eq!(
+        core.cluster().pods()["default/x"].nominated.as_deref(),
+        Some(claim.as_str())
+    );
+    let mut node = core.cluster().nodes()[claim.as_str()].clone();
+    node.taints.push(kerf_api::Taint {
+        key: "example.com/maintenance".into(),
+        value: None,
+        effect: kerf_api::TaintEffect::NoSchedule,
+        time_added: None,
+    });
+    core.apply_node(claim.clone(), node, secs(13));
+    let again = created(&run_until(&mut core, 13, 15));
+    assert_eq!(
+        again.len(),
+        1,
+        "x stayed nominated to a node it cannot go to"
+    );
 }
 
 /// A Ready node of a managed node group: no NodeClaim, no Kerf labels.
@@ -1968,4 +2002,48 @@ fn a_restart_reads_the_termination_deadline_back_from_the_nodeclaim() {
         restarted.cluster().nodeclaims()[&name].terminate_at,
         Some(secs(600))
     );
+}
+
+/// Four small pods (1 cpu), then one large (3 cpu), onto 4-cpu nodes: the solver packs two
+/// nodes (the large with a small, three smalls), but kube-scheduler takes the smalls first and
+/// spreads them two and two (LeastAllocated), which leaves the large nowhere. The batch
+/// rehearses that placement and launches the third node at once, not in a second wave.
+#[test]
+fn a_batch_kube_scheduler_would_place_otherwise_gets_its_last_node_in_the_same_batch() {
+    let four = Resources::from_quantities([
+        (&"cpu".to_string(), "4"),
+        (&"memory".to_string(), "16Gi"),
+        (&"pods".to_string(), "110"),
+    ]);
+    let mut core = Controllers::new(Settings::default(), 7);
+    core.apply_node_pool(pool());
+    let xlarge = InstanceTypeOption {
+        name: "m5.xlarge".into(),
+        capacity: four.clone(),
+        allocatable: four,
+        ..instance_type()
+    };
+    core.set_instance_types("default", Arc::from(vec![xlarge]));
+    for i in 0..4 {
+        core.apply_pod(unschedulable(&format!("small-{i}"), "1"), secs(0));
+    }
+    core.apply_pod(unschedulable("large", "3"), secs(1));
+    let actions = run_until(&mut core, 0, 3);
+    let claims = created(&actions);
+    assert_eq!(claims.len(), 3, "{claims:?}");
+    assert_eq!(
+        logged(
+            &actions,
+            "kube-scheduler would leave pod(s) without a node, provisioning again"
+        ),
+        1
+    );
+    // every pod is nominated where kube-scheduler's placement has room for it
+    let pods = core.cluster().pods();
+    let mut on: BTreeMap<&str, i64> = BTreeMap::new();
+    for (key, p) in pods {
+        let claim = p.nominated.as_deref().unwrap_or_else(|| panic!("{key}"));
+        *on.entry(claim).or_default() += p.requests.cpu_millis;
+    }
+    assert!(on.values().all(|m| *m <= 4000), "{on:?}");
 }

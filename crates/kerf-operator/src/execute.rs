@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint as K8sTaint};
 use kerf_api::{EC2NodeClass, NodeClaim};
-use kerf_core::cluster::CloudInstance;
+use kerf_core::cluster::{CloudInstance, Launched};
 use kerf_core::controllers::node_classes::TERMINATION_FINALIZER;
 use kerf_core::controllers::{Action, Controllers, EventObject, LaunchRequest};
 use kerf_core::objects::keep_transition_times;
@@ -104,6 +104,8 @@ pub struct Failure {
     pub message: String,
     /// Its kind.
     pub fault: Fault,
+    /// What the controllers are told all the same (a launch refused, an eviction not made).
+    pub answer: Option<Box<Answer>>,
 }
 
 /// Turns an error met while doing `what` into a [`Failure`].
@@ -112,6 +114,7 @@ fn failed<E: Faulty>(what: &'static str) -> impl FnOnce(E) -> Failure {
         what,
         message: e.to_string(),
         fault: e.fault(),
+        answer: None,
     }
 }
 
@@ -273,7 +276,79 @@ pub fn now() -> Duration {
         .unwrap_or_default()
 }
 
-/// Carries out actions against the API server and the cloud.
+/// What a carried-out action has to tell the controllers: answered to them by the loop that
+/// holds them ([`Answer::tell`]), since the calls themselves run without them.
+#[derive(Debug)]
+pub enum Answer {
+    /// An observation for the controllers: a node class's instance types or resolution, a
+    /// NodeClaim whose finalizer was released.
+    Observed(Observation),
+    /// The cloud's answer to a NodeClaim's launch.
+    Launch {
+        /// The NodeClaim.
+        nodeclaim: String,
+        /// The instance, or why there is none.
+        result: Result<Launched, CloudError>,
+    },
+    /// The cloud's instances, for garbage collection.
+    Instances(Vec<CloudInstance>),
+    /// An eviction did not happen (a PodDisruptionBudget refused it, or it failed).
+    EvictionRefused(String),
+}
+
+impl Answer {
+    /// Hands the answer to the controllers.
+    pub fn tell(self, core: &mut Controllers) {
+        match self {
+            Answer::Observed(o) => core.observe(o, now()),
+            Answer::Launch { nodeclaim, result } => match result {
+                Ok(launched) => core.launched(&nodeclaim, launched, now()),
+                Err(CloudError::InsufficientCapacity(offerings)) => {
+                    core.launch_failed(&nodeclaim, &offerings, now());
+                }
+                // the provider's API (or, for kwok, the API server) failing may pass: tried
+                // again after a backoff, not given up
+                Err(e @ CloudError::Api(_)) => {
+                    core.launch_retry(&nodeclaim, &e.to_string(), now());
+                }
+                Err(e) => core.launch_error(&nodeclaim, &e.to_string(), now()),
+            },
+            Answer::Instances(instances) => core.garbage_collect(&instances, now()),
+            Answer::EvictionRefused(pod) => core.eviction_refused(&pod),
+        }
+    }
+}
+
+/// How a carried-out action went: what it tells the controllers, and the failure's kind when
+/// it failed (logged).
+#[derive(Debug)]
+pub struct Outcome {
+    /// What the controllers are told.
+    pub answer: Option<Answer>,
+    /// Done, or how it failed.
+    pub result: Result<(), Fault>,
+}
+
+impl From<Result<Option<Answer>, Failure>> for Outcome {
+    fn from(r: Result<Option<Answer>, Failure>) -> Outcome {
+        match r {
+            Ok(answer) => Outcome {
+                answer,
+                result: Ok(()),
+            },
+            Err(f) => {
+                log::error(f.what, &f.message);
+                Outcome {
+                    answer: f.answer.map(|a| *a),
+                    result: Err(f.fault),
+                }
+            }
+        }
+    }
+}
+
+/// Carries out actions against the API server and the cloud, each on its own: nothing here
+/// holds the controllers, so calls of different objects run at once ([`crate::dispatch`]).
 pub struct Executor<C> {
     client: Client,
     cloud: C,
@@ -317,16 +392,26 @@ impl<C: CloudProvider> Executor<C> {
         &self.events
     }
 
-    /// Carries out one action; answers from the cloud go back into `core`. The failure's
-    /// kind when it failed (logged).
-    pub async fn execute(&self, action: Action, core: &mut Controllers) -> Result<(), Fault> {
-        self.run(action, core).await.map_err(|f| {
-            log::error(f.what, &f.message);
-            f.fault
-        })
+    /// Records an Event, about the object by its UID (a pod's as the controllers hold it).
+    pub fn record_event(&self, e: kerf_core::controllers::Event, core: &Controllers) {
+        let uid = match e.kind {
+            EventObject::Pod => core
+                .cluster()
+                .pods()
+                .get(&e.name)
+                .and_then(|p| p.uid.clone()),
+            _ => self.events.uid(e.kind, &e.name),
+        };
+        self.events.record(e, uid);
     }
 
-    async fn run(&self, action: Action, core: &mut Controllers) -> Result<(), Failure> {
+    /// Carries out one action that writes or asks something (not a log line or an Event);
+    /// `node_pool` is the NodePool of the NodeClaim it is about, for the cloud-call metrics.
+    pub async fn execute(&self, action: Action, node_pool: String) -> Outcome {
+        self.run(action, node_pool).await.into()
+    }
+
+    async fn run(&self, action: Action, node_pool: String) -> Result<Option<Answer>, Failure> {
         let claims: Api<NodeClaim> = Api::all(self.client.clone());
         let nodes: Api<Node> = Api::all(self.client.clone());
         let (post, del, params) = (
@@ -337,14 +422,7 @@ impl<C: CloudProvider> Executor<C> {
         match action {
             Action::Log(r) => log::record(&r),
             Action::Event(e) => {
-                let uid = match e.kind {
-                    EventObject::Pod => core
-                        .cluster()
-                        .pods()
-                        .get(&e.name)
-                        .and_then(|p| p.uid.clone()),
-                    _ => self.events.uid(e.kind, &e.name),
-                };
+                let uid = self.events.uid(e.kind, &e.name);
                 self.events.record(e, uid);
             }
             Action::CreateNodeClaim(object) => {
@@ -362,12 +440,13 @@ impl<C: CloudProvider> Executor<C> {
                     spec,
                     types,
                 };
-                core.observe(answer, now());
+                return Ok(Some(Answer::Observed(answer)));
             }
             Action::ResolveNodeClass { node_class, class } => {
                 let resolved = self.cloud.resolve_node_class(&node_class, &class).await;
                 let status = resolved.map_err(|e| e.to_string());
-                core.observe(Observation::NodeClassResolved { node_class, status }, now());
+                let resolved = Observation::NodeClassResolved { node_class, status };
+                return Ok(Some(Answer::Observed(resolved)));
             }
             Action::PatchNodeClassStatus { node_class, status } => {
                 let classes: Api<EC2NodeClass> = Api::all(self.client.clone());
@@ -393,11 +472,11 @@ impl<C: CloudProvider> Executor<C> {
                     .await?;
             }
             Action::ListInstances => match self.instances().await {
-                Ok(instances) => core.garbage_collect(&instances, now()),
+                Ok(instances) => return Ok(Some(Answer::Instances(instances))),
                 Err(e) => log::error("listing instances", &e.to_string()),
             },
             Action::Launch { nodeclaim, request } => {
-                self.launch(&nodeclaim, &request, core).await?;
+                return self.launch(nodeclaim, &request).await.map(Some);
             }
             Action::PatchNodeClaimStatus {
                 nodeclaim,
@@ -470,10 +549,14 @@ impl<C: CloudProvider> Executor<C> {
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
                     // 429: a PodDisruptionBudget allows no disruption now; the drain's next
                     // round asks again
-                    Err(kube::Error::Api(s)) if s.code == 429 => core.eviction_refused(&pod),
+                    Err(kube::Error::Api(s)) if s.code == 429 => {
+                        return Ok(Some(Answer::EvictionRefused(pod)));
+                    }
                     Err(e) => {
-                        core.eviction_refused(&pod);
-                        return Err(failed("evicting pod")(e));
+                        return Err(Failure {
+                            answer: Some(Box::new(Answer::EvictionRefused(pod))),
+                            ..failed("evicting pod")(e)
+                        });
                     }
                 }
             }
@@ -485,18 +568,13 @@ impl<C: CloudProvider> Executor<C> {
             }
             Action::DeleteInstance {
                 provider_id,
-                nodeclaim,
+                nodeclaim: _,
             } => {
                 let started = std::time::Instant::now();
                 let deleted = self.cloud.delete(&provider_id).await;
-                let pool = core
-                    .cluster()
-                    .nodeclaims()
-                    .get(&nodeclaim)
-                    .map_or("", |c| c.node_pool.as_str());
                 let (controller, took) = ("nodeclaim.termination", started.elapsed());
                 self.calls
-                    .record(controller, Method::Delete, pool, &deleted, took);
+                    .record(controller, Method::Delete, &node_pool, &deleted, took);
                 deleted.map_err(failed("terminating instance"))?;
             }
             Action::DeleteNode { node } => {
@@ -528,45 +606,38 @@ impl<C: CloudProvider> Executor<C> {
                 unless_gone("releasing nodeclaim", r)?;
                 let key = format!("/{nodeclaim}");
                 let kind = "NodeClaim".into();
-                core.observe(Observation::Deleted { kind, key }, now());
+                return Ok(Some(Answer::Observed(Observation::Deleted { kind, key })));
             }
         }
-        Ok(())
+        Ok(None)
     }
 
-    /// Asks the cloud for a NodeClaim's instance and tells the controllers how it went.
-    async fn launch(
-        &self,
-        nodeclaim: &str,
-        request: &LaunchRequest,
-        core: &mut Controllers,
-    ) -> Result<(), Failure> {
+    /// Asks the cloud for a NodeClaim's instance: the answer for the controllers.
+    async fn launch(&self, nodeclaim: String, request: &LaunchRequest) -> Result<Answer, Failure> {
         let available = |ct: &str, it: &str, zone: &str| request.available(ct, it, zone);
         let (claim, pool) = (&request.claim, &request.node_pool);
         let started = std::time::Instant::now();
         let class = request.node_class.as_ref();
         let created = self
             .cloud
-            .create(nodeclaim, claim, pool, class, &available)
+            .create(&nodeclaim, claim, pool, class, &available)
             .await;
         let (controller, method) = ("nodeclaim.lifecycle", Method::Create);
         let took = started.elapsed();
         self.calls
             .record(controller, method, &claim.node_pool, &created, took);
         match created {
-            Ok(launched) => core.launched(nodeclaim, launched, now()),
-            Err(CloudError::InsufficientCapacity(offerings)) => {
-                core.launch_failed(nodeclaim, &offerings, now());
-            }
-            // the provider's API (or, for kwok, the API server) failing may pass: tried again
-            // after a backoff, not given up
-            Err(e @ CloudError::Api(_)) => core.launch_retry(nodeclaim, &e.to_string(), now()),
-            Err(e) => {
-                core.launch_error(nodeclaim, &e.to_string(), now());
-                return Err(failed("launching nodeclaim")(e));
-            }
+            Err(e @ CloudError::Config(_)) => Err(Failure {
+                what: "launching nodeclaim",
+                message: e.to_string(),
+                fault: e.fault(),
+                answer: Some(Box::new(Answer::Launch {
+                    nodeclaim,
+                    result: Err(e),
+                })),
+            }),
+            result => Ok(Answer::Launch { nodeclaim, result }),
         }
-        Ok(())
     }
 
     /// Writes a node class's finalizers on the version the controllers held: a class

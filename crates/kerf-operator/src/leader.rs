@@ -59,6 +59,14 @@ pub struct Leadership {
 }
 
 impl Leadership {
+    /// A Lease held until `until`, for the gate's tests.
+    #[cfg(test)]
+    pub(crate) fn held_until(until: Instant) -> Leadership {
+        Leadership {
+            valid_until: Mutex::new(until),
+        }
+    }
+
     /// Whether the last renewal is recent enough to act on: every write checks it first.
     pub fn holds(&self) -> bool {
         Instant::now() < *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())

@@ -5,6 +5,7 @@
 
 pub mod aws;
 pub mod cloud;
+pub mod dispatch;
 pub mod events;
 pub mod execute;
 pub mod http;
@@ -18,6 +19,7 @@ pub mod observe;
 pub mod reconciles;
 pub mod settings;
 pub mod slim;
+pub mod throttle;
 pub mod watch;
 
 use std::collections::BTreeSet;
@@ -25,21 +27,39 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kerf_core::controllers::{Action, Controllers, EventObject, Settings};
+use kerf_core::controllers::{Controllers, EventObject, Settings};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
 use crate::cloud::CloudProvider;
+use crate::dispatch::Lanes;
 use crate::execute::{Executor, now};
 use crate::http::{Readiness, Scrape};
-use crate::leader::{Elector, Leadership};
+use crate::leader::Elector;
 use crate::lenient::GapReports;
 use crate::reconciles::Reconciles;
+use crate::throttle::Gate;
 use crate::watch::{Observed, Queue};
-use kerf_core::unfinished::{self, Unfinished};
+use kerf_core::unfinished::Unfinished;
 
 /// The longest the loop sleeps when the controllers ask for nothing sooner.
 const IDLE_WAKE: Duration = Duration::from_secs(10);
+/// How long a stop waits for the calls in flight to come back.
+const SETTLE: Duration = Duration::from_secs(15);
+
+/// The operator's API clients.
+#[derive(Clone)]
+pub struct Clients {
+    /// For the watches, the readiness probe and the Lease: nothing waits on the actions'
+    /// budget here.
+    pub watch: kube::Client,
+    /// For the controllers' actions (and the events, and kwok's launches): every request
+    /// waits at [`Clients::gate`], then for a token of the client's budget
+    /// ([`throttle::Paced`]).
+    pub act: kube::Client,
+    /// Open while this replica may write.
+    pub gate: Gate,
+}
 
 /// How the operator runs.
 #[derive(Clone, Debug)]
@@ -105,10 +125,11 @@ impl Inputs {
 /// Runs the controllers against the cluster `client` reaches until SIGTERM: every watch lists
 /// once, the probes report ready, this replica waits for the Lease, then the controllers act.
 pub async fn run<C: CloudProvider>(
-    client: kube::Client,
+    clients: Clients,
     cloud: C,
     options: Options,
 ) -> anyhow::Result<()> {
+    let client = clients.watch.clone();
     let settings = kerf_core::controllers::Settings {
         node_class_status: cloud.resolves_node_classes(),
         repair_policies: cloud.repair_policies(),
@@ -119,7 +140,7 @@ pub async fn run<C: CloudProvider>(
     let mut core = Controllers::new(settings, seed);
     let reconciles = Reconciles::default();
     let calls = reconciles::CloudCalls::new(cloud.name(), core.metrics());
-    let executor = Executor::new(client.clone(), cloud, calls);
+    let executor = Executor::new(clients.act.clone(), cloud, calls);
     let ready = Arc::new(Readiness::default());
     let (scrape_tx, scrapes) = mpsc::channel(8);
     http::serve(
@@ -183,12 +204,14 @@ pub async fn run<C: CloudProvider>(
             }
         }
     };
+    if let Some((held, _)) = &leadership {
+        clients.gate.lead(Arc::clone(held));
+    }
     executor
         .cloud()
         .start(client.clone(), Arc::clone(&inputs.queue), core.metrics());
 
-    let held = leadership.as_ref().map(|(held, _)| held.as_ref());
-    let result = act(&mut core, &executor, &mut inputs, held, &mut stop).await;
+    let result = act(&mut core, &executor, &mut inputs, &clients.gate, &mut stop).await;
     // renewals stop before the Lease is handed back, or the next one would take it again
     if let (Some((_, renewal)), Some(config)) = (leadership, &options.leader_election) {
         renewal.abort();
@@ -233,22 +256,31 @@ async fn serves_node_overlays(client: &kube::Client) -> bool {
     served
 }
 
-/// The leader's loop: poll the controllers, carry out their actions, wait for the next change
-/// or timer, until a stop is requested (the action under way is finished first).
+/// The leader's loop: poll the controllers, hand their actions to the lanes
+/// ([`dispatch`]), and take whatever comes next (an action's answer, a watch event, a scrape,
+/// a timer) until a stop is requested; the calls in flight then come back first (for at most
+/// [`SETTLE`]).
+///
+/// While the Lease is overdue no action is started, and a call in flight sends no further
+/// request: the action client's gate holds every request (a retry, the write after a read, a
+/// kwok launch) until the Lease is renewed, and the process ends if another replica took it.
+/// A request already sent before the lapse completes at the API server, as client-go's would.
 async fn act<C: CloudProvider>(
     core: &mut Controllers,
     executor: &Executor<C>,
     inputs: &mut Inputs,
-    leadership: Option<&Leadership>,
+    gate: &Gate,
     stop: &mut Stop,
 ) -> anyhow::Result<()> {
-    loop {
+    let mut lanes = Lanes::new(executor);
+    let result = loop {
+        if !hold(core, executor, inputs, gate, stop).await {
+            break Ok(());
+        }
+        lanes.resume(core, &mut inputs.unfinished);
         // writes that failed for a passing reason, due again
         for (tries, a) in inputs.unfinished.due(now()) {
-            if !hold(core, executor, inputs, leadership, stop).await {
-                return Ok(());
-            }
-            carry_out(core, executor, inputs, a, tries).await;
+            lanes.submit(core, &mut inputs.unfinished, a, tries);
         }
         // act until the controllers have nothing more to say at this instant
         loop {
@@ -257,10 +289,7 @@ async fn act<C: CloudProvider>(
                 break;
             }
             for a in actions {
-                if !hold(core, executor, inputs, leadership, stop).await {
-                    return Ok(());
-                }
-                carry_out(core, executor, inputs, a, 0).await;
+                lanes.submit(core, &mut inputs.unfinished, a, 0);
             }
         }
         let wake = core
@@ -269,9 +298,13 @@ async fn act<C: CloudProvider>(
             .min(inputs.unfinished.next().unwrap_or(Duration::MAX))
             .saturating_sub(now());
         tokio::select! {
+            Some(done) = lanes.next() => {
+                let open = gate.is_open();
+                lanes.finish(core, &mut inputs.unfinished, &inputs.reconciles, done, open);
+            }
             o = inputs.queue.pop() => {
                 let Some(o) = o else {
-                    anyhow::bail!("the watches stopped");
+                    break Err(anyhow::anyhow!("the watches stopped"));
                 };
                 observe_one(core, executor, &mut inputs.gaps, o);
                 // take everything already queued before polling again
@@ -279,21 +312,26 @@ async fn act<C: CloudProvider>(
             }
             Some(scrape) = inputs.scrapes.recv() => inputs.answer(core, scrape),
             () = tokio::time::sleep(wake) => {}
-            () = stop.requested() => return Ok(()),
+            () = stop.requested() => break Ok(()),
         }
+    };
+    let settled = lanes.settle(core, &mut inputs.unfinished, &inputs.reconciles);
+    if tokio::time::timeout(SETTLE, settled).await.is_err() {
+        log::error("stopping", "calls still in flight were left unfinished");
     }
+    result
 }
 
-/// Waits, keeping the state current, while the Lease is overdue: no write goes out that
-/// another replica might have made. False when a stop was requested meanwhile.
+/// Waits, keeping the state current, while the Lease is overdue: no action starts that
+/// another replica might have carried out. False when a stop was requested meanwhile.
 async fn hold<C: CloudProvider>(
     core: &mut Controllers,
     executor: &Executor<C>,
     inputs: &mut Inputs,
-    leadership: Option<&Leadership>,
+    gate: &Gate,
     stop: &mut Stop,
 ) -> bool {
-    while leadership.is_some_and(|l| !l.holds()) {
+    while !gate.is_open() {
         tokio::select! {
             Some(o) = inputs.queue.pop() => observe_one(core, executor, &mut inputs.gaps, o),
             Some(scrape) = inputs.scrapes.recv() => inputs.answer(core, scrape),
@@ -302,40 +340,6 @@ async fn hold<C: CloudProvider>(
         }
     }
     true
-}
-
-/// Carries out one action that has failed `tries` times before: counted as a reconcile of its
-/// controller, and kept to be tried again when it is a write that failed for a passing reason.
-async fn carry_out<C: CloudProvider>(
-    core: &mut Controllers,
-    executor: &Executor<C>,
-    inputs: &mut Inputs,
-    action: Action,
-    tries: u32,
-) {
-    inputs.unfinished.superseded_by(&action);
-    if inputs.unfinished.held_behind_create(&action) {
-        return;
-    }
-    let controller = reconciles::controller_of(&action);
-    let again = unfinished::replayable(&action).then(|| action.clone());
-    let started = std::time::Instant::now();
-    let result = executor.execute(action, core).await;
-    if let Some(c) = controller {
-        inputs.reconciles.record(c, result, started.elapsed());
-    }
-    if let (Err(fault), Some(action)) = (result, again)
-        && fault.passes()
-        && !inputs.unfinished.keep(action.clone(), tries + 1, now())
-    {
-        log::error(
-            "giving up a write",
-            &format!("{action:?} failed {} times", tries + 1),
-        );
-    }
-    // a burst of calls takes seconds: what the watches saw meanwhile is applied as it
-    // comes, so that it is not held twice (queued and in the state)
-    inputs.drain(core, executor);
 }
 
 fn observe_one<C: CloudProvider>(

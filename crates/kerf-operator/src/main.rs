@@ -2,24 +2,32 @@
 //! it (`KUBECONFIG`, `~/.kube/config`, then the in-cluster service account).
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use clap::Parser;
 use kerf_operator::cloud::CapacitySettings;
 use kerf_operator::leader;
 use kerf_operator::settings::{Provider, Settings};
+use kerf_operator::throttle::{Gate, Paced, TokenBucket};
 
-/// The API client, rate limited as KUBE_CLIENT_QPS and KUBE_CLIENT_BURST say: at most `burst`
-/// requests in any window of `burst / qps` seconds.
-async fn client(settings: &Settings) -> Result<kube::Client, String> {
+/// The API clients: one for the watches, the probe and the Lease, and one for the
+/// controllers' actions, whose every request waits for the Lease to be held and then for a
+/// token of the KUBE_CLIENT_QPS / KUBE_CLIENT_BURST bucket ([`kerf_operator::throttle`]).
+async fn clients(settings: &Settings) -> Result<kerf_operator::Clients, String> {
     let config = kube::Config::infer().await.map_err(|e| {
         format!("no usable kubeconfig (KUBECONFIG, ~/.kube/config or in-cluster): {e}")
     })?;
-    let window =
-        Duration::from_secs_f64(settings.kube_client_burst as f64 / settings.kube_client_qps);
-    let limit = tower::limit::RateLimitLayer::new(settings.kube_client_burst, window);
+    let gate = Gate::new(!settings.disable_leader_election);
+    let paced = Paced::new(
+        TokenBucket::new(settings.kube_client_qps, settings.kube_client_burst),
+        gate.clone(),
+    );
+    let watch = kube::Client::try_from(config.clone()).map_err(|e| e.to_string())?;
     let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| e.to_string())?;
-    Ok(builder.with_layer(&limit).build())
+    Ok(kerf_operator::Clients {
+        watch,
+        act: builder.with_layer(&paced).build(),
+        gate,
+    })
 }
 
 /// The Lease's namespace when none is set: the service account's in a pod, else kube-system.
@@ -101,7 +109,7 @@ async fn main() -> std::process::ExitCode {
         vm_memory_overhead_percent: args.vm_memory_overhead_percent,
         reserved_enis: args.reserved_enis,
     };
-    let client = match client(&args).await {
+    let clients = match clients(&args).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("kerf-operator: {e}");
@@ -110,13 +118,13 @@ async fn main() -> std::process::ExitCode {
     };
     let result = match args.cloud_provider {
         Provider::Kwok => match kerf_operator::kwok::Kwok::new(
-            client.clone(),
+            clients.act.clone(),
             args.region.as_deref().unwrap_or("us-east-1"),
             args.kwok_no_capacity,
             args.instance_types_file_path.as_deref(),
             capacity,
         ) {
-            Ok(cloud) => kerf_operator::run(client, cloud, options).await,
+            Ok(cloud) => kerf_operator::run(clients, cloud, options).await,
             Err(e) => Err(e.into()),
         },
         Provider::Aws => {
@@ -180,7 +188,7 @@ async fn main() -> std::process::ExitCode {
                 isolated_vpc: args.isolated_vpc,
             };
             match kerf_operator::aws::Aws::new(&config, aws) {
-                Ok(cloud) => kerf_operator::run(client, cloud, options).await,
+                Ok(cloud) => kerf_operator::run(clients, cloud, options).await,
                 Err(e) => Err(e.into()),
             }
         }

@@ -1359,3 +1359,202 @@ fn node_overlays_reprice_launches_and_conflicts_are_reported_on_karpenters_crds(
     );
     nothing_refused(&op);
 }
+
+/// One m5.xlarge a NodeClaim (3 pods of 1 cpu fit), coming up with a startup taint that the
+/// test lifts, so that a pod of its own gets there first.
+const NOMINATION: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.xlarge]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      startupTaints: [{key: example.com/warming, effect: NoSchedule}]
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 10m}
+"#;
+
+/// The time a pod was bound (its PodScheduled condition turned true), in seconds.
+fn bound_at(pod: &Value) -> Option<i64> {
+    pod["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "PodScheduled" && c["status"] == "True")
+        .and_then(|c| seconds(&c["lastTransitionTime"]))
+}
+
+/// An RFC 3339 time from the API server, in seconds since the epoch.
+fn seconds(time: &Value) -> Option<i64> {
+    let t: k8s_openapi::jiff::Timestamp = time.as_str()?.parse().ok()?;
+    Some(t.as_second())
+}
+
+/// kube-scheduler gives the node Kerf planned three pods onto to another pod first: the two
+/// that no longer fit get a NodeClaim of their own within 2 s of that binding, not after
+/// the 20 s nomination window, and all three run.
+#[test]
+fn pods_whose_planned_node_kube_scheduler_filled_get_a_node_at_once() {
+    let cp = ControlPlane::start("nomination");
+    cp.install_crds();
+    let seed = String::from_utf8(seed_004()).expect("utf-8");
+    // seed 004's EC2NodeClass and inflate deployment, this test's NodePool
+    let rest: Vec<&str> = seed
+        .split("\n---\n")
+        .filter(|d| !d.contains("kind: NodePool"))
+        .collect();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(rest.join("\n---\n").as_bytes()));
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(NOMINATION.as_bytes()));
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    scale(&cp, 3);
+    let node = wait_for(
+        "the first NodeClaim's node to register",
+        LIMIT,
+        || {
+            let claims = nodeclaims(&cp);
+            let [claim] = claims.as_slice() else {
+                return None;
+            };
+            claim["status"]["nodeName"].as_str().map(String::from)
+        },
+        || format!("{:?}", nodeclaims(&cp)),
+    );
+    let filler = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: filler}}
+spec:
+  nodeSelector: {{kubernetes.io/hostname: {node}}}
+  tolerations: [{{key: example.com/warming, operator: Exists}}]
+  terminationGracePeriodSeconds: 0
+  containers: [{{name: c, image: registry.k8s.io/pause:3.10, resources: {{requests: {{cpu: 2500m}}}}}}]
+"#
+    );
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(filler.as_bytes()));
+    let filled = wait_for(
+        "kube-scheduler to bind the filler",
+        LIMIT,
+        || bound_at(&json(&cp, &["get", "pod", "filler"])),
+        || format!("{}", json(&cp, &["get", "pod", "filler"])),
+    );
+    // the node initializes: kube-scheduler binds the one inflate pod still fitting there
+    cp.kubectl_ok(
+        &["taint", "node", &node, "example.com/warming:NoSchedule-"],
+        None,
+    );
+    let second = wait_for(
+        "a second NodeClaim",
+        LIMIT,
+        || {
+            let claims = nodeclaims(&cp);
+            (claims.len() >= 2).then_some(claims)
+        },
+        || format!("{:?}", nodeclaims(&cp)),
+    );
+    let created: Vec<i64> = second
+        .iter()
+        .filter_map(|c| seconds(&c["metadata"]["creationTimestamp"]))
+        .collect();
+    let latest = created.iter().copied().max().expect("creation times");
+    assert!(
+        latest - filled <= 2,
+        "the leftovers waited {} s after kube-scheduler filled their node",
+        latest - filled
+    );
+    assert_eq!(second.len(), 2, "{second:?}");
+    // its node comes up with the startup taint too, which the test lifts as well
+    let other = wait_for(
+        "the second NodeClaim's node to register",
+        LIMIT,
+        || {
+            nodeclaims(&cp)
+                .iter()
+                .filter_map(|c| c["status"]["nodeName"].as_str().map(String::from))
+                .find(|n| *n != node)
+        },
+        || format!("{:?}", nodeclaims(&cp)),
+    );
+    cp.kubectl_ok(
+        &["taint", "node", &other, "example.com/warming:NoSchedule-"],
+        None,
+    );
+    all_running(&cp, 3);
+    nothing_refused(&op);
+}
+
+/// An admission policy that refuses every update of Kerf's Lease: the API server answers
+/// everything else, but the leader cannot renew.
+const FREEZE_LEASE: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: freeze-kerf-lease}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - {apiGroups: [coordination.k8s.io], apiVersions: [v1], operations: [UPDATE], resources: [leases]}
+  validations:
+    - {expression: "object.metadata.name != 'kerf-leader-election'", message: the test freezes the Lease}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: freeze-kerf-lease}
+spec:
+  policyName: freeze-kerf-lease
+  validationActions: [Deny]
+"#;
+
+/// The leader's Lease cannot be renewed (an admission policy refuses it) while the API server
+/// answers everything else: once the renew deadline passes, the pods that come meanwhile get
+/// no NodeClaim (every call of the actions waits at the Lease's gate), and once the Lease is
+/// renewed they get one and run.
+#[test]
+fn no_nodeclaim_is_written_while_the_lease_is_overdue() {
+    let cp = ControlPlane::start("lapse");
+    cp.install_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    wait_for(
+        "the operator to lead",
+        LIMIT,
+        || (messages(&op, "successfully acquired lease") == 1).then_some(()),
+        || format!("{:?}", op.lines()),
+    );
+    scale(&cp, 3);
+    all_running(&cp, 3);
+    let before = nodeclaims(&cp).len();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(FREEZE_LEASE.as_bytes()));
+    wait_for(
+        "the Lease to lapse",
+        Duration::from_secs(60),
+        || (messages(&op, "leader election lost") >= 1).then_some(()),
+        || format!("{:?}", op.lines()),
+    );
+    // pods that need a node of their own: they would get one within seconds
+    scale(&cp, 20);
+    std::thread::sleep(Duration::from_secs(10));
+    assert_eq!(
+        nodeclaims(&cp).len(),
+        before,
+        "a NodeClaim written without the Lease"
+    );
+    cp.kubectl_ok(
+        &[
+            "delete",
+            "validatingadmissionpolicybinding",
+            "freeze-kerf-lease",
+        ],
+        None,
+    );
+    wait_for(
+        "the Lease to be renewed",
+        LIMIT,
+        || (messages(&op, "renewed leader lease after it lapsed, acting again") >= 1).then_some(()),
+        || format!("{:?}", op.lines()),
+    );
+    all_running(&cp, 20);
+    assert!(nodeclaims(&cp).len() > before);
+}

@@ -3,7 +3,7 @@
 
 pub mod clock;
 pub mod cloud;
-pub mod kube_scheduler;
+pub use kerf_kube_scheduler as kube_scheduler;
 pub mod log;
 pub mod report;
 pub mod scenario;

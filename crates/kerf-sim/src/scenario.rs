@@ -98,6 +98,22 @@ pub struct Spec {
     /// The API server's faults.
     #[serde(default)]
     pub api_server: ApiServer,
+    /// How kube-scheduler's stand-in binds.
+    #[serde(default)]
+    pub kube_scheduler: KubeScheduler,
+}
+
+/// How the simulated kube-scheduler binds pending pods.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KubeScheduler {
+    /// Whether it ignores Kerf's nominations, as the real one does (Karpenter's and Kerf's
+    /// nominations are events and memory, not `status.nominatedNodeName`): pods are then bound
+    /// in its queue's order (oldest first) onto the node it scores best, and pods planned onto
+    /// a node may find it filled by others. Off by default: the stand-in tries a pod's
+    /// nominated node first, which keeps the swarm's waits short.
+    #[serde(default)]
+    pub ignore_nominations: bool,
 }
 
 /// Faults of the simulated API server, drawn from the scenario's seed. Kerf keeps each write

@@ -1452,7 +1452,12 @@ impl World {
         let cluster = &self.core.cluster();
         // Kerf's nominations, which kube-scheduler's stand-in honours (the nominated node
         // first), as the operator's events would have it
-        let nominated = |k: &str| (cluster.pods().get(k)).and_then(|r| r.nominated.as_ref());
+        let honoured = !self.scenario.spec.kube_scheduler.ignore_nominations;
+        let nominated = |k: &str| {
+            (cluster.pods().get(k))
+                .and_then(|r| r.nominated.as_ref())
+                .filter(|_| honoured)
+        };
         // in key order, then (stably) nominated first and longest waiting first
         let mut pending: Vec<(Option<&String>, Duration, &String, &api_server::StoredPod)> =
             (self.pending.iter())

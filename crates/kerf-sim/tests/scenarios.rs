@@ -453,3 +453,75 @@ fn volumes_bring_their_pods_back_to_their_zone_and_attachments_size_the_nodes() 
     // simulated kube-scheduler binds a pod only where its volume is (nothing is pending)
     assert!(r.totals.pods_evicted > 0);
 }
+
+/// Karpenter's perf-suite "Basic Deployment" mix (150 pods of 900m/3100Mi, 150 of
+/// 3500m/28Gi) on on-demand c/m/r types under 32 cpu, bound by a kube-scheduler that ignores
+/// Kerf's nominations, as the real one does.
+const BASIC_DEPLOYMENT: &str = r#"
+apiVersion: kerf.sh/v1alpha1
+kind: Scenario
+metadata: {name: basic-deployment}
+spec:
+  duration: 10m
+  kubeScheduler: {ignoreNominations: true}
+  manifests:
+  - apiVersion: karpenter.k8s.aws/v1
+    kind: EC2NodeClass
+    metadata: {name: default}
+    spec:
+      role: KarpenterNodeRole-demo
+      amiSelectorTerms: [{alias: al2023@latest}]
+      subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+      securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {name: default}
+    spec:
+      template:
+        spec:
+          requirements:
+          - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+          - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}
+          - {key: karpenter.k8s.aws/instance-cpu, operator: Lt, values: ["32"]}
+          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 30s}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: small, namespace: default}
+    spec:
+      replicas: 0
+      selector: {matchLabels: {app: small}}
+      template:
+        metadata: {labels: {app: small}}
+        spec:
+          containers: [{name: c, image: pause, resources: {requests: {cpu: 900m, memory: 3100Mi}}}]
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: large, namespace: default}
+    spec:
+      replicas: 0
+      selector: {matchLabels: {app: large}}
+      template:
+        metadata: {labels: {app: large}}
+        spec:
+          containers: [{name: c, image: pause, resources: {requests: {cpu: 3500m, memory: 28Gi}}}]
+  events:
+  - {at: 1m, scale: {kind: Deployment, name: small, namespace: default, replicas: 150}}
+  - {at: 1m, scale: {kind: Deployment, name: large, namespace: default, replicas: 150}}
+"#;
+
+/// The Basic Deployment mix lands in one wave: every NodeClaim of the scale-out is created in
+/// the one batch, though kube-scheduler places the pods its own way, and every pod is bound.
+#[test]
+fn the_basic_deployment_mix_lands_in_one_wave_under_a_kube_scheduler_of_its_own_mind() {
+    let scenario = kerf_sim::scenario::parse(BASIC_DEPLOYMENT, None).expect("parses");
+    let r = kerf_sim::run(scenario, RunOptions::checked(), &mut |_, _, _| {})
+        .expect("runs with invariants held");
+    assert!(r.end.pending_pods.is_empty(), "{:?}", r.end.pending_pods);
+    let waves: std::collections::BTreeSet<String> = (r.events.iter())
+        .filter(|e| e["message"] == "created nodeclaim")
+        .filter(|e| minutes(e) < 3.0)
+        .map(|e| e["time"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(waves.len(), 1, "NodeClaims created at {waves:?}");
+}

@@ -19,6 +19,7 @@ use std::fmt::Write as _;
 use crate::metrics::families;
 use std::hash::{Hash, Hasher};
 
+use super::rehearsal::PlannedNode;
 use super::{Action, Controllers, Event, EventObject, Timer, TypeOptions, Unplaced, list_text};
 use crate::cluster::{ClaimRecord, NodeRecord, split_pod_key};
 use crate::hash::{node_class_hash, node_pool_hash};
@@ -72,7 +73,11 @@ pub(super) fn is_known_ephemeral(t: &Taint) -> bool {
 /// The taints pods must tolerate on a node: its own, less its NodeClaim's startup taints and
 /// the ephemeral taints while it is not initialized (they go away then, so pods need not
 /// tolerate them).
-fn scheduling_taints(node: &NodeRecord, startup: &[Taint], initialized: bool) -> Vec<Taint> {
+pub(super) fn scheduling_taints(
+    node: &NodeRecord,
+    startup: &[Taint],
+    initialized: bool,
+) -> Vec<Taint> {
     node.scheduling_taints()
         .filter(|t| {
             initialized
@@ -172,6 +177,65 @@ impl Controllers {
         let mut again = false;
         for p in self.cluster.pods.values_mut() {
             if p.node.is_none() && p.nominated.as_deref() == Some(claim) {
+                p.nominated = None;
+                again |= p.wants_capacity();
+            }
+        }
+        if again {
+            self.saw_pending_pod();
+        }
+    }
+
+    /// These nodes' room or taints changed: the pods nominated to their NodeClaims keep the
+    /// nomination only while the node, as the watches show it now (its bound pods,
+    /// allocatable and taints), can still take them, longest waiting first as kube-scheduler
+    /// takes them; the rest want capacity again at once. kube-scheduler places pods its own
+    /// way, and a pod planned onto a node it filled with others would otherwise wait out
+    /// [`NOMINATION_GRACE`].
+    pub(super) fn recheck_nominations(&mut self, nodes: &BTreeSet<String>) {
+        let cluster = &self.cluster;
+        let mut rooms: HashMap<&str, (Resources, Vec<Taint>)> = HashMap::new();
+        for node in nodes {
+            let (Some(n), Some((claim, c))) =
+                (cluster.nodes.get(node), cluster.claim_of_node(node))
+            else {
+                continue;
+            };
+            let taints = scheduling_taints(n, &c.startup_taints, c.initialized);
+            let room = n.allocatable.saturating_sub(&n.requests);
+            rooms.insert(claim.as_str(), (room, taints));
+        }
+        if rooms.is_empty() {
+            return;
+        }
+        let mut waiting: Vec<(Duration, &String, &str)> = (cluster.pods.iter())
+            .filter(|(_, p)| p.node.is_none())
+            .filter_map(|(k, p)| {
+                let claim = p.nominated.as_deref()?;
+                rooms
+                    .contains_key(claim)
+                    .then_some((p.pending_since, k, claim))
+            })
+            .collect();
+        waiting.sort();
+        let mut released = Vec::new();
+        for (_, key, claim) in waiting {
+            let p = &cluster.pods[key];
+            let (room, taints) = rooms.get_mut(claim).expect("collected above");
+            let tolerations = (p.shape.spec.as_ref())
+                .and_then(|s| s.tolerations.as_deref())
+                .unwrap_or_default();
+            let tolerated =
+                kerf_scheduling::taints::first_untolerated(tolerations, taints, true).is_none();
+            if tolerated && p.requests.fits(room) {
+                *room = room.saturating_sub(&p.requests);
+            } else {
+                released.push(key.clone());
+            }
+        }
+        let mut again = false;
+        for key in released {
+            if let Some(p) = self.cluster.pods.get_mut(&key) {
                 p.nominated = None;
                 again |= p.wants_capacity();
             }
@@ -291,14 +355,41 @@ impl Controllers {
         }
     }
 
-    /// One solve over the pods that want capacity, then NodeClaims created and pods
-    /// nominated.
+    /// A batch: one solve over the pods that want capacity, NodeClaims created and pods
+    /// nominated; then kube-scheduler's placement rehearsed ([`super::rehearsal`]) and the
+    /// pods it leaves without a node solved for again, up to [`super::rehearsal::ROUNDS`]
+    /// times, so that the batch needs no second wave.
     fn provision(&mut self) {
+        let mut planned = Vec::new();
+        for round in 0..=super::rehearsal::ROUNDS {
+            let made = self.provision_once();
+            if made.is_empty() {
+                break;
+            }
+            planned.extend(made);
+            if round == super::rehearsal::ROUNDS {
+                break;
+            }
+            let leftovers = self.rehearse(&planned);
+            if leftovers.is_empty() {
+                break;
+            }
+            self.log(
+                "provisioner",
+                "kube-scheduler would leave pod(s) without a node, provisioning again",
+                json!({"Pods": list_text(&leftovers), "round": round + 1}),
+            );
+        }
+    }
+
+    /// One solve over the pods that want capacity, then NodeClaims created and pods
+    /// nominated: the NodeClaims' nodes as they will register.
+    fn provision_once(&mut self) -> Vec<PlannedNode> {
         self.unavailable.expire(self.now);
         self.log_ignored_pods();
         let keys = self.cluster.pods_where(|p| p.wants_capacity());
         if keys.is_empty() {
-            return;
+            return Vec::new();
         }
         self.log(
             "provisioner",
@@ -318,17 +409,18 @@ impl Controllers {
             }
             self.cancel(&Timer::RetryPending);
             self.at(self.now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
-            return;
+            return Vec::new();
         }
         self.provisioning.unplaced = None;
         let logged_before = self.actions.len();
+        let (solved, pools) = self.solve_pending(keys);
         let Solved {
             decision,
             pods: keys,
             node_pools: pool_names,
             claims: existing_claims,
             ..
-        } = self.solve_pending(keys);
+        } = solved;
         self.count_decided(&keys, decision.unschedulable.len());
         for e in &decision.existing {
             // pods a node Kerf does not manage can take are left to kube-scheduler
@@ -386,6 +478,7 @@ impl Controllers {
             failed.push(event.clone());
             self.event(event);
         }
+        let mut planned = Vec::new();
         for plan in &decision.nodeclaims {
             let pool = pool_names[plan.node_pool].clone();
             let name = self.create_nodeclaim(plan, &pool, "provisioned");
@@ -393,6 +486,8 @@ impl Controllers {
                 self.nominate(&keys[*p], &name);
                 self.nominated_event(&keys[*p], &name, None);
             }
+            let taints = &self.cluster.nodeclaims[&name].taints;
+            planned.extend(PlannedNode::of(&name, plan, &pools[plan.node_pool], taints));
         }
         if decision.nodeclaims.is_empty() && decision.existing.is_empty() {
             let logs = self.actions[logged_before..]
@@ -412,6 +507,7 @@ impl Controllers {
             self.cancel(&Timer::RetryPending);
             self.at(self.now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
         }
+        planned
     }
 
     /// A pod is to go to this NodeClaim; the first time it is, the provisioner found it a
@@ -448,7 +544,7 @@ impl Controllers {
 
     /// Karpenter's `Nominated` event: the pod should schedule on this NodeClaim (and its
     /// node, once registered).
-    fn nominated_event(&mut self, pod: &str, claim: &str, node: Option<&str>) {
+    pub(super) fn nominated_event(&mut self, pod: &str, claim: &str, node: Option<&str>) {
         let mut on = format!("nodeclaim/{claim}");
         if let Some(node) = node {
             on.push_str(&format!(", node/{node}"));
@@ -511,8 +607,9 @@ impl Controllers {
     }
 
     /// One solve for these pending pods over the whole cluster: its NodePools within their
-    /// limits, its nodes and in-flight NodeClaims with the pods bound or nominated to them.
-    fn solve_pending(&mut self, keys: Vec<String>) -> Solved {
+    /// limits, its nodes and in-flight NodeClaims with the pods bound or nominated to them;
+    /// with the NodePools as the solver read them.
+    fn solve_pending(&mut self, keys: Vec<String>) -> (Solved, Vec<NodePoolInput>) {
         let (pools, pool_names) = self.pool_inputs();
         // wall-clock time, for the scheduling-duration histogram only: no decision reads it
         let started = std::time::Instant::now();
@@ -523,7 +620,7 @@ impl Controllers {
             &["provisioner"],
             started.elapsed().as_secs_f64(),
         );
-        solved
+        (solved, pools)
     }
 
     /// The solve options the policies in the settings ask for.

@@ -1,11 +1,13 @@
-//! Plays kube-scheduler for the simulator: its filter plugins (NodeResourcesFit,
+//! kube-scheduler as Kerf expects it to bind pods: its filter plugins (NodeResourcesFit,
 //! NodeAffinity, TaintToleration, NodePorts, PodTopologySpread, InterPodAffinity,
-//! VolumeBinding, NodeVolumeLimits) and its
-//! default LeastAllocated score, read straight from the raw Pod objects and node labels.
+//! VolumeBinding, NodeVolumeLimits) and its default LeastAllocated score, read straight from
+//! the raw Pod objects and node labels. The simulator binds its pods with it, and the
+//! provisioner rehearses a batch's placement with it before launching.
 //!
 //! It shares no code with Kerf's solver on purpose. A binder that reused the solver's
 //! predicates would agree with every mistake the solver makes, and `--check`, which judges
-//! placements with these same filters, could not catch one.
+//! placements with these same filters, could not catch one; a rehearsal by the solver's own
+//! rules would find nothing the solver did not already plan for.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

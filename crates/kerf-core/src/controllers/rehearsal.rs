@@ -1,0 +1,283 @@
+//! The batch rehearsed as kube-scheduler will bind it, before anyone waits on it.
+//!
+//! The solver packs a batch as a bin packer would, but kube-scheduler binds the pods its own
+//! way: in its queue's order, each onto the Ready node its filters pass and its score likes
+//! best (LeastAllocated spreads them), never where Kerf nominated them. Pods then end up
+//! where they were not planned, and some no longer fit anywhere: Karpenter finds them a
+//! second and third wave of NodeClaims seconds later. The provisioner instead plays
+//! kube-scheduler over the nodes there will be (the cluster's, those in flight, and the batch's
+//! new NodeClaims) with [`kerf_kube_scheduler`], written apart from the solver, and finds the
+//! leftovers a NodeClaim in the same batch; pods the rehearsal places elsewhere than planned
+//! are nominated where it placed them.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::{Taint, labels};
+use kerf_kube_scheduler as ks;
+use kerf_scheduling::resources::Resources;
+use kerf_scheduling::{NodePoolInput, PlannedNodeClaim};
+
+use super::Controllers;
+use super::provisioning::scheduling_taints;
+use crate::cluster::PodOwner;
+use crate::nodepools::daemon_runs_on;
+
+/// Rounds of rehearsal a batch gets: each finds the last round's leftovers NodeClaims, which
+/// change where kube-scheduler spreads pods, so the next round looks again.
+pub(super) const ROUNDS: usize = 3;
+
+/// A NodeClaim the batch planned, as the node it will register as.
+pub(super) struct PlannedNode {
+    claim: String,
+    labels: BTreeMap<String, String>,
+    taints: Vec<Taint>,
+    allocatable: Resources,
+}
+
+impl PlannedNode {
+    /// The node a new NodeClaim becomes: its launch's instance type (labels, allocatable) and
+    /// offering, its NodePool's template labels and the requirements it pins to one value,
+    /// and its taints (startup taints go away before pods bind).
+    pub(super) fn of(
+        claim: &str,
+        plan: &PlannedNodeClaim,
+        pool: &NodePoolInput,
+        taints: &[Taint],
+    ) -> Option<PlannedNode> {
+        let launch = &plan.launch;
+        let option = (pool.instance_types.iter()).find(|t| t.name == launch.instance_type)?;
+        let mut labels: BTreeMap<String, String> = (*option.labels).clone();
+        for r in &plan.requirements {
+            if r.operator == kerf_api::Operator::In
+                && let [value] = r.values.as_slice()
+            {
+                labels.insert(r.key.clone(), value.clone());
+            }
+        }
+        labels.extend(pool.labels.clone());
+        labels.insert(labels::NODEPOOL.into(), pool.name.clone());
+        labels.insert(labels::ZONE.into(), launch.zone.clone());
+        labels.insert(labels::CAPACITY_TYPE.into(), launch.capacity_type.clone());
+        labels.insert(labels::HOSTNAME.into(), claim.to_string());
+        Some(PlannedNode {
+            claim: claim.to_string(),
+            labels,
+            taints: taints.to_vec(),
+            allocatable: option.allocatable.clone(),
+        })
+    }
+}
+
+/// A node of the rehearsal, owned until the scheduler borrows it.
+struct Seat {
+    name: String,
+    claim: Option<String>,
+    labels: BTreeMap<String, String>,
+    taints: Vec<Taint>,
+    allocatable: ks::Amounts,
+    ready: bool,
+    /// Whether its Node exists (its daemons' pods are among the bound ones).
+    registered: bool,
+    usage: ks::Usage,
+}
+
+impl Seat {
+    /// A NodeClaim's node that has not registered: it will be Ready, nothing bound yet.
+    fn unregistered(
+        claim: &str,
+        labels: BTreeMap<String, String>,
+        taints: Vec<Taint>,
+        allocatable: &Resources,
+    ) -> Seat {
+        Seat {
+            name: claim.to_string(),
+            claim: Some(claim.to_string()),
+            labels,
+            taints,
+            allocatable: amounts(allocatable),
+            ready: true,
+            registered: false,
+            usage: ks::Usage::default(),
+        }
+    }
+}
+
+/// Resources as kube-scheduler's model counts them: thousandths, by resource name.
+fn amounts(r: &Resources) -> ks::Amounts {
+    (r.to_resource_list().into_iter())
+        .map(|(k, q)| (k, q.milli()))
+        .filter(|(_, v)| *v != 0)
+        .collect()
+}
+
+/// The facts of each pod shape, worked out once per rehearsal (replicas share a shape).
+#[derive(Default)]
+struct FactsByShape(HashMap<*const Pod, ks::Facts>);
+
+impl FactsByShape {
+    fn of(&mut self, pod: &std::sync::Arc<Pod>) -> &ks::Facts {
+        (self.0)
+            .entry(std::sync::Arc::as_ptr(pod))
+            .or_insert_with(|| ks::Facts::of(pod))
+    }
+}
+
+impl Controllers {
+    /// Plays kube-scheduler over the nodes there will be, the batch's `planned` NodeClaims
+    /// among them, binding every pending pod in its queue's order (priority, then age). Pods
+    /// it places on another NodeClaim than the one they are nominated to are nominated there;
+    /// the nominated pods it places nowhere are returned, their nominations ended, to be
+    /// provisioned for again in this batch.
+    pub(super) fn rehearse(&mut self, planned: &[PlannedNode]) -> Vec<String> {
+        let mut facts = FactsByShape::default();
+        let seats = self.seats(planned, &mut facts);
+        let cluster = &self.cluster;
+        let mut pending: Vec<(Reverse<i32>, Duration, &String)> = (cluster.pods.iter())
+            .filter(|(_, p)| p.node.is_none() && p.provisionable && p.owner != PodOwner::DaemonSet)
+            .map(|(k, p)| {
+                let priority = (p.shape.spec.as_ref()).and_then(|s| s.priority);
+                (Reverse(priority.unwrap_or(0)), p.created, k)
+            })
+            .collect();
+        if pending.is_empty() {
+            return Vec::new();
+        }
+        pending.sort();
+        for (_, _, k) in &pending {
+            facts.of(&cluster.pods[*k].shape);
+        }
+        // one pending pod of each shape stands for the rest, for which bound pods weigh
+        let mut shapes = HashSet::new();
+        let alike: Vec<&Pod> = (pending.iter())
+            .map(|(_, _, k)| &cluster.pods[*k].shape)
+            .filter(|s| shapes.insert(std::sync::Arc::as_ptr(s)))
+            .map(|s| &**s)
+            .collect();
+        let by_name: HashMap<&str, usize> = (seats.iter().enumerate())
+            .map(|(i, s)| (s.name.as_str(), i))
+            .collect();
+        let weighing: Vec<(&Pod, &ks::Facts, &str)> = (cluster.pods.values())
+            .filter_map(|p| {
+                let node = p.node.as_deref().filter(|n| by_name.contains_key(n))?;
+                let f = facts.0.get(&std::sync::Arc::as_ptr(&p.shape))?;
+                ks::weighs_on(&p.shape, f, &alike).then_some((&*p.shape, f, node))
+            })
+            .collect();
+        let nodes: Vec<ks::Node<'_>> = (seats.iter())
+            .map(|s| ks::Node {
+                name: &s.name,
+                labels: &s.labels,
+                taints: &s.taints,
+                allocatable: std::borrow::Cow::Borrowed(&s.allocatable),
+                ready: s.ready,
+                volume_limits: BTreeMap::new(),
+            })
+            .collect();
+        let usage = |n: &str| by_name.get(n).map(|&i| &seats[i].usage);
+        let mut scheduler = ks::Scheduler::with_usage(nodes, usage, weighing, None);
+        let mut moved = Vec::new();
+        let mut leftovers = Vec::new();
+        for (_, _, key) in &pending {
+            let p = &cluster.pods[*key];
+            let Some(f) = facts.0.get(&std::sync::Arc::as_ptr(&p.shape)) else {
+                continue;
+            };
+            match scheduler.schedule_with(&p.shape, f, None) {
+                Some(node) => {
+                    let claim = seats[by_name[node]].claim.as_ref();
+                    if let Some(claim) = claim.filter(|c| p.nominated.as_ref() != Some(*c)) {
+                        moved.push(((*key).clone(), claim.clone()));
+                    }
+                }
+                None if p.nominated.is_some() => leftovers.push((*key).clone()),
+                None => {}
+            }
+        }
+        drop(scheduler);
+        for (pod, claim) in moved {
+            if let Some(p) = self.cluster.pods.get_mut(&pod) {
+                p.nominated = Some(claim.clone());
+            }
+            let node = (self.cluster.nodeclaims.get(&claim)).and_then(|c| c.node.clone());
+            self.nominated_event(&pod, &claim, node.as_deref());
+        }
+        for pod in &leftovers {
+            if let Some(p) = self.cluster.pods.get_mut(pod) {
+                p.nominated = None;
+            }
+        }
+        leftovers
+    }
+
+    /// The nodes there will be: the registered ones with what their pods take, the launched
+    /// NodeClaims still to register and the batch's planned ones with their daemons'.
+    fn seats(&self, planned: &[PlannedNode], facts: &mut FactsByShape) -> Vec<Seat> {
+        let cluster = &self.cluster;
+        let mut seats = Vec::new();
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        for (name, n) in &cluster.nodes {
+            let claim = n
+                .nodeclaim
+                .as_ref()
+                .and_then(|c| cluster.nodeclaims.get_key_value(c));
+            if claim.is_some_and(|(_, c)| c.deleting.is_some()) {
+                continue;
+            }
+            let taints = match claim {
+                Some((_, c)) => scheduling_taints(n, &c.startup_taints, c.initialized),
+                None => n.scheduling_taints().cloned().collect(),
+            };
+            index.insert(name, seats.len());
+            seats.push(Seat {
+                name: name.clone(),
+                claim: claim.map(|(k, _)| k.clone()),
+                labels: (*n.labels).clone(),
+                taints,
+                allocatable: amounts(&n.allocatable),
+                // a node Kerf launched becomes Ready; one it does not manage may not
+                ready: n.ready || claim.is_some(),
+                registered: true,
+                usage: ks::Usage::default(),
+            });
+        }
+        for p in cluster.pods.values() {
+            if let Some(&i) = p.node.as_deref().and_then(|n| index.get(n)) {
+                seats[i].usage.add(facts.of(&p.shape));
+            }
+        }
+        for (name, c) in &cluster.nodeclaims {
+            let (Some(launched), None, None) = (&c.launched, &c.node, c.deleting) else {
+                continue;
+            };
+            let Some(pool) = cluster.node_pools.get(&c.node_pool) else {
+                continue;
+            };
+            let labels = super::provisioning::node_labels(launched, pool, name);
+            seats.push(Seat::unregistered(
+                name,
+                labels,
+                c.taints.clone(),
+                &launched.allocatable,
+            ));
+        }
+        for p in planned {
+            let seat =
+                Seat::unregistered(&p.claim, p.labels.clone(), p.taints.clone(), &p.allocatable);
+            seats.push(seat);
+        }
+        let daemons: Vec<(&Pod, ks::Facts)> = (cluster.daemonsets.values())
+            .map(|ds| (ds, ks::Facts::of(ds)))
+            .collect();
+        for s in seats.iter_mut().filter(|s| !s.registered) {
+            for (ds, f) in &daemons {
+                if daemon_runs_on(ds, &s.labels, &s.taints) {
+                    s.usage.add(f);
+                }
+            }
+        }
+        seats
+    }
+}

@@ -1,0 +1,290 @@
+//! The controllers' actions carried out at once, object by object: each action goes into the
+//! lane of the object it is about (a NodeClaim and its Node share one, so a NodeClaim's
+//! create goes before its launch and status, a Node's taint before its deletion), a lane
+//! carries out one action at a time in the order the controllers asked, and lanes run side by
+//! side within the action client's budget ([`crate::throttle`]). Nothing in flight holds the
+//! controllers: each answer comes back to the loop that holds them ([`Lanes::finish`]), which
+//! keeps applying the watches meanwhile.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use kerf_core::cluster::CloudInstance;
+use kerf_core::controllers::{Action, Controllers};
+use kerf_core::unfinished::{self, Unfinished};
+
+use crate::cloud::CloudProvider;
+use crate::execute::{Answer, Executor, Outcome, now};
+use crate::log;
+use crate::reconciles::{self, Reconciles};
+
+/// The object an action is about: actions of one lane go out one after another.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Lane {
+    /// A NodeClaim, with its Node and instance.
+    NodeClaim(String),
+    /// A Node no NodeClaim is known for.
+    Node(String),
+    /// A pod (`namespace/name`).
+    Pod(String),
+    /// A node class.
+    NodeClass(String),
+    /// A NodePool's status.
+    NodePool(String),
+    /// A NodeOverlay's status.
+    NodeOverlay(String),
+    /// Garbage collection's listing of the cloud's instances.
+    Instances,
+}
+
+/// The lane of an action, or none for what is done on the spot (a log line, an Event).
+fn lane_of(action: &Action, core: &Controllers) -> Option<Lane> {
+    let node = |node: &str| match core.cluster().claim_of_node(node) {
+        Some((claim, _)) => Lane::NodeClaim(claim.clone()),
+        None => Lane::Node(node.to_string()),
+    };
+    Some(match action {
+        Action::Log(_) | Action::Event(_) | Action::Disrupting { .. } => return None,
+        Action::CreateNodeClaim(c) => Lane::NodeClaim(c.metadata.name.clone().unwrap_or_default()),
+        Action::Launch { nodeclaim, .. }
+        | Action::PatchNodeClaimStatus { nodeclaim, .. }
+        | Action::AnnotateNodeClaim { nodeclaim, .. }
+        | Action::DeleteNodeClaim { nodeclaim }
+        | Action::ReleaseNodeClaim { nodeclaim }
+        | Action::DeleteInstance { nodeclaim, .. } => Lane::NodeClaim(nodeclaim.clone()),
+        Action::Taint { node: n, .. }
+        | Action::RemoveTaint { node: n, .. }
+        | Action::LabelNode { node: n, .. }
+        | Action::DeleteNode { node: n } => node(n),
+        Action::Evict { pod } | Action::DeletePod { pod } => Lane::Pod(pod.clone()),
+        Action::ListInstanceTypes { node_class, .. }
+        | Action::ResolveNodeClass { node_class, .. }
+        | Action::PatchNodeClassStatus { node_class, .. }
+        | Action::AddNodeClassFinalizer { node_class, .. }
+        | Action::FinalizeNodeClass { node_class, .. } => Lane::NodeClass(node_class.clone()),
+        Action::PatchNodePoolStatus { node_pool, .. } => Lane::NodePool(node_pool.clone()),
+        Action::PatchNodeOverlayStatus { node_overlay, .. } => {
+            Lane::NodeOverlay(node_overlay.clone())
+        }
+        Action::ListInstances => Lane::Instances,
+    })
+}
+
+/// An action that came back from its calls.
+pub struct Finished {
+    lane: Lane,
+    /// The action again, when it is a write worth trying again should it fail.
+    again: Option<Action>,
+    tries: u32,
+    controller: Option<&'static str>,
+    took: Duration,
+    outcome: Outcome,
+}
+
+type Call<'e> = Pin<Box<dyn Future<Output = Finished> + 'e>>;
+
+/// The lanes: what is in flight, and what waits behind it.
+pub struct Lanes<'e, C> {
+    executor: &'e Executor<C>,
+    in_flight: FuturesUnordered<Call<'e>>,
+    busy: HashSet<Lane>,
+    waiting: HashMap<Lane, VecDeque<(u32, Action)>>,
+    /// Launches answered while the cloud's instances were being listed: the listing may
+    /// predate them, and must not read their instances as gone.
+    launched_while_listing: Option<Vec<CloudInstance>>,
+}
+
+impl<'e, C: CloudProvider> Lanes<'e, C> {
+    /// No lane busy.
+    pub fn new(executor: &'e Executor<C>) -> Lanes<'e, C> {
+        Lanes {
+            executor,
+            in_flight: FuturesUnordered::new(),
+            busy: HashSet::new(),
+            waiting: HashMap::new(),
+            launched_while_listing: None,
+        }
+    }
+
+    /// Whether any action is in flight.
+    pub fn idle(&self) -> bool {
+        self.in_flight.is_empty()
+    }
+
+    /// Takes an action that has failed `tries` times before: a log line or an Event at once,
+    /// anything else into its lane, started now when the lane is free.
+    pub fn submit(
+        &mut self,
+        core: &Controllers,
+        unfinished: &mut Unfinished,
+        action: Action,
+        tries: u32,
+    ) {
+        unfinished.superseded_by(&action);
+        let Some(lane) = lane_of(&action, core) else {
+            match action {
+                Action::Event(e) => self.executor.record_event(e, core),
+                Action::Log(r) => log::record(&r),
+                _ => {}
+            }
+            return;
+        };
+        // behind whatever the lane has in flight or waiting
+        if self.busy.contains(&lane) || self.waiting.contains_key(&lane) {
+            self.waiting
+                .entry(lane)
+                .or_default()
+                .push_back((tries, action));
+        } else {
+            self.start(core, unfinished, lane, action, tries);
+        }
+    }
+
+    fn start(
+        &mut self,
+        core: &Controllers,
+        unfinished: &mut Unfinished,
+        lane: Lane,
+        action: Action,
+        tries: u32,
+    ) {
+        // a launch or status for a NodeClaim whose create waits to be tried again goes
+        // right after it
+        if unfinished.held_behind_create(&action) {
+            return;
+        }
+        let node_pool = match &action {
+            Action::DeleteInstance { nodeclaim, .. } => (core.cluster().nodeclaims())
+                .get(nodeclaim)
+                .map(|c| c.node_pool.clone())
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        if matches!(action, Action::ListInstances) {
+            self.launched_while_listing = Some(Vec::new());
+        }
+        let controller = reconciles::controller_of(&action);
+        let again = unfinished::replayable(&action).then(|| action.clone());
+        let executor = self.executor;
+        self.busy.insert(lane.clone());
+        self.in_flight.push(Box::pin(async move {
+            let started = Instant::now();
+            let outcome = executor.execute(action, node_pool).await;
+            Finished {
+                lane,
+                again,
+                tries,
+                controller,
+                took: started.elapsed(),
+                outcome,
+            }
+        }));
+    }
+
+    /// The next action to come back; pending while none is in flight.
+    pub async fn next(&mut self) -> Option<Finished> {
+        if self.in_flight.is_empty() {
+            return std::future::pending().await;
+        }
+        self.in_flight.next().await
+    }
+
+    /// Hands what an action came back with to the controllers, keeps a write that failed for
+    /// a passing reason to be tried again, and starts what waited behind it in its lane
+    /// (unless `may_write` says the Lease is overdue: it waits for [`Lanes::resume`]).
+    pub fn finish(
+        &mut self,
+        core: &mut Controllers,
+        unfinished: &mut Unfinished,
+        reconciles: &Reconciles,
+        done: Finished,
+        may_write: bool,
+    ) {
+        let Finished {
+            lane,
+            again,
+            tries,
+            controller,
+            took,
+            outcome,
+        } = done;
+        if let Some(c) = controller {
+            reconciles.record(c, outcome.result, took);
+        }
+        match outcome.answer {
+            Some(Answer::Instances(mut instances)) => {
+                instances.extend(self.launched_while_listing.take().unwrap_or_default());
+                Answer::Instances(instances).tell(core);
+            }
+            Some(answer) => {
+                if let (Some(seen), Answer::Launch { nodeclaim, result }) =
+                    (&mut self.launched_while_listing, &answer)
+                    && let Ok(launched) = result
+                {
+                    seen.push(CloudInstance {
+                        provider_id: launched.provider_id.clone(),
+                        nodeclaim: nodeclaim.clone(),
+                        image_id: None,
+                        network: None,
+                    });
+                }
+                answer.tell(core);
+            }
+            None if lane == Lane::Instances => self.launched_while_listing = None,
+            None => {}
+        }
+        if let (Err(fault), Some(action)) = (outcome.result, again)
+            && fault.passes()
+            && !unfinished.keep(action.clone(), tries + 1, now())
+        {
+            log::error(
+                "giving up a write",
+                &format!("{action:?} failed {} times", tries + 1),
+            );
+        }
+        self.busy.remove(&lane);
+        if may_write {
+            self.next_in(core, unfinished, lane);
+        }
+    }
+
+    /// Starts the next waiting action of a lane.
+    fn next_in(&mut self, core: &Controllers, unfinished: &mut Unfinished, lane: Lane) {
+        let Some(queue) = self.waiting.get_mut(&lane) else {
+            return;
+        };
+        let next = queue.pop_front();
+        if queue.is_empty() {
+            self.waiting.remove(&lane);
+        }
+        if let Some((tries, action)) = next {
+            self.start(core, unfinished, lane, action, tries);
+        }
+    }
+
+    /// Starts the waiting actions of every free lane (once the Lease is held again).
+    pub fn resume(&mut self, core: &Controllers, unfinished: &mut Unfinished) {
+        let lanes: Vec<Lane> = (self.waiting.keys())
+            .filter(|l| !self.busy.contains(*l))
+            .cloned()
+            .collect();
+        for lane in lanes {
+            self.next_in(core, unfinished, lane);
+        }
+    }
+
+    /// Waits for what is in flight (at a stop: each action under way is finished first),
+    /// handing the answers to the controllers; nothing waiting starts.
+    pub async fn settle(
+        &mut self,
+        core: &mut Controllers,
+        unfinished: &mut Unfinished,
+        reconciles: &Reconciles,
+    ) {
+        while let Some(done) = self.in_flight.next().await {
+            self.finish(core, unfinished, reconciles, done, false);
+        }
+    }
+}
