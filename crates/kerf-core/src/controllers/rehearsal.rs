@@ -113,15 +113,20 @@ fn amounts(r: &Resources) -> ks::Amounts {
         .collect()
 }
 
-/// The facts of each pod shape, worked out once per rehearsal (replicas share a shape).
+/// The facts of each pod as declared (kube-scheduler reads no topology Kerf adds for its
+/// volumes), worked out once per rehearsal: replicas share one shape, so one for them all.
 #[derive(Default)]
 struct FactsByShape(HashMap<*const Pod, ks::Facts>);
 
 impl FactsByShape {
-    fn of(&mut self, pod: &std::sync::Arc<Pod>) -> &ks::Facts {
+    fn of(&mut self, pod: &Pod) -> &ks::Facts {
         (self.0)
-            .entry(std::sync::Arc::as_ptr(pod))
+            .entry(std::ptr::from_ref(pod))
             .or_insert_with(|| ks::Facts::of(pod))
+    }
+
+    fn get(&self, pod: &Pod) -> Option<&ks::Facts> {
+        self.0.get(&std::ptr::from_ref(pod))
     }
 }
 
@@ -147,14 +152,13 @@ impl Controllers {
         }
         pending.sort();
         for (_, _, k) in &pending {
-            facts.of(&cluster.pods[*k].shape);
+            facts.of(cluster.pods[*k].declared());
         }
         // one pending pod of each shape stands for the rest, for which bound pods weigh
         let mut shapes = HashSet::new();
         let alike: Vec<&Pod> = (pending.iter())
-            .map(|(_, _, k)| &cluster.pods[*k].shape)
-            .filter(|s| shapes.insert(std::sync::Arc::as_ptr(s)))
-            .map(|s| &**s)
+            .map(|(_, _, k)| cluster.pods[*k].declared())
+            .filter(|s| shapes.insert(std::ptr::from_ref(*s)))
             .collect();
         let by_name: HashMap<&str, usize> = (seats.iter().enumerate())
             .map(|(i, s)| (s.name.as_str(), i))
@@ -162,8 +166,8 @@ impl Controllers {
         let weighing: Vec<(&Pod, &ks::Facts, &str)> = (cluster.pods.values())
             .filter_map(|p| {
                 let node = p.node.as_deref().filter(|n| by_name.contains_key(n))?;
-                let f = facts.0.get(&std::sync::Arc::as_ptr(&p.shape))?;
-                ks::weighs_on(&p.shape, f, &alike).then_some((&*p.shape, f, node))
+                let f = facts.get(p.declared())?;
+                ks::weighs_on(p.declared(), f, &alike).then_some((p.declared(), f, node))
             })
             .collect();
         let nodes: Vec<ks::Node<'_>> = (seats.iter())
@@ -182,10 +186,10 @@ impl Controllers {
         let mut leftovers = Vec::new();
         for (_, _, key) in &pending {
             let p = &cluster.pods[*key];
-            let Some(f) = facts.0.get(&std::sync::Arc::as_ptr(&p.shape)) else {
+            let Some(f) = facts.get(p.declared()) else {
                 continue;
             };
-            match scheduler.schedule_with(&p.shape, f, None) {
+            match scheduler.schedule_with(p.declared(), f, None) {
                 Some(node) => {
                     let claim = seats[by_name[node]].claim.as_ref();
                     if let Some(claim) = claim.filter(|c| p.nominated.as_ref() != Some(*c)) {
@@ -245,7 +249,7 @@ impl Controllers {
         }
         for p in cluster.pods.values() {
             if let Some(&i) = p.node.as_deref().and_then(|n| index.get(n)) {
-                seats[i].usage.add(facts.of(&p.shape));
+                seats[i].usage.add(facts.of(p.declared()));
             }
         }
         for (name, c) in &cluster.nodeclaims {
