@@ -13,9 +13,9 @@ Deployments scaled to 350 (70 %). Each autoscaler gets a fresh control plane of 
 every pod runs; seconds until consolidation settles after the scale-in (the last change of
 the node count before --quiet seconds without one); nodes and $/hour at both points; requested
 over allocatable cpu and memory; the controller's peak RSS and CPU seconds (from /proc).
-`floor` is the control plane alone: the same pods onto ten pre-made kwok nodes of 256 cpu /
-2 TiB, no autoscaler in the loop. `--all-types` offers every Karpenter kwok type (no 32-cpu
-cap); `--no-scale-in` stops once every pod runs (the 50,000-pod run). Each run's work folder
+`floor` is the control plane alone: the same pods onto pre-made kwok nodes of 256 cpu /
+2 TiB (ten a thousand pods), no autoscaler in the loop. `--all-types` offers every Karpenter
+kwok type (no 32-cpu cap); `--no-scale-in` stops once every pod runs (the 50,000-pod run). Each run's work folder
 (the autoscaler's log beside the control plane's) is kept and named, so the two logs of one
 run can be read side by side. Prints a Markdown table (the README quotes it).
 """
@@ -86,6 +86,11 @@ status:
   capacity: {{cpu: "256", memory: 2Ti, pods: "1024"}}
   allocatable: {{cpu: "256", memory: 2Ti, pods: "1024"}}
 """
+
+
+def floor_nodes(scale):
+    """Ten 256-cpu / 2 TiB nodes a thousand pods: room for the mix at any --scale."""
+    return 10 * max(1, -(-scale // 1000))
 
 
 def price(instance_type, capacity_type):
@@ -192,7 +197,7 @@ def run(who, args):
         cluster.wait_established("nodepools.karpenter.sh", "nodeclaims.karpenter.sh",
                                  "kwoknodeclasses.karpenter.kwok.sh")
         if who == "floor":
-            for i in range(10):
+            for i in range(floor_nodes(args.scale)):
                 cluster.kubectl("apply", "-f", "-", stdin=floor_node(i))
             time.sleep(5)
         else:
@@ -281,7 +286,7 @@ def main():
     row("every pod Running (s): stamped by the API server; seen by polling",
         lambda r: f"{r['up_stamped']:.0f}; {r['up']:.1f}")
     row("nodes, $/hour at scale-out",
-        lambda r: f"{r['at_up']['nodes']}, {r['at_up']['cost']:.2f}" if r["who"] != "floor" else "10 pre-made")
+        lambda r: f"{r['at_up']['nodes']}, {r['at_up']['cost']:.2f}" if r["who"] != "floor" else f"{floor_nodes(args.scale)} pre-made")
     row("requests/allocatable cpu, memory",
         lambda r: f"{r['at_up']['cpu']:.2f}, {r['at_up']['memory']:.2f}")
     row("consolidation settled after scale-in (s)",
