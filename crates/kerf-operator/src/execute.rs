@@ -420,11 +420,9 @@ impl<C: CloudProvider> Executor<C> {
             PatchParams::default(),
         );
         match action {
-            Action::Log(r) => log::record(&r),
-            Action::Event(e) => {
-                let uid = self.events.uid(e.kind, &e.name);
-                self.events.record(e, uid);
-            }
+            // no call: the lanes print log lines and record events on the spot
+            // ([`crate::dispatch::Lanes::submit`]), and a disruption's start is a log line
+            Action::Log(_) | Action::Event(_) | Action::Disrupting { .. } => {}
             Action::CreateNodeClaim(object) => {
                 let r = retry("creating nodeclaim", || claims.create(&post, &object)).await;
                 match r {
@@ -540,7 +538,6 @@ impl<C: CloudProvider> Executor<C> {
                 self.edit_taints(&nodes, &node, |ts| ts.retain(|t| t.key != key))
                     .await?;
             }
-            Action::Disrupting { .. } => {}
             Action::Evict { pod } => {
                 let (ns, name) = split(&pod);
                 let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
