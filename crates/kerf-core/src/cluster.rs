@@ -350,6 +350,9 @@ pub struct PodRecord {
     pub uid: Option<String>,
     /// `status.phase`.
     pub phase: Option<String>,
+    /// Whether its deletion has begun (`metadata.deletionTimestamp`): a drain waits for it
+    /// to go and asks no eviction of it, as Karpenter's does.
+    pub terminating: bool,
     /// Whether its `Ready` condition is true.
     pub ready: bool,
     /// Whether, as last written, kube-scheduler found it no node and it is Kerf's to
@@ -741,6 +744,7 @@ impl Cluster {
                 pending_since
             },
             uid: pod.metadata.uid.clone(),
+            terminating: pod.metadata.deletion_timestamp.is_some(),
             phase,
             ready: crate::objects::pod_condition_true(&pod, "Ready"),
             provisionable: is_provisionable(&pod),

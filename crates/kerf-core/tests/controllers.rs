@@ -1009,9 +1009,81 @@ fn evicted(actions: &[Action]) -> Vec<String> {
 #[test]
 fn an_eviction_that_did_not_happen_is_asked_again_by_the_drain() {
     let mut core = with_pool();
+    drained_with_pod(&mut core, |p| p);
+    let first = evicted(&run_until(&mut core, 6, 8));
+    assert_eq!(first, ["default/x"]);
+    // asked once: while the pod is on its way out, it is not asked again
+    assert!(evicted(&run_until(&mut core, 9, 20)).is_empty());
+    // the eviction never happened (the API server was down): asked again
+    core.eviction_refused("default/x", Some(500));
+    assert_eq!(evicted(&run_until(&mut core, 21, 30)), ["default/x"]);
+}
+
+/// The `Evicted` Event on a pod, as Karpenter publishes it: once the API server took the
+/// eviction, and once per pod however often a refused eviction is asked again.
+#[test]
+fn a_pod_is_told_of_its_eviction_once_the_api_server_took_it() {
+    let mut core = with_pool();
+    let claim = drained_with_pod(&mut core, |p| p);
+    let told = |actions: &[Action]| {
+        actions
+            .iter()
+            .filter(|a| matches!(a, Action::Event(e) if e.reason == "Evicted"))
+            .count()
+    };
+    let first = run_until(&mut core, 6, 8);
+    assert_eq!(evicted(&first), ["default/x"]);
+    assert_eq!(told(&first), 0, "announced before the API server answered");
+    core.eviction_refused("default/x", Some(429));
+    let again = run_until(&mut core, 9, 20);
+    assert_eq!(evicted(&again), ["default/x"]);
+    assert_eq!(told(&again), 0);
+    core.evicted("default/x");
+    let after = run_until(&mut core, 21, 22);
+    assert_eq!(told(&after), 1);
+    let Some(Action::Event(e)) = after.iter().find(|a| matches!(a, Action::Event(_))) else {
+        unreachable!()
+    };
+    assert_eq!(e.name, "default/x");
+    assert!(e.message.starts_with("Evicted pod: "), "{}", e.message);
+    let text = core.render_metrics(secs(22), &[]);
+    for line in [
+        "karpenter_pods_eviction_requests_total{code=\"429\"} 1",
+        "karpenter_pods_eviction_requests_total{code=\"200\"} 1",
+    ] {
+        assert!(text.contains(line), "no {line} in:\n{text}");
+    }
+    assert!(core.cluster().nodeclaims().contains_key(&claim));
+}
+
+/// A pod already on its way out when its node drains (evicted by an operator that was
+/// then restarted, or deleted by its owner) is waited for, not evicted again (Karpenter
+/// evicts no terminating pod).
+#[test]
+fn a_terminating_pod_on_a_draining_node_is_waited_for_not_evicted() {
+    let mut core = with_pool();
+    drained_with_pod(&mut core, |mut p| {
+        p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(4).unwrap(),
+        ));
+        p
+    });
+    let actions = run_until(&mut core, 6, 20);
+    assert!(evicted(&actions).is_empty(), "{actions:?}");
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::DeleteNode { .. })),
+        "the node went with a pod still on it"
+    );
+}
+
+/// A node with pod `default/x` (made by `edit`) bound to it, whose NodeClaim's deletion
+/// has just started; the NodeClaim's name.
+fn drained_with_pod(core: &mut Controllers, edit: impl FnOnce(Pod) -> Pod) -> String {
     core.apply_pod(unschedulable("x", "1"), secs(0));
-    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
-    launch_and_register(&mut core, &claim);
+    let claim = created(&run_until(core, 0, 2))[0].clone();
+    launch_and_register(core, &claim);
     let mut bound: Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "x", "namespace": "default", "ownerReferences": [{"apiVersion":
             "apps/v1", "kind": "ReplicaSet", "name": "x", "uid": "1", "controller": true}]},
@@ -1020,16 +1092,10 @@ fn an_eviction_that_did_not_happen_is_asked_again_by_the_drain() {
     }))
     .unwrap();
     bound.spec.as_mut().unwrap().node_name = Some(claim.clone());
-    core.apply_pod(bound, secs(4));
+    core.apply_pod(edit(bound), secs(4));
     core.poll(secs(5));
     core.delete_nodeclaim(&claim);
-    let first = evicted(&run_until(&mut core, 6, 8));
-    assert_eq!(first, ["default/x"]);
-    // asked once: while the pod is on its way out, it is not asked again
-    assert!(evicted(&run_until(&mut core, 9, 20)).is_empty());
-    // the eviction never happened (the API server was down): asked again
-    core.eviction_refused("default/x");
-    assert_eq!(evicted(&run_until(&mut core, 21, 30)), ["default/x"]);
+    claim
 }
 
 /// Karpenter's termination taints a node, then drains it: no pod is evicted while the

@@ -292,8 +292,11 @@ pub enum Answer {
     },
     /// The cloud's instances, for garbage collection.
     Instances(Vec<CloudInstance>),
-    /// An eviction did not happen (a PodDisruptionBudget refused it, or it failed).
-    EvictionRefused(String),
+    /// The API server took a pod's eviction.
+    Evicted(String),
+    /// An eviction did not happen (a PodDisruptionBudget refused it, or it failed): the pod,
+    /// and the API server's status code when it answered.
+    EvictionRefused(String, Option<u16>),
 }
 
 impl Answer {
@@ -314,7 +317,8 @@ impl Answer {
                 Err(e) => core.launch_error(&nodeclaim, &e.to_string(), now()),
             },
             Answer::Instances(instances) => core.garbage_collect(&instances, now()),
-            Answer::EvictionRefused(pod) => core.eviction_refused(&pod),
+            Answer::Evicted(pod) => core.evicted(&pod),
+            Answer::EvictionRefused(pod, code) => core.eviction_refused(&pod, code),
         }
     }
 }
@@ -542,16 +546,20 @@ impl<C: CloudProvider> Executor<C> {
                 let (ns, name) = split(&pod);
                 let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
                 match pods.evict(name, &EvictParams::default()).await {
-                    Ok(_) => {}
+                    Ok(_) => return Ok(Some(Answer::Evicted(pod))),
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
                     // 429: a PodDisruptionBudget allows no disruption now; the drain's next
                     // round asks again
                     Err(kube::Error::Api(s)) if s.code == 429 => {
-                        return Ok(Some(Answer::EvictionRefused(pod)));
+                        return Ok(Some(Answer::EvictionRefused(pod, Some(s.code))));
                     }
                     Err(e) => {
+                        let code = match &e {
+                            kube::Error::Api(s) => Some(s.code),
+                            _ => None,
+                        };
                         return Err(Failure {
-                            answer: Some(Box::new(Answer::EvictionRefused(pod))),
+                            answer: Some(Box::new(Answer::EvictionRefused(pod, code))),
                             ..failed("evicting pod")(e)
                         });
                     }

@@ -770,7 +770,7 @@ impl World {
         let (stored, answered) = (!refused, !refused && !lost);
         let again = (!answered && replayable(&action)).then(|| action.clone());
         let evicted = match &action {
-            Action::Evict { pod } if !answered => Some(pod.clone()),
+            Action::Evict { pod } => Some(pod.clone()),
             _ => None,
         };
         if stored {
@@ -780,7 +780,12 @@ impl World {
             self.totals.api_writes_failed += 1;
         }
         if let Some(pod) = evicted {
-            self.core.eviction_refused(&pod);
+            // an answer lost on the way back reads as a refusal: the drain asks again
+            if answered {
+                self.core.evicted(&pod);
+            } else {
+                self.core.eviction_refused(&pod, refused.then_some(500));
+            }
         }
         if let Some(action) = again
             && !self.unfinished.keep(action, tries + 1, self.now)

@@ -20,34 +20,42 @@ pub const DRAIN_RETRY: Duration = Duration::from_secs(5);
 /// How long a drain waits for evicted pods to be gone before it looks again.
 pub const EVICTION_WAIT: Duration = Duration::from_secs(1);
 
-/// Pods asked to leave, by key and incarnation: a pod made again under the same name (a
-/// StatefulSet's, recreated as soon as the old one is gone) is a new pod, whose eviction is
-/// still to be asked.
+/// Pods asked to leave, by key, with their incarnation and why they were asked: a pod made
+/// again under the same name (a StatefulSet's, recreated as soon as the old one is gone) is
+/// a new pod, whose eviction is still to be asked.
 #[derive(Clone, Debug, Default)]
-pub struct Evicting(BTreeMap<String, u64>);
+pub struct Evicting(BTreeMap<String, (u64, String)>);
 
 impl Evicting {
     /// Whether the pod of this name now is one whose eviction was asked.
     pub fn contains(&self, cluster: &Cluster, key: &str) -> bool {
         self.0
             .get(key)
-            .is_some_and(|i| cluster.pods.get(key).is_some_and(|p| p.incarnation == *i))
+            .is_some_and(|(i, _)| cluster.pods.get(key).is_some_and(|p| p.incarnation == *i))
     }
 
-    /// Records an eviction asked of the pod of this name now (and forgets the pods gone);
-    /// `false` when it was asked already.
-    fn insert(&mut self, cluster: &Cluster, key: &str) -> bool {
+    /// Records an eviction asked of the pod of this name now, and why (and forgets the pods
+    /// gone); `false` when it was asked already.
+    fn insert(&mut self, cluster: &Cluster, key: &str, why: &str) -> bool {
         self.0
-            .retain(|k, i| cluster.pods.get(k).is_some_and(|p| p.incarnation == *i));
+            .retain(|k, (i, _)| cluster.pods.get(k).is_some_and(|p| p.incarnation == *i));
         let Some(p) = cluster.pods.get(key) else {
             return false;
         };
-        self.0.insert(key.to_string(), p.incarnation) != Some(p.incarnation)
+        let before = self
+            .0
+            .insert(key.to_string(), (p.incarnation, why.to_string()));
+        before.is_none_or(|(i, _)| i != p.incarnation)
     }
 
     /// Forgets an eviction that did not happen; whether one was recorded.
     fn remove(&mut self, key: &str) -> bool {
         self.0.remove(key).is_some()
+    }
+
+    /// Why the eviction of this pod was asked, while it is recorded.
+    fn why(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(|(_, why)| why.as_str())
     }
 }
 
@@ -67,10 +75,36 @@ impl Controllers {
     /// An eviction asked for `pod` did not happen (a PodDisruptionBudget refused it with 429,
     /// or the API server could not be reached): the drain asks again on its next round, as
     /// Karpenter's eviction queue requeues a refused eviction.
-    pub fn eviction_refused(&mut self, pod: &str) {
+    /// `code` is the API server's answer, when one came (429, 500, …).
+    pub fn eviction_refused(&mut self, pod: &str, code: Option<u16>) {
+        if let Some(code) = code {
+            let code = code.to_string();
+            self.metrics
+                .inc(&families::PODS_EVICTION_REQUESTS, &[&code]);
+        }
         if self.termination.evicting.remove(pod) {
             self.activity += 1;
         }
+    }
+
+    /// The API server took the eviction asked of `pod`: the pod is told so with an
+    /// `Evicted` Event, as Karpenter tells it once its eviction succeeds (a refused one,
+    /// asked again, is announced once).
+    pub fn evicted(&mut self, pod: &str) {
+        self.metrics
+            .inc(&families::PODS_EVICTION_REQUESTS, &["200"]);
+        let Some(why) = self.termination.evicting.why(pod) else {
+            return;
+        };
+        let message = format!("Evicted pod: {why}");
+        self.metrics.inc(&families::PODS_DRAINED, &[why]);
+        self.event(Event {
+            kind: EventObject::Pod,
+            name: pod.to_string(),
+            warning: false,
+            reason: "Evicted",
+            message,
+        });
     }
 
     /// Starts deleting a NodeClaim whose deletion began at `since` (its deletion timestamp,
@@ -138,11 +172,15 @@ impl Controllers {
             for tier in 0..4 {
                 let (mut blocked, mut evicted) = (0, 0);
                 for (_, k) in on_node.iter().filter(|(t, _)| *t == tier) {
-                    if !forced && self.termination.evicting.contains(&self.cluster, k) {
-                        evicted += 1; // asked already: wait for it to go
+                    let p = &self.cluster.pods[k];
+                    // asked already, or on its way out on its own (evicted by an operator
+                    // before a restart, deleted by its owner): wait for it to go
+                    if !forced
+                        && (p.terminating || self.termination.evicting.contains(&self.cluster, k))
+                    {
+                        evicted += 1;
                         continue;
                     }
-                    let p = &self.cluster.pods[k];
                     let protected = pod_blocks(&p.shape, p.started, self.now);
                     if !forced && (protected || budgets.blocks(&self.cluster, k)) {
                         blocked += 1;
@@ -208,23 +246,25 @@ impl Controllers {
         let Some(p) = self.cluster.pods.get(key) else {
             return;
         };
-        if !self.termination.evicting.insert(&self.cluster, key) && !forced {
+        let why = self
+            .disruption
+            .disrupted_for
+            .get(claim)
+            .map_or("Forceful Termination", |r| r.as_str())
+            .to_string();
+        let owned = p.owner != PodOwner::None;
+        if !self.termination.evicting.insert(&self.cluster, key, &why) && !forced {
             return; // asked already: it is on its way out
         }
-        if p.owner == PodOwner::None {
+        if !owned {
             self.log(
                 "node.termination",
                 "evicted pod without a controller",
                 json!({"Pod": key}),
             );
         }
-        let why = self
-            .disruption
-            .disrupted_for
-            .get(claim)
-            .map_or("Forceful Termination", |r| r.as_str());
-        self.metrics.inc(&families::PODS_DRAINED, &[why]);
         if forced {
+            self.metrics.inc(&families::PODS_DRAINED, &[&why]);
             self.actions.push(Action::DeletePod {
                 pod: key.to_string(),
             });
@@ -232,13 +272,6 @@ impl Controllers {
         }
         self.actions.push(Action::Evict {
             pod: key.to_string(),
-        });
-        self.event(Event {
-            kind: EventObject::Pod,
-            name: key.to_string(),
-            warning: false,
-            reason: "Evicted",
-            message: format!("Evicted pod: {why}"),
         });
     }
 
