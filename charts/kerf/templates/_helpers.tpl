@@ -52,7 +52,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
-{{/* The Lease the replicas elect a leader on. */}}
+{{/* The Lease the replicas elect a leader on: Karpenter's, so that Kerf and a Karpenter left
+running in the same namespace wait on each other rather than act at once. */}}
 {{- define "kerf.leaseName" -}}
-{{- printf "%s-leader-election" (include "kerf.fullname" .) | trunc 63 | trimSuffix "-" }}
+karpenter-leader-election
 {{- end }}

@@ -809,6 +809,45 @@ fn a_nodeclaim_read_before_its_instance_types_is_priced_when_they_come() {
     assert_eq!(price(&core), Some(0.1));
 }
 
+/// A NodeClaim another autoscaler created and then launched while these controllers only
+/// watched (a Karpenter holding the Lease): read first without an instance, then with one.
+/// Its instance is taken as it is: never launched a second time, its node joined to it.
+#[test]
+fn a_nodeclaim_launched_by_another_writer_after_it_was_read_is_not_launched_again() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    core.apply_node_pool(pool());
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    let mut object: kerf_api::NodeClaim = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "default-k8rpt", "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": []},
+    }))
+    .unwrap();
+    core.observe(
+        Observation::Applied(Object::nodeclaim(object.clone())),
+        secs(0),
+    );
+    let labels = object.metadata.labels.get_or_insert_default();
+    for (k, v) in [
+        ("node.kubernetes.io/instance-type", "m5.large"),
+        ("karpenter.sh/capacity-type", "on-demand"),
+        ("topology.kubernetes.io/zone", "us-east-1a"),
+    ] {
+        labels.insert(k.into(), v.into());
+    }
+    object.status =
+        Some(serde_json::from_value(serde_json::json!({"providerID": "kwok://other"})).unwrap());
+    core.observe(Observation::Applied(Object::nodeclaim(object)), secs(1));
+    let actions = run_until(&mut core, 1, 30);
+    assert_eq!(launches(&actions, "default-k8rpt"), 0, "{actions:?}");
+    let claim = &core.cluster().nodeclaims()["default-k8rpt"];
+    assert_eq!(
+        claim.launched.as_ref().map(|l| l.provider_id.as_str()),
+        Some("kwok://other")
+    );
+}
+
 #[test]
 fn a_request_with_no_spot_capacity_anywhere_marks_spot_short_in_its_zones() {
     use kerf_core::controllers::lifecycle::Offering as Refused;

@@ -187,7 +187,12 @@ impl Elector {
                 since: Instant::now(),
             };
         }
-        let expired = self.seen.since.elapsed() >= self.config.lease_duration;
+        // the holder's own duration counts, as client-go reads it (a released record says 1 s)
+        let duration = (current.as_ref().and_then(|l| l.spec.as_ref()))
+            .and_then(|s| s.lease_duration_seconds)
+            .and_then(|d| u64::try_from(d).ok())
+            .map_or(self.config.lease_duration, Duration::from_secs);
+        let expired = self.seen.since.elapsed() >= duration;
         let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
         let post = PostParams::default();
         let ours = current

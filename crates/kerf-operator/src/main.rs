@@ -35,6 +35,7 @@ fn lease_namespace(settings: &Settings) -> String {
     settings
         .leader_election_namespace
         .clone()
+        .filter(|n| !n.is_empty())
         .unwrap_or_else(|| {
             std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
                 .map(|n| n.trim().to_string())

@@ -176,15 +176,17 @@ pub struct Settings {
           default_value = "false", value_parser = parse_bool("DISABLE_LEADER_ELECTION"),
           action = clap::ArgAction::Set)]
     pub disable_leader_election: bool,
-    /// The leader-election Lease's name.
+    /// The leader-election Lease's name: Karpenter's, so that a Kerf and a Karpenter left
+    /// running on one cluster never act at once (one waits on the other's Lease).
     #[arg(
         long,
         env = "LEADER_ELECTION_NAME",
         value_name = "LEADER_ELECTION_NAME",
-        default_value = "kerf-leader-election"
+        default_value = "karpenter-leader-election"
     )]
     pub leader_election_name: String,
-    /// The Lease's namespace: the service account's namespace in a pod, else kube-system.
+    /// The Lease's namespace: the service account's namespace in a pod, else kube-system
+    /// (empty, as Karpenter reads it, is unset).
     #[arg(
         long,
         env = "LEADER_ELECTION_NAMESPACE",

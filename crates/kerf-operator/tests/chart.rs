@@ -114,7 +114,10 @@ fn seed_values_render_as_karpenters_chart_would() {
             "SpotToSpotConsolidation=true,NodeRepair=false,StaticCapacity=false,NodeOverlay=false"
         )
     );
-    assert_eq!(get("LEADER_ELECTION_NAME"), Some("kerf-leader-election"));
+    assert_eq!(
+        get("LEADER_ELECTION_NAME"),
+        Some("karpenter-leader-election")
+    );
     let spec = &deployment["spec"]["template"]["spec"];
     assert_eq!(deployment["spec"]["replicas"], 2);
     assert_eq!(spec["priorityClassName"], "system-cluster-critical");

@@ -1029,7 +1029,13 @@ fn of_two_replicas_one_acts_and_the_other_takes_over_when_it_dies() {
     assert!(status.success(), "{status:?}");
     let lease = json(
         &cp,
-        &["get", "lease", "kerf-leader-election", "-n", "kube-system"],
+        &[
+            "get",
+            "lease",
+            "karpenter-leader-election",
+            "-n",
+            "kube-system",
+        ],
     );
     assert!(lease["spec"]["holderIdentity"].is_null(), "{lease}");
 }
@@ -1497,7 +1503,7 @@ spec:
     resourceRules:
       - {apiGroups: [coordination.k8s.io], apiVersions: [v1], operations: [UPDATE], resources: [leases]}
   validations:
-    - {expression: "object.metadata.name != 'kerf-leader-election'", message: the test freezes the Lease}
+    - {expression: "object.metadata.name != 'karpenter-leader-election'", message: the test freezes the Lease}
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding

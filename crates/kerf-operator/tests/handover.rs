@@ -5,13 +5,15 @@
 //! and provisions a scale-up; Kerf stops and Karpenter takes the cluster back, drifting
 //! nothing of Kerf's and consolidating Kerf's nodes as its own.
 //!
-//! The [`parity`] module gives both the same v1.15 manifests, one after the other, and
+//! The [`lease`] module runs the two at once, electing on one Lease. The [`parity`] module gives both the same v1.15 manifests, one after the other, and
 //! compares what each made; [`repair`] makes a node of each unhealthy and watches both
 //! replace it. Each runs beside the handover, on a control plane of its own.
 //!
 //! How long each side is watched untouched: `KERF_HANDOVER_QUIET` seconds (60 by default,
 //! so that CI stays short; the issue's five minutes is `KERF_HANDOVER_QUIET=300`).
 
+#[path = "handover/lease.rs"]
+mod lease;
 #[path = "handover/parity.rs"]
 mod parity;
 #[path = "handover/repair.rs"]
@@ -106,7 +108,7 @@ fn ready_claims(cp: &ControlPlane) -> usize {
 
 /// Seed 000 on Karpenter kwok's node class: a spot NodePool of weight 100, an on-demand
 /// fallback of weight 10, consolidation held off while the handover is watched.
-const CLUSTER: &str = r#"
+pub(crate) const CLUSTER: &str = r#"
 apiVersion: karpenter.kwok.sh/v1alpha1
 kind: KWOKNodeClass
 metadata: {name: default}

@@ -209,22 +209,23 @@ impl Controllers {
         deleting: Option<Duration>,
     ) {
         let name = object.metadata.name.clone().unwrap_or_default();
+        let types = self
+            .cluster
+            .instance_types
+            .get(&object.spec.node_class_ref.name);
+        let price = |it: &str, zone: &str, ct: CapacityType| {
+            types
+                .and_then(|ts| ts.iter().find(|t| t.name == it))
+                .and_then(|t| {
+                    t.offerings
+                        .iter()
+                        .find(|o| o.zone == zone && o.capacity_type == ct.as_str())
+                })
+                .map_or(0.0, |o| o.price_per_hour)
+        };
+        let read = claim_record(object, created, None, price);
         if !self.cluster.nodeclaims.contains_key(&name) {
-            let types = self
-                .cluster
-                .instance_types
-                .get(&object.spec.node_class_ref.name);
-            let price = |it: &str, zone: &str, ct: CapacityType| {
-                types
-                    .and_then(|ts| ts.iter().find(|t| t.name == it))
-                    .and_then(|t| {
-                        t.offerings
-                            .iter()
-                            .find(|o| o.zone == zone && o.capacity_type == ct.as_str())
-                    })
-                    .map_or(0.0, |o| o.price_per_hour)
-            };
-            let mut record = claim_record(object, created, None, price);
+            let mut record = read;
             // its termination deadline, as Karpenter (or these controllers before a restart)
             // wrote it
             let epoch = self.epoch();
@@ -236,6 +237,22 @@ impl Controllers {
             let launched = record.launched.is_some();
             self.cluster.apply_nodeclaim(name.clone(), record);
             if launched {
+                self.arm_liveness(&name);
+            }
+        } else if self.cluster.nodeclaims[&name].launched.is_none()
+            && !self.lifecycle.launching.contains(&name)
+        {
+            // launched by another writer since it was first read (a Karpenter that held the
+            // Lease while this replica waited): its instance is taken as it is, never launched
+            // a second time
+            if let Some(launched) = read.launched {
+                self.lifecycle.relaunches.remove(&name);
+                self.lifecycle.last_error.remove(&name);
+                if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
+                    c.launched = Some(launched);
+                }
+                self.cluster.changes.lifecycle.insert(name.clone());
+                self.cluster.link_node(&name);
                 self.arm_liveness(&name);
             }
         }
