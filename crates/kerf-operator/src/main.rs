@@ -105,6 +105,28 @@ async fn main() -> std::process::ExitCode {
             );
         }
     }
+    let aws_unknown = kerf_operator::settings::unknown_gates(&args.aws_feature_gates, true);
+    let gates = [
+        (&args.feature_gates.unknown, "FEATURE_GATES"),
+        (&aws_unknown, "AWS_FEATURE_GATES"),
+    ];
+    for (unknown, setting) in gates {
+        for gate in unknown {
+            kerf_operator::log::warn(
+                "operator",
+                "unknown feature gate ignored",
+                serde_json::json!({"setting": setting, "gate": gate}),
+            );
+        }
+    }
+    if !args.feature_gates.reserved_capacity {
+        kerf_operator::log::warn(
+            "operator",
+            "setting not acted on",
+            serde_json::json!({"setting": "FEATURE_GATES", "value": "ReservedCapacity=false",
+                "why": "capacity reservations an EC2NodeClass selects are always used"}),
+        );
+    }
     let mut options = options(&args);
     let capacity = CapacitySettings {
         vm_memory_overhead_percent: args.vm_memory_overhead_percent,

@@ -87,11 +87,11 @@ pub struct Settings {
     pub instance_types_file_path: Option<std::path::PathBuf>,
     /// How long a batch of pending pods waits for one more pod.
     #[arg(long, env = "BATCH_IDLE_DURATION", value_name = "BATCH_IDLE_DURATION",
-          default_value = "1s", value_parser = parse_duration)]
+          default_value = "1s", value_parser = parse_batch_duration)]
     pub batch_idle_duration: Duration,
     /// The longest a batch of pending pods is held.
     #[arg(long, env = "BATCH_MAX_DURATION", value_name = "BATCH_MAX_DURATION",
-          default_value = "10s", value_parser = parse_duration)]
+          default_value = "10s", value_parser = parse_batch_duration)]
     pub batch_max_duration: Duration,
     /// Kerf's own: how long an insufficient-capacity error keeps its offerings out of launches
     /// (Karpenter's fixed 3 minutes by default; tests that wait for spot to return shorten it).
@@ -204,7 +204,7 @@ pub struct Settings {
 }
 
 /// Karpenter's feature gates Kerf reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
     /// `SpotToSpotConsolidation`.
     pub spot_to_spot: bool,
@@ -216,6 +216,8 @@ pub struct FeatureGates {
     pub node_overlay: bool,
     /// `ReservedCapacity` (on by default, as in Karpenter v1.15).
     pub reserved_capacity: bool,
+    /// The names given that Karpenter v1.15 does not know, ignored (see [`unknown_gates`]).
+    pub unknown: Vec<String>,
 }
 
 impl Default for FeatureGates {
@@ -226,6 +228,7 @@ impl Default for FeatureGates {
             static_capacity: false,
             node_overlay: false,
             reserved_capacity: true,
+            unknown: Vec::new(),
         }
     }
 }
@@ -293,77 +296,98 @@ pub const SETTINGS_NOT_ACTED_ON: [(&str, &str); 17] = [
 /// accepted as false and refused as true.
 const AWS_GATES: [&str; 4] = ["NodeClassCEL", "DRANVIDIAGPU", "DRAEFA", "RebootForRepair"];
 
-/// Splits `Gate=bool,Gate=bool` as Karpenter reads it (spaces around names and values
-/// trimmed), each pair with its text for messages.
-fn gate_pairs(text: &str) -> Result<Vec<(&str, &str, bool)>, String> {
-    let mut out = Vec::new();
+/// A boolean as Go's `strconv.ParseBool` reads it, which Karpenter's gates and flags use:
+/// `1`, `t`, `T`, `TRUE`, `true`, `True` and their false counterparts.
+fn go_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// Reads `Gate=bool,Gate=bool` as Karpenter does (spaces around names and values trimmed,
+/// empty pairs skipped, values as Go's ParseBool reads them, the last of a name winning):
+/// each gate named, with its value.
+fn gate_pairs(text: &str) -> Result<std::collections::BTreeMap<&str, bool>, String> {
+    let mut out = std::collections::BTreeMap::new();
     for gate in text.split(',').map(str::trim).filter(|g| !g.is_empty()) {
         let Some((name, value)) = gate.split_once('=') else {
             return Err(format!("{gate}: expected Gate=true or Gate=false"));
         };
-        let value: bool = value
-            .trim()
-            .parse()
-            .map_err(|_| format!("{gate}: the value must be true or false"))?;
-        out.push((gate, name.trim(), value));
+        let value = go_bool(value.trim())
+            .ok_or_else(|| format!("{gate}: the value must be true or false"))?;
+        out.insert(name.trim(), value);
     }
     Ok(out)
 }
 
-/// Reads `AWS_FEATURE_GATES`: every name Karpenter v1.15 knows, only as false.
+/// The gates Kerf reads from `FEATURE_GATES`, beside [`GATES_NOT_IMPLEMENTED`].
+const GATES: [&str; 5] = [
+    "SpotToSpotConsolidation",
+    "NodeRepair",
+    "StaticCapacity",
+    "NodeOverlay",
+    "ReservedCapacity",
+];
+
+/// Reads `AWS_FEATURE_GATES`: every name Karpenter v1.15 knows, only as false (an unknown
+/// name is ignored, as Karpenter ignores it, and reported by [`unknown_gates`]).
 pub fn parse_aws_gates(text: &str) -> Result<String, String> {
-    for (gate, name, value) in gate_pairs(text)? {
-        if !AWS_GATES.contains(&name) {
-            return Err(format!(
-                "{gate}: unknown gate (known: {})",
-                AWS_GATES.join(", ")
-            ));
-        }
-        if value {
-            return Err(format!("{gate}: Kerf does not implement {name}"));
+    for (name, value) in gate_pairs(text)? {
+        if value && AWS_GATES.contains(&name) {
+            return Err(format!("{name}=true: Kerf does not implement {name}"));
         }
     }
     Ok(text.to_string())
 }
 
+/// The names in `FEATURE_GATES` (`aws`: `AWS_FEATURE_GATES`) Karpenter v1.15 does not know:
+/// ignored, as Karpenter ignores them (a gate of a later release, or a misspelt one), and
+/// logged once at start so that a typo does not pass unseen.
+pub fn unknown_gates(text: &str, aws: bool) -> Vec<String> {
+    let known = |n: &str| {
+        if aws {
+            AWS_GATES.contains(&n)
+        } else {
+            GATES.contains(&n) || GATES_NOT_IMPLEMENTED.contains(&n)
+        }
+    };
+    gate_pairs(text)
+        .unwrap_or_default()
+        .into_keys()
+        .filter(|n| !known(n))
+        .map(str::to_string)
+        .collect()
+}
+
 impl FeatureGates {
-    /// Reads `Gate=bool,Gate=bool`; gates not named keep Karpenter's defaults.
+    /// Reads `Gate=bool,Gate=bool`; gates not named keep Karpenter's defaults, names
+    /// Karpenter does not know are ignored.
     pub fn parse(text: &str) -> Result<FeatureGates, String> {
         let mut gates = FeatureGates::default();
-        for (gate, name, value) in gate_pairs(text)? {
+        for (name, value) in gate_pairs(text)? {
             match name {
                 "SpotToSpotConsolidation" => gates.spot_to_spot = value,
                 "NodeRepair" => gates.node_repair = value,
                 "StaticCapacity" => gates.static_capacity = value,
                 "NodeOverlay" => gates.node_overlay = value,
                 "ReservedCapacity" => gates.reserved_capacity = value,
-                n if GATES_NOT_IMPLEMENTED.contains(&n) => {
-                    if value {
-                        return Err(format!("{gate}: Kerf does not implement {n}"));
-                    }
+                n if GATES_NOT_IMPLEMENTED.contains(&n) && value => {
+                    return Err(format!("{n}=true: Kerf does not implement {n}"));
                 }
-                _ => {
-                    return Err(format!(
-                        "{gate}: unknown gate (known: SpotToSpotConsolidation, NodeRepair, \
-                         StaticCapacity, NodeOverlay, ReservedCapacity; {} only as false)",
-                        GATES_NOT_IMPLEMENTED.join(", ")
-                    ));
-                }
+                _ => {}
             }
         }
+        gates.unknown = unknown_gates(text, false);
         Ok(gates)
     }
 }
 
 impl Settings {
-    /// Checks what one value alone cannot: the batch window's two ends.
+    /// Checks what one value alone cannot (a batch idle duration longer than the maximum is
+    /// Karpenter's too: the window ends at the maximum).
     pub fn validate(&self) -> Result<(), String> {
-        if self.batch_idle_duration > self.batch_max_duration {
-            return Err(format!(
-                "BATCH_IDLE_DURATION ({:?}) must not be longer than BATCH_MAX_DURATION ({:?})",
-                self.batch_idle_duration, self.batch_max_duration
-            ));
-        }
         if self.metrics_port == self.health_probe_port {
             return Err(format!(
                 "METRICS_PORT and HEALTH_PROBE_PORT must differ (both {})",
@@ -380,6 +404,62 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         Ok(d) => Ok(d),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// A batch window's end as Karpenter reads it: any Go duration (`1.5s`, `500us`, `0`); one
+/// of 0 or less ends the window at once.
+fn parse_batch_duration(text: &str) -> Result<Duration, String> {
+    go_duration(text).ok_or_else(|| {
+        format!("{text:?} is not a duration (a number and unit such as 1s, 500ms, 1.5s)")
+    })
+}
+
+/// Go's `time.ParseDuration`, negative durations read as zero: an optional sign, then
+/// decimal numbers each with a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`); a bare `0`.
+fn go_duration(text: &str) -> Option<Duration> {
+    let (negative, mut rest) = match text.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if rest == "0" {
+        return Some(Duration::ZERO);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut nanos = 0f64;
+    while !rest.is_empty() {
+        let number = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (digits, tail) = rest.split_at(number);
+        if digits.is_empty() || digits == "." {
+            return None;
+        }
+        let value: f64 = digits.parse().ok()?;
+        let unit = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let scale = match &tail[..unit] {
+            "ns" => 1.0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return None,
+        };
+        nanos += value * scale;
+        rest = &tail[unit..];
+    }
+    // Go's durations end at about 292 years
+    (nanos.is_finite() && nanos < 9.3e18).then(|| {
+        if negative {
+            Duration::ZERO
+        } else {
+            Duration::from_nanos(nanos as u64)
+        }
+    })
 }
 
 fn parse_dollars(text: &str) -> Result<f64, String> {
@@ -410,11 +490,11 @@ fn parse_positive(name: &'static str) -> impl Fn(&str) -> Result<f64, String> + 
     }
 }
 
+/// A boolean setting as Karpenter reads it (Go's ParseBool; empty is false).
 fn parse_bool(name: &'static str) -> impl Fn(&str) -> Result<bool, String> + Clone {
-    move |text| match text.to_ascii_lowercase().as_str() {
-        "true" | "1" => Ok(true),
-        "false" | "0" | "" => Ok(false),
-        _ => Err(format!("{name} must be true or false")),
+    move |text| match text {
+        "" => Ok(false),
+        t => go_bool(t).ok_or_else(|| format!("{name} must be true or false")),
     }
 }
 
@@ -470,7 +550,7 @@ mod tests {
                 &["--batch-idle-duration", "soon"][..],
                 "BATCH_IDLE_DURATION",
             ),
-            (&["--batch-max-duration", "0s"], "BATCH_MAX_DURATION"),
+            (&["--batch-max-duration", "1x"], "BATCH_MAX_DURATION"),
             (&["--metrics-port", "http"], "METRICS_PORT"),
             (&["--kube-client-qps=-1"], "KUBE_CLIENT_QPS"),
             (&["--kube-client-burst", "0"], "KUBE_CLIENT_BURST"),
@@ -480,14 +560,14 @@ mod tests {
             ),
             (&["--isolated-vpc", "yes"], "ISOLATED_VPC"),
             (&["--log-level", "loud"], "LOG_LEVEL"),
-            (&["--feature-gates", "SpotToSpot=true"], "FEATURE_GATES"),
+            (&["--feature-gates", "NodeRepair=yes"], "FEATURE_GATES"),
             (&["--preference-policy", "respect"], "PREFERENCE_POLICY"),
             (&["--min-values-policy", "Loose"], "MIN_VALUES_POLICY"),
             (
                 &["--aws-feature-gates", "NodeClassCEL=true"],
                 "AWS_FEATURE_GATES",
             ),
-            (&["--aws-feature-gates", "Zonal=false"], "AWS_FEATURE_GATES"),
+            (&["--aws-feature-gates", "Zonal"], "AWS_FEATURE_GATES"),
             (
                 &["--consolidation-min-savings-per-hour=-0.1"],
                 "CONSOLIDATION_MIN_SAVINGS_PER_HOUR",
@@ -500,8 +580,50 @@ mod tests {
             let e = parse(args).unwrap_err();
             assert!(e.contains(name), "{args:?}: {e}");
         }
+    }
+
+    /// What Karpenter v1.15 accepts, Kerf accepts: any Go duration for a batch window (one
+    /// idle longer than the maximum ends at the maximum), booleans as Go's ParseBool reads
+    /// them, gate names it does not know (ignored, and reported).
+    #[test]
+    fn values_karpenter_accepts_are_accepted() {
         let s = parse(&["--batch-idle-duration", "20s"]).unwrap();
-        assert!(s.validate().unwrap_err().contains("BATCH_IDLE_DURATION"));
+        assert!(s.validate().is_ok());
+        for (text, nanos) in [
+            ("0", 0),
+            ("0s", 0),
+            ("1.5s", 1_500_000_000),
+            ("500us", 500_000),
+            ("2µs", 2_000),
+            ("1h2m3.5s", 3_723_500_000_000),
+            ("-1s", 0),
+            ("+10ms", 10_000_000),
+        ] {
+            let s = parse(&[&format!("--batch-max-duration={text}")]).unwrap();
+            assert_eq!(s.batch_max_duration.as_nanos(), nanos, "{text}");
+        }
+        for bad in ["", "1", "s", ".s", "1d", "1.2.3s", "--1s"] {
+            let arg = format!("--batch-max-duration={bad}");
+            assert!(parse(&[&arg]).is_err(), "{bad:?}");
+        }
+        for (text, value) in [("T", true), ("1", true), ("TRUE", true), ("f", false)] {
+            let s = parse(&["--isolated-vpc", text]).unwrap();
+            assert_eq!(s.isolated_vpc, value, "{text}");
+        }
+        assert!(parse(&["--isolated-vpc", "tRuE"]).is_err());
+        let s = parse(&[
+            "--feature-gates",
+            "NodeRepair=True, Foo=1,nodeRepair=false,CapacityBuffer=true,CapacityBuffer=false",
+            "--aws-feature-gates",
+            "ZonalShift=true,NodeClassCEL=F",
+        ])
+        .unwrap();
+        assert!(s.feature_gates.node_repair);
+        assert_eq!(s.feature_gates.unknown, ["Foo", "nodeRepair"]);
+        assert_eq!(
+            super::unknown_gates(&s.aws_feature_gates, true),
+            ["ZonalShift"]
+        );
     }
 
     #[test]
