@@ -31,6 +31,27 @@ pub mod condition_types {
     pub const INSTANCE_TERMINATING: &str = "InstanceTerminating";
     /// Why the NodeClaim is being disrupted.
     pub const DISRUPTION_REASON: &str = "DisruptionReason";
+    /// The node's VolumeAttachments are gone (its deletion may finish).
+    pub const VOLUMES_DETACHED: &str = "VolumesDetached";
+    /// The node's shape matches what the NodeClaim said it would be.
+    pub const CONSISTENT_STATE_FOUND: &str = "ConsistentStateFound";
+    /// The node is being rebooted for repair (Karpenter's RebootForRepair).
+    pub const REBOOTING: &str = "Rebooting";
+
+    /// The types Kerf writes: a condition of another type (one another controller put on
+    /// the NodeClaim) is left as it is.
+    pub const OWNED: [&str; 10] = [
+        LAUNCHED,
+        REGISTERED,
+        INITIALIZED,
+        READY,
+        DRIFTED,
+        CONSOLIDATABLE,
+        DRAINED,
+        INSTANCE_TERMINATING,
+        DISRUPTION_REASON,
+        CONSISTENT_STATE_FOUND,
+    ];
 }
 
 /// Desired state of a NodeClaim.

@@ -209,10 +209,13 @@ pub struct ClaimRecord {
     /// waiting to be tried again) still counts, as Karpenter frees a node's share only once
     /// the write that marks it has succeeded (swarm seed 365383).
     pub deletion_stored: bool,
-    /// Condition `InstanceTerminating` as Karpenter left it (its drain is done and the
-    /// cloud was told to terminate the instance): the node no longer counts toward its
-    /// NodePool's disruption budgets, as in Karpenter. Kerf does not write the condition.
+    /// Condition `InstanceTerminating` (its drain is done and the cloud was told to
+    /// terminate the instance): the node no longer counts toward its NodePool's disruption
+    /// budgets, as in Karpenter.
     pub instance_terminating: bool,
+    /// Condition `Consolidatable`: initialized, and quiet for its NodePool's
+    /// consolidateAfter.
+    pub consolidatable: bool,
     /// When its pods go regardless of budgets and do-not-disrupt
     /// (`karpenter.sh/nodeclaim-termination-timestamp`): node repair sets it to the moment
     /// it gives up on an unhealthy node.

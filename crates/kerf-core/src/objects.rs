@@ -86,9 +86,47 @@ pub fn keep_transition_times(conditions: &mut [Condition], previous: &[Condition
     }
 }
 
-/// The status a NodeClaim record stands for: provider id, node, capacity and the lifecycle
-/// and drift conditions (`Ready` follows `Initialized`, as in Karpenter).
-pub fn nodeclaim_status(record: &ClaimRecord) -> NodeClaimStatus {
+/// What a NodeClaim's conditions say beyond its record, as the controllers that own them
+/// see it when the status is written.
+#[derive(Clone, Debug, Default)]
+pub struct ClaimConditions {
+    /// Why a registered node is not initialized yet: Karpenter's reason and message.
+    pub initializing: Option<(&'static str, String)>,
+    /// Why its last launch failed, while it is tried again (`LaunchFailed`).
+    pub launch_error: Option<String>,
+    /// The disruption that chose it (`DisruptionReason`).
+    pub disruption: Option<String>,
+    /// Its drain, once its deletion started: under way (`false`) or done (`true`).
+    pub drained: Option<bool>,
+}
+
+/// Karpenter's reason and message for a condition no controller has decided yet.
+const AWAITING: (&str, &str) = (
+    "AwaitingReconciliation",
+    "object is awaiting reconciliation",
+);
+
+fn unknown(type_: &str, reason: &str, message: &str) -> Condition {
+    Condition {
+        status: "Unknown".into(),
+        message: message.into(),
+        ..condition(type_, false, reason)
+    }
+}
+
+/// A condition set true as Karpenter sets one: its type as the reason, no message.
+fn holds(type_: &str) -> Condition {
+    condition(type_, true, type_)
+}
+
+/// The status a NodeClaim record stands for: provider id, node, capacity and the
+/// conditions Karpenter v1.15 writes, with its reasons and messages: `Launched`,
+/// `Registered` and `Initialized` `Unknown` until they hold, `Ready` summing the three,
+/// `Drifted` and `DisruptionReason` with the reason as the message too, `Drained`,
+/// `InstanceTerminating`, `Consolidatable` and `ConsistentStateFound` (the node found as
+/// launched).
+pub fn nodeclaim_status(record: &ClaimRecord, beside: &ClaimConditions) -> NodeClaimStatus {
+    use condition_types::*;
     let mut status = NodeClaimStatus {
         node_name: record.node.clone(),
         ..NodeClaimStatus::default()
@@ -99,47 +137,125 @@ pub fn nodeclaim_status(record: &ClaimRecord) -> NodeClaimStatus {
         status.allocatable = l.allocatable.to_resource_list();
         status.image_id = l.image_id.clone();
     }
-    let launched = record.launched.is_some();
-    status.conditions = vec![
-        condition(
-            condition_types::LAUNCHED,
-            launched,
-            if launched { "Launched" } else { "NotLaunched" },
+    let (launched, registered, initialized) = (
+        record.launched.is_some(),
+        record.registered,
+        record.initialized,
+    );
+    let launch = match (&beside.launch_error, launched) {
+        (_, true) => holds(LAUNCHED),
+        (Some(e), false) => unknown(LAUNCHED, "LaunchFailed", &truncated(e)),
+        (None, false) => unknown(LAUNCHED, AWAITING.0, AWAITING.1),
+    };
+    let registration = match (registered, launched) {
+        (true, _) => holds(REGISTERED),
+        (false, true) => unknown(
+            REGISTERED,
+            "NodeNotFound",
+            "Node not registered with cluster",
         ),
-        condition(
-            condition_types::REGISTERED,
-            record.registered,
-            if record.registered {
-                "Registered"
-            } else {
-                "NotRegistered"
-            },
-        ),
-        condition(
-            condition_types::INITIALIZED,
-            record.initialized,
-            if record.initialized {
-                "Initialized"
-            } else {
-                "NotInitialized"
-            },
-        ),
-        condition(
-            condition_types::READY,
-            record.initialized,
-            if record.initialized {
-                "Ready"
-            } else {
-                "NotReady"
-            },
-        ),
-    ];
-    if let Some(d) = record.drifted {
-        status
-            .conditions
-            .push(condition(condition_types::DRIFTED, true, d.as_str()));
+        (false, false) => unknown(REGISTERED, AWAITING.0, AWAITING.1),
+    };
+    let initialization = match (initialized, registered, &beside.initializing) {
+        (true, ..) => holds(INITIALIZED),
+        (false, true, Some((reason, message))) => unknown(INITIALIZED, reason, message),
+        (false, true, None) => unknown(INITIALIZED, "NodeNotReady", "Node status is NotReady"),
+        (false, false, _) => unknown(INITIALIZED, AWAITING.0, AWAITING.1),
+    };
+    // Ready sums the three as operatorpkg does; its message lists those not yet true, in the
+    // order Karpenter's own writes leave them
+    let waiting: &[&str] = match (launched, registered, initialized) {
+        (true, true, true) => &[],
+        (false, ..) => &[LAUNCHED, REGISTERED, INITIALIZED],
+        (true, false, _) => &[INITIALIZED, REGISTERED],
+        (true, true, false) => &[INITIALIZED],
+    };
+    let ready = if waiting.is_empty() {
+        holds(READY)
+    } else {
+        let message: Vec<String> = waiting.iter().map(|t| format!("{t}=Unknown")).collect();
+        unknown(READY, "ReconcilingDependents", &message.join(", "))
+    };
+    status.conditions = vec![launch, registration, initialization];
+    if registered {
+        status.conditions.push(holds(CONSISTENT_STATE_FOUND));
     }
+    let because = |type_: &str, why: &str| Condition {
+        message: why.into(),
+        ..condition(type_, true, why)
+    };
+    if let Some(d) = record.drifted {
+        status.conditions.push(because(DRIFTED, d.as_str()));
+    }
+    if let Some(r) = &beside.disruption {
+        status.conditions.push(because(DISRUPTION_REASON, r));
+    }
+    match beside.drained {
+        Some(true) => status.conditions.push(holds(DRAINED)),
+        Some(false) => status
+            .conditions
+            .push(unknown(DRAINED, "Draining", "Draining")),
+        None => {}
+    }
+    if record.instance_terminating {
+        status.conditions.push(holds(INSTANCE_TERMINATING));
+    }
+    if record.consolidatable {
+        status.conditions.push(holds(CONSOLIDATABLE));
+    }
+    status.conditions.push(ready);
     status
+}
+
+/// A launch error as Karpenter puts it in a condition: at most 1,024 characters.
+fn truncated(message: &str) -> String {
+    if message.chars().count() <= 1024 {
+        return message.to_string();
+    }
+    let cut: String = message.chars().take(1021).collect();
+    format!("{cut}...")
+}
+
+/// The conditions a NodeClaim's status write stores, as operatorpkg keeps them: each
+/// condition's transition time kept while its status stays (a new `Launched`, `Registered`,
+/// `Initialized` or `Ready` dates from the NodeClaim's creation, any other from `now`), the
+/// generation observed stamped on each, the conditions of types Kerf does not own (another
+/// controller's) kept as stored, and the list ordered by transition time with `Ready` last.
+pub fn nodeclaim_conditions(
+    ours: Vec<Condition>,
+    stored: &[Condition],
+    now: Duration,
+    generation: Option<i64>,
+    created: Option<&str>,
+) -> Vec<Condition> {
+    use condition_types::*;
+    let now = crate::clock::kubernetes_time(now);
+    let mut out: Vec<Condition> = ours
+        .into_iter()
+        .map(|mut c| {
+            let before = stored.iter().find(|p| p.type_ == c.type_);
+            let dependent = [LAUNCHED, REGISTERED, INITIALIZED, READY].contains(&c.type_.as_str());
+            c.last_transition_time = match before {
+                Some(p) if p.status == c.status => p.last_transition_time.clone(),
+                None if dependent => created.map(str::to_string),
+                _ => None,
+            }
+            .or_else(|| Some(now.clone()));
+            c.observed_generation = generation;
+            c
+        })
+        .collect();
+    out.extend(
+        stored
+            .iter()
+            .filter(|c| !OWNED.contains(&c.type_.as_str()))
+            .cloned(),
+    );
+    out.sort_by(|a, b| {
+        let key = |c: &Condition| (c.type_ == READY, c.last_transition_time.clone());
+        key(a).cmp(&key(b))
+    });
+    out
 }
 
 /// A NodePool's status (Karpenter's `nodepool/counter` and `nodepool/readiness`): the summed
@@ -312,6 +428,7 @@ pub fn claim_record(
         deletion_stored: deleting.is_some(),
         deleting,
         instance_terminating: is_true(status, condition_types::INSTANCE_TERMINATING),
+        consolidatable: is_true(status, condition_types::CONSOLIDATABLE),
         // a restarted node repair sets it again if the node is still unhealthy
         terminate_at: None,
         overlaid_prices: BTreeMap::new(),
@@ -445,6 +562,189 @@ mod tests {
         );
     }
 
+    /// (status, reason, message) of each condition, by type.
+    fn read(conditions: &[Condition]) -> BTreeMap<&str, (&str, &str, &str)> {
+        conditions
+            .iter()
+            .map(|c| {
+                let v = (c.status.as_str(), c.reason.as_str(), c.message.as_str());
+                (c.type_.as_str(), v)
+            })
+            .collect()
+    }
+
+    /// The conditions Karpenter v1.15's lifecycle controller writes at each step (read from
+    /// operatorpkg's condition set and the lifecycle's reconcilers): `Unknown` with its
+    /// reasons until they hold, `Ready` summing them.
+    #[test]
+    fn a_nodeclaims_conditions_read_as_karpenters_through_its_lifecycle() {
+        let object: NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "default-abcde", "labels": {"karpenter.sh/nodepool": "default"}},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": []},
+        }))
+        .unwrap();
+        let mut record = claim_record(&object, Duration::ZERO, None, |_, _, _| 0.05);
+        let none = ClaimConditions::default();
+        let fresh = nodeclaim_status(&record, &none).conditions;
+        let awaiting = ("Unknown", AWAITING.0, AWAITING.1);
+        assert_eq!(
+            read(&fresh),
+            BTreeMap::from([
+                ("Launched", awaiting),
+                ("Registered", awaiting),
+                ("Initialized", awaiting),
+                (
+                    "Ready",
+                    (
+                        "Unknown",
+                        "ReconcilingDependents",
+                        "Launched=Unknown, Registered=Unknown, Initialized=Unknown"
+                    )
+                ),
+            ])
+        );
+        let failing = ClaimConditions {
+            launch_error: Some("x".repeat(2000)),
+            ..ClaimConditions::default()
+        };
+        let failed = nodeclaim_status(&record, &failing).conditions;
+        assert_eq!(read(&failed)["Launched"].1, "LaunchFailed");
+        assert_eq!(read(&failed)["Launched"].2.len(), 1024);
+
+        record.launched = Some(Launched {
+            provider_id: "aws:///us-east-1a/i-1".into(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            capacity_type: CapacityType::Spot,
+            price_per_hour: 0.05,
+            capacity: Resources::default(),
+            allocatable: Resources::default(),
+            labels: BTreeMap::new(),
+            image_id: None,
+            network: None,
+        });
+        let launched = read(&nodeclaim_status(&record, &none).conditions)
+            .into_iter()
+            .map(|(t, v)| {
+                (
+                    t.to_string(),
+                    (v.0.to_string(), v.1.to_string(), v.2.to_string()),
+                )
+            })
+            .collect::<BTreeMap<_, _>>();
+        let own = |s: &str, r: &str, m: &str| (s.to_string(), r.to_string(), m.to_string());
+        assert_eq!(launched["Launched"], own("True", "Launched", ""));
+        assert_eq!(
+            launched["Registered"],
+            own(
+                "Unknown",
+                "NodeNotFound",
+                "Node not registered with cluster"
+            )
+        );
+        assert_eq!(
+            launched["Ready"],
+            own(
+                "Unknown",
+                "ReconcilingDependents",
+                "Initialized=Unknown, Registered=Unknown"
+            )
+        );
+
+        record.registered = true;
+        let tainted = ClaimConditions {
+            initializing: Some((
+                "StartupTaintsExist",
+                "StartupTaint \"example.com/warming:NoSchedule\" still exists".into(),
+            )),
+            ..ClaimConditions::default()
+        };
+        let registered = nodeclaim_status(&record, &tainted).conditions;
+        let registered = read(&registered);
+        assert_eq!(registered["Registered"], ("True", "Registered", ""));
+        assert_eq!(registered["ConsistentStateFound"].0, "True");
+        assert_eq!(registered["Initialized"].1, "StartupTaintsExist");
+        assert_eq!(registered["Ready"].2, "Initialized=Unknown");
+
+        record.initialized = true;
+        record.consolidatable = true;
+        record.drifted = Some(DriftReason::AmiDrift);
+        let ending = ClaimConditions {
+            disruption: Some("Drifted".into()),
+            drained: Some(false),
+            ..ClaimConditions::default()
+        };
+        let done = nodeclaim_status(&record, &ending).conditions;
+        let done = read(&done);
+        assert_eq!(done["Ready"], ("True", "Ready", ""));
+        assert_eq!(done["Drifted"], ("True", "AMIDrift", "AMIDrift"));
+        assert_eq!(done["DisruptionReason"], ("True", "Drifted", "Drifted"));
+        assert_eq!(done["Drained"], ("Unknown", "Draining", "Draining"));
+        assert_eq!(done["Consolidatable"], ("True", "Consolidatable", ""));
+        assert!(!done.contains_key("InstanceTerminating"));
+    }
+
+    /// A status write keeps what operatorpkg keeps: another controller's condition as stored,
+    /// a new lifecycle condition dated from the NodeClaim's creation, the generation observed,
+    /// and `Ready` last.
+    #[test]
+    fn a_status_write_keeps_another_writers_conditions() {
+        let stored = vec![
+            Condition {
+                last_transition_time: Some("2026-12-01T00:00:05Z".into()),
+                ..condition("example.com/Warm", true, "Warm")
+            },
+            Condition {
+                last_transition_time: Some("2026-12-01T00:00:03Z".into()),
+                ..holds(condition_types::LAUNCHED)
+            },
+            Condition {
+                last_transition_time: Some("2026-12-01T00:00:03Z".into()),
+                ..holds(condition_types::DRIFTED)
+            },
+        ];
+        let ours = vec![
+            holds(condition_types::LAUNCHED),
+            unknown(condition_types::REGISTERED, "NodeNotFound", "x"),
+            unknown(condition_types::READY, "ReconcilingDependents", "y"),
+            holds(condition_types::CONSISTENT_STATE_FOUND),
+        ];
+        let now = Duration::from_secs(20_788 * 86_400 + 9); // 2026-12-01T00:00:09Z
+        let out = nodeclaim_conditions(ours, &stored, now, Some(2), Some("2026-12-01T00:00:01Z"));
+        let types: Vec<&str> = out.iter().map(|c| c.type_.as_str()).collect();
+        // Drifted, Kerf's to clear, is gone; the other writer's stays
+        assert_eq!(
+            types,
+            [
+                "Registered",
+                "Launched",
+                "example.com/Warm",
+                "ConsistentStateFound",
+                "Ready"
+            ]
+        );
+        let at = |t: &str| {
+            out.iter()
+                .find(|c| c.type_ == t)
+                .and_then(|c| c.last_transition_time.clone())
+                .unwrap()
+        };
+        assert_eq!(at("Registered"), "2026-12-01T00:00:01Z");
+        assert_eq!(at("Launched"), "2026-12-01T00:00:03Z");
+        assert_eq!(at("example.com/Warm"), "2026-12-01T00:00:05Z");
+        assert_eq!(
+            at("ConsistentStateFound"),
+            crate::clock::kubernetes_time(now)
+        );
+        assert!(
+            out.iter()
+                .filter(|c| c.type_ != "example.com/Warm")
+                .all(|c| c.observed_generation == Some(2))
+        );
+    }
+
     #[test]
     fn a_status_reads_back_as_the_record_it_came_from() {
         let object: NodeClaim = serde_json::from_value(serde_json::json!({
@@ -482,7 +782,7 @@ mod tests {
         record.registered = true;
         record.drifted = Some(DriftReason::NodePoolDrifted);
         let mut with_status = object.clone();
-        with_status.status = Some(nodeclaim_status(&record));
+        with_status.status = Some(nodeclaim_status(&record, &ClaimConditions::default()));
         let back = claim_record(&with_status, Duration::ZERO, None, |_, _, _| 0.05);
         assert_eq!(back.node.as_deref(), Some("default-abcde"));
         assert!(back.registered && !back.initialized);
@@ -494,7 +794,7 @@ mod tests {
         // every drift reason survives a restart, the cloud's as well as the NodePool's
         for reason in DriftReason::ALL {
             record.drifted = Some(reason);
-            with_status.status = Some(nodeclaim_status(&record));
+            with_status.status = Some(nodeclaim_status(&record, &ClaimConditions::default()));
             let back = claim_record(&with_status, Duration::ZERO, None, |_, _, _| 0.05);
             assert_eq!(back.drifted, Some(reason));
         }

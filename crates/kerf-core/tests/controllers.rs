@@ -1281,6 +1281,47 @@ fn a_static_nodeclaim_counts_until_the_api_server_holds_its_deletion() {
     assert_eq!(created(&after).len(), 1, "{after:?}");
 }
 
+/// Karpenter's `Consolidatable` condition: set once an initialized node has been quiet for
+/// its NodePool's consolidateAfter, cleared when a pod lands on it.
+#[test]
+fn a_nodeclaims_status_says_consolidatable_once_quiet_for_consolidate_after() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    let mut np = pool();
+    np.spec.disruption.consolidate_after =
+        kerf_api::duration::NillableDuration::After(Duration::from_secs(60));
+    core.apply_node_pool(np);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_and_register(&mut core, &claim);
+    let says = |actions: &[Action]| -> Vec<bool> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::PatchNodeClaimStatus {
+                    nodeclaim, status, ..
+                } if *nodeclaim == claim => Some(
+                    status
+                        .conditions
+                        .iter()
+                        .any(|c| c.type_ == "Consolidatable"),
+                ),
+                _ => None,
+            })
+            .collect()
+    };
+    let quiet = run_until(&mut core, 5, 50);
+    assert!(!says(&quiet).contains(&true), "{quiet:?}");
+    let due = run_until(&mut core, 50, 90);
+    assert_eq!(says(&due), [true]);
+    // a pod lands: the window starts again, and the condition goes
+    let mut bound = unschedulable("y", "100m");
+    bound.spec.as_mut().unwrap().node_name = Some(claim.clone());
+    core.apply_pod(bound, secs(91));
+    let busy = run_until(&mut core, 91, 120);
+    assert_eq!(says(&busy), [false]);
+}
+
 #[test]
 fn a_static_nodepool_takes_no_pending_pod_and_is_never_consolidated() {
     let mut core = with_static_pool(1, None);

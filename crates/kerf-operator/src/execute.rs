@@ -11,7 +11,7 @@ use kerf_api::{EC2NodeClass, NodeClaim};
 use kerf_core::cluster::{CloudInstance, Launched};
 use kerf_core::controllers::node_classes::TERMINATION_FINALIZER;
 use kerf_core::controllers::{Action, Controllers, EventObject, LaunchRequest};
-use kerf_core::objects::keep_transition_times;
+use kerf_core::objects::{keep_transition_times, nodeclaim_conditions};
 use kerf_core::observe::Observation;
 use kube::Client;
 use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
@@ -159,11 +159,26 @@ async fn patch_nodeclaim_status(
     labels: std::collections::BTreeMap<String, String>,
 ) -> Result<(), Failure> {
     let params = PatchParams::default();
-    let previous = stored_conditions(claims, nodeclaim, |c| {
-        c.status.map(|s| s.conditions).unwrap_or_default()
-    })
-    .await?;
-    keep_transition_times(&mut status.conditions, &previous, now());
+    let stored = retry("reading status conditions", || claims.get_opt(nodeclaim))
+        .await
+        .map_err(failed("reading status conditions"))?;
+    // gone: nothing to write (its deletion finished first)
+    let Some(stored) = stored else {
+        return Ok(());
+    };
+    let created = (stored.metadata.creation_timestamp.as_ref()).map(|t| {
+        let seconds = u64::try_from(t.0.as_second()).unwrap_or(0);
+        kerf_core::clock::kubernetes_time(Duration::from_secs(seconds))
+    });
+    let generation = stored.metadata.generation;
+    let previous = stored.status.map(|s| s.conditions).unwrap_or_default();
+    status.conditions = nodeclaim_conditions(
+        std::mem::take(&mut status.conditions),
+        &previous,
+        now(),
+        generation,
+        created.as_deref(),
+    );
     let status = Patch::Merge(json!({ "status": status }));
     retry("patching nodeclaim status", || {
         claims.patch_status(nodeclaim, &params, &status)

@@ -1564,3 +1564,122 @@ fn no_nodeclaim_is_written_while_the_lease_is_overdue() {
     all_running(&cp, 20);
     assert!(nodeclaims(&cp).len() > before);
 }
+
+/// The conditions of one NodeClaim, by type: (status, reason, message).
+fn conditions_of(claim: &Value) -> std::collections::BTreeMap<String, (String, String, String)> {
+    let text = |v: &Value| v.as_str().unwrap_or("").to_string();
+    claim["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let v = (text(&c["status"]), text(&c["reason"]), text(&c["message"]));
+            (text(&c["type"]), v)
+        })
+        .collect()
+}
+
+/// A NodeClaim's conditions on the API server read as Karpenter v1.15 writes them through
+/// its lifecycle (`Initialized` `Unknown` with `StartupTaintsExist` while the startup taint
+/// is on, then `True`; `Ready` summing), and a condition another controller added stays
+/// through Kerf's later status writes.
+#[test]
+fn nodeclaim_conditions_read_as_karpenters_and_another_controllers_stay() {
+    let cp = ControlPlane::start("conditions");
+    cp.install_crds();
+    let seed = String::from_utf8(seed_004()).expect("utf-8");
+    let rest: Vec<&str> = seed
+        .split("\n---\n")
+        .filter(|d| !d.contains("kind: NodePool"))
+        .collect();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(rest.join("\n---\n").as_bytes()));
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(NOMINATION.as_bytes()));
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    scale(&cp, 1);
+    let own = |s: &str, r: &str, m: &str| (s.to_string(), r.to_string(), m.to_string());
+    let (name, node) = wait_for(
+        "the NodeClaim registered, held uninitialized by its startup taint",
+        LIMIT,
+        || {
+            let claims = nodeclaims(&cp);
+            let [claim] = claims.as_slice() else {
+                return None;
+            };
+            let c = conditions_of(claim);
+            (c.get("Initialized")?.1 == "StartupTaintsExist").then(|| {
+                let text = |v: &Value| v.as_str().unwrap_or("").to_string();
+                (
+                    text(&claim["metadata"]["name"]),
+                    text(&claim["status"]["nodeName"]),
+                )
+            })
+        },
+        || format!("{:#?}", nodeclaims(&cp)),
+    );
+    let claim = json(&cp, &["get", "nodeclaim", &name]);
+    let c = conditions_of(&claim);
+    assert_eq!(c["Launched"], own("True", "Launched", ""));
+    assert_eq!(c["Registered"], own("True", "Registered", ""));
+    assert_eq!(
+        c["Initialized"],
+        own(
+            "Unknown",
+            "StartupTaintsExist",
+            "StartupTaint \"example.com/warming:NoSchedule\" still exists"
+        )
+    );
+    assert_eq!(
+        c["Ready"],
+        own("Unknown", "ReconcilingDependents", "Initialized=Unknown")
+    );
+    // another controller's condition, added beside Kerf's
+    let foreign = r#"[{"op": "add", "path": "/status/conditions/-", "value": {"type": "example.com/Warm",
+        "status": "True", "reason": "Warm", "message": "added by a test",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"}}]"#;
+    cp.kubectl_ok(
+        &[
+            "patch",
+            "nodeclaim",
+            &name,
+            "--subresource=status",
+            "--type=json",
+            "-p",
+            foreign,
+        ],
+        None,
+    );
+    cp.kubectl_ok(
+        &["taint", "node", &node, "example.com/warming:NoSchedule-"],
+        None,
+    );
+    let claim = wait_for(
+        "the NodeClaim initialized",
+        LIMIT,
+        || {
+            let claim = json(&cp, &["get", "nodeclaim", &name]);
+            (conditions_of(&claim).get("Ready")?.0 == "True").then_some(claim)
+        },
+        || format!("{:#?}", json(&cp, &["get", "nodeclaim", &name])),
+    );
+    let c = conditions_of(&claim);
+    assert_eq!(c["Initialized"], own("True", "Initialized", ""));
+    assert_eq!(c["Ready"], own("True", "Ready", ""));
+    assert_eq!(c["ConsistentStateFound"].0, "True");
+    assert_eq!(
+        c.get("example.com/Warm"),
+        Some(&own("True", "Warm", "added by a test")),
+        "another controller's condition was dropped: {c:#?}"
+    );
+    let list = claim["status"]["conditions"]
+        .as_array()
+        .expect("conditions");
+    assert_eq!(
+        list.last().map(|c| &c["type"]),
+        Some(&serde_json::json!("Ready"))
+    );
+    let generation = &claim["metadata"]["generation"];
+    for c in list.iter().filter(|c| c["type"] != "example.com/Warm") {
+        assert_eq!(&c["observedGeneration"], generation, "{c}");
+    }
+    nothing_refused(&op);
+}

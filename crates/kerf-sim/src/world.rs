@@ -24,7 +24,7 @@ use kerf_core::controllers::lifecycle::{Offering, retry_wait};
 use kerf_core::controllers::provisioning::node_labels;
 use kerf_core::controllers::{Action, Controllers, LaunchRequest, Settings};
 use kerf_core::nodepools::{daemon_runs_on, node_pool_input};
-use kerf_core::objects::keep_transition_times;
+use kerf_core::objects::nodeclaim_conditions;
 use kerf_core::observe::{Object, Observation};
 use kerf_core::provisioning_rules::is_provisionable;
 use kerf_core::unfinished::{Unfinished, replayable};
@@ -829,10 +829,15 @@ impl World {
                 if let Some(stored) = self.nodeclaim_objects.get_mut(&nodeclaim) {
                     let mut status = *status;
                     let previous = stored.object.status.take().unwrap_or_default();
-                    keep_transition_times(
-                        &mut status.conditions,
+                    let created = kerf_core::clock::kubernetes_time(
+                        stored.created + Duration::from_secs(EPOCH_UNIX),
+                    );
+                    status.conditions = nodeclaim_conditions(
+                        std::mem::take(&mut status.conditions),
                         &previous.conditions,
                         self.now + Duration::from_secs(EPOCH_UNIX),
+                        stored.object.metadata.generation,
+                        Some(&created),
                     );
                     stored.object.status = Some(status);
                     (stored.object.metadata.labels.get_or_insert_default()).extend(labels);

@@ -861,26 +861,35 @@ impl Controllers {
     /// Logs each node once when its consolidateAfter has run out since its last pod event.
     fn mark_consolidatable(&mut self) {
         let mut newly = Vec::new();
+        // NodeClaims whose `Consolidatable` condition is to be set (true) or cleared (false)
+        let mut flips = Vec::new();
         for (name, n) in &self.cluster.nodes {
-            if n.marked_consolidatable == Some(n.last_pod_event) {
-                continue;
-            }
             let Some((claim, c)) = self.cluster.claim_of_node(name) else {
                 continue;
             };
-            if !c.initialized {
+            let pool = self.cluster.node_pools.get(&c.node_pool);
+            // a static NodePool's nodes are never consolidated, and Karpenter leaves their
+            // condition alone
+            if pool.is_some_and(|np| np.spec.replicas.is_some()) || c.deleting.is_some() {
                 continue;
             }
-            // a static NodePool's nodes are never consolidated
-            let due = self
-                .cluster
-                .node_pools
-                .get(&c.node_pool)
-                .filter(|np| np.spec.replicas.is_none())
-                .and_then(|np| consolidatable_at(np, n.last_pod_event));
-            if due.is_some_and(|t| self.now >= t) {
+            let due = pool.and_then(|np| consolidatable_at(np, n.last_pod_event));
+            let now_due = c.initialized && due.is_some_and(|t| self.now >= t);
+            if now_due != c.consolidatable {
+                flips.push((claim.clone(), now_due));
+            }
+            if !c.initialized || n.marked_consolidatable == Some(n.last_pod_event) {
+                continue;
+            }
+            if now_due {
                 newly.push((name.clone(), claim.clone()));
             }
+        }
+        for (claim, due) in flips {
+            if let Some(c) = self.cluster.nodeclaims.get_mut(&claim) {
+                c.consolidatable = due;
+            }
+            self.status_changed(&claim);
         }
         for (name, claim) in newly {
             if let Some(n) = self.cluster.nodes.get_mut(&name) {
@@ -1170,10 +1179,11 @@ impl Controllers {
         if reason == kerf_api::nodepool::DisruptionReason::Unhealthy {
             self.bound_repair(node, claim);
         }
-        self.delete_nodeclaim(claim);
+        // recorded first: the status written as its deletion starts says why
         self.disruption
             .disrupted_for
             .insert(claim.to_string(), reason);
+        self.delete_nodeclaim(claim);
         for (kind, name, what) in [
             (EventObject::Node, node, "Node"),
             (EventObject::NodeClaim, claim, "NodeClaim"),

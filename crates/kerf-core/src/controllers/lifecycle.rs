@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::metrics::families;
 
 use super::{Action, Controllers, Event, EventObject, Timer};
-use crate::cluster::{CapacityType, CloudInstance, Launched};
+use crate::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
 use crate::objects::claim_record;
 use crate::unavailable::Pattern;
 
@@ -47,6 +47,9 @@ pub(super) struct State {
     pub(super) relaunches: BTreeMap<String, u32>,
     /// The last error of each NodeClaim's launch, which a launch timeout reports.
     pub(super) last_error: BTreeMap<String, String>,
+    /// Why each registered NodeClaim's node is not initialized yet, as last written in its
+    /// `Initialized` condition: a new reason is written again, as Karpenter does.
+    pub(super) initializing: BTreeMap<String, (&'static str, String)>,
 }
 
 impl Controllers {
@@ -393,6 +396,9 @@ impl Controllers {
             );
             self.cancel(&Timer::RegistrationTimeout(name.to_string()));
             self.registration_outcome(&pool, None);
+            if let Some(why) = self.initializing(&self.cluster.nodeclaims[name]) {
+                self.lifecycle.initializing.insert(name.to_string(), why);
+            }
             self.status_changed(name);
             self.sync_labels(name, &node_name);
         }
@@ -402,8 +408,16 @@ impl Controllers {
         let node = &self.cluster.nodes[&node_name];
         let ephemeral_left = (node.taints.iter()).any(super::provisioning::is_known_ephemeral);
         if !node.ready || startup_left || ephemeral_left {
+            let why = self.initializing(&self.cluster.nodeclaims[name]);
+            if let Some(why) = why
+                && self.lifecycle.initializing.get(name) != Some(&why)
+            {
+                self.lifecycle.initializing.insert(name.to_string(), why);
+                self.status_changed(name);
+            }
             return;
         }
+        self.lifecycle.initializing.remove(name);
         let allocatable = node.allocatable.to_resource_list();
         if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
             c.initialized = true;
@@ -586,19 +600,55 @@ impl Controllers {
     /// The write of a NodeClaim's status and launch labels as they stand now.
     pub(super) fn status_patch(&self, name: &str) -> Option<Action> {
         let record = self.cluster.nodeclaims.get(name)?;
+        let beside = crate::objects::ClaimConditions {
+            initializing: self.initializing(record),
+            launch_error: self.lifecycle.last_error.get(name).cloned(),
+            disruption: (self.disruption.disrupted_for.get(name)).map(|r| r.as_str().to_string()),
+            drained: self.termination.drained.get(name).copied(),
+        };
         Some(Action::PatchNodeClaimStatus {
             nodeclaim: name.to_string(),
-            status: Box::new(crate::objects::nodeclaim_status(record)),
+            status: Box::new(crate::objects::nodeclaim_status(record, &beside)),
             labels: (record.launched.as_ref())
                 .map(crate::objects::launched_labels)
                 .unwrap_or_default(),
         })
     }
 
+    /// Why a registered NodeClaim's node is not initialized yet, as Karpenter says it: the
+    /// node not ready, a startup taint or a known ephemeral taint still on it.
+    fn initializing(&self, record: &ClaimRecord) -> Option<(&'static str, String)> {
+        let node = self.cluster.nodes.get(record.node.as_deref()?)?;
+        if !node.ready {
+            return Some(("NodeNotReady", "Node status is NotReady".into()));
+        }
+        let text = |t: &kerf_api::Taint| match &t.value {
+            Some(v) if !v.is_empty() => format!("{}={v}:{:?}", t.key, t.effect),
+            _ => format!("{}:{:?}", t.key, t.effect),
+        };
+        if let Some(t) =
+            (node.taints.iter()).find(|t| record.startup_taints.iter().any(|s| s.key == t.key))
+        {
+            return Some((
+                "StartupTaintsExist",
+                format!("StartupTaint {:?} still exists", text(t)),
+            ));
+        }
+        let ephemeral = node
+            .taints
+            .iter()
+            .find(|t| super::provisioning::is_known_ephemeral(t))?;
+        Some((
+            "KnownEphemeralTaintsExist",
+            format!("KnownEphemeralTaint {:?} still exists", text(ephemeral)),
+        ))
+    }
+
     /// Deletes a NodeClaim outright: no node to drain.
     fn release(&mut self, name: &str) {
         self.lifecycle.relaunches.remove(name);
         self.lifecycle.last_error.remove(name);
+        self.lifecycle.initializing.remove(name);
         self.count_nodeclaim_deleted(name);
         self.actions.push(Action::DeleteNodeClaim {
             nodeclaim: name.to_string(),

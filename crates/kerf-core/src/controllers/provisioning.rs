@@ -897,6 +897,7 @@ impl Controllers {
                 deleting: None,
                 deletion_stored: false,
                 instance_terminating: false,
+                consolidatable: false,
                 terminate_at: None,
                 overlaid_prices,
             },

@@ -64,6 +64,9 @@ impl Evicting {
 pub(super) struct State {
     /// Pods whose eviction was asked for, while they still exist.
     pub(super) evicting: Evicting,
+    /// The NodeClaims whose node drains (`false`) or has drained (`true`): their `Drained`
+    /// condition.
+    pub(super) drained: BTreeMap<String, bool>,
 }
 
 impl Controllers {
@@ -138,6 +141,7 @@ impl Controllers {
     /// instance, node and NodeClaim go when no pod is left.
     pub(super) fn drain(&mut self, claim: &str) {
         let Some(c) = self.cluster.nodeclaims.get(claim) else {
+            self.termination.drained.remove(claim);
             return;
         };
         let since = c.deleting.unwrap_or(self.now);
@@ -154,6 +158,10 @@ impl Controllers {
                 self.taint(node);
                 self.at(self.now + EVICTION_WAIT, Timer::Drain(claim.to_string()));
                 return;
+            }
+            if !self.termination.drained.contains_key(claim) {
+                self.termination.drained.insert(claim.to_string(), false);
+                self.status_changed(claim);
             }
             let mut on_node: Vec<(u8, String)> = self
                 .cluster
@@ -220,14 +228,23 @@ impl Controllers {
                 json!({"Node": {"name": node}}),
             );
             self.count_node_deleted(node);
+            self.termination.drained.insert(claim.to_string(), true);
             self.actions.push(Action::DeleteNode { node: node.clone() });
         }
         if let Some(provider_id) = provider.clone() {
+            if let Some(c) = self.cluster.nodeclaims.get_mut(claim) {
+                c.instance_terminating = true;
+            }
             self.actions.push(Action::DeleteInstance {
                 nodeclaim: claim.to_string(),
                 provider_id,
             });
         }
+        // Drained and InstanceTerminating, written before the finalizer goes
+        if node.is_some() || provider.is_some() {
+            self.status_changed(claim);
+        }
+        self.termination.drained.remove(claim);
         self.log(
             "nodeclaim.lifecycle",
             "deleted nodeclaim",
@@ -235,6 +252,7 @@ impl Controllers {
         );
         self.count_nodeclaim_deleted(claim);
         self.lifecycle.last_error.remove(claim);
+        self.lifecycle.initializing.remove(claim);
         self.actions.push(Action::ReleaseNodeClaim {
             nodeclaim: claim.to_string(),
         });
