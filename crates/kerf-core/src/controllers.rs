@@ -188,8 +188,9 @@ pub struct Event {
     pub name: String,
     /// `Warning` rather than `Normal`.
     pub warning: bool,
-    /// Karpenter's reason (`Nominated`, `DisruptionTerminating`, …).
-    pub reason: &'static str,
+    /// Karpenter's reason (`Nominated`, `DisruptionTerminating`, …; a condition's type for
+    /// a condition's transition).
+    pub reason: std::borrow::Cow<'static, str>,
     /// Karpenter's message.
     pub message: String,
 }
@@ -910,11 +911,11 @@ impl Controllers {
     /// Records an event unless the same one about the same object went out lately.
     fn event(&mut self, event: Event) {
         let mut hasher = std::hash::DefaultHasher::new();
-        std::hash::Hash::hash(&(event.kind, &event.name, event.reason), &mut hasher);
+        std::hash::Hash::hash(&(event.kind, &event.name, &event.reason), &mut hasher);
         std::hash::Hash::hash(&event.message, &mut hasher);
         let key = std::hash::Hasher::finish(&hasher);
         // Karpenter keeps a failed-scheduling event for five minutes, the others for two
-        let dedupe = match event.reason {
+        let dedupe = match event.reason.as_ref() {
             "FailedScheduling" => EVENT_DEDUPE * 5 / 2,
             _ => EVENT_DEDUPE,
         };

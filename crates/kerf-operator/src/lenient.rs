@@ -149,7 +149,7 @@ impl GapReports {
             kind,
             name,
             warning: true,
-            reason: "UnsupportedFields",
+            reason: "UnsupportedFields".into(),
             message: format!(
                 "Kerf does not understand every field of this {kind_name}: {}",
                 problems.join("; ")

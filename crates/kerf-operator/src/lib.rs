@@ -19,6 +19,7 @@ pub mod observe;
 pub mod reconciles;
 pub mod settings;
 pub mod slim;
+pub mod status_watch;
 pub mod throttle;
 pub mod watch;
 
@@ -38,6 +39,7 @@ use crate::http::{Readiness, Scrape};
 use crate::leader::Elector;
 use crate::lenient::GapReports;
 use crate::reconciles::Reconciles;
+use crate::status_watch::StatusWatch;
 use crate::throttle::Gate;
 use crate::watch::{Observed, Queue};
 use kerf_core::unfinished::Unfinished;
@@ -100,21 +102,42 @@ struct Inputs {
     queue: Arc<Queue>,
     scrapes: mpsc::Receiver<Scrape>,
     reconciles: Reconciles,
-    gaps: GapReports,
+    watched: Watched,
     unfinished: Unfinished,
+}
+
+/// What the shell itself makes of the watched objects on their way to the controllers.
+#[derive(Default)]
+struct Watched {
+    /// What could not be read of Karpenter's kinds.
+    gaps: GapReports,
+    /// Their conditions' transitions, as Karpenter's status controllers report them.
+    status: StatusWatch,
 }
 
 impl Inputs {
     fn answer(&self, core: &mut Controllers, scrape: Scrape) {
-        let text = core.render_metrics(now(), &[self.reconciles.registry(), self.gaps.registry()]);
+        let unix = i64::try_from(now().as_secs()).unwrap_or(0);
+        self.watched.status.refresh(unix);
+        let extra = [
+            self.reconciles.registry(),
+            self.watched.gaps.registry(),
+            self.watched.status.registry(),
+        ];
+        let text = core.render_metrics(now(), &extra);
         // the scraper may have given up: nothing to do then
         let _ = scrape.send(text);
     }
 
     /// Applies what is already queued, and answers scrapes already asked.
-    fn drain<C: CloudProvider>(&mut self, core: &mut Controllers, executor: &Executor<C>) {
+    fn drain<C: CloudProvider>(
+        &mut self,
+        core: &mut Controllers,
+        executor: &Executor<C>,
+        leading: bool,
+    ) {
         while let Some(o) = self.queue.try_pop() {
-            observe_one(core, executor, &mut self.gaps, o);
+            observe_one(core, executor, &mut self.watched, o, leading);
         }
         while let Ok(scrape) = self.scrapes.try_recv() {
             self.answer(core, scrape);
@@ -162,7 +185,7 @@ pub async fn run<C: CloudProvider>(
         queue,
         scrapes,
         reconciles,
-        gaps: GapReports::default(),
+        watched: Watched::default(),
         unfinished: Unfinished::default(),
     };
 
@@ -176,7 +199,7 @@ pub async fn run<C: CloudProvider>(
                 Some(Observed::Synced(kind)) => {
                     synced.insert(kind);
                 }
-                Some(other) => observe_one(&mut core, &executor, &mut inputs.gaps, other),
+                Some(other) => observe_one(&mut core, &executor, &mut inputs.watched, other, false),
             },
             Some(scrape) = inputs.scrapes.recv() => inputs.answer(&mut core, scrape),
             () = stop.requested() => return Ok(()),
@@ -196,7 +219,7 @@ pub async fn run<C: CloudProvider>(
                     held = &mut lead => break Some(held),
                     o = inputs.queue.pop() => match o {
                         None => anyhow::bail!("the watches stopped"),
-                        Some(o) => observe_one(&mut core, &executor, &mut inputs.gaps, o),
+                        Some(o) => observe_one(&mut core, &executor, &mut inputs.watched, o, false),
                     },
                     Some(scrape) = inputs.scrapes.recv() => inputs.answer(&mut core, scrape),
                     () = stop.requested() => return Ok(()),
@@ -306,9 +329,10 @@ async fn act<C: CloudProvider>(
                 let Some(o) = o else {
                     break Err(anyhow::anyhow!("the watches stopped"));
                 };
-                observe_one(core, executor, &mut inputs.gaps, o);
+                let leading = gate.is_open();
+                observe_one(core, executor, &mut inputs.watched, o, leading);
                 // take everything already queued before polling again
-                inputs.drain(core, executor);
+                inputs.drain(core, executor, leading);
             }
             Some(scrape) = inputs.scrapes.recv() => inputs.answer(core, scrape),
             () = tokio::time::sleep(wake) => {}
@@ -333,7 +357,7 @@ async fn hold<C: CloudProvider>(
 ) -> bool {
     while !gate.is_open() {
         tokio::select! {
-            Some(o) = inputs.queue.pop() => observe_one(core, executor, &mut inputs.gaps, o),
+            Some(o) = inputs.queue.pop() => observe_one(core, executor, &mut inputs.watched, o, false),
             Some(scrape) = inputs.scrapes.recv() => inputs.answer(core, scrape),
             () = tokio::time::sleep(Duration::from_millis(200)) => {}
             () = stop.requested() => return false,
@@ -342,14 +366,46 @@ async fn hold<C: CloudProvider>(
     true
 }
 
+/// Hands one watch event to the controllers, after the shell's own readers; `leading`: this
+/// replica acts, and so tells of the conditions' transitions.
 fn observe_one<C: CloudProvider>(
     core: &mut Controllers,
     executor: &Executor<C>,
-    gaps: &mut GapReports,
+    watched: &mut Watched,
     o: Observed,
+    leading: bool,
 ) {
+    let gaps = &mut watched.gaps;
     if let Observed::Failed(kind, e) = &o {
         log::error("watching", &format!("{kind}: {e}"));
+    }
+    let unix = i64::try_from(now().as_secs()).unwrap_or(0);
+    match &o {
+        Observed::Applied(object) => {
+            if let Some((kind, meta, conditions)) = status_watch::read(object) {
+                for e in watched.status.observe(kind, meta, conditions) {
+                    if leading {
+                        executor.events().record(e, meta.uid.clone());
+                    }
+                }
+            }
+        }
+        Observed::Deleted(object) => {
+            if let Some((kind, meta, _)) = status_watch::read(object) {
+                let key = format!(
+                    "{}/{}",
+                    meta.namespace.as_deref().unwrap_or(""),
+                    meta.name.as_deref().unwrap_or("")
+                );
+                watched.status.deleted(kind, &key, unix);
+            }
+        }
+        Observed::Gone(kind, key) => {
+            if let Some(kind) = status_watch::Kind::of(kind) {
+                watched.status.deleted(kind, key, unix);
+            }
+        }
+        _ => {}
     }
     if let Observed::Applied(object) = &o {
         match object {

@@ -1681,5 +1681,28 @@ fn nodeclaim_conditions_read_as_karpenters_and_another_controllers_stay() {
     for c in list.iter().filter(|c| c["type"] != "example.com/Warm") {
         assert_eq!(&c["observedGeneration"], generation, "{c}");
     }
+    // what Karpenter's status controller makes of it: the transition's Event on the
+    // NodeClaim, and the condition's series
+    let transition =
+        "Status condition transitioned, Type: Ready, Status: Unknown -> True, Reason: Ready";
+    wait_for(
+        "the Ready transition's Event",
+        LIMIT,
+        || {
+            let events = items(
+                &cp,
+                &["get", "events", "-A", "--field-selector", "reason=Ready"],
+            );
+            (events.iter())
+                .any(|e| e["involvedObject"]["name"] == name.as_str() && e["message"] == transition)
+                .then_some(())
+        },
+        || json(&cp, &["get", "events", "-A"]).to_string(),
+    );
+    let metrics = http_get(op.metrics_port, "/metrics").1;
+    let series = format!(
+        "operator_nodeclaim_status_condition_count{{namespace=\"\",name=\"{name}\",type=\"Ready\",status=\"True\",reason=\"Ready\""
+    );
+    assert!(metrics.contains(&series), "no {series} in:\n{metrics}");
     nothing_refused(&op);
 }

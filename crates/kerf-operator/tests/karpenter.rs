@@ -916,7 +916,7 @@ fn disruption_budgets_count_the_nodes_karpenter_counts() {
             if let kerf_core::controllers::Action::Event(e) = action
                 && e.kind == kerf_core::controllers::EventObject::NodePool
             {
-                blocked.insert((e.name, e.reason, e.message));
+                blocked.insert((e.name, e.reason.to_string(), e.message));
             }
         }
     }
@@ -927,7 +927,7 @@ fn disruption_budgets_count_the_nodes_karpenter_counts() {
         blocked.into_iter().collect::<Vec<_>>(),
         [(
             "d".to_string(),
-            "DisruptionBlocked",
+            "DisruptionBlocked".to_string(),
             "No allowed disruptions for disruption reason Empty due to blocking budget".to_string()
         )]
     );

@@ -571,7 +571,7 @@ impl Controllers {
                 kind: EventObject::NodePool,
                 name: pool,
                 warning: false,
-                reason: "DisruptionBlocked",
+                reason: "DisruptionBlocked".into(),
                 message: format!(
                     "No allowed disruptions for disruption reason {} due to blocking budget",
                     reason.as_str()
@@ -1012,7 +1012,7 @@ impl Controllers {
                 kind: EventObject::NodeClaim,
                 name: name.clone(),
                 warning: false,
-                reason: "DisruptionLaunching",
+                reason: "DisruptionLaunching".into(),
                 message: format!("Launching NodeClaim: {}", command.reason.as_str()),
             });
             launched.push(name);
@@ -1192,7 +1192,7 @@ impl Controllers {
                 kind,
                 name: name.to_string(),
                 warning: false,
-                reason: "DisruptionTerminating",
+                reason: "DisruptionTerminating".into(),
                 message: format!("Disrupting {what}: {}", reason.as_str()),
             });
         }

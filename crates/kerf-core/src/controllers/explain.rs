@@ -192,7 +192,7 @@ impl Controllers {
                     kind,
                     name: object.clone(),
                     warning: false,
-                    reason: "DisruptionBlocked",
+                    reason: "DisruptionBlocked".into(),
                     message: message.clone(),
                 });
             }

@@ -133,7 +133,7 @@ impl Controllers {
                 kind,
                 name,
                 warning,
-                reason,
+                reason: reason.into(),
                 message: message.clone(),
             });
         }

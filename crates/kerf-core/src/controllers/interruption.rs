@@ -167,7 +167,7 @@ impl Controllers {
             kind: EventObject::NodeClaim,
             name: claim.to_string(),
             warning,
-            reason,
+            reason: reason.into(),
             message: text("NodeClaim"),
         });
         if let Some(node) = node {
@@ -175,7 +175,7 @@ impl Controllers {
                 kind: EventObject::Node,
                 name: node.to_string(),
                 warning,
-                reason,
+                reason: reason.into(),
                 message: text("Node"),
             });
         }

@@ -319,7 +319,7 @@ impl Controllers {
             kind: EventObject::NodeClaim,
             name: nodeclaim.to_string(),
             warning: true,
-            reason,
+            reason: reason.into(),
             message: format!("NodeClaim {nodeclaim} event: {error}"),
         });
         self.log_error(

@@ -472,7 +472,7 @@ impl Controllers {
                 kind: EventObject::Pod,
                 name: keys[u.pod].clone(),
                 warning: true,
-                reason: "FailedScheduling",
+                reason: "FailedScheduling".into(),
                 message: format!("Failed to schedule pod, {}", reasons.join("; ")),
             };
             failed.push(event.clone());
@@ -553,7 +553,7 @@ impl Controllers {
             kind: EventObject::Pod,
             name: pod.to_string(),
             warning: false,
-            reason: "Nominated",
+            reason: "Nominated".into(),
             message: format!("Pod should schedule on: {on}"),
         });
     }

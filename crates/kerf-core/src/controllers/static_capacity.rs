@@ -210,7 +210,7 @@ impl Controllers {
                     kind: EventObject::Node,
                     name: node.unwrap_or_default(),
                     warning: false,
-                    reason: "DisruptionBlocked",
+                    reason: "DisruptionBlocked".into(),
                     message: "static NodePool is at its node limit and cannot stage a \
                               replacement"
                         .into(),

@@ -105,7 +105,7 @@ impl Controllers {
             kind: EventObject::Pod,
             name: pod.to_string(),
             warning: false,
-            reason: "Evicted",
+            reason: "Evicted".into(),
             message,
         });
     }
