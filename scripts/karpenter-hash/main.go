@@ -11,9 +11,11 @@
 //     cost of them all (Karpenter's feature gates at their defaults);
 //   - {"kind": "BalancedMove", "savings", "disruption", "totalCost", "totalDisruption"}: the
 //     move's Balanced score with k = 2 and whether it is approved;
-//   - {"kind": "MetricFamilies"}: every `karpenter_*` family the core and the AWS provider
-//     register in controller-runtime's registry when their packages load, whether or not
-//     anything was observed: name, type, label names and histogram buckets;
+//   - {"kind": "MetricFamilies"}: every family a running Karpenter serves from
+//     controller-runtime's registry, whether or not anything was observed: those its
+//     packages register as they load, and those its status controllers (NodeClaim, NodePool,
+//     Node, EC2NodeClass; made here with the options Karpenter's own controller lists give
+//     them) register as they are made: name, type, label names and histogram buckets;
 //   - {"kind": "DisruptionBudget", "nodePool", "nodes", "reason", "now"}: how many of the
 //     NodePool's `nodes` its budgets let `reason` disrupt at `now` (RFC 3339), as the
 //     disruption controller reads them (`MustGetAllowedDisruptions`);
@@ -59,7 +61,10 @@ import (
 	pdbutils "sigs.k8s.io/karpenter/pkg/utils/pdb"
 	podutils "sigs.k8s.io/karpenter/pkg/utils/pod"
 
+	"github.com/awslabs/operatorpkg/status"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/record"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	// the packages that register Karpenter's metric families as they load
@@ -248,6 +253,16 @@ func metricFamilies() ([]family, error) {
 	// the node metrics register when their controller is made, with the well-known labels
 	// the AWS provider's API package added as it loaded
 	metricsnode.NewController(nil)
+	// the status controllers register theirs as they are made, as Karpenter makes them
+	recorder := record.NewFakeRecorder(1)
+	buckets := status.WithHistogramBuckets(prometheus.ExponentialBuckets(0.5, 2, 15))
+	nodeClass := karpv1.NodeClassLabelKey(schema.GroupKind{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass"})
+	status.NewController[*karpv1.NodeClaim](nil, recorder, status.EmitDeprecatedMetrics, buckets,
+		status.WithLabels(nodeClass, karpv1.NodePoolLabelKey))
+	status.NewController[*karpv1.NodePool](nil, recorder, status.EmitDeprecatedMetrics, buckets)
+	status.NewGenericObjectController[*corev1.Node](nil, recorder, buckets,
+		status.WithLabels(nodeClass, karpv1.NodePoolLabelKey, karpv1.NodeInitializedLabelKey))
+	status.NewController[*awsv1.EC2NodeClass](nil, recorder, status.EmitDeprecatedMetrics)
 	registry, ok := crmetrics.Registry.(*prometheus.Registry)
 	if !ok {
 		return nil, fmt.Errorf("controller-runtime's registry is a %T, not a *prometheus.Registry", crmetrics.Registry)
@@ -287,9 +302,6 @@ func metricFamilies() ([]family, error) {
 	}
 	families := []family{}
 	for _, mf := range gathered {
-		if !strings.HasPrefix(mf.GetName(), "karpenter_") {
-			continue
-		}
 		f := family{Name: mf.GetName(), Type: strings.ToLower(mf.GetType().String()), Help: mf.GetHelp(), Labels: []string{}}
 		if len(mf.GetMetric()) > 0 {
 			m := mf.GetMetric()[0]

@@ -17,6 +17,7 @@ pub mod log;
 pub mod node_classes;
 pub mod observe;
 pub mod reconciles;
+pub mod runtime_metrics;
 pub mod settings;
 pub mod slim;
 pub mod status_watch;
@@ -39,6 +40,7 @@ use crate::http::{Readiness, Scrape};
 use crate::leader::Elector;
 use crate::lenient::GapReports;
 use crate::reconciles::Reconciles;
+use crate::runtime_metrics::RuntimeMetrics;
 use crate::status_watch::StatusWatch;
 use crate::throttle::Gate;
 use crate::watch::{Observed, Queue};
@@ -61,6 +63,8 @@ pub struct Clients {
     pub act: kube::Client,
     /// Open while this replica may write.
     pub gate: Gate,
+    /// Both clients' requests, the process and the Lease, as controller-runtime serves them.
+    pub metrics: Arc<RuntimeMetrics>,
 }
 
 /// How the operator runs.
@@ -104,6 +108,7 @@ struct Inputs {
     reconciles: Reconciles,
     watched: Watched,
     unfinished: Unfinished,
+    runtime: Arc<RuntimeMetrics>,
 }
 
 /// What the shell itself makes of the watched objects on their way to the controllers.
@@ -123,6 +128,7 @@ impl Inputs {
             self.reconciles.registry(),
             self.watched.gaps.registry(),
             self.watched.status.registry(),
+            self.runtime.registry(),
         ];
         let text = core.render_metrics(now(), &extra);
         // the scraper may have given up: nothing to do then
@@ -187,6 +193,7 @@ pub async fn run<C: CloudProvider>(
         reconciles,
         watched: Watched::default(),
         unfinished: Unfinished::default(),
+        runtime: Arc::clone(&clients.metrics),
     };
 
     // every kind listed once before deciding anything: a partial view would look like
@@ -212,6 +219,7 @@ pub async fn run<C: CloudProvider>(
     let leadership = match &options.leader_election {
         None => None,
         Some(config) => {
+            inputs.runtime.leading(&config.name, false);
             let lead = Elector::new(client.clone(), config.clone()).lead();
             tokio::pin!(lead);
             loop {
@@ -227,8 +235,9 @@ pub async fn run<C: CloudProvider>(
             }
         }
     };
-    if let Some((held, _)) = &leadership {
+    if let (Some((held, _)), Some(config)) = (&leadership, &options.leader_election) {
         clients.gate.lead(Arc::clone(held));
+        inputs.runtime.leading(&config.name, true);
     }
     executor
         .cloud()

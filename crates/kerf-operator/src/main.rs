@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use clap::Parser;
 use kerf_operator::cloud::CapacitySettings;
 use kerf_operator::leader;
+use kerf_operator::runtime_metrics::{Counted, RuntimeMetrics};
 use kerf_operator::settings::{Provider, Settings};
 use kerf_operator::throttle::{Gate, Paced, TokenBucket};
 
@@ -21,12 +22,21 @@ async fn clients(settings: &Settings) -> Result<kerf_operator::Clients, String> 
         TokenBucket::new(settings.kube_client_qps, settings.kube_client_burst),
         gate.clone(),
     );
-    let watch = kube::Client::try_from(config.clone()).map_err(|e| e.to_string())?;
-    let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| e.to_string())?;
+    let metrics = std::sync::Arc::new(RuntimeMetrics::default());
+    let counted = Counted(std::sync::Arc::clone(&metrics));
+    let builder = |config: kube::Config| {
+        kube::client::ClientBuilder::try_from(config).map_err(|e| e.to_string())
+    };
+    let watch = builder(config.clone())?.with_layer(&counted).build();
+    let act = builder(config)?
+        .with_layer(&paced)
+        .with_layer(&counted)
+        .build();
     Ok(kerf_operator::Clients {
         watch,
-        act: builder.with_layer(&paced).build(),
+        act,
         gate,
+        metrics,
     })
 }
 

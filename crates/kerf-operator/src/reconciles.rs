@@ -12,6 +12,7 @@ use crate::cloud::CloudError;
 use crate::execute::Fault;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -132,6 +133,13 @@ pub struct Reconciles {
     errors: Family<Labels, Counter>,
     faults: Family<Labels, Counter>,
     time: Family<Labels, Histogram, fn() -> Histogram>,
+    /// What controller-runtime counts that cannot happen here (a reconcile that panicked,
+    /// timed out or failed for good: Kerf's actions are retried until they succeed or their
+    /// object goes), at zero per controller as controller-runtime starts them.
+    never: [Family<Labels, Counter>; 3],
+    /// How many reconciles of a controller run at once (one: its lane), and how many are
+    /// running.
+    workers: [Family<Labels, Gauge>; 2],
 }
 
 impl Default for Reconciles {
@@ -171,18 +179,76 @@ impl Reconciles {
             "Length of time per reconciliation per controller",
             time.clone(),
         );
+        let never = [
+            (
+                "controller_runtime_terminal_reconcile_errors",
+                "Total number of terminal reconciliation errors per controller",
+            ),
+            (
+                "controller_runtime_reconcile_panics",
+                "Total number of reconciliation panics per controller",
+            ),
+            (
+                "controller_runtime_reconcile_timeouts",
+                "Total number of reconciliation timeouts per controller",
+            ),
+        ]
+        .map(|(name, help)| {
+            let family = Family::<Labels, Counter>::default();
+            registry.register(name, help, family.clone());
+            family
+        });
+        let workers = [
+            (
+                "controller_runtime_max_concurrent_reconciles",
+                "Maximum number of concurrent reconciles per controller",
+            ),
+            (
+                "controller_runtime_active_workers",
+                "Number of currently used workers per controller",
+            ),
+        ]
+        .map(|(name, help)| {
+            let family = Family::<Labels, Gauge>::default();
+            registry.register(name, help, family.clone());
+            family
+        });
         Reconciles {
             registry,
             total,
             errors,
             faults,
             time,
+            never,
+            workers,
+        }
+    }
+
+    /// A controller's series as controller-runtime starts them: every result at zero.
+    fn start(&self, controller: &'static str) {
+        let named = vec![("controller", controller.to_string())];
+        if self.workers[0].get(&named).is_some() {
+            return;
+        }
+        self.workers[0].get_or_create(&named).set(1);
+        self.workers[1].get_or_create(&named).set(0);
+        self.errors.get_or_create(&named).inc_by(0);
+        for family in &self.never {
+            family.get_or_create(&named).inc_by(0);
+        }
+        for result in ["error", "requeue_after", "requeue", "success"] {
+            let labels = vec![
+                ("controller", controller.to_string()),
+                ("result", result.to_string()),
+            ];
+            self.total.get_or_create(&labels).inc_by(0);
         }
     }
 
     /// One reconcile of `controller`, successful or failed with a kind of fault, that took
     /// `took`.
     pub fn record(&self, controller: &'static str, result: Result<(), Fault>, took: Duration) {
+        self.start(controller);
         if let Err(fault) = result {
             self.faults
                 .get_or_create(&vec![

@@ -91,6 +91,11 @@ fn metric_families_are_karpenters() {
             _ => name,
         };
         karpenters.insert(family.to_string(), (kind.to_string(), labels.clone()));
+        // the families of the Go runtime, controller-runtime and operatorpkg: see
+        // `every_family_karpenter_serves_beside_its_own_is_served`
+        if !name.starts_with("karpenter_") {
+            continue;
+        }
         let Some(spec) = declared.iter().find(|s| s.name == name) else {
             differences.push(format!("{name}: Kerf lacks it"));
             continue;
@@ -175,6 +180,234 @@ fn metric_families_are_karpenters() {
     }
     assert!(differences.is_empty(), "{}", differences.join("\n"));
     assert!(served.len() >= 30, "the run served only {served:?}");
+}
+
+/// The families of Karpenter's registry that are not `karpenter_*` and that Kerf has no
+/// counterpart for, with why.
+const NOT_SERVED: [(&str, &str); 4] = [
+    (
+        "go_",
+        "the Go runtime's: Kerf is no Go program (its process_* families are served)",
+    ),
+    (
+        "workqueue_",
+        "controller-runtime's work queues: Kerf's controllers are one state machine polled in one loop, with no queue per controller",
+    ),
+    (
+        "rest_client_requests_total",
+        "registered by controller-runtime and never given a series in Karpenter (operatorpkg counts client_go_request_total instead)",
+    ),
+    (
+        "controller_runtime_webhook_",
+        "per-webhook families: Karpenter v1.15 registers no webhook, so they never have a series (its two plain webhook panic counters, at zero, are served)",
+    ),
+];
+
+/// A scrape's families: type, label names and buckets (of the first series that has them).
+#[derive(Default)]
+struct Served {
+    types: std::collections::BTreeMap<String, String>,
+    labels: std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    buckets: std::collections::BTreeMap<String, Vec<f64>>,
+}
+
+fn served(text: &str) -> Served {
+    let mut s = Served::default();
+    for line in text.lines() {
+        if let Some((family, kind)) = line.strip_prefix("# TYPE ").and_then(|l| l.split_once(' ')) {
+            s.types.insert(family.to_string(), kind.to_string());
+            continue;
+        }
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let end = line.find(['{', ' ']).unwrap_or(line.len());
+        let sample = &line[..end];
+        let family = ["_total", "_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|x| sample.strip_suffix(x).filter(|f| s.types.contains_key(*f)))
+            .unwrap_or(sample)
+            .to_string();
+        let mut found = std::collections::BTreeSet::new();
+        let mut le = None;
+        if let Some(rest) = line[end..].strip_prefix('{') {
+            let inner = &rest[..rest.rfind('}').unwrap_or(rest.len())];
+            for pair in inner.split("\",") {
+                if let Some((k, v)) = pair.split_once("=\"") {
+                    let k = k.trim_start_matches(',');
+                    if k == "le" {
+                        le = v.trim_end_matches('"').parse::<f64>().ok();
+                    } else {
+                        found.insert(k.to_string());
+                    }
+                }
+            }
+        }
+        s.labels.entry(family.clone()).or_insert(found);
+        if let Some(le) = le.filter(|l| l.is_finite()) {
+            let b = s.buckets.entry(family).or_default();
+            if !b.contains(&le) {
+                b.push(le);
+            }
+        }
+    }
+    s
+}
+
+/// How `ours` differs from Karpenter's registry `theirs` over the families neither
+/// `karpenter_*` nor [`NOT_SERVED`]: a family missing, or typed, labelled or bucketed apart.
+fn family_differences(theirs: &[Value], ours: &Served) -> Vec<String> {
+    let mut differences = Vec::new();
+    for f in theirs {
+        let name = f["name"].as_str().unwrap_or_default();
+        if name.starts_with("karpenter_") || NOT_SERVED.iter().any(|(p, _)| name.starts_with(p)) {
+            continue;
+        }
+        let kind = f["type"].as_str().unwrap_or_default();
+        let family = match kind {
+            "counter" => name.strip_suffix("_total").unwrap_or(name),
+            _ => name,
+        };
+        let Some(served_as) = ours.types.get(family) else {
+            differences.push(format!("{name}: not served"));
+            continue;
+        };
+        if served_as != kind {
+            differences.push(format!(
+                "{name}: served as a {served_as}, Karpenter's a {kind}"
+            ));
+        }
+        let want: std::collections::BTreeSet<String> = (f["labels"].as_array().into_iter())
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect();
+        match ours.labels.get(family) {
+            Some(got) if *got != want => {
+                differences.push(format!("{name}: labels {got:?}, Karpenter's {want:?}"))
+            }
+            Some(_) => {}
+            None => differences.push(format!("{name}: no series to compare")),
+        }
+        let want: Vec<f64> = (f["buckets"].as_array().into_iter().flatten())
+            .filter_map(Value::as_f64)
+            .collect();
+        let got = ours.buckets.get(family).cloned().unwrap_or_default();
+        let apart = got.len() != want.len()
+            || got
+                .iter()
+                .zip(&want)
+                .any(|(a, b)| (a - b).abs() > 1e-9 * b.abs().max(1.0));
+        if !want.is_empty() && apart {
+            differences.push(format!("{name}: buckets {got:?}, Karpenter's {want:?}"));
+        }
+    }
+    differences
+}
+
+fn karpenters_registry() -> Vec<Value> {
+    let theirs = karpenter_says(&[serde_json::json!({"kind": "MetricFamilies"})]);
+    theirs[0]["families"].as_array().expect("families").clone()
+}
+
+/// Every family Karpenter v1.15's registry holds beside its `karpenter_*` ones (aside from
+/// [`NOT_SERVED`]) — operatorpkg's status-condition and termination families for NodeClaims,
+/// NodePools, Nodes and EC2NodeClasses and their deprecated forms, client-go's requests,
+/// controller-runtime's reconciles and counters, the Lease, the process — is one the
+/// operator's registries hold, with the same type, label names and buckets, once each has
+/// seen what gives it a series.
+#[test]
+fn every_family_karpenter_serves_beside_its_own_is_kerfs() {
+    use kerf_operator::status_watch::{Kind, Seen, StatusWatch};
+    let mut status = StatusWatch::default();
+    let time =
+        |s: &str| k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(s.parse().expect("a time"));
+    for kind in [Kind::Node, Kind::NodeClaim, Kind::NodePool, Kind::NodeClass] {
+        for (name, deleting) in [("kept", false), ("gone", true)] {
+            let mut meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            };
+            let ready =
+                |status: &str, at: &str| vec![Seen::new("Ready", status, "Ready", "", Some(at))];
+            status.observe(kind, &meta, ready("Unknown", "2026-12-01T00:00:00Z"));
+            meta.deletion_timestamp = deleting.then(|| time("2026-12-01T00:01:00Z"));
+            status.observe(kind, &meta, ready("True", "2026-12-01T00:00:30Z"));
+            if name == "gone" {
+                status.deleted(kind, "/gone", 1_796_083_290);
+            }
+        }
+        // one being deleted, for the termination gauges
+        let meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some("going".into()),
+            deletion_timestamp: Some(time("2026-12-01T00:01:00Z")),
+            ..Default::default()
+        };
+        status.observe(kind, &meta, Vec::new());
+    }
+    status.refresh(1_796_083_300);
+    let runtime = kerf_operator::runtime_metrics::RuntimeMetrics::default();
+    runtime.record(
+        "PATCH",
+        "/apis/karpenter.sh/v1/nodeclaims/a/status",
+        "200",
+        0.01,
+    );
+    runtime.leading("karpenter-leader-election", true);
+    let reconciles = kerf_operator::reconciles::Reconciles::default();
+    reconciles.record("nodeclaim.lifecycle", Ok(()), Duration::from_millis(5));
+    let mut text = String::new();
+    for registry in [status.registry(), runtime.registry(), reconciles.registry()] {
+        prometheus_client::encoding::text::encode(&mut text, registry).expect("encoded");
+    }
+    let differences = family_differences(&karpenters_registry(), &served(&text));
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// What a running operator serves after a NodeClaim came up: the families that must have a
+/// series by then do, labelled as Karpenter labels them.
+#[test]
+fn a_running_operator_serves_karpenters_runtime_families() {
+    let theirs = karpenters_registry();
+    let cp = ControlPlane::start("families");
+    cp.install_crds();
+    let seed = std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed");
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=2"], None);
+    let text = wait_for(
+        "a NodeClaim Ready, its transitions counted",
+        Duration::from_secs(120),
+        || {
+            let text = http_get(op.metrics_port, "/metrics").1;
+            text.contains("operator_nodeclaim_status_condition_transition_seconds_bucket")
+                .then_some(text)
+        },
+        || cp.kubectl_ok(&["get", "nodeclaims"], None),
+    );
+    let ours = served(&text);
+    let differences: Vec<String> = family_differences(&theirs, &ours)
+        .into_iter()
+        .filter(|d| !d.ends_with(": not served") && !d.ends_with(": no series to compare"))
+        .collect();
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    for family in [
+        "operator_nodeclaim_status_condition_count",
+        "operator_nodeclaim_status_condition_transitions",
+        "operator_node_status_condition_count",
+        "operator_nodepool_status_condition_count",
+        "operator_status_condition_count",
+        "client_go_request",
+        "client_go_request_duration_seconds",
+        "controller_runtime_reconcile",
+        "leader_election_master_status",
+        "process_resident_memory_bytes",
+    ] {
+        assert!(
+            ours.labels.contains_key(family),
+            "no series of {family}:\n{text}"
+        );
+    }
 }
 
 #[test]
