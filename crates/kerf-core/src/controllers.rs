@@ -813,7 +813,28 @@ impl Controllers {
             return;
         }
         c.terminate_at = Some(at);
+        let node = c.node.clone();
         let unix = at + Duration::from_secs(self.settings.epoch_unix);
+        // every pod goes by then, bypassing budgets: said on the NodeClaim and its Node
+        let message = format!(
+            "All pods will be deleted by {}",
+            crate::clock::kubernetes_time(unix)
+        );
+        let objects = [
+            (EventObject::NodeClaim, Some(claim.to_string())),
+            (EventObject::Node, node),
+        ];
+        for (kind, name) in objects {
+            if let Some(name) = name {
+                self.event(Event {
+                    kind,
+                    name,
+                    warning: true,
+                    reason: "TerminationGracePeriodExpiring".into(),
+                    message: message.clone(),
+                });
+            }
+        }
         self.actions.push(Action::AnnotateNodeClaim {
             nodeclaim: claim.to_string(),
             annotations: BTreeMap::from([(

@@ -848,6 +848,55 @@ fn a_nodeclaim_launched_by_another_writer_after_it_was_read_is_not_launched_agai
     );
 }
 
+/// A NodeClaim that found no capacity tells the pods it was for, as Karpenter does.
+#[test]
+fn pods_waiting_on_a_nodeclaim_without_capacity_are_told() {
+    use kerf_core::controllers::lifecycle::Offering as Refused;
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    let short = Refused {
+        capacity_type: "on-demand".into(),
+        instance_type: "m5.large".into(),
+        zone: "us-east-1a".into(),
+    };
+    core.launch_failed(&claim, &[short], secs(3));
+    let told = events(&core.poll(secs(3)), "InsufficientCapacityError");
+    assert_eq!(told.len(), 2, "{told:?}");
+    assert!(
+        told.contains(&format!(
+            "default/x: NodeClaim {claim} nominated for this pod failed to launch: creating instance, insufficient capacity, all requested instance types were unavailable during launch (1 offerings)"
+        )),
+        "{told:?}"
+    );
+}
+
+/// A NodeClaim given a deadline for its pods says when they all go, on it and its node.
+#[test]
+fn a_termination_deadline_is_told_on_the_nodeclaim_and_its_node() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    let mut np = pool();
+    np.spec.template.spec.termination_grace_period =
+        Some(kerf_api::duration::GoDuration(Duration::from_secs(3600)));
+    core.apply_node_pool(np);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    launch_and_register(&mut core, &claim);
+    run_until(&mut core, 5, 6);
+    core.delete_nodeclaim(&claim);
+    let told = events(
+        &run_until(&mut core, 7, 8),
+        "TerminationGracePeriodExpiring",
+    );
+    let by = format!("All pods will be deleted by {}", "1970-01-01T01:00:06Z");
+    assert_eq!(
+        told,
+        [format!("{claim}: {by}"), format!("{claim}: {by}")],
+        "{told:?}"
+    );
+}
+
 #[test]
 fn a_request_with_no_spot_capacity_anywhere_marks_spot_short_in_its_zones() {
     use kerf_core::controllers::lifecycle::Offering as Refused;
@@ -1077,6 +1126,13 @@ fn a_pod_is_told_of_its_eviction_once_the_api_server_took_it() {
     let again = run_until(&mut core, 9, 20);
     assert_eq!(evicted(&again), ["default/x"]);
     assert_eq!(told(&again), 0);
+    // the budget's refusal is said on the node
+    assert_eq!(
+        events(&again, "FailedDraining"),
+        [format!(
+            "{claim}: Failed to drain node, evicting pod violates a PDB (Pod=default/x)"
+        )]
+    );
     core.evicted("default/x");
     let after = run_until(&mut core, 21, 22);
     assert_eq!(told(&after), 1);
@@ -1426,6 +1482,14 @@ fn a_drifted_static_node_is_replaced_first_within_the_drift_budget() {
             .any(|a| matches!(a, Action::DeleteNodeClaim { .. }))
     );
     assert_eq!(logged(&acted, "disrupting node(s)"), 1);
+    // the command waits on its replacement, and says so on it
+    assert_eq!(
+        events(&acted, "DisruptionWaitingReadiness"),
+        [format!(
+            "{}: Waiting on readiness to continue disruption",
+            replacements[0]
+        )]
+    );
     // once the replacement is up, one drifted node goes, and no third node is made
     launch_and_register(&mut core, &replacements[0]);
     let after = run_until(&mut core, 31, 40);
@@ -1870,6 +1934,12 @@ fn node_classes_are_resolved_on_change_and_every_minute_and_deleted_once_no_node
     core.apply_node_class(class);
     let waiting = run_until(&mut core, 71, 100);
     assert!(node_class_work(&waiting).is_empty(), "{waiting:?}");
+    assert_eq!(
+        events(&waiting, "WaitingOnNodeClaimTermination"),
+        [format!(
+            "default: Waiting on NodeClaim termination for {claim}"
+        )]
+    );
     assert!(
         waiting.iter().any(
             |a| matches!(a, Action::Log(r) if r.message == "waiting on nodeclaim termination")

@@ -1,6 +1,7 @@
 //! Kubernetes Events (events.k8s.io/v1) written off the action path: the controllers' work
-//! never waits on them. Nominations are rate-limited as Karpenter limits them (5 per second,
-//! bursts of 10); when the queue is full an event is dropped, never the work.
+//! never waits on them. Nominations, and pods told their NodeClaim found no capacity, are
+//! rate-limited as Karpenter limits them (5 per second, bursts of 10, each kind apart); when
+//! the queue is full an event is dropped, never the work.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -100,12 +101,19 @@ async fn write_all(
     instance: String,
     mut rx: mpsc::Receiver<(KerfEvent, Option<String>)>,
 ) {
-    let mut nominations = Bucket {
+    let bucket = || Bucket {
         tokens: NOMINATION_BURST,
         at: Instant::now(),
     };
+    // Karpenter limits two kinds of pod events, each with a bucket of its own
+    let (mut nominations, mut shortages) = (bucket(), bucket());
     while let Some((event, uid)) = rx.recv().await {
         if event.reason == "Nominated" && !nominations.take() {
+            continue;
+        }
+        let shortage =
+            event.reason == "InsufficientCapacityError" && event.kind == EventObject::Pod;
+        if shortage && !shortages.take() {
             continue;
         }
         if let Err(e) = write(&client, &instance, event, uid).await {

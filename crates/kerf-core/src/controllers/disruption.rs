@@ -734,6 +734,37 @@ impl Controllers {
         self.disruption.quiet_until = self.next_timed_change();
     }
 
+    /// Creates a command's replacement NodeClaim; its name. Karpenter's queue says on it
+    /// that it launches and that the command waits for it.
+    pub(super) fn launch_replacement(
+        &mut self,
+        plan: &kerf_scheduling::PlannedNodeClaim,
+        pool: &str,
+        reason: kerf_api::nodepool::DisruptionReason,
+    ) -> String {
+        let counted = reason.as_str().to_lowercase();
+        let name = self.create_nodeclaim(plan, pool, &counted);
+        for (event, message) in [
+            (
+                "DisruptionLaunching",
+                format!("Launching NodeClaim: {}", reason.as_str()),
+            ),
+            (
+                "DisruptionWaitingReadiness",
+                "Waiting on readiness to continue disruption".to_string(),
+            ),
+        ] {
+            self.event(Event {
+                kind: EventObject::NodeClaim,
+                name: name.clone(),
+                warning: false,
+                reason: event.into(),
+                message,
+            });
+        }
+        name
+    }
+
     /// Whether a disruption command is being validated or carried out.
     pub fn command_in_flight(&self) -> bool {
         self.disruption.command.is_some()
@@ -1007,14 +1038,7 @@ impl Controllers {
         let mut launched = Vec::new();
         for r in &command.replacements {
             let pool = pool_names[r.node_pool].clone();
-            let name = self.create_nodeclaim(r, &pool, &reason);
-            self.event(Event {
-                kind: EventObject::NodeClaim,
-                name: name.clone(),
-                warning: false,
-                reason: "DisruptionLaunching".into(),
-                message: format!("Launching NodeClaim: {}", command.reason.as_str()),
-            });
+            let name = self.launch_replacement(r, &pool, command.reason);
             launched.push(name);
         }
         self.disruption.command = Some(Pending {

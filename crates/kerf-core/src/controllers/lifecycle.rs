@@ -309,6 +309,23 @@ impl Controllers {
             insufficient.len()
         );
         self.count_disrupted(nodeclaim, "insufficient_capacity", "", false);
+        // the pods it was for are told too, those still waiting for a node
+        let waiting: Vec<String> = (self.cluster.pods.iter())
+            .filter(|(_, p)| p.nominated.as_deref() == Some(nodeclaim) && p.node.is_none())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for pod in waiting {
+            let mut message =
+                format!("NodeClaim {nodeclaim} nominated for this pod failed to launch: {error}");
+            message.truncate(1024);
+            self.event(Event {
+                kind: EventObject::Pod,
+                name: pod,
+                warning: true,
+                reason: "InsufficientCapacityError".into(),
+                message,
+            });
+        }
         self.give_up_launch(nodeclaim, "InsufficientCapacityError", &error);
     }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use kerf_api::ec2nodeclass::EC2NodeClassStatus;
 use serde_json::json;
 
-use super::{Action, Controllers, Timer};
+use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::objects::keep_transition_times;
 
 /// How often every node class is resolved again (Karpenter's is a minute too).
@@ -119,7 +119,21 @@ impl Controllers {
             .map(|(k, _)| k)
             .collect();
         if !using.is_empty() {
+            // Karpenter names the first five, and counts the rest
+            let mut names: Vec<String> = using.iter().take(5).map(|n| n.to_string()).collect();
+            if using.len() > 5 {
+                names.push(format!("and {} other(s)", using.len() - 5));
+            }
+            let message = format!("Waiting on NodeClaim termination for {}", names.join(", "))
+                .replace(", and ", " and ");
             let fields = json!({"EC2NodeClass": {"name": name}, "NodeClaims": using});
+            self.event(Event {
+                kind: EventObject::NodeClass,
+                name: name.to_string(),
+                warning: false,
+                reason: "WaitingOnNodeClaimTermination".into(),
+                message,
+            });
             self.log(
                 "nodeclass.termination",
                 "waiting on nodeclaim termination",

@@ -232,7 +232,8 @@ impl Controllers {
                        "reason": "drifted"}),
             );
             self.taint(&node);
-            let replacement = self.create_nodeclaim(&plan, pool, "drifted");
+            let drifted = kerf_api::nodepool::DisruptionReason::Drifted;
+            let replacement = self.launch_replacement(&plan, pool, drifted);
             self.static_capacity.replacing.insert(claim, replacement);
         }
     }

@@ -81,9 +81,20 @@ impl Controllers {
     /// `code` is the API server's answer, when one came (429, 500, …).
     pub fn eviction_refused(&mut self, pod: &str, code: Option<u16>) {
         if let Some(code) = code {
-            let code = code.to_string();
+            let text = code.to_string();
             self.metrics
-                .inc(&families::PODS_EVICTION_REQUESTS, &[&code]);
+                .inc(&families::PODS_EVICTION_REQUESTS, &[&text]);
+        }
+        // a PodDisruptionBudget's refusal is said on the node, as Karpenter says it
+        let node = (self.cluster.pods.get(pod)).and_then(|p| p.node.clone());
+        if let (Some(429), Some(node)) = (code, node) {
+            self.event(Event {
+                kind: EventObject::Node,
+                name: node,
+                warning: true,
+                reason: "FailedDraining".into(),
+                message: format!("Failed to drain node, evicting pod violates a PDB (Pod={pod})"),
+            });
         }
         if self.termination.evicting.remove(pod) {
             self.activity += 1;
