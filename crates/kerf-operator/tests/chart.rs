@@ -5,6 +5,9 @@
 
 mod support;
 
+use std::path::PathBuf;
+
+use kerf_operator::settings::SETTINGS_NOT_ACTED_ON;
 use serde_json::Value;
 use support::{ControlPlane, root, run_helm};
 
@@ -34,6 +37,8 @@ fn kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
     docs.iter().filter(|d| d["kind"] == kind).collect()
 }
 
+/// The Deployment's container env, in order: each variable's name and literal value (`""`
+/// for one taken from a fieldRef).
 fn env_of(deployment: &Value) -> Vec<(String, String)> {
     deployment["spec"]["template"]["spec"]["containers"][0]["env"]
         .as_array()
@@ -44,6 +49,98 @@ fn env_of(deployment: &Value) -> Vec<(String, String)> {
             (e["name"].as_str().unwrap_or("").to_string(), value)
         })
         .collect()
+}
+
+/// The rendered Deployment's env, from a successful render.
+fn deployment_env(extra: &[&str]) -> Vec<(String, String)> {
+    let docs = render(extra).unwrap_or_else(|e| panic!("{extra:?}: {e}"));
+    env_of(kind(&docs, "Deployment")[0])
+}
+
+fn get<'a>(env: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
+/// Karpenter v1.15.0's own chart values, from the Go module cache (where
+/// scripts/install-test-deps.sh puts the module, building scripts/karpenter-hash over it).
+fn karpenters_values() -> PathBuf {
+    const MODULE: &str = "github.com/aws/karpenter-provider-aws@v1.15.0";
+    let hint = "run scripts/install-test-deps.sh (scripts/e2e-cluster.sh karpenter-hash fetches the module)";
+    let cache = ["go", "/usr/local/go/bin/go"]
+        .iter()
+        .find_map(|go| {
+            let out = std::process::Command::new(go)
+                .args(["env", "GOMODCACHE"])
+                .output()
+                .ok()?;
+            let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (out.status.success() && !dir.is_empty()).then_some(dir)
+        })
+        .unwrap_or_else(|| panic!("no `go env GOMODCACHE` (Go not installed?): {hint}"));
+    let values = PathBuf::from(cache)
+        .join(MODULE)
+        .join("charts/karpenter/values.yaml");
+    assert!(
+        values.is_file(),
+        "{} is missing: Karpenter v1.15.0's chart values are read from the Go module cache; {hint}",
+        values.display()
+    );
+    values
+}
+
+/// Flags that set Kerf's image back after a Karpenter values file pinned Karpenter's.
+const KERF_IMAGE: [&str; 6] = [
+    "--set",
+    "controller.image.repository=ghcr.io/kerf-autoscaler/kerf-operator",
+    "--set",
+    "controller.image.tag=",
+    "--set",
+    "controller.image.digest=",
+];
+
+/// Every leaf of a values tree (a scalar, a list, or an empty map) by its path of keys.
+fn leaves(value: &Value, path: &mut Vec<String>, out: &mut Vec<(Vec<String>, Value)>) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (key, child) in map {
+                path.push(key.clone());
+                leaves(child, path, out);
+                path.pop();
+            }
+        }
+        _ => out.push((path.clone(), value.clone())),
+    }
+}
+
+fn values_file(path: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Checks that the controller starts on what the chart wrote: each variable it acts on given
+/// as its flag (`BATCH_IDLE_DURATION` as `--batch-idle-duration`) to the operator's own parser
+/// (the ones it does not act on are only logged, and have no flag).
+fn the_controller_accepts(env: &[(String, String)]) {
+    use clap::Parser;
+    let not_acted_on: Vec<&str> = SETTINGS_NOT_ACTED_ON.iter().map(|(n, _)| *n).collect();
+    let mut args = vec!["kerf-operator".to_string()];
+    for (name, value) in env {
+        if not_acted_on.contains(&name.as_str())
+            || (name.starts_with("LEADER_ELECTION_") && value.is_empty())
+        {
+            continue;
+        }
+        args.push(format!(
+            "--{}={value}",
+            name.to_lowercase().replace('_', "-")
+        ));
+    }
+    let settings = kerf_operator::settings::Settings::try_parse_from(&args)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    settings
+        .validate()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(settings.feature_gates.unknown.is_empty(), "{args:?}");
 }
 
 /// Seed 004's `helm upgrade --install` flags, Karpenter's value names.
@@ -88,22 +185,485 @@ fn a_value_of_the_wrong_kind_is_refused_by_its_path() {
         let e = render(&["--set", "settings.clusterName=c", "--set", value]).expect_err(value);
         assert!(e.contains(&format!("at '{path}'")), "{value}: {e}");
     }
-    // keys of a Karpenter values file that Kerf has no use for are not an error
-    render(&[
+    // a key that is not Karpenter v1.15's (its chart has no `webhook` since v1.0) or Kerf's
+    // is refused by its name, at any depth
+    let karpenter = values_file(&karpenters_values());
+    assert!(karpenter.get("webhook").is_none());
+    for (value, at, name) in [
+        ("webhook.enabled=false", "''", "webhook"),
+        (
+            "settings.minValuePolicy=BestEffort",
+            "'/settings'",
+            "minValuePolicy",
+        ),
+        (
+            "settings.featureGates.nodeRepiar=true",
+            "'/settings/featureGates'",
+            "nodeRepiar",
+        ),
+        ("controller.image.name=x", "'/controller/image'", "name"),
+        (
+            "podSecurityContext.fsgroup=1",
+            "'/podSecurityContext'",
+            "fsgroup",
+        ),
+    ] {
+        let e = render(&["--set", "settings.clusterName=c", "--set", value]).expect_err(value);
+        assert!(
+            e.contains(&format!(
+                "at {at}: additional properties '{name}' not allowed"
+            )),
+            "{value}: {e}"
+        );
+    }
+}
+
+#[test]
+fn every_key_of_karpenters_values_is_in_kerfs_with_karpenters_default() {
+    let mut theirs = Vec::new();
+    leaves(
+        &values_file(&karpenters_values()),
+        &mut Vec::new(),
+        &mut theirs,
+    );
+    let ours = values_file(&root().join("charts/kerf/values.yaml"));
+    assert!(theirs.len() > 80, "{} leaves", theirs.len());
+    // Kerf's own image and object names, on purpose
+    let own = [
+        "controller.image.repository",
+        "controller.image.tag",
+        "controller.image.digest",
+        "podDisruptionBudget.name",
+    ];
+    let mut missing = Vec::new();
+    let mut differ = Vec::new();
+    for (path, value) in &theirs {
+        let name = path.join(".");
+        let held = path.iter().try_fold(&ours, |v, key| v.get(key));
+        match held {
+            None => missing.push(name),
+            Some(held) if held != value && !own.contains(&name.as_str()) => {
+                differ.push(format!("{name}: Karpenter's {value}, Kerf's {held}"))
+            }
+            Some(_) => {}
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "Karpenter v1.15's keys missing from charts/kerf/values.yaml: {missing:?}"
+    );
+    assert!(
+        differ.is_empty(),
+        "defaults differing from Karpenter v1.15's: {differ:?}"
+    );
+}
+
+#[test]
+fn karpenters_own_values_file_renders_and_a_misspelt_key_is_named() {
+    let karpenter = karpenters_values();
+    let file = karpenter.to_str().expect("path");
+    let mut args = vec!["-f", file, "--set", "settings.clusterName=c"];
+    args.extend(KERF_IMAGE);
+    let docs = render(&args).unwrap_or_else(|e| panic!("-f {file}: {e}"));
+    let deployment = kind(&docs, "Deployment")[0];
+    let spec = &deployment["spec"]["template"]["spec"];
+    assert_eq!(
+        spec["containers"][0]["image"],
+        "ghcr.io/kerf-autoscaler/kerf-operator:0.1.0"
+    );
+    assert_eq!(spec["schedulerName"], "default-scheduler");
+    assert!(spec.get("initContainers").is_none());
+    let env = env_of(deployment);
+    // Karpenter's defaults are Kerf's: the same gates as Karpenter's chart writes, and none of
+    // the settings Kerf does not act on
+    assert_eq!(
+        get(&env, "FEATURE_GATES"),
+        Some(
+            "ReservedCapacity=true,SpotToSpotConsolidation=false,NodeRepair=false,\
+             NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false,\
+             TerminateFirstDrift=false,TerminateFirstRepair=false,\
+             PodDeletionCostManagement=false"
+        )
+    );
+    for (name, _) in SETTINGS_NOT_ACTED_ON {
+        assert!(get(&env, name).is_none(), "{name} written: {env:?}");
+    }
+    the_controller_accepts(&env);
+    // a misspelt key beside that file stops the render, naming it
+    let mut typo = args.clone();
+    typo.extend(["--set", "settings.minValuePolicy=BestEffort"]);
+    let e = render(&typo).expect_err("settings.minValuePolicy");
+    assert!(
+        e.contains("at '/settings': additional properties 'minValuePolicy' not allowed"),
+        "{e}"
+    );
+    // as does a misspelt key in a values file
+    let dir = std::env::temp_dir().join(format!("kerf-chart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let typo_file = dir.join("typo.yaml");
+    std::fs::write(
+        &typo_file,
+        "settings:\n  clusterName: c\n  batchIdelDuration: 2s\n",
+    )
+    .unwrap();
+    let e = render(&["-f", typo_file.to_str().unwrap()]).expect_err("batchIdelDuration");
+    assert!(e.contains("'batchIdelDuration' not allowed"), "{e}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_scheduling_policies_reach_the_controller() {
+    let env = deployment_env(&["--set", "settings.clusterName=c"]);
+    assert_eq!(get(&env, "PREFERENCE_POLICY"), Some("Respect"));
+    assert_eq!(get(&env, "MIN_VALUES_POLICY"), Some("Strict"));
+    let env = deployment_env(&[
         "--set",
         "settings.clusterName=c",
         "--set",
-        "webhook.enabled=false",
+        "settings.minValuesPolicy=BestEffort",
+        "--set",
+        "settings.preferencePolicy=Ignore",
+    ]);
+    assert_eq!(get(&env, "PREFERENCE_POLICY"), Some("Ignore"));
+    assert_eq!(get(&env, "MIN_VALUES_POLICY"), Some("BestEffort"));
+    the_controller_accepts(&env);
+    // case-sensitive, as Karpenter's
+    for value in [
+        "settings.preferencePolicy=ignore",
+        "settings.minValuesPolicy=bestEffort",
+    ] {
+        let e = render(&["--set", "settings.clusterName=c", "--set", value]).expect_err(value);
+        let path = value.split('=').next().unwrap().replace('.', "/");
+        assert!(e.contains(&format!("at '/{path}'")), "{value}: {e}");
+    }
+}
+
+#[test]
+fn every_feature_gate_is_written_and_unimplemented_ones_stay_false() {
+    let env = deployment_env(&["--set", "settings.clusterName=c"]);
+    let gates = get(&env, "FEATURE_GATES").expect("FEATURE_GATES");
+    for gate in [
+        "ReservedCapacity=true",
+        "SpotToSpotConsolidation=false",
+        "NodeRepair=false",
+        "NodeOverlay=false",
+        "StaticCapacity=false",
+        "CapacityBuffer=false",
+        "TerminateFirstDrift=false",
+        "TerminateFirstRepair=false",
+        "PodDeletionCostManagement=false",
+    ] {
+        assert!(gates.split(',').any(|g| g == gate), "{gate} not in {gates}");
+    }
+    assert_eq!(gates.split(',').count(), 9, "{gates}");
+    assert_eq!(
+        get(&env, "AWS_FEATURE_GATES"),
+        Some("NodeClassCEL=false,DRANVIDIAGPU=false,DRAEFA=false,RebootForRepair=false")
+    );
+    // the implemented gates turn on, and ReservedCapacity off
+    let env = deployment_env(&[
+        "--set",
+        "settings.clusterName=c",
+        "--set",
+        "settings.featureGates.reservedCapacity=false",
+        "--set",
+        "settings.featureGates.spotToSpotConsolidation=true",
+        "--set",
+        "settings.featureGates.nodeRepair=true",
+        "--set",
+        "settings.featureGates.nodeOverlay=true",
+        "--set",
+        "settings.featureGates.staticCapacity=true",
+        "--set",
+        "settings.awsFeatureGates.draEFA=false",
+    ]);
+    assert_eq!(
+        get(&env, "FEATURE_GATES"),
+        Some(
+            "ReservedCapacity=false,SpotToSpotConsolidation=true,NodeRepair=true,\
+             NodeOverlay=true,StaticCapacity=true,CapacityBuffer=false,\
+             TerminateFirstDrift=false,TerminateFirstRepair=false,\
+             PodDeletionCostManagement=false"
+        )
+    );
+    the_controller_accepts(&env);
+    let gates =
+        kerf_operator::settings::FeatureGates::parse(get(&env, "FEATURE_GATES").unwrap()).unwrap();
+    assert!(gates.spot_to_spot && gates.node_repair && gates.node_overlay && gates.static_capacity);
+    assert!(!gates.reserved_capacity);
+    // what Kerf does not implement is refused at helm time, by its path
+    for path in [
+        "settings.featureGates.capacityBuffer",
+        "settings.featureGates.terminateFirstDrift",
+        "settings.featureGates.terminateFirstRepair",
+        "settings.featureGates.podDeletionCostManagement",
+        "settings.awsFeatureGates.nodeClassCEL",
+        "settings.awsFeatureGates.draNVIDIAGPU",
+        "settings.awsFeatureGates.draEFA",
+        "settings.awsFeatureGates.rebootForRepair",
+        "settings.enableDRA",
+    ] {
+        let set = format!("{path}=true");
+        let e = render(&["--set", "settings.clusterName=c", "--set", &set]).expect_err(&set);
+        assert!(
+            e.contains(&format!("at '/{}'", path.replace('.', "/"))),
+            "{set}: {e}"
+        );
+    }
+    let e = render(&[
+        "--set",
+        "settings.clusterName=c",
+        "--set",
+        "settings.ignoreDRARequests=false",
     ])
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect_err("ignoreDRARequests=false");
+    assert!(e.contains("at '/settings/ignoreDRARequests'"), "{e}");
+    // Karpenter's chart refuses legacy repair with terminate-first repair; so does Kerf's,
+    // even past the schema
+    let e = render(&[
+        "--skip-schema-validation",
+        "--set",
+        "settings.clusterName=c",
+        "--set",
+        "settings.legacyNodeRepair=true",
+        "--set",
+        "settings.featureGates.terminateFirstRepair=true",
+    ])
+    .expect_err("legacyNodeRepair with terminateFirstRepair");
+    assert!(
+        e.contains("settings.legacyNodeRepair and settings.featureGates.terminateFirstRepair"),
+        "{e}"
+    );
+}
+
+#[test]
+fn settings_kerf_does_not_act_on_are_written_only_when_changed() {
+    let not_acted_on: Vec<&str> = SETTINGS_NOT_ACTED_ON.iter().map(|(n, _)| *n).collect();
+    let env = deployment_env(&["--set", "settings.clusterName=c"]);
+    for (name, _) in &env {
+        assert!(
+            !not_acted_on.contains(&name.as_str()),
+            "{name} written by default"
+        );
+    }
+    // Karpenter's default values written out are defaults too
+    let env = deployment_env(&[
+        "--set",
+        "settings.clusterName=c",
+        "--set",
+        "settings.amiRefreshInterval=1m",
+        "--set-json",
+        "logOutputPaths=[\"stdout\"]",
+        "--set-json",
+        "logErrorOutputPaths=[]",
+    ]);
+    for (name, _) in &env {
+        assert!(
+            !not_acted_on.contains(&name.as_str()),
+            "{name} written for a default"
+        );
+    }
+    for (set, name, value) in [
+        (
+            "logOutputPaths={stdout,/tmp/log}",
+            "LOG_OUTPUT_PATHS",
+            "stdout,/tmp/log",
+        ),
+        (
+            "logErrorOutputPaths={stdout}",
+            "LOG_ERROR_OUTPUT_PATHS",
+            "stdout",
+        ),
+        ("settings.eksControlPlane=true", "EKS_CONTROL_PLANE", "true"),
+        (
+            "settings.enableZonalShift=true",
+            "ENABLE_ZONAL_SHIFT",
+            "true",
+        ),
+        (
+            "settings.legacyNodeRepair=true",
+            "LEGACY_NODE_REPAIR",
+            "true",
+        ),
+        (
+            "settings.disableClusterStateObservability=true",
+            "DISABLE_CLUSTER_STATE_OBSERVABILITY",
+            "true",
+        ),
+        ("settings.disableDryRun=true", "DISABLE_DRY_RUN", "true"),
+        (
+            "settings.amiRefreshInterval=5m",
+            "AMI_REFRESH_INTERVAL",
+            "5m",
+        ),
+        (
+            "settings.subnetRefreshInterval=90s",
+            "SUBNET_REFRESH_INTERVAL",
+            "90s",
+        ),
+        (
+            "settings.securityGroupRefreshInterval=1h",
+            "SECURITY_GROUP_REFRESH_INTERVAL",
+            "1h",
+        ),
+    ] {
+        assert!(not_acted_on.contains(&name), "{name}");
+        let env = deployment_env(&["--set", "settings.clusterName=c", "--set", set]);
+        assert_eq!(get(&env, name), Some(value), "{set}");
+        let others: Vec<&String> = env
+            .iter()
+            .map(|(n, _)| n)
+            .filter(|n| not_acted_on.contains(&n.as_str()) && *n != name)
+            .collect();
+        assert!(others.is_empty(), "{set}: {others:?}");
+        the_controller_accepts(&env);
+    }
+    // the refresh intervals are at least a minute, as Karpenter validates them
+    for value in ["30s", "59s", "0", "-1m", "1ms"] {
+        let set = format!("settings.amiRefreshInterval={value}");
+        let e = render(&["--set", "settings.clusterName=c", "--set-string", &set]).expect_err(&set);
+        assert!(
+            e.contains("at '/settings/amiRefreshInterval'"),
+            "{set}: {e}"
+        );
+    }
+}
+
+#[test]
+fn batch_windows_take_any_go_duration() {
+    for value in [
+        "0", "1.5s", "500us", "500µs", "-1s", "1h2m3.5s", ".5s", "+2s",
+    ] {
+        let set = format!("settings.batchIdleDuration={value}");
+        let env = deployment_env(&["--set", "settings.clusterName=c", "--set-string", &set]);
+        assert_eq!(get(&env, "BATCH_IDLE_DURATION"), Some(value), "{set}");
+        the_controller_accepts(&env);
+    }
+    // empty, or the number 0, writes nothing (as Karpenter's chart): the default applies
+    for set in ["settings.batchMaxDuration=", "settings.batchMaxDuration=0"] {
+        let env = deployment_env(&["--set", "settings.clusterName=c", "--set", set]);
+        assert_eq!(get(&env, "BATCH_MAX_DURATION"), None, "{set}");
+    }
+    for value in ["soon", "5", "1x", "1.2.3s", "s"] {
+        let set = format!("settings.batchMaxDuration={value}");
+        let e = render(&["--set", "settings.clusterName=c", "--set-string", &set]).expect_err(&set);
+        assert!(e.contains("at '/settings/batchMaxDuration'"), "{set}: {e}");
+    }
+    // the memory overhead is a fraction below 1, as the controller reads it
+    let e = render(&[
+        "--set",
+        "settings.clusterName=c",
+        "--set",
+        "settings.vmMemoryOverheadPercent=1",
+    ])
+    .expect_err("vmMemoryOverheadPercent=1");
+    assert!(e.contains("at '/settings/vmMemoryOverheadPercent'"), "{e}");
+}
+
+/// Values for the pod-spec keys of Karpenter's chart.
+const POD_VALUES: &str = r#"
+schedulerName: my-scheduler
+initContainers:
+  - name: wait
+    image: busybox
+    command: [sh, -c, "true"]
+controller:
+  containerName: ""
+  securityContext:
+    appArmorProfile: {type: RuntimeDefault}
+    seLinuxOptions: {level: "s0:c123,c456"}
+    seccompProfile: {type: RuntimeDefault}
+  extraVolumeMounts: [{name: shared, mountPath: /shared}]
+  sidecarVolumeMounts: [{name: side, mountPath: /side}]
+  sidecarContainer:
+    - name: proxy
+      image: busybox
+      volumeMounts: [{name: own, mountPath: /own}]
+extraVolumes: [{name: shared, emptyDir: {}}, {name: side, emptyDir: {}}, {name: own, emptyDir: {}}]
+serviceMonitor:
+  enabled: true
+  sampleLimit: 5000
+affinity:
+  podAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 10
+        podAffinityTerm: {topologyKey: topology.kubernetes.io/zone}
+settings:
+  clusterName: "{{ .Release.Name }}-cluster"
+"#;
+
+fn pod_values_file() -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!(
+        "kerf-chart-pod-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("values.yaml");
+    std::fs::write(&file, POD_VALUES).unwrap();
+    (dir, file)
+}
+
+#[test]
+fn karpenters_pod_spec_keys_are_acted_on() {
+    let (dir, file) = pod_values_file();
+    let file = file.to_str().unwrap();
+    let docs = render(&["-f", file, "--api-versions", "monitoring.coreos.com/v1"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let deployment = kind(&docs, "Deployment")[0];
+    let spec = &deployment["spec"]["template"]["spec"];
+    assert_eq!(spec["schedulerName"], "my-scheduler");
+    assert_eq!(spec["initContainers"][0]["name"], "wait");
+    let controller = &spec["containers"][0];
+    assert_eq!(controller["name"], "controller");
+    let security = &controller["securityContext"];
+    assert_eq!(security["appArmorProfile"]["type"], "RuntimeDefault");
+    assert_eq!(security["seLinuxOptions"]["level"], "s0:c123,c456");
+    assert_eq!(security["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    let sidecar = &spec["containers"][1];
+    assert_eq!(sidecar["name"], "proxy");
+    let mounts: Vec<&str> = sidecar["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(mounts, ["own", "shared", "side"]);
+    let term = &spec["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        [0]["podAffinityTerm"];
+    assert_eq!(
+        term["labelSelector"]["matchLabels"]["app.kubernetes.io/name"],
+        "kerf"
+    );
+    // settings may hold templates, as in Karpenter's chart
+    assert_eq!(
+        get(&env_of(deployment), "CLUSTER_NAME"),
+        Some("kerf-cluster")
+    );
+    let monitor = kind(&docs, "ServiceMonitor")[0];
+    assert_eq!(monitor["spec"]["sampleLimit"], 5000);
+    // no ServiceMonitor where prometheus-operator's API is not served
+    let docs = render(&[
+        "--set",
+        "settings.clusterName=c",
+        "--set",
+        "serviceMonitor.enabled=true",
+    ])
+    .unwrap();
+    assert!(kind(&docs, "ServiceMonitor").is_empty());
 }
 
 #[test]
 fn seed_values_render_as_karpenters_chart_would() {
-    let docs = render(&SEED_VALUES).unwrap_or_else(|e| panic!("{e}"));
+    // the ServiceMonitor is made where prometheus-operator's API is served
+    let mut seed = SEED_VALUES.to_vec();
+    seed.extend(["--api-versions", "monitoring.coreos.com/v1"]);
+    let docs = render(&seed).unwrap_or_else(|e| panic!("{e}"));
     let deployment = kind(&docs, "Deployment")[0];
     let env = env_of(deployment);
-    let get = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let get = |name: &str| get(&env, name);
     assert_eq!(get("CLUSTER_NAME"), Some("my-cluster"));
     assert_eq!(get("INTERRUPTION_QUEUE"), Some("my-cluster"));
     assert_eq!(get("BATCH_IDLE_DURATION"), Some("1s"));
@@ -111,9 +671,13 @@ fn seed_values_render_as_karpenters_chart_would() {
     assert_eq!(
         get("FEATURE_GATES"),
         Some(
-            "SpotToSpotConsolidation=true,NodeRepair=false,StaticCapacity=false,NodeOverlay=false"
+            "ReservedCapacity=true,SpotToSpotConsolidation=true,NodeRepair=false,\
+             NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false,\
+             TerminateFirstDrift=false,TerminateFirstRepair=false,\
+             PodDeletionCostManagement=false"
         )
     );
+    the_controller_accepts(&env);
     assert_eq!(
         get("LEADER_ELECTION_NAME"),
         Some("karpenter-leader-election")
@@ -203,9 +767,26 @@ fn the_rendered_charts_apply_to_a_real_api_server() {
     // the controller chart as `helm template charts/kerf --set settings.clusterName=my-cluster`
     // renders it, and with the seed's values (less the ServiceMonitor, whose CRD belongs to
     // prometheus-operator), through the server's admission and validation
+    // and with Karpenter v1.15.0's own values file, and with every pod-spec key of Karpenter's
+    // chart set
     let mut seed: Vec<&str> = SEED_VALUES.to_vec();
     seed.extend(["--set", "serviceMonitor.enabled=false"]);
-    for values in [&["--set", "settings.clusterName=my-cluster"][..], &seed] {
+    let karpenter = karpenters_values();
+    let mut theirs = vec![
+        "-f",
+        karpenter.to_str().expect("path"),
+        "--set",
+        "settings.clusterName=my-cluster",
+    ];
+    theirs.extend(KERF_IMAGE);
+    let (dir, pod_file) = pod_values_file();
+    let pods = ["-f", pod_file.to_str().expect("path")];
+    for values in [
+        &["--set", "settings.clusterName=my-cluster"][..],
+        &seed,
+        &theirs,
+        &pods,
+    ] {
         let mut args = vec![
             "template",
             "kerf",
@@ -232,4 +813,5 @@ fn the_rendered_charts_apply_to_a_real_api_server() {
             assert!(said.contains(object), "{said}");
         }
     }
+    let _ = std::fs::remove_dir_all(dir);
 }
