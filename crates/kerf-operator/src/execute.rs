@@ -380,9 +380,11 @@ fn split(key: &str) -> (&str, &str) {
 }
 
 impl<C: CloudProvider> Executor<C> {
-    /// An executor for this client and cloud, its cloud calls counted in `calls`.
-    pub fn new(client: Client, cloud: C, calls: CloudCalls) -> Executor<C> {
-        let events = Recorder::spawn(client.clone());
+    /// An executor for this client and cloud, its cloud calls counted in `calls`, its
+    /// Events written with `events` (a client of their own, as client-go's event sink has,
+    /// so that a burst of Events never spends the actions' request budget).
+    pub fn new(client: Client, events: Client, cloud: C, calls: CloudCalls) -> Executor<C> {
+        let events = Recorder::spawn(events);
         Executor {
             client,
             cloud,

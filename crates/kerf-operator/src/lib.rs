@@ -61,6 +61,9 @@ pub struct Clients {
     /// waits at [`Clients::gate`], then for a token of the client's budget
     /// ([`throttle::Paced`]).
     pub act: kube::Client,
+    /// For the Events: behind the same gate, with a budget of its own (client-go's event
+    /// broadcaster writes through a client of its own too).
+    pub events: kube::Client,
     /// Open while this replica may write.
     pub gate: Gate,
     /// Both clients' requests, the process and the Lease, as controller-runtime serves them.
@@ -169,7 +172,7 @@ pub async fn run<C: CloudProvider>(
     let mut core = Controllers::new(settings, seed);
     let reconciles = Reconciles::default();
     let calls = reconciles::CloudCalls::new(cloud.name(), core.metrics());
-    let executor = Executor::new(clients.act.clone(), cloud, calls);
+    let executor = Executor::new(clients.act.clone(), clients.events.clone(), cloud, calls);
     let ready = Arc::new(Readiness::default());
     let (scrape_tx, scrapes) = mpsc::channel(8);
     http::serve(

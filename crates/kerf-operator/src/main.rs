@@ -10,9 +10,10 @@ use kerf_operator::runtime_metrics::{Counted, RuntimeMetrics};
 use kerf_operator::settings::{Provider, Settings};
 use kerf_operator::throttle::{Gate, Paced, TokenBucket};
 
-/// The API clients: one for the watches, the probe and the Lease, and one for the
-/// controllers' actions, whose every request waits for the Lease to be held and then for a
-/// token of the KUBE_CLIENT_QPS / KUBE_CLIENT_BURST bucket ([`kerf_operator::throttle`]).
+/// The API clients: one for the watches, the probe and the Lease; one for the controllers'
+/// actions, whose every request waits for the Lease to be held and then for a token of the
+/// KUBE_CLIENT_QPS / KUBE_CLIENT_BURST bucket ([`kerf_operator::throttle`]); and one for the
+/// Events, behind the same gate with a bucket of its own. Every request of each is counted.
 async fn clients(settings: &Settings) -> Result<kerf_operator::Clients, String> {
     let config = kube::Config::infer().await.map_err(|e| {
         format!("no usable kubeconfig (KUBECONFIG, ~/.kube/config or in-cluster): {e}")
@@ -28,13 +29,22 @@ async fn clients(settings: &Settings) -> Result<kerf_operator::Clients, String> 
         kube::client::ClientBuilder::try_from(config).map_err(|e| e.to_string())
     };
     let watch = builder(config.clone())?.with_layer(&counted).build();
-    let act = builder(config)?
+    let act = builder(config.clone())?
         .with_layer(&paced)
+        .with_layer(&counted)
+        .build();
+    let events_paced = Paced::new(
+        TokenBucket::new(settings.kube_client_qps, settings.kube_client_burst),
+        gate.clone(),
+    );
+    let events = builder(config)?
+        .with_layer(&events_paced)
         .with_layer(&counted)
         .build();
     Ok(kerf_operator::Clients {
         watch,
         act,
+        events,
         gate,
         metrics,
     })
