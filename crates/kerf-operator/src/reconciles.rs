@@ -16,6 +16,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::runtime_metrics::registered;
+
 type Labels = Vec<(&'static str, String)>;
 
 /// controller-runtime's reconcile-time buckets, in seconds.
@@ -193,11 +195,7 @@ impl Reconciles {
                 "Total number of reconciliation timeouts per controller",
             ),
         ]
-        .map(|(name, help)| {
-            let family = Family::<Labels, Counter>::default();
-            registry.register(name, help, family.clone());
-            family
-        });
+        .map(|(name, help)| registered(&mut registry, name, help, Family::default()));
         let workers = [
             (
                 "controller_runtime_max_concurrent_reconciles",
@@ -208,11 +206,7 @@ impl Reconciles {
                 "Number of currently used workers per controller",
             ),
         ]
-        .map(|(name, help)| {
-            let family = Family::<Labels, Gauge>::default();
-            registry.register(name, help, family.clone());
-            family
-        });
+        .map(|(name, help)| registered(&mut registry, name, help, Family::default()));
         Reconciles {
             registry,
             total,

@@ -21,6 +21,15 @@ use tower::{Layer, Service};
 
 type Labels = Vec<(&'static str, String)>;
 
+/// Registers `metric` under `name` and hands it back, for the caller to keep feeding.
+pub(crate) fn registered<M>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M
+where
+    M: prometheus_client::registry::Metric + Clone,
+{
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 fn latency() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 1.5, 20))
 }
@@ -37,24 +46,23 @@ pub struct RuntimeMetrics {
 impl Default for RuntimeMetrics {
     fn default() -> RuntimeMetrics {
         let mut registry = Registry::default();
-        let requests = Family::<Labels, Counter>::default();
-        registry.register(
+        let requests = registered(
+            &mut registry,
             "client_go_request",
             "Number of HTTP requests, partitioned by status code and method.",
-            requests.clone(),
+            Family::<Labels, Counter>::default(),
         );
-        let durations: Family<Labels, Histogram, fn() -> Histogram> =
-            Family::new_with_constructor(latency);
-        registry.register(
+        let durations = registered(
+            &mut registry,
             "client_go_request_duration_seconds",
             "Request latency in seconds. Broken down by verb, group, version, kind, and subresource.",
-            durations.clone(),
+            Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(latency),
         );
-        let leading = Family::<Labels, Gauge>::default();
-        registry.register(
+        let leading = registered(
+            &mut registry,
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.",
-            leading.clone(),
+            Family::<Labels, Gauge>::default(),
         );
         // controller-runtime's webhook and certificate counters: Kerf serves no webhook and
         // watches no certificate, so these stay at zero, as Karpenter's do

@@ -17,6 +17,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::runtime_metrics::registered;
+
 /// One condition as an object carries it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Seen {
@@ -155,46 +157,51 @@ struct Families {
 
 impl Families {
     fn new(registry: &mut Registry, prefix: &str, buckets: fn() -> Histogram) -> Families {
-        let f = Families {
-            transition_seconds: Family::new_with_constructor(buckets),
-            count: Family::default(),
-            current_status_seconds: Family::default(),
-            transitions: Family::default(),
-            termination_current: Family::default(),
-            termination_duration: Family::new_with_constructor(buckets),
-        };
         let condition = format!("{prefix}_status_condition");
-        registry.register(
-            format!("{condition}_transition_seconds"),
+        let transition_seconds = registered(
+            registry,
+            &format!("{condition}_transition_seconds"),
             "The amount of time a condition was in a given state (status) before transitioning to another state (to_status). e.g. Alarm := P99(Updated=False) > 5 minutes",
-            f.transition_seconds.clone(),
+            Family::new_with_constructor(buckets),
         );
-        registry.register(
-            format!("{condition}_count"),
+        let count = registered(
+            registry,
+            &format!("{condition}_count"),
             "The number of a condition for a given object, type and status. e.g. Alarm := Available=False > 0",
-            f.count.clone(),
+            Family::default(),
         );
-        registry.register(
-            format!("{condition}_current_status_seconds"),
+        let current_status_seconds = registered(
+            registry,
+            &format!("{condition}_current_status_seconds"),
             "The current amount of time in seconds that a status condition has been in a specific state. Alarm := P99(Updated=Unknown) > 5 minutes",
-            f.current_status_seconds.clone(),
+            Family::default(),
         );
-        registry.register(
-            format!("{condition}_transitions"),
+        let transitions = registered(
+            registry,
+            &format!("{condition}_transitions"),
             "The count of transitions of a given object, type and status.",
-            f.transitions.clone(),
+            Family::default(),
         );
-        registry.register(
-            format!("{prefix}_termination_current_time_seconds"),
+        let termination_current = registered(
+            registry,
+            &format!("{prefix}_termination_current_time_seconds"),
             "The current amount of time in seconds that an object has been in terminating state.",
-            f.termination_current.clone(),
+            Family::default(),
         );
-        registry.register(
-            format!("{prefix}_termination_duration_seconds"),
+        let termination_duration = registered(
+            registry,
+            &format!("{prefix}_termination_duration_seconds"),
             "The amount of time taken by an object to terminate completely.",
-            f.termination_duration.clone(),
+            Family::new_with_constructor(buckets),
         );
-        f
+        Families {
+            transition_seconds,
+            count,
+            current_status_seconds,
+            transitions,
+            termination_current,
+            termination_duration,
+        }
     }
 }
 

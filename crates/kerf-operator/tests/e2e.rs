@@ -1393,6 +1393,22 @@ spec:
   disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 10m}
 "#;
 
+/// A control plane with seed 004's EC2NodeClass and inflate Deployment, the NodePool
+/// [`NOMINATION`] (nodes come up with a startup taint the test lifts) and the operator.
+fn warming_plane(name: &str) -> (ControlPlane, Operator) {
+    let cp = ControlPlane::start(name);
+    cp.install_crds();
+    let seed = String::from_utf8(seed_004()).expect("utf-8");
+    let rest: Vec<&str> = seed
+        .split("\n---\n")
+        .filter(|d| !d.contains("kind: NodePool"))
+        .collect();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(rest.join("\n---\n").as_bytes()));
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(NOMINATION.as_bytes()));
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    (cp, op)
+}
+
 /// The time a pod was bound (its PodScheduled condition turned true), in seconds.
 fn bound_at(pod: &Value) -> Option<i64> {
     pod["status"]["conditions"]
@@ -1413,17 +1429,7 @@ fn seconds(time: &Value) -> Option<i64> {
 /// the 20 s nomination window, and all three run.
 #[test]
 fn pods_whose_planned_node_kube_scheduler_filled_get_a_node_at_once() {
-    let cp = ControlPlane::start("nomination");
-    cp.install_crds();
-    let seed = String::from_utf8(seed_004()).expect("utf-8");
-    // seed 004's EC2NodeClass and inflate deployment, this test's NodePool
-    let rest: Vec<&str> = seed
-        .split("\n---\n")
-        .filter(|d| !d.contains("kind: NodePool"))
-        .collect();
-    cp.kubectl_ok(&["apply", "-f", "-"], Some(rest.join("\n---\n").as_bytes()));
-    cp.kubectl_ok(&["apply", "-f", "-"], Some(NOMINATION.as_bytes()));
-    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    let (cp, op) = warming_plane("nomination");
     scale(&cp, 3);
     let node = wait_for(
         "the first NodeClaim's node to register",
@@ -1595,16 +1601,7 @@ fn conditions_of(claim: &Value) -> std::collections::BTreeMap<String, (String, S
 /// through Kerf's later status writes.
 #[test]
 fn nodeclaim_conditions_read_as_karpenters_and_another_controllers_stay() {
-    let cp = ControlPlane::start("conditions");
-    cp.install_crds();
-    let seed = String::from_utf8(seed_004()).expect("utf-8");
-    let rest: Vec<&str> = seed
-        .split("\n---\n")
-        .filter(|d| !d.contains("kind: NodePool"))
-        .collect();
-    cp.kubectl_ok(&["apply", "-f", "-"], Some(rest.join("\n---\n").as_bytes()));
-    cp.kubectl_ok(&["apply", "-f", "-"], Some(NOMINATION.as_bytes()));
-    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    let (cp, op) = warming_plane("conditions");
     scale(&cp, 1);
     let own = |s: &str, r: &str, m: &str| (s.to_string(), r.to_string(), m.to_string());
     let (name, node) = wait_for(

@@ -212,6 +212,14 @@ impl Controllers {
         deleting: Option<Duration>,
     ) {
         let name = object.metadata.name.clone().unwrap_or_default();
+        // read whole only when new, or not launched by these controllers and perhaps by
+        // another writer since (most updates are these controllers' own status writes)
+        let launched = (self.cluster.nodeclaims.get(&name)).map(|c| c.launched.is_some());
+        let adopt = launched == Some(false) && !self.lifecycle.launching.contains(&name);
+        if launched.is_some() && !adopt {
+            self.deleting_observed(&name, deleting);
+            return;
+        }
         let types = self
             .cluster
             .instance_types
@@ -227,7 +235,7 @@ impl Controllers {
                 .map_or(0.0, |o| o.price_per_hour)
         };
         let read = claim_record(object, created, None, price);
-        if !self.cluster.nodeclaims.contains_key(&name) {
+        if launched.is_none() {
             let mut record = read;
             // its termination deadline, as Karpenter (or these controllers before a restart)
             // wrote it
@@ -242,28 +250,30 @@ impl Controllers {
             if launched {
                 self.arm_liveness(&name);
             }
-        } else if self.cluster.nodeclaims[&name].launched.is_none()
-            && !self.lifecycle.launching.contains(&name)
-        {
+        } else if let Some(launched) = read.launched {
             // launched by another writer since it was first read (a Karpenter that held the
             // Lease while this replica waited): its instance is taken as it is, never launched
             // a second time
-            if let Some(launched) = read.launched {
-                self.lifecycle.relaunches.remove(&name);
-                self.lifecycle.last_error.remove(&name);
-                if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
-                    c.launched = Some(launched);
-                }
-                self.cluster.changes.lifecycle.insert(name.clone());
-                self.cluster.link_node(&name);
-                self.arm_liveness(&name);
-            }
-        }
-        if let Some(since) = deleting {
+            self.lifecycle.relaunches.remove(&name);
+            self.lifecycle.last_error.remove(&name);
             if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
+                c.launched = Some(launched);
+            }
+            self.cluster.changes.lifecycle.insert(name.clone());
+            self.cluster.link_node(&name);
+            self.arm_liveness(&name);
+        }
+        self.deleting_observed(&name, deleting);
+    }
+
+    /// A NodeClaim read with a deletion timestamp (`deleting`): its deletion is stored, and
+    /// it terminates gracefully from then.
+    fn deleting_observed(&mut self, name: &str, deleting: Option<Duration>) {
+        if let Some(since) = deleting {
+            if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
                 c.deletion_stored = true;
             }
-            self.terminate(&name, since);
+            self.terminate(name, since);
         }
     }
 
