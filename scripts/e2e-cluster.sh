@@ -269,8 +269,14 @@ cmd_build() {
   log "binaries in $BIN"
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+# N free loopback ports, distinct: every socket is held until all are chosen (picked one at a
+# time, the kernel may hand the same port out twice, e.g. to etcd and kube-apiserver)
+free_ports() {
+  python3 -c 'import socket, sys
+held = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in held: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in held))
+for s in held: s.close()' "$1"
 }
 
 wait_for() {
@@ -331,8 +337,7 @@ cmd_start() {
   done
   : >"$DIR/pids"
   local etcd_port etcd_peer api_port kcm_port sched_port kwok_port
-  etcd_port="$(free_port)"; etcd_peer="$(free_port)"; api_port="$(free_port)"
-  kcm_port="$(free_port)"; sched_port="$(free_port)"; kwok_port="$(free_port)"
+  read -r etcd_port etcd_peer api_port kcm_port sched_port kwok_port <<<"$(free_ports 6)"
 
   launch etcd "$BIN/etcd" --data-dir "$DIR/etcd" --name kerf-e2e \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
