@@ -44,18 +44,18 @@ impl Operator {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeSelectorRequirementWithMinValues {
     /// The label key the requirement applies to.
-    #[schemars(length(max = 316))]
+    #[schemars(length(max = 316), regex(pattern = crate::crd_schema::LABEL_KEY_PATTERN))]
+    #[schemars(extend("x-kubernetes-validations" = crate::crd_schema::requirement_key_rules()))]
     pub key: String,
     /// How the label relates to `values`.
     pub operator: Operator,
     /// The values; their meaning depends on the operator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 100))]
-    #[schemars(extend("items" = {"type": "string", "maxLength": 63}))]
+    #[schemars(schema_with = "crate::crd_schema::requirement_values")]
     pub values: Vec<String>,
     /// The least number of distinct values of this key the launch choice must keep open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 50))]
+    #[schemars(schema_with = "crate::crd_schema::min_values")]
     pub min_values: Option<i32>,
 }
 
@@ -77,16 +77,17 @@ pub enum TaintEffect {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Taint {
     /// The taint key.
-    #[schemars(length(min = 1, max = 316))]
+    #[schemars(length(min = 1), regex(pattern = crate::crd_schema::LABEL_KEY_PATTERN))]
     pub key: String,
-    /// The taint value.
+    /// The taint value (Karpenter's CRDs hold it to the key's pattern).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 63))]
+    #[schemars(regex(pattern = crate::crd_schema::LABEL_KEY_PATTERN))]
     pub value: Option<String>,
     /// What happens to pods that do not tolerate the taint.
     pub effect: TaintEffect,
     /// When the taint was added (only for NoExecute).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd_schema::date_time")]
     pub time_added: Option<String>,
 }
 
@@ -104,13 +105,14 @@ impl std::fmt::Display for Taint {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeClassReference {
     /// API group of the node class (`karpenter.k8s.aws`), without a version.
-    #[schemars(length(min = 1), regex(pattern = "^[^/]*$"))]
+    #[schemars(regex(pattern = "^[^/]*$"))]
+    #[schemars(extend("x-kubernetes-validations" = crate::crd_schema::not_empty("group")))]
     pub group: String,
     /// Kind of the node class (`EC2NodeClass`).
-    #[schemars(length(min = 1))]
+    #[schemars(extend("x-kubernetes-validations" = crate::crd_schema::not_empty("kind")))]
     pub kind: String,
     /// Name of the node class.
-    #[schemars(length(min = 1))]
+    #[schemars(extend("x-kubernetes-validations" = crate::crd_schema::not_empty("name")))]
     pub name: String,
 }
 

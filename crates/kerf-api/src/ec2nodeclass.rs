@@ -29,29 +29,31 @@ use crate::common::{Condition, NodeSelectorRequirementWithMinValues};
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "has(self.role) != has(self.instanceProfile)", "message": "must specify exactly one of ['role', 'instanceProfile']"},
-    {"rule": "has(self.amiFamily) || self.amiSelectorTerms.exists(x, has(x.alias))", "message": "amiFamily is required when amiSelectorTerms does not specify an alias"},
+    {"rule": "(has(self.role) && !has(self.instanceProfile)) || (!has(self.role) && has(self.instanceProfile))", "message": "must specify exactly one of ['role', 'instanceProfile']"},
     {"rule": "!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.find('^[^@]+') == 'al2') ? (self.amiFamily == 'Custom' || self.amiFamily == 'AL2') : true)", "message": "if set, amiFamily must be 'AL2' or 'Custom' when using an AL2 alias"},
     {"rule": "!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.find('^[^@]+') == 'al2023') ? (self.amiFamily == 'Custom' || self.amiFamily == 'AL2023') : true)", "message": "if set, amiFamily must be 'AL2023' or 'Custom' when using an AL2023 alias"},
     {"rule": "!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.find('^[^@]+') == 'bottlerocket') ? (self.amiFamily == 'Custom' || self.amiFamily == 'Bottlerocket') : true)", "message": "if set, amiFamily must be 'Bottlerocket' or 'Custom' when using a Bottlerocket alias"},
     {"rule": "!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.find('^[^@]+') == 'windows2019') ? (self.amiFamily == 'Custom' || self.amiFamily == 'Windows2019') : true)", "message": "if set, amiFamily must be 'Windows2019' or 'Custom' when using a Windows2019 alias"},
     {"rule": "!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.find('^[^@]+') == 'windows2022') ? (self.amiFamily == 'Custom' || self.amiFamily == 'Windows2022') : true)", "message": "if set, amiFamily must be 'Windows2022' or 'Custom' when using a Windows2022 alias"},
-    {"rule": "!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.find('^[^@]+') == 'windows2025') ? (self.amiFamily == 'Custom' || self.amiFamily == 'Windows2025') : true)", "message": "if set, amiFamily must be 'Windows2025' or 'Custom' when using a Windows2025 alias"}
+    {"rule": "!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.find('^[^@]+') == 'windows2025') ? (self.amiFamily == 'Custom' || self.amiFamily == 'Windows2025') : true)", "message": "if set, amiFamily must be 'Windows2025' or 'Custom' when using a Windows2025 alias"},
+    {"rule": "self.amiSelectorTerms.exists(x, has(x.alias)) ? true : has(self.amiFamily)", "message": "must specify amiFamily if amiSelectorTerms does not contain an alias"}
 ]))]
 pub struct EC2NodeClassSpec {
     /// Selects the subnets instances launch into.
-    #[schemars(length(min = 1, max = 30))]
+    #[schemars(length(max = 30))]
     #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self.size() != 0", "message": "subnetSelectorTerms cannot be empty"},
         {"rule": "self.all(x, has(x.tags) || has(x.id))", "message": "expected at least one, got none, ['tags', 'id']"},
-        {"rule": "!self.exists(x, has(x.id) && has(x.tags))", "message": "'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term"}
+        {"rule": "!self.all(x, has(x.id) && has(x.tags))", "message": "'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term"}
     ]))]
     pub subnet_selector_terms: Vec<SubnetSelectorTerm>,
     /// Selects the security groups instances get.
-    #[schemars(length(min = 1, max = 30))]
+    #[schemars(length(max = 30))]
     #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self.size() != 0", "message": "securityGroupSelectorTerms cannot be empty"},
         {"rule": "self.all(x, has(x.tags) || has(x.id) || has(x.name))", "message": "expected at least one, got none, ['tags', 'id', 'name']"},
-        {"rule": "!self.exists(x, has(x.id) && (has(x.tags) || has(x.name)))", "message": "'id' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term"},
-        {"rule": "!self.exists(x, has(x.name) && (has(x.tags) || has(x.id)))", "message": "'name' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term"}
+        {"rule": "!self.all(x, has(x.id) && (has(x.tags) || has(x.name)))", "message": "'id' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term"},
+        {"rule": "!self.all(x, has(x.name) && (has(x.tags) || has(x.id)))", "message": "'name' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term"}
     ]))]
     pub security_group_selector_terms: Vec<SecurityGroupSelectorTerm>,
     /// Selects capacity reservations instances may launch into.
@@ -100,11 +102,11 @@ pub struct EC2NodeClassSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("x-kubernetes-validations" = [
         {"rule": "self.all(k, k != '')", "message": "empty tag keys aren't supported"},
-        {"rule": "self.all(k, !k.startsWith('kubernetes.io/cluster'))", "message": "tag contains a restricted tag matching kubernetes.io/cluster/"},
+        {"rule": "self.all(k, k !='eks:eks-cluster-name')", "message": "tag contains a restricted tag matching eks:eks-cluster-name"},
+        {"rule": "self.all(k, !k.startsWith('kubernetes.io/cluster') )", "message": "tag contains a restricted tag matching kubernetes.io/cluster/"},
         {"rule": "self.all(k, k != 'karpenter.sh/nodepool')", "message": "tag contains a restricted tag matching karpenter.sh/nodepool"},
-        {"rule": "self.all(k, k != 'karpenter.sh/nodeclaim')", "message": "tag contains a restricted tag matching karpenter.sh/nodeclaim"},
-        {"rule": "self.all(k, k != 'karpenter.k8s.aws/ec2nodeclass')", "message": "tag contains a restricted tag matching karpenter.k8s.aws/ec2nodeclass"},
-        {"rule": "self.all(k, k != 'eks:eks-cluster-name')", "message": "tag contains a restricted tag matching eks:eks-cluster-name"}
+        {"rule": "self.all(k, k !='karpenter.sh/nodeclaim')", "message": "tag contains a restricted tag matching karpenter.sh/nodeclaim"},
+        {"rule": "self.all(k, k !='karpenter.k8s.aws/ec2nodeclass')", "message": "tag contains a restricted tag matching karpenter.k8s.aws/ec2nodeclass"}
     ]))]
     pub tags: BTreeMap<String, String>,
     /// Kubelet settings; they also change the capacity Karpenter computes.
@@ -114,7 +116,7 @@ pub struct EC2NodeClassSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 50))]
     #[schemars(extend("x-kubernetes-validations" = [
-        {"rule": "self.filter(x, has(x.rootVolume) ? x.rootVolume == true : false).size() <= 1", "message": "must have only one blockDeviceMappings with rootVolume"}
+        {"rule": "self.filter(x, has(x.rootVolume)?x.rootVolume==true:false).size() <= 1", "message": "must have only one blockDeviceMappings with rootVolume"}
     ]))]
     pub block_device_mappings: Vec<BlockDeviceMapping>,
     /// How local instance store volumes are used (`RAID0`).
@@ -283,11 +285,11 @@ pub struct SubnetSelectorTerm {
     /// Tags the subnet carries; `*` matches any value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-validations" = crate::validation::tag_selector_rules()))]
-    #[schemars(extend("maxProperties" = 20, "additionalProperties" = {"type": "string", "maxLength": 256}))]
+    #[schemars(extend("maxProperties" = 20, "additionalProperties" = {"type": "string"}))]
     pub tags: Option<BTreeMap<String, String>>,
     /// Subnet id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = "^subnet-[0-9a-z]+$"))]
+    #[schemars(regex(pattern = "subnet-[0-9a-z]+"))]
     pub id: Option<String>,
 }
 
@@ -298,11 +300,11 @@ pub struct SecurityGroupSelectorTerm {
     /// Tags the group carries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-validations" = crate::validation::tag_selector_rules()))]
-    #[schemars(extend("maxProperties" = 20, "additionalProperties" = {"type": "string", "maxLength": 256}))]
+    #[schemars(extend("maxProperties" = 20, "additionalProperties" = {"type": "string"}))]
     pub tags: Option<BTreeMap<String, String>>,
     /// Security group id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = "^sg-[0-9a-z]+$"))]
+    #[schemars(regex(pattern = "sg-[0-9a-z]+"))]
     pub id: Option<String>,
     /// Security group name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -316,7 +318,7 @@ pub struct CapacityReservationSelectorTerm {
     /// Tags the reservation carries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-validations" = crate::validation::tag_selector_rules()))]
-    #[schemars(extend("maxProperties" = 20, "additionalProperties" = {"type": "string", "maxLength": 256}))]
+    #[schemars(extend("maxProperties" = 20, "additionalProperties" = {"type": "string"}))]
     pub tags: Option<BTreeMap<String, String>>,
     /// Reservation id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -348,11 +350,11 @@ pub struct AmiSelectorTerm {
     /// Tags the AMI carries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-validations" = crate::validation::tag_selector_rules()))]
-    #[schemars(extend("maxProperties" = 20, "additionalProperties" = {"type": "string", "maxLength": 256}))]
+    #[schemars(extend("maxProperties" = 20, "additionalProperties" = {"type": "string"}))]
     pub tags: Option<BTreeMap<String, String>>,
     /// AMI id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = "^ami-[0-9a-z]+$"))]
+    #[schemars(regex(pattern = "ami-[0-9a-z]+"))]
     pub id: Option<String>,
     /// AMI name; `*` is a wildcard.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -583,6 +585,7 @@ pub enum InstanceStorePolicy {
 pub struct MetadataOptions {
     /// Whether IMDS is reachable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "enabled"))]
     pub http_endpoint: Option<EnabledDisabled>,
     /// Whether IMDS is reachable over IPv6.
     #[serde(
@@ -590,13 +593,15 @@ pub struct MetadataOptions {
         rename = "httpProtocolIPv6",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(extend("default" = "disabled"))]
     pub http_protocol_ipv6: Option<EnabledDisabled>,
     /// Hop limit of IMDS responses (1–64).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 64))]
+    #[schemars(range(min = 1, max = 64), extend("default" = 1))]
     pub http_put_response_hop_limit: Option<i64>,
     /// Whether IMDSv2 tokens are required.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "required"))]
     pub http_tokens: Option<HttpTokens>,
 }
 
@@ -651,6 +656,7 @@ pub struct EC2NodeClassStatus {
     pub capacity_reservations: Vec<CapacityReservationStatus>,
     /// Conditions (`Ready`, `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady`, `InstanceProfileReady`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::crd_schema::ec2nodeclass_conditions")]
     pub conditions: Vec<Condition>,
 }
 
@@ -659,6 +665,7 @@ pub struct EC2NodeClassStatus {
 #[serde(rename_all = "camelCase")]
 pub struct CapacityReservationStatus {
     /// Reservation id (`cr-…`).
+    #[schemars(regex(pattern = "^cr-[0-9a-z]+$"))]
     pub id: String,
     /// The one instance type it holds.
     pub instance_type: String,
@@ -666,17 +673,22 @@ pub struct CapacityReservationStatus {
     pub availability_zone: String,
     /// Account that owns it.
     #[serde(rename = "ownerID")]
+    #[schemars(regex(pattern = "^[0-9]{12}$"))]
     pub owner_id: String,
     /// `open` or `targeted`.
+    #[schemars(extend("enum" = ["open", "targeted"]))]
     pub instance_match_criteria: String,
     /// `default` (an On-Demand Capacity Reservation) or `capacity-block`.
     #[serde(default = "default_reservation_type")]
+    #[schemars(extend("enum" = ["default", "capacity-block"]))]
     pub reservation_type: String,
     /// `active`, or `expiring` for a capacity block within 40 minutes of its end.
     #[serde(default = "default_reservation_state")]
+    #[schemars(extend("enum" = ["active", "expiring"]))]
     pub state: String,
     /// When it ends (RFC 3339), if it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd_schema::date_time")]
     pub end_time: Option<String>,
     /// Whether EC2 may reclaim its instances (interruptible reservations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -718,14 +730,20 @@ pub struct SecurityGroupStatus {
 /// A resolved AMI.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["id", "requirements"]))]
 pub struct AmiStatus {
     /// AMI id.
     pub id: String,
     /// AMI name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// Instance types this AMI serves (architecture, GPU or not).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Instance types this AMI serves (architecture, GPU or not); always written, as
+    /// Karpenter's CRD requires it.
+    #[serde(default)]
+    #[schemars(
+        schema_with = "crate::crd_schema::node_selector_requirements",
+        transform = crate::crd_schema::without_default
+    )]
     pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
     /// Set when the AMI is deprecated.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -8,6 +8,7 @@
 
 pub mod cluster_read;
 pub mod common;
+pub mod crd_schema;
 pub mod crds;
 pub mod cron;
 pub mod duration;

@@ -78,21 +78,18 @@ pub mod condition_types {
     printcolumn = r#"{"name": "Drifted", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Drifted\")].status", "priority": 1}"#
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[schemars(extend("x-kubernetes-validations" = crate::validation::taint_pair_rules()))]
+#[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "spec is immutable"}]))]
 pub struct NodeClaimSpec {
     /// Taints put on the node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-validations" = crate::validation::taint_rules()))]
-    #[schemars(length(max = 100))]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub taints: Vec<Taint>,
     /// Taints expected to be removed by a daemon after startup.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-validations" = crate::validation::taint_rules()))]
-    #[schemars(length(max = 100))]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub startup_taints: Vec<Taint>,
     /// Constraints the launched instance satisfies, narrowed by the scheduler's decision.
-    #[schemars(length(max = 100))]
-    #[schemars(extend("x-kubernetes-validations" = crate::validation::requirement_operator_rules()))]
+    #[schemars(schema_with = "crate::crd_schema::requirements")]
     pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
     /// Resources the node must offer to the pods it was made for.
     #[serde(default, skip_serializing_if = "ResourceRequirements::is_empty")]
@@ -148,8 +145,10 @@ pub struct NodeClaimStatus {
     pub allocatable: ResourceList,
     /// RFC 3339 time of the last pod bound to or removed from the node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd_schema::date_time")]
     pub last_pod_event_time: Option<String>,
     /// Lifecycle and disruption conditions (see [`condition_types`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::crd_schema::nodeclaim_conditions")]
     pub conditions: Vec<Condition>,
 }

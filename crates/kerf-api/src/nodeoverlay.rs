@@ -39,8 +39,7 @@ pub const PRICE_ADJUSTMENT_PATTERN: &str =
 pub struct NodeOverlaySpec {
     /// Which instance types and offerings (and, by `karpenter.sh/nodepool`, which
     /// NodePools) the overlay applies to.
-    #[schemars(length(max = 100))]
-    #[schemars(extend("x-kubernetes-validations" = crate::validation::overlay_requirement_rules()))]
+    #[schemars(schema_with = "crate::crd_schema::overlay_requirements")]
     pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
     /// The price of each selected offering, in place of the cloud's (`0.0326`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -72,6 +71,7 @@ pub struct NodeOverlaySpec {
 pub struct NodeOverlayStatus {
     /// `ValidationSucceeded` (reasons `RuntimeValidation`, `Conflict`) and `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::crd_schema::conditions")]
     pub conditions: Vec<Condition>,
 }
 

@@ -19,8 +19,6 @@ use crate::duration::{GoDuration, NillableDuration};
     kind = "NodePool",
     doc = "NodePool is a template and policy for the nodes Karpenter-compatible autoscalers create.",
     plural = "nodepools",
-    shortname = "np",
-    shortname = "nps",
     category = "karpenter",
     derive = "PartialEq",
     status = "NodePoolStatus",
@@ -42,9 +40,10 @@ use crate::duration::{GoDuration, NillableDuration};
 pub struct NodePoolSpec {
     /// The template of the NodeClaims this NodePool makes.
     pub template: NodeClaimTemplate,
-    /// How and when nodes of this NodePool may be disrupted.
+    /// How and when nodes of this NodePool may be disrupted (defaulted as Karpenter's CRD
+    /// does: `consolidateAfter` here, the rest by the fields' own defaults).
     #[serde(default)]
-    #[schemars(default = "Disruption::default")]
+    #[schemars(extend("default" = {"consolidateAfter": "0s"}))]
     pub disruption: Disruption,
     /// Caps on the total capacity of this NodePool's nodes (`cpu: 1000`, `memory: 1000Gi`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -78,11 +77,13 @@ pub struct NodeClaimTemplate {
 pub struct TemplateMetadata {
     /// Labels for the nodes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("x-kubernetes-validations" = crate::validation::label_rules()))]
-    #[schemars(extend("maxProperties" = 100, "additionalProperties" = {"type": "string", "maxLength": 63}))]
+    #[schemars(extend("x-kubernetes-validations" = crate::crd_schema::template_label_rules()))]
+    #[schemars(extend("maxProperties" = 100, "x-kubernetes-map-type" = "atomic",
+        "additionalProperties" = {"type": "string", "maxLength": 63, "pattern": crate::crd_schema::LABEL_VALUE_PATTERN}))]
     pub labels: BTreeMap<String, String>,
     /// Annotations for the nodes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("x-kubernetes-map-type" = "granular"))]
     pub annotations: BTreeMap<String, String>,
 }
 
@@ -95,21 +96,17 @@ impl TemplateMetadata {
 /// The NodeClaim spec inside a NodePool template.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[schemars(extend("x-kubernetes-validations" = crate::validation::taint_pair_rules()))]
 pub struct NodeClaimTemplateSpec {
     /// Constraints on the nodes' labels (instance type, zone, capacity type, custom keys).
-    #[schemars(length(max = 100))]
-    #[schemars(extend("x-kubernetes-validations" = crate::validation::nodepool_requirement_rules()))]
+    #[schemars(schema_with = "crate::crd_schema::nodepool_requirements")]
     pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
     /// Taints put on the nodes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-validations" = crate::validation::taint_rules()))]
-    #[schemars(length(max = 100))]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub taints: Vec<Taint>,
     /// Taints that are expected to be removed by a daemon after startup.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-validations" = crate::validation::taint_rules()))]
-    #[schemars(length(max = 100))]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub startup_taints: Vec<Taint>,
     /// How long a draining node may take before its pods are deleted without grace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,7 +115,11 @@ pub struct NodeClaimTemplateSpec {
     #[serde(default = "default_expire_after")]
     #[schemars(default = "default_expire_after")]
     pub expire_after: NillableDuration,
-    /// The cloud-specific node class the nodes are launched with.
+    /// The cloud-specific node class the nodes are launched with (its group and kind fixed).
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self.group == oldSelf.group", "message": "nodeClassRef.group is immutable"},
+        {"rule": "self.kind == oldSelf.kind", "message": "nodeClassRef.kind is immutable"}
+    ]))]
     pub node_class_ref: NodeClassReference,
 }
 
@@ -157,6 +158,7 @@ pub struct Disruption {
     /// Limits on how many nodes may be disrupted at once.
     #[serde(default = "default_budgets")]
     #[schemars(default = "default_budgets", length(max = 50))]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     #[schemars(extend("x-kubernetes-validations" = [
         {"rule": "self.all(x, has(x.schedule) == has(x.duration))", "message": "'schedule' must be set with 'duration'"}
     ]))]
@@ -216,6 +218,7 @@ impl DisruptionReason {
 /// A limit on concurrent disruptions, optionally only inside a cron window.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("required" = ["nodes"]))]
 pub struct Budget {
     /// Nodes that may be disrupted at once: a count (`5`) or a percentage of the NodePool's nodes (`10%`).
     #[serde(default = "default_budget_nodes")]
@@ -239,6 +242,7 @@ pub struct Budget {
     pub duration: Option<GoDuration>,
     /// The disruption reasons the budget applies to; all when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 50), extend("x-kubernetes-list-type" = "set"))]
     pub reasons: Vec<DisruptionReason>,
 }
 
@@ -255,10 +259,12 @@ pub struct NodePoolStatus {
     pub resources: ResourceList,
     /// Number of nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = 0))]
     pub nodes: Option<i64>,
     /// Conditions (`Ready`, `ValidationSucceeded`, `NodeClassReady`,
     /// `NodeRegistrationHealthy`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::crd_schema::conditions")]
     pub conditions: Vec<Condition>,
     /// The node class generation `NodeRegistrationHealthy` was worked out under.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -493,6 +493,10 @@ pub struct Cluster {
     pub(crate) pool_gaps: BTreeMap<String, Gaps>,
     /// The same for EC2NodeClasses.
     pub(crate) class_gaps: BTreeMap<String, Gaps>,
+    /// Why a NodePool (by name) fails the checks Karpenter's CRD leaves to the controller
+    /// (restricted label domains, taint syntax and repeats, …): no node is launched for it
+    /// and its `ValidationSucceeded` says so, as Karpenter's `nodepool.validation` does.
+    pub(crate) pool_invalid: BTreeMap<String, String>,
     /// Pods whose `karpenter.sh/do-not-disrupt` is a duration, with when it runs out: the
     /// one input of disruption that changes by itself with time, pod by pod.
     timed_do_not_disrupt: BTreeMap<String, Duration>,
@@ -870,6 +874,7 @@ impl Cluster {
             .get(pool)
             .map(|np| np.spec.template.spec.node_class_ref.name.as_str());
         self.pool_gaps.get(pool).is_none_or(|g| g.launch)
+            && !self.pool_invalid.contains_key(pool)
             && class.is_none_or(|c| self.class_gaps.get(c).is_none_or(|g| g.launch))
     }
 
@@ -880,6 +885,13 @@ impl Cluster {
         let name = np.metadata.name.clone().unwrap_or_default();
         self.changes.node_pools.insert(name.clone());
         self.changes.disruption = true;
+        let problems = kerf_api::Validate::validate(&np);
+        if problems.is_empty() {
+            self.pool_invalid.remove(&name);
+        } else {
+            let message = problems.iter().map(ToString::to_string).collect::<Vec<_>>();
+            self.pool_invalid.insert(name.clone(), message.join("; "));
+        }
         self.node_pools.insert(name, np);
     }
 
@@ -888,6 +900,7 @@ impl Cluster {
         self.generation += 1;
         self.catalog_generation += 1;
         self.pool_gaps.remove(name);
+        self.pool_invalid.remove(name);
         self.node_pools.remove(name);
         self.changes.node_pools.insert(name.to_string());
         self.changes.disruption = true;

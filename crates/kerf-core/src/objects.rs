@@ -259,8 +259,8 @@ pub fn nodeclaim_conditions(
 }
 
 /// A NodePool's status (Karpenter's `nodepool/counter` and `nodepool/readiness`): the summed
-/// capacity of its launched NodeClaims with their count under `nodes`, and `Ready` while its
-/// node class exists.
+/// capacity of its launched NodeClaims with their count under `nodes`, `ValidationSucceeded`
+/// (`nodepool.validation`), and `Ready` while it is valid and its node class exists.
 pub fn nodepool_status(
     cluster: &Cluster,
     pool: &str,
@@ -283,11 +283,35 @@ pub fn nodepool_status(
     let mut resources = capacity.to_resource_list();
     resources.retain(|_, q| q.milli() != 0);
     resources.insert("nodes".into(), kerf_api::Quantity::from_units(nodes));
+    let invalid = cluster.pool_invalid.get(pool);
+    let mut validation = condition(
+        "ValidationSucceeded",
+        invalid.is_none(),
+        if invalid.is_some() {
+            "NodePoolValidationFailed"
+        } else {
+            "ValidationSucceeded"
+        },
+    );
+    let mut ready = condition(
+        condition_types::READY,
+        class_ready,
+        if class_ready {
+            "Ready"
+        } else {
+            "NodeClassNotReady"
+        },
+    );
+    if let Some(message) = invalid {
+        validation.message = message.clone();
+        ready = condition(condition_types::READY, false, "UnhealthyDependents");
+        ready.message = "ValidationSucceeded=False".into();
+    }
     NodePoolStatus {
         resources,
         nodes: Some(nodes),
         conditions: vec![
-            condition("ValidationSucceeded", true, "ValidationSucceeded"),
+            validation,
             condition(
                 "NodeClassReady",
                 class_ready,
@@ -297,15 +321,7 @@ pub fn nodepool_status(
                     "NodeClassNotFound"
                 },
             ),
-            condition(
-                condition_types::READY,
-                class_ready,
-                if class_ready {
-                    "Ready"
-                } else {
-                    "NodeClassNotReady"
-                },
-            ),
+            ready,
             registration,
         ],
         node_class_observed_generation: Some(class_generation),

@@ -2263,3 +2263,53 @@ fn a_batch_kube_scheduler_would_place_otherwise_gets_its_last_node_in_the_same_b
     }
     assert!(on.values().all(|m| *m <= 4000), "{on:?}");
 }
+
+/// A NodePool that Karpenter's CRD lets through but its controller refuses (a label domain
+/// kubelet will not register with): no node is launched for it, and its status says why, as
+/// Karpenter's `nodepool.validation` does; fixed, it launches.
+#[test]
+fn a_nodepool_failing_runtime_validation_launches_nothing_and_says_why() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    let mut np = pool();
+    np.spec.template.metadata.labels =
+        BTreeMap::from([("example.kubernetes.io/team".to_string(), "a".to_string())]);
+    core.apply_node_pool(np);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let actions = run_until(&mut core, 0, 3);
+    assert!(
+        created(&actions).is_empty(),
+        "a NodeClaim from an invalid NodePool"
+    );
+    let status = actions
+        .iter()
+        .rev()
+        .find_map(|a| match a {
+            Action::PatchNodePoolStatus { status, .. } => Some(status.clone()),
+            _ => None,
+        })
+        .expect("the NodePool's status is written");
+    let of = |t: &str| {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == t)
+            .cloned()
+            .unwrap()
+    };
+    let validation = of("ValidationSucceeded");
+    assert_eq!(
+        (validation.status.as_str(), validation.reason.as_str()),
+        ("False", "NodePoolValidationFailed")
+    );
+    assert!(
+        validation
+            .message
+            .contains("spec.template.metadata.labels[example.kubernetes.io/team]"),
+        "{}",
+        validation.message
+    );
+    assert_eq!(of("Ready").status, "False");
+    core.apply_node_pool(pool());
+    assert_eq!(created(&run_until(&mut core, 4, 30)).len(), 1);
+}

@@ -29,6 +29,10 @@ const KERF_STRICTER: &[(&str, usize, &str)] = &[(
     "a budget schedule whose range runs backwards",
 )];
 
+/// Documents the API server refuses under `kerf crds` and accepts under Karpenter's CRDs, on
+/// purpose (the CRD test `kerfs_crds_are_karpenters_…` lists the schema difference).
+const CRD_VERDICTS_DIFFER: &[(&str, usize, &str)] = &[];
+
 fn karpenter_documents(path: &Path) -> Vec<serde_yaml::Value> {
     let text = std::fs::read_to_string(path).expect("fixture reads");
     serde_yaml::Deserializer::from_str(&text)
@@ -58,6 +62,7 @@ fn crds_install_and_every_fixture_gets_the_servers_verdict() {
     std::fs::create_dir_all(&scratch).expect("scratch dir");
     let mut compared = 0;
     let mut mismatches = Vec::new();
+    let mut verdicts = Vec::new();
     for group in ["seeds", "broken"] {
         let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("fixtures").join(group))
             .expect("fixtures")
@@ -79,6 +84,7 @@ fn crds_install_and_every_fixture_gets_the_servers_verdict() {
                 compared += 1;
                 let stricter = KERF_STRICTER.iter().any(|(f, d, _)| *f == name && *d == i);
                 let (kerf_ok, server_ok) = (ours.status.success(), theirs.status.success());
+                verdicts.push((name.clone(), i, path_text.clone(), server_ok));
                 if stricter {
                     assert!(
                         !kerf_ok && server_ok,
@@ -98,6 +104,32 @@ fn crds_install_and_every_fixture_gets_the_servers_verdict() {
     }
     assert!(compared >= 15, "only {compared} documents compared");
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+
+    // the same documents under Karpenter v1.15.0's own CRDs get the same verdicts
+    cp.kubectl_ok(&["delete", "-f", "-", "--wait=true"], Some(&crds.stdout));
+    cp.install_karpenter_crds();
+    let mut differ = Vec::new();
+    for (name, i, path, under_kerfs) in &verdicts {
+        let theirs = cp.kubectl(&["create", "--dry-run=server", "-f", path], None);
+        let under_karpenters = theirs.status.success();
+        let listed = CRD_VERDICTS_DIFFER
+            .iter()
+            .any(|(f, d, _)| f == name && d == i);
+        if listed {
+            assert!(
+                !*under_kerfs && under_karpenters,
+                "{name} document {i} is listed as refused only under Kerf's CRDs"
+            );
+        } else if *under_kerfs != under_karpenters {
+            differ.push(format!(
+                "{name} document {i}: Kerf's CRDs {}, Karpenter's {} ({})",
+                if *under_kerfs { "accept" } else { "refuse" },
+                if under_karpenters { "accept" } else { "refuse" },
+                String::from_utf8_lossy(&theirs.stderr).trim()
+            ));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
 
     // the NodeClaims `kerf schedule -o nodeclaims` prints apply as they are
     let claims = kerf(&[
