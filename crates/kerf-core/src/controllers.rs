@@ -727,6 +727,18 @@ impl Controllers {
                 registration,
                 class_generation,
             );
+            let fresh = !self.statuses.pools.contains_key(&name)
+                && (self.cluster.node_pools.get(&name))
+                    .and_then(|np| np.status.as_ref())
+                    .is_none_or(|s| s.conditions.is_empty());
+            if fresh {
+                // a NodePool's conditions start Unknown, as operatorpkg writes them at its
+                // first reconcile, so that their first outcome is a transition (an Event)
+                self.actions.push(Action::PatchNodePoolStatus {
+                    node_pool: name.clone(),
+                    status: Box::new(crate::objects::nodepool_status_awaiting(&status)),
+                });
+            }
             if self.statuses.pools.get(&name) != Some(&status) {
                 self.statuses.pools.insert(name.clone(), status.clone());
                 self.actions.push(Action::PatchNodePoolStatus {

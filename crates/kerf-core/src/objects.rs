@@ -328,6 +328,29 @@ pub fn nodepool_status(
     }
 }
 
+/// A NodePool's status before its first reconcile: `status` with the conditions of
+/// Karpenter's ready set (`ValidationSucceeded`, `NodeClassReady`, `Ready`) Unknown, awaiting
+/// reconciliation, as operatorpkg initializes them.
+pub fn nodepool_status_awaiting(status: &NodePoolStatus) -> NodePoolStatus {
+    let mut out = status.clone();
+    out.conditions = [
+        "ValidationSucceeded",
+        "NodeClassReady",
+        condition_types::READY,
+    ]
+    .into_iter()
+    .map(|t| Condition {
+        type_: t.into(),
+        status: "Unknown".into(),
+        reason: "AwaitingReconciliation".into(),
+        message: "object is awaiting reconciliation".into(),
+        last_transition_time: None,
+        observed_generation: None,
+    })
+    .collect();
+    out
+}
+
 /// The labels the NodeClaim object carries once launched (what `kubectl get nodeclaims`
 /// shows): the instance type's labels (arch, os, family, size, …), its capacity type and
 /// zone, as Karpenter writes them; Karpenter tells a NodeClaim that no longer meets its

@@ -409,12 +409,20 @@ fn observe_one<C: CloudProvider>(
                     meta.namespace.as_deref().unwrap_or(""),
                     meta.name.as_deref().unwrap_or("")
                 );
-                watched.status.deleted(kind, &key, unix);
+                for e in watched.status.deleted(kind, &key, unix) {
+                    if leading {
+                        executor.events().record(e, meta.uid.clone());
+                    }
+                }
             }
         }
         Observed::Gone(kind, key) => {
             if let Some(kind) = status_watch::Kind::of(kind) {
-                watched.status.deleted(kind, key, unix);
+                for e in watched.status.deleted(kind, key, unix) {
+                    if leading {
+                        executor.events().record(e, None);
+                    }
+                }
             }
         }
         _ => {}

@@ -250,6 +250,24 @@ impl Default for StatusWatch {
     }
 }
 
+/// operatorpkg's Event for a condition that changed status from `was`.
+fn transition_event(kind: Kind, name: &str, c: &Seen, was: &str) -> Event {
+    let mut message = format!(
+        "Status condition transitioned, Type: {}, Status: {} -> {}, Reason: {}",
+        c.type_, was, c.status, c.reason
+    );
+    if !c.message.is_empty() {
+        message.push_str(&format!(", Message: {}", c.message));
+    }
+    Event {
+        kind: kind.event_object(),
+        name: name.to_string(),
+        warning: false,
+        reason: Cow::Owned(c.type_.clone()),
+        message,
+    }
+}
+
 impl StatusWatch {
     /// The registry of the `operator_*` families, for `/metrics`.
     pub fn registry(&self) -> &Registry {
@@ -293,6 +311,7 @@ impl StatusWatch {
                     self.deprecated.transitions.get_or_create(&l).inc();
                 }
             }
+            // a condition not there before is counted, not told (as operatorpkg does)
             let Some(old) = old.filter(|o| o.status != c.status) else {
                 continue;
             };
@@ -313,20 +332,7 @@ impl StatusWatch {
                     .get_or_create(&l)
                     .observe(held);
             }
-            let mut message = format!(
-                "Status condition transitioned, Type: {}, Status: {} -> {}, Reason: {}",
-                c.type_, old.status, c.status, c.reason
-            );
-            if !c.message.is_empty() {
-                message.push_str(&format!(", Message: {}", c.message));
-            }
-            events.push(Event {
-                kind: kind.event_object(),
-                name: event_name.clone(),
-                warning: false,
-                reason: Cow::Owned(c.type_.clone()),
-                message,
-            });
+            events.push(transition_event(kind, &event_name, c, &old.status));
         }
         let finalizers: BTreeSet<String> = meta.finalizers.iter().flatten().cloned().collect();
         if let Some(before) = before {
@@ -356,14 +362,26 @@ impl StatusWatch {
     }
 
     /// An object is gone (by its `namespace/name` key, the namespace empty when
-    /// cluster-scoped): its termination's duration is observed (counted from its
-    /// deletion timestamp to `now`, Unix seconds) and its series go at the next refresh.
-    pub fn deleted(&mut self, kind: Kind, key: &str, now: i64) {
+    /// cluster-scoped): a `Finalized` Event for each finalizer it still held when last seen
+    /// (the last one lifted deletes it at once, unseen), its termination's duration observed
+    /// (counted from its deletion timestamp to `now`, Unix seconds), and its series gone at
+    /// the next refresh.
+    pub fn deleted(&mut self, kind: Kind, key: &str, now: i64) -> Vec<Event> {
         let Some(gone) = self.objects.remove(&(kind, key.to_string())) else {
-            return;
+            return Vec::new();
         };
+        let name = key.strip_prefix('/').unwrap_or(key);
+        let events = (gone.finalizers.iter())
+            .map(|lifted| Event {
+                kind: kind.event_object(),
+                name: name.to_string(),
+                warning: false,
+                reason: Cow::Borrowed("Finalized"),
+                message: format!("Finalized {lifted}"),
+            })
+            .collect();
         let Some(since) = gone.deleting else {
-            return;
+            return events;
         };
         let took = (now - since).max(0) as f64;
         self.families[&kind]
@@ -377,6 +395,7 @@ impl StatusWatch {
                 .get_or_create(&l)
                 .observe(took);
         }
+        events
     }
 
     /// Sets the gauges as they stand at `now` (Unix seconds): one `count` and
@@ -499,7 +518,8 @@ mod tests {
     }
 
     /// As operatorpkg's status controller: no event the first time an object is seen; one
-    /// per status change with Karpenter's message, none for a reason alone; one per
+    /// per status change with Karpenter's message (none for a condition new on the object, nor
+    /// for a reason alone); one per
     /// finalizer lifted; transitions counted (a condition first seen True counts once) and
     /// timed; the gauges say where each condition stands.
     #[test]
@@ -535,7 +555,33 @@ mod tests {
             vec![
                 Seen::new("Launched", "True", "Other", "", at("2026-12-01T00:00:00Z")),
                 Seen::new("Ready", "True", "Ready", "", at("2026-12-01T00:00:30Z")),
+                Seen::new(
+                    "Registered",
+                    "True",
+                    "Registered",
+                    "",
+                    at("2026-12-01T00:00:30Z"),
+                ),
             ],
+        );
+        // gone: every finalizer still held is told lifted
+        let gone = w.deleted(Kind::NodeClaim, "/default-b", 0);
+        assert!(gone.is_empty(), "never seen: {gone:?}");
+        w.observe(
+            Kind::NodeClaim,
+            &meta("default-c", &["karpenter.sh/termination"]),
+            Vec::new(),
+        );
+        let gone = w.deleted(Kind::NodeClaim, "/default-c", 0);
+        let said: Vec<(String, String)> = (gone.iter())
+            .map(|e| (e.name.clone(), e.message.clone()))
+            .collect();
+        assert_eq!(
+            said,
+            [(
+                "default-c".to_string(),
+                "Finalized karpenter.sh/termination".to_string()
+            )]
         );
         let said: Vec<(String, String)> = second
             .iter()

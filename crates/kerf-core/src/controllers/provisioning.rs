@@ -904,6 +904,8 @@ impl Controllers {
         );
         self.actions
             .push(super::Action::CreateNodeClaim(Box::new(object)));
+        // its conditions Unknown until the launch answers, as Karpenter writes them first
+        self.status_changed(&name);
         self.launch(&name);
         name
     }

@@ -223,6 +223,17 @@ impl Controllers {
                         next = next.min(end);
                     }
                     self.at(next, Timer::Drain(claim.to_string()));
+                    // said on the node while pods remain, as Karpenter's drain error is
+                    self.event(Event {
+                        kind: EventObject::Node,
+                        name: node.clone(),
+                        warning: true,
+                        reason: "FailedDraining".into(),
+                        message: format!(
+                            "Failed to drain node, {} pods are waiting to be evicted",
+                            on_node.len()
+                        ),
+                    });
                     return;
                 }
             }

@@ -1,0 +1,405 @@
+//! One NodeClaim's life under Karpenter v1.15.0's kwok provider and under Kerf, one after the
+//! other on one control plane, from the same manifests: launched, registered, initialized,
+//! consolidatable, drifted (the NodePool's template changes), replaced, drained, terminated.
+//! A watch records every version of every NodeClaim; the test compares, per NodeClaim (the
+//! first and its replacement) and condition type, the statuses and reasons each went
+//! through, and the reasons of the events each autoscaler sent, per kind of object. What
+//! Kerf does not do as Karpenter does is listed in [`DIFFERENCES`] with why (the README's
+//! compatibility table says the same); anything else fails, as does a listed difference that
+//! no longer differs. (A module of the handover test binary, so that it runs beside it.)
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::OPERATOR;
+use super::support::{self, ControlPlane, Karpenter, Operator, condition_true, wait_for};
+
+/// Consolidatable after 10 s, but only empty nodes consolidated: the pod keeps its node until
+/// the drift.
+const MANIFESTS: &str = r#"
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {name: default}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: lifecycle}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      expireAfter: Never
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+        - {key: kubernetes.io/os, operator: In, values: [linux]}
+  disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 10s}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: lifecycle, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: lifecycle}}
+  template:
+    metadata: {labels: {app: lifecycle}}
+    spec:
+      nodeSelector: {karpenter.sh/nodepool: lifecycle}
+      terminationGracePeriodSeconds: 1
+      containers: [{name: app, image: pause, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+"#;
+
+/// What is seen differently under Kerf, on purpose or not yet built: (what differs, why).
+/// An entry names a condition as `claim N condition TYPE` and an event as `event KIND REASON`.
+const DIFFERENCES: &[(&str, &str)] = &[
+    (
+        "event Node Finalized",
+        "Kerf puts no `karpenter.sh/termination` finalizer on Nodes: it deletes a Node once its \
+         NodeClaim's drain is done, rather than holding a Node's deletion for a drain",
+    ),
+    (
+        "event Node Unconsolidatable",
+        "not sent: Kerf says why a node is not consolidated in its logs and metrics only",
+    ),
+    (
+        "event NodeClaim Unconsolidatable",
+        "not sent: Kerf says why a node is not consolidated in its logs and metrics only",
+    ),
+    (
+        "event Node DisruptionBlocked",
+        "Kerf tells it for a do-not-disrupt pod or node and a spent budget; Karpenter also for \
+         the other reasons a node is no candidate at a disruption pass (during this drift \
+         replacement: a node not initialized yet, or one already being disrupted)",
+    ),
+    (
+        "event NodeClaim DisruptionBlocked",
+        "Kerf tells it for a do-not-disrupt pod or node and a spent budget; Karpenter also for \
+         the other reasons a node is no candidate at a disruption pass (during this drift \
+         replacement: a node not initialized yet, or one already being disrupted)",
+    ),
+];
+
+/// Every version of every NodeClaim from a watch, in order (into a file: a pipe left unread
+/// would fill and hold the watch up).
+struct Watch {
+    child: Child,
+    out: PathBuf,
+}
+
+impl Watch {
+    fn start(cp: &ControlPlane, who: &str) -> Watch {
+        let out = cp.dir.join(format!("nodeclaims-{who}.json"));
+        let file = std::fs::File::create(&out).expect("watch file");
+        let child = Command::new("kubectl")
+            .args([
+                "get",
+                "nodeclaims.karpenter.sh",
+                "--watch",
+                "--output-watch-events",
+                "-o",
+                "json",
+            ])
+            .env("KUBECONFIG", &cp.kubeconfig)
+            .stdout(file)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kubectl watch starts");
+        Watch { child, out }
+    }
+
+    /// Stops the watch and reads what it saw: each NodeClaim's versions, NodeClaims in the
+    /// order they were first seen.
+    fn versions(mut self) -> Vec<Vec<Value>> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        let mut order: Vec<String> = Vec::new();
+        let mut by_name: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for event in serde_json::Deserializer::from_str(&text).into_iter::<Value>() {
+            let Ok(event) = event else { break };
+            let object = event["object"].clone();
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            if !by_name.contains_key(&name) {
+                order.push(name.clone());
+            }
+            by_name.entry(name).or_default().push(object);
+        }
+        order
+            .into_iter()
+            .map(|n| by_name.remove(&n).unwrap_or_default())
+            .collect()
+    }
+}
+
+/// Per condition type, the `status/reason` values a NodeClaim's versions went through, a
+/// repeat of the one before left out, and so is an `Unknown` passed through on the way
+/// (awaiting reconciliation, a node not there or not Ready yet, its startup taints still on):
+/// whether an autoscaler writes one of those, or sets several conditions in one write,
+/// depends on whether it happened to reconcile in that second, not on what it does.
+fn condition_paths(versions: &[Value]) -> BTreeMap<String, Vec<String>> {
+    let mut out = every_state(versions);
+    for path in out.values_mut() {
+        let last = path.len().saturating_sub(1);
+        let mut i = 0;
+        path.retain(|state| {
+            let keep = i == last || !state.starts_with("Unknown/");
+            i += 1;
+            keep
+        });
+        path.dedup();
+    }
+    out
+}
+
+/// Per condition type, every `status/reason` the versions went through, in order.
+fn every_state(versions: &[Value]) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for v in versions {
+        for c in v["status"]["conditions"].as_array().into_iter().flatten() {
+            let kind = c["type"].as_str().unwrap_or("").to_string();
+            let state = format!(
+                "{}/{}",
+                c["status"].as_str().unwrap_or(""),
+                c["reason"].as_str().unwrap_or("")
+            );
+            let path = out.entry(kind).or_default();
+            if path.last() != Some(&state) {
+                path.push(state);
+            }
+        }
+    }
+    out
+}
+
+/// The reasons of the events the autoscaler sent, per kind of object they are about.
+fn event_reasons(cp: &ControlPlane) -> BTreeMap<String, BTreeSet<String>> {
+    let out = cp.kubectl_ok(&["get", "events", "-A", "-o", "json"], None);
+    let list: Value = serde_json::from_str(&out).expect("events as JSON");
+    let mut reasons: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in list["items"].as_array().into_iter().flatten() {
+        let ours =
+            e["source"]["component"] == "karpenter" || e["reportingComponent"] == "karpenter";
+        if !ours {
+            continue;
+        }
+        let kind = e["involvedObject"]["kind"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let reason = e["reason"].as_str().unwrap_or("").to_string();
+        reasons.entry(kind).or_default().insert(reason);
+    }
+    reasons
+}
+
+fn items(cp: &ControlPlane, kind: &str) -> Vec<Value> {
+    let out = cp.kubectl_ok(&["get", kind, "-o", "json", "-A"], None);
+    let list: Value = serde_json::from_str(&out).expect("a JSON list");
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+fn pods_node(cp: &ControlPlane) -> Option<String> {
+    items(cp, "pods")
+        .into_iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == "lifecycle")
+        .filter(|p| {
+            p["status"]["phase"] == "Running" && p["metadata"]["deletionTimestamp"].is_null()
+        })
+        .find_map(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+}
+
+/// What one autoscaler did: each NodeClaim's condition paths, and its events' reasons.
+#[derive(Debug)]
+struct Life {
+    claims: Vec<BTreeMap<String, Vec<String>>>,
+    events: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// Lets `who` (already running) take the pod's NodeClaim through its life.
+fn life(cp: &ControlPlane, who: &str) -> Life {
+    let watch = Watch::start(cp, who);
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(MANIFESTS.as_bytes()));
+    let first = wait_for(
+        &format!("{who}'s node running the pod"),
+        Duration::from_secs(120),
+        || pods_node(cp),
+        || format!("{} NodeClaims", items(cp, "nodeclaims.karpenter.sh").len()),
+    );
+    wait_for(
+        &format!("{who}'s NodeClaim consolidatable"),
+        Duration::from_secs(60),
+        || {
+            items(cp, "nodeclaims.karpenter.sh")
+                .iter()
+                .any(|c| condition_true(c, "Consolidatable"))
+                .then_some(())
+        },
+        || "not yet".into(),
+    );
+    // the template changes: the NodeClaim drifts, is replaced, drained and terminated
+    cp.kubectl_ok(
+        &[
+            "patch",
+            "nodepool",
+            "lifecycle",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"template":{"metadata":{"labels":{"generation":"two"}}}}}"#,
+        ],
+        None,
+    );
+    wait_for(
+        &format!("{who}'s pod on the replacement, the first node gone"),
+        Duration::from_secs(180),
+        || {
+            let nodes = items(cp, "nodes");
+            let gone = !nodes
+                .iter()
+                .any(|n| n["metadata"]["name"] == first.as_str());
+            let moved = pods_node(cp).is_some_and(|n| n != first);
+            let claims = items(cp, "nodeclaims.karpenter.sh").len();
+            (gone && moved && claims == 1).then_some(())
+        },
+        || {
+            format!(
+                "{} NodeClaims, pod on {:?}",
+                items(cp, "nodeclaims.karpenter.sh").len(),
+                pods_node(cp)
+            )
+        },
+    );
+    // the replacement quiet for consolidateAfter, then a moment for the last writes and events
+    wait_for(
+        &format!("{who}'s replacement consolidatable"),
+        Duration::from_secs(60),
+        || {
+            items(cp, "nodeclaims.karpenter.sh")
+                .iter()
+                .any(|c| condition_true(c, "Consolidatable"))
+                .then_some(())
+        },
+        || "not yet".into(),
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    let claims = watch
+        .versions()
+        .iter()
+        .map(|v| condition_paths(v))
+        .collect();
+    Life {
+        claims,
+        events: event_reasons(cp),
+    }
+}
+
+/// Takes away what the first autoscaler made (finalizers stripped: it is stopped), its
+/// events too, so that the other starts from the same objects.
+fn clear(cp: &ControlPlane) {
+    cp.kubectl_ok(
+        &["delete", "deployment", "lifecycle", "-n", "default"],
+        None,
+    );
+    cp.kubectl_ok(&["delete", "nodepool", "lifecycle"], None);
+    super::parity::remove_nodes(cp);
+    cp.kubectl_ok(
+        &["delete", "pods", "--all", "-n", "default", "--force"],
+        None,
+    );
+    cp.kubectl_ok(&["delete", "events", "--all", "-A"], None);
+    wait_for(
+        "no NodeClaim or Node left",
+        Duration::from_secs(60),
+        || {
+            let left = items(cp, "nodeclaims.karpenter.sh").len() + items(cp, "nodes").len();
+            (left == 0).then_some(())
+        },
+        || "objects left".into(),
+    );
+}
+
+/// Every way the two lives differ, as `claim N condition TYPE: …` and `events KIND: …`.
+fn differences(theirs: &Life, ours: &Life) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if theirs.claims.len() != ours.claims.len() {
+        out.push((
+            "NodeClaims".to_string(),
+            format!(
+                "Karpenter made {}, Kerf {}",
+                theirs.claims.len(),
+                ours.claims.len()
+            ),
+        ));
+    }
+    for (i, (a, b)) in theirs.claims.iter().zip(&ours.claims).enumerate() {
+        let types: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+        for t in types {
+            if a.get(t) != b.get(t) {
+                out.push((
+                    format!("claim {i} condition {t}"),
+                    format!("Karpenter {:?}, Kerf {:?}", a.get(t), b.get(t)),
+                ));
+            }
+        }
+    }
+    let none = BTreeSet::new();
+    let kinds: BTreeSet<&String> = theirs.events.keys().chain(ours.events.keys()).collect();
+    for k in kinds {
+        let (a, b) = (
+            theirs.events.get(k).unwrap_or(&none),
+            ours.events.get(k).unwrap_or(&none),
+        );
+        for reason in a.symmetric_difference(b) {
+            let who = if a.contains(reason) {
+                "Karpenter"
+            } else {
+                "Kerf"
+            };
+            out.push((format!("event {k} {reason}"), format!("sent by {who} only")));
+        }
+    }
+    out
+}
+
+#[test]
+fn karpenter_and_kerf_take_a_nodeclaim_through_its_life_alike() {
+    let cp = ControlPlane::start("lifecycle");
+    cp.install_karpenter_kwok_crds();
+
+    let karpenter = Karpenter::start(&cp, 1, &[]);
+    let karpenters = life(&cp, "Karpenter");
+    karpenter.stop();
+    clear(&cp);
+
+    let env = support::chart_env(&cp, true);
+    let kerf = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "kwok"], &env);
+    let kerfs = life(&cp, "Kerf");
+    drop(kerf);
+
+    eprintln!("Karpenter: {karpenters:#?}\nKerf: {kerfs:#?}");
+    let found = differences(&karpenters, &kerfs);
+    let unlisted: Vec<String> = found
+        .iter()
+        .filter(|(what, _)| !DIFFERENCES.iter().any(|(d, _)| d == what))
+        .map(|(what, how)| format!("{what}: {how}"))
+        .collect();
+    let stale: Vec<&str> = DIFFERENCES
+        .iter()
+        .filter(|(d, _)| !found.iter().any(|(what, _)| what == d))
+        .map(|(d, _)| *d)
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "unlisted differences:\n{}",
+        unlisted.join("\n")
+    );
+    assert!(
+        stale.is_empty(),
+        "listed differences that no longer differ: {stale:?}"
+    );
+}
