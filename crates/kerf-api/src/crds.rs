@@ -35,11 +35,17 @@ fn as_controller_gen_writes(mut crd: CustomResourceDefinition) -> CustomResource
         else {
             continue;
         };
-        let Ok(mut value) = serde_json::to_value(&*schema) else {
-            continue;
-        };
-        drop_keyword(&mut value, "nullable");
-        int_or_string_any_of(&mut value);
+        let mut value = serde_json::to_value(&*schema).expect("a schema is JSON");
+        each_schema(&mut value, &mut |node| {
+            // an absent optional field is left out, never null
+            node.remove("nullable");
+            // the `anyOf` of an integer and a string controller-gen writes for an
+            // int-or-string (kube's structural rewrite leaves the branches empty)
+            if node.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+                let any = json!([{"type": "integer"}, {"type": "string"}]);
+                node.insert("anyOf".into(), any);
+            }
+        });
         if let Some(root) = value.as_object_mut() {
             root.remove("title");
             if kind == "EC2NodeClass" {
@@ -51,54 +57,30 @@ fn as_controller_gen_writes(mut crd: CustomResourceDefinition) -> CustomResource
                 properties.insert("metadata".into(), json!({"type": "object"}));
             }
         }
-        if let Ok(typed) = serde_json::from_value(value) {
-            *schema = typed;
-        }
+        *schema = serde_json::from_value(value).expect("the schema reads back");
     }
     crd
 }
 
-/// Gives every int-or-string schema the `anyOf` of an integer and a string that
-/// controller-gen writes (kube's structural rewrite leaves the branches empty).
-fn int_or_string_any_of(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            if map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
-                map.insert(
-                    "anyOf".into(),
-                    json!([{"type": "integer"}, {"type": "string"}]),
-                );
-            }
-            map.values_mut().for_each(int_or_string_any_of);
-        }
-        Value::Array(items) => items.iter_mut().for_each(int_or_string_any_of),
-        _ => {}
+/// Calls `f` on `schema` and on every schema below it (properties, items, additional
+/// properties, branches), never inside a default, an enum or a rule.
+fn each_schema(schema: &mut Value, f: &mut impl FnMut(&mut serde_json::Map<String, Value>)) {
+    let Some(map) = schema.as_object_mut() else {
+        return;
+    };
+    f(map);
+    if let Some(properties) = map.get_mut("properties").and_then(Value::as_object_mut) {
+        properties.values_mut().for_each(|p| each_schema(p, f));
     }
-}
-
-/// Removes the schema keyword `keyword` everywhere below `value` (not a property of that name).
-fn drop_keyword(value: &mut Value, keyword: &str) {
-    match value {
-        Value::Object(map) => {
-            if map.get(keyword).is_some_and(|v| !v.is_object()) {
-                map.remove(keyword);
-            }
-            for (key, child) in map.iter_mut() {
-                if key == "properties" {
-                    for property in child
-                        .as_object_mut()
-                        .into_iter()
-                        .flat_map(|p| p.values_mut())
-                    {
-                        drop_keyword(property, keyword);
-                    }
-                } else {
-                    drop_keyword(child, keyword);
-                }
-            }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(child) = map.get_mut(key) {
+            each_schema(child, f);
         }
-        Value::Array(items) => items.iter_mut().for_each(|v| drop_keyword(v, keyword)),
-        _ => {}
+    }
+    for key in ["anyOf", "allOf", "oneOf"] {
+        if let Some(branches) = map.get_mut(key).and_then(Value::as_array_mut) {
+            branches.iter_mut().for_each(|b| each_schema(b, f));
+        }
     }
 }
 

@@ -218,9 +218,11 @@ pub(crate) const ALLOWED_RESTRICTED_KEYS: &[&str] = &[
 
 /// Why a label key may not appear in a NodePool's labels or requirements, if it may not.
 ///
-/// Karpenter reserves the `kubernetes.io`, `k8s.io`, `karpenter.sh` and `karpenter.k8s.aws`
-/// domains for labels it or the kubelet sets, except the well-known keys users select on
-/// and the `node.kubernetes.io` / `node-restriction.kubernetes.io` subdomains.
+/// As Karpenter v1.15 (`IsRestrictedLabel`, with the AWS provider's domain): the `karpenter.sh`
+/// and `karpenter.k8s.aws` domains are reserved for labels Karpenter sets, but for the
+/// well-known keys users select on; the NodePool and hostname labels are reserved outright.
+/// Labels of the `kubernetes.io` and `k8s.io` domains are allowed (the kubelet may not set
+/// them itself, so they are left out of its `--node-labels` and put on the Node by Kerf).
 pub fn restricted_label_reason(key: &str) -> Option<String> {
     if key == NODEPOOL || key == HOSTNAME {
         return Some(format!("label {key:?} is restricted"));
@@ -232,28 +234,53 @@ pub fn restricted_label_reason(key: &str) -> Option<String> {
         return None;
     }
     let domain = key.split_once('/').map(|(d, _)| d).unwrap_or("");
-    let free = |suffix: &str| domain == suffix || domain.ends_with(&format!(".{suffix}"));
-    if free("node.kubernetes.io") || free("node-restriction.kubernetes.io") {
-        return None;
-    }
-    for restricted in ["kubernetes.io", "k8s.io", KARPENTER_GROUP, AWS_GROUP] {
-        if free(restricted) {
-            return Some(format!("label domain {restricted:?} is restricted"));
-        }
-    }
-    None
+    let under = |d: &str| domain == d || domain.ends_with(&format!(".{d}"));
+    [KARPENTER_GROUP, AWS_GROUP]
+        .into_iter()
+        .find(|d| under(d))
+        .map(|d| format!("label domain {d:?} is restricted"))
+}
+
+/// Whether the kubelet may not set this label on its own Node (the API server's
+/// NodeRestriction admission refuses the `kubernetes.io` and `k8s.io` domains, and
+/// `node-restriction.kubernetes.io`, to kubelets): such labels stay out of `--node-labels`,
+/// as Karpenter's AWS provider leaves them out, and reach the Node from the controller.
+pub fn kubelet_may_not_set(key: &str) -> bool {
+    let domain = key.split_once('/').map(|(d, _)| d).unwrap_or("");
+    ["node-restriction.kubernetes.io", "kubernetes.io", "k8s.io"]
+        .iter()
+        .any(|d| domain == *d || domain.ends_with(&format!(".{d}")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The API server's NodeRestriction refuses these domains to kubelets.
+    #[test]
+    fn the_kubelet_sets_no_label_of_the_kubernetes_domains() {
+        for key in [
+            "kubernetes.io/arch",
+            "topology.kubernetes.io/zone",
+            "node.kubernetes.io/instance-type",
+            "kops.k8s.io/instancegroup",
+            "node-restriction.kubernetes.io/team",
+        ] {
+            assert!(kubelet_may_not_set(key), "{key}");
+        }
+        for key in ["team", "karpenter.sh/nodepool", "example.com/kubernetes.io"] {
+            assert!(!kubelet_may_not_set(key), "{key}");
+        }
+    }
+
     #[test]
     fn restricted_domains() {
         assert!(restricted_label_reason("kubernetes.io/hostname").is_some());
         assert!(restricted_label_reason("karpenter.sh/nodepool").is_some());
         assert!(restricted_label_reason("karpenter.sh/custom").is_some());
-        assert!(restricted_label_reason("example.k8s.io/x").is_some());
+        assert!(restricted_label_reason("example.k8s.io/x").is_none());
+        assert!(restricted_label_reason("kops.k8s.io/instancegroup").is_none());
+        assert!(restricted_label_reason("example.kubernetes.io/pool").is_none());
         assert!(restricted_label_reason("karpenter.k8s.aws/custom").is_some());
         assert!(restricted_label_reason("karpenter.k8s.aws/instance-family").is_none());
         assert!(restricted_label_reason("karpenter.sh/capacity-type").is_none());

@@ -1,10 +1,10 @@
 //! Validation of NodePools, NodeClaims and EC2NodeClasses, with field paths.
 //!
-//! The same rules live in two places that must agree: here, in Rust, returning every
-//! problem at once; and in the generated CRDs, as OpenAPI constraints plus
-//! `x-kubernetes-validations` CEL rules (the functions at the bottom of this module), so a
-//! cluster rejects what `kerf validate` rejects. The tests check both against one set of
-//! fixtures.
+//! The rules live in two places: here, in Rust, returning every problem at once; and in the
+//! generated CRDs, as Karpenter's OpenAPI constraints and `x-kubernetes-validations` CEL
+//! rules. Rust checks more, as Karpenter's controllers do after the API server admitted an
+//! object ([`NodePool::runtime_problems`]); the tests run one set of fixtures and rule cases
+//! through both and say which rules only Kerf's Rust side holds.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -196,12 +196,13 @@ fn check_taints(lists: &[(&str, &[Taint])], problems: &mut Vec<Problem>) {
     }
 }
 
-impl Validate for NodePool {
-    fn validate(&self) -> Vec<Problem> {
+impl NodePool {
+    /// The problems Karpenter's NodePool controller finds in a NodePool its CRD admitted
+    /// (`RuntimeValidate`: the template's labels, requirements and taints): a NodePool with
+    /// any launches nothing, and its `ValidationSucceeded` says why.
+    pub fn runtime_problems(&self) -> Vec<Problem> {
         let mut p = Vec::new();
-        check_name("metadata.name", self.metadata.name.as_deref(), &mut p);
-        let spec = &self.spec;
-        let tmpl = &spec.template;
+        let tmpl = &self.spec.template;
         for (key, value) in &tmpl.metadata.labels {
             let at = format!("spec.template.metadata.labels[{key}]");
             check_key(&at, key, &mut p);
@@ -226,6 +227,17 @@ impl Validate for NodePool {
             ],
             &mut p,
         );
+        p
+    }
+}
+
+impl Validate for NodePool {
+    fn validate(&self) -> Vec<Problem> {
+        let mut p = Vec::new();
+        check_name("metadata.name", self.metadata.name.as_deref(), &mut p);
+        p.extend(self.runtime_problems());
+        let spec = &self.spec;
+        let tmpl = &spec.template;
         check_node_class_ref(
             "spec.template.spec.nodeClassRef",
             &tmpl.spec.node_class_ref,

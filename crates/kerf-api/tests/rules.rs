@@ -204,22 +204,6 @@ fn cases() -> Vec<Case> {
         kerf_only(case(
             NODEPOOL,
             req,
-            requirement("x.node.kubernetes.io/pool", "Exists", &[]),
-            requirement("example.kubernetes.io/pool", "Exists", &[]),
-            "spec.template.spec.requirements[0].key",
-            "domain \"kubernetes.io\" is restricted",
-        )),
-        kerf_only(case(
-            NODEPOOL,
-            req,
-            requirement("example.com/pool", "Exists", &[]),
-            requirement("example.k8s.io/pool", "Exists", &[]),
-            "spec.template.spec.requirements[0].key",
-            "domain \"k8s.io\" is restricted",
-        )),
-        kerf_only(case(
-            NODEPOOL,
-            req,
             requirement("karpenter.k8s.aws/instance-hypervisor", "In", &["nitro"]),
             requirement("karpenter.k8s.aws/custom", "Exists", &[]),
             "spec.template.spec.requirements[0].key",

@@ -447,10 +447,16 @@ impl Fleet {
         profile: &str,
     ) -> Result<Template, LaunchError> {
         let spec = req.spec;
+        // the kubelet may not set some domains' labels itself: the lifecycle puts those on
+        // the Node once it registers
+        let kubelet_labels: BTreeMap<String, String> = (req.labels.iter())
+            .filter(|(k, _)| !kerf_api::labels::kubelet_may_not_set(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let user_data = user_data::user_data(&Bootstrap {
             cluster: &self.cluster,
             family: family(spec),
-            labels: req.labels,
+            labels: &kubelet_labels,
             taints: req.taints,
             kubelet: spec.kubelet.as_ref(),
             custom: spec.user_data.as_deref(),

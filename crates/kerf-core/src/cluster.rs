@@ -494,7 +494,8 @@ pub struct Cluster {
     /// The same for EC2NodeClasses.
     pub(crate) class_gaps: BTreeMap<String, Gaps>,
     /// Why a NodePool (by name) fails the checks Karpenter's CRD leaves to the controller
-    /// (restricted label domains, taint syntax and repeats, …): no node is launched for it
+    /// (`karpenter.k8s.aws` labels, label and taint syntax, a taint twice, …): no node is
+    /// launched for it
     /// and its `ValidationSucceeded` says so, as Karpenter's `nodepool.validation` does.
     pub(crate) pool_invalid: BTreeMap<String, String>,
     /// Pods whose `karpenter.sh/do-not-disrupt` is a duration, with when it runs out: the
@@ -885,7 +886,7 @@ impl Cluster {
         let name = np.metadata.name.clone().unwrap_or_default();
         self.changes.node_pools.insert(name.clone());
         self.changes.disruption = true;
-        let problems = kerf_api::Validate::validate(&np);
+        let problems = np.runtime_problems();
         if problems.is_empty() {
             self.pool_invalid.remove(&name);
         } else {

@@ -945,7 +945,10 @@ impl Controllers {
     fn event(&mut self, event: Event) {
         let mut hasher = std::hash::DefaultHasher::new();
         std::hash::Hash::hash(&(event.kind, &event.name, &event.reason), &mut hasher);
-        std::hash::Hash::hash(&event.message, &mut hasher);
+        // Karpenter dedupes a failed drain on its node alone, whatever the count it gives
+        if event.reason != "FailedDraining" {
+            std::hash::Hash::hash(&event.message, &mut hasher);
+        }
         let key = std::hash::Hasher::finish(&hasher);
         // Karpenter keeps a failed-scheduling event for five minutes, the others for two
         let dedupe = match event.reason.as_ref() {

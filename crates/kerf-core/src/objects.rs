@@ -305,7 +305,12 @@ pub fn nodepool_status(
     if let Some(message) = invalid {
         validation.message = message.clone();
         ready = condition(condition_types::READY, false, "UnhealthyDependents");
-        ready.message = "ValidationSucceeded=False".into();
+        ready.message = if class_ready {
+            "ValidationSucceeded=False"
+        } else {
+            "ValidationSucceeded=False, NodeClassReady=False"
+        }
+        .into();
     }
     NodePoolStatus {
         resources,
@@ -342,8 +347,8 @@ pub fn nodepool_status_awaiting(status: &NodePoolStatus) -> NodePoolStatus {
     .map(|t| Condition {
         type_: t.into(),
         status: "Unknown".into(),
-        reason: "AwaitingReconciliation".into(),
-        message: "object is awaiting reconciliation".into(),
+        reason: AWAITING.0.into(),
+        message: AWAITING.1.into(),
         last_transition_time: None,
         observed_generation: None,
     })

@@ -71,7 +71,8 @@ impl Unfinished {
     /// Drops the waiting writes `action` undoes: a NodeClaim being deleted drops a create of
     /// it still waiting (tried after the delete, both caught by one outage, it would bring
     /// the NodeClaim back), and the launch and status writes held behind it; a taint and its
-    /// removal drop each other; a NodeClaim's status drops an older one of it.
+    /// removal drop each other; a status (NodeClaim, NodePool, NodeOverlay) drops an older one
+    /// of the same object.
     pub fn superseded_by(&mut self, action: &Action) {
         match action {
             // and a launch or status write held behind that create, which would launch an
@@ -99,6 +100,14 @@ impl Unfinished {
             Action::PatchNodeClaimStatus { nodeclaim, .. } => self.waiting.retain(|w| {
                 !matches!(&w.action, Action::PatchNodeClaimStatus { nodeclaim: n, .. }
                     if n == nodeclaim)
+            }),
+            Action::PatchNodePoolStatus { node_pool, .. } => self.waiting.retain(|w| {
+                !matches!(&w.action, Action::PatchNodePoolStatus { node_pool: n, .. }
+                    if n == node_pool)
+            }),
+            Action::PatchNodeOverlayStatus { node_overlay, .. } => self.waiting.retain(|w| {
+                !matches!(&w.action, Action::PatchNodeOverlayStatus { node_overlay: n, .. }
+                    if n == node_overlay)
             }),
             _ => {}
         }
@@ -234,6 +243,25 @@ mod tests {
         assert_eq!(left.len(), 1, "{left:?}");
         assert!(matches!(&left[0].1,
             Action::PatchNodeClaimStatus { nodeclaim, .. } if nodeclaim == "b"));
+    }
+
+    /// A NodePool's first status (its conditions Unknown) still waiting after an outage
+    /// would write back over the real one that went out after it.
+    #[test]
+    fn a_waiting_nodepool_status_is_dropped_for_a_newer_one() {
+        let status = |nodes: i64| Action::PatchNodePoolStatus {
+            node_pool: "default".into(),
+            status: Box::new(kerf_api::nodepool::NodePoolStatus {
+                nodes: Some(nodes),
+                ..Default::default()
+            }),
+        };
+        let mut u = Unfinished::default();
+        let t = Duration::from_secs(100);
+        assert!(u.keep(status(0), 1, t));
+        u.superseded_by(&status(1));
+        let left = u.due(t + Duration::from_secs(10));
+        assert!(left.is_empty(), "{left:?}");
     }
 
     #[test]

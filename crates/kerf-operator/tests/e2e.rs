@@ -1021,7 +1021,9 @@ fn of_two_replicas_one_acts_and_the_other_takes_over_when_it_dies() {
     );
     let took = killed.elapsed();
     println!("takeover after a crash: {took:?}");
-    assert!(took <= Duration::from_secs(21), "takeover took {took:?}");
+    // the lease's 15 s, then up to a few 2 s retry periods (more on 2 busy CPUs): a second
+    // lease period waited out would be a bug
+    assert!(took <= Duration::from_secs(26), "takeover took {took:?}");
     scale(&cp, 12);
     all_running(&cp, 12);
     let by_b = created_by(&b);

@@ -6,7 +6,8 @@
 //! nothing of Kerf's and consolidating Kerf's nodes as its own.
 //!
 //! The [`lease`] module runs the two at once, electing on one Lease; [`lifecycle`] takes one
-//! NodeClaim of each through its whole life and compares conditions and events. The [`parity`] module gives both the same v1.15 manifests, one after the other, and
+//! NodeClaim of each through its whole life and compares conditions and events. The
+//! [`parity`] module gives both the same v1.15 manifests, one after the other, and
 //! compares what each made; [`repair`] makes a node of each unhealthy and watches both
 //! replace it. Each runs beside the handover, on a control plane of its own.
 //!

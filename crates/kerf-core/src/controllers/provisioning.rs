@@ -904,9 +904,10 @@ impl Controllers {
         );
         self.actions
             .push(super::Action::CreateNodeClaim(Box::new(object)));
-        // its conditions Unknown until the launch answers, as Karpenter writes them first
-        self.status_changed(&name);
         self.launch(&name);
+        // its conditions Unknown until the launch answers, as Karpenter writes them first
+        // (after the launch in the NodeClaim's lane, so that the launch waits on no write)
+        self.status_changed(&name);
         name
     }
 }

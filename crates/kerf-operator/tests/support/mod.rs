@@ -225,14 +225,14 @@ impl Drop for ControlPlane {
     }
 }
 
-/// The path `scripts/e2e-cluster.sh COMMAND` prints once it has built or fetched (and
-/// cached) what it names; panics with `failure` and the script's errors otherwise.
 /// The folder of Karpenter v1.15.0's CRD files as its release ships them (fetched from the Go
 /// module proxy by `scripts/e2e-cluster.sh karpenter-crds`, cached).
 pub fn karpenter_crds_dir() -> String {
     cached_path("karpenter-crds", "Karpenter's CRDs could not be fetched")
 }
 
+/// The path `scripts/e2e-cluster.sh COMMAND` prints once it has built or fetched (and
+/// cached) what it names; panics with `failure` and the script's errors otherwise.
 fn cached_path(command: &str, failure: &str) -> String {
     let out = Command::new(root().join("scripts/e2e-cluster.sh"))
         .arg(command)
