@@ -302,7 +302,10 @@ impl Controllers {
         match kind {
             "Pod" => cluster.delete_pod(key, now),
             "Node" => cluster.delete_node(name, now),
-            "NodeClaim" => cluster.delete_nodeclaim(name),
+            "NodeClaim" => {
+                cluster.delete_nodeclaim(name);
+                self.forget_drained(name);
+            }
             "NodePool" => cluster.delete_node_pool(name),
             "EC2NodeClass" | "KWOKNodeClass" => cluster.delete_node_class(name),
             "NodeOverlay" => cluster.delete_node_overlay(name),

@@ -2315,3 +2315,37 @@ fn a_nodepool_failing_runtime_validation_launches_nothing_and_says_why() {
     core.apply_node_pool(pool());
     assert_eq!(created(&run_until(&mut core, 4, 30)).len(), 1);
 }
+
+/// The last status a NodeClaim gets before its finalizer goes says `Drained` True (Karpenter
+/// writes it before the volumes and the instance), though the instance goes in the same poll.
+#[test]
+fn a_drained_nodeclaims_last_status_says_drained() {
+    let mut core = with_pool();
+    let claim = drained_with_pod(&mut core, |p| p);
+    run_until(&mut core, 6, 8);
+    core.evicted("default/x");
+    core.delete_pod("default/x", secs(9));
+    let actions = run_until(&mut core, 9, 20);
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::ReleaseNodeClaim { nodeclaim } if *nodeclaim == claim)),
+        "the NodeClaim's finalizer goes"
+    );
+    let last = actions
+        .iter()
+        .rev()
+        .find_map(|a| match a {
+            Action::PatchNodeClaimStatus {
+                nodeclaim, status, ..
+            } if *nodeclaim == claim => Some(status.clone()),
+            _ => None,
+        })
+        .expect("a status written");
+    let drained = last.conditions.iter().find(|c| c.type_ == "Drained");
+    assert_eq!(
+        drained.map(|c| (c.status.as_str(), c.reason.as_str())),
+        Some(("True", "Drained")),
+        "{last:?}"
+    );
+}

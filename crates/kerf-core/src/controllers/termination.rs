@@ -148,6 +148,11 @@ impl Controllers {
         self.at(self.now, Timer::Drain(name.to_string()));
     }
 
+    /// A NodeClaim is gone: its drained mark, kept for its last status, goes too.
+    pub(crate) fn forget_drained(&mut self, claim: &str) {
+        self.termination.drained.remove(claim);
+    }
+
     /// Evicts in tiers: a tier starts once every pod of the tiers before it is gone; the
     /// instance, node and NodeClaim go when no pod is left.
     pub(super) fn drain(&mut self, claim: &str) {
@@ -262,11 +267,12 @@ impl Controllers {
                 provider_id,
             });
         }
-        // Drained and InstanceTerminating, written before the finalizer goes
+        // Drained and InstanceTerminating, written before the finalizer goes (the drained
+        // mark is kept until the NodeClaim is seen gone: the poll's status is worked out at
+        // its end)
         if node.is_some() || provider.is_some() {
             self.status_changed(claim);
         }
-        self.termination.drained.remove(claim);
         self.log(
             "nodeclaim.lifecycle",
             "deleted nodeclaim",
