@@ -264,6 +264,21 @@ struct Life {
     events: BTreeMap<String, BTreeSet<String>>,
 }
 
+/// Waits (a minute at most) for a NodeClaim, `what`, to be marked consolidatable.
+fn consolidatable(cp: &ControlPlane, what: &str) {
+    wait_for(
+        &format!("{what} consolidatable"),
+        Duration::from_secs(60),
+        || {
+            items(cp, "nodeclaims.karpenter.sh")
+                .iter()
+                .any(|c| condition_true(c, "Consolidatable"))
+                .then_some(())
+        },
+        || "not yet".into(),
+    );
+}
+
 /// Lets `who` (already running) take the pod's NodeClaim through its life.
 fn life(cp: &ControlPlane, who: &str) -> Life {
     let watch = Watch::start(cp, who);
@@ -274,17 +289,7 @@ fn life(cp: &ControlPlane, who: &str) -> Life {
         || pods_node(cp),
         || format!("{} NodeClaims", items(cp, "nodeclaims.karpenter.sh").len()),
     );
-    wait_for(
-        &format!("{who}'s NodeClaim consolidatable"),
-        Duration::from_secs(60),
-        || {
-            items(cp, "nodeclaims.karpenter.sh")
-                .iter()
-                .any(|c| condition_true(c, "Consolidatable"))
-                .then_some(())
-        },
-        || "not yet".into(),
-    );
+    consolidatable(cp, &format!("{who}'s NodeClaim"));
     // the template changes: the NodeClaim drifts, is replaced, drained and terminated
     cp.kubectl_ok(
         &[
@@ -318,17 +323,7 @@ fn life(cp: &ControlPlane, who: &str) -> Life {
         },
     );
     // the replacement quiet for consolidateAfter, then a moment for the last writes and events
-    wait_for(
-        &format!("{who}'s replacement consolidatable"),
-        Duration::from_secs(60),
-        || {
-            items(cp, "nodeclaims.karpenter.sh")
-                .iter()
-                .any(|c| condition_true(c, "Consolidatable"))
-                .then_some(())
-        },
-        || "not yet".into(),
-    );
+    consolidatable(cp, &format!("{who}'s replacement"));
     std::thread::sleep(Duration::from_secs(5));
     let claims = watch
         .versions()
