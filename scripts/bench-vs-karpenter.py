@@ -22,6 +22,7 @@ run can be read side by side. Prints a Markdown table (the README quotes it).
 
 import argparse
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -113,7 +114,6 @@ def quantity(text):
 
 def state(cluster):
     """Nodes (with price), pods running, and requests over allocatable."""
-    import json
     nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json"))["items"]
     pods = json.loads(cluster.kubectl("get", "pods", "-n", "default", "-o", "json"))["items"]
     running = [p for p in pods if p["status"].get("phase") == "Running"]
@@ -149,7 +149,6 @@ def pods_running(cluster):
     """Pods running, read cheaply for runs past 10,000 pods: the ReplicaSets' count of pods made
     less the pods the API server lists as not Running (a field selector, so only those are
     sent). Listing every pod each poll would load the control plane the run measures."""
-    import json
     sets = json.loads(cluster.kubectl("get", "replicasets", "-n", "default", "-o", "json"))["items"]
     made = sum(r.get("status", {}).get("replicas", 0) for r in sets)
     waiting = cluster.kubectl("get", "pods", "-n", "default", "--field-selector=status.phase!=Running",
@@ -161,7 +160,6 @@ def last_running(cluster, t0):
     """Seconds from t0 to the last pod's container start (kwok's Running), as the API server
     stamped it (whole seconds): the polling loop only notices a second or two later, more at
     10,000 pods (where kwok's Ready conditions trail the phase by minutes)."""
-    import json
     from datetime import datetime
     pods = json.loads(cluster.kubectl("get", "pods", "-n", "default", "-o", "json"))["items"]
     started = [datetime.fromisoformat(s["state"]["running"]["startedAt"].replace("Z", "+00:00"))
@@ -280,6 +278,8 @@ def run(who, args):
         cluster.stop()
         print(f"{who}: logs in {work}", file=sys.stderr)
     out["work"] = work
+    # each run's figures as soon as it ends: a long run's are not lost if a later one fails
+    print(f"{who}: {json.dumps(out)}", file=sys.stderr)
     return out
 
 
