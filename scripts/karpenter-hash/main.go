@@ -182,13 +182,24 @@ func main() {
 		case "PodList":
 			var list corev1.PodList
 			decode(i, doc, &list)
+			// the costs as read with PodDeletionCostManagement on, when the list asks
+			var gate struct {
+				PodDeletionCostManagement bool `json:"podDeletionCostManagement"`
+			}
+			decode(i, doc, &gate)
+			listCtx := ctx
+			if gate.PodDeletionCostManagement {
+				gated := &options.Options{}
+				gated.FeatureGates.PodDeletionCostManagement = true
+				listCtx = options.ToContext(context.Background(), gated)
+			}
 			pods := []*corev1.Pod{}
 			costs := []float64{}
 			for j := range list.Items {
 				pods = append(pods, &list.Items[j])
-				costs = append(costs, disruptionutils.EvictionCost(ctx, &list.Items[j]))
+				costs = append(costs, disruptionutils.EvictionCost(listCtx, &list.Items[j]))
 			}
-			out = append(out, result{Kind: "PodList", Costs: costs, Cost: disruptionutils.ComputeRescheduleDisruptionCost(ctx, pods)})
+			out = append(out, result{Kind: "PodList", Costs: costs, Cost: disruptionutils.ComputeRescheduleDisruptionCost(listCtx, pods)})
 		case "BalancedMove":
 			var m balancedMove
 			decode(i, doc, &m)

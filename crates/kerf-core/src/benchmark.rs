@@ -159,7 +159,7 @@ impl Cluster {
         for d in &self.daemonsets {
             requested.add(&pod_requests(d));
         }
-        let disruption_cost = crate::disruption_rules::node_disruption_cost(&pods);
+        let disruption_cost = crate::disruption_rules::node_disruption_cost(&pods, false);
         let mut on_node = Vec::with_capacity(pods.len());
         for p in pods {
             requested.add(&pod_requests(&p));

@@ -32,6 +32,7 @@ use crate::unavailable::UnavailableOfferings;
 use kerf_api::nodepool::{ConsolidationPolicy, NodePool};
 
 mod blockers;
+pub mod deletion_cost;
 pub mod disruption;
 pub mod explain;
 pub mod health;
@@ -66,6 +67,13 @@ pub struct Settings {
     pub static_capacity: bool,
     /// Karpenter's `NodeOverlay` feature gate: lay NodeOverlays over the instance types.
     pub node_overlay: bool,
+    /// Karpenter's `PodDeletionCostManagement` feature gate: rank nodes into their
+    /// ReplicaSet pods' `controller.kubernetes.io/pod-deletion-cost` ([`deletion_cost`]) and
+    /// stop reading that annotation as an eviction cost.
+    pub pod_deletion_cost: bool,
+    /// Karpenter's `TerminateFirstDrift` feature gate: a drifted node of a static NodePool at
+    /// its node limit is deleted before its replacement exists.
+    pub terminate_first_drift: bool,
     /// Keep each node class's status and finalizer ([`node_classes`]): a cloud that resolves
     /// node classes (AWS, the simulated one) turns it on; kwok's classes have no status.
     pub node_class_status: bool,
@@ -95,6 +103,8 @@ impl Default for Settings {
             repair_policies: &crate::repair::AWS_POLICIES,
             static_capacity: false,
             node_overlay: false,
+            pod_deletion_cost: false,
+            terminate_first_drift: false,
             node_class_status: false,
             cluster_ca_bundle: String::new(),
             unavailable_offerings_ttl: crate::unavailable::TTL,
@@ -286,6 +296,16 @@ pub enum Action {
         /// The NodeClaim.
         nodeclaim: String,
     },
+    /// Set a ReplicaSet pod's `controller.kubernetes.io/pod-deletion-cost` to `cost`, or
+    /// remove it (`None`): Karpenter's `PodDeletionCostManagement`
+    /// ([`deletion_cost`]). The shell counts the outcome into
+    /// `karpenter_pod_deletion_cost_pod_annotation_writes_total`.
+    AnnotatePodDeletionCost {
+        /// `namespace/name`.
+        pod: String,
+        /// The value, or `None` to remove it.
+        cost: Option<i32>,
+    },
     /// Remove the NodeClaim's finalizer: the object goes; report it with
     /// [`Cluster::delete_nodeclaim`].
     ReleaseNodeClaim {
@@ -415,6 +435,9 @@ enum Timer {
     GarbageCollect,
     /// Every node class is resolved again ([`node_classes::NODE_CLASS_INTERVAL`]).
     ResolveNodeClasses,
+    /// The nodes are ranked into their pods' deletion costs
+    /// ([`deletion_cost::DELETION_COST_INTERVAL`]).
+    DeletionCost,
 }
 
 /// How often garbage collection compares the cloud's instances with the NodeClaims.
@@ -480,6 +503,8 @@ pub struct Controllers {
     termination: termination::State,
     /// What static NodePools' controller keeps between polls.
     static_capacity: static_capacity::State,
+    /// What the pod deletion cost ranking keeps between minutes.
+    deletion_cost: deletion_cost::State,
     /// What the node class status controller keeps between answers.
     node_classes: node_classes::State,
     /// The interruption controller's: unhealthy instances already counted.
@@ -497,6 +522,15 @@ impl Controllers {
     /// Controllers over an empty cluster; `seed` drives generated NodeClaim names.
     pub fn new(settings: Settings, seed: u64) -> Controllers {
         let unavailable = UnavailableOfferings::with_ttl(settings.unavailable_offerings_ttl);
+        // garbage collection and node class resolution look at once, then every interval;
+        // so does the pod deletion cost ranking, with its gate on
+        let mut timers = BTreeSet::from([
+            (Duration::ZERO, Timer::GarbageCollect),
+            (Duration::ZERO, Timer::ResolveNodeClasses),
+        ]);
+        if settings.pod_deletion_cost {
+            timers.insert((Duration::ZERO, Timer::DeletionCost));
+        }
         let mut cluster = Cluster::default();
         cluster.epoch = Duration::from_secs(settings.epoch_unix);
         Controllers {
@@ -505,11 +539,7 @@ impl Controllers {
             settings,
             rng: ChaCha8Rng::seed_from_u64(seed),
             now: Duration::ZERO,
-            // garbage collection and node class resolution look at once, then every interval
-            timers: BTreeSet::from([
-                (Duration::ZERO, Timer::GarbageCollect),
-                (Duration::ZERO, Timer::ResolveNodeClasses),
-            ]),
+            timers,
             actions: Vec::new(),
             unavailable,
             events_sent: HashMap::new(),
@@ -520,6 +550,7 @@ impl Controllers {
             disruption: disruption::State::default(),
             termination: termination::State::default(),
             static_capacity: static_capacity::State::default(),
+            deletion_cost: deletion_cost::State::default(),
             node_classes: node_classes::State::default(),
             interruption: interruption::State::default(),
             registration: registration::State::default(),
@@ -637,7 +668,7 @@ impl Controllers {
         // a regular look that finds nothing changes nothing a disruption pass reads
         if !matches!(
             timer,
-            Timer::Pass | Timer::GarbageCollect | Timer::ResolveNodeClasses
+            Timer::Pass | Timer::GarbageCollect | Timer::ResolveNodeClasses | Timer::DeletionCost
         ) {
             self.activity += 1;
         }
@@ -663,6 +694,7 @@ impl Controllers {
                 );
             }
             Timer::ResolveNodeClasses => self.resolve_node_classes(),
+            Timer::DeletionCost => self.rank_deletion_costs(),
         }
     }
 

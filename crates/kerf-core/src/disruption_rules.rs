@@ -237,15 +237,16 @@ pub const POD_DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-del
 
 /// What evicting a pod costs, as Karpenter weighs it: 1, plus its disruption-cost (else
 /// pod-deletion-cost) annotation over 2^27, plus its priority over 2^25, within [-10, 10].
-/// A value that is not a 32-bit integer is ignored.
-pub fn eviction_cost(pod: &Pod) -> f64 {
+/// A value that is not a 32-bit integer is ignored. With `PodDeletionCostManagement` on
+/// (`deletion_cost_managed`) the pod-deletion-cost is Kerf's own ranking, never read back.
+pub fn eviction_cost(pod: &Pod, deletion_cost_managed: bool) -> f64 {
     let annotations = pod.metadata.annotations.as_ref();
     let annotated = |key: &str| {
         let text = annotations.and_then(|a| a.get(key))?;
         Some(text.parse::<i32>().ok())
     };
     let steer = annotated(DISRUPTION_COST_ANNOTATION)
-        .or_else(|| annotated(POD_DELETION_COST_ANNOTATION))
+        .or_else(|| (!deletion_cost_managed).then(|| annotated(POD_DELETION_COST_ANNOTATION))?)
         .flatten()
         .unwrap_or(0);
     let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
@@ -255,10 +256,13 @@ pub fn eviction_cost(pod: &Pod) -> f64 {
 
 /// What disrupting a node costs, as Karpenter's Balanced policy weighs it: 1 for the node,
 /// plus each pod that would move at its [`eviction_cost`], none below zero.
-pub fn node_disruption_cost<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> f64 {
+pub fn node_disruption_cost<'a>(
+    pods: impl IntoIterator<Item = &'a Pod>,
+    deletion_cost_managed: bool,
+) -> f64 {
     1.0 + pods
         .into_iter()
-        .map(|p| eviction_cost(p).max(0.0))
+        .map(|p| eviction_cost(p, deletion_cost_managed).max(0.0))
         .sum::<f64>()
 }
 
@@ -302,25 +306,31 @@ mod tests {
             }),
             ..Pod::default()
         };
-        assert_eq!(eviction_cost(&pod(&[], None)), 1.0);
+        assert_eq!(eviction_cost(&pod(&[], None), false), 1.0);
         let steered = pod(&[(DISRUPTION_COST_ANNOTATION, "134217728")], None);
-        assert_eq!(eviction_cost(&steered), 2.0);
+        assert_eq!(eviction_cost(&steered, false), 2.0);
+        assert_eq!(eviction_cost(&steered, true), 2.0);
         // disruption-cost wins over pod-deletion-cost; the latter counts alone
         let both = [
             (DISRUPTION_COST_ANNOTATION, "0"),
             (POD_DELETION_COST_ANNOTATION, "134217728"),
         ];
-        assert_eq!(eviction_cost(&pod(&both, None)), 1.0);
+        assert_eq!(eviction_cost(&pod(&both, None), false), 1.0);
         let deletion = [(POD_DELETION_COST_ANNOTATION, "-134217728")];
-        assert_eq!(eviction_cost(&pod(&deletion, None)), 0.0);
+        assert_eq!(eviction_cost(&pod(&deletion, None), false), 0.0);
+        // with PodDeletionCostManagement on, the annotation is Kerf's ranking, not a cost
+        assert_eq!(eviction_cost(&pod(&deletion, None), true), 1.0);
         // priority 2^25 adds one; a billion is clamped at ten
-        assert_eq!(eviction_cost(&pod(&[], Some(33_554_432))), 2.0);
-        assert_eq!(eviction_cost(&pod(&[], Some(1_000_000_000))), 10.0);
+        assert_eq!(eviction_cost(&pod(&[], Some(33_554_432)), false), 2.0);
+        assert_eq!(eviction_cost(&pod(&[], Some(1_000_000_000)), false), 10.0);
         // a bad value is ignored, not a failure
         let bad = [(DISRUPTION_COST_ANNOTATION, "lots")];
-        assert_eq!(eviction_cost(&pod(&bad, None)), 1.0);
+        assert_eq!(eviction_cost(&pod(&bad, None), false), 1.0);
         let negative = pod(&[(DISRUPTION_COST_ANNOTATION, "-2147483648")], None);
-        assert_eq!(node_disruption_cost([&negative, &pod(&[], None)]), 2.0);
+        assert_eq!(
+            node_disruption_cost([&negative, &pod(&[], None)], false),
+            2.0
+        );
     }
 
     fn pool(budgets: &str) -> NodePool {

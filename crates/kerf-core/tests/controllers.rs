@@ -1507,6 +1507,69 @@ fn a_drifted_static_node_is_replaced_first_within_the_drift_budget() {
     assert!(created(&after).is_empty(), "{:?}", created(&after));
 }
 
+/// A static NodePool at its node limit cannot stage a replacement: with
+/// `TerminateFirstDrift` a drifted node is deleted first (one at a time under the default
+/// budget) and the pool refilled once it is gone; without the gate it is told blocked.
+#[test]
+fn a_drifted_static_node_at_the_node_limit_is_terminated_first_with_the_gate() {
+    for gate in [true, false] {
+        let mut core = with_static_pool(2, Some("2"));
+        if gate {
+            let settings = Settings {
+                static_capacity: true,
+                terminate_first_drift: true,
+                ..Settings::default()
+            };
+            core = Controllers::new(settings, 7);
+            let mut np = pool();
+            np.spec.replicas = Some(2);
+            np.spec.limits.insert("nodes".into(), "2".parse().unwrap());
+            core.apply_node_pool(np);
+            core.set_instance_types("default", Arc::from(vec![instance_type()]));
+        }
+        let made = created(&run_until(&mut core, 0, 1));
+        for c in &made {
+            launch_and_register(&mut core, c);
+        }
+        run_until(&mut core, 5, 10);
+        let mut np = core.cluster().node_pools()["default"].clone();
+        (np.spec.template.metadata.labels).insert("team".into(), "edge".into());
+        core.apply_node_pool(np);
+        let acted = run_until(&mut core, 11, 30);
+        let deleted: Vec<&String> = (acted.iter())
+            .filter_map(|a| match a {
+                Action::DeleteNodeClaim { nodeclaim } => Some(nodeclaim),
+                _ => None,
+            })
+            .collect();
+        // no third node while both count against the limit
+        assert!(
+            created(&acted).is_empty(),
+            "gate {gate}: {:?}",
+            created(&acted)
+        );
+        if !gate {
+            assert!(deleted.is_empty(), "{deleted:?}");
+            let blocked = events(&acted, "DisruptionBlocked");
+            let said = "static NodePool is at its node limit and cannot stage a replacement";
+            assert!(blocked.iter().any(|e| e.ends_with(said)), "{blocked:?}");
+            continue;
+        }
+        assert_eq!(deleted.len(), 1, "{deleted:?}");
+        assert!(made.contains(deleted[0]));
+        let first = (acted.iter()).any(|a| {
+            matches!(a, Action::Log(r) if r.message == "disrupting node(s)"
+                && r.fields["decision"] == "terminate-first")
+        });
+        assert!(first, "{acted:?}");
+        // once the API server holds it gone, the pool is refilled
+        let gone = deleted[0].clone();
+        core.nodeclaim_gone(&gone);
+        let refill = run_until(&mut core, 31, 40);
+        assert_eq!(created(&refill).len(), 1, "{:?}", created(&refill));
+    }
+}
+
 #[test]
 fn a_static_nodeclaim_whose_launch_failed_is_made_again_once_capacity_may_be_back() {
     let mut core = with_static_pool(1, None);
@@ -2347,5 +2410,122 @@ fn a_drained_nodeclaims_last_status_says_drained() {
         drained.map(|c| (c.status.as_str(), c.reason.as_str())),
         Some(("True", "Drained")),
         "{last:?}"
+    );
+}
+
+/// A ReplicaSet's pod (or, with no `owner`, a bare one) of `cpu` and `priority` bound to
+/// `node`, its pod-deletion-cost `annotated`.
+fn bound_pod(
+    name: &str,
+    node: &str,
+    cpu: &str,
+    priority: i32,
+    owner: Option<&str>,
+    annotated: Option<&str>,
+) -> Pod {
+    let owners: Vec<_> = (owner.iter())
+        .map(|rs| serde_json::json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs, "uid": rs, "controller": true}))
+        .collect();
+    let annotations: BTreeMap<&str, &str> = (annotated.iter())
+        .map(|v| ("controller.kubernetes.io/pod-deletion-cost", *v))
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default", "ownerReferences": owners,
+                     "annotations": annotations},
+        "spec": {"nodeName": node, "priority": priority,
+                 "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        "status": {"phase": "Running"},
+    }))
+    .unwrap()
+}
+
+/// The pod deletion costs asked for, by pod.
+fn deletion_costs(actions: &[Action]) -> BTreeMap<String, Option<i32>> {
+    (actions.iter())
+        .filter_map(|a| match a {
+            Action::AnnotatePodDeletionCost { pod, cost } => Some((pod.clone(), *cost)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// With `PodDeletionCostManagement` on, each minute the nodes are ranked as consolidation
+/// would take them (savings ratio: price over 1 plus the pods' eviction costs, which no
+/// longer read the annotation) and their ReplicaSet pods get `-n + i`; a node pinned by a bare
+/// pod has the annotation removed; a node tainted disrupted goes first of all.
+#[test]
+fn replicaset_pods_get_their_nodes_rank_as_pod_deletion_cost() {
+    let settings = Settings {
+        pod_deletion_cost: true,
+        ..Settings::default()
+    };
+    let mut core = Controllers::new(settings, 7);
+    let mut np = pool();
+    np.spec.disruption.budgets =
+        serde_json::from_value(serde_json::json!([{"nodes": "100%"}])).expect("budgets");
+    core.apply_node_pool(np);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    for name in ["a", "b", "c"] {
+        core.apply_pod(unschedulable(name, "1500m"), secs(0));
+    }
+    let claims = created(&run_until(&mut core, 0, 2));
+    assert_eq!(claims.len(), 3, "{claims:?}");
+    for claim in &claims {
+        launch_and_register(&mut core, claim);
+    }
+    // a: one pod of cost 1, ratio 0.1/2 (its annotation, were it read, would make it 0.1/11
+    // and put a last); b: a pod of cost 2 (priority 2^25) and one of cost 1, ratio 0.1/4;
+    // c: pinned by a bare pod
+    let rs = Some("rs");
+    let pods = [
+        bound_pod("a", &claims[0], "1500m", 0, rs, Some("2147483647")),
+        bound_pod("b", &claims[1], "1500m", 33_554_432, rs, None),
+        bound_pod("b2", &claims[1], "100m", 0, rs, None),
+        bound_pod("c", &claims[2], "1500m", 0, None, None),
+        bound_pod("d", &claims[2], "100m", 0, rs, Some("5")),
+    ];
+    for p in pods {
+        core.apply_pod(p, secs(5));
+    }
+    let first = deletion_costs(&run_until(&mut core, 5, 70));
+    let want = |pairs: &[(&str, Option<i32>)]| -> BTreeMap<String, Option<i32>> {
+        (pairs.iter())
+            .map(|(k, v)| (format!("default/{k}"), *v))
+            .collect()
+    };
+    assert_eq!(
+        first,
+        want(&[
+            ("a", Some(-2)),
+            ("b", Some(-1)),
+            ("b2", Some(-1)),
+            ("d", None),
+        ])
+    );
+    // the API server stores them; a minute on nothing is asked again
+    for (name, node, cpu, priority, cost) in [
+        ("a", 0, "1500m", 0, "-2"),
+        ("b", 1, "1500m", 33_554_432, "-1"),
+        ("b2", 1, "100m", 0, "-1"),
+    ] {
+        let pod = bound_pod(name, &claims[node], cpu, priority, rs, Some(cost));
+        core.apply_pod(pod, secs(71));
+    }
+    core.delete_pod("default/d", secs(71));
+    assert_eq!(deletion_costs(&run_until(&mut core, 71, 130)), want(&[]));
+    // b's node is tainted for disruption: its pods go first; a is ranked alone
+    store_taint(
+        &mut core,
+        &claims[1],
+        &kerf_core::controllers::disruption::disrupted_taint(),
+        131,
+    );
+    assert_eq!(
+        deletion_costs(&run_until(&mut core, 131, 190)),
+        want(&[
+            ("a", Some(-1)),
+            ("b", Some(i32::MIN)),
+            ("b2", Some(i32::MIN))
+        ])
     );
 }

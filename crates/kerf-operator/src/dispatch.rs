@@ -58,7 +58,9 @@ fn lane_of(action: &Action, core: &Controllers) -> Option<Lane> {
         | Action::RemoveTaint { node: n, .. }
         | Action::LabelNode { node: n, .. }
         | Action::DeleteNode { node: n } => node(n),
-        Action::Evict { pod } | Action::DeletePod { pod } => Lane::Pod(pod.clone()),
+        Action::Evict { pod }
+        | Action::DeletePod { pod }
+        | Action::AnnotatePodDeletionCost { pod, .. } => Lane::Pod(pod.clone()),
         Action::ListInstanceTypes { node_class, .. }
         | Action::ResolveNodeClass { node_class, .. }
         | Action::PatchNodeClassStatus { node_class, .. }

@@ -582,6 +582,25 @@ impl<C: CloudProvider> Executor<C> {
                     }
                 }
             }
+            Action::AnnotatePodDeletionCost { pod, cost } => {
+                let (ns, name) = split(&pod);
+                let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+                let key = kerf_core::disruption_rules::POD_DELETION_COST_ANNOTATION;
+                let value = cost.map(|c| c.to_string());
+                let patch = Patch::Merge(json!({"metadata": {"annotations": {key: value}}}));
+                let written = retry("annotating pod", || pods.patch(name, &params, &patch)).await;
+                let result = match &written {
+                    Ok(_) => "updated",
+                    Err(kube::Error::Api(s)) if s.code == 404 => "skipped_notfound",
+                    Err(kube::Error::Api(s)) if s.code == 409 => "skipped_conflict",
+                    Err(_) => "error",
+                };
+                let writes = &kerf_core::metrics::families::POD_DELETION_COST_POD_ANNOTATION_WRITES;
+                self.calls.metrics().inc(writes, &[result]);
+                if result == "error" {
+                    written.map_err(failed("annotating pod"))?;
+                }
+            }
             Action::DeletePod { pod } => {
                 let (ns, name) = split(&pod);
                 let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);

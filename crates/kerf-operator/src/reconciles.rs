@@ -51,6 +51,7 @@ pub fn controller_of(action: &Action) -> Option<&'static str> {
         | Action::DeleteNodeClaim { .. }
         | Action::ReleaseNodeClaim { .. } => "nodeclaim.termination",
         Action::PatchNodePoolStatus { .. } => "nodepool.counter",
+        Action::AnnotatePodDeletionCost { .. } => "pod.deletioncost",
         Action::ListInstances => "nodeclaim.garbagecollection",
         Action::PatchNodeOverlayStatus { .. } => "nodeoverlay.controller",
         Action::ResolveNodeClass { .. }
@@ -121,7 +122,7 @@ impl CloudCalls {
     }
 
     /// The controllers' metrics, for the cloud's own counters (launch and termination
-    /// failures, interruption messages).
+    /// failures, interruption messages) and the executor's (pod annotation writes).
     pub fn metrics(&self) -> &Recorder {
         &self.metrics
     }

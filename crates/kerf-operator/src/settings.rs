@@ -214,6 +214,10 @@ pub struct FeatureGates {
     pub static_capacity: bool,
     /// `NodeOverlay`.
     pub node_overlay: bool,
+    /// `PodDeletionCostManagement`.
+    pub pod_deletion_cost: bool,
+    /// `TerminateFirstDrift`.
+    pub terminate_first_drift: bool,
     /// `ReservedCapacity` (on by default, as in Karpenter v1.15).
     pub reserved_capacity: bool,
     /// The names given that Karpenter v1.15 does not know, ignored (see [`unknown_gates`]).
@@ -227,6 +231,8 @@ impl Default for FeatureGates {
             node_repair: false,
             static_capacity: false,
             node_overlay: false,
+            pod_deletion_cost: false,
+            terminate_first_drift: false,
             reserved_capacity: true,
             unknown: Vec::new(),
         }
@@ -235,12 +241,7 @@ impl Default for FeatureGates {
 
 /// Karpenter's gates that Kerf accepts and does not implement: set to false they change
 /// nothing, set to true they are refused rather than silently ignored.
-const GATES_NOT_IMPLEMENTED: [&str; 4] = [
-    "CapacityBuffer",
-    "TerminateFirstDrift",
-    "TerminateFirstRepair",
-    "PodDeletionCostManagement",
-];
+const GATES_NOT_IMPLEMENTED: [&str; 2] = ["CapacityBuffer", "TerminateFirstRepair"];
 
 /// Karpenter v1.15's settings (core and AWS) Kerf does not act on, with why: each one set in
 /// the environment is logged once at start, so a Deployment's `env` carries over unchanged
@@ -323,12 +324,14 @@ fn gate_pairs(text: &str) -> Result<std::collections::BTreeMap<&str, bool>, Stri
 }
 
 /// The gates Kerf reads from `FEATURE_GATES`, beside [`GATES_NOT_IMPLEMENTED`].
-const GATES: [&str; 5] = [
+const GATES: [&str; 7] = [
     "SpotToSpotConsolidation",
     "NodeRepair",
     "StaticCapacity",
     "NodeOverlay",
     "ReservedCapacity",
+    "PodDeletionCostManagement",
+    "TerminateFirstDrift",
 ];
 
 /// Reads `AWS_FEATURE_GATES`: every name Karpenter v1.15 knows, only as false (an unknown
@@ -372,6 +375,8 @@ impl FeatureGates {
                 "NodeRepair" => gates.node_repair = value,
                 "StaticCapacity" => gates.static_capacity = value,
                 "NodeOverlay" => gates.node_overlay = value,
+                "PodDeletionCostManagement" => gates.pod_deletion_cost = value,
+                "TerminateFirstDrift" => gates.terminate_first_drift = value,
                 "ReservedCapacity" => gates.reserved_capacity = value,
                 n if GATES_NOT_IMPLEMENTED.contains(&n) && value => {
                     return Err(format!("{n}=true: Kerf does not implement {n}"));
@@ -639,12 +644,7 @@ mod tests {
                 .unwrap()
                 .static_capacity
         );
-        for gate in [
-            "CapacityBuffer",
-            "TerminateFirstDrift",
-            "TerminateFirstRepair",
-            "PodDeletionCostManagement",
-        ] {
+        for gate in ["CapacityBuffer", "TerminateFirstRepair"] {
             assert!(FeatureGates::parse(&format!("{gate}=false")).is_ok());
             let e = FeatureGates::parse(&format!("{gate}=true")).unwrap_err();
             assert!(e.contains(&format!("does not implement {gate}")), "{e}");

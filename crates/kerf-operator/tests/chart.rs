@@ -375,6 +375,10 @@ fn every_feature_gate_is_written_and_unimplemented_ones_stay_false() {
         "--set",
         "settings.featureGates.staticCapacity=true",
         "--set",
+        "settings.featureGates.terminateFirstDrift=true",
+        "--set",
+        "settings.featureGates.podDeletionCostManagement=true",
+        "--set",
         "settings.awsFeatureGates.draEFA=false",
     ]);
     assert_eq!(
@@ -382,21 +386,20 @@ fn every_feature_gate_is_written_and_unimplemented_ones_stay_false() {
         Some(
             "ReservedCapacity=false,SpotToSpotConsolidation=true,NodeRepair=true,\
              NodeOverlay=true,StaticCapacity=true,CapacityBuffer=false,\
-             TerminateFirstDrift=false,TerminateFirstRepair=false,\
-             PodDeletionCostManagement=false"
+             TerminateFirstDrift=true,TerminateFirstRepair=false,\
+             PodDeletionCostManagement=true"
         )
     );
     the_controller_accepts(&env);
     let gates =
         kerf_operator::settings::FeatureGates::parse(get(&env, "FEATURE_GATES").unwrap()).unwrap();
     assert!(gates.spot_to_spot && gates.node_repair && gates.node_overlay && gates.static_capacity);
+    assert!(gates.terminate_first_drift && gates.pod_deletion_cost);
     assert!(!gates.reserved_capacity);
     // what Kerf does not implement is refused at helm time, by its path
     for path in [
         "settings.featureGates.capacityBuffer",
-        "settings.featureGates.terminateFirstDrift",
         "settings.featureGates.terminateFirstRepair",
-        "settings.featureGates.podDeletionCostManagement",
         "settings.awsFeatureGates.nodeClassCEL",
         "settings.awsFeatureGates.draNVIDIAGPU",
         "settings.awsFeatureGates.draEFA",

@@ -9,11 +9,15 @@
 //! NodeClaim of each through its whole life and compares conditions and events. The
 //! [`parity`] module gives both the same v1.15 manifests, one after the other, and
 //! compares what each made; [`repair`] makes a node of each unhealthy and watches both
-//! replace it. Each runs beside the handover, on a control plane of its own.
+//! replace it; [`deletion_cost`] has both rank the same nodes into pod deletion costs, and
+//! [`terminate_first`] has both replace a static NodePool's drifted nodes at its node limit.
+//! Each runs beside the handover, on a control plane of its own.
 //!
 //! How long each side is watched untouched: `KERF_HANDOVER_QUIET` seconds (60 by default,
 //! so that CI stays short; the five minutes is `KERF_HANDOVER_QUIET=300`).
 
+#[path = "handover/deletion_cost.rs"]
+mod deletion_cost;
 #[path = "handover/lease.rs"]
 mod lease;
 #[path = "handover/lifecycle.rs"]
@@ -23,6 +27,8 @@ mod parity;
 #[path = "handover/repair.rs"]
 mod repair;
 mod support;
+#[path = "handover/terminate_first.rs"]
+mod terminate_first;
 
 use std::collections::BTreeMap;
 

@@ -464,6 +464,7 @@ fn eviction_costs_and_balanced_scores_are_karpenters() {
         (1.0, 2.0, 4.0, 4.0),
         (0.25, 1.0, 1.0, 2.0),
     ];
+    // the same pods read with PodDeletionCostManagement off, then on (the second list last)
     let mut items = vec![serde_json::json!({"kind": "PodList", "items": pods})];
     for (savings, disruption, total_cost, total_disruption) in moves {
         items.push(serde_json::json!({
@@ -471,25 +472,31 @@ fn eviction_costs_and_balanced_scores_are_karpenters() {
             "totalCost": total_cost, "totalDisruption": total_disruption,
         }));
     }
+    items.push(serde_json::json!({
+        "kind": "PodList", "items": pods, "podDeletionCostManagement": true,
+    }));
     let answers = karpenter_says(&items);
     let typed: Vec<k8s_openapi::api::core::v1::Pod> =
         serde_json::from_value(items[0]["items"].clone()).expect("pods");
-    let theirs = answers[0]["costs"].as_array().expect("costs");
-    for (pod, cost) in typed.iter().zip(theirs) {
-        let ours = kerf_core::disruption_rules::eviction_cost(pod);
-        let cost = cost.as_f64().expect("a cost");
+    let gated = answers.last().expect("the gated list's answer");
+    for (managed, answer) in [(false, &answers[0]), (true, gated)] {
+        let theirs = answer["costs"].as_array().expect("costs");
+        for (pod, cost) in typed.iter().zip(theirs) {
+            let ours = kerf_core::disruption_rules::eviction_cost(pod, managed);
+            let cost = cost.as_f64().expect("a cost");
+            assert!(
+                (ours - cost).abs() < 1e-12,
+                "{:?} (PodDeletionCostManagement {managed}): Kerf {ours}, Karpenter {cost}",
+                pod.metadata
+            );
+        }
+        let node = kerf_core::disruption_rules::node_disruption_cost(&typed, managed);
+        let cost = answer["cost"].as_f64().expect("a node cost");
         assert!(
-            (ours - cost).abs() < 1e-12,
-            "{:?}: Kerf {ours}, Karpenter {cost}",
-            pod.metadata
+            (node - cost).abs() < 1e-9,
+            "node (PodDeletionCostManagement {managed}): Kerf {node}, Karpenter {cost}"
         );
     }
-    let node = kerf_core::disruption_rules::node_disruption_cost(&typed);
-    let cost = answers[0]["cost"].as_f64().expect("a node cost");
-    assert!(
-        (node - cost).abs() < 1e-9,
-        "node: Kerf {node}, Karpenter {cost}"
-    );
     for ((savings, disruption, cost, total), answer) in moves.iter().zip(&answers[1..]) {
         let totals = kerf_core::consolidation::PoolTotals {
             cost: *cost,

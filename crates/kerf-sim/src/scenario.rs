@@ -196,6 +196,14 @@ pub struct FeatureGates {
     /// NodeOverlays are laid over the instance types' prices and capacity.
     #[serde(default)]
     pub node_overlay: bool,
+    /// ReplicaSet pods get their node's rank as their pod-deletion-cost, which the simulated
+    /// ReplicaSet controller reads when scaling in.
+    #[serde(default)]
+    pub pod_deletion_cost_management: bool,
+    /// A drifted node of a static NodePool at its node limit is deleted before its
+    /// replacement exists.
+    #[serde(default)]
+    pub terminate_first_drift: bool,
 }
 
 /// The simulated cloud.

@@ -325,6 +325,15 @@ fn workload_key(kind: &str, namespace: &str, name: &str) -> String {
     format!("{kind}/{namespace}/{name}")
 }
 
+/// A pod's `controller.kubernetes.io/pod-deletion-cost` as the ReplicaSet controller reads
+/// it when scaling in: 0 when absent or not a 32-bit integer.
+fn deletion_cost(pod: &Pod) -> i32 {
+    (pod.metadata.annotations.as_ref())
+        .and_then(|a| a.get(kerf_core::disruption_rules::POD_DELETION_COST_ANNOTATION))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The workload key a pod's controller reference names.
 fn owner_workload(pod: &Pod) -> Option<&str> {
     pod.metadata
@@ -375,6 +384,8 @@ impl World {
             node_repair: scenario.spec.feature_gates.node_repair,
             static_capacity: scenario.spec.feature_gates.static_capacity,
             node_overlay: scenario.spec.feature_gates.node_overlay,
+            pod_deletion_cost: scenario.spec.feature_gates.pod_deletion_cost_management,
+            terminate_first_drift: scenario.spec.feature_gates.terminate_first_drift,
             node_class_status: true,
             preference_policy: scenario.spec.preference_policy,
             min_values_policy: scenario.spec.min_values_policy,
@@ -930,6 +941,21 @@ impl World {
                 self.evicted(&pod);
             }
             Action::DeletePod { pod } => self.evicted(&pod),
+            Action::AnnotatePodDeletionCost { pod, cost } => {
+                let key = kerf_core::disruption_rules::POD_DELETION_COST_ANNOTATION;
+                if let Some(p) = self.pods.get_mut(&pod) {
+                    let annotations = p
+                        .pod
+                        .metadata
+                        .annotations
+                        .get_or_insert_with(Default::default);
+                    match cost {
+                        Some(c) => annotations.insert(key.to_string(), c.to_string()),
+                        None => annotations.remove(key),
+                    };
+                    self.observe_pod(&pod);
+                }
+            }
             Action::DeleteInstance { provider_id, .. } => {
                 if self.instances.remove(&provider_id).is_some() {
                     self.totals.nodes_terminated += 1;
@@ -1432,16 +1458,25 @@ impl World {
                     self.add_pod(pod);
                 }
             } else if have.len() > want {
-                let mut order: Vec<(bool, Duration, String)> = have
+                let mut order: Vec<(bool, i32, Duration, String)> = have
                     .iter()
                     .map(|k| {
                         let p = &self.pods[k];
-                        (p.node.is_some(), p.pending_since, k.clone())
+                        (
+                            p.node.is_some(),
+                            deletion_cost(&p.pod),
+                            p.pending_since,
+                            k.clone(),
+                        )
                     })
                     .collect();
-                // pending first, then newest first
-                order.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)));
-                for (_, _, k) in order.into_iter().take(have.len() - want) {
+                // pending first, then the lowest pod-deletion-cost, then newest first
+                order.sort_by(|a, b| {
+                    (a.0.cmp(&b.0).then(a.1.cmp(&b.1)))
+                        .then(b.2.cmp(&a.2))
+                        .then(b.3.cmp(&a.3))
+                });
+                for (_, _, _, k) in order.into_iter().take(have.len() - want) {
                     self.delete_pod(&k);
                 }
             }

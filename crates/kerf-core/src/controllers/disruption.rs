@@ -452,7 +452,10 @@ impl Controllers {
                 requests.push(p.requests.clone());
                 terms.push(p.terms);
             }
-            let disruption_cost = node_disruption_cost(on_node.iter().map(|k| pods[*k]));
+            let disruption_cost = node_disruption_cost(
+                on_node.iter().map(|k| pods[*k]),
+                self.settings.pod_deletion_cost,
+            );
             let backoff = self.disruption.backoffs.get(name.as_str());
             let np = cluster.node_pools.get(&c.node_pool);
             let consolidatable = c.initialized

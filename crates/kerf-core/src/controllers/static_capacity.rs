@@ -10,13 +10,14 @@
 //! consolidated (the NodePool is left out of the scheduler's NodePools), but pods may land
 //! on them. A drifted node is replaced first, as Karpenter's StaticDrift does: within the
 //! NodePool's `Drifted` budget and node limit, a new NodeClaim is made and the drifted one
-//! deleted once its replacement is initialized. With the gate off, a static NodePool is
-//! inert: nothing is made, replaced or removed.
+//! deleted once its replacement is initialized. At its node limit no replacement can be
+//! staged: with `TerminateFirstDrift` the drifted node is deleted first and the pool refilled
+//! after (Karpenter's terminate-first), without it the node waits, told `DisruptionBlocked`.
+//! With the gate off, a static NodePool is inert: nothing is made, replaced or removed.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
 use kerf_api::labels;
 use kerf_scheduling::launch::{Launch, LaunchOption};
 use kerf_scheduling::requirements::Requirements;
@@ -28,7 +29,8 @@ use kerf_api::nodepool::DisruptionReason;
 
 use super::{Controllers, Event, EventObject};
 use crate::cluster::PodOwner;
-use crate::disruption_rules::pod_blocks;
+use crate::disruption_rules::{eviction_cost, pod_blocks};
+use crate::metrics::families;
 
 /// How soon a static NodePool short of its replicas (at its node limit, or with nothing to
 /// launch) looks again, as Karpenter requeues it.
@@ -36,36 +38,6 @@ const STATIC_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Karpenter's cap on the instance types a NodeClaim lists.
 const MAX_INSTANCE_TYPES: usize = 60;
-
-/// `controller.kubernetes.io/pod-deletion-cost`.
-const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
-/// `karpenter.sh/disruption-cost`, read before the pod deletion cost.
-const DISRUPTION_COST: &str = "karpenter.sh/disruption-cost";
-
-/// What evicting a pod costs, as Karpenter ranks it: 1, moved by the disruption (or pod
-/// deletion) cost annotation over 2^27 and the priority over 2^25, within [-10, 10].
-pub fn eviction_cost(pod: &Pod) -> f64 {
-    let annotations = pod.metadata.annotations.as_ref();
-    let annotated = |key: &str| {
-        annotations
-            .and_then(|a| a.get(key))
-            .and_then(|v| v.parse::<i32>().ok())
-    };
-    let mut cost = 1.0;
-    let has_disruption_cost = annotations.is_some_and(|a| a.contains_key(DISRUPTION_COST));
-    let steer = if has_disruption_cost {
-        annotated(DISRUPTION_COST)
-    } else {
-        annotated(POD_DELETION_COST)
-    };
-    if let Some(c) = steer {
-        cost += f64::from(c) / f64::from(1u32 << 27);
-    }
-    if let Some(p) = pod.spec.as_ref().and_then(|s| s.priority) {
-        cost += f64::from(p) / f64::from(1u32 << 25);
-    }
-    cost.clamp(-10.0, 10.0)
-}
 
 /// A NodeClaim of a static NodePool that may be removed, with its rank.
 struct Extra {
@@ -203,18 +175,10 @@ impl Controllers {
         let room = usize::try_from(limit - i64::try_from(total).unwrap_or(i64::MAX)).unwrap_or(0);
         let granted = budget.min(room).min(drifted.len());
         if granted == 0 {
-            // (an Event is told once per two minutes, however often this is reached)
             if budget > 0 {
-                let node = self.cluster.nodeclaims[&drifted[0]].node.clone();
-                self.event(Event {
-                    kind: EventObject::Node,
-                    name: node.unwrap_or_default(),
-                    warning: false,
-                    reason: "DisruptionBlocked".into(),
-                    message: "static NodePool is at its node limit and cannot stage a \
-                              replacement"
-                        .into(),
-                });
+                // at its node limit: no replacement can be staged
+                let at_limit = drifted.into_iter().take(budget).collect();
+                self.drifted_at_limit(pool, at_limit);
             }
             return;
         }
@@ -224,6 +188,7 @@ impl Controllers {
         for claim in drifted.into_iter().take(granted) {
             let c = &self.cluster.nodeclaims[&claim];
             let node = c.node.clone().unwrap_or_default();
+            self.count_static_decision(pool, "replace");
             self.count_disrupted(&claim, "drifted", "", true);
             self.log(
                 "disruption",
@@ -236,6 +201,65 @@ impl Controllers {
             let replacement = self.launch_replacement(&plan, pool, drifted);
             self.static_capacity.replacing.insert(claim, replacement);
         }
+    }
+
+    /// Drifted NodeClaims of a static NodePool at its node limit, within its `Drifted` budget.
+    /// With `TerminateFirstDrift` (and the NodePool ready and not being deleted) each is
+    /// deleted before its replacement exists, as Karpenter's terminate-first: the pool's
+    /// count then falls short and the NodePool is refilled. Otherwise each is told blocked
+    /// (once per two minutes on its Node and NodeClaim).
+    fn drifted_at_limit(&mut self, pool: &str, claims: Vec<String>) {
+        let np = &self.cluster.node_pools[pool];
+        let first = self.settings.terminate_first_drift
+            && np.metadata.deletion_timestamp.is_none()
+            && self.cluster.may_launch_for(pool);
+        for claim in claims {
+            let node = (self.cluster.nodeclaims.get(&claim))
+                .and_then(|c| c.node.clone())
+                .unwrap_or_default();
+            if !first {
+                for (kind, name) in [(EventObject::Node, &node), (EventObject::NodeClaim, &claim)] {
+                    self.event(Event {
+                        kind,
+                        name: name.clone(),
+                        warning: false,
+                        reason: "DisruptionBlocked".into(),
+                        message: "static NodePool is at its node limit and cannot stage a \
+                                  replacement"
+                            .into(),
+                    });
+                }
+                continue;
+            }
+            let decision = "terminate-first";
+            self.count_static_decision(pool, decision);
+            self.metrics.inc(
+                &families::VOLUNTARY_DISRUPTION_TERMINATE_FIRST_DECISIONS,
+                &[pool, "drifted", "static-at-limit"],
+            );
+            self.count_disrupted(&claim, "drifted", "", true);
+            self.log(
+                "disruption",
+                "disrupting node(s)",
+                json!({"command": format!("StaticDrifted: {decision}: nodepools=[{pool}]: [{node}]"),
+                       "reason": "drifted", "decision": decision,
+                       "disrupted-node-count": 1, "replacement-node-count": 0}),
+            );
+            self.taint(&node);
+            self.terminate_disrupted(&node, &claim, DisruptionReason::Drifted);
+        }
+    }
+
+    /// Counts a static drift decision (`replace`, `terminate-first`) as Karpenter's queue does.
+    fn count_static_decision(&mut self, pool: &str, decision: &str) {
+        self.metrics.inc(
+            &families::VOLUNTARY_DISRUPTION_DECISIONS,
+            &["", decision, "drifted"],
+        );
+        self.metrics.inc(
+            &families::VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL,
+            &["", decision, pool, "drifted"],
+        );
     }
 
     fn grow_static(&mut self, pool: &str, replicas: i64, active: i64, deleting: i64) {
@@ -427,7 +451,9 @@ impl Controllers {
         if workload.is_empty() && !blocked {
             return rank(1, 0.0);
         }
-        let cost: f64 = workload.iter().map(|p| eviction_cost(&p.shape)).sum();
+        let cost: f64 = (workload.iter())
+            .map(|p| eviction_cost(&p.shape, self.settings.pod_deletion_cost))
+            .sum();
         let lifetime = self.cluster.node_pools.get(&c.node_pool).map_or(1.0, |np| {
             match np.spec.template.spec.expire_after.duration() {
                 Some(total) if !total.is_zero() => {

@@ -285,7 +285,7 @@ pub fn run_helm(args: &[&str]) -> Result<String, String> {
 
 /// The RBAC objects of charts/kerf released as `kerf` in kube-system, with the one rule the
 /// kwok provider needs beyond it: it plays the cloud and the kubelet, which create Nodes.
-pub fn chart_rbac(kwok: bool) -> String {
+pub fn chart_rbac(kwok: bool, sets: &[&str]) -> String {
     let mut args = vec![
         "template",
         "kerf",
@@ -301,6 +301,9 @@ pub fn chart_rbac(kwok: bool) -> String {
         "--show-only",
         "templates/role.yaml",
     ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
     if kwok {
         args.extend([
             "--set-json",
@@ -314,7 +317,15 @@ pub fn chart_rbac(kwok: bool) -> String {
 /// a kubeconfig with the account's token, the Lease in kube-system. `kwok` adds the one rule
 /// the kwok provider needs beyond the chart (see [`chart_rbac`]).
 pub fn chart_env(cp: &ControlPlane, kwok: bool) -> Vec<(&'static str, String)> {
-    cp.kubectl_ok(&["apply", "-f", "-"], Some(chart_rbac(kwok).as_bytes()));
+    chart_env_with(cp, kwok, &[])
+}
+
+/// As [`chart_env`], the chart rendered with these `--set` values (a gate that grants more).
+pub fn chart_env_with(cp: &ControlPlane, kwok: bool, sets: &[&str]) -> Vec<(&'static str, String)> {
+    cp.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(chart_rbac(kwok, sets).as_bytes()),
+    );
     let kubeconfig = cp.kubeconfig_for("kube-system", "kerf");
     vec![
         ("KUBECONFIG", kubeconfig.display().to_string()),
