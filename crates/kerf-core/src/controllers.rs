@@ -977,14 +977,17 @@ impl Controllers {
     fn event(&mut self, event: Event) {
         let mut hasher = std::hash::DefaultHasher::new();
         std::hash::Hash::hash(&(event.kind, &event.name, &event.reason), &mut hasher);
-        // Karpenter dedupes a failed drain on its node alone, whatever the count it gives
-        if event.reason != "FailedDraining" {
+        // Karpenter dedupes a failed drain, and a node it cannot consolidate, on the object
+        // alone, whatever the message
+        if !matches!(event.reason.as_ref(), "FailedDraining" | "Unconsolidatable") {
             std::hash::Hash::hash(&event.message, &mut hasher);
         }
         let key = std::hash::Hasher::finish(&hasher);
-        // Karpenter keeps a failed-scheduling event for five minutes, the others for two
+        // Karpenter keeps a failed-scheduling event for five minutes, an unconsolidatable
+        // node's for fifteen, the others for two
         let dedupe = match event.reason.as_ref() {
             "FailedScheduling" => EVENT_DEDUPE * 5 / 2,
+            "Unconsolidatable" => EVENT_DEDUPE * 15 / 2,
             _ => EVENT_DEDUPE,
         };
         if self
@@ -997,7 +1000,7 @@ impl Controllers {
         if self.events_sent.len() > 4096 {
             let now = self.now;
             self.events_sent
-                .retain(|_, at| now < *at + EVENT_DEDUPE * 5 / 2);
+                .retain(|_, at| now < *at + EVENT_DEDUPE * 15 / 2);
         }
         self.events_sent.insert(key, self.now);
         self.actions.push(Action::Event(event));

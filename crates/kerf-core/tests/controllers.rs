@@ -2529,3 +2529,45 @@ fn replicaset_pods_get_their_nodes_rank_as_pod_deletion_cost() {
         ])
     );
 }
+
+/// A node its NodePool will not consolidate is told so as Karpenter's disruption methods
+/// tell it (`Unconsolidatable`, on the Node and NodeClaim, once per 15 minutes), and a pod's
+/// timed do-not-disrupt is told on the pod while it holds and once it has elapsed.
+#[test]
+fn candidates_are_told_unconsolidatable_and_their_pods_do_not_disrupt_times() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    let mut np = pool();
+    np.spec.disruption.consolidate_after = kerf_api::duration::NillableDuration::Never;
+    core.apply_node_pool(np);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_and_register(&mut core, &claim);
+    let mut pod = bound_pod("x", &claim, "1", 0, Some("rs"), None);
+    pod.metadata.annotations = Some(BTreeMap::from([(
+        "karpenter.sh/do-not-disrupt".to_string(),
+        "2m".to_string(),
+    )]));
+    pod.status.as_mut().unwrap().start_time =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(5).unwrap(),
+        ));
+    core.apply_pod(pod, secs(5));
+    let actions = run_until(&mut core, 5, 1200);
+    let unconsolidatable = events(&actions, "Unconsolidatable");
+    let said = format!("{claim}: NodePool \"default\" has consolidation disabled");
+    // on the Node (named as the claim here) and the NodeClaim; not again while nothing
+    // changes (a pass whose inputs did not change is not run)
+    assert_eq!(
+        unconsolidatable,
+        [said.clone(), said],
+        "{unconsolidatable:?}"
+    );
+    let until = events(&actions, "DoNotDisruptUntil");
+    assert!(!until.is_empty());
+    assert!(until.iter().all(|e| e
+        == "default/x: The karpenter.sh/do-not-disrupt grace period will elapse at \
+            1970-01-01T00:02:05Z"));
+    let elapsed = events(&actions, "DoNotDisruptGracePeriodElapsed");
+    assert!(!elapsed.is_empty());
+}

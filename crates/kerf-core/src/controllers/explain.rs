@@ -19,7 +19,9 @@ use super::Controllers;
 use super::blockers::{Gathered, Wanted};
 use super::provisioning::Packing;
 use crate::consolidation::{Alone, ClusterView, Method, Worth, alone, plan};
-use crate::disruption_rules::{budget_active, budget_allows, consolidatable_at};
+use crate::disruption_rules::{
+    DoNotDisrupt, budget_active, budget_allows, consolidatable_at, do_not_disrupt,
+};
 
 /// Why a pod is where it is.
 #[derive(Clone, Debug, Serialize)]
@@ -169,6 +171,7 @@ impl Controllers {
         let mut events = Vec::new();
         for (name, n) in &self.cluster.nodes {
             let Some(claim) = &n.nodeclaim else { continue };
+            self.candidate_events(name, claim, g, &mut events);
             if n.marked_consolidatable != Some(n.last_pod_event) {
                 continue;
             }
@@ -198,6 +201,92 @@ impl Controllers {
             }
         }
         events
+    }
+
+    /// What Karpenter tells as it reads a node as a disruption candidate (its own state lets
+    /// it be one): each pod's timed `karpenter.sh/do-not-disrupt` (`DoNotDisruptUntil` while
+    /// it holds, `DoNotDisruptGracePeriodElapsed` after), and `Unconsolidatable` on the Node
+    /// and NodeClaim when its NodePool turns consolidation off or allows it only when empty.
+    fn candidate_events(
+        &self,
+        name: &str,
+        claim: &str,
+        g: &Gathered<'_>,
+        events: &mut Vec<super::Event>,
+    ) {
+        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+            return;
+        };
+        let Some(np) = self.cluster.node_pools.get(&c.node_pool) else {
+            return;
+        };
+        let node_level = self.blockers(name, g, Wanted::First).into_iter().next();
+        if node_level.as_ref().is_some_and(|b| {
+            !matches!(
+                b,
+                super::blockers::Blocker::PodDoNotDisrupt { .. }
+                    | super::blockers::Blocker::Pdb { .. }
+                    | super::blockers::Blocker::PdbMultiple { .. }
+            )
+        }) {
+            return;
+        }
+        let pods = g.pods_by_node.get(name).map_or(&[][..], Vec::as_slice);
+        for (key, p) in pods {
+            let epoch = self.epoch();
+            let (reason, message) = match do_not_disrupt(&p.shape, p.started) {
+                DoNotDisrupt::Until(end) if self.now < end => (
+                    "DoNotDisruptUntil",
+                    format!(
+                        "The karpenter.sh/do-not-disrupt grace period will elapse at {}",
+                        crate::clock::kubernetes_time(end + epoch)
+                    ),
+                ),
+                DoNotDisrupt::Until(_) => (
+                    "DoNotDisruptGracePeriodElapsed",
+                    "The karpenter.sh/do-not-disrupt grace period has elapsed, pod is now \
+                     disruptable"
+                        .to_string(),
+                ),
+                _ => continue,
+            };
+            events.push(super::Event {
+                kind: super::EventObject::Pod,
+                name: (*key).clone(),
+                warning: false,
+                reason: reason.into(),
+                message,
+            });
+        }
+        // a candidate whose pods keep it stays one for the methods' own checks
+        if node_level.is_some() || np.spec.replicas.is_some() {
+            return;
+        }
+        let pool = &c.node_pool;
+        let message = if matches!(
+            np.spec.disruption.consolidate_after,
+            NillableDuration::Never
+        ) {
+            format!("NodePool {pool:?} has consolidation disabled")
+        } else if np.spec.disruption.consolidation_policy == ConsolidationPolicy::WhenEmpty
+            && !pods.is_empty()
+        {
+            format!("NodePool {pool:?} has consolidation policy WhenEmpty, but node is not empty")
+        } else {
+            return;
+        };
+        for (kind, object) in [
+            (super::EventObject::Node, name),
+            (super::EventObject::NodeClaim, claim),
+        ] {
+            events.push(super::Event {
+                kind,
+                name: object.to_string(),
+                warning: false,
+                reason: "Unconsolidatable".into(),
+                message: message.clone(),
+            });
+        }
     }
 
     /// Why the pod `namespace/name` is where it is; `None` when no such pod is known.
