@@ -23,6 +23,15 @@ pub fn kubernetes_time(since_unix: Duration) -> String {
     format!("{}Z", text.trim_end_matches(".000Z"))
 }
 
+/// `2026-01-01 00:05:30 +0000 UTC`: whole seconds as Go prints a `time.Time` in UTC (`%v`).
+pub fn go_time(since_unix: Duration) -> String {
+    let text = kubernetes_time(since_unix);
+    format!(
+        "{} +0000 UTC",
+        text.trim_end_matches('Z').replacen('T', " ", 1)
+    )
+}
+
 /// Calendar date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;

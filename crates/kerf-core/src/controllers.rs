@@ -265,10 +265,14 @@ pub enum Action {
         /// `namespace/name`.
         pod: String,
     },
-    /// Delete a pod outright (its node's terminationGracePeriod ran out).
+    /// Delete a pod outright, past PodDisruptionBudgets and do-not-disrupt: its own grace
+    /// period would outlast its node's termination time.
     DeletePod {
         /// `namespace/name`.
         pod: String,
+        /// The grace period it is given: what is left until the node's termination time,
+        /// at least a second (none: the pod's own).
+        grace_seconds: Option<i64>,
     },
     /// Terminate the cloud instance.
     DeleteInstance {
@@ -977,9 +981,12 @@ impl Controllers {
     fn event(&mut self, event: Event) {
         let mut hasher = std::hash::DefaultHasher::new();
         std::hash::Hash::hash(&(event.kind, &event.name, &event.reason), &mut hasher);
-        // Karpenter dedupes a failed drain, and a node it cannot consolidate, on the object
-        // alone, whatever the message
-        if !matches!(event.reason.as_ref(), "FailedDraining" | "Unconsolidatable") {
+        // Karpenter dedupes a failed drain, a node it cannot consolidate and a pod it deletes
+        // on the object alone, whatever the message
+        if !matches!(
+            event.reason.as_ref(),
+            "FailedDraining" | "Unconsolidatable" | "Disrupted"
+        ) {
             std::hash::Hash::hash(&event.message, &mut hasher);
         }
         let key = std::hash::Hasher::finish(&hasher);

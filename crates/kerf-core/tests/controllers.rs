@@ -2571,3 +2571,51 @@ fn candidates_are_told_unconsolidatable_and_their_pods_do_not_disrupt_times() {
     let elapsed = events(&actions, "DoNotDisruptGracePeriodElapsed");
     assert!(!elapsed.is_empty());
 }
+
+/// A pod whose own grace period would outlast its node's termination time is deleted when
+/// what is left of the node's time equals it, whatever holds it (here do-not-disrupt), with
+/// that time as its grace period, and told `Disrupted`, as Karpenter's drain does.
+#[test]
+fn a_pod_whose_grace_period_would_outlast_the_node_is_deleted_in_time() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    let mut np = pool();
+    np.spec.template.spec.termination_grace_period =
+        Some(kerf_api::duration::GoDuration(Duration::from_secs(300)));
+    core.apply_node_pool(np);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    launch_and_register(&mut core, &claim);
+    let mut pod = bound_pod("x", &claim, "1", 0, Some("rs"), None);
+    pod.metadata.annotations = Some(BTreeMap::from([(
+        "karpenter.sh/do-not-disrupt".to_string(),
+        "true".to_string(),
+    )]));
+    pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(120);
+    core.apply_pod(pod, secs(5));
+    run_until(&mut core, 5, 6);
+    core.delete_nodeclaim(&claim);
+    let deletes = |actions: &[Action]| -> Vec<(String, Option<i64>)> {
+        (actions.iter())
+            .filter_map(|a| match a {
+                Action::DeletePod { pod, grace_seconds } => Some((pod.clone(), *grace_seconds)),
+                Action::Evict { pod } => Some((pod.clone(), None)),
+                _ => None,
+            })
+            .collect()
+    };
+    // the node goes at 306 s: until 186 s the pod keeps its do-not-disrupt
+    let before = run_until(&mut core, 7, 186);
+    assert!(deletes(&before).is_empty(), "{:?}", deletes(&before));
+    let after = run_until(&mut core, 187, 190);
+    assert_eq!(deletes(&after), [("default/x".to_string(), Some(119))]);
+    assert_eq!(
+        events(&after, "Disrupted"),
+        [
+            "default/x: Deleting the pod to accommodate the terminationTime 1970-01-01 00:05:06 \
+          +0000 UTC of the node. The pod was granted 119 seconds of grace-period of its 120 \
+          terminationGracePeriodSeconds. This bypasses the PDB of the pod and the \
+          do-not-disrupt annotation."
+        ]
+    );
+}

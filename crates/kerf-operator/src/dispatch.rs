@@ -59,7 +59,7 @@ fn lane_of(action: &Action, core: &Controllers) -> Option<Lane> {
         | Action::LabelNode { node: n, .. }
         | Action::DeleteNode { node: n } => node(n),
         Action::Evict { pod }
-        | Action::DeletePod { pod }
+        | Action::DeletePod { pod, .. }
         | Action::AnnotatePodDeletionCost { pod, .. } => Lane::Pod(pod.clone()),
         Action::ListInstanceTypes { node_class, .. }
         | Action::ResolveNodeClass { node_class, .. }

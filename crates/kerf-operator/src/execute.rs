@@ -601,10 +601,14 @@ impl<C: CloudProvider> Executor<C> {
                     written.map_err(failed("annotating pod"))?;
                 }
             }
-            Action::DeletePod { pod } => {
+            Action::DeletePod { pod, grace_seconds } => {
                 let (ns, name) = split(&pod);
                 let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-                let r = retry("deleting pod", || pods.delete(name, &del)).await;
+                let params = DeleteParams {
+                    grace_period_seconds: grace_seconds.and_then(|g| u32::try_from(g).ok()),
+                    ..DeleteParams::default()
+                };
+                let r = retry("deleting pod", || pods.delete(name, &params)).await;
                 unless_gone("deleting pod", r)?;
             }
             Action::DeleteInstance {

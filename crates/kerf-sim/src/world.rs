@@ -940,7 +940,7 @@ impl World {
                 }
                 self.evicted(&pod);
             }
-            Action::DeletePod { pod } => self.evicted(&pod),
+            Action::DeletePod { pod, .. } => self.evicted(&pod),
             Action::AnnotatePodDeletionCost { pod, cost } => {
                 let key = kerf_core::disruption_rules::POD_DELETION_COST_ANNOTATION;
                 if let Some(p) = self.pods.get_mut(&pod) {

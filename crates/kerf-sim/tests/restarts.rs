@@ -114,10 +114,10 @@ fn a_restart_during_a_drain_finishes_it() {
         (claim, gone)
     };
     let baseline = expired_at(&run(s.clone()));
-    // expiry at 00:21:01; the grace period ends at 00:26:01, and the pods deleted then are
-    // gone a second later
+    // expiry at 00:21:01; the grace period ends at 00:26:01, when the pods (whose own grace
+    // period is 0 s) are deleted, and the node goes with them
     s.spec.operator_restarts = vec![GoDuration(Duration::from_secs(23 * 60))];
     let restarted = expired_at(&run(s));
-    assert_eq!(baseline.1, "2026-01-01T00:26:02.000Z");
+    assert_eq!(baseline.1, "2026-01-01T00:26:01.001Z");
     assert_eq!(restarted, baseline);
 }

@@ -165,8 +165,12 @@ impl Controllers {
         let provider = c.launched.as_ref().map(|l| l.provider_id.clone());
         if let Some(node) = &node {
             let grace = c.termination_grace_period;
-            let forced = grace.is_some_and(|g| self.now >= since + g)
-                || c.terminate_at.is_some_and(|t| self.now >= t);
+            // the node's termination time: its pods are gone by then, whatever holds them
+            let end = [grace.map(|g| since + g), c.terminate_at]
+                .into_iter()
+                .flatten()
+                .min();
+            let forced = end.is_some_and(|t| self.now >= t);
             // no eviction before the taint is stored: the evicted pods' replacements would
             // be bound right back (Karpenter's termination taints, then drains)
             let tainted = (self.cluster.nodes.get(node)).is_none_or(has_disrupted_taint);
@@ -192,6 +196,11 @@ impl Controllers {
                 })
                 .collect();
             on_node.sort();
+            if let Some(end) = end
+                && !forced
+            {
+                self.delete_outlasting(&on_node, end, claim);
+            }
             let mut budgets = PdbAllowances::new(&self.cluster, &self.termination.evicting);
             for tier in 0..4 {
                 let (mut blocked, mut evicted) = (0, 0);
@@ -211,7 +220,7 @@ impl Controllers {
                         continue;
                     }
                     budgets.spend(&self.cluster, k);
-                    self.evict(k, forced, claim);
+                    self.evict(k, end.filter(|_| forced), claim);
                     evicted += 1;
                 }
                 // the node goes only once its pods are gone: look again when evictions had
@@ -287,8 +296,43 @@ impl Controllers {
         self.disruption.disrupted_for.remove(claim);
     }
 
-    /// Evicts a pod, or deletes it once the terminationGracePeriod has run out.
-    fn evict(&mut self, key: &str, forced: bool, claim: &str) {
+    /// Deletes, in any tier, the pods whose own grace period would outlast the node's
+    /// termination time `end` were they evicted now, as Karpenter's drain does, so that each
+    /// still gets what is left of it; looks again when the next one comes due.
+    fn delete_outlasting(&mut self, on_node: &[(u8, String)], end: Duration, claim: &str) {
+        let mut due_next: Option<Duration> = None;
+        let mut outlasting = Vec::new();
+        for (_, k) in on_node {
+            let p = &self.cluster.pods[k];
+            let own = (p.shape.spec.as_ref()).and_then(|s| s.termination_grace_period_seconds);
+            // going already, or a deletion (an eviction) asked and not refused
+            let asked = self.termination.evicting.contains(&self.cluster, k);
+            let (false, Some(own)) = (p.terminating || asked, own) else {
+                continue;
+            };
+            let due = end.saturating_sub(Duration::from_secs(u64::try_from(own).unwrap_or(0)));
+            if self.now > due {
+                outlasting.push(k.clone());
+            } else {
+                due_next = Some(due_next.map_or(due, |d| d.min(due)));
+            }
+        }
+        for k in outlasting {
+            self.evict(&k, Some(end), claim);
+        }
+        if let Some(due) = due_next {
+            self.at(
+                due + Duration::from_millis(1),
+                Timer::Drain(claim.to_string()),
+            );
+        }
+    }
+
+    /// Evicts a pod, or, with the node's termination time (`forced_by`), deletes it with what
+    /// is left until then as its grace period (a second at least), past PodDisruptionBudgets
+    /// and do-not-disrupt, and says so on the pod as Karpenter does.
+    fn evict(&mut self, key: &str, forced_by: Option<Duration>, claim: &str) {
+        let forced = forced_by.is_some();
         let Some(p) = self.cluster.pods.get(key) else {
             return;
         };
@@ -299,6 +343,9 @@ impl Controllers {
             .map_or("Forceful Termination", |r| r.as_str())
             .to_string();
         let owned = p.owner != PodOwner::None;
+        let own = (p.shape.spec.as_ref())
+            .and_then(|s| s.termination_grace_period_seconds)
+            .unwrap_or(0);
         if !self.termination.evicting.insert(&self.cluster, key, &why) && !forced {
             return; // asked already: it is on its way out
         }
@@ -309,10 +356,26 @@ impl Controllers {
                 json!({"Pod": key}),
             );
         }
-        if forced {
+        if let Some(end) = forced_by {
+            let left = end.saturating_sub(self.now).as_secs();
+            let grace = i64::try_from(left).unwrap_or(i64::MAX).max(1);
+            let at = crate::clock::go_time(end + self.epoch());
+            self.event(Event {
+                kind: EventObject::Pod,
+                name: key.to_string(),
+                warning: false,
+                reason: "Disrupted".into(),
+                message: format!(
+                    "Deleting the pod to accommodate the terminationTime {at} of the node. The \
+                     pod was granted {grace} seconds of grace-period of its {own} \
+                     terminationGracePeriodSeconds. This bypasses the PDB of the pod and the \
+                     do-not-disrupt annotation."
+                ),
+            });
             self.metrics.inc(&families::PODS_DRAINED, &[&why]);
             self.actions.push(Action::DeletePod {
                 pod: key.to_string(),
+                grace_seconds: Some(grace),
             });
             return;
         }
