@@ -8,10 +8,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::Value;
-
-use super::OPERATOR;
 use super::support::{self, ControlPlane, Karpenter, Operator, wait_for};
+use super::{OPERATOR, items};
 
 /// The gate, as both read it.
 const SETTINGS: [(&str, &str); 1] = [("FEATURE_GATES", "PodDeletionCostManagement=true")];
@@ -91,12 +89,6 @@ spec:
       nodeSelector: {karpenter.sh/nodepool: ranked}
       containers: [{name: app, image: pause, resources: {requests: {cpu: 100m, memory: 64Mi}}}]
 "#;
-
-fn items(cp: &ControlPlane, kind: &str) -> Vec<Value> {
-    let out = cp.kubectl_ok(&["get", kind, "-o", "json", "-A"], None);
-    let list: Value = serde_json::from_str(&out).expect("a JSON list");
-    list["items"].as_array().cloned().unwrap_or_default()
-}
 
 /// Every pod of the default namespace: its node and its pod-deletion-cost, by name.
 fn costs(cp: &ControlPlane) -> BTreeMap<String, (String, Option<String>)> {

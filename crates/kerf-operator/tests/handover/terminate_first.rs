@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::OPERATOR;
 use super::support::{self, ControlPlane, Karpenter, Operator, wait_for};
+use super::{OPERATOR, items};
 
 /// The gates both run with.
 const SETTINGS: [(&str, &str); 1] = [(
@@ -43,12 +43,6 @@ spec:
   disruption:
     budgets: [{nodes: "1"}]
 "#;
-
-fn items(cp: &ControlPlane, kind: &str) -> Vec<Value> {
-    let out = cp.kubectl_ok(&["get", kind, "-o", "json", "-A"], None);
-    let list: Value = serde_json::from_str(&out).expect("a JSON list");
-    list["items"].as_array().cloned().unwrap_or_default()
-}
 
 /// The NodeClaims now: each one's template generation label and whether it is initialized.
 fn claims(cp: &ControlPlane) -> Vec<(String, bool)> {
