@@ -17,7 +17,7 @@ over allocatable cpu and memory; the controller's peak RSS and CPU seconds (from
 2 TiB (ten a thousand pods), no autoscaler in the loop. `--all-types` offers every Karpenter
 kwok type (no 32-cpu cap); `--no-scale-in` stops once every pod runs (the 50,000-pod run). Each run's work folder
 (the autoscaler's log beside the control plane's) is kept and named, so the two logs of one
-run can be read side by side. Prints a Markdown table (the README quotes it).
+run can be read side by side. Prints a Markdown table (docs/src/results/race.md quotes it).
 """
 
 import argparse
@@ -145,15 +145,57 @@ def state(cluster):
     }
 
 
-def pods_running(cluster):
-    """Pods running, read cheaply for runs past 10,000 pods: the ReplicaSets' count of pods made
-    less the pods the API server lists as not Running (a field selector, so only those are
-    sent). Listing every pod each poll would load the control plane the run measures."""
-    sets = json.loads(cluster.kubectl("get", "replicasets", "-n", "default", "-o", "json"))["items"]
-    made = sum(r.get("status", {}).get("replicas", 0) for r in sets)
-    waiting = cluster.kubectl("get", "pods", "-n", "default", "--field-selector=status.phase!=Running",
-                              "-o", "name")
-    return made - len(waiting.split())
+class RunningWatch:
+    """Counts the pods Running from one watch of the namespace's pods (`kubectl get -w`), so that
+    polling costs the API server nothing: listing the pods every few seconds (50,000 of them
+    pending at first) was most of kube-apiserver's work in a 50,000-pod run and slowed the
+    very thing measured. The watch is opened again if it ends (the API server closes watches
+    after 30 to 60 minutes); its first list counts afresh."""
+
+    def __init__(self, cluster):
+        import threading
+        self.cluster = cluster
+        self.lock = threading.Lock()
+        self.phases = {}
+        self.stopped = False
+        self.thread = threading.Thread(target=self._follow, daemon=True)
+        self.thread.start()
+
+    def _follow(self):
+        template = '{.type} {.object.metadata.name} {.object.status.phase}{"\\n"}'
+        while not self.stopped:
+            proc = subprocess.Popen(
+                ["kubectl", "get", "pods", "-n", "default", "--watch", "--output-watch-events",
+                 "-o", f"jsonpath={template}"],
+                env=self.cluster.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            self.proc = proc
+            # a watch opened again lists afresh: the count may dip while it does, never rise
+            # past the truth, so a run is never taken for finished early
+            current = {}
+            with self.lock:
+                self.phases = current
+            for line in proc.stdout:
+                parts = line.split()
+                if len(parts) < 2:
+                    continue
+                with self.lock:
+                    if parts[0] == "DELETED":
+                        current.pop(parts[1], None)
+                    else:
+                        current[parts[1]] = parts[2] if len(parts) > 2 else ""
+            proc.wait()
+            if not self.stopped:
+                time.sleep(1)
+
+    def running(self):
+        with self.lock:
+            return sum(1 for phase in self.phases.values() if phase == "Running")
+
+    def stop(self):
+        self.stopped = True
+        proc = getattr(self, "proc", None)
+        if proc and proc.poll() is None:
+            proc.terminate()
 
 
 def last_running(cluster, t0):
@@ -219,6 +261,7 @@ def run(who, args):
             cluster.kubectl("apply", "-f", "-", stdin=pools)
             proc = start_autoscaler(who, cluster, work)
             time.sleep(3)
+        watch = RunningWatch(cluster)
         t0 = time.time()
         cluster.kubectl("apply", "-f", "-", stdin=deployment("small-resource-app", small, "900m", "3100Mi"))
         cluster.kubectl("apply", "-f", "-", stdin=deployment("large-resource-app", large, "3500m", "28Gi"))
@@ -230,20 +273,21 @@ def run(who, args):
                 rss, cpu, _ = bench.proc_stats(proc.pid)
                 peak = max(peak, rss)
 
-        large_run = total > 10000
-        next_report = 300
+        next_report = 300 if total > 10000 else None
         while True:
             sample()
-            running = pods_running(cluster) if large_run else state(cluster)["running"]
+            running = watch.running()
             if running >= total:
                 break
             if time.time() - t0 > args.timeout:
+                watch.stop()
                 raise RuntimeError(f"{who}: {running} of {total} pods ran in {args.timeout} s")
-            if large_run and time.time() - t0 >= next_report:
+            if next_report and time.time() - t0 >= next_report:
                 next_report += 300
                 print(f"{who}: {running} of {total} pods Running after {time.time() - t0:.0f} s",
                       file=sys.stderr)
-            time.sleep(5 if large_run else 1)
+            time.sleep(1)
+        watch.stop()
         out["up"] = time.time() - t0
         s = state(cluster)
         out["up_stamped"] = last_running(cluster, t0)

@@ -224,6 +224,7 @@ impl Cluster {
             spot_to_spot: false,
             options: kerf_scheduling::SolveOptions::default(),
             min_savings: crate::consolidation::MinSavings::default(),
+            pods_await_capacity: false,
         }
     }
 

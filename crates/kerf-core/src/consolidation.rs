@@ -94,6 +94,12 @@ pub struct ClusterView<'a> {
     pub options: kerf_scheduling::SolveOptions,
     /// The least a consolidation move must save.
     pub min_savings: MinSavings,
+    /// Whether pods wait that the provisioner has not solved for since they began to wait:
+    /// they would take the room a consolidation move counts on, or need new nodes of their
+    /// own, so no consolidation move is made until they are placed (Karpenter simulates
+    /// them beside the candidates' pods and moves nothing that would need new nodes for
+    /// them). Empty nodes, drift and repair go on.
+    pub pods_await_capacity: bool,
 }
 
 /// The least a consolidation move (not an empty node's deletion, not a drift replacement)
@@ -334,9 +340,12 @@ pub fn plan_judged(
     let found = with_session(view, &view.node_pools, catalog, |session| {
         repair(view, session)
             .or_else(|| drift(view, session))
-            .or_else(|| delete_many(view, &worth, session))
-            .or_else(|| replace_many(view, &worth, session))
-            .or_else(|| replace_one(view, &worth, session))
+            .or_else(|| {
+                consolidating(view).then_some(())?;
+                delete_many(view, &worth, session)
+                    .or_else(|| replace_many(view, &worth, session))
+                    .or_else(|| replace_one(view, &worth, session))
+            })
     });
     let command = match found {
         // the node Karpenter's packing would replace may do better split
@@ -344,9 +353,16 @@ pub fn plan_judged(
             Some(split_if_cheaper(view, &worth, c, catalog))
         }
         Some(c) => Some(c),
-        None => split(view, &worth, catalog),
+        None if consolidating(view) => split(view, &worth, catalog),
+        None => None,
     };
     (command, worth.judged.into_inner())
+}
+
+/// Whether consolidation may move pods now: not while pods wait that the provisioner has
+/// not placed ([`ClusterView::pods_await_capacity`]).
+fn consolidating(view: &ClusterView<'_>) -> bool {
+    !view.pods_await_capacity
 }
 
 /// A command decided a while ago, checked again on the current cluster after the
@@ -362,6 +378,9 @@ pub fn revalidate(
     catalog: &mut Catalog,
     decided: &Decided,
 ) -> Option<Command> {
+    if matches!(decided.method, Method::MultiNode | Method::SingleNode) && !consolidating(view) {
+        return None;
+    }
     let mut budget = Allowance::new(view, decided.reason);
     let still = |n: &NodeView| n.disruptable && policy_allows(view, n, decided.reason);
     if decided.method == Method::Emptiness {

@@ -455,6 +455,146 @@ fn consolidation_moves_pods_to_a_node_kerf_does_not_manage() {
     assert_eq!(command["pod-count"], 1, "{command}");
 }
 
+/// A pod owned by a ReplicaSet (so its node may be consolidated), that kube-scheduler found
+/// no node for.
+fn replica(name: &str, cpu: &str) -> Pod {
+    let mut pod = unschedulable(name, cpu);
+    pod.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: "ReplicaSet".into(),
+            name: format!("{name}-rs"),
+            uid: format!("{name}-uid"),
+            controller: Some(true),
+            block_owner_deletion: None,
+        },
+    ]);
+    pod
+}
+
+/// The cloud launches `claim` as an m5.large at `at`, and its node registers Ready a second
+/// later.
+fn launch_at(core: &mut Controllers, claim: &str, at: u64) {
+    core.launched(claim, instance(claim), secs(at));
+    let record = NodeRecord {
+        provider_id: format!("kwok://{claim}"),
+        nodeclaim: None,
+        labels: Default::default(),
+        taints: Vec::new(),
+        allocatable: two_cpus(),
+        capacity: two_cpus(),
+        ready: true,
+        ready_changed: secs(at + 1),
+        requests: Resources::default(),
+        last_pod_event: secs(at + 1),
+        marked_consolidatable: None,
+        do_not_disrupt: false,
+        tainting: false,
+        untainting: false,
+        created: secs(at + 1),
+        conditions: Vec::new(),
+        do_not_repair: false,
+    };
+    core.apply_node(claim.to_string(), record, secs(at + 1));
+}
+
+/// During a burst kube-scheduler binds pods long after Kerf planned them: the room a pod
+/// nominated to a new node will take is not given to pods consolidation moves, and while
+/// pods wait for capacity the provisioner has not solved for yet, no consolidation move is
+/// made (Karpenter's consolidation simulates the pending pods beside the candidates'). Once
+/// they are gone, consolidation goes on.
+#[test]
+fn consolidation_leaves_the_room_of_pods_still_pending_to_them() {
+    let mut core = with_pool();
+    // x runs alone on node a, half of it free
+    let mut x = replica("x", "1");
+    core.apply_pod(x.clone(), secs(0));
+    let a = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_at(&mut core, &a, 3);
+    x.spec.as_mut().unwrap().node_name = Some(a.clone());
+    core.apply_pod(x, secs(5));
+    // w comes, too big for a's room: node b is launched for it, and kube-scheduler has not
+    // bound it there yet
+    core.apply_pod(replica("w", "1500m"), secs(6));
+    let b = created(&run_until(&mut core, 6, 9))[0].clone();
+    assert_ne!(a, b);
+    launch_at(&mut core, &b, 10);
+    // b looks empty, and x would fit there: but that room is w's. A command may be weighed
+    // while w's nomination lapses and it waits to be solved for again, but none is carried
+    // out: no node is tainted or deleted
+    for t in 11..=90 {
+        for act in core.poll(secs(t)) {
+            assert!(
+                !matches!(act, Action::Taint { .. } | Action::DeleteNodeClaim { .. }),
+                "at {t} s a node was disrupted while a pod it was kept for waited: {act:?}"
+            );
+        }
+    }
+    // w goes: x moves onto b (or b, empty, goes) and one node is left
+    core.delete_pod("default/w", secs(91));
+    let after = run_until(&mut core, 91, 200);
+    assert!(
+        after
+            .iter()
+            .any(|act| matches!(act, Action::DeleteNodeClaim { .. })),
+        "consolidation stayed blocked once no pod was pending: {after:#?}"
+    );
+}
+
+/// Pods that come while the provisioner's batch window is open have not been solved for
+/// yet: no consolidation move is weighed until they are, since they may need the room it
+/// would count on (here: moving y beside x would leave z, coming meanwhile, no node).
+#[test]
+fn no_consolidation_move_is_weighed_while_pods_wait_to_be_solved_for() {
+    let settings = Settings {
+        batch_idle: secs(30),
+        batch_max: secs(30),
+        ..Settings::default()
+    };
+    let mut core = Controllers::new(settings, 7);
+    core.apply_node_pool(pool());
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    // x and y, too big to share a node, get one each
+    core.apply_pod(replica("x", "1500m"), secs(0));
+    core.apply_pod(replica("y", "1500m"), secs(0));
+    let claims = created(&run_until(&mut core, 0, 31));
+    assert_eq!(claims.len(), 2, "{claims:?}");
+    for claim in &claims {
+        launch_at(&mut core, claim, 32);
+    }
+    // they are replaced by smaller pods, one on each node: either node's pod fits beside
+    // the other's
+    for (old, new, node) in [("x", "x2", &claims[0]), ("y", "y2", &claims[1])] {
+        core.delete_pod(&format!("default/{old}"), secs(34));
+        let mut pod = replica(new, "500m");
+        pod.spec.as_mut().unwrap().node_name = Some(node.clone());
+        core.apply_pod(pod, secs(35));
+    }
+    // z comes, as big as the room either node has left; the batch keeps it 30 s
+    core.apply_pod(replica("z", "1500m"), secs(36));
+    for t in 36..=120 {
+        for act in core.poll(secs(t)) {
+            assert!(
+                !matches!(
+                    act,
+                    Action::Taint { .. }
+                        | Action::DeleteNodeClaim { .. }
+                        | Action::CreateNodeClaim(_)
+                ),
+                "at {t} s: {act:?}"
+            );
+        }
+        if t < 66 {
+            assert!(
+                !core.command_in_flight(),
+                "at {t} s a move was weighed while z waited"
+            );
+        }
+    }
+    // z was placed on the room of one of them
+    assert!(core.cluster().pods()["default/z"].nominated.is_some());
+}
+
 fn events(actions: &[Action], reason: &str) -> Vec<String> {
     actions
         .iter()

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::duration::format_go_duration;
 use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{Taint, TaintEffect, labels};
+use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{NodePoolInput, Requirements};
 use serde_json::json;
 
@@ -399,6 +400,17 @@ impl Controllers {
             .collect();
         let by_node = &g.pods_by_node;
         let overlaid = self.settings.node_overlay && !cluster.node_overlays.is_empty();
+        // the room the pods nominated to a NodeClaim will take once kube-scheduler binds
+        // them: no move counts on it (Karpenter places the pending pods in its simulation)
+        let mut nominated: HashMap<&str, Resources> = HashMap::new();
+        for p in cluster.pods.values().filter(|p| p.node.is_none()) {
+            if let Some(claim) = &p.nominated {
+                nominated
+                    .entry(claim.as_str())
+                    .or_default()
+                    .add(&p.requests);
+            }
+        }
         let mut names = Vec::new();
         let mut nodes = Vec::new();
         let mut pods = Vec::new();
@@ -463,6 +475,9 @@ impl Controllers {
                     .and_then(|np| consolidatable_at(np, n.last_pod_event))
                     .is_some_and(|t| self.now >= t);
             let mut node = n.as_existing(name, c.initialized);
+            if let Some(waiting) = nominated.get(claim_name) {
+                node.requested.add(waiting);
+            }
             // looked up once per NodePool and type: a type list is hundreds long
             let by_type = *allocatable_of
                 .entry((c.node_pool.as_str(), launched.instance_type.as_str()))
@@ -527,9 +542,17 @@ impl Controllers {
                 spot_to_spot: self.settings.spot_to_spot,
                 options: self.solve_options(),
                 min_savings: self.settings.min_savings,
+                pods_await_capacity: self.pods_await_capacity(),
             },
             names,
         )
+    }
+
+    /// Whether a pod waits for capacity that the provisioner has not solved for since it
+    /// began to wait (see [`ClusterView::pods_await_capacity`]).
+    fn pods_await_capacity(&self) -> bool {
+        let left = &self.provisioning.left_pending;
+        (self.cluster.pods.iter()).any(|(k, p)| p.wants_capacity() && !left.contains(k))
     }
 
     /// Each NodePool's budget for each reason now, as Karpenter works it out

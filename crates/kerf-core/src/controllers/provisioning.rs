@@ -137,6 +137,11 @@ pub(crate) struct State {
     /// unavailable-offerings generation they were made for.
     pub(super) type_options: HashMap<String, TypeOptions>,
     pub(super) unplaced: Option<Unplaced>,
+    /// The pods the last solve found no place for. A pod wanting capacity outside it has not
+    /// been solved for since it began to wait: consolidation holds off until it is, as
+    /// Karpenter's consolidation simulates the pending pods beside the candidates' and makes
+    /// no move while they would need new nodes.
+    pub(super) left_pending: std::collections::HashSet<String>,
     /// Pending pods left out of provisioning for their claims, with the reason last logged.
     pub(super) ignored_pods: BTreeMap<String, String>,
     /// Node classes whose instance types were asked for and not yet answered.
@@ -154,6 +159,7 @@ impl State {
             batcher: Batcher::new(settings.batch_idle, settings.batch_max),
             type_options: HashMap::new(),
             unplaced: None,
+            left_pending: std::collections::HashSet::new(),
             ignored_pods: BTreeMap::new(),
             types_asked: BTreeSet::new(),
             overlay_cache: None,
@@ -422,6 +428,9 @@ impl Controllers {
             ..
         } = solved;
         self.count_decided(&keys, decision.unschedulable.len());
+        self.provisioning.left_pending = (decision.unschedulable.iter())
+            .map(|u| keys[u.pod].clone())
+            .collect();
         for e in &decision.existing {
             // pods a node Kerf does not manage can take are left to kube-scheduler
             let Some(claim) = existing_claims[e.node].clone() else {
