@@ -9,7 +9,7 @@
    pods a node, so 1,000 nodes for 10,000 pods); the time until every NodeClaim is created and
    every pod runs, and the operator's peak resident memory and CPU time (from /proc).
 
-Prints one line per figure; the README quotes them. Starts and stops everything it uses.
+Prints one line per figure; docs/src/results/operator.md quotes them. Starts and stops everything it uses.
 """
 
 import argparse

@@ -4,7 +4,8 @@
 # Kubernetes control plane built from the Go module proxy (scripts/e2e-cluster.sh; cached under
 # ~/.cache/kerf-e2e, so only the first run builds: about 15 minutes on 2 cores) with helm, and the
 # pinned Python tools of scripts/python-tools.txt (cfn-lint checks deploy/aws; moto plays AWS),
-# and umoci, skopeo and runc for the operator's image (scripts/image.sh, tests/image.rs).
+# umoci, skopeo and runc for the operator's image (scripts/image.sh, tests/image.rs), and mdbook
+# for the book in docs/ (scripts/check-docs.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -28,3 +29,8 @@ fi
 /usr/bin/chromium --version
 scripts/e2e-cluster.sh build
 scripts/python-tools.sh install
+# the book: mdBook from crates.io, pinned, installed once into ~/.cargo/bin
+MDBOOK_VERSION=0.5.4
+if ! "${CARGO_HOME:-$HOME/.cargo}/bin/mdbook" --version 2>/dev/null | grep -q "v$MDBOOK_VERSION"; then
+  cargo install mdbook --locked --version "$MDBOOK_VERSION" --quiet
+fi

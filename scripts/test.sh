@@ -58,7 +58,7 @@ rest() {
   # swarm testing: generated scenarios, every invariant checked; a failure is shrunk and
   # written under target/swarm-failures. The test build's binary runs them (its scheduling,
   # core and simulator crates are optimised); thousands of seeds are run by hand on a release
-  # build (README, "Swarm testing").
+  # build (the book, docs/src/simulator.md, "Swarm testing").
   "$kerf" simulate --swarm 40 --seed 1 --failures target/swarm-failures
 }
 

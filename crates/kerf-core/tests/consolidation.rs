@@ -273,7 +273,7 @@ fn validation_checks_the_decided_candidates_not_a_new_search() {
 /// A node whose pods mostly fit on another node is replaced by a node sized for the rest,
 /// as Karpenter's single-node consolidation lets pods land on existing nodes: a replacement
 /// need not hold all of the node's pods. The split finds it today: `replace_one`'s price
-/// floor counts all of a node's pods and skips the node (README, Karpenter compatibility).
+/// floor counts all of a node's pods and skips the node (the book, docs/src/compatibility.md).
 #[test]
 fn a_node_is_replaced_by_one_sized_for_the_pods_that_do_not_fit_elsewhere() {
     let mut c = three_sizes(ConsolidationPolicy::WhenEmptyOrUnderutilized);

@@ -818,3 +818,246 @@ fn the_rendered_charts_apply_to_a_real_api_server() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The book's settings page (`docs/src/settings.md`) between these two lines is generated here.
+const SETTINGS_BEGIN: &str = "<!-- generated from crates/kerf-operator/src/settings.rs by the test the_books_settings_tables_are_the_operators -->";
+const SETTINGS_END: &str = "<!-- end of generated tables -->";
+
+/// One Markdown table cell: a single line, its pipes escaped.
+fn cell(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
+}
+
+/// The settings tables as the operator's own parser defines them: every variable with its
+/// flag, default and help, then the variables Karpenter has that Kerf reads only to log.
+fn settings_tables() -> String {
+    use clap::CommandFactory;
+    let command = kerf_operator::settings::Settings::command();
+    let mut out = String::from(
+        "| Environment variable | Flag | Default | What it sets |\n|---|---|---|---|\n",
+    );
+    for arg in command.get_arguments() {
+        let (Some(env), Some(long)) = (arg.get_env(), arg.get_long()) else {
+            continue;
+        };
+        let default = arg
+            .get_default_values()
+            .iter()
+            .filter(|v| !v.is_empty())
+            .map(|v| format!("`{}`", v.to_string_lossy()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut help = arg
+            .get_long_help()
+            .or(arg.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        // clap drops a one-line help's closing period
+        if !help.ends_with('.') {
+            help.push('.');
+        }
+        let choices: Vec<String> = arg
+            .get_possible_values()
+            .iter()
+            .filter(|v| !v.is_hide_set())
+            .map(|v| format!("`{}`", v.get_name()))
+            .collect();
+        if !choices.is_empty() {
+            help.push_str(&format!(" One of {}.", choices.join(", ")));
+        }
+        out.push_str(&format!(
+            "| `{}` | `--{long}` | {} | {} |\n",
+            env.to_string_lossy(),
+            if default.is_empty() {
+                "–".into()
+            } else {
+                default
+            },
+            cell(&help)
+        ));
+    }
+    out.push_str("\nKarpenter v1.15's settings that Kerf accepts and, when set, logs once at start as `setting not acted on`, with why:\n\n| Environment variable | Why Kerf does not act on it |\n|---|---|\n");
+    for (name, why) in SETTINGS_NOT_ACTED_ON {
+        out.push_str(&format!("| `{name}` | {} |\n", cell(why)));
+    }
+    out
+}
+
+#[test]
+fn the_books_settings_tables_are_the_operators() {
+    let path = root().join("docs/src/settings.md");
+    let page = std::fs::read_to_string(&path).expect("docs/src/settings.md");
+    let (Some(begin), Some(end)) = (page.find(SETTINGS_BEGIN), page.find(SETTINGS_END)) else {
+        panic!("docs/src/settings.md lost its markers:\n{SETTINGS_BEGIN}\n{SETTINGS_END}");
+    };
+    let held = &page[begin + SETTINGS_BEGIN.len()..end];
+    let generated = format!("\n{}", settings_tables());
+    if held.trim() == generated.trim() {
+        return;
+    }
+    if std::env::var_os("KERF_BLESS").is_some() {
+        let page = format!(
+            "{}{generated}{}",
+            &page[..begin + SETTINGS_BEGIN.len()],
+            &page[end..]
+        );
+        std::fs::write(&path, page).expect("write docs/src/settings.md");
+        return;
+    }
+    let first = held
+        .trim()
+        .lines()
+        .zip(generated.trim().lines())
+        .find(|(a, b)| a != b);
+    panic!(
+        "docs/src/settings.md no longer matches the operator's settings (first difference: {first:?}); \
+         rewrite it with KERF_BLESS=1 cargo test -p kerf-operator --test chart the_books_settings_tables_are_the_operators"
+    );
+}
+
+/// The rows of the values table in charts/kerf/README.md (the book includes it): each row's
+/// keys, spelt out (`serviceAccount.create`, `.name` is `serviceAccount.create` and
+/// `serviceAccount.name`), and its default cell.
+fn values_table_rows() -> Vec<(Vec<String>, String)> {
+    let readme =
+        std::fs::read_to_string(root().join("charts/kerf/README.md")).expect("chart README");
+    let table = readme
+        .split("ANCHOR: values")
+        .nth(1)
+        .and_then(|rest| rest.split("ANCHOR_END: values").next())
+        .expect(
+            "charts/kerf/README.md marks its values table with ANCHOR: values … ANCHOR_END: values",
+        );
+    let mut rows = Vec::new();
+    for line in table.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
+        assert!(
+            cells.len() >= 3,
+            "a values row of fewer than three cells: {line}"
+        );
+        let mut keys: Vec<String> = Vec::new();
+        for key in cells[0].split(", ") {
+            let key = key.trim().trim_matches('`');
+            let full = match key.strip_prefix('.') {
+                Some(tail) => {
+                    let previous = keys
+                        .last()
+                        .unwrap_or_else(|| panic!("{line}: starts with a relative key"));
+                    let parent = previous.rsplit_once('.').map_or("", |(p, _)| p);
+                    // `.rollingUpdate.maxSurge` after `strategy.type` is `strategy.rollingUpdate.maxSurge`
+                    let depth = tail.matches('.').count();
+                    let parent =
+                        (0..depth).fold(parent, |p, _| p.rsplit_once('.').map_or("", |(q, _)| q));
+                    format!("{parent}.{tail}")
+                }
+                None => key.to_string(),
+            };
+            keys.push(full);
+        }
+        rows.push((keys, cells[1].trim().to_string()));
+    }
+    rows
+}
+
+/// A default as the table writes it: `true`, `""`, `{}`, `[stdout]`, `0.075`.
+fn shown(value: &Value) -> String {
+    match value {
+        // a string YAML would read as another kind is quoted, as the file must write it
+        Value::String(s)
+            if s.is_empty() || serde_yaml::from_str::<Value>(s).is_ok_and(|v| !v.is_string()) =>
+        {
+            format!("\"{s}\"")
+        }
+        Value::String(s) => s.clone(),
+        Value::Array(items) if items.iter().all(|v| v.is_string()) && !items.is_empty() => format!(
+            "[{}]",
+            items
+                .iter()
+                .filter_map(|v| v.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => other.to_string(),
+    }
+}
+
+#[test]
+fn the_values_table_names_every_value_with_its_default() {
+    let ours = values_file(&root().join("charts/kerf/values.yaml"));
+    let mut held = Vec::new();
+    leaves(&ours, &mut Vec::new(), &mut held);
+    let rows = values_table_rows();
+    assert!(rows.len() > 40, "{} rows", rows.len());
+    let named: Vec<&String> = rows.iter().flat_map(|(keys, _)| keys).collect();
+    // every value is in some row (a row may name a whole map, such as `podSecurityContext`)
+    let unnamed: Vec<String> = held
+        .iter()
+        .map(|(path, _)| path.join("."))
+        .filter(|leaf| {
+            !named
+                .iter()
+                .any(|k| leaf == *k || leaf.starts_with(&format!("{k}.")))
+        })
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "values missing from the table in charts/kerf/README.md: {unnamed:?}"
+    );
+    // every key the table names is a value
+    let unknown: Vec<&&String> = named
+        .iter()
+        .filter(|k| k.split('.').try_fold(&ours, |v, key| v.get(key)).is_none())
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "the table names keys values.yaml does not have: {unknown:?}"
+    );
+    // a default given as plain values, one per key (or one for all), is the file's
+    let mut differ = Vec::new();
+    for (keys, default) in &rows {
+        let parts: Vec<&str> = default.split(", ").collect();
+        if !parts.iter().all(|p| {
+            p.starts_with('`')
+                && p.ends_with('`')
+                && p.len() > 1
+                && p[1..p.len() - 1].find('`').is_none()
+        }) {
+            continue; // prose ("looked up", "Kerf's image (…)"): read by people, not checked
+        }
+        let value_of = |key: &String| key.split('.').try_fold(&ours, |v, k| v.get(k));
+        // maps and lists of maps are told in prose (`CriticalAddonsOnly`): read by people
+        let plain = |v: &Value| match v {
+            Value::Object(m) => m.is_empty(),
+            Value::Array(items) => items.iter().all(|i| !i.is_object()),
+            _ => true,
+        };
+        if !keys.iter().all(|k| value_of(k).is_some_and(plain)) {
+            continue;
+        }
+        if parts.len() != keys.len() && parts.len() != 1 {
+            differ.push(format!(
+                "{keys:?}: {} defaults for {} keys",
+                parts.len(),
+                keys.len()
+            ));
+            continue;
+        }
+        for (i, key) in keys.iter().enumerate() {
+            let said = parts[if parts.len() == 1 { 0 } else { i }].trim_matches('`');
+            let value = value_of(key).expect("checked above");
+            if shown(value) != said {
+                differ.push(format!(
+                    "{key}: the table says `{said}`, values.yaml has {}",
+                    shown(value)
+                ));
+            }
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "defaults in charts/kerf/README.md's table that are not values.yaml's: {differ:?}"
+    );
+}

@@ -17,7 +17,7 @@ const DELIBERATE: &[(&str, &str, &str)] = &[(
     "spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.kubelet.",
     "Karpenter v1.15 takes any KubeletConfiguration field (CEL expressions in maxPods and the \
      reservations under NodeClassCEL) and reports a bad one on the class's ValidationSucceeded \
-     condition; Kerf types the fields it acts on and its CRD refuses the rest at apply (README, \
+     condition; Kerf types the fields it acts on and its CRD refuses the rest at apply (the book, \
      Compatibility)",
 )];
 

@@ -1715,3 +1715,51 @@ fn nodeclaim_conditions_read_as_karpenters_and_another_controllers_stay() {
     assert!(metrics.contains(&series), "no {series} in:\n{metrics}");
     nothing_refused(&op);
 }
+
+/// `scripts/demo.sh`, the getting-started chapter's one command, run as a newcomer runs it
+/// (with this build's operator): it must scale seed 004's `inflate` up on NodeClaims Kerf
+/// launched, see consolidation take every node away after the scale to 0, and tear its
+/// control plane down.
+#[test]
+fn the_demo_scales_a_local_cluster_up_and_back_down() {
+    let root = support::root();
+    let kerf = root.join("target/debug/kerf");
+    let mut command = std::process::Command::new(root.join("scripts/demo.sh"));
+    command
+        .args(["--replicas", "4"])
+        .env("KERF_OPERATOR", OPERATOR);
+    if kerf.exists() {
+        command.env("KERF", &kerf);
+    }
+    let out = command.output().expect("scripts/demo.sh runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "demo failed:\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("all 4 inflate pods Running after"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("every node gone after"), "{stdout}");
+    // the NodeClaims it showed were Kerf's, of seed 004's NodePool
+    assert!(stdout.contains("default-"), "no NodeClaim shown:\n{stdout}");
+    assert!(
+        stdout.contains("launched nodeclaim"),
+        "Kerf's log lines not shown:\n{stdout}"
+    );
+    // torn down: the folder it names holds no running component
+    let folder = stdout
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("demo: stopped; the operator's log and the cluster's state are in ")
+        })
+        .expect("the demo says where its state is");
+    let pids =
+        std::fs::read_to_string(std::path::Path::new(folder).join("pids")).unwrap_or_default();
+    for pid in pids
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+    {
+        let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+        assert!(!alive, "component {pid} still running after the demo");
+    }
+}

@@ -23,7 +23,7 @@ fn kerf(args: &[&str]) -> Output {
         .expect("run kerf")
 }
 
-/// Documents where Kerf rejects what the API server accepts, on purpose (README, "Validation").
+/// Documents where Kerf rejects what the API server accepts, on purpose (the book, docs/src/design.md, "Validation").
 const KERF_STRICTER: &[(&str, usize, &str)] = &[(
     "broken/003-business-hours-fixed-durations.yaml",
     0,

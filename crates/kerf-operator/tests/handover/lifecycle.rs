@@ -4,7 +4,7 @@
 //! A watch records every version of every NodeClaim; the test compares, per NodeClaim (the
 //! first and its replacement) and condition type, the statuses and reasons each went
 //! through, and the reasons of the events each autoscaler sent, per kind of object. What
-//! Kerf does not do as Karpenter does is listed in [`DIFFERENCES`] with why (the README's
+//! Kerf does not do as Karpenter does is listed in [`DIFFERENCES`] with why (the book's
 //! compatibility table says the same); anything else fails. (A module of the handover test
 //! binary, so that it runs beside it.)
 

@@ -89,7 +89,7 @@ impl World {
     }
 
     /// Whether the node's disruption was given up lately: after the k-th time, Kerf does
-    /// not replace it for 5 minutes doubled k-1 times, at most 2 hours (README), and a
+    /// not replace it for 5 minutes doubled k-1 times, at most 2 hours (the book, docs/src/design.md), and a
     /// pass and the validation follow.
     fn backing_off(&self, node: &str) -> bool {
         let Some((times, last)) = self.rolled_back.get(node) else {
