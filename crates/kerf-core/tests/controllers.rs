@@ -541,11 +541,9 @@ fn consolidation_leaves_the_room_of_pods_still_pending_to_them() {
     );
 }
 
-/// Pods that come while the provisioner's batch window is open have not been solved for
-/// yet: no consolidation move is weighed until they are, since they may need the room it
-/// would count on (here: moving y beside x would leave z, coming meanwhile, no node).
-#[test]
-fn no_consolidation_move_is_weighed_while_pods_wait_to_be_solved_for() {
+/// Two nodes, each with one 500m pod that fits beside the other's, by 35 s; the provisioner's
+/// batch window held at 30 s, so that a pod coming later waits that long to be solved for.
+fn two_half_empty_nodes() -> Controllers {
     let settings = Settings {
         batch_idle: secs(30),
         batch_max: secs(30),
@@ -562,14 +560,22 @@ fn no_consolidation_move_is_weighed_while_pods_wait_to_be_solved_for() {
     for claim in &claims {
         launch_at(&mut core, claim, 32);
     }
-    // they are replaced by smaller pods, one on each node: either node's pod fits beside
-    // the other's
+    // they are replaced by smaller pods, one on each node
     for (old, new, node) in [("x", "x2", &claims[0]), ("y", "y2", &claims[1])] {
         core.delete_pod(&format!("default/{old}"), secs(34));
         let mut pod = replica(new, "500m");
         pod.spec.as_mut().unwrap().node_name = Some(node.clone());
         core.apply_pod(pod, secs(35));
     }
+    core
+}
+
+/// Pods that come while the provisioner's batch window is open have not been solved for
+/// yet: no consolidation move is weighed until they are, since they may need the room it
+/// would count on (here: moving y2 beside x2 would leave z, coming meanwhile, no node).
+#[test]
+fn no_consolidation_move_is_weighed_while_pods_wait_to_be_solved_for() {
+    let mut core = two_half_empty_nodes();
     // z comes, as big as the room either node has left; the batch keeps it 30 s
     core.apply_pod(replica("z", "1500m"), secs(36));
     for t in 36..=120 {
@@ -593,6 +599,21 @@ fn no_consolidation_move_is_weighed_while_pods_wait_to_be_solved_for() {
     }
     // z was placed on the room of one of them
     assert!(core.cluster().pods()["default/z"].nominated.is_some());
+}
+
+/// A pod no NodePool can host holds consolidation off only until the provisioner has found
+/// that out: then the two half-empty nodes are consolidated into one, although the solve
+/// that found it wrote nothing.
+#[test]
+fn consolidation_goes_on_once_waiting_pods_are_found_unplaceable() {
+    let mut core = two_half_empty_nodes();
+    core.apply_pod(replica("huge", "100"), secs(36));
+    let actions = run_until(&mut core, 36, 160);
+    assert!(
+        (actions.iter()).any(|a| matches!(a, Action::DeleteNodeClaim { .. })),
+        "the unplaceable pod kept consolidation off: {actions:#?}"
+    );
+    assert!(core.cluster().pods()["default/huge"].nominated.is_none());
 }
 
 fn events(actions: &[Action], reason: &str) -> Vec<String> {
