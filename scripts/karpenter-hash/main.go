@@ -22,7 +22,8 @@
 //   - {"kind": "NodePoolStats", "reason", "nodes": [{"node", "nodeClaim"}]}: the nodes each
 //     NodePool's budgets count and how many of them already disrupt, for `reason`, over the
 //     given Node and NodeClaim pairs (either may be null) as cluster state holds them;
-//   - {"kind": "DoNotDisrupt", "pods", "now"}: whether each pod keeps its node from voluntary
+//   - {"kind": "DoNotDisrupt", "pods", "now"} (answer: "blocks", and "told", the events each
+//     pod's check published): whether each pod keeps its node from voluntary
 //     disruption at `now` by its `karpenter.sh/do-not-disrupt` annotation (`IsDisruptable`);
 //   - {"kind": "PodsDisruptable", "pods", "pdbs", "now"}: whether a node holding `pods` may be
 //     a disruption candidate as far as its pods say (`ValidatePodsDisruptable`'s two checks:
@@ -56,6 +57,7 @@ import (
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 	"sigs.k8s.io/karpenter/pkg/controllers/disruption"
 	"sigs.k8s.io/karpenter/pkg/controllers/state"
+	"sigs.k8s.io/karpenter/pkg/events"
 	"sigs.k8s.io/karpenter/pkg/operator/options"
 	disruptionutils "sigs.k8s.io/karpenter/pkg/utils/disruption"
 	pdbutils "sigs.k8s.io/karpenter/pkg/utils/pdb"
@@ -104,6 +106,7 @@ type result struct {
 	NumNodes   map[string]int `json:"numNodes,omitempty"`
 	Disrupting map[string]int `json:"disrupting,omitempty"`
 	Blocks     []bool         `json:"blocks,omitempty"`
+	Told       [][]string     `json:"told,omitempty"`
 	BlockedBy  *string        `json:"blockedBy,omitempty"`
 	PDBs       []string       `json:"pdbs,omitempty"`
 }
@@ -129,6 +132,15 @@ type statsQuery struct {
 		Node      *corev1.Node      `json:"node"`
 		NodeClaim *karpv1.NodeClaim `json:"nodeClaim"`
 	} `json:"nodes"`
+}
+
+// told keeps what Karpenter's checks publish as events ("Reason: message"), for the answer.
+type told struct{ events []string }
+
+func (t *told) Publish(evts ...events.Event) {
+	for _, e := range evts {
+		t.events = append(t.events, e.Reason+": "+e.Message)
+	}
 }
 
 type doNotDisruptQuery struct {
@@ -233,10 +245,13 @@ func main() {
 			decode(i, doc, &q)
 			clk := clocktesting.NewFakeClock(q.Now)
 			blocks := []bool{}
+			toldOf := [][]string{}
 			for j := range q.Pods {
-				blocks = append(blocks, !podutils.IsDisruptable(&q.Pods[j], clk, nil))
+				t := &told{}
+				blocks = append(blocks, !podutils.IsDisruptable(&q.Pods[j], clk, t))
+				toldOf = append(toldOf, append([]string{}, t.events...))
 			}
-			out = append(out, result{Kind: "DoNotDisrupt", Blocks: blocks})
+			out = append(out, result{Kind: "DoNotDisrupt", Blocks: blocks, Told: toldOf})
 		case "PodsDisruptable":
 			var q podsQuery
 			decode(i, doc, &q)

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_api::cron::CronSchedule;
-use kerf_api::duration::{NillableDuration, parse_go_duration};
+use kerf_api::duration::NillableDuration;
 use kerf_api::nodepool::{Budget, DisruptionReason};
 use kerf_api::{NodePool, labels};
 
@@ -93,17 +93,20 @@ pub fn budget_active(b: &Budget, unix_now: u64) -> Result<bool, String> {
 /// `status.startTime`), or a duration on a pod not started yet.
 pub fn pod_blocks(pod: &Pod, started: Option<Duration>, now: Duration) -> bool {
     match do_not_disrupt(pod, started) {
-        DoNotDisrupt::No => false,
+        DoNotDisrupt::No | DoNotDisrupt::Invalid(_) => false,
         DoNotDisrupt::Always => true,
         DoNotDisrupt::Until(end) => now < end,
     }
 }
 
 /// What a pod's `karpenter.sh/do-not-disrupt` annotation says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DoNotDisrupt {
-    /// Absent, or a value that is neither `"true"` nor a positive duration.
+    /// Absent.
     No,
+    /// A value that is neither `"true"` nor a positive duration: ignored, and why (Karpenter's
+    /// words, Go's parse error among them).
+    Invalid(String),
     /// `"true"`, or a duration on a pod that has not started.
     Always,
     /// A duration: until this instant (the pod's start plus the duration).
@@ -126,11 +129,45 @@ pub fn do_not_disrupt(pod: &Pod, started: Option<Duration>) -> DoNotDisrupt {
     if v == "true" {
         return DoNotDisrupt::Always;
     }
-    match parse_go_duration(v) {
-        Ok(d) if d > Duration::ZERO => {
+    match kerf_api::duration::parse_go_duration_nanos(v) {
+        Ok(nanos) if nanos > 0 => {
+            let d = Duration::from_nanos(nanos.unsigned_abs());
             started.map_or(DoNotDisrupt::Always, |s| DoNotDisrupt::Until(s + d))
         }
-        _ => DoNotDisrupt::No,
+        Ok(_) => DoNotDisrupt::Invalid(format!("duration {v:?} must be positive")),
+        Err(e) => DoNotDisrupt::Invalid(format!("failed to parse {v:?} as a duration: {e}")),
+    }
+}
+
+/// The event Karpenter publishes on a pod as it reads the pod's `karpenter.sh/do-not-disrupt`
+/// (`IsDoNotDisruptActive`): reason, message and whether it is a warning; none for a pod
+/// without the annotation, with `"true"`, or not started.
+pub fn do_not_disrupt_event(
+    dnd: &DoNotDisrupt,
+    now: Duration,
+    epoch: Duration,
+) -> Option<(&'static str, String, bool)> {
+    match dnd {
+        DoNotDisrupt::Until(end) if now < *end => Some((
+            "DoNotDisruptUntil",
+            format!(
+                "The karpenter.sh/do-not-disrupt grace period will elapse at {}",
+                crate::clock::kubernetes_time(*end + epoch)
+            ),
+            false,
+        )),
+        DoNotDisrupt::Until(_) => Some((
+            "DoNotDisruptGracePeriodElapsed",
+            "The karpenter.sh/do-not-disrupt grace period has elapsed, pod is now disruptable"
+                .to_string(),
+            false,
+        )),
+        DoNotDisrupt::Invalid(why) => Some((
+            "InvalidDoNotDisruptAnnotation",
+            format!("Invalid karpenter.sh/do-not-disrupt annotation: {why}, ignoring annotation"),
+            true,
+        )),
+        DoNotDisrupt::No | DoNotDisrupt::Always => None,
     }
 }
 

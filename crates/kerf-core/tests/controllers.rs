@@ -541,6 +541,36 @@ fn consolidation_leaves_the_room_of_pods_still_pending_to_them() {
     );
 }
 
+/// A node still coming up takes no pod a consolidation move would send it: here x's node
+/// stays although x would fit on the other, registered but not yet Ready.
+#[test]
+fn consolidation_moves_no_pod_onto_a_node_not_yet_initialized() {
+    let mut core = with_pool();
+    let mut x = replica("x", "1");
+    core.apply_pod(x.clone(), secs(0));
+    let a = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_at(&mut core, &a, 3);
+    x.spec.as_mut().unwrap().node_name = Some(a.clone());
+    core.apply_pod(x, secs(5));
+    // w gets node b, then goes before b is Ready: b registers, empty, and stays not Ready
+    core.apply_pod(replica("w", "1500m"), secs(6));
+    let b = created(&run_until(&mut core, 6, 9))[0].clone();
+    core.delete_pod("default/w", secs(9));
+    launch_at(&mut core, &b, 10);
+    let mut not_ready = core.cluster().nodes()[&b].clone();
+    not_ready.ready = false;
+    core.apply_node(b.clone(), not_ready, secs(12));
+    for t in 12..=120 {
+        for act in core.poll(secs(t)) {
+            assert!(
+                !matches!(&act, Action::Taint { node, .. } if *node == a),
+                "at {t} s x's node was disrupted to move x onto a node still coming up"
+            );
+        }
+    }
+    assert!(!core.cluster().nodeclaims()[&b].initialized);
+}
+
 /// Two nodes, each with one 500m pod that fits beside the other's, by 35 s; the provisioner's
 /// batch window held at 30 s, so that a pod coming later waits that long to be solved for.
 fn two_half_empty_nodes() -> Controllers {

@@ -419,52 +419,11 @@ fn parse_batch_duration(text: &str) -> Result<Duration, String> {
     })
 }
 
-/// Go's `time.ParseDuration`, negative durations read as zero: an optional sign, then
-/// decimal numbers each with a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`); a bare `0`.
+/// Go's `time.ParseDuration` ([`kerf_api::duration::parse_go_duration_nanos`]), negative
+/// durations read as zero.
 fn go_duration(text: &str) -> Option<Duration> {
-    let (negative, mut rest) = match text.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, text.strip_prefix('+').unwrap_or(text)),
-    };
-    if rest == "0" {
-        return Some(Duration::ZERO);
-    }
-    if rest.is_empty() {
-        return None;
-    }
-    let mut nanos = 0f64;
-    while !rest.is_empty() {
-        let number = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let (digits, tail) = rest.split_at(number);
-        if digits.is_empty() || digits == "." {
-            return None;
-        }
-        let value: f64 = digits.parse().ok()?;
-        let unit = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let scale = match &tail[..unit] {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return None,
-        };
-        nanos += value * scale;
-        rest = &tail[unit..];
-    }
-    // Go's durations end at about 292 years
-    (nanos.is_finite() && nanos < 9.3e18).then(|| {
-        if negative {
-            Duration::ZERO
-        } else {
-            Duration::from_nanos(nanos as u64)
-        }
-    })
+    let nanos = kerf_api::duration::parse_go_duration_nanos(text).ok()?;
+    Some(Duration::from_nanos(u64::try_from(nanos).unwrap_or(0)))
 }
 
 fn parse_dollars(text: &str) -> Result<f64, String> {

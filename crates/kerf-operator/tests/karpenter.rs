@@ -1234,20 +1234,41 @@ fn disruption_budgets_count_the_nodes_karpenter_counts() {
 }
 
 /// Whether a pod's `karpenter.sh/do-not-disrupt` keeps its node is what Karpenter's own
-/// `IsDisruptable` says: `"true"` always, a positive duration for that long after the pod's
-/// `status.startTime` (and while it has none), other values never.
+/// `IsDisruptable` says: `"true"` always, a positive Go duration for that long after the
+/// pod's `status.startTime` (and while it has none), other values never; and the events the
+/// check publishes on the pod (`DoNotDisruptUntil`, `DoNotDisruptGracePeriodElapsed`,
+/// `InvalidDoNotDisruptAnnotation` with Go's own parse error) are Kerf's, word for word.
 #[test]
 fn do_not_disrupt_holds_as_long_as_karpenters() {
     let values = [
         None,
         Some("true"),
+        Some("True"),
         Some("false"),
+        Some(""),
         Some("10m"),
         Some("1h30m"),
+        Some("1.5h"),
+        Some(".5h"),
+        Some("+20m"),
+        Some("90000000us"),
+        Some("2µs"),
+        Some("0"),
         Some("0s"),
         Some("-5m"),
         Some("10"),
+        Some("1x"),
+        Some("3d"),
+        Some("1h1"),
+        Some(".s"),
+        Some("1..5s"),
         Some("soon"),
+        Some("9223372036854775807ns"),
+        Some("9223372036854775808ns"),
+        Some("2562048h"),
+        Some("5 m"),
+        Some("é5m"),
+        Some("5m\""),
     ];
     let starts = [
         None,
@@ -1272,13 +1293,14 @@ fn do_not_disrupt_holds_as_long_as_karpenters() {
     let answers =
         karpenter_says(&[serde_json::json!({"kind": "DoNotDisrupt", "pods": pods, "now": now})]);
     let theirs = answers[0]["blocks"].as_array().expect("blocks");
+    let told = answers[0]["told"].as_array().expect("told");
     let unix = now
         .parse::<k8s_openapi::jiff::Timestamp>()
         .expect("a time")
         .as_second();
     let now = Duration::from_secs(u64::try_from(unix).expect("after 1970"));
     let mut differences = Vec::new();
-    for (pod, blocks) in pods.iter().zip(theirs) {
+    for ((pod, blocks), their_events) in pods.iter().zip(theirs).zip(told) {
         let typed: k8s_openapi::api::core::v1::Pod =
             serde_json::from_value(pod.clone()).expect("a pod");
         let started = kerf_core::disruption_rules::pod_started(&typed);
@@ -1286,6 +1308,21 @@ fn do_not_disrupt_holds_as_long_as_karpenters() {
         if Some(ours) != blocks.as_bool() {
             differences.push(format!(
                 "{} started {}: Kerf {ours}, Karpenter {blocks}",
+                pod["metadata"]["annotations"], pod["status"]["startTime"]
+            ));
+        }
+        let dnd = kerf_core::disruption_rules::do_not_disrupt(&typed, started);
+        let our_events: Vec<String> =
+            kerf_core::disruption_rules::do_not_disrupt_event(&dnd, now, Duration::ZERO)
+                .map(|(reason, message, _)| format!("{reason}: {message}"))
+                .into_iter()
+                .collect();
+        let their_events: Vec<&str> = (their_events.as_array().into_iter().flatten())
+            .filter_map(|e| e.as_str())
+            .collect();
+        if our_events != their_events {
+            differences.push(format!(
+                "{} started {}: Kerf tells {our_events:?}, Karpenter {their_events:?}",
                 pod["metadata"]["annotations"], pod["status"]["startTime"]
             ));
         }

@@ -478,6 +478,11 @@ impl Controllers {
             if let Some(waiting) = nominated.get(claim_name) {
                 node.requested.add(waiting);
             }
+            if !c.initialized {
+                // no move counts on a node still coming up, as Karpenter's simulation
+                // refuses one that would: its room is the pending pods'
+                node.allocatable = node.requested.clone();
+            }
             // looked up once per NodePool and type: a type list is hundreds long
             let by_type = *allocatable_of
                 .entry((c.node_pool.as_str(), launched.instance_type.as_str()))

@@ -20,7 +20,7 @@ use super::blockers::{Gathered, Wanted};
 use super::provisioning::Packing;
 use crate::consolidation::{Alone, ClusterView, Method, Worth, alone, plan};
 use crate::disruption_rules::{
-    DoNotDisrupt, budget_active, budget_allows, consolidatable_at, do_not_disrupt,
+    budget_active, budget_allows, consolidatable_at, do_not_disrupt, do_not_disrupt_event,
 };
 
 /// Why a pod is where it is.
@@ -233,27 +233,16 @@ impl Controllers {
         }
         let pods = g.pods_by_node.get(name).map_or(&[][..], Vec::as_slice);
         for (key, p) in pods {
-            let epoch = self.epoch();
-            let (reason, message) = match do_not_disrupt(&p.shape, p.started) {
-                DoNotDisrupt::Until(end) if self.now < end => (
-                    "DoNotDisruptUntil",
-                    format!(
-                        "The karpenter.sh/do-not-disrupt grace period will elapse at {}",
-                        crate::clock::kubernetes_time(end + epoch)
-                    ),
-                ),
-                DoNotDisrupt::Until(_) => (
-                    "DoNotDisruptGracePeriodElapsed",
-                    "The karpenter.sh/do-not-disrupt grace period has elapsed, pod is now \
-                     disruptable"
-                        .to_string(),
-                ),
-                _ => continue,
+            let dnd = do_not_disrupt(&p.shape, p.started);
+            let Some((reason, message, warning)) =
+                do_not_disrupt_event(&dnd, self.now, self.epoch())
+            else {
+                continue;
             };
             events.push(super::Event {
                 kind: super::EventObject::Pod,
                 name: (*key).clone(),
-                warning: false,
+                warning,
                 reason: reason.into(),
                 message,
             });
