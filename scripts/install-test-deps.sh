@@ -32,5 +32,6 @@ scripts/python-tools.sh install
 # the book: mdBook from crates.io, pinned, installed once into ~/.cargo/bin
 MDBOOK_VERSION=0.5.4
 if ! "${CARGO_HOME:-$HOME/.cargo}/bin/mdbook" --version 2>/dev/null | grep -q "v$MDBOOK_VERSION"; then
-  cargo install mdbook --locked --version "$MDBOOK_VERSION" --quiet
+  # without the server and search index the book does not need: a quicker build
+  cargo install mdbook --locked --no-default-features --version "$MDBOOK_VERSION" --quiet
 fi
