@@ -33,7 +33,9 @@ case "$REPLICAS" in
 esac
 command -v kubectl >/dev/null 2>&1 || { echo "demo: kubectl not found on PATH" >&2; exit 1; }
 
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# headings in bold on a terminal, plain in a log
+if [ -t 1 ]; then BOLD=$'\033[1m' PLAIN=$'\033[0m'; else BOLD="" PLAIN=""; fi
+say() { printf '\n%s== %s%s\n' "$BOLD" "$*" "$PLAIN"; }
 elapsed() { echo "$(( $(date +%s) - START ))s"; }
 
 if [ -n "${KERF_OPERATOR:-}" ]; then
