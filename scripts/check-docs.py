@@ -102,7 +102,8 @@ def check_summary():
 
 
 def build():
-    mdbook = shutil.which("mdbook") or os.path.expanduser("~/.cargo/bin/mdbook")
+    cargo_home = os.environ.get("CARGO_HOME") or os.path.expanduser("~/.cargo")
+    mdbook = shutil.which("mdbook") or os.path.join(cargo_home, "bin", "mdbook")
     if not os.path.exists(mdbook):
         return ["mdbook not found: cargo install mdbook --locked (scripts/install-test-deps.sh does)"]
     out = os.path.join(ROOT, "target", "book")
