@@ -642,6 +642,22 @@ impl Cluster {
         self.catalog_generation
     }
 
+    /// What the pods nominated to each NodeClaim request (a pod leaves its nomination when
+    /// bound): the room they will take once kube-scheduler binds them, which neither a solve
+    /// nor a consolidation move may count on.
+    pub fn nominated_requests(&self) -> std::collections::HashMap<&str, Resources> {
+        let mut nominated: std::collections::HashMap<&str, Resources> = Default::default();
+        for p in self.pods.values() {
+            if let Some(claim) = &p.nominated {
+                nominated
+                    .entry(claim.as_str())
+                    .or_default()
+                    .add(&p.requests);
+            }
+        }
+        nominated
+    }
+
     /// A number that changes whenever a pod is written or deleted, with or without a node.
     pub fn pod_writes(&self) -> u64 {
         self.pod_writes

@@ -498,6 +498,21 @@ fn launch_at(core: &mut Controllers, claim: &str, at: u64) {
     core.apply_node(claim.to_string(), record, secs(at + 1));
 }
 
+/// x (1 cpu) runs alone on node a, half of it free, by 5 s; w (1500m), too big for a's room,
+/// comes at 6 s and gets NodeClaim b, not yet launched: the controllers, a and b.
+fn x_on_a_and_w_planned_on_b() -> (Controllers, String, String) {
+    let mut core = with_pool();
+    let mut x = replica("x", "1");
+    core.apply_pod(x.clone(), secs(0));
+    let a = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_at(&mut core, &a, 3);
+    x.spec.as_mut().unwrap().node_name = Some(a.clone());
+    core.apply_pod(x, secs(5));
+    core.apply_pod(replica("w", "1500m"), secs(6));
+    let b = created(&run_until(&mut core, 6, 9))[0].clone();
+    (core, a, b)
+}
+
 /// During a burst kube-scheduler binds pods long after Kerf planned them: the room a pod
 /// nominated to a new node will take is not given to pods consolidation moves, and while
 /// pods wait for capacity the provisioner has not solved for yet, no consolidation move is
@@ -505,18 +520,8 @@ fn launch_at(core: &mut Controllers, claim: &str, at: u64) {
 /// they are gone, consolidation goes on.
 #[test]
 fn consolidation_leaves_the_room_of_pods_still_pending_to_them() {
-    let mut core = with_pool();
-    // x runs alone on node a, half of it free
-    let mut x = replica("x", "1");
-    core.apply_pod(x.clone(), secs(0));
-    let a = created(&run_until(&mut core, 0, 2))[0].clone();
-    launch_at(&mut core, &a, 3);
-    x.spec.as_mut().unwrap().node_name = Some(a.clone());
-    core.apply_pod(x, secs(5));
-    // w comes, too big for a's room: node b is launched for it, and kube-scheduler has not
-    // bound it there yet
-    core.apply_pod(replica("w", "1500m"), secs(6));
-    let b = created(&run_until(&mut core, 6, 9))[0].clone();
+    let (mut core, a, b) = x_on_a_and_w_planned_on_b();
+    // b is launched for w, and kube-scheduler has not bound w there yet
     assert_ne!(a, b);
     launch_at(&mut core, &b, 10);
     // b looks empty, and x would fit there: but that room is w's. A command may be weighed
@@ -545,16 +550,8 @@ fn consolidation_leaves_the_room_of_pods_still_pending_to_them() {
 /// stays although x would fit on the other, registered but not yet Ready.
 #[test]
 fn consolidation_moves_no_pod_onto_a_node_not_yet_initialized() {
-    let mut core = with_pool();
-    let mut x = replica("x", "1");
-    core.apply_pod(x.clone(), secs(0));
-    let a = created(&run_until(&mut core, 0, 2))[0].clone();
-    launch_at(&mut core, &a, 3);
-    x.spec.as_mut().unwrap().node_name = Some(a.clone());
-    core.apply_pod(x, secs(5));
-    // w gets node b, then goes before b is Ready: b registers, empty, and stays not Ready
-    core.apply_pod(replica("w", "1500m"), secs(6));
-    let b = created(&run_until(&mut core, 6, 9))[0].clone();
+    let (mut core, a, b) = x_on_a_and_w_planned_on_b();
+    // w goes before b is Ready: b registers, empty, and stays not Ready
     core.delete_pod("default/w", secs(9));
     launch_at(&mut core, &b, 10);
     let mut not_ready = core.cluster().nodes()[&b].clone();

@@ -11,7 +11,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::duration::format_go_duration;
 use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{Taint, TaintEffect, labels};
-use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{NodePoolInput, Requirements};
 use serde_json::json;
 
@@ -400,17 +399,9 @@ impl Controllers {
             .collect();
         let by_node = &g.pods_by_node;
         let overlaid = self.settings.node_overlay && !cluster.node_overlays.is_empty();
-        // the room the pods nominated to a NodeClaim will take once kube-scheduler binds
-        // them: no move counts on it (Karpenter places the pending pods in its simulation)
-        let mut nominated: HashMap<&str, Resources> = HashMap::new();
-        for p in cluster.pods.values().filter(|p| p.node.is_none()) {
-            if let Some(claim) = &p.nominated {
-                nominated
-                    .entry(claim.as_str())
-                    .or_default()
-                    .add(&p.requests);
-            }
-        }
+        // no move counts on the room of pods still pending (Karpenter places them in its
+        // simulation)
+        let nominated = cluster.nominated_requests();
         let mut names = Vec::new();
         let mut nodes = Vec::new();
         let mut pods = Vec::new();

@@ -743,15 +743,7 @@ impl Controllers {
         pools: &[NodePoolInput],
     ) -> (Vec<ExistingNode>, Vec<Option<String>>) {
         let cluster = &self.cluster;
-        let mut nominated: HashMap<&str, Resources> = HashMap::new();
-        for p in cluster.pods.values() {
-            if let Some(claim) = &p.nominated {
-                nominated
-                    .entry(claim.as_str())
-                    .or_default()
-                    .add(&p.requests);
-            }
-        }
+        let nominated = cluster.nominated_requests();
         let mut existing = Vec::new();
         let mut names = Vec::new();
         for (name, c) in &cluster.nodeclaims {
