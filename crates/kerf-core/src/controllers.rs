@@ -985,16 +985,17 @@ impl Controllers {
         // on the object alone, whatever the message
         if !matches!(
             event.reason.as_ref(),
-            "FailedDraining" | "Unconsolidatable" | "Disrupted"
+            "FailedDraining" | "Unconsolidatable" | "Disrupted" | "NoCompatibleInstanceTypes"
         ) {
             std::hash::Hash::hash(&event.message, &mut hasher);
         }
         let key = std::hash::Hasher::finish(&hasher);
         // Karpenter keeps a failed-scheduling event for five minutes, an unconsolidatable
-        // node's for fifteen, the others for two
+        // node's for fifteen, a NodePool's no-compatible-types for one, the others for two
         let dedupe = match event.reason.as_ref() {
             "FailedScheduling" => EVENT_DEDUPE * 5 / 2,
             "Unconsolidatable" => EVENT_DEDUPE * 15 / 2,
+            "NoCompatibleInstanceTypes" => EVENT_DEDUPE / 2,
             _ => EVENT_DEDUPE,
         };
         if self

@@ -5,9 +5,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
+use kerf_api::labels;
 use kerf_api::{NodePool, Taint, TaintEffect};
+use kerf_scheduling::input::MinValues;
 use kerf_scheduling::resources::Resources;
-use kerf_scheduling::{InstanceTypeOption, NodePoolInput};
+use kerf_scheduling::{InstanceTypeOption, NodePoolInput, Requirement, Requirements};
 
 /// A NodePool resolved against the instance types its node class can launch; `usage` is
 /// the capacity of the nodes it already has and `nodes` how many (counted against its
@@ -45,6 +47,106 @@ pub fn node_pool_input(
         instance_types,
         largest: None,
     }
+}
+
+/// Why a NodePool's requirements leave it no instance type to launch. Karpenter skips such a
+/// NodePool in each scheduling simulation and says so (`NoCompatibleInstanceTypes`), so that
+/// a typo in a requirement shows on the NodePool rather than only as pending pods.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoCompatibleTypes {
+    /// No type both meets the requirements and has an available offering they allow.
+    Requirements,
+    /// Some do, but they give these requirements' keys fewer distinct values than their
+    /// `minValues` (and the policy is Strict).
+    MinValues(Vec<String>),
+}
+
+impl NoCompatibleTypes {
+    /// The event's message, in Karpenter's words.
+    pub fn message(&self) -> &'static str {
+        match self {
+            NoCompatibleTypes::Requirements => {
+                "NodePool requirements filtered out all compatible available instance types"
+            }
+            NoCompatibleTypes::MinValues(_) => {
+                "NodePool requirements filtered out all compatible available instance types \
+                 due to minValues incompatibility"
+            }
+        }
+    }
+}
+
+/// Whether the NodePool's requirements (and template labels) filter out every one of its
+/// instance types, as Karpenter filters them before it schedules: a type must meet every
+/// requirement on a key it defines (its labels; its offerings' zones and capacity types)
+/// and have an available offering the requirements allow; under the Strict policy the
+/// types left must give each `minValues` requirement enough distinct values. A NodePool
+/// without instance types is no such case (its class has not resolved them).
+pub fn no_compatible_types(np: &NodePoolInput, policy: MinValues) -> Option<NoCompatibleTypes> {
+    if np.instance_types.is_empty() {
+        return None;
+    }
+    let mut reqs = Requirements::from_api(&np.requirements);
+    for (k, v) in &np.labels {
+        reqs.add(Requirement::new(k, kerf_api::Operator::In, [v]));
+    }
+    let left: Vec<&InstanceTypeOption> = (np.instance_types.iter())
+        .filter(|t| type_meets(t, &reqs) && has_offering(t, &reqs))
+        .collect();
+    if left.is_empty() {
+        return Some(NoCompatibleTypes::Requirements);
+    }
+    let mut short: Vec<String> = (np.requirements.iter())
+        .filter(|r| {
+            let Some(min) = r.min_values else {
+                return false;
+            };
+            let allowed = reqs.get(&r.key);
+            let distinct: std::collections::BTreeSet<&str> = (left.iter())
+                .flat_map(|t| type_values(t, &r.key))
+                .filter(|v| allowed.has(v))
+                .collect();
+            distinct.len() < min as usize
+        })
+        .map(|r| r.key.clone())
+        .collect();
+    short.sort();
+    short.dedup();
+    (!short.is_empty() && policy == MinValues::Strict)
+        .then_some(NoCompatibleTypes::MinValues(short))
+}
+
+/// The values an instance type defines for a key: its label, or for zone and capacity type
+/// those of all its offerings.
+fn type_values<'a>(t: &'a InstanceTypeOption, key: &str) -> Vec<&'a str> {
+    match key {
+        labels::ZONE => t.offerings.iter().map(|o| o.zone.as_str()).collect(),
+        labels::CAPACITY_TYPE => (t.offerings.iter())
+            .map(|o| o.capacity_type.as_str())
+            .collect(),
+        _ => t.labels.get(key).map(String::as_str).into_iter().collect(),
+    }
+}
+
+/// Whether every requirement on a key the type defines allows one of its values.
+fn type_meets(t: &InstanceTypeOption, reqs: &Requirements) -> bool {
+    reqs.iter().all(|r| {
+        let values = type_values(t, &r.key);
+        values.is_empty() || values.iter().any(|v| r.has(v))
+    })
+}
+
+/// Whether the type has an available offering (a reservation with room) the requirements
+/// allow.
+fn has_offering(t: &InstanceTypeOption, reqs: &Requirements) -> bool {
+    t.offerings.iter().any(|o| {
+        let reserved = o.reservation.as_ref();
+        o.available
+            && reserved.is_none_or(|r| r.capacity > 0)
+            && reqs.get(labels::ZONE).has(&o.zone)
+            && reqs.get(labels::CAPACITY_TYPE).has(&o.capacity_type)
+            && reserved.is_none_or(|r| reqs.get(labels::CAPACITY_RESERVATION_ID).has(&r.id))
+    })
 }
 
 /// A Kubernetes taint in Karpenter's form; an unknown effect is read as NoSchedule (the
@@ -106,4 +208,93 @@ fn api_requirement(
         values: r.values.clone().unwrap_or_default(),
         min_values: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kerf_scheduling::input::Offering;
+
+    fn pool(requirements: serde_json::Value) -> NodePoolInput {
+        let np: NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "p"},
+            "spec": {"template": {
+                "metadata": {"labels": {"team": "a"}},
+                "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                "name": "default"}, "requirements": requirements}}}
+        }))
+        .expect("a NodePool");
+        let types = ["c5.large", "m5.large"].map(|name| InstanceTypeOption {
+            name: name.into(),
+            labels: Arc::new(BTreeMap::from([
+                (labels::INSTANCE_TYPE.to_string(), name.to_string()),
+                ("karpenter.k8s.aws/instance-family".into(), name[..2].into()),
+            ])),
+            capacity: Resources::default(),
+            allocatable: Resources::default(),
+            offerings: vec![Offering {
+                zone: "us-east-1a".into(),
+                capacity_type: "spot".into(),
+                price_per_hour: 0.1,
+                available: name == "c5.large",
+                reservation: None,
+            }],
+        });
+        node_pool_input(&np, Arc::from(types.to_vec()), Resources::default(), 0)
+    }
+
+    fn req(key: &str, operator: &str, values: &[&str]) -> serde_json::Value {
+        serde_json::json!({"key": key, "operator": operator, "values": values})
+    }
+
+    #[test]
+    fn a_nodepool_is_told_when_its_requirements_leave_no_available_type() {
+        let strict = MinValues::Strict;
+        // c5.large is available in us-east-1a as spot, m5.large in nothing
+        let fine = pool(serde_json::json!([req(
+            labels::ZONE,
+            "In",
+            &["us-east-1a"]
+        )]));
+        assert_eq!(no_compatible_types(&fine, strict), None);
+        for reqs in [
+            // a type no one sells
+            serde_json::json!([req(labels::INSTANCE_TYPE, "In", &["c5.typo"])]),
+            // the one type that meets it has no available offering
+            serde_json::json!([req(labels::INSTANCE_TYPE, "In", &["m5.large"])]),
+            // the offerings are in another zone, or of another capacity type
+            serde_json::json!([req(labels::ZONE, "In", &["us-east-1b"])]),
+            serde_json::json!([req(labels::CAPACITY_TYPE, "NotIn", &["spot"])]),
+        ] {
+            let np = pool(reqs.clone());
+            assert_eq!(
+                no_compatible_types(&np, strict),
+                Some(NoCompatibleTypes::Requirements),
+                "{reqs}"
+            );
+        }
+        // a key no type defines (a custom label the template sets) rules nothing out
+        let custom = pool(serde_json::json!([req("team", "In", &["a"])]));
+        assert_eq!(no_compatible_types(&custom, strict), None);
+    }
+
+    #[test]
+    fn a_short_min_values_counts_only_under_the_strict_policy() {
+        let mut family = req("karpenter.k8s.aws/instance-family", "Exists", &[]);
+        family["minValues"] = 2.into();
+        // only c5 is available: one family of the two asked for
+        let np = pool(serde_json::json!([family]));
+        assert_eq!(
+            no_compatible_types(&np, MinValues::Strict),
+            Some(NoCompatibleTypes::MinValues(vec![
+                "karpenter.k8s.aws/instance-family".into()
+            ]))
+        );
+        assert_eq!(no_compatible_types(&np, MinValues::BestEffort), None);
+        let message = NoCompatibleTypes::MinValues(Vec::new()).message();
+        assert!(
+            message.ends_with(" due to minValues incompatibility"),
+            "{message}"
+        );
+    }
 }

@@ -677,6 +677,36 @@ fn pods_get_karpenters_events_and_a_failure_is_told_once_per_five_minutes() {
 }
 
 #[test]
+fn a_nodepool_whose_requirements_leave_no_type_is_told_so_once_a_minute_while_pods_wait() {
+    let mut core = with_pool();
+    let mut typo = pool();
+    typo.metadata.name = Some("typo".into());
+    typo.spec.template.spec.requirements = serde_yaml::from_str(
+        "[{key: node.kubernetes.io/instance-type, operator: In, values: [m5.lrage]}]",
+    )
+    .unwrap();
+    core.apply_node_pool(typo);
+    // nothing pending: no scheduling simulation, nothing told
+    assert!(events(&run_until(&mut core, 0, 30), "NoCompatibleInstanceTypes").is_empty());
+    core.apply_pod(unschedulable("waits", "64"), secs(31));
+    let actions = run_until(&mut core, 31, 150);
+    let message = "NodePool requirements filtered out all compatible available instance types";
+    // retried every 10 s, told on the NodePool once a minute; the default NodePool is fine
+    assert_eq!(
+        events(&actions, "NoCompatibleInstanceTypes"),
+        [format!("typo: {message}"), format!("typo: {message}")]
+    );
+    let logged = (actions.iter())
+        .filter(|a| {
+            matches!(a, Action::Log(l) if l.message
+                == "skipping, nodepool requirements filtered out all instance types"
+                && l.fields["NodePool"]["name"] == "typo")
+        })
+        .count();
+    assert!(logged >= 10, "told {logged} times");
+}
+
+#[test]
 fn a_candidate_kept_by_do_not_disrupt_gets_disruption_blocked_events_on_node_and_nodeclaim() {
     let mut core = with_pool();
     let mut x = unschedulable("x", "1");
@@ -2445,6 +2475,57 @@ fn a_failed_status_check_ends_the_node_without_waiting_and_is_counted_once() {
     assert!(
         line.contains(r#"category="InstanceStatus""#) && line.ends_with(" 1"),
         "{line}"
+    );
+}
+
+/// A NodeClaim's `Initialized` status landed but its node's `karpenter.sh/initialized` label
+/// did not (the operator was killed between the two writes): a restarted controller labels
+/// the node, which then counts in its NodePool's budget, and, empty, is deleted.
+#[test]
+fn a_restart_labels_an_initialized_nodeclaims_node_that_lacks_the_label() {
+    let mut first = with_pool();
+    first.apply_pod(unschedulable("x", "1"), secs(0));
+    let actions = run_until(&mut first, 0, 2);
+    let mut object = actions
+        .into_iter()
+        .find_map(|a| match a {
+            Action::CreateNodeClaim(o) => Some(*o),
+            _ => None,
+        })
+        .expect("a NodeClaim");
+    let name = object.metadata.name.clone().unwrap_or_default();
+    launch_and_register(&mut first, &name);
+    let written = run_until(&mut first, 4, 6);
+    assert!(first.cluster().nodeclaims()[&name].initialized);
+    let (status, labels) = (written.into_iter().rev())
+        .find_map(|a| match a {
+            Action::PatchNodeClaimStatus { status, labels, .. } => Some((*status, labels)),
+            _ => None,
+        })
+        .expect("a status written");
+    object.status = Some(status);
+    object
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .extend(labels);
+    // the node as stored: registered, but not labelled initialized
+    let mut node = first.cluster().nodes()[&name].clone();
+    std::sync::Arc::make_mut(&mut node.labels).remove(kerf_api::labels::INITIALIZED);
+    node.nodeclaim = None;
+
+    let mut restarted = with_pool();
+    restarted.observe(Observation::Applied(Object::nodeclaim(object)), secs(10));
+    restarted.apply_node(name.clone(), node, secs(10));
+    let actions = run_until(&mut restarted, 10, 120);
+    let labelled = actions.iter().any(|a| {
+        matches!(a, Action::LabelNode { node, labels, .. } if *node == name
+            && labels.get(kerf_api::labels::INITIALIZED).map(String::as_str) == Some("true"))
+    });
+    assert!(labelled, "{actions:#?}");
+    assert!(
+        (actions.iter()).any(|a| matches!(a, Action::DeleteNodeClaim { .. })),
+        "the empty node was never deleted: {actions:#?}"
     );
 }
 

@@ -223,9 +223,18 @@ fn pods_running(cp: &ControlPlane, op: &Operator, n: usize, limit: Duration, wha
 
 /// The log with the NodeClaims and nodes, for a failure's message.
 fn state(cp: &ControlPlane, op: &Operator) -> String {
+    // what the disruption controller weighed, from its metrics: a pass that decides nothing
+    // or a command that fails validation logs nothing
+    let (_, metrics) = http_get(op.metrics_port, "/metrics");
+    let disruption: Vec<&str> = (metrics.lines())
+        .filter(|l| l.starts_with("karpenter_voluntary_disruption") && !l.contains("_bucket"))
+        .collect();
     format!(
-        "{}\n{}",
+        "{}\n{}\n{}\n{}\n{}",
         cp.kubectl_ok(&["get", "nodeclaims,nodes"], None),
+        cp.kubectl_ok(&["get", "pods", "-A", "-o", "wide"], None),
+        cp.kubectl_ok(&["get", "events", "-A", "--sort-by=.lastTimestamp"], None),
+        disruption.join("\n"),
         std::fs::read_to_string(&op.log).unwrap_or_default()
     )
 }

@@ -402,6 +402,11 @@ impl Controllers {
                 // registered while nobody removed the taint (a restart in between)
                 self.sync_labels(name, &node_name);
                 self.remove_unregistered_taint(&node_name);
+            } else if node.labels.get(labels::INITIALIZED).map(String::as_str) != Some("true") {
+                // the status said initialized but the label's write was cut short (a restart
+                // between the two): without it the node counts in no disruption budget, so
+                // nothing of its NodePool would ever be disrupted
+                self.mark_initialized(&node_name);
             }
             return;
         }
@@ -521,6 +526,27 @@ impl Controllers {
             node: node_name.to_string(),
             labels: missing,
             annotations,
+        });
+    }
+
+    /// Gives a node Karpenter's `karpenter.sh/registered` and `karpenter.sh/initialized`
+    /// labels, and nothing else of its NodeClaim's (its template may have changed since).
+    fn mark_initialized(&mut self, node_name: &str) {
+        let Some(node) = self.cluster.nodes.get_mut(node_name) else {
+            return;
+        };
+        let missing: BTreeMap<String, String> = [labels::REGISTERED, labels::INITIALIZED]
+            .into_iter()
+            .filter(|k| node.labels.get(*k).map(String::as_str) != Some("true"))
+            .map(|k| (k.to_string(), "true".to_string()))
+            .collect();
+        std::sync::Arc::make_mut(&mut node.labels)
+            .extend(missing.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.cluster.changes.disruption = true;
+        self.actions.push(Action::LabelNode {
+            node: node_name.to_string(),
+            labels: missing,
+            annotations: BTreeMap::new(),
         });
     }
 

@@ -23,7 +23,7 @@ use super::rehearsal::PlannedNode;
 use super::{Action, Controllers, Event, EventObject, Timer, TypeOptions, Unplaced, list_text};
 use crate::cluster::{ClaimRecord, NodeRecord, split_pod_key};
 use crate::hash::{node_class_hash, node_pool_hash};
-use crate::nodepools::{daemon_runs_on, node_pool_input};
+use crate::nodepools::{NoCompatibleTypes, daemon_runs_on, no_compatible_types, node_pool_input};
 use crate::provisioning_rules::Batcher;
 use crate::provisioning_rules::{nodeclaim, nodeclaim_name};
 
@@ -402,6 +402,7 @@ impl Controllers {
             "found provisionable pod(s)",
             json!({"Pods": list_text(&keys), "duration": "0s"}),
         );
+        self.tell_incompatible_pools();
         let inputs = self.provisioning_inputs(&keys);
         if let Some(last) = &self.provisioning.unplaced
             && last.inputs == inputs
@@ -517,6 +518,38 @@ impl Controllers {
             self.at(self.now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
         }
         planned
+    }
+
+    /// Tells each NodePool whose requirements filter out all its instance types, as Karpenter
+    /// does before each scheduling simulation: a log line each time, and a warning event on
+    /// the NodePool at most once a minute.
+    fn tell_incompatible_pools(&mut self) {
+        let (pools, _) = self.pool_inputs();
+        for np in &pools {
+            let Some(why) = no_compatible_types(np, self.settings.min_values_policy) else {
+                continue;
+            };
+            let mut fields = json!({"NodePool": {"name": np.name}});
+            if let NoCompatibleTypes::MinValues(keys) = &why {
+                fields["minValuesIncompatibleErr"] = format!(
+                    "minValues requirement is not met for label(s) (label(s)=[{}])",
+                    keys.join(" ")
+                )
+                .into();
+            }
+            self.log(
+                "provisioner",
+                "skipping, nodepool requirements filtered out all instance types",
+                fields,
+            );
+            self.event(Event {
+                kind: EventObject::NodePool,
+                name: np.name.clone(),
+                warning: true,
+                reason: "NoCompatibleInstanceTypes".into(),
+                message: why.message().into(),
+            });
+        }
     }
 
     /// A pod is to go to this NodeClaim; the first time it is, the provisioner found it a

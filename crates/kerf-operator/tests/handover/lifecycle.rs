@@ -50,7 +50,45 @@ spec:
       nodeSelector: {karpenter.sh/nodepool: lifecycle}
       terminationGracePeriodSeconds: 1
       containers: [{name: app, image: pause, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: typo}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [c-3x-amd64-linux]}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: few}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+        - {key: karpenter.kwok.sh/instance-family, operator: Exists, minValues: 4}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: typo, namespace: default}
+spec:
+  nodeSelector: {karpenter.sh/nodepool: typo}
+  containers: [{name: app, image: pause, resources: {requests: {cpu: 100m}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: few, namespace: default}
+spec:
+  nodeSelector: {karpenter.sh/nodepool: few}
+  containers: [{name: app, image: pause, resources: {requests: {cpu: 100m}}}]
 "#;
+
+/// The NodePools whose requirements leave them no instance type (each for its own reason),
+/// each with a pod that only they could take: both autoscalers must say so on the NodePool.
+const NO_TYPES: &[&str] = &["typo", "few"];
 
 /// What is seen differently under Kerf, on purpose or not yet built: (what differs, why).
 /// An entry names a condition as `claim N condition TYPE` and an event as `event KIND REASON`.
@@ -217,7 +255,7 @@ const TRANSITION_EVENTS: &[&str] = &[
 ];
 
 /// The reasons of the events the autoscaler sent, per kind of object they are about, but for
-/// [`TRANSITION_EVENTS`].
+/// [`TRANSITION_EVENTS`]; a NodePool's events by its name, each with its type and message.
 fn event_reasons(cp: &ControlPlane) -> BTreeMap<String, BTreeSet<String>> {
     let out = cp.kubectl_ok(&["get", "events", "-A", "-o", "json"], None);
     let list: Value = serde_json::from_str(&out).expect("events as JSON");
@@ -232,10 +270,22 @@ fn event_reasons(cp: &ControlPlane) -> BTreeMap<String, BTreeSet<String>> {
             .as_str()
             .unwrap_or("")
             .to_string();
-        let reason = e["reason"].as_str().unwrap_or("").to_string();
+        let mut reason = e["reason"].as_str().unwrap_or("").to_string();
         if TRANSITION_EVENTS.contains(&reason.as_str()) {
             continue;
         }
+        let kind = if kind == "NodePool" {
+            let name = e["involvedObject"]["name"].as_str().unwrap_or("");
+            let (kind_of, message) = (e["type"].as_str(), e["message"].as_str());
+            reason = format!(
+                "{reason} {}: {}",
+                kind_of.unwrap_or(""),
+                message.unwrap_or("")
+            );
+            format!("NodePool {name}")
+        } else {
+            kind
+        };
         reasons.entry(kind).or_default().insert(reason);
     }
     reasons
@@ -325,6 +375,18 @@ fn life(cp: &ControlPlane, who: &str) -> Life {
     // the replacement quiet for consolidateAfter, then a moment for the last writes and events
     consolidatable(cp, &format!("{who}'s replacement"));
     std::thread::sleep(Duration::from_secs(5));
+    wait_for(
+        &format!("{who}'s word on each NodePool that has no instance type"),
+        Duration::from_secs(60),
+        || {
+            let told = event_reasons(cp);
+            (NO_TYPES
+                .iter()
+                .all(|p| told.contains_key(&format!("NodePool {p}"))))
+            .then_some(())
+        },
+        || format!("{:?}", event_reasons(cp)),
+    );
     let claims = watch
         .versions()
         .iter()
@@ -344,6 +406,9 @@ fn clear(cp: &ControlPlane) {
         None,
     );
     cp.kubectl_ok(&["delete", "nodepool", "lifecycle"], None);
+    for pool in NO_TYPES {
+        cp.kubectl_ok(&["delete", "nodepool", pool], None);
+    }
     super::parity::remove_nodes(cp);
     cp.kubectl_ok(
         &["delete", "pods", "--all", "-n", "default", "--force"],
