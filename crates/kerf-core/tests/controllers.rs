@@ -241,6 +241,16 @@ fn launch_into_and_register(
 
 /// The cloud launches `claim` as `launched` at 3 s, and its node registers Ready at 4 s.
 fn launch_as_and_register(core: &mut Controllers, claim: &str, launched: Launched) {
+    launch_as_and_register_tainted(core, claim, launched, Vec::new());
+}
+
+/// As [`launch_as_and_register`], the node registering with `taints`.
+fn launch_as_and_register_tainted(
+    core: &mut Controllers,
+    claim: &str,
+    launched: Launched,
+    taints: Vec<kerf_api::Taint>,
+) {
     core.launched(claim, launched, secs(3));
     core.apply_node(
         claim.to_string(),
@@ -248,7 +258,7 @@ fn launch_as_and_register(core: &mut Controllers, claim: &str, launched: Launche
             provider_id: format!("kwok://{claim}"),
             nodeclaim: None,
             labels: Default::default(),
-            taints: Vec::new(),
+            taints,
             allocatable: two_cpus(),
             capacity: two_cpus(),
             ready: true,
@@ -1977,6 +1987,42 @@ fn a_node_is_initialized_by_its_nodeclaims_startup_taints_not_its_nodepools_curr
     core.apply_node(claim.clone(), node, secs(9));
     run_until(&mut core, 9, 12);
     assert!(core.cluster().nodeclaims()[claim].initialized);
+}
+
+/// A node that registers without the `karpenter.sh/unregistered` taint (user data that does
+/// not add it) is registered all the same, and its NodeClaim is told why that is a risk, in
+/// Karpenter's words; one that registers with it is told nothing.
+#[test]
+fn a_node_registered_without_the_unregistered_taint_is_told_on_its_nodeclaim() {
+    for tainted in [false, true] {
+        let mut core = with_pool();
+        core.apply_pod(unschedulable("x", "1"), secs(0));
+        let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+        let taints = if tainted {
+            vec![kerf_core::cluster::unregistered_taint()]
+        } else {
+            Vec::new()
+        };
+        launch_as_and_register_tainted(&mut core, &claim, instance(&claim), taints);
+        let actions = run_until(&mut core, 4, 10);
+        assert!(core.cluster().nodeclaims()[&claim].registered);
+        let told = events(&actions, "UnregisteredTaintMissing");
+        let logged = (actions.iter())
+            .filter(|a| matches!(a, Action::Log(l) if l.message == "node claim registration error"))
+            .count();
+        if tainted {
+            assert!(told.is_empty() && logged == 0, "{told:?}");
+        } else {
+            assert_eq!(
+                told,
+                [format!(
+                    "{claim}: Missing karpenter.sh/unregistered taint which prevents \
+                     registration related race conditions on Karpenter-managed nodes"
+                )]
+            );
+            assert_eq!(logged, 1);
+        }
+    }
 }
 
 /// Pods nominated to a registered node and not bound yet hold its room: a pod that comes

@@ -414,6 +414,10 @@ impl Controllers {
         let startup_left =
             (claim.startup_taints.iter()).any(|s| node.taints.iter().any(|t| t.key == s.key));
         if !claim.registered {
+            if !unregistered && !node.labels.contains_key(labels::REGISTERED) {
+                self.unregistered_taint_missing(name, &node_name);
+            }
+            let claim = &self.cluster.nodeclaims[name];
             let pool = claim.node_pool.clone();
             let zone = claim.launched.as_ref().map_or("", |l| l.zone.as_str());
             self.metrics
@@ -526,6 +530,32 @@ impl Controllers {
             node: node_name.to_string(),
             labels: missing,
             annotations,
+        });
+    }
+
+    /// A node registered without the `karpenter.sh/unregistered` taint (its user data or
+    /// image does not add it): pods may land before its labels are synced. Karpenter goes on
+    /// with the registration and says so in an error line and a warning on the NodeClaim.
+    fn unregistered_taint_missing(&mut self, claim: &str, node: &str) {
+        self.log_error(
+            "nodeclaim.lifecycle",
+            "node claim registration error",
+            json!({
+                "NodeClaim": {"name": claim}, "Node": {"name": node},
+                "taint": labels::UNREGISTERED_TAINT_KEY,
+                "error": "missing taint prevents registration-related race conditions on Karpenter-managed nodes",
+            }),
+        );
+        self.event(Event {
+            kind: EventObject::NodeClaim,
+            name: claim.to_string(),
+            warning: true,
+            reason: "UnregisteredTaintMissing".into(),
+            message: format!(
+                "Missing {} taint which prevents registration related race conditions on \
+                 Karpenter-managed nodes",
+                labels::UNREGISTERED_TAINT_KEY
+            ),
         });
     }
 
