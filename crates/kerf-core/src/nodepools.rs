@@ -81,11 +81,9 @@ impl NoCompatibleTypes {
 /// requirement on a key it defines (its labels; its offerings' zones and capacity types)
 /// and have an available offering the requirements allow; under the Strict policy the
 /// types left must give each `minValues` requirement enough distinct values. A NodePool
-/// without instance types is no such case (its class has not resolved them).
+/// without instance types (its class has not resolved them) is told too, as Karpenter
+/// filters an empty list.
 pub fn no_compatible_types(np: &NodePoolInput, policy: MinValues) -> Option<NoCompatibleTypes> {
-    if np.instance_types.is_empty() {
-        return None;
-    }
     let mut reqs = Requirements::from_api(&np.requirements);
     for (k, v) in &np.labels {
         reqs.add(Requirement::new(k, kerf_api::Operator::In, [v]));
@@ -136,13 +134,12 @@ fn type_meets(t: &InstanceTypeOption, reqs: &Requirements) -> bool {
     })
 }
 
-/// Whether the type has an available offering (a reservation with room) the requirements
-/// allow.
+/// Whether the type has an available offering the requirements allow (a reservation without
+/// room left is available still, as Karpenter filters).
 fn has_offering(t: &InstanceTypeOption, reqs: &Requirements) -> bool {
     t.offerings.iter().any(|o| {
         let reserved = o.reservation.as_ref();
         o.available
-            && reserved.is_none_or(|r| r.capacity > 0)
             && reqs.get(labels::ZONE).has(&o.zone)
             && reqs.get(labels::CAPACITY_TYPE).has(&o.capacity_type)
             && reserved.is_none_or(|r| reqs.get(labels::CAPACITY_RESERVATION_ID).has(&r.id))
@@ -276,6 +273,13 @@ mod tests {
         // a key no type defines (a custom label the template sets) rules nothing out
         let custom = pool(serde_json::json!([req("team", "In", &["a"])]));
         assert_eq!(no_compatible_types(&custom, strict), None);
+        // no types at all (the class has not resolved them): told, as Karpenter tells it
+        let mut bare = fine.clone();
+        bare.instance_types = Arc::from(Vec::new());
+        assert_eq!(
+            no_compatible_types(&bare, strict),
+            Some(NoCompatibleTypes::Requirements)
+        );
     }
 
     #[test]

@@ -334,13 +334,18 @@ fn a_nomination_holds_while_its_node_has_room_and_ends_with_an_untolerated_taint
 
 /// A Ready node of a managed node group: no NodeClaim, no Kerf labels.
 fn unmanaged_node(core: &mut Controllers, zone: &str) {
+    unmanaged_node_named(core, "mng-1", zone);
+}
+
+/// [`unmanaged_node`], named.
+fn unmanaged_node_named(core: &mut Controllers, name: &str, zone: &str) {
     core.apply_node(
-        "mng-1".into(),
+        name.into(),
         NodeRecord {
-            provider_id: "aws:///us-east-1a/i-mng".into(),
+            provider_id: format!("aws:///us-east-1a/i-{name}"),
             nodeclaim: None,
             labels: BTreeMap::from([
-                ("kubernetes.io/hostname".into(), "mng-1".into()),
+                ("kubernetes.io/hostname".into(), name.into()),
                 ("topology.kubernetes.io/zone".into(), zone.into()),
             ])
             .into(),
@@ -463,6 +468,53 @@ fn consolidation_moves_pods_to_a_node_kerf_does_not_manage() {
         })
         .expect("the command is logged");
     assert_eq!(command["pod-count"], 1, "{command}");
+}
+
+/// A deletion the solver packs tightly, which kube-scheduler would not follow: the
+/// candidate's small pod (the older, so made again first) and large pod fit the two other
+/// nodes' room exactly (large onto the roomier, small onto the other), but kube-scheduler
+/// puts the small one on the roomier node (it scores least allocated best), and the large one
+/// then fits nowhere and would wait for a new node. The move is dropped; once the room is
+/// there for any order, it is made.
+#[test]
+fn no_consolidation_move_leaves_a_pod_that_kube_scheduler_would_place_nowhere() {
+    let mut core = with_pool();
+    let bound = |name: &str, cpu: &str, node: &str| {
+        let mut p = unschedulable(name, cpu);
+        p.spec.as_mut().unwrap().node_name = Some(node.into());
+        p
+    };
+    for (node, fillers) in [("mng-e", ["e-a", "e-b"]), ("mng-f", ["f-a", "f-b"])] {
+        unmanaged_node_named(&mut core, node, "us-east-1a");
+        core.apply_pod(bound(fillers[0], "1500m", node), secs(0));
+        core.apply_pod(bound(fillers[1], "500m", node), secs(0));
+    }
+    let (mut small, mut large) = (replica("small", "500m"), replica("large", "1500m"));
+    core.apply_pod(small.clone(), secs(0));
+    core.apply_pod(large.clone(), secs(1));
+    let claim = created(&run_until(&mut core, 0, 3))[0].clone();
+    launch_and_register(&mut core, &claim);
+    for p in [&mut small, &mut large] {
+        p.spec.as_mut().unwrap().node_name = Some(claim.clone());
+        core.apply_pod(p.clone(), secs(5));
+    }
+    // mng-e keeps 500m (1.5 cpu free), mng-f 1500m (0.5 free)
+    core.delete_pod("default/e-a", secs(6));
+    core.delete_pod("default/f-b", secs(6));
+    let deleted = |actions: &[Action]| {
+        (actions.iter())
+            .any(|a| matches!(a, Action::DeleteNodeClaim { nodeclaim } if *nodeclaim == claim))
+    };
+    let held = run_until(&mut core, 6, 120);
+    assert!(!deleted(&held), "{held:#?}");
+    assert!(
+        (held.iter()).any(|a| matches!(a, Action::Log(l) if l.message
+            == "kube-scheduler would leave pod(s) without a node, consolidation move dropped")),
+        "{held:#?}"
+    );
+    // mng-f's other pod goes too: both nodes can take either pod first
+    core.delete_pod("default/f-a", secs(121));
+    assert!(deleted(&run_until(&mut core, 121, 240)));
 }
 
 /// A pod owned by a ReplicaSet (so its node may be consolidated), that kube-scheduler found
@@ -2524,9 +2576,33 @@ fn a_failed_status_check_ends_the_node_without_waiting_and_is_counted_once() {
     );
 }
 
-/// A NodeClaim's `Initialized` status landed but its node's `karpenter.sh/initialized` label
-/// did not (the operator was killed between the two writes): a restarted controller labels
-/// the node, which then counts in its NodePool's budget, and, empty, is deleted.
+/// The node's `karpenter.sh/initialized` label is asked for before the NodeClaim's status that
+/// says `Initialized` (both go in the NodeClaim's lane, in order), as Karpenter writes them:
+/// a restart between the two finds the NodeClaim not initialized and initializes it again.
+#[test]
+fn the_initialized_label_is_asked_before_the_status_that_says_so() {
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_and_register(&mut core, &claim);
+    let actions = run_until(&mut core, 4, 6);
+    let labelled = actions.iter().position(|a| {
+        matches!(a, Action::LabelNode { labels, .. }
+            if labels.get(kerf_api::labels::INITIALIZED).map(String::as_str) == Some("true"))
+    });
+    let initialized = actions.iter().rposition(|a| {
+        matches!(a, Action::PatchNodeClaimStatus { status, .. } if status.conditions.iter()
+            .any(|c| c.type_ == "Initialized" && c.status == "True"))
+    });
+    assert!(
+        labelled.is_some() && initialized.is_some() && labelled < initialized,
+        "label at {labelled:?}, status at {initialized:?}"
+    );
+}
+
+/// A NodeClaim's status says `Initialized` but its node lacks the `karpenter.sh/initialized`
+/// label (taken off, or its write failed for good): a restarted controller labels the node,
+/// which then counts in its NodePool's budget, and, empty, is deleted.
 #[test]
 fn a_restart_labels_an_initialized_nodeclaims_node_that_lacks_the_label() {
     let mut first = with_pool();

@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::metrics::families;
 
 use super::blockers::{Gathered, Wanted};
+use super::rehearsal::PlannedNode;
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{CapacityType, Cluster, DriftReason, PodOwner};
 use crate::consolidation::{
@@ -723,6 +724,18 @@ impl Controllers {
             return;
         }
         if let Some((command, names)) = self.decide(true) {
+            let stranded = self.stranded(&command, &names);
+            if !stranded.is_empty() {
+                // as good as nothing found: tried again once something changes
+                self.log(
+                    "disruption",
+                    "kube-scheduler would leave pod(s) without a node, consolidation move dropped",
+                    json!({"Pods": super::list_text(&stranded), "reason": command.reason.as_str().to_lowercase()}),
+                );
+                self.disruption.idle_inputs = Some(inputs);
+                self.disruption.quiet_until = self.next_timed_change();
+                return;
+            }
             self.disruption.idle_inputs = None;
             if command.method == Method::Repair {
                 // repair is not validated again after a wait: the node is unhealthy now
@@ -754,6 +767,27 @@ impl Controllers {
         }
         self.disruption.idle_inputs = Some(inputs);
         self.disruption.quiet_until = self.next_timed_change();
+    }
+
+    /// The pods of a consolidation move that kube-scheduler would leave without a node once
+    /// the move's replacements are Ready and its candidates drained
+    /// ([`Controllers::rehearse_move`]); none for emptiness, drift and repair, which move no
+    /// pod by a packing of their own.
+    fn stranded(&mut self, command: &Command, names: &[String]) -> Vec<String> {
+        if !matches!(command.method, Method::MultiNode | Method::SingleNode) {
+            return Vec::new();
+        }
+        let (pools, _) = self.pool_inputs();
+        let planned: Vec<PlannedNode> = (command.replacements.iter().enumerate())
+            .filter_map(|(i, r)| {
+                let pool = pools.get(r.node_pool)?;
+                PlannedNode::of(&format!("replacement-{i}"), r, pool, &pool.taints)
+            })
+            .collect();
+        let candidates: Vec<String> = (command.candidates.iter())
+            .map(|i| names[*i].clone())
+            .collect();
+        self.rehearse_move(&candidates, &planned)
     }
 
     /// Creates a command's replacement NodeClaim; its name. Karpenter's queue says on it
@@ -802,6 +836,9 @@ impl Controllers {
         let decided = self.decide(false);
         self.disruption.repairs = kept;
         let (command, names) = decided?;
+        if !self.stranded(&command, &names).is_empty() {
+            return None;
+        }
         let candidates: Vec<String> = command
             .candidates
             .iter()
@@ -987,7 +1024,7 @@ impl Controllers {
             revalidate(&view, &mut self.catalog.borrow_mut(), &decided)
         });
         drop((view, g));
-        let Some(command) = command else {
+        let Some(command) = command.filter(|c| self.stranded(c, &names).is_empty()) else {
             failed(self);
             return;
         };

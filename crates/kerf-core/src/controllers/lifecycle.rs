@@ -397,15 +397,22 @@ impl Controllers {
             return;
         };
         let unregistered = (node.taints.iter()).any(|t| t.key == labels::UNREGISTERED_TAINT_KEY);
+        // Karpenter's registration looks for the taint as it puts it: key and NoExecute
+        let guarded = (node.taints.iter()).any(|t| {
+            t.key == labels::UNREGISTERED_TAINT_KEY && t.effect == kerf_api::TaintEffect::NoExecute
+        });
         if claim.initialized {
             if unregistered {
                 // registered while nobody removed the taint (a restart in between)
                 self.sync_labels(name, &node_name);
                 self.remove_unregistered_taint(&node_name);
-            } else if node.labels.get(labels::INITIALIZED).map(String::as_str) != Some("true") {
-                // the status said initialized but the label's write was cut short (a restart
-                // between the two): without it the node counts in no disruption budget, so
-                // nothing of its NodePool would ever be disrupted
+            } else if node.labels.get(labels::INITIALIZED).map(String::as_str) != Some("true")
+                && claim.deleting.is_none()
+            {
+                // the status says initialized but the node lacks the label (taken off by
+                // hand, or the label's write failed after its retries): without it the node
+                // counts in no disruption budget, so nothing of its NodePool would ever be
+                // disrupted (Karpenter leaves such a node as it is)
                 self.mark_initialized(&node_name);
             }
             return;
@@ -414,8 +421,8 @@ impl Controllers {
         let startup_left =
             (claim.startup_taints.iter()).any(|s| node.taints.iter().any(|t| t.key == s.key));
         if !claim.registered {
-            if !unregistered && !node.labels.contains_key(labels::REGISTERED) {
-                self.unregistered_taint_missing(name, &node_name);
+            if !guarded && !node.labels.contains_key(labels::REGISTERED) {
+                self.unregistered_taint_missing(name);
             }
             let claim = &self.cluster.nodeclaims[name];
             let pool = claim.node_pool.clone();
@@ -462,8 +469,10 @@ impl Controllers {
             n.last_pod_event = self.now;
         }
         self.cluster.changes.disruption = true;
-        self.status_changed(name);
+        // the node's label first, then the status, as Karpenter writes them: a restart between
+        // the two finds the NodeClaim not initialized yet and initializes it again
         self.sync_labels(name, &node_name);
+        self.status_changed(name);
         self.at(
             self.now + super::provisioning::NOMINATION_GRACE,
             Timer::NominationExpiry(name.to_string()),
@@ -536,12 +545,15 @@ impl Controllers {
     /// A node registered without the `karpenter.sh/unregistered` taint (its user data or
     /// image does not add it): pods may land before its labels are synced. Karpenter goes on
     /// with the registration and says so in an error line and a warning on the NodeClaim.
-    fn unregistered_taint_missing(&mut self, claim: &str, node: &str) {
+    fn unregistered_taint_missing(&mut self, claim: &str) {
+        let provider_id = (self.cluster.nodeclaims.get(claim))
+            .and_then(|c| c.launched.as_ref())
+            .map(|l| l.provider_id.clone());
         self.log_error(
             "nodeclaim.lifecycle",
             "node claim registration error",
             json!({
-                "NodeClaim": {"name": claim}, "Node": {"name": node},
+                "NodeClaim": {"name": claim}, "provider-id": provider_id,
                 "taint": labels::UNREGISTERED_TAINT_KEY,
                 "error": "missing taint prevents registration-related race conditions on Karpenter-managed nodes",
             }),

@@ -366,6 +366,9 @@ impl Controllers {
     /// pods it leaves without a node solved for again, up to [`super::rehearsal::ROUNDS`]
     /// times, so that the batch needs no second wave.
     fn provision(&mut self) {
+        if self.cluster.pods.values().any(|p| p.wants_capacity()) {
+            self.tell_incompatible_pools();
+        }
         let mut planned = Vec::new();
         for round in 0..=super::rehearsal::ROUNDS {
             let made = self.provision_once();
@@ -402,7 +405,6 @@ impl Controllers {
             "found provisionable pod(s)",
             json!({"Pods": list_text(&keys), "duration": "0s"}),
         );
-        self.tell_incompatible_pools();
         let inputs = self.provisioning_inputs(&keys);
         if let Some(last) = &self.provisioning.unplaced
             && last.inputs == inputs
@@ -521,8 +523,8 @@ impl Controllers {
     }
 
     /// Tells each NodePool whose requirements filter out all its instance types, as Karpenter
-    /// does before each scheduling simulation: a log line each time, and a warning event on
-    /// the NodePool at most once a minute.
+    /// does before each batch's scheduling simulation: a log line each batch, and a warning
+    /// event on the NodePool at most once a minute.
     fn tell_incompatible_pools(&mut self) {
         let (pools, _) = self.pool_inputs();
         for np in &pools {

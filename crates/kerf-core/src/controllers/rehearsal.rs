@@ -138,26 +138,99 @@ impl Controllers {
     /// provisioned for again in this batch.
     pub(super) fn rehearse(&mut self, planned: &[PlannedNode]) -> Vec<String> {
         let mut facts = FactsByShape::default();
-        let seats = self.seats(planned, &mut facts);
+        let seats = self.seats(planned, &HashSet::new(), &mut facts);
         let cluster = &self.cluster;
-        let mut pending: Vec<(Reverse<i32>, Duration, &String)> = (cluster.pods.iter())
+        let pending: Vec<&String> = (cluster.pods.iter())
             .filter(|(_, p)| p.node.is_none() && p.provisionable && p.owner != PodOwner::DaemonSet)
-            .map(|(k, p)| {
-                let priority = (p.shape.spec.as_ref()).and_then(|s| s.priority);
-                (Reverse(priority.unwrap_or(0)), p.created, k)
-            })
+            .map(|(k, _)| k)
             .collect();
-        if pending.is_empty() {
+        let placed = self.place(&seats, &mut facts, in_queue_order(cluster, pending));
+        let mut moved = Vec::new();
+        let mut leftovers = Vec::new();
+        for (key, seat) in placed {
+            let p = &cluster.pods[key];
+            match seat {
+                Some(i) => {
+                    let claim = seats[i].claim.as_ref();
+                    if let Some(claim) = claim.filter(|c| p.nominated.as_ref() != Some(*c)) {
+                        moved.push((key.clone(), claim.clone()));
+                    }
+                }
+                None if p.nominated.is_some() => leftovers.push(key.clone()),
+                None => {}
+            }
+        }
+        for (pod, claim) in moved {
+            if let Some(p) = self.cluster.pods.get_mut(&pod) {
+                p.nominated = Some(claim.clone());
+            }
+            let node = (self.cluster.nodeclaims.get(&claim)).and_then(|c| c.node.clone());
+            self.nominated_event(&pod, &claim, node.as_deref());
+        }
+        for pod in &leftovers {
+            if let Some(p) = self.cluster.pods.get_mut(pod) {
+                p.nominated = None;
+            }
+        }
+        leftovers
+    }
+
+    /// Plays kube-scheduler over the nodes a disruption command leaves (the cluster's but its
+    /// `candidates`, its `replacements` Ready beside them, as they are once the command
+    /// drains), binding the pods already pending and then the candidates' pods as their
+    /// owners make them again: the candidates' pods it places nowhere. A move the solver
+    /// packed tightly can leave a pod without a node once kube-scheduler spreads the others
+    /// its own way; made anyway, that pod gets a new node, which the next pass consolidates
+    /// again.
+    pub(super) fn rehearse_move(
+        &self,
+        candidates: &[String],
+        replacements: &[PlannedNode],
+    ) -> Vec<String> {
+        let cluster = &self.cluster;
+        let leaving: HashSet<&str> = candidates.iter().map(String::as_str).collect();
+        let mut facts = FactsByShape::default();
+        let seats = self.seats(replacements, &leaving, &mut facts);
+        let pending = (cluster.pods.iter())
+            .filter(|(_, p)| p.node.is_none() && p.provisionable && p.owner != PodOwner::DaemonSet)
+            .map(|(k, _)| k);
+        let moving: Vec<&String> = (cluster.pods.iter())
+            .filter(|(_, p)| {
+                p.node.as_deref().is_some_and(|n| leaving.contains(n))
+                    && p.owner == PodOwner::Controller
+                    && !p.terminating
+                    && !matches!(p.phase.as_deref(), Some("Succeeded" | "Failed"))
+            })
+            .map(|(k, _)| k)
+            .collect();
+        let mut order = in_queue_order(cluster, pending.collect());
+        // the candidates' pods come after: they are made again only as the drain evicts them
+        order.extend(in_queue_order(cluster, moving));
+        let placed = self.place(&seats, &mut facts, order);
+        (placed.into_iter())
+            .filter(|(k, seat)| seat.is_none() && cluster.pods[*k].node.is_some())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Binds `pods` (in that order) as kube-scheduler would onto `seats`: where each went.
+    fn place<'a>(
+        &self,
+        seats: &[Seat],
+        facts: &mut FactsByShape,
+        pods: Vec<&'a String>,
+    ) -> Vec<(&'a String, Option<usize>)> {
+        let cluster = &self.cluster;
+        if pods.is_empty() {
             return Vec::new();
         }
-        pending.sort();
-        for (_, _, k) in &pending {
+        for k in &pods {
             facts.of(cluster.pods[*k].declared());
         }
-        // one pending pod of each shape stands for the rest, for which bound pods weigh
+        // one pod of each shape stands for the rest, for which bound pods weigh
         let mut shapes = HashSet::new();
-        let alike: Vec<&Pod> = (pending.iter())
-            .map(|(_, _, k)| cluster.pods[*k].declared())
+        let alike: Vec<&Pod> = (pods.iter())
+            .map(|k| cluster.pods[*k].declared())
             .filter(|s| shapes.insert(std::ptr::from_ref(*s)))
             .collect();
         let by_name: HashMap<&str, usize> = (seats.iter().enumerate())
@@ -182,43 +255,26 @@ impl Controllers {
             .collect();
         let usage = |n: &str| by_name.get(n).map(|&i| &seats[i].usage);
         let mut scheduler = ks::Scheduler::with_usage(nodes, usage, weighing, None);
-        let mut moved = Vec::new();
-        let mut leftovers = Vec::new();
-        for (_, _, key) in &pending {
-            let p = &cluster.pods[*key];
-            let Some(f) = facts.get(p.declared()) else {
+        let mut out = Vec::new();
+        for key in pods {
+            let Some(f) = facts.get(cluster.pods[key].declared()) else {
                 continue;
             };
-            match scheduler.schedule_with(p.declared(), f, None) {
-                Some(node) => {
-                    let claim = seats[by_name[node]].claim.as_ref();
-                    if let Some(claim) = claim.filter(|c| p.nominated.as_ref() != Some(*c)) {
-                        moved.push(((*key).clone(), claim.clone()));
-                    }
-                }
-                None if p.nominated.is_some() => leftovers.push((*key).clone()),
-                None => {}
-            }
+            let seat = scheduler.schedule_with(cluster.pods[key].declared(), f, None);
+            out.push((key, seat.map(|node| by_name[node])));
         }
-        drop(scheduler);
-        for (pod, claim) in moved {
-            if let Some(p) = self.cluster.pods.get_mut(&pod) {
-                p.nominated = Some(claim.clone());
-            }
-            let node = (self.cluster.nodeclaims.get(&claim)).and_then(|c| c.node.clone());
-            self.nominated_event(&pod, &claim, node.as_deref());
-        }
-        for pod in &leftovers {
-            if let Some(p) = self.cluster.pods.get_mut(pod) {
-                p.nominated = None;
-            }
-        }
-        leftovers
+        out
     }
 
-    /// The nodes there will be: the registered ones with what their pods take, the launched
-    /// NodeClaims still to register and the batch's planned ones with their daemons'.
-    fn seats(&self, planned: &[PlannedNode], facts: &mut FactsByShape) -> Vec<Seat> {
+    /// The nodes there will be: the registered ones (but those `leaving`) with what their
+    /// pods take, the launched NodeClaims still to register and the `planned` ones with their
+    /// daemons'.
+    fn seats(
+        &self,
+        planned: &[PlannedNode],
+        leaving: &HashSet<&str>,
+        facts: &mut FactsByShape,
+    ) -> Vec<Seat> {
         let cluster = &self.cluster;
         let mut seats = Vec::new();
         let mut index: HashMap<&str, usize> = HashMap::new();
@@ -227,7 +283,7 @@ impl Controllers {
                 .nodeclaim
                 .as_ref()
                 .and_then(|c| cluster.nodeclaims.get_key_value(c));
-            if claim.is_some_and(|(_, c)| c.deleting.is_some()) {
+            if claim.is_some_and(|(_, c)| c.deleting.is_some()) || leaving.contains(name.as_str()) {
                 continue;
             }
             let taints = match claim {
@@ -284,4 +340,17 @@ impl Controllers {
         }
         seats
     }
+}
+
+/// Pods in kube-scheduler's queue order: higher priority first, then older.
+fn in_queue_order<'a>(
+    cluster: &crate::cluster::Cluster,
+    mut pods: Vec<&'a String>,
+) -> Vec<&'a String> {
+    pods.sort_by_key(|k| {
+        let p = &cluster.pods[*k];
+        let priority = (p.shape.spec.as_ref()).and_then(|s| s.priority);
+        (Reverse(priority.unwrap_or(0)), p.created, *k)
+    });
+    pods
 }
