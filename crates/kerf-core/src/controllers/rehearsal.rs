@@ -12,7 +12,6 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::{Taint, labels};
