@@ -240,7 +240,14 @@ pub(super) struct State {
     pub(super) repairs: BTreeMap<String, super::health::RepairDue>,
     /// The decisions of the repair commands under way, by node name, as they were taken.
     pub(super) repairing: BTreeMap<String, super::health::RepairDue>,
+    /// Nodes left out of this pass's search: candidates of a move the kube-scheduler
+    /// rehearsal refused, so that the search looks for another.
+    refused: BTreeSet<String>,
 }
+
+/// How many moves one pass may find and see refused by the kube-scheduler rehearsal before
+/// it gives up until something changes.
+const REHEARSED_MOVES: usize = 4;
 
 impl Controllers {
     pub(super) fn schedule_pass(&mut self, at: Duration) {
@@ -506,7 +513,9 @@ impl Controllers {
                     .unwrap_or(launched.price_per_hour),
                 capacity_type: launched.capacity_type,
                 pods: on_node,
-                disruptable: pool.is_some() && self.blockers(name, g, Wanted::First).is_empty(),
+                disruptable: pool.is_some()
+                    && !self.disruption.refused.contains(name)
+                    && self.blockers(name, g, Wanted::First).is_empty(),
                 consolidatable,
                 drifted: c.drifted.is_some(),
                 disruption_cost,
@@ -723,19 +732,7 @@ impl Controllers {
         if self.disruption.idle_inputs.as_ref() == Some(&inputs) {
             return;
         }
-        if let Some((command, names)) = self.decide(true) {
-            let stranded = self.stranded(&command, &names);
-            if !stranded.is_empty() {
-                // as good as nothing found: tried again once something changes
-                self.log(
-                    "disruption",
-                    "kube-scheduler would leave pod(s) without a node, consolidation move dropped",
-                    json!({"Pods": super::list_text(&stranded), "reason": command.reason.as_str().to_lowercase()}),
-                );
-                self.disruption.idle_inputs = Some(inputs);
-                self.disruption.quiet_until = self.next_timed_change();
-                return;
-            }
+        if let Some((command, names)) = self.decide_rehearsed(true) {
             self.disruption.idle_inputs = None;
             if command.method == Method::Repair {
                 // repair is not validated again after a wait: the node is unhealthy now
@@ -767,6 +764,37 @@ impl Controllers {
         }
         self.disruption.idle_inputs = Some(inputs);
         self.disruption.quiet_until = self.next_timed_change();
+    }
+
+    /// [`Controllers::decide`], a move kube-scheduler's rehearsal refuses
+    /// ([`Controllers::stranded`]) looked past: its candidates are left out and the search
+    /// runs again, up to [`REHEARSED_MOVES`] times a pass.
+    /// With `report`, the first search tells why nodes are blocked and each refusal is logged;
+    /// without, nothing is told (a checker's look).
+    fn decide_rehearsed(&mut self, report: bool) -> Option<(Command, Vec<String>)> {
+        self.disruption.refused.clear();
+        let mut found = None;
+        for attempt in 0..REHEARSED_MOVES {
+            let Some((command, names)) = self.decide(report && attempt == 0) else {
+                break;
+            };
+            let stranded = self.stranded(&command, &names);
+            if stranded.is_empty() {
+                found = Some((command, names));
+                break;
+            }
+            if report {
+                self.log(
+                    "disruption",
+                    "kube-scheduler would leave pod(s) without a node, consolidation move dropped",
+                    json!({"Pods": super::list_text(&stranded), "reason": command.reason.as_str().to_lowercase()}),
+                );
+            }
+            let refused = command.candidates.iter().map(|i| names[*i].clone());
+            self.disruption.refused.extend(refused);
+        }
+        self.disruption.refused.clear();
+        found
     }
 
     /// The pods of a consolidation move that kube-scheduler would leave without a node once
@@ -833,12 +861,9 @@ impl Controllers {
         // it repaired since is already going); the pass's own list is put back after
         let due = self.repairs_due().0;
         let kept = std::mem::replace(&mut self.disruption.repairs, due);
-        let decided = self.decide(false);
+        let decided = self.decide_rehearsed(false);
         self.disruption.repairs = kept;
         let (command, names) = decided?;
-        if !self.stranded(&command, &names).is_empty() {
-            return None;
-        }
         let candidates: Vec<String> = command
             .candidates
             .iter()
