@@ -2576,6 +2576,21 @@ fn a_failed_status_check_ends_the_node_without_waiting_and_is_counted_once() {
     );
 }
 
+/// Controllers with the default NodePool, and the NodeClaim object they create for one
+/// pending pod (`x`, 1 cpu) in their first seconds.
+fn first_nodeclaim() -> (Controllers, kerf_api::NodeClaim) {
+    let mut first = with_pool();
+    first.apply_pod(unschedulable("x", "1"), secs(0));
+    let object = run_until(&mut first, 0, 2)
+        .into_iter()
+        .find_map(|a| match a {
+            Action::CreateNodeClaim(o) => Some(*o),
+            _ => None,
+        })
+        .expect("a NodeClaim");
+    (first, object)
+}
+
 /// The node's `karpenter.sh/initialized` label is asked for before the NodeClaim's status that
 /// says `Initialized` (both go in the NodeClaim's lane, in order), as Karpenter writes them:
 /// a restart between the two finds the NodeClaim not initialized and initializes it again.
@@ -2605,16 +2620,7 @@ fn the_initialized_label_is_asked_before_the_status_that_says_so() {
 /// which then counts in its NodePool's budget, and, empty, is deleted.
 #[test]
 fn a_restart_labels_an_initialized_nodeclaims_node_that_lacks_the_label() {
-    let mut first = with_pool();
-    first.apply_pod(unschedulable("x", "1"), secs(0));
-    let actions = run_until(&mut first, 0, 2);
-    let mut object = actions
-        .into_iter()
-        .find_map(|a| match a {
-            Action::CreateNodeClaim(o) => Some(*o),
-            _ => None,
-        })
-        .expect("a NodeClaim");
+    let (mut first, mut object) = first_nodeclaim();
     let name = object.metadata.name.clone().unwrap_or_default();
     launch_and_register(&mut first, &name);
     let written = run_until(&mut first, 4, 6);
@@ -2653,16 +2659,7 @@ fn a_restart_labels_an_initialized_nodeclaims_node_that_lacks_the_label() {
 
 #[test]
 fn a_restart_reads_the_termination_deadline_back_from_the_nodeclaim() {
-    let mut first = with_pool();
-    first.apply_pod(unschedulable("x", "1"), secs(0));
-    let actions = run_until(&mut first, 0, 2);
-    let mut object = actions
-        .into_iter()
-        .find_map(|a| match a {
-            Action::CreateNodeClaim(o) => Some(*o),
-            _ => None,
-        })
-        .expect("a NodeClaim");
+    let (_, mut object) = first_nodeclaim();
     let name = object.metadata.name.clone().unwrap_or_default();
     (object.metadata.annotations.get_or_insert_default()).insert(
         kerf_api::labels::NODECLAIM_TERMINATION_TIMESTAMP.into(),

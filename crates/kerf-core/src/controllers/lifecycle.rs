@@ -515,7 +515,7 @@ impl Controllers {
             want.insert(labels::INITIALIZED.into(), "true".into());
         }
         let annotations = c.annotations.clone();
-        let Some(node) = self.cluster.nodes.get_mut(node_name) else {
+        let Some(node) = self.cluster.nodes.get(node_name) else {
             return;
         };
         // the registration itself (the node lacks Karpenter's mark): the NodeClaim's
@@ -524,6 +524,20 @@ impl Controllers {
             BTreeMap::new()
         } else {
             annotations
+        };
+        self.label_node(node_name, want, annotations);
+    }
+
+    /// Gives the node those of `want` it lacks, in its record at once and through a
+    /// `LabelNode` (with `annotations`); nothing when it lacks none.
+    fn label_node(
+        &mut self,
+        node_name: &str,
+        want: BTreeMap<String, String>,
+        annotations: BTreeMap<String, String>,
+    ) {
+        let Some(node) = self.cluster.nodes.get_mut(node_name) else {
+            return;
         };
         let missing: BTreeMap<String, String> = want
             .into_iter()
@@ -574,22 +588,11 @@ impl Controllers {
     /// Gives a node Karpenter's `karpenter.sh/registered` and `karpenter.sh/initialized`
     /// labels, and nothing else of its NodeClaim's (its template may have changed since).
     fn mark_initialized(&mut self, node_name: &str) {
-        let Some(node) = self.cluster.nodes.get_mut(node_name) else {
-            return;
-        };
-        let missing: BTreeMap<String, String> = [labels::REGISTERED, labels::INITIALIZED]
+        let want = [labels::REGISTERED, labels::INITIALIZED]
             .into_iter()
-            .filter(|k| node.labels.get(*k).map(String::as_str) != Some("true"))
             .map(|k| (k.to_string(), "true".to_string()))
             .collect();
-        std::sync::Arc::make_mut(&mut node.labels)
-            .extend(missing.iter().map(|(k, v)| (k.clone(), v.clone())));
-        self.cluster.changes.disruption = true;
-        self.actions.push(Action::LabelNode {
-            node: node_name.to_string(),
-            labels: missing,
-            annotations: BTreeMap::new(),
-        });
+        self.label_node(node_name, want, BTreeMap::new());
     }
 
     /// A NodeClaim not launched [`LAUNCH_TTL`] after its creation is deleted, as Karpenter's
