@@ -23,7 +23,7 @@ pub mod user_data;
 pub use node_class::{Discovery, Resolved};
 
 use aws_sdk_ec2::config::SharedHttpClient;
-use aws_sdk_ec2::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_smithy_http_client::Builder;
 use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
 
@@ -90,14 +90,19 @@ pub(crate) fn classify<E: ProvideErrorMetadata + std::error::Error>(
 /// The most a message from AWS is quoted at.
 const MESSAGE_CHARS: usize = 200;
 
-/// What an error says, on one line: the API's error code and message, or (a response that
-/// is not an AWS error, such as an HTML page from a proxy) the start of the SDK's account of
-/// it, never a whole response body.
+/// What an error says, on one line: the API's error code and message; or, for an answer that
+/// carries no error code (an HTML page from a proxy, an endpoint that does not serve the API,
+/// no connection at all), what went wrong at the bottom of the SDK's chain of causes — never
+/// the SDK's debug account of it, never a whole response body.
 fn one_line<E: ProvideErrorMetadata + std::error::Error>(error: &E) -> String {
     let text = match (error.code(), error.message()) {
         (Some(code), Some(message)) => format!("{code}: {message}"),
         (Some(code), None) => code.to_string(),
-        _ => DisplayErrorContext(error).to_string(),
+        (None, Some(message)) => message.to_string(),
+        (None, None) => match root_cause(error) {
+            Some(cause) => format!("no AWS answer ({cause})"),
+            None => error.to_string(),
+        },
     };
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if line.chars().count() > MESSAGE_CHARS {
@@ -105,6 +110,15 @@ fn one_line<E: ProvideErrorMetadata + std::error::Error>(error: &E) -> String {
     } else {
         line
     }
+}
+
+/// The innermost cause's own words, if the error has causes.
+fn root_cause(error: &dyn std::error::Error) -> Option<String> {
+    let mut cause = error.source()?;
+    while let Some(deeper) = cause.source() {
+        cause = deeper;
+    }
+    Some(cause.to_string())
 }
 
 #[cfg(test)]

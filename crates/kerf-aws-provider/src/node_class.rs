@@ -64,6 +64,29 @@ pub struct Resolved {
     /// `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady`, `PlacementGroupReady` (and
     /// `CapacityReservationsReady` where the class selects reservations).
     pub conditions: Vec<Condition>,
+    /// Images an alias's SSM parameters name that EC2 does not list: the types they were to
+    /// boot are not offered, which the user is told rather than left to guess.
+    pub missing_images: Vec<MissingImage>,
+}
+
+/// An image an SSM parameter names that DescribeImages does not return (deleted, never
+/// published in the region, or not shared with the account).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MissingImage {
+    /// The SSM parameter's name.
+    pub parameter: String,
+    /// The image id it holds.
+    pub image: String,
+}
+
+impl std::fmt::Display for MissingImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SSM parameter {} names {}, which EC2 does not list",
+            self.parameter, self.image
+        )
+    }
 }
 
 /// A placement group as DescribePlacementGroups reports an available one.
@@ -88,6 +111,8 @@ pub struct Resolution {
     pub reservation_room: BTreeMap<String, u32>,
     /// The placement group it launches into.
     pub placement_group: Option<PlacementGroup>,
+    /// Images the class's aliases name that EC2 does not list.
+    pub missing_images: Vec<MissingImage>,
 }
 
 /// Resolves node classes with EC2 and SSM.
@@ -193,7 +218,11 @@ impl Discovery {
         let security_groups = self
             .security_groups(&spec.security_group_selector_terms)
             .await?;
-        let amis = self.amis(&spec.ami_selector_terms, kubernetes, now).await?;
+        let (amis, missing_images) =
+            match self.amis(&spec.ami_selector_terms, kubernetes, now).await? {
+                Ok((found, missing)) => (Ok(found), missing),
+                Err(unsupported) => (Err(unsupported), Vec::new()),
+            };
         let (capacity_reservations, reservation_room) = self
             .capacity_reservations(&spec.capacity_reservation_selector_terms, now)
             .await?;
@@ -223,12 +252,24 @@ impl Discovery {
                 ),
             ),
             match &amis {
-                Ok(found) => condition(
-                    AMIS_READY,
-                    !found.is_empty(),
-                    "AMINotFound",
-                    format!("AMISelector did not match any AMIs: no AMI matches {ami_terms}"),
-                ),
+                Ok(found) => {
+                    let mut ready = condition(
+                        AMIS_READY,
+                        !found.is_empty(),
+                        "AMINotFound",
+                        format!("AMISelector did not match any AMIs: no AMI matches {ami_terms}"),
+                    );
+                    // still Ready on the images found, as Karpenter; the message says which
+                    // were not, so a type left unoffered has a stated cause
+                    if !found.is_empty() && !missing_images.is_empty() {
+                        ready.message = missing_images
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join("; ");
+                    }
+                    ready
+                }
                 Err(unsupported) => condition(
                     AMIS_READY,
                     false,
@@ -273,6 +314,7 @@ impl Discovery {
             reservation_room,
             placement_group,
             conditions,
+            missing_images,
         })
     }
 
@@ -429,21 +471,24 @@ impl Discovery {
         Ok(found.into_values().collect())
     }
 
-    /// The AMIs, or why an alias cannot be used.
+    /// The AMIs and the images aliases name that EC2 does not list, or why an alias cannot
+    /// be used.
     async fn amis(
         &self,
         terms: &[AmiSelectorTerm],
         kubernetes: &str,
         now: i64,
-    ) -> Result<Result<Vec<AmiStatus>, discovery::AliasError>, AwsError> {
+    ) -> Result<Result<(Vec<AmiStatus>, Vec<MissingImage>), discovery::AliasError>, AwsError> {
         let mut candidates = Vec::new();
+        let mut missing = Vec::new();
         for alias in terms.iter().filter_map(|t| t.alias.as_deref()) {
             let parameters = match discovery::alias_parameters(alias, kubernetes) {
                 Ok(p) => p,
                 Err(e) => return Ok(Err(e)),
             };
-            // image id -> (arch, variants) from the parameters that exist
-            let mut ids: BTreeMap<String, (&'static str, Vec<Variant>)> = BTreeMap::new();
+            // image id -> (arch, variants, first parameter naming it) from the parameters
+            // that exist
+            let mut ids: BTreeMap<String, (&'static str, Vec<Variant>, String)> = BTreeMap::new();
             for batch in parameters.chunks(SSM_BATCH) {
                 let out = self
                     .ssm
@@ -458,7 +503,11 @@ impl Discovery {
                         continue;
                     };
                     if let Some(id) = value.value() {
-                        let entry = ids.entry(id.to_string()).or_insert((p.arch, Vec::new()));
+                        let entry = (ids.entry(id.to_string())).or_insert((
+                            p.arch,
+                            Vec::new(),
+                            p.name.clone(),
+                        ));
                         entry.1.extend(p.variants.iter().copied());
                     }
                 }
@@ -470,8 +519,17 @@ impl Discovery {
                 name: "image-id".into(),
                 values: ids.keys().cloned().collect(),
             }];
-            for image in self.describe_images(&filters, &[]).await? {
-                let Some((arch, variants)) = image.image_id().and_then(|id| ids.get(id)) else {
+            let images = self.describe_images(&filters, &[]).await?;
+            for (id, (_, _, parameter)) in &ids {
+                if !images.iter().any(|i| i.image_id() == Some(id.as_str())) {
+                    missing.push(MissingImage {
+                        parameter: parameter.clone(),
+                        image: id.clone(),
+                    });
+                }
+            }
+            for image in images {
+                let Some((arch, variants, _)) = image.image_id().and_then(|id| ids.get(id)) else {
                     continue;
                 };
                 for variant in variants {
@@ -488,7 +546,7 @@ impl Discovery {
                 }
             }
         }
-        Ok(Ok(newest_per_requirements(candidates)))
+        Ok(Ok((newest_per_requirements(candidates), missing)))
     }
 
     async fn describe_images(
@@ -600,6 +658,7 @@ pub async fn status(
         status,
         reservation_room: resolved.reservation_room,
         placement_group: resolved.placement_group,
+        missing_images: resolved.missing_images,
     })
 }
 

@@ -344,3 +344,39 @@ async fn a_placement_group_resolves_by_name_or_id_and_a_missing_one_is_not_ready
     assert_eq!(ready.status, "False", "{:?}", status.conditions);
     assert!(ready.message.contains(PLACEMENT_GROUP_READY), "{ready:?}");
 }
+
+#[tokio::test]
+async fn an_alias_naming_an_image_that_does_not_exist_is_said_on_the_class() {
+    // the seed's x86_64 parameter names an image EC2 does not list
+    let parameters = [
+        (SEED_AMI_PARAMETERS[0].0, "ami-0deleted000000000"),
+        SEED_AMI_PARAMETERS[1],
+    ];
+    let moto = Moto::start("ami-gone", &parameters);
+    let config = moto.config().await;
+    network(&aws_sdk_ec2::Client::new(&config)).await;
+
+    let resolved = Discovery::new(&config)
+        .resolve(&seed_node_class().spec, "1.33", NOW)
+        .await
+        .expect("discovery");
+
+    let ids: Vec<&str> = resolved.amis.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(ids, [ARM64_IMAGE]);
+    assert_eq!(
+        resolved.missing_images,
+        [node_class::MissingImage {
+            parameter: SEED_AMI_PARAMETERS[0].0.to_string(),
+            image: "ami-0deleted000000000".to_string(),
+        }]
+    );
+    // Ready on the image found, as Karpenter is, with the missing one named
+    let amis = condition(&resolved, AMIS_READY);
+    assert_eq!(amis.status, "True");
+    assert!(
+        amis.message.contains("ami-0deleted000000000")
+            && amis.message.contains(SEED_AMI_PARAMETERS[0].0),
+        "{}",
+        amis.message
+    );
+}

@@ -83,3 +83,21 @@ async fn a_denied_pricing_call_names_the_permission() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn an_endpoint_that_does_not_serve_pricing_is_one_short_line() {
+    // moto serves no Pricing API: its answer is not an AWS error at all
+    let moto = Moto::start("prices-unserved", &[]);
+    let source = PriceSource::new(&moto.config().await);
+    let said = source
+        .on_demand()
+        .await
+        .expect_err("moto serves no Pricing API")
+        .to_string();
+    assert!(said.starts_with("GetProducts: no AWS answer ("), "{said}");
+    assert!(!said.contains('\n'), "{said}");
+    // the parser's own words may quote a brace; a Rust debug dump names its structs
+    for debug in ["ServiceError", "Unhandled", "source:", "raw:", "Response {"] {
+        assert!(!said.contains(debug), "a debug dump: {said}");
+    }
+}

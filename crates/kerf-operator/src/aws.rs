@@ -55,6 +55,10 @@ pub struct Aws {
     node_classes: NodeClasses,
     /// No Pricing API calls (`ISOLATED_VPC`).
     isolated_vpc: bool,
+    /// Per class, the images it had when types without one were last warned of: a catalog
+    /// built again for the same images (new prices, rooms, the region's types discovered)
+    /// says nothing new, so the warning is said once per class and set of images.
+    unbooted_said: Mutex<HashMap<String, String>>,
 }
 
 /// Prices and instance types read from AWS, and how many times either was read: catalogs
@@ -138,6 +142,7 @@ impl Aws {
             interruption_queue: options.interruption_queue,
             live: Arc::default(),
             catalogs: Mutex::default(),
+            unbooted_said: Mutex::default(),
             capacity: options.capacity,
             isolated_vpc: options.isolated_vpc,
         })
@@ -202,7 +207,20 @@ impl Aws {
                 }
                 booted
             });
-            if let Some(c) = class.filter(|_| options.len() < before && !amis.is_empty()) {
+            let name = class.and_then(|c| c.metadata.name.clone());
+            let said_before = |name: &String| {
+                let images = serde_json::to_string(&amis).unwrap_or_default();
+                let mut said = self
+                    .unbooted_said
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                said.insert(name.clone(), images.clone()) == Some(images)
+            };
+            if let Some(c) = class.filter(|_| {
+                options.len() < before
+                    && !amis.is_empty()
+                    && !name.as_ref().is_some_and(said_before)
+            }) {
                 log::warn(
                     "providers.instancetype",
                     "instance types without an image of the class are not offered",

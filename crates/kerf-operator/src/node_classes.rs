@@ -3,6 +3,7 @@
 //! images, capacity reservations and instance profile into its status, and cleans up after a
 //! deleted class (its launch templates, and the instance profile made for its role).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use kerf_api::EC2NodeClass;
 use kerf_api::ec2nodeclass::EC2NodeClassStatus;
 use kerf_aws_provider::instance_profile::InstanceProfiles;
 use kerf_aws_provider::launch::Fleet;
+use kerf_aws_provider::node_class::MissingImage;
 use kerf_aws_provider::{Discovery, node_class};
 use serde_json::json;
 
@@ -33,6 +35,9 @@ pub struct NodeClasses {
     fleet: Arc<Fleet>,
     /// The cluster's Kubernetes version (images are chosen for it), once read.
     kubernetes: Arc<Mutex<String>>,
+    /// Per class, the missing images last warned of: a resolution every few minutes that
+    /// finds the same ones says nothing again.
+    missing_said: Mutex<HashMap<String, Vec<MissingImage>>>,
 }
 
 impl NodeClasses {
@@ -44,6 +49,7 @@ impl NodeClasses {
             profiles: InstanceProfiles::new(config, cluster, &region),
             fleet,
             kubernetes: Arc::default(),
+            missing_said: Mutex::default(),
         }
     }
 
@@ -94,10 +100,32 @@ impl NodeClasses {
         )
         .await
         .map_err(|e| CloudError::Api(e.to_string()))?;
+        self.warn_missing_images(name, resolution.missing_images);
         self.fleet.set_reservation_room(resolution.reservation_room);
         self.fleet
             .set_placement_group(name, resolution.placement_group);
         Ok(resolution.status)
+    }
+
+    /// One warning per class each time the images its aliases name but EC2 does not list
+    /// change (the class stays Ready on the others; `AMIsReady`'s message names them too).
+    fn warn_missing_images(&self, name: &str, missing: Vec<MissingImage>) {
+        let mut said = self.missing_said.lock().unwrap_or_else(|e| e.into_inner());
+        if said.get(name) == Some(&missing) || (missing.is_empty() && !said.contains_key(name)) {
+            return;
+        }
+        for image in &missing {
+            log::warn(
+                "nodeclass.status",
+                "AMI alias names an image that does not exist, its instance types are not offered",
+                json!({
+                    "EC2NodeClass": {"name": name},
+                    "parameter": image.parameter,
+                    "image": image.image,
+                }),
+            );
+        }
+        said.insert(name.to_string(), missing);
     }
 
     /// Deletes the launch templates made for the class, and the instance profile made for

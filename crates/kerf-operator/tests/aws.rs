@@ -569,6 +569,35 @@ async fn when_spot_runs_out_seed_000s_on_demand_fallback_launches_within_seconds
     check_claim(&cp, &ec2, &fallback).await;
     let name = fallback["metadata"]["name"].as_str().expect("name");
     let lines = op.lines();
+    // the seed's class boots no GPU types: said once, however often its catalog is built
+    // again (prices, the region's types discovered)
+    let unbooted = (lines.iter())
+        .filter(|l| {
+            l["message"] == "instance types without an image of the class are not offered"
+                && l["EC2NodeClass"]["name"] == "default"
+        })
+        .count();
+    assert_eq!(unbooted, 1, "{}", log());
+    // every error is one line of AWS's code and message, or of what kept AWS from answering
+    // (moto serves no Pricing API), never the SDK's debug account of it
+    let dumps: Vec<&Value> = (lines.iter())
+        .filter(|l| {
+            ["ServiceError", "Unhandled", "source:"]
+                .iter()
+                .any(|d| l.to_string().contains(d))
+        })
+        .collect();
+    assert!(dumps.is_empty(), "{dumps:?}");
+    let pricing = lines
+        .iter()
+        .find(|l| l["message"] == "refreshing on-demand prices, keeping the ones held")
+        .expect("moto's missing Pricing API is logged");
+    assert!(
+        pricing["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("GetProducts: ")),
+        "{pricing}"
+    );
     let launched = lines
         .iter()
         .find(|l| l["message"] == "launched nodeclaim" && l["NodeClaim"]["name"] == name)
