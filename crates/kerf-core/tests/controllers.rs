@@ -2673,10 +2673,11 @@ fn a_restart_reads_the_termination_deadline_back_from_the_nodeclaim() {
     );
 }
 
-/// Four small pods (1 cpu), then one large (3 cpu), onto 4-cpu nodes: the solver packs two
-/// nodes (the large with a small, three smalls), but kube-scheduler takes the smalls first and
-/// spreads them two and two (LeastAllocated), which leaves the large nowhere. The batch
-/// rehearses that placement and launches the third node at once, not in a second wave.
+/// Two small pods (1 cpu), then two large (3 cpu), onto 4-cpu nodes: the solver packs two
+/// nodes (a large with a small on each), but the nodes turn Ready one after the other and
+/// kube-scheduler binds in queue order: both smalls onto the first, one large onto the second,
+/// and the other large is left nowhere. The batch rehearses that placement and launches the
+/// third node at once, not in a second wave.
 #[test]
 fn a_batch_kube_scheduler_would_place_otherwise_gets_its_last_node_in_the_same_batch() {
     let four = Resources::from_quantities([
@@ -2693,10 +2694,12 @@ fn a_batch_kube_scheduler_would_place_otherwise_gets_its_last_node_in_the_same_b
         ..instance_type()
     };
     core.set_instance_types("default", Arc::from(vec![xlarge]));
-    for i in 0..4 {
+    for i in 0..2 {
         core.apply_pod(unschedulable(&format!("small-{i}"), "1"), secs(0));
     }
-    core.apply_pod(unschedulable("large", "3"), secs(1));
+    for i in 0..2 {
+        core.apply_pod(unschedulable(&format!("large-{i}"), "3"), secs(1));
+    }
     let actions = run_until(&mut core, 0, 3);
     let claims = created(&actions);
     assert_eq!(claims.len(), 3, "{claims:?}");

@@ -143,7 +143,7 @@ impl Controllers {
             .filter(|(_, p)| p.node.is_none() && p.provisionable && p.owner != PodOwner::DaemonSet)
             .map(|(k, _)| k)
             .collect();
-        let placed = self.place(&seats, &mut facts, in_queue_order(cluster, pending));
+        let placed = self.place(&seats, &mut facts, in_queue_order(cluster, pending), true);
         let mut moved = Vec::new();
         let mut leftovers = Vec::new();
         for (key, seat) in placed {
@@ -205,7 +205,8 @@ impl Controllers {
         let mut order = in_queue_order(cluster, pending.collect());
         // the candidates' pods come after: they are made again only as the drain evicts them
         order.extend(in_queue_order(cluster, moving));
-        let placed = self.place(&seats, &mut facts, order);
+        // the replacements are Ready before a candidate drains: all there at once
+        let placed = self.place(&seats, &mut facts, order, false);
         (placed.into_iter())
             .filter(|(k, seat)| seat.is_none() && cluster.pods[*k].node.is_some())
             .map(|(k, _)| k.clone())
@@ -213,11 +214,19 @@ impl Controllers {
     }
 
     /// Binds `pods` (in that order) as kube-scheduler would onto `seats`: where each went.
+    /// `arriving`: the seats not yet registered turn Ready one by one, in the order they
+    /// come (launched, then planned), and each time the pods still waiting are tried again
+    /// in queue order, as kube-scheduler retries them on a node's arrival. A batch's nodes
+    /// do come up over seconds, and the first to come take the pods at the head of the queue;
+    /// played as if all were there at once, LeastAllocated would spread the small pods over
+    /// every node and leave no room for the large ones, a pessimism that launched a fifth
+    /// more nodes than kube-scheduler needed (172 against Karpenter's 155 at 1,000 pods).
     fn place<'a>(
         &self,
         seats: &[Seat],
         facts: &mut FactsByShape,
         pods: Vec<&'a String>,
+        arriving: bool,
     ) -> Vec<(&'a String, Option<usize>)> {
         let cluster = &self.cluster;
         if pods.is_empty() {
@@ -255,13 +264,40 @@ impl Controllers {
         let usage = |n: &str| by_name.get(n).map(|&i| &seats[i].usage);
         let mut scheduler = ks::Scheduler::with_usage(nodes, usage, weighing, None);
         let mut out = Vec::new();
-        for key in pods {
-            let Some(f) = facts.get(cluster.pods[key].declared()) else {
-                continue;
-            };
-            let seat = scheduler.schedule_with(cluster.pods[key].declared(), f, None);
-            out.push((key, seat.map(|node| by_name[node])));
+        let pods: Vec<(&String, &ks::Facts)> = (pods.into_iter())
+            .filter_map(|k| Some((k, facts.get(cluster.pods[k].declared())?)))
+            .collect();
+        if !arriving {
+            for (key, f) in pods {
+                let seat = scheduler.schedule_with(cluster.pods[key].declared(), f, None);
+                out.push((key, seat.map(|node| by_name[node])));
+            }
+            return out;
         }
+        let registered = (seats.iter()).take_while(|s| s.registered).count();
+        let mut waiting = pods;
+        for ready in registered..=seats.len() {
+            // a pod like one that found no room finds none either, until the next binding
+            let mut roomless: HashSet<u64> = HashSet::new();
+            waiting.retain(|&(key, f)| {
+                if roomless.contains(&f.class_hash()) {
+                    return true;
+                }
+                let pod = cluster.pods[key].declared();
+                match scheduler.schedule_within(pod, f, |i| i < ready) {
+                    Some(i) => {
+                        out.push((key, Some(i)));
+                        roomless.clear();
+                        false
+                    }
+                    None => {
+                        roomless.insert(f.class_hash());
+                        true
+                    }
+                }
+            });
+        }
+        out.extend(waiting.into_iter().map(|(key, _)| (key, None)));
         out
     }
 
