@@ -192,6 +192,9 @@ pub struct ClaimRecord {
     /// `spec.terminationGracePeriod`: how long its drain may wait on its pods once its
     /// deletion starts (its own, as made: the NodePool's may have changed since).
     pub termination_grace_period: Option<Duration>,
+    /// The resources its `spec.resources.requests` names: its node's capacity of each is
+    /// checked against the launch's (condition `ConsistentStateFound`).
+    pub requested: Vec<String>,
     /// Set once the cloud launched it (condition `Launched`).
     pub launched: Option<Launched>,
     /// The Node that registered for it.

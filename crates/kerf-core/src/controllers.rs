@@ -32,6 +32,7 @@ use crate::unavailable::UnavailableOfferings;
 use kerf_api::nodepool::{ConsolidationPolicy, NodePool};
 
 mod blockers;
+mod consistency;
 pub mod deletion_cost;
 pub mod disruption;
 pub mod explain;
@@ -442,6 +443,9 @@ enum Timer {
     /// The nodes are ranked into their pods' deletion costs
     /// ([`deletion_cost::DELETION_COST_INTERVAL`]).
     DeletionCost,
+    /// A NodeClaim whose node falls short of its launch is looked at again
+    /// ([`consistency::SCAN_PERIOD`]).
+    ConsistencyScan(String),
 }
 
 /// How often garbage collection compares the cloud's instances with the NodeClaims.
@@ -501,6 +505,8 @@ pub struct Controllers {
     pub(crate) provisioning: provisioning::State,
     /// What the NodeClaim lifecycle keeps between cloud answers.
     lifecycle: lifecycle::State,
+    /// Each NodeClaim's node's shortfalls against its launch, as last said.
+    consistency: consistency::State,
     /// What the disruption controller keeps between passes.
     disruption: disruption::State,
     /// What termination keeps between drains.
@@ -551,6 +557,7 @@ impl Controllers {
             metrics: crate::metrics::Metrics::new(),
             unsynced_since: None,
             lifecycle: lifecycle::State::default(),
+            consistency: consistency::State::default(),
             disruption: disruption::State::default(),
             termination: termination::State::default(),
             static_capacity: static_capacity::State::default(),
@@ -699,6 +706,7 @@ impl Controllers {
             }
             Timer::ResolveNodeClasses => self.resolve_node_classes(),
             Timer::DeletionCost => self.rank_deletion_costs(),
+            Timer::ConsistencyScan(claim) => self.check_consistency(&claim, true),
         }
     }
 

@@ -98,6 +98,8 @@ pub struct ClaimConditions {
     pub disruption: Option<String>,
     /// Its drain, once its deletion started: under way (`false`) or done (`true`).
     pub drained: Option<bool>,
+    /// Its node falls short of what its launch promised (`ConsistentStateFound` false).
+    pub inconsistent: bool,
 }
 
 /// Karpenter's reason and message for a condition no controller has decided yet.
@@ -123,8 +125,8 @@ fn holds(type_: &str) -> Condition {
 /// conditions Karpenter v1.15 writes, with its reasons and messages: `Launched`,
 /// `Registered` and `Initialized` `Unknown` until they hold, `Ready` summing the three,
 /// `Drifted` and `DisruptionReason` with the reason as the message too, `Drained`,
-/// `InstanceTerminating`, `Consolidatable` and `ConsistentStateFound` (the node found as
-/// launched).
+/// `InstanceTerminating`, `Consolidatable` and `ConsistentStateFound` (false while the node
+/// falls short of its launch).
 pub fn nodeclaim_status(record: &ClaimRecord, beside: &ClaimConditions) -> NodeClaimStatus {
     use condition_types::*;
     let mut status = NodeClaimStatus {
@@ -177,8 +179,13 @@ pub fn nodeclaim_status(record: &ClaimRecord, beside: &ClaimConditions) -> NodeC
         unknown(READY, "ReconcilingDependents", &message.join(", "))
     };
     status.conditions = vec![launch, registration, initialization];
-    if registered {
-        status.conditions.push(holds(CONSISTENT_STATE_FOUND));
+    match (registered, beside.inconsistent) {
+        (true, false) => status.conditions.push(holds(CONSISTENT_STATE_FOUND)),
+        (true, true) => status.conditions.push(Condition {
+            message: "Consistency Check Failed".into(),
+            ..condition(CONSISTENT_STATE_FOUND, false, "ConsistencyCheckFailed")
+        }),
+        (false, _) => {}
     }
     let because = |type_: &str, why: &str| Condition {
         message: why.into(),
@@ -371,6 +378,15 @@ pub fn launched_labels(l: &Launched) -> BTreeMap<String, String> {
     out
 }
 
+/// The resources a NodeClaim requests (`spec.resources.requests`, those not zero): what its
+/// node's consistency is checked on.
+pub fn requested_names(object: &NodeClaim) -> Vec<String> {
+    (object.spec.resources.requests.iter())
+        .filter(|(_, q)| q.milli() != 0)
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
 /// A NodeClaim object as a record, for a controller that did not create it (after a
 /// restart). `price` gives an offering's price per hour; `created` and `deleting` are the
 /// object's timestamps in the shell's time.
@@ -464,6 +480,7 @@ pub fn claim_record(
         ),
         annotations: meta.annotations.clone().unwrap_or_default(),
         termination_grace_period: object.spec.termination_grace_period.map(|g| g.0),
+        requested: requested_names(object),
         launched,
         node: status.and_then(|s| s.node_name.clone()),
         registered: is_true(status, condition_types::REGISTERED),

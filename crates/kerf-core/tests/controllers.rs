@@ -3010,3 +3010,64 @@ fn a_pod_whose_grace_period_would_outlast_the_node_is_deleted_in_time() {
         ]
     );
 }
+
+/// The `ConsistentStateFound` condition (status, reason) of the last status written.
+fn consistent(actions: &[Action]) -> Option<(String, String)> {
+    actions.iter().rev().find_map(|a| match a {
+        Action::PatchNodeClaimStatus { status, .. } => (status.conditions.iter())
+            .find(|c| c.type_ == "ConsistentStateFound")
+            .map(|c| (c.status.clone(), c.reason.clone())),
+        _ => None,
+    })
+}
+
+/// A node that comes up with under 90 % of a resource its NodeClaim requests, against what the
+/// launch promised, is said as Karpenter's consistency check says it: a warning on the
+/// NodeClaim, a log line and `ConsistentStateFound` false; said again each scan period while it
+/// lasts, and true once the node reports what was promised.
+#[test]
+fn a_node_short_of_its_launch_fails_the_consistency_check_until_it_is_not() {
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    let four = Resources::from_quantities([
+        (&"cpu".to_string(), "4"),
+        (&"memory".to_string(), "8Gi"),
+        (&"pods".to_string(), "110"),
+    ]);
+    let promised = Launched {
+        capacity: four.clone(),
+        allocatable: four.clone(),
+        ..instance(&claim)
+    };
+    launch_as_and_register(&mut core, &claim, promised);
+    core.apply_pod(bound_pod("x", &claim, "1", 0, None, None), secs(5));
+    let first = run_until(&mut core, 3, 10);
+    assert_eq!(
+        events(&first, "FailedConsistencyCheck"),
+        [format!(
+            "{claim}: expected 4 of resource cpu, but found 2 (50.0% of expected)"
+        )]
+    );
+    assert_eq!(logged(&first, "failed consistency check"), 1);
+    assert_eq!(
+        consistent(&first),
+        Some(("False".into(), "ConsistencyCheckFailed".into()))
+    );
+    // said again once per ten minutes while it lasts, and the status not written again
+    let later = run_until(&mut core, 11, 700);
+    assert_eq!(events(&later, "FailedConsistencyCheck").len(), 1);
+    assert_eq!(consistent(&later), None);
+    // the node reports the promised capacity: consistent again, and nothing more is said
+    let mut node = core.cluster().nodes()[&claim].clone();
+    node.capacity = four.clone();
+    node.allocatable = four;
+    core.apply_node(claim.clone(), node, secs(701));
+    let after = run_until(&mut core, 701, 1400);
+    assert_eq!(
+        consistent(&after),
+        Some(("True".into(), "ConsistentStateFound".into()))
+    );
+    assert!(events(&after, "FailedConsistencyCheck").is_empty());
+    assert_eq!(core.cluster().nodeclaims().len(), 1);
+}

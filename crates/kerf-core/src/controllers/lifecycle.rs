@@ -415,6 +415,7 @@ impl Controllers {
                 // disrupted (Karpenter leaves such a node as it is)
                 self.mark_initialized(&node_name);
             }
+            self.check_consistency(name, false);
             return;
         }
         // the NodeClaim's own startup taints, which its NodePool may have changed since
@@ -484,6 +485,7 @@ impl Controllers {
                 "NodeClaim": {"name": name}, "Node": {"name": node_name}, "allocatable": allocatable,
             }),
         );
+        self.check_consistency(name, false);
     }
 
     /// The node's labels are synced: the registration taint goes, and pods may land.
@@ -703,6 +705,7 @@ impl Controllers {
             launch_error: self.lifecycle.last_error.get(name).cloned(),
             disruption: (self.disruption.disrupted_for.get(name)).map(|r| r.as_str().to_string()),
             drained: self.termination.drained.get(name).copied(),
+            inconsistent: self.consistency.issues.contains_key(name),
         };
         Some(Action::PatchNodeClaimStatus {
             nodeclaim: name.to_string(),
@@ -747,6 +750,7 @@ impl Controllers {
         self.lifecycle.relaunches.remove(name);
         self.lifecycle.last_error.remove(name);
         self.lifecycle.initializing.remove(name);
+        self.forget_consistency(name);
         self.count_nodeclaim_deleted(name);
         self.actions.push(Action::DeleteNodeClaim {
             nodeclaim: name.to_string(),

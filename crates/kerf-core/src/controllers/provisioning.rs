@@ -925,6 +925,7 @@ impl Controllers {
                 node_class_hash: class_hash.unwrap_or_default(),
                 annotations,
                 termination_grace_period: object.spec.termination_grace_period.map(|g| g.0),
+                requested: crate::objects::requested_names(&object),
                 launched: None,
                 node: None,
                 registered: false,

@@ -290,6 +290,7 @@ impl Controllers {
         self.count_nodeclaim_deleted(claim);
         self.lifecycle.last_error.remove(claim);
         self.lifecycle.initializing.remove(claim);
+        self.forget_consistency(claim);
         self.actions.push(Action::ReleaseNodeClaim {
             nodeclaim: claim.to_string(),
         });
