@@ -365,6 +365,29 @@ fn consolidating(view: &ClusterView<'_>) -> bool {
     !view.pods_await_capacity
 }
 
+/// Why a command no longer holds when it is checked again, as Karpenter's validation names it
+/// (in its `ConsolidationRejected` events and log).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// A candidate is no longer one (a pod arrived that may not move, its policy changed…).
+    Churn,
+    /// Its NodePool's disruption budget no longer allows it.
+    Budget,
+    /// Its pods no longer move as the command said (or pods wait for capacity).
+    Scheduling,
+}
+
+impl Rejection {
+    /// Karpenter's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::Churn => "churn",
+            Rejection::Budget => "budget",
+            Rejection::Scheduling => "scheduling",
+        }
+    }
+}
+
 /// A command decided a while ago, checked again on the current cluster after the
 /// validation wait, as Karpenter validates: the same candidates, not a new search. Each
 /// candidate must still be one (disruptable, its policy still allowing the reason, no
@@ -372,29 +395,40 @@ fn consolidating(view: &ClusterView<'_>) -> bool {
 /// budget, and its pods must still move as the command said: nowhere new for
 /// a deletion, onto as many new nodes as before, still cheaper, for a replacement (whose
 /// fresh plan is what launches). Empty nodes are the exception: those still empty go, as
-/// long as one does. None when the command no longer holds.
+/// long as one does. Why not, when the command no longer holds.
 pub fn revalidate(
     view: &ClusterView<'_>,
     catalog: &mut Catalog,
     decided: &Decided,
-) -> Option<Command> {
+) -> Result<Command, Rejection> {
     if matches!(decided.method, Method::MultiNode | Method::SingleNode) && !consolidating(view) {
-        return None;
+        return Err(Rejection::Scheduling);
     }
     let mut budget = Allowance::new(view, decided.reason);
     let still = |n: &NodeView| n.disruptable && policy_allows(view, n, decided.reason);
     if decided.method == Method::Emptiness {
+        let mut over_budget = false;
         let candidates: Vec<usize> = (decided.candidates.iter().copied())
             .filter(|i| {
                 let n = &view.nodes[*i];
-                still(n) && n.pods.is_empty() && budget.take(n)
+                let allowed = still(n) && n.pods.is_empty();
+                let within = allowed && budget.take(n);
+                over_budget |= allowed && !within;
+                within
             })
             .collect();
+        if candidates.is_empty() {
+            return Err(if over_budget {
+                Rejection::Budget
+            } else {
+                Rejection::Churn
+            });
+        }
         let savings = candidates
             .iter()
             .map(|i| view.nodes[*i].price_per_hour)
             .sum();
-        return (!candidates.is_empty()).then_some(Command {
+        return Ok(Command {
             reason: decided.reason,
             method: Method::Emptiness,
             candidates,
@@ -404,13 +438,15 @@ pub fn revalidate(
     }
     let candidates = &decided.candidates;
     let launch = decided.replacements > 0;
-    let valid = candidates.iter().all(|i| {
+    for i in candidates {
         let n = &view.nodes[*i];
         let backoff = launch && n.replace_backoff && decided.method != Method::Drift;
-        still(n) && !backoff && budget.take(n) && (decided.method != Method::Drift || n.drifted)
-    });
-    if !valid {
-        return None;
+        if !still(n) || backoff || (decided.method == Method::Drift && !n.drifted) {
+            return Err(Rejection::Churn);
+        }
+        if !budget.take(n) {
+            return Err(Rejection::Budget);
+        }
     }
     let pods: Vec<usize> = (candidates.iter())
         .flat_map(|i| view.nodes[*i].pods.iter().copied())
@@ -418,10 +454,10 @@ pub fn revalidate(
     // only the candidates' pods move: the session compiles those alone
     let replacements = place_elsewhere(view, &view.node_pools, catalog, candidates, &pods, launch);
     if let (Method::Drift, [node]) = (decided.method, &candidates[..]) {
-        return Some(replaced_by(
+        return Ok(replaced_by(
             view,
             *node,
-            replacements?,
+            replacements.ok_or(Rejection::Scheduling)?,
             decided.reason,
             Method::Drift,
         ));
@@ -450,8 +486,8 @@ pub fn revalidate(
         }
         (found, _) => found,
     };
-    let (replacements, savings) = found?;
-    Some(Command {
+    let (replacements, savings) = found.ok_or(Rejection::Scheduling)?;
+    Ok(Command {
         reason: decided.reason,
         method: decided.method,
         candidates: candidates.clone(),

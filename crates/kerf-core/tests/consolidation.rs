@@ -227,11 +227,12 @@ fn a_balanced_nodepool_takes_a_move_only_when_it_saves_enough_for_its_disruption
 
 /// Validation checks the command that was decided, as Karpenter's does: a deletion still
 /// holds when another node has since become the one a new search would take, and fails
-/// once a candidate cannot be disrupted or its pods no longer fit elsewhere.
+/// once a candidate cannot be disrupted (churn), its pods no longer fit elsewhere (scheduling)
+/// or its budget is spent (budget).
 #[test]
 fn validation_checks_the_decided_candidates_not_a_new_search() {
     use kerf_api::nodepool::DisruptionReason;
-    use kerf_core::consolidation::{Decided, Method, revalidate};
+    use kerf_core::consolidation::{Decided, Method, Rejection, revalidate};
     let mut c = Cluster::generate(0, 1);
     c.daemonsets.clear();
     c.add_node("roomy", 15, "test-zone-1", vec![pod("r0", "1", None)], true);
@@ -257,17 +258,26 @@ fn validation_checks_the_decided_candidates_not_a_new_search() {
     assert_eq!(command.candidates, [1]);
     // a do-not-disrupt pod landed on `small`: it is no candidate any more
     c.nodes[1].disruptable = false;
-    assert_eq!(revalidate(&c.view(4), catalog, &decided), None);
+    assert_eq!(
+        revalidate(&c.view(4), catalog, &decided),
+        Err(Rejection::Churn)
+    );
     c.nodes[1].disruptable = true;
     // `roomy` and `spare` filled up: small's pods would need a new node
     for n in [0, 2] {
         c.nodes[n].node.requested = c.nodes[n].node.allocatable.clone();
     }
-    assert_eq!(revalidate(&c.view(4), catalog, &decided), None);
+    assert_eq!(
+        revalidate(&c.view(4), catalog, &decided),
+        Err(Rejection::Scheduling)
+    );
     // no budget left
     c.nodes[0].node.requested = Default::default();
-    assert!(revalidate(&c.view(4), catalog, &decided).is_some());
-    assert_eq!(revalidate(&c.view(0), catalog, &decided), None);
+    assert!(revalidate(&c.view(4), catalog, &decided).is_ok());
+    assert_eq!(
+        revalidate(&c.view(0), catalog, &decided),
+        Err(Rejection::Budget)
+    );
 }
 
 /// A node whose pods mostly fit on another node is replaced by a node sized for the rest,

@@ -10,7 +10,7 @@ use kerf_api::{EC2NodeClass, NodePool};
 use kerf_core::cluster::{
     CapacityType, CloudInstance, DriftReason, InstanceNetwork, Launched, NodeRecord,
 };
-use kerf_core::controllers::{Action, Controllers, Settings};
+use kerf_core::controllers::{Action, Controllers, EventObject, Settings};
 use kerf_core::observe::{Object, Observation};
 use kerf_core::repair::NodeCondition;
 use kerf_scheduling::resources::Resources;
@@ -3070,4 +3070,92 @@ fn a_node_short_of_its_launch_fails_the_consistency_check_until_it_is_not() {
     );
     assert!(events(&after, "FailedConsistencyCheck").is_empty());
     assert_eq!(core.cluster().nodeclaims().len(), 1);
+}
+
+/// One node whose only pod (ReplicaSet-owned) would move onto a node Kerf does not manage, and
+/// the first poll at which the consolidation command is decided, with what that poll did.
+fn consolidation_decided() -> (Controllers, String, u64, Vec<Action>) {
+    let mut core = with_pool();
+    let mut x = unschedulable("x", "1");
+    x.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: "ReplicaSet".into(),
+            name: "x".into(),
+            uid: "u".into(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        },
+    ]);
+    core.apply_pod(x.clone(), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_and_register(&mut core, &claim);
+    x.spec.as_mut().unwrap().node_name = Some(claim.clone());
+    core.apply_pod(x, secs(5));
+    unmanaged_node(&mut core, "us-east-1a");
+    for t in 5..120 {
+        let actions = core.poll(secs(t));
+        if !events(&actions, "ConsolidationCandidate").is_empty() {
+            return (core, claim, t, actions);
+        }
+    }
+    panic!("no consolidation command was decided");
+}
+
+/// A consolidation command's candidates are told so on their Node and NodeClaim when it is
+/// decided (`ConsolidationCandidate`), and, when validation turns a one-node move down,
+/// why (`ConsolidationRejected`: budget, scheduling or churn), with Karpenter's messages.
+#[test]
+fn consolidation_candidates_are_told_when_decided_and_when_rejected() {
+    let (_, claim, _, decided) = consolidation_decided();
+    let candidate = format!("Consolidation candidate: delete: [{claim}] (savings: $0.10)");
+    // the Node and the NodeClaim share the name here: both are told
+    assert_eq!(
+        events(&decided, "ConsolidationCandidate"),
+        [
+            format!("{claim}: {candidate}"),
+            format!("{claim}: {candidate}")
+        ]
+    );
+    let kinds: Vec<_> = (decided.iter())
+        .filter_map(|a| match a {
+            Action::Event(e) if e.reason == "ConsolidationCandidate" => Some((e.kind, e.warning)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [(EventObject::Node, false), (EventObject::NodeClaim, false)]
+    );
+
+    // the NodePool's budget closes during the validation wait
+    let (mut core, claim, t, _) = consolidation_decided();
+    let mut np = pool();
+    np.spec.disruption.budgets =
+        serde_json::from_value(serde_json::json!([{"nodes": "0"}])).expect("budgets");
+    core.apply_node_pool(np);
+    let after = run_until(&mut core, t + 1, t + 60);
+    assert_eq!(
+        events(&after, "ConsolidationRejected"),
+        vec![
+            format!(
+                "{claim}: Consolidation rejected: delete: [{claim}], reason: budget (savings: $0.10)"
+            );
+            2
+        ]
+    );
+    assert!(
+        !(after.iter()).any(|a| matches!(a, Action::DeleteNodeClaim { .. })),
+        "{after:#?}"
+    );
+
+    // the node Kerf does not manage goes during the wait: nowhere to move, so scheduling
+    let (mut core, claim, t, _) = consolidation_decided();
+    let (kind, key) = ("Node".into(), "/mng-1".to_string());
+    core.observe(Observation::Deleted { kind, key }, secs(t + 1));
+    let after = run_until(&mut core, t + 1, t + 60);
+    let rejected = format!(
+        "{claim}: Consolidation rejected: delete: [{claim}], reason: scheduling (savings: $0.10)"
+    );
+    assert_eq!(events(&after, "ConsolidationRejected"), vec![rejected; 2]);
 }

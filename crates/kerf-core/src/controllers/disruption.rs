@@ -21,7 +21,7 @@ use super::rehearsal::PlannedNode;
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{CapacityType, Cluster, DriftReason, PodOwner};
 use crate::consolidation::{
-    ClusterView, Command, Decided, Method, NodeView, plan_judged, revalidate,
+    ClusterView, Command, Decided, Method, NodeView, Rejection, plan_judged, revalidate,
 };
 use crate::disruption_rules::{
     allowances, budget_active, consolidatable_at, node_disruption_cost, pdb_allowance, pdb_selects,
@@ -100,6 +100,27 @@ fn command_text(head: &str, candidates: &[String], replacements: usize, savings:
         0 => format!("{head}: [{nodes}] (savings: ${savings:.2})"),
         1 => format!("{head}: [{nodes}] -> [1 replacement] (savings: ${savings:.2})"),
         n => format!("{head}: [{nodes}] -> [{n} replacements] (savings: ${savings:.2})"),
+    }
+}
+
+/// One candidate of a consolidation command as Karpenter's `ConsolidationCandidate` and
+/// `ConsolidationRejected` events put it: the whole command for a single node
+/// (`replace: [a] -> [1 replacement]`), the node's part of it for several
+/// (`delete: [a] (part of 3-node consolidation)`).
+fn candidate_text(candidates: &[String], node: &str, replacements: usize) -> String {
+    let decision = if replacements == 0 {
+        "delete"
+    } else {
+        "replace"
+    };
+    if candidates.len() > 1 {
+        let n = candidates.len();
+        return format!("{decision}: [{node}] (part of {n}-node consolidation)");
+    }
+    match replacements {
+        0 => format!("{decision}: [{node}]"),
+        1 => format!("{decision}: [{node}] -> [1 replacement]"),
+        n => format!("{decision}: [{node}] -> [{n} replacements]"),
     }
 }
 
@@ -745,7 +766,7 @@ impl Controllers {
                 self.act(command, candidates);
                 return;
             }
-            self.disruption.command = Some(Pending {
+            let pending = Pending {
                 reason: command.reason,
                 method: command.method,
                 planned: command.replacements.len(),
@@ -758,7 +779,11 @@ impl Controllers {
                 replacements: Vec::new(),
                 savings: command.savings,
                 stage: Stage::Validating,
-            });
+            };
+            if matches!(pending.method, Method::SingleNode | Method::MultiNode) {
+                self.tell_consolidation(&pending, None);
+            }
+            self.disruption.command = Some(pending);
             self.at(self.now + VALIDATION_DELAY, Timer::Validate);
             return;
         }
@@ -1039,7 +1064,8 @@ impl Controllers {
         let candidates: Option<Vec<usize>> = (pending.candidates.iter())
             .map(|c| names.iter().position(|n| n == c))
             .collect();
-        let command = candidates.and_then(|candidates| {
+        // a candidate gone from the view is churn, as Karpenter finds a candidate no longer valid
+        let command = candidates.ok_or(Rejection::Churn).and_then(|candidates| {
             let decided = Decided {
                 reason: pending.reason,
                 method: pending.method,
@@ -1049,14 +1075,69 @@ impl Controllers {
             revalidate(&view, &mut self.catalog.borrow_mut(), &decided)
         });
         drop((view, g));
-        let Some(command) = command.filter(|c| self.stranded(c, &names).is_empty()) else {
-            failed(self);
-            return;
+        let command = command.and_then(|c| {
+            let stranded = self.stranded(&c, &names);
+            stranded
+                .is_empty()
+                .then_some(c)
+                .ok_or(Rejection::Scheduling)
+        });
+        let command = match command {
+            Ok(command) => command,
+            Err(why) => {
+                // a one-node move is Karpenter's single-node consolidation, which tells why;
+                // its multi-node validation (two nodes and more) drops the command untold
+                if matches!(pending.method, Method::SingleNode | Method::MultiNode)
+                    && pending.candidates.len() == 1
+                {
+                    self.tell_consolidation(&pending, Some(why));
+                }
+                failed(self);
+                return;
+            }
         };
         let candidates: Vec<String> = (command.candidates.iter())
             .map(|i| names[*i].clone())
             .collect();
         self.act(command, candidates);
+    }
+
+    /// Tells each candidate of a consolidation command, on its Node and its NodeClaim, that
+    /// it is one (`ConsolidationCandidate`), or with `rejected` that validation turned the
+    /// command down and why (`ConsolidationRejected`).
+    fn tell_consolidation(&mut self, pending: &Pending, rejected: Option<Rejection>) {
+        let savings = pending.savings;
+        for node in &pending.candidates {
+            let text = candidate_text(&pending.candidates, node, pending.planned);
+            let (reason, message) = match rejected {
+                None => (
+                    "ConsolidationCandidate",
+                    format!("Consolidation candidate: {text} (savings: ${savings:.2})"),
+                ),
+                Some(why) => (
+                    "ConsolidationRejected",
+                    format!(
+                        "Consolidation rejected: {text}, reason: {} (savings: ${savings:.2})",
+                        why.as_str()
+                    ),
+                ),
+            };
+            let claim = self.cluster.claim_of_node(node).map(|(c, _)| c.clone());
+            let told = [
+                (EventObject::Node, Some(node.clone())),
+                (EventObject::NodeClaim, claim),
+            ];
+            for (kind, name) in told {
+                let Some(name) = name else { continue };
+                self.event(Event {
+                    kind,
+                    name,
+                    warning: false,
+                    reason: reason.into(),
+                    message: message.clone(),
+                });
+            }
+        }
     }
 
     fn act(&mut self, command: Command, candidates: Vec<String>) {
