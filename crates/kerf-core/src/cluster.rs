@@ -886,14 +886,16 @@ impl Cluster {
         self.apply_node_class(class);
     }
 
-    /// Whether new nodes may be launched for a NodePool: it and its node class were read
-    /// whole, or at least every field that shapes a node was.
+    /// Whether new nodes may be launched for a NodePool: it is not being deleted, and it and
+    /// its node class were read whole, or at least every field that shapes a node was.
     pub fn may_launch_for(&self, pool: &str) -> bool {
-        let class = self
-            .node_pools
-            .get(pool)
-            .map(|np| np.spec.template.spec.node_class_ref.name.as_str());
-        self.pool_gaps.get(pool).is_none_or(|g| g.launch)
+        let np = self.node_pools.get(pool);
+        let class = np.map(|np| np.spec.template.spec.node_class_ref.name.as_str());
+        // a NodePool being deleted (held by a foreground deletion of its NodeClaims) gets no
+        // new node, as Karpenter's provisioner leaves it out
+        let deleting = np.is_some_and(|np| np.metadata.deletion_timestamp.is_some());
+        !deleting
+            && self.pool_gaps.get(pool).is_none_or(|g| g.launch)
             && !self.pool_invalid.contains_key(pool)
             && class.is_none_or(|c| self.class_gaps.get(c).is_none_or(|g| g.launch))
     }

@@ -3159,3 +3159,25 @@ fn consolidation_candidates_are_told_when_decided_and_when_rejected() {
     );
     assert_eq!(events(&after, "ConsolidationRejected"), vec![rejected; 2]);
 }
+
+/// A NodePool being deleted (held while a foreground deletion takes its NodeClaims first) gets
+/// no new node for a pending pod, as Karpenter's provisioner leaves such a NodePool out; the
+/// same NodePool not being deleted does.
+#[test]
+fn a_nodepool_being_deleted_gets_no_new_node() {
+    let mut going = pool();
+    going.metadata = serde_yaml::from_str(
+        "{name: default, deletionTimestamp: '2026-12-01T00:00:00Z', finalizers: [foregroundDeletion]}",
+    )
+    .expect("metadata");
+    let mut core = Controllers::new(Settings::default(), 7);
+    core.apply_node_pool(going);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let actions = run_until(&mut core, 0, 30);
+    assert!(created(&actions).is_empty(), "{actions:#?}");
+
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    assert_eq!(created(&run_until(&mut core, 0, 30)).len(), 1);
+}
