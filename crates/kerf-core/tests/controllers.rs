@@ -425,8 +425,8 @@ fn pods_bound_on_a_node_kerf_does_not_manage_count_in_zone_spread() {
     assert_eq!(zone, Some(vec!["us-east-1b".to_string()]));
 }
 
-#[test]
-fn consolidation_moves_pods_to_a_node_kerf_does_not_manage() {
+/// One node launched for a ReplicaSet's pod, which runs there from 5 s: nothing else can take it.
+fn one_node_with_a_replicaset_pod() -> (Controllers, String) {
     let mut core = with_pool();
     let mut x = unschedulable("x", "1");
     x.metadata.owner_references = Some(vec![
@@ -444,6 +444,12 @@ fn consolidation_moves_pods_to_a_node_kerf_does_not_manage() {
     launch_and_register(&mut core, &claim);
     x.spec.as_mut().unwrap().node_name = Some(claim.clone());
     core.apply_pod(x, secs(5));
+    (core, claim)
+}
+
+#[test]
+fn consolidation_moves_pods_to_a_node_kerf_does_not_manage() {
+    let (mut core, claim) = one_node_with_a_replicaset_pod();
     // nothing else can take x: the node stays
     let idle = run_until(&mut core, 5, 120);
     assert!(
@@ -3075,23 +3081,7 @@ fn a_node_short_of_its_launch_fails_the_consistency_check_until_it_is_not() {
 /// One node whose only pod (ReplicaSet-owned) would move onto a node Kerf does not manage, and
 /// the first poll at which the consolidation command is decided, with what that poll did.
 fn consolidation_decided() -> (Controllers, String, u64, Vec<Action>) {
-    let mut core = with_pool();
-    let mut x = unschedulable("x", "1");
-    x.metadata.owner_references = Some(vec![
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-            api_version: "apps/v1".into(),
-            kind: "ReplicaSet".into(),
-            name: "x".into(),
-            uid: "u".into(),
-            controller: Some(true),
-            block_owner_deletion: None,
-        },
-    ]);
-    core.apply_pod(x.clone(), secs(0));
-    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
-    launch_and_register(&mut core, &claim);
-    x.spec.as_mut().unwrap().node_name = Some(claim.clone());
-    core.apply_pod(x, secs(5));
+    let (mut core, claim) = one_node_with_a_replicaset_pod();
     unmanaged_node(&mut core, "us-east-1a");
     for t in 5..120 {
         let actions = core.poll(secs(t));
