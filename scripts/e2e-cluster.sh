@@ -352,13 +352,31 @@ cmd_start() {
 
   wait_for etcd 30 curl -sf "http://127.0.0.1:$etcd_port/health"
 
+  # with KERF_AUDIT_DIR set, the API server logs there every request the chart's
+  # ServiceAccount makes (scripts/rbac-audit.py compares them with the chart's RBAC)
+  local audit=()
+  if [ -n "${KERF_AUDIT_DIR:-}" ]; then
+    mkdir -p "$KERF_AUDIT_DIR"
+    cat >"$DIR/audit-policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  users: ["system:serviceaccount:kube-system:kerf"]
+- level: None
+EOF
+    audit=(--audit-policy-file "$DIR/audit-policy.yaml"
+      --audit-log-path "$KERF_AUDIT_DIR/$(basename "$DIR").log")
+  fi
+
   launch kube-apiserver "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
     --cert-dir "$DIR/pki" --token-auth-file "$DIR/tokens.csv" --authorization-mode RBAC \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$DIR/sa.key" --service-account-signing-key-file "$DIR/sa.key" \
     --service-cluster-ip-range 10.0.0.0/24 --allow-privileged \
-    --enable-priority-and-fairness=false
+    --enable-priority-and-fairness=false ${audit[@]+"${audit[@]}"}
 
   cat >"$DIR/kubeconfig" <<EOF
 apiVersion: v1

@@ -4,7 +4,8 @@
 # either fails:
 #
 #   operator | the operator's tests (crates/kerf-operator): real control planes, moto and
-#              Karpenter, mostly waiting on their timers (on 2 cores the CPUs sat 60-80 % idle)
+#              Karpenter, mostly waiting on their timers (on 2 cores the CPUs sat 60-80 % idle);
+#              then, on a whole run, the chart's RBAC against the API servers' audit logs
 #   rest     | every other crate's tests and doc tests, then a 40-seed swarm smoke run:
 #              CPU-bound, run under `nice` so that the operator's timers keep their pace
 #
@@ -47,7 +48,15 @@ run_tests() {
 }
 
 operator() {
-  run_tests '$2 == "kerf-operator"' "$@"
+  # every request the chart's ServiceAccount makes is audited; a whole run's requests must use
+  # every permission the chart grants and no other (scripts/rbac-audit.py)
+  local audit="$root/target/rbac-audit"
+  rm -rf "$audit"
+  export KERF_AUDIT_DIR="$audit"
+  run_tests '$2 == "kerf-operator"' "$@" || return 1
+  if [ $# -eq 0 ]; then
+    python3 scripts/rbac-audit.py "$audit"
+  fi
 }
 
 rest() {

@@ -40,7 +40,7 @@ pub mod condition_types {
 
     /// The types Kerf writes: a condition of another type (one another controller put on
     /// the NodeClaim) is left as it is.
-    pub const OWNED: [&str; 10] = [
+    pub const OWNED: [&str; 11] = [
         LAUNCHED,
         REGISTERED,
         INITIALIZED,
@@ -48,6 +48,7 @@ pub mod condition_types {
         DRIFTED,
         CONSOLIDATABLE,
         DRAINED,
+        VOLUMES_DETACHED,
         INSTANCE_TERMINATING,
         DISRUPTION_REASON,
         CONSISTENT_STATE_FOUND,

@@ -298,6 +298,12 @@ pub struct NodeRecord {
     pub conditions: Vec<crate::repair::NodeCondition>,
     /// `karpenter.sh/do-not-repair: "true"`: repair leaves it alone.
     pub do_not_repair: bool,
+    /// It carries Karpenter's `karpenter.sh/termination` finalizer: a deletion of the Node
+    /// waits for its drain.
+    pub finalizer: bool,
+    /// `metadata.deletionTimestamp` is set: someone deleted the Node (its finalizer holds it
+    /// for the drain).
+    pub deleting: bool,
 }
 
 /// Who made a pod, as far as disruption cares.

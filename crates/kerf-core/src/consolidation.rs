@@ -137,14 +137,66 @@ pub struct PoolTotals {
 /// fraction (0 when it saves nothing or the pool's totals are zero; infinite when it
 /// disrupts nothing).
 pub fn balanced_score(savings: f64, disruption: f64, totals: PoolTotals) -> f64 {
-    if totals.cost <= 0.0 || totals.disruption <= 0.0 || savings <= 0.0 {
-        return 0.0;
+    Score::of(0, savings, disruption, totals).value()
+}
+
+/// What the Balanced policy made of a move for one NodePool it disrupts: Karpenter's
+/// `ConsolidationApproved` event says it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Score {
+    /// The NodePool's index in the view.
+    pub pool: usize,
+    /// The NodePool's cost the move saves, as a fraction.
+    pub savings_fraction: f64,
+    /// The NodePool's disruption cost the move disrupts, as a fraction.
+    pub disruption_fraction: f64,
+}
+
+impl Score {
+    /// A move saving `savings` and disrupting `disruption` of a NodePool with these totals
+    /// (both fractions 0 when a total is, as Karpenter scores it).
+    pub fn of(pool: usize, savings: f64, disruption: f64, totals: PoolTotals) -> Score {
+        let whole = totals.cost > 0.0 && totals.disruption > 0.0;
+        Score {
+            pool,
+            savings_fraction: if whole { savings / totals.cost } else { 0.0 },
+            disruption_fraction: if whole {
+                disruption / totals.disruption
+            } else {
+                0.0
+            },
+        }
     }
-    let disrupted = disruption / totals.disruption;
-    if disrupted == 0.0 {
-        return f64::INFINITY;
+
+    /// The score: savings over disruption (0 when it saves nothing, infinite when it
+    /// disrupts nothing).
+    pub fn value(&self) -> f64 {
+        if self.savings_fraction <= 0.0 {
+            0.0
+        } else if self.disruption_fraction == 0.0 {
+            f64::INFINITY
+        } else {
+            self.savings_fraction / self.disruption_fraction
+        }
     }
-    (savings / totals.cost) / disrupted
+
+    /// Karpenter's event message: `score 1.50 >= threshold 0.50 (k: 2, savings 12.0%,
+    /// disruption 8.0%)` (an infinite score as Go prints it, `+Inf`).
+    pub fn message(&self) -> String {
+        let score = self.value();
+        let score = if score.is_infinite() {
+            "+Inf".to_string()
+        } else {
+            format!("{score:.2}")
+        };
+        format!(
+            "score {score} >= threshold {:.2} (k: {}, savings {:.1}%, disruption {:.1}%)",
+            1.0 / BALANCED_K,
+            BALANCED_K,
+            self.savings_fraction * 100.0,
+            self.disruption_fraction * 100.0
+        )
+    }
 }
 
 /// Whether a move is worth making: the minimum saving, and for each Balanced NodePool it
@@ -213,13 +265,12 @@ impl<'v> Worth<'v> {
             .is_none_or(|score| score >= 1.0 / BALANCED_K)
     }
 
-    /// Whether a move on `candidates` saving `savings` per hour is worth it.
-    pub fn approves(&self, candidates: &[usize], savings: f64) -> bool {
+    /// Each NodePool a move on `candidates` saving `savings` per hour disrupts, with its
+    /// share of the saving (a multi-pool move's saving shared by what each pool's candidates
+    /// cost) and the disruption cost of its candidates.
+    fn shares(&self, candidates: &[usize], savings: f64) -> BTreeMap<usize, (f64, f64)> {
         let nodes = &self.view.nodes;
         let price: f64 = candidates.iter().map(|i| nodes[*i].price_per_hour).sum();
-        if !self.view.min_savings.met(savings, price) {
-            return false;
-        }
         let mut by_pool: BTreeMap<usize, (f64, f64)> = BTreeMap::new();
         for i in candidates {
             if let Some(p) = nodes[*i].node_pool {
@@ -228,18 +279,43 @@ impl<'v> Worth<'v> {
                 e.1 += nodes[*i].disruption_cost;
             }
         }
-        let shared = by_pool.len() > 1 && price > 0.0;
-        let judged: Vec<JudgedMove> = (by_pool.iter())
-            .map(|(p, (cost, disruption))| {
-                let saved = if shared {
-                    savings * cost / price
-                } else {
-                    savings
-                };
-                let score = (self.balanced(*p))
-                    .then(|| balanced_score(saved, *disruption, self.totals[*p]));
+        if by_pool.len() > 1 && price > 0.0 {
+            for e in by_pool.values_mut() {
+                e.0 = savings * e.0 / price;
+            }
+        } else {
+            for e in by_pool.values_mut() {
+                e.0 = savings;
+            }
+        }
+        by_pool
+    }
+
+    /// The Balanced scores of a move on `candidates` saving `savings` per hour, one per
+    /// Balanced NodePool it disrupts.
+    pub fn scores(&self, candidates: &[usize], savings: f64) -> Vec<Score> {
+        let shares = self.shares(candidates, savings);
+        (shares.into_iter())
+            .filter(|(p, _)| self.balanced(*p))
+            .map(|(pool, (saved, disruption))| {
+                Score::of(pool, saved, disruption, self.totals[pool])
+            })
+            .collect()
+    }
+
+    /// Whether a move on `candidates` saving `savings` per hour is worth it.
+    pub fn approves(&self, candidates: &[usize], savings: f64) -> bool {
+        let nodes = &self.view.nodes;
+        let price: f64 = candidates.iter().map(|i| nodes[*i].price_per_hour).sum();
+        if !self.view.min_savings.met(savings, price) {
+            return false;
+        }
+        let judged: Vec<JudgedMove> = (self.shares(candidates, savings).into_iter())
+            .map(|(p, (saved, disruption))| {
+                let score =
+                    (self.balanced(p)).then(|| balanced_score(saved, disruption, self.totals[p]));
                 JudgedMove {
-                    pool: *p,
+                    pool: p,
                     score,
                     approved: score.is_none_or(|s| s >= 1.0 / BALANCED_K),
                 }

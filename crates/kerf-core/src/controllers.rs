@@ -245,6 +245,9 @@ pub enum Action {
         /// Annotations to add: the NodeClaim's, once, when its node registers (as Karpenter
         /// copies them then and never again).
         annotations: BTreeMap<String, String>,
+        /// Add Karpenter's `karpenter.sh/termination` finalizer too (at registration), so
+        /// that a deletion of the Node waits for its drain.
+        finalizer: bool,
     },
     /// Remove the taints with this key from a node.
     RemoveTaint {
@@ -993,7 +996,12 @@ impl Controllers {
         // on the object alone, whatever the message
         if !matches!(
             event.reason.as_ref(),
-            "FailedDraining" | "Unconsolidatable" | "Disrupted" | "NoCompatibleInstanceTypes"
+            "FailedDraining"
+                | "Unconsolidatable"
+                | "Disrupted"
+                | "NoCompatibleInstanceTypes"
+                | "AwaitingVolumeDetachment"
+                | "ConsolidationApproved"
         ) {
             std::hash::Hash::hash(&event.message, &mut hasher);
         }

@@ -98,6 +98,8 @@ pub struct ClaimConditions {
     pub disruption: Option<String>,
     /// Its drain, once its deletion started: under way (`false`) or done (`true`).
     pub drained: Option<bool>,
+    /// Its volumes' detachment, once drained (`VolumesDetached`).
+    pub detachment: Option<crate::controllers::termination::Detachment>,
     /// Its node falls short of what its launch promised (`ConsistentStateFound` false).
     pub inconsistent: bool,
 }
@@ -202,6 +204,20 @@ pub fn nodeclaim_status(record: &ClaimRecord, beside: &ClaimConditions) -> NodeC
         Some(false) => status
             .conditions
             .push(unknown(DRAINED, "Draining", "Draining")),
+        None => {}
+    }
+    use crate::controllers::termination::Detachment;
+    match beside.detachment {
+        Some(Detachment::Done) => status.conditions.push(holds(VOLUMES_DETACHED)),
+        Some(Detachment::Awaiting) => status.conditions.push(unknown(
+            VOLUMES_DETACHED,
+            "AwaitingVolumeDetachment",
+            "AwaitingVolumeDetachment",
+        )),
+        Some(Detachment::GraceElapsed) => status.conditions.push(Condition {
+            message: "TerminationGracePeriodElapsed".into(),
+            ..condition(VOLUMES_DETACHED, false, "TerminationGracePeriodElapsed")
+        }),
         None => {}
     }
     if record.instance_terminating {
@@ -588,6 +604,9 @@ pub fn node_record(node: &Node, now: Duration) -> NodeRecord {
         do_not_repair: (node.metadata.annotations.as_ref())
             .and_then(|a| a.get(labels::DO_NOT_REPAIR))
             .is_some_and(|v| v == "true"),
+        finalizer: (node.metadata.finalizers.iter().flatten())
+            .any(|f| f == labels::TERMINATION_FINALIZER),
+        deleting: node.metadata.deletion_timestamp.is_some(),
     }
 }
 

@@ -289,6 +289,8 @@ impl Controllers {
             }
             Object::DaemonSet { key, template } => cluster.apply_daemonset(key, *template),
             Object::Pdb(pdb) => cluster.apply_pdb(namespaced_key(&pdb.metadata), *pdb),
+            // an attachment changes no pod's placement
+            Object::Volume(v @ VolumeObject::Attachment(_)) => v.apply(&mut cluster.volumes),
             Object::Volume(v) => cluster.volumes_changed(|volumes| v.apply(volumes), now),
         }
     }
@@ -317,6 +319,7 @@ impl Controllers {
             "PersistentVolume" => cluster.volumes_changed(|v| v.delete_volume(name), now),
             "StorageClass" => cluster.volumes_changed(|v| v.delete_class(name), now),
             "CSINode" => cluster.volumes_changed(|v| v.delete_csi_node(name), now),
+            "VolumeAttachment" => cluster.volumes.delete_attachment(name),
             _ => {}
         }
     }

@@ -14,13 +14,17 @@
 //! the node (the driver from the bound volume, else from the class's provisioner, in-tree
 //! names translated as Kubernetes does). They go on the copy as pod overhead in
 //! [`labels::ATTACHABLE_VOLUMES`] resources, and a node offers what its CSINode publishes.
+//!
+//! Detachment: a deleted node's instance goes only once the VolumeAttachments of its
+//! persistent volumes are gone (kube-controller-manager's attach-detach controller deletes
+//! them once the volumes are detached), as Karpenter's termination waits for them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
     NodeSelectorRequirement, PersistentVolume, PersistentVolumeClaim, Pod,
 };
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kerf_api::labels;
 
@@ -63,6 +67,8 @@ pub struct Volumes {
     classes: BTreeMap<String, Class>,
     /// By node: each CSI driver's attachment limit (`None`: the driver publishes none).
     nodes: BTreeMap<String, BTreeMap<String, Option<i64>>>,
+    /// VolumeAttachments of persistent volumes, by name: the node each attaches to.
+    attachments: BTreeMap<String, String>,
 }
 
 fn key(namespace: Option<&str>, name: &str) -> String {
@@ -210,6 +216,30 @@ impl Volumes {
     /// A CSINode deleted (its node is gone, or its drivers are).
     pub fn delete_csi_node(&mut self, name: &str) {
         self.nodes.remove(name);
+    }
+
+    /// A VolumeAttachment as the API server has it. One of an inline volume (no
+    /// `spec.source.persistentVolumeName`) is not waited for, as Karpenter does not.
+    pub fn apply_attachment(&mut self, va: &VolumeAttachment) {
+        let name = va.metadata.name.clone().unwrap_or_default();
+        if va.spec.source.persistent_volume_name.is_some() {
+            self.attachments.insert(name, va.spec.node_name.clone());
+        } else {
+            self.attachments.remove(&name);
+        }
+    }
+
+    /// A VolumeAttachment deleted: its volume is detached.
+    pub fn delete_attachment(&mut self, name: &str) {
+        self.attachments.remove(name);
+    }
+
+    /// The VolumeAttachments of persistent volumes still on a node, by name.
+    pub fn attached_to(&self, node: &str) -> Vec<&str> {
+        (self.attachments.iter())
+            .filter(|(_, n)| *n == node)
+            .map(|(name, _)| name.as_str())
+            .collect()
     }
 
     /// The attachment limits a node's CSINode publishes, by driver (`None`: no limit), when

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
     PodTemplateSpec, Volume,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_api::Quantity;
@@ -44,6 +44,9 @@ pub enum VolumeObject {
     Class(Box<StorageClass>),
     /// A CSINode: how many volumes its node's CSI drivers attach.
     CsiNode(Box<CSINode>),
+    /// A VolumeAttachment: a volume still attached to a node, which a deleted node's
+    /// instance waits for.
+    Attachment(Box<VolumeAttachment>),
 }
 
 impl VolumeObject {
@@ -54,6 +57,7 @@ impl VolumeObject {
             VolumeObject::Volume(v) => volumes.apply_volume(v),
             VolumeObject::Class(c) => volumes.apply_class(c),
             VolumeObject::CsiNode(c) => volumes.apply_csi_node(c),
+            VolumeObject::Attachment(a) => volumes.apply_attachment(a),
         }
     }
 
@@ -72,6 +76,7 @@ impl VolumeObject {
             VolumeObject::Volume(v) => ("PersistentVolume", key(&v.metadata)),
             VolumeObject::Class(c) => ("StorageClass", key(&c.metadata)),
             VolumeObject::CsiNode(c) => ("CSINode", key(&c.metadata)),
+            VolumeObject::Attachment(a) => ("VolumeAttachment", key(&a.metadata)),
         }
     }
 }

@@ -197,6 +197,29 @@ fn a_move_saving_less_than_the_minimum_is_not_taken() {
     assert!(at_least(0.0, 85.0).is_none());
 }
 
+/// A Balanced score reads as Karpenter's `ConsolidationApproved` message prints it (Go's
+/// `%.2f` and `%.1f`, an infinite score `+Inf`).
+#[test]
+fn a_balanced_score_reads_as_karpenters_event_message() {
+    let s = kerf_core::consolidation::Score {
+        pool: 0,
+        savings_fraction: 0.12,
+        disruption_fraction: 0.08,
+    };
+    assert_eq!(
+        s.message(),
+        "score 1.50 >= threshold 0.50 (k: 2, savings 12.0%, disruption 8.0%)"
+    );
+    let free = kerf_core::consolidation::Score {
+        disruption_fraction: 0.0,
+        ..s
+    };
+    assert_eq!(
+        free.message(),
+        "score +Inf >= threshold 0.50 (k: 2, savings 12.0%, disruption 0.0%)"
+    );
+}
+
 #[test]
 fn a_balanced_nodepool_takes_a_move_only_when_it_saves_enough_for_its_disruption() {
     let layout = |policy: ConsolidationPolicy, cost: Option<&str>| {

@@ -159,8 +159,15 @@ fn node_object(name: &str, n: &NodeRecord) -> k8s_openapi::api::core::v1::Node {
     } else {
         BTreeMap::new()
     };
+    let finalizers: Vec<&str> = (n
+        .finalizer
+        .then_some(kerf_api::labels::TERMINATION_FINALIZER))
+    .into_iter()
+    .collect();
+    let deleted = n.deleting.then(|| changed.to_string());
     serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name, "labels": *n.labels, "annotations": annotations},
+        "metadata": {"name": name, "labels": *n.labels, "annotations": annotations,
+                     "finalizers": finalizers, "deletionTimestamp": deleted},
         "spec": {"providerID": n.provider_id, "taints": taints},
         "status": {
             "allocatable": n.allocatable.to_resource_list(),
@@ -272,6 +279,8 @@ fn launch_as_and_register_tainted(
             created: secs(4),
             conditions: Vec::new(),
             do_not_repair: false,
+            finalizer: false,
+            deleting: false,
         },
         secs(4),
     );
@@ -363,6 +372,8 @@ fn unmanaged_node_named(core: &mut Controllers, name: &str, zone: &str) {
             created: secs(0),
             conditions: Vec::new(),
             do_not_repair: false,
+            finalizer: false,
+            deleting: false,
         },
         secs(0),
     );
@@ -562,6 +573,8 @@ fn launch_at(core: &mut Controllers, claim: &str, at: u64) {
         created: secs(at + 1),
         conditions: Vec::new(),
         do_not_repair: false,
+        finalizer: false,
+        deleting: false,
     };
     core.apply_node(claim.to_string(), record, secs(at + 1));
 }
@@ -2810,6 +2823,150 @@ fn a_drained_nodeclaims_last_status_says_drained() {
     );
 }
 
+/// A VolumeAttachment `name` on `node`, of persistent volume `pv` (an inline volume's
+/// without).
+fn attachment(node: &str, name: &str, pv: Option<&str>) -> Observation {
+    let source = match pv {
+        Some(pv) => serde_json::json!({"persistentVolumeName": pv}),
+        None => serde_json::json!({"inlineVolumeSpec": {}}),
+    };
+    let va = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"attacher": "ebs.csi.aws.com", "nodeName": node, "source": source},
+    }))
+    .unwrap();
+    let object = Object::Volume(kerf_core::workloads::VolumeObject::Attachment(Box::new(va)));
+    Observation::Applied(object)
+}
+
+/// Whether the node, its instance or its NodeClaim's finalizer went.
+fn termination_ended(actions: &[Action]) -> bool {
+    actions.iter().any(|a| {
+        matches!(
+            a,
+            Action::DeleteInstance { .. }
+                | Action::DeleteNode { .. }
+                | Action::ReleaseNodeClaim { .. }
+        )
+    })
+}
+
+/// The status and reason of `claim`'s `VolumesDetached` in its last status write.
+fn volumes_detached(actions: &[Action], claim: &str) -> Option<(String, String)> {
+    let status = (actions.iter().rev())
+        .find_map(|a| match a {
+            Action::PatchNodeClaimStatus {
+                nodeclaim, status, ..
+            } if nodeclaim == claim => Some(status.clone()),
+            _ => None,
+        })
+        .expect("a status written");
+    let c = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "VolumesDetached");
+    c.map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+/// A registering node is given Karpenter's termination finalizer; when someone deletes the
+/// Node (`kubectl delete node`), which the finalizer holds, its NodeClaim is deleted and the
+/// node drained, and only then is the Node deleted (the finalizer released with it).
+#[test]
+fn a_deleted_node_is_held_by_its_finalizer_while_it_drains() {
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_and_register(&mut core, &claim);
+    let registered = run_until(&mut core, 4, 5);
+    assert!(
+        (registered.iter()).any(|a| matches!(a,
+            Action::LabelNode { node, finalizer: true, .. } if *node == claim)),
+        "{registered:?}"
+    );
+    let mut bound = unschedulable("x", "1");
+    bound.spec.as_mut().unwrap().node_name = Some(claim.clone());
+    core.apply_pod(bound, secs(5));
+    // the API server marks the Node deleted; its finalizer keeps it
+    let mut node = core.cluster().nodes()[&claim].clone();
+    node.finalizer = true;
+    node.deleting = true;
+    core.apply_node(claim.clone(), node, secs(6));
+    let draining = run_until(&mut core, 6, 10);
+    assert!(
+        (draining.iter())
+            .any(|a| matches!(a, Action::DeleteNodeClaim { nodeclaim } if *nodeclaim == claim)),
+        "{draining:?}"
+    );
+    assert_eq!(evicted(&draining), ["default/x"]);
+    assert!(
+        !(draining.iter()).any(|a| matches!(a, Action::DeleteNode { .. })),
+        "the node went before its pods: {draining:?}"
+    );
+    core.evicted("default/x");
+    core.delete_pod("default/x", secs(11));
+    let done = run_until(&mut core, 11, 13);
+    assert!(
+        (done.iter()).any(|a| matches!(a, Action::DeleteNode { node } if *node == claim)),
+        "{done:?}"
+    );
+}
+
+/// A drained node whose persistent volume is still attached waits for it, as Karpenter's
+/// termination waits: the Node is told `AwaitingVolumeDetachment` (once, whatever the
+/// retries), `VolumesDetached` is Unknown, and neither the Node nor the instance goes until
+/// the VolumeAttachment does; an inline volume's attachment is not waited for. Then
+/// `VolumesDetached` is True and the node, the instance and the NodeClaim go.
+#[test]
+fn a_drained_node_waits_for_its_volumes_to_be_detached() {
+    let mut core = with_pool();
+    let claim = drained_with_pod(&mut core, |p| p);
+    core.observe(attachment(&claim, "csi-data", Some("pv-data")), secs(5));
+    core.observe(attachment(&claim, "csi-inline", None), secs(5));
+    run_until(&mut core, 6, 8);
+    core.evicted("default/x");
+    core.delete_pod("default/x", secs(9));
+    let waiting = run_until(&mut core, 9, 30);
+    assert!(!termination_ended(&waiting), "{waiting:?}");
+    assert_eq!(
+        events(&waiting, "AwaitingVolumeDetachment"),
+        [format!(
+            "{claim}: Awaiting deletion of bound volumeattachments (csi-data)"
+        )],
+        "{waiting:?}"
+    );
+    let awaiting = ("Unknown".into(), "AwaitingVolumeDetachment".into());
+    assert_eq!(volumes_detached(&waiting, &claim), Some(awaiting));
+    let (kind, key) = ("VolumeAttachment".to_string(), "/csi-data".to_string());
+    core.observe(Observation::Deleted { kind, key }, secs(31));
+    let done = run_until(&mut core, 31, 33);
+    assert!(termination_ended(&done), "{done:?}");
+    let detached = ("True".into(), "VolumesDetached".into());
+    assert_eq!(volumes_detached(&done, &claim), Some(detached));
+}
+
+/// At the NodeClaim's termination time its instance goes though a volume is still
+/// attached, and `VolumesDetached` says False: `TerminationGracePeriodElapsed`.
+#[test]
+fn at_the_termination_time_the_instance_goes_with_volumes_still_attached() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    let mut np = pool();
+    np.spec.template.spec.termination_grace_period =
+        Some(kerf_api::duration::GoDuration(Duration::from_secs(60)));
+    core.apply_node_pool(np);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    let claim = drained_with_pod(&mut core, |p| p);
+    core.observe(attachment(&claim, "csi-data", Some("pv-data")), secs(5));
+    run_until(&mut core, 6, 8);
+    core.evicted("default/x");
+    core.delete_pod("default/x", secs(9));
+    let waiting = run_until(&mut core, 9, 60);
+    assert!(!termination_ended(&waiting), "{waiting:?}");
+    let done = run_until(&mut core, 61, 70);
+    assert!(termination_ended(&done), "{done:?}");
+    let elapsed = ("False".into(), "TerminationGracePeriodElapsed".into());
+    assert_eq!(volumes_detached(&done, &claim), Some(elapsed));
+}
+
 /// A ReplicaSet's pod (or, with no `owner`, a bare one) of `cpu` and `priority` bound to
 /// `node`, its pod-deletion-cost `annotated`.
 fn bound_pod(
@@ -3148,6 +3305,29 @@ fn consolidation_candidates_are_told_when_decided_and_when_rejected() {
         "{claim}: Consolidation rejected: delete: [{claim}], reason: scheduling (savings: $0.10)"
     );
     assert_eq!(events(&after, "ConsolidationRejected"), vec![rejected; 2]);
+}
+
+/// Under the Balanced policy a decided one-node move's score is told on its Node and
+/// NodeClaim (`ConsolidationApproved`, with Karpenter's message); under the others nothing
+/// is.
+#[test]
+fn a_balanced_move_is_told_approved_with_its_score() {
+    let (_, _, _, decided) = consolidation_decided();
+    assert!(events(&decided, "ConsolidationApproved").is_empty());
+    let (mut core, claim) = one_node_with_a_replicaset_pod();
+    let mut np = pool();
+    np.spec.disruption.consolidation_policy = kerf_api::nodepool::ConsolidationPolicy::Balanced;
+    core.apply_node_pool(np);
+    unmanaged_node(&mut core, "us-east-1a");
+    let told: Vec<String> = (5..120)
+        .flat_map(|t| events(&core.poll(secs(t)), "ConsolidationApproved"))
+        .collect();
+    // the pool's one node: all of its cost saved, all of its disruption cost disrupted
+    let message = "score 1.00 >= threshold 0.50 (k: 2, savings 100.0%, disruption 100.0%)";
+    assert_eq!(
+        told,
+        [format!("{claim}: {message}"), format!("{claim}: {message}")]
+    );
 }
 
 /// A NodePool being deleted (held while a foreground deletion takes its NodeClaims first) gets

@@ -529,12 +529,19 @@ impl<C: CloudProvider> Executor<C> {
                 node,
                 labels,
                 annotations,
+                finalizer,
             } => {
                 let mut metadata = json!({"labels": labels});
                 if !annotations.is_empty() {
                     metadata["annotations"] = json!(annotations);
                 }
-                let patch = Patch::Merge(json!({ "metadata": metadata }));
+                let patch = if finalizer {
+                    // a strategic merge adds to the finalizer list rather than replacing it
+                    metadata["finalizers"] = json!([kerf_api::labels::TERMINATION_FINALIZER]);
+                    Patch::Strategic(json!({ "metadata": metadata }))
+                } else {
+                    Patch::Merge(json!({ "metadata": metadata }))
+                };
                 let r = retry("labelling node", || nodes.patch(&node, &params, &patch)).await;
                 unless_gone("labelling node", r)?;
             }

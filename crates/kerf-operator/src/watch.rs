@@ -11,7 +11,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use kerf_api::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use kerf_core::workloads::VolumeObject;
 use std::time::Duration;
@@ -48,7 +48,8 @@ pub enum Object {
     KwokNodeClass(Box<KwokNodeClass>),
     /// A NodeOverlay, read as far as Kerf understands it.
     NodeOverlay(Box<Lenient<NodeOverlay>>),
-    /// A PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode.
+    /// A PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode or
+    /// VolumeAttachment.
     Volume(VolumeObject),
 }
 
@@ -124,6 +125,9 @@ fn node_fingerprint(node: &Node) -> u64 {
             .map(|s| (&s.taints, &s.provider_id, s.unschedulable)),
         status.map(|s| (&s.allocatable, &s.capacity)),
         ready,
+        // a deletion held by the termination finalizer, and the finalizer itself
+        node.metadata.deletion_timestamp.is_some(),
+        &node.metadata.finalizers,
     ))
 }
 
@@ -359,7 +363,7 @@ impl Known {
 }
 
 /// The kinds watched, by the name [`Observed::Synced`] reports.
-pub const KINDS: [&str; 11] = [
+pub const KINDS: [&str; 12] = [
     "Pod",
     "Node",
     "NodeClaim",
@@ -371,6 +375,7 @@ pub const KINDS: [&str; 11] = [
     "PersistentVolume",
     "StorageClass",
     "CSINode",
+    "VolumeAttachment",
 ];
 
 /// The kind name of Karpenter kwok's node class, watched where it is served.
@@ -411,6 +416,8 @@ pub fn spawn_all(
     spawn::<StorageClass>(client, KINDS[9], class, &queue, ready);
     let csi = |o| Object::Volume(VolumeObject::CsiNode(Box::new(o)));
     spawn::<CSINode>(client, KINDS[10], csi, &queue, ready);
+    let attachment = |o| Object::Volume(VolumeObject::Attachment(Box::new(o)));
+    spawn::<VolumeAttachment>(client, KINDS[11], attachment, &queue, ready);
     let mut kinds = KINDS.to_vec();
     if kwok_node_classes {
         let class = |o| Object::KwokNodeClass(Box::new(o));

@@ -1728,6 +1728,116 @@ fn nodeclaim_conditions_read_as_karpenters_and_another_controllers_stay() {
     nothing_refused(&op);
 }
 
+/// `kubectl delete node` on a node Kerf registered is held by Karpenter's termination
+/// finalizer while Kerf deletes its NodeClaim and drains it, and the drained node waits for
+/// its persistent volume's VolumeAttachment to go before the Node and instance do, as
+/// Karpenter's termination waits: the Node is told `AwaitingVolumeDetachment` with the
+/// attachment's name and `VolumesDetached` is Unknown meanwhile; once the attach-detach
+/// controller (here the test) deletes the attachment, the NodeClaim and its Node go. Kerf
+/// watches VolumeAttachments with the chart's RBAC.
+#[test]
+fn a_deleted_node_is_drained_and_waits_for_its_volume_attachments_to_go() {
+    let cp = ControlPlane::start("detach");
+    cp.install_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    scale(&cp, 1);
+    all_running(&cp, 1);
+    let claims = nodeclaims(&cp);
+    let [claim] = claims.as_slice() else {
+        panic!("one NodeClaim: {claims:?}");
+    };
+    let name = claim["metadata"]["name"]
+        .as_str()
+        .expect("named")
+        .to_string();
+    let node = claim["status"]["nodeName"]
+        .as_str()
+        .expect("registered")
+        .to_string();
+    let finalizers = json(&cp, &["get", "node", &node])["metadata"]["finalizers"].clone();
+    assert_eq!(finalizers, serde_json::json!(["karpenter.sh/termination"]));
+    // what the attach-detach controller writes for a pod's persistent volume on the node
+    let attachment = format!(
+        r#"
+apiVersion: storage.k8s.io/v1
+kind: VolumeAttachment
+metadata: {{name: csi-e2e-data}}
+spec:
+  attacher: ebs.csi.aws.com
+  nodeName: {node}
+  source: {{persistentVolumeName: pv-e2e-data}}
+"#
+    );
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(attachment.as_bytes()));
+    // the operator's watch has the attachment before the deletion starts
+    wait_for(
+        "the attachment listed",
+        LIMIT,
+        || (!items(&cp, &["get", "volumeattachments"]).is_empty()).then_some(()),
+        String::new,
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    cp.kubectl_ok(&["delete", "node", &node, "--wait=false"], None);
+    let told = "Awaiting deletion of bound volumeattachments (csi-e2e-data)";
+    wait_for(
+        "AwaitingVolumeDetachment on the Node, VolumesDetached Unknown",
+        LIMIT,
+        || {
+            let events = items(
+                &cp,
+                &[
+                    "get",
+                    "events",
+                    "-A",
+                    "--field-selector",
+                    "reason=AwaitingVolumeDetachment",
+                ],
+            );
+            let on_node = (events.iter()).any(|e| {
+                e["involvedObject"]["kind"] == "Node"
+                    && e["involvedObject"]["name"] == node.as_str()
+                    && e["message"] == told
+            });
+            let claim = json(&cp, &["get", "nodeclaim", &name]);
+            let awaiting = conditions_of(&claim).get("VolumesDetached").cloned()
+                == Some((
+                    "Unknown".into(),
+                    "AwaitingVolumeDetachment".into(),
+                    "AwaitingVolumeDetachment".into(),
+                ));
+            (on_node && awaiting).then_some(())
+        },
+        || {
+            format!(
+                "{}\n{}",
+                json(&cp, &["get", "events", "-A"]),
+                json(&cp, &["get", "nodeclaim", &name])
+            )
+        },
+    );
+    // the wait holds: a few seconds on, the Node is still there, its NodeClaim being deleted
+    std::thread::sleep(Duration::from_secs(5));
+    cp.kubectl_ok(&["get", "node", &node], None);
+    let claim = json(&cp, &["get", "nodeclaim", &name]);
+    assert!(!claim["metadata"]["deletionTimestamp"].is_null(), "{claim}");
+    cp.kubectl_ok(&["delete", "volumeattachment", "csi-e2e-data"], None);
+    wait_for(
+        "the NodeClaim and its Node gone",
+        LIMIT,
+        || {
+            // the evicted pod's replacement gets a NodeClaim of its own meanwhile
+            let claim_gone =
+                (nodeclaims(&cp).iter()).all(|c| c["metadata"]["name"] != name.as_str());
+            let nodes = items(&cp, &["get", "nodes"]);
+            let node_gone = nodes.iter().all(|n| n["metadata"]["name"] != node.as_str());
+            (claim_gone && node_gone).then_some(())
+        },
+        || cp.kubectl_ok(&["get", "nodes,nodeclaims", "-o", "wide"], None),
+    );
+    nothing_refused(&op);
+}
+
 /// `scripts/demo.sh`, the getting-started chapter's one command, run as a newcomer runs it
 /// (with this build's operator): it must scale seed 004's `inflate` up on NodeClaims Kerf
 /// launched, see consolidation take every node away after the scale to 0, and tear its

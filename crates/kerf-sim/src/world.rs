@@ -904,6 +904,7 @@ impl World {
                 node,
                 labels,
                 annotations,
+                ..
             } => {
                 let widens = self.labels_widen(&node, &labels);
                 if self.nodes.label(&node, &labels, &annotations) {

@@ -90,6 +90,8 @@ pub(super) struct Pending {
     replacements: Vec<String>,
     savings: f64,
     stage: Stage,
+    /// Its Balanced scores, by NodePool name (none under the other policies).
+    scores: Vec<(String, crate::consolidation::Score)>,
 }
 
 /// A command as Karpenter writes it in its log: `head: [nodes] -> [1 replacement] (savings:
@@ -264,6 +266,8 @@ pub(super) struct State {
     /// Nodes left out of this pass's search: candidates of a move the kube-scheduler
     /// rehearsal refused, so that the search looks for another.
     refused: BTreeSet<String>,
+    /// The Balanced scores of the last consolidation command decided, by NodePool name.
+    scores: Vec<(String, crate::consolidation::Score)>,
 }
 
 /// How many moves one pass may find and see refused by the kube-scheduler rehearsal before
@@ -693,7 +697,14 @@ impl Controllers {
         // wall-clock time, for the evaluation-duration histogram only: no decision reads it
         let started = std::time::Instant::now();
         let (command, judged) = plan_judged(&view, &mut self.catalog.borrow_mut());
+        let scores = (command.as_ref())
+            .filter(|c| matches!(c.method, Method::SingleNode | Method::MultiNode))
+            .map(|c| crate::consolidation::Worth::new(&view).scores(&c.candidates, c.savings))
+            .unwrap_or_default();
         drop((view, g));
+        self.disruption.scores = (scores.into_iter())
+            .map(|score| (pool_names[score.pool].clone(), score))
+            .collect();
         for e in blocked {
             self.event(e);
         }
@@ -779,6 +790,7 @@ impl Controllers {
                 replacements: Vec::new(),
                 savings: command.savings,
                 stage: Stage::Validating,
+                scores: std::mem::take(&mut self.disruption.scores),
             };
             if matches!(pending.method, Method::SingleNode | Method::MultiNode) {
                 self.tell_consolidation(&pending, None);
@@ -1138,6 +1150,38 @@ impl Controllers {
                 });
             }
         }
+        if rejected.is_none() {
+            self.tell_approved(pending);
+        }
+    }
+
+    /// Tells a decided consolidation command's Balanced scores, as Karpenter's Balanced
+    /// evaluator does: `ConsolidationApproved` on the Node and NodeClaim of a one-node move,
+    /// on each NodePool of a move of several.
+    fn tell_approved(&mut self, pending: &Pending) {
+        for (pool, score) in &pending.scores {
+            let message = score.message();
+            let told: Vec<(EventObject, Option<String>)> = match pending.candidates.as_slice() {
+                [node] => vec![
+                    (EventObject::Node, Some(node.clone())),
+                    (
+                        EventObject::NodeClaim,
+                        self.cluster.claim_of_node(node).map(|(c, _)| c.clone()),
+                    ),
+                ],
+                _ => vec![(EventObject::NodePool, Some(pool.clone()))],
+            };
+            for (kind, name) in told {
+                let Some(name) = name else { continue };
+                self.event(Event {
+                    kind,
+                    name,
+                    warning: false,
+                    reason: "ConsolidationApproved".into(),
+                    message: message.clone(),
+                });
+            }
+        }
     }
 
     fn act(&mut self, command: Command, candidates: Vec<String>) {
@@ -1215,6 +1259,7 @@ impl Controllers {
             replacements: launched,
             savings: command.savings,
             stage: Stage::AwaitingReplacements,
+            scores: Vec::new(),
         });
         self.at(self.now + REPLACEMENT_TIMEOUT, Timer::ReplacementTimeout);
     }

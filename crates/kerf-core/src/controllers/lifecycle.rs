@@ -193,7 +193,36 @@ impl Controllers {
             c.since = c.since.saturating_sub(self.epoch());
         }
         record.last_pod_event = now;
-        self.cluster.apply_node(name, record, now);
+        let held = record.deleting && record.finalizer;
+        self.cluster.apply_node(name.clone(), record, now);
+        if held {
+            self.node_deletion_held(&name, now);
+        }
+    }
+
+    /// Someone deleted a Node its termination finalizer holds (`kubectl delete node`): as
+    /// Karpenter's node termination does, its NodeClaim is deleted and the node drained
+    /// before the finalizer comes off; a Node with no NodeClaim left has the finalizer taken
+    /// off at once.
+    fn node_deletion_held(&mut self, name: &str, now: Duration) {
+        match self.cluster.claim_of_node(name) {
+            Some((claim, c)) => {
+                if c.deleting.is_none() {
+                    let claim = claim.clone();
+                    self.terminate(&claim, now);
+                }
+            }
+            None => {
+                let provider_id = (self.cluster.nodes.get(name)).map(|n| n.provider_id.clone());
+                let launching = (self.cluster.nodeclaims.values())
+                    .any(|c| c.launched.as_ref().map(|l| &l.provider_id) == provider_id.as_ref());
+                if !launching {
+                    self.actions.push(Action::DeleteNode {
+                        node: name.to_string(),
+                    });
+                }
+            }
+        }
     }
 
     /// How far this clock's zero is from the Unix epoch.
@@ -527,16 +556,20 @@ impl Controllers {
         } else {
             annotations
         };
-        self.label_node(node_name, want, annotations);
+        // Karpenter's termination finalizer, which holds a deleted Node for its drain
+        let finalize = !node.finalizer && !node.deleting;
+        self.label_node(node_name, want, annotations, finalize);
     }
 
-    /// Gives the node those of `want` it lacks, in its record at once and through a
-    /// `LabelNode` (with `annotations`); nothing when it lacks none.
+    /// Gives the node those of `want` it lacks (and, with `finalize`, the termination
+    /// finalizer), in its record at once and through a `LabelNode` (with `annotations`);
+    /// nothing when it lacks none.
     fn label_node(
         &mut self,
         node_name: &str,
         want: BTreeMap<String, String>,
         annotations: BTreeMap<String, String>,
+        finalize: bool,
     ) {
         let Some(node) = self.cluster.nodes.get_mut(node_name) else {
             return;
@@ -545,16 +578,18 @@ impl Controllers {
             .into_iter()
             .filter(|(k, v)| node.labels.get(k) != Some(v))
             .collect();
-        if missing.is_empty() {
+        if missing.is_empty() && !finalize {
             return;
         }
         std::sync::Arc::make_mut(&mut node.labels)
             .extend(missing.iter().map(|(k, v)| (k.clone(), v.clone())));
+        node.finalizer |= finalize;
         self.cluster.changes.disruption = true;
         self.actions.push(Action::LabelNode {
             node: node_name.to_string(),
             labels: missing,
             annotations,
+            finalizer: finalize,
         });
     }
 
@@ -594,7 +629,7 @@ impl Controllers {
             .into_iter()
             .map(|k| (k.to_string(), "true".to_string()))
             .collect();
-        self.label_node(node_name, want, BTreeMap::new());
+        self.label_node(node_name, want, BTreeMap::new(), false);
     }
 
     /// A NodeClaim not launched [`LAUNCH_TTL`] after its creation is deleted, as Karpenter's
@@ -705,6 +740,7 @@ impl Controllers {
             launch_error: self.lifecycle.last_error.get(name).cloned(),
             disruption: (self.disruption.disrupted_for.get(name)).map(|r| r.as_str().to_string()),
             drained: self.termination.drained.get(name).copied(),
+            detachment: self.termination.detachment.get(name).copied(),
             inconsistent: self.consistency.issues.contains_key(name),
         };
         Some(Action::PatchNodeClaimStatus {

@@ -19,6 +19,21 @@ use crate::disruption_rules::{drain_tier, pod_blocks};
 pub const DRAIN_RETRY: Duration = Duration::from_secs(5);
 /// How long a drain waits for evicted pods to be gone before it looks again.
 pub const EVICTION_WAIT: Duration = Duration::from_secs(1);
+/// How often a drained node looks again for its volumes to be detached (Karpenter's
+/// requeue).
+pub const DETACH_RETRY: Duration = Duration::from_secs(1);
+
+/// Where a drained node's volumes stand: its `VolumesDetached` condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detachment {
+    /// VolumeAttachments remain (Unknown, `AwaitingVolumeDetachment`).
+    Awaiting,
+    /// None remains (True).
+    Done,
+    /// Some remained when the termination time came (False,
+    /// `TerminationGracePeriodElapsed`).
+    GraceElapsed,
+}
 
 /// Pods asked to leave, by key, with their incarnation and why they were asked: a pod made
 /// again under the same name (a StatefulSet's, recreated as soon as the old one is gone) is
@@ -67,6 +82,8 @@ pub(super) struct State {
     /// The NodeClaims whose node drains (`false`) or has drained (`true`): their `Drained`
     /// condition.
     pub(super) drained: BTreeMap<String, bool>,
+    /// The drained NodeClaims' volumes: their `VolumesDetached` condition.
+    pub(super) detachment: BTreeMap<String, Detachment>,
 }
 
 impl Controllers {
@@ -151,13 +168,14 @@ impl Controllers {
     /// A NodeClaim is gone: its drained mark, kept for its last status, goes too.
     pub(crate) fn forget_drained(&mut self, claim: &str) {
         self.termination.drained.remove(claim);
+        self.termination.detachment.remove(claim);
     }
 
     /// Evicts in tiers: a tier starts once every pod of the tiers before it is gone; the
     /// instance, node and NodeClaim go when no pod is left.
     pub(super) fn drain(&mut self, claim: &str) {
         let Some(c) = self.cluster.nodeclaims.get(claim) else {
-            self.termination.drained.remove(claim);
+            self.forget_drained(claim);
             return;
         };
         let since = c.deleting.unwrap_or(self.now);
@@ -251,20 +269,20 @@ impl Controllers {
                     return;
                 }
             }
-            let pool = self
-                .cluster
-                .nodeclaims
-                .get(claim)
-                .map(|c| c.node_pool.clone());
-            self.metrics
-                .inc(&families::NODES_DRAINED, &[pool.as_deref().unwrap_or("")]);
+            if self.termination.drained.insert(claim.to_string(), true) != Some(true) {
+                let pool = (self.cluster.nodeclaims.get(claim)).map(|c| c.node_pool.clone());
+                self.metrics
+                    .inc(&families::NODES_DRAINED, &[pool.as_deref().unwrap_or("")]);
+            }
+            if self.awaits_detachment(claim, node, end) {
+                return;
+            }
             self.log(
                 "node.termination",
                 "deleted node",
                 json!({"Node": {"name": node}}),
             );
             self.count_node_deleted(node);
-            self.termination.drained.insert(claim.to_string(), true);
             self.actions.push(Action::DeleteNode { node: node.clone() });
         }
         if let Some(provider_id) = provider.clone() {
@@ -295,6 +313,47 @@ impl Controllers {
             nodeclaim: claim.to_string(),
         });
         self.disruption.disrupted_for.remove(claim);
+    }
+
+    /// Whether a drained node waits for its volumes to be detached before its instance
+    /// goes, as Karpenter's termination waits: while VolumeAttachments of persistent volumes
+    /// remain on it and its termination time (`end`) has not come, the Node is told
+    /// `AwaitingVolumeDetachment`, `VolumesDetached` is Unknown, and it is looked at again
+    /// in a second. Once they are gone `VolumesDetached` is True; at the termination time it
+    /// is False and the instance goes anyway. (Karpenter leaves out the attachments of pods
+    /// it does not drain; Kerf drains every pod first, so none is left to leave out.)
+    fn awaits_detachment(&mut self, claim: &str, node: &str, end: Option<Duration>) -> bool {
+        let attached: Vec<String> = (self.cluster.volumes.attached_to(node).into_iter())
+            .map(String::from)
+            .collect();
+        let state = if attached.is_empty() {
+            Detachment::Done
+        } else if end.is_some_and(|t| self.now >= t) {
+            Detachment::GraceElapsed
+        } else {
+            Detachment::Awaiting
+        };
+        let changed = self.termination.detachment.insert(claim.to_string(), state) != Some(state);
+        if state != Detachment::Awaiting {
+            // written with the rest of the termination's last status
+            return false;
+        }
+        if changed {
+            self.status_changed(claim);
+        }
+        self.event(Event {
+            kind: EventObject::Node,
+            name: node.to_string(),
+            warning: false,
+            reason: "AwaitingVolumeDetachment".into(),
+            message: format!(
+                "Awaiting deletion of bound volumeattachments ({})",
+                crate::controllers::list_text(&attached)
+            ),
+        });
+        let next = (self.now + DETACH_RETRY).min(end.unwrap_or(Duration::MAX));
+        self.at(next, Timer::Drain(claim.to_string()));
+        true
     }
 
     /// Deletes, in any tier, the pods whose own grace period would outlast the node's

@@ -104,13 +104,9 @@ const DIFFERENCES: &[(&str, &str)] = &[
     ),
     (
         "claim 0 condition VolumesDetached",
-        "not written: Kerf does not wait for volume attachments to go before the instance \
-         (Karpenter's `True/VolumesDetached` shows when its watch catches the NodeClaim then)",
-    ),
-    (
-        "event Node Finalized",
-        "Kerf puts no `karpenter.sh/termination` finalizer on Nodes: it deletes a Node once its \
-         NodeClaim's drain is done, rather than holding a Node's deletion for a drain",
+        "Kerf always writes `True/VolumesDetached` before the NodeClaim's finalizer goes (test \
+         `a_drained_node_waits_for_its_volumes_to_be_detached`); Karpenter's last state shows it \
+         only when its watch catches the NodeClaim then",
     ),
     (
         "event Node Unconsolidatable",

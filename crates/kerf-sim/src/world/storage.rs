@@ -58,6 +58,9 @@ impl Stored {
                 let name = c.metadata.name.clone().unwrap_or_default();
                 self.csi_nodes.insert(name, (**c).clone());
             }
+            // the simulated world runs no attach-detach controller, which alone would
+            // delete one: a scenario's manifests cannot declare them (see `workloads`)
+            VolumeObject::Attachment(_) => {}
         }
     }
 
