@@ -99,18 +99,22 @@ def main():
         print(f"rbac-audit: no audit log in {sys.argv[1]}", file=sys.stderr)
         return 1
     grants = granted()
+    def shown(key):
+        group, resource, verb = key
+        return f"{group}/{resource} {verb}" if group else f"{resource} {verb}"
+
     problems = []
     for key in sorted(refused):
-        problems.append("refused, the chart lacks it: %s %s %s" % key)
+        problems.append("refused, the chart lacks it: " + shown(key))
     for key in sorted(grants - calls - set(UNUSED_BY_TESTS)):
-        problems.append("granted, no call used it: %s %s %s" % key)
+        problems.append("granted, no call used it: " + shown(key))
     for key in sorted(set(UNUSED_BY_TESTS) - grants):
-        problems.append("listed as needed but not granted: %s %s %s" % key)
+        problems.append("listed as needed but not granted: " + shown(key))
     for key in sorted(set(UNUSED_BY_TESTS) & calls):
-        problems.append("listed as unused but a call used it: %s %s %s" % key)
-    shown = lambda k: "/".join(x for x in k[:2] if x) + " " + k[2]
-    print(f"rbac-audit: {files} control planes, {len(calls)} permissions used of "
-          f"{len(grants)} granted: " + ", ".join(shown(k) for k in sorted(calls)))
+        problems.append("listed as unused but a call used it: " + shown(key))
+    print(f"rbac-audit: {files} control planes, {len(calls & grants)} of the chart's "
+          f"{len(grants)} permissions used: " + ", ".join(shown(k) for k in sorted(calls)),
+          flush=True)
     if problems:
         print("rbac-audit: " + "\nrbac-audit: ".join(problems), file=sys.stderr)
         return 1
