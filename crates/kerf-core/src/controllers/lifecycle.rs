@@ -212,16 +212,9 @@ impl Controllers {
                     self.terminate(&claim, now);
                 }
             }
-            None => {
-                let provider_id = (self.cluster.nodes.get(name)).map(|n| n.provider_id.clone());
-                let launching = (self.cluster.nodeclaims.values())
-                    .any(|c| c.launched.as_ref().map(|l| &l.provider_id) == provider_id.as_ref());
-                if !launching {
-                    self.actions.push(Action::DeleteNode {
-                        node: name.to_string(),
-                    });
-                }
-            }
+            None => self.actions.push(Action::DeleteNode {
+                node: name.to_string(),
+            }),
         }
     }
 
