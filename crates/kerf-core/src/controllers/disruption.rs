@@ -1134,24 +1134,30 @@ impl Controllers {
                     ),
                 ),
             };
-            let claim = self.cluster.claim_of_node(node).map(|(c, _)| c.clone());
-            let told = [
-                (EventObject::Node, Some(node.clone())),
-                (EventObject::NodeClaim, claim),
-            ];
-            for (kind, name) in told {
-                let Some(name) = name else { continue };
-                self.event(Event {
-                    kind,
-                    name,
-                    warning: false,
-                    reason: reason.into(),
-                    message: message.clone(),
-                });
-            }
+            self.tell_node_and_claim(node, reason, &message);
         }
         if rejected.is_none() {
             self.tell_approved(pending);
+        }
+    }
+
+    /// Tells a Normal event on a node and on its NodeClaim, as Karpenter pairs its
+    /// consolidation events.
+    fn tell_node_and_claim(&mut self, node: &str, reason: &'static str, message: &str) {
+        let claim = self.cluster.claim_of_node(node).map(|(c, _)| c.clone());
+        let told = [
+            (EventObject::Node, Some(node.to_string())),
+            (EventObject::NodeClaim, claim),
+        ];
+        for (kind, name) in told {
+            let Some(name) = name else { continue };
+            self.event(Event {
+                kind,
+                name,
+                warning: false,
+                reason: reason.into(),
+                message: message.into(),
+            });
         }
     }
 
@@ -1159,27 +1165,18 @@ impl Controllers {
     /// evaluator does: `ConsolidationApproved` on the Node and NodeClaim of a one-node move,
     /// on each NodePool of a move of several.
     fn tell_approved(&mut self, pending: &Pending) {
+        const REASON: &str = "ConsolidationApproved";
         for (pool, score) in &pending.scores {
             let message = score.message();
-            let told: Vec<(EventObject, Option<String>)> = match pending.candidates.as_slice() {
-                [node] => vec![
-                    (EventObject::Node, Some(node.clone())),
-                    (
-                        EventObject::NodeClaim,
-                        self.cluster.claim_of_node(node).map(|(c, _)| c.clone()),
-                    ),
-                ],
-                _ => vec![(EventObject::NodePool, Some(pool.clone()))],
-            };
-            for (kind, name) in told {
-                let Some(name) = name else { continue };
-                self.event(Event {
-                    kind,
-                    name,
+            match pending.candidates.as_slice() {
+                [node] => self.tell_node_and_claim(node, REASON, &message),
+                _ => self.event(Event {
+                    kind: EventObject::NodePool,
+                    name: pool.clone(),
                     warning: false,
-                    reason: "ConsolidationApproved".into(),
-                    message: message.clone(),
-                });
+                    reason: REASON.into(),
+                    message,
+                }),
             }
         }
     }
