@@ -1062,6 +1062,10 @@ fn of_two_replicas_one_acts_and_the_other_takes_over_when_it_dies() {
 /// kube-scheduler before its claim is in the scheduler's cache can sit in its unschedulable
 /// queue for five minutes (seen on a busy CI machine: preemption failed with "not found" and no
 /// later event brought the pod back), which is kube-scheduler's race, not what this tests.
+/// Likewise every node gets its CSINode as the EBS CSI driver's node plugin would publish it:
+/// a pod kube-scheduler turned away for the attach limit alone comes back only on a CSINode
+/// event (its NodeVolumeLimits plugin registers no Node events), so without one the second pod
+/// would wait out the scheduler's five-minute flush beside the node launched for it.
 #[test]
 fn a_pod_whose_volume_lives_in_one_zone_gets_a_node_there() {
     let cp = ControlPlane::start("volume-zone");
@@ -1138,20 +1142,10 @@ spec:
         "{claims:?}"
     );
 
-    // the EBS CSI driver's node plugin would publish this on a real node
     let node = claims[0]["status"]["nodeName"]
         .as_str()
         .expect("registered");
-    let csi_node = format!(
-        r#"
-apiVersion: storage.k8s.io/v1
-kind: CSINode
-metadata: {{name: {node}}}
-spec:
-  drivers: [{{name: ebs.csi.aws.com, nodeID: {node}, allocatable: {{count: 1}}}}]
-"#
-    );
-    cp.kubectl_ok(&["apply", "-f", "-"], Some(csi_node.as_bytes()));
+    publish_csi_nodes(&cp);
     let second_volume = volume
         .replace("pv-db", "pv-db2")
         .replace("vol-db", "vol-db2")
@@ -1168,6 +1162,7 @@ spec:
         "the second pod running, on a second node",
         LIMIT,
         || {
+            publish_csi_nodes(&cp);
             running(&cp, "db")
                 .into_iter()
                 .find(|(pod, _)| pod == "db2")
@@ -1188,6 +1183,28 @@ spec:
     let made = created_by(&op);
     assert_eq!(made.len(), 2, "{made:?}");
     nothing_refused(&op);
+}
+
+/// Does what the EBS CSI driver's node plugin does on each node it starts on: publishes the
+/// node's CSINode, here with room for one attached volume, so that one volume fills a node.
+fn publish_csi_nodes(cp: &ControlPlane) {
+    let published: Vec<Value> = items(cp, &["get", "csinodes"]);
+    for node in items(cp, &["get", "nodes"]) {
+        let name = node["metadata"]["name"].as_str().expect("named");
+        if published.iter().any(|c| c["metadata"]["name"] == name) {
+            continue;
+        }
+        let csi_node = format!(
+            r#"
+apiVersion: storage.k8s.io/v1
+kind: CSINode
+metadata: {{name: {name}}}
+spec:
+  drivers: [{{name: ebs.csi.aws.com, nodeID: {name}, allocatable: {{count: 1}}}}]
+"#
+        );
+        cp.kubectl_ok(&["apply", "-f", "-"], Some(csi_node.as_bytes()));
+    }
 }
 
 const STATIC_POOL: &str = r#"
