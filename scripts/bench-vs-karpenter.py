@@ -2,7 +2,7 @@
 """Kerf and Karpenter v1.15.0 side by side on Karpenter's own performance workload.
 
   scripts/bench-vs-karpenter.py [--scale N] [--only kerf|karpenter|floor]... [--quiet SECONDS]
-                                [--all-types] [--no-scale-in]
+                                [--all-types] [--no-scale-in] [--few-seats]
 
 "Basic Deployment" of Karpenter's performance suite (test/suites/performance/basic_test.go):
 500 pods of 900m/3100Mi and 500 of 3500m/28Gi (times --scale / 1000), one on-demand NodePool
@@ -15,7 +15,10 @@ the node count before --quiet seconds without one); nodes and $/hour at both poi
 over allocatable cpu and memory; the controller's peak RSS and CPU seconds (from /proc).
 `floor` is the control plane alone: the same pods onto pre-made kwok nodes of 256 cpu /
 2 TiB (ten a thousand pods), no autoscaler in the loop. `--all-types` offers every Karpenter
-kwok type (no 32-cpu cap); `--no-scale-in` stops once every pod runs (the 50,000-pod run). Each run's work folder
+kwok type (no 32-cpu cap); `--no-scale-in` stops once every pod runs (the 50,000-pod run);
+`--few-seats` turns the API server's priority and fairness on and runs the autoscaler as the
+ServiceAccount kube-system/kerf (cluster-admin), whose requests fixtures/apf/kerf-few-seats.yaml
+puts on one seat that answers the rest 429 (the count is reported). Each run's work folder
 (the autoscaler's log beside the control plane's) is kept and named, so the two logs of one
 run can be read side by side. Prints a Markdown table (docs/src/results/race.md quotes it).
 """
@@ -218,10 +221,41 @@ def last_running(cluster, t0):
     return max(started) - t0 if started else float("nan")
 
 
-def start_autoscaler(who, cluster, work):
+def few_seats(cluster, work):
+    """Puts the ServiceAccount kube-system/kerf (cluster-admin) on the one seat of
+    fixtures/apf/kerf-few-seats.yaml and returns a kubeconfig that authenticates as it (the
+    admin's, in system:masters, is exempt from priority and fairness)."""
+    cluster.kubectl("apply", "-f", os.path.join(ROOT, "fixtures/apf/kerf-few-seats.yaml"))
+    cluster.kubectl("create", "serviceaccount", "kerf", "-n", "kube-system")
+    cluster.kubectl("create", "clusterrolebinding", "kerf-bench", "--clusterrole=cluster-admin",
+                    "--serviceaccount=kube-system:kerf")
+    token = cluster.kubectl("create", "token", "kerf", "-n", "kube-system",
+                            "--duration=24h").strip()
+    with open(cluster.env["KUBECONFIG"]) as f:
+        admin = f.read().splitlines()
+    path = os.path.join(work, "kubeconfig-kube-system-kerf")
+    with open(path, "w") as f:
+        for line in admin:
+            f.write(f"    token: {token}\n" if line.strip().startswith("token:") else line + "\n")
+    return path
+
+
+def rejected(cluster):
+    """Requests the API server's priority and fairness turned away from the few seats."""
+    total = 0.0
+    for line in cluster.kubectl("get", "--raw", "/metrics").splitlines():
+        if (line.startswith("apiserver_flowcontrol_rejected_requests_total{")
+                and 'flow_schema="kerf-few-seats"' in line):
+            total += float(line.rsplit(" ", 1)[1])
+    return int(total)
+
+
+def start_autoscaler(who, cluster, work, kubeconfig=None):
     log = open(os.path.join(work, f"{who}.log"), "w")
     env = dict(cluster.env, DISABLE_LEADER_ELECTION="true", METRICS_PORT=str(free_port()),
                HEALTH_PROBE_PORT=str(free_port()), BIND_ADDRESS="127.0.0.1")
+    if kubeconfig:
+        env["KUBECONFIG"] = kubeconfig
     if who == "kerf":
         command = [os.path.join(ROOT, "target/release/kerf-operator"), "--cloud-provider", "kwok"]
     else:
@@ -266,7 +300,8 @@ def run(who, args):
             if args.all_types:
                 pools = "\n".join(l for l in CLUSTER.splitlines() if "# SIZE" not in l)
             cluster.kubectl("apply", "-f", "-", stdin=pools)
-            proc = start_autoscaler(who, cluster, work)
+            seats = few_seats(cluster, work) if args.few_seats else None
+            proc = start_autoscaler(who, cluster, work, seats)
             time.sleep(3)
         watch = RunningWatch(cluster)
         t0 = time.time()
@@ -330,6 +365,8 @@ def run(who, args):
             out["at_settled"] = s
         sample()
         out["rss"], out["cpu_s"] = peak, cpu
+        if args.few_seats:
+            out["rejected"] = rejected(cluster)
     finally:
         if proc:
             proc.terminate()
@@ -356,7 +393,13 @@ def main():
                     help="every Karpenter kwok type, not only those under 32 cpu")
     ap.add_argument("--no-scale-in", action="store_true",
                     help="stop once every pod runs")
+    ap.add_argument("--few-seats", action="store_true",
+                    help="the autoscaler's requests on one seat of the API server's "
+                         "priority and fairness (fixtures/apf/kerf-few-seats.yaml)")
     args = ap.parse_args()
+    if args.few_seats:
+        # scripts/e2e-cluster.sh turns priority and fairness on
+        os.environ["KERF_E2E_APF"] = "1"
     runs = args.only or ["karpenter", "kerf", "floor"]
     if "kerf" in runs:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "kerf-operator"], cwd=ROOT,
@@ -382,6 +425,8 @@ def main():
         lambda r: f"{r['at_settled']['nodes']}, {r['at_settled']['cost']:.2f}" if "at_settled" in r else "–")
     row("controller peak RSS (MiB)", lambda r: f"{r['rss']:.0f}" if r["who"] != "floor" else "–")
     row("controller CPU (s)", lambda r: f"{r['cpu_s']:.1f}" if r["who"] != "floor" else "–")
+    if args.few_seats:
+        row("requests turned away (429)", lambda r: str(r.get("rejected", "–")))
     return 0
 
 

@@ -26,6 +26,10 @@
 # Everything builds from the Go module proxy: Kubernetes at $KUBE_VERSION with each staging
 # module replaced by its published v0.Y.Z, etcd through a small main calling etcdmain.Main, and
 # kwok with `go install`. The cache is ~/.cache/kerf-e2e/<versions>/ (override: KERF_E2E_CACHE).
+# `start` leaves the API server's priority and fairness off (the benchmarks time the control
+# plane without its queues) unless KERF_E2E_APF is set (the fault suite's throttling case,
+# `bench-vs-karpenter.py --few-seats`); with KERF_AUDIT_DIR set it audits the chart's
+# ServiceAccount there.
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.35.4}"
@@ -370,13 +374,18 @@ EOF
       --audit-log-path "$KERF_AUDIT_DIR/$(basename "$DIR").log")
   fi
 
+  local apf=false
+  if [ -n "${KERF_E2E_APF:-}" ]; then
+    apf=true
+  fi
+
   launch kube-apiserver "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
     --cert-dir "$DIR/pki" --token-auth-file "$DIR/tokens.csv" --authorization-mode RBAC \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$DIR/sa.key" --service-account-signing-key-file "$DIR/sa.key" \
     --service-cluster-ip-range 10.0.0.0/24 --allow-privileged \
-    --enable-priority-and-fairness=false ${audit[@]+"${audit[@]}"}
+    --enable-priority-and-fairness=$apf ${audit[@]+"${audit[@]}"}
 
   cat >"$DIR/kubeconfig" <<EOF
 apiVersion: v1

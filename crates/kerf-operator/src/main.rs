@@ -15,9 +15,13 @@ use kerf_operator::throttle::{Gate, Paced, TokenBucket};
 /// KUBE_CLIENT_QPS / KUBE_CLIENT_BURST bucket ([`kerf_operator::throttle`]); and one for the
 /// Events, behind the same gate with a bucket of its own. Every request of each is counted.
 async fn clients(settings: &Settings) -> Result<kerf_operator::Clients, String> {
-    let config = kube::Config::infer().await.map_err(|e| {
+    let mut config = kube::Config::infer().await.map_err(|e| {
         format!("no usable kubeconfig (KUBECONFIG, ~/.kube/config or in-cluster): {e}")
     })?;
+    // a 429 (the API server's priority and fairness turning a request away), 503 or 504 is
+    // sent again inside the client after the answer's Retry-After, as client-go does, up to
+    // 15 times: throttling slows a call and never fails it (tests/faults.rs)
+    config.default_retry = true;
     let gate = Gate::new(!settings.disable_leader_election);
     let paced = Paced::new(
         TokenBucket::new(settings.kube_client_qps, settings.kube_client_burst),

@@ -3,7 +3,8 @@
 //! its status, and when a consolidation starts; etcd killed when a consolidation starts; the
 //! operator itself killed at each step of a consolidation; its watches expired (`410 Gone`)
 //! after an etcd compaction with changes made while it could not see the cluster; and an API
-//! server that is slow, or answers 429 and 500, through a relay the test controls. Each case
+//! server that is slow, or answers 429 and 500, through a relay the test controls, and one
+//! whose own priority and fairness gives the operator one seat. Each case
 //! asserts what a user needs after the fault, with the operator never restarted by hand
 //! (except where killing it is the fault): every pod that can run runs within a bound, no
 //! NodeClaim is left without a node, no node is left tainted, no pod was evicted twice, no
@@ -51,7 +52,12 @@ fn running_pods(cp: &ControlPlane) -> usize {
 
 /// A control plane with seed 004 applied.
 fn seeded_plane(name: &str) -> ControlPlane {
-    let cp = ControlPlane::start(name);
+    seeded_plane_with(name, &[])
+}
+
+/// [`seeded_plane`] started with these environment variables for `scripts/e2e-cluster.sh`.
+fn seeded_plane_with(name: &str, env: &[(&str, &str)]) -> ControlPlane {
+    let cp = ControlPlane::start_with(name, env);
     cp.install_crds();
     let seed =
         std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed 004");
@@ -405,6 +411,60 @@ fn an_api_server_answering_429_then_500_delays_the_pods_but_loses_nothing() {
         "429 then 500 for {}s: 40 pods running {:.1} s after the API server answered again",
         OUTAGE.as_secs(),
         recovered.as_secs_f64()
+    );
+}
+
+/// How many of Kerf's requests the API server's priority and fairness turned away, from its
+/// own metrics.
+fn rejected_by_the_api_server(cp: &ControlPlane) -> u64 {
+    cp.kubectl_ok(&["get", "--raw", "/metrics"], None)
+        .lines()
+        .filter(|l| {
+            l.starts_with("apiserver_flowcontrol_rejected_requests_total{")
+                && l.contains("flow_schema=\"kerf-few-seats\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+#[test]
+fn the_api_servers_own_throttling_slows_the_pods_but_loses_nothing() {
+    // the API server's priority and fairness on, Kerf's requests on one seat that answers
+    // 429 with Retry-After to what does not fit: no relay, the server's own answers
+    let cp = seeded_plane_with("fault-apf", &[("KERF_E2E_APF", "1")]);
+    let few_seats = root().join("fixtures/apf/kerf-few-seats.yaml");
+    cp.kubectl_ok(&["apply", "-f", &few_seats.display().to_string()], None);
+    let mut op = Operator::start(&cp, OPERATOR, 1, &[]);
+    ready(&op);
+    let scaled = Instant::now();
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=60"], None);
+    pods_running(
+        &cp,
+        &op,
+        60,
+        LIMIT,
+        "60 pods running with Kerf's requests on one seat",
+    );
+    let took = scaled.elapsed();
+    settled(&cp, &mut op);
+    let made = created_by(&op);
+    assert_eq!(
+        made.len(),
+        items(&cp, &["get", "nodeclaims"]).len(),
+        "{made:?}"
+    );
+    // the throttling was real: without it this test would prove nothing
+    let rejected = rejected_by_the_api_server(&cp);
+    assert!(rejected > 0, "the API server never turned Kerf away");
+    // each 429 was waited out inside the client, as its Retry-After asked, and tried again
+    // there: none reached Kerf's own retries or error lines
+    let surfaced: Vec<_> = (op.lines().into_iter())
+        .filter(|l| l.to_string().contains("Too many requests"))
+        .collect();
+    assert!(surfaced.is_empty(), "{surfaced:?}");
+    println!(
+        "one seat, {rejected} requests turned away: 60 pods running {:.1} s after the scale",
+        took.as_secs_f64()
     );
 }
 

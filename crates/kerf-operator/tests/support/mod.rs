@@ -27,11 +27,18 @@ pub struct ControlPlane {
 impl ControlPlane {
     /// Starts one; panics with the build hint when the binaries are missing.
     pub fn start(name: &str) -> ControlPlane {
+        ControlPlane::start_with(name, &[])
+    }
+
+    /// Starts one with these environment variables for `scripts/e2e-cluster.sh`
+    /// (`KERF_E2E_APF=1`: the API server's priority and fairness on).
+    pub fn start_with(name: &str, env: &[(&str, &str)]) -> ControlPlane {
         let dir = std::env::temp_dir().join(format!("kerf-e2e-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let out = Command::new(root().join("scripts/e2e-cluster.sh"))
             .arg("start")
             .arg(&dir)
+            .envs(env.iter().copied())
             .output()
             .expect("run scripts/e2e-cluster.sh");
         let cp = ControlPlane {
