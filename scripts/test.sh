@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Every test, as CI runs them: installs what the tests need (scripts/install-test-deps.sh),
-# builds the workspace's test binaries once, then runs them in two streams at once and fails if
-# either fails:
+# builds the workspace's test binaries once, then runs them in three streams at once and fails
+# if any fails:
 #
-#   operator | the operator's tests (crates/kerf-operator): real control planes, moto and
-#              Karpenter, mostly waiting on their timers (on 2 cores the CPUs sat 60-80 % idle);
-#              then, on a whole run, the chart's RBAC against the API servers' audit logs
+#   operator | the operator's end-to-end, Karpenter side-by-side, chart and AWS tests
+#   faults   | its takeover (handover.rs), fault suite and image tests
+#              Both on real control planes, moto and Karpenter, mostly waiting on their timers
+#              (on 2 cores the CPUs sat 95 % idle through the fault suite), so their two lanes
+#              of control planes run side by side; then, on a whole run, the chart's RBAC
+#              against all their API servers' audit logs
 #   rest     | every other crate's tests and doc tests, then a 40-seed swarm smoke run:
 #              CPU-bound, run under `nice` so that the operator's timers keep their pace
 #
@@ -32,8 +35,9 @@ for line in sys.stdin:
 ' >"$list"
 kerf="$(awk -F'\t' '$1 == "bin:kerf" {print $5}' "$list")"
 
-# Runs the test binaries of the packages `keep` selects (an awk condition on the package's
-# directory name, $2), one after another as cargo does; stops at the first failure.
+# Runs the test binaries `keep` selects (an awk condition on the package's directory name, $2,
+# and the target's source file, $4), one after another as cargo does; stops at the first
+# failure.
 run_tests() {
   local keep="$1"
   shift
@@ -47,17 +51,9 @@ run_tests() {
   echo "$ran test binaries passed"
 }
 
-operator() {
-  # every request the chart's ServiceAccount makes is audited; a whole run's requests must use
-  # every permission the chart grants and no other (scripts/rbac-audit.py)
-  local audit="$root/target/rbac-audit"
-  rm -rf "$audit"
-  export KERF_AUDIT_DIR="$audit"
-  run_tests '$2 == "kerf-operator"' "$@" || return 1
-  if [ $# -eq 0 ]; then
-    python3 scripts/rbac-audit.py "$audit"
-  fi
-}
+# the operator's test binaries of the `faults` lane; the `operator` lane runs the others
+faults_lane='$2 == "kerf-operator" && $4 ~ /tests\/(handover|faults|image)\.rs$/'
+operator_lane='$2 == "kerf-operator" && $4 !~ /tests\/(handover|faults|image)\.rs$/'
 
 rest() {
   # this stream and all it starts yield the CPUs to the operator's
@@ -78,13 +74,24 @@ prefixed() {
   return "${PIPESTATUS[0]}"
 }
 
-prefixed operator operator "$@" &
+# every request the chart's ServiceAccount makes is audited; a whole run's requests must use
+# every permission the chart grants and no other (scripts/rbac-audit.py)
+audit="$root/target/rbac-audit"
+rm -rf "$audit"
+export KERF_AUDIT_DIR="$audit"
+prefixed operator run_tests "$operator_lane" "$@" &
 operator_pid=$!
+prefixed faults run_tests "$faults_lane" "$@" &
+faults_pid=$!
 prefixed rest rest "$@" &
 rest_pid=$!
 failed=()
 wait "$operator_pid" || failed+=(operator)
+wait "$faults_pid" || failed+=(faults)
 wait "$rest_pid" || failed+=(rest)
+if [ ${#failed[@]} -eq 0 ] && [ $# -eq 0 ]; then
+  prefixed operator python3 scripts/rbac-audit.py "$audit" || failed+=(rbac-audit)
+fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "test.sh: failed: ${failed[*]}" >&2
   exit 1

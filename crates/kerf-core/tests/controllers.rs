@@ -308,6 +308,26 @@ fn a_nominated_pod_whose_node_kube_scheduler_filled_gets_capacity_at_once() {
     assert_ne!(again[0], claim);
 }
 
+/// A batch's NodeClaim whose launch has not answered (its create held up by a throttling API
+/// server) keeps its pod: the next batch, for another pod, rehearses kube-scheduler with that
+/// NodeClaim's node among the seats and makes one NodeClaim, not a second for the first pod.
+#[test]
+fn the_pod_of_a_nodeclaim_not_yet_launched_is_not_provisioned_for_again() {
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("a", "1500m"), secs(0));
+    let first = created(&run_until(&mut core, 0, 2));
+    assert_eq!(first.len(), 1, "one NodeClaim for the first pod");
+    // no launch answers; a second pod comes, in a batch of its own
+    core.apply_pod(unschedulable("b", "1500m"), secs(3));
+    let second = created(&run_until(&mut core, 3, 6));
+    assert_eq!(
+        second.len(),
+        1,
+        "the first pod was provisioned for again: {second:?}"
+    );
+    assert!(core.cluster().nodeclaims()[&first[0]].launched.is_none());
+}
+
 /// A nomination holds while its node can still take the pod: another pod bound there that
 /// leaves room makes no NodeClaim, then a taint the pod does not tolerate ends it at once.
 #[test]

@@ -151,6 +151,12 @@ pub(crate) struct State {
     pub(super) overlay_cache: Option<(u64, u64, crate::overlays::Evaluation)>,
     /// What the last pass left, for the scheduler's gauges.
     pub(crate) reading: crate::metrics::SchedulingReading,
+    /// The nodes the NodeClaims of earlier batches will register as, kept until their
+    /// launches answer, so that a later batch's rehearsal seats their pods there. Without
+    /// them, while creates waited on a throttling API server, every batch ended the
+    /// nominations to NodeClaims not yet launched and provisioned for their pods again (772
+    /// NodeClaims for 1,000 pods).
+    pub(super) unlaunched: BTreeMap<String, super::rehearsal::PlannedNode>,
 }
 
 impl State {
@@ -164,6 +170,7 @@ impl State {
             types_asked: BTreeSet::new(),
             overlay_cache: None,
             reading: crate::metrics::SchedulingReading::default(),
+            unlaunched: BTreeMap::new(),
         }
     }
 }
@@ -369,6 +376,9 @@ impl Controllers {
         if self.cluster.pods.values().any(|p| p.wants_capacity()) {
             self.tell_incompatible_pools();
         }
+        let claims = &self.cluster.nodeclaims;
+        (self.provisioning.unlaunched)
+            .retain(|name, _| claims.get(name).is_some_and(super::rehearsal::unlaunched));
         let mut planned = Vec::new();
         for round in 0..=super::rehearsal::ROUNDS {
             let made = self.provision_once();
@@ -499,7 +509,10 @@ impl Controllers {
                 self.nominated_event(&keys[*p], &name, None);
             }
             let taints = &self.cluster.nodeclaims[&name].taints;
-            planned.extend(PlannedNode::of(&name, plan, &pools[plan.node_pool], taints));
+            if let Some(node) = PlannedNode::of(&name, plan, &pools[plan.node_pool], taints) {
+                (self.provisioning.unlaunched).insert(name.clone(), node.clone());
+                planned.push(node);
+            }
         }
         if decision.nodeclaims.is_empty() && decision.existing.is_empty() {
             let logs = self.actions[logged_before..]

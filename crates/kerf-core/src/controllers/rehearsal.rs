@@ -29,6 +29,7 @@ use crate::nodepools::daemon_runs_on;
 pub(super) const ROUNDS: usize = 3;
 
 /// A NodeClaim the batch planned, as the node it will register as.
+#[derive(Clone, Debug)]
 pub(super) struct PlannedNode {
     claim: String,
     labels: BTreeMap<String, String>,
@@ -358,7 +359,13 @@ impl Controllers {
                 &launched.allocatable,
             ));
         }
-        for p in planned {
+        // NodeClaims of earlier batches whose launch has not answered yet (their create or
+        // launch held up by a slow or throttling API server), as they were planned
+        let this_batch: HashSet<&str> = planned.iter().map(|p| p.claim.as_str()).collect();
+        let earlier = (self.provisioning.unlaunched.values())
+            .filter(|p| !this_batch.contains(p.claim.as_str()))
+            .filter(|p| cluster.nodeclaims.get(&p.claim).is_some_and(unlaunched));
+        for p in earlier.chain(planned) {
             let seat =
                 Seat::unregistered(&p.claim, p.labels.clone(), p.taints.clone(), &p.allocatable);
             seats.push(seat);
@@ -375,6 +382,11 @@ impl Controllers {
         }
         seats
     }
+}
+
+/// Whether a NodeClaim is still waiting for its launch's answer, neither launched nor going.
+pub(super) fn unlaunched(c: &crate::cluster::ClaimRecord) -> bool {
+    c.launched.is_none() && c.node.is_none() && c.deleting.is_none()
 }
 
 /// Pods in kube-scheduler's queue order: higher priority first, then older.
