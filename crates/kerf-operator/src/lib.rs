@@ -18,6 +18,7 @@ pub mod node_classes;
 pub mod observe;
 pub mod reconciles;
 pub mod runtime_metrics;
+pub mod seats;
 pub mod settings;
 pub mod slim;
 pub mod status_watch;

@@ -7,6 +7,7 @@ use clap::Parser;
 use kerf_operator::cloud::CapacitySettings;
 use kerf_operator::leader;
 use kerf_operator::runtime_metrics::{Counted, RuntimeMetrics};
+use kerf_operator::seats::{Seats, Window};
 use kerf_operator::settings::{Provider, Settings};
 use kerf_operator::throttle::{Gate, Paced, TokenBucket};
 
@@ -19,9 +20,13 @@ async fn clients(settings: &Settings) -> Result<kerf_operator::Clients, String> 
         format!("no usable kubeconfig (KUBECONFIG, ~/.kube/config or in-cluster): {e}")
     })?;
     // a 429 (the API server's priority and fairness turning a request away), 503 or 504 is
-    // sent again inside the client after the answer's Retry-After, as client-go does, up to
-    // 15 times: throttling slows a call and never fails it (tests/faults.rs)
+    // sent again inside the client after the answer's Retry-After: throttling slows a call
+    // and never fails it (tests/faults.rs). The watches keep kube-rs's own retry; the
+    // actions' and events' clients put their calls through a window of calls in flight that
+    // narrows at each 429 ([`kerf_operator::seats`]), kube-rs's retry off beneath it.
     config.default_retry = true;
+    let mut windowed = config.clone();
+    windowed.default_retry = false;
     let gate = Gate::new(!settings.disable_leader_election);
     let paced = Paced::new(
         TokenBucket::new(settings.kube_client_qps, settings.kube_client_burst),
@@ -33,7 +38,8 @@ async fn clients(settings: &Settings) -> Result<kerf_operator::Clients, String> 
         kube::client::ClientBuilder::try_from(config).map_err(|e| e.to_string())
     };
     let watch = builder(config.clone())?.with_layer(&counted).build();
-    let act = builder(config.clone())?
+    let act = builder(windowed.clone())?
+        .with_layer(&Seats::new(Window::new()))
         .with_layer(&paced)
         .with_layer(&counted)
         .build();
@@ -41,7 +47,8 @@ async fn clients(settings: &Settings) -> Result<kerf_operator::Clients, String> 
         TokenBucket::new(settings.kube_client_qps, settings.kube_client_burst),
         gate.clone(),
     );
-    let events = builder(config)?
+    let events = builder(windowed)?
+        .with_layer(&Seats::new(Window::new()))
         .with_layer(&events_paced)
         .with_layer(&counted)
         .build();
