@@ -1,5 +1,7 @@
 //! Mutation fuzzing of the parsers that take outside input: manifests, scenario files, AWS
-//! interruption message bodies, cron schedules, quantities and Go durations.
+//! interruption message bodies, cron schedules, quantities, Go durations, the operator's
+//! settings, Karpenter kwok's instance-types file and Karpenter's objects as watches bring
+//! them.
 //!
 //! Stable Rust has no coverage-guided fuzzer that builds here, so this is a plain mutator
 //! (byte flips, insertions, deletions, splices, dictionary tokens) over a committed corpus,
@@ -81,7 +83,61 @@ pub const TARGETS: &[Target] = &[
         name: "duration",
         run: |text| outcome(kerf_api::duration::parse_go_duration(text)),
     },
+    Target {
+        name: "settings",
+        run: settings,
+    },
+    Target {
+        name: "kwok-types",
+        run: |text| match serde_json::from_str::<Vec<kerf_operator::kwok_types::TypeSpec>>(text) {
+            Ok(specs) => {
+                let _ = kerf_operator::kwok_types::options(&specs);
+                "ok".into()
+            }
+            Err(e) => outcome::<(), _>(Err(e)),
+        },
+    },
+    Target {
+        name: "watched",
+        run: watched,
+    },
 ];
+
+/// The operator's settings as its environment gives them: each `NAME=value` line is the
+/// setting of Karpenter's variable NAME, read as its flag (`--name=value`) and checked.
+fn settings(text: &str) -> String {
+    use clap::Parser as _;
+    let mut args = vec!["kerf-operator".to_string()];
+    for line in text.lines() {
+        let Some((name, value)) = line.split_once('=') else {
+            continue;
+        };
+        args.push(format!(
+            "--{}={value}",
+            name.trim().to_lowercase().replace('_', "-")
+        ));
+    }
+    match kerf_operator::settings::Settings::try_parse_from(&args) {
+        Ok(s) => outcome(s.validate()),
+        Err(e) => e.to_string().chars().take(48).collect(),
+    }
+}
+
+/// An object of Karpenter's kinds as a watch brings it, read forward-compatibly
+/// (`kerf_api::cluster_read`, the operator's lenient reader) as its `kind` says.
+fn watched(text: &str) -> String {
+    use kerf_api::cluster_read::read;
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
+        return "not json".into();
+    };
+    let kind = value["kind"].as_str().unwrap_or("NodePool").to_string();
+    let problem = match kind.as_str() {
+        "NodeClaim" => read::<kerf_api::NodeClaim>(&kind, &value).object.err(),
+        "EC2NodeClass" => read::<kerf_api::EC2NodeClass>(&kind, &value).object.err(),
+        _ => read::<kerf_api::NodePool>(&kind, &value).object.err(),
+    };
+    problem.map_or_else(|| "ok".into(), |p| p.to_string().chars().take(48).collect())
+}
 
 /// The corpus files of a target under `root` (`fuzz/corpus`), sorted.
 pub fn corpus(root: &Path, target: &str) -> Vec<PathBuf> {

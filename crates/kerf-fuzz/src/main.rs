@@ -15,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 #[derive(Parser)]
 struct Args {
     /// Targets to fuzz (all when none): manifest, scenario, interruption, cron, quantity,
-    /// duration.
+    /// duration, settings, kwok-types, watched.
     targets: Vec<String>,
     /// Seconds per target.
     #[arg(long, default_value_t = 10)]

@@ -25,6 +25,26 @@ fn every_corpus_input_parses_or_fails_cleanly() {
     }
 }
 
+/// The seeds of the settings, kwok instance-types and watched-object targets are valid
+/// input, so that mutations start from the paths that read everything.
+#[test]
+fn the_settings_kwok_types_and_watched_seeds_read_whole() {
+    for target in TARGETS
+        .iter()
+        .filter(|t| ["settings", "kwok-types", "watched"].contains(&t.name))
+    {
+        for f in corpus(&root(), target.name) {
+            let text = std::fs::read_to_string(&f).expect("readable");
+            assert_eq!(
+                run_one(target, &text).as_deref(),
+                Ok("ok"),
+                "{}",
+                f.display()
+            );
+        }
+    }
+}
+
 #[test]
 fn two_thousand_mutations_per_target_panic_nowhere() {
     for target in TARGETS {
