@@ -39,7 +39,7 @@ async fn clients(settings: &Settings) -> Result<kerf_operator::Clients, String> 
     };
     let watch = builder(config.clone())?.with_layer(&counted).build();
     let act = builder(windowed.clone())?
-        .with_layer(&Seats::new(Window::new()))
+        .with_layer(&Seats::new(Window::new(), gate.clone()))
         .with_layer(&paced)
         .with_layer(&counted)
         .build();
@@ -48,7 +48,7 @@ async fn clients(settings: &Settings) -> Result<kerf_operator::Clients, String> 
         gate.clone(),
     );
     let events = builder(windowed)?
-        .with_layer(&Seats::new(Window::new()))
+        .with_layer(&Seats::new(Window::new(), gate.clone()))
         .with_layer(&events_paced)
         .with_layer(&counted)
         .build();

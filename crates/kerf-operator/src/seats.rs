@@ -7,7 +7,8 @@
 //! each other answer (TCP's slow start and multiplicative decrease: the window finds the
 //! seats there are and is back to full within a hundred answers once the throttling ends),
 //! and a 429, 503 or 504 is sent again after the answer's `Retry-After`
-//! (1 s when it gives none, 10 s at most), up to [`ATTEMPTS`] times, as client-go does.
+//! (1 s when it gives none, 10 s at most), up to [`ATTEMPTS`] times, as client-go does, once
+//! the Lease gate is open (no retry goes out after the Lease lapsed).
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,6 +20,8 @@ use kube::client::Body;
 use tokio::sync::Notify;
 use tower::buffer::Buffer;
 use tower::{BoxError, Layer, Service, ServiceExt};
+
+use crate::throttle::Gate;
 
 /// How many times a throttled or unavailable call is sent in all (client-go: 10 retries).
 pub const ATTEMPTS: u32 = 11;
@@ -116,12 +119,16 @@ impl Drop for Place {
 /// The layer that puts a client's calls through a [`Window`] and sends throttled ones again;
 /// the client is built with kube-rs's own retry off.
 #[derive(Clone, Debug)]
-pub struct Seats(Arc<Window>);
+pub struct Seats {
+    window: Arc<Window>,
+    gate: Gate,
+}
 
 impl Seats {
-    /// Calls go through `window`.
-    pub fn new(window: Arc<Window>) -> Seats {
-        Seats(window)
+    /// Calls go through `window`; a call sent again waits for `gate` first, as a first call
+    /// does in front of this layer, so that no retry goes out after the Lease lapsed.
+    pub fn new(window: Arc<Window>, gate: Gate) -> Seats {
+        Seats { window, gate }
     }
 }
 
@@ -137,7 +144,7 @@ where
         // the retries call the service from the answer's future: a buffer makes it shareable
         SeatsService {
             inner: Buffer::new(inner, 1024),
-            window: Arc::clone(&self.0),
+            seats: self.clone(),
         }
     }
 }
@@ -146,7 +153,7 @@ where
 #[derive(Clone, Debug)]
 pub struct SeatsService<T> {
     inner: T,
-    window: Arc<Window>,
+    seats: Seats,
 }
 
 impl<T, B> Service<Request<Body>> for SeatsService<T>
@@ -167,7 +174,7 @@ where
         // the handle made ready goes with the call; a fresh one stays for the next
         let fresh = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, fresh);
-        let window = Arc::clone(&self.window);
+        let Seats { window, gate } = self.seats.clone();
         Box::pin(async move {
             let mut request = request;
             let mut attempt = 1;
@@ -185,6 +192,7 @@ where
                     return answer;
                 }
                 tokio::time::sleep(wait(response)).await;
+                gate.open().await;
                 request = next;
                 attempt += 1;
             }
@@ -300,7 +308,7 @@ mod tests {
     async fn a_throttled_call_is_sent_again_after_retry_after_with_its_body() {
         let server = server(3);
         let window = Window::new();
-        let service = Seats::new(Arc::clone(&window)).layer(server.clone());
+        let service = Seats::new(Arc::clone(&window), Gate::new(false)).layer(server.clone());
         let started = tokio::time::Instant::now();
         let request = Request::new(Body::from(b"{\"a\":1}".to_vec()));
         let answer = service.oneshot(request).await.unwrap();
@@ -319,9 +327,30 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_throttled_call_is_not_sent_again_while_the_lease_is_not_held() {
+        let server = server(1);
+        let gate = Gate::new(true);
+        let service = Seats::new(Window::new(), gate.clone()).layer(server.clone());
+        let call = tokio::spawn(service.oneshot(Request::new(Body::empty())));
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(
+            server.calls.load(Ordering::SeqCst),
+            1,
+            "sent again without the Lease"
+        );
+        let now = std::time::Instant::now();
+        gate.lead(Arc::new(crate::leader::Leadership::held_until(
+            now + Duration::from_secs(60),
+        )));
+        let answer = call.await.unwrap().unwrap();
+        assert_eq!(answer.status(), StatusCode::OK);
+        assert_eq!(server.calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_call_throttled_at_every_attempt_returns_the_last_429() {
         let server = server(usize::MAX);
-        let service = Seats::new(Window::new()).layer(server.clone());
+        let service = Seats::new(Window::new(), Gate::new(false)).layer(server.clone());
         let answer = (service.oneshot(Request::new(Body::empty())).await).unwrap();
         assert_eq!(answer.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(server.calls.load(Ordering::SeqCst), ATTEMPTS as usize);
