@@ -22,9 +22,8 @@ async fn clients(settings: &Settings) -> Result<kerf_operator::Clients, String> 
     // a 429 (the API server's priority and fairness turning a request away), 503 or 504 is
     // sent again inside the client after the answer's Retry-After: throttling slows a call
     // and never fails it (tests/faults.rs). The watches keep kube-rs's own retry; the
-    // actions' and events' clients put their calls through one window of calls in flight
-    // that narrows at each 429, events waiting while a write waits
-    // ([`kerf_operator::seats`]), kube-rs's retry off beneath it.
+    // actions' and events' clients put their calls through a window of calls in flight that
+    // narrows at each 429 ([`kerf_operator::seats`]), kube-rs's retry off beneath it.
     config.default_retry = true;
     let mut windowed = config.clone();
     windowed.default_retry = false;
@@ -39,9 +38,8 @@ async fn clients(settings: &Settings) -> Result<kerf_operator::Clients, String> 
         kube::client::ClientBuilder::try_from(config).map_err(|e| e.to_string())
     };
     let watch = builder(config.clone())?.with_layer(&counted).build();
-    let window = Window::new();
     let act = builder(windowed.clone())?
-        .with_layer(&Seats::new(std::sync::Arc::clone(&window), gate.clone()))
+        .with_layer(&Seats::new(Window::new(), gate.clone()))
         .with_layer(&paced)
         .with_layer(&counted)
         .build();
@@ -50,7 +48,7 @@ async fn clients(settings: &Settings) -> Result<kerf_operator::Clients, String> 
         gate.clone(),
     );
     let events = builder(windowed)?
-        .with_layer(&Seats::for_events(window, gate.clone()))
+        .with_layer(&Seats::new(Window::new(), gate.clone()))
         .with_layer(&events_paced)
         .with_layer(&counted)
         .build();

@@ -8,9 +8,7 @@
 //! seats there are and is back to full within a hundred answers once the throttling ends),
 //! and a 429, 503 or 504 is sent again after the answer's `Retry-After`
 //! (1 s when it gives none, 10 s at most), up to [`ATTEMPTS`] times, as client-go does, once
-//! the Lease gate is open (no retry goes out after the Lease lapsed). Events share the
-//! writes' window and wait while a write waits: with their own window they took about half of
-//! the one seat and the nodes' initializing writes trickled in behind them.
+//! the Lease gate is open (no retry goes out after the Lease lapsed).
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -44,8 +42,6 @@ pub struct Window {
 struct WindowState {
     limit: usize,
     busy: usize,
-    /// Writes waiting for a place: an event takes none while any does.
-    writes_waiting: usize,
 }
 
 impl Window {
@@ -55,7 +51,6 @@ impl Window {
             state: Mutex::new(WindowState {
                 limit: MOST_IN_FLIGHT,
                 busy: 0,
-                writes_waiting: 0,
             }),
             freed: Notify::new(),
         })
@@ -70,32 +65,26 @@ impl Window {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn try_take(&self, event: bool) -> bool {
+    fn try_take(&self) -> bool {
         let mut s = self.lock();
-        let free = s.busy < s.limit && !(event && s.writes_waiting > 0);
+        let free = s.busy < s.limit;
         if free {
             s.busy += 1;
         }
         free
     }
 
-    /// Waits for a place in the window; an `event` waits while a write does, so that under
-    /// throttling the seats go to the writes first.
-    async fn take(self: &Arc<Self>, event: bool) -> Place {
-        let mut waiting = None;
+    /// Waits for a place in the window.
+    async fn take(self: &Arc<Self>) -> Place {
         loop {
             let freed = self.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            if self.try_take(event) {
+            if self.try_take() {
                 return Place {
                     window: Arc::clone(self),
                     throttled: false,
                 };
-            }
-            if !event && waiting.is_none() {
-                self.lock().writes_waiting += 1;
-                waiting = Some(WriteWaiting(self));
             }
             freed.await;
         }
@@ -111,19 +100,6 @@ impl Window {
         };
         drop(s);
         self.freed.notify_waiters();
-    }
-}
-
-/// A write counted as waiting for a place until it has one (or is abandoned); events wait
-/// while any is.
-struct WriteWaiting<'a>(&'a Window);
-
-impl Drop for WriteWaiting<'_> {
-    fn drop(&mut self) {
-        let mut s = self.0.lock();
-        s.writes_waiting = s.writes_waiting.saturating_sub(1);
-        drop(s);
-        self.0.freed.notify_waiters();
     }
 }
 
@@ -146,27 +122,13 @@ impl Drop for Place {
 pub struct Seats {
     window: Arc<Window>,
     gate: Gate,
-    /// The client's calls are events: they wait while a write waits.
-    events: bool,
 }
 
 impl Seats {
-    /// Writes go through `window`; a call sent again waits for `gate` first, as a first call
+    /// Calls go through `window`; a call sent again waits for `gate` first, as a first call
     /// does in front of this layer, so that no retry goes out after the Lease lapsed.
     pub fn new(window: Arc<Window>, gate: Gate) -> Seats {
-        Seats {
-            window,
-            gate,
-            events: false,
-        }
-    }
-
-    /// Events through the writes' `window`, each waiting while a write waits.
-    pub fn for_events(window: Arc<Window>, gate: Gate) -> Seats {
-        Seats {
-            events: true,
-            ..Seats::new(window, gate)
-        }
+        Seats { window, gate }
     }
 }
 
@@ -212,17 +174,13 @@ where
         // the handle made ready goes with the call; a fresh one stays for the next
         let fresh = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, fresh);
-        let Seats {
-            window,
-            gate,
-            events,
-        } = self.seats.clone();
+        let Seats { window, gate } = self.seats.clone();
         Box::pin(async move {
             let mut request = request;
             let mut attempt = 1;
             loop {
                 let again = copy(&request);
-                let mut place = window.take(events).await;
+                let mut place = window.take().await;
                 let answer = inner.ready().await?.call(request).await;
                 let status = answer.as_ref().ok().map(Response::status);
                 place.throttled = status == Some(StatusCode::TOO_MANY_REQUESTS);
@@ -284,38 +242,21 @@ mod tests {
         let window = Window::new();
         assert_eq!(window.limit(), MOST_IN_FLIGHT);
         for expected in [50, 25, 12, 6, 3, 1, 1] {
-            assert!(window.try_take(false));
+            assert!(window.try_take());
             window.give_back(true);
             assert_eq!(window.limit(), expected);
         }
         // two answers without a 429: three
         for _ in 0..2 {
-            assert!(window.try_take(false));
+            assert!(window.try_take());
             window.give_back(false);
         }
         assert_eq!(window.limit(), 3);
         // a full window takes no more until a place is given back
-        assert!((0..3).all(|_| window.try_take(false)));
-        assert!(!window.try_take(false));
+        assert!((0..3).all(|_| window.try_take()));
+        assert!(!window.try_take());
         window.give_back(false);
-        assert!(window.try_take(false));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_event_takes_no_place_while_a_write_waits_for_one() {
-        let window = Window::new();
-        assert!((0..MOST_IN_FLIGHT).all(|_| window.try_take(false)));
-        let waiter = Arc::clone(&window);
-        let write = tokio::spawn(async move {
-            let _place = waiter.take(false).await;
-        });
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        // a place frees: the write waiting has it before any event
-        window.give_back(false);
-        assert!(!window.try_take(true));
-        write.await.unwrap();
-        // the write is done and gave its place back: no write waits, the event goes
-        assert!(window.try_take(true));
+        assert!(window.try_take());
     }
 
     /// Answers 429 (Retry-After 2) to the first `throttle` calls, then 200; counts the calls
