@@ -217,6 +217,16 @@ fn settled(cp: &ControlPlane, op: &mut Operator) {
     assert!(twice.is_empty(), "pods evicted more than once: {twice:?}");
 }
 
+/// Every NodeClaim the operator logged as created is there: none was made twice.
+fn made_once(cp: &ControlPlane, op: &Operator) {
+    let made = created_by(op);
+    assert_eq!(
+        made.len(),
+        items(cp, &["get", "nodeclaims"]).len(),
+        "{made:?}"
+    );
+}
+
 /// Waits until `n` of inflate's pods run (`what`, within `limit`).
 fn pods_running(cp: &ControlPlane, op: &Operator, n: usize, limit: Duration, what: &str) {
     wait_for(
@@ -380,12 +390,7 @@ fn an_api_server_answering_429_then_500_delays_the_pods_but_loses_nothing() {
     );
     let recovered = back.elapsed();
     settled(&cp, &mut op);
-    let made = created_by(&op);
-    assert_eq!(
-        made.len(),
-        items(&cp, &["get", "nodeclaims"]).len(),
-        "{made:?}"
-    );
+    made_once(&cp, &op);
     // the failures were told apart: the 500s are counted as the server failing, and nothing
     // was taken for the cloud running out of capacity
     let metrics = http_get(op.metrics_port, "/metrics").1;
@@ -447,12 +452,7 @@ fn the_api_servers_own_throttling_slows_the_pods_but_loses_nothing() {
     );
     let took = scaled.elapsed();
     settled(&cp, &mut op);
-    let made = created_by(&op);
-    assert_eq!(
-        made.len(),
-        items(&cp, &["get", "nodeclaims"]).len(),
-        "{made:?}"
-    );
+    made_once(&cp, &op);
     // the throttling was real: without it this test would prove nothing
     let rejected = rejected_by_the_api_server(&cp);
     assert!(rejected > 0, "the API server never turned Kerf away");
@@ -484,12 +484,7 @@ fn a_slow_api_server_slows_the_pods_but_duplicates_nothing() {
     let took = scaled.elapsed();
     proxy.set(Mode::Pass);
     settled(&cp, &mut op);
-    let made = created_by(&op);
-    assert_eq!(
-        made.len(),
-        items(&cp, &["get", "nodeclaims"]).len(),
-        "{made:?}"
-    );
+    made_once(&cp, &op);
     println!(
         "every request held 500 ms: 40 pods running {:.1} s after the scale",
         took.as_secs_f64()
