@@ -11,23 +11,36 @@ use kerf_api::{NodeClaim, NodeClaimSpec, NodePool, labels};
 use kerf_scheduling::PlannedNodeClaim;
 use rand::RngExt;
 
-/// Whether the provisioner should find room for a pod: not yet bound, marked unschedulable
-/// by kube-scheduler, not owned by a DaemonSet, not a static (mirror) pod, not nominated to
-/// a node already, and not finished.
+/// Whether the provisioner should find room for a pod: not yet bound, not owned by a
+/// DaemonSet, not a static (mirror) pod, not nominated to a node already, not finished, and
+/// either marked unschedulable by kube-scheduler or not tried by it yet.
+///
+/// Karpenter waits for kube-scheduler's mark. Under a burst the mark is what the pods wait
+/// on: kube-scheduler tries each pod against every node (and preemption) before it marks
+/// it, 10 to 20 pods a second over 1,500 nodes, then tries it again once a node comes. A pod
+/// it has not tried is solved for at once, beside the nodes there are (a pod that fits one
+/// is nominated there, not given a new node), so its node is up when kube-scheduler first
+/// tries it. Only pods kube-scheduler will try count: the default scheduler's, without
+/// scheduling gates (another scheduler's pods wait for its mark).
 pub fn is_provisionable(pod: &Pod) -> bool {
     let spec = pod.spec.as_ref();
     let status = pod.status.as_ref();
     let bound = spec
         .and_then(|s| s.node_name.as_deref())
         .is_some_and(|n| !n.is_empty());
-    let unschedulable = status
+    let scheduled = status
         .and_then(|s| s.conditions.as_ref())
         .into_iter()
         .flatten()
-        .any(|c| {
-            c.type_ == "PodScheduled"
-                && c.status == "False"
-                && c.reason.as_deref() == Some("Unschedulable")
+        .find(|c| c.type_ == "PodScheduled");
+    let unschedulable = scheduled
+        .is_some_and(|c| c.status == "False" && c.reason.as_deref() == Some("Unschedulable"));
+    let untried = scheduled.is_none()
+        && spec.is_none_or(|s| {
+            s.scheduler_name
+                .as_deref()
+                .is_none_or(|n| n.is_empty() || n == DEFAULT_SCHEDULER)
+                && s.scheduling_gates.as_ref().is_none_or(Vec::is_empty)
         });
     let daemon = crate::cluster::owner_of(pod) == crate::cluster::PodOwner::DaemonSet;
     let mirror = pod
@@ -41,8 +54,11 @@ pub fn is_provisionable(pod: &Pod) -> bool {
     let finished = status
         .and_then(|s| s.phase.as_deref())
         .is_some_and(|p| p == "Succeeded" || p == "Failed");
-    !bound && unschedulable && !daemon && !mirror && !nominated && !finished
+    !bound && (unschedulable || untried) && !daemon && !mirror && !nominated && !finished
 }
+
+/// The name kube-scheduler answers to, and a pod without `spec.schedulerName` gets.
+const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
 /// When to stop waiting for more pods: `idle` after the last new pod or `max` after the
 /// first, whichever comes first (Karpenter: 1 s and 10 s).
@@ -205,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn only_unschedulable_unbound_ordinary_pods_are_provisioned() {
+    fn only_unbound_ordinary_pods_kube_scheduler_failed_or_has_not_tried_are_provisioned() {
         let unschedulable = serde_json::json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]});
         let base = serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": []}, "status": unschedulable});
         assert!(is_provisionable(&pod(base.clone())));
@@ -218,7 +234,27 @@ mod tests {
         let mut nominated = base.clone();
         nominated["status"]["nominatedNodeName"] = "n2".into();
         assert!(!is_provisionable(&pod(nominated)));
+        // not tried by kube-scheduler yet: its node can be on the way before it is
         let fresh = serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": []}});
-        assert!(!is_provisionable(&pod(fresh)));
+        assert!(is_provisionable(&pod(fresh.clone())));
+        let mut named = fresh.clone();
+        named["spec"]["schedulerName"] = "default-scheduler".into();
+        assert!(is_provisionable(&pod(named)));
+        // another scheduler's pod waits for that scheduler's mark; a gated pod for its gates
+        let mut other = fresh.clone();
+        other["spec"]["schedulerName"] = "volcano".into();
+        assert!(!is_provisionable(&pod(other.clone())));
+        other["status"] = unschedulable.clone();
+        assert!(is_provisionable(&pod(other)));
+        let mut gated = fresh.clone();
+        gated["spec"]["schedulingGates"] = serde_json::json!([{"name": "example.com/quota"}]);
+        assert!(!is_provisionable(&pod(gated)));
+        let gated_marked = serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [], "schedulingGates": [{"name": "example.com/quota"}]},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}});
+        assert!(!is_provisionable(&pod(gated_marked)));
+        // tried and bound a moment ago, or tried and waiting on preemption: not again
+        let scheduled = serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": []},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}});
+        assert!(!is_provisionable(&pod(scheduled)));
     }
 }

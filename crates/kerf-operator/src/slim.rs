@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerPort, EphemeralVolumeSource, Node, NodeCondition, NodeSpec,
-    NodeStatus, PersistentVolumeClaimVolumeSource, Pod, PodCondition, PodSpec, PodStatus,
-    ResourceRequirements, Toleration, TopologySpreadConstraint, Volume,
+    NodeStatus, PersistentVolumeClaimVolumeSource, Pod, PodCondition, PodSchedulingGate, PodSpec,
+    PodStatus, ResourceRequirements, Toleration, TopologySpreadConstraint, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -169,6 +169,9 @@ pub struct SlimPodSpec {
     /// The volumes that name a claim (volume topology).
     volumes: Option<Vec<SlimVolume>>,
     termination_grace_period_seconds: Option<i64>,
+    /// Whether kube-scheduler will try the pod (one it has not tried yet is provisioned for).
+    scheduler_name: Option<String>,
+    scheduling_gates: Option<Vec<PodSchedulingGate>>,
 }
 
 impl SlimOf for SlimPodSpec {
@@ -221,6 +224,9 @@ impl From<SlimPod> for Pod {
                     })
                     .filter(|vs| !vs.is_empty()),
                 termination_grace_period_seconds: s.termination_grace_period_seconds,
+                // the default is what no name means: not kept on every pod
+                scheduler_name: s.scheduler_name.filter(|n| n != "default-scheduler"),
+                scheduling_gates: s.scheduling_gates,
                 ..PodSpec::default()
             }),
             status: p.status.map(|s| PodStatus {
@@ -348,6 +354,22 @@ mod tests {
         assert!(v["spec"]["containers"][0]["image"].is_null());
         assert!(v["metadata"]["managedFields"].is_null());
         assert_eq!(v["status"]["conditions"].as_array().unwrap().len(), 1);
+        // whether kube-scheduler will try it: the scheduler's name unless the default, gates
+        let read = |spec: serde_json::Value| -> serde_json::Value {
+            let slim: Pod = serde_json::from_value::<SlimPod>(serde_json::json!({
+                "metadata": {"name": "p"}, "spec": spec}))
+            .unwrap()
+            .into();
+            serde_json::to_value(slim.spec.unwrap()).unwrap()
+        };
+        let other = read(serde_json::json!({"schedulerName": "volcano",
+            "schedulingGates": [{"name": "example.com/quota"}]}));
+        assert_eq!(other["schedulerName"], "volcano");
+        assert_eq!(other["schedulingGates"][0]["name"], "example.com/quota");
+        assert!(
+            read(serde_json::json!({"schedulerName": "default-scheduler"}))["schedulerName"]
+                .is_null()
+        );
         assert_eq!(v["status"]["startTime"], "2026-11-30T10:00:00Z");
     }
 

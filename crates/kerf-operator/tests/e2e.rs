@@ -1540,6 +1540,58 @@ spec:
 
 /// An admission policy that refuses every update of Kerf's Lease: the API server answers
 /// everything else, but the leader cannot renew.
+/// Pods kube-scheduler has not tried yet (it is down here, as it is behind under a burst)
+/// are provisioned for: their NodeClaim is Ready before kube-scheduler first sees them, and
+/// then it binds each at its first try, with no `FailedScheduling` on the way.
+#[test]
+fn pods_kube_scheduler_has_not_tried_get_their_node_before_it_tries_them() {
+    let cp = ControlPlane::start("untried");
+    cp.install_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed_004()));
+    cp.kill("kube-scheduler");
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    scale(&cp, 3);
+    let claim = wait_for(
+        "a Ready NodeClaim for pods kube-scheduler never tried",
+        LIMIT,
+        || {
+            let claims = nodeclaims(&cp);
+            let [claim] = claims.as_slice() else {
+                return None;
+            };
+            condition_true(claim, "Ready").then(|| claim.clone())
+        },
+        || format!("{:?}", nodeclaims(&cp)),
+    );
+    let pods = items(&cp, &["get", "pods", "-l", "app=inflate"]);
+    assert_eq!(pods.len(), 3);
+    for p in &pods {
+        assert!(
+            bound_at(p).is_none()
+                && p["status"]["conditions"]
+                    .as_array()
+                    .is_none_or(|cs| { cs.iter().all(|c| c["type"] != "PodScheduled") }),
+            "kube-scheduler is down, yet {p}"
+        );
+    }
+    cp.restart("kube-scheduler");
+    all_running(&cp, 3);
+    let node = claim["status"]["nodeName"].as_str().expect("its node");
+    assert!(running(&cp, "inflate").iter().all(|(_, n)| n == node));
+    let failed: Vec<Value> = items(
+        &cp,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=FailedScheduling",
+        ],
+    );
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(nodeclaims(&cp).len(), 1);
+    nothing_refused(&op);
+}
+
 const FREEZE_LEASE: &str = r#"
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
