@@ -74,6 +74,75 @@ fn lane_of(action: &Action, core: &Controllers) -> Option<Lane> {
     })
 }
 
+/// Folds an action into what already waits in its lane, while the API server is slow to
+/// answer and the watches keep asking again: a NodeClaim's status replaces the one still
+/// waiting (each carries the whole status, so the older would only be written over; it goes
+/// last, behind what was asked before it); a taint, a taint's removal or a node's labels that
+/// the lane's last waiting word on the same thing already asks for is dropped. Returns the
+/// action to queue, if any.
+fn coalesce(queue: &mut VecDeque<(u32, Action)>, action: Action) -> Option<Action> {
+    match action {
+        Action::PatchNodeClaimStatus {
+            nodeclaim,
+            status,
+            mut labels,
+        } => {
+            queue.retain(|(_, w)| match w {
+                Action::PatchNodeClaimStatus {
+                    nodeclaim: n,
+                    labels: older,
+                    ..
+                } if *n == nodeclaim => {
+                    for (k, v) in older {
+                        labels.entry(k.clone()).or_insert_with(|| v.clone());
+                    }
+                    false
+                }
+                _ => true,
+            });
+            Some(Action::PatchNodeClaimStatus {
+                nodeclaim,
+                status,
+                labels,
+            })
+        }
+        Action::Taint { .. } | Action::RemoveTaint { .. } => {
+            let (node, key) = taint_target(&action)?;
+            let last = (queue.iter().rev()).find(|(_, w)| taint_target(w) == Some((node, key)));
+            let same = last.is_some_and(|(_, w)| match (w, &action) {
+                (Action::RemoveTaint { .. }, Action::RemoveTaint { .. }) => true,
+                (Action::Taint { taint: a, .. }, Action::Taint { taint: b, .. }) => a == b,
+                _ => false,
+            });
+            (!same).then_some(action)
+        }
+        Action::LabelNode {
+            ref node,
+            ref labels,
+            ref annotations,
+            finalizer,
+        } => {
+            let last = (queue.iter().rev())
+                .find(|(_, w)| matches!(w, Action::LabelNode { node: n, .. } if n == node));
+            let same = last.is_some_and(|(_, w)| {
+                matches!(w, Action::LabelNode { labels: l, annotations: a, finalizer: f, .. }
+                    if l == labels && a == annotations && *f == finalizer)
+            });
+            (!same).then_some(action)
+        }
+        other => Some(other),
+    }
+}
+
+/// The node and taint key a taint or a taint's removal is about.
+fn taint_target(action: &Action) -> Option<(&str, &str)> {
+    match action {
+        Action::Taint { node, taint } => Some((node, &taint.key)),
+        Action::RemoveTaint { node, key } => Some((node, key)),
+        _ => None,
+    }
+}
+
 /// An action that came back from its calls.
 pub struct Finished {
     lane: Lane,
@@ -135,10 +204,10 @@ impl<'e, C: CloudProvider> Lanes<'e, C> {
         };
         // behind whatever the lane has in flight or waiting
         if self.busy.contains(&lane) || self.waiting.contains_key(&lane) {
-            self.waiting
-                .entry(lane)
-                .or_default()
-                .push_back((tries, action));
+            let queue = self.waiting.entry(lane).or_default();
+            if let Some(action) = coalesce(queue, action) {
+                queue.push_back((tries, action));
+            }
         } else {
             self.start(core, unfinished, lane, action, tries);
         }
@@ -288,5 +357,114 @@ impl<'e, C: CloudProvider> Lanes<'e, C> {
         while let Some(done) = self.in_flight.next().await {
             self.finish(core, unfinished, reconciles, done, false);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn status(claim: &str, labels: &[(&str, &str)]) -> Action {
+        Action::PatchNodeClaimStatus {
+            nodeclaim: claim.into(),
+            status: Box::default(),
+            labels: (labels.iter())
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    fn remove(node: &str) -> Action {
+        Action::RemoveTaint {
+            node: node.into(),
+            key: "karpenter.sh/unregistered".into(),
+        }
+    }
+
+    fn taint(node: &str) -> Action {
+        Action::Taint {
+            node: node.into(),
+            taint: kerf_api::Taint {
+                key: "karpenter.sh/unregistered".into(),
+                value: None,
+                effect: kerf_api::TaintEffect::NoExecute,
+                time_added: None,
+            },
+        }
+    }
+
+    fn label(node: &str, value: &str) -> Action {
+        Action::LabelNode {
+            node: node.into(),
+            labels: BTreeMap::from([("karpenter.sh/initialized".into(), value.into())]),
+            annotations: BTreeMap::new(),
+            finalizer: false,
+        }
+    }
+
+    /// Folds each action in as `submit` does behind a busy lane; the queue's actions after.
+    fn queued(actions: Vec<Action>) -> Vec<String> {
+        let mut queue = VecDeque::new();
+        for a in actions {
+            if let Some(a) = coalesce(&mut queue, a) {
+                queue.push_back((0, a));
+            }
+        }
+        (queue.into_iter())
+            .map(|(_, a)| match a {
+                Action::PatchNodeClaimStatus {
+                    nodeclaim, labels, ..
+                } => format!("status {nodeclaim} {labels:?}"),
+                Action::RemoveTaint { node, .. } => format!("untaint {node}"),
+                Action::Taint { node, .. } => format!("taint {node}"),
+                Action::LabelNode { node, labels, .. } => format!("label {node} {labels:?}"),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_newer_status_takes_the_waiting_ones_place_at_the_end_with_its_labels() {
+        let q = queued(vec![
+            status("a", &[("zone", "z1")]),
+            label("n", "true"),
+            status("b", &[]),
+            status("a", &[]),
+        ]);
+        assert_eq!(
+            q,
+            [
+                r#"label n {"karpenter.sh/initialized": "true"}"#,
+                "status b {}",
+                r#"status a {"zone": "z1"}"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_taint_word_or_labels_already_waiting_are_not_asked_again_unless_undone_between() {
+        assert_eq!(
+            queued(vec![remove("n"), remove("n"), remove("m")]),
+            ["untaint n", "untaint m"]
+        );
+        // a removal asked after a taint that follows an earlier removal is kept: it decides
+        assert_eq!(
+            queued(vec![remove("n"), taint("n"), remove("n")]),
+            ["untaint n", "taint n", "untaint n"]
+        );
+        assert_eq!(queued(vec![taint("n"), taint("n")]), ["taint n"]);
+        assert_eq!(
+            queued(vec![
+                label("n", "true"),
+                label("n", "true"),
+                label("n", "false")
+            ]),
+            [
+                r#"label n {"karpenter.sh/initialized": "true"}"#,
+                r#"label n {"karpenter.sh/initialized": "false"}"#,
+            ]
+        );
     }
 }

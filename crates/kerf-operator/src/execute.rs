@@ -14,7 +14,9 @@ use kerf_core::controllers::{Action, Controllers, EventObject, LaunchRequest};
 use kerf_core::objects::{keep_transition_times, nodeclaim_conditions};
 use kerf_core::observe::Observation;
 use kube::Client;
-use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, EvictParams, Patch, PatchParams, PostParams,
+};
 use serde_json::json;
 
 use crate::cloud::{CloudError, CloudProvider};
@@ -120,7 +122,11 @@ fn failed<E: Faulty>(what: &'static str) -> impl FnOnce(E) -> Failure {
 
 /// Runs `call` until it succeeds, fails for good, or runs out of attempts (100 ms, 400 ms,
 /// 1.6 s between them). A conflict (another writer changed the object since `call` read it)
-/// is the optimistic write working as meant: it is tried again without an error line.
+/// is the optimistic write working as meant: `call` reads again and writes after 10 ms, 20 ms,
+/// ... (as client-go's conflict retry does, not after the failures' growing waits, which
+/// held a node's first taint edits up for seconds while its status was being written), up to
+/// [`CONFLICT_ATTEMPTS`] times, without an error line. An object that already exists is no
+/// conflict to try again: the caller is told at once.
 pub(crate) async fn retry<T, F, Fut>(what: &str, mut call: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
@@ -128,15 +134,23 @@ where
 {
     let mut wait = Duration::from_millis(100);
     let mut attempt = 1;
+    let mut conflicts = 0;
     loop {
         match call().await {
             Ok(v) => return Ok(v),
-            Err(e) if attempt < ATTEMPTS && e.fault().passes() => {
-                if matches!(&e, kube::Error::Api(s) if s.code == 409) {
-                    log::debug(what, &e.to_string());
-                } else {
-                    log::error(what, &e.to_string());
+            Err(kube::Error::Api(s)) if s.code == 409 && s.reason == "AlreadyExists" => {
+                return Err(kube::Error::Api(s));
+            }
+            Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 409) => {
+                conflicts += 1;
+                if conflicts >= CONFLICT_ATTEMPTS {
+                    return Err(e);
                 }
+                log::debug(what, &e.to_string());
+                tokio::time::sleep(CONFLICT_WAIT * conflicts).await;
+            }
+            Err(e) if attempt < ATTEMPTS && e.fault().passes() => {
+                log::error(what, &e.to_string());
                 tokio::time::sleep(wait).await;
                 wait *= 4;
                 attempt += 1;
@@ -146,12 +160,18 @@ where
     }
 }
 
+/// How many times a call that met a conflict reads and writes again.
+const CONFLICT_ATTEMPTS: u32 = 10;
+
+/// The wait before the first write again after a conflict, growing by as much each time.
+const CONFLICT_WAIT: Duration = Duration::from_millis(10);
+
 fn gone(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
 /// Writes a NodeClaim's status, keeping each condition's transition time where its status
-/// stayed, then the labels its launch gave it.
+/// stayed, then the labels its launch gave it unless it has them already.
 async fn patch_nodeclaim_status(
     claims: &Api<NodeClaim>,
     nodeclaim: &str,
@@ -171,6 +191,9 @@ async fn patch_nodeclaim_status(
         kerf_core::clock::kubernetes_time(Duration::from_secs(seconds))
     });
     let generation = stored.metadata.generation;
+    // the labels are written once: a status written again finds them there
+    let have = stored.metadata.labels.unwrap_or_default();
+    let labelled = (labels.iter()).all(|(k, v)| have.get(k) == Some(v));
     let previous = stored.status.map(|s| s.conditions).unwrap_or_default();
     status.conditions = nodeclaim_conditions(
         std::mem::take(&mut status.conditions),
@@ -185,7 +208,7 @@ async fn patch_nodeclaim_status(
     })
     .await
     .map_err(failed("patching nodeclaim status"))?;
-    if !labels.is_empty() {
+    if !labelled {
         let labels = Patch::Merge(json!({"metadata": {"labels": labels}}));
         retry("labelling nodeclaim", || {
             claims.patch(nodeclaim, &params, &labels)
@@ -552,7 +575,7 @@ impl<C: CloudProvider> Executor<C> {
                     effect: format!("{:?}", taint.effect),
                     time_added: None,
                 };
-                self.edit_taints(&nodes, &node, |ts| {
+                self.edit_taints(&node, |ts| {
                     if !ts
                         .iter()
                         .any(|t| t.key == taint.key && t.effect == taint.effect)
@@ -563,7 +586,7 @@ impl<C: CloudProvider> Executor<C> {
                 .await?;
             }
             Action::RemoveTaint { node, key } => {
-                self.edit_taints(&nodes, &node, |ts| ts.retain(|t| t.key != key))
+                self.edit_taints(&node, |ts| ts.retain(|t| t.key != key))
                     .await?;
             }
             Action::Evict { pod } => {
@@ -713,26 +736,134 @@ impl<C: CloudProvider> Executor<C> {
         }
     }
 
-    /// Reads a node, changes its taints, writes it back (retried on conflict).
+    /// Reads a node, changes its taints, and writes the new list on the condition that the
+    /// list is still the one read (a JSON Patch `test`, then the list): the kubelet's and
+    /// kwok's status writes and other labels' patches never turn it away, as a whole-object
+    /// write with the read's resourceVersion is turned away by each of them; a list changed in
+    /// between (the node lifecycle controller lifting `not-ready`) is read again at once.
     async fn edit_taints(
         &self,
-        nodes: &Api<Node>,
         name: &str,
         edit: impl Fn(&mut Vec<K8sTaint>),
     ) -> Result<(), Failure> {
+        let raw: Api<DynamicObject> =
+            Api::all_with(self.client.clone(), &ApiResource::erase::<Node>(&()));
         let r = retry("tainting node", || async {
-            let Some(mut node) = nodes.get_opt(name).await? else {
+            let Some(node) = raw.get_opt(name).await? else {
                 return Ok(());
             };
-            let spec = node.spec.get_or_insert_with(Default::default);
-            let taints = spec.taints.get_or_insert_with(Vec::new);
-            edit(taints);
-            nodes
-                .replace(name, &PostParams::default(), &node)
-                .await
-                .map(|_| ())
+            let Some(patch) = taints_patch(&node.data["spec"]["taints"], &edit) else {
+                return Ok(());
+            };
+            match raw.patch(name, &PatchParams::default(), &patch).await {
+                Err(kube::Error::Api(s)) if s.code == 422 && no_causes(&s) => {
+                    // the list changed since it was read (the server's answer to a failed
+                    // `test` names no field, where an invalid taint's names its path): as a
+                    // conflict, read again
+                    Err(kube::Error::Api(Box::new(kube::core::Status {
+                        code: 409,
+                        ..*s
+                    })))
+                }
+                r => r.map(|_| ()),
+            }
         })
         .await;
         r.map_err(failed("tainting node"))
+    }
+}
+
+/// Whether an answer names no cause (no field path).
+fn no_causes(s: &kube::core::Status) -> bool {
+    s.details.as_ref().is_none_or(|d| d.causes.is_empty())
+}
+
+/// The JSON Patch that turns the taints `read` (the node's `spec.taints` as the server sent
+/// it, `null` when it has none) into their `edit`, on the condition that they are still
+/// `read`; none when the edit changes nothing. Taints kept are written back as read, so the
+/// test compares the server's own text of them.
+fn taints_patch(read: &serde_json::Value, edit: impl Fn(&mut Vec<K8sTaint>)) -> Option<Patch<()>> {
+    let raw: Vec<serde_json::Value> = read.as_array().cloned().unwrap_or_default();
+    let typed: Vec<Option<K8sTaint>> = (raw.iter())
+        .map(|t| serde_json::from_value(t.clone()).ok())
+        .collect();
+    let mut edited: Vec<K8sTaint> = typed.iter().flatten().cloned().collect();
+    let before = edited.clone();
+    edit(&mut edited);
+    if edited == before {
+        return None;
+    }
+    // a taint this build cannot read is kept as it is
+    let mut written: Vec<serde_json::Value> = (raw.iter().zip(&typed))
+        .filter(|(_, t)| t.is_none())
+        .map(|(r, _)| r.clone())
+        .collect();
+    for t in &edited {
+        let as_read = (raw.iter().zip(&typed)).find(|(_, r)| r.as_ref() == Some(t));
+        written.push(match as_read {
+            Some((r, _)) => r.clone(),
+            None => serde_json::to_value(t).unwrap_or_default(),
+        });
+    }
+    let ops = json!([
+        {"op": "test", "path": "/spec/taints", "value": read},
+        {"op": "add", "path": "/spec/taints", "value": written},
+    ]);
+    serde_json::from_value(ops).ok().map(Patch::Json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ops(patch: Patch<()>) -> serde_json::Value {
+        let Patch::Json(p) = patch else {
+            panic!("a JSON Patch")
+        };
+        serde_json::to_value(p).unwrap()
+    }
+
+    #[test]
+    fn a_taint_edit_tests_the_list_as_read_and_keeps_the_rest_as_the_server_wrote_it() {
+        // the server's text of a taint (its time as written), kept to the letter
+        let read = json!([
+            {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute", "timeAdded": "2026-12-03T17:52:19Z"},
+        ]);
+        let patch = taints_patch(&read, |ts| {
+            ts.retain(|t| t.key != "karpenter.sh/unregistered")
+        });
+        assert_eq!(
+            ops(patch.expect("a change")),
+            json!([
+                {"op": "test", "path": "/spec/taints", "value": read},
+                {"op": "add", "path": "/spec/taints", "value": [read[1]]},
+            ])
+        );
+    }
+
+    #[test]
+    fn a_node_without_taints_is_tested_for_none_and_an_edit_that_changes_nothing_writes_nothing() {
+        let taint = K8sTaint {
+            key: "karpenter.sh/disrupted".into(),
+            effect: "NoSchedule".into(),
+            ..K8sTaint::default()
+        };
+        let patch = taints_patch(&serde_json::Value::Null, |ts| ts.push(taint.clone()));
+        assert_eq!(
+            ops(patch.expect("a change")),
+            json!([
+                {"op": "test", "path": "/spec/taints", "value": null},
+                {"op": "add", "path": "/spec/taints", "value": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]},
+            ])
+        );
+        assert!(taints_patch(&serde_json::Value::Null, |ts| ts.retain(|t| t.key != "x")).is_none());
+        let read = json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]);
+        assert!(
+            taints_patch(&read, |ts| if ts.is_empty() {
+                ts.push(taint.clone())
+            })
+            .is_none()
+        );
     }
 }
