@@ -22,6 +22,7 @@ use serde_json::json;
 use crate::cloud::{CloudError, CloudProvider};
 use crate::events::Recorder;
 use crate::log;
+use crate::recent::Recent;
 use crate::reconciles::{CloudCalls, Method};
 
 /// How many times a failing call is tried.
@@ -171,52 +172,75 @@ fn gone(e: &kube::Error) -> bool {
 }
 
 /// Writes a NodeClaim's status, keeping each condition's transition time where its status
-/// stayed, then the labels its launch gave it unless it has them already.
+/// stayed, then the labels its launch gave it unless it has them already. It starts from the
+/// answer to Kerf's last write of the NodeClaim when one is kept in `recent` (reading it
+/// otherwise), and writes on the condition that the NodeClaim is still as that answer or read
+/// had it (its resourceVersion): a condition another controller wrote in between is read and
+/// kept.
 async fn patch_nodeclaim_status(
     claims: &Api<NodeClaim>,
+    recent: &Recent<NodeClaim>,
     nodeclaim: &str,
-    mut status: kerf_api::nodeclaim::NodeClaimStatus,
+    status: kerf_api::nodeclaim::NodeClaimStatus,
     labels: std::collections::BTreeMap<String, String>,
 ) -> Result<(), Failure> {
     let params = PatchParams::default();
-    let stored = retry("reading status conditions", || claims.get_opt(nodeclaim))
-        .await
-        .map_err(failed("reading status conditions"))?;
-    // gone: nothing to write (its deletion finished first)
-    let Some(stored) = stored else {
-        return Ok(());
-    };
-    let created = (stored.metadata.creation_timestamp.as_ref()).map(|t| {
-        let seconds = u64::try_from(t.0.as_second()).unwrap_or(0);
-        kerf_core::clock::kubernetes_time(Duration::from_secs(seconds))
-    });
-    let generation = stored.metadata.generation;
-    // the labels are written once: a status written again finds them there
-    let have = stored.metadata.labels.unwrap_or_default();
-    let labelled = (labels.iter()).all(|(k, v)| have.get(k) == Some(v));
-    let previous = stored.status.map(|s| s.conditions).unwrap_or_default();
-    status.conditions = nodeclaim_conditions(
-        std::mem::take(&mut status.conditions),
-        &previous,
-        now(),
-        generation,
-        created.as_deref(),
-    );
-    let status = Patch::Merge(json!({ "status": status }));
-    retry("patching nodeclaim status", || {
-        claims.patch_status(nodeclaim, &params, &status)
+    let written = retry("patching nodeclaim status", || async {
+        let stored = match recent.take(nodeclaim) {
+            Some(stored) => stored,
+            None => match claims.get_opt(nodeclaim).await? {
+                Some(stored) => stored,
+                // gone: nothing to write (its deletion finished first)
+                None => return Ok(None),
+            },
+        };
+        let patch = nodeclaim_status_patch(stored, status.clone());
+        claims
+            .patch_status(nodeclaim, &params, &patch)
+            .await
+            .map(Some)
     })
     .await
     .map_err(failed("patching nodeclaim status"))?;
-    if !labelled {
+    let Some(mut written) = written else {
+        return Ok(());
+    };
+    // the labels are written once: a status written again finds them there
+    let have = written.metadata.labels.as_ref();
+    if !(labels.iter()).all(|(k, v)| have.and_then(|h| h.get(k)) == Some(v)) {
         let labels = Patch::Merge(json!({"metadata": {"labels": labels}}));
-        retry("labelling nodeclaim", || {
+        written = retry("labelling nodeclaim", || {
             claims.patch(nodeclaim, &params, &labels)
         })
         .await
         .map_err(failed("labelling nodeclaim"))?;
     }
+    recent.put(nodeclaim, written);
     Ok(())
+}
+
+/// The merge patch that writes `status` over the `stored` NodeClaim's, its conditions keeping
+/// the stored ones' transition times, on the condition that the NodeClaim is unchanged since.
+fn nodeclaim_status_patch(
+    stored: NodeClaim,
+    mut status: kerf_api::nodeclaim::NodeClaimStatus,
+) -> Patch<serde_json::Value> {
+    let created = (stored.metadata.creation_timestamp.as_ref()).map(|t| {
+        let seconds = u64::try_from(t.0.as_second()).unwrap_or(0);
+        kerf_core::clock::kubernetes_time(Duration::from_secs(seconds))
+    });
+    let previous = stored.status.map(|s| s.conditions).unwrap_or_default();
+    status.conditions = nodeclaim_conditions(
+        std::mem::take(&mut status.conditions),
+        &previous,
+        now(),
+        stored.metadata.generation,
+        created.as_deref(),
+    );
+    Patch::Merge(json!({
+        "metadata": {"resourceVersion": stored.metadata.resource_version},
+        "status": status,
+    }))
 }
 
 /// A write whose object may already be gone (a delete, a label, a finalizer's release): done
@@ -396,6 +420,10 @@ pub struct Executor<C> {
     cloud: C,
     events: Recorder,
     calls: CloudCalls,
+    /// Each NodeClaim as Kerf's last write of it left it.
+    claims_written: Recent<NodeClaim>,
+    /// Each Node's `spec.taints` as Kerf's last write of it left them.
+    taints_written: Recent<serde_json::Value>,
 }
 
 fn split(key: &str) -> (&str, &str) {
@@ -413,6 +441,8 @@ impl<C: CloudProvider> Executor<C> {
             cloud,
             events,
             calls,
+            claims_written: Recent::new(),
+            taints_written: Recent::new(),
         }
     }
 
@@ -525,7 +555,8 @@ impl<C: CloudProvider> Executor<C> {
                 status,
                 labels,
             } => {
-                patch_nodeclaim_status(&claims, &nodeclaim, *status, labels).await?;
+                let recent = &self.claims_written;
+                patch_nodeclaim_status(&claims, recent, &nodeclaim, *status, labels).await?;
             }
             Action::PatchNodePoolStatus { node_pool, status } => {
                 let pools: Api<kerf_api::NodePool> = Api::all(self.client.clone());
@@ -565,7 +596,11 @@ impl<C: CloudProvider> Executor<C> {
                 } else {
                     Patch::Merge(json!({ "metadata": metadata }))
                 };
-                let r = retry("labelling node", || nodes.patch(&node, &params, &patch)).await;
+                let raw = self.raw_nodes();
+                let r = retry("labelling node", || raw.patch(&node, &params, &patch)).await;
+                if let Ok(written) = &r {
+                    (self.taints_written).put(&node, written.data["spec"]["taints"].clone());
+                }
                 unless_gone("labelling node", r)?;
             }
             Action::Taint { node, taint } => {
@@ -740,22 +775,36 @@ impl<C: CloudProvider> Executor<C> {
     /// list is still the one read (a JSON Patch `test`, then the list): the kubelet's and
     /// kwok's status writes and other labels' patches never turn it away, as a whole-object
     /// write with the read's resourceVersion is turned away by each of them; a list changed in
-    /// between (the node lifecycle controller lifting `not-ready`) is read again at once.
+    /// between (the node lifecycle controller lifting `not-ready`) is read again at once. The
+    /// list as Kerf's last write of the node left it stands for the read when one is kept.
     async fn edit_taints(
         &self,
         name: &str,
         edit: impl Fn(&mut Vec<K8sTaint>),
     ) -> Result<(), Failure> {
-        let raw: Api<DynamicObject> =
-            Api::all_with(self.client.clone(), &ApiResource::erase::<Node>(&()));
+        let raw = self.raw_nodes();
         let r = retry("tainting node", || async {
-            let Some(node) = raw.get_opt(name).await? else {
-                return Ok(());
-            };
-            let Some(patch) = taints_patch(&node.data["spec"]["taints"], &edit) else {
-                return Ok(());
+            // the answer to the last write is trusted for a change only: that the edit is
+            // already there is read from the server
+            let kept = self.taints_written.take(name);
+            let patch = match kept.and_then(|taints| taints_patch(&taints, &edit)) {
+                Some(patch) => patch,
+                None => {
+                    let Some(node) = raw.get_opt(name).await? else {
+                        return Ok(());
+                    };
+                    let Some(patch) = taints_patch(&node.data["spec"]["taints"], &edit) else {
+                        return Ok(());
+                    };
+                    patch
+                }
             };
             match raw.patch(name, &PatchParams::default(), &patch).await {
+                Ok(written) => {
+                    let taints = written.data["spec"]["taints"].clone();
+                    self.taints_written.put(name, taints);
+                    Ok(())
+                }
                 Err(kube::Error::Api(s)) if s.code == 422 && no_causes(&s) => {
                     // the list changed since it was read (the server's answer to a failed
                     // `test` names no field, where an invalid taint's names its path): as a
@@ -765,11 +814,17 @@ impl<C: CloudProvider> Executor<C> {
                         ..*s
                     })))
                 }
-                r => r.map(|_| ()),
+                Err(e) => Err(e),
             }
         })
         .await;
         r.map_err(failed("tainting node"))
+    }
+
+    /// Nodes as the server writes them, unknown fields and all: a taint edit tests and
+    /// keeps the server's own text.
+    fn raw_nodes(&self) -> Api<DynamicObject> {
+        Api::all_with(self.client.clone(), &ApiResource::erase::<Node>(&()))
     }
 }
 

@@ -16,6 +16,7 @@ pub mod lenient;
 pub mod log;
 pub mod node_classes;
 pub mod observe;
+mod recent;
 pub mod reconciles;
 pub mod runtime_metrics;
 pub mod seats;
