@@ -12,7 +12,8 @@ Deployments scaled to 350 (70 %). Each autoscaler gets a fresh control plane of 
 `kerf-operator --cloud-provider kwok` offers for a KWOKNodeClass). Measured: seconds until
 every pod runs; seconds until consolidation settles after the scale-in (the last change of
 the node count before --quiet seconds without one); nodes and $/hour at both points; requested
-over allocatable cpu and memory; the controller's peak RSS and CPU seconds (from /proc).
+over allocatable cpu and memory; the controller's peak RSS and CPU seconds (from /proc); the
+API requests it made until every pod ran, by method (its own `client_go_request_total`).
 `floor` is the control plane alone: the same pods onto pre-made kwok nodes of 256 cpu /
 2 TiB (ten a thousand pods), no autoscaler in the loop. `--all-types` offers every Karpenter
 kwok type (no 32-cpu cap); `--no-scale-in` stops once every pod runs (the 50,000-pod run);
@@ -27,10 +28,12 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _spec = importlib.util.spec_from_file_location("bench_operator",
@@ -252,7 +255,8 @@ def rejected(cluster):
 
 def start_autoscaler(who, cluster, work, kubeconfig=None):
     log = open(os.path.join(work, f"{who}.log"), "w")
-    env = dict(cluster.env, DISABLE_LEADER_ELECTION="true", METRICS_PORT=str(free_port()),
+    metrics_port = free_port()
+    env = dict(cluster.env, DISABLE_LEADER_ELECTION="true", METRICS_PORT=str(metrics_port),
                HEALTH_PROBE_PORT=str(free_port()), BIND_ADDRESS="127.0.0.1")
     if kubeconfig:
         env["KUBECONFIG"] = kubeconfig
@@ -262,7 +266,30 @@ def start_autoscaler(who, cluster, work, kubeconfig=None):
         kwok = subprocess.run([os.path.join(ROOT, "scripts/e2e-cluster.sh"), "karpenter-kwok"],
                               capture_output=True, text=True, check=True).stdout.strip()
         command = [os.path.join(kwok, "kwok")]
-    return subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True)
+    proc = subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True)
+    proc.metrics_port = metrics_port
+    return proc
+
+
+def requests_by_method(proc):
+    """The API requests the autoscaler has made so far, by method, as its own
+    `client_go_request_total` counts them (both autoscalers serve it): what a burst costs the
+    API server, and what the client's QPS budget spends."""
+    url = f"http://127.0.0.1:{proc.metrics_port}/metrics"
+    try:
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+    except OSError as e:
+        print(f"reading {url}: {e}", file=sys.stderr)
+        return {}
+    counts = {}
+    for line in text.splitlines():
+        if not line.startswith("client_go_request_total{"):
+            continue
+        labels, _, value = line.rpartition(" ")
+        method = re.search(r'method="([^"]*)"', labels)
+        if method:
+            counts[method.group(1)] = counts.get(method.group(1), 0) + int(float(value))
+    return dict(sorted(counts.items()))
 
 
 def free_port():
@@ -344,6 +371,8 @@ def run(who, args):
         out["up"] = time.time() - t0
         s = state(cluster)
         out["up_stamped"] = last_running(cluster, t0)
+        if proc:
+            out["requests_up"] = requests_by_method(proc)
         out["at_up"] = s
         if who != "floor" and not args.no_scale_in:
             scaled = int(small * 0.7), int(large * 0.7)
@@ -414,6 +443,8 @@ def main():
 
     row("every pod Running (s): stamped by the API server; seen by polling",
         lambda r: f"{r['up_stamped']:.0f}; {r['up']:.1f}")
+    row("API requests until every pod ran, by method",
+        lambda r: ", ".join(f"{m} {n}" for m, n in r.get("requests_up", {}).items()) or "–")
     row("nodes, $/hour at scale-out",
         lambda r: f"{r['at_up']['nodes']}, {r['at_up']['cost']:.2f}" if r["who"] != "floor" else f"{floor_nodes(args.scale)} pre-made")
     row("requests/allocatable cpu, memory",
