@@ -290,42 +290,49 @@ pub(crate) async fn delete_node(nodes: &Api<Node>, name: &str) -> Result<(), kub
     }
 }
 
-/// The conditions the stored object's status has now (none when it is gone), read before a
-/// status is written over them so unchanged conditions keep their transition times.
-async fn stored_conditions<K>(
-    api: &Api<K>,
-    name: &str,
-    conditions: impl Fn(K) -> Vec<kerf_api::Condition>,
-) -> Result<Vec<kerf_api::Condition>, Failure>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    retry("reading status conditions", || api.get_opt(name))
-        .await
-        .map(|o| o.map(&conditions).unwrap_or_default())
-        .map_err(failed("reading status conditions"))
-}
-
-/// Merges `status` into the object's status, its conditions keeping the transition times
-/// the stored ones have; an object that is gone needs none.
+/// Merges `status` into the object's status, its conditions keeping the transition times the
+/// stored ones have; an object that is gone needs none. As a NodeClaim's status, it starts from
+/// the answer to Kerf's last write of the object when `recent` keeps one, and writes under the
+/// resourceVersion it started from.
 async fn write_status<K, S>(
     api: &Api<K>,
+    recent: &Recent<K>,
     name: &str,
     what: &'static str,
     read: fn(K) -> Option<Vec<kerf_api::Condition>>,
-    mut status: S,
+    status: S,
     conditions: fn(&mut S) -> &mut Vec<kerf_api::Condition>,
 ) -> Result<(), Failure>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    S: serde::Serialize,
+    S: serde::Serialize + Clone,
 {
-    let previous = stored_conditions(api, name, |k| read(k).unwrap_or_default()).await?;
-    keep_transition_times(conditions(&mut status), &previous, now());
-    let patch = Patch::Merge(json!({ "status": status }));
     let params = PatchParams::default();
-    match retry(what, || api.patch_status(name, &params, &patch)).await {
-        Ok(_) => Ok(()),
+    let r = retry(what, || async {
+        let stored = match recent.take(name) {
+            Some(stored) => stored,
+            None => match api.get_opt(name).await? {
+                Some(stored) => stored,
+                None => return Ok(None),
+            },
+        };
+        let version = stored.meta().resource_version.clone();
+        let previous = read(stored).unwrap_or_default();
+        let mut status = status.clone();
+        keep_transition_times(conditions(&mut status), &previous, now());
+        let patch = Patch::Merge(json!({
+            "metadata": {"resourceVersion": version},
+            "status": status,
+        }));
+        api.patch_status(name, &params, &patch).await.map(Some)
+    })
+    .await;
+    match r {
+        Ok(Some(written)) => {
+            recent.put(name, written);
+            Ok(())
+        }
+        Ok(None) => Ok(()),
         Err(e) if gone(&e) => Ok(()),
         Err(e) => Err(failed(what)(e)),
     }
@@ -424,6 +431,10 @@ pub struct Executor<C> {
     claims_written: Recent<NodeClaim>,
     /// Each Node's `spec.taints` as Kerf's last write of it left them.
     taints_written: Recent<serde_json::Value>,
+    /// Each NodePool as Kerf's last status write left it.
+    pools_written: Recent<kerf_api::NodePool>,
+    /// Each NodeOverlay as Kerf's last status write left it.
+    overlays_written: Recent<kerf_api::NodeOverlay>,
 }
 
 fn split(key: &str) -> (&str, &str) {
@@ -443,6 +454,8 @@ impl<C: CloudProvider> Executor<C> {
             calls,
             claims_written: Recent::new(),
             taints_written: Recent::new(),
+            pools_written: Recent::new(),
+            overlays_written: Recent::new(),
         }
     }
 
@@ -500,7 +513,11 @@ impl<C: CloudProvider> Executor<C> {
             Action::CreateNodeClaim(object) => {
                 let r = retry("creating nodeclaim", || claims.create(&post, &object)).await;
                 match r {
-                    Ok(_) => {}
+                    // its first status is written from the created object
+                    Ok(created) => {
+                        let name = created.metadata.name.clone().unwrap_or_default();
+                        self.claims_written.put(&name, created);
+                    }
                     Err(kube::Error::Api(s)) if s.code == 409 => {}
                     Err(e) => return Err(failed("creating nodeclaim")(e)),
                 }
@@ -562,7 +579,8 @@ impl<C: CloudProvider> Executor<C> {
                 let pools: Api<kerf_api::NodePool> = Api::all(self.client.clone());
                 let what = "patching nodepool status";
                 let read = |p: kerf_api::NodePool| p.status.map(|s| s.conditions);
-                write_status(&pools, &node_pool, what, read, *status, |s| {
+                let recent = &self.pools_written;
+                write_status(&pools, recent, &node_pool, what, read, *status, |s| {
                     &mut s.conditions
                 })
                 .await?;
@@ -574,7 +592,8 @@ impl<C: CloudProvider> Executor<C> {
                 let overlays: Api<kerf_api::NodeOverlay> = Api::all(self.client.clone());
                 let what = "patching nodeoverlay status";
                 let read = |o: kerf_api::NodeOverlay| o.status.map(|s| s.conditions);
-                write_status(&overlays, &node_overlay, what, read, *status, |s| {
+                let recent = &self.overlays_written;
+                write_status(&overlays, recent, &node_overlay, what, read, *status, |s| {
                     &mut s.conditions
                 })
                 .await?;
