@@ -21,16 +21,18 @@ NodePool's first budget changed (its second budget allows no disruption one minu
 by schedule); spot capacity refused (`--kwok-no-capacity`) and returned. The first steps take
 each kind once, in a random order; four in five of the rest are scalings.
 
-Faults, one at a time, between steps: the operator SIGKILLed and started again with the same
-flags; kube-apiserver SIGKILLed for 15 s, etcd for 10 s (scripts/e2e-cluster.sh kill/restart);
-the relay answering 429 or 500 for 20 s (cutting the connections open, watches included),
-holding each request 2 s for 30 s, or cutting every connection once. A fault's window lasts
+Faults, one at a time, between steps (the first 20-50 s in, each next 20-60 s after the last
+one's window; 60-180 s and 60-240 s from 10 minutes on), each kind once before any repeats:
+the operator SIGKILLed and started again with the same flags; kube-apiserver SIGKILLed for
+15 s, etcd for 10 s (scripts/e2e-cluster.sh kill and restart); the relay answering 429 or 500
+for 20 s (cutting the connections open, watches included), holding each request 2 s for 30 s,
+or cutting every connection once. A fault's window lasts
 from its start to its end plus a recovery allowance (90 s after the API server or etcd, 30 s
 after the others); time inside a window does not count toward the bounds below.
 
 Checked every 5 s from the API server's objects alone (a listing of nodes, NodeClaims, pods,
-PodDisruptionBudgets and NodePools; a watch of NodeClaims for the decisions), never from
-Kerf's log or metrics:
+PodDisruptionBudgets, Deployments and NodePools; a watch of NodeClaims for the decisions),
+never from Kerf's log or metrics:
   claim-without-node  no NodeClaim, not being deleted, without its Node past --claim-bound
                       (default 120 s: kwok nodes register in seconds; Karpenter allows 15 min)
   stuck-taint         no node tainted karpenter.sh/disrupted for --disrupted-bound (300 s)
@@ -38,8 +40,11 @@ Kerf's log or metrics:
   pending-pod         no pod unbound past --pending-bound (180 s): every pod of the workload
                       fits the NodePool, whose limit (200 cpu) is far above the workload
   pdb                 a PodDisruptionBudget's disruptionsAllowed never below 0, and its
-                      currentHealthy never below desiredHealthy, except until its pods are all
-                      healthy again after a scale-up of its Deployment
+                      Deployment's pods bound, Running and not being deleted never fewer than
+                      its replicas less maxUnavailable (from the pods: the budget's own
+                      currentHealthy counts Ready, which kube-controller-manager takes from
+                      every pod of a node whose kwok heartbeat runs late), except after a
+                      scale-up until its pods have all run
   budget              when a node starts being disrupted (tainted, or its NodeClaim deleted),
                       its NodePool's disrupting nodes never more than the active budgets allow
                       (counted as Karpenter documents it: initialized nodes with a NodeClaim
@@ -50,7 +55,8 @@ Kerf's log or metrics:
                       NodeClaims deleted without a pod ever bound to their node are counted and
                       shown, not judged: a scale-in can leave a launch idle.
   operator-exit       the operator never exits by itself
-At the end the faults stop, the Deployments are scaled to 2 pods each, and the cluster must
+At the end the faults stop, spot returns, the Deployments are scaled to 2 pods each, the
+scheduled budget is dropped (a cluster held still by a budget window only waits), and it must
 settle (nothing changes for 45 s, 90 s from 10 minutes on) with every NodeClaim holding a node,
 none being deleted, no node tainted and no pod pending; then a fresh operator replaces the old
 one and, within 60 s, must create or delete no NodeClaim, taint no node and evict no pod.
@@ -59,8 +65,9 @@ Sampled every minute (every 20 s below 10 minutes): the operator's resident memo
 descriptors and threads (/proc), its connections to the relay and the watches open on them
 (the relay reads each request line), and from its /metrics `process_resident_memory_bytes`,
 `process_open_fds` and any family named for tokio tasks or watches. Slopes per hour are least
-squares within each operator process (a restart starts a new one), samples of a process younger
-than 30 s left out.
+squares within each operator process (a restart starts a new one), leaving out samples of a
+process younger than 30 s and samples in a fault's window (a relay answering 429 closes every
+connection).
 
 `--plant stuck-taint` proves the checks can fail: a quarter into the run the script taints a
 node karpenter.sh/disrupted:NoSchedule, marks it do-not-disrupt, and a ValidatingAdmissionPolicy
@@ -122,8 +129,12 @@ KUBECTL_TIMEOUT_SECONDS = 30
 # most steps are scalings; the rest draw these kinds
 STEP_KINDS = ["drift", "budget", "spot", "protect"]
 SCALINGS_PER_OTHER_STEP = 4
-FAULT_SHARE = 0.35
 STEP_GAP_SECONDS = (10, 30)
+# seconds from the start to the first fault, and from the end of one fault's window (its
+# recovery included) to the next: faults are no more than about a third of a long run, so
+# that the bounds, which do not count time in a fault's window, still bite
+FIRST_FAULT_SECONDS = {"short": (20, 50), "long": (60, 180)}
+FAULT_GAP_SECONDS = {"short": (20, 60), "long": (60, 240)}
 # fault: (what it does, how long it lasts in seconds, recovery allowance in seconds)
 FAULTS = {
     "operator-kill": ("the operator SIGKILLed, started again after 0-5 s", 5, 30),
@@ -216,7 +227,10 @@ spec:
     metadata: {{labels: {{app: {name}}}}}
     spec:
       terminationGracePeriodSeconds: 0
-      containers: [{{name: c, image: pause, resources: {{requests: {{cpu: "{cpu}", memory: "{memory}"}}}}}}]
+      containers:
+      - name: c
+        image: pause
+        resources: {{requests: {{cpu: "{cpu}", memory: "{memory}"}}}}
 """
 
 
@@ -569,7 +583,7 @@ class Record:
         self.reported = set()
         self.steps = {}
         self.faults = {}
-        self.pdb_disarmed = {PDB_DEPLOYMENT}
+        self.pdb_disarmed = {}     # Deployment -> the replicas its pods must reach first
         self.samples = []
         self.planted_node = None
 
@@ -713,13 +727,14 @@ class Checker:
         self.thread.join(timeout=60)
 
     def listing(self):
-        out = kubectl(self.env, "get", "nodes,nodeclaims,pods,pdb,nodepools", "-A", "-o",
-                      "json", timeout=15)
+        out = kubectl(self.env, "get", "nodes,nodeclaims,pods,pdb,deployments,nodepools", "-A",
+                      "-o", "json", timeout=15)
         by = {"Node": [], "NodeClaim": [], "Pod": [], "PodDisruptionBudget": [],
-              "NodePool": []}
+              "Deployment": [], "NodePool": []}
         for item in json.loads(out)["items"]:
             by.setdefault(item["kind"], []).append(item)
-        by["Pod"] = [p for p in by["Pod"] if p["metadata"]["namespace"] == NAMESPACE]
+        for kind in ("Pod", "PodDisruptionBudget", "Deployment"):
+            by[kind] = [o for o in by[kind] if o["metadata"]["namespace"] == NAMESPACE]
         return by
 
     def _run(self):
@@ -769,7 +784,7 @@ class Checker:
         self.check_claims(claims, node_of, now)
         self.check_taints(nodes, claims, node_of, now)
         self.check_pods(s["Pod"], now)
-        self.check_pdbs(s["PodDisruptionBudget"], now)
+        self.check_pdbs(s["PodDisruptionBudget"], s["Deployment"], s["Pod"], now)
         self.check_budgets(s["NodePool"], claims, node_of, now)
         self.check_identity(s["Node"], claims, now)
         self.previous = (now, s, node_of)
@@ -816,27 +831,40 @@ class Checker:
                                       f"pod/{NAMESPACE}/{m['name']}",
                                       f"unbound {waited:.0f} s (outside faults)")
 
-    def check_pdbs(self, pdbs, now):
+    def check_pdbs(self, pdbs, deployments, pods, now):
+        """Each PodDisruptionBudget (an integer maxUnavailable over one Deployment's `app`
+        label) against the pods themselves: bound, Running and not being deleted, never fewer
+        than the Deployment's replicas less maxUnavailable. The budget's own currentHealthy
+        is not used: it counts Ready pods, and kube-controller-manager marks every pod of a
+        node not Ready when a loaded kwok's heartbeats run late, evictions or none."""
+        replicas = {d["metadata"]["name"]: d["spec"].get("replicas", 1) for d in deployments}
         for pdb in pdbs:
             name, st = pdb["metadata"]["name"], pdb.get("status", {})
-            if st.get("observedGeneration") != pdb["metadata"].get("generation"):
+            if st.get("disruptionsAllowed", 0) < 0:
+                self.record.violation(("pdb-allowed", name), "pdb", f"pdb/{NAMESPACE}/{name}",
+                                      f"disruptionsAllowed {st['disruptionsAllowed']}")
+            app = pdb["spec"].get("selector", {}).get("matchLabels", {}).get("app")
+            unavailable = pdb["spec"].get("maxUnavailable")
+            if app not in replicas or not isinstance(unavailable, int):
                 continue
-            allowed = st.get("disruptionsAllowed", 0)
-            healthy, desired = st.get("currentHealthy", 0), st.get("desiredHealthy", 0)
-            if allowed < 0:
-                self.record.violation(("pdb-allowed", name, now), "pdb", f"pdb/{name}",
-                                      f"disruptionsAllowed {allowed}")
+            up = sum(1 for p in pods
+                     if p["metadata"].get("labels", {}).get("app") == app
+                     and p["spec"].get("nodeName") and p["status"].get("phase") == "Running"
+                     and not p["metadata"].get("deletionTimestamp"))
+            least = replicas[app] - unavailable
             with self.record.lock:
-                disarmed = name in self.record.pdb_disarmed
-                if disarmed and healthy >= desired:
-                    self.record.pdb_disarmed.discard(name)
-            if disarmed or self.record.in_fault(now):
+                target = self.record.pdb_disarmed.get(app)
+                if target is not None and target == replicas[app] and up >= least:
+                    # every pod of the last scale-up has run: checked from now on
+                    del self.record.pdb_disarmed[app]
+            if target is not None or self.record.in_fault(now):
                 continue
-            if healthy < desired:
-                # one report per episode: the key holds when it began
+            if up < least:
+                # one report an episode: the key is released once the pods are back
                 self.record.violation(("pdb", name), "pdb", f"pdb/{NAMESPACE}/{name}",
-                                      f"currentHealthy {healthy} < desiredHealthy {desired} "
-                                      f"(expected pods {st.get('expectedPods')})")
+                                      f"{up} of deployment/{app}'s {replicas[app]} pods "
+                                      f"running, fewer than {least} (maxUnavailable "
+                                      f"{unavailable})")
             else:
                 with self.record.lock:
                     self.record.reported.discard(("pdb", name))
@@ -932,6 +960,7 @@ class Checker:
         except OSError:
             return
         row["connections"], row["watches"] = self.relay.counts()
+        row["in_fault"] = self.record.in_fault(row["t"])
         _, text = op.http(op.metrics_port, "/metrics")
         extra = {}
         for line in text.splitlines():
@@ -968,6 +997,8 @@ class Workload:
     def apply_initial(self):
         for name, (_, _, most) in DEPLOYMENTS.items():
             self.replicas[name] = self.rng.randint(2, most // 2)
+            with self.record.lock:
+                self.record.pdb_disarmed[name] = self.replicas[name]
             kubectl(self.env, "apply", "-f", "-", stdin=deployment(name, self.replicas[name]))
         self.record.say("workload: " + ", ".join(f"{k} {v}" for k, v in self.replicas.items()))
 
@@ -997,9 +1028,10 @@ class Workload:
         self.record.say(f"step {kind}: {text}")
 
     def scale(self, name, replicas):
-        if name == PDB_DEPLOYMENT and replicas > self.replicas.get(name, 0):
-            with self.record.lock:
-                self.record.pdb_disarmed.add(name)
+        with self.record.lock:
+            # a scale-up leaves pods to start; the PDB is checked again once they run
+            if replicas > self.replicas.get(name, 0) or name in self.record.pdb_disarmed:
+                self.record.pdb_disarmed[name] = replicas
         kubectl(self.env, "scale", "-n", NAMESPACE, f"deployment/{name}",
                 f"--replicas={replicas}")
         self.replicas[name] = replicas
@@ -1025,6 +1057,17 @@ class Workload:
         kubectl(self.env, "patch", "nodepool", POOL, "--type=merge", "-p",
                 json.dumps({"spec": {"disruption": {"budgets": budgets}}}))
         return f"first budget nodes {budgets[0]['nodes']!r} (the scheduled one stays)"
+
+    def lift_schedules(self):
+        """Drops the budgets with a schedule: a cluster held still by a budget window is not
+        settled, it only waits for the window to end (a fresh operator started near its end
+        would be taken for changing a settled cluster). Returns how many were dropped."""
+        pool = json.loads(kubectl(self.env, "get", "nodepool", POOL, "-o", "json"))
+        budgets = pool["spec"]["disruption"]["budgets"]
+        kept = [b for b in budgets if not b.get("schedule")]
+        kubectl(self.env, "patch", "nodepool", POOL, "--type=merge", "-p",
+                json.dumps({"spec": {"disruption": {"budgets": kept}}}))
+        return len(budgets) - len(kept)
 
     def step_spot(self):
         self.spot_refused = not self.spot_refused
@@ -1070,6 +1113,7 @@ class Faults:
         self.work, self.env, self.record, self.rng = work, env, record, rng
         self.operator, self.relay = operator, relay
         self.active = None         # (kind, heal at, window)
+        self.last = None
         self.deck = []
 
     def draw(self):
@@ -1080,6 +1124,7 @@ class Faults:
 
     def inject(self):
         kind = self.draw()
+        self.last = kind
         what, lasts, recovery = FAULTS[kind]
         self.record.say(f"fault {kind}: {what}")
         window = self.record.fault_started(kind, recovery)
@@ -1248,11 +1293,13 @@ def fresh_operator(checker, record, operator, settled):
 
 def pooled_slope(samples, key):
     """Least-squares slope per hour of `key` over time, within each operator process (each
-    its own intercept), leaving out samples of processes younger than OPERATOR_YOUNG_SECONDS.
+    its own intercept), leaving out samples of processes younger than OPERATOR_YOUNG_SECONDS
+    and samples taken in a fault's window (a relay answering 429 closes every connection).
     Returns (slope, processes, samples) or None when there is no spread in time."""
     groups = {}
     for s in samples:
-        if s.get(key) is not None and s["age"] >= OPERATOR_YOUNG_SECONDS:
+        if (s.get(key) is not None and s["age"] >= OPERATOR_YOUNG_SECONDS
+                and not s.get("in_fault")):
             groups.setdefault(s["pid"], []).append((s["t"], s[key]))
     sxx = sxy = 0.0
     used = 0
@@ -1316,6 +1363,8 @@ def summary(args, record, claims, checker, phases):
                                     "not exported by the operator's /metrics") + " |")
     out.append("")
     if samples:
+        out.append("Samples (* in a fault's window, left out of the slopes):")
+        out.append("")
         out.append("| t (s) | pid | RSS MiB | fds | threads | connections | watches | "
                    "/metrics RSS MiB | /metrics fds |")
         out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -1323,7 +1372,8 @@ def summary(args, record, claims, checker, phases):
             m = s["metrics"]
             rss = m.get("process_resident_memory_bytes")
             fds = m.get("process_open_fds")
-            out.append(f"| {s['t'] - record.t0:.0f} | {s['pid']} | {s['rss_mib']:.1f} | "
+            mark = "*" if s.get("in_fault") else ""
+            out.append(f"| {s['t'] - record.t0:.0f}{mark} | {s['pid']} | {s['rss_mib']:.1f} | "
                        f"{s['fds']} | {s['threads']} | {s['connections']} | {s['watches']} | "
                        + (f"{rss / 2**20:.1f}" if rss is not None else "–") + " | "
                        + (f"{fds:.0f}" if fds is not None else "–") + " |")
@@ -1415,9 +1465,14 @@ def main():
         began = time.time()
         end = began + args.minutes * 60
         plant_at = began + max(30.0, args.minutes * 60 / 4) if args.plant else None
+        length = "short" if short else "long"
         next_step = began + rng_timing.uniform(*STEP_GAP_SECONDS)
+        next_fault = began + rng_timing.uniform(*FIRST_FAULT_SECONDS[length])
         while time.time() < end:
             faults.tick()
+            if faults.active is None and next_fault is None:
+                next_fault = (time.time() + FAULTS[faults.last][2]
+                              + rng_timing.uniform(*FAULT_GAP_SECONDS[length]))
             status = operator.exited()
             if status is not None and not (faults.active and faults.active[0] == "operator-kill"):
                 record.violation(("operator-exit", operator.starts), "operator-exit",
@@ -1428,14 +1483,14 @@ def main():
                     record.planted_node = plant_stuck_taint(env, record)
                 except RuntimeError as e:
                     record.say(f"planting failed, trying again: {e}")
-            if time.time() >= next_step:
-                if rng_timing.random() < FAULT_SHARE and faults.active is None:
-                    faults.inject()
-                else:
-                    try:
-                        workload.step()
-                    except RuntimeError as e:
-                        record.say(f"step failed: {e}")
+            if next_fault is not None and time.time() >= next_fault:
+                faults.inject()
+                next_fault = None
+            elif time.time() >= next_step:
+                try:
+                    workload.step()
+                except RuntimeError as e:
+                    record.say(f"step failed: {e}")
                 next_step = time.time() + rng_timing.uniform(*STEP_GAP_SECONDS)
             time.sleep(0.5)
         phases["changes and faults"] = time.time() - began
@@ -1449,7 +1504,9 @@ def main():
             operator.start()
         for name in DEPLOYMENTS:
             workload.scale(name, FINAL_REPLICAS)
-        record.say(f"settling: faults over, each Deployment at {FINAL_REPLICAS} pods")
+        lifted = workload.lift_schedules()
+        record.say(f"settling: faults over, each Deployment at {FINAL_REPLICAS} pods, "
+                   f"{lifted} scheduled budget(s) lifted")
         settled, took = settle(checker, record, quiet, settle_limit)
         phases["settling"] = took
         record.say(f"settled after {took:.0f} s")

@@ -597,14 +597,11 @@ impl Controllers {
         self.metrics.recorder()
     }
 
-    /// The shell's watches are all listed and following (`true`), or one is relisting:
-    /// Karpenter's cluster-state-synced gauges.
-    pub fn watches_synced(&mut self, synced: bool, now: Duration) {
-        self.unsynced_since = match (synced, self.unsynced_since) {
-            (true, _) => None,
-            (false, Some(since)) => Some(since),
-            (false, None) => Some(now),
-        };
+    /// Since when the shell's watches have not all been listed (the first listing, or a
+    /// relist), or none while they are: Karpenter's cluster-state-synced gauges, and work that
+    /// must not rank a partial view (pod deletion costs) waits meanwhile.
+    pub fn watches_unsynced_since(&mut self, since: Option<Duration>) {
+        self.unsynced_since = since;
     }
 
     /// The settings.

@@ -3371,3 +3371,28 @@ fn a_nodepool_being_deleted_gets_no_new_node() {
     core.apply_pod(unschedulable("x", "1"), secs(0));
     assert_eq!(created(&run_until(&mut core, 0, 30)).len(), 1);
 }
+
+/// While the shell's watches are listing, Karpenter's cluster-state gauges say the state is
+/// not synced and for how long; once they have listed, synced.
+#[test]
+fn the_cluster_state_reads_unsynced_while_the_watches_list() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    let gauge = |text: &str, name: &str| {
+        let line = (text.lines()).find(|l| l.starts_with(&format!("{name} ")));
+        line.and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    core.watches_unsynced_since(Some(secs(10)));
+    let text = core.render_metrics(secs(25), &[]);
+    assert_eq!(gauge(&text, "karpenter_cluster_state_synced"), Some(0.0));
+    assert_eq!(
+        gauge(&text, "karpenter_cluster_state_unsynced_time_seconds"),
+        Some(15.0)
+    );
+    core.watches_unsynced_since(None);
+    let text = core.render_metrics(secs(30), &[]);
+    assert_eq!(gauge(&text, "karpenter_cluster_state_synced"), Some(1.0));
+    assert_eq!(
+        gauge(&text, "karpenter_cluster_state_unsynced_time_seconds"),
+        Some(0.0)
+    );
+}

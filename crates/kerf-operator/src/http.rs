@@ -77,6 +77,17 @@ impl Readiness {
         self.troubles().relisting.remove(kind);
     }
 
+    /// How long the watches have not all been listed (the first listing, or a relist after
+    /// an expired resource version), or none while they are.
+    pub fn unsynced_for(&self) -> Option<Duration> {
+        let t = self.troubles();
+        match t.relisting.values().min() {
+            Some(since) => Some(since.elapsed()),
+            None if !self.synced.load(Ordering::Relaxed) => Some(Duration::ZERO),
+            None => None,
+        }
+    }
+
     /// Ready, or why not.
     pub fn check(&self) -> Result<(), String> {
         if !self.synced.load(Ordering::Relaxed) {
@@ -154,5 +165,32 @@ async fn scrape(State(scrapes): State<mpsc::Sender<Scrape>>) -> impl IntoRespons
             "the controllers did not answer in time".to_string(),
         )
             .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsynced_from_the_first_listing_until_every_watch_has_listed_and_during_a_relist() {
+        let ready = Readiness::default();
+        assert!(ready.unsynced_for().is_some(), "nothing listed yet");
+        ready.relisting("Pod");
+        ready.relisting("Node");
+        ready.listed("Pod");
+        assert!(
+            ready.unsynced_for().is_some(),
+            "the nodes are still listing"
+        );
+        ready.listed("Node");
+        ready.set();
+        assert_eq!(ready.unsynced_for(), None);
+        ready.relisting("NodeClaim");
+        std::thread::sleep(Duration::from_millis(20));
+        let relisting = ready.unsynced_for().expect("a relist");
+        assert!(relisting >= Duration::from_millis(20), "{relisting:?}");
+        ready.listed("NodeClaim");
+        assert_eq!(ready.unsynced_for(), None);
     }
 }

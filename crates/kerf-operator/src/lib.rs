@@ -109,6 +109,7 @@ impl Stop {
 /// The loop's inputs besides the controllers: what the watches saw and who asks for metrics.
 struct Inputs {
     queue: Arc<Queue>,
+    ready: Arc<Readiness>,
     scrapes: mpsc::Receiver<Scrape>,
     reconciles: Reconciles,
     watched: Watched,
@@ -127,6 +128,7 @@ struct Watched {
 
 impl Inputs {
     fn answer(&self, core: &mut Controllers, scrape: Scrape) {
+        self.note_sync(core);
         let unix = i64::try_from(now().as_secs()).unwrap_or(0);
         self.watched.status.refresh(unix);
         let extra = [
@@ -140,6 +142,12 @@ impl Inputs {
         let _ = scrape.send(text);
     }
 
+    /// Tells the controllers whether every watch has listed, and since when not.
+    fn note_sync(&self, core: &mut Controllers) {
+        let since = (self.ready.unsynced_for()).map(|d| now().saturating_sub(d));
+        core.watches_unsynced_since(since);
+    }
+
     /// Applies what is already queued, and answers scrapes already asked.
     fn drain<C: CloudProvider>(
         &mut self,
@@ -150,6 +158,7 @@ impl Inputs {
         while let Some(o) = self.queue.try_pop() {
             observe_one(core, executor, &mut self.watched, o, leading);
         }
+        self.note_sync(core);
         while let Ok(scrape) = self.scrapes.try_recv() {
             self.answer(core, scrape);
         }
@@ -194,6 +203,7 @@ pub async fn run<C: CloudProvider>(
     tokio::spawn(probe_api_server(client.clone(), Arc::clone(&ready)));
     let mut inputs = Inputs {
         queue,
+        ready: Arc::clone(&ready),
         scrapes,
         reconciles,
         watched: Watched::default(),
