@@ -158,7 +158,6 @@ impl Inputs {
         while let Some(o) = self.queue.try_pop() {
             observe_one(core, executor, &mut self.watched, o, leading);
         }
-        self.note_sync(core);
         while let Ok(scrape) = self.scrapes.try_recv() {
             self.answer(core, scrape);
         }
@@ -329,6 +328,7 @@ async fn act<C: CloudProvider>(
         for (tries, a) in inputs.unfinished.due(now()) {
             lanes.submit(core, &mut inputs.unfinished, a, tries);
         }
+        inputs.note_sync(core);
         // act until the controllers have nothing more to say at this instant
         loop {
             let actions = core.poll(now());
