@@ -18,8 +18,11 @@ three Deployments (`web`, with a PodDisruptionBudget of maxUnavailable 1; `api`;
 scaled between 0 and 40 pods; running pods annotated `karpenter.sh/do-not-disrupt: "true"` and
 the annotation taken off again; a NodePool template label changed (every node drifts); the
 NodePool's first budget changed (its second budget allows no disruption one minute in three,
-by schedule); spot capacity refused (`--kwok-no-capacity`) and returned. The first steps take
-each kind once, in a random order; four in five of the rest are scalings.
+by schedule); spot capacity refused (`--kwok-no-capacity`) and returned, never refused in the
+last 5 minutes (the operator remembers unavailable offerings for 3 minutes, as Karpenter, and
+backs off from a failed command for 5: a fresh operator at the end remembers neither, so
+runs of 5 minutes or less refuse none). The first steps take each kind once, in a random
+order; four in five of the rest are scalings.
 
 Faults, one at a time, between steps (the first 20-50 s in, each next 20-60 s after the last
 one's window; 60-180 s and 60-240 s from 10 minutes on), each kind once before any repeats:
@@ -56,15 +59,18 @@ never from Kerf's log or metrics:
                       shown, not judged: a scale-in can leave a launch idle.
   operator-exit       the operator never exits by itself
 At the end the faults stop, spot returns, the Deployments are scaled to 2 pods each, the
-scheduled budget is dropped (a cluster held still by a budget window only waits), and it must
-settle (nothing changes for 45 s, 90 s from 10 minutes on) with every NodeClaim holding a node,
-none being deleted, no node tainted and no pod pending; then a fresh operator replaces the old
-one and, within 60 s, must create or delete no NodeClaim, taint no node and evict no pod.
+scheduled budget is dropped and do-not-disrupt taken off every pod (a cluster held still by a
+budget window or by a pod that blocks a drain only waits), and it must
+settle (nothing changes for 45 s, 90 s from 10 minutes on; within a third of the run, 3 to 15
+minutes) with every NodeClaim holding a node, none being deleted, no node tainted and no pod
+pending; then a fresh operator replaces the old one and, within 60 s, must create or delete no
+NodeClaim, taint no node and evict no pod.
 
 Sampled every minute (every 20 s below 10 minutes): the operator's resident memory, open file
-descriptors and threads (/proc), its connections to the relay and the watches open on them
-(the relay reads each request line), and from its /metrics `process_resident_memory_bytes`,
-`process_open_fds` and any family named for tokio tasks or watches. Slopes per hour are least
+descriptors and threads (/proc), its connections to the relay, the watches open on them (the
+relay reads each request line) and the other connections idle over 30 s, and from its /metrics
+`process_resident_memory_bytes`, `process_open_fds` and any family named for tokio tasks or
+watches. Slopes per hour are least
 squares within each operator process (a restart starts a new one), leaving out samples of a
 process younger than 30 s and samples in a fault's window (a relay answering 429 closes every
 connection).
@@ -75,10 +81,16 @@ refuses any update that takes the taint off (Kerf's own clean-up of stale taints
 The run must then report stuck-taint (with a bound shorter than what is left of the run, e.g.
 `--disrupted-bound 60` in a 3-minute run) and the end state, and exit 1.
 
+kwok never marks a pod Ready again once kube-controller-manager has marked it not Ready (a
+late heartbeat, an API server outage), so a PodDisruptionBudget would count it unhealthy for
+good and hold every drain of its node; the script plays that part of a kubelet (KubeletSync)
+and reports how many pods it marked Ready again.
+
 Left out of this version: StatefulSets with volumes. Prints progress on stderr and a Markdown
 summary on stdout; exits 0 without violations, 1 with any, 2 when the run could not start.
 Stops everything it started, on Ctrl-C and failure too; the work folder (control plane and
-operator logs) is removed unless --keep is given or a violation was found.
+operator logs, and with a violation the cluster's state at the end, state-at-end.yaml) is
+removed unless --keep is given or a violation was found.
 """
 
 import argparse
@@ -123,6 +135,11 @@ FIRST_BUDGET = "3"
 BUDGET_CHOICES = ["1", "2", "3", "5", "20%", "50%"]
 
 CHECK_EVERY_SECONDS = 5
+KUBELET_SYNC_SECONDS = 10
+# spot is never refused in the last minutes of the changes: the operator remembers unavailable
+# offerings for 3 minutes (as Karpenter) and backs off from a failed command for 5, and a
+# fresh operator, remembering neither, must find the settled cluster as the old one left it
+SPOT_QUIET_SECONDS = 5 * 60
 OPERATOR_YOUNG_SECONDS = 30
 FRESH_OPERATOR_SECONDS = 60
 KUBECTL_TIMEOUT_SECONDS = 30
@@ -338,8 +355,12 @@ class Relay:
     in front of it, the operator's only way to the API server: it passes requests on (`pass`),
     holds each for a while first (`hold`), or answers every request itself with an error
     status (`answer`, cutting the connections open when it starts, watches included). It
-    counts the connections open and, from each request line, those whose last request is a
-    watch. Ported from crates/kerf-operator/tests/support/proxy.rs."""
+    counts the connections open, those whose last request is a watch (from each request
+    line), and the others that have carried nothing for IDLE_SECONDS (kept alive in the
+    client's pool, or a request left waiting). Ported from
+    crates/kerf-operator/tests/support/proxy.rs."""
+
+    IDLE_SECONDS = 30
 
     def __init__(self, env, work):
         self.upstream = race.free_port()
@@ -389,9 +410,12 @@ class Relay:
                     pass
 
     def counts(self):
-        """(connections open, watches open) through the relay."""
+        """(connections open, watches open, other connections idle) through the relay."""
+        quiet = time.time() - self.IDLE_SECONDS
         with self.lock:
-            return len(self.open), sum(1 for c in self.open.values() if c["watch"])
+            conns = list(self.open.values())
+        return (len(conns), sum(1 for c in conns if c["watch"]),
+                sum(1 for c in conns if not c["watch"] and c["active"] < quiet))
 
     def stop(self):
         self.stopped = True
@@ -426,7 +450,7 @@ class Relay:
         except OSError:
             client.close()
             return
-        conn = {"client": client, "server": server, "watch": False}
+        conn = {"client": client, "server": server, "watch": False, "active": time.time()}
         with self.lock:
             self.open[id(conn)] = conn
 
@@ -436,6 +460,7 @@ class Relay:
                     data = server.recv(65536)
                     if not data:
                         break
+                    conn["active"] = time.time()
                     client.sendall(data)
             except OSError:
                 pass
@@ -455,6 +480,7 @@ class Relay:
                     mode, argument = self.mode
                 if mode == "hold":
                     time.sleep(argument)
+                conn["active"] = time.time()
                 line = data.split(b"\r\n", 1)[0]
                 if re.match(rb"^(GET|POST|PUT|PATCH|DELETE) \S+ HTTP/1", line):
                     conn["watch"] = bool(re.search(rb"[?&]watch=(true|1)\b", line))
@@ -959,7 +985,7 @@ class Checker:
             row["threads"] = len(os.listdir(f"/proc/{pid}/task"))
         except OSError:
             return
-        row["connections"], row["watches"] = self.relay.counts()
+        row["connections"], row["watches"], row["idle"] = self.relay.counts()
         row["in_fault"] = self.record.in_fault(row["t"])
         _, text = op.http(op.metrics_port, "/metrics")
         extra = {}
@@ -987,6 +1013,7 @@ class Workload:
     def __init__(self, env, record, rng, no_capacity):
         self.env, self.record, self.rng = env, record, rng
         self.no_capacity = no_capacity
+        self.spot_until = float("inf")   # no spot refused from then on
         self.replicas = {}
         self.generation = 0
         self.spot_refused = False
@@ -1070,19 +1097,38 @@ class Workload:
         return len(budgets) - len(kept)
 
     def step_spot(self):
+        if not self.spot_refused and time.time() >= self.spot_until:
+            return (f"spot capacity left alone: none is refused in the last "
+                    f"{SPOT_QUIET_SECONDS // 60} minutes")
         self.spot_refused = not self.spot_refused
         self.write_capacity()
         return "spot capacity refused" if self.spot_refused else "spot capacity returned"
+
+    def return_spot_if_late(self):
+        if self.spot_refused and time.time() >= self.spot_until:
+            self.spot_refused = False
+            self.write_capacity()
+            self.record.say(f"spot capacity returned, {SPOT_QUIET_SECONDS // 60} minutes "
+                            "before the end of the changes")
 
     def write_capacity(self):
         with open(self.no_capacity, "w") as f:
             f.write("spot\n" if self.spot_refused else "# spot available\n")
 
     def running_pods(self):
+        """The running pods on nodes not being disrupted (a pod marked do-not-disrupt on a
+        node already draining holds the drain, as it should, until the pod goes)."""
         pods = json.loads(kubectl(self.env, "get", "pods", "-n", NAMESPACE, "-o", "json"))
+        nodes = json.loads(kubectl(self.env, "get", "nodes", "-o", "json"))["items"]
+        calm = {n["metadata"]["name"] for n in nodes
+                if not tainted(n) and not n["metadata"].get("deletionTimestamp")}
         return [p["metadata"]["name"] for p in pods["items"]
-                if p["status"].get("phase") == "Running"
+                if p["status"].get("phase") == "Running" and p["spec"].get("nodeName") in calm
                 and not p["metadata"].get("deletionTimestamp")]
+
+    def unprotect_all(self):
+        kubectl(self.env, "annotate", "pods", "--all", "-n", NAMESPACE, f"{DO_NOT_DISRUPT}-")
+        self.protected = []
 
     def step_protect(self):
         """Takes the annotation off the pods the last such step annotated, and puts it on two
@@ -1176,6 +1222,57 @@ class Faults:
         self.record.say(f"fault {kind} over")
 
 
+# --- what kwok leaves out ---
+
+class KubeletSync:
+    """Plays the one part of a kubelet that kwok's stages leave out: once
+    kube-controller-manager has marked a pod not Ready (its node's heartbeat ran late, or the
+    API server was down), kwok never marks it Ready again, as a kubelet's next status sync
+    would. A PodDisruptionBudget then counts the pod unhealthy for good and every drain of
+    its node waits forever, which is no fault of the autoscaler. Every KUBELET_SYNC_SECONDS,
+    a Running pod whose containers are ready, on a Ready node, gets its Ready condition back;
+    the count is reported."""
+
+    def __init__(self, env):
+        self.env = env
+        self.restored = 0
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stopped:
+            try:
+                self.sync()
+            except (RuntimeError, ValueError):
+                pass
+            time.sleep(KUBELET_SYNC_SECONDS)
+
+    def sync(self):
+        pods = json.loads(kubectl(self.env, "get", "pods", "-n", NAMESPACE, "-o", "json",
+                                  timeout=15))["items"]
+        nodes = json.loads(kubectl(self.env, "get", "nodes", "-o", "json", timeout=15))["items"]
+        ready = {n["metadata"]["name"] for n in nodes if conditions(n).get("Ready") == "True"}
+        for p in pods:
+            c = conditions(p)
+            if (p["status"].get("phase") == "Running" and p["spec"].get("nodeName") in ready
+                    and not p["metadata"].get("deletionTimestamp")
+                    and c.get("ContainersReady") == "True" and c.get("Ready") == "False"):
+                patch = {"status": {"conditions": [{
+                    "type": "Ready", "status": "True",
+                    "lastTransitionTime": datetime.now(timezone.utc).strftime(
+                        "%Y-%m-%dT%H:%M:%SZ")}]}}
+                try:
+                    kubectl(self.env, "patch", "pod", "-n", NAMESPACE, p["metadata"]["name"],
+                            "--subresource=status", "-p", json.dumps(patch), timeout=15)
+                    self.restored += 1
+                except RuntimeError:
+                    pass
+
+    def stop(self):
+        self.stopped = True
+
+
 # --- the planted bug ---
 
 def plant_stuck_taint(env, record):
@@ -1233,7 +1330,7 @@ def settle(checker, record, quiet, limit):
         time.sleep(CHECK_EVERY_SECONDS)
     else:
         record.violation(("settle",), "settled", "cluster",
-                         f"still changing {limit} s after the last step")
+                         f"still changing {limit:.0f} s after the last step")
     took = time.time() - began
     if s is None:
         return None, took
@@ -1289,6 +1386,21 @@ def fresh_operator(checker, record, operator, settled):
                              "gone under a fresh operator")
 
 
+def dump_state(env, work, record):
+    """Saves the cluster as it ends (nodes, NodeClaims, NodePools, pods, budgets, Deployments,
+    events) in the work folder, for a violation to be looked into after the cluster is gone."""
+    path = os.path.join(work, "state-at-end.yaml")
+    try:
+        text = kubectl(env, "get", "nodes,nodeclaims,nodepools,pods,pdb,deployments,events",
+                       "-A", "-o", "yaml", timeout=60)
+    except RuntimeError as e:
+        record.say(f"could not save the cluster's state: {e}")
+        return
+    with open(path, "w") as f:
+        f.write(text)
+    record.say(f"the cluster's state at the end: {path}")
+
+
 # --- the summary ---
 
 def pooled_slope(samples, key):
@@ -1316,7 +1428,7 @@ def pooled_slope(samples, key):
     return sxy / sxx * 3600, sum(1 for p in groups.values() if len(p) >= 2), used
 
 
-def summary(args, record, claims, checker, phases):
+def summary(args, record, claims, checker, kubelet, phases):
     out = []
     with record.lock:
         violations = list(record.violations)
@@ -1344,9 +1456,11 @@ def summary(args, record, claims, checker, phases):
                f"{deleted}; {len(checker.idle)} deleted without a pod ever bound to their "
                f"node) |")
     out.append(f"| violations | {len(violations)} |")
+    out.append(f"| pods marked Ready again (kwok's missing kubelet sync) | {kubelet.restored} |")
     for key, label, unit in [("rss_mib", "operator RSS", " MiB"), ("threads", "threads", ""),
                              ("fds", "open fds", ""), ("watches", "watches open", ""),
-                             ("connections", "API connections", "")]:
+                             ("connections", "API connections", ""),
+                             ("idle", f"of them idle over {Relay.IDLE_SECONDS} s", "")]:
         values = [s[key] for s in samples if s.get(key) is not None]
         if not values:
             out.append(f"| {label} | no sample |")
@@ -1365,9 +1479,9 @@ def summary(args, record, claims, checker, phases):
     if samples:
         out.append("Samples (* in a fault's window, left out of the slopes):")
         out.append("")
-        out.append("| t (s) | pid | RSS MiB | fds | threads | connections | watches | "
+        out.append("| t (s) | pid | RSS MiB | fds | threads | connections | watches | idle | "
                    "/metrics RSS MiB | /metrics fds |")
-        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for s in samples:
             m = s["metrics"]
             rss = m.get("process_resident_memory_bytes")
@@ -1375,6 +1489,7 @@ def summary(args, record, claims, checker, phases):
             mark = "*" if s.get("in_fault") else ""
             out.append(f"| {s['t'] - record.t0:.0f}{mark} | {s['pid']} | {s['rss_mib']:.1f} | "
                        f"{s['fds']} | {s['threads']} | {s['connections']} | {s['watches']} | "
+                       f"{s['idle']} | "
                        + (f"{rss / 2**20:.1f}" if rss is not None else "–") + " | "
                        + (f"{fds:.0f}" if fds is not None else "–") + " |")
         out.append("")
@@ -1417,7 +1532,7 @@ def main():
     short = args.minutes < 10
     sample_every = 20 if short else 60
     quiet = 45 if short else 90
-    settle_limit = 240 if short else 900
+    settle_limit = min(900, max(180, args.minutes * 60 / 3))
 
     def stop_on_term(signum, frame):
         raise Stop(f"signal {signum}")
@@ -1431,7 +1546,7 @@ def main():
     t0 = time.time()
     record = Record(t0)
     record.say(f"seed {args.seed}, {args.minutes:g} minutes, work folder {work}")
-    relay = operator = claims = checker = None
+    relay = operator = claims = checker = kubelet = None
     code = 2
     phases = {}
     try:
@@ -1448,6 +1563,7 @@ def main():
                                  "kwoknodeclasses.karpenter.kwok.sh")
         kubectl(env, "apply", "-f", "-", stdin=CLUSTER)
         relay = Relay(env, work)
+        kubelet = KubeletSync(env)
         no_capacity = os.path.join(work, "no-capacity")
         workload = Workload(env, record, rng_steps, no_capacity)
         workload.write_capacity()
@@ -1464,12 +1580,14 @@ def main():
 
         began = time.time()
         end = began + args.minutes * 60
+        workload.spot_until = end - SPOT_QUIET_SECONDS
         plant_at = began + max(30.0, args.minutes * 60 / 4) if args.plant else None
         length = "short" if short else "long"
         next_step = began + rng_timing.uniform(*STEP_GAP_SECONDS)
         next_fault = began + rng_timing.uniform(*FIRST_FAULT_SECONDS[length])
         while time.time() < end:
             faults.tick()
+            workload.return_spot_if_late()
             if faults.active is None and next_fault is None:
                 next_fault = (time.time() + FAULTS[faults.last][2]
                               + rng_timing.uniform(*FAULT_GAP_SECONDS[length]))
@@ -1505,17 +1623,20 @@ def main():
         for name in DEPLOYMENTS:
             workload.scale(name, FINAL_REPLICAS)
         lifted = workload.lift_schedules()
+        workload.unprotect_all()
         record.say(f"settling: faults over, each Deployment at {FINAL_REPLICAS} pods, "
-                   f"{lifted} scheduled budget(s) lifted")
+                   f"{lifted} scheduled budget(s) lifted, {DO_NOT_DISRUPT} off every pod")
         settled, took = settle(checker, record, quiet, settle_limit)
         phases["settling"] = took
         record.say(f"settled after {took:.0f} s")
-        checker.stop()
         if settled is not None:
             began = time.time()
             fresh_operator(checker, record, operator, settled)
             phases["fresh operator"] = time.time() - began
+        checker.stop()
         code = 1 if record.violations else 0
+        if record.violations:
+            dump_state(env, work, record)
     except (KeyboardInterrupt, Stop) as e:
         record.say(f"stopped ({e or 'Ctrl-C'})")
         code = 130
@@ -1529,6 +1650,8 @@ def main():
             checker.stopped = True
         if claims:
             claims.stop()
+        if kubelet:
+            kubelet.stop()
         if operator:
             operator.stop()
         if relay:
@@ -1537,7 +1660,7 @@ def main():
         subprocess.run([E2E, "stop", work])
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if claims and checker:
-        print(summary(args, record, claims, checker, phases))
+        print(summary(args, record, claims, checker, kubelet, phases))
     if args.keep or code != 0:
         record.say(f"work folder kept: {work}")
     else:
