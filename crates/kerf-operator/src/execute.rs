@@ -186,13 +186,9 @@ async fn patch_nodeclaim_status(
 ) -> Result<(), Failure> {
     let params = PatchParams::default();
     let written = retry("patching nodeclaim status", || async {
-        let stored = match recent.take(nodeclaim) {
-            Some(stored) => stored,
-            None => match claims.get_opt(nodeclaim).await? {
-                Some(stored) => stored,
-                // gone: nothing to write (its deletion finished first)
-                None => return Ok(None),
-            },
+        // gone: nothing to write (its deletion finished first)
+        let Some(stored) = last_or_read(recent, claims, nodeclaim).await? else {
+            return Ok(None);
         };
         let patch = nodeclaim_status_patch(stored, status.clone());
         claims
@@ -290,6 +286,22 @@ pub(crate) async fn delete_node(nodes: &Api<Node>, name: &str) -> Result<(), kub
     }
 }
 
+/// The object as the answer to Kerf's last write of it left it, when `recent` keeps one, or as
+/// the server has it now; none when it is gone.
+async fn last_or_read<K>(
+    recent: &Recent<K>,
+    api: &Api<K>,
+    name: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match recent.take(name) {
+        Some(last) => Ok(Some(last)),
+        None => api.get_opt(name).await,
+    }
+}
+
 /// Merges `status` into the object's status, its conditions keeping the transition times the
 /// stored ones have; an object that is gone needs none. As a NodeClaim's status, it starts from
 /// the answer to Kerf's last write of the object when `recent` keeps one, and writes under the
@@ -309,12 +321,8 @@ where
 {
     let params = PatchParams::default();
     let r = retry(what, || async {
-        let stored = match recent.take(name) {
-            Some(stored) => stored,
-            None => match api.get_opt(name).await? {
-                Some(stored) => stored,
-                None => return Ok(None),
-            },
+        let Some(stored) = last_or_read(recent, api, name).await? else {
+            return Ok(None);
         };
         let version = stored.meta().resource_version.clone();
         let previous = read(stored).unwrap_or_default();
