@@ -1,16 +1,20 @@
 //! Launching, listing and terminating a NodeClaim's instance with EC2 Fleet, as Karpenter does:
 //! a launch template per AMI (named by the hash of what it holds, found or created once and
-//! cached), one `instant` CreateFleet per NodeClaim with an override per instance type and
-//! zone it allows (at most 60, cheapest first, in the subnet with the most free addresses),
-//! `price-capacity-optimized` for spot and `lowest-price` for on-demand, and the tags that let
-//! garbage collection and IAM conditions find Kerf's instances.
+//! cached), one `instant` CreateFleet request per NodeClaim with an override per instance type
+//! and zone it allows (at most 60, cheapest first, in the subnet with the most free addresses),
+//! `price-capacity-optimized` for spot and `lowest-price` for on-demand — requests of the same
+//! shape sent together as one (`fleet_batch`) — and the tags that let garbage collection and
+//! IAM conditions find Kerf's instances. An instance is launched with its NodePool's tags;
+//! the tag naming its NodeClaim differs between the instances of one request, so it is written
+//! after the launch (`tag_nodeclaim`), as Karpenter's tagging controller does.
 //!
 //! Fleet errors are sorted as Karpenter sorts them: capacity errors name the offerings to mark
 //! unavailable; a subnet out of addresses is left out and the fleet asked again; a denied call
 //! names the IAM action.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{
@@ -38,6 +42,7 @@ use kerf_api::ec2nodeclass::{
 use kerf_api::{Taint, labels};
 use kerf_core::cluster::InstanceNetwork;
 
+use crate::fleet_batch::FleetBatcher;
 use crate::node_class::PlacementGroup;
 use crate::user_data::{self, Bootstrap, ClusterInfo, Sizing, UserDataError};
 use crate::{AwsError, classify};
@@ -56,6 +61,11 @@ pub const NODEPOOL_TAG: &str = "karpenter.sh/nodepool";
 pub const NODECLASS_TAG: &str = "karpenter.k8s.aws/ec2nodeclass";
 /// The tag with the cluster's name, as EKS writes it.
 pub const EKS_CLUSTER_TAG: &str = "eks:eks-cluster-name";
+/// How long an instance without its NodeClaim's tag is taken to belong to a launch still
+/// under way (Karpenter's garbage collection waits as long).
+pub const UNCLAIMED_GRACE: Duration = Duration::from_secs(30);
+/// How often CreateTags is tried on an instance EC2 does not know yet.
+const TAG_ATTEMPTS: u32 = 5;
 /// Fleet error codes that mean the offering has no capacity now.
 const CAPACITY_ERRORS: &[&str] = &[
     "InsufficientInstanceCapacity",
@@ -189,6 +199,8 @@ pub struct Fleet {
     cluster: ClusterInfo,
     /// Launch template ids by name, once found or created.
     templates: Mutex<HashMap<String, String>>,
+    /// Held by the launch finding or making a template, by its name.
+    making: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// How many more instances each capacity reservation takes: EC2's count at the last
     /// class resolution, less the launches into it since (Karpenter's availability cache).
     reservation_room: Mutex<BTreeMap<String, u32>>,
@@ -200,6 +212,8 @@ pub struct Fleet {
     /// The controllers' metrics, once the operator hands them over: launch and
     /// termination failures, user data sizes.
     metrics: std::sync::OnceLock<Recorder>,
+    /// Launches of the same shape waiting to go out as one fleet request.
+    batcher: FleetBatcher,
 }
 
 /// Whether an AMI's requirements admit an instance type's labels (its architecture, and
@@ -370,10 +384,12 @@ impl Fleet {
             ec2,
             cluster,
             templates: Mutex::default(),
+            making: Mutex::default(),
             reservation_room: Mutex::default(),
             placement_groups: Mutex::default(),
             room_changed: tokio::sync::Notify::new(),
             metrics: std::sync::OnceLock::new(),
+            batcher: FleetBatcher::default(),
         }
     }
 
@@ -612,13 +628,23 @@ impl Fleet {
 
     /// The id of the launch template named `t.name`: cached, found, or created.
     async fn ensure(&self, t: Template, node_class: &str) -> Result<String, AwsError> {
-        if let Some(id) = self
-            .templates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&t.name)
-        {
-            return Ok(id.clone());
+        let known = |name: &str| {
+            let templates = self.templates.lock();
+            (templates.unwrap_or_else(PoisonError::into_inner).get(name)).cloned()
+        };
+        if let Some(id) = known(&t.name) {
+            return Ok(id);
+        }
+        // launches in flight together that need the same new template make it once: the
+        // others wait for it here and find it made
+        let making = Arc::clone(
+            (self.making.lock().unwrap_or_else(PoisonError::into_inner))
+                .entry(t.name.clone())
+                .or_default(),
+        );
+        let _making = making.lock().await;
+        if let Some(id) = known(&t.name) {
+            return Ok(id);
         }
         let found = self
             .ec2
@@ -733,7 +759,6 @@ impl Fleet {
         let mut tags: BTreeMap<String, String> = req.spec.tags.clone();
         for (k, v) in [
             (NODEPOOL_TAG.to_string(), req.node_pool),
-            (NODECLAIM_TAG.to_string(), req.nodeclaim),
             (NODECLASS_TAG.to_string(), req.node_class),
             (
                 format!("kubernetes.io/cluster/{}", self.cluster.name),
@@ -881,24 +906,22 @@ impl Fleet {
                     .build(),
             )
         };
-        let out = fleet
-            .send()
-            .await
-            .map_err(|e| classify("CreateFleet", "ec2:CreateFleet", e))?;
+        let metrics = self.metrics.get().cloned();
+        let share = self.batcher.create_fleet(fleet, metrics).await?;
         if let Some(r) = req.reservation {
-            let full = (out.errors().iter())
+            let full = (share.errors.iter())
                 .any(|e| e.error_code() == Some("ReservationCapacityExceeded"));
-            if full || !out.instances().is_empty() {
+            if full || share.instance.is_some() {
                 self.took_reservation(&r.id, full);
             }
         }
-        self.count_launch_failures(out.errors(), req, &zone_of_subnet);
-        let launched = (out.instances().iter())
-            .find_map(|launched| instance_of(launched, req, &by_image, &zone_of_subnet));
+        self.count_launch_failures(&share.errors, req, &zone_of_subnet);
+        let launched = (share.instance.as_ref())
+            .and_then(|launched| instance_of(launched, req, &by_image, &zone_of_subnet));
         if let Some(instance) = launched {
             return Ok(Attempt::Launched(instance));
         }
-        Ok(sort_errors(out.errors(), req, &zone_of_subnet))
+        Ok(sort_errors(&share.errors, req, &zone_of_subnet))
     }
 
     /// Karpenter's launch-failure counter: one per offering the fleet refused, by zone,
@@ -941,7 +964,38 @@ impl Fleet {
         }
     }
 
-    /// The instances Kerf launched for this cluster that are not terminated.
+    /// Tags a launched instance with its NodeClaim's name (which launches batched together
+    /// cannot carry from the fleet request). An instance EC2 does not know yet — it answers
+    /// CreateTags from an eventually consistent view — is asked again after a pause.
+    pub async fn tag_nodeclaim(&self, instance_id: &str, nodeclaim: &str) -> Result<(), AwsError> {
+        let mut pause = Duration::from_millis(250);
+        let mut attempt = 1;
+        loop {
+            let sent = self
+                .ec2
+                .create_tags()
+                .resources(instance_id)
+                .tags(tag(NODECLAIM_TAG, nodeclaim))
+                .send()
+                .await;
+            match sent {
+                Ok(_) => return Ok(()),
+                Err(e)
+                    if attempt < TAG_ATTEMPTS && e.code() == Some("InvalidInstanceID.NotFound") =>
+                {
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                    attempt += 1;
+                }
+                Err(e) => return Err(classify("CreateTags", "ec2:CreateTags", e)),
+            }
+        }
+    }
+
+    /// The instances Kerf launched for this cluster that are not terminated. One without its
+    /// NodeClaim's tag yet is left out while a launch may still be about to claim it (for
+    /// [`UNCLAIMED_GRACE`] after its launch): listed too soon, garbage collection would take
+    /// it for an orphan.
     pub async fn list(&self) -> Result<Vec<Instance>, AwsError> {
         let reservations: Vec<_> = self
             .ec2
@@ -949,7 +1003,7 @@ impl Fleet {
             .filters(
                 Filter::builder()
                     .name("tag-key")
-                    .values(NODECLAIM_TAG)
+                    .values(NODEPOOL_TAG)
                     .build(),
             )
             .filters(
@@ -993,6 +1047,10 @@ impl Fleet {
                         .and_then(|t| t.value())
                         .map(str::to_string)
                 };
+                let nodeclaim = tag_value(NODECLAIM_TAG);
+                if nodeclaim.is_none() && i.launch_time().is_some_and(launched_within_grace) {
+                    continue;
+                }
                 instances.push(Instance {
                     id: id.to_string(),
                     instance_type: i
@@ -1005,7 +1063,7 @@ impl Fleet {
                         _ => labels::CAPACITY_TYPE_ON_DEMAND,
                     }
                     .to_string(),
-                    nodeclaim: tag_value(NODECLAIM_TAG),
+                    nodeclaim,
                     image_id: i.image_id().map(str::to_string),
                     network: i.subnet_id().map(|subnet| InstanceNetwork {
                         subnet_id: subnet.to_string(),
@@ -1189,6 +1247,15 @@ fn instance_of(
         image_id,
         network,
     })
+}
+
+/// Whether an instance launched at `at` is younger than [`UNCLAIMED_GRACE`] (or launched in
+/// the future by a skewed clock).
+fn launched_within_grace(at: &aws_sdk_ec2::primitives::DateTime) -> bool {
+    let at = SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(at.secs()).unwrap_or(0));
+    SystemTime::now()
+        .duration_since(at)
+        .map_or(true, |age| age < UNCLAIMED_GRACE)
 }
 
 /// How one fleet request ended.

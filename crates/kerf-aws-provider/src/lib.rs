@@ -11,6 +11,7 @@
 //! points every client at a local emulator.
 
 pub mod cluster;
+mod fleet_batch;
 pub mod instance_profile;
 pub mod instance_status;
 pub mod instance_types;
@@ -45,7 +46,7 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
 }
 
 /// Why an AWS call failed, in the words a user can act on.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum AwsError {
     /// The controller's role lacks a permission.
     #[error(

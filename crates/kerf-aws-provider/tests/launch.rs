@@ -99,6 +99,14 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
     };
     let first = fleet.launch(&request).await.expect("launch");
     assert!(first.id.starts_with("i-"), "{first:?}");
+    // launched with its NodePool's tags: until the NodeClaim's tag is written, the listing
+    // leaves the young instance out, so that garbage collection cannot take it for an orphan
+    let listed = fleet.list().await.expect("list");
+    assert!(listed.is_empty(), "{listed:?}");
+    fleet
+        .tag_nodeclaim(&first.id, "default-abcde")
+        .await
+        .expect("tag");
     // the instance as EC2 describes it is the class's: groups, subnet, AMI, profile, user
     // data, tags, metadata options
     check_launched(
@@ -230,6 +238,10 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
         })
         .await
         .expect("launch");
+    fleet
+        .tag_nodeclaim(&second.id, "default-fghij")
+        .await
+        .expect("tag");
     let templates = ec2
         .describe_launch_templates()
         .send()
@@ -315,6 +327,32 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
         .map(|i| i.id)
         .collect();
     assert_eq!(listed, [second.id]);
+
+    // three NodeClaims of one shape launched together are one fleet of three instances, one
+    // for each, each tagged with its own NodeClaim
+    let fleets = |ec2: aws_sdk_ec2::Client| async move {
+        let described = ec2.describe_fleets().send().await.expect("fleets");
+        described.fleets().len()
+    };
+    let before = fleets(ec2.clone()).await;
+    let names = ["default-a", "default-b", "default-c"];
+    let [a, b, c] = names.map(|nodeclaim| LaunchRequest {
+        nodeclaim,
+        ..request
+    });
+    let (a, b, c) = tokio::join!(fleet.launch(&a), fleet.launch(&b), fleet.launch(&c));
+    assert_eq!(fleets(ec2.clone()).await, before + 1, "one fleet request");
+    let burst = [a, b, c].map(|r| r.expect("launched"));
+    let ids: BTreeSet<&str> = burst.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(ids.len(), 3, "{burst:?}");
+    for (instance, name) in burst.iter().zip(names) {
+        fleet.tag_nodeclaim(&instance.id, name).await.expect("tag");
+    }
+    for (instance, name) in burst.iter().zip(names) {
+        check_launched(&ec2, &instance.id, "default", &class, name, "default")
+            .await
+            .expect("each instance is its class's, tagged with its own NodeClaim");
+    }
 }
 
 /// The status a class resolves to, with the instance profile the tests make.
@@ -478,6 +516,74 @@ async fn insufficient_capacity_names_the_offerings_to_mark_unavailable() {
             spot("m5.large", "ap-northeast-2a")
         ]
     );
+}
+
+/// Launches of one shape in flight together go out as one fleet request for all of them, and
+/// a launch of another shape apart; when EC2 fills a request in part, the launch left over is
+/// told so (and tried again), never handed another's instance.
+#[tokio::test]
+async fn launches_of_one_shape_share_one_fleet_request() {
+    let asked = |r: &aws_sdk_ec2::operation::create_fleet::CreateFleetInput| {
+        (r.target_capacity_specification()).and_then(|t| t.total_target_capacity())
+    };
+    let three = mock!(aws_sdk_ec2::Client::create_fleet)
+        .match_requests(move |r| asked(r) == Some(3))
+        .then_output(|| {
+            CreateFleetOutput::builder()
+                .instances(
+                    CreateFleetInstance::builder()
+                        .instance_ids("i-1")
+                        .instance_ids("i-2")
+                        .instance_type("m5.large".into())
+                        .build(),
+                )
+                .build()
+        });
+    let one = mock!(aws_sdk_ec2::Client::create_fleet)
+        .match_requests(move |r| asked(r) == Some(1))
+        .then_output(|| {
+            CreateFleetOutput::builder()
+                .instances(
+                    CreateFleetInstance::builder()
+                        .instance_ids("i-3")
+                        .instance_type("c5.large".into())
+                        .build(),
+                )
+                .build()
+        });
+    let fleet = mocked(&[&three, &one]);
+    let status = status();
+    let spec = seed_node_class().spec;
+    let choices = [choice("m5.large", "ap-northeast-2a", "amd64")];
+    let other = [choice("c5.large", "ap-northeast-2c", "amd64")];
+    let node_labels = BTreeMap::new();
+    let base = mocked_request(&status, &spec, &choices, &node_labels);
+    let [a, b, c] =
+        ["spot-a", "spot-b", "spot-c"].map(|nodeclaim| LaunchRequest { nodeclaim, ..base });
+    let d = mocked_request(&status, &spec, &other, &node_labels);
+    let (a, b, c, d) = tokio::join!(
+        fleet.launch(&a),
+        fleet.launch(&b),
+        fleet.launch(&c),
+        fleet.launch(&d),
+    );
+    assert_eq!((three.num_calls(), one.num_calls()), (1, 1));
+    let launched: BTreeSet<String> = [&a, &b, &c]
+        .into_iter()
+        .filter_map(|r| r.as_ref().ok())
+        .map(|i| i.id.clone())
+        .collect();
+    assert_eq!(launched, BTreeSet::from(["i-1".into(), "i-2".into()]));
+    let left: Vec<String> = [a, b, c]
+        .into_iter()
+        .filter_map(Result::err)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        left.len() == 1 && left[0].contains("too few instances returned"),
+        "{left:?}"
+    );
+    assert_eq!(d.expect("the other shape").id, "i-3");
 }
 
 #[tokio::test]

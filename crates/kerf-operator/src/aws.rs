@@ -15,7 +15,7 @@ use kerf_aws::reservations::add_reserved_offerings;
 use kerf_aws_provider::instance_status::InstanceStatusChecks;
 use kerf_aws_provider::instance_types::{InstanceTypeSource, RegionCatalog};
 use kerf_aws_provider::interruption_queue::InterruptionQueue;
-use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest, admits};
+use kerf_aws_provider::launch::{Choice, Fleet, Instance, LaunchError, LaunchRequest, admits};
 use kerf_aws_provider::pricing::{PriceSource, Prices};
 use kerf_aws_provider::user_data::{ClusterInfo, Sizing};
 use kerf_core::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
@@ -26,6 +26,7 @@ use kerf_scheduling::InstanceTypeOption;
 use serde_json::json;
 
 use crate::cloud::{Available, CapacitySettings, CloudError, CloudProvider, offerings};
+use crate::instance_tagging::Tagging;
 use crate::log;
 use crate::node_classes::NodeClasses;
 use crate::watch::{Observed, Queue};
@@ -59,6 +60,11 @@ pub struct Aws {
     /// built again for the same images (new prices, rooms, the region's types discovered)
     /// says nothing new, so the warning is said once per class and set of images.
     unbooted_said: Mutex<HashMap<String, String>>,
+    /// Launched instances waiting for the tag naming their NodeClaim.
+    tagging: Arc<Tagging>,
+    /// The API server, once started: an instance found without its NodeClaim's tag is
+    /// matched to its NodeClaim there.
+    client: std::sync::OnceLock<kube::Client>,
 }
 
 /// Prices and instance types read from AWS, and how many times either was read: catalogs
@@ -143,6 +149,8 @@ impl Aws {
             live: Arc::default(),
             catalogs: Mutex::default(),
             unbooted_said: Mutex::default(),
+            tagging: Arc::default(),
+            client: std::sync::OnceLock::new(),
             capacity: options.capacity,
             isolated_vpc: options.isolated_vpc,
         })
@@ -351,6 +359,7 @@ impl CloudProvider for Aws {
                     instance.instance_type, instance.zone
                 ))
             })?;
+        self.tagging.push(&instance.id, name);
         let (t, o) = chosen.item;
         let mut type_labels = (*t.labels).clone();
         type_labels.insert(labels::REGION.into(), self.region.clone());
@@ -378,6 +387,8 @@ impl CloudProvider for Aws {
 
     fn start(&self, client: kube::Client, queue: Arc<Queue>, metrics: Recorder) {
         self.fleet.count_into(metrics.clone());
+        let _ = self.client.set(client.clone());
+        tokio::spawn(Arc::clone(&self.tagging).run(Arc::clone(&self.fleet)));
         // a reservation's room changed (a launch into it, EC2's count): the controllers'
         // instance types carry it, so they are made anew
         let fleet = Arc::clone(&self.fleet);
@@ -427,11 +438,26 @@ impl CloudProvider for Aws {
             .list()
             .await
             .map_err(|e| CloudError::Api(e.to_string()))?;
+        let untagged: BTreeSet<String> = (instances.iter())
+            .filter(|i| i.nodeclaim.is_none() && !self.tagging.waits(&i.id))
+            .map(Instance::provider_id)
+            .collect();
+        let claims = match self.client.get() {
+            Some(client) if !untagged.is_empty() => claims_of(client, &untagged).await,
+            _ => HashMap::new(),
+        };
         Ok(instances
             .into_iter()
-            .map(|i| CloudInstance {
+            .map(|i| {
+                let claim = claims.get(&i.provider_id());
+                if let Some(claim) = claim {
+                    self.tagging.push(&i.id, claim);
+                }
+                (i, claim.cloned())
+            })
+            .map(|(i, claim)| CloudInstance {
                 provider_id: i.provider_id(),
-                nodeclaim: i.nodeclaim.unwrap_or_default(),
+                nodeclaim: i.nodeclaim.or(claim).unwrap_or_default(),
                 image_id: i.image_id,
                 network: i.network,
             })
@@ -457,6 +483,33 @@ impl CloudProvider for Aws {
     ) -> Result<(), CloudError> {
         self.node_classes.clean_up(name, class).await
     }
+}
+
+/// The NodeClaims whose `status.providerID` is one of `provider_ids`, by provider id, read
+/// from the API server as plain objects (a NodeClaim Kerf cannot read fully still has its
+/// provider id). A failed read is logged and matches none: the next listing tries again.
+async fn claims_of(
+    client: &kube::Client,
+    provider_ids: &BTreeSet<String>,
+) -> HashMap<String, String> {
+    let resource = kube::api::ApiResource::erase::<kerf_api::NodeClaim>(&());
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client.clone(), &resource);
+    let listed = match api.list(&kube::api::ListParams::default()).await {
+        Ok(listed) => listed,
+        Err(e) => {
+            log::error("reading nodeclaims for untagged instances", &e.to_string());
+            return HashMap::new();
+        }
+    };
+    (listed.items.into_iter())
+        .filter_map(|o| {
+            let provider_id = o.data["status"]["providerID"].as_str()?.to_string();
+            let name = o.metadata.name?;
+            provider_ids
+                .contains(&provider_id)
+                .then_some((provider_id, name))
+        })
+        .collect()
 }
 
 /// Live prices over the model's: an offering keeps its modelled price where AWS quoted none.

@@ -9,6 +9,7 @@ pub mod dispatch;
 pub mod events;
 pub mod execute;
 pub mod http;
+pub mod instance_tagging;
 pub mod kwok;
 pub mod kwok_types;
 pub mod leader;

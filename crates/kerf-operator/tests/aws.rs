@@ -133,8 +133,22 @@ async fn check_claim(cp: &ControlPlane, ec2: &aws_sdk_ec2::Client, claim: &Value
     let pool = claim["metadata"]["labels"]["karpenter.sh/nodepool"]
         .as_str()
         .expect("a pool");
-    if let Err(wrong) = check_launched(ec2, instance, class_name, &class, name, pool).await {
-        panic!("{name}'s instance {instance} is not its class's: {wrong:#?}");
+    // the NodeClaim's tag is written after the launch, a second apart per instance
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match check_launched(ec2, instance, class_name, &class, name, pool).await {
+            Ok(()) => break,
+            Err(wrong) if std::time::Instant::now() < deadline => {
+                let untagged =
+                    wrong.len() == 1 && wrong[0].starts_with("tag karpenter.sh/nodeclaim=");
+                assert!(
+                    untagged,
+                    "{name}'s instance {instance} is not its class's: {wrong:#?}"
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(wrong) => panic!("{name}'s instance {instance} is not its class's: {wrong:#?}"),
+        }
     }
     assert_ne!(
         condition(&claim, "Drifted").as_deref(),
@@ -326,6 +340,8 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         .as_str()
         .expect("id")
         .to_string();
+    // (waits for the NodeClaim's tag, written after the launch)
+    check_claim(&cp, &ec2, &claim).await;
     let launched = instances_of(&ec2, &name).await;
     assert_eq!(launched.len(), 1, "{launched:?}");
     assert!(
@@ -336,7 +352,6 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         claim["metadata"]["labels"]["karpenter.sh/capacity-type"],
         "on-demand"
     );
-    check_claim(&cp, &ec2, &claim).await;
 
     let node = register(&cp, &claim);
     // registration gives the node its NodeClaim's labels
@@ -451,11 +466,83 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
         || cp.kubectl_ok(&["get", "pods", "-o", "wide"], None),
     );
 
-    // deleting a NodeClaim drains the node and terminates the instance
     let second = replacement["metadata"]["name"]
         .as_str()
         .expect("name")
         .to_string();
+
+    // three pods that each need a node of their own: three NodeClaims of one shape, launched
+    // as one fleet request of three instances, each tagged with its own NodeClaim
+    let fleets = || {
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current()
+                .block_on(ec2.describe_fleets().send())
+                .map(|out| out.fleets().len())
+                .expect("describe fleets")
+        })
+    };
+    let fleets_before = fleets();
+    let apart = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "apart", "namespace": "default"},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "apart"}},
+            "template": {
+                "metadata": {"labels": {"app": "apart"}},
+                "spec": {
+                    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchExpressions": [
+                            {"key": "app", "operator": "In", "values": ["apart", "inflate"]},
+                        ]},
+                    }]}},
+                    "containers": [{
+                        "name": "pause", "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": "100m"}},
+                    }],
+                },
+            },
+        },
+    });
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(apart.to_string().as_bytes()));
+    let apart_claims = || {
+        (json_of(&cp, &["get", "nodeclaims"])["items"].as_array())
+            .into_iter()
+            .flatten()
+            .filter(|c| c["metadata"]["name"] != second.as_str() && launched_and_labelled(c))
+            .cloned()
+            .collect::<Vec<Value>>()
+    };
+    let burst = wait_for(
+        "three NodeClaims launched for the pods apart",
+        LIMIT,
+        || Some(apart_claims()).filter(|c| c.len() == 3),
+        || format!("{}\n{}", cp.kubectl_ok(&["get", "nodeclaims"], None), log()),
+    );
+    let said = |m: &str| {
+        (log().lines())
+            .filter(|l| l.contains(m))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        fleets(),
+        fleets_before + 1,
+        "one fleet request for the three: {}\n{}",
+        said("created nodeclaim"),
+        said("launched nodeclaim")
+    );
+    for claim in &burst {
+        check_claim(&cp, &ec2, claim).await;
+    }
+    cp.kubectl_ok(&["delete", "deployment", "apart"], None);
+    for claim in &burst {
+        let name = claim["metadata"]["name"].as_str().expect("name");
+        cp.kubectl_ok(&["delete", "nodeclaim", name, "--wait=false"], None);
+    }
+
+    // deleting a NodeClaim drains the node and terminates the instance
     cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=0"], None);
     cp.kubectl_ok(&["delete", "nodeclaim", &second, "--wait=false"], None);
     wait_for(
