@@ -130,8 +130,11 @@ pub struct Instance {
     pub zone: String,
     /// `spot` or `on-demand`.
     pub capacity_type: String,
-    /// The NodeClaim it was launched for (its tag).
+    /// The NodeClaim it was launched for (its tag, written after the launch).
     pub nodeclaim: Option<String>,
+    /// Launched less than [`UNCLAIMED_GRACE`] ago: without its NodeClaim's tag, a launch may
+    /// still be about to claim it, so garbage collection leaves it alone.
+    pub young: bool,
     /// The image it booted.
     pub image_id: Option<String>,
     /// Its subnet and security groups.
@@ -992,10 +995,8 @@ impl Fleet {
         }
     }
 
-    /// The instances Kerf launched for this cluster that are not terminated. One without its
-    /// NodeClaim's tag yet is left out while a launch may still be about to claim it (for
-    /// [`UNCLAIMED_GRACE`] after its launch): listed too soon, garbage collection would take
-    /// it for an orphan.
+    /// The instances Kerf launched for this cluster that are not terminated (found by their
+    /// NodePool's tag, which every launch writes).
     pub async fn list(&self) -> Result<Vec<Instance>, AwsError> {
         let reservations: Vec<_> = self
             .ec2
@@ -1047,11 +1048,8 @@ impl Fleet {
                         .and_then(|t| t.value())
                         .map(str::to_string)
                 };
-                let nodeclaim = tag_value(NODECLAIM_TAG);
-                if nodeclaim.is_none() && i.launch_time().is_some_and(launched_within_grace) {
-                    continue;
-                }
                 instances.push(Instance {
+                    young: i.launch_time().is_some_and(launched_within_grace),
                     id: id.to_string(),
                     instance_type: i
                         .instance_type()
@@ -1063,7 +1061,7 @@ impl Fleet {
                         _ => labels::CAPACITY_TYPE_ON_DEMAND,
                     }
                     .to_string(),
-                    nodeclaim,
+                    nodeclaim: tag_value(NODECLAIM_TAG),
                     image_id: i.image_id().map(str::to_string),
                     network: i.subnet_id().map(|subnet| InstanceNetwork {
                         subnet_id: subnet.to_string(),
@@ -1244,6 +1242,7 @@ fn instance_of(
         zone,
         capacity_type: req.capacity_type.to_string(),
         nodeclaim: Some(req.nodeclaim.to_string()),
+        young: true,
         image_id,
         network,
     })

@@ -99,10 +99,13 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
     };
     let first = fleet.launch(&request).await.expect("launch");
     assert!(first.id.starts_with("i-"), "{first:?}");
-    // launched with its NodePool's tags: until the NodeClaim's tag is written, the listing
-    // leaves the young instance out, so that garbage collection cannot take it for an orphan
+    // launched with its NodePool's tags; the NodeClaim's is written after, and until then the
+    // listing has the instance young and untagged (garbage collection leaves it alone)
     let listed = fleet.list().await.expect("list");
-    assert!(listed.is_empty(), "{listed:?}");
+    assert!(
+        listed.len() == 1 && listed[0].nodeclaim.is_none() && listed[0].young,
+        "{listed:?}"
+    );
     fleet
         .tag_nodeclaim(&first.id, "default-abcde")
         .await

@@ -433,31 +433,39 @@ impl CloudProvider for Aws {
     }
 
     async fn list(&self) -> Result<Vec<CloudInstance>, CloudError> {
-        let instances = self
+        let mut instances = self
             .fleet
             .list()
             .await
             .map_err(|e| CloudError::Api(e.to_string()))?;
+        // an instance without its NodeClaim's tag yet: one launched here waits in the tagging
+        // queue with its NodeClaim; any other (an operator restarted before its turn) is
+        // matched by its NodeClaim's provider id, and tagged
+        for i in &mut instances {
+            if i.nodeclaim.is_none() {
+                i.nodeclaim = self.tagging.nodeclaim_of(&i.id);
+            }
+        }
         let untagged: BTreeSet<String> = (instances.iter())
-            .filter(|i| i.nodeclaim.is_none() && !self.tagging.waits(&i.id))
+            .filter(|i| i.nodeclaim.is_none())
             .map(Instance::provider_id)
             .collect();
-        let claims = match self.client.get() {
-            Some(client) if !untagged.is_empty() => claims_of(client, &untagged).await,
-            _ => HashMap::new(),
-        };
+        if let Some(client) = self.client.get().filter(|_| !untagged.is_empty()) {
+            let claims = claims_of(client, &untagged).await?;
+            for i in &mut instances {
+                if let Some(claim) = claims.get(&i.provider_id()) {
+                    self.tagging.push(&i.id, claim);
+                    i.nodeclaim = Some(claim.clone());
+                }
+            }
+        }
         Ok(instances
             .into_iter()
-            .map(|i| {
-                let claim = claims.get(&i.provider_id());
-                if let Some(claim) = claim {
-                    self.tagging.push(&i.id, claim);
-                }
-                (i, claim.cloned())
-            })
-            .map(|(i, claim)| CloudInstance {
+            // one nobody claims while it is young may be a launch still under way
+            .filter(|i| i.nodeclaim.is_some() || !i.young)
+            .map(|i| CloudInstance {
                 provider_id: i.provider_id(),
-                nodeclaim: i.nodeclaim.or(claim).unwrap_or_default(),
+                nodeclaim: i.nodeclaim.unwrap_or_default(),
                 image_id: i.image_id,
                 network: i.network,
             })
@@ -487,29 +495,23 @@ impl CloudProvider for Aws {
 
 /// The NodeClaims whose `status.providerID` is one of `provider_ids`, by provider id, read
 /// from the API server as plain objects (a NodeClaim Kerf cannot read fully still has its
-/// provider id). A failed read is logged and matches none: the next listing tries again.
+/// provider id). A failed read fails the listing: garbage collection must not take an instance
+/// it could not match for an orphan.
 async fn claims_of(
     client: &kube::Client,
     provider_ids: &BTreeSet<String>,
-) -> HashMap<String, String> {
+) -> Result<HashMap<String, String>, CloudError> {
     let resource = kube::api::ApiResource::erase::<kerf_api::NodeClaim>(&());
     let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client.clone(), &resource);
-    let listed = match api.list(&kube::api::ListParams::default()).await {
-        Ok(listed) => listed,
-        Err(e) => {
-            log::error("reading nodeclaims for untagged instances", &e.to_string());
-            return HashMap::new();
-        }
-    };
-    (listed.items.into_iter())
+    let listed = (api.list(&kube::api::ListParams::default()).await)
+        .map_err(|e| CloudError::Api(format!("reading nodeclaims for untagged instances: {e}")))?;
+    Ok((listed.items.into_iter())
         .filter_map(|o| {
             let provider_id = o.data["status"]["providerID"].as_str()?.to_string();
             let name = o.metadata.name?;
-            provider_ids
-                .contains(&provider_id)
-                .then_some((provider_id, name))
+            (provider_ids.contains(&provider_id)).then_some((provider_id, name))
         })
-        .collect()
+        .collect())
 }
 
 /// Live prices over the model's: an offering keeps its modelled price where AWS quoted none.

@@ -5,7 +5,7 @@
 //! and not waiting here (the operator restarted before its turn, or the call failed) is tagged
 //! from the NodeClaim whose `status.providerID` names it.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -28,25 +28,26 @@ pub struct Tagging {
 
 #[derive(Default)]
 struct Waiting {
-    /// (instance id, NodeClaim name).
-    queue: VecDeque<(String, String)>,
-    /// The instance ids in `queue`, and the one being tagged.
-    ids: BTreeSet<String>,
+    /// Instance ids, oldest first.
+    queue: VecDeque<String>,
+    /// The NodeClaim of each instance in `queue`, and of the one being tagged.
+    names: BTreeMap<String, String>,
 }
 
 impl Tagging {
     /// Queues `instance_id` to be tagged with `nodeclaim`, unless it waits already.
     pub fn push(&self, instance_id: &str, nodeclaim: &str) {
         let mut w = self.lock();
-        if w.ids.insert(instance_id.to_string()) {
-            (w.queue).push_back((instance_id.to_string(), nodeclaim.to_string()));
+        if !w.names.contains_key(instance_id) {
+            (w.names).insert(instance_id.to_string(), nodeclaim.to_string());
+            w.queue.push_back(instance_id.to_string());
             self.wake.notify_one();
         }
     }
 
-    /// Whether `instance_id` waits for its tag (or is being tagged).
-    pub fn waits(&self, instance_id: &str) -> bool {
-        self.lock().ids.contains(instance_id)
+    /// The NodeClaim `instance_id` waits to be tagged with (or is being tagged with).
+    pub fn nodeclaim_of(&self, instance_id: &str) -> Option<String> {
+        self.lock().names.get(instance_id).cloned()
     }
 
     /// Tags the waiting instances one at a time, [`PACE`] apart, for as long as the
@@ -54,7 +55,11 @@ impl Tagging {
     /// listing finds it untagged.
     pub async fn run(self: Arc<Self>, fleet: Arc<Fleet>) {
         loop {
-            let next = self.lock().queue.pop_front();
+            let next = {
+                let mut w = self.lock();
+                let id = w.queue.pop_front();
+                id.and_then(|id| w.names.get(&id).map(|name| (id, name.clone())))
+            };
             let Some((instance, nodeclaim)) = next else {
                 self.wake.notified().await;
                 continue;
@@ -66,7 +71,7 @@ impl Tagging {
                     json!({"instance": instance, "NodeClaim": {"name": nodeclaim}, "error": e.to_string()}),
                 );
             }
-            self.lock().ids.remove(&instance);
+            self.lock().names.remove(&instance);
             tokio::time::sleep(PACE).await;
         }
     }
@@ -86,8 +91,10 @@ mod tests {
         t.push("i-1", "a");
         t.push("i-1", "a");
         t.push("i-2", "b");
-        assert!(t.waits("i-1") && t.waits("i-2") && !t.waits("i-3"));
-        let queued: Vec<_> = t.lock().queue.iter().map(|(i, _)| i.clone()).collect();
-        assert_eq!(queued, ["i-1", "i-2"]);
+        t.push("i-1", "c");
+        assert_eq!(t.nodeclaim_of("i-1").as_deref(), Some("a"));
+        assert_eq!(t.nodeclaim_of("i-2").as_deref(), Some("b"));
+        assert_eq!(t.nodeclaim_of("i-3"), None);
+        assert_eq!(t.lock().queue, ["i-1", "i-2"]);
     }
 }
