@@ -7,7 +7,7 @@ write the parameters they want to a JSON file ({"name": "value", ...}) and this 
 loads them into every region's SSM backend before serving.
 
     moto-server.py --port PORT [--ssm-parameters FILE] [--refuse-spot FILE]
-                   [--capacity-reservations FILE] [--instance-status FILE]
+                   [--capacity-reservations FILE] [--instance-status FILE] [--calls FILE]
 
 moto's EC2 Fleet launches an instance from a launch template's image, type, subnet, user data
 and tags, but not from its security groups (moto reads neither `SecurityGroupIds` nor
@@ -44,6 +44,18 @@ filters. `--instance-status FILE` plays failed checks: FILE is a JSON object, in
 "events": ["instance-retirement", ...]}, re-read at every call. A call with filters
 (instance-status.status, system-status.status, event.code) answers with the FILE's instances
 that match them, as EC2 filters; a call without any answers as moto does.
+
+moto enforces IAM once told to (`POST /moto-api/reset-auth` with the number of calls to let
+through first): each call's access key must be an IAM user's or an assumed role's, and its
+action must be allowed by that identity's policies. `--calls FILE` appends each call it checks
+to FILE as a JSON line ({"key": access key id, "action": "ec2:CreateFleet", "allowed": bool}),
+so a test can tell which permissions an identity used and which it was refused. moto matches a
+policy's actions and conditions, not its resources: an EC2 call is checked against `*`. moto
+recomputes each signature from the request as it parsed it, which for some of the Rust SDK's
+requests differs from what was signed (EKS's REST paths; a form value with parentheses, as
+DescribeSpotPriceHistory's `Linux/UNIX (Amazon VPC)`): with `--calls` signatures go unchecked;
+the access key, its session token and the action are.
+SQS's batch calls are checked for the single call's permission, as IAM does.
 """
 
 import argparse
@@ -370,6 +382,36 @@ def instance_status(path: str) -> None:
     EC2Response.describe_instance_status = describe_instance_status
 
 
+# IAM has no permission of its own for SQS's batch calls: each needs the single call's (AWS's
+# Service Authorization Reference), where moto asks for the batch call's name
+SQS_BATCHES = {
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
+
+
+def record_calls(path: str) -> None:
+    from moto.iam.access_control import IAMRequest
+
+    original = IAMRequest.check_action_permitted
+
+    def check(self, resource: str) -> None:
+        self._action = SQS_BATCHES.get(self._action, self._action)
+        allowed = False
+        try:
+            original(self, resource)
+            allowed = True
+        finally:
+            with open(path, "a", encoding="utf-8") as f:
+                scope = self._headers["Authorization"].split("Credential=", 1)[1]
+                f.write(json.dumps({"key": scope.split("/", 1)[0],
+                                    "action": self._action, "allowed": allowed}) + "\n")
+
+    IAMRequest.check_action_permitted = check
+    IAMRequest.check_signature = lambda self: None
+
+
 def run() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
@@ -377,6 +419,7 @@ def run() -> None:
     parser.add_argument("--refuse-spot")
     parser.add_argument("--capacity-reservations")
     parser.add_argument("--instance-status")
+    parser.add_argument("--calls")
     args = parser.parse_args()
     complete_fleet_instances()
     placement_groups()
@@ -388,6 +431,8 @@ def run() -> None:
         capacity_reservations(args.capacity_reservations)
     if args.instance_status:
         instance_status(args.instance_status)
+    if args.calls:
+        record_calls(args.calls)
     moto_main(["-H", "127.0.0.1", "-p", str(args.port)])
 
 

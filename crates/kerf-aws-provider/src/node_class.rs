@@ -41,9 +41,6 @@ pub const READY: &str = "Ready";
 /// Condition type: the class is one Kerf can launch (Karpenter's validation condition).
 pub const VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
 
-/// SSM takes at most this many names per `GetParameters`.
-const SSM_BATCH: usize = 10;
-
 /// What a node class resolves to.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Resolved {
@@ -489,27 +486,31 @@ impl Discovery {
             // image id -> (arch, variants, first parameter naming it) from the parameters
             // that exist
             let mut ids: BTreeMap<String, (&'static str, Vec<Variant>, String)> = BTreeMap::new();
-            for batch in parameters.chunks(SSM_BATCH) {
-                let out = self
-                    .ssm
-                    .get_parameters()
-                    .set_names(Some(batch.iter().map(|p| p.name.clone()).collect()))
-                    .send()
-                    .await
-                    .map_err(|e| classify("GetParameters", "ssm:GetParameter", e))?;
-                for value in out.parameters() {
-                    let Some(p) = batch.iter().find(|p| Some(p.name.as_str()) == value.name())
-                    else {
-                        continue;
-                    };
-                    if let Some(id) = value.value() {
-                        let entry = (ids.entry(id.to_string())).or_insert((
-                            p.arch,
-                            Vec::new(),
-                            p.name.clone(),
-                        ));
-                        entry.1.extend(p.variants.iter().copied());
+            // one GetParameter a name, all at once: Karpenter's controller policy grants
+            // `ssm:GetParameter`, not the `ssm:GetParameters` a batch would need
+            let answers = futures::future::join_all(
+                parameters
+                    .iter()
+                    .map(|p| self.ssm.get_parameter().name(p.name.clone()).send()),
+            )
+            .await;
+            for (p, answer) in parameters.iter().zip(answers) {
+                let value = match answer {
+                    Ok(out) => out.parameter,
+                    // a variant the region does not publish (no Neuron image of arm64…)
+                    Err(e)
+                        if e.as_service_error()
+                            .is_some_and(|e| e.is_parameter_not_found()) =>
+                    {
+                        None
                     }
+                    Err(e) => return Err(classify("GetParameter", "ssm:GetParameter", e)),
+                };
+                if let Some(id) = value.and_then(|v| v.value) {
+                    let entry = ids
+                        .entry(id)
+                        .or_insert((p.arch, Vec::new(), p.name.clone()));
+                    entry.1.extend(p.variants.iter().copied());
                 }
             }
             if ids.is_empty() {

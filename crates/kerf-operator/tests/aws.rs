@@ -200,10 +200,9 @@ async fn seeded_moto(name: &str) -> (Moto, aws_sdk_ec2::Client, String) {
         .map(|(name, id)| (name.replace("1.33", KUBERNETES), *id))
         .collect();
     let parameters: Vec<(&str, &str)> = parameters.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-    let moto = Moto::start(name, &parameters);
+    let mut moto = Moto::start(name, &parameters);
     let config = moto.config().await;
-    let ec2 = aws_sdk_ec2::Client::new(&config);
-    let (subnet, _, _) = network(&ec2).await;
+    let (subnet, _, _) = network(&aws_sdk_ec2::Client::new(&config)).await;
     let role = seed_node_class().spec.role.expect("the seed names a role");
     let iam = aws_sdk_iam::Client::new(&config);
     iam.create_role()
@@ -228,7 +227,67 @@ async fn seeded_moto(name: &str) -> (Moto, aws_sdk_ec2::Client, String) {
         .send()
         .await
         .expect("create the interruption queue");
+    moto.enforce_iam(
+        &format!("KarpenterControllerRole-{CLUSTER}"),
+        &controller_policy(),
+    )
+    .await;
+    let ec2 = aws_sdk_ec2::Client::new(&moto.config().await);
     (moto, ec2, subnet)
+}
+
+/// The controller policy as `deploy/aws/controller-policy.json` grants it, filled in for this
+/// cluster, with every statement's `Resource` widened to `*`: moto checks each call's action
+/// (and the conditions it can read) against `*`, never against the resource it touches, so a
+/// scoped statement would match nothing there.
+fn controller_policy() -> String {
+    let text = std::fs::read_to_string(root().join("deploy/aws/controller-policy.json"))
+        .expect("deploy/aws/controller-policy.json");
+    let text = text
+        .replace("${AWS_PARTITION}", "aws")
+        .replace("${AWS_DEFAULT_REGION}", REGION)
+        .replace("${AWS_ACCOUNT_ID}", "123456789012")
+        .replace("${CLUSTER_NAME}", CLUSTER);
+    let mut policy: Value = serde_json::from_str(&text).expect("the policy is JSON");
+    for statement in policy["Statement"].as_array_mut().expect("statements") {
+        statement["Resource"] = json!("*");
+    }
+    policy.to_string()
+}
+
+/// Every action the controller policy grants.
+fn granted_actions() -> BTreeSet<String> {
+    let policy: Value = serde_json::from_str(&controller_policy()).expect("the policy");
+    policy["Statement"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| match &s["Action"] {
+            Value::String(a) => vec![a.clone()],
+            actions => actions
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str().map(str::to_string))
+                .collect(),
+        })
+        .collect()
+}
+
+/// The actions the operator called under its role, after checking that moto refused none.
+fn actions_called(moto: &Moto) -> BTreeSet<String> {
+    let key = moto.controller().access_key_id().to_string();
+    let calls: Vec<_> = moto.calls().into_iter().filter(|c| c.key == key).collect();
+    let refused: BTreeSet<&str> = calls
+        .iter()
+        .filter(|c| !c.allowed)
+        .map(|c| c.action.as_str())
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "the controller policy lacks what the operator called: {refused:?}"
+    );
+    calls.into_iter().map(|c| c.action).collect()
 }
 
 /// A control plane on Karpenter's CRDs with seed 004 applied, and `kerf-operator
@@ -243,10 +302,18 @@ fn aws_operator(name: &str, moto: &Moto) -> (ControlPlane, Operator) {
         std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed 004");
     cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));
     let mut env = chart_env(&cp, false);
+    // the controller role's credentials, as IRSA or Pod Identity hands them out
+    let credentials = moto.controller();
+    if let Some(token) = credentials.session_token() {
+        env.push(("AWS_SESSION_TOKEN", token.to_string()));
+    }
     env.extend([
         ("AWS_ENDPOINT_URL", moto.endpoint()),
-        ("AWS_ACCESS_KEY_ID", "test".to_string()),
-        ("AWS_SECRET_ACCESS_KEY", "test".to_string()),
+        ("AWS_ACCESS_KEY_ID", credentials.access_key_id().to_string()),
+        (
+            "AWS_SECRET_ACCESS_KEY",
+            credentials.secret_access_key().to_string(),
+        ),
         ("AWS_REGION", REGION.to_string()),
         ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
         ("CLUSTER_NAME", CLUSTER.to_string()),
@@ -655,7 +722,44 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
     assert!(!log().contains("forbidden"), "{}", log());
     // the region's instance types were read from EC2, not only embedded
     assert!(log().contains("discovered instance types"), "{}", log());
+    // least privilege on AWS: the controller policy allowed every call the operator made,
+    // and it grants nothing this run did not use but what moto cannot check and what the
+    // reservation test calls
+    let called = actions_called(&moto);
+    let unused: Vec<String> = granted_actions()
+        .into_iter()
+        .filter(|a| !called.contains(a) && !UNCHECKED.iter().any(|(u, _)| u == a))
+        .filter(|a| !CALLED_WITH_A_RESERVATION.contains(&a.as_str()))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "granted and never called: {unused:?} (called: {called:?})"
+    );
 }
+
+/// Permissions of the controller policy that only a class with a capacity reservation and a
+/// placement group calls for (checked in the reservation test).
+const CALLED_WITH_A_RESERVATION: [&str; 2] = [
+    "ec2:DescribeCapacityReservations",
+    "ec2:DescribePlacementGroups",
+];
+
+/// Permissions of the controller policy that moto never checks, with why.
+const UNCHECKED: [(&str, &str); 4] = [
+    ("pricing:GetProducts", "moto serves no Price List API"),
+    (
+        "iam:PassRole",
+        "EC2 checks it when a launch template names an instance profile; moto does not",
+    ),
+    (
+        "ec2:RunInstances",
+        "EC2 checks it for each instance an instant CreateFleet launches; moto does not",
+    ),
+    (
+        "iam:TagInstanceProfile",
+        "IAM checks it when CreateInstanceProfile carries tags; moto does not",
+    ),
+];
 
 /// Seconds since the Unix epoch of a log line's `time`.
 fn at(line: &Value) -> f64 {
@@ -832,6 +936,7 @@ async fn when_spot_runs_out_seed_000s_on_demand_fallback_launches_within_seconds
             )
         },
     );
+    actions_called(&moto);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -976,4 +1081,41 @@ async fn a_capacity_reservation_is_resolved_filled_first_and_launched_into_then_
     check_claim(&cp, &ec2, &second).await;
     // no launch met a full reservation: the count was kept
     assert!(!log().contains("ReservationCapacityExceeded"), "{}", log());
+    // a placement group for the class: resolved under the controller policy too
+    ec2.create_placement_group()
+        .group_name("training")
+        .strategy(aws_sdk_ec2::types::PlacementStrategy::Cluster)
+        .send()
+        .await
+        .expect("create the placement group");
+    let class_patch = json!({"spec": {"placementGroupSelector": {"name": "training"}}});
+    cp.kubectl_ok(
+        &[
+            "patch",
+            "ec2nodeclass",
+            "default",
+            "--type",
+            "merge",
+            "-p",
+            &class_patch.to_string(),
+        ],
+        None,
+    );
+    // the class is resolved again with it: moto sees the group read
+    let key = moto.controller().access_key_id().to_string();
+    wait_for(
+        "the placement group read",
+        LIMIT,
+        || {
+            (moto.calls().iter())
+                .any(|c| c.key == key && c.action == "ec2:DescribePlacementGroups")
+                .then_some(())
+        },
+        || json_of(&cp, &["get", "ec2nodeclass", "default"]).to_string(),
+    );
+    // the controller policy allowed the reservation's and the group's reads
+    let called = actions_called(&moto);
+    for action in CALLED_WITH_A_RESERVATION {
+        assert!(called.contains(action), "{action} not called: {called:?}");
+    }
 }

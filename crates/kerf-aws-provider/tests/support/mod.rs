@@ -27,6 +27,21 @@ pub struct Moto {
     child: Child,
     port: u16,
     dir: TempDir,
+    /// The tests' own credentials once IAM is enforced: an administrator's access key.
+    admin: Option<Credentials>,
+    /// The controller role's credentials once IAM is enforced.
+    controller: Option<Credentials>,
+}
+
+/// One call moto checked against IAM (`scripts/moto-server.py --calls`).
+#[derive(Debug, Deserialize)]
+pub struct Call {
+    /// The caller's access key id.
+    pub key: String,
+    /// `service:Action`, as a policy names it.
+    pub action: String,
+    /// Whether the caller's policies allowed it.
+    pub allowed: bool,
 }
 
 /// A directory removed when dropped.
@@ -82,6 +97,8 @@ impl Moto {
             .arg(dir.join("capacity-reservations.json"))
             .arg("--instance-status")
             .arg(dir.join("instance-status.json"))
+            .arg("--calls")
+            .arg(dir.join("calls.jsonl"))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -90,6 +107,8 @@ impl Moto {
             child,
             port,
             dir: TempDir(dir.clone()),
+            admin: None,
+            controller: None,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -153,16 +172,129 @@ impl Moto {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// An SDK configuration that reaches this server.
+    /// An SDK configuration that reaches this server (as its administrator once IAM is
+    /// enforced).
     pub async fn config(&self) -> aws_config::SdkConfig {
+        let credentials = self
+            .admin
+            .clone()
+            .unwrap_or_else(|| Credentials::new("test", "test", None, None, "kerf-tests"));
         aws_config::defaults(aws_config::BehaviorVersion::latest())
             .http_client(kerf_aws_provider::https_client())
             .region(Region::new(REGION))
             .endpoint_url(self.endpoint())
-            .credentials_provider(Credentials::new("test", "test", None, None, "kerf-tests"))
+            .credentials_provider(credentials)
             .load()
             .await
     }
+
+    /// Enforces IAM from now on, as AWS does: a role (`name`) holding `policy` and nothing
+    /// else is assumed as a controller assumes its role ([`Moto::controller`]); the tests' own
+    /// calls go on as an administrator user. Every call moto checks from then on is recorded
+    /// ([`Moto::calls`]).
+    pub async fn enforce_iam(&mut self, name: &str, policy: &str) {
+        use aws_sdk_ec2::config::ProvideCredentials;
+        let config = self.config().await;
+        let iam = aws_sdk_iam::Client::new(&config);
+        let everything = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}"#;
+        iam.create_user()
+            .user_name("tests")
+            .send()
+            .await
+            .expect("create the tests' user");
+        iam.put_user_policy()
+            .user_name("tests")
+            .policy_name("everything")
+            .policy_document(everything)
+            .send()
+            .await
+            .expect("allow the tests everything");
+        let key = iam
+            .create_access_key()
+            .user_name("tests")
+            .send()
+            .await
+            .expect("the tests' access key")
+            .access_key
+            .expect("an access key");
+        let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"*"},"Action":"sts:AssumeRole"}]}"#;
+        let role = iam
+            .create_role()
+            .role_name(name)
+            .assume_role_policy_document(trust)
+            .send()
+            .await
+            .expect("create the controller's role")
+            .role
+            .expect("a role");
+        let arn = iam
+            .create_policy()
+            .policy_name(format!("{name}-policy"))
+            .policy_document(policy)
+            .send()
+            .await
+            .expect("create the controller's policy")
+            .policy
+            .and_then(|p| p.arn)
+            .expect("a policy arn");
+        iam.attach_role_policy()
+            .role_name(name)
+            .policy_arn(arn)
+            .send()
+            .await
+            .expect("attach the policy");
+        let assumed = aws_config::sts::AssumeRoleProvider::builder(role.arn)
+            .session_name("kerf-operator")
+            .configure(&config)
+            .build()
+            .await
+            .provide_credentials()
+            .await
+            .expect("assume the controller's role");
+        let answer = post(self.port, "/moto-api/reset-auth", "0");
+        assert!(answer.contains("ok"), "moto did not enforce IAM: {answer}");
+        self.admin = Some(Credentials::new(
+            key.access_key_id,
+            key.secret_access_key,
+            None,
+            None,
+            "kerf-tests-admin",
+        ));
+        self.controller = Some(assumed);
+    }
+
+    /// The credentials a controller is given: the role's once IAM is enforced, else any.
+    pub fn controller(&self) -> Credentials {
+        self.controller
+            .clone()
+            .unwrap_or_else(|| Credentials::new("test", "test", None, None, "kerf-tests"))
+    }
+
+    /// The calls moto checked against IAM since it was enforced.
+    pub fn calls(&self) -> Vec<Call> {
+        std::fs::read_to_string(self.dir.0.join("calls.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+/// A plain-text POST to moto's own API on 127.0.0.1 (HTTP/1.0: the answer ends when moto closes
+/// the connection).
+fn post(port: u16, path: &str, body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("reach moto");
+    write!(
+        stream,
+        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send to moto");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("moto's answer");
+    answer
 }
 
 impl Drop for Moto {
