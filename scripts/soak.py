@@ -2,13 +2,15 @@
 """A soak of kerf-operator: a real control plane with kwok, a workload that keeps changing,
 faults drawn at random between its steps, and invariants checked from outside Kerf throughout.
 
-  scripts/soak.py [--minutes N] [--seed S] [--keep] [--plant stuck-taint]
+  scripts/soak.py [--minutes N] [--seed S] [--keep] [--plant stuck-taint] [--operator PATH]
                   [--claim-bound S] [--disrupted-bound S] [--pending-bound S]
 
 The benchmark of issue 68 runs by hand for two hours (`--minutes 120`, the default); CI's short
-form is `scripts/soak.py --minutes 5`. Each run starts its own control plane
-(scripts/e2e-cluster.sh), Karpenter kwok's CRDs, one KWOKNodeClass and one NodePool, and
-`target/release/kerf-operator --cloud-provider kwok` as built (this script builds nothing). The
+form (.ci/run) is `scripts/soak.py --minutes 2 --operator target/debug/kerf-operator`, the test
+build's binary, since a release build would double CI's build time. Each run starts its own
+control plane (scripts/e2e-cluster.sh), Karpenter kwok's CRDs, one KWOKNodeClass and one
+NodePool, and `target/release/kerf-operator --cloud-provider kwok` (or `--operator`'s) as built
+(this script builds nothing). The
 operator reaches the API server only through a relay (`kubectl proxy` with a TCP relay in
 front, as crates/kerf-operator/tests/support/proxy.rs), which the faults switch.
 
@@ -538,12 +540,12 @@ class Operator:
     """kerf-operator with the kwok cloud provider, through the relay; started again with the
     same flags, ports and log file after each kill."""
 
-    def __init__(self, work, env, kubeconfig, no_capacity):
+    def __init__(self, operator, work, env, kubeconfig, no_capacity):
         self.metrics_port, self.health_port = race.free_port(), race.free_port()
         self.env = dict(env, KUBECONFIG=kubeconfig, DISABLE_LEADER_ELECTION="true",
                         METRICS_PORT=str(self.metrics_port),
                         HEALTH_PROBE_PORT=str(self.health_port), BIND_ADDRESS="127.0.0.1")
-        self.command = [OPERATOR, "--cloud-provider", "kwok", "--kwok-no-capacity", no_capacity]
+        self.command = [operator, "--cloud-provider", "kwok", "--kwok-no-capacity", no_capacity]
         self.log_path = os.path.join(work, "kerf-operator.log")
         self.proc = None
         self.started_at = 0.0
@@ -1515,6 +1517,8 @@ def main():
     ap.add_argument("--seed", type=int, help="the RNG's seed (default: from the clock)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     ap.add_argument("--plant", choices=["stuck-taint"], help="plant a bug the checks must catch")
+    ap.add_argument("--operator", default=OPERATOR,
+                    help="the kerf-operator binary (default target/release/kerf-operator)")
     ap.add_argument("--claim-bound", type=float, default=120,
                     help="seconds a NodeClaim may be without its node (default 120)")
     ap.add_argument("--disrupted-bound", type=float, default=300,
@@ -1525,9 +1529,9 @@ def main():
     args = ap.parse_args()
     if args.seed is None:
         args.seed = int(time.time()) % 1_000_000
-    if not os.access(OPERATOR, os.X_OK):
-        print(f"soak: {OPERATOR} not found: build it with cargo build --release "
-              "-p kerf-operator", file=sys.stderr)
+    if not os.access(args.operator, os.X_OK):
+        print(f"soak: {args.operator} not found: build it (cargo build --release "
+              "-p kerf-operator for the default)", file=sys.stderr)
         return 2
     short = args.minutes < 10
     sample_every = 20 if short else 60
@@ -1567,7 +1571,7 @@ def main():
         no_capacity = os.path.join(work, "no-capacity")
         workload = Workload(env, record, rng_steps, no_capacity)
         workload.write_capacity()
-        operator = Operator(work, env, relay.kubeconfig, no_capacity)
+        operator = Operator(args.operator, work, env, relay.kubeconfig, no_capacity)
         operator.start()
         operator.wait_ready(120)
         record.say(f"control plane and operator up (pid {operator.proc.pid})")
