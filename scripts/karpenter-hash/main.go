@@ -15,7 +15,8 @@
 //     controller-runtime's registry, whether or not anything was observed: those its
 //     packages register as they load, and those its status controllers (NodeClaim, NodePool,
 //     Node, EC2NodeClass; made here with the options Karpenter's own controller lists give
-//     them) register as they are made: name, type, label names and histogram buckets;
+//     them) and the AWS SDK's request families register as they are made: name, type, label
+//     names and histogram buckets;
 //   - {"kind": "DisruptionBudget", "nodePool", "nodes", "reason", "now"}: how many of the
 //     NodePool's `nodes` its budgets let `reason` disrupt at `now` (RFC 3339), as the
 //     disruption controller reads them (`MustGetAllowedDisruptions`);
@@ -48,7 +49,9 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
+	prometheusv2 "github.com/jonathan-innis/aws-sdk-go-prometheus/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -289,6 +292,9 @@ func metricFamilies() ([]family, error) {
 	status.NewGenericObjectController[*corev1.Node](nil, recorder, buckets,
 		status.WithLabels(nodeClass, karpv1.NodePoolLabelKey, karpv1.NodeInitializedLabelKey))
 	status.NewController[*awsv1.EC2NodeClass](nil, recorder, status.EmitDeprecatedMetrics)
+	// the AWS SDK's request families, registered as the AWS provider's operator wraps its
+	// SDK config
+	prometheusv2.WithPrometheusMetrics(aws.Config{}, crmetrics.Registry)
 	registry, ok := crmetrics.Registry.(*prometheus.Registry)
 	if !ok {
 		return nil, fmt.Errorf("controller-runtime's registry is a %T, not a *prometheus.Registry", crmetrics.Registry)

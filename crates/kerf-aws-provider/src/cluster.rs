@@ -7,7 +7,7 @@ use crate::{AwsError, classify};
 
 /// The cluster `name`'s endpoint, CA bundle and service CIDR (IPv4, else IPv6).
 pub async fn describe(config: &aws_config::SdkConfig, name: &str) -> Result<ClusterInfo, AwsError> {
-    let out = aws_sdk_eks::Client::new(config)
+    let out = crate::client!(aws_sdk_eks, config)
         .describe_cluster()
         .name(name)
         .send()

@@ -27,7 +27,7 @@ impl InstanceProfiles {
     /// An IAM client for the cluster's profiles in `region`.
     pub fn new(config: &aws_config::SdkConfig, cluster: &str, region: &str) -> InstanceProfiles {
         InstanceProfiles {
-            iam: aws_sdk_iam::Client::new(config),
+            iam: crate::client!(aws_sdk_iam, config),
             cluster: cluster.to_string(),
             region: region.to_string(),
         }

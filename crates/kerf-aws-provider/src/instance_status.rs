@@ -36,7 +36,7 @@ impl InstanceStatusChecks {
     /// Reads the region of `config`.
     pub fn new(config: &aws_config::SdkConfig) -> InstanceStatusChecks {
         InstanceStatusChecks {
-            ec2: aws_sdk_ec2::Client::new(config),
+            ec2: crate::client!(aws_sdk_ec2, config),
         }
     }
 

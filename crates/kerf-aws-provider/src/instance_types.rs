@@ -40,7 +40,7 @@ pub struct InstanceTypeSource {
 impl InstanceTypeSource {
     /// Reads the region of `config`.
     pub fn new(config: &aws_config::SdkConfig) -> InstanceTypeSource {
-        InstanceTypeSource::with_client(aws_sdk_ec2::Client::new(config))
+        InstanceTypeSource::with_client(crate::client!(aws_sdk_ec2, config))
     }
 
     /// Reads through `ec2` (tests hand in a mocked one).

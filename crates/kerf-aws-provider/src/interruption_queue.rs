@@ -45,7 +45,7 @@ impl InterruptionQueue {
         config: &aws_config::SdkConfig,
         name: &str,
     ) -> Result<InterruptionQueue, AwsError> {
-        let sqs = aws_sdk_sqs::Client::new(config);
+        let sqs = crate::client!(aws_sdk_sqs, config);
         let out = sqs
             .get_queue_url()
             .queue_name(name)

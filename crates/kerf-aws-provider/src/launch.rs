@@ -378,7 +378,7 @@ struct Template {
 impl Fleet {
     /// A client for EC2 and the cluster its nodes join.
     pub fn new(config: &aws_config::SdkConfig, cluster: ClusterInfo) -> Fleet {
-        Fleet::with_client(aws_sdk_ec2::Client::new(config), cluster)
+        Fleet::with_client(crate::client!(aws_sdk_ec2, config), cluster)
     }
 
     /// Over a given EC2 client (tests answer it with chosen errors).

@@ -19,6 +19,7 @@ pub mod interruption_queue;
 pub mod launch;
 pub mod node_class;
 pub mod pricing;
+pub mod sdk_metrics;
 pub mod user_data;
 
 pub use node_class::{Discovery, Resolved};

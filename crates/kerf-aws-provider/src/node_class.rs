@@ -198,8 +198,8 @@ impl Discovery {
     /// Clients from one SDK configuration.
     pub fn new(config: &aws_config::SdkConfig) -> Discovery {
         Discovery {
-            ec2: aws_sdk_ec2::Client::new(config),
-            ssm: aws_sdk_ssm::Client::new(config),
+            ec2: crate::client!(aws_sdk_ec2, config),
+            ssm: crate::client!(aws_sdk_ssm, config),
         }
     }
 

@@ -62,9 +62,10 @@ impl PriceSource {
             .region(aws_sdk_pricing::config::Region::new(pricing_region(
                 &region,
             )))
+            .interceptor(crate::sdk_metrics::Counting)
             .build();
         PriceSource {
-            ec2: aws_sdk_ec2::Client::new(config),
+            ec2: crate::client!(aws_sdk_ec2, config),
             pricing: aws_sdk_pricing::Client::from_conf(pricing_config),
             region,
         }

@@ -132,12 +132,14 @@ impl Inputs {
         self.note_sync(core);
         let unix = i64::try_from(now().as_secs()).unwrap_or(0);
         self.watched.status.refresh(unix);
-        let extra = [
+        let mut extra = vec![
             self.reconciles.registry(),
             self.watched.gaps.registry(),
             self.watched.status.registry(),
             self.runtime.registry(),
         ];
+        // the AWS SDK's calls, on the AWS path
+        extra.extend(kerf_aws_provider::sdk_metrics::installed().map(|m| m.registry()));
         let text = core.render_metrics(now(), &extra);
         // the scraper may have given up: nothing to do then
         let _ = scrape.send(text);

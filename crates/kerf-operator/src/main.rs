@@ -190,6 +190,8 @@ async fn main() -> std::process::ExitCode {
                 );
                 return std::process::ExitCode::from(2);
             };
+            // every AWS call counted from the first, as Karpenter's SDK middleware does
+            kerf_aws_provider::sdk_metrics::install();
             let mut config = kerf_aws_provider::sdk_config().await;
             if let Some(region) = args.region {
                 config = config

@@ -722,6 +722,15 @@ async fn the_seed_launches_an_instance_in_moto_that_runs_its_pods_and_is_termina
     assert!(!log().contains("forbidden"), "{}", log());
     // the region's instance types were read from EC2, not only embedded
     assert!(log().contains("discovered instance types"), "{}", log());
+    // each AWS call counted as Karpenter's SDK middleware counts it
+    let metrics = http_get(op.metrics_port, "/metrics").1;
+    for series in [
+        r#"aws_sdk_go_request_total{service="EC2",action="CreateFleet",code="200"}"#,
+        r#"aws_sdk_go_request_total{service="EKS",action="DescribeCluster",code="200"}"#,
+        r#"aws_sdk_go_request_attempt_duration_seconds_count{service="SQS",action="ReceiveMessage",code="200"}"#,
+    ] {
+        assert!(metrics.contains(series), "{series} not in\n{metrics}");
+    }
     // least privilege on AWS: the controller policy allowed every call the operator made,
     // and it grants nothing this run did not use but what moto cannot check and what the
     // reservation test calls

@@ -356,12 +356,42 @@ fn every_family_karpenter_serves_beside_its_own_is_kerfs() {
     runtime.leading("karpenter-leader-election", true);
     let reconciles = kerf_operator::reconciles::Reconciles::default();
     reconciles.record("nodeclaim.lifecycle", Ok(()), Duration::from_millis(5));
+    let sdk = kerf_aws_provider::sdk_metrics::install();
+    sdk_call();
     let mut text = String::new();
-    for registry in [status.registry(), runtime.registry(), reconciles.registry()] {
+    for registry in [
+        status.registry(),
+        runtime.registry(),
+        reconciles.registry(),
+        sdk.registry(),
+    ] {
         prometheus_client::encoding::text::encode(&mut text, registry).expect("encoded");
     }
     let differences = family_differences(&karpenters_registry(), &served(&text));
     assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// One EC2 call through a client that counts its calls, answered by the SDK's mock.
+fn sdk_call() {
+    use aws_sdk_ec2::operation::describe_subnets::DescribeSubnetsOutput;
+    use aws_smithy_mocks::{MockResponseInterceptor, mock};
+    let rule = mock!(aws_sdk_ec2::Client::describe_subnets)
+        .then_output(|| DescribeSubnetsOutput::builder().build());
+    let config = aws_sdk_ec2::Config::builder()
+        .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+        .region(aws_sdk_ec2::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_ec2::config::Credentials::new(
+            "test", "test", None, None, "tests",
+        ))
+        .http_client(aws_smithy_mocks::create_mock_http_client())
+        .interceptor(MockResponseInterceptor::new().with_rule(&rule))
+        .interceptor(kerf_aws_provider::sdk_metrics::Counting)
+        .build();
+    let ec2 = aws_sdk_ec2::Client::from_conf(config);
+    tokio::runtime::Runtime::new()
+        .expect("a runtime")
+        .block_on(ec2.describe_subnets().send())
+        .expect("the mock's answer");
 }
 
 /// What a running operator serves after a NodeClaim came up: the families that must have a
