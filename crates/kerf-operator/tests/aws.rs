@@ -770,6 +770,21 @@ const UNCHECKED: [(&str, &str); 4] = [
     ),
 ];
 
+/// Merges `patch` into the seed's EC2NodeClass.
+fn patch_class(cp: &ControlPlane, patch: &Value) {
+    let patch = patch.to_string();
+    let args = [
+        "patch",
+        "ec2nodeclass",
+        "default",
+        "--type",
+        "merge",
+        "-p",
+        &patch,
+    ];
+    cp.kubectl_ok(&args, None);
+}
+
 /// Seconds since the Unix epoch of a log line's `time`.
 fn at(line: &Value) -> f64 {
     line["time"]
@@ -959,18 +974,9 @@ async fn a_capacity_reservation_is_resolved_filled_first_and_launched_into_then_
     let (cp, op) = aws_operator("aws-reserved", &moto);
     let log = || std::fs::read_to_string(&op.log).unwrap_or_default();
     // seed 004 with its reservation: the class selects it, the NodePool allows reserved
-    let class_patch = json!({"spec": {"capacityReservationSelectorTerms": [{"id": RESERVATION}]}});
-    cp.kubectl_ok(
-        &[
-            "patch",
-            "ec2nodeclass",
-            "default",
-            "--type",
-            "merge",
-            "-p",
-            &class_patch.to_string(),
-        ],
-        None,
+    patch_class(
+        &cp,
+        &json!({"spec": {"capacityReservationSelectorTerms": [{"id": RESERVATION}]}}),
     );
     let pool_patch = json!({"spec": {"template": {"spec": {"requirements": [
             {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
@@ -1097,18 +1103,9 @@ async fn a_capacity_reservation_is_resolved_filled_first_and_launched_into_then_
         .send()
         .await
         .expect("create the placement group");
-    let class_patch = json!({"spec": {"placementGroupSelector": {"name": "training"}}});
-    cp.kubectl_ok(
-        &[
-            "patch",
-            "ec2nodeclass",
-            "default",
-            "--type",
-            "merge",
-            "-p",
-            &class_patch.to_string(),
-        ],
-        None,
+    patch_class(
+        &cp,
+        &json!({"spec": {"placementGroupSelector": {"name": "training"}}}),
     );
     // the class is resolved again with it: moto sees the group read
     let key = moto.controller().access_key_id().to_string();
