@@ -1954,3 +1954,123 @@ fn the_demo_scales_a_local_cluster_up_and_back_down() {
         assert!(!alive, "component {pid} still running after the demo");
     }
 }
+
+/// How far a NodeClaim's real removal may fall from `kerf plan`'s prediction of it: the
+/// disruption pass runs every 10 s on both sides, so a pass's phase can move a decision by
+/// up to one pass, and kwok's launches and the API server's latency add a second or two.
+const PLAN_TOLERANCE: f64 = 12.0;
+
+#[test]
+fn kerf_plan_predicts_the_drift_roll_the_cluster_then_makes() {
+    let kerf = std::path::Path::new(OPERATOR).with_file_name("kerf");
+    assert!(
+        kerf.exists(),
+        "{} is missing: build it with `cargo build -p kerf`",
+        kerf.display()
+    );
+    let fixtures = root().join("fixtures/plan");
+    let cp = ControlPlane::start("plan");
+    cp.install_crds();
+    let roll = std::fs::read(fixtures.join("roll.yaml")).expect("roll.yaml");
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(&roll));
+    let op = Operator::start(&cp, OPERATOR, 1, &[]);
+    wait_for(
+        "four spread pods running on four ready nodes",
+        LIMIT,
+        || (running(&cp, "spread").len() == 4 && ready_nodeclaims(&cp) == 4).then_some(()),
+        || format!("{:?}", running(&cp, "spread")),
+    );
+    let mut before = claim_names(&cp);
+    before.sort();
+    let version = |cp: &ControlPlane| {
+        json(cp, &["get", "nodepool", "roll"])["metadata"]["resourceVersion"].clone()
+    };
+    let pool_version = version(&cp);
+
+    // the plan, read off the live cluster: every node drifts, one at a time
+    let change = fixtures.join("roll-relabelled.yaml");
+    let out = std::process::Command::new(&kerf)
+        .args([
+            "plan",
+            "-o",
+            "json",
+            "--for",
+            "10m",
+            "--launch-delay",
+            "1s",
+            "--ready-delay",
+            "1s",
+            "-f",
+        ])
+        .arg(&change)
+        .env("KUBECONFIG", &cp.kubeconfig)
+        .output()
+        .expect("kerf plan runs");
+    assert!(
+        out.status.success(),
+        "kerf plan: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).expect("kerf plan -o json");
+    let mut predicted: Vec<(f64, String)> = plan["changed"]["removals"]
+        .as_array()
+        .expect("removals")
+        .iter()
+        .map(|r| {
+            assert_eq!(r["reason"], "Drifted", "{plan}");
+            let gone = r["terminated"].as_f64().expect("gone within the horizon");
+            (
+                gone,
+                r["nodeclaim"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    predicted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut names: Vec<String> = predicted.iter().map(|p| p.1.clone()).collect();
+    names.sort();
+    assert_eq!(names, before, "{plan}");
+    // it only read: the NodePool and the NodeClaims are as they were
+    assert_eq!(version(&cp), pool_version);
+    let mut after = claim_names(&cp);
+    after.sort();
+    assert_eq!(after, before);
+
+    // then the change, applied: each NodeClaim's removal timed from the apply
+    let applied = std::time::Instant::now();
+    cp.kubectl_ok(&["apply", "-f", change.to_str().expect("utf-8 path")], None);
+    let mut gone: Vec<(f64, String)> = Vec::new();
+    wait_for(
+        "every drifted NodeClaim gone",
+        Duration::from_secs(240),
+        || {
+            let now = claim_names(&cp);
+            for name in &before {
+                if !now.contains(name) && !gone.iter().any(|g| &g.1 == name) {
+                    gone.push((applied.elapsed().as_secs_f64(), name.clone()));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(250));
+            (gone.len() == before.len()).then_some(())
+        },
+        || format!("{:?}", claim_names(&cp)),
+    );
+    wait_for(
+        "four spread pods running again",
+        LIMIT,
+        || (running(&cp, "spread").len() == 4).then_some(()),
+        || format!("{:?}", running(&cp, "spread")),
+    );
+    // the k-th node gone when the plan said the k-th would go
+    for (k, (real, p)) in gone.iter().zip(&predicted).enumerate() {
+        assert!(
+            (real.0 - p.0).abs() <= PLAN_TOLERANCE,
+            "removal {k}: {} gone after {:.1}s, predicted {} at {:.1}s\nreal: {gone:?}\nplan: {predicted:?}\noperator: {:?}",
+            real.1,
+            real.0,
+            p.1,
+            p.0,
+            op.lines().last()
+        );
+    }
+    eprintln!("kerf plan: predicted {predicted:?}, real {gone:?}");
+}

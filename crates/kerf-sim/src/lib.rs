@@ -15,7 +15,7 @@ use std::time::Duration;
 
 pub use report::Report;
 pub use scenario::{Scenario, ScenarioError};
-pub use world::{RunOptions, SimError, World};
+pub use world::{RunOptions, SimError, Standing, World};
 
 /// The scenarios shipped in the binary (`scenarios/` in the repository), by name.
 pub const BUILT_IN: &[(&str, &str)] = &[

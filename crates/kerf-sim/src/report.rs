@@ -121,6 +121,38 @@ pub struct Wait {
     pub until: f64,
 }
 
+/// A NodeClaim Kerf took away during the run: by a disruption command (with its reason),
+/// by expiry, or for any other cause its NodeClaim's deletion had.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Removal {
+    /// The NodeClaim.
+    pub nodeclaim: String,
+    /// Its Node (none if it never registered).
+    pub node: Option<String>,
+    /// Its NodePool.
+    pub nodepool: String,
+    /// Its instance type.
+    pub instance_type: String,
+    /// Why: a disruption method's reason (`Drifted`, `Underutilized`, `Empty`,
+    /// `Unhealthy`), `Expired`, `Interrupted` (a spot interruption or another cloud
+    /// notice), or `Deleted` for any other deletion (garbage collection, a NodePool
+    /// removed, a static NodePool scaled down).
+    pub reason: String,
+    /// Seconds since the start when it was decided (the command, or the deletion).
+    pub decided: f64,
+    /// When its instance was terminated; none if it still ran at the end.
+    pub terminated: Option<f64>,
+}
+
+/// Another run's timeline, drawn over a report's own.
+#[derive(Clone, Debug, Serialize)]
+pub struct Beside {
+    /// What the other run is (the legend's words).
+    pub label: String,
+    /// Its samples.
+    pub timeline: Vec<Sample>,
+}
+
 /// How many of the longest waits a report keeps.
 pub const LONGEST_WAITS: usize = 5;
 
@@ -144,6 +176,12 @@ pub struct Report {
     pub timeline: Vec<Sample>,
     /// The longest waits for a node, longest first.
     pub longest_waits: Vec<Wait>,
+    /// The NodeClaims Kerf took away, in the order it decided to.
+    pub removals: Vec<Removal>,
+    /// Another run's timeline the page draws over this one's (`kerf plan`: the cluster
+    /// without the change); none for a run on its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub beside: Option<Beside>,
     /// The log records.
     pub events: Vec<Value>,
     /// Karpenter's metrics at the end, as OpenMetrics text (`kerf simulate --metrics`); not
@@ -177,6 +215,8 @@ impl Report {
             started_at: crate::clock::rfc3339(Duration::ZERO),
             timeline,
             longest_waits,
+            removals: Vec::new(),
+            beside: None,
             events,
             metrics: String::new(),
         }
@@ -291,6 +331,19 @@ impl Report {
             .replace("</", "<\\/");
         PAGE.replace("%%TITLE%%", &html_escape(&self.scenario))
             .replace("%%DATA%%", &data)
+    }
+}
+
+impl Report {
+    /// The HTML page with `timeline`, another run's (`label`), drawn dashed over this
+    /// run's nodes, cost and pending pods.
+    pub fn html_beside(&self, label: &str, timeline: &[Sample]) -> String {
+        let mut both = self.clone();
+        both.beside = Some(Beside {
+            label: label.to_string(),
+            timeline: timeline.to_vec(),
+        });
+        both.html()
     }
 }
 

@@ -41,7 +41,7 @@ use crate::clock::EPOCH_UNIX;
 use crate::cloud::{self, Instance};
 use crate::kube_scheduler;
 use crate::log::Log;
-use crate::report::{FinalNode, LONGEST_WAITS, PoolSample, Report, Sample, Totals, Wait};
+use crate::report::{FinalNode, LONGEST_WAITS, PoolSample, Removal, Report, Sample, Totals, Wait};
 use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 
 mod api_server;
@@ -58,6 +58,8 @@ mod pdb_status;
 #[cfg(test)]
 mod planted;
 mod spot_preference;
+mod standing;
+pub use standing::Standing;
 mod storage;
 
 /// How long a launched instance may take to register before Kerf gives up on it.
@@ -141,6 +143,8 @@ enum Ev {
 struct StoredNodeClaim {
     object: NodeClaim,
     created: Duration,
+    /// How old it was when the run started (a NodeClaim of the cluster a run starts from).
+    age: Duration,
     deleting: Option<Duration>,
     /// Whether a kubelet ever registered a Node for its instance.
     node_registered: bool,
@@ -151,17 +155,23 @@ struct StoredNodeClaim {
 impl StoredNodeClaim {
     /// The object as a list returns it: with its creation and deletion timestamps.
     fn listed(&self) -> NodeClaim {
-        let at = |t: Duration| {
-            let unix = Duration::from_secs(EPOCH_UNIX) + t;
+        let at = |unix: Duration| {
             let ms = i64::try_from(unix.as_millis()).unwrap_or(i64::MAX);
             k8s_openapi::jiff::Timestamp::from_millisecond(ms)
                 .ok()
                 .map(Time)
         };
         let mut object = self.object.clone();
-        object.metadata.creation_timestamp = at(self.created);
-        object.metadata.deletion_timestamp = self.deleting.and_then(at);
+        object.metadata.creation_timestamp = at(self.born());
+        object.metadata.deletion_timestamp =
+            (self.deleting).and_then(|t| at(Duration::from_secs(EPOCH_UNIX) + t));
         object
+    }
+
+    /// When it was created, since the Unix epoch: at its creation in the run, less the age
+    /// it had at the start.
+    fn born(&self) -> Duration {
+        (Duration::from_secs(EPOCH_UNIX) + self.created).saturating_sub(self.age)
     }
 
     /// The NodePool its `karpenter.sh/nodepool` label names.
@@ -219,6 +229,12 @@ pub struct World {
     /// Nodes that will never report Ready, with their fault in `faults`, which ends when
     /// the node is deleted.
     never_ready: BTreeMap<String, usize>,
+    /// The NodeClaims Kerf took away, in the order it decided to.
+    removals: Vec<Removal>,
+    /// When the run starts on the simulated clock: zero, or for a run from a standing
+    /// cluster the age of its oldest NodeClaim (the controllers' clock cannot go back past
+    /// its epoch, and that NodeClaim was created at it). Reports count from here.
+    origin: Duration,
     /// When a NodePool or EC2NodeClass was last applied: a pod no NodePool could host may
     /// have become hostable then, and its wait for a node counts from there.
     pools_changed_at: Duration,
@@ -448,6 +464,8 @@ impl World {
             room_freed_at: Duration::ZERO,
             faults: Vec::new(),
             never_ready: BTreeMap::new(),
+            removals: Vec::new(),
+            origin: Duration::ZERO,
             convergence: Default::default(),
         };
         let manifests = w.scenario.spec.manifests.clone();
@@ -522,11 +540,16 @@ impl World {
     }
 
     fn duration(&self) -> Duration {
-        self.scenario.spec.duration.0
+        self.origin + self.scenario.spec.duration.0
+    }
+
+    /// Simulated time since the run's start, in seconds, as reports count it.
+    fn since_start(&self, t: Duration) -> f64 {
+        t.saturating_sub(self.origin).as_secs_f64()
     }
 
     fn sample_every(&self) -> Duration {
-        (self.duration() / 720).max(Duration::from_secs(60))
+        (self.scenario.spec.duration.0 / 720).max(Duration::from_secs(60))
     }
 
     /// Runs to the end and reports.
@@ -559,7 +582,7 @@ impl World {
         question: impl FnOnce(&mut Controllers) -> T,
     ) -> Result<T, SimError> {
         self.settle()?;
-        let at = at.min(self.duration());
+        let at = (self.origin + at).min(self.duration());
         if self.wakes.insert(at) {
             self.push(at, Ev::Wake);
         }
@@ -814,7 +837,19 @@ impl World {
     /// and a delete of one that is gone change nothing.
     fn apply_action(&mut self, action: Action) -> Result<(), SimError> {
         match action {
-            Action::Log(r) => self.log.record(self.now, &r),
+            Action::Log(r) => {
+                // the deletions no disruption command decides, named as their log says
+                let cause = match r.message {
+                    "deleting expired nodeclaim" => Some("Expired"),
+                    "initiating delete from interruption message" => Some("Interrupted"),
+                    _ => None,
+                };
+                let claim = r.fields.pointer("/NodeClaim/name").and_then(Value::as_str);
+                if let (Some(cause), Some(claim)) = (cause, claim) {
+                    self.removing(claim, cause);
+                }
+                self.log.record(self.now, &r);
+            }
             // the simulated API server keeps no Events: the log tells the same story
             Action::Event(_) => {}
             Action::CreateNodeClaim(object) => {
@@ -826,6 +861,7 @@ impl World {
                 let stored = StoredNodeClaim {
                     object: *object,
                     created: self.now,
+                    age: Duration::ZERO,
                     deleting: None,
                     node_registered: false,
                     asked,
@@ -840,9 +876,7 @@ impl World {
                 if let Some(stored) = self.nodeclaim_objects.get_mut(&nodeclaim) {
                     let mut status = *status;
                     let previous = stored.object.status.take().unwrap_or_default();
-                    let created = kerf_core::clock::kubernetes_time(
-                        stored.created + Duration::from_secs(EPOCH_UNIX),
-                    );
+                    let created = kerf_core::clock::kubernetes_time(stored.born());
                     status.conditions = nodeclaim_conditions(
                         std::mem::take(&mut status.conditions),
                         &previous.conditions,
@@ -872,6 +906,7 @@ impl World {
                     // server holds it (its limits count the NodeClaim until then)
                     let object = Object::nodeclaim(stored.listed());
                     self.core.observe(Observation::Applied(object), self.now);
+                    self.removing(&nodeclaim, "Deleted");
                     // a deletion Kerf made on its own (expiry, a static NodePool scaled
                     // down, garbage collection) frees its NodePool's limits and budget:
                     // Karpenter takes them up at its next disruption pass and after the
@@ -892,6 +927,7 @@ impl World {
                     if key == labels::DISRUPTED_TAINT_KEY {
                         let e = self.rolled_back.entry(node.clone()).or_default();
                         *e = (e.0 + 1, self.now);
+                        self.not_removing(&node);
                     }
                     if widens {
                         self.node_written(&node);
@@ -934,6 +970,14 @@ impl World {
                 if self.options.check {
                     self.check_budgets(reason, &nodes)?;
                 }
+                for node in &nodes {
+                    let claim = (self.nodes.get(node))
+                        .and_then(|n| self.instances.get(&n.provider_id))
+                        .map(|(claim, _)| claim.clone());
+                    if let Some(claim) = claim {
+                        self.removing(&claim, reason.as_str());
+                    }
+                }
             }
             Action::Evict { pod } => {
                 if self.options.check {
@@ -958,7 +1002,11 @@ impl World {
                 }
             }
             Action::DeleteInstance { provider_id, .. } => {
-                if self.instances.remove(&provider_id).is_some() {
+                if let Some((claim, _)) = self.instances.remove(&provider_id) {
+                    let now = self.since_start(self.now);
+                    for r in self.removals.iter_mut().filter(|r| r.nodeclaim == claim) {
+                        r.terminated.get_or_insert(now);
+                    }
                     self.totals.nodes_terminated += 1;
                     self.sync_reservations();
                 }
@@ -1014,6 +1062,12 @@ impl World {
     /// are lost with the old process.
     fn restart_controllers(&mut self) {
         self.totals.operator_restarts += 1;
+        self.relist();
+    }
+
+    /// New controllers over what the API server holds, as an operator's first list gives
+    /// it them.
+    fn relist(&mut self) {
         self.unfinished = Unfinished::default();
         let settings = self.core.settings().clone();
         let seed = self.rng.random::<u64>();
@@ -1065,7 +1119,7 @@ impl World {
             entry.1 += i.price_per_hour;
         }
         self.timeline.push(Sample {
-            t: self.now.as_secs_f64(),
+            t: self.since_start(self.now),
             nodes: self.instances.len(),
             spot_nodes: spot,
             pending_pods: self.pending_count(),
@@ -1350,8 +1404,8 @@ impl World {
     fn record_wait(&mut self, pod: &str, since: Duration) {
         let wait = Wait {
             pod: pod.to_string(),
-            since: since.as_secs_f64(),
-            until: self.now.as_secs_f64(),
+            since: self.since_start(since),
+            until: self.since_start(self.now),
         };
         let length = |w: &Wait| w.until - w.since;
         if length(&wait) <= 0.0 {
@@ -1361,6 +1415,48 @@ impl World {
         self.longest_waits
             .sort_by(|a, b| length(b).total_cmp(&length(a)).then(a.pod.cmp(&b.pod)));
         self.longest_waits.truncate(LONGEST_WAITS);
+    }
+
+    /// Kerf decided to take the NodeClaim away (a command's `reason`, or its deletion):
+    /// recorded once, at the first.
+    fn removing(&mut self, claim: &str, reason: &str) {
+        if self.removals.iter().any(|r| r.nodeclaim == claim) {
+            return;
+        }
+        let instance = (self.instances.values()).find(|(c, _)| c == claim);
+        let instance_type = instance
+            .map(|(_, i)| i.instance_type.clone())
+            .unwrap_or_default();
+        let node = (self.nodes.iter())
+            .find(|(_, n)| instance.is_some_and(|(_, i)| i.provider_id == n.provider_id))
+            .map(|(name, _)| name.clone());
+        let nodepool = (self.nodeclaim_objects.get(claim))
+            .and_then(StoredNodeClaim::pool)
+            .unwrap_or_default()
+            .to_string();
+        self.removals.push(Removal {
+            nodeclaim: claim.to_string(),
+            node,
+            nodepool,
+            instance_type,
+            reason: reason.to_string(),
+            decided: self.since_start(self.now),
+            terminated: None,
+        });
+    }
+
+    /// A disruption command on the node was rolled back (its taint removed) before its
+    /// NodeClaim was deleted: it is not being taken away after all.
+    fn not_removing(&mut self, node: &str) {
+        let deleting =
+            |claim: &str| (self.nodeclaim_objects.get(claim)).is_some_and(|c| c.deleting.is_some());
+        let keep: Vec<bool> = (self.removals.iter())
+            .map(|r| {
+                r.node.as_deref() != Some(node) || r.terminated.is_some() || deleting(&r.nodeclaim)
+            })
+            .collect();
+        let mut keep = keep.into_iter();
+        self.removals.retain(|_| keep.next().unwrap_or(true));
     }
 
     /// The Node is deleted: pod garbage collection deletes the pods bound to it (controllers
@@ -2222,6 +2318,8 @@ impl World {
             std::mem::take(&mut self.longest_waits),
             self.log.take(),
         );
+        report.removals = std::mem::take(&mut self.removals);
+        report.started_at = crate::clock::rfc3339(self.origin);
         report.metrics = self.core.render_metrics(self.now, &[]);
         report
     }

@@ -6,6 +6,7 @@ mod cmd_bench;
 mod cmd_crds;
 mod cmd_explain;
 mod cmd_instance_types;
+mod cmd_plan;
 mod cmd_replay;
 mod cmd_schedule;
 mod cmd_simulate;
@@ -41,6 +42,8 @@ enum Command {
     Bench(cmd_bench::Args),
     /// Why a pod is pending or runs where it runs (NodePool by NodePool), and why a node is or is not about to be disrupted; from manifests (-f) or the kubeconfig's cluster (read-only).
     Explain(cmd_explain::Args),
+    /// What applying changed NodePools, EC2NodeClasses, NodeOverlays or PodDisruptionBudgets would do to the running cluster (the kubeconfig's, read-only, or --from snapshots): nodes, cost, replacements and evictions over the next hours, beside no change.
+    Plan(cmd_plan::Args),
     /// Play a scenario against a live cluster (its kubeconfig) while an operator runs, and set what happened beside the simulation's prediction.
     Replay(cmd_replay::Args),
 }
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => cmd_validate::run(&args),
         Command::InstanceTypes(args) => cmd_instance_types::run(&args),
         Command::Bench(args) => cmd_bench::run(&args),
+        Command::Plan(args) => cmd_plan::run(&args),
         Command::Schedule(args) => cmd_schedule::run(&args),
         Command::Replay(args) => cmd_replay::run(&args),
         Command::Explain(args) => cmd_explain::run(&args),

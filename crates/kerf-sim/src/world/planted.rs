@@ -110,6 +110,7 @@ fn store_old_nodeclaim(world: &mut World, name: &str, mut object: NodeClaim) {
     let stored = StoredNodeClaim {
         object,
         created: Duration::ZERO,
+        age: Duration::ZERO,
         deleting: None,
         node_registered: false,
         asked: Duration::ZERO,
