@@ -235,6 +235,9 @@ pub struct World {
     /// cluster the age of its oldest NodeClaim (the controllers' clock cannot go back past
     /// its epoch, and that NodeClaim was created at it). Reports count from here.
     origin: Duration,
+    /// For a run from a standing cluster, the images each EC2NodeClass's AMI selector
+    /// terms resolved to there (the terms as JSON, and the class's `status.amis`).
+    images: BTreeMap<String, (Value, Vec<kerf_api::ec2nodeclass::AmiStatus>)>,
     /// When a NodePool or EC2NodeClass was last applied: a pod no NodePool could host may
     /// have become hostable then, and its wait for a node counts from there.
     pools_changed_at: Duration,
@@ -466,6 +469,7 @@ impl World {
             never_ready: BTreeMap::new(),
             removals: Vec::new(),
             origin: Duration::ZERO,
+            images: BTreeMap::new(),
             convergence: Default::default(),
         };
         let manifests = w.scenario.spec.manifests.clone();

@@ -383,9 +383,11 @@ impl Current {
 }
 
 /// An object as a manifest applies it: its name, namespace, labels, annotations, owners
-/// and spec, without the status and bookkeeping the API server keeps.
+/// and spec, without the status and bookkeeping the API server keeps; an EC2NodeClass keeps
+/// its status, whose images are what its NodeClaims' images are compared with.
 fn stripped(mut value: Value) -> Value {
-    if let Some(object) = value.as_object_mut() {
+    let class = value.get("kind").and_then(Value::as_str) == Some("EC2NodeClass");
+    if let Some(object) = value.as_object_mut().filter(|_| !class) {
         object.remove("status");
     }
     if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {

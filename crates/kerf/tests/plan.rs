@@ -204,3 +204,75 @@ fn a_change_of_another_kind_or_an_invalid_one_is_refused_with_its_name() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no-such-snapshot.yaml: cannot read"), "{err}");
 }
+
+/// The snapshot as an EKS cluster's would read: its EC2NodeClass resolved to one image,
+/// which every NodeClaim runs (kwok's NodeClaims carry none); written to a file of its own.
+fn snapshot_with_images(dir: &std::path::Path) -> std::path::PathBuf {
+    let text = fixture("roll-snapshot.yaml");
+    let mut list: Value = serde_yaml::from_str(&text).expect("the snapshot");
+    let image = "ami-0a1b2c3d4e5f60718";
+    for item in list["items"].as_array_mut().expect("items") {
+        match item["kind"].as_str() {
+            Some("EC2NodeClass") => {
+                item["status"] = serde_json::json!({"amis": [{
+                    "id": image,
+                    "name": "amazon-eks-node-al2023-x86_64-standard-1.33-v20251120",
+                    "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+                }]});
+            }
+            Some("NodeClaim") => item["status"]["imageID"] = image.into(),
+            _ => {}
+        }
+    }
+    let path = dir.join("snapshot-with-images.json");
+    std::fs::write(&path, list.to_string()).expect("written");
+    path
+}
+
+#[test]
+fn an_ami_alias_change_rolls_every_node_and_the_same_terms_roll_none() {
+    let dir = std::env::temp_dir().join(format!("kerf-plan-ami-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let snapshot = snapshot_with_images(&dir);
+    let class = fixture("roll.yaml")
+        .split("\n---\n")
+        .find(|d| d.contains("\nkind: EC2NodeClass\n"))
+        .expect("the class")
+        .to_string();
+    let run = |class: &str| -> Value {
+        let out = kerf_stdin(
+            class,
+            &[
+                "plan",
+                "-f",
+                "-",
+                "--from",
+                snapshot.to_str().expect("utf-8"),
+                "--at",
+                TAKEN,
+                "--for",
+                "30m",
+                "--launch-delay",
+                "1s",
+                "--ready-delay",
+                "1s",
+                "-o",
+                "json",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("json")
+    };
+    let same = run(&class);
+    assert!(removals(&same["changed"]).is_empty(), "{same}");
+    let newer = run(&class.replace("al2023@latest", "al2023@v20251201"));
+    let rolled = removals(&newer["changed"]);
+    assert_eq!(rolled.len(), 4, "{newer}");
+    assert!(rolled.iter().all(|r| r.1 == "Drifted"), "{rolled:?}");
+    assert!(removals(&newer["unchanged"]).is_empty(), "{newer}");
+    std::fs::remove_dir_all(&dir).ok();
+}

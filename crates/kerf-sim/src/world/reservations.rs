@@ -89,6 +89,9 @@ impl World {
             .and_then(|c| c.status.clone())
             .unwrap_or_default();
         status.capacity_reservations = self.resolved(class);
+        if let Some(amis) = self.images_now(class) {
+            status.amis = amis;
+        }
         status
     }
 

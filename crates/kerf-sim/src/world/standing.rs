@@ -89,6 +89,16 @@ impl World {
             self.instances
                 .insert(instance.provider_id.clone(), (name, instance));
         }
+        for (name, class) in &self.objects.node_classes {
+            let amis = (class.status.as_ref())
+                .map(|s| s.amis.clone())
+                .unwrap_or_default();
+            if !amis.is_empty() {
+                let terms =
+                    serde_json::to_value(&class.spec.ami_selector_terms).unwrap_or_default();
+                self.images.insert(name.clone(), (terms, amis));
+            }
+        }
         for (name, node) in &nodes {
             self.stand_node(name, node, placed.contains_key(name));
         }
@@ -279,6 +289,32 @@ impl World {
         for pod in loose {
             self.add_pod(pod);
         }
+    }
+}
+
+impl World {
+    /// The images a class of the standing cluster resolves to now: those it resolved to
+    /// there while its AMI selector terms are the same, and others, one for each, once they
+    /// changed (a new alias version, another name or id selects other images). None for a
+    /// class the standing cluster had no images for.
+    pub(super) fn images_now(&self, class: &str) -> Option<Vec<kerf_api::ec2nodeclass::AmiStatus>> {
+        let (terms, amis) = self.images.get(class)?;
+        let now = self.objects.node_classes.get(class)?;
+        let now = serde_json::to_value(&now.spec.ami_selector_terms).unwrap_or_default();
+        if &now == terms {
+            return Some(amis.clone());
+        }
+        let selected = |ami: &kerf_api::ec2nodeclass::AmiStatus| {
+            let text = format!("{now}/{}", ami.id);
+            let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+            let mut other = ami.clone();
+            other.id = format!("ami-{:017x}", hash >> 4);
+            other.name = None;
+            other
+        };
+        Some(amis.iter().map(selected).collect())
     }
 }
 
