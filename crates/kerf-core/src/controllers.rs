@@ -433,7 +433,8 @@ enum Timer {
     Pass,
     Validate,
     Drain(String),
-    ReplacementTimeout,
+    /// A command under way (by its id) whose replacements have not initialized.
+    ReplacementTimeout(String),
     RetryPending,
     Relaunch(String),
     LaunchTimeout(String),
@@ -690,7 +691,7 @@ impl Controllers {
             Timer::Drain(claim) => self.drain(&claim),
             Timer::Expire(claim) => self.expire(&claim),
             Timer::RegistrationTimeout(claim) => self.registration_timeout(&claim),
-            Timer::ReplacementTimeout => self.replacement_timeout(),
+            Timer::ReplacementTimeout(id) => self.replacement_timeout(&id),
             Timer::NominationExpiry(claim) => self.nomination_expiry(&claim),
             Timer::RetryPending => self.saw_pending_pod(),
             Timer::Relaunch(claim) => self.relaunch(&claim),

@@ -10,7 +10,8 @@
 //! [`parity`] module gives both the same v1.15 manifests, one after the other, and
 //! compares what each made; [`repair`] makes a node of each unhealthy and watches both
 //! replace it; [`deletion_cost`] has both rank the same nodes into pod deletion costs, and
-//! [`terminate_first`] has both replace a static NodePool's drifted nodes at its node limit.
+//! [`terminate_first`] has both replace a static NodePool's drifted nodes at its node limit,
+//! and [`drift_pace`] has both roll drifted nodes as many at once as the budget allows.
 //! Each runs beside the handover, on a control plane of its own.
 //!
 //! How long each side is watched untouched: `KERF_HANDOVER_QUIET` seconds (60 by default,
@@ -18,6 +19,8 @@
 
 #[path = "handover/deletion_cost.rs"]
 mod deletion_cost;
+#[path = "handover/drift_pace.rs"]
+mod drift_pace;
 #[path = "handover/lease.rs"]
 mod lease;
 #[path = "handover/lifecycle.rs"]

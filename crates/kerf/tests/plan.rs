@@ -92,6 +92,19 @@ fn a_template_change_rolls_every_node_one_at_a_time_under_its_budget() {
 }
 
 #[test]
+fn a_wider_budget_rolls_two_nodes_at_a_time() {
+    let v = planned(
+        &relabelled_with_budget("2"),
+        &["--at", TAKEN, "--for", "30m"],
+    );
+    let rolled = removals(&v["changed"]);
+    assert_eq!(rolled.len(), 4, "{v}");
+    let mut decided: Vec<f64> = rolled.iter().map(|r| r.2).collect();
+    decided.dedup();
+    assert_eq!(decided.len(), 2, "two waves of two: {rolled:?}");
+}
+
+#[test]
 fn a_budget_of_no_nodes_holds_the_roll() {
     let v = planned(
         &relabelled_with_budget("0"),

@@ -170,8 +170,9 @@ impl Controllers {
             out.push(Blocker::NotManaged);
             return out;
         };
-        let in_command = (self.disruption.command.as_ref())
-            .filter(|c| c.candidates.iter().any(|n| n == name))
+        let in_command = (self.disruption.command.iter())
+            .chain(self.disruption.executing.values())
+            .find(|c| c.candidates.iter().any(|n| n == name))
             .map(|c| c.reason);
         let own = [
             (!self.cluster.node_pools.contains_key(&claim.node_pool))

@@ -68,16 +68,9 @@ struct BudgetCounts {
     only_not_ready: usize,
 }
 
-/// Where a command is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stage {
-    /// Decided; re-checked after [`VALIDATION_DELAY`].
-    Validating,
-    /// Candidates tainted; replacements coming up.
-    AwaitingReplacements,
-}
-
-/// A disruption decision on its way.
+/// A disruption decision on its way: validated after [`VALIDATION_DELAY`]
+/// (`State::command`), then carried out, its candidates tainted and its replacements coming
+/// up (`State::executing`).
 #[derive(Clone, Debug)]
 pub(super) struct Pending {
     pub(super) reason: DisruptionReason,
@@ -89,7 +82,6 @@ pub(super) struct Pending {
     pub(super) candidates: Vec<String>,
     replacements: Vec<String>,
     savings: f64,
-    stage: Stage,
     /// Its Balanced scores, by NodePool name (none under the other policies).
     scores: Vec<(String, crate::consolidation::Score)>,
 }
@@ -250,8 +242,13 @@ pub(super) struct State {
     /// written: the first consolidateAfter, do-not-disrupt duration or replacement backoff
     /// to run out after it.
     quiet_until: Duration,
-    /// The command under way.
+    /// The command being validated: one at a time, as Karpenter's disruption loop waits
+    /// out a consolidation's validation before it looks again.
     pub(super) command: Option<Pending>,
+    /// The commands carried out and waiting for their replacements, by id: as many as the
+    /// budgets allow, as Karpenter's orchestration queue holds them while its loop goes on
+    /// deciding.
+    pub(super) executing: BTreeMap<String, Pending>,
     pub(super) commands_started: u64,
     /// Nodes each disruption reason could act on, at the last pass that looked.
     pub(super) eligible: BTreeMap<String, usize>,
@@ -435,6 +432,12 @@ impl Controllers {
         // no move counts on the room of pods still pending (Karpenter places them in its
         // simulation)
         let nominated = cluster.nominated_requests();
+        // nodes of a command under way: no method takes them again (repair looks past
+        // what blocks the others, so it is told here)
+        let in_command: BTreeSet<&str> = (self.disruption.command.iter())
+            .chain(self.disruption.executing.values())
+            .flat_map(|c| c.candidates.iter().map(String::as_str))
+            .collect();
         let mut names = Vec::new();
         let mut nodes = Vec::new();
         let mut pods = Vec::new();
@@ -545,7 +548,9 @@ impl Controllers {
                 drifted: c.drifted.is_some(),
                 disruption_cost,
                 replace_backoff: backoff.is_some_and(|b| self.now < b.until),
-                repair: self.disruption.repairs.get(name).map(|r| r.view),
+                repair: (self.disruption.repairs.get(name))
+                    .filter(|_| !in_command.contains(name.as_str()))
+                    .map(|r| r.view),
             });
             names.push(name.clone());
         }
@@ -766,13 +771,17 @@ impl Controllers {
         }
         if let Some((command, names)) = self.decide_rehearsed(true) {
             self.disruption.idle_inputs = None;
-            if command.method == Method::Repair {
-                // repair is not validated again after a wait: the node is unhealthy now
+            if matches!(command.method, Method::Repair | Method::Drift) {
+                // repair and drift are not validated again after a wait, as Karpenter's
+                // validator checks only emptiness and consolidation: a drifted or unhealthy
+                // node stays so
                 let candidates: Vec<String> = (command.candidates.iter())
                     .map(|i| names[*i].clone())
                     .collect();
-                for n in &candidates {
-                    self.select_repair(n);
+                if command.method == Method::Repair {
+                    for n in &candidates {
+                        self.select_repair(n);
+                    }
                 }
                 self.act(command, candidates);
                 return;
@@ -789,7 +798,6 @@ impl Controllers {
                     .collect(),
                 replacements: Vec::new(),
                 savings: command.savings,
-                stage: Stage::Validating,
                 scores: std::mem::take(&mut self.disruption.scores),
             };
             if matches!(pending.method, Method::SingleNode | Method::MultiNode) {
@@ -888,7 +896,7 @@ impl Controllers {
 
     /// Whether a disruption command is being validated or carried out.
     pub fn command_in_flight(&self) -> bool {
-        self.disruption.command.is_some()
+        self.disruption.command.is_some() || !self.disruption.executing.is_empty()
     }
 
     /// What a full disruption pass over the current state would decide, without acting
@@ -985,10 +993,8 @@ impl Controllers {
     /// A node carrying the disrupted taint that no command holds and that is not being
     /// deleted was left by a command that did not finish (or by a restart): untaint it.
     fn release_stale_taints(&mut self) {
-        let held: BTreeSet<String> = self
-            .disruption
-            .command
-            .iter()
+        let held: BTreeSet<String> = (self.disruption.command.iter())
+            .chain(self.disruption.executing.values())
             .flat_map(|c| c.candidates.iter().cloned())
             .collect();
         let stale: Vec<String> = self
@@ -1247,7 +1253,7 @@ impl Controllers {
             let name = self.launch_replacement(r, &pool, command.reason);
             launched.push(name);
         }
-        self.disruption.command = Some(Pending {
+        let pending = Pending {
             reason: command.reason,
             method: command.method,
             planned: command.replacements.len(),
@@ -1255,10 +1261,16 @@ impl Controllers {
             candidates,
             replacements: launched,
             savings: command.savings,
-            stage: Stage::AwaitingReplacements,
             scores: Vec::new(),
-        });
-        self.at(self.now + REPLACEMENT_TIMEOUT, Timer::ReplacementTimeout);
+        };
+        self.disruption.executing.insert(id.clone(), pending);
+        self.at(
+            self.now + REPLACEMENT_TIMEOUT,
+            Timer::ReplacementTimeout(id),
+        );
+        // as Karpenter's loop after a command: it looks again at once, the nodes under way
+        // counted against the budgets
+        self.schedule_pass(self.now);
     }
 
     /// Karpenter's fields of a command's log line: the decision, what it disrupts and
@@ -1309,64 +1321,57 @@ impl Controllers {
         })
     }
 
-    /// Deletes the candidates once every replacement is initialized; rolls back when a
-    /// replacement is gone.
+    /// Deletes each command's candidates once every replacement of it is initialized;
+    /// rolls a command back when a replacement of it is gone.
     pub(super) fn continue_command(&mut self) {
-        let Some(c) = &self.disruption.command else {
-            return;
-        };
-        if c.stage != Stage::AwaitingReplacements {
-            return;
-        }
-        let mut ready = true;
-        for r in &c.replacements {
-            match self.cluster.nodeclaims.get(r) {
-                None => {
-                    self.roll_back("replacement nodeclaim was deleted");
-                    return;
+        let ids: Vec<String> = self.disruption.executing.keys().cloned().collect();
+        for id in ids {
+            let c = &self.disruption.executing[&id];
+            let mut ready = true;
+            let mut gone = false;
+            for r in &c.replacements {
+                match self.cluster.nodeclaims.get(r) {
+                    None => gone = true,
+                    Some(claim) => ready &= claim.initialized,
                 }
-                Some(claim) => ready &= claim.initialized,
             }
-        }
-        if !ready {
-            return;
-        }
-        let c = self.disruption.command.take().expect("checked");
-        self.cancel(&Timer::ReplacementTimeout);
-        for n in &c.candidates {
-            if let Some((claim, _)) = self.cluster.claim_of_node(n) {
-                let claim = claim.clone();
-                self.terminate_disrupted(n, &claim, c.reason);
+            if gone {
+                self.roll_back(&id, "replacement nodeclaim was deleted");
+                continue;
             }
+            if !ready {
+                continue;
+            }
+            let c = self.disruption.executing.remove(&id).expect("listed");
+            self.cancel(&Timer::ReplacementTimeout(id));
+            for n in &c.candidates {
+                if let Some((claim, _)) = self.cluster.claim_of_node(n) {
+                    let claim = claim.clone();
+                    self.terminate_disrupted(n, &claim, c.reason);
+                }
+            }
+            self.log(
+                "disruption",
+                "command succeeded",
+                json!({
+                    "reason": c.reason.as_str().to_lowercase(), "savings": format!("${:.2}", c.savings),
+                }),
+            );
+            self.schedule_pass(self.now + PASS_INTERVAL);
         }
-        self.log(
-            "disruption",
-            "command succeeded",
-            json!({
-                "reason": c.reason.as_str().to_lowercase(), "savings": format!("${:.2}", c.savings),
-            }),
-        );
-        self.schedule_pass(self.now + PASS_INTERVAL);
     }
 
-    pub(super) fn replacement_timeout(&mut self) {
-        if self
-            .disruption
-            .command
-            .as_ref()
-            .is_some_and(|c| c.stage == Stage::AwaitingReplacements)
-        {
-            self.roll_back("replacements did not initialize in time");
-        }
+    pub(super) fn replacement_timeout(&mut self, id: &str) {
+        self.roll_back(id, "replacements did not initialize in time");
     }
 
     /// Gives a command up: candidates untainted, replacements that came up stay (they are
     /// ordinary capacity now, consolidated later if unneeded).
-    fn roll_back(&mut self, why: &str) {
-        let Some(c) = self.disruption.command.take() else {
+    fn roll_back(&mut self, id: &str, why: &str) {
+        let Some(c) = self.disruption.executing.remove(id) else {
             return;
         };
-        self.cancel(&Timer::ReplacementTimeout);
+        self.cancel(&Timer::ReplacementTimeout(id.to_string()));
         let decision = if c.replacements.is_empty() {
             "delete"
         } else {

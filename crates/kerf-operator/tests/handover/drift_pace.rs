@@ -1,0 +1,181 @@
+//! A drift roll's pace beside Karpenter v1.15.0's kwok provider: four pods that will not
+//! share a node, on four nodes of a NodePool whose budget lets two go at once; its template
+//! label changes and every node drifts. Karpenter's disruption loop decides a drift command,
+//! hands it to its orchestration queue and looks again at once, without waiting for the
+//! command to finish or validating it first (only emptiness and consolidation are), so two
+//! nodes roll at a time. Each autoscaler in turn: both must hold two drifted nodes under way
+//! at once and never more, and take the four down in two waves.
+//! (A module of the handover test binary, so that it runs beside it.)
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::support::{self, ControlPlane, Karpenter, Operator, wait_for};
+use super::{OPERATOR, items};
+
+/// Four pods, one a node, under a NodePool with a budget of two nodes.
+const MANIFESTS: &str = r#"
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {name: default}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: roll}
+spec:
+  template:
+    metadata:
+      labels: {generation: one}
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      expireAfter: Never
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+        - {key: kubernetes.io/os, operator: In, values: [linux]}
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [c-2x-amd64-linux]}
+  disruption:
+    consolidationPolicy: WhenEmpty
+    consolidateAfter: 10m
+    budgets: [{nodes: "2"}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: spread}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: spread}}
+  template:
+    metadata: {labels: {app: spread}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - labelSelector: {matchLabels: {app: spread}}
+              topologyKey: kubernetes.io/hostname
+      containers:
+        - name: pause
+          image: registry.k8s.io/pause:3.9
+          resources: {requests: {cpu: "1"}}
+"#;
+
+/// The NodeClaims of the first template that are going: their Node carries Karpenter's
+/// disrupted taint, or they are being deleted.
+fn going(cp: &ControlPlane) -> (usize, usize) {
+    let tainted: Vec<String> = (items(cp, "nodes").iter())
+        .filter(|n| {
+            (n["spec"]["taints"].as_array().into_iter().flatten())
+                .any(|t| t["key"] == "karpenter.sh/disrupted")
+        })
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    let old: Vec<Value> = (items(cp, "nodeclaims.karpenter.sh").into_iter())
+        .filter(|c| c["metadata"]["labels"]["generation"] == "one")
+        .collect();
+    let under_way = (old.iter())
+        .filter(|c| {
+            !c["metadata"]["deletionTimestamp"].is_null()
+                || (c["status"]["nodeName"].as_str())
+                    .is_some_and(|n| tainted.iter().any(|t| t == n))
+        })
+        .count();
+    (under_way, old.len())
+}
+
+/// How one autoscaler rolled the pool: the most drifted nodes under way at once, and how
+/// long until none of the first template was left.
+#[derive(Debug)]
+struct Rolled {
+    most_at_once: usize,
+    after: Duration,
+}
+
+fn roll(cp: &ControlPlane, who: &str) -> Rolled {
+    wait_for(
+        &format!("{who}'s four nodes with a pod each"),
+        Duration::from_secs(180),
+        || {
+            let claims = items(cp, "nodeclaims.karpenter.sh");
+            let ready = (claims.iter()).filter(|c| support::condition_true(c, "Initialized"));
+            let running = (items(cp, "pods").iter())
+                .filter(|p| p["status"]["phase"] == "Running")
+                .count();
+            (ready.count() == 4 && running == 4).then_some(())
+        },
+        || format!("{} NodeClaims", items(cp, "nodeclaims.karpenter.sh").len()),
+    );
+    let drift = r#"{"spec": {"template": {"metadata": {"labels": {"generation": "two"}}}}}"#;
+    cp.kubectl_ok(
+        &["patch", "nodepool", "roll", "--type=merge", "-p", drift],
+        None,
+    );
+    let start = Instant::now();
+    let mut most_at_once = 0;
+    let after = wait_for(
+        &format!("{who} to roll every drifted node"),
+        Duration::from_secs(300),
+        || {
+            let (under_way, left) = going(cp);
+            most_at_once = most_at_once.max(under_way);
+            (left == 0).then(|| start.elapsed())
+        },
+        || format!("{:?}", going(cp)),
+    );
+    Rolled {
+        most_at_once,
+        after,
+    }
+}
+
+/// Puts the template back and takes away what an autoscaler made.
+fn clear(cp: &ControlPlane) {
+    let back = r#"{"spec": {"template": {"metadata": {"labels": {"generation": "one"}}}}}"#;
+    cp.kubectl_ok(
+        &["patch", "nodepool", "roll", "--type=merge", "-p", back],
+        None,
+    );
+    super::parity::remove_nodes(cp);
+    wait_for(
+        "no NodeClaim or Node left",
+        Duration::from_secs(60),
+        || {
+            let left = items(cp, "nodeclaims.karpenter.sh").len() + items(cp, "nodes").len();
+            (left == 0).then_some(())
+        },
+        || "objects left".into(),
+    );
+}
+
+#[test]
+fn karpenter_and_kerf_roll_drifted_nodes_as_many_at_once_as_the_budget_allows() {
+    let cp = ControlPlane::start("drift-pace");
+    cp.install_karpenter_kwok_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(MANIFESTS.as_bytes()));
+
+    let karpenter = Karpenter::start(&cp, 1, &[]);
+    let karpenters = roll(&cp, "Karpenter");
+    karpenter.stop();
+    clear(&cp);
+
+    let env = support::chart_env(&cp, true);
+    let kerf = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "kwok"], &env);
+    let kerfs = roll(&cp, "Kerf");
+    drop(kerf);
+
+    eprintln!("Karpenter: {karpenters:?}\nKerf: {kerfs:?}");
+    for (who, r) in [("Karpenter", &karpenters), ("Kerf", &kerfs)] {
+        assert_eq!(
+            r.most_at_once, 2,
+            "{who}: two under way at once, never more: {r:?}"
+        );
+    }
+    // the same pace: at most a disruption pass (10 s) a wave later, and a few seconds of
+    // kwok's and the API server's
+    assert!(
+        kerfs.after <= karpenters.after + Duration::from_secs(25),
+        "Kerf rolled in {:?}, Karpenter in {:?}",
+        kerfs.after,
+        karpenters.after
+    );
+}
