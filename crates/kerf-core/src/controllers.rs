@@ -75,6 +75,9 @@ pub struct Settings {
     /// Karpenter's `TerminateFirstDrift` feature gate: a drifted node of a static NodePool at
     /// its node limit is deleted before its replacement exists.
     pub terminate_first_drift: bool,
+    /// Karpenter's `TerminateFirstRepair` feature gate: an unhealthy node of a static
+    /// NodePool at its node limit is deleted before its replacement exists.
+    pub terminate_first_repair: bool,
     /// Keep each node class's status and finalizer ([`node_classes`]): a cloud that resolves
     /// node classes (AWS, the simulated one) turns it on; kwok's classes have no status.
     pub node_class_status: bool,
@@ -106,6 +109,7 @@ impl Default for Settings {
             node_overlay: false,
             pod_deletion_cost: false,
             terminate_first_drift: false,
+            terminate_first_repair: false,
             node_class_status: false,
             cluster_ca_bundle: String::new(),
             unavailable_offerings_ttl: crate::unavailable::TTL,

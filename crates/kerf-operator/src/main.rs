@@ -96,6 +96,7 @@ fn options(settings: &Settings) -> kerf_operator::Options {
             node_overlay: settings.feature_gates.node_overlay,
             pod_deletion_cost: settings.feature_gates.pod_deletion_cost,
             terminate_first_drift: settings.feature_gates.terminate_first_drift,
+            terminate_first_repair: settings.feature_gates.terminate_first_repair,
             batch_idle: settings.batch_idle_duration,
             batch_max: settings.batch_max_duration,
             unavailable_offerings_ttl: settings.unavailable_offerings_ttl,

@@ -218,6 +218,8 @@ pub struct FeatureGates {
     pub pod_deletion_cost: bool,
     /// `TerminateFirstDrift`.
     pub terminate_first_drift: bool,
+    /// `TerminateFirstRepair`.
+    pub terminate_first_repair: bool,
     /// `ReservedCapacity` (on by default, as in Karpenter v1.15).
     pub reserved_capacity: bool,
     /// The names given that Karpenter v1.15 does not know, ignored (see [`unknown_gates`]).
@@ -233,6 +235,7 @@ impl Default for FeatureGates {
             node_overlay: false,
             pod_deletion_cost: false,
             terminate_first_drift: false,
+            terminate_first_repair: false,
             reserved_capacity: true,
             unknown: Vec::new(),
         }
@@ -241,7 +244,7 @@ impl Default for FeatureGates {
 
 /// Karpenter's gates that Kerf accepts and does not implement: set to false they change
 /// nothing, set to true they are refused rather than silently ignored.
-const GATES_NOT_IMPLEMENTED: [&str; 2] = ["CapacityBuffer", "TerminateFirstRepair"];
+const GATES_NOT_IMPLEMENTED: [&str; 1] = ["CapacityBuffer"];
 
 /// Karpenter v1.15's settings (core and AWS) Kerf does not act on, with why: each one set in
 /// the environment is logged once at start, so a Deployment's `env` carries over unchanged
@@ -324,7 +327,7 @@ fn gate_pairs(text: &str) -> Result<std::collections::BTreeMap<&str, bool>, Stri
 }
 
 /// The gates Kerf reads from `FEATURE_GATES`, beside [`GATES_NOT_IMPLEMENTED`].
-const GATES: [&str; 7] = [
+const GATES: [&str; 8] = [
     "SpotToSpotConsolidation",
     "NodeRepair",
     "StaticCapacity",
@@ -332,6 +335,7 @@ const GATES: [&str; 7] = [
     "ReservedCapacity",
     "PodDeletionCostManagement",
     "TerminateFirstDrift",
+    "TerminateFirstRepair",
 ];
 
 /// Reads `AWS_FEATURE_GATES`: every name Karpenter v1.15 knows, only as false (an unknown
@@ -377,6 +381,7 @@ impl FeatureGates {
                 "NodeOverlay" => gates.node_overlay = value,
                 "PodDeletionCostManagement" => gates.pod_deletion_cost = value,
                 "TerminateFirstDrift" => gates.terminate_first_drift = value,
+                "TerminateFirstRepair" => gates.terminate_first_repair = value,
                 "ReservedCapacity" => gates.reserved_capacity = value,
                 n if GATES_NOT_IMPLEMENTED.contains(&n) && value => {
                     return Err(format!("{n}=true: Kerf does not implement {n}"));
@@ -603,11 +608,14 @@ mod tests {
                 .unwrap()
                 .static_capacity
         );
-        for gate in ["CapacityBuffer", "TerminateFirstRepair"] {
-            assert!(FeatureGates::parse(&format!("{gate}=false")).is_ok());
-            let e = FeatureGates::parse(&format!("{gate}=true")).unwrap_err();
-            assert!(e.contains(&format!("does not implement {gate}")), "{e}");
-        }
+        assert!(
+            FeatureGates::parse("TerminateFirstRepair=true")
+                .unwrap()
+                .terminate_first_repair
+        );
+        assert!(FeatureGates::parse("CapacityBuffer=false").is_ok());
+        let e = FeatureGates::parse("CapacityBuffer=true").unwrap_err();
+        assert!(e.contains("does not implement CapacityBuffer"), "{e}");
         // Karpenter v1.15's default: reservations on unless turned off
         assert!(FeatureGates::parse("").unwrap().reserved_capacity);
         assert!(

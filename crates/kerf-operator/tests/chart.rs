@@ -377,6 +377,8 @@ fn every_feature_gate_is_written_and_unimplemented_ones_stay_false() {
         "--set",
         "settings.featureGates.terminateFirstDrift=true",
         "--set",
+        "settings.featureGates.terminateFirstRepair=true",
+        "--set",
         "settings.featureGates.podDeletionCostManagement=true",
         "--set",
         "settings.awsFeatureGates.draEFA=false",
@@ -386,7 +388,7 @@ fn every_feature_gate_is_written_and_unimplemented_ones_stay_false() {
         Some(
             "ReservedCapacity=false,SpotToSpotConsolidation=true,NodeRepair=true,\
              NodeOverlay=true,StaticCapacity=true,CapacityBuffer=false,\
-             TerminateFirstDrift=true,TerminateFirstRepair=false,\
+             TerminateFirstDrift=true,TerminateFirstRepair=true,\
              PodDeletionCostManagement=true"
         )
     );
@@ -394,12 +396,12 @@ fn every_feature_gate_is_written_and_unimplemented_ones_stay_false() {
     let gates =
         kerf_operator::settings::FeatureGates::parse(get(&env, "FEATURE_GATES").unwrap()).unwrap();
     assert!(gates.spot_to_spot && gates.node_repair && gates.node_overlay && gates.static_capacity);
-    assert!(gates.terminate_first_drift && gates.pod_deletion_cost);
+    assert!(gates.terminate_first_drift && gates.terminate_first_repair);
+    assert!(gates.pod_deletion_cost);
     assert!(!gates.reserved_capacity);
     // what Kerf does not implement is refused at helm time, by its path
     for path in [
         "settings.featureGates.capacityBuffer",
-        "settings.featureGates.terminateFirstRepair",
         "settings.awsFeatureGates.nodeClassCEL",
         "settings.awsFeatureGates.draNVIDIAGPU",
         "settings.awsFeatureGates.draEFA",

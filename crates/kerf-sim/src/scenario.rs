@@ -204,6 +204,10 @@ pub struct FeatureGates {
     /// replacement exists.
     #[serde(default)]
     pub terminate_first_drift: bool,
+    /// An unhealthy node of a static NodePool at its node limit is deleted before its
+    /// replacement exists.
+    #[serde(default)]
+    pub terminate_first_repair: bool,
 }
 
 /// The simulated cloud.

@@ -405,6 +405,7 @@ impl World {
             node_overlay: scenario.spec.feature_gates.node_overlay,
             pod_deletion_cost: scenario.spec.feature_gates.pod_deletion_cost_management,
             terminate_first_drift: scenario.spec.feature_gates.terminate_first_drift,
+            terminate_first_repair: scenario.spec.feature_gates.terminate_first_repair,
             node_class_status: true,
             preference_policy: scenario.spec.preference_policy,
             min_values_policy: scenario.spec.min_values_policy,

@@ -548,8 +548,10 @@ impl Controllers {
                 drifted: c.drifted.is_some(),
                 disruption_cost,
                 replace_backoff: backoff.is_some_and(|b| self.now < b.until),
+                // a static NodePool's nodes are repaired by its own controller
                 repair: (self.disruption.repairs.get(name))
                     .filter(|_| !in_command.contains(name.as_str()))
+                    .filter(|_| np.is_none_or(|np| np.spec.replicas.is_none()))
                     .map(|r| r.view),
             });
             names.push(name.clone());

@@ -54,8 +54,9 @@ pub(super) struct State {
     /// Per static NodePool, the (replicas, active, to create) last logged, so that a
     /// deficit that cannot be met is said once, not at every poll.
     pub(super) logged: BTreeMap<String, (i64, i64, i64)>,
-    /// Drifted NodeClaims of static NodePools being replaced, with their replacements.
-    pub(super) replacing: BTreeMap<String, String>,
+    /// Drifted or unhealthy NodeClaims of static NodePools being replaced, with their
+    /// replacements and why.
+    pub(super) replacing: BTreeMap<String, (String, DisruptionReason)>,
 }
 
 impl Controllers {
@@ -86,7 +87,12 @@ impl Controllers {
                     deleting - unstored,
                 ),
                 Ordering::Greater => self.shrink_static(&pool, replicas, &active),
-                Ordering::Equal => self.replace_drifted_static(&pool, &active, deleting),
+                // one method acts at a time, repair first, as Karpenter's loop runs them
+                Ordering::Equal => {
+                    if !self.repair_static(&pool, &active, deleting) {
+                        self.replace_drifted_static(&pool, &active, deleting);
+                    }
+                }
             }
         }
     }
@@ -115,13 +121,13 @@ impl Controllers {
     /// Drifted NodeClaims whose replacement is initialized are deleted; a replacement that
     /// went (its launch failed) is forgotten, and its drifted node untainted to try again.
     fn follow_static_replacements(&mut self) {
-        let pairs: Vec<(String, String)> = self
+        let pairs: Vec<(String, String, DisruptionReason)> = self
             .static_capacity
             .replacing
             .iter()
-            .map(|(d, r)| (d.clone(), r.clone()))
+            .map(|(d, (r, why))| (d.clone(), r.clone(), *why))
             .collect();
-        for (drifted, replacement) in pairs {
+        for (drifted, replacement, why) in pairs {
             let Some(old) = self.cluster.nodeclaims.get(&drifted) else {
                 self.static_capacity.replacing.remove(&drifted);
                 continue;
@@ -141,7 +147,7 @@ impl Controllers {
                 Some(r) if r.initialized => {
                     self.static_capacity.replacing.remove(&drifted);
                     let node = node.unwrap_or_default();
-                    self.terminate_disrupted(&node, &drifted, DisruptionReason::Drifted);
+                    self.terminate_disrupted(&node, &drifted, why);
                 }
                 Some(_) => {}
             }
@@ -188,7 +194,7 @@ impl Controllers {
         for claim in drifted.into_iter().take(granted) {
             let c = &self.cluster.nodeclaims[&claim];
             let node = c.node.clone().unwrap_or_default();
-            self.count_static_decision(pool, "replace");
+            self.count_static_decision(pool, "replace", "drifted");
             self.count_disrupted(&claim, "drifted", "", true);
             self.log(
                 "disruption",
@@ -199,7 +205,7 @@ impl Controllers {
             self.taint(&node);
             let drifted = kerf_api::nodepool::DisruptionReason::Drifted;
             let replacement = self.launch_replacement(&plan, pool, drifted);
-            self.static_capacity.replacing.insert(claim, replacement);
+            (self.static_capacity.replacing).insert(claim, (replacement, drifted));
         }
     }
 
@@ -232,7 +238,7 @@ impl Controllers {
                 continue;
             }
             let decision = "terminate-first";
-            self.count_static_decision(pool, decision);
+            self.count_static_decision(pool, decision, "drifted");
             self.metrics.inc(
                 &families::VOLUNTARY_DISRUPTION_TERMINATE_FIRST_DECISIONS,
                 &[pool, "drifted", "static-at-limit"],
@@ -250,16 +256,124 @@ impl Controllers {
         }
     }
 
-    /// Counts a static drift decision (`replace`, `terminate-first`) as Karpenter's queue does.
-    fn count_static_decision(&mut self, pool: &str, decision: &str) {
+    /// Counts a static NodePool's decision (`replace`, `terminate-first`) for `reason`
+    /// (`drifted`, `unhealthy`) as Karpenter's queue does.
+    fn count_static_decision(&mut self, pool: &str, decision: &str, reason: &str) {
         self.metrics.inc(
             &families::VOLUNTARY_DISRUPTION_DECISIONS,
-            &["", decision, "drifted"],
+            &["", decision, reason],
         );
         self.metrics.inc(
             &families::VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL,
-            &["", decision, pool, "drifted"],
+            &["", decision, pool, reason],
         );
+    }
+
+    /// Unhealthy nodes of a static NodePool at its count, as Karpenter's repair takes them
+    /// (a mirror of its static drift): those a repair policy is due on, the longest past due
+    /// first, within the NodePool's `Unhealthy` budget (a node never initialized takes
+    /// none). Below the node limit a replacement is launched first and the node deleted once
+    /// it is initialized; at the limit, with `TerminateFirstRepair` (and the NodePool ready
+    /// and not being deleted), the node is deleted first and the pool refilled, otherwise it
+    /// waits, told `DisruptionBlocked`. Whether anything was done.
+    fn repair_static(&mut self, pool: &str, active: &[String], others: i64) -> bool {
+        if !self.settings.node_repair {
+            return false;
+        }
+        let mut due: Vec<(String, String, f64, bool)> = (active.iter())
+            .filter_map(|claim| {
+                let node = self.cluster.nodeclaims.get(claim)?.node.clone()?;
+                let r = self.disruption.repairs.get(&node)?;
+                Some((claim.clone(), node, r.view.score, r.view.initialized))
+            })
+            .collect();
+        if due.is_empty() {
+            return false;
+        }
+        due.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+        let np = self.cluster.node_pools[pool].clone();
+        let going = usize::try_from(others).unwrap_or(0);
+        let mut budget = (self.budgets_now().get(&(pool, DisruptionReason::Unhealthy)))
+            .map_or(0, |b| b.allowed.saturating_sub(b.consuming.max(going)));
+        let limit = np.spec.limits.get("nodes").map_or(i64::MAX, |q| {
+            i64::try_from(q.milli() / 1000).unwrap_or(i64::MAX)
+        });
+        let total = i64::try_from(active.len() + going).unwrap_or(i64::MAX);
+        let mut room = usize::try_from(limit - total).unwrap_or(0);
+        let refillable =
+            np.metadata.deletion_timestamp.is_none() && self.cluster.may_launch_for(pool);
+        let mut acted = false;
+        for (claim, node, _, initialized) in due {
+            if initialized {
+                if budget == 0 {
+                    continue;
+                }
+                budget -= 1;
+            }
+            let unhealthy = DisruptionReason::Unhealthy;
+            if room > 0 {
+                let Some(plan) = self.static_plan(pool) else {
+                    return acted;
+                };
+                room -= 1;
+                self.select_repair(&node);
+                self.static_command(pool, &node, &claim, "replace", 1);
+                let replacement = self.launch_replacement(&plan, pool, unhealthy);
+                (self.static_capacity.replacing).insert(claim, (replacement, unhealthy));
+            } else if self.settings.terminate_first_repair && refillable {
+                self.select_repair(&node);
+                self.metrics.inc(
+                    &families::VOLUNTARY_DISRUPTION_TERMINATE_FIRST_DECISIONS,
+                    &[pool, "unhealthy", "static-at-limit"],
+                );
+                self.static_command(pool, &node, &claim, "terminate-first", 0);
+                self.terminate_disrupted(&node, &claim, unhealthy);
+            } else {
+                for (kind, name) in [(EventObject::Node, &node), (EventObject::NodeClaim, &claim)] {
+                    self.event(Event {
+                        kind,
+                        name: name.clone(),
+                        warning: false,
+                        reason: "DisruptionBlocked".into(),
+                        message: "static NodePool is at its node limit and cannot stage a \
+                                  replacement"
+                            .into(),
+                    });
+                }
+                continue;
+            }
+            acted = true;
+        }
+        acted
+    }
+
+    /// A repair command on a static NodePool's node: counted, logged as Karpenter's
+    /// `disrupting node(s)`, its node tainted.
+    fn static_command(
+        &mut self,
+        pool: &str,
+        node: &str,
+        claim: &str,
+        decision: &str,
+        replacements: usize,
+    ) {
+        self.count_static_decision(pool, decision, "unhealthy");
+        self.count_disrupted(claim, "unhealthy", "", true);
+        self.disruption.commands_started += 1;
+        let id = format!("{:08x}", self.disruption.commands_started);
+        let arrow = if replacements > 0 {
+            " -> [1 replacement]"
+        } else {
+            ""
+        };
+        self.log(
+            "disruption",
+            "disrupting node(s)",
+            json!({"command": format!("Unhealthy/{id}: {decision}: nodepools=[{pool}]: [{node}]{arrow}"),
+                   "reason": "unhealthy", "decision": decision,
+                   "disrupted-node-count": 1, "replacement-node-count": replacements}),
+        );
+        self.taint(node);
     }
 
     fn grow_static(&mut self, pool: &str, replicas: i64, active: i64, deleting: i64) {

@@ -66,7 +66,7 @@ fn pods_node(cp: &ControlPlane) -> Option<String> {
 }
 
 /// Sets the node's `KWOKUnhealthy` condition True now.
-fn make_unhealthy(cp: &ControlPlane, node: &str) {
+pub(super) fn make_unhealthy(cp: &ControlPlane, node: &str) {
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     let patch = serde_json::json!({"status": {"conditions": [{
         "type": "KWOKUnhealthy", "status": "True", "reason": "FaultInjected",

@@ -171,3 +171,82 @@ fn first_decisions(lines: &[Value]) -> usize {
         })
         .count()
 }
+
+/// The gates both run with for repair.
+const REPAIR_SETTINGS: [(&str, &str); 1] = [(
+    "FEATURE_GATES",
+    "StaticCapacity=true,NodeRepair=true,TerminateFirstRepair=true",
+)];
+
+/// What one autoscaler did with an unhealthy node of the pool at its limit: how long until
+/// the pool was two initialized NodeClaims again without it, and the most seen at once.
+fn repaired(cp: &ControlPlane, who: &str) -> Replaced {
+    let ready = |c: &[(String, bool)]| c.len() == 2 && c.iter().all(|(_, i)| *i);
+    wait_for(
+        &format!("{who}'s two initialized NodeClaims"),
+        Duration::from_secs(120),
+        || ready(&claims(cp)).then_some(()),
+        || format!("{:?}", claims(cp)),
+    );
+    let claim = items(cp, "nodeclaims.karpenter.sh").remove(0);
+    let unhealthy = claim["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let node = claim["status"]["nodeName"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    super::repair::make_unhealthy(cp, &node);
+    let start = Instant::now();
+    let mut most = 0;
+    let after = wait_for(
+        &format!("{who} to replace the unhealthy NodeClaim {unhealthy}"),
+        Duration::from_secs(240),
+        || {
+            let now = items(cp, "nodeclaims.karpenter.sh");
+            most = most.max(now.len());
+            let gone = !now
+                .iter()
+                .any(|c| c["metadata"]["name"] == unhealthy.as_str());
+            (gone && ready(&claims(cp))).then(|| start.elapsed())
+        },
+        || format!("{:?}", claims(cp)),
+    );
+    Replaced { after, most }
+}
+
+#[test]
+fn karpenter_and_kerf_terminate_an_unhealthy_static_node_first_at_the_node_limit() {
+    let cp = ControlPlane::start("terminate-first-repair");
+    cp.install_karpenter_kwok_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(MANIFESTS.as_bytes()));
+
+    let karpenter = Karpenter::start(&cp, 1, &REPAIR_SETTINGS);
+    let karpenters = repaired(&cp, "Karpenter");
+    let theirs = first_decisions(&karpenter.lines());
+    karpenter.stop();
+    clear(&cp);
+
+    let mut env = support::chart_env(&cp, true);
+    env.extend(REPAIR_SETTINGS.iter().map(|(k, v)| (*k, v.to_string())));
+    let kerf = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "kwok"], &env);
+    let kerfs = repaired(&cp, "Kerf");
+    let ours = first_decisions(&kerf.lines());
+    let (_, metrics) = support::http_get(kerf.metrics_port, "/metrics");
+    drop(kerf);
+
+    eprintln!(
+        "Karpenter: {karpenters:?}, {theirs} terminate-first\nKerf: {kerfs:?}, {ours} terminate-first"
+    );
+    for (who, r, decisions) in [("Karpenter", &karpenters, theirs), ("Kerf", &kerfs, ours)] {
+        // at the limit throughout: the unhealthy node goes before its successor comes, once
+        // the 30-second toleration of kwok's policy has passed
+        assert_eq!(r.most, 2, "{who}: {r:?}");
+        assert!(r.after >= Duration::from_secs(30), "{who}: {r:?}");
+        assert_eq!(decisions, 1, "{who} says terminate-first once");
+    }
+    let counted = "karpenter_voluntary_disruption_terminate_first_decisions_total{\
+         nodepool=\"fixed\",reason=\"unhealthy\",terminate_first_reason=\"static-at-limit\"} 1";
+    assert!(
+        metrics.lines().any(|l| l == counted),
+        "{counted} in {metrics}"
+    );
+}
