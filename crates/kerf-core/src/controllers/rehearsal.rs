@@ -147,13 +147,22 @@ impl Controllers {
         let placed = self.place(&seats, &mut facts, in_queue_order(cluster, pending), true);
         let mut moved = Vec::new();
         let mut leftovers = Vec::new();
+        // the rehearsal leaves volumes out; kube-scheduler counts a node's attachment slots
+        // (its CSINode's limits), so a pod that mounts claims is not moved onto a node they
+        // would overflow: it would wait there, nominated, while kube-scheduler refuses it
+        let mut slots_taken: HashMap<&str, Resources> = HashMap::new();
         for (key, seat) in placed {
             let p = &cluster.pods[key];
             match seat {
                 Some(i) => {
                     let claim = seats[i].claim.as_ref();
                     if let Some(claim) = claim.filter(|c| p.nominated.as_ref() != Some(*c)) {
-                        moved.push((key.clone(), claim.clone()));
+                        let taken = slots_taken.entry(seats[i].name.as_str()).or_default();
+                        if self.attachments_fit(&seats[i].name, &p.requests, taken) {
+                            moved.push((key.clone(), claim.clone()));
+                        } else if p.nominated.is_some() {
+                            leftovers.push(key.clone());
+                        }
                     }
                 }
                 None if p.nominated.is_some() => leftovers.push(key.clone()),
@@ -173,6 +182,34 @@ impl Controllers {
             }
         }
         leftovers
+    }
+
+    /// Whether the node `name` has the volume attachment slots `requests` asks for beyond
+    /// its bound pods' and those `taken` in this rehearsal (which it then counts); a node
+    /// with no published limit (or not registered yet) takes any number.
+    fn attachments_fit(&self, name: &str, requests: &Resources, taken: &mut Resources) -> bool {
+        let wanted: Vec<(&String, &i64)> = (requests.extended.iter())
+            .filter(|(k, _)| k.starts_with(labels::ATTACHABLE_VOLUMES))
+            .collect();
+        let Some(node) = self.cluster.nodes.get(name).filter(|_| !wanted.is_empty()) else {
+            return true;
+        };
+        let mut limits = Resources::default();
+        (self.cluster.volumes).add_attach_slots(Some(name), None, &mut limits);
+        let fits = wanted.iter().all(|(k, n)| {
+            let used = node.requests.extended.get(*k).copied().unwrap_or(0)
+                + taken.extended.get(*k).copied().unwrap_or(0);
+            limits
+                .extended
+                .get(*k)
+                .is_none_or(|limit| used + **n <= *limit)
+        });
+        if fits {
+            for (k, n) in wanted {
+                *taken.extended.entry(k.clone()).or_insert(0) += n;
+            }
+        }
+        fits
     }
 
     /// Plays kube-scheduler over the nodes a disruption command leaves (the cluster's but its
