@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kerf_api::cluster_read::{self, Read};
-use kerf_api::manifest::{Checked, check_document, read_documents};
+use kerf_api::manifest::{Checked, check_document};
 use kerf_api::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use kerf_sim::report::Removal;
 use kerf_sim::{Report, RunOptions, Scenario, Standing, World};
@@ -139,22 +139,8 @@ pub fn run(args: &Args) -> Result<ExitCode> {
 }
 
 /// The documents of a file (`-`: standard input), each `List` read item by item.
-fn documents_of(file: &PathBuf) -> Result<Vec<Value>> {
-    let shown = file.display().to_string();
-    let text = if file.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin())
-    } else {
-        std::fs::read_to_string(file)
-    }
-    .with_context(|| format!("{shown}: cannot read"))?;
-    let docs = read_documents(&text).map_err(|e| {
-        anyhow::anyhow!(
-            "{shown}:{}:{}: cannot parse YAML: {}",
-            e.line,
-            e.column,
-            e.message
-        )
-    })?;
+fn documents_of(file: &std::path::Path) -> Result<Vec<Value>> {
+    let (_, _, docs) = crate::inputs::read_file(file)?;
     let mut out = Vec::new();
     for doc in docs {
         flatten(doc.value, &mut out);

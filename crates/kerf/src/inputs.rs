@@ -102,24 +102,30 @@ pub fn load(
 ) -> Result<std::result::Result<Inputs, String>> {
     let mut sources = Vec::new();
     for file in files {
-        let shown = file.display().to_string();
-        let text = if file.as_os_str() == "-" {
-            std::io::read_to_string(std::io::stdin())
-        } else {
-            std::fs::read_to_string(file)
-        }
-        .with_context(|| format!("{shown}: cannot read"))?;
-        let docs = read_documents(&text).map_err(|e| {
-            anyhow::anyhow!(
-                "{shown}:{}:{}: cannot parse YAML: {}",
-                e.line,
-                e.column,
-                e.message
-            )
-        })?;
-        sources.push((shown, text, docs));
+        sources.push(read_file(file)?);
     }
     Ok(classify(sources, replicas))
+}
+
+/// A manifest file (`-` is standard input) as it is shown in messages, its text and its
+/// documents; an error names the file, and the line and column YAML could not parse.
+pub fn read_file(file: &std::path::Path) -> Result<(String, String, Vec<RawDocument>)> {
+    let shown = file.display().to_string();
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(file)
+    }
+    .with_context(|| format!("{shown}: cannot read"))?;
+    let docs = read_documents(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{shown}:{}:{}: cannot parse YAML: {}",
+            e.line,
+            e.column,
+            e.message
+        )
+    })?;
+    Ok((shown, text, docs))
 }
 
 /// Sorts documents (with the file name and text they came from, for lines in messages)

@@ -224,17 +224,7 @@ impl Controllers {
                 .and_then(|c| c.node.clone())
                 .unwrap_or_default();
             if !first {
-                for (kind, name) in [(EventObject::Node, &node), (EventObject::NodeClaim, &claim)] {
-                    self.event(Event {
-                        kind,
-                        name: name.clone(),
-                        warning: false,
-                        reason: "DisruptionBlocked".into(),
-                        message: "static NodePool is at its node limit and cannot stage a \
-                                  replacement"
-                            .into(),
-                    });
-                }
+                self.blocked_at_limit(&node, &claim);
                 continue;
             }
             let decision = "terminate-first";
@@ -329,22 +319,27 @@ impl Controllers {
                 self.static_command(pool, &node, &claim, "terminate-first", 0);
                 self.terminate_disrupted(&node, &claim, unhealthy);
             } else {
-                for (kind, name) in [(EventObject::Node, &node), (EventObject::NodeClaim, &claim)] {
-                    self.event(Event {
-                        kind,
-                        name: name.clone(),
-                        warning: false,
-                        reason: "DisruptionBlocked".into(),
-                        message: "static NodePool is at its node limit and cannot stage a \
-                                  replacement"
-                            .into(),
-                    });
-                }
+                self.blocked_at_limit(&node, &claim);
                 continue;
             }
             acted = true;
         }
         acted
+    }
+
+    /// A static NodePool's node that cannot be replaced first at the node limit, told
+    /// `DisruptionBlocked` on its Node and NodeClaim (once per two minutes).
+    fn blocked_at_limit(&mut self, node: &str, claim: &str) {
+        for (kind, name) in [(EventObject::Node, node), (EventObject::NodeClaim, claim)] {
+            self.event(Event {
+                kind,
+                name: name.to_string(),
+                warning: false,
+                reason: "DisruptionBlocked".into(),
+                message: "static NodePool is at its node limit and cannot stage a replacement"
+                    .into(),
+            });
+        }
     }
 
     /// A repair command on a static NodePool's node: counted, logged as Karpenter's

@@ -135,16 +135,7 @@ fn clear(cp: &ControlPlane) {
         &["patch", "nodepool", "roll", "--type=merge", "-p", back],
         None,
     );
-    super::parity::remove_nodes(cp);
-    wait_for(
-        "no NodeClaim or Node left",
-        Duration::from_secs(60),
-        || {
-            let left = items(cp, "nodeclaims.karpenter.sh").len() + items(cp, "nodes").len();
-            (left == 0).then_some(())
-        },
-        || "objects left".into(),
-    );
+    super::parity::remove_nodes_and_wait(cp);
 }
 
 #[test]

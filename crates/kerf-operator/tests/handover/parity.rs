@@ -366,6 +366,20 @@ pub(super) fn remove_nodes(cp: &ControlPlane) {
     }
 }
 
+/// [`remove_nodes`], then waits until no NodeClaim or Node is left.
+pub(super) fn remove_nodes_and_wait(cp: &ControlPlane) {
+    remove_nodes(cp);
+    wait_for(
+        "no NodeClaim or Node left",
+        Duration::from_secs(60),
+        || {
+            let left = items(cp, "nodeclaims.karpenter.sh").len() + items(cp, "nodes").len();
+            (left == 0).then_some(())
+        },
+        || "objects left".into(),
+    );
+}
+
 /// Takes away what an autoscaler made (finalizers stripped: it is stopped), and the bare
 /// pods, so that the other starts from the same objects.
 fn clear(cp: &ControlPlane) {
