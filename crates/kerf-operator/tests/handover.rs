@@ -51,6 +51,50 @@ fn quiet() -> Duration {
     )
 }
 
+/// What each autoscaler did in turn on one control plane: Karpenter v1.15.0's kwok provider,
+/// then Kerf's kwok operator, with their log lines, and Kerf's metrics at the end.
+struct InTurn<T> {
+    karpenter: T,
+    karpenter_lines: Vec<Value>,
+    kerf: T,
+    kerf_lines: Vec<Value>,
+    kerf_metrics: String,
+}
+
+/// Starts a control plane `name` with Karpenter kwok's CRDs and `manifests`, lets Karpenter
+/// and then Kerf (both with `settings`) do `act`, and `clear`s between them.
+fn each_in_turn<T>(
+    name: &str,
+    manifests: &str,
+    settings: &[(&str, &str)],
+    act: impl Fn(&ControlPlane, &str) -> T,
+    clear: impl Fn(&ControlPlane),
+) -> InTurn<T> {
+    let cp = ControlPlane::start(name);
+    cp.install_karpenter_kwok_crds();
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(manifests.as_bytes()));
+
+    let karpenter = Karpenter::start(&cp, 1, settings);
+    let theirs = act(&cp, "Karpenter");
+    let karpenter_lines = karpenter.lines();
+    karpenter.stop();
+    clear(&cp);
+
+    let mut env = support::chart_env(&cp, true);
+    env.extend(settings.iter().map(|(k, v)| (*k, v.to_string())));
+    let kerf = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "kwok"], &env);
+    let ours = act(&cp, "Kerf");
+    let kerf_lines = kerf.lines();
+    let (_, kerf_metrics) = support::http_get(kerf.metrics_port, "/metrics");
+    InTurn {
+        karpenter: theirs,
+        karpenter_lines,
+        kerf: ours,
+        kerf_lines,
+        kerf_metrics,
+    }
+}
+
 fn items(cp: &ControlPlane, kind: &str) -> Vec<Value> {
     let out = cp.kubectl_ok(&["get", kind, "-A", "-o", "json"], None);
     let list: Value = serde_json::from_str(&out).expect("a JSON list");

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::support::{self, ControlPlane, Karpenter, Operator, wait_for};
-use super::{OPERATOR, items};
+use super::items;
+use super::support::{self, ControlPlane, wait_for};
 
 /// Four pods, one a node, under a NodePool with a budget of two nodes.
 const MANIFESTS: &str = r#"
@@ -140,22 +140,11 @@ fn clear(cp: &ControlPlane) {
 
 #[test]
 fn karpenter_and_kerf_roll_drifted_nodes_as_many_at_once_as_the_budget_allows() {
-    let cp = ControlPlane::start("drift-pace");
-    cp.install_karpenter_kwok_crds();
-    cp.kubectl_ok(&["apply", "-f", "-"], Some(MANIFESTS.as_bytes()));
-
-    let karpenter = Karpenter::start(&cp, 1, &[]);
-    let karpenters = roll(&cp, "Karpenter");
-    karpenter.stop();
-    clear(&cp);
-
-    let env = support::chart_env(&cp, true);
-    let kerf = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "kwok"], &env);
-    let kerfs = roll(&cp, "Kerf");
-    drop(kerf);
+    let run = super::each_in_turn("drift-pace", MANIFESTS, &[], roll, clear);
+    let (karpenters, kerfs) = (&run.karpenter, &run.kerf);
 
     eprintln!("Karpenter: {karpenters:?}\nKerf: {kerfs:?}");
-    for (who, r) in [("Karpenter", &karpenters), ("Kerf", &kerfs)] {
+    for (who, r) in [("Karpenter", karpenters), ("Kerf", kerfs)] {
         assert_eq!(
             r.most_at_once, 2,
             "{who}: two under way at once, never more: {r:?}"

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::support::{self, ControlPlane, Karpenter, Operator, wait_for};
-use super::{OPERATOR, items};
+use super::items;
+use super::support::{self, ControlPlane, wait_for};
 
 /// The gates both run with.
 const SETTINGS: [(&str, &str); 1] = [(
@@ -109,28 +109,16 @@ fn clear(cp: &ControlPlane) {
 
 #[test]
 fn karpenter_and_kerf_terminate_drifted_static_nodes_first_at_the_node_limit() {
-    let cp = ControlPlane::start("terminate-first");
-    cp.install_karpenter_kwok_crds();
-    cp.kubectl_ok(&["apply", "-f", "-"], Some(MANIFESTS.as_bytes()));
-
-    let karpenter = Karpenter::start(&cp, 1, &SETTINGS);
-    let karpenters = replaced(&cp, "Karpenter");
-    let theirs = first_decisions(&karpenter.lines());
-    karpenter.stop();
-    clear(&cp);
-
-    let mut env = support::chart_env(&cp, true);
-    env.extend(SETTINGS.iter().map(|(k, v)| (*k, v.to_string())));
-    let kerf = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "kwok"], &env);
-    let kerfs = replaced(&cp, "Kerf");
-    let ours = first_decisions(&kerf.lines());
-    let (_, metrics) = support::http_get(kerf.metrics_port, "/metrics");
-    drop(kerf);
+    let run = super::each_in_turn("terminate-first", MANIFESTS, &SETTINGS, replaced, clear);
+    let (karpenters, kerfs) = (&run.karpenter, &run.kerf);
+    let theirs = first_decisions(&run.karpenter_lines);
+    let ours = first_decisions(&run.kerf_lines);
+    let metrics = &run.kerf_metrics;
 
     eprintln!(
         "Karpenter: {karpenters:?}, {theirs} terminate-first\nKerf: {kerfs:?}, {ours} terminate-first"
     );
-    for (who, r, decisions) in [("Karpenter", &karpenters, theirs), ("Kerf", &kerfs, ours)] {
+    for (who, r, decisions) in [("Karpenter", karpenters, theirs), ("Kerf", kerfs, ours)] {
         eprintln!(
             "{who}: both replaced {:.0} s after the drift",
             r.after.as_secs_f64()
@@ -206,28 +194,22 @@ fn repaired(cp: &ControlPlane, who: &str) -> Replaced {
 
 #[test]
 fn karpenter_and_kerf_terminate_an_unhealthy_static_node_first_at_the_node_limit() {
-    let cp = ControlPlane::start("terminate-first-repair");
-    cp.install_karpenter_kwok_crds();
-    cp.kubectl_ok(&["apply", "-f", "-"], Some(MANIFESTS.as_bytes()));
-
-    let karpenter = Karpenter::start(&cp, 1, &REPAIR_SETTINGS);
-    let karpenters = repaired(&cp, "Karpenter");
-    let theirs = first_decisions(&karpenter.lines());
-    karpenter.stop();
-    clear(&cp);
-
-    let mut env = support::chart_env(&cp, true);
-    env.extend(REPAIR_SETTINGS.iter().map(|(k, v)| (*k, v.to_string())));
-    let kerf = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "kwok"], &env);
-    let kerfs = repaired(&cp, "Kerf");
-    let ours = first_decisions(&kerf.lines());
-    let (_, metrics) = support::http_get(kerf.metrics_port, "/metrics");
-    drop(kerf);
+    let run = super::each_in_turn(
+        "terminate-first-repair",
+        MANIFESTS,
+        &REPAIR_SETTINGS,
+        repaired,
+        clear,
+    );
+    let (karpenters, kerfs) = (&run.karpenter, &run.kerf);
+    let theirs = first_decisions(&run.karpenter_lines);
+    let ours = first_decisions(&run.kerf_lines);
+    let metrics = &run.kerf_metrics;
 
     eprintln!(
         "Karpenter: {karpenters:?}, {theirs} terminate-first\nKerf: {kerfs:?}, {ours} terminate-first"
     );
-    for (who, r, decisions) in [("Karpenter", &karpenters, theirs), ("Kerf", &kerfs, ours)] {
+    for (who, r, decisions) in [("Karpenter", karpenters, theirs), ("Kerf", kerfs, ours)] {
         // at the limit throughout: the unhealthy node goes before its successor comes, once
         // the 30-second toleration of kwok's policy has passed
         assert_eq!(r.most, 2, "{who}: {r:?}");
