@@ -1265,14 +1265,18 @@ impl Controllers {
             savings: command.savings,
             scores: Vec::new(),
         };
+        let method = pending.method;
         self.disruption.executing.insert(id.clone(), pending);
         self.at(
             self.now + REPLACEMENT_TIMEOUT,
             Timer::ReplacementTimeout(id),
         );
-        // as Karpenter's loop after a command: it looks again at once, the nodes under way
-        // counted against the budgets
-        self.schedule_pass(self.now);
+        // as Karpenter's loop after a drift or repair command: it looks again at once, the
+        // nodes under way counted against the budgets (after a consolidation the next pass
+        // comes at its time: the next command waits out its 15 s validation anyway)
+        if matches!(method, Method::Drift | Method::Repair) {
+            self.schedule_pass(self.now);
+        }
     }
 
     /// Karpenter's fields of a command's log line: the decision, what it disrupts and

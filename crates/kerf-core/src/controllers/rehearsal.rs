@@ -158,10 +158,10 @@ impl Controllers {
                     let claim = seats[i].claim.as_ref();
                     if let Some(claim) = claim.filter(|c| p.nominated.as_ref() != Some(*c)) {
                         let taken = slots_taken.entry(seats[i].name.as_str()).or_default();
+                        // one that would not fit keeps what it has: its nomination (the
+                        // solve counted the slots there), or none
                         if self.attachments_fit(&seats[i].name, &p.requests, taken) {
                             moved.push((key.clone(), claim.clone()));
-                        } else if p.nominated.is_some() {
-                            leftovers.push(key.clone());
                         }
                     }
                 }
