@@ -56,7 +56,7 @@ pub(super) struct State {
     pub(super) logged: BTreeMap<String, (i64, i64, i64)>,
     /// Drifted or unhealthy NodeClaims of static NodePools being replaced, with their
     /// replacements and why.
-    pub(super) replacing: BTreeMap<String, (String, DisruptionReason)>,
+    pub(super) replacing: BTreeMap<String, (String, DisruptionReason, std::time::Duration)>,
 }
 
 impl Controllers {
@@ -121,13 +121,13 @@ impl Controllers {
     /// Drifted NodeClaims whose replacement is initialized are deleted; a replacement that
     /// went (its launch failed) is forgotten, and its drifted node untainted to try again.
     fn follow_static_replacements(&mut self) {
-        let pairs: Vec<(String, String, DisruptionReason)> = self
+        let pairs: Vec<(String, String, DisruptionReason, std::time::Duration)> = self
             .static_capacity
             .replacing
             .iter()
-            .map(|(d, (r, why))| (d.clone(), r.clone(), *why))
+            .map(|(d, (r, why, at))| (d.clone(), r.clone(), *why, *at))
             .collect();
-        for (drifted, replacement, why) in pairs {
+        for (drifted, replacement, why, launched_at) in pairs {
             let Some(old) = self.cluster.nodeclaims.get(&drifted) else {
                 self.static_capacity.replacing.remove(&drifted);
                 continue;
@@ -148,6 +148,15 @@ impl Controllers {
                     self.static_capacity.replacing.remove(&drifted);
                     let node = node.unwrap_or_default();
                     self.terminate_disrupted(&node, &drifted, why);
+                }
+                // a replacement that has not initialized in time is given up, as Karpenter's
+                // queue gives a command's replacements up: the node stays, untainted, and
+                // the replacement is one NodeClaim too many, which the pool scales down
+                Some(_) if self.now >= launched_at + super::disruption::REPLACEMENT_TIMEOUT => {
+                    self.static_capacity.replacing.remove(&drifted);
+                    if let Some(n) = &node {
+                        self.untaint(n);
+                    }
                 }
                 Some(_) => {}
             }
@@ -205,7 +214,9 @@ impl Controllers {
             self.taint(&node);
             let drifted = kerf_api::nodepool::DisruptionReason::Drifted;
             let replacement = self.launch_replacement(&plan, pool, drifted);
-            (self.static_capacity.replacing).insert(claim, (replacement, drifted));
+            (self.static_capacity.replacing).insert(claim, (replacement, drifted, self.now));
+            let timeout = self.now + super::disruption::REPLACEMENT_TIMEOUT;
+            self.at(timeout, super::Timer::StaticCapacity);
         }
     }
 
@@ -309,7 +320,9 @@ impl Controllers {
                 self.select_repair(&node);
                 self.static_command(pool, &node, &claim, "replace", 1);
                 let replacement = self.launch_replacement(&plan, pool, unhealthy);
-                (self.static_capacity.replacing).insert(claim, (replacement, unhealthy));
+                (self.static_capacity.replacing).insert(claim, (replacement, unhealthy, self.now));
+                let timeout = self.now + super::disruption::REPLACEMENT_TIMEOUT;
+                self.at(timeout, super::Timer::StaticCapacity);
             } else if self.settings.terminate_first_repair && refillable {
                 self.select_repair(&node);
                 self.metrics.inc(
