@@ -199,9 +199,6 @@ fn changed_documents(files: &[PathBuf]) -> Result<std::result::Result<Vec<Value>
 /// Every object of the kubeconfig's cluster a plan reads, listed (never written), each
 /// with its `apiVersion` and `kind`.
 async fn live_documents() -> Result<Vec<Value>> {
-    use kube::api::{Api, DynamicObject, ListParams};
-    use kube::core::GroupVersionKind;
-
     let client = crate::cmd_replay::client().await?;
     let mut out = Vec::new();
     for (group, version, kind) in [
@@ -217,28 +214,13 @@ async fn live_documents() -> Result<Vec<Value>> {
         ("", "v1", "PersistentVolume"),
         ("storage.k8s.io", "v1", "StorageClass"),
     ] {
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        let Ok((resource, _)) = kube::discovery::pinned_kind(&client, &gvk).await else {
+        let Some(items) = crate::inputs::list_kind(&client, group, version, kind).await? else {
             if group.starts_with("karpenter") && kind != "NodeOverlay" {
                 eprintln!("note: this cluster serves no {group}/{version} {kind}");
             }
             continue;
         };
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        let items = api
-            .list(&ListParams::default())
-            .await
-            .with_context(|| format!("listing {kind}s"))?
-            .items;
-        for item in items {
-            let mut value = serde_json::to_value(&item)?;
-            value["apiVersion"] = match group {
-                "" => version.into(),
-                g => format!("{g}/{version}").into(),
-            };
-            value["kind"] = kind.into();
-            out.push(value);
-        }
+        out.extend(items);
     }
     Ok(out)
 }

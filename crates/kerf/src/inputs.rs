@@ -457,8 +457,7 @@ fn missing_daemon_pods(cluster: &Cluster) -> Vec<(Duration, Pod)> {
 /// as they are, without the strict field checks typed manifests get.
 pub async fn live() -> Result<Inputs> {
     use kerf_api::cluster_read::{self, Read};
-    use kube::api::{Api, DynamicObject, ListParams};
-    use kube::core::GroupVersionKind;
+    use kube::api::{Api, ListParams};
 
     let client = crate::cmd_replay::client().await?;
     async fn list<K>(client: &kube::Client) -> Result<Vec<K>>
@@ -499,24 +498,18 @@ pub async fn live() -> Result<Inputs> {
         ("karpenter.k8s.aws", "v1", "EC2NodeClass"),
         ("karpenter.sh", "v1alpha1", "NodeOverlay"),
     ] {
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        let Ok((resource, _)) = kube::discovery::pinned_kind(&client, &gvk).await else {
+        let Some(items) = list_kind(&client, group, version, kind).await? else {
             if kind != "NodeOverlay" {
                 eprintln!("note: this cluster serves no {group}/{version} {kind}");
             }
             continue;
         };
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        let items = api
-            .list(&ListParams::default())
-            .await
-            .with_context(|| format!("listing {kind}s"))?
-            .items;
-        for item in items {
-            let name = item.metadata.name.clone().unwrap_or_default();
-            let mut value = serde_json::to_value(&item)?;
-            value["apiVersion"] = format!("{group}/{version}").into();
-            value["kind"] = kind.into();
+        for value in items {
+            let name = (value
+                .pointer("/metadata/name")
+                .and_then(serde_json::Value::as_str))
+            .unwrap_or_default()
+            .to_string();
             // as the operator reads them: what a newer Karpenter added is noted, not fatal
             fn note<T>(kind: &str, name: &str, read: Read<T>) -> Option<T> {
                 for p in &read.gaps.problems {
@@ -551,6 +544,41 @@ pub async fn live() -> Result<Inputs> {
         }
     }
     Ok(inputs)
+}
+
+/// Every object of one kind the cluster serves, listed (never written), each as JSON with
+/// its `apiVersion` and `kind`; none when the cluster serves no such kind.
+pub async fn list_kind(
+    client: &kube::Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Result<Option<Vec<serde_json::Value>>> {
+    use kube::api::{Api, DynamicObject, ListParams};
+    use kube::core::GroupVersionKind;
+
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let Ok((resource, _)) = kube::discovery::pinned_kind(client, &gvk).await else {
+        return Ok(None);
+    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let items = api
+        .list(&ListParams::default())
+        .await
+        .with_context(|| format!("listing {kind}s"))?
+        .items;
+    let api_version = match group {
+        "" => version.to_string(),
+        g => format!("{g}/{version}"),
+    };
+    let mut out = Vec::new();
+    for item in items {
+        let mut value = serde_json::to_value(&item)?;
+        value["apiVersion"] = api_version.clone().into();
+        value["kind"] = kind.into();
+        out.push(value);
+    }
+    Ok(Some(out))
 }
 
 /// The default StorageClass `kerf schedule` assumes when the files have none.
