@@ -28,13 +28,20 @@
 //     disruption at `now` by its `karpenter.sh/do-not-disrupt` annotation (`IsDisruptable`);
 //   - {"kind": "PodsDisruptable", "pods", "pdbs", "now"}: whether a node holding `pods` may be
 //     a disruption candidate as far as its pods say (`ValidatePodsDisruptable`'s two checks:
-//     each pod's do-not-disrupt, then the PodDisruptionBudgets, whose status is read as given).
+//     each pod's do-not-disrupt, then the PodDisruptionBudgets, whose status is read as given);
+//   - {"kind": "KubeletConfig", "kubelet"}: the errors the EC2NodeClass's validation reports
+//     for `kubelet` as `spec.kubelet` (`ValidateKubeletConfig`), and whether its AL2 (and
+//     Bottlerocket) families apply every key (`UnmanagedKubeletFields`);
+//   - {"kind": "KubeletFields"}: the shape of the upstream KubeletConfiguration that
+//     validation decodes into (k8s.io/kubelet as Karpenter's go.mod pins it): each field's
+//     JSON name and type, nested, as the decoder sees them.
 //
 // Output (stdout): a JSON array, one result per item: {"kind", "name", "hash", "version"},
 // {"kind", "costs", "cost"}, {"kind", "score", "approved"} (the score as text: it may be +Inf),
 // {"kind", "families": [{"name", "type", "help", "labels", "buckets"}]}, {"kind", "allowed"} or
 // {"kind", "numNodes", "disrupting"} (by NodePool), {"kind", "blocks"} (one per pod) or
-// {"kind", "blockedBy", "pdbs"} ("do-not-disrupt", "pdb" or "", and the budgets named).
+// {"kind", "blockedBy", "pdbs"} ("do-not-disrupt", "pdb" or "", and the budgets named),
+// {"kind", "errors", "unmanaged"} or {"kind", "shape"}.
 package main
 
 import (
@@ -55,6 +62,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/client-go/kubernetes/scheme"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
@@ -112,6 +120,73 @@ type result struct {
 	Told       [][]string     `json:"told,omitempty"`
 	BlockedBy  *string        `json:"blockedBy,omitempty"`
 	PDBs       []string       `json:"pdbs,omitempty"`
+	Errors     []string       `json:"errors,omitempty"`
+	Unmanaged  []string       `json:"unmanaged,omitempty"`
+	Shape      *shape         `json:"shape,omitempty"`
+}
+
+// shape is a Go type as the JSON decoder reads it: its kind ("struct", "map", "slice", a
+// basic kind, or "unmarshaler" for a type that decodes itself), its Go name as error messages
+// print it, whether it is reached through a pointer (a null sets a pointer to nil; a value
+// that decodes itself is handed the null), and what it holds.
+type shape struct {
+	Kind    string            `json:"kind"`
+	Go      string            `json:"go"`
+	Pointer bool              `json:"pointer,omitempty"`
+	Name    string            `json:"name,omitempty"`
+	Fields  map[string]*shape `json:"fields,omitempty"`
+	Key     *shape            `json:"key,omitempty"`
+	Elem    *shape            `json:"elem,omitempty"`
+}
+
+var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// shapeOf walks t as encoding/json does: pointers are followed, embedded structs without a
+// JSON name lend their fields, and a type with its own UnmarshalJSON is not looked into.
+func shapeOf(t reflect.Type) *shape {
+	pointer := false
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+		pointer = true
+	}
+	if reflect.PointerTo(t).Implements(unmarshaler) {
+		return &shape{Kind: "unmarshaler", Go: t.String(), Pointer: pointer}
+	}
+	s := &shape{Kind: t.Kind().String(), Go: t.String(), Pointer: pointer}
+	switch t.Kind() {
+	case reflect.Struct:
+		s.Name = t.Name()
+		s.Fields = map[string]*shape{}
+		addFields(t, s.Fields)
+	case reflect.Map:
+		s.Key = shapeOf(t.Key())
+		s.Elem = shapeOf(t.Elem())
+	case reflect.Slice, reflect.Array:
+		s.Elem = shapeOf(t.Elem())
+	}
+	return s
+}
+
+func addFields(t reflect.Type, into map[string]*shape) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || (!f.IsExported() && !f.Anonymous) {
+			continue
+		}
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
+			addFields(ft, into)
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		into[name] = shapeOf(f.Type)
+	}
 }
 
 type family struct {
@@ -264,6 +339,18 @@ func main() {
 				os.Exit(2)
 			}
 			out = append(out, result{Kind: "PodsDisruptable", BlockedBy: &blockedBy, PDBs: keys})
+		case "KubeletConfig":
+			var q struct {
+				Kubelet awsv1.KubeletConfiguration `json:"kubelet"`
+			}
+			decode(i, doc, &q)
+			errs := []string{}
+			for _, err := range awsv1.ValidateKubeletConfig(q.Kubelet) {
+				errs = append(errs, err.Error())
+			}
+			out = append(out, result{Kind: "KubeletConfig", Errors: errs, Unmanaged: awsv1.UnmanagedKubeletFields(q.Kubelet)})
+		case "KubeletFields":
+			out = append(out, result{Kind: "KubeletFields", Shape: shapeOf(reflect.TypeFor[kubeletconfigv1beta1.KubeletConfiguration]())})
 		default:
 			fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: kind %q is not one this program reads\n", i, head.Kind)
 			os.Exit(2)

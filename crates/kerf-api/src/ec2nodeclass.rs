@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Quantity;
 use crate::common::{Condition, NodeSelectorRequirementWithMinValues};
+pub use crate::kubelet::{EVICTION_SIGNALS, KubeletConfiguration};
 
 /// Desired state of an EC2NodeClass.
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -109,7 +110,8 @@ pub struct EC2NodeClassSpec {
         {"rule": "self.all(k, k !='karpenter.k8s.aws/ec2nodeclass')", "message": "tag contains a restricted tag matching karpenter.k8s.aws/ec2nodeclass"}
     ]))]
     pub tags: BTreeMap<String, String>,
-    /// Kubelet settings; they also change the capacity Karpenter computes.
+    /// Kubelet settings, any field of the upstream KubeletConfiguration; a dozen of them
+    /// also change the capacity Karpenter computes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet: Option<KubeletConfiguration>,
     /// EBS volumes attached at launch.
@@ -386,6 +388,20 @@ pub enum AmiFamily {
     Windows2025,
 }
 
+impl EC2NodeClassSpec {
+    /// The AMI family the class boots: `amiFamily`, else its alias's, else AL2023.
+    pub fn family(&self) -> AmiFamily {
+        self.ami_family
+            .or_else(|| {
+                self.ami_selector_terms
+                    .iter()
+                    .filter_map(|t| t.alias.as_deref())
+                    .find_map(|a| AmiFamily::from_alias(a.split('@').next().unwrap_or(a)))
+            })
+            .unwrap_or(AmiFamily::AL2023)
+    }
+}
+
 impl AmiFamily {
     /// The family an alias prefix (`al2023`) names.
     pub fn from_alias(prefix: &str) -> Option<AmiFamily> {
@@ -400,88 +416,6 @@ impl AmiFamily {
         })
     }
 }
-
-/// Kubelet settings of the released v1 API.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "has(self.imageGCHighThresholdPercent) && has(self.imageGCLowThresholdPercent) ? self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent : true", "message": "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"},
-    {"rule": "has(self.evictionSoft) ? self.evictionSoft.all(e, (e in self.evictionSoftGracePeriod)) : true", "message": "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod"},
-    {"rule": "has(self.evictionSoftGracePeriod) ? self.evictionSoftGracePeriod.all(e, (e in self.evictionSoft)) : true", "message": "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft"}
-]))]
-pub struct KubeletConfiguration {
-    /// DNS server IPs for pods.
-    #[serde(default, rename = "clusterDNS", skip_serializing_if = "Vec::is_empty")]
-    pub cluster_dns: Vec<String>,
-    /// Most pods the node runs; overrides the ENI-derived limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    pub max_pods: Option<i32>,
-    /// Most pods per vCPU.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    pub pods_per_core: Option<i32>,
-    /// Resources reserved for the OS.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("x-kubernetes-validations" = [
-        {"rule": "self.all(x, x=='cpu' || x=='memory' || x=='ephemeral-storage' || x=='pid')", "message": "valid keys for systemReserved are ['cpu','memory','ephemeral-storage','pid']"}
-    ]))]
-    pub system_reserved: BTreeMap<String, String>,
-    /// Resources reserved for Kubernetes daemons.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("x-kubernetes-validations" = [
-        {"rule": "self.all(x, x=='cpu' || x=='memory' || x=='ephemeral-storage' || x=='pid')", "message": "valid keys for kubeReserved are ['cpu','memory','ephemeral-storage','pid']"}
-    ]))]
-    pub kube_reserved: BTreeMap<String, String>,
-    /// Hard eviction thresholds (`memory.available: 100Mi`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("x-kubernetes-validations" = crate::validation::eviction_signal_rules()))]
-    pub eviction_hard: BTreeMap<String, String>,
-    /// Soft eviction thresholds.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("x-kubernetes-validations" = crate::validation::eviction_signal_rules()))]
-    pub eviction_soft: BTreeMap<String, String>,
-    /// Grace periods of the soft thresholds.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("x-kubernetes-validations" = crate::validation::eviction_signal_rules()))]
-    pub eviction_soft_grace_period: BTreeMap<String, String>,
-    /// Longest grace period (seconds) given to pods evicted on a soft threshold.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub eviction_max_pod_grace_period: Option<i32>,
-    /// Disk usage at which image garbage collection always runs.
-    #[serde(
-        default,
-        rename = "imageGCHighThresholdPercent",
-        skip_serializing_if = "Option::is_none"
-    )]
-    #[schemars(range(min = 0, max = 100))]
-    pub image_gc_high_threshold_percent: Option<i32>,
-    /// Disk usage image garbage collection frees down to.
-    #[serde(
-        default,
-        rename = "imageGCLowThresholdPercent",
-        skip_serializing_if = "Option::is_none"
-    )]
-    #[schemars(range(min = 0, max = 100))]
-    pub image_gc_low_threshold_percent: Option<i32>,
-    /// Whether CPU limits are enforced with CFS quota.
-    #[serde(
-        default,
-        rename = "cpuCFSQuota",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub cpu_cfs_quota: Option<bool>,
-}
-
-/// The kubelet's eviction signals.
-pub const EVICTION_SIGNALS: &[&str] = &[
-    "memory.available",
-    "nodefs.available",
-    "nodefs.inodesFree",
-    "imagefs.available",
-    "imagefs.inodesFree",
-    "pid.available",
-];
 
 /// An EBS volume attached at launch.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

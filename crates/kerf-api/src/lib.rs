@@ -13,6 +13,7 @@ pub mod crds;
 pub mod cron;
 pub mod duration;
 pub mod ec2nodeclass;
+pub mod kubelet;
 pub mod labels;
 pub mod manifest;
 pub mod nodeclaim;

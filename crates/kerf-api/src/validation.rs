@@ -16,8 +16,7 @@ use serde_json::{Value, json};
 use crate::common::{NodeSelectorRequirementWithMinValues, Operator, Taint};
 use crate::cron::CronSchedule;
 use crate::ec2nodeclass::{
-    AmiFamily, EC2NodeClass, EC2NodeClassSpec, EVICTION_SIGNALS, InterfaceType,
-    KubeletConfiguration,
+    AmiFamily, EC2NodeClass, EC2NodeClassSpec, InterfaceType, KubeletConfiguration,
 };
 use crate::labels::restricted_label_reason;
 use crate::nodeclaim::NodeClaim;
@@ -479,7 +478,7 @@ fn check_ec2nodeclass_spec(spec: &EC2NodeClassSpec, p: &mut Vec<Problem>) {
     check_ami_terms(spec, p);
     check_tags(spec, p);
     if let Some(k) = &spec.kubelet {
-        check_kubelet(k, p);
+        check_kubelet(spec, k, p);
     }
     check_block_devices(spec, p);
     if let Some(hops) = spec.metadata_options.http_put_response_hop_limit
@@ -894,93 +893,20 @@ fn check_alias(path: &str, alias: &str, p: &mut Vec<Problem>) {
     }
 }
 
-fn check_kubelet(k: &KubeletConfiguration, p: &mut Vec<Problem>) {
-    let at = "spec.kubelet";
-    if let (Some(high), Some(low)) = (
-        k.image_gc_high_threshold_percent,
-        k.image_gc_low_threshold_percent,
-    ) && high <= low
+/// What Karpenter's EC2NodeClass validation refuses in `spec.kubelet` (the API server takes
+/// any object there): each problem at the path its message names, or why the class's
+/// family or Kerf's gates keep it from launching.
+fn check_kubelet(spec: &EC2NodeClassSpec, k: &KubeletConfiguration, p: &mut Vec<Problem>) {
+    for problem in k.problems() {
+        let (at, rule) = problem
+            .split_once(": ")
+            .unwrap_or(("spec.kubelet", problem.as_str()));
+        p.push(Problem::new(at, rule));
+    }
+    if let Some(refusal) = k.refusal(spec.family())
+        && refusal.reason != "InvalidKubeletConfiguration"
     {
-        p.push(Problem::new(
-            at,
-            "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent",
-        ));
-    }
-    for (field, v) in [
-        (
-            "imageGCHighThresholdPercent",
-            k.image_gc_high_threshold_percent,
-        ),
-        (
-            "imageGCLowThresholdPercent",
-            k.image_gc_low_threshold_percent,
-        ),
-    ] {
-        if let Some(v) = v
-            && !(0..=100).contains(&v)
-        {
-            p.push(Problem::new(
-                format!("{at}.{field}"),
-                "must be between 0 and 100",
-            ));
-        }
-    }
-    for (field, v) in [("maxPods", k.max_pods), ("podsPerCore", k.pods_per_core)] {
-        if let Some(v) = v
-            && v < 0
-        {
-            p.push(Problem::new(
-                format!("{at}.{field}"),
-                "must not be negative",
-            ));
-        }
-    }
-    for (field, map) in [
-        ("systemReserved", &k.system_reserved),
-        ("kubeReserved", &k.kube_reserved),
-    ] {
-        for key in map.keys() {
-            if !["cpu", "memory", "ephemeral-storage", "pid"].contains(&key.as_str()) {
-                p.push(Problem::new(
-                    format!("{at}.{field}[{key}]"),
-                    format!(
-                        "valid keys for {field} are ['cpu','memory','ephemeral-storage','pid']"
-                    ),
-                ));
-            }
-        }
-    }
-    for (field, map) in [
-        ("evictionHard", &k.eviction_hard),
-        ("evictionSoft", &k.eviction_soft),
-        ("evictionSoftGracePeriod", &k.eviction_soft_grace_period),
-    ] {
-        for key in map.keys() {
-            if !EVICTION_SIGNALS.contains(&key.as_str()) {
-                p.push(Problem::new(
-                    format!("{at}.{field}[{key}]"),
-                    format!("valid keys for {field} are {EVICTION_SIGNALS:?}"),
-                ));
-            }
-        }
-    }
-    if k.eviction_soft
-        .keys()
-        .any(|s| !k.eviction_soft_grace_period.contains_key(s))
-    {
-        p.push(Problem::new(
-            at,
-            "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod",
-        ));
-    }
-    if k.eviction_soft_grace_period
-        .keys()
-        .any(|s| !k.eviction_soft.contains_key(s))
-    {
-        p.push(Problem::new(
-            at,
-            "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft",
-        ));
+        p.push(Problem::new("spec.kubelet", refusal.message));
     }
 }
 
@@ -995,18 +921,5 @@ pub fn tag_selector_rules() -> Value {
     json!([rule(
         "self.all(k, k != '' && self[k] != '')",
         "empty tag keys or values aren't supported"
-    )])
-}
-
-/// CEL over a kubelet eviction map: only the kubelet's signals.
-pub fn eviction_signal_rules() -> Value {
-    let signals = EVICTION_SIGNALS
-        .iter()
-        .map(|s| format!("'{s}'"))
-        .collect::<Vec<_>>()
-        .join(",");
-    json!([rule(
-        &format!("self.all(x, x in [{signals}])"),
-        &format!("valid keys are [{signals}]")
     )])
 }

@@ -36,7 +36,7 @@ use aws_sdk_ec2::types::{
 };
 use kerf_api::common::NodeSelectorRequirementWithMinValues as Requirement;
 use kerf_api::ec2nodeclass::{
-    AmiFamily, BlockDeviceMapping, CapacityReservationStatus, EC2NodeClassSpec, EC2NodeClassStatus,
+    BlockDeviceMapping, CapacityReservationStatus, EC2NodeClassSpec, EC2NodeClassStatus,
     EnabledDisabled, HttpTokens, InstanceStorePolicy, InterfaceType,
 };
 use kerf_api::{Taint, labels};
@@ -258,18 +258,6 @@ fn tag(key: &str, value: &str) -> Tag {
     Tag::builder().key(key).value(value).build()
 }
 
-/// The AMI family a class boots: `amiFamily`, else its alias's, else AL2023.
-pub fn family(spec: &EC2NodeClassSpec) -> AmiFamily {
-    spec.ami_family
-        .or_else(|| {
-            spec.ami_selector_terms
-                .iter()
-                .filter_map(|t| t.alias.as_deref())
-                .find_map(|a| AmiFamily::from_alias(a.split('@').next().unwrap_or(a)))
-        })
-        .unwrap_or(AmiFamily::AL2023)
-}
-
 /// A Kubernetes quantity of bytes (`20Gi`, `100G`) in whole GiB, rounded up, as EBS takes it.
 fn volume_gib(size: &str) -> Option<i32> {
     let bytes = kerf_api::Quantity::parse(size).ok()?.units_ceil();
@@ -474,7 +462,7 @@ impl Fleet {
             .collect();
         let user_data = user_data::user_data(&Bootstrap {
             cluster: &self.cluster,
-            family: family(spec),
+            family: spec.family(),
             labels: &kubelet_labels,
             taints: req.taints,
             kubelet: spec.kubelet.as_ref(),

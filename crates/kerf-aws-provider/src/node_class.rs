@@ -569,10 +569,14 @@ impl Discovery {
 }
 
 /// `ValidationSucceeded`: False for what Kerf cannot launch whatever AWS answers, said on the
-/// class (and so on its NodePools' `NodeClassReady`) rather than at each launch: Windows
+/// class (and so on its NodePools' `NodeClassReady`) rather than at each launch: a kubelet
+/// configuration Karpenter's validation refuses (with its reason and message), and Windows
 /// families, whose PowerShell bootstrap Kerf does not write.
 fn validation(spec: &EC2NodeClassSpec) -> Condition {
-    let family = crate::launch::family(spec);
+    let family = spec.family();
+    if let Some(refusal) = spec.kubelet.as_ref().and_then(|k| k.refusal(family)) {
+        return condition(VALIDATION_SUCCEEDED, false, refusal.reason, refusal.message);
+    }
     if matches!(
         family,
         AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025

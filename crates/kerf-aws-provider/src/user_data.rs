@@ -295,7 +295,8 @@ fn bootstrap_sh(b: &Bootstrap<'_>) -> Result<String, UserDataError> {
     let taints: Vec<String> = b.taints.iter().map(taint_string).collect();
     args.push(format!("--register-with-taints={:?}", taints.join(",")));
     // the instance type's pod limit and kube-reserved stand for the class's own
-    let sized = b.kubelet.cloned().map(|mut k| {
+    let sized = b.kubelet.map(|k| {
+        let mut k = k.settings().clone();
         if b.sizing.is_some() {
             k.max_pods = None;
             k.kube_reserved.clear();
@@ -352,7 +353,7 @@ fn bootstrap_sh(b: &Bootstrap<'_>) -> Result<String, UserDataError> {
     if let Some(ca) = b.cluster.ca_bundle.as_deref().filter(|c| !c.is_empty()) {
         script.push_str(&format!(" --b64-cluster-ca '{ca}'"));
     }
-    if let Some(dns) = b.kubelet.and_then(|k| k.cluster_dns.first()) {
+    if let Some(dns) = b.kubelet.and_then(|k| k.settings().cluster_dns.first()) {
         script.push_str(&format!(" \\\n--dns-cluster-ip '{dns}'"));
     }
     script.push_str(&format!(
@@ -390,7 +391,7 @@ fn bottlerocket(b: &Bootstrap<'_>) -> Result<String, UserDataError> {
     for (k, v) in b.labels {
         node_labels.insert(k.clone(), v.clone().into());
     }
-    if let Some(k) = b.kubelet {
+    if let Some(k) = b.kubelet.map(KubeletConfiguration::settings) {
         let int = |n: i32| toml::Value::Integer(i64::from(n));
         let map = |m: &BTreeMap<String, String>| {
             toml::Value::Table(
@@ -550,10 +551,10 @@ mod tests {
             ("karpenter.sh/nodepool".to_string(), "default".to_string()),
             ("team".to_string(), "a".to_string()),
         ]);
-        let kubelet = KubeletConfiguration {
-            max_pods: Some(110),
-            ..KubeletConfiguration::default()
-        };
+        let kubelet: KubeletConfiguration = serde_json::from_value(
+            serde_json::json!({"maxPods": 110, "containerLogMaxSize": "50Mi"}),
+        )
+        .unwrap();
         let taints = taints();
         let b = Bootstrap {
             cluster: &cluster,
@@ -580,6 +581,8 @@ mod tests {
         assert_eq!(spec["cluster"]["cidr"], "10.100.0.0/16");
         assert_eq!(spec["cluster"]["certificateAuthority"], "Q0EK");
         assert_eq!(spec["kubelet"]["config"]["maxPods"], 110);
+        // a field Kerf does not read reaches the kubelet as written
+        assert_eq!(spec["kubelet"]["config"]["containerLogMaxSize"], "50Mi");
         assert_eq!(
             spec["kubelet"]["config"]["registerWithTaints"][0]["effect"],
             "NoSchedule"
@@ -648,10 +651,8 @@ mod tests {
         let cluster = cluster();
         let labels = BTreeMap::from([("team".to_string(), "a".to_string())]);
         let taints = taints();
-        let kubelet = KubeletConfiguration {
-            cluster_dns: vec!["10.100.0.10".into()],
-            ..KubeletConfiguration::default()
-        };
+        let kubelet: KubeletConfiguration =
+            serde_json::from_value(serde_json::json!({"clusterDNS": ["10.100.0.10"]})).unwrap();
         let custom = "[settings.kubernetes]\ncluster-name = \"wrong\"\n[settings.kubernetes.node-labels]\nold = \"kept\"\n[settings.host-containers.admin]\nenabled = true\n";
         let b = Bootstrap {
             cluster: &cluster,

@@ -151,10 +151,13 @@ pub fn pods(
     let enis = i64::from(info.max_enis.saturating_sub(reserved_enis));
     let eni_limited = enis * (i64::from(info.ipv4_per_eni) - 1).max(0) + 2;
     let mut pods = kubelet
-        .and_then(|k| k.max_pods)
+        .and_then(|k| k.settings().max_pods)
         .map(i64::from)
         .unwrap_or(eni_limited);
-    if let Some(per_core) = kubelet.and_then(|k| k.pods_per_core).filter(|p| *p > 0) {
+    if let Some(per_core) = kubelet
+        .and_then(|k| k.settings().pods_per_core)
+        .filter(|p| *p > 0)
+    {
         pods = pods.min(i64::from(per_core) * i64::from(info.vcpu));
     }
     pods
@@ -261,7 +264,7 @@ pub fn kube_reserved(
     kubelet: Option<&KubeletConfiguration>,
 ) -> (i64, i64, i64) {
     let empty = BTreeMap::new();
-    let kube = kubelet.map_or(&empty, |k| &k.kube_reserved);
+    let kube = kubelet.map_or(&empty, |k| &k.settings().kube_reserved);
     (
         reserved(kube, "cpu", true).unwrap_or_else(|| kube_reserved_cpu_millis(vcpu)),
         reserved(kube, "memory", false).unwrap_or((11 * pods + 255) * MIB),
@@ -277,24 +280,19 @@ pub fn overhead(
 ) -> Resources {
     let empty = BTreeMap::new();
     let kubelet = settings.kubelet;
-    let system = kubelet.map_or(&empty, |k| &k.system_reserved);
+    let system = kubelet.map_or(&empty, |k| &k.settings().system_reserved);
     let (kube_cpu, kube_memory, kube_ephemeral) = kube_reserved(info.vcpu, capacity.pods, kubelet);
     let system_cpu = reserved(system, "cpu", true).unwrap_or(0);
     let system_memory = reserved(system, "memory", false).unwrap_or(0);
     let system_ephemeral = reserved(system, "ephemeral-storage", false).unwrap_or(0);
 
-    // Hard thresholds default to memory.available=100Mi and nodefs.available=10%; a soft
-    // threshold, when larger, is what the scheduler must leave free.
+    // Hard thresholds default to memory.available=100Mi and nodefs.available=10%. Soft
+    // thresholds only warn before evicting: as Karpenter, they leave allocatable alone.
     let signal = |name: &str, default: &str, cap: i64| {
         let hard = kubelet
-            .and_then(|k| k.eviction_hard.get(name))
+            .and_then(|k| k.settings().eviction_hard.get(name))
             .map_or(default, String::as_str);
-        let hard = threshold(hard, cap).unwrap_or(0);
-        let soft = kubelet
-            .and_then(|k| k.eviction_soft.get(name))
-            .and_then(|v| threshold(v, cap))
-            .unwrap_or(0);
-        hard.max(soft)
+        threshold(hard, cap).unwrap_or(0)
     };
     let evict_memory = signal("memory.available", "100Mi", capacity.memory_bytes);
     let evict_ephemeral = signal("nodefs.available", "10%", capacity.ephemeral_storage_bytes);

@@ -78,16 +78,15 @@ fn allocatable_matches_karpenters_published_values() {
 #[test]
 fn kubelet_settings_change_capacity_and_overhead() {
     let info = catalog::get("m5.large").unwrap();
-    let kubelet = KubeletConfiguration {
-        max_pods: Some(110),
-        system_reserved: [
-            ("cpu".to_string(), "100m".to_string()),
-            ("memory".to_string(), "100Mi".to_string()),
-        ]
-        .into(),
-        eviction_hard: [("memory.available".to_string(), "5%".to_string())].into(),
-        ..Default::default()
-    };
+    let kubelet: KubeletConfiguration = serde_json::from_value(serde_json::json!({
+        "maxPods": 110,
+        "systemReserved": {"cpu": "100m", "memory": "100Mi"},
+        "evictionHard": {"memory.available": "5%"},
+        // a soft threshold only warns: as Karpenter, it leaves allocatable alone
+        "evictionSoft": {"memory.available": "50%"},
+        "evictionSoftGracePeriod": {"memory.available": "1m"},
+    }))
+    .unwrap();
     let settings = NodeSettings {
         kubelet: Some(&kubelet),
         ..Default::default()
@@ -103,10 +102,8 @@ fn kubelet_settings_change_capacity_and_overhead() {
         7577 * MIB - (11 * 110 + 255) * MIB - 100 * MIB - evict
     );
 
-    let per_core = KubeletConfiguration {
-        pods_per_core: Some(4),
-        ..Default::default()
-    };
+    let per_core: KubeletConfiguration =
+        serde_json::from_value(serde_json::json!({"podsPerCore": 4})).unwrap();
     let settings = NodeSettings {
         kubelet: Some(&per_core),
         ..Default::default()

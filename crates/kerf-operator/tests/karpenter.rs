@@ -752,14 +752,88 @@ fn a_nodeclaim_karpenter_launched_is_kept_on_takeover() {
     assert!(touched.is_empty(), "{touched:?}");
 }
 
+/// `spec.kubelet` is read as Karpenter v1.15 reads it: for every configuration of the corpus
+/// (valid ones, CEL expressions, unknown and nested unknown fields, each kind of wrong type,
+/// durations and quantities that do not parse, every semantic rule), Kerf reports the
+/// problems Karpenter's `ValidateKubeletConfig` reports, word for word and in order, and the
+/// same fields as ones AL2 and Bottlerocket would drop.
+#[test]
+fn kubelet_validation_is_karpenters() {
+    let corpus: Vec<Value> =
+        serde_json::from_str(include_str!("kubelet_corpus.json")).expect("the corpus");
+    let asked: Vec<Value> = corpus
+        .iter()
+        .map(|k| serde_json::json!({"kind": "KubeletConfig", "kubelet": k}))
+        .collect();
+    let theirs = karpenter_says(&asked);
+    let strings = |v: &Value| -> Vec<String> {
+        (v.as_array().into_iter().flatten())
+            .filter_map(|s| s.as_str().map(String::from))
+            .collect()
+    };
+    let mut differ = Vec::new();
+    for (k, answer) in corpus.iter().zip(&theirs) {
+        let ours: kerf_api::ec2nodeclass::KubeletConfiguration =
+            serde_json::from_value(k.clone()).expect("an object");
+        let (problems, dropped) = (ours.problems(), ours.unmanaged_fields());
+        if problems != strings(&answer["errors"]) || dropped != strings(&answer["unmanaged"]) {
+            differ.push(format!(
+                "{k}\n  Kerf:      {problems:?} {dropped:?}\n  Karpenter: {} {}",
+                answer["errors"], answer["unmanaged"]
+            ));
+        }
+    }
+    let refused = theirs.iter().filter(|a| a["errors"].is_array()).count();
+    assert!(
+        refused > corpus.len() / 2 && refused < corpus.len(),
+        "the corpus holds both kinds: {refused} of {} refused",
+        corpus.len()
+    );
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
+/// The upstream KubeletConfiguration Kerf decodes against (its copy in kerf-api) is the one
+/// Karpenter's pinned k8s.io/kubelet has: same fields, types and pointers, nested.
+#[test]
+fn the_upstream_kubelet_configuration_is_the_one_karpenter_pins() {
+    let theirs = karpenter_says(&[serde_json::json!({"kind": "KubeletFields"})]);
+    let path = root().join("crates/kerf-api/src/kubelet/v1beta1-shape.json");
+    let ours: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("the copy")).expect("JSON");
+    assert!(
+        ours == theirs[0]["shape"],
+        "{} differs from what scripts/karpenter-hash prints for KubeletFields: print it again",
+        path.display()
+    );
+}
+
 #[test]
 fn what_kerf_does_not_know_stalls_nothing() {
     let cp = ControlPlane::start("forward-compatible");
     cp.install_karpenter_crds();
     let seed = std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed");
     cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));
-    // valid under Karpenter v1.15's CRDs (its kubelet settings are an open map), unknown to
-    // Kerf
+    // a newer Karpenter's EC2NodeClass: two spec fields Kerf has never heard of
+    for (field, kind) in [("futureSetting", "string"), ("futureToggle", "boolean")] {
+        let patch = serde_json::json!([{
+            "op": "add",
+            "path": format!("/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/{field}"),
+            "value": {"type": kind},
+        }]);
+        cp.kubectl_ok(
+            &[
+                "patch",
+                "crd",
+                "ec2nodeclasses.karpenter.k8s.aws",
+                "--type=json",
+                "-p",
+                &patch.to_string(),
+            ],
+            None,
+        );
+    }
+    // valid under those CRDs, unknown to Kerf; the kubelet fields are an open map Kerf
+    // passes through, as Karpenter v1.15
     let newer = r#"
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -796,6 +870,8 @@ spec:
   subnetSelectorTerms: [{tags: {karpenter.sh/discovery: test}}]
   securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: test}}]
   kubelet: {containerLogMaxSize: 50Mi, serializeImagePulls: false}
+  futureSetting: soon
+  futureToggle: true
 "#;
     cp.kubectl_ok(&["apply", "-f", "-"], Some(newer.as_bytes()));
     let op = Operator::start(&cp, OPERATOR, 1, &[]);
@@ -841,11 +917,10 @@ spec:
     );
     assert!(!warned.iter().any(|w| w.contains("Balanced")), "{warned:?}");
     assert!(
-        warned
-            .iter()
-            .any(|w| w.contains("spec.kubelet.containerLogMaxSize")),
+        warned.iter().any(|w| w.contains("spec.futureSetting")),
         "{warned:?}"
     );
+    assert!(!warned.iter().any(|w| w.contains("kubelet")), "{warned:?}");
     wait_for(
         "the Warning Events",
         Duration::from_secs(30),
