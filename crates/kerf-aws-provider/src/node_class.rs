@@ -791,6 +791,46 @@ mod tests {
     use aws_sdk_ec2::operation::describe_subnets::DescribeSubnetsError;
 
     #[test]
+    fn a_kubelet_configuration_karpenter_refuses_keeps_the_class_unvalidated() {
+        let class = |family: &str, kubelet: serde_json::Value| -> EC2NodeClassSpec {
+            serde_json::from_value(serde_json::json!({
+                "amiSelectorTerms": [{"alias": format!("{family}@latest")}],
+                "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+                "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
+                "role": "r",
+                "kubelet": kubelet,
+            }))
+            .unwrap()
+        };
+        let passed = validation(&class(
+            "al2023",
+            serde_json::json!({"containerLogMaxSize": "50Mi"}),
+        ));
+        assert_eq!(passed.status, "True");
+        let typo = validation(&class("al2023", serde_json::json!({"maxPod": 20})));
+        assert_eq!(
+            (
+                typo.status.as_str(),
+                typo.reason.as_str(),
+                typo.message.as_str()
+            ),
+            (
+                "False",
+                "InvalidKubeletConfiguration",
+                "spec.kubelet: unknown field \"maxPod\""
+            )
+        );
+        let dropped = validation(&class(
+            "bottlerocket",
+            serde_json::json!({"containerLogMaxSize": "50Mi"}),
+        ));
+        assert_eq!(
+            (dropped.status.as_str(), dropped.reason.as_str()),
+            ("False", "UnsupportedKubeletConfiguration")
+        );
+    }
+
+    #[test]
     fn a_denied_call_names_the_permission_to_grant() {
         let denied = DescribeSubnetsError::generic(
             ErrorMetadata::builder()
