@@ -55,7 +55,10 @@ recomputes each signature from the request as it parsed it, which for some of th
 requests differs from what was signed (EKS's REST paths; a form value with parentheses, as
 DescribeSpotPriceHistory's `Linux/UNIX (Amazon VPC)`): with `--calls` signatures go unchecked;
 the access key, its session token and the action are.
-SQS's batch calls are checked for the single call's permission, as IAM does.
+SQS's batch calls are checked for the single call's permission, as IAM does. A refusal is
+worded in the call's own protocol, as AWS words it: moto answers every refusal in EC2's XML,
+which an SDK reading a JSON protocol (SSM, SQS, EKS) or IAM's query protocol cannot parse;
+those are answered as JSON (`AccessDeniedException`) and as IAM's `ErrorResponse`.
 """
 
 import argparse
@@ -412,6 +415,38 @@ def record_calls(path: str) -> None:
     IAMRequest.check_signature = lambda self: None
 
 
+def json_refusals() -> None:
+    from moto.core.exceptions import AccessDeniedError, JsonRESTError
+    from moto.iam.access_control import IAMRequest
+
+    original = IAMRequest.check_action_permitted
+
+    def check(self, resource: str) -> None:
+        try:
+            original(self, resource)
+        except AccessDeniedError as e:
+            headers = {k.lower(): v for k, v in self._headers.items()}
+            json_protocol = ("x-amz-target" in headers
+                             or headers.get("content-type", "").startswith("application/x-amz-json")
+                             or self._action.startswith("eks:"))
+            if self._action.startswith("iam:"):
+                # the query protocol's own shape, which IAM answers and its SDKs read
+                from xml.sax.saxutils import escape
+                e.description = (
+                    '<ErrorResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/">'
+                    "<Error><Type>Sender</Type><Code>AccessDenied</Code>"
+                    f"<Message>{escape(e.message)}</Message></Error>"
+                    f"<RequestId>{uuid.uuid4()}</RequestId></ErrorResponse>")
+                raise
+            if not json_protocol:
+                raise
+            refused = JsonRESTError("AccessDeniedException", e.message)
+            refused.code = 403
+            raise refused from e
+
+    IAMRequest.check_action_permitted = check
+
+
 def run() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
@@ -433,6 +468,7 @@ def run() -> None:
         instance_status(args.instance_status)
     if args.calls:
         record_calls(args.calls)
+    json_refusals()
     moto_main(["-H", "127.0.0.1", "-p", str(args.port)])
 
 

@@ -36,6 +36,9 @@ pub const PLACEMENT_GROUP_READY: &str = "PlacementGroupReady";
 
 /// The instance profile's condition.
 pub const INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
+/// The reason of a condition False because a call it needs was refused for want of a
+/// permission; its message names the permission.
+pub const UNAUTHORIZED: &str = "Unauthorized";
 /// The class is ready to launch from when every other condition is.
 pub const READY: &str = "Ready";
 /// Condition type: the class is one Kerf can launch (Karpenter's validation condition).
@@ -194,6 +197,26 @@ struct Candidate {
     deprecated: bool,
 }
 
+/// A lookup's answer, or `None` when it was refused for want of a permission: the refusal
+/// becomes `kind`'s condition, False with reason `Unauthorized` and the permission to grant
+/// (Karpenter keeps the class's last status and logs; Kerf says it where `kubectl describe`
+/// shows it, and the class is not Ready until the permission is back). Any other failure
+/// fails the resolution, as in Karpenter.
+fn allowed<T>(
+    answer: Result<T, AwsError>,
+    kind: &str,
+    refused: &mut Vec<Condition>,
+) -> Result<Option<T>, AwsError> {
+    match answer {
+        Ok(v) => Ok(Some(v)),
+        Err(e @ AwsError::Unauthorized { .. }) => {
+            refused.push(condition(kind, false, UNAUTHORIZED, e.to_string()));
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 impl Discovery {
     /// Clients from one SDK configuration.
     pub fn new(config: &aws_config::SdkConfig) -> Discovery {
@@ -211,18 +234,29 @@ impl Discovery {
         kubernetes: &str,
         now: i64,
     ) -> Result<Resolved, AwsError> {
-        let subnets = self.subnets(&spec.subnet_selector_terms).await?;
-        let security_groups = self
-            .security_groups(&spec.security_group_selector_terms)
-            .await?;
-        let (amis, missing_images) =
-            match self.amis(&spec.ami_selector_terms, kubernetes, now).await? {
-                Ok((found, missing)) => (Ok(found), missing),
-                Err(unsupported) => (Err(unsupported), Vec::new()),
-            };
-        let (capacity_reservations, reservation_room) = self
-            .capacity_reservations(&spec.capacity_reservation_selector_terms, now)
-            .await?;
+        let mut refused = Vec::new();
+        let subnets = allowed(
+            self.subnets(&spec.subnet_selector_terms).await,
+            SUBNETS_READY,
+            &mut refused,
+        )?
+        .unwrap_or_default();
+        let security_groups = allowed(
+            (self.security_groups(&spec.security_group_selector_terms)).await,
+            SECURITY_GROUPS_READY,
+            &mut refused,
+        )?
+        .unwrap_or_default();
+        let amis = self.amis(&spec.ami_selector_terms, kubernetes, now).await;
+        let (amis, missing_images) = match allowed(amis, AMIS_READY, &mut refused)? {
+            Some(Ok((found, missing))) => (Ok(found), missing),
+            Some(Err(unsupported)) => (Err(unsupported), Vec::new()),
+            None => (Ok(Vec::new()), Vec::new()),
+        };
+        let reservations =
+            (self.capacity_reservations(&spec.capacity_reservation_selector_terms, now)).await;
+        let (capacity_reservations, reservation_room) =
+            allowed(reservations, CAPACITY_RESERVATIONS_READY, &mut refused)?.unwrap_or_default();
         let subnet_terms =
             describe_terms(spec.subnet_selector_terms.iter().map(|t| subnet_pairs(t)));
         let group_terms = describe_terms(
@@ -278,7 +312,10 @@ impl Discovery {
         // as Karpenter: a lookup that fails fails the resolution; one that finds nothing is
         // the condition's False
         let placement_group = match &spec.placement_group_selector {
-            Some(selector) => self.placement_group(selector).await?,
+            Some(selector) => {
+                let group = self.placement_group(selector).await;
+                allowed(group, PLACEMENT_GROUP_READY, &mut refused)?.flatten()
+            }
             None => None,
         };
         conditions.push(condition(
@@ -302,6 +339,11 @@ impl Discovery {
                 "",
                 String::new(),
             ));
+        }
+        // a lookup refused for want of a permission says so in its own condition
+        for denied in refused {
+            conditions.retain(|c| c.type_ != denied.type_);
+            conditions.push(denied);
         }
         Ok(Resolved {
             subnets,
@@ -571,11 +613,30 @@ impl Discovery {
 /// `ValidationSucceeded`: False for what Kerf cannot launch whatever AWS answers, said on the
 /// class (and so on its NodePools' `NodeClassReady`) rather than at each launch: a kubelet
 /// configuration Karpenter's validation refuses (with its reason and message), and Windows
-/// families, whose PowerShell bootstrap Kerf does not write.
-fn validation(spec: &EC2NodeClassSpec) -> Condition {
+/// families, whose PowerShell bootstrap Kerf does not write. As Karpenter, the class is not
+/// validated while what it resolves to (`resolved`: images, instance profile, security groups,
+/// subnets) is not all there.
+fn validation(spec: &EC2NodeClassSpec, resolved: &[Condition]) -> Condition {
     let family = spec.family();
     if let Some(refusal) = spec.kubelet.as_ref().and_then(|k| k.refusal(family)) {
         return condition(VALIDATION_SUCCEEDED, false, refusal.reason, refusal.message);
+    }
+    let required = [
+        AMIS_READY,
+        INSTANCE_PROFILE_READY,
+        SECURITY_GROUPS_READY,
+        SUBNETS_READY,
+    ];
+    if resolved
+        .iter()
+        .any(|c| required.contains(&c.type_.as_str()) && c.status != "True")
+    {
+        return condition(
+            VALIDATION_SUCCEEDED,
+            false,
+            "DependenciesNotReady",
+            "Awaiting AMI, Instance Profile, Security Group, and Subnet resolution".into(),
+        );
     }
     if matches!(
         family,
@@ -591,6 +652,41 @@ fn validation(spec: &EC2NodeClassSpec) -> Condition {
         );
     }
     condition(VALIDATION_SUCCEEDED, true, "", String::new())
+}
+
+/// `Ready` over a class's other conditions, as Karpenter words it: True when all are, else
+/// False naming those that are not (`SubnetsReady=False, ValidationSucceeded=False`).
+pub fn ready(conditions: &[Condition]) -> Condition {
+    let unready: Vec<String> = conditions
+        .iter()
+        .filter(|c| c.type_ != READY && c.status != "True")
+        .map(|c| format!("{}={}", c.type_, c.status))
+        .collect();
+    condition(
+        READY,
+        unready.is_empty(),
+        "UnhealthyDependents",
+        unready.join(", "),
+    )
+}
+
+/// `ValidationSucceeded` False as Karpenter's validation writes it when a launch call of the
+/// class is not authorized: its reason for the call (`CreateFleetAuthCheckFailed`,
+/// `CreateLaunchTemplateAuthCheckFailed`, `RunInstancesAuthCheckFailed`; `Unauthorized` for
+/// another) and `Controller isn't authorized to call ec2:CreateFleet: <AWS's message>`.
+pub fn launch_refused(permission: &str, message: &str) -> Condition {
+    let reason = match permission {
+        "ec2:CreateFleet" => "CreateFleetAuthCheckFailed",
+        "ec2:CreateLaunchTemplate" => "CreateLaunchTemplateAuthCheckFailed",
+        "ec2:RunInstances" => "RunInstancesAuthCheckFailed",
+        _ => UNAUTHORIZED,
+    };
+    condition(
+        VALIDATION_SUCCEEDED,
+        false,
+        reason,
+        format!("Controller isn't authorized to call {permission}: {message}"),
+    )
 }
 
 /// A class's whole status: what its selectors resolve to, its instance profile (the one it
@@ -616,15 +712,14 @@ pub async fn status(
                 Some(profile),
                 condition(INSTANCE_PROFILE_READY, true, "", String::new()),
             ),
-            Err(e) => (
-                None,
-                condition(
-                    INSTANCE_PROFILE_READY,
-                    false,
-                    "InstanceProfileCreationFailed",
-                    e.to_string(),
-                ),
-            ),
+            Err(e) => {
+                let reason = match e {
+                    AwsError::Unauthorized { .. } => UNAUTHORIZED,
+                    _ => "InstanceProfileCreationFailed",
+                };
+                let refused = condition(INSTANCE_PROFILE_READY, false, reason, e.to_string());
+                (None, refused)
+            }
         },
         (None, None) => (
             None,
@@ -638,19 +733,9 @@ pub async fn status(
     };
     let mut conditions = resolved.conditions;
     conditions.push(profile_condition);
-    conditions.push(validation(spec));
-    let unready: Vec<&str> = conditions
-        .iter()
-        .filter(|c| c.status != "True")
-        .map(|c| c.type_.as_str())
-        .collect();
-    let ready = condition(
-        READY,
-        unready.is_empty(),
-        "NotReady",
-        format!("{} False", unready.join(", ")),
-    );
-    conditions.push(ready);
+    let validated = validation(spec, &conditions);
+    conditions.push(validated);
+    conditions.push(ready(&conditions));
     let status = EC2NodeClassStatus {
         subnets: resolved.subnets,
         security_groups: resolved.security_groups,
@@ -802,12 +887,12 @@ mod tests {
             }))
             .unwrap()
         };
-        let passed = validation(&class(
-            "al2023",
-            serde_json::json!({"containerLogMaxSize": "50Mi"}),
-        ));
+        let passed = validation(
+            &class("al2023", serde_json::json!({"containerLogMaxSize": "50Mi"})),
+            &[],
+        );
         assert_eq!(passed.status, "True");
-        let typo = validation(&class("al2023", serde_json::json!({"maxPod": 20})));
+        let typo = validation(&class("al2023", serde_json::json!({"maxPod": 20})), &[]);
         assert_eq!(
             (
                 typo.status.as_str(),
@@ -820,13 +905,28 @@ mod tests {
                 "spec.kubelet: unknown field \"maxPod\""
             )
         );
-        let dropped = validation(&class(
-            "bottlerocket",
-            serde_json::json!({"containerLogMaxSize": "50Mi"}),
-        ));
+        let dropped = validation(
+            &class(
+                "bottlerocket",
+                serde_json::json!({"containerLogMaxSize": "50Mi"}),
+            ),
+            &[],
+        );
         assert_eq!(
             (dropped.status.as_str(), dropped.reason.as_str()),
             ("False", "UnsupportedKubeletConfiguration")
+        );
+        // and, as Karpenter, none while what the class resolves to is not all there
+        let unresolved = [condition(
+            SUBNETS_READY,
+            false,
+            "SubnetsNotFound",
+            String::new(),
+        )];
+        let waiting = validation(&class("al2023", serde_json::json!({})), &unresolved);
+        assert_eq!(
+            (waiting.status.as_str(), waiting.reason.as_str()),
+            ("False", "DependenciesNotReady")
         );
     }
 

@@ -219,7 +219,7 @@ async fn the_seed_class_is_ready_with_an_instance_profile_for_its_role() {
         .status;
     assert_eq!(again.instance_profile, Some(profile));
 
-    // without a role or a profile the class is not ready, and says why
+    // without a role or a profile the class is not ready, and says why in Karpenter's words
     let mut spec = class.spec.clone();
     spec.role = None;
     let status = node_class::status(&discovery, &profiles, "default", &spec, "1.33", NOW)
@@ -228,8 +228,16 @@ async fn the_seed_class_is_ready_with_an_instance_profile_for_its_role() {
         .status;
     let ready = ready_of(&status);
     assert_eq!(
-        (ready.status.as_str(), ready.message.as_str()),
-        ("False", "InstanceProfileReady False")
+        (
+            ready.status.as_str(),
+            ready.reason.as_str(),
+            ready.message.as_str()
+        ),
+        (
+            "False",
+            "UnhealthyDependents",
+            "InstanceProfileReady=False, ValidationSucceeded=False"
+        )
     );
 }
 

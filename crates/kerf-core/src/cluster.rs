@@ -892,8 +892,11 @@ impl Cluster {
         self.apply_node_class(class);
     }
 
-    /// Whether new nodes may be launched for a NodePool: it is not being deleted, and it and
-    /// its node class were read whole, or at least every field that shapes a node was.
+    /// Whether new nodes may be launched for a NodePool: it is not being deleted, it and its
+    /// node class were read whole (or at least every field that shapes a node was), and its
+    /// class is not `Ready` False (as Karpenter's provisioner leaves out a NodePool whose
+    /// class is not ready; a class no controller has resolved yet has no `Ready` and is not
+    /// held).
     pub fn may_launch_for(&self, pool: &str) -> bool {
         let np = self.node_pools.get(pool);
         let class = np.map(|np| np.spec.template.spec.node_class_ref.name.as_str());
@@ -904,6 +907,16 @@ impl Cluster {
             && self.pool_gaps.get(pool).is_none_or(|g| g.launch)
             && !self.pool_invalid.contains_key(pool)
             && class.is_none_or(|c| self.class_gaps.get(c).is_none_or(|g| g.launch))
+            && class.is_none_or(|c| !self.class_not_ready(c))
+    }
+
+    /// Whether a node class says it is not ready (`Ready` False).
+    fn class_not_ready(&self, class: &str) -> bool {
+        (self.node_classes.get(class))
+            .and_then(|c| c.status.as_ref())
+            .is_some_and(|s| {
+                (s.conditions.iter()).any(|c| c.type_ == "Ready" && c.status == "False")
+            })
     }
 
     /// A NodePool was created or changed.

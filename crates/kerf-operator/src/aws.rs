@@ -348,6 +348,20 @@ impl CloudProvider for Aws {
                 LaunchError::Aws(kerf_aws_provider::AwsError::Api { call, message }) => {
                     CloudError::Api(format!("{call}: {message}"))
                 }
+                LaunchError::Aws(
+                    ref e @ kerf_aws_provider::AwsError::Unauthorized {
+                        permission,
+                        ref message,
+                    },
+                ) => {
+                    (self.node_classes).launch_refused(
+                        &claim.node_class,
+                        class,
+                        permission,
+                        message,
+                    );
+                    CloudError::Refused(e.to_string())
+                }
                 other => CloudError::Config(other.to_string()),
             })?;
         let chosen = offers
@@ -567,18 +581,18 @@ async fn refresh_prices(
         let mut changed = false;
         match on_demand {
             None => {}
-            Some(Ok(read)) => (fresh.on_demand, changed) = (read, true),
-            Some(Err(e)) => log::error(
-                "refreshing on-demand prices, keeping the ones held",
-                &e.to_string(),
-            ),
+            Some(Ok(read)) => {
+                log::recovered(ON_DEMAND_REFRESH);
+                (fresh.on_demand, changed) = (read, true);
+            }
+            Some(Err(e)) => log::error_when_changed(ON_DEMAND_REFRESH, &e.to_string()),
         }
         match spot {
-            Ok(read) => (fresh.spot, changed) = (read, true),
-            Err(e) => log::error(
-                "refreshing spot prices, keeping the ones held",
-                &e.to_string(),
-            ),
+            Ok(read) => {
+                log::recovered(SPOT_REFRESH);
+                (fresh.spot, changed) = (read, true);
+            }
+            Err(e) => log::error_when_changed(SPOT_REFRESH, &e.to_string()),
         }
         if changed {
             Live::update(&live, |l| l.prices = Arc::new(fresh));
@@ -599,6 +613,7 @@ async fn refresh_instance_types(
     loop {
         let wait = match source.describe().await {
             Ok(read) if !read.types.is_empty() => {
+                log::recovered(TYPES_REFRESH);
                 let held = Live::read(&live).types;
                 if held.as_deref() != Some(&read) {
                     log::info(
@@ -612,23 +627,24 @@ async fn refresh_instance_types(
                 PRICE_REFRESH
             }
             Ok(_) => {
-                log::error(
-                    "refreshing instance types, keeping the ones held",
-                    "DescribeInstanceTypes listed none",
-                );
+                log::error_when_changed(TYPES_REFRESH, "DescribeInstanceTypes listed none");
                 INSTANCE_TYPES_RETRY
             }
             Err(e) => {
-                log::error(
-                    "refreshing instance types, keeping the ones held",
-                    &e.to_string(),
-                );
+                log::error_when_changed(TYPES_REFRESH, &e.to_string());
                 INSTANCE_TYPES_RETRY
             }
         };
         tokio::time::sleep(wait).await;
     }
 }
+
+/// What the refresh loops say when a refresh fails (each said once until it changes).
+const ON_DEMAND_REFRESH: &str = "refreshing on-demand prices, keeping the ones held";
+/// See [`ON_DEMAND_REFRESH`].
+const SPOT_REFRESH: &str = "refreshing spot prices, keeping the ones held";
+/// See [`ON_DEMAND_REFRESH`].
+const TYPES_REFRESH: &str = "refreshing instance types, keeping the ones held";
 
 /// How long ago an RFC 3339 time was, if it parses (a time in the future is no wait).
 fn waited_since(time: &str) -> Option<Duration> {
@@ -687,6 +703,7 @@ async fn read_interruptions(
     loop {
         match queue.poll().await {
             Ok(polled) => {
+                log::recovered("receiving interruption messages");
                 backoff = Duration::from_secs(1);
                 metrics.add(
                     &families::INTERRUPTION_DELETED_MESSAGES,
@@ -714,7 +731,7 @@ async fn read_interruptions(
                 }
             }
             Err(e) => {
-                log::error("receiving interruption messages", &e.to_string());
+                log::error_when_changed("receiving interruption messages", &e.to_string());
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }

@@ -29,6 +29,10 @@ pub enum CloudError {
     /// The provider is misconfigured.
     #[error("cloud provider configuration: {0}")]
     Config(String),
+    /// The provider refused a launch for want of a permission: the class says so on its
+    /// `ValidationSucceeded` and launches nothing until the class or the permission changes.
+    #[error("cloud provider permission: {0}")]
+    Refused(String),
 }
 
 /// Controller settings that change every instance type's capacity, as Karpenter's

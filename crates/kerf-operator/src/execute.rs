@@ -93,7 +93,9 @@ impl Faulty for CloudError {
     fn fault(&self) -> Fault {
         match self {
             CloudError::Api(_) => Fault::Cloud,
-            CloudError::InsufficientCapacity(_) | CloudError::Config(_) => Fault::CloudRefused,
+            CloudError::InsufficientCapacity(_)
+            | CloudError::Config(_)
+            | CloudError::Refused(_) => Fault::CloudRefused,
         }
     }
 }
@@ -391,6 +393,10 @@ impl Answer {
                 Err(e @ CloudError::Api(_)) => {
                     core.launch_retry(&nodeclaim, &e.to_string(), now());
                 }
+                // a permission refused: the class is looked at again now, and says so
+                Err(e @ CloudError::Refused(_)) => {
+                    core.launch_refused(&nodeclaim, &e.to_string(), now());
+                }
                 Err(e) => core.launch_error(&nodeclaim, &e.to_string(), now()),
             },
             Answer::Instances(instances) => core.garbage_collect(&instances, now()),
@@ -418,7 +424,12 @@ impl From<Result<Option<Answer>, Failure>> for Outcome {
                 result: Ok(()),
             },
             Err(f) => {
-                log::error(f.what, &f.message);
+                // a cloud call failing the same way at every try is said once a minute
+                if matches!(f.fault, Fault::Cloud | Fault::CloudRefused) {
+                    log::error_when_changed(f.what, &f.message);
+                } else {
+                    log::error(f.what, &f.message);
+                }
                 Outcome {
                     answer: f.answer.map(|a| *a),
                     result: Err(f.fault),
@@ -569,8 +580,11 @@ impl<C: CloudProvider> Executor<C> {
                     .await?;
             }
             Action::ListInstances => match self.instances().await {
-                Ok(instances) => return Ok(Some(Answer::Instances(instances))),
-                Err(e) => log::error("listing instances", &e.to_string()),
+                Ok(instances) => {
+                    log::recovered("listing instances");
+                    return Ok(Some(Answer::Instances(instances)));
+                }
+                Err(e) => log::error_when_changed("listing instances", &e.to_string()),
             },
             Action::Launch { nodeclaim, request } => {
                 return self.launch(nodeclaim, &request).await.map(Some);
@@ -764,7 +778,7 @@ impl<C: CloudProvider> Executor<C> {
         self.calls
             .record(controller, method, &claim.node_pool, &created, took);
         match created {
-            Err(e @ CloudError::Config(_)) => Err(Failure {
+            Err(e @ (CloudError::Config(_) | CloudError::Refused(_))) => Err(Failure {
                 what: "launching nodeclaim",
                 message: e.to_string(),
                 fault: e.fault(),

@@ -1,7 +1,9 @@
 //! The operator's JSON log lines, in the shape Karpenter prints (`level`, `time`, `logger`,
 //! `message`, `controller`, fields), filtered by `LOG_LEVEL`.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{LazyLock, Mutex};
 
 use kerf_core::clock::rfc3339;
 use kerf_core::controllers::{Level, LogRecord};
@@ -31,6 +33,38 @@ pub fn record(r: &LogRecord) {
     if enabled(level) {
         println!("{}", r.to_json(&rfc3339(now())));
     }
+}
+
+/// The last error said of each call the operator makes again and again (a listing, a
+/// refresh, a poll, a retried cloud call), by what it was doing, and when it was said.
+static REPEATED: LazyLock<Mutex<HashMap<&'static str, (String, std::time::Instant)>>> =
+    LazyLock::new(Mutex::default);
+
+/// How often the same failure of the same call is said again.
+const SAID_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A failure of a call made again and again: printed when it differs from the last one
+/// printed for `message`, or that one is a minute old, so a refusal that lasts (a permission
+/// not granted) is a line a minute, not one a try; [`recovered`] says the call works again.
+pub fn error_when_changed(message: &'static str, error: &str) {
+    let mut said = REPEATED.lock().unwrap_or_else(|e| e.into_inner());
+    if said
+        .get(message)
+        .is_some_and(|(last, at)| last == error && at.elapsed() < SAID_AGAIN_AFTER)
+    {
+        return;
+    }
+    said.insert(message, (error.to_string(), std::time::Instant::now()));
+    drop(said);
+    self::error(message, error);
+}
+
+/// The call `message` of [`error_when_changed`] worked: its next failure is printed.
+pub fn recovered(message: &'static str) {
+    REPEATED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(message);
 }
 
 /// Prints a failure of the operator's own.

@@ -38,7 +38,25 @@ pub struct NodeClasses {
     /// Per class, the missing images last warned of: a resolution every few minutes that
     /// finds the same ones says nothing again.
     missing_said: Mutex<HashMap<String, Vec<MissingImage>>>,
+    /// The refusals said of each class, so each is said once.
+    refusals_said: Mutex<HashMap<String, Vec<String>>>,
+    /// Launch calls refused for want of a permission, by class: (the class's generation
+    /// then, when, the permission, AWS's message).
+    launch_refusals: Mutex<HashMap<String, LaunchRefusal>>,
 }
+
+/// A launch refused for want of a permission.
+#[derive(Clone)]
+struct LaunchRefusal {
+    generation: Option<i64>,
+    at: std::time::Instant,
+    permission: String,
+    message: String,
+}
+
+/// How long a class stays not validated after a launch was refused for want of a permission,
+/// unless the class changes: Karpenter keeps a failed authorization check as long.
+const LAUNCH_REFUSAL_TTL: Duration = Duration::from_secs(30 * 60);
 
 impl NodeClasses {
     /// Calls AWS with `config` for the EKS cluster `cluster`, launching through `fleet`.
@@ -50,6 +68,8 @@ impl NodeClasses {
             fleet,
             kubernetes: Arc::default(),
             missing_said: Mutex::default(),
+            refusals_said: Mutex::default(),
+            launch_refusals: Mutex::default(),
         }
     }
 
@@ -101,10 +121,87 @@ impl NodeClasses {
         .await
         .map_err(|e| CloudError::Api(e.to_string()))?;
         self.warn_missing_images(name, resolution.missing_images);
+        let mut status = resolution.status;
+        self.hold_launch_refusal(name, class, &mut status.conditions);
+        self.say_refusals(name, &status.conditions);
         self.fleet.set_reservation_room(resolution.reservation_room);
         self.fleet
             .set_placement_group(name, resolution.placement_group);
-        Ok(resolution.status)
+        Ok(status)
+    }
+
+    /// Records that a launch of `class` was refused for want of `permission`: the class is
+    /// not validated (so its NodePools launch nothing) until the class changes or
+    /// [`LAUNCH_REFUSAL_TTL`] passes, as Karpenter's authorization check holds it.
+    pub fn launch_refused(
+        &self,
+        name: &str,
+        class: &EC2NodeClass,
+        permission: &str,
+        message: &str,
+    ) {
+        let refusal = LaunchRefusal {
+            generation: class.metadata.generation,
+            at: std::time::Instant::now(),
+            permission: permission.to_string(),
+            message: message.to_string(),
+        };
+        (self
+            .launch_refusals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()))
+        .insert(name.to_string(), refusal);
+    }
+
+    /// A launch refusal still held for the class, on its `ValidationSucceeded` (and so its
+    /// `Ready`); one for an older generation of the class, or past its time, is dropped.
+    fn hold_launch_refusal(
+        &self,
+        name: &str,
+        class: &EC2NodeClass,
+        conditions: &mut Vec<kerf_api::Condition>,
+    ) {
+        let mut refusals = self
+            .launch_refusals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let Some(refusal) = refusals.get(name).cloned() else {
+            return;
+        };
+        if refusal.generation != class.metadata.generation
+            || refusal.at.elapsed() > LAUNCH_REFUSAL_TTL
+        {
+            refusals.remove(name);
+            return;
+        }
+        let refused = node_class::launch_refused(&refusal.permission, &refusal.message);
+        conditions.retain(|c| c.type_ != refused.type_ && c.type_ != node_class::READY);
+        conditions.push(refused);
+        let ready = node_class::ready(conditions);
+        conditions.push(ready);
+    }
+
+    /// One error line per class each time what AWS refuses it for want of a permission
+    /// changes (the conditions say it at every resolution; the log once).
+    fn say_refusals(&self, name: &str, conditions: &[kerf_api::Condition]) {
+        let refused: Vec<String> = (conditions.iter())
+            .filter(|c| {
+                c.reason == node_class::UNAUTHORIZED || c.reason.ends_with("AuthCheckFailed")
+            })
+            .map(|c| format!("{}: {}", c.type_, c.message))
+            .collect();
+        let mut said = self.refusals_said.lock().unwrap_or_else(|e| e.into_inner());
+        if said.get(name).map_or(refused.is_empty(), |s| *s == refused) {
+            return;
+        }
+        for refusal in &refused {
+            log::warn(
+                "nodeclass.status",
+                "a permission the class needs is not granted, it is not Ready until it is",
+                json!({"EC2NodeClass": {"name": name}, "error": refusal}),
+            );
+        }
+        said.insert(name.to_string(), refused);
     }
 
     /// One warning per class each time the images its aliases name but EC2 does not list

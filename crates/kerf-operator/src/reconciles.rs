@@ -112,7 +112,7 @@ impl CloudCalls {
             let error = match e {
                 CloudError::InsufficientCapacity(_) => "InsufficientCapacityError",
                 CloudError::Config(_) => "NodeClassNotReadyError",
-                CloudError::Api(_) => "unknown",
+                CloudError::Api(_) | CloudError::Refused(_) => "unknown",
             };
             self.metrics.inc(
                 &families::CLOUDPROVIDER_ERRORS,

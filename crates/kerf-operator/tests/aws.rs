@@ -1125,3 +1125,273 @@ async fn a_capacity_reservation_is_resolved_filled_first_and_launched_into_then_
         assert!(called.contains(action), "{action} not called: {called:?}");
     }
 }
+
+/// The controller policy without the statement `sid`.
+fn policy_without(sid: &str) -> String {
+    let mut policy: Value = serde_json::from_str(&controller_policy()).expect("the policy");
+    let statements = policy["Statement"].as_array_mut().expect("statements");
+    let before = statements.len();
+    statements.retain(|s| s["Sid"] != sid);
+    assert_eq!(statements.len() + 1, before, "no statement {sid}");
+    policy.to_string()
+}
+
+/// Puts `policy` on the controller's role in place of what it holds (moto reads a role's
+/// policies at each call, as IAM does); the new one is attached before the old goes, so no
+/// call meets a role without a policy.
+async fn hold_policy(iam: &aws_sdk_iam::Client, name: &str, policy: &str) {
+    let role = format!("KarpenterControllerRole-{CLUSTER}");
+    let arn = match iam
+        .create_policy()
+        .policy_name(name)
+        .policy_document(policy)
+        .send()
+        .await
+    {
+        Ok(made) => made.policy.and_then(|p| p.arn).expect("an arn"),
+        // made in an earlier phase: the same document under the same name
+        Err(_) => format!("arn:aws:iam::123456789012:policy/{name}"),
+    };
+    let attached = iam
+        .list_attached_role_policies()
+        .role_name(&role)
+        .send()
+        .await
+        .expect("the role's policies");
+    iam.attach_role_policy()
+        .role_name(&role)
+        .policy_arn(&arn)
+        .send()
+        .await
+        .expect("attach the policy");
+    for held in attached.attached_policies() {
+        let held = held.policy_arn().unwrap_or_default();
+        if held != arn {
+            iam.detach_role_policy()
+                .role_name(&role)
+                .policy_arn(held)
+                .send()
+                .await
+                .expect("detach a policy");
+        }
+    }
+}
+
+/// The operator's log lines naming `permission`: (time, message and the class it is of).
+fn naming(op: &Operator, permission: &str) -> Vec<(f64, String)> {
+    op.lines()
+        .into_iter()
+        .filter(|l| l.to_string().contains(permission))
+        .map(|l| {
+            let class = l["EC2NodeClass"]["name"].as_str().unwrap_or("");
+            let message = l["message"].as_str().unwrap_or("");
+            (at(&l), format!("{message} ({class})"))
+        })
+        .collect()
+}
+
+/// `karpenter_nodeclaims_created_total` as the operator serves it, summed.
+fn nodeclaims_created(op: &Operator) -> f64 {
+    let (_, text) = http_get(op.metrics_port, "/metrics");
+    (text.lines())
+        .filter(|l| l.starts_with("karpenter_nodeclaims_created_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The conditions of every EC2NodeClass that name `permission`, as `Type=Status reason`.
+fn conditions_naming(cp: &ControlPlane, permission: &str) -> Vec<String> {
+    let classes = json_of(cp, &["get", "ec2nodeclasses"]);
+    (classes["items"].as_array().into_iter().flatten())
+        .flat_map(|c| {
+            c["status"]["conditions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|c| {
+            c["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(permission))
+        })
+        .map(|c| format!("{}={} {}", c["type"], c["status"], c["reason"]).replace('"', ""))
+        .collect()
+}
+
+/// Each statement of the controller policy dropped in turn from a running operator's role:
+/// the operator names the permission it lacks in a log line, says it again at most once a
+/// minute rather than at every try, writes it on the status of the EC2NodeClass it keeps from
+/// working (the resolution's condition, or `ValidationSucceeded` False as Karpenter's
+/// authorization check writes it, so the class's NodePools launch nothing rather than making
+/// and deleting NodeClaims in a loop), and carries on once the permission is back. moto
+/// cannot check four statements' actions, and four more share every action with another
+/// statement once moto matches them against `*` (deploy/aws/README.md says which).
+#[tokio::test(flavor = "multi_thread")]
+async fn each_statement_of_the_controller_policy_dropped_is_named_not_looped() {
+    let (moto, _, _) = seeded_moto("dropped").await;
+    let iam = aws_sdk_iam::Client::new(&moto.config().await);
+    let (cp, op) = aws_operator("dropped", &moto);
+    let log = || std::fs::read_to_string(&op.log).unwrap_or_default();
+    let ready = |cp: &ControlPlane| {
+        let class = json_of(cp, &["get", "ec2nodeclass", "default"]);
+        condition(&class, "Ready").as_deref() == Some("True")
+    };
+    wait_for(
+        "the EC2NodeClass Ready",
+        LIMIT,
+        || ready(&cp).then_some(()),
+        log,
+    );
+    let full = controller_policy();
+    let change_class = |n: usize| {
+        let patch = json!({"spec": {"tags": {"kerf.test/change": n.to_string()}}});
+        patch_class(&cp, &patch);
+    };
+    let another_class = |name: &str| {
+        let mut class = json_of(&cp, &["get", "ec2nodeclass", "default"]);
+        class["metadata"] = json!({"name": name});
+        class.as_object_mut().map(|c| c.remove("status"));
+        cp.kubectl_ok(&["apply", "-f", "-"], Some(class.to_string().as_bytes()));
+    };
+    // (statement, a permission it alone grants, what makes the operator need it, whether a
+    // class's status names it)
+    let phases = [
+        (
+            "AllowInstanceProfileReadActions",
+            "iam:GetInstanceProfile",
+            "class second",
+            true,
+        ),
+        (
+            "AllowScopedInstanceProfileCreationActions",
+            "iam:CreateInstanceProfile",
+            "class third",
+            true,
+        ),
+        (
+            "AllowRegionalReadActions",
+            "ec2:DescribeSubnets",
+            "change",
+            true,
+        ),
+        ("AllowSSMReadActions", "ssm:GetParameter", "change", true),
+        (
+            "AllowInterruptionQueueActions",
+            "sqs:ReceiveMessage",
+            "none",
+            false,
+        ),
+        (
+            "AllowScopedEC2InstanceActionsWithTags",
+            "ec2:CreateLaunchTemplate",
+            "scale",
+            true,
+        ),
+        (
+            "AllowScopedDeletion",
+            "ec2:TerminateInstances",
+            "delete",
+            false,
+        ),
+    ];
+    for (i, (sid, permission, provoke, on_status)) in phases.into_iter().enumerate() {
+        hold_policy(&iam, sid, &policy_without(sid)).await;
+        let since = naming(&op, permission).len();
+        let created = nodeclaims_created(&op);
+        let mut deleted = None;
+        match provoke {
+            "change" => change_class(i),
+            "scale" => {
+                cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=2"], None);
+            }
+            "delete" => {
+                let claim = wait_for(
+                    "a launched NodeClaim",
+                    LIMIT,
+                    || launched_claim(&cp, None, ""),
+                    || cp.kubectl_ok(&["get", "nodeclaims"], None),
+                );
+                let name = claim["metadata"]["name"].as_str().unwrap_or("").to_string();
+                cp.kubectl_ok(&["delete", "nodeclaim", &name, "--wait=false"], None);
+                deleted = Some(name);
+            }
+            "none" => {}
+            other => another_class(other.trim_start_matches("class ")),
+        }
+        let first = wait_for(
+            &format!("a line naming {permission} without {sid}"),
+            LIMIT,
+            || naming(&op, permission).get(since).cloned(),
+            || {
+                let calls: Vec<String> = (moto.calls().iter().rev().take(40))
+                    .map(|c| format!("{} {}", c.action, c.allowed))
+                    .collect();
+                format!(
+                    "{}\n{calls:?}\n{}",
+                    json_of(&cp, &["get", "ec2nodeclasses"]),
+                    log()
+                )
+            },
+        );
+        if on_status {
+            wait_for(
+                &format!("a class condition naming {permission}"),
+                LIMIT,
+                || (!conditions_naming(&cp, permission).is_empty()).then_some(()),
+                || json_of(&cp, &["get", "ec2nodeclasses"]).to_string(),
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        // not looped: each kind of line at most twice in the half minute after the first
+        let said = naming(&op, permission).split_off(since);
+        let mut by_message: std::collections::BTreeMap<&str, usize> = Default::default();
+        for (t, message) in &said {
+            if *t <= first.0 + 30.0 {
+                *by_message.entry(message.as_str()).or_default() += 1;
+            }
+        }
+        assert!(
+            by_message.values().all(|n| *n <= 2),
+            "{sid}: said again and again: {by_message:?}"
+        );
+        // not looped either: a refused launch stops the class's launches
+        let made = nodeclaims_created(&op) - created;
+        assert!(made <= 2.0, "{sid}: {made} NodeClaims made while refused");
+        eprintln!(
+            "{sid}: {permission} named by {by_message:?}; on {:?}; {made} NodeClaims made",
+            conditions_naming(&cp, permission)
+        );
+
+        // the permission back (and the class changed, as Karpenter's check of a launch's
+        // authorization is held until then): it works again
+        hold_policy(&iam, "full", &full).await;
+        change_class(100 + i);
+        wait_for(
+            &format!("the class Ready again after {sid}"),
+            LIMIT,
+            || ready(&cp).then_some(()),
+            || json_of(&cp, &["get", "ec2nodeclasses"]).to_string(),
+        );
+        match (provoke, &deleted) {
+            ("scale", _) => {
+                wait_for(
+                    "a NodeClaim launched once CreateLaunchTemplate is granted",
+                    LIMIT,
+                    || launched_claim(&cp, None, ""),
+                    log,
+                );
+            }
+            (_, Some(name)) => wait_for(
+                "the NodeClaim gone once TerminateInstances is granted",
+                LIMIT,
+                || {
+                    let claims = json_of(&cp, &["get", "nodeclaims"]);
+                    let names = claims["items"].to_string();
+                    (!names.contains(name.as_str())).then_some(())
+                },
+                log,
+            ),
+            _ => {}
+        }
+    }
+}

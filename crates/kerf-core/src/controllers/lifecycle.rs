@@ -389,6 +389,18 @@ impl Controllers {
         self.give_up_launch(nodeclaim, "LaunchFailed", error);
     }
 
+    /// A launch the cloud refused for want of a permission: given up as [`Self::launch_error`]
+    /// does, and its class resolved again now, so that the class (whose status the cloud
+    /// marks not validated) stops its NodePools' launches at once rather than at its next
+    /// round, where each new NodeClaim would be refused in turn.
+    pub fn launch_refused(&mut self, nodeclaim: &str, error: &str, now: Duration) {
+        let class = (self.cluster.nodeclaims.get(nodeclaim)).map(|c| c.node_class.clone());
+        self.launch_error(nodeclaim, error, now);
+        if let Some(class) = class {
+            self.resolve_node_class_now(&class);
+        }
+    }
+
     /// The offerings a recent launch found without capacity, for a cloud choosing what to
     /// ask for.
     pub fn unavailable_offerings(&self) -> &crate::unavailable::UnavailableOfferings {

@@ -53,6 +53,12 @@ impl Controllers {
         self.at(self.now + next, Timer::ResolveNodeClasses);
     }
 
+    /// Resolves one class now, whether or not it was asked about within the round.
+    pub(super) fn resolve_node_class_now(&mut self, name: &str) {
+        self.node_classes.asked.remove(name);
+        self.reconcile_node_class(name);
+    }
+
     /// Brings the next round forward to `at` unless it comes sooner already.
     fn node_class_round_by(&mut self, at: Duration) {
         let round = |(_, t): &(Duration, Timer)| *t == Timer::ResolveNodeClasses;
