@@ -897,16 +897,21 @@ fn check_alias(path: &str, alias: &str, p: &mut Vec<Problem>) {
 /// any object there): each problem at the path its message names, or why the class's
 /// family or Kerf's gates keep it from launching.
 fn check_kubelet(spec: &EC2NodeClassSpec, k: &KubeletConfiguration, p: &mut Vec<Problem>) {
-    for problem in k.problems() {
-        let (at, rule) = problem
-            .split_once(": ")
-            .unwrap_or(("spec.kubelet", problem.as_str()));
-        p.push(Problem::new(at, rule));
-    }
+    // each message of Karpenter's starts with the path it is about
+    let at_path = |problem: &str| -> Problem {
+        match problem.split_once(": ") {
+            Some((at, rule)) if !at.contains(' ') => Problem::new(at, rule),
+            _ => Problem::new(
+                "spec.kubelet",
+                problem.strip_prefix("spec.kubelet ").unwrap_or(problem),
+            ),
+        }
+    };
+    p.extend(k.problems().iter().map(|problem| at_path(problem)));
     if let Some(refusal) = k.refusal(spec.family())
         && refusal.reason != "InvalidKubeletConfiguration"
     {
-        p.push(Problem::new("spec.kubelet", refusal.message));
+        p.extend(refusal.message.split("; ").map(at_path));
     }
 }
 
