@@ -61,6 +61,46 @@ pub struct Args {
     /// How long a registered Node takes to be Ready (EC2: about 15s).
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     ready_delay: Option<Duration>,
+    /// The operator's feature gates, as its `FEATURE_GATES` (the chart's
+    /// `settings.featureGates`) sets them: `NodeRepair=true,SpotToSpotConsolidation=true`.
+    /// Default: Karpenter's defaults.
+    #[arg(long, value_name = "GATES", value_parser = feature_gates)]
+    feature_gates: Option<serde_json::Map<String, Value>>,
+}
+
+/// The gates the simulator plays, by the names `FEATURE_GATES` gives them.
+const GATES: &[&str] = &[
+    "SpotToSpotConsolidation",
+    "NodeRepair",
+    "StaticCapacity",
+    "NodeOverlay",
+    "PodDeletionCostManagement",
+    "TerminateFirstDrift",
+    "TerminateFirstRepair",
+];
+
+/// `Name=true,Other=false` as the scenario's `featureGates` (`{"Name": true, …}`).
+fn feature_gates(text: &str) -> Result<serde_json::Map<String, Value>, String> {
+    let mut out = serde_json::Map::new();
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("{pair}: a gate is written Name=true or Name=false"))?;
+        let on = match value.trim().to_ascii_lowercase().as_str() {
+            "true" | "t" | "1" => true,
+            "false" | "f" | "0" => false,
+            other => return Err(format!("{name}: {other:?} is not true or false")),
+        };
+        let name = name.trim();
+        if !GATES.contains(&name) {
+            return Err(format!(
+                "{name}: not a gate the plan plays (known: {})",
+                GATES.join(", ")
+            ));
+        }
+        out.insert(name.to_string(), on.into());
+    }
+    Ok(out)
 }
 
 /// Output formats of a plan.
@@ -405,6 +445,7 @@ fn plan(current: &Current, change: &[Value], args: &Args) -> Result<Plan> {
                 "duration": go(args.horizon),
                 "seed": 1,
                 "cloud": cloud,
+                "featureGates": args.feature_gates.clone().unwrap_or_default(),
                 "manifests": current.manifests,
                 "events": events,
             },
@@ -666,4 +707,28 @@ fn outcome(report: &Report) -> Outcome<'_> {
 fn named(doc: &Value) -> String {
     let field = |p: &str| doc.pointer(p).and_then(Value::as_str).unwrap_or_default();
     format!("{}/{}", field("/kind"), field("/metadata/name"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feature_gates_read_as_the_operator_takes_them_and_a_misspelt_one_is_named() {
+        let gates = feature_gates("NodeRepair=true, SpotToSpotConsolidation=False").unwrap();
+        assert_eq!(gates["NodeRepair"], true);
+        assert_eq!(gates["SpotToSpotConsolidation"], false);
+        let wrong = feature_gates("NodeRepai=true").unwrap_err();
+        assert!(wrong.starts_with("NodeRepai: not a gate"), "{wrong}");
+        assert!(
+            feature_gates("NodeRepair")
+                .unwrap_err()
+                .contains("Name=true")
+        );
+        assert!(
+            feature_gates("NodeRepair=yes")
+                .unwrap_err()
+                .contains("not true or false")
+        );
+    }
 }

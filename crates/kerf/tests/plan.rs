@@ -289,3 +289,22 @@ fn an_ami_alias_change_rolls_every_node_and_the_same_terms_roll_none() {
     assert!(removals(&newer["unchanged"]).is_empty(), "{newer}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The operator's gates reach the controllers the plan runs: the simulator takes each gate
+/// `--feature-gates` names (a name it did not know would stop the plan), and the roll is the
+/// same with gates that do not touch it.
+#[test]
+fn the_operators_feature_gates_are_the_plans() {
+    let gates = "NodeRepair=true,SpotToSpotConsolidation=true,PodDeletionCostManagement=true";
+    let v = planned(
+        &fixture("roll-relabelled.yaml"),
+        &["--at", TAKEN, "--for", "30m", "--feature-gates", gates],
+    );
+    assert_eq!(removals(&v["changed"]).len(), 4, "{v}");
+    let refused = plan(&fixture("roll-relabelled.yaml"), &["--feature-gates", "Drift=true"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("Drift: not a gate the plan plays"),
+        "{refused:?}"
+    );
+}
