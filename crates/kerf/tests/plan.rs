@@ -301,7 +301,10 @@ fn the_operators_feature_gates_are_the_plans() {
         &["--at", TAKEN, "--for", "30m", "--feature-gates", gates],
     );
     assert_eq!(removals(&v["changed"]).len(), 4, "{v}");
-    let refused = plan(&fixture("roll-relabelled.yaml"), &["--feature-gates", "Drift=true"]);
+    let refused = plan(
+        &fixture("roll-relabelled.yaml"),
+        &["--feature-gates", "Drift=true"],
+    );
     assert_eq!(refused.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("Drift: not a gate the plan plays"),
