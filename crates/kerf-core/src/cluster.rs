@@ -458,7 +458,8 @@ pub struct Changes {
     pub disruption: bool,
     /// NodePools whose spec changed (drift).
     pub node_pools: BTreeSet<String>,
-    /// Node classes whose spec changed (drift).
+    /// Node classes whose spec or status changed (drift, NodePools' readiness), or whose
+    /// deletion began.
     pub node_classes: BTreeSet<String>,
     /// NodeClaims whose node registered or became ready (lifecycle).
     pub lifecycle: BTreeSet<String>,
@@ -894,9 +895,9 @@ impl Cluster {
 
     /// Whether new nodes may be launched for a NodePool: it is not being deleted, it and its
     /// node class were read whole (or at least every field that shapes a node was), and its
-    /// class is not `Ready` False (as Karpenter's provisioner leaves out a NodePool whose
-    /// class is not ready; a class no controller has resolved yet has no `Ready` and is not
-    /// held).
+    /// class is neither `Ready` False nor being deleted (as Karpenter's provisioner leaves out
+    /// a NodePool whose class is not ready; a class no controller has resolved yet has no
+    /// `Ready` and is not held).
     pub fn may_launch_for(&self, pool: &str) -> bool {
         let np = self.node_pools.get(pool);
         let class = np.map(|np| np.spec.template.spec.node_class_ref.name.as_str());
@@ -910,13 +911,13 @@ impl Cluster {
             && class.is_none_or(|c| !self.class_not_ready(c))
     }
 
-    /// Whether a node class says it is not ready (`Ready` False).
+    /// Whether a node class says it is not ready (`Ready` False) or is being deleted.
     fn class_not_ready(&self, class: &str) -> bool {
-        (self.node_classes.get(class))
-            .and_then(|c| c.status.as_ref())
-            .is_some_and(|s| {
-                (s.conditions.iter()).any(|c| c.type_ == "Ready" && c.status == "False")
-            })
+        (self.node_classes.get(class)).is_some_and(|c| {
+            c.metadata.deletion_timestamp.is_some()
+                || (c.status.iter().flat_map(|s| &s.conditions))
+                    .any(|c| c.type_ == "Ready" && c.status == "False")
+        })
     }
 
     /// A NodePool was created or changed.
@@ -964,6 +965,10 @@ impl Cluster {
         metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     ) {
         if let Some(class) = self.node_classes.get_mut(name) {
+            // a deletion begun is read by its NodePools' `NodeClassReady`
+            if class.metadata.deletion_timestamp != metadata.deletion_timestamp {
+                self.changes.node_classes.insert(name.to_string());
+            }
             class.metadata = metadata.clone();
         }
     }

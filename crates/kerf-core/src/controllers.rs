@@ -753,7 +753,8 @@ impl Controllers {
         }
         self.continue_command();
         self.reconcile_static_pools();
-        if changes.disruption || !changes.lifecycle.is_empty() || !changes.node_pools.is_empty() {
+        let pools_read = !changes.node_pools.is_empty() || !changes.node_classes.is_empty();
+        if changes.disruption || !changes.lifecycle.is_empty() || pools_read {
             self.count_node_pools();
         }
         if changes.disruption || !changes.lifecycle.is_empty() {

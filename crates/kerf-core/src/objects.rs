@@ -283,7 +283,8 @@ pub fn nodeclaim_conditions(
 
 /// A NodePool's status (Karpenter's `nodepool/counter` and `nodepool/readiness`): the summed
 /// capacity of its launched NodeClaims with their count under `nodes`, `ValidationSucceeded`
-/// (`nodepool.validation`), and `Ready` while it is valid and its node class exists.
+/// (`nodepool.validation`), `NodeClassReady` from its node class, and `Ready` while both are
+/// true (operatorpkg's root condition: `UnhealthyDependents` naming those that are not).
 pub fn nodepool_status(
     cluster: &Cluster,
     pool: &str,
@@ -298,11 +299,6 @@ pub fn nodepool_status(
             nodes += 1;
         }
     }
-    let class_ready = cluster.node_pools.get(pool).is_some_and(|np| {
-        cluster
-            .node_classes
-            .contains_key(&np.spec.template.spec.node_class_ref.name)
-    });
     let mut resources = capacity.to_resource_list();
     resources.retain(|_, q| q.milli() != 0);
     resources.insert("nodes".into(), kerf_api::Quantity::from_units(nodes));
@@ -316,43 +312,80 @@ pub fn nodepool_status(
             "ValidationSucceeded"
         },
     );
-    let mut ready = condition(
-        condition_types::READY,
-        class_ready,
-        if class_ready {
-            "Ready"
-        } else {
-            "NodeClassNotReady"
-        },
-    );
     if let Some(message) = invalid {
         validation.message = message.clone();
-        ready = condition(condition_types::READY, false, "UnhealthyDependents");
-        ready.message = if class_ready {
-            "ValidationSucceeded=False"
-        } else {
-            "ValidationSucceeded=False, NodeClassReady=False"
-        }
-        .into();
     }
+    let class_ready = node_class_ready(cluster, pool);
+    let unhealthy: Vec<String> = [&validation, &class_ready]
+        .into_iter()
+        .filter(|c| c.status != "True")
+        .map(|c| format!("{}={}", c.type_, c.status))
+        .collect();
+    let mut ready = condition(
+        condition_types::READY,
+        unhealthy.is_empty(),
+        if unhealthy.is_empty() {
+            "Ready"
+        } else {
+            "UnhealthyDependents"
+        },
+    );
+    ready.message = unhealthy.join(", ");
+    let np = cluster.node_pools.get(pool);
+    let class_known = np.is_some_and(|np| {
+        (cluster.node_classes).contains_key(&np.spec.template.spec.node_class_ref.name)
+    });
+    // Karpenter's registration health controller leaves a NodePool whose class is not there
+    // as it was
+    let registration = if class_known {
+        Some(registration)
+    } else {
+        (np.and_then(|np| np.status.as_ref()).into_iter())
+            .flat_map(|s| &s.conditions)
+            .find(|c| c.type_ == registration.type_)
+            .cloned()
+    };
     NodePoolStatus {
         resources,
         nodes: Some(nodes),
-        conditions: vec![
-            validation,
-            condition(
-                "NodeClassReady",
-                class_ready,
-                if class_ready {
-                    "NodeClassReady"
-                } else {
-                    "NodeClassNotFound"
-                },
-            ),
-            ready,
-            registration,
-        ],
+        conditions: [validation, class_ready, ready]
+            .into_iter()
+            .chain(registration)
+            .collect(),
         node_class_observed_generation: Some(class_generation),
+    }
+}
+
+/// A NodePool's `NodeClassReady`, as Karpenter's `nodepool.readiness` sets it: false while its
+/// node class is missing or being deleted, or not yet `Ready` (with that condition's own
+/// reason and message when it is `Ready` False).
+fn node_class_ready(cluster: &Cluster, pool: &str) -> Condition {
+    const TYPE: &str = "NodeClassReady";
+    let class = (cluster.node_pools.get(pool)).and_then(|np| {
+        cluster
+            .node_classes
+            .get(&np.spec.template.spec.node_class_ref.name)
+    });
+    let not_ready = |reason: &str, message: &str| {
+        let mut c = condition(TYPE, false, reason);
+        c.message = message.into();
+        c
+    };
+    let Some(class) = class else {
+        return not_ready("NodeClassNotFound", "NodeClass not found on cluster");
+    };
+    if class.metadata.deletion_timestamp.is_some() {
+        return not_ready("NodeClassTerminating", "NodeClass is Terminating");
+    }
+    let ready = (class.status.as_ref()).and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == condition_types::READY)
+    });
+    match ready.map(|c| (c.status.as_str(), c)) {
+        Some(("True", _)) => condition(TYPE, true, TYPE),
+        Some(("False", c)) => not_ready(&c.reason, &c.message),
+        _ => not_ready("NodeClassReadinessUnknown", "Node Class Readiness Unknown"),
     }
 }
 

@@ -2387,6 +2387,8 @@ fn registration_health(actions: &[Action]) -> Option<(String, String)> {
 #[test]
 fn two_nodeclaims_that_never_register_make_the_nodepool_registration_unhealthy() {
     let mut core = with_pool();
+    // registration health is kept for a NodePool whose class is there
+    core.apply_node_class(node_class(&["ami-1"]));
     core.apply_pod(unschedulable("a", "1500m"), secs(0));
     let unknown = Some(("Unknown".to_string(), "AwaitingReconciliation".to_string()));
     let unhealthy = Some(("False".to_string(), "RegistrationFailed".to_string()));

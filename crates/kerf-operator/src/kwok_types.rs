@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use k8s_openapi::ClusterResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_api::ec2nodeclass::EC2NodeClassStatus;
 use kerf_api::{EC2NodeClass, labels};
 use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{InstanceTypeOption, Offering};
@@ -32,12 +33,25 @@ const RESERVED_CPU_MILLIS: i64 = 100;
 const RESERVED_MEMORY: &str = "10Mi";
 
 /// Karpenter kwok's node class (`karpenter.kwok.sh/v1alpha1` `KWOKNodeClass`), as far as Kerf
-/// reads it: its name. Its one spec field, `nodeRegistrationDelay`, is not acted on (Kerf
-/// creates the Node at once), and most objects have no spec at all.
+/// reads it: its metadata and its conditions (its CRD defaults `Ready` True; a NodePool's
+/// `NodeClassReady` follows it). Its one spec field, `nodeRegistrationDelay`, is not acted on
+/// (Kerf creates the Node at once), and most objects have no spec at all.
 #[derive(Clone, Debug, Deserialize)]
 pub struct KwokNodeClass {
     /// Its metadata.
     pub metadata: ObjectMeta,
+    /// Its status.
+    #[serde(default)]
+    pub status: Option<KwokNodeClassStatus>,
+}
+
+/// A KWOKNodeClass's status: its conditions, each read on its own (one that does not read
+/// is left out rather than the class).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct KwokNodeClassStatus {
+    /// The conditions as written.
+    #[serde(default)]
+    pub conditions: Vec<serde_json::Value>,
 }
 
 impl Resource for KwokNodeClass {
@@ -69,18 +83,30 @@ impl Resource for KwokNodeClass {
 /// record stands for.
 pub const STANDS_FOR: &str = "kerf.sh/node-class-kind";
 
-/// The node-class record for the KWOKNodeClass `name`: no subnets, groups or images to
-/// resolve, so nothing of it can drift.
-pub fn node_class_record(name: &str) -> Option<EC2NodeClass> {
-    serde_json::from_value(serde_json::json!({
+/// The node-class record for a KWOKNodeClass: no subnets, groups or images to resolve, so
+/// nothing of it can drift; its deletion and its conditions as the class has them.
+pub fn node_class_record(class: &KwokNodeClass) -> Option<EC2NodeClass> {
+    let mut record: EC2NodeClass = serde_json::from_value(serde_json::json!({
         "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-        "metadata": {"name": name, "annotations": {STANDS_FOR: KIND}},
+        "metadata": {
+            "name": class.metadata.name, "annotations": {STANDS_FOR: KIND},
+            "deletionTimestamp": class.metadata.deletion_timestamp,
+        },
         "spec": {
             "role": "kwok", "amiSelectorTerms": [{"alias": "al2023@latest"}],
             "subnetSelectorTerms": [], "securityGroupSelectorTerms": [],
         },
     }))
-    .ok()
+    .ok()?;
+    let conditions = (class.status.iter())
+        .flat_map(|s| &s.conditions)
+        .filter_map(|c| serde_json::from_value(c.clone()).ok())
+        .collect();
+    record.status = Some(EC2NodeClassStatus {
+        conditions,
+        ..EC2NodeClassStatus::default()
+    });
+    Some(record)
 }
 
 /// Whether a node-class record stands for a KWOKNodeClass.
@@ -303,9 +329,27 @@ mod tests {
 
     #[test]
     fn a_kwok_class_record_is_told_from_an_ec2nodeclass() {
-        let record = node_class_record("default").expect("a record");
+        let class: KwokNodeClass = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "default"},
+            "status": {"conditions": [
+                {"type": "Ready", "status": "False", "reason": "Broken", "message": "m"},
+                {"type": "Odd", "status": 3},
+            ]},
+        }))
+        .expect("reads");
+        let record = node_class_record(&class).expect("a record");
         assert!(is_kwok(&record));
         assert_eq!(record.metadata.name.as_deref(), Some("default"));
+        let conditions = &record.status.expect("a status").conditions;
+        assert_eq!(
+            conditions.len(),
+            1,
+            "the condition that does not read is left out"
+        );
+        assert_eq!(
+            (conditions[0].status.as_str(), conditions[0].reason.as_str()),
+            ("False", "Broken")
+        );
     }
 
     #[test]

@@ -46,7 +46,7 @@ fn applied(object: watch::Object) -> Option<Object> {
         watch::Object::NodeOverlay(read) => Object::NodeOverlay(Arc::clone(&read.read)),
         // Karpenter's kwok provider's node class stands for an EC2NodeClass with defaults
         watch::Object::KwokNodeClass(class) => {
-            Object::node_class(kwok_types::node_class_record(name_of(&*class))?)
+            Object::node_class(kwok_types::node_class_record(&class)?)
         }
         watch::Object::DaemonSet(ds) => Object::daemonset(&ds)?,
         watch::Object::Pdb(pdb) => Object::Pdb(pdb),

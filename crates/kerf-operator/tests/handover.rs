@@ -11,7 +11,8 @@
 //! compares what each made; [`repair`] makes a node of each unhealthy and watches both
 //! replace it; [`deletion_cost`] has both rank the same nodes into pod deletion costs, and
 //! [`terminate_first`] has both replace a static NodePool's drifted nodes at its node limit,
-//! and [`drift_pace`] has both roll drifted nodes as many at once as the budget allows.
+//! [`drift_pace`] has both roll drifted nodes as many at once as the budget allows, and
+//! [`pool_readiness`] has both tell NodePools' readiness from their node classes.
 //! Each runs beside the handover, on a control plane of its own.
 //!
 //! How long each side is watched untouched: `KERF_HANDOVER_QUIET` seconds (60 by default,
@@ -27,6 +28,8 @@ mod lease;
 mod lifecycle;
 #[path = "handover/parity.rs"]
 mod parity;
+#[path = "handover/pool_readiness.rs"]
+mod pool_readiness;
 #[path = "handover/repair.rs"]
 mod repair;
 mod support;
