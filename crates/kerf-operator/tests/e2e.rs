@@ -1999,6 +1999,27 @@ fn kerf_plan_predicts_the_drift_roll_the_cluster_then_makes() {
     };
     let pool_version = version(&cp);
 
+    // the operator's settings as a chart's Deployment holds them (scaled to none: the
+    // operator runs beside the control plane here, with the same defaults)
+    let deployment = br#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: kerf, namespace: kube-system}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: kerf}}
+  template:
+    metadata: {labels: {app: kerf}}
+    spec:
+      containers:
+        - name: controller
+          image: example.com/kerf/controller:0.1.0
+          env:
+            - {name: FEATURE_GATES, value: "SpotToSpotConsolidation=false"}
+            - {name: MIN_VALUES_POLICY, value: Strict}
+"#;
+    cp.kubectl_ok(&["apply", "-f", "-"], Some(deployment));
+
     // the plan, read off the live cluster: every node drifts, one at a time
     let change = fixtures.join("roll-relabelled.yaml");
     let out = std::process::Command::new(&kerf)
@@ -2024,6 +2045,12 @@ fn kerf_plan_predicts_the_drift_roll_the_cluster_then_makes() {
         String::from_utf8_lossy(&out.stderr)
     );
     let plan: Value = serde_json::from_slice(&out.stdout).expect("kerf plan -o json");
+    assert_eq!(
+        plan["settings"],
+        serde_json::json!({"source": "Deployment kube-system/kerf", "fields": {
+            "featureGates": {"SpotToSpotConsolidation": false}, "minValuesPolicy": "Strict"}}),
+        "the settings played are the operator Deployment's"
+    );
     let mut predicted: Vec<(f64, String)> = plan["changed"]["removals"]
         .as_array()
         .expect("removals")

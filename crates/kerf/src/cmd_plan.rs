@@ -21,6 +21,8 @@ use kerf_api::manifest::{Checked, check_document};
 use kerf_api::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use kerf_sim::report::Removal;
 use kerf_sim::{Report, RunOptions, Scenario, Standing, World};
+
+use crate::operator_settings::OperatorSettings;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -33,8 +35,9 @@ pub struct Args {
     #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
     files: Vec<PathBuf>,
     /// Read the cluster as it stands from these files instead of the kubeconfig's cluster:
-    /// `kubectl get nodepools,ec2nodeclasses,nodeclaims,nodes,pods,pdb,daemonsets -A -o
-    /// yaml` (lists are read item by item).
+    /// `kubectl get nodepools,ec2nodeclasses,nodeclaims,nodes,pods,pdb,daemonsets,deployments
+    /// -A -o yaml` (lists are read item by item; the autoscaler's Deployment gives the
+    /// settings played).
     #[arg(long, num_args = 1.., value_name = "FILE")]
     from: Vec<PathBuf>,
     /// When the `--from` snapshot was taken (RFC 3339, `2026-12-05T10:00:00Z`; default:
@@ -63,7 +66,8 @@ pub struct Args {
     ready_delay: Option<Duration>,
     /// The operator's feature gates, as its `FEATURE_GATES` (the chart's
     /// `settings.featureGates`) sets them: `NodeRepair=true,SpotToSpotConsolidation=true`.
-    /// Default: Karpenter's defaults.
+    /// Default: those of the autoscaler Deployment the cluster runs (Kerf's or Karpenter's,
+    /// read with its other settings), else Karpenter's defaults.
     #[arg(long, value_name = "GATES", value_parser = feature_gates)]
     feature_gates: Option<serde_json::Map<String, Value>>,
 }
@@ -250,6 +254,7 @@ async fn live_documents() -> Result<Vec<Value>> {
         ("", "v1", "Pod"),
         ("policy", "v1", "PodDisruptionBudget"),
         ("apps", "v1", "DaemonSet"),
+        ("apps", "v1", "Deployment"),
         ("", "v1", "PersistentVolumeClaim"),
         ("", "v1", "PersistentVolume"),
         ("storage.k8s.io", "v1", "StorageClass"),
@@ -276,6 +281,8 @@ struct Current {
     region: Option<String>,
     /// The zones the nodes run in.
     zones: BTreeSet<String>,
+    /// The autoscaler Deployments' settings.
+    operators: Vec<OperatorSettings>,
     /// What was left out, and why.
     notes: Vec<String>,
 }
@@ -290,6 +297,7 @@ impl Current {
             standing: Standing::default(),
             region: None,
             zones: BTreeSet::new(),
+            operators: Vec::new(),
             notes: Vec::new(),
         };
         let mut ignored: BTreeSet<String> = BTreeSet::new();
@@ -343,6 +351,9 @@ impl Current {
                 | "PersistentVolumeClaim"
                 | "PersistentVolume"
                 | "StorageClass" => current.manifests.push(stripped(value)),
+                "Deployment" if OperatorSettings::of(&value).is_some() => {
+                    current.operators.extend(OperatorSettings::of(&value));
+                }
                 _ => {
                     ignored.insert(kind);
                 }
@@ -416,8 +427,10 @@ struct Plan {
     /// The first pods left pending with the change, each with `kerf explain`'s answer at
     /// the end of the horizon.
     pending_why: Vec<(String, String)>,
-    /// What the simulator could not put in place.
+    /// What the simulator could not put in place, and where the settings came from.
     notes: Vec<String>,
+    /// The operator settings played.
+    settings: Played,
 }
 
 /// Runs the cluster forward without and with the change.
@@ -434,6 +447,7 @@ fn plan(current: &Current, change: &[Value], args: &Args) -> Result<Plan> {
     if let Some(d) = args.ready_delay {
         cloud.insert("readyDelay".into(), go(d).into());
     }
+    let (settings, mut notes) = settings(current, args);
     let scenario = |events: &[Value]| -> Result<Scenario> {
         let doc = json!({
             "apiVersion": "kerf.sh/v1alpha1",
@@ -445,11 +459,14 @@ fn plan(current: &Current, change: &[Value], args: &Args) -> Result<Plan> {
                 "duration": go(args.horizon),
                 "seed": 1,
                 "cloud": cloud,
-                "featureGates": args.feature_gates.clone().unwrap_or_default(),
                 "manifests": current.manifests,
                 "events": events,
             },
         });
+        let mut doc = doc;
+        if let Some(spec) = doc["spec"].as_object_mut() {
+            spec.extend(settings.fields.clone());
+        }
         kerf_sim::scenario::parse(&serde_json::to_string(&doc)?, None)
             .map_err(|e| anyhow::anyhow!("the cluster as read: {e}"))
     };
@@ -466,7 +483,8 @@ fn plan(current: &Current, change: &[Value], args: &Args) -> Result<Plan> {
         let notes = world.stand(current.standing.clone());
         Ok((world.run(&mut |_, _, _| {})?, notes))
     };
-    let (unchanged, notes) = run(scenario(&[])?)?;
+    let (unchanged, standing_notes) = run(scenario(&[])?)?;
+    notes.extend(standing_notes);
     let (changed, _) = run(scenario(&events)?)?;
     // why pods are left pending: the same run again, asked at its end
     let waiting: Vec<String> = (changed.end.pending_pods.iter())
@@ -492,7 +510,36 @@ fn plan(current: &Current, change: &[Value], args: &Args) -> Result<Plan> {
         changed,
         pending_why,
         notes,
+        settings,
     })
+}
+
+/// The settings a plan plays: the cluster's autoscaler's (its Deployment's environment),
+/// `--feature-gates` over its gates; with notes on where they came from and what is not
+/// played.
+fn settings(current: &Current, args: &Args) -> (Played, Vec<String>) {
+    let (operator, mut notes) = OperatorSettings::choose(current.operators.clone());
+    let mut fields = serde_json::Map::new();
+    if let Some(operator) = &operator {
+        notes.push(operator.told());
+        let (read, unplayed) = operator.scenario_fields(feature_gates);
+        fields = read;
+        notes.extend(unplayed);
+    }
+    if let Some(gates) = &args.feature_gates {
+        fields.insert("featureGates".into(), Value::Object(gates.clone()));
+    }
+    let source = operator.map(|o| o.source);
+    (Played { source, fields }, notes)
+}
+
+/// The operator settings a plan played.
+#[derive(Clone, Debug, Serialize)]
+struct Played {
+    /// The Deployment they were read from (none: defaults, or only flags).
+    source: Option<String>,
+    /// The scenario fields they set (`featureGates`, `minValuesPolicy`, …).
+    fields: serde_json::Map<String, Value>,
 }
 
 /// How many of the pods left pending a plan explains.
@@ -510,6 +557,8 @@ struct Summary<'a> {
     change: Vec<String>,
     /// Seconds looked ahead.
     horizon_seconds: f64,
+    /// The operator settings played.
+    settings: &'a Played,
     /// The cluster at the start.
     now: Moment,
     /// Without the change.
@@ -549,6 +598,7 @@ impl Plan {
         Summary {
             change: change.iter().map(named).collect(),
             horizon_seconds: self.changed.duration_seconds,
+            settings: &self.settings,
             now: Moment {
                 nodes: start.map_or(0, |s| s.nodes),
                 cost_per_hour: start.map_or(0.0, |s| s.cost_per_hour),

@@ -12,6 +12,7 @@ mod cmd_schedule;
 mod cmd_simulate;
 mod cmd_validate;
 mod inputs;
+mod operator_settings;
 mod progress;
 
 use std::process::ExitCode;

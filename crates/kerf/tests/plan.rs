@@ -311,3 +311,74 @@ fn the_operators_feature_gates_are_the_plans() {
         "{refused:?}"
     );
 }
+
+/// The autoscaler's Deployment as the chart writes it, with `MIN_VALUES_POLICY` set to
+/// `policy`, in a file of its own under `dir`.
+fn operator_deployment(dir: &std::path::Path, policy: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("deployment-{policy}.yaml"));
+    let text = format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: kerf, namespace: kube-system}}
+spec:
+  replicas: 1
+  template:
+    spec:
+      containers:
+        - name: controller
+          image: example.com/kerf/controller:0.1.0
+          env:
+            - {{name: MIN_VALUES_POLICY, value: {policy}}}
+            - {{name: FEATURE_GATES, value: "SpotToSpotConsolidation=false,ReservedCapacity=true"}}
+"#
+    );
+    std::fs::write(&path, text).expect("write the Deployment");
+    path
+}
+
+#[test]
+fn the_settings_of_the_autoscaler_the_cluster_runs_are_played() {
+    // the template change also asks for two instance families where the generation allows
+    // one: under the Strict minValues policy no replacement can be made, under BestEffort
+    // the roll goes
+    let change = fixture("roll-relabelled.yaml").replace(
+        "values: [\"c6a\"]",
+        "values: [\"c6a\", \"c7a\"]\n          minValues: 2\n        \
+         - {key: karpenter.k8s.aws/instance-generation, operator: In, values: [\"6\"]}",
+    );
+    let dir = std::env::temp_dir().join(format!("kerf-plan-settings-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let strict = planned(&change, &["--at", TAKEN, "--for", "30m"]);
+    assert!(
+        strict["settings"]["source"].is_null(),
+        "{}",
+        strict["settings"]
+    );
+    assert!(removals(&strict["changed"]).is_empty(), "{strict}");
+    let best_effort = operator_deployment(&dir, "BestEffort");
+    let best_effort = best_effort.to_str().expect("utf-8 path");
+    let v = planned(
+        &change,
+        &["--at", TAKEN, "--for", "30m", "--from", best_effort],
+    );
+    assert_eq!(
+        v["settings"]["source"], "Deployment kube-system/kerf",
+        "{}",
+        v["settings"]
+    );
+    assert_eq!(v["settings"]["fields"]["minValuesPolicy"], "BestEffort");
+    assert_eq!(removals(&v["changed"]).len(), 4, "{v}");
+    // the gate the simulator does not play is said, not refused
+    let out = plan(
+        &change,
+        &["--at", TAKEN, "--for", "30m", "--from", best_effort],
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("note: settings of Deployment kube-system/kerf: FEATURE_GATES=")
+            && said.contains("ReservedCapacity: not a gate the plan plays"),
+        "{said}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
