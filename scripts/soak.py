@@ -71,8 +71,8 @@ NodeClaim, taint no node and evict no pod.
 Sampled every minute (every 20 s below 10 minutes): the operator's resident memory, open file
 descriptors and threads (/proc), its connections to the relay, the watches open on them (the
 relay reads each request line) and the other connections idle over 30 s, and from its /metrics
-`process_resident_memory_bytes`, `process_open_fds` and any family named for tokio tasks or
-watches. Slopes per hour are least
+`process_resident_memory_bytes`, `process_open_fds`, `tokio_alive_tasks` (the async runtime's
+tasks, slope reported as RSS's) and any other family named for tasks or watches. Slopes per hour are least
 squares within each operator process (a restart starts a new one), leaving out samples of a
 process younger than 30 s and samples in a fault's window (a relay answering 429 closes every
 connection).
@@ -1003,6 +1003,7 @@ class Checker:
                 except ValueError:
                     pass
         row["metrics"] = extra
+        row["tasks"] = extra.get("tokio_alive_tasks")
         with self.record.lock:
             self.record.samples.append(row)
 
@@ -1459,7 +1460,8 @@ def summary(args, record, claims, checker, kubelet, phases):
                f"node) |")
     out.append(f"| violations | {len(violations)} |")
     out.append(f"| pods marked Ready again (kwok's missing kubelet sync) | {kubelet.restored} |")
-    for key, label, unit in [("rss_mib", "operator RSS", " MiB"), ("threads", "threads", ""),
+    for key, label, unit in [("rss_mib", "operator RSS", " MiB"), ("tasks", "tokio tasks", ""),
+                             ("threads", "threads", ""),
                              ("fds", "open fds", ""), ("watches", "watches open", ""),
                              ("connections", "API connections", ""),
                              ("idle", f"of them idle over {Relay.IDLE_SECONDS} s", "")]:
@@ -1473,23 +1475,21 @@ def summary(args, record, claims, checker, kubelet, phases):
                       f"{slope[1]} operator processes)" if slope else "slope: too few samples")
         out.append(f"| {label} | {min(values):.{digits}f} to {max(values):.{digits}f}{unit}, "
                    f"{slope_text} |")
-    families = sorted({re.sub(r"\{.*", "", k) for s in samples for k in s["metrics"]})
-    tasks = [f for f in families if re.search(r"tokio|task", f)]
-    out.append("| tokio tasks | " + (", ".join(tasks) if tasks else
-                                    "not exported by the operator's /metrics") + " |")
     out.append("")
     if samples:
         out.append("Samples (* in a fault's window, left out of the slopes):")
         out.append("")
-        out.append("| t (s) | pid | RSS MiB | fds | threads | connections | watches | idle | "
-                   "/metrics RSS MiB | /metrics fds |")
-        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        out.append("| t (s) | pid | RSS MiB | tasks | fds | threads | connections | watches | "
+                   "idle | /metrics RSS MiB | /metrics fds |")
+        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for s in samples:
             m = s["metrics"]
             rss = m.get("process_resident_memory_bytes")
             fds = m.get("process_open_fds")
             mark = "*" if s.get("in_fault") else ""
+            tasks = s.get("tasks")
             out.append(f"| {s['t'] - record.t0:.0f}{mark} | {s['pid']} | {s['rss_mib']:.1f} | "
+                       + (f"{tasks:.0f}" if tasks is not None else "–") + " | "
                        f"{s['fds']} | {s['threads']} | {s['connections']} | {s['watches']} | "
                        f"{s['idle']} | "
                        + (f"{rss / 2**20:.1f}" if rss is not None else "–") + " | "

@@ -1,7 +1,8 @@
 //! The families every controller-runtime operator serves beside its own, which Karpenter's
 //! dashboards and users' alerts read too: the API requests (`client_go_request_total`,
 //! `client_go_request_duration_seconds`, as operatorpkg labels them), the process
-//! (`process_*`, read from `/proc` at each scrape), the Lease (`leader_election_master_status`)
+//! (`process_*`, read from `/proc` at each scrape, and the async runtime's `tokio_*` tasks and
+//! workers), the Lease (`leader_election_master_status`)
 //! and the webhook and certificate counters controller-runtime serves (Kerf has neither, so
 //! they stay at zero, as Karpenter's do).
 
@@ -294,8 +295,31 @@ fn read_process() -> Option<ProcessFigures> {
     })
 }
 
+/// The async runtime's tasks and workers now, as `go_goroutines` and `go_threads` tell a Go
+/// operator's: tasks that pile up over hours are a leak (the soak run samples them). None
+/// outside a runtime.
+fn runtime_figures() -> Option<[(&'static str, &'static str, f64); 2]> {
+    let metrics = tokio::runtime::Handle::try_current().ok()?.metrics();
+    Some([
+        (
+            "tokio_alive_tasks",
+            "Number of tasks alive in the async runtime (spawned and not yet finished).",
+            metrics.num_alive_tasks() as f64,
+        ),
+        (
+            "tokio_workers",
+            "Number of worker threads of the async runtime.",
+            metrics.num_workers() as f64,
+        ),
+    ])
+}
+
 impl Collector for Process {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for (name, help, value) in runtime_figures().into_iter().flatten() {
+            let gauge = ConstGauge::new(value);
+            gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
+        }
         // a system without /proc has no process figures to serve
         let Some(p) = read_process() else {
             return Ok(());
@@ -439,5 +463,41 @@ mod tests {
         // and this process's own, here
         let now = read_process().expect("/proc is readable here");
         assert!(now.resident_bytes > 0.0 && now.open_fds > 0.0, "{now:?}");
+    }
+}
+
+#[cfg(test)]
+mod runtime_tests {
+    use super::RuntimeMetrics;
+
+    /// `tokio_alive_tasks` as the registry serves it now.
+    fn alive(metrics: &RuntimeMetrics) -> f64 {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, metrics.registry()).expect("encodes");
+        (text.lines())
+            .find_map(|l| l.strip_prefix("tokio_alive_tasks "))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("tokio_alive_tasks served")
+    }
+
+    #[test]
+    fn the_runtimes_tasks_are_served_while_they_live() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let metrics = RuntimeMetrics::default();
+        runtime.block_on(async {
+            let before = alive(&metrics);
+            let (release, held) = tokio::sync::oneshot::channel::<()>();
+            let task = tokio::spawn(async move {
+                let _ = held.await;
+            });
+            tokio::task::yield_now().await;
+            assert_eq!(alive(&metrics), before + 1.0, "the waiting task counts");
+            release.send(()).expect("the task waits");
+            task.await.expect("the task ends");
+            assert_eq!(alive(&metrics), before, "and no longer once it ended");
+        });
     }
 }
