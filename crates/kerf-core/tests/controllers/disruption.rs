@@ -1,0 +1,717 @@
+//! Disruption: consolidation, drift, repair and what candidates are told.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kerf_core::cluster::DriftReason;
+use kerf_core::controllers::{Action, Controllers, EventObject, Settings};
+use kerf_core::observe::Observation;
+use kerf_core::repair::NodeCondition;
+
+use super::support::*;
+
+#[test]
+fn consolidation_moves_pods_to_a_node_kerf_does_not_manage() {
+    let (mut core, claim) = one_node_with_a_replicaset_pod();
+    // nothing else can take x: the node stays
+    let idle = run_until(&mut core, 5, 120);
+    assert!(
+        !idle
+            .iter()
+            .any(|a| matches!(a, Action::DeleteNodeClaim { .. }))
+    );
+    // a managed node group's node with room joins: x can move there, and its node goes
+    unmanaged_node(&mut core, "us-east-1a");
+    let after = run_until(&mut core, 121, 240);
+    assert!(
+        after
+            .iter()
+            .any(|a| matches!(a, Action::DeleteNodeClaim { nodeclaim } if *nodeclaim == claim)),
+        "{after:#?}"
+    );
+    // the command's log line counts the pod that moves
+    let command = (after.iter())
+        .find_map(|a| match a {
+            Action::Log(r) if r.message == "disrupting node(s)" => Some(&r.fields),
+            _ => None,
+        })
+        .expect("the command is logged");
+    assert_eq!(command["pod-count"], 1, "{command}");
+}
+
+/// A deletion the solver packs tightly, which kube-scheduler would not follow: the
+/// candidate's small pod (the older, so made again first) and large pod fit the two other
+/// nodes' room exactly (large onto the roomier, small onto the other), but kube-scheduler
+/// puts the small one on the roomier node (it scores least allocated best), and the large one
+/// then fits nowhere and would wait for a new node. The move is dropped; once the room is
+/// there for any order, it is made.
+#[test]
+fn no_consolidation_move_leaves_a_pod_that_kube_scheduler_would_place_nowhere() {
+    let mut core = with_pool();
+    let bound = |name: &str, cpu: &str, node: &str| {
+        let mut p = unschedulable(name, cpu);
+        p.spec.as_mut().unwrap().node_name = Some(node.into());
+        p
+    };
+    for (node, fillers) in [("mng-e", ["e-a", "e-b"]), ("mng-f", ["f-a", "f-b"])] {
+        unmanaged_node_named(&mut core, node, "us-east-1a");
+        core.apply_pod(bound(fillers[0], "1500m", node), secs(0));
+        core.apply_pod(bound(fillers[1], "500m", node), secs(0));
+    }
+    let (mut small, mut large) = (replica("small", "500m"), replica("large", "1500m"));
+    core.apply_pod(small.clone(), secs(0));
+    core.apply_pod(large.clone(), secs(1));
+    let claim = created(&run_until(&mut core, 0, 3))[0].clone();
+    launch_and_register(&mut core, &claim);
+    for p in [&mut small, &mut large] {
+        p.spec.as_mut().unwrap().node_name = Some(claim.clone());
+        core.apply_pod(p.clone(), secs(5));
+    }
+    // mng-e keeps 500m (1.5 cpu free), mng-f 1500m (0.5 free)
+    core.delete_pod("default/e-a", secs(6));
+    core.delete_pod("default/f-b", secs(6));
+    let deleted = |actions: &[Action]| {
+        (actions.iter())
+            .any(|a| matches!(a, Action::DeleteNodeClaim { nodeclaim } if *nodeclaim == claim))
+    };
+    let held = run_until(&mut core, 6, 120);
+    assert!(!deleted(&held), "{held:#?}");
+    assert!(
+        (held.iter()).any(|a| matches!(a, Action::Log(l) if l.message
+            == "kube-scheduler would leave pod(s) without a node, consolidation move dropped")),
+        "{held:#?}"
+    );
+    // mng-f's other pod goes too: both nodes can take either pod first
+    core.delete_pod("default/f-a", secs(121));
+    assert!(deleted(&run_until(&mut core, 121, 240)));
+}
+
+/// During a burst kube-scheduler binds pods long after Kerf planned them: the room a pod
+/// nominated to a new node will take is not given to pods consolidation moves, and while
+/// pods wait for capacity the provisioner has not solved for yet, no consolidation move is
+/// made (Karpenter's consolidation simulates the pending pods beside the candidates'). Once
+/// they are gone, consolidation goes on.
+#[test]
+fn consolidation_leaves_the_room_of_pods_still_pending_to_them() {
+    let (mut core, a, b) = x_on_a_and_w_planned_on_b();
+    // b is launched for w, and kube-scheduler has not bound w there yet
+    assert_ne!(a, b);
+    launch_at(&mut core, &b, 10);
+    // b looks empty, and x would fit there: but that room is w's. A command may be weighed
+    // while w's nomination lapses and it waits to be solved for again, but none is carried
+    // out: no node is tainted or deleted
+    for t in 11..=90 {
+        for act in core.poll(secs(t)) {
+            assert!(
+                !matches!(act, Action::Taint { .. } | Action::DeleteNodeClaim { .. }),
+                "at {t} s a node was disrupted while a pod it was kept for waited: {act:?}"
+            );
+        }
+    }
+    // w goes: x moves onto b (or b, empty, goes) and one node is left
+    core.delete_pod("default/w", secs(91));
+    let after = run_until(&mut core, 91, 200);
+    assert!(
+        after
+            .iter()
+            .any(|act| matches!(act, Action::DeleteNodeClaim { .. })),
+        "consolidation stayed blocked once no pod was pending: {after:#?}"
+    );
+}
+
+/// A node still coming up takes no pod a consolidation move would send it: here x's node
+/// stays although x would fit on the other, registered but not yet Ready.
+#[test]
+fn consolidation_moves_no_pod_onto_a_node_not_yet_initialized() {
+    let (mut core, a, b) = x_on_a_and_w_planned_on_b();
+    // w goes before b is Ready: b registers, empty, and stays not Ready
+    core.delete_pod("default/w", secs(9));
+    launch_at(&mut core, &b, 10);
+    let mut not_ready = core.cluster().nodes()[&b].clone();
+    not_ready.ready = false;
+    core.apply_node(b.clone(), not_ready, secs(12));
+    for t in 12..=120 {
+        for act in core.poll(secs(t)) {
+            assert!(
+                !matches!(&act, Action::Taint { node, .. } if *node == a),
+                "at {t} s x's node was disrupted to move x onto a node still coming up"
+            );
+        }
+    }
+    assert!(!core.cluster().nodeclaims()[&b].initialized);
+}
+
+/// Pods that come while the provisioner's batch window is open have not been solved for
+/// yet: no consolidation move is weighed until they are, since they may need the room it
+/// would count on (here: moving y2 beside x2 would leave z, coming meanwhile, no node).
+#[test]
+fn no_consolidation_move_is_weighed_while_pods_wait_to_be_solved_for() {
+    let mut core = two_half_empty_nodes();
+    // z comes, as big as the room either node has left; the batch keeps it 30 s
+    core.apply_pod(replica("z", "1500m"), secs(36));
+    for t in 36..=120 {
+        for act in core.poll(secs(t)) {
+            assert!(
+                !matches!(
+                    act,
+                    Action::Taint { .. }
+                        | Action::DeleteNodeClaim { .. }
+                        | Action::CreateNodeClaim(_)
+                ),
+                "at {t} s: {act:?}"
+            );
+        }
+        if t < 66 {
+            assert!(
+                !core.command_in_flight(),
+                "at {t} s a move was weighed while z waited"
+            );
+        }
+    }
+    // z was placed on the room of one of them
+    assert!(core.cluster().pods()["default/z"].nominated.is_some());
+}
+
+/// A pod no NodePool can host holds consolidation off only until the provisioner has found
+/// that out: then the two half-empty nodes are consolidated into one, although the solve
+/// that found it wrote nothing.
+#[test]
+fn consolidation_goes_on_once_waiting_pods_are_found_unplaceable() {
+    let mut core = two_half_empty_nodes();
+    core.apply_pod(replica("huge", "100"), secs(36));
+    let actions = run_until(&mut core, 36, 160);
+    assert!(
+        (actions.iter()).any(|a| matches!(a, Action::DeleteNodeClaim { .. })),
+        "the unplaceable pod kept consolidation off: {actions:#?}"
+    );
+    assert!(core.cluster().pods()["default/huge"].nominated.is_none());
+}
+
+#[test]
+fn a_candidate_kept_by_do_not_disrupt_gets_disruption_blocked_events_on_node_and_nodeclaim() {
+    let mut core = with_pool();
+    let mut x = unschedulable("x", "1");
+    x.metadata.annotations = Some(BTreeMap::from([(
+        "karpenter.sh/do-not-disrupt".to_string(),
+        "true".to_string(),
+    )]));
+    core.apply_pod(x.clone(), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_and_register(&mut core, &claim);
+    x.spec.as_mut().unwrap().node_name = Some(claim.clone());
+    core.apply_pod(x, secs(5));
+    let actions = run_until(&mut core, 5, 300);
+    let message = "Pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=default/x)";
+    // on the Node (named as the claim here) and on the NodeClaim, once per two minutes each
+    let blocked = events(&actions, "DisruptionBlocked");
+    assert!(blocked.len() >= 2 && blocked.len() <= 6, "{blocked:?}");
+    assert!(blocked.iter().all(|e| *e == format!("{claim}: {message}")));
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::DeleteNodeClaim { .. }))
+    );
+}
+
+#[test]
+fn node_repair_waits_out_the_toleration_and_stops_when_a_fifth_of_the_pool_is_unhealthy() {
+    let settings = Settings {
+        node_repair: true,
+        ..Settings::default()
+    };
+    let mut core = Controllers::new(settings, 7);
+    core.apply_node_pool(pool());
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    for i in 0..5 {
+        core.apply_pod(unschedulable(&format!("p{i}"), "1500m"), secs(0));
+    }
+    let claims = created(&run_until(&mut core, 0, 2));
+    assert_eq!(claims.len(), 5, "one node a pod");
+    for c in &claims {
+        launch_and_register(&mut core, c);
+    }
+    let not_ready = |core: &mut Controllers, node: &str, since: u64| {
+        let mut record = core.cluster().nodes()[node].clone();
+        record.ready = false;
+        record.ready_changed = secs(since);
+        record.conditions = vec![NodeCondition {
+            kind: "Ready".into(),
+            status: "False".into(),
+            reason: "KubeletNotReady".into(),
+            since: secs(since),
+        }];
+        core.apply_node(node.to_string(), record, secs(since));
+    };
+    // two of five nodes unhealthy: more than 20 % (one node, rounded up)
+    not_ready(&mut core, &claims[0], 10);
+    not_ready(&mut core, &claims[1], 10);
+    let before = run_until(&mut core, 5, 10 + 30 * 60 - 1);
+    assert!(repaired(&before).is_empty(), "within the toleration");
+    let blocked = run_until(&mut core, 10 + 30 * 60, 10 + 31 * 60);
+    assert!(repaired(&blocked).is_empty());
+    // on each unhealthy Node and NodeClaim, and on the NodePool
+    let told: std::collections::BTreeSet<String> =
+        events(&blocked, "NodeRepairBlocked").into_iter().collect();
+    let message = "more than 20% of nodes in nodepool \"default\" are unhealthy";
+    assert_eq!(
+        told,
+        [&claims[0], &claims[1], &"default".to_string()]
+            .iter()
+            .map(|n| format!("{n}: {message}"))
+            .collect(),
+        "{blocked:?}"
+    );
+    // one recovers: one unhealthy node of five may be replaced
+    let mut record = core.cluster().nodes()[&claims[1]].clone();
+    record.ready = true;
+    record.conditions[0].status = "True".into();
+    core.apply_node(claims[1].clone(), record, secs(10 + 31 * 60));
+    let after = run_until(&mut core, 10 + 31 * 60 + 1, 10 + 32 * 60);
+    assert_eq!(repaired(&after), vec![claims[0].clone()]);
+    // its drain may take the policy's ten minutes and no longer
+    let claim = &core.cluster().nodeclaims()[&claims[0]];
+    let deleting = claim.deleting.expect("the NodeClaim is being deleted");
+    assert_eq!(
+        claim.terminate_at,
+        Some(deleting + Duration::from_secs(600))
+    );
+}
+
+#[test]
+fn a_node_whose_image_the_class_no_longer_resolves_to_has_drifted() {
+    let mut core = with_pool();
+    core.apply_node_class(node_class(&["ami-1"]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    launch_image_and_register(&mut core, &claim, Some("ami-1"));
+    run_until(&mut core, 4, 20);
+    assert_eq!(core.cluster().nodeclaims()[&claim].drifted, None);
+    // a new release: the alias resolves to another image
+    core.apply_node_class(node_class(&["ami-2"]));
+    run_until(&mut core, 21, 40);
+    assert_eq!(
+        core.cluster()
+            .nodeclaims()
+            .get(&claim)
+            .and_then(|c| c.drifted),
+        Some(DriftReason::AmiDrift)
+    );
+    assert_eq!(DriftReason::AmiDrift.as_str(), "AMIDrift");
+}
+
+#[test]
+fn a_node_whose_image_is_still_resolved_or_unknown_has_not_drifted() {
+    let mut core = with_pool();
+    core.apply_node_class(node_class(&["ami-1", "ami-arm"]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_pod(unschedulable("y", "1500m"), secs(0));
+    let claims = created(&run_until(&mut core, 0, 2));
+    assert_eq!(claims.len(), 2);
+    launch_image_and_register(&mut core, &claims[0], Some("ami-arm"));
+    launch_image_and_register(&mut core, &claims[1], None);
+    // the class not resolved yet (no AMIs) is no reason either
+    core.apply_node_class(node_class(&[]));
+    run_until(&mut core, 4, 40);
+    for c in &claims {
+        assert_eq!(core.cluster().nodeclaims()[c].drifted, None, "{c}");
+    }
+}
+
+#[test]
+fn a_node_whose_security_groups_or_subnet_the_class_no_longer_selects_has_drifted() {
+    let mut core = with_pool();
+    core.apply_node_class(resolved_class(
+        &["ami-1"],
+        &["subnet-a", "subnet-b"],
+        &["sg-1"],
+    ));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_pod(unschedulable("y", "1500m"), secs(0));
+    let claims = created(&run_until(&mut core, 0, 2));
+    assert_eq!(claims.len(), 2);
+    launch_into_and_register(
+        &mut core,
+        &claims[0],
+        Some("ami-1"),
+        Some(network("subnet-a", &["sg-1"])),
+    );
+    launch_into_and_register(
+        &mut core,
+        &claims[1],
+        Some("ami-1"),
+        Some(network("subnet-b", &["sg-1"])),
+    );
+    run_until(&mut core, 4, 20);
+    assert_eq!(drift(&core, &claims), [None, None]);
+    // a security group added to the class: neither instance has it
+    core.apply_node_class(resolved_class(
+        &["ami-1"],
+        &["subnet-a", "subnet-b"],
+        &["sg-1", "sg-2"],
+    ));
+    run_until(&mut core, 21, 25);
+    let sg = Some(DriftReason::SecurityGroupDrift);
+    assert_eq!(drift(&core, &claims), [sg, sg]);
+    // the group taken out again and subnet-b no longer selected: only the second has drifted
+    core.apply_node_class(resolved_class(&["ami-1"], &["subnet-a"], &["sg-1"]));
+    run_until(&mut core, 26, 30);
+    assert_eq!(
+        drift(&core, &claims),
+        [None, Some(DriftReason::SubnetDrift)]
+    );
+    assert_eq!(DriftReason::SubnetDrift.as_str(), "SubnetDrift");
+    assert_eq!(
+        DriftReason::SecurityGroupDrift.as_str(),
+        "SecurityGroupDrift"
+    );
+}
+
+/// Karpenter's `Consolidatable` condition: set once an initialized node has been quiet for
+/// its NodePool's consolidateAfter, cleared when a pod lands on it.
+#[test]
+fn a_nodeclaims_status_says_consolidatable_once_quiet_for_consolidate_after() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    let mut np = pool();
+    np.spec.disruption.consolidate_after =
+        kerf_api::duration::NillableDuration::After(Duration::from_secs(60));
+    core.apply_node_pool(np);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_and_register(&mut core, &claim);
+    let says = |actions: &[Action]| -> Vec<bool> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::PatchNodeClaimStatus {
+                    nodeclaim, status, ..
+                } if *nodeclaim == claim => Some(
+                    status
+                        .conditions
+                        .iter()
+                        .any(|c| c.type_ == "Consolidatable"),
+                ),
+                _ => None,
+            })
+            .collect()
+    };
+    let quiet = run_until(&mut core, 5, 50);
+    assert!(!says(&quiet).contains(&true), "{quiet:?}");
+    let due = run_until(&mut core, 50, 90);
+    assert_eq!(says(&due), [true]);
+    // a pod lands: the window starts again, and the condition goes
+    let mut bound = unschedulable("y", "100m");
+    bound.spec.as_mut().unwrap().node_name = Some(claim.clone());
+    core.apply_pod(bound, secs(91));
+    let busy = run_until(&mut core, 91, 120);
+    assert_eq!(says(&busy), [false]);
+}
+
+#[test]
+fn a_node_outside_the_placement_group_its_class_resolves_to_now_has_drifted() {
+    let mut core = with_pool();
+    core.apply_node_class(node_class(&["ami-1"]));
+    // the class's offerings launch into a group: its types carry the group's id
+    core.set_instance_types("default", in_group(Some("pg-1")));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    launch_as_and_register(&mut core, &claim, launched_in(&claim, "pg-1"));
+    run_until(&mut core, 4, 20);
+    let drifted = |core: &Controllers| {
+        core.cluster()
+            .nodeclaims()
+            .get(&claim)
+            .and_then(|c| c.drifted)
+    };
+    assert_eq!(drifted(&core), None, "in the group the class resolves to");
+    // the group was made again (another id), then the selector removed: both drift the node
+    for now in [Some("pg-2"), None] {
+        core.set_instance_types("default", in_group(now));
+        run_until(&mut core, 21, 40);
+        assert_eq!(
+            drifted(&core),
+            Some(DriftReason::PlacementGroupDrift),
+            "{now:?}"
+        );
+    }
+    // back in the node's group: no longer drifted
+    core.set_instance_types("default", in_group(Some("pg-1")));
+    run_until(&mut core, 41, 60);
+    assert_eq!(drifted(&core), None);
+}
+
+#[test]
+fn a_placement_group_not_resolved_yet_drifts_nothing() {
+    let mut core = with_pool();
+    let mut selecting = node_class(&["ami-1"]);
+    selecting.spec.placement_group_selector = serde_json::from_str(r#"{"name": "training"}"#).ok();
+    core.apply_node_class(selecting);
+    core.set_instance_types("default", in_group(Some("pg-1")));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    launch_as_and_register(&mut core, &claim, launched_in(&claim, "pg-1"));
+    // the class's types before its group is resolved again (a restart): no answer, no drift
+    core.set_instance_types("default", in_group(None));
+    run_until(&mut core, 4, 40);
+    let c = &core.cluster().nodeclaims()[&claim];
+    assert_eq!(c.drifted, None, "an unresolved group is no reason");
+    // resolved to another group: drifted
+    core.set_instance_types("default", in_group(Some("pg-2")));
+    run_until(&mut core, 41, 60);
+    let c = &core.cluster().nodeclaims()[&claim];
+    assert_eq!(c.drifted, Some(DriftReason::PlacementGroupDrift));
+}
+
+#[test]
+fn a_failed_status_check_ends_the_node_without_waiting_and_is_counted_once() {
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    launch_and_register(&mut core, &claim);
+    run_until(&mut core, 4, 20);
+    assert_eq!(
+        core.cluster().nodeclaims()[&claim]
+            .launched
+            .as_ref()
+            .map(|l| l.instance_id().to_string()),
+        Some(claim.clone())
+    );
+    core.notice(&status_check_failed(&claim), secs(21));
+    let written: Vec<BTreeMap<String, String>> = run_until(&mut core, 21, 21)
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::AnnotateNodeClaim { annotations, .. } => Some(annotations),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        written,
+        [BTreeMap::from([(
+            kerf_api::labels::NODECLAIM_TERMINATION_TIMESTAMP.to_string(),
+            "1970-01-01T00:00:21.000Z".to_string()
+        )])],
+        "the deadline is written for a restart to read"
+    );
+    core.notice(&status_check_failed(&claim), secs(81));
+    let c = &core.cluster().nodeclaims()[&claim];
+    assert!(c.deleting.is_some(), "its NodeClaim is deleted");
+    assert_eq!(
+        c.terminate_at,
+        Some(secs(21)),
+        "its pods go without waiting on budgets or grace periods"
+    );
+    let text = core.render_metrics(secs(82), &[]);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("karpenter_interruption_instance_status_unhealthy_total{"))
+        .unwrap_or_default();
+    assert!(
+        line.contains(r#"category="InstanceStatus""#) && line.ends_with(" 1"),
+        "{line}"
+    );
+}
+
+/// With `PodDeletionCostManagement` on, each minute the nodes are ranked as consolidation
+/// would take them (savings ratio: price over 1 plus the pods' eviction costs, which no
+/// longer read the annotation) and their ReplicaSet pods get `-n + i`; a node pinned by a bare
+/// pod has the annotation removed; a node tainted disrupted goes first of all.
+#[test]
+fn replicaset_pods_get_their_nodes_rank_as_pod_deletion_cost() {
+    let settings = Settings {
+        pod_deletion_cost: true,
+        ..Settings::default()
+    };
+    let mut core = Controllers::new(settings, 7);
+    let mut np = pool();
+    np.spec.disruption.budgets =
+        serde_json::from_value(serde_json::json!([{"nodes": "100%"}])).expect("budgets");
+    core.apply_node_pool(np);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    for name in ["a", "b", "c"] {
+        core.apply_pod(unschedulable(name, "1500m"), secs(0));
+    }
+    let claims = created(&run_until(&mut core, 0, 2));
+    assert_eq!(claims.len(), 3, "{claims:?}");
+    for claim in &claims {
+        launch_and_register(&mut core, claim);
+    }
+    // a: one pod of cost 1, ratio 0.1/2 (its annotation, were it read, would make it 0.1/11
+    // and put a last); b: a pod of cost 2 (priority 2^25) and one of cost 1, ratio 0.1/4;
+    // c: pinned by a bare pod
+    let rs = Some("rs");
+    let pods = [
+        bound_pod("a", &claims[0], "1500m", 0, rs, Some("2147483647")),
+        bound_pod("b", &claims[1], "1500m", 33_554_432, rs, None),
+        bound_pod("b2", &claims[1], "100m", 0, rs, None),
+        bound_pod("c", &claims[2], "1500m", 0, None, None),
+        bound_pod("d", &claims[2], "100m", 0, rs, Some("5")),
+    ];
+    for p in pods {
+        core.apply_pod(p, secs(5));
+    }
+    let first = deletion_costs(&run_until(&mut core, 5, 70));
+    let want = |pairs: &[(&str, Option<i32>)]| -> BTreeMap<String, Option<i32>> {
+        (pairs.iter())
+            .map(|(k, v)| (format!("default/{k}"), *v))
+            .collect()
+    };
+    assert_eq!(
+        first,
+        want(&[
+            ("a", Some(-2)),
+            ("b", Some(-1)),
+            ("b2", Some(-1)),
+            ("d", None),
+        ])
+    );
+    // the API server stores them; a minute on nothing is asked again
+    for (name, node, cpu, priority, cost) in [
+        ("a", 0, "1500m", 0, "-2"),
+        ("b", 1, "1500m", 33_554_432, "-1"),
+        ("b2", 1, "100m", 0, "-1"),
+    ] {
+        let pod = bound_pod(name, &claims[node], cpu, priority, rs, Some(cost));
+        core.apply_pod(pod, secs(71));
+    }
+    core.delete_pod("default/d", secs(71));
+    assert_eq!(deletion_costs(&run_until(&mut core, 71, 130)), want(&[]));
+    // b's node is tainted for disruption: its pods go first; a is ranked alone
+    store_taint(
+        &mut core,
+        &claims[1],
+        &kerf_core::controllers::disruption::disrupted_taint(),
+        131,
+    );
+    assert_eq!(
+        deletion_costs(&run_until(&mut core, 131, 190)),
+        want(&[
+            ("a", Some(-1)),
+            ("b", Some(i32::MIN)),
+            ("b2", Some(i32::MIN))
+        ])
+    );
+}
+
+/// A node its NodePool will not consolidate is told so as Karpenter's disruption methods
+/// tell it (`Unconsolidatable`, on the Node and NodeClaim, once per 15 minutes), and a pod's
+/// timed do-not-disrupt is told on the pod while it holds and once it has elapsed.
+#[test]
+fn candidates_are_told_unconsolidatable_and_their_pods_do_not_disrupt_times() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    let mut np = pool();
+    np.spec.disruption.consolidate_after = kerf_api::duration::NillableDuration::Never;
+    core.apply_node_pool(np);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_and_register(&mut core, &claim);
+    let mut pod = bound_pod("x", &claim, "1", 0, Some("rs"), None);
+    pod.metadata.annotations = Some(BTreeMap::from([(
+        "karpenter.sh/do-not-disrupt".to_string(),
+        "2m".to_string(),
+    )]));
+    pod.status.as_mut().unwrap().start_time =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(5).unwrap(),
+        ));
+    core.apply_pod(pod, secs(5));
+    let actions = run_until(&mut core, 5, 1200);
+    let unconsolidatable = events(&actions, "Unconsolidatable");
+    let said = format!("{claim}: NodePool \"default\" has consolidation disabled");
+    // on the Node (named as the claim here) and the NodeClaim; not again while nothing
+    // changes (a pass whose inputs did not change is not run)
+    assert_eq!(
+        unconsolidatable,
+        [said.clone(), said],
+        "{unconsolidatable:?}"
+    );
+    let until = events(&actions, "DoNotDisruptUntil");
+    assert!(!until.is_empty());
+    assert!(until.iter().all(|e| e
+        == "default/x: The karpenter.sh/do-not-disrupt grace period will elapse at \
+            1970-01-01T00:02:05Z"));
+    let elapsed = events(&actions, "DoNotDisruptGracePeriodElapsed");
+    assert!(!elapsed.is_empty());
+}
+
+/// A consolidation command's candidates are told so on their Node and NodeClaim when it is
+/// decided (`ConsolidationCandidate`), and, when validation turns a one-node move down,
+/// why (`ConsolidationRejected`: budget, scheduling or churn), with Karpenter's messages.
+#[test]
+fn consolidation_candidates_are_told_when_decided_and_when_rejected() {
+    let (_, claim, _, decided) = consolidation_decided();
+    let candidate = format!("Consolidation candidate: delete: [{claim}] (savings: $0.10)");
+    // the Node and the NodeClaim share the name here: both are told
+    assert_eq!(
+        events(&decided, "ConsolidationCandidate"),
+        [
+            format!("{claim}: {candidate}"),
+            format!("{claim}: {candidate}")
+        ]
+    );
+    let kinds: Vec<_> = (decided.iter())
+        .filter_map(|a| match a {
+            Action::Event(e) if e.reason == "ConsolidationCandidate" => Some((e.kind, e.warning)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [(EventObject::Node, false), (EventObject::NodeClaim, false)]
+    );
+
+    // the NodePool's budget closes during the validation wait
+    let (mut core, claim, t, _) = consolidation_decided();
+    let mut np = pool();
+    np.spec.disruption.budgets =
+        serde_json::from_value(serde_json::json!([{"nodes": "0"}])).expect("budgets");
+    core.apply_node_pool(np);
+    let after = run_until(&mut core, t + 1, t + 60);
+    assert_eq!(
+        events(&after, "ConsolidationRejected"),
+        vec![
+            format!(
+                "{claim}: Consolidation rejected: delete: [{claim}], reason: budget (savings: $0.10)"
+            );
+            2
+        ]
+    );
+    assert!(
+        !(after.iter()).any(|a| matches!(a, Action::DeleteNodeClaim { .. })),
+        "{after:#?}"
+    );
+
+    // the node Kerf does not manage goes during the wait: nowhere to move, so scheduling
+    let (mut core, claim, t, _) = consolidation_decided();
+    let (kind, key) = ("Node".into(), "/mng-1".to_string());
+    core.observe(Observation::Deleted { kind, key }, secs(t + 1));
+    let after = run_until(&mut core, t + 1, t + 60);
+    let rejected = format!(
+        "{claim}: Consolidation rejected: delete: [{claim}], reason: scheduling (savings: $0.10)"
+    );
+    assert_eq!(events(&after, "ConsolidationRejected"), vec![rejected; 2]);
+}
+
+/// Under the Balanced policy a decided one-node move's score is told on its Node and
+/// NodeClaim (`ConsolidationApproved`, with Karpenter's message); under the others nothing
+/// is.
+#[test]
+fn a_balanced_move_is_told_approved_with_its_score() {
+    let (_, _, _, decided) = consolidation_decided();
+    assert!(events(&decided, "ConsolidationApproved").is_empty());
+    let (mut core, claim) = one_node_with_a_replicaset_pod();
+    let mut np = pool();
+    np.spec.disruption.consolidation_policy = kerf_api::nodepool::ConsolidationPolicy::Balanced;
+    core.apply_node_pool(np);
+    unmanaged_node(&mut core, "us-east-1a");
+    let told: Vec<String> = (5..120)
+        .flat_map(|t| events(&core.poll(secs(t)), "ConsolidationApproved"))
+        .collect();
+    // the pool's one node: all of its cost saved, all of its disruption cost disrupted
+    let message = "score 1.00 >= threshold 0.50 (k: 2, savings 100.0%, disruption 100.0%)";
+    assert_eq!(
+        told,
+        [format!("{claim}: {message}"), format!("{claim}: {message}")]
+    );
+}
