@@ -88,7 +88,12 @@ late heartbeat, an API server outage), so a PodDisruptionBudget would count it u
 good and hold every drain of its node; the script plays that part of a kubelet (KubeletSync)
 and reports how many pods it marked Ready again.
 
-Left out of this version: StatefulSets with volumes. Prints progress on stderr and a Markdown
+Beside the Deployments, a StatefulSet (`db`, scaled at random as they are) whose replicas each
+claim a volume of one zone: its storage class has no provisioner and allows one zone, and as
+many local PersistentVolumes of that zone are made at the start, so a replica's claim binds one
+at its first scheduling (kube-scheduler's volume binding, as with a zonal EBS volume) and keeps
+it through every scale-in, consolidation and drift: its pod may only ever run in that zone.
+Prints progress on stderr and a Markdown
 summary on stdout; exits 0 without violations, 1 with any, 2 when the run could not start.
 Stops everything it started, on Ctrl-C and failure too; the work folder (control plane and
 operator logs, and with a violation the cluster's state at the end, state-at-end.yaml) is
@@ -132,6 +137,13 @@ PLANTED_LABEL = "soak.kerf.dev/planted"
 DEPLOYMENTS = {"web": ("250m", "256Mi", 40), "api": ("200m", "128Mi", 40),
                "batch": ("500m", "512Mi", 30)}
 PDB_DEPLOYMENT = "web"
+# the StatefulSet: (cpu, memory, most replicas); each replica's claim binds, at its first
+# scheduling, one of as many pre-made local volumes of one zone (no provisioner: kwok runs no
+# CSI driver), and its pod may run only in that zone from then on, scaled in and out
+STATEFULSET = "db"
+STATEFUL = ("300m", "256Mi", 8)
+VOLUME_ZONE = "test-zone-b"
+STORAGE_CLASS = "soak-zonal"
 FINAL_REPLICAS = 2
 FIRST_BUDGET = "3"
 BUDGET_CHOICES = ["1", "2", "3", "5", "20%", "50%"]
@@ -157,8 +169,10 @@ FAULT_GAP_SECONDS = {"short": (20, 60), "long": (60, 240)}
 # fault: (what it does, how long it lasts in seconds, recovery allowance in seconds)
 FAULTS = {
     "operator-kill": ("the operator SIGKILLed, started again after 0-5 s", 5, 30),
-    "apiserver-kill": ("kube-apiserver SIGKILLed, started again 15 s later", 15, 90),
-    "etcd-kill": ("etcd SIGKILLed, started again 10 s later", 10, 90),
+    "apiserver-kill": ("kube-apiserver SIGKILLed, started again 15 s later (kube-scheduler "
+                       "restarted then, as losing its Lease would)", 15, 90),
+    "etcd-kill": ("etcd SIGKILLed, started again 10 s later (kube-scheduler restarted then)",
+                  10, 90),
     "relay-429": ("the relay answers 429 to every request for 20 s", 20, 30),
     "relay-500": ("the relay answers 500 to every request for 20 s", 20, 30),
     "relay-hold": ("the relay holds every request 2 s, for 30 s", 30, 30),
@@ -204,7 +218,31 @@ metadata: {{name: {PDB_DEPLOYMENT}, namespace: {NAMESPACE}}}
 spec:
   maxUnavailable: 1
   selector: {{matchLabels: {{app: {PDB_DEPLOYMENT}}}}}
-"""
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {{name: {STORAGE_CLASS}}}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+allowedTopologies:
+- matchLabelExpressions:
+  - {{key: topology.kubernetes.io/zone, values: [{VOLUME_ZONE}]}}
+""" + "".join(f"""---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: soak-{STATEFULSET}-{i}}}
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: {STORAGE_CLASS}
+  local: {{path: /var/soak/{i}}}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {{key: topology.kubernetes.io/zone, operator: In, values: [{VOLUME_ZONE}]}}
+""" for i in range(STATEFUL[2]))
 
 PLANTED_POLICY = f"""
 apiVersion: admissionregistration.k8s.io/v1
@@ -251,6 +289,40 @@ spec:
         image: pause
         resources: {{requests: {{cpu: "{cpu}", memory: "{memory}"}}}}
 """
+
+
+def statefulset(replicas):
+    cpu, memory, _ = STATEFUL
+    return f"""
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: {STATEFULSET}, namespace: {NAMESPACE}}}
+spec:
+  replicas: {replicas}
+  podManagementPolicy: Parallel
+  serviceName: {STATEFULSET}
+  selector: {{matchLabels: {{app: {STATEFULSET}}}}}
+  template:
+    metadata: {{labels: {{app: {STATEFULSET}}}}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: c
+        image: pause
+        resources: {{requests: {{cpu: "{cpu}", memory: "{memory}"}}}}
+        volumeMounts: [{{name: data, mountPath: /data}}]
+  volumeClaimTemplates:
+  - metadata: {{name: data}}
+    spec:
+      accessModes: [ReadWriteOnce]
+      storageClassName: {STORAGE_CLASS}
+      resources: {{requests: {{storage: 1Gi}}}}
+"""
+
+
+def most_replicas(name):
+    """How many replicas a workload of the soak may be scaled to."""
+    return STATEFUL[2] if name == STATEFULSET else DEPLOYMENTS[name][2]
 
 
 def kubectl(env, *args, stdin=None, timeout=KUBECTL_TIMEOUT_SECONDS):
@@ -1030,6 +1102,8 @@ class Workload:
             with self.record.lock:
                 self.record.pdb_disarmed[name] = self.replicas[name]
             kubectl(self.env, "apply", "-f", "-", stdin=deployment(name, self.replicas[name]))
+        self.replicas[STATEFULSET] = self.rng.randint(1, STATEFUL[2] // 2)
+        kubectl(self.env, "apply", "-f", "-", stdin=statefulset(self.replicas[STATEFULSET]))
         self.record.say("workload: " + ", ".join(f"{k} {v}" for k, v in self.replicas.items()))
 
     def draw(self):
@@ -1062,13 +1136,13 @@ class Workload:
             # a scale-up leaves pods to start; the PDB is checked again once they run
             if replicas > self.replicas.get(name, 0) or name in self.record.pdb_disarmed:
                 self.record.pdb_disarmed[name] = replicas
-        kubectl(self.env, "scale", "-n", NAMESPACE, f"deployment/{name}",
-                f"--replicas={replicas}")
+        kind = "statefulset" if name == STATEFULSET else "deployment"
+        kubectl(self.env, "scale", "-n", NAMESPACE, f"{kind}/{name}", f"--replicas={replicas}")
         self.replicas[name] = replicas
 
     def step_scale(self):
-        name = self.rng.choice(sorted(DEPLOYMENTS))
-        replicas = self.rng.randint(0, DEPLOYMENTS[name][2])
+        name = self.rng.choice(sorted(DEPLOYMENTS) + [STATEFULSET])
+        replicas = self.rng.randint(0, most_replicas(name))
         was = self.replicas[name]
         self.scale(name, replicas)
         return f"{name} {was} -> {replicas}"
@@ -1184,6 +1258,14 @@ class Faults:
             subprocess.run([E2E, "restart", self.work, component], check=True,
                            stdout=subprocess.DEVNULL)
             self.api_back()
+            # a kube-scheduler elected by a Lease loses it in an outage longer than its renew
+            # deadline (10 s) and is started afresh by its kubelet; this one runs without
+            # election, and kept running across an outage its cache can be left corrupt (a
+            # binding sent as the server died: "Scheduler cache is corrupted") and bind no
+            # pod again, so it is restarted as an elected one would be
+            subprocess.run([E2E, "kill", self.work, "kube-scheduler"], check=True)
+            subprocess.run([E2E, "restart", self.work, "kube-scheduler"], check=True,
+                           stdout=subprocess.DEVNULL)
             self.record.fault_ended(window)
             return
         if kind == "operator-kill":
@@ -1624,11 +1706,12 @@ def main():
         workload.write_capacity()
         if operator.exited() is not None:
             operator.start()
-        for name in DEPLOYMENTS:
+        for name in [*DEPLOYMENTS, STATEFULSET]:
             workload.scale(name, FINAL_REPLICAS)
         lifted = workload.lift_schedules()
         workload.unprotect_all()
-        record.say(f"settling: faults over, each Deployment at {FINAL_REPLICAS} pods, "
+        record.say(f"settling: faults over, each Deployment and the StatefulSet at "
+                   f"{FINAL_REPLICAS} pods, "
                    f"{lifted} scheduled budget(s) lifted, {DO_NOT_DISRUPT} off every pod")
         settled, took = settle(checker, record, quiet, settle_limit)
         phases["settling"] = took

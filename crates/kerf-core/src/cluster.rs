@@ -253,9 +253,19 @@ pub fn unregistered_taint() -> Taint {
     }
 }
 
+/// The taint that keeps new pods off a node being disrupted; a restarted controller reads
+/// it to know which nodes were mid-disruption.
+pub fn disrupted_taint() -> Taint {
+    Taint {
+        key: labels::DISRUPTED_TAINT_KEY.into(),
+        value: None,
+        effect: kerf_api::TaintEffect::NoSchedule,
+        time_added: None,
+    }
+}
+
 /// The taint a node asked to be disrupted is placed against before it is stored.
-static DISRUPTED_TAINT: LazyLock<Taint> =
-    LazyLock::new(crate::controllers::disruption::disrupted_taint);
+static DISRUPTED_TAINT: LazyLock<Taint> = LazyLock::new(disrupted_taint);
 
 /// A Node.
 #[derive(Clone, Debug)]

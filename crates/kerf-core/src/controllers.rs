@@ -517,6 +517,7 @@ pub struct Controllers {
     consistency: consistency::State,
     /// What the disruption controller keeps between passes.
     disruption: disruption::State,
+    health: health::State,
     /// What termination keeps between drains.
     termination: termination::State,
     /// What static NodePools' controller keeps between polls.
@@ -567,6 +568,7 @@ impl Controllers {
             lifecycle: lifecycle::State::default(),
             consistency: consistency::State::default(),
             disruption: disruption::State::default(),
+            health: health::State::default(),
             termination: termination::State::default(),
             static_capacity: static_capacity::State::default(),
             deletion_cost: deletion_cost::State::default(),

@@ -245,7 +245,7 @@ impl Controllers {
 
 /// Whether a pod tolerates `karpenter.sh/disrupted:NoSchedule`.
 fn tolerates_disrupted(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
-    let taint = super::disruption::disrupted_taint();
+    let taint = crate::cluster::disrupted_taint();
     (pod.spec.as_ref().and_then(|s| s.tolerations.as_ref()))
         .into_iter()
         .flatten()

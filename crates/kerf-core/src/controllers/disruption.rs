@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::duration::format_go_duration;
+use kerf_api::labels;
 use kerf_api::nodepool::DisruptionReason;
-use kerf_api::{Taint, TaintEffect, labels};
 use kerf_scheduling::{NodePoolInput, Requirements};
 use serde_json::json;
 
@@ -144,17 +144,6 @@ pub fn has_disrupted_taint(node: &crate::cluster::NodeRecord) -> bool {
     (node.taints.iter()).any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
 }
 
-/// The taint that keeps new pods off a node being disrupted; a restarted controller reads
-/// it to know which nodes were mid-disruption.
-pub fn disrupted_taint() -> Taint {
-    Taint {
-        key: labels::DISRUPTED_TAINT_KEY.into(),
-        value: None,
-        effect: TaintEffect::NoSchedule,
-        time_added: None,
-    }
-}
-
 /// What each PodDisruptionBudget still allows, computed once from the cluster and spent as
 /// evictions are decided, so one drain or pass never allows more than the budget does.
 #[derive(Debug)]
@@ -256,10 +245,6 @@ pub(super) struct State {
     pub(super) backoffs: BTreeMap<String, Backoff>,
     /// Each NodePool's budget by reason at the last pass that looked, for the metrics.
     pub(super) budgets: BTreeMap<(String, DisruptionReason), crate::metrics::BudgetReading>,
-    /// The nodes node repair may replace, by node name, as the last pass found them.
-    pub(super) repairs: BTreeMap<String, super::health::RepairDue>,
-    /// The decisions of the repair commands under way, by node name, as they were taken.
-    pub(super) repairing: BTreeMap<String, super::health::RepairDue>,
     /// Nodes left out of this pass's search: candidates of a move the kube-scheduler
     /// rehearsal refused, so that the search looks for another.
     refused: BTreeSet<String>,
@@ -549,7 +534,7 @@ impl Controllers {
                 disruption_cost,
                 replace_backoff: backoff.is_some_and(|b| self.now < b.until),
                 // a static NodePool's nodes are repaired by its own controller
-                repair: (self.disruption.repairs.get(name))
+                repair: (self.health.repairs.get(name))
                     .filter(|_| !in_command.contains(name.as_str()))
                     .filter(|_| np.is_none_or(|np| np.spec.replicas.is_none()))
                     .map(|r| r.view),
@@ -907,9 +892,9 @@ impl Controllers {
         // the nodes due for repair as they are now, not as the last pass found them (a node
         // it repaired since is already going); the pass's own list is put back after
         let due = self.repairs_due().0;
-        let kept = std::mem::replace(&mut self.disruption.repairs, due);
+        let kept = std::mem::replace(&mut self.health.repairs, due);
         let decided = self.decide_rehearsed(false);
-        self.disruption.repairs = kept;
+        self.health.repairs = kept;
         let (command, names) = decided?;
         let candidates: Vec<String> = command
             .candidates
@@ -966,7 +951,7 @@ impl Controllers {
             controllers: self.activity,
             unavailable: self.unavailable.generation(),
             budget_windows,
-            repairs: self.disruption.repairs.keys().cloned().collect(),
+            repairs: self.health.repairs.keys().cloned().collect(),
         }
     }
 
@@ -1405,7 +1390,7 @@ impl Controllers {
         self.log_error("disruption", "failed disrupting node(s)", fields);
         for n in &c.candidates {
             self.untaint(n);
-            self.disruption.repairing.remove(n);
+            self.health.repairing.remove(n);
         }
         self.schedule_pass(self.now + PASS_INTERVAL);
     }
@@ -1457,7 +1442,7 @@ impl Controllers {
         n.untainting = false;
         self.actions.push(Action::Taint {
             node: node.to_string(),
-            taint: disrupted_taint(),
+            taint: crate::cluster::disrupted_taint(),
         });
         self.log("node.termination", "tainted node", json!({
             "Node": {"name": node}, "taint.Key": labels::DISRUPTED_TAINT_KEY, "taint.Value": "", "taint.Effect": "NoSchedule",

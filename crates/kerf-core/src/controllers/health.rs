@@ -26,6 +26,15 @@ pub(super) struct RepairDue {
     pub(super) decision: Decision,
 }
 
+/// What node repair keeps between passes.
+#[derive(Default)]
+pub(super) struct State {
+    /// The nodes node repair may replace, by node name, as the last pass found them.
+    pub(super) repairs: BTreeMap<String, RepairDue>,
+    /// The decisions of the repair commands under way, by node name, as they were taken.
+    pub(super) repairing: BTreeMap<String, RepairDue>,
+}
+
 /// A node repair may not replace: its name, its NodeClaim's, and the NodePool past the
 /// unhealthy share (none when the node's annotation vetoes repair).
 pub(super) type Blocked = (String, String, Option<String>);
@@ -38,7 +47,7 @@ impl Controllers {
         for (node, claim, pool) in blocked {
             self.repair_blocked(&node, &claim, pool.as_deref());
         }
-        self.disruption.repairs = due;
+        self.health.repairs = due;
     }
 
     /// The nodes repair may replace now, and those it may not with the NodePool that
@@ -142,7 +151,7 @@ impl Controllers {
     /// A repair command takes this node: its decision is kept for when the node goes, and
     /// logged as Karpenter's `selected repair policy`.
     pub(super) fn select_repair(&mut self, node: &str) {
-        let Some(due) = self.disruption.repairs.get(node).cloned() else {
+        let Some(due) = self.health.repairs.get(node).cloned() else {
             return;
         };
         let condition = &due.decision.governing.condition;
@@ -163,14 +172,14 @@ impl Controllers {
                 "termination-grace-period-condition": condition.kind,
             }),
         );
-        self.disruption.repairing.insert(node.to_string(), due);
+        self.health.repairing.insert(node.to_string(), due);
     }
 
     /// The node of a repair command is about to be deleted: its drain may take the policy's
     /// bound (or its NodeClaim's own grace period, if shorter) and no longer, and it counts
     /// into Karpenter's repair metric.
     pub(super) fn bound_repair(&mut self, node: &str, claim: &str) {
-        let Some(due) = self.disruption.repairing.remove(node) else {
+        let Some(due) = self.health.repairing.remove(node) else {
             return;
         };
         let Some(c) = self.cluster.nodeclaims.get(claim) else {

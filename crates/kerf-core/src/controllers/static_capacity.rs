@@ -284,7 +284,7 @@ impl Controllers {
         let mut due: Vec<(String, String, f64, bool)> = (active.iter())
             .filter_map(|claim| {
                 let node = self.cluster.nodeclaims.get(claim)?.node.clone()?;
-                let r = self.disruption.repairs.get(&node)?;
+                let r = self.health.repairs.get(&node)?;
                 Some((claim.clone(), node, r.view.score, r.view.initialized))
             })
             .collect();

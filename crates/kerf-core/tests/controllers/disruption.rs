@@ -580,7 +580,7 @@ fn replicaset_pods_get_their_nodes_rank_as_pod_deletion_cost() {
     store_taint(
         &mut core,
         &claims[1],
-        &kerf_core::controllers::disruption::disrupted_taint(),
+        &kerf_core::cluster::disrupted_taint(),
         131,
     );
     assert_eq!(

@@ -143,7 +143,7 @@ fn the_drain_evicts_only_once_the_disrupted_taint_is_stored() {
     store_taint(
         &mut core,
         &claim,
-        &kerf_core::controllers::disruption::disrupted_taint(),
+        &kerf_core::cluster::disrupted_taint(),
         21,
     );
     assert_eq!(evicted(&run_until(&mut core, 21, 23)), ["default/x"]);

@@ -225,7 +225,7 @@ mod tests {
         nodes.create("n", node());
         let version = |nodes: &Nodes| nodes.get("n").map(|n| n.resource_version);
         let first = version(&nodes);
-        let taint = kerf_core::controllers::disruption::disrupted_taint();
+        let taint = kerf_core::cluster::disrupted_taint();
         assert!(nodes.taint("n", &taint));
         assert!(version(&nodes) > first);
         let tainted = version(&nodes);
@@ -250,9 +250,7 @@ mod tests {
     #[test]
     fn the_object_reads_back_as_the_operator_reads_a_node() {
         let mut stored = node();
-        stored
-            .taints
-            .push(kerf_core::controllers::disruption::disrupted_taint());
+        stored.taints.push(kerf_core::cluster::disrupted_taint());
         stored.ready = true;
         let object: Node = stored.object("n");
         let record = kerf_core::objects::node_record(&object, Duration::ZERO);

@@ -308,7 +308,7 @@ fn past_pdb(world: &mut World) -> Result<(), SimError> {
     let pod = a_workload_pod(world);
     // its node tainted as a drain's is: only the budget is broken
     let node = world.pods[&pod].node.clone().expect("bound");
-    let disrupted = kerf_core::controllers::disruption::disrupted_taint();
+    let disrupted = kerf_core::cluster::disrupted_taint();
     world.nodes.taint(&node, &disrupted);
     world.check_eviction(&pod)
 }
