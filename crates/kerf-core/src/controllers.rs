@@ -778,6 +778,7 @@ impl Controllers {
                 &name,
                 registration,
                 class_generation,
+                self.settings.node_class_status,
             );
             let fresh = !self.statuses.pools.contains_key(&name)
                 && (self.cluster.node_pools.get(&name))

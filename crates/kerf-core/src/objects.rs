@@ -285,11 +285,16 @@ pub fn nodeclaim_conditions(
 /// capacity of its launched NodeClaims with their count under `nodes`, `ValidationSucceeded`
 /// (`nodepool.validation`), `NodeClassReady` from its node class, and `Ready` while both are
 /// true (operatorpkg's root condition: `UnhealthyDependents` naming those that are not).
+///
+/// `classes_resolved` says whether a controller resolves node classes into their status (the
+/// AWS provider's); where none does (the kwok provider's EC2NodeClass stand-in, the
+/// simulator), a class without `Ready` counts as ready, as it counts for launching.
 pub fn nodepool_status(
     cluster: &Cluster,
     pool: &str,
     registration: Condition,
     class_generation: i64,
+    classes_resolved: bool,
 ) -> NodePoolStatus {
     let mut capacity = Resources::default();
     let mut nodes = 0i64;
@@ -315,7 +320,7 @@ pub fn nodepool_status(
     if let Some(message) = invalid {
         validation.message = message.clone();
     }
-    let class_ready = node_class_ready(cluster, pool);
+    let class_ready = node_class_ready(cluster, pool, classes_resolved);
     let unhealthy: Vec<String> = [&validation, &class_ready]
         .into_iter()
         .filter(|c| c.status != "True")
@@ -359,7 +364,7 @@ pub fn nodepool_status(
 /// A NodePool's `NodeClassReady`, as Karpenter's `nodepool.readiness` sets it: false while its
 /// node class is missing or being deleted, or not yet `Ready` (with that condition's own
 /// reason and message when it is `Ready` False).
-fn node_class_ready(cluster: &Cluster, pool: &str) -> Condition {
+fn node_class_ready(cluster: &Cluster, pool: &str, classes_resolved: bool) -> Condition {
     const TYPE: &str = "NodeClassReady";
     let class = (cluster.node_pools.get(pool)).and_then(|np| {
         cluster
@@ -385,6 +390,7 @@ fn node_class_ready(cluster: &Cluster, pool: &str) -> Condition {
     match ready.map(|c| (c.status.as_str(), c)) {
         Some(("True", _)) => condition(TYPE, true, TYPE),
         Some(("False", c)) => not_ready(&c.reason, &c.message),
+        None if !classes_resolved => condition(TYPE, true, TYPE),
         _ => not_ready("NodeClassReadinessUnknown", "Node Class Readiness Unknown"),
     }
 }

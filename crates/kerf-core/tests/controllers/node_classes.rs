@@ -143,3 +143,63 @@ fn node_classes_are_resolved_on_change_and_every_minute_and_deleted_once_no_node
     let gone = run_until(&mut core, 101, 115);
     assert_eq!(node_class_work(&gone), ["finalize default"], "{gone:?}");
 }
+
+/// The NodePool's condition `type_` in the last status `actions` wrote: (status, reason).
+fn pool_condition(actions: &[Action], type_: &str) -> Option<(String, String)> {
+    actions.iter().rev().find_map(|a| match a {
+        Action::PatchNodePoolStatus { status, .. } => (status.conditions.iter())
+            .find(|c| c.type_ == type_)
+            .map(|c| (c.status.clone(), c.reason.clone())),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_nodepools_readiness_follows_its_class_and_one_no_controller_resolves_counts_as_ready() {
+    let held = |s: &str, r: &str| Some((s.to_string(), r.to_string()));
+    for (resolves, want) in [
+        (false, held("True", "NodeClassReady")),
+        (true, held("False", "NodeClassReadinessUnknown")),
+    ] {
+        let settings = Settings {
+            node_class_status: resolves,
+            ..Settings::default()
+        };
+        let mut core = Controllers::new(settings, 7);
+        core.apply_node_pool(pool());
+        let missing = run_until(&mut core, 0, 1);
+        assert_eq!(
+            pool_condition(&missing, "NodeClassReady"),
+            held("False", "NodeClassNotFound")
+        );
+        assert_eq!(
+            pool_condition(&missing, "Ready"),
+            held("False", "UnhealthyDependents")
+        );
+        // a class with no Ready yet: ready only where no controller would resolve it
+        core.apply_node_class(node_class(&["ami-1"]));
+        let unresolved = run_until(&mut core, 2, 3);
+        assert_eq!(
+            pool_condition(&unresolved, "NodeClassReady"),
+            want,
+            "{resolves}"
+        );
+        // its own Ready False, reason and all
+        let mut broken = node_class(&["ami-1"]);
+        broken.metadata.generation = Some(2);
+        broken.status.get_or_insert_default().conditions = vec![kerf_api::Condition {
+            type_: "Ready".into(),
+            status: "False".into(),
+            reason: "SubnetsNotFound".into(),
+            message: "no subnet".into(),
+            last_transition_time: None,
+            observed_generation: None,
+        }];
+        core.apply_node_class(broken);
+        let refused = run_until(&mut core, 4, 5);
+        assert_eq!(
+            pool_condition(&refused, "NodeClassReady"),
+            held("False", "SubnetsNotFound")
+        );
+    }
+}
