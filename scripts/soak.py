@@ -271,14 +271,16 @@ spec:
 """
 
 
-def deployment(name, replicas):
-    cpu, memory, _ = DEPLOYMENTS[name]
+def pods_manifest(kind, name, replicas, cpu, memory, spec="", mounts="", claims=""):
+    """A Deployment or StatefulSet of `replicas` pause pods asking for `cpu` and `memory`,
+    with `spec` lines added to its spec, `mounts` to its container and `claims` after its
+    template."""
     return f"""
 apiVersion: apps/v1
-kind: Deployment
+kind: {kind}
 metadata: {{name: {name}, namespace: {NAMESPACE}}}
 spec:
-  replicas: {replicas}
+  replicas: {replicas}{spec}
   selector: {{matchLabels: {{app: {name}}}}}
   template:
     metadata: {{labels: {{app: {name}}}}}
@@ -287,37 +289,28 @@ spec:
       containers:
       - name: c
         image: pause
-        resources: {{requests: {{cpu: "{cpu}", memory: "{memory}"}}}}
-"""
+        resources: {{requests: {{cpu: "{cpu}", memory: "{memory}"}}}}{mounts}
+{claims}"""
+
+
+def deployment(name, replicas):
+    cpu, memory, _ = DEPLOYMENTS[name]
+    return pods_manifest("Deployment", name, replicas, cpu, memory)
 
 
 def statefulset(replicas):
     cpu, memory, _ = STATEFUL
-    return f"""
-apiVersion: apps/v1
-kind: StatefulSet
-metadata: {{name: {STATEFULSET}, namespace: {NAMESPACE}}}
-spec:
-  replicas: {replicas}
-  podManagementPolicy: Parallel
-  serviceName: {STATEFULSET}
-  selector: {{matchLabels: {{app: {STATEFULSET}}}}}
-  template:
-    metadata: {{labels: {{app: {STATEFULSET}}}}}
-    spec:
-      terminationGracePeriodSeconds: 0
-      containers:
-      - name: c
-        image: pause
-        resources: {{requests: {{cpu: "{cpu}", memory: "{memory}"}}}}
-        volumeMounts: [{{name: data, mountPath: /data}}]
-  volumeClaimTemplates:
+    return pods_manifest(
+        "StatefulSet", STATEFULSET, replicas, cpu, memory,
+        spec=f"\n  podManagementPolicy: Parallel\n  serviceName: {STATEFULSET}",
+        mounts="\n        volumeMounts: [{name: data, mountPath: /data}]",
+        claims=f"""  volumeClaimTemplates:
   - metadata: {{name: data}}
     spec:
       accessModes: [ReadWriteOnce]
       storageClassName: {STORAGE_CLASS}
       resources: {{requests: {{storage: 1Gi}}}}
-"""
+""")
 
 
 def most_replicas(name):
