@@ -8,12 +8,17 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_core::controllers::{Event, EventObject};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -145,15 +150,18 @@ fn default_buckets() -> Histogram {
     ])
 }
 
-/// The six families of one kind (or the deprecated set).
+/// The three families of one kind (or the deprecated set) fed as things happen; its three
+/// gauges of each object's state now are written at each scrape by [`PerObject`].
 struct Families {
     transition_seconds: Family<Labels, Histogram, fn() -> Histogram>,
-    count: Family<Labels, Gauge>,
-    current_status_seconds: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     transitions: Family<Labels, Counter>,
-    termination_current: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     termination_duration: Family<Labels, Histogram, fn() -> Histogram>,
 }
+
+const COUNT_HELP: &str = "The number of a condition for a given object, type and status. e.g. Alarm := Available=False > 0";
+const CURRENT_HELP: &str = "The current amount of time in seconds that a status condition has been in a specific state. Alarm := P99(Updated=Unknown) > 5 minutes";
+const TERMINATING_HELP: &str =
+    "The current amount of time in seconds that an object has been in terminating state.";
 
 impl Families {
     fn new(registry: &mut Registry, prefix: &str, buckets: fn() -> Histogram) -> Families {
@@ -164,28 +172,10 @@ impl Families {
             "The amount of time a condition was in a given state (status) before transitioning to another state (to_status). e.g. Alarm := P99(Updated=False) > 5 minutes",
             Family::new_with_constructor(buckets),
         );
-        let count = registered(
-            registry,
-            &format!("{condition}_count"),
-            "The number of a condition for a given object, type and status. e.g. Alarm := Available=False > 0",
-            Family::default(),
-        );
-        let current_status_seconds = registered(
-            registry,
-            &format!("{condition}_current_status_seconds"),
-            "The current amount of time in seconds that a status condition has been in a specific state. Alarm := P99(Updated=Unknown) > 5 minutes",
-            Family::default(),
-        );
         let transitions = registered(
             registry,
             &format!("{condition}_transitions"),
             "The count of transitions of a given object, type and status.",
-            Family::default(),
-        );
-        let termination_current = registered(
-            registry,
-            &format!("{prefix}_termination_current_time_seconds"),
-            "The current amount of time in seconds that an object has been in terminating state.",
             Family::default(),
         );
         let termination_duration = registered(
@@ -196,10 +186,7 @@ impl Families {
         );
         Families {
             transition_seconds,
-            count,
-            current_status_seconds,
             transitions,
-            termination_current,
             termination_duration,
         }
     }
@@ -218,13 +205,124 @@ struct Object {
     deleting: Option<i64>,
 }
 
+/// Every watched object as last observed, by kind and `namespace/name`.
+type Objects = HashMap<(Kind, String), Object>;
+
 /// The conditions of every watched object, the Events their changes make and the
 /// families they feed.
 pub struct StatusWatch {
-    objects: HashMap<(Kind, String), Object>,
+    objects: Arc<Mutex<Objects>>,
+    /// The Unix second the per-object gauges are read at (set by [`StatusWatch::refresh`]).
+    now: Arc<AtomicI64>,
     families: HashMap<Kind, Families>,
     deprecated: Families,
     registry: Registry,
+}
+
+/// The per-object gauges (`…_status_condition_count`, `…_current_status_seconds`,
+/// `…_termination_current_time_seconds`, and their deprecated forms), written straight from
+/// the objects at each scrape rather than kept as series: a series per object and condition
+/// held between scrapes cost some 36 MiB at 1,500 nodes and 1,500 NodeClaims.
+struct PerObject {
+    objects: Arc<Mutex<Objects>>,
+    now: Arc<AtomicI64>,
+}
+
+impl std::fmt::Debug for PerObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PerObject")
+    }
+}
+
+/// Which per-object gauge is written.
+#[derive(Clone, Copy)]
+enum Gauge {
+    Count,
+    Current,
+    Terminating,
+}
+
+impl PerObject {
+    /// One gauge family: for `kind` (its own labels), or for the deprecated set (every kind
+    /// that has one, labelled with its group and kind) when `kind` is none.
+    fn family(
+        &self,
+        encoder: &mut DescriptorEncoder,
+        objects: &Objects,
+        kind: Option<Kind>,
+        gauge: Gauge,
+    ) -> Result<(), std::fmt::Error> {
+        let prefix = kind.map_or("operator", Kind::prefix);
+        let (name, help, metric_type) = match gauge {
+            Gauge::Count => (
+                format!("{prefix}_status_condition_count"),
+                COUNT_HELP,
+                MetricType::Gauge,
+            ),
+            Gauge::Current => (
+                format!("{prefix}_status_condition_current_status_seconds"),
+                CURRENT_HELP,
+                MetricType::Gauge,
+            ),
+            Gauge::Terminating => (
+                format!("{prefix}_termination_current_time_seconds"),
+                TERMINATING_HELP,
+                MetricType::Gauge,
+            ),
+        };
+        let now = self.now.load(Ordering::Relaxed);
+        let mut family = encoder.encode_descriptor(&name, help, None, metric_type)?;
+        let mut keys: Vec<&(Kind, String)> = objects.keys().collect();
+        keys.sort_by(|a, b| (a.1.as_str(), a.0 as u8).cmp(&(b.1.as_str(), b.0 as u8)));
+        for key in keys {
+            let o = &objects[key];
+            let labels_of_kind: Labels = match kind {
+                Some(k) if k == key.0 => o.extra.clone(),
+                Some(_) => continue,
+                None => match key.0.deprecated() {
+                    Some((g, k)) => vec![("group", g.to_string()), ("kind", k.to_string())],
+                    None => continue,
+                },
+            };
+            let object = [("namespace", o.namespace.clone()), ("name", o.name.clone())];
+            if let Gauge::Terminating = gauge {
+                if let Some(since) = o.deleting {
+                    let labels = [object.to_vec(), labels_of_kind].concat();
+                    let took = (now - since).max(0) as f64;
+                    ConstGauge::new(took).encode(family.encode_family(&labels)?)?;
+                }
+                continue;
+            }
+            for c in &o.conditions {
+                let mut labels: Labels = object.to_vec();
+                labels.extend([
+                    ("type", c.type_.clone()),
+                    ("status", c.status.clone()),
+                    ("reason", c.reason.clone()),
+                ]);
+                labels.extend(labels_of_kind.iter().cloned());
+                let sample = family.encode_family(&labels)?;
+                match gauge {
+                    Gauge::Count => ConstGauge::new(1i64).encode(sample)?,
+                    _ => ConstGauge::new((now - c.since).max(0) as f64).encode(sample)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Collector for PerObject {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
+        let kinds = Kind::ALL.into_iter().map(Some).chain([None]);
+        for kind in kinds {
+            for gauge in [Gauge::Count, Gauge::Current, Gauge::Terminating] {
+                self.family(&mut encoder, &objects, kind, gauge)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for StatusWatch {
@@ -241,8 +339,15 @@ impl Default for StatusWatch {
             })
             .collect();
         let deprecated = Families::new(&mut registry, "operator", default_buckets);
+        let objects = Arc::new(Mutex::new(HashMap::new()));
+        let now = Arc::new(AtomicI64::new(0));
+        registry.register_collector(Box::new(PerObject {
+            objects: Arc::clone(&objects),
+            now: Arc::clone(&now),
+        }));
         StatusWatch {
-            objects: HashMap::new(),
+            objects,
+            now,
             families,
             deprecated,
             registry,
@@ -285,7 +390,8 @@ impl StatusWatch {
         let extra: Labels = (kind.extra().iter())
             .map(|(l, k)| (*l, labels.get(*k).cloned().unwrap_or_default()))
             .collect();
-        let before = self.objects.get(&key);
+        let mut objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
+        let before = objects.get(&key);
         let mut events = Vec::new();
         let event_name = if namespace.is_empty() {
             name.clone()
@@ -347,7 +453,7 @@ impl StatusWatch {
             }
         }
         let deleting = meta.deletion_timestamp.as_ref().map(|t| t.0.as_second());
-        self.objects.insert(
+        objects.insert(
             key,
             Object {
                 namespace,
@@ -367,7 +473,9 @@ impl StatusWatch {
     /// (counted from its deletion timestamp to `now`, Unix seconds), and its series gone at
     /// the next refresh.
     pub fn deleted(&mut self, kind: Kind, key: &str, now: i64) -> Vec<Event> {
-        let Some(gone) = self.objects.remove(&(kind, key.to_string())) else {
+        let gone = (self.objects.lock().unwrap_or_else(|e| e.into_inner()))
+            .remove(&(kind, key.to_string()));
+        let Some(gone) = gone else {
             return Vec::new();
         };
         let name = key.strip_prefix('/').unwrap_or(key);
@@ -398,58 +506,11 @@ impl StatusWatch {
         events
     }
 
-    /// Sets the gauges as they stand at `now` (Unix seconds): one `count` and
-    /// `current_status_seconds` series per object and condition, one
+    /// Sets the time (Unix seconds) the per-object gauges are read at by the next scrape: one
+    /// `count` and `current_status_seconds` sample per object and condition, one
     /// `termination_current_time_seconds` per object being deleted.
     pub fn refresh(&self, now: i64) {
-        let all = self
-            .families
-            .values()
-            .chain(std::iter::once(&self.deprecated));
-        for f in all {
-            f.count.clear();
-            f.current_status_seconds.clear();
-            f.termination_current.clear();
-        }
-        for ((kind, _), o) in &self.objects {
-            let f = &self.families[kind];
-            let object = [("namespace", o.namespace.clone()), ("name", o.name.clone())];
-            let deprecated = kind
-                .deprecated()
-                .map(|(g, k)| [("group", g.to_string()), ("kind", k.to_string())]);
-            for c in &o.conditions {
-                let mut l: Labels = object.to_vec();
-                l.extend([
-                    ("type", c.type_.clone()),
-                    ("status", c.status.clone()),
-                    ("reason", c.reason.clone()),
-                ]);
-                let held = (now - c.since).max(0) as f64;
-                let ours = [l.clone(), o.extra.clone()].concat();
-                f.count.get_or_create(&ours).set(1);
-                f.current_status_seconds.get_or_create(&ours).set(held);
-                if let Some(d) = &deprecated {
-                    l.extend(d.iter().cloned());
-                    self.deprecated.count.get_or_create(&l).set(1);
-                    self.deprecated
-                        .current_status_seconds
-                        .get_or_create(&l)
-                        .set(held);
-                }
-            }
-            if let Some(since) = o.deleting {
-                let took = (now - since).max(0) as f64;
-                let l = [object.to_vec(), o.extra.clone()].concat();
-                f.termination_current.get_or_create(&l).set(took);
-                if let Some(d) = &deprecated {
-                    let l = [object.to_vec(), d.to_vec()].concat();
-                    self.deprecated
-                        .termination_current
-                        .get_or_create(&l)
-                        .set(took);
-                }
-            }
-        }
+        self.now.store(now, Ordering::Relaxed);
     }
 }
 
