@@ -12,7 +12,7 @@ use kerf_api::labels::UNSCHEDULABLE_TAINT_KEY;
 use kerf_api::nodeclaim::NodeClaimStatus;
 use kerf_api::nodeclaim::condition_types;
 use kerf_api::nodepool::NodePoolStatus;
-use kerf_api::{Condition, NodeClaim, Taint, TaintEffect, labels};
+use kerf_api::{Condition, EC2NodeClass, NodeClaim, Taint, TaintEffect, labels};
 use kerf_scheduling::resources::Resources;
 
 use crate::cluster::{CapacityType, ClaimRecord, Cluster, DriftReason, Launched, NodeRecord};
@@ -320,7 +320,10 @@ pub fn nodepool_status(
     if let Some(message) = invalid {
         validation.message = message.clone();
     }
-    let class_ready = node_class_ready(cluster, pool, classes_resolved);
+    let np = cluster.node_pools.get(pool);
+    let class =
+        np.and_then(|np| (cluster.node_classes).get(&np.spec.template.spec.node_class_ref.name));
+    let class_ready = node_class_ready(class, classes_resolved);
     let unhealthy: Vec<String> = [&validation, &class_ready]
         .into_iter()
         .filter(|c| c.status != "True")
@@ -336,13 +339,9 @@ pub fn nodepool_status(
         },
     );
     ready.message = unhealthy.join(", ");
-    let np = cluster.node_pools.get(pool);
-    let class_known = np.is_some_and(|np| {
-        (cluster.node_classes).contains_key(&np.spec.template.spec.node_class_ref.name)
-    });
     // Karpenter's registration health controller leaves a NodePool whose class is not there
     // as it was
-    let registration = if class_known {
+    let registration = if class.is_some() {
         Some(registration)
     } else {
         (np.and_then(|np| np.status.as_ref()).into_iter())
@@ -361,16 +360,11 @@ pub fn nodepool_status(
     }
 }
 
-/// A NodePool's `NodeClassReady`, as Karpenter's `nodepool.readiness` sets it: false while its
-/// node class is missing or being deleted, or not yet `Ready` (with that condition's own
-/// reason and message when it is `Ready` False).
-fn node_class_ready(cluster: &Cluster, pool: &str, classes_resolved: bool) -> Condition {
+/// A NodePool's `NodeClassReady` from its node class (none: not there), as Karpenter's
+/// `nodepool.readiness` sets it: false while the class is missing or being deleted, or not yet
+/// `Ready` (with that condition's own reason and message when it is `Ready` False).
+fn node_class_ready(class: Option<&EC2NodeClass>, classes_resolved: bool) -> Condition {
     const TYPE: &str = "NodeClassReady";
-    let class = (cluster.node_pools.get(pool)).and_then(|np| {
-        cluster
-            .node_classes
-            .get(&np.spec.template.spec.node_class_ref.name)
-    });
     let not_ready = |reason: &str, message: &str| {
         let mut c = condition(TYPE, false, reason);
         c.message = message.into();

@@ -248,34 +248,25 @@ impl PerObject {
     fn family(
         &self,
         encoder: &mut DescriptorEncoder,
-        objects: &Objects,
+        objects: &[(&(Kind, String), &Object)],
         kind: Option<Kind>,
         gauge: Gauge,
     ) -> Result<(), std::fmt::Error> {
         let prefix = kind.map_or("operator", Kind::prefix);
-        let (name, help, metric_type) = match gauge {
-            Gauge::Count => (
-                format!("{prefix}_status_condition_count"),
-                COUNT_HELP,
-                MetricType::Gauge,
-            ),
+        let (name, help) = match gauge {
+            Gauge::Count => (format!("{prefix}_status_condition_count"), COUNT_HELP),
             Gauge::Current => (
                 format!("{prefix}_status_condition_current_status_seconds"),
                 CURRENT_HELP,
-                MetricType::Gauge,
             ),
             Gauge::Terminating => (
                 format!("{prefix}_termination_current_time_seconds"),
                 TERMINATING_HELP,
-                MetricType::Gauge,
             ),
         };
         let now = self.now.load(Ordering::Relaxed);
-        let mut family = encoder.encode_descriptor(&name, help, None, metric_type)?;
-        let mut keys: Vec<&(Kind, String)> = objects.keys().collect();
-        keys.sort_by(|a, b| (a.1.as_str(), a.0 as u8).cmp(&(b.1.as_str(), b.0 as u8)));
-        for key in keys {
-            let o = &objects[key];
+        let mut family = encoder.encode_descriptor(&name, help, None, MetricType::Gauge)?;
+        for &(key, o) in objects {
             let labels_of_kind: Labels = match kind {
                 Some(k) if k == key.0 => o.extra.clone(),
                 Some(_) => continue,
@@ -315,10 +306,13 @@ impl PerObject {
 impl Collector for PerObject {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
+        // in name order, sorted once for every family
+        let mut sorted: Vec<(&(Kind, String), &Object)> = objects.iter().collect();
+        sorted.sort_by(|(a, _), (b, _)| (a.1.as_str(), a.0 as u8).cmp(&(b.1.as_str(), b.0 as u8)));
         let kinds = Kind::ALL.into_iter().map(Some).chain([None]);
         for kind in kinds {
             for gauge in [Gauge::Count, Gauge::Current, Gauge::Terminating] {
-                self.family(&mut encoder, &objects, kind, gauge)?;
+                self.family(&mut encoder, &sorted, kind, gauge)?;
             }
         }
         Ok(())

@@ -144,16 +144,6 @@ fn node_classes_are_resolved_on_change_and_every_minute_and_deleted_once_no_node
     assert_eq!(node_class_work(&gone), ["finalize default"], "{gone:?}");
 }
 
-/// The NodePool's condition `type_` in the last status `actions` wrote: (status, reason).
-fn pool_condition(actions: &[Action], type_: &str) -> Option<(String, String)> {
-    actions.iter().rev().find_map(|a| match a {
-        Action::PatchNodePoolStatus { status, .. } => (status.conditions.iter())
-            .find(|c| c.type_ == type_)
-            .map(|c| (c.status.clone(), c.reason.clone())),
-        _ => None,
-    })
-}
-
 #[test]
 fn a_nodepools_readiness_follows_its_class_and_one_no_controller_resolves_counts_as_ready() {
     let held = |s: &str, r: &str| Some((s.to_string(), r.to_string()));

@@ -608,11 +608,14 @@ pub(crate) fn node_class_work(actions: &[Action]) -> Vec<String> {
 /// The NodePool's `NodeRegistrationHealthy` condition in the status patches `actions` wrote,
 /// last first: (status, reason).
 pub(crate) fn registration_health(actions: &[Action]) -> Option<(String, String)> {
+    pool_condition(actions, "NodeRegistrationHealthy")
+}
+
+/// The NodePool's condition `type_` in the last status `actions` wrote: (status, reason).
+pub(crate) fn pool_condition(actions: &[Action], type_: &str) -> Option<(String, String)> {
     actions.iter().rev().find_map(|a| match a {
-        Action::PatchNodePoolStatus { status, .. } => status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == "NodeRegistrationHealthy")
+        Action::PatchNodePoolStatus { status, .. } => (status.conditions.iter())
+            .find(|c| c.type_ == type_)
             .map(|c| (c.status.clone(), c.reason.clone())),
         _ => None,
     })
