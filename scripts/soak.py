@@ -1196,8 +1196,20 @@ class Workload:
                 if p["status"].get("phase") == "Running" and p["spec"].get("nodeName") in calm
                 and not p["metadata"].get("deletionTimestamp")]
 
+    def unprotect(self, pod):
+        """Takes the annotation off one pod; a pod gone since it was listed (scaled in, or its
+        node drained) has nothing to take off."""
+        try:
+            kubectl(self.env, "annotate", "-n", NAMESPACE, f"pod/{pod}", f"{DO_NOT_DISRUPT}-")
+        except RuntimeError as e:
+            if "NotFound" not in str(e):
+                raise
+
     def unprotect_all(self):
-        kubectl(self.env, "annotate", "pods", "--all", "-n", NAMESPACE, f"{DO_NOT_DISRUPT}-")
+        """Only this harness annotates pods, and only the ones it remembers: taking it off
+        those, one by one, cannot fail on a pod deleted meanwhile as `--all` does."""
+        for pod in self.protected:
+            self.unprotect(pod)
         self.protected = []
 
     def step_protect(self):
@@ -1206,14 +1218,19 @@ class Workload:
         steps after repeat whatever pods are running)."""
         running = set(self.running_pods())
         released = [p for p in self.protected if p in running]
-        for pod in released:
-            kubectl(self.env, "annotate", "-n", NAMESPACE, f"pod/{pod}", f"{DO_NOT_DISRUPT}-")
+        for pod in self.protected:
+            self.unprotect(pod)
         choice = random.Random(self.rng.random())
         candidates = sorted(running - set(self.protected))
-        self.protected = choice.sample(candidates, min(2, len(candidates)))
-        for pod in self.protected:
-            kubectl(self.env, "annotate", "-n", NAMESPACE, f"pod/{pod}",
-                    f"{DO_NOT_DISRUPT}=true", "--overwrite")
+        self.protected = []
+        for pod in choice.sample(candidates, min(2, len(candidates))):
+            try:
+                kubectl(self.env, "annotate", "-n", NAMESPACE, f"pod/{pod}",
+                        f"{DO_NOT_DISRUPT}=true", "--overwrite")
+                self.protected.append(pod)
+            except RuntimeError as e:
+                if "NotFound" not in str(e):
+                    raise
         return (f"{DO_NOT_DISRUPT} on {', '.join(self.protected) or 'no pod (none running)'}"
                 f"; off {', '.join(released) or 'none'}")
 
