@@ -23,6 +23,13 @@ pub const NODECLAIM_TERMINATION_TIMESTAMP: &str = "karpenter.sh/nodeclaim-termin
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 /// Annotation on a Node (or its NodeClaim) that keeps node repair from replacing it.
 pub const DO_NOT_REPAIR: &str = "karpenter.sh/do-not-repair";
+/// Annotation on a NodeClaim whose node repair reboots: how long the drain before the reboot
+/// may take (a Go duration, `1m0s`).
+pub const REBOOT_TERMINATION_GRACE_PERIOD: &str = "karpenter.sh/reboot-termination-grace-period";
+/// Annotation on a NodeClaim whose node repair reboots: the node's boot id before the reboot.
+pub const REBOOT_PRE_BOOT_ID: &str = "karpenter.sh/reboot-pre-boot-id";
+/// Taint that keeps new pods off a node while repair drains and reboots it.
+pub const REBOOTING_TAINT_KEY: &str = "karpenter.sh/rebooting";
 /// Annotation holding the hash of the NodePool template a NodeClaim was made from (drift).
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 /// Annotation on every NodeClaim Karpenter makes: `"true"` when MIN_VALUES_POLICY=BestEffort

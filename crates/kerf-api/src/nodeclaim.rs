@@ -40,7 +40,7 @@ pub mod condition_types {
 
     /// The types Kerf writes: a condition of another type (one another controller put on
     /// the NodeClaim) is left as it is.
-    pub const OWNED: [&str; 11] = [
+    pub const OWNED: [&str; 12] = [
         LAUNCHED,
         REGISTERED,
         INITIALIZED,
@@ -52,6 +52,7 @@ pub mod condition_types {
         INSTANCE_TERMINATING,
         DISRUPTION_REASON,
         CONSISTENT_STATE_FOUND,
+        REBOOTING,
     ];
 }
 

@@ -226,6 +226,75 @@ pub struct ClaimRecord {
     /// The price of each of its offerings where a NodeOverlay changed it, by instance type,
     /// zone and capacity type, so that the cloud launches the cheapest as Kerf priced it.
     pub overlaid_prices: BTreeMap<(String, String, String), f64>,
+    /// Its node's reboot for repair, under way or the last one's end (condition
+    /// `Rebooting`).
+    pub reboot: Option<Reboot>,
+}
+
+/// A reboot for repair (Karpenter's `RebootNode` repair action), as the NodeClaim's
+/// `Rebooting` condition and `karpenter.sh/reboot-*` annotations record it, so that a
+/// restarted controller carries it on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reboot {
+    /// How far it got.
+    pub phase: RebootPhase,
+    /// When it was asked for (`Rebooting` True's transition): the drain bound counts from
+    /// here.
+    pub requested: Duration,
+    /// `rebooting for TYPE/REASON`, the node condition repair acted on.
+    pub message: String,
+    /// `karpenter.sh/reboot-termination-grace-period`: how long the drain may take before
+    /// the pods left ride through the reboot (none: until the node is empty).
+    pub drain_bound: Option<Duration>,
+    /// `karpenter.sh/reboot-pre-boot-id`: the node's boot id before the reboot, recorded once
+    /// the drain is done; a different one proves the reboot.
+    pub pre_boot_id: Option<String>,
+}
+
+/// Where a reboot stands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RebootPhase {
+    /// Asked for: the node is tainted and drained, then the cloud is asked (`RebootRequested`).
+    Requested,
+    /// The cloud took it, at this time (`Initialized` Unknown since): waiting for a new boot
+    /// and Ready (`RebootIssued`).
+    Issued(Duration),
+    /// Over (`Rebooting` False) at this time: repair tolerates a fault again from here.
+    Ended {
+        /// When.
+        at: Duration,
+        /// `RebootSucceeded`, or `RebootFailed` (the NodeClaim kept: its request was invalid).
+        reason: &'static str,
+        /// What happened.
+        message: String,
+    },
+}
+
+impl Reboot {
+    /// Whether it is under way (`Rebooting` True).
+    pub fn under_way(&self) -> bool {
+        !matches!(self.phase, RebootPhase::Ended { .. })
+    }
+
+    /// The reboot with its times moved from Unix time to a clock whose zero is `epoch`.
+    pub fn since(mut self, epoch: Duration) -> Reboot {
+        self.requested = self.requested.saturating_sub(epoch);
+        match &mut self.phase {
+            RebootPhase::Issued(at) | RebootPhase::Ended { at, .. } => {
+                *at = at.saturating_sub(epoch);
+            }
+            RebootPhase::Requested => {}
+        }
+        self
+    }
+
+    /// When it ended, if it did.
+    pub fn ended(&self) -> Option<Duration> {
+        match self.phase {
+            RebootPhase::Ended { at, .. } => Some(at),
+            _ => None,
+        }
+    }
 }
 
 impl ClaimRecord {
@@ -314,6 +383,8 @@ pub struct NodeRecord {
     /// `metadata.deletionTimestamp` is set: someone deleted the Node (its finalizer holds it
     /// for the drain).
     pub deleting: bool,
+    /// `status.nodeInfo.bootID`: a reboot changes it.
+    pub boot_id: String,
 }
 
 /// Who made a pod, as far as disruption cares.

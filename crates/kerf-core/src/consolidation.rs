@@ -63,6 +63,8 @@ pub struct RepairView {
     /// Whether it is initialized: a node that never was neither needs nor takes the
     /// NodePool's `Unhealthy` budget.
     pub initialized: bool,
+    /// Whether repair reboots it rather than replacing it.
+    pub reboot: bool,
 }
 
 /// The cluster, as one pass reads it.
@@ -370,6 +372,9 @@ pub enum Method {
     Drift,
     /// An unhealthy node replaced (node repair).
     Repair,
+    /// An unhealthy node rebooted in place (node repair's `RebootNode` action): nothing
+    /// launched, nothing simulated.
+    Reboot,
     /// Several nodes deleted or replaced by one.
     MultiNode,
     /// One node replaced by a cheaper one.
@@ -381,7 +386,7 @@ impl Method {
     pub fn consolidation_type(self) -> &'static str {
         match self {
             Method::Emptiness => "empty",
-            Method::Drift | Method::Repair => "",
+            Method::Drift | Method::Repair | Method::Reboot => "",
             Method::MultiNode => "multi",
             Method::SingleNode => "single",
         }
@@ -898,8 +903,8 @@ fn placed(decision: Decision) -> Option<Vec<PlannedNodeClaim>> {
 }
 
 /// Node repair, first of the methods: the unhealthy node longest past due (then the one
-/// cheapest to disrupt, then by name) whose pods fit elsewhere or on replacements, within
-/// the NodePool's `Unhealthy` budget, one per pass.
+/// cheapest to disrupt, then by name) rebooted, or replaced if its pods fit elsewhere or on
+/// replacements, within the NodePool's `Unhealthy` budget, one per pass.
 fn repair(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> {
     let mut order: Vec<(usize, RepairView)> = (view.nodes.iter().enumerate())
         .filter_map(|(i, n)| Some((i, n.repair?)))
@@ -916,6 +921,15 @@ fn repair(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> 
         let n = &view.nodes[i];
         if r.initialized && !budget.has_room(n) {
             continue;
+        }
+        if r.reboot {
+            return Some(Command {
+                reason: DisruptionReason::Unhealthy,
+                method: Method::Reboot,
+                candidates: vec![i],
+                replacements: Vec::new(),
+                savings: 0.0,
+            });
         }
         if let Some(c) = replace_node(
             view,

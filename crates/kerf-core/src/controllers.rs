@@ -41,6 +41,7 @@ pub mod interruption;
 pub mod lifecycle;
 pub mod node_classes;
 pub mod provisioning;
+pub mod reboot;
 mod registration;
 mod rehearsal;
 mod reservations;
@@ -294,13 +295,34 @@ pub enum Action {
         /// The node.
         node: String,
     },
-    /// Add annotations to the NodeClaim (its termination deadline,
-    /// `karpenter.sh/nodeclaim-termination-timestamp`, which a restart reads back).
+    /// Set or remove annotations of the NodeClaim (its termination deadline,
+    /// `karpenter.sh/nodeclaim-termination-timestamp`, and a reboot's drain bound and boot
+    /// id, which a restart reads back).
     AnnotateNodeClaim {
         /// The NodeClaim.
         nodeclaim: String,
-        /// The annotations.
-        annotations: BTreeMap<String, String>,
+        /// The annotations: a value to set, or `None` to remove.
+        annotations: BTreeMap<String, Option<String>>,
+    },
+    /// Ask the cloud to reboot the NodeClaim's instance in place; answer with
+    /// [`Controllers::reboot_answered`].
+    Reboot {
+        /// The NodeClaim.
+        nodeclaim: String,
+        /// Its Node.
+        node: String,
+        /// Its provider id.
+        provider_id: String,
+        /// The same for every try of one reboot (a cloud may use it to make the call
+        /// idempotent; kwok's reboot writes it into the node's boot id).
+        operation_id: String,
+    },
+    /// Remove a label from a node (`karpenter.sh/initialized` while it reboots).
+    UnlabelNode {
+        /// The node.
+        node: String,
+        /// The label's key.
+        key: String,
     },
     /// Start deleting the NodeClaim object (its `karpenter.sh/termination` finalizer keeps
     /// it until [`Action::ReleaseNodeClaim`]).
@@ -454,6 +476,8 @@ enum Timer {
     /// A NodeClaim whose node falls short of its launch is looked at again
     /// ([`consistency::SCAN_PERIOD`]).
     ConsistencyScan(String),
+    /// A NodeClaim's reboot for repair is looked at ([`reboot::REBOOT_POLL`]).
+    Reboot(String),
 }
 
 /// How often garbage collection compares the cloud's instances with the NodeClaims.
@@ -517,7 +541,10 @@ pub struct Controllers {
     consistency: consistency::State,
     /// What the disruption controller keeps between passes.
     disruption: disruption::State,
+    /// What node repair keeps between passes.
     health: health::State,
+    /// What reboots for repair keep between looks.
+    reboot: reboot::State,
     /// What termination keeps between drains.
     termination: termination::State,
     /// What static NodePools' controller keeps between polls.
@@ -569,6 +596,7 @@ impl Controllers {
             consistency: consistency::State::default(),
             disruption: disruption::State::default(),
             health: health::State::default(),
+            reboot: reboot::State::default(),
             termination: termination::State::default(),
             static_capacity: static_capacity::State::default(),
             deletion_cost: deletion_cost::State::default(),
@@ -714,6 +742,7 @@ impl Controllers {
             Timer::ResolveNodeClasses => self.resolve_node_classes(),
             Timer::DeletionCost => self.rank_deletion_costs(),
             Timer::ConsistencyScan(claim) => self.check_consistency(&claim, true),
+            Timer::Reboot(claim) => self.reboot_step(&claim),
         }
     }
 
@@ -904,7 +933,7 @@ impl Controllers {
             nodeclaim: claim.to_string(),
             annotations: BTreeMap::from([(
                 kerf_api::labels::NODECLAIM_TERMINATION_TIMESTAMP.to_string(),
-                crate::clock::rfc3339(unix),
+                Some(crate::clock::rfc3339(unix)),
             )]),
         });
     }
@@ -1111,7 +1140,7 @@ impl Controllers {
 }
 
 /// A static pod's mirror: its node's kubelet keeps it, so no disruption moves it.
-fn is_mirror(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+pub(super) fn is_mirror(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
     (pod.metadata.annotations.as_ref())
         .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
 }

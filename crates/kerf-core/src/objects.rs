@@ -15,7 +15,9 @@ use kerf_api::nodepool::NodePoolStatus;
 use kerf_api::{Condition, EC2NodeClass, NodeClaim, Taint, TaintEffect, labels};
 use kerf_scheduling::resources::Resources;
 
-use crate::cluster::{CapacityType, ClaimRecord, Cluster, DriftReason, Launched, NodeRecord};
+use crate::cluster::{
+    CapacityType, ClaimRecord, Cluster, DriftReason, Launched, NodeRecord, Reboot, RebootPhase,
+};
 use crate::nodepools::taint_of;
 
 /// A NodeOverlay's status as Karpenter writes it: `ValidationSucceeded` (False with reason
@@ -199,6 +201,9 @@ pub fn nodeclaim_status(record: &ClaimRecord, beside: &ClaimConditions) -> NodeC
     if let Some(r) = &beside.disruption {
         status.conditions.push(because(DISRUPTION_REASON, r));
     }
+    if let Some(r) = &record.reboot {
+        status.conditions.push(rebooting(r));
+    }
     match beside.drained {
         Some(true) => status.conditions.push(holds(DRAINED)),
         Some(false) => status
@@ -228,6 +233,64 @@ pub fn nodeclaim_status(record: &ClaimRecord, beside: &ClaimConditions) -> NodeC
     }
     status.conditions.push(ready);
     status
+}
+
+/// The `Rebooting` condition of a reboot: True `RebootRequested` or `RebootIssued` while under
+/// way, False with its outcome once over, the message naming what repair acted on until then.
+fn rebooting(r: &Reboot) -> Condition {
+    use condition_types::REBOOTING;
+    let (status, reason, message) = match &r.phase {
+        RebootPhase::Requested => (true, "RebootRequested", r.message.as_str()),
+        RebootPhase::Issued(_) => (true, "RebootIssued", r.message.as_str()),
+        RebootPhase::Ended {
+            reason, message, ..
+        } => (false, *reason, message.as_str()),
+    };
+    Condition {
+        message: message.into(),
+        ..condition(REBOOTING, status, reason)
+    }
+}
+
+/// A NodeClaim's reboot as its `Rebooting` condition and annotations record it (times in
+/// seconds from the Unix epoch), for a controller that did not ask for it (after a restart,
+/// or a takeover from Karpenter). An unreadable drain bound reads as none.
+pub fn claim_reboot(object: &NodeClaim) -> Option<Reboot> {
+    use condition_types::{INITIALIZED, REBOOTING};
+    let conditions = &object.status.as_ref()?.conditions;
+    let find = |t: &str| conditions.iter().find(|c| c.type_ == t);
+    let since = |c: &Condition| {
+        (c.last_transition_time.as_deref())
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .and_then(|t| u64::try_from(t.as_second()).ok())
+            .map_or(Duration::ZERO, Duration::from_secs)
+    };
+    let c = find(REBOOTING)?;
+    let annotations = object.metadata.annotations.as_ref();
+    let annotation = |k: &str| annotations.and_then(|a| a.get(k)).cloned();
+    let phase = match (c.status.as_str(), c.reason.as_str()) {
+        ("True", "RebootRequested") => RebootPhase::Requested,
+        ("True", "RebootIssued") => RebootPhase::Issued(find(INITIALIZED).map_or(since(c), since)),
+        ("False", "RebootSucceeded") => RebootPhase::Ended {
+            at: since(c),
+            reason: "RebootSucceeded",
+            message: c.message.clone(),
+        },
+        ("False", _) => RebootPhase::Ended {
+            at: since(c),
+            reason: "RebootFailed",
+            message: c.message.clone(),
+        },
+        _ => return None,
+    };
+    Some(Reboot {
+        phase,
+        requested: since(c),
+        message: c.message.clone(),
+        drain_bound: annotation(labels::REBOOT_TERMINATION_GRACE_PERIOD)
+            .and_then(|d| kerf_api::duration::parse_go_duration(&d).ok()),
+        pre_boot_id: annotation(labels::REBOOT_PRE_BOOT_ID),
+    })
 }
 
 /// A launch error as Karpenter puts it in a condition: at most 1,024 characters.
@@ -542,6 +605,8 @@ pub fn claim_record(
         // a restarted node repair sets it again if the node is still unhealthy
         terminate_at: None,
         overlaid_prices: BTreeMap::new(),
+        // read with the controllers' clock by the caller (see [`claim_reboot`])
+        reboot: None,
     }
 }
 
@@ -640,6 +705,9 @@ pub fn node_record(node: &Node, now: Duration) -> NodeRecord {
         finalizer: (node.metadata.finalizers.iter().flatten())
             .any(|f| f == labels::TERMINATION_FINALIZER),
         deleting: node.metadata.deletion_timestamp.is_some(),
+        boot_id: (status.and_then(|s| s.node_info.as_ref()))
+            .map(|i| i.boot_id.clone())
+            .unwrap_or_default(),
     }
 }
 

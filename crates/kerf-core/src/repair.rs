@@ -1,7 +1,8 @@
 //! Node repair as Karpenter v1.15 defines it: the cloud provider's repair policies (a node
-//! condition and status, a reason filter, how long it is tolerated, and how long the drain
-//! may take), which node conditions match them, when a match is due, and which policy governs
-//! a node. The disruption controller turns due nodes into repair commands.
+//! condition and status, a reason filter, how long it is tolerated, how long the drain may
+//! take, and whether the node is rebooted or replaced), which node conditions match them,
+//! when a match is due, and which policy governs a node. The disruption controller turns due
+//! nodes into repair commands.
 
 use std::time::Duration;
 
@@ -38,6 +39,25 @@ impl ReasonFilter {
     }
 }
 
+/// What repair does with a node a policy is due on (Karpenter's `RepairAction`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RepairAction {
+    /// Reboot the instance in place, its pods drained first (`RebootNode`).
+    Reboot,
+    /// Replace the node (`ReplaceNode`): the more disruptive, so it wins over a reboot.
+    Replace,
+}
+
+impl RepairAction {
+    /// The action as Karpenter's log field `action` writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RepairAction::Reboot => "RebootNode",
+            RepairAction::Replace => "ReplaceNode",
+        }
+    }
+}
+
 /// A cloud provider's repair policy.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RepairPolicy {
@@ -49,9 +69,11 @@ pub struct RepairPolicy {
     pub reason: ReasonFilter,
     /// How long the condition is tolerated before the node is replaced.
     pub toleration: Duration,
-    /// How long the replaced node's drain may take before its pods are deleted (its
-    /// NodeClaim's own grace period, if shorter, wins).
+    /// How long the node's drain may take before its pods are deleted (replaced) or left to
+    /// ride through the reboot (rebooted); its NodeClaim's own grace period, if shorter, wins.
     pub drain_bound: Duration,
+    /// Reboot or replace.
+    pub action: RepairAction,
 }
 
 const fn policy(
@@ -67,7 +89,15 @@ const fn policy(
         reason,
         toleration,
         drain_bound,
+        action: RepairAction::Replace,
     }
+}
+
+/// The AWS provider's policies with its `RebootForRepair` gate on: the XID errors a reboot
+/// clears reboot the node instead of replacing it.
+const fn rebooting(mut policies: [RepairPolicy; 9]) -> [RepairPolicy; 9] {
+    policies[2].action = RepairAction::Reboot;
+    policies
 }
 
 const fn minutes(n: u64) -> Duration {
@@ -82,7 +112,7 @@ const XID_REBOOTABLE: &[u32] = &[
 const XID_FATAL: &[u32] = &[64, 74, 79, 119, 120];
 
 /// The AWS provider's repair policies (Karpenter v1.15, node monitoring agent conditions),
-/// in its order.
+/// in its order: all replace (see [`AWS_POLICIES_REBOOTING`]).
 pub const AWS_POLICIES: [RepairPolicy; 9] = [
     policy(
         "Ready",
@@ -149,15 +179,20 @@ pub const AWS_POLICIES: [RepairPolicy; 9] = [
     ),
 ];
 
-/// Karpenter's kwok provider's repair policies (v1.15): the kubelet's `Ready` False or
-/// Unknown for 10 minutes, replaced at once, and the simulated fault `KWOKUnhealthy` for 30
-/// seconds, drained for at most 45. (Its `KWOKRebootRequired` asks for a reboot, which Kerf
-/// does not do.)
-pub const KWOK_POLICIES: [RepairPolicy; 3] = [
+/// [`AWS_POLICIES`] under the AWS provider's `RebootForRepair` gate
+/// (`AWS_FEATURE_GATES=RebootForRepair=true`).
+pub const AWS_POLICIES_REBOOTING: [RepairPolicy; 9] = rebooting(AWS_POLICIES);
+
+/// Karpenter's kwok provider's repair policies (v1.15): the kubelet's `Ready` False (the
+/// fallback) or Unknown for 10 minutes, replaced at once; the simulated fault `KWOKUnhealthy`
+/// for 30 seconds, replaced after a drain of at most 45; and the simulated fault
+/// `KWOKRebootRequired` for 30 seconds, rebooted after a drain of at most a minute (ungated in
+/// that provider).
+pub const KWOK_POLICIES: [RepairPolicy; 4] = [
     policy(
         "Ready",
         "False",
-        ReasonFilter::Any,
+        ReasonFilter::Fallback,
         minutes(10),
         Duration::ZERO,
     ),
@@ -175,6 +210,16 @@ pub const KWOK_POLICIES: [RepairPolicy; 3] = [
         Duration::from_secs(30),
         Duration::from_secs(45),
     ),
+    RepairPolicy {
+        action: RepairAction::Reboot,
+        ..policy(
+            "KWOKRebootRequired",
+            "True",
+            ReasonFilter::Any,
+            Duration::from_secs(30),
+            Duration::from_secs(60),
+        )
+    },
 ];
 
 /// A node condition as repair reads it.
@@ -254,25 +299,33 @@ const AGEING: Duration = Duration::from_secs(30 * 60);
 /// What repair does with a node at `now`, from its matches.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
-    /// The match that governs (the earliest due, then the smaller condition type).
+    /// The match that governs: the most disruptive action's (a replacement over a reboot),
+    /// then the earliest due, then the smaller condition type.
     pub governing: Match,
+    /// What is done: the governing policy's action, unless escalated by the caller.
+    pub action: RepairAction,
     /// The drain bound: the shortest of the due policies'.
     pub drain_bound: Duration,
     /// Its place in line: how long past due, in ageing steps (more first).
     pub score: f64,
 }
 
-/// The decision for a node whose matches are `matches`, if any is due at `now`.
-pub fn decide(matches: &[Match], now: Duration) -> Option<Decision> {
-    let due: Vec<&Match> = matches.iter().filter(|m| m.due <= now).collect();
-    let governing = due
-        .iter()
-        .min_by(|a, b| {
-            a.due
-                .cmp(&b.due)
-                .then_with(|| a.condition.kind.cmp(&b.condition.kind))
+/// The decision for a node whose matches are `matches`, if any is due at `now`. No
+/// toleration counts from before `not_before` (the end of the node's last reboot, so that a
+/// fault a reboot did not clear is tolerated again before the next).
+pub fn decide(matches: &[Match], now: Duration, not_before: Option<Duration>) -> Option<Decision> {
+    let due: Vec<Match> = (matches.iter())
+        .map(|m| Match {
+            due: not_before.map_or(m.due, |t| m.due.max(t + m.policy.toleration)),
+            ..m.clone()
         })
-        .copied()?;
+        .filter(|m| m.due <= now)
+        .collect();
+    let governing = due.iter().min_by(|a, b| {
+        (b.policy.action.cmp(&a.policy.action))
+            .then(a.due.cmp(&b.due))
+            .then_with(|| a.condition.kind.cmp(&b.condition.kind))
+    })?;
     let drain_bound = due
         .iter()
         .map(|m| m.policy.drain_bound)
@@ -283,6 +336,7 @@ pub fn decide(matches: &[Match], now: Duration) -> Option<Decision> {
         .map(|m| now.saturating_sub(m.due).as_secs_f64() / AGEING.as_secs_f64())
         .fold(0.0, f64::max);
     Some(Decision {
+        action: governing.policy.action,
         governing: governing.clone(),
         drain_bound,
         score,
@@ -374,8 +428,8 @@ mod tests {
         let old = [condition("Ready", "Unknown", "NodeStatusUnknown", 0)];
         let m = matches(&AWS_POLICIES, &old, Duration::from_secs(500));
         assert_eq!(m[0].due, Duration::from_secs(500 + 1800));
-        assert_eq!(decide(&m, Duration::from_secs(2299)), None);
-        let d = decide(&m, Duration::from_secs(2300 + 900)).expect("due");
+        assert_eq!(decide(&m, Duration::from_secs(2299), None), None);
+        let d = decide(&m, Duration::from_secs(2300 + 900), None).expect("due");
         assert_eq!(d.governing.condition.kind, "Ready");
         assert_eq!(d.drain_bound, Duration::from_secs(600));
         assert!((d.score - 0.5).abs() < 1e-9, "{}", d.score);
@@ -388,7 +442,7 @@ mod tests {
             condition("AcceleratedHardwareReady", "False", "NvidiaXID48Error", 0),
         ];
         let m = matches(&AWS_POLICIES, &both, Duration::ZERO);
-        let d = decide(&m, Duration::from_secs(3600)).expect("due");
+        let d = decide(&m, Duration::from_secs(3600), None).expect("due");
         assert_eq!(d.governing.condition.kind, "AcceleratedHardwareReady");
         assert_eq!(d.drain_bound, Duration::from_secs(300));
         assert_eq!(
@@ -396,6 +450,68 @@ mod tests {
             "accelerated_hardware_ready"
         );
         assert_eq!(ReasonFilter::Xid(&[64, 74]).regex(), ".*XID(64|74).*");
+    }
+
+    #[test]
+    fn a_replacement_wins_over_a_reboot_and_a_reboot_restarts_the_toleration() {
+        let both = [
+            condition("KWOKRebootRequired", "True", "Injected", 0),
+            condition("KWOKUnhealthy", "True", "Injected", 10),
+        ];
+        let m = matches(&KWOK_POLICIES, &both, Duration::ZERO);
+        // only the reboot is due: it governs
+        let d = decide(&m, Duration::from_secs(35), None).expect("due");
+        assert_eq!(d.action, RepairAction::Reboot);
+        assert_eq!(d.drain_bound, Duration::from_secs(60));
+        // both due: the replacement governs, though the reboot was due first
+        let d = decide(&m, Duration::from_secs(45), None).expect("due");
+        assert_eq!(d.action, RepairAction::Replace);
+        assert_eq!(d.governing.condition.kind, "KWOKUnhealthy");
+        assert_eq!(d.drain_bound, Duration::from_secs(45));
+        // a reboot ended at 100: the fault is tolerated 30 s again from then
+        let reboot = &m[..1];
+        assert_eq!(
+            decide(
+                reboot,
+                Duration::from_secs(129),
+                Some(Duration::from_secs(100))
+            ),
+            None
+        );
+        let d = decide(
+            reboot,
+            Duration::from_secs(130),
+            Some(Duration::from_secs(100)),
+        );
+        assert_eq!(d.map(|d| d.action), Some(RepairAction::Reboot));
+        // the AWS gate turns the XID errors a reboot clears into reboots, and only those
+        let xid = [condition(
+            "AcceleratedHardwareReady",
+            "False",
+            "NvidiaXID48Error",
+            0,
+        )];
+        let at = Duration::from_secs(600);
+        let act = |p: &[RepairPolicy]| decide(&matches(p, &xid, Duration::ZERO), at, None);
+        assert_eq!(
+            act(&AWS_POLICIES).map(|d| d.action),
+            Some(RepairAction::Replace)
+        );
+        assert_eq!(
+            act(&AWS_POLICIES_REBOOTING).map(|d| d.action),
+            Some(RepairAction::Reboot)
+        );
+        let fatal = [condition(
+            "AcceleratedHardwareReady",
+            "False",
+            "NvidiaXID79Error",
+            0,
+        )];
+        let m = matches(&AWS_POLICIES_REBOOTING, &fatal, Duration::ZERO);
+        assert_eq!(
+            decide(&m, at, None).map(|d| d.action),
+            Some(RepairAction::Replace)
+        );
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub fn replayable(action: &Action) -> bool {
         Action::Log(_)
             | Action::Event(_)
             | Action::Launch { .. }
+            | Action::Reboot { .. }
             | Action::ListInstances
             | Action::ListInstanceTypes { .. }
             | Action::Evict { .. }

@@ -12,6 +12,7 @@ use kerf_api::{EC2NodeClass, NodePool};
 use kerf_aws::capacity::NodeSettings;
 use kerf_core::cluster::{ClaimRecord, CloudInstance, Launched};
 use kerf_core::controllers::lifecycle::Offering;
+use kerf_core::controllers::reboot::RebootRefusal;
 use kerf_core::fleet::Candidate;
 use kerf_scheduling::InstanceTypeOption;
 
@@ -118,6 +119,19 @@ pub trait CloudProvider {
 
     /// Terminates an instance (gone already is not an error).
     fn delete(&self, provider_id: &str) -> impl Future<Output = Result<(), CloudError>>;
+
+    /// Reboots the instance of `node` in place, for node repair (Karpenter's
+    /// `CloudProvider.Reboot`); `operation_id` is the same for every try of one reboot. A
+    /// cloud that cannot reboot says so, and repair gives the node up.
+    fn reboot(
+        &self,
+        node: &str,
+        provider_id: &str,
+        operation_id: &str,
+    ) -> impl Future<Output = Result<(), RebootRefusal>> {
+        let _ = (node, provider_id, operation_id);
+        std::future::ready(Err(RebootRefusal::NotImplemented))
+    }
 
     /// Starts the cloud's background work once this replica leads, which reports into
     /// `queue` (interruption notices as [`Observed::Notice`](crate::watch::Observed::Notice),

@@ -53,10 +53,12 @@ fn lane_of(action: &Action, core: &Controllers) -> Option<Lane> {
         | Action::AnnotateNodeClaim { nodeclaim, .. }
         | Action::DeleteNodeClaim { nodeclaim }
         | Action::ReleaseNodeClaim { nodeclaim }
-        | Action::DeleteInstance { nodeclaim, .. } => Lane::NodeClaim(nodeclaim.clone()),
+        | Action::DeleteInstance { nodeclaim, .. }
+        | Action::Reboot { nodeclaim, .. } => Lane::NodeClaim(nodeclaim.clone()),
         Action::Taint { node: n, .. }
         | Action::RemoveTaint { node: n, .. }
         | Action::LabelNode { node: n, .. }
+        | Action::UnlabelNode { node: n, .. }
         | Action::DeleteNode { node: n } => node(n),
         Action::Evict { pod }
         | Action::DeletePod { pod, .. }

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Taint as K8sTaint};
 use kerf_api::{EC2NodeClass, NodeClaim};
 use kerf_core::cluster::{CloudInstance, Launched};
 use kerf_core::controllers::node_classes::TERMINATION_FINALIZER;
+use kerf_core::controllers::reboot::RebootRefusal;
 use kerf_core::controllers::{Action, Controllers, EventObject, LaunchRequest};
 use kerf_core::objects::{keep_transition_times, nodeclaim_conditions};
 use kerf_core::observe::Observation;
@@ -376,6 +377,13 @@ pub enum Answer {
     /// An eviction did not happen (a PodDisruptionBudget refused it, or it failed): the pod,
     /// and the API server's status code when it answered.
     EvictionRefused(String, Option<u16>),
+    /// The cloud's answer to a NodeClaim's reboot.
+    Reboot {
+        /// The NodeClaim.
+        nodeclaim: String,
+        /// Taken, or why not.
+        result: Result<(), RebootRefusal>,
+    },
 }
 
 impl Answer {
@@ -383,6 +391,7 @@ impl Answer {
     pub fn tell(self, core: &mut Controllers) {
         match self {
             Answer::Observed(o) => core.observe(o, now()),
+            Answer::Reboot { nodeclaim, result } => core.reboot_answered(&nodeclaim, result, now()),
             Answer::Launch { nodeclaim, result } => match result {
                 Ok(launched) => core.launched(&nodeclaim, launched, now()),
                 Err(CloudError::InsufficientCapacity(offerings)) => {
@@ -727,6 +736,32 @@ impl<C: CloudProvider> Executor<C> {
                 self.calls
                     .record(controller, Method::Delete, &node_pool, &deleted, took);
                 deleted.map_err(failed("terminating instance"))?;
+            }
+            Action::Reboot {
+                nodeclaim,
+                node,
+                provider_id,
+                operation_id,
+            } => {
+                let started = std::time::Instant::now();
+                let result = self.cloud.reboot(&node, &provider_id, &operation_id).await;
+                let recorded = result
+                    .clone()
+                    .map_err(|e| CloudError::Api(format!("{e:?}")));
+                let took = started.elapsed();
+                (self.calls).record(
+                    "nodeclaim.reboot",
+                    Method::Reboot,
+                    &node_pool,
+                    &recorded,
+                    took,
+                );
+                return Ok(Some(Answer::Reboot { nodeclaim, result }));
+            }
+            Action::UnlabelNode { node, key } => {
+                let patch = Patch::Merge(json!({"metadata": {"labels": {key: null}}}));
+                let r = retry("unlabelling node", || nodes.patch(&node, &params, &patch)).await;
+                unless_gone("unlabelling node", r)?;
             }
             Action::DeleteNode { node } => {
                 delete_node(&nodes, &node)

@@ -16,10 +16,12 @@ use std::path::{Path, PathBuf};
 use kerf_core::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
 use kerf_core::controllers::lifecycle::Offering;
 use kerf_core::controllers::provisioning::node_labels;
+use kerf_core::controllers::reboot::RebootRefusal;
 use kerf_core::fleet;
 use kerf_core::unavailable::Pattern;
 use kerf_scheduling::InstanceTypeOption;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
 
 use crate::cloud::{Available, CapacitySettings, CloudError, CloudProvider, offerings};
 use crate::kwok_types;
@@ -216,6 +218,29 @@ impl CloudProvider for Kwok {
         crate::execute::delete_node(&self.nodes, name)
             .await
             .map_err(|e| CloudError::Api(e.to_string()))
+    }
+
+    /// As Karpenter's kwok provider reboots: the Node's boot id becomes `kwok-` and the
+    /// operation id (kwok's kubelet never goes NotReady, so the node is back at once).
+    async fn reboot(
+        &self,
+        node: &str,
+        _provider_id: &str,
+        operation_id: &str,
+    ) -> Result<(), RebootRefusal> {
+        let patch = Patch::Merge(
+            json!({"status": {"nodeInfo": {"bootID": format!("kwok-{operation_id}")}}}),
+        );
+        match (self.nodes)
+            .patch_status(node, &PatchParams::default(), &patch)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                Err(RebootRefusal::Rejected(format!("node {node} not found")))
+            }
+            Err(e) => Err(RebootRefusal::Failed(e.to_string())),
+        }
     }
 
     async fn list(&self) -> Result<Vec<CloudInstance>, CloudError> {

@@ -42,6 +42,7 @@ pub fn controller_of(action: &Action) -> Option<&'static str> {
             "nodeclaim.lifecycle"
         }
         Action::Disrupting { .. } => "disruption",
+        Action::Reboot { .. } | Action::UnlabelNode { .. } => "nodeclaim.reboot",
         Action::Taint { .. } | Action::RemoveTaint { .. } => "disruption",
         Action::Evict { .. } | Action::DeletePod { .. } | Action::DeleteNode { .. } => {
             "node.termination"
@@ -82,6 +83,8 @@ pub enum Method {
     Delete,
     /// Listing the instances (garbage collection).
     List,
+    /// Rebooting an instance (node repair).
+    Reboot,
 }
 
 impl CloudCalls {

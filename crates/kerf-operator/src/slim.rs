@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerPort, EphemeralVolumeSource, Node, NodeCondition, NodeSpec,
-    NodeStatus, PersistentVolumeClaimVolumeSource, Pod, PodCondition, PodSchedulingGate, PodSpec,
-    PodStatus, ResourceRequirements, Toleration, TopologySpreadConstraint, Volume,
+    NodeStatus, NodeSystemInfo, PersistentVolumeClaimVolumeSource, Pod, PodCondition,
+    PodSchedulingGate, PodSpec, PodStatus, ResourceRequirements, Toleration,
+    TopologySpreadConstraint, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -282,13 +283,22 @@ impl SlimOf for NodeSpec {
     type Full = Node;
 }
 
-/// A node's capacity, allocatable and conditions (images, addresses and system info
-/// skipped).
+/// A node's capacity, allocatable, conditions and boot id (images, addresses and the rest
+/// of its system info skipped).
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct SlimNodeStatus {
     allocatable: Option<BTreeMap<String, Quantity>>,
     capacity: Option<BTreeMap<String, Quantity>>,
     conditions: Option<Vec<NodeCondition>>,
+    #[serde(rename = "nodeInfo")]
+    node_info: Option<SlimNodeInfo>,
+}
+
+/// Of a node's system info, the boot id: a reboot for repair is proven by a new one.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct SlimNodeInfo {
+    #[serde(rename = "bootID", default)]
+    boot_id: String,
 }
 
 /// A Node as the node watch reads it.
@@ -303,6 +313,10 @@ impl From<SlimNode> for Node {
                 allocatable: s.allocatable,
                 capacity: s.capacity,
                 conditions: s.conditions,
+                node_info: s.node_info.map(|i| NodeSystemInfo {
+                    boot_id: i.boot_id,
+                    ..NodeSystemInfo::default()
+                }),
                 ..NodeStatus::default()
             }),
         }
@@ -430,7 +444,7 @@ mod tests {
             "status": {"allocatable": {"cpu": "7910m", "pods": "58"}, "capacity": {"cpu": "8"},
                 "conditions": [{"type": "Ready", "status": "True"}],
                 "images": [{"names": ["nginx"], "sizeBytes": 1}],
-                "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "",
+                "nodeInfo": {"machineID": "m-1", "systemUUID": "", "bootID": "b-1", "kernelVersion": "",
                     "osImage": "", "containerRuntimeVersion": "", "kubeletVersion": "",
                     "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"}},
         });
@@ -444,7 +458,12 @@ mod tests {
         assert_eq!(format!("{a:?}"), format!("{b:?}"));
         assert!(a.ready && !a.taints.is_empty());
         let status = slim.status.unwrap();
-        assert!(status.images.is_none() && status.node_info.is_none());
+        assert!(status.images.is_none());
+        let info = status.node_info.as_ref().expect("the boot id is kept");
+        assert_eq!(
+            (info.boot_id.as_str(), info.machine_id.as_str()),
+            ("b-1", "")
+        );
         assert!(slim.metadata.managed_fields.is_none());
     }
 }

@@ -117,14 +117,25 @@ fn pod_fingerprint(pod: &Pod) -> u64 {
 
 fn node_fingerprint(node: &Node) -> u64 {
     let status = node.status.as_ref();
-    let ready = kerf_core::objects::node_ready(node);
+    // repair reads every condition's state and transition, not its heartbeat
+    let conditions: Vec<_> = (status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten())
+    .map(|c| (&c.type_, &c.status, &c.reason, &c.last_transition_time))
+    .collect();
     hash_of(&(
         &node.metadata.labels,
+        &node.metadata.annotations,
         node.spec
             .as_ref()
             .map(|s| (&s.taints, &s.provider_id, s.unschedulable)),
         status.map(|s| (&s.allocatable, &s.capacity)),
-        ready,
+        conditions,
+        // a reboot for repair is proven by a new boot id
+        status
+            .and_then(|s| s.node_info.as_ref())
+            .map(|i| &i.boot_id),
         // a deletion held by the termination finalizer, and the finalizer itself
         node.metadata.deletion_timestamp.is_some(),
         &node.metadata.finalizers,
@@ -459,6 +470,34 @@ mod tests {
                 other => format!("{other:?}"),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_node_rebooted_or_with_a_condition_changed_is_a_change_and_a_heartbeat_is_not() {
+        let node = |boot: &str, status: &str, beat: &str| -> k8s_openapi::api::core::v1::Node {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "n1"},
+                "status": {
+                    "conditions": [{"type": "KWOKRebootRequired", "status": status,
+                        "lastTransitionTime": "2026-12-05T10:00:00Z", "lastHeartbeatTime": beat}],
+                    "nodeInfo": {"bootID": boot, "architecture": "", "containerRuntimeVersion": "",
+                        "kernelVersion": "", "kubeProxyVersion": "", "kubeletVersion": "",
+                        "machineID": "", "operatingSystem": "", "osImage": "", "systemUUID": ""},
+                },
+            }))
+            .unwrap()
+        };
+        let first = super::node_fingerprint(&node("a", "False", "2026-12-05T10:00:00Z"));
+        let beat = super::node_fingerprint(&node("a", "False", "2026-12-05T10:00:20Z"));
+        assert_eq!(first, beat, "a heartbeat changes nothing repair reads");
+        assert_ne!(
+            first,
+            super::node_fingerprint(&node("a", "True", "2026-12-05T10:00:00Z"))
+        );
+        assert_ne!(
+            first,
+            super::node_fingerprint(&node("kwok-b", "False", "2026-12-05T10:00:00Z"))
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! NodeClaim of each through its whole life and compares conditions and events. The
 //! [`parity`] module gives both the same v1.15 manifests, one after the other, and
 //! compares what each made; [`repair`] makes a node of each unhealthy and watches both
-//! replace it; [`deletion_cost`] has both rank the same nodes into pod deletion costs, and
+//! replace it; [`reboot`] has kwok ask both to reboot a node, and compares the reboots; [`deletion_cost`] has both rank the same nodes into pod deletion costs, and
 //! [`terminate_first`] has both replace a static NodePool's drifted nodes at its node limit,
 //! [`drift_pace`] has both roll drifted nodes as many at once as the budget allows, and
 //! [`pool_readiness`] has both tell NodePools' readiness from their node classes.
@@ -30,6 +30,8 @@ mod lifecycle;
 mod parity;
 #[path = "handover/pool_readiness.rs"]
 mod pool_readiness;
+#[path = "handover/reboot.rs"]
+mod reboot;
 #[path = "handover/repair.rs"]
 mod repair;
 mod support;

@@ -332,6 +332,7 @@ fn through_api_server(action: &Action) -> bool {
             | Action::ListInstances
             | Action::ListInstanceTypes { .. }
             | Action::DeleteInstance { .. }
+            | Action::Reboot { .. }
             | Action::Disrupting { .. }
     )
 }
@@ -898,8 +899,25 @@ impl World {
                 annotations,
             } => {
                 if let Some(stored) = self.nodeclaim_objects.get_mut(&nodeclaim) {
-                    (stored.object.metadata.annotations.get_or_insert_default())
-                        .extend(annotations);
+                    let stored = stored.object.metadata.annotations.get_or_insert_default();
+                    for (k, v) in annotations {
+                        match v {
+                            Some(v) => stored.insert(k, v),
+                            None => stored.remove(&k),
+                        };
+                    }
+                }
+            }
+            // the simulated cloud replaces nodes; it has no reboot (its nodes raise no
+            // condition a reboot would clear)
+            Action::Reboot { nodeclaim, .. } => {
+                let refusal = kerf_core::controllers::reboot::RebootRefusal::NotImplemented;
+                self.core
+                    .reboot_answered(&nodeclaim, Err(refusal), self.now);
+            }
+            Action::UnlabelNode { node, key } => {
+                if self.nodes.unlabel(&node, &key) {
+                    self.node_narrowed(&node);
                 }
             }
             Action::DeleteNodeClaim { nodeclaim } => {

@@ -21,6 +21,9 @@ use crate::disruption_rules::{DoNotDisrupt, do_not_disrupt};
 pub enum Blocker {
     /// The node has no NodeClaim: Kerf did not launch it.
     NotManaged,
+    /// Node repair is rebooting the node (draining it for the reboot, or waiting for it to
+    /// come back): no other method takes it meanwhile.
+    Rebooting,
     /// The NodeClaim's NodePool does not exist (any more).
     NodePoolNotFound(String),
     /// The NodeClaim is not initialized yet.
@@ -62,6 +65,7 @@ impl Blocker {
     pub fn kind(&self) -> &'static str {
         match self {
             Blocker::NotManaged => "not-managed",
+            Blocker::Rebooting => "rebooting",
             Blocker::NodePoolNotFound(_) => "nodepool-not-found",
             Blocker::NotInitialized => "not-initialized",
             Blocker::Deleting => "deleting",
@@ -76,6 +80,7 @@ impl Blocker {
     pub fn message(&self, relative: impl Fn(Duration) -> String) -> String {
         match self {
             Blocker::NotManaged => "node isn't managed by karpenter".into(),
+            Blocker::Rebooting => "node is rebooting".into(),
             Blocker::NodePoolNotFound(pool) => format!("NodePool not found (NodePool={pool})"),
             Blocker::NotInitialized => "node isn't initialized".into(),
             Blocker::Deleting => "node is deleting or marked for deletion".into(),
@@ -174,7 +179,9 @@ impl Controllers {
             .chain(self.disruption.executing.values())
             .find(|c| c.candidates.iter().any(|n| n == name))
             .map(|c| c.reason);
+        let rebooting = claim.reboot.as_ref().is_some_and(|r| r.under_way());
         let own = [
+            rebooting.then_some(Blocker::Rebooting),
             (!self.cluster.node_pools.contains_key(&claim.node_pool))
                 .then(|| Blocker::NodePoolNotFound(claim.node_pool.clone())),
             (!claim.initialized).then_some(Blocker::NotInitialized),
@@ -244,7 +251,7 @@ impl Controllers {
 }
 
 /// Whether a pod tolerates `karpenter.sh/disrupted:NoSchedule`.
-fn tolerates_disrupted(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+pub(super) fn tolerates_disrupted(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
     let taint = crate::cluster::disrupted_taint();
     (pod.spec.as_ref().and_then(|s| s.tolerations.as_ref()))
         .into_iter()

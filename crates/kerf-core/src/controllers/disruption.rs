@@ -644,7 +644,11 @@ impl Controllers {
                 continue;
             };
             let label = |k: &str| n.labels.get(k).map(String::as_str);
-            if label(labels::INITIALIZED) != Some("true") || c.instance_terminating {
+            // a node rebooting for repair counts, and takes from every reason's budget, while
+            // it is not initialized too
+            let rebooting = c.reboot.as_ref().is_some_and(|r| r.under_way());
+            if (label(labels::INITIALIZED) != Some("true") && !rebooting) || c.instance_terminating
+            {
                 continue;
             }
             let pool = if label(labels::REGISTERED) == Some("true") {
@@ -654,7 +658,7 @@ impl Controllers {
             };
             let counts = out.entry(pool).or_default();
             counts.nodes += 1;
-            if c.deleting.is_some() || n.tainting {
+            if c.deleting.is_some() || n.tainting || rebooting {
                 counts.going += 1;
             } else if !n.ready {
                 counts.only_not_ready += 1;
@@ -758,6 +762,11 @@ impl Controllers {
         }
         if let Some((command, names)) = self.decide_rehearsed(true) {
             self.disruption.idle_inputs = None;
+            if command.method == Method::Reboot {
+                let node = names[command.candidates[0]].clone();
+                self.reboot_command(&command, node);
+                return;
+            }
             if matches!(command.method, Method::Repair | Method::Drift) {
                 // repair and drift are not validated again after a wait, as Karpenter's
                 // validator checks only emptiness and consolidation: a drifted or unhealthy
@@ -1174,62 +1183,32 @@ impl Controllers {
         }
     }
 
+    /// Node repair reboots a node: the reboot committed on its NodeClaim
+    /// ([`Controllers::commit_reboot`]) and announced as Karpenter's `reboot` decision; the
+    /// node is neither tainted `karpenter.sh/disrupted` nor replaced. The next pass looks at
+    /// once.
+    fn reboot_command(&mut self, command: &Command, node: String) {
+        let Some(due) = self.health.repairs.get(&node).cloned() else {
+            return;
+        };
+        if self.commit_reboot(&node, &due.decision) {
+            self.select_repair(&node);
+            self.announce(command, &[node], "reboot");
+        }
+        self.schedule_pass(self.now);
+    }
+
     fn act(&mut self, command: Command, candidates: Vec<String>) {
         let method = if command.replacements.is_empty() {
             "delete"
         } else {
             "replace"
         };
-        let pools: BTreeSet<String> = candidates
-            .iter()
-            .filter_map(|n| {
-                self.cluster
-                    .claim_of_node(n)
-                    .map(|(_, c)| c.node_pool.clone())
-            })
-            .collect();
-        self.disruption.commands_started += 1;
-        let id = format!("{:08x}", self.disruption.commands_started);
-        let pool_list: Vec<&str> = pools.iter().map(String::as_str).collect();
-        let head = format!(
-            "{}/{id}: {method}: nodepools=[{}]",
-            command.reason.as_str(),
-            pool_list.join(",")
-        );
-        let text = command_text(
-            &head,
-            &candidates,
-            command.replacements.len(),
-            command.savings,
-        );
         self.actions.push(Action::Disrupting {
             reason: command.reason,
             nodes: candidates.clone(),
         });
-        let reason = command.reason.as_str().to_lowercase();
-        let consolidation_type = command.method.consolidation_type();
-        self.metrics.inc(
-            &families::VOLUNTARY_DISRUPTION_DECISIONS,
-            &[consolidation_type, method, &reason],
-        );
-        for pool in &pool_list {
-            self.metrics.inc(
-                &families::VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL,
-                &[consolidation_type, method, pool, &reason],
-            );
-        }
-        for c in &candidates {
-            if let Some((claim, _)) = self.cluster.claim_of_node(c) {
-                let claim = claim.clone();
-                self.count_disrupted(&claim, &reason, consolidation_type, true);
-            }
-        }
-        let more = self.command_fields(&command, &candidates, method);
-        let mut fields = json!({"command": text, "reason": reason, "savings": format!("${:.2}", command.savings)});
-        if let (Some(all), serde_json::Value::Object(more)) = (fields.as_object_mut(), more) {
-            all.extend(more);
-        }
-        self.log("disruption", "disrupting node(s)", fields);
+        let id = self.announce(&command, &candidates, method);
         for c in &candidates {
             self.taint(c);
         }
@@ -1262,6 +1241,58 @@ impl Controllers {
         if matches!(method, Method::Drift | Method::Repair) {
             self.schedule_pass(self.now);
         }
+    }
+
+    /// A command starts, as Karpenter's queue says it: its id (returned), the `disrupting
+    /// node(s)` line with its decision (`method`), and the decision and disruption metrics.
+    fn announce(&mut self, command: &Command, candidates: &[String], method: &str) -> String {
+        let pools: BTreeSet<String> = candidates
+            .iter()
+            .filter_map(|n| {
+                self.cluster
+                    .claim_of_node(n)
+                    .map(|(_, c)| c.node_pool.clone())
+            })
+            .collect();
+        self.disruption.commands_started += 1;
+        let id = format!("{:08x}", self.disruption.commands_started);
+        let pool_list: Vec<&str> = pools.iter().map(String::as_str).collect();
+        let head = format!(
+            "{}/{id}: {method}: nodepools=[{}]",
+            command.reason.as_str(),
+            pool_list.join(",")
+        );
+        let text = command_text(
+            &head,
+            candidates,
+            command.replacements.len(),
+            command.savings,
+        );
+        let reason = command.reason.as_str().to_lowercase();
+        let consolidation_type = command.method.consolidation_type();
+        self.metrics.inc(
+            &families::VOLUNTARY_DISRUPTION_DECISIONS,
+            &[consolidation_type, method, &reason],
+        );
+        for pool in &pool_list {
+            self.metrics.inc(
+                &families::VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL,
+                &[consolidation_type, method, pool, &reason],
+            );
+        }
+        for c in candidates {
+            if let Some((claim, _)) = self.cluster.claim_of_node(c) {
+                let claim = claim.clone();
+                self.count_disrupted(&claim, &reason, consolidation_type, true);
+            }
+        }
+        let more = self.command_fields(command, candidates, method);
+        let mut fields = json!({"command": text, "reason": reason, "savings": format!("${:.2}", command.savings)});
+        if let (Some(all), serde_json::Value::Object(more)) = (fields.as_object_mut(), more) {
+            all.extend(more);
+        }
+        self.log("disruption", "disrupting node(s)", fields);
+        id
     }
 
     /// Karpenter's fields of a command's log line: the decision, what it disrupts and

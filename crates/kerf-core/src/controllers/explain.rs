@@ -783,6 +783,7 @@ fn method_text(method: Method) -> &'static str {
         Method::Emptiness => "empty-node deletion",
         Method::Drift => "drift replacement",
         Method::Repair => "repair replacement",
+        Method::Reboot => "repair reboot",
         Method::MultiNode => "multi-node consolidation",
         Method::SingleNode => "single-node consolidation",
     }

@@ -1,14 +1,16 @@
 //! Node repair as Karpenter v1.15 runs it (behind its `NodeRepair` feature gate, off by
 //! default): a disruption method, first in each pass. A node one of the cloud's repair
-//! policies ([`crate::repair`]) has been due on is replaced, one per pass, within its
-//! NodePool's `Unhealthy` budget: its replacement is launched first, then its pods are
-//! drained gracefully until the policy's drain bound runs out (PodDisruptionBudgets and
-//! pods' do-not-disrupt hold only until then; the node's own do-not-disrupt does not hold).
+//! policies ([`crate::repair`]) has been due on is replaced or rebooted, one per pass, within
+//! its NodePool's `Unhealthy` budget. A replaced node's replacement is launched first, then its
+//! pods are drained gracefully until the policy's drain bound runs out (PodDisruptionBudgets
+//! and pods' do-not-disrupt hold only until then; the node's own do-not-disrupt does not
+//! hold); a rebooted one is handed to [`super::reboot`].
 //! `karpenter.sh/do-not-repair: "true"` on the node vetoes repair, and a NodePool with more
 //! than [`UNHEALTHY_SHARE`] % of its nodes unhealthy is left alone: that is an outage to look
 //! at, not nodes to replace.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -81,17 +83,21 @@ impl Controllers {
                 continue;
             };
             // a NodeClaim already going, or one whose node never registered (liveness
-            // replaces those)
-            if claim.deleting.is_some() || !claim.registered {
+            // replaces those), or one being rebooted
+            let rebooting = claim.reboot.as_ref().is_some_and(|r| r.under_way());
+            if claim.deleting.is_some() || !claim.registered || rebooting {
                 continue;
             }
             if !self.cluster.node_pools.contains_key(&claim.node_pool) {
                 continue;
             }
             let matches = repair::matches(policies, &n.conditions, n.created);
-            let Some(decision) = repair::decide(&matches, self.now) else {
+            // a fault a reboot did not clear is tolerated again from the reboot's end
+            let rebooted = claim.reboot.as_ref().and_then(|r| r.ended());
+            let Some(mut decision) = repair::decide(&matches, self.now, rebooted) else {
                 continue;
             };
+            self.escalate_reboot(claim_name, &mut decision);
             if n.do_not_repair {
                 blocked.push((name.clone(), claim_name.clone(), None));
                 continue;
@@ -107,6 +113,7 @@ impl Controllers {
             let view = RepairView {
                 score: decision.score,
                 initialized: claim.initialized,
+                reboot: decision.action == repair::RepairAction::Reboot,
             };
             due.push((name.clone(), RepairDue { view, decision }));
         }
@@ -148,12 +155,13 @@ impl Controllers {
         }
     }
 
-    /// A repair command takes this node: its decision is kept for when the node goes, and
-    /// logged as Karpenter's `selected repair policy`.
+    /// A repair command takes this node: logged as Karpenter's `selected repair policy`, and
+    /// a replacement's decision kept for when the node goes.
     pub(super) fn select_repair(&mut self, node: &str) {
         let Some(due) = self.health.repairs.get(node).cloned() else {
             return;
         };
+        let action = due.decision.action;
         let condition = &due.decision.governing.condition;
         let policy = due.decision.governing.policy;
         self.log(
@@ -166,13 +174,15 @@ impl Controllers {
                 "reason": condition.reason,
                 "reason-regex": policy.reason.regex(),
                 "fallback": policy.reason == repair::ReasonFilter::Fallback,
-                "action": "ReplaceNode",
+                "action": action.as_str(),
                 "eligible-at": crate::clock::rfc3339(due.decision.governing.due + self.epoch()),
                 "termination-grace-period": repair::go_duration(due.decision.drain_bound),
                 "termination-grace-period-condition": condition.kind,
             }),
         );
-        self.health.repairing.insert(node.to_string(), due);
+        if action == repair::RepairAction::Replace {
+            self.health.repairing.insert(node.to_string(), due);
+        }
     }
 
     /// The node of a repair command is about to be deleted: its drain may take the policy's
@@ -188,12 +198,22 @@ impl Controllers {
         let bound = (c.termination_grace_period).map_or(due.decision.drain_bound, |g| {
             g.min(due.decision.drain_bound)
         });
+        self.count_repair(claim, &due.decision, bound);
+        self.terminate_by(claim, self.now + bound);
+    }
+
+    /// Counts a repair into Karpenter's `karpenter_nodeclaims_unhealthy_disrupted_total`: the
+    /// condition acted on, and whether its drain is bounded (`eventual`) or none
+    /// (`forceful`).
+    pub(super) fn count_repair(&mut self, claim: &str, decision: &Decision, bound: Duration) {
+        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+            return;
+        };
         let mode = if bound.is_zero() {
             "forceful"
         } else {
             "eventual"
         };
-        let condition = &due.decision.governing.condition;
         let (capacity_type, image) = c.launched.as_ref().map_or(("", ""), |l| {
             (
                 l.capacity_type.as_str(),
@@ -204,12 +224,11 @@ impl Controllers {
             &families::NODECLAIMS_UNHEALTHY_DISRUPTED,
             &[
                 capacity_type,
-                &repair::snake_case(&condition.kind),
+                &repair::snake_case(&decision.governing.condition.kind),
                 image,
                 &c.node_pool,
                 mode,
             ],
         );
-        self.terminate_by(claim, self.now + bound);
     }
 }

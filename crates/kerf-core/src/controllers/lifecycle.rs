@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use kerf_api::labels;
+use kerf_api::nodepool::DisruptionReason;
 use serde_json::json;
 
 use crate::metrics::families;
@@ -198,6 +199,13 @@ impl Controllers {
         if held {
             self.node_deletion_held(&name, now);
         }
+        // a node rebooting for repair: its new boot and readiness are looked at now
+        if let Some((claim, _)) = (self.cluster.claim_of_node(&name))
+            .filter(|(_, c)| c.reboot.as_ref().is_some_and(|r| r.under_way()))
+        {
+            let claim = claim.clone();
+            self.reboot_at(&claim, now);
+        }
     }
 
     /// Someone deleted a Node its termination finalizer holds (`kubectl delete node`): as
@@ -267,10 +275,17 @@ impl Controllers {
                 .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
                 .map(|t| Duration::from_secs(u64::try_from(t.as_second()).unwrap_or(0)))
                 .map(|unix| unix.saturating_sub(epoch));
+            // a reboot for repair under way (these controllers' before a restart, or
+            // Karpenter's before a takeover) is carried on
+            record.reboot = crate::objects::claim_reboot(object).map(|r| r.since(epoch));
+            let rebooting = record.reboot.as_ref().is_some_and(|r| r.under_way());
             let launched = record.launched.is_some();
             self.cluster.apply_nodeclaim(name.clone(), record);
             if launched {
                 self.arm_liveness(&name);
+            }
+            if rebooting {
+                self.reboot_at(&name, self.now);
             }
         } else if let Some(launched) = read.launched {
             // launched by another writer since it was first read (a Karpenter that held the
@@ -452,6 +467,10 @@ impl Controllers {
             self.check_consistency(name, false);
             return;
         }
+        // a node rebooting for repair initializes again once the reboot is over
+        if claim.reboot.as_ref().is_some_and(|r| r.under_way()) {
+            return;
+        }
         // the NodeClaim's own startup taints, which its NodePool may have changed since
         let startup_left =
             (claim.startup_taints.iter()).any(|s| node.taints.iter().any(|t| t.key == s.key));
@@ -499,6 +518,10 @@ impl Controllers {
         let allocatable = node.allocatable.to_resource_list();
         if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
             c.initialized = true;
+            // back from a reboot for repair: no longer disrupted
+            if c.reboot.is_some() {
+                self.disruption.disrupted_for.remove(name);
+            }
         }
         if let Some(n) = self.cluster.nodes.get_mut(&node_name) {
             n.last_pod_event = self.now;
@@ -743,7 +766,13 @@ impl Controllers {
         let beside = crate::objects::ClaimConditions {
             initializing: self.initializing(record),
             launch_error: self.lifecycle.last_error.get(name).cloned(),
-            disruption: (self.disruption.disrupted_for.get(name)).map(|r| r.as_str().to_string()),
+            disruption: (self.disruption.disrupted_for.get(name).map(|r| r.as_str()))
+                .or_else(|| {
+                    // a reboot read back after a restart
+                    let rebooting = record.reboot.as_ref().is_some_and(|r| r.under_way());
+                    rebooting.then_some(DisruptionReason::Unhealthy.as_str())
+                })
+                .map(str::to_string),
             drained: self.termination.drained.get(name).copied(),
             detachment: self.termination.detachment.get(name).copied(),
             inconsistent: self.consistency.issues.contains_key(name),
@@ -760,6 +789,13 @@ impl Controllers {
     /// Why a registered NodeClaim's node is not initialized yet, as Karpenter says it: the
     /// node not ready, a startup taint or a known ephemeral taint still on it.
     fn initializing(&self, record: &ClaimRecord) -> Option<(&'static str, String)> {
+        if record
+            .reboot
+            .as_ref()
+            .is_some_and(|r| matches!(r.phase, crate::cluster::RebootPhase::Issued(_)))
+        {
+            return Some(("Rebooting", "node is rebooting".into()));
+        }
         let node = self.cluster.nodes.get(record.node.as_deref()?)?;
         if !node.ready {
             return Some(("NodeNotReady", "Node status is NotReady".into()));

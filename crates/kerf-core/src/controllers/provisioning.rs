@@ -950,6 +950,7 @@ impl Controllers {
                 consolidatable: false,
                 terminate_at: None,
                 overlaid_prices,
+                reboot: None,
             },
         );
         self.actions

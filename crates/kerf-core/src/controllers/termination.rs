@@ -313,6 +313,7 @@ impl Controllers {
             nodeclaim: claim.to_string(),
         });
         self.disruption.disrupted_for.remove(claim);
+        self.forget_reboot(claim);
     }
 
     /// Whether a drained node waits for its volumes to be detached before its instance
@@ -391,7 +392,7 @@ impl Controllers {
     /// Evicts a pod, or, with the node's termination time (`forced_by`), deletes it with what
     /// is left until then as its grace period (a second at least), past PodDisruptionBudgets
     /// and do-not-disrupt, and says so on the pod as Karpenter does.
-    fn evict(&mut self, key: &str, forced_by: Option<Duration>, claim: &str) {
+    pub(super) fn evict(&mut self, key: &str, forced_by: Option<Duration>, claim: &str) {
         let forced = forced_by.is_some();
         let Some(p) = self.cluster.pods.get(key) else {
             return;

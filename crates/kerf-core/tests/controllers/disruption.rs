@@ -478,7 +478,7 @@ fn a_failed_status_check_ends_the_node_without_waiting_and_is_counted_once() {
         Some(claim.clone())
     );
     core.notice(&status_check_failed(&claim), secs(21));
-    let written: Vec<BTreeMap<String, String>> = run_until(&mut core, 21, 21)
+    let written: Vec<BTreeMap<String, Option<String>>> = run_until(&mut core, 21, 21)
         .into_iter()
         .filter_map(|a| match a {
             Action::AnnotateNodeClaim { annotations, .. } => Some(annotations),
@@ -489,7 +489,7 @@ fn a_failed_status_check_ends_the_node_without_waiting_and_is_counted_once() {
         written,
         [BTreeMap::from([(
             kerf_api::labels::NODECLAIM_TERMINATION_TIMESTAMP.to_string(),
-            "1970-01-01T00:00:21.000Z".to_string()
+            Some("1970-01-01T00:00:21.000Z".to_string())
         )])],
         "the deadline is written for a restart to read"
     );

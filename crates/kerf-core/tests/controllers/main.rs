@@ -6,6 +6,7 @@ mod disruption;
 mod lifecycle;
 mod node_classes;
 mod provisioning;
+mod reboot;
 mod static_capacity;
 mod support;
 mod termination;

@@ -163,6 +163,22 @@ pub(crate) fn node_object(name: &str, n: &NodeRecord) -> k8s_openapi::api::core:
     .into_iter()
     .collect();
     let deleted = n.deleting.then(|| changed.to_string());
+    let mut conditions = vec![serde_json::json!({
+        "type": "Ready", "status": if n.ready { "True" } else { "False" },
+        "lastTransitionTime": changed.to_string(),
+    })];
+    for c in n.conditions.iter().filter(|c| c.kind != "Ready") {
+        let since = k8s_openapi::jiff::Timestamp::from_second(c.since.as_secs() as i64);
+        conditions.push(serde_json::json!({
+            "type": c.kind, "status": c.status, "reason": c.reason,
+            "lastTransitionTime": since.expect("a time").to_string(),
+        }));
+    }
+    let info = serde_json::json!({
+        "bootID": n.boot_id, "architecture": "", "containerRuntimeVersion": "", "kernelVersion": "",
+        "kubeProxyVersion": "", "kubeletVersion": "", "machineID": "", "operatingSystem": "",
+        "osImage": "", "systemUUID": "",
+    });
     serde_json::from_value(serde_json::json!({
         "metadata": {"name": name, "labels": *n.labels, "annotations": annotations,
                      "finalizers": finalizers, "deletionTimestamp": deleted},
@@ -170,10 +186,8 @@ pub(crate) fn node_object(name: &str, n: &NodeRecord) -> k8s_openapi::api::core:
         "status": {
             "allocatable": n.allocatable.to_resource_list(),
             "capacity": n.capacity.to_resource_list(),
-            "conditions": [{
-                "type": "Ready", "status": if n.ready { "True" } else { "False" },
-                "lastTransitionTime": changed.to_string(),
-            }],
+            "conditions": conditions,
+            "nodeInfo": info,
         },
     }))
     .expect("a Node")
@@ -279,6 +293,7 @@ pub(crate) fn launch_as_and_register_tainted(
             do_not_repair: false,
             finalizer: false,
             deleting: false,
+            boot_id: String::new(),
         },
         secs(4),
     );
@@ -317,6 +332,7 @@ pub(crate) fn unmanaged_node_named(core: &mut Controllers, name: &str, zone: &st
             do_not_repair: false,
             finalizer: false,
             deleting: false,
+            boot_id: String::new(),
         },
         secs(0),
     );
@@ -385,6 +401,7 @@ pub(crate) fn launch_at(core: &mut Controllers, claim: &str, at: u64) {
         do_not_repair: false,
         finalizer: false,
         deleting: false,
+        boot_id: String::new(),
     };
     core.apply_node(claim.to_string(), record, secs(at + 1));
 }

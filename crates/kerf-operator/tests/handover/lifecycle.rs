@@ -132,13 +132,13 @@ const DIFFERENCES: &[(&str, &str)] = &[
 
 /// Every version of every NodeClaim from a watch, in order (into a file: a pipe left unread
 /// would fill and hold the watch up).
-struct Watch {
+pub(super) struct Watch {
     child: Child,
     out: PathBuf,
 }
 
 impl Watch {
-    fn start(cp: &ControlPlane, who: &str) -> Watch {
+    pub(super) fn start(cp: &ControlPlane, who: &str) -> Watch {
         let out = cp.dir.join(format!("nodeclaims-{who}.json"));
         let file = std::fs::File::create(&out).expect("watch file");
         let child = Command::new("kubectl")
@@ -160,7 +160,7 @@ impl Watch {
 
     /// Stops the watch and reads what it saw: each NodeClaim's versions, NodeClaims in the
     /// order they were first seen.
-    fn versions(mut self) -> Vec<Vec<Value>> {
+    pub(super) fn versions(mut self) -> Vec<Vec<Value>> {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let text = std::fs::read_to_string(&self.out).unwrap_or_default();
@@ -207,7 +207,7 @@ fn condition_paths(versions: &[Value]) -> BTreeMap<String, Vec<String>> {
 }
 
 /// Per condition type, every `status/reason` the versions went through, in order.
-fn every_state(versions: &[Value]) -> BTreeMap<String, Vec<String>> {
+pub(super) fn every_state(versions: &[Value]) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for v in versions {
         for c in v["status"]["conditions"].as_array().into_iter().flatten() {

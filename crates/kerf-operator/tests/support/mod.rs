@@ -290,8 +290,9 @@ pub fn run_helm(args: &[&str]) -> Result<String, String> {
     }
 }
 
-/// The RBAC objects of charts/kerf released as `kerf` in kube-system, with the one rule the
-/// kwok provider needs beyond it: it plays the cloud and the kubelet, which create Nodes.
+/// The RBAC objects of charts/kerf released as `kerf` in kube-system, with the rules the
+/// kwok provider needs beyond it: it plays the cloud and the kubelet, which create Nodes and
+/// (rebooting one) write its status's boot id.
 pub fn chart_rbac(kwok: bool, sets: &[&str]) -> String {
     let mut args = vec![
         "template",
@@ -314,15 +315,15 @@ pub fn chart_rbac(kwok: bool, sets: &[&str]) -> String {
     if kwok {
         args.extend([
             "--set-json",
-            r#"additionalClusterRoleRules=[{"apiGroups":[""],"resources":["nodes"],"verbs":["create"]}]"#,
+            r#"additionalClusterRoleRules=[{"apiGroups":[""],"resources":["nodes"],"verbs":["create"]},{"apiGroups":[""],"resources":["nodes/status"],"verbs":["patch"]}]"#,
         ]);
     }
     run_helm(&args).unwrap_or_else(|e| panic!("helm template: {e}"))
 }
 
 /// The environment of an operator running as the chart's ServiceAccount: its RBAC applied,
-/// a kubeconfig with the account's token, the Lease in kube-system. `kwok` adds the one rule
-/// the kwok provider needs beyond the chart (see [`chart_rbac`]).
+/// a kubeconfig with the account's token, the Lease in kube-system. `kwok` adds the rules the
+/// kwok provider needs beyond the chart (see [`chart_rbac`]).
 pub fn chart_env(cp: &ControlPlane, kwok: bool) -> Vec<(&'static str, String)> {
     chart_env_with(cp, kwok, &[])
 }

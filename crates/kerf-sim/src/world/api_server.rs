@@ -199,6 +199,11 @@ impl Nodes {
             changed
         })
     }
+
+    /// Removes a label.
+    pub fn unlabel(&mut self, name: &str, key: &str) -> bool {
+        self.update(name, |n| n.labels.remove(key).is_some())
+    }
 }
 
 #[cfg(test)]

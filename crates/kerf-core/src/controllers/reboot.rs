@@ -1,0 +1,543 @@
+//! Reboots for repair, as Karpenter v1.15's `nodeclaim.reboot` carries them out: node repair
+//! commits a reboot on a NodeClaim (`Rebooting` True `RebootRequested`, its drain bound in
+//! `karpenter.sh/reboot-termination-grace-period`); the node is tainted
+//! `karpenter.sh/rebooting:NoSchedule` and drained by eviction only (PodDisruptionBudgets and
+//! do-not-disrupt hold; what is left at the bound rides through the reboot); its boot id is
+//! recorded (`karpenter.sh/reboot-pre-boot-id`) and the cloud asked to reboot it
+//! (`RebootIssued`, `Initialized` Unknown, the `karpenter.sh/initialized` label taken off); a
+//! new boot id lifts the taint, and with the node Ready the reboot has succeeded and the
+//! node initializes again. A reboot not issued within [`ISSUANCE_TIMEOUT`] or not recovered
+//! within [`RECOVERY_TIMEOUT`] gives the node up: its NodeClaim is deleted. Two reboots of
+//! a NodeClaim within [`REBOOT_WINDOW`] and its next repair replaces it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kerf_api::labels;
+use kerf_api::nodepool::DisruptionReason;
+use serde_json::json;
+
+use super::{Action, Controllers, Event, EventObject, Timer};
+use crate::cluster::{PodOwner, Reboot, RebootPhase};
+use crate::controllers::disruption::PdbAllowances;
+use crate::disruption_rules::{drain_tier, pod_blocks};
+use crate::metrics::families;
+use crate::repair::{Decision, RepairAction};
+
+/// How often a reboot under way is looked at when nothing it waits for changes.
+pub const REBOOT_POLL: Duration = Duration::from_secs(15);
+/// Every drain before a reboot lasts at least this long, for pods bound late to catch it.
+pub const MIN_DRAIN: Duration = Duration::from_secs(5);
+/// How long the cloud has to take a reboot once the node is drained.
+pub const ISSUANCE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// How long a rebooted node has to come back with a new boot and Ready.
+pub const RECOVERY_TIMEOUT: Duration = Duration::from_secs(20 * 60);
+/// Reboots of one NodeClaim are counted over this window…
+pub const REBOOT_WINDOW: Duration = Duration::from_secs(24 * 3600);
+/// …and after this many, the next repair replaces the node instead.
+pub const REBOOTS_BEFORE_REPLACEMENT: usize = 2;
+
+/// Why the cloud did not take a reboot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RebootRefusal {
+    /// The cloud cannot reboot (`reboot not implemented by the cloud provider`): the node is
+    /// given up at once.
+    NotImplemented,
+    /// The cloud refused it for good (unauthorized, the instance gone): given up at once.
+    Rejected(String),
+    /// The call failed and may pass: tried again until [`ISSUANCE_TIMEOUT`].
+    Failed(String),
+}
+
+/// What the reboot controller keeps between looks (not written anywhere: a restart loses it,
+/// as Karpenter's process-local memory does).
+#[derive(Default)]
+pub(super) struct State {
+    /// When each NodeClaim's reboots were committed, within [`REBOOT_WINDOW`].
+    committed: BTreeMap<String, Vec<Duration>>,
+    /// When the NodeClaims waiting on the cloud recorded their pre-reboot boot id: the
+    /// issuance timeout counts from here.
+    issuing: BTreeMap<String, Duration>,
+    /// The NodeClaims whose reboot the cloud is being asked for now.
+    asked: BTreeMap<String, Duration>,
+    /// When the cloud last failed a NodeClaim's reboot: it is asked again a
+    /// [`REBOOT_POLL`] later, not at every change of the node.
+    failed: BTreeMap<String, Duration>,
+}
+
+impl Controllers {
+    /// A reboot decision turned into a replacement when its NodeClaim was rebooted
+    /// [`REBOOTS_BEFORE_REPLACEMENT`] times within [`REBOOT_WINDOW`]: rebooting did not cure
+    /// it. Returns whether it escalated.
+    pub(super) fn escalate_reboot(&self, claim: &str, decision: &mut Decision) -> bool {
+        if decision.action != RepairAction::Reboot {
+            return false;
+        }
+        let recent = (self.reboot.committed.get(claim).into_iter().flatten())
+            .filter(|t| self.now < **t + REBOOT_WINDOW)
+            .count();
+        if recent < REBOOTS_BEFORE_REPLACEMENT {
+            return false;
+        }
+        decision.action = RepairAction::Replace;
+        true
+    }
+
+    /// Commits a reboot of `node` for repair: the drain bound and `Rebooting` written on its
+    /// NodeClaim, counted as Karpenter's `reboot` decision. Returns whether it was committed
+    /// (not when a reboot is under way or the NodeClaim is going).
+    pub(super) fn commit_reboot(&mut self, node: &str, decision: &Decision) -> bool {
+        let Some((claim, c)) = self.cluster.claim_of_node(node) else {
+            return false;
+        };
+        if c.deleting.is_some() || c.reboot.as_ref().is_some_and(Reboot::under_way) {
+            return false;
+        }
+        let claim = claim.clone();
+        let bound = (c.termination_grace_period)
+            .map_or(decision.drain_bound, |g| g.min(decision.drain_bound));
+        let condition = &decision.governing.condition;
+        let message = format!("rebooting for {}/{}", condition.kind, condition.reason);
+        self.actions.push(Action::AnnotateNodeClaim {
+            nodeclaim: claim.clone(),
+            annotations: BTreeMap::from([(
+                labels::REBOOT_TERMINATION_GRACE_PERIOD.to_string(),
+                Some(crate::repair::go_duration(bound)),
+            )]),
+        });
+        if let Some(c) = self.cluster.nodeclaims.get_mut(&claim) {
+            c.reboot = Some(Reboot {
+                phase: RebootPhase::Requested,
+                requested: self.now,
+                message,
+                drain_bound: Some(bound),
+                pre_boot_id: None,
+            });
+        }
+        (self.disruption.disrupted_for).insert(claim.clone(), DisruptionReason::Unhealthy);
+        let now = self.now;
+        let times = self.reboot.committed.entry(claim.clone()).or_default();
+        times.retain(|t| now < *t + REBOOT_WINDOW);
+        times.push(now);
+        self.status_changed(&claim);
+        self.log(
+            "disruption",
+            "committed node reboot",
+            json!({"NodeClaim": {"name": claim}}),
+        );
+        self.count_repair(&claim, decision, bound);
+        self.reboot_at(&claim, self.now);
+        true
+    }
+
+    /// One look at a NodeClaim's reboot: the drain, the cloud's call, the new boot, the
+    /// timeouts.
+    pub(super) fn reboot_step(&mut self, claim: &str) {
+        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+            self.forget_reboot(claim);
+            return;
+        };
+        let Some(r) = c
+            .reboot
+            .clone()
+            .filter(|r| r.under_way() && c.deleting.is_none())
+        else {
+            self.settle_reboot(claim);
+            return;
+        };
+        let node = c
+            .node
+            .clone()
+            .filter(|n| self.cluster.nodes.contains_key(n));
+        (self.disruption.disrupted_for).insert(claim.to_string(), DisruptionReason::Unhealthy);
+        match r.phase {
+            RebootPhase::Requested => self.reboot_requested(claim, node.as_deref(), &r),
+            RebootPhase::Issued(at) => self.reboot_issued_step(claim, node.as_deref(), &r, at),
+            RebootPhase::Ended { .. } => {}
+        }
+    }
+
+    /// `RebootRequested`: taint, drain, record the boot id, ask the cloud.
+    fn reboot_requested(&mut self, claim: &str, node: Option<&str>, r: &Reboot) {
+        let issuing = self.reboot.issuing.get(claim).copied();
+        let deadline = issuing.unwrap_or(r.requested) + ISSUANCE_TIMEOUT;
+        let Some(node) = node else {
+            if self.now >= deadline {
+                let message = "reboot was not issued within the issuance timeout";
+                self.reboot_failed(claim, "provider_error", message);
+            } else {
+                self.reboot_at(claim, self.now + REBOOT_POLL);
+            }
+            return;
+        };
+        if self.reboot.asked.contains_key(claim) {
+            return; // the cloud's answer brings the next look
+        }
+        let boot_id = self.cluster.nodes[node].boot_id.clone();
+        if let Some(pre) = &r.pre_boot_id {
+            // drained already, and asked before (a refused call, or a restart): a new boot
+            // means the call went through; else it is asked again, not drained again
+            if *pre != boot_id {
+                self.reboot_issued(claim);
+                return;
+            }
+            if issuing.is_none() {
+                self.reboot.issuing.insert(claim.to_string(), self.now);
+            } else if self.now >= deadline {
+                let message = "reboot was not issued within the issuance timeout";
+                self.reboot_failed(claim, "provider_error", message);
+                return;
+            }
+            if let Some(again) =
+                (self.reboot.failed.get(claim).map(|t| *t + REBOOT_POLL)).filter(|t| self.now < *t)
+            {
+                self.reboot_at(claim, again.min(deadline));
+                return;
+            }
+            self.ask_reboot(claim, node, r, pre);
+            return;
+        }
+        self.add_rebooting_taint(node);
+        if !self.drained_for_reboot(claim, node, r) {
+            return;
+        }
+        self.actions.push(Action::AnnotateNodeClaim {
+            nodeclaim: claim.to_string(),
+            annotations: BTreeMap::from([(
+                labels::REBOOT_PRE_BOOT_ID.to_string(),
+                Some(boot_id.clone()),
+            )]),
+        });
+        if let Some(Reboot { pre_boot_id, .. }) =
+            (self.cluster.nodeclaims.get_mut(claim)).and_then(|c| c.reboot.as_mut())
+        {
+            *pre_boot_id = Some(boot_id.clone());
+        }
+        self.reboot.issuing.insert(claim.to_string(), self.now);
+        self.ask_reboot(claim, node, r, &boot_id);
+    }
+
+    /// Asks the cloud to reboot the node: one operation id for every try of one reboot.
+    fn ask_reboot(&mut self, claim: &str, node: &str, r: &Reboot, pre_boot_id: &str) {
+        let Some(provider_id) = (self.cluster.nodeclaims.get(claim))
+            .and_then(|c| c.launched.as_ref())
+            .map(|l| l.provider_id.clone())
+        else {
+            return;
+        };
+        let requested = (r.requested + self.epoch()).as_secs() * 1_000_000_000;
+        self.reboot.asked.insert(claim.to_string(), self.now);
+        self.actions.push(Action::Reboot {
+            nodeclaim: claim.to_string(),
+            node: node.to_string(),
+            provider_id,
+            operation_id: format!("{claim}-{requested}-{pre_boot_id}"),
+        });
+    }
+
+    /// The cloud's answer to [`Action::Reboot`].
+    pub fn reboot_answered(
+        &mut self,
+        claim: &str,
+        result: Result<(), RebootRefusal>,
+        now: Duration,
+    ) {
+        self.now = self.now.max(now);
+        self.activity += 1;
+        self.reboot.asked.remove(claim);
+        let under_way = (self.cluster.nodeclaims.get(claim))
+            .and_then(|c| c.reboot.as_ref())
+            .is_some_and(|r| r.phase == RebootPhase::Requested);
+        if !under_way {
+            return;
+        }
+        match result {
+            Ok(()) => self.reboot_issued(claim),
+            Err(RebootRefusal::NotImplemented) => {
+                let message = "reboot not implemented by the cloud provider";
+                self.reboot_failed(claim, "provider_error", message);
+            }
+            Err(RebootRefusal::Rejected(why)) => {
+                let message = format!("reboot rejected by the cloud provider: {why}");
+                self.reboot_failed(claim, "provider_error", &message);
+            }
+            Err(RebootRefusal::Failed(why)) => {
+                self.reboot.failed.insert(claim.to_string(), self.now);
+                self.log_error(
+                    "nodeclaim.reboot",
+                    "failed to reboot node",
+                    json!({"NodeClaim": {"name": claim}, "error": why}),
+                );
+                self.reboot_at(claim, self.now + REBOOT_POLL);
+            }
+        }
+    }
+
+    /// The cloud took the reboot: `RebootIssued`, the node no longer initialized.
+    fn reboot_issued(&mut self, claim: &str) {
+        self.settle_reboot(claim);
+        let Some(c) = self.cluster.nodeclaims.get_mut(claim) else {
+            return;
+        };
+        let Some(r) = c.reboot.as_mut() else {
+            return;
+        };
+        r.phase = RebootPhase::Issued(self.now);
+        c.initialized = false;
+        let node = c.node.clone();
+        self.cluster.changes.disruption = true;
+        self.status_changed(claim);
+        if let Some(node) = node {
+            self.actions.push(Action::UnlabelNode {
+                node,
+                key: labels::INITIALIZED.into(),
+            });
+        }
+        self.reboot_at(claim, self.now + REBOOT_POLL);
+    }
+
+    /// `RebootIssued`: a new boot id lifts the taint; with the node Ready, it succeeded.
+    fn reboot_issued_step(&mut self, claim: &str, node: Option<&str>, r: &Reboot, at: Duration) {
+        let booted = node
+            .map(|n| &self.cluster.nodes[n])
+            .filter(|n| r.pre_boot_id.as_ref().is_some_and(|pre| *pre != n.boot_id));
+        if let (Some(n), Some(name)) = (booted, node) {
+            let ready = n.ready;
+            let tainted = (n.taints.iter()).any(|t| t.key == labels::REBOOTING_TAINT_KEY);
+            if tainted {
+                self.actions.push(Action::RemoveTaint {
+                    node: name.to_string(),
+                    key: labels::REBOOTING_TAINT_KEY.into(),
+                });
+                self.event(Event {
+                    kind: EventObject::NodeClaim,
+                    name: claim.to_string(),
+                    warning: false,
+                    reason: "RebootObserved".into(),
+                    message: "New boot observed (bootID changed); awaiting node readiness".into(),
+                });
+            }
+            if ready {
+                self.reboot_succeeded(claim, r, at);
+                return;
+            }
+        }
+        if self.now >= at + RECOVERY_TIMEOUT {
+            let message = "node did not recover within the observation window";
+            self.reboot_failed(claim, "recovery_timeout", message);
+            return;
+        }
+        let next = (self.now + REBOOT_POLL).min(at + RECOVERY_TIMEOUT);
+        self.reboot_at(claim, next);
+    }
+
+    /// The node came back: `Rebooting` False `RebootSucceeded`; it initializes again.
+    fn reboot_succeeded(&mut self, claim: &str, r: &Reboot, issued: Duration) {
+        self.actions.push(Action::AnnotateNodeClaim {
+            nodeclaim: claim.to_string(),
+            annotations: BTreeMap::from([(labels::REBOOT_PRE_BOOT_ID.to_string(), None)]),
+        });
+        self.end_reboot(
+            claim,
+            "RebootSucceeded",
+            "node rebooted and rejoined the cluster",
+        );
+        self.log(
+            "nodeclaim.reboot",
+            "reboot reached terminal outcome",
+            json!({"NodeClaim": {"name": claim}, "reason": "RebootSucceeded"}),
+        );
+        let took = self.now.saturating_sub(r.requested).as_secs_f64();
+        self.count_reboot("succeeded", took);
+        let recovery = self.now.saturating_sub(issued).as_secs_f64();
+        (self.metrics.recorder()).observe(
+            &families::NODES_REBOOT_RECOVERY_DURATION_SECONDS,
+            &[],
+            recovery,
+        );
+        // initialized again as a new node is: Ready, startup and ephemeral taints gone
+        self.cluster.changes.lifecycle.insert(claim.to_string());
+    }
+
+    /// The reboot failed: the node is given up (its NodeClaim deleted, its pods going by the
+    /// drain bound), said on the NodeClaim.
+    fn reboot_failed(&mut self, claim: &str, result: &'static str, message: &str) {
+        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+            return;
+        };
+        let (node, r) = (c.node.clone(), c.reboot.clone());
+        if let Some(node) = node.filter(|n| self.cluster.nodes.contains_key(n)) {
+            self.actions.push(Action::RemoveTaint {
+                node,
+                key: labels::REBOOTING_TAINT_KEY.into(),
+            });
+        }
+        self.event(Event {
+            kind: EventObject::NodeClaim,
+            name: claim.to_string(),
+            warning: true,
+            reason: "RebootFailed".into(),
+            message: message.to_string(),
+        });
+        self.log_error(
+            "nodeclaim.reboot",
+            "reboot failed, replacing node",
+            json!({"NodeClaim": {"name": claim}, "result": result, "error": message}),
+        );
+        let took = r
+            .as_ref()
+            .map_or(0.0, |r| self.now.saturating_sub(r.requested).as_secs_f64());
+        self.count_reboot(result, took);
+        self.settle_reboot(claim);
+        if let Some(bound) = r.and_then(|r| r.drain_bound) {
+            self.terminate_by(claim, self.now + bound);
+        }
+        (self.disruption.disrupted_for).insert(claim.to_string(), DisruptionReason::Unhealthy);
+        self.delete_nodeclaim(claim);
+    }
+
+    /// `Rebooting` False with this outcome, from now: repair tolerates a fault again from
+    /// here.
+    fn end_reboot(&mut self, claim: &str, reason: &'static str, message: &str) {
+        self.settle_reboot(claim);
+        if let Some(r) = (self.cluster.nodeclaims.get_mut(claim)).and_then(|c| c.reboot.as_mut()) {
+            r.phase = RebootPhase::Ended {
+                at: self.now,
+                reason,
+                message: message.to_string(),
+            };
+        }
+        self.cluster.changes.disruption = true;
+        self.status_changed(claim);
+    }
+
+    /// Looks at a NodeClaim's reboot at `when`, or sooner if a look is due sooner: one
+    /// timer a NodeClaim, however many changes ask for a look.
+    pub(super) fn reboot_at(&mut self, claim: &str, when: Duration) {
+        let timer = Timer::Reboot(claim.to_string());
+        let due = (self.timers.iter())
+            .find(|(_, t)| *t == timer)
+            .map(|(at, _)| *at);
+        match due {
+            Some(at) if at <= when => {}
+            Some(at) => {
+                self.timers.remove(&(at, timer.clone()));
+                self.at(when, timer);
+            }
+            None => self.at(when, timer),
+        }
+    }
+
+    /// A NodeClaim gone: what the reboot controller kept of it goes too.
+    pub(super) fn forget_reboot(&mut self, claim: &str) {
+        self.reboot.committed.remove(claim);
+        self.settle_reboot(claim);
+    }
+
+    /// A reboot over, or given up: what was kept for its calls goes.
+    fn settle_reboot(&mut self, claim: &str) {
+        self.reboot.issuing.remove(claim);
+        self.reboot.asked.remove(claim);
+        self.reboot.failed.remove(claim);
+    }
+
+    fn count_reboot(&mut self, result: &str, took: f64) {
+        self.metrics.inc(&families::NODES_REBOOTS, &[result]);
+        (self.metrics.recorder()).observe(
+            &families::NODES_REBOOT_DURATION_SECONDS,
+            &[result],
+            took,
+        );
+    }
+
+    /// Keeps new pods off the node while it is drained and rebooted.
+    fn add_rebooting_taint(&mut self, node: &str) {
+        let n = &self.cluster.nodes[node];
+        if n.taints
+            .iter()
+            .any(|t| t.key == labels::REBOOTING_TAINT_KEY)
+        {
+            return;
+        }
+        self.actions.push(Action::Taint {
+            node: node.to_string(),
+            taint: rebooting_taint(),
+        });
+    }
+
+    /// Whether the drain before the reboot is over: at least [`MIN_DRAIN`] after the
+    /// request, and every pod evicted that may be, or the drain bound reached (what is left
+    /// rides through the reboot). Evicts in tiers, as termination's drain does, but never
+    /// deletes a pod.
+    fn drained_for_reboot(&mut self, claim: &str, node: &str, r: &Reboot) -> bool {
+        let earliest = r.requested + MIN_DRAIN;
+        let deadline = r.drain_bound.map(|b| r.requested + b.max(MIN_DRAIN));
+        if r.drain_bound == Some(Duration::ZERO) && self.now >= earliest {
+            return true;
+        }
+        if deadline.is_some_and(|d| self.now >= d) {
+            return true;
+        }
+        // no eviction before the taint is stored: the replacements would come right back
+        let tainted =
+            (self.cluster.nodes[node].taints.iter()).any(|t| t.key == labels::REBOOTING_TAINT_KEY);
+        let mut on_node: Vec<(u8, String)> = (self.cluster.pods.iter())
+            .filter(|(_, p)| p.node.as_deref() == Some(node))
+            .filter(|(_, p)| !super::blockers::tolerates_disrupted(&p.shape))
+            .filter(|(_, p)| !super::is_mirror(&p.shape))
+            .map(|(k, p)| {
+                (
+                    drain_tier(&p.shape, p.owner == PodOwner::DaemonSet),
+                    k.clone(),
+                )
+            })
+            .collect();
+        on_node.sort();
+        let mut left = 0;
+        if tainted {
+            let mut budgets = PdbAllowances::new(&self.cluster, &self.termination.evicting);
+            for tier in 0..4 {
+                for (_, k) in on_node.iter().filter(|(t, _)| *t == tier) {
+                    left += 1;
+                    let p = &self.cluster.pods[k];
+                    if p.terminating || self.termination.evicting.contains(&self.cluster, k) {
+                        continue;
+                    }
+                    if pod_blocks(&p.shape, p.started, self.now) || budgets.blocks(&self.cluster, k)
+                    {
+                        continue;
+                    }
+                    budgets.spend(&self.cluster, k);
+                    self.evict(k, None, claim);
+                }
+                if left > 0 {
+                    break;
+                }
+            }
+        } else {
+            left = on_node.len().max(1);
+        }
+        if left == 0 && self.now >= earliest {
+            return true;
+        }
+        let mut next = self.now + super::termination::EVICTION_WAIT;
+        if left == 0 {
+            next = earliest;
+        }
+        if let Some(d) = deadline {
+            next = next.min(d);
+        }
+        self.reboot_at(claim, next);
+        false
+    }
+}
+
+/// Karpenter's taint on a node drained and rebooted for repair.
+pub fn rebooting_taint() -> kerf_api::Taint {
+    kerf_api::Taint {
+        key: labels::REBOOTING_TAINT_KEY.into(),
+        value: None,
+        effect: kerf_api::TaintEffect::NoSchedule,
+        time_added: None,
+    }
+}
