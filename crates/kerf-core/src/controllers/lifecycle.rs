@@ -19,6 +19,9 @@ use crate::unavailable::Pattern;
 /// How long after its creation a NodeClaim that has not launched is deleted (Karpenter's
 /// launch timeout).
 pub const LAUNCH_TTL: Duration = Duration::from_secs(5 * 60);
+/// How often a NodeClaim past its launch timeout whose first launch is still unanswered is
+/// looked at again.
+pub const LAUNCH_ANSWER_WAIT: Duration = Duration::from_secs(15);
 /// How long to wait before trying again something that failed `failures` times for a reason
 /// that may pass (a launch, a write): 1 s, doubling, at most 10 s, so that what an API-server
 /// outage caught goes through within seconds of its return.
@@ -667,6 +670,18 @@ impl Controllers {
             return;
         };
         if claim.launched.is_some() || claim.deleting.is_some() {
+            return;
+        }
+        // its first launch asked for and not answered yet (waiting its turn behind the
+        // client's rate limit in a burst of thousands): it is waited for, as Karpenter's
+        // liveness never runs while the lifecycle's own launch call does, up to twice the
+        // timeout in case the answer was lost
+        let unanswered = self.lifecycle.launching.contains(name)
+            && !self.lifecycle.relaunches.contains_key(name)
+            && !self.lifecycle.last_error.contains_key(name);
+        if unanswered && self.now < claim.created + 2 * LAUNCH_TTL {
+            let again = (self.now + LAUNCH_ANSWER_WAIT).min(claim.created + 2 * LAUNCH_TTL);
+            self.at(again, Timer::LaunchTimeout(name.to_string()));
             return;
         }
         self.lifecycle.launching.remove(name);

@@ -198,6 +198,24 @@ fn a_nodeclaim_whose_launch_keeps_failing_is_deleted_five_minutes_after_its_crea
     assert!(deleted(&at_timeout, &claim), "{at_timeout:?}");
 }
 
+#[test]
+fn a_nodeclaim_whose_first_launch_is_still_unanswered_waits_for_it_past_the_timeout() {
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    core.apply_pod(unschedulable("y", "1500m"), secs(0));
+    let claims = created(&run_until(&mut core, 0, 2));
+    assert_eq!(claims.len(), 2);
+    // both launches wait their turn behind the client's rate limit for six minutes
+    let waiting = run_until(&mut core, 3, 360);
+    assert!(claims.iter().all(|c| !deleted(&waiting, c)), "{waiting:?}");
+    // one is answered and stays; the other's answer never comes, and it goes at ten minutes
+    launch_and_register(&mut core, &claims[0]);
+    let after = run_until(&mut core, 361, 610);
+    assert!(!deleted(&after, &claims[0]));
+    assert!(deleted(&after, &claims[1]), "{after:?}");
+    assert_eq!(launches(&after, &claims[1]), 0, "never asked twice");
+}
+
 /// Garbage collection is the controllers' own timer: they ask for the cloud's instances at
 /// once and every 30 seconds after, whatever shell runs them.
 #[test]
