@@ -1091,6 +1091,31 @@ impl Fleet {
     }
 }
 
+/// How a reboot for repair ended, as [`Fleet::reboot`] tells it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RebootOutcome {
+    /// EC2 took it.
+    Rebooted,
+    /// The instance is gone: nothing to reboot.
+    NotFound,
+}
+
+impl Fleet {
+    /// Reboots the instance of a provider id in place (`ec2:RebootInstances`, which the
+    /// `RebootForRepair` gate needs granted): EC2 takes no client token, so a retried call
+    /// reboots again, as Karpenter's does.
+    pub async fn reboot(&self, provider_id: &str) -> Result<RebootOutcome, AwsError> {
+        let Some(id) = instance_id(provider_id) else {
+            return Ok(RebootOutcome::NotFound);
+        };
+        match self.ec2.reboot_instances().instance_ids(id).send().await {
+            Ok(_) => Ok(RebootOutcome::Rebooted),
+            Err(e) if e.code() == Some("InvalidInstanceID.NotFound") => Ok(RebootOutcome::NotFound),
+            Err(e) => Err(classify("RebootInstances", "ec2:RebootInstances", e)),
+        }
+    }
+}
+
 /// The reason Karpenter's launch-failure counter gives a fleet error (`code: message`): the
 /// first of its named causes the text shows, else `LaunchFailed` (capacity errors included).
 fn launch_failure_reason(text: &str) -> &'static str {

@@ -19,7 +19,9 @@ use base64::Engine;
 use kerf_api::ec2nodeclass::{AmiStatus, EC2NodeClassStatus, SecurityGroupStatus, SubnetStatus};
 use kerf_api::{Taint, TaintEffect, labels};
 use kerf_aws_provider::Discovery;
-use kerf_aws_provider::launch::{Choice, Fleet, LaunchError, LaunchRequest, Unavailable};
+use kerf_aws_provider::launch::{
+    Choice, Fleet, LaunchError, LaunchRequest, RebootOutcome, Unavailable,
+};
 use kerf_aws_provider::user_data::{ClusterInfo, Sizing};
 use kerf_core::cluster::InstanceNetwork;
 use support::{CLUSTER, Moto, NOW, SEED_AMI_PARAMETERS, check_launched, network, seed_node_class};
@@ -329,7 +331,13 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
         .into_iter()
         .map(|i| i.id)
         .collect();
-    assert_eq!(listed, [second.id]);
+    assert_eq!(listed, [second.id.clone()]);
+
+    // a reboot for repair: EC2 takes it; an instance that is not there has nothing to reboot
+    let rebooted = fleet.reboot(&second.provider_id()).await;
+    assert_eq!(rebooted.expect("reboot"), RebootOutcome::Rebooted);
+    let gone = fleet.reboot("aws:///us-east-1a/i-0000000000000dead").await;
+    assert_eq!(gone.expect("an answer"), RebootOutcome::NotFound);
 
     // three NodeClaims of one shape launched together are one fleet of three instances, one
     // for each, each tagged with its own NodeClaim

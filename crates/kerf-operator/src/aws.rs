@@ -15,11 +15,14 @@ use kerf_aws::reservations::add_reserved_offerings;
 use kerf_aws_provider::instance_status::InstanceStatusChecks;
 use kerf_aws_provider::instance_types::{InstanceTypeSource, RegionCatalog};
 use kerf_aws_provider::interruption_queue::InterruptionQueue;
-use kerf_aws_provider::launch::{Choice, Fleet, Instance, LaunchError, LaunchRequest, admits};
+use kerf_aws_provider::launch::{
+    Choice, Fleet, Instance, LaunchError, LaunchRequest, RebootOutcome, admits,
+};
 use kerf_aws_provider::pricing::{PriceSource, Prices};
 use kerf_aws_provider::user_data::{ClusterInfo, Sizing};
 use kerf_core::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
 use kerf_core::controllers::lifecycle::Offering;
+use kerf_core::controllers::reboot::RebootRefusal;
 use kerf_core::fleet;
 use kerf_core::metrics::{Recorder, families};
 use kerf_scheduling::InstanceTypeOption;
@@ -56,6 +59,8 @@ pub struct Aws {
     node_classes: NodeClasses,
     /// No Pricing API calls (`ISOLATED_VPC`).
     isolated_vpc: bool,
+    /// The `RebootForRepair` AWS gate (see [`AwsOptions::reboot_for_repair`]).
+    reboot_for_repair: bool,
     /// Per class, the images it had when types without one were last warned of: a catalog
     /// built again for the same images (new prices, rooms, the region's types discovered)
     /// says nothing new, so the warning is said once per class and set of images.
@@ -102,6 +107,9 @@ pub struct AwsOptions {
     pub capacity: CapacitySettings,
     /// No Pricing API calls (`ISOLATED_VPC`): on-demand prices stay the embedded ones.
     pub isolated_vpc: bool,
+    /// The `RebootForRepair` AWS gate: node repair reboots a node whose accelerator reports
+    /// an XID error a reboot clears, instead of replacing it.
+    pub reboot_for_repair: bool,
 }
 
 /// The zones a class's subnets are in; none before its status is written.
@@ -153,6 +161,7 @@ impl Aws {
             client: std::sync::OnceLock::new(),
             capacity: options.capacity,
             isolated_vpc: options.isolated_vpc,
+            reboot_for_repair: options.reboot_for_repair,
         })
     }
 
@@ -437,6 +446,32 @@ impl CloudProvider for Aws {
             queue,
             self.isolated_vpc,
         ));
+    }
+
+    fn repair_policies(&self) -> &'static [kerf_core::repair::RepairPolicy] {
+        if self.reboot_for_repair {
+            &kerf_core::repair::AWS_POLICIES_REBOOTING
+        } else {
+            &kerf_core::repair::AWS_POLICIES
+        }
+    }
+
+    async fn reboot(
+        &self,
+        _node: &str,
+        provider_id: &str,
+        _operation_id: &str,
+    ) -> Result<(), RebootRefusal> {
+        match self.fleet.reboot(provider_id).await {
+            Ok(RebootOutcome::Rebooted) => Ok(()),
+            Ok(RebootOutcome::NotFound) => Err(RebootRefusal::Rejected(format!(
+                "instance of {provider_id} not found"
+            ))),
+            Err(e @ kerf_aws_provider::AwsError::Unauthorized { .. }) => {
+                Err(RebootRefusal::Rejected(e.to_string()))
+            }
+            Err(e) => Err(RebootRefusal::Failed(e.to_string())),
+        }
     }
 
     async fn delete(&self, provider_id: &str) -> Result<(), CloudError> {
@@ -815,6 +850,7 @@ mod tests {
                 interruption_queue: None,
                 capacity: CapacitySettings::default(),
                 isolated_vpc: false,
+                reboot_for_repair: false,
             },
         )
         .expect("provider")

@@ -245,6 +245,9 @@ async fn main() -> std::process::ExitCode {
                 interruption_queue: args.interruption_queue,
                 capacity,
                 isolated_vpc: args.isolated_vpc,
+                reboot_for_repair: kerf_operator::settings::reboot_for_repair(
+                    &args.aws_feature_gates,
+                ),
             };
             match kerf_operator::aws::Aws::new(&config, aws) {
                 Ok(cloud) => kerf_operator::run(clients, cloud, options).await,

@@ -296,9 +296,12 @@ pub const SETTINGS_NOT_ACTED_ON: [(&str, &str); 17] = [
     ),
 ];
 
-/// Karpenter's AWS-specific gates (`AWS_FEATURE_GATES`): none is implemented, so each is
-/// accepted as false and refused as true.
+/// Karpenter's AWS-specific gates (`AWS_FEATURE_GATES`). Kerf implements `RebootForRepair`;
+/// the others are accepted as false and refused as true.
 const AWS_GATES: [&str; 4] = ["NodeClassCEL", "DRANVIDIAGPU", "DRAEFA", "RebootForRepair"];
+
+/// The AWS gates Kerf implements.
+const AWS_GATES_IMPLEMENTED: [&str; 1] = ["RebootForRepair"];
 
 /// A boolean as Go's `strconv.ParseBool` reads it, which Karpenter's gates and flags use:
 /// `1`, `t`, `T`, `TRUE`, `true`, `True` and their false counterparts.
@@ -342,11 +345,17 @@ const GATES: [&str; 8] = [
 /// name is ignored, as Karpenter ignores it, and reported by [`unknown_gates`]).
 pub fn parse_aws_gates(text: &str) -> Result<String, String> {
     for (name, value) in gate_pairs(text)? {
-        if value && AWS_GATES.contains(&name) {
+        if value && AWS_GATES.contains(&name) && !AWS_GATES_IMPLEMENTED.contains(&name) {
             return Err(format!("{name}=true: Kerf does not implement {name}"));
         }
     }
     Ok(text.to_string())
+}
+
+/// Whether `AWS_FEATURE_GATES` (as [`parse_aws_gates`] accepted it) turns `RebootForRepair`
+/// on: node repair reboots a node whose accelerator reports an XID error a reboot clears.
+pub fn reboot_for_repair(text: &str) -> bool {
+    gate_pairs(text).is_ok_and(|g| g.get("RebootForRepair") == Some(&true))
 }
 
 /// The names in `FEATURE_GATES` (`aws`: `AWS_FEATURE_GATES`) Karpenter v1.15 does not know:
@@ -510,6 +519,15 @@ mod tests {
         .unwrap();
         assert_eq!(s.consolidation_min_savings_per_hour, 0.05);
         assert_eq!(s.consolidation_min_savings_percent, 10.0);
+    }
+
+    #[test]
+    fn reboot_for_repair_is_the_aws_gate_kerf_takes_true() {
+        let s = parse(&["--aws-feature-gates", "RebootForRepair=true,DRAEFA=false"]).unwrap();
+        assert!(super::reboot_for_repair(&s.aws_feature_gates));
+        assert!(!super::reboot_for_repair("RebootForRepair=false"));
+        assert!(!super::reboot_for_repair(""));
+        assert!(parse(&["--aws-feature-gates", "DRAEFA=true"]).is_err());
     }
 
     #[test]

@@ -382,6 +382,8 @@ fn every_feature_gate_is_written_and_unimplemented_ones_stay_false() {
         "settings.featureGates.podDeletionCostManagement=true",
         "--set",
         "settings.awsFeatureGates.draEFA=false",
+        "--set",
+        "settings.awsFeatureGates.rebootForRepair=true",
     ]);
     assert_eq!(
         get(&env, "FEATURE_GATES"),
@@ -399,13 +401,14 @@ fn every_feature_gate_is_written_and_unimplemented_ones_stay_false() {
     assert!(gates.terminate_first_drift && gates.terminate_first_repair);
     assert!(gates.pod_deletion_cost);
     assert!(!gates.reserved_capacity);
+    let aws = get(&env, "AWS_FEATURE_GATES").unwrap();
+    assert!(kerf_operator::settings::reboot_for_repair(aws), "{aws}");
     // what Kerf does not implement is refused at helm time, by its path
     for path in [
         "settings.featureGates.capacityBuffer",
         "settings.awsFeatureGates.nodeClassCEL",
         "settings.awsFeatureGates.draNVIDIAGPU",
         "settings.awsFeatureGates.draEFA",
-        "settings.awsFeatureGates.rebootForRepair",
         "settings.enableDRA",
     ] {
         let set = format!("{path}=true");
