@@ -331,7 +331,7 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
         .into_iter()
         .map(|i| i.id)
         .collect();
-    assert_eq!(listed, [second.id.clone()]);
+    assert_eq!(listed, std::slice::from_ref(&second.id));
 
     // a reboot for repair: EC2 takes it; an instance that is not there has nothing to reboot
     let rebooted = fleet.reboot(&second.provider_id()).await;
