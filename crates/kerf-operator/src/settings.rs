@@ -125,7 +125,9 @@ pub struct Settings {
           value_parser = FeatureGates::parse)]
     pub feature_gates: FeatureGates,
     /// Karpenter's AWS-specific gates (NodeClassCEL, DRANVIDIAGPU, DRAEFA, RebootForRepair):
-    /// accepted as false, refused as true (Kerf implements none).
+    /// `RebootForRepair=true` makes node repair reboot a node whose accelerator reports an XID
+    /// error a reboot clears (grant `ec2:RebootInstances`); the others are accepted as false,
+    /// refused as true.
     #[arg(long, env = "AWS_FEATURE_GATES", value_name = "AWS_FEATURE_GATES", default_value = "",
           value_parser = parse_aws_gates)]
     pub aws_feature_gates: String,

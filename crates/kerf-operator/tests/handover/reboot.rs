@@ -9,59 +9,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::lifecycle::{Watch, every_state};
-use super::support::{self, ControlPlane, Karpenter, Operator, wait_for};
+use super::repair::{clear, items, one_pod_pool, running_on};
+use super::support::{ControlPlane, wait_for};
 use serde_json::Value;
-
-use super::OPERATOR;
 
 /// The settings both run with.
 const SETTINGS: [(&str, &str); 1] = [("FEATURE_GATES", "NodeRepair=true")];
-
-/// The NodePool (nothing consolidated meanwhile) and a one-pod Deployment on it.
-const MANIFESTS: &str = r#"
-apiVersion: karpenter.kwok.sh/v1alpha1
-kind: KWOKNodeClass
-metadata: {name: default}
----
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: reboot}
-spec:
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
-      expireAfter: Never
-      requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-        - {key: kubernetes.io/os, operator: In, values: [linux]}
-  disruption: {consolidateAfter: 1h}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: reboot, namespace: default}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: reboot}}
-  template:
-    metadata: {labels: {app: reboot}}
-    spec:
-      nodeSelector: {karpenter.sh/nodepool: reboot}
-      containers: [{name: app, image: pause, resources: {requests: {cpu: "1", memory: 1Gi}}}]
-"#;
-
-fn items(cp: &ControlPlane, kind: &str) -> Vec<Value> {
-    let out = cp.kubectl_ok(&["get", kind, "-o", "json", "-A"], None);
-    let list: Value = serde_json::from_str(&out).expect("a JSON list");
-    list["items"].as_array().cloned().unwrap_or_default()
-}
-
-fn pods_node(cp: &ControlPlane) -> Option<String> {
-    items(cp, "pods")
-        .into_iter()
-        .filter(|p| p["metadata"]["labels"]["app"] == "reboot")
-        .filter(|p| p["status"]["phase"] == "Running")
-        .find_map(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
-}
 
 /// Sets the node's `KWOKRebootRequired` (`status` True or False), dated 11 minutes back as
 /// Karpenter's own e2e test injects it.
@@ -107,17 +60,7 @@ struct Rebooted {
 
 /// Lets `who` launch the pod's node, asks kwok's reboot of it, and watches the reboot end.
 fn rebooted(cp: &ControlPlane, who: &str) -> Rebooted {
-    let node = wait_for(
-        &format!("{who}'s node running the pod"),
-        Duration::from_secs(120),
-        || pods_node(cp),
-        || format!("{:?}", items(cp, "nodeclaims.karpenter.sh").len()),
-    );
-    let claim = items(cp, "nodeclaims.karpenter.sh")
-        .into_iter()
-        .find(|c| c["status"]["nodeName"] == node.as_str())
-        .and_then(|c| c["metadata"]["name"].as_str().map(str::to_string))
-        .expect("the node's NodeClaim");
+    let (claim, node) = running_on(cp, who, "reboot");
     let watch = Watch::start(cp, &format!("reboot-{who}"));
     reboot_required(cp, &node, "True");
     let ended = |c: &Value| {
@@ -186,49 +129,18 @@ fn rebooted(cp: &ControlPlane, who: &str) -> Rebooted {
     }
 }
 
-/// Takes away what an autoscaler made, so that the other starts from the same objects.
-fn clear(cp: &ControlPlane) {
-    super::parity::remove_nodes(cp);
-    cp.kubectl_ok(
-        &["delete", "pods", "--all", "-n", "default", "--force"],
-        None,
-    );
-    cp.kubectl_ok(&["delete", "events", "--all", "-n", "default"], None);
-    wait_for(
-        "no NodeClaim or Node left",
-        Duration::from_secs(60),
-        || {
-            let left = items(cp, "nodeclaims.karpenter.sh").len() + items(cp, "nodes").len();
-            (left == 0).then_some(())
-        },
-        || "objects left".into(),
-    );
-}
-
 #[test]
 fn karpenter_and_kerf_reboot_a_node_kwok_asks_to_reboot_alike() {
-    let cp = ControlPlane::start("reboot");
-    cp.install_karpenter_kwok_crds();
-    cp.kubectl_ok(&["apply", "-f", "-"], Some(MANIFESTS.as_bytes()));
-
-    let karpenter = Karpenter::start(&cp, 1, &SETTINGS);
-    let karpenters = rebooted(&cp, "Karpenter");
-    karpenter.stop();
-    clear(&cp);
-
-    let mut env = support::chart_env(&cp, true);
-    env.extend(SETTINGS.iter().map(|(k, v)| (*k, v.to_string())));
-    let kerf = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "kwok"], &env);
-    let kerfs = rebooted(&cp, "Kerf");
-    let logged: BTreeMap<String, usize> = (kerf.lines().iter())
+    let manifests = one_pod_pool("reboot");
+    let run = super::each_in_turn("reboot", &manifests, &SETTINGS, rebooted, clear);
+    let logged: BTreeMap<String, usize> = (run.kerf_lines.iter())
         .filter_map(|l| l["message"].as_str().map(str::to_string))
         .filter(|m| m.contains("reboot"))
         .fold(BTreeMap::new(), |mut m, l| {
             *m.entry(l).or_default() += 1;
             m
         });
-    drop(kerf);
-
+    let (karpenters, kerfs) = (&run.karpenter, &run.kerf);
     eprintln!("Karpenter: {karpenters:?}\nKerf: {kerfs:?}\nKerf logged: {logged:?}");
     assert!(
         karpenters.kept && karpenters.new_boot,

@@ -6,47 +6,51 @@
 
 use std::time::{Duration, Instant};
 
-use super::support::{self, ControlPlane, Karpenter, Operator, wait_for};
+use super::support::{ControlPlane, wait_for};
 use serde_json::Value;
-
-use super::OPERATOR;
 
 /// The settings both run with.
 const SETTINGS: [(&str, &str); 1] = [("FEATURE_GATES", "NodeRepair=true")];
 
-/// The NodePool and a one-pod Deployment on it, on Karpenter kwok's node class.
-const MANIFESTS: &str = r#"
+/// A NodePool named `name` (consolidating after an hour: nothing is consolidated meanwhile)
+/// and a one-pod Deployment of that name on it, on Karpenter kwok's node class.
+pub(super) fn one_pod_pool(name: &str) -> String {
+    format!(
+        r#"
 apiVersion: karpenter.kwok.sh/v1alpha1
 kind: KWOKNodeClass
-metadata: {name: default}
+metadata: {{name: default}}
 ---
 apiVersion: karpenter.sh/v1
 kind: NodePool
-metadata: {name: repair}
+metadata: {{name: {name}}}
 spec:
   template:
     spec:
-      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
       expireAfter: Never
       requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-        - {key: kubernetes.io/os, operator: In, values: [linux]}
-  disruption: {consolidateAfter: 1h}
+        - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+        - {{key: kubernetes.io/os, operator: In, values: [linux]}}
+  disruption: {{consolidateAfter: 1h}}
 ---
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: repair, namespace: default}
+metadata: {{name: {name}, namespace: default}}
 spec:
   replicas: 1
-  selector: {matchLabels: {app: repair}}
+  selector: {{matchLabels: {{app: {name}}}}}
   template:
-    metadata: {labels: {app: repair}}
+    metadata: {{labels: {{app: {name}}}}}
     spec:
-      nodeSelector: {karpenter.sh/nodepool: repair}
-      containers: [{name: app, image: pause, resources: {requests: {cpu: "1", memory: 1Gi}}}]
-"#;
+      nodeSelector: {{karpenter.sh/nodepool: {name}}}
+      containers: [{{name: app, image: pause, resources: {{requests: {{cpu: "1", memory: 1Gi}}}}}}]
+"#
+    )
+}
 
-fn items(cp: &ControlPlane, kind: &str) -> Vec<Value> {
+/// Every object of a kind, in every namespace.
+pub(super) fn items(cp: &ControlPlane, kind: &str) -> Vec<Value> {
     let out = cp.kubectl_ok(&["get", kind, "-o", "json", "-A"], None);
     let list: Value = serde_json::from_str(&out).expect("a JSON list");
     list["items"].as_array().cloned().unwrap_or_default()
@@ -56,13 +60,30 @@ fn name(o: &Value) -> String {
     o["metadata"]["name"].as_str().unwrap_or("").to_string()
 }
 
-/// The node the deployment's pod runs on, once it runs.
-fn pods_node(cp: &ControlPlane) -> Option<String> {
+/// The node the pod of the Deployment `app` runs on, once it runs.
+pub(super) fn pods_node(cp: &ControlPlane, app: &str) -> Option<String> {
     items(cp, "pods")
         .into_iter()
-        .filter(|p| p["metadata"]["labels"]["app"] == "repair")
+        .filter(|p| p["metadata"]["labels"]["app"] == app)
         .filter(|p| p["status"]["phase"] == "Running")
         .find_map(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+}
+
+/// The NodeClaim whose node runs the pod of the Deployment `app`, with that node, once it
+/// runs (launched by `who`).
+pub(super) fn running_on(cp: &ControlPlane, who: &str, app: &str) -> (String, String) {
+    let node = wait_for(
+        &format!("{who}'s node running the pod"),
+        Duration::from_secs(120),
+        || pods_node(cp, app),
+        || format!("{:?}", items(cp, "nodeclaims.karpenter.sh").len()),
+    );
+    let claim = items(cp, "nodeclaims.karpenter.sh")
+        .into_iter()
+        .find(|c| c["status"]["nodeName"] == node.as_str())
+        .map(|c| name(&c))
+        .expect("the node's NodeClaim");
+    (claim, node)
 }
 
 /// Sets the node's `KWOKUnhealthy` condition True now.
@@ -96,17 +117,7 @@ struct Repaired {
 
 /// Lets `who` launch the pod's node, makes the node unhealthy, and watches it replaced.
 fn repaired(cp: &ControlPlane, who: &str) -> Repaired {
-    let node = wait_for(
-        &format!("{who}'s node running the pod"),
-        Duration::from_secs(120),
-        || pods_node(cp),
-        || format!("{:?}", items(cp, "nodeclaims.karpenter.sh").len()),
-    );
-    let claim = items(cp, "nodeclaims.karpenter.sh")
-        .into_iter()
-        .find(|c| c["status"]["nodeName"] == node.as_str())
-        .map(|c| name(&c))
-        .expect("the node's NodeClaim");
+    let (claim, node) = running_on(cp, who, "repair");
     make_unhealthy(cp, &node);
     let fault = Instant::now();
     let after = wait_for(
@@ -129,15 +140,15 @@ fn repaired(cp: &ControlPlane, who: &str) -> Repaired {
     let moved = wait_for(
         &format!("{who}'s pod running on a new node"),
         Duration::from_secs(150),
-        || pods_node(cp).filter(|n| *n != node).map(|_| true),
-        || format!("{:?}", pods_node(cp)),
+        || pods_node(cp, "repair").filter(|n| *n != node).map(|_| true),
+        || format!("{:?}", pods_node(cp, "repair")),
     );
     Repaired { after, moved }
 }
 
 /// Takes away what an autoscaler made (finalizers stripped: it is stopped), so that the other
 /// starts from the same objects.
-fn clear(cp: &ControlPlane) {
+pub(super) fn clear(cp: &ControlPlane) {
     super::parity::remove_nodes(cp);
     cp.kubectl_ok(
         &["delete", "pods", "--all", "-n", "default", "--force"],
@@ -156,29 +167,15 @@ fn clear(cp: &ControlPlane) {
 
 #[test]
 fn karpenter_and_kerf_repair_an_unhealthy_kwok_node_alike() {
-    let cp = ControlPlane::start("repair");
-    cp.install_karpenter_kwok_crds();
-    cp.kubectl_ok(&["apply", "-f", "-"], Some(MANIFESTS.as_bytes()));
-
-    let karpenter = Karpenter::start(&cp, 1, &SETTINGS);
-    let karpenters = repaired(&cp, "Karpenter");
-    karpenter.stop();
-    clear(&cp);
-
-    let mut env = support::chart_env(&cp, true);
-    env.extend(SETTINGS.iter().map(|(k, v)| (*k, v.to_string())));
-    let kerf = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "kwok"], &env);
-    let kerfs = repaired(&cp, "Kerf");
-    let selected = kerf
-        .lines()
-        .iter()
+    let manifests = one_pod_pool("repair");
+    let run = super::each_in_turn("repair", &manifests, &SETTINGS, repaired, clear);
+    let selected = (run.kerf_lines.iter())
         .filter(|l| l["message"] == "selected repair policy")
         .count();
-    drop(kerf);
-
+    let (karpenters, kerfs) = (&run.karpenter, &run.kerf);
     eprintln!("Karpenter: {karpenters:?}\nKerf: {kerfs:?}");
     // both wait out the 30-second toleration, then replace the node
-    for (who, r) in [("Karpenter", &karpenters), ("Kerf", &kerfs)] {
+    for (who, r) in [("Karpenter", karpenters), ("Kerf", kerfs)] {
         assert!(r.after >= Duration::from_secs(30), "{who}: {r:?}");
         assert!(r.after < Duration::from_secs(120), "{who}: {r:?}");
         assert!(r.moved, "{who}: {r:?}");
