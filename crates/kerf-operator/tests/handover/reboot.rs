@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::lifecycle::{Watch, every_state};
-use super::repair::{clear, items, one_pod_pool, running_on};
+use super::repair::{clear, items, one_pod_pool, running_on, set_condition};
 use super::support::{ControlPlane, wait_for};
 use serde_json::Value;
 
@@ -21,24 +21,12 @@ const SETTINGS: [(&str, &str); 1] = [("FEATURE_GATES", "NodeRepair=true")];
 fn reboot_required(cp: &ControlPlane, node: &str, status: &str) {
     let now = k8s_openapi::jiff::Timestamp::now();
     let then = now - k8s_openapi::jiff::SignedDuration::from_mins(11);
-    let patch = serde_json::json!({"status": {"conditions": [{
+    let condition = serde_json::json!({
         "type": "KWOKRebootRequired", "status": status, "reason": "E2ETest",
         "message": "injected reboot-clearable fault", "lastTransitionTime": then.to_string(),
         "lastHeartbeatTime": now.to_string(),
-    }]}});
-    let patch = patch.to_string();
-    cp.kubectl_ok(
-        &[
-            "patch",
-            "node",
-            node,
-            "--subresource=status",
-            "--type=strategic",
-            "-p",
-            &patch,
-        ],
-        None,
-    );
+    });
+    set_condition(cp, node, condition);
 }
 
 /// What one autoscaler's reboot looked like.

@@ -89,10 +89,19 @@ pub(super) fn running_on(cp: &ControlPlane, who: &str, app: &str) -> (String, St
 /// Sets the node's `KWOKUnhealthy` condition True now.
 pub(super) fn make_unhealthy(cp: &ControlPlane, node: &str) {
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let patch = serde_json::json!({"status": {"conditions": [{
-        "type": "KWOKUnhealthy", "status": "True", "reason": "FaultInjected",
-        "message": "a simulated fault", "lastTransitionTime": now, "lastHeartbeatTime": now,
-    }]}});
+    set_condition(
+        cp,
+        node,
+        serde_json::json!({
+            "type": "KWOKUnhealthy", "status": "True", "reason": "FaultInjected",
+            "message": "a simulated fault", "lastTransitionTime": now, "lastHeartbeatTime": now,
+        }),
+    );
+}
+
+/// Writes one condition into the node's status, as a fault injector does.
+pub(super) fn set_condition(cp: &ControlPlane, node: &str, condition: Value) {
+    let patch = serde_json::json!({"status": {"conditions": [condition]}}).to_string();
     cp.kubectl_ok(
         &[
             "patch",
@@ -101,7 +110,7 @@ pub(super) fn make_unhealthy(cp: &ControlPlane, node: &str) {
             "--subresource=status",
             "--type=strategic",
             "-p",
-            &patch.to_string(),
+            &patch,
         ],
         None,
     );
