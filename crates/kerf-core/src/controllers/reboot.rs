@@ -10,7 +10,7 @@
 //! within [`RECOVERY_TIMEOUT`] gives the node up: its NodeClaim is deleted. Two reboots of
 //! a NodeClaim within [`REBOOT_WINDOW`] and its next repair replaces it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use kerf_api::labels;
@@ -37,6 +37,9 @@ pub const REBOOT_WINDOW: Duration = Duration::from_secs(24 * 3600);
 /// …and after this many, the next repair replaces the node instead.
 pub const REBOOTS_BEFORE_REPLACEMENT: usize = 2;
 
+/// Why a reboot the cloud did not take within [`ISSUANCE_TIMEOUT`] failed (Karpenter's text).
+const NOT_ISSUED: &str = "reboot was not issued within the issuance timeout";
+
 /// Why the cloud did not take a reboot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RebootRefusal {
@@ -59,7 +62,7 @@ pub(super) struct State {
     /// issuance timeout counts from here.
     issuing: BTreeMap<String, Duration>,
     /// The NodeClaims whose reboot the cloud is being asked for now.
-    asked: BTreeMap<String, Duration>,
+    asked: BTreeSet<String>,
     /// When the cloud last failed a NodeClaim's reboot: it is asked again a
     /// [`REBOOT_POLL`] later, not at every change of the node.
     failed: BTreeMap<String, Duration>,
@@ -163,14 +166,13 @@ impl Controllers {
         let deadline = issuing.unwrap_or(r.requested) + ISSUANCE_TIMEOUT;
         let Some(node) = node else {
             if self.now >= deadline {
-                let message = "reboot was not issued within the issuance timeout";
-                self.reboot_failed(claim, "provider_error", message);
+                self.reboot_failed(claim, "provider_error", NOT_ISSUED);
             } else {
                 self.reboot_at(claim, self.now + REBOOT_POLL);
             }
             return;
         };
-        if self.reboot.asked.contains_key(claim) {
+        if self.reboot.asked.contains(claim) {
             return; // the cloud's answer brings the next look
         }
         let boot_id = self.cluster.nodes[node].boot_id.clone();
@@ -184,8 +186,7 @@ impl Controllers {
             if issuing.is_none() {
                 self.reboot.issuing.insert(claim.to_string(), self.now);
             } else if self.now >= deadline {
-                let message = "reboot was not issued within the issuance timeout";
-                self.reboot_failed(claim, "provider_error", message);
+                self.reboot_failed(claim, "provider_error", NOT_ISSUED);
                 return;
             }
             if let Some(again) =
@@ -226,7 +227,7 @@ impl Controllers {
             return;
         };
         let requested = (r.requested + self.epoch()).as_secs() * 1_000_000_000;
-        self.reboot.asked.insert(claim.to_string(), self.now);
+        self.reboot.asked.insert(claim.to_string());
         self.actions.push(Action::Reboot {
             nodeclaim: claim.to_string(),
             node: node.to_string(),
