@@ -20,8 +20,8 @@
 #                                       (DIR/kwok, DIR/crds)
 #   scripts/e2e-cluster.sh karpenter-crds
 #                                       fetch (once, cached) Karpenter's own CRDs (NodePool,
-#                                       NodeClaim, EC2NodeClass) from the Go module proxy; print
-#                                       their directory
+#                                       NodeClaim, EC2NodeClass, NodeOverlay, CapacityBuffer)
+#                                       from the Go module proxy; print their directory
 #
 # Everything builds from the Go module proxy: Kubernetes at $KUBE_VERSION with each staging
 # module replaced by its published v0.Y.Z, etcd through a small main calling etcdmain.Main, and
@@ -170,7 +170,7 @@ cmd_helm() {
 # Karpenter's CRDs as its release ships them, from the module zips on the Go module proxy
 # (the same source the control plane builds from)
 cmd_karpenter_crds() {
-  if [ ! -f "$KARPENTER_CRDS/karpenter.sh_nodeoverlays.yaml" ]; then
+  if [ ! -f "$KARPENTER_CRDS/autoscaling.x-k8s.io_capacitybuffers.yaml" ]; then
     local proxy tmp
     proxy="$(go env GOPROXY 2>/dev/null || true)"
     proxy="${proxy%%,*}"
@@ -186,7 +186,7 @@ tmp, version = sys.argv[1], sys.argv[2]
 wanted = {
     "core.zip": ("sigs.k8s.io/karpenter@" + version + "/pkg/apis/crds/",
                  ["karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml",
-                  "karpenter.sh_nodeoverlays.yaml"]),
+                  "karpenter.sh_nodeoverlays.yaml", "autoscaling.x-k8s.io_capacitybuffers.yaml"]),
     "aws.zip": ("github.com/aws/karpenter-provider-aws@" + version + "/pkg/apis/crds/",
                 ["karpenter.k8s.aws_ec2nodeclasses.yaml"]),
 }

@@ -1,19 +1,21 @@
-//! The CustomResourceDefinitions of the four kinds, generated from the Rust types.
+//! The CustomResourceDefinitions of the five kinds, generated from the Rust types.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
-use crate::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
+use crate::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 
-/// The NodePool, NodeClaim, EC2NodeClass and NodeOverlay CRDs, in that order, in the form
-/// Karpenter's (controller-gen's) take (the test `kerfs_crds_are_karpenters_…` compares them).
+/// The NodePool, NodeClaim, EC2NodeClass, NodeOverlay and CapacityBuffer CRDs, in that order,
+/// in the form Karpenter's (controller-gen's) take (the test `kerfs_crds_are_karpenters_…`
+/// compares them).
 pub fn all() -> Vec<CustomResourceDefinition> {
     [
         NodePool::crd(),
         NodeClaim::crd(),
         EC2NodeClass::crd(),
         NodeOverlay::crd(),
+        CapacityBuffer::crd(),
     ]
     .into_iter()
     .map(as_controller_gen_writes)

@@ -6,6 +6,7 @@
 //! This crate only describes and checks objects: no I/O beyond parsing the text handed to
 //! it, no clock, no cluster access.
 
+pub mod capacitybuffer;
 pub mod cluster_read;
 pub mod common;
 pub mod crd_schema;
@@ -23,6 +24,7 @@ pub mod quantity;
 pub mod schema;
 pub mod validation;
 
+pub use capacitybuffer::{CapacityBuffer, CapacityBufferSpec};
 pub use common::{
     Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, Operator, ResourceList,
     Taint, TaintEffect,

@@ -549,6 +549,8 @@ pub struct Changes {
     /// Nodes whose room or taints changed (a pod bound there, the Node written): the pods
     /// nominated to them are checked against what they can still take.
     pub nodes_filled: BTreeSet<String>,
+    /// A CapacityBuffer, PodTemplate or workload was created, changed or deleted.
+    pub buffers: bool,
 }
 
 /// The cluster state.
@@ -577,6 +579,8 @@ pub struct Cluster {
     pub(crate) pdbs: BTreeMap<String, PodDisruptionBudget>,
     /// Claims, volumes and storage classes, for the topology of pods' volumes.
     pub(crate) volumes: Volumes,
+    /// CapacityBuffers and the PodTemplates and workloads they take their shape from.
+    pub(crate) buffers: crate::buffers::Buffers,
     /// What changed since the controllers last looked.
     pub(crate) changes: Changes,
     /// What Kerf could not read of a NodePool (by name) read from a live cluster: it limits

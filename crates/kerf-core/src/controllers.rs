@@ -32,6 +32,7 @@ use crate::unavailable::UnavailableOfferings;
 use kerf_api::nodepool::{ConsolidationPolicy, NodePool};
 
 mod blockers;
+mod buffers;
 mod consistency;
 pub mod deletion_cost;
 pub mod disruption;
@@ -69,6 +70,9 @@ pub struct Settings {
     pub static_capacity: bool,
     /// Karpenter's `NodeOverlay` feature gate: lay NodeOverlays over the instance types.
     pub node_overlay: bool,
+    /// Karpenter's `CapacityBuffer` feature gate: keep the spare capacity CapacityBuffers
+    /// describe ([`buffers`]).
+    pub capacity_buffer: bool,
     /// Karpenter's `PodDeletionCostManagement` feature gate: rank nodes into their
     /// ReplicaSet pods' `controller.kubernetes.io/pod-deletion-cost` ([`deletion_cost`]) and
     /// stop reading that annotation as an eviction cost.
@@ -108,6 +112,7 @@ impl Default for Settings {
             repair_policies: &crate::repair::AWS_POLICIES,
             static_capacity: false,
             node_overlay: false,
+            capacity_buffer: false,
             pod_deletion_cost: false,
             terminate_first_drift: false,
             terminate_first_repair: false,
@@ -353,6 +358,13 @@ pub enum Action {
         /// The status.
         status: Box<kerf_api::nodepool::NodePoolStatus>,
     },
+    /// Write a CapacityBuffer's status ([`buffers`]).
+    PatchCapacityBufferStatus {
+        /// The buffer, `namespace/name`.
+        buffer: String,
+        /// The status, conditions without transition times.
+        status: Box<kerf_api::capacitybuffer::CapacityBufferStatus>,
+    },
     /// Write a NodeOverlay's status (whether it applies, or conflicts).
     PatchNodeOverlayStatus {
         /// The NodeOverlay.
@@ -478,6 +490,8 @@ enum Timer {
     ConsistencyScan(String),
     /// A NodeClaim's reboot for repair is looked at ([`reboot::REBOOT_POLL`]).
     Reboot(String),
+    /// The CapacityBuffers are placed again ([`buffers::BUFFER_INTERVAL`]).
+    Buffers,
 }
 
 /// How often garbage collection compares the cloud's instances with the NodeClaims.
@@ -551,6 +565,8 @@ pub struct Controllers {
     static_capacity: static_capacity::State,
     /// What the pod deletion cost ranking keeps between minutes.
     deletion_cost: deletion_cost::State,
+    /// What the CapacityBuffer controller keeps between passes.
+    buffers: buffers::State,
     /// What the node class status controller keeps between answers.
     node_classes: node_classes::State,
     /// The interruption controller's: unhealthy instances already counted.
@@ -600,6 +616,7 @@ impl Controllers {
             termination: termination::State::default(),
             static_capacity: static_capacity::State::default(),
             deletion_cost: deletion_cost::State::default(),
+            buffers: buffers::State::default(),
             node_classes: node_classes::State::default(),
             interruption: interruption::State::default(),
             registration: registration::State::default(),
@@ -743,6 +760,7 @@ impl Controllers {
             Timer::DeletionCost => self.rank_deletion_costs(),
             Timer::ConsistencyScan(claim) => self.check_consistency(&claim, true),
             Timer::Reboot(claim) => self.reboot_step(&claim),
+            Timer::Buffers => self.buffers_due(),
         }
     }
 
@@ -779,6 +797,11 @@ impl Controllers {
             self.lifecycle(claim);
         }
         self.recheck_nominations(&changes.nodes_filled);
+        if changes.buffers {
+            self.buffers_changed();
+        } else if self.buffer_room_taken(&changes.nodes_filled) {
+            self.saw_pending_pod();
+        }
         if changes.provisionable {
             self.saw_pending_pod();
         }

@@ -4,6 +4,7 @@
 //! [`std::time::Duration`] since an epoch the shell chooses), actions go out as values.
 
 pub mod benchmark;
+pub mod buffers;
 pub mod clock;
 pub mod cluster;
 pub mod consolidation;

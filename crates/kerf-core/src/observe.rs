@@ -47,6 +47,22 @@ pub enum Object {
     Pdb(Box<PodDisruptionBudget>),
     /// A PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode.
     Volume(VolumeObject),
+    /// A CapacityBuffer.
+    CapacityBuffer(Arc<Read<kerf_api::CapacityBuffer>>),
+    /// A PodTemplate (a CapacityBuffer's chunk shape), by `namespace/name`.
+    PodTemplate {
+        /// `namespace/name`.
+        key: String,
+        /// Its template and generation.
+        template: Box<crate::buffers::Template>,
+    },
+    /// A Deployment, StatefulSet or ReplicaSet a CapacityBuffer may take its shape from.
+    Workload {
+        /// `Kind/namespace/name`.
+        key: String,
+        /// Its pods' template, replicas and generation.
+        template: Box<crate::buffers::Template>,
+    },
 }
 
 /// What a shell tells the controllers it saw.
@@ -287,6 +303,36 @@ impl Controllers {
                     cluster.apply_node_overlay(overlay.clone());
                 }
             }
+            Object::CapacityBuffer(read) => {
+                let Ok(buffer) = &read.object else {
+                    return;
+                };
+                let key = namespaced_key(&buffer.metadata);
+                let buffers = &mut cluster.buffers.buffers;
+                // status writes come back as events too: only a spec change is a change
+                let old = buffers.get(&key);
+                let changed = old.is_none_or(|old| {
+                    old.spec != buffer.spec
+                        || old.metadata.generation != buffer.metadata.generation
+                        || old.metadata.uid != buffer.metadata.uid
+                });
+                buffers.insert(key, buffer.clone());
+                cluster.changes.buffers |= changed;
+            }
+            Object::PodTemplate { key, template } => {
+                let templates = &mut cluster.buffers.templates;
+                if templates.get(&key) != Some(&template) {
+                    templates.insert(key, *template);
+                    cluster.changes.buffers = true;
+                }
+            }
+            Object::Workload { key, template } => {
+                let workloads = &mut cluster.buffers.workloads;
+                if workloads.get(&key) != Some(&template) {
+                    workloads.insert(key, *template);
+                    cluster.changes.buffers = true;
+                }
+            }
             Object::DaemonSet { key, template } => cluster.apply_daemonset(key, *template),
             Object::Pdb(pdb) => cluster.apply_pdb(namespaced_key(&pdb.metadata), *pdb),
             // an attachment changes no pod's placement
@@ -320,6 +366,16 @@ impl Controllers {
             "StorageClass" => cluster.volumes_changed(|v| v.delete_class(name), now),
             "CSINode" => cluster.volumes_changed(|v| v.delete_csi_node(name), now),
             "VolumeAttachment" => cluster.volumes.delete_attachment(name),
+            "CapacityBuffer" => {
+                cluster.changes.buffers |= cluster.buffers.buffers.remove(key).is_some();
+            }
+            "PodTemplate" => {
+                cluster.changes.buffers |= cluster.buffers.templates.remove(key).is_some();
+            }
+            "Deployment" | "StatefulSet" | "ReplicaSet" => {
+                let workloads = &mut cluster.buffers.workloads;
+                cluster.changes.buffers |= workloads.remove(&format!("{kind}/{key}")).is_some();
+            }
             _ => {}
         }
     }

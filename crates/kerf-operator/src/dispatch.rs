@@ -35,6 +35,8 @@ enum Lane {
     NodePool(String),
     /// A NodeOverlay's status.
     NodeOverlay(String),
+    /// A CapacityBuffer's status (`namespace/name`).
+    Buffer(String),
     /// Garbage collection's listing of the cloud's instances.
     Instances,
 }
@@ -72,6 +74,7 @@ fn lane_of(action: &Action, core: &Controllers) -> Option<Lane> {
         Action::PatchNodeOverlayStatus { node_overlay, .. } => {
             Lane::NodeOverlay(node_overlay.clone())
         }
+        Action::PatchCapacityBufferStatus { buffer, .. } => Lane::Buffer(buffer.clone()),
         Action::ListInstances => Lane::Instances,
     })
 }

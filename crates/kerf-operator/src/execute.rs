@@ -299,7 +299,21 @@ async fn last_or_read<K>(
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match recent.take(name) {
+    last_or_read_as(recent, name, api, name).await
+}
+
+/// [`last_or_read`] of an object `recent` keeps under `key` (a namespaced object's
+/// `namespace/name`).
+async fn last_or_read_as<K>(
+    recent: &Recent<K>,
+    key: &str,
+    api: &Api<K>,
+    name: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match recent.take(key) {
         Some(last) => Ok(Some(last)),
         None => api.get_opt(name).await,
     }
@@ -311,7 +325,7 @@ where
 /// resourceVersion it started from.
 async fn write_status<K, S>(
     api: &Api<K>,
-    recent: &Recent<K>,
+    (recent, key): (&Recent<K>, &str),
     name: &str,
     what: &'static str,
     read: fn(K) -> Option<Vec<kerf_api::Condition>>,
@@ -324,7 +338,7 @@ where
 {
     let params = PatchParams::default();
     let r = retry(what, || async {
-        let Some(stored) = last_or_read(recent, api, name).await? else {
+        let Some(stored) = last_or_read_as(recent, key, api, name).await? else {
             return Ok(None);
         };
         let version = stored.meta().resource_version.clone();
@@ -340,7 +354,7 @@ where
     .await;
     match r {
         Ok(Some(written)) => {
-            recent.put(name, written);
+            recent.put(key, written);
             Ok(())
         }
         Ok(None) => Ok(()),
@@ -463,6 +477,8 @@ pub struct Executor<C> {
     pools_written: Recent<kerf_api::NodePool>,
     /// Each NodeOverlay as Kerf's last status write left it.
     overlays_written: Recent<kerf_api::NodeOverlay>,
+    /// Each CapacityBuffer (by `namespace/name`) as Kerf's last status write left it.
+    buffers_written: Recent<kerf_api::CapacityBuffer>,
 }
 
 fn split(key: &str) -> (&str, &str) {
@@ -484,6 +500,7 @@ impl<C: CloudProvider> Executor<C> {
             taints_written: Recent::new(),
             pools_written: Recent::new(),
             overlays_written: Recent::new(),
+            buffers_written: Recent::new(),
         }
     }
 
@@ -611,6 +628,7 @@ impl<C: CloudProvider> Executor<C> {
                 let what = "patching nodepool status";
                 let read = |p: kerf_api::NodePool| p.status.map(|s| s.conditions);
                 let recent = &self.pools_written;
+                let recent = (recent, node_pool.as_str());
                 write_status(&pools, recent, &node_pool, what, read, *status, |s| {
                     &mut s.conditions
                 })
@@ -624,7 +642,20 @@ impl<C: CloudProvider> Executor<C> {
                 let what = "patching nodeoverlay status";
                 let read = |o: kerf_api::NodeOverlay| o.status.map(|s| s.conditions);
                 let recent = &self.overlays_written;
+                let recent = (recent, node_overlay.as_str());
                 write_status(&overlays, recent, &node_overlay, what, read, *status, |s| {
+                    &mut s.conditions
+                })
+                .await?;
+            }
+            Action::PatchCapacityBufferStatus { buffer, status } => {
+                let (namespace, name) = split(&buffer);
+                let buffers: Api<kerf_api::CapacityBuffer> =
+                    Api::namespaced(self.client.clone(), namespace);
+                let what = "patching capacitybuffer status";
+                let read = |b: kerf_api::CapacityBuffer| b.status.map(|s| s.conditions);
+                let recent = (&self.buffers_written, buffer.as_str());
+                write_status(&buffers, recent, name, what, read, *status, |s| {
                     &mut s.conditions
                 })
                 .await?;

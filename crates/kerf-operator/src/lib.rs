@@ -196,10 +196,12 @@ pub async fn run<C: CloudProvider>(
     )
     .await?;
     let overlays = options.controllers.node_overlay && serves_node_overlays(&client).await;
+    let buffers = options.controllers.capacity_buffer && serves_capacity_buffers(&client).await;
     let (queue, kinds) = watch::spawn_all(
         &client,
         serves_kwok_node_classes(&client, executor.cloud()).await,
         overlays,
+        buffers,
         &ready,
     );
     tokio::spawn(probe_api_server(client.clone(), Arc::clone(&ready)));
@@ -300,6 +302,21 @@ async fn serves_node_overlays(client: &kube::Client) -> bool {
         log::error(
             "watching",
             "NodeOverlay=true but the cluster does not serve karpenter.sh/v1alpha1 NodeOverlay: install the CRDs",
+        );
+    }
+    served
+}
+
+/// Whether the cluster serves CapacityBuffers (the CRD Karpenter's chart installs); without
+/// it the gate has nothing to read, and says so.
+async fn serves_capacity_buffers(client: &kube::Client) -> bool {
+    let gvk =
+        kube::core::GroupVersionKind::gvk("autoscaling.x-k8s.io", "v1beta1", "CapacityBuffer");
+    let served = kube::discovery::pinned_kind(client, &gvk).await.is_ok();
+    if !served {
+        log::error(
+            "watching",
+            "CapacityBuffer=true but the cluster does not serve autoscaling.x-k8s.io/v1beta1 CapacityBuffer: install the CRDs",
         );
     }
     served

@@ -94,6 +94,7 @@ fn options(settings: &Settings) -> kerf_operator::Options {
             node_repair: settings.feature_gates.node_repair,
             static_capacity: settings.feature_gates.static_capacity,
             node_overlay: settings.feature_gates.node_overlay,
+            capacity_buffer: settings.feature_gates.capacity_buffer,
             pod_deletion_cost: settings.feature_gates.pod_deletion_cost,
             terminate_first_drift: settings.feature_gates.terminate_first_drift,
             terminate_first_repair: settings.feature_gates.terminate_first_repair,

@@ -51,6 +51,20 @@ fn applied(object: watch::Object) -> Option<Object> {
         watch::Object::DaemonSet(ds) => Object::daemonset(&ds)?,
         watch::Object::Pdb(pdb) => Object::Pdb(pdb),
         watch::Object::Volume(v) => Object::Volume(v),
+        watch::Object::CapacityBuffer(read) => Object::CapacityBuffer(Arc::clone(&read.read)),
+        watch::Object::Shape {
+            kind: "PodTemplate",
+            key,
+            template,
+        } => Object::PodTemplate { key, template },
+        watch::Object::Shape {
+            kind,
+            key,
+            template,
+        } => Object::Workload {
+            key: format!("{kind}/{key}"),
+            template,
+        },
     })
 }
 
@@ -71,6 +85,11 @@ fn identity(object: &watch::Object) -> (String, String) {
             let (kind, key) = v.identity();
             (kind.to_string(), key)
         }
+        watch::Object::CapacityBuffer(b) => (
+            "CapacityBuffer".into(),
+            namespaced_key(kube::Resource::meta(&**b)),
+        ),
+        watch::Object::Shape { kind, key, .. } => (kind.to_string(), key.clone()),
     }
 }
 

@@ -55,6 +55,7 @@ pub fn controller_of(action: &Action) -> Option<&'static str> {
         Action::AnnotatePodDeletionCost { .. } => "pod.deletioncost",
         Action::ListInstances => "nodeclaim.garbagecollection",
         Action::PatchNodeOverlayStatus { .. } => "nodeoverlay.controller",
+        Action::PatchCapacityBufferStatus { .. } => "capacitybuffer",
         Action::ResolveNodeClass { .. }
         | Action::PatchNodeClassStatus { .. }
         | Action::AddNodeClassFinalizer { .. } => "nodeclass",

@@ -216,6 +216,8 @@ pub struct FeatureGates {
     pub static_capacity: bool,
     /// `NodeOverlay`.
     pub node_overlay: bool,
+    /// `CapacityBuffer`.
+    pub capacity_buffer: bool,
     /// `PodDeletionCostManagement`.
     pub pod_deletion_cost: bool,
     /// `TerminateFirstDrift`.
@@ -235,6 +237,7 @@ impl Default for FeatureGates {
             node_repair: false,
             static_capacity: false,
             node_overlay: false,
+            capacity_buffer: false,
             pod_deletion_cost: false,
             terminate_first_drift: false,
             terminate_first_repair: false,
@@ -243,10 +246,6 @@ impl Default for FeatureGates {
         }
     }
 }
-
-/// Karpenter's gates that Kerf accepts and does not implement: set to false they change
-/// nothing, set to true they are refused rather than silently ignored.
-const GATES_NOT_IMPLEMENTED: [&str; 1] = ["CapacityBuffer"];
 
 /// Karpenter v1.15's settings (core and AWS) Kerf does not act on, with why: each one set in
 /// the environment is logged once at start, so a Deployment's `env` carries over unchanged
@@ -331,8 +330,9 @@ fn gate_pairs(text: &str) -> Result<std::collections::BTreeMap<&str, bool>, Stri
     Ok(out)
 }
 
-/// The gates Kerf reads from `FEATURE_GATES`, beside [`GATES_NOT_IMPLEMENTED`].
-const GATES: [&str; 8] = [
+/// The gates Kerf reads from `FEATURE_GATES`: all of Karpenter v1.15's.
+const GATES: [&str; 9] = [
+    "CapacityBuffer",
     "SpotToSpotConsolidation",
     "NodeRepair",
     "StaticCapacity",
@@ -368,7 +368,7 @@ pub fn unknown_gates(text: &str, aws: bool) -> Vec<String> {
         if aws {
             AWS_GATES.contains(&n)
         } else {
-            GATES.contains(&n) || GATES_NOT_IMPLEMENTED.contains(&n)
+            GATES.contains(&n)
         }
     };
     gate_pairs(text)
@@ -390,13 +390,11 @@ impl FeatureGates {
                 "NodeRepair" => gates.node_repair = value,
                 "StaticCapacity" => gates.static_capacity = value,
                 "NodeOverlay" => gates.node_overlay = value,
+                "CapacityBuffer" => gates.capacity_buffer = value,
                 "PodDeletionCostManagement" => gates.pod_deletion_cost = value,
                 "TerminateFirstDrift" => gates.terminate_first_drift = value,
                 "TerminateFirstRepair" => gates.terminate_first_repair = value,
                 "ReservedCapacity" => gates.reserved_capacity = value,
-                n if GATES_NOT_IMPLEMENTED.contains(&n) && value => {
-                    return Err(format!("{n}=true: Kerf does not implement {n}"));
-                }
                 _ => {}
             }
         }
@@ -633,9 +631,16 @@ mod tests {
                 .unwrap()
                 .terminate_first_repair
         );
-        assert!(FeatureGates::parse("CapacityBuffer=false").is_ok());
-        let e = FeatureGates::parse("CapacityBuffer=true").unwrap_err();
-        assert!(e.contains("does not implement CapacityBuffer"), "{e}");
+        assert!(
+            !FeatureGates::parse("CapacityBuffer=false")
+                .unwrap()
+                .capacity_buffer
+        );
+        assert!(
+            FeatureGates::parse("CapacityBuffer=true")
+                .unwrap()
+                .capacity_buffer
+        );
         // Karpenter v1.15's default: reservations on unless turned off
         assert!(FeatureGates::parse("").unwrap().reserved_capacity);
         assert!(

@@ -9,10 +9,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PodTemplate, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
-use kerf_api::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
+use kerf_core::buffers::Template;
+use kerf_core::observe::namespaced_key;
 use kerf_core::workloads::VolumeObject;
 use std::time::Duration;
 
@@ -51,6 +56,18 @@ pub enum Object {
     /// A PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode or
     /// VolumeAttachment.
     Volume(VolumeObject),
+    /// A CapacityBuffer, read as far as Kerf understands it.
+    CapacityBuffer(Box<Lenient<CapacityBuffer>>),
+    /// A PodTemplate or a Deployment, StatefulSet or ReplicaSet, as the pod shape a
+    /// CapacityBuffer may take.
+    Shape {
+        /// `PodTemplate`, `Deployment`, `StatefulSet` or `ReplicaSet`.
+        kind: &'static str,
+        /// `namespace/name`.
+        key: String,
+        /// Its template, replicas and generation.
+        template: Box<Template>,
+    },
 }
 
 /// What a watch reports.
@@ -395,13 +412,43 @@ pub const KWOK_NODE_CLASS: &str = "KWOKNodeClass";
 /// The NodeOverlay kind, watched with the `NodeOverlay` gate where its CRD is served.
 pub const NODE_OVERLAY: &str = "NodeOverlay";
 
+/// The kinds watched with the `CapacityBuffer` gate: the buffers and the pod shapes they
+/// refer to.
+pub const BUFFER_KINDS: [&str; 5] = [
+    "CapacityBuffer",
+    "PodTemplate",
+    "Deployment",
+    "StatefulSet",
+    "ReplicaSet",
+];
+
+/// A pod shape a CapacityBuffer may take: the object's kind, `namespace/name` and template
+/// (a workload's replicas 1 where unset, as Karpenter reads them).
+fn shape(
+    kind: &'static str,
+    meta: &ObjectMeta,
+    replicas: i32,
+    template: PodTemplateSpec,
+) -> Object {
+    Object::Shape {
+        kind,
+        key: namespaced_key(meta),
+        template: Box::new(Template {
+            generation: meta.generation.unwrap_or(0),
+            replicas,
+            template,
+        }),
+    }
+}
+
 /// Starts a watch per kind, all feeding one queue; `kwok_node_classes` adds one of
-/// KWOKNodeClasses and `node_overlays` one of NodeOverlays. Returns the queue and the kinds
-/// whose [`Observed::Synced`] to wait for.
+/// KWOKNodeClasses, `node_overlays` one of NodeOverlays and `buffers` those of
+/// [`BUFFER_KINDS`]. Returns the queue and the kinds whose [`Observed::Synced`] to wait for.
 pub fn spawn_all(
     client: &Client,
     kwok_node_classes: bool,
     node_overlays: bool,
+    buffers: bool,
     ready: &Arc<Readiness>,
 ) -> (Arc<Queue>, Vec<&'static str>) {
     let queue = Arc::new(Queue::default());
@@ -439,6 +486,42 @@ pub fn spawn_all(
         let overlay = |o| Object::NodeOverlay(Box::new(o));
         spawn::<Lenient<NodeOverlay>>(client, NODE_OVERLAY, overlay, &queue, ready);
         kinds.push(NODE_OVERLAY);
+    }
+    if buffers {
+        let b = |o| Object::CapacityBuffer(Box::new(o));
+        spawn::<Lenient<CapacityBuffer>>(client, BUFFER_KINDS[0], b, &queue, ready);
+        let t = |o: PodTemplate| {
+            let template = o.template.unwrap_or_default();
+            shape("PodTemplate", &o.metadata, 0, template)
+        };
+        spawn::<PodTemplate>(client, BUFFER_KINDS[1], t, &queue, ready);
+        let d = |o: Deployment| {
+            let s = o.spec.unwrap_or_default();
+            shape(
+                "Deployment",
+                &o.metadata,
+                s.replicas.unwrap_or(1),
+                s.template,
+            )
+        };
+        spawn::<Deployment>(client, BUFFER_KINDS[2], d, &queue, ready);
+        let st = |o: StatefulSet| {
+            let s = o.spec.unwrap_or_default();
+            shape(
+                "StatefulSet",
+                &o.metadata,
+                s.replicas.unwrap_or(1),
+                s.template,
+            )
+        };
+        spawn::<StatefulSet>(client, BUFFER_KINDS[3], st, &queue, ready);
+        let r = |o: ReplicaSet| {
+            let s = o.spec.unwrap_or_default();
+            let t = s.template.unwrap_or_default();
+            shape("ReplicaSet", &o.metadata, s.replicas.unwrap_or(1), t)
+        };
+        spawn::<ReplicaSet>(client, BUFFER_KINDS[4], r, &queue, ready);
+        kinds.extend(BUFFER_KINDS);
     }
     (queue, kinds)
 }

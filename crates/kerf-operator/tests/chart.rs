@@ -381,6 +381,8 @@ fn every_feature_gate_is_written_and_unimplemented_ones_stay_false() {
         "--set",
         "settings.featureGates.podDeletionCostManagement=true",
         "--set",
+        "settings.featureGates.capacityBuffer=true",
+        "--set",
         "settings.awsFeatureGates.draEFA=false",
         "--set",
         "settings.awsFeatureGates.rebootForRepair=true",
@@ -389,7 +391,7 @@ fn every_feature_gate_is_written_and_unimplemented_ones_stay_false() {
         get(&env, "FEATURE_GATES"),
         Some(
             "ReservedCapacity=false,SpotToSpotConsolidation=true,NodeRepair=true,\
-             NodeOverlay=true,StaticCapacity=true,CapacityBuffer=false,\
+             NodeOverlay=true,StaticCapacity=true,CapacityBuffer=true,\
              TerminateFirstDrift=true,TerminateFirstRepair=true,\
              PodDeletionCostManagement=true"
         )
@@ -399,13 +401,12 @@ fn every_feature_gate_is_written_and_unimplemented_ones_stay_false() {
         kerf_operator::settings::FeatureGates::parse(get(&env, "FEATURE_GATES").unwrap()).unwrap();
     assert!(gates.spot_to_spot && gates.node_repair && gates.node_overlay && gates.static_capacity);
     assert!(gates.terminate_first_drift && gates.terminate_first_repair);
-    assert!(gates.pod_deletion_cost);
+    assert!(gates.pod_deletion_cost && gates.capacity_buffer);
     assert!(!gates.reserved_capacity);
     let aws = get(&env, "AWS_FEATURE_GATES").unwrap();
     assert!(kerf_operator::settings::reboot_for_repair(aws), "{aws}");
     // what Kerf does not implement is refused at helm time, by its path
     for path in [
-        "settings.featureGates.capacityBuffer",
         "settings.awsFeatureGates.nodeClassCEL",
         "settings.awsFeatureGates.draNVIDIAGPU",
         "settings.awsFeatureGates.draEFA",
@@ -1065,4 +1066,43 @@ fn the_values_table_names_every_value_with_its_default() {
         differ.is_empty(),
         "defaults in charts/kerf/README.md's table that are not values.yaml's: {differ:?}"
     );
+}
+
+#[test]
+fn the_capacity_buffer_gate_grants_what_its_watches_and_status_writes_need() {
+    let grants = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["--set", "settings.clusterName=c"];
+        args.extend(extra);
+        let docs = render(&args).unwrap();
+        let role = kind(&docs, "ClusterRole")[0];
+        (role["rules"].as_array().unwrap().iter())
+            .flat_map(|r| {
+                let verbs: Vec<String> = serde_json::from_value(r["verbs"].clone()).unwrap();
+                let resources: Vec<String> =
+                    serde_json::from_value(r["resources"].clone()).unwrap();
+                resources.into_iter().flat_map(move |res| {
+                    verbs
+                        .iter()
+                        .map(move |v| format!("{v} {res}"))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect()
+    };
+    let off = grants(&[]);
+    let on = grants(&["--set", "settings.featureGates.capacityBuffer=true"]);
+    for grant in [
+        "watch capacitybuffers",
+        "patch capacitybuffers/status",
+        "watch podtemplates",
+        "watch deployments",
+        "watch statefulsets",
+        "watch replicasets",
+    ] {
+        assert!(on.iter().any(|g| g == grant), "{grant} not in {on:?}");
+        assert!(
+            !off.iter().any(|g| g == grant),
+            "{grant} granted without the gate"
+        );
+    }
 }

@@ -1067,7 +1067,9 @@ impl World {
             // the simulated API server deletes a class at once: it holds no finalizers
             Action::AddNodeClassFinalizer { .. } | Action::FinalizeNodeClass { .. } => {}
             // the controllers keep the NodePool status they wrote; nothing else reads it
-            Action::PatchNodePoolStatus { .. } | Action::PatchNodeOverlayStatus { .. } => {}
+            Action::PatchNodePoolStatus { .. }
+            | Action::PatchNodeOverlayStatus { .. }
+            | Action::PatchCapacityBufferStatus { .. } => {}
             Action::ReleaseNodeClaim { nodeclaim } => {
                 self.room_freed_at = self.now;
                 self.nodeclaim_objects.remove(&nodeclaim);

@@ -482,13 +482,19 @@ impl Controllers {
             );
             let backoff = self.disruption.backoffs.get(name.as_str());
             let np = cluster.node_pools.get(&c.node_pool);
+            // room a CapacityBuffer holds is no move's, and keeps the node from consolidation
+            let buffered = self.buffers.held.get(claim_name);
             let consolidatable = c.initialized
+                && buffered.is_none()
                 && np
                     .and_then(|np| consolidatable_at(np, n.last_pod_event))
                     .is_some_and(|t| self.now >= t);
             let mut node = n.as_existing(name, c.initialized);
             if let Some(waiting) = nominated.get(claim_name) {
                 node.requested.add(waiting);
+            }
+            if let Some(held) = buffered {
+                node.requested.add(held);
             }
             if !c.initialized {
                 // no move counts on a node still coming up, as Karpenter's simulation

@@ -206,7 +206,8 @@ impl Controllers {
     /// What Karpenter tells as it reads a node as a disruption candidate (its own state lets
     /// it be one): each pod's timed `karpenter.sh/do-not-disrupt` (`DoNotDisruptUntil` while
     /// it holds, `DoNotDisruptGracePeriodElapsed` after), and `Unconsolidatable` on the Node
-    /// and NodeClaim when its NodePool turns consolidation off or allows it only when empty.
+    /// and NodeClaim when its NodePool turns consolidation off or allows it only when empty,
+    /// or a CapacityBuffer holds room on it.
     fn candidate_events(
         &self,
         name: &str,
@@ -252,7 +253,9 @@ impl Controllers {
             return;
         }
         let pool = &c.node_pool;
-        let message = if matches!(
+        let message = if self.buffers.held.contains_key(claim) {
+            format!("Node {name:?} has buffer pods")
+        } else if matches!(
             np.spec.disruption.consolidate_after,
             NillableDuration::Never
         ) {

@@ -399,6 +399,8 @@ impl Controllers {
                 json!({"Pods": list_text(&leftovers), "round": round + 1}),
             );
         }
+        // the buffers take what room the real pods left
+        self.provision_buffers();
     }
 
     /// One solve over the pods that want capacity, then NodeClaims created and pods
@@ -699,6 +701,33 @@ impl Controllers {
         options: SolveOptions,
         packing: Packing,
     ) -> Solved {
+        let cluster = &self.cluster;
+        let pods: Vec<&Pod> = keys.iter().map(|k| &*cluster.pods[k].shape).collect();
+        let requests: Vec<Resources> = keys
+            .iter()
+            .map(|k| cluster.pods[k].requests.clone())
+            .collect();
+        let terms: Vec<u64> = keys.iter().map(|k| cluster.pods[k].terms).collect();
+        let solved = self.solve_shapes(&pods, &requests, &terms, pools, options, packing);
+        Solved {
+            pods: keys,
+            node_pools: pool_names,
+            ..solved
+        }
+    }
+
+    /// One solve of pods given by shape, requests and terms over the cluster's nodes and
+    /// in-flight NodeClaims (with the pods bound or nominated to them) and the given
+    /// NodePools (the answer names no pods or NodePools: the caller knows them).
+    pub(super) fn solve_shapes(
+        &self,
+        pods: &[&Pod],
+        requests: &[Resources],
+        terms: &[u64],
+        pools: &[NodePoolInput],
+        options: SolveOptions,
+        packing: Packing,
+    ) -> Solved {
         let (existing, existing_claims) = self.capacity_in_place(pools);
         let index_by_claim: HashMap<&str, usize> = existing_claims
             .iter()
@@ -731,21 +760,15 @@ impl Controllers {
                 })
             })
             .collect();
-        let pods: Vec<&Pod> = keys.iter().map(|k| &*cluster.pods[k].shape).collect();
-        let requests: Vec<Resources> = keys
-            .iter()
-            .map(|k| cluster.pods[k].requests.clone())
-            .collect();
-        let terms: Vec<u64> = keys.iter().map(|k| cluster.pods[k].terms).collect();
         let daemonsets: Vec<Pod> = cluster.daemonsets.values().cloned().collect();
         let problem = Problem {
             node_pools: pools,
             nodes: &existing,
             bound_pods: &bound,
             daemonsets: &daemonsets,
-            pods: &pods,
-            requests: &requests,
-            terms: &terms,
+            pods,
+            requests,
+            terms,
             options,
         };
         let catalog = &mut self.catalog.borrow_mut();
@@ -756,8 +779,8 @@ impl Controllers {
         Solved {
             decision,
             bound,
-            pods: keys,
-            node_pools: pool_names,
+            pods: Vec::new(),
+            node_pools: Vec::new(),
             nodes: existing.into_iter().map(|e| e.name).collect(),
             claims: existing_claims,
             ignored: Vec::new(),

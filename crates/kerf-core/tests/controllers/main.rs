@@ -2,6 +2,7 @@
 //!
 //! One binary, a module per controller; [`support`] holds what they share.
 
+mod buffers;
 mod disruption;
 mod lifecycle;
 mod node_classes;

@@ -316,7 +316,14 @@ impl Objects {
                 self.pdbs
                     .insert(namespaced_key(&pdb.metadata), (**pdb).clone());
             }
-            Object::Pod(_) | Object::Node(_) | Object::NodeClaim(_) | Object::Volume(_) => {}
+            // scenarios hold no CapacityBuffers: the simulator runs without the gate
+            Object::Pod(_)
+            | Object::Node(_)
+            | Object::NodeClaim(_)
+            | Object::Volume(_)
+            | Object::CapacityBuffer(_)
+            | Object::PodTemplate { .. }
+            | Object::Workload { .. } => {}
         }
         object
     }
