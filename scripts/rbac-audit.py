@@ -24,7 +24,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The chart values that grant more than the defaults: each is rendered, and their union is
 # what the tests may use.
-GRANTING_VALUES = ["settings.featureGates.podDeletionCostManagement=true"]
+GRANTING_VALUES = ["settings.featureGates.podDeletionCostManagement=true",
+                   "settings.featureGates.capacityBuffer=true"]
 
 # Permissions the chart grants that the tests' calls need not show (no test takes the path, or
 # not in every run), each with why the chart still grants it.

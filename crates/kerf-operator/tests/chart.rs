@@ -1092,6 +1092,7 @@ fn the_capacity_buffer_gate_grants_what_its_watches_and_status_writes_need() {
     let off = grants(&[]);
     let on = grants(&["--set", "settings.featureGates.capacityBuffer=true"]);
     for grant in [
+        "get capacitybuffers",
         "watch capacitybuffers",
         "patch capacitybuffers/status",
         "watch podtemplates",

@@ -18,6 +18,8 @@
 //! How long each side is watched untouched: `KERF_HANDOVER_QUIET` seconds (60 by default,
 //! so that CI stays short; the five minutes is `KERF_HANDOVER_QUIET=300`).
 
+#[path = "handover/buffer.rs"]
+mod buffer;
 #[path = "handover/deletion_cost.rs"]
 mod deletion_cost;
 #[path = "handover/drift_pace.rs"]
@@ -85,7 +87,25 @@ fn each_in_turn<T>(
     karpenter.stop();
     clear(&cp);
 
-    let mut env = support::chart_env(&cp, true);
+    // the chart grants what a gate turned on needs, as its values would
+    let gates = (settings.iter())
+        .find(|(k, _)| *k == "FEATURE_GATES")
+        .map_or("", |(_, v)| *v);
+    let sets: Vec<&str> = [
+        (
+            "CapacityBuffer=true",
+            "settings.featureGates.capacityBuffer=true",
+        ),
+        (
+            "PodDeletionCostManagement=true",
+            "settings.featureGates.podDeletionCostManagement=true",
+        ),
+    ]
+    .into_iter()
+    .filter(|(gate, _)| gates.split(',').any(|g| g == *gate))
+    .map(|(_, set)| set)
+    .collect();
+    let mut env = support::chart_env_with(&cp, true, &sets);
     env.extend(settings.iter().map(|(k, v)| (*k, v.to_string())));
     let kerf = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "kwok"], &env);
     let ours = act(&cp, "Kerf");
