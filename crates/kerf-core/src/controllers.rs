@@ -184,6 +184,8 @@ pub enum EventObject {
     NodeClass,
     /// A NodeOverlay.
     NodeOverlay,
+    /// A CapacityBuffer (namespaced).
+    CapacityBuffer,
 }
 
 impl EventObject {
@@ -196,6 +198,7 @@ impl EventObject {
             EventObject::NodePool => ("karpenter.sh/v1", "NodePool"),
             EventObject::NodeClass => ("karpenter.k8s.aws/v1", "EC2NodeClass"),
             EventObject::NodeOverlay => ("karpenter.sh/v1alpha1", "NodeOverlay"),
+            EventObject::CapacityBuffer => ("autoscaling.x-k8s.io/v1beta1", "CapacityBuffer"),
         }
     }
 }

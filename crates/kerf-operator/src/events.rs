@@ -133,7 +133,7 @@ async fn write(
 ) -> Result<(), kube::Error> {
     let (api_version, kind) = e.kind.api_version_kind();
     let (namespace, name) = match e.kind {
-        EventObject::Pod => {
+        EventObject::Pod | EventObject::CapacityBuffer => {
             let (ns, name) = e.name.split_once('/').unwrap_or(("default", &e.name));
             (Some(ns.to_string()), name.to_string())
         }

@@ -119,7 +119,6 @@ struct Inputs {
 }
 
 /// What the shell itself makes of the watched objects on their way to the controllers.
-#[derive(Default)]
 struct Watched {
     /// What could not be read of Karpenter's kinds.
     gaps: GapReports,
@@ -210,7 +209,10 @@ pub async fn run<C: CloudProvider>(
         ready: Arc::clone(&ready),
         scrapes,
         reconciles,
-        watched: Watched::default(),
+        watched: Watched {
+            gaps: GapReports::default(),
+            status: StatusWatch::new(buffers),
+        },
         unfinished: Unfinished::default(),
         runtime: Arc::clone(&clients.metrics),
     };

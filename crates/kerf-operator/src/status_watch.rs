@@ -4,7 +4,8 @@
 //! lifted (`Finalized …`), and the `operator_<kind>_status_condition_*` and
 //! `operator_<kind>_termination_*` families (and the deprecated `operator_status_condition_*`
 //! and `operator_termination_*` ones) that Karpenter's dashboards and users' alerts read.
-//! Nodes, NodeClaims, NodePools and EC2NodeClasses are watched, as in Karpenter.
+//! Nodes, NodeClaims, NodePools and EC2NodeClasses are watched, as in Karpenter, and
+//! CapacityBuffers with the `CapacityBuffer` gate.
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
@@ -72,6 +73,8 @@ pub enum Kind {
     NodePool,
     /// `operator_ec2nodeclass_*`.
     NodeClass,
+    /// `operator_capacitybuffer_*` (with the `CapacityBuffer` gate).
+    CapacityBuffer,
 }
 
 impl Kind {
@@ -82,11 +85,12 @@ impl Kind {
             "NodeClaim" => Kind::NodeClaim,
             "NodePool" => Kind::NodePool,
             "EC2NodeClass" => Kind::NodeClass,
+            "CapacityBuffer" => Kind::CapacityBuffer,
             _ => return None,
         })
     }
 
-    const ALL: [Kind; 4] = [Kind::Node, Kind::NodeClaim, Kind::NodePool, Kind::NodeClass];
+    const ALWAYS: [Kind; 4] = [Kind::Node, Kind::NodeClaim, Kind::NodePool, Kind::NodeClass];
 
     fn prefix(self) -> &'static str {
         match self {
@@ -94,6 +98,7 @@ impl Kind {
             Kind::NodeClaim => "operator_nodeclaim",
             Kind::NodePool => "operator_nodepool",
             Kind::NodeClass => "operator_ec2nodeclass",
+            Kind::CapacityBuffer => "operator_capacitybuffer",
         }
     }
 
@@ -111,7 +116,7 @@ impl Kind {
                 ("karpenter_sh_initialized", "karpenter.sh/initialized"),
             ],
             Kind::NodeClaim => &[CLASS, POOL],
-            Kind::NodePool | Kind::NodeClass => &[],
+            Kind::NodePool | Kind::NodeClass | Kind::CapacityBuffer => &[],
         }
     }
 
@@ -122,6 +127,7 @@ impl Kind {
             Kind::NodeClaim => Some(("karpenter.sh", "NodeClaim")),
             Kind::NodePool => Some(("karpenter.sh", "NodePool")),
             Kind::NodeClass => Some(("karpenter.k8s.aws", "EC2NodeClass")),
+            Kind::CapacityBuffer => Some(("autoscaling.x-k8s.io", "CapacityBuffer")),
         }
     }
 
@@ -131,6 +137,7 @@ impl Kind {
             Kind::NodeClaim => EventObject::NodeClaim,
             Kind::NodePool => EventObject::NodePool,
             Kind::NodeClass => EventObject::NodeClass,
+            Kind::CapacityBuffer => EventObject::CapacityBuffer,
         }
     }
 }
@@ -226,6 +233,8 @@ pub struct StatusWatch {
 struct PerObject {
     objects: Arc<Mutex<Objects>>,
     now: Arc<AtomicI64>,
+    /// The kinds followed, whose families are served.
+    kinds: Vec<Kind>,
 }
 
 impl std::fmt::Debug for PerObject {
@@ -309,7 +318,7 @@ impl Collector for PerObject {
         // in name order, sorted once for every family
         let mut sorted: Vec<(&(Kind, String), &Object)> = objects.iter().collect();
         sorted.sort_by(|(a, _), (b, _)| (a.1.as_str(), a.0 as u8).cmp(&(b.1.as_str(), b.0 as u8)));
-        let kinds = Kind::ALL.into_iter().map(Some).chain([None]);
+        let kinds = self.kinds.iter().copied().map(Some).chain([None]);
         for kind in kinds {
             for gauge in [Gauge::Count, Gauge::Current, Gauge::Terminating] {
                 self.family(&mut encoder, &sorted, kind, gauge)?;
@@ -321,9 +330,21 @@ impl Collector for PerObject {
 
 impl Default for StatusWatch {
     fn default() -> StatusWatch {
+        StatusWatch::new(false)
+    }
+}
+
+impl StatusWatch {
+    /// The status watch of the always-followed kinds, and of CapacityBuffers with `buffers`
+    /// (their families served only then, as Karpenter registers their controller only with
+    /// its gate).
+    pub fn new(buffers: bool) -> StatusWatch {
         let mut registry = Registry::default();
-        let families = Kind::ALL
-            .into_iter()
+        let mut kinds = Kind::ALWAYS.to_vec();
+        if buffers {
+            kinds.push(Kind::CapacityBuffer);
+        }
+        let families = (kinds.iter().copied())
             .map(|k| {
                 let buckets: fn() -> Histogram = match k {
                     Kind::NodeClass => default_buckets,
@@ -338,6 +359,7 @@ impl Default for StatusWatch {
         registry.register_collector(Box::new(PerObject {
             objects: Arc::clone(&objects),
             now: Arc::clone(&now),
+            kinds,
         }));
         StatusWatch {
             objects,
@@ -548,6 +570,11 @@ pub fn read(object: &crate::watch::Object) -> Option<(Kind, &ObjectMeta, Vec<See
             let cs = (c.read.object.as_ref().ok()).and_then(|o| o.status.as_ref());
             let seen = cs.map(|s| ours(&s.conditions)).unwrap_or_default();
             (Kind::NodeClass, kube::Resource::meta(&**c), seen)
+        }
+        W::CapacityBuffer(b) => {
+            let cs = (b.read.object.as_ref().ok()).and_then(|o| o.status.as_ref());
+            let seen = cs.map(|s| ours(&s.conditions)).unwrap_or_default();
+            (Kind::CapacityBuffer, kube::Resource::meta(&**b), seen)
         }
         _ => return None,
     })

@@ -80,6 +80,8 @@ struct Buffered {
     disrupted_while_buffered: bool,
     /// NodeClaims left once the buffer was deleted and consolidation settled.
     left_after: usize,
+    /// The reasons of the Events about the buffer.
+    events: Vec<String>,
 }
 
 fn status_of(buffer: &Value) -> Vec<String> {
@@ -158,6 +160,13 @@ fn buffered(cp: &ControlPlane, who: &str) -> Buffered {
     std::thread::sleep(Duration::from_secs(20));
     let (_, deleting) = claim_names(cp);
     disrupted |= deleting;
+    let mut events: Vec<String> = (items(cp, "events").into_iter())
+        .filter(|e| e["involvedObject"]["kind"] == "CapacityBuffer")
+        .filter(|e| e["involvedObject"]["name"] == "spare")
+        .filter_map(|e| e["reason"].as_str().map(str::to_string))
+        .collect();
+    events.sort();
+    events.dedup();
     cp.kubectl_ok(
         &["delete", "capacitybuffer", "spare", "-n", "default"],
         None,
@@ -179,6 +188,7 @@ fn buffered(cp: &ControlPlane, who: &str) -> Buffered {
         refilled,
         disrupted_while_buffered: disrupted,
         left_after,
+        events,
     }
 }
 
@@ -192,4 +202,12 @@ fn karpenter_and_kerf_keep_a_capacity_buffer_alike() {
         "Karpenter kept the buffer: {karpenters:?}"
     );
     assert_eq!(kerfs, karpenters);
+    // operatorpkg's families of the buffer's conditions, as Karpenter serves them (the
+    // buffer is gone by the scrape: its per-object gauges have no sample left)
+    for family in [
+        "# TYPE operator_capacitybuffer_status_condition_count gauge",
+        "operator_capacitybuffer_status_condition_transitions_total{",
+    ] {
+        assert!(run.kerf_metrics.contains(family), "{family} not served");
+    }
 }
