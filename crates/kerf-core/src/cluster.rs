@@ -244,8 +244,9 @@ pub struct Reboot {
     /// `rebooting for TYPE/REASON`, the node condition repair acted on.
     pub message: String,
     /// `karpenter.sh/reboot-termination-grace-period`: how long the drain may take before
-    /// the pods left ride through the reboot (none: until the node is empty).
-    pub drain_bound: Option<Duration>,
+    /// the pods left ride through the reboot (none: until the node is empty), or why the
+    /// annotation cannot be read (the reboot then fails as an invalid request).
+    pub drain_bound: Result<Option<Duration>, String>,
     /// `karpenter.sh/reboot-pre-boot-id`: the node's boot id before the reboot, recorded once
     /// the drain is done; a different one proves the reboot.
     pub pre_boot_id: Option<String>,

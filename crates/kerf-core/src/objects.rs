@@ -252,9 +252,29 @@ fn rebooting(r: &Reboot) -> Condition {
     }
 }
 
+/// A reboot's drain bound as a NodeClaim's `karpenter.sh/reboot-termination-grace-period`
+/// says it, read as Karpenter reads it: none without the annotation, else a Go duration
+/// not below zero, or why not in Karpenter's words.
+pub fn reboot_bound(object: &NodeClaim) -> Result<Option<Duration>, String> {
+    let annotations = object.metadata.annotations.as_ref();
+    let Some(value) = annotations.and_then(|a| a.get(labels::REBOOT_TERMINATION_GRACE_PERIOD))
+    else {
+        return Ok(None);
+    };
+    match kerf_api::duration::parse_go_duration_nanos(value) {
+        Err(e) => Err(format!(
+            "parsing reboot termination grace period {value:?}: {e}"
+        )),
+        Ok(n) if n < 0 => Err(format!(
+            "reboot termination grace period must be non-negative, got {value:?}"
+        )),
+        Ok(n) => Ok(Some(Duration::from_nanos(n.unsigned_abs()))),
+    }
+}
+
 /// A NodeClaim's reboot as its `Rebooting` condition and annotations record it (times in
 /// seconds from the Unix epoch), for a controller that did not ask for it (after a restart,
-/// or a takeover from Karpenter). An unreadable drain bound reads as none.
+/// or a takeover from Karpenter).
 pub fn claim_reboot(object: &NodeClaim) -> Option<Reboot> {
     use condition_types::{INITIALIZED, REBOOTING};
     let conditions = &object.status.as_ref()?.conditions;
@@ -287,8 +307,7 @@ pub fn claim_reboot(object: &NodeClaim) -> Option<Reboot> {
         phase,
         requested: since(c),
         message: c.message.clone(),
-        drain_bound: annotation(labels::REBOOT_TERMINATION_GRACE_PERIOD)
-            .and_then(|d| kerf_api::duration::parse_go_duration(&d).ok()),
+        drain_bound: reboot_bound(object),
         pre_boot_id: annotation(labels::REBOOT_PRE_BOOT_ID),
     })
 }

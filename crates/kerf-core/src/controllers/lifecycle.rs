@@ -250,6 +250,7 @@ impl Controllers {
         let launched = (self.cluster.nodeclaims.get(&name)).map(|c| c.launched.is_some());
         let adopt = launched == Some(false) && !self.lifecycle.launching.contains(&name);
         if launched.is_some() && !adopt {
+            self.reboot_bound_observed(&name, object);
             self.deleting_observed(&name, deleting);
             return;
         }

@@ -113,7 +113,7 @@ impl Controllers {
                 phase: RebootPhase::Requested,
                 requested: self.now,
                 message,
-                drain_bound: Some(bound),
+                drain_bound: Ok(Some(bound)),
                 pre_boot_id: None,
             });
         }
@@ -162,6 +162,10 @@ impl Controllers {
 
     /// `RebootRequested`: taint, drain, record the boot id, ask the cloud.
     fn reboot_requested(&mut self, claim: &str, node: Option<&str>, r: &Reboot) {
+        if let Err(why) = &r.drain_bound {
+            self.reboot_invalid(claim, node, &format!("invalid reboot request: {why}"));
+            return;
+        }
         let issuing = self.reboot.issuing.get(claim).copied();
         let deadline = issuing.unwrap_or(r.requested) + ISSUANCE_TIMEOUT;
         let Some(node) = node else {
@@ -390,11 +394,69 @@ impl Controllers {
             .map_or(0.0, |r| self.now.saturating_sub(r.requested).as_secs_f64());
         self.count_reboot(result, took);
         self.settle_reboot(claim);
-        if let Some(bound) = r.and_then(|r| r.drain_bound) {
+        if let Some(bound) = r.and_then(|r| r.drain_bound.ok().flatten()) {
             self.terminate_by(claim, self.now + bound);
         }
         (self.disruption.disrupted_for).insert(claim.to_string(), DisruptionReason::Unhealthy);
         self.delete_nodeclaim(claim);
+    }
+
+    /// The reboot asked for cannot be carried out as written (a drain bound that does not
+    /// read): it ends failed and the node stays, untainted, as Karpenter's `invalid_request`.
+    fn reboot_invalid(&mut self, claim: &str, node: Option<&str>, message: &str) {
+        if let Some(node) = node {
+            self.actions.push(Action::RemoveTaint {
+                node: node.to_string(),
+                key: labels::REBOOTING_TAINT_KEY.into(),
+            });
+        }
+        let took = (self.cluster.nodeclaims.get(claim))
+            .and_then(|c| c.reboot.as_ref())
+            .map_or(0.0, |r| self.now.saturating_sub(r.requested).as_secs_f64());
+        let pre_boot = (self.cluster.nodeclaims.get(claim))
+            .and_then(|c| c.reboot.as_ref())
+            .is_some_and(|r| r.pre_boot_id.is_some());
+        if pre_boot {
+            self.actions.push(Action::AnnotateNodeClaim {
+                nodeclaim: claim.to_string(),
+                annotations: BTreeMap::from([(labels::REBOOT_PRE_BOOT_ID.to_string(), None)]),
+            });
+        }
+        self.end_reboot(claim, "RebootFailed", message);
+        self.log(
+            "nodeclaim.reboot",
+            "reboot reached terminal outcome",
+            json!({"NodeClaim": {"name": claim}, "reason": "RebootFailed"}),
+        );
+        self.event(Event {
+            kind: EventObject::NodeClaim,
+            name: claim.to_string(),
+            warning: true,
+            reason: "RebootFailed".into(),
+            message: message.to_string(),
+        });
+        self.count_reboot("invalid_request", took);
+    }
+
+    /// A NodeClaim read again: a reboot still asked for takes its drain bound as the
+    /// annotation says now, as Karpenter reads it at each look (an annotation taken off is
+    /// left alone: these controllers' own write of it may not be back yet).
+    pub(super) fn reboot_bound_observed(&mut self, claim: &str, object: &kerf_api::NodeClaim) {
+        let annotated = (object.metadata.annotations.as_ref())
+            .is_some_and(|a| a.contains_key(labels::REBOOT_TERMINATION_GRACE_PERIOD));
+        if !annotated {
+            return;
+        }
+        let bound = crate::objects::reboot_bound(object);
+        let Some(r) = (self.cluster.nodeclaims.get_mut(claim)).and_then(|c| c.reboot.as_mut())
+        else {
+            return;
+        };
+        if r.phase != RebootPhase::Requested || r.drain_bound == bound {
+            return;
+        }
+        r.drain_bound = bound;
+        self.reboot_at(claim, self.now);
     }
 
     /// `Rebooting` False with this outcome, from now: repair tolerates a fault again from
@@ -472,8 +534,9 @@ impl Controllers {
     /// deletes a pod.
     fn drained_for_reboot(&mut self, claim: &str, node: &str, r: &Reboot) -> bool {
         let earliest = r.requested + MIN_DRAIN;
-        let deadline = r.drain_bound.map(|b| r.requested + b.max(MIN_DRAIN));
-        if r.drain_bound == Some(Duration::ZERO) && self.now >= earliest {
+        let bound = r.drain_bound.clone().ok().flatten();
+        let deadline = bound.map(|b| r.requested + b.max(MIN_DRAIN));
+        if bound == Some(Duration::ZERO) && self.now >= earliest {
             return true;
         }
         if deadline.is_some_and(|d| self.now >= d) {

@@ -194,3 +194,44 @@ fn a_reboot_the_cloud_rejects_gives_the_node_up() {
     );
     assert!(deleted(&failed, &claim), "the NodeClaim is deleted");
 }
+
+#[test]
+fn a_drain_bound_that_does_not_read_fails_the_reboot_and_keeps_the_node() {
+    let (mut core, claim) = rebootable();
+    fault(&mut core, &claim, 10, "boot-0", 10);
+    let committed = run_until(&mut core, 10, 44);
+    assert_eq!(logged(&committed, "committed node reboot"), 1);
+    // the bound written by hand while the reboot waits for its drain, as Karpenter's
+    // annotation may be edited
+    let object: kerf_api::NodeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": claim, "annotations": {
+            "karpenter.sh/reboot-termination-grace-period": "soon"}},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+            "name": "default"}, "requirements": []},
+    }))
+    .unwrap();
+    core.observe(
+        kerf_core::observe::Observation::Applied(kerf_core::observe::Object::nodeclaim(object)),
+        secs(45),
+    );
+    let failed = run_until(&mut core, 45, 47);
+    let message = r#"invalid reboot request: parsing reboot termination grace period "soon": time: invalid duration "soon""#;
+    assert_eq!(
+        events(&failed, "RebootFailed"),
+        vec![format!("{claim}: {message}")]
+    );
+    assert_eq!(
+        rebooting(&failed, &claim).last().cloned(),
+        Some(("False".into(), "RebootFailed".into(), message.into()))
+    );
+    assert!(
+        failed.iter().any(
+            |a| matches!(a, Action::RemoveTaint { key, .. } if key == "karpenter.sh/rebooting")
+        )
+    );
+    assert!(
+        !deleted(&failed, &claim),
+        "an invalid request keeps the node"
+    );
+    assert!(asked(&failed).is_none());
+}
