@@ -232,8 +232,8 @@ pub enum Action {
     Event(Event),
     /// Create this NodeClaim object (the controllers already track it).
     CreateNodeClaim(Box<NodeClaim>),
-    /// Ask the cloud for the NodeClaim's instance; answer with [`Controllers::launched`] or
-    /// [`Controllers::launch_failed`].
+    /// Ask the cloud for the NodeClaim's instance; answer with [`crate::observe::Observation::Launched`] or
+    /// another of the launch's observations ([`crate::observe::Observation::LaunchFailed`], …).
     Launch {
         /// The NodeClaim.
         nodeclaim: String,
@@ -313,7 +313,7 @@ pub enum Action {
         annotations: BTreeMap<String, Option<String>>,
     },
     /// Ask the cloud to reboot the NodeClaim's instance in place; answer with
-    /// [`Controllers::reboot_answered`].
+    /// [`crate::observe::Observation::RebootAnswered`].
     Reboot {
         /// The NodeClaim.
         nodeclaim: String,
@@ -420,7 +420,7 @@ pub enum Action {
         class: Box<kerf_api::EC2NodeClass>,
     },
     /// List the cloud's instances of this cluster and answer with
-    /// [`Controllers::garbage_collect`]: garbage collection's regular look, every
+    /// [`crate::observe::Observation::Instances`]: garbage collection's regular look, every
     /// [`GARBAGE_COLLECTION_INTERVAL`].
     ListInstances,
     /// Write the NodeClaim's status (provider id, node, capacity, conditions) and the labels

@@ -16,7 +16,10 @@ use kerf_api::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use kerf_scheduling::InstanceTypeOption;
 use kerf_scheduling::pods::pod_key;
 
+use crate::cluster::{CloudInstance, Launched};
 use crate::controllers::interruption::Notice;
+use crate::controllers::lifecycle::Offering;
+use crate::controllers::reboot::RebootRefusal;
 use crate::controllers::{Action, Controllers};
 use crate::workloads::{ClusterObject, VolumeObject};
 
@@ -104,6 +107,67 @@ pub enum Observation {
     /// The cloud's prices or its region's instance types changed: every node class's types
     /// are asked for again.
     OfferingsChanged,
+    /// The cloud launched a NodeClaim's instance ([`Action::Launch`]).
+    Launched {
+        /// The NodeClaim.
+        nodeclaim: String,
+        /// Its instance.
+        launched: Box<Launched>,
+    },
+    /// The cloud had no capacity for any of these offerings of a NodeClaim: they are
+    /// remembered as unavailable and the NodeClaim goes.
+    LaunchFailed {
+        /// The NodeClaim.
+        nodeclaim: String,
+        /// The offerings refused.
+        insufficient: Vec<Offering>,
+    },
+    /// A launch failed for a reason that may pass (an API unreachable or throttled): it is
+    /// tried again after a backoff.
+    LaunchRetry {
+        /// The NodeClaim.
+        nodeclaim: String,
+        /// What the cloud said.
+        error: String,
+    },
+    /// A launch failed for a reason other than capacity that will not pass by itself (a
+    /// class not resolved, no subnet or image): the NodeClaim goes.
+    LaunchError {
+        /// The NodeClaim.
+        nodeclaim: String,
+        /// What the cloud said.
+        error: String,
+    },
+    /// The cloud refused a launch for want of a permission: the NodeClaim goes and its
+    /// class is resolved again at once.
+    LaunchRefused {
+        /// The NodeClaim.
+        nodeclaim: String,
+        /// What the cloud said.
+        error: String,
+    },
+    /// The API server took an eviction asked of this pod (`namespace/name`).
+    Evicted(String),
+    /// The cloud no longer has this instance (by provider id).
+    InstanceGone(String),
+    /// The cloud's instances of this cluster ([`Action::ListInstances`]), for garbage
+    /// collection.
+    Instances(Vec<CloudInstance>),
+    /// An eviction asked for did not happen: the API server's answer, when one came (429
+    /// from a PodDisruptionBudget, 500, …).
+    EvictionRefused {
+        /// `namespace/name`.
+        pod: String,
+        /// The status code.
+        code: Option<u16>,
+    },
+    /// The cloud's answer to [`Action::Reboot`].
+    RebootAnswered {
+        /// The NodeClaim.
+        nodeclaim: String,
+        /// Taken, or why not.
+        result: Result<(), RebootRefusal>,
+    },
 }
 
 impl Object {
@@ -179,6 +243,30 @@ impl Controllers {
             Observation::Applied(object) => self.applied(object, now),
             Observation::Deleted { kind, key } => self.deleted(&kind, &key, now),
             Observation::Notice(notice) => self.notice(&notice, now),
+            Observation::Launched {
+                nodeclaim,
+                launched,
+            } => self.launched(&nodeclaim, *launched, now),
+            Observation::LaunchFailed {
+                nodeclaim,
+                insufficient,
+            } => self.launch_failed(&nodeclaim, &insufficient, now),
+            Observation::LaunchRetry { nodeclaim, error } => {
+                self.launch_retry(&nodeclaim, &error, now);
+            }
+            Observation::LaunchError { nodeclaim, error } => {
+                self.launch_error(&nodeclaim, &error, now);
+            }
+            Observation::LaunchRefused { nodeclaim, error } => {
+                self.launch_refused(&nodeclaim, &error, now);
+            }
+            Observation::Evicted(pod) => self.evicted(&pod),
+            Observation::InstanceGone(provider_id) => self.instance_gone(&provider_id, now),
+            Observation::Instances(instances) => self.garbage_collect(&instances, now),
+            Observation::EvictionRefused { pod, code } => self.eviction_refused(&pod, code),
+            Observation::RebootAnswered { nodeclaim, result } => {
+                self.reboot_answered(&nodeclaim, result, now);
+            }
             Observation::InstanceTypes {
                 node_class,
                 spec,

@@ -401,31 +401,43 @@ pub enum Answer {
 }
 
 impl Answer {
-    /// Hands the answer to the controllers.
+    /// Hands the answer to the controllers, as what they observe.
     pub fn tell(self, core: &mut Controllers) {
-        match self {
-            Answer::Observed(o) => core.observe(o, now()),
-            Answer::Reboot { nodeclaim, result } => core.reboot_answered(&nodeclaim, result, now()),
+        let observation = match self {
+            Answer::Observed(o) => o,
+            Answer::Reboot { nodeclaim, result } => {
+                Observation::RebootAnswered { nodeclaim, result }
+            }
             Answer::Launch { nodeclaim, result } => match result {
-                Ok(launched) => core.launched(&nodeclaim, launched, now()),
-                Err(CloudError::InsufficientCapacity(offerings)) => {
-                    core.launch_failed(&nodeclaim, &offerings, now());
-                }
+                Ok(launched) => Observation::Launched {
+                    nodeclaim,
+                    launched: Box::new(launched),
+                },
+                Err(CloudError::InsufficientCapacity(insufficient)) => Observation::LaunchFailed {
+                    nodeclaim,
+                    insufficient,
+                },
                 // the provider's API (or, for kwok, the API server) failing may pass: tried
                 // again after a backoff, not given up
-                Err(e @ CloudError::Api(_)) => {
-                    core.launch_retry(&nodeclaim, &e.to_string(), now());
-                }
+                Err(e @ CloudError::Api(_)) => Observation::LaunchRetry {
+                    nodeclaim,
+                    error: e.to_string(),
+                },
                 // a permission refused: the class is looked at again now, and says so
-                Err(e @ CloudError::Refused(_)) => {
-                    core.launch_refused(&nodeclaim, &e.to_string(), now());
-                }
-                Err(e) => core.launch_error(&nodeclaim, &e.to_string(), now()),
+                Err(e @ CloudError::Refused(_)) => Observation::LaunchRefused {
+                    nodeclaim,
+                    error: e.to_string(),
+                },
+                Err(e) => Observation::LaunchError {
+                    nodeclaim,
+                    error: e.to_string(),
+                },
             },
-            Answer::Instances(instances) => core.garbage_collect(&instances, now()),
-            Answer::Evicted(pod) => core.evicted(&pod),
-            Answer::EvictionRefused(pod, code) => core.eviction_refused(&pod, code),
-        }
+            Answer::Instances(instances) => Observation::Instances(instances),
+            Answer::Evicted(pod) => Observation::Evicted(pod),
+            Answer::EvictionRefused(pod, code) => Observation::EvictionRefused { pod, code },
+        };
+        core.observe(observation, now());
     }
 }
 

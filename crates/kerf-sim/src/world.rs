@@ -821,11 +821,13 @@ impl World {
         }
         if let Some(pod) = evicted {
             // an answer lost on the way back reads as a refusal: the drain asks again
-            if answered {
-                self.core.evicted(&pod);
+            let answer = if answered {
+                Observation::Evicted(pod)
             } else {
-                self.core.eviction_refused(&pod, refused.then_some(500));
-            }
+                let code = refused.then_some(500);
+                Observation::EvictionRefused { pod, code }
+            };
+            self.core.observe(answer, self.now);
         }
         if let Some(action) = again
             && !self.unfinished.keep(action, tries + 1, self.now)
@@ -912,8 +914,9 @@ impl World {
             // condition a reboot would clear)
             Action::Reboot { nodeclaim, .. } => {
                 let refusal = kerf_core::controllers::reboot::RebootRefusal::NotImplemented;
-                self.core
-                    .reboot_answered(&nodeclaim, Err(refusal), self.now);
+                let result = Err(refusal);
+                let answer = Observation::RebootAnswered { nodeclaim, result };
+                self.core.observe(answer, self.now);
             }
             Action::UnlabelNode { node, key } => {
                 if self.nodes.unlabel(&node, &key) {
@@ -1049,7 +1052,7 @@ impl World {
                         network: None,
                     })
                     .collect();
-                self.core.garbage_collect(&listed, self.now);
+                self.core.observe(Observation::Instances(listed), self.now);
             }
             Action::ResolveNodeClass { node_class, .. } => {
                 let status = Ok(self.resolve_node_class(&node_class));
@@ -1961,7 +1964,7 @@ impl World {
         match interruption::parse(&body) {
             Ok(message) => {
                 for notice in message.notices() {
-                    self.core.notice(&notice, self.now);
+                    self.core.observe(Observation::Notice(notice), self.now);
                 }
             }
             Err(e) => self.log.error(
@@ -1987,7 +1990,8 @@ impl World {
             .and_then(|c| c.node.clone());
         self.log
             .info(self.now, "cloud", why, json!({"Node": {"name": node}}));
-        self.core.instance_gone(provider_id, self.now);
+        let gone = Observation::InstanceGone(provider_id.to_string());
+        self.core.observe(gone, self.now);
         self.sync_reservations();
     }
 
@@ -2015,7 +2019,12 @@ impl World {
                     zone,
                 })
                 .collect();
-            self.core.launch_failed(name, &insufficient, self.now);
+            let nodeclaim = name.to_string();
+            let answer = Observation::LaunchFailed {
+                nodeclaim,
+                insufficient,
+            };
+            self.core.observe(answer, self.now);
             return;
         };
         self.totals.nodes_launched += 1;
@@ -2039,7 +2048,13 @@ impl World {
         }
         self.instances
             .insert(instance.provider_id.clone(), (name.to_string(), instance));
-        self.core.launched(name, launched, self.now);
+        let nodeclaim = name.to_string();
+        let launched = Box::new(launched);
+        let answer = Observation::Launched {
+            nodeclaim,
+            launched,
+        };
+        self.core.observe(answer, self.now);
     }
 
     /// The instance's kubelet registers its Node: the stored NodeClaim's taints and startup

@@ -55,7 +55,7 @@ pub struct Notice {
 
 impl Controllers {
     /// Acts on a notice from the cloud's interruption queue.
-    pub fn notice(&mut self, notice: &Notice, now: Duration) {
+    pub(crate) fn notice(&mut self, notice: &Notice, now: Duration) {
         self.activity += 1;
         self.now = self.now.max(now);
         let found = self.cluster.nodeclaims.iter().find_map(|(name, c)| {

@@ -94,7 +94,7 @@ impl Controllers {
     /// unreachable, throttled or failing): said as it is, nothing is marked unavailable, and
     /// the NodeClaim is launched again after a backoff ([`retry_wait`]) until it launches or
     /// its launch timeout deletes it, as Karpenter requeues a launch that returned an error.
-    pub fn launch_retry(&mut self, nodeclaim: &str, error: &str, now: Duration) {
+    pub(crate) fn launch_retry(&mut self, nodeclaim: &str, error: &str, now: Duration) {
         self.activity += 1;
         self.now = self.now.max(now);
         self.lifecycle.launching.remove(nodeclaim);
@@ -134,7 +134,7 @@ impl Controllers {
     }
 
     /// The cloud launched a NodeClaim's instance.
-    pub fn launched(&mut self, nodeclaim: &str, launched: Launched, now: Duration) {
+    pub(crate) fn launched(&mut self, nodeclaim: &str, launched: Launched, now: Duration) {
         self.activity += 1;
         self.now = self.now.max(now);
         self.lifecycle.launching.remove(nodeclaim);
@@ -320,7 +320,12 @@ impl Controllers {
 
     /// The cloud had no capacity for any offering of a NodeClaim: the offerings are
     /// remembered as unavailable and the NodeClaim goes; its pods are provisioned again.
-    pub fn launch_failed(&mut self, nodeclaim: &str, insufficient: &[Offering], now: Duration) {
+    pub(crate) fn launch_failed(
+        &mut self,
+        nodeclaim: &str,
+        insufficient: &[Offering],
+        now: Duration,
+    ) {
         self.activity += 1;
         self.now = self.now.max(now);
         self.lifecycle.launching.remove(nodeclaim);
@@ -401,18 +406,18 @@ impl Controllers {
     /// A launch failed for a reason other than capacity (a class not resolved, no subnet or
     /// image, an API error): said as it is, and the NodeClaim goes; nothing is marked
     /// unavailable.
-    pub fn launch_error(&mut self, nodeclaim: &str, error: &str, now: Duration) {
+    pub(crate) fn launch_error(&mut self, nodeclaim: &str, error: &str, now: Duration) {
         self.activity += 1;
         self.now = self.now.max(now);
         self.lifecycle.launching.remove(nodeclaim);
         self.give_up_launch(nodeclaim, "LaunchFailed", error);
     }
 
-    /// A launch the cloud refused for want of a permission: given up as [`Self::launch_error`]
+    /// A launch the cloud refused for want of a permission: given up as a launch error
     /// does, and its class resolved again now, so that the class (whose status the cloud
     /// marks not validated) stops its NodePools' launches at once rather than at its next
     /// round, where each new NodeClaim would be refused in turn.
-    pub fn launch_refused(&mut self, nodeclaim: &str, error: &str, now: Duration) {
+    pub(crate) fn launch_refused(&mut self, nodeclaim: &str, error: &str, now: Duration) {
         let class = (self.cluster.nodeclaims.get(nodeclaim)).map(|c| c.node_class.clone());
         self.launch_error(nodeclaim, error, now);
         if let Some(class) = class {
@@ -735,7 +740,7 @@ impl Controllers {
 
     /// Garbage collection: the cloud no longer has a NodeClaim's instance. Its node and
     /// NodeClaim go at once; their pods look for capacity again.
-    pub fn instance_gone(&mut self, provider_id: &str, now: Duration) {
+    pub(crate) fn instance_gone(&mut self, provider_id: &str, now: Duration) {
         self.activity += 1;
         self.now = self.now.max(now);
         let Some((name, claim)) = self.cluster.nodeclaims.iter().find(|(_, c)| {
@@ -858,7 +863,7 @@ impl Controllers {
     /// instance whose NodeClaim does not exist is terminated (with its node). What the
     /// listing says of a NodeClaim's instance (its image, subnet and security groups) is
     /// kept on its record, which is how a restarted controller learns them again.
-    pub fn garbage_collect(&mut self, instances: &[CloudInstance], now: Duration) {
+    pub(crate) fn garbage_collect(&mut self, instances: &[CloudInstance], now: Duration) {
         self.now = self.now.max(now);
         let running: BTreeSet<&str> = instances.iter().map(|i| i.provider_id.as_str()).collect();
         let gone: Vec<String> = self

@@ -241,7 +241,7 @@ impl Controllers {
     }
 
     /// The cloud's answer to [`Action::Reboot`].
-    pub fn reboot_answered(
+    pub(crate) fn reboot_answered(
         &mut self,
         claim: &str,
         result: Result<(), RebootRefusal>,

@@ -96,7 +96,7 @@ impl Controllers {
     /// or the API server could not be reached): the drain asks again on its next round, as
     /// Karpenter's eviction queue requeues a refused eviction.
     /// `code` is the API server's answer, when one came (429, 500, …).
-    pub fn eviction_refused(&mut self, pod: &str, code: Option<u16>) {
+    pub(crate) fn eviction_refused(&mut self, pod: &str, code: Option<u16>) {
         if let Some(code) = code {
             let text = code.to_string();
             self.metrics
@@ -121,7 +121,7 @@ impl Controllers {
     /// The API server took the eviction asked of `pod`: the pod is told so with an
     /// `Evicted` Event, as Karpenter tells it once its eviction succeeds (a refused one,
     /// asked again, is announced once).
-    pub fn evicted(&mut self, pod: &str) {
+    pub(crate) fn evicted(&mut self, pod: &str) {
         self.metrics
             .inc(&families::PODS_EVICTION_REQUESTS, &["200"]);
         let Some(why) = self.termination.evicting.why(pod) else {

@@ -8,7 +8,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{EC2NodeClass, NodePool};
-use kerf_core::cluster::{CapacityType, DriftReason, InstanceNetwork, Launched, NodeRecord};
+use kerf_core::cluster::{
+    CapacityType, CloudInstance, DriftReason, InstanceNetwork, Launched, NodeRecord,
+};
+use kerf_core::controllers::interruption::Notice;
+use kerf_core::controllers::reboot::RebootRefusal;
 use kerf_core::controllers::{Action, Controllers, Settings};
 use kerf_core::observe::{Object, Observation};
 use kerf_scheduling::resources::Resources;
@@ -96,6 +100,24 @@ pub(crate) trait Observe {
     fn set_instance_types(&mut self, class: &str, types: Arc<[InstanceTypeOption]>);
     fn apply_node(&mut self, name: String, record: NodeRecord, now: Duration);
     fn nodeclaim_gone(&mut self, name: &str);
+    fn launched(&mut self, nodeclaim: &str, launched: Launched, now: Duration);
+    fn launch_failed(
+        &mut self,
+        nodeclaim: &str,
+        insufficient: &[kerf_core::controllers::lifecycle::Offering],
+        now: Duration,
+    );
+    fn launch_retry(&mut self, nodeclaim: &str, error: &str, now: Duration);
+    fn garbage_collect(&mut self, instances: &[CloudInstance], now: Duration);
+    fn notice(&mut self, notice: &Notice, now: Duration);
+    fn evicted(&mut self, pod: &str);
+    fn eviction_refused(&mut self, pod: &str, code: Option<u16>);
+    fn reboot_answered(
+        &mut self,
+        nodeclaim: &str,
+        result: Result<(), RebootRefusal>,
+        now: Duration,
+    );
 }
 
 impl Observe for Controllers {
@@ -140,6 +162,55 @@ impl Observe for Controllers {
     fn nodeclaim_gone(&mut self, name: &str) {
         let (kind, key) = ("NodeClaim".into(), format!("/{name}"));
         self.observe(Observation::Deleted { kind, key }, Duration::ZERO);
+    }
+    fn launched(&mut self, nodeclaim: &str, launched: Launched, now: Duration) {
+        let (nodeclaim, launched) = (nodeclaim.to_string(), Box::new(launched));
+        self.observe(
+            Observation::Launched {
+                nodeclaim,
+                launched,
+            },
+            now,
+        );
+    }
+    fn launch_failed(
+        &mut self,
+        nodeclaim: &str,
+        insufficient: &[kerf_core::controllers::lifecycle::Offering],
+        now: Duration,
+    ) {
+        let (nodeclaim, insufficient) = (nodeclaim.to_string(), insufficient.to_vec());
+        let failed = Observation::LaunchFailed {
+            nodeclaim,
+            insufficient,
+        };
+        self.observe(failed, now);
+    }
+    fn launch_retry(&mut self, nodeclaim: &str, error: &str, now: Duration) {
+        let (nodeclaim, error) = (nodeclaim.to_string(), error.to_string());
+        self.observe(Observation::LaunchRetry { nodeclaim, error }, now);
+    }
+    fn garbage_collect(&mut self, instances: &[CloudInstance], now: Duration) {
+        self.observe(Observation::Instances(instances.to_vec()), now);
+    }
+    fn notice(&mut self, notice: &Notice, now: Duration) {
+        self.observe(Observation::Notice(notice.clone()), now);
+    }
+    fn evicted(&mut self, pod: &str) {
+        self.observe(Observation::Evicted(pod.to_string()), Duration::ZERO);
+    }
+    fn eviction_refused(&mut self, pod: &str, code: Option<u16>) {
+        let pod = pod.to_string();
+        self.observe(Observation::EvictionRefused { pod, code }, Duration::ZERO);
+    }
+    fn reboot_answered(
+        &mut self,
+        nodeclaim: &str,
+        result: Result<(), RebootRefusal>,
+        now: Duration,
+    ) {
+        let nodeclaim = nodeclaim.to_string();
+        self.observe(Observation::RebootAnswered { nodeclaim, result }, now);
     }
 }
 
