@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-/// Writes the four CRDs to standard output as one YAML stream.
+/// Writes the five CRDs to standard output as one YAML stream.
 pub fn run() -> anyhow::Result<ExitCode> {
     crate::emit(&kerf_api::crds::to_yaml()?)?;
     Ok(ExitCode::SUCCESS)

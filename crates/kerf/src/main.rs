@@ -31,7 +31,7 @@ struct Cli {
 enum Command {
     /// Run Kerf against a simulated cluster and cloud (a built-in scenario or a scenario file) and report nodes, cost and waits.
     Simulate(cmd_simulate::Args),
-    /// Print the NodePool, NodeClaim, EC2NodeClass and NodeOverlay CRDs as YAML.
+    /// Print the NodePool, NodeClaim, EC2NodeClass, NodeOverlay and CapacityBuffer CRDs as YAML.
     Crds,
     /// Check NodePool, NodeClaim, EC2NodeClass and NodeOverlay manifests; exit 1 if any is invalid, 2 if a file cannot be read.
     Validate(cmd_validate::Args),

@@ -123,7 +123,7 @@ fn validate_exits_2_with_line_and_column_when_yaml_cannot_be_parsed() {
 }
 
 #[test]
-fn crds_print_four_definitions_with_printer_columns() {
+fn crds_print_five_definitions_with_printer_columns() {
     let out = kerf(&["crds"]);
     assert!(out.status.success());
     let text = stdout(&out);
@@ -140,7 +140,8 @@ fn crds_print_four_definitions_with_printer_columns() {
             "nodepools.karpenter.sh",
             "nodeclaims.karpenter.sh",
             "ec2nodeclasses.karpenter.k8s.aws",
-            "nodeoverlays.karpenter.sh"
+            "nodeoverlays.karpenter.sh",
+            "capacitybuffers.autoscaling.x-k8s.io"
         ]
     );
     let columns: Vec<&str> = docs[1]["spec"]["versions"][0]["additionalPrinterColumns"]
