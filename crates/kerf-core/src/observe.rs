@@ -18,7 +18,7 @@ use kerf_scheduling::pods::pod_key;
 
 use crate::cluster::{CloudInstance, Launched};
 use crate::controllers::interruption::Notice;
-use crate::controllers::lifecycle::Offering;
+use crate::controllers::lifecycle::InsufficientOffering;
 use crate::controllers::reboot::RebootRefusal;
 use crate::controllers::{Action, Controllers};
 use crate::workloads::{ClusterObject, VolumeObject};
@@ -120,7 +120,7 @@ pub enum Observation {
         /// The NodeClaim.
         nodeclaim: String,
         /// The offerings refused.
-        insufficient: Vec<Offering>,
+        insufficient: Vec<InsufficientOffering>,
     },
     /// A launch failed for a reason that may pass (an API unreachable or throttled): it is
     /// tried again after a backoff.

@@ -21,7 +21,7 @@ use kerf_aws_provider::launch::{
 use kerf_aws_provider::pricing::{PriceSource, Prices};
 use kerf_aws_provider::user_data::{ClusterInfo, Sizing};
 use kerf_core::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
-use kerf_core::controllers::lifecycle::Offering;
+use kerf_core::controllers::lifecycle::InsufficientOffering;
 use kerf_core::controllers::reboot::RebootRefusal;
 use kerf_core::fleet;
 use kerf_core::metrics::{Recorder, families};
@@ -347,7 +347,7 @@ impl CloudProvider for Aws {
                 LaunchError::InsufficientCapacity(offerings) => CloudError::InsufficientCapacity(
                     offerings
                         .into_iter()
-                        .map(|o| Offering {
+                        .map(|o| InsufficientOffering {
                             capacity_type: o.capacity_type,
                             instance_type: o.instance_type,
                             zone: o.zone,

@@ -11,7 +11,7 @@ use kerf_api::ec2nodeclass::EC2NodeClassStatus;
 use kerf_api::{EC2NodeClass, NodePool};
 use kerf_aws::capacity::NodeSettings;
 use kerf_core::cluster::{ClaimRecord, CloudInstance, Launched};
-use kerf_core::controllers::lifecycle::Offering;
+use kerf_core::controllers::lifecycle::InsufficientOffering;
 use kerf_core::controllers::reboot::RebootRefusal;
 use kerf_core::fleet::Candidate;
 use kerf_scheduling::InstanceTypeOption;
@@ -23,7 +23,7 @@ use crate::watch::Queue;
 pub enum CloudError {
     /// No offering of the NodeClaim had capacity; these were tried.
     #[error("insufficient capacity ({} offerings tried)", .0.len())]
-    InsufficientCapacity(Vec<Offering>),
+    InsufficientCapacity(Vec<InsufficientOffering>),
     /// The provider's API failed; the call may be retried.
     #[error("cloud provider API: {0}")]
     Api(String),

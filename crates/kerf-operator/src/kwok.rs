@@ -14,7 +14,7 @@ use kerf_aws::instance_type::scheduler_options;
 use std::path::{Path, PathBuf};
 
 use kerf_core::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
-use kerf_core::controllers::lifecycle::Offering;
+use kerf_core::controllers::lifecycle::InsufficientOffering;
 use kerf_core::controllers::provisioning::node_labels;
 use kerf_core::controllers::reboot::RebootRefusal;
 use kerf_core::fleet;
@@ -147,7 +147,7 @@ impl CloudProvider for Kwok {
                 .iter()
                 .any(|p| p.matches(c.capacity_type, c.instance_type, c.zone))
             {
-                insufficient.push(Offering {
+                insufficient.push(InsufficientOffering {
                     capacity_type: c.capacity_type.to_string(),
                     instance_type: c.instance_type.to_string(),
                     zone: c.zone.to_string(),

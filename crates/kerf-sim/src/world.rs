@@ -20,7 +20,7 @@ use kerf_aws::instance_type::scheduler_options;
 use kerf_aws::interruption;
 use kerf_core::cluster::{CapacityType, CloudInstance, Launched, PodOwner, set_pod_scheduled};
 use kerf_core::controllers::disruption::PASS_INTERVAL;
-use kerf_core::controllers::lifecycle::{Offering, retry_wait};
+use kerf_core::controllers::lifecycle::{InsufficientOffering, retry_wait};
 use kerf_core::controllers::provisioning::node_labels;
 use kerf_core::controllers::{Action, Controllers, LaunchRequest, Settings};
 use kerf_core::nodepools::{daemon_runs_on, node_pool_input};
@@ -2010,14 +2010,16 @@ impl World {
             &mut self.rng,
         );
         let Some(instance) = attempt.instance else {
-            let insufficient: Vec<Offering> = attempt
+            let insufficient: Vec<InsufficientOffering> = attempt
                 .insufficient
                 .into_iter()
-                .map(|(capacity_type, instance_type, zone)| Offering {
-                    capacity_type,
-                    instance_type,
-                    zone,
-                })
+                .map(
+                    |(capacity_type, instance_type, zone)| InsufficientOffering {
+                        capacity_type,
+                        instance_type,
+                        zone,
+                    },
+                )
                 .collect();
             let nodeclaim = name.to_string();
             let answer = Observation::LaunchFailed {

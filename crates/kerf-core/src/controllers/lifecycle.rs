@@ -33,7 +33,7 @@ pub fn retry_wait(failures: u32) -> Duration {
 
 /// One offering the cloud had no capacity for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Offering {
+pub struct InsufficientOffering {
     /// `spot` or `on-demand`.
     pub capacity_type: String,
     /// Instance type.
@@ -323,7 +323,7 @@ impl Controllers {
     pub(crate) fn launch_failed(
         &mut self,
         nodeclaim: &str,
-        insufficient: &[Offering],
+        insufficient: &[InsufficientOffering],
         now: Duration,
     ) {
         self.activity += 1;

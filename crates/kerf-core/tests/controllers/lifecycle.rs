@@ -346,7 +346,7 @@ fn a_node_still_tainted_not_ready_is_not_initialized_and_keeps_its_pods() {
 /// controllers know unavailable when they ask, so no shell reads their state back.
 #[test]
 fn a_launch_carries_its_nodeclaim_and_the_offerings_known_unavailable() {
-    use kerf_core::controllers::lifecycle::Offering as Refused;
+    use kerf_core::controllers::lifecycle::InsufficientOffering as Refused;
     let request = |actions: &[Action]| {
         actions.iter().find_map(|a| match a {
             Action::Launch { request, .. } => Some(request.clone()),

@@ -178,7 +178,7 @@ fn a_nodepool_whose_requirements_leave_no_type_is_told_so_once_a_minute_while_po
 /// A NodeClaim that found no capacity tells the pods it was for, as Karpenter does.
 #[test]
 fn pods_waiting_on_a_nodeclaim_without_capacity_are_told() {
-    use kerf_core::controllers::lifecycle::Offering as Refused;
+    use kerf_core::controllers::lifecycle::InsufficientOffering as Refused;
     let mut core = with_pool();
     core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2)).remove(0);
@@ -200,7 +200,7 @@ fn pods_waiting_on_a_nodeclaim_without_capacity_are_told() {
 
 #[test]
 fn a_request_with_no_spot_capacity_anywhere_marks_spot_short_in_its_zones() {
-    use kerf_core::controllers::lifecycle::Offering as Refused;
+    use kerf_core::controllers::lifecycle::InsufficientOffering as Refused;
     let mut core = with_pool();
     core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2)).remove(0);

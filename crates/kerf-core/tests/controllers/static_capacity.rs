@@ -255,14 +255,17 @@ fn a_static_nodeclaim_whose_launch_failed_is_made_again_once_capacity_may_be_bac
     let first = created(&run_until(&mut core, 0, 1));
     assert_eq!(first.len(), 1);
     // no capacity for the one instance type, in either capacity type
-    let refused: Vec<kerf_core::controllers::lifecycle::Offering> = ["on-demand", "spot"]
-        .into_iter()
-        .map(|ct| kerf_core::controllers::lifecycle::Offering {
-            capacity_type: ct.into(),
-            instance_type: "m5.large".into(),
-            zone: "us-east-1a".into(),
-        })
-        .collect();
+    let refused: Vec<kerf_core::controllers::lifecycle::InsufficientOffering> =
+        ["on-demand", "spot"]
+            .into_iter()
+            .map(
+                |ct| kerf_core::controllers::lifecycle::InsufficientOffering {
+                    capacity_type: ct.into(),
+                    instance_type: "m5.large".into(),
+                    zone: "us-east-1a".into(),
+                },
+            )
+            .collect();
     core.launch_failed(&first[0], &refused, secs(2));
     // the shell carries out the release
     core.nodeclaim_gone(&first[0]);

@@ -104,7 +104,7 @@ pub(crate) trait Observe {
     fn launch_failed(
         &mut self,
         nodeclaim: &str,
-        insufficient: &[kerf_core::controllers::lifecycle::Offering],
+        insufficient: &[kerf_core::controllers::lifecycle::InsufficientOffering],
         now: Duration,
     );
     fn launch_retry(&mut self, nodeclaim: &str, error: &str, now: Duration);
@@ -176,7 +176,7 @@ impl Observe for Controllers {
     fn launch_failed(
         &mut self,
         nodeclaim: &str,
-        insufficient: &[kerf_core::controllers::lifecycle::Offering],
+        insufficient: &[kerf_core::controllers::lifecycle::InsufficientOffering],
         now: Duration,
     ) {
         let (nodeclaim, insufficient) = (nodeclaim.to_string(), insufficient.to_vec());
