@@ -551,31 +551,31 @@ pub struct Controllers {
     /// Since when the shell's view of the API server has not been whole, if it is not.
     unsynced_since: Option<Duration>,
     /// What the provisioner keeps between batches.
-    pub(crate) provisioning: provisioning::State,
+    pub(crate) provisioning: provisioning::Provisioner,
     /// What the NodeClaim lifecycle keeps between cloud answers.
-    lifecycle: lifecycle::State,
+    lifecycle: lifecycle::Lifecycles,
     /// Each NodeClaim's node's shortfalls against its launch, as last said.
-    consistency: consistency::State,
+    consistency: consistency::ConsistencyChecks,
     /// What the disruption controller keeps between passes.
-    disruption: disruption::State,
+    disruption: disruption::Disruptions,
     /// What node repair keeps between passes.
-    health: health::State,
+    health: health::Repairs,
     /// What reboots for repair keep between looks.
-    reboot: reboot::State,
+    reboot: reboot::RebootCalls,
     /// What termination keeps between drains.
-    termination: termination::State,
+    termination: termination::Terminations,
     /// What static NodePools' controller keeps between polls.
-    static_capacity: static_capacity::State,
+    static_capacity: static_capacity::StaticPools,
     /// What the pod deletion cost ranking keeps between minutes.
-    deletion_cost: deletion_cost::State,
+    deletion_cost: deletion_cost::DeletionCosts,
     /// What the CapacityBuffer controller keeps between passes.
-    buffers: buffers::State,
+    buffers: buffers::BufferPlacement,
     /// What the node class status controller keeps between answers.
-    node_classes: node_classes::State,
+    node_classes: node_classes::NodeClassStatuses,
     /// The interruption controller's: unhealthy instances already counted.
-    interruption: interruption::State,
+    interruption: interruption::Interruptions,
     /// Each NodePool's recent registrations, for its `NodeRegistrationHealthy` condition.
-    registration: registration::State,
+    registration: registration::Registrations,
     /// The NodePool and NodeOverlay statuses last written.
     statuses: Statuses,
     /// The instance types as the solver compiled them, kept for the solves after (see
@@ -600,7 +600,7 @@ impl Controllers {
         cluster.epoch = Duration::from_secs(settings.epoch_unix);
         Controllers {
             cluster,
-            provisioning: provisioning::State::new(&settings),
+            provisioning: provisioning::Provisioner::new(&settings),
             settings,
             rng: ChaCha8Rng::seed_from_u64(seed),
             now: Duration::ZERO,
@@ -611,18 +611,18 @@ impl Controllers {
             activity: 0,
             metrics: crate::metrics::Metrics::new(),
             unsynced_since: None,
-            lifecycle: lifecycle::State::default(),
-            consistency: consistency::State::default(),
-            disruption: disruption::State::default(),
-            health: health::State::default(),
-            reboot: reboot::State::default(),
-            termination: termination::State::default(),
-            static_capacity: static_capacity::State::default(),
-            deletion_cost: deletion_cost::State::default(),
-            buffers: buffers::State::default(),
-            node_classes: node_classes::State::default(),
-            interruption: interruption::State::default(),
-            registration: registration::State::default(),
+            lifecycle: lifecycle::Lifecycles::default(),
+            consistency: consistency::ConsistencyChecks::default(),
+            disruption: disruption::Disruptions::default(),
+            health: health::Repairs::default(),
+            reboot: reboot::RebootCalls::default(),
+            termination: termination::Terminations::default(),
+            static_capacity: static_capacity::StaticPools::default(),
+            deletion_cost: deletion_cost::DeletionCosts::default(),
+            buffers: buffers::BufferPlacement::default(),
+            node_classes: node_classes::NodeClassStatuses::default(),
+            interruption: interruption::Interruptions::default(),
+            registration: registration::Registrations::default(),
             statuses: Statuses::default(),
             catalog: RefCell::default(),
         }

@@ -33,7 +33,7 @@ struct Placeholder {
 
 /// What the buffer controller keeps between passes.
 #[derive(Default)]
-pub(crate) struct State {
+pub(crate) struct BufferPlacement {
     /// Each ready buffer's placeholder pods, by `namespace/name`.
     placeholders: BTreeMap<String, Vec<Placeholder>>,
     /// Each buffer's `Provisioning` condition from the last pass that set it.

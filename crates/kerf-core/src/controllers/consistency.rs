@@ -21,7 +21,7 @@ const SHORT_BELOW: f64 = 0.90;
 
 /// What the consistency check keeps between looks.
 #[derive(Default)]
-pub(super) struct State {
+pub(super) struct ConsistencyChecks {
     /// Each NodeClaim's shortfalls as last said; a NodeClaim without any is absent.
     pub(super) issues: BTreeMap<String, Vec<String>>,
 }

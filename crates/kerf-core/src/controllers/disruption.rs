@@ -69,8 +69,8 @@ struct BudgetCounts {
 }
 
 /// A disruption decision on its way: validated after [`VALIDATION_DELAY`]
-/// (`State::command`), then carried out, its candidates tainted and its replacements coming
-/// up (`State::executing`).
+/// (`Disruptions::command`), then carried out, its candidates tainted and its replacements
+/// coming up (`Disruptions::executing`).
 #[derive(Clone, Debug)]
 pub(super) struct Pending {
     pub(super) reason: DisruptionReason,
@@ -219,7 +219,7 @@ impl PdbAllowances {
 
 /// What the disruption controller keeps between passes.
 #[derive(Default)]
-pub(super) struct State {
+pub(super) struct Disruptions {
     /// When the next pass is due.
     pub(super) pass_at: Option<Duration>,
     /// Why the disruption controller deleted each NodeClaim it deleted, for the events of

@@ -32,7 +32,7 @@ pub enum NoticeEffect {
 
 /// What the interruption controller keeps between notices.
 #[derive(Default)]
-pub(super) struct State {
+pub(super) struct Interruptions {
     /// Instances and status check categories counted unhealthy, while their NodeClaims live.
     seen: BTreeSet<(String, &'static str)>,
 }

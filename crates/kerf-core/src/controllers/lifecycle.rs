@@ -44,7 +44,7 @@ pub struct InsufficientOffering {
 
 /// What the NodeClaim lifecycle keeps between cloud answers.
 #[derive(Default)]
-pub(super) struct State {
+pub(super) struct Lifecycles {
     /// NodeClaims whose launch was asked for and not yet answered.
     pub(super) launching: BTreeSet<String>,
     /// How many times each NodeClaim's launch failed for a passing reason, for its backoff.

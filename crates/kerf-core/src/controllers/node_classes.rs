@@ -25,7 +25,7 @@ pub const TERMINATION_FINALIZER: &str = "karpenter.k8s.aws/termination";
 
 /// What the node class status controller keeps between answers.
 #[derive(Default)]
-pub(super) struct State {
+pub(super) struct NodeClassStatuses {
     /// Classes whose resolution was asked for and not yet answered, with the generation
     /// asked about and when.
     asked: BTreeMap<String, (Option<i64>, Duration)>,

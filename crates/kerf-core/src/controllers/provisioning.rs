@@ -131,7 +131,7 @@ pub const NOMINATION_GRACE: Duration = Duration::from_secs(20);
 pub const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(10);
 
 /// What the provisioner keeps between batches.
-pub(crate) struct State {
+pub(crate) struct Provisioner {
     pub(super) batcher: Batcher,
     /// Instance types per node class with unavailable offerings marked, and the
     /// unavailable-offerings generation they were made for.
@@ -159,9 +159,9 @@ pub(crate) struct State {
     pub(super) unlaunched: BTreeMap<String, super::rehearsal::PlannedNode>,
 }
 
-impl State {
-    pub(super) fn new(settings: &super::Settings) -> State {
-        State {
+impl Provisioner {
+    pub(super) fn new(settings: &super::Settings) -> Provisioner {
+        Provisioner {
             batcher: Batcher::new(settings.batch_idle, settings.batch_max),
             type_options: HashMap::new(),
             unplaced: None,

@@ -55,7 +55,7 @@ pub enum RebootRefusal {
 /// What the reboot controller keeps between looks (not written anywhere: a restart loses it,
 /// as Karpenter's process-local memory does).
 #[derive(Default)]
-pub(super) struct State {
+pub(super) struct RebootCalls {
     /// When each NodeClaim's reboots were committed, within [`REBOOT_WINDOW`].
     committed: BTreeMap<String, Vec<Duration>>,
     /// When the NodeClaims waiting on the cloud recorded their pre-reboot boot id: the

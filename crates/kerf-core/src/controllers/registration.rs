@@ -58,7 +58,7 @@ impl Tracker {
 
 /// What the registration health controller keeps: a tracker per NodePool.
 #[derive(Default)]
-pub(super) struct State {
+pub(super) struct Registrations {
     pools: BTreeMap<String, Tracker>,
 }
 

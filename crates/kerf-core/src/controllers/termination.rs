@@ -76,7 +76,7 @@ impl Evicting {
 
 /// What termination keeps between drains.
 #[derive(Default)]
-pub(super) struct State {
+pub(super) struct Terminations {
     /// Pods whose eviction was asked for, while they still exist.
     pub(super) evicting: Evicting,
     /// The NodeClaims whose node drains (`false`) or has drained (`true`): their `Drained`
