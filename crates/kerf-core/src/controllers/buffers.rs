@@ -82,11 +82,7 @@ impl Controllers {
             // a buffer the provisioner has not placed yet, or not ready, is told so at once
             let generation = buffer.metadata.generation;
             if let Some(c) = provisioning_condition(&status, None, generation) {
-                status
-                    .conditions
-                    .retain(|c| c.type_ != crate::buffers::PROVISIONING);
-                status.conditions.push(c.clone());
-                self.buffers.provisioning.insert(key.clone(), c);
+                self.set_provisioning(&key, &mut status, c);
             }
             self.write_buffer_status(&key, status);
         }
@@ -186,16 +182,7 @@ impl Controllers {
                         .add(&requests[*p]);
                 }
             }
-            if !decision.nodeclaims.is_empty() {
-                self.log(
-                    "provisioner",
-                    "computed new nodeclaim(s) to fit pod(s)",
-                    json!({
-                        "nodeclaims": decision.nodeclaims.len(),
-                        "pods": decision.nodeclaims.iter().map(|c| c.pods.len()).sum::<usize>(),
-                    }),
-                );
-            }
+            self.log_new_nodeclaims(&decision.nodeclaims);
             for plan in &decision.nodeclaims {
                 let pool = pool_names[plan.node_pool].clone();
                 let claim = self.create_nodeclaim(plan, &pool, "provisioned");
@@ -238,13 +225,18 @@ impl Controllers {
             else {
                 continue;
             };
-            status
-                .conditions
-                .retain(|c| c.type_ != crate::buffers::PROVISIONING);
-            status.conditions.push(c.clone());
-            self.buffers.provisioning.insert(key.clone(), c);
+            self.set_provisioning(&key, &mut status, c);
             self.write_buffer_status(&key, status);
         }
+    }
+
+    /// Puts `condition` in the buffer's status as its `Provisioning`, and keeps it for the
+    /// statuses written after.
+    fn set_provisioning(&mut self, key: &str, status: &mut CapacityBufferStatus, c: Condition) {
+        let provisioning = crate::buffers::PROVISIONING;
+        status.conditions.retain(|c| c.type_ != provisioning);
+        status.conditions.push(c.clone());
+        self.buffers.provisioning.insert(key.to_string(), c);
     }
 
     /// Asks for the buffer's status to be written unless it stands so already (as Kerf last

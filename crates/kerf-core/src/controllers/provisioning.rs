@@ -469,16 +469,7 @@ impl Controllers {
                 self.at(self.now + NOMINATION_GRACE, Timer::NominationExpiry(claim));
             }
         }
-        if !decision.nodeclaims.is_empty() {
-            self.log(
-                "provisioner",
-                "computed new nodeclaim(s) to fit pod(s)",
-                json!({
-                    "nodeclaims": decision.nodeclaims.len(),
-                    "pods": decision.nodeclaims.iter().map(|c| c.pods.len()).sum::<usize>(),
-                }),
-            );
-        }
+        self.log_new_nodeclaims(&decision.nodeclaims);
         let mut failed = Vec::new();
         for u in &decision.unschedulable {
             let reasons: Vec<String> = u.reasons.iter().map(ToString::to_string).collect();
@@ -535,6 +526,20 @@ impl Controllers {
             self.at(self.now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
         }
         planned
+    }
+
+    /// Karpenter's `computed new nodeclaim(s) to fit pod(s)`, when a solve made any.
+    pub(super) fn log_new_nodeclaims(&mut self, planned: &[PlannedNodeClaim]) {
+        if !planned.is_empty() {
+            self.log(
+                "provisioner",
+                "computed new nodeclaim(s) to fit pod(s)",
+                json!({
+                    "nodeclaims": planned.len(),
+                    "pods": planned.iter().map(|c| c.pods.len()).sum::<usize>(),
+                }),
+            );
+        }
     }
 
     /// Tells each NodePool whose requirements filter out all its instance types, as Karpenter

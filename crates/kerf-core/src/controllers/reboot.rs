@@ -377,13 +377,7 @@ impl Controllers {
                 key: labels::REBOOTING_TAINT_KEY.into(),
             });
         }
-        self.event(Event {
-            kind: EventObject::NodeClaim,
-            name: claim.to_string(),
-            warning: true,
-            reason: "RebootFailed".into(),
-            message: message.to_string(),
-        });
+        self.tell_reboot_failed(claim, message);
         self.log_error(
             "nodeclaim.reboot",
             "reboot failed, replacing node",
@@ -428,6 +422,12 @@ impl Controllers {
             "reboot reached terminal outcome",
             json!({"NodeClaim": {"name": claim}, "reason": "RebootFailed"}),
         );
+        self.tell_reboot_failed(claim, message);
+        self.count_reboot("invalid_request", took);
+    }
+
+    /// Karpenter's `RebootFailed` Warning on the NodeClaim.
+    fn tell_reboot_failed(&mut self, claim: &str, message: &str) {
         self.event(Event {
             kind: EventObject::NodeClaim,
             name: claim.to_string(),
@@ -435,7 +435,6 @@ impl Controllers {
             reason: "RebootFailed".into(),
             message: message.to_string(),
         });
-        self.count_reboot("invalid_request", took);
     }
 
     /// A NodeClaim read again: a reboot still asked for takes its drain bound as the
