@@ -225,6 +225,7 @@ pub const EVENT_DEDUPE: Duration = Duration::from_secs(120);
 
 /// What the controllers ask a shell to do.
 #[derive(Clone, Debug)]
+#[must_use = "an action the shell drops is a decision never carried out"]
 pub enum Action {
     /// Print a log line.
     Log(LogRecord),
@@ -679,6 +680,7 @@ impl Controllers {
 
     /// Runs everything due at `now` and everything the cluster's changes call for; returns
     /// what the shell must do, in order.
+    #[must_use = "the actions are the controllers' decisions: a shell carries every one out"]
     pub fn poll(&mut self, now: Duration) -> Vec<Action> {
         self.now = self.now.max(now);
         while let Some((at, _)) = self.timers.first()

@@ -260,8 +260,9 @@ pub fn cluster_of(inputs: Inputs, how: &Reading<'_>, now: Duration) -> Result<Co
         ..Settings::default()
     };
     let mut core = Controllers::new(settings, how.seed);
-    // the controllers' clock starts where the snapshot was taken
-    core.poll(now);
+    // the controllers' clock starts where the snapshot was taken; what its first look asks
+    // for (the cloud's instances, node classes resolved) no dry run carries out
+    let _first_look = core.poll(now);
     let at = |t: Option<&Time>| {
         t.filter(|_| how.snapshot)
             .map_or(now, |t| since_epoch(t).min(now))

@@ -20,7 +20,7 @@ fn a_nominated_pod_whose_node_kube_scheduler_filled_gets_capacity_at_once() {
     assert_eq!(first.len(), 1, "one NodeClaim for the pending pod");
     let claim = first[0].clone();
     launch_and_register(&mut core, &claim);
-    core.poll(secs(4));
+    let _ = core.poll(secs(4));
     assert!(core.cluster().nodeclaims()[&claim].initialized);
     // kube-scheduler gives the room to another pod; x stays pending, nominated
     let mut other = unschedulable("y", "1500m");
@@ -40,7 +40,7 @@ fn a_nomination_holds_while_its_node_has_room_and_ends_with_an_untolerated_taint
     core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2))[0].clone();
     launch_and_register(&mut core, &claim);
-    core.poll(secs(4));
+    let _ = core.poll(secs(4));
     let mut other = unschedulable("y", "500m");
     other.spec.as_mut().unwrap().node_name = Some(claim.clone());
     core.apply_pod(other, secs(5));
@@ -498,7 +498,7 @@ fn room_promised_to_nominated_pods_on_a_registered_node_is_not_promised_again() 
     core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2))[0].clone();
     launch_and_register(&mut core, &claim);
-    core.poll(secs(4));
+    let _ = core.poll(secs(4));
     assert!(core.cluster().nodeclaims()[&claim].initialized);
     // x is nominated to the Ready node (2 cpus) and not bound yet when y (1.5 cpus) comes
     core.apply_pod(unschedulable("y", "1500m"), secs(5));

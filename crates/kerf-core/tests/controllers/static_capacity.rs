@@ -108,7 +108,7 @@ fn scaling_a_static_nodepool_down_removes_unlaunched_then_empty_then_cheapest_no
     };
     core.apply_pod(pod("busy", &made[0], false), secs(5));
     core.apply_pod(pod("kept", &made[1], true), secs(5));
-    core.poll(secs(6));
+    let _ = core.poll(secs(6));
     let mut np = core.cluster().node_pools()["default"].clone();
     let mut deleted = |core: &mut Controllers, replicas: i64, at: u64| -> Vec<String> {
         np.spec.replicas = Some(replicas);

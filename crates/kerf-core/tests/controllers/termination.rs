@@ -129,7 +129,7 @@ fn the_drain_evicts_only_once_the_disrupted_taint_is_stored() {
     let mut bound = unschedulable("x", "1");
     bound.spec.as_mut().unwrap().node_name = Some(claim.clone());
     core.apply_pod(bound, secs(4));
-    core.poll(secs(5));
+    let _ = core.poll(secs(5));
     core.delete_nodeclaim(&claim);
     // the taint's write never lands: polled without storing it, nothing is evicted
     let asked: Vec<Action> = (6..=20).flat_map(|t| core.poll(secs(t))).collect();
@@ -168,7 +168,7 @@ fn a_pod_made_again_under_an_evicted_pods_name_is_evicted_when_its_node_drains()
         .unwrap()
     };
     core.apply_pod(on(&first, "a"), secs(4));
-    core.poll(secs(5));
+    let _ = core.poll(secs(5));
     core.delete_nodeclaim(&first);
     assert_eq!(evicted(&run_until(&mut core, 6, 8)), ["default/db-0"]);
     // the StatefulSet controller makes db-0 again, on a second node
@@ -180,7 +180,7 @@ fn a_pod_made_again_under_an_evicted_pods_name_is_evicted_when_its_node_drains()
         .expect("a second nodeclaim");
     launch_and_register(&mut core, &second);
     core.apply_pod(on(&second, "b"), secs(14));
-    core.poll(secs(15));
+    let _ = core.poll(secs(15));
     core.delete_nodeclaim(&second);
     assert_eq!(evicted(&run_until(&mut core, 16, 20)), ["default/db-0"]);
 }
