@@ -27,7 +27,7 @@ const APPS: usize = 50;
 const ZONES: [&str; 2] = ["test-zone-1", "test-zone-2"];
 
 /// The objects a [`ClusterView`] borrows.
-pub struct Cluster {
+pub struct BenchCluster {
     /// Pods on the nodes, node by node.
     pub pods: Vec<Pod>,
     /// The one NodePool (WhenEmptyOrUnderutilized, consolidateAfter 0s).
@@ -102,13 +102,13 @@ fn node_pool_object() -> NodePool {
     serde_json::from_value(spec).expect("the benchmark NodePool is a valid NodePool")
 }
 
-impl Cluster {
+impl BenchCluster {
     /// Builds the cluster of `nodes` nodes from `seed`.
-    pub fn generate(nodes: usize, seed: u64) -> Cluster {
+    pub fn generate(nodes: usize, seed: u64) -> BenchCluster {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let daemon = pod("daemon".into(), APPS, 100, 128, false);
         let daemon_requests = pod_requests(&daemon);
-        let mut c = Cluster {
+        let mut c = BenchCluster {
             pods: Vec::with_capacity(nodes * PODS_PER_NODE),
             node_pool: node_pool_object(),
             node_pool_input: benchmark::node_pool(),
@@ -240,7 +240,7 @@ mod tests {
 
     #[test]
     fn nodes_hold_their_pods_and_are_not_overcommitted() {
-        let c = Cluster::generate(50, 1);
+        let c = BenchCluster::generate(50, 1);
         assert_eq!(c.nodes.len(), 50);
         assert_eq!(c.pods.len(), 50 * PODS_PER_NODE);
         for n in &c.nodes {
@@ -255,7 +255,7 @@ mod tests {
 
     #[test]
     fn same_seed_same_cluster() {
-        let (a, b) = (Cluster::generate(20, 9), Cluster::generate(20, 9));
+        let (a, b) = (BenchCluster::generate(20, 9), BenchCluster::generate(20, 9));
         assert_eq!(a.pods, b.pods);
         assert_eq!(a.cost_per_hour(), b.cost_per_hour());
     }

@@ -1460,7 +1460,7 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     use super::*;
-    use crate::benchmark::Cluster;
+    use crate::benchmark::BenchCluster;
 
     fn pod(name: String, (cpu_millis, memory_mib): (i64, i64)) -> Pod {
         let requests = serde_json::json!({"cpu": format!("{cpu_millis}m"), "memory": format!("{memory_mib}Mi")});
@@ -1481,7 +1481,7 @@ mod tests {
         let (mut turned_away, mut by_size, mut kept) = (0, 0, 0);
         for seed in 0..100 {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            let mut c = Cluster::generate(0, seed);
+            let mut c = BenchCluster::generate(0, seed);
             c.daemonsets.clear();
             for n in 0..4 {
                 // 2 to 6 vCPUs, filled with pods until one does not fit or by chance

@@ -6,7 +6,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::labels;
 use kerf_api::nodepool::ConsolidationPolicy;
-use kerf_core::benchmark::Cluster;
+use kerf_core::benchmark::BenchCluster;
 use kerf_core::cluster::CapacityType;
 use kerf_core::consolidation::{Command, MinSavings, plan};
 
@@ -28,7 +28,7 @@ fn sized(name: &str, cpu: &str, memory: &str, pinned_to: Option<&str>) -> Pod {
 
 #[test]
 fn a_node_that_cannot_go_does_not_keep_the_next_ones() {
-    let mut c = Cluster::generate(0, 1);
+    let mut c = BenchCluster::generate(0, 1);
     // node-a goes first in the order (fewest pods) but its pod is pinned to it
     let layout: [(&str, usize, Vec<Pod>); 4] = [
         ("node-a", 3, vec![pod("a0", "3", Some("node-a"))]),
@@ -70,7 +70,7 @@ fn a_node_that_cannot_go_does_not_keep_the_next_ones() {
 /// though no single node has room for both pods' largest requests.
 #[test]
 fn pods_that_fit_on_different_nodes_let_their_node_go() {
-    let mut c = Cluster::generate(0, 1);
+    let mut c = BenchCluster::generate(0, 1);
     c.daemonsets.clear();
     // three 8-cpu, 16 GiB nodes: one with cpu to spare, one with memory to spare
     let cpu_room = vec![sized("x0", "1", "15Gi", Some("cpu-room"))];
@@ -93,8 +93,8 @@ fn pods_that_fit_on_different_nodes_let_their_node_go() {
 
 /// An on-demand NodePool of three types: small (2 vCPU, $0.10), medium (4 vCPU, $0.60) and
 /// big (16 vCPU, $1.00). Three 900m pods fit one medium node, or two small ones for less.
-fn three_sizes(policy: ConsolidationPolicy) -> Cluster {
-    let mut c = Cluster::generate(0, 1);
+fn three_sizes(policy: ConsolidationPolicy) -> BenchCluster {
+    let mut c = BenchCluster::generate(0, 1);
     let all = kerf_scheduling::benchmark::instance_types();
     let priced = |i: usize, price: f64| {
         let mut t = all[i].clone();
@@ -114,7 +114,7 @@ fn three_sizes(policy: ConsolidationPolicy) -> Cluster {
 
 /// Rules spot out of the NodePool, as its types offer none: a replacement that may be spot
 /// is pinned to spot.
-fn on_demand_only(c: &mut Cluster) {
+fn on_demand_only(c: &mut BenchCluster) {
     c.node_pool_input.requirements = vec![kerf_api::NodeSelectorRequirementWithMinValues {
         key: labels::CAPACITY_TYPE.into(),
         operator: kerf_api::Operator::In,
@@ -137,7 +137,7 @@ fn three_pods(node: &str, disruption_cost: Option<&str>) -> Vec<Pod> {
         .collect()
 }
 
-fn planned(c: &Cluster, min_savings: MinSavings) -> Option<Command> {
+fn planned(c: &BenchCluster, min_savings: MinSavings) -> Option<Command> {
     let view = kerf_core::consolidation::ClusterView {
         min_savings,
         ..c.view(1)
@@ -256,7 +256,7 @@ fn a_balanced_nodepool_takes_a_move_only_when_it_saves_enough_for_its_disruption
 fn validation_checks_the_decided_candidates_not_a_new_search() {
     use kerf_api::nodepool::DisruptionReason;
     use kerf_core::consolidation::{Decided, Method, Rejection, revalidate};
-    let mut c = Cluster::generate(0, 1);
+    let mut c = BenchCluster::generate(0, 1);
     c.daemonsets.clear();
     c.add_node("roomy", 15, "test-zone-1", vec![pod("r0", "1", None)], true);
     let small = vec![pod("s0", "500m", None), pod("s1", "500m", None)];
@@ -344,8 +344,8 @@ fn one_busy_node(
     capacity_type: CapacityType,
     price: f64,
     zone_of_pod: Option<&str>,
-) -> Cluster {
-    let mut c = Cluster::generate(0, 1);
+) -> BenchCluster {
+    let mut c = BenchCluster::generate(0, 1);
     c.daemonsets.clear();
     let all = kerf_scheduling::benchmark::instance_types();
     let types: Vec<_> = (types.iter())
@@ -486,7 +486,7 @@ fn an_on_demand_nodes_replacement_that_may_be_spot_is_pinned_to_spot() {
 #[test]
 fn a_spot_to_spot_replacement_takes_the_fifteen_cheapest_of_at_least_fifteen() {
     let spot_node = |type_index: usize| {
-        let mut c = Cluster::generate(0, 1);
+        let mut c = BenchCluster::generate(0, 1);
         c.daemonsets.clear();
         c.add_node(
             "busy",
@@ -499,7 +499,7 @@ fn a_spot_to_spot_replacement_takes_the_fifteen_cheapest_of_at_least_fifteen() {
         node.capacity_type = CapacityType::Spot;
         c
     };
-    let replaced = |c: &Cluster| {
+    let replaced = |c: &BenchCluster| {
         let view = kerf_core::consolidation::ClusterView {
             spot_to_spot: true,
             ..c.view(1)

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
-use kerf_core::benchmark::Cluster;
+use kerf_core::benchmark::BenchCluster;
 use kerf_scheduling::resources::pod_requests;
 use kerf_scheduling::{BoundPod, Decision, ExistingNode, Problem, Session, SolveOptions, solve};
 
@@ -35,7 +35,7 @@ fn pod_name(p: &Pod) -> String {
 #[test]
 fn session_answers_match_fresh_solves_across_kept_removals() {
     for seed in [1, 2, 3] {
-        let cluster = Cluster::generate(40, seed);
+        let cluster = BenchCluster::generate(40, seed);
         let view = cluster.view(40);
         let vp: &[&Pod] = &view.pods;
         let all_nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();
@@ -129,7 +129,7 @@ fn a_kept_catalog_answers_as_a_fresh_one_while_nodes_are_relabeled() {
     let zone_key = || kerf_api::labels::ZONE;
     let mut catalog = Catalog::default();
     for seed in [1, 2] {
-        let cluster = Cluster::generate(40, seed);
+        let cluster = BenchCluster::generate(40, seed);
         let view = cluster.view(40);
         let vp: &[&Pod] = &view.pods;
         let mut nodes: Vec<ExistingNode> = view.nodes.iter().map(|n| n.node.clone()).collect();

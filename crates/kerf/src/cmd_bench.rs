@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
-use kerf_core::benchmark::{Cluster, PODS_PER_NODE};
+use kerf_core::benchmark::{BenchCluster, PODS_PER_NODE};
 use kerf_core::consolidation::plan;
 use kerf_scheduling::{
     Catalog, Preferences, Problem, SolveOptions, benchmark, solve, solve_near_bound,
@@ -112,7 +112,7 @@ fn consolidation(sizes: &[usize], budget: usize, repeat: usize, seed: u64) -> Re
     let bar = Progress::new((sizes.len() * repeat.max(1)) as u64, "benchmark", false);
     for (k, &n) in sizes.iter().enumerate() {
         bar.set((k * repeat.max(1)) as u64, format!("{n} nodes"));
-        let cluster = Cluster::generate(n, seed);
+        let cluster = BenchCluster::generate(n, seed);
         let allowed = (n * budget).div_ceil(100);
         let mut best = f64::MAX;
         let mut command = None;
