@@ -96,7 +96,7 @@ pub struct Choice {
 
 /// What one launch needs.
 #[derive(Clone, Copy, Debug)]
-pub struct LaunchRequest<'a> {
+pub struct LaunchOrder<'a> {
     /// The NodeClaim's name.
     pub nodeclaim: &'a str,
     /// Its NodePool's name.
@@ -448,7 +448,7 @@ impl Fleet {
 
     fn template(
         &self,
-        req: &LaunchRequest<'_>,
+        req: &LaunchOrder<'_>,
         image_id: &str,
         sizing: &Sizing,
         profile: &str,
@@ -746,7 +746,7 @@ impl Fleet {
         Ok(ids.len())
     }
 
-    fn instance_tags(&self, req: &LaunchRequest<'_>) -> Vec<Tag> {
+    fn instance_tags(&self, req: &LaunchOrder<'_>) -> Vec<Tag> {
         let mut tags: BTreeMap<String, String> = req.spec.tags.clone();
         for (k, v) in [
             (NODEPOOL_TAG.to_string(), req.node_pool),
@@ -763,7 +763,7 @@ impl Fleet {
     }
 
     /// Launches one instance for the NodeClaim.
-    pub async fn launch(&self, req: &LaunchRequest<'_>) -> Result<Instance, LaunchError> {
+    pub async fn launch(&self, req: &LaunchOrder<'_>) -> Result<Instance, LaunchError> {
         let not_ready = |reason: &str| LaunchError::NotReady {
             class: req.node_class.to_string(),
             reason: reason.to_string(),
@@ -805,7 +805,7 @@ impl Fleet {
 
     async fn try_launch(
         &self,
-        req: &LaunchRequest<'_>,
+        req: &LaunchOrder<'_>,
         profile: &str,
         skipped_subnets: &BTreeSet<String>,
     ) -> Result<Attempt, LaunchError> {
@@ -920,7 +920,7 @@ impl Fleet {
     fn count_launch_failures(
         &self,
         errors: &[CreateFleetError],
-        req: &LaunchRequest<'_>,
+        req: &LaunchOrder<'_>,
         zone_of_subnet: &HashMap<String, String>,
     ) {
         let Some(m) = self.metrics.get() else { return };
@@ -1174,7 +1174,7 @@ pub fn instance_id(provider_id: &str) -> Option<&str> {
 /// cheapest-first order, at most [`MAX_OVERRIDES`]; or why no choice is left (no subnet in its
 /// zone outside `skipped_subnets`, no image of the class for its type).
 fn overrides_by_image<'r>(
-    req: &'r LaunchRequest<'_>,
+    req: &'r LaunchOrder<'_>,
     skipped_subnets: &BTreeSet<String>,
 ) -> Result<ByImage<'r>, String> {
     let status = req.status;
@@ -1217,7 +1217,7 @@ type ByImage<'r> = Vec<((&'r str, &'r Sizing), Vec<(&'r Choice, &'r str)>)>;
 /// subnet's), the AMI of the template whose overrides hold its type, and its network.
 fn instance_of(
     launched: &aws_sdk_ec2::types::CreateFleetInstance,
-    req: &LaunchRequest<'_>,
+    req: &LaunchOrder<'_>,
     by_image: &ByImage<'_>,
     zone_of_subnet: &HashMap<String, String>,
 ) -> Option<Instance> {
@@ -1281,7 +1281,7 @@ enum Attempt {
 /// What the fleet's errors mean when nothing launched.
 fn sort_errors(
     errors: &[CreateFleetError],
-    req: &LaunchRequest<'_>,
+    req: &LaunchOrder<'_>,
     zone_of_subnet: &HashMap<String, String>,
 ) -> Attempt {
     let mut unavailable = BTreeSet::new();

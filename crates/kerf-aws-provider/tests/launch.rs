@@ -20,7 +20,7 @@ use kerf_api::ec2nodeclass::{AmiStatus, EC2NodeClassStatus, SecurityGroupStatus,
 use kerf_api::{Taint, TaintEffect, labels};
 use kerf_aws_provider::Discovery;
 use kerf_aws_provider::launch::{
-    Choice, Fleet, LaunchError, LaunchRequest, RebootOutcome, Unavailable,
+    Choice, Fleet, LaunchError, LaunchOrder, RebootOutcome, Unavailable,
 };
 use kerf_aws_provider::user_data::{ClusterInfo, Sizing};
 use kerf_core::cluster::InstanceNetwork;
@@ -87,7 +87,7 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
         effect: TaintEffect::NoExecute,
         time_added: None,
     }];
-    let request = LaunchRequest {
+    let request = LaunchOrder {
         nodeclaim: "default-abcde",
         node_pool: "default",
         node_class: "default",
@@ -237,7 +237,7 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
 
     // a second NodeClaim of the same class reuses the template
     let second = fleet
-        .launch(&LaunchRequest {
+        .launch(&LaunchOrder {
             nodeclaim: "default-fghij",
             ..request
         })
@@ -347,7 +347,7 @@ async fn a_nodeclaim_launches_from_the_seed_class_and_is_listed_and_terminated()
     };
     let before = fleets(ec2.clone()).await;
     let names = ["default-a", "default-b", "default-c"];
-    let [a, b, c] = names.map(|nodeclaim| LaunchRequest {
+    let [a, b, c] = names.map(|nodeclaim| LaunchOrder {
         nodeclaim,
         ..request
     });
@@ -473,8 +473,8 @@ fn mocked_request<'a>(
     spec: &'a kerf_api::EC2NodeClassSpec,
     choices: &'a [Choice],
     labels: &'a BTreeMap<String, String>,
-) -> LaunchRequest<'a> {
-    LaunchRequest {
+) -> LaunchOrder<'a> {
+    LaunchOrder {
         nodeclaim: "spot-abcde",
         node_pool: "spot",
         node_class: "default",
@@ -570,7 +570,7 @@ async fn launches_of_one_shape_share_one_fleet_request() {
     let node_labels = BTreeMap::new();
     let base = mocked_request(&status, &spec, &choices, &node_labels);
     let [a, b, c] =
-        ["spot-a", "spot-b", "spot-c"].map(|nodeclaim| LaunchRequest { nodeclaim, ..base });
+        ["spot-a", "spot-b", "spot-c"].map(|nodeclaim| LaunchOrder { nodeclaim, ..base });
     let d = mocked_request(&status, &spec, &other, &node_labels);
     let (a, b, c, d) = tokio::join!(
         fleet.launch(&a),
@@ -798,7 +798,7 @@ async fn every_launch_option_of_the_class_reaches_the_template_in_each_family() 
         let node_labels = BTreeMap::from([("karpenter.sh/nodepool".into(), "default".into())]);
         let name = format!("default-{n}");
         fleet
-            .launch(&LaunchRequest {
+            .launch(&LaunchOrder {
                 nodeclaim: &name,
                 node_pool: "default",
                 node_class: "default",

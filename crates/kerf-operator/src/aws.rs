@@ -16,7 +16,7 @@ use kerf_aws_provider::instance_status::InstanceStatusChecks;
 use kerf_aws_provider::instance_types::{InstanceTypeSource, RegionCatalog};
 use kerf_aws_provider::interruption_queue::InterruptionQueue;
 use kerf_aws_provider::launch::{
-    Choice, Fleet, Instance, LaunchError, LaunchRequest, RebootOutcome, admits,
+    Choice, Fleet, Instance, LaunchError, LaunchOrder, RebootOutcome, admits,
 };
 use kerf_aws_provider::pricing::{PriceSource, Prices};
 use kerf_aws_provider::user_data::{ClusterInfo, Sizing};
@@ -330,7 +330,7 @@ impl CloudProvider for Aws {
             .and_then(|id| status.capacity_reservations.iter().find(|r| r.id == id));
         let instance = self
             .fleet
-            .launch(&LaunchRequest {
+            .launch(&LaunchOrder {
                 nodeclaim: name,
                 node_pool: &claim.node_pool,
                 node_class: &claim.node_class,
