@@ -198,7 +198,7 @@ fn describe(offerings: &[Unavailable]) -> String {
 /// Launches and finds instances with EC2.
 #[derive(Debug)]
 pub struct Fleet {
-    ec2: aws_sdk_ec2::Client,
+    pub(crate) ec2: aws_sdk_ec2::Client,
     cluster: ClusterInfo,
     /// Launch template ids by name, once found or created.
     templates: Mutex<HashMap<String, String>>,
@@ -254,7 +254,7 @@ fn unlaunchable(no_subnet: &BTreeSet<&str>, no_image: &BTreeSet<&str>) -> String
     }
 }
 
-fn tag(key: &str, value: &str) -> Tag {
+pub(crate) fn tag(key: &str, value: &str) -> Tag {
     Tag::builder().key(key).value(value).build()
 }
 
@@ -358,7 +358,7 @@ fn network_interfaces(
 }
 
 /// Everything a launch template holds, hashed into its name.
-struct Template {
+pub(crate) struct Template {
     name: String,
     data: RequestLaunchTemplateData,
 }
@@ -446,7 +446,7 @@ impl Fleet {
         self.room_changed.notify_one();
     }
 
-    fn template(
+    pub(crate) fn template(
         &self,
         req: &LaunchOrder<'_>,
         image_id: &str,
@@ -618,7 +618,7 @@ impl Fleet {
     }
 
     /// The id of the launch template named `t.name`: cached, found, or created.
-    async fn ensure(&self, t: Template, node_class: &str) -> Result<String, AwsError> {
+    pub(crate) async fn ensure(&self, t: Template, node_class: &str) -> Result<String, AwsError> {
         let known = |name: &str| {
             let templates = self.templates.lock();
             (templates.unwrap_or_else(PoisonError::into_inner).get(name)).cloned()
@@ -746,7 +746,7 @@ impl Fleet {
         Ok(ids.len())
     }
 
-    fn instance_tags(&self, req: &LaunchOrder<'_>) -> Vec<Tag> {
+    pub(crate) fn instance_tags(&self, req: &LaunchOrder<'_>) -> Vec<Tag> {
         let mut tags: BTreeMap<String, String> = req.spec.tags.clone();
         for (k, v) in [
             (NODEPOOL_TAG.to_string(), req.node_pool),

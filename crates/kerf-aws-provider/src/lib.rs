@@ -10,6 +10,7 @@
 //! Credentials, region and endpoint come from the SDK's standard chain, so `AWS_ENDPOINT_URL`
 //! points every client at a local emulator.
 
+pub mod authorization;
 pub mod cluster;
 mod fleet_batch;
 pub mod instance_profile;
@@ -96,7 +97,7 @@ const MESSAGE_CHARS: usize = 200;
 /// carries no error code (an HTML page from a proxy, an endpoint that does not serve the API,
 /// no connection at all), what went wrong at the bottom of the SDK's chain of causes — never
 /// the SDK's debug account of it, never a whole response body.
-fn one_line<E: ProvideErrorMetadata + std::error::Error>(error: &E) -> String {
+pub(crate) fn one_line<E: ProvideErrorMetadata + std::error::Error>(error: &E) -> String {
     let text = match (error.code(), error.message()) {
         (Some(code), Some(message)) => format!("{code}: {message}"),
         (Some(code), None) => code.to_string(),

@@ -160,7 +160,7 @@ fn tag_pairs(tags: &Option<BTreeMap<String, String>>) -> Vec<(&str, &str)> {
         .collect()
 }
 
-fn condition(type_: &str, ready: bool, reason: &str, message: String) -> Condition {
+pub(crate) fn condition(type_: &str, ready: bool, reason: &str, message: String) -> Condition {
     Condition {
         type_: type_.to_string(),
         status: if ready { "True" } else { "False" }.to_string(),
@@ -651,7 +651,23 @@ fn validation(spec: &EC2NodeClassSpec, resolved: &[Condition]) -> Condition {
             ),
         );
     }
+    validated()
+}
+
+/// `ValidationSucceeded` True: the class passed every check.
+pub fn validated() -> Condition {
     condition(VALIDATION_SUCCEEDED, true, "", String::new())
+}
+
+/// `ValidationSucceeded` before the class was ever checked, as Karpenter initializes a
+/// condition: Unknown, awaiting reconciliation.
+pub fn awaiting_validation() -> Condition {
+    Condition {
+        status: "Unknown".into(),
+        reason: "AwaitingReconciliation".into(),
+        message: "object is awaiting reconciliation".into(),
+        ..validated()
+    }
 }
 
 /// `Ready` over a class's other conditions, as Karpenter words it: True when all are, else
@@ -667,25 +683,6 @@ pub fn ready(conditions: &[Condition]) -> Condition {
         unready.is_empty(),
         "UnhealthyDependents",
         unready.join(", "),
-    )
-}
-
-/// `ValidationSucceeded` False as Karpenter's validation writes it when a launch call of the
-/// class is not authorized: its reason for the call (`CreateFleetAuthCheckFailed`,
-/// `CreateLaunchTemplateAuthCheckFailed`, `RunInstancesAuthCheckFailed`; `Unauthorized` for
-/// another) and `Controller isn't authorized to call ec2:CreateFleet: <AWS's message>`.
-pub fn launch_refused(permission: &str, message: &str) -> Condition {
-    let reason = match permission {
-        "ec2:CreateFleet" => "CreateFleetAuthCheckFailed",
-        "ec2:CreateLaunchTemplate" => "CreateLaunchTemplateAuthCheckFailed",
-        "ec2:RunInstances" => "RunInstancesAuthCheckFailed",
-        _ => UNAUTHORIZED,
-    };
-    condition(
-        VALIDATION_SUCCEEDED,
-        false,
-        reason,
-        format!("Controller isn't authorized to call {permission}: {message}"),
     )
 }
 

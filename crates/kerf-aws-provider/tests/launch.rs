@@ -19,6 +19,7 @@ use base64::Engine;
 use kerf_api::ec2nodeclass::{AmiStatus, EC2NodeClassStatus, SecurityGroupStatus, SubnetStatus};
 use kerf_api::{Taint, TaintEffect, labels};
 use kerf_aws_provider::Discovery;
+use kerf_aws_provider::authorization::{Probe, Verdict};
 use kerf_aws_provider::launch::{
     Choice, Fleet, LaunchError, LaunchOrder, RebootOutcome, Unavailable,
 };
@@ -871,4 +872,186 @@ async fn every_launch_option_of_the_class_reaches_the_template_in_each_family() 
         // nothing else of the family's user data was lost
         assert!(text.contains(CLUSTER), "{family:?}: {text}");
     }
+}
+
+/// An EC2 error with `code` and `message`, as a `T` operation's error.
+fn ec2_error<T: aws_smithy_types::error::metadata::ProvideErrorMetadata>(
+    make: fn(aws_sdk_ec2::error::ErrorMetadata) -> T,
+    code: &str,
+    message: &str,
+) -> T {
+    make(
+        aws_sdk_ec2::error::ErrorMetadata::builder()
+            .code(code)
+            .message(message)
+            .build(),
+    )
+}
+
+/// What a dry run that would have succeeded answers, as EC2 says it.
+const WOULD_SUCCEED: &str = "Request would have succeeded, but DryRun flag is set.";
+
+/// `RunInstances` dry runs answered by subnet: `(subnet, code, message)`.
+fn run_instances_answers(
+    answers: &[(&'static str, &'static str, &'static str)],
+) -> Vec<aws_smithy_mocks::Rule> {
+    use aws_sdk_ec2::operation::run_instances::RunInstancesError;
+    answers
+        .iter()
+        .map(|&(subnet, code, message)| {
+            mock!(aws_sdk_ec2::Client::run_instances)
+                .match_requests(move |r| {
+                    r.dry_run() == Some(true)
+                        && r.network_interfaces()
+                            .iter()
+                            .all(|n| n.subnet_id() == Some(subnet))
+                })
+                .then_error(move || ec2_error(RunInstancesError::generic, code, message))
+        })
+        .collect()
+}
+
+fn fleet_dry_run(code: &'static str, message: &'static str) -> aws_smithy_mocks::Rule {
+    use aws_sdk_ec2::operation::create_fleet::CreateFleetError;
+    mock!(aws_sdk_ec2::Client::create_fleet)
+        .match_requests(|r| {
+            let overrides: Vec<_> = (r.launch_template_configs().iter())
+                .flat_map(|c| c.overrides())
+                .collect();
+            // the probe's one instance type in every subnet of the class
+            r.dry_run() == Some(true)
+                && overrides.len() == 3
+                && overrides
+                    .iter()
+                    .all(|o| o.instance_type().map(|t| t.as_str()) == Some("m5.large"))
+        })
+        .then_error(move || ec2_error(CreateFleetError::generic, code, message))
+}
+
+async fn authorize(fleet: &Fleet, spec: &kerf_api::EC2NodeClassSpec) -> Verdict {
+    let status = status();
+    let choice = choice("m5.large", "", "amd64");
+    let probe = Probe {
+        node_class: "default",
+        spec,
+        status: &status,
+        choice: &choice,
+    };
+    fleet.authorize(&probe).await
+}
+
+#[tokio::test]
+async fn the_authorization_check_dry_runs_a_fleet_then_instances_until_a_subnet_passes() {
+    let fleet_passes = fleet_dry_run("DryRunOperation", WOULD_SUCCEED);
+    let runs = run_instances_answers(&[
+        (
+            "subnet-a",
+            "InvalidSubnetID.NotFound",
+            "The subnet ID 'subnet-a' does not exist",
+        ),
+        ("subnet-a2", "DryRunOperation", WOULD_SUCCEED),
+        ("subnet-c", "DryRunOperation", WOULD_SUCCEED),
+    ]);
+    let mut rules = vec![&fleet_passes];
+    rules.extend(runs.iter());
+    let fleet = mocked(&rules);
+    let spec = seed_node_class().spec;
+    assert_eq!(authorize(&fleet, &spec).await, Verdict::Authorized);
+    assert_eq!(fleet_passes.num_calls(), 1);
+    // the first subnet's answer is no verdict; the second passes, the third is not asked
+    let calls: Vec<usize> = runs.iter().map(|r| r.num_calls()).collect();
+    assert_eq!(calls, [1, 1, 0]);
+}
+
+#[tokio::test]
+async fn a_refused_dry_run_fails_validation_in_karpenters_words_for_its_call() {
+    // the fleet refused: no instance is tried
+    let refused = fleet_dry_run(
+        "UnauthorizedOperation",
+        "You are not authorized to perform this operation. User: arn:aws:sts::1:assumed-role/k/kerf is not authorized to perform: ec2:CreateFleet with an explicit deny in a service control policy",
+    );
+    let runs = run_instances_answers(&[("subnet-a", "DryRunOperation", WOULD_SUCCEED)]);
+    let fleet = mocked(&[&refused, &runs[0]]);
+    let spec = seed_node_class().spec;
+    let Verdict::Refused { condition, said } = authorize(&fleet, &spec).await else {
+        panic!("not refused");
+    };
+    assert_eq!(
+        (
+            condition.type_.as_str(),
+            condition.status.as_str(),
+            condition.reason.as_str()
+        ),
+        ("ValidationSucceeded", "False", "CreateFleetAuthCheckFailed")
+    );
+    assert_eq!(
+        condition.message,
+        "Controller isn't authorized to call ec2:CreateFleet: User is not authorized to perform this operation due to a service control policy"
+    );
+    assert_eq!(said, "unauthorized to call ec2:CreateFleet");
+    assert_eq!(runs[0].num_calls(), 0);
+
+    // every subnet refused: the first's refusal is the verdict
+    let passes = fleet_dry_run("DryRunOperation", WOULD_SUCCEED);
+    let denied =
+        "User: arn:aws:sts::1:assumed-role/k/kerf is not authorized to perform: ec2:RunInstances";
+    let runs = run_instances_answers(&[
+        ("subnet-a", "UnauthorizedOperation", denied),
+        ("subnet-a2", "AccessDenied", denied),
+        ("subnet-c", "AccessDenied", denied),
+    ]);
+    let mut rules = vec![&passes];
+    rules.extend(runs.iter());
+    let fleet = mocked(&rules);
+    let Verdict::Refused { condition, .. } = authorize(&fleet, &spec).await else {
+        panic!("not refused");
+    };
+    assert_eq!(condition.reason, "RunInstancesAuthCheckFailed");
+    assert_eq!(
+        condition.message,
+        "Controller isn't authorized to call ec2:RunInstances: User is not authorized to perform this operation because no identity-based policy allows it"
+    );
+
+    // a throttled fleet gives no verdict: the condition stays as it was
+    let throttled = fleet_dry_run("RequestLimitExceeded", "Request limit exceeded.");
+    let fleet = mocked(&[&throttled]);
+    assert!(
+        matches!(authorize(&fleet, &spec).await, Verdict::Unanswered(ref t) if t.contains("RequestLimitExceeded")),
+    );
+
+    // an instance profile the class names that EC2 does not know: said, not held
+    let passes = fleet_dry_run("DryRunOperation", WOULD_SUCCEED);
+    let runs = run_instances_answers(&[
+        (
+            "subnet-a",
+            "InvalidParameterValue",
+            "Value (profile) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name",
+        ),
+        (
+            "subnet-a2",
+            "InvalidParameterValue",
+            "Invalid IAM Instance Profile name",
+        ),
+        (
+            "subnet-c",
+            "InvalidParameterValue",
+            "Invalid IAM Instance Profile name",
+        ),
+    ]);
+    let mut rules = vec![&passes];
+    rules.extend(runs.iter());
+    let fleet = mocked(&rules);
+    let mut named = spec.clone();
+    named.role = None;
+    named.instance_profile = Some("profile".into());
+    let Verdict::NotHeld(condition) = authorize(&fleet, &named).await else {
+        panic!("not said");
+    };
+    assert_eq!(
+        (condition.reason.as_str(), condition.message.as_str()),
+        (
+            "InstanceProfileNotFound",
+            "Instance profile \"profile\" not found"
+        )
+    );
 }

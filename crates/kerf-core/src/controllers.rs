@@ -395,6 +395,10 @@ pub enum Action {
         node_class: String,
         /// The class as the controllers hold it.
         class: Box<kerf_api::EC2NodeClass>,
+        /// What each NodePool of the class admits: its requirements, and its template's labels
+        /// as `In` requirements (the cloud tries a launch of an instance type one of them
+        /// admits, as Karpenter's authorization check does).
+        node_pools: Vec<Vec<kerf_api::common::NodeSelectorRequirementWithMinValues>>,
     },
     /// Write a node class's resolved status.
     PatchNodeClassStatus {

@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use kerf_api::ec2nodeclass::{AmiStatus, CapacityReservationStatus, EC2NodeClassStatus};
+use kerf_api::common::NodeSelectorRequirementWithMinValues as Requirement;
+use kerf_api::ec2nodeclass::{AmiFamily, AmiStatus, CapacityReservationStatus, EC2NodeClassStatus};
 use kerf_api::{EC2NodeClass, NodePool, labels};
 use kerf_aws::instance_type::{instance_types_of, scheduler_options};
 use kerf_aws::reservations::add_reserved_offerings;
@@ -110,6 +111,8 @@ pub struct AwsOptions {
     /// The `RebootForRepair` AWS gate: node repair reboots a node whose accelerator reports
     /// an XID error a reboot clears, instead of replacing it.
     pub reboot_for_repair: bool,
+    /// `DISABLE_DRY_RUN`: a class's launch authorization is not checked with dry runs.
+    pub disable_dry_run: bool,
 }
 
 /// The zones a class's subnets are in; none before its status is written.
@@ -150,7 +153,12 @@ impl Aws {
         let fleet = Arc::new(Fleet::new(config, options.cluster));
         Ok(Aws {
             region,
-            node_classes: NodeClasses::new(config, &cluster_name, Arc::clone(&fleet)),
+            node_classes: NodeClasses::new(
+                config,
+                &cluster_name,
+                Arc::clone(&fleet),
+                options.disable_dry_run,
+            ),
             fleet,
             config: config.clone(),
             interruption_queue: options.interruption_queue,
@@ -261,6 +269,71 @@ impl Aws {
         });
         Arc::clone(built)
     }
+}
+
+/// The instance types Karpenter's authorization check falls back to when no NodePool of a
+/// class admits one of its types (one of each architecture).
+const PROBE_FALLBACK: [&str; 2] = ["m5.large", "m6g.large"];
+
+impl Aws {
+    /// The instance type a class's launch is tried with, as Karpenter's authorization check
+    /// picks it: among the class's types (as just resolved) those a NodePool of the class
+    /// admits, else m5.large or m6g.large, else any; one a standard image of the class boots
+    /// (no GPU or accelerator) before others.
+    fn probe_type(
+        &self,
+        class: &EC2NodeClass,
+        status: &EC2NodeClassStatus,
+        node_pools: &[Vec<Requirement>],
+    ) -> Option<Choice> {
+        let mut resolved = class.clone();
+        resolved.status = Some(status.clone());
+        let catalog = self.catalog(Some(&resolved));
+        let admitted = |t: &&InstanceTypeOption| {
+            node_pools.iter().any(|requirements| {
+                requirements.iter().all(|r| match t.labels.get(&r.key) {
+                    Some(value) => r.matches(Some(value)),
+                    // what the type does not say (zone, capacity type) is its offerings'
+                    None => true,
+                })
+            })
+        };
+        let windows = matches!(
+            class.spec.family(),
+            AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025
+        );
+        let mut candidates: Vec<&InstanceTypeOption> = if windows {
+            Vec::new()
+        } else {
+            catalog.iter().filter(admitted).collect()
+        };
+        if candidates.is_empty() {
+            candidates = (catalog.iter())
+                .filter(|t| PROBE_FALLBACK.contains(&t.name.as_str()))
+                .collect();
+        }
+        if candidates.is_empty() {
+            candidates = catalog.iter().collect();
+        }
+        let standard = |t: &&&InstanceTypeOption| {
+            (status.amis.iter())
+                .filter(|a| admits(&a.requirements, &t.labels))
+                .any(|a| !a.requirements.iter().any(|r| accelerated(&r.key)))
+        };
+        let chosen = (candidates.iter().find(standard)).or(candidates.first())?;
+        let vcpu = u32::try_from(chosen.capacity.cpu_millis / 1000).unwrap_or(0);
+        Some(Choice {
+            instance_type: chosen.name.clone(),
+            zone: String::new(),
+            labels: (*chosen.labels).clone(),
+            sizing: Sizing::new(vcpu, chosen.capacity.pods, class.spec.kubelet.as_ref()),
+        })
+    }
+}
+
+/// Whether an image requirement's key is one only GPU or accelerator images ask for.
+fn accelerated(key: &str) -> bool {
+    key == labels::INSTANCE_GPU_COUNT || key == labels::INSTANCE_ACCELERATOR_COUNT
 }
 
 impl CloudProvider for Aws {
@@ -529,8 +602,10 @@ impl CloudProvider for Aws {
         &self,
         name: &str,
         class: &EC2NodeClass,
+        node_pools: &[Vec<Requirement>],
     ) -> Result<EC2NodeClassStatus, CloudError> {
-        self.node_classes.resolve(name, class).await
+        let probe_type = |status: &EC2NodeClassStatus| self.probe_type(class, status, node_pools);
+        self.node_classes.resolve(name, class, probe_type).await
     }
 
     async fn clean_up_node_class(
@@ -850,6 +925,7 @@ mod tests {
                 interruption_queue: None,
                 capacity: CapacitySettings::default(),
                 isolated_vpc: false,
+                disable_dry_run: false,
                 reboot_for_repair: false,
             },
         )

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use kerf_core::metrics::Recorder;
 
+use kerf_api::common::NodeSelectorRequirementWithMinValues as Requirement;
 use kerf_api::ec2nodeclass::EC2NodeClassStatus;
 use kerf_api::{EC2NodeClass, NodePool};
 use kerf_aws::capacity::NodeSettings;
@@ -158,11 +159,14 @@ pub trait CloudProvider {
         &kerf_core::repair::AWS_POLICIES
     }
 
-    /// Resolves the node class `name`'s selector terms and instance profile into a status.
+    /// Resolves the node class `name`'s selector terms and instance profile into a status,
+    /// checking that a launch of it would be authorized with an instance type one of
+    /// `node_pools` (each NodePool's requirements) admits.
     fn resolve_node_class(
         &self,
         name: &str,
         _class: &EC2NodeClass,
+        _node_pools: &[Vec<Requirement>],
     ) -> impl Future<Output = Result<EC2NodeClassStatus, CloudError>> {
         let message = format!("{} resolves no node class ({name})", self.name());
         std::future::ready(Err(CloudError::Config(message)))

@@ -588,8 +588,14 @@ impl<C: CloudProvider> Executor<C> {
                 };
                 return Ok(Some(Answer::Observed(answer)));
             }
-            Action::ResolveNodeClass { node_class, class } => {
-                let resolved = self.cloud.resolve_node_class(&node_class, &class).await;
+            Action::ResolveNodeClass {
+                node_class,
+                class,
+                node_pools,
+            } => {
+                let resolved = (self.cloud)
+                    .resolve_node_class(&node_class, &class, &node_pools)
+                    .await;
                 let status = resolved.map_err(|e| e.to_string());
                 let resolved = Observation::NodeClassResolved { node_class, status };
                 return Ok(Some(Answer::Observed(resolved)));

@@ -92,23 +92,25 @@ pub fn debug(message: &str, error: &str) {
 /// Prints something the operator met that needs a person (shown from `LOG_LEVEL=info`,
 /// Karpenter's default, and up: there is no level between info and error to choose).
 pub fn warn(controller: &str, message: &str, fields: Value) {
-    if enabled(LogLevel::Info) {
-        let mut line = json!({
-            "level": "WARN", "time": rfc3339(now()), "logger": "controller",
-            "message": message, "controller": controller,
-        });
-        if let (Value::Object(l), Value::Object(f)) = (&mut line, fields) {
-            l.extend(f);
-        }
-        println!("{line}");
-    }
+    line(LogLevel::Info, "WARN", controller, message, fields);
 }
 
 /// Prints something the operator itself did, with its fields.
 pub fn info(controller: &str, message: &str, fields: Value) {
-    if enabled(LogLevel::Info) {
+    line(LogLevel::Info, "INFO", controller, message, fields);
+}
+
+/// Prints an error a controller met, with its fields (Karpenter's error lines of a
+/// controller, as `unauthorized to call ec2:CreateFleet`).
+pub fn error_in(controller: &str, message: &str, fields: Value) {
+    line(LogLevel::Error, "ERROR", controller, message, fields);
+}
+
+/// One line of a controller's at `level`, named `name`, with its fields.
+fn line(level: LogLevel, name: &str, controller: &str, message: &str, fields: Value) {
+    if enabled(level) {
         let mut line = json!({
-            "level": "INFO", "time": rfc3339(now()), "logger": "controller",
+            "level": name, "time": rfc3339(now()), "logger": "controller",
             "message": message, "controller": controller,
         });
         if let (Value::Object(l), Value::Object(f)) = (&mut line, fields) {

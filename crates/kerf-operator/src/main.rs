@@ -246,6 +246,7 @@ async fn main() -> std::process::ExitCode {
                 interruption_queue: args.interruption_queue,
                 capacity,
                 isolated_vpc: args.isolated_vpc,
+                disable_dry_run: args.disable_dry_run,
                 reboot_for_repair: kerf_operator::settings::reboot_for_repair(
                     &args.aws_feature_gates,
                 ),

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use kerf_api::EC2NodeClass;
 use kerf_api::ec2nodeclass::EC2NodeClassStatus;
+use kerf_aws_provider::authorization::{self, Probe, Verdict};
 use kerf_aws_provider::instance_profile::InstanceProfiles;
-use kerf_aws_provider::launch::Fleet;
+use kerf_aws_provider::launch::{Choice, Fleet};
 use kerf_aws_provider::node_class::MissingImage;
 use kerf_aws_provider::{Discovery, node_class};
 use serde_json::json;
@@ -40,28 +41,62 @@ pub struct NodeClasses {
     missing_said: Mutex<HashMap<String, Vec<MissingImage>>>,
     /// The refusals said of each class, so each is said once.
     refusals_said: Mutex<HashMap<String, Vec<String>>>,
-    /// Launch calls refused for want of a permission, by class: (the class's generation
-    /// then, when, the permission, AWS's message).
-    launch_refusals: Mutex<HashMap<String, LaunchRefusal>>,
+    /// Each class's authorization check, held as Karpenter's validation cache holds it.
+    checks: Mutex<HashMap<String, Check>>,
+    /// How long a check is held: [`CHECK_TTL`] give or take [`CHECK_JITTER`], chosen once.
+    check_ttl: Duration,
+    /// `DISABLE_DRY_RUN`: the check makes no calls and the class is validated.
+    disable_dry_run: bool,
 }
 
-/// A launch refused for want of a permission.
+/// An authorization check's outcome for a class as it was then.
 #[derive(Clone)]
-struct LaunchRefusal {
-    generation: Option<i64>,
+struct Check {
+    /// What the class was checked as ([`check_key`]).
+    key: u64,
     at: std::time::Instant,
-    permission: String,
-    message: String,
+    /// `ValidationSucceeded` as the check found it.
+    condition: kerf_api::Condition,
 }
 
-/// How long a class stays not validated after a launch was refused for want of a permission,
-/// unless the class changes: Karpenter keeps a failed authorization check as long.
-const LAUNCH_REFUSAL_TTL: Duration = Duration::from_secs(30 * 60);
+/// How long a class's authorization check is held while the class is unchanged (Karpenter's
+/// `ValidationTTL`), whether it passed or was refused.
+const CHECK_TTL: Duration = Duration::from_secs(30 * 60);
+/// The most the held time is moved either way, chosen once per process (as Karpenter's), so
+/// that operators started together do not check together.
+const CHECK_JITTER: Duration = Duration::from_secs(5 * 60);
+
+/// What a class's check holds for: its name, spec (tags included), annotations, and what it
+/// resolved to (subnets, security groups, images, instance profile). A change to any of them
+/// checks again.
+fn check_key(name: &str, class: &EC2NodeClass, status: &EC2NodeClassStatus) -> u64 {
+    fn sorted(mut ids: Vec<&str>) -> Vec<&str> {
+        ids.sort_unstable();
+        ids
+    }
+    let key = json!({
+        "name": name,
+        "spec": class.spec,
+        "annotations": class.metadata.annotations,
+        "subnets": sorted(status.subnets.iter().map(|s| s.id.as_str()).collect()),
+        "groups": sorted(status.security_groups.iter().map(|g| g.id.as_str()).collect()),
+        "amis": sorted(status.amis.iter().map(|a| a.id.as_str()).collect()),
+        "profile": status.instance_profile,
+    });
+    kerf_core::hash::fnv1a(key.to_string().as_bytes())
+}
 
 impl NodeClasses {
     /// Calls AWS with `config` for the EKS cluster `cluster`, launching through `fleet`.
-    pub fn new(config: &aws_config::SdkConfig, cluster: &str, fleet: Arc<Fleet>) -> NodeClasses {
+    pub fn new(
+        config: &aws_config::SdkConfig,
+        cluster: &str,
+        fleet: Arc<Fleet>,
+        disable_dry_run: bool,
+    ) -> NodeClasses {
         let region = config.region().map(|r| r.to_string()).unwrap_or_default();
+        let jitter = rand::random_range(0..=2 * CHECK_JITTER.as_secs());
+        let check_ttl = CHECK_TTL - CHECK_JITTER + Duration::from_secs(jitter);
         NodeClasses {
             discovery: Discovery::new(config),
             profiles: InstanceProfiles::new(config, cluster, &region),
@@ -69,7 +104,9 @@ impl NodeClasses {
             kubernetes: Arc::default(),
             missing_said: Mutex::default(),
             refusals_said: Mutex::default(),
-            launch_refusals: Mutex::default(),
+            checks: Mutex::default(),
+            check_ttl,
+            disable_dry_run,
         }
     }
 
@@ -92,12 +129,14 @@ impl NodeClasses {
         });
     }
 
-    /// The class's status as AWS resolves it now (conditions without transition times);
+    /// The class's status as AWS resolves it now (conditions without transition times), its
+    /// launch authorized with the instance type `probe_type` chooses from what it resolved to;
     /// the reservations' room goes to the fleet, which launches into them.
     pub async fn resolve(
         &self,
         name: &str,
         class: &EC2NodeClass,
+        probe_type: impl FnOnce(&EC2NodeClassStatus) -> Option<Choice>,
     ) -> Result<EC2NodeClassStatus, CloudError> {
         let kubernetes = self
             .kubernetes
@@ -122,7 +161,7 @@ impl NodeClasses {
         .map_err(|e| CloudError::Api(e.to_string()))?;
         self.warn_missing_images(name, resolution.missing_images);
         let mut status = resolution.status;
-        self.hold_launch_refusal(name, class, &mut status.conditions);
+        self.authorize(name, class, &mut status, probe_type).await;
         self.say_refusals(name, &status.conditions);
         self.fleet.set_reservation_room(resolution.reservation_room);
         self.fleet
@@ -131,8 +170,8 @@ impl NodeClasses {
     }
 
     /// Records that a launch of `class` was refused for want of `permission`: the class is
-    /// not validated (so its NodePools launch nothing) until the class changes or
-    /// [`LAUNCH_REFUSAL_TTL`] passes, as Karpenter's authorization check holds it.
+    /// not validated (so its NodePools launch nothing) until the class changes or the check's
+    /// time is up, as a refused authorization check is held.
     pub fn launch_refused(
         &self,
         name: &str,
@@ -140,54 +179,124 @@ impl NodeClasses {
         permission: &str,
         message: &str,
     ) {
-        let refusal = LaunchRefusal {
-            generation: class.metadata.generation,
+        let Some(status) = &class.status else { return };
+        let check = Check {
+            key: check_key(name, class, status),
             at: std::time::Instant::now(),
-            permission: permission.to_string(),
-            message: message.to_string(),
+            condition: authorization::refused(permission, message),
         };
-        (self
-            .launch_refusals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()))
-        .insert(name.to_string(), refusal);
+        let mut checks = self.checks.lock().unwrap_or_else(|e| e.into_inner());
+        checks.insert(name.to_string(), check);
     }
 
-    /// A launch refusal still held for the class, on its `ValidationSucceeded` (and so its
-    /// `Ready`); one for an older generation of the class, or past its time, is dropped.
-    fn hold_launch_refusal(
+    /// `ValidationSucceeded` of a class that passes every other check (its kubelet settings,
+    /// its family, everything resolved), from Karpenter's authorization check: held while the
+    /// class is unchanged, else made again (no calls under `DISABLE_DRY_RUN`); `Ready` follows.
+    async fn authorize(
         &self,
         name: &str,
         class: &EC2NodeClass,
-        conditions: &mut Vec<kerf_api::Condition>,
+        status: &mut EC2NodeClassStatus,
+        probe_type: impl FnOnce(&EC2NodeClassStatus) -> Option<Choice>,
     ) {
-        let mut refusals = self
-            .launch_refusals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let Some(refusal) = refusals.get(name).cloned() else {
-            return;
-        };
-        if refusal.generation != class.metadata.generation
-            || refusal.at.elapsed() > LAUNCH_REFUSAL_TTL
-        {
-            refusals.remove(name);
+        let validated = (status.conditions.iter())
+            .any(|c| c.type_ == node_class::VALIDATION_SUCCEEDED && c.status == "True");
+        if !validated {
             return;
         }
-        let refused = node_class::launch_refused(&refusal.permission, &refusal.message);
-        conditions.retain(|c| c.type_ != refused.type_ && c.type_ != node_class::READY);
-        conditions.push(refused);
+        let key = check_key(name, class, status);
+        let held = {
+            let mut checks = self.checks.lock().unwrap_or_else(|e| e.into_inner());
+            match checks.get(name) {
+                Some(c) if c.key == key && c.at.elapsed() < self.check_ttl => {
+                    Some(c.condition.clone())
+                }
+                Some(_) => checks.remove(name).and(None),
+                None => None,
+            }
+        };
+        let condition = match held {
+            Some(condition) => condition,
+            None => match self.check(name, class, status, probe_type).await {
+                Some((condition, hold)) => {
+                    if hold {
+                        let at = std::time::Instant::now();
+                        let check = Check {
+                            key,
+                            at,
+                            condition: condition.clone(),
+                        };
+                        let mut checks = self.checks.lock().unwrap_or_else(|e| e.into_inner());
+                        checks.insert(name.to_string(), check);
+                    }
+                    condition
+                }
+                // no answer to go by: as it was, or not known yet
+                None => (class.status.iter())
+                    .flat_map(|s| s.conditions.iter())
+                    .find(|c| c.type_ == node_class::VALIDATION_SUCCEEDED)
+                    .cloned()
+                    .map(|mut c| {
+                        c.last_transition_time = None;
+                        c.observed_generation = None;
+                        c
+                    })
+                    .unwrap_or_else(node_class::awaiting_validation),
+            },
+        };
+        let conditions = &mut status.conditions;
+        conditions.retain(|c| {
+            c.type_ != node_class::VALIDATION_SUCCEEDED && c.type_ != node_class::READY
+        });
+        conditions.push(condition);
         let ready = node_class::ready(conditions);
         conditions.push(ready);
+    }
+
+    /// One authorization check of the class with the calls a launch makes: the condition it
+    /// gives and whether that is held, or none when AWS gave no answer to go by.
+    async fn check(
+        &self,
+        name: &str,
+        class: &EC2NodeClass,
+        status: &EC2NodeClassStatus,
+        probe_type: impl FnOnce(&EC2NodeClassStatus) -> Option<Choice>,
+    ) -> Option<(kerf_api::Condition, bool)> {
+        if self.disable_dry_run {
+            return Some((node_class::validated(), true));
+        }
+        let Some(choice) = probe_type(status) else {
+            let error = "no instance type of the class to try a launch with";
+            log::error_when_changed("checking the class's launch authorization", error);
+            return None;
+        };
+        let probe = Probe {
+            node_class: name,
+            spec: &class.spec,
+            status,
+            choice: &choice,
+        };
+        match self.fleet.authorize(&probe).await {
+            Verdict::Authorized => Some((node_class::validated(), true)),
+            Verdict::Refused { condition, said } => {
+                let fields = json!({"EC2NodeClass": {"name": name}, "error": condition.message});
+                log::error_in("nodeclass", &said, fields);
+                Some((condition, true))
+            }
+            Verdict::NotHeld(condition) => Some((condition, false)),
+            Verdict::Unanswered(error) => {
+                log::error_when_changed("checking the class's launch authorization", &error);
+                None
+            }
+        }
     }
 
     /// One error line per class each time what AWS refuses it for want of a permission
     /// changes (the conditions say it at every resolution; the log once).
     fn say_refusals(&self, name: &str, conditions: &[kerf_api::Condition]) {
         let refused: Vec<String> = (conditions.iter())
-            .filter(|c| {
-                c.reason == node_class::UNAUTHORIZED || c.reason.ends_with("AuthCheckFailed")
-            })
+            // a refused authorization check is said when it is made
+            .filter(|c| c.reason == node_class::UNAUTHORIZED)
             .map(|c| format!("{}: {}", c.type_, c.message))
             .collect();
         let mut said = self.refusals_said.lock().unwrap_or_else(|e| e.into_inner());

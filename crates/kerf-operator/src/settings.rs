@@ -61,6 +61,11 @@ pub struct Settings {
     #[arg(long, env = "ISOLATED_VPC", value_name = "ISOLATED_VPC", default_value = "false",
           value_parser = parse_bool("ISOLATED_VPC"), action = clap::ArgAction::Set)]
     pub isolated_vpc: bool,
+    /// aws: a class's launch authorization is not checked with dry-run EC2 calls
+    /// (`ValidationSucceeded` is True without them).
+    #[arg(long, env = "DISABLE_DRY_RUN", value_name = "DISABLE_DRY_RUN", default_value = "false",
+          value_parser = parse_bool("DISABLE_DRY_RUN"), action = clap::ArgAction::Set)]
+    pub disable_dry_run: bool,
     /// The share of memory taken off every instance type for the hypervisor.
     #[arg(long, env = "VM_MEMORY_OVERHEAD_PERCENT", value_name = "VM_MEMORY_OVERHEAD_PERCENT",
           default_value = "0.075", value_parser = parse_fraction)]
@@ -250,7 +255,7 @@ impl Default for FeatureGates {
 /// Karpenter v1.15's settings (core and AWS) Kerf does not act on, with why: each one set in
 /// the environment is logged once at start, so a Deployment's `env` carries over unchanged
 /// and nobody believes it took effect.
-pub const SETTINGS_NOT_ACTED_ON: [(&str, &str); 17] = [
+pub const SETTINGS_NOT_ACTED_ON: [(&str, &str); 16] = [
     ("KARPENTER_SERVICE", "Kerf serves no webhook"),
     ("ENABLE_PROFILING", "no pprof handlers"),
     (
@@ -281,7 +286,6 @@ pub const SETTINGS_NOT_ACTED_ON: [(&str, &str); 17] = [
         "EKS_CONTROL_PLANE",
         "the cluster is looked up when CLUSTER_ENDPOINT is not given",
     ),
-    ("DISABLE_DRY_RUN", "Kerf makes no dry-run EC2 calls"),
     ("ENABLE_ZONAL_SHIFT", "zonal shift is not followed"),
     (
         "AMI_REFRESH_INTERVAL",

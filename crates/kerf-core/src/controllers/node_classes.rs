@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use kerf_api::common::{NodeSelectorRequirementWithMinValues as Requirement, Operator};
 use kerf_api::ec2nodeclass::EC2NodeClassStatus;
 use serde_json::json;
 
@@ -110,11 +111,33 @@ impl Controllers {
         }
         let asked = (class.metadata.generation, self.now);
         self.node_classes.asked.insert(name.to_string(), asked);
+        let node_pools = self.admitted_by_node_pools(name);
         self.actions.push(Action::ResolveNodeClass {
             node_class: name.to_string(),
             class,
+            node_pools,
         });
         true
+    }
+
+    /// What each NodePool of the class admits: its requirements, and its template's labels as
+    /// `In` requirements.
+    fn admitted_by_node_pools(&self, class: &str) -> Vec<Vec<Requirement>> {
+        (self.cluster.node_pools.values())
+            .filter(|np| np.spec.template.spec.node_class_ref.name == class)
+            .map(|np| {
+                let template = &np.spec.template;
+                let labels = (template.metadata.labels.iter()).map(|(k, v)| Requirement {
+                    key: k.clone(),
+                    operator: Operator::In,
+                    values: vec![v.clone()],
+                    min_values: None,
+                });
+                (template.spec.requirements.iter().cloned())
+                    .chain(labels)
+                    .collect()
+            })
+            .collect()
     }
 
     /// A class being deleted: waits while NodeClaims use it, then asks the cloud to clean
