@@ -301,7 +301,15 @@ fn aws_operator(name: &str, moto: &Moto) -> (ControlPlane, Operator) {
     let seed =
         std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed 004");
     cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));
-    let mut env = chart_env(&cp, false);
+    let env = aws_env(&cp, moto);
+    let op = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "aws"], &env);
+    (cp, op)
+}
+
+/// The environment the chart gives `kerf-operator --cloud-provider aws` on `cp`, with the
+/// controller role's credentials for moto.
+fn aws_env(cp: &ControlPlane, moto: &Moto) -> Vec<(&'static str, String)> {
+    let mut env = chart_env(cp, false);
     // the controller role's credentials, as IRSA or Pod Identity hands them out
     let credentials = moto.controller();
     if let Some(token) = credentials.session_token() {
@@ -324,8 +332,7 @@ fn aws_operator(name: &str, moto: &Moto) -> (ControlPlane, Operator) {
             format!("{}s", MEMORY.as_secs()),
         ),
     ]);
-    let op = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "aws"], &env);
-    (cp, op)
+    env
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1394,4 +1401,122 @@ async fn each_statement_of_the_controller_policy_dropped_is_named_not_looped() {
             _ => {}
         }
     }
+}
+
+/// The class's `ValidationSucceeded` as (status, reason, message), once written for its
+/// current generation.
+fn validation_now(cp: &ControlPlane) -> Option<(String, String, String)> {
+    let class = json_of(cp, &["get", "ec2nodeclass", "default"]);
+    let generation = &class["metadata"]["generation"];
+    let conditions = class["status"]["conditions"].as_array()?;
+    let c = conditions
+        .iter()
+        .find(|c| c["type"] == "ValidationSucceeded")?;
+    let text = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+    (c["observedGeneration"] == *generation)
+        .then(|| (text("status"), text("reason"), text("message")))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_launch_the_role_may_not_make_fails_the_class_before_any_nodeclaim() {
+    let (moto, ec2, _) = seeded_moto("authorization").await;
+    let iam = aws_sdk_iam::Client::new(&moto.config().await);
+    let (cp, op) = aws_operator("authorization", &moto);
+    let key = moto.controller().access_key_id().to_string();
+    let calls_of = |action: &str| {
+        (moto.calls().iter())
+            .filter(|c| c.key == key && c.action == action)
+            .count()
+    };
+    let validated = |status: &str| {
+        let cp = &cp;
+        let status = status.to_string();
+        move || validation_now(cp).filter(|(s, _, _)| *s == status)
+    };
+    let classes = || json_of(&cp, &["get", "ec2nodeclasses"]).to_string();
+    wait_for("the class validated", LIMIT, validated("True"), classes);
+    // checked before it was: a launch template made, a fleet and an instance tried as dry
+    // runs, and nothing launched
+    for action in [
+        "ec2:CreateLaunchTemplate",
+        "ec2:CreateFleet",
+        "ec2:RunInstances",
+    ] {
+        assert!(
+            calls_of(action) >= 1,
+            "{action} never tried: {:?}",
+            moto.calls()
+        );
+    }
+    let instances = ec2.describe_instances().send().await.expect("instances");
+    assert!(instances.reservations().is_empty(), "{instances:?}");
+
+    // RunInstances denied outright (a service control policy would be worded so too), and
+    // the class changed: refused on the class, in Karpenter's words, before any launch
+    let mut denying: Value = serde_json::from_str(&controller_policy()).expect("the policy");
+    denying["Statement"].as_array_mut().expect("statements").push(json!({
+        "Sid": "DenyRunInstances", "Effect": "Deny", "Action": "ec2:RunInstances", "Resource": "*",
+    }));
+    hold_policy(&iam, "deny-run-instances", &denying.to_string()).await;
+    patch_class(&cp, &json!({"spec": {"tags": {"kerf.test/check": "1"}}}));
+    let (_, reason, message) = wait_for("the class refused", LIMIT, validated("False"), classes);
+    assert_eq!(reason, "RunInstancesAuthCheckFailed");
+    assert_eq!(
+        message,
+        "Controller isn't authorized to call ec2:RunInstances: User is not authorized to perform this operation because no identity-based policy allows it"
+    );
+    let class = json_of(&cp, &["get", "ec2nodeclass", "default"]);
+    assert_eq!(condition(&class, "Ready").as_deref(), Some("False"));
+    let said = (op.lines().into_iter())
+        .filter(|l| {
+            l["level"] == "ERROR" && l["message"] == "unauthorized to call ec2:RunInstances"
+        })
+        .count();
+    assert!(said >= 1, "no error line: {:?}", op.lines());
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=2"], None);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(nodeclaims_created(&op), 0.0, "launched for a refused class");
+
+    // granted again and the class changed: validated, and the pods' NodeClaim launched
+    hold_policy(&iam, "full", &controller_policy()).await;
+    patch_class(&cp, &json!({"spec": {"tags": {"kerf.test/check": "2"}}}));
+    wait_for(
+        "the class validated again",
+        LIMIT,
+        validated("True"),
+        classes,
+    );
+    wait_for(
+        "a NodeClaim launched",
+        LIMIT,
+        || launched_claim(&cp, None, ""),
+        || json_of(&cp, &["get", "nodeclaims"]).to_string(),
+    );
+    // held while the class is unchanged: the next resolution, a minute on, tries nothing
+    let tried = calls_of("ec2:RunInstances");
+    tokio::time::sleep(Duration::from_secs(70)).await;
+    assert_eq!(
+        calls_of("ec2:RunInstances"),
+        tried,
+        "checked again within the hold"
+    );
+
+    // DISABLE_DRY_RUN: a new operator checks nothing, and validates a changed class
+    drop(op);
+    hold_policy(&iam, "deny-run-instances", &denying.to_string()).await;
+    let mut env = aws_env(&cp, &moto);
+    env.push(("DISABLE_DRY_RUN", "true".into()));
+    let _op = Operator::spawn(&cp, OPERATOR, 2, &["--cloud-provider", "aws"], &env);
+    patch_class(&cp, &json!({"spec": {"tags": {"kerf.test/check": "3"}}}));
+    wait_for(
+        "the class validated unchecked",
+        LIMIT,
+        validated("True"),
+        classes,
+    );
+    assert_eq!(
+        calls_of("ec2:RunInstances"),
+        tried,
+        "a dry run under DISABLE_DRY_RUN"
+    );
 }
