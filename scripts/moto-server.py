@@ -8,6 +8,7 @@ loads them into every region's SSM backend before serving.
 
     moto-server.py --port PORT [--ssm-parameters FILE] [--refuse-spot FILE]
                    [--capacity-reservations FILE] [--instance-status FILE] [--calls FILE]
+                   [--zonal-shifts FILE]
 
 moto's EC2 Fleet launches an instance from a launch template's image, type, subnet, user data
 and tags, but not from its security groups (moto reads neither `SecurityGroupIds` nor
@@ -44,6 +45,14 @@ filters. `--instance-status FILE` plays failed checks: FILE is a JSON object, in
 "events": ["instance-retirement", ...]}, re-read at every call. A call with filters
 (instance-status.status, system-status.status, event.code) answers with the FILE's instances
 that match them, as EC2 filters; a call without any answers as moto does.
+
+moto has no ARC zonal shift. `--zonal-shifts FILE` stands in for the one call Kerf makes of it,
+GetManagedResource (`GET /managedresources/<ARN>`): while FILE is missing, no resource is
+managed and the call answers ResourceNotFoundException, as ARC does for a cluster not enabled
+for zonal shift; while it holds a JSON list of shifts ({"awayFrom": zone id, "expiryTime": epoch
+seconds, "appliedStatus": "APPLIED" | "NOT_APPLIED"}), re-read at every call, it answers with
+them. The call is checked against IAM as `arc-zonal-shift:GetManagedResource`, as moto checks
+its own.
 
 moto enforces IAM once told to (`POST /moto-api/reset-auth` with the number of calls to let
 through first): each call's access key must be an IAM user's or an assumed role's, and its
@@ -447,6 +456,68 @@ def json_refusals() -> None:
     IAMRequest.check_action_permitted = check
 
 
+def zonal_shifts(path: str) -> None:
+    from urllib.parse import unquote
+
+    from moto import settings
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core.authorization import ActionAuthenticatorMixin
+    from moto.iam.access_control import IAMRequest
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+    from werkzeug.exceptions import HTTPException
+
+    original = DomainDispatcherApplication.__call__
+    prefix = "/managedresources/"
+
+    def answer(start_response, status: str, body: dict, error: str | None = None):
+        headers = [("Content-Type", "application/json")]
+        if error:
+            headers.append(("x-amzn-ErrorType", error))
+        start_response(status, headers)
+        return [json.dumps(body).encode()]
+
+    def call(self, environ, start_response):
+        raw = environ.get("PATH_INFO", "")
+        if environ.get("REQUEST_METHOD") != "GET" or not raw.startswith(prefix):
+            return original(self, environ, start_response)
+        arn = unquote(raw[len(prefix):])
+        headers = {k[5:].replace("_", "-").title(): v
+                   for k, v in environ.items() if k.startswith("HTTP_")}
+        if ActionAuthenticatorMixin.request_count >= settings.INITIAL_NO_AUTH_ACTION_COUNT:
+            try:
+                IAMRequest(account_id=DEFAULT_ACCOUNT_ID, method="GET", path=raw, data={},
+                           body=b"", headers=headers,
+                           action="GetManagedResource").check_action_permitted("*")
+            except HTTPException as e:
+                message = getattr(e, "message", None) or str(e)
+                return answer(start_response, "403 Forbidden",
+                              {"message": message}, "AccessDeniedException")
+        else:
+            ActionAuthenticatorMixin.request_count += 1
+        try:
+            with open(path, encoding="utf-8") as f:
+                shifts = json.load(f)
+        except FileNotFoundError:
+            return answer(start_response, "404 Not Found",
+                          {"message": f"Resource {arn} not found"}, "ResourceNotFoundException")
+        now = int(time.time())
+        listed = [{
+            "awayFrom": s["awayFrom"],
+            "expiryTime": s.get("expiryTime", now + 3600),
+            "appliedStatus": s.get("appliedStatus", "APPLIED"),
+            "zonalShiftId": s.get("zonalShiftId", str(uuid.uuid5(uuid.NAMESPACE_URL, s["awayFrom"]))),
+            "resourceIdentifier": arn,
+            "startTime": s.get("startTime", now),
+            "comment": s.get("comment", "kerf tests"),
+        } for s in shifts]
+        return answer(start_response, "200 OK", {
+            "arn": arn, "name": arn.rsplit("/", 1)[-1], "appliedWeights": {},
+            "zonalShifts": listed, "autoshifts": [], "zonalAutoshiftStatus": "DISABLED",
+        })
+
+    DomainDispatcherApplication.__call__ = call
+
+
 def run() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
@@ -455,6 +526,7 @@ def run() -> None:
     parser.add_argument("--capacity-reservations")
     parser.add_argument("--instance-status")
     parser.add_argument("--calls")
+    parser.add_argument("--zonal-shifts")
     args = parser.parse_args()
     complete_fleet_instances()
     placement_groups()
@@ -468,6 +540,8 @@ def run() -> None:
         instance_status(args.instance_status)
     if args.calls:
         record_calls(args.calls)
+    if args.zonal_shifts:
+        zonal_shifts(args.zonal_shifts)
     json_refusals()
     moto_main(["-H", "127.0.0.1", "-p", str(args.port)])
 

@@ -67,6 +67,8 @@ pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
 /// Availability zone of a node.
 pub const ZONE: &str = "topology.kubernetes.io/zone";
+/// Availability zone id of a node on AWS (`use1-az1`), the same zone in every account.
+pub const ZONE_ID: &str = "topology.k8s.aws/zone-id";
 /// Region of a node.
 pub const REGION: &str = "topology.kubernetes.io/region";
 /// Hostname of a node; the per-node topology domain.

@@ -31,3 +31,18 @@ pub async fn describe(config: &aws_config::SdkConfig, name: &str) -> Result<Clus
             .map(str::to_string),
     })
 }
+
+/// The cluster `name`'s ARN (ARC's name for it).
+pub async fn arn(config: &aws_config::SdkConfig, name: &str) -> Result<String, AwsError> {
+    let out = crate::client!(aws_sdk_eks, config)
+        .describe_cluster()
+        .name(name)
+        .send()
+        .await
+        .map_err(|e| classify("DescribeCluster", "eks:DescribeCluster", e))?;
+    let arn = out.cluster().and_then(|c| c.arn());
+    arn.map(str::to_string).ok_or_else(|| AwsError::Api {
+        call: "DescribeCluster",
+        message: format!("cluster {name} has no ARN"),
+    })
+}

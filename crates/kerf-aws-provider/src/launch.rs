@@ -211,12 +211,14 @@ pub struct Fleet {
     placement_groups: Mutex<BTreeMap<String, PlacementGroup>>,
     /// Woken when a room or a placement group changes: the controllers' instance types must
     /// be made anew.
-    room_changed: tokio::sync::Notify,
+    pub(crate) room_changed: tokio::sync::Notify,
     /// The controllers' metrics, once the operator hands them over: launch and
     /// termination failures, user data sizes.
     metrics: std::sync::OnceLock<Recorder>,
     /// Launches of the same shape waiting to go out as one fleet request.
     batcher: FleetBatcher,
+    /// The zones' ids, and those shifted away from.
+    pub(crate) zonal: Mutex<crate::zonal_shift::Zones>,
 }
 
 /// Whether an AMI's requirements admit an instance type's labels (its architecture, and
@@ -381,6 +383,7 @@ impl Fleet {
             room_changed: tokio::sync::Notify::new(),
             metrics: std::sync::OnceLock::new(),
             batcher: FleetBatcher::default(),
+            zonal: Mutex::default(),
         }
     }
 
@@ -1073,16 +1076,16 @@ impl Fleet {
         let Some(id) = instance_id(provider_id) else {
             return Ok(());
         };
+        self.unless_shifted(provider_id, "TerminateInstances", "termination")?;
         match self.ec2.terminate_instances().instance_ids(id).send().await {
             Ok(_) => Ok(()),
             Err(e) if e.code() == Some("InvalidInstanceID.NotFound") => Ok(()),
             Err(e) => {
                 if let Some(m) = self.metrics.get() {
-                    // the zone is the provider id's; its id is not known here
-                    let zone = provider_id.trim_start_matches("aws:///").split('/').next();
+                    let (zone, zone_id) = self.zone_of(provider_id);
                     m.inc(
                         &families::CLOUDPROVIDER_INSTANCE_TERMINATION_FAILURES,
-                        &[zone.unwrap_or(""), ""],
+                        &[&zone, &zone_id],
                     );
                 }
                 Err(classify("TerminateInstances", "ec2:TerminateInstances", e))
@@ -1108,6 +1111,7 @@ impl Fleet {
         let Some(id) = instance_id(provider_id) else {
             return Ok(RebootOutcome::NotFound);
         };
+        self.unless_shifted(provider_id, "RebootInstances", "reboot")?;
         match self.ec2.reboot_instances().instance_ids(id).send().await {
             Ok(_) => Ok(RebootOutcome::Rebooted),
             Err(e) if e.code() == Some("InvalidInstanceID.NotFound") => Ok(RebootOutcome::NotFound),

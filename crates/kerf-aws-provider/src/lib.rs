@@ -22,6 +22,7 @@ pub mod node_class;
 pub mod pricing;
 pub mod sdk_metrics;
 pub mod user_data;
+pub mod zonal_shift;
 
 pub use node_class::{Discovery, Resolved};
 

@@ -48,6 +48,7 @@ mod rehearsal;
 mod reservations;
 pub mod static_capacity;
 pub mod termination;
+mod zonal_shift;
 
 /// Knobs a shell sets once, Karpenter's settings among them.
 #[derive(Clone, Debug)]
@@ -579,6 +580,8 @@ pub struct Controllers {
     node_classes: node_classes::NodeClassStatuses,
     /// The interruption controller's: unhealthy instances already counted.
     interruption: interruption::Interruptions,
+    /// The zones (ids) the cloud last said the cluster is shifted away from.
+    zonal_shifts: BTreeSet<String>,
     /// Each NodePool's recent registrations, for its `NodeRegistrationHealthy` condition.
     registration: registration::Registrations,
     /// The NodePool and NodeOverlay statuses last written.
@@ -627,6 +630,7 @@ impl Controllers {
             buffers: buffers::BufferPlacement::default(),
             node_classes: node_classes::NodeClassStatuses::default(),
             interruption: interruption::Interruptions::default(),
+            zonal_shifts: BTreeSet::new(),
             registration: registration::Registrations::default(),
             statuses: Statuses::default(),
             catalog: RefCell::default(),

@@ -84,6 +84,9 @@ pub enum Observation {
     },
     /// The cloud's interruption queue says an instance is going.
     Notice(Notice),
+    /// The zones (ids) the cluster is shifted away from changed to these (ARC's zonal shift:
+    /// the cloud launches nothing there meanwhile).
+    ZonalShifts(std::collections::BTreeSet<String>),
     /// The cloud's answer to [`Action::ListInstanceTypes`]: what a node class can launch,
     /// every offering available (the controllers track capacity errors themselves).
     InstanceTypes {
@@ -243,6 +246,7 @@ impl Controllers {
             Observation::Applied(object) => self.applied(object, now),
             Observation::Deleted { kind, key } => self.deleted(&kind, &key, now),
             Observation::Notice(notice) => self.notice(&notice, now),
+            Observation::ZonalShifts(zones) => self.zonal_shifts_observed(zones),
             Observation::Launched {
                 nodeclaim,
                 launched,

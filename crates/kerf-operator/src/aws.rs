@@ -21,6 +21,7 @@ use kerf_aws_provider::launch::{
 };
 use kerf_aws_provider::pricing::{PriceSource, Prices};
 use kerf_aws_provider::user_data::{ClusterInfo, Sizing};
+use kerf_aws_provider::zonal_shift::ZonalShifts;
 use kerf_core::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
 use kerf_core::controllers::lifecycle::InsufficientOffering;
 use kerf_core::controllers::reboot::RebootRefusal;
@@ -62,6 +63,8 @@ pub struct Aws {
     isolated_vpc: bool,
     /// The `RebootForRepair` AWS gate (see [`AwsOptions::reboot_for_repair`]).
     reboot_for_repair: bool,
+    /// The cluster's zonal shifts, when followed.
+    zonal_shifts: Option<Arc<ZonalShifts>>,
     /// Per class, the images it had when types without one were last warned of: a catalog
     /// built again for the same images (new prices, rooms, the region's types discovered)
     /// says nothing new, so the warning is said once per class and set of images.
@@ -113,7 +116,26 @@ pub struct AwsOptions {
     pub reboot_for_repair: bool,
     /// `DISABLE_DRY_RUN`: a class's launch authorization is not checked with dry runs.
     pub disable_dry_run: bool,
+    /// `ENABLE_ZONAL_SHIFT`: the cluster's zonal shifts, read at start ([`zonal_shifts`]).
+    pub zonal_shifts: Option<Arc<ZonalShifts>>,
 }
+
+/// The cluster's zonal shifts, read once to check that ARC knows the cluster (Karpenter does
+/// not start otherwise, and says so in these words).
+pub async fn zonal_shifts(
+    config: &aws_config::SdkConfig,
+    cluster: &str,
+) -> Result<Arc<ZonalShifts>, String> {
+    let arn = kerf_aws_provider::cluster::arn(config, cluster)
+        .await
+        .map_err(|e| format!("looking up cluster {cluster}'s ARN for zonal shift: {e}"))?;
+    let shifts = ZonalShifts::new(config, arn);
+    shifts.check().await?;
+    Ok(Arc::new(shifts))
+}
+
+/// How often the cluster's zonal shifts are read (Karpenter's interval).
+const ZONAL_SHIFT_INTERVAL: Duration = Duration::from_secs(30);
 
 /// The zones a class's subnets are in; none before its status is written.
 fn zones(class: Option<&EC2NodeClass>) -> Vec<String> {
@@ -170,6 +192,7 @@ impl Aws {
             capacity: options.capacity,
             isolated_vpc: options.isolated_vpc,
             reboot_for_repair: options.reboot_for_repair,
+            zonal_shifts: options.zonal_shifts,
         })
     }
 
@@ -187,8 +210,22 @@ impl Aws {
         let rooms = self.fleet.reservation_rooms();
         let group = (class.and_then(|c| c.metadata.name.as_deref()))
             .and_then(|name| self.fleet.placement_group(name));
+        // the class's zones the cluster is shifted away from, by name
+        let shifted_ids = self.fleet.shifted();
+        let shifted: BTreeSet<String> = (class.and_then(|c| c.status.as_ref()))
+            .map(|s| {
+                (s.subnets.iter())
+                    .filter(|s| {
+                        s.zone_id
+                            .as_ref()
+                            .is_some_and(|id| shifted_ids.contains(id))
+                    })
+                    .map(|s| s.zone.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
         let key = format!(
-            "{}|{}|{}|{}|{}|{:?}|{:?}",
+            "{}|{}|{}|{}|{}|{:?}|{:?}|{:?}",
             live.generation,
             class
                 .and_then(|c| serde_json::to_string(&c.spec).ok())
@@ -198,6 +235,7 @@ impl Aws {
             serde_json::to_string(&reservations).unwrap_or_default(),
             rooms,
             group,
+            shifted,
         );
         let mut catalogs = self.catalogs.lock().unwrap_or_else(PoisonError::into_inner);
         // rooms and prices change the key: what older keys built is not asked for again
@@ -221,6 +259,12 @@ impl Aws {
                 t.offerings.retain(|o| zones.contains(&o.zone));
             }
             options.retain(|t| !t.offerings.is_empty());
+            // and none in a zone shifted away from, reserved or not, while the shift lasts
+            for o in options.iter_mut().flat_map(|t| t.offerings.iter_mut()) {
+                if shifted.contains(&o.zone) {
+                    o.available = false;
+                }
+            }
             // and only the types one of its images boots (architecture, GPU, Neuron), as
             // Karpenter filters them: a fleet's every override can launch
             let before = options.len();
@@ -496,6 +540,13 @@ impl CloudProvider for Aws {
             }
         });
         self.node_classes.read_kubernetes_version(client);
+        if let Some(shifts) = self.zonal_shifts.clone() {
+            tokio::spawn(follow_zonal_shifts(
+                shifts,
+                Arc::clone(&self.fleet),
+                Arc::clone(&queue),
+            ));
+        }
         if let Some(name) = self.interruption_queue.clone() {
             tokio::spawn(read_interruptions(
                 self.config.clone(),
@@ -792,6 +843,30 @@ async fn check_instance_statuses(checks: InstanceStatusChecks, sink: Arc<Queue>)
 /// Reads the interruption queue until the process stops: each message's instances become
 /// notices for the controllers; malformed messages are logged (and deleted by the queue);
 /// failed calls are retried with a backoff doubling to a minute.
+/// Reads the cluster's zonal shifts every [`ZONAL_SHIFT_INTERVAL`]: the fleet offers nothing
+/// in a zone shifted away from and leaves its instances alone, and a change of the shifted
+/// zones goes to the controllers, which tell the NodePools it concerns.
+async fn follow_zonal_shifts(shifts: Arc<ZonalShifts>, fleet: Arc<Fleet>, sink: Arc<Queue>) {
+    let mut told: Option<BTreeSet<String>> = None;
+    loop {
+        match shifts.update().await {
+            Ok(()) => log::recovered("updating zonal shifts"),
+            Err(e) => log::error_when_changed(
+                "updating zonal shifts",
+                &format!("getting zonal shifts: {e}"),
+            ),
+        }
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        let shifted = shifts.shifted(now);
+        fleet.set_shifted(shifted.clone());
+        if told.as_ref() != Some(&shifted) {
+            sink.push(Observed::ZonalShifts(shifted.clone()));
+            told = Some(shifted);
+        }
+        tokio::time::sleep(ZONAL_SHIFT_INTERVAL).await;
+    }
+}
+
 async fn read_interruptions(
     config: aws_config::SdkConfig,
     name: String,
@@ -926,6 +1001,7 @@ mod tests {
                 capacity: CapacitySettings::default(),
                 isolated_vpc: false,
                 disable_dry_run: false,
+                zonal_shifts: None,
                 reboot_for_repair: false,
             },
         )

@@ -70,7 +70,7 @@ impl CapacitySettings {
     }
 }
 
-/// Every offering of the NodeClaim's instance types in `catalog`, as candidates for
+/// Every available offering of the NodeClaim's instance types in `catalog`, as candidates for
 /// [`kerf_core::fleet::request`], priced as Kerf priced them (a NodeOverlay's price where
 /// one applies).
 pub fn offerings<'a>(
@@ -81,7 +81,9 @@ pub fn offerings<'a>(
         .iter()
         .filter(|t| claim.instance_types.contains(&t.name))
         .flat_map(move |t| {
-            t.offerings.iter().map(move |o| {
+            // one the cloud itself says is unavailable (a zone shifted away from) is not asked
+            let offered = t.offerings.iter().filter(|o| o.available);
+            offered.map(move |o| {
                 let key = (t.name.clone(), o.zone.clone(), o.capacity_type.clone());
                 Candidate {
                     instance_type: &t.name,

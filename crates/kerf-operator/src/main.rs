@@ -241,12 +241,25 @@ async fn main() -> std::process::ExitCode {
                 }
             };
             options.controllers.cluster_ca_bundle = cluster.ca_bundle.clone().unwrap_or_default();
+            // as Karpenter, a cluster ARC does not know stops the operator at start
+            let zonal_shifts = if args.enable_zonal_shift {
+                match kerf_operator::aws::zonal_shifts(&config, &name).await {
+                    Ok(shifts) => Some(shifts),
+                    Err(e) => {
+                        eprintln!("kerf-operator: {e}");
+                        return std::process::ExitCode::FAILURE;
+                    }
+                }
+            } else {
+                None
+            };
             let aws = kerf_operator::aws::AwsOptions {
                 cluster,
                 interruption_queue: args.interruption_queue,
                 capacity,
                 isolated_vpc: args.isolated_vpc,
                 disable_dry_run: args.disable_dry_run,
+                zonal_shifts,
                 reboot_for_repair: kerf_operator::settings::reboot_for_repair(
                     &args.aws_feature_gates,
                 ),

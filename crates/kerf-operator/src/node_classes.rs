@@ -161,6 +161,7 @@ impl NodeClasses {
         .map_err(|e| CloudError::Api(e.to_string()))?;
         self.warn_missing_images(name, resolution.missing_images);
         let mut status = resolution.status;
+        self.fleet.learn_zones(&status.subnets);
         self.authorize(name, class, &mut status, probe_type).await;
         self.say_refusals(name, &status.conditions);
         self.fleet.set_reservation_room(resolution.reservation_room);

@@ -28,6 +28,7 @@ pub fn apply(core: &mut Controllers, observed: Observed, now: Duration) {
             key,
         },
         Observed::Notice(notice) => Observation::Notice(notice),
+        Observed::ZonalShifts(zones) => Observation::ZonalShifts(zones),
         Observed::OfferingsChanged => Observation::OfferingsChanged,
         Observed::Synced(_) | Observed::Failed(..) => return,
     };

@@ -66,6 +66,12 @@ pub struct Settings {
     #[arg(long, env = "DISABLE_DRY_RUN", value_name = "DISABLE_DRY_RUN", default_value = "false",
           value_parser = parse_bool("DISABLE_DRY_RUN"), action = clap::ArgAction::Set)]
     pub disable_dry_run: bool,
+    /// aws: ARC zonal shifts of the cluster are followed (`arc-zonal-shift:GetManagedResource`
+    /// every 30 s): nothing launches into a zone shifted away from, its instances are left
+    /// alone, and the NodePools that could launch there are told.
+    #[arg(long, env = "ENABLE_ZONAL_SHIFT", value_name = "ENABLE_ZONAL_SHIFT", default_value = "false",
+          value_parser = parse_bool("ENABLE_ZONAL_SHIFT"), action = clap::ArgAction::Set)]
+    pub enable_zonal_shift: bool,
     /// The share of memory taken off every instance type for the hypervisor.
     #[arg(long, env = "VM_MEMORY_OVERHEAD_PERCENT", value_name = "VM_MEMORY_OVERHEAD_PERCENT",
           default_value = "0.075", value_parser = parse_fraction)]
@@ -255,7 +261,7 @@ impl Default for FeatureGates {
 /// Karpenter v1.15's settings (core and AWS) Kerf does not act on, with why: each one set in
 /// the environment is logged once at start, so a Deployment's `env` carries over unchanged
 /// and nobody believes it took effect.
-pub const SETTINGS_NOT_ACTED_ON: [(&str, &str); 16] = [
+pub const SETTINGS_NOT_ACTED_ON: [(&str, &str); 15] = [
     ("KARPENTER_SERVICE", "Kerf serves no webhook"),
     ("ENABLE_PROFILING", "no pprof handlers"),
     (
@@ -286,7 +292,6 @@ pub const SETTINGS_NOT_ACTED_ON: [(&str, &str); 16] = [
         "EKS_CONTROL_PLANE",
         "the cluster is looked up when CLUSTER_ENDPOINT is not given",
     ),
-    ("ENABLE_ZONAL_SHIFT", "zonal shift is not followed"),
     (
         "AMI_REFRESH_INTERVAL",
         "images are resolved on Kerf's own interval",

@@ -86,6 +86,8 @@ pub enum Observed {
     Failed(&'static str, String),
     /// The cloud's interruption queue says an instance is going.
     Notice(kerf_core::controllers::interruption::Notice),
+    /// The zones (ids) the cluster is shifted away from changed to these.
+    ZonalShifts(std::collections::BTreeSet<String>),
     /// The cloud's prices or its region's instance types were read again: every node
     /// class's instance types are offered again.
     OfferingsChanged,

@@ -294,6 +294,14 @@ fn actions_called(moto: &Moto) -> BTreeSet<String> {
 /// --cloud-provider aws` on it as the chart runs it (its ServiceAccount, no permission beyond
 /// the chart's), pointed at moto.
 fn aws_operator(name: &str, moto: &Moto) -> (ControlPlane, Operator) {
+    let cp = aws_cluster(name);
+    let env = aws_env(&cp, moto);
+    let op = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "aws"], &env);
+    (cp, op)
+}
+
+/// A control plane on Karpenter's CRDs with seed 004 applied.
+fn aws_cluster(name: &str) -> ControlPlane {
     let cp = ControlPlane::start(name);
     // on EKS, Kerf replaces Karpenter on the CRDs Karpenter installed: its EC2NodeClass
     // schema (stricter than Kerf's) must take every status Kerf writes
@@ -301,9 +309,7 @@ fn aws_operator(name: &str, moto: &Moto) -> (ControlPlane, Operator) {
     let seed =
         std::fs::read(root().join("fixtures/seeds/004-getting-started.yaml")).expect("seed 004");
     cp.kubectl_ok(&["apply", "-f", "-"], Some(&seed));
-    let env = aws_env(&cp, moto);
-    let op = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "aws"], &env);
-    (cp, op)
+    cp
 }
 
 /// The environment the chart gives `kerf-operator --cloud-provider aws` on `cp`, with the
@@ -1518,5 +1524,154 @@ async fn a_launch_the_role_may_not_make_fails_the_class_before_any_nodeclaim() {
         calls_of("ec2:RunInstances"),
         tried,
         "a dry run under DISABLE_DRY_RUN"
+    );
+}
+
+/// The messages of the events of `reason` about the NodePool `pool`.
+fn pool_events(cp: &ControlPlane, pool: &str, reason: &str) -> Vec<(String, String)> {
+    let selector =
+        format!("involvedObject.kind=NodePool,involvedObject.name={pool},reason={reason}");
+    let events = json_of(cp, &["get", "events", "-A", "--field-selector", &selector]);
+    (events["items"].as_array().into_iter().flatten())
+        .map(|e| {
+            let text = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+            (text("type"), text("message"))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_zonal_shift_keeps_launches_and_terminations_out_of_its_zone_and_is_told_to_the_nodepool()
+{
+    let (moto, ec2, _) = seeded_moto("zonal").await;
+    // the one permission zonal shift needs, which Karpenter's policy leaves to the user
+    let mut policy: Value = serde_json::from_str(&controller_policy()).expect("the policy");
+    policy["Statement"]
+        .as_array_mut()
+        .expect("statements")
+        .push(json!({
+            "Sid": "AllowZonalShiftRead", "Effect": "Allow",
+            "Action": "arc-zonal-shift:GetManagedResource", "Resource": "*",
+        }));
+    let iam = aws_sdk_iam::Client::new(&moto.config().await);
+    hold_policy(&iam, "zonal", &policy.to_string()).await;
+    let cp = aws_cluster("zonal");
+    let mut env = aws_env(&cp, &moto);
+    env.push(("ENABLE_ZONAL_SHIFT", "true".into()));
+
+    // a cluster ARC does not manage: the operator does not start, in Karpenter's words
+    let refused = Operator::spawn(&cp, OPERATOR, 1, &["--cloud-provider", "aws"], &env);
+    let said = wait_for(
+        "the operator to refuse",
+        LIMIT,
+        || {
+            let log = std::fs::read_to_string(&refused.log).unwrap_or_default();
+            log.contains("in Zonal Shift").then_some(log)
+        },
+        String::new,
+    );
+    assert!(
+        said.contains("Unable to find Cluster arn:aws:eks:"),
+        "{said}"
+    );
+    drop(refused);
+
+    moto.set_zonal_shifts(Some(json!([])));
+    let op = Operator::spawn(&cp, OPERATOR, 2, &["--cloud-provider", "aws"], &env);
+    let log = || std::fs::read_to_string(&op.log).unwrap_or_default();
+    cp.kubectl_ok(&["scale", "deployment/inflate", "--replicas=1"], None);
+    let first = wait_for(
+        "a launched NodeClaim",
+        LIMIT,
+        || launched_claim(&cp, None, ""),
+        log,
+    );
+    let first_name = first["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let zone = first["metadata"]["labels"]["topology.kubernetes.io/zone"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let class = json_of(&cp, &["get", "ec2nodeclass", "default"]);
+    let zone_id = (class["status"]["subnets"].as_array().into_iter().flatten())
+        .find(|s| s["zone"] == zone.as_str())
+        .and_then(|s| s["zoneID"].as_str())
+        .expect("the zone's id")
+        .to_string();
+
+    // shifted away from the first NodeClaim's zone: the NodePool is told
+    moto.set_zonal_shifts(Some(json!([{"awayFrom": zone_id}])));
+    let active = format!(
+        "Zonal shift detected: offerings in zone {zone} ({zone_id}) are unavailable for this NodePool"
+    );
+    let told = wait_for(
+        "ZonalShiftActive on the NodePool",
+        LIMIT,
+        || {
+            let events = pool_events(&cp, "default", "ZonalShiftActive");
+            (!events.is_empty()).then_some(events)
+        },
+        log,
+    );
+    assert_eq!(told, [("Warning".to_string(), active)]);
+
+    // its NodeClaim deleted: the instance is left alone while the shift lasts, and the pod's
+    // next NodeClaim launches in another zone
+    cp.kubectl_ok(&["delete", "nodeclaim", &first_name, "--wait=false"], None);
+    let second = wait_for(
+        "a NodeClaim launched elsewhere",
+        LIMIT,
+        || launched_claim(&cp, None, &first_name),
+        log,
+    );
+    let second_zone = &second["metadata"]["labels"]["topology.kubernetes.io/zone"];
+    assert_ne!(
+        second_zone.as_str(),
+        Some(zone.as_str()),
+        "launched into the shifted zone"
+    );
+    wait_for(
+        "the termination skipped",
+        LIMIT,
+        || {
+            log()
+                .contains("is in zonally shifted availability zone")
+                .then_some(())
+        },
+        log,
+    );
+    let first_instances = instances_of(&ec2, &first_name).await;
+    assert!(
+        first_instances
+            .iter()
+            .all(|(_, state)| *state == InstanceStateName::Running),
+        "{first_instances:?}"
+    );
+
+    // the shift over: told as restored, and the first instance terminated with its NodeClaim
+    moto.set_zonal_shifts(Some(json!([])));
+    let cleared = format!(
+        "Zonal shift cleared: offerings in zone {zone} ({zone_id}) are restored for this NodePool"
+    );
+    let told = wait_for(
+        "ZonalShiftCleared on the NodePool",
+        LIMIT,
+        || {
+            let events = pool_events(&cp, "default", "ZonalShiftCleared");
+            (!events.is_empty()).then_some(events)
+        },
+        log,
+    );
+    assert_eq!(told, [("Normal".to_string(), cleared)]);
+    wait_for(
+        "the first NodeClaim gone",
+        LIMIT,
+        || {
+            let claims = json_of(&cp, &["get", "nodeclaims"]).to_string();
+            (!claims.contains(&first_name)).then_some(())
+        },
+        log,
     );
 }

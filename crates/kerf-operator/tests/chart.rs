@@ -485,11 +485,6 @@ fn settings_kerf_does_not_act_on_are_written_only_when_changed() {
         ),
         ("settings.eksControlPlane=true", "EKS_CONTROL_PLANE", "true"),
         (
-            "settings.enableZonalShift=true",
-            "ENABLE_ZONAL_SHIFT",
-            "true",
-        ),
-        (
             "settings.legacyNodeRepair=true",
             "LEGACY_NODE_REPAIR",
             "true",
@@ -526,19 +521,19 @@ fn settings_kerf_does_not_act_on_are_written_only_when_changed() {
         assert!(others.is_empty(), "{set}: {others:?}");
         the_controller_accepts(&env);
     }
-    // acted on, and written as Karpenter's chart writes it: only when true
-    let env = deployment_env(&["--set", "settings.clusterName=c"]);
-    assert_eq!(get(&env, "DISABLE_DRY_RUN"), None);
-    let set = [
-        "--set",
-        "settings.clusterName=c",
-        "--set",
-        "settings.disableDryRun=true",
-    ];
-    let env = deployment_env(&set);
-    assert_eq!(get(&env, "DISABLE_DRY_RUN"), Some("true"));
-    assert!(!not_acted_on.contains(&"DISABLE_DRY_RUN"));
-    the_controller_accepts(&env);
+    // acted on, and written as Karpenter's chart writes them: only when true
+    for (value, name) in [
+        ("disableDryRun", "DISABLE_DRY_RUN"),
+        ("enableZonalShift", "ENABLE_ZONAL_SHIFT"),
+    ] {
+        let env = deployment_env(&["--set", "settings.clusterName=c"]);
+        assert_eq!(get(&env, name), None);
+        let set = format!("settings.{value}=true");
+        let env = deployment_env(&["--set", "settings.clusterName=c", "--set", &set]);
+        assert_eq!(get(&env, name), Some("true"));
+        assert!(!not_acted_on.contains(&name));
+        the_controller_accepts(&env);
+    }
     // the refresh intervals are at least a minute, as Karpenter validates them
     for value in ["30s", "59s", "0", "-1m", "1ms"] {
         let set = format!("settings.amiRefreshInterval={value}");

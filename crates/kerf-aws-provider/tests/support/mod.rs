@@ -99,6 +99,8 @@ impl Moto {
             .arg(dir.join("instance-status.json"))
             .arg("--calls")
             .arg(dir.join("calls.jsonl"))
+            .arg("--zonal-shifts")
+            .arg(dir.join("zonal-shifts.json"))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -140,6 +142,19 @@ impl Moto {
             reservations.to_string(),
         )
         .expect("write the reservations");
+    }
+
+    /// The cluster's zonal shifts from now on, as `scripts/moto-server.py` reads them
+    /// (`awayFrom`, `expiryTime`, `appliedStatus`); `None`: the cluster is not enabled for
+    /// zonal shift.
+    pub fn set_zonal_shifts(&self, shifts: Option<serde_json::Value>) {
+        let file = self.dir.0.join("zonal-shifts.json");
+        match shifts {
+            Some(shifts) => std::fs::write(&file, shifts.to_string()).expect("write the shifts"),
+            None => {
+                let _ = std::fs::remove_file(&file);
+            }
+        }
     }
 
     /// The instances' failed status checks and scheduled events from now on, as

@@ -11,3 +11,4 @@ mod reboot;
 mod static_capacity;
 mod support;
 mod termination;
+mod zonal_shift;
