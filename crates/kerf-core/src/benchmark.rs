@@ -222,6 +222,7 @@ impl BenchCluster {
             daemonsets: &self.daemonsets,
             allowed: reasons.into_iter().map(|r| ((0, r), allowed)).collect(),
             spot_to_spot: false,
+            terminate_first: Default::default(),
             options: kerf_scheduling::SolveOptions::default(),
             min_savings: crate::consolidation::MinSavings::default(),
             pods_await_capacity: false,

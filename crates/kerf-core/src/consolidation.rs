@@ -10,13 +10,15 @@
 //! so the set is not limited to a prefix of the order as in Karpenter's binary search.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
 use kerf_api::{NodePool, labels};
 use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{
-    BoundPod, Catalog, Decision, ExistingNode, NodePoolInput, PlannedNodeClaim, Problem, Session,
+    BoundPod, Catalog, Decision, ExistingNode, InstanceTypeOption, NodePoolInput, PlannedNodeClaim,
+    Problem, Session,
 };
 
 mod narrow;
@@ -91,6 +93,10 @@ pub struct ClusterView<'a> {
     pub allowed: BTreeMap<(usize, DisruptionReason), usize>,
     /// Whether spot nodes may be replaced by spot (SpotToSpotConsolidation).
     pub spot_to_spot: bool,
+    /// The `TerminateFirstDrift` and `TerminateFirstRepair` gates: a drifted or unhealthy
+    /// node in a full capacity reservation is deleted first when only its own slot could
+    /// take its pods.
+    pub terminate_first: TerminateFirst,
     /// The policies replacements are planned under (PREFERENCE_POLICY, MIN_VALUES_POLICY),
     /// as provisioning plans them.
     pub options: kerf_scheduling::SolveOptions,
@@ -361,6 +367,9 @@ pub struct Command {
     pub replacements: Vec<PlannedNodeClaim>,
     /// Dollars per hour saved.
     pub savings: f64,
+    /// Why the node is deleted before its replacement exists (Karpenter's terminate-first
+    /// reason: `no-reserved-capacity`), when it is.
+    pub terminate_first: Option<&'static str>,
 }
 
 /// The disruption method that found a command.
@@ -515,6 +524,7 @@ pub fn revalidate(
             candidates,
             replacements: Vec::new(),
             savings,
+            terminate_first: None,
         });
     }
     let candidates = &decided.candidates;
@@ -574,6 +584,7 @@ pub fn revalidate(
         candidates: candidates.clone(),
         replacements,
         savings,
+        terminate_first: None,
     })
 }
 
@@ -891,6 +902,7 @@ fn empty(view: &ClusterView<'_>) -> Option<Command> {
         candidates,
         replacements: Vec::new(),
         savings,
+        terminate_first: None,
     })
 }
 
@@ -929,6 +941,7 @@ fn repair(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> 
                 candidates: vec![i],
                 replacements: Vec::new(),
                 savings: 0.0,
+                terminate_first: None,
             });
         }
         if let Some(c) = replace_node(
@@ -959,7 +972,8 @@ fn drift(view: &ClusterView<'_>, session: &mut Session<'_>) -> Option<Command> {
 }
 
 /// Node `i` replaced whatever it costs (drift, repair): its pods placed on the other nodes
-/// and new ones, if they all can be.
+/// and new ones, if they all can be; else, under the method's terminate-first gate, deleted
+/// first when its own capacity reservation's slot would take them ([`terminate_first`]).
 fn replace_node(
     view: &ClusterView<'_>,
     session: &mut Session<'_>,
@@ -967,8 +981,80 @@ fn replace_node(
     reason: DisruptionReason,
     method: Method,
 ) -> Option<Command> {
-    let replacements = placed(session.try_remove(&[i], &view.nodes[i].pods, true))?;
-    Some(replaced_by(view, i, replacements, reason, method))
+    match placed(session.try_remove(&[i], &view.nodes[i].pods, true)) {
+        Some(replacements) => Some(replaced_by(view, i, replacements, reason, method)),
+        None => terminate_first(view, i, reason, method),
+    }
+}
+
+/// Which methods may delete a node before its replacement exists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TerminateFirst {
+    /// `TerminateFirstDrift`.
+    pub drift: bool,
+    /// `TerminateFirstRepair`.
+    pub repair: bool,
+}
+
+/// Karpenter's terminate-first reason for a node whose replacement needs its own slot in a
+/// full capacity reservation.
+pub const NO_RESERVED_CAPACITY: &str = "no-reserved-capacity";
+
+/// A drifted or unhealthy reserved node whose pods fit nowhere while it holds its slot in a
+/// full capacity reservation, as Karpenter's second simulation finds it: with that slot
+/// given back to the reservation, the pods fit (on the other nodes and new ones); then the
+/// node is deleted first, and provisioning launches into the freed slot.
+fn terminate_first(
+    view: &ClusterView<'_>,
+    i: usize,
+    reason: DisruptionReason,
+    method: Method,
+) -> Option<Command> {
+    let gate = match method {
+        Method::Drift => view.terminate_first.drift,
+        Method::Repair => view.terminate_first.repair,
+        _ => false,
+    };
+    let n = &view.nodes[i];
+    let reservation =
+        (n.node.labels.get(labels::CAPACITY_RESERVATION_ID)).filter(|id| !id.is_empty())?;
+    if !gate || n.capacity_type != crate::cluster::CapacityType::Reserved {
+        return None;
+    }
+    let credited: Vec<NodePoolInput> = (view.node_pools.iter())
+        .map(|np| NodePoolInput {
+            instance_types: credit(&np.instance_types, reservation),
+            ..np.clone()
+        })
+        .collect();
+    // a second compile, rare (a reserved node whose pods fit nowhere else)
+    with_session(view, &credited, &mut Catalog::default(), |session| {
+        placed(session.try_remove(&[i], &n.pods, true))
+    })?;
+    Some(Command {
+        reason,
+        method,
+        candidates: vec![i],
+        replacements: Vec::new(),
+        savings: n.price_per_hour,
+        terminate_first: Some(NO_RESERVED_CAPACITY),
+    })
+}
+
+/// The instance types with one more slot in the reservation `id` (an offering unavailable
+/// stays so).
+fn credit(types: &Arc<[InstanceTypeOption]>, id: &str) -> Arc<[InstanceTypeOption]> {
+    (types.iter())
+        .map(|t| {
+            let mut t = t.clone();
+            for o in &mut t.offerings {
+                if let Some(r) = o.reservation.as_mut().filter(|r| r.id == id) {
+                    r.capacity += 1;
+                }
+            }
+            t
+        })
+        .collect()
 }
 
 /// Node `i` replaced by `replacements` (none for a deletion), with what that saves.
@@ -985,6 +1071,7 @@ fn replaced_by(
         method,
         candidates: vec![i],
         savings: view.nodes[i].price_per_hour - cost,
+        terminate_first: None,
         replacements,
     }
 }
@@ -1042,6 +1129,7 @@ fn delete_many(
         candidates: chosen,
         replacements: Vec::new(),
         savings,
+        terminate_first: None,
     })
 }
 
@@ -1212,6 +1300,7 @@ fn replace_many(
                     candidates: prefix.to_vec(),
                     replacements,
                     savings,
+                    terminate_first: None,
                 });
                 lo = mid + 1;
             }
@@ -1304,6 +1393,7 @@ fn single_node(node: usize, replacements: Vec<PlannedNodeClaim>, savings: f64) -
         method: Method::SingleNode,
         candidates: vec![node],
         savings,
+        terminate_first: None,
         replacements,
     }
 }

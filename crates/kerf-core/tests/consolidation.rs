@@ -445,6 +445,7 @@ fn a_spot_node_is_not_moved_to_on_demand_while_its_replacement_may_be_spot() {
     assert_eq!(planned(&c, MinSavings::default()), None, "SpotToSpot off");
     let view = kerf_core::consolidation::ClusterView {
         spot_to_spot: true,
+        terminate_first: Default::default(),
         ..c.view(1)
     };
     assert_eq!(
@@ -502,6 +503,7 @@ fn a_spot_to_spot_replacement_takes_the_fifteen_cheapest_of_at_least_fifteen() {
     let replaced = |c: &BenchCluster| {
         let view = kerf_core::consolidation::ClusterView {
             spot_to_spot: true,
+            terminate_first: Default::default(),
             ..c.view(1)
         };
         plan(&view, &mut kerf_scheduling::Catalog::default())

@@ -200,12 +200,12 @@ pub struct FeatureGates {
     /// ReplicaSet controller reads when scaling in.
     #[serde(default)]
     pub pod_deletion_cost_management: bool,
-    /// A drifted node of a static NodePool at its node limit is deleted before its
-    /// replacement exists.
+    /// A drifted node of a static NodePool at its node limit, or one whose replacement
+    /// needs its own slot in a full capacity reservation, is deleted before its replacement
+    /// exists.
     #[serde(default)]
     pub terminate_first_drift: bool,
-    /// An unhealthy node of a static NodePool at its node limit is deleted before its
-    /// replacement exists.
+    /// The same for an unhealthy node.
     #[serde(default)]
     pub terminate_first_repair: bool,
 }

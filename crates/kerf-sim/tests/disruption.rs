@@ -510,3 +510,85 @@ fn a_node_whose_replacement_keeps_failing_waits_longer_each_time() {
         r.end.nodes
     );
 }
+
+/// Drifted nodes holding every slot of a reserved-only NodePool's capacity reservation: no
+/// replacement can launch beside them, so with `TerminateFirstDrift` each is deleted first
+/// (Karpenter's `no-reserved-capacity`) and provisioning launches into the slot it frees;
+/// without the gate they stay drifted. The reservation is never overfilled (an invariant of
+/// every checked run).
+#[test]
+fn drifted_nodes_in_a_full_capacity_reservation_are_deleted_first_behind_the_gate() {
+    let apply = r#"[{at: 20m, apply: {apiVersion: karpenter.k8s.aws/v1, kind: EC2NodeClass, metadata: {name: default}, spec: {role: R, amiSelectorTerms: [{alias: al2023@latest}], subnetSelectorTerms: [{tags: {k: v}}], securityGroupSelectorTerms: [{tags: {k: v}}], capacityReservationSelectorTerms: [{id: cr-0000000000000aaaa}], tags: {team: payments}}}}]"#;
+    let run_with = |gates: &str, capacity_type: &str| {
+        run(&Setup {
+            capacity_type,
+            class_extra: "      capacityReservationSelectorTerms: [{id: cr-0000000000000aaaa}]",
+            cloud: "{reservations: [{id: cr-0000000000000aaaa, instanceType: m5.xlarge, zone: us-east-1a, count: 2}]}",
+            disruption: "{consolidationPolicy: WhenEmpty, consolidateAfter: Never}",
+            replicas: 6,
+            feature_gates: gates,
+            events: apply,
+            ..BASE
+        })
+    };
+    let drifted = |r: &Report| -> Vec<String> {
+        (r.events.iter())
+            .filter(|e| e["message"] == "marking drifted")
+            .map(|e| e["NodeClaim"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    let r = run_with("{TerminateFirstDrift: true}", "reserved");
+    let first = drifted(&r);
+    assert_eq!(first.len(), 2, "{first:?}");
+    let commands = disruptions(&r);
+    let terminated: Vec<&(f64, String)> = (commands.iter())
+        .filter(|(_, c)| c.starts_with("Drifted/") && c.contains(": terminate-first: "))
+        .collect();
+    assert_eq!(terminated.len(), 2, "{commands:?}");
+    assert!(
+        terminated.iter().all(|(_, c)| !c.contains("replacement")),
+        "{terminated:?}"
+    );
+    // replaced on the reservation, one at a time, and nothing left waiting
+    let reserved: Vec<&str> = (r.end.nodes.iter())
+        .filter(|n| n.capacity_type == "reserved")
+        .map(|n| n.nodeclaim.as_str())
+        .collect();
+    assert_eq!(reserved.len(), 2, "{:?}", r.end.nodes);
+    assert!(
+        reserved.iter().all(|c| !first.contains(&c.to_string())),
+        "{reserved:?}"
+    );
+    assert!(r.end.pending_pods.is_empty(), "{:?}", r.end.pending_pods);
+
+    // where on-demand may take the pods, the nodes are replaced first, gate or not
+    let r = run_with("{TerminateFirstDrift: true}", "reserved, on-demand");
+    let commands = disruptions(&r);
+    assert!(
+        commands
+            .iter()
+            .any(|(_, c)| c.starts_with("Drifted/") && c.contains(": replace: ")),
+        "{commands:?}"
+    );
+    assert!(
+        commands.iter().all(|(_, c)| !c.contains("terminate-first")),
+        "{commands:?}"
+    );
+
+    // without the gate nothing can replace them: they stay, drifted
+    let r = run_with("{}", "reserved");
+    let held = drifted(&r);
+    assert!(
+        disruptions(&r)
+            .iter()
+            .all(|(_, c)| !c.starts_with("Drifted/")),
+        "{:?}",
+        disruptions(&r)
+    );
+    let left: Vec<&str> = r.end.nodes.iter().map(|n| n.nodeclaim.as_str()).collect();
+    assert!(
+        held.iter().all(|c| left.contains(&c.as_str())),
+        "{held:?} {left:?}"
+    );
+}

@@ -569,6 +569,10 @@ impl Controllers {
                 daemonsets,
                 allowed,
                 spot_to_spot: self.settings.spot_to_spot,
+                terminate_first: crate::consolidation::TerminateFirst {
+                    drift: self.settings.terminate_first_drift,
+                    repair: self.settings.terminate_first_repair,
+                },
                 options: self.solve_options(),
                 min_savings: self.settings.min_savings,
                 pods_await_capacity: self.pods_await_capacity(),
@@ -1205,11 +1209,25 @@ impl Controllers {
     }
 
     fn act(&mut self, command: Command, candidates: Vec<String>) {
-        let method = if command.replacements.is_empty() {
+        let method = if command.terminate_first.is_some() {
+            "terminate-first"
+        } else if command.replacements.is_empty() {
             "delete"
         } else {
             "replace"
         };
+        if let Some(why) = command.terminate_first {
+            let reason = command.reason.as_str().to_lowercase();
+            for c in &candidates {
+                if let Some((_, claim)) = self.cluster.claim_of_node(c) {
+                    let pool = claim.node_pool.clone();
+                    self.metrics.inc(
+                        &families::VOLUNTARY_DISRUPTION_TERMINATE_FIRST_DECISIONS,
+                        &[&pool, &reason, why],
+                    );
+                }
+            }
+        }
         self.actions.push(Action::Disrupting {
             reason: command.reason,
             nodes: candidates.clone(),
