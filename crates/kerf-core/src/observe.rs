@@ -189,6 +189,11 @@ impl Object {
         Object::NodeOverlay(Arc::new(whole(overlay)))
     }
 
+    /// A CapacityBuffer read whole.
+    pub fn capacity_buffer(buffer: kerf_api::CapacityBuffer) -> Object {
+        Object::CapacityBuffer(Arc::new(whole(buffer)))
+    }
+
     /// A NodeClaim read whole.
     pub fn nodeclaim(claim: NodeClaim) -> Object {
         Object::NodeClaim(Arc::new(whole(claim)))

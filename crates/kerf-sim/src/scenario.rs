@@ -193,6 +193,9 @@ pub struct FeatureGates {
     /// Static NodePools (`spec.replicas`) are kept at their replica count.
     #[serde(default)]
     pub static_capacity: bool,
+    /// CapacityBuffers (autoscaling.x-k8s.io/v1beta1) keep room for their placeholder pods.
+    #[serde(default)]
+    pub capacity_buffer: bool,
     /// NodeOverlays are laid over the instance types' prices and capacity.
     #[serde(default)]
     pub node_overlay: bool,

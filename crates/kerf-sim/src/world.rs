@@ -45,6 +45,7 @@ use crate::report::{FinalNode, LONGEST_WAITS, PoolSample, Removal, Report, Sampl
 use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 
 mod api_server;
+mod buffers;
 mod convergence;
 mod faults;
 mod invariants;
@@ -403,6 +404,7 @@ impl World {
             spot_to_spot: scenario.spec.feature_gates.spot_to_spot_consolidation,
             node_repair: scenario.spec.feature_gates.node_repair,
             static_capacity: scenario.spec.feature_gates.static_capacity,
+            capacity_buffer: scenario.spec.feature_gates.capacity_buffer,
             node_overlay: scenario.spec.feature_gates.node_overlay,
             pod_deletion_cost: scenario.spec.feature_gates.pod_deletion_cost_management,
             terminate_first_drift: scenario.spec.feature_gates.terminate_first_drift,
@@ -1070,9 +1072,13 @@ impl World {
             // the simulated API server deletes a class at once: it holds no finalizers
             Action::AddNodeClassFinalizer { .. } | Action::FinalizeNodeClass { .. } => {}
             // the controllers keep the NodePool status they wrote; nothing else reads it
-            Action::PatchNodePoolStatus { .. }
-            | Action::PatchNodeOverlayStatus { .. }
-            | Action::PatchCapacityBufferStatus { .. } => {}
+            Action::PatchNodePoolStatus { .. } | Action::PatchNodeOverlayStatus { .. } => {}
+            // kept on the stored buffer, as a restarted Kerf lists it
+            Action::PatchCapacityBufferStatus { buffer, status } => {
+                if let Some(b) = self.objects.buffers.get_mut(&buffer) {
+                    b.status = Some(*status);
+                }
+            }
             Action::ReleaseNodeClaim { nodeclaim } => {
                 self.room_freed_at = self.now;
                 self.nodeclaim_objects.remove(&nodeclaim);
@@ -1205,6 +1211,9 @@ impl World {
                 .into());
             }
             Checked::Invalid(problems) => return Err(every_problem(path, &problems).into()),
+            Checked::Other if matches!(raw.kind(), "CapacityBuffer" | "PodTemplate") => {
+                self.apply_buffer_object(doc, path)?;
+            }
             Checked::Other => {
                 let kind = raw.kind().to_string();
                 let obj = read(&raw).map_err(|e| ScenarioError {
@@ -1228,6 +1237,7 @@ impl World {
                         let template = one_template(doc);
                         let wk = workload_key(&kind, &ns, &name);
                         let next = self.workloads.get(&wk).map_or(0, |w| w.next);
+                        self.workload_shape(&kind, &ns, &name, doc);
                         let names = PodNames::new(&kind, &name, &template, self.scenario.spec.seed);
                         self.workloads_dirty = true;
                         self.workloads.insert(
@@ -1275,6 +1285,7 @@ impl World {
         if let Some(s) = &e.scale {
             let wk = workload_key(&s.kind, &s.namespace, &s.name);
             self.workloads_dirty = true;
+            self.workload_scaled(&s.kind, &s.namespace, &s.name, s.replicas);
             match self.workloads.get_mut(&wk) {
                 Some(w) => w.replicas = s.replicas,
                 None => {

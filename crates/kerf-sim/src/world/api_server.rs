@@ -284,6 +284,12 @@ pub(crate) struct Objects {
     pub daemonsets: BTreeMap<String, k8s_openapi::api::core::v1::Pod>,
     /// PodDisruptionBudgets by `namespace/name`.
     pub pdbs: BTreeMap<String, k8s_openapi::api::policy::v1::PodDisruptionBudget>,
+    /// CapacityBuffers by `namespace/name`.
+    pub buffers: BTreeMap<String, kerf_api::CapacityBuffer>,
+    /// PodTemplates by `namespace/name`, as buffers read them.
+    pub pod_templates: BTreeMap<String, kerf_core::buffers::Template>,
+    /// Workloads' pod shapes and replicas by `Kind/namespace/name`, as buffers read them.
+    pub workload_shapes: BTreeMap<String, kerf_core::buffers::Template>,
 }
 
 impl Objects {
@@ -316,14 +322,19 @@ impl Objects {
                 self.pdbs
                     .insert(namespaced_key(&pdb.metadata), (**pdb).clone());
             }
-            // scenarios hold no CapacityBuffers: the simulator runs without the gate
-            Object::Pod(_)
-            | Object::Node(_)
-            | Object::NodeClaim(_)
-            | Object::Volume(_)
-            | Object::CapacityBuffer(_)
-            | Object::PodTemplate { .. }
-            | Object::Workload { .. } => {}
+            Object::CapacityBuffer(r) => {
+                if let Ok(b) = &r.object {
+                    self.buffers.insert(namespaced_key(&b.metadata), b.clone());
+                }
+            }
+            Object::PodTemplate { key, template } => {
+                self.pod_templates.insert(key.clone(), (**template).clone());
+            }
+            Object::Workload { key, template } => {
+                self.workload_shapes
+                    .insert(key.clone(), (**template).clone());
+            }
+            Object::Pod(_) | Object::Node(_) | Object::NodeClaim(_) | Object::Volume(_) => {}
         }
         object
     }
@@ -337,6 +348,8 @@ impl Objects {
             "NodeOverlay" => drop(self.node_overlays.remove(name)),
             "DaemonSet" => drop(self.daemonsets.remove(key)),
             "PodDisruptionBudget" => drop(self.pdbs.remove(key)),
+            "CapacityBuffer" => drop(self.buffers.remove(key)),
+            "PodTemplate" => drop(self.pod_templates.remove(key)),
             _ => {}
         }
     }
@@ -352,11 +365,29 @@ impl Objects {
             template: Box::new(t.clone()),
         });
         let pdbs = (self.pdbs.values()).map(|p| Object::Pdb(Box::new(p.clone())));
+        let templates = self
+            .pod_templates
+            .iter()
+            .map(|(key, t)| Object::PodTemplate {
+                key: key.clone(),
+                template: Box::new(t.clone()),
+            });
+        let shapes = self
+            .workload_shapes
+            .iter()
+            .map(|(key, t)| Object::Workload {
+                key: key.clone(),
+                template: Box::new(t.clone()),
+            });
+        let buffers = (self.buffers.values()).map(|b| Object::capacity_buffer(b.clone()));
         (classes
             .chain(pools)
             .chain(overlays)
             .chain(daemonsets)
-            .chain(pdbs))
+            .chain(pdbs)
+            .chain(templates)
+            .chain(shapes)
+            .chain(buffers))
         .collect()
     }
 }

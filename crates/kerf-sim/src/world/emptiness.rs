@@ -14,7 +14,8 @@
 //! `karpenter.sh/do-not-disrupt` value or selected by any PodDisruptionBudget (even a
 //! DaemonSet's), a `karpenter.sh/do-not-disrupt` node or NodeClaim, a drifted NodeClaim, a
 //! budget schedule it cannot read, a drain still holding workload pods (Karpenter nominates
-//! nodes for them), a write being retried, an API server that is down or was lately.
+//! nodes for them), a write being retried, an API server that is down or was lately, and any
+//! CapacityBuffer in the cluster (its room is kept on nodes no pod is on).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -36,7 +37,9 @@ impl World {
     /// Runs at the convergence check's quiet points under `--check`.
     pub(super) fn check_empty_nodes(&mut self) -> Result<(), SimError> {
         let now = self.now;
-        let calm = self.unfinished.next().is_none()
+        // a CapacityBuffer keeps room on nodes no pod is on, which this check does not size
+        let calm = self.objects.buffers.is_empty()
+            && self.unfinished.next().is_none()
             && now >= self.api_back() + DELETE_WITHIN
             && !self.drain_holds_pods();
         let deletable: Vec<(String, String, Duration)> = if calm {
