@@ -139,6 +139,9 @@ pub struct Instance {
     pub image_id: Option<String>,
     /// Its subnet and security groups.
     pub network: Option<InstanceNetwork>,
+    /// The capacity reservation it runs in (`Some(None)`: none), as EC2 describes it; `None`
+    /// when EC2 does not say (its reservation preference missing from the answer).
+    pub reservation: Option<Option<String>>,
 }
 
 impl Instance {
@@ -1054,6 +1057,16 @@ impl Fleet {
                     .to_string(),
                     nodeclaim: tag_value(NODECLAIM_TAG),
                     image_id: i.image_id().map(str::to_string),
+                    // in a reservation only while it targets reservations alone, as
+                    // Karpenter reads it (an ended on-demand reservation's instances run on
+                    // with the `open` preference)
+                    reservation: i.capacity_reservation_specification().map(|spec| {
+                        let only = spec.capacity_reservation_preference()
+                            == Some(&CapacityReservationPreference::CapacityReservationsOnly);
+                        i.capacity_reservation_id()
+                            .filter(|_| only)
+                            .map(str::to_string)
+                    }),
                     network: i.subnet_id().map(|subnet| InstanceNetwork {
                         subnet_id: subnet.to_string(),
                         security_group_ids: i
@@ -1262,6 +1275,7 @@ fn instance_of(
         young: true,
         image_id,
         network,
+        reservation: None,
     })
 }
 

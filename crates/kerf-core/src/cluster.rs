@@ -102,6 +102,9 @@ pub struct CloudInstance {
     pub image_id: Option<String>,
     /// Its subnet and security groups, when the cloud has them.
     pub network: Option<InstanceNetwork>,
+    /// The capacity reservation it runs in now (`Some(None)`: none), when the cloud says: an
+    /// instance whose on-demand reservation ended runs on as on-demand.
+    pub reservation: Option<Option<String>>,
 }
 
 impl Launched {

@@ -327,12 +327,21 @@ pub enum Action {
         /// idempotent; kwok's reboot writes it into the node's boot id).
         operation_id: String,
     },
-    /// Remove a label from a node (`karpenter.sh/initialized` while it reboots).
-    UnlabelNode {
+    /// Set or remove labels of a node (`karpenter.sh/initialized` off while it reboots; a
+    /// node out of its capacity reservation relabelled `on-demand`).
+    RelabelNode {
         /// The node.
         node: String,
-        /// The label's key.
-        key: String,
+        /// The labels: a value to set, or `None` to remove.
+        labels: BTreeMap<String, Option<String>>,
+    },
+    /// Set or remove labels of the NodeClaim (one out of its capacity reservation
+    /// relabelled `on-demand`).
+    RelabelNodeClaim {
+        /// The NodeClaim.
+        nodeclaim: String,
+        /// The labels: a value to set, or `None` to remove.
+        labels: BTreeMap<String, Option<String>>,
     },
     /// Start deleting the NodeClaim object (its `karpenter.sh/termination` finalizer keeps
     /// it until [`Action::ReleaseNodeClaim`]).

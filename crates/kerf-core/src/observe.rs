@@ -380,6 +380,13 @@ impl Controllers {
                 // the status matters too: its subnets' zones are where types are offered
                 let changed = (cluster.node_classes.get(&name))
                     .is_none_or(|old| old.spec != class.spec || old.status != class.status);
+                let reserved = |c: &kerf_api::EC2NodeClass| -> Vec<String> {
+                    (c.status.iter().flat_map(|s| &s.capacity_reservations))
+                        .map(|r| r.id.clone())
+                        .collect()
+                };
+                let old = cluster.node_classes.get(&name).map(reserved);
+                let reservations_moved = old.is_some_and(|old| old != reserved(class));
                 if changed || cluster.class_gaps.get(&name) != gaps {
                     cluster.apply_node_class_read(class.clone(), &read.gaps);
                     self.ask_instance_types(&name);
@@ -387,6 +394,9 @@ impl Controllers {
                     // its generation, finalizers, deletion: nothing that changes what it
                     // offers, but the status controller's business
                     cluster.set_node_class_metadata(&name, &class.metadata);
+                }
+                if reservations_moved {
+                    self.class_reservations_changed(&name);
                 }
                 self.node_class_observed(&name);
             }

@@ -641,6 +641,7 @@ impl CloudProvider for Aws {
                 nodeclaim: i.nodeclaim.unwrap_or_default(),
                 image_id: i.image_id,
                 network: i.network,
+                reservation: i.reservation,
             })
             .collect())
     }

@@ -53,6 +53,7 @@ fn lane_of(action: &Action, core: &Controllers) -> Option<Lane> {
         Action::Launch { nodeclaim, .. }
         | Action::PatchNodeClaimStatus { nodeclaim, .. }
         | Action::AnnotateNodeClaim { nodeclaim, .. }
+        | Action::RelabelNodeClaim { nodeclaim, .. }
         | Action::DeleteNodeClaim { nodeclaim }
         | Action::ReleaseNodeClaim { nodeclaim }
         | Action::DeleteInstance { nodeclaim, .. }
@@ -60,7 +61,7 @@ fn lane_of(action: &Action, core: &Controllers) -> Option<Lane> {
         Action::Taint { node: n, .. }
         | Action::RemoveTaint { node: n, .. }
         | Action::LabelNode { node: n, .. }
-        | Action::UnlabelNode { node: n, .. }
+        | Action::RelabelNode { node: n, .. }
         | Action::DeleteNode { node: n } => node(n),
         Action::Evict { pod }
         | Action::DeletePod { pod, .. }
@@ -304,6 +305,7 @@ impl<'e, C: CloudProvider> Lanes<'e, C> {
                         nodeclaim: nodeclaim.clone(),
                         image_id: None,
                         network: None,
+                        reservation: None,
                     });
                 }
                 answer.tell(core);

@@ -807,10 +807,18 @@ impl<C: CloudProvider> Executor<C> {
                 );
                 return Ok(Some(Answer::Reboot { nodeclaim, result }));
             }
-            Action::UnlabelNode { node, key } => {
-                let patch = Patch::Merge(json!({"metadata": {"labels": {key: null}}}));
-                let r = retry("unlabelling node", || nodes.patch(&node, &params, &patch)).await;
-                unless_gone("unlabelling node", r)?;
+            Action::RelabelNode { node, labels } => {
+                let patch = Patch::Merge(json!({"metadata": {"labels": labels}}));
+                let r = retry("relabelling node", || nodes.patch(&node, &params, &patch)).await;
+                unless_gone("relabelling node", r)?;
+            }
+            Action::RelabelNodeClaim { nodeclaim, labels } => {
+                let patch = Patch::Merge(json!({"metadata": {"labels": labels}}));
+                let r = retry("relabelling nodeclaim", || {
+                    claims.patch(&nodeclaim, &params, &patch)
+                })
+                .await;
+                unless_gone("relabelling nodeclaim", r)?;
             }
             Action::DeleteNode { node } => {
                 delete_node(&nodes, &node)

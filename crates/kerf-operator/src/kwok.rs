@@ -265,6 +265,7 @@ impl CloudProvider for Kwok {
                             nodeclaim,
                             image_id: None,
                             network: None,
+                            reservation: None,
                         })
                     }),
             );

@@ -42,7 +42,16 @@ pub fn controller_of(action: &Action) -> Option<&'static str> {
             "nodeclaim.lifecycle"
         }
         Action::Disrupting { .. } => "disruption",
-        Action::Reboot { .. } | Action::UnlabelNode { .. } => "nodeclaim.reboot",
+        Action::Reboot { .. } => "nodeclaim.reboot",
+        // a rebooting node's `initialized` label comes off; else a node leaves its reservation
+        Action::RelabelNode { labels, .. }
+            if labels.contains_key(kerf_api::labels::INITIALIZED) =>
+        {
+            "nodeclaim.reboot"
+        }
+        Action::RelabelNode { .. } | Action::RelabelNodeClaim { .. } => {
+            "capacityreservation.capacitytype"
+        }
         Action::Taint { .. } | Action::RemoveTaint { .. } => "disruption",
         Action::Evict { .. } | Action::DeletePod { .. } | Action::DeleteNode { .. } => {
             "node.termination"

@@ -920,9 +920,20 @@ impl World {
                 let answer = Observation::RebootAnswered { nodeclaim, result };
                 self.core.observe(answer, self.now);
             }
-            Action::UnlabelNode { node, key } => {
-                if self.nodes.unlabel(&node, &key) {
+            Action::RelabelNode { node, labels } => {
+                if self.nodes.relabel(&node, &labels) {
                     self.node_narrowed(&node);
+                }
+            }
+            Action::RelabelNodeClaim { nodeclaim, labels } => {
+                if let Some(stored) = self.nodeclaim_objects.get_mut(&nodeclaim) {
+                    let stored = stored.object.metadata.labels.get_or_insert_default();
+                    for (k, v) in labels {
+                        match v {
+                            Some(v) => stored.insert(k, v),
+                            None => stored.remove(&k),
+                        };
+                    }
                 }
             }
             Action::DeleteNodeClaim { nodeclaim } => {
@@ -1052,6 +1063,7 @@ impl World {
                         nodeclaim: claim.clone(),
                         image_id: None,
                         network: None,
+                        reservation: Some(i.reservation.clone()),
                     })
                     .collect();
                 self.core.observe(Observation::Instances(listed), self.now);

@@ -592,3 +592,40 @@ fn drifted_nodes_in_a_full_capacity_reservation_are_deleted_first_behind_the_gat
         "{held:?} {left:?}"
     );
 }
+
+/// An on-demand capacity reservation ends: its instances run on as on-demand, so their
+/// NodeClaims and Nodes are relabelled `on-demand` (the reservation's labels off), as
+/// Karpenter's `capacitytype` controller does, and not drifted and replaced.
+#[test]
+fn nodes_of_an_ended_reservation_are_relabelled_on_demand_not_replaced() {
+    let r = run(&Setup {
+        capacity_type: "reserved, on-demand",
+        class_extra: "      capacityReservationSelectorTerms: [{id: cr-0000000000000aaaa}]",
+        cloud: "{reservations: [{id: cr-0000000000000aaaa, instanceType: m5.xlarge, zone: us-east-1a, count: 2, end: 30m}]}",
+        disruption: "{consolidationPolicy: WhenEmpty, consolidateAfter: Never}",
+        replicas: 6,
+        duration: "1h",
+        ..BASE
+    });
+    let reserved_before: Vec<String> = (r.events.iter())
+        .filter(|e| e["message"] == "launched nodeclaim" && e["capacity-type"] == "reserved")
+        .map(|e| e["NodeClaim"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(reserved_before.len(), 2, "{:?}", r.events);
+    let relabelled: Vec<&Value> = (r.events.iter())
+        .filter(|e| e["message"] == "updated capacity type for nodeclaims")
+        .collect();
+    assert!(!relabelled.is_empty(), "never relabelled");
+    let at = minutes(relabelled[0]);
+    assert!((30.0..31.5).contains(&at), "relabelled at {at} minutes");
+    let drifted = (r.events.iter())
+        .filter(|e| e["message"] == "marking drifted")
+        .count();
+    assert_eq!(drifted, 0, "drifted after the reservation ended");
+    // the same nodes at the end, on-demand now
+    for claim in &reserved_before {
+        let node = r.end.nodes.iter().find(|n| n.nodeclaim == *claim);
+        let node = node.unwrap_or_else(|| panic!("{claim} replaced: {:?}", r.end.nodes));
+        assert_eq!(node.capacity_type, "on-demand", "{node:?}");
+    }
+}

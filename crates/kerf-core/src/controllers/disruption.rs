@@ -320,8 +320,21 @@ impl Controllers {
             return Some(DriftReason::AmiDrift);
         }
         let reservation = launched.labels.get(labels::CAPACITY_RESERVATION_ID);
-        let reservation_gone =
-            reservation.is_some_and(|id| !status.capacity_reservations.iter().any(|r| r.id == *id));
+        // gone from the class, and the instance still in it as the cloud listed it since
+        // (an instance whose reservation ended runs on as on-demand: it is relabelled, not
+        // drifted); a cloud that does not say is taken at the label's word
+        let changed_at = self.lifecycle.reservations_changed.get(&c.node_class);
+        let still_in = match self
+            .lifecycle
+            .listed_reservations
+            .get(&launched.provider_id)
+        {
+            Some((listing, id)) => id.is_some() && changed_at.is_none_or(|at| listing > at),
+            None => true,
+        };
+        let reservation_gone = still_in
+            && reservation
+                .is_some_and(|id| !status.capacity_reservations.iter().any(|r| r.id == *id));
         // the group the class's offerings launch into now (its types carry its id), against
         // the one the node was launched into; nothing to compare before the types are known
         // (a selector whose group is not resolved yet, after a restart say, is no answer)

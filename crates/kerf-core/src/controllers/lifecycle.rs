@@ -54,6 +54,14 @@ pub(super) struct Lifecycles {
     /// Why each registered NodeClaim's node is not initialized yet, as last written in its
     /// `Initialized` condition: a new reason is written again, as Karpenter does.
     pub(super) initializing: BTreeMap<String, (&'static str, String)>,
+    /// How many instance listings came in: a listing's number.
+    pub(super) listings: u64,
+    /// Each instance's capacity reservation as the last listing that said it gave it, with
+    /// that listing's number, by provider id.
+    pub(super) listed_reservations: BTreeMap<String, (u64, Option<String>)>,
+    /// The listing number when each class's resolved reservations last changed: a
+    /// reservation drift waits for a listing after it.
+    pub(super) reservations_changed: BTreeMap<String, u64>,
 }
 
 impl Controllers {
@@ -885,6 +893,21 @@ impl Controllers {
             .filter_map(|c| c.launched.as_ref().map(|l| l.provider_id.clone()))
             .collect();
         let mut learned = false;
+        let mut left_reservation = Vec::new();
+        self.lifecycle.listings += 1;
+        let listing = self.lifecycle.listings;
+        // the first listing since a class's reservations changed: a reservation drift waited
+        // for it
+        let awaited = (self.lifecycle.reservations_changed.values()).any(|at| *at + 1 == listing);
+        let listed = &mut self.lifecycle.listed_reservations;
+        listed.retain(|p, _| running.contains(p.as_str()));
+        for i in instances {
+            if let Some(reservation) = &i.reservation {
+                let before = listed.insert(i.provider_id.clone(), (listing, reservation.clone()));
+                learned |= before.is_none_or(|(_, r)| r != *reservation)
+                    || (reservation.is_some() && awaited);
+            }
+        }
         for instance in instances {
             let (provider_id, claim) = (&instance.provider_id, &instance.nodeclaim);
             if !self.cluster.nodeclaims.contains_key(claim) && claimed.contains(provider_id) {
@@ -903,6 +926,12 @@ impl Controllers {
                     if instance.network.is_some() && l.network != instance.network {
                         l.network.clone_from(&instance.network);
                         learned = true;
+                    }
+                    if instance.reservation == Some(None)
+                        && l.capacity_type == CapacityType::Reserved
+                        && record.deleting.is_none()
+                    {
+                        left_reservation.push(claim.clone());
                     }
                 }
                 continue;
@@ -931,10 +960,23 @@ impl Controllers {
                 provider_id: provider_id.clone(),
             });
         }
+        if !left_reservation.is_empty() {
+            self.left_reservation(&left_reservation);
+            learned = true;
+        }
         if learned {
             self.activity += 1;
             self.evaluate_drift();
         }
+    }
+
+    /// The reservations a class resolves to changed: a NodeClaim whose reservation left it
+    /// has drifted only if the next instance listing still has it in the reservation.
+    pub(crate) fn class_reservations_changed(&mut self, class: &str) {
+        let at = self.lifecycle.listings;
+        self.lifecycle
+            .reservations_changed
+            .insert(class.to_string(), at);
     }
 
     /// NodePools that changed: the NodeClaims of deleted ones are deleted (their owner

@@ -293,9 +293,9 @@ impl Controllers {
         self.cluster.changes.disruption = true;
         self.status_changed(claim);
         if let Some(node) = node {
-            self.actions.push(Action::UnlabelNode {
+            self.actions.push(Action::RelabelNode {
                 node,
-                key: labels::INITIALIZED.into(),
+                labels: BTreeMap::from([(labels::INITIALIZED.into(), None)]),
             });
         }
         self.reboot_at(claim, self.now + REBOOT_POLL);

@@ -99,3 +99,67 @@ impl Controllers {
         }
     }
 }
+
+impl Controllers {
+    /// NodeClaims whose instances the cloud lists out of any capacity reservation though they
+    /// were launched into one (an on-demand reservation that ended: the instance runs on as
+    /// on-demand), relabelled as Karpenter's AWS provider's `capacitytype` controller does:
+    /// `karpenter.sh/capacity-type` `on-demand`, the reservation's id and type labels off (its
+    /// `interruptible` label kept), on the NodeClaim and then on its registered Node; priced
+    /// as on-demand from then on.
+    pub(super) fn left_reservation(&mut self, claims: &[String]) {
+        let relabel = BTreeMap::from([
+            (
+                labels::CAPACITY_TYPE.to_string(),
+                Some(labels::CAPACITY_TYPE_ON_DEMAND.to_string()),
+            ),
+            (labels::CAPACITY_RESERVATION_ID.to_string(), None),
+            (labels::CAPACITY_RESERVATION_TYPE.to_string(), None),
+        ]);
+        let mut relabelled = Vec::new();
+        for name in claims {
+            let Some(c) = self.cluster.nodeclaims.get(name) else {
+                continue;
+            };
+            let price = c.launched.as_ref().and_then(|l| {
+                let types = self.cluster.instance_types.get(&c.node_class)?;
+                let t = types.iter().find(|t| t.name == l.instance_type)?;
+                (t.offerings.iter())
+                    .find(|o| {
+                        o.zone == l.zone && o.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND
+                    })
+                    .map(|o| o.price_per_hour)
+            });
+            let Some(c) = self.cluster.nodeclaims.get_mut(name) else {
+                continue;
+            };
+            let Some(l) = c.launched.as_mut() else {
+                continue;
+            };
+            l.capacity_type = crate::cluster::CapacityType::OnDemand;
+            l.labels.remove(labels::CAPACITY_RESERVATION_ID);
+            l.labels.remove(labels::CAPACITY_RESERVATION_TYPE);
+            if let Some(price) = price {
+                l.price_per_hour = price;
+            }
+            let node = c.node.clone().filter(|_| c.registered);
+            self.actions.push(super::Action::RelabelNodeClaim {
+                nodeclaim: name.clone(),
+                labels: relabel.clone(),
+            });
+            if let Some(node) = node {
+                self.actions.push(super::Action::RelabelNode {
+                    node,
+                    labels: relabel.clone(),
+                });
+            }
+            relabelled.push(json!({"name": name}));
+        }
+        self.cluster.changes.disruption = true;
+        self.log(
+            "capacityreservation.capacitytype",
+            "updated capacity type for nodeclaims",
+            json!({"NodeClaims": relabelled}),
+        );
+    }
+}

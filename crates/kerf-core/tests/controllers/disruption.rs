@@ -715,3 +715,120 @@ fn a_balanced_move_is_told_approved_with_its_score() {
         [format!("{claim}: {message}"), format!("{claim}: {message}")]
     );
 }
+
+/// The default class resolving to `reservations`.
+fn class_reserving(reservations: &[&str]) -> kerf_api::EC2NodeClass {
+    let mut class = node_class(&["ami-1"]);
+    let listed: Vec<serde_json::Value> = (reservations.iter())
+        .map(|id| {
+            serde_json::json!({"id": id, "instanceType": "m5.large", "availabilityZone": "us-east-1a",
+                "ownerID": "123456789012", "instanceMatchCriteria": "open",
+                "reservationType": "default", "state": "active"})
+        })
+        .collect();
+    class.status.as_mut().expect("status").capacity_reservations =
+        serde_json::from_value(serde_json::Value::Array(listed)).expect("reservations");
+    class
+}
+
+#[test]
+fn a_node_whose_reservation_ended_is_relabelled_on_demand_and_one_still_in_a_dropped_one_drifts() {
+    let mut core = with_pool();
+    core.apply_node_class(class_reserving(&["cr-1", "cr-2"]));
+    // too big to share a node
+    core.apply_pod(unschedulable("x", "1500m"), secs(0));
+    core.apply_pod(unschedulable("y", "1500m"), secs(0));
+    let claims = created(&run_until(&mut core, 0, 2));
+    assert_eq!(claims.len(), 2, "{claims:?}");
+    let reserved_in = |claim: &str, id: &str| kerf_core::cluster::Launched {
+        capacity_type: kerf_core::cluster::CapacityType::Reserved,
+        labels: BTreeMap::from([
+            (
+                kerf_api::labels::CAPACITY_RESERVATION_ID.to_string(),
+                id.to_string(),
+            ),
+            (
+                kerf_api::labels::CAPACITY_RESERVATION_TYPE.to_string(),
+                "default".to_string(),
+            ),
+        ]),
+        ..instance(claim)
+    };
+    let (ended, dropped) = (
+        claims[0].clone(),
+        claims.get(1).cloned().unwrap_or_default(),
+    );
+    launch_as_and_register(&mut core, &ended, reserved_in(&ended, "cr-1"));
+    if !dropped.is_empty() {
+        launch_as_and_register(&mut core, &dropped, reserved_in(&dropped, "cr-2"));
+    }
+    let listed = |claim: &str, reservation: Option<&str>| kerf_core::cluster::CloudInstance {
+        provider_id: format!("kwok://{claim}"),
+        nodeclaim: claim.to_string(),
+        image_id: None,
+        network: None,
+        reservation: Some(reservation.map(str::to_string)),
+    };
+    let both = |a: Option<&str>, b: Option<&str>| vec![listed(&ended, a), listed(&dropped, b)];
+    core.garbage_collect(&both(Some("cr-1"), Some("cr-2")), secs(10));
+    run_until(&mut core, 10, 20);
+    // both reservations leave the class before the cloud lists the instances again: no
+    // drift yet (an instance may have left its reservation with it)
+    core.apply_node_class(class_reserving(&[]));
+    run_until(&mut core, 21, 30);
+    let drift = |core: &Controllers, c: &str| core.cluster().nodeclaims()[c].drifted;
+    assert_eq!(drift(&core, &ended), None, "drifted before the cloud said");
+    assert_eq!(
+        drift(&core, &dropped),
+        None,
+        "drifted before the cloud said"
+    );
+    // the listing: the first instance runs on out of any reservation, the other still in one
+    core.garbage_collect(&both(None, Some("cr-2")), secs(31));
+    let actions = run_until(&mut core, 31, 40);
+    assert_eq!(
+        drift(&core, &ended),
+        None,
+        "an ended reservation's node drifted"
+    );
+    assert_eq!(logged(&actions, "updated capacity type for nodeclaims"), 1);
+    let relabelled: Vec<(String, BTreeMap<String, Option<String>>)> = (actions.iter())
+        .filter_map(|a| match a {
+            Action::RelabelNodeClaim { nodeclaim, labels } => {
+                Some((nodeclaim.clone(), labels.clone()))
+            }
+            Action::RelabelNode { node, labels } => Some((node.clone(), labels.clone())),
+            _ => None,
+        })
+        .collect();
+    let expected = BTreeMap::from([
+        (
+            "karpenter.sh/capacity-type".to_string(),
+            Some("on-demand".to_string()),
+        ),
+        (kerf_api::labels::CAPACITY_RESERVATION_ID.to_string(), None),
+        (
+            kerf_api::labels::CAPACITY_RESERVATION_TYPE.to_string(),
+            None,
+        ),
+    ]);
+    // the NodeClaim, then its Node (named as the NodeClaim here)
+    assert_eq!(
+        relabelled,
+        [(ended.clone(), expected.clone()), (ended.clone(), expected)]
+    );
+    let launched = core.cluster().nodeclaims()[&ended]
+        .launched
+        .clone()
+        .expect("launched");
+    assert_eq!(
+        launched.capacity_type,
+        kerf_core::cluster::CapacityType::OnDemand
+    );
+    if !dropped.is_empty() {
+        assert_eq!(
+            drift(&core, &dropped),
+            Some(DriftReason::CapacityReservationDrift)
+        );
+    }
+}

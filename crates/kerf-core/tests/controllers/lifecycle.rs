@@ -26,6 +26,7 @@ fn a_restarted_controller_learns_an_instances_network_from_the_cloud_listing() {
         nodeclaim: claim.clone(),
         image_id: Some("ami-1".into()),
         network: Some(network("subnet-a", groups)),
+        reservation: None,
     };
     // a listing without the groups says nothing about them
     core.garbage_collect(&[listed(&[])], secs(21));
@@ -59,6 +60,7 @@ fn an_instance_named_apart_from_its_nodeclaim_is_not_an_orphan() {
         nodeclaim: format!("kwok-{claim}-silly-name-1"),
         image_id: None,
         network: None,
+        reservation: None,
     };
     core.garbage_collect(&[listed], secs(21));
     let actions = run_until(&mut core, 21, 25);

@@ -200,9 +200,18 @@ impl Nodes {
         })
     }
 
-    /// Removes a label.
-    pub fn unlabel(&mut self, name: &str, key: &str) -> bool {
-        self.update(name, |n| n.labels.remove(key).is_some())
+    /// Sets or removes labels.
+    pub fn relabel(&mut self, name: &str, labels: &BTreeMap<String, Option<String>>) -> bool {
+        self.update(name, |n| {
+            let mut changed = false;
+            for (k, v) in labels {
+                changed |= match v {
+                    Some(v) => n.labels.insert(k.clone(), v.clone()).as_ref() != Some(v),
+                    None => n.labels.remove(k).is_some(),
+                };
+            }
+            changed
+        })
     }
 }
 
