@@ -163,8 +163,9 @@ impl Fleet {
         };
         let template = match self.ensure(template, probe.node_class).await {
             Ok(id) => id,
+            // finding the template is no part of the check: another refusal is no verdict
             Err(AwsError::Unauthorized {
-                permission,
+                permission: permission @ "ec2:CreateLaunchTemplate",
                 message,
             }) => {
                 return refusal(permission, &message);

@@ -685,10 +685,12 @@ impl Fleet {
                     .send()
                     .await
                     .map_err(|e| classify("CreateLaunchTemplate", "ec2:CreateLaunchTemplate", e))?;
-                out.launch_template()
-                    .and_then(|lt| lt.launch_template_id())
-                    .unwrap_or_default()
-                    .to_string()
+                // an answer without an id is not cached: the next launch looks again
+                let made = out.launch_template().and_then(|lt| lt.launch_template_id());
+                made.map(str::to_string).ok_or_else(|| AwsError::Api {
+                    call: "CreateLaunchTemplate",
+                    message: format!("{}: answered without a template id", t.name),
+                })?
             }
         };
         self.templates

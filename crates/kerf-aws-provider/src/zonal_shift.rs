@@ -1,7 +1,7 @@
 //! ARC zonal shifts of the EKS cluster (`ENABLE_ZONAL_SHIFT`), as Karpenter follows them: the
 //! cluster's managed resource is read every half minute (`arc-zonal-shift:GetManagedResource`),
 //! and while a shift away from a zone is applied and unexpired, nothing launches into that
-//! zone and the cloud leaves its instances alone (no termination, reboot or tagging).
+//! zone and the cloud leaves its instances alone (no termination or reboot).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, PoisonError};

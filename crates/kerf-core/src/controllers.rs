@@ -772,7 +772,7 @@ impl Controllers {
             // the poll's reaction reconciles the static NodePools
             Timer::StaticCapacity => {}
             Timer::GarbageCollect => {
-                self.actions.push(Action::ListInstances);
+                self.list_instances();
                 self.at(
                     self.now + GARBAGE_COLLECTION_INTERVAL,
                     Timer::GarbageCollect,

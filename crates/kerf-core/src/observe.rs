@@ -462,7 +462,10 @@ impl Controllers {
                 self.forget_drained(name);
             }
             "NodePool" => cluster.delete_node_pool(name),
-            "EC2NodeClass" | "KWOKNodeClass" => cluster.delete_node_class(name),
+            "EC2NodeClass" | "KWOKNodeClass" => {
+                cluster.delete_node_class(name);
+                self.forget_class_reservations(name);
+            }
             "NodeOverlay" => cluster.delete_node_overlay(name),
             "DaemonSet" => cluster.delete_daemonset(key),
             "PodDisruptionBudget" => cluster.delete_pdb(key),

@@ -266,9 +266,10 @@ impl NodeClasses {
         if self.disable_dry_run {
             return Some((node_class::validated(), true));
         }
+        const CHECKING: &str = "checking the class's launch authorization";
         let Some(choice) = probe_type(status) else {
-            let error = "no instance type of the class to try a launch with";
-            log::error_when_changed("checking the class's launch authorization", error);
+            let error = format!("{name}: no instance type of the class to try a launch with");
+            log::error_when_changed(CHECKING, &error);
             return None;
         };
         let probe = Probe {
@@ -277,7 +278,11 @@ impl NodeClasses {
             status,
             choice: &choice,
         };
-        match self.fleet.authorize(&probe).await {
+        let verdict = self.fleet.authorize(&probe).await;
+        if !matches!(verdict, Verdict::Unanswered(_)) {
+            log::recovered(CHECKING);
+        }
+        match verdict {
             Verdict::Authorized => Some((node_class::validated(), true)),
             Verdict::Refused { condition, said } => {
                 let fields = json!({"EC2NodeClass": {"name": name}, "error": condition.message});
@@ -286,7 +291,7 @@ impl NodeClasses {
             }
             Verdict::NotHeld(condition) => Some((condition, false)),
             Verdict::Unanswered(error) => {
-                log::error_when_changed("checking the class's launch authorization", &error);
+                log::error_when_changed(CHECKING, &format!("{name}: {error}"));
                 None
             }
         }
@@ -338,6 +343,8 @@ impl NodeClasses {
     /// Deletes the launch templates made for the class, and the instance profile made for
     /// its role (a profile the user named is theirs).
     pub async fn clean_up(&self, name: &str, class: &EC2NodeClass) -> Result<(), CloudError> {
+        // a class made again under the name is checked afresh
+        (self.checks.lock().unwrap_or_else(|e| e.into_inner())).remove(name);
         let n = (self.fleet.delete_launch_templates(name).await)
             .map_err(|e| CloudError::Api(format!("deleting launch templates of {name}: {e}")))?;
         if n > 0 {

@@ -1332,7 +1332,11 @@ impl World {
                     self.remove("DaemonSet", key(&d.namespace, &d.name));
                 }
                 "Pod" => self.delete_pod(&key(&d.namespace, &d.name)),
+                kind @ ("CapacityBuffer" | "PodTemplate") => {
+                    self.remove(kind, key(&d.namespace, &d.name));
+                }
                 kind => {
+                    self.workload_deleted(kind, &d.namespace, &d.name);
                     let wk = workload_key(kind, &d.namespace, &d.name);
                     if self.workloads.remove(&wk).is_none() {
                         return Err(ScenarioError {

@@ -3,7 +3,15 @@
 
 use kerf_sim::{Report, RunOptions};
 
+const SCALE_UP: &str =
+    "{at: 20m, scale: {kind: Deployment, name: app, namespace: default, replicas: 4}}";
+
 fn run(gates: &str) -> Report {
+    run_with(gates, &[SCALE_UP])
+}
+
+fn run_with(gates: &str, events: &[&str]) -> Report {
+    let events = events.join(", ");
     let yaml = format!(
         r#"
 apiVersion: kerf.sh/v1alpha1
@@ -51,8 +59,7 @@ spec:
     spec:
       scalableRef: {{apiGroup: apps, kind: Deployment, name: app}}
       replicas: 4
-  events:
-  - {{at: 20m, scale: {{kind: Deployment, name: app, namespace: default, replicas: 4}}}}
+  events: [{events}]
 "#
     );
     let scenario = kerf_sim::scenario::parse(&yaml, None).expect("scenario parses");
@@ -94,4 +101,13 @@ fn a_buffer_keeps_room_that_its_workloads_pods_take_at_once() {
     assert_eq!(nodes_before(&r, 20.0), 0, "{:?}", r.timeline);
     let waited = waits(&r);
     assert!(waited.iter().any(|w| *w >= 5.0), "{waited:?}");
+}
+
+#[test]
+fn a_buffer_whose_workload_is_deleted_keeps_no_room() {
+    let delete = "{at: 25m, delete: {kind: Deployment, name: app, namespace: default}}";
+    let r = run_with("{CapacityBuffer: true}", &[SCALE_UP, delete]);
+    assert!(nodes_before(&r, 20.0) >= 1, "{:?}", r.timeline);
+    // its scalableRef names nothing now: no room is kept, the nodes go
+    assert!(r.end.nodes.is_empty(), "{:?}", r.end.nodes);
 }

@@ -320,17 +320,19 @@ impl Controllers {
             return Some(DriftReason::AmiDrift);
         }
         let reservation = launched.labels.get(labels::CAPACITY_RESERVATION_ID);
-        // gone from the class, and the instance still in it as the cloud listed it since
-        // (an instance whose reservation ended runs on as on-demand: it is relabelled, not
-        // drifted); a cloud that does not say is taken at the label's word
+        // gone from the class, and the instance still in it as a listing asked for since
+        // said (an instance whose reservation ended runs on as on-demand: it is relabelled,
+        // not drifted); for a cloud that does not say, once any listing asked for since came
+        // in (after a start, at least one)
         let changed_at = self.lifecycle.reservations_changed.get(&c.node_class);
-        let still_in = match self
+        let fresh = |listed: Duration| changed_at.is_none_or(|at| listed > *at);
+        let listed = self
             .lifecycle
             .listed_reservations
-            .get(&launched.provider_id)
-        {
-            Some((listing, id)) => id.is_some() && changed_at.is_none_or(|at| listing > at),
-            None => true,
+            .get(&launched.provider_id);
+        let still_in = match listed {
+            Some((listing, id)) => id.is_some() && fresh(*listing),
+            None => self.lifecycle.last_listing.is_some_and(fresh),
         };
         let reservation_gone = still_in
             && reservation

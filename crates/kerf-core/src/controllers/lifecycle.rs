@@ -54,15 +54,21 @@ pub(super) struct Lifecycles {
     /// Why each registered NodeClaim's node is not initialized yet, as last written in its
     /// `Initialized` condition: a new reason is written again, as Karpenter does.
     pub(super) initializing: BTreeMap<String, (&'static str, String)>,
-    /// How many instance listings came in: a listing's number.
-    pub(super) listings: u64,
+    /// When each instance listing not answered yet was asked for, oldest first (answers come
+    /// in order; one never answered is dropped after [`LISTING_ANSWERED_WITHIN`]).
+    pub(super) listings_asked: std::collections::VecDeque<Duration>,
+    /// When the last answered listing was asked for.
+    pub(super) last_listing: Option<Duration>,
     /// Each instance's capacity reservation as the last listing that said it gave it, with
-    /// that listing's number, by provider id.
-    pub(super) listed_reservations: BTreeMap<String, (u64, Option<String>)>,
-    /// The listing number when each class's resolved reservations last changed: a
-    /// reservation drift waits for a listing after it.
-    pub(super) reservations_changed: BTreeMap<String, u64>,
+    /// when that listing was asked for, by provider id.
+    pub(super) listed_reservations: BTreeMap<String, (Duration, Option<String>)>,
+    /// When each class's resolved reservations last changed: a reservation drift waits for
+    /// a listing asked for after it.
+    pub(super) reservations_changed: BTreeMap<String, Duration>,
 }
+
+/// How long an instance listing may take to be answered before its ask is forgotten.
+const LISTING_ANSWERED_WITHIN: Duration = Duration::from_secs(120);
 
 impl Controllers {
     /// Asks the cloud for a NodeClaim's instance, once at a time. However its launch goes, a
@@ -892,20 +898,27 @@ impl Controllers {
             .values()
             .filter_map(|c| c.launched.as_ref().map(|l| l.provider_id.clone()))
             .collect();
-        let mut learned = false;
         let mut left_reservation = Vec::new();
-        self.lifecycle.listings += 1;
-        let listing = self.lifecycle.listings;
-        // the first listing since a class's reservations changed: a reservation drift waited
-        // for it
-        let awaited = (self.lifecycle.reservations_changed.values()).any(|at| *at + 1 == listing);
+        // when this listing was asked for: what it says is no older than that
+        let asked = &mut self.lifecycle.listings_asked;
+        while asked
+            .front()
+            .is_some_and(|t| *t + LISTING_ANSWERED_WITHIN < now)
+        {
+            asked.pop_front();
+        }
+        let listing = asked.pop_front().unwrap_or(now);
+        let previous = self.lifecycle.last_listing.replace(listing);
+        // the first listing asked for since a class's reservations changed: a reservation
+        // drift waited for it
+        let mut learned = (self.lifecycle.reservations_changed.values())
+            .any(|at| listing > *at && previous.is_none_or(|p| p <= *at));
         let listed = &mut self.lifecycle.listed_reservations;
         listed.retain(|p, _| running.contains(p.as_str()));
         for i in instances {
             if let Some(reservation) = &i.reservation {
                 let before = listed.insert(i.provider_id.clone(), (listing, reservation.clone()));
-                learned |= before.is_none_or(|(_, r)| r != *reservation)
-                    || (reservation.is_some() && awaited);
+                learned |= before.is_none_or(|(_, r)| r != *reservation);
             }
         }
         for instance in instances {
@@ -927,8 +940,13 @@ impl Controllers {
                         l.network.clone_from(&instance.network);
                         learned = true;
                     }
+                    // a capacity block's instances end with it: only an on-demand
+                    // reservation's run on
+                    let block = l.labels.get(labels::CAPACITY_RESERVATION_TYPE)
+                        == Some(&"capacity-block".to_string());
                     if instance.reservation == Some(None)
                         && l.capacity_type == CapacityType::Reserved
+                        && !block
                         && record.deleting.is_none()
                     {
                         left_reservation.push(claim.clone());
@@ -973,10 +991,21 @@ impl Controllers {
     /// The reservations a class resolves to changed: a NodeClaim whose reservation left it
     /// has drifted only if the next instance listing still has it in the reservation.
     pub(crate) fn class_reservations_changed(&mut self, class: &str) {
-        let at = self.lifecycle.listings;
+        let at = self.now;
         self.lifecycle
             .reservations_changed
             .insert(class.to_string(), at);
+    }
+
+    /// A class was deleted: nothing waits on its reservations.
+    pub(crate) fn forget_class_reservations(&mut self, class: &str) {
+        self.lifecycle.reservations_changed.remove(class);
+    }
+
+    /// An instance listing is asked for now.
+    pub(super) fn list_instances(&mut self) {
+        self.lifecycle.listings_asked.push_back(self.now);
+        self.actions.push(Action::ListInstances);
     }
 
     /// NodePools that changed: the NodeClaims of deleted ones are deleted (their owner

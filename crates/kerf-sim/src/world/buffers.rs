@@ -74,6 +74,14 @@ impl World {
         });
     }
 
+    /// A workload deleted: a buffer sized from it is no longer ready for provisioning.
+    pub(super) fn workload_deleted(&mut self, kind: &str, namespace: &str, name: &str) {
+        let shape = format!("{kind}/{namespace}/{name}");
+        if self.objects.workload_shapes.remove(&shape).is_some() {
+            self.remove(kind, format!("{namespace}/{name}"));
+        }
+    }
+
     /// A workload scaled: its replicas as a buffer reads them, a generation on.
     pub(super) fn workload_scaled(
         &mut self,

@@ -38,7 +38,8 @@ impl World {
     pub(super) fn check_empty_nodes(&mut self) -> Result<(), SimError> {
         let now = self.now;
         // a CapacityBuffer keeps room on nodes no pod is on, which this check does not size
-        let calm = self.objects.buffers.is_empty()
+        let buffered = self.scenario.spec.feature_gates.capacity_buffer;
+        let calm = (!buffered || self.objects.buffers.is_empty())
             && self.unfinished.next().is_none()
             && now >= self.api_back() + DELETE_WITHIN
             && !self.drain_holds_pods();
