@@ -5,14 +5,22 @@
 use crate::user_data::ClusterInfo;
 use crate::{AwsError, classify};
 
-/// The cluster `name`'s endpoint, CA bundle and service CIDR (IPv4, else IPv6).
-pub async fn describe(config: &aws_config::SdkConfig, name: &str) -> Result<ClusterInfo, AwsError> {
-    let out = crate::client!(aws_sdk_eks, config)
+/// `eks:DescribeCluster` of the cluster `name`.
+async fn described(
+    config: &aws_config::SdkConfig,
+    name: &str,
+) -> Result<aws_sdk_eks::operation::describe_cluster::DescribeClusterOutput, AwsError> {
+    crate::client!(aws_sdk_eks, config)
         .describe_cluster()
         .name(name)
         .send()
         .await
-        .map_err(|e| classify("DescribeCluster", "eks:DescribeCluster", e))?;
+        .map_err(|e| classify("DescribeCluster", "eks:DescribeCluster", e))
+}
+
+/// The cluster `name`'s endpoint, CA bundle and service CIDR (IPv4, else IPv6).
+pub async fn describe(config: &aws_config::SdkConfig, name: &str) -> Result<ClusterInfo, AwsError> {
+    let out = described(config, name).await?;
     let cluster = out.cluster();
     let network = cluster.and_then(|c| c.kubernetes_network_config());
     Ok(ClusterInfo {
@@ -34,12 +42,7 @@ pub async fn describe(config: &aws_config::SdkConfig, name: &str) -> Result<Clus
 
 /// The cluster `name`'s ARN (ARC's name for it).
 pub async fn arn(config: &aws_config::SdkConfig, name: &str) -> Result<String, AwsError> {
-    let out = crate::client!(aws_sdk_eks, config)
-        .describe_cluster()
-        .name(name)
-        .send()
-        .await
-        .map_err(|e| classify("DescribeCluster", "eks:DescribeCluster", e))?;
+    let out = described(config, name).await?;
     let arn = out.cluster().and_then(|c| c.arn());
     arn.map(str::to_string).ok_or_else(|| AwsError::Api {
         call: "DescribeCluster",

@@ -14,14 +14,7 @@ use support::{CLUSTER, Moto};
 async fn the_shifts_of_the_cluster_are_read_from_arc() {
     let moto = Moto::start("zonal-shift", &[]);
     let config = moto.config().await;
-    aws_sdk_eks::Client::new(&config)
-        .create_cluster()
-        .name(CLUSTER)
-        .role_arn("arn:aws:iam::123456789012:role/eks")
-        .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
-        .send()
-        .await
-        .expect("create the EKS cluster");
+    moto.create_cluster().await;
     let arn = kerf_aws_provider::cluster::arn(&config, CLUSTER)
         .await
         .expect("the cluster's ARN");

@@ -213,14 +213,7 @@ async fn seeded_moto(name: &str) -> (Moto, aws_sdk_ec2::Client, String) {
         .expect("create role");
 
     // only the cluster's name is given: its endpoint, CA and service CIDR come from EKS
-    aws_sdk_eks::Client::new(&config)
-        .create_cluster()
-        .name(CLUSTER)
-        .role_arn("arn:aws:iam::123456789012:role/eks")
-        .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
-        .send()
-        .await
-        .expect("create the EKS cluster");
+    moto.create_cluster().await;
     aws_sdk_sqs::Client::new(&config)
         .create_queue()
         .queue_name(CLUSTER)

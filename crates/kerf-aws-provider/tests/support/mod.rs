@@ -144,6 +144,18 @@ impl Moto {
         .expect("write the reservations");
     }
 
+    /// The EKS cluster [`CLUSTER`], as the operator looks it up.
+    pub async fn create_cluster(&self) {
+        aws_sdk_eks::Client::new(&self.config().await)
+            .create_cluster()
+            .name(CLUSTER)
+            .role_arn("arn:aws:iam::123456789012:role/eks")
+            .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
+            .send()
+            .await
+            .expect("create the EKS cluster");
+    }
+
     /// The cluster's zonal shifts from now on, as `scripts/moto-server.py` reads them
     /// (`awayFrom`, `expiryTime`, `appliedStatus`); `None`: the cluster is not enabled for
     /// zonal shift.
