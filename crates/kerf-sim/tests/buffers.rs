@@ -111,3 +111,25 @@ fn a_buffer_whose_workload_is_deleted_keeps_no_room() {
     // its scalableRef names nothing now: no room is kept, the nodes go
     assert!(r.end.nodes.is_empty(), "{:?}", r.end.nodes);
 }
+
+#[test]
+fn a_buffer_that_does_not_read_is_named_by_its_field_path() {
+    let yaml = r#"
+apiVersion: kerf.sh/v1alpha1
+kind: Scenario
+metadata: {name: bad}
+spec:
+  duration: 10m
+  featureGates: {CapacityBuffer: true}
+  manifests:
+  - apiVersion: autoscaling.x-k8s.io/v1beta1
+    kind: CapacityBuffer
+    metadata: {name: b, namespace: default}
+    spec: {replicas: "three", podTemplateRef: {name: t}}
+"#;
+    let scenario = kerf_sim::scenario::parse(yaml, None).expect("scenario parses");
+    let error = kerf_sim::run(scenario, RunOptions::checked(), &mut |_, _, _| {})
+        .expect_err("refused")
+        .to_string();
+    assert!(error.contains("spec.manifests[0].spec.replicas"), "{error}");
+}

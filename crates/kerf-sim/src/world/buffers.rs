@@ -17,21 +17,23 @@ const SCALABLE: [&str; 3] = ["Deployment", "StatefulSet", "ReplicaSet"];
 impl World {
     /// A scenario's CapacityBuffer or PodTemplate, written as the API server would hold it.
     pub(super) fn apply_buffer_object(&mut self, doc: &Value, path: &str) -> Result<(), SimError> {
-        let unread = |e: serde_json::Error| ScenarioError {
-            path: path.into(),
-            message: e.to_string(),
+        // the field that does not read is named by its path
+        let unread = |e: serde_path_to_error::Error<serde_json::Error>| ScenarioError {
+            path: format!("{path}.{}", e.path()),
+            message: e.into_inner().to_string(),
         };
         match doc.get("kind").and_then(Value::as_str) {
             Some("CapacityBuffer") => {
                 let mut buffer: kerf_api::CapacityBuffer =
-                    serde_json::from_value(doc.clone()).map_err(unread)?;
+                    serde_path_to_error::deserialize(doc).map_err(unread)?;
                 let meta = &mut buffer.metadata;
                 meta.namespace.get_or_insert_with(|| "default".into());
                 meta.generation.get_or_insert(1);
                 self.write(Object::capacity_buffer(buffer));
             }
             _ => {
-                let template: PodTemplate = serde_json::from_value(doc.clone()).map_err(unread)?;
+                let template: PodTemplate =
+                    serde_path_to_error::deserialize(doc).map_err(unread)?;
                 let meta = &template.metadata;
                 let key = format!(
                     "{}/{}",
