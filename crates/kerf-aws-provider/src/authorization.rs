@@ -6,18 +6,16 @@
 
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{
-    DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
-    FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest,
-    FleetOnDemandAllocationStrategy, FleetType, InstanceNetworkInterfaceSpecification,
-    LaunchTemplateSpecification, OnDemandOptionsRequest, ResourceType, TagSpecification,
-    TargetCapacitySpecificationRequest,
+    FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest,
+    FleetLaunchTemplateSpecificationRequest, InstanceNetworkInterfaceSpecification,
+    LaunchTemplateSpecification, ResourceType,
 };
 use kerf_api::common::Condition;
 use kerf_api::ec2nodeclass::{EC2NodeClassSpec, EC2NodeClassStatus};
 use kerf_api::labels;
 
 use crate::AwsError;
-use crate::launch::{Choice, Fleet, LaunchError, LaunchOrder, admits};
+use crate::launch::{Choice, Fleet, LaunchError, LaunchOrder, admits, tag_specifications};
 use crate::node_class::{VALIDATION_SUCCEEDED, condition};
 
 /// What the check tries a class's launch with.
@@ -183,17 +181,6 @@ impl Fleet {
             }
             Err(e) => return Verdict::Unanswered(LaunchError::Aws(e).to_string()),
         };
-        let tags = self.instance_tags(&order);
-        let tagged = |kinds: &[ResourceType]| -> Vec<TagSpecification> {
-            (kinds.iter())
-                .map(|kind| {
-                    TagSpecification::builder()
-                        .resource_type(kind.clone())
-                        .set_tags(Some(tags.clone()))
-                        .build()
-                })
-                .collect()
-        };
         let instance_type = probe.choice.instance_type.as_str();
         let overrides: Vec<FleetLaunchTemplateOverridesRequest> = (status.subnets.iter())
             .map(|s| {
@@ -203,38 +190,18 @@ impl Fleet {
                     .build()
             })
             .collect();
-        let fleet = self
-            .ec2
-            .create_fleet()
+        let config = FleetLaunchTemplateConfigRequest::builder()
+            .launch_template_specification(
+                FleetLaunchTemplateSpecificationRequest::builder()
+                    .launch_template_id(&template)
+                    .version("$Latest")
+                    .build(),
+            )
+            .set_overrides(Some(overrides))
+            .build();
+        // the request a launch of the class makes, as a dry run
+        let fleet = (self.fleet_request(&order, vec![config]))
             .dry_run(true)
-            .r#type(FleetType::Instant)
-            .launch_template_configs(
-                FleetLaunchTemplateConfigRequest::builder()
-                    .launch_template_specification(
-                        FleetLaunchTemplateSpecificationRequest::builder()
-                            .launch_template_id(&template)
-                            .version("$Latest")
-                            .build(),
-                    )
-                    .set_overrides(Some(overrides))
-                    .build(),
-            )
-            .target_capacity_specification(
-                TargetCapacitySpecificationRequest::builder()
-                    .total_target_capacity(1)
-                    .default_target_capacity_type(DefaultTargetCapacityType::OnDemand)
-                    .build(),
-            )
-            .on_demand_options(
-                OnDemandOptionsRequest::builder()
-                    .allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice)
-                    .build(),
-            )
-            .set_tag_specifications(Some(tagged(&[
-                ResourceType::Instance,
-                ResourceType::Volume,
-                ResourceType::Fleet,
-            ])))
             .send()
             .await;
         match dry_run(fleet) {
@@ -243,6 +210,12 @@ impl Fleet {
             DryRun::Other(text) => return Verdict::Unanswered(format!("CreateFleet: {text}")),
         }
         // subnet by subnet: the first that would pass is enough; else the first's answer
+        let tags = self.instance_tags(&order);
+        let kinds = [
+            ResourceType::Instance,
+            ResourceType::Volume,
+            ResourceType::NetworkInterface,
+        ];
         let mut first = None;
         for subnet in &status.subnets {
             let interfaces: Vec<InstanceNetworkInterfaceSpecification> =
@@ -278,11 +251,7 @@ impl Fleet {
                 )
                 .instance_type(instance_type.into())
                 .set_network_interfaces(Some(interfaces))
-                .set_tag_specifications(Some(tagged(&[
-                    ResourceType::Instance,
-                    ResourceType::Volume,
-                    ResourceType::NetworkInterface,
-                ])))
+                .set_tag_specifications(Some(tag_specifications(&tags, &kinds)))
                 .send()
                 .await;
             let answer = match run {

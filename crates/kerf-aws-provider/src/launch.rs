@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use aws_sdk_ec2::error::ProvideErrorMetadata;
+use aws_sdk_ec2::operation::create_fleet::builders::CreateFleetFluentBuilder;
 use aws_sdk_ec2::types::{
     CapacityReservationPreference, CapacityReservationTarget,
     ConnectionTrackingSpecificationRequest, CreateFleetError, DefaultTargetCapacityType, Filter,
@@ -261,6 +262,18 @@ fn unlaunchable(no_subnet: &BTreeSet<&str>, no_image: &BTreeSet<&str>) -> String
 
 pub(crate) fn tag(key: &str, value: &str) -> Tag {
     Tag::builder().key(key).value(value).build()
+}
+
+/// `tags` on each kind of resource a request makes.
+pub(crate) fn tag_specifications(tags: &[Tag], kinds: &[ResourceType]) -> Vec<TagSpecification> {
+    (kinds.iter())
+        .map(|kind| {
+            TagSpecification::builder()
+                .resource_type(kind.clone())
+                .set_tags(Some(tags.to_vec()))
+                .build()
+        })
+        .collect()
 }
 
 /// A Kubernetes quantity of bytes (`20Gi`, `100G`) in whole GiB, rounded up, as EBS takes it.
@@ -853,26 +866,46 @@ impl Fleet {
                     .build(),
             );
         }
+        let fleet = self.fleet_request(req, configs);
+        let metrics = self.metrics.get().cloned();
+        let share = self.batcher.create_fleet(fleet, metrics).await?;
+        if let Some(r) = req.reservation {
+            let full = (share.errors.iter())
+                .any(|e| e.error_code() == Some("ReservationCapacityExceeded"));
+            if full || share.instance.is_some() {
+                self.took_reservation(&r.id, full);
+            }
+        }
+        self.count_launch_failures(&share.errors, req, &zone_of_subnet);
+        let launched = (share.instance.as_ref())
+            .and_then(|launched| instance_of(launched, req, &by_image, &zone_of_subnet));
+        if let Some(instance) = launched {
+            return Ok(Attempt::Launched(instance));
+        }
+        Ok(sort_errors(&share.errors, req, &zone_of_subnet))
+    }
+
+    /// The instant fleet request of one instance for `req` over the launch template
+    /// configurations `configs`: its capacity type (spot, a capacity block, else on-demand)
+    /// with Karpenter's allocation strategies, and its tags on the instance, its volumes and
+    /// the fleet.
+    pub(crate) fn fleet_request(
+        &self,
+        req: &LaunchOrder<'_>,
+        configs: Vec<FleetLaunchTemplateConfigRequest>,
+    ) -> CreateFleetFluentBuilder {
         let spot = req.capacity_type == labels::CAPACITY_TYPE_SPOT;
         let block = req
             .reservation
             .is_some_and(|r| r.reservation_type == "capacity-block");
         let tags = self.instance_tags(req);
-        let tag_specs: Vec<TagSpecification> = [
+        let kinds = [
             ResourceType::Instance,
             ResourceType::Volume,
             ResourceType::Fleet,
-        ]
-        .into_iter()
-        .map(|kind| {
-            let tags = Some(tags.clone());
-            TagSpecification::builder()
-                .resource_type(kind)
-                .set_tags(tags)
-                .build()
-        })
-        .collect();
-        let mut fleet = self
+        ];
+        let tag_specs = tag_specifications(&tags, &kinds);
+        let fleet = self
             .ec2
             .create_fleet()
             .r#type(FleetType::Instant)
@@ -890,7 +923,7 @@ impl Fleet {
                     .build(),
             )
             .set_tag_specifications(Some(tag_specs));
-        fleet = if spot {
+        if spot {
             fleet.spot_options(
                 SpotOptionsRequest::builder()
                     .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
@@ -904,23 +937,7 @@ impl Fleet {
                     .allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice)
                     .build(),
             )
-        };
-        let metrics = self.metrics.get().cloned();
-        let share = self.batcher.create_fleet(fleet, metrics).await?;
-        if let Some(r) = req.reservation {
-            let full = (share.errors.iter())
-                .any(|e| e.error_code() == Some("ReservationCapacityExceeded"));
-            if full || share.instance.is_some() {
-                self.took_reservation(&r.id, full);
-            }
         }
-        self.count_launch_failures(&share.errors, req, &zone_of_subnet);
-        let launched = (share.instance.as_ref())
-            .and_then(|launched| instance_of(launched, req, &by_image, &zone_of_subnet));
-        if let Some(instance) = launched {
-            return Ok(Attempt::Launched(instance));
-        }
-        Ok(sort_errors(&share.errors, req, &zone_of_subnet))
     }
 
     /// Karpenter's launch-failure counter: one per offering the fleet refused, by zone,

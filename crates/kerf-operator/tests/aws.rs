@@ -1520,6 +1520,13 @@ async fn a_launch_the_role_may_not_make_fails_the_class_before_any_nodeclaim() {
     );
 }
 
+/// The events of `reason` about the NodePool `default` as (type, message), once there are.
+fn told_once(cp: &ControlPlane, reason: &str, log: impl Fn() -> String) -> Vec<(String, String)> {
+    let what = format!("{reason} on the NodePool");
+    let told = || Some(pool_events(cp, "default", reason)).filter(|e| !e.is_empty());
+    wait_for(&what, LIMIT, told, log)
+}
+
 /// The messages of the events of `reason` about the NodePool `pool`.
 fn pool_events(cp: &ControlPlane, pool: &str, reason: &str) -> Vec<(String, String)> {
     let selector =
@@ -1599,15 +1606,7 @@ async fn a_zonal_shift_keeps_launches_and_terminations_out_of_its_zone_and_is_to
     let active = format!(
         "Zonal shift detected: offerings in zone {zone} ({zone_id}) are unavailable for this NodePool"
     );
-    let told = wait_for(
-        "ZonalShiftActive on the NodePool",
-        LIMIT,
-        || {
-            let events = pool_events(&cp, "default", "ZonalShiftActive");
-            (!events.is_empty()).then_some(events)
-        },
-        log,
-    );
+    let told = told_once(&cp, "ZonalShiftActive", log);
     assert_eq!(told, [("Warning".to_string(), active)]);
 
     // its NodeClaim deleted: the instance is left alone while the shift lasts, and the pod's
@@ -1648,15 +1647,7 @@ async fn a_zonal_shift_keeps_launches_and_terminations_out_of_its_zone_and_is_to
     let cleared = format!(
         "Zonal shift cleared: offerings in zone {zone} ({zone_id}) are restored for this NodePool"
     );
-    let told = wait_for(
-        "ZonalShiftCleared on the NodePool",
-        LIMIT,
-        || {
-            let events = pool_events(&cp, "default", "ZonalShiftCleared");
-            (!events.is_empty()).then_some(events)
-        },
-        log,
-    );
+    let told = told_once(&cp, "ZonalShiftCleared", log);
     assert_eq!(told, [("Normal".to_string(), cleared)]);
     wait_for(
         "the first NodeClaim gone",
