@@ -283,12 +283,19 @@ print(" ".join(str(s.getsockname()[1]) for s in held))
 for s in held: s.close()' "$1"
 }
 
+# wait_for NAME SECONDS COMMAND...: until COMMAND succeeds; fails after SECONDS, or at once
+# when component NAME has exited (a port taken under it, a flag it refuses).
 wait_for() {
-  local what="$1" deadline=$((SECONDS + $2))
+  local what="$1" deadline=$((SECONDS + $2)) pid
   shift 2
+  pid="$(pid_of "$DIR" "$what")"
   until "$@" >/dev/null 2>&1; do
     if [ $SECONDS -ge $deadline ]; then
       log "$what did not come up; see the logs in $DIR"
+      return 1
+    fi
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      log "$what exited: $(tail -n 3 "$DIR/$what.log" 2>/dev/null)"
       return 1
     fi
     sleep 0.2
@@ -331,6 +338,9 @@ cmd_restart() {
   eval "launch $2 $(cat "$DIR/cmd-$2")"
 }
 
+# Starts the control plane in DIR; a component that does not come up (most often a port that
+# another control plane, started beside this one, took between free_ports and the bind) stops
+# what was started and the whole is tried again on fresh ports, three times at most.
 cmd_start() {
   DIR="$(mkdir -p "$1" && cd "$1" && pwd)"
   for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
@@ -339,6 +349,20 @@ cmd_start() {
       exit 1
     fi
   done
+  local attempt
+  for attempt in 1 2 3; do
+    if start_once; then
+      echo "$DIR/kubeconfig"
+      return 0
+    fi
+    log "attempt $attempt: the control plane did not come up; stopping what started"
+    cmd_stop "$DIR"
+    rm -rf "$DIR/etcd" "$DIR/pki"
+  done
+  exit 1
+}
+
+start_once() {
   : >"$DIR/pids"
   local etcd_port etcd_peer api_port kcm_port sched_port kwok_port
   read -r etcd_port etcd_peer api_port kcm_port sched_port kwok_port <<<"$(free_ports 6)"
@@ -354,7 +378,7 @@ cmd_start() {
   token="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
   echo "$token,kerf-e2e-admin,kerf-e2e-admin,system:masters" >"$DIR/tokens.csv"
 
-  wait_for etcd 30 curl -sf "http://127.0.0.1:$etcd_port/health"
+  wait_for etcd 30 curl -sf "http://127.0.0.1:$etcd_port/health" || return 1
 
   # with KERF_AUDIT_DIR set, the API server logs there every request the chart's
   # ServiceAccount makes (scripts/rbac-audit.py compares them with the chart's RBAC)
@@ -404,7 +428,8 @@ contexts:
   context: {cluster: kerf-e2e, user: kerf-e2e-admin}
 current-context: kerf-e2e
 EOF
-  wait_for kube-apiserver 60 curl -skf -H "Authorization: Bearer $token" "https://127.0.0.1:$api_port/readyz"
+  wait_for kube-apiserver 60 curl -skf -H "Authorization: Bearer $token" "https://127.0.0.1:$api_port/readyz" ||
+    return 1
 
   launch kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$DIR/kubeconfig" --authentication-kubeconfig "$DIR/kubeconfig" \
     --authorization-kubeconfig "$DIR/kubeconfig" --bind-address 127.0.0.1 --secure-port "$kcm_port" \
@@ -421,9 +446,10 @@ EOF
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --server-address "127.0.0.1:$kwok_port" --node-ip 127.0.0.1
 
-  wait_for kube-scheduler 60 curl -skf "https://127.0.0.1:$sched_port/healthz"
-  wait_for kube-controller-manager 60 curl -skf "https://127.0.0.1:$kcm_port/healthz"
-  echo "$DIR/kubeconfig"
+  wait_for kube-scheduler 60 curl -skf "https://127.0.0.1:$sched_port/healthz" || return 1
+  wait_for kube-controller-manager 60 curl -skf "https://127.0.0.1:$kcm_port/healthz" || return 1
+  # without kwok no node turns Ready: a test would wait out its whole limit on pending pods
+  wait_for kwok 60 curl -sf "http://127.0.0.1:$kwok_port/healthz" || return 1
 }
 
 # stop_pids "PID ...": SIGTERM them, wait up to 5 s for all, SIGKILL what is left.

@@ -3,8 +3,10 @@
 //! label changes and every node drifts. Karpenter's disruption loop decides a drift command,
 //! hands it to its orchestration queue and looks again at once, without waiting for the
 //! command to finish or validating it first (only emptiness and consolidation are), so two
-//! nodes roll at a time. Each autoscaler in turn: both must hold two drifted nodes under way
-//! at once and never more, and take the four down in two waves.
+//! nodes roll at a time when its passes come quickly; on a loaded machine its next pass waits
+//! for its cluster state to settle and may find the first command done (CI once saw one at a
+//! time, 47 s). Each autoscaler in turn: neither may hold more than two under way, Kerf must
+//! hold two at once, and roll the four no slower than Karpenter.
 //! (A module of the handover test binary, so that it runs beside it.)
 
 use std::time::{Duration, Instant};
@@ -145,11 +147,15 @@ fn karpenter_and_kerf_roll_drifted_nodes_as_many_at_once_as_the_budget_allows() 
 
     eprintln!("Karpenter: {karpenters:?}\nKerf: {kerfs:?}");
     for (who, r) in [("Karpenter", karpenters), ("Kerf", kerfs)] {
-        assert_eq!(
-            r.most_at_once, 2,
-            "{who}: two under way at once, never more: {r:?}"
+        assert!(
+            (1..=2).contains(&r.most_at_once),
+            "{who}: never more than the budget's two under way: {r:?}"
         );
     }
+    assert_eq!(
+        kerfs.most_at_once, 2,
+        "Kerf: as many at once as the budget allows"
+    );
     // the same pace: at most a disruption pass (10 s) a wave later, and a few seconds of
     // kwok's and the API server's
     assert!(

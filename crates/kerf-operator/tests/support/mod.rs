@@ -222,13 +222,67 @@ impl ControlPlane {
 
 impl Drop for ControlPlane {
     fn drop(&mut self) {
+        let failed = std::thread::panicking();
+        if failed {
+            eprintln!("{}", self.post_mortem());
+        }
         let _ = Command::new(root().join("scripts/e2e-cluster.sh"))
             .arg("stop")
             .arg(&self.dir)
             .status();
-        if !std::thread::panicking() {
+        if !failed {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+    }
+}
+
+impl ControlPlane {
+    /// What a failed test leaves for whoever reads CI's output without the machine: where the
+    /// logs are kept, each component that is no longer running with the end of its log (a
+    /// kwok that died leaves every pod pending), and the end of each autoscaler's log.
+    fn post_mortem(&self) -> String {
+        let tail = |name: &str, n: usize| {
+            let text = std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let shown = lines[lines.len().saturating_sub(n)..].join("\n");
+            format!(
+                "\n--- {name}, {} lines, the last {n}:\n{shown}",
+                lines.len()
+            )
+        };
+        let mut out = format!(
+            "the control plane's logs are kept in {}",
+            self.dir.display()
+        );
+        let pids = std::fs::read_to_string(self.dir.join("pids")).unwrap_or_default();
+        for (component, pid) in pids.lines().filter_map(|l| l.split_once(' ')) {
+            // an exited component nobody reaped is a zombie: still listed, state `Z`
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat
+                .rsplit_once(") ")
+                .map(|(_, rest)| &rest[..1.min(rest.len())]);
+            let alive = state.is_some_and(|s| s != "Z");
+            if !alive {
+                out += &format!("\n{component} (pid {pid}) is not running");
+                out += &tail(&format!("{component}.log"), 10);
+            }
+        }
+        let mut autoscalers: Vec<String> = std::fs::read_dir(&self.dir)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| {
+                        n.ends_with(".log")
+                            && (n.starts_with("operator") || n.starts_with("karpenter"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        autoscalers.sort();
+        for log in autoscalers {
+            out += &tail(&log, 40);
+        }
+        out
     }
 }
 
