@@ -273,18 +273,28 @@ cmd_build() {
   log "binaries in $BIN"
 }
 
-# N free loopback ports, distinct: every socket is held until all are chosen (picked one at a
-# time, the kernel may hand the same port out twice, e.g. to etcd and kube-apiserver)
+# N free loopback ports, distinct, drawn at random from below the kernel's ephemeral range:
+# a port asked of the kernel (bind to 0) is one that any outgoing connection of the tests
+# running beside this one may take before the component binds it; every socket is held until
+# all are chosen.
 free_ports() {
-  python3 -c 'import socket, sys
-held = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in held: s.bind(("127.0.0.1", 0))
+  python3 -c 'import random, socket, sys
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
+held = []
+while len(held) < int(sys.argv[1]):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", random.randrange(10000, max(low, 11000))))
+        held.append(s)
+    except OSError:
+        s.close()
 print(" ".join(str(s.getsockname()[1]) for s in held))
 for s in held: s.close()' "$1"
 }
 
-# wait_for NAME SECONDS COMMAND...: until COMMAND succeeds; fails after SECONDS, or at once
-# when component NAME has exited (a port taken under it, a flag it refuses).
 wait_for() {
   local what="$1" deadline=$((SECONDS + $2)) pid
   shift 2
@@ -450,6 +460,17 @@ EOF
   wait_for kube-controller-manager 60 curl -skf "https://127.0.0.1:$kcm_port/healthz" || return 1
   # without kwok no node turns Ready: a test would wait out its whole limit on pending pods
   wait_for kwok 60 curl -sf "http://127.0.0.1:$kwok_port/healthz" || return 1
+  # a health check can be answered by whoever holds a port a component could not bind (CI
+  # once saw kube-controller-manager exit `address already in use` while another control
+  # plane's answered for it): every component must still be running a moment later
+  sleep 1
+  local name pid
+  while read -r name pid; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      log "$name exited: $(tail -n 3 "$DIR/$name.log" 2>/dev/null)"
+      return 1
+    fi
+  done <"$DIR/pids"
 }
 
 # stop_pids "PID ...": SIGTERM them, wait up to 5 s for all, SIGKILL what is left.

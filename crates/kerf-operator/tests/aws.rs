@@ -7,6 +7,8 @@
 
 #[path = "../../kerf-aws-provider/tests/support/mod.rs"]
 mod moto;
+// both supports pick their servers' ports with the one `port.rs`
+#[allow(clippy::duplicate_mod)]
 mod support;
 
 use std::collections::BTreeSet;

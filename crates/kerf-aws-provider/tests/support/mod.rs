@@ -4,7 +4,9 @@
 
 #![allow(dead_code)] // each test binary uses its own part of this module
 
-use std::net::{TcpListener, TcpStream};
+mod port;
+
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -80,10 +82,7 @@ impl Moto {
         let file = dir.join("ssm-parameters.json");
         std::fs::write(&file, serde_json::Value::Object(parameters).to_string())
             .expect("write the parameters");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = port::free_port();
         let log = std::fs::File::create(dir.join("moto.log")).expect("moto log");
         std::fs::write(dir.join("capacity-reservations.json"), "[]").expect("no reservations");
         std::fs::write(dir.join("instance-status.json"), "{}").expect("no failed checks");

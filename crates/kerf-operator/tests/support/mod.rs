@@ -4,7 +4,10 @@
 
 #![allow(dead_code)] // each test binary uses its own part of this module
 
+#[path = "../../../kerf-aws-provider/tests/support/port.rs"]
+mod port;
 pub mod proxy;
+pub use port::free_port;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -404,14 +407,6 @@ pub struct Operator {
     pub metrics_port: u16,
     /// The port of its `/healthz` and `/readyz`.
     pub health_port: u16,
-}
-
-/// A port nothing listens on now.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 /// `GET http://127.0.0.1:{port}{path}`: the status code and body (empty on no connection).
