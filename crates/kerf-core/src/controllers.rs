@@ -550,7 +550,6 @@ pub struct Controllers {
     pub(crate) cluster: Cluster,
     settings: Settings,
     rng: ChaCha8Rng,
-    now: Duration,
     timers: BTreeSet<(Duration, Timer)>,
     pub(crate) actions: Vec<Action>,
     unavailable: UnavailableOfferings,
@@ -620,7 +619,6 @@ impl Controllers {
             provisioning: provisioning::Provisioner::new(&settings),
             settings,
             rng: ChaCha8Rng::seed_from_u64(seed),
-            now: Duration::ZERO,
             timers,
             actions: Vec::new(),
             unavailable,
@@ -659,7 +657,7 @@ impl Controllers {
             budgets: &self.disruption.budgets,
             scheduling: &self.provisioning.reading,
             unsynced_since: self.unsynced_since,
-            now: self.now.max(now),
+            now,
         };
         self.metrics.render(&view, extra)
     }
@@ -699,16 +697,15 @@ impl Controllers {
     /// what the shell must do, in order.
     #[must_use = "the actions are the controllers' decisions: a shell carries every one out"]
     pub fn poll(&mut self, now: Duration) -> Vec<Action> {
-        self.now = self.now.max(now);
         while let Some((at, _)) = self.timers.first()
-            && *at <= self.now
+            && *at <= now
         {
             let (_, timer) = self.timers.pop_first().expect("first exists");
-            self.fire(timer);
+            self.fire(timer, now);
         }
-        self.react();
+        self.react(now);
         for t in self.cluster.take_pod_transitions() {
-            self.count_pod_transition(t);
+            self.count_pod_transition(t, now);
         }
         let actions = std::mem::take(&mut self.actions);
         self.with_final_statuses(actions)
@@ -749,7 +746,7 @@ impl Controllers {
         self.timers.first().map(|(at, _)| *at)
     }
 
-    fn fire(&mut self, timer: Timer) {
+    fn fire(&mut self, timer: Timer, now: Duration) {
         // a regular look that finds nothing changes nothing a disruption pass reads
         if !matches!(
             timer,
@@ -758,36 +755,33 @@ impl Controllers {
             self.activity += 1;
         }
         match timer {
-            Timer::Batch => self.batch_due(),
-            Timer::Pass => self.disruption_pass(),
-            Timer::Validate => self.validate_command(),
-            Timer::Drain(claim) => self.drain(&claim),
-            Timer::Expire(claim) => self.expire(&claim),
-            Timer::RegistrationTimeout(claim) => self.registration_timeout(&claim),
-            Timer::ReplacementTimeout(id) => self.replacement_timeout(&id),
-            Timer::NominationExpiry(claim) => self.nomination_expiry(&claim),
-            Timer::RetryPending => self.saw_pending_pod(),
-            Timer::Relaunch(claim) => self.relaunch(&claim),
-            Timer::LaunchTimeout(claim) => self.launch_timeout(&claim),
+            Timer::Batch => self.batch_due(now),
+            Timer::Pass => self.disruption_pass(now),
+            Timer::Validate => self.validate_command(now),
+            Timer::Drain(claim) => self.drain(&claim, now),
+            Timer::Expire(claim) => self.expire(&claim, now),
+            Timer::RegistrationTimeout(claim) => self.registration_timeout(&claim, now),
+            Timer::ReplacementTimeout(id) => self.replacement_timeout(&id, now),
+            Timer::NominationExpiry(claim) => self.nomination_expiry(&claim, now),
+            Timer::RetryPending => self.saw_pending_pod(now),
+            Timer::Relaunch(claim) => self.relaunch(&claim, now),
+            Timer::LaunchTimeout(claim) => self.launch_timeout(&claim, now),
             // the poll's reaction reconciles the static NodePools
             Timer::StaticCapacity => {}
             Timer::GarbageCollect => {
-                self.list_instances();
-                self.at(
-                    self.now + GARBAGE_COLLECTION_INTERVAL,
-                    Timer::GarbageCollect,
-                );
+                self.list_instances(now);
+                self.at(now + GARBAGE_COLLECTION_INTERVAL, Timer::GarbageCollect);
             }
-            Timer::ResolveNodeClasses => self.resolve_node_classes(),
-            Timer::DeletionCost => self.rank_deletion_costs(),
-            Timer::ConsistencyScan(claim) => self.check_consistency(&claim, true),
-            Timer::Reboot(claim) => self.reboot_step(&claim),
-            Timer::Buffers => self.buffers_due(),
+            Timer::ResolveNodeClasses => self.resolve_node_classes(now),
+            Timer::DeletionCost => self.rank_deletion_costs(now),
+            Timer::ConsistencyScan(claim) => self.check_consistency(&claim, true, now),
+            Timer::Reboot(claim) => self.reboot_step(&claim, now),
+            Timer::Buffers => self.buffers_due(now),
         }
     }
 
     /// Follows up on what the shell reported since the last poll.
-    fn react(&mut self) {
+    fn react(&mut self, now: Duration) {
         let changes = std::mem::take(&mut self.cluster.changes);
         if changes.disruption
             || !changes.lifecycle.is_empty()
@@ -802,39 +796,39 @@ impl Controllers {
             self.provisioning.type_options.remove(class);
         }
         if !changes.node_pools.is_empty() || !changes.node_classes.is_empty() {
-            self.node_pools_changed(&changes.node_pools);
-            self.evaluate_drift();
+            self.node_pools_changed(&changes.node_pools, now);
+            self.evaluate_drift(now);
         }
         // a block turns expiring (a class change), or a NodeClaim lands in one that already is
         if !changes.node_classes.is_empty() || !changes.lifecycle.is_empty() {
-            self.expire_capacity_blocks();
+            self.expire_capacity_blocks(now);
         }
         if changes.node_overlays
             || !changes.node_pools.is_empty()
             || !changes.node_classes.is_empty()
         {
-            self.write_overlay_statuses();
+            self.write_overlay_statuses(now);
         }
         for claim in &changes.lifecycle {
-            self.lifecycle(claim);
+            self.lifecycle(claim, now);
         }
-        self.recheck_nominations(&changes.nodes_filled);
+        self.recheck_nominations(&changes.nodes_filled, now);
         if changes.buffers {
-            self.buffers_changed();
+            self.buffers_changed(now);
         } else if self.buffer_room_taken(&changes.nodes_filled) {
-            self.saw_pending_pod();
+            self.saw_pending_pod(now);
         }
         if changes.provisionable {
-            self.saw_pending_pod();
+            self.saw_pending_pod(now);
         }
-        self.continue_command();
-        self.reconcile_static_pools();
+        self.continue_command(now);
+        self.reconcile_static_pools(now);
         let pools_read = !changes.node_pools.is_empty() || !changes.node_classes.is_empty();
         if changes.disruption || !changes.lifecycle.is_empty() || pools_read {
             self.count_node_pools();
         }
         if changes.disruption || !changes.lifecycle.is_empty() {
-            self.schedule_pass(self.now + disruption::PASS_INTERVAL);
+            self.schedule_pass(now + disruption::PASS_INTERVAL);
         }
     }
 
@@ -882,7 +876,7 @@ impl Controllers {
 
     /// Counts a node about to be deleted: Karpenter's nodes-terminated counter, the time
     /// since its NodeClaim's deletion began, and its lifetime.
-    fn count_node_deleted(&mut self, node: &str) {
+    fn count_node_deleted(&mut self, node: &str, now: Duration) {
         let Some(n) = self.cluster.nodes.get(node) else {
             return;
         };
@@ -896,28 +890,28 @@ impl Controllers {
             .as_ref()
             .and_then(|c| self.cluster.nodeclaims.get(c))
             .and_then(|c| c.deleting)
-            .unwrap_or(self.now);
-        let took = self.now.saturating_sub(began);
-        let lifetime = self.now.saturating_sub(n.created);
+            .unwrap_or(now);
+        let took = now.saturating_sub(began);
+        let lifetime = now.saturating_sub(n.created);
         self.metrics
             .inc(&families::NODES_TERMINATED, &[&pool, &zone]);
         self.metrics.observe_at(
             &families::NODES_TERMINATION_DURATION_SECONDS,
             &[&pool],
             took.as_secs_f64(),
-            self.now,
+            now,
         );
         self.metrics.observe_at(
             &families::NODES_LIFETIME_DURATION_SECONDS,
             &[&pool],
             lifetime.as_secs_f64(),
-            self.now,
+            now,
         );
     }
 
     /// Counts a NodeClaim whose finalizer is about to be released, and how long its
     /// termination took.
-    fn count_nodeclaim_deleted(&mut self, claim: &str) {
+    fn count_nodeclaim_deleted(&mut self, claim: &str, now: Duration) {
         let Some(c) = self.cluster.nodeclaims.get(claim) else {
             return;
         };
@@ -930,7 +924,7 @@ impl Controllers {
             &families::NODECLAIMS_TERMINATED,
             &[capacity_type, &c.node_pool, zone],
         );
-        let took = self.now.saturating_sub(c.deleting.unwrap_or(self.now));
+        let took = now.saturating_sub(c.deleting.unwrap_or(now));
         self.metrics.recorder().observe(
             &families::NODECLAIMS_TERMINATION_DURATION_SECONDS,
             &[&c.node_pool],
@@ -944,7 +938,7 @@ impl Controllers {
     /// Brings the moment `claim`'s pods go regardless of budgets and grace periods forward
     /// to `at` (never later), and writes it as Karpenter's
     /// `karpenter.sh/nodeclaim-termination-timestamp`.
-    fn terminate_by(&mut self, claim: &str, at: Duration) {
+    fn terminate_by(&mut self, claim: &str, at: Duration, now: Duration) {
         let Some(c) = self.cluster.nodeclaims.get_mut(claim) else {
             return;
         };
@@ -965,13 +959,16 @@ impl Controllers {
         ];
         for (kind, name) in objects {
             if let Some(name) = name {
-                self.event(Event {
-                    kind,
-                    name,
-                    warning: true,
-                    reason: "TerminationGracePeriodExpiring".into(),
-                    message: message.clone(),
-                });
+                self.event(
+                    Event {
+                        kind,
+                        name,
+                        warning: true,
+                        reason: "TerminationGracePeriodExpiring".into(),
+                        message: message.clone(),
+                    },
+                    now,
+                );
             }
         }
         self.actions.push(Action::AnnotateNodeClaim {
@@ -1012,8 +1009,7 @@ impl Controllers {
     }
 
     /// Counts a pod bound or started into Karpenter's pod latency metrics.
-    fn count_pod_transition(&mut self, t: PodTransition) {
-        let now = self.now;
+    fn count_pod_transition(&mut self, t: PodTransition, now: Duration) {
         match t {
             PodTransition::Bound {
                 since_created,
@@ -1069,7 +1065,7 @@ impl Controllers {
     }
 
     /// Records an event unless the same one about the same object went out lately.
-    fn event(&mut self, event: Event) {
+    fn event(&mut self, event: Event, now: Duration) {
         let mut hasher = std::hash::DefaultHasher::new();
         std::hash::Hash::hash(&(event.kind, &event.name, &event.reason), &mut hasher);
         // Karpenter dedupes a failed drain, a node it cannot consolidate and a pod it deletes
@@ -1097,16 +1093,15 @@ impl Controllers {
         if self
             .events_sent
             .get(&key)
-            .is_some_and(|at| self.now < *at + dedupe)
+            .is_some_and(|at| now < *at + dedupe)
         {
             return;
         }
         if self.events_sent.len() > 4096 {
-            let now = self.now;
             self.events_sent
                 .retain(|_, at| now < *at + EVENT_DEDUPE * 15 / 2);
         }
-        self.events_sent.insert(key, self.now);
+        self.events_sent.insert(key, now);
         self.actions.push(Action::Event(event));
     }
 
@@ -1136,7 +1131,7 @@ pub fn list_text(items: &[String]) -> String {
 
 impl Controllers {
     /// The NodeOverlays laid over every NodePool's instance types (none with the gate off).
-    pub(crate) fn overlay_evaluation(&mut self) -> crate::overlays::Evaluation {
+    pub(crate) fn overlay_evaluation(&mut self, now: Duration) -> crate::overlays::Evaluation {
         if !self.settings.node_overlay || self.cluster.node_overlays.is_empty() {
             return crate::overlays::Evaluation::default();
         }
@@ -1153,7 +1148,7 @@ impl Controllers {
         let mut inputs = Vec::new();
         for (name, np) in pools {
             let class = np.spec.template.spec.node_class_ref.name.clone();
-            let types = self.type_options_for(&class, generation);
+            let types = self.type_options_for(&class, generation, now);
             inputs.push((name, np, types));
         }
         let evaluation = crate::overlays::evaluate(&self.cluster.node_overlays, &inputs);
@@ -1162,14 +1157,14 @@ impl Controllers {
     }
 
     /// Writes the status of every NodeOverlay whose verdict changed.
-    fn write_overlay_statuses(&mut self) {
+    fn write_overlay_statuses(&mut self, now: Duration) {
         self.statuses
             .overlays
             .retain(|name, _| self.cluster.node_overlays.contains_key(name));
         if !self.settings.node_overlay {
             return;
         }
-        let evaluation = self.overlay_evaluation();
+        let evaluation = self.overlay_evaluation(now);
         let names: Vec<String> = self.cluster.node_overlays.keys().cloned().collect();
         for name in names {
             let status = crate::objects::nodeoverlay_status(evaluation.refused.get(&name));

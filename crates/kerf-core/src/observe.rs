@@ -251,11 +251,11 @@ impl Controllers {
             Observation::Applied(object) => self.applied(object, now),
             Observation::Deleted { kind, key } => self.deleted(&kind, &key, now),
             Observation::Notice(notice) => self.notice(&notice, now),
-            Observation::ZonalShifts(zones) => self.zonal_shifts_observed(zones),
+            Observation::ZonalShifts(zones) => self.zonal_shifts_observed(zones, now),
             Observation::Launched {
                 nodeclaim,
                 launched,
-            } => self.launched(&nodeclaim, *launched, now),
+            } => self.launched(&nodeclaim, *launched),
             Observation::LaunchFailed {
                 nodeclaim,
                 insufficient,
@@ -269,10 +269,10 @@ impl Controllers {
             Observation::LaunchRefused { nodeclaim, error } => {
                 self.launch_refused(&nodeclaim, &error, now);
             }
-            Observation::Evicted(pod) => self.evicted(&pod),
+            Observation::Evicted(pod) => self.evicted(&pod, now),
             Observation::InstanceGone(provider_id) => self.instance_gone(&provider_id, now),
             Observation::Instances(instances) => self.garbage_collect(&instances, now),
-            Observation::EvictionRefused { pod, code } => self.eviction_refused(&pod, code),
+            Observation::EvictionRefused { pod, code } => self.eviction_refused(&pod, code, now),
             Observation::RebootAnswered { nodeclaim, result } => {
                 self.reboot_answered(&nodeclaim, result, now);
             }
@@ -305,7 +305,7 @@ impl Controllers {
                 changes.provisionable = true;
             }
             Observation::NodeClassResolved { node_class, status } => {
-                self.node_class_resolved(&node_class, status);
+                self.node_class_resolved(&node_class, status, now);
             }
             Observation::OfferingsChanged => {
                 let classes: Vec<String> = self.cluster.instance_types.keys().cloned().collect();
@@ -354,7 +354,7 @@ impl Controllers {
                 let meta = &claim.metadata;
                 let created = meta.creation_timestamp.as_ref().map_or(now, at);
                 let deleting = meta.deletion_timestamp.as_ref().map(at);
-                self.nodeclaim_observed(claim, created, deleting);
+                self.nodeclaim_observed(claim, created, deleting, now);
             }
             Object::NodePool(read) => {
                 let Ok(np) = &read.object else {
@@ -396,9 +396,9 @@ impl Controllers {
                     cluster.set_node_class_metadata(&name, &class.metadata);
                 }
                 if reservations_moved {
-                    self.class_reservations_changed(&name);
+                    self.class_reservations_changed(&name, now);
                 }
-                self.node_class_observed(&name);
+                self.node_class_observed(&name, now);
             }
             Object::NodeOverlay(read) => {
                 let Ok(overlay) = &read.object else {

@@ -1588,7 +1588,9 @@ fn the_pods_that_hold_a_candidate_are_karpenters() {
             );
         }
         drop(core.poll(now + Duration::from_secs(1)));
-        let explained = core.explain_node("n1").expect("the node");
+        let explained = core
+            .explain_node("n1", now + Duration::from_secs(1))
+            .expect("the node");
         let ours: Vec<&str> = (explained.blockers.iter())
             .map(|f| f.kind)
             .filter(|k| matches!(*k, "do-not-disrupt" | "pdb"))

@@ -587,7 +587,7 @@ impl World {
     pub fn explain_at<T>(
         mut self,
         at: Duration,
-        question: impl FnOnce(&mut Controllers) -> T,
+        question: impl FnOnce(&mut Controllers, Duration) -> T,
     ) -> Result<T, SimError> {
         self.settle()?;
         let at = (self.origin + at).min(self.duration());
@@ -597,7 +597,7 @@ impl World {
         while self.queue.peek().is_some_and(|Reverse((t, _, _))| *t <= at) {
             self.step()?;
         }
-        Ok(question(&mut self.core))
+        Ok(question(&mut self.core, self.now))
     }
 
     /// Handles the next event and lets the cluster settle; false once no event is left

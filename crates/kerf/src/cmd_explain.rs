@@ -70,7 +70,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         }
     };
     let mut core = crate::inputs::cluster_of(inputs, &args.offerings.reading(0, true), now)?;
-    match answer(&mut core, args.kind, &args.name, args.output)? {
+    match answer(&mut core, args.kind, &args.name, args.output, now)? {
         Ok(text) => {
             crate::emit(&text)?;
             Ok(ExitCode::SUCCESS)
@@ -89,6 +89,7 @@ pub fn answer(
     kind: Kind,
     name: &str,
     format: Format,
+    now: Duration,
 ) -> Result<std::result::Result<String, String>> {
     let render = |value: serde_json::Result<serde_json::Value>, text: String| -> Result<String> {
         Ok(match format {
@@ -103,7 +104,7 @@ pub fn answer(
             } else {
                 format!("default/{name}")
             };
-            match core.explain_pod(&key) {
+            match core.explain_pod(&key, now) {
                 Some(e) => Ok(Ok(render(serde_json::to_value(&e), e.to_string())?)),
                 None => Ok(Err(unknown(
                     "pod",
@@ -112,7 +113,7 @@ pub fn answer(
                 ))),
             }
         }
-        Kind::Node => match core.explain_node(name) {
+        Kind::Node => match core.explain_node(name, now) {
             Some(e) => Ok(Ok(render(serde_json::to_value(&e), e.to_string())?)),
             None => Ok(Err(unknown(
                 "node",

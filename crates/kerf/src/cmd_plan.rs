@@ -496,10 +496,10 @@ fn plan(current: &Current, change: &[Value], args: &Args) -> Result<Plan> {
     } else {
         let mut world = World::new(scenario(&events)?, options)?;
         world.stand(current.standing.clone());
-        world.explain_at(args.horizon, |core| {
+        world.explain_at(args.horizon, |core, now| {
             (waiting.iter())
                 .map(|pod| {
-                    let why = core.explain_pod(pod).map(|e| e.to_string());
+                    let why = core.explain_pod(pod, now).map(|e| e.to_string());
                     (pod.clone(), why.unwrap_or_default())
                 })
                 .collect()

@@ -70,7 +70,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     };
     let reading = args.offerings.reading(args.seed, false);
     let mut core = crate::inputs::cluster_of(inputs, &reading, Duration::ZERO)?;
-    let solved = core.dry_run();
+    let solved = core.dry_run(Duration::ZERO);
     let text = match args.output {
         Format::Json => serde_json::to_string_pretty(&to_json(&solved))? + "\n",
         Format::Text => to_text(&solved, &|key: &str| owner_of(&core, key)),

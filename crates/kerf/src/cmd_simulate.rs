@@ -226,8 +226,8 @@ fn explain_at(
         },
     );
     let answer = world.and_then(|w| {
-        w.explain_at(at, |core| {
-            crate::cmd_explain::answer(core, kind, name, format)
+        w.explain_at(at, |core, now| {
+            crate::cmd_explain::answer(core, kind, name, format, now)
         })
     });
     match answer {

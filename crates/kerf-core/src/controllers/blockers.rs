@@ -165,7 +165,13 @@ impl Controllers {
 
     /// What keeps the node `name` from being disrupted now, in Karpenter's order: its own
     /// state, then each pod's annotation and budgets.
-    pub(super) fn blockers(&self, name: &str, g: &Gathered<'_>, wanted: Wanted) -> Vec<Blocker> {
+    pub(super) fn blockers(
+        &self,
+        name: &str,
+        g: &Gathered<'_>,
+        wanted: Wanted,
+        now: Duration,
+    ) -> Vec<Blocker> {
         let mut out = Vec::new();
         let Some(record) = self.cluster.nodes.get(name) else {
             return out;
@@ -206,7 +212,7 @@ impl Controllers {
         {
             let until = match do_not_disrupt(&p.shape, p.started) {
                 DoNotDisrupt::Always => Some(None),
-                DoNotDisrupt::Until(end) if self.now < end => Some(Some(end)),
+                DoNotDisrupt::Until(end) if now < end => Some(Some(end)),
                 _ => None,
             };
             if let Some(until) = until {

@@ -51,7 +51,7 @@ pub(crate) struct BufferPlacement {
 impl Controllers {
     /// A buffer, a PodTemplate or a workload changed: every buffer's shape and number are
     /// worked out again, their statuses written where they changed, and a pass places them.
-    pub(super) fn buffers_changed(&mut self) {
+    pub(super) fn buffers_changed(&mut self, now: Duration) {
         if !self.settings.capacity_buffer {
             return;
         }
@@ -88,16 +88,16 @@ impl Controllers {
         }
         self.cancel(&Timer::Buffers);
         if !self.cluster.buffers.buffers.is_empty() {
-            self.at(self.now + BUFFER_INTERVAL, Timer::Buffers);
+            self.at(now + BUFFER_INTERVAL, Timer::Buffers);
         }
-        self.saw_pending_pod();
+        self.saw_pending_pod(now);
     }
 
     /// The regular look: the buffers are placed again.
-    pub(super) fn buffers_due(&mut self) {
+    pub(super) fn buffers_due(&mut self, now: Duration) {
         if !self.cluster.buffers.buffers.is_empty() {
-            self.saw_pending_pod();
-            self.at(self.now + BUFFER_INTERVAL, Timer::Buffers);
+            self.saw_pending_pod(now);
+            self.at(now + BUFFER_INTERVAL, Timer::Buffers);
         }
     }
 
@@ -117,7 +117,7 @@ impl Controllers {
     /// Places every buffer's placeholder pods on the room the cluster has once the real
     /// pods are provisioned for, launching NodeClaims for those that fit nowhere, and writes
     /// each buffer's `Provisioning` condition (Karpenter's provisioner does both in its pass).
-    pub(super) fn provision_buffers(&mut self) {
+    pub(super) fn provision_buffers(&mut self, now: Duration) {
         if !self.settings.capacity_buffer {
             return;
         }
@@ -150,7 +150,7 @@ impl Controllers {
         }
         self.buffers.held = held;
         if !pods.is_empty() {
-            let (pools, pool_names) = self.pool_inputs();
+            let (pools, pool_names) = self.pool_inputs(now);
             let shapes: Vec<&Pod> = pods.iter().map(|p| &*p.pod).collect();
             let requests: Vec<Resources> = pods.iter().map(|p| p.requests.clone()).collect();
             let terms: Vec<u64> = pods.iter().map(|p| p.terms).collect();
@@ -185,7 +185,7 @@ impl Controllers {
             self.log_new_nodeclaims(&decision.nodeclaims);
             for plan in &decision.nodeclaims {
                 let pool = pool_names[plan.node_pool].clone();
-                let claim = self.create_nodeclaim(plan, &pool, "provisioned");
+                let claim = self.create_nodeclaim(plan, &pool, "provisioned", now);
                 let mut names = Vec::new();
                 for p in &plan.pods {
                     placed.entry(owners[*p].clone()).or_default().new += 1;

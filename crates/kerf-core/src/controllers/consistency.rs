@@ -60,7 +60,7 @@ impl Controllers {
     /// Looks at a NodeClaim's node against its launch. What changed since the last look is
     /// said and written to the status at once; a shortfall that lasts is said again when
     /// `rescan` (the scan period's timer) asks.
-    pub(super) fn check_consistency(&mut self, name: &str, rescan: bool) {
+    pub(super) fn check_consistency(&mut self, name: &str, rescan: bool, now: Duration) {
         let issues = match self.cluster.nodeclaims.get(name) {
             Some(record) => (record.node.as_ref())
                 .and_then(|n| self.cluster.nodes.get(n))
@@ -82,13 +82,16 @@ impl Controllers {
                 "failed consistency check",
                 json!({"NodeClaim": {"name": name}, "issue": issue}),
             );
-            self.event(Event {
-                kind: EventObject::NodeClaim,
-                name: name.to_string(),
-                warning: true,
-                reason: "FailedConsistencyCheck".into(),
-                message: issue.clone(),
-            });
+            self.event(
+                Event {
+                    kind: EventObject::NodeClaim,
+                    name: name.to_string(),
+                    warning: true,
+                    reason: "FailedConsistencyCheck".into(),
+                    message: issue.clone(),
+                },
+                now,
+            );
         }
         if issues.is_empty() {
             self.consistency.issues.remove(name);
@@ -97,7 +100,7 @@ impl Controllers {
             self.consistency.issues.insert(name.to_string(), issues);
             let timer = Timer::ConsistencyScan(name.to_string());
             self.cancel(&timer);
-            self.at(self.now + SCAN_PERIOD, timer);
+            self.at(now + SCAN_PERIOD, timer);
         }
         if flipped {
             self.status_changed(name);

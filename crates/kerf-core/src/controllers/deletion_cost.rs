@@ -109,13 +109,13 @@ fn annotated(pod: &Pod) -> Option<&str> {
 
 impl Controllers {
     /// Ranks the nodes and asks for the pod annotations that differ; again in a minute.
-    pub(super) fn rank_deletion_costs(&mut self) {
+    pub(super) fn rank_deletion_costs(&mut self, now: Duration) {
         if self.unsynced_since.is_some() {
-            self.at(self.now + UNSYNCED_RETRY, Timer::DeletionCost);
+            self.at(now + UNSYNCED_RETRY, Timer::DeletionCost);
             return;
         }
-        self.at(self.now + DELETION_COST_INTERVAL, Timer::DeletionCost);
-        let ranked = self.deletion_cost_ranking();
+        self.at(now + DELETION_COST_INTERVAL, Timer::DeletionCost);
+        let ranked = self.deletion_cost_ranking(now);
         let mut by_node: BTreeMap<&str, Vec<(&String, &PodRecord)>> = BTreeMap::new();
         for (k, p) in &self.cluster.pods {
             if let Some(n) = &p.node
@@ -180,9 +180,9 @@ impl Controllers {
 
     /// Every node with a NodeClaim, ranked: those already going, then the drifted and the
     /// others in budget by savings ratio, then those whose annotation is removed.
-    pub fn deletion_cost_ranking(&mut self) -> Vec<Ranked> {
+    pub fn deletion_cost_ranking(&mut self, now: Duration) -> Vec<Ranked> {
         // the types as the NodePools offer them, NodeOverlays laid over
-        let overlaid = self.overlay_evaluation().by_pool;
+        let overlaid = self.overlay_evaluation(now).by_pool;
         let managed = self.settings.pod_deletion_cost;
         let g = self.gather();
         let in_command: BTreeSet<&str> = (self.disruption.command.iter())
@@ -230,7 +230,7 @@ impl Controllers {
                 || super::disruption::has_disrupted_taint(n);
             let group = if going {
                 Group::Going
-            } else if !self.blockers(name, &g, Wanted::First).is_empty()
+            } else if !self.blockers(name, &g, Wanted::First, now).is_empty()
                 || pods.iter().any(|p| pins(&p.shape))
                 // no NodePool, or its class offers no such type: nothing to rank it by
                 || np.is_none()
@@ -252,7 +252,7 @@ impl Controllers {
             nodes.push((price / cost, name, pool, group));
         }
         nodes.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-        let budgets = self.budgets_now();
+        let budgets = self.budgets_now(now);
         let mut left: BTreeMap<(String, DisruptionReason), usize> = (budgets.iter())
             .map(|((pool, r), b)| {
                 (

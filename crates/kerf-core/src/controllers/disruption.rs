@@ -379,7 +379,7 @@ impl Controllers {
     }
 
     /// Marks NodeClaims drifted, or clears the mark when drift no longer holds.
-    pub(super) fn evaluate_drift(&mut self) {
+    pub(super) fn evaluate_drift(&mut self, now: Duration) {
         let names: Vec<String> = self.cluster.nodeclaims.keys().cloned().collect();
         let mut marked = false;
         for name in names {
@@ -409,7 +409,7 @@ impl Controllers {
             }
         }
         if marked {
-            self.schedule_pass(self.now);
+            self.schedule_pass(now);
         }
     }
 
@@ -420,6 +420,7 @@ impl Controllers {
         node_pools: Vec<NodePoolInput>,
         pool_names: &[String],
         daemonsets: &'a [Pod],
+        now: Duration,
     ) -> (ClusterView<'a>, Vec<String>) {
         let cluster = &self.cluster;
         let pool_index: BTreeMap<&str, usize> = pool_names
@@ -503,7 +504,7 @@ impl Controllers {
                 && buffered.is_none()
                 && np
                     .and_then(|np| consolidatable_at(np, n.last_pod_event))
-                    .is_some_and(|t| self.now >= t);
+                    .is_some_and(|t| now >= t);
             let mut node = n.as_existing(name, c.initialized);
             if let Some(waiting) = nominated.get(claim_name) {
                 node.requested.add(waiting);
@@ -549,11 +550,11 @@ impl Controllers {
                 pods: on_node,
                 disruptable: pool.is_some()
                     && !self.disruption.refused.contains(name)
-                    && self.blockers(name, g, Wanted::First).is_empty(),
+                    && self.blockers(name, g, Wanted::First, now).is_empty(),
                 consolidatable,
                 drifted: c.drifted.is_some(),
                 disruption_cost,
-                replace_backoff: backoff.is_some_and(|b| self.now < b.until),
+                replace_backoff: backoff.is_some_and(|b| now < b.until),
                 // a static NodePool's nodes are repaired by its own controller
                 repair: (self.health.repairs.get(name))
                     .filter(|_| !in_command.contains(name.as_str()))
@@ -562,7 +563,7 @@ impl Controllers {
             });
             names.push(name.clone());
         }
-        let budgets = self.budgets_now();
+        let budgets = self.budgets_now(now);
         let mut allowed = BTreeMap::new();
         for (i, pool) in pool_names.iter().enumerate() {
             for r in crate::consolidation::BUDGET_REASONS {
@@ -608,8 +609,9 @@ impl Controllers {
     /// how many of those already take from it. Its gauges show both.
     pub(super) fn budgets_now(
         &self,
+        now: Duration,
     ) -> BTreeMap<(&str, DisruptionReason), crate::metrics::BudgetReading> {
-        let unix = self.settings.epoch_unix + self.now.as_secs();
+        let unix = self.settings.epoch_unix + now.as_secs();
         let counts = self.budget_counts();
         let mut out = BTreeMap::new();
         for (name, np) in &self.cluster.node_pools {
@@ -635,22 +637,25 @@ impl Controllers {
     /// For each reason with candidates, each NodePool with nodes whose budgets allow that
     /// reason nothing says so, as Karpenter's disruption controller does when a method finds
     /// candidates (`NodePoolBlockedForDisruptionReason`).
-    fn tell_blocked_budgets(&mut self, reasons: &[DisruptionReason]) {
+    fn tell_blocked_budgets(&mut self, reasons: &[DisruptionReason], now: Duration) {
         let blocked: Vec<(String, DisruptionReason)> = (self.disruption.budgets.iter())
             .filter(|((_, r), b)| reasons.contains(r) && b.nodes > 0 && b.allowed == 0)
             .map(|(key, _)| key.clone())
             .collect();
         for (pool, reason) in blocked {
-            self.event(Event {
-                kind: EventObject::NodePool,
-                name: pool,
-                warning: false,
-                reason: "DisruptionBlocked".into(),
-                message: format!(
-                    "No allowed disruptions for disruption reason {} due to blocking budget",
-                    reason.as_str()
-                ),
-            });
+            self.event(
+                Event {
+                    kind: EventObject::NodePool,
+                    name: pool,
+                    warning: false,
+                    reason: "DisruptionBlocked".into(),
+                    message: format!(
+                        "No allowed disruptions for disruption reason {} due to blocking budget",
+                        reason.as_str()
+                    ),
+                },
+                now,
+            );
         }
     }
 
@@ -696,16 +701,16 @@ impl Controllers {
     /// with `report_blocked`, also tells why each consolidatable node is blocked
     /// ([`Controllers::blocked_events`]), from the same gathered pods (told after planning,
     /// which reads nothing an event changes).
-    fn decide(&mut self, report_blocked: bool) -> Option<(Command, Vec<String>)> {
-        let (pools, pool_names) = self.pool_inputs();
+    fn decide(&mut self, report_blocked: bool, now: Duration) -> Option<(Command, Vec<String>)> {
+        let (pools, pool_names) = self.pool_inputs(now);
         let daemonsets: Vec<Pod> = self.cluster.daemonsets.values().cloned().collect();
         let g = self.gather();
         let blocked = if report_blocked {
-            self.blocked_events(&g)
+            self.blocked_events(&g, now)
         } else {
             Vec::new()
         };
-        let (view, names) = self.view(&g, pools, &pool_names, &daemonsets);
+        let (view, names) = self.view(&g, pools, &pool_names, &daemonsets, now);
         let eligible = crate::consolidation::eligible(&view);
         let reasons_with_candidates: Vec<DisruptionReason> = (eligible.iter())
             .filter(|(_, n)| *n > 0)
@@ -727,7 +732,7 @@ impl Controllers {
             .map(|score| (pool_names[score.pool].clone(), score))
             .collect();
         for e in blocked {
-            self.event(e);
+            self.event(e, now);
         }
         for j in judged {
             let pool = &self.cluster.node_pools[&pool_names[j.pool]];
@@ -750,7 +755,7 @@ impl Controllers {
         );
         self.disruption.eligible = eligible;
         if report_blocked {
-            self.tell_blocked_budgets(&reasons_with_candidates);
+            self.tell_blocked_budgets(&reasons_with_candidates, now);
         }
         Some((command?, names))
     }
@@ -758,38 +763,38 @@ impl Controllers {
     /// One pass, every [`PASS_INTERVAL`] for as long as the controllers run (as Karpenter
     /// polls), sooner after a change. A pass whose inputs equal those of the last pass that
     /// found nothing is skipped: it would find nothing again.
-    pub(super) fn disruption_pass(&mut self) {
+    pub(super) fn disruption_pass(&mut self, now: Duration) {
         self.disruption.pass_at = None;
-        self.schedule_pass(self.now + PASS_INTERVAL);
-        self.mark_consolidatable();
+        self.schedule_pass(now + PASS_INTERVAL);
+        self.mark_consolidatable(now);
         self.release_stale_taints();
         let nodes = &self.cluster.nodes;
         self.disruption
             .backoffs
             .retain(|n, _| nodes.contains_key(n));
-        self.find_repairs();
+        self.find_repairs(now);
         // the budget gauges at every pass, read off the cluster as it is now
-        self.disruption.budgets = (self.budgets_now().into_iter())
+        self.disruption.budgets = (self.budgets_now(now).into_iter())
             .map(|((pool, r), b)| ((pool.to_string(), r), b))
             .collect();
         if self.disruption.command.is_some() {
             return;
         }
-        let written = self.written_inputs();
+        let written = self.written_inputs(now);
         // nothing written and nothing run out since the last pass that found nothing
         let idle = self.disruption.idle_inputs.as_ref();
-        if idle.is_some_and(|i| i.written == written) && self.now < self.disruption.quiet_until {
+        if idle.is_some_and(|i| i.written == written) && now < self.disruption.quiet_until {
             return;
         }
-        let inputs = self.pass_inputs(written);
+        let inputs = self.pass_inputs(written, now);
         if self.disruption.idle_inputs.as_ref() == Some(&inputs) {
             return;
         }
-        if let Some((command, names)) = self.decide_rehearsed(true) {
+        if let Some((command, names)) = self.decide_rehearsed(true, now) {
             self.disruption.idle_inputs = None;
             if command.method == Method::Reboot {
                 let node = names[command.candidates[0]].clone();
-                self.reboot_command(&command, node);
+                self.reboot_command(&command, node, now);
                 return;
             }
             if matches!(command.method, Method::Repair | Method::Drift) {
@@ -804,7 +809,7 @@ impl Controllers {
                         self.select_repair(n);
                     }
                 }
-                self.act(command, candidates);
+                self.act(command, candidates, now);
                 return;
             }
             let pending = Pending {
@@ -822,14 +827,14 @@ impl Controllers {
                 scores: std::mem::take(&mut self.disruption.scores),
             };
             if matches!(pending.method, Method::SingleNode | Method::MultiNode) {
-                self.tell_consolidation(&pending, None);
+                self.tell_consolidation(&pending, None, now);
             }
             self.disruption.command = Some(pending);
-            self.at(self.now + VALIDATION_DELAY, Timer::Validate);
+            self.at(now + VALIDATION_DELAY, Timer::Validate);
             return;
         }
         self.disruption.idle_inputs = Some(inputs);
-        self.disruption.quiet_until = self.next_timed_change();
+        self.disruption.quiet_until = self.next_timed_change(now);
     }
 
     /// [`Controllers::decide`], a move kube-scheduler's rehearsal refuses
@@ -837,14 +842,14 @@ impl Controllers {
     /// runs again, up to [`REHEARSED_MOVES`] times a pass.
     /// With `report`, the first search tells why nodes are blocked and each refusal is logged;
     /// without, nothing is told (a checker's look).
-    fn decide_rehearsed(&mut self, report: bool) -> Option<(Command, Vec<String>)> {
+    fn decide_rehearsed(&mut self, report: bool, now: Duration) -> Option<(Command, Vec<String>)> {
         self.disruption.refused.clear();
         let mut found = None;
         for attempt in 0..REHEARSED_MOVES {
-            let Some((command, names)) = self.decide(report && attempt == 0) else {
+            let Some((command, names)) = self.decide(report && attempt == 0, now) else {
                 break;
             };
-            let stranded = self.stranded(&command, &names);
+            let stranded = self.stranded(&command, &names, now);
             if stranded.is_empty() {
                 found = Some((command, names));
                 break;
@@ -867,11 +872,11 @@ impl Controllers {
     /// the move's replacements are Ready and its candidates drained
     /// ([`Controllers::rehearse_move`]); none for emptiness, drift and repair, which move no
     /// pod by a packing of their own.
-    fn stranded(&mut self, command: &Command, names: &[String]) -> Vec<String> {
+    fn stranded(&mut self, command: &Command, names: &[String], now: Duration) -> Vec<String> {
         if !matches!(command.method, Method::MultiNode | Method::SingleNode) {
             return Vec::new();
         }
-        let (pools, _) = self.pool_inputs();
+        let (pools, _) = self.pool_inputs(now);
         let planned: Vec<PlannedNode> = (command.replacements.iter().enumerate())
             .filter_map(|(i, r)| {
                 let pool = pools.get(r.node_pool)?;
@@ -891,9 +896,10 @@ impl Controllers {
         plan: &kerf_scheduling::PlannedNodeClaim,
         pool: &str,
         reason: kerf_api::nodepool::DisruptionReason,
+        now: Duration,
     ) -> String {
         let counted = reason.as_str().to_lowercase();
-        let name = self.create_nodeclaim(plan, pool, &counted);
+        let name = self.create_nodeclaim(plan, pool, &counted, now);
         for (event, message) in [
             (
                 "DisruptionLaunching",
@@ -904,13 +910,16 @@ impl Controllers {
                 "Waiting on readiness to continue disruption".to_string(),
             ),
         ] {
-            self.event(Event {
-                kind: EventObject::NodeClaim,
-                name: name.clone(),
-                warning: false,
-                reason: event.into(),
-                message,
-            });
+            self.event(
+                Event {
+                    kind: EventObject::NodeClaim,
+                    name: name.clone(),
+                    warning: false,
+                    reason: event.into(),
+                    message,
+                },
+                now,
+            );
         }
         name
     }
@@ -920,14 +929,14 @@ impl Controllers {
         self.disruption.command.is_some() || !self.disruption.executing.is_empty()
     }
 
-    /// What a full disruption pass over the current state would decide, without acting
-    /// on it or skipping anything: how a checker tells whether a pass was missed.
-    pub fn fresh_decision(&mut self) -> Option<String> {
+    /// What a full disruption pass over the current state would decide at `now`, without
+    /// acting on it or skipping anything: how a checker tells whether a pass was missed.
+    pub fn fresh_decision(&mut self, now: Duration) -> Option<String> {
         // the nodes due for repair as they are now, not as the last pass found them (a node
         // it repaired since is already going); the pass's own list is put back after
-        let due = self.repairs_due().0;
+        let due = self.repairs_due(now).0;
         let kept = std::mem::replace(&mut self.health.repairs, due);
-        let decided = self.decide_rehearsed(false);
+        let decided = self.decide_rehearsed(false, now);
         self.health.repairs = kept;
         let (command, names) = decided?;
         let candidates: Vec<String> = command
@@ -954,8 +963,7 @@ impl Controllers {
     /// change by themselves with time (consolidateAfter running out, do-not-disrupt
     /// durations ending, budget schedules opening and closing). With the counters unchanged
     /// the time-driven ones move one way only, so counting them tells every change.
-    fn pass_inputs(&self, written: Written) -> PassInputs {
-        let now = self.now;
+    fn pass_inputs(&self, written: Written, now: Duration) -> PassInputs {
         let consolidatable = (self.consolidatable_times()).filter(|t| now >= *t).count();
         let do_not_disrupt_ended = (self.cluster.do_not_disrupt_ends())
             .filter(|end| now >= *end)
@@ -973,9 +981,9 @@ impl Controllers {
 
     /// The inputs of a pass that change only when something is written, or with a budget's
     /// schedule.
-    fn written_inputs(&mut self) -> Written {
-        self.unavailable.expire(self.now);
-        let unix = self.settings.epoch_unix + self.now.as_secs();
+    fn written_inputs(&mut self, now: Duration) -> Written {
+        self.unavailable.expire(now);
+        let unix = self.settings.epoch_unix + now.as_secs();
         let budget_windows = (self.cluster.node_pools.values())
             .flat_map(|np| &np.spec.disruption.budgets)
             .map(|b| budget_active(b, unix).unwrap_or(false))
@@ -1001,8 +1009,7 @@ impl Controllers {
 
     /// The first time after now at which one of [`PassInputs`]' time-driven counts grows
     /// while nothing is written.
-    fn next_timed_change(&self) -> Duration {
-        let now = self.now;
+    fn next_timed_change(&self, now: Duration) -> Duration {
         (self.consolidatable_times())
             .chain(self.cluster.do_not_disrupt_ends())
             .chain(self.disruption.backoffs.values().map(|b| b.until))
@@ -1038,7 +1045,7 @@ impl Controllers {
     }
 
     /// Logs each node once when its consolidateAfter has run out since its last pod event.
-    fn mark_consolidatable(&mut self) {
+    fn mark_consolidatable(&mut self, now: Duration) {
         let mut newly = Vec::new();
         // NodeClaims whose `Consolidatable` condition is to be set (true) or cleared (false)
         let mut flips = Vec::new();
@@ -1053,7 +1060,7 @@ impl Controllers {
                 continue;
             }
             let due = pool.and_then(|np| consolidatable_at(np, n.last_pod_event));
-            let now_due = c.initialized && due.is_some_and(|t| self.now >= t);
+            let now_due = c.initialized && due.is_some_and(|t| now >= t);
             if now_due != c.consolidatable {
                 flips.push((claim.clone(), now_due));
             }
@@ -1084,7 +1091,7 @@ impl Controllers {
 
     /// Checks the command again on the current state after the validation wait (see
     /// [`crate::consolidation::revalidate`]); acts on it if it still holds.
-    pub(super) fn validate_command(&mut self) {
+    pub(super) fn validate_command(&mut self, now: Duration) {
         let Some(pending) = self.disruption.command.take() else {
             return;
         };
@@ -1094,12 +1101,12 @@ impl Controllers {
                 &[pending.consolidation_type],
                 pending.candidates.len() as u64,
             );
-            core.schedule_pass(core.now + PASS_INTERVAL);
+            core.schedule_pass(now + PASS_INTERVAL);
         };
-        let (pools, pool_names) = self.pool_inputs();
+        let (pools, pool_names) = self.pool_inputs(now);
         let daemonsets: Vec<Pod> = self.cluster.daemonsets.values().cloned().collect();
         let g = self.gather();
-        let (view, names) = self.view(&g, pools, &pool_names, &daemonsets);
+        let (view, names) = self.view(&g, pools, &pool_names, &daemonsets, now);
         let candidates: Option<Vec<usize>> = (pending.candidates.iter())
             .map(|c| names.iter().position(|n| n == c))
             .collect();
@@ -1115,7 +1122,7 @@ impl Controllers {
         });
         drop((view, g));
         let command = command.and_then(|c| {
-            let stranded = self.stranded(&c, &names);
+            let stranded = self.stranded(&c, &names, now);
             stranded
                 .is_empty()
                 .then_some(c)
@@ -1129,7 +1136,7 @@ impl Controllers {
                 if matches!(pending.method, Method::SingleNode | Method::MultiNode)
                     && pending.candidates.len() == 1
                 {
-                    self.tell_consolidation(&pending, Some(why));
+                    self.tell_consolidation(&pending, Some(why), now);
                 }
                 failed(self);
                 return;
@@ -1138,13 +1145,18 @@ impl Controllers {
         let candidates: Vec<String> = (command.candidates.iter())
             .map(|i| names[*i].clone())
             .collect();
-        self.act(command, candidates);
+        self.act(command, candidates, now);
     }
 
     /// Tells each candidate of a consolidation command, on its Node and its NodeClaim, that
     /// it is one (`ConsolidationCandidate`), or with `rejected` that validation turned the
     /// command down and why (`ConsolidationRejected`).
-    fn tell_consolidation(&mut self, pending: &Pending, rejected: Option<Rejection>) {
+    fn tell_consolidation(
+        &mut self,
+        pending: &Pending,
+        rejected: Option<Rejection>,
+        now: Duration,
+    ) {
         let savings = pending.savings;
         for node in &pending.candidates {
             let text = candidate_text(&pending.candidates, node, pending.planned);
@@ -1161,16 +1173,22 @@ impl Controllers {
                     ),
                 ),
             };
-            self.tell_node_and_claim(node, reason, &message);
+            self.tell_node_and_claim(node, reason, &message, now);
         }
         if rejected.is_none() {
-            self.tell_approved(pending);
+            self.tell_approved(pending, now);
         }
     }
 
     /// Tells a Normal event on a node and on its NodeClaim, as Karpenter pairs its
     /// consolidation events.
-    fn tell_node_and_claim(&mut self, node: &str, reason: &'static str, message: &str) {
+    fn tell_node_and_claim(
+        &mut self,
+        node: &str,
+        reason: &'static str,
+        message: &str,
+        now: Duration,
+    ) {
         let claim = self.cluster.claim_of_node(node).map(|(c, _)| c.clone());
         let told = [
             (EventObject::Node, Some(node.to_string())),
@@ -1178,32 +1196,38 @@ impl Controllers {
         ];
         for (kind, name) in told {
             let Some(name) = name else { continue };
-            self.event(Event {
-                kind,
-                name,
-                warning: false,
-                reason: reason.into(),
-                message: message.into(),
-            });
+            self.event(
+                Event {
+                    kind,
+                    name,
+                    warning: false,
+                    reason: reason.into(),
+                    message: message.into(),
+                },
+                now,
+            );
         }
     }
 
     /// Tells a decided consolidation command's Balanced scores, as Karpenter's Balanced
     /// evaluator does: `ConsolidationApproved` on the Node and NodeClaim of a one-node move,
     /// on each NodePool of a move of several.
-    fn tell_approved(&mut self, pending: &Pending) {
+    fn tell_approved(&mut self, pending: &Pending, now: Duration) {
         const REASON: &str = "ConsolidationApproved";
         for (pool, score) in &pending.scores {
             let message = score.message();
             match pending.candidates.as_slice() {
-                [node] => self.tell_node_and_claim(node, REASON, &message),
-                _ => self.event(Event {
-                    kind: EventObject::NodePool,
-                    name: pool.clone(),
-                    warning: false,
-                    reason: REASON.into(),
-                    message,
-                }),
+                [node] => self.tell_node_and_claim(node, REASON, &message, now),
+                _ => self.event(
+                    Event {
+                        kind: EventObject::NodePool,
+                        name: pool.clone(),
+                        warning: false,
+                        reason: REASON.into(),
+                        message,
+                    },
+                    now,
+                ),
             }
         }
     }
@@ -1212,18 +1236,18 @@ impl Controllers {
     /// ([`Controllers::commit_reboot`]) and announced as Karpenter's `reboot` decision; the
     /// node is neither tainted `karpenter.sh/disrupted` nor replaced. The next pass looks at
     /// once.
-    fn reboot_command(&mut self, command: &Command, node: String) {
+    fn reboot_command(&mut self, command: &Command, node: String, now: Duration) {
         let Some(due) = self.health.repairs.get(&node).cloned() else {
             return;
         };
-        if self.commit_reboot(&node, &due.decision) {
+        if self.commit_reboot(&node, &due.decision, now) {
             self.select_repair(&node);
             self.announce(command, &[node], "reboot");
         }
-        self.schedule_pass(self.now);
+        self.schedule_pass(now);
     }
 
-    fn act(&mut self, command: Command, candidates: Vec<String>) {
+    fn act(&mut self, command: Command, candidates: Vec<String>, now: Duration) {
         let method = if command.terminate_first.is_some() {
             "terminate-first"
         } else if command.replacements.is_empty() {
@@ -1251,11 +1275,11 @@ impl Controllers {
         for c in &candidates {
             self.taint(c);
         }
-        let (_, pool_names) = self.pool_inputs();
+        let (_, pool_names) = self.pool_inputs(now);
         let mut launched = Vec::new();
         for r in &command.replacements {
             let pool = pool_names[r.node_pool].clone();
-            let name = self.launch_replacement(r, &pool, command.reason);
+            let name = self.launch_replacement(r, &pool, command.reason, now);
             launched.push(name);
         }
         let pending = Pending {
@@ -1270,15 +1294,12 @@ impl Controllers {
         };
         let method = pending.method;
         self.disruption.executing.insert(id.clone(), pending);
-        self.at(
-            self.now + REPLACEMENT_TIMEOUT,
-            Timer::ReplacementTimeout(id),
-        );
+        self.at(now + REPLACEMENT_TIMEOUT, Timer::ReplacementTimeout(id));
         // as Karpenter's loop after a drift or repair command: it looks again at once, the
         // nodes under way counted against the budgets (after a consolidation the next pass
         // comes at its time: the next command waits out its 15 s validation anyway)
         if matches!(method, Method::Drift | Method::Repair) {
-            self.schedule_pass(self.now);
+            self.schedule_pass(now);
         }
     }
 
@@ -1384,7 +1405,7 @@ impl Controllers {
 
     /// Deletes each command's candidates once every replacement of it is initialized;
     /// rolls a command back when a replacement of it is gone.
-    pub(super) fn continue_command(&mut self) {
+    pub(super) fn continue_command(&mut self, now: Duration) {
         let ids: Vec<String> = self.disruption.executing.keys().cloned().collect();
         for id in ids {
             let c = &self.disruption.executing[&id];
@@ -1397,7 +1418,7 @@ impl Controllers {
                 }
             }
             if gone {
-                self.roll_back(&id, "replacement nodeclaim was deleted");
+                self.roll_back(&id, "replacement nodeclaim was deleted", now);
                 continue;
             }
             if !ready {
@@ -1408,7 +1429,7 @@ impl Controllers {
             for n in &c.candidates {
                 if let Some((claim, _)) = self.cluster.claim_of_node(n) {
                     let claim = claim.clone();
-                    self.terminate_disrupted(n, &claim, c.reason);
+                    self.terminate_disrupted(n, &claim, c.reason, now);
                 }
             }
             self.log(
@@ -1418,17 +1439,17 @@ impl Controllers {
                     "reason": c.reason.as_str().to_lowercase(), "savings": format!("${:.2}", c.savings),
                 }),
             );
-            self.schedule_pass(self.now + PASS_INTERVAL);
+            self.schedule_pass(now + PASS_INTERVAL);
         }
     }
 
-    pub(super) fn replacement_timeout(&mut self, id: &str) {
-        self.roll_back(id, "replacements did not initialize in time");
+    pub(super) fn replacement_timeout(&mut self, id: &str, now: Duration) {
+        self.roll_back(id, "replacements did not initialize in time", now);
     }
 
     /// Gives a command up: candidates untainted, replacements that came up stay (they are
     /// ordinary capacity now, consolidated later if unneeded).
-    fn roll_back(&mut self, id: &str, why: &str) {
+    fn roll_back(&mut self, id: &str, why: &str, now: Duration) {
         let Some(c) = self.disruption.executing.remove(id) else {
             return;
         };
@@ -1450,7 +1471,7 @@ impl Controllers {
             let failures = self.disruption.backoffs.get(n).map_or(0, |b| b.failures) + 1;
             let wait = Backoff::wait(failures);
             retry = retry.max(wait);
-            let until = self.now + wait;
+            let until = now + wait;
             (self.disruption.backoffs).insert(n.clone(), Backoff { failures, until });
         }
         let mut fields = json!({"reason": c.reason.as_str().to_lowercase(), "error": why, "Nodes": c.candidates});
@@ -1462,7 +1483,7 @@ impl Controllers {
             self.untaint(n);
             self.health.repairing.remove(n);
         }
-        self.schedule_pass(self.now + PASS_INTERVAL);
+        self.schedule_pass(now + PASS_INTERVAL);
     }
 
     /// Deletes a disrupted NodeClaim, with Karpenter's `DisruptionTerminating` Events on its
@@ -1472,26 +1493,30 @@ impl Controllers {
         node: &str,
         claim: &str,
         reason: kerf_api::nodepool::DisruptionReason,
+        now: Duration,
     ) {
         if reason == kerf_api::nodepool::DisruptionReason::Unhealthy {
-            self.bound_repair(node, claim);
+            self.bound_repair(node, claim, now);
         }
         // recorded first: the status written as its deletion starts says why
         self.disruption
             .disrupted_for
             .insert(claim.to_string(), reason);
-        self.delete_nodeclaim(claim);
+        self.delete_nodeclaim(claim, now);
         for (kind, name, what) in [
             (EventObject::Node, node, "Node"),
             (EventObject::NodeClaim, claim, "NodeClaim"),
         ] {
-            self.event(Event {
-                kind,
-                name: name.to_string(),
-                warning: false,
-                reason: "DisruptionTerminating".into(),
-                message: format!("Disrupting {what}: {}", reason.as_str()),
-            });
+            self.event(
+                Event {
+                    kind,
+                    name: name.to_string(),
+                    warning: false,
+                    reason: "DisruptionTerminating".into(),
+                    message: format!("Disrupting {what}: {}", reason.as_str()),
+                },
+                now,
+            );
         }
     }
 

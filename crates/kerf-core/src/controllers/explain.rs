@@ -167,23 +167,27 @@ impl Controllers {
     /// Karpenter's `DisruptionBlocked` events, to be told: for each node consolidateAfter
     /// has made a candidate, the first thing in its own state or its pods that keeps it from
     /// being disrupted, on the Node and its NodeClaim (deduplicated as every event is).
-    pub(super) fn blocked_events(&self, g: &Gathered<'_>) -> Vec<super::Event> {
+    pub(super) fn blocked_events(&self, g: &Gathered<'_>, now: Duration) -> Vec<super::Event> {
         let mut events = Vec::new();
         for (name, n) in &self.cluster.nodes {
             let Some(claim) = &n.nodeclaim else { continue };
-            self.candidate_events(name, claim, g, &mut events);
+            self.candidate_events(name, claim, g, &mut events, now);
             if n.marked_consolidatable != Some(n.last_pod_event) {
                 continue;
             }
             // the first blocker alone, as `kerf explain` would list it first
-            let Some(first) = self.blockers(name, g, Wanted::First).into_iter().next() else {
+            let Some(first) = self
+                .blockers(name, g, Wanted::First, now)
+                .into_iter()
+                .next()
+            else {
                 continue;
             };
             // a node on its way out is not blocked, it is going
             if matches!(first.kind(), "deleting" | "being-disrupted") {
                 continue;
             }
-            let mut message = first.message(|at| self.relative(at));
+            let mut message = first.message(|at| self.relative(at, now));
             if let Some(c) = message.get(..1) {
                 message = c.to_uppercase() + &message[1..];
             }
@@ -214,6 +218,7 @@ impl Controllers {
         claim: &str,
         g: &Gathered<'_>,
         events: &mut Vec<super::Event>,
+        now: Duration,
     ) {
         let Some(c) = self.cluster.nodeclaims.get(claim) else {
             return;
@@ -221,7 +226,10 @@ impl Controllers {
         let Some(np) = self.cluster.node_pools.get(&c.node_pool) else {
             return;
         };
-        let node_level = self.blockers(name, g, Wanted::First).into_iter().next();
+        let node_level = self
+            .blockers(name, g, Wanted::First, now)
+            .into_iter()
+            .next();
         if node_level.as_ref().is_some_and(|b| {
             !matches!(
                 b,
@@ -235,8 +243,7 @@ impl Controllers {
         let pods = g.pods_by_node.get(name).map_or(&[][..], Vec::as_slice);
         for (key, p) in pods {
             let dnd = do_not_disrupt(&p.shape, p.started);
-            let Some((reason, message, warning)) =
-                do_not_disrupt_event(&dnd, self.now, self.epoch())
+            let Some((reason, message, warning)) = do_not_disrupt_event(&dnd, now, self.epoch())
             else {
                 continue;
             };
@@ -281,8 +288,9 @@ impl Controllers {
         }
     }
 
-    /// Why the pod `namespace/name` is where it is; `None` when no such pod is known.
-    pub fn explain_pod(&mut self, key: &str) -> Option<PodExplanation> {
+    /// Why the pod `namespace/name` is where it is at `now`; `None` when no such pod is
+    /// known.
+    pub fn explain_pod(&mut self, key: &str, now: Duration) -> Option<PodExplanation> {
         let record = self.cluster.pods.get(key)?;
         let (node, nominated) = (record.node.clone(), record.nominated.clone());
         // the reasons the provisioning pass itself gives, with the pods planned beside this
@@ -291,9 +299,9 @@ impl Controllers {
         let (placement, pass_reasons) = match (node, nominated) {
             (Some(node), _) => (self.running_on(node), Vec::new()),
             (None, Some(nodeclaim)) => (Placement::Nominated { nodeclaim }, Vec::new()),
-            (None, None) => self.pending_placement(key),
+            (None, None) => self.pending_placement(key, now),
         };
-        let (pools, names) = self.pool_inputs();
+        let (pools, names) = self.pool_inputs(now);
         let mut order: Vec<usize> = (0..pools.len()).collect();
         order.sort_by(|a, b| {
             pools[*b]
@@ -375,12 +383,16 @@ impl Controllers {
 
     /// Where one provisioning pass over every pending pod would put this one, and the
     /// reasons that pass gives when it leaves the pod pending.
-    fn pending_placement(&mut self, key: &str) -> (Placement, Vec<kerf_scheduling::Reason>) {
+    fn pending_placement(
+        &mut self,
+        key: &str,
+        now: Duration,
+    ) -> (Placement, Vec<kerf_scheduling::Reason>) {
         let mut keys = self.cluster.pods_where(|p| p.wants_capacity());
         if !keys.iter().any(|k| k == key) {
             keys.push(key.to_string());
         }
-        let (pools, names) = self.pool_inputs();
+        let (pools, names) = self.pool_inputs(now);
         let solved = self.solve_over(
             keys,
             &pools,
@@ -414,18 +426,18 @@ impl Controllers {
         (Placement::Unschedulable, reasons)
     }
 
-    /// Why the node `name` is or is not about to be disrupted; `None` when no such node
-    /// is known.
-    pub fn explain_node(&mut self, name: &str) -> Option<NodeExplanation> {
+    /// Why the node `name` is or is not about to be disrupted at `now`; `None` when no such
+    /// node is known.
+    pub fn explain_node(&mut self, name: &str, now: Duration) -> Option<NodeExplanation> {
         if !self.cluster.nodes.contains_key(name) {
             return None;
         }
-        let (pools, pool_names) = self.pool_inputs();
+        let (pools, pool_names) = self.pool_inputs(now);
         let daemonsets: Vec<k8s_openapi::api::core::v1::Pod> =
             self.cluster.daemonsets.values().cloned().collect();
         // one gathering for the node's own blockers and the view
         let g = self.gather();
-        let mut out = self.described(name, &g)?;
+        let mut out = self.described(name, &g, now)?;
         let claim = out
             .nodeclaim
             .as_ref()
@@ -445,27 +457,22 @@ impl Controllers {
                     "expires",
                     format!(
                         "expires {} (expireAfter {})",
-                        self.relative(c.created + ttl),
+                        self.relative(c.created + ttl, now),
                         format_go_duration(ttl)
                     ),
                 ));
             }
         }
-        let (view, names) = self.view(&g, pools, &pool_names, &daemonsets);
-        self.policy_blockers(name, &view, &pool_names, &mut out);
+        let (view, names) = self.view(&g, pools, &pool_names, &daemonsets, now);
+        self.policy_blockers(name, &view, &pool_names, &mut out, now);
         if let Some(i) = names.iter().position(|n| n == name) {
-            if let Some(b) = self
-                .disruption
-                .backoffs
-                .get(name)
-                .filter(|b| self.now < b.until)
-            {
+            if let Some(b) = self.disruption.backoffs.get(name).filter(|b| now < b.until) {
                 out.notes.push(Finding::new(
                     "replacement-backoff",
                     format!(
                         "its replacement failed to launch {} time(s) in a row: it is not replaced again until {} (deleting it is still considered)",
                         b.failures,
-                        self.relative(b.until)
+                        self.relative(b.until, now)
                     ),
                 ));
             }
@@ -476,7 +483,7 @@ impl Controllers {
 
     /// The node, its NodeClaim and pods, and what in its own state or its pods blocks its
     /// disruption; `None` when no such node is known.
-    fn described(&self, name: &str, g: &Gathered<'_>) -> Option<NodeExplanation> {
+    fn described(&self, name: &str, g: &Gathered<'_>, now: Duration) -> Option<NodeExplanation> {
         let record = self.cluster.nodes.get(name)?;
         let claim = record
             .nodeclaim
@@ -501,8 +508,8 @@ impl Controllers {
             blockers: Vec::new(),
             notes: Vec::new(),
         };
-        out.blockers = (self.blockers(name, g, Wanted::All).iter())
-            .map(|b| Finding::new(b.kind(), b.message(|at| self.relative(at))))
+        out.blockers = (self.blockers(name, g, Wanted::All, now).iter())
+            .map(|b| Finding::new(b.kind(), b.message(|at| self.relative(at, now))))
             .collect();
         Some(out)
     }
@@ -514,6 +521,7 @@ impl Controllers {
         view: &ClusterView<'_>,
         pool_names: &[String],
         out: &mut NodeExplanation,
+        now: Duration,
     ) {
         let Some((_, claim)) = self.cluster.claim_of_node(name) else {
             return;
@@ -529,13 +537,13 @@ impl Controllers {
                 "consolidation-disabled",
                 format!("NodePool {pool:?} has consolidation disabled"),
             )),
-            Some(at) if self.now < at => out.blockers.push(Finding::new(
+            Some(at) if now < at => out.blockers.push(Finding::new(
                 "consolidate-after",
                 format!(
                     "consolidateAfter {}: pods last changed {}, consolidatable {}",
                     d.consolidate_after,
-                    self.relative(record.last_pod_event),
-                    self.relative(at)
+                    self.relative(record.last_pod_event, now),
+                    self.relative(at, now)
                 ),
             )),
             Some(_) => {}
@@ -560,7 +568,7 @@ impl Controllers {
         let Some(index) = pool_names.iter().position(|n| n == pool) else {
             return;
         };
-        let unix = self.settings.epoch_unix + self.now.as_secs();
+        let unix = self.settings.epoch_unix + now.as_secs();
         for r in reasons {
             if view.allowed.get(&(index, r)).copied().unwrap_or(0) > 0 {
                 continue;
@@ -585,7 +593,7 @@ impl Controllers {
                                 format!(
                                     ", until {} ({})",
                                     rfc3339(Duration::from_secs(end)),
-                                    self.relative(at)
+                                    self.relative(at, now)
                                 )
                             })
                             .unwrap_or_default();
@@ -622,11 +630,11 @@ impl Controllers {
     }
 
     /// An instant as people read it next to now: `in 4m30s`, `5m ago`, `now`.
-    fn relative(&self, at: Duration) -> String {
-        if at > self.now {
-            format!("in {}", format_go_duration(at - self.now))
-        } else if at < self.now {
-            format!("{} ago", format_go_duration(self.now - at))
+    fn relative(&self, at: Duration, now: Duration) -> String {
+        if at > now {
+            format!("in {}", format_go_duration(at - now))
+        } else if at < now {
+            format!("{} ago", format_go_duration(now - at))
         } else {
             "now".into()
         }

@@ -44,17 +44,17 @@ pub(super) type Blocked = (String, String, Option<String>);
 impl Controllers {
     /// Works out which nodes repair may replace now (into the disruption state), with the
     /// events of those it may not.
-    pub(super) fn find_repairs(&mut self) {
-        let (due, blocked) = self.repairs_due();
+    pub(super) fn find_repairs(&mut self, now: Duration) {
+        let (due, blocked) = self.repairs_due(now);
         for (node, claim, pool) in blocked {
-            self.repair_blocked(&node, &claim, pool.as_deref());
+            self.repair_blocked(&node, &claim, pool.as_deref(), now);
         }
         self.health.repairs = due;
     }
 
     /// The nodes repair may replace now, and those it may not with the NodePool that
     /// trips the unhealthy share (none: vetoed by the node's annotation). Reads only.
-    pub(super) fn repairs_due(&self) -> (BTreeMap<String, RepairDue>, Vec<Blocked>) {
+    pub(super) fn repairs_due(&self, now: Duration) -> (BTreeMap<String, RepairDue>, Vec<Blocked>) {
         if !self.settings.node_repair {
             return Default::default();
         }
@@ -94,10 +94,10 @@ impl Controllers {
             let matches = repair::matches(policies, &n.conditions, n.created);
             // a fault a reboot did not clear is tolerated again from the reboot's end
             let rebooted = claim.reboot.as_ref().and_then(|r| r.ended());
-            let Some(mut decision) = repair::decide(&matches, self.now, rebooted) else {
+            let Some(mut decision) = repair::decide(&matches, now, rebooted) else {
                 continue;
             };
-            self.escalate_reboot(claim_name, &mut decision);
+            self.escalate_reboot(claim_name, &mut decision, now);
             if n.do_not_repair {
                 blocked.push((name.clone(), claim_name.clone(), None));
                 continue;
@@ -122,7 +122,7 @@ impl Controllers {
 
     /// The events of a node repair leaves alone: vetoed by its annotation, or its NodePool
     /// (`tripped`) past the unhealthy share.
-    fn repair_blocked(&mut self, node: &str, claim: &str, tripped: Option<&str>) {
+    fn repair_blocked(&mut self, node: &str, claim: &str, tripped: Option<&str>, now: Duration) {
         let (warning, reason, message) = match tripped {
             Some(pool) => (
                 true,
@@ -145,13 +145,16 @@ impl Controllers {
             objects.push((EventObject::NodePool, pool.to_string()));
         }
         for (kind, name) in objects {
-            self.event(Event {
-                kind,
-                name,
-                warning,
-                reason: reason.into(),
-                message: message.clone(),
-            });
+            self.event(
+                Event {
+                    kind,
+                    name,
+                    warning,
+                    reason: reason.into(),
+                    message: message.clone(),
+                },
+                now,
+            );
         }
     }
 
@@ -188,7 +191,7 @@ impl Controllers {
     /// The node of a repair command is about to be deleted: its drain may take the policy's
     /// bound (or its NodeClaim's own grace period, if shorter) and no longer, and it counts
     /// into Karpenter's repair metric.
-    pub(super) fn bound_repair(&mut self, node: &str, claim: &str) {
+    pub(super) fn bound_repair(&mut self, node: &str, claim: &str, now: Duration) {
         let Some(due) = self.health.repairing.remove(node) else {
             return;
         };
@@ -199,7 +202,7 @@ impl Controllers {
             g.min(due.decision.drain_bound)
         });
         self.count_repair(claim, &due.decision, bound);
-        self.terminate_by(claim, self.now + bound);
+        self.terminate_by(claim, now + bound, now);
     }
 
     /// Counts a repair into Karpenter's `karpenter_nodeclaims_unhealthy_disrupted_total`: the

@@ -57,7 +57,6 @@ impl Controllers {
     /// Acts on a notice from the cloud's interruption queue.
     pub(crate) fn notice(&mut self, notice: &Notice, now: Duration) {
         self.activity += 1;
-        self.now = self.now.max(now);
         let found = self.cluster.nodeclaims.iter().find_map(|(name, c)| {
             let l = c
                 .launched
@@ -104,7 +103,7 @@ impl Controllers {
             },
         });
         if let Some((reason, message, warning)) = notice.event {
-            self.events_on(&claim, node.as_deref(), reason, message, warning);
+            self.events_on(&claim, node.as_deref(), reason, message, warning, now);
         }
         if !deleting {
             self.log("interruption", "received interruption message", fields);
@@ -122,12 +121,12 @@ impl Controllers {
                     instance_type: Some(launched.instance_type.clone()),
                     zone: Some(launched.zone.clone()),
                 },
-                self.now,
+                now,
             );
         }
         if notice.effect == NoticeEffect::Terminate {
             // the termination timestamp now: the drain waits on nothing
-            self.terminate_by(&claim, self.now);
+            self.terminate_by(&claim, now, now);
         }
         let already = (self.cluster.nodeclaims.get(&claim)).is_some_and(|c| c.deleting.is_some());
         if already {
@@ -144,9 +143,10 @@ impl Controllers {
             "TerminatingOnInterruption",
             "Interruption triggered termination for the",
             true,
+            now,
         );
         self.count_disrupted(&claim, notice.message_kind, "", false);
-        self.delete_nodeclaim(&claim);
+        self.delete_nodeclaim(&claim, now);
     }
 
     /// Publishes an event on the NodeClaim and, when it has one, its Node; a message ending
@@ -158,26 +158,33 @@ impl Controllers {
         reason: &'static str,
         message: &'static str,
         warning: bool,
+        now: Duration,
     ) {
         let text = |kind: &str| match message.strip_suffix(" the") {
             Some(head) => format!("{head} the {kind}"),
             None => message.to_string(),
         };
-        self.event(Event {
-            kind: EventObject::NodeClaim,
-            name: claim.to_string(),
-            warning,
-            reason: reason.into(),
-            message: text("NodeClaim"),
-        });
-        if let Some(node) = node {
-            self.event(Event {
-                kind: EventObject::Node,
-                name: node.to_string(),
+        self.event(
+            Event {
+                kind: EventObject::NodeClaim,
+                name: claim.to_string(),
                 warning,
                 reason: reason.into(),
-                message: text("Node"),
-            });
+                message: text("NodeClaim"),
+            },
+            now,
+        );
+        if let Some(node) = node {
+            self.event(
+                Event {
+                    kind: EventObject::Node,
+                    name: node.to_string(),
+                    warning,
+                    reason: reason.into(),
+                    message: text("Node"),
+                },
+                now,
+            );
         }
     }
 }

@@ -74,9 +74,9 @@ impl Controllers {
     /// Asks the cloud for a NodeClaim's instance, once at a time. However its launch goes, a
     /// NodeClaim is launched or deleted within [`LAUNCH_TTL`] of its creation: one whose
     /// launch keeps failing (or whose writes were lost) cannot linger.
-    pub(super) fn launch(&mut self, nodeclaim: &str) {
+    pub(super) fn launch(&mut self, nodeclaim: &str, now: Duration) {
         if self.lifecycle.launching.insert(nodeclaim.to_string()) {
-            if let Some(request) = self.launch_request(nodeclaim) {
+            if let Some(request) = self.launch_request(nodeclaim, now) {
                 self.actions.push(Action::Launch {
                     nodeclaim: nodeclaim.to_string(),
                     request: Box::new(request),
@@ -93,14 +93,14 @@ impl Controllers {
 
     /// What the cloud needs to launch the NodeClaim now; none while its NodePool is gone (its
     /// launch timeout deletes it).
-    fn launch_request(&self, nodeclaim: &str) -> Option<super::LaunchRequest> {
+    fn launch_request(&self, nodeclaim: &str, now: Duration) -> Option<super::LaunchRequest> {
         let claim = self.cluster.nodeclaims.get(nodeclaim)?;
         Some(super::LaunchRequest {
             node_pool: self.cluster.node_pools.get(&claim.node_pool)?.clone(),
             node_class: self.cluster.node_classes.get(&claim.node_class).cloned(),
             claim: claim.clone(),
             unavailable: self.unavailable.clone(),
-            at: self.now,
+            at: now,
         })
     }
 
@@ -110,7 +110,6 @@ impl Controllers {
     /// its launch timeout deletes it, as Karpenter requeues a launch that returned an error.
     pub(crate) fn launch_retry(&mut self, nodeclaim: &str, error: &str, now: Duration) {
         self.activity += 1;
-        self.now = self.now.max(now);
         self.lifecycle.launching.remove(nodeclaim);
         if !self.cluster.nodeclaims.contains_key(nodeclaim) {
             return;
@@ -129,28 +128,27 @@ impl Controllers {
             json!({"NodeClaim": {"name": nodeclaim}, "error": error,
                    "retry-in": format!("{}s", backoff.as_secs())}),
         );
-        self.at(self.now + backoff, Timer::Relaunch(nodeclaim.to_string()));
+        self.at(now + backoff, Timer::Relaunch(nodeclaim.to_string()));
     }
 
     /// A launch's backoff ran out: launch again unless it launched, or its NodeClaim went,
     /// meanwhile.
-    pub(super) fn relaunch(&mut self, nodeclaim: &str) {
+    pub(super) fn relaunch(&mut self, nodeclaim: &str, now: Duration) {
         let due = self
             .cluster
             .nodeclaims
             .get(nodeclaim)
             .is_some_and(|c| c.launched.is_none() && c.deleting.is_none());
         if due {
-            self.launch(nodeclaim);
+            self.launch(nodeclaim, now);
         } else {
             self.lifecycle.relaunches.remove(nodeclaim);
         }
     }
 
     /// The cloud launched a NodeClaim's instance.
-    pub(crate) fn launched(&mut self, nodeclaim: &str, launched: Launched, now: Duration) {
+    pub(crate) fn launched(&mut self, nodeclaim: &str, launched: Launched) {
         self.activity += 1;
-        self.now = self.now.max(now);
         self.lifecycle.launching.remove(nodeclaim);
         self.lifecycle.relaunches.remove(nodeclaim);
         self.lifecycle.last_error.remove(nodeclaim);
@@ -234,7 +232,7 @@ impl Controllers {
             Some((claim, c)) => {
                 if c.deleting.is_none() {
                     let claim = claim.clone();
-                    self.terminate(&claim, now);
+                    self.terminate(&claim, now, now);
                 }
             }
             None => self.actions.push(Action::DeleteNode {
@@ -257,6 +255,7 @@ impl Controllers {
         object: &kerf_api::NodeClaim,
         created: Duration,
         deleting: Option<Duration>,
+        now: Duration,
     ) {
         let name = object.metadata.name.clone().unwrap_or_default();
         // read whole only when new, or not launched by these controllers and perhaps by
@@ -264,8 +263,8 @@ impl Controllers {
         let launched = (self.cluster.nodeclaims.get(&name)).map(|c| c.launched.is_some());
         let adopt = launched == Some(false) && !self.lifecycle.launching.contains(&name);
         if launched.is_some() && !adopt {
-            self.reboot_bound_observed(&name, object);
-            self.deleting_observed(&name, deleting);
+            self.reboot_bound_observed(&name, object, now);
+            self.deleting_observed(&name, deleting, now);
             return;
         }
         let types = self
@@ -303,7 +302,7 @@ impl Controllers {
                 self.arm_liveness(&name);
             }
             if rebooting {
-                self.reboot_at(&name, self.now);
+                self.reboot_at(&name, now);
             }
         } else if let Some(launched) = read.launched {
             // launched by another writer since it was first read (a Karpenter that held the
@@ -318,17 +317,17 @@ impl Controllers {
             self.cluster.link_node(&name);
             self.arm_liveness(&name);
         }
-        self.deleting_observed(&name, deleting);
+        self.deleting_observed(&name, deleting, now);
     }
 
     /// A NodeClaim read with a deletion timestamp (`deleting`): its deletion is stored, and
     /// it terminates gracefully from then.
-    fn deleting_observed(&mut self, name: &str, deleting: Option<Duration>) {
+    fn deleting_observed(&mut self, name: &str, deleting: Option<Duration>, now: Duration) {
         if let Some(since) = deleting {
             if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
                 c.deletion_stored = true;
             }
-            self.terminate(name, since);
+            self.terminate(name, since, now);
         }
     }
 
@@ -341,7 +340,6 @@ impl Controllers {
         now: Duration,
     ) {
         self.activity += 1;
-        self.now = self.now.max(now);
         self.lifecycle.launching.remove(nodeclaim);
         for o in insufficient {
             self.unavailable.mark(
@@ -350,7 +348,7 @@ impl Controllers {
                     instance_type: Some(o.instance_type.clone()),
                     zone: Some(o.zone.clone()),
                 },
-                self.now,
+                now,
             );
         }
         // a request that found no spot capacity in any of its offerings is a spot shortage in
@@ -370,7 +368,7 @@ impl Controllers {
                         instance_type: None,
                         zone: Some(zone.to_string()),
                     },
-                    self.now,
+                    now,
                 );
             }
         }
@@ -388,33 +386,45 @@ impl Controllers {
             let mut message =
                 format!("NodeClaim {nodeclaim} nominated for this pod failed to launch: {error}");
             message.truncate(1024);
-            self.event(Event {
-                kind: EventObject::Pod,
-                name: pod,
-                warning: true,
-                reason: "InsufficientCapacityError".into(),
-                message,
-            });
+            self.event(
+                Event {
+                    kind: EventObject::Pod,
+                    name: pod,
+                    warning: true,
+                    reason: "InsufficientCapacityError".into(),
+                    message,
+                },
+                now,
+            );
         }
-        self.give_up_launch(nodeclaim, "InsufficientCapacityError", &error);
+        self.give_up_launch(nodeclaim, "InsufficientCapacityError", &error, now);
     }
 
     /// Says why a launch failed (an Event on the NodeClaim and a log line) and lets the
     /// NodeClaim go.
-    fn give_up_launch(&mut self, nodeclaim: &str, reason: &'static str, error: &str) {
-        self.event(Event {
-            kind: EventObject::NodeClaim,
-            name: nodeclaim.to_string(),
-            warning: true,
-            reason: reason.into(),
-            message: format!("NodeClaim {nodeclaim} event: {error}"),
-        });
+    fn give_up_launch(
+        &mut self,
+        nodeclaim: &str,
+        reason: &'static str,
+        error: &str,
+        now: Duration,
+    ) {
+        self.event(
+            Event {
+                kind: EventObject::NodeClaim,
+                name: nodeclaim.to_string(),
+                warning: true,
+                reason: reason.into(),
+                message: format!("NodeClaim {nodeclaim} event: {error}"),
+            },
+            now,
+        );
         self.log_error(
             "nodeclaim.lifecycle",
             "failed launching nodeclaim",
             json!({"NodeClaim": {"name": nodeclaim}, "error": error}),
         );
-        self.release(nodeclaim);
+        self.release(nodeclaim, now);
     }
 
     /// A launch failed for a reason other than capacity (a class not resolved, no subnet or
@@ -422,9 +432,8 @@ impl Controllers {
     /// unavailable.
     pub(crate) fn launch_error(&mut self, nodeclaim: &str, error: &str, now: Duration) {
         self.activity += 1;
-        self.now = self.now.max(now);
         self.lifecycle.launching.remove(nodeclaim);
-        self.give_up_launch(nodeclaim, "LaunchFailed", error);
+        self.give_up_launch(nodeclaim, "LaunchFailed", error, now);
     }
 
     /// A launch the cloud refused for want of a permission: given up as a launch error
@@ -435,7 +444,7 @@ impl Controllers {
         let class = (self.cluster.nodeclaims.get(nodeclaim)).map(|c| c.node_class.clone());
         self.launch_error(nodeclaim, error, now);
         if let Some(class) = class {
-            self.resolve_node_class_now(&class);
+            self.resolve_node_class_now(&class, now);
         }
     }
 
@@ -445,20 +454,15 @@ impl Controllers {
         &self.unavailable
     }
 
-    /// The controllers' time: the latest instant they were told of.
-    pub fn now(&self) -> Duration {
-        self.now
-    }
-
     /// Registration and initialization of a NodeClaim whose node changed.
-    pub(super) fn lifecycle(&mut self, name: &str) {
+    pub(super) fn lifecycle(&mut self, name: &str, now: Duration) {
         let Some(claim) = self.cluster.nodeclaims.get(name) else {
             return;
         };
         if claim.launched.is_none() {
             // found unlaunched (a restart between creation and launch): launch it now
             if claim.deleting.is_none() {
-                self.launch(name);
+                self.launch(name, now);
             }
             return;
         }
@@ -487,7 +491,7 @@ impl Controllers {
                 // disrupted (Karpenter leaves such a node as it is)
                 self.mark_initialized(&node_name);
             }
-            self.check_consistency(name, false);
+            self.check_consistency(name, false, now);
             return;
         }
         // a node rebooting for repair initializes again once the reboot is over
@@ -499,7 +503,7 @@ impl Controllers {
             (claim.startup_taints.iter()).any(|s| node.taints.iter().any(|t| t.key == s.key));
         if !claim.registered {
             if !guarded && !node.labels.contains_key(labels::REGISTERED) {
-                self.unregistered_taint_missing(name);
+                self.unregistered_taint_missing(name, now);
             }
             let claim = &self.cluster.nodeclaims[name];
             let pool = claim.node_pool.clone();
@@ -547,7 +551,7 @@ impl Controllers {
             }
         }
         if let Some(n) = self.cluster.nodes.get_mut(&node_name) {
-            n.last_pod_event = self.now;
+            n.last_pod_event = now;
         }
         self.cluster.changes.disruption = true;
         // the node's label first, then the status, as Karpenter writes them: a restart between
@@ -555,7 +559,7 @@ impl Controllers {
         self.sync_labels(name, &node_name);
         self.status_changed(name);
         self.at(
-            self.now + super::provisioning::NOMINATION_GRACE,
+            now + super::provisioning::NOMINATION_GRACE,
             Timer::NominationExpiry(name.to_string()),
         );
         self.log(
@@ -565,7 +569,7 @@ impl Controllers {
                 "NodeClaim": {"name": name}, "Node": {"name": node_name}, "allocatable": allocatable,
             }),
         );
-        self.check_consistency(name, false);
+        self.check_consistency(name, false, now);
     }
 
     /// The node's labels are synced: the registration taint goes, and pods may land.
@@ -647,7 +651,7 @@ impl Controllers {
     /// A node registered without the `karpenter.sh/unregistered` taint (its user data or
     /// image does not add it): pods may land before its labels are synced. Karpenter goes on
     /// with the registration and says so in an error line and a warning on the NodeClaim.
-    fn unregistered_taint_missing(&mut self, claim: &str) {
+    fn unregistered_taint_missing(&mut self, claim: &str, now: Duration) {
         let provider_id = (self.cluster.nodeclaims.get(claim))
             .and_then(|c| c.launched.as_ref())
             .map(|l| l.provider_id.clone());
@@ -660,17 +664,20 @@ impl Controllers {
                 "error": "missing taint prevents registration-related race conditions on Karpenter-managed nodes",
             }),
         );
-        self.event(Event {
-            kind: EventObject::NodeClaim,
-            name: claim.to_string(),
-            warning: true,
-            reason: "UnregisteredTaintMissing".into(),
-            message: format!(
-                "Missing {} taint which prevents registration related race conditions on \
+        self.event(
+            Event {
+                kind: EventObject::NodeClaim,
+                name: claim.to_string(),
+                warning: true,
+                reason: "UnregisteredTaintMissing".into(),
+                message: format!(
+                    "Missing {} taint which prevents registration related race conditions on \
                  Karpenter-managed nodes",
-                labels::UNREGISTERED_TAINT_KEY
-            ),
-        });
+                    labels::UNREGISTERED_TAINT_KEY
+                ),
+            },
+            now,
+        );
     }
 
     /// Gives a node Karpenter's `karpenter.sh/registered` and `karpenter.sh/initialized`
@@ -685,7 +692,7 @@ impl Controllers {
 
     /// A NodeClaim not launched [`LAUNCH_TTL`] after its creation is deleted, as Karpenter's
     /// liveness does (`launch_timeout`); its pods look for capacity again.
-    pub(super) fn launch_timeout(&mut self, name: &str) {
+    pub(super) fn launch_timeout(&mut self, name: &str, now: Duration) {
         let Some(claim) = self.cluster.nodeclaims.get(name) else {
             return;
         };
@@ -699,8 +706,8 @@ impl Controllers {
         let unanswered = self.lifecycle.launching.contains(name)
             && !self.lifecycle.relaunches.contains_key(name)
             && !self.lifecycle.last_error.contains_key(name);
-        if unanswered && self.now < claim.created + 2 * LAUNCH_TTL {
-            let again = (self.now + LAUNCH_ANSWER_WAIT).min(claim.created + 2 * LAUNCH_TTL);
+        if unanswered && now < claim.created + 2 * LAUNCH_TTL {
+            let again = (now + LAUNCH_ANSWER_WAIT).min(claim.created + 2 * LAUNCH_TTL);
             self.at(again, Timer::LaunchTimeout(name.to_string()));
             return;
         }
@@ -721,10 +728,10 @@ impl Controllers {
             "deleted nodeclaim",
             json!({"NodeClaim": {"name": name}, "reason": "launch timeout"}),
         );
-        self.release(name);
+        self.release(name, now);
     }
 
-    pub(super) fn registration_timeout(&mut self, name: &str) {
+    pub(super) fn registration_timeout(&mut self, name: &str, now: Duration) {
         let Some(claim) = self.cluster.nodeclaims.get(name) else {
             return;
         };
@@ -749,14 +756,13 @@ impl Controllers {
                 provider_id,
             });
         }
-        self.release(name);
+        self.release(name, now);
     }
 
     /// Garbage collection: the cloud no longer has a NodeClaim's instance. Its node and
     /// NodeClaim go at once; their pods look for capacity again.
     pub(crate) fn instance_gone(&mut self, provider_id: &str, now: Duration) {
         self.activity += 1;
-        self.now = self.now.max(now);
         let Some((name, claim)) = self.cluster.nodeclaims.iter().find(|(_, c)| {
             c.launched
                 .as_ref()
@@ -777,7 +783,7 @@ impl Controllers {
                 "deleted node",
                 json!({"Node": {"name": node}}),
             );
-            self.count_node_deleted(node);
+            self.count_node_deleted(node, now);
             self.actions.push(Action::DeleteNode { node: node.clone() });
         }
         self.log(
@@ -785,7 +791,7 @@ impl Controllers {
             "deleted nodeclaim",
             json!({"NodeClaim": {"name": name}, "Node": {"name": node}}),
         );
-        self.release(&name);
+        self.release(&name, now);
     }
 
     /// The NodeClaim's status must be written.
@@ -858,12 +864,12 @@ impl Controllers {
     }
 
     /// Deletes a NodeClaim outright: no node to drain.
-    fn release(&mut self, name: &str) {
+    fn release(&mut self, name: &str, now: Duration) {
         self.lifecycle.relaunches.remove(name);
         self.lifecycle.last_error.remove(name);
         self.lifecycle.initializing.remove(name);
         self.forget_consistency(name);
-        self.count_nodeclaim_deleted(name);
+        self.count_nodeclaim_deleted(name, now);
         self.actions.push(Action::DeleteNodeClaim {
             nodeclaim: name.to_string(),
         });
@@ -878,7 +884,6 @@ impl Controllers {
     /// listing says of a NodeClaim's instance (its image, subnet and security groups) is
     /// kept on its record, which is how a restarted controller learns them again.
     pub(crate) fn garbage_collect(&mut self, instances: &[CloudInstance], now: Duration) {
-        self.now = self.now.max(now);
         let running: BTreeSet<&str> = instances.iter().map(|i| i.provider_id.as_str()).collect();
         let gone: Vec<String> = self
             .cluster
@@ -970,7 +975,7 @@ impl Controllers {
                 .find(|(_, n)| n.provider_id == *provider_id)
                 .map(|(k, _)| k.clone());
             if let Some(node) = node {
-                self.count_node_deleted(&node);
+                self.count_node_deleted(&node, now);
                 self.actions.push(Action::DeleteNode { node });
             }
             self.actions.push(Action::DeleteInstance {
@@ -984,14 +989,14 @@ impl Controllers {
         }
         if learned {
             self.activity += 1;
-            self.evaluate_drift();
+            self.evaluate_drift(now);
         }
     }
 
     /// The reservations a class resolves to changed: a NodeClaim whose reservation left it
     /// has drifted only if the next instance listing still has it in the reservation.
-    pub(crate) fn class_reservations_changed(&mut self, class: &str) {
-        let at = self.now;
+    pub(crate) fn class_reservations_changed(&mut self, class: &str, now: Duration) {
+        let at = now;
         self.lifecycle
             .reservations_changed
             .insert(class.to_string(), at);
@@ -1003,14 +1008,14 @@ impl Controllers {
     }
 
     /// An instance listing is asked for now.
-    pub(super) fn list_instances(&mut self) {
-        self.lifecycle.listings_asked.push_back(self.now);
+    pub(super) fn list_instances(&mut self, now: Duration) {
+        self.lifecycle.listings_asked.push_back(now);
         self.actions.push(Action::ListInstances);
     }
 
     /// NodePools that changed: the NodeClaims of deleted ones are deleted (their owner
     /// reference would have them collected).
-    pub(super) fn node_pools_changed(&mut self, pools: &BTreeSet<String>) {
+    pub(super) fn node_pools_changed(&mut self, pools: &BTreeSet<String>, now: Duration) {
         let orphans: Vec<String> = self
             .cluster
             .nodeclaims
@@ -1028,7 +1033,7 @@ impl Controllers {
                 "deleted nodeclaim",
                 json!({"NodeClaim": {"name": name}, "reason": "nodepool deleted"}),
             );
-            self.delete_nodeclaim(&name);
+            self.delete_nodeclaim(&name, now);
         }
     }
 }

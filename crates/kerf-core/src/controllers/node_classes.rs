@@ -35,29 +35,29 @@ pub(super) struct NodeClassStatuses {
 impl Controllers {
     /// The regular round: every class resolved again (or, being deleted, looked at), then
     /// the next round in a minute, or in ten seconds while a deletion waits on NodeClaims.
-    pub(super) fn resolve_node_classes(&mut self) {
+    pub(super) fn resolve_node_classes(&mut self, now: Duration) {
         let names: Vec<String> = self.cluster.node_classes.keys().cloned().collect();
         let mut waiting = false;
         for name in names {
             // one asked within the round is on its way; one unanswered longer is asked again
             let asked = self.node_classes.asked.get(&name);
-            if asked.is_some_and(|(_, at)| self.now < *at + NODE_CLASS_INTERVAL) {
+            if asked.is_some_and(|(_, at)| now < *at + NODE_CLASS_INTERVAL) {
                 continue;
             }
-            waiting |= !self.reconcile_node_class(&name);
+            waiting |= !self.reconcile_node_class(&name, now);
         }
         let next = if waiting {
             TERMINATION_RETRY
         } else {
             NODE_CLASS_INTERVAL
         };
-        self.at(self.now + next, Timer::ResolveNodeClasses);
+        self.at(now + next, Timer::ResolveNodeClasses);
     }
 
     /// Resolves one class now, whether or not it was asked about within the round.
-    pub(super) fn resolve_node_class_now(&mut self, name: &str) {
+    pub(super) fn resolve_node_class_now(&mut self, name: &str, now: Duration) {
         self.node_classes.asked.remove(name);
-        self.reconcile_node_class(name);
+        self.reconcile_node_class(name, now);
     }
 
     /// Brings the next round forward to `at` unless it comes sooner already.
@@ -72,7 +72,7 @@ impl Controllers {
 
     /// A class was observed: one not resolved for its generation yet, or being deleted, is
     /// looked at now rather than at the next round.
-    pub(crate) fn node_class_observed(&mut self, name: &str) {
+    pub(crate) fn node_class_observed(&mut self, name: &str, now: Duration) {
         let Some(class) = self.cluster.node_classes.get(name) else {
             return;
         };
@@ -84,14 +84,14 @@ impl Controllers {
         if (resolved && !deleting) || asked == Some(generation) {
             return;
         }
-        if !self.reconcile_node_class(name) {
-            self.node_class_round_by(self.now + TERMINATION_RETRY);
+        if !self.reconcile_node_class(name, now) {
+            self.node_class_round_by(now + TERMINATION_RETRY);
         }
     }
 
     /// Brings one class along: its finalizer and a resolution of its status, or its
     /// deletion. False while a deletion waits on NodeClaims.
-    fn reconcile_node_class(&mut self, name: &str) -> bool {
+    fn reconcile_node_class(&mut self, name: &str, now: Duration) -> bool {
         if !self.settings.node_class_status {
             return true;
         }
@@ -100,7 +100,7 @@ impl Controllers {
         };
         let held = (class.metadata.finalizers.iter().flatten()).any(|f| f == TERMINATION_FINALIZER);
         if class.metadata.deletion_timestamp.is_some() {
-            return !held || self.terminate_node_class(name);
+            return !held || self.terminate_node_class(name, now);
         }
         let class = Box::new(class.clone());
         if !held {
@@ -109,7 +109,7 @@ impl Controllers {
                 class: class.clone(),
             });
         }
-        let asked = (class.metadata.generation, self.now);
+        let asked = (class.metadata.generation, now);
         self.node_classes.asked.insert(name.to_string(), asked);
         let node_pools = self.admitted_by_node_pools(name);
         self.actions.push(Action::ResolveNodeClass {
@@ -142,7 +142,7 @@ impl Controllers {
 
     /// A class being deleted: waits while NodeClaims use it, then asks the cloud to clean
     /// up after it and take the finalizer off. False while it waits.
-    fn terminate_node_class(&mut self, name: &str) -> bool {
+    fn terminate_node_class(&mut self, name: &str, now: Duration) -> bool {
         let using: Vec<&String> = (self.cluster.nodeclaims.iter())
             .filter(|(_, c)| c.node_class == name)
             .map(|(k, _)| k)
@@ -156,13 +156,16 @@ impl Controllers {
             let message = format!("Waiting on NodeClaim termination for {}", names.join(", "))
                 .replace(", and ", " and ");
             let fields = json!({"EC2NodeClass": {"name": name}, "NodeClaims": using});
-            self.event(Event {
-                kind: EventObject::NodeClass,
-                name: name.to_string(),
-                warning: false,
-                reason: "WaitingOnNodeClaimTermination".into(),
-                message,
-            });
+            self.event(
+                Event {
+                    kind: EventObject::NodeClass,
+                    name: name.to_string(),
+                    warning: false,
+                    reason: "WaitingOnNodeClaimTermination".into(),
+                    message,
+                },
+                now,
+            );
             self.log(
                 "nodeclass.termination",
                 "waiting on nodeclaim termination",
@@ -185,6 +188,7 @@ impl Controllers {
         &mut self,
         name: &str,
         resolved: Result<EC2NodeClassStatus, String>,
+        now: Duration,
     ) {
         self.node_classes.asked.remove(name);
         let mut status = match resolved {
@@ -199,7 +203,7 @@ impl Controllers {
             return;
         };
         let previous = (class.status.as_ref()).map_or(&[][..], |s| &s.conditions[..]);
-        let unix = self.now + Duration::from_secs(self.settings.epoch_unix);
+        let unix = now + Duration::from_secs(self.settings.epoch_unix);
         keep_transition_times(&mut status.conditions, previous, unix);
         for c in &mut status.conditions {
             c.observed_generation = class.metadata.generation;

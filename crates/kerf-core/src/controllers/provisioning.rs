@@ -178,7 +178,7 @@ impl Provisioner {
 impl Controllers {
     /// Nominations to an initialized NodeClaim end: pods kube-scheduler did not bind there
     /// (other pods took the room) want capacity again.
-    pub(super) fn nomination_expiry(&mut self, claim: &str) {
+    pub(super) fn nomination_expiry(&mut self, claim: &str, now: Duration) {
         if self
             .cluster
             .nodeclaims
@@ -195,7 +195,7 @@ impl Controllers {
             }
         }
         if again {
-            self.saw_pending_pod();
+            self.saw_pending_pod(now);
         }
     }
 
@@ -205,7 +205,7 @@ impl Controllers {
     /// takes them; the rest want capacity again at once. kube-scheduler places pods its own
     /// way, and a pod planned onto a node it filled with others would otherwise wait out
     /// [`NOMINATION_GRACE`].
-    pub(super) fn recheck_nominations(&mut self, nodes: &BTreeSet<String>) {
+    pub(super) fn recheck_nominations(&mut self, nodes: &BTreeSet<String>, now: Duration) {
         let cluster = &self.cluster;
         let mut rooms: HashMap<&str, (Resources, Vec<Taint>)> = HashMap::new();
         for node in nodes {
@@ -254,14 +254,13 @@ impl Controllers {
             }
         }
         if again {
-            self.saw_pending_pod();
+            self.saw_pending_pod(now);
         }
     }
 
-    /// The NodePools as the scheduler sees them now: instance types with the offerings the
+    /// The NodePools as the scheduler sees them at `now`: instance types with the offerings the
     /// unavailable cache rules out, and usage counted against limits; with their names.
-    pub fn pool_inputs(&mut self) -> (Vec<NodePoolInput>, Vec<String>) {
-        let now = self.now;
+    pub fn pool_inputs(&mut self, now: Duration) -> (Vec<NodePoolInput>, Vec<String>) {
         self.unavailable.expire(now);
         let generation = self.unavailable.generation();
         let mut pools = Vec::new();
@@ -274,12 +273,12 @@ impl Controllers {
             .filter(|(k, np)| np.spec.replicas.is_none() && self.cluster.may_launch_for(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let overlaid = self.overlay_evaluation();
+        let overlaid = self.overlay_evaluation(now);
         for (name, np) in entries {
             let class = np.spec.template.spec.node_class_ref.name.clone();
             let options = match overlaid.by_pool.get(&name) {
                 Some(types) => types.clone(),
-                None => self.type_options_for(&class, generation),
+                None => self.type_options_for(&class, generation, now),
             };
             let options = self.less_reservations_in_flight(options);
             let usage = self.cluster.pool_usage(&name);
@@ -294,6 +293,7 @@ impl Controllers {
         &mut self,
         class: &str,
         generation: u64,
+        now: Duration,
     ) -> Arc<[InstanceTypeOption]> {
         let base = self
             .cluster
@@ -307,7 +307,6 @@ impl Controllers {
         {
             return cached.options.clone();
         }
-        let now = self.now;
         // most changes to the unavailable offerings touch other classes or none of the
         // offerings still marked: the options are rebuilt only when the marks differ
         let unavailable = &self.unavailable;
@@ -352,17 +351,17 @@ impl Controllers {
     }
 
     /// A pod started waiting for capacity: open or extend the batch window.
-    pub(super) fn saw_pending_pod(&mut self) {
-        self.provisioning.batcher.saw_pod(self.now);
+    pub(super) fn saw_pending_pod(&mut self, now: Duration) {
+        self.provisioning.batcher.saw_pod(now);
         if let Some(at) = self.provisioning.batcher.closes_at() {
             self.cancel(&Timer::Batch);
             self.at(at, Timer::Batch);
         }
     }
 
-    pub(super) fn batch_due(&mut self) {
-        if self.provisioning.batcher.take_if_ready(self.now) {
-            self.provision();
+    pub(super) fn batch_due(&mut self, now: Duration) {
+        if self.provisioning.batcher.take_if_ready(now) {
+            self.provision(now);
         } else if let Some(at) = self.provisioning.batcher.closes_at() {
             self.at(at, Timer::Batch);
         }
@@ -372,16 +371,16 @@ impl Controllers {
     /// nominated; then kube-scheduler's placement rehearsed ([`super::rehearsal`]) and the
     /// pods it leaves without a node solved for again, up to [`super::rehearsal::ROUNDS`]
     /// times, so that the batch needs no second wave.
-    fn provision(&mut self) {
+    fn provision(&mut self, now: Duration) {
         if self.cluster.pods.values().any(|p| p.wants_capacity()) {
-            self.tell_incompatible_pools();
+            self.tell_incompatible_pools(now);
         }
         let claims = &self.cluster.nodeclaims;
         (self.provisioning.unlaunched)
             .retain(|name, _| claims.get(name).is_some_and(super::rehearsal::unlaunched));
         let mut planned = Vec::new();
         for round in 0..=super::rehearsal::ROUNDS {
-            let made = self.provision_once();
+            let made = self.provision_once(now);
             if made.is_empty() {
                 break;
             }
@@ -389,7 +388,7 @@ impl Controllers {
             if round == super::rehearsal::ROUNDS {
                 break;
             }
-            let leftovers = self.rehearse(&planned);
+            let leftovers = self.rehearse(&planned, now);
             if leftovers.is_empty() {
                 break;
             }
@@ -400,13 +399,13 @@ impl Controllers {
             );
         }
         // the buffers take what room the real pods left
-        self.provision_buffers();
+        self.provision_buffers(now);
     }
 
     /// One solve over the pods that want capacity, then NodeClaims created and pods
     /// nominated: the NodeClaims' nodes as they will register.
-    fn provision_once(&mut self) -> Vec<PlannedNode> {
-        self.unavailable.expire(self.now);
+    fn provision_once(&mut self, now: Duration) -> Vec<PlannedNode> {
+        self.unavailable.expire(now);
         self.log_ignored_pods();
         let keys = self.cluster.pods_where(|p| p.wants_capacity());
         if keys.is_empty() {
@@ -417,7 +416,7 @@ impl Controllers {
             "found provisionable pod(s)",
             json!({"Pods": list_text(&keys), "duration": "0s"}),
         );
-        let inputs = self.provisioning_inputs(&keys);
+        let inputs = self.provisioning_inputs(&keys, now);
         if let Some(last) = &self.provisioning.unplaced
             && last.inputs == inputs
         {
@@ -426,15 +425,15 @@ impl Controllers {
             let (logs, events) = (last.logs.clone(), last.events.clone());
             self.actions.extend(logs);
             for e in events {
-                self.event(e);
+                self.event(e, now);
             }
             self.cancel(&Timer::RetryPending);
-            self.at(self.now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
+            self.at(now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
             return Vec::new();
         }
         self.provisioning.unplaced = None;
         let logged_before = self.actions.len();
-        let (solved, pools) = self.solve_pending(keys);
+        let (solved, pools) = self.solve_pending(keys, now);
         let Solved {
             decision,
             pods: keys,
@@ -442,7 +441,7 @@ impl Controllers {
             claims: existing_claims,
             ..
         } = solved;
-        self.count_decided(&keys, decision.unschedulable.len());
+        self.count_decided(&keys, decision.unschedulable.len(), now);
         self.provisioning.left_pending = (decision.unschedulable.iter())
             .map(|u| keys[u.pod].clone())
             .collect();
@@ -457,8 +456,8 @@ impl Controllers {
                 .get(&claim)
                 .and_then(|c| c.node.clone());
             for p in &e.pods {
-                self.nominate(&keys[*p], &claim);
-                self.nominated_event(&keys[*p], &claim, node.as_deref());
+                self.nominate(&keys[*p], &claim, now);
+                self.nominated_event(&keys[*p], &claim, node.as_deref(), now);
             }
             if self
                 .cluster
@@ -466,7 +465,7 @@ impl Controllers {
                 .get(&claim)
                 .is_some_and(|c| c.initialized)
             {
-                self.at(self.now + NOMINATION_GRACE, Timer::NominationExpiry(claim));
+                self.at(now + NOMINATION_GRACE, Timer::NominationExpiry(claim));
             }
         }
         self.log_new_nodeclaims(&decision.nodeclaims);
@@ -491,15 +490,15 @@ impl Controllers {
                 message: format!("Failed to schedule pod, {}", reasons.join("; ")),
             };
             failed.push(event.clone());
-            self.event(event);
+            self.event(event, now);
         }
         let mut planned = Vec::new();
         for plan in &decision.nodeclaims {
             let pool = pool_names[plan.node_pool].clone();
-            let name = self.create_nodeclaim(plan, &pool, "provisioned");
+            let name = self.create_nodeclaim(plan, &pool, "provisioned", now);
             for p in &plan.pods {
-                self.nominate(&keys[*p], &name);
-                self.nominated_event(&keys[*p], &name, None);
+                self.nominate(&keys[*p], &name, now);
+                self.nominated_event(&keys[*p], &name, None, now);
             }
             let taints = &self.cluster.nodeclaims[&name].taints;
             if let Some(node) = PlannedNode::of(&name, plan, &pools[plan.node_pool], taints) {
@@ -523,7 +522,7 @@ impl Controllers {
             // pods left pending go round again, a while later: solving every batch window
             // for pods nothing can host only burns CPU
             self.cancel(&Timer::RetryPending);
-            self.at(self.now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
+            self.at(now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
         }
         planned
     }
@@ -545,8 +544,8 @@ impl Controllers {
     /// Tells each NodePool whose requirements filter out all its instance types, as Karpenter
     /// does before each batch's scheduling simulation: a log line each batch, and a warning
     /// event on the NodePool at most once a minute.
-    fn tell_incompatible_pools(&mut self) {
-        let (pools, _) = self.pool_inputs();
+    fn tell_incompatible_pools(&mut self, now: Duration) {
+        let (pools, _) = self.pool_inputs(now);
         for np in &pools {
             let Some(why) = no_compatible_types(np, self.settings.min_values_policy) else {
                 continue;
@@ -564,30 +563,32 @@ impl Controllers {
                 "skipping, nodepool requirements filtered out all instance types",
                 fields,
             );
-            self.event(Event {
-                kind: EventObject::NodePool,
-                name: np.name.clone(),
-                warning: true,
-                reason: "NoCompatibleInstanceTypes".into(),
-                message: why.message().into(),
-            });
+            self.event(
+                Event {
+                    kind: EventObject::NodePool,
+                    name: np.name.clone(),
+                    warning: true,
+                    reason: "NoCompatibleInstanceTypes".into(),
+                    message: why.message().into(),
+                },
+                now,
+            );
         }
     }
 
     /// A pod is to go to this NodeClaim; the first time it is, the provisioner found it a
     /// place (Karpenter's provisioning latency metrics count from here).
-    fn nominate(&mut self, pod: &str, claim: &str) {
+    fn nominate(&mut self, pod: &str, claim: &str, now: Duration) {
         if let Some(rec) = self.cluster.pods.get_mut(pod) {
             rec.nominated = Some(claim.to_string());
-            rec.schedulable_since.get_or_insert(self.now);
+            rec.schedulable_since.get_or_insert(now);
         }
     }
 
     /// A solve decided about these pods, leaving `unschedulable` of them without a place:
     /// each pod's first decision counts into Karpenter's decision latency, and the pass
     /// into the scheduler's gauges.
-    fn count_decided(&mut self, keys: &[String], unschedulable: usize) {
-        let now = self.now;
+    fn count_decided(&mut self, keys: &[String], unschedulable: usize, now: Duration) {
         for k in keys {
             let Some(rec) = self.cluster.pods.get_mut(k) else {
                 continue;
@@ -608,29 +609,38 @@ impl Controllers {
 
     /// Karpenter's `Nominated` event: the pod should schedule on this NodeClaim (and its
     /// node, once registered).
-    pub(super) fn nominated_event(&mut self, pod: &str, claim: &str, node: Option<&str>) {
+    pub(super) fn nominated_event(
+        &mut self,
+        pod: &str,
+        claim: &str,
+        node: Option<&str>,
+        now: Duration,
+    ) {
         let mut on = format!("nodeclaim/{claim}");
         if let Some(node) = node {
             on.push_str(&format!(", node/{node}"));
         }
-        self.event(Event {
-            kind: EventObject::Pod,
-            name: pod.to_string(),
-            warning: false,
-            reason: "Nominated".into(),
-            message: format!("Pod should schedule on: {on}"),
-        });
+        self.event(
+            Event {
+                kind: EventObject::Pod,
+                name: pod.to_string(),
+                warning: false,
+                reason: "Nominated".into(),
+                message: format!("Pod should schedule on: {on}"),
+            },
+            now,
+        );
     }
 
     /// A fingerprint of everything a solve for these pending pods reads: the cluster's
     /// writes, the unavailable offerings, and the NodePools, nodes, in-flight NodeClaims and
     /// nominations as the solver gets them (the controllers' own writes included).
-    fn provisioning_inputs(&mut self, keys: &[String]) -> u64 {
+    fn provisioning_inputs(&mut self, keys: &[String], now: Duration) -> u64 {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (self.cluster.generation(), self.cluster.pod_writes()).hash(&mut h);
         self.unavailable.generation().hash(&mut h);
         keys.hash(&mut h);
-        let (pools, _) = self.pool_inputs();
+        let (pools, _) = self.pool_inputs(now);
         let (existing, _) = self.capacity_in_place(&pools);
         let mut text = DebugHasher(&mut h);
         for p in &pools {
@@ -656,11 +666,11 @@ impl Controllers {
         h.finish()
     }
 
-    /// What the provisioner would do now for every pod that wants capacity, without doing
+    /// What the provisioner would do at `now` for every pod that wants capacity, without doing
     /// it: `kerf schedule`'s dry run over the cluster its manifests describe.
-    pub fn dry_run(&mut self) -> Solved {
+    pub fn dry_run(&mut self, now: Duration) -> Solved {
         let keys = self.cluster.pods_where(|p| p.wants_capacity());
-        let (pools, pool_names) = self.pool_inputs();
+        let (pools, pool_names) = self.pool_inputs(now);
         let options = self.solve_options();
         let mut solved = self.solve_over(keys, &pools, pool_names, options, Packing::NearBound);
         solved.ignored = (self.cluster.pods.iter())
@@ -673,8 +683,8 @@ impl Controllers {
     /// One solve for these pending pods over the whole cluster: its NodePools within their
     /// limits, its nodes and in-flight NodeClaims with the pods bound or nominated to them;
     /// with the NodePools as the solver read them.
-    fn solve_pending(&mut self, keys: Vec<String>) -> (Solved, Vec<NodePoolInput>) {
-        let (pools, pool_names) = self.pool_inputs();
+    fn solve_pending(&mut self, keys: Vec<String>, now: Duration) -> (Solved, Vec<NodePoolInput>) {
+        let (pools, pool_names) = self.pool_inputs(now);
         // wall-clock time, for the scheduling-duration histogram only: no decision reads it
         let started = std::time::Instant::now();
         let options = self.solve_options();
@@ -903,6 +913,7 @@ impl Controllers {
         plan: &PlannedNodeClaim,
         pool_name: &str,
         reason: &str,
+        now: Duration,
     ) -> String {
         let name = nodeclaim_name(pool_name, &mut self.rng);
         let relaxed = if plan.min_values_relaxed {
@@ -951,13 +962,13 @@ impl Controllers {
         }
         let annotations = annotations.clone();
         object.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
-        let overlaid_prices = self.overlaid_prices(pool_name, &types);
+        let overlaid_prices = self.overlaid_prices(pool_name, &types, now);
         self.cluster.nodeclaims.insert(
             name.clone(),
             ClaimRecord {
                 node_pool: pool_name.to_string(),
                 node_class: class,
-                created: self.now,
+                created: now,
                 requirements: plan.requirements.clone(),
                 taints: object.spec.taints.clone(),
                 startup_taints: object.spec.startup_taints.clone(),
@@ -983,7 +994,7 @@ impl Controllers {
         );
         self.actions
             .push(super::Action::CreateNodeClaim(Box::new(object)));
-        self.launch(&name);
+        self.launch(&name, now);
         // its conditions Unknown until the launch answers, as Karpenter writes them first
         // (after the launch in the NodeClaim's lane, so that the launch waits on no write)
         self.status_changed(&name);
@@ -1008,9 +1019,10 @@ impl Controllers {
         &mut self,
         pool: &str,
         types: &[String],
+        now: Duration,
     ) -> BTreeMap<(String, String, String), f64> {
         let mut prices = BTreeMap::new();
-        let Some(overlaid) = self.overlay_evaluation().by_pool.remove(pool) else {
+        let Some(overlaid) = self.overlay_evaluation(now).by_pool.remove(pool) else {
             return prices;
         };
         for t in overlaid.iter().filter(|t| types.contains(&t.name)) {

@@ -72,12 +72,17 @@ impl Controllers {
     /// A reboot decision turned into a replacement when its NodeClaim was rebooted
     /// [`REBOOTS_BEFORE_REPLACEMENT`] times within [`REBOOT_WINDOW`]: rebooting did not cure
     /// it. Returns whether it escalated.
-    pub(super) fn escalate_reboot(&self, claim: &str, decision: &mut Decision) -> bool {
+    pub(super) fn escalate_reboot(
+        &self,
+        claim: &str,
+        decision: &mut Decision,
+        now: Duration,
+    ) -> bool {
         if decision.action != RepairAction::Reboot {
             return false;
         }
         let recent = (self.reboot.committed.get(claim).into_iter().flatten())
-            .filter(|t| self.now < **t + REBOOT_WINDOW)
+            .filter(|t| now < **t + REBOOT_WINDOW)
             .count();
         if recent < REBOOTS_BEFORE_REPLACEMENT {
             return false;
@@ -89,7 +94,7 @@ impl Controllers {
     /// Commits a reboot of `node` for repair: the drain bound and `Rebooting` written on its
     /// NodeClaim, counted as Karpenter's `reboot` decision. Returns whether it was committed
     /// (not when a reboot is under way or the NodeClaim is going).
-    pub(super) fn commit_reboot(&mut self, node: &str, decision: &Decision) -> bool {
+    pub(super) fn commit_reboot(&mut self, node: &str, decision: &Decision, now: Duration) -> bool {
         let Some((claim, c)) = self.cluster.claim_of_node(node) else {
             return false;
         };
@@ -111,14 +116,13 @@ impl Controllers {
         if let Some(c) = self.cluster.nodeclaims.get_mut(&claim) {
             c.reboot = Some(Reboot {
                 phase: RebootPhase::Requested,
-                requested: self.now,
+                requested: now,
                 message,
                 drain_bound: Ok(Some(bound)),
                 pre_boot_id: None,
             });
         }
         (self.disruption.disrupted_for).insert(claim.clone(), DisruptionReason::Unhealthy);
-        let now = self.now;
         let times = self.reboot.committed.entry(claim.clone()).or_default();
         times.retain(|t| now < *t + REBOOT_WINDOW);
         times.push(now);
@@ -129,13 +133,13 @@ impl Controllers {
             json!({"NodeClaim": {"name": claim}}),
         );
         self.count_repair(&claim, decision, bound);
-        self.reboot_at(&claim, self.now);
+        self.reboot_at(&claim, now);
         true
     }
 
     /// One look at a NodeClaim's reboot: the drain, the cloud's call, the new boot, the
     /// timeouts.
-    pub(super) fn reboot_step(&mut self, claim: &str) {
+    pub(super) fn reboot_step(&mut self, claim: &str, now: Duration) {
         let Some(c) = self.cluster.nodeclaims.get(claim) else {
             self.forget_reboot(claim);
             return;
@@ -154,25 +158,25 @@ impl Controllers {
             .filter(|n| self.cluster.nodes.contains_key(n));
         (self.disruption.disrupted_for).insert(claim.to_string(), DisruptionReason::Unhealthy);
         match r.phase {
-            RebootPhase::Requested => self.reboot_requested(claim, node.as_deref(), &r),
-            RebootPhase::Issued(at) => self.reboot_issued_step(claim, node.as_deref(), &r, at),
+            RebootPhase::Requested => self.reboot_requested(claim, node.as_deref(), &r, now),
+            RebootPhase::Issued(at) => self.reboot_issued_step(claim, node.as_deref(), &r, at, now),
             RebootPhase::Ended { .. } => {}
         }
     }
 
     /// `RebootRequested`: taint, drain, record the boot id, ask the cloud.
-    fn reboot_requested(&mut self, claim: &str, node: Option<&str>, r: &Reboot) {
+    fn reboot_requested(&mut self, claim: &str, node: Option<&str>, r: &Reboot, now: Duration) {
         if let Err(why) = &r.drain_bound {
-            self.reboot_invalid(claim, node, &format!("invalid reboot request: {why}"));
+            self.reboot_invalid(claim, node, &format!("invalid reboot request: {why}"), now);
             return;
         }
         let issuing = self.reboot.issuing.get(claim).copied();
         let deadline = issuing.unwrap_or(r.requested) + ISSUANCE_TIMEOUT;
         let Some(node) = node else {
-            if self.now >= deadline {
-                self.reboot_failed(claim, "provider_error", NOT_ISSUED);
+            if now >= deadline {
+                self.reboot_failed(claim, "provider_error", NOT_ISSUED, now);
             } else {
-                self.reboot_at(claim, self.now + REBOOT_POLL);
+                self.reboot_at(claim, now + REBOOT_POLL);
             }
             return;
         };
@@ -184,17 +188,17 @@ impl Controllers {
             // drained already, and asked before (a refused call, or a restart): a new boot
             // means the call went through; else it is asked again, not drained again
             if *pre != boot_id {
-                self.reboot_issued(claim);
+                self.reboot_issued(claim, now);
                 return;
             }
             if issuing.is_none() {
-                self.reboot.issuing.insert(claim.to_string(), self.now);
-            } else if self.now >= deadline {
-                self.reboot_failed(claim, "provider_error", NOT_ISSUED);
+                self.reboot.issuing.insert(claim.to_string(), now);
+            } else if now >= deadline {
+                self.reboot_failed(claim, "provider_error", NOT_ISSUED, now);
                 return;
             }
             if let Some(again) =
-                (self.reboot.failed.get(claim).map(|t| *t + REBOOT_POLL)).filter(|t| self.now < *t)
+                (self.reboot.failed.get(claim).map(|t| *t + REBOOT_POLL)).filter(|t| now < *t)
             {
                 self.reboot_at(claim, again.min(deadline));
                 return;
@@ -203,7 +207,7 @@ impl Controllers {
             return;
         }
         self.add_rebooting_taint(node);
-        if !self.drained_for_reboot(claim, node, r) {
+        if !self.drained_for_reboot(claim, node, r, now) {
             return;
         }
         self.actions.push(Action::AnnotateNodeClaim {
@@ -218,7 +222,7 @@ impl Controllers {
         {
             *pre_boot_id = Some(boot_id.clone());
         }
-        self.reboot.issuing.insert(claim.to_string(), self.now);
+        self.reboot.issuing.insert(claim.to_string(), now);
         self.ask_reboot(claim, node, r, &boot_id);
     }
 
@@ -247,7 +251,6 @@ impl Controllers {
         result: Result<(), RebootRefusal>,
         now: Duration,
     ) {
-        self.now = self.now.max(now);
         self.activity += 1;
         self.reboot.asked.remove(claim);
         let under_way = (self.cluster.nodeclaims.get(claim))
@@ -257,29 +260,29 @@ impl Controllers {
             return;
         }
         match result {
-            Ok(()) => self.reboot_issued(claim),
+            Ok(()) => self.reboot_issued(claim, now),
             Err(RebootRefusal::NotImplemented) => {
                 let message = "reboot not implemented by the cloud provider";
-                self.reboot_failed(claim, "provider_error", message);
+                self.reboot_failed(claim, "provider_error", message, now);
             }
             Err(RebootRefusal::Rejected(why)) => {
                 let message = format!("reboot rejected by the cloud provider: {why}");
-                self.reboot_failed(claim, "provider_error", &message);
+                self.reboot_failed(claim, "provider_error", &message, now);
             }
             Err(RebootRefusal::Failed(why)) => {
-                self.reboot.failed.insert(claim.to_string(), self.now);
+                self.reboot.failed.insert(claim.to_string(), now);
                 self.log_error(
                     "nodeclaim.reboot",
                     "failed to reboot node",
                     json!({"NodeClaim": {"name": claim}, "error": why}),
                 );
-                self.reboot_at(claim, self.now + REBOOT_POLL);
+                self.reboot_at(claim, now + REBOOT_POLL);
             }
         }
     }
 
     /// The cloud took the reboot: `RebootIssued`, the node no longer initialized.
-    fn reboot_issued(&mut self, claim: &str) {
+    fn reboot_issued(&mut self, claim: &str, now: Duration) {
         self.settle_reboot(claim);
         let Some(c) = self.cluster.nodeclaims.get_mut(claim) else {
             return;
@@ -287,7 +290,7 @@ impl Controllers {
         let Some(r) = c.reboot.as_mut() else {
             return;
         };
-        r.phase = RebootPhase::Issued(self.now);
+        r.phase = RebootPhase::Issued(now);
         c.initialized = false;
         let node = c.node.clone();
         self.cluster.changes.disruption = true;
@@ -298,11 +301,18 @@ impl Controllers {
                 labels: BTreeMap::from([(labels::INITIALIZED.into(), None)]),
             });
         }
-        self.reboot_at(claim, self.now + REBOOT_POLL);
+        self.reboot_at(claim, now + REBOOT_POLL);
     }
 
     /// `RebootIssued`: a new boot id lifts the taint; with the node Ready, it succeeded.
-    fn reboot_issued_step(&mut self, claim: &str, node: Option<&str>, r: &Reboot, at: Duration) {
+    fn reboot_issued_step(
+        &mut self,
+        claim: &str,
+        node: Option<&str>,
+        r: &Reboot,
+        at: Duration,
+        now: Duration,
+    ) {
         let booted = node
             .map(|n| &self.cluster.nodes[n])
             .filter(|n| r.pre_boot_id.as_ref().is_some_and(|pre| *pre != n.boot_id));
@@ -314,30 +324,34 @@ impl Controllers {
                     node: name.to_string(),
                     key: labels::REBOOTING_TAINT_KEY.into(),
                 });
-                self.event(Event {
-                    kind: EventObject::NodeClaim,
-                    name: claim.to_string(),
-                    warning: false,
-                    reason: "RebootObserved".into(),
-                    message: "New boot observed (bootID changed); awaiting node readiness".into(),
-                });
+                self.event(
+                    Event {
+                        kind: EventObject::NodeClaim,
+                        name: claim.to_string(),
+                        warning: false,
+                        reason: "RebootObserved".into(),
+                        message: "New boot observed (bootID changed); awaiting node readiness"
+                            .into(),
+                    },
+                    now,
+                );
             }
             if ready {
-                self.reboot_succeeded(claim, r, at);
+                self.reboot_succeeded(claim, r, at, now);
                 return;
             }
         }
-        if self.now >= at + RECOVERY_TIMEOUT {
+        if now >= at + RECOVERY_TIMEOUT {
             let message = "node did not recover within the observation window";
-            self.reboot_failed(claim, "recovery_timeout", message);
+            self.reboot_failed(claim, "recovery_timeout", message, now);
             return;
         }
-        let next = (self.now + REBOOT_POLL).min(at + RECOVERY_TIMEOUT);
+        let next = (now + REBOOT_POLL).min(at + RECOVERY_TIMEOUT);
         self.reboot_at(claim, next);
     }
 
     /// The node came back: `Rebooting` False `RebootSucceeded`; it initializes again.
-    fn reboot_succeeded(&mut self, claim: &str, r: &Reboot, issued: Duration) {
+    fn reboot_succeeded(&mut self, claim: &str, r: &Reboot, issued: Duration, now: Duration) {
         self.actions.push(Action::AnnotateNodeClaim {
             nodeclaim: claim.to_string(),
             annotations: BTreeMap::from([(labels::REBOOT_PRE_BOOT_ID.to_string(), None)]),
@@ -346,15 +360,16 @@ impl Controllers {
             claim,
             "RebootSucceeded",
             "node rebooted and rejoined the cluster",
+            now,
         );
         self.log(
             "nodeclaim.reboot",
             "reboot reached terminal outcome",
             json!({"NodeClaim": {"name": claim}, "reason": "RebootSucceeded"}),
         );
-        let took = self.now.saturating_sub(r.requested).as_secs_f64();
+        let took = now.saturating_sub(r.requested).as_secs_f64();
         self.count_reboot("succeeded", took);
-        let recovery = self.now.saturating_sub(issued).as_secs_f64();
+        let recovery = now.saturating_sub(issued).as_secs_f64();
         (self.metrics.recorder()).observe(
             &families::NODES_REBOOT_RECOVERY_DURATION_SECONDS,
             &[],
@@ -366,7 +381,7 @@ impl Controllers {
 
     /// The reboot failed: the node is given up (its NodeClaim deleted, its pods going by the
     /// drain bound), said on the NodeClaim.
-    fn reboot_failed(&mut self, claim: &str, result: &'static str, message: &str) {
+    fn reboot_failed(&mut self, claim: &str, result: &'static str, message: &str, now: Duration) {
         let Some(c) = self.cluster.nodeclaims.get(claim) else {
             return;
         };
@@ -377,7 +392,7 @@ impl Controllers {
                 key: labels::REBOOTING_TAINT_KEY.into(),
             });
         }
-        self.tell_reboot_failed(claim, message);
+        self.tell_reboot_failed(claim, message, now);
         self.log_error(
             "nodeclaim.reboot",
             "reboot failed, replacing node",
@@ -385,19 +400,19 @@ impl Controllers {
         );
         let took = r
             .as_ref()
-            .map_or(0.0, |r| self.now.saturating_sub(r.requested).as_secs_f64());
+            .map_or(0.0, |r| now.saturating_sub(r.requested).as_secs_f64());
         self.count_reboot(result, took);
         self.settle_reboot(claim);
         if let Some(bound) = r.and_then(|r| r.drain_bound.ok().flatten()) {
-            self.terminate_by(claim, self.now + bound);
+            self.terminate_by(claim, now + bound, now);
         }
         (self.disruption.disrupted_for).insert(claim.to_string(), DisruptionReason::Unhealthy);
-        self.delete_nodeclaim(claim);
+        self.delete_nodeclaim(claim, now);
     }
 
     /// The reboot asked for cannot be carried out as written (a drain bound that does not
     /// read): it ends failed and the node stays, untainted, as Karpenter's `invalid_request`.
-    fn reboot_invalid(&mut self, claim: &str, node: Option<&str>, message: &str) {
+    fn reboot_invalid(&mut self, claim: &str, node: Option<&str>, message: &str, now: Duration) {
         if let Some(node) = node {
             self.actions.push(Action::RemoveTaint {
                 node: node.to_string(),
@@ -406,7 +421,7 @@ impl Controllers {
         }
         let took = (self.cluster.nodeclaims.get(claim))
             .and_then(|c| c.reboot.as_ref())
-            .map_or(0.0, |r| self.now.saturating_sub(r.requested).as_secs_f64());
+            .map_or(0.0, |r| now.saturating_sub(r.requested).as_secs_f64());
         let pre_boot = (self.cluster.nodeclaims.get(claim))
             .and_then(|c| c.reboot.as_ref())
             .is_some_and(|r| r.pre_boot_id.is_some());
@@ -416,31 +431,39 @@ impl Controllers {
                 annotations: BTreeMap::from([(labels::REBOOT_PRE_BOOT_ID.to_string(), None)]),
             });
         }
-        self.end_reboot(claim, "RebootFailed", message);
+        self.end_reboot(claim, "RebootFailed", message, now);
         self.log(
             "nodeclaim.reboot",
             "reboot reached terminal outcome",
             json!({"NodeClaim": {"name": claim}, "reason": "RebootFailed"}),
         );
-        self.tell_reboot_failed(claim, message);
+        self.tell_reboot_failed(claim, message, now);
         self.count_reboot("invalid_request", took);
     }
 
     /// Karpenter's `RebootFailed` Warning on the NodeClaim.
-    fn tell_reboot_failed(&mut self, claim: &str, message: &str) {
-        self.event(Event {
-            kind: EventObject::NodeClaim,
-            name: claim.to_string(),
-            warning: true,
-            reason: "RebootFailed".into(),
-            message: message.to_string(),
-        });
+    fn tell_reboot_failed(&mut self, claim: &str, message: &str, now: Duration) {
+        self.event(
+            Event {
+                kind: EventObject::NodeClaim,
+                name: claim.to_string(),
+                warning: true,
+                reason: "RebootFailed".into(),
+                message: message.to_string(),
+            },
+            now,
+        );
     }
 
     /// A NodeClaim read again: a reboot still asked for takes its drain bound as the
     /// annotation says now, as Karpenter reads it at each look (an annotation taken off is
     /// left alone: these controllers' own write of it may not be back yet).
-    pub(super) fn reboot_bound_observed(&mut self, claim: &str, object: &kerf_api::NodeClaim) {
+    pub(super) fn reboot_bound_observed(
+        &mut self,
+        claim: &str,
+        object: &kerf_api::NodeClaim,
+        now: Duration,
+    ) {
         let annotated = (object.metadata.annotations.as_ref())
             .is_some_and(|a| a.contains_key(labels::REBOOT_TERMINATION_GRACE_PERIOD));
         if !annotated {
@@ -455,16 +478,16 @@ impl Controllers {
             return;
         }
         r.drain_bound = bound;
-        self.reboot_at(claim, self.now);
+        self.reboot_at(claim, now);
     }
 
     /// `Rebooting` False with this outcome, from now: repair tolerates a fault again from
     /// here.
-    fn end_reboot(&mut self, claim: &str, reason: &'static str, message: &str) {
+    fn end_reboot(&mut self, claim: &str, reason: &'static str, message: &str, now: Duration) {
         self.settle_reboot(claim);
         if let Some(r) = (self.cluster.nodeclaims.get_mut(claim)).and_then(|c| c.reboot.as_mut()) {
             r.phase = RebootPhase::Ended {
-                at: self.now,
+                at: now,
                 reason,
                 message: message.to_string(),
             };
@@ -531,14 +554,14 @@ impl Controllers {
     /// request, and every pod evicted that may be, or the drain bound reached (what is left
     /// rides through the reboot). Evicts in tiers, as termination's drain does, but never
     /// deletes a pod.
-    fn drained_for_reboot(&mut self, claim: &str, node: &str, r: &Reboot) -> bool {
+    fn drained_for_reboot(&mut self, claim: &str, node: &str, r: &Reboot, now: Duration) -> bool {
         let earliest = r.requested + MIN_DRAIN;
         let bound = r.drain_bound.clone().ok().flatten();
         let deadline = bound.map(|b| r.requested + b.max(MIN_DRAIN));
-        if bound == Some(Duration::ZERO) && self.now >= earliest {
+        if bound == Some(Duration::ZERO) && now >= earliest {
             return true;
         }
-        if deadline.is_some_and(|d| self.now >= d) {
+        if deadline.is_some_and(|d| now >= d) {
             return true;
         }
         // no eviction before the taint is stored: the replacements would come right back
@@ -566,12 +589,11 @@ impl Controllers {
                     if p.terminating || self.termination.evicting.contains(&self.cluster, k) {
                         continue;
                     }
-                    if pod_blocks(&p.shape, p.started, self.now) || budgets.blocks(&self.cluster, k)
-                    {
+                    if pod_blocks(&p.shape, p.started, now) || budgets.blocks(&self.cluster, k) {
                         continue;
                     }
                     budgets.spend(&self.cluster, k);
-                    self.evict(k, None, claim);
+                    self.evict(k, None, claim, now);
                 }
                 if left > 0 {
                     break;
@@ -580,10 +602,10 @@ impl Controllers {
         } else {
             left = on_node.len().max(1);
         }
-        if left == 0 && self.now >= earliest {
+        if left == 0 && now >= earliest {
             return true;
         }
-        let mut next = self.now + super::termination::EVICTION_WAIT;
+        let mut next = now + super::termination::EVICTION_WAIT;
         if left == 0 {
             next = earliest;
         }

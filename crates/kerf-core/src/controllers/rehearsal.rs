@@ -12,6 +12,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::{Taint, labels};
@@ -136,7 +137,7 @@ impl Controllers {
     /// it places on another NodeClaim than the one they are nominated to are nominated there;
     /// the nominated pods it places nowhere are returned, their nominations ended, to be
     /// provisioned for again in this batch.
-    pub(super) fn rehearse(&mut self, planned: &[PlannedNode]) -> Vec<String> {
+    pub(super) fn rehearse(&mut self, planned: &[PlannedNode], now: Duration) -> Vec<String> {
         let mut facts = FactsByShape::default();
         let seats = self.seats(planned, &HashSet::new(), &mut facts);
         let cluster = &self.cluster;
@@ -174,7 +175,7 @@ impl Controllers {
                 p.nominated = Some(claim.clone());
             }
             let node = (self.cluster.nodeclaims.get(&claim)).and_then(|c| c.node.clone());
-            self.nominated_event(&pod, &claim, node.as_deref());
+            self.nominated_event(&pod, &claim, node.as_deref(), now);
         }
         for pod in &leftovers {
             if let Some(p) = self.cluster.pods.get_mut(pod) {

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use kerf_api::labels;
 use kerf_scheduling::InstanceTypeOption;
@@ -63,7 +64,7 @@ impl Controllers {
 
     /// Deletes every NodeClaim running in a capacity block its class reports `expiring`
     /// (Karpenter: 40 minutes before the block ends, ten before EC2 starts reclaiming).
-    pub(super) fn expire_capacity_blocks(&mut self) {
+    pub(super) fn expire_capacity_blocks(&mut self, now: Duration) {
         // it runs at every reaction: most clusters have no block expiring to look for
         let any_expiring = (self.cluster.node_classes.values())
             .filter_map(|k| k.status.as_ref())
@@ -95,7 +96,7 @@ impl Controllers {
                 "initiating delete for capacity block expiration",
                 json!({"NodeClaim": {"name": claim}, "capacity-reservation-id": id}),
             );
-            self.delete_nodeclaim(&claim);
+            self.delete_nodeclaim(&claim, now);
         }
     }
 }

@@ -17,6 +17,7 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use kerf_api::labels;
 use kerf_scheduling::launch::{Launch, LaunchOption};
@@ -61,7 +62,7 @@ pub(super) struct StaticPools {
 
 impl Controllers {
     /// Brings every static NodePool to its replica count (gate on).
-    pub(super) fn reconcile_static_pools(&mut self) {
+    pub(super) fn reconcile_static_pools(&mut self, now: Duration) {
         if !self.settings.static_capacity {
             return;
         }
@@ -71,7 +72,7 @@ impl Controllers {
             .iter()
             .filter_map(|(name, np)| np.spec.replicas.map(|r| (name.clone(), r)))
             .collect();
-        self.follow_static_replacements();
+        self.follow_static_replacements(now);
         for (pool, replicas) in pools {
             let (active, deleting, unstored) = self.static_counts(&pool);
             let active_count = i64::try_from(active.len()).unwrap_or(i64::MAX);
@@ -85,12 +86,13 @@ impl Controllers {
                     replicas,
                     active_count + unstored,
                     deleting - unstored,
+                    now,
                 ),
-                Ordering::Greater => self.shrink_static(&pool, replicas, &active),
+                Ordering::Greater => self.shrink_static(&pool, replicas, &active, now),
                 // one method acts at a time, repair first, as Karpenter's loop runs them
                 Ordering::Equal => {
-                    if !self.repair_static(&pool, &active, deleting) {
-                        self.replace_drifted_static(&pool, &active, deleting);
+                    if !self.repair_static(&pool, &active, deleting, now) {
+                        self.replace_drifted_static(&pool, &active, deleting, now);
                     }
                 }
             }
@@ -120,7 +122,7 @@ impl Controllers {
 
     /// Drifted NodeClaims whose replacement is initialized are deleted; a replacement that
     /// went (its launch failed) is forgotten, and its drifted node untainted to try again.
-    fn follow_static_replacements(&mut self) {
+    fn follow_static_replacements(&mut self, now: Duration) {
         let pairs: Vec<(String, String, DisruptionReason, std::time::Duration)> = self
             .static_capacity
             .replacing
@@ -147,12 +149,12 @@ impl Controllers {
                 Some(r) if r.initialized => {
                     self.static_capacity.replacing.remove(&drifted);
                     let node = node.unwrap_or_default();
-                    self.terminate_disrupted(&node, &drifted, why);
+                    self.terminate_disrupted(&node, &drifted, why, now);
                 }
                 // a replacement that has not initialized in time is given up, as Karpenter's
                 // queue gives a command's replacements up: the node stays, untainted, and
                 // the replacement is one NodeClaim too many, which the pool scales down
-                Some(_) if self.now >= launched_at + super::disruption::REPLACEMENT_TIMEOUT => {
+                Some(_) if now >= launched_at + super::disruption::REPLACEMENT_TIMEOUT => {
                     self.static_capacity.replacing.remove(&drifted);
                     if let Some(n) = &node {
                         self.untaint(n);
@@ -165,7 +167,13 @@ impl Controllers {
 
     /// Replaces drifted nodes of a NodePool at its count, replacement first, as many at once
     /// as its `Drifted` budget and node limit allow.
-    fn replace_drifted_static(&mut self, pool: &str, active: &[String], others: i64) {
+    fn replace_drifted_static(
+        &mut self,
+        pool: &str,
+        active: &[String],
+        others: i64,
+        now: Duration,
+    ) {
         let drifted: Vec<String> = active
             .iter()
             .filter(|c| {
@@ -182,8 +190,10 @@ impl Controllers {
         // the Drifted budget as Karpenter counts it, less the replacements and deletions under
         // way here (most of which it counts already: their nodes are tainted or deleting)
         let going = usize::try_from(others).unwrap_or(0);
-        let budget = (self.budgets_now().get(&(pool, DisruptionReason::Drifted)))
-            .map_or(0, |b| b.allowed.saturating_sub(b.consuming.max(going)));
+        let budget = (self
+            .budgets_now(now)
+            .get(&(pool, DisruptionReason::Drifted)))
+        .map_or(0, |b| b.allowed.saturating_sub(b.consuming.max(going)));
         let limit = np.spec.limits.get("nodes").map_or(i64::MAX, |q| {
             i64::try_from(q.milli() / 1000).unwrap_or(i64::MAX)
         });
@@ -193,11 +203,11 @@ impl Controllers {
             if budget > 0 {
                 // at its node limit: no replacement can be staged
                 let at_limit = drifted.into_iter().take(budget).collect();
-                self.drifted_at_limit(pool, at_limit);
+                self.drifted_at_limit(pool, at_limit, now);
             }
             return;
         }
-        let Some(plan) = self.static_plan(pool) else {
+        let Some(plan) = self.static_plan(pool, now) else {
             return;
         };
         for claim in drifted.into_iter().take(granted) {
@@ -213,9 +223,9 @@ impl Controllers {
             );
             self.taint(&node);
             let drifted = kerf_api::nodepool::DisruptionReason::Drifted;
-            let replacement = self.launch_replacement(&plan, pool, drifted);
-            (self.static_capacity.replacing).insert(claim, (replacement, drifted, self.now));
-            let timeout = self.now + super::disruption::REPLACEMENT_TIMEOUT;
+            let replacement = self.launch_replacement(&plan, pool, drifted, now);
+            (self.static_capacity.replacing).insert(claim, (replacement, drifted, now));
+            let timeout = now + super::disruption::REPLACEMENT_TIMEOUT;
             self.at(timeout, super::Timer::StaticCapacity);
         }
     }
@@ -225,7 +235,7 @@ impl Controllers {
     /// deleted before its replacement exists, as Karpenter's terminate-first: the pool's
     /// count then falls short and the NodePool is refilled. Otherwise each is told blocked
     /// (once per two minutes on its Node and NodeClaim).
-    fn drifted_at_limit(&mut self, pool: &str, claims: Vec<String>) {
+    fn drifted_at_limit(&mut self, pool: &str, claims: Vec<String>, now: Duration) {
         let np = &self.cluster.node_pools[pool];
         let first = self.settings.terminate_first_drift
             && np.metadata.deletion_timestamp.is_none()
@@ -235,7 +245,7 @@ impl Controllers {
                 .and_then(|c| c.node.clone())
                 .unwrap_or_default();
             if !first {
-                self.blocked_at_limit(&node, &claim);
+                self.blocked_at_limit(&node, &claim, now);
                 continue;
             }
             let decision = "terminate-first";
@@ -253,7 +263,7 @@ impl Controllers {
                        "disrupted-node-count": 1, "replacement-node-count": 0}),
             );
             self.taint(&node);
-            self.terminate_disrupted(&node, &claim, DisruptionReason::Drifted);
+            self.terminate_disrupted(&node, &claim, DisruptionReason::Drifted, now);
         }
     }
 
@@ -277,7 +287,7 @@ impl Controllers {
     /// it is initialized; at the limit, with `TerminateFirstRepair` (and the NodePool ready
     /// and not being deleted), the node is deleted first and the pool refilled, otherwise it
     /// waits, told `DisruptionBlocked`. Whether anything was done.
-    fn repair_static(&mut self, pool: &str, active: &[String], others: i64) -> bool {
+    fn repair_static(&mut self, pool: &str, active: &[String], others: i64, now: Duration) -> bool {
         if !self.settings.node_repair {
             return false;
         }
@@ -294,8 +304,10 @@ impl Controllers {
         due.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
         let np = self.cluster.node_pools[pool].clone();
         let going = usize::try_from(others).unwrap_or(0);
-        let mut budget = (self.budgets_now().get(&(pool, DisruptionReason::Unhealthy)))
-            .map_or(0, |b| b.allowed.saturating_sub(b.consuming.max(going)));
+        let mut budget = (self
+            .budgets_now(now)
+            .get(&(pool, DisruptionReason::Unhealthy)))
+        .map_or(0, |b| b.allowed.saturating_sub(b.consuming.max(going)));
         let limit = np.spec.limits.get("nodes").map_or(i64::MAX, |q| {
             i64::try_from(q.milli() / 1000).unwrap_or(i64::MAX)
         });
@@ -313,15 +325,15 @@ impl Controllers {
             }
             let unhealthy = DisruptionReason::Unhealthy;
             if room > 0 {
-                let Some(plan) = self.static_plan(pool) else {
+                let Some(plan) = self.static_plan(pool, now) else {
                     return acted;
                 };
                 room -= 1;
                 self.select_repair(&node);
                 self.static_command(pool, &node, &claim, "replace", 1);
-                let replacement = self.launch_replacement(&plan, pool, unhealthy);
-                (self.static_capacity.replacing).insert(claim, (replacement, unhealthy, self.now));
-                let timeout = self.now + super::disruption::REPLACEMENT_TIMEOUT;
+                let replacement = self.launch_replacement(&plan, pool, unhealthy, now);
+                (self.static_capacity.replacing).insert(claim, (replacement, unhealthy, now));
+                let timeout = now + super::disruption::REPLACEMENT_TIMEOUT;
                 self.at(timeout, super::Timer::StaticCapacity);
             } else if self.settings.terminate_first_repair && refillable {
                 self.select_repair(&node);
@@ -330,9 +342,9 @@ impl Controllers {
                     &[pool, "unhealthy", "static-at-limit"],
                 );
                 self.static_command(pool, &node, &claim, "terminate-first", 0);
-                self.terminate_disrupted(&node, &claim, unhealthy);
+                self.terminate_disrupted(&node, &claim, unhealthy, now);
             } else {
-                self.blocked_at_limit(&node, &claim);
+                self.blocked_at_limit(&node, &claim, now);
                 continue;
             }
             acted = true;
@@ -342,16 +354,19 @@ impl Controllers {
 
     /// A static NodePool's node that cannot be replaced first at the node limit, told
     /// `DisruptionBlocked` on its Node and NodeClaim (once per two minutes).
-    fn blocked_at_limit(&mut self, node: &str, claim: &str) {
+    fn blocked_at_limit(&mut self, node: &str, claim: &str, now: Duration) {
         for (kind, name) in [(EventObject::Node, node), (EventObject::NodeClaim, claim)] {
-            self.event(Event {
-                kind,
-                name: name.to_string(),
-                warning: false,
-                reason: "DisruptionBlocked".into(),
-                message: "static NodePool is at its node limit and cannot stage a replacement"
-                    .into(),
-            });
+            self.event(
+                Event {
+                    kind,
+                    name: name.to_string(),
+                    warning: false,
+                    reason: "DisruptionBlocked".into(),
+                    message: "static NodePool is at its node limit and cannot stage a replacement"
+                        .into(),
+                },
+                now,
+            );
         }
     }
 
@@ -384,7 +399,14 @@ impl Controllers {
         self.taint(node);
     }
 
-    fn grow_static(&mut self, pool: &str, replicas: i64, active: i64, deleting: i64) {
+    fn grow_static(
+        &mut self,
+        pool: &str,
+        replicas: i64,
+        active: i64,
+        deleting: i64,
+        now: Duration,
+    ) {
         if !self.cluster.may_launch_for(pool) {
             return;
         }
@@ -400,7 +422,7 @@ impl Controllers {
         let state = (replicas, active, count);
         let said = self.static_capacity.logged.get(pool) == Some(&state);
         if count <= 0 {
-            self.retry_static();
+            self.retry_static(now);
             if !said {
                 self.static_capacity.logged.insert(pool.to_string(), state);
                 self.log(
@@ -411,8 +433,8 @@ impl Controllers {
             }
             return;
         }
-        let Some(plan) = self.static_plan(pool) else {
-            self.retry_static();
+        let Some(plan) = self.static_plan(pool, now) else {
+            self.retry_static(now);
             if !said {
                 self.static_capacity.logged.insert(pool.to_string(), state);
                 self.log(
@@ -432,28 +454,28 @@ impl Controllers {
                    "provision-count": count}),
         );
         for _ in 0..count {
-            self.create_nodeclaim(&plan, pool, "provisioned");
+            self.create_nodeclaim(&plan, pool, "provisioned", now);
         }
     }
 
     /// Looks at the static NodePools again in a while.
-    fn retry_static(&mut self) {
+    fn retry_static(&mut self, now: Duration) {
         self.cancel(&super::Timer::StaticCapacity);
-        self.at(self.now + STATIC_RETRY, super::Timer::StaticCapacity);
+        self.at(now + STATIC_RETRY, super::Timer::StaticCapacity);
     }
 
     /// A NodeClaim of the NodePool with no pods: its requirements, and the instance types
     /// they allow with an available offering, cheapest first (the cloud launches the
     /// cheapest). None when no type is allowed.
-    fn static_plan(&mut self, pool: &str) -> Option<PlannedNodeClaim> {
+    fn static_plan(&mut self, pool: &str, now: Duration) -> Option<PlannedNodeClaim> {
         let np = self.cluster.node_pools.get(pool)?.clone();
         let template = &np.spec.template;
         let reqs = Requirements::from_api(&template.spec.requirements);
         let class = template.spec.node_class_ref.name.clone();
         let generation = self.unavailable.generation();
-        let options = match self.overlay_evaluation().by_pool.remove(pool) {
+        let options = match self.overlay_evaluation(now).by_pool.remove(pool) {
             Some(types) => types,
-            None => self.type_options_for(&class, generation),
+            None => self.type_options_for(&class, generation, now),
         };
         let (zone, capacity_type) = (reqs.get(labels::ZONE), reqs.get(labels::CAPACITY_TYPE));
         let offered = |key: &str| key == labels::ZONE || key == labels::CAPACITY_TYPE;
@@ -518,9 +540,9 @@ impl Controllers {
         })
     }
 
-    fn shrink_static(&mut self, pool: &str, replicas: i64, active: &[String]) {
+    fn shrink_static(&mut self, pool: &str, replicas: i64, active: &[String], now: Duration) {
         let excess = active.len() - usize::try_from(replicas).unwrap_or(0);
-        let mut extras: Vec<Extra> = active.iter().map(|c| self.static_rank(c)).collect();
+        let mut extras: Vec<Extra> = active.iter().map(|c| self.static_rank(c, now)).collect();
         extras.sort_by(|a, b| {
             (a.tier.cmp(&b.tier))
                 .then(a.cost.total_cmp(&b.cost))
@@ -539,12 +561,12 @@ impl Controllers {
                 "deleting nodeclaim",
                 json!({"NodeClaim": {"name": extra.name}}),
             );
-            self.delete_nodeclaim(&extra.name);
+            self.delete_nodeclaim(&extra.name, now);
         }
     }
 
     /// Where a NodeClaim stands in the order a static NodePool's extra NodeClaims go.
-    fn static_rank(&self, name: &str) -> Extra {
+    fn static_rank(&self, name: &str, now: Duration) -> Extra {
         let c = &self.cluster.nodeclaims[name];
         let rank = |tier, cost| Extra {
             name: name.to_string(),
@@ -563,9 +585,7 @@ impl Controllers {
             .values()
             .filter(|p| p.node.as_deref() == Some(node.as_str()))
             .collect();
-        let blocked = pods
-            .iter()
-            .any(|p| pod_blocks(&p.shape, p.started, self.now));
+        let blocked = pods.iter().any(|p| pod_blocks(&p.shape, p.started, now));
         let workload: Vec<_> = pods
             .iter()
             .filter(|p| p.owner != PodOwner::DaemonSet)
@@ -579,7 +599,7 @@ impl Controllers {
         let lifetime = self.cluster.node_pools.get(&c.node_pool).map_or(1.0, |np| {
             match np.spec.template.spec.expire_after.duration() {
                 Some(total) if !total.is_zero() => {
-                    let age = self.now.saturating_sub(c.created);
+                    let age = now.saturating_sub(c.created);
                     (1.0 - age.as_secs_f64() / total.as_secs_f64()).clamp(0.0, 1.0)
                 }
                 _ => 1.0,

@@ -87,16 +87,17 @@ pub(super) struct Terminations {
 }
 
 impl Controllers {
-    /// Starts deleting a NodeClaim: its node is tainted and drained first, if it has one.
-    pub fn delete_nodeclaim(&mut self, name: &str) {
-        self.terminate(name, self.now);
+    /// Starts deleting a NodeClaim at `now`: its node is tainted and drained first, if it has
+    /// one.
+    pub fn delete_nodeclaim(&mut self, name: &str, now: Duration) {
+        self.terminate(name, now, now);
     }
 
     /// An eviction asked for `pod` did not happen (a PodDisruptionBudget refused it with 429,
     /// or the API server could not be reached): the drain asks again on its next round, as
     /// Karpenter's eviction queue requeues a refused eviction.
     /// `code` is the API server's answer, when one came (429, 500, …).
-    pub(crate) fn eviction_refused(&mut self, pod: &str, code: Option<u16>) {
+    pub(crate) fn eviction_refused(&mut self, pod: &str, code: Option<u16>, now: Duration) {
         if let Some(code) = code {
             let text = code.to_string();
             self.metrics
@@ -105,13 +106,18 @@ impl Controllers {
         // a PodDisruptionBudget's refusal is said on the node, as Karpenter says it
         let node = (self.cluster.pods.get(pod)).and_then(|p| p.node.clone());
         if let (Some(429), Some(node)) = (code, node) {
-            self.event(Event {
-                kind: EventObject::Node,
-                name: node,
-                warning: true,
-                reason: "FailedDraining".into(),
-                message: format!("Failed to drain node, evicting pod violates a PDB (Pod={pod})"),
-            });
+            self.event(
+                Event {
+                    kind: EventObject::Node,
+                    name: node,
+                    warning: true,
+                    reason: "FailedDraining".into(),
+                    message: format!(
+                        "Failed to drain node, evicting pod violates a PDB (Pod={pod})"
+                    ),
+                },
+                now,
+            );
         }
         if self.termination.evicting.remove(pod) {
             self.activity += 1;
@@ -121,7 +127,7 @@ impl Controllers {
     /// The API server took the eviction asked of `pod`: the pod is told so with an
     /// `Evicted` Event, as Karpenter tells it once its eviction succeeds (a refused one,
     /// asked again, is announced once).
-    pub(crate) fn evicted(&mut self, pod: &str) {
+    pub(crate) fn evicted(&mut self, pod: &str, now: Duration) {
         self.metrics
             .inc(&families::PODS_EVICTION_REQUESTS, &["200"]);
         let Some(why) = self.termination.evicting.why(pod) else {
@@ -129,18 +135,21 @@ impl Controllers {
         };
         let message = format!("Evicted pod: {why}");
         self.metrics.inc(&families::PODS_DRAINED, &[why]);
-        self.event(Event {
-            kind: EventObject::Pod,
-            name: pod.to_string(),
-            warning: false,
-            reason: "Evicted".into(),
-            message,
-        });
+        self.event(
+            Event {
+                kind: EventObject::Pod,
+                name: pod.to_string(),
+                warning: false,
+                reason: "Evicted".into(),
+                message,
+            },
+            now,
+        );
     }
 
     /// Starts deleting a NodeClaim whose deletion began at `since` (its deletion timestamp,
     /// which the terminationGracePeriod counts from).
-    pub(super) fn terminate(&mut self, name: &str, since: Duration) {
+    pub(super) fn terminate(&mut self, name: &str, since: Duration, now: Duration) {
         self.activity += 1;
         let Some(c) = self.cluster.nodeclaims.get_mut(name) else {
             return;
@@ -156,13 +165,13 @@ impl Controllers {
         });
         // Karpenter writes the grace period's end on the NodeClaim when its deletion starts
         if let Some(grace) = grace {
-            self.terminate_by(name, since + grace);
+            self.terminate_by(name, since + grace, now);
         }
         self.cluster.changes.disruption = true;
         if let Some(node) = node {
             self.taint(&node);
         }
-        self.at(self.now, Timer::Drain(name.to_string()));
+        self.at(now, Timer::Drain(name.to_string()));
     }
 
     /// A NodeClaim is gone: its drained mark, kept for its last status, goes too.
@@ -173,12 +182,12 @@ impl Controllers {
 
     /// Evicts in tiers: a tier starts once every pod of the tiers before it is gone; the
     /// instance, node and NodeClaim go when no pod is left.
-    pub(super) fn drain(&mut self, claim: &str) {
+    pub(super) fn drain(&mut self, claim: &str, now: Duration) {
         let Some(c) = self.cluster.nodeclaims.get(claim) else {
             self.forget_drained(claim);
             return;
         };
-        let since = c.deleting.unwrap_or(self.now);
+        let since = c.deleting.unwrap_or(now);
         let node = c.node.clone();
         let provider = c.launched.as_ref().map(|l| l.provider_id.clone());
         if let Some(node) = &node {
@@ -188,13 +197,13 @@ impl Controllers {
                 .into_iter()
                 .flatten()
                 .min();
-            let forced = end.is_some_and(|t| self.now >= t);
+            let forced = end.is_some_and(|t| now >= t);
             // no eviction before the taint is stored: the evicted pods' replacements would
             // be bound right back (Karpenter's termination taints, then drains)
             let tainted = (self.cluster.nodes.get(node)).is_none_or(has_disrupted_taint);
             if !forced && !tainted {
                 self.taint(node);
-                self.at(self.now + EVICTION_WAIT, Timer::Drain(claim.to_string()));
+                self.at(now + EVICTION_WAIT, Timer::Drain(claim.to_string()));
                 return;
             }
             if !self.termination.drained.contains_key(claim) {
@@ -217,7 +226,7 @@ impl Controllers {
             if let Some(end) = end
                 && !forced
             {
-                self.delete_outlasting(&on_node, end, claim);
+                self.delete_outlasting(&on_node, end, claim, now);
             }
             let mut budgets = PdbAllowances::new(&self.cluster, &self.termination.evicting);
             for tier in 0..4 {
@@ -232,13 +241,13 @@ impl Controllers {
                         evicted += 1;
                         continue;
                     }
-                    let protected = pod_blocks(&p.shape, p.started, self.now);
+                    let protected = pod_blocks(&p.shape, p.started, now);
                     if !forced && (protected || budgets.blocks(&self.cluster, k)) {
                         blocked += 1;
                         continue;
                     }
                     budgets.spend(&self.cluster, k);
-                    self.evict(k, end.filter(|_| forced), claim);
+                    self.evict(k, end.filter(|_| forced), claim, now);
                     evicted += 1;
                 }
                 // the node goes only once its pods are gone: look again when evictions had
@@ -250,22 +259,25 @@ impl Controllers {
                     } else {
                         EVICTION_WAIT
                     };
-                    let mut next = self.now + wait;
-                    if let Some(end) = grace.map(|g| since + g).filter(|end| *end > self.now) {
+                    let mut next = now + wait;
+                    if let Some(end) = grace.map(|g| since + g).filter(|end| *end > now) {
                         next = next.min(end);
                     }
                     self.at(next, Timer::Drain(claim.to_string()));
                     // said on the node while pods remain, as Karpenter's drain error is
-                    self.event(Event {
-                        kind: EventObject::Node,
-                        name: node.clone(),
-                        warning: true,
-                        reason: "FailedDraining".into(),
-                        message: format!(
-                            "Failed to drain node, {} pods are waiting to be evicted",
-                            on_node.len()
-                        ),
-                    });
+                    self.event(
+                        Event {
+                            kind: EventObject::Node,
+                            name: node.clone(),
+                            warning: true,
+                            reason: "FailedDraining".into(),
+                            message: format!(
+                                "Failed to drain node, {} pods are waiting to be evicted",
+                                on_node.len()
+                            ),
+                        },
+                        now,
+                    );
                     return;
                 }
             }
@@ -274,7 +286,7 @@ impl Controllers {
                 self.metrics
                     .inc(&families::NODES_DRAINED, &[pool.as_deref().unwrap_or("")]);
             }
-            if self.awaits_detachment(claim, node, end) {
+            if self.awaits_detachment(claim, node, end, now) {
                 return;
             }
             self.log(
@@ -282,7 +294,7 @@ impl Controllers {
                 "deleted node",
                 json!({"Node": {"name": node}}),
             );
-            self.count_node_deleted(node);
+            self.count_node_deleted(node, now);
             self.actions.push(Action::DeleteNode { node: node.clone() });
         }
         if let Some(provider_id) = provider.clone() {
@@ -305,7 +317,7 @@ impl Controllers {
             "deleted nodeclaim",
             json!({"NodeClaim": {"name": claim}, "Node": {"name": node}, "provider-id": provider}),
         );
-        self.count_nodeclaim_deleted(claim);
+        self.count_nodeclaim_deleted(claim, now);
         self.lifecycle.last_error.remove(claim);
         self.lifecycle.initializing.remove(claim);
         self.forget_consistency(claim);
@@ -323,13 +335,19 @@ impl Controllers {
     /// in a second. Once they are gone `VolumesDetached` is True; at the termination time it
     /// is False and the instance goes anyway. (Karpenter leaves out the attachments of pods
     /// it does not drain; Kerf drains every pod first, so none is left to leave out.)
-    fn awaits_detachment(&mut self, claim: &str, node: &str, end: Option<Duration>) -> bool {
+    fn awaits_detachment(
+        &mut self,
+        claim: &str,
+        node: &str,
+        end: Option<Duration>,
+        now: Duration,
+    ) -> bool {
         let attached: Vec<String> = (self.cluster.volumes.attached_to(node).into_iter())
             .map(String::from)
             .collect();
         let state = if attached.is_empty() {
             Detachment::Done
-        } else if end.is_some_and(|t| self.now >= t) {
+        } else if end.is_some_and(|t| now >= t) {
             Detachment::GraceElapsed
         } else {
             Detachment::Awaiting
@@ -342,17 +360,20 @@ impl Controllers {
         if changed {
             self.status_changed(claim);
         }
-        self.event(Event {
-            kind: EventObject::Node,
-            name: node.to_string(),
-            warning: false,
-            reason: "AwaitingVolumeDetachment".into(),
-            message: format!(
-                "Awaiting deletion of bound volumeattachments ({})",
-                crate::controllers::list_text(&attached)
-            ),
-        });
-        let next = (self.now + DETACH_RETRY).min(end.unwrap_or(Duration::MAX));
+        self.event(
+            Event {
+                kind: EventObject::Node,
+                name: node.to_string(),
+                warning: false,
+                reason: "AwaitingVolumeDetachment".into(),
+                message: format!(
+                    "Awaiting deletion of bound volumeattachments ({})",
+                    crate::controllers::list_text(&attached)
+                ),
+            },
+            now,
+        );
+        let next = (now + DETACH_RETRY).min(end.unwrap_or(Duration::MAX));
         self.at(next, Timer::Drain(claim.to_string()));
         true
     }
@@ -360,7 +381,13 @@ impl Controllers {
     /// Deletes, in any tier, the pods whose own grace period would outlast the node's
     /// termination time `end` were they evicted now, as Karpenter's drain does, so that each
     /// still gets what is left of it; looks again when the next one comes due.
-    fn delete_outlasting(&mut self, on_node: &[(u8, String)], end: Duration, claim: &str) {
+    fn delete_outlasting(
+        &mut self,
+        on_node: &[(u8, String)],
+        end: Duration,
+        claim: &str,
+        now: Duration,
+    ) {
         let mut due_next: Option<Duration> = None;
         let mut outlasting = Vec::new();
         for (_, k) in on_node {
@@ -372,14 +399,14 @@ impl Controllers {
                 continue;
             };
             let due = end.saturating_sub(Duration::from_secs(u64::try_from(own).unwrap_or(0)));
-            if self.now > due {
+            if now > due {
                 outlasting.push(k.clone());
             } else {
                 due_next = Some(due_next.map_or(due, |d| d.min(due)));
             }
         }
         for k in outlasting {
-            self.evict(&k, Some(end), claim);
+            self.evict(&k, Some(end), claim, now);
         }
         if let Some(due) = due_next {
             self.at(
@@ -392,7 +419,13 @@ impl Controllers {
     /// Evicts a pod, or, with the node's termination time (`forced_by`), deletes it with what
     /// is left until then as its grace period (a second at least), past PodDisruptionBudgets
     /// and do-not-disrupt, and says so on the pod as Karpenter does.
-    pub(super) fn evict(&mut self, key: &str, forced_by: Option<Duration>, claim: &str) {
+    pub(super) fn evict(
+        &mut self,
+        key: &str,
+        forced_by: Option<Duration>,
+        claim: &str,
+        now: Duration,
+    ) {
         let forced = forced_by.is_some();
         let Some(p) = self.cluster.pods.get(key) else {
             return;
@@ -418,21 +451,24 @@ impl Controllers {
             );
         }
         if let Some(end) = forced_by {
-            let left = end.saturating_sub(self.now).as_secs();
+            let left = end.saturating_sub(now).as_secs();
             let grace = i64::try_from(left).unwrap_or(i64::MAX).max(1);
             let at = crate::clock::go_time(end + self.epoch());
-            self.event(Event {
-                kind: EventObject::Pod,
-                name: key.to_string(),
-                warning: false,
-                reason: "Disrupted".into(),
-                message: format!(
-                    "Deleting the pod to accommodate the terminationTime {at} of the node. The \
+            self.event(
+                Event {
+                    kind: EventObject::Pod,
+                    name: key.to_string(),
+                    warning: false,
+                    reason: "Disrupted".into(),
+                    message: format!(
+                        "Deleting the pod to accommodate the terminationTime {at} of the node. The \
                      pod was granted {grace} seconds of grace-period of its {own} \
                      terminationGracePeriodSeconds. This bypasses the PDB of the pod and the \
                      do-not-disrupt annotation."
-                ),
-            });
+                    ),
+                },
+                now,
+            );
             self.metrics.inc(&families::PODS_DRAINED, &[&why]);
             self.actions.push(Action::DeletePod {
                 pod: key.to_string(),
@@ -446,7 +482,7 @@ impl Controllers {
     }
 
     /// Expiry: forceful, no budget.
-    pub(super) fn expire(&mut self, claim: &str) {
+    pub(super) fn expire(&mut self, claim: &str, now: Duration) {
         if self
             .cluster
             .nodeclaims
@@ -461,6 +497,6 @@ impl Controllers {
             json!({"NodeClaim": {"name": claim}}),
         );
         self.count_disrupted(claim, "expired", "", true);
-        self.delete_nodeclaim(claim);
+        self.delete_nodeclaim(claim, now);
     }
 }

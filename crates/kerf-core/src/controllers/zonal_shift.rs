@@ -8,6 +8,7 @@
 //! with [`crate::observe::Observation::ZonalShifts`].
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use kerf_api::NodePool;
 use kerf_api::ec2nodeclass::SubnetStatus;
@@ -18,7 +19,7 @@ use super::{Controllers, Event, EventObject};
 impl Controllers {
     /// The zones shifted away from are now `zones` (zone ids): the NodePools they concern are
     /// told what changed. The first report after a start counts every shift as new.
-    pub(crate) fn zonal_shifts_observed(&mut self, zones: BTreeSet<String>) {
+    pub(crate) fn zonal_shifts_observed(&mut self, zones: BTreeSet<String>, now: Duration) {
         let previous = std::mem::replace(&mut self.zonal_shifts, zones);
         let current = &self.zonal_shifts;
         let mut events = Vec::new();
@@ -61,7 +62,7 @@ impl Controllers {
             }
         }
         for event in events {
-            self.event(event);
+            self.event(event, now);
         }
     }
 }

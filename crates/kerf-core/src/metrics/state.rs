@@ -97,7 +97,7 @@ pub struct StateView<'a> {
     /// Since when the shell's view of the API server has not been whole (a watch relisting),
     /// if it is not.
     pub unsynced_since: Option<Duration>,
-    /// The controllers' time.
+    /// The instant the metrics are rendered at.
     pub now: Duration,
 }
 

@@ -277,7 +277,7 @@ fn a_reservation_takes_no_more_nodeclaims_than_its_room_and_the_rest_say_why() {
     for name in ["a", "b", "c"] {
         core.apply_pod(unschedulable(name, "1500m"), secs(0));
     }
-    let solved = core.dry_run();
+    let solved = core.dry_run(secs(0));
     let claims = &solved.decision.nodeclaims;
     assert_eq!(claims.len(), 1, "{claims:?}");
     assert_eq!(claims[0].launch.capacity_type, "reserved");
@@ -304,7 +304,7 @@ fn a_reservation_takes_no_more_nodeclaims_than_its_room_and_the_rest_say_why() {
         capacity: 0,
     });
     core.set_instance_types("default", Arc::from(vec![reserved]));
-    let solved = core.dry_run();
+    let solved = core.dry_run(secs(0));
     assert!(solved.decision.nodeclaims.is_empty());
     assert_eq!(solved.decision.unschedulable.len(), 3);
 }
@@ -341,7 +341,7 @@ fn a_nodeclaim_that_can_use_a_reservation_keeps_it() {
     for name in ["a", "b", "c"] {
         core.apply_pod(unschedulable(name, "900m"), secs(0));
     }
-    let solved = core.dry_run();
+    let solved = core.dry_run(secs(0));
     let claims = &solved.decision.nodeclaims;
     let reserved = (claims.iter())
         .filter(|c| c.launch.capacity_type == "reserved")
@@ -471,13 +471,13 @@ fn limits_nodes_counts_launched_and_in_flight_nodeclaims_whose_deletion_is_not_s
     assert!(created(&run_until(&mut core, 31, 60)).is_empty());
     // and explain names the limit
     let why = core
-        .explain_pod("default/late")
+        .explain_pod("default/late", secs(60))
         .expect("explained")
         .to_string();
     assert!(why.contains("limit nodes=2 reached"), "{why}");
     // a deletion only asked for (its write refused, say by an outage) still counts:
     // Karpenter frees a node's share once the write that marks it has succeeded
-    core.delete_nodeclaim(&claims[0]);
+    core.delete_nodeclaim(&claims[0], secs(60));
     let asked = run_until(&mut core, 61, 90);
     let going = core.cluster().nodeclaims().get(&claims[0]);
     assert!(going.is_some_and(|c| c.deleting.is_some()), "{asked:?}");

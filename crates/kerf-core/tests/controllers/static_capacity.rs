@@ -49,7 +49,7 @@ fn a_static_nodeclaim_counts_until_the_api_server_holds_its_deletion() {
     for claim in &claims {
         launch_and_register(&mut core, claim);
     }
-    core.delete_nodeclaim(&claims[0]);
+    core.delete_nodeclaim(&claims[0], secs(5));
     let asked = run_until(&mut core, 6, 60);
     let going = core.cluster().nodeclaims().get(&claims[0]);
     assert!(going.is_some_and(|c| c.deleting.is_some()), "{asked:?}");

@@ -634,7 +634,7 @@ pub(crate) fn drained_with_pod(core: &mut Controllers, edit: impl FnOnce(Pod) ->
     bound.spec.as_mut().unwrap().node_name = Some(claim.clone());
     core.apply_pod(edit(bound), secs(4));
     let _ = core.poll(secs(5));
-    core.delete_nodeclaim(&claim);
+    core.delete_nodeclaim(&claim, secs(5));
     claim
 }
 

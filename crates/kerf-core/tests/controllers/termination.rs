@@ -23,7 +23,7 @@ fn a_termination_deadline_is_told_on_the_nodeclaim_and_its_node() {
     let claim = created(&run_until(&mut core, 0, 2)).remove(0);
     launch_and_register(&mut core, &claim);
     run_until(&mut core, 5, 6);
-    core.delete_nodeclaim(&claim);
+    core.delete_nodeclaim(&claim, secs(6));
     let told = events(
         &run_until(&mut core, 7, 8),
         "TerminationGracePeriodExpiring",
@@ -130,7 +130,7 @@ fn the_drain_evicts_only_once_the_disrupted_taint_is_stored() {
     bound.spec.as_mut().unwrap().node_name = Some(claim.clone());
     core.apply_pod(bound, secs(4));
     let _ = core.poll(secs(5));
-    core.delete_nodeclaim(&claim);
+    core.delete_nodeclaim(&claim, secs(5));
     // the taint's write never lands: polled without storing it, nothing is evicted
     let asked: Vec<Action> = (6..=20).flat_map(|t| core.poll(secs(t))).collect();
     let taints = asked
@@ -169,7 +169,7 @@ fn a_pod_made_again_under_an_evicted_pods_name_is_evicted_when_its_node_drains()
     };
     core.apply_pod(on(&first, "a"), secs(4));
     let _ = core.poll(secs(5));
-    core.delete_nodeclaim(&first);
+    core.delete_nodeclaim(&first, secs(5));
     assert_eq!(evicted(&run_until(&mut core, 6, 8)), ["default/db-0"]);
     // the StatefulSet controller makes db-0 again, on a second node
     core.delete_pod("default/db-0", secs(9));
@@ -181,7 +181,7 @@ fn a_pod_made_again_under_an_evicted_pods_name_is_evicted_when_its_node_drains()
     launch_and_register(&mut core, &second);
     core.apply_pod(on(&second, "b"), secs(14));
     let _ = core.poll(secs(15));
-    core.delete_nodeclaim(&second);
+    core.delete_nodeclaim(&second, secs(15));
     assert_eq!(evicted(&run_until(&mut core, 16, 20)), ["default/db-0"]);
 }
 
@@ -340,7 +340,7 @@ fn a_pod_whose_grace_period_would_outlast_the_node_is_deleted_in_time() {
     pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(120);
     core.apply_pod(pod, secs(5));
     run_until(&mut core, 5, 6);
-    core.delete_nodeclaim(&claim);
+    core.delete_nodeclaim(&claim, secs(6));
     let deletes = |actions: &[Action]| -> Vec<(String, Option<i64>)> {
         (actions.iter())
             .filter_map(|a| match a {

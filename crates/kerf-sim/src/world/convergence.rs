@@ -95,7 +95,7 @@ impl World {
         if self.convergence.missed.is_none() && self.convergence.settled == Some(print) {
             return self.check_spot_preference_once(print);
         }
-        let Some(found) = self.core.fresh_decision() else {
+        let Some(found) = self.core.fresh_decision(now) else {
             self.convergence.settled = Some(print);
             self.convergence.missed = None;
             return self.check_spot_preference_once(print);
