@@ -181,8 +181,7 @@ impl Controllers {
             out.push(Blocker::NotManaged);
             return out;
         };
-        let in_command = (self.disruption.command.iter())
-            .chain(self.disruption.executing.values())
+        let in_command = (self.disruption.commands())
             .find(|c| c.candidates.iter().any(|n| n == name))
             .map(|c| c.reason);
         let rebooting = claim.reboot.as_ref().is_some_and(|r| r.under_way());

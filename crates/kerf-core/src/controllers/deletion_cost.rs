@@ -185,8 +185,7 @@ impl Controllers {
         let overlaid = self.overlay_evaluation(now).by_pool;
         let managed = self.settings.pod_deletion_cost;
         let g = self.gather();
-        let in_command: BTreeSet<&str> = (self.disruption.command.iter())
-            .chain(self.disruption.executing.values())
+        let in_command: BTreeSet<&str> = (self.disruption.commands())
             .flat_map(|c| c.candidates.iter().map(String::as_str))
             .collect();
         let mut all_pods: BTreeMap<&str, Vec<&PodRecord>> = BTreeMap::new();

@@ -221,35 +221,81 @@ impl PdbAllowances {
 #[derive(Default)]
 pub(super) struct Disruptions {
     /// When the next pass is due.
-    pub(super) pass_at: Option<Duration>,
+    pass_at: Option<Duration>,
     /// Why the disruption controller deleted each NodeClaim it deleted, for the events of
     /// the evictions that follow (Karpenter keeps it in a status condition).
-    pub(super) disrupted_for: HashMap<String, DisruptionReason>,
+    disrupted_for: HashMap<String, DisruptionReason>,
     /// The inputs of the last disruption pass that found nothing.
-    pub(super) idle_inputs: Option<PassInputs>,
+    idle_inputs: Option<PassInputs>,
     /// Until when the time-driven inputs of that pass stay as they were while nothing is
     /// written: the first consolidateAfter, do-not-disrupt duration or replacement backoff
     /// to run out after it.
     quiet_until: Duration,
     /// The command being validated: one at a time, as Karpenter's disruption loop waits
     /// out a consolidation's validation before it looks again.
-    pub(super) command: Option<Pending>,
+    command: Option<Pending>,
     /// The commands carried out and waiting for their replacements, by id: as many as the
     /// budgets allow, as Karpenter's orchestration queue holds them while its loop goes on
     /// deciding.
-    pub(super) executing: BTreeMap<String, Pending>,
-    pub(super) commands_started: u64,
+    executing: BTreeMap<String, Pending>,
+    /// Commands started so far, for each command's id.
+    commands_started: u64,
     /// Nodes each disruption reason could act on, at the last pass that looked.
-    pub(super) eligible: BTreeMap<String, usize>,
+    eligible: BTreeMap<String, usize>,
     /// Nodes whose replacements failed to launch, by node name.
-    pub(super) backoffs: BTreeMap<String, Backoff>,
+    backoffs: BTreeMap<String, Backoff>,
     /// Each NodePool's budget by reason at the last pass that looked, for the metrics.
-    pub(super) budgets: BTreeMap<(String, DisruptionReason), crate::metrics::BudgetReading>,
+    budgets: BTreeMap<(String, DisruptionReason), crate::metrics::BudgetReading>,
     /// Nodes left out of this pass's search: candidates of a move the kube-scheduler
     /// rehearsal refused, so that the search looks for another.
     refused: BTreeSet<String>,
     /// The Balanced scores of the last consolidation command decided, by NodePool name.
     scores: Vec<(String, crate::consolidation::Score)>,
+}
+
+impl Disruptions {
+    /// Records why `claim` is being deleted by a disruption (a command, a repair, a
+    /// reboot given up), for the events of the evictions that follow.
+    pub(super) fn record_reason(&mut self, claim: &str, reason: DisruptionReason) {
+        self.disrupted_for.insert(claim.to_string(), reason);
+    }
+
+    /// Why `claim` is being deleted by a disruption, if it is.
+    pub(super) fn reason_of(&self, claim: &str) -> Option<DisruptionReason> {
+        self.disrupted_for.get(claim).copied()
+    }
+
+    /// Forgets `claim`'s disruption reason: it is gone, or no longer being deleted.
+    pub(super) fn forget(&mut self, claim: &str) {
+        self.disrupted_for.remove(claim);
+    }
+
+    /// The id of the next command started (Karpenter's command ids are per process too).
+    pub(super) fn next_command_id(&mut self) -> String {
+        self.commands_started += 1;
+        format!("{:08x}", self.commands_started)
+    }
+
+    /// The command being validated and those carried out, waiting for their replacements.
+    pub(super) fn commands(&self) -> impl Iterator<Item = &Pending> {
+        self.command.iter().chain(self.executing.values())
+    }
+
+    /// `node`'s replacement backoff, while it lasts at `now`.
+    pub(super) fn backoff(&self, node: &str, now: Duration) -> Option<&Backoff> {
+        self.backoffs.get(node).filter(|b| now < b.until)
+    }
+
+    /// Nodes each disruption reason could act on, and each NodePool's budget by reason,
+    /// at the last pass that looked: the metrics' readings.
+    pub(super) fn readings(
+        &self,
+    ) -> (
+        &BTreeMap<String, usize>,
+        &BTreeMap<(String, DisruptionReason), crate::metrics::BudgetReading>,
+    ) {
+        (&self.eligible, &self.budgets)
+    }
 }
 
 /// How many moves one pass may find and see refused by the kube-scheduler rehearsal before
@@ -932,12 +978,7 @@ impl Controllers {
     /// What a full disruption pass over the current state would decide at `now`, without
     /// acting on it or skipping anything: how a checker tells whether a pass was missed.
     pub fn fresh_decision(&mut self, now: Duration) -> Option<String> {
-        // the nodes due for repair as they are now, not as the last pass found them (a node
-        // it repaired since is already going); the pass's own list is put back after
-        let due = self.repairs_due(now).0;
-        let kept = std::mem::replace(&mut self.health.repairs, due);
-        let decided = self.decide_rehearsed(false, now);
-        self.health.repairs = kept;
+        let decided = self.with_repairs_as_at(now, |core| core.decide_rehearsed(false, now));
         let (command, names) = decided?;
         let candidates: Vec<String> = command
             .candidates
@@ -1314,8 +1355,7 @@ impl Controllers {
                     .map(|(_, c)| c.node_pool.clone())
             })
             .collect();
-        self.disruption.commands_started += 1;
-        let id = format!("{:08x}", self.disruption.commands_started);
+        let id = self.disruption.next_command_id();
         let pool_list: Vec<&str> = pools.iter().map(String::as_str).collect();
         let head = format!(
             "{}/{id}: {method}: nodepools=[{}]",
@@ -1481,7 +1521,7 @@ impl Controllers {
         self.log_error("disruption", "failed disrupting node(s)", fields);
         for n in &c.candidates {
             self.untaint(n);
-            self.health.repairing.remove(n);
+            self.repair_abandoned(n);
         }
         self.schedule_pass(now + PASS_INTERVAL);
     }

@@ -466,7 +466,7 @@ impl Controllers {
         let (view, names) = self.view(&g, pools, &pool_names, &daemonsets, now);
         self.policy_blockers(name, &view, &pool_names, &mut out, now);
         if let Some(i) = names.iter().position(|n| n == name) {
-            if let Some(b) = self.disruption.backoffs.get(name).filter(|b| now < b.until) {
+            if let Some(b) = self.disruption.backoff(name, now) {
                 out.notes.push(Finding::new(
                     "replacement-backoff",
                     format!(

@@ -42,6 +42,26 @@ pub(super) struct Repairs {
 pub(super) type Blocked = (String, String, Option<String>);
 
 impl Controllers {
+    /// A repair command that failed: its node is no longer being repaired.
+    pub(super) fn repair_abandoned(&mut self, node: &str) {
+        self.health.repairing.remove(node);
+    }
+
+    /// `look` with the nodes due for repair as they are at `now` in place of the last
+    /// pass's list, which is put back after (a node repaired since is already going): a
+    /// checker's look at what a fresh pass would decide.
+    pub(super) fn with_repairs_as_at<T>(
+        &mut self,
+        now: Duration,
+        look: impl FnOnce(&mut Controllers) -> T,
+    ) -> T {
+        let due = self.repairs_due(now).0;
+        let kept = std::mem::replace(&mut self.health.repairs, due);
+        let seen = look(self);
+        self.health.repairs = kept;
+        seen
+    }
+
     /// Works out which nodes repair may replace now (into the disruption state), with the
     /// events of those it may not.
     pub(super) fn find_repairs(&mut self, now: Duration) {

@@ -71,6 +71,12 @@ pub(super) struct Lifecycles {
 const LISTING_ANSWERED_WITHIN: Duration = Duration::from_secs(120);
 
 impl Controllers {
+    /// A NodeClaim is gone: its last launch error and initialization wait are forgotten.
+    pub(super) fn forget_lifecycle(&mut self, name: &str) {
+        self.lifecycle.last_error.remove(name);
+        self.lifecycle.initializing.remove(name);
+    }
+
     /// Asks the cloud for a NodeClaim's instance, once at a time. However its launch goes, a
     /// NodeClaim is launched or deleted within [`LAUNCH_TTL`] of its creation: one whose
     /// launch keeps failing (or whose writes were lost) cannot linger.
@@ -547,7 +553,7 @@ impl Controllers {
             c.initialized = true;
             // back from a reboot for repair: no longer disrupted
             if c.reboot.is_some() {
-                self.disruption.disrupted_for.remove(name);
+                self.disruption.forget(name);
             }
         }
         if let Some(n) = self.cluster.nodes.get_mut(&node_name) {
@@ -807,7 +813,7 @@ impl Controllers {
         let beside = crate::objects::ClaimConditions {
             initializing: self.initializing(record),
             launch_error: self.lifecycle.last_error.get(name).cloned(),
-            disruption: (self.disruption.disrupted_for.get(name).map(|r| r.as_str()))
+            disruption: (self.disruption.reason_of(name).map(|r| r.as_str()))
                 .or_else(|| {
                     // a reboot read back after a restart
                     let rebooting = record.reboot.as_ref().is_some_and(|r| r.under_way());

@@ -122,7 +122,7 @@ impl Controllers {
                 pre_boot_id: None,
             });
         }
-        (self.disruption.disrupted_for).insert(claim.clone(), DisruptionReason::Unhealthy);
+        (self.disruption).record_reason(&claim, DisruptionReason::Unhealthy);
         let times = self.reboot.committed.entry(claim.clone()).or_default();
         times.retain(|t| now < *t + REBOOT_WINDOW);
         times.push(now);
@@ -156,7 +156,7 @@ impl Controllers {
             .node
             .clone()
             .filter(|n| self.cluster.nodes.contains_key(n));
-        (self.disruption.disrupted_for).insert(claim.to_string(), DisruptionReason::Unhealthy);
+        (self.disruption).record_reason(claim, DisruptionReason::Unhealthy);
         match r.phase {
             RebootPhase::Requested => self.reboot_requested(claim, node.as_deref(), &r, now),
             RebootPhase::Issued(at) => self.reboot_issued_step(claim, node.as_deref(), &r, at, now),
@@ -406,7 +406,7 @@ impl Controllers {
         if let Some(bound) = r.and_then(|r| r.drain_bound.ok().flatten()) {
             self.terminate_by(claim, now + bound, now);
         }
-        (self.disruption.disrupted_for).insert(claim.to_string(), DisruptionReason::Unhealthy);
+        (self.disruption).record_reason(claim, DisruptionReason::Unhealthy);
         self.delete_nodeclaim(claim, now);
     }
 

@@ -382,8 +382,7 @@ impl Controllers {
     ) {
         self.count_static_decision(pool, decision, "unhealthy");
         self.count_disrupted(claim, "unhealthy", "", true);
-        self.disruption.commands_started += 1;
-        let id = format!("{:08x}", self.disruption.commands_started);
+        let id = self.disruption.next_command_id();
         let arrow = if replacements > 0 {
             " -> [1 replacement]"
         } else {

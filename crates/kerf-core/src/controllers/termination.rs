@@ -318,13 +318,12 @@ impl Controllers {
             json!({"NodeClaim": {"name": claim}, "Node": {"name": node}, "provider-id": provider}),
         );
         self.count_nodeclaim_deleted(claim, now);
-        self.lifecycle.last_error.remove(claim);
-        self.lifecycle.initializing.remove(claim);
+        self.forget_lifecycle(claim);
         self.forget_consistency(claim);
         self.actions.push(Action::ReleaseNodeClaim {
             nodeclaim: claim.to_string(),
         });
-        self.disruption.disrupted_for.remove(claim);
+        self.disruption.forget(claim);
         self.forget_reboot(claim);
     }
 
@@ -430,10 +429,7 @@ impl Controllers {
         let Some(p) = self.cluster.pods.get(key) else {
             return;
         };
-        let why = self
-            .disruption
-            .disrupted_for
-            .get(claim)
+        let why = (self.disruption.reason_of(claim))
             .map_or("Forceful Termination", |r| r.as_str())
             .to_string();
         let owned = p.owner != PodOwner::None;
