@@ -653,8 +653,8 @@ impl Controllers {
         let view = crate::metrics::StateView {
             cluster: &self.cluster,
             unavailable: &self.unavailable,
-            eligible: self.disruption.readings().0,
-            budgets: self.disruption.readings().1,
+            eligible: self.disruption.eligible(),
+            budgets: self.disruption.budget_readings(),
             scheduling: &self.provisioning.reading,
             unsynced_since: self.unsynced_since,
             now,

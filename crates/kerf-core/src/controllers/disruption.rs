@@ -286,15 +286,17 @@ impl Disruptions {
         self.backoffs.get(node).filter(|b| now < b.until)
     }
 
-    /// Nodes each disruption reason could act on, and each NodePool's budget by reason,
-    /// at the last pass that looked: the metrics' readings.
-    pub(super) fn readings(
+    /// Nodes each disruption reason could act on at the last pass that looked, for the
+    /// metrics.
+    pub(super) fn eligible(&self) -> &BTreeMap<String, usize> {
+        &self.eligible
+    }
+
+    /// Each NodePool's budget by reason at the last pass that looked, for the metrics.
+    pub(super) fn budget_readings(
         &self,
-    ) -> (
-        &BTreeMap<String, usize>,
-        &BTreeMap<(String, DisruptionReason), crate::metrics::BudgetReading>,
-    ) {
-        (&self.eligible, &self.budgets)
+    ) -> &BTreeMap<(String, DisruptionReason), crate::metrics::BudgetReading> {
+        &self.budgets
     }
 }
 
