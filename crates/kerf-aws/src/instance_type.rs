@@ -9,9 +9,10 @@ use crate::capacity::{NodeSettings, Resources, capacity, overhead};
 use crate::catalog::{self, CatalogError, InstanceTypeInfo};
 use crate::pricing::{model, spot_price};
 
-/// One way to buy an instance type: a zone and a capacity type, at a price.
+/// One way to buy an instance type: a zone and a capacity type, at a price (the scheduler's
+/// view of it is [`kerf_scheduling::Offering`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Offering {
+pub struct PricedOffering {
     /// Availability zone.
     pub zone: String,
     /// `spot`, `on-demand` or `reserved`.
@@ -38,7 +39,7 @@ pub struct InstanceType<'a> {
     /// How many EBS volumes a node of it attaches, as its CSINode will say.
     pub ebs_attachments: i64,
     /// Ways to buy it in the region, cheapest first.
-    pub offerings: Vec<Offering>,
+    pub offerings: Vec<PricedOffering>,
 }
 
 impl InstanceType<'_> {
@@ -48,7 +49,7 @@ impl InstanceType<'_> {
     }
 
     /// The cheapest offering, if any.
-    pub fn cheapest(&self) -> Option<&Offering> {
+    pub fn cheapest(&self) -> Option<&PricedOffering> {
         self.offerings.first()
     }
 }
@@ -152,14 +153,14 @@ pub fn instance_types_of<'a, Z: AsRef<str>>(
         let mut offerings = Vec::with_capacity(zones.len() * 2);
         for zone in &zones {
             let zone = zone.as_ref();
-            offerings.push(Offering {
+            offerings.push(PricedOffering {
                 zone: zone.to_string(),
                 capacity_type: labels::CAPACITY_TYPE_ON_DEMAND,
                 price_per_hour: on_demand,
                 reservation: None,
             });
             if info.spot {
-                offerings.push(Offering {
+                offerings.push(PricedOffering {
                     zone: zone.to_string(),
                     capacity_type: labels::CAPACITY_TYPE_SPOT,
                     price_per_hour: spot_price(&info.name, zone, on_demand),

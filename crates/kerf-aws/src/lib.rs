@@ -17,4 +17,4 @@ pub mod pricing;
 pub mod reservations;
 
 pub use catalog::{CatalogError, InstanceTypeInfo};
-pub use instance_type::{InstanceType, Offering, instance_types, instance_types_of};
+pub use instance_type::{InstanceType, PricedOffering, instance_types, instance_types_of};

@@ -6,7 +6,7 @@
 use kerf_api::ec2nodeclass::CapacityReservationStatus;
 use kerf_api::labels;
 
-use crate::instance_type::{InstanceType, Offering};
+use crate::instance_type::{InstanceType, PricedOffering};
 
 /// What Karpenter divides the on-demand price by for a reserved offering.
 pub const RESERVED_PRICE_DIVISOR: f64 = 10_000_000.0;
@@ -66,7 +66,7 @@ pub fn add_reserved_offerings(
             continue;
         };
         let price_per_hour = on_demand.price_per_hour / RESERVED_PRICE_DIVISOR;
-        t.offerings.push(Offering {
+        t.offerings.push(PricedOffering {
             zone: r.availability_zone.clone(),
             capacity_type: labels::CAPACITY_TYPE_RESERVED,
             price_per_hour,

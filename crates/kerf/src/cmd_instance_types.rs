@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use kerf_api::NodeSelectorRequirementWithMinValues as Requirement;
 use kerf_api::labels::{CAPACITY_TYPE, ZONE};
 use kerf_aws::capacity::NodeSettings;
-use kerf_aws::{InstanceType, Offering, instance_types};
+use kerf_aws::{InstanceType, PricedOffering, instance_types};
 use serde_json::json;
 
 /// Arguments of `kerf instance-types`.
@@ -46,7 +46,7 @@ impl SortBy {
 
     /// How `offerings` (cheapest first) rank: by their capacity type's cheapest price; types
     /// without one after those with one, by their cheapest offering left.
-    fn rank(self, offerings: &[Offering]) -> (bool, f64) {
+    fn rank(self, offerings: &[PricedOffering]) -> (bool, f64) {
         let own = offerings
             .iter()
             .find(|o| o.capacity_type == self.capacity_type());
@@ -66,7 +66,7 @@ enum Format {
 /// Prints the matching types, cheapest first by the chosen price.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let types = instance_types(&args.region, &NodeSettings::default())?;
-    let mut selected: Vec<(InstanceType, Vec<Offering>)> = types
+    let mut selected: Vec<(InstanceType, Vec<PricedOffering>)> = types
         .into_iter()
         .filter(|t| {
             args.requirements
@@ -75,7 +75,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 .all(|r| r.matches(t.labels.get(&r.key).map(String::as_str)))
         })
         .filter_map(|t| {
-            let offerings: Vec<Offering> = t
+            let offerings: Vec<PricedOffering> = t
                 .offerings
                 .iter()
                 .filter(|o| {
@@ -114,7 +114,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn render_table(types: &[(InstanceType, Vec<Offering>)]) -> String {
+fn render_table(types: &[(InstanceType, Vec<PricedOffering>)]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -160,7 +160,10 @@ fn render_table(types: &[(InstanceType, Vec<Offering>)]) -> String {
     out
 }
 
-fn render_json(region: &str, types: &[(InstanceType, Vec<Offering>)]) -> anyhow::Result<String> {
+fn render_json(
+    region: &str,
+    types: &[(InstanceType, Vec<PricedOffering>)],
+) -> anyhow::Result<String> {
     let items: Vec<_> = types
         .iter()
         .map(|(t, offerings)| {
