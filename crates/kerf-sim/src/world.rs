@@ -226,7 +226,7 @@ pub struct World {
     rehostable: BTreeMap<String, Duration>,
     /// Injected faults, each from its start until the pods it held up could have had a node
     /// (for a launch that never registers, the registration TTL and a second launch later).
-    faults: Vec<faults::Fault>,
+    faults: Vec<faults::InjectedFault>,
     /// Nodes that will never report Ready, with their fault in `faults`, which ends when
     /// the node is deleted.
     never_ready: BTreeMap<String, usize>,
@@ -536,7 +536,10 @@ impl World {
             if w.wakes.insert(until) {
                 w.push(until, Ev::Wake);
             }
-            (w.faults).push(faults::Fault::everyone(from, until + retry_wait(u32::MAX)));
+            (w.faults).push(faults::InjectedFault::everyone(
+                from,
+                until + retry_wait(u32::MAX),
+            ));
         }
         w.push(Duration::ZERO, Ev::Sample);
         Ok(w)
@@ -2067,7 +2070,8 @@ impl World {
             // out the registration TTL and a second launch
             let ends = self.now + REGISTRATION_TTL + cloud.launch_delay.0 + cloud.ready_delay.0;
             let until = ends + cloud.launch_jitter.0 + cloud.ready_jitter.0;
-            self.faults.push(faults::Fault::everyone(self.now, until));
+            self.faults
+                .push(faults::InjectedFault::everyone(self.now, until));
             self.totals.faults_injected += 1;
         } else {
             self.push(
@@ -2183,8 +2187,12 @@ impl World {
             // Karpenter. The fault lasts until the node is deleted, and excuses only the pods
             // it could take and those whose room they took (`faults`).
             if let Some(node) = self.nodes.get(&name) {
-                let fault =
-                    faults::Fault::never_ready(self.now, self.duration(), node, spec_taints);
+                let fault = faults::InjectedFault::never_ready(
+                    self.now,
+                    self.duration(),
+                    node,
+                    spec_taints,
+                );
                 self.never_ready.insert(name.clone(), self.faults.len());
                 self.faults.push(fault);
             }

@@ -17,7 +17,7 @@ use crate::kube_scheduler::Amounts;
 
 /// One injected fault.
 #[derive(Debug)]
-pub(super) struct Fault {
+pub(super) struct InjectedFault {
     /// When it began.
     pub from: Duration,
     /// When the pods it held up could have had a node again.
@@ -61,10 +61,10 @@ impl Shape {
     }
 }
 
-impl Fault {
+impl InjectedFault {
     /// A fault every waiting pod may have waited on.
-    pub fn everyone(from: Duration, until: Duration) -> Fault {
-        Fault {
+    pub fn everyone(from: Duration, until: Duration) -> InjectedFault {
+        InjectedFault {
             from,
             until,
             reach: Reach::All,
@@ -79,13 +79,13 @@ impl Fault {
         until: Duration,
         node: &StoredNode,
         taints: Vec<Taint>,
-    ) -> Fault {
+    ) -> InjectedFault {
         let node = Shape {
             labels: node.labels.clone(),
             taints,
             allocatable: node.amounts.clone(),
         };
-        Fault {
+        InjectedFault {
             from,
             until,
             reach: Reach::Node(Box::new(HeldBy {

@@ -11,7 +11,7 @@ use kerf_core::cluster::PodOwner;
 use kerf_core::observe::Object;
 
 use super::api_server::StoredPod;
-use super::faults::Fault;
+use super::faults::InjectedFault;
 use super::{RunOptions, SimError, StoredNodeClaim, World};
 use crate::scenario;
 
@@ -372,7 +372,7 @@ fn a_never_ready_node_excuses_only_the_pods_it_held_up() {
     };
     let (from, until) = (Duration::ZERO, Duration::from_secs(7200));
     // a tainted node the stranded pod does not tolerate held nothing up for it
-    let tainted = Fault::never_ready(from, until, &node, vec![dedicated.clone()]);
+    let tainted = InjectedFault::never_ready(from, until, &node, vec![dedicated.clone()]);
     world.faults.push(tainted);
     let caught = world
         .check_waits()
@@ -398,7 +398,7 @@ fn a_never_ready_node_excuses_only_the_pods_it_held_up() {
         .check_waits()
         .expect("the stranded pod's room was taken");
     // and a node the stranded pod could take held it up itself
-    world.faults[0] = Fault::never_ready(from, until, &node, Vec::new());
+    world.faults[0] = InjectedFault::never_ready(from, until, &node, Vec::new());
     world
         .check_waits()
         .expect("the stranded pod waited on the node");
