@@ -304,7 +304,7 @@ wait_for() {
       log "$what did not come up; see the logs in $DIR"
       return 1
     fi
-    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+    if [ -n "$pid" ] && ! running "$pid"; then
       log "$what exited: $(tail -n 3 "$DIR/$what.log" 2>/dev/null)"
       return 1
     fi
@@ -322,6 +322,15 @@ launch() {
   echo "$name $!" >>"$DIR/pids"
 }
 
+# Whether process PID runs: a component a finished run of this script started is no child of
+# the next run, and once it exits it may stay a zombie (state Z) nobody reaps, which `kill -0`
+# still finds.
+running() {
+  local state
+  state="$(awk '{sub(/.*\) /, ""); print $1}' "/proc/$1/stat" 2>/dev/null)" || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
 pid_of() {
   awk -v n="$2" '$1 == n {p = $2} END {print p}' "$1/pids"
 }
@@ -332,7 +341,7 @@ cmd_kill() {
   pid="$(pid_of "$1" "$2")"
   [ -n "$pid" ] || { log "no $2 in $1/pids"; exit 1; }
   kill -9 "$pid" 2>/dev/null || true
-  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+  while running "$pid"; do sleep 0.05; done
 }
 
 # Starts component NAME of the control plane in DIR again with the command line it had.
@@ -341,7 +350,7 @@ cmd_restart() {
   [ -f "$DIR/cmd-$2" ] || { log "no $2 was started in $DIR"; exit 1; }
   local pid
   pid="$(pid_of "$DIR" "$2")"
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+  if [ -n "$pid" ] && running "$pid"; then
     log "$2 is running (pid $pid)"
     exit 1
   fi
@@ -372,8 +381,9 @@ cmd_start() {
   exit 1
 }
 
+# Runs as an `if` condition, where `set -e` does not hold: each step that can fail says so.
 start_once() {
-  : >"$DIR/pids"
+  : >"$DIR/pids" || return 1
   local etcd_port etcd_peer api_port kcm_port sched_port kwok_port
   read -r etcd_port etcd_peer api_port kcm_port sched_port kwok_port <<<"$(free_ports 6)"
 
@@ -383,10 +393,10 @@ start_once() {
     --initial-cluster "kerf-e2e=http://127.0.0.1:$etcd_peer" \
     --quota-backend-bytes 2147483648 --log-level warn
 
-  openssl genrsa -out "$DIR/sa.key" 2048 2>/dev/null
+  openssl genrsa -out "$DIR/sa.key" 2048 2>/dev/null || return 1
   local token
   token="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
-  echo "$token,kerf-e2e-admin,kerf-e2e-admin,system:masters" >"$DIR/tokens.csv"
+  echo "$token,kerf-e2e-admin,kerf-e2e-admin,system:masters" >"$DIR/tokens.csv" || return 1
 
   wait_for etcd 30 curl -sf "http://127.0.0.1:$etcd_port/health" || return 1
 
@@ -394,7 +404,7 @@ start_once() {
   # ServiceAccount makes (scripts/rbac-audit.py compares them with the chart's RBAC)
   local audit=()
   if [ -n "${KERF_AUDIT_DIR:-}" ]; then
-    mkdir -p "$KERF_AUDIT_DIR"
+    mkdir -p "$KERF_AUDIT_DIR" || return 1
     cat >"$DIR/audit-policy.yaml" <<'EOF'
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -466,7 +476,7 @@ EOF
   sleep 1
   local name pid
   while read -r name pid; do
-    if ! kill -0 "$pid" 2>/dev/null; then
+    if ! running "$pid"; then
       log "$name exited: $(tail -n 3 "$DIR/$name.log" 2>/dev/null)"
       return 1
     fi
@@ -481,7 +491,7 @@ stop_pids() {
   kill $pids 2>/dev/null || true
   for _ in $(seq 1 50); do
     alive=0
-    for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    for pid in $pids; do running "$pid" && alive=1; done
     [ "$alive" = 0 ] && break
     sleep 0.1
   done
@@ -491,7 +501,7 @@ stop_pids() {
 
 cmd_stop() {
   local dir="$1"
-  [ -f "$dir/pids" ] || exit 0
+  [ -f "$dir/pids" ] || return 0
   # The clients are asked to stop together, then etcd (each takes 1-3 s to shut down; one
   # after the other they took 10 s, paid by every test; etcd asked beside kube-apiserver waits
   # for it, 8 s); whatever still runs after 5 s is killed.

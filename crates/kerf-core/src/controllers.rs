@@ -694,7 +694,8 @@ impl Controllers {
     }
 
     /// Runs everything due at `now` and everything the cluster's changes call for; returns
-    /// what the shell must do, in order.
+    /// what the shell must do, in order. A shell's `now` never goes back from one call to the
+    /// next (this or [`Controllers::observe`]): the core keeps no clock to correct it.
     #[must_use = "the actions are the controllers' decisions: a shell carries every one out"]
     pub fn poll(&mut self, now: Duration) -> Vec<Action> {
         while let Some((at, _)) = self.timers.first()

@@ -243,7 +243,7 @@ pub fn finished(pod: &Pod) -> bool {
 }
 
 impl Controllers {
-    /// Takes in what a shell saw at `now`. The one way objects reach the controllers: the
+    /// Takes in what a shell saw at `now` (never earlier than the `now` of its last call). The one way objects reach the controllers: the
     /// records, their change tracking and the questions to the cloud they raise (a node
     /// class's instance types) all follow from here.
     pub fn observe(&mut self, observation: Observation, now: Duration) {

@@ -363,11 +363,17 @@ where
     }
 }
 
-/// The wall clock as the core reads it: time since the Unix epoch.
+/// The wall clock as the core reads it: time since the Unix epoch, never earlier than it
+/// last said (the core keeps no clock of its own, and a wall clock stepped back by NTP or a
+/// restored VM would otherwise hand it times out of order).
 pub fn now() -> Duration {
-    std::time::SystemTime::now()
+    static LATEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let wall = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let nanos = u64::try_from(wall.as_nanos()).unwrap_or(u64::MAX);
+    let before = LATEST.fetch_max(nanos, std::sync::atomic::Ordering::Relaxed);
+    Duration::from_nanos(before.max(nanos))
 }
 
 /// What a carried-out action has to tell the controllers: answered to them by the loop that

@@ -17,12 +17,12 @@ mod progress;
 
 use std::process::ExitCode;
 
+use clap::{Parser, Subcommand};
+
 /// mimalloc: the simulator and the dry runs allocate small objects by the million, where
 /// glibc's allocator took an eighth of a simulated day.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-use clap::{Parser, Subcommand};
 
 /// Kerf: Karpenter-compatible node autoscaling, faster and easier to reason about.
 #[derive(Parser)]

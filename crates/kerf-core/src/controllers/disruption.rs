@@ -1541,9 +1541,7 @@ impl Controllers {
             self.bound_repair(node, claim, now);
         }
         // recorded first: the status written as its deletion starts says why
-        self.disruption
-            .disrupted_for
-            .insert(claim.to_string(), reason);
+        self.disruption.record_reason(claim, reason);
         self.delete_nodeclaim(claim, now);
         for (kind, name, what) in [
             (EventObject::Node, node, "Node"),

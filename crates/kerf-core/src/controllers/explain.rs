@@ -187,7 +187,7 @@ impl Controllers {
             if matches!(first.kind(), "deleting" | "being-disrupted") {
                 continue;
             }
-            let mut message = first.message(|at| self.relative(at, now));
+            let mut message = first.message(|at| relative(at, now));
             if let Some(c) = message.get(..1) {
                 message = c.to_uppercase() + &message[1..];
             }
@@ -457,7 +457,7 @@ impl Controllers {
                     "expires",
                     format!(
                         "expires {} (expireAfter {})",
-                        self.relative(c.created + ttl, now),
+                        relative(c.created + ttl, now),
                         format_go_duration(ttl)
                     ),
                 ));
@@ -472,7 +472,7 @@ impl Controllers {
                     format!(
                         "its replacement failed to launch {} time(s) in a row: it is not replaced again until {} (deleting it is still considered)",
                         b.failures,
-                        self.relative(b.until, now)
+                        relative(b.until, now)
                     ),
                 ));
             }
@@ -509,7 +509,7 @@ impl Controllers {
             notes: Vec::new(),
         };
         out.blockers = (self.blockers(name, g, Wanted::All, now).iter())
-            .map(|b| Finding::new(b.kind(), b.message(|at| self.relative(at, now))))
+            .map(|b| Finding::new(b.kind(), b.message(|at| relative(at, now))))
             .collect();
         Some(out)
     }
@@ -542,8 +542,8 @@ impl Controllers {
                 format!(
                     "consolidateAfter {}: pods last changed {}, consolidatable {}",
                     d.consolidate_after,
-                    self.relative(record.last_pod_event, now),
-                    self.relative(at, now)
+                    relative(record.last_pod_event, now),
+                    relative(at, now)
                 ),
             )),
             Some(_) => {}
@@ -593,7 +593,7 @@ impl Controllers {
                                 format!(
                                     ", until {} ({})",
                                     rfc3339(Duration::from_secs(end)),
-                                    self.relative(at, now)
+                                    relative(at, now)
                                 )
                             })
                             .unwrap_or_default();
@@ -626,17 +626,6 @@ impl Controllers {
                     r.as_str()
                 ),
             ));
-        }
-    }
-
-    /// An instant as people read it next to now: `in 4m30s`, `5m ago`, `now`.
-    fn relative(&self, at: Duration, now: Duration) -> String {
-        if at > now {
-            format!("in {}", format_go_duration(at - now))
-        } else if at < now {
-            format!("{} ago", format_go_duration(now - at))
-        } else {
-            "now".into()
         }
     }
 }
@@ -923,5 +912,16 @@ impl std::fmt::Display for NodeExplanation {
             }
         }
         Ok(())
+    }
+}
+
+/// An instant as people read it next to `now`: `in 4m30s`, `5m ago`, `now`.
+fn relative(at: Duration, now: Duration) -> String {
+    if at > now {
+        format!("in {}", format_go_duration(at - now))
+    } else if at < now {
+        format!("{} ago", format_go_duration(now - at))
+    } else {
+        "now".into()
     }
 }

@@ -872,8 +872,7 @@ impl Controllers {
     /// Deletes a NodeClaim outright: no node to drain.
     fn release(&mut self, name: &str, now: Duration) {
         self.lifecycle.relaunches.remove(name);
-        self.lifecycle.last_error.remove(name);
-        self.lifecycle.initializing.remove(name);
+        self.forget_lifecycle(name);
         self.forget_consistency(name);
         self.count_nodeclaim_deleted(name, now);
         self.actions.push(Action::DeleteNodeClaim {
@@ -1002,10 +1001,9 @@ impl Controllers {
     /// The reservations a class resolves to changed: a NodeClaim whose reservation left it
     /// has drifted only if the next instance listing still has it in the reservation.
     pub(crate) fn class_reservations_changed(&mut self, class: &str, now: Duration) {
-        let at = now;
         self.lifecycle
             .reservations_changed
-            .insert(class.to_string(), at);
+            .insert(class.to_string(), now);
     }
 
     /// A class was deleted: nothing waits on its reservations.

@@ -141,7 +141,7 @@ fn clear(cp: &ControlPlane) {
 }
 
 #[test]
-fn karpenter_and_kerf_roll_drifted_nodes_as_many_at_once_as_the_budget_allows() {
+fn kerf_rolls_drifted_nodes_as_many_at_once_as_the_budget_allows_beside_karpenter() {
     let run = super::each_in_turn("drift-pace", MANIFESTS, &[], roll, clear);
     let (karpenters, kerfs) = (&run.karpenter, &run.kerf);
 

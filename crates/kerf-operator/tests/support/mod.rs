@@ -258,7 +258,10 @@ impl ControlPlane {
             self.dir.display()
         );
         let pids = std::fs::read_to_string(self.dir.join("pids")).unwrap_or_default();
-        for (component, pid) in pids.lines().filter_map(|l| l.split_once(' ')) {
+        // a component restarted by a test has a line per start: its last is the one running
+        let last: std::collections::BTreeMap<&str, &str> =
+            pids.lines().filter_map(|l| l.split_once(' ')).collect();
+        for (component, pid) in last {
             // an exited component nobody reaped is a zombie: still listed, state `Z`
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             let state = stat
