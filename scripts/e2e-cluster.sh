@@ -322,13 +322,17 @@ launch() {
   echo "$name $!" >>"$DIR/pids"
 }
 
-# Whether process PID runs: a component a finished run of this script started is no child of
-# the next run, and once it exits it may stay a zombie (state Z) nobody reaps, which `kill -0`
-# still finds.
+# Whether process PID still runs or holds what it had (its ports): a component a finished run
+# of this script started is no child of the next run, and once it exits it stays a zombie
+# (state Z) until PID 1 reaps it, which `kill -0` still finds. A zombie whose other threads
+# are still exiting still holds the process's files, its listening sockets among them.
 running() {
   local state
+  [ -e "/proc/$1" ] || return 1
   state="$(awk '{sub(/.*\) /, ""); print $1}' "/proc/$1/stat" 2>/dev/null)" || return 1
-  [ -n "$state" ] && [ "$state" != Z ]
+  [ -n "$state" ] || return 1
+  [ "$state" != Z ] && return 0
+  [ "$(find "/proc/$1/task" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)" -gt 1 ]
 }
 
 pid_of() {
