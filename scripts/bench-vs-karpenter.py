@@ -2,7 +2,8 @@
 """Kerf and Karpenter v1.15.0 side by side on Karpenter's own performance workload.
 
   scripts/bench-vs-karpenter.py [--scale N] [--only kerf|karpenter|floor]... [--quiet SECONDS]
-                                [--all-types] [--no-scale-in] [--few-seats]
+                                [--all-types] [--no-scale-in] [--few-seats] [--node-lease S]
+                                [--operator PATH]
 
 "Basic Deployment" of Karpenter's performance suite (test/suites/performance/basic_test.go):
 500 pods of 900m/3100Mi and 500 of 3500m/28Gi (times --scale / 1000), one on-demand NodePool
@@ -19,7 +20,11 @@ API requests it made until every pod ran, by method (its own `client_go_request_
 kwok type (no 32-cpu cap); `--no-scale-in` stops once every pod runs (the 50,000-pod run);
 `--few-seats` turns the API server's priority and fairness on and runs the autoscaler as the
 ServiceAccount kube-system/kerf (cluster-admin), whose requests fixtures/apf/kerf-few-seats.yaml
-puts on one seat that answers the rest 429 (the count is reported). Each run's work folder
+puts on one seat that answers the rest 429 (the count is reported). Past 10,000 pods kwok's
+node leases last --node-lease seconds (default 240, renewed every quarter of it) and
+kube-controller-manager waits as long on a silent node: at kwok's 40 s, 4,500 nodes renew 450
+times a second, more than two vCPUs' API server keeps up with, and the node lifecycle then
+evicts Running pods (scripts/e2e-cluster.sh, KERF_E2E_NODE_LEASE_SECONDS). Each run's work folder
 (the autoscaler's log beside the control plane's) is kept and named, so the two logs of one
 run can be read side by side. Prints a Markdown table (docs/src/results/race.md quotes it).
 """
@@ -253,6 +258,10 @@ def rejected(cluster):
     return int(total)
 
 
+# the kerf-operator binary raced: target/release's, built at the start, unless --operator
+OPERATOR = [os.path.join(ROOT, "target/release/kerf-operator")]
+
+
 def start_autoscaler(who, cluster, work, kubeconfig=None):
     log = open(os.path.join(work, f"{who}.log"), "w")
     metrics_port = free_port()
@@ -261,7 +270,7 @@ def start_autoscaler(who, cluster, work, kubeconfig=None):
     if kubeconfig:
         env["KUBECONFIG"] = kubeconfig
     if who == "kerf":
-        command = [os.path.join(ROOT, "target/release/kerf-operator"), "--cloud-provider", "kwok"]
+        command = [OPERATOR[0], "--cloud-provider", "kwok"]
     else:
         kwok = subprocess.run([os.path.join(ROOT, "scripts/e2e-cluster.sh"), "karpenter-kwok"],
                               capture_output=True, text=True, check=True).stdout.strip()
@@ -425,12 +434,22 @@ def main():
     ap.add_argument("--few-seats", action="store_true",
                     help="the autoscaler's requests on one seat of the API server's "
                          "priority and fairness (fixtures/apf/kerf-few-seats.yaml)")
+    ap.add_argument("--operator", metavar="PATH",
+                    help="run this kerf-operator binary (default: build target/release's)")
+    ap.add_argument("--node-lease", type=int,
+                    help="kwok's node lease in seconds (default: kwok's 40 up to 10,000 pods, "
+                         "240 past them)")
     args = ap.parse_args()
+    lease = args.node_lease or (240 if args.scale > 10000 else None)
+    if lease:
+        os.environ["KERF_E2E_NODE_LEASE_SECONDS"] = str(lease)
     if args.few_seats:
         # scripts/e2e-cluster.sh turns priority and fairness on
         os.environ["KERF_E2E_APF"] = "1"
     runs = args.only or ["karpenter", "kerf", "floor"]
-    if "kerf" in runs:
+    if args.operator:
+        OPERATOR[0] = os.path.abspath(args.operator)
+    elif "kerf" in runs:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "kerf-operator"], cwd=ROOT,
                        check=True)
     results = [run(who, args) for who in runs]

@@ -29,7 +29,11 @@
 # `start` leaves the API server's priority and fairness off (the benchmarks time the control
 # plane without its queues) unless KERF_E2E_APF is set (the fault suite's throttling case,
 # `bench-vs-karpenter.py --few-seats`); with KERF_AUDIT_DIR set it audits the chart's
-# ServiceAccount there.
+# ServiceAccount there. KERF_E2E_NODE_LEASE_SECONDS sets kwok's node lease (renewed every
+# quarter of it) and kube-controller-manager's grace for a silent node to it; unset, kwok's
+# 40 s lease with a 20 s grace (a node gone quiet is NotReady soon, as the repair tests want).
+# The 50,000-pod race sets it: 4,500 nodes renewing every 10 s are 450 writes a second, which
+# two vCPUs' API server cannot keep up with, and the node lifecycle then evicts Running pods.
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.35.4}"
@@ -455,11 +459,17 @@ EOF
   wait_for kube-apiserver 60 curl -skf -H "Authorization: Bearer $token" "https://127.0.0.1:$api_port/readyz" ||
     return 1
 
+  local lease=() grace=20s
+  if [ -n "${KERF_E2E_NODE_LEASE_SECONDS:-}" ]; then
+    lease=(--node-lease-duration-seconds "$KERF_E2E_NODE_LEASE_SECONDS")
+    grace="${KERF_E2E_NODE_LEASE_SECONDS}s"
+  fi
+
   launch kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$DIR/kubeconfig" --authentication-kubeconfig "$DIR/kubeconfig" \
     --authorization-kubeconfig "$DIR/kubeconfig" --bind-address 127.0.0.1 --secure-port "$kcm_port" \
     --leader-elect=false --service-account-private-key-file "$DIR/sa.key" \
     --use-service-account-credentials=false --cluster-signing-duration 24h \
-    --node-monitor-grace-period 20s --concurrent-deployment-syncs 10 --concurrent-replicaset-syncs 10 \
+    --node-monitor-grace-period "$grace" --concurrent-deployment-syncs 10 --concurrent-replicaset-syncs 10 \
     --kube-api-qps 200 --kube-api-burst 400
 
   launch kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$DIR/kubeconfig" --authentication-kubeconfig "$DIR/kubeconfig" \
@@ -468,7 +478,7 @@ EOF
 
   launch kwok "$BIN/kwok" --kubeconfig "$DIR/kubeconfig" --config "$CACHE/stages.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-    --server-address "127.0.0.1:$kwok_port" --node-ip 127.0.0.1
+    --server-address "127.0.0.1:$kwok_port" --node-ip 127.0.0.1 ${lease[@]+"${lease[@]}"}
 
   wait_for kube-scheduler 60 curl -skf "https://127.0.0.1:$sched_port/healthz" || return 1
   wait_for kube-controller-manager 60 curl -skf "https://127.0.0.1:$kcm_port/healthz" || return 1
