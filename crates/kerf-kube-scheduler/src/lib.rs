@@ -23,6 +23,17 @@ use kerf_api::{Quantity, Taint, TaintEffect};
 /// Resource amounts in thousandths of a unit (millicores, millibytes), by resource name.
 pub type Amounts = BTreeMap<String, i128>;
 
+/// The resources every pod asks for, whose room on each node the scheduler keeps as plain
+/// numbers beside its [`Amounts`]: a node without room for a pod is passed over without a
+/// string compared, which in a burst onto thousands of full nodes is most of the work.
+const COMMON: [&str; 3] = ["cpu", "memory", "pods"];
+
+/// What `requested` leaves of `allocatable` of each [`COMMON`] resource.
+fn room_of(allocatable: &Amounts, requested: &Amounts) -> [i128; 3] {
+    COMMON
+        .map(|r| allocatable.get(r).copied().unwrap_or(0) - requested.get(r).copied().unwrap_or(0))
+}
+
 /// A node as kube-scheduler's snapshot holds it.
 #[derive(Debug)]
 pub struct Node<'a> {
@@ -327,6 +338,8 @@ pub struct Scheduler<'a> {
     /// Node indices by name (the last node added under a name).
     by_name: HashMap<&'a str, usize>,
     requested: Vec<Cow<'a, Amounts>>,
+    /// Per node, [`room_of`] its allocatable and `requested`.
+    room: Vec<[i128; 3]>,
     ports: Vec<Vec<(i32, String)>>,
     bound: Vec<(&'a Pod, usize)>,
     /// Bound pods that carry required anti-affinity terms (checked against every newcomer).
@@ -351,6 +364,8 @@ struct Spread {
 /// The spread and affinity terms of one pod, by count id.
 struct Plan {
     requests: Amounts,
+    /// The [`COMMON`] resources of `requests`, where it names them.
+    common: [Option<i128>; 3],
     ports: Vec<(i32, String)>,
     spreads: Vec<Spread>,
     /// (topology key, count, whether the pod may start the group: it matches its own
@@ -412,6 +427,7 @@ impl<'a> Scheduler<'a> {
         for (i, n) in s.nodes.iter().enumerate() {
             if let Some(u) = usage(n.name) {
                 s.requested[i] = Cow::Borrowed(&u.requested);
+                s.room[i] = room_of(&n.allocatable, &u.requested);
                 s.ports[i].clone_from(&u.ports);
             }
         }
@@ -429,6 +445,9 @@ impl<'a> Scheduler<'a> {
                 .map(|(i, n)| (n.name, i))
                 .collect(),
             requested: vec![Cow::Owned(Amounts::new()); nodes.len()],
+            room: (nodes.iter())
+                .map(|n| room_of(&n.allocatable, &Amounts::new()))
+                .collect(),
             ports: vec![Vec::new(); nodes.len()],
             attached: vec![BTreeMap::new(); nodes.len()],
             storage,
@@ -479,6 +498,7 @@ impl<'a> Scheduler<'a> {
     /// Adds a node after the snapshot was taken; its index.
     pub fn add_node(&mut self, node: Node<'a>) -> usize {
         self.by_name.insert(node.name, self.nodes.len());
+        self.room.push(room_of(&node.allocatable, &Amounts::new()));
         self.nodes.push(node);
         self.requested.push(Cow::Owned(Amounts::new()));
         self.ports.push(Vec::new());
@@ -510,6 +530,7 @@ impl<'a> Scheduler<'a> {
 
     fn place(&mut self, pod: &'a Pod, facts: &Facts, node: usize) {
         add(self.requested[node].to_mut(), &facts.requests);
+        self.room[node] = room_of(&self.nodes[node].allocatable, &self.requested[node]);
         self.ports[node].extend(facts.ports.iter().cloned());
         self.note(pod, facts, node);
     }
@@ -595,6 +616,7 @@ impl<'a> Scheduler<'a> {
             anti.push((term.topology_key.clone(), count));
         }
         Plan {
+            common: COMMON.map(|r| facts.requests.get(r).copied()),
             requests: facts.requests.clone(),
             ports: facts.ports.clone(),
             spreads,
@@ -604,6 +626,11 @@ impl<'a> Scheduler<'a> {
     }
 
     fn fits(&self, pod: &Pod, plan: &Plan, i: usize) -> bool {
+        // NodeResourcesFit on the resources every pod asks for first: the cheapest no
+        let room = &self.room[i];
+        if (plan.common.iter().zip(room)).any(|(want, room)| want.is_some_and(|w| w > *room)) {
+            return false;
+        }
         let node = &self.nodes[i];
         if !node_affinity_matches(pod, node.labels) || untolerated(pod, node.taints) {
             return false;
