@@ -19,7 +19,7 @@ use kerf_scheduling::{ExistingNode, NodePoolInput, benchmark};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::consolidation::{ClusterView, NodeView};
+use crate::disruption::search::{ClusterView, NodeView};
 
 /// Pods per node.
 pub const PODS_PER_NODE: usize = 10;
@@ -159,7 +159,7 @@ impl BenchCluster {
         for d in &self.daemonsets {
             requested.add(&pod_requests(d));
         }
-        let disruption_cost = crate::disruption_rules::node_disruption_cost(&pods, false);
+        let disruption_cost = crate::disruption::rules::node_disruption_cost(&pods, false);
         let mut on_node = Vec::with_capacity(pods.len());
         for p in pods {
             requested.add(&pod_requests(&p));
@@ -224,7 +224,7 @@ impl BenchCluster {
             spot_to_spot: false,
             terminate_first: Default::default(),
             options: kerf_scheduling::SolveOptions::default(),
-            min_savings: crate::consolidation::MinSavings::default(),
+            min_savings: crate::disruption::search::MinSavings::default(),
             pods_await_capacity: false,
         }
     }

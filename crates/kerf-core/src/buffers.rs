@@ -554,7 +554,7 @@ mod tests {
         assert_eq!(volumes, ["tmp"]);
         let mounts = s.containers[0].volume_mounts.as_ref().unwrap();
         assert_eq!(mounts.len(), 1);
-        assert!(crate::provisioning_rules::is_provisionable(p));
+        assert!(crate::provisioning::rules::is_provisionable(p));
     }
 
     #[test]

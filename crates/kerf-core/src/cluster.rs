@@ -16,8 +16,8 @@ use kerf_scheduling::InstanceTypeOption;
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::resources::{Resources, pod_requests};
 
-use crate::disruption_rules::{DoNotDisrupt, do_not_disrupt};
-use crate::provisioning_rules::is_provisionable;
+use crate::disruption::rules::{DoNotDisrupt, do_not_disrupt};
+use crate::provisioning::rules::is_provisionable;
 use crate::volumes::Volumes;
 
 /// How a node's capacity is bought.
@@ -859,7 +859,7 @@ impl Cluster {
             requests,
             node: node.clone(),
             nominated: if node.is_some() { None } else { nominated },
-            started: crate::disruption_rules::pod_started(&pod)
+            started: crate::disruption::rules::pod_started(&pod)
                 .map(|t| t.saturating_sub(self.epoch)),
             pending_since: if node.is_none() && old_node.is_some() {
                 now

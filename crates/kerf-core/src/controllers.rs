@@ -98,7 +98,7 @@ pub struct Settings {
     /// Karpenter's `MIN_VALUES_POLICY`: unmet minValues refuse the NodePool or are lowered.
     pub min_values_policy: kerf_scheduling::MinValues,
     /// The least a consolidation move must save (Kerf's; zero, as Karpenter, by default).
-    pub min_savings: crate::consolidation::MinSavings,
+    pub min_savings: crate::disruption::search::MinSavings,
 }
 
 impl Default for Settings {
@@ -122,7 +122,7 @@ impl Default for Settings {
             unavailable_offerings_ttl: crate::unavailable::TTL,
             preference_policy: kerf_scheduling::Preferences::Respect,
             min_values_policy: kerf_scheduling::MinValues::Strict,
-            min_savings: crate::consolidation::MinSavings::default(),
+            min_savings: crate::disruption::search::MinSavings::default(),
         }
     }
 }

@@ -101,9 +101,21 @@ pub struct ClaimConditions {
     /// Its drain, once its deletion started: under way (`false`) or done (`true`).
     pub drained: Option<bool>,
     /// Its volumes' detachment, once drained (`VolumesDetached`).
-    pub detachment: Option<crate::controllers::termination::Detachment>,
+    pub detachment: Option<Detachment>,
     /// Its node falls short of what its launch promised (`ConsistentStateFound` false).
     pub inconsistent: bool,
+}
+
+/// Where a drained node's volumes stand: its `VolumesDetached` condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detachment {
+    /// VolumeAttachments remain (Unknown, `AwaitingVolumeDetachment`).
+    Awaiting,
+    /// None remains (True).
+    Done,
+    /// Some remained when the termination time came (False,
+    /// `TerminationGracePeriodElapsed`).
+    GraceElapsed,
 }
 
 /// Karpenter's reason and message for a condition no controller has decided yet.
@@ -211,7 +223,6 @@ pub fn nodeclaim_status(record: &ClaimRecord, beside: &ClaimConditions) -> NodeC
             .push(unknown(DRAINED, "Draining", "Draining")),
         None => {}
     }
-    use crate::controllers::termination::Detachment;
     match beside.detachment {
         Some(Detachment::Done) => status.conditions.push(holds(VOLUMES_DETACHED)),
         Some(Detachment::Awaiting) => status.conditions.push(unknown(
@@ -713,7 +724,7 @@ pub fn node_record(node: &Node, now: Duration) -> NodeRecord {
         requests: Resources::default(),
         last_pod_event: now,
         marked_consolidatable: None,
-        do_not_disrupt: crate::disruption_rules::node_blocks(node.metadata.annotations.as_ref()),
+        do_not_disrupt: crate::disruption::rules::node_blocks(node.metadata.annotations.as_ref()),
         tainting: false,
         untainting: false,
         created: created_at(&node.metadata).unwrap_or(now),

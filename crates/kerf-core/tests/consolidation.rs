@@ -8,7 +8,7 @@ use kerf_api::labels;
 use kerf_api::nodepool::ConsolidationPolicy;
 use kerf_core::benchmark::BenchCluster;
 use kerf_core::cluster::CapacityType;
-use kerf_core::consolidation::{Command, MinSavings, plan};
+use kerf_core::disruption::search::{Command, MinSavings, plan};
 
 fn pod(name: &str, cpu: &str, pinned_to: Option<&str>) -> Pod {
     sized(name, cpu, "256Mi", pinned_to)
@@ -138,7 +138,7 @@ fn three_pods(node: &str, disruption_cost: Option<&str>) -> Vec<Pod> {
 }
 
 fn planned(c: &BenchCluster, min_savings: MinSavings) -> Option<Command> {
-    let view = kerf_core::consolidation::ClusterView {
+    let view = kerf_core::disruption::search::ClusterView {
         min_savings,
         ..c.view(1)
     };
@@ -201,7 +201,7 @@ fn a_move_saving_less_than_the_minimum_is_not_taken() {
 /// `%.2f` and `%.1f`, an infinite score `+Inf`).
 #[test]
 fn a_balanced_score_reads_as_karpenters_event_message() {
-    let s = kerf_core::consolidation::Score {
+    let s = kerf_core::disruption::search::Score {
         pool: 0,
         savings_fraction: 0.12,
         disruption_fraction: 0.08,
@@ -210,7 +210,7 @@ fn a_balanced_score_reads_as_karpenters_event_message() {
         s.message(),
         "score 1.50 >= threshold 0.50 (k: 2, savings 12.0%, disruption 8.0%)"
     );
-    let free = kerf_core::consolidation::Score {
+    let free = kerf_core::disruption::search::Score {
         disruption_fraction: 0.0,
         ..s
     };
@@ -255,7 +255,7 @@ fn a_balanced_nodepool_takes_a_move_only_when_it_saves_enough_for_its_disruption
 #[test]
 fn validation_checks_the_decided_candidates_not_a_new_search() {
     use kerf_api::nodepool::DisruptionReason;
-    use kerf_core::consolidation::{Decided, Method, Rejection, revalidate};
+    use kerf_core::disruption::search::{Decided, Method, Rejection, revalidate};
     let mut c = BenchCluster::generate(0, 1);
     c.daemonsets.clear();
     c.add_node("roomy", 15, "test-zone-1", vec![pod("r0", "1", None)], true);
@@ -443,7 +443,7 @@ fn a_spot_node_is_not_moved_to_on_demand_while_its_replacement_may_be_spot() {
     ];
     let mut c = one_busy_node(&[(1, small), (7, big)], CapacityType::Spot, 0.50, None);
     assert_eq!(planned(&c, MinSavings::default()), None, "SpotToSpot off");
-    let view = kerf_core::consolidation::ClusterView {
+    let view = kerf_core::disruption::search::ClusterView {
         spot_to_spot: true,
         terminate_first: Default::default(),
         ..c.view(1)
@@ -501,7 +501,7 @@ fn a_spot_to_spot_replacement_takes_the_fifteen_cheapest_of_at_least_fifteen() {
         c
     };
     let replaced = |c: &BenchCluster| {
-        let view = kerf_core::consolidation::ClusterView {
+        let view = kerf_core::disruption::search::ClusterView {
             spot_to_spot: true,
             terminate_first: Default::default(),
             ..c.view(1)

@@ -755,7 +755,7 @@ impl<C: CloudProvider> Executor<C> {
             Action::AnnotatePodDeletionCost { pod, cost } => {
                 let (ns, name) = split(&pod);
                 let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-                let key = kerf_core::disruption_rules::POD_DELETION_COST_ANNOTATION;
+                let key = kerf_core::disruption::rules::POD_DELETION_COST_ANNOTATION;
                 let value = cost.map(|c| c.to_string());
                 let patch = Patch::Merge(json!({"metadata": {"annotations": {key: value}}}));
                 let written = retry("annotating pod", || pods.patch(name, &params, &patch)).await;

@@ -103,7 +103,7 @@ fn options(settings: &Settings) -> kerf_operator::Options {
             unavailable_offerings_ttl: settings.unavailable_offerings_ttl,
             preference_policy: settings.preference_policy,
             min_values_policy: settings.min_values_policy,
-            min_savings: kerf_core::consolidation::MinSavings {
+            min_savings: kerf_core::disruption::search::MinSavings {
                 per_hour: settings.consolidation_min_savings_per_hour,
                 percent: settings.consolidation_min_savings_percent,
             },

@@ -512,7 +512,7 @@ fn eviction_costs_and_balanced_scores_are_karpenters() {
     for (managed, answer) in [(false, &answers[0]), (true, gated)] {
         let theirs = answer["costs"].as_array().expect("costs");
         for (pod, cost) in typed.iter().zip(theirs) {
-            let ours = kerf_core::disruption_rules::eviction_cost(pod, managed);
+            let ours = kerf_core::disruption::rules::eviction_cost(pod, managed);
             let cost = cost.as_f64().expect("a cost");
             assert!(
                 (ours - cost).abs() < 1e-12,
@@ -520,7 +520,7 @@ fn eviction_costs_and_balanced_scores_are_karpenters() {
                 pod.metadata
             );
         }
-        let node = kerf_core::disruption_rules::node_disruption_cost(&typed, managed);
+        let node = kerf_core::disruption::rules::node_disruption_cost(&typed, managed);
         let cost = answer["cost"].as_f64().expect("a node cost");
         assert!(
             (node - cost).abs() < 1e-9,
@@ -528,16 +528,16 @@ fn eviction_costs_and_balanced_scores_are_karpenters() {
         );
     }
     for ((savings, disruption, cost, total), answer) in moves.iter().zip(&answers[1..]) {
-        let totals = kerf_core::consolidation::PoolTotals {
+        let totals = kerf_core::disruption::search::PoolTotals {
             cost: *cost,
             disruption: *total,
         };
-        let ours = kerf_core::consolidation::balanced_score(*savings, *disruption, totals);
+        let ours = kerf_core::disruption::search::balanced_score(*savings, *disruption, totals);
         let theirs: f64 = answer["score"]
             .as_str()
             .and_then(|s| s.parse().ok())
             .expect("a score");
-        let approved = ours >= 1.0 / kerf_core::consolidation::BALANCED_K;
+        let approved = ours >= 1.0 / kerf_core::disruption::search::BALANCED_K;
         assert!(
             ours == theirs || (ours - theirs).abs() < 1e-12,
             "move {savings} {disruption} {cost} {total}: Kerf {ours}, Karpenter {theirs}"
@@ -1039,7 +1039,7 @@ fn disruption_budgets_allow_what_karpenters_allow() {
             .parse::<k8s_openapi::jiff::Timestamp>()
             .expect("a time")
             .as_second();
-        let ours = kerf_core::disruption_rules::allowed_disruptions(
+        let ours = kerf_core::disruption::rules::allowed_disruptions(
             &np,
             r,
             *nodes,
@@ -1408,17 +1408,17 @@ fn do_not_disrupt_holds_as_long_as_karpenters() {
     for ((pod, blocks), their_events) in pods.iter().zip(theirs).zip(told) {
         let typed: k8s_openapi::api::core::v1::Pod =
             serde_json::from_value(pod.clone()).expect("a pod");
-        let started = kerf_core::disruption_rules::pod_started(&typed);
-        let ours = kerf_core::disruption_rules::pod_blocks(&typed, started, now);
+        let started = kerf_core::disruption::rules::pod_started(&typed);
+        let ours = kerf_core::disruption::rules::pod_blocks(&typed, started, now);
         if Some(ours) != blocks.as_bool() {
             differences.push(format!(
                 "{} started {}: Kerf {ours}, Karpenter {blocks}",
                 pod["metadata"]["annotations"], pod["status"]["startTime"]
             ));
         }
-        let dnd = kerf_core::disruption_rules::do_not_disrupt(&typed, started);
+        let dnd = kerf_core::disruption::rules::do_not_disrupt(&typed, started);
         let our_events: Vec<String> =
-            kerf_core::disruption_rules::do_not_disrupt_event(&dnd, now, Duration::ZERO)
+            kerf_core::disruption::rules::do_not_disrupt_event(&dnd, now, Duration::ZERO)
                 .map(|(reason, message, _)| format!("{reason}: {message}"))
                 .into_iter()
                 .collect();

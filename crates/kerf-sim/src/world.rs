@@ -26,7 +26,7 @@ use kerf_core::controllers::{Action, Controllers, LaunchRequest, Settings};
 use kerf_core::nodepools::{daemon_runs_on, node_pool_input};
 use kerf_core::objects::nodeclaim_conditions;
 use kerf_core::observe::{Object, Observation};
-use kerf_core::provisioning_rules::is_provisionable;
+use kerf_core::provisioning::rules::is_provisionable;
 use kerf_core::unfinished::{Unfinished, replayable};
 use kerf_core::workloads::{
     ClusterObject, PodNames, VolumeObject, claim_for, claim_templates, read,
@@ -350,7 +350,7 @@ fn workload_key(kind: &str, namespace: &str, name: &str) -> String {
 /// it when scaling in: 0 when absent or not a 32-bit integer.
 fn deletion_cost(pod: &Pod) -> i32 {
     (pod.metadata.annotations.as_ref())
-        .and_then(|a| a.get(kerf_core::disruption_rules::POD_DELETION_COST_ANNOTATION))
+        .and_then(|a| a.get(kerf_core::disruption::rules::POD_DELETION_COST_ANNOTATION))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
 }
@@ -412,7 +412,7 @@ impl World {
             node_class_status: true,
             preference_policy: scenario.spec.preference_policy,
             min_values_policy: scenario.spec.min_values_policy,
-            min_savings: kerf_core::consolidation::MinSavings {
+            min_savings: kerf_core::disruption::search::MinSavings {
                 per_hour: scenario.spec.consolidation_min_savings_per_hour,
                 percent: scenario.spec.consolidation_min_savings_percent,
             },
@@ -1029,7 +1029,7 @@ impl World {
             }
             Action::DeletePod { pod, .. } => self.evicted(&pod),
             Action::AnnotatePodDeletionCost { pod, cost } => {
-                let key = kerf_core::disruption_rules::POD_DELETION_COST_ANNOTATION;
+                let key = kerf_core::disruption::rules::POD_DELETION_COST_ANNOTATION;
                 if let Some(p) = self.pods.get_mut(&pod) {
                     let annotations = p
                         .pod

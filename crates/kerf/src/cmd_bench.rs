@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
 use kerf_core::benchmark::{BenchCluster, PODS_PER_NODE};
-use kerf_core::consolidation::plan;
+use kerf_core::disruption::search::plan;
 use kerf_scheduling::{
     Catalog, Preferences, Problem, SolveOptions, benchmark, solve, solve_near_bound,
 };

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Result;
 use kerf_core::cluster::PodOwner;
 use kerf_core::controllers::provisioning::Solved;
-use kerf_core::provisioning_rules::{nodeclaim, nodeclaim_name};
+use kerf_core::provisioning::rules::{nodeclaim, nodeclaim_name};
 use kerf_scheduling::PlannedNodeClaim;
 use kerf_scheduling::resources::Resources;
 use kerf_sim::report::plural;

@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap;
 use super::Controllers;
 use super::disruption::PdbAllowances;
 use crate::cluster::{PodOwner, PodRecord};
-use crate::disruption_rules::{DoNotDisrupt, do_not_disrupt};
+use crate::disruption::rules::{DoNotDisrupt, do_not_disrupt};
 
 /// One reason a node may not be disrupted now, in the node's own state or its pods
 /// (Karpenter's candidate checks). The budgets and the consolidation policy, which depend

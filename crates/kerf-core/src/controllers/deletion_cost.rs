@@ -24,7 +24,7 @@ use kerf_api::nodepool::DisruptionReason;
 use super::blockers::Wanted;
 use super::{Action, Controllers, Timer};
 use crate::cluster::{PodOwner, PodRecord};
-use crate::disruption_rules::{POD_DELETION_COST_ANNOTATION, eviction_cost};
+use crate::disruption::rules::{POD_DELETION_COST_ANNOTATION, eviction_cost};
 use crate::metrics::families;
 
 /// How often the nodes are ranked again (Karpenter: a minute).

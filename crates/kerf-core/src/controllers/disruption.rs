@@ -1,6 +1,6 @@
 //! Disruption: drift marking, consolidatable marking, and the pass that picks one command
-//! (emptiness, drift, consolidation; see [`crate::consolidation`]). After 15 s a command's
-//! candidates are checked again ([`crate::consolidation::revalidate`]) and it is acted on
+//! (emptiness, drift, consolidation; see [`crate::disruption::search`]). After 15 s a command's
+//! candidates are checked again ([`crate::disruption::search::revalidate`]) and it is acted on
 //! only if it still holds; candidates are tainted, replacements launched and awaited (10
 //! minutes at most, then the command is rolled back), and the candidates deleted.
 
@@ -20,11 +20,11 @@ use super::blockers::{Gathered, Wanted};
 use super::rehearsal::PlannedNode;
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{CapacityType, Cluster, DriftReason, PodOwner};
-use crate::consolidation::{
-    ClusterView, Command, Decided, Method, NodeView, Rejection, plan_judged, revalidate,
-};
-use crate::disruption_rules::{
+use crate::disruption::rules::{
     allowances, budget_active, consolidatable_at, node_disruption_cost, pdb_allowance, pdb_selects,
+};
+use crate::disruption::search::{
+    ClusterView, Command, Decided, Method, NodeView, Rejection, plan_judged, revalidate,
 };
 use crate::hash::{node_class_hash, node_pool_hash};
 
@@ -83,7 +83,7 @@ pub(super) struct Pending {
     replacements: Vec<String>,
     savings: f64,
     /// Its Balanced scores, by NodePool name (none under the other policies).
-    scores: Vec<(String, crate::consolidation::Score)>,
+    scores: Vec<(String, crate::disruption::search::Score)>,
 }
 
 /// A command as Karpenter writes it in its log: `head: [nodes] -> [1 replacement] (savings:
@@ -250,7 +250,10 @@ pub(super) struct Disruptions {
     /// rehearsal refused, so that the search looks for another.
     refused: BTreeSet<String>,
     /// The Balanced scores of the last consolidation command decided, by NodePool name.
-    scores: Vec<(String, crate::consolidation::Score)>,
+    scores: Vec<(String, crate::disruption::search::Score)>,
+    /// The move a pass chose for each of its candidates, and when: `kerf explain` tells it
+    /// as chosen while it is carried out.
+    chosen: BTreeMap<String, (Duration, String)>,
 }
 
 impl Disruptions {
@@ -263,6 +266,11 @@ impl Disruptions {
     /// Why `claim` is being deleted by a disruption, if it is.
     pub(super) fn reason_of(&self, claim: &str) -> Option<DisruptionReason> {
         self.disrupted_for.get(claim).copied()
+    }
+
+    /// The move a pass chose for `node`, as a sentence, and when it chose it.
+    pub(super) fn choice(&self, node: &str) -> Option<&(Duration, String)> {
+        self.chosen.get(node)
     }
 
     /// Forgets `claim`'s disruption reason: it is gone, or no longer being deleted.
@@ -614,7 +622,7 @@ impl Controllers {
         let budgets = self.budgets_now(now);
         let mut allowed = BTreeMap::new();
         for (i, pool) in pool_names.iter().enumerate() {
-            for r in crate::consolidation::BUDGET_REASONS {
+            for r in crate::disruption::search::BUDGET_REASONS {
                 let left = (budgets.get(&(pool.as_str(), r)))
                     .map_or(0, |b| b.allowed.saturating_sub(b.consuming));
                 allowed.insert((i, r), left);
@@ -633,7 +641,7 @@ impl Controllers {
                 daemonsets,
                 allowed,
                 spot_to_spot: self.settings.spot_to_spot,
-                terminate_first: crate::consolidation::TerminateFirst {
+                terminate_first: crate::disruption::search::TerminateFirst {
                     drift: self.settings.terminate_first_drift,
                     repair: self.settings.terminate_first_repair,
                 },
@@ -664,7 +672,7 @@ impl Controllers {
         let mut out = BTreeMap::new();
         for (name, np) in &self.cluster.node_pools {
             let c = counts.get(name.as_str()).copied().unwrap_or_default();
-            let reasons = crate::consolidation::BUDGET_REASONS;
+            let reasons = crate::disruption::search::BUDGET_REASONS;
             let allowed = allowances(np, reasons, c.nodes, unix);
             for (r, allowed) in reasons.into_iter().zip(allowed) {
                 let consuming = match r {
@@ -759,7 +767,7 @@ impl Controllers {
             Vec::new()
         };
         let (view, names) = self.view(&g, pools, &pool_names, &daemonsets, now);
-        let eligible = crate::consolidation::eligible(&view);
+        let eligible = crate::disruption::search::eligible(&view);
         let reasons_with_candidates: Vec<DisruptionReason> = (eligible.iter())
             .filter(|(_, n)| *n > 0)
             .map(|(r, _)| *r)
@@ -773,7 +781,7 @@ impl Controllers {
         let (command, judged) = plan_judged(&view, &mut self.catalog.borrow_mut());
         let scores = (command.as_ref())
             .filter(|c| matches!(c.method, Method::SingleNode | Method::MultiNode))
-            .map(|c| crate::consolidation::Worth::new(&view).scores(&c.candidates, c.savings))
+            .map(|c| crate::disruption::search::Worth::new(&view).scores(&c.candidates, c.savings))
             .unwrap_or_default();
         drop((view, g));
         self.disruption.scores = (scores.into_iter())
@@ -840,6 +848,12 @@ impl Controllers {
         }
         if let Some((command, names)) = self.decide_rehearsed(true, now) {
             self.disruption.idle_inputs = None;
+            let nodes = &self.cluster.nodes;
+            (self.disruption.chosen).retain(|n, _| nodes.contains_key(n));
+            let text = super::explain::move_text(&command);
+            for i in &command.candidates {
+                (self.disruption.chosen).insert(names[*i].clone(), (now, text.clone()));
+            }
             if command.method == Method::Reboot {
                 let node = names[command.candidates[0]].clone();
                 self.reboot_command(&command, node, now);
@@ -1133,7 +1147,7 @@ impl Controllers {
     }
 
     /// Checks the command again on the current state after the validation wait (see
-    /// [`crate::consolidation::revalidate`]); acts on it if it still holds.
+    /// [`crate::disruption::search::revalidate`]); acts on it if it still holds.
     pub(super) fn validate_command(&mut self, now: Duration) {
         let Some(pending) = self.disruption.command.take() else {
             return;

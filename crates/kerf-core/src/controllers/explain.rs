@@ -2,8 +2,10 @@
 //! disrupted: the controllers' own reasons as data, for `kerf explain`, the simulator's
 //! `--explain-at` and the operator's Events.
 //!
-//! Every answer is computed from the state the controllers hold, with the same solver and
-//! the same disruption view a pass uses, and changes nothing.
+//! A waiting pod's place, or the reasons it has none, are what the provisioning pass that
+//! last solved for it decided (kept by the provisioner), and say when; before any pass has,
+//! they are a dry run of one, labelled so. The rest is read from the state the controllers
+//! hold, with the same solver and the same disruption view a pass uses. Nothing changes.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -17,11 +19,11 @@ use serde::Serialize;
 
 use super::Controllers;
 use super::blockers::{Gathered, Wanted};
-use super::provisioning::Packing;
-use crate::consolidation::{Alone, ClusterView, Method, Worth, alone, plan};
-use crate::disruption_rules::{
+use super::provisioning::{Packing, PodOutcome};
+use crate::disruption::rules::{
     budget_active, budget_allows, consolidatable_at, do_not_disrupt, do_not_disrupt_event,
 };
+use crate::disruption::search::{Alone, ClusterView, Command, Method, Worth, alone, plan};
 
 /// Why a pod is where it is.
 #[derive(Clone, Debug, Serialize)]
@@ -30,6 +32,12 @@ pub struct PodExplanation {
     pub pod: String,
     /// Where it is, or would go.
     pub placement: Placement,
+    /// For a pod waiting for a node, the provisioning pass whose decision `placement` is;
+    /// `None` when no pass has decided about it as it waits now (it came since the last
+    /// batch, a nomination ended, or the cluster was just read), and a pending pod's
+    /// `placement` is then a dry run of a pass at the time asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided: Option<Decided>,
     /// Every NodePool in the order the provisioner tries them, each asked whether a new node
     /// of it could host the pod: a pending pod's answer is the provisioning pass's own,
     /// with the pods planned beside it, where that pass gave one.
@@ -88,6 +96,15 @@ pub enum Placement {
     Unschedulable,
 }
 
+/// When a provisioning pass decided about a pod.
+#[derive(Clone, Debug, Serialize)]
+pub struct Decided {
+    /// RFC 3339.
+    pub at: String,
+    /// Next to the time asked: `12s ago`.
+    pub ago: String,
+}
+
 /// One NodePool's answer for one pod.
 #[derive(Clone, Debug, Serialize)]
 pub struct PoolVerdict {
@@ -133,7 +150,8 @@ pub struct NodeExplanation {
     pub price_per_hour: Option<f64>,
     /// The pods that would move if it went (daemonset pods left out).
     pub pods: Vec<String>,
-    /// What the next disruption pass would do with it, when it would act on it.
+    /// The move a disruption pass chose for it, with when, while that move is carried out;
+    /// else what the next pass would do with it (a dry run), when it would act on it.
     pub decision: Option<String>,
     /// What keeps it from being disrupted now, each with a kind for programs.
     pub blockers: Vec<Finding>,
@@ -293,13 +311,24 @@ impl Controllers {
     pub fn explain_pod(&mut self, key: &str, now: Duration) -> Option<PodExplanation> {
         let record = self.cluster.pods.get(key)?;
         let (node, nominated) = (record.node.clone(), record.nominated.clone());
-        // the reasons the provisioning pass itself gives, with the pods planned beside this
+        let verdict = (self.provisioning.verdict(key, nominated.as_deref()))
+            .filter(|_| node.is_none())
+            .cloned();
+        let decided = verdict.as_ref().map(|v| Decided {
+            at: rfc3339(self.epoch() + v.at),
+            ago: relative(v.at, now),
+        });
+        // the reasons the provisioning pass itself gave, with the pods planned beside this
         // one: they come before what a NodePool would say of the pod alone (a limit the
-        // others use up leaves the pod pending although a node of it could host it)
-        let (placement, pass_reasons) = match (node, nominated) {
-            (Some(node), _) => (self.running_on(node), Vec::new()),
-            (None, Some(nodeclaim)) => (Placement::Nominated { nodeclaim }, Vec::new()),
-            (None, None) => self.pending_placement(key, now),
+        // others use up leaves the pod pending although a node of it could host it); with
+        // no pass's decision standing, those of a dry run of one now
+        let (placement, pass_reasons) = match (node, nominated, verdict.map(|v| v.outcome)) {
+            (Some(node), _, _) => (self.running_on(node), Vec::new()),
+            (None, Some(nodeclaim), _) => (Placement::Nominated { nodeclaim }, Vec::new()),
+            (None, None, Some(PodOutcome::Unschedulable(reasons))) => {
+                (Placement::Unschedulable, reasons)
+            }
+            (None, None, _) => self.pending_placement(key, now),
         };
         let (pools, names) = self.pool_inputs(now);
         let mut order: Vec<usize> = (0..pools.len()).collect();
@@ -357,6 +386,7 @@ impl Controllers {
         Some(PodExplanation {
             pod: key.to_string(),
             placement,
+            decided,
             node_pools,
             volumes,
         })
@@ -381,8 +411,9 @@ impl Controllers {
         }
     }
 
-    /// Where one provisioning pass over every pending pod would put this one, and the
-    /// reasons that pass gives when it leaves the pod pending.
+    /// The dry run for a pod no pass has decided about: where one provisioning pass over
+    /// every pending pod would put this one, and the reasons it would give for leaving it
+    /// pending.
     fn pending_placement(
         &mut self,
         key: &str,
@@ -462,6 +493,17 @@ impl Controllers {
                     ),
                 ));
             }
+        }
+        // a move the pass chose and is still carrying out is told as chosen
+        let under_way = self
+            .disruption
+            .commands()
+            .any(|c| c.candidates.iter().any(|n| n == name));
+        if let Some((at, text)) = self.disruption.choice(name).filter(|_| under_way) {
+            out.decision = Some(format!(
+                "the disruption pass {} chose to {text}",
+                relative(*at, now)
+            ));
         }
         let (view, names) = self.view(&g, pools, &pool_names, &daemonsets, now);
         self.policy_blockers(name, &view, &pool_names, &mut out, now);
@@ -630,36 +672,16 @@ impl Controllers {
     }
 }
 
-/// What the next pass would do with the node, and what consolidating it alone finds.
+/// What the next pass would do with the node (a dry run, unless a move the pass chose for
+/// it is under way), and what consolidating it alone finds.
 fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplanation) {
-    if let Some(command) = plan(view, &mut kerf_scheduling::Catalog::default())
+    if out.decision.is_none()
+        && let Some(command) = plan(view, &mut kerf_scheduling::Catalog::default())
         && command.candidates.contains(&i)
     {
-        let verb = if command.replacements.is_empty() {
-            "delete"
-        } else {
-            "replace"
-        };
-        let with: BTreeSet<&str> = command
-            .replacements
-            .iter()
-            .map(|r| r.launch.instance_type.as_str())
-            .collect();
-        let others = match command.candidates.len() - 1 {
-            0 => String::new(),
-            1 => " and 1 other node".to_string(),
-            k => format!(" and {k} other nodes"),
-        };
         out.decision = Some(format!(
-            "the next disruption pass would {verb} it{others}{} ({}, {}, saving ${:.4}/hour)",
-            if with.is_empty() {
-                String::new()
-            } else {
-                format!(" with {}", with.into_iter().collect::<Vec<_>>().join(", "))
-            },
-            command.reason.as_str(),
-            method_text(command.method),
-            command.savings
+            "the next disruption pass would {}",
+            move_text(&command)
         ));
     }
     let n = &view.nodes[i];
@@ -672,7 +694,7 @@ fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplan
             "balanced-score",
             format!(
                 "its NodePool is Balanced: deleting it outright would score {score:.2} (its share of the NodePool's cost over its share of the NodePool's disruption cost), below 1/k = {:.2}, so no move on it is taken",
-                1.0 / crate::consolidation::BALANCED_K
+                1.0 / crate::disruption::search::BALANCED_K
             ),
         ));
         return;
@@ -690,7 +712,7 @@ fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplan
         let why = if min.met(saving, n.price_per_hour) {
             format!(
                 "its Balanced NodePool's score for it is below 1/k = {:.2}",
-                1.0 / crate::consolidation::BALANCED_K
+                1.0 / crate::disruption::search::BALANCED_K
             )
         } else {
             format!(
@@ -770,11 +792,41 @@ fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplan
             "spot-to-spot",
             format!(
                 "SpotToSpotConsolidation requires {} cheaper instance type options than the current candidate to consolidate, got {cheaper}",
-                crate::consolidation::SPOT_TO_SPOT_MIN_TYPES
+                crate::disruption::search::SPOT_TO_SPOT_MIN_TYPES
             ),
         ),
     };
     out.notes.push(finding);
+}
+
+/// A move as the disruption pass chose it or a dry run finds it, for a sentence about one
+/// of its candidates: `replace it and 1 other node with m5.large (Underutilized,
+/// multi-node consolidation, saving $0.0420/hour)`.
+pub(super) fn move_text(command: &Command) -> String {
+    let verb = if command.replacements.is_empty() {
+        "delete"
+    } else {
+        "replace"
+    };
+    let with: BTreeSet<&str> = (command.replacements.iter())
+        .map(|r| r.launch.instance_type.as_str())
+        .collect();
+    let others = match command.candidates.len() - 1 {
+        0 => String::new(),
+        1 => " and 1 other node".to_string(),
+        k => format!(" and {k} other nodes"),
+    };
+    let with = if with.is_empty() {
+        String::new()
+    } else {
+        format!(" with {}", with.into_iter().collect::<Vec<_>>().join(", "))
+    };
+    format!(
+        "{verb} it{others}{with} ({}, {}, saving ${:.4}/hour)",
+        command.reason.as_str(),
+        method_text(command.method),
+        command.savings
+    )
 }
 
 /// How a method reads in a sentence.
@@ -839,6 +891,15 @@ impl std::fmt::Display for PodExplanation {
             Placement::Unschedulable => writeln!(
                 f,
                 "pod {pod}: pending, and no NodePool can launch a node for it"
+            )?,
+        }
+        match (&self.decided, &self.placement) {
+            (_, Placement::Running { .. }) => {}
+            (Some(d), _) => writeln!(f, "decided by the provisioning pass {} ({})", d.ago, d.at)?,
+            (None, Placement::Nominated { .. }) => {}
+            (None, _) => writeln!(
+                f,
+                "no provisioning pass has decided about it yet: this is a dry run of one now"
             )?,
         }
         for v in &self.volumes {

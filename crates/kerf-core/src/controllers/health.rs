@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{Controllers, Event, EventObject};
-use crate::consolidation::RepairView;
+use crate::disruption::search::RepairView;
 use crate::metrics::families;
 use crate::repair::{self, Decision, UNHEALTHY_SHARE};
 

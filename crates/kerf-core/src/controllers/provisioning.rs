@@ -24,8 +24,8 @@ use super::{Action, Controllers, Event, EventObject, Timer, TypeOptions, Unplace
 use crate::cluster::{ClaimRecord, NodeRecord, split_pod_key};
 use crate::hash::{node_class_hash, node_pool_hash};
 use crate::nodepools::{NoCompatibleTypes, daemon_runs_on, no_compatible_types, node_pool_input};
-use crate::provisioning_rules::Batcher;
-use crate::provisioning_rules::{nodeclaim, nodeclaim_name};
+use crate::provisioning::rules::Batcher;
+use crate::provisioning::rules::{nodeclaim, nodeclaim_name};
 
 /// The labels a NodeClaim's node will carry: the instance type's and the offering's, the
 /// NodePool template's, the NodePool, and the hostname.
@@ -130,6 +130,25 @@ pub const NOMINATION_GRACE: Duration = Duration::from_secs(20);
 /// nothing else (a new pod, a node, a NodePool change) brings them back sooner.
 pub const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(10);
 
+/// What a provisioning pass decided for one pod it solved for, kept while the pod waits for
+/// a node: `kerf explain` tells it as decided, rather than working it out again.
+#[derive(Clone, Debug)]
+pub(crate) struct PodVerdict {
+    /// When the pass ran.
+    pub(crate) at: Duration,
+    /// What it decided.
+    pub(crate) outcome: PodOutcome,
+}
+
+/// Where a provisioning pass put a pod.
+#[derive(Clone, Debug)]
+pub(crate) enum PodOutcome {
+    /// Onto this NodeClaim: one the pass created, or one (or its node) already there.
+    Nominated(String),
+    /// Nowhere, for these reasons.
+    Unschedulable(Vec<kerf_scheduling::Reason>),
+}
+
 /// What the provisioner keeps between batches.
 pub(crate) struct Provisioner {
     pub(super) batcher: Batcher,
@@ -157,6 +176,8 @@ pub(crate) struct Provisioner {
     /// nominations to NodeClaims not yet launched and provisioned for their pods again (772
     /// NodeClaims for 1,000 pods).
     pub(super) unlaunched: BTreeMap<String, super::rehearsal::PlannedNode>,
+    /// What the last pass to solve for each pod still waiting decided for it.
+    pub(crate) verdicts: HashMap<String, PodVerdict>,
 }
 
 impl Provisioner {
@@ -171,7 +192,24 @@ impl Provisioner {
             overlay_cache: None,
             reading: crate::metrics::SchedulingReading::default(),
             unlaunched: BTreeMap::new(),
+            verdicts: HashMap::new(),
         }
+    }
+}
+
+impl Provisioner {
+    fn record(&mut self, pod: &str, outcome: PodOutcome, at: Duration) {
+        (self.verdicts).insert(pod.to_string(), PodVerdict { at, outcome });
+    }
+
+    /// What the last pass to solve for `pod` decided, while that still stands: a pod
+    /// nominated since to another NodeClaim, or no longer nominated to the one the pass
+    /// chose (kube-scheduler bound others there), waits for a new decision.
+    pub(crate) fn verdict(&self, pod: &str, nominated: Option<&str>) -> Option<&PodVerdict> {
+        self.verdicts.get(pod).filter(|v| match &v.outcome {
+            PodOutcome::Nominated(claim) => nominated == Some(claim.as_str()),
+            PodOutcome::Unschedulable(_) => nominated.is_none(),
+        })
     }
 }
 
@@ -445,6 +483,12 @@ impl Controllers {
         self.provisioning.left_pending = (decision.unschedulable.iter())
             .map(|u| keys[u.pod].clone())
             .collect();
+        let pods = &self.cluster.pods;
+        (self.provisioning.verdicts).retain(|k, _| pods.get(k).is_some_and(|p| p.node.is_none()));
+        for u in &decision.unschedulable {
+            let outcome = PodOutcome::Unschedulable(u.reasons.clone());
+            self.provisioning.record(&keys[u.pod], outcome, now);
+        }
         for e in &decision.existing {
             // pods a node Kerf does not manage can take are left to kube-scheduler
             let Some(claim) = existing_claims[e.node].clone() else {
@@ -456,6 +500,8 @@ impl Controllers {
                 .get(&claim)
                 .and_then(|c| c.node.clone());
             for p in &e.pods {
+                let outcome = PodOutcome::Nominated(claim.clone());
+                self.provisioning.record(&keys[*p], outcome, now);
                 self.nominate(&keys[*p], &claim, now);
                 self.nominated_event(&keys[*p], &claim, node.as_deref(), now);
             }
@@ -497,6 +543,8 @@ impl Controllers {
             let pool = pool_names[plan.node_pool].clone();
             let name = self.create_nodeclaim(plan, &pool, "provisioned", now);
             for p in &plan.pods {
+                let outcome = PodOutcome::Nominated(name.clone());
+                self.provisioning.record(&keys[*p], outcome, now);
                 self.nominate(&keys[*p], &name, now);
                 self.nominated_event(&keys[*p], &name, None, now);
             }

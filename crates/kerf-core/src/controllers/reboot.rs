@@ -20,7 +20,7 @@ use serde_json::json;
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{PodOwner, Reboot, RebootPhase};
 use crate::controllers::disruption::PdbAllowances;
-use crate::disruption_rules::{drain_tier, pod_blocks};
+use crate::disruption::rules::{drain_tier, pod_blocks};
 use crate::metrics::families;
 use crate::repair::{Decision, RepairAction};
 

@@ -30,7 +30,7 @@ use kerf_api::nodepool::DisruptionReason;
 
 use super::{Controllers, Event, EventObject};
 use crate::cluster::PodOwner;
-use crate::disruption_rules::{eviction_cost, pod_blocks};
+use crate::disruption::rules::{eviction_cost, pod_blocks};
 use crate::metrics::families;
 
 /// How soon a static NodePool short of its replicas (at its node limit, or with nothing to

@@ -13,7 +13,8 @@ use crate::metrics::families;
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{Cluster, PodOwner};
 use crate::controllers::disruption::{PdbAllowances, has_disrupted_taint};
-use crate::disruption_rules::{drain_tier, pod_blocks};
+use crate::disruption::rules::{drain_tier, pod_blocks};
+use crate::objects::Detachment;
 
 /// How often a draining node retries evictions a PDB refused.
 pub const DRAIN_RETRY: Duration = Duration::from_secs(5);
@@ -22,18 +23,6 @@ pub const EVICTION_WAIT: Duration = Duration::from_secs(1);
 /// How often a drained node looks again for its volumes to be detached (Karpenter's
 /// requeue).
 pub const DETACH_RETRY: Duration = Duration::from_secs(1);
-
-/// Where a drained node's volumes stand: its `VolumesDetached` condition.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Detachment {
-    /// VolumeAttachments remain (Unknown, `AwaitingVolumeDetachment`).
-    Awaiting,
-    /// None remains (True).
-    Done,
-    /// Some remained when the termination time came (False,
-    /// `TerminationGracePeriodElapsed`).
-    GraceElapsed,
-}
 
 /// Pods asked to leave, by key, with their incarnation and why they were asked: a pod made
 /// again under the same name (a StatefulSet's, recreated as soon as the old one is gone) is

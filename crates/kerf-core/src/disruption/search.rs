@@ -47,7 +47,7 @@ pub struct NodeView {
     /// Whether it has drifted from its NodePool or node class.
     pub drifted: bool,
     /// What moving its pods costs, as Karpenter's Balanced policy weighs it
-    /// ([`crate::disruption_rules::node_disruption_cost`]).
+    /// ([`crate::disruption::rules::node_disruption_cost`]).
     pub disruption_cost: f64,
     /// Whether a replacement for it failed to launch lately and the wait after it has not
     /// run out: moves that launch nothing may still take it.

@@ -832,3 +832,29 @@ fn a_node_whose_reservation_ended_is_relabelled_on_demand_and_one_still_in_a_dro
         );
     }
 }
+
+/// `kerf explain` tells a node's move as the disruption pass chose it, and when, while it
+/// is carried out, even once a pass now would choose nothing (its budget closed during the
+/// validation wait); with no move under way, what a pass now would do is told as a dry run.
+#[test]
+fn explain_tells_the_move_the_pass_chose_while_it_is_carried_out() {
+    let (mut core, claim, t, _) = consolidation_decided();
+    let dry = |core: &mut Controllers, at: u64| {
+        let e = core.explain_node(&claim, secs(at)).expect("explained");
+        e.decision.unwrap_or_default()
+    };
+    let chosen = dry(&mut core, t + 2);
+    assert!(
+        chosen.starts_with("the disruption pass 2s ago chose to delete it (Underutilized, ")
+            && chosen.ends_with("consolidation, saving $0.1000/hour)"),
+        "{chosen}"
+    );
+    let mut np = pool();
+    np.spec.disruption.budgets =
+        serde_json::from_value(serde_json::json!([{"nodes": "0"}])).expect("budgets");
+    core.apply_node_pool(np);
+    assert_eq!(dry(&mut core, t + 3), chosen.replace("2s ago", "3s ago"));
+    // rejected once validated: nothing is under way, and a pass now would do nothing
+    let _ = run_until(&mut core, t + 1, t + 60);
+    assert_eq!(dry(&mut core, t + 60), "");
+}

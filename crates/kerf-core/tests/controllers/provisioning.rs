@@ -556,3 +556,55 @@ fn a_nodepool_failing_runtime_validation_launches_nothing_and_says_why() {
     core.apply_node_pool(pool());
     assert_eq!(created(&run_until(&mut core, 4, 30)).len(), 1);
 }
+
+/// `kerf explain` tells a waiting pod's place as the provisioning pass decided it, and when,
+/// even once the cluster has changed since; a pod no pass has decided about yet gets a dry
+/// run of one, labelled so.
+#[test]
+fn explain_tells_what_the_pass_decided_and_labels_a_dry_run() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    let mut np = pool();
+    np.spec
+        .limits
+        .insert("cpu".into(), kerf_api::Quantity::parse("1").unwrap());
+    core.apply_node_pool(np.clone());
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_pod(unschedulable("web", "500m"), secs(0));
+    let early = core.explain_pod("default/web", secs(0)).expect("explained");
+    assert!(early.decided.is_none(), "{early}");
+    assert!(
+        early.to_string().contains("this is a dry run of one now"),
+        "{early}"
+    );
+    // the pass: the limit leaves the pod pending
+    assert!(created(&run_until(&mut core, 0, 5)).is_empty());
+    // the limit raised, and no pass since: the pass's decision stands, with its reason
+    np.spec
+        .limits
+        .insert("cpu".into(), kerf_api::Quantity::parse("100").unwrap());
+    core.apply_node_pool(np);
+    let held = core.explain_pod("default/web", secs(6)).expect("explained");
+    let text = held.to_string();
+    assert!(
+        matches!(
+            held.placement,
+            kerf_core::controllers::explain::Placement::Unschedulable
+        ),
+        "{text}"
+    );
+    let decided = held.decided.as_ref().expect("decided by the pass");
+    assert!(decided.ago.ends_with(" ago"), "{text}");
+    assert!(text.contains("decided by the provisioning pass"), "{text}");
+    assert!(text.contains("limit cpu=1 reached"), "{text}");
+    // the next pass launches for it, and that is what is told
+    let claims = created(&run_until(&mut core, 6, 12));
+    assert_eq!(claims.len(), 1);
+    let placed = core
+        .explain_pod("default/web", secs(12))
+        .expect("explained");
+    assert!(
+        matches!(&placed.placement, kerf_core::controllers::explain::Placement::Nominated { nodeclaim } if *nodeclaim == claims[0]),
+        "{placed}"
+    );
+    assert!(placed.decided.is_some(), "{placed}");
+}

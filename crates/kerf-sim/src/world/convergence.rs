@@ -25,7 +25,7 @@ use kerf_api::duration::NillableDuration;
 use kerf_api::labels;
 use kerf_core::cluster::PodOwner;
 use kerf_core::controllers::disruption::PASS_INTERVAL;
-use kerf_core::disruption_rules::pod_blocks;
+use kerf_core::disruption::rules::pod_blocks;
 use kerf_core::unavailable::TTL;
 
 use super::{SimError, World};

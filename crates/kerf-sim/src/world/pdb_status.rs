@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus;
-use kerf_core::disruption_rules::pdb_selects;
+use kerf_core::disruption::rules::pdb_selects;
 
 use super::{World, owner_workload};
 
