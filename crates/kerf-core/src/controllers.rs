@@ -223,6 +223,8 @@ pub struct Event {
 /// Identical events about one object within this long are sent once, as Karpenter's
 /// recorder deduplicates them.
 pub const EVENT_DEDUPE: Duration = Duration::from_secs(120);
+/// How many events' dedupe times are kept before the first look for those past every window.
+const EVENTS_KEPT: usize = 4096;
 
 /// What the controllers ask a shell to do.
 #[derive(Clone, Debug)]
@@ -557,6 +559,8 @@ pub struct Controllers {
     /// deduplication: with an event for each of thousands of pods, keeping the names and
     /// messages would take megabytes.
     events_sent: HashMap<u64, Duration>,
+    /// How many `events_sent` held after it was last pruned.
+    events_pruned: usize,
     /// Counts the controllers' own work (timers fired, cloud answers taken), which writes
     /// to the cluster state directly.
     activity: u64,
@@ -623,6 +627,7 @@ impl Controllers {
             actions: Vec::new(),
             unavailable,
             events_sent: HashMap::new(),
+            events_pruned: 0,
             activity: 0,
             metrics: crate::metrics::Metrics::new(),
             unsynced_since: None,
@@ -1098,9 +1103,13 @@ impl Controllers {
         {
             return;
         }
-        if self.events_sent.len() > 4096 {
+        // the events past the longest window dedupe nothing: forgotten once the map has
+        // doubled since it was last pruned (pruned at every event past a fixed size, a burst
+        // of 50,000 nominations spent most of the operator's CPU walking it)
+        if self.events_sent.len() > EVENTS_KEPT.max(2 * self.events_pruned) {
             self.events_sent
                 .retain(|_, at| now < *at + EVENT_DEDUPE * 15 / 2);
+            self.events_pruned = self.events_sent.len();
         }
         self.events_sent.insert(key, now);
         self.actions.push(Action::Event(event));

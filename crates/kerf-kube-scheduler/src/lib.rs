@@ -28,10 +28,20 @@ pub type Amounts = BTreeMap<String, i128>;
 /// string compared, which in a burst onto thousands of full nodes is most of the work.
 const COMMON: [&str; 3] = ["cpu", "memory", "pods"];
 
+/// What `requested` leaves of `allocatable` of resource `r`.
+fn left_of(r: &str, allocatable: &Amounts, requested: &Amounts) -> i128 {
+    allocatable.get(r).copied().unwrap_or(0) - requested.get(r).copied().unwrap_or(0)
+}
+
+/// Each [`COMMON`] resource of `amounts`.
+fn common_of(amounts: &Amounts) -> [i128; 3] {
+    COMMON.map(|r| amounts.get(r).copied().unwrap_or(0))
+}
+
 /// What `requested` leaves of `allocatable` of each [`COMMON`] resource.
 fn room_of(allocatable: &Amounts, requested: &Amounts) -> [i128; 3] {
-    COMMON
-        .map(|r| allocatable.get(r).copied().unwrap_or(0) - requested.get(r).copied().unwrap_or(0))
+    let (a, r) = (common_of(allocatable), common_of(requested));
+    [a[0] - r[0], a[1] - r[1], a[2] - r[2]]
 }
 
 /// A node as kube-scheduler's snapshot holds it.
@@ -338,8 +348,16 @@ pub struct Scheduler<'a> {
     /// Node indices by name (the last node added under a name).
     by_name: HashMap<&'a str, usize>,
     requested: Vec<Cow<'a, Amounts>>,
+    /// Per node, its allocatable of the [`COMMON`] resources.
+    capacity: Vec<[i128; 3]>,
     /// Per node, [`room_of`] its allocatable and `requested`.
     room: Vec<[i128; 3]>,
+    /// The other resources pods have asked for, each with what is left of it per node.
+    extended: Vec<(String, Vec<i128>)>,
+    /// Per pod class ([`Facts::class_hash`]), whether each node passes the filters that read
+    /// only the pod's spec and the node (NodeAffinity, TaintToleration), worked out once: a
+    /// class is asked of every node for each of its pods.
+    statics: HashMap<u64, Vec<bool>>,
     ports: Vec<Vec<(i32, String)>>,
     bound: Vec<(&'a Pod, usize)>,
     /// Bound pods that carry required anti-affinity terms (checked against every newcomer).
@@ -363,9 +381,10 @@ struct Spread {
 
 /// The spread and affinity terms of one pod, by count id.
 struct Plan {
-    requests: Amounts,
-    /// The [`COMMON`] resources of `requests`, where it names them.
+    /// The [`COMMON`] resources of the pod's requests, where it names them.
     common: [Option<i128>; 3],
+    /// The others, by their index in [`Scheduler::extended`].
+    extended: Vec<(usize, i128)>,
     ports: Vec<(i32, String)>,
     spreads: Vec<Spread>,
     /// (topology key, count, whether the pod may start the group: it matches its own
@@ -445,9 +464,10 @@ impl<'a> Scheduler<'a> {
                 .map(|(i, n)| (n.name, i))
                 .collect(),
             requested: vec![Cow::Owned(Amounts::new()); nodes.len()],
-            room: (nodes.iter())
-                .map(|n| room_of(&n.allocatable, &Amounts::new()))
-                .collect(),
+            capacity: (nodes.iter()).map(|n| common_of(&n.allocatable)).collect(),
+            room: (nodes.iter()).map(|n| common_of(&n.allocatable)).collect(),
+            statics: HashMap::new(),
+            extended: Vec::new(),
             ports: vec![Vec::new(); nodes.len()],
             attached: vec![BTreeMap::new(); nodes.len()],
             storage,
@@ -498,7 +518,11 @@ impl<'a> Scheduler<'a> {
     /// Adds a node after the snapshot was taken; its index.
     pub fn add_node(&mut self, node: Node<'a>) -> usize {
         self.by_name.insert(node.name, self.nodes.len());
-        self.room.push(room_of(&node.allocatable, &Amounts::new()));
+        self.capacity.push(common_of(&node.allocatable));
+        self.room.push(common_of(&node.allocatable));
+        for (r, room) in &mut self.extended {
+            room.push(node.allocatable.get(r).copied().unwrap_or(0));
+        }
         self.nodes.push(node);
         self.requested.push(Cow::Owned(Amounts::new()));
         self.ports.push(Vec::new());
@@ -515,7 +539,13 @@ impl<'a> Scheduler<'a> {
         allowed: impl Fn(usize) -> bool,
     ) -> Option<usize> {
         let plan = self.plan(pod, facts);
-        let feasible = |i: usize| allowed(i) && self.nodes[i].ready && self.fits(pod, &plan, i);
+        let statics = self.statics.entry(facts.class_hash).or_default();
+        for n in &self.nodes[statics.len()..] {
+            statics.push(node_affinity_matches(pod, n.labels) && !untolerated(pod, n.taints));
+        }
+        let statics = &self.statics[&facts.class_hash];
+        let feasible =
+            |i: usize| allowed(i) && self.nodes[i].ready && statics[i] && self.fits(pod, &plan, i);
         // the preferred node alone first, as kube-scheduler tries a nominated node
         let chosen = (preferred.and_then(|n| self.by_name.get(n).copied()))
             .filter(|&i| feasible(i))
@@ -528,9 +558,25 @@ impl<'a> Scheduler<'a> {
         Some(chosen)
     }
 
+    /// The index of resource `r` in `extended`, its room on every node worked out the first
+    /// time a pod asks for it.
+    fn extended_index(&mut self, r: &str) -> usize {
+        if let Some(i) = self.extended.iter().position(|(name, _)| name == r) {
+            return i;
+        }
+        let room = (self.nodes.iter().zip(&self.requested))
+            .map(|(n, used)| left_of(r, &n.allocatable, used))
+            .collect();
+        self.extended.push((r.to_string(), room));
+        self.extended.len() - 1
+    }
+
     fn place(&mut self, pod: &'a Pod, facts: &Facts, node: usize) {
         add(self.requested[node].to_mut(), &facts.requests);
         self.room[node] = room_of(&self.nodes[node].allocatable, &self.requested[node]);
+        for (r, room) in &mut self.extended {
+            room[node] = left_of(r, &self.nodes[node].allocatable, &self.requested[node]);
+        }
         self.ports[node].extend(facts.ports.iter().cloned());
         self.note(pod, facts, node);
     }
@@ -617,7 +663,10 @@ impl<'a> Scheduler<'a> {
         }
         Plan {
             common: COMMON.map(|r| facts.requests.get(r).copied()),
-            requests: facts.requests.clone(),
+            extended: (facts.requests.iter())
+                .filter(|(r, _)| !COMMON.contains(&r.as_str()))
+                .map(|(r, v)| (self.extended_index(r), *v))
+                .collect(),
             ports: facts.ports.clone(),
             spreads,
             affinity,
@@ -626,21 +675,15 @@ impl<'a> Scheduler<'a> {
     }
 
     fn fits(&self, pod: &Pod, plan: &Plan, i: usize) -> bool {
-        // NodeResourcesFit on the resources every pod asks for first: the cheapest no
+        // NodeResourcesFit (NodeAffinity and TaintToleration are the caller's, per class)
         let room = &self.room[i];
         if (plan.common.iter().zip(room)).any(|(want, room)| want.is_some_and(|w| w > *room)) {
             return false;
         }
+        if (plan.extended.iter()).any(|(r, v)| *v > self.extended[*r].1[i]) {
+            return false;
+        }
         let node = &self.nodes[i];
-        if !node_affinity_matches(pod, node.labels) || untolerated(pod, node.taints) {
-            return false;
-        }
-        let used = &self.requested[i];
-        if plan.requests.iter().any(|(r, v)| {
-            v + used.get(r).copied().unwrap_or(0) > node.allocatable.get(r).copied().unwrap_or(0)
-        }) {
-            return false;
-        }
         if plan
             .ports
             .iter()
@@ -752,17 +795,16 @@ impl<'a> Scheduler<'a> {
     /// NodeResourcesFit's LeastAllocated score: the mean free share of CPU and memory
     /// after placing the pod, in thousandths.
     fn least_allocated(&self, plan: &Plan, i: usize) -> i128 {
-        let want = &plan.requests;
-        let free = |r: &str| {
-            let cap = self.nodes[i].allocatable.get(r).copied().unwrap_or(0);
+        // cpu and memory, [`COMMON`]'s first two: what is free once the pod is placed, in
+        // thousandths of what the node has
+        let free = |k: usize| {
+            let (room, cap) = (self.room[i][k], self.capacity[i][k]);
             if cap <= 0 {
                 return 0;
             }
-            let used =
-                self.requested[i].get(r).copied().unwrap_or(0) + want.get(r).copied().unwrap_or(0);
-            (cap - used).max(0) * 1000 / cap
+            (room - plan.common[k].unwrap_or(0)).max(0) * 1000 / cap
         };
-        (free("cpu") + free("memory")) / 2
+        (free(0) + free(1)) / 2
     }
 }
 
