@@ -683,9 +683,11 @@ fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplan
             "the next disruption pass would {}",
             move_text(&command)
         ));
+        return;
     }
+    // (a move already chosen and under way leaves what consolidating it alone finds told)
     let n = &view.nodes[i];
-    if n.pods.is_empty() || out.decision.is_some() {
+    if n.pods.is_empty() {
         return;
     }
     let worth = Worth::new(view);

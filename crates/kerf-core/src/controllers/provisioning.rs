@@ -195,10 +195,10 @@ impl Provisioner {
             verdicts: HashMap::new(),
         }
     }
-}
 
-impl Provisioner {
-    fn record(&mut self, pod: &str, outcome: PodOutcome, at: Duration) {
+    /// A pass decided this for `pod` at `at` (a solve, or the rehearsal moving its
+    /// nomination).
+    pub(super) fn record(&mut self, pod: &str, outcome: PodOutcome, at: Duration) {
         (self.verdicts).insert(pod.to_string(), PodVerdict { at, outcome });
     }
 

@@ -174,6 +174,8 @@ impl Controllers {
             if let Some(p) = self.cluster.pods.get_mut(&pod) {
                 p.nominated = Some(claim.clone());
             }
+            let outcome = super::provisioning::PodOutcome::Nominated(claim.clone());
+            self.provisioning.record(&pod, outcome, now);
             let node = (self.cluster.nodeclaims.get(&claim)).and_then(|c| c.node.clone());
             self.nominated_event(&pod, &claim, node.as_deref(), now);
         }
