@@ -40,8 +40,7 @@ fn common_of(amounts: &Amounts) -> [i128; 3] {
 
 /// What `requested` leaves of `allocatable` of each [`COMMON`] resource.
 fn room_of(allocatable: &Amounts, requested: &Amounts) -> [i128; 3] {
-    let (a, r) = (common_of(allocatable), common_of(requested));
-    [a[0] - r[0], a[1] - r[1], a[2] - r[2]]
+    COMMON.map(|r| left_of(r, allocatable, requested))
 }
 
 /// A node as kube-scheduler's snapshot holds it.
@@ -521,7 +520,7 @@ impl<'a> Scheduler<'a> {
         self.capacity.push(common_of(&node.allocatable));
         self.room.push(common_of(&node.allocatable));
         for (r, room) in &mut self.extended {
-            room.push(node.allocatable.get(r).copied().unwrap_or(0));
+            room.push(left_of(r, &node.allocatable, &Amounts::new()));
         }
         self.nodes.push(node);
         self.requested.push(Cow::Owned(Amounts::new()));
