@@ -34,6 +34,10 @@
 # 40 s lease with a 20 s grace (a node gone quiet is NotReady soon, as the repair tests want).
 # The 50,000-pod race sets it: 4,500 nodes renewing every 10 s are 450 writes a second, which
 # two vCPUs' API server cannot keep up with, and the node lifecycle then evicts Running pods.
+# KERF_E2E_KWOK_PARALLELISM sets how many pods, nodes and node leases kwok works on at once
+# (its own default is 4 of each): each is one API call waiting on a busy API server, so at
+# 50,000 pods and 7,000 nodes four at a time is about 7 nodes and 7 pods a second, and nodes
+# waiting for their first lease go Unknown; the race sets it past 10,000 pods.
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.35.4}"
@@ -464,6 +468,15 @@ EOF
     lease=(--node-lease-duration-seconds "$KERF_E2E_NODE_LEASE_SECONDS")
     grace="${KERF_E2E_NODE_LEASE_SECONDS}s"
   fi
+  local kwok_config=(--config "$CACHE/stages.yaml")
+  if [ -n "${KERF_E2E_KWOK_PARALLELISM:-}" ]; then
+    local n="$KERF_E2E_KWOK_PARALLELISM"
+    case "$n" in *[!0-9]*) log "KERF_E2E_KWOK_PARALLELISM must be a number, not $n"; return 1 ;; esac
+    printf '%s\n' "apiVersion: config.kwok.x-k8s.io/v1alpha1" "kind: KwokConfiguration" "options:" \
+      "  podPlayStageParallelism: $n" "  nodePlayStageParallelism: $n" "  nodeLeaseParallelism: $n" \
+      >"$DIR/kwok-options.yaml"
+    kwok_config+=(--config "$DIR/kwok-options.yaml")
+  fi
 
   launch kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$DIR/kubeconfig" --authentication-kubeconfig "$DIR/kubeconfig" \
     --authorization-kubeconfig "$DIR/kubeconfig" --bind-address 127.0.0.1 --secure-port "$kcm_port" \
@@ -476,7 +489,7 @@ EOF
     --authorization-kubeconfig "$DIR/kubeconfig" --bind-address 127.0.0.1 --secure-port "$sched_port" \
     --leader-elect=false --kube-api-qps 200 --kube-api-burst 400
 
-  launch kwok "$BIN/kwok" --kubeconfig "$DIR/kubeconfig" --config "$CACHE/stages.yaml" \
+  launch kwok "$BIN/kwok" --kubeconfig "$DIR/kubeconfig" "${kwok_config[@]}" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --server-address "127.0.0.1:$kwok_port" --node-ip 127.0.0.1 ${lease[@]+"${lease[@]}"}
 

@@ -1,7 +1,8 @@
 //! The simulated EC2: picks the offering a fleet request would get, and reports the
 //! offerings that had no capacity (insufficient-capacity windows of the scenario).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use kerf_aws::InstanceType;
 use kerf_core::cluster::ClaimRecord;
@@ -10,6 +11,35 @@ use kerf_scheduling::resources::Resources;
 use rand::RngExt;
 
 use crate::scenario::NoticeKind;
+
+/// The simulated cloud's state: its running instances, the zones it offers and what it last
+/// offered Kerf. Only what Kerf asks of it ([`launch`], a listing, a termination) and the
+/// Nodes its kubelets register reach the rest of the world.
+pub(crate) struct Cloud {
+    /// Running instances by provider id, with the NodeClaim each was launched for.
+    pub instances: BTreeMap<String, (String, Instance)>,
+    /// The zones the run offers.
+    pub zones: Vec<String>,
+    /// Nodes named so far: the next node's number.
+    pub node_counter: u64,
+    /// Each node class's instance types, as the run's catalog offers them.
+    pub catalogs: HashMap<String, Arc<Vec<InstanceType<'static>>>>,
+    /// Each class's reservations and their room as last offered to the controllers.
+    pub reservations_offered: HashMap<String, Vec<(String, u32)>>,
+}
+
+impl Cloud {
+    /// A cloud with no instance yet, offering `zones`.
+    pub fn new(zones: Vec<String>) -> Cloud {
+        Cloud {
+            instances: BTreeMap::new(),
+            zones,
+            node_counter: 0,
+            catalogs: HashMap::new(),
+            reservations_offered: HashMap::new(),
+        }
+    }
+}
 
 /// A running instance.
 #[derive(Clone, Debug)]

@@ -4,17 +4,16 @@
 //! ([`kerf_core::controllers::Controllers`]) decide; this shell feeds them what happened and
 //! carries out what they ask, as the operator does against a real cluster.
 
-use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::storage::v1::CSINode;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kerf_api::manifest::{Checked, KarpenterObject, RawDocument, check_document};
-use kerf_api::{NodeClaim, NodePool, labels};
+use kerf_api::{NodePool, labels};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
 use kerf_aws::interruption;
@@ -41,11 +40,14 @@ use crate::clock::EPOCH_UNIX;
 use crate::cloud::{self, Instance};
 use crate::kube_scheduler;
 use crate::log::Log;
-use crate::report::{FinalNode, LONGEST_WAITS, PoolSample, Removal, Report, Sample, Totals, Wait};
+use crate::report::{FinalNode, PoolSample, Removal, Report, Sample, Wait};
 use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 
 mod api_server;
+use api_server::{ApiServer, StoredNodeClaim};
+mod binder;
 mod buffers;
+mod checks;
 mod convergence;
 mod faults;
 mod invariants;
@@ -62,6 +64,9 @@ mod spot_preference;
 mod standing;
 pub use standing::Standing;
 mod storage;
+mod tally;
+mod workloads;
+use workloads::Workload;
 
 /// How long a launched instance may take to register before Kerf gives up on it.
 pub const REGISTRATION_TTL: Duration = Duration::from_secs(15 * 60);
@@ -139,99 +144,27 @@ enum Ev {
     Reservations,
 }
 
-/// A NodeClaim object as the simulated API server holds it: what the controllers created,
-/// with the status and labels they wrote since.
-struct StoredNodeClaim {
-    object: NodeClaim,
-    created: Duration,
-    /// How old it was when the run started (a NodeClaim of the cluster a run starts from).
-    age: Duration,
-    deleting: Option<Duration>,
-    /// Whether a kubelet ever registered a Node for its instance.
-    node_registered: bool,
-    /// When the controllers first asked for its create (an outage may have held it back).
-    asked: Duration,
-}
-
-impl StoredNodeClaim {
-    /// The object as a list returns it: with its creation and deletion timestamps.
-    fn listed(&self) -> NodeClaim {
-        let at = |unix: Duration| {
-            let ms = i64::try_from(unix.as_millis()).unwrap_or(i64::MAX);
-            k8s_openapi::jiff::Timestamp::from_millisecond(ms)
-                .ok()
-                .map(Time)
-        };
-        let mut object = self.object.clone();
-        object.metadata.creation_timestamp = at(self.born());
-        object.metadata.deletion_timestamp =
-            (self.deleting).and_then(|t| at(Duration::from_secs(EPOCH_UNIX) + t));
-        object
-    }
-
-    /// When it was created, since the Unix epoch: at its creation in the run, less the age
-    /// it had at the start.
-    fn born(&self) -> Duration {
-        (Duration::from_secs(EPOCH_UNIX) + self.created).saturating_sub(self.age)
-    }
-
-    /// The NodePool its `karpenter.sh/nodepool` label names.
-    fn pool(&self) -> Option<&str> {
-        (self.object.metadata.labels.as_ref())
-            .and_then(|l| l.get(labels::NODEPOOL))
-            .map(String::as_str)
-    }
-}
-
-/// A workload controller's template and replica count.
-struct Workload {
-    kind: String,
-    template: Pod,
-    /// A StatefulSet's claim templates: each pod gets its own claims, made before it.
-    claims: Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
-    replicas: i64,
-    /// How many pods it has made: the next pod's number.
-    next: u64,
-    /// How its controller names its pods.
-    names: PodNames,
-}
-
-/// The pending pods the binder's last pass placed nowhere: their classes (by hash), and
-/// whether any of them mounts claims (then storage decides where they fit).
-struct BinderFailed {
-    classes: HashSet<u64>,
-    claims: bool,
-}
-
-/// One simulation.
+/// One simulation: the loop that wires its parts. The simulated API server ([`ApiServer`])
+/// stores every object; the cloud's instances, the workload controllers and kube-scheduler's
+/// stand-in ([`binder::Binder`]) act on it; Kerf's controllers ([`Controllers`]) see it
+/// through watch events and act through [`Action`]s; the checkers read the API server and
+/// the cloud; [`tally::Tally`] adds up the report.
 pub struct World {
     scenario: Scenario,
     /// Kerf's controllers and the cluster state they see (the simulated API server's objects).
     core: Controllers,
-    /// The cost lower bound's rate ($/hour) for the pods and NodePools at the last sample,
-    /// and whether either changed since.
-    floor: (f64, bool),
-    /// Cost bounds worked out since the NodePools, classes, overlays or daemonsets last
-    /// changed, by the workload's fingerprint ([`World::workload_fingerprint`]): pods evicted
-    /// and made again bring back a workload already bounded.
-    floors: HashMap<(u64, usize), f64>,
-    /// When `--check` last looked for pods waiting too long, and the waiting pods no
-    /// NodePool could host then (late ones among them are not solved for again).
-    waits_checked: Duration,
-    unhostable: BTreeSet<String>,
-    /// The waiting pods `unhostable` was last worked out for.
-    waiting_seen: Vec<String>,
-    /// Waiting pods found hostable again after being unhostable, with when room was last
-    /// freed before that: their wait for a node counts from there (swarm seed 51584).
-    rehostable: BTreeMap<String, Duration>,
-    /// Injected faults, each from its start until the pods it held up could have had a node
-    /// (for a launch that never registers, the registration TTL and a second launch later).
-    faults: Vec<faults::InjectedFault>,
-    /// Nodes that will never report Ready, with their fault in `faults`, which ends when
-    /// the node is deleted.
-    never_ready: BTreeMap<String, usize>,
-    /// The NodeClaims Kerf took away, in the order it decided to.
-    removals: Vec<Removal>,
+    /// Every object the cluster stores.
+    api: ApiServer,
+    /// The cloud's instances and offerings.
+    cloud: cloud::Cloud,
+    /// The workload controllers (ReplicaSets, StatefulSets, Jobs).
+    workloads: workloads::Workloads,
+    /// kube-scheduler's stand-in.
+    binder: binder::Binder,
+    /// What the checkers remember between steps.
+    checks: checks::Checks,
+    /// What the report adds up as the run goes.
+    tally: tally::Tally,
     /// When the run starts on the simulated clock: zero, or for a run from a standing
     /// cluster the age of its oldest NodeClaim (the controllers' clock cannot go back past
     /// its epoch, and that NodeClaim was created at it). Reports count from here.
@@ -239,86 +172,16 @@ pub struct World {
     /// For a run from a standing cluster, the images each EC2NodeClass's AMI selector
     /// terms resolved to there (the terms as JSON, and the class's `status.amis`).
     images: BTreeMap<String, (Value, Vec<kerf_api::ec2nodeclass::AmiStatus>)>,
-    /// When a NodePool or EC2NodeClass was last applied: a pod no NodePool could host may
-    /// have become hostable then, and its wait for a node counts from there.
-    pools_changed_at: Duration,
-    /// When the controllers first asked for each NodeClaim's create not stored yet.
-    creates_asked: BTreeMap<String, Duration>,
-    /// When a NodeClaim last went away, giving its NodePool's limits room again: a pod
-    /// found unhostable before may have become hostable then.
-    room_freed_at: Duration,
-    convergence: convergence::Convergence,
-    zones: Vec<String>,
     now: Duration,
     rng: ChaCha8Rng,
     queue: BinaryHeap<Reverse<(Duration, u64, Ev)>>,
     seq: u64,
     /// Wake-ups already queued for the controllers.
     wakes: BTreeSet<Duration>,
-    catalogs: HashMap<String, Arc<Vec<kerf_aws::InstanceType<'static>>>>,
-    /// Each class's reservations and their room as last offered to the controllers.
-    reservations_offered: HashMap<String, Vec<(String, u32)>>,
-    /// NodeClaim objects, all a restarted controller can learn its NodeClaims from.
-    nodeclaim_objects: BTreeMap<String, StoredNodeClaim>,
-    /// Nodes whose `karpenter.sh/disrupted` taint was taken off while they stayed (a
-    /// disruption given up), how many times and when last: the spot-preference oracle
-    /// waits out the documented replacement backoff after each.
-    rolled_back: BTreeMap<String, (u32, Duration)>,
     /// Kerf's writes that failed for a passing reason (`spec.apiServer`), to be tried again
     /// as the operator does; lost when Kerf restarts.
     unfinished: Unfinished,
-    /// The cloud's running instances by provider id, with the NodeClaim they were launched for.
-    instances: BTreeMap<String, (String, Instance)>,
-    workloads: BTreeMap<String, Workload>,
-    /// Claims, volumes and classes as the API server stores them.
-    storage: storage::Stored,
-    /// What the binder reads of each pod before any node, worked out when the pod is made.
-    /// The checker's imagined nodes (`world/hostable.rs`), with the generation of NodePools,
-    /// classes and DaemonSets they were imagined for, and their NodePools' names.
-    imagined: Option<hostable::Kept>,
-    /// Bumped whenever a NodePool, class or DaemonSet is applied or deleted.
-    imagined_generation: u64,
-    /// Node objects, as the simulated API server stores them.
-    nodes: api_server::Nodes,
-    /// NodePools, node classes, NodeOverlays, DaemonSets and PDBs as the API server holds them.
-    objects: api_server::Objects,
-    /// Pods as the API server holds them, by `namespace/name`.
-    pods: BTreeMap<String, api_server::StoredPod>,
-    /// What the pods bound to each node take of it, kept as pods are bound and deleted:
-    /// the binder's snapshot starts from it instead of adding up every bound pod.
-    usage: HashMap<String, kube_scheduler::Usage>,
-    /// The keys of the pods waiting for a node (daemon pods aside), kept as pods come, go,
-    /// are bound and unbound ([`World::track_pod`]): the binder reads these instead of
-    /// walking every pod.
-    pending: BTreeSet<String>,
-    /// Those of [`World::pending`] whose status does not say Unschedulable yet: a binder
-    /// pass that only marks new pods reads these.
-    unmarked: BTreeSet<String>,
-    /// The keys of each workload's pods, by workload name, and each owned pod's workload,
-    /// kept as pods come and go ([`World::track_pod`]): the workload controllers read
-    /// these instead of walking every pod after each eviction.
-    by_workload: HashMap<String, BTreeSet<String>>,
-    workload_of: HashMap<String, String>,
-    /// Each node's EBS attachment limit, as its CSINode publishes it.
-    csi_limits: BTreeMap<String, i64>,
-    /// Something the binder reads changed: it looks again.
-    binder_dirty: bool,
-    /// The classes ([`kube_scheduler::Facts::class`]) of the pods the binder's last pass
-    /// placed nowhere, kept while only new pending pods have come since: a pass over
-    /// pods of those classes alone would place nothing again.
-    binder_failed: Option<BinderFailed>,
-    /// A pod went or a workload changed: the workload controllers look again.
-    workloads_dirty: bool,
-    node_counter: u64,
     log: Log,
-    timeline: Vec<Sample>,
-    totals: Totals,
-    slowest_pod: Option<String>,
-    /// The longest waits for a node so far, longest first.
-    longest_waits: Vec<Wait>,
-    node_seconds: f64,
-    spot_node_seconds: f64,
-    last_accrual: Duration,
     options: RunOptions,
 }
 
@@ -422,59 +285,22 @@ impl World {
             // the controllers draw NodeClaim names from their own stream, the cloud from the world's
             core: Controllers::new(settings, scenario.spec.seed ^ 0x6b65_7266),
             rng: ChaCha8Rng::seed_from_u64(scenario.spec.seed),
-            zones,
+            api: ApiServer::default(),
+            cloud: cloud::Cloud::new(zones),
+            workloads: workloads::Workloads::default(),
+            binder: binder::Binder::default(),
+            checks: checks::Checks::default(),
+            tally: tally::Tally::default(),
             now: Duration::ZERO,
             queue: BinaryHeap::new(),
             seq: 0,
-            catalogs: HashMap::new(),
-            reservations_offered: HashMap::new(),
-            workloads: BTreeMap::new(),
-            storage: storage::Stored::default(),
-            nodes: api_server::Nodes::default(),
-            objects: api_server::Objects::default(),
-            pods: BTreeMap::new(),
-            usage: HashMap::new(),
-            pending: BTreeSet::new(),
-            unmarked: BTreeSet::new(),
-            by_workload: HashMap::new(),
-            workload_of: HashMap::new(),
-            imagined: None,
-            imagined_generation: 0,
-            csi_limits: BTreeMap::new(),
-            instances: BTreeMap::new(),
-            nodeclaim_objects: BTreeMap::new(),
-            rolled_back: BTreeMap::new(),
             unfinished: Unfinished::default(),
             wakes: BTreeSet::new(),
-            binder_dirty: false,
-            binder_failed: None,
-            workloads_dirty: true,
-            node_counter: 0,
             log: Log::default(),
-            timeline: Vec::new(),
-            totals: Totals::default(),
-            slowest_pod: None,
-            longest_waits: Vec::new(),
-            node_seconds: 0.0,
-            spot_node_seconds: 0.0,
-            last_accrual: Duration::ZERO,
             options,
             scenario,
-            waits_checked: Duration::ZERO,
-            floor: (0.0, true),
-            floors: HashMap::new(),
-            unhostable: BTreeSet::new(),
-            waiting_seen: Vec::new(),
-            rehostable: BTreeMap::new(),
-            pools_changed_at: Duration::ZERO,
-            creates_asked: BTreeMap::new(),
-            room_freed_at: Duration::ZERO,
-            faults: Vec::new(),
-            never_ready: BTreeMap::new(),
-            removals: Vec::new(),
             origin: Duration::ZERO,
             images: BTreeMap::new(),
-            convergence: Default::default(),
         };
         let manifests = w.scenario.spec.manifests.clone();
         for (i, m) in manifests.iter().enumerate() {
@@ -536,7 +362,7 @@ impl World {
             if w.wakes.insert(until) {
                 w.push(until, Ev::Wake);
             }
-            (w.faults).push(faults::InjectedFault::everyone(
+            (w.checks.faults).push(faults::InjectedFault::everyone(
                 from,
                 until + retry_wait(u32::MAX),
             ));
@@ -574,7 +400,7 @@ impl World {
         while self.step()? {
             if reported.is_none_or(|at| self.now >= at + self.sample_every()) {
                 reported = Some(self.now);
-                progress(self.now, self.nodes.len(), self.pending_count());
+                progress(self.now, self.api.nodes.len(), self.pending_count());
             }
         }
         self.accrue(self.duration());
@@ -619,63 +445,44 @@ impl World {
         Ok(true)
     }
     fn pending_count(&self) -> usize {
-        self.pending.len()
+        self.binder.pending_count()
     }
 
     /// Keeps [`World::pending`] and [`World::by_workload`] true to the pod `k` as stored
     /// now (or gone), and [`World::binder_failed`] to pending pods whose classes all
     /// failed: a pod of another class forgets the failures.
     fn track_pod(&mut self, k: &str) {
-        let owner = (self.pods.get(k)).and_then(|p| owner_workload(&p.pod));
-        if self.workload_of.get(k).map(String::as_str) != owner {
-            if let Some(old) = self.workload_of.remove(k)
-                && let Some(pods) = self.by_workload.get_mut(&old)
+        let owner = (self.api.pods.get(k)).and_then(|p| owner_workload(&p.pod));
+        if self.workloads.workload_of.get(k).map(String::as_str) != owner {
+            if let Some(old) = self.workloads.workload_of.remove(k)
+                && let Some(pods) = self.workloads.by_workload.get_mut(&old)
             {
                 pods.remove(k);
             }
             if let Some(w) = owner {
                 let w = w.to_string();
-                (self.by_workload.entry(w.clone()).or_default()).insert(k.to_string());
-                self.workload_of.insert(k.to_string(), w);
+                (self.workloads.by_workload.entry(w.clone()).or_default()).insert(k.to_string());
+                self.workloads.workload_of.insert(k.to_string(), w);
             }
         }
-        let waiting =
-            (self.pods.get(k)).filter(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
-        let Some(p) = waiting else {
-            self.pending.remove(k);
-            self.unmarked.remove(k);
-            return;
-        };
-        if is_provisionable(&p.pod) {
-            self.unmarked.remove(k);
-        } else {
-            self.unmarked.insert(k.to_string());
-        }
-        if let Some(failed) = &mut self.binder_failed {
-            if !failed.classes.contains(&p.facts.class_hash()) {
-                self.binder_failed = None;
-            } else if p.facts.mounts_claims() {
-                failed.claims = true;
-            }
-        }
-        self.pending.insert(k.to_string());
+        self.binder.track(k, self.api.pods.get(k));
     }
 
     /// Adds cost and node-seconds up to `t`.
     fn accrue(&mut self, t: Duration) {
-        let dt = t.saturating_sub(self.last_accrual).as_secs_f64();
+        let dt = t.saturating_sub(self.tally.last_accrual).as_secs_f64();
         if dt > 0.0 {
             // the bound's rate as last sampled: its time integral is the run's floor
-            self.totals.lower_bound_cost += self.floor.0 * dt / 3600.0;
-            for (_, i) in self.instances.values() {
-                self.totals.cost += i.price_per_hour * dt / 3600.0;
-                self.node_seconds += dt;
+            self.tally.totals.lower_bound_cost += self.tally.floor.0 * dt / 3600.0;
+            for (_, i) in self.cloud.instances.values() {
+                self.tally.totals.cost += i.price_per_hour * dt / 3600.0;
+                self.tally.node_seconds += dt;
                 if i.capacity_type == labels::CAPACITY_TYPE_SPOT {
-                    self.spot_node_seconds += dt;
+                    self.tally.spot_node_seconds += dt;
                 }
             }
         }
-        self.last_accrual = t;
+        self.tally.last_accrual = t;
     }
 
     /// The end of the API-server outage under way, if one is.
@@ -700,7 +507,7 @@ impl World {
             ev,
             Ev::Scenario(_) | Ev::Interrupt(_) | Ev::Notice(_) | Ev::Reclaim(..) | Ev::Restart
         ) {
-            self.convergence.disturbed(self.now);
+            self.checks.convergence.disturbed(self.now);
         }
         match ev {
             Ev::Scenario(i) => self.scenario_event(i)?,
@@ -718,21 +525,21 @@ impl World {
                 self.sync_reservations();
             }
             Ev::Sample => {
-                if self.floor.1 && !self.options.skip_floor {
+                if self.tally.floor.1 && !self.options.skip_floor {
                     // reserved offerings' room changes with every launch: not kept then
-                    let reserved = (self.objects.node_classes.values()).any(|k| {
+                    let reserved = (self.api.objects.node_classes.values()).any(|k| {
                         (k.status.as_ref()).is_some_and(|s| !s.capacity_reservations.is_empty())
                     });
                     let key = self.workload_fingerprint();
-                    let rate = match self.floors.get(&key) {
+                    let rate = match self.tally.floors.get(&key) {
                         Some(rate) if !reserved => *rate,
                         _ => {
                             let rate = self.floor_rate();
-                            self.floors.insert(key, rate);
+                            self.tally.floors.insert(key, rate);
                             rate
                         }
                     };
-                    self.floor = (rate, false);
+                    self.tally.floor = (rate, false);
                 }
                 self.sample();
                 let next = self.now + self.sample_every();
@@ -752,18 +559,18 @@ impl World {
         let down = self.api_down().is_some();
         for _ in 0..SETTLE_ROUNDS {
             if !down {
-                if std::mem::take(&mut self.workloads_dirty) {
+                if std::mem::take(&mut self.workloads.dirty) {
                     self.reconcile_workloads();
                 }
                 self.update_pdb_status();
-                if std::mem::take(&mut self.binder_dirty) {
+                if std::mem::take(&mut self.binder.dirty) {
                     self.bind_pending();
                 }
             }
             // writes that failed, due again, before what the controllers say now
             let mut actions = self.unfinished.due(self.now);
             actions.extend(self.core.poll(self.now).into_iter().map(|a| (0, a)));
-            if actions.is_empty() && (down || !self.binder_dirty) {
+            if actions.is_empty() && (down || !self.binder.dirty) {
                 let due = [self.core.next_wakeup(), self.unfinished.next()];
                 for t in due.into_iter().flatten() {
                     if t <= self.duration() && self.wakes.insert(t) {
@@ -799,7 +606,7 @@ impl World {
         self.unfinished.superseded_by(&action);
         if let Action::CreateNodeClaim(object) = &action {
             let name = object.metadata.name.clone().unwrap_or_default();
-            self.creates_asked.entry(name).or_insert(self.now);
+            self.checks.creates_asked.entry(name).or_insert(self.now);
         }
         if self.unfinished.held_behind_create(&action) {
             return Ok(());
@@ -822,7 +629,7 @@ impl World {
             self.apply_action(action)?;
         }
         if !answered {
-            self.totals.api_writes_failed += 1;
+            self.tally.totals.api_writes_failed += 1;
         }
         if let Some(pod) = evicted {
             // an answer lost on the way back reads as a refusal: the drain asks again
@@ -870,7 +677,7 @@ impl World {
                     self.check_min_values(&object)?;
                 }
                 let name = object.metadata.name.clone().unwrap_or_default();
-                let asked = self.creates_asked.remove(&name).unwrap_or(self.now);
+                let asked = self.checks.creates_asked.remove(&name).unwrap_or(self.now);
                 let stored = StoredNodeClaim {
                     object: *object,
                     created: self.now,
@@ -879,14 +686,14 @@ impl World {
                     node_registered: false,
                     asked,
                 };
-                self.nodeclaim_objects.entry(name).or_insert(stored);
+                self.api.nodeclaims.entry(name).or_insert(stored);
             }
             Action::PatchNodeClaimStatus {
                 nodeclaim,
                 status,
                 labels,
             } => {
-                if let Some(stored) = self.nodeclaim_objects.get_mut(&nodeclaim) {
+                if let Some(stored) = self.api.nodeclaims.get_mut(&nodeclaim) {
                     let mut status = *status;
                     let previous = stored.object.status.take().unwrap_or_default();
                     let created = kerf_core::clock::kubernetes_time(stored.born());
@@ -905,7 +712,7 @@ impl World {
                 nodeclaim,
                 annotations,
             } => {
-                if let Some(stored) = self.nodeclaim_objects.get_mut(&nodeclaim) {
+                if let Some(stored) = self.api.nodeclaims.get_mut(&nodeclaim) {
                     let stored = stored.object.metadata.annotations.get_or_insert_default();
                     for (k, v) in annotations {
                         match v {
@@ -924,12 +731,12 @@ impl World {
                 self.core.observe(answer, self.now);
             }
             Action::RelabelNode { node, labels } => {
-                if self.nodes.relabel(&node, &labels) {
+                if self.api.nodes.relabel(&node, &labels) {
                     self.node_narrowed(&node);
                 }
             }
             Action::RelabelNodeClaim { nodeclaim, labels } => {
-                if let Some(stored) = self.nodeclaim_objects.get_mut(&nodeclaim) {
+                if let Some(stored) = self.api.nodeclaims.get_mut(&nodeclaim) {
                     let stored = stored.object.metadata.labels.get_or_insert_default();
                     for (k, v) in labels {
                         match v {
@@ -940,7 +747,7 @@ impl World {
                 }
             }
             Action::DeleteNodeClaim { nodeclaim } => {
-                if let Some(stored) = self.nodeclaim_objects.get_mut(&nodeclaim)
+                if let Some(stored) = self.api.nodeclaims.get_mut(&nodeclaim)
                     && stored.deleting.is_none()
                 {
                     stored.deleting = Some(self.now);
@@ -954,20 +761,20 @@ impl World {
                     // Karpenter takes them up at its next disruption pass and after the
                     // validation wait, so the checks give Kerf that long as after any change
                     // (swarm seed 326309)
-                    self.convergence.disturbed(self.now);
+                    self.checks.convergence.disturbed(self.now);
                 }
             }
             Action::Taint { node, taint } => {
                 // a taint only keeps pods off its node, and spread domains ignore taints
-                if self.nodes.taint(&node, &taint) {
+                if self.api.nodes.taint(&node, &taint) {
                     self.node_narrowed(&node);
                 }
             }
             Action::RemoveTaint { node, key } => {
-                let widens = self.nodes.get(&node).is_some_and(|n| n.ready);
-                if self.nodes.remove_taint(&node, &key) {
+                let widens = self.api.nodes.get(&node).is_some_and(|n| n.ready);
+                if self.api.nodes.remove_taint(&node, &key) {
                     if key == labels::DISRUPTED_TAINT_KEY {
-                        let e = self.rolled_back.entry(node.clone()).or_default();
+                        let e = self.checks.rolled_back.entry(node.clone()).or_default();
                         *e = (e.0 + 1, self.now);
                         self.not_removing(&node);
                     }
@@ -985,7 +792,7 @@ impl World {
                 ..
             } => {
                 let widens = self.labels_widen(&node, &labels);
-                if self.nodes.label(&node, &labels, &annotations) {
+                if self.api.nodes.label(&node, &labels, &annotations) {
                     if widens {
                         self.node_written(&node);
                     } else {
@@ -994,7 +801,7 @@ impl World {
                 }
             }
             Action::Launch { nodeclaim, request } => {
-                if self.options.check && !self.nodeclaim_objects.contains_key(&nodeclaim) {
+                if self.options.check && !self.api.nodeclaims.contains_key(&nodeclaim) {
                     return Err(self.violation(format!(
                         "an instance was launched for nodeclaim {nodeclaim}, which the API \
                          server does not hold"
@@ -1013,8 +820,8 @@ impl World {
                     self.check_budgets(reason, &nodes)?;
                 }
                 for node in &nodes {
-                    let claim = (self.nodes.get(node))
-                        .and_then(|n| self.instances.get(&n.provider_id))
+                    let claim = (self.api.nodes.get(node))
+                        .and_then(|n| self.cloud.instances.get(&n.provider_id))
                         .map(|(claim, _)| claim.clone());
                     if let Some(claim) = claim {
                         self.removing(&claim, reason.as_str());
@@ -1030,7 +837,7 @@ impl World {
             Action::DeletePod { pod, .. } => self.evicted(&pod),
             Action::AnnotatePodDeletionCost { pod, cost } => {
                 let key = kerf_core::disruption::rules::POD_DELETION_COST_ANNOTATION;
-                if let Some(p) = self.pods.get_mut(&pod) {
+                if let Some(p) = self.api.pods.get_mut(&pod) {
                     let annotations = p
                         .pod
                         .metadata
@@ -1044,12 +851,17 @@ impl World {
                 }
             }
             Action::DeleteInstance { provider_id, .. } => {
-                if let Some((claim, _)) = self.instances.remove(&provider_id) {
+                if let Some((claim, _)) = self.cloud.instances.remove(&provider_id) {
                     let now = self.since_start(self.now);
-                    for r in self.removals.iter_mut().filter(|r| r.nodeclaim == claim) {
+                    for r in self
+                        .tally
+                        .removals
+                        .iter_mut()
+                        .filter(|r| r.nodeclaim == claim)
+                    {
                         r.terminated.get_or_insert(now);
                     }
-                    self.totals.nodes_terminated += 1;
+                    self.tally.totals.nodes_terminated += 1;
                     self.sync_reservations();
                 }
             }
@@ -1060,7 +872,7 @@ impl World {
                 self.offer_instance_types(node_class, spec)
             }
             Action::ListInstances => {
-                let listed: Vec<CloudInstance> = (self.instances.values())
+                let listed: Vec<CloudInstance> = (self.cloud.instances.values())
                     .map(|(claim, i)| CloudInstance {
                         provider_id: i.provider_id.clone(),
                         nodeclaim: claim.clone(),
@@ -1077,7 +889,7 @@ impl World {
                 self.core.observe(resolved, self.now);
             }
             Action::PatchNodeClassStatus { node_class, status } => {
-                if let Some(class) = self.objects.node_classes.get(&node_class) {
+                if let Some(class) = self.api.objects.node_classes.get(&node_class) {
                     let mut class = class.clone();
                     class.status = Some(*status);
                     self.write(Object::node_class(class));
@@ -1090,13 +902,13 @@ impl World {
             Action::PatchNodePoolStatus { .. } | Action::PatchNodeOverlayStatus { .. } => {}
             // kept on the stored buffer, as a restarted Kerf lists it
             Action::PatchCapacityBufferStatus { buffer, status } => {
-                if let Some(b) = self.objects.buffers.get_mut(&buffer) {
+                if let Some(b) = self.api.objects.buffers.get_mut(&buffer) {
                     b.status = Some(*status);
                 }
             }
             Action::ReleaseNodeClaim { nodeclaim } => {
-                self.room_freed_at = self.now;
-                self.nodeclaim_objects.remove(&nodeclaim);
+                self.checks.room_freed_at = self.now;
+                self.api.nodeclaims.remove(&nodeclaim);
                 self.remove("NodeClaim", format!("/{nodeclaim}"));
                 self.binder_changed();
             }
@@ -1110,7 +922,7 @@ impl World {
     /// Nominations, unavailable offerings, a disruption command in flight and every timer
     /// are lost with the old process.
     fn restart_controllers(&mut self) {
-        self.totals.operator_restarts += 1;
+        self.tally.totals.operator_restarts += 1;
         self.relist();
     }
 
@@ -1124,25 +936,30 @@ impl World {
         let now = self.now;
         // a relist, in the order the operator's watches settle: the kinds users apply (the
         // cloud is asked for each class's types again), NodeClaims, volumes, then pods
-        for object in self.objects.list() {
+        for object in self.api.objects.list() {
             self.core.observe(Observation::Applied(object), now);
         }
-        for stored in self.nodeclaim_objects.values() {
+        for stored in self.api.nodeclaims.values() {
             let object = Object::nodeclaim(stored.listed());
             self.core.observe(Observation::Applied(object), now);
         }
-        for object in self.storage.list() {
+        for object in self.api.storage.list() {
             self.core
                 .observe(Observation::Applied(Object::Volume(object)), now);
         }
         // a pod's wait counts from its creation (or its PodScheduled condition), which the
         // object carries; the nodes come after their pods so their requests add up
-        for p in self.pods.values() {
+        for p in self.api.pods.values() {
             let pod = Object::Pod(p.pod.clone());
             self.core
                 .observe(Observation::Applied(pod), p.pending_since);
         }
-        let names: Vec<String> = self.nodes.iter().map(|(name, _)| name.clone()).collect();
+        let names: Vec<String> = self
+            .api
+            .nodes
+            .iter()
+            .map(|(name, _)| name.clone())
+            .collect();
         for name in names {
             self.observe_node(&name);
         }
@@ -1150,16 +967,12 @@ impl World {
     }
 
     fn sample(&mut self) {
-        let spot = self
-            .instances
-            .values()
+        let spot = (self.cloud.instances.values())
             .filter(|(_, i)| i.capacity_type == labels::CAPACITY_TYPE_SPOT)
             .count();
         let mut by_pool: BTreeMap<(String, String), (usize, f64)> = BTreeMap::new();
-        for (claim, i) in self.instances.values() {
-            let pool = self
-                .nodeclaim_objects
-                .get(claim)
+        for (claim, i) in self.cloud.instances.values() {
+            let pool = (self.api.nodeclaims.get(claim))
                 .and_then(|o| o.pool())
                 .unwrap_or_default()
                 .to_string();
@@ -1167,14 +980,12 @@ impl World {
             entry.0 += 1;
             entry.1 += i.price_per_hour;
         }
-        self.timeline.push(Sample {
+        self.tally.timeline.push(Sample {
             t: self.since_start(self.now),
-            nodes: self.instances.len(),
+            nodes: self.cloud.instances.len(),
             spot_nodes: spot,
             pending_pods: self.pending_count(),
-            cost_per_hour: self
-                .instances
-                .values()
+            cost_per_hour: (self.cloud.instances.values())
                 .map(|(_, i)| i.price_per_hour)
                 .sum::<f64>()
                 + 0.0,
@@ -1193,7 +1004,7 @@ impl World {
     // ---- objects -------------------------------------------------------------------------
 
     fn apply(&mut self, doc: &Value, path: &str) -> Result<(), SimError> {
-        self.imagined_generation += 1;
+        self.checks.imagined_generation += 1;
         let raw = RawDocument {
             line: 0,
             value: doc.clone(),
@@ -1201,22 +1012,22 @@ impl World {
         match check_document(&raw) {
             Checked::Valid(KarpenterObject::NodePool(np)) => {
                 self.write(Object::node_pool(*np));
-                self.floor.1 = true;
-                self.pools_changed_at = self.now;
+                self.tally.floor.1 = true;
+                self.checks.pools_changed_at = self.now;
                 self.binder_changed();
             }
             Checked::Valid(KarpenterObject::EC2NodeClass(class)) => {
                 let name = class.metadata.name.clone().unwrap_or_default();
-                self.catalogs.remove(&name);
+                self.cloud.catalogs.remove(&name);
                 self.write(Object::node_class(*class));
                 self.sync_reservations();
-                self.floor.1 = true;
-                self.pools_changed_at = self.now;
+                self.tally.floor.1 = true;
+                self.checks.pools_changed_at = self.now;
             }
             Checked::Valid(KarpenterObject::NodeOverlay(overlay)) => {
                 self.write(Object::node_overlay(*overlay));
-                self.floor.1 = true;
-                self.pools_changed_at = self.now;
+                self.tally.floor.1 = true;
+                self.checks.pools_changed_at = self.now;
             }
             Checked::Valid(KarpenterObject::NodeClaim(_)) => {
                 return Err(ScenarioError {
@@ -1251,11 +1062,11 @@ impl World {
                         let replicas = i64::try_from(pods.len()).unwrap_or(0);
                         let template = one_template(doc);
                         let wk = workload_key(&kind, &ns, &name);
-                        let next = self.workloads.get(&wk).map_or(0, |w| w.next);
+                        let next = self.workloads.specs.get(&wk).map_or(0, |w| w.next);
                         self.workload_shape(&kind, &ns, &name, doc);
                         let names = PodNames::new(&kind, &name, &template, self.scenario.spec.seed);
-                        self.workloads_dirty = true;
-                        self.workloads.insert(
+                        self.workloads.dirty = true;
+                        self.workloads.specs.insert(
                             wk,
                             Workload {
                                 kind: kind.clone(),
@@ -1275,7 +1086,7 @@ impl World {
                         self.write(Object::Pdb(pdb));
                     }
                     Some(ClusterObject::Volume(v)) => {
-                        self.storage.store(&v);
+                        self.api.storage.store(&v);
                         self.storage_changed(vec![v]);
                     }
                     Some(ClusterObject::Node(_)) => {
@@ -1299,9 +1110,9 @@ impl World {
         let path = format!("spec.events[{i}]");
         if let Some(s) = &e.scale {
             let wk = workload_key(&s.kind, &s.namespace, &s.name);
-            self.workloads_dirty = true;
+            self.workloads.dirty = true;
             self.workload_scaled(&s.kind, &s.namespace, &s.name, s.replicas);
-            match self.workloads.get_mut(&wk) {
+            match self.workloads.specs.get_mut(&wk) {
                 Some(w) => w.replicas = s.replicas,
                 None => {
                     return Err(ScenarioError {
@@ -1325,11 +1136,11 @@ impl World {
             self.set_node_condition(c);
         }
         if let Some(d) = &e.delete {
-            self.imagined_generation += 1;
+            self.checks.imagined_generation += 1;
             match d.kind.as_str() {
                 "NodePool" => {
                     self.remove("NodePool", format!("/{}", d.name));
-                    self.floor.1 = true;
+                    self.tally.floor.1 = true;
                 }
                 "DaemonSet" => {
                     self.remove("DaemonSet", key(&d.namespace, &d.name));
@@ -1341,7 +1152,7 @@ impl World {
                 kind => {
                     self.workload_deleted(kind, &d.namespace, &d.name);
                     let wk = workload_key(kind, &d.namespace, &d.name);
-                    if self.workloads.remove(&wk).is_none() {
+                    if self.workloads.specs.remove(&wk).is_none() {
                         return Err(ScenarioError {
                             path: format!("{path}.delete"),
                             message: format!("no {kind} {}/{} exists", d.namespace, d.name),
@@ -1360,81 +1171,81 @@ impl World {
 
     fn add_pod(&mut self, pod: Pod) -> String {
         let k = pod_key(&pod);
-        self.floor.1 = true;
+        self.tally.floor.1 = true;
         let pod = api_server::StoredPod::created(pod, self.now);
-        uses(&mut self.usage, &pod, true);
-        if let Some(old) = self.pods.insert(k.clone(), pod) {
-            uses(&mut self.usage, &old, false);
+        self.binder.uses(&pod, true);
+        if let Some(old) = self.api.pods.insert(k.clone(), pod) {
+            self.binder.uses(&old, false);
         }
         self.track_pod(&k);
         self.observe_pod(&k);
         // a pending pod changes nothing the binder read; a pod bound as it is made does
-        if self.pods.get(&k).is_some_and(|p| p.node.is_some()) {
-            self.binder_failed = None;
+        if self.api.pods.get(&k).is_some_and(|p| p.node.is_some()) {
+            self.binder.changed();
         }
-        self.binder_dirty = true;
+        self.binder.dirty = true;
         k
     }
 
     /// A pod is deleted (scale-down, eviction, its node gone): its controller, if any,
     /// makes a new one.
     fn delete_pod(&mut self, k: &str) {
-        let Some(old) = self.pods.remove(k) else {
+        let Some(old) = self.api.pods.remove(k) else {
             return;
         };
-        uses(&mut self.usage, &old, false);
+        self.binder.uses(&old, false);
         self.track_pod(k);
-        self.floor.1 = true;
+        self.tally.floor.1 = true;
         self.remove("Pod", k.to_string());
         self.binder_changed();
-        self.workloads_dirty = true;
+        self.workloads.dirty = true;
     }
 
     /// A pod evicted (or deleted at the end of the grace period) by Kerf.
     fn evicted(&mut self, k: &str) {
         // the report counts the pods users run; daemonset pods go with every node
-        if (self.pods.get(k)).is_some_and(|p| p.owner != PodOwner::DaemonSet) {
-            self.totals.pods_evicted += 1;
+        if (self.api.pods.get(k)).is_some_and(|p| p.owner != PodOwner::DaemonSet) {
+            self.tally.totals.pods_evicted += 1;
         }
         self.delete_pod(k);
     }
     fn bind(&mut self, k: &str, node: &str) {
-        let Some(p) = self.pods.get(k) else {
+        let Some(p) = self.api.pods.get(k) else {
             return;
         };
         let waited = self.now.saturating_sub(p.pending_since).as_secs_f64();
         if p.owner != PodOwner::DaemonSet {
-            if waited > self.totals.max_pod_pending_seconds {
-                self.totals.max_pod_pending_seconds = waited;
-                self.slowest_pod = Some(k.to_string());
+            if waited > self.tally.totals.max_pod_pending_seconds {
+                self.tally.totals.max_pod_pending_seconds = waited;
+                self.tally.slowest_pod = Some(k.to_string());
             }
             let since = p.pending_since;
             self.record_wait(k, since);
         } // kube-scheduler's binding and condition update, as the API server stores them
-        if let Some(p) = self.pods.get_mut(k) {
-            uses(&mut self.usage, p, false);
+        if let Some(p) = self.api.pods.get_mut(k) {
+            self.binder.uses(p, false);
             p.bind(node, self.now);
-            uses(&mut self.usage, p, true);
+            self.binder.uses(p, true);
         }
         // a node that never reports Ready may have sent this pod here, into another's room
-        if let (Some(p), Some(n)) = (self.pods.get(k), self.nodes.get(node))
+        if let (Some(p), Some(n)) = (self.api.pods.get(k), self.api.nodes.get(node))
             && p.owner != PodOwner::DaemonSet
         {
             let now = self.now;
-            for fault in &mut self.faults {
+            for fault in &mut self.checks.faults {
                 fault.bound(p, node, n, now);
             }
         }
         self.track_pod(k);
         self.observe_pod(k);
         // the CSI provisioner makes the volumes that waited for this pod, in its zone
-        let zone = (self.nodes.get(node))
+        let zone = (self.api.nodes.get(node))
             .and_then(|n| n.labels.get(labels::ZONE))
             .cloned();
-        let pod = self.pods.get(k).map(|p| p.declared());
+        let pod = self.api.pods.get(k).map(|p| p.declared());
         if let (Some(zone), Some(pod)) = (zone, pod) {
             let pod = pod.clone();
-            let changed = self.storage.pod_bound(&pod, &zone);
+            let changed = self.api.storage.pod_bound(&pod, &zone);
             self.storage_changed(changed);
         }
     }
@@ -1450,12 +1261,7 @@ impl World {
             self.core
                 .observe(Observation::Applied(Object::Volume(object)), now);
         }
-        // claims, volumes and CSINodes decide only where pods that mount claims fit
-        if self.binder_failed.as_ref().is_none_or(|f| f.claims) {
-            self.binder_changed();
-        } else {
-            self.binder_dirty = true;
-        }
+        self.binder.storage_changed();
     }
 
     /// Keeps a wait that ends now if it is among the longest.
@@ -1465,34 +1271,27 @@ impl World {
             since: self.since_start(since),
             until: self.since_start(self.now),
         };
-        let length = |w: &Wait| w.until - w.since;
-        if length(&wait) <= 0.0 {
-            return;
-        }
-        self.longest_waits.push(wait);
-        self.longest_waits
-            .sort_by(|a, b| length(b).total_cmp(&length(a)).then(a.pod.cmp(&b.pod)));
-        self.longest_waits.truncate(LONGEST_WAITS);
+        self.tally.wait(wait);
     }
 
     /// Kerf decided to take the NodeClaim away (a command's `reason`, or its deletion):
     /// recorded once, at the first.
     fn removing(&mut self, claim: &str, reason: &str) {
-        if self.removals.iter().any(|r| r.nodeclaim == claim) {
+        if self.tally.removals.iter().any(|r| r.nodeclaim == claim) {
             return;
         }
-        let instance = (self.instances.values()).find(|(c, _)| c == claim);
+        let instance = (self.cloud.instances.values()).find(|(c, _)| c == claim);
         let instance_type = instance
             .map(|(_, i)| i.instance_type.clone())
             .unwrap_or_default();
-        let node = (self.nodes.iter())
+        let node = (self.api.nodes.iter())
             .find(|(_, n)| instance.is_some_and(|(_, i)| i.provider_id == n.provider_id))
             .map(|(name, _)| name.clone());
-        let nodepool = (self.nodeclaim_objects.get(claim))
+        let nodepool = (self.api.nodeclaims.get(claim))
             .and_then(StoredNodeClaim::pool)
             .unwrap_or_default()
             .to_string();
-        self.removals.push(Removal {
+        self.tally.removals.push(Removal {
             nodeclaim: claim.to_string(),
             node,
             nodepool,
@@ -1507,46 +1306,48 @@ impl World {
     /// NodeClaim was deleted: it is not being taken away after all.
     fn not_removing(&mut self, node: &str) {
         let deleting =
-            |claim: &str| (self.nodeclaim_objects.get(claim)).is_some_and(|c| c.deleting.is_some());
-        let keep: Vec<bool> = (self.removals.iter())
+            |claim: &str| (self.api.nodeclaims.get(claim)).is_some_and(|c| c.deleting.is_some());
+        let keep: Vec<bool> = (self.tally.removals.iter())
             .map(|r| {
                 r.node.as_deref() != Some(node) || r.terminated.is_some() || deleting(&r.nodeclaim)
             })
             .collect();
         let mut keep = keep.into_iter();
-        self.removals.retain(|_| keep.next().unwrap_or(true));
+        self.tally.removals.retain(|_| keep.next().unwrap_or(true));
     }
 
     /// The Node is deleted: pod garbage collection deletes the pods bound to it (controllers
     /// make new ones); bare pods are left waiting for a node.
     fn delete_node(&mut self, node: &str) {
-        if let Some(i) = self.never_ready.remove(node) {
+        if let Some(i) = self.checks.never_ready.remove(node) {
             let cloud = &self.scenario.spec.cloud;
             let launch = cloud.launch_delay.0
                 + cloud.launch_jitter.0
                 + cloud.ready_delay.0
                 + cloud.ready_jitter.0;
-            self.faults[i].until = self.faults[i].until.min(self.now + PASS_INTERVAL + launch);
+            self.checks.faults[i].until = self.checks.faults[i]
+                .until
+                .min(self.now + PASS_INTERVAL + launch);
         }
         let on_node = self.pods_where(|p| p.node.as_deref() == Some(node));
         for k in on_node {
-            let owner = self.pods[&k].owner;
+            let owner = self.api.pods[&k].owner;
             if owner != PodOwner::DaemonSet {
-                self.totals.pods_evicted += 1;
+                self.tally.totals.pods_evicted += 1;
             }
             if owner != PodOwner::None {
                 self.delete_pod(&k);
-            } else if let Some(p) = self.pods.get_mut(&k) {
-                uses(&mut self.usage, p, false);
+            } else if let Some(p) = self.api.pods.get_mut(&k) {
+                self.binder.uses(p, false);
                 p.unbind(self.now);
                 self.track_pod(&k);
                 self.observe_pod(&k);
             }
         }
-        self.nodes.delete(node);
+        self.api.nodes.delete(node);
         self.remove("Node", format!("/{node}"));
-        if self.csi_limits.remove(node).is_some() {
-            self.storage.csi_nodes.remove(node);
+        if self.api.csi_limits.remove(node).is_some() {
+            self.api.storage.csi_nodes.remove(node);
             self.remove("CSINode", format!("/{node}"));
         }
         self.binder_changed();
@@ -1558,30 +1359,34 @@ impl World {
     /// (removing pending pods first, then the newest).
     fn reconcile_workloads(&mut self) {
         // only the workloads off their replicas are looked at again
-        let off: Vec<String> = (self.workloads.iter())
+        let off: Vec<String> = (self.workloads.specs.iter())
             .filter(|(wk, w)| {
-                let have = self.by_workload.get(wk.as_str()).map_or(0, BTreeSet::len);
+                let have = self
+                    .workloads
+                    .by_workload
+                    .get(wk.as_str())
+                    .map_or(0, BTreeSet::len);
                 have != usize::try_from(w.replicas).unwrap_or(0)
             })
             .map(|(wk, _)| wk.clone())
             .collect();
         for wk in off {
             let have = self.workload_pods(&wk);
-            let want = usize::try_from(self.workloads[&wk].replicas).unwrap_or(0);
+            let want = usize::try_from(self.workloads.specs[&wk].replicas).unwrap_or(0);
             if have.len() < want {
                 for _ in have.len()..want {
-                    let w = self.workloads.get_mut(&wk).expect("listed");
+                    let w = self.workloads.specs.get_mut(&wk).expect("listed");
                     let mut pod = w.template.clone();
                     let namespace = kerf_scheduling::pods::namespace_of(&pod).to_string();
                     let mut attempt = 0;
-                    let taken = |n: &str| self.pods.contains_key(&format!("{namespace}/{n}"));
+                    let taken = |n: &str| self.api.pods.contains_key(&format!("{namespace}/{n}"));
                     // a StatefulSet makes its lowest missing ordinal again, with its claims
                     if w.kind == "StatefulSet" {
                         w.next = (0..).find(|&i| !taken(&w.names.name(i, 0))).unwrap_or(0);
                     }
                     let mut name = w.names.name(w.next, attempt);
                     // a name still taken draws another, as kube-apiserver's generateName does
-                    while self.pods.contains_key(&format!("{namespace}/{name}")) {
+                    while self.api.pods.contains_key(&format!("{namespace}/{name}")) {
                         attempt += 1;
                         name = w.names.name(w.next, attempt);
                     }
@@ -1603,10 +1408,9 @@ impl World {
                     pod.metadata.owner_references = owned_by(&w.kind, &wk);
                     w.next += 1;
                     for claim in claims {
-                        let zones = self.zones.clone();
+                        let zones = self.cloud.zones.clone();
                         let rng = &mut self.rng;
-                        let changed = self
-                            .storage
+                        let changed = (self.api.storage)
                             .create_claim(claim, &zones, |n| rng.random_range(0..n));
                         self.storage_changed(changed);
                     }
@@ -1616,7 +1420,7 @@ impl World {
                 let mut order: Vec<(bool, i32, Duration, String)> = have
                     .iter()
                     .map(|k| {
-                        let p = &self.pods[k];
+                        let p = &self.api.pods[k];
                         (
                             p.node.is_some(),
                             deletion_cost(&p.pod),
@@ -1638,115 +1442,31 @@ impl World {
         }
     }
 
-    /// Plays kube-scheduler ([`crate::kube_scheduler`], written apart from Kerf's solver):
-    /// binds pending pods one by one, oldest first and those nominated for a node first,
-    /// and marks the ones no Ready node fits `Unschedulable`.
+    /// Plays kube-scheduler ([`binder::Binder::pass`]) over the pending pods and stores what
+    /// it decided: the pods it placed bound, the rest marked `Unschedulable`.
     fn bind_pending(&mut self) {
-        if self.binder_failed.is_some() {
-            // every pending pod is of a class the last pass placed nowhere, and nothing
-            // since could fit one ([`World::track_pod`]): only the new ones are marked
-            let unmarked: Vec<String> = self.unmarked.iter().cloned().collect();
-            self.mark_unschedulable(&unmarked);
-            return;
-        }
-        let cluster = &self.core.cluster();
-        // Kerf's nominations, which kube-scheduler's stand-in honours (the nominated node
-        // first), as the operator's events would have it
         let honoured = !self.scenario.spec.kube_scheduler.ignore_nominations;
-        let nominated = |k: &str| {
-            (cluster.pods().get(k))
-                .and_then(|r| r.nominated.as_ref())
-                .filter(|_| honoured)
-        };
-        // in key order, then (stably) nominated first and longest waiting first
-        let mut pending: Vec<(Option<&String>, Duration, &String, &api_server::StoredPod)> =
-            (self.pending.iter())
-                .filter_map(|k| self.pods.get_key_value(k))
-                .map(|(k, p)| (nominated(k), p.pending_since, k, p))
-                .collect();
-        if pending.is_empty() {
-            return;
-        }
-        pending.sort_by_key(|&(claim, since, _, _)| (claim.is_none(), since));
-        let mut placed = Vec::new();
-        if self.nodes.iter().any(|(_, n)| n.ready) {
-            let nodes = (self.nodes.iter())
-                .map(|(name, n)| kube_scheduler::Node {
-                    name,
-                    labels: &n.labels,
-                    taints: &n.taints,
-                    allocatable: Cow::Borrowed(&n.amounts),
-                    ready: n.ready,
-                    volume_limits: self
-                        .csi_limits
-                        .get(name)
-                        .map(|l| (labels::EBS_CSI_DRIVER, *l))
-                        .into_iter()
-                        .collect(),
-                })
-                .collect();
-            // one pending pod of each class stands for the rest
-            let mut classes = HashSet::new();
-            let alike: Vec<&Pod> = (pending.iter())
-                .filter(|(_, _, _, p)| classes.insert(p.facts.class_hash()))
-                .map(|(_, _, _, p)| p.declared())
-                .collect();
-            let mut weighs: HashMap<u64, bool> = HashMap::new();
-            let bound = (self.pods.values()).filter_map(|p| {
-                let node = p.node.as_deref()?;
-                let hash = p.facts.class_hash();
-                let weighs = *(weighs.entry(hash))
-                    .or_insert_with(|| kube_scheduler::weighs_on(p.declared(), &p.facts, &alike));
-                weighs.then(|| (p.declared(), &p.facts, node))
-            });
-            let storage = Some(self.storage.view());
-            let usage = |n: &str| self.usage.get(n);
-            let mut scheduler = kube_scheduler::Scheduler::with_usage(nodes, usage, bound, storage);
-            for (claim, _, k, p) in &pending {
-                let nominated = (claim.and_then(|c| cluster.nodeclaims().get(c)))
-                    .and_then(|c| c.node.as_deref());
-                if let Some(node) = scheduler.schedule_with(p.declared(), &p.facts, nominated) {
-                    placed.push(((*k).clone(), node.to_string()));
-                }
-            }
-        }
-        // none placed: every pending pod's class failed, as long as only new pods come
-        self.binder_failed = placed.is_empty().then(|| {
-            let facts = || pending.iter().map(|(_, _, _, p)| &p.facts);
-            BinderFailed {
-                classes: facts().map(|f| f.class_hash()).collect(),
-                claims: facts().any(|f| f.mounts_claims()),
-            }
-        });
-        // kube-scheduler requeues a pod refused for its spread or affinity when another pod
-        // is bound: one refused early in this pass may fit beside the pods bound after it
-        let bound: HashSet<&String> = placed.iter().map(|(k, _)| k).collect();
-        let again = !placed.is_empty()
-            && (pending.iter()).any(|(_, _, k, p)| p.facts.counts_peers() && !bound.contains(k));
-        // the pods not yet marked Unschedulable, for when the placed ones are bound
-        let unmarked: Vec<String> = (pending.into_iter())
-            .filter(|(_, _, _, p)| !is_provisionable(&p.pod))
-            .map(|(_, _, k, _)| k.clone())
-            .collect();
-        for (k, n) in placed {
+        let nominations = binder::Nominations::new(self.core.cluster(), honoured);
+        let pass = self.binder.pass(&self.api, &nominations);
+        for (k, n) in pass.placed {
             self.bind(&k, &n);
         }
-        self.mark_unschedulable(&unmarked);
-        self.binder_dirty |= again;
+        self.mark_unschedulable(&pass.unmarked);
     }
 
     /// kube-scheduler found these pods no node: it says so in their status, unless Kerf
     /// nominated them to a NodeClaim.
     fn mark_unschedulable(&mut self, keys: &[String]) {
         for k in keys {
-            let Some(p) = self.pods.get_mut(k).filter(|p| p.node.is_none()) else {
+            let Some(p) = self.api.pods.get_mut(k).filter(|p| p.node.is_none()) else {
                 continue;
             };
-            if (self.core.cluster().pods().get(k)).is_none_or(|r| r.nominated.is_none()) {
+            let nominations = binder::Nominations::new(self.core.cluster(), true);
+            if nominations.claim(k).is_none() {
                 set_pod_scheduled(&mut p.pod, "False", Some("Unschedulable"));
                 // a pod Kerf may not provision for (nominated, finished, a mirror) stays
                 if is_provisionable(&p.pod) {
-                    self.unmarked.remove(k);
+                    self.binder.marked(k);
                 }
                 self.observe_pod(k);
             }
@@ -1754,20 +1474,20 @@ impl World {
     }
 
     fn catalog(&mut self, class: &str) -> Arc<Vec<kerf_aws::InstanceType<'static>>> {
-        if let Some(c) = self.catalogs.get(class) {
+        if let Some(c) = self.cloud.catalogs.get(class) {
             return c.clone();
         }
-        let settings = (self.objects.node_classes.get(class))
+        let settings = (self.api.objects.node_classes.get(class))
             .map(|c| NodeSettings::from_node_class(&c.spec))
             .unwrap_or_default();
         let mut types =
             kerf_aws::instance_types(&self.scenario.spec.region, &settings).unwrap_or_default();
         for t in &mut types {
-            t.offerings.retain(|o| self.zones.contains(&o.zone));
+            t.offerings.retain(|o| self.cloud.zones.contains(&o.zone));
         }
         types.retain(|t| !t.offerings.is_empty());
         let types = Arc::new(types);
-        self.catalogs.insert(class.to_string(), types.clone());
+        self.cloud.catalogs.insert(class.to_string(), types.clone());
         types
     }
 
@@ -1777,7 +1497,7 @@ impl World {
     /// The workload pods as a multiset: the sum of their classes' hashes (equal for the
     /// same pods in any order, whatever their names) and their count.
     fn workload_fingerprint(&self) -> (u64, usize) {
-        (self.pods.values())
+        (self.api.pods.values())
             .filter(|p| p.owner != PodOwner::DaemonSet)
             .fold((0u64, 0), |(sum, n), p| {
                 (sum.wrapping_add(p.facts.class_hash()), n + 1)
@@ -1785,7 +1505,7 @@ impl World {
     }
 
     fn floor_rate(&mut self) -> f64 {
-        let pools: Vec<NodePool> = self.objects.node_pools.values().cloned().collect();
+        let pools: Vec<NodePool> = self.api.objects.node_pools.values().cloned().collect();
         let inputs: Vec<kerf_scheduling::NodePoolInput> = (pools.iter())
             .map(|np| {
                 let types = self.offered_catalog(&np.spec.template.spec.node_class_ref.name);
@@ -1793,11 +1513,11 @@ impl World {
                 node_pool_input(np, types, Resources::default(), 0)
             })
             .collect();
-        let pods: Vec<&Pod> = (self.pods.values())
+        let pods: Vec<&Pod> = (self.api.pods.values())
             .filter(|p| p.owner != PodOwner::DaemonSet)
             .map(|p| &*p.pod)
             .collect();
-        let daemonsets: Vec<Pod> = self.objects.daemonsets.values().cloned().collect();
+        let daemonsets: Vec<Pod> = self.api.objects.daemonsets.values().cloned().collect();
         let problem = kerf_scheduling::Problem {
             daemonsets: &daemonsets,
             ..kerf_scheduling::Problem::new(&inputs, &pods)
@@ -1833,9 +1553,9 @@ impl World {
                 | Object::NodeOverlay(_)
                 | Object::DaemonSet { .. }
         ) {
-            self.floors.clear();
+            self.tally.floors.clear();
         }
-        let object = self.objects.store(object);
+        let object = self.api.objects.store(object);
         let now = self.now;
         self.core.observe(Observation::Applied(object), now);
     }
@@ -1847,9 +1567,9 @@ impl World {
             kind,
             "NodePool" | "EC2NodeClass" | "NodeOverlay" | "DaemonSet"
         ) {
-            self.floors.clear();
+            self.tally.floors.clear();
         }
-        self.objects.delete(kind, &key);
+        self.api.objects.delete(kind, &key);
         let kind = kind.to_string();
         let now = self.now;
         self.core.observe(Observation::Deleted { kind, key }, now);
@@ -1858,7 +1578,7 @@ impl World {
     /// The class's catalog with its status's reservations as offerings, each with its room.
     fn offered_catalog(&mut self, class: &str) -> Arc<Vec<kerf_aws::InstanceType<'static>>> {
         let types = self.catalog(class);
-        let reservations = (self.objects.node_classes.get(class))
+        let reservations = (self.api.objects.node_classes.get(class))
             .and_then(|k| k.status.as_ref())
             .map(|s| s.capacity_reservations.clone())
             .unwrap_or_default();
@@ -1887,7 +1607,7 @@ impl World {
             .iter()
             .filter_map(|(name, c)| {
                 let launched = c.launched.as_ref()?;
-                let (_, inst) = self.instances.get(&launched.provider_id)?;
+                let (_, inst) = self.cloud.instances.get(&launched.provider_id)?;
                 let node = c.node.clone()?;
                 let ok = only(inst)
                     && !inst.interrupted
@@ -1921,7 +1641,7 @@ impl World {
             spec.count,
         );
         for (_, node, provider_id, zone) in targets {
-            let Some((_, inst)) = self.instances.get_mut(&provider_id) else {
+            let Some((_, inst)) = self.cloud.instances.get_mut(&provider_id) else {
                 continue;
             };
             inst.interrupted = true;
@@ -1954,7 +1674,7 @@ impl World {
             spec.count,
         );
         for (_, _, provider_id, zone) in targets {
-            let Some((_, inst)) = self.instances.get_mut(&provider_id) else {
+            let Some((_, inst)) = self.cloud.instances.get_mut(&provider_id) else {
                 continue;
             };
             let id = inst.id.clone();
@@ -2008,10 +1728,10 @@ impl World {
 
     /// The cloud takes an instance away; Kerf's garbage collection notices.
     fn reclaim(&mut self, provider_id: &str, why: &'static str) {
-        let Some((claim, _)) = self.instances.remove(provider_id) else {
+        let Some((claim, _)) = self.cloud.instances.remove(provider_id) else {
             return;
         };
-        self.totals.nodes_terminated += 1;
+        self.tally.totals.nodes_terminated += 1;
         let node = self
             .core
             .cluster()
@@ -2034,7 +1754,7 @@ impl World {
         let attempt = cloud::launch(
             claim,
             &catalog,
-            &self.zones,
+            &self.cloud.zones,
             |ct, it, z| request.available(ct, it, z),
             |ct, it, z| windows.iter().any(|w| w.covers(ct, it, z, now)),
             &mut self.rng,
@@ -2059,7 +1779,7 @@ impl World {
             self.core.observe(answer, self.now);
             return;
         };
-        self.totals.nodes_launched += 1;
+        self.tally.totals.nodes_launched += 1;
         let launched = launched_as(&instance, &self.scenario.spec.region);
         let cloud = &self.scenario.spec.cloud;
         let delay = cloud.launch_delay.0 + jitter(&mut self.rng, cloud.launch_jitter.0);
@@ -2070,16 +1790,18 @@ impl World {
             // out the registration TTL and a second launch
             let ends = self.now + REGISTRATION_TTL + cloud.launch_delay.0 + cloud.ready_delay.0;
             let until = ends + cloud.launch_jitter.0 + cloud.ready_jitter.0;
-            self.faults
+            self.checks
+                .faults
                 .push(faults::InjectedFault::everyone(self.now, until));
-            self.totals.faults_injected += 1;
+            self.tally.totals.faults_injected += 1;
         } else {
             self.push(
                 self.now + delay,
                 Ev::Registered(instance.provider_id.clone()),
             );
         }
-        self.instances
+        self.cloud
+            .instances
             .insert(instance.provider_id.clone(), (name.to_string(), instance));
         let nodeclaim = name.to_string();
         let launched = Box::new(launched);
@@ -2094,16 +1816,16 @@ impl World {
     /// taints on it (as its user data sets them), and the daemonset pods that fit start at
     /// once.
     fn register(&mut self, provider_id: &str) {
-        let Some((claim_name, instance)) = self.instances.get(provider_id) else {
+        let Some((claim_name, instance)) = self.cloud.instances.get(provider_id) else {
             return;
         };
         let (claim_name, instance) = (claim_name.clone(), instance.clone());
         let launched = launched_as(&instance, &self.scenario.spec.region);
-        let Some(claim) = self.nodeclaim_objects.get(&claim_name) else {
+        let Some(claim) = self.api.nodeclaims.get(&claim_name) else {
             return;
         };
         let Some(pool) = (claim.pool())
-            .and_then(|p| self.objects.node_pools.get(p))
+            .and_then(|p| self.api.objects.node_pools.get(p))
             .cloned()
         else {
             return;
@@ -2119,11 +1841,11 @@ impl World {
             .cloned()
             .collect();
         taints.push(kerf_core::cluster::unregistered_taint());
-        if let Some(c) = self.nodeclaim_objects.get_mut(&claim_name) {
+        if let Some(c) = self.api.nodeclaims.get_mut(&claim_name) {
             c.node_registered = true;
         }
-        self.node_counter += 1;
-        let n = self.node_counter;
+        self.cloud.node_counter += 1;
+        let n = self.cloud.node_counter;
         let name = format!(
             "ip-10-{}-{}-{}.{}.compute.internal",
             n / 65536 % 256,
@@ -2140,7 +1862,7 @@ impl World {
             .find(|t| t.name() == launched.instance_type)
             .map(|t| t.ebs_attachments);
         if let Some(limit) = limit {
-            self.csi_limits.insert(name.clone(), limit);
+            self.api.csi_limits.insert(name.clone(), limit);
             let csi: CSINode = serde_json::from_value(json!({
                 "metadata": {"name": name},
                 "spec": {"drivers": [{"name": labels::EBS_CSI_DRIVER, "nodeID": launched.provider_id,
@@ -2148,7 +1870,7 @@ impl World {
             }))
             .expect("a well-formed CSINode");
             let csi = VolumeObject::CsiNode(Box::new(csi));
-            self.storage.store(&csi);
+            self.api.storage.store(&csi);
             self.storage_changed(vec![csi]);
         }
         let stored = api_server::StoredNode::registered(
@@ -2159,10 +1881,10 @@ impl World {
             launched.capacity.clone(),
             self.now,
         );
-        self.nodes.create(&name, stored);
+        self.api.nodes.create(&name, stored);
         self.observe_node(&name);
         // daemonset pods start on the node as soon as it registers
-        let daemonsets: Vec<(String, Pod)> = (self.objects.daemonsets.iter())
+        let daemonsets: Vec<(String, Pod)> = (self.api.objects.daemonsets.iter())
             .map(|(k, p)| (k.clone(), p.clone()))
             .collect();
         for (ds, template) in daemonsets {
@@ -2186,17 +1908,19 @@ impl World {
             // too much of its NodePool is unhealthy; without node repair it stays, as with
             // Karpenter. The fault lasts until the node is deleted, and excuses only the pods
             // it could take and those whose room they took (`faults`).
-            if let Some(node) = self.nodes.get(&name) {
+            if let Some(node) = self.api.nodes.get(&name) {
                 let fault = faults::InjectedFault::never_ready(
                     self.now,
                     self.duration(),
                     node,
                     spec_taints,
                 );
-                self.never_ready.insert(name.clone(), self.faults.len());
-                self.faults.push(fault);
+                self.checks
+                    .never_ready
+                    .insert(name.clone(), self.checks.faults.len());
+                self.checks.faults.push(fault);
             }
-            self.totals.faults_injected += 1;
+            self.tally.totals.faults_injected += 1;
             return;
         }
         let ready = cloud.ready_delay.0 + jitter(&mut self.rng, cloud.ready_jitter.0);
@@ -2206,15 +1930,15 @@ impl World {
     /// The kubelet reports Ready and the node's agents remove its startup taints.
     fn node_ready(&mut self, node: &str) {
         // the startup taints are its stored NodeClaim's, which its user data registered it with
-        let claim = (self.nodes.get(node))
-            .and_then(|n| self.instances.get(&n.provider_id))
-            .and_then(|(claim, _)| self.nodeclaim_objects.get(claim));
+        let claim = (self.api.nodes.get(node))
+            .and_then(|n| self.cloud.instances.get(&n.provider_id))
+            .and_then(|(claim, _)| self.api.nodeclaims.get(claim));
         let startup: Vec<String> = (claim.iter())
             .flat_map(|c| &c.object.spec.startup_taints)
             .map(|t| t.key.clone())
             .collect();
         let now = self.now;
-        let written = self.nodes.update(node, |n| {
+        let written = self.api.nodes.update(node, |n| {
             n.ready = true;
             n.ready_changed = now;
             n.taints.retain(|t| !startup.contains(&t.key));
@@ -2228,7 +1952,7 @@ impl World {
     /// A scenario's node fault: the condition set (or changed) on the first nodes by name,
     /// of its NodePool when it names one. A `Ready` condition is the kubelet's own.
     fn set_node_condition(&mut self, c: &crate::scenario::NodeConditionFault) {
-        let names: Vec<String> = (self.nodes.iter())
+        let names: Vec<String> = (self.api.nodes.iter())
             .filter(|(_, n)| {
                 c.node_pool
                     .as_ref()
@@ -2239,7 +1963,7 @@ impl World {
             .collect();
         let now = self.now;
         for name in names {
-            let written = self.nodes.update(&name, |n| {
+            let written = self.api.nodes.update(&name, |n| {
                 if c.kind == "Ready" {
                     let ready = c.status == "True";
                     if n.ready != ready {
@@ -2260,7 +1984,7 @@ impl World {
                 true
             });
             if written {
-                self.totals.faults_injected += 1;
+                self.tally.totals.faults_injected += 1;
                 self.node_written(&name);
             }
         }
@@ -2269,8 +1993,7 @@ impl World {
     /// Something the binder reads other than a new pending pod changed: it looks again,
     /// over every pending pod.
     fn binder_changed(&mut self) {
-        self.binder_dirty = true;
-        self.binder_failed = None;
+        self.binder.changed();
     }
 
     /// A Node changed in the API server: Kerf's watch delivers it, and the binder looks again.
@@ -2284,7 +2007,7 @@ impl World {
     /// it, and the binder's last failures still hold.
     fn node_narrowed(&mut self, node: &str) {
         self.observe_node(node);
-        self.binder_dirty = true;
+        self.binder.dirty = true;
     }
 
     /// Whether writing `labels` onto `node` could fit a pod the binder last placed nowhere.
@@ -2294,28 +2017,28 @@ impl World {
     /// a pending pod's spread or required affinity ([`kube_scheduler::counts_for`]). A
     /// changed value can empty a domain, so it always counts.
     fn labels_widen(&self, node: &str, labels: &BTreeMap<String, String>) -> bool {
-        let Some(n) = self.nodes.get(node) else {
+        let Some(n) = self.api.nodes.get(node) else {
             return false;
         };
-        if n.ready || self.binder_failed.is_none() {
+        if n.ready || !self.binder.failed_last() {
             return true;
         }
         if (labels.iter()).any(|(k, v)| n.labels.get(k).is_some_and(|old| old != v)) {
             return true;
         }
-        let on_node: Vec<&Pod> = (self.pods.values())
+        let on_node: Vec<&Pod> = (self.api.pods.values())
             .filter(|p| p.node.as_deref() == Some(node))
             .map(|p| p.declared())
             .collect();
         !on_node.is_empty()
-            && (self.pods.values())
+            && (self.api.pods.values())
                 .filter(|p| p.node.is_none())
                 .any(|p| (on_node.iter()).any(|o| kube_scheduler::counts_for(p.declared(), o)))
     }
 
     /// Kerf's watch delivers a Pod as the API server stores it.
     fn observe_pod(&mut self, key: &str) {
-        if let Some(p) = self.pods.get(key) {
+        if let Some(p) = self.api.pods.get(key) {
             let object = Object::Pod(p.pod.clone());
             let now = self.now;
             self.core.observe(Observation::Applied(object), now);
@@ -2325,11 +2048,12 @@ impl World {
     /// The stored pods `keep` selects, by key.
     /// The keys of the pods the workload `name` owns, in key order.
     fn workload_pods(&self, name: &str) -> Vec<String> {
-        (self.by_workload.get(name)).map_or_else(Vec::new, |pods| pods.iter().cloned().collect())
+        (self.workloads.by_workload.get(name))
+            .map_or_else(Vec::new, |pods| pods.iter().cloned().collect())
     }
 
     fn pods_where(&self, keep: impl Fn(&api_server::StoredPod) -> bool) -> Vec<String> {
-        (self.pods.iter())
+        (self.api.pods.iter())
             .filter(|(_, p)| keep(p))
             .map(|(k, _)| k.clone())
             .collect()
@@ -2337,7 +2061,7 @@ impl World {
 
     /// Kerf's watch delivers a Node as the API server stores it.
     fn observe_node(&mut self, node: &str) {
-        if let Some(n) = self.nodes.get(node) {
+        if let Some(n) = self.api.nodes.get(node) {
             let object = Object::Node(Box::new(n.object(node)));
             let now = self.now;
             self.core.observe(Observation::Applied(object), now);
@@ -2348,38 +2072,52 @@ impl World {
 
     fn report(mut self) -> Report {
         // pods still pending count their wait until the end
-        let waiting: Vec<(String, Duration)> = (self.pods.iter())
+        let waiting: Vec<(String, Duration)> = (self.api.pods.iter())
             .filter(|(_, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet)
             .map(|(k, p)| (k.clone(), p.pending_since))
             .collect();
         for (k, since) in waiting {
             let waited = self.now.saturating_sub(since).as_secs_f64();
-            if waited > self.totals.max_pod_pending_seconds {
-                self.totals.max_pod_pending_seconds = waited;
-                self.slowest_pod = Some(k.clone());
+            if waited > self.tally.totals.max_pod_pending_seconds {
+                self.tally.totals.max_pod_pending_seconds = waited;
+                self.tally.slowest_pod = Some(k.clone());
             }
             self.record_wait(&k, since);
         }
         self.sample();
-        self.totals.spot_node_seconds_share = if self.node_seconds > 0.0 {
-            self.spot_node_seconds / self.node_seconds
+        self.tally.totals.spot_node_seconds_share = if self.tally.node_seconds > 0.0 {
+            self.tally.spot_node_seconds / self.tally.node_seconds
         } else {
             0.0
         };
-        self.totals.slowest_pod = self.slowest_pod.clone();
+        self.tally.totals.slowest_pod = self.tally.slowest_pod.clone();
+        // the cloud's instances, named as the API server has them: the NodeClaim's status
+        // names its Node, else the Node its kubelet registered does
+        let mut launched: Vec<&(String, Instance)> = self.cloud.instances.values().collect();
+        launched.sort_by(|a, b| a.0.cmp(&b.0));
         let mut nodes = Vec::new();
-        for (name, c) in self.core.cluster().nodeclaims() {
-            let Some(i) = &c.launched else { continue };
-            let node = c.node.clone().unwrap_or_else(|| name.clone());
+        for (name, i) in launched {
+            let stored = self.api.nodeclaims.get(name);
+            let node = (stored.and_then(|c| c.object.status.as_ref()))
+                .and_then(|s| s.node_name.clone())
+                .or_else(|| {
+                    (self.api.nodes.iter())
+                        .find(|(_, n)| n.provider_id == i.provider_id)
+                        .map(|(node, _)| node.clone())
+                })
+                .unwrap_or_else(|| name.clone());
             let mut pods: Vec<String> = self
                 .pods_where(|p| p.node.as_deref() == Some(&node) && p.owner != PodOwner::DaemonSet);
             pods.sort();
             nodes.push(FinalNode {
                 name: node,
                 nodeclaim: name.clone(),
-                nodepool: c.node_pool.clone(),
+                nodepool: stored
+                    .and_then(StoredNodeClaim::pool)
+                    .unwrap_or_default()
+                    .to_string(),
                 instance_type: i.instance_type.clone(),
-                capacity_type: i.capacity_type.as_str().to_string(),
+                capacity_type: i.capacity_type.clone(),
                 zone: i.zone.clone(),
                 price_per_hour: i.price_per_hour,
                 pods,
@@ -2390,12 +2128,12 @@ impl World {
             &self.scenario,
             nodes,
             pending,
-            std::mem::take(&mut self.totals),
-            std::mem::take(&mut self.timeline),
-            std::mem::take(&mut self.longest_waits),
+            std::mem::take(&mut self.tally.totals),
+            std::mem::take(&mut self.tally.timeline),
+            std::mem::take(&mut self.tally.longest_waits),
             self.log.take(),
         );
-        report.removals = std::mem::take(&mut self.removals);
+        report.removals = std::mem::take(&mut self.tally.removals);
         report.started_at = crate::clock::rfc3339(self.origin);
         report.metrics = self.core.render_metrics(self.now, &[]);
         report
@@ -2499,20 +2237,4 @@ fn precheck(doc: &Value, path: &str) -> Result<(), SimError> {
 
 fn region_domain(region: &str) -> &str {
     if region == "us-east-1" { "ec2" } else { region }
-}
-
-/// Adds a pod to (or takes it from) what its node's pods take, if it is bound.
-fn uses(
-    usage: &mut HashMap<String, kube_scheduler::Usage>,
-    pod: &api_server::StoredPod,
-    add: bool,
-) {
-    let Some(node) = pod.node.as_deref() else {
-        return;
-    };
-    if add {
-        usage.entry(node.to_string()).or_default().add(&pod.facts);
-    } else if usage.get_mut(node).is_some_and(|u| u.remove(&pod.facts)) {
-        usage.remove(node);
-    }
 }

@@ -1,5 +1,6 @@
-//! The simulated API server's Node objects: what a kubelet registered and reports (Ready),
-//! and what Kerf wrote to them (taints, labels). kube-scheduler's stand-in and the checkers
+//! The simulated API server ([`ApiServer`]) and the objects it stores: Nodes as a kubelet
+//! registered and reports them (Ready) with what Kerf wrote to them (taints, labels),
+//! NodeClaims, pods and the kinds users apply. kube-scheduler's stand-in and the checkers
 //! read them here; Kerf's controllers see them only as a watch delivers them
 //! ([`kerf_core::controllers::Controllers::observe`]), as the operator sees
 //! kube-apiserver's. A write Kerf meant but never made is missing here, where it shows.
@@ -8,13 +9,82 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
-use kerf_api::{Taint, labels};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kerf_api::{NodeClaim, Taint, labels};
 use kerf_scheduling::resources::Resources;
 use serde_json::json;
 
 use kerf_core::observe::{Object, namespaced_key};
 
+use crate::clock::EPOCH_UNIX;
 use crate::kube_scheduler::Amounts;
+
+/// The simulated API server: every object the cluster stores, as kube-apiserver would hold
+/// it. The workload controllers, the binder and the checkers read and write here; Kerf's
+/// controllers see its objects only as their watches deliver them, and the cloud only
+/// through the Nodes its kubelets register.
+#[derive(Default)]
+pub(crate) struct ApiServer {
+    /// Node objects.
+    pub nodes: Nodes,
+    /// NodePools, node classes, NodeOverlays, DaemonSets and PDBs.
+    pub objects: Objects,
+    /// Pods, by `namespace/name`.
+    pub pods: BTreeMap<String, StoredPod>,
+    /// NodeClaim objects, all a restarted controller can learn its NodeClaims from.
+    pub nodeclaims: BTreeMap<String, StoredNodeClaim>,
+    /// Claims, volumes and classes.
+    pub storage: super::storage::Stored,
+    /// Each node's EBS attachment limit, as its CSINode publishes it.
+    pub csi_limits: BTreeMap<String, i64>,
+}
+
+/// A NodeClaim object as the simulated API server holds it: what the controllers created,
+/// with the status and labels they wrote since.
+pub(crate) struct StoredNodeClaim {
+    /// The object as last written (status and labels included).
+    pub object: NodeClaim,
+    /// When it was stored, in the run's time.
+    pub created: Duration,
+    /// How old it was when the run started (a NodeClaim of the cluster a run starts from).
+    pub age: Duration,
+    /// When its deletion was asked, if it was (its finalizer holds it until then).
+    pub deleting: Option<Duration>,
+    /// Whether a kubelet ever registered a Node for its instance.
+    pub node_registered: bool,
+    /// When the controllers first asked for its create (an outage may have held it back).
+    pub asked: Duration,
+}
+
+impl StoredNodeClaim {
+    /// The object as a list returns it: with its creation and deletion timestamps.
+    pub fn listed(&self) -> NodeClaim {
+        let at = |unix: Duration| {
+            let ms = i64::try_from(unix.as_millis()).unwrap_or(i64::MAX);
+            k8s_openapi::jiff::Timestamp::from_millisecond(ms)
+                .ok()
+                .map(Time)
+        };
+        let mut object = self.object.clone();
+        object.metadata.creation_timestamp = at(self.born());
+        object.metadata.deletion_timestamp =
+            (self.deleting).and_then(|t| at(Duration::from_secs(EPOCH_UNIX) + t));
+        object
+    }
+
+    /// When it was created, since the Unix epoch: at its creation in the run, less the age
+    /// it had at the start.
+    pub fn born(&self) -> Duration {
+        (Duration::from_secs(EPOCH_UNIX) + self.created).saturating_sub(self.age)
+    }
+
+    /// The NodePool its `karpenter.sh/nodepool` label names.
+    pub fn pool(&self) -> Option<&str> {
+        (self.object.metadata.labels.as_ref())
+            .and_then(|l| l.get(labels::NODEPOOL))
+            .map(String::as_str)
+    }
+}
 
 /// One stored Node.
 #[derive(Clone, Debug)]

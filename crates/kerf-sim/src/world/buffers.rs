@@ -79,7 +79,7 @@ impl World {
     /// A workload deleted: a buffer sized from it is no longer ready for provisioning.
     pub(super) fn workload_deleted(&mut self, kind: &str, namespace: &str, name: &str) {
         let shape = format!("{kind}/{namespace}/{name}");
-        if self.objects.workload_shapes.remove(&shape).is_some() {
+        if self.api.objects.workload_shapes.remove(&shape).is_some() {
             self.remove(kind, format!("{namespace}/{name}"));
         }
     }
@@ -93,7 +93,7 @@ impl World {
         replicas: i64,
     ) {
         let key = format!("{kind}/{namespace}/{name}");
-        let Some(shape) = self.objects.workload_shapes.get(&key) else {
+        let Some(shape) = self.api.objects.workload_shapes.get(&key) else {
             return;
         };
         let template = Box::new(kerf_core::buffers::Template {

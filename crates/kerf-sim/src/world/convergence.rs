@@ -78,37 +78,39 @@ impl World {
         let now = self.now;
         self.track_pod_events();
         let busy = self.core.command_in_flight()
-            || (self.pods.values()).any(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
+            || (self.api.pods.values()).any(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
         if busy {
-            self.convergence.disturbed(now);
+            self.checks.convergence.disturbed(now);
             return Ok(());
         }
         let Some(wait) = self.longest_consolidate_after() else {
             return Ok(());
         };
-        if now < self.convergence.quiet_since + wait + PASS_INTERVAL {
+        if now < self.checks.convergence.quiet_since + wait + PASS_INTERVAL {
             return Ok(());
         }
         // the independent check first: it asks nothing of Kerf's disruption code
         self.check_empty_nodes()?;
         let print = self.fingerprint();
-        if self.convergence.missed.is_none() && self.convergence.settled == Some(print) {
+        if self.checks.convergence.missed.is_none()
+            && self.checks.convergence.settled == Some(print)
+        {
             return self.check_spot_preference_once(print);
         }
         let Some(found) = self.core.fresh_decision(now) else {
-            self.convergence.settled = Some(print);
-            self.convergence.missed = None;
+            self.checks.convergence.settled = Some(print);
+            self.checks.convergence.missed = None;
             return self.check_spot_preference_once(print);
         };
-        match &self.convergence.missed {
+        match &self.checks.convergence.missed {
             None => {
-                self.convergence.missed = Some((now, found));
+                self.checks.convergence.missed = Some((now, found));
                 Ok(())
             }
             Some((first, _)) if now >= *first + PASS_INTERVAL => Err(self.violation(format!(
                 "convergence: quiet since {} and a full disruption pass finds {found} (first at \
                  {}), yet the controllers started no command",
-                rfc3339(self.convergence.quiet_since),
+                rfc3339(self.checks.convergence.quiet_since),
                 rfc3339(*first)
             ))),
             Some(_) => Ok(()),
@@ -126,12 +128,12 @@ impl World {
             .map(|(i, _)| i)
             .collect();
         let state = Some((print, windows));
-        if self.now < self.convergence.quiet_since + TTL + PASS_INTERVAL
-            || self.convergence.spot_checked == state
+        if self.now < self.checks.convergence.quiet_since + TTL + PASS_INTERVAL
+            || self.checks.convergence.spot_checked == state
         {
             return Ok(());
         }
-        self.convergence.spot_checked = state;
+        self.checks.convergence.spot_checked = state;
         self.check_spot_preference()
     }
 
@@ -139,7 +141,7 @@ impl World {
     /// became initialized (Karpenter counts that as a pod event too).
     fn track_pod_events(&mut self) {
         let mut sets: BTreeMap<&str, DefaultHasher> = BTreeMap::new();
-        for c in self.nodeclaim_objects.values() {
+        for c in self.api.nodeclaims.values() {
             let Some(status) = &c.object.status else {
                 continue;
             };
@@ -149,15 +151,15 @@ impl World {
                 true.hash(sets.entry(node).or_default());
             }
         }
-        for (key, p) in &self.pods {
+        for (key, p) in &self.api.pods {
             if let Some(node) = &p.node {
                 key.hash(sets.entry(node.as_str()).or_default());
             }
         }
         let now = self.now;
-        let tracked = &mut self.convergence.pod_sets;
-        tracked.retain(|node, _| self.nodes.get(node).is_some());
-        for (node, _) in self.nodes.iter() {
+        let tracked = &mut self.checks.convergence.pod_sets;
+        tracked.retain(|node, _| self.api.nodes.get(node).is_some());
+        for (node, _) in self.api.nodes.iter() {
             let set = sets.get(node.as_str()).map_or(0, Hasher::finish);
             match tracked.get_mut(node) {
                 Some((seen, _)) if *seen == set => {}
@@ -171,7 +173,7 @@ impl World {
 
     /// The longest consolidateAfter of the NodePools that consolidate at all.
     fn longest_consolidate_after(&self) -> Option<Duration> {
-        (self.objects.node_pools.values())
+        (self.api.objects.node_pools.values())
             .filter_map(|np| match np.spec.disruption.consolidate_after {
                 NillableDuration::After(d) => Some(d),
                 NillableDuration::Never => None,
@@ -185,7 +187,7 @@ impl World {
     fn fingerprint(&self) -> u64 {
         let now = self.now;
         let mut h = DefaultHasher::new();
-        for (name, n) in self.nodes.iter() {
+        for (name, n) in self.api.nodes.iter() {
             name.hash(&mut h);
             n.provider_id.hash(&mut h);
             n.labels.hash(&mut h);
@@ -194,8 +196,8 @@ impl World {
             format!("{:?}{:?}", n.taints, n.allocatable).hash(&mut h);
             n.ready.hash(&mut h);
             let pool =
-                (n.labels.get(labels::NODEPOOL)).and_then(|p| self.objects.node_pools.get(p));
-            let last_pod_event = self.convergence.last_pod_event(name);
+                (n.labels.get(labels::NODEPOOL)).and_then(|p| self.api.objects.node_pools.get(p));
+            let last_pod_event = self.checks.convergence.last_pod_event(name);
             let consolidatable = pool.zip(last_pod_event).is_some_and(|(np, at)| {
                 match np.spec.disruption.consolidate_after {
                     NillableDuration::After(d) => now >= at + d,
@@ -204,7 +206,7 @@ impl World {
             });
             consolidatable.hash(&mut h);
         }
-        for (name, c) in &self.nodeclaim_objects {
+        for (name, c) in &self.api.nodeclaims {
             name.hash(&mut h);
             c.deleting.is_some().hash(&mut h);
             c.object.metadata.labels.hash(&mut h);
@@ -217,14 +219,14 @@ impl World {
                 }
             }
         }
-        for (key, p) in &self.pods {
+        for (key, p) in &self.api.pods {
             key.hash(&mut h);
             p.node.hash(&mut h);
             p.pod.metadata.annotations.hash(&mut h);
             pod_blocks(&p.pod, p.started(), now).hash(&mut h);
         }
         let unix = EPOCH_UNIX + now.as_secs();
-        for (name, np) in &self.objects.node_pools {
+        for (name, np) in &self.api.objects.node_pools {
             name.hash(&mut h);
             serde_json::to_string(&np.spec)
                 .unwrap_or_default()
@@ -239,14 +241,18 @@ impl World {
                 open.hash(&mut h);
             }
         }
-        for (name, class) in &self.objects.node_classes {
+        for (name, class) in &self.api.objects.node_classes {
             name.hash(&mut h);
             serde_json::to_string(&class.spec)
                 .unwrap_or_default()
                 .hash(&mut h);
         }
-        self.objects.daemonsets.keys().for_each(|k| k.hash(&mut h));
-        for (key, pdb) in &self.objects.pdbs {
+        self.api
+            .objects
+            .daemonsets
+            .keys()
+            .for_each(|k| k.hash(&mut h));
+        for (key, pdb) in &self.api.objects.pdbs {
             key.hash(&mut h);
             serde_json::to_string(&pdb.spec)
                 .unwrap_or_default()

@@ -39,12 +39,12 @@ impl World {
         let now = self.now;
         // a CapacityBuffer keeps room on nodes no pod is on, which this check does not size
         let buffered = self.scenario.spec.feature_gates.capacity_buffer;
-        let calm = (!buffered || self.objects.buffers.is_empty())
+        let calm = (!buffered || self.api.objects.buffers.is_empty())
             && self.unfinished.next().is_none()
             && now >= self.api_back() + DELETE_WITHIN
             && !self.drain_holds_pods();
         let deletable: Vec<(String, String, Duration)> = if calm {
-            (self.nodes.iter())
+            (self.api.nodes.iter())
                 .filter_map(|(name, _)| {
                     let (pool, since) = self.certainly_deletable(name)?;
                     Some((name.clone(), pool, since))
@@ -53,13 +53,13 @@ impl World {
         } else {
             Vec::new()
         };
-        let tracked = &mut self.convergence.deletable_since;
+        let tracked = &mut self.checks.convergence.deletable_since;
         tracked.retain(|node, _| deletable.iter().any(|(n, _, _)| n == node));
         for (node, _, _) in &deletable {
             tracked.entry(node.clone()).or_insert(now);
         }
         for (node, pool, since) in deletable {
-            let from = self.convergence.deletable_since[&node];
+            let from = self.checks.convergence.deletable_since[&node];
             if now >= from + DELETE_WITHIN {
                 return Err(self.violation(format!(
                     "emptiness: node {node} of nodepool {pool} has had no workload pod since \
@@ -77,11 +77,11 @@ impl World {
     /// plans those pods onto the other nodes and nominates them, which keeps them from
     /// consolidation.
     fn drain_holds_pods(&self) -> bool {
-        (self.pods.values())
+        (self.api.pods.values())
             .filter(|p| p.owner != PodOwner::DaemonSet)
             .filter_map(|p| p.node.as_deref())
             .any(|node| {
-                let disrupted = self.nodes.get(node).is_some_and(|n| n.disrupted());
+                let disrupted = self.api.nodes.get(node).is_some_and(|n| n.disrupted());
                 disrupted
                     || (self.instance_of_node(node)).is_some_and(|(c, _)| c.deleting.is_some())
             })
@@ -90,7 +90,7 @@ impl World {
     /// The NodePool and last pod event of `node` when Karpenter would certainly delete it
     /// as empty now.
     fn certainly_deletable(&self, node: &str) -> Option<(String, Duration)> {
-        let n = self.nodes.get(node)?;
+        let n = self.api.nodes.get(node)?;
         let pinned = |a: Option<&BTreeMap<String, String>>| {
             a.is_some_and(|a| a.get(labels::DO_NOT_DISRUPT).is_some_and(|v| v == "true"))
         };
@@ -116,7 +116,7 @@ impl World {
         if n.labels.get(labels::NODEPOOL).map(String::as_str) != Some(pool) {
             return None;
         }
-        let np = self.objects.node_pools.get(pool)?;
+        let np = self.api.objects.node_pools.get(pool)?;
         let disruption = &np.spec.disruption;
         let NillableDuration::After(after) = disruption.consolidate_after else {
             return None;
@@ -131,24 +131,24 @@ impl World {
         if !consolidates
             || np.spec.replicas.is_some()
             || !allowed
-            || !self.objects.node_classes.contains_key(class)
+            || !self.api.objects.node_classes.contains_key(class)
             || !schedules_understood(np)
         {
             return None;
         }
-        let since = self.convergence.last_pod_event(node)?;
-        let quiet = self.convergence.quiet_since();
+        let since = self.checks.convergence.last_pod_event(node)?;
+        let quiet = self.checks.convergence.quiet_since();
         if self.now < since.max(quiet) + after {
             return None;
         }
         let none = BTreeMap::new();
-        for p in (self.pods.values()).filter(|p| p.node.as_deref() == Some(node)) {
+        for p in (self.api.pods.values()).filter(|p| p.node.as_deref() == Some(node)) {
             let pod = p.declared();
             // any PodDisruptionBudget whose selector takes the pod, in any namespace (one
             // left out defaults on one side only), and any do-not-disrupt value (this check
             // keeps to nodes that are certainly deletable)
             let pod_labels = pod.metadata.labels.as_ref().unwrap_or(&none);
-            let guarded = self.objects.pdbs.values().any(|b| {
+            let guarded = self.api.objects.pdbs.values().any(|b| {
                 (b.spec.as_ref())
                     .and_then(|s| s.selector.as_ref())
                     .is_none_or(|s| selector_matches(s, pod_labels))

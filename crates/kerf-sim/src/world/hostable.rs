@@ -80,9 +80,9 @@ impl World {
         if imagined.is_empty() {
             return Vec::new();
         }
-        let storage = self.storage.view();
+        let storage = self.api.storage.view();
         // the nodes that exist count as topology domains, but take nothing
-        let mut nodes: Vec<kube_scheduler::Node<'_>> = (self.nodes.iter())
+        let mut nodes: Vec<kube_scheduler::Node<'_>> = (self.api.nodes.iter())
             .map(|(name, n)| kube_scheduler::Node {
                 name,
                 labels: &n.labels,
@@ -96,7 +96,7 @@ impl World {
         nodes.extend(imagined.iter().map(Imagined::node));
         template.extend((0..imagined.len()).map(Some));
         let mut used = vec![false; template.len()];
-        let bound = (self.pods.values())
+        let bound = (self.api.pods.values())
             .filter_map(|q| q.node.as_deref().map(|n| (q.declared(), &q.facts, n)));
         let mut scheduler = Scheduler::with_facts(nodes, bound, Some(storage));
         let mut out = Vec::new();
@@ -104,7 +104,7 @@ impl World {
         // only fill up
         let mut homeless: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for key in keys {
-            let Some(p) = self.pods.get(key) else {
+            let Some(p) = self.api.pods.get(key) else {
                 continue;
             };
             let class = p.facts.class();
@@ -140,13 +140,18 @@ impl World {
     /// limits leave now. The nodes change only with the NodePools, classes and DaemonSets
     /// (`imagined_generation`): they are kept between looks.
     fn imagined_nodes(&mut self) -> (Rc<Vec<Imagined>>, Vec<Room>) {
-        let kept = (self.imagined.as_ref()).filter(|(g, _, _)| *g == self.imagined_generation);
+        let kept = (self.checks.imagined.as_ref())
+            .filter(|(g, _, _)| *g == self.checks.imagined_generation);
         let (nodes, pools) = match kept {
             Some((_, nodes, pools)) => (nodes.clone(), pools.clone()),
             None => {
                 let (nodes, pools) = self.imagine();
                 let (nodes, pools) = (Rc::new(nodes), Rc::new(pools));
-                self.imagined = Some((self.imagined_generation, nodes.clone(), pools.clone()));
+                self.checks.imagined = Some((
+                    self.checks.imagined_generation,
+                    nodes.clone(),
+                    pools.clone(),
+                ));
                 (nodes, pools)
             }
         };
@@ -158,7 +163,7 @@ impl World {
     fn room(&self, name: &str) -> Room {
         let (used, count) = self.pool_usage(name);
         let limit = |resource: &str| {
-            (self.objects.node_pools.get(name))
+            (self.api.objects.node_pools.get(name))
                 .and_then(|np| np.spec.limits.get(resource))
                 .map(|q| i64::try_from(q.milli()).unwrap_or(i64::MAX))
         };
@@ -173,7 +178,7 @@ impl World {
 
     /// The imagined nodes, with the names of the NodePools their `pool` indexes.
     fn imagine(&mut self) -> (Vec<Imagined>, Vec<String>) {
-        let pools: Vec<NodePool> = self.objects.node_pools.values().cloned().collect();
+        let pools: Vec<NodePool> = self.api.objects.node_pools.values().cloned().collect();
         let mut out = Vec::new();
         let mut names = Vec::new();
         for pool in &pools {
@@ -221,7 +226,7 @@ impl World {
                         continue;
                     }
                     let mut allocatable = super::allocatable_amounts(&t.allocatable);
-                    for ds in self.objects.daemonsets.values() {
+                    for ds in self.api.objects.daemonsets.values() {
                         if runs_on(ds, &node_labels, &spec.taints) {
                             for (r, v) in kube_scheduler::requests(ds) {
                                 *allocatable.entry(r).or_default() -= v;
@@ -247,9 +252,8 @@ impl World {
     /// many there are, from the stored NodeClaims and the cloud's instances.
     fn pool_usage(&self, pool: &str) -> ((i64, i64), i64) {
         let (mut cpu, mut memory, mut count) = (0, 0, 0);
-        for (claim, instance) in self.instances.values() {
-            let of_pool =
-                (self.nodeclaim_objects.get(claim)).is_some_and(|c| c.pool() == Some(pool));
+        for (claim, instance) in self.cloud.instances.values() {
+            let of_pool = (self.api.nodeclaims.get(claim)).is_some_and(|c| c.pool() == Some(pool));
             if of_pool {
                 cpu += instance.capacity.cpu_millis;
                 memory += instance.capacity.memory_bytes;

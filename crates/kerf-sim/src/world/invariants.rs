@@ -82,9 +82,9 @@ impl World {
     pub(super) fn check_step(&mut self) -> Result<(), SimError> {
         // requests added up again from the pod objects, not the cluster's running totals
         let mut requested: BTreeMap<&str, Amounts> = BTreeMap::new();
-        for (k, p) in &self.pods {
+        for (k, p) in &self.api.pods {
             let Some(node) = &p.node else { continue };
-            let Some(n) = self.nodes.get(node) else {
+            let Some(n) = self.api.nodes.get(node) else {
                 return Err(self.violation(format!(
                     "pod {k} is bound to node {node}, which does not exist"
                 )));
@@ -113,7 +113,7 @@ impl World {
             }
         }
         for (name, used) in requested {
-            let Some(allocatable) = self.nodes.get(name).map(|n| &n.amounts) else {
+            let Some(allocatable) = self.api.nodes.get(name).map(|n| &n.amounts) else {
                 continue;
             };
             if let Some((r, v)) = used
@@ -132,7 +132,7 @@ impl World {
         // deleted within the registration TTL (the cleanup's writes may wait out an
         // API-server fault, hence the slack), whatever Kerf believes of it
         let back = self.api_back();
-        for (name, c) in &self.nodeclaim_objects {
+        for (name, c) in &self.api.nodeclaims {
             let launched = (c.object.status.as_ref())
                 .and_then(|s| s.provider_id.as_deref())
                 .is_some_and(|p| !p.is_empty());
@@ -155,10 +155,10 @@ impl World {
     /// NodePool within its limits could host it.
     /// Every [`WAIT_CHECK_EVERY`], [`World::check_waits`].
     pub(super) fn check_waits_now(&mut self) -> Result<(), SimError> {
-        if self.now < self.waits_checked + WAIT_CHECK_EVERY {
+        if self.now < self.checks.waits_checked + WAIT_CHECK_EVERY {
             return Ok(());
         }
-        self.waits_checked = self.now;
+        self.checks.waits_checked = self.now;
         self.check_launch_results()?;
         self.check_drains_tainted()?;
         self.check_waits()
@@ -175,10 +175,10 @@ impl World {
             return Ok(());
         }
         let back = self.api_back();
-        for (name, c) in &self.nodeclaim_objects {
+        for (name, c) in &self.api.nodeclaims {
             let Some(deleting) = c.deleting else { continue };
             let node = (c.object.status.as_ref()).and_then(|s| s.node_name.as_deref());
-            let Some((node, n)) = node.and_then(|n| Some((n, self.nodes.get(n)?))) else {
+            let Some((node, n)) = node.and_then(|n| Some((n, self.api.nodes.get(n)?))) else {
                 continue;
             };
             let since = deleting.max(back);
@@ -206,11 +206,11 @@ impl World {
         }
         let spec = &self.scenario.spec;
         let since = self.now.saturating_sub(Duration::from_secs(600));
-        let disturbed = self.pools_changed_at > since
+        let disturbed = self.checks.pools_changed_at > since
             || (spec.cloud.insufficient_capacity.iter()).any(|w| w.overlaps(since, self.now))
             || (spec.api_server.outages.iter()).any(|o| o.until.0 > since)
             || (spec.operator_restarts.iter()).any(|r| r.0 > since);
-        for (name, np) in &self.objects.node_pools {
+        for (name, np) in &self.api.objects.node_pools {
             let Some(replicas) = np.spec.replicas else {
                 continue;
             };
@@ -219,7 +219,7 @@ impl World {
             });
             let want = replicas.min(limit);
             let of_pool = |c: &&super::StoredNodeClaim| c.pool() == Some(name.as_str());
-            let stored: Vec<_> = self.nodeclaim_objects.values().filter(of_pool).collect();
+            let stored: Vec<_> = self.api.nodeclaims.values().filter(of_pool).collect();
             let have = stored.iter().filter(|c| c.deleting.is_none()).count();
             let have = i64::try_from(have).unwrap_or(i64::MAX);
             let launched_any = stored
@@ -258,7 +258,7 @@ impl World {
     pub(super) fn check_launch_results(&self) -> Result<(), SimError> {
         let now = self.now;
         let back = self.api_back();
-        for (name, c) in &self.nodeclaim_objects {
+        for (name, c) in &self.api.nodeclaims {
             let launched = (c.object.status.as_ref())
                 .and_then(|s| s.provider_id.as_deref())
                 .is_some_and(|p| !p.is_empty());
@@ -288,7 +288,7 @@ impl World {
             + cloud.ready_jitter.0;
         let bound = launch * 3 + NOMINATION_WINDOW + WAIT_SLACK;
         let now = self.now;
-        let faults = &self.faults;
+        let faults = &self.checks.faults;
         let late = self.waiting(|k, p| {
             now.saturating_sub(self.wait_start(k, p)) > bound
                 && !cloud
@@ -300,7 +300,7 @@ impl World {
                 && !self.launching_for(k, bound)
         });
         // judged apart from Kerf: new nodes of the NodePools would take the pods
-        let hostable = if late.iter().all(|k| self.unhostable.contains(k)) {
+        let hostable = if late.iter().all(|k| self.checks.unhostable.contains(k)) {
             Vec::new()
         } else {
             self.hostable_on_new_nodes(&late)
@@ -315,7 +315,7 @@ impl World {
         // which waiting pods no NodePool could host now (their limits reached): when room
         // is freed later, their wait starts again there (swarm seed 1109)
         let waiting = self.waiting(|_, _| true);
-        if waiting != self.waiting_seen {
+        if waiting != self.checks.waiting_seen {
             let room_for: BTreeSet<String> =
                 self.hostable_on_new_nodes(&waiting).into_iter().collect();
             let unhostable: BTreeSet<String> = waiting
@@ -325,14 +325,15 @@ impl World {
                 .collect();
             // a pod that was unhostable and no longer is got its room when it was freed,
             // not when it became pending (the set may be worked out again only later)
-            let freed = self.room_freed_at;
-            for k in self.unhostable.difference(&unhostable) {
-                self.rehostable.insert(k.clone(), freed);
+            let freed = self.checks.room_freed_at;
+            for k in self.checks.unhostable.difference(&unhostable) {
+                self.checks.rehostable.insert(k.clone(), freed);
             }
-            self.rehostable
+            self.checks
+                .rehostable
                 .retain(|k, _| waiting.binary_search(k).is_ok());
-            self.unhostable = unhostable;
-            self.waiting_seen = waiting;
+            self.checks.unhostable = unhostable;
+            self.checks.waiting_seen = waiting;
         }
         Ok(())
     }
@@ -345,7 +346,7 @@ impl World {
         // a pod that waited through an insufficient-capacity window may have needed just
         // that capacity: the end check leaves it to the in-run wait check, which knows
         let windows = &self.scenario.spec.cloud.insufficient_capacity;
-        let faults = &self.faults;
+        let faults = &self.checks.faults;
         // as in the wait check (swarm seed 10050)
         let stale = self.waiting(|k, p| {
             now.saturating_sub(self.wait_start(k, p)) > REGISTRATION_TTL
@@ -374,10 +375,10 @@ impl World {
     fn wait_start(&self, key: &str, p: &StoredPod) -> Duration {
         let since = p
             .pending_since
-            .max(self.pools_changed_at)
-            .max(self.rehostable.get(key).copied().unwrap_or_default());
-        if self.unhostable.contains(key) {
-            since.max(self.room_freed_at)
+            .max(self.checks.pools_changed_at)
+            .max(self.checks.rehostable.get(key).copied().unwrap_or_default());
+        if self.checks.unhostable.contains(key) {
+            since.max(self.checks.room_freed_at)
         } else {
             since
         }
@@ -393,11 +394,12 @@ impl World {
             (c.object.status.as_ref()).is_some_and(|s| {
                 (s.conditions.iter()).any(|k| k.type_ == "Initialized" && k.status == "True")
             })
-        }; // the nomination is Kerf's (in memory, as Karpenter's); the claim is read from the
-        // API server
-        let nominated = (self.core.cluster().pods().get(key)).and_then(|r| r.nominated.as_ref());
-        nominated
-            .and_then(|c| self.nodeclaim_objects.get(c))
+        };
+        // the nomination is Kerf's (in memory, as Karpenter's: read through the binder's one
+        // hook); the claim is read from the API server
+        let nominations = super::binder::Nominations::new(self.core.cluster(), true);
+        (nominations.claim(key))
+            .and_then(|c| self.api.nodeclaims.get(c))
             .is_some_and(|c| {
                 !initialized(c)
                     && c.deleting.is_none()
@@ -407,7 +409,7 @@ impl World {
 
     /// Workload pods waiting for a node, among those `keep` selects.
     fn waiting(&self, keep: impl Fn(&str, &StoredPod) -> bool) -> Vec<String> {
-        (self.pods.iter())
+        (self.api.pods.iter())
             .filter(|(k, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet && keep(k, p))
             .map(|(k, _)| k.clone())
             .collect()
@@ -418,7 +420,7 @@ impl World {
         &self,
         node: &str,
     ) -> Option<(&super::StoredNodeClaim, &str)> {
-        self.nodeclaim_objects.values().find_map(|c| {
+        self.api.nodeclaims.values().find_map(|c| {
             let named = (c.object.status.as_ref()).and_then(|s| s.node_name.as_deref());
             (named == Some(node)).then_some((c, c.pool()?))
         })
@@ -431,7 +433,7 @@ impl World {
         reason: DisruptionReason,
         nodes: &[String],
     ) -> Result<(), SimError> {
-        let of: BTreeMap<&str, (&super::StoredNodeClaim, &str)> = (self.nodes.iter())
+        let of: BTreeMap<&str, (&super::StoredNodeClaim, &str)> = (self.api.nodes.iter())
             .filter_map(|(n, _)| Some((n.as_str(), self.stored_claim_of_node(n)?)))
             .collect();
         let pools: BTreeSet<&str> = nodes
@@ -439,7 +441,7 @@ impl World {
             .filter_map(|n| of.get(n.as_str()).map(|(_, p)| *p))
             .collect();
         for pool in pools {
-            let Some(np) = self.objects.node_pools.get(pool) else {
+            let Some(np) = self.api.objects.node_pools.get(pool) else {
                 continue;
             };
             // the nodes Karpenter's budgets count: initialized ones (`NodePoolStatsFromNodes`;
@@ -448,7 +450,7 @@ impl World {
             // Karpenter counts (it adds nodes not Ready and marked ones), so that the room
             // this allows is never less than Karpenter's
             let initialized = |n: &str| {
-                (self.nodes.get(n)).is_some_and(|n| {
+                (self.api.nodes.get(n)).is_some_and(|n| {
                     n.labels
                         .get(labels::INITIALIZED)
                         .is_some_and(|v| v == "true")
@@ -501,23 +503,24 @@ impl World {
     /// (their capacity) and `nodes` as their number.
     pub(super) fn check_limits(&self, nodeclaim: &str) -> Result<(), SimError> {
         let pool_of = |claim: &str| {
-            (self.nodeclaim_objects.get(claim))
+            (self.api.nodeclaims.get(claim))
                 .and_then(|c| c.pool())
                 .map(str::to_string)
         };
-        if !self.instances.values().any(|(c, _)| c == nodeclaim) {
+        if !self.cloud.instances.values().any(|(c, _)| c == nodeclaim) {
             return Ok(());
         }
         let Some(pool) = pool_of(nodeclaim) else {
             return Ok(());
         };
-        let Some(np) = self.objects.node_pools.get(&pool) else {
+        let Some(np) = self.api.objects.node_pools.get(&pool) else {
             return Ok(());
         };
         // Karpenter checks limits when the provisioner makes a NodeClaim, never at launch
         // (nodeclaim/lifecycle/launch.go): one asked for before a NodePool changed (its create
         // held back by an outage, swarm seed 31034) launches under the limits it was made in
-        if (self.nodeclaim_objects.get(nodeclaim)).is_some_and(|c| c.asked < self.pools_changed_at)
+        if (self.api.nodeclaims.get(nodeclaim))
+            .is_some_and(|c| c.asked < self.checks.pools_changed_at)
         {
             return Ok(());
         }
@@ -527,9 +530,9 @@ impl World {
         // deletion out of a NodePool's resources, a command marks its candidates as it
         // taints them, and the scheduler is given `nodes.Active()`; swarm seed 340616)
         let active = |claim: &str| {
-            (self.nodeclaim_objects.get(claim)).is_some_and(|c| {
+            (self.api.nodeclaims.get(claim)).is_some_and(|c| {
                 let node = (c.object.status.as_ref()).and_then(|s| s.node_name.as_deref());
-                let disrupted = node.and_then(|n| self.nodes.get(n)).is_some_and(|n| {
+                let disrupted = node.and_then(|n| self.api.nodes.get(n)).is_some_and(|n| {
                     (n.taints.iter()).any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
                 });
                 c.deleting.is_none() && !disrupted
@@ -537,7 +540,7 @@ impl World {
         };
         let mut used = Amounts::new();
         let mut count = 0;
-        for (claim, instance) in self.instances.values() {
+        for (claim, instance) in self.cloud.instances.values() {
             if pool_of(claim).as_ref() == Some(&pool) && active(claim) {
                 add(&mut used, &super::allocatable_amounts(&instance.capacity));
                 count += 1;
@@ -558,7 +561,7 @@ impl World {
 
     /// No do-not-disrupt pod is evicted, and no PodDisruptionBudget is broken.
     pub(super) fn check_eviction(&self, pod: &str) -> Result<(), SimError> {
-        let Some(p) = self.pods.get(pod) else {
+        let Some(p) = self.api.pods.get(pod) else {
             return Ok(());
         };
         let annotation = p
@@ -582,7 +585,7 @@ impl World {
         // Karpenter's termination taints a node before it drains it: an untainted node
         // would take the evicted pods' replacements right back
         if let Some(node) = &p.node
-            && self.nodes.get(node).is_some_and(|n| !n.disrupted())
+            && self.api.nodes.get(node).is_some_and(|n| !n.disrupted())
         {
             return Err(self.violation(format!(
                 "evicted pod {pod} from node {node}, which the API server holds without the \
@@ -590,20 +593,20 @@ impl World {
                 labels::DISRUPTED_TAINT_KEY
             )));
         }
-        let views: Vec<PodView<'_>> = (self.pods.values())
+        let views: Vec<PodView<'_>> = (self.api.pods.values())
             .map(|q| PodView {
                 pod: &q.pod,
                 healthy: q
                     .node
                     .as_ref()
-                    .is_some_and(|n| self.nodes.get(n).is_some_and(|n| n.ready)),
+                    .is_some_and(|n| self.api.nodes.get(n).is_some_and(|n| n.ready)),
                 // the simulator names a pod's controller by its workload key
                 workload: super::owner_workload(&q.pod)
-                    .and_then(|w| self.workloads.get_key_value(w))
+                    .and_then(|w| self.workloads.specs.get_key_value(w))
                     .map(|(k, wl)| (k.as_str(), wl.replicas)),
             })
             .collect();
-        if let Some(pdb) = blocking_pdb(&self.objects.pdbs, &views, &p.pod) {
+        if let Some(pdb) = blocking_pdb(&self.api.objects.pdbs, &views, &p.pod) {
             return Err(self.violation(format!(
                 "evicted pod {pod} although PodDisruptionBudget {pdb} allows no disruption"
             )));

@@ -20,7 +20,7 @@ impl World {
         else {
             return Ok(());
         };
-        let Some(np) = self.objects.node_pools.get(pool).cloned() else {
+        let Some(np) = self.api.objects.node_pools.get(pool).cloned() else {
             return Ok(());
         };
         if np.spec.replicas.is_some() {

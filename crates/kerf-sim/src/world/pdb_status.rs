@@ -14,11 +14,11 @@ impl World {
     /// Writes every budget's expected pod count where it changed.
     pub(super) fn update_pdb_status(&mut self) {
         let mut changed = Vec::new();
-        for pdb in self.objects.pdbs.values() {
+        for pdb in self.api.objects.pdbs.values() {
             let mut scales: BTreeMap<&str, i64> = BTreeMap::new();
             let mut bare = 0;
-            for p in self.pods.values().filter(|p| pdb_selects(pdb, &p.pod)) {
-                match owner_workload(&p.pod).and_then(|w| self.workloads.get_key_value(w)) {
+            for p in self.api.pods.values().filter(|p| pdb_selects(pdb, &p.pod)) {
+                match owner_workload(&p.pod).and_then(|w| self.workloads.specs.get_key_value(w)) {
                     Some((w, workload)) => {
                         scales.insert(w, workload.replicas);
                     }

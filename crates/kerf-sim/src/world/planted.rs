@@ -71,14 +71,17 @@ fn settled() -> World {
 }
 
 fn a_node(world: &World) -> String {
-    let (name, _) = world.nodes.iter().next().expect("a node");
+    let (name, _) = world.api.nodes.iter().next().expect("a node");
     name.clone()
 }
 
 /// Stores a pod in the API server as of `at`; Kerf's watch sees it.
 fn store_pod(world: &mut World, pod: Pod, at: Duration) {
     let key = kerf_scheduling::pods::pod_key(&pod);
-    world.pods.insert(key.clone(), StoredPod::created(pod, at));
+    world
+        .api
+        .pods
+        .insert(key.clone(), StoredPod::created(pod, at));
     world.track_pod(&key);
     world.observe_pod(&key);
 }
@@ -89,7 +92,7 @@ fn a_workload_pod(world: &World) -> String {
 }
 
 fn a_nodeclaim(world: &World) -> String {
-    let (name, _) = world.nodeclaim_objects.iter().next().expect("a nodeclaim");
+    let (name, _) = world.api.nodeclaims.iter().next().expect("a nodeclaim");
     name.clone()
 }
 
@@ -99,7 +102,7 @@ fn pod(yaml: &str) -> Pod {
 
 /// The pool's NodePool with `edit` applied, as the controllers are told of it.
 fn edit_pool(world: &mut World, edit: impl FnOnce(&mut NodePool)) {
-    let mut np = world.objects.node_pools["general"].clone();
+    let mut np = world.api.objects.node_pools["general"].clone();
     edit(&mut np);
     world.write(Object::node_pool(np));
 }
@@ -115,7 +118,7 @@ fn store_old_nodeclaim(world: &mut World, name: &str, mut object: NodeClaim) {
         node_registered: false,
         asked: Duration::ZERO,
     };
-    world.nodeclaim_objects.insert(name.into(), stored);
+    world.api.nodeclaims.insert(name.into(), stored);
 }
 
 type Plant = fn(&mut World) -> Result<(), SimError>;
@@ -258,7 +261,7 @@ fn untolerated_taint(world: &mut World) -> Result<(), SimError> {
         effect: TaintEffect::NoSchedule,
         time_added: None,
     };
-    world.nodes.taint(&node, &taint);
+    world.api.nodes.taint(&node, &taint);
     world.check_step()
 }
 
@@ -269,7 +272,7 @@ fn selector_broken(world: &mut World) -> Result<(), SimError> {
         .into_iter()
         .next()
         .expect("a pod on the node");
-    let mut p = (*world.pods[&pod_key].pod).clone();
+    let mut p = (*world.api.pods[&pod_key].pod).clone();
     let spec = p.spec.as_mut().expect("spec");
     spec.node_selector = Some([("planted".to_string(), "yes".to_string())].into());
     store_pod(world, p, world.now);
@@ -288,7 +291,7 @@ fn over_limit(world: &mut World) -> Result<(), SimError> {
 
 fn no_launch_result(world: &mut World) -> Result<(), SimError> {
     let claim = a_nodeclaim(world);
-    let mut object: NodeClaim = world.nodeclaim_objects[&claim].object.clone();
+    let mut object: NodeClaim = world.api.nodeclaims[&claim].object.clone();
     object.status = None;
     store_old_nodeclaim(world, "planted-never-launched", object);
     world.check_launch_results()
@@ -307,15 +310,15 @@ fn past_pdb(world: &mut World) -> Result<(), SimError> {
     world.write(Object::Pdb(Box::new(pdb)));
     let pod = a_workload_pod(world);
     // its node tainted as a drain's is: only the budget is broken
-    let node = world.pods[&pod].node.clone().expect("bound");
+    let node = world.api.pods[&pod].node.clone().expect("bound");
     let disrupted = kerf_core::cluster::disrupted_taint();
-    world.nodes.taint(&node, &disrupted);
+    world.api.nodes.taint(&node, &disrupted);
     world.check_eviction(&pod)
 }
 
 fn do_not_disrupt_evicted(world: &mut World) -> Result<(), SimError> {
     let key = a_workload_pod(world);
-    let mut p = (*world.pods[&key].pod).clone();
+    let mut p = (*world.api.pods[&key].pod).clone();
     p.metadata.annotations = Some(
         [(
             kerf_api::labels::DO_NOT_DISRUPT.to_string(),
@@ -334,7 +337,7 @@ fn evicted_untainted(world: &mut World) -> Result<(), SimError> {
 
 fn deleting_untainted(world: &mut World) -> Result<(), SimError> {
     let claim = a_nodeclaim(world);
-    if let Some(stored) = world.nodeclaim_objects.get_mut(&claim) {
+    if let Some(stored) = world.api.nodeclaims.get_mut(&claim) {
         stored.deleting = Some(Duration::ZERO);
     }
     world.check_drains_tainted()
@@ -362,7 +365,12 @@ fn a_never_ready_node_excuses_only_the_pods_it_held_up() {
     let mut world = settled();
     stranded(&mut world);
     // the stranded pod asks for 6 cpu: the nodes below have room for it
-    let mut node = world.nodes.get(&a_node(&world)).expect("a node").clone();
+    let mut node = world
+        .api
+        .nodes
+        .get(&a_node(&world))
+        .expect("a node")
+        .clone();
     node.amounts.insert("cpu".into(), 64_000);
     let dedicated = Taint {
         key: "dedicated".into(),
@@ -373,7 +381,7 @@ fn a_never_ready_node_excuses_only_the_pods_it_held_up() {
     let (from, until) = (Duration::ZERO, Duration::from_secs(7200));
     // a tainted node the stranded pod does not tolerate held nothing up for it
     let tainted = InjectedFault::never_ready(from, until, &node, vec![dedicated.clone()]);
-    world.faults.push(tainted);
+    world.checks.faults.push(tainted);
     let caught = world
         .check_waits()
         .expect_err("the stranded pod was not held up");
@@ -386,19 +394,19 @@ fn a_never_ready_node_excuses_only_the_pods_it_held_up() {
     // the stranded pod could take too: its room may have been that one
     let (other, name) = (a_workload_pod(&world), a_node(&world));
     let untainted = node.clone();
-    let mut sent = world.pods[&other].clone();
+    let mut sent = world.api.pods[&other].clone();
     sent.pod.spec.as_mut().expect("spec").tolerations = Some(vec![Toleration {
         key: Some("dedicated".into()),
         operator: Some("Exists".into()),
         ..Toleration::default()
     }]);
     sent.facts = crate::kube_scheduler::Facts::of(&sent.pod);
-    world.faults[0].bound(&sent, &name, &untainted, Duration::from_secs(60));
+    world.checks.faults[0].bound(&sent, &name, &untainted, Duration::from_secs(60));
     world
         .check_waits()
         .expect("the stranded pod's room was taken");
     // and a node the stranded pod could take held it up itself
-    world.faults[0] = InjectedFault::never_ready(from, until, &node, Vec::new());
+    world.checks.faults[0] = InjectedFault::never_ready(from, until, &node, Vec::new());
     world
         .check_waits()
         .expect("the stranded pod waited on the node");
@@ -416,13 +424,18 @@ fn below_min_values(world: &mut World) -> Result<(), SimError> {
         let r = &mut np.spec.template.spec.requirements[1];
         r.min_values = Some(100);
     });
-    let object = world.nodeclaim_objects[&claim].object.clone();
+    let object = world.api.nodeclaims[&claim].object.clone();
     world.check_min_values(&object)
 }
 
 fn mispriced(world: &mut World) -> Result<(), SimError> {
     let claim = a_nodeclaim(world);
-    if let Some((_, instance)) = world.instances.values_mut().find(|(c, _)| *c == claim) {
+    if let Some((_, instance)) = world
+        .cloud
+        .instances
+        .values_mut()
+        .find(|(c, _)| *c == claim)
+    {
         instance.price_per_hour += 1.0;
     }
     world.check_launch_price(&claim)
@@ -431,7 +444,7 @@ fn mispriced(world: &mut World) -> Result<(), SimError> {
 fn never_registered(world: &mut World) -> Result<(), SimError> {
     let claim = a_nodeclaim(world);
     // launched (its status names an instance), but no kubelet registers for it
-    let object: NodeClaim = world.nodeclaim_objects[&claim].object.clone();
+    let object: NodeClaim = world.api.nodeclaims[&claim].object.clone();
     store_old_nodeclaim(world, "planted-never-registered", object);
     world.now += Duration::from_secs(20 * 60);
     world.check_step()
@@ -444,7 +457,12 @@ fn static_over(world: &mut World) -> Result<(), SimError> {
 }
 
 fn reservation_overfull(world: &mut World) -> Result<(), SimError> {
-    let (_, instance) = world.instances.values_mut().next().expect("an instance");
+    let (_, instance) = world
+        .cloud
+        .instances
+        .values_mut()
+        .next()
+        .expect("an instance");
     instance.reservation = Some("cr-planted".into());
     let reservation = scenario::CapacityReservation {
         id: "cr-planted".into(),
@@ -498,7 +516,10 @@ fn emptied_unseen(world: &mut World) -> Result<(), SimError> {
 /// Opens the `general` NodePool's budget and takes `node`'s pods away in the API server
 /// alone: the controllers hear of neither.
 fn empty_in_api_server(world: &mut World, node: &str) {
-    let stored = world.objects.node_pools.get_mut("general");
+    let stored = world.api.objects.node_pools.get_mut("general");
     stored.expect("the NodePool").spec.disruption.budgets[0].nodes = "100%".into();
-    world.pods.retain(|_, p| p.node.as_deref() != Some(node));
+    world
+        .api
+        .pods
+        .retain(|_, p| p.node.as_deref() != Some(node));
 }

@@ -21,7 +21,7 @@ const EXPIRY_SLACK: Duration = Duration::from_secs(120);
 impl World {
     /// The reservations `class` selects, as its status would list them now.
     fn resolved(&self, class: &str) -> Vec<CapacityReservationStatus> {
-        let Some(k) = self.objects.node_classes.get(class) else {
+        let Some(k) = self.api.objects.node_classes.get(class) else {
             return Vec::new();
         };
         let terms = &k.spec.capacity_reservation_selector_terms;
@@ -76,7 +76,7 @@ impl World {
         else {
             return 0;
         };
-        let inside = (self.instances.values())
+        let inside = (self.cloud.instances.values())
             .filter(|(_, i)| i.reservation.as_deref() == Some(id))
             .count() as u32;
         r.count.saturating_sub(inside)
@@ -85,7 +85,7 @@ impl World {
     /// The class's status as the simulated cloud resolves it: its reservations, as
     /// Karpenter's AWS provider lists them.
     pub(super) fn resolve_node_class(&self, class: &str) -> EC2NodeClassStatus {
-        let mut status = (self.objects.node_classes.get(class))
+        let mut status = (self.api.objects.node_classes.get(class))
             .and_then(|c| c.status.clone())
             .unwrap_or_default();
         status.capacity_reservations = self.resolved(class);
@@ -102,19 +102,19 @@ impl World {
         if self.scenario.spec.cloud.reservations.is_empty() {
             return;
         }
-        let classes: Vec<String> = self.objects.node_classes.keys().cloned().collect();
+        let classes: Vec<String> = self.api.objects.node_classes.keys().cloned().collect();
         let mut changed = false;
         for name in classes {
-            let listed = (self.objects.node_classes.get(&name))
+            let listed = (self.api.objects.node_classes.get(&name))
                 .and_then(|c| c.status.as_ref())
                 .map(|s| s.capacity_reservations.clone())
                 .unwrap_or_default();
             let rooms: Vec<(String, u32)> = (listed.iter())
                 .map(|r| (r.id.clone(), self.reservation_room(&r.id)))
                 .collect();
-            if self.reservations_offered.get(&name) != Some(&rooms) {
+            if self.cloud.reservations_offered.get(&name) != Some(&rooms) {
                 changed = true;
-                self.reservations_offered.insert(name, rooms);
+                self.cloud.reservations_offered.insert(name, rooms);
             }
         }
         if changed {
@@ -127,7 +127,7 @@ impl World {
     /// (one its owner is reclaiming no longer counts: the reservation already shrank).
     pub(super) fn check_reservations(&mut self) -> Result<(), SimError> {
         for r in &self.scenario.spec.cloud.reservations {
-            let inside = (self.instances.values())
+            let inside = (self.cloud.instances.values())
                 .filter(|(_, i)| i.reservation.as_deref() == Some(r.id.as_str()))
                 .filter(|(_, i)| !(i.interrupted && r.interruptible))
                 .count();
@@ -153,7 +153,7 @@ impl World {
             })
             .collect();
         for id in late {
-            let kept = self.nodeclaim_objects.iter().find(|(_, s)| {
+            let kept = self.api.nodeclaims.iter().find(|(_, s)| {
                 s.deleting.is_none()
                     && (s.object.metadata.labels.as_ref())
                         .and_then(|l| l.get(labels::CAPACITY_RESERVATION_ID))
@@ -180,7 +180,7 @@ impl World {
                 .collect()
         };
         let (ended, released) = (ended("capacity-block"), ended("default"));
-        for (_, i) in self.instances.values_mut() {
+        for (_, i) in self.cloud.instances.values_mut() {
             if i.reservation
                 .as_ref()
                 .is_some_and(|id| released.contains(id))
@@ -188,7 +188,7 @@ impl World {
                 i.reservation = None;
             }
         }
-        let gone: Vec<String> = (self.instances.iter())
+        let gone: Vec<String> = (self.cloud.instances.iter())
             .filter(|(_, (_, i))| i.reservation.as_ref().is_some_and(|id| ended.contains(id)))
             .map(|(p, _)| p.clone())
             .collect();

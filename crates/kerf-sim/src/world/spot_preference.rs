@@ -64,7 +64,7 @@ impl World {
         if self.unfinished.next().is_some() {
             return Ok(());
         }
-        let on_demand: Vec<String> = (self.nodes.iter())
+        let on_demand: Vec<String> = (self.api.nodes.iter())
             .filter(|(name, n)| {
                 n.ready
                     && self.instance_of_node(name).is_some_and(|(c, i)| {
@@ -92,7 +92,7 @@ impl World {
     /// not replace it for 5 minutes doubled k-1 times, at most 2 hours (the book, docs/src/design.md), and a
     /// pass and the validation follow.
     fn backing_off(&self, node: &str) -> bool {
-        let Some((times, last)) = self.rolled_back.get(node) else {
+        let Some((times, last)) = self.checks.rolled_back.get(node) else {
             return false;
         };
         let doubled = REPLACE_BACKOFF * 2u32.pow(times.saturating_sub(1).min(16));
@@ -103,15 +103,15 @@ impl World {
     /// A strictly cheaper single node of the highest-weight NodePool that could take all
     /// of `node`'s pods, when that NodePool outweighs the node's own.
     fn cheaper_home(&mut self, node: &str) -> Option<Better> {
-        let n = self.nodes.get(node)?;
+        let n = self.api.nodes.get(node)?;
         let (claim, instance) = self.instance_of_node(node)?;
         let price = instance.price_per_hour;
-        let own = self.objects.node_pools.get(claim.pool()?)?;
+        let own = self.api.objects.node_pools.get(claim.pool()?)?;
         // a static NodePool's nodes are never disrupted (Karpenter v1.15, gate or not)
         if own.spec.replicas.is_some() || !self.disruptable(node, own) {
             return None;
         }
-        let pods: Vec<&Pod> = (self.pods.values())
+        let pods: Vec<&Pod> = (self.api.pods.values())
             .filter(|p| p.node.as_deref() == Some(node) && p.owner != PodOwner::DaemonSet)
             .map(|p| p.declared())
             .collect();
@@ -128,7 +128,7 @@ impl World {
             add(&mut needed, &requests(p));
         }
         let own_weight = own.spec.weight.unwrap_or(0);
-        let mut pools: Vec<(i32, String, NodePool)> = (self.objects.node_pools.iter())
+        let mut pools: Vec<(i32, String, NodePool)> = (self.api.objects.node_pools.iter())
             // nor does one launch a replacement
             .filter(|(_, np)| np.spec.replicas.is_none())
             .map(|(name, np)| (np.spec.weight.unwrap_or(0), name.clone(), np.clone()))
@@ -228,9 +228,9 @@ impl World {
                         return true;
                     }
                     let mut counts: BTreeMap<&str, i64> =
-                        self.zones.iter().map(|z| (z.as_str(), 0)).collect();
-                    for q in self.pods.values().filter(|q| selects(&q.pod)) {
-                        let Some(node) = q.node.as_ref().and_then(|n| self.nodes.get(n)) else {
+                        self.cloud.zones.iter().map(|z| (z.as_str(), 0)).collect();
+                    for q in self.api.pods.values().filter(|q| selects(&q.pod)) {
+                        let Some(node) = q.node.as_ref().and_then(|n| self.api.nodes.get(n)) else {
                             continue;
                         };
                         if !node_affinity_matches(p, &node.labels) {
@@ -264,7 +264,7 @@ impl World {
             return false;
         }
         let respect = self.scenario.spec.preference_policy == kerf_scheduling::Preferences::Respect;
-        (self.pods.values())
+        (self.api.pods.values())
             .filter(|p| p.node.as_deref() == Some(node) && p.owner != PodOwner::DaemonSet)
             .all(|p| {
                 let pod = p.declared();
@@ -273,7 +273,7 @@ impl World {
                     .annotations
                     .as_ref()
                     .is_some_and(|a| a.contains_key(labels::DO_NOT_DISRUPT));
-                let guarded = self.objects.pdbs.values().any(|b| {
+                let guarded = self.api.objects.pdbs.values().any(|b| {
                     b.metadata.namespace == pod.metadata.namespace
                         && b.spec
                             .as_ref()
@@ -337,7 +337,7 @@ impl World {
         let mut out = Vec::new();
         // `limits.nodes`: its NodeClaims as the API server holds them, not being deleted,
         // and the one more the replacement would be
-        let nodes = (self.nodeclaim_objects.values())
+        let nodes = (self.api.nodeclaims.values())
             .filter(|c| c.deleting.is_none())
             .filter(|c| c.pool() == Some(name))
             .count() as i128;
@@ -376,7 +376,7 @@ impl World {
                     continue;
                 }
                 let mut total = needed.clone();
-                for ds in self.objects.daemonsets.values() {
+                for ds in self.api.objects.daemonsets.values() {
                     if node_affinity_matches(ds, &node_labels)
                         && !untolerated(ds, &template.spec.taints)
                     {
@@ -411,7 +411,7 @@ impl World {
     /// (`BuildDisruptionBudgetMapping`): those whose Node is labelled initialized, and of
     /// them as already disrupting those not Ready, being deleted or tainted disrupted.
     pub(super) fn budget_left(&self, np: &NodePool, reason: DisruptionReason) -> i64 {
-        let of_pool: Vec<bool> = (self.nodes.iter())
+        let of_pool: Vec<bool> = (self.api.nodes.iter())
             .filter(|(_, n)| {
                 n.labels
                     .get(labels::INITIALIZED)
@@ -440,9 +440,9 @@ impl World {
     /// The cloud's instance behind stored Node `node` (by its provider id) and the stored
     /// NodeClaim it was launched for, when that NodeClaim's status names the instance.
     pub(super) fn instance_of_node(&self, node: &str) -> Option<(&StoredNodeClaim, &Instance)> {
-        let n = self.nodes.get(node)?;
-        let (name, instance) = self.instances.get(&n.provider_id)?;
-        let claim = self.nodeclaim_objects.get(name)?;
+        let n = self.api.nodes.get(node)?;
+        let (name, instance) = self.cloud.instances.get(&n.provider_id)?;
+        let claim = self.api.nodeclaims.get(name)?;
         let named = (claim.object.status.as_ref()).and_then(|s| s.provider_id.as_deref());
         (named == Some(n.provider_id.as_str())).then_some((claim, instance))
     }
@@ -453,11 +453,15 @@ impl World {
     /// quiet.
     fn stored_usage(&self, pool: &str) -> Option<Amounts> {
         let mut usage = Amounts::new();
-        for (name, c) in &self.nodeclaim_objects {
+        for (name, c) in &self.api.nodeclaims {
             if c.pool() != Some(pool) || c.deleting.is_some() {
                 continue;
             }
-            let (_, instance) = self.instances.values().find(|(claim, _)| claim == name)?;
+            let (_, instance) = self
+                .cloud
+                .instances
+                .values()
+                .find(|(claim, _)| claim == name)?;
             add(&mut usage, &allocatable_amounts(&instance.capacity));
         }
         Some(usage)
@@ -512,18 +516,19 @@ impl World {
     /// The instance just launched for `nodeclaim` is priced as its NodeOverlays say: the
     /// catalog's price of its offering, overlaid by this checker's own reading.
     pub(super) fn check_launch_price(&mut self, nodeclaim: &str) -> Result<(), SimError> {
-        let Some((_, instance)) = self.instances.values().find(|(c, _)| c == nodeclaim) else {
+        let Some((_, instance)) = self.cloud.instances.values().find(|(c, _)| c == nodeclaim)
+        else {
             return Ok(());
         };
         let instance = instance.clone();
-        let Some(claim) = self.nodeclaim_objects.get(nodeclaim) else {
+        let Some(claim) = self.api.nodeclaims.get(nodeclaim) else {
             return Ok(());
         };
         let class = claim.object.spec.node_class_ref.name.clone();
         let Some(pool) = claim.pool().map(str::to_string) else {
             return Ok(());
         };
-        let Some(np) = self.objects.node_pools.get(&pool).cloned() else {
+        let Some(np) = self.api.objects.node_pools.get(&pool).cloned() else {
             return Ok(());
         };
         let catalog = self.catalog(&class);
@@ -557,7 +562,7 @@ impl World {
     /// or `priceAdjustment` as a percent or an amount, never below 0). `None` when overlays
     /// share a weight: which one Karpenter's conflict rule keeps is not worked out here.
     fn overlaid(&self, node_labels: &BTreeMap<String, String>, base: f64) -> Option<f64> {
-        let overlays = &self.objects.node_overlays;
+        let overlays = &self.api.objects.node_overlays;
         if !self.scenario.spec.feature_gates.node_overlay || overlays.is_empty() {
             return Some(base);
         }

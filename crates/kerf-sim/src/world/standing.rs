@@ -67,7 +67,7 @@ impl World {
             };
             placed.insert(node_name.clone(), ());
             let deleting = claim.metadata.deletion_timestamp.is_some();
-            self.nodeclaim_objects.insert(
+            self.api.nodeclaims.insert(
                 name.clone(),
                 StoredNodeClaim {
                     object: claim,
@@ -79,17 +79,18 @@ impl World {
                 },
             );
             let limit = (self
-                .catalog(&class_of(&self.nodeclaim_objects[&name].object))
+                .catalog(&class_of(&self.api.nodeclaims[&name].object))
                 .iter())
             .find(|t| t.name() == instance.instance_type)
             .map(|t| t.ebs_attachments);
             if let Some(limit) = limit {
-                self.csi_limits.insert(node_name.clone(), limit);
+                self.api.csi_limits.insert(node_name.clone(), limit);
             }
-            self.instances
+            self.cloud
+                .instances
                 .insert(instance.provider_id.clone(), (name, instance));
         }
-        for (name, class) in &self.objects.node_classes {
+        for (name, class) in &self.api.objects.node_classes {
             let amis = (class.status.as_ref())
                 .map(|s| s.amis.clone())
                 .unwrap_or_default();
@@ -116,7 +117,7 @@ impl World {
         }
         self.origin = origin;
         self.now = origin;
-        self.last_accrual = origin;
+        self.tally.last_accrual = origin;
     }
 
     /// The instance a standing NodeClaim runs on, priced as its offering is in the region's
@@ -231,9 +232,9 @@ impl World {
         if status.conditions.is_none() {
             stored.ready = true;
         }
-        self.nodes.create(name, stored);
+        self.api.nodes.create(name, stored);
         if owned {
-            self.node_counter += 1;
+            self.cloud.node_counter += 1;
         }
     }
 
@@ -267,13 +268,13 @@ impl World {
             };
             let template = template_of(&pods[0]);
             let claims = if kind == "StatefulSet" {
-                claim_templates_of(&pods[0], &self.storage.list())
+                claim_templates_of(&pods[0], &self.api.storage.list())
             } else {
                 Vec::new()
             };
             let names = PodNames::new(&kind, &name, &template, self.scenario.spec.seed);
             let replicas = i64::try_from(pods.len()).unwrap_or(i64::MAX);
-            self.workloads.insert(
+            self.workloads.specs.insert(
                 wk,
                 Workload {
                     kind,
@@ -299,7 +300,7 @@ impl World {
     /// class the standing cluster had no images for.
     pub(super) fn images_now(&self, class: &str) -> Option<Vec<kerf_api::ec2nodeclass::AmiStatus>> {
         let (terms, amis) = self.images.get(class)?;
-        let now = self.objects.node_classes.get(class)?;
+        let now = self.api.objects.node_classes.get(class)?;
         let now = serde_json::to_value(&now.spec.ami_selector_terms).unwrap_or_default();
         if &now == terms {
             return Some(amis.clone());
