@@ -36,6 +36,7 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -447,6 +448,9 @@ def main():
                     help="pods, nodes and leases kwok works on at once (default: kwok's 4 up "
                          "to 10,000 pods, 16 past them)")
     args = ap.parse_args()
+    # a run stopped with SIGTERM still stops its control plane and autoscaler (the finally
+    # of run), as ^C does
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     lease = args.node_lease or (240 if args.scale > 10000 else None)
     if lease:
         os.environ["KERF_E2E_NODE_LEASE_SECONDS"] = str(lease)

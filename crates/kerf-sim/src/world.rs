@@ -2117,7 +2117,12 @@ impl World {
                     .unwrap_or_default()
                     .to_string(),
                 instance_type: i.instance_type.clone(),
-                capacity_type: i.capacity_type.clone(),
+                // as its labels say it now (an ended reservation's instance runs on as
+                // on-demand, relabelled so), else as launched
+                capacity_type: (stored.and_then(|c| c.object.metadata.labels.as_ref()))
+                    .and_then(|l| l.get(labels::CAPACITY_TYPE))
+                    .unwrap_or(&i.capacity_type)
+                    .clone(),
                 zone: i.zone.clone(),
                 price_per_hour: i.price_per_hour,
                 pods,

@@ -17,7 +17,10 @@ use crate::objects::claim_record;
 use crate::unavailable::Pattern;
 
 /// How long after its creation a NodeClaim that has not launched is deleted (Karpenter's
-/// launch timeout).
+/// launch timeout). Its creation is when the API server stored it, once a watch has shown
+/// it: a create that waited behind a busy API server does not eat into its launch's time,
+/// as Karpenter's liveness counts from the `Launched` condition it writes on the stored
+/// object.
 pub const LAUNCH_TTL: Duration = Duration::from_secs(5 * 60);
 /// How often a NodeClaim past its launch timeout whose first launch is still unanswered is
 /// looked at again.
@@ -268,6 +271,7 @@ impl Controllers {
         // another writer since (most updates are these controllers' own status writes)
         let launched = (self.cluster.nodeclaims.get(&name)).map(|c| c.launched.is_some());
         let adopt = launched == Some(false) && !self.lifecycle.launching.contains(&name);
+        self.stored_at(&name, created);
         if launched.is_some() && !adopt {
             self.reboot_bound_observed(&name, object, now);
             self.deleting_observed(&name, deleting, now);
@@ -324,6 +328,19 @@ impl Controllers {
             self.arm_liveness(&name);
         }
         self.deleting_observed(&name, deleting, now);
+    }
+
+    /// This controller's own NodeClaim, not launched yet, as the API server stored it: its
+    /// creation is counted from the stored creation time when that is later than the
+    /// decision (a create that waited its turn behind a busy API server), so its launch and
+    /// registration deadlines, and its expiry, run from where Karpenter's and a restarted
+    /// controller's do.
+    fn stored_at(&mut self, name: &str, created: Duration) {
+        if let Some(c) = (self.cluster.nodeclaims.get_mut(name))
+            .filter(|c| c.launched.is_none() && c.created < created)
+        {
+            c.created = created;
+        }
     }
 
     /// A NodeClaim read with a deletion timestamp (`deleting`): its deletion is stored, and
@@ -703,6 +720,14 @@ impl Controllers {
             return;
         };
         if claim.launched.is_some() || claim.deleting.is_some() {
+            return;
+        }
+        // stored later than it was decided: the deadline moved with it
+        if now < claim.created + LAUNCH_TTL {
+            self.at(
+                claim.created + LAUNCH_TTL,
+                Timer::LaunchTimeout(name.to_string()),
+            );
             return;
         }
         // its first launch asked for and not answered yet (waiting its turn behind the

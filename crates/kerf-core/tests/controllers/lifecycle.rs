@@ -200,6 +200,45 @@ fn a_nodeclaim_whose_launch_keeps_failing_is_deleted_five_minutes_after_its_crea
     assert!(deleted(&at_timeout, &claim), "{at_timeout:?}");
 }
 
+/// A create that waited its turn behind a busy API server (at 50,000 pods, creates took a
+/// minute and more) does not eat into the launch's five minutes: they count from when the API
+/// server stored the NodeClaim, as its watch shows it, as Karpenter's liveness counts from the
+/// condition it writes on the stored object.
+#[test]
+fn a_nodeclaim_stored_late_counts_its_launch_timeout_from_when_it_was_stored() {
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let decided = run_until(&mut core, 0, 2);
+    let mut object = (decided.iter())
+        .find_map(|a| match a {
+            Action::CreateNodeClaim(c) => Some((**c).clone()),
+            _ => None,
+        })
+        .expect("a NodeClaim");
+    let claim = object.metadata.name.clone().unwrap_or_default();
+    // its launch fails for a passing reason all along, so it is never an unanswered launch
+    core.launch_retry(&claim, "unreachable", secs(2));
+    // the API server stored it two minutes after it was decided
+    let stored = k8s_openapi::jiff::Timestamp::from_second(120).expect("a time");
+    object.metadata.creation_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(stored));
+    core.observe(Observation::Applied(Object::nodeclaim(object)), secs(121));
+    let mut all = Vec::new();
+    for t in 3..=419 {
+        let actions = core.poll(secs(t));
+        if launches(&actions, &claim) > 0 {
+            core.launch_retry(&claim, "unreachable", secs(t));
+        }
+        all.extend(actions);
+    }
+    assert!(
+        !deleted(&all, &claim),
+        "deleted within five minutes of being stored: {all:?}"
+    );
+    let at_timeout = run_until(&mut core, 420, 425);
+    assert!(deleted(&at_timeout, &claim), "{at_timeout:?}");
+}
+
 #[test]
 fn a_nodeclaim_whose_first_launch_is_still_unanswered_waits_for_it_past_the_timeout() {
     let mut core = with_pool();
