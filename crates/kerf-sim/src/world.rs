@@ -27,9 +27,7 @@ use kerf_core::objects::nodeclaim_conditions;
 use kerf_core::observe::{Object, Observation};
 use kerf_core::provisioning::rules::is_provisionable;
 use kerf_core::unfinished::{Unfinished, replayable};
-use kerf_core::workloads::{
-    ClusterObject, PodNames, VolumeObject, claim_for, claim_templates, read,
-};
+use kerf_core::workloads::{ClusterObject, PodNames, VolumeObject, claim_templates, read};
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::resources::Resources;
 use rand::{RngExt, SeedableRng};
@@ -448,23 +446,11 @@ impl World {
         self.binder.pending_count()
     }
 
-    /// Keeps [`World::pending`] and [`World::by_workload`] true to the pod `k` as stored
-    /// now (or gone), and [`World::binder_failed`] to pending pods whose classes all
-    /// failed: a pod of another class forgets the failures.
+    /// Keeps which pods each workload owns and the binder's waiting pods
+    /// ([`binder::Binder::track`]) true to the pod `k` as stored now (or gone).
     fn track_pod(&mut self, k: &str) {
         let owner = (self.api.pods.get(k)).and_then(|p| owner_workload(&p.pod));
-        if self.workloads.workload_of.get(k).map(String::as_str) != owner {
-            if let Some(old) = self.workloads.workload_of.remove(k)
-                && let Some(pods) = self.workloads.by_workload.get_mut(&old)
-            {
-                pods.remove(k);
-            }
-            if let Some(w) = owner {
-                let w = w.to_string();
-                (self.workloads.by_workload.entry(w.clone()).or_default()).insert(k.to_string());
-                self.workloads.workload_of.insert(k.to_string(), w);
-            }
-        }
+        self.workloads.track(k, owner);
         self.binder.track(k, self.api.pods.get(k));
     }
 
@@ -1159,7 +1145,7 @@ impl World {
                         }
                         .into());
                     }
-                    let owned = self.workload_pods(&wk);
+                    let owned = self.workloads.pods_of(&wk);
                     for p in owned {
                         self.delete_pod(&p);
                     }
@@ -1355,88 +1341,23 @@ impl World {
 
     // ---- the simulated control plane ------------------------------------------------------
 
-    /// The ReplicaSet/StatefulSet/Job controllers: make or remove pods to match replicas
-    /// (removing pending pods first, then the newest).
+    /// The ReplicaSet/StatefulSet/Job controllers ([`workloads::Workloads::reconcile`]): the
+    /// pods they make or delete to match replicas, stored.
     fn reconcile_workloads(&mut self) {
-        // only the workloads off their replicas are looked at again
-        let off: Vec<String> = (self.workloads.specs.iter())
-            .filter(|(wk, w)| {
-                let have = self
-                    .workloads
-                    .by_workload
-                    .get(wk.as_str())
-                    .map_or(0, BTreeSet::len);
-                have != usize::try_from(w.replicas).unwrap_or(0)
-            })
-            .map(|(wk, _)| wk.clone())
-            .collect();
-        for wk in off {
-            let have = self.workload_pods(&wk);
-            let want = usize::try_from(self.workloads.specs[&wk].replicas).unwrap_or(0);
-            if have.len() < want {
-                for _ in have.len()..want {
-                    let w = self.workloads.specs.get_mut(&wk).expect("listed");
-                    let mut pod = w.template.clone();
-                    let namespace = kerf_scheduling::pods::namespace_of(&pod).to_string();
-                    let mut attempt = 0;
-                    let taken = |n: &str| self.api.pods.contains_key(&format!("{namespace}/{n}"));
-                    // a StatefulSet makes its lowest missing ordinal again, with its claims
-                    if w.kind == "StatefulSet" {
-                        w.next = (0..).find(|&i| !taken(&w.names.name(i, 0))).unwrap_or(0);
-                    }
-                    let mut name = w.names.name(w.next, attempt);
-                    // a name still taken draws another, as kube-apiserver's generateName does
-                    while self.api.pods.contains_key(&format!("{namespace}/{name}")) {
-                        attempt += 1;
-                        name = w.names.name(w.next, attempt);
-                    }
-                    let claims: Vec<_> = w.claims.iter().map(|t| claim_for(t, &name)).collect();
-                    for (t, c) in w.claims.iter().zip(&claims) {
-                        let volume = t.metadata.name.as_deref().unwrap_or_default();
-                        let mounted = pod
-                            .spec
-                            .iter_mut()
-                            .flat_map(|s| s.volumes.iter_mut().flatten())
-                            .filter(|v| v.name == volume)
-                            .filter_map(|v| v.persistent_volume_claim.as_mut());
-                        for source in mounted {
-                            source.claim_name = c.metadata.name.clone().unwrap_or_default();
+        for wk in self.workloads.off() {
+            for change in self.workloads.reconcile(&wk, &self.api.pods) {
+                match change {
+                    workloads::Change::Create { pod, claims } => {
+                        for claim in claims {
+                            let zones = self.cloud.zones.clone();
+                            let rng = &mut self.rng;
+                            let changed = (self.api.storage)
+                                .create_claim(claim, &zones, |n| rng.random_range(0..n));
+                            self.storage_changed(changed);
                         }
+                        self.add_pod(pod);
                     }
-                    pod.metadata.name = Some(name);
-                    w.names.label(&mut pod);
-                    pod.metadata.owner_references = owned_by(&w.kind, &wk);
-                    w.next += 1;
-                    for claim in claims {
-                        let zones = self.cloud.zones.clone();
-                        let rng = &mut self.rng;
-                        let changed = (self.api.storage)
-                            .create_claim(claim, &zones, |n| rng.random_range(0..n));
-                        self.storage_changed(changed);
-                    }
-                    self.add_pod(pod);
-                }
-            } else if have.len() > want {
-                let mut order: Vec<(bool, i32, Duration, String)> = have
-                    .iter()
-                    .map(|k| {
-                        let p = &self.api.pods[k];
-                        (
-                            p.node.is_some(),
-                            deletion_cost(&p.pod),
-                            p.pending_since,
-                            k.clone(),
-                        )
-                    })
-                    .collect();
-                // pending first, then the lowest pod-deletion-cost, then newest first
-                order.sort_by(|a, b| {
-                    (a.0.cmp(&b.0).then(a.1.cmp(&b.1)))
-                        .then(b.2.cmp(&a.2))
-                        .then(b.3.cmp(&a.3))
-                });
-                for (_, _, _, k) in order.into_iter().take(have.len() - want) {
-                    self.delete_pod(&k);
+                    workloads::Change::Delete(k) => self.delete_pod(&k),
                 }
             }
         }
@@ -2046,12 +1967,6 @@ impl World {
     }
 
     /// The stored pods `keep` selects, by key.
-    /// The keys of the pods the workload `name` owns, in key order.
-    fn workload_pods(&self, name: &str) -> Vec<String> {
-        (self.workloads.by_workload.get(name))
-            .map_or_else(Vec::new, |pods| pods.iter().cloned().collect())
-    }
-
     fn pods_where(&self, keep: impl Fn(&api_server::StoredPod) -> bool) -> Vec<String> {
         (self.api.pods.iter())
             .filter(|(_, p)| keep(p))
