@@ -201,7 +201,12 @@ fn spawn<K>(
     tokio::spawn(async move {
         let _running = Running(&queue);
         let mut known = Known::default();
-        let mut stream = watcher::watcher(api, watcher::Config::default())
+        // lists are served from the API server's watch cache (resourceVersion 0), as
+        // client-go's reflector lists for Karpenter: a consistent list of 50,000 pods read
+        // from etcd in pages of 500 outlived etcd's 5-minute compaction on a busy API server
+        // ("the provided continue parameter is too old") and the watch never came back
+        let config = watcher::Config::default().any_semantic();
+        let mut stream = watcher::watcher(api, config)
             .backoff(watch_backoff())
             .boxed();
         while let Some(event) = stream.next().await {

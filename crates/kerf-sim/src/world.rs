@@ -1355,7 +1355,7 @@ impl World {
                                 .create_claim(claim, &zones, |n| rng.random_range(0..n));
                             self.storage_changed(changed);
                         }
-                        self.add_pod(pod);
+                        self.add_pod(*pod);
                     }
                     workloads::Change::Delete(k) => self.delete_pod(&k),
                 }

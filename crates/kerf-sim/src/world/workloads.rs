@@ -55,7 +55,7 @@ impl Default for Workloads {
 pub(super) enum Change {
     /// Make this pod, after its claims (a StatefulSet's, one per claim template).
     Create {
-        pod: Pod,
+        pod: Box<Pod>,
         claims: Vec<PersistentVolumeClaim>,
     },
     /// Delete the pod with this key.
@@ -147,7 +147,10 @@ impl Workloads {
                 w.names.label(&mut pod);
                 pod.metadata.owner_references = owned_by(&w.kind, wk);
                 w.next += 1;
-                changes.push(Change::Create { pod, claims });
+                changes.push(Change::Create {
+                    pod: Box::new(pod),
+                    claims,
+                });
             }
         } else if have.len() > want {
             let mut order: Vec<(bool, i32, Duration, String)> = (have.iter())
