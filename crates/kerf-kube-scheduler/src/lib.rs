@@ -801,7 +801,17 @@ impl<'a> Scheduler<'a> {
             if cap <= 0 {
                 return 0;
             }
-            (room - plan.common[k].unwrap_or(0)).max(0) * 1000 / cap
+            let left = (room - plan.common[k].unwrap_or(0)).max(0);
+            // in 64 bits when it fits, as kube-scheduler's int64 does (a 128-bit division
+            // was a sixth of the operator's CPU in a 50,000-pod burst's rehearsals); the
+            // same quotient either way
+            match (
+                i64::try_from(left).ok().and_then(|l| l.checked_mul(1000)),
+                i64::try_from(cap),
+            ) {
+                (Some(scaled), Ok(cap)) => i128::from(scaled / cap),
+                _ => left * 1000 / cap,
+            }
         };
         (free(0) + free(1)) / 2
     }
