@@ -771,6 +771,16 @@ impl Cluster {
             .collect()
     }
 
+    /// Since when a NodeClaim has waited for its launch (no provider ID yet), the earliest
+    /// such NodeClaim's creation, if one does: Karpenter's cluster state is not synced while
+    /// one waits, and its disruption makes no decision meanwhile.
+    pub fn launching_since(&self) -> Option<Duration> {
+        (self.nodeclaims.values())
+            .filter(|c| c.launched.is_none())
+            .map(|c| c.created)
+            .min()
+    }
+
     /// The NodeClaim behind a node, with its name.
     pub fn claim_of_node(&self, node: &str) -> Option<(&String, &ClaimRecord)> {
         let name = self.nodes.get(node)?.nodeclaim.as_ref()?;

@@ -661,7 +661,7 @@ impl Controllers {
             eligible: self.disruption.eligible(),
             budgets: self.disruption.budget_readings(),
             scheduling: &self.provisioning.reading,
-            unsynced_since: self.unsynced_since,
+            unsynced_since: self.unsynced_since(),
             now,
         };
         self.metrics.render(&view, extra)
@@ -678,6 +678,15 @@ impl Controllers {
     /// must not rank a partial view (pod deletion costs) waits meanwhile.
     pub fn watches_unsynced_since(&mut self, since: Option<Duration>) {
         self.unsynced_since = since;
+    }
+
+    /// Since when the cluster state has not been synced, as Karpenter's gauges count it: a
+    /// watch not listed yet, or a NodeClaim not launched yet (the earlier of the two).
+    fn unsynced_since(&self) -> Option<Duration> {
+        match (self.unsynced_since, self.cluster.launching_since()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The settings.

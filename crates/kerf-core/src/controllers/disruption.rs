@@ -30,6 +30,8 @@ use crate::hash::{node_class_hash, node_pool_hash};
 
 /// How often disruption looks for work while the cluster changes.
 pub const PASS_INTERVAL: Duration = Duration::from_secs(10);
+/// How soon a pass that found the cluster state unsynced looks again, as Karpenter requeues.
+const UNSYNCED_RETRY: Duration = Duration::from_secs(1);
 /// How long a decision waits before it is re-checked and acted on.
 pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
 /// How long a command waits for its replacements to initialize before it is rolled back.
@@ -834,6 +836,13 @@ impl Controllers {
             .map(|((pool, r), b)| ((pool.to_string(), r), b))
             .collect();
         if self.disruption.command.is_some() {
+            return;
+        }
+        // no decision on a partial view, as Karpenter's disruption waits for its cluster state
+        // to sync: a watch relisting, or a NodeClaim whose launch has not answered (its
+        // instance type, zone and price unknown; in a burst, the nodes still filling)
+        if self.unsynced_since().is_some() {
+            self.schedule_pass(now + UNSYNCED_RETRY);
             return;
         }
         let written = self.written_inputs(now);

@@ -188,6 +188,38 @@ fn consolidation_goes_on_once_waiting_pods_are_found_unplaceable() {
     assert!(core.cluster().pods()["default/huge"].nominated.is_none());
 }
 
+/// While a NodeClaim waits for its launch the cluster state is not synced, and no
+/// disruption decision is made (as Karpenter's disruption waits for its cluster state):
+/// here z needs a node of its own, and the two half-empty nodes are consolidated only once
+/// z's NodeClaim has launched. The synced gauge says 0 meanwhile.
+#[test]
+fn no_disruption_decision_while_a_nodeclaim_waits_for_its_launch() {
+    let mut core = two_half_empty_nodes();
+    core.apply_pod(replica("z", "1800m"), secs(36));
+    let actions = run_until(&mut core, 36, 70);
+    let claims = created(&actions);
+    assert_eq!(claims.len(), 1, "z gets a NodeClaim of its own: {actions:#?}");
+    for t in 71..=200 {
+        for act in core.poll(secs(t)) {
+            assert!(
+                !matches!(act, Action::Taint { .. } | Action::DeleteNodeClaim { .. }),
+                "at {t} s, z's NodeClaim not launched yet: {act:?}"
+            );
+        }
+        assert!(!core.command_in_flight(), "at {t} s a move was weighed");
+    }
+    let metrics = core.render_metrics(secs(200), &[]);
+    assert_eq!(gauge(&metrics, "karpenter_cluster_state_synced"), Some(0.0));
+    launch_at(&mut core, &claims[0], 201);
+    let actions = run_until(&mut core, 201, 320);
+    assert!(
+        (actions.iter()).any(|a| matches!(a, Action::DeleteNodeClaim { .. })),
+        "once z's NodeClaim launched, the half-empty nodes were not consolidated: {actions:#?}"
+    );
+    let metrics = core.render_metrics(secs(320), &[]);
+    assert_eq!(gauge(&metrics, "karpenter_cluster_state_synced"), Some(1.0));
+}
+
 #[test]
 fn a_candidate_kept_by_do_not_disrupt_gets_disruption_blocked_events_on_node_and_nodeclaim() {
     let mut core = with_pool();

@@ -654,10 +654,6 @@ fn a_node_short_of_its_launch_fails_the_consistency_check_until_it_is_not() {
 #[test]
 fn the_cluster_state_reads_unsynced_while_the_watches_list() {
     let mut core = Controllers::new(Settings::default(), 7);
-    let gauge = |text: &str, name: &str| {
-        let line = (text.lines()).find(|l| l.starts_with(&format!("{name} ")));
-        line.and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-    };
     core.watches_unsynced_since(Some(secs(10)));
     let text = core.render_metrics(secs(25), &[]);
     assert_eq!(gauge(&text, "karpenter_cluster_state_synced"), Some(0.0));

@@ -865,3 +865,9 @@ pub(crate) fn consolidation_decided() -> (Controllers, String, u64, Vec<Action>)
     }
     panic!("no consolidation command was decided");
 }
+
+/// An unlabelled gauge's value in rendered metrics.
+pub(crate) fn gauge(text: &str, name: &str) -> Option<f64> {
+    let line = (text.lines()).find(|l| l.starts_with(&format!("{name} ")));
+    line.and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+}
