@@ -198,7 +198,11 @@ fn no_disruption_decision_while_a_nodeclaim_waits_for_its_launch() {
     core.apply_pod(replica("z", "1800m"), secs(36));
     let actions = run_until(&mut core, 36, 70);
     let claims = created(&actions);
-    assert_eq!(claims.len(), 1, "z gets a NodeClaim of its own: {actions:#?}");
+    assert_eq!(
+        claims.len(),
+        1,
+        "z gets a NodeClaim of its own: {actions:#?}"
+    );
     for t in 71..=200 {
         for act in core.poll(secs(t)) {
             assert!(
