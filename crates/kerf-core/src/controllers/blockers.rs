@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use kerf_api::labels;
 use kerf_api::nodepool::DisruptionReason;
+use kerf_scheduling::resources::Resources;
 use rustc_hash::FxHashMap;
 
 use super::Controllers;
@@ -123,6 +124,11 @@ pub(super) struct Gathered<'a> {
     daemon_pods_by_node: FxHashMap<&'a str, Vec<(&'a String, &'a PodRecord)>>,
     /// NodeClaims a pending pod was promised.
     pub(super) nominated: BTreeSet<&'a str>,
+    /// The least cpu and the least memory (each over all of them) of the pods kube-scheduler
+    /// has yet to place that the provisioner placed or has yet to solve for, with one pod
+    /// slot: an initialized node with that much room is kept as nominated (see
+    /// [`has_room_for_waiting_pods`]).
+    waiting_least: Option<Resources>,
     /// What each PodDisruptionBudget still allows.
     pub(super) pdbs: PdbAllowances,
 }
@@ -143,6 +149,8 @@ impl Controllers {
         let mut daemon_pods_by_node: FxHashMap<&str, Vec<(&String, &PodRecord)>> =
             FxHashMap::default();
         let mut nominated = BTreeSet::new();
+        let mut waiting_least: Option<Resources> = None;
+        let left = &self.provisioning.left_pending;
         for (k, p) in &self.cluster.pods {
             if let Some(n) = &p.node {
                 let by_node = match p.owner {
@@ -154,11 +162,24 @@ impl Controllers {
             if let Some(claim) = &p.nominated {
                 nominated.insert(claim.as_str());
             }
+            let waiting = p.node.is_none()
+                && (p.nominated.is_some() || p.wants_capacity() && !left.contains(k));
+            if waiting {
+                let least = waiting_least.get_or_insert_with(|| Resources {
+                    cpu_millis: i64::MAX,
+                    memory_bytes: i64::MAX,
+                    pods: 1,
+                    ..Resources::default()
+                });
+                least.cpu_millis = least.cpu_millis.min(p.requests.cpu_millis);
+                least.memory_bytes = least.memory_bytes.min(p.requests.memory_bytes);
+            }
         }
         Gathered {
             pods_by_node,
             daemon_pods_by_node,
             nominated,
+            waiting_least,
             pdbs: PdbAllowances::new(&self.cluster, &self.termination.evicting),
         }
     }
@@ -191,7 +212,9 @@ impl Controllers {
                 .then(|| Blocker::NodePoolNotFound(claim.node_pool.clone())),
             (!claim.initialized).then_some(Blocker::NotInitialized),
             claim.deleting.is_some().then_some(Blocker::Deleting),
-            (g.nominated.contains(claim_name.unwrap_or_default())).then_some(Blocker::Nominated),
+            (g.nominated.contains(claim_name.unwrap_or_default())
+                || claim.initialized && has_room_for_waiting_pods(record, g))
+            .then_some(Blocker::Nominated),
             record.do_not_disrupt.then_some(Blocker::NodeDoNotDisrupt),
             in_command.map(Blocker::BeingDisrupted),
         ];
@@ -262,4 +285,17 @@ pub(super) fn tolerates_disrupted(pod: &k8s_openapi::api::core::v1::Pod) -> bool
         .into_iter()
         .flatten()
         .any(|t| kerf_scheduling::taints::tolerates(t, &taint))
+}
+
+/// Whether a node has room for the least of the pods still waiting for kube-scheduler, so
+/// kube-scheduler may yet place one there. Karpenter's provisioner simulates every pending pod
+/// on the nodes there are at each pass and nominates each node it places one on, which keeps
+/// that node from disruption; Kerf keeps each pod's nomination to the NodeClaim it was
+/// planned for, and kube-scheduler binds pods elsewhere, so in a burst a node whose own pods
+/// went to others sits empty while pods still come. Room for the least cpu and the least
+/// memory (each over the waiting pods, so as much as any one of them needs or less) keeps it.
+fn has_room_for_waiting_pods(record: &crate::cluster::NodeRecord, g: &Gathered<'_>) -> bool {
+    g.waiting_least
+        .as_ref()
+        .is_some_and(|least| least.fits(&record.allocatable.saturating_sub(&record.requests)))
 }

@@ -224,6 +224,51 @@ fn no_disruption_decision_while_a_nodeclaim_waits_for_its_launch() {
     assert_eq!(gauge(&metrics, "karpenter_cluster_state_synced"), Some(1.0));
 }
 
+/// An empty node is kept while a pod kube-scheduler has yet to place could go there, as
+/// Karpenter's provisioner nominates the nodes it simulates pending pods onto: here z waits
+/// for the node planned for it, still not Ready, and the empty node it fits on stays until z
+/// is bound.
+#[test]
+fn an_empty_node_stays_while_a_waiting_pod_could_go_there() {
+    let mut core = with_pool();
+    let mut a0 = replica("a0", "1500m");
+    core.apply_pod(a0.clone(), secs(0));
+    let a = created(&run_until(&mut core, 0, 2))[0].clone();
+    launch_at(&mut core, &a, 3);
+    a0.spec.as_mut().unwrap().node_name = Some(a.clone());
+    core.apply_pod(a0, secs(5));
+    let mut z = replica("z", "1500m");
+    core.apply_pod(z.clone(), secs(6));
+    let c = created(&run_until(&mut core, 6, 9))[0].clone();
+    launch_at(&mut core, &c, 10);
+    let mut not_ready = core.cluster().nodes()[&c].clone();
+    not_ready.ready = false;
+    core.apply_node(c.clone(), not_ready, secs(11));
+    core.delete_pod("default/a0", secs(12));
+    for t in 12..=300 {
+        for act in core.poll(secs(t)) {
+            assert!(
+                !matches!(&act, Action::Taint { node, .. } if *node == a),
+                "at {t} s the empty node was disrupted while z, which fits on it, waited"
+            );
+        }
+    }
+    assert_eq!(
+        core.cluster().pods()["default/z"].nominated.as_ref(),
+        Some(&c)
+    );
+    let mut ready = core.cluster().nodes()[&c].clone();
+    ready.ready = true;
+    core.apply_node(c.clone(), ready, secs(301));
+    z.spec.as_mut().unwrap().node_name = Some(c.clone());
+    core.apply_pod(z, secs(302));
+    let actions = run_until(&mut core, 302, 500);
+    assert!(
+        (actions.iter()).any(|act| matches!(act, Action::Taint { node, .. } if *node == a)),
+        "once z was bound the empty node stayed: {actions:#?}"
+    );
+}
+
 #[test]
 fn a_candidate_kept_by_do_not_disrupt_gets_disruption_blocked_events_on_node_and_nodeclaim() {
     let mut core = with_pool();
