@@ -99,9 +99,12 @@ fn a_wider_budget_rolls_two_nodes_at_a_time() {
     );
     let rolled = removals(&v["changed"]);
     assert_eq!(rolled.len(), 4, "{v}");
-    let mut decided: Vec<f64> = rolled.iter().map(|r| r.2).collect();
-    decided.dedup();
-    assert_eq!(decided.len(), 2, "two waves of two: {rolled:?}");
+    // as many under way at once as the budget allows, and never more (the second of a pair
+    // is decided once the first's replacement has launched, as Karpenter's disruption waits
+    // for every NodeClaim to launch)
+    let under_way = |t: f64| rolled.iter().filter(|r| r.2 <= t && t < r.3).count();
+    let most = rolled.iter().map(|r| under_way(r.2)).max();
+    assert_eq!(most, Some(2), "two at a time: {rolled:?}");
 }
 
 #[test]
