@@ -20,7 +20,7 @@ API requests it made until every pod ran, by method (its own `client_go_request_
 kwok type (no 32-cpu cap); `--no-scale-in` stops once every pod runs (the 50,000-pod run);
 `--few-seats` turns the API server's priority and fairness on and runs the autoscaler as the
 ServiceAccount kube-system/kerf (cluster-admin), whose requests fixtures/apf/kerf-few-seats.yaml
-puts on one seat that answers the rest 429 (the count is reported). Past 10,000 pods kwok's
+puts on one seat that answers the rest 429 (the count is reported). From 10,000 pods kwok's
 node leases last --node-lease seconds (default 240, renewed every quarter of it) and
 kube-controller-manager waits as long on a silent node: at kwok's 40 s, 4,500 nodes renew 450
 times a second, more than two vCPUs' API server keeps up with, and the node lifecycle then
@@ -385,7 +385,7 @@ def run(who, args):
                 rss, cpu, _ = bench.proc_stats(proc.pid)
                 peak = max(peak, rss)
 
-        next_report = 300 if total > 10000 else None
+        next_report = 300 if total >= 10000 else None
         next_listing = time.time() + 60
         next_check = time.time() + 60
         ready = 0
@@ -486,19 +486,19 @@ def main():
     ap.add_argument("--operator", metavar="PATH",
                     help="run this kerf-operator binary (default: build target/release's)")
     ap.add_argument("--node-lease", type=int,
-                    help="kwok's node lease in seconds (default: kwok's 40 up to 10,000 pods, "
-                         "240 past them)")
+                    help="kwok's node lease in seconds (default: kwok's 40 below 10,000 pods, "
+                         "240 from there)")
     ap.add_argument("--kwok-parallelism", type=int,
-                    help="pods, nodes and leases kwok works on at once (default: kwok's 4 up "
-                         "to 10,000 pods, 16 past them)")
+                    help="pods, nodes and leases kwok works on at once (default: kwok's 4 "
+                         "below 10,000 pods, 16 from there)")
     args = ap.parse_args()
     # a run stopped with SIGTERM still stops its control plane and autoscaler (the finally
     # of run), as ^C does
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    lease = args.node_lease or (240 if args.scale > 10000 else None)
+    lease = args.node_lease or (240 if args.scale >= 10000 else None)
     if lease:
         os.environ["KERF_E2E_NODE_LEASE_SECONDS"] = str(lease)
-    parallelism = args.kwok_parallelism or (16 if args.scale > 10000 else None)
+    parallelism = args.kwok_parallelism or (16 if args.scale >= 10000 else None)
     if parallelism:
         os.environ["KERF_E2E_KWOK_PARALLELISM"] = str(parallelism)
     if args.few_seats:
