@@ -194,10 +194,12 @@ async fn patch_nodeclaim_status(
             return Ok(None);
         };
         let patch = nodeclaim_status_patch(stored, status.clone());
-        claims
-            .patch_status(nodeclaim, &params, &patch)
-            .await
-            .map(Some)
+        match claims.patch_status(nodeclaim, &params, &patch).await {
+            // deleted since the answer kept in `recent` (its finalizer went while this write
+            // waited its turn): nothing to write, as Karpenter's status patch ignores NotFound
+            Err(e) if gone(&e) => Ok(None),
+            written => written.map(Some),
+        }
     })
     .await
     .map_err(failed("patching nodeclaim status"))?;

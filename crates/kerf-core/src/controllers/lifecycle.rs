@@ -68,10 +68,19 @@ pub(super) struct Lifecycles {
     /// When each class's resolved reservations last changed: a reservation drift waits for
     /// a listing asked for after it.
     pub(super) reservations_changed: BTreeMap<String, Duration>,
+    /// When Kerf last asked the cloud to terminate each instance, by provider id: a listing
+    /// asked for before the instance went still has it, by then without its NodeClaim.
+    pub(super) terminating: BTreeMap<String, Duration>,
 }
 
 /// How long an instance listing may take to be answered before its ask is forgotten.
 const LISTING_ANSWERED_WITHIN: Duration = Duration::from_secs(120);
+
+/// How long an instance Kerf asked to terminate is left to go before garbage collection
+/// takes it as an orphan: a scale-in's calls can wait their turn for a minute and more, and
+/// listings asked for meanwhile still have the instance (a 10,000-pod scale-in collected 303
+/// instances whose NodeClaims Kerf had just deleted, each a second delete of the node).
+const TERMINATION_ANSWERED_WITHIN: Duration = Duration::from_secs(300);
 
 impl Controllers {
     /// A NodeClaim is gone: its last launch error and initialization wait are forgotten.
@@ -782,10 +791,7 @@ impl Controllers {
             json!({"NodeClaim": {"name": name}, "reason": "registration timeout"}),
         );
         if let Some(provider_id) = provider {
-            self.actions.push(Action::DeleteInstance {
-                nodeclaim: name.to_string(),
-                provider_id,
-            });
+            self.terminate_instance(name, provider_id, now);
         }
         self.release(name, now);
     }
@@ -956,9 +962,16 @@ impl Controllers {
                 learned |= before.is_none_or(|(_, r)| r != *reservation);
             }
         }
+        let terminating = &mut self.lifecycle.terminating;
+        terminating.retain(|p, at| {
+            running.contains(p.as_str()) && *at + TERMINATION_ANSWERED_WITHIN > listing
+        });
         for instance in instances {
             let (provider_id, claim) = (&instance.provider_id, &instance.nodeclaim);
-            if !self.cluster.nodeclaims.contains_key(claim) && claimed.contains(provider_id) {
+            if !self.cluster.nodeclaims.contains_key(claim)
+                && (claimed.contains(provider_id)
+                    || self.lifecycle.terminating.contains_key(provider_id))
+            {
                 continue;
             }
             if let Some(record) = self.cluster.nodeclaims.get_mut(claim) {
@@ -1008,10 +1021,7 @@ impl Controllers {
                 self.count_node_deleted(&node, now);
                 self.actions.push(Action::DeleteNode { node });
             }
-            self.actions.push(Action::DeleteInstance {
-                nodeclaim: claim.clone(),
-                provider_id: provider_id.clone(),
-            });
+            self.terminate_instance(claim, provider_id.clone(), now);
         }
         if !left_reservation.is_empty() {
             self.left_reservation(&left_reservation);
@@ -1034,6 +1044,21 @@ impl Controllers {
     /// A class was deleted: nothing waits on its reservations.
     pub(crate) fn forget_class_reservations(&mut self, class: &str) {
         self.lifecycle.reservations_changed.remove(class);
+    }
+
+    /// Asks the cloud to terminate an instance, and remembers when (see
+    /// [`TERMINATION_ANSWERED_WITHIN`]).
+    pub(super) fn terminate_instance(
+        &mut self,
+        nodeclaim: &str,
+        provider_id: String,
+        now: Duration,
+    ) {
+        self.lifecycle.terminating.insert(provider_id.clone(), now);
+        self.actions.push(Action::DeleteInstance {
+            nodeclaim: nodeclaim.to_string(),
+            provider_id,
+        });
     }
 
     /// An instance listing is asked for now.

@@ -290,10 +290,7 @@ impl Controllers {
             if let Some(c) = self.cluster.nodeclaims.get_mut(claim) {
                 c.instance_terminating = true;
             }
-            self.actions.push(Action::DeleteInstance {
-                nodeclaim: claim.to_string(),
-                provider_id,
-            });
+            self.terminate_instance(claim, provider_id, now);
         }
         // Drained and InstanceTerminating, written before the finalizer goes (the drained
         // mark is kept until the NodeClaim is seen gone: the poll's status is worked out at

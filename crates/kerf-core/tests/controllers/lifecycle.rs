@@ -73,6 +73,54 @@ fn an_instance_named_apart_from_its_nodeclaim_is_not_an_orphan() {
     assert!(core.cluster().nodeclaims().contains_key(&claim));
 }
 
+/// An instance whose termination Kerf asked for is no orphan while it goes: its NodeClaim's
+/// finalizer may go first, and a listing asked for before the instance went still has it.
+/// Listed five minutes after the ask, it is collected as any orphan.
+#[test]
+fn an_instance_kerf_terminated_is_not_collected_again_while_it_goes() {
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    launch_and_register(&mut core, &claim);
+    run_until(&mut core, 4, 20);
+    let provider_id = core.cluster().nodeclaims()[&claim]
+        .launched
+        .as_ref()
+        .expect("launched")
+        .provider_id
+        .clone();
+    core.delete_nodeclaim(&claim, secs(21));
+    let terminated = run_until(&mut core, 21, 40);
+    let asked = |actions: &[Action]| {
+        (actions.iter())
+            .filter(
+                |a| matches!(a, Action::DeleteInstance { provider_id: p, .. } if *p == provider_id),
+            )
+            .count()
+    };
+    assert_eq!(asked(&terminated), 1, "{terminated:?}");
+    core.nodeclaim_gone(&claim);
+    let listed = CloudInstance {
+        provider_id: provider_id.clone(),
+        nodeclaim: claim.clone(),
+        image_id: None,
+        network: None,
+        reservation: None,
+    };
+    core.garbage_collect(std::slice::from_ref(&listed), secs(41));
+    let while_going = run_until(&mut core, 41, 45);
+    assert_eq!(asked(&while_going), 0, "{while_going:?}");
+    assert_eq!(
+        logged(
+            &while_going,
+            "garbage collecting instance without nodeclaim"
+        ),
+        0
+    );
+    core.garbage_collect(&[listed], secs(340));
+    assert_eq!(asked(&run_until(&mut core, 340, 341)), 1);
+}
+
 #[test]
 fn a_nodeclaim_read_before_its_instance_types_is_priced_when_they_come() {
     // another autoscaler's NodeClaim, listed before the node class's types are known
