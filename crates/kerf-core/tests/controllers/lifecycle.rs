@@ -44,17 +44,7 @@ fn a_restarted_controller_learns_an_instances_network_from_the_cloud_listing() {
 fn an_instance_named_apart_from_its_nodeclaim_is_not_an_orphan() {
     // Karpenter kwok names a node `kwok-<nodeclaim>-…`: the cloud listing cannot tell its
     // NodeClaim by name, but the NodeClaim's provider id does
-    let mut core = with_pool();
-    core.apply_pod(unschedulable("x", "1"), secs(0));
-    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
-    launch_into_and_register(&mut core, &claim, None, None);
-    run_until(&mut core, 4, 20);
-    let provider_id = core.cluster().nodeclaims()[&claim]
-        .launched
-        .as_ref()
-        .expect("launched")
-        .provider_id
-        .clone();
+    let (mut core, claim, provider_id) = one_node_up();
     let listed = CloudInstance {
         provider_id,
         nodeclaim: format!("kwok-{claim}-silly-name-1"),
@@ -73,22 +63,27 @@ fn an_instance_named_apart_from_its_nodeclaim_is_not_an_orphan() {
     assert!(core.cluster().nodeclaims().contains_key(&claim));
 }
 
-/// An instance whose termination Kerf asked for is no orphan while it goes: its NodeClaim's
-/// finalizer may go first, and a listing asked for before the instance went still has it.
-/// Listed five minutes after the ask, it is collected as any orphan.
-#[test]
-fn an_instance_kerf_terminated_is_not_collected_again_while_it_goes() {
+/// One NodeClaim made for a pending pod, launched and registered by 20 s: the controllers,
+/// the NodeClaim's name and its instance's provider id.
+fn one_node_up() -> (Controllers, String, String) {
     let mut core = with_pool();
     core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2)).remove(0);
     launch_and_register(&mut core, &claim);
     run_until(&mut core, 4, 20);
-    let provider_id = core.cluster().nodeclaims()[&claim]
-        .launched
-        .as_ref()
+    let provider_id = (core.cluster().nodeclaims()[&claim].launched.as_ref())
         .expect("launched")
         .provider_id
         .clone();
+    (core, claim, provider_id)
+}
+
+/// An instance whose termination Kerf asked for is no orphan while it goes: its NodeClaim's
+/// finalizer may go first, and a listing asked for before the instance went still has it.
+/// Listed five minutes after the ask, it is collected as any orphan.
+#[test]
+fn an_instance_kerf_terminated_is_not_collected_again_while_it_goes() {
+    let (mut core, claim, provider_id) = one_node_up();
     core.delete_nodeclaim(&claim, secs(21));
     let terminated = run_until(&mut core, 21, 40);
     let asked = |actions: &[Action]| {
