@@ -158,16 +158,22 @@ impl Watch {
         Watch { child, out }
     }
 
-    /// Stops the watch and reads what it saw: each NodeClaim's versions, NodeClaims in the
-    /// order they were first seen.
-    pub(super) fn versions(mut self) -> Vec<Vec<Value>> {
+    /// Stops the watch and reads what it saw: every event (`type` and `object`), in order.
+    pub(super) fn events(mut self) -> Vec<Value> {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        (serde_json::Deserializer::from_str(&text).into_iter::<Value>())
+            .map_while(Result::ok)
+            .collect()
+    }
+
+    /// Stops the watch and reads what it saw: each NodeClaim's versions, NodeClaims in the
+    /// order they were first seen.
+    pub(super) fn versions(self) -> Vec<Vec<Value>> {
         let mut order: Vec<String> = Vec::new();
         let mut by_name: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-        for event in serde_json::Deserializer::from_str(&text).into_iter::<Value>() {
-            let Ok(event) = event else { break };
+        for event in self.events() {
             let object = event["object"].clone();
             let name = object["metadata"]["name"]
                 .as_str()
