@@ -491,6 +491,9 @@ enum Timer {
     Pass,
     Validate,
     Drain(String),
+    /// A NodeClaim whose finalizer was released is looked at again
+    /// ([`termination::RELEASE_RETRY`]).
+    Release(String),
     /// A command under way (by its id) whose replacements have not initialized.
     ReplacementTimeout(String),
     RetryPending,
@@ -765,7 +768,11 @@ impl Controllers {
         // a regular look that finds nothing changes nothing a disruption pass reads
         if !matches!(
             timer,
-            Timer::Pass | Timer::GarbageCollect | Timer::ResolveNodeClasses | Timer::DeletionCost
+            Timer::Pass
+                | Timer::GarbageCollect
+                | Timer::ResolveNodeClasses
+                | Timer::DeletionCost
+                | Timer::Release(_)
         ) {
             self.activity += 1;
         }
@@ -774,6 +781,7 @@ impl Controllers {
             Timer::Pass => self.disruption_pass(now),
             Timer::Validate => self.validate_command(now),
             Timer::Drain(claim) => self.drain(&claim, now),
+            Timer::Release(claim) => self.release_again(&claim, now),
             Timer::Expire(claim) => self.expire(&claim, now),
             Timer::RegistrationTimeout(claim) => self.registration_timeout(&claim, now),
             Timer::ReplacementTimeout(id) => self.replacement_timeout(&id, now),

@@ -23,6 +23,11 @@ pub const EVICTION_WAIT: Duration = Duration::from_secs(1);
 /// How often a drained node looks again for its volumes to be detached (Karpenter's
 /// requeue).
 pub const DETACH_RETRY: Duration = Duration::from_secs(1);
+/// How long a NodeClaim whose finalizer Kerf released may stay before the release is asked
+/// again: a drain that comes due meanwhile (an earlier round's timer) waits, where it once
+/// deleted the node, terminated the instance and logged `deleted nodeclaim` a second time
+/// while the first release still queued behind a 10,000-pod scale-in's writes.
+pub const RELEASE_RETRY: Duration = Duration::from_secs(120);
 
 /// Pods asked to leave, by key, with their incarnation and why they were asked: a pod made
 /// again under the same name (a StatefulSet's, recreated as soon as the old one is gone) is
@@ -73,6 +78,9 @@ pub(super) struct Terminations {
     pub(super) drained: BTreeMap<String, bool>,
     /// The drained NodeClaims' volumes: their `VolumesDetached` condition.
     pub(super) detachment: BTreeMap<String, Detachment>,
+    /// The NodeClaims whose finalizer was released, and when: their termination is done
+    /// until the watch shows them gone.
+    pub(super) released: BTreeMap<String, Duration>,
 }
 
 impl Controllers {
@@ -163,10 +171,37 @@ impl Controllers {
         self.at(now, Timer::Drain(name.to_string()));
     }
 
-    /// A NodeClaim is gone: its drained mark, kept for its last status, goes too.
+    /// A NodeClaim is gone: its drained mark, kept for its last status, goes too, and so
+    /// does the look again at its release.
     pub(crate) fn forget_drained(&mut self, claim: &str) {
         self.termination.drained.remove(claim);
         self.termination.detachment.remove(claim);
+        if let Some(asked) = self.termination.released.remove(claim) {
+            (self.timers).remove(&(asked + RELEASE_RETRY, Timer::Release(claim.to_string())));
+        }
+    }
+
+    /// A NodeClaim whose finalizer was released [`RELEASE_RETRY`] ago is still here: the
+    /// release is asked again (the first may have failed), and nothing else is done or
+    /// counted twice.
+    pub(super) fn release_again(&mut self, claim: &str, now: Duration) {
+        let Some(asked) = self.termination.released.get(claim).copied() else {
+            return;
+        };
+        if !self.cluster.nodeclaims.contains_key(claim) {
+            self.forget_drained(claim);
+            return;
+        }
+        let due = asked + RELEASE_RETRY;
+        if now < due {
+            self.at(due, Timer::Release(claim.to_string()));
+            return;
+        }
+        self.termination.released.insert(claim.to_string(), now);
+        self.actions.push(Action::ReleaseNodeClaim {
+            nodeclaim: claim.to_string(),
+        });
+        self.at(now + RELEASE_RETRY, Timer::Release(claim.to_string()));
     }
 
     /// Evicts in tiers: a tier starts once every pod of the tiers before it is gone; the
@@ -176,6 +211,11 @@ impl Controllers {
             self.forget_drained(claim);
             return;
         };
+        // released already: a drain that comes due afterwards (an earlier round's timer)
+        // has nothing left to do
+        if self.termination.released.contains_key(claim) {
+            return;
+        }
         let since = c.deleting.unwrap_or(now);
         let node = c.node.clone();
         let provider = c.launched.as_ref().map(|l| l.provider_id.clone());
@@ -309,6 +349,8 @@ impl Controllers {
         self.actions.push(Action::ReleaseNodeClaim {
             nodeclaim: claim.to_string(),
         });
+        self.termination.released.insert(claim.to_string(), now);
+        self.at(now + RELEASE_RETRY, Timer::Release(claim.to_string()));
         self.disruption.forget(claim);
         self.forget_reboot(claim);
     }

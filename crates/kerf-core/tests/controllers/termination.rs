@@ -365,3 +365,49 @@ fn a_pod_whose_grace_period_would_outlast_the_node_is_deleted_in_time() {
         ]
     );
 }
+
+/// Once a drained NodeClaim's finalizer is released, a drain that comes due afterwards (here
+/// the round kept for a pod's grace period) does nothing while the release waits behind other
+/// writes: no second node deletion, instance termination or `deleted nodeclaim`. A NodeClaim
+/// still there two minutes after its release is released again, and nothing else.
+#[test]
+fn a_released_nodeclaim_is_not_terminated_twice() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    let mut np = pool();
+    np.spec.template.spec.termination_grace_period =
+        Some(kerf_api::duration::GoDuration(Duration::from_secs(300)));
+    core.apply_node_pool(np);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    launch_and_register(&mut core, &claim);
+    let mut pod = bound_pod("x", &claim, "1", 0, Some("rs"), None);
+    // outlasts the node's 300 s unless evicted: a drain round is kept for 186 s
+    pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(120);
+    core.apply_pod(pod, secs(5));
+    run_until(&mut core, 5, 6);
+    core.delete_nodeclaim(&claim, secs(6));
+    assert_eq!(evicted(&run_until(&mut core, 6, 8)), ["default/x"]);
+    core.evicted("default/x");
+    core.delete_pod("default/x", secs(9));
+    let count = |actions: &[Action]| {
+        let n = |f: &dyn Fn(&Action) -> bool| actions.iter().filter(|a| f(a)).count();
+        (
+            n(&|a| matches!(a, Action::Log(r) if r.message == "deleted nodeclaim")),
+            n(&|a| matches!(a, Action::DeleteNode { .. })),
+            n(&|a| matches!(a, Action::DeleteInstance { .. })),
+            n(&|a| matches!(a, Action::ReleaseNodeClaim { .. })),
+        )
+    };
+    assert_eq!(count(&run_until(&mut core, 9, 12)), (1, 1, 1, 1));
+    // the release has not been seen yet: the round due at 186 s finds nothing to do
+    assert_eq!(count(&run_until(&mut core, 13, 200)), (0, 0, 0, 1));
+    core.observe(
+        Observation::Deleted {
+            kind: "NodeClaim".into(),
+            key: claim.clone(),
+        },
+        secs(201),
+    );
+    assert_eq!(count(&run_until(&mut core, 201, 600)), (0, 0, 0, 0));
+}
