@@ -361,7 +361,12 @@ pub struct Scheduler<'a> {
     bound: Vec<(&'a Pod, usize)>,
     /// Bound pods that carry required anti-affinity terms (checked against every newcomer).
     repelling: Vec<usize>,
-    counts: HashMap<String, Count>,
+    /// The counts the pods' spread and affinity terms read, by id (their index).
+    counts: Vec<Count>,
+    /// Each count's id by what it counts (its namespaces, selector and key, as JSON): a
+    /// pod's plan finds its counts here once, and its filters then read them by index on
+    /// every node.
+    count_ids: HashMap<String, usize>,
     /// Pods (by the hash of their namespace, labels and spec) no node fitted since the
     /// last placement.
     unschedulable: HashSet<u64>,
@@ -373,7 +378,7 @@ pub struct Scheduler<'a> {
 /// A pod's spread constraint, ready to check node by node.
 struct Spread {
     key: String,
-    count: String,
+    count: usize,
     /// The most matching pods the node's domain may already hold.
     allowed: i64,
 }
@@ -388,8 +393,8 @@ struct Plan {
     spreads: Vec<Spread>,
     /// (topology key, count, whether the pod may start the group: it matches its own
     /// term and no pod anywhere does yet)
-    affinity: Vec<(String, String, bool)>,
-    anti: Vec<(String, String)>,
+    affinity: Vec<(String, usize, bool)>,
+    anti: Vec<(String, usize)>,
 }
 
 /// How many bound pods a selector matches in each domain of a topology key.
@@ -473,7 +478,8 @@ impl<'a> Scheduler<'a> {
             nodes,
             bound: Vec::new(),
             repelling: Vec::new(),
-            counts: HashMap::new(),
+            counts: Vec::new(),
+            count_ids: HashMap::new(),
             unschedulable: HashSet::new(),
         }
     }
@@ -591,7 +597,7 @@ impl<'a> Scheduler<'a> {
                 self.attached[node].entry(driver).or_default().insert(claim);
             }
         }
-        for c in self.counts.values_mut() {
+        for c in &mut self.counts {
             if let Some(d) = labels.get(&c.key)
                 && in_namespaces(pod, c.namespaces.as_deref())
                 && selector_matches(&c.selector, labels_of(pod))
@@ -620,7 +626,7 @@ impl<'a> Scheduler<'a> {
                 &selector,
                 &c.topology_key,
             );
-            let counts = &self.counts[&count].by_domain;
+            let counts = &self.counts[count].by_domain;
             // eligible domains: nodes the pod's node affinity accepts that carry every key
             let mut domains: BTreeMap<&str, i64> = BTreeMap::new();
             for n in &self.nodes {
@@ -651,7 +657,7 @@ impl<'a> Scheduler<'a> {
             let itself = in_namespaces(pod, namespaces.as_deref())
                 && selector_matches(&selector, labels_of(pod));
             let count = self.count(namespaces, &selector, &term.topology_key);
-            let first = itself && self.counts[&count].by_domain.values().all(|&c| c == 0);
+            let first = itself && self.counts[count].by_domain.values().all(|&c| c == 0);
             affinity.push((term.topology_key.clone(), count, first));
         }
         let mut anti = Vec::new();
@@ -690,7 +696,7 @@ impl<'a> Scheduler<'a> {
         {
             return false;
         }
-        let here = |key: &str, count: &str| {
+        let here = |key: &str, count: usize| {
             node.labels
                 .get(key)
                 .map(|d| self.counts[count].by_domain.get(d).copied().unwrap_or(0))
@@ -700,18 +706,18 @@ impl<'a> Scheduler<'a> {
         let spread = plan
             .spreads
             .iter()
-            .all(|s| here(&s.key, &s.count).is_some_and(|n| n <= s.allowed));
+            .all(|s| here(&s.key, s.count).is_some_and(|n| n <= s.allowed));
         // InterPodAffinity: required affinity finds a match in the domain (or the pod is
         // the first of its kind), required anti-affinity finds none, and no bound pod's
         // anti-affinity repels this one
         let affinity = plan
             .affinity
             .iter()
-            .all(|(key, count, first)| *first || here(key, count).is_some_and(|n| n > 0));
+            .all(|(key, count, first)| *first || here(key, *count).is_some_and(|n| n > 0));
         let anti = plan
             .anti
             .iter()
-            .all(|(key, count)| here(key, count).is_none_or(|n| n == 0));
+            .all(|(key, count)| here(key, *count).is_none_or(|n| n == 0));
         spread && affinity && anti && !self.repelled(pod, node.labels) && self.volumes_fit(pod, i)
     }
 
@@ -768,27 +774,28 @@ impl<'a> Scheduler<'a> {
         namespaces: Option<Vec<String>>,
         selector: &LabelSelector,
         key: &str,
-    ) -> String {
+    ) -> usize {
         let id = serde_json::to_string(&(&namespaces, selector, key)).unwrap_or_default();
-        let (nodes, bound) = (&self.nodes, &self.bound);
-        self.counts.entry(id.clone()).or_insert_with(|| {
-            let mut by_domain = HashMap::new();
-            for (pod, node) in bound {
-                if let Some(d) = nodes[*node].labels.get(key)
-                    && in_namespaces(pod, namespaces.as_deref())
-                    && selector_matches(selector, labels_of(pod))
-                {
-                    *by_domain.entry(d.clone()).or_default() += 1;
-                }
+        if let Some(&i) = self.count_ids.get(&id) {
+            return i;
+        }
+        let mut by_domain = HashMap::new();
+        for (pod, node) in &self.bound {
+            if let Some(d) = self.nodes[*node].labels.get(key)
+                && in_namespaces(pod, namespaces.as_deref())
+                && selector_matches(selector, labels_of(pod))
+            {
+                *by_domain.entry(d.clone()).or_default() += 1;
             }
-            Count {
-                namespaces,
-                selector: selector.clone(),
-                key: key.to_string(),
-                by_domain,
-            }
+        }
+        self.counts.push(Count {
+            namespaces,
+            selector: selector.clone(),
+            key: key.to_string(),
+            by_domain,
         });
-        id
+        self.count_ids.insert(id, self.counts.len() - 1);
+        self.counts.len() - 1
     }
 
     /// NodeResourcesFit's LeastAllocated score: the mean free share of CPU and memory
