@@ -249,11 +249,18 @@ impl CloudProvider for Kwok {
         let mut ids = Vec::new();
         let mut params = ListParams::default().limit(LIST_PAGE);
         loop {
-            let page = self
-                .nodes
-                .list(&params)
-                .await
-                .map_err(|e| CloudError::Api(e.to_string()))?;
+            let page = match self.nodes.list(&params).await {
+                Ok(page) => page,
+                // the pages' revision was compacted away while they were read (a 50,000-pod
+                // burst's listing met it): the whole list at once, as client-go's pager falls
+                // back to
+                Err(kube::Error::Api(e)) if e.code == 410 && params.continue_token.is_some() => {
+                    ids.clear();
+                    params = ListParams::default();
+                    continue;
+                }
+                Err(e) => return Err(CloudError::Api(e.to_string())),
+            };
             ids.extend(
                 page.items
                     .into_iter()
