@@ -354,6 +354,9 @@ impl Controllers {
                 let meta = &claim.metadata;
                 let created = meta.creation_timestamp.as_ref().map_or(now, at);
                 let deleting = meta.deletion_timestamp.as_ref().map(at);
+                if deleting.is_some() && self.released_and_gone(name_of(meta)) {
+                    return;
+                }
                 self.nodeclaim_observed(claim, created, deleting, now);
             }
             Object::NodePool(read) => {
@@ -459,7 +462,7 @@ impl Controllers {
             "Node" => cluster.delete_node(name, now),
             "NodeClaim" => {
                 cluster.delete_nodeclaim(name);
-                self.forget_drained(name);
+                self.forget_drained(name, now);
             }
             "NodePool" => cluster.delete_node_pool(name),
             "EC2NodeClass" | "KWOKNodeClass" => {

@@ -28,6 +28,10 @@ pub const DETACH_RETRY: Duration = Duration::from_secs(1);
 /// deleted the node, terminated the instance and logged `deleted nodeclaim` a second time
 /// while the first release still queued behind a 10,000-pod scale-in's writes.
 pub const RELEASE_RETRY: Duration = Duration::from_secs(120);
+/// How long a NodeClaim released and then seen gone is remembered as gone: an older update of
+/// it, from a watch running behind (18 minutes behind in a 50,000-pod scale-in), does not make
+/// it anew to be terminated a second time.
+pub const GONE_KEPT: Duration = Duration::from_secs(3600);
 
 /// Pods asked to leave, by key, with their incarnation and why they were asked: a pod made
 /// again under the same name (a StatefulSet's, recreated as soon as the old one is gone) is
@@ -81,6 +85,8 @@ pub(super) struct Terminations {
     /// The NodeClaims whose finalizer was released, and when: their termination is done
     /// until the watch shows them gone.
     pub(super) released: BTreeMap<String, Duration>,
+    /// The released NodeClaims since seen gone, and when ([`GONE_KEPT`]).
+    pub(super) gone: BTreeMap<String, Duration>,
 }
 
 impl Controllers {
@@ -173,12 +179,21 @@ impl Controllers {
 
     /// A NodeClaim is gone: its drained mark, kept for its last status, goes too, and so
     /// does the look again at its release.
-    pub(crate) fn forget_drained(&mut self, claim: &str) {
+    pub(crate) fn forget_drained(&mut self, claim: &str, now: Duration) {
         self.termination.drained.remove(claim);
         self.termination.detachment.remove(claim);
         if let Some(asked) = self.termination.released.remove(claim) {
             (self.timers).remove(&(asked + RELEASE_RETRY, Timer::Release(claim.to_string())));
+            let gone = &mut self.termination.gone;
+            gone.retain(|_, at| *at + GONE_KEPT > now);
+            gone.insert(claim.to_string(), now);
         }
+    }
+
+    /// Whether a NodeClaim being deleted that these controllers do not hold is one they
+    /// released and saw gone: an older update of it, not to be made anew.
+    pub(crate) fn released_and_gone(&self, claim: &str) -> bool {
+        !self.cluster.nodeclaims.contains_key(claim) && self.termination.gone.contains_key(claim)
     }
 
     /// A NodeClaim whose finalizer was released [`RELEASE_RETRY`] ago is still here: the
@@ -189,7 +204,7 @@ impl Controllers {
             return;
         };
         if !self.cluster.nodeclaims.contains_key(claim) {
-            self.forget_drained(claim);
+            self.forget_drained(claim, now);
             return;
         }
         let due = asked + RELEASE_RETRY;
@@ -208,7 +223,7 @@ impl Controllers {
     /// instance, node and NodeClaim go when no pod is left.
     pub(super) fn drain(&mut self, claim: &str, now: Duration) {
         let Some(c) = self.cluster.nodeclaims.get(claim) else {
-            self.forget_drained(claim);
+            self.forget_drained(claim, now);
             return;
         };
         // released already: a drain that comes due afterwards (an earlier round's timer)

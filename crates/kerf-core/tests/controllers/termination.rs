@@ -411,3 +411,50 @@ fn a_released_nodeclaim_is_not_terminated_twice() {
     );
     assert_eq!(count(&run_until(&mut core, 201, 600)), (0, 0, 0, 0));
 }
+
+/// A NodeClaim released and then seen gone is not made anew by an older update of it (its
+/// deletion under way, its finalizer still on) from a watch running behind: in a 50,000-pod
+/// scale-in, 1,418 NodeClaims were terminated a second time so, 18 minutes after they went.
+#[test]
+fn a_nodeclaim_seen_gone_is_not_made_anew_by_an_older_update() {
+    let mut core = with_pool();
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let object = run_until(&mut core, 0, 2)
+        .into_iter()
+        .find_map(|a| match a {
+            Action::CreateNodeClaim(o) => Some(*o),
+            _ => None,
+        })
+        .expect("a NodeClaim");
+    let claim = object.metadata.name.clone().unwrap();
+    launch_and_register(&mut core, &claim);
+    run_until(&mut core, 4, 5);
+    core.delete_nodeclaim(&claim, secs(6));
+    let done = run_until(&mut core, 6, 12);
+    assert!(
+        (done.iter())
+            .any(|a| matches!(a, Action::ReleaseNodeClaim { nodeclaim } if *nodeclaim == claim)),
+        "{done:?}"
+    );
+    core.observe(
+        Observation::Deleted {
+            kind: "NodeClaim".into(),
+            key: claim.clone(),
+        },
+        secs(13),
+    );
+    // the watch, behind, delivers the NodeClaim as it was while it was being deleted
+    store_deletion(&mut core, object, 14);
+    let again = run_until(&mut core, 14, 300);
+    assert!(
+        !(again.iter()).any(|a| matches!(
+            a,
+            Action::ReleaseNodeClaim { .. }
+                | Action::DeleteNode { .. }
+                | Action::DeleteInstance { .. }
+                | Action::DeleteNodeClaim { .. }
+        ) || matches!(a, Action::Log(r) if r.message == "deleted nodeclaim")),
+        "{again:?}"
+    );
+    assert!(!core.cluster().nodeclaims().contains_key(&claim));
+}
