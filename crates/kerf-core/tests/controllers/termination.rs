@@ -323,24 +323,12 @@ fn at_the_termination_time_the_instance_goes_with_volumes_still_attached() {
 /// that time as its grace period, and told `Disrupted`, as Karpenter's drain does.
 #[test]
 fn a_pod_whose_grace_period_would_outlast_the_node_is_deleted_in_time() {
-    let mut core = Controllers::new(Settings::default(), 7);
-    let mut np = pool();
-    np.spec.template.spec.termination_grace_period =
-        Some(kerf_api::duration::GoDuration(Duration::from_secs(300)));
-    core.apply_node_pool(np);
-    core.set_instance_types("default", Arc::from(vec![instance_type()]));
-    core.apply_pod(unschedulable("x", "1"), secs(0));
-    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
-    launch_and_register(&mut core, &claim);
-    let mut pod = bound_pod("x", &claim, "1", 0, Some("rs"), None);
-    pod.metadata.annotations = Some(BTreeMap::from([(
-        "karpenter.sh/do-not-disrupt".to_string(),
-        "true".to_string(),
-    )]));
-    pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(120);
-    core.apply_pod(pod, secs(5));
-    run_until(&mut core, 5, 6);
-    core.delete_nodeclaim(&claim, secs(6));
+    let (mut core, _) = outlasting_pod_on_deleted_node(|pod| {
+        pod.metadata.annotations = Some(BTreeMap::from([(
+            "karpenter.sh/do-not-disrupt".to_string(),
+            "true".to_string(),
+        )]));
+    });
     let deletes = |actions: &[Action]| -> Vec<(String, Option<i64>)> {
         (actions.iter())
             .filter_map(|a| match a {
@@ -372,21 +360,8 @@ fn a_pod_whose_grace_period_would_outlast_the_node_is_deleted_in_time() {
 /// still there two minutes after its release is released again, and nothing else.
 #[test]
 fn a_released_nodeclaim_is_not_terminated_twice() {
-    let mut core = Controllers::new(Settings::default(), 7);
-    let mut np = pool();
-    np.spec.template.spec.termination_grace_period =
-        Some(kerf_api::duration::GoDuration(Duration::from_secs(300)));
-    core.apply_node_pool(np);
-    core.set_instance_types("default", Arc::from(vec![instance_type()]));
-    core.apply_pod(unschedulable("x", "1"), secs(0));
-    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
-    launch_and_register(&mut core, &claim);
-    let mut pod = bound_pod("x", &claim, "1", 0, Some("rs"), None);
-    // outlasts the node's 300 s unless evicted: a drain round is kept for 186 s
-    pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(120);
-    core.apply_pod(pod, secs(5));
-    run_until(&mut core, 5, 6);
-    core.delete_nodeclaim(&claim, secs(6));
+    // the pod outlasts the node's 300 s unless evicted: a drain round is kept for 186 s
+    let (mut core, claim) = outlasting_pod_on_deleted_node(|_| {});
     assert_eq!(evicted(&run_until(&mut core, 6, 8)), ["default/x"]);
     core.evicted("default/x");
     core.delete_pod("default/x", secs(9));
@@ -417,15 +392,7 @@ fn a_released_nodeclaim_is_not_terminated_twice() {
 /// scale-in, 1,418 NodeClaims were terminated a second time so, 18 minutes after they went.
 #[test]
 fn a_nodeclaim_seen_gone_is_not_made_anew_by_an_older_update() {
-    let mut core = with_pool();
-    core.apply_pod(unschedulable("x", "1"), secs(0));
-    let object = run_until(&mut core, 0, 2)
-        .into_iter()
-        .find_map(|a| match a {
-            Action::CreateNodeClaim(o) => Some(*o),
-            _ => None,
-        })
-        .expect("a NodeClaim");
+    let (mut core, object) = first_nodeclaim();
     let claim = object.metadata.name.clone().unwrap();
     launch_and_register(&mut core, &claim);
     run_until(&mut core, 4, 5);
@@ -457,4 +424,26 @@ fn a_nodeclaim_seen_gone_is_not_made_anew_by_an_older_update() {
         "{again:?}"
     );
     assert!(!core.cluster().nodeclaims().contains_key(&claim));
+}
+
+/// A NodePool with a 300 s terminationGracePeriod, one node of it with pod `default/x` bound
+/// (a terminationGracePeriodSeconds of 120, then `edit`), and the node's NodeClaim deleted
+/// at 6 s; the NodeClaim's name.
+fn outlasting_pod_on_deleted_node(edit: impl FnOnce(&mut Pod)) -> (Controllers, String) {
+    let mut core = Controllers::new(Settings::default(), 7);
+    let mut np = pool();
+    np.spec.template.spec.termination_grace_period =
+        Some(kerf_api::duration::GoDuration(Duration::from_secs(300)));
+    core.apply_node_pool(np);
+    core.set_instance_types("default", Arc::from(vec![instance_type()]));
+    core.apply_pod(unschedulable("x", "1"), secs(0));
+    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
+    launch_and_register(&mut core, &claim);
+    let mut pod = bound_pod("x", &claim, "1", 0, Some("rs"), None);
+    pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(120);
+    edit(&mut pod);
+    core.apply_pod(pod, secs(5));
+    run_until(&mut core, 5, 6);
+    core.delete_nodeclaim(&claim, secs(6));
+    (core, claim)
 }
