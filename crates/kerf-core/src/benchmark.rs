@@ -226,6 +226,7 @@ impl BenchCluster {
             options: kerf_scheduling::SolveOptions::default(),
             min_savings: crate::disruption::search::MinSavings::default(),
             pods_await_capacity: false,
+            types_by_name: Default::default(),
         }
     }
 

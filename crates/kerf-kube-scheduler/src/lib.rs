@@ -10,7 +10,7 @@
 //! rules would find nothing the solver did not already plan for.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
     Container, NodeSelectorRequirement, PersistentVolume, PersistentVolumeClaim, Pod,
@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kerf_api::{Quantity, Taint, TaintEffect};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// Resource amounts in thousandths of a unit (millicores, millibytes), by resource name.
 pub type Amounts = BTreeMap<String, i128>;
@@ -470,7 +471,7 @@ impl<'a> Scheduler<'a> {
             requested: vec![Cow::Owned(Amounts::new()); nodes.len()],
             capacity: (nodes.iter()).map(|n| common_of(&n.allocatable)).collect(),
             room: (nodes.iter()).map(|n| common_of(&n.allocatable)).collect(),
-            statics: HashMap::new(),
+            statics: HashMap::default(),
             extended: Vec::new(),
             ports: vec![Vec::new(); nodes.len()],
             attached: vec![BTreeMap::new(); nodes.len()],
@@ -479,8 +480,8 @@ impl<'a> Scheduler<'a> {
             bound: Vec::new(),
             repelling: Vec::new(),
             counts: Vec::new(),
-            count_ids: HashMap::new(),
-            unschedulable: HashSet::new(),
+            count_ids: HashMap::default(),
+            unschedulable: HashSet::default(),
         }
     }
 
@@ -779,7 +780,7 @@ impl<'a> Scheduler<'a> {
         if let Some(&i) = self.count_ids.get(&id) {
             return i;
         }
-        let mut by_domain = HashMap::new();
+        let mut by_domain = HashMap::default();
         for (pod, node) in &self.bound {
             if let Some(d) = self.nodes[*node].labels.get(key)
                 && in_namespaces(pod, namespaces.as_deref())
@@ -1214,7 +1215,7 @@ spec:
             (&batch, &batch_f, "n2"),
             (&batch, &batch_f, "n1"),
         ];
-        let mut usage: HashMap<&str, Usage> = HashMap::new();
+        let mut usage: HashMap<&str, Usage> = HashMap::default();
         for (_, f, n) in &bound {
             usage.entry(n).or_default().add(f);
         }

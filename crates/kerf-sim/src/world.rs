@@ -1513,7 +1513,8 @@ impl World {
         Arc::new(types)
     }
 
-    /// NodeClaims with a running node, oldest first, filtered as a notice says.
+    /// The stored NodeClaims whose instance runs a registered Node, oldest first, filtered
+    /// as a notice says: read off the API server and the cloud, as AWS picks instances.
     fn notice_targets(
         &self,
         only: impl Fn(&Instance) -> bool,
@@ -1521,24 +1522,26 @@ impl World {
         instance_type: Option<&String>,
         count: u32,
     ) -> Vec<(String, String, String, String)> {
-        let mut candidates: Vec<(Duration, String, String, String, String)> = self
-            .core
-            .cluster()
-            .nodeclaims()
+        let nodes: BTreeMap<&str, &String> = (self.api.nodes.iter())
+            .map(|(name, n)| (n.provider_id.as_str(), name))
+            .collect();
+        let mut candidates: Vec<(Duration, String, String, String, String)> = (self.api)
+            .nodeclaims
             .iter()
             .filter_map(|(name, c)| {
-                let launched = c.launched.as_ref()?;
-                let (_, inst) = self.cloud.instances.get(&launched.provider_id)?;
-                let node = c.node.clone()?;
+                let status = c.object.status.as_ref()?;
+                let provider_id = status.provider_id.as_deref()?;
+                let (_, inst) = self.cloud.instances.get(provider_id)?;
+                let node = nodes.get(provider_id)?;
                 let ok = only(inst)
                     && !inst.interrupted
-                    && nodepool.is_none_or(|p| *p == c.node_pool)
+                    && nodepool.is_none_or(|p| Some(p.as_str()) == c.pool())
                     && instance_type.is_none_or(|t| *t == inst.instance_type);
                 ok.then(|| {
                     (
-                        c.created,
+                        c.born(),
                         name.clone(),
-                        node,
+                        (*node).clone(),
                         inst.provider_id.clone(),
                         inst.zone.clone(),
                     )
@@ -1649,16 +1652,13 @@ impl World {
 
     /// The cloud takes an instance away; Kerf's garbage collection notices.
     fn reclaim(&mut self, provider_id: &str, why: &'static str) {
-        let Some((claim, _)) = self.cloud.instances.remove(provider_id) else {
+        if self.cloud.instances.remove(provider_id).is_none() {
             return;
-        };
+        }
         self.tally.totals.nodes_terminated += 1;
-        let node = self
-            .core
-            .cluster()
-            .nodeclaims()
-            .get(&claim)
-            .and_then(|c| c.node.clone());
+        let node = (self.api.nodes.iter())
+            .find(|(_, n)| n.provider_id == provider_id)
+            .map(|(name, _)| name.clone());
         self.log
             .info(self.now, "cloud", why, json!({"Node": {"name": node}}));
         let gone = Observation::InstanceGone(provider_id.to_string());

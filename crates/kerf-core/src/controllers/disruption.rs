@@ -650,6 +650,7 @@ impl Controllers {
                 options: self.solve_options(),
                 min_savings: self.settings.min_savings,
                 pods_await_capacity: self.pods_await_capacity(),
+                types_by_name: Default::default(),
             },
             names,
         )

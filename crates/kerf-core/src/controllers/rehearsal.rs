@@ -11,7 +11,7 @@
 //! are nominated where it placed them.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -19,6 +19,7 @@ use kerf_api::{Taint, labels};
 use kerf_kube_scheduler as ks;
 use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{NodePoolInput, PlannedNodeClaim};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::Controllers;
 use super::provisioning::scheduling_taints;
@@ -139,7 +140,7 @@ impl Controllers {
     /// provisioned for again in this batch.
     pub(super) fn rehearse(&mut self, planned: &[PlannedNode], now: Duration) -> Vec<String> {
         let mut facts = FactsByShape::default();
-        let seats = self.seats(planned, &HashSet::new(), &mut facts);
+        let seats = self.seats(planned, &HashSet::default(), &mut facts);
         let cluster = &self.cluster;
         let pending: Vec<&String> = (cluster.pods.iter())
             .filter(|(_, p)| p.node.is_none() && p.provisionable && p.owner != PodOwner::DaemonSet)
@@ -151,7 +152,7 @@ impl Controllers {
         // the rehearsal leaves volumes out; kube-scheduler counts a node's attachment slots
         // (its CSINode's limits), so a pod that mounts claims is not moved onto a node they
         // would overflow: it would wait there, nominated, while kube-scheduler refuses it
-        let mut slots_taken: HashMap<&str, Resources> = HashMap::new();
+        let mut slots_taken: HashMap<&str, Resources> = HashMap::default();
         for (key, seat) in placed {
             let p = &cluster.pods[key];
             match seat {
@@ -277,7 +278,7 @@ impl Controllers {
             facts.of(cluster.pods[*k].declared());
         }
         // one pod of each shape stands for the rest, for which bound pods weigh
-        let mut shapes = HashSet::new();
+        let mut shapes = HashSet::default();
         let alike: Vec<&Pod> = (pods.iter())
             .map(|k| cluster.pods[*k].declared())
             .filter(|s| shapes.insert(std::ptr::from_ref(*s)))
@@ -319,7 +320,7 @@ impl Controllers {
         let mut waiting = pods;
         for ready in registered..=seats.len() {
             // a pod like one that found no room finds none either, until the next binding
-            let mut roomless: HashSet<u64> = HashSet::new();
+            let mut roomless: HashSet<u64> = HashSet::default();
             waiting.retain(|&(key, f)| {
                 if roomless.contains(&f.class_hash()) {
                     return true;
@@ -353,7 +354,7 @@ impl Controllers {
     ) -> Vec<Seat> {
         let cluster = &self.cluster;
         let mut seats = Vec::new();
-        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut index: HashMap<&str, usize> = HashMap::default();
         for (name, n) in &cluster.nodes {
             let claim = n
                 .nodeclaim

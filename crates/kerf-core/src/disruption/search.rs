@@ -108,6 +108,32 @@ pub struct ClusterView<'a> {
     /// them beside the candidates' pods and moves nothing that would need new nodes for
     /// them). Empty nodes, drift and repair go on.
     pub pods_await_capacity: bool,
+    /// Each NodePool's instance types in name order, sorted the first time a replacement of
+    /// it is narrowed ([`ClusterView::instance_type`]).
+    pub types_by_name: TypesByName,
+}
+
+/// Indices into each NodePool's `instance_types`, in name order: a pass narrows many
+/// replacements, each looking up its up to 60 types among the hundreds its NodePool offers.
+#[derive(Debug, Default)]
+pub struct TypesByName(std::cell::RefCell<BTreeMap<usize, std::rc::Rc<[u32]>>>);
+
+impl ClusterView<'_> {
+    /// The instance type of NodePool `pool` (an index into `node_pools`) named `name`.
+    pub(crate) fn instance_type(&self, pool: usize, name: &str) -> Option<&InstanceTypeOption> {
+        let types = &self.node_pools.get(pool)?.instance_types;
+        let order = (self.types_by_name.0.borrow_mut())
+            .entry(pool)
+            .or_insert_with(|| {
+                let mut order: Vec<u32> =
+                    (0..types.len()).filter_map(|i| i.try_into().ok()).collect();
+                order.sort_by(|a, b| types[*a as usize].name.cmp(&types[*b as usize].name));
+                order.into()
+            })
+            .clone();
+        let at = (order.binary_search_by(|i| types[*i as usize].name.as_str().cmp(name))).ok()?;
+        Some(&types[order[at] as usize])
+    }
 }
 
 /// The least a consolidation move (not an empty node's deletion, not a drift replacement)

@@ -4,13 +4,14 @@
 //! through one named hook ([`Nominations`]), the NodeClaims Kerf nominated pods to.
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::labels;
 use kerf_core::cluster::{Cluster, PodOwner};
 use kerf_core::provisioning::rules::is_provisionable;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::api_server::{ApiServer, StoredPod};
 use crate::kube_scheduler;
@@ -198,12 +199,12 @@ impl Binder {
                 })
                 .collect();
             // one pending pod of each class stands for the rest
-            let mut classes = HashSet::new();
+            let mut classes = HashSet::default();
             let alike: Vec<&Pod> = (pending.iter())
                 .filter(|(_, _, _, p)| classes.insert(p.facts.class_hash()))
                 .map(|(_, _, _, p)| p.declared())
                 .collect();
-            let mut weighs: HashMap<u64, bool> = HashMap::new();
+            let mut weighs: HashMap<u64, bool> = HashMap::default();
             let bound = (api.pods.values()).filter_map(|p| {
                 let node = p.node.as_deref()?;
                 let hash = p.facts.class_hash();

@@ -6,7 +6,7 @@
 //! replacement that may be spot or on-demand is pinned to spot, so that a spot shortage
 //! fails the launch instead of buying a dearer on-demand node.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use kerf_api::{NodeSelectorRequirementWithMinValues, labels};
 use kerf_scheduling::input::{InstanceTypeOption, Offering};
@@ -46,9 +46,6 @@ pub(super) fn narrow(
     let all_spot = (candidates.iter()).all(|i| view.nodes[*i].capacity_type == CapacityType::Spot);
     let mut cost = 0.0;
     for r in &mut replacements {
-        let types = &view.node_pools[r.node_pool].instance_types;
-        let by_name: HashMap<&str, &InstanceTypeOption> =
-            types.iter().map(|t| (t.name.as_str(), t)).collect();
         let mut reqs = Requirements::from_api(&r.requirements);
         let may = reqs.get(labels::CAPACITY_TYPE);
         let (spot, on_demand) = (
@@ -66,7 +63,7 @@ pub(super) fn narrow(
         // priced (and minValues checked) before an on-demand candidate's replacement is
         // pinned to spot, as Karpenter does
         let mut kept: Vec<&InstanceTypeOption> = (r.instance_types.iter())
-            .filter_map(|o| by_name.get(o.name.as_str()).copied())
+            .filter_map(|o| view.instance_type(r.node_pool, &o.name))
             .filter(|t| worst_launch_price(t, &reqs).is_some_and(|p| p < price))
             .collect();
         if let Some((key, left, min)) = unmet_min_values(&kept, &r.requirements) {
