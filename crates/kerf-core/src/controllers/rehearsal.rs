@@ -12,6 +12,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -34,7 +35,7 @@ pub(super) const ROUNDS: usize = 3;
 #[derive(Clone, Debug)]
 pub(super) struct PlannedNode {
     claim: String,
-    labels: BTreeMap<String, String>,
+    labels: Arc<BTreeMap<String, String>>,
     taints: Vec<Taint>,
     allocatable: Resources,
 }
@@ -66,7 +67,7 @@ impl PlannedNode {
         labels.insert(labels::HOSTNAME.into(), claim.to_string());
         Some(PlannedNode {
             claim: claim.to_string(),
-            labels,
+            labels: Arc::new(labels),
             taints: taints.to_vec(),
             allocatable: option.allocatable.clone(),
         })
@@ -77,7 +78,9 @@ impl PlannedNode {
 struct Seat {
     name: String,
     claim: Option<String>,
-    labels: BTreeMap<String, String>,
+    /// Shared with the node's record or the planned NodeClaim: a move's rehearsal seats
+    /// every node of the cluster.
+    labels: Arc<BTreeMap<String, String>>,
     taints: Vec<Taint>,
     allocatable: ks::Amounts,
     ready: bool,
@@ -90,7 +93,7 @@ impl Seat {
     /// A NodeClaim's node that has not registered: it will be Ready, nothing bound yet.
     fn unregistered(
         claim: &str,
-        labels: BTreeMap<String, String>,
+        labels: Arc<BTreeMap<String, String>>,
         taints: Vec<Taint>,
         allocatable: &Resources,
     ) -> Seat {
@@ -107,10 +110,19 @@ impl Seat {
     }
 }
 
-/// Resources as kube-scheduler's model counts them: thousandths, by resource name.
+/// Resources as kube-scheduler's model counts them: thousandths, by resource name (the
+/// names and amounts [`Resources::to_resource_list`] writes, without writing quantities).
 fn amounts(r: &Resources) -> ks::Amounts {
-    (r.to_resource_list().into_iter())
-        .map(|(k, q)| (k, q.milli()))
+    let thousandths = |v: i64| i128::from(v) * 1000;
+    let scalars = [
+        ("cpu", i128::from(r.cpu_millis)),
+        ("memory", thousandths(r.memory_bytes)),
+        ("ephemeral-storage", thousandths(r.ephemeral_storage_bytes)),
+        ("pods", thousandths(r.pods)),
+    ];
+    (scalars.into_iter())
+        .map(|(k, v)| (k.to_string(), v))
+        .chain((r.extended.iter()).map(|(k, v)| (k.clone(), thousandths(*v))))
         .filter(|(_, v)| *v != 0)
         .collect()
 }
@@ -371,7 +383,7 @@ impl Controllers {
             seats.push(Seat {
                 name: name.clone(),
                 claim: claim.map(|(k, _)| k.clone()),
-                labels: (*n.labels).clone(),
+                labels: n.labels.clone(),
                 taints,
                 allocatable: amounts(&n.allocatable),
                 // a node Kerf launched becomes Ready; one it does not manage may not
@@ -392,7 +404,7 @@ impl Controllers {
             let Some(pool) = cluster.node_pools.get(&c.node_pool) else {
                 continue;
             };
-            let labels = super::provisioning::node_labels(launched, pool, name);
+            let labels = Arc::new(super::provisioning::node_labels(launched, pool, name));
             seats.push(Seat::unregistered(
                 name,
                 labels,
