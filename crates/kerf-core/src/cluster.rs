@@ -783,14 +783,12 @@ impl Cluster {
 
     /// The NodeClaim behind a node, with its name.
     pub fn claim_of_node(&self, node: &str) -> Option<(&String, &ClaimRecord)> {
-        let name = self.nodes.get(node)?.nodeclaim.as_ref()?;
-        self.nodeclaims.get_key_value(name)
+        self.claim_of(self.nodes.get(node)?)
     }
 
-    /// The NodePool of a node.
-    pub fn pool_of_node(&self, node: &str) -> Option<&NodePool> {
-        let (_, c) = self.claim_of_node(node)?;
-        self.node_pools.get(&c.node_pool)
+    /// The NodeClaim behind a node record in hand (a walk over the nodes looks each up once).
+    pub fn claim_of(&self, node: &NodeRecord) -> Option<(&String, &ClaimRecord)> {
+        self.nodeclaims.get_key_value(node.nodeclaim.as_ref()?)
     }
 
     /// A pod was created or changed. Its node comes from `spec.nodeName`.

@@ -728,8 +728,7 @@ impl Controllers {
     fn budget_counts(&self) -> BTreeMap<&str, BudgetCounts> {
         let mut out: BTreeMap<&str, BudgetCounts> = BTreeMap::new();
         for n in self.cluster.nodes.values() {
-            let Some(c) = (n.nodeclaim.as_ref()).and_then(|c| self.cluster.nodeclaims.get(c))
-            else {
+            let Some((_, c)) = self.cluster.claim_of(n) else {
                 continue;
             };
             let label = |k: &str| n.labels.get(k).map(String::as_str);
@@ -1067,10 +1066,9 @@ impl Controllers {
     /// When each node may be consolidated by its NodePool's consolidateAfter.
     fn consolidatable_times(&self) -> impl Iterator<Item = Duration> + '_ {
         let cluster = &self.cluster;
-        (cluster.nodes.iter()).filter_map(|(name, n)| {
-            cluster
-                .pool_of_node(name)
-                .and_then(|np| consolidatable_at(np, n.last_pod_event))
+        (cluster.nodes.values()).filter_map(|n| {
+            let (_, c) = cluster.claim_of(n)?;
+            consolidatable_at(cluster.node_pools.get(&c.node_pool)?, n.last_pod_event)
         })
     }
 
@@ -1099,10 +1097,7 @@ impl Controllers {
             .filter(|(name, n)| {
                 (has_disrupted_taint(n) || n.tainting)
                     && !held.contains(*name)
-                    && self
-                        .cluster
-                        .claim_of_node(name)
-                        .is_some_and(|(_, c)| c.deleting.is_none())
+                    && (self.cluster.claim_of(n)).is_some_and(|(_, c)| c.deleting.is_none())
             })
             .map(|(k, _)| k.clone())
             .collect();
@@ -1117,7 +1112,7 @@ impl Controllers {
         // NodeClaims whose `Consolidatable` condition is to be set (true) or cleared (false)
         let mut flips = Vec::new();
         for (name, n) in &self.cluster.nodes {
-            let Some((claim, c)) = self.cluster.claim_of_node(name) else {
+            let Some((claim, c)) = self.cluster.claim_of(n) else {
                 continue;
             };
             let pool = self.cluster.node_pools.get(&c.node_pool);
