@@ -248,9 +248,6 @@ pub(super) struct Disruptions {
     backoffs: BTreeMap<String, Backoff>,
     /// Each NodePool's budget by reason at the last pass that looked, for the metrics.
     budgets: BTreeMap<(String, DisruptionReason), crate::metrics::BudgetReading>,
-    /// Nodes left out of this pass's search: candidates of a move the kube-scheduler
-    /// rehearsal refused, so that the search looks for another.
-    refused: BTreeSet<String>,
     /// The Balanced scores of the last consolidation command decided, by NodePool name.
     scores: Vec<(String, crate::disruption::search::Score)>,
     /// The move a pass chose for each of its candidates, and when: `kerf explain` tells it
@@ -308,6 +305,21 @@ impl Disruptions {
     ) -> &BTreeMap<(String, DisruptionReason), crate::metrics::BudgetReading> {
         &self.budgets
     }
+}
+
+/// What one search of a disruption pass worked out for the evaluation's records: kept
+/// while the search's view borrows the controllers, recorded after.
+struct Searched {
+    eligible: BTreeMap<String, usize>,
+    /// With the blocked nodes told: the reasons with candidates, whose blocking budgets
+    /// are told too.
+    blocked_reasons: Option<Vec<DisruptionReason>>,
+    judged: Vec<crate::disruption::search::JudgedMove>,
+    scores: Vec<crate::disruption::search::Score>,
+    reason: &'static str,
+    consolidation_type: &'static str,
+    /// Wall-clock seconds, for the evaluation-duration histogram only.
+    elapsed: f64,
 }
 
 /// How many moves one pass may find and see refused by the kube-scheduler rehearsal before
@@ -607,7 +619,6 @@ impl Controllers {
                 capacity_type: launched.capacity_type,
                 pods: on_node,
                 disruptable: pool.is_some()
-                    && !self.disruption.refused.contains(name)
                     && self.blockers(name, g, Wanted::First, now).is_empty(),
                 consolidatable,
                 drifted: c.drifted.is_some(),
@@ -755,21 +766,12 @@ impl Controllers {
         out
     }
 
-    /// Plans a command over the cluster as it is now and records the evaluation's metrics;
-    /// with `report_blocked`, also tells why each consolidatable node is blocked
-    /// ([`Controllers::blocked_events`]), from the same gathered pods (told after planning,
-    /// which reads nothing an event changes).
-    fn decide(&mut self, report_blocked: bool, now: Duration) -> Option<(Command, Vec<String>)> {
-        let (pools, pool_names) = self.pool_inputs(now);
-        let daemonsets: Vec<Pod> = self.cluster.daemonsets.values().cloned().collect();
-        let g = self.gather();
-        let blocked = if report_blocked {
-            self.blocked_events(&g, now)
-        } else {
-            Vec::new()
-        };
-        let (view, names) = self.view(&g, pools, &pool_names, &daemonsets, now);
-        let eligible = crate::disruption::search::eligible(&view);
+    /// Plans a command over `view` (one search of a pass) and works out what the evaluation
+    /// records: the metrics, the eligible counts and scores, and with `report_blocked` which
+    /// NodePools' budgets block a reason with candidates. Recorded later by
+    /// [`Controllers::record_search`], once the view is let go.
+    fn search(&self, view: &ClusterView<'_>, report_blocked: bool) -> (Option<Command>, Searched) {
+        let eligible = crate::disruption::search::eligible(view);
         let reasons_with_candidates: Vec<DisruptionReason> = (eligible.iter())
             .filter(|(_, n)| *n > 0)
             .map(|(r, _)| *r)
@@ -780,19 +782,33 @@ impl Controllers {
             .collect();
         // wall-clock time, for the evaluation-duration histogram only: no decision reads it
         let started = std::time::Instant::now();
-        let (command, judged) = plan_judged(&view, &mut self.catalog.borrow_mut());
+        let (command, judged) = plan_judged(view, &mut self.catalog.borrow_mut());
+        let elapsed = started.elapsed().as_secs_f64();
         let scores = (command.as_ref())
             .filter(|c| matches!(c.method, Method::SingleNode | Method::MultiNode))
-            .map(|c| crate::disruption::search::Worth::new(&view).scores(&c.candidates, c.savings))
+            .map(|c| crate::disruption::search::Worth::new(view).scores(&c.candidates, c.savings))
             .unwrap_or_default();
-        drop((view, g));
-        self.disruption.scores = (scores.into_iter())
+        let kind = command.as_ref().map_or(("", ""), |c| {
+            (c.reason.as_str(), c.method.consolidation_type())
+        });
+        let searched = Searched {
+            eligible,
+            blocked_reasons: report_blocked.then_some(reasons_with_candidates),
+            judged,
+            scores,
+            reason: kind.0,
+            consolidation_type: kind.1,
+            elapsed,
+        };
+        (command, searched)
+    }
+
+    /// Records what one search worked out ([`Controllers::search`]).
+    fn record_search(&mut self, searched: Searched, pool_names: &[String], now: Duration) {
+        self.disruption.scores = (searched.scores.into_iter())
             .map(|score| (pool_names[score.pool].clone(), score))
             .collect();
-        for e in blocked {
-            self.event(e, now);
-        }
-        for j in judged {
+        for j in searched.judged {
             let pool = &self.cluster.node_pools[&pool_names[j.pool]];
             let policy = format!("{:?}", pool.spec.disruption.consolidation_policy);
             let decision = if j.approved { "approved" } else { "rejected" };
@@ -803,19 +819,15 @@ impl Controllers {
                     .observe(&families::CONSOLIDATION_SCORE, &values, score);
             }
         }
-        let (reason, consolidation_type) = command.as_ref().map_or(("", ""), |c| {
-            (c.reason.as_str(), c.method.consolidation_type())
-        });
         self.metrics.observe(
             &families::VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION_SECONDS,
-            &[consolidation_type, &reason.to_lowercase()],
-            started.elapsed().as_secs_f64(),
+            &[searched.consolidation_type, &searched.reason.to_lowercase()],
+            searched.elapsed,
         );
-        self.disruption.eligible = eligible;
-        if report_blocked {
-            self.tell_blocked_budgets(&reasons_with_candidates, now);
+        self.disruption.eligible = searched.eligible;
+        if let Some(reasons) = searched.blocked_reasons {
+            self.tell_blocked_budgets(&reasons, now);
         }
-        Some((command?, names))
     }
 
     /// One pass, every [`PASS_INTERVAL`] for as long as the controllers run (as Karpenter
@@ -908,34 +920,63 @@ impl Controllers {
         self.disruption.quiet_until = self.next_timed_change(now);
     }
 
-    /// [`Controllers::decide`], a move kube-scheduler's rehearsal refuses
-    /// ([`Controllers::stranded`]) looked past: its candidates are left out and the search
-    /// runs again, up to [`REHEARSED_MOVES`] times a pass.
+    /// A pass's search for a command ([`Controllers::search`]), a move kube-scheduler's
+    /// rehearsal refuses ([`Controllers::stranded_in`]) looked past: its candidates are
+    /// marked not disruptable in the same view and the search runs again, up to
+    /// [`REHEARSED_MOVES`] times a pass. The view is built once: nothing a search records
+    /// changes what it reads.
     /// With `report`, the first search tells why nodes are blocked and each refusal is logged;
     /// without, nothing is told (a checker's look).
     fn decide_rehearsed(&mut self, report: bool, now: Duration) -> Option<(Command, Vec<String>)> {
-        self.disruption.refused.clear();
-        let mut found = None;
-        for attempt in 0..REHEARSED_MOVES {
-            let Some((command, names)) = self.decide(report && attempt == 0, now) else {
-                break;
+        let (pools, pool_names) = self.pool_inputs(now);
+        let daemonsets: Vec<Pod> = self.cluster.daemonsets.values().cloned().collect();
+        let mut told = Vec::new();
+        let (found, blocked) = {
+            let g = self.gather();
+            let blocked = if report {
+                self.blocked_events(&g, now)
+            } else {
+                Vec::new()
             };
-            let stranded = self.stranded(&command, &names, now);
-            if stranded.is_empty() {
-                found = Some((command, names));
-                break;
+            let (mut view, names) = self.view(&g, pools, &pool_names, &daemonsets, now);
+            let mut found = None;
+            for attempt in 0..REHEARSED_MOVES {
+                let (command, searched) = self.search(&view, report && attempt == 0);
+                let Some(command) = command else {
+                    told.push((searched, None));
+                    break;
+                };
+                let stranded = self.stranded_in(&view.node_pools, &command, &names);
+                if stranded.is_empty() {
+                    told.push((searched, None));
+                    found = Some((command, names));
+                    break;
+                }
+                let dropped = report.then(|| {
+                    json!({"Pods": super::list_text(&stranded), "reason": command.reason.as_str().to_lowercase()})
+                });
+                told.push((searched, dropped));
+                for i in &command.candidates {
+                    view.nodes[*i].disruptable = false;
+                }
             }
-            if report {
+            (found, blocked)
+        };
+        // told in the order the searches ran: the blocked nodes before the first's records
+        let mut blocked = Some(blocked);
+        for (searched, dropped) in told {
+            for e in blocked.take().into_iter().flatten() {
+                self.event(e, now);
+            }
+            self.record_search(searched, &pool_names, now);
+            if let Some(fields) = dropped {
                 self.log(
                     "disruption",
                     "kube-scheduler would leave pod(s) without a node, consolidation move dropped",
-                    json!({"Pods": super::list_text(&stranded), "reason": command.reason.as_str().to_lowercase()}),
+                    fields,
                 );
             }
-            let refused = command.candidates.iter().map(|i| names[*i].clone());
-            self.disruption.refused.extend(refused);
         }
-        self.disruption.refused.clear();
         found
     }
 
@@ -944,10 +985,20 @@ impl Controllers {
     /// ([`Controllers::rehearse_move`]); none for emptiness, drift and repair, which move no
     /// pod by a packing of their own.
     fn stranded(&mut self, command: &Command, names: &[String], now: Duration) -> Vec<String> {
+        let (pools, _) = self.pool_inputs(now);
+        self.stranded_in(&pools, command, names)
+    }
+
+    /// [`Controllers::stranded`], the replacements planned from `pools`.
+    fn stranded_in(
+        &self,
+        pools: &[NodePoolInput],
+        command: &Command,
+        names: &[String],
+    ) -> Vec<String> {
         if !matches!(command.method, Method::MultiNode | Method::SingleNode) {
             return Vec::new();
         }
-        let (pools, _) = self.pool_inputs(now);
         let planned: Vec<PlannedNode> = (command.replacements.iter().enumerate())
             .filter_map(|(i, r)| {
                 let pool = pools.get(r.node_pool)?;
