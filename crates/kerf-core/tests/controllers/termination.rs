@@ -10,18 +10,25 @@ use kerf_core::observe::Observation;
 
 use super::support::*;
 
-/// A NodeClaim given a deadline for its pods says when they all go, on it and its node.
-#[test]
-fn a_termination_deadline_is_told_on_the_nodeclaim_and_its_node() {
+/// A NodePool whose terminationGracePeriod is `grace` seconds, and one node of it launched and
+/// registered for the pending pod `default/x`; the node's NodeClaim's name.
+fn node_with_grace_period(grace: u64) -> (Controllers, String) {
     let mut core = Controllers::new(Settings::default(), 7);
     let mut np = pool();
     np.spec.template.spec.termination_grace_period =
-        Some(kerf_api::duration::GoDuration(Duration::from_secs(3600)));
+        Some(kerf_api::duration::GoDuration(Duration::from_secs(grace)));
     core.apply_node_pool(np);
     core.set_instance_types("default", Arc::from(vec![instance_type()]));
     core.apply_pod(unschedulable("x", "1"), secs(0));
     let claim = created(&run_until(&mut core, 0, 2)).remove(0);
     launch_and_register(&mut core, &claim);
+    (core, claim)
+}
+
+/// A NodeClaim given a deadline for its pods says when they all go, on it and its node.
+#[test]
+fn a_termination_deadline_is_told_on_the_nodeclaim_and_its_node() {
+    let (mut core, claim) = node_with_grace_period(3600);
     run_until(&mut core, 5, 6);
     core.delete_nodeclaim(&claim, secs(6));
     let told = events(
@@ -430,15 +437,7 @@ fn a_nodeclaim_seen_gone_is_not_made_anew_by_an_older_update() {
 /// (a terminationGracePeriodSeconds of 120, then `edit`), and the node's NodeClaim deleted
 /// at 6 s; the NodeClaim's name.
 fn outlasting_pod_on_deleted_node(edit: impl FnOnce(&mut Pod)) -> (Controllers, String) {
-    let mut core = Controllers::new(Settings::default(), 7);
-    let mut np = pool();
-    np.spec.template.spec.termination_grace_period =
-        Some(kerf_api::duration::GoDuration(Duration::from_secs(300)));
-    core.apply_node_pool(np);
-    core.set_instance_types("default", Arc::from(vec![instance_type()]));
-    core.apply_pod(unschedulable("x", "1"), secs(0));
-    let claim = created(&run_until(&mut core, 0, 2)).remove(0);
-    launch_and_register(&mut core, &claim);
+    let (mut core, claim) = node_with_grace_period(300);
     let mut pod = bound_pod("x", &claim, "1", 0, Some("rs"), None);
     pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(120);
     edit(&mut pod);
