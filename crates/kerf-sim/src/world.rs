@@ -159,6 +159,8 @@ pub struct World {
     workloads: workloads::Workloads,
     /// kube-scheduler's stand-in.
     binder: binder::Binder,
+    /// kube-controller-manager's disruption controller (PodDisruptionBudgets' status).
+    disruption: pdb_status::DisruptionController,
     /// What the checkers remember between steps.
     checks: checks::Checks,
     /// What the report adds up as the run goes.
@@ -286,6 +288,7 @@ impl World {
             api: ApiServer::default(),
             cloud: cloud::Cloud::new(zones),
             workloads: workloads::Workloads::default(),
+            disruption: pdb_status::DisruptionController::default(),
             binder: binder::Binder::default(),
             checks: checks::Checks::default(),
             tally: tally::Tally::default(),
@@ -546,6 +549,8 @@ impl World {
         for _ in 0..SETTLE_ROUNDS {
             if !down {
                 if std::mem::take(&mut self.workloads.dirty) {
+                    // a workload's scale counts in its budgets' expected pods
+                    self.disruption.stale = true;
                     self.reconcile_workloads();
                 }
                 self.update_pdb_status();
@@ -1159,6 +1164,7 @@ impl World {
         let k = pod_key(&pod);
         self.tally.floor.1 = true;
         let pod = api_server::StoredPod::created(pod, self.now);
+        self.disruption.stale = true;
         self.binder.uses(&pod, true);
         if let Some(old) = self.api.pods.insert(k.clone(), pod) {
             self.binder.uses(&old, false);
@@ -1180,6 +1186,7 @@ impl World {
             return;
         };
         self.binder.uses(&old, false);
+        self.disruption.stale = true;
         self.track_pod(k);
         self.tally.floor.1 = true;
         self.remove("Pod", k.to_string());
@@ -1475,6 +1482,9 @@ impl World {
                 | Object::DaemonSet { .. }
         ) {
             self.tally.floors.clear();
+        }
+        if matches!(object, Object::Pdb(_)) {
+            self.disruption.stale = true;
         }
         let object = self.api.objects.store(object);
         let now = self.now;

@@ -10,9 +10,26 @@ use kerf_core::disruption::rules::pdb_selects;
 
 use super::{World, owner_workload};
 
+/// What the disruption controller needs to know between passes: whether anything it counts
+/// (the pods, their workloads' scale, the budgets) changed since it last wrote. Counting every
+/// budget over every pod at each settling round cost a twentieth of a 10,000-pod day.
+pub(super) struct DisruptionController {
+    /// A pod, a workload's scale or a budget changed since the last count.
+    pub stale: bool,
+}
+
+impl Default for DisruptionController {
+    fn default() -> DisruptionController {
+        DisruptionController { stale: true }
+    }
+}
+
 impl World {
-    /// Writes every budget's expected pod count where it changed.
+    /// Writes every budget's expected pod count where it changed, when what it counts changed.
     pub(super) fn update_pdb_status(&mut self) {
+        if !std::mem::take(&mut self.disruption.stale) {
+            return;
+        }
         let mut changed = Vec::new();
         for pdb in self.api.objects.pdbs.values() {
             let mut scales: BTreeMap<&str, i64> = BTreeMap::new();
