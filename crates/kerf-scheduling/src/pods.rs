@@ -2,6 +2,7 @@
 //! ports, compiled once per solve; and Karpenter's relaxation of preferences.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinityTerm, Toleration,
@@ -186,8 +187,8 @@ pub struct PodInfo {
     pub namespace: Sym,
     /// Labels, sorted.
     pub labels: Vec<(Sym, Sym)>,
-    /// Tolerations.
-    pub tolerations: Vec<Toleration>,
+    /// Tolerations, shared by the replicas compiled from one pod.
+    pub tolerations: Arc<[Toleration]>,
     /// nodeSelector.
     pub node_selector: Reqs,
     /// Required node affinity terms (ORed; Karpenter uses the first, dropping it on failure).
@@ -267,7 +268,10 @@ impl Compiler<'_> {
             Vec::new()
         };
         preferred.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
-        let tolerations = spec.and_then(|s| s.tolerations.clone()).unwrap_or_default();
+        let tolerations: Arc<[Toleration]> = spec
+            .and_then(|s| s.tolerations.as_deref())
+            .unwrap_or_default()
+            .into();
 
         let mut info = PodInfo {
             requests: self
@@ -334,7 +338,7 @@ impl Compiler<'_> {
                     .then(|| info.tolerations.iter().map(|t| format!("{t:?}")).collect()),
             };
             let tolerations = if honor_taints {
-                info.tolerations.clone()
+                info.tolerations.to_vec()
             } else {
                 Vec::new()
             };

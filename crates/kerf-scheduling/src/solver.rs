@@ -209,10 +209,10 @@ struct Bound {
     node: usize,
     /// Its namespace.
     namespace: Sym,
-    /// Its labels.
-    labels: Vec<(Sym, Sym)>,
+    /// Its labels (shared by the replicas compiled from one pod).
+    labels: Arc<[(Sym, Sym)]>,
     /// The groups of its own required anti-affinity terms (other pods avoid it through them).
-    owned: Vec<GroupId>,
+    owned: Arc<[GroupId]>,
 }
 
 /// A successful check, ready to apply.

@@ -215,11 +215,18 @@ impl Topology {
     }
 
     fn tally(&mut self, id: GroupId, domain: Domain<'_>, symbols: &Symbols, delta: i32) {
+        let values = self.domain_values(id, domain, symbols);
+        self.add_values(id, &values, delta);
+    }
+
+    /// The values a pod in `domain` counts in for group `id`: every allowed one for the
+    /// anti-affinity kinds, the single one for the others (none while the domain is open).
+    pub fn domain_values(&self, id: GroupId, domain: Domain<'_>, symbols: &Symbols) -> Vec<Sym> {
         let anti = matches!(
             self.groups[id].def.kind,
             Kind::AntiAffinity | Kind::InverseAnti
         );
-        let values: Vec<Sym> = match domain {
+        match domain {
             Domain::Host(h) => vec![h],
             Domain::Req(Some(r)) => match (r.values(), anti) {
                 (Some(v), true) => v.to_vec(),
@@ -230,8 +237,12 @@ impl Topology {
             },
             Domain::Req(None) if anti => self.groups[id].universe.clone(),
             Domain::Req(None) => Vec::new(),
-        };
-        for v in values {
+        }
+    }
+
+    /// Adds `delta` pods to each of `values` of group `id` ([`Topology::domain_values`]).
+    pub fn add_values(&mut self, id: GroupId, values: &[Sym], delta: i32) {
+        for &v in values {
             self.add(id, v, delta);
             if let Some(j) = &mut self.journal {
                 j.push((id, v, delta));

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Toleration};
 use kerf_api::labels;
 use rustc_hash::FxHashMap;
 
@@ -84,9 +84,10 @@ impl<'p> State<'p> {
                 let ((namespace, labels, owned), _) =
                     bound_replicas.compile(b.pod, b.terms, || {
                         let ns = compiler.symbols.intern(pods::namespace_of(b.pod));
-                        let labels =
-                            pods::labels_of(b.pod.metadata.labels.as_ref(), compiler.symbols);
-                        let owned: Vec<GroupId> = (b.pod.spec.as_ref())
+                        let labels: Arc<[(Sym, Sym)]> =
+                            pods::labels_of(b.pod.metadata.labels.as_ref(), compiler.symbols)
+                                .into();
+                        let owned: Arc<[GroupId]> = (b.pod.spec.as_ref())
                             .and_then(|s| s.affinity.as_ref())
                             .and_then(|a| a.pod_anti_affinity.as_ref())
                             .and_then(|a| {
@@ -113,15 +114,18 @@ impl<'p> State<'p> {
             .map(|d| compiler.dims.request(&pod_requests(d)))
             .collect();
         pods::link(&mut pod_infos, &topology);
-
+        // equal tolerations, equal ids; replicas share theirs, so each list is written out once
         let mut toleration_index: HashMap<String, u64> = HashMap::new();
+        let mut shared: FxHashMap<*const Toleration, u64> = FxHashMap::default();
         let toleration_ids = pod_infos
             .iter()
             .map(|p| {
-                let next = toleration_index.len() as u64;
-                *toleration_index
-                    .entry(format!("{:?}", p.tolerations))
-                    .or_insert(next)
+                *shared.entry(p.tolerations.as_ptr()).or_insert_with(|| {
+                    let next = toleration_index.len() as u64;
+                    *toleration_index
+                        .entry(format!("{:?}", p.tolerations))
+                        .or_insert(next)
+                })
             })
             .collect();
 
@@ -130,7 +134,6 @@ impl<'p> State<'p> {
             .map(|p| p.requests)
             .reduce(|a, b| a.min(&b))
             .unwrap_or_default();
-
         let mut state = State {
             problem,
             symbols,
@@ -347,6 +350,8 @@ impl<'p> State<'p> {
 
     pub(super) fn set_universes(&mut self) {
         let mut cache: HashMap<(usize, Sym), Vec<Sym>> = HashMap::new();
+        // each node's value of a key, read once for every group over that key
+        let mut by_key: FxHashMap<Sym, Vec<Option<Sym>>> = FxHashMap::default();
         for id in 0..self.topology.groups().len() {
             let g = &self.topology.groups()[id];
             let key = g.def.key;
@@ -366,13 +371,20 @@ impl<'p> State<'p> {
                     .or_insert_with(|| self.pool_domains(pool, key));
                 values.extend(d.iter().copied());
             }
-            for n in self.problem.nodes {
+            let labelled = by_key.entry(key).or_insert_with(|| {
+                let name = self.symbols.name(key);
+                (self.problem.nodes.iter())
+                    .map(|n| {
+                        let v = n.labels.get(name)?;
+                        Some(self.symbols.get(v).expect("node labels are interned"))
+                    })
+                    .collect()
+            });
+            for (n, v) in self.problem.nodes.iter().zip(labelled.iter()) {
                 if honor_taints && first_untolerated(&tolerations, &n.taints, false).is_some() {
                     continue;
                 }
-                if let Some(v) = n.labels.get(self.symbols.name(key)) {
-                    values.push(self.symbols.get(v).expect("node labels are interned"));
-                }
+                values.extend(*v);
             }
             self.topology.set_universe(id, values, &self.symbols);
         }
@@ -386,35 +398,62 @@ impl<'p> State<'p> {
             }
         }
         self.bin_of_node = bin_of_node;
-        self.bound_at = vec![Vec::new(); self.problem.nodes.len()];
+        let nodes = self.problem.nodes.len();
+        self.bound_at = vec![Vec::new(); nodes];
+        // what a pod bound on a node counts in a group is the same for every pod there:
+        // worked out once a (group, node), not once a pod
+        let groups = self.topology.groups().len();
+        let mut counted: Vec<Option<Option<Vec<Sym>>>> = vec![None; groups * nodes];
         for k in 0..self.bound.len() {
             let node = self.bound[k].node;
             let Some(at) = self.bound_at.get_mut(node) else {
                 continue;
             };
             at.push(k);
-            self.tally_bound(k, true);
+            for id in 0..groups {
+                if !self.bound_in(k, id) {
+                    continue;
+                }
+                let values = counted[id * nodes + node].get_or_insert_with(|| {
+                    let b = self.bin_of_node[node];
+                    let taints = &self.problem.nodes[node].taints;
+                    (self.topology)
+                        .node_counts(id, &self.bins[b].reqs, taints, &self.symbols)
+                        .then(|| {
+                            let domain = self.domain_of(&self.bins[b], None, id);
+                            self.topology.domain_values(id, domain, &self.symbols)
+                        })
+                });
+                if let Some(values) = values {
+                    self.topology.add_values(id, values, 1);
+                }
+            }
+        }
+    }
+
+    /// Whether group `id` counts bound pod `k` (wherever it runs): it selects the pod, or
+    /// it is the pod's own required anti-affinity.
+    fn bound_in(&self, k: usize, id: GroupId) -> bool {
+        let Bound {
+            namespace,
+            labels,
+            owned,
+            ..
+        } = &self.bound[k];
+        if self.topology.groups()[id].def.kind == Kind::InverseAnti {
+            owned.contains(&id)
+        } else {
+            self.topology.selects(id, *namespace, labels)
         }
     }
 
     /// Counts (or takes back) a bound pod in the groups that select it.
     pub(super) fn tally_bound(&mut self, k: usize, add: bool) {
-        let Bound {
-            node,
-            namespace,
-            labels,
-            owned,
-        } = &self.bound[k];
-        let b = self.bin_of_node[*node];
-        let taints = &self.problem.nodes[*node].taints;
+        let node = self.bound[k].node;
+        let b = self.bin_of_node[node];
+        let taints = &self.problem.nodes[node].taints;
         for id in 0..self.topology.groups().len() {
-            let kind = &self.topology.groups()[id].def.kind;
-            let counts = if *kind == Kind::InverseAnti {
-                owned.contains(&id)
-            } else {
-                self.topology.selects(id, *namespace, labels)
-            };
-            if counts
+            if self.bound_in(k, id)
                 && self
                     .topology
                     .node_counts(id, &self.bins[b].reqs, taints, &self.symbols)
