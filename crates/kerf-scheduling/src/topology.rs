@@ -96,6 +96,13 @@ pub enum Domain<'a> {
     Req(Option<&'a Req>),
 }
 
+/// A spread group's eligible domains and their least count, for one pod
+/// ([`Topology::spread_floor`]).
+pub struct SpreadFloor {
+    eligible: Vec<Sym>,
+    min: u32,
+}
+
 /// Why a group rejects a bin; `permanent` when nothing later in the solve can change it
 /// (counts only grow and a bin's domains only narrow).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,6 +257,30 @@ impl Topology {
         }
     }
 
+    /// What a spread group's check compares each bin with: the domains the pod may go to
+    /// (`pod_domains` within the group's universe) and the least count among them (zero
+    /// while fewer than its minDomains exist). The same for every bin while the counts
+    /// stand, so a scan over bins works it out once.
+    pub fn spread_floor(
+        &self,
+        id: GroupId,
+        pod_domains: Option<&Req>,
+        symbols: &Symbols,
+    ) -> SpreadFloor {
+        let eligible = self.allowed_in_universe(id, pod_domains, symbols);
+        let min_domains = match self.groups[id].def.kind {
+            Kind::Spread { min_domains, .. } => min_domains,
+            _ => None,
+        };
+        let too_few = min_domains.is_some_and(|m| (eligible.len() as u32) < m);
+        let min = if too_few {
+            0
+        } else {
+            (eligible.iter().map(|d| self.count(id, *d)).min()).unwrap_or(0)
+        };
+        SpreadFloor { eligible, min }
+    }
+
     fn allowed_in_universe(&self, id: GroupId, r: Option<&Req>, symbols: &Symbols) -> Vec<Sym> {
         self.groups[id]
             .universe
@@ -271,12 +302,16 @@ impl Topology {
     /// requirement on the key (when it limits eligible domains); `selects_self` whether the
     /// group counts the pod itself. On success returns the narrowed requirement for the key
     /// (none needed for hostname, or when the bin is already within it).
+    /// `floor` is the group's [`Topology::spread_floor`] for this pod when the caller keeps
+    /// it across bins (a spread group's check of a zone-like key reads it); else it is
+    /// worked out here.
     pub fn check(
         &self,
         id: GroupId,
         pod_domains: Option<&Req>,
         selects_self: bool,
         domain: Domain<'_>,
+        floor: Option<&SpreadFloor>,
         symbols: &Symbols,
     ) -> Result<Option<Req>, Rejected> {
         let g = &self.groups[id];
@@ -292,31 +327,23 @@ impl Topology {
                     permanent
                 }
             }
-            (
-                Kind::Spread {
-                    max_skew,
-                    min_domains,
-                },
-                Domain::Req(bin),
-            ) => {
-                let eligible = self.allowed_in_universe(id, pod_domains, symbols);
-                let too_few = min_domains.is_some_and(|m| (eligible.len() as u32) < m);
-                let min = if too_few {
-                    0
-                } else {
-                    eligible
-                        .iter()
-                        .map(|d| self.count(id, *d))
-                        .min()
-                        .unwrap_or(0)
+            (Kind::Spread { max_skew, .. }, Domain::Req(bin)) => {
+                let own;
+                let SpreadFloor { eligible, min } = match floor {
+                    Some(f) => f,
+                    None => {
+                        own = self.spread_floor(id, pod_domains, symbols);
+                        &own
+                    }
                 };
                 let mut best: Option<(u32, Sym)> = None;
-                for d in eligible {
+                for &d in eligible {
                     if bin.is_some_and(|r| !r.has(d, symbols)) {
                         continue;
                     }
                     let count = self.count(id, d) + u32::from(selects_self);
-                    if count.saturating_sub(min) <= *max_skew && best.is_none_or(|(c, _)| count < c)
+                    if count.saturating_sub(*min) <= *max_skew
+                        && best.is_none_or(|(c, _)| count < c)
                     {
                         best = Some((count, d));
                     }

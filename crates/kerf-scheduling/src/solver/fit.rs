@@ -15,6 +15,7 @@ use crate::pods::Relaxation;
 use crate::reasons::{self, Reason, Why};
 use crate::symbols::Sym;
 use crate::taints::first_untolerated;
+use crate::topology::SpreadFloor;
 use crate::topology::{Domain, GroupId, Kind};
 
 impl<'p> State<'p> {
@@ -97,6 +98,7 @@ impl<'p> State<'p> {
         a: &Attempt,
         bin: &Bin,
         limit: Option<&Amounts>,
+        mut floors: Option<&mut Floors>,
     ) -> Result<Fit, Reject> {
         let info = &self.pods[pod];
         let permanent = |cause| Reject {
@@ -148,9 +150,15 @@ impl<'p> State<'p> {
             let pod_domains = if honors { a.own.get(key) } else { None };
             let selects_self = g.def.kind != Kind::InverseAnti && info.counted_by.contains(&id);
             let domain = self.domain_of(bin, reqs.as_ref(), id);
-            match self
-                .topology
-                .check(id, pod_domains, selects_self, domain, &self.symbols)
+            let floor = match (&g.def.kind, &domain, floors.as_deref_mut()) {
+                (Kind::Spread { .. }, Domain::Req(_), Some(kept)) => {
+                    Some(&*kept.entry(id).or_insert_with(|| {
+                        (self.topology).spread_floor(id, pod_domains, &self.symbols)
+                    }))
+                }
+                _ => None,
+            };
+            match (self.topology).check(id, pod_domains, selects_self, domain, floor, &self.symbols)
             {
                 Ok(Some(narrow)) => {
                     let r = reqs.get_or_insert_with(|| Reqs::clone(&bin.reqs));
@@ -338,13 +346,15 @@ impl<'p> State<'p> {
             .map(std::mem::take)
             .unwrap_or_default();
         let mut placed = None;
+        // nothing is counted while the bins are scanned: each spread's floor holds for all
+        let mut floors = Floors::default();
         let mut b = cursor.start;
         while b < self.bins.len() {
             if cursor.is_dead(b) || self.excluded.get(b).copied().unwrap_or(false) {
                 b += 1;
                 continue;
             }
-            match self.check(pod, &a, &self.bins[b], None) {
+            match self.check(pod, &a, &self.bins[b], None, Some(&mut floors)) {
                 Ok(fit) => {
                     placed = Some((b, fit));
                     break;
@@ -471,7 +481,7 @@ impl<'p> State<'p> {
         };
         let p = &self.pools[pool];
         let remaining = p.remaining;
-        match self.check(pod, a, &fresh, Some(&remaining)) {
+        match self.check(pod, a, &fresh, Some(&remaining), None) {
             Ok(fit) => {
                 let name = format!(
                     "{}#{}",
@@ -497,6 +507,10 @@ impl<'p> State<'p> {
         }
     }
 }
+
+/// Spread groups' floors for one pod, kept across a scan of the bins (see
+/// [`Topology::spread_floor`]).
+type Floors = FxHashMap<GroupId, SpreadFloor>;
 
 /// The bins a group of pods with one constraint signature can never use again: a leading
 /// run skipped outright, then one bit per bin.
