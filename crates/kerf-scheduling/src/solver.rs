@@ -251,6 +251,9 @@ struct State<'p> {
     bins: Vec<Bin>,
     min_request: Amounts,
     cursors: FxHashMap<Attempt, Cursor>,
+    /// In a session, the existing nodes too full for any of its pods as its cluster stands
+    /// (between questions): every question's scans start past them.
+    full: Option<Cursor>,
     nothing: Req,
     toleration_ids: Vec<u64>,
     /// Pods already on nodes that topology counts, and their indices by node.

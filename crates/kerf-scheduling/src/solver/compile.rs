@@ -148,6 +148,7 @@ impl<'p> State<'p> {
             bins: Vec::new(),
             min_request,
             cursors: FxHashMap::default(),
+            full: None,
             nothing: Req::any_of(Vec::new()),
             toleration_ids,
             bound,

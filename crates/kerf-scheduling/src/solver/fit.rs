@@ -273,6 +273,18 @@ impl<'p> State<'p> {
         })
     }
 
+    /// The existing nodes that have no room for even the least any pod here requests: a
+    /// scan would turn them away for good (see [`State::full`]).
+    pub(super) fn full_bins(&self) -> Cursor {
+        let mut full = Cursor::default();
+        for (b, bin) in self.bins.iter().enumerate() {
+            if bin.node().is_some() && !self.min_request.fits(&bin.headroom) {
+                full.kill(b);
+            }
+        }
+        full
+    }
+
     pub(super) fn headroom(&self, bin: &Bin) -> Amounts {
         match &bin.host {
             Host::Planned { pool, types } => {
@@ -344,7 +356,7 @@ impl<'p> State<'p> {
             .cursors
             .get_mut(&a)
             .map(std::mem::take)
-            .unwrap_or_default();
+            .unwrap_or_else(|| self.full.clone().unwrap_or_default());
         let mut placed = None;
         // nothing is counted while the bins are scanned: each spread's floor holds for all
         let mut floors = Floors::default();
@@ -514,7 +526,7 @@ type Floors = FxHashMap<GroupId, SpreadFloor>;
 
 /// The bins a group of pods with one constraint signature can never use again: a leading
 /// run skipped outright, then one bit per bin.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct Cursor {
     start: usize,
     dead: Vec<u64>,

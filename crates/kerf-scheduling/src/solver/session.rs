@@ -43,6 +43,7 @@ impl<'p> Session<'p> {
         let mut state = State::new(problem, movable.iter().copied(), catalog);
         state.excluded = vec![false; state.bins.len()];
         state.topology.start_journal();
+        state.full = Some(state.full_bins());
         Session { state, open: None }
     }
 
@@ -111,6 +112,8 @@ impl<'p> Session<'p> {
         self.open = None;
         self.state.saved = None;
         self.state.topology.start_journal();
+        // a kept removal only fills the other nodes: those full before still are
+        self.state.full = Some(self.state.full_bins());
     }
 
     /// Takes the last tried removal back (nothing when none is open).
