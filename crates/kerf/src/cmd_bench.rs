@@ -1,9 +1,12 @@
 //! `kerf bench scheduling`: Karpenter's scheduling benchmark (../shared/BENCHMARK.md), timed
 //! as one solve per size, printing pods/sec and nodes so it can run beside Karpenter's own.
 //! `kerf bench consolidation`: one disruption pass over a synthetic cluster per size.
+//! `kerf bench simulate`: a scenario's whole run (the 10,000-pod day), by turns with another
+//! build's, each in a process of its own, and whether their reports are the same.
 
 use std::fmt::Write as _;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 use anyhow::{Result, bail};
@@ -63,6 +66,19 @@ enum Which {
         #[arg(long, default_value_t = 42)]
         seed: u64,
     },
+    /// A scenario's whole run (`kerf simulate SCENARIO -o json`), alone or by turns with
+    /// another build of kerf, so that both meet the machine as it is; their JSON reports must
+    /// be the same (a speed change that changes a decision is not one).
+    Simulate {
+        /// A built-in scenario's name or a scenario file (default: the built-in `day`).
+        scenario: Option<String>,
+        /// Another kerf binary (say, main's) to run by turns with this one.
+        #[arg(long)]
+        against: Option<PathBuf>,
+        /// Runs of each binary.
+        #[arg(long, default_value_t = 2)]
+        repeat: usize,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -97,7 +113,85 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             repeat,
             seed,
         } => consolidation(nodes, *budget, *repeat, *seed),
+        Which::Simulate {
+            scenario,
+            against,
+            repeat,
+        } => simulate(
+            scenario.as_deref().unwrap_or("day"),
+            against.as_deref(),
+            *repeat,
+        ),
     }
+}
+
+/// Times `kerf simulate` of this binary and of `against` by turns, and checks that every
+/// run's report is the first one's.
+fn simulate(scenario: &str, against: Option<&Path>, repeat: usize) -> Result<ExitCode> {
+    let this = std::env::current_exe()?;
+    let mut binaries = vec![("this", this.as_path())];
+    binaries.extend(against.map(|p| ("against", p)));
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); binaries.len()];
+    let mut first: Option<(&str, Vec<u8>)> = None;
+    let mut same = true;
+    let mut out = String::from("run\tbinary\tseconds\n");
+    let runs = repeat.max(1);
+    let bar = Progress::new((runs * binaries.len()) as u64, "benchmark", false);
+    for run in 1..=runs {
+        for (k, (label, binary)) in binaries.iter().enumerate() {
+            bar.set(
+                ((run - 1) * binaries.len() + k) as u64,
+                format!("{label}, run {run}"),
+            );
+            let start = Instant::now();
+            let done = Command::new(binary)
+                .args(["simulate", scenario, "-o", "json"])
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", binary.display()))?;
+            let secs = start.elapsed().as_secs_f64();
+            if !done.status.success() {
+                bail!(
+                    "{}: `simulate {scenario}` failed ({}): {}",
+                    binary.display(),
+                    done.status,
+                    String::from_utf8_lossy(&done.stderr).trim()
+                );
+            }
+            match &first {
+                None => first = Some((label, done.stdout)),
+                Some((_, report)) => same &= *report == done.stdout,
+            }
+            times[k].push(secs);
+            writeln!(out, "{run}\t{label}\t{secs:.2}")?;
+            bar.suspend(|| crate::emit(&std::mem::take(&mut out)))?;
+        }
+    }
+    bar.finish();
+    for ((label, binary), t) in binaries.iter().zip(&times) {
+        let best = t.iter().copied().fold(f64::MAX, f64::min);
+        let mean = t.iter().sum::<f64>() / t.len() as f64;
+        writeln!(
+            out,
+            "{label} ({}): best {best:.2} s, mean {mean:.2} s",
+            binary.display()
+        )?;
+    }
+    if !same {
+        writeln!(
+            out,
+            "the reports differ: a run decided otherwise than {}'s first",
+            first.map_or("", |(label, _)| label)
+        )?;
+    } else {
+        writeln!(out, "every report is the same")?;
+    }
+    crate::emit(&out)?;
+    Ok(if same {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn consolidation(sizes: &[usize], budget: usize, repeat: usize, seed: u64) -> Result<ExitCode> {

@@ -44,7 +44,7 @@ enum Command {
     InstanceTypes(cmd_instance_types::Args),
     /// Dry-run provisioning: which NodeClaims Kerf would launch for the pods in the manifests, and why pods stay pending.
     Schedule(cmd_schedule::Args),
-    /// Time Kerf on benchmarks: `kerf bench scheduling` (Karpenter's scheduling benchmark) and `kerf bench consolidation` (one disruption pass).
+    /// Time Kerf on benchmarks: `kerf bench scheduling` (Karpenter's scheduling benchmark), `kerf bench consolidation` (one disruption pass) and `kerf bench simulate` (a scenario's whole run, by turns with another build).
     Bench(cmd_bench::Args),
     /// Why a pod is pending or runs where it runs (NodePool by NodePool), and why a node is or is not about to be disrupted; from manifests (-f) or the kubeconfig's cluster (read-only).
     Explain(cmd_explain::Args),

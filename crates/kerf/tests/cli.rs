@@ -268,6 +268,53 @@ fn bench_scheduling_prints_pods_per_second_and_nodes() {
 }
 
 #[test]
+fn bench_simulate_times_two_builds_by_turns_and_tells_when_their_reports_differ() {
+    let kerf_bin = env!("CARGO_BIN_EXE_kerf");
+    let args = |against: &str| {
+        let args = ["bench", "simulate", "getting-started", "--repeat", "1"];
+        let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        args.extend(["--against".to_string(), against.to_string()]);
+        args
+    };
+    let run = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        kerf(&args)
+    };
+    // against itself: two rows, the same report
+    let out = run(args(kerf_bin));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("1\t")).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(rows[1].starts_with("1\tagainst\t"), "{text}");
+    assert!(text.contains("every report is the same"), "{text}");
+    // against a build that decides otherwise (here: one whose report is not kerf's)
+    let dir = std::env::temp_dir().join(format!("kerf-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let other = dir.join("other-kerf");
+    std::fs::write(&other, "#!/bin/sh\necho '{}'\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = run(args(other.to_str().unwrap()));
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("the reports differ"),
+        "{}",
+        stdout(&out)
+    );
+    // a build that fails is an error, told with its own words
+    std::fs::write(&other, "#!/bin/sh\necho broken >&2\nexit 3\n").unwrap();
+    let out = run(args(other.to_str().unwrap()));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("broken"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn a_missing_file_is_told_once_in_one_style_by_every_command() {
     for args in [
         &["simulate", "nope.yaml"][..],
