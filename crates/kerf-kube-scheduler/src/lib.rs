@@ -781,8 +781,10 @@ impl<'a> Scheduler<'a> {
             return i;
         }
         let mut by_domain = HashMap::default();
+        // each node's domain read once, not once for each pod on it
+        let domains: Vec<Option<&String>> = self.nodes.iter().map(|n| n.labels.get(key)).collect();
         for (pod, node) in &self.bound {
-            if let Some(d) = self.nodes[*node].labels.get(key)
+            if let Some(d) = domains[*node]
                 && in_namespaces(pod, namespaces.as_deref())
                 && selector_matches(selector, labels_of(pod))
             {

@@ -238,15 +238,20 @@ pub fn pdb_selects(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
     let Some(sel) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
         return false;
     };
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    if !same_ns {
+        return false;
+    }
+    // read in place: the simulator asks this of every budget and pod at each change
+    let labels = pod.metadata.labels.as_ref();
+    let label = |k: &String| labels.and_then(|l| l.get(k));
     let matches_labels = sel
         .match_labels
         .iter()
         .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
+        .all(|(k, v)| label(k) == Some(v));
     let matches_exprs = sel.match_expressions.iter().flatten().all(|e| {
-        let value = labels.get(&e.key);
-        let values = e.values.clone().unwrap_or_default();
+        let value = label(&e.key);
+        let values = e.values.as_deref().unwrap_or_default();
         match e.operator.as_str() {
             "In" => value.is_some_and(|v| values.contains(v)),
             "NotIn" => value.is_none_or(|v| !values.contains(v)),
@@ -255,7 +260,7 @@ pub fn pdb_selects(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
             _ => false,
         }
     });
-    same_ns && matches_labels && matches_exprs
+    matches_labels && matches_exprs
 }
 
 /// When a node quiet since `last_event` becomes consolidatable, if ever.
