@@ -549,8 +549,6 @@ impl World {
         for _ in 0..SETTLE_ROUNDS {
             if !down {
                 if std::mem::take(&mut self.workloads.dirty) {
-                    // a workload's scale counts in its budgets' expected pods
-                    self.disruption.stale = true;
                     self.reconcile_workloads();
                 }
                 self.update_pdb_status();
@@ -1057,6 +1055,7 @@ impl World {
                         self.workload_shape(&kind, &ns, &name, doc);
                         let names = PodNames::new(&kind, &name, &template, self.scenario.spec.seed);
                         self.workloads.dirty = true;
+                        self.disruption.stale = true;
                         self.workloads.specs.insert(
                             wk,
                             Workload {
@@ -1102,6 +1101,8 @@ impl World {
         if let Some(s) = &e.scale {
             let wk = workload_key(&s.kind, &s.namespace, &s.name);
             self.workloads.dirty = true;
+            // a workload's scale counts in its budgets' expected pods
+            self.disruption.stale = true;
             self.workload_scaled(&s.kind, &s.namespace, &s.name, s.replicas);
             match self.workloads.specs.get_mut(&wk) {
                 Some(w) => w.replicas = s.replicas,
@@ -1164,7 +1165,7 @@ impl World {
         let k = pod_key(&pod);
         self.tally.floor.1 = true;
         let pod = api_server::StoredPod::created(pod, self.now);
-        self.disruption.stale = true;
+        self.counted_by_budgets(&pod.pod);
         self.binder.uses(&pod, true);
         if let Some(old) = self.api.pods.insert(k.clone(), pod) {
             self.binder.uses(&old, false);
@@ -1186,7 +1187,7 @@ impl World {
             return;
         };
         self.binder.uses(&old, false);
-        self.disruption.stale = true;
+        self.counted_by_budgets(&old.pod);
         self.track_pod(k);
         self.tally.floor.1 = true;
         self.remove("Pod", k.to_string());

@@ -25,6 +25,13 @@ impl Default for DisruptionController {
 }
 
 impl World {
+    /// A pod came or went: the budgets that select it count again.
+    pub(super) fn counted_by_budgets(&mut self, pod: &k8s_openapi::api::core::v1::Pod) {
+        if self.api.objects.pdbs.values().any(|b| pdb_selects(b, pod)) {
+            self.disruption.stale = true;
+        }
+    }
+
     /// Writes every budget's expected pod count where it changed, when what it counts changed.
     pub(super) fn update_pdb_status(&mut self) {
         if !std::mem::take(&mut self.disruption.stale) {
