@@ -129,6 +129,15 @@ pub fn run(args: &Args) -> Result<ExitCode> {
 /// run's report is the first one's.
 fn simulate(scenario: &str, against: Option<&Path>, repeat: usize) -> Result<ExitCode> {
     let this = std::env::current_exe()?;
+    // told before this build's runs, not after them
+    if let Some(other) = against
+        && !other.is_file()
+    {
+        bail!(
+            "{}: no such file (--against names a kerf binary)",
+            other.display()
+        );
+    }
     let mut binaries = vec![("this", this.as_path())];
     binaries.extend(against.map(|p| ("against", p)));
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); binaries.len()];

@@ -306,6 +306,11 @@ fn bench_simulate_times_two_builds_by_turns_and_tells_when_their_reports_differ(
         "{}",
         stdout(&out)
     );
+    // a binary that is not there is told at once
+    let out = run(args("/nonexistent/kerf"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/kerf: no such file"));
     // a build that fails is an error, told with its own words
     std::fs::write(&other, "#!/bin/sh\necho broken >&2\nexit 3\n").unwrap();
     let out = run(args(other.to_str().unwrap()));
