@@ -235,12 +235,10 @@ pub fn pdb_allowance(pdb: &PodDisruptionBudget, selected: usize, healthy: usize)
 pub fn pdb_selects(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
     let same_ns = pdb.metadata.namespace.as_deref().unwrap_or("default")
         == pod.metadata.namespace.as_deref().unwrap_or("default");
-    let Some(sel) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
+    let selector = pdb.spec.as_ref().and_then(|s| s.selector.as_ref());
+    let Some(sel) = selector.filter(|_| same_ns) else {
         return false;
     };
-    if !same_ns {
-        return false;
-    }
     // read in place: the simulator asks this of every budget and pod at each change
     let labels = pod.metadata.labels.as_ref();
     let label = |k: &String| labels.and_then(|l| l.get(k));
