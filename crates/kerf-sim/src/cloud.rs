@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use kerf_aws::InstanceType;
+use kerf_aws::capacity::NodeSettings;
 use kerf_core::cluster::ClaimRecord;
 use kerf_core::fleet::{self, Candidate};
 use kerf_scheduling::resources::Resources;
@@ -38,6 +39,17 @@ impl Cloud {
             catalogs: HashMap::new(),
             reservations_offered: HashMap::new(),
         }
+    }
+
+    /// The instance types a node class with `settings` is offered in `region`: the
+    /// catalog's, with only the offerings in the run's zones.
+    pub fn types_for(&self, region: &str, settings: &NodeSettings) -> Vec<InstanceType<'static>> {
+        let mut types = kerf_aws::instance_types(region, settings).unwrap_or_default();
+        for t in &mut types {
+            t.offerings.retain(|o| self.zones.contains(&o.zone));
+        }
+        types.retain(|t| !t.offerings.is_empty());
+        types
     }
 }
 

@@ -45,20 +45,14 @@ mod api_server;
 use api_server::{ApiServer, StoredNodeClaim};
 mod binder;
 mod buffers;
-mod checks;
-mod convergence;
+mod checkers;
+use checkers::{Checkers, KerfMemory, Sight};
 mod faults;
-mod invariants;
-mod min_values;
 mod reservations;
-pub use invariants::INVARIANTS;
-mod emptiness;
-mod hostable;
-mod oracle;
+pub use checkers::INVARIANTS;
 mod pdb_status;
 #[cfg(test)]
 mod planted;
-mod spot_preference;
 mod standing;
 pub use standing::Standing;
 mod storage;
@@ -161,8 +155,9 @@ pub struct World {
     binder: binder::Binder,
     /// kube-controller-manager's disruption controller (PodDisruptionBudgets' status).
     disruption: pdb_status::DisruptionController,
-    /// What the checkers remember between steps.
-    checks: checks::Checks,
+    /// The checkers (`--check`) and what they remember between steps; they see the world
+    /// only through [`Sight`].
+    checkers: Checkers,
     /// What the report adds up as the run goes.
     tally: tally::Tally,
     /// When the run starts on the simulated clock: zero, or for a run from a standing
@@ -185,6 +180,25 @@ pub struct World {
     options: RunOptions,
 }
 
+/// Kerf's memory as the checkers' named hooks read it.
+impl KerfMemory for Controllers {
+    fn nominated(&self, pod: &str) -> Option<&str> {
+        (self.cluster().pods().get(pod)).and_then(|r| r.nominated.as_deref())
+    }
+
+    fn command_in_flight(&self) -> bool {
+        Controllers::command_in_flight(self)
+    }
+
+    fn fresh_decision(&mut self, now: Duration) -> Option<String> {
+        Controllers::fresh_decision(self, now)
+    }
+
+    fn unavailable_at(&self, now: Duration) -> Vec<String> {
+        Controllers::unavailable_at(self, now)
+    }
+}
+
 /// Whether an action is a write through the API server (which `spec.apiServer` can fail),
 /// rather than a log line, an Event, a cloud call or a note for the checkers.
 fn through_api_server(action: &Action) -> bool {
@@ -203,6 +217,14 @@ fn through_api_server(action: &Action) -> bool {
 
 fn key(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")
+}
+
+/// The node settings the EC2NodeClass `class` stored now asks for (defaults when it is
+/// not stored).
+fn node_settings<'a>(api: &'a ApiServer, class: &str) -> NodeSettings<'a> {
+    (api.objects.node_classes.get(class))
+        .map(|c| NodeSettings::from_node_class(&c.spec))
+        .unwrap_or_default()
 }
 
 fn workload_key(kind: &str, namespace: &str, name: &str) -> String {
@@ -290,7 +312,7 @@ impl World {
             workloads: workloads::Workloads::default(),
             disruption: pdb_status::DisruptionController::default(),
             binder: binder::Binder::default(),
-            checks: checks::Checks::default(),
+            checkers: Checkers::default(),
             tally: tally::Tally::default(),
             now: Duration::ZERO,
             queue: BinaryHeap::new(),
@@ -363,7 +385,7 @@ impl World {
             if w.wakes.insert(until) {
                 w.push(until, Ev::Wake);
             }
-            (w.checks.faults).push(faults::InjectedFault::everyone(
+            (w.checkers).fault(faults::InjectedFault::everyone(
                 from,
                 until + retry_wait(u32::MAX),
             ));
@@ -407,7 +429,7 @@ impl World {
         self.accrue(self.duration());
         self.now = self.duration();
         if self.options.check {
-            self.check_end()?;
+            self.with_checkers(|c, s| c.check_end(s))?;
         }
         Ok(self.report())
     }
@@ -479,6 +501,26 @@ impl World {
         self.scenario.spec.api_server.down_at(self.now)
     }
 
+    /// Lets the checkers look at the world as it is now: they see it only through
+    /// [`Sight`], and Kerf only through its named hooks.
+    fn with_checkers<T>(&mut self, check: impl FnOnce(&mut Checkers, &mut Sight<'_>) -> T) -> T {
+        let mut sight = Sight {
+            api: &self.api,
+            cloud: &self.cloud,
+            scenario: &self.scenario,
+            workloads: &self.workloads,
+            now: self.now,
+            writes_pending: self.unfinished.next().is_some(),
+            kerf: &mut self.core,
+        };
+        check(&mut self.checkers, &mut sight)
+    }
+
+    /// The run broke a rule it holds itself to, now.
+    fn violation(&self, message: String) -> SimError {
+        checkers::violation(self.now, message)
+    }
+
     fn handle(&mut self, ev: Ev) -> Result<(), SimError> {
         // while the API server is down nothing in the cluster changes: a kubelet cannot
         // register its node or report it Ready, kubectl cannot write, a reclaimed
@@ -496,7 +538,7 @@ impl World {
             ev,
             Ev::Scenario(_) | Ev::Interrupt(_) | Ev::Notice(_) | Ev::Reclaim(..) | Ev::Restart
         ) {
-            self.checks.convergence.disturbed(self.now);
+            self.checkers.disturbed(self.now);
         }
         match ev {
             Ev::Scenario(i) => self.scenario_event(i)?,
@@ -567,10 +609,12 @@ impl World {
                     }
                 }
                 if self.options.check {
-                    self.check_step()?;
-                    self.check_reservations()?;
-                    self.check_waits_now()?;
-                    self.check_convergence()?;
+                    self.with_checkers(|c, s| {
+                        c.check_step(s)?;
+                        c.check_reservations(s)?;
+                        c.check_waits_now(s)?;
+                        c.check_convergence(s)
+                    })?;
                 }
                 return Ok(());
             }
@@ -595,7 +639,7 @@ impl World {
         self.unfinished.superseded_by(&action);
         if let Action::CreateNodeClaim(object) = &action {
             let name = object.metadata.name.clone().unwrap_or_default();
-            self.checks.creates_asked.entry(name).or_insert(self.now);
+            self.api.creates_asked.entry(name).or_insert(self.now);
         }
         if self.unfinished.held_behind_create(&action) {
             return Ok(());
@@ -663,10 +707,10 @@ impl World {
             Action::Event(_) => {}
             Action::CreateNodeClaim(object) => {
                 if self.options.check {
-                    self.check_min_values(&object)?;
+                    self.with_checkers(|c, s| c.check_min_values(s, &object))?;
                 }
                 let name = object.metadata.name.clone().unwrap_or_default();
-                let asked = self.checks.creates_asked.remove(&name).unwrap_or(self.now);
+                let asked = self.api.creates_asked.remove(&name).unwrap_or(self.now);
                 let stored = StoredNodeClaim {
                     object: *object,
                     created: self.now,
@@ -750,7 +794,7 @@ impl World {
                     // Karpenter takes them up at its next disruption pass and after the
                     // validation wait, so the checks give Kerf that long as after any change
                     // (swarm seed 326309)
-                    self.checks.convergence.disturbed(self.now);
+                    self.checkers.disturbed(self.now);
                 }
             }
             Action::Taint { node, taint } => {
@@ -763,8 +807,7 @@ impl World {
                 let widens = self.api.nodes.get(&node).is_some_and(|n| n.ready);
                 if self.api.nodes.remove_taint(&node, &key) {
                     if key == labels::DISRUPTED_TAINT_KEY {
-                        let e = self.checks.rolled_back.entry(node.clone()).or_default();
-                        *e = (e.0 + 1, self.now);
+                        self.checkers.rolled_back(&node, self.now);
                         self.not_removing(&node);
                     }
                     if widens {
@@ -799,14 +842,16 @@ impl World {
                 self.launch(&nodeclaim, &request);
                 self.sync_reservations();
                 if self.options.check {
-                    self.check_limits(&nodeclaim)?;
-                    self.check_launch_price(&nodeclaim)?;
-                    self.check_reservations()?;
+                    self.with_checkers(|c, s| {
+                        c.check_limits(s, &nodeclaim)?;
+                        c.check_launch_price(s, &nodeclaim)?;
+                        c.check_reservations(s)
+                    })?;
                 }
             }
             Action::Disrupting { reason, nodes } => {
                 if self.options.check {
-                    self.check_budgets(reason, &nodes)?;
+                    self.with_checkers(|c, s| c.check_budgets(s, reason, &nodes))?;
                 }
                 for node in &nodes {
                     let claim = (self.api.nodes.get(node))
@@ -819,7 +864,7 @@ impl World {
             }
             Action::Evict { pod } => {
                 if self.options.check {
-                    self.check_eviction(&pod)?;
+                    self.with_checkers(|c, s| c.check_eviction(s, &pod))?;
                 }
                 self.evicted(&pod);
             }
@@ -896,7 +941,7 @@ impl World {
                 }
             }
             Action::ReleaseNodeClaim { nodeclaim } => {
-                self.checks.room_freed_at = self.now;
+                self.checkers.room_freed(self.now);
                 self.api.nodeclaims.remove(&nodeclaim);
                 self.remove("NodeClaim", format!("/{nodeclaim}"));
                 self.binder_changed();
@@ -993,7 +1038,7 @@ impl World {
     // ---- objects -------------------------------------------------------------------------
 
     fn apply(&mut self, doc: &Value, path: &str) -> Result<(), SimError> {
-        self.checks.imagined_generation += 1;
+        self.checkers.objects_changed();
         let raw = RawDocument {
             line: 0,
             value: doc.clone(),
@@ -1002,7 +1047,7 @@ impl World {
             Checked::Valid(KarpenterObject::NodePool(np)) => {
                 self.write(Object::node_pool(*np));
                 self.tally.floor.1 = true;
-                self.checks.pools_changed_at = self.now;
+                self.checkers.pools_changed(self.now);
                 self.binder_changed();
             }
             Checked::Valid(KarpenterObject::EC2NodeClass(class)) => {
@@ -1011,12 +1056,12 @@ impl World {
                 self.write(Object::node_class(*class));
                 self.sync_reservations();
                 self.tally.floor.1 = true;
-                self.checks.pools_changed_at = self.now;
+                self.checkers.pools_changed(self.now);
             }
             Checked::Valid(KarpenterObject::NodeOverlay(overlay)) => {
                 self.write(Object::node_overlay(*overlay));
                 self.tally.floor.1 = true;
-                self.checks.pools_changed_at = self.now;
+                self.checkers.pools_changed(self.now);
             }
             Checked::Valid(KarpenterObject::NodeClaim(_)) => {
                 return Err(ScenarioError {
@@ -1128,7 +1173,7 @@ impl World {
             self.set_node_condition(c);
         }
         if let Some(d) = &e.delete {
-            self.checks.imagined_generation += 1;
+            self.checkers.objects_changed();
             match d.kind.as_str() {
                 "NodePool" => {
                     self.remove("NodePool", format!("/{}", d.name));
@@ -1226,9 +1271,7 @@ impl World {
             && p.owner != PodOwner::DaemonSet
         {
             let now = self.now;
-            for fault in &mut self.checks.faults {
-                fault.bound(p, node, n, now);
-            }
+            self.checkers.bound(p, node, n, now);
         }
         self.track_pod(k);
         self.observe_pod(k);
@@ -1313,16 +1356,12 @@ impl World {
     /// The Node is deleted: pod garbage collection deletes the pods bound to it (controllers
     /// make new ones); bare pods are left waiting for a node.
     fn delete_node(&mut self, node: &str) {
-        if let Some(i) = self.checks.never_ready.remove(node) {
-            let cloud = &self.scenario.spec.cloud;
-            let launch = cloud.launch_delay.0
-                + cloud.launch_jitter.0
-                + cloud.ready_delay.0
-                + cloud.ready_jitter.0;
-            self.checks.faults[i].until = self.checks.faults[i]
-                .until
-                .min(self.now + PASS_INTERVAL + launch);
-        }
+        let cloud = &self.scenario.spec.cloud;
+        let launch = cloud.launch_delay.0
+            + cloud.launch_jitter.0
+            + cloud.ready_delay.0
+            + cloud.ready_jitter.0;
+        (self.checkers).node_deleted(node, self.now + PASS_INTERVAL + launch);
         let on_node = self.pods_where(|p| p.node.as_deref() == Some(node));
         for k in on_node {
             let owner = self.api.pods[&k].owner;
@@ -1406,16 +1445,10 @@ impl World {
         if let Some(c) = self.cloud.catalogs.get(class) {
             return c.clone();
         }
-        let settings = (self.api.objects.node_classes.get(class))
-            .map(|c| NodeSettings::from_node_class(&c.spec))
-            .unwrap_or_default();
-        let mut types =
-            kerf_aws::instance_types(&self.scenario.spec.region, &settings).unwrap_or_default();
-        for t in &mut types {
-            t.offerings.retain(|o| self.cloud.zones.contains(&o.zone));
-        }
-        types.retain(|t| !t.offerings.is_empty());
-        let types = Arc::new(types);
+        let types = Arc::new(
+            self.cloud
+                .types_for(&self.scenario.spec.region, &node_settings(&self.api, class)),
+        );
         self.cloud.catalogs.insert(class.to_string(), types.clone());
         types
     }
@@ -1722,9 +1755,7 @@ impl World {
             // out the registration TTL and a second launch
             let ends = self.now + REGISTRATION_TTL + cloud.launch_delay.0 + cloud.ready_delay.0;
             let until = ends + cloud.launch_jitter.0 + cloud.ready_jitter.0;
-            self.checks
-                .faults
-                .push(faults::InjectedFault::everyone(self.now, until));
+            (self.checkers).fault(faults::InjectedFault::everyone(self.now, until));
             self.tally.totals.faults_injected += 1;
         } else {
             self.push(
@@ -1847,10 +1878,7 @@ impl World {
                     node,
                     spec_taints,
                 );
-                self.checks
-                    .never_ready
-                    .insert(name.clone(), self.checks.faults.len());
-                self.checks.faults.push(fault);
+                self.checkers.never_ready(&name, fault);
             }
             self.tally.totals.faults_injected += 1;
             return;

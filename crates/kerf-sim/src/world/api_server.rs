@@ -37,6 +37,9 @@ pub(crate) struct ApiServer {
     pub storage: super::storage::Stored,
     /// Each node's EBS attachment limit, as its CSINode publishes it.
     pub csi_limits: BTreeMap<String, i64>,
+    /// When the controllers first asked to create each NodeClaim not stored yet (an outage
+    /// may hold a create back; [`StoredNodeClaim::asked`]).
+    pub creates_asked: BTreeMap<String, Duration>,
 }
 
 /// A NodeClaim object as the simulated API server holds it: what the controllers created,

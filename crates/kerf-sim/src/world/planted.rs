@@ -250,7 +250,7 @@ fn over_committed(world: &mut World) -> Result<(), SimError> {
     );
     big.spec.as_mut().expect("spec").node_name = Some(node);
     store_pod(world, big, world.now);
-    world.check_step()
+    world.with_checkers(|c, s| c.check_step(s))
 }
 
 fn untolerated_taint(world: &mut World) -> Result<(), SimError> {
@@ -262,7 +262,7 @@ fn untolerated_taint(world: &mut World) -> Result<(), SimError> {
         time_added: None,
     };
     world.api.nodes.taint(&node, &taint);
-    world.check_step()
+    world.with_checkers(|c, s| c.check_step(s))
 }
 
 fn selector_broken(world: &mut World) -> Result<(), SimError> {
@@ -276,7 +276,7 @@ fn selector_broken(world: &mut World) -> Result<(), SimError> {
     let spec = p.spec.as_mut().expect("spec");
     spec.node_selector = Some([("planted".to_string(), "yes".to_string())].into());
     store_pod(world, p, world.now);
-    world.check_step()
+    world.with_checkers(|c, s| c.check_step(s))
 }
 
 fn over_limit(world: &mut World) -> Result<(), SimError> {
@@ -286,7 +286,7 @@ fn over_limit(world: &mut World) -> Result<(), SimError> {
             .limits
             .insert("cpu".into(), "1".parse().expect("quantity"));
     });
-    world.check_limits(&claim)
+    world.with_checkers(|c, s| c.check_limits(s, &claim))
 }
 
 fn no_launch_result(world: &mut World) -> Result<(), SimError> {
@@ -294,12 +294,12 @@ fn no_launch_result(world: &mut World) -> Result<(), SimError> {
     let mut object: NodeClaim = world.api.nodeclaims[&claim].object.clone();
     object.status = None;
     store_old_nodeclaim(world, "planted-never-launched", object);
-    world.check_launch_results()
+    world.with_checkers(|c, s| c.check_launch_results(s))
 }
 
 fn over_budget(world: &mut World) -> Result<(), SimError> {
     let node = a_node(world);
-    world.check_budgets(DisruptionReason::Underutilized, &[node])
+    world.with_checkers(|c, s| c.check_budgets(s, DisruptionReason::Underutilized, &[node]))
 }
 
 fn past_pdb(world: &mut World) -> Result<(), SimError> {
@@ -313,7 +313,7 @@ fn past_pdb(world: &mut World) -> Result<(), SimError> {
     let node = world.api.pods[&pod].node.clone().expect("bound");
     let disrupted = kerf_core::cluster::disrupted_taint();
     world.api.nodes.taint(&node, &disrupted);
-    world.check_eviction(&pod)
+    world.with_checkers(|c, s| c.check_eviction(s, &pod))
 }
 
 fn do_not_disrupt_evicted(world: &mut World) -> Result<(), SimError> {
@@ -327,12 +327,12 @@ fn do_not_disrupt_evicted(world: &mut World) -> Result<(), SimError> {
         .into(),
     );
     store_pod(world, p, world.now);
-    world.check_eviction(&key)
+    world.with_checkers(|c, s| c.check_eviction(s, &key))
 }
 
 fn evicted_untainted(world: &mut World) -> Result<(), SimError> {
     let key = a_workload_pod(world);
-    world.check_eviction(&key)
+    world.with_checkers(|c, s| c.check_eviction(s, &key))
 }
 
 fn deleting_untainted(world: &mut World) -> Result<(), SimError> {
@@ -340,7 +340,7 @@ fn deleting_untainted(world: &mut World) -> Result<(), SimError> {
     if let Some(stored) = world.api.nodeclaims.get_mut(&claim) {
         stored.deleting = Some(Duration::ZERO);
     }
-    world.check_drains_tainted()
+    world.with_checkers(|c, s| c.check_drains_tainted(s))
 }
 
 /// A pod that waited from the start for a node a NodePool could launch (two cpus more than
@@ -355,7 +355,7 @@ fn stranded(world: &mut World) {
 
 fn waiting_long(world: &mut World) -> Result<(), SimError> {
     stranded(world);
-    world.check_waits()
+    world.with_checkers(|c, s| c.check_waits(s))
 }
 
 /// A node that never reports Ready excuses the pods it could take and those whose room they
@@ -381,15 +381,17 @@ fn a_never_ready_node_excuses_only_the_pods_it_held_up() {
     let (from, until) = (Duration::ZERO, Duration::from_secs(7200));
     // a tainted node the stranded pod does not tolerate held nothing up for it
     let tainted = InjectedFault::never_ready(from, until, &node, vec![dedicated.clone()]);
-    world.checks.faults.push(tainted);
+    world.checkers.fault(tainted);
     let caught = world
-        .check_waits()
+        .with_checkers(|c, s| c.check_waits(s))
         .expect_err("the stranded pod was not held up");
     assert!(
         caught.to_string().contains("although capacity exists"),
         "{caught}"
     );
-    world.check_end().expect_err("nor at the end");
+    world
+        .with_checkers(|c, s| c.check_end(s))
+        .expect_err("nor at the end");
     // a pod that node could take was bound, after the stranded pod became pending, to a node
     // the stranded pod could take too: its room may have been that one
     let (other, name) = (a_workload_pod(&world), a_node(&world));
@@ -401,21 +403,23 @@ fn a_never_ready_node_excuses_only_the_pods_it_held_up() {
         ..Toleration::default()
     }]);
     sent.facts = crate::kube_scheduler::Facts::of(&sent.pod);
-    world.checks.faults[0].bound(&sent, &name, &untainted, Duration::from_secs(60));
+    world.checkers.faults_mut()[0].bound(&sent, &name, &untainted, Duration::from_secs(60));
     world
-        .check_waits()
+        .with_checkers(|c, s| c.check_waits(s))
         .expect("the stranded pod's room was taken");
     // and a node the stranded pod could take held it up itself
-    world.checks.faults[0] = InjectedFault::never_ready(from, until, &node, Vec::new());
+    world.checkers.faults_mut()[0] = InjectedFault::never_ready(from, until, &node, Vec::new());
     world
-        .check_waits()
+        .with_checkers(|c, s| c.check_waits(s))
         .expect("the stranded pod waited on the node");
-    world.check_end().expect("to the end");
+    world
+        .with_checkers(|c, s| c.check_end(s))
+        .expect("to the end");
 }
 
 fn pending_at_end(world: &mut World) -> Result<(), SimError> {
     stranded(world);
-    world.check_end()
+    world.with_checkers(|c, s| c.check_end(s))
 }
 
 fn below_min_values(world: &mut World) -> Result<(), SimError> {
@@ -425,7 +429,7 @@ fn below_min_values(world: &mut World) -> Result<(), SimError> {
         r.min_values = Some(100);
     });
     let object = world.api.nodeclaims[&claim].object.clone();
-    world.check_min_values(&object)
+    world.with_checkers(|c, s| c.check_min_values(s, &object))
 }
 
 fn mispriced(world: &mut World) -> Result<(), SimError> {
@@ -438,7 +442,7 @@ fn mispriced(world: &mut World) -> Result<(), SimError> {
     {
         instance.price_per_hour += 1.0;
     }
-    world.check_launch_price(&claim)
+    world.with_checkers(|c, s| c.check_launch_price(s, &claim))
 }
 
 fn never_registered(world: &mut World) -> Result<(), SimError> {
@@ -447,13 +451,13 @@ fn never_registered(world: &mut World) -> Result<(), SimError> {
     let object: NodeClaim = world.api.nodeclaims[&claim].object.clone();
     store_old_nodeclaim(world, "planted-never-registered", object);
     world.now += Duration::from_secs(20 * 60);
-    world.check_step()
+    world.with_checkers(|c, s| c.check_step(s))
 }
 
 fn static_over(world: &mut World) -> Result<(), SimError> {
     world.scenario.spec.feature_gates.static_capacity = true;
     edit_pool(world, |np| np.spec.replicas = Some(0));
-    world.check_static_pools()
+    world.with_checkers(|c, s| c.check_static_pools(s))
 }
 
 fn reservation_overfull(world: &mut World) -> Result<(), SimError> {
@@ -475,7 +479,7 @@ fn reservation_overfull(world: &mut World) -> Result<(), SimError> {
         interruptible: false,
     };
     world.scenario.spec.cloud.reservations.push(reservation);
-    world.check_reservations()
+    world.with_checkers(|c, s| c.check_reservations(s))
 }
 
 /// Writes the controllers never hear of (straight into their cluster state, past its change
@@ -494,9 +498,9 @@ fn unseen_write(world: &mut World) -> Result<(), SimError> {
         .pods
         .retain(|_, p| p.node.as_deref() != Some(node.as_str()));
     empty_in_api_server(world, &node);
-    world.check_convergence()?;
+    world.with_checkers(|c, s| c.check_convergence(s))?;
     world.now += kerf_core::controllers::disruption::PASS_INTERVAL;
-    world.check_convergence()
+    world.with_checkers(|c, s| c.check_convergence(s))
 }
 
 /// A node emptied and its budget opened in the API server, and the controllers never hear
@@ -505,12 +509,12 @@ fn unseen_write(world: &mut World) -> Result<(), SimError> {
 fn emptied_unseen(world: &mut World) -> Result<(), SimError> {
     let node = a_node(world);
     empty_in_api_server(world, &node);
-    world.check_convergence()?;
+    world.with_checkers(|c, s| c.check_convergence(s))?;
     // past consolidateAfter: certainly deletable from now on
     world.now += Duration::from_secs(30);
-    world.check_convergence()?;
-    world.now += super::emptiness::DELETE_WITHIN;
-    world.check_convergence()
+    world.with_checkers(|c, s| c.check_convergence(s))?;
+    world.now += super::checkers::emptiness::DELETE_WITHIN;
+    world.with_checkers(|c, s| c.check_convergence(s))
 }
 
 /// Opens the `general` NodePool's budget and takes `node`'s pods away in the API server

@@ -30,7 +30,7 @@ use kerf_core::controllers::disruption::{
 use kerf_core::unavailable::TTL;
 
 use super::oracle::budget_room;
-use super::{SimError, StoredNodeClaim, World, allocatable_amounts};
+use super::{Checkers, Sight, SimError, StoredNodeClaim, allocatable_amounts};
 use crate::clock::EPOCH_UNIX;
 use crate::cloud::Instance;
 use crate::kube_scheduler::{
@@ -55,30 +55,30 @@ struct Better {
     price: f64,
 }
 
-impl World {
+impl Checkers {
     /// Runs at the convergence check's settled points under `--check`.
-    pub(super) fn check_spot_preference(&mut self) -> Result<(), SimError> {
+    pub(super) fn check_spot_preference(&mut self, seen: &Sight<'_>) -> Result<(), SimError> {
         // a write the API server refused (a NodeClaim's deletion, say) is still on its way:
         // Kerf already counts it and the stored objects do not yet show it, so the check
         // waits until the operator's retries have none left
-        if self.unfinished.next().is_some() {
+        if seen.writes_pending {
             return Ok(());
         }
-        let on_demand: Vec<String> = (self.api.nodes.iter())
+        let on_demand: Vec<String> = (seen.api.nodes.iter())
             .filter(|(name, n)| {
                 n.ready
-                    && self.instance_of_node(name).is_some_and(|(c, i)| {
+                    && seen.instance_of_node(name).is_some_and(|(c, i)| {
                         c.deleting.is_none() && i.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND
                     })
             })
             .map(|(name, _)| name.clone())
             .collect();
         for node in on_demand {
-            if self.backing_off(&node) {
+            if self.backing_off(seen, &node) {
                 continue;
             }
-            if let Some(b) = self.cheaper_home(&node) {
-                return Err(self.violation(format!(
+            if let Some(b) = self.cheaper_home(seen, &node) {
+                return Err(seen.violation(format!(
                     "spot preference: on-demand node {node} could be replaced by a cheaper \
                      {} {} of nodepool {} (${:.4}/h), which its pods accept",
                     b.capacity_type, b.instance_type, b.pool, b.price
@@ -91,27 +91,27 @@ impl World {
     /// Whether the node's disruption was given up lately: after the k-th time, Kerf does
     /// not replace it for 5 minutes doubled k-1 times, at most 2 hours (the book, docs/src/design.md), and a
     /// pass and the validation follow.
-    fn backing_off(&self, node: &str) -> bool {
-        let Some((times, last)) = self.checks.rolled_back.get(node) else {
+    fn backing_off(&self, seen: &Sight<'_>, node: &str) -> bool {
+        let Some((times, last)) = self.rolled_back.get(node) else {
             return false;
         };
         let doubled = REPLACE_BACKOFF * 2u32.pow(times.saturating_sub(1).min(16));
         let wait = doubled.min(REPLACE_BACKOFF_MAX);
-        self.now < *last + wait + PASS_INTERVAL + VALIDATION_DELAY
+        seen.now < *last + wait + PASS_INTERVAL + VALIDATION_DELAY
     }
 
     /// A strictly cheaper single node of the highest-weight NodePool that could take all
     /// of `node`'s pods, when that NodePool outweighs the node's own.
-    fn cheaper_home(&mut self, node: &str) -> Option<Better> {
-        let n = self.api.nodes.get(node)?;
-        let (claim, instance) = self.instance_of_node(node)?;
+    fn cheaper_home(&mut self, seen: &Sight<'_>, node: &str) -> Option<Better> {
+        let n = seen.api.nodes.get(node)?;
+        let (claim, instance) = seen.instance_of_node(node)?;
         let price = instance.price_per_hour;
-        let own = self.api.objects.node_pools.get(claim.pool()?)?;
+        let own = seen.api.objects.node_pools.get(claim.pool()?)?;
         // a static NodePool's nodes are never disrupted (Karpenter v1.15, gate or not)
-        if own.spec.replicas.is_some() || !self.disruptable(node, own) {
+        if own.spec.replicas.is_some() || !self.disruptable(seen, node, own) {
             return None;
         }
-        let pods: Vec<&Pod> = (self.api.pods.values())
+        let pods: Vec<&Pod> = (seen.api.pods.values())
             .filter(|p| p.node.as_deref() == Some(node) && p.owner != PodOwner::DaemonSet)
             .map(|p| p.declared())
             .collect();
@@ -120,7 +120,7 @@ impl World {
             return None;
         }
         let zone = n.labels.get(labels::ZONE)?.clone();
-        if self.spread_objects(&pods, &zone) {
+        if seen.spread_objects(&pods, &zone) {
             return None;
         }
         let mut needed = Amounts::new();
@@ -128,7 +128,7 @@ impl World {
             add(&mut needed, &requests(p));
         }
         let own_weight = own.spec.weight.unwrap_or(0);
-        let mut pools: Vec<(i32, String, NodePool)> = (self.api.objects.node_pools.iter())
+        let mut pools: Vec<(i32, String, NodePool)> = (seen.api.objects.node_pools.iter())
             // nor does one launch a replacement
             .filter(|(_, np)| np.spec.replicas.is_none())
             .map(|(name, np)| (np.spec.weight.unwrap_or(0), name.clone(), np.clone()))
@@ -143,7 +143,7 @@ impl World {
             if top.is_some_and(|t| weight < t) {
                 break;
             }
-            let offers = self.offers(&name, &np, &pods, &needed, &zone, Lately::RanOut);
+            let offers = seen.offers(&name, &np, &pods, &needed, &zone, Lately::RanOut);
             if offers.is_empty() {
                 // a pod this heavier NodePool would take on its own goes there, pod by pod
                 // as Karpenter places them, and the rest need a second node: no single
@@ -152,7 +152,7 @@ impl World {
                 // the cache's TTL, and without one they plan the pod there (seed 125653)
                 if pods.iter().any(|p| {
                     let one = std::slice::from_ref(p);
-                    !self
+                    !seen
                         .offers(&name, &np, one, &requests(p), &zone, Lately::Unknown)
                         .is_empty()
                 }) {
@@ -176,7 +176,9 @@ impl World {
             // found in this zone (swarm seed 375257)
             let mut priced = Vec::new();
             for b in offers {
-                if let Some(worst) = self.worst_launch_price(&name, &np, &pods, &b.instance_type) {
+                if let Some(worst) =
+                    self.worst_launch_price(seen, &name, &np, &pods, &b.instance_type)
+                {
                     priced.push(Better { price: worst, ..b });
                 }
             }
@@ -191,80 +193,19 @@ impl World {
         found
     }
 
-    /// Whether a DoNotSchedule topology spread of the pods keeps them from all going back
-    /// to one new node in their zone, counted as Karpenter counts:
-    /// - hostname: a new node's domain starts at the smallest count, zero, so it holds at
-    ///   most maxSkew of the pods one constraint selects (swarm seed 31168);
-    /// - zone: the zone's count (on nodes the pod's node affinity accepts) may exceed
-    ///   maxSkew over the emptiest zone of the region, where kube-scheduler saw no node
-    ///   and Karpenter sees a zone it can launch in (swarm seed 35435);
-    /// - any other key: not modelled, so the oracle keeps quiet.
-    fn spread_objects(&self, pods: &[&Pod], zone: &str) -> bool {
-        pods.iter().any(|p| {
-            let constraints = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.topology_spread_constraints.as_deref())
-                .unwrap_or_default();
-            constraints
-                .iter()
-                .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
-                .any(|c| {
-                    let Some(selector) = c.label_selector.as_ref() else {
-                        return false;
-                    };
-                    let selects = |q: &Pod| {
-                        q.metadata.namespace == p.metadata.namespace
-                            && selector_matches(
-                                selector,
-                                q.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
-                            )
-                    };
-                    let max_skew = i64::from(c.max_skew);
-                    if c.topology_key == labels::HOSTNAME {
-                        return pods.iter().filter(|q| selects(q)).count() as i64 > max_skew;
-                    }
-                    if c.topology_key != labels::ZONE {
-                        return true;
-                    }
-                    let mut counts: BTreeMap<&str, i64> =
-                        self.cloud.zones.iter().map(|z| (z.as_str(), 0)).collect();
-                    for q in self.api.pods.values().filter(|q| selects(&q.pod)) {
-                        let Some(node) = q.node.as_ref().and_then(|n| self.api.nodes.get(n)) else {
-                            continue;
-                        };
-                        if !node_affinity_matches(p, &node.labels) {
-                            continue;
-                        }
-                        if let Some(z) = node.labels.get(labels::ZONE) {
-                            *counts.entry(z.as_str()).or_insert(0) += 1;
-                        }
-                    }
-                    let own = counts.get(zone).copied().unwrap_or(0);
-                    let emptiest = counts
-                        .iter()
-                        .filter(|(z, _)| **z != zone)
-                        .map(|(_, n)| *n)
-                        .min()
-                        .unwrap_or(own);
-                    own - emptiest > max_skew
-                })
-        })
-    }
-
     /// Whether Karpenter may consolidate the node at all: its NodePool consolidates
     /// underutilized nodes and has budget left, and no pod on it pins it.
-    fn disruptable(&self, node: &str, np: &NodePool) -> bool {
+    fn disruptable(&self, seen: &Sight<'_>, node: &str, np: &NodePool) -> bool {
         if np.spec.disruption.consolidation_policy != ConsolidationPolicy::WhenEmptyOrUnderutilized
             || np.spec.disruption.consolidate_after == NillableDuration::Never
         {
             return false;
         }
-        if self.budget_left(np, DisruptionReason::Underutilized) == 0 {
+        if seen.budget_left(np, DisruptionReason::Underutilized) == 0 {
             return false;
         }
-        let respect = self.scenario.spec.preference_policy == kerf_scheduling::Preferences::Respect;
-        (self.api.pods.values())
+        let respect = seen.scenario.spec.preference_policy == kerf_scheduling::Preferences::Respect;
+        (seen.api.pods.values())
             .filter(|p| p.node.as_deref() == Some(node) && p.owner != PodOwner::DaemonSet)
             .all(|p| {
                 let pod = p.declared();
@@ -273,7 +214,7 @@ impl World {
                     .annotations
                     .as_ref()
                     .is_some_and(|a| a.contains_key(labels::DO_NOT_DISRUPT));
-                let guarded = self.api.objects.pdbs.values().any(|b| {
+                let guarded = seen.api.objects.pdbs.values().any(|b| {
                     b.metadata.namespace == pod.metadata.namespace
                         && b.spec
                             .as_ref()
@@ -305,12 +246,148 @@ impl World {
                 p.owner != PodOwner::None && !pinned && !guarded && !affine && !anyway
             })
     }
+}
 
+impl Checkers {
+    /// What Karpenter's consolidation takes a replacement of NodePool `name` as type
+    /// `instance_type` to cost (`WorstLaunchPrice`, by which it drops types no cheaper than
+    /// the candidates): it assumes spot launches where the replacement may be spot, and
+    /// pins it there, so the dearest spot offering its requirements and the pods allow, in
+    /// any zone; else the dearest of them all. Read upward where Karpenter's view may
+    /// differ (an offering that ran out lately, reserved capacity): the dearest offering
+    /// allowed. `None` when an overlaid price cannot be told or nothing is allowed.
+    fn worst_launch_price(
+        &mut self,
+        seen: &Sight<'_>,
+        name: &str,
+        np: &NodePool,
+        pods: &[Pod],
+        instance_type: &str,
+    ) -> Option<f64> {
+        let catalog = seen.catalog(&np.spec.template.spec.node_class_ref.name);
+        let t = catalog.iter().find(|t| t.name() == instance_type)?;
+        let since = seen.now.saturating_sub(TTL + PASS_INTERVAL);
+        let windows = &seen.scenario.spec.cloud.insufficient_capacity;
+        let (mut spot, mut all, mut spot_ran_out) = (None::<f64>, None::<f64>, false);
+        for o in &t.offerings {
+            let node_labels = candidate_labels(name, np, t, &o.zone, o.capacity_type);
+            let allowed = (np.spec.template.spec.requirements.iter())
+                .all(|r| holds(r.operator, &r.values, node_labels.get(&r.key)));
+            if !allowed || !pods.iter().all(|p| node_affinity_matches(p, &node_labels)) {
+                continue;
+            }
+            let price = seen.overlaid(&node_labels, o.price_per_hour)?;
+            all = Some(all.map_or(price, |a| a.max(price)));
+            if o.capacity_type == labels::CAPACITY_TYPE_SPOT {
+                spot = Some(spot.map_or(price, |s| s.max(price)));
+                spot_ran_out |= windows.iter().any(|w| {
+                    let start = w.from.map_or(Duration::ZERO, |d| d.0).max(since);
+                    start <= seen.now && w.covers(o.capacity_type, t.name(), &o.zone, start)
+                });
+            }
+        }
+        let reserved = (t.offerings.iter()).any(|o| {
+            o.capacity_type != labels::CAPACITY_TYPE_SPOT
+                && o.capacity_type != labels::CAPACITY_TYPE_ON_DEMAND
+        });
+        match spot {
+            Some(worst) if !spot_ran_out && !reserved => Some(worst),
+            _ => all,
+        }
+    }
+
+    /// The instance just launched for `nodeclaim` is priced as its NodeOverlays say: the
+    /// catalog's price of its offering, overlaid by this checker's own reading.
+    pub(in crate::world) fn check_launch_price(
+        &mut self,
+        seen: &Sight<'_>,
+        nodeclaim: &str,
+    ) -> Result<(), SimError> {
+        let Some((_, instance)) = seen.cloud.instances.values().find(|(c, _)| c == nodeclaim)
+        else {
+            return Ok(());
+        };
+        let instance = instance.clone();
+        let Some(claim) = seen.api.nodeclaims.get(nodeclaim) else {
+            return Ok(());
+        };
+        let class = claim.object.spec.node_class_ref.name.clone();
+        let Some(pool) = claim.pool().map(str::to_string) else {
+            return Ok(());
+        };
+        let Some(np) = seen.api.objects.node_pools.get(&pool).cloned() else {
+            return Ok(());
+        };
+        let catalog = seen.catalog(&class);
+        let Some(t) = catalog.iter().find(|t| t.name() == instance.instance_type) else {
+            return Ok(());
+        };
+        let Some(o) = (t.offerings.iter())
+            .find(|o| o.zone == instance.zone && o.capacity_type == instance.capacity_type)
+        else {
+            return Ok(());
+        };
+        let node_labels = candidate_labels(&pool, &np, t, &instance.zone, o.capacity_type);
+        match seen.overlaid(&node_labels, o.price_per_hour) {
+            Some(want) if (want - instance.price_per_hour).abs() > 1e-9 => {
+                Err(seen.violation(format!(
+                    "nodeclaim {nodeclaim} launched a {} {} in {} at ${:.4}/h; its \
+                     NodeOverlays price it at ${want:.4}/h",
+                    instance.capacity_type,
+                    instance.instance_type,
+                    instance.zone,
+                    instance.price_per_hour
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The labels a node of `t` launched by NodePool `pool` in `zone` would carry.
+fn candidate_labels(
+    pool: &str,
+    np: &NodePool,
+    t: &InstanceType,
+    zone: &str,
+    capacity_type: &str,
+) -> BTreeMap<String, String> {
+    let mut l = t.labels.clone();
+    l.extend(np.spec.template.metadata.labels.clone());
+    l.insert(labels::ZONE.into(), zone.into());
+    l.insert(labels::CAPACITY_TYPE.into(), capacity_type.into());
+    l.insert(labels::NODEPOOL.into(), pool.into());
+    l
+}
+
+/// A NodePool requirement against one label value.
+pub(super) fn holds(op: Operator, values: &[String], have: Option<&String>) -> bool {
+    let number = |s: &str| s.parse::<i64>().ok();
+    let compare = |f: fn(i64, i64) -> bool| match (
+        have.and_then(|h| number(h)),
+        values.first().and_then(|v| number(v)),
+    ) {
+        (Some(h), Some(b)) => f(h, b),
+        _ => false,
+    };
+    match op {
+        Operator::In => have.is_some_and(|h| values.contains(h)),
+        Operator::NotIn => have.is_none_or(|h| !values.contains(h)),
+        Operator::Exists => have.is_some(),
+        Operator::DoesNotExist => have.is_none(),
+        Operator::Gt => compare(|h, b| h > b),
+        Operator::Lt => compare(|h, b| h < b),
+        Operator::Gte => compare(|h, b| h >= b),
+        Operator::Lte => compare(|h, b| h <= b),
+    }
+}
+
+impl Sight<'_> {
     /// The offerings of NodePool `name` in `zone` that one node of could take `pods`
     /// (`needed` in all, plus the DaemonSets that would run there) within the NodePool's
     /// limits; with [`Lately::RanOut`], without those whose capacity ran out lately.
     fn offers(
-        &mut self,
+        &self,
         name: &str,
         np: &NodePool,
         pods: &[Pod],
@@ -403,9 +480,68 @@ impl World {
         }
         out
     }
-}
 
-impl World {
+    /// Whether a DoNotSchedule topology spread of the pods keeps them from all going back
+    /// to one new node in their zone, counted as Karpenter counts:
+    /// - hostname: a new node's domain starts at the smallest count, zero, so it holds at
+    ///   most maxSkew of the pods one constraint selects (swarm seed 31168);
+    /// - zone: the zone's count (on nodes the pod's node affinity accepts) may exceed
+    ///   maxSkew over the emptiest zone of the region, where kube-scheduler saw no node
+    ///   and Karpenter sees a zone it can launch in (swarm seed 35435);
+    /// - any other key: not modelled, so the oracle keeps quiet.
+    pub(super) fn spread_objects(&self, pods: &[&Pod], zone: &str) -> bool {
+        pods.iter().any(|p| {
+            let constraints = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.topology_spread_constraints.as_deref())
+                .unwrap_or_default();
+            constraints
+                .iter()
+                .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
+                .any(|c| {
+                    let Some(selector) = c.label_selector.as_ref() else {
+                        return false;
+                    };
+                    let selects = |q: &Pod| {
+                        q.metadata.namespace == p.metadata.namespace
+                            && selector_matches(
+                                selector,
+                                q.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
+                            )
+                    };
+                    let max_skew = i64::from(c.max_skew);
+                    if c.topology_key == labels::HOSTNAME {
+                        return pods.iter().filter(|q| selects(q)).count() as i64 > max_skew;
+                    }
+                    if c.topology_key != labels::ZONE {
+                        return true;
+                    }
+                    let mut counts: BTreeMap<&str, i64> =
+                        self.cloud.zones.iter().map(|z| (z.as_str(), 0)).collect();
+                    for q in self.api.pods.values().filter(|q| selects(&q.pod)) {
+                        let Some(node) = q.node.as_ref().and_then(|n| self.api.nodes.get(n)) else {
+                            continue;
+                        };
+                        if !node_affinity_matches(p, &node.labels) {
+                            continue;
+                        }
+                        if let Some(z) = node.labels.get(labels::ZONE) {
+                            *counts.entry(z.as_str()).or_insert(0) += 1;
+                        }
+                    }
+                    let own = counts.get(zone).copied().unwrap_or(0);
+                    let emptiest = counts
+                        .iter()
+                        .filter(|(z, _)| **z != zone)
+                        .map(|(_, n)| *n)
+                        .min()
+                        .unwrap_or(own);
+                    own - emptiest > max_skew
+                })
+        })
+    }
+
     /// How many more of NodePool `np`'s nodes its budgets let be disrupted for `reason`
     /// now, counted over its stored Nodes as Karpenter counts
     /// (`BuildDisruptionBudgetMapping`): those whose Node is labelled initialized, and of
@@ -451,7 +587,7 @@ impl World {
     /// it: the capacity of the instances of its stored NodeClaims not being deleted. `None`
     /// while one of those has no instance yet: its size is not known, so the check keeps
     /// quiet.
-    fn stored_usage(&self, pool: &str) -> Option<Amounts> {
+    pub(super) fn stored_usage(&self, pool: &str) -> Option<Amounts> {
         let mut usage = Amounts::new();
         for (name, c) in &self.api.nodeclaims {
             if c.pool() != Some(pool) || c.deleting.is_some() {
@@ -467,101 +603,16 @@ impl World {
         Some(usage)
     }
 
-    /// What Karpenter's consolidation takes a replacement of NodePool `name` as type
-    /// `instance_type` to cost (`WorstLaunchPrice`, by which it drops types no cheaper than
-    /// the candidates): it assumes spot launches where the replacement may be spot, and
-    /// pins it there, so the dearest spot offering its requirements and the pods allow, in
-    /// any zone; else the dearest of them all. Read upward where Karpenter's view may
-    /// differ (an offering that ran out lately, reserved capacity): the dearest offering
-    /// allowed. `None` when an overlaid price cannot be told or nothing is allowed.
-    fn worst_launch_price(
-        &mut self,
-        name: &str,
-        np: &NodePool,
-        pods: &[Pod],
-        instance_type: &str,
-    ) -> Option<f64> {
-        let catalog = self.catalog(&np.spec.template.spec.node_class_ref.name);
-        let t = catalog.iter().find(|t| t.name() == instance_type)?;
-        let since = self.now.saturating_sub(TTL + PASS_INTERVAL);
-        let windows = &self.scenario.spec.cloud.insufficient_capacity;
-        let (mut spot, mut all, mut spot_ran_out) = (None::<f64>, None::<f64>, false);
-        for o in &t.offerings {
-            let node_labels = candidate_labels(name, np, t, &o.zone, o.capacity_type);
-            let allowed = (np.spec.template.spec.requirements.iter())
-                .all(|r| holds(r.operator, &r.values, node_labels.get(&r.key)));
-            if !allowed || !pods.iter().all(|p| node_affinity_matches(p, &node_labels)) {
-                continue;
-            }
-            let price = self.overlaid(&node_labels, o.price_per_hour)?;
-            all = Some(all.map_or(price, |a| a.max(price)));
-            if o.capacity_type == labels::CAPACITY_TYPE_SPOT {
-                spot = Some(spot.map_or(price, |s| s.max(price)));
-                spot_ran_out |= windows.iter().any(|w| {
-                    let start = w.from.map_or(Duration::ZERO, |d| d.0).max(since);
-                    start <= self.now && w.covers(o.capacity_type, t.name(), &o.zone, start)
-                });
-            }
-        }
-        let reserved = (t.offerings.iter()).any(|o| {
-            o.capacity_type != labels::CAPACITY_TYPE_SPOT
-                && o.capacity_type != labels::CAPACITY_TYPE_ON_DEMAND
-        });
-        match spot {
-            Some(worst) if !spot_ran_out && !reserved => Some(worst),
-            _ => all,
-        }
-    }
-
-    /// The instance just launched for `nodeclaim` is priced as its NodeOverlays say: the
-    /// catalog's price of its offering, overlaid by this checker's own reading.
-    pub(super) fn check_launch_price(&mut self, nodeclaim: &str) -> Result<(), SimError> {
-        let Some((_, instance)) = self.cloud.instances.values().find(|(c, _)| c == nodeclaim)
-        else {
-            return Ok(());
-        };
-        let instance = instance.clone();
-        let Some(claim) = self.api.nodeclaims.get(nodeclaim) else {
-            return Ok(());
-        };
-        let class = claim.object.spec.node_class_ref.name.clone();
-        let Some(pool) = claim.pool().map(str::to_string) else {
-            return Ok(());
-        };
-        let Some(np) = self.api.objects.node_pools.get(&pool).cloned() else {
-            return Ok(());
-        };
-        let catalog = self.catalog(&class);
-        let Some(t) = catalog.iter().find(|t| t.name() == instance.instance_type) else {
-            return Ok(());
-        };
-        let Some(o) = (t.offerings.iter())
-            .find(|o| o.zone == instance.zone && o.capacity_type == instance.capacity_type)
-        else {
-            return Ok(());
-        };
-        let node_labels = candidate_labels(&pool, &np, t, &instance.zone, o.capacity_type);
-        match self.overlaid(&node_labels, o.price_per_hour) {
-            Some(want) if (want - instance.price_per_hour).abs() > 1e-9 => {
-                Err(self.violation(format!(
-                    "nodeclaim {nodeclaim} launched a {} {} in {} at ${:.4}/h; its \
-                     NodeOverlays price it at ${want:.4}/h",
-                    instance.capacity_type,
-                    instance.instance_type,
-                    instance.zone,
-                    instance.price_per_hour
-                )))
-            }
-            _ => Ok(()),
-        }
-    }
-
     /// What an offering costs with the scenario's NodeOverlays over it (NodeOverlay gate),
     /// read from the overlay objects by this checker's own rule: of the overlays that set a
     /// price and whose requirements the node's labels meet, the heaviest sets it (`price`,
     /// or `priceAdjustment` as a percent or an amount, never below 0). `None` when overlays
     /// share a weight: which one Karpenter's conflict rule keeps is not worked out here.
-    fn overlaid(&self, node_labels: &BTreeMap<String, String>, base: f64) -> Option<f64> {
+    pub(super) fn overlaid(
+        &self,
+        node_labels: &BTreeMap<String, String>,
+        base: f64,
+    ) -> Option<f64> {
         let overlays = &self.api.objects.node_overlays;
         if !self.scenario.spec.feature_gates.node_overlay || overlays.is_empty() {
             return Some(base);
@@ -595,49 +646,11 @@ impl World {
     }
 }
 
-/// The labels a node of `t` launched by NodePool `pool` in `zone` would carry.
-fn candidate_labels(
-    pool: &str,
-    np: &NodePool,
-    t: &InstanceType,
-    zone: &str,
-    capacity_type: &str,
-) -> BTreeMap<String, String> {
-    let mut l = t.labels.clone();
-    l.extend(np.spec.template.metadata.labels.clone());
-    l.insert(labels::ZONE.into(), zone.into());
-    l.insert(labels::CAPACITY_TYPE.into(), capacity_type.into());
-    l.insert(labels::NODEPOOL.into(), pool.into());
-    l
-}
-
-/// A NodePool requirement against one label value.
-pub(super) fn holds(op: Operator, values: &[String], have: Option<&String>) -> bool {
-    let number = |s: &str| s.parse::<i64>().ok();
-    let compare = |f: fn(i64, i64) -> bool| match (
-        have.and_then(|h| number(h)),
-        values.first().and_then(|v| number(v)),
-    ) {
-        (Some(h), Some(b)) => f(h, b),
-        _ => false,
-    };
-    match op {
-        Operator::In => have.is_some_and(|h| values.contains(h)),
-        Operator::NotIn => have.is_none_or(|h| !values.contains(h)),
-        Operator::Exists => have.is_some(),
-        Operator::DoesNotExist => have.is_none(),
-        Operator::Gt => compare(|h, b| h > b),
-        Operator::Lt => compare(|h, b| h < b),
-        Operator::Gte => compare(|h, b| h >= b),
-        Operator::Lte => compare(|h, b| h <= b),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::RunOptions;
     use super::*;
     use crate::scenario;
+    use crate::world::{RunOptions, World};
 
     /// Two pods on an on-demand node of the only NodePool, settled.
     const ON_DEMAND_ONLY: &str = r#"
@@ -688,7 +701,9 @@ spec:
         world.settle().expect("settles");
         while world.step().expect("holds every invariant") {}
         assert!(
-            world.check_spot_preference().is_ok(),
+            world
+                .with_checkers(|c, s| c.check_spot_preference(s))
+                .is_ok(),
             "one NodePool: no better home"
         );
         // the planted bug: a heavier spot NodePool appears and the controllers never hear
@@ -709,7 +724,9 @@ spec:
         )
         .expect("NodePool");
         world.write(kerf_core::observe::Object::node_pool(spot));
-        let e = world.check_spot_preference().expect_err("a violation");
+        let e = world
+            .with_checkers(|c, s| c.check_spot_preference(s))
+            .expect_err("a violation");
         assert!(
             e.to_string().contains("spot preference: on-demand node")
                 && e.to_string().contains("of nodepool spot"),
@@ -764,10 +781,12 @@ spec:
         world.write(kerf_core::observe::Object::node_pool(heavier(
             "spot, on-demand",
         )));
-        let quiet = world.check_spot_preference();
+        let quiet = world.with_checkers(|c, s| c.check_spot_preference(s));
         assert!(quiet.is_ok(), "{:?}", quiet.err().map(|e| e.to_string()));
         world.write(kerf_core::observe::Object::node_pool(heavier("on-demand")));
-        let e = world.check_spot_preference().expect_err("a violation");
+        let e = world
+            .with_checkers(|c, s| c.check_spot_preference(s))
+            .expect_err("a violation");
         assert!(
             e.to_string()
                 .contains("could be replaced by a cheaper on-demand")

@@ -10,11 +10,11 @@ use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{Taint, labels};
 use kerf_core::cluster::PodOwner;
 
-use super::api_server::StoredPod;
+use crate::world::api_server::StoredPod;
 use kerf_core::controllers::list_text;
 
 use super::oracle::{PodView, blocking_pdb, budget_room};
-use super::{REGISTRATION_TTL, SimError, World};
+use super::{Checkers, REGISTRATION_TTL, Sight, SimError};
 use crate::clock::EPOCH_UNIX;
 use crate::kube_scheduler::{Amounts, add, node_affinity_matches, requests, untolerated};
 
@@ -56,36 +56,15 @@ const NOMINATION_WINDOW: Duration = Duration::from_secs(20);
 /// window (at most 10 s) and a minute for disruption and binding to catch up.
 const WAIT_SLACK: Duration = Duration::from_secs(70);
 
-impl World {
-    /// When the API server last came back from an outage (zero when it never went down):
-    /// writes that waited out the outage are due from then. While it is down, now: no write
-    /// is overdue while none can be made (swarm seed 400658).
-    pub(super) fn api_back(&self) -> Duration {
-        if self.api_down().is_some() {
-            return self.now;
-        }
-        (self.scenario.spec.api_server.outages.iter())
-            .map(|o| o.until.0)
-            .filter(|until| *until <= self.now)
-            .max()
-            .unwrap_or_default()
-    }
-
-    pub(super) fn violation(&self, message: String) -> SimError {
-        SimError::Invariant {
-            at: crate::clock::rfc3339(self.now),
-            message,
-        }
-    }
-
+impl Checkers {
     /// Bindings, requests and registration, looked at after every settled step.
-    pub(super) fn check_step(&mut self) -> Result<(), SimError> {
+    pub(in crate::world) fn check_step(&mut self, seen: &Sight<'_>) -> Result<(), SimError> {
         // requests added up again from the pod objects, not the cluster's running totals
         let mut requested: BTreeMap<&str, Amounts> = BTreeMap::new();
-        for (k, p) in &self.api.pods {
+        for (k, p) in &seen.api.pods {
             let Some(node) = &p.node else { continue };
-            let Some(n) = self.api.nodes.get(node) else {
-                return Err(self.violation(format!(
+            let Some(n) = seen.api.nodes.get(node) else {
+                return Err(seen.violation(format!(
                     "pod {k} is bound to node {node}, which does not exist"
                 )));
             };
@@ -101,26 +80,26 @@ impl World {
                 .cloned()
                 .collect();
             if untolerated(p.declared(), &scheduling_taints) {
-                return Err(self.violation(format!(
+                return Err(seen.violation(format!(
                     "pod {k} is bound to node {node} with a taint it does not tolerate"
                 )));
             }
             if !node_affinity_matches(p.declared(), &n.labels) {
-                return Err(self.violation(format!(
+                return Err(seen.violation(format!(
                     "pod {k} is bound to node {node}, which its node selector or required \
                      node affinity rules out"
                 )));
             }
         }
         for (name, used) in requested {
-            let Some(allocatable) = self.api.nodes.get(name).map(|n| &n.amounts) else {
+            let Some(allocatable) = seen.api.nodes.get(name).map(|n| &n.amounts) else {
                 continue;
             };
             if let Some((r, v)) = used
                 .iter()
                 .find(|(r, v)| **v > allocatable.get(*r).copied().unwrap_or(0))
             {
-                return Err(self.violation(format!(
+                return Err(seen.violation(format!(
                     "node {name} is over-committed: its pods request {} of {r} (thousandths), \
                      allocatable is {}",
                     v,
@@ -131,17 +110,17 @@ impl World {
         // read from the stored NodeClaims: one whose instance no kubelet ever registered is
         // deleted within the registration TTL (the cleanup's writes may wait out an
         // API-server fault, hence the slack), whatever Kerf believes of it
-        let back = self.api_back();
-        for (name, c) in &self.api.nodeclaims {
+        let back = seen.api_back();
+        for (name, c) in &seen.api.nodeclaims {
             let launched = (c.object.status.as_ref())
                 .and_then(|s| s.provider_id.as_deref())
                 .is_some_and(|p| !p.is_empty());
             let since = c.created.max(back);
             if launched
                 && !c.node_registered
-                && self.now.saturating_sub(since) > REGISTRATION_TTL + CLEANUP_SLACK
+                && seen.now.saturating_sub(since) > REGISTRATION_TTL + CLEANUP_SLACK
             {
-                return Err(self.violation(format!(
+                return Err(seen.violation(format!(
                     "nodeclaim {name} launched at {} never registered and was not cleaned up",
                     crate::clock::rfc3339(c.created)
                 )));
@@ -154,36 +133,36 @@ impl World {
     /// capacity (no insufficient-capacity window open since it became pending) and a
     /// NodePool within its limits could host it.
     /// Every [`WAIT_CHECK_EVERY`], [`World::check_waits`].
-    pub(super) fn check_waits_now(&mut self) -> Result<(), SimError> {
-        if self.now < self.checks.waits_checked + WAIT_CHECK_EVERY {
+    pub(in crate::world) fn check_waits_now(&mut self, seen: &Sight<'_>) -> Result<(), SimError> {
+        if seen.now < self.waits_checked + WAIT_CHECK_EVERY {
             return Ok(());
         }
-        self.checks.waits_checked = self.now;
-        self.check_launch_results()?;
-        self.check_drains_tainted()?;
-        self.check_waits()
+        self.waits_checked = seen.now;
+        self.check_launch_results(seen)?;
+        self.check_drains_tainted(seen)?;
+        self.check_waits(seen)
     }
 
     /// Every NodeClaim the API server holds as being deleted has its node tainted
     /// `karpenter.sh/disrupted:NoSchedule` within [`CLEANUP_SLACK`] of its deletion (or of
     /// the API server's return): Karpenter's termination taints before anything else. Read
     /// from the stored NodeClaims and Nodes, not from Kerf.
-    pub(super) fn check_drains_tainted(&self) -> Result<(), SimError> {
+    pub(in crate::world) fn check_drains_tainted(&self, seen: &Sight<'_>) -> Result<(), SimError> {
         // no write reaches a down API server: the minute counts from its return (swarm seed
         // 40030: a deletion two seconds before an outage)
-        if self.api_down().is_some() {
+        if seen.api_down().is_some() {
             return Ok(());
         }
-        let back = self.api_back();
-        for (name, c) in &self.api.nodeclaims {
+        let back = seen.api_back();
+        for (name, c) in &seen.api.nodeclaims {
             let Some(deleting) = c.deleting else { continue };
             let node = (c.object.status.as_ref()).and_then(|s| s.node_name.as_deref());
-            let Some((node, n)) = node.and_then(|n| Some((n, self.api.nodes.get(n)?))) else {
+            let Some((node, n)) = node.and_then(|n| Some((n, seen.api.nodes.get(n)?))) else {
                 continue;
             };
             let since = deleting.max(back);
-            if !n.disrupted() && self.now.saturating_sub(since) > CLEANUP_SLACK {
-                return Err(self.violation(format!(
+            if !n.disrupted() && seen.now.saturating_sub(since) > CLEANUP_SLACK {
+                return Err(seen.violation(format!(
                     "nodeclaim {name} has been deleting since {} but its node {node} is not \
                      tainted {}:NoSchedule",
                     crate::clock::rfc3339(deleting),
@@ -200,17 +179,17 @@ impl World {
     /// when it has launched one at all and nothing was in the way in the run's last ten
     /// minutes (a NodePool change, a capacity window, an API-server outage, a restart).
     /// Counted from the stored NodeClaim objects' labels.
-    pub(super) fn check_static_pools(&self) -> Result<(), SimError> {
-        if !self.scenario.spec.feature_gates.static_capacity {
+    pub(in crate::world) fn check_static_pools(&self, seen: &Sight<'_>) -> Result<(), SimError> {
+        if !seen.scenario.spec.feature_gates.static_capacity {
             return Ok(());
         }
-        let spec = &self.scenario.spec;
-        let since = self.now.saturating_sub(Duration::from_secs(600));
-        let disturbed = self.checks.pools_changed_at > since
-            || (spec.cloud.insufficient_capacity.iter()).any(|w| w.overlaps(since, self.now))
+        let spec = &seen.scenario.spec;
+        let since = seen.now.saturating_sub(Duration::from_secs(600));
+        let disturbed = self.pools_changed_at > since
+            || (spec.cloud.insufficient_capacity.iter()).any(|w| w.overlaps(since, seen.now))
             || (spec.api_server.outages.iter()).any(|o| o.until.0 > since)
             || (spec.operator_restarts.iter()).any(|r| r.0 > since);
-        for (name, np) in &self.api.objects.node_pools {
+        for (name, np) in &seen.api.objects.node_pools {
             let Some(replicas) = np.spec.replicas else {
                 continue;
             };
@@ -219,7 +198,7 @@ impl World {
             });
             let want = replicas.min(limit);
             let of_pool = |c: &&super::StoredNodeClaim| c.pool() == Some(name.as_str());
-            let stored: Vec<_> = self.api.nodeclaims.values().filter(of_pool).collect();
+            let stored: Vec<_> = seen.api.nodeclaims.values().filter(of_pool).collect();
             let have = stored.iter().filter(|c| c.deleting.is_none()).count();
             let have = i64::try_from(have).unwrap_or(i64::MAX);
             let launched_any = stored
@@ -242,7 +221,7 @@ impl World {
             let held = i64::try_from(stored.len()).unwrap_or(i64::MAX);
             let room = held < limit;
             if have - drifted > want || (have < want && room && launched_any && !disturbed) {
-                return Err(self.violation(format!(
+                return Err(seen.violation(format!(
                     "static nodepool {name} has {have} nodeclaims at the end; its replicas \
                      and node limit ask for {want}"
                 )));
@@ -255,16 +234,16 @@ impl World {
     /// provider id in its status) or is deleted within Karpenter's launch timeout, counted
     /// from its creation or the end of the last API-server outage, whatever Kerf saw of its
     /// own writes (a lost answer, a restart). Read from the stored objects, not from Kerf.
-    pub(super) fn check_launch_results(&self) -> Result<(), SimError> {
-        let now = self.now;
-        let back = self.api_back();
-        for (name, c) in &self.api.nodeclaims {
+    pub(in crate::world) fn check_launch_results(&self, seen: &Sight<'_>) -> Result<(), SimError> {
+        let now = seen.now;
+        let back = seen.api_back();
+        for (name, c) in &seen.api.nodeclaims {
             let launched = (c.object.status.as_ref())
                 .and_then(|s| s.provider_id.as_deref())
                 .is_some_and(|p| !p.is_empty());
             let since = c.created.max(back);
             if !launched && c.deleting.is_none() && now.saturating_sub(since) > LAUNCH_RESULT {
-                return Err(self.violation(format!(
+                return Err(seen.violation(format!(
                     "nodeclaim {name}, created at {}, has had no launch result for {}s and was \
                      not deleted",
                     crate::clock::rfc3339(c.created),
@@ -275,8 +254,8 @@ impl World {
         Ok(())
     }
 
-    pub(super) fn check_waits(&mut self) -> Result<(), SimError> {
-        let cloud = &self.scenario.spec.cloud;
+    pub(in crate::world) fn check_waits(&mut self, seen: &Sight<'_>) -> Result<(), SimError> {
+        let cloud = &seen.scenario.spec.cloud;
         // three launches: kube-scheduler may bind another pod into the room a pod was
         // nominated to (the real one ignores Karpenter's nominations too), and the pod then
         // waits out the nomination grace and a second launch; with spread constraints, which
@@ -287,9 +266,9 @@ impl World {
             + cloud.ready_delay.0
             + cloud.ready_jitter.0;
         let bound = launch * 3 + NOMINATION_WINDOW + WAIT_SLACK;
-        let now = self.now;
-        let faults = &self.checks.faults;
-        let late = self.waiting(|k, p| {
+        let now = seen.now;
+        let faults = &self.faults;
+        let late = seen.waiting(|k, p| {
             now.saturating_sub(self.wait_start(k, p)) > bound
                 && !cloud
                     .insufficient_capacity
@@ -297,16 +276,16 @@ impl World {
                     .any(|w| w.overlaps(p.pending_since, now))
                 && !(faults.iter())
                     .any(|f| f.from <= now && f.until > p.pending_since && f.reaches(p))
-                && !self.launching_for(k, bound)
+                && !self.launching_for(seen, k, bound)
         });
         // judged apart from Kerf: new nodes of the NodePools would take the pods
-        let hostable = if late.iter().all(|k| self.checks.unhostable.contains(k)) {
+        let hostable = if late.iter().all(|k| self.unhostable.contains(k)) {
             Vec::new()
         } else {
-            self.hostable_on_new_nodes(&late)
+            self.hostable_on_new_nodes(seen, &late)
         };
         if !hostable.is_empty() {
-            return Err(self.violation(format!(
+            return Err(seen.violation(format!(
                 "pods waiting over {}s for a node although capacity exists: {}",
                 bound.as_secs(),
                 list_text(&hostable)
@@ -314,10 +293,12 @@ impl World {
         }
         // which waiting pods no NodePool could host now (their limits reached): when room
         // is freed later, their wait starts again there (swarm seed 1109)
-        let waiting = self.waiting(|_, _| true);
-        if waiting != self.checks.waiting_seen {
-            let room_for: BTreeSet<String> =
-                self.hostable_on_new_nodes(&waiting).into_iter().collect();
+        let waiting = seen.waiting(|_, _| true);
+        if waiting != self.waiting_seen {
+            let room_for: BTreeSet<String> = self
+                .hostable_on_new_nodes(seen, &waiting)
+                .into_iter()
+                .collect();
             let unhostable: BTreeSet<String> = waiting
                 .iter()
                 .filter(|k| !room_for.contains(*k))
@@ -325,30 +306,29 @@ impl World {
                 .collect();
             // a pod that was unhostable and no longer is got its room when it was freed,
             // not when it became pending (the set may be worked out again only later)
-            let freed = self.checks.room_freed_at;
-            for k in self.checks.unhostable.difference(&unhostable) {
-                self.checks.rehostable.insert(k.clone(), freed);
+            let freed = self.room_freed_at;
+            for k in self.unhostable.difference(&unhostable) {
+                self.rehostable.insert(k.clone(), freed);
             }
-            self.checks
-                .rehostable
+            self.rehostable
                 .retain(|k, _| waiting.binary_search(k).is_ok());
-            self.checks.unhostable = unhostable;
-            self.checks.waiting_seen = waiting;
+            self.unhostable = unhostable;
+            self.waiting_seen = waiting;
         }
         Ok(())
     }
 
     /// Every pending pod a NodePool could host must not have waited long.
-    pub(super) fn check_end(&mut self) -> Result<(), SimError> {
-        self.check_step()?;
-        self.check_static_pools()?;
-        let now = self.now;
+    pub(in crate::world) fn check_end(&mut self, seen: &Sight<'_>) -> Result<(), SimError> {
+        self.check_step(seen)?;
+        self.check_static_pools(seen)?;
+        let now = seen.now;
         // a pod that waited through an insufficient-capacity window may have needed just
         // that capacity: the end check leaves it to the in-run wait check, which knows
-        let windows = &self.scenario.spec.cloud.insufficient_capacity;
-        let faults = &self.checks.faults;
+        let windows = &seen.scenario.spec.cloud.insufficient_capacity;
+        let faults = &self.faults;
         // as in the wait check (swarm seed 10050)
-        let stale = self.waiting(|k, p| {
+        let stale = seen.waiting(|k, p| {
             now.saturating_sub(self.wait_start(k, p)) > REGISTRATION_TTL
                 && !windows.iter().any(|w| w.overlaps(p.pending_since, now))
                 && !(faults.iter()).any(|f| f.until > p.pending_since && f.reaches(p))
@@ -357,11 +337,11 @@ impl World {
             return Ok(());
         }
         // judged apart from Kerf: a new node of some NodePool would take the pod
-        let hostable = self.hostable_on_new_nodes(&stale);
+        let hostable = self.hostable_on_new_nodes(seen, &stale);
         if hostable.is_empty() {
             Ok(())
         } else {
-            Err(self.violation(format!(
+            Err(seen.violation(format!(
                 "pods pending for over 15 minutes that a NodePool could host: {}",
                 list_text(&hostable)
             )))
@@ -375,10 +355,10 @@ impl World {
     fn wait_start(&self, key: &str, p: &StoredPod) -> Duration {
         let since = p
             .pending_since
-            .max(self.checks.pools_changed_at)
-            .max(self.checks.rehostable.get(key).copied().unwrap_or_default());
-        if self.checks.unhostable.contains(key) {
-            since.max(self.checks.room_freed_at)
+            .max(self.pools_changed_at)
+            .max(self.rehostable.get(key).copied().unwrap_or_default());
+        if self.unhostable.contains(key) {
+            since.max(self.room_freed_at)
         } else {
             since
         }
@@ -389,59 +369,40 @@ impl World {
     /// way, and Kerf making one fresh claim after another for the pod excuses nothing). A
     /// NodePool's limit may have kept the pod waiting until room was freed for that launch,
     /// while another pod had been the one the checker thought blocked (swarm seed 10102).
-    fn launching_for(&self, key: &str, bound: Duration) -> bool {
+    fn launching_for(&self, seen: &Sight<'_>, key: &str, bound: Duration) -> bool {
         let initialized = |c: &super::StoredNodeClaim| {
             (c.object.status.as_ref()).is_some_and(|s| {
                 (s.conditions.iter()).any(|k| k.type_ == "Initialized" && k.status == "True")
             })
         };
-        // the nomination is Kerf's (in memory, as Karpenter's: read through the binder's one
-        // hook); the claim is read from the API server
-        let nominations = super::binder::Nominations::new(self.core.cluster(), true);
-        (nominations.claim(key))
-            .and_then(|c| self.api.nodeclaims.get(c))
+        // the nomination is Kerf's (in memory, as Karpenter's: read through its named hook);
+        // the claim is read from the API server
+        (seen.kerf.nominated(key))
+            .and_then(|c| seen.api.nodeclaims.get(c))
             .is_some_and(|c| {
                 !initialized(c)
                     && c.deleting.is_none()
-                    && self.now.saturating_sub(c.created) <= bound
+                    && seen.now.saturating_sub(c.created) <= bound
             })
-    }
-
-    /// Workload pods waiting for a node, among those `keep` selects.
-    fn waiting(&self, keep: impl Fn(&str, &StoredPod) -> bool) -> Vec<String> {
-        (self.api.pods.iter())
-            .filter(|(k, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet && keep(k, p))
-            .map(|(k, _)| k.clone())
-            .collect()
-    }
-
-    /// The stored NodeClaim whose status names this node, with its NodePool label.
-    pub(super) fn stored_claim_of_node(
-        &self,
-        node: &str,
-    ) -> Option<(&super::StoredNodeClaim, &str)> {
-        self.api.nodeclaims.values().find_map(|c| {
-            let named = (c.object.status.as_ref()).and_then(|s| s.node_name.as_deref());
-            (named == Some(node)).then_some((c, c.pool()?))
-        })
     }
 
     /// No voluntary disruption takes more of a NodePool's nodes than its budgets allow,
     /// counted from the stored Nodes and NodeClaims.
-    pub(super) fn check_budgets(
+    pub(in crate::world) fn check_budgets(
         &self,
+        seen: &Sight<'_>,
         reason: DisruptionReason,
         nodes: &[String],
     ) -> Result<(), SimError> {
-        let of: BTreeMap<&str, (&super::StoredNodeClaim, &str)> = (self.api.nodes.iter())
-            .filter_map(|(n, _)| Some((n.as_str(), self.stored_claim_of_node(n)?)))
+        let of: BTreeMap<&str, (&super::StoredNodeClaim, &str)> = (seen.api.nodes.iter())
+            .filter_map(|(n, _)| Some((n.as_str(), seen.stored_claim_of_node(n)?)))
             .collect();
         let pools: BTreeSet<&str> = nodes
             .iter()
             .filter_map(|n| of.get(n.as_str()).map(|(_, p)| *p))
             .collect();
         for pool in pools {
-            let Some(np) = self.api.objects.node_pools.get(pool) else {
+            let Some(np) = seen.api.objects.node_pools.get(pool) else {
                 continue;
             };
             // the nodes Karpenter's budgets count: initialized ones (`NodePoolStatsFromNodes`;
@@ -450,7 +411,7 @@ impl World {
             // Karpenter counts (it adds nodes not Ready and marked ones), so that the room
             // this allows is never less than Karpenter's
             let initialized = |n: &str| {
-                (self.api.nodes.get(n)).is_some_and(|n| {
+                (seen.api.nodes.get(n)).is_some_and(|n| {
                     n.labels
                         .get(labels::INITIALIZED)
                         .is_some_and(|v| v == "true")
@@ -485,10 +446,10 @@ impl World {
                 reason,
                 of_pool.len() as i64,
                 deleting as i64,
-                (EPOCH_UNIX + self.now.as_secs()) as i64,
+                (EPOCH_UNIX + seen.now.as_secs()) as i64,
             );
             if mine as i64 > allowed {
-                return Err(self.violation(format!(
+                return Err(seen.violation(format!(
                     "disruption of {mine} nodes of nodepool {pool} exceeds its budget of {allowed}"
                 )));
             }
@@ -501,27 +462,29 @@ impl World {
     /// resource the limits name counted over the cloud's instances of the NodePool whose
     /// NodeClaims are stored, not being deleted and not tainted by a disruption command
     /// (their capacity) and `nodes` as their number.
-    pub(super) fn check_limits(&self, nodeclaim: &str) -> Result<(), SimError> {
+    pub(in crate::world) fn check_limits(
+        &self,
+        seen: &Sight<'_>,
+        nodeclaim: &str,
+    ) -> Result<(), SimError> {
         let pool_of = |claim: &str| {
-            (self.api.nodeclaims.get(claim))
+            (seen.api.nodeclaims.get(claim))
                 .and_then(|c| c.pool())
                 .map(str::to_string)
         };
-        if !self.cloud.instances.values().any(|(c, _)| c == nodeclaim) {
+        if !seen.cloud.instances.values().any(|(c, _)| c == nodeclaim) {
             return Ok(());
         }
         let Some(pool) = pool_of(nodeclaim) else {
             return Ok(());
         };
-        let Some(np) = self.api.objects.node_pools.get(&pool) else {
+        let Some(np) = seen.api.objects.node_pools.get(&pool) else {
             return Ok(());
         };
         // Karpenter checks limits when the provisioner makes a NodeClaim, never at launch
         // (nodeclaim/lifecycle/launch.go): one asked for before a NodePool changed (its create
         // held back by an outage, swarm seed 31034) launches under the limits it was made in
-        if (self.api.nodeclaims.get(nodeclaim))
-            .is_some_and(|c| c.asked < self.checks.pools_changed_at)
-        {
+        if (seen.api.nodeclaims.get(nodeclaim)).is_some_and(|c| c.asked < self.pools_changed_at) {
             return Ok(());
         }
         // Karpenter counts only active nodes against the limits: a NodeClaim being deleted,
@@ -530,9 +493,9 @@ impl World {
         // deletion out of a NodePool's resources, a command marks its candidates as it
         // taints them, and the scheduler is given `nodes.Active()`; swarm seed 340616)
         let active = |claim: &str| {
-            (self.api.nodeclaims.get(claim)).is_some_and(|c| {
+            (seen.api.nodeclaims.get(claim)).is_some_and(|c| {
                 let node = (c.object.status.as_ref()).and_then(|s| s.node_name.as_deref());
-                let disrupted = node.and_then(|n| self.api.nodes.get(n)).is_some_and(|n| {
+                let disrupted = node.and_then(|n| seen.api.nodes.get(n)).is_some_and(|n| {
                     (n.taints.iter()).any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
                 });
                 c.deleting.is_none() && !disrupted
@@ -540,7 +503,7 @@ impl World {
         };
         let mut used = Amounts::new();
         let mut count = 0;
-        for (claim, instance) in self.cloud.instances.values() {
+        for (claim, instance) in seen.cloud.instances.values() {
             if pool_of(claim).as_ref() == Some(&pool) && active(claim) {
                 add(&mut used, &super::allocatable_amounts(&instance.capacity));
                 count += 1;
@@ -550,7 +513,7 @@ impl World {
         for (resource, limit) in &np.spec.limits {
             let (u, l) = (used.get(resource).copied().unwrap_or(0), limit.milli());
             if u > l {
-                return Err(self.violation(format!(
+                return Err(seen.violation(format!(
                     "nodeclaim {nodeclaim} launched although it takes nodepool {pool} over its \
                      {resource} limit: {u} > {l} (thousandths)"
                 )));
@@ -560,8 +523,12 @@ impl World {
     }
 
     /// No do-not-disrupt pod is evicted, and no PodDisruptionBudget is broken.
-    pub(super) fn check_eviction(&self, pod: &str) -> Result<(), SimError> {
-        let Some(p) = self.api.pods.get(pod) else {
+    pub(in crate::world) fn check_eviction(
+        &self,
+        seen: &Sight<'_>,
+        pod: &str,
+    ) -> Result<(), SimError> {
+        let Some(p) = seen.api.pods.get(pod) else {
             return Ok(());
         };
         let annotation = p
@@ -575,42 +542,63 @@ impl World {
         let blocked = match annotation.map(String::as_str) {
             Some("true") => true,
             Some(d) => kerf_api::duration::parse_go_duration(d).is_ok_and(|d| {
-                !d.is_zero() && p.started().is_none_or(|start| self.now < start + d)
+                !d.is_zero() && p.started().is_none_or(|start| seen.now < start + d)
             }),
             None => false,
         };
         if blocked {
-            return Err(self.violation(format!("evicted do-not-disrupt pod {pod}")));
+            return Err(seen.violation(format!("evicted do-not-disrupt pod {pod}")));
         }
         // Karpenter's termination taints a node before it drains it: an untainted node
         // would take the evicted pods' replacements right back
         if let Some(node) = &p.node
-            && self.api.nodes.get(node).is_some_and(|n| !n.disrupted())
+            && seen.api.nodes.get(node).is_some_and(|n| !n.disrupted())
         {
-            return Err(self.violation(format!(
+            return Err(seen.violation(format!(
                 "evicted pod {pod} from node {node}, which the API server holds without the \
                  {}:NoSchedule taint",
                 labels::DISRUPTED_TAINT_KEY
             )));
         }
-        let views: Vec<PodView<'_>> = (self.api.pods.values())
+        let views: Vec<PodView<'_>> = (seen.api.pods.values())
             .map(|q| PodView {
                 pod: &q.pod,
                 healthy: q
                     .node
                     .as_ref()
-                    .is_some_and(|n| self.api.nodes.get(n).is_some_and(|n| n.ready)),
+                    .is_some_and(|n| seen.api.nodes.get(n).is_some_and(|n| n.ready)),
                 // the simulator names a pod's controller by its workload key
                 workload: super::owner_workload(&q.pod)
-                    .and_then(|w| self.workloads.specs.get_key_value(w))
+                    .and_then(|w| seen.workloads.specs.get_key_value(w))
                     .map(|(k, wl)| (k.as_str(), wl.replicas)),
             })
             .collect();
-        if let Some(pdb) = blocking_pdb(&self.api.objects.pdbs, &views, &p.pod) {
-            return Err(self.violation(format!(
+        if let Some(pdb) = blocking_pdb(&seen.api.objects.pdbs, &views, &p.pod) {
+            return Err(seen.violation(format!(
                 "evicted pod {pod} although PodDisruptionBudget {pdb} allows no disruption"
             )));
         }
         Ok(())
+    }
+}
+
+impl Sight<'_> {
+    /// Workload pods waiting for a node, among those `keep` selects.
+    pub(super) fn waiting(&self, keep: impl Fn(&str, &StoredPod) -> bool) -> Vec<String> {
+        (self.api.pods.iter())
+            .filter(|(k, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet && keep(k, p))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The stored NodeClaim whose status names this node, with its NodePool label.
+    pub(super) fn stored_claim_of_node(
+        &self,
+        node: &str,
+    ) -> Option<(&super::StoredNodeClaim, &str)> {
+        self.api.nodeclaims.values().find_map(|c| {
+            let named = (c.object.status.as_ref()).and_then(|s| s.node_name.as_deref());
+            (named == Some(node)).then_some((c, c.pool()?))
+        })
     }
 }

@@ -15,7 +15,7 @@ use std::rc::Rc;
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Pod};
 use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, Operator, Taint, labels};
 
-use super::World;
+use super::{Checkers, Sight};
 use crate::kube_scheduler::{self, Amounts, Scheduler};
 
 /// An imagined node of a NodePool.
@@ -70,19 +70,23 @@ impl Room {
     }
 }
 
-impl World {
+impl Checkers {
     /// The pods among `keys` new nodes could host now, placed together first-fit in the
     /// order given: each goes to a node imagined for an earlier one if the binder's filters
     /// let it, else to a new node its NodePool's limits still have room for. Pods that
     /// would share a NodePool's last room are not all counted hostable.
-    pub(super) fn hostable_on_new_nodes(&mut self, keys: &[String]) -> Vec<String> {
-        let (imagined, mut rooms) = self.imagined_nodes();
+    pub(super) fn hostable_on_new_nodes(
+        &mut self,
+        seen: &Sight<'_>,
+        keys: &[String],
+    ) -> Vec<String> {
+        let (imagined, mut rooms) = self.imagined_nodes(seen);
         if imagined.is_empty() {
             return Vec::new();
         }
-        let storage = self.api.storage.view();
+        let storage = seen.api.storage.view();
         // the nodes that exist count as topology domains, but take nothing
-        let mut nodes: Vec<kube_scheduler::Node<'_>> = (self.api.nodes.iter())
+        let mut nodes: Vec<kube_scheduler::Node<'_>> = (seen.api.nodes.iter())
             .map(|(name, n)| kube_scheduler::Node {
                 name,
                 labels: &n.labels,
@@ -96,7 +100,7 @@ impl World {
         nodes.extend(imagined.iter().map(Imagined::node));
         template.extend((0..imagined.len()).map(Some));
         let mut used = vec![false; template.len()];
-        let bound = (self.api.pods.values())
+        let bound = (seen.api.pods.values())
             .filter_map(|q| q.node.as_deref().map(|n| (q.declared(), &q.facts, n)));
         let mut scheduler = Scheduler::with_facts(nodes, bound, Some(storage));
         let mut out = Vec::new();
@@ -104,7 +108,7 @@ impl World {
         // only fill up
         let mut homeless: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for key in keys {
-            let Some(p) = self.api.pods.get(key) else {
+            let Some(p) = seen.api.pods.get(key) else {
                 continue;
             };
             let class = p.facts.class();
@@ -139,31 +143,26 @@ impl World {
     /// A node of every type and offering each NodePool allows, and what each NodePool's
     /// limits leave now. The nodes change only with the NodePools, classes and DaemonSets
     /// (`imagined_generation`): they are kept between looks.
-    fn imagined_nodes(&mut self) -> (Rc<Vec<Imagined>>, Vec<Room>) {
-        let kept = (self.checks.imagined.as_ref())
-            .filter(|(g, _, _)| *g == self.checks.imagined_generation);
+    fn imagined_nodes(&mut self, seen: &Sight<'_>) -> (Rc<Vec<Imagined>>, Vec<Room>) {
+        let kept = (self.imagined.as_ref()).filter(|(g, _, _)| *g == self.imagined_generation);
         let (nodes, pools) = match kept {
             Some((_, nodes, pools)) => (nodes.clone(), pools.clone()),
             None => {
-                let (nodes, pools) = self.imagine();
+                let (nodes, pools) = self.imagine(seen);
                 let (nodes, pools) = (Rc::new(nodes), Rc::new(pools));
-                self.checks.imagined = Some((
-                    self.checks.imagined_generation,
-                    nodes.clone(),
-                    pools.clone(),
-                ));
+                self.imagined = Some((self.imagined_generation, nodes.clone(), pools.clone()));
                 (nodes, pools)
             }
         };
-        let rooms = pools.iter().map(|name| self.room(name)).collect();
+        let rooms = pools.iter().map(|name| self.room(seen, name)).collect();
         (nodes, rooms)
     }
 
     /// What a NodePool's limits leave now.
-    fn room(&self, name: &str) -> Room {
-        let (used, count) = self.pool_usage(name);
+    fn room(&self, seen: &Sight<'_>, name: &str) -> Room {
+        let (used, count) = seen.pool_usage(name);
         let limit = |resource: &str| {
-            (self.api.objects.node_pools.get(name))
+            (seen.api.objects.node_pools.get(name))
                 .and_then(|np| np.spec.limits.get(resource))
                 .map(|q| i64::try_from(q.milli()).unwrap_or(i64::MAX))
         };
@@ -177,8 +176,8 @@ impl World {
     }
 
     /// The imagined nodes, with the names of the NodePools their `pool` indexes.
-    fn imagine(&mut self) -> (Vec<Imagined>, Vec<String>) {
-        let pools: Vec<NodePool> = self.api.objects.node_pools.values().cloned().collect();
+    fn imagine(&mut self, seen: &Sight<'_>) -> (Vec<Imagined>, Vec<String>) {
+        let pools: Vec<NodePool> = seen.api.objects.node_pools.values().cloned().collect();
         let mut out = Vec::new();
         let mut names = Vec::new();
         for pool in &pools {
@@ -192,7 +191,7 @@ impl World {
                 continue;
             }
             let index = names.len();
-            let catalog = self.catalog(&spec.node_class_ref.name);
+            let catalog = seen.catalog(&spec.node_class_ref.name);
             for t in catalog.iter() {
                 let capacity = (t.capacity.cpu_millis, t.capacity.memory_bytes);
                 for o in &t.offerings {
@@ -226,7 +225,7 @@ impl World {
                         continue;
                     }
                     let mut allocatable = super::allocatable_amounts(&t.allocatable);
-                    for ds in self.api.objects.daemonsets.values() {
+                    for ds in seen.api.objects.daemonsets.values() {
                         if runs_on(ds, &node_labels, &spec.taints) {
                             for (r, v) in kube_scheduler::requests(ds) {
                                 *allocatable.entry(r).or_default() -= v;
@@ -246,21 +245,6 @@ impl World {
             names.push(name);
         }
         (out, names)
-    }
-
-    /// What a NodePool's instances hold now (cpu in millicores, memory in bytes) and how
-    /// many there are, from the stored NodeClaims and the cloud's instances.
-    fn pool_usage(&self, pool: &str) -> ((i64, i64), i64) {
-        let (mut cpu, mut memory, mut count) = (0, 0, 0);
-        for (claim, instance) in self.cloud.instances.values() {
-            let of_pool = (self.api.nodeclaims.get(claim)).is_some_and(|c| c.pool() == Some(pool));
-            if of_pool {
-                cpu += instance.capacity.cpu_millis;
-                memory += instance.capacity.memory_bytes;
-                count += 1;
-            }
-        }
-        ((cpu, memory), count)
     }
 }
 
@@ -295,5 +279,22 @@ fn as_node_selector(r: &NodeSelectorRequirementWithMinValues) -> NodeSelectorReq
         key: r.key.clone(),
         operator: operator.to_string(),
         values: Some(values),
+    }
+}
+
+impl Sight<'_> {
+    /// What a NodePool's instances hold now (cpu in millicores, memory in bytes) and how
+    /// many there are, from the stored NodeClaims and the cloud's instances.
+    pub(super) fn pool_usage(&self, pool: &str) -> ((i64, i64), i64) {
+        let (mut cpu, mut memory, mut count) = (0, 0, 0);
+        for (claim, instance) in self.cloud.instances.values() {
+            let of_pool = (self.api.nodeclaims.get(claim)).is_some_and(|c| c.pool() == Some(pool));
+            if of_pool {
+                cpu += instance.capacity.cpu_millis;
+                memory += instance.capacity.memory_bytes;
+                count += 1;
+            }
+        }
+        ((cpu, memory), count)
     }
 }

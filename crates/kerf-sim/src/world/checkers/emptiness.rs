@@ -27,41 +27,41 @@ use kerf_core::cluster::PodOwner;
 
 use super::oracle::schedules_understood;
 use super::spot_preference::holds;
-use super::{SimError, World};
+use super::{Checkers, Sight, SimError};
 use crate::kube_scheduler::selector_matches;
 
 /// How long a node may stay certainly deletable before it counts as a violation.
-pub(super) const DELETE_WITHIN: Duration = Duration::from_secs(120);
+pub(in crate::world) const DELETE_WITHIN: Duration = Duration::from_secs(120);
 
-impl World {
+impl Checkers {
     /// Runs at the convergence check's quiet points under `--check`.
-    pub(super) fn check_empty_nodes(&mut self) -> Result<(), SimError> {
-        let now = self.now;
+    pub(super) fn check_empty_nodes(&mut self, seen: &Sight<'_>) -> Result<(), SimError> {
+        let now = seen.now;
         // a CapacityBuffer keeps room on nodes no pod is on, which this check does not size
-        let buffered = self.scenario.spec.feature_gates.capacity_buffer;
-        let calm = (!buffered || self.api.objects.buffers.is_empty())
-            && self.unfinished.next().is_none()
-            && now >= self.api_back() + DELETE_WITHIN
-            && !self.drain_holds_pods();
+        let buffered = seen.scenario.spec.feature_gates.capacity_buffer;
+        let calm = (!buffered || seen.api.objects.buffers.is_empty())
+            && !seen.writes_pending
+            && now >= seen.api_back() + DELETE_WITHIN
+            && !self.drain_holds_pods(seen);
         let deletable: Vec<(String, String, Duration)> = if calm {
-            (self.api.nodes.iter())
+            (seen.api.nodes.iter())
                 .filter_map(|(name, _)| {
-                    let (pool, since) = self.certainly_deletable(name)?;
+                    let (pool, since) = self.certainly_deletable(seen, name)?;
                     Some((name.clone(), pool, since))
                 })
                 .collect()
         } else {
             Vec::new()
         };
-        let tracked = &mut self.checks.convergence.deletable_since;
+        let tracked = &mut self.convergence.deletable_since;
         tracked.retain(|node, _| deletable.iter().any(|(n, _, _)| n == node));
         for (node, _, _) in &deletable {
             tracked.entry(node.clone()).or_insert(now);
         }
         for (node, pool, since) in deletable {
-            let from = self.checks.convergence.deletable_since[&node];
+            let from = self.convergence.deletable_since[&node];
             if now >= from + DELETE_WITHIN {
-                return Err(self.violation(format!(
+                return Err(seen.violation(format!(
                     "emptiness: node {node} of nodepool {pool} has had no workload pod since \
                      {}, has been past its consolidateAfter with budget left since {}, and \
                      was not deleted",
@@ -76,21 +76,21 @@ impl World {
     /// Whether a node being drained still holds a workload pod: Karpenter's provisioner
     /// plans those pods onto the other nodes and nominates them, which keeps them from
     /// consolidation.
-    fn drain_holds_pods(&self) -> bool {
-        (self.api.pods.values())
+    fn drain_holds_pods(&self, seen: &Sight<'_>) -> bool {
+        (seen.api.pods.values())
             .filter(|p| p.owner != PodOwner::DaemonSet)
             .filter_map(|p| p.node.as_deref())
             .any(|node| {
-                let disrupted = self.api.nodes.get(node).is_some_and(|n| n.disrupted());
+                let disrupted = seen.api.nodes.get(node).is_some_and(|n| n.disrupted());
                 disrupted
-                    || (self.instance_of_node(node)).is_some_and(|(c, _)| c.deleting.is_some())
+                    || (seen.instance_of_node(node)).is_some_and(|(c, _)| c.deleting.is_some())
             })
     }
 
     /// The NodePool and last pod event of `node` when Karpenter would certainly delete it
     /// as empty now.
-    fn certainly_deletable(&self, node: &str) -> Option<(String, Duration)> {
-        let n = self.api.nodes.get(node)?;
+    fn certainly_deletable(&self, seen: &Sight<'_>, node: &str) -> Option<(String, Duration)> {
+        let n = seen.api.nodes.get(node)?;
         let pinned = |a: Option<&BTreeMap<String, String>>| {
             a.is_some_and(|a| a.get(labels::DO_NOT_DISRUPT).is_some_and(|v| v == "true"))
         };
@@ -101,7 +101,7 @@ impl World {
         if !n.ready || !initialized || n.disrupted() || pinned(Some(&n.annotations)) {
             return None;
         }
-        let (claim, _) = self.instance_of_node(node)?;
+        let (claim, _) = seen.instance_of_node(node)?;
         let status = claim.object.status.as_ref()?;
         let condition =
             |kind: &str| (status.conditions.iter()).any(|k| k.type_ == kind && k.status == "True");
@@ -116,7 +116,7 @@ impl World {
         if n.labels.get(labels::NODEPOOL).map(String::as_str) != Some(pool) {
             return None;
         }
-        let np = self.api.objects.node_pools.get(pool)?;
+        let np = seen.api.objects.node_pools.get(pool)?;
         let disruption = &np.spec.disruption;
         let NillableDuration::After(after) = disruption.consolidate_after else {
             return None;
@@ -131,24 +131,24 @@ impl World {
         if !consolidates
             || np.spec.replicas.is_some()
             || !allowed
-            || !self.api.objects.node_classes.contains_key(class)
+            || !seen.api.objects.node_classes.contains_key(class)
             || !schedules_understood(np)
         {
             return None;
         }
-        let since = self.checks.convergence.last_pod_event(node)?;
-        let quiet = self.checks.convergence.quiet_since();
-        if self.now < since.max(quiet) + after {
+        let since = self.convergence.last_pod_event(node)?;
+        let quiet = self.convergence.quiet_since();
+        if seen.now < since.max(quiet) + after {
             return None;
         }
         let none = BTreeMap::new();
-        for p in (self.api.pods.values()).filter(|p| p.node.as_deref() == Some(node)) {
+        for p in (seen.api.pods.values()).filter(|p| p.node.as_deref() == Some(node)) {
             let pod = p.declared();
             // any PodDisruptionBudget whose selector takes the pod, in any namespace (one
             // left out defaults on one side only), and any do-not-disrupt value (this check
             // keeps to nodes that are certainly deletable)
             let pod_labels = pod.metadata.labels.as_ref().unwrap_or(&none);
-            let guarded = self.api.objects.pdbs.values().any(|b| {
+            let guarded = seen.api.objects.pdbs.values().any(|b| {
                 (b.spec.as_ref())
                     .and_then(|s| s.selector.as_ref())
                     .is_none_or(|s| selector_matches(s, pod_labels))
@@ -159,7 +159,7 @@ impl World {
                 return None;
             }
         }
-        if self.budget_left(np, DisruptionReason::Empty) <= 0 {
+        if seen.budget_left(np, DisruptionReason::Empty) <= 0 {
             return None;
         }
         Some((pool.to_string(), since))

@@ -28,7 +28,7 @@ use kerf_core::controllers::disruption::PASS_INTERVAL;
 use kerf_core::disruption::rules::pod_blocks;
 use kerf_core::unavailable::TTL;
 
-use super::{SimError, World};
+use super::{Checkers, Sight, SimError};
 use crate::clock::{EPOCH_UNIX, rfc3339};
 
 /// What the convergence check remembers between steps.
@@ -72,45 +72,46 @@ impl Convergence {
     }
 }
 
-impl World {
+impl Checkers {
     /// Runs after every step under `--check`.
-    pub(super) fn check_convergence(&mut self) -> Result<(), SimError> {
-        let now = self.now;
-        self.track_pod_events();
-        let busy = self.core.command_in_flight()
-            || (self.api.pods.values()).any(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
+    pub(in crate::world) fn check_convergence(
+        &mut self,
+        seen: &mut Sight<'_>,
+    ) -> Result<(), SimError> {
+        let now = seen.now;
+        self.track_pod_events(seen);
+        let busy = seen.kerf.command_in_flight()
+            || (seen.api.pods.values()).any(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
         if busy {
-            self.checks.convergence.disturbed(now);
+            self.convergence.disturbed(now);
             return Ok(());
         }
-        let Some(wait) = self.longest_consolidate_after() else {
+        let Some(wait) = seen.longest_consolidate_after() else {
             return Ok(());
         };
-        if now < self.checks.convergence.quiet_since + wait + PASS_INTERVAL {
+        if now < self.convergence.quiet_since + wait + PASS_INTERVAL {
             return Ok(());
         }
         // the independent check first: it asks nothing of Kerf's disruption code
-        self.check_empty_nodes()?;
-        let print = self.fingerprint();
-        if self.checks.convergence.missed.is_none()
-            && self.checks.convergence.settled == Some(print)
-        {
-            return self.check_spot_preference_once(print);
+        self.check_empty_nodes(seen)?;
+        let print = self.fingerprint(seen);
+        if self.convergence.missed.is_none() && self.convergence.settled == Some(print) {
+            return self.check_spot_preference_once(seen, print);
         }
-        let Some(found) = self.core.fresh_decision(now) else {
-            self.checks.convergence.settled = Some(print);
-            self.checks.convergence.missed = None;
-            return self.check_spot_preference_once(print);
+        let Some(found) = seen.kerf.fresh_decision(now) else {
+            self.convergence.settled = Some(print);
+            self.convergence.missed = None;
+            return self.check_spot_preference_once(seen, print);
         };
-        match &self.checks.convergence.missed {
+        match &self.convergence.missed {
             None => {
-                self.checks.convergence.missed = Some((now, found));
+                self.convergence.missed = Some((now, found));
                 Ok(())
             }
-            Some((first, _)) if now >= *first + PASS_INTERVAL => Err(self.violation(format!(
+            Some((first, _)) if now >= *first + PASS_INTERVAL => Err(seen.violation(format!(
                 "convergence: quiet since {} and a full disruption pass finds {found} (first at \
                  {}), yet the controllers started no command",
-                rfc3339(self.checks.convergence.quiet_since),
+                rfc3339(self.convergence.quiet_since),
                 rfc3339(*first)
             ))),
             Some(_) => Ok(()),
@@ -119,29 +120,29 @@ impl World {
 
     /// The spot-preference check, once per settled state, when the quiet has outlasted
     /// insufficient-capacity memories (the controllers know what the cloud offers now).
-    fn check_spot_preference_once(&mut self, print: u64) -> Result<(), SimError> {
+    fn check_spot_preference_once(&mut self, seen: &Sight<'_>, print: u64) -> Result<(), SimError> {
         // the capacity windows that still count: the cloud's offer changes as they end
-        let since = self.now.saturating_sub(TTL + PASS_INTERVAL);
-        let windows: Vec<usize> = (self.scenario.spec.cloud.insufficient_capacity.iter())
+        let since = seen.now.saturating_sub(TTL + PASS_INTERVAL);
+        let windows: Vec<usize> = (seen.scenario.spec.cloud.insufficient_capacity.iter())
             .enumerate()
-            .filter(|(_, w)| w.overlaps(since, self.now))
+            .filter(|(_, w)| w.overlaps(since, seen.now))
             .map(|(i, _)| i)
             .collect();
         let state = Some((print, windows));
-        if self.now < self.checks.convergence.quiet_since + TTL + PASS_INTERVAL
-            || self.checks.convergence.spot_checked == state
+        if seen.now < self.convergence.quiet_since + TTL + PASS_INTERVAL
+            || self.convergence.spot_checked == state
         {
             return Ok(());
         }
-        self.checks.convergence.spot_checked = state;
-        self.check_spot_preference()
+        self.convergence.spot_checked = state;
+        self.check_spot_preference(seen)
     }
 
     /// Notes, per node, when the set of pods bound to it last changed or its NodeClaim
     /// became initialized (Karpenter counts that as a pod event too).
-    fn track_pod_events(&mut self) {
+    fn track_pod_events(&mut self, seen: &Sight<'_>) {
         let mut sets: BTreeMap<&str, DefaultHasher> = BTreeMap::new();
-        for c in self.api.nodeclaims.values() {
+        for c in seen.api.nodeclaims.values() {
             let Some(status) = &c.object.status else {
                 continue;
             };
@@ -151,15 +152,15 @@ impl World {
                 true.hash(sets.entry(node).or_default());
             }
         }
-        for (key, p) in &self.api.pods {
+        for (key, p) in &seen.api.pods {
             if let Some(node) = &p.node {
                 key.hash(sets.entry(node.as_str()).or_default());
             }
         }
-        let now = self.now;
-        let tracked = &mut self.checks.convergence.pod_sets;
-        tracked.retain(|node, _| self.api.nodes.get(node).is_some());
-        for (node, _) in self.api.nodes.iter() {
+        let now = seen.now;
+        let tracked = &mut self.convergence.pod_sets;
+        tracked.retain(|node, _| seen.api.nodes.get(node).is_some());
+        for (node, _) in seen.api.nodes.iter() {
             let set = sets.get(node.as_str()).map_or(0, Hasher::finish);
             match tracked.get_mut(node) {
                 Some((seen, _)) if *seen == set => {}
@@ -171,23 +172,13 @@ impl World {
         }
     }
 
-    /// The longest consolidateAfter of the NodePools that consolidate at all.
-    fn longest_consolidate_after(&self) -> Option<Duration> {
-        (self.api.objects.node_pools.values())
-            .filter_map(|np| match np.spec.disruption.consolidate_after {
-                NillableDuration::After(d) => Some(d),
-                NillableDuration::Never => None,
-            })
-            .max()
-    }
-
     /// A hash of the stored objects a disruption pass reads (and the offerings the
     /// controllers remember as unavailable, which no object holds), with consolidateAfter,
     /// do-not-disrupt durations and budget schedules evaluated at now.
-    fn fingerprint(&self) -> u64 {
-        let now = self.now;
+    fn fingerprint(&self, seen: &Sight<'_>) -> u64 {
+        let now = seen.now;
         let mut h = DefaultHasher::new();
-        for (name, n) in self.api.nodes.iter() {
+        for (name, n) in seen.api.nodes.iter() {
             name.hash(&mut h);
             n.provider_id.hash(&mut h);
             n.labels.hash(&mut h);
@@ -196,8 +187,8 @@ impl World {
             format!("{:?}{:?}", n.taints, n.allocatable).hash(&mut h);
             n.ready.hash(&mut h);
             let pool =
-                (n.labels.get(labels::NODEPOOL)).and_then(|p| self.api.objects.node_pools.get(p));
-            let last_pod_event = self.checks.convergence.last_pod_event(name);
+                (n.labels.get(labels::NODEPOOL)).and_then(|p| seen.api.objects.node_pools.get(p));
+            let last_pod_event = self.convergence.last_pod_event(name);
             let consolidatable = pool.zip(last_pod_event).is_some_and(|(np, at)| {
                 match np.spec.disruption.consolidate_after {
                     NillableDuration::After(d) => now >= at + d,
@@ -206,7 +197,7 @@ impl World {
             });
             consolidatable.hash(&mut h);
         }
-        for (name, c) in &self.api.nodeclaims {
+        for (name, c) in &seen.api.nodeclaims {
             name.hash(&mut h);
             c.deleting.is_some().hash(&mut h);
             c.object.metadata.labels.hash(&mut h);
@@ -219,14 +210,14 @@ impl World {
                 }
             }
         }
-        for (key, p) in &self.api.pods {
+        for (key, p) in &seen.api.pods {
             key.hash(&mut h);
             p.node.hash(&mut h);
             p.pod.metadata.annotations.hash(&mut h);
             pod_blocks(&p.pod, p.started(), now).hash(&mut h);
         }
         let unix = EPOCH_UNIX + now.as_secs();
-        for (name, np) in &self.api.objects.node_pools {
+        for (name, np) in &seen.api.objects.node_pools {
             name.hash(&mut h);
             serde_json::to_string(&np.spec)
                 .unwrap_or_default()
@@ -241,18 +232,18 @@ impl World {
                 open.hash(&mut h);
             }
         }
-        for (name, class) in &self.api.objects.node_classes {
+        for (name, class) in &seen.api.objects.node_classes {
             name.hash(&mut h);
             serde_json::to_string(&class.spec)
                 .unwrap_or_default()
                 .hash(&mut h);
         }
-        self.api
+        seen.api
             .objects
             .daemonsets
             .keys()
             .for_each(|k| k.hash(&mut h));
-        for (key, pdb) in &self.api.objects.pdbs {
+        for (key, pdb) in &seen.api.objects.pdbs {
             key.hash(&mut h);
             serde_json::to_string(&pdb.spec)
                 .unwrap_or_default()
@@ -261,7 +252,19 @@ impl World {
                 .map(|s| s.disruptions_allowed)
                 .hash(&mut h);
         }
-        self.core.unavailable_at(now).hash(&mut h);
+        seen.kerf.unavailable_at(now).hash(&mut h);
         h.finish()
+    }
+}
+
+impl Sight<'_> {
+    /// The longest consolidateAfter of the NodePools that consolidate at all.
+    pub(super) fn longest_consolidate_after(&self) -> Option<Duration> {
+        (self.api.objects.node_pools.values())
+            .filter_map(|np| match np.spec.disruption.consolidate_after {
+                NillableDuration::After(d) => Some(d),
+                NillableDuration::Never => None,
+            })
+            .max()
     }
 }

@@ -1,0 +1,241 @@
+//! The checkers `--check` runs ([`Checkers`]): the invariants, the oracles and the
+//! convergence check. They see the cluster only as [`Sight`] shows it: the API server's
+//! objects, the cloud's instances, the scenario and the clock; of Kerf, only what no object
+//! holds, through the named hooks of [`KerfMemory`]. They hold no reference to Kerf's
+//! controllers, so a checker cannot take its answer from the code it checks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::api_server::{ApiServer, StoredNode, StoredNodeClaim, StoredPod};
+use super::workloads::Workloads;
+use super::{REGISTRATION_TTL, SimError, allocatable_amounts, faults, owner_workload};
+use crate::cloud::Cloud;
+use crate::scenario::Scenario;
+
+mod convergence;
+pub(super) mod emptiness;
+mod hostable;
+mod invariants;
+mod min_values;
+mod oracle;
+mod reservations;
+mod spot_preference;
+
+pub use invariants::INVARIANTS;
+
+/// What of Kerf's memory the checkers read, because no stored object holds it. Each is a
+/// named hook; nothing else of Kerf's reaches them.
+pub(super) trait KerfMemory {
+    /// The NodeClaim Kerf nominated a pod to, if any: a pod nominated to a NodeClaim still
+    /// on its way is not yet late.
+    fn nominated(&self, pod: &str) -> Option<&str>;
+    /// Whether a disruption command is being validated or carried out: the cluster is not
+    /// quiet while one is.
+    fn command_in_flight(&self) -> bool;
+    /// What a full disruption pass over the current state would decide now: the
+    /// convergence check's differential question.
+    fn fresh_decision(&mut self, now: Duration) -> Option<String>;
+    /// The offerings Kerf remembers as unavailable now, part of what "nothing changed" means.
+    fn unavailable_at(&self, now: Duration) -> Vec<String>;
+}
+
+/// An invariant broken at `now`.
+pub(super) fn violation(now: Duration, message: String) -> SimError {
+    SimError::Invariant {
+        at: crate::clock::rfc3339(now),
+        message,
+    }
+}
+
+/// What the checkers see at one moment: the API server's objects, the cloud, the scenario,
+/// the clock, and Kerf's named hooks.
+pub(super) struct Sight<'a> {
+    pub api: &'a ApiServer,
+    pub cloud: &'a Cloud,
+    pub scenario: &'a Scenario,
+    /// The workload controllers' objects (each workload's replicas).
+    pub workloads: &'a Workloads,
+    pub now: Duration,
+    /// Whether the operator still has writes to try again (a deletion the API server
+    /// refused is on its way: Kerf counts it and the stored objects do not show it yet).
+    pub writes_pending: bool,
+    pub kerf: &'a mut dyn KerfMemory,
+}
+
+impl Sight<'_> {
+    /// The end of the API-server outage under way, if one is.
+    pub(super) fn api_down(&self) -> Option<Duration> {
+        self.scenario.spec.api_server.down_at(self.now)
+    }
+
+    /// When the API server last came back from an outage (zero when it never went down):
+    /// writes that waited out the outage are due from then. While it is down, now: no write
+    /// is overdue while none can be made (swarm seed 400658).
+    pub(super) fn api_back(&self) -> Duration {
+        if self.api_down().is_some() {
+            return self.now;
+        }
+        (self.scenario.spec.api_server.outages.iter())
+            .map(|o| o.until.0)
+            .filter(|until| *until <= self.now)
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// An invariant broken now.
+    pub(super) fn violation(&self, message: String) -> SimError {
+        violation(self.now, message)
+    }
+
+    /// A class's instance types as the cloud offers them: the cloud's list when it made one,
+    /// else made the same way.
+    pub(super) fn catalog(&self, class: &str) -> Arc<Vec<kerf_aws::InstanceType<'static>>> {
+        match self.cloud.catalogs.get(class) {
+            Some(c) => c.clone(),
+            None => Arc::new(self.cloud.types_for(
+                &self.scenario.spec.region,
+                &super::node_settings(self.api, class),
+            )),
+        }
+    }
+}
+
+/// The checkers and their memory.
+#[derive(Default)]
+pub(super) struct Checkers {
+    /// When `--check` last looked for pods waiting too long, and the waiting pods no
+    /// NodePool could host then (late ones among them are not solved for again).
+    waits_checked: Duration,
+    unhostable: BTreeSet<String>,
+    /// The waiting pods `unhostable` was last worked out for.
+    waiting_seen: Vec<String>,
+    /// Waiting pods found hostable again after being unhostable, with when room was last
+    /// freed before that: their wait for a node counts from there (swarm seed 51584).
+    rehostable: BTreeMap<String, Duration>,
+    /// Injected faults, each from its start until the pods it held up could have had a node
+    /// (for a launch that never registers, the registration TTL and a second launch later).
+    faults: Vec<faults::InjectedFault>,
+    /// Nodes that will never report Ready, with their fault in `faults`, which ends when
+    /// the node is deleted.
+    never_ready: BTreeMap<String, usize>,
+    /// When a NodePool or EC2NodeClass was last applied: a pod no NodePool could host may
+    /// have become hostable then, and its wait for a node counts from there.
+    pools_changed_at: Duration,
+    /// When a NodeClaim last went away, giving its NodePool's limits room again: a pod
+    /// found unhostable before may have become hostable then.
+    room_freed_at: Duration,
+    /// The convergence check's quiet, fingerprints and pod events.
+    convergence: convergence::Convergence,
+    /// The checker's imagined nodes (`world/hostable.rs`), with the generation of NodePools,
+    /// classes and DaemonSets they were imagined for, and their NodePools' names.
+    imagined: Option<hostable::Kept>,
+    /// Bumped whenever a NodePool, class or DaemonSet is applied or deleted.
+    imagined_generation: u64,
+    /// Nodes whose `karpenter.sh/disrupted` taint was taken off while they stayed (a
+    /// disruption given up), how many times and when last: the spot-preference oracle
+    /// waits out the documented replacement backoff after each.
+    rolled_back: BTreeMap<String, (u32, Duration)>,
+}
+
+/// What happens in the world that the checkers must hear of: their memory between steps.
+impl Checkers {
+    /// Something happened that the controllers must react to: the quiet starts again.
+    pub(super) fn disturbed(&mut self, now: Duration) {
+        self.convergence.disturbed(now);
+    }
+
+    /// A NodePool, EC2NodeClass or NodeOverlay was applied: a pod no NodePool could host
+    /// may have become hostable.
+    pub(super) fn pools_changed(&mut self, now: Duration) {
+        self.pools_changed_at = now;
+    }
+
+    /// An object the imagined nodes are made from (a NodePool, class or DaemonSet) may have
+    /// been applied or deleted.
+    pub(super) fn objects_changed(&mut self) {
+        self.imagined_generation += 1;
+    }
+
+    /// A NodeClaim went away, giving its NodePool's limits room again.
+    pub(super) fn room_freed(&mut self, now: Duration) {
+        self.room_freed_at = now;
+    }
+
+    /// Node `node`'s `karpenter.sh/disrupted` taint was taken off while it stayed.
+    pub(super) fn rolled_back(&mut self, node: &str, now: Duration) {
+        let e = self.rolled_back.entry(node.to_string()).or_default();
+        *e = (e.0 + 1, now);
+    }
+
+    /// A fault was injected.
+    pub(super) fn fault(&mut self, fault: faults::InjectedFault) {
+        self.faults.push(fault);
+    }
+
+    /// Node `node` will never report Ready: its fault lasts until the node is deleted.
+    pub(super) fn never_ready(&mut self, node: &str, fault: faults::InjectedFault) {
+        self.never_ready.insert(node.to_string(), self.faults.len());
+        self.faults.push(fault);
+    }
+
+    /// Node `node` was deleted: a never-Ready node's fault ends by `ends_by`, when a
+    /// replacement could be up.
+    pub(super) fn node_deleted(&mut self, node: &str, ends_by: Duration) {
+        if let Some(i) = self.never_ready.remove(node) {
+            self.faults[i].until = self.faults[i].until.min(ends_by);
+        }
+    }
+
+    /// Pod `p` was bound to node `node`: a fault may have sent it there, into another pod's
+    /// room.
+    pub(super) fn bound(&mut self, p: &StoredPod, node: &str, n: &StoredNode, now: Duration) {
+        for fault in &mut self.faults {
+            fault.bound(p, node, n, now);
+        }
+    }
+
+    /// The injected faults, for the tests that plant one.
+    #[cfg(test)]
+    pub(super) fn faults_mut(&mut self) -> &mut Vec<faults::InjectedFault> {
+        &mut self.faults
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The checkers' sources, each with its name.
+    const SOURCES: [(&str, &str); 9] = [
+        ("checkers.rs", include_str!("checkers.rs")),
+        ("convergence.rs", include_str!("checkers/convergence.rs")),
+        ("emptiness.rs", include_str!("checkers/emptiness.rs")),
+        ("hostable.rs", include_str!("checkers/hostable.rs")),
+        ("invariants.rs", include_str!("checkers/invariants.rs")),
+        ("min_values.rs", include_str!("checkers/min_values.rs")),
+        ("oracle.rs", include_str!("checkers/oracle.rs")),
+        ("reservations.rs", include_str!("checkers/reservations.rs")),
+        ("spot_preference.rs", include_str!("checkers/spot_preference.rs")),
+    ];
+
+    /// The checkers reach Kerf only through [`super::KerfMemory`], and the world only
+    /// through [`super::Sight`]: no checker names Kerf's controllers or the world itself,
+    /// so none can take its answer from the code it checks.
+    #[test]
+    fn no_checker_names_the_controllers_or_the_world() {
+        for (file, source) in SOURCES {
+            // tests build worlds to check; this one names what it looks for
+            let source = source.split("#[cfg(test)]\nmod tests").next();
+            for (line, text) in source.unwrap_or_default().lines().enumerate() {
+                let code = text.split("//").next().unwrap_or_default();
+                for name in ["Controllers", "World", "self.core", "Unfinished"] {
+                    assert!(
+                        !code.contains(name),
+                        "{file}:{}: a checker names {name}: {text}",
+                        line + 1
+                    );
+                }
+            }
+        }
+    }
+}
