@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::storage::v1::CSINode;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kerf_api::manifest::{Checked, KarpenterObject, RawDocument, check_document};
 use kerf_api::{NodePool, labels};
 use kerf_aws::capacity::NodeSettings;
@@ -20,6 +20,7 @@ use kerf_aws::interruption;
 use kerf_core::cluster::{CapacityType, CloudInstance, Launched, PodOwner, set_pod_scheduled};
 use kerf_core::controllers::disruption::PASS_INTERVAL;
 use kerf_core::controllers::lifecycle::{InsufficientOffering, retry_wait};
+use kerf_core::controllers::node_classes::TERMINATION_FINALIZER;
 use kerf_core::controllers::provisioning::node_labels;
 use kerf_core::controllers::{Action, Controllers, LaunchRequest, Settings};
 use kerf_core::nodepools::{daemon_runs_on, node_pool_input};
@@ -225,6 +226,10 @@ fn node_settings<'a>(api: &'a ApiServer, class: &str) -> NodeSettings<'a> {
     (api.objects.node_classes.get(class))
         .map(|c| NodeSettings::from_node_class(&c.spec))
         .unwrap_or_default()
+}
+
+fn name_of(metadata: &ObjectMeta) -> String {
+    metadata.name.clone().unwrap_or_default()
 }
 
 fn workload_key(kind: &str, namespace: &str, name: &str) -> String {
@@ -930,10 +935,35 @@ impl World {
                     self.sync_reservations();
                 }
             }
-            // the simulated API server deletes a class at once: it holds no finalizers
-            Action::AddNodeClassFinalizer { .. } | Action::FinalizeNodeClass { .. } => {}
-            // the controllers keep the NodePool status they wrote; nothing else reads it
-            Action::PatchNodePoolStatus { .. } | Action::PatchNodeOverlayStatus { .. } => {}
+            Action::AddNodeClassFinalizer { node_class, .. } => {
+                if let Some(class) = self.api.objects.node_classes.get(&node_class) {
+                    let mut class = class.clone();
+                    let finalizers = class.metadata.finalizers.get_or_insert_default();
+                    if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
+                        finalizers.push(TERMINATION_FINALIZER.to_string());
+                        self.write_status(Object::node_class(class));
+                    }
+                }
+            }
+            // scenarios delete no class: none is ever held by its finalizer
+            Action::FinalizeNodeClass { .. } => {}
+            Action::PatchNodePoolStatus { node_pool, status } => {
+                if let Some(np) = self.api.objects.node_pools.get(&node_pool) {
+                    let mut np = np.clone();
+                    np.status = Some(*status);
+                    self.write_status(Object::node_pool(np));
+                }
+            }
+            Action::PatchNodeOverlayStatus {
+                node_overlay,
+                status,
+            } => {
+                if let Some(o) = self.api.objects.node_overlays.get(&node_overlay) {
+                    let mut o = o.clone();
+                    o.status = Some(*status);
+                    self.write_status(Object::node_overlay(o));
+                }
+            }
             // kept on the stored buffer, as a restarted Kerf lists it
             Action::PatchCapacityBufferStatus { buffer, status } => {
                 if let Some(b) = self.api.objects.buffers.get_mut(&buffer) {
@@ -1045,21 +1075,48 @@ impl World {
         };
         match check_document(&raw) {
             Checked::Valid(KarpenterObject::NodePool(np)) => {
-                self.write(Object::node_pool(*np));
+                let old = self.api.objects.node_pools.get(&name_of(&np.metadata));
+                let np = api_server::applied(
+                    *np,
+                    old,
+                    |o| &mut o.metadata,
+                    |a, b| a.spec == b.spec,
+                    |o, held| o.status = held.status.clone(),
+                );
+                self.write(Object::node_pool(np));
                 self.tally.floor.1 = true;
                 self.checkers.pools_changed(self.now);
                 self.binder_changed();
             }
             Checked::Valid(KarpenterObject::EC2NodeClass(class)) => {
-                let name = class.metadata.name.clone().unwrap_or_default();
+                let name = name_of(&class.metadata);
                 self.cloud.catalogs.remove(&name);
-                self.write(Object::node_class(*class));
+                let class = api_server::applied(
+                    *class,
+                    self.api.objects.node_classes.get(&name),
+                    |o| &mut o.metadata,
+                    |a, b| a.spec == b.spec,
+                    |o, held| o.status = held.status.clone(),
+                );
+                self.write(Object::node_class(class));
                 self.sync_reservations();
                 self.tally.floor.1 = true;
                 self.checkers.pools_changed(self.now);
             }
             Checked::Valid(KarpenterObject::NodeOverlay(overlay)) => {
-                self.write(Object::node_overlay(*overlay));
+                let old = self
+                    .api
+                    .objects
+                    .node_overlays
+                    .get(&name_of(&overlay.metadata));
+                let overlay = api_server::applied(
+                    *overlay,
+                    old,
+                    |o| &mut o.metadata,
+                    |a, b| a.spec == b.spec,
+                    |o, held| o.status = held.status.clone(),
+                );
+                self.write(Object::node_overlay(overlay));
                 self.tally.floor.1 = true;
                 self.checkers.pools_changed(self.now);
             }
@@ -1520,6 +1577,14 @@ impl World {
         if matches!(object, Object::Pdb(_)) {
             self.disruption.stale = true;
         }
+        let object = self.api.objects.store(object);
+        let now = self.now;
+        self.core.observe(Observation::Applied(object), now);
+    }
+
+    /// Stores what the controllers wrote to an object's status or metadata, which changes
+    /// nothing Kerf plans with (no spec); Kerf's watch sees it.
+    fn write_status(&mut self, object: Object) {
         let object = self.api.objects.store(object);
         let now = self.now;
         self.core.observe(Observation::Applied(object), now);

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kerf_api::{NodeClaim, Taint, labels};
 use kerf_scheduling::resources::Resources;
 use serde_json::json;
@@ -334,6 +334,40 @@ mod tests {
         assert_eq!(nodes.get("n").map(|n| n.annotations.clone()), Some(same));
     }
 
+    /// A user's NodePool as a manifest gives it: weight `weight`, no status, no finalizers.
+    fn applied_pool(weight: i32) -> kerf_api::NodePool {
+        serde_yaml::from_str(&format!(
+            "metadata: {{name: general}}\nspec: {{weight: {weight}, template: {{spec: \
+             {{nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}, \
+             requirements: []}}}}}}"
+        ))
+        .expect("NodePool")
+    }
+
+    #[test]
+    fn an_apply_keeps_status_and_finalizers_and_counts_spec_changes() {
+        let apply = |new, old: Option<&kerf_api::NodePool>| {
+            applied(
+                new,
+                old,
+                |o| &mut o.metadata,
+                |a, b| a.spec == b.spec,
+                |o, held| o.status = held.status.clone(),
+            )
+        };
+        let mut held = apply(applied_pool(10), None);
+        assert_eq!(held.metadata.generation, Some(1), "created at generation 1");
+        held.status = Some(Default::default());
+        held.metadata.finalizers = Some(vec!["example.com/keep".into()]);
+        let same = apply(applied_pool(10), Some(&held));
+        assert_eq!(same.metadata.generation, Some(1), "the same spec again");
+        assert_eq!(same.status, held.status, "the status stays");
+        assert_eq!(same.metadata.finalizers, held.metadata.finalizers);
+        let changed = apply(applied_pool(20), Some(&same));
+        assert_eq!(changed.metadata.generation, Some(2), "a spec change");
+        assert_eq!(changed.status, held.status);
+    }
+
     #[test]
     fn the_object_reads_back_as_the_operator_reads_a_node() {
         let mut stored = node();
@@ -372,29 +406,74 @@ pub(crate) struct Objects {
     pub pod_templates: BTreeMap<String, kerf_core::buffers::Template>,
     /// Workloads' pod shapes and replicas by `Kind/namespace/name`, as buffers read them.
     pub workload_shapes: BTreeMap<String, kerf_core::buffers::Template>,
+    /// The last resource version given out to these objects.
+    version: u64,
+}
+
+/// An object a user applies as kube-apiserver keeps it over the one it holds (`old`): the
+/// status and the finalizers the controllers wrote stay (the manifest carries neither),
+/// and the generation starts at 1 and goes up only when the spec changes.
+pub(crate) fn applied<T: Clone>(
+    mut new: T,
+    old: Option<&T>,
+    metadata: fn(&mut T) -> &mut ObjectMeta,
+    same_spec: fn(&T, &T) -> bool,
+    keep_status: fn(&mut T, &T),
+) -> T {
+    let Some(old) = old else {
+        metadata(&mut new).generation = Some(1);
+        return new;
+    };
+    let changed = !same_spec(&new, old);
+    keep_status(&mut new, old);
+    let mut held = old.clone();
+    let held = metadata(&mut held);
+    let meta = metadata(&mut new);
+    let mut finalizers = held.finalizers.take().unwrap_or_default();
+    for f in meta.finalizers.take().unwrap_or_default() {
+        if !finalizers.contains(&f) {
+            finalizers.push(f);
+        }
+    }
+    meta.finalizers = Some(finalizers).filter(|f| !f.is_empty());
+    meta.generation = Some(held.generation.unwrap_or(1) + i64::from(changed));
+    new
 }
 
 impl Objects {
-    /// Stores an object of these kinds (others are not kept here) and gives it back as the
-    /// watch event Kerf sees.
+    /// The next resource version, for an object written now.
+    fn next_version(&mut self) -> Option<String> {
+        self.version += 1;
+        Some(self.version.to_string())
+    }
+
+    /// Stores an object of these kinds (others are not kept here), each write of Karpenter's
+    /// kinds with the next resource version, and gives it back as the watch event Kerf sees.
     pub fn store(&mut self, object: Object) -> Object {
-        let name = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-            m.name.clone().unwrap_or_default()
-        };
+        let name = |m: &ObjectMeta| m.name.clone().unwrap_or_default();
         match &object {
             Object::NodePool(r) => {
                 if let Ok(np) = &r.object {
+                    let mut np = np.clone();
+                    np.metadata.resource_version = self.next_version();
                     self.node_pools.insert(name(&np.metadata), np.clone());
+                    return Object::node_pool(np);
                 }
             }
             Object::NodeClass(r) => {
                 if let Ok(c) = &r.object {
+                    let mut c = c.clone();
+                    c.metadata.resource_version = self.next_version();
                     self.node_classes.insert(name(&c.metadata), c.clone());
+                    return Object::node_class(c);
                 }
             }
             Object::NodeOverlay(r) => {
                 if let Ok(o) = &r.object {
+                    let mut o = o.clone();
+                    o.metadata.resource_version = self.next_version();
                     self.node_overlays.insert(name(&o.metadata), o.clone());
+                    return Object::node_overlay(o);
                 }
             }
             Object::DaemonSet { key, template } => {

@@ -215,7 +215,10 @@ mod tests {
         ("min_values.rs", include_str!("checkers/min_values.rs")),
         ("oracle.rs", include_str!("checkers/oracle.rs")),
         ("reservations.rs", include_str!("checkers/reservations.rs")),
-        ("spot_preference.rs", include_str!("checkers/spot_preference.rs")),
+        (
+            "spot_preference.rs",
+            include_str!("checkers/spot_preference.rs"),
+        ),
     ];
 
     /// The checkers reach Kerf only through [`super::KerfMemory`], and the world only
