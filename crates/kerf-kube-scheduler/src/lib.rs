@@ -360,6 +360,12 @@ pub struct Scheduler<'a> {
     statics: HashMap<u64, Vec<bool>>,
     ports: Vec<Vec<(i32, String)>>,
     bound: Vec<(&'a Pod, usize)>,
+    /// The bound pods by class ([`Facts::class_hash`]: the same namespace and labels), each
+    /// class with one of its pods and the node of each: a count reads a class's labels
+    /// once, not once per pod.
+    groups: Vec<(&'a Pod, Vec<usize>)>,
+    /// Each class's index in `groups`.
+    group_of: HashMap<u64, usize>,
     /// Bound pods that carry required anti-affinity terms (checked against every newcomer).
     repelling: Vec<usize>,
     /// The counts the pods' spread and affinity terms read, by id (their index).
@@ -368,6 +374,8 @@ pub struct Scheduler<'a> {
     /// pod's plan finds its counts here once, and its filters then read them by index on
     /// every node.
     count_ids: HashMap<String, usize>,
+    /// Each pod class's [`Shape`].
+    shapes: HashMap<u64, std::rc::Rc<Shape<'a>>>,
     /// Pods (by the hash of their namespace, labels and spec) no node fitted since the
     /// last placement.
     unschedulable: HashSet<u64>,
@@ -377,25 +385,44 @@ pub struct Scheduler<'a> {
 }
 
 /// A pod's spread constraint, ready to check node by node.
-struct Spread {
+struct Spread<'a> {
     key: String,
     count: usize,
-    /// The most matching pods the node's domain may already hold.
-    allowed: i64,
+    /// The domains of the nodes the pod's node affinity accepts that carry every key of
+    /// its spreads (the eligible domains), each once.
+    domains: Vec<&'a str>,
+    max_skew: i64,
+    /// Whether fewer eligible domains than this make the least count zero.
+    min_domains: Option<i32>,
+    /// Whether the pod matches its own selector (placing it adds one to the domain).
+    itself: bool,
 }
 
-/// The spread and affinity terms of one pod, by count id.
-struct Plan {
+/// What of a pod's filters holds for its whole class ([`Facts::class_hash`]) over the
+/// nodes it was worked out for: worked out once per class, not once per pod, as a burst's
+/// pods come a class at a time.
+struct Shape<'a> {
+    /// How many nodes there were (a node added since asks for it again).
+    nodes: usize,
     /// The [`COMMON`] resources of the pod's requests, where it names them.
     common: [Option<i128>; 3],
     /// The others, by their index in [`Scheduler::extended`].
     extended: Vec<(usize, i128)>,
     ports: Vec<(i32, String)>,
-    spreads: Vec<Spread>,
-    /// (topology key, count, whether the pod may start the group: it matches its own
-    /// term and no pod anywhere does yet)
+    spreads: Vec<Spread<'a>>,
+    /// (topology key, count, whether the pod matches its own term)
     affinity: Vec<(String, usize, bool)>,
     anti: Vec<(String, usize)>,
+}
+
+/// The spread and affinity terms of one pod, with what the counts say now.
+struct Plan<'a> {
+    shape: std::rc::Rc<Shape<'a>>,
+    /// Per spread, the most matching pods the node's domain may already hold.
+    allowed: Vec<i64>,
+    /// Per affinity term, whether the pod may start the group: it matches its own term and
+    /// no pod anywhere does yet.
+    first: Vec<bool>,
 }
 
 /// How many bound pods a selector matches in each domain of a topology key.
@@ -478,9 +505,12 @@ impl<'a> Scheduler<'a> {
             storage,
             nodes,
             bound: Vec::new(),
+            groups: Vec::new(),
+            group_of: HashMap::default(),
             repelling: Vec::new(),
             counts: Vec::new(),
             count_ids: HashMap::default(),
+            shapes: HashMap::default(),
             unschedulable: HashSet::default(),
         }
     }
@@ -610,10 +640,53 @@ impl<'a> Scheduler<'a> {
             self.repelling.push(self.bound.len());
         }
         self.bound.push((pod, node));
+        let groups = &mut self.groups;
+        let g = *(self.group_of.entry(facts.class_hash)).or_insert_with(|| {
+            groups.push((pod, Vec::new()));
+            groups.len() - 1
+        });
+        self.groups[g].1.push(node);
     }
 
-    /// What the pod's spread and affinity filters need, worked out once per pod.
-    fn plan(&mut self, pod: &Pod, facts: &Facts) -> Plan {
+    /// What the pod's filters need: its class's [`Shape`], and what the counts say now.
+    fn plan(&mut self, pod: &Pod, facts: &Facts) -> Plan<'a> {
+        let shape = match self.shapes.get(&facts.class_hash) {
+            Some(s) if s.nodes == self.nodes.len() => s.clone(),
+            _ => {
+                let s = std::rc::Rc::new(self.shape(pod, facts));
+                self.shapes.insert(facts.class_hash, s.clone());
+                s
+            }
+        };
+        let allowed = (shape.spreads.iter())
+            .map(|s| {
+                let counts = &self.counts[s.count].by_domain;
+                let mut min = (s.domains.iter())
+                    .map(|d| counts.get(*d).copied().unwrap_or(0))
+                    .min()
+                    .unwrap_or(0);
+                if s.min_domains
+                    .is_some_and(|m| (s.domains.len() as i64) < i64::from(m))
+                {
+                    min = 0;
+                }
+                min + s.max_skew - i64::from(s.itself)
+            })
+            .collect();
+        let first = (shape.affinity.iter())
+            .map(|(_, count, itself)| {
+                *itself && self.counts[*count].by_domain.values().all(|&c| c == 0)
+            })
+            .collect();
+        Plan {
+            shape,
+            allowed,
+            first,
+        }
+    }
+
+    /// Works out a pod class's [`Shape`] over the nodes there are.
+    fn shape(&mut self, pod: &Pod, facts: &Facts) -> Shape<'a> {
         let constraints: Vec<&TopologySpreadConstraint> = hard_spreads(pod).collect();
         let keys: Vec<&str> = constraints
             .iter()
@@ -627,28 +700,23 @@ impl<'a> Scheduler<'a> {
                 &selector,
                 &c.topology_key,
             );
-            let counts = &self.counts[count].by_domain;
             // eligible domains: nodes the pod's node affinity accepts that carry every key
-            let mut domains: BTreeMap<&str, i64> = BTreeMap::new();
+            let mut domains: BTreeSet<&'a str> = BTreeSet::new();
             for n in &self.nodes {
                 if keys.iter().all(|k| n.labels.contains_key(*k))
                     && node_affinity_matches(pod, n.labels)
                     && let Some(d) = n.labels.get(&c.topology_key)
                 {
-                    domains.insert(d, counts.get(d).copied().unwrap_or(0));
+                    domains.insert(d);
                 }
-            }
-            let mut min = domains.values().copied().min().unwrap_or(0);
-            if c.min_domains
-                .is_some_and(|m| (domains.len() as i64) < i64::from(m))
-            {
-                min = 0;
             }
             spreads.push(Spread {
                 key: c.topology_key.clone(),
                 count,
-                allowed: min + i64::from(c.max_skew)
-                    - i64::from(selector_matches(&selector, labels_of(pod))),
+                domains: domains.into_iter().collect(),
+                max_skew: i64::from(c.max_skew),
+                min_domains: c.min_domains,
+                itself: selector_matches(&selector, labels_of(pod)),
             });
         }
         let mut affinity = Vec::new();
@@ -658,8 +726,7 @@ impl<'a> Scheduler<'a> {
             let itself = in_namespaces(pod, namespaces.as_deref())
                 && selector_matches(&selector, labels_of(pod));
             let count = self.count(namespaces, &selector, &term.topology_key);
-            let first = itself && self.counts[count].by_domain.values().all(|&c| c == 0);
-            affinity.push((term.topology_key.clone(), count, first));
+            affinity.push((term.topology_key.clone(), count, itself));
         }
         let mut anti = Vec::new();
         for term in required_terms(pod, false) {
@@ -667,7 +734,8 @@ impl<'a> Scheduler<'a> {
             let count = self.count(term_namespaces(term, pod), &selector, &term.topology_key);
             anti.push((term.topology_key.clone(), count));
         }
-        Plan {
+        Shape {
+            nodes: self.nodes.len(),
             common: COMMON.map(|r| facts.requests.get(r).copied()),
             extended: (facts.requests.iter())
                 .filter(|(r, _)| !COMMON.contains(&r.as_str()))
@@ -680,17 +748,18 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    fn fits(&self, pod: &Pod, plan: &Plan, i: usize) -> bool {
+    fn fits(&self, pod: &Pod, plan: &Plan<'a>, i: usize) -> bool {
         // NodeResourcesFit (NodeAffinity and TaintToleration are the caller's, per class)
+        let shape = &plan.shape;
         let room = &self.room[i];
-        if (plan.common.iter().zip(room)).any(|(want, room)| want.is_some_and(|w| w > *room)) {
+        if (shape.common.iter().zip(room)).any(|(want, room)| want.is_some_and(|w| w > *room)) {
             return false;
         }
-        if (plan.extended.iter()).any(|(r, v)| *v > self.extended[*r].1[i]) {
+        if (shape.extended.iter()).any(|(r, v)| *v > self.extended[*r].1[i]) {
             return false;
         }
         let node = &self.nodes[i];
-        if plan
+        if shape
             .ports
             .iter()
             .any(|w| self.ports[i].iter().any(|have| have == w))
@@ -704,18 +773,16 @@ impl<'a> Scheduler<'a> {
         };
         // PodTopologySpread (DoNotSchedule): the node's domain stays within maxSkew of
         // the least populated eligible domain once the pod is placed
-        let spread = plan
-            .spreads
-            .iter()
-            .all(|s| here(&s.key, s.count).is_some_and(|n| n <= s.allowed));
+        let spread = (shape.spreads.iter())
+            .zip(&plan.allowed)
+            .all(|(s, allowed)| here(&s.key, s.count).is_some_and(|n| n <= *allowed));
         // InterPodAffinity: required affinity finds a match in the domain (or the pod is
         // the first of its kind), required anti-affinity finds none, and no bound pod's
         // anti-affinity repels this one
-        let affinity = plan
-            .affinity
-            .iter()
-            .all(|(key, count, first)| *first || here(key, *count).is_some_and(|n| n > 0));
-        let anti = plan
+        let affinity = (shape.affinity.iter())
+            .zip(&plan.first)
+            .all(|((key, count, _), first)| *first || here(key, *count).is_some_and(|n| n > 0));
+        let anti = shape
             .anti
             .iter()
             .all(|(key, count)| here(key, *count).is_none_or(|n| n == 0));
@@ -783,12 +850,21 @@ impl<'a> Scheduler<'a> {
         let mut by_domain = HashMap::default();
         // each node's domain read once, not once for each pod on it
         let domains: Vec<Option<&String>> = self.nodes.iter().map(|n| n.labels.get(key)).collect();
-        for (pod, node) in &self.bound {
-            if let Some(d) = domains[*node]
-                && in_namespaces(pod, namespaces.as_deref())
-                && selector_matches(selector, labels_of(pod))
+        // matching pods per node first, then per domain
+        let mut per_node = vec![0i64; self.nodes.len()];
+        for (pod, nodes) in &self.groups {
+            if !(in_namespaces(pod, namespaces.as_deref())
+                && selector_matches(selector, labels_of(pod)))
             {
-                *by_domain.entry(d.clone()).or_default() += 1;
+                continue;
+            }
+            for n in nodes {
+                per_node[*n] += 1;
+            }
+        }
+        for (d, c) in domains.iter().zip(per_node).filter(|(_, c)| *c > 0) {
+            if let Some(d) = d {
+                *by_domain.entry((*d).clone()).or_default() += c;
             }
         }
         self.counts.push(Count {
@@ -803,7 +879,7 @@ impl<'a> Scheduler<'a> {
 
     /// NodeResourcesFit's LeastAllocated score: the mean free share of CPU and memory
     /// after placing the pod, in thousandths.
-    fn least_allocated(&self, plan: &Plan, i: usize) -> i128 {
+    fn least_allocated(&self, plan: &Plan<'a>, i: usize) -> i128 {
         // cpu and memory, [`COMMON`]'s first two: what is free once the pod is placed, in
         // thousandths of what the node has
         let free = |k: usize| {
@@ -811,7 +887,7 @@ impl<'a> Scheduler<'a> {
             if cap <= 0 {
                 return 0;
             }
-            let left = (room - plan.common[k].unwrap_or(0)).max(0);
+            let left = (room - plan.shape.common[k].unwrap_or(0)).max(0);
             // in 64 bits when it fits, as kube-scheduler's int64 does (a 128-bit division
             // was a sixth of the operator's CPU in a 50,000-pod burst's rehearsals); the
             // same quotient either way
