@@ -4,7 +4,7 @@
 
 use kerf_api::{NodeSelectorRequirementWithMinValues, Operator, labels};
 
-use crate::interned::Reqs;
+use crate::interned::{Req, Reqs};
 use crate::symbols::{Sym, Symbols};
 
 /// An instance type the NodeClaim may launch as, with its cheapest allowed offering.
@@ -74,15 +74,39 @@ impl CompiledOffering {
     /// in a zone and of a capacity type they allow.
     #[inline]
     pub fn allowed(&self, reqs: &Reqs, keys: &OfferingKeys, symbols: &Symbols) -> bool {
+        self.passes(&OfferingFilter::new(reqs, keys), symbols)
+    }
+
+    /// [`CompiledOffering::allowed`] with the requirements read once for many offerings.
+    #[inline]
+    pub fn passes(&self, filter: &OfferingFilter<'_>, symbols: &Symbols) -> bool {
         // a requirement on the reservation id: only that reservation's offerings meet it
         // (on the others the label does not exist)
-        let reservation = (keys.reservation_id)
-            .filter(|k| reqs.has(*k))
-            .is_none_or(|k| self.reservation.is_some_and(|r| reqs.allows(k, r, symbols)));
+        let reservation = (filter.reservation)
+            .is_none_or(|r| self.reservation.is_some_and(|id| r.has(id, symbols)));
         self.available
             && reservation
-            && reqs.allows(keys.zone, self.zone, symbols)
-            && reqs.allows(keys.capacity_type, self.capacity_type, symbols)
+            && filter.zone.is_none_or(|r| r.has(self.zone, symbols))
+            && (filter.capacity_type).is_none_or(|r| r.has(self.capacity_type, symbols))
+    }
+}
+
+/// What a NodeClaim's requirements say of the offerings it may take (their zone, capacity
+/// type and reservation), looked up once for a scan over hundreds of types' offerings.
+pub struct OfferingFilter<'r> {
+    zone: Option<&'r Req>,
+    capacity_type: Option<&'r Req>,
+    reservation: Option<&'r Req>,
+}
+
+impl<'r> OfferingFilter<'r> {
+    /// The requirements' terms on the offering keys.
+    pub fn new(reqs: &'r Reqs, keys: &OfferingKeys) -> OfferingFilter<'r> {
+        OfferingFilter {
+            zone: reqs.get(keys.zone),
+            capacity_type: reqs.get(keys.capacity_type),
+            reservation: keys.reservation_id.and_then(|k| reqs.get(k)),
+        }
     }
 }
 
@@ -107,8 +131,9 @@ pub fn choose(
     symbols: &Symbols,
     room: &dyn Fn(Sym) -> bool,
 ) -> Option<(Vec<LaunchOption>, Launch)> {
+    let filter = OfferingFilter::new(reqs, keys);
     let allowed =
-        |o: &&CompiledOffering| o.allowed(reqs, keys, symbols) && o.reservation.is_none_or(room);
+        |o: &&CompiledOffering| o.passes(&filter, symbols) && o.reservation.is_none_or(room);
     let mut priced: Vec<(usize, f64)> = candidates
         .iter()
         .enumerate()

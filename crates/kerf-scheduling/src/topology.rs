@@ -155,8 +155,10 @@ impl Topology {
 
     /// Sets the domain values a non-hostname group can take, sorted by name.
     pub fn set_universe(&mut self, id: GroupId, mut values: Vec<Sym>, symbols: &Symbols) {
-        values.sort_by(|a, b| symbols.name(*a).cmp(symbols.name(*b)));
+        // each value once before they are ordered by name: a zone is named by hundreds of nodes
+        values.sort_unstable();
         values.dedup();
+        values.sort_by(|a, b| symbols.name(*a).cmp(symbols.name(*b)));
         self.groups[id].universe = values;
     }
 

@@ -352,7 +352,7 @@ impl<'p> State<'p> {
     pub(super) fn set_universes(&mut self) {
         let mut cache: HashMap<(usize, Sym), Vec<Sym>> = HashMap::new();
         // each node's value of a key, read once for every group over that key
-        let mut by_key: FxHashMap<Sym, Vec<Option<Sym>>> = FxHashMap::default();
+        let mut by_key: FxHashMap<Sym, (Vec<Option<Sym>>, Vec<Sym>)> = FxHashMap::default();
         for id in 0..self.topology.groups().len() {
             let g = &self.topology.groups()[id];
             let key = g.def.key;
@@ -372,20 +372,27 @@ impl<'p> State<'p> {
                     .or_insert_with(|| self.pool_domains(pool, key));
                 values.extend(d.iter().copied());
             }
-            let labelled = by_key.entry(key).or_insert_with(|| {
-                let name = self.symbols.name(key);
-                (self.problem.nodes.iter())
-                    .map(|n| {
-                        let v = n.labels.get(name)?;
-                        Some(self.symbols.get(v).expect("node labels are interned"))
-                    })
-                    .collect()
-            });
-            for (n, v) in self.problem.nodes.iter().zip(labelled.iter()) {
-                if honor_taints && first_untolerated(&tolerations, &n.taints, false).is_some() {
-                    continue;
+            let (labelled, distinct) = by_key.entry(key).or_insert_with(|| {
+                // each node's labels, compiled into its bin's requirements (one value a key)
+                let mut labelled: Vec<Option<Sym>> = vec![None; self.problem.nodes.len()];
+                for bin in &self.bins {
+                    if let Host::Node(n) = bin.host {
+                        labelled[n] = bin.reqs.get(key).and_then(Req::single);
+                    }
                 }
-                values.extend(*v);
+                let mut distinct: Vec<Sym> = labelled.iter().flatten().copied().collect();
+                distinct.sort_unstable();
+                distinct.dedup();
+                (labelled, distinct)
+            });
+            if honor_taints {
+                for (n, v) in self.problem.nodes.iter().zip(labelled.iter()) {
+                    if first_untolerated(&tolerations, &n.taints, false).is_none() {
+                        values.extend(*v);
+                    }
+                }
+            } else {
+                values.extend(distinct.iter().copied());
             }
             self.topology.set_universe(id, values, &self.symbols);
         }

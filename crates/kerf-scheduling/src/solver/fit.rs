@@ -9,6 +9,7 @@ use kerf_api::Taint;
 use super::*;
 use crate::amounts::Amounts;
 use crate::bitset::BitSet;
+use crate::launch::OfferingFilter;
 use crate::input::MinValues;
 use crate::interned::{Req, Reqs};
 use crate::pods::Relaxation;
@@ -73,11 +74,12 @@ impl<'p> State<'p> {
         }
         let p = &self.pools[pool];
         let mut set = BitSet::empty(p.types.len());
+        let filter = OfferingFilter::new(reqs, &self.offering_keys);
         for (i, t) in p.types.iter().enumerate() {
             if t.reqs.intersects(reqs, &self.symbols).is_ok()
                 && t.offerings
                     .iter()
-                    .any(|o| o.allowed(reqs, &self.offering_keys, &self.symbols))
+                    .any(|o| o.passes(&filter, &self.symbols))
             {
                 set.insert(i);
             }
@@ -442,13 +444,14 @@ impl<'p> State<'p> {
                 reserved = reserved.plus(&max);
                 continue;
             }
+            let filter = OfferingFilter::new(&bin.reqs, &self.offering_keys);
             let mut priced: Vec<(f64, usize)> = types
                 .iter()
                 .filter_map(|i| {
                     p.types[i]
                         .offerings
                         .iter()
-                        .filter(|o| o.allowed(&bin.reqs, &self.offering_keys, &self.symbols))
+                        .filter(|o| o.passes(&filter, &self.symbols))
                         .map(|o| o.price_per_hour)
                         .min_by(f64::total_cmp)
                         .map(|price| (price, i))
