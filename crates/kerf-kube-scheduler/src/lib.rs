@@ -309,9 +309,25 @@ pub struct Usage {
 impl Usage {
     /// A pod with these facts was bound here.
     pub fn add(&mut self, facts: &Facts) {
-        add(&mut self.requested, &facts.requests);
-        self.ports.extend(facts.ports.iter().cloned());
-        self.pods += 1;
+        self.add_many(facts, 1);
+    }
+
+    /// `n` pods with these facts were bound here (replicas: their requests added up once).
+    pub fn add_many(&mut self, facts: &Facts, n: usize) {
+        let times = i128::try_from(n).unwrap_or(i128::MAX);
+        for (r, v) in &facts.requests {
+            let v = v.saturating_mul(times);
+            match self.requested.get_mut(r) {
+                Some(sum) => *sum += v,
+                None => {
+                    self.requested.insert(r.clone(), v);
+                }
+            }
+        }
+        for _ in 0..n {
+            self.ports.extend(facts.ports.iter().cloned());
+        }
+        self.pods += n;
     }
 
     /// A pod with these facts left; whether none is left.

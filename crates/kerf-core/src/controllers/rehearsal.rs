@@ -298,11 +298,16 @@ impl Controllers {
         let by_name: HashMap<&str, usize> = (seats.iter().enumerate())
             .map(|(i, s)| (s.name.as_str(), i))
             .collect();
+        // replicas share their declared shape: whether one weighs is asked once for them all
+        let mut weighs: HashMap<*const Pod, bool> = HashMap::default();
         let weighing: Vec<(&Pod, &ks::Facts, &str)> = (cluster.pods.values())
             .filter_map(|p| {
                 let node = p.node.as_deref().filter(|n| by_name.contains_key(n))?;
-                let f = facts.get(p.declared())?;
-                ks::weighs_on(p.declared(), f, &alike).then_some((p.declared(), f, node))
+                let pod = p.declared();
+                let f = facts.get(pod)?;
+                let weighs = *(weighs.entry(std::ptr::from_ref(pod)))
+                    .or_insert_with(|| ks::weighs_on(pod, f, &alike));
+                weighs.then_some((pod, f, node))
             })
             .collect();
         let nodes: Vec<ks::Node<'_>> = (seats.iter())
@@ -392,10 +397,16 @@ impl Controllers {
                 usage: ks::Usage::default(),
             });
         }
+        // replicas on a node are added up once: a node's pods are mostly a few shapes
+        let mut on_seat: HashMap<(usize, *const Pod), (&Pod, usize)> = HashMap::default();
         for p in cluster.pods.values() {
             if let Some(&i) = p.node.as_deref().and_then(|n| index.get(n)) {
-                seats[i].usage.add(facts.of(p.declared()));
+                let pod = p.declared();
+                on_seat.entry((i, std::ptr::from_ref(pod))).or_insert((pod, 0)).1 += 1;
             }
+        }
+        for ((i, _), (pod, n)) in on_seat {
+            seats[i].usage.add_many(facts.of(pod), n);
         }
         for (name, c) in &cluster.nodeclaims {
             let (Some(launched), None, None) = (&c.launched, &c.node, c.deleting) else {
