@@ -402,7 +402,10 @@ impl Controllers {
         for p in cluster.pods.values() {
             if let Some(&i) = p.node.as_deref().and_then(|n| index.get(n)) {
                 let pod = p.declared();
-                on_seat.entry((i, std::ptr::from_ref(pod))).or_insert((pod, 0)).1 += 1;
+                on_seat
+                    .entry((i, std::ptr::from_ref(pod)))
+                    .or_insert((pod, 0))
+                    .1 += 1;
             }
         }
         for ((i, _), (pod, n)) in on_seat {

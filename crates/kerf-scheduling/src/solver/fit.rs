@@ -9,9 +9,9 @@ use kerf_api::Taint;
 use super::*;
 use crate::amounts::Amounts;
 use crate::bitset::BitSet;
-use crate::launch::OfferingFilter;
 use crate::input::MinValues;
 use crate::interned::{Req, Reqs};
+use crate::launch::OfferingFilter;
 use crate::pods::Relaxation;
 use crate::reasons::{self, Reason, Why};
 use crate::symbols::Sym;
@@ -77,9 +77,7 @@ impl<'p> State<'p> {
         let filter = OfferingFilter::new(reqs, &self.offering_keys);
         for (i, t) in p.types.iter().enumerate() {
             if t.reqs.intersects(reqs, &self.symbols).is_ok()
-                && t.offerings
-                    .iter()
-                    .any(|o| o.passes(&filter, &self.symbols))
+                && t.offerings.iter().any(|o| o.passes(&filter, &self.symbols))
             {
                 set.insert(i);
             }

@@ -52,15 +52,20 @@ pub(super) fn violation(now: Duration, message: String) -> SimError {
 /// What the checkers see at one moment: the API server's objects, the cloud, the scenario,
 /// the clock, and Kerf's named hooks.
 pub(super) struct Sight<'a> {
+    /// Every stored object.
     pub api: &'a ApiServer,
+    /// The cloud's instances, zones and catalogs.
     pub cloud: &'a Cloud,
+    /// The scenario: its capacity windows, outages and restarts excuse what they hold up.
     pub scenario: &'a Scenario,
     /// The workload controllers' objects (each workload's replicas).
     pub workloads: &'a Workloads,
+    /// The simulated time.
     pub now: Duration,
     /// Whether the operator still has writes to try again (a deletion the API server
     /// refused is on its way: Kerf counts it and the stored objects do not show it yet).
     pub writes_pending: bool,
+    /// Kerf's named hooks.
     pub kerf: &'a mut dyn KerfMemory,
 }
 
