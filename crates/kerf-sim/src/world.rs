@@ -1076,13 +1076,7 @@ impl World {
         match check_document(&raw) {
             Checked::Valid(KarpenterObject::NodePool(np)) => {
                 let old = self.api.objects.node_pools.get(&name_of(&np.metadata));
-                let np = api_server::applied(
-                    *np,
-                    old,
-                    |o| &mut o.metadata,
-                    |a, b| a.spec == b.spec,
-                    |o, held| o.status = held.status.clone(),
-                );
+                let np = api_server::applied(*np, old);
                 self.write(Object::node_pool(np));
                 self.tally.floor.1 = true;
                 self.checkers.pools_changed(self.now);
@@ -1091,13 +1085,7 @@ impl World {
             Checked::Valid(KarpenterObject::EC2NodeClass(class)) => {
                 let name = name_of(&class.metadata);
                 self.cloud.catalogs.remove(&name);
-                let class = api_server::applied(
-                    *class,
-                    self.api.objects.node_classes.get(&name),
-                    |o| &mut o.metadata,
-                    |a, b| a.spec == b.spec,
-                    |o, held| o.status = held.status.clone(),
-                );
+                let class = api_server::applied(*class, self.api.objects.node_classes.get(&name));
                 self.write(Object::node_class(class));
                 self.sync_reservations();
                 self.tally.floor.1 = true;
@@ -1109,13 +1097,7 @@ impl World {
                     .objects
                     .node_overlays
                     .get(&name_of(&overlay.metadata));
-                let overlay = api_server::applied(
-                    *overlay,
-                    old,
-                    |o| &mut o.metadata,
-                    |a, b| a.spec == b.spec,
-                    |o, held| o.status = held.status.clone(),
-                );
+                let overlay = api_server::applied(*overlay, old);
                 self.write(Object::node_overlay(overlay));
                 self.tally.floor.1 = true;
                 self.checkers.pools_changed(self.now);

@@ -346,15 +346,7 @@ mod tests {
 
     #[test]
     fn an_apply_keeps_status_and_finalizers_and_counts_spec_changes() {
-        let apply = |new, old: Option<&kerf_api::NodePool>| {
-            applied(
-                new,
-                old,
-                |o| &mut o.metadata,
-                |a, b| a.spec == b.spec,
-                |o, held| o.status = held.status.clone(),
-            )
-        };
+        let apply = |new, old: Option<&kerf_api::NodePool>| applied(new, old);
         let mut held = apply(applied_pool(10), None);
         assert_eq!(held.metadata.generation, Some(1), "created at generation 1");
         held.status = Some(Default::default());
@@ -410,26 +402,56 @@ pub(crate) struct Objects {
     version: u64,
 }
 
+/// Karpenter's kinds a user applies and the controllers write the status and finalizers of.
+pub(crate) trait Applied {
+    /// Its metadata.
+    fn metadata(&self) -> &ObjectMeta;
+    /// Its metadata, to write.
+    fn metadata_mut(&mut self) -> &mut ObjectMeta;
+    /// Whether its spec is `other`'s.
+    fn same_spec(&self, other: &Self) -> bool;
+    /// Takes the status `held` has.
+    fn keep_status(&mut self, held: &Self);
+}
+
+macro_rules! applied_kinds {
+    ($($kind:ty),*) => {$(
+        impl Applied for $kind {
+            fn metadata(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+            fn same_spec(&self, other: &Self) -> bool {
+                self.spec == other.spec
+            }
+            fn keep_status(&mut self, held: &Self) {
+                self.status = held.status.clone();
+            }
+        }
+    )*};
+}
+
+applied_kinds!(
+    kerf_api::NodePool,
+    kerf_api::EC2NodeClass,
+    kerf_api::NodeOverlay
+);
+
 /// An object a user applies as kube-apiserver keeps it over the one it holds (`old`): the
 /// status and the finalizers the controllers wrote stay (the manifest carries neither),
 /// and the generation starts at 1 and goes up only when the spec changes.
-pub(crate) fn applied<T: Clone>(
-    mut new: T,
-    old: Option<&T>,
-    metadata: fn(&mut T) -> &mut ObjectMeta,
-    same_spec: fn(&T, &T) -> bool,
-    keep_status: fn(&mut T, &T),
-) -> T {
+pub(crate) fn applied<T: Applied>(mut new: T, old: Option<&T>) -> T {
     let Some(old) = old else {
-        metadata(&mut new).generation = Some(1);
+        new.metadata_mut().generation = Some(1);
         return new;
     };
-    let changed = !same_spec(&new, old);
-    keep_status(&mut new, old);
-    let mut held = old.clone();
-    let held = metadata(&mut held);
-    let meta = metadata(&mut new);
-    let mut finalizers = held.finalizers.take().unwrap_or_default();
+    let changed = !new.same_spec(old);
+    new.keep_status(old);
+    let held = old.metadata();
+    let meta = new.metadata_mut();
+    let mut finalizers = held.finalizers.clone().unwrap_or_default();
     for f in meta.finalizers.take().unwrap_or_default() {
         if !finalizers.contains(&f) {
             finalizers.push(f);
