@@ -16,7 +16,9 @@
 //! | `interruption` | [`interruption`] |
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -629,7 +631,7 @@ impl Controllers {
             timers,
             actions: Vec::new(),
             unavailable,
-            events_sent: HashMap::new(),
+            events_sent: HashMap::default(),
             events_pruned: 0,
             activity: 0,
             metrics: crate::metrics::Metrics::new(),

@@ -4,7 +4,7 @@
 //! all the pods that have it. A `Pod` is over 2 KB inline before its lists and maps, and
 //! 10,000 replicas of a few Deployments are a few shapes and 10,000 small records.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Arc, Weak};
 
 use k8s_openapi::api::core::v1::Pod;

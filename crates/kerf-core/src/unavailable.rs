@@ -2,7 +2,7 @@
 //! so the next launch picks something else — this is what turns spot exhaustion into a
 //! fallback to the next NodePool or capacity type.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::time::Duration;
 
 /// How long an insufficient-capacity error is remembered (Karpenter: 3 minutes).
@@ -83,8 +83,8 @@ impl UnavailableOfferings {
     pub fn with_ttl(ttl: Duration) -> UnavailableOfferings {
         UnavailableOfferings {
             ttl,
-            by_type: HashMap::new(),
-            any_type: HashMap::new(),
+            by_type: HashMap::default(),
+            any_type: HashMap::default(),
             generation: 0,
         }
     }

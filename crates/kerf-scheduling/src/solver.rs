@@ -16,7 +16,7 @@
 //! this file holds the types they share and the run from pending pods to a decision.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::Hash;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -152,12 +152,32 @@ struct Bin {
 
 /// What a bin stands for.
 #[derive(Clone)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "bins live in one Vec and are copied whole when saved: a boxed span would cost an \
+              allocation at every placement on a planned NodeClaim"
+)]
 enum Host {
     /// A node that exists (or a NodeClaim already launching): its index in the problem.
     Node(usize),
-    /// A NodeClaim this solve plans, with its NodePool (index into the compiled pools) and
-    /// the instance types it may still launch as (indices into that pool's types).
-    Planned { pool: usize, types: BitSet },
+    /// A NodeClaim this solve plans, with its NodePool (index into the compiled pools), the
+    /// instance types it may still launch as (indices into that pool's types) and what they
+    /// can hold (kept with `types`: a pod placed on it seldom narrows them, and every type
+    /// was read at every placement).
+    Planned {
+        pool: usize,
+        types: BitSet,
+        span: Span,
+    },
+}
+
+/// What a planned NodeClaim's instance types can hold, each amount read off all of them.
+#[derive(Clone, Copy)]
+struct Span {
+    /// The most any of them holds: more than this fits none.
+    widest: Amounts,
+    /// The least any of them holds: this much fits every one.
+    narrowest: Amounts,
 }
 
 impl Bin {
@@ -285,7 +305,7 @@ pub fn solve_with(problem: &Problem<'_>, catalog: &mut Catalog) -> Decision {
 
 impl<'p> State<'p> {
     /// Places `order`'s pods, largest first; returns the ones left with their reasons.
-    fn run(&mut self, mut order: Vec<usize>) -> HashMap<usize, Vec<Reason>> {
+    fn run(&mut self, mut order: Vec<usize>) -> FxHashMap<usize, Vec<Reason>> {
         order.sort_by(|a, b| {
             let (x, y) = (&self.pods[*a].requests, &self.pods[*b].requests);
             y.cpu_millis()
@@ -294,8 +314,8 @@ impl<'p> State<'p> {
         });
         let mut queue: VecDeque<usize> = order.into();
         let mut relax: FxHashMap<usize, Relaxation> = FxHashMap::default();
-        let mut last_len: HashMap<usize, usize> = HashMap::new();
-        let mut reasons: HashMap<usize, Vec<Reason>> = HashMap::new();
+        let mut last_len: FxHashMap<usize, usize> = FxHashMap::default();
+        let mut reasons: FxHashMap<usize, Vec<Reason>> = FxHashMap::default();
         while let Some(&pod) = queue.front() {
             if last_len.get(&pod) == Some(&queue.len()) {
                 break; // a full pass without progress
@@ -324,7 +344,7 @@ impl<'p> State<'p> {
             .collect()
     }
 
-    fn finish(self, reasons: HashMap<usize, Vec<Reason>>) -> Decision {
+    fn finish(self, reasons: FxHashMap<usize, Vec<Reason>>) -> Decision {
         let placed = self.bins.iter().map(|b| (b, b.pods.clone()));
         self.decision(placed, reasons)
     }
@@ -333,7 +353,7 @@ impl<'p> State<'p> {
     fn decision<'b>(
         &'b self,
         placed: impl Iterator<Item = (&'b Bin, Vec<usize>)>,
-        mut reasons: HashMap<usize, Vec<Reason>>,
+        mut reasons: FxHashMap<usize, Vec<Reason>>,
     ) -> Decision {
         let mut decision = Decision::default();
         // planned NodeClaims take reservations in the order they were opened
@@ -347,7 +367,7 @@ impl<'p> State<'p> {
                 Host::Node(node) => decision
                     .existing
                     .push(ExistingPlacement { node: *node, pods }),
-                Host::Planned { pool, types } => {
+                Host::Planned { pool, types, .. } => {
                     match self.planned(bin, *pool, types, &pods, &mut room) {
                         Some(planned) => decision.nodeclaims.push(planned),
                         // its only offerings were reservations the plans before it filled

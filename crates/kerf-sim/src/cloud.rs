@@ -1,8 +1,10 @@
 //! The simulated EC2: picks the offering a fleet request would get, and reports the
 //! offerings that had no capacity (insufficient-capacity windows of the scenario).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use kerf_aws::InstanceType;
 use kerf_aws::capacity::NodeSettings;
@@ -36,8 +38,8 @@ impl Cloud {
             instances: BTreeMap::new(),
             zones,
             node_counter: 0,
-            catalogs: HashMap::new(),
-            reservations_offered: HashMap::new(),
+            catalogs: HashMap::default(),
+            reservations_offered: HashMap::default(),
         }
     }
 

@@ -4,7 +4,9 @@
 //! only if it still holds; candidates are tainted, replacements launched and awaited (10
 //! minutes at most, then the command is rolled back), and the candidates deleted.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::FxHashMap as HashMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -141,6 +143,15 @@ struct Written {
     repairs: Vec<String>,
 }
 
+/// What the budget gauges depend on: every write to the nodes and NodeClaims they count
+/// and which budgets' schedules are active. Equal, the gauges are too.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct GaugesRead {
+    cluster: u64,
+    controllers: u64,
+    budget_windows: Vec<bool>,
+}
+
 /// Whether the node, as last observed, carries the disrupted taint.
 pub fn has_disrupted_taint(node: &crate::cluster::NodeRecord) -> bool {
     (node.taints.iter()).any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
@@ -248,6 +259,8 @@ pub(super) struct Disruptions {
     backoffs: BTreeMap<String, Backoff>,
     /// Each NodePool's budget by reason at the last pass that looked, for the metrics.
     budgets: BTreeMap<(String, DisruptionReason), crate::metrics::BudgetReading>,
+    /// What `budgets` was read off: read again only when it changes.
+    budgets_read: Option<GaugesRead>,
     /// The Balanced scores of the last consolidation command decided, by NodePool name.
     scores: Vec<(String, crate::disruption::search::Score)>,
     /// The move a pass chose for each of its candidates, and when: `kerf explain` tells it
@@ -515,7 +528,7 @@ impl Controllers {
         let mut keys = Vec::new();
         let mut requests = Vec::new();
         let mut terms = Vec::new();
-        let mut allocatable_of = HashMap::new();
+        let mut allocatable_of = HashMap::default();
         for (name, n) in &cluster.nodes {
             let Some(claim_name) = n.nodeclaim.as_deref() else {
                 // a node Kerf does not manage: never a candidate, but evicted pods may go there
@@ -843,10 +856,19 @@ impl Controllers {
             .backoffs
             .retain(|n, _| nodes.contains_key(n));
         self.find_repairs(now);
-        // the budget gauges at every pass, read off the cluster as it is now
-        self.disruption.budgets = (self.budgets_now(now).into_iter())
-            .map(|((pool, r), b)| ((pool.to_string(), r), b))
-            .collect();
+        // the budget gauges at every pass, read off the cluster as it is now (unless nothing
+        // they count was written since the last pass: thousands of passes a day find so)
+        let read = GaugesRead {
+            cluster: self.cluster.generation(),
+            controllers: self.activity,
+            budget_windows: self.budget_windows(now),
+        };
+        if self.disruption.budgets_read.as_ref() != Some(&read) {
+            self.disruption.budgets = (self.budgets_now(now).into_iter())
+                .map(|((pool, r), b)| ((pool.to_string(), r), b))
+                .collect();
+            self.disruption.budgets_read = Some(read);
+        }
         if self.disruption.command.is_some() {
             return;
         }
@@ -1100,18 +1122,22 @@ impl Controllers {
     /// schedule.
     fn written_inputs(&mut self, now: Duration) -> Written {
         self.unavailable.expire(now);
-        let unix = self.settings.epoch_unix + now.as_secs();
-        let budget_windows = (self.cluster.node_pools.values())
-            .flat_map(|np| &np.spec.disruption.budgets)
-            .map(|b| budget_active(b, unix).unwrap_or(false))
-            .collect();
         Written {
             cluster: self.cluster.generation(),
             controllers: self.activity,
             unavailable: self.unavailable.generation(),
-            budget_windows,
+            budget_windows: self.budget_windows(now),
             repairs: self.health.repairs.keys().cloned().collect(),
         }
+    }
+
+    /// Which budgets' schedules are active now, all NodePools' in order.
+    fn budget_windows(&self, now: Duration) -> Vec<bool> {
+        let unix = self.settings.epoch_unix + now.as_secs();
+        (self.cluster.node_pools.values())
+            .flat_map(|np| &np.spec.disruption.budgets)
+            .map(|b| budget_active(b, unix).unwrap_or(false))
+            .collect()
     }
 
     /// When each node may be consolidated by its NodePool's consolidateAfter.

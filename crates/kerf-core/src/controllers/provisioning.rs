@@ -2,7 +2,9 @@
 //! one solve places them on existing nodes, NodeClaims coming up, or new NodeClaims, which
 //! are created and handed to the cloud.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -160,7 +162,7 @@ pub(crate) struct Provisioner {
     /// been solved for since it began to wait: consolidation holds off until it is, as
     /// Karpenter's consolidation simulates the pending pods beside the candidates' and makes
     /// no move while they would need new nodes.
-    pub(super) left_pending: std::collections::HashSet<String>,
+    pub(super) left_pending: HashSet<String>,
     /// Pending pods left out of provisioning for their claims, with the reason last logged.
     pub(super) ignored_pods: BTreeMap<String, String>,
     /// Node classes whose instance types were asked for and not yet answered.
@@ -184,15 +186,15 @@ impl Provisioner {
     pub(super) fn new(settings: &super::Settings) -> Provisioner {
         Provisioner {
             batcher: Batcher::new(settings.batch_idle, settings.batch_max),
-            type_options: HashMap::new(),
+            type_options: HashMap::default(),
             unplaced: None,
-            left_pending: std::collections::HashSet::new(),
+            left_pending: HashSet::default(),
             ignored_pods: BTreeMap::new(),
             types_asked: BTreeSet::new(),
             overlay_cache: None,
             reading: crate::metrics::SchedulingReading::default(),
             unlaunched: BTreeMap::new(),
-            verdicts: HashMap::new(),
+            verdicts: HashMap::default(),
         }
     }
 
@@ -224,7 +226,7 @@ impl Controllers {
             .filter(|(_, t)| matches!(t, Timer::NominationExpiry(_)))
             .cloned()
             .collect();
-        let mut claims: HashSet<String> = HashSet::from([claim.to_string()]);
+        let mut claims: HashSet<String> = [claim.to_string()].into_iter().collect();
         for timer in due {
             self.timers.remove(&timer);
             if let (_, Timer::NominationExpiry(c)) = timer {
@@ -256,7 +258,7 @@ impl Controllers {
     /// [`NOMINATION_GRACE`].
     pub(super) fn recheck_nominations(&mut self, nodes: &BTreeSet<String>, now: Duration) {
         let cluster = &self.cluster;
-        let mut rooms: HashMap<&str, (Resources, Vec<Taint>)> = HashMap::new();
+        let mut rooms: HashMap<&str, (Resources, Vec<Taint>)> = HashMap::default();
         for node in nodes {
             let (Some(n), Some((claim, c))) =
                 (cluster.nodes.get(node), cluster.claim_of_node(node))

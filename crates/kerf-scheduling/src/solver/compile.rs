@@ -2,8 +2,6 @@
 //! daemonset overhead, and the existing nodes, into interned requirements, amounts and
 //! topology counts the fit checks read.
 
-use std::collections::HashMap;
-
 use k8s_openapi::api::core::v1::{Pod, Toleration};
 use kerf_api::labels;
 use rustc_hash::FxHashMap;
@@ -115,7 +113,7 @@ impl<'p> State<'p> {
             .collect();
         pods::link(&mut pod_infos, &topology);
         // equal tolerations, equal ids; replicas share theirs, so each list is written out once
-        let mut toleration_index: HashMap<String, u64> = HashMap::new();
+        let mut toleration_index: FxHashMap<String, u64> = FxHashMap::default();
         let mut shared: FxHashMap<*const Toleration, u64> = FxHashMap::default();
         let toleration_ids = pod_infos
             .iter()
@@ -350,7 +348,7 @@ impl<'p> State<'p> {
     }
 
     pub(super) fn set_universes(&mut self) {
-        let mut cache: HashMap<(usize, Sym), Vec<Sym>> = HashMap::new();
+        let mut cache: FxHashMap<(usize, Sym), Vec<Sym>> = FxHashMap::default();
         // each node's value of a key, read once for every group over that key
         let mut by_key: FxHashMap<Sym, (Vec<Option<Sym>>, Vec<Sym>)> = FxHashMap::default();
         for id in 0..self.topology.groups().len() {

@@ -176,6 +176,7 @@ impl<'p> State<'p> {
         let Host::Planned {
             pool,
             types: current,
+            span,
         } = &bin.host
         else {
             return Ok(Fit { reqs, types: None });
@@ -193,17 +194,20 @@ impl<'p> State<'p> {
         }
         let total = bin.requests.plus(&self.pods[pod].requests);
         let p = &self.pools[pool];
-        let mut fits_any = false;
-        let candidates: Vec<usize> = types.iter().collect();
-        for i in candidates {
-            let t = &p.types[i];
-            if !total.fits(&t.allocatable) {
-                types.remove(i);
-                continue;
-            }
-            fits_any = true;
-            if limit.is_some_and(|l| !t.capacity.fits(l)) {
-                types.remove(i);
+        // what fits the narrowest of the types fits each of them (and of those left)
+        let mut fits_any = limit.is_none() && total.fits(&span.narrowest);
+        if !fits_any {
+            let candidates: Vec<usize> = types.iter().collect();
+            for i in candidates {
+                let t = &p.types[i];
+                if !total.fits(&t.allocatable) {
+                    types.remove(i);
+                    continue;
+                }
+                fits_any = true;
+                if limit.is_some_and(|l| !t.capacity.fits(l)) {
+                    types.remove(i);
+                }
             }
         }
         if types.is_empty() {
@@ -287,17 +291,18 @@ impl<'p> State<'p> {
 
     pub(super) fn headroom(&self, bin: &Bin) -> Amounts {
         match &bin.host {
-            Host::Planned { pool, types } => {
-                let p = &self.pools[*pool];
-                let max = types
-                    .iter()
-                    .map(|i| p.types[i].allocatable)
-                    .reduce(|a, b| a.max(&b))
-                    .unwrap_or_default();
-                max.minus(&bin.requests)
-            }
+            Host::Planned { span, .. } => span.widest.minus(&bin.requests),
             Host::Node(_) => bin.headroom,
         }
+    }
+
+    /// What a pool's `types` can hold.
+    fn span(&self, pool: usize, types: &BitSet) -> Span {
+        let p = &self.pools[pool];
+        let mut all = types.iter().map(|i| p.types[i].allocatable);
+        let first = all.next().unwrap_or_default();
+        let (widest, narrowest) = all.fold((first, first), |(w, n), a| (w.max(&a), n.min(&a)));
+        Span { widest, narrowest }
     }
 
     pub(super) fn commit(&mut self, pod: usize, b: usize, fit: Fit) {
@@ -305,14 +310,22 @@ impl<'p> State<'p> {
         let requests = info.requests;
         let ports = info.host_ports.clone();
         self.save(b);
+        // what a planned NodeClaim's types hold, read again only when they narrowed
+        let narrowed = match (&self.bins[b].host, fit.types) {
+            (Host::Planned { pool, types, .. }, Some(kept)) if *types != kept => {
+                Some((*pool, self.span(*pool, &kept), kept))
+            }
+            _ => None,
+        };
         let bin = &mut self.bins[b];
         if let Some(r) = fit.reqs {
             bin.reqs = Arc::new(r);
         }
-        match (&mut bin.host, fit.types) {
-            (Host::Planned { types, .. }, Some(narrowed)) => *types = narrowed,
-            (Host::Node(_), _) => bin.headroom = bin.headroom.minus(&requests),
-            (Host::Planned { .. }, None) => {}
+        if let Some((pool, span, types)) = narrowed {
+            bin.host = Host::Planned { pool, types, span };
+        }
+        if let Host::Node(_) = bin.host {
+            bin.headroom = bin.headroom.minus(&requests);
         }
         bin.requests = bin.requests.plus(&requests);
         bin.pods.push(pod);
@@ -425,7 +438,10 @@ impl<'p> State<'p> {
         let mut reserved = Amounts::default();
         for b in 0..self.bins.len() {
             let bin = &self.bins[b];
-            let Host::Planned { pool: of, types } = &bin.host else {
+            let Host::Planned {
+                pool: of, types, ..
+            } = &bin.host
+            else {
                 continue;
             };
             if *of != pool {
@@ -469,8 +485,10 @@ impl<'p> State<'p> {
                 }
             }
             reserved = reserved.plus(&cap);
-            if let Host::Planned { types, .. } = &mut self.bins[b].host {
+            let span = self.span(pool, &kept);
+            if let Host::Planned { types, span: s, .. } = &mut self.bins[b].host {
                 *types = kept;
+                *s = span;
             }
         }
         let p = &mut self.pools[pool];
@@ -483,8 +501,9 @@ impl<'p> State<'p> {
     pub(super) fn new_bin(&mut self, pod: usize, a: &Attempt, pool: usize) -> Result<(), Why> {
         let base = self.pools[pool].reqs.clone();
         let types = BitSet::clone(&self.compatible_types(pool, &base));
+        let span = self.span(pool, &types);
         let fresh = Bin {
-            host: Host::Planned { pool, types },
+            host: Host::Planned { pool, types, span },
             hostname: self.hostname, // never a domain of any count
             reqs: Arc::new(base),
             requests: self.pools[pool].overhead,

@@ -9,7 +9,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use rustc_hash::FxHashMap;
 
-use super::{Bin, Catalog, Decision, HashMap, State};
+use super::{Bin, Catalog, Decision, State};
 use crate::amounts::Amounts;
 use crate::input::Problem;
 
@@ -89,7 +89,7 @@ impl<'p> Session<'p> {
         self.outcome(reasons)
     }
 
-    fn outcome(&self, reasons: HashMap<usize, Vec<crate::Reason>>) -> Decision {
+    fn outcome(&self, reasons: FxHashMap<usize, Vec<crate::Reason>>) -> Decision {
         let s = &self.state;
         let start = self.open.as_ref().map_or(s.bins.len(), |t| t.bins);
         let saved = s.saved.as_ref();

@@ -2,7 +2,7 @@
 //! bound, the longest waits, the timeline's samples and the NodeClaims taken away. It reads
 //! nothing of Kerf's; [`super::World`] feeds it what the API server and the cloud did.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::time::Duration;
 
 use crate::report::{LONGEST_WAITS, Removal, Sample, Totals, Wait};
@@ -38,7 +38,7 @@ impl Default for Tally {
         Tally {
             // no bound is worked out yet: the first sample works one out
             floor: (0.0, true),
-            floors: HashMap::new(),
+            floors: HashMap::default(),
             removals: Vec::new(),
             timeline: Vec::new(),
             totals: Totals::default(),

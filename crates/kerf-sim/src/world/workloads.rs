@@ -1,7 +1,9 @@
 //! The workload controllers' memory (kube-controller-manager's ReplicaSet, StatefulSet and
 //! Job controllers): each workload's template and replicas, and which pods each owns.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
@@ -43,8 +45,8 @@ impl Default for Workloads {
     fn default() -> Workloads {
         Workloads {
             specs: BTreeMap::new(),
-            by_workload: HashMap::new(),
-            workload_of: HashMap::new(),
+            by_workload: HashMap::default(),
+            workload_of: HashMap::default(),
             // the first settle reconciles whatever the scenario's manifests declared
             dirty: true,
         }
@@ -110,7 +112,7 @@ impl Workloads {
         let mut changes = Vec::new();
         if have.len() < want {
             // the keys this pass makes, taken as soon as they are named
-            let mut made: HashSet<String> = HashSet::new();
+            let mut made: HashSet<String> = HashSet::default();
             for _ in have.len()..want {
                 let mut pod = w.template.clone();
                 let namespace = kerf_scheduling::pods::namespace_of(&pod).to_string();
