@@ -744,8 +744,8 @@ impl Cluster {
     /// What the pods nominated to each NodeClaim request (a pod leaves its nomination when
     /// bound): the room they will take once kube-scheduler binds them, which neither a solve
     /// nor a consolidation move may count on.
-    pub fn nominated_requests(&self) -> std::collections::HashMap<&str, Resources> {
-        let mut nominated: std::collections::HashMap<&str, Resources> = Default::default();
+    pub fn nominated_requests(&self) -> rustc_hash::FxHashMap<&str, Resources> {
+        let mut nominated: rustc_hash::FxHashMap<&str, Resources> = Default::default();
         for p in self.pods.values() {
             if let Some(claim) = &p.nominated {
                 nominated

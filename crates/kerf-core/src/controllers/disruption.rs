@@ -152,6 +152,14 @@ struct GaugesRead {
     budget_windows: Vec<bool>,
 }
 
+/// What drift compares NodeClaims with, worked out once per NodePool (its template's hash and
+/// its requirements) and per node class (its hash) in a look over all NodeClaims.
+#[derive(Default)]
+struct DriftBasis {
+    pools: HashMap<String, (String, Requirements)>,
+    classes: HashMap<String, String>,
+}
+
 /// Whether the node, as last observed, carries the disrupted taint.
 pub fn has_disrupted_taint(node: &crate::cluster::NodeRecord) -> bool {
     (node.taints.iter()).any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
@@ -359,9 +367,15 @@ impl Controllers {
     /// (`CapacityReservationDrift`), or its placement group is not the one the class resolves
     /// to now (`PlacementGroupDrift`). What the class has not resolved yet (an empty status
     /// list) is no reason, except for reservations: Karpenter counts an empty list as none.
-    fn drift_of(&self, name: &str) -> Option<DriftReason> {
+    fn drift_of(&self, name: &str, basis: &mut DriftBasis) -> Option<DriftReason> {
         let c = self.cluster.nodeclaims.get(name)?;
         let np = self.cluster.node_pools.get(&c.node_pool)?;
+        let (pool_hash, requirements) = (basis.pools)
+            .entry(c.node_pool.clone())
+            .or_insert_with(|| {
+                let requirements = Requirements::from_api(&np.spec.template.spec.requirements);
+                (node_pool_hash(np), requirements)
+            });
         // no hash (a NodeClaim written by another version or by hand): nothing to compare,
         // as Karpenter treats a hash of another version
         // nor when Kerf could not read the whole template: its hash would not be comparable
@@ -370,7 +384,7 @@ impl Controllers {
             .pool_gaps
             .get(&c.node_pool)
             .is_none_or(|g| g.compare_hash);
-        if pool_readable && !c.node_pool_hash.is_empty() && c.node_pool_hash != node_pool_hash(np) {
+        if pool_readable && !c.node_pool_hash.is_empty() && c.node_pool_hash != *pool_hash {
             return Some(DriftReason::NodePoolDrifted);
         }
         let labels = c
@@ -378,7 +392,6 @@ impl Controllers {
             .as_ref()
             .and_then(|n| self.cluster.nodes.get(n))
             .map(|n| &n.labels);
-        let requirements = Requirements::from_api(&np.spec.template.spec.requirements);
         if labels.is_some_and(|l| !requirements.matches_labels(l)) {
             return Some(DriftReason::RequirementsDrifted);
         }
@@ -388,10 +401,11 @@ impl Controllers {
             .class_gaps
             .get(&c.node_class)
             .is_none_or(|g| g.compare_hash);
-        if class_readable
-            && !c.node_class_hash.is_empty()
-            && c.node_class_hash != node_class_hash(class, &self.settings.cluster_ca_bundle)
-        {
+        let ca_bundle = &self.settings.cluster_ca_bundle;
+        let class_hash = (basis.classes)
+            .entry(c.node_class.clone())
+            .or_insert_with(|| node_class_hash(class, ca_bundle));
+        if class_readable && !c.node_class_hash.is_empty() && c.node_class_hash != *class_hash {
             return Some(DriftReason::NodeClassDrift);
         }
         let status = class.status.as_ref()?;
@@ -463,10 +477,13 @@ impl Controllers {
 
     /// Marks NodeClaims drifted, or clears the mark when drift no longer holds.
     pub(super) fn evaluate_drift(&mut self, now: Duration) {
-        let names: Vec<String> = self.cluster.nodeclaims.keys().cloned().collect();
+        // nothing below changes what drift reads: every NodeClaim's is worked out first
+        let mut basis = DriftBasis::default();
+        let drifts: Vec<(String, Option<DriftReason>)> = (self.cluster.nodeclaims.keys())
+            .map(|name| (name.clone(), self.drift_of(name, &mut basis)))
+            .collect();
         let mut marked = false;
-        for name in names {
-            let now = self.drift_of(&name);
+        for (name, now) in drifts {
             let Some(c) = self.cluster.nodeclaims.get_mut(&name) else {
                 continue;
             };
