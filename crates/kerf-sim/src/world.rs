@@ -48,6 +48,8 @@ mod binder;
 mod buffers;
 mod checkers;
 use checkers::{Checkers, KerfMemory, Sight};
+mod events;
+pub use events::{Events, KeptEvent};
 mod faults;
 mod reservations;
 pub use checkers::INVARIANTS;
@@ -440,11 +442,12 @@ impl World {
     }
 
     /// Runs up to `at` (every event due by then handled, the controllers polled at `at`)
-    /// and answers `question` about that moment: how `--explain-at` asks.
+    /// and answers `question` about that moment, from the controllers and the Events the
+    /// API server keeps: how `--explain-at` asks.
     pub fn explain_at<T>(
         mut self,
         at: Duration,
-        question: impl FnOnce(&mut Controllers, Duration) -> T,
+        question: impl FnOnce(&mut Controllers, &Events, Duration) -> T,
     ) -> Result<T, SimError> {
         self.settle()?;
         let at = (self.origin + at).min(self.duration());
@@ -454,7 +457,7 @@ impl World {
         while self.queue.peek().is_some_and(|Reverse((t, _, _))| *t <= at) {
             self.step()?;
         }
-        Ok(question(&mut self.core, self.now))
+        Ok(question(&mut self.core, &self.api.events, self.now))
     }
 
     /// Handles the next event and lets the cluster settle; false once no event is left
@@ -708,8 +711,7 @@ impl World {
                 }
                 self.log.record(self.now, &r);
             }
-            // the simulated API server keeps no Events: the log tells the same story
-            Action::Event(_) => {}
+            Action::Event(event) => self.api.events.record(&event, self.now),
             Action::CreateNodeClaim(object) => {
                 if self.options.check {
                     self.with_checkers(|c, s| c.check_min_values(s, &object))?;

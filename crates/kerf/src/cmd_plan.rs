@@ -496,7 +496,7 @@ fn plan(current: &Current, change: &[Value], args: &Args) -> Result<Plan> {
     } else {
         let mut world = World::new(scenario(&events)?, options)?;
         world.stand(current.standing.clone());
-        world.explain_at(args.horizon, |core, now| {
+        world.explain_at(args.horizon, |core, _, now| {
             (waiting.iter())
                 .map(|pod| {
                     let why = core.explain_pod(pod, now).map(|e| e.to_string());

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use kerf_core::controllers::EventObject;
+use kerf_sim::world::KeptEvent;
 use kerf_sim::{BUILT_IN, DEFAULT, RunOptions, SimError};
 
 use crate::cmd_explain::{Format as ExplainFormat, Kind};
@@ -225,16 +227,30 @@ fn explain_at(
             ..Default::default()
         },
     );
+    // the object the Events are about, named as the API server names it
+    let (object, about) = match kind {
+        Kind::Pod if !name.contains('/') => (EventObject::Pod, format!("default/{name}")),
+        Kind::Pod => (EventObject::Pod, name.clone()),
+        Kind::Node => (EventObject::Node, name.clone()),
+    };
     let answer = world.and_then(|w| {
-        w.explain_at(at, |core, now| {
-            crate::cmd_explain::answer(core, kind, name, format, now)
+        w.explain_at(at, |core, events, now| {
+            let answer = crate::cmd_explain::answer(core, kind, name, format, now);
+            let said: Vec<KeptEvent> = (events.about(object, &about, now).into_iter())
+                .cloned()
+                .collect();
+            answer.map(|r| r.map(|text| (text, said, now)))
         })
     });
     match answer {
-        Ok(Ok(Ok(text))) => {
+        Ok(Ok(Ok((text, said, now)))) => {
             let text = match format {
-                ExplainFormat::Text => format!("at {}:\n{text}", kerf_sim::clock::short(at)),
-                ExplainFormat::Json => text,
+                ExplainFormat::Text => format!(
+                    "at {}:\n{text}{}",
+                    kerf_sim::clock::short(at),
+                    events_text(&said, now)
+                ),
+                ExplainFormat::Json => with_events(&text, &said)?,
             };
             crate::emit(&text)?;
             Ok(ExitCode::SUCCESS)
@@ -253,6 +269,66 @@ fn explain_at(
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// The Events the API server keeps about the object explained, as `kubectl describe` lists
+/// them under its description; nothing when there are none.
+fn events_text(said: &[KeptEvent], now: Duration) -> String {
+    if said.is_empty() {
+        return String::new();
+    }
+    let rows: Vec<[String; 4]> = (said.iter())
+        .map(|e| {
+            let age = kerf_sim::clock::short(now.saturating_sub(e.last));
+            let age = match e.count {
+                1 => age,
+                n => {
+                    let over = kerf_sim::clock::short(now.saturating_sub(e.first));
+                    format!("{age} (x{n} over {over})")
+                }
+            };
+            let kind = if e.warning { "Warning" } else { "Normal" };
+            [kind.into(), e.reason.clone(), age, e.message.clone()]
+        })
+        .collect();
+    let head = ["Type", "Reason", "Age", "Message"].map(String::from);
+    let rule = ["----", "------", "----", "-------"].map(String::from);
+    let width = |i: usize| {
+        (rows.iter().chain([&head, &rule]))
+            .map(|r| r[i].len())
+            .max()
+            .unwrap_or(0)
+    };
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    let mut out = String::from("\nEvents:\n");
+    for [kind, reason, age, message] in [head, rule].iter().chain(&rows) {
+        let line = format!("  {kind:<w0$}  {reason:<w1$}  {age:<w2$}  {message}");
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The JSON explanation with the Events the API server keeps about its object.
+fn with_events(explanation: &str, said: &[KeptEvent]) -> Result<String> {
+    let mut value: serde_json::Value =
+        serde_json::from_str(explanation).context("reading the explanation back")?;
+    let events: Vec<serde_json::Value> = (said.iter())
+        .map(|e| {
+            serde_json::json!({
+                "type": if e.warning { "Warning" } else { "Normal" },
+                "reason": e.reason,
+                "message": e.message,
+                "count": e.count,
+                "firstTimestamp": kerf_sim::clock::rfc3339(e.first),
+                "lastTimestamp": kerf_sim::clock::rfc3339(e.last),
+            })
+        })
+        .collect();
+    if let Some(object) = value.as_object_mut() {
+        object.insert("events".into(), events.into());
+    }
+    Ok(serde_json::to_string_pretty(&value)? + "\n")
 }
 
 /// `--swarm N`: N generated scenarios from seed `first` on `jobs` threads, failures shrunk

@@ -592,6 +592,53 @@ fn consolidate_after_policy_and_budgets_say_which_rule_and_until_when() {
 }
 
 #[test]
+fn the_events_the_api_server_keeps_about_the_node_come_with_its_explanation() {
+    let protected = scenario(
+        "{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s}",
+        "on-demand",
+        "{karpenter.sh/do-not-disrupt: \"true\"}",
+        "",
+    );
+    let v = node_at(&protected, "30m");
+    let events = v["events"].as_array().expect("events");
+    let blocked: Vec<&Value> = (events.iter())
+        .filter(|e| e["reason"] == "DisruptionBlocked")
+        .collect();
+    assert_eq!(blocked.len(), 1, "{v:#}");
+    let message = blocked[0]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=default/app-"),
+        "{message}"
+    );
+    // said again while it lasts, as kube-apiserver counts an Event said again
+    assert!(blocked[0]["count"].as_u64().unwrap() > 1, "{v:#}");
+    assert!(blocked[0]["firstTimestamp"].as_str() < blocked[0]["lastTimestamp"].as_str());
+    // said once by 30m, counted once
+    let never = node_at(
+        &scenario("{consolidateAfter: Never}", "on-demand", "{}", ""),
+        "30m",
+    );
+    let said: Vec<(&str, &str, u64)> = (never["events"].as_array().expect("events").iter())
+        .map(|e| {
+            let text = |k: &str| e[k].as_str().unwrap_or_default();
+            (
+                text("reason"),
+                text("message"),
+                e["count"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [(
+            "Unconsolidatable",
+            "NodePool \"default\" has consolidation disabled",
+            1
+        )]
+    );
+}
+
+#[test]
 fn a_timed_do_not_disrupt_ends_and_spot_to_spot_is_named() {
     let timed = scenario(
         "{consolidateAfter: 0s, budgets: [{nodes: \"0\"}]}",

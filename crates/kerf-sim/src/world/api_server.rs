@@ -40,6 +40,8 @@ pub(crate) struct ApiServer {
     /// When the controllers first asked to create each NodeClaim not stored yet (an outage
     /// may hold a create back; [`StoredNodeClaim::asked`]).
     pub creates_asked: BTreeMap<String, Duration>,
+    /// The Events the controllers sent, as kube-apiserver keeps them.
+    pub events: super::events::Events,
 }
 
 /// A NodeClaim object as the simulated API server holds it: what the controllers created,
