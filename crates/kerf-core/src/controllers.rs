@@ -597,8 +597,8 @@ pub struct Controllers {
     node_classes: node_classes::NodeClassStatuses,
     /// The interruption controller's: unhealthy instances already counted.
     interruption: interruption::Interruptions,
-    /// The zones (ids) the cloud last said the cluster is shifted away from.
-    zonal_shifts: BTreeSet<String>,
+    /// The zonal shift controller's: the zones the cloud last said are shifted away from.
+    zonal_shifts: zonal_shift::ZonalShifts,
     /// Each NodePool's recent registrations, for its `NodeRegistrationHealthy` condition.
     registration: registration::Registrations,
     /// The NodePool and NodeOverlay statuses last written.
@@ -647,7 +647,7 @@ impl Controllers {
             buffers: buffers::BufferPlacement::default(),
             node_classes: node_classes::NodeClassStatuses::default(),
             interruption: interruption::Interruptions::default(),
-            zonal_shifts: BTreeSet::new(),
+            zonal_shifts: Default::default(),
             registration: registration::Registrations::default(),
             statuses: Statuses::default(),
             catalog: RefCell::default(),
@@ -857,6 +857,22 @@ impl Controllers {
         }
     }
 
+    /// The cloud says the zones shifted away from are now `zones` (ids): the zonal shift
+    /// controller's events for the NodePools they concern are sent.
+    pub(crate) fn zonal_shifts_observed(&mut self, zones: BTreeSet<String>, now: Duration) {
+        for event in self.zonal_shifts.observed(zones, &self.cluster) {
+            self.event(event, now);
+        }
+    }
+
+    /// A NodeClaim of `pool` registered (`failure` None) or timed out launching or
+    /// registering (`failure`: the reason and message to show): the registration health
+    /// controller counts it, and the NodePool's status is written if its condition changed.
+    pub(super) fn registration_outcome(&mut self, pool: &str, failure: Option<(&str, &str)>) {
+        self.registration.outcome(&self.cluster, pool, failure);
+        self.count_node_pools();
+    }
+
     /// Writes the status of every NodePool whose count or readiness changed.
     pub(super) fn count_node_pools(&mut self) {
         self.statuses
@@ -864,8 +880,8 @@ impl Controllers {
             .retain(|name, _| self.cluster.node_pools.contains_key(name));
         let names: Vec<String> = self.cluster.node_pools.keys().cloned().collect();
         for name in names {
-            let registration = self.registration_condition(&name);
-            let class_generation = self.registration_class_generation(&name);
+            let (registration, class_generation) =
+                self.registration.condition(&self.cluster, &name);
             let status = crate::objects::nodepool_status(
                 &self.cluster,
                 &name,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{Controllers, Event, EventObject, Timer};
-use crate::cluster::{ClaimRecord, NodeRecord};
+use crate::cluster::{ClaimRecord, Cluster, NodeRecord};
 
 /// How often a NodeClaim whose node falls short is looked at and said again (Karpenter's
 /// scan period).
@@ -19,11 +19,12 @@ pub const SCAN_PERIOD: Duration = Duration::from_secs(10 * 60);
 /// The share of a promised resource below which a node is short of it (Karpenter's 90 %).
 const SHORT_BELOW: f64 = 0.90;
 
-/// What the consistency check keeps between looks.
+/// The consistency check: each NodeClaim's shortfalls between looks. It reads the cluster
+/// and writes nothing of it; the router says, schedules and writes what a look decided.
 #[derive(Default)]
 pub(super) struct ConsistencyChecks {
     /// Each NodeClaim's shortfalls as last said; a NodeClaim without any is absent.
-    pub(super) issues: BTreeMap<String, Vec<String>>,
+    issues: BTreeMap<String, Vec<String>>,
 }
 
 /// What an initialized node lacks against its NodeClaim's launch, one line per resource the
@@ -56,27 +57,67 @@ pub fn shape_issues(record: &ClaimRecord, node: &NodeRecord) -> Vec<String> {
     issues
 }
 
-impl Controllers {
-    /// Looks at a NodeClaim's node against its launch. What changed since the last look is
-    /// said and written to the status at once; a shortfall that lasts is said again when
-    /// `rescan` (the scan period's timer) asks.
-    pub(super) fn check_consistency(&mut self, name: &str, rescan: bool, now: Duration) {
-        let issues = match self.cluster.nodeclaims.get(name) {
+/// What one look at a NodeClaim's node decided.
+pub(super) struct Look {
+    /// The shortfalls to say (each in a log line and a warning), none when it has none.
+    pub(super) said: Vec<String>,
+    /// Whether the NodeClaim's `ConsistentStateFound` condition flipped: its status is
+    /// written again.
+    pub(super) flipped: bool,
+}
+
+impl ConsistencyChecks {
+    /// Looks at a NodeClaim's node against its launch: what changed since the last look is
+    /// said; a shortfall that lasts is said again when `rescan` (the scan period's timer)
+    /// asks. `None` when nothing is to be said or written. While [`Look::said`] is not empty
+    /// the NodeClaim is looked at again after [`SCAN_PERIOD`].
+    pub(super) fn look(&mut self, cluster: &Cluster, name: &str, rescan: bool) -> Option<Look> {
+        let issues = match cluster.nodeclaims.get(name) {
             Some(record) => (record.node.as_ref())
-                .and_then(|n| self.cluster.nodes.get(n))
+                .and_then(|n| cluster.nodes.get(n))
                 .map(|node| shape_issues(record, node))
                 .unwrap_or_default(),
             None => Vec::new(),
         };
-        let before = self.consistency.issues.get(name);
+        let before = self.issues.get(name);
         let (had, has) = (before.is_some(), !issues.is_empty());
         let changed = before.map_or(has, |b| *b != issues);
+        // a shortfall that lasts is said again at each scan
         let lasting = rescan && has;
         if !changed && !lasting {
-            return;
+            return None;
         }
-        let flipped = had != has;
-        for issue in &issues {
+        if has {
+            self.issues.insert(name.to_string(), issues.clone());
+        } else {
+            self.issues.remove(name);
+        }
+        Some(Look {
+            said: issues,
+            flipped: had != has,
+        })
+    }
+
+    /// Whether a NodeClaim's node was short of something at the last look.
+    pub(super) fn short(&self, name: &str) -> bool {
+        self.issues.contains_key(name)
+    }
+
+    /// A NodeClaim is gone: nothing of it is looked at again. Whether it was short of
+    /// something (its rescan is then due no more).
+    pub(super) fn forget(&mut self, name: &str) -> bool {
+        self.issues.remove(name).is_some()
+    }
+}
+
+impl Controllers {
+    /// Has the consistency check look at a NodeClaim's node ([`ConsistencyChecks::look`]) and
+    /// says, schedules and writes what it decided.
+    pub(super) fn check_consistency(&mut self, name: &str, rescan: bool, now: Duration) {
+        let Some(look) = self.consistency.look(&self.cluster, name, rescan) else {
+            return;
+        };
+        for issue in &look.said {
             self.log(
                 "nodeclaim.consistency",
                 "failed consistency check",
@@ -93,23 +134,19 @@ impl Controllers {
                 now,
             );
         }
-        if issues.is_empty() {
-            self.consistency.issues.remove(name);
-            self.cancel(&Timer::ConsistencyScan(name.to_string()));
-        } else {
-            self.consistency.issues.insert(name.to_string(), issues);
-            let timer = Timer::ConsistencyScan(name.to_string());
-            self.cancel(&timer);
+        let timer = Timer::ConsistencyScan(name.to_string());
+        self.cancel(&timer);
+        if !look.said.is_empty() {
             self.at(now + SCAN_PERIOD, timer);
         }
-        if flipped {
+        if look.flipped {
             self.status_changed(name);
         }
     }
 
     /// A NodeClaim is gone: nothing of it is looked at again.
     pub(super) fn forget_consistency(&mut self, name: &str) {
-        if self.consistency.issues.remove(name).is_some() {
+        if self.consistency.forget(name) {
             self.cancel(&Timer::ConsistencyScan(name.to_string()));
         }
     }

@@ -370,9 +370,8 @@ impl Controllers {
     fn drift_of(&self, name: &str, basis: &mut DriftBasis) -> Option<DriftReason> {
         let c = self.cluster.nodeclaims.get(name)?;
         let np = self.cluster.node_pools.get(&c.node_pool)?;
-        let (pool_hash, requirements) = (basis.pools)
-            .entry(c.node_pool.clone())
-            .or_insert_with(|| {
+        let (pool_hash, requirements) =
+            (basis.pools).entry(c.node_pool.clone()).or_insert_with(|| {
                 let requirements = Requirements::from_api(&np.spec.template.spec.requirements);
                 (node_pool_hash(np), requirements)
             });

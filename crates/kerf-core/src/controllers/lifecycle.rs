@@ -854,7 +854,7 @@ impl Controllers {
                 .map(str::to_string),
             drained: self.termination.drained.get(name).copied(),
             detachment: self.termination.detachment.get(name).copied(),
-            inconsistent: self.consistency.issues.contains_key(name),
+            inconsistent: self.consistency.short(name),
         };
         Some(Action::PatchNodeClaimStatus {
             nodeclaim: name.to_string(),

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use kerf_api::Condition;
 
-use super::Controllers;
+use crate::cluster::Cluster;
 
 /// The outcomes kept per NodePool.
 const WINDOW: usize = 4;
@@ -56,31 +56,31 @@ impl Tracker {
     }
 }
 
-/// What the registration health controller keeps: a tracker per NodePool.
+/// The registration health controller: a tracker per NodePool. It reads the cluster and
+/// writes nothing of it; the router writes the NodePool status its condition goes into.
 #[derive(Default)]
 pub(super) struct Registrations {
     pools: BTreeMap<String, Tracker>,
 }
 
-impl Controllers {
-    /// The NodePool's and its node class's generations now.
-    fn generations(&self, pool: &str) -> (i64, i64) {
-        let np = self.cluster.node_pools.get(pool);
-        let class = np.and_then(|np| {
-            (self.cluster.node_classes).get(&np.spec.template.spec.node_class_ref.name)
-        });
-        (
-            np.and_then(|n| n.metadata.generation).unwrap_or(0),
-            class.and_then(|c| c.metadata.generation).unwrap_or(0),
-        )
-    }
+/// The NodePool's and its node class's generations now.
+fn generations(cluster: &Cluster, pool: &str) -> (i64, i64) {
+    let np = cluster.node_pools.get(pool);
+    let class =
+        np.and_then(|np| (cluster.node_classes).get(&np.spec.template.spec.node_class_ref.name));
+    (
+        np.and_then(|n| n.metadata.generation).unwrap_or(0),
+        class.and_then(|c| c.metadata.generation).unwrap_or(0),
+    )
+}
 
+impl Registrations {
     /// The tracker of a NodePool as it stands now: new, or reset when the NodePool or its
     /// node class changed; a new one takes up the condition the stored NodePool carries
     /// (after a restart, or from Karpenter).
-    fn tracker(&mut self, pool: &str) -> &mut Tracker {
-        let generations = self.generations(pool);
-        let stored = (self.cluster.node_pools.get(pool))
+    fn tracker(&mut self, cluster: &Cluster, pool: &str) -> &mut Tracker {
+        let generations = generations(cluster, pool);
+        let stored = (cluster.node_pools.get(pool))
             .and_then(|np| np.status.as_ref())
             .and_then(|s| {
                 s.conditions
@@ -89,25 +89,21 @@ impl Controllers {
             })
             .filter(|c| c.observed_generation.is_none_or(|g| g == generations.0))
             .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()));
-        let t = self
-            .registration
-            .pools
-            .entry(pool.to_string())
-            .or_insert_with(|| {
-                let mut t = Tracker {
-                    generations,
-                    ..Tracker::default()
-                };
-                match stored {
-                    Some((s, _, _)) if s == "True" => t.push(None),
-                    Some((s, reason, message)) if s == "False" => {
-                        t.push(Some((reason.clone(), message.clone())));
-                        t.push(Some((reason, message)));
-                    }
-                    _ => {}
+        let t = self.pools.entry(pool.to_string()).or_insert_with(|| {
+            let mut t = Tracker {
+                generations,
+                ..Tracker::default()
+            };
+            match stored {
+                Some((s, _, _)) if s == "True" => t.push(None),
+                Some((s, reason, message)) if s == "False" => {
+                    t.push(Some((reason.clone(), message.clone())));
+                    t.push(Some((reason, message)));
                 }
-                t
-            });
+                _ => {}
+            }
+            t
+        });
         if t.generations != generations {
             *t = Tracker {
                 generations,
@@ -119,16 +115,15 @@ impl Controllers {
 
     /// A NodeClaim of `pool` registered (`failure` None) or timed out launching or
     /// registering (`failure`: the reason and message to show).
-    pub(super) fn registration_outcome(&mut self, pool: &str, failure: Option<(&str, &str)>) {
+    pub(super) fn outcome(&mut self, cluster: &Cluster, pool: &str, failure: Option<(&str, &str)>) {
         let failure = failure.map(|(r, m)| (r.to_string(), m.to_string()));
-        self.tracker(pool).push(failure);
-        // the condition may have changed: the NodePool's status is written if it did
-        self.count_node_pools();
+        self.tracker(cluster, pool).push(failure);
     }
 
-    /// The NodePool's `NodeRegistrationHealthy` condition now.
-    pub(super) fn registration_condition(&mut self, pool: &str) -> Condition {
-        let t = self.tracker(pool);
+    /// The NodePool's `NodeRegistrationHealthy` condition now, and the node class
+    /// generation it was worked out under.
+    pub(super) fn condition(&mut self, cluster: &Cluster, pool: &str) -> (Condition, i64) {
+        let t = self.tracker(cluster, pool);
         let (status, reason, message) = match &t.condition {
             Some(Ok(())) => ("True", NODE_REGISTRATION_HEALTHY.to_string(), String::new()),
             Some(Err((reason, message))) => ("False", reason.clone(), message.clone()),
@@ -138,19 +133,15 @@ impl Controllers {
                 "object is awaiting reconciliation".into(),
             ),
         };
-        Condition {
+        let condition = Condition {
             type_: NODE_REGISTRATION_HEALTHY.into(),
             status: status.into(),
             reason,
             message,
             last_transition_time: None,
             observed_generation: Some(t.generations.0),
-        }
-    }
-
-    /// The node class generation the NodePool's condition was worked out under.
-    pub(super) fn registration_class_generation(&mut self, pool: &str) -> i64 {
-        self.tracker(pool).generations.1
+        };
+        (condition, t.generations.1)
     }
 }
 

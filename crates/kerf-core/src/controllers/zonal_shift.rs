@@ -8,24 +8,34 @@
 //! with [`crate::observe::Observation::ZonalShifts`].
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use kerf_api::NodePool;
 use kerf_api::ec2nodeclass::SubnetStatus;
 use kerf_api::labels;
 
-use super::{Controllers, Event, EventObject};
+use super::{Event, EventObject};
+use crate::cluster::Cluster;
 
-impl Controllers {
-    /// The zones shifted away from are now `zones` (zone ids): the NodePools they concern are
-    /// told what changed. The first report after a start counts every shift as new.
-    pub(crate) fn zonal_shifts_observed(&mut self, zones: BTreeSet<String>, now: Duration) {
-        let previous = std::mem::replace(&mut self.zonal_shifts, zones);
-        let current = &self.zonal_shifts;
+/// The zonal shift controller: what it keeps between the cloud's reports, and the events a
+/// change makes. It reads the cluster and writes nothing of it; the router sends its events.
+#[derive(Debug, Default)]
+pub(super) struct ZonalShifts {
+    /// The zones (ids) the cloud last said the cluster is shifted away from.
+    shifted: BTreeSet<String>,
+}
+
+impl ZonalShifts {
+    /// The zones shifted away from are now `zones` (zone ids): the events telling each
+    /// NodePool they concern what changed. The first report after a start counts every
+    /// shift as new.
+    #[must_use]
+    pub(super) fn observed(&mut self, zones: BTreeSet<String>, cluster: &Cluster) -> Vec<Event> {
+        let previous = std::mem::replace(&mut self.shifted, zones);
+        let current = &self.shifted;
         let mut events = Vec::new();
-        for (name, pool) in &self.cluster.node_pools {
+        for (name, pool) in &cluster.node_pools {
             let class = &pool.spec.template.spec.node_class_ref.name;
-            let Some(subnets) = (self.cluster.node_classes.get(class))
+            let Some(subnets) = (cluster.node_classes.get(class))
                 .and_then(|c| c.status.as_ref())
                 .map(|s| &s.subnets)
             else {
@@ -61,9 +71,7 @@ impl Controllers {
                 }
             }
         }
-        for event in events {
-            self.event(event, now);
-        }
+        events
     }
 }
 
