@@ -569,6 +569,10 @@ pub struct Controllers {
     /// Counts the controllers' own work (timers fired, cloud answers taken), which writes
     /// to the cluster state directly.
     activity: u64,
+    /// Counts the controllers' own marks that neither the cluster's writes nor `activity`
+    /// count (a node's disrupted taint asked for or dropped, a reboot committed), which the
+    /// budget gauges count.
+    marks: u64,
     /// Karpenter's counters and summaries, kept as the controllers act.
     metrics: crate::metrics::Metrics,
     /// Since when the shell's view of the API server has not been whole, if it is not.
@@ -634,6 +638,7 @@ impl Controllers {
             events_sent: HashMap::default(),
             events_pruned: 0,
             activity: 0,
+            marks: 0,
             metrics: crate::metrics::Metrics::new(),
             unsynced_since: None,
             lifecycle: lifecycle::Lifecycles::default(),

@@ -82,6 +82,16 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     }
 }
 
+/// A pod's `namespace/name` as the cluster keys it: a name alone is in `default`, as
+/// kubectl takes it.
+pub fn pod_key(name: &str) -> String {
+    if name.contains('/') {
+        name.to_string()
+    } else {
+        format!("default/{name}")
+    }
+}
+
 /// The explanation of a pod or node of `core`'s cluster, as text or JSON; `Ok(Err(..))`
 /// says there is no such object and names some that exist.
 pub fn answer(
@@ -99,11 +109,7 @@ pub fn answer(
     };
     match kind {
         Kind::Pod => {
-            let key = if name.contains('/') {
-                name.to_string()
-            } else {
-                format!("default/{name}")
-            };
+            let key = pod_key(name);
             match core.explain_pod(&key, now) {
                 Some(e) => Ok(Ok(render(serde_json::to_value(&e), e.to_string())?)),
                 None => Ok(Err(unknown(

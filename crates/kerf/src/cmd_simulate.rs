@@ -229,8 +229,7 @@ fn explain_at(
     );
     // the object the Events are about, named as the API server names it
     let (object, about) = match kind {
-        Kind::Pod if !name.contains('/') => (EventObject::Pod, format!("default/{name}")),
-        Kind::Pod => (EventObject::Pod, name.clone()),
+        Kind::Pod => (EventObject::Pod, crate::cmd_explain::pod_key(name)),
         Kind::Node => (EventObject::Node, name.clone()),
     };
     let answer = world.and_then(|w| {

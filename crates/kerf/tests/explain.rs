@@ -610,7 +610,7 @@ fn the_events_the_api_server_keeps_about_the_node_come_with_its_explanation() {
         message.starts_with("Pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=default/app-"),
         "{message}"
     );
-    // said again while it lasts, as kube-apiserver counts an Event said again
+    // said again while it lasts, counted in the one Event as a recorder counts a repeat
     assert!(blocked[0]["count"].as_u64().unwrap() > 1, "{v:#}");
     assert!(blocked[0]["firstTimestamp"].as_str() < blocked[0]["lastTimestamp"].as_str());
     // said once by 30m, counted once

@@ -143,12 +143,14 @@ struct Written {
     repairs: Vec<String>,
 }
 
-/// What the budget gauges depend on: every write to the nodes and NodeClaims they count
-/// and which budgets' schedules are active. Equal, the gauges are too.
+/// What the budget gauges depend on: the counts of every write to the nodes and NodeClaims
+/// they count (the cluster's, the controllers' work, their own marks) and which budgets'
+/// schedules are active. Equal, the gauges are too.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct GaugesRead {
     cluster: u64,
     controllers: u64,
+    marks: u64,
     budget_windows: Vec<bool>,
 }
 
@@ -482,16 +484,16 @@ impl Controllers {
             .map(|name| (name.clone(), self.drift_of(name, &mut basis)))
             .collect();
         let mut marked = false;
-        for (name, now) in drifts {
+        for (name, drift) in drifts {
             let Some(c) = self.cluster.nodeclaims.get_mut(&name) else {
                 continue;
             };
-            if c.drifted == now {
+            if c.drifted == drift {
                 continue;
             }
-            c.drifted = now;
+            c.drifted = drift;
             self.status_changed(&name);
-            match now {
+            match drift {
                 Some(reason) => {
                     marked = true;
                     self.log(
@@ -877,6 +879,7 @@ impl Controllers {
         let read = GaugesRead {
             cluster: self.cluster.generation(),
             controllers: self.activity,
+            marks: self.marks,
             budget_windows: self.budget_windows(now),
         };
         if self.disruption.budgets_read.as_ref() != Some(&read) {
@@ -1687,6 +1690,7 @@ impl Controllers {
         }
         n.tainting = true;
         n.untainting = false;
+        self.marks += 1;
         self.actions.push(Action::Taint {
             node: node.to_string(),
             taint: crate::cluster::disrupted_taint(),
@@ -1704,6 +1708,7 @@ impl Controllers {
         };
         n.tainting = false;
         n.untainting = true;
+        self.marks += 1;
         self.actions.push(Action::RemoveTaint {
             node: node.to_string(),
             key: labels::DISRUPTED_TAINT_KEY.into(),

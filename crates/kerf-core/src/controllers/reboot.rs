@@ -113,6 +113,7 @@ impl Controllers {
                 Some(crate::repair::go_duration(bound)),
             )]),
         });
+        self.marks += 1;
         if let Some(c) = self.cluster.nodeclaims.get_mut(&claim) {
             c.reboot = Some(Reboot {
                 phase: RebootPhase::Requested,

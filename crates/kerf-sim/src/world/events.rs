@@ -1,7 +1,7 @@
-//! The Events the simulated API server keeps, as kube-apiserver keeps them for
-//! `kubectl describe`: one object per thing said about an object (its reason and message),
-//! counted each time it is said again, and dropped an hour after it was last said
-//! (kube-apiserver's default `--event-ttl`).
+//! The Events the simulated API server keeps for `kubectl describe`: one object per thing
+//! said about an object (its type, reason and message), counted each time it is said again
+//! (as client-go's event recorder counts a repeat into the stored Event), and dropped an
+//! hour after it was last said (kube-apiserver's default `--event-ttl`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -31,11 +31,14 @@ pub struct KeptEvent {
     pub last: Duration,
 }
 
+/// What one Event says: whether it is a warning, its reason and its message.
+type Said = (bool, String, String);
+
 /// The Events kept, by the object they are about.
 #[derive(Debug, Default)]
 pub struct Events {
-    /// By object kind and name, then by reason and message.
-    by_object: BTreeMap<(EventObject, String), BTreeMap<(String, String), KeptEvent>>,
+    /// By object kind and name, then by what was said.
+    by_object: BTreeMap<(EventObject, String), BTreeMap<Said, KeptEvent>>,
     /// When the Events past their time were last dropped.
     swept: Duration,
 }
@@ -54,7 +57,11 @@ impl Events {
         let said = (self.by_object)
             .entry((event.kind, event.name.clone()))
             .or_default();
-        let key = (event.reason.to_string(), event.message.clone());
+        let key = (
+            event.warning,
+            event.reason.to_string(),
+            event.message.clone(),
+        );
         let kept = said.entry(key).or_insert_with(|| KeptEvent {
             warning: event.warning,
             reason: event.reason.to_string(),
