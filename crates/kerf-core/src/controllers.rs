@@ -28,15 +28,16 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 
-use crate::cluster::{Cluster, PodOwner, PodTransition};
-use crate::metrics::families;
+use crate::cluster::Cluster;
 use crate::unavailable::UnavailableOfferings;
-use kerf_api::nodepool::{ConsolidationPolicy, NodePool};
+use desk::Desk;
+use kerf_api::nodepool::NodePool;
 
 mod blockers;
 mod buffers;
 mod consistency;
 pub mod deletion_cost;
+mod desk;
 pub mod disruption;
 pub mod explain;
 pub mod health;
@@ -226,7 +227,7 @@ pub struct Event {
 /// recorder deduplicates them.
 pub const EVENT_DEDUPE: Duration = Duration::from_secs(120);
 /// How many events' dedupe times are kept before the first look for those past every window.
-const EVENTS_KEPT: usize = 4096;
+pub(super) const EVENTS_KEPT: usize = 4096;
 
 /// What the controllers ask a shell to do.
 #[derive(Clone, Debug)]
@@ -553,30 +554,8 @@ struct Statuses {
 /// The controllers, each with its own state, behind one router ([`Controllers::observe`],
 /// [`Controllers::poll`]), and the cluster state they share.
 pub struct Controllers {
-    /// The cluster as observed ([`Controllers::observe`]) plus the controllers' own writes.
-    pub(crate) cluster: Cluster,
-    settings: Settings,
-    rng: ChaCha8Rng,
-    timers: BTreeSet<(Duration, Timer)>,
-    pub(crate) actions: Vec<Action>,
-    unavailable: UnavailableOfferings,
-    /// When each event was last sent, by a hash of its object, reason and message, for
-    /// deduplication: with an event for each of thousands of pods, keeping the names and
-    /// messages would take megabytes.
-    events_sent: HashMap<u64, Duration>,
-    /// How many `events_sent` held after it was last pruned.
-    events_pruned: usize,
-    /// Counts the controllers' own work (timers fired, cloud answers taken), which writes
-    /// to the cluster state directly.
-    activity: u64,
-    /// Counts the controllers' own marks that neither the cluster's writes nor `activity`
-    /// count (a node's disrupted taint asked for or dropped, a reboot committed), which the
-    /// budget gauges count.
-    marks: u64,
-    /// Karpenter's counters and summaries, kept as the controllers act.
-    metrics: crate::metrics::Metrics,
-    /// Since when the shell's view of the API server has not been whole, if it is not.
-    unsynced_since: Option<Duration>,
+    /// What every controller works through: the cluster, the clock, the outbox.
+    pub(crate) desk: Desk,
     /// What the provisioner keeps between batches.
     pub(crate) provisioning: provisioning::Provisioner,
     /// What the NodeClaim lifecycle keeps between cloud answers.
@@ -607,9 +586,6 @@ pub struct Controllers {
     registration: registration::Registrations,
     /// The NodePool and NodeOverlay statuses last written.
     statuses: Statuses,
-    /// The instance types as the solver compiled them, kept for the solves after (see
-    /// [`kerf_scheduling::Catalog`]).
-    catalog: RefCell<kerf_scheduling::Catalog>,
 }
 
 impl Controllers {
@@ -628,19 +604,22 @@ impl Controllers {
         let mut cluster = Cluster::default();
         cluster.epoch = Duration::from_secs(settings.epoch_unix);
         Controllers {
-            cluster,
             provisioning: provisioning::Provisioner::new(&settings),
-            settings,
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            timers,
-            actions: Vec::new(),
-            unavailable,
-            events_sent: HashMap::default(),
-            events_pruned: 0,
-            activity: 0,
-            marks: 0,
-            metrics: crate::metrics::Metrics::new(),
-            unsynced_since: None,
+            desk: Desk {
+                cluster,
+                settings,
+                rng: ChaCha8Rng::seed_from_u64(seed),
+                timers,
+                actions: Vec::new(),
+                unavailable,
+                events_sent: HashMap::default(),
+                events_pruned: 0,
+                activity: 0,
+                marks: 0,
+                metrics: crate::metrics::Metrics::new(),
+                unsynced_since: None,
+                catalog: RefCell::default(),
+            },
             lifecycle: lifecycle::Lifecycles::default(),
             consistency: consistency::ConsistencyChecks::default(),
             disruption: disruption::Disruptions::default(),
@@ -655,7 +634,6 @@ impl Controllers {
             zonal_shifts: Default::default(),
             registration: registration::Registrations::default(),
             statuses: Statuses::default(),
-            catalog: RefCell::default(),
         }
     }
 
@@ -666,34 +644,37 @@ impl Controllers {
         extra: &[&prometheus_client::registry::Registry],
     ) -> String {
         let view = crate::metrics::StateView {
-            cluster: &self.cluster,
-            unavailable: &self.unavailable,
+            cluster: &self.desk.cluster,
+            unavailable: &self.desk.unavailable,
             eligible: self.disruption.eligible(),
             budgets: self.disruption.budget_readings(),
             scheduling: &self.provisioning.reading,
             unsynced_since: self.unsynced_since(),
             now,
         };
-        self.metrics.render(&view, extra)
+        self.desk.metrics.render(&view, extra)
     }
 
     /// A handle on Karpenter's metrics, for a shell to count its cloud calls, interruption
     /// messages and launch failures into.
     pub fn metrics(&self) -> crate::metrics::Recorder {
-        self.metrics.recorder()
+        self.desk.metrics.recorder()
     }
 
     /// Since when the shell's watches have not all been listed (the first listing, or a
     /// relist), or none while they are: Karpenter's cluster-state-synced gauges, and work that
     /// must not rank a partial view (pod deletion costs) waits meanwhile.
     pub fn watches_unsynced_since(&mut self, since: Option<Duration>) {
-        self.unsynced_since = since;
+        self.desk.unsynced_since = since;
     }
 
     /// Since when the cluster state has not been synced, as Karpenter's gauges count it: a
     /// watch not listed yet, or a NodeClaim not launched yet (the earlier of the two).
     fn unsynced_since(&self) -> Option<Duration> {
-        match (self.unsynced_since, self.cluster.launching_since()) {
+        match (
+            self.desk.unsynced_since,
+            self.desk.cluster.launching_since(),
+        ) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -701,20 +682,20 @@ impl Controllers {
 
     /// The settings.
     pub fn settings(&self) -> &Settings {
-        &self.settings
+        &self.desk.settings
     }
 
     /// The cluster as the controllers hold it, for shells, `explain` and checkers to read:
     /// it changes only through [`Controllers::observe`] and the controllers' own work.
     pub fn cluster(&self) -> &Cluster {
-        &self.cluster
+        &self.desk.cluster
     }
 
     /// The simulator's planted-bug tests only (feature `plant`): writes past the cluster
     /// state's change tracking.
     #[cfg(feature = "plant")]
     pub fn untracked_writes(&mut self) -> crate::cluster::UntrackedWrites<'_> {
-        self.cluster.untracked_writes()
+        self.desk.cluster.untracked_writes()
     }
 
     /// Runs everything due at `now` and everything the cluster's changes call for; returns
@@ -722,17 +703,17 @@ impl Controllers {
     /// next (this or [`Controllers::observe`]): the core keeps no clock to correct it.
     #[must_use = "the actions are the controllers' decisions: a shell carries every one out"]
     pub fn poll(&mut self, now: Duration) -> Vec<Action> {
-        while let Some((at, _)) = self.timers.first()
+        while let Some((at, _)) = self.desk.timers.first()
             && *at <= now
         {
-            let (_, timer) = self.timers.pop_first().expect("first exists");
+            let (_, timer) = self.desk.timers.pop_first().expect("first exists");
             self.fire(timer, now);
         }
         self.react(now);
-        for t in self.cluster.take_pod_transitions() {
-            self.count_pod_transition(t, now);
+        for t in self.desk.cluster.take_pod_transitions() {
+            self.desk.count_pod_transition(t, now);
         }
-        let actions = std::mem::take(&mut self.actions);
+        let actions = std::mem::take(&mut self.desk.actions);
         self.with_final_statuses(actions)
     }
 
@@ -742,7 +723,7 @@ impl Controllers {
     fn with_final_statuses(&self, mut actions: Vec<Action>) -> Vec<Action> {
         actions.retain(|a| match a {
             Action::Launch { nodeclaim, .. } => {
-                (self.cluster.nodeclaims.get(nodeclaim)).is_some_and(|c| c.deleting.is_none())
+                (self.desk.cluster.nodeclaims.get(nodeclaim)).is_some_and(|c| c.deleting.is_none())
             }
             _ => true,
         });
@@ -768,7 +749,7 @@ impl Controllers {
 
     /// When [`Controllers::poll`] has work next if nothing changes before.
     pub fn next_wakeup(&self) -> Option<Duration> {
-        self.timers.first().map(|(at, _)| *at)
+        self.desk.timers.first().map(|(at, _)| *at)
     }
 
     fn fire(&mut self, timer: Timer, now: Duration) {
@@ -781,7 +762,7 @@ impl Controllers {
                 | Timer::DeletionCost
                 | Timer::Release(_)
         ) {
-            self.activity += 1;
+            self.desk.activity += 1;
         }
         match timer {
             Timer::Batch => self.batch_due(now),
@@ -800,7 +781,8 @@ impl Controllers {
             Timer::StaticCapacity => {}
             Timer::GarbageCollect => {
                 self.list_instances(now);
-                self.at(now + GARBAGE_COLLECTION_INTERVAL, Timer::GarbageCollect);
+                self.desk
+                    .at(now + GARBAGE_COLLECTION_INTERVAL, Timer::GarbageCollect);
             }
             Timer::ResolveNodeClasses => self.resolve_node_classes(now),
             Timer::DeletionCost => self.rank_deletion_costs(now),
@@ -812,7 +794,7 @@ impl Controllers {
 
     /// Follows up on what the shell reported since the last poll.
     fn react(&mut self, now: Duration) {
-        let changes = std::mem::take(&mut self.cluster.changes);
+        let changes = std::mem::take(&mut self.desk.cluster.changes);
         if changes.disruption
             || !changes.lifecycle.is_empty()
             || !changes.node_pools.is_empty()
@@ -820,7 +802,7 @@ impl Controllers {
         {
             // what follows writes claims directly (drift, lifecycle): a pass that ran
             // before this poll's reaction must not count as having seen it
-            self.activity += 1;
+            self.desk.activity += 1;
         }
         for class in &changes.node_classes {
             self.provisioning.type_options.remove(class);
@@ -865,8 +847,8 @@ impl Controllers {
     /// The cloud says the zones shifted away from are now `zones` (ids): the zonal shift
     /// controller's events for the NodePools they concern are sent.
     pub(crate) fn zonal_shifts_observed(&mut self, zones: BTreeSet<String>, now: Duration) {
-        for event in self.zonal_shifts.observed(zones, &self.cluster) {
-            self.event(event, now);
+        for event in self.zonal_shifts.observed(zones, &self.desk.cluster) {
+            self.desk.event(event, now);
         }
     }
 
@@ -874,7 +856,7 @@ impl Controllers {
     /// registering (`failure`: the reason and message to show): the registration health
     /// controller counts it, and the NodePool's status is written if its condition changed.
     pub(super) fn registration_outcome(&mut self, pool: &str, failure: Option<(&str, &str)>) {
-        self.registration.outcome(&self.cluster, pool, failure);
+        self.registration.outcome(&self.desk.cluster, pool, failure);
         self.count_node_pools();
     }
 
@@ -882,286 +864,38 @@ impl Controllers {
     pub(super) fn count_node_pools(&mut self) {
         self.statuses
             .pools
-            .retain(|name, _| self.cluster.node_pools.contains_key(name));
-        let names: Vec<String> = self.cluster.node_pools.keys().cloned().collect();
+            .retain(|name, _| self.desk.cluster.node_pools.contains_key(name));
+        let names: Vec<String> = self.desk.cluster.node_pools.keys().cloned().collect();
         for name in names {
             let (registration, class_generation) =
-                self.registration.condition(&self.cluster, &name);
+                self.registration.condition(&self.desk.cluster, &name);
             let status = crate::objects::nodepool_status(
-                &self.cluster,
+                &self.desk.cluster,
                 &name,
                 registration,
                 class_generation,
-                self.settings.node_class_status,
+                self.desk.settings.node_class_status,
             );
             let fresh = !self.statuses.pools.contains_key(&name)
-                && (self.cluster.node_pools.get(&name))
+                && (self.desk.cluster.node_pools.get(&name))
                     .and_then(|np| np.status.as_ref())
                     .is_none_or(|s| s.conditions.is_empty());
             if fresh {
                 // a NodePool's conditions start Unknown, as operatorpkg writes them at its
                 // first reconcile, so that their first outcome is a transition (an Event)
-                self.actions.push(Action::PatchNodePoolStatus {
+                self.desk.actions.push(Action::PatchNodePoolStatus {
                     node_pool: name.clone(),
                     status: Box::new(crate::objects::nodepool_status_awaiting(&status)),
                 });
             }
             if self.statuses.pools.get(&name) != Some(&status) {
                 self.statuses.pools.insert(name.clone(), status.clone());
-                self.actions.push(Action::PatchNodePoolStatus {
+                self.desk.actions.push(Action::PatchNodePoolStatus {
                     node_pool: name,
                     status: Box::new(status),
                 });
             }
         }
-    }
-
-    fn at(&mut self, when: Duration, timer: Timer) {
-        self.timers.insert((when, timer));
-    }
-
-    /// Counts a node about to be deleted: Karpenter's nodes-terminated counter, the time
-    /// since its NodeClaim's deletion began, and its lifetime.
-    fn count_node_deleted(&mut self, node: &str, now: Duration) {
-        let Some(n) = self.cluster.nodes.get(node) else {
-            return;
-        };
-        let label = |key: &str| n.labels.get(key).cloned().unwrap_or_default();
-        let (pool, zone) = (
-            label(kerf_api::labels::NODEPOOL),
-            label(kerf_api::labels::ZONE),
-        );
-        let began = n
-            .nodeclaim
-            .as_ref()
-            .and_then(|c| self.cluster.nodeclaims.get(c))
-            .and_then(|c| c.deleting)
-            .unwrap_or(now);
-        let took = now.saturating_sub(began);
-        let lifetime = now.saturating_sub(n.created);
-        self.metrics
-            .inc(&families::NODES_TERMINATED, &[&pool, &zone]);
-        self.metrics.observe_at(
-            &families::NODES_TERMINATION_DURATION_SECONDS,
-            &[&pool],
-            took.as_secs_f64(),
-            now,
-        );
-        self.metrics.observe_at(
-            &families::NODES_LIFETIME_DURATION_SECONDS,
-            &[&pool],
-            lifetime.as_secs_f64(),
-            now,
-        );
-    }
-
-    /// Counts a NodeClaim whose finalizer is about to be released, and how long its
-    /// termination took.
-    fn count_nodeclaim_deleted(&mut self, claim: &str, now: Duration) {
-        let Some(c) = self.cluster.nodeclaims.get(claim) else {
-            return;
-        };
-        let (capacity_type, zone) = c
-            .launched
-            .as_ref()
-            .map(|l| (l.capacity_type.as_str(), l.zone.as_str()))
-            .unwrap_or(("", ""));
-        self.metrics.inc(
-            &families::NODECLAIMS_TERMINATED,
-            &[capacity_type, &c.node_pool, zone],
-        );
-        let took = now.saturating_sub(c.deleting.unwrap_or(now));
-        self.metrics.recorder().observe(
-            &families::NODECLAIMS_TERMINATION_DURATION_SECONDS,
-            &[&c.node_pool],
-            took.as_secs_f64(),
-        );
-    }
-
-    /// Counts a NodeClaim disrupted for `reason` (Karpenter's lower-case reasons) by a
-    /// consolidation of `consolidation_type` (empty when not consolidation), and, unless
-    /// `pods` is false (a cloud's interruption), the pods its disruption moves.
-    /// Brings the moment `claim`'s pods go regardless of budgets and grace periods forward
-    /// to `at` (never later), and writes it as Karpenter's
-    /// `karpenter.sh/nodeclaim-termination-timestamp`.
-    fn terminate_by(&mut self, claim: &str, at: Duration, now: Duration) {
-        let Some(c) = self.cluster.nodeclaims.get_mut(claim) else {
-            return;
-        };
-        if c.terminate_at.is_some_and(|t| t <= at) {
-            return;
-        }
-        c.terminate_at = Some(at);
-        let node = c.node.clone();
-        let unix = at + Duration::from_secs(self.settings.epoch_unix);
-        // every pod goes by then, bypassing budgets: said on the NodeClaim and its Node
-        let message = format!(
-            "All pods will be deleted by {}",
-            crate::clock::kubernetes_time(unix)
-        );
-        let objects = [
-            (EventObject::NodeClaim, Some(claim.to_string())),
-            (EventObject::Node, node),
-        ];
-        for (kind, name) in objects {
-            if let Some(name) = name {
-                self.event(
-                    Event {
-                        kind,
-                        name,
-                        warning: true,
-                        reason: "TerminationGracePeriodExpiring".into(),
-                        message: message.clone(),
-                    },
-                    now,
-                );
-            }
-        }
-        self.actions.push(Action::AnnotateNodeClaim {
-            nodeclaim: claim.to_string(),
-            annotations: BTreeMap::from([(
-                kerf_api::labels::NODECLAIM_TERMINATION_TIMESTAMP.to_string(),
-                Some(crate::clock::rfc3339(unix)),
-            )]),
-        });
-    }
-
-    fn count_disrupted(&mut self, claim: &str, reason: &str, consolidation_type: &str, pods: bool) {
-        let Some(c) = self.cluster.nodeclaims.get(claim) else {
-            return;
-        };
-        let capacity_type = c.launched.as_ref().map_or("", |l| l.capacity_type.as_str());
-        let pool = self.cluster.node_pools.get(&c.node_pool);
-        let policy = match pool.map(|p| p.spec.disruption.consolidation_policy) {
-            _ if consolidation_type.is_empty() => "",
-            Some(ConsolidationPolicy::WhenEmpty) => "when_empty",
-            Some(ConsolidationPolicy::Balanced) => "balanced",
-            Some(ConsolidationPolicy::WhenEmptyOrUnderutilized) => "when_empty_or_underutilized",
-            None => "",
-        };
-        let mode = termination_mode(pool);
-        let values = [capacity_type, policy, c.node_pool.as_str(), reason, mode];
-        self.metrics.inc(&families::NODECLAIMS_DISRUPTED, &values);
-        if pods {
-            let moving = c.node.as_deref().map_or(0, |node| {
-                (self.cluster.pods.values())
-                    .filter(|p| p.node.as_deref() == Some(node))
-                    .filter(|p| p.owner != PodOwner::DaemonSet && !is_mirror(&p.shape))
-                    .count()
-            });
-            self.metrics
-                .add(&families::PODS_DISRUPTION_INITIATED, &values, moving as u64);
-        }
-    }
-
-    /// Counts a pod bound or started into Karpenter's pod latency metrics.
-    fn count_pod_transition(&mut self, t: PodTransition, now: Duration) {
-        match t {
-            PodTransition::Bound {
-                since_created,
-                since_schedulable,
-                dynamic_resources,
-            } => {
-                let dynamic = if dynamic_resources { "true" } else { "false" };
-                self.metrics.observe(
-                    &families::PODS_BOUND_DURATION_SECONDS,
-                    &[dynamic],
-                    since_created.as_secs_f64(),
-                );
-                if let Some(d) = since_schedulable {
-                    self.metrics.observe(
-                        &families::PODS_PROVISIONING_BOUND_DURATION_SECONDS,
-                        &[dynamic],
-                        d.as_secs_f64(),
-                    );
-                }
-            }
-            PodTransition::Started {
-                since_created,
-                since_schedulable,
-            } => {
-                self.metrics.observe_at(
-                    &families::PODS_STARTUP_DURATION_SECONDS,
-                    &[],
-                    since_created.as_secs_f64(),
-                    now,
-                );
-                if let Some(d) = since_schedulable {
-                    self.metrics.observe(
-                        &families::PODS_PROVISIONING_STARTUP_DURATION_SECONDS,
-                        &[],
-                        d.as_secs_f64(),
-                    );
-                }
-            }
-        }
-    }
-
-    fn cancel(&mut self, timer: &Timer) {
-        self.timers.retain(|(_, t)| t != timer);
-    }
-
-    fn log(&mut self, controller: &'static str, message: &'static str, fields: Value) {
-        self.actions.push(Action::Log(LogRecord {
-            level: Level::Info,
-            controller,
-            message,
-            fields,
-        }));
-    }
-
-    /// Records an event unless the same one about the same object went out lately.
-    fn event(&mut self, event: Event, now: Duration) {
-        let mut hasher = std::hash::DefaultHasher::new();
-        std::hash::Hash::hash(&(event.kind, &event.name, &event.reason), &mut hasher);
-        // Karpenter dedupes a failed drain, a node it cannot consolidate and a pod it deletes
-        // on the object alone, whatever the message
-        if !matches!(
-            event.reason.as_ref(),
-            "FailedDraining"
-                | "Unconsolidatable"
-                | "Disrupted"
-                | "NoCompatibleInstanceTypes"
-                | "AwaitingVolumeDetachment"
-                | "ConsolidationApproved"
-        ) {
-            std::hash::Hash::hash(&event.message, &mut hasher);
-        }
-        let key = std::hash::Hasher::finish(&hasher);
-        // Karpenter keeps a failed-scheduling event for five minutes, an unconsolidatable
-        // node's for fifteen, a NodePool's no-compatible-types for one, the others for two
-        let dedupe = match event.reason.as_ref() {
-            "FailedScheduling" => EVENT_DEDUPE * 5 / 2,
-            "Unconsolidatable" => EVENT_DEDUPE * 15 / 2,
-            "NoCompatibleInstanceTypes" => EVENT_DEDUPE / 2,
-            _ => EVENT_DEDUPE,
-        };
-        if self
-            .events_sent
-            .get(&key)
-            .is_some_and(|at| now < *at + dedupe)
-        {
-            return;
-        }
-        // the events past the longest window dedupe nothing: forgotten once the map has
-        // doubled since it was last pruned (pruned at every event past a fixed size, a burst
-        // of 50,000 nominations spent most of the operator's CPU walking it)
-        if self.events_sent.len() > EVENTS_KEPT.max(2 * self.events_pruned) {
-            self.events_sent
-                .retain(|_, at| now < *at + EVENT_DEDUPE * 15 / 2);
-            self.events_pruned = self.events_sent.len();
-        }
-        self.events_sent.insert(key, now);
-        self.actions.push(Action::Event(event));
-    }
-
-    fn log_error(&mut self, controller: &'static str, message: &'static str, fields: Value) {
-        self.actions.push(Action::Log(LogRecord {
-            level: Level::Error,
-            controller,
-            message,
-            fields,
-        }));
     }
 }
 
@@ -1182,17 +916,17 @@ pub fn list_text(items: &[String]) -> String {
 impl Controllers {
     /// The NodeOverlays laid over every NodePool's instance types (none with the gate off).
     pub(crate) fn overlay_evaluation(&mut self, now: Duration) -> crate::overlays::Evaluation {
-        if !self.settings.node_overlay || self.cluster.node_overlays.is_empty() {
+        if !self.desk.settings.node_overlay || self.desk.cluster.node_overlays.is_empty() {
             return crate::overlays::Evaluation::default();
         }
-        let generation = self.unavailable.generation();
-        let cluster = self.cluster.catalog_generation();
+        let generation = self.desk.unavailable.generation();
+        let cluster = self.desk.cluster.catalog_generation();
         if let Some((c, u, evaluation)) = &self.provisioning.overlay_cache
             && (*c, *u) == (cluster, generation)
         {
             return evaluation.clone();
         }
-        let pools: Vec<(String, kerf_api::NodePool)> = (self.cluster.node_pools.iter())
+        let pools: Vec<(String, kerf_api::NodePool)> = (self.desk.cluster.node_pools.iter())
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let mut inputs = Vec::new();
@@ -1201,7 +935,7 @@ impl Controllers {
             let types = self.type_options_for(&class, generation, now);
             inputs.push((name, np, types));
         }
-        let evaluation = crate::overlays::evaluate(&self.cluster.node_overlays, &inputs);
+        let evaluation = crate::overlays::evaluate(&self.desk.cluster.node_overlays, &inputs);
         self.provisioning.overlay_cache = Some((cluster, generation, evaluation.clone()));
         evaluation
     }
@@ -1210,17 +944,17 @@ impl Controllers {
     fn write_overlay_statuses(&mut self, now: Duration) {
         self.statuses
             .overlays
-            .retain(|name, _| self.cluster.node_overlays.contains_key(name));
-        if !self.settings.node_overlay {
+            .retain(|name, _| self.desk.cluster.node_overlays.contains_key(name));
+        if !self.desk.settings.node_overlay {
             return;
         }
         let evaluation = self.overlay_evaluation(now);
-        let names: Vec<String> = self.cluster.node_overlays.keys().cloned().collect();
+        let names: Vec<String> = self.desk.cluster.node_overlays.keys().cloned().collect();
         for name in names {
             let status = crate::objects::nodeoverlay_status(evaluation.refused.get(&name));
             if self.statuses.overlays.get(&name) != Some(&status) {
                 self.statuses.overlays.insert(name.clone(), status.clone());
-                self.actions.push(Action::PatchNodeOverlayStatus {
+                self.desk.actions.push(Action::PatchNodeOverlayStatus {
                     node_overlay: name,
                     status: Box::new(status),
                 });
@@ -1237,7 +971,7 @@ pub(super) fn is_mirror(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
 
 /// How a NodePool's nodes end, as Karpenter's disruption metrics label it: `graceful`
 /// without a termination grace period, `forceful` with none to wait, `eventual` otherwise.
-fn termination_mode(pool: Option<&NodePool>) -> &'static str {
+pub(super) fn termination_mode(pool: Option<&NodePool>) -> &'static str {
     match pool.and_then(|p| p.spec.template.spec.termination_grace_period) {
         None => "graceful",
         Some(g) if g.0.is_zero() => "forceful",

@@ -281,7 +281,7 @@ impl Controllers {
                 spec,
                 types,
             } => {
-                let now_held = self.cluster.node_classes.get(&node_class);
+                let now_held = self.desk.cluster.node_classes.get(&node_class);
                 let same = |a: &kerf_api::EC2NodeClass, b: &kerf_api::EC2NodeClass| {
                     a.spec == b.spec && a.status == b.status
                 };
@@ -296,11 +296,11 @@ impl Controllers {
                 }
                 self.provisioning.types_asked.remove(&node_class);
                 let asked = |a: &Action| matches!(a, Action::ListInstanceTypes { node_class: c, .. } if *c == node_class);
-                self.actions.retain(|a| !asked(a));
-                self.cluster.set_instance_types(&node_class, types);
+                self.desk.actions.retain(|a| !asked(a));
+                self.desk.cluster.set_instance_types(&node_class, types);
                 // what reads a class's types follows up as on a change of the class: drift,
                 // the NodeOverlays' statuses, provisioning
-                let changes = &mut self.cluster.changes;
+                let changes = &mut self.desk.cluster.changes;
                 changes.node_classes.insert(node_class);
                 changes.provisionable = true;
             }
@@ -308,7 +308,8 @@ impl Controllers {
                 self.node_class_resolved(&node_class, status, now);
             }
             Observation::OfferingsChanged => {
-                let classes: Vec<String> = self.cluster.instance_types.keys().cloned().collect();
+                let classes: Vec<String> =
+                    self.desk.cluster.instance_types.keys().cloned().collect();
                 for class in classes {
                     self.ask_instance_types(&class);
                 }
@@ -319,16 +320,22 @@ impl Controllers {
     /// Asks the cloud for a node class's instance types, with the class as it is now.
     fn ask_instance_types(&mut self, class: &str) {
         self.provisioning.types_asked.insert(class.to_string());
-        self.actions.push(Action::ListInstanceTypes {
+        self.desk.actions.push(Action::ListInstanceTypes {
             node_class: class.to_string(),
-            spec: self.cluster.node_classes.get(class).cloned().map(Box::new),
+            spec: self
+                .desk
+                .cluster
+                .node_classes
+                .get(class)
+                .cloned()
+                .map(Box::new),
         });
     }
 
     /// Asks for the instance types of a NodePool's node class unless they are known or
     /// already asked for.
     fn want_instance_types(&mut self, class: &str) {
-        if !self.cluster.instance_types.contains_key(class)
+        if !self.desk.cluster.instance_types.contains_key(class)
             && !self.provisioning.types_asked.contains(class)
         {
             self.ask_instance_types(class);
@@ -336,7 +343,7 @@ impl Controllers {
     }
 
     fn applied(&mut self, object: Object, now: Duration) {
-        let cluster = &mut self.cluster;
+        let cluster = &mut self.desk.cluster;
         match object {
             Object::Pod(pod) if finished(&pod) => cluster.delete_pod(&pod_key(&pod), now),
             Object::Pod(pod) => cluster.apply_pod(*pod, now),
@@ -452,7 +459,7 @@ impl Controllers {
     }
 
     fn deleted(&mut self, kind: &str, key: &str, now: Duration) {
-        let cluster = &mut self.cluster;
+        let cluster = &mut self.desk.cluster;
         let (namespace, name) = match key.split_once('/') {
             Some((ns, n)) => (Some(ns).filter(|ns| !ns.is_empty()), n),
             None => (None, key),

@@ -151,7 +151,7 @@ impl Controllers {
         let mut nominated = BTreeSet::new();
         let mut waiting_least: Option<Resources> = None;
         let left = &self.provisioning.left_pending;
-        for (k, p) in &self.cluster.pods {
+        for (k, p) in &self.desk.cluster.pods {
             if let Some(n) = &p.node {
                 let by_node = match p.owner {
                     PodOwner::DaemonSet => &mut daemon_pods_by_node,
@@ -180,7 +180,7 @@ impl Controllers {
             daemon_pods_by_node,
             nominated,
             waiting_least,
-            pdbs: PdbAllowances::new(&self.cluster, &self.termination.evicting),
+            pdbs: PdbAllowances::new(&self.desk.cluster, &self.termination.evicting),
         }
     }
 
@@ -194,11 +194,11 @@ impl Controllers {
         now: Duration,
     ) -> Vec<Blocker> {
         let mut out = Vec::new();
-        let Some(record) = self.cluster.nodes.get(name) else {
+        let Some(record) = self.desk.cluster.nodes.get(name) else {
             return out;
         };
         let claim_name = record.nodeclaim.as_deref();
-        let Some(claim) = claim_name.and_then(|c| self.cluster.nodeclaims.get(c)) else {
+        let Some(claim) = claim_name.and_then(|c| self.desk.cluster.nodeclaims.get(c)) else {
             out.push(Blocker::NotManaged);
             return out;
         };
@@ -208,7 +208,7 @@ impl Controllers {
         let rebooting = claim.reboot.as_ref().is_some_and(|r| r.under_way());
         let own = [
             rebooting.then_some(Blocker::Rebooting),
-            (!self.cluster.node_pools.contains_key(&claim.node_pool))
+            (!self.desk.cluster.node_pools.contains_key(&claim.node_pool))
                 .then(|| Blocker::NodePoolNotFound(claim.node_pool.clone())),
             (!claim.initialized).then_some(Blocker::NotInitialized),
             claim.deleting.is_some().then_some(Blocker::Deleting),
@@ -252,7 +252,7 @@ impl Controllers {
                 continue;
             }
             // the eviction API refuses a pod more than one budget selects, whatever they allow
-            let selecting = g.pdbs.selecting(&self.cluster, &p.shape);
+            let selecting = g.pdbs.selecting(&self.desk.cluster, &p.shape);
             if selecting.len() > 1 {
                 out.push(Blocker::PdbMultiple {
                     pod: (*key).clone(),
@@ -263,7 +263,7 @@ impl Controllers {
                 }
                 continue;
             }
-            let budgets = g.pdbs.blocking(&self.cluster, &p.shape);
+            let budgets = g.pdbs.blocking(&self.desk.cluster, &p.shape);
             if !budgets.is_empty() {
                 out.push(Blocker::Pdb {
                     pod: (*key).clone(),

@@ -52,18 +52,18 @@ impl Controllers {
     /// A buffer, a PodTemplate or a workload changed: every buffer's shape and number are
     /// worked out again, their statuses written where they changed, and a pass places them.
     pub(super) fn buffers_changed(&mut self, now: Duration) {
-        if !self.settings.capacity_buffer {
+        if !self.desk.settings.capacity_buffer {
             return;
         }
-        let keys: Vec<String> = self.cluster.buffers.buffers.keys().cloned().collect();
+        let keys: Vec<String> = self.desk.cluster.buffers.buffers.keys().cloned().collect();
         let state = &mut self.buffers;
         state.placeholders.retain(|k, _| keys.contains(k));
         state.provisioning.retain(|k, _| keys.contains(k));
         state.written.retain(|k, _| keys.contains(k));
         for key in keys {
-            let buffer = &self.cluster.buffers.buffers[&key];
+            let buffer = &self.desk.cluster.buffers.buffers[&key];
             let (namespace, name) = crate::cluster::split_pod_key(&key);
-            let resolved = self.cluster.buffers.resolve(namespace, &buffer.spec);
+            let resolved = self.desk.cluster.buffers.resolve(namespace, &buffer.spec);
             let uid = buffer.metadata.uid.clone().unwrap_or_default();
             let pods = match &resolved {
                 Ok(r) if r.replicas > 0 => placeholder_pods(namespace, name, &uid, r),
@@ -86,18 +86,18 @@ impl Controllers {
             }
             self.write_buffer_status(&key, status);
         }
-        self.cancel(&Timer::Buffers);
-        if !self.cluster.buffers.buffers.is_empty() {
-            self.at(now + BUFFER_INTERVAL, Timer::Buffers);
+        self.desk.cancel(&Timer::Buffers);
+        if !self.desk.cluster.buffers.buffers.is_empty() {
+            self.desk.at(now + BUFFER_INTERVAL, Timer::Buffers);
         }
         self.saw_pending_pod(now);
     }
 
     /// The regular look: the buffers are placed again.
     pub(super) fn buffers_due(&mut self, now: Duration) {
-        if !self.cluster.buffers.buffers.is_empty() {
+        if !self.desk.cluster.buffers.buffers.is_empty() {
             self.saw_pending_pod(now);
-            self.at(now + BUFFER_INTERVAL, Timer::Buffers);
+            self.desk.at(now + BUFFER_INTERVAL, Timer::Buffers);
         }
     }
 
@@ -108,7 +108,7 @@ impl Controllers {
         !held.is_empty()
             && nodes.iter().any(|n| {
                 held.contains_key(n)
-                    || (self.cluster.nodes.get(n))
+                    || (self.desk.cluster.nodes.get(n))
                         .and_then(|r| r.nodeclaim.as_deref())
                         .is_some_and(|c| held.contains_key(c))
             })
@@ -118,10 +118,10 @@ impl Controllers {
     /// pods are provisioned for, launching NodeClaims for those that fit nowhere, and writes
     /// each buffer's `Provisioning` condition (Karpenter's provisioner does both in its pass).
     pub(super) fn provision_buffers(&mut self, now: Duration) {
-        if !self.settings.capacity_buffer {
+        if !self.desk.settings.capacity_buffer {
             return;
         }
-        let claims = &self.cluster.nodeclaims;
+        let claims = &self.desk.cluster.nodeclaims;
         (self.buffers.waiting).retain(|c, _| {
             claims
                 .get(c)
@@ -207,16 +207,16 @@ impl Controllers {
                     shapes[u.pod].metadata.namespace.clone(),
                     shapes[u.pod].metadata.name.clone(),
                 );
-                self.log_error(
+                self.desk.log_error(
                     "provisioner",
                     "could not schedule pod",
                     json!({"Pod": {"name": name, "namespace": namespace}, "error": reasons.join("; ")}),
                 );
             }
         }
-        let keys: Vec<String> = self.cluster.buffers.buffers.keys().cloned().collect();
+        let keys: Vec<String> = self.desk.cluster.buffers.buffers.keys().cloned().collect();
         for key in keys {
-            let buffer = &self.cluster.buffers.buffers[&key];
+            let buffer = &self.desk.cluster.buffers.buffers[&key];
             let Some(mut status) = self.buffers.written.get(&key).cloned() else {
                 continue;
             };
@@ -245,7 +245,7 @@ impl Controllers {
         if self.buffers.written.get(key) == Some(&status) {
             return;
         }
-        let read = (self.cluster.buffers.buffers.get(key))
+        let read = (self.desk.cluster.buffers.buffers.get(key))
             .and_then(|b| b.status.clone())
             .map(|mut s| {
                 s.conditions
@@ -258,7 +258,7 @@ impl Controllers {
         if first && read.as_ref() == Some(&status) {
             return;
         }
-        self.actions.push(Action::PatchCapacityBufferStatus {
+        self.desk.actions.push(Action::PatchCapacityBufferStatus {
             buffer: key.to_string(),
             status: Box::new(status),
         });

@@ -114,16 +114,16 @@ impl Controllers {
     /// Has the consistency check look at a NodeClaim's node ([`ConsistencyChecks::look`]) and
     /// says, schedules and writes what it decided.
     pub(super) fn check_consistency(&mut self, name: &str, rescan: bool, now: Duration) {
-        let Some(look) = self.consistency.look(&self.cluster, name, rescan) else {
+        let Some(look) = self.consistency.look(&self.desk.cluster, name, rescan) else {
             return;
         };
         for issue in &look.said {
-            self.log(
+            self.desk.log(
                 "nodeclaim.consistency",
                 "failed consistency check",
                 json!({"NodeClaim": {"name": name}, "issue": issue}),
             );
-            self.event(
+            self.desk.event(
                 Event {
                     kind: EventObject::NodeClaim,
                     name: name.to_string(),
@@ -135,9 +135,9 @@ impl Controllers {
             );
         }
         let timer = Timer::ConsistencyScan(name.to_string());
-        self.cancel(&timer);
+        self.desk.cancel(&timer);
         if !look.said.is_empty() {
-            self.at(now + SCAN_PERIOD, timer);
+            self.desk.at(now + SCAN_PERIOD, timer);
         }
         if look.flipped {
             self.status_changed(name);
@@ -147,7 +147,7 @@ impl Controllers {
     /// A NodeClaim is gone: nothing of it is looked at again.
     pub(super) fn forget_consistency(&mut self, name: &str) {
         if self.consistency.forget(name) {
-            self.cancel(&Timer::ConsistencyScan(name.to_string()));
+            self.desk.cancel(&Timer::ConsistencyScan(name.to_string()));
         }
     }
 }

@@ -110,14 +110,15 @@ fn annotated(pod: &Pod) -> Option<&str> {
 impl Controllers {
     /// Ranks the nodes and asks for the pod annotations that differ; again in a minute.
     pub(super) fn rank_deletion_costs(&mut self, now: Duration) {
-        if self.unsynced_since.is_some() {
-            self.at(now + UNSYNCED_RETRY, Timer::DeletionCost);
+        if self.desk.unsynced_since.is_some() {
+            self.desk.at(now + UNSYNCED_RETRY, Timer::DeletionCost);
             return;
         }
-        self.at(now + DELETION_COST_INTERVAL, Timer::DeletionCost);
+        self.desk
+            .at(now + DELETION_COST_INTERVAL, Timer::DeletionCost);
         let ranked = self.deletion_cost_ranking(now);
         let mut by_node: BTreeMap<&str, Vec<(&String, &PodRecord)>> = BTreeMap::new();
-        for (k, p) in &self.cluster.pods {
+        for (k, p) in &self.desk.cluster.pods {
             if let Some(n) = &p.node
                 && controlled_by(&p.shape, "apps/v1", "ReplicaSet")
             {
@@ -165,17 +166,19 @@ impl Controllers {
         }
         let spec = &families::POD_DELETION_COST_POD_ANNOTATION_WRITES;
         if unchanged > 0 {
-            self.metrics.add(spec, &["skipped_unchanged"], unchanged);
+            self.desk
+                .metrics
+                .add(spec, &["skipped_unchanged"], unchanged);
         }
         let gauge = &families::POD_DELETION_COST_NODES_WITH_PENDING_ANNOTATION_WRITES;
         for pool in std::mem::take(&mut self.deletion_cost.gauged) {
-            self.metrics.remove(gauge, &[&pool]);
+            self.desk.metrics.remove(gauge, &[&pool]);
         }
         for (pool, n) in &per_pool {
-            self.metrics.set(gauge, &[pool], *n as f64);
+            self.desk.metrics.set(gauge, &[pool], *n as f64);
         }
         self.deletion_cost.gauged = per_pool.into_keys().collect();
-        self.actions.extend(writes);
+        self.desk.actions.extend(writes);
     }
 
     /// Every node with a NodeClaim, ranked: those already going, then the drifted and the
@@ -183,34 +186,34 @@ impl Controllers {
     pub fn deletion_cost_ranking(&mut self, now: Duration) -> Vec<Ranked> {
         // the types as the NodePools offer them, NodeOverlays laid over
         let overlaid = self.overlay_evaluation(now).by_pool;
-        let managed = self.settings.pod_deletion_cost;
+        let managed = self.desk.settings.pod_deletion_cost;
         let g = self.gather();
         let in_command: BTreeSet<&str> = (self.disruption.commands())
             .flat_map(|c| c.candidates.iter().map(String::as_str))
             .collect();
         let mut all_pods: BTreeMap<&str, Vec<&PodRecord>> = BTreeMap::new();
-        for p in self.cluster.pods.values() {
+        for p in self.desk.cluster.pods.values() {
             if let Some(n) = &p.node {
                 all_pods.entry(n.as_str()).or_default().push(p);
             }
         }
         let mut nodes: Vec<(f64, &str, &str, Group)> = Vec::new();
-        for (name, n) in &self.cluster.nodes {
+        for (name, n) in &self.desk.cluster.nodes {
             let Some(claim) = n.nodeclaim.as_deref() else {
                 continue;
             };
-            let Some(c) = self.cluster.nodeclaims.get(claim) else {
+            let Some(c) = self.desk.cluster.nodeclaims.get(claim) else {
                 continue;
             };
             let pool = c.node_pool.as_str();
-            let np = self.cluster.node_pools.get(pool);
+            let np = self.desk.cluster.node_pools.get(pool);
             let pods = all_pods.get(name.as_str()).map_or(&[][..], Vec::as_slice);
             // the type, zone and capacity type its node is labelled with, as launched
             let launched = c.launched.as_ref();
             let types = np.and_then(|np| {
                 let class = &np.spec.template.spec.node_class_ref.name;
                 (overlaid.get(pool))
-                    .or_else(|| self.cluster.instance_types.get(class))
+                    .or_else(|| self.desk.cluster.instance_types.get(class))
                     .filter(|t| !t.is_empty())
             });
             let offered = launched.map(|l| (types?.iter()).find(|t| t.name == l.instance_type));

@@ -353,10 +353,10 @@ impl Controllers {
     pub(super) fn schedule_pass(&mut self, at: Duration) {
         if self.disruption.pass_at.is_none_or(|p| p > at) {
             if let Some(p) = self.disruption.pass_at {
-                self.timers.remove(&(p, Timer::Pass));
+                self.desk.timers.remove(&(p, Timer::Pass));
             }
             self.disruption.pass_at = Some(at);
-            self.at(at, Timer::Pass);
+            self.desk.at(at, Timer::Pass);
         }
     }
 
@@ -370,8 +370,8 @@ impl Controllers {
     /// to now (`PlacementGroupDrift`). What the class has not resolved yet (an empty status
     /// list) is no reason, except for reservations: Karpenter counts an empty list as none.
     fn drift_of(&self, name: &str, basis: &mut DriftBasis) -> Option<DriftReason> {
-        let c = self.cluster.nodeclaims.get(name)?;
-        let np = self.cluster.node_pools.get(&c.node_pool)?;
+        let c = self.desk.cluster.nodeclaims.get(name)?;
+        let np = self.desk.cluster.node_pools.get(&c.node_pool)?;
         let (pool_hash, requirements) =
             (basis.pools).entry(c.node_pool.clone()).or_insert_with(|| {
                 let requirements = Requirements::from_api(&np.spec.template.spec.requirements);
@@ -381,6 +381,7 @@ impl Controllers {
         // as Karpenter treats a hash of another version
         // nor when Kerf could not read the whole template: its hash would not be comparable
         let pool_readable = self
+            .desk
             .cluster
             .pool_gaps
             .get(&c.node_pool)
@@ -391,18 +392,19 @@ impl Controllers {
         let labels = c
             .node
             .as_ref()
-            .and_then(|n| self.cluster.nodes.get(n))
+            .and_then(|n| self.desk.cluster.nodes.get(n))
             .map(|n| &n.labels);
         if labels.is_some_and(|l| !requirements.matches_labels(l)) {
             return Some(DriftReason::RequirementsDrifted);
         }
-        let class = self.cluster.node_classes.get(&c.node_class)?;
+        let class = self.desk.cluster.node_classes.get(&c.node_class)?;
         let class_readable = self
+            .desk
             .cluster
             .class_gaps
             .get(&c.node_class)
             .is_none_or(|g| g.compare_hash);
-        let ca_bundle = &self.settings.cluster_ca_bundle;
+        let ca_bundle = &self.desk.settings.cluster_ca_bundle;
         let class_hash = (basis.classes)
             .entry(c.node_class.clone())
             .or_insert_with(|| node_class_hash(class, ca_bundle));
@@ -439,7 +441,7 @@ impl Controllers {
         // the one the node was launched into; nothing to compare before the types are known
         // (a selector whose group is not resolved yet, after a restart say, is no answer)
         let selects = class.spec.placement_group_selector.is_some();
-        let group_now = (self.cluster.instance_types.get(&c.node_class))
+        let group_now = (self.desk.cluster.instance_types.get(&c.node_class))
             .and_then(|types| types.first())
             .map(|t| t.labels.get(labels::PLACEMENT_GROUP_ID).cloned())
             .filter(|id| id.is_some() || !selects);
@@ -480,12 +482,12 @@ impl Controllers {
     pub(super) fn evaluate_drift(&mut self, now: Duration) {
         // nothing below changes what drift reads: every NodeClaim's is worked out first
         let mut basis = DriftBasis::default();
-        let drifts: Vec<(String, Option<DriftReason>)> = (self.cluster.nodeclaims.keys())
+        let drifts: Vec<(String, Option<DriftReason>)> = (self.desk.cluster.nodeclaims.keys())
             .map(|name| (name.clone(), self.drift_of(name, &mut basis)))
             .collect();
         let mut marked = false;
         for (name, drift) in drifts {
-            let Some(c) = self.cluster.nodeclaims.get_mut(&name) else {
+            let Some(c) = self.desk.cluster.nodeclaims.get_mut(&name) else {
                 continue;
             };
             if c.drifted == drift {
@@ -496,13 +498,13 @@ impl Controllers {
             match drift {
                 Some(reason) => {
                     marked = true;
-                    self.log(
+                    self.desk.log(
                         "nodeclaim.disruption",
                         "marking drifted",
                         json!({"NodeClaim": {"name": name}, "reason": reason.as_str()}),
                     );
                 }
-                None => self.log(
+                None => self.desk.log(
                     "nodeclaim.disruption",
                     "unmarking drifted",
                     json!({"NodeClaim": {"name": name}}),
@@ -523,14 +525,14 @@ impl Controllers {
         daemonsets: &'a [Pod],
         now: Duration,
     ) -> (ClusterView<'a>, Vec<String>) {
-        let cluster = &self.cluster;
+        let cluster = &self.desk.cluster;
         let pool_index: BTreeMap<&str, usize> = pool_names
             .iter()
             .enumerate()
             .map(|(i, n)| (n.as_str(), i))
             .collect();
         let by_node = &g.pods_by_node;
-        let overlaid = self.settings.node_overlay && !cluster.node_overlays.is_empty();
+        let overlaid = self.desk.settings.node_overlay && !cluster.node_overlays.is_empty();
         // no move counts on the room of pods still pending (Karpenter places them in its
         // simulation)
         let nominated = cluster.nominated_requests();
@@ -595,7 +597,7 @@ impl Controllers {
             }
             let disruption_cost = node_disruption_cost(
                 on_node.iter().map(|k| pods[*k]),
-                self.settings.pod_deletion_cost,
+                self.desk.settings.pod_deletion_cost,
             );
             let backoff = self.disruption.backoffs.get(name.as_str());
             let np = cluster.node_pools.get(&c.node_pool);
@@ -684,13 +686,13 @@ impl Controllers {
                 node_pools,
                 daemonsets,
                 allowed,
-                spot_to_spot: self.settings.spot_to_spot,
+                spot_to_spot: self.desk.settings.spot_to_spot,
                 terminate_first: crate::disruption::search::TerminateFirst {
-                    drift: self.settings.terminate_first_drift,
-                    repair: self.settings.terminate_first_repair,
+                    drift: self.desk.settings.terminate_first_drift,
+                    repair: self.desk.settings.terminate_first_repair,
                 },
                 options: self.solve_options(),
-                min_savings: self.settings.min_savings,
+                min_savings: self.desk.settings.min_savings,
                 pods_await_capacity: self.pods_await_capacity(),
                 types_by_name: Default::default(),
             },
@@ -702,7 +704,7 @@ impl Controllers {
     /// began to wait (see [`ClusterView::pods_await_capacity`]).
     fn pods_await_capacity(&self) -> bool {
         let left = &self.provisioning.left_pending;
-        (self.cluster.pods.iter()).any(|(k, p)| p.wants_capacity() && !left.contains(k))
+        (self.desk.cluster.pods.iter()).any(|(k, p)| p.wants_capacity() && !left.contains(k))
     }
 
     /// Each NodePool's budget for each reason now, as Karpenter works it out
@@ -712,10 +714,10 @@ impl Controllers {
         &self,
         now: Duration,
     ) -> BTreeMap<(&str, DisruptionReason), crate::metrics::BudgetReading> {
-        let unix = self.settings.epoch_unix + now.as_secs();
+        let unix = self.desk.settings.epoch_unix + now.as_secs();
         let counts = self.budget_counts();
         let mut out = BTreeMap::new();
-        for (name, np) in &self.cluster.node_pools {
+        for (name, np) in &self.desk.cluster.node_pools {
             let c = counts.get(name.as_str()).copied().unwrap_or_default();
             let reasons = crate::disruption::search::BUDGET_REASONS;
             let allowed = allowances(np, reasons, c.nodes, unix);
@@ -744,7 +746,7 @@ impl Controllers {
             .map(|(key, _)| key.clone())
             .collect();
         for (pool, reason) in blocked {
-            self.event(
+            self.desk.event(
                 Event {
                     kind: EventObject::NodePool,
                     name: pool,
@@ -769,8 +771,8 @@ impl Controllers {
     /// being Ready is what repair acts on).
     fn budget_counts(&self) -> BTreeMap<&str, BudgetCounts> {
         let mut out: BTreeMap<&str, BudgetCounts> = BTreeMap::new();
-        for n in self.cluster.nodes.values() {
-            let Some((_, c)) = self.cluster.claim_of(n) else {
+        for n in self.desk.cluster.nodes.values() {
+            let Some((_, c)) = self.desk.cluster.claim_of(n) else {
                 continue;
             };
             let label = |k: &str| n.labels.get(k).map(String::as_str);
@@ -813,7 +815,7 @@ impl Controllers {
             .collect();
         // wall-clock time, for the evaluation-duration histogram only: no decision reads it
         let started = std::time::Instant::now();
-        let (command, judged) = plan_judged(view, &mut self.catalog.borrow_mut());
+        let (command, judged) = plan_judged(view, &mut self.desk.catalog.borrow_mut());
         let elapsed = started.elapsed().as_secs_f64();
         let scores = (command.as_ref())
             .filter(|c| matches!(c.method, Method::SingleNode | Method::MultiNode))
@@ -840,17 +842,20 @@ impl Controllers {
             .map(|score| (pool_names[score.pool].clone(), score))
             .collect();
         for j in searched.judged {
-            let pool = &self.cluster.node_pools[&pool_names[j.pool]];
+            let pool = &self.desk.cluster.node_pools[&pool_names[j.pool]];
             let policy = format!("{:?}", pool.spec.disruption.consolidation_policy);
             let decision = if j.approved { "approved" } else { "rejected" };
             let values = [decision, pool_names[j.pool].as_str(), policy.as_str()];
-            self.metrics.inc(&families::CONSOLIDATION_MOVES, &values);
+            self.desk
+                .metrics
+                .inc(&families::CONSOLIDATION_MOVES, &values);
             if let Some(score) = j.score {
-                self.metrics
+                self.desk
+                    .metrics
                     .observe(&families::CONSOLIDATION_SCORE, &values, score);
             }
         }
-        self.metrics.observe(
+        self.desk.metrics.observe(
             &families::VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION_SECONDS,
             &[searched.consolidation_type, &searched.reason.to_lowercase()],
             searched.elapsed,
@@ -869,7 +874,7 @@ impl Controllers {
         self.schedule_pass(now + PASS_INTERVAL);
         self.mark_consolidatable(now);
         self.release_stale_taints();
-        let nodes = &self.cluster.nodes;
+        let nodes = &self.desk.cluster.nodes;
         self.disruption
             .backoffs
             .retain(|n, _| nodes.contains_key(n));
@@ -877,9 +882,9 @@ impl Controllers {
         // the budget gauges at every pass, read off the cluster as it is now (unless nothing
         // they count was written since the last pass: thousands of passes a day find so)
         let read = GaugesRead {
-            cluster: self.cluster.generation(),
-            controllers: self.activity,
-            marks: self.marks,
+            cluster: self.desk.cluster.generation(),
+            controllers: self.desk.activity,
+            marks: self.desk.marks,
             budget_windows: self.budget_windows(now),
         };
         if self.disruption.budgets_read.as_ref() != Some(&read) {
@@ -910,7 +915,7 @@ impl Controllers {
         }
         if let Some((command, names)) = self.decide_rehearsed(true, now) {
             self.disruption.idle_inputs = None;
-            let nodes = &self.cluster.nodes;
+            let nodes = &self.desk.cluster.nodes;
             (self.disruption.chosen).retain(|n, _| nodes.contains_key(n));
             let text = super::explain::move_text(&command);
             for i in &command.candidates {
@@ -954,7 +959,7 @@ impl Controllers {
                 self.tell_consolidation(&pending, None, now);
             }
             self.disruption.command = Some(pending);
-            self.at(now + VALIDATION_DELAY, Timer::Validate);
+            self.desk.at(now + VALIDATION_DELAY, Timer::Validate);
             return;
         }
         self.disruption.idle_inputs = Some(inputs);
@@ -970,7 +975,7 @@ impl Controllers {
     /// without, nothing is told (a checker's look).
     fn decide_rehearsed(&mut self, report: bool, now: Duration) -> Option<(Command, Vec<String>)> {
         let (pools, pool_names) = self.pool_inputs(now);
-        let daemonsets: Vec<Pod> = self.cluster.daemonsets.values().cloned().collect();
+        let daemonsets: Vec<Pod> = self.desk.cluster.daemonsets.values().cloned().collect();
         let mut told = Vec::new();
         let (found, blocked) = {
             let g = self.gather();
@@ -1007,11 +1012,11 @@ impl Controllers {
         let mut blocked = Some(blocked);
         for (searched, dropped) in told {
             for e in blocked.take().into_iter().flatten() {
-                self.event(e, now);
+                self.desk.event(e, now);
             }
             self.record_search(searched, &pool_names, now);
             if let Some(fields) = dropped {
-                self.log(
+                self.desk.log(
                     "disruption",
                     "kube-scheduler would leave pod(s) without a node, consolidation move dropped",
                     fields,
@@ -1073,7 +1078,7 @@ impl Controllers {
                 "Waiting on readiness to continue disruption".to_string(),
             ),
         ] {
-            self.event(
+            self.desk.event(
                 Event {
                     kind: EventObject::NodeClaim,
                     name: name.clone(),
@@ -1113,7 +1118,7 @@ impl Controllers {
     /// The offerings remembered as unavailable at `now` (see
     /// [`UnavailableOfferings::active`](crate::unavailable::UnavailableOfferings::active)).
     pub fn unavailable_at(&self, now: Duration) -> Vec<String> {
-        self.unavailable.active(now)
+        self.desk.unavailable.active(now)
     }
 
     /// What a pass reads, reduced to what can differ between two passes: the cluster's and
@@ -1123,7 +1128,7 @@ impl Controllers {
     /// the time-driven ones move one way only, so counting them tells every change.
     fn pass_inputs(&self, written: Written, now: Duration) -> PassInputs {
         let consolidatable = (self.consolidatable_times()).filter(|t| now >= *t).count();
-        let do_not_disrupt_ended = (self.cluster.do_not_disrupt_ends())
+        let do_not_disrupt_ended = (self.desk.cluster.do_not_disrupt_ends())
             .filter(|end| now >= *end)
             .count();
         let backoffs_ended = (self.disruption.backoffs.values())
@@ -1140,11 +1145,11 @@ impl Controllers {
     /// The inputs of a pass that change only when something is written, or with a budget's
     /// schedule.
     fn written_inputs(&mut self, now: Duration) -> Written {
-        self.unavailable.expire(now);
+        self.desk.unavailable.expire(now);
         Written {
-            cluster: self.cluster.generation(),
-            controllers: self.activity,
-            unavailable: self.unavailable.generation(),
+            cluster: self.desk.cluster.generation(),
+            controllers: self.desk.activity,
+            unavailable: self.desk.unavailable.generation(),
             budget_windows: self.budget_windows(now),
             repairs: self.health.repairs.keys().cloned().collect(),
         }
@@ -1152,8 +1157,8 @@ impl Controllers {
 
     /// Which budgets' schedules are active now, all NodePools' in order.
     fn budget_windows(&self, now: Duration) -> Vec<bool> {
-        let unix = self.settings.epoch_unix + now.as_secs();
-        (self.cluster.node_pools.values())
+        let unix = self.desk.settings.epoch_unix + now.as_secs();
+        (self.desk.cluster.node_pools.values())
             .flat_map(|np| &np.spec.disruption.budgets)
             .map(|b| budget_active(b, unix).unwrap_or(false))
             .collect()
@@ -1161,7 +1166,7 @@ impl Controllers {
 
     /// When each node may be consolidated by its NodePool's consolidateAfter.
     fn consolidatable_times(&self) -> impl Iterator<Item = Duration> + '_ {
-        let cluster = &self.cluster;
+        let cluster = &self.desk.cluster;
         (cluster.nodes.values()).filter_map(|n| {
             let (_, c) = cluster.claim_of(n)?;
             consolidatable_at(cluster.node_pools.get(&c.node_pool)?, n.last_pod_event)
@@ -1172,7 +1177,7 @@ impl Controllers {
     /// while nothing is written.
     fn next_timed_change(&self, now: Duration) -> Duration {
         (self.consolidatable_times())
-            .chain(self.cluster.do_not_disrupt_ends())
+            .chain(self.desk.cluster.do_not_disrupt_ends())
             .chain(self.disruption.backoffs.values().map(|b| b.until))
             .filter(|t| *t > now)
             .min()
@@ -1187,13 +1192,14 @@ impl Controllers {
             .flat_map(|c| c.candidates.iter().cloned())
             .collect();
         let stale: Vec<String> = self
+            .desk
             .cluster
             .nodes
             .iter()
             .filter(|(name, n)| {
                 (has_disrupted_taint(n) || n.tainting)
                     && !held.contains(*name)
-                    && (self.cluster.claim_of(n)).is_some_and(|(_, c)| c.deleting.is_none())
+                    && (self.desk.cluster.claim_of(n)).is_some_and(|(_, c)| c.deleting.is_none())
             })
             .map(|(k, _)| k.clone())
             .collect();
@@ -1207,11 +1213,11 @@ impl Controllers {
         let mut newly = Vec::new();
         // NodeClaims whose `Consolidatable` condition is to be set (true) or cleared (false)
         let mut flips = Vec::new();
-        for (name, n) in &self.cluster.nodes {
-            let Some((claim, c)) = self.cluster.claim_of(n) else {
+        for (name, n) in &self.desk.cluster.nodes {
+            let Some((claim, c)) = self.desk.cluster.claim_of(n) else {
                 continue;
             };
-            let pool = self.cluster.node_pools.get(&c.node_pool);
+            let pool = self.desk.cluster.node_pools.get(&c.node_pool);
             // a static NodePool's nodes are never consolidated, and Karpenter leaves their
             // condition alone
             if pool.is_some_and(|np| np.spec.replicas.is_some()) || c.deleting.is_some() {
@@ -1230,16 +1236,16 @@ impl Controllers {
             }
         }
         for (claim, due) in flips {
-            if let Some(c) = self.cluster.nodeclaims.get_mut(&claim) {
+            if let Some(c) = self.desk.cluster.nodeclaims.get_mut(&claim) {
                 c.consolidatable = due;
             }
             self.status_changed(&claim);
         }
         for (name, claim) in newly {
-            if let Some(n) = self.cluster.nodes.get_mut(&name) {
+            if let Some(n) = self.desk.cluster.nodes.get_mut(&name) {
                 n.marked_consolidatable = Some(n.last_pod_event);
             }
-            self.log(
+            self.desk.log(
                 "nodeclaim.disruption",
                 "marking consolidatable",
                 json!({"NodeClaim": {"name": claim}, "Node": {"name": name}}),
@@ -1254,7 +1260,7 @@ impl Controllers {
             return;
         };
         let failed = |core: &mut Controllers| {
-            core.metrics.add(
+            core.desk.metrics.add(
                 &families::VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS,
                 &[pending.consolidation_type],
                 pending.candidates.len() as u64,
@@ -1262,7 +1268,7 @@ impl Controllers {
             core.schedule_pass(now + PASS_INTERVAL);
         };
         let (pools, pool_names) = self.pool_inputs(now);
-        let daemonsets: Vec<Pod> = self.cluster.daemonsets.values().cloned().collect();
+        let daemonsets: Vec<Pod> = self.desk.cluster.daemonsets.values().cloned().collect();
         let g = self.gather();
         let (view, names) = self.view(&g, pools, &pool_names, &daemonsets, now);
         let candidates: Option<Vec<usize>> = (pending.candidates.iter())
@@ -1276,7 +1282,7 @@ impl Controllers {
                 candidates,
                 replacements: pending.planned,
             };
-            revalidate(&view, &mut self.catalog.borrow_mut(), &decided)
+            revalidate(&view, &mut self.desk.catalog.borrow_mut(), &decided)
         });
         drop((view, g));
         let command = command.and_then(|c| {
@@ -1347,14 +1353,18 @@ impl Controllers {
         message: &str,
         now: Duration,
     ) {
-        let claim = self.cluster.claim_of_node(node).map(|(c, _)| c.clone());
+        let claim = self
+            .desk
+            .cluster
+            .claim_of_node(node)
+            .map(|(c, _)| c.clone());
         let told = [
             (EventObject::Node, Some(node.to_string())),
             (EventObject::NodeClaim, claim),
         ];
         for (kind, name) in told {
             let Some(name) = name else { continue };
-            self.event(
+            self.desk.event(
                 Event {
                     kind,
                     name,
@@ -1376,7 +1386,7 @@ impl Controllers {
             let message = score.message();
             match pending.candidates.as_slice() {
                 [node] => self.tell_node_and_claim(node, REASON, &message, now),
-                _ => self.event(
+                _ => self.desk.event(
                     Event {
                         kind: EventObject::NodePool,
                         name: pool.clone(),
@@ -1416,16 +1426,16 @@ impl Controllers {
         if let Some(why) = command.terminate_first {
             let reason = command.reason.as_str().to_lowercase();
             for c in &candidates {
-                if let Some((_, claim)) = self.cluster.claim_of_node(c) {
+                if let Some((_, claim)) = self.desk.cluster.claim_of_node(c) {
                     let pool = claim.node_pool.clone();
-                    self.metrics.inc(
+                    self.desk.metrics.inc(
                         &families::VOLUNTARY_DISRUPTION_TERMINATE_FIRST_DECISIONS,
                         &[&pool, &reason, why],
                     );
                 }
             }
         }
-        self.actions.push(Action::Disrupting {
+        self.desk.actions.push(Action::Disrupting {
             reason: command.reason,
             nodes: candidates.clone(),
         });
@@ -1452,7 +1462,8 @@ impl Controllers {
         };
         let method = pending.method;
         self.disruption.executing.insert(id.clone(), pending);
-        self.at(now + REPLACEMENT_TIMEOUT, Timer::ReplacementTimeout(id));
+        self.desk
+            .at(now + REPLACEMENT_TIMEOUT, Timer::ReplacementTimeout(id));
         // as Karpenter's loop after a drift or repair command: it looks again at once, the
         // nodes under way counted against the budgets (after a consolidation the next pass
         // comes at its time: the next command waits out its 15 s validation anyway)
@@ -1467,7 +1478,8 @@ impl Controllers {
         let pools: BTreeSet<String> = candidates
             .iter()
             .filter_map(|n| {
-                self.cluster
+                self.desk
+                    .cluster
                     .claim_of_node(n)
                     .map(|(_, c)| c.node_pool.clone())
             })
@@ -1487,20 +1499,21 @@ impl Controllers {
         );
         let reason = command.reason.as_str().to_lowercase();
         let consolidation_type = command.method.consolidation_type();
-        self.metrics.inc(
+        self.desk.metrics.inc(
             &families::VOLUNTARY_DISRUPTION_DECISIONS,
             &[consolidation_type, method, &reason],
         );
         for pool in &pool_list {
-            self.metrics.inc(
+            self.desk.metrics.inc(
                 &families::VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL,
                 &[consolidation_type, method, pool, &reason],
             );
         }
         for c in candidates {
-            if let Some((claim, _)) = self.cluster.claim_of_node(c) {
+            if let Some((claim, _)) = self.desk.cluster.claim_of_node(c) {
                 let claim = claim.clone();
-                self.count_disrupted(&claim, &reason, consolidation_type, true);
+                self.desk
+                    .count_disrupted(&claim, &reason, consolidation_type, true);
             }
         }
         let more = self.command_fields(command, candidates, method);
@@ -1508,7 +1521,7 @@ impl Controllers {
         if let (Some(all), serde_json::Value::Object(more)) = (fields.as_object_mut(), more) {
             all.extend(more);
         }
-        self.log("disruption", "disrupting node(s)", fields);
+        self.desk.log("disruption", "disrupting node(s)", fields);
         id
     }
 
@@ -1520,7 +1533,7 @@ impl Controllers {
         candidates: &[String],
         decision: &str,
     ) -> serde_json::Value {
-        let cluster = &self.cluster;
+        let cluster = &self.desk.cluster;
         // the pods that move: daemon pods stay (`gather` leaves them out too)
         let candidate: BTreeSet<&str> = candidates.iter().map(String::as_str).collect();
         let pods = (cluster.pods.values())
@@ -1569,7 +1582,7 @@ impl Controllers {
             let mut ready = true;
             let mut gone = false;
             for r in &c.replacements {
-                match self.cluster.nodeclaims.get(r) {
+                match self.desk.cluster.nodeclaims.get(r) {
                     None => gone = true,
                     Some(claim) => ready &= claim.initialized,
                 }
@@ -1582,14 +1595,14 @@ impl Controllers {
                 continue;
             }
             let c = self.disruption.executing.remove(&id).expect("listed");
-            self.cancel(&Timer::ReplacementTimeout(id));
+            self.desk.cancel(&Timer::ReplacementTimeout(id));
             for n in &c.candidates {
-                if let Some((claim, _)) = self.cluster.claim_of_node(n) {
+                if let Some((claim, _)) = self.desk.cluster.claim_of_node(n) {
                     let claim = claim.clone();
                     self.terminate_disrupted(n, &claim, c.reason, now);
                 }
             }
-            self.log(
+            self.desk.log(
                 "disruption",
                 "command succeeded",
                 json!({
@@ -1610,14 +1623,14 @@ impl Controllers {
         let Some(c) = self.disruption.executing.remove(id) else {
             return;
         };
-        self.cancel(&Timer::ReplacementTimeout(id.to_string()));
+        self.desk.cancel(&Timer::ReplacementTimeout(id.to_string()));
         let decision = if c.replacements.is_empty() {
             "delete"
         } else {
             "replace"
         };
         let reason = c.reason.as_str().to_lowercase();
-        self.metrics.add(
+        self.desk.metrics.add(
             &families::VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
             &[c.consolidation_type, decision, &reason],
             c.replacements.len().max(1) as u64,
@@ -1635,7 +1648,8 @@ impl Controllers {
         if retry > Duration::ZERO {
             fields["retryAfter"] = format_go_duration(retry).into();
         }
-        self.log_error("disruption", "failed disrupting node(s)", fields);
+        self.desk
+            .log_error("disruption", "failed disrupting node(s)", fields);
         for n in &c.candidates {
             self.untaint(n);
             self.repair_abandoned(n);
@@ -1662,7 +1676,7 @@ impl Controllers {
             (EventObject::Node, node, "Node"),
             (EventObject::NodeClaim, claim, "NodeClaim"),
         ] {
-            self.event(
+            self.desk.event(
                 Event {
                     kind,
                     name: name.to_string(),
@@ -1679,7 +1693,7 @@ impl Controllers {
     /// taint counts once the API server holds it (the drain waits for that, as Karpenter's
     /// termination taints before it evicts), so a refused write cannot pass for one stored.
     pub(super) fn taint(&mut self, node: &str) {
-        let Some(n) = self.cluster.nodes.get_mut(node) else {
+        let Some(n) = self.desk.cluster.nodes.get_mut(node) else {
             return;
         };
         // asked again while a removal may still be on its way (a rollback's, refused by an
@@ -1690,12 +1704,12 @@ impl Controllers {
         }
         n.tainting = true;
         n.untainting = false;
-        self.marks += 1;
-        self.actions.push(Action::Taint {
+        self.desk.marks += 1;
+        self.desk.actions.push(Action::Taint {
             node: node.to_string(),
             taint: crate::cluster::disrupted_taint(),
         });
-        self.log("node.termination", "tainted node", json!({
+        self.desk.log("node.termination", "tainted node", json!({
             "Node": {"name": node}, "taint.Key": labels::DISRUPTED_TAINT_KEY, "taint.Value": "", "taint.Effect": "NoSchedule",
         }));
     }
@@ -1703,13 +1717,13 @@ impl Controllers {
     /// Asks for the disrupted taint to go. Asked even when the record shows none: a taint
     /// asked for earlier may still be on its way.
     pub(super) fn untaint(&mut self, node: &str) {
-        let Some(n) = self.cluster.nodes.get_mut(node) else {
+        let Some(n) = self.desk.cluster.nodes.get_mut(node) else {
             return;
         };
         n.tainting = false;
         n.untainting = true;
-        self.marks += 1;
-        self.actions.push(Action::RemoveTaint {
+        self.desk.marks += 1;
+        self.desk.actions.push(Action::RemoveTaint {
             node: node.to_string(),
             key: labels::DISRUPTED_TAINT_KEY.into(),
         });

@@ -187,7 +187,7 @@ impl Controllers {
     /// being disrupted, on the Node and its NodeClaim (deduplicated as every event is).
     pub(super) fn blocked_events(&self, g: &Gathered<'_>, now: Duration) -> Vec<super::Event> {
         let mut events = Vec::new();
-        for (name, n) in &self.cluster.nodes {
+        for (name, n) in &self.desk.cluster.nodes {
             let Some(claim) = &n.nodeclaim else { continue };
             self.candidate_events(name, claim, g, &mut events, now);
             if n.marked_consolidatable != Some(n.last_pod_event) {
@@ -238,10 +238,10 @@ impl Controllers {
         events: &mut Vec<super::Event>,
         now: Duration,
     ) {
-        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+        let Some(c) = self.desk.cluster.nodeclaims.get(claim) else {
             return;
         };
-        let Some(np) = self.cluster.node_pools.get(&c.node_pool) else {
+        let Some(np) = self.desk.cluster.node_pools.get(&c.node_pool) else {
             return;
         };
         let node_level = self
@@ -309,7 +309,7 @@ impl Controllers {
     /// Why the pod `namespace/name` is where it is at `now`; `None` when no such pod is
     /// known.
     pub fn explain_pod(&mut self, key: &str, now: Duration) -> Option<PodExplanation> {
-        let record = self.cluster.pods.get(key)?;
+        let record = self.desk.cluster.pods.get(key)?;
         let (node, nominated) = (record.node.clone(), record.nominated.clone());
         let verdict = (self.provisioning.verdict(key, nominated.as_deref()))
             .filter(|_| node.is_none())
@@ -378,10 +378,11 @@ impl Controllers {
             })
             .collect();
         let volumes = self
+            .desk
             .cluster
             .pods
             .get(key)
-            .map(|p| self.cluster.volumes.describe(p.declared()))
+            .map(|p| self.desk.cluster.volumes.describe(p.declared()))
             .unwrap_or_default();
         Some(PodExplanation {
             pod: key.to_string(),
@@ -393,12 +394,12 @@ impl Controllers {
     }
 
     fn running_on(&self, node: String) -> Placement {
-        let record = self.cluster.nodes.get(&node);
+        let record = self.desk.cluster.nodes.get(&node);
         let label = |k: &str| record.and_then(|n| n.labels.get(k).cloned());
         let nodeclaim = record.and_then(|n| n.nodeclaim.clone());
         let node_pool = nodeclaim
             .as_ref()
-            .and_then(|c| self.cluster.nodeclaims.get(c))
+            .and_then(|c| self.desk.cluster.nodeclaims.get(c))
             .map(|c| c.node_pool.clone())
             .or_else(|| label(labels::NODEPOOL));
         Placement::Running {
@@ -419,7 +420,7 @@ impl Controllers {
         key: &str,
         now: Duration,
     ) -> (Placement, Vec<kerf_scheduling::Reason>) {
-        let mut keys = self.cluster.pods_where(|p| p.wants_capacity());
+        let mut keys = self.desk.cluster.pods_where(|p| p.wants_capacity());
         if !keys.iter().any(|k| k == key) {
             keys.push(key.to_string());
         }
@@ -460,25 +461,26 @@ impl Controllers {
     /// Why the node `name` is or is not about to be disrupted at `now`; `None` when no such
     /// node is known.
     pub fn explain_node(&mut self, name: &str, now: Duration) -> Option<NodeExplanation> {
-        if !self.cluster.nodes.contains_key(name) {
+        if !self.desk.cluster.nodes.contains_key(name) {
             return None;
         }
         let (pools, pool_names) = self.pool_inputs(now);
         let daemonsets: Vec<k8s_openapi::api::core::v1::Pod> =
-            self.cluster.daemonsets.values().cloned().collect();
+            self.desk.cluster.daemonsets.values().cloned().collect();
         // one gathering for the node's own blockers and the view
         let g = self.gather();
         let mut out = self.described(name, &g, now)?;
         let claim = out
             .nodeclaim
             .as_ref()
-            .and_then(|c| self.cluster.nodeclaims.get(c));
+            .and_then(|c| self.desk.cluster.nodeclaims.get(c));
         if let Some(c) = claim {
             if let Some(d) = c.drifted {
                 out.notes
                     .push(Finding::new("drifted", format!("drifted: {}", d.as_str())));
             }
             let expire = self
+                .desk
                 .cluster
                 .node_pools
                 .get(&c.node_pool)
@@ -526,11 +528,11 @@ impl Controllers {
     /// The node, its NodeClaim and pods, and what in its own state or its pods blocks its
     /// disruption; `None` when no such node is known.
     fn described(&self, name: &str, g: &Gathered<'_>, now: Duration) -> Option<NodeExplanation> {
-        let record = self.cluster.nodes.get(name)?;
+        let record = self.desk.cluster.nodes.get(name)?;
         let claim = record
             .nodeclaim
             .as_ref()
-            .and_then(|c| self.cluster.nodeclaims.get(c));
+            .and_then(|c| self.desk.cluster.nodeclaims.get(c));
         let launched = claim.and_then(|c| c.launched.as_ref());
         let mut out = NodeExplanation {
             node: name.to_string(),
@@ -565,14 +567,14 @@ impl Controllers {
         out: &mut NodeExplanation,
         now: Duration,
     ) {
-        let Some((_, claim)) = self.cluster.claim_of_node(name) else {
+        let Some((_, claim)) = self.desk.cluster.claim_of_node(name) else {
             return;
         };
-        let Some(np) = self.cluster.node_pools.get(&claim.node_pool) else {
+        let Some(np) = self.desk.cluster.node_pools.get(&claim.node_pool) else {
             return;
         };
         let pool = &claim.node_pool;
-        let record = &self.cluster.nodes[name];
+        let record = &self.desk.cluster.nodes[name];
         let d = &np.spec.disruption;
         match consolidatable_at(np, record.last_pod_event) {
             None => out.blockers.push(Finding::new(
@@ -610,7 +612,7 @@ impl Controllers {
         let Some(index) = pool_names.iter().position(|n| n == pool) else {
             return;
         };
-        let unix = self.settings.epoch_unix + now.as_secs();
+        let unix = self.desk.settings.epoch_unix + now.as_secs();
         for r in reasons {
             if view.allowed.get(&(index, r)).copied().unwrap_or(0) > 0 {
                 continue;
@@ -630,7 +632,7 @@ impl Controllers {
                             .and_then(|c| c.active_until(unix, d.0, WINDOWS_AHEAD))
                             .map(|end| {
                                 let at = Duration::from_secs(
-                                    end.saturating_sub(self.settings.epoch_unix),
+                                    end.saturating_sub(self.desk.settings.epoch_unix),
                                 );
                                 format!(
                                     ", until {} ({})",

@@ -75,13 +75,13 @@ impl Controllers {
     /// The nodes repair may replace now, and those it may not with the NodePool that
     /// trips the unhealthy share (none: vetoed by the node's annotation). Reads only.
     pub(super) fn repairs_due(&self, now: Duration) -> (BTreeMap<String, RepairDue>, Vec<Blocked>) {
-        if !self.settings.node_repair {
+        if !self.desk.settings.node_repair {
             return Default::default();
         }
-        let policies = self.settings.repair_policies;
+        let policies = self.desk.settings.repair_policies;
         // per NodePool: its nodes, and those a policy's condition and status match
         let mut pools: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-        for n in self.cluster.nodes.values() {
+        for n in self.desk.cluster.nodes.values() {
             let Some(pool) = n.labels.get(kerf_api::labels::NODEPOOL) else {
                 continue;
             };
@@ -94,11 +94,11 @@ impl Controllers {
             .collect();
         let mut due = Vec::new();
         let mut blocked = Vec::new();
-        for (name, n) in &self.cluster.nodes {
+        for (name, n) in &self.desk.cluster.nodes {
             let Some((claim_name, claim)) = n
                 .nodeclaim
                 .as_ref()
-                .and_then(|k| self.cluster.nodeclaims.get_key_value(k))
+                .and_then(|k| self.desk.cluster.nodeclaims.get_key_value(k))
             else {
                 continue;
             };
@@ -108,7 +108,7 @@ impl Controllers {
             if claim.deleting.is_some() || !claim.registered || rebooting {
                 continue;
             }
-            if !self.cluster.node_pools.contains_key(&claim.node_pool) {
+            if !self.desk.cluster.node_pools.contains_key(&claim.node_pool) {
                 continue;
             }
             let matches = repair::matches(policies, &n.conditions, n.created);
@@ -165,7 +165,7 @@ impl Controllers {
             objects.push((EventObject::NodePool, pool.to_string()));
         }
         for (kind, name) in objects {
-            self.event(
+            self.desk.event(
                 Event {
                     kind,
                     name,
@@ -187,7 +187,7 @@ impl Controllers {
         let action = due.decision.action;
         let condition = &due.decision.governing.condition;
         let policy = due.decision.governing.policy;
-        self.log(
+        self.desk.log(
             "disruption",
             "selected repair policy",
             json!({
@@ -215,21 +215,21 @@ impl Controllers {
         let Some(due) = self.health.repairing.remove(node) else {
             return;
         };
-        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+        let Some(c) = self.desk.cluster.nodeclaims.get(claim) else {
             return;
         };
         let bound = (c.termination_grace_period).map_or(due.decision.drain_bound, |g| {
             g.min(due.decision.drain_bound)
         });
         self.count_repair(claim, &due.decision, bound);
-        self.terminate_by(claim, now + bound, now);
+        self.desk.terminate_by(claim, now + bound, now);
     }
 
     /// Counts a repair into Karpenter's `karpenter_nodeclaims_unhealthy_disrupted_total`: the
     /// condition acted on, and whether its drain is bounded (`eventual`) or none
     /// (`forceful`).
     pub(super) fn count_repair(&mut self, claim: &str, decision: &Decision, bound: Duration) {
-        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+        let Some(c) = self.desk.cluster.nodeclaims.get(claim) else {
             return;
         };
         let mode = if bound.is_zero() {
@@ -243,7 +243,7 @@ impl Controllers {
                 l.image_id.as_deref().unwrap_or(""),
             )
         });
-        self.metrics.inc(
+        self.desk.metrics.inc(
             &families::NODECLAIMS_UNHEALTHY_DISRUPTED,
             &[
                 capacity_type,

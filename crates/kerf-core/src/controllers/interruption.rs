@@ -56,8 +56,8 @@ pub struct Notice {
 impl Controllers {
     /// Acts on a notice from the cloud's interruption queue.
     pub(crate) fn notice(&mut self, notice: &Notice, now: Duration) {
-        self.activity += 1;
-        let found = self.cluster.nodeclaims.iter().find_map(|(name, c)| {
+        self.desk.activity += 1;
+        let found = self.desk.cluster.nodeclaims.iter().find_map(|(name, c)| {
             let l = c
                 .launched
                 .as_ref()
@@ -68,7 +68,7 @@ impl Controllers {
             return;
         };
         if let Some(category) = notice.unhealthy_category {
-            let claims = &self.cluster.nodeclaims;
+            let claims = &self.desk.cluster.nodeclaims;
             // an instance gone is forgotten, so that one seen again is counted again
             self.interruption.seen.retain(|(id, _)| {
                 claims
@@ -80,12 +80,12 @@ impl Controllers {
                 .seen
                 .insert((notice.instance_id.clone(), category))
             {
-                self.metrics.inc(
+                self.desk.metrics.inc(
                     &families::INTERRUPTION_INSTANCE_STATUS_UNHEALTHY,
                     &[category],
                 );
                 let fields = json!({"instanceID": notice.instance_id, "category": category});
-                self.log(
+                self.desk.log(
                     "interruption.instancestatus",
                     "detected unhealthy instance owned by cluster",
                     fields,
@@ -106,7 +106,8 @@ impl Controllers {
             self.events_on(&claim, node.as_deref(), reason, message, warning, now);
         }
         if !deleting {
-            self.log("interruption", "received interruption message", fields);
+            self.desk
+                .log("interruption", "received interruption message", fields);
             return;
         }
         let capacity_type = match notice.effect {
@@ -115,7 +116,7 @@ impl Controllers {
             _ => None,
         };
         if let Some(capacity_type) = capacity_type {
-            self.unavailable.mark(
+            self.desk.unavailable.mark(
                 Pattern {
                     capacity_type: Some(capacity_type),
                     instance_type: Some(launched.instance_type.clone()),
@@ -126,13 +127,14 @@ impl Controllers {
         }
         if notice.effect == NoticeEffect::Terminate {
             // the termination timestamp now: the drain waits on nothing
-            self.terminate_by(&claim, now, now);
+            self.desk.terminate_by(&claim, now, now);
         }
-        let already = (self.cluster.nodeclaims.get(&claim)).is_some_and(|c| c.deleting.is_some());
+        let already =
+            (self.desk.cluster.nodeclaims.get(&claim)).is_some_and(|c| c.deleting.is_some());
         if already {
             return;
         }
-        self.log(
+        self.desk.log(
             "interruption",
             "initiating delete from interruption message",
             fields,
@@ -145,7 +147,8 @@ impl Controllers {
             true,
             now,
         );
-        self.count_disrupted(&claim, notice.message_kind, "", false);
+        self.desk
+            .count_disrupted(&claim, notice.message_kind, "", false);
         self.delete_nodeclaim(&claim, now);
     }
 
@@ -164,7 +167,7 @@ impl Controllers {
             Some(head) => format!("{head} the {kind}"),
             None => message.to_string(),
         };
-        self.event(
+        self.desk.event(
             Event {
                 kind: EventObject::NodeClaim,
                 name: claim.to_string(),
@@ -175,7 +178,7 @@ impl Controllers {
             now,
         );
         if let Some(node) = node {
-            self.event(
+            self.desk.event(
                 Event {
                     kind: EventObject::Node,
                     name: node.to_string(),

@@ -96,13 +96,19 @@ impl Controllers {
     pub(super) fn launch(&mut self, nodeclaim: &str, now: Duration) {
         if self.lifecycle.launching.insert(nodeclaim.to_string()) {
             if let Some(request) = self.launch_request(nodeclaim, now) {
-                self.actions.push(Action::Launch {
+                self.desk.actions.push(Action::Launch {
                     nodeclaim: nodeclaim.to_string(),
                     request: Box::new(request),
                 });
             }
-            if let Some(created) = self.cluster.nodeclaims.get(nodeclaim).map(|c| c.created) {
-                self.at(
+            if let Some(created) = self
+                .desk
+                .cluster
+                .nodeclaims
+                .get(nodeclaim)
+                .map(|c| c.created)
+            {
+                self.desk.at(
                     created + LAUNCH_TTL,
                     Timer::LaunchTimeout(nodeclaim.to_string()),
                 );
@@ -113,12 +119,17 @@ impl Controllers {
     /// What the cloud needs to launch the NodeClaim now; none while its NodePool is gone (its
     /// launch timeout deletes it).
     fn launch_request(&self, nodeclaim: &str, now: Duration) -> Option<super::LaunchRequest> {
-        let claim = self.cluster.nodeclaims.get(nodeclaim)?;
+        let claim = self.desk.cluster.nodeclaims.get(nodeclaim)?;
         Some(super::LaunchRequest {
-            node_pool: self.cluster.node_pools.get(&claim.node_pool)?.clone(),
-            node_class: self.cluster.node_classes.get(&claim.node_class).cloned(),
+            node_pool: self.desk.cluster.node_pools.get(&claim.node_pool)?.clone(),
+            node_class: self
+                .desk
+                .cluster
+                .node_classes
+                .get(&claim.node_class)
+                .cloned(),
             claim: claim.clone(),
-            unavailable: self.unavailable.clone(),
+            unavailable: self.desk.unavailable.clone(),
             at: now,
         })
     }
@@ -128,9 +139,9 @@ impl Controllers {
     /// the NodeClaim is launched again after a backoff ([`retry_wait`]) until it launches or
     /// its launch timeout deletes it, as Karpenter requeues a launch that returned an error.
     pub(crate) fn launch_retry(&mut self, nodeclaim: &str, error: &str, now: Duration) {
-        self.activity += 1;
+        self.desk.activity += 1;
         self.lifecycle.launching.remove(nodeclaim);
-        if !self.cluster.nodeclaims.contains_key(nodeclaim) {
+        if !self.desk.cluster.nodeclaims.contains_key(nodeclaim) {
             return;
         }
         let tries = self
@@ -141,19 +152,21 @@ impl Controllers {
         let backoff = retry_wait(*tries);
         *tries += 1;
         (self.lifecycle.last_error).insert(nodeclaim.to_string(), error.to_string());
-        self.log_error(
+        self.desk.log_error(
             "nodeclaim.lifecycle",
             "failed launching nodeclaim",
             json!({"NodeClaim": {"name": nodeclaim}, "error": error,
                    "retry-in": format!("{}s", backoff.as_secs())}),
         );
-        self.at(now + backoff, Timer::Relaunch(nodeclaim.to_string()));
+        self.desk
+            .at(now + backoff, Timer::Relaunch(nodeclaim.to_string()));
     }
 
     /// A launch's backoff ran out: launch again unless it launched, or its NodeClaim went,
     /// meanwhile.
     pub(super) fn relaunch(&mut self, nodeclaim: &str, now: Duration) {
         let due = self
+            .desk
             .cluster
             .nodeclaims
             .get(nodeclaim)
@@ -167,14 +180,14 @@ impl Controllers {
 
     /// The cloud launched a NodeClaim's instance.
     pub(crate) fn launched(&mut self, nodeclaim: &str, launched: Launched) {
-        self.activity += 1;
+        self.desk.activity += 1;
         self.lifecycle.launching.remove(nodeclaim);
         self.lifecycle.relaunches.remove(nodeclaim);
         self.lifecycle.last_error.remove(nodeclaim);
-        let Some(claim) = self.cluster.nodeclaims.get_mut(nodeclaim) else {
+        let Some(claim) = self.desk.cluster.nodeclaims.get_mut(nodeclaim) else {
             return;
         };
-        self.actions.push(Action::Log(super::LogRecord {
+        self.desk.actions.push(Action::Log(super::LogRecord {
             level: super::Level::Info,
             controller: "nodeclaim.lifecycle",
             message: "launched nodeclaim",
@@ -188,7 +201,7 @@ impl Controllers {
             }),
         }));
         claim.launched = Some(launched);
-        self.cluster.link_node(nodeclaim);
+        self.desk.cluster.link_node(nodeclaim);
         self.status_changed(nodeclaim);
         self.arm_liveness(nodeclaim);
     }
@@ -196,21 +209,23 @@ impl Controllers {
     /// Sets a NodeClaim's expiry and registration deadline, both counted from its creation
     /// as Karpenter counts them (so a restarted controller sets the same ones).
     fn arm_liveness(&mut self, nodeclaim: &str) {
-        let Some(claim) = self.cluster.nodeclaims.get(nodeclaim) else {
+        let Some(claim) = self.desk.cluster.nodeclaims.get(nodeclaim) else {
             return;
         };
         let (created, registered) = (claim.created, claim.registered);
         if let Some(kerf_api::duration::NillableDuration::After(ttl)) = self
+            .desk
             .cluster
             .node_pools
             .get(&claim.node_pool)
             .map(|np| np.spec.template.spec.expire_after)
         {
-            self.at(created + ttl, Timer::Expire(nodeclaim.to_string()));
+            self.desk
+                .at(created + ttl, Timer::Expire(nodeclaim.to_string()));
         }
         if !registered {
-            self.at(
-                created + self.settings.registration_ttl,
+            self.desk.at(
+                created + self.desk.settings.registration_ttl,
                 Timer::RegistrationTimeout(nodeclaim.to_string()),
             );
         }
@@ -229,12 +244,12 @@ impl Controllers {
         }
         record.last_pod_event = now;
         let held = record.deleting && record.finalizer;
-        self.cluster.apply_node(name.clone(), record, now);
+        self.desk.cluster.apply_node(name.clone(), record, now);
         if held {
             self.node_deletion_held(&name, now);
         }
         // a node rebooting for repair: its new boot and readiness are looked at now
-        if let Some((claim, _)) = (self.cluster.claim_of_node(&name))
+        if let Some((claim, _)) = (self.desk.cluster.claim_of_node(&name))
             .filter(|(_, c)| c.reboot.as_ref().is_some_and(|r| r.under_way()))
         {
             let claim = claim.clone();
@@ -247,14 +262,14 @@ impl Controllers {
     /// before the finalizer comes off; a Node with no NodeClaim left has the finalizer taken
     /// off at once.
     fn node_deletion_held(&mut self, name: &str, now: Duration) {
-        match self.cluster.claim_of_node(name) {
+        match self.desk.cluster.claim_of_node(name) {
             Some((claim, c)) => {
                 if c.deleting.is_none() {
                     let claim = claim.clone();
                     self.terminate(&claim, now, now);
                 }
             }
-            None => self.actions.push(Action::DeleteNode {
+            None => self.desk.actions.push(Action::DeleteNode {
                 node: name.to_string(),
             }),
         }
@@ -262,7 +277,7 @@ impl Controllers {
 
     /// How far this clock's zero is from the Unix epoch.
     pub(crate) fn epoch(&self) -> Duration {
-        Duration::from_secs(self.settings.epoch_unix)
+        Duration::from_secs(self.desk.settings.epoch_unix)
     }
 
     /// A NodeClaim object as the API server has it. One these controllers did not create
@@ -279,7 +294,7 @@ impl Controllers {
         let name = object.metadata.name.clone().unwrap_or_default();
         // read whole only when new, or not launched by these controllers and perhaps by
         // another writer since (most updates are these controllers' own status writes)
-        let launched = (self.cluster.nodeclaims.get(&name)).map(|c| c.launched.is_some());
+        let launched = (self.desk.cluster.nodeclaims.get(&name)).map(|c| c.launched.is_some());
         let adopt = launched == Some(false) && !self.lifecycle.launching.contains(&name);
         self.stored_at(&name, created);
         if launched.is_some() && !adopt {
@@ -288,6 +303,7 @@ impl Controllers {
             return;
         }
         let types = self
+            .desk
             .cluster
             .instance_types
             .get(&object.spec.node_class_ref.name);
@@ -317,7 +333,7 @@ impl Controllers {
             record.reboot = crate::objects::claim_reboot(object).map(|r| r.since(epoch));
             let rebooting = record.reboot.as_ref().is_some_and(|r| r.under_way());
             let launched = record.launched.is_some();
-            self.cluster.apply_nodeclaim(name.clone(), record);
+            self.desk.cluster.apply_nodeclaim(name.clone(), record);
             if launched {
                 self.arm_liveness(&name);
             }
@@ -330,11 +346,11 @@ impl Controllers {
             // a second time
             self.lifecycle.relaunches.remove(&name);
             self.lifecycle.last_error.remove(&name);
-            if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
+            if let Some(c) = self.desk.cluster.nodeclaims.get_mut(&name) {
                 c.launched = Some(launched);
             }
-            self.cluster.changes.lifecycle.insert(name.clone());
-            self.cluster.link_node(&name);
+            self.desk.cluster.changes.lifecycle.insert(name.clone());
+            self.desk.cluster.link_node(&name);
             self.arm_liveness(&name);
         }
         self.deleting_observed(&name, deleting, now);
@@ -346,7 +362,7 @@ impl Controllers {
     /// registration deadlines, and its expiry, run from where Karpenter's and a restarted
     /// controller's do.
     fn stored_at(&mut self, name: &str, created: Duration) {
-        if let Some(c) = (self.cluster.nodeclaims.get_mut(name))
+        if let Some(c) = (self.desk.cluster.nodeclaims.get_mut(name))
             .filter(|c| c.launched.is_none() && c.created < created)
         {
             c.created = created;
@@ -357,7 +373,7 @@ impl Controllers {
     /// it terminates gracefully from then.
     fn deleting_observed(&mut self, name: &str, deleting: Option<Duration>, now: Duration) {
         if let Some(since) = deleting {
-            if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
+            if let Some(c) = self.desk.cluster.nodeclaims.get_mut(name) {
                 c.deletion_stored = true;
             }
             self.terminate(name, since, now);
@@ -372,10 +388,10 @@ impl Controllers {
         insufficient: &[InsufficientOffering],
         now: Duration,
     ) {
-        self.activity += 1;
+        self.desk.activity += 1;
         self.lifecycle.launching.remove(nodeclaim);
         for o in insufficient {
-            self.unavailable.mark(
+            self.desk.unavailable.mark(
                 Pattern {
                     capacity_type: Some(o.capacity_type.clone()),
                     instance_type: Some(o.instance_type.clone()),
@@ -395,7 +411,7 @@ impl Controllers {
         {
             let zones: BTreeSet<&str> = insufficient.iter().map(|o| o.zone.as_str()).collect();
             for zone in zones {
-                self.unavailable.mark(
+                self.desk.unavailable.mark(
                     Pattern {
                         capacity_type: Some(kerf_api::labels::CAPACITY_TYPE_SPOT.into()),
                         instance_type: None,
@@ -409,9 +425,10 @@ impl Controllers {
             "creating instance, insufficient capacity, all requested instance types were unavailable during launch ({} offerings)",
             insufficient.len()
         );
-        self.count_disrupted(nodeclaim, "insufficient_capacity", "", false);
+        self.desk
+            .count_disrupted(nodeclaim, "insufficient_capacity", "", false);
         // the pods it was for are told too, those still waiting for a node
-        let waiting: Vec<String> = (self.cluster.pods.iter())
+        let waiting: Vec<String> = (self.desk.cluster.pods.iter())
             .filter(|(_, p)| p.nominated.as_deref() == Some(nodeclaim) && p.node.is_none())
             .map(|(k, _)| k.clone())
             .collect();
@@ -419,7 +436,7 @@ impl Controllers {
             let mut message =
                 format!("NodeClaim {nodeclaim} nominated for this pod failed to launch: {error}");
             message.truncate(1024);
-            self.event(
+            self.desk.event(
                 Event {
                     kind: EventObject::Pod,
                     name: pod,
@@ -442,7 +459,7 @@ impl Controllers {
         error: &str,
         now: Duration,
     ) {
-        self.event(
+        self.desk.event(
             Event {
                 kind: EventObject::NodeClaim,
                 name: nodeclaim.to_string(),
@@ -452,7 +469,7 @@ impl Controllers {
             },
             now,
         );
-        self.log_error(
+        self.desk.log_error(
             "nodeclaim.lifecycle",
             "failed launching nodeclaim",
             json!({"NodeClaim": {"name": nodeclaim}, "error": error}),
@@ -464,7 +481,7 @@ impl Controllers {
     /// image, an API error): said as it is, and the NodeClaim goes; nothing is marked
     /// unavailable.
     pub(crate) fn launch_error(&mut self, nodeclaim: &str, error: &str, now: Duration) {
-        self.activity += 1;
+        self.desk.activity += 1;
         self.lifecycle.launching.remove(nodeclaim);
         self.give_up_launch(nodeclaim, "LaunchFailed", error, now);
     }
@@ -474,7 +491,7 @@ impl Controllers {
     /// marks not validated) stops its NodePools' launches at once rather than at its next
     /// round, where each new NodeClaim would be refused in turn.
     pub(crate) fn launch_refused(&mut self, nodeclaim: &str, error: &str, now: Duration) {
-        let class = (self.cluster.nodeclaims.get(nodeclaim)).map(|c| c.node_class.clone());
+        let class = (self.desk.cluster.nodeclaims.get(nodeclaim)).map(|c| c.node_class.clone());
         self.launch_error(nodeclaim, error, now);
         if let Some(class) = class {
             self.resolve_node_class_now(&class, now);
@@ -484,12 +501,12 @@ impl Controllers {
     /// The offerings a recent launch found without capacity, for a cloud choosing what to
     /// ask for.
     pub fn unavailable_offerings(&self) -> &crate::unavailable::UnavailableOfferings {
-        &self.unavailable
+        &self.desk.unavailable
     }
 
     /// Registration and initialization of a NodeClaim whose node changed.
     pub(super) fn lifecycle(&mut self, name: &str, now: Duration) {
-        let Some(claim) = self.cluster.nodeclaims.get(name) else {
+        let Some(claim) = self.desk.cluster.nodeclaims.get(name) else {
             return;
         };
         if claim.launched.is_none() {
@@ -502,7 +519,7 @@ impl Controllers {
         let Some(node_name) = claim.node.clone() else {
             return;
         };
-        let Some(node) = self.cluster.nodes.get(&node_name) else {
+        let Some(node) = self.desk.cluster.nodes.get(&node_name) else {
             return;
         };
         let unregistered = (node.taints.iter()).any(|t| t.key == labels::UNREGISTERED_TAINT_KEY);
@@ -538,22 +555,24 @@ impl Controllers {
             if !guarded && !node.labels.contains_key(labels::REGISTERED) {
                 self.unregistered_taint_missing(name, now);
             }
-            let claim = &self.cluster.nodeclaims[name];
+            let claim = &self.desk.cluster.nodeclaims[name];
             let pool = claim.node_pool.clone();
             let zone = claim.launched.as_ref().map_or("", |l| l.zone.as_str());
-            self.metrics
+            self.desk
+                .metrics
                 .inc(&families::NODES_CREATED, &[&claim.node_pool, zone]);
-            if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
+            if let Some(c) = self.desk.cluster.nodeclaims.get_mut(name) {
                 c.registered = true;
             }
-            self.log(
+            self.desk.log(
                 "nodeclaim.lifecycle",
                 "registered nodeclaim",
                 json!({"NodeClaim": {"name": name}, "Node": {"name": node_name}}),
             );
-            self.cancel(&Timer::RegistrationTimeout(name.to_string()));
+            self.desk
+                .cancel(&Timer::RegistrationTimeout(name.to_string()));
             self.registration_outcome(&pool, None);
-            if let Some(why) = self.initializing(&self.cluster.nodeclaims[name]) {
+            if let Some(why) = self.initializing(&self.desk.cluster.nodeclaims[name]) {
                 self.lifecycle.initializing.insert(name.to_string(), why);
             }
             self.status_changed(name);
@@ -562,10 +581,10 @@ impl Controllers {
         if unregistered {
             self.remove_unregistered_taint(&node_name);
         }
-        let node = &self.cluster.nodes[&node_name];
+        let node = &self.desk.cluster.nodes[&node_name];
         let ephemeral_left = (node.taints.iter()).any(super::provisioning::is_known_ephemeral);
         if !node.ready || startup_left || ephemeral_left {
-            let why = self.initializing(&self.cluster.nodeclaims[name]);
+            let why = self.initializing(&self.desk.cluster.nodeclaims[name]);
             if let Some(why) = why
                 && self.lifecycle.initializing.get(name) != Some(&why)
             {
@@ -576,26 +595,26 @@ impl Controllers {
         }
         self.lifecycle.initializing.remove(name);
         let allocatable = node.allocatable.to_resource_list();
-        if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
+        if let Some(c) = self.desk.cluster.nodeclaims.get_mut(name) {
             c.initialized = true;
             // back from a reboot for repair: no longer disrupted
             if c.reboot.is_some() {
                 self.disruption.forget(name);
             }
         }
-        if let Some(n) = self.cluster.nodes.get_mut(&node_name) {
+        if let Some(n) = self.desk.cluster.nodes.get_mut(&node_name) {
             n.last_pod_event = now;
         }
-        self.cluster.changes.disruption = true;
+        self.desk.cluster.changes.disruption = true;
         // the node's label first, then the status, as Karpenter writes them: a restart between
         // the two finds the NodeClaim not initialized yet and initializes it again
         self.sync_labels(name, &node_name);
         self.status_changed(name);
-        self.at(
+        self.desk.at(
             now + super::provisioning::NOMINATION_GRACE,
             Timer::NominationExpiry(name.to_string()),
         );
-        self.log(
+        self.desk.log(
             "nodeclaim.lifecycle",
             "initialized nodeclaim",
             json!({
@@ -607,7 +626,7 @@ impl Controllers {
 
     /// The node's labels are synced: the registration taint goes, and pods may land.
     fn remove_unregistered_taint(&mut self, node: &str) {
-        self.actions.push(Action::RemoveTaint {
+        self.desk.actions.push(Action::RemoveTaint {
             node: node.to_string(),
             key: labels::UNREGISTERED_TAINT_KEY.into(),
         });
@@ -617,12 +636,12 @@ impl Controllers {
     /// those its user data names; the instance type's come from the launch), and Karpenter's
     /// `karpenter.sh/registered` and, once initialized, `karpenter.sh/initialized`.
     fn sync_labels(&mut self, claim: &str, node_name: &str) {
-        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+        let Some(c) = self.desk.cluster.nodeclaims.get(claim) else {
             return;
         };
         let (Some(launched), Some(pool)) = (
             c.launched.as_ref(),
-            self.cluster.node_pools.get(&c.node_pool),
+            self.desk.cluster.node_pools.get(&c.node_pool),
         ) else {
             return;
         };
@@ -634,7 +653,7 @@ impl Controllers {
             want.insert(labels::INITIALIZED.into(), "true".into());
         }
         let annotations = c.annotations.clone();
-        let Some(node) = self.cluster.nodes.get(node_name) else {
+        let Some(node) = self.desk.cluster.nodes.get(node_name) else {
             return;
         };
         // the registration itself (the node lacks Karpenter's mark): the NodeClaim's
@@ -659,7 +678,7 @@ impl Controllers {
         annotations: BTreeMap<String, String>,
         finalize: bool,
     ) {
-        let Some(node) = self.cluster.nodes.get_mut(node_name) else {
+        let Some(node) = self.desk.cluster.nodes.get_mut(node_name) else {
             return;
         };
         let missing: BTreeMap<String, String> = want
@@ -672,8 +691,8 @@ impl Controllers {
         std::sync::Arc::make_mut(&mut node.labels)
             .extend(missing.iter().map(|(k, v)| (k.clone(), v.clone())));
         node.finalizer |= finalize;
-        self.cluster.changes.disruption = true;
-        self.actions.push(Action::LabelNode {
+        self.desk.cluster.changes.disruption = true;
+        self.desk.actions.push(Action::LabelNode {
             node: node_name.to_string(),
             labels: missing,
             annotations,
@@ -685,10 +704,10 @@ impl Controllers {
     /// image does not add it): pods may land before its labels are synced. Karpenter goes on
     /// with the registration and says so in an error line and a warning on the NodeClaim.
     fn unregistered_taint_missing(&mut self, claim: &str, now: Duration) {
-        let provider_id = (self.cluster.nodeclaims.get(claim))
+        let provider_id = (self.desk.cluster.nodeclaims.get(claim))
             .and_then(|c| c.launched.as_ref())
             .map(|l| l.provider_id.clone());
-        self.log_error(
+        self.desk.log_error(
             "nodeclaim.lifecycle",
             "node claim registration error",
             json!({
@@ -697,7 +716,7 @@ impl Controllers {
                 "error": "missing taint prevents registration-related race conditions on Karpenter-managed nodes",
             }),
         );
-        self.event(
+        self.desk.event(
             Event {
                 kind: EventObject::NodeClaim,
                 name: claim.to_string(),
@@ -726,7 +745,7 @@ impl Controllers {
     /// A NodeClaim not launched [`LAUNCH_TTL`] after its creation is deleted, as Karpenter's
     /// liveness does (`launch_timeout`); its pods look for capacity again.
     pub(super) fn launch_timeout(&mut self, name: &str, now: Duration) {
-        let Some(claim) = self.cluster.nodeclaims.get(name) else {
+        let Some(claim) = self.desk.cluster.nodeclaims.get(name) else {
             return;
         };
         if claim.launched.is_some() || claim.deleting.is_some() {
@@ -734,7 +753,7 @@ impl Controllers {
         }
         // stored later than it was decided: the deadline moved with it
         if now < claim.created + LAUNCH_TTL {
-            self.at(
+            self.desk.at(
                 claim.created + LAUNCH_TTL,
                 Timer::LaunchTimeout(name.to_string()),
             );
@@ -749,7 +768,7 @@ impl Controllers {
             && !self.lifecycle.last_error.contains_key(name);
         if unanswered && now < claim.created + 2 * LAUNCH_TTL {
             let again = (now + LAUNCH_ANSWER_WAIT).min(claim.created + 2 * LAUNCH_TTL);
-            self.at(again, Timer::LaunchTimeout(name.to_string()));
+            self.desk.at(again, Timer::LaunchTimeout(name.to_string()));
             return;
         }
         self.lifecycle.launching.remove(name);
@@ -763,8 +782,8 @@ impl Controllers {
             ),
         };
         self.registration_outcome(&pool, Some((&why.0, &why.1)));
-        self.count_disrupted(name, "launch_timeout", "", false);
-        self.log(
+        self.desk.count_disrupted(name, "launch_timeout", "", false);
+        self.desk.log(
             "nodeclaim.lifecycle",
             "deleted nodeclaim",
             json!({"NodeClaim": {"name": name}, "reason": "launch timeout"}),
@@ -773,7 +792,7 @@ impl Controllers {
     }
 
     pub(super) fn registration_timeout(&mut self, name: &str, now: Duration) {
-        let Some(claim) = self.cluster.nodeclaims.get(name) else {
+        let Some(claim) = self.desk.cluster.nodeclaims.get(name) else {
             return;
         };
         if claim.node.is_some() {
@@ -785,8 +804,9 @@ impl Controllers {
             &pool,
             Some(("RegistrationFailed", "Failed to register node")),
         );
-        self.count_disrupted(name, "registration_timeout", "", false);
-        self.log(
+        self.desk
+            .count_disrupted(name, "registration_timeout", "", false);
+        self.desk.log(
             "nodeclaim.lifecycle",
             "deleted nodeclaim",
             json!({"NodeClaim": {"name": name}, "reason": "registration timeout"}),
@@ -800,8 +820,8 @@ impl Controllers {
     /// Garbage collection: the cloud no longer has a NodeClaim's instance. Its node and
     /// NodeClaim go at once; their pods look for capacity again.
     pub(crate) fn instance_gone(&mut self, provider_id: &str, now: Duration) {
-        self.activity += 1;
-        let Some((name, claim)) = self.cluster.nodeclaims.iter().find(|(_, c)| {
+        self.desk.activity += 1;
+        let Some((name, claim)) = self.desk.cluster.nodeclaims.iter().find(|(_, c)| {
             c.launched
                 .as_ref()
                 .is_some_and(|l| l.provider_id == provider_id)
@@ -809,22 +829,25 @@ impl Controllers {
             return;
         };
         let (name, node) = (name.clone(), claim.node.clone());
-        self.count_disrupted(&name, "garbage_collected", "", true);
+        self.desk
+            .count_disrupted(&name, "garbage_collected", "", true);
         if let Some(node) = &node {
             // its pods went with the instance: until the node's deletion is seen, they are
             // not healthy for any PodDisruptionBudget a drain elsewhere consults
-            if let Some(n) = self.cluster.nodes.get_mut(node) {
+            if let Some(n) = self.desk.cluster.nodes.get_mut(node) {
                 n.ready = false;
             }
-            self.log(
+            self.desk.log(
                 "node.termination",
                 "deleted node",
                 json!({"Node": {"name": node}}),
             );
-            self.count_node_deleted(node, now);
-            self.actions.push(Action::DeleteNode { node: node.clone() });
+            self.desk.count_node_deleted(node, now);
+            self.desk
+                .actions
+                .push(Action::DeleteNode { node: node.clone() });
         }
-        self.log(
+        self.desk.log(
             "nodeclaim.lifecycle",
             "deleted nodeclaim",
             json!({"NodeClaim": {"name": name}, "Node": {"name": node}}),
@@ -835,13 +858,13 @@ impl Controllers {
     /// The NodeClaim's status must be written.
     pub(super) fn status_changed(&mut self, name: &str) {
         if let Some(patch) = self.status_patch(name) {
-            self.actions.push(patch);
+            self.desk.actions.push(patch);
         }
     }
 
     /// The write of a NodeClaim's status and launch labels as they stand now.
     pub(super) fn status_patch(&self, name: &str) -> Option<Action> {
-        let record = self.cluster.nodeclaims.get(name)?;
+        let record = self.desk.cluster.nodeclaims.get(name)?;
         let beside = crate::objects::ClaimConditions {
             initializing: self.initializing(record),
             launch_error: self.lifecycle.last_error.get(name).cloned(),
@@ -875,7 +898,7 @@ impl Controllers {
         {
             return Some(("Rebooting", "node is rebooting".into()));
         }
-        let node = self.cluster.nodes.get(record.node.as_deref()?)?;
+        let node = self.desk.cluster.nodes.get(record.node.as_deref()?)?;
         if !node.ready {
             return Some(("NodeNotReady", "Node status is NotReady".into()));
         }
@@ -906,11 +929,11 @@ impl Controllers {
         self.lifecycle.relaunches.remove(name);
         self.forget_lifecycle(name);
         self.forget_consistency(name);
-        self.count_nodeclaim_deleted(name, now);
-        self.actions.push(Action::DeleteNodeClaim {
+        self.desk.count_nodeclaim_deleted(name, now);
+        self.desk.actions.push(Action::DeleteNodeClaim {
             nodeclaim: name.to_string(),
         });
-        self.actions.push(Action::ReleaseNodeClaim {
+        self.desk.actions.push(Action::ReleaseNodeClaim {
             nodeclaim: name.to_string(),
         });
     }
@@ -924,6 +947,7 @@ impl Controllers {
         // looked up once per NodeClaim and instance, never walked: hashed, not ordered
         let running: FxHashSet<&str> = instances.iter().map(|i| i.provider_id.as_str()).collect();
         let gone: Vec<String> = self
+            .desk
             .cluster
             .nodeclaims
             .values()
@@ -936,6 +960,7 @@ impl Controllers {
         // an instance some NodeClaim launched is not an orphan whatever the cloud names it
         // (Karpenter kwok's nodes are named apart from their NodeClaims)
         let claimed: FxHashSet<String> = self
+            .desk
             .cluster
             .nodeclaims
             .values()
@@ -970,13 +995,13 @@ impl Controllers {
         });
         for instance in instances {
             let (provider_id, claim) = (&instance.provider_id, &instance.nodeclaim);
-            if !self.cluster.nodeclaims.contains_key(claim)
+            if !self.desk.cluster.nodeclaims.contains_key(claim)
                 && (claimed.contains(provider_id)
                     || self.lifecycle.terminating.contains_key(provider_id))
             {
                 continue;
             }
-            if let Some(record) = self.cluster.nodeclaims.get_mut(claim) {
+            if let Some(record) = self.desk.cluster.nodeclaims.get_mut(claim) {
                 if let Some(l) = record
                     .launched
                     .as_mut()
@@ -1007,21 +1032,22 @@ impl Controllers {
             if self.lifecycle.launching.contains(claim) {
                 continue;
             }
-            self.activity += 1;
-            self.log(
+            self.desk.activity += 1;
+            self.desk.log(
                 "nodeclaim.garbagecollection",
                 "garbage collecting instance without nodeclaim",
                 json!({"provider-id": provider_id, "NodeClaim": {"name": claim}}),
             );
             let node = self
+                .desk
                 .cluster
                 .nodes
                 .iter()
                 .find(|(_, n)| n.provider_id == *provider_id)
                 .map(|(k, _)| k.clone());
             if let Some(node) = node {
-                self.count_node_deleted(&node, now);
-                self.actions.push(Action::DeleteNode { node });
+                self.desk.count_node_deleted(&node, now);
+                self.desk.actions.push(Action::DeleteNode { node });
             }
             self.terminate_instance(claim, provider_id.clone(), now);
         }
@@ -1030,7 +1056,7 @@ impl Controllers {
             learned = true;
         }
         if learned {
-            self.activity += 1;
+            self.desk.activity += 1;
             self.evaluate_drift(now);
         }
     }
@@ -1057,7 +1083,7 @@ impl Controllers {
         now: Duration,
     ) {
         self.lifecycle.terminating.insert(provider_id.clone(), now);
-        self.actions.push(Action::DeleteInstance {
+        self.desk.actions.push(Action::DeleteInstance {
             nodeclaim: nodeclaim.to_string(),
             provider_id,
         });
@@ -1066,25 +1092,26 @@ impl Controllers {
     /// An instance listing is asked for now.
     pub(super) fn list_instances(&mut self, now: Duration) {
         self.lifecycle.listings_asked.push_back(now);
-        self.actions.push(Action::ListInstances);
+        self.desk.actions.push(Action::ListInstances);
     }
 
     /// NodePools that changed: the NodeClaims of deleted ones are deleted (their owner
     /// reference would have them collected).
     pub(super) fn node_pools_changed(&mut self, pools: &BTreeSet<String>, now: Duration) {
         let orphans: Vec<String> = self
+            .desk
             .cluster
             .nodeclaims
             .iter()
             .filter(|(_, c)| {
                 pools.contains(&c.node_pool)
-                    && !self.cluster.node_pools.contains_key(&c.node_pool)
+                    && !self.desk.cluster.node_pools.contains_key(&c.node_pool)
                     && c.deleting.is_none()
             })
             .map(|(k, _)| k.clone())
             .collect();
         for name in orphans {
-            self.log(
+            self.desk.log(
                 "nodeclaim.lifecycle",
                 "deleted nodeclaim",
                 json!({"NodeClaim": {"name": name}, "reason": "nodepool deleted"}),

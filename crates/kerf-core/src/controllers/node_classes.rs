@@ -36,7 +36,7 @@ impl Controllers {
     /// The regular round: every class resolved again (or, being deleted, looked at), then
     /// the next round in a minute, or in ten seconds while a deletion waits on NodeClaims.
     pub(super) fn resolve_node_classes(&mut self, now: Duration) {
-        let names: Vec<String> = self.cluster.node_classes.keys().cloned().collect();
+        let names: Vec<String> = self.desk.cluster.node_classes.keys().cloned().collect();
         let mut waiting = false;
         for name in names {
             // one asked within the round is on its way; one unanswered longer is asked again
@@ -51,7 +51,7 @@ impl Controllers {
         } else {
             NODE_CLASS_INTERVAL
         };
-        self.at(now + next, Timer::ResolveNodeClasses);
+        self.desk.at(now + next, Timer::ResolveNodeClasses);
     }
 
     /// Resolves one class now, whether or not it was asked about within the round.
@@ -63,17 +63,17 @@ impl Controllers {
     /// Brings the next round forward to `at` unless it comes sooner already.
     fn node_class_round_by(&mut self, at: Duration) {
         let round = |(_, t): &(Duration, Timer)| *t == Timer::ResolveNodeClasses;
-        if self.timers.iter().any(|e| round(e) && e.0 <= at) {
+        if self.desk.timers.iter().any(|e| round(e) && e.0 <= at) {
             return;
         }
-        self.timers.retain(|e| !round(e));
-        self.at(at, Timer::ResolveNodeClasses);
+        self.desk.timers.retain(|e| !round(e));
+        self.desk.at(at, Timer::ResolveNodeClasses);
     }
 
     /// A class was observed: one not resolved for its generation yet, or being deleted, is
     /// looked at now rather than at the next round.
     pub(crate) fn node_class_observed(&mut self, name: &str, now: Duration) {
-        let Some(class) = self.cluster.node_classes.get(name) else {
+        let Some(class) = self.desk.cluster.node_classes.get(name) else {
             return;
         };
         let generation = class.metadata.generation;
@@ -92,10 +92,10 @@ impl Controllers {
     /// Brings one class along: its finalizer and a resolution of its status, or its
     /// deletion. False while a deletion waits on NodeClaims.
     fn reconcile_node_class(&mut self, name: &str, now: Duration) -> bool {
-        if !self.settings.node_class_status {
+        if !self.desk.settings.node_class_status {
             return true;
         }
-        let Some(class) = self.cluster.node_classes.get(name) else {
+        let Some(class) = self.desk.cluster.node_classes.get(name) else {
             return true;
         };
         let held = (class.metadata.finalizers.iter().flatten()).any(|f| f == TERMINATION_FINALIZER);
@@ -104,7 +104,7 @@ impl Controllers {
         }
         let class = Box::new(class.clone());
         if !held {
-            self.actions.push(Action::AddNodeClassFinalizer {
+            self.desk.actions.push(Action::AddNodeClassFinalizer {
                 node_class: name.to_string(),
                 class: class.clone(),
             });
@@ -112,7 +112,7 @@ impl Controllers {
         let asked = (class.metadata.generation, now);
         self.node_classes.asked.insert(name.to_string(), asked);
         let node_pools = self.admitted_by_node_pools(name);
-        self.actions.push(Action::ResolveNodeClass {
+        self.desk.actions.push(Action::ResolveNodeClass {
             node_class: name.to_string(),
             class,
             node_pools,
@@ -123,7 +123,7 @@ impl Controllers {
     /// What each NodePool of the class admits: its requirements, and its template's labels as
     /// `In` requirements.
     fn admitted_by_node_pools(&self, class: &str) -> Vec<Vec<Requirement>> {
-        (self.cluster.node_pools.values())
+        (self.desk.cluster.node_pools.values())
             .filter(|np| np.spec.template.spec.node_class_ref.name == class)
             .map(|np| {
                 let template = &np.spec.template;
@@ -143,7 +143,7 @@ impl Controllers {
     /// A class being deleted: waits while NodeClaims use it, then asks the cloud to clean
     /// up after it and take the finalizer off. False while it waits.
     fn terminate_node_class(&mut self, name: &str, now: Duration) -> bool {
-        let using: Vec<&String> = (self.cluster.nodeclaims.iter())
+        let using: Vec<&String> = (self.desk.cluster.nodeclaims.iter())
             .filter(|(_, c)| c.node_class == name)
             .map(|(k, _)| k)
             .collect();
@@ -156,7 +156,7 @@ impl Controllers {
             let message = format!("Waiting on NodeClaim termination for {}", names.join(", "))
                 .replace(", and ", " and ");
             let fields = json!({"EC2NodeClass": {"name": name}, "NodeClaims": using});
-            self.event(
+            self.desk.event(
                 Event {
                     kind: EventObject::NodeClass,
                     name: name.to_string(),
@@ -166,15 +166,15 @@ impl Controllers {
                 },
                 now,
             );
-            self.log(
+            self.desk.log(
                 "nodeclass.termination",
                 "waiting on nodeclaim termination",
                 fields,
             );
             return false;
         }
-        let class = Box::new(self.cluster.node_classes[name].clone());
-        self.actions.push(Action::FinalizeNodeClass {
+        let class = Box::new(self.desk.cluster.node_classes[name].clone());
+        self.desk.actions.push(Action::FinalizeNodeClass {
             node_class: name.to_string(),
             class,
         });
@@ -195,21 +195,22 @@ impl Controllers {
             Ok(s) => s,
             Err(e) => {
                 let fields = json!({"EC2NodeClass": {"name": name}, "error": e});
-                self.log_error("nodeclass", "failed resolving ec2nodeclass", fields);
+                self.desk
+                    .log_error("nodeclass", "failed resolving ec2nodeclass", fields);
                 return;
             }
         };
-        let Some(class) = self.cluster.node_classes.get(name) else {
+        let Some(class) = self.desk.cluster.node_classes.get(name) else {
             return;
         };
         let previous = (class.status.as_ref()).map_or(&[][..], |s| &s.conditions[..]);
-        let unix = now + Duration::from_secs(self.settings.epoch_unix);
+        let unix = now + Duration::from_secs(self.desk.settings.epoch_unix);
         keep_transition_times(&mut status.conditions, previous, unix);
         for c in &mut status.conditions {
             c.observed_generation = class.metadata.generation;
         }
         if class.status.as_ref() != Some(&status) {
-            self.actions.push(Action::PatchNodeClassStatus {
+            self.desk.actions.push(Action::PatchNodeClassStatus {
                 node_class: name.to_string(),
                 status: Box::new(status),
             });

@@ -221,25 +221,25 @@ impl Controllers {
     pub(super) fn nomination_expiry(&mut self, claim: &str, now: Duration) {
         // every expiry due by now in one look over the pods: a burst's passes nominate pods
         // to thousands of NodeClaims, and a look each was a third of the operator's CPU
-        let due: Vec<(Duration, Timer)> = (self.timers.iter())
+        let due: Vec<(Duration, Timer)> = (self.desk.timers.iter())
             .take_while(|(at, _)| *at <= now)
             .filter(|(_, t)| matches!(t, Timer::NominationExpiry(_)))
             .cloned()
             .collect();
         let mut claims: HashSet<String> = [claim.to_string()].into_iter().collect();
         for timer in due {
-            self.timers.remove(&timer);
+            self.desk.timers.remove(&timer);
             if let (_, Timer::NominationExpiry(c)) = timer {
                 claims.insert(c);
             }
         }
-        let nodeclaims = &self.cluster.nodeclaims;
+        let nodeclaims = &self.desk.cluster.nodeclaims;
         claims.retain(|c| nodeclaims.get(c).is_none_or(|c| c.initialized));
         if claims.is_empty() {
             return;
         }
         let mut again = false;
-        for p in self.cluster.pods.values_mut() {
+        for p in self.desk.cluster.pods.values_mut() {
             if p.node.is_none() && p.nominated.as_ref().is_some_and(|c| claims.contains(c)) {
                 p.nominated = None;
                 again |= p.wants_capacity();
@@ -257,7 +257,7 @@ impl Controllers {
     /// way, and a pod planned onto a node it filled with others would otherwise wait out
     /// [`NOMINATION_GRACE`].
     pub(super) fn recheck_nominations(&mut self, nodes: &BTreeSet<String>, now: Duration) {
-        let cluster = &self.cluster;
+        let cluster = &self.desk.cluster;
         let mut rooms: HashMap<&str, (Resources, Vec<Taint>)> = HashMap::default();
         for node in nodes {
             let (Some(n), Some((claim, c))) =
@@ -299,7 +299,7 @@ impl Controllers {
         }
         let mut again = false;
         for key in released {
-            if let Some(p) = self.cluster.pods.get_mut(&key) {
+            if let Some(p) = self.desk.cluster.pods.get_mut(&key) {
                 p.nominated = None;
                 again |= p.wants_capacity();
             }
@@ -312,16 +312,17 @@ impl Controllers {
     /// The NodePools as the scheduler sees them at `now`: instance types with the offerings the
     /// unavailable cache rules out, and usage counted against limits; with their names.
     pub fn pool_inputs(&mut self, now: Duration) -> (Vec<NodePoolInput>, Vec<String>) {
-        self.unavailable.expire(now);
-        let generation = self.unavailable.generation();
+        self.desk.unavailable.expire(now);
+        let generation = self.desk.unavailable.generation();
         let mut pools = Vec::new();
         let mut names = Vec::new();
         let entries: Vec<(String, NodePool)> = self
+            .desk
             .cluster
             .node_pools
             .iter()
             // a static NodePool keeps its own count: no pod or replacement gets a node of it
-            .filter(|(k, np)| np.spec.replicas.is_none() && self.cluster.may_launch_for(k))
+            .filter(|(k, np)| np.spec.replicas.is_none() && self.desk.cluster.may_launch_for(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let overlaid = self.overlay_evaluation(now);
@@ -332,8 +333,8 @@ impl Controllers {
                 None => self.type_options_for(&class, generation, now),
             };
             let options = self.less_reservations_in_flight(options);
-            let usage = self.cluster.pool_usage(&name);
-            let nodes = self.cluster.pool_nodes(&name);
+            let usage = self.desk.cluster.pool_usage(&name);
+            let nodes = self.desk.cluster.pool_nodes(&name);
             pools.push(node_pool_input(&np, options, usage, nodes));
             names.push(name);
         }
@@ -347,6 +348,7 @@ impl Controllers {
         now: Duration,
     ) -> Arc<[InstanceTypeOption]> {
         let base = self
+            .desk
             .cluster
             .instance_types
             .get(class)
@@ -360,7 +362,7 @@ impl Controllers {
         }
         // most changes to the unavailable offerings touch other classes or none of the
         // offerings still marked: the options are rebuilt only when the marks differ
-        let unavailable = &self.unavailable;
+        let unavailable = &self.desk.unavailable;
         let marked: Vec<(usize, usize)> = base
             .iter()
             .enumerate()
@@ -405,8 +407,8 @@ impl Controllers {
     pub(super) fn saw_pending_pod(&mut self, now: Duration) {
         self.provisioning.batcher.saw_pod(now);
         if let Some(at) = self.provisioning.batcher.closes_at() {
-            self.cancel(&Timer::Batch);
-            self.at(at, Timer::Batch);
+            self.desk.cancel(&Timer::Batch);
+            self.desk.at(at, Timer::Batch);
         }
     }
 
@@ -414,7 +416,7 @@ impl Controllers {
         if self.provisioning.batcher.take_if_ready(now) {
             self.provision(now);
         } else if let Some(at) = self.provisioning.batcher.closes_at() {
-            self.at(at, Timer::Batch);
+            self.desk.at(at, Timer::Batch);
         }
     }
 
@@ -423,10 +425,10 @@ impl Controllers {
     /// pods it leaves without a node solved for again, up to [`super::rehearsal::ROUNDS`]
     /// times, so that the batch needs no second wave.
     fn provision(&mut self, now: Duration) {
-        if self.cluster.pods.values().any(|p| p.wants_capacity()) {
+        if self.desk.cluster.pods.values().any(|p| p.wants_capacity()) {
             self.tell_incompatible_pools(now);
         }
-        let claims = &self.cluster.nodeclaims;
+        let claims = &self.desk.cluster.nodeclaims;
         (self.provisioning.unlaunched)
             .retain(|name, _| claims.get(name).is_some_and(super::rehearsal::unlaunched));
         let mut planned = Vec::new();
@@ -443,7 +445,7 @@ impl Controllers {
             if leftovers.is_empty() {
                 break;
             }
-            self.log(
+            self.desk.log(
                 "provisioner",
                 "kube-scheduler would leave pod(s) without a node, provisioning again",
                 json!({"Pods": list_text(&leftovers), "round": round + 1}),
@@ -456,13 +458,13 @@ impl Controllers {
     /// One solve over the pods that want capacity, then NodeClaims created and pods
     /// nominated: the NodeClaims' nodes as they will register.
     fn provision_once(&mut self, now: Duration) -> Vec<PlannedNode> {
-        self.unavailable.expire(now);
+        self.desk.unavailable.expire(now);
         self.log_ignored_pods();
-        let keys = self.cluster.pods_where(|p| p.wants_capacity());
+        let keys = self.desk.cluster.pods_where(|p| p.wants_capacity());
         if keys.is_empty() {
             return Vec::new();
         }
-        self.log(
+        self.desk.log(
             "provisioner",
             "found provisionable pod(s)",
             json!({"Pods": list_text(&keys), "duration": "0s"}),
@@ -474,16 +476,16 @@ impl Controllers {
             // what the last solve read is unchanged, and it placed none of these pods:
             // it would answer the same, so its answer is given again
             let (logs, events) = (last.logs.clone(), last.events.clone());
-            self.actions.extend(logs);
+            self.desk.actions.extend(logs);
             for e in events {
-                self.event(e, now);
+                self.desk.event(e, now);
             }
-            self.cancel(&Timer::RetryPending);
-            self.at(now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
+            self.desk.cancel(&Timer::RetryPending);
+            self.desk.at(now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
             return Vec::new();
         }
         self.provisioning.unplaced = None;
-        let logged_before = self.actions.len();
+        let logged_before = self.desk.actions.len();
         let (solved, pools) = self.solve_pending(keys, now);
         let Solved {
             decision,
@@ -496,7 +498,7 @@ impl Controllers {
         self.provisioning.left_pending = (decision.unschedulable.iter())
             .map(|u| keys[u.pod].clone())
             .collect();
-        let pods = &self.cluster.pods;
+        let pods = &self.desk.cluster.pods;
         (self.provisioning.verdicts).retain(|k, _| pods.get(k).is_some_and(|p| p.node.is_none()));
         for u in &decision.unschedulable {
             let outcome = PodOutcome::Unschedulable(u.reasons.clone());
@@ -508,6 +510,7 @@ impl Controllers {
                 continue;
             };
             let node = self
+                .desk
                 .cluster
                 .nodeclaims
                 .get(&claim)
@@ -519,12 +522,14 @@ impl Controllers {
                 self.nominated_event(&keys[*p], &claim, node.as_deref(), now);
             }
             if self
+                .desk
                 .cluster
                 .nodeclaims
                 .get(&claim)
                 .is_some_and(|c| c.initialized)
             {
-                self.at(now + NOMINATION_GRACE, Timer::NominationExpiry(claim));
+                self.desk
+                    .at(now + NOMINATION_GRACE, Timer::NominationExpiry(claim));
             }
         }
         self.log_new_nodeclaims(&decision.nodeclaims);
@@ -533,7 +538,7 @@ impl Controllers {
             let reasons: Vec<String> = u.reasons.iter().map(ToString::to_string).collect();
             let (namespace, name) = split_pod_key(&keys[u.pod]);
             let pod = json!({"name": name, "namespace": namespace});
-            self.log_error(
+            self.desk.log_error(
                 "provisioner",
                 "could not schedule pod",
                 json!({
@@ -549,7 +554,7 @@ impl Controllers {
                 message: format!("Failed to schedule pod, {}", reasons.join("; ")),
             };
             failed.push(event.clone());
-            self.event(event, now);
+            self.desk.event(event, now);
         }
         let mut planned = Vec::new();
         for plan in &decision.nodeclaims {
@@ -561,14 +566,14 @@ impl Controllers {
                 self.nominate(&keys[*p], &name, now);
                 self.nominated_event(&keys[*p], &name, None, now);
             }
-            let taints = &self.cluster.nodeclaims[&name].taints;
+            let taints = &self.desk.cluster.nodeclaims[&name].taints;
             if let Some(node) = PlannedNode::of(&name, plan, &pools[plan.node_pool], taints) {
                 (self.provisioning.unlaunched).insert(name.clone(), node.clone());
                 planned.push(node);
             }
         }
         if decision.nodeclaims.is_empty() && decision.existing.is_empty() {
-            let logs = self.actions[logged_before..]
+            let logs = self.desk.actions[logged_before..]
                 .iter()
                 .filter(|a| matches!(a, Action::Log(_)))
                 .cloned()
@@ -582,8 +587,8 @@ impl Controllers {
         if !decision.unschedulable.is_empty() {
             // pods left pending go round again, a while later: solving every batch window
             // for pods nothing can host only burns CPU
-            self.cancel(&Timer::RetryPending);
-            self.at(now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
+            self.desk.cancel(&Timer::RetryPending);
+            self.desk.at(now + UNSCHEDULABLE_RETRY, Timer::RetryPending);
         }
         planned
     }
@@ -591,7 +596,7 @@ impl Controllers {
     /// Karpenter's `computed new nodeclaim(s) to fit pod(s)`, when a solve made any.
     pub(super) fn log_new_nodeclaims(&mut self, planned: &[PlannedNodeClaim]) {
         if !planned.is_empty() {
-            self.log(
+            self.desk.log(
                 "provisioner",
                 "computed new nodeclaim(s) to fit pod(s)",
                 json!({
@@ -608,7 +613,7 @@ impl Controllers {
     fn tell_incompatible_pools(&mut self, now: Duration) {
         let (pools, _) = self.pool_inputs(now);
         for np in &pools {
-            let Some(why) = no_compatible_types(np, self.settings.min_values_policy) else {
+            let Some(why) = no_compatible_types(np, self.desk.settings.min_values_policy) else {
                 continue;
             };
             let mut fields = json!({"NodePool": {"name": np.name}});
@@ -619,12 +624,12 @@ impl Controllers {
                 )
                 .into();
             }
-            self.log(
+            self.desk.log(
                 "provisioner",
                 "skipping, nodepool requirements filtered out all instance types",
                 fields,
             );
-            self.event(
+            self.desk.event(
                 Event {
                     kind: EventObject::NodePool,
                     name: np.name.clone(),
@@ -640,7 +645,7 @@ impl Controllers {
     /// A pod is to go to this NodeClaim; the first time it is, the provisioner found it a
     /// place (Karpenter's provisioning latency metrics count from here).
     fn nominate(&mut self, pod: &str, claim: &str, now: Duration) {
-        if let Some(rec) = self.cluster.pods.get_mut(pod) {
+        if let Some(rec) = self.desk.cluster.pods.get_mut(pod) {
             rec.nominated = Some(claim.to_string());
             rec.schedulable_since.get_or_insert(now);
         }
@@ -651,13 +656,13 @@ impl Controllers {
     /// into the scheduler's gauges.
     fn count_decided(&mut self, keys: &[String], unschedulable: usize, now: Duration) {
         for k in keys {
-            let Some(rec) = self.cluster.pods.get_mut(k) else {
+            let Some(rec) = self.desk.cluster.pods.get_mut(k) else {
                 continue;
             };
             if rec.decided.is_none() {
                 rec.decided = Some(now);
                 let waited = now.saturating_sub(rec.pending_since);
-                self.metrics.observe(
+                self.desk.metrics.observe(
                     &families::PODS_SCHEDULING_DECISION_DURATION_SECONDS,
                     &[],
                     waited.as_secs_f64(),
@@ -681,7 +686,7 @@ impl Controllers {
         if let Some(node) = node {
             on.push_str(&format!(", node/{node}"));
         }
-        self.event(
+        self.desk.event(
             Event {
                 kind: EventObject::Pod,
                 name: pod.to_string(),
@@ -698,8 +703,12 @@ impl Controllers {
     /// nominations as the solver gets them (the controllers' own writes included).
     fn provisioning_inputs(&mut self, keys: &[String], now: Duration) -> u64 {
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        (self.cluster.generation(), self.cluster.pod_writes()).hash(&mut h);
-        self.unavailable.generation().hash(&mut h);
+        (
+            self.desk.cluster.generation(),
+            self.desk.cluster.pod_writes(),
+        )
+            .hash(&mut h);
+        self.desk.unavailable.generation().hash(&mut h);
         keys.hash(&mut h);
         let (pools, _) = self.pool_inputs(now);
         let (existing, _) = self.capacity_in_place(&pools);
@@ -719,7 +728,7 @@ impl Controllers {
             );
         }
         let _ = write!(text, "{existing:?}");
-        for (k, p) in &self.cluster.pods {
+        for (k, p) in &self.desk.cluster.pods {
             if let Some(claim) = &p.nominated {
                 (k, claim).hash(&mut h);
             }
@@ -730,11 +739,11 @@ impl Controllers {
     /// What the provisioner would do at `now` for every pod that wants capacity, without doing
     /// it: `kerf schedule`'s dry run over the cluster its manifests describe.
     pub fn dry_run(&mut self, now: Duration) -> Solved {
-        let keys = self.cluster.pods_where(|p| p.wants_capacity());
+        let keys = self.desk.cluster.pods_where(|p| p.wants_capacity());
         let (pools, pool_names) = self.pool_inputs(now);
         let options = self.solve_options();
         let mut solved = self.solve_over(keys, &pools, pool_names, options, Packing::NearBound);
-        solved.ignored = (self.cluster.pods.iter())
+        solved.ignored = (self.desk.cluster.pods.iter())
             .filter(|(_, p)| p.node.is_none() && p.nominated.is_none())
             .filter_map(|(k, p)| Some((k.clone(), p.volume_problem.clone()?)))
             .collect();
@@ -750,7 +759,7 @@ impl Controllers {
         let started = std::time::Instant::now();
         let options = self.solve_options();
         let solved = self.solve_over(keys, &pools, pool_names, options, Packing::NearBound);
-        self.metrics.observe(
+        self.desk.metrics.observe(
             &families::SCHEDULER_SCHEDULING_DURATION_SECONDS,
             &["provisioner"],
             started.elapsed().as_secs_f64(),
@@ -761,8 +770,8 @@ impl Controllers {
     /// The solve options the policies in the settings ask for.
     pub(super) fn solve_options(&self) -> SolveOptions {
         SolveOptions {
-            preferences: self.settings.preference_policy,
-            min_values: self.settings.min_values_policy,
+            preferences: self.desk.settings.preference_policy,
+            min_values: self.desk.settings.min_values_policy,
             ..SolveOptions::default()
         }
     }
@@ -777,7 +786,7 @@ impl Controllers {
         options: SolveOptions,
         packing: Packing,
     ) -> Solved {
-        let cluster = &self.cluster;
+        let cluster = &self.desk.cluster;
         let pods: Vec<&Pod> = keys.iter().map(|k| &*cluster.pods[k].shape).collect();
         let requests: Vec<Resources> = keys
             .iter()
@@ -810,7 +819,7 @@ impl Controllers {
             .enumerate()
             .filter_map(|(i, c)| c.as_deref().map(|c| (c, i)))
             .collect();
-        let cluster = &self.cluster;
+        let cluster = &self.desk.cluster;
         let index_by_node: HashMap<&str, usize> = existing_claims
             .iter()
             .zip(&existing)
@@ -847,7 +856,7 @@ impl Controllers {
             terms,
             options,
         };
-        let catalog = &mut self.catalog.borrow_mut();
+        let catalog = &mut self.desk.catalog.borrow_mut();
         let (decision, bound) = match packing {
             Packing::Karpenter => (solve_with(&problem, catalog), None),
             Packing::NearBound => kerf_scheduling::solve_near_bound(&problem, catalog),
@@ -866,13 +875,13 @@ impl Controllers {
     /// Says once (until the reason changes) which pending pods are left out for their
     /// claims, as Karpenter's `ignoring pod`.
     fn log_ignored_pods(&mut self) {
-        let now: BTreeMap<String, String> = (self.cluster.pods.iter())
+        let now: BTreeMap<String, String> = (self.desk.cluster.pods.iter())
             .filter(|(_, p)| p.node.is_none() && p.nominated.is_none())
             .filter_map(|(k, p)| Some((k.clone(), p.volume_problem.clone()?)))
             .collect();
         for (pod, why) in &now {
             if self.provisioning.ignored_pods.get(pod) != Some(why) {
-                self.log(
+                self.desk.log(
                     "provisioner",
                     "ignoring pod",
                     json!({"Pod": pod_ref(pod), "error": format!("ignoring pod, {why}")}),
@@ -889,7 +898,7 @@ impl Controllers {
         &self,
         pools: &[NodePoolInput],
     ) -> (Vec<ExistingNode>, Vec<Option<String>>) {
-        let cluster = &self.cluster;
+        let cluster = &self.desk.cluster;
         let nominated = cluster.nominated_requests();
         let mut existing = Vec::new();
         let mut names = Vec::new();
@@ -976,16 +985,17 @@ impl Controllers {
         reason: &str,
         now: Duration,
     ) -> String {
-        let name = nodeclaim_name(pool_name, &mut self.rng);
+        let name = nodeclaim_name(pool_name, &mut self.desk.rng);
         let relaxed = if plan.min_values_relaxed {
             "true"
         } else {
             "false"
         };
-        self.metrics
+        self.desk
+            .metrics
             .inc(&families::NODECLAIMS_CREATED, &[relaxed, pool_name, reason]);
         let types: Vec<String> = plan.instance_types.iter().map(|o| o.name.clone()).collect();
-        self.log(
+        self.desk.log(
             "provisioner",
             "created nodeclaim",
             json!({
@@ -994,16 +1004,17 @@ impl Controllers {
                 "instance-types": list_text(&types),
             }),
         );
-        let pool = self.cluster.node_pools[pool_name].clone();
+        let pool = self.desk.cluster.node_pools[pool_name].clone();
         let class = pool.spec.template.spec.node_class_ref.name.clone();
         let pool_hash = node_pool_hash(&pool);
         // only an EC2NodeClass has a hash (Karpenter kwok's node class has none)
         let class_hash = self
+            .desk
             .cluster
             .node_classes
             .get(&class)
             .filter(|_| pool.spec.template.spec.node_class_ref.group == labels::AWS_GROUP)
-            .map(|c| node_class_hash(c, &self.settings.cluster_ca_bundle));
+            .map(|c| node_class_hash(c, &self.desk.settings.cluster_ca_bundle));
         let mut object = nodeclaim(plan, &pool, name.clone());
         let annotations = object
             .metadata
@@ -1024,7 +1035,7 @@ impl Controllers {
         let annotations = annotations.clone();
         object.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
         let overlaid_prices = self.overlaid_prices(pool_name, &types, now);
-        self.cluster.nodeclaims.insert(
+        self.desk.cluster.nodeclaims.insert(
             name.clone(),
             ClaimRecord {
                 node_pool: pool_name.to_string(),
@@ -1053,7 +1064,8 @@ impl Controllers {
                 reboot: None,
             },
         );
-        self.actions
+        self.desk
+            .actions
             .push(super::Action::CreateNodeClaim(Box::new(object)));
         self.launch(&name, now);
         // its conditions Unknown until the launch answers, as Karpenter writes them first

@@ -95,7 +95,7 @@ impl Controllers {
     /// NodeClaim, counted as Karpenter's `reboot` decision. Returns whether it was committed
     /// (not when a reboot is under way or the NodeClaim is going).
     pub(super) fn commit_reboot(&mut self, node: &str, decision: &Decision, now: Duration) -> bool {
-        let Some((claim, c)) = self.cluster.claim_of_node(node) else {
+        let Some((claim, c)) = self.desk.cluster.claim_of_node(node) else {
             return false;
         };
         if c.deleting.is_some() || c.reboot.as_ref().is_some_and(Reboot::under_way) {
@@ -106,15 +106,15 @@ impl Controllers {
             .map_or(decision.drain_bound, |g| g.min(decision.drain_bound));
         let condition = &decision.governing.condition;
         let message = format!("rebooting for {}/{}", condition.kind, condition.reason);
-        self.actions.push(Action::AnnotateNodeClaim {
+        self.desk.actions.push(Action::AnnotateNodeClaim {
             nodeclaim: claim.clone(),
             annotations: BTreeMap::from([(
                 labels::REBOOT_TERMINATION_GRACE_PERIOD.to_string(),
                 Some(crate::repair::go_duration(bound)),
             )]),
         });
-        self.marks += 1;
-        if let Some(c) = self.cluster.nodeclaims.get_mut(&claim) {
+        self.desk.marks += 1;
+        if let Some(c) = self.desk.cluster.nodeclaims.get_mut(&claim) {
             c.reboot = Some(Reboot {
                 phase: RebootPhase::Requested,
                 requested: now,
@@ -128,7 +128,7 @@ impl Controllers {
         times.retain(|t| now < *t + REBOOT_WINDOW);
         times.push(now);
         self.status_changed(&claim);
-        self.log(
+        self.desk.log(
             "disruption",
             "committed node reboot",
             json!({"NodeClaim": {"name": claim}}),
@@ -141,7 +141,7 @@ impl Controllers {
     /// One look at a NodeClaim's reboot: the drain, the cloud's call, the new boot, the
     /// timeouts.
     pub(super) fn reboot_step(&mut self, claim: &str, now: Duration) {
-        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+        let Some(c) = self.desk.cluster.nodeclaims.get(claim) else {
             self.forget_reboot(claim);
             return;
         };
@@ -156,7 +156,7 @@ impl Controllers {
         let node = c
             .node
             .clone()
-            .filter(|n| self.cluster.nodes.contains_key(n));
+            .filter(|n| self.desk.cluster.nodes.contains_key(n));
         (self.disruption).record_reason(claim, DisruptionReason::Unhealthy);
         match r.phase {
             RebootPhase::Requested => self.reboot_requested(claim, node.as_deref(), &r, now),
@@ -184,7 +184,7 @@ impl Controllers {
         if self.reboot.asked.contains(claim) {
             return; // the cloud's answer brings the next look
         }
-        let boot_id = self.cluster.nodes[node].boot_id.clone();
+        let boot_id = self.desk.cluster.nodes[node].boot_id.clone();
         if let Some(pre) = &r.pre_boot_id {
             // drained already, and asked before (a refused call, or a restart): a new boot
             // means the call went through; else it is asked again, not drained again
@@ -211,7 +211,7 @@ impl Controllers {
         if !self.drained_for_reboot(claim, node, r, now) {
             return;
         }
-        self.actions.push(Action::AnnotateNodeClaim {
+        self.desk.actions.push(Action::AnnotateNodeClaim {
             nodeclaim: claim.to_string(),
             annotations: BTreeMap::from([(
                 labels::REBOOT_PRE_BOOT_ID.to_string(),
@@ -219,7 +219,7 @@ impl Controllers {
             )]),
         });
         if let Some(Reboot { pre_boot_id, .. }) =
-            (self.cluster.nodeclaims.get_mut(claim)).and_then(|c| c.reboot.as_mut())
+            (self.desk.cluster.nodeclaims.get_mut(claim)).and_then(|c| c.reboot.as_mut())
         {
             *pre_boot_id = Some(boot_id.clone());
         }
@@ -229,7 +229,7 @@ impl Controllers {
 
     /// Asks the cloud to reboot the node: one operation id for every try of one reboot.
     fn ask_reboot(&mut self, claim: &str, node: &str, r: &Reboot, pre_boot_id: &str) {
-        let Some(provider_id) = (self.cluster.nodeclaims.get(claim))
+        let Some(provider_id) = (self.desk.cluster.nodeclaims.get(claim))
             .and_then(|c| c.launched.as_ref())
             .map(|l| l.provider_id.clone())
         else {
@@ -237,7 +237,7 @@ impl Controllers {
         };
         let requested = (r.requested + self.epoch()).as_secs() * 1_000_000_000;
         self.reboot.asked.insert(claim.to_string());
-        self.actions.push(Action::Reboot {
+        self.desk.actions.push(Action::Reboot {
             nodeclaim: claim.to_string(),
             node: node.to_string(),
             provider_id,
@@ -252,9 +252,9 @@ impl Controllers {
         result: Result<(), RebootRefusal>,
         now: Duration,
     ) {
-        self.activity += 1;
+        self.desk.activity += 1;
         self.reboot.asked.remove(claim);
-        let under_way = (self.cluster.nodeclaims.get(claim))
+        let under_way = (self.desk.cluster.nodeclaims.get(claim))
             .and_then(|c| c.reboot.as_ref())
             .is_some_and(|r| r.phase == RebootPhase::Requested);
         if !under_way {
@@ -272,7 +272,7 @@ impl Controllers {
             }
             Err(RebootRefusal::Failed(why)) => {
                 self.reboot.failed.insert(claim.to_string(), now);
-                self.log_error(
+                self.desk.log_error(
                     "nodeclaim.reboot",
                     "failed to reboot node",
                     json!({"NodeClaim": {"name": claim}, "error": why}),
@@ -285,7 +285,7 @@ impl Controllers {
     /// The cloud took the reboot: `RebootIssued`, the node no longer initialized.
     fn reboot_issued(&mut self, claim: &str, now: Duration) {
         self.settle_reboot(claim);
-        let Some(c) = self.cluster.nodeclaims.get_mut(claim) else {
+        let Some(c) = self.desk.cluster.nodeclaims.get_mut(claim) else {
             return;
         };
         let Some(r) = c.reboot.as_mut() else {
@@ -294,10 +294,10 @@ impl Controllers {
         r.phase = RebootPhase::Issued(now);
         c.initialized = false;
         let node = c.node.clone();
-        self.cluster.changes.disruption = true;
+        self.desk.cluster.changes.disruption = true;
         self.status_changed(claim);
         if let Some(node) = node {
-            self.actions.push(Action::RelabelNode {
+            self.desk.actions.push(Action::RelabelNode {
                 node,
                 labels: BTreeMap::from([(labels::INITIALIZED.into(), None)]),
             });
@@ -315,17 +315,17 @@ impl Controllers {
         now: Duration,
     ) {
         let booted = node
-            .map(|n| &self.cluster.nodes[n])
+            .map(|n| &self.desk.cluster.nodes[n])
             .filter(|n| r.pre_boot_id.as_ref().is_some_and(|pre| *pre != n.boot_id));
         if let (Some(n), Some(name)) = (booted, node) {
             let ready = n.ready;
             let tainted = (n.taints.iter()).any(|t| t.key == labels::REBOOTING_TAINT_KEY);
             if tainted {
-                self.actions.push(Action::RemoveTaint {
+                self.desk.actions.push(Action::RemoveTaint {
                     node: name.to_string(),
                     key: labels::REBOOTING_TAINT_KEY.into(),
                 });
-                self.event(
+                self.desk.event(
                     Event {
                         kind: EventObject::NodeClaim,
                         name: claim.to_string(),
@@ -353,7 +353,7 @@ impl Controllers {
 
     /// The node came back: `Rebooting` False `RebootSucceeded`; it initializes again.
     fn reboot_succeeded(&mut self, claim: &str, r: &Reboot, issued: Duration, now: Duration) {
-        self.actions.push(Action::AnnotateNodeClaim {
+        self.desk.actions.push(Action::AnnotateNodeClaim {
             nodeclaim: claim.to_string(),
             annotations: BTreeMap::from([(labels::REBOOT_PRE_BOOT_ID.to_string(), None)]),
         });
@@ -363,7 +363,7 @@ impl Controllers {
             "node rebooted and rejoined the cluster",
             now,
         );
-        self.log(
+        self.desk.log(
             "nodeclaim.reboot",
             "reboot reached terminal outcome",
             json!({"NodeClaim": {"name": claim}, "reason": "RebootSucceeded"}),
@@ -371,30 +371,34 @@ impl Controllers {
         let took = now.saturating_sub(r.requested).as_secs_f64();
         self.count_reboot("succeeded", took);
         let recovery = now.saturating_sub(issued).as_secs_f64();
-        (self.metrics.recorder()).observe(
+        (self.desk.metrics.recorder()).observe(
             &families::NODES_REBOOT_RECOVERY_DURATION_SECONDS,
             &[],
             recovery,
         );
         // initialized again as a new node is: Ready, startup and ephemeral taints gone
-        self.cluster.changes.lifecycle.insert(claim.to_string());
+        self.desk
+            .cluster
+            .changes
+            .lifecycle
+            .insert(claim.to_string());
     }
 
     /// The reboot failed: the node is given up (its NodeClaim deleted, its pods going by the
     /// drain bound), said on the NodeClaim.
     fn reboot_failed(&mut self, claim: &str, result: &'static str, message: &str, now: Duration) {
-        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+        let Some(c) = self.desk.cluster.nodeclaims.get(claim) else {
             return;
         };
         let (node, r) = (c.node.clone(), c.reboot.clone());
-        if let Some(node) = node.filter(|n| self.cluster.nodes.contains_key(n)) {
-            self.actions.push(Action::RemoveTaint {
+        if let Some(node) = node.filter(|n| self.desk.cluster.nodes.contains_key(n)) {
+            self.desk.actions.push(Action::RemoveTaint {
                 node,
                 key: labels::REBOOTING_TAINT_KEY.into(),
             });
         }
         self.tell_reboot_failed(claim, message, now);
-        self.log_error(
+        self.desk.log_error(
             "nodeclaim.reboot",
             "reboot failed, replacing node",
             json!({"NodeClaim": {"name": claim}, "result": result, "error": message}),
@@ -405,7 +409,7 @@ impl Controllers {
         self.count_reboot(result, took);
         self.settle_reboot(claim);
         if let Some(bound) = r.and_then(|r| r.drain_bound.ok().flatten()) {
-            self.terminate_by(claim, now + bound, now);
+            self.desk.terminate_by(claim, now + bound, now);
         }
         (self.disruption).record_reason(claim, DisruptionReason::Unhealthy);
         self.delete_nodeclaim(claim, now);
@@ -415,25 +419,25 @@ impl Controllers {
     /// read): it ends failed and the node stays, untainted, as Karpenter's `invalid_request`.
     fn reboot_invalid(&mut self, claim: &str, node: Option<&str>, message: &str, now: Duration) {
         if let Some(node) = node {
-            self.actions.push(Action::RemoveTaint {
+            self.desk.actions.push(Action::RemoveTaint {
                 node: node.to_string(),
                 key: labels::REBOOTING_TAINT_KEY.into(),
             });
         }
-        let took = (self.cluster.nodeclaims.get(claim))
+        let took = (self.desk.cluster.nodeclaims.get(claim))
             .and_then(|c| c.reboot.as_ref())
             .map_or(0.0, |r| now.saturating_sub(r.requested).as_secs_f64());
-        let pre_boot = (self.cluster.nodeclaims.get(claim))
+        let pre_boot = (self.desk.cluster.nodeclaims.get(claim))
             .and_then(|c| c.reboot.as_ref())
             .is_some_and(|r| r.pre_boot_id.is_some());
         if pre_boot {
-            self.actions.push(Action::AnnotateNodeClaim {
+            self.desk.actions.push(Action::AnnotateNodeClaim {
                 nodeclaim: claim.to_string(),
                 annotations: BTreeMap::from([(labels::REBOOT_PRE_BOOT_ID.to_string(), None)]),
             });
         }
         self.end_reboot(claim, "RebootFailed", message, now);
-        self.log(
+        self.desk.log(
             "nodeclaim.reboot",
             "reboot reached terminal outcome",
             json!({"NodeClaim": {"name": claim}, "reason": "RebootFailed"}),
@@ -444,7 +448,7 @@ impl Controllers {
 
     /// Karpenter's `RebootFailed` Warning on the NodeClaim.
     fn tell_reboot_failed(&mut self, claim: &str, message: &str, now: Duration) {
-        self.event(
+        self.desk.event(
             Event {
                 kind: EventObject::NodeClaim,
                 name: claim.to_string(),
@@ -471,7 +475,7 @@ impl Controllers {
             return;
         }
         let bound = crate::objects::reboot_bound(object);
-        let Some(r) = (self.cluster.nodeclaims.get_mut(claim)).and_then(|c| c.reboot.as_mut())
+        let Some(r) = (self.desk.cluster.nodeclaims.get_mut(claim)).and_then(|c| c.reboot.as_mut())
         else {
             return;
         };
@@ -486,14 +490,16 @@ impl Controllers {
     /// here.
     fn end_reboot(&mut self, claim: &str, reason: &'static str, message: &str, now: Duration) {
         self.settle_reboot(claim);
-        if let Some(r) = (self.cluster.nodeclaims.get_mut(claim)).and_then(|c| c.reboot.as_mut()) {
+        if let Some(r) =
+            (self.desk.cluster.nodeclaims.get_mut(claim)).and_then(|c| c.reboot.as_mut())
+        {
             r.phase = RebootPhase::Ended {
                 at: now,
                 reason,
                 message: message.to_string(),
             };
         }
-        self.cluster.changes.disruption = true;
+        self.desk.cluster.changes.disruption = true;
         self.status_changed(claim);
     }
 
@@ -501,16 +507,16 @@ impl Controllers {
     /// timer a NodeClaim, however many changes ask for a look.
     pub(super) fn reboot_at(&mut self, claim: &str, when: Duration) {
         let timer = Timer::Reboot(claim.to_string());
-        let due = (self.timers.iter())
+        let due = (self.desk.timers.iter())
             .find(|(_, t)| *t == timer)
             .map(|(at, _)| *at);
         match due {
             Some(at) if at <= when => {}
             Some(at) => {
-                self.timers.remove(&(at, timer.clone()));
-                self.at(when, timer);
+                self.desk.timers.remove(&(at, timer.clone()));
+                self.desk.at(when, timer);
             }
-            None => self.at(when, timer),
+            None => self.desk.at(when, timer),
         }
     }
 
@@ -528,8 +534,8 @@ impl Controllers {
     }
 
     fn count_reboot(&mut self, result: &str, took: f64) {
-        self.metrics.inc(&families::NODES_REBOOTS, &[result]);
-        (self.metrics.recorder()).observe(
+        self.desk.metrics.inc(&families::NODES_REBOOTS, &[result]);
+        (self.desk.metrics.recorder()).observe(
             &families::NODES_REBOOT_DURATION_SECONDS,
             &[result],
             took,
@@ -538,14 +544,14 @@ impl Controllers {
 
     /// Keeps new pods off the node while it is drained and rebooted.
     fn add_rebooting_taint(&mut self, node: &str) {
-        let n = &self.cluster.nodes[node];
+        let n = &self.desk.cluster.nodes[node];
         if n.taints
             .iter()
             .any(|t| t.key == labels::REBOOTING_TAINT_KEY)
         {
             return;
         }
-        self.actions.push(Action::Taint {
+        self.desk.actions.push(Action::Taint {
             node: node.to_string(),
             taint: rebooting_taint(),
         });
@@ -566,9 +572,9 @@ impl Controllers {
             return true;
         }
         // no eviction before the taint is stored: the replacements would come right back
-        let tainted =
-            (self.cluster.nodes[node].taints.iter()).any(|t| t.key == labels::REBOOTING_TAINT_KEY);
-        let mut on_node: Vec<(u8, String)> = (self.cluster.pods.iter())
+        let tainted = (self.desk.cluster.nodes[node].taints.iter())
+            .any(|t| t.key == labels::REBOOTING_TAINT_KEY);
+        let mut on_node: Vec<(u8, String)> = (self.desk.cluster.pods.iter())
             .filter(|(_, p)| p.node.as_deref() == Some(node))
             .filter(|(_, p)| !super::blockers::tolerates_disrupted(&p.shape))
             .filter(|(_, p)| !super::is_mirror(&p.shape))
@@ -582,18 +588,19 @@ impl Controllers {
         on_node.sort();
         let mut left = 0;
         if tainted {
-            let mut budgets = PdbAllowances::new(&self.cluster, &self.termination.evicting);
+            let mut budgets = PdbAllowances::new(&self.desk.cluster, &self.termination.evicting);
             for tier in 0..4 {
                 for (_, k) in on_node.iter().filter(|(t, _)| *t == tier) {
                     left += 1;
-                    let p = &self.cluster.pods[k];
-                    if p.terminating || self.termination.evicting.contains(&self.cluster, k) {
+                    let p = &self.desk.cluster.pods[k];
+                    if p.terminating || self.termination.evicting.contains(&self.desk.cluster, k) {
                         continue;
                     }
-                    if pod_blocks(&p.shape, p.started, now) || budgets.blocks(&self.cluster, k) {
+                    if pod_blocks(&p.shape, p.started, now) || budgets.blocks(&self.desk.cluster, k)
+                    {
                         continue;
                     }
-                    budgets.spend(&self.cluster, k);
+                    budgets.spend(&self.desk.cluster, k);
                     self.evict(k, None, claim, now);
                 }
                 if left > 0 {

@@ -153,7 +153,7 @@ impl Controllers {
     pub(super) fn rehearse(&mut self, planned: &[PlannedNode], now: Duration) -> Vec<String> {
         let mut facts = FactsByShape::default();
         let seats = self.seats(planned, &HashSet::default(), &mut facts);
-        let cluster = &self.cluster;
+        let cluster = &self.desk.cluster;
         let pending: Vec<&String> = (cluster.pods.iter())
             .filter(|(_, p)| p.node.is_none() && p.provisionable && p.owner != PodOwner::DaemonSet)
             .map(|(k, _)| k)
@@ -184,16 +184,16 @@ impl Controllers {
             }
         }
         for (pod, claim) in moved {
-            if let Some(p) = self.cluster.pods.get_mut(&pod) {
+            if let Some(p) = self.desk.cluster.pods.get_mut(&pod) {
                 p.nominated = Some(claim.clone());
             }
             let outcome = super::provisioning::PodOutcome::Nominated(claim.clone());
             self.provisioning.record(&pod, outcome, now);
-            let node = (self.cluster.nodeclaims.get(&claim)).and_then(|c| c.node.clone());
+            let node = (self.desk.cluster.nodeclaims.get(&claim)).and_then(|c| c.node.clone());
             self.nominated_event(&pod, &claim, node.as_deref(), now);
         }
         for pod in &leftovers {
-            if let Some(p) = self.cluster.pods.get_mut(pod) {
+            if let Some(p) = self.desk.cluster.pods.get_mut(pod) {
                 p.nominated = None;
             }
         }
@@ -207,11 +207,17 @@ impl Controllers {
         let wanted: Vec<(&String, &i64)> = (requests.extended.iter())
             .filter(|(k, _)| k.starts_with(labels::ATTACHABLE_VOLUMES))
             .collect();
-        let Some(node) = self.cluster.nodes.get(name).filter(|_| !wanted.is_empty()) else {
+        let Some(node) = self
+            .desk
+            .cluster
+            .nodes
+            .get(name)
+            .filter(|_| !wanted.is_empty())
+        else {
             return true;
         };
         let mut limits = Resources::default();
-        (self.cluster.volumes).add_attach_slots(Some(name), None, &mut limits);
+        (self.desk.cluster.volumes).add_attach_slots(Some(name), None, &mut limits);
         let fits = wanted.iter().all(|(k, n)| {
             let used = node.requests.extended.get(*k).copied().unwrap_or(0)
                 + taken.extended.get(*k).copied().unwrap_or(0);
@@ -240,7 +246,7 @@ impl Controllers {
         candidates: &[String],
         replacements: &[PlannedNode],
     ) -> Vec<String> {
-        let cluster = &self.cluster;
+        let cluster = &self.desk.cluster;
         let leaving: HashSet<&str> = candidates.iter().map(String::as_str).collect();
         let mut facts = FactsByShape::default();
         let seats = self.seats(replacements, &leaving, &mut facts);
@@ -282,7 +288,7 @@ impl Controllers {
         pods: Vec<&'a String>,
         arriving: bool,
     ) -> Vec<(&'a String, Option<usize>)> {
-        let cluster = &self.cluster;
+        let cluster = &self.desk.cluster;
         if pods.is_empty() {
             return Vec::new();
         }
@@ -369,7 +375,7 @@ impl Controllers {
         leaving: &HashSet<&str>,
         facts: &mut FactsByShape,
     ) -> Vec<Seat> {
-        let cluster = &self.cluster;
+        let cluster = &self.desk.cluster;
         let mut seats = Vec::new();
         let mut index: HashMap<&str, usize> = HashMap::default();
         for (name, n) in &cluster.nodes {

@@ -63,10 +63,11 @@ pub(super) struct StaticPools {
 impl Controllers {
     /// Brings every static NodePool to its replica count (gate on).
     pub(super) fn reconcile_static_pools(&mut self, now: Duration) {
-        if !self.settings.static_capacity {
+        if !self.desk.settings.static_capacity {
             return;
         }
         let pools: Vec<(String, i64)> = self
+            .desk
             .cluster
             .node_pools
             .iter()
@@ -106,7 +107,7 @@ impl Controllers {
         let mut active = Vec::new();
         let mut others = 0;
         let mut unstored = 0;
-        for (name, c) in &self.cluster.nodeclaims {
+        for (name, c) in &self.desk.cluster.nodeclaims {
             if c.node_pool != pool {
                 continue;
             }
@@ -130,7 +131,7 @@ impl Controllers {
             .map(|(d, (r, why, at))| (d.clone(), r.clone(), *why, *at))
             .collect();
         for (drifted, replacement, why, launched_at) in pairs {
-            let Some(old) = self.cluster.nodeclaims.get(&drifted) else {
+            let Some(old) = self.desk.cluster.nodeclaims.get(&drifted) else {
                 self.static_capacity.replacing.remove(&drifted);
                 continue;
             };
@@ -139,7 +140,7 @@ impl Controllers {
                 continue;
             }
             let node = old.node.clone();
-            match self.cluster.nodeclaims.get(&replacement) {
+            match self.desk.cluster.nodeclaims.get(&replacement) {
                 None => {
                     self.static_capacity.replacing.remove(&drifted);
                     if let Some(n) = &node {
@@ -177,7 +178,7 @@ impl Controllers {
         let drifted: Vec<String> = active
             .iter()
             .filter(|c| {
-                let c = &self.cluster.nodeclaims[c.as_str()];
+                let c = &self.desk.cluster.nodeclaims[c.as_str()];
                 c.drifted.is_some() && c.initialized && c.node.is_some()
             })
             .cloned()
@@ -185,7 +186,7 @@ impl Controllers {
         if drifted.is_empty() {
             return;
         }
-        let np = self.cluster.node_pools[pool].clone();
+        let np = self.desk.cluster.node_pools[pool].clone();
         let total = active.len() + usize::try_from(others).unwrap_or(0);
         // the Drifted budget as Karpenter counts it, less the replacements and deletions under
         // way here (most of which it counts already: their nodes are tainted or deleting)
@@ -211,11 +212,11 @@ impl Controllers {
             return;
         };
         for claim in drifted.into_iter().take(granted) {
-            let c = &self.cluster.nodeclaims[&claim];
+            let c = &self.desk.cluster.nodeclaims[&claim];
             let node = c.node.clone().unwrap_or_default();
             self.count_static_decision(pool, "replace", "drifted");
-            self.count_disrupted(&claim, "drifted", "", true);
-            self.log(
+            self.desk.count_disrupted(&claim, "drifted", "", true);
+            self.desk.log(
                 "disruption",
                 "disrupting node(s)",
                 json!({"command": format!("StaticDrifted: replace: nodepools=[{pool}]: [{node}]"),
@@ -226,7 +227,7 @@ impl Controllers {
             let replacement = self.launch_replacement(&plan, pool, drifted, now);
             (self.static_capacity.replacing).insert(claim, (replacement, drifted, now));
             let timeout = now + super::disruption::REPLACEMENT_TIMEOUT;
-            self.at(timeout, super::Timer::StaticCapacity);
+            self.desk.at(timeout, super::Timer::StaticCapacity);
         }
     }
 
@@ -236,12 +237,12 @@ impl Controllers {
     /// count then falls short and the NodePool is refilled. Otherwise each is told blocked
     /// (once per two minutes on its Node and NodeClaim).
     fn drifted_at_limit(&mut self, pool: &str, claims: Vec<String>, now: Duration) {
-        let np = &self.cluster.node_pools[pool];
-        let first = self.settings.terminate_first_drift
+        let np = &self.desk.cluster.node_pools[pool];
+        let first = self.desk.settings.terminate_first_drift
             && np.metadata.deletion_timestamp.is_none()
-            && self.cluster.may_launch_for(pool);
+            && self.desk.cluster.may_launch_for(pool);
         for claim in claims {
-            let node = (self.cluster.nodeclaims.get(&claim))
+            let node = (self.desk.cluster.nodeclaims.get(&claim))
                 .and_then(|c| c.node.clone())
                 .unwrap_or_default();
             if !first {
@@ -250,12 +251,12 @@ impl Controllers {
             }
             let decision = "terminate-first";
             self.count_static_decision(pool, decision, "drifted");
-            self.metrics.inc(
+            self.desk.metrics.inc(
                 &families::VOLUNTARY_DISRUPTION_TERMINATE_FIRST_DECISIONS,
                 &[pool, "drifted", "static-at-limit"],
             );
-            self.count_disrupted(&claim, "drifted", "", true);
-            self.log(
+            self.desk.count_disrupted(&claim, "drifted", "", true);
+            self.desk.log(
                 "disruption",
                 "disrupting node(s)",
                 json!({"command": format!("StaticDrifted: {decision}: nodepools=[{pool}]: [{node}]"),
@@ -270,11 +271,11 @@ impl Controllers {
     /// Counts a static NodePool's decision (`replace`, `terminate-first`) for `reason`
     /// (`drifted`, `unhealthy`) as Karpenter's queue does.
     fn count_static_decision(&mut self, pool: &str, decision: &str, reason: &str) {
-        self.metrics.inc(
+        self.desk.metrics.inc(
             &families::VOLUNTARY_DISRUPTION_DECISIONS,
             &["", decision, reason],
         );
-        self.metrics.inc(
+        self.desk.metrics.inc(
             &families::VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL,
             &["", decision, pool, reason],
         );
@@ -288,12 +289,12 @@ impl Controllers {
     /// and not being deleted), the node is deleted first and the pool refilled, otherwise it
     /// waits, told `DisruptionBlocked`. Whether anything was done.
     fn repair_static(&mut self, pool: &str, active: &[String], others: i64, now: Duration) -> bool {
-        if !self.settings.node_repair {
+        if !self.desk.settings.node_repair {
             return false;
         }
         let mut due: Vec<(String, String, f64, bool)> = (active.iter())
             .filter_map(|claim| {
-                let node = self.cluster.nodeclaims.get(claim)?.node.clone()?;
+                let node = self.desk.cluster.nodeclaims.get(claim)?.node.clone()?;
                 let r = self.health.repairs.get(&node)?;
                 Some((claim.clone(), node, r.view.score, r.view.initialized))
             })
@@ -302,7 +303,7 @@ impl Controllers {
             return false;
         }
         due.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
-        let np = self.cluster.node_pools[pool].clone();
+        let np = self.desk.cluster.node_pools[pool].clone();
         let going = usize::try_from(others).unwrap_or(0);
         let mut budget = (self
             .budgets_now(now)
@@ -314,7 +315,7 @@ impl Controllers {
         let total = i64::try_from(active.len() + going).unwrap_or(i64::MAX);
         let mut room = usize::try_from(limit - total).unwrap_or(0);
         let refillable =
-            np.metadata.deletion_timestamp.is_none() && self.cluster.may_launch_for(pool);
+            np.metadata.deletion_timestamp.is_none() && self.desk.cluster.may_launch_for(pool);
         let mut acted = false;
         for (claim, node, _, initialized) in due {
             if initialized {
@@ -334,10 +335,10 @@ impl Controllers {
                 let replacement = self.launch_replacement(&plan, pool, unhealthy, now);
                 (self.static_capacity.replacing).insert(claim, (replacement, unhealthy, now));
                 let timeout = now + super::disruption::REPLACEMENT_TIMEOUT;
-                self.at(timeout, super::Timer::StaticCapacity);
-            } else if self.settings.terminate_first_repair && refillable {
+                self.desk.at(timeout, super::Timer::StaticCapacity);
+            } else if self.desk.settings.terminate_first_repair && refillable {
                 self.select_repair(&node);
-                self.metrics.inc(
+                self.desk.metrics.inc(
                     &families::VOLUNTARY_DISRUPTION_TERMINATE_FIRST_DECISIONS,
                     &[pool, "unhealthy", "static-at-limit"],
                 );
@@ -356,7 +357,7 @@ impl Controllers {
     /// `DisruptionBlocked` on its Node and NodeClaim (once per two minutes).
     fn blocked_at_limit(&mut self, node: &str, claim: &str, now: Duration) {
         for (kind, name) in [(EventObject::Node, node), (EventObject::NodeClaim, claim)] {
-            self.event(
+            self.desk.event(
                 Event {
                     kind,
                     name: name.to_string(),
@@ -381,14 +382,14 @@ impl Controllers {
         replacements: usize,
     ) {
         self.count_static_decision(pool, decision, "unhealthy");
-        self.count_disrupted(claim, "unhealthy", "", true);
+        self.desk.count_disrupted(claim, "unhealthy", "", true);
         let id = self.disruption.next_command_id();
         let arrow = if replacements > 0 {
             " -> [1 replacement]"
         } else {
             ""
         };
-        self.log(
+        self.desk.log(
             "disruption",
             "disrupting node(s)",
             json!({"command": format!("Unhealthy/{id}: {decision}: nodepools=[{pool}]: [{node}]{arrow}"),
@@ -406,10 +407,10 @@ impl Controllers {
         deleting: i64,
         now: Duration,
     ) {
-        if !self.cluster.may_launch_for(pool) {
+        if !self.desk.cluster.may_launch_for(pool) {
             return;
         }
-        let limit = self.cluster.node_pools[pool]
+        let limit = self.desk.cluster.node_pools[pool]
             .spec
             .limits
             .get("nodes")
@@ -424,7 +425,7 @@ impl Controllers {
             self.retry_static(now);
             if !said {
                 self.static_capacity.logged.insert(pool.to_string(), state);
-                self.log(
+                self.desk.log(
                     "static.provisioning",
                     "nodepool node limit reached",
                     json!({"NodePool": {"name": pool}, "limit": limit, "current": active}),
@@ -436,7 +437,7 @@ impl Controllers {
             self.retry_static(now);
             if !said {
                 self.static_capacity.logged.insert(pool.to_string(), state);
-                self.log(
+                self.desk.log(
                     "static.provisioning",
                     "could not provision nodeclaims to satisfy replica count",
                     json!({"NodePool": {"name": pool},
@@ -446,7 +447,7 @@ impl Controllers {
             return;
         };
         self.static_capacity.logged.remove(pool);
-        self.log(
+        self.desk.log(
             "static.provisioning",
             "provisioning nodeclaims to satisfy replica count",
             json!({"NodePool": {"name": pool}, "current": active, "desired": replicas,
@@ -459,19 +460,20 @@ impl Controllers {
 
     /// Looks at the static NodePools again in a while.
     fn retry_static(&mut self, now: Duration) {
-        self.cancel(&super::Timer::StaticCapacity);
-        self.at(now + STATIC_RETRY, super::Timer::StaticCapacity);
+        self.desk.cancel(&super::Timer::StaticCapacity);
+        self.desk
+            .at(now + STATIC_RETRY, super::Timer::StaticCapacity);
     }
 
     /// A NodeClaim of the NodePool with no pods: its requirements, and the instance types
     /// they allow with an available offering, cheapest first (the cloud launches the
     /// cheapest). None when no type is allowed.
     fn static_plan(&mut self, pool: &str, now: Duration) -> Option<PlannedNodeClaim> {
-        let np = self.cluster.node_pools.get(pool)?.clone();
+        let np = self.desk.cluster.node_pools.get(pool)?.clone();
         let template = &np.spec.template;
         let reqs = Requirements::from_api(&template.spec.requirements);
         let class = template.spec.node_class_ref.name.clone();
-        let generation = self.unavailable.generation();
+        let generation = self.desk.unavailable.generation();
         let options = match self.overlay_evaluation(now).by_pool.remove(pool) {
             Some(types) => types,
             None => self.type_options_for(&class, generation, now),
@@ -548,14 +550,14 @@ impl Controllers {
                 .then_with(|| a.name.cmp(&b.name))
         });
         self.static_capacity.logged.remove(pool);
-        self.log(
+        self.desk.log(
             "static.deprovisioning",
             "deprovisioning nodeclaims to satisfy replica count",
             json!({"NodePool": {"name": pool}, "current": active.len(), "desired": replicas,
                    "deprovision-count": excess}),
         );
         for extra in extras.into_iter().take(excess) {
-            self.log(
+            self.desk.log(
                 "static.deprovisioning",
                 "deleting nodeclaim",
                 json!({"NodeClaim": {"name": extra.name}}),
@@ -566,7 +568,7 @@ impl Controllers {
 
     /// Where a NodeClaim stands in the order a static NodePool's extra NodeClaims go.
     fn static_rank(&self, name: &str, now: Duration) -> Extra {
-        let c = &self.cluster.nodeclaims[name];
+        let c = &self.desk.cluster.nodeclaims[name];
         let rank = |tier, cost| Extra {
             name: name.to_string(),
             tier,
@@ -579,6 +581,7 @@ impl Controllers {
             return rank(1, 0.0); // no Node yet: nothing runs there
         };
         let pods: Vec<_> = self
+            .desk
             .cluster
             .pods
             .values()
@@ -593,17 +596,22 @@ impl Controllers {
             return rank(1, 0.0);
         }
         let cost: f64 = (workload.iter())
-            .map(|p| eviction_cost(&p.shape, self.settings.pod_deletion_cost))
+            .map(|p| eviction_cost(&p.shape, self.desk.settings.pod_deletion_cost))
             .sum();
-        let lifetime = self.cluster.node_pools.get(&c.node_pool).map_or(1.0, |np| {
-            match np.spec.template.spec.expire_after.duration() {
-                Some(total) if !total.is_zero() => {
-                    let age = now.saturating_sub(c.created);
-                    (1.0 - age.as_secs_f64() / total.as_secs_f64()).clamp(0.0, 1.0)
+        let lifetime = self
+            .desk
+            .cluster
+            .node_pools
+            .get(&c.node_pool)
+            .map_or(1.0, |np| {
+                match np.spec.template.spec.expire_after.duration() {
+                    Some(total) if !total.is_zero() => {
+                        let age = now.saturating_sub(c.created);
+                        (1.0 - age.as_secs_f64() / total.as_secs_f64()).clamp(0.0, 1.0)
+                    }
+                    _ => 1.0,
                 }
-                _ => 1.0,
-            }
-        });
+            });
         rank(if blocked { 3 } else { 2 }, cost * lifetime)
     }
 }

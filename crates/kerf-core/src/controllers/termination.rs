@@ -103,13 +103,14 @@ impl Controllers {
     pub(crate) fn eviction_refused(&mut self, pod: &str, code: Option<u16>, now: Duration) {
         if let Some(code) = code {
             let text = code.to_string();
-            self.metrics
+            self.desk
+                .metrics
                 .inc(&families::PODS_EVICTION_REQUESTS, &[&text]);
         }
         // a PodDisruptionBudget's refusal is said on the node, as Karpenter says it
-        let node = (self.cluster.pods.get(pod)).and_then(|p| p.node.clone());
+        let node = (self.desk.cluster.pods.get(pod)).and_then(|p| p.node.clone());
         if let (Some(429), Some(node)) = (code, node) {
-            self.event(
+            self.desk.event(
                 Event {
                     kind: EventObject::Node,
                     name: node,
@@ -123,7 +124,7 @@ impl Controllers {
             );
         }
         if self.termination.evicting.remove(pod) {
-            self.activity += 1;
+            self.desk.activity += 1;
         }
     }
 
@@ -131,14 +132,15 @@ impl Controllers {
     /// `Evicted` Event, as Karpenter tells it once its eviction succeeds (a refused one,
     /// asked again, is announced once).
     pub(crate) fn evicted(&mut self, pod: &str, now: Duration) {
-        self.metrics
+        self.desk
+            .metrics
             .inc(&families::PODS_EVICTION_REQUESTS, &["200"]);
         let Some(why) = self.termination.evicting.why(pod) else {
             return;
         };
         let message = format!("Evicted pod: {why}");
-        self.metrics.inc(&families::PODS_DRAINED, &[why]);
-        self.event(
+        self.desk.metrics.inc(&families::PODS_DRAINED, &[why]);
+        self.desk.event(
             Event {
                 kind: EventObject::Pod,
                 name: pod.to_string(),
@@ -153,8 +155,8 @@ impl Controllers {
     /// Starts deleting a NodeClaim whose deletion began at `since` (its deletion timestamp,
     /// which the terminationGracePeriod counts from).
     pub(super) fn terminate(&mut self, name: &str, since: Duration, now: Duration) {
-        self.activity += 1;
-        let Some(c) = self.cluster.nodeclaims.get_mut(name) else {
+        self.desk.activity += 1;
+        let Some(c) = self.desk.cluster.nodeclaims.get_mut(name) else {
             return;
         };
         if c.deleting.is_some() {
@@ -163,18 +165,18 @@ impl Controllers {
         c.deleting = Some(since);
         let node = c.node.clone();
         let grace = c.termination_grace_period;
-        self.actions.push(Action::DeleteNodeClaim {
+        self.desk.actions.push(Action::DeleteNodeClaim {
             nodeclaim: name.to_string(),
         });
         // Karpenter writes the grace period's end on the NodeClaim when its deletion starts
         if let Some(grace) = grace {
-            self.terminate_by(name, since + grace, now);
+            self.desk.terminate_by(name, since + grace, now);
         }
-        self.cluster.changes.disruption = true;
+        self.desk.cluster.changes.disruption = true;
         if let Some(node) = node {
             self.taint(&node);
         }
-        self.at(now, Timer::Drain(name.to_string()));
+        self.desk.at(now, Timer::Drain(name.to_string()));
     }
 
     /// A NodeClaim is gone: its drained mark, kept for its last status, goes too, and so
@@ -183,7 +185,7 @@ impl Controllers {
         self.termination.drained.remove(claim);
         self.termination.detachment.remove(claim);
         if let Some(asked) = self.termination.released.remove(claim) {
-            (self.timers).remove(&(asked + RELEASE_RETRY, Timer::Release(claim.to_string())));
+            (self.desk.timers).remove(&(asked + RELEASE_RETRY, Timer::Release(claim.to_string())));
             let gone = &mut self.termination.gone;
             gone.retain(|_, at| *at + GONE_KEPT > now);
             gone.insert(claim.to_string(), now);
@@ -193,7 +195,8 @@ impl Controllers {
     /// Whether a NodeClaim being deleted that these controllers do not hold is one they
     /// released and saw gone: an older update of it, not to be made anew.
     pub(crate) fn released_and_gone(&self, claim: &str) -> bool {
-        !self.cluster.nodeclaims.contains_key(claim) && self.termination.gone.contains_key(claim)
+        !self.desk.cluster.nodeclaims.contains_key(claim)
+            && self.termination.gone.contains_key(claim)
     }
 
     /// A NodeClaim whose finalizer was released [`RELEASE_RETRY`] ago is still here: the
@@ -203,26 +206,27 @@ impl Controllers {
         let Some(asked) = self.termination.released.get(claim).copied() else {
             return;
         };
-        if !self.cluster.nodeclaims.contains_key(claim) {
+        if !self.desk.cluster.nodeclaims.contains_key(claim) {
             self.forget_drained(claim, now);
             return;
         }
         let due = asked + RELEASE_RETRY;
         if now < due {
-            self.at(due, Timer::Release(claim.to_string()));
+            self.desk.at(due, Timer::Release(claim.to_string()));
             return;
         }
         self.termination.released.insert(claim.to_string(), now);
-        self.actions.push(Action::ReleaseNodeClaim {
+        self.desk.actions.push(Action::ReleaseNodeClaim {
             nodeclaim: claim.to_string(),
         });
-        self.at(now + RELEASE_RETRY, Timer::Release(claim.to_string()));
+        self.desk
+            .at(now + RELEASE_RETRY, Timer::Release(claim.to_string()));
     }
 
     /// Evicts in tiers: a tier starts once every pod of the tiers before it is gone; the
     /// instance, node and NodeClaim go when no pod is left.
     pub(super) fn drain(&mut self, claim: &str, now: Duration) {
-        let Some(c) = self.cluster.nodeclaims.get(claim) else {
+        let Some(c) = self.desk.cluster.nodeclaims.get(claim) else {
             self.forget_drained(claim, now);
             return;
         };
@@ -244,10 +248,11 @@ impl Controllers {
             let forced = end.is_some_and(|t| now >= t);
             // no eviction before the taint is stored: the evicted pods' replacements would
             // be bound right back (Karpenter's termination taints, then drains)
-            let tainted = (self.cluster.nodes.get(node)).is_none_or(has_disrupted_taint);
+            let tainted = (self.desk.cluster.nodes.get(node)).is_none_or(has_disrupted_taint);
             if !forced && !tainted {
                 self.taint(node);
-                self.at(now + EVICTION_WAIT, Timer::Drain(claim.to_string()));
+                self.desk
+                    .at(now + EVICTION_WAIT, Timer::Drain(claim.to_string()));
                 return;
             }
             if !self.termination.drained.contains_key(claim) {
@@ -255,6 +260,7 @@ impl Controllers {
                 self.status_changed(claim);
             }
             let mut on_node: Vec<(u8, String)> = self
+                .desk
                 .cluster
                 .pods
                 .iter()
@@ -272,25 +278,26 @@ impl Controllers {
             {
                 self.delete_outlasting(&on_node, end, claim, now);
             }
-            let mut budgets = PdbAllowances::new(&self.cluster, &self.termination.evicting);
+            let mut budgets = PdbAllowances::new(&self.desk.cluster, &self.termination.evicting);
             for tier in 0..4 {
                 let (mut blocked, mut evicted) = (0, 0);
                 for (_, k) in on_node.iter().filter(|(t, _)| *t == tier) {
-                    let p = &self.cluster.pods[k];
+                    let p = &self.desk.cluster.pods[k];
                     // asked already, or on its way out on its own (evicted by an operator
                     // before a restart, deleted by its owner): wait for it to go
                     if !forced
-                        && (p.terminating || self.termination.evicting.contains(&self.cluster, k))
+                        && (p.terminating
+                            || self.termination.evicting.contains(&self.desk.cluster, k))
                     {
                         evicted += 1;
                         continue;
                     }
                     let protected = pod_blocks(&p.shape, p.started, now);
-                    if !forced && (protected || budgets.blocks(&self.cluster, k)) {
+                    if !forced && (protected || budgets.blocks(&self.desk.cluster, k)) {
                         blocked += 1;
                         continue;
                     }
-                    budgets.spend(&self.cluster, k);
+                    budgets.spend(&self.desk.cluster, k);
                     self.evict(k, end.filter(|_| forced), claim, now);
                     evicted += 1;
                 }
@@ -307,9 +314,9 @@ impl Controllers {
                     if let Some(end) = grace.map(|g| since + g).filter(|end| *end > now) {
                         next = next.min(end);
                     }
-                    self.at(next, Timer::Drain(claim.to_string()));
+                    self.desk.at(next, Timer::Drain(claim.to_string()));
                     // said on the node while pods remain, as Karpenter's drain error is
-                    self.event(
+                    self.desk.event(
                         Event {
                             kind: EventObject::Node,
                             name: node.clone(),
@@ -326,23 +333,26 @@ impl Controllers {
                 }
             }
             if self.termination.drained.insert(claim.to_string(), true) != Some(true) {
-                let pool = (self.cluster.nodeclaims.get(claim)).map(|c| c.node_pool.clone());
-                self.metrics
+                let pool = (self.desk.cluster.nodeclaims.get(claim)).map(|c| c.node_pool.clone());
+                self.desk
+                    .metrics
                     .inc(&families::NODES_DRAINED, &[pool.as_deref().unwrap_or("")]);
             }
             if self.awaits_detachment(claim, node, end, now) {
                 return;
             }
-            self.log(
+            self.desk.log(
                 "node.termination",
                 "deleted node",
                 json!({"Node": {"name": node}}),
             );
-            self.count_node_deleted(node, now);
-            self.actions.push(Action::DeleteNode { node: node.clone() });
+            self.desk.count_node_deleted(node, now);
+            self.desk
+                .actions
+                .push(Action::DeleteNode { node: node.clone() });
         }
         if let Some(provider_id) = provider.clone() {
-            if let Some(c) = self.cluster.nodeclaims.get_mut(claim) {
+            if let Some(c) = self.desk.cluster.nodeclaims.get_mut(claim) {
                 c.instance_terminating = true;
             }
             self.terminate_instance(claim, provider_id, now);
@@ -353,19 +363,20 @@ impl Controllers {
         if node.is_some() || provider.is_some() {
             self.status_changed(claim);
         }
-        self.log(
+        self.desk.log(
             "nodeclaim.lifecycle",
             "deleted nodeclaim",
             json!({"NodeClaim": {"name": claim}, "Node": {"name": node}, "provider-id": provider}),
         );
-        self.count_nodeclaim_deleted(claim, now);
+        self.desk.count_nodeclaim_deleted(claim, now);
         self.forget_lifecycle(claim);
         self.forget_consistency(claim);
-        self.actions.push(Action::ReleaseNodeClaim {
+        self.desk.actions.push(Action::ReleaseNodeClaim {
             nodeclaim: claim.to_string(),
         });
         self.termination.released.insert(claim.to_string(), now);
-        self.at(now + RELEASE_RETRY, Timer::Release(claim.to_string()));
+        self.desk
+            .at(now + RELEASE_RETRY, Timer::Release(claim.to_string()));
         self.disruption.forget(claim);
         self.forget_reboot(claim);
     }
@@ -384,7 +395,7 @@ impl Controllers {
         end: Option<Duration>,
         now: Duration,
     ) -> bool {
-        let attached: Vec<String> = (self.cluster.volumes.attached_to(node).into_iter())
+        let attached: Vec<String> = (self.desk.cluster.volumes.attached_to(node).into_iter())
             .map(String::from)
             .collect();
         let state = if attached.is_empty() {
@@ -402,7 +413,7 @@ impl Controllers {
         if changed {
             self.status_changed(claim);
         }
-        self.event(
+        self.desk.event(
             Event {
                 kind: EventObject::Node,
                 name: node.to_string(),
@@ -416,7 +427,7 @@ impl Controllers {
             now,
         );
         let next = (now + DETACH_RETRY).min(end.unwrap_or(Duration::MAX));
-        self.at(next, Timer::Drain(claim.to_string()));
+        self.desk.at(next, Timer::Drain(claim.to_string()));
         true
     }
 
@@ -433,10 +444,10 @@ impl Controllers {
         let mut due_next: Option<Duration> = None;
         let mut outlasting = Vec::new();
         for (_, k) in on_node {
-            let p = &self.cluster.pods[k];
+            let p = &self.desk.cluster.pods[k];
             let own = (p.shape.spec.as_ref()).and_then(|s| s.termination_grace_period_seconds);
             // going already, or a deletion (an eviction) asked and not refused
-            let asked = self.termination.evicting.contains(&self.cluster, k);
+            let asked = self.termination.evicting.contains(&self.desk.cluster, k);
             let (false, Some(own)) = (p.terminating || asked, own) else {
                 continue;
             };
@@ -451,7 +462,7 @@ impl Controllers {
             self.evict(&k, Some(end), claim, now);
         }
         if let Some(due) = due_next {
-            self.at(
+            self.desk.at(
                 due + Duration::from_millis(1),
                 Timer::Drain(claim.to_string()),
             );
@@ -469,7 +480,7 @@ impl Controllers {
         now: Duration,
     ) {
         let forced = forced_by.is_some();
-        let Some(p) = self.cluster.pods.get(key) else {
+        let Some(p) = self.desk.cluster.pods.get(key) else {
             return;
         };
         let why = (self.disruption.reason_of(claim))
@@ -479,11 +490,16 @@ impl Controllers {
         let own = (p.shape.spec.as_ref())
             .and_then(|s| s.termination_grace_period_seconds)
             .unwrap_or(0);
-        if !self.termination.evicting.insert(&self.cluster, key, &why) && !forced {
+        if !self
+            .termination
+            .evicting
+            .insert(&self.desk.cluster, key, &why)
+            && !forced
+        {
             return; // asked already: it is on its way out
         }
         if !owned {
-            self.log(
+            self.desk.log(
                 "node.termination",
                 "evicted pod without a controller",
                 json!({"Pod": key}),
@@ -493,7 +509,7 @@ impl Controllers {
             let left = end.saturating_sub(now).as_secs();
             let grace = i64::try_from(left).unwrap_or(i64::MAX).max(1);
             let at = crate::clock::go_time(end + self.epoch());
-            self.event(
+            self.desk.event(
                 Event {
                     kind: EventObject::Pod,
                     name: key.to_string(),
@@ -508,14 +524,14 @@ impl Controllers {
                 },
                 now,
             );
-            self.metrics.inc(&families::PODS_DRAINED, &[&why]);
-            self.actions.push(Action::DeletePod {
+            self.desk.metrics.inc(&families::PODS_DRAINED, &[&why]);
+            self.desk.actions.push(Action::DeletePod {
                 pod: key.to_string(),
                 grace_seconds: Some(grace),
             });
             return;
         }
-        self.actions.push(Action::Evict {
+        self.desk.actions.push(Action::Evict {
             pod: key.to_string(),
         });
     }
@@ -523,6 +539,7 @@ impl Controllers {
     /// Expiry: forceful, no budget.
     pub(super) fn expire(&mut self, claim: &str, now: Duration) {
         if self
+            .desk
             .cluster
             .nodeclaims
             .get(claim)
@@ -530,12 +547,12 @@ impl Controllers {
         {
             return;
         }
-        self.log(
+        self.desk.log(
             "nodeclaim.expiration",
             "deleting expired nodeclaim",
             json!({"NodeClaim": {"name": claim}}),
         );
-        self.count_disrupted(claim, "expired", "", true);
+        self.desk.count_disrupted(claim, "expired", "", true);
         self.delete_nodeclaim(claim, now);
     }
 }
