@@ -680,6 +680,12 @@ impl Controllers {
         }
     }
 
+    /// Starts deleting a NodeClaim at `now`, as `kubectl delete nodeclaim` does: its node is
+    /// tainted and drained first, if it has one.
+    pub fn delete_nodeclaim(&mut self, name: &str, now: Duration) {
+        self.desk.delete_nodeclaim(name, now);
+    }
+
     /// The settings.
     pub fn settings(&self) -> &Settings {
         &self.desk.settings

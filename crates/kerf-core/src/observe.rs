@@ -353,7 +353,7 @@ impl Controllers {
                 let Ok(claim) = &read.object else {
                     return;
                 };
-                let epoch = self.epoch();
+                let epoch = self.desk.epoch();
                 let at = |t: &Time| {
                     let ms = u64::try_from(t.0.as_millisecond()).unwrap_or(0);
                     Duration::from_millis(ms).saturating_sub(epoch)

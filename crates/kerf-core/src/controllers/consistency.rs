@@ -140,7 +140,7 @@ impl Controllers {
             self.desk.at(now + SCAN_PERIOD, timer);
         }
         if look.flipped {
-            self.status_changed(name);
+            self.desk.status_changed(name);
         }
     }
 

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap as HashMap;
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use super::disruption::has_disrupted_taint;
 use super::{
     Action, EVENT_DEDUPE, EVENTS_KEPT, Event, EventObject, Level, LogRecord, Settings, Timer,
     is_mirror, termination_mode,
@@ -17,6 +18,7 @@ use super::{
 use crate::cluster::{Cluster, PodOwner, PodTransition};
 use crate::metrics::families;
 use crate::unavailable::UnavailableOfferings;
+use kerf_api::labels;
 use kerf_api::nodepool::ConsolidationPolicy;
 
 /// What the controllers share: each reads and writes the cluster here, sets its timers,
@@ -313,5 +315,97 @@ impl Desk {
             message,
             fields,
         }));
+    }
+
+    /// How far this clock's zero is from the Unix epoch.
+    pub(crate) fn epoch(&self) -> Duration {
+        Duration::from_secs(self.settings.epoch_unix)
+    }
+
+    /// Starts deleting a NodeClaim at `now`: its node is tainted and drained first, if it has
+    /// one.
+    pub(super) fn delete_nodeclaim(&mut self, name: &str, now: Duration) {
+        self.terminate(name, now, now);
+    }
+
+    /// Starts deleting a NodeClaim whose deletion began at `since` (its deletion timestamp,
+    /// which the terminationGracePeriod counts from).
+    pub(super) fn terminate(&mut self, name: &str, since: Duration, now: Duration) {
+        self.activity += 1;
+        let Some(c) = self.cluster.nodeclaims.get_mut(name) else {
+            return;
+        };
+        if c.deleting.is_some() {
+            return;
+        }
+        c.deleting = Some(since);
+        let node = c.node.clone();
+        let grace = c.termination_grace_period;
+        self.actions.push(Action::DeleteNodeClaim {
+            nodeclaim: name.to_string(),
+        });
+        // Karpenter writes the grace period's end on the NodeClaim when its deletion starts
+        if let Some(grace) = grace {
+            self.terminate_by(name, since + grace, now);
+        }
+        self.cluster.changes.disruption = true;
+        if let Some(node) = node {
+            self.taint(&node);
+        }
+        self.at(now, Timer::Drain(name.to_string()));
+    }
+
+    /// Asks for the disrupted taint on a node. The node's record is left as observed: the
+    /// taint counts once the API server holds it (the drain waits for that, as Karpenter's
+    /// termination taints before it evicts), so a refused write cannot pass for one stored.
+    pub(super) fn taint(&mut self, node: &str) {
+        let Some(n) = self.cluster.nodes.get_mut(node) else {
+            return;
+        };
+        // asked again while a removal may still be on its way (a rollback's, refused by an
+        // outage): the operator's retry of that removal would otherwise undo this taint while
+        // the drain goes ahead (swarm seed 437903)
+        if n.tainting || (has_disrupted_taint(n) && !n.untainting) {
+            return;
+        }
+        n.tainting = true;
+        n.untainting = false;
+        self.marks += 1;
+        self.actions.push(Action::Taint {
+            node: node.to_string(),
+            taint: crate::cluster::disrupted_taint(),
+        });
+        self.log("node.termination", "tainted node", json!({
+            "Node": {"name": node}, "taint.Key": labels::DISRUPTED_TAINT_KEY, "taint.Value": "", "taint.Effect": "NoSchedule",
+        }));
+    }
+
+    /// Asks for the disrupted taint to go. Asked even when the record shows none: a taint
+    /// asked for earlier may still be on its way.
+    pub(super) fn untaint(&mut self, node: &str) {
+        let Some(n) = self.cluster.nodes.get_mut(node) else {
+            return;
+        };
+        n.tainting = false;
+        n.untainting = true;
+        self.marks += 1;
+        self.actions.push(Action::RemoveTaint {
+            node: node.to_string(),
+            key: labels::DISRUPTED_TAINT_KEY.into(),
+        });
+    }
+
+    /// The NodeClaim's status must be written. What it says comes from several
+    /// controllers (lifecycle, consistency, disruption, termination): the write is kept in
+    /// its place among the actions, and the router fills it in at the poll's end, from what
+    /// they all hold then ([`super::Controllers::poll`]).
+    pub(super) fn status_changed(&mut self, name: &str) {
+        if self.cluster.nodeclaims.contains_key(name) {
+            self.actions.push(Action::PatchNodeClaimStatus {
+                nodeclaim: name.to_string(),
+                status: Box::default(),
+                labels: BTreeMap::new(),
+            });
+        }
     }
 }

@@ -494,7 +494,7 @@ impl Controllers {
                 continue;
             }
             c.drifted = drift;
-            self.status_changed(&name);
+            self.desk.status_changed(&name);
             match drift {
                 Some(reason) => {
                     marked = true;
@@ -1204,7 +1204,7 @@ impl Controllers {
             .map(|(k, _)| k.clone())
             .collect();
         for node in stale {
-            self.untaint(&node);
+            self.desk.untaint(&node);
         }
     }
 
@@ -1239,7 +1239,7 @@ impl Controllers {
             if let Some(c) = self.desk.cluster.nodeclaims.get_mut(&claim) {
                 c.consolidatable = due;
             }
-            self.status_changed(&claim);
+            self.desk.status_changed(&claim);
         }
         for (name, claim) in newly {
             if let Some(n) = self.desk.cluster.nodes.get_mut(&name) {
@@ -1441,7 +1441,7 @@ impl Controllers {
         });
         let id = self.announce(&command, &candidates, method);
         for c in &candidates {
-            self.taint(c);
+            self.desk.taint(c);
         }
         let (_, pool_names) = self.pool_inputs(now);
         let mut launched = Vec::new();
@@ -1651,7 +1651,7 @@ impl Controllers {
         self.desk
             .log_error("disruption", "failed disrupting node(s)", fields);
         for n in &c.candidates {
-            self.untaint(n);
+            self.desk.untaint(n);
             self.repair_abandoned(n);
         }
         self.schedule_pass(now + PASS_INTERVAL);
@@ -1671,7 +1671,7 @@ impl Controllers {
         }
         // recorded first: the status written as its deletion starts says why
         self.disruption.record_reason(claim, reason);
-        self.delete_nodeclaim(claim, now);
+        self.desk.delete_nodeclaim(claim, now);
         for (kind, name, what) in [
             (EventObject::Node, node, "Node"),
             (EventObject::NodeClaim, claim, "NodeClaim"),
@@ -1687,45 +1687,5 @@ impl Controllers {
                 now,
             );
         }
-    }
-
-    /// Asks for the disrupted taint on a node. The node's record is left as observed: the
-    /// taint counts once the API server holds it (the drain waits for that, as Karpenter's
-    /// termination taints before it evicts), so a refused write cannot pass for one stored.
-    pub(super) fn taint(&mut self, node: &str) {
-        let Some(n) = self.desk.cluster.nodes.get_mut(node) else {
-            return;
-        };
-        // asked again while a removal may still be on its way (a rollback's, refused by an
-        // outage): the operator's retry of that removal would otherwise undo this taint while
-        // the drain goes ahead (swarm seed 437903)
-        if n.tainting || (has_disrupted_taint(n) && !n.untainting) {
-            return;
-        }
-        n.tainting = true;
-        n.untainting = false;
-        self.desk.marks += 1;
-        self.desk.actions.push(Action::Taint {
-            node: node.to_string(),
-            taint: crate::cluster::disrupted_taint(),
-        });
-        self.desk.log("node.termination", "tainted node", json!({
-            "Node": {"name": node}, "taint.Key": labels::DISRUPTED_TAINT_KEY, "taint.Value": "", "taint.Effect": "NoSchedule",
-        }));
-    }
-
-    /// Asks for the disrupted taint to go. Asked even when the record shows none: a taint
-    /// asked for earlier may still be on its way.
-    pub(super) fn untaint(&mut self, node: &str) {
-        let Some(n) = self.desk.cluster.nodes.get_mut(node) else {
-            return;
-        };
-        n.tainting = false;
-        n.untainting = true;
-        self.desk.marks += 1;
-        self.desk.actions.push(Action::RemoveTaint {
-            node: node.to_string(),
-            key: labels::DISRUPTED_TAINT_KEY.into(),
-        });
     }
 }

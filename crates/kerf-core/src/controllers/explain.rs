@@ -261,7 +261,8 @@ impl Controllers {
         let pods = g.pods_by_node.get(name).map_or(&[][..], Vec::as_slice);
         for (key, p) in pods {
             let dnd = do_not_disrupt(&p.shape, p.started);
-            let Some((reason, message, warning)) = do_not_disrupt_event(&dnd, now, self.epoch())
+            let Some((reason, message, warning)) =
+                do_not_disrupt_event(&dnd, now, self.desk.epoch())
             else {
                 continue;
             };
@@ -315,7 +316,7 @@ impl Controllers {
             .filter(|_| node.is_none())
             .cloned();
         let decided = verdict.as_ref().map(|v| Decided {
-            at: rfc3339(self.epoch() + v.at),
+            at: rfc3339(self.desk.epoch() + v.at),
             ago: relative(v.at, now),
         });
         // the reasons the provisioning pass itself gave, with the pods planned beside this

@@ -198,7 +198,7 @@ impl Controllers {
                 "reason-regex": policy.reason.regex(),
                 "fallback": policy.reason == repair::ReasonFilter::Fallback,
                 "action": action.as_str(),
-                "eligible-at": crate::clock::rfc3339(due.decision.governing.due + self.epoch()),
+                "eligible-at": crate::clock::rfc3339(due.decision.governing.due + self.desk.epoch()),
                 "termination-grace-period": repair::go_duration(due.decision.drain_bound),
                 "termination-grace-period-condition": condition.kind,
             }),

@@ -149,7 +149,7 @@ impl Controllers {
         );
         self.desk
             .count_disrupted(&claim, notice.message_kind, "", false);
-        self.delete_nodeclaim(&claim, now);
+        self.desk.delete_nodeclaim(&claim, now);
     }
 
     /// Publishes an event on the NodeClaim and, when it has one, its Node; a message ending

@@ -202,7 +202,7 @@ impl Controllers {
         }));
         claim.launched = Some(launched);
         self.desk.cluster.link_node(nodeclaim);
-        self.status_changed(nodeclaim);
+        self.desk.status_changed(nodeclaim);
         self.arm_liveness(nodeclaim);
     }
 
@@ -236,11 +236,11 @@ impl Controllers {
     /// on this clock's epoch.
     pub(crate) fn node_observed(&mut self, node: &k8s_openapi::api::core::v1::Node, now: Duration) {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let mut record = crate::objects::node_record(node, now + self.epoch());
-        record.ready_changed = record.ready_changed.saturating_sub(self.epoch());
-        record.created = record.created.saturating_sub(self.epoch());
+        let mut record = crate::objects::node_record(node, now + self.desk.epoch());
+        record.ready_changed = record.ready_changed.saturating_sub(self.desk.epoch());
+        record.created = record.created.saturating_sub(self.desk.epoch());
         for c in &mut record.conditions {
-            c.since = c.since.saturating_sub(self.epoch());
+            c.since = c.since.saturating_sub(self.desk.epoch());
         }
         record.last_pod_event = now;
         let held = record.deleting && record.finalizer;
@@ -266,18 +266,13 @@ impl Controllers {
             Some((claim, c)) => {
                 if c.deleting.is_none() {
                     let claim = claim.clone();
-                    self.terminate(&claim, now, now);
+                    self.desk.terminate(&claim, now, now);
                 }
             }
             None => self.desk.actions.push(Action::DeleteNode {
                 node: name.to_string(),
             }),
         }
-    }
-
-    /// How far this clock's zero is from the Unix epoch.
-    pub(crate) fn epoch(&self) -> Duration {
-        Duration::from_secs(self.desk.settings.epoch_unix)
     }
 
     /// A NodeClaim object as the API server has it. One these controllers did not create
@@ -322,7 +317,7 @@ impl Controllers {
             let mut record = read;
             // its termination deadline, as Karpenter (or these controllers before a restart)
             // wrote it
-            let epoch = self.epoch();
+            let epoch = self.desk.epoch();
             record.terminate_at = (record.annotations)
                 .get(labels::NODECLAIM_TERMINATION_TIMESTAMP)
                 .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
@@ -376,7 +371,7 @@ impl Controllers {
             if let Some(c) = self.desk.cluster.nodeclaims.get_mut(name) {
                 c.deletion_stored = true;
             }
-            self.terminate(name, since, now);
+            self.desk.terminate(name, since, now);
         }
     }
 
@@ -575,7 +570,7 @@ impl Controllers {
             if let Some(why) = self.initializing(&self.desk.cluster.nodeclaims[name]) {
                 self.lifecycle.initializing.insert(name.to_string(), why);
             }
-            self.status_changed(name);
+            self.desk.status_changed(name);
             self.sync_labels(name, &node_name);
         }
         if unregistered {
@@ -589,7 +584,7 @@ impl Controllers {
                 && self.lifecycle.initializing.get(name) != Some(&why)
             {
                 self.lifecycle.initializing.insert(name.to_string(), why);
-                self.status_changed(name);
+                self.desk.status_changed(name);
             }
             return;
         }
@@ -609,7 +604,7 @@ impl Controllers {
         // the node's label first, then the status, as Karpenter writes them: a restart between
         // the two finds the NodeClaim not initialized yet and initializes it again
         self.sync_labels(name, &node_name);
-        self.status_changed(name);
+        self.desk.status_changed(name);
         self.desk.at(
             now + super::provisioning::NOMINATION_GRACE,
             Timer::NominationExpiry(name.to_string()),
@@ -853,13 +848,6 @@ impl Controllers {
             json!({"NodeClaim": {"name": name}, "Node": {"name": node}}),
         );
         self.release(&name, now);
-    }
-
-    /// The NodeClaim's status must be written.
-    pub(super) fn status_changed(&mut self, name: &str) {
-        if let Some(patch) = self.status_patch(name) {
-            self.desk.actions.push(patch);
-        }
     }
 
     /// The write of a NodeClaim's status and launch labels as they stand now.
@@ -1116,7 +1104,7 @@ impl Controllers {
                 "deleted nodeclaim",
                 json!({"NodeClaim": {"name": name}, "reason": "nodepool deleted"}),
             );
-            self.delete_nodeclaim(&name, now);
+            self.desk.delete_nodeclaim(&name, now);
         }
     }
 }

@@ -1070,7 +1070,7 @@ impl Controllers {
         self.launch(&name, now);
         // its conditions Unknown until the launch answers, as Karpenter writes them first
         // (after the launch in the NodeClaim's lane, so that the launch waits on no write)
-        self.status_changed(&name);
+        self.desk.status_changed(&name);
         name
     }
 }

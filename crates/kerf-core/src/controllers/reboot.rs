@@ -127,7 +127,7 @@ impl Controllers {
         let times = self.reboot.committed.entry(claim.clone()).or_default();
         times.retain(|t| now < *t + REBOOT_WINDOW);
         times.push(now);
-        self.status_changed(&claim);
+        self.desk.status_changed(&claim);
         self.desk.log(
             "disruption",
             "committed node reboot",
@@ -235,7 +235,7 @@ impl Controllers {
         else {
             return;
         };
-        let requested = (r.requested + self.epoch()).as_secs() * 1_000_000_000;
+        let requested = (r.requested + self.desk.epoch()).as_secs() * 1_000_000_000;
         self.reboot.asked.insert(claim.to_string());
         self.desk.actions.push(Action::Reboot {
             nodeclaim: claim.to_string(),
@@ -295,7 +295,7 @@ impl Controllers {
         c.initialized = false;
         let node = c.node.clone();
         self.desk.cluster.changes.disruption = true;
-        self.status_changed(claim);
+        self.desk.status_changed(claim);
         if let Some(node) = node {
             self.desk.actions.push(Action::RelabelNode {
                 node,
@@ -412,7 +412,7 @@ impl Controllers {
             self.desk.terminate_by(claim, now + bound, now);
         }
         (self.disruption).record_reason(claim, DisruptionReason::Unhealthy);
-        self.delete_nodeclaim(claim, now);
+        self.desk.delete_nodeclaim(claim, now);
     }
 
     /// The reboot asked for cannot be carried out as written (a drain bound that does not
@@ -500,7 +500,7 @@ impl Controllers {
             };
         }
         self.desk.cluster.changes.disruption = true;
-        self.status_changed(claim);
+        self.desk.status_changed(claim);
     }
 
     /// Looks at a NodeClaim's reboot at `when`, or sooner if a look is due sooner: one

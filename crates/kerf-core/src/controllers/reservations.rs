@@ -96,7 +96,7 @@ impl Controllers {
                 "initiating delete for capacity block expiration",
                 json!({"NodeClaim": {"name": claim}, "capacity-reservation-id": id}),
             );
-            self.delete_nodeclaim(&claim, now);
+            self.desk.delete_nodeclaim(&claim, now);
         }
     }
 }

@@ -144,7 +144,7 @@ impl Controllers {
                 None => {
                     self.static_capacity.replacing.remove(&drifted);
                     if let Some(n) = &node {
-                        self.untaint(n);
+                        self.desk.untaint(n);
                     }
                 }
                 Some(r) if r.initialized => {
@@ -158,7 +158,7 @@ impl Controllers {
                 Some(_) if now >= launched_at + super::disruption::REPLACEMENT_TIMEOUT => {
                     self.static_capacity.replacing.remove(&drifted);
                     if let Some(n) = &node {
-                        self.untaint(n);
+                        self.desk.untaint(n);
                     }
                 }
                 Some(_) => {}
@@ -222,7 +222,7 @@ impl Controllers {
                 json!({"command": format!("StaticDrifted: replace: nodepools=[{pool}]: [{node}]"),
                        "reason": "drifted"}),
             );
-            self.taint(&node);
+            self.desk.taint(&node);
             let drifted = kerf_api::nodepool::DisruptionReason::Drifted;
             let replacement = self.launch_replacement(&plan, pool, drifted, now);
             (self.static_capacity.replacing).insert(claim, (replacement, drifted, now));
@@ -263,7 +263,7 @@ impl Controllers {
                        "reason": "drifted", "decision": decision,
                        "disrupted-node-count": 1, "replacement-node-count": 0}),
             );
-            self.taint(&node);
+            self.desk.taint(&node);
             self.terminate_disrupted(&node, &claim, DisruptionReason::Drifted, now);
         }
     }
@@ -396,7 +396,7 @@ impl Controllers {
                    "reason": "unhealthy", "decision": decision,
                    "disrupted-node-count": 1, "replacement-node-count": replacements}),
         );
-        self.taint(node);
+        self.desk.taint(node);
     }
 
     fn grow_static(
@@ -562,7 +562,7 @@ impl Controllers {
                 "deleting nodeclaim",
                 json!({"NodeClaim": {"name": extra.name}}),
             );
-            self.delete_nodeclaim(&extra.name, now);
+            self.desk.delete_nodeclaim(&extra.name, now);
         }
     }
 

@@ -90,12 +90,6 @@ pub(super) struct Terminations {
 }
 
 impl Controllers {
-    /// Starts deleting a NodeClaim at `now`: its node is tainted and drained first, if it has
-    /// one.
-    pub fn delete_nodeclaim(&mut self, name: &str, now: Duration) {
-        self.terminate(name, now, now);
-    }
-
     /// An eviction asked for `pod` did not happen (a PodDisruptionBudget refused it with 429,
     /// or the API server could not be reached): the drain asks again on its next round, as
     /// Karpenter's eviction queue requeues a refused eviction.
@@ -150,33 +144,6 @@ impl Controllers {
             },
             now,
         );
-    }
-
-    /// Starts deleting a NodeClaim whose deletion began at `since` (its deletion timestamp,
-    /// which the terminationGracePeriod counts from).
-    pub(super) fn terminate(&mut self, name: &str, since: Duration, now: Duration) {
-        self.desk.activity += 1;
-        let Some(c) = self.desk.cluster.nodeclaims.get_mut(name) else {
-            return;
-        };
-        if c.deleting.is_some() {
-            return;
-        }
-        c.deleting = Some(since);
-        let node = c.node.clone();
-        let grace = c.termination_grace_period;
-        self.desk.actions.push(Action::DeleteNodeClaim {
-            nodeclaim: name.to_string(),
-        });
-        // Karpenter writes the grace period's end on the NodeClaim when its deletion starts
-        if let Some(grace) = grace {
-            self.desk.terminate_by(name, since + grace, now);
-        }
-        self.desk.cluster.changes.disruption = true;
-        if let Some(node) = node {
-            self.taint(&node);
-        }
-        self.desk.at(now, Timer::Drain(name.to_string()));
     }
 
     /// A NodeClaim is gone: its drained mark, kept for its last status, goes too, and so
@@ -250,14 +217,14 @@ impl Controllers {
             // be bound right back (Karpenter's termination taints, then drains)
             let tainted = (self.desk.cluster.nodes.get(node)).is_none_or(has_disrupted_taint);
             if !forced && !tainted {
-                self.taint(node);
+                self.desk.taint(node);
                 self.desk
                     .at(now + EVICTION_WAIT, Timer::Drain(claim.to_string()));
                 return;
             }
             if !self.termination.drained.contains_key(claim) {
                 self.termination.drained.insert(claim.to_string(), false);
-                self.status_changed(claim);
+                self.desk.status_changed(claim);
             }
             let mut on_node: Vec<(u8, String)> = self
                 .desk
@@ -361,7 +328,7 @@ impl Controllers {
         // mark is kept until the NodeClaim is seen gone: the poll's status is worked out at
         // its end)
         if node.is_some() || provider.is_some() {
-            self.status_changed(claim);
+            self.desk.status_changed(claim);
         }
         self.desk.log(
             "nodeclaim.lifecycle",
@@ -411,7 +378,7 @@ impl Controllers {
             return false;
         }
         if changed {
-            self.status_changed(claim);
+            self.desk.status_changed(claim);
         }
         self.desk.event(
             Event {
@@ -508,7 +475,7 @@ impl Controllers {
         if let Some(end) = forced_by {
             let left = end.saturating_sub(now).as_secs();
             let grace = i64::try_from(left).unwrap_or(i64::MAX).max(1);
-            let at = crate::clock::go_time(end + self.epoch());
+            let at = crate::clock::go_time(end + self.desk.epoch());
             self.desk.event(
                 Event {
                     kind: EventObject::Pod,
@@ -553,6 +520,6 @@ impl Controllers {
             json!({"NodeClaim": {"name": claim}}),
         );
         self.desk.count_disrupted(claim, "expired", "", true);
-        self.delete_nodeclaim(claim, now);
+        self.desk.delete_nodeclaim(claim, now);
     }
 }
