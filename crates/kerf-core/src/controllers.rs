@@ -577,9 +577,9 @@ pub struct Controllers {
     /// What the CapacityBuffer controller keeps between passes.
     buffers: buffers::BufferPlacement,
     /// What the node class status controller keeps between answers.
-    node_classes: node_classes::NodeClassStatuses,
+    pub(crate) node_classes: node_classes::NodeClassStatuses,
     /// The interruption controller's: unhealthy instances already counted.
-    interruption: interruption::Interruptions,
+    pub(crate) interruption: interruption::Interruptions,
     /// The zonal shift controller's: the zones the cloud last said are shifted away from.
     zonal_shifts: zonal_shift::ZonalShifts,
     /// Each NodePool's recent registrations, for its `NodeRegistrationHealthy` condition.
@@ -790,9 +790,14 @@ impl Controllers {
                 self.desk
                     .at(now + GARBAGE_COLLECTION_INTERVAL, Timer::GarbageCollect);
             }
-            Timer::ResolveNodeClasses => self.resolve_node_classes(now),
+            Timer::ResolveNodeClasses => {
+                self.node_classes.resolve_node_classes(&mut self.desk, now)
+            }
             Timer::DeletionCost => self.rank_deletion_costs(now),
-            Timer::ConsistencyScan(claim) => self.check_consistency(&claim, true, now),
+            Timer::ConsistencyScan(claim) => {
+                self.consistency
+                    .check_consistency(&mut self.desk, &claim, true, now)
+            }
             Timer::Reboot(claim) => self.reboot_step(&claim, now),
             Timer::Buffers => self.buffers_due(now),
         }
@@ -819,7 +824,7 @@ impl Controllers {
         }
         // a block turns expiring (a class change), or a NodeClaim lands in one that already is
         if !changes.node_classes.is_empty() || !changes.lifecycle.is_empty() {
-            self.expire_capacity_blocks(now);
+            self.desk.expire_capacity_blocks(now);
         }
         if changes.node_overlays
             || !changes.node_pools.is_empty()

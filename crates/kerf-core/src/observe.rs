@@ -250,7 +250,7 @@ impl Controllers {
         match observation {
             Observation::Applied(object) => self.applied(object, now),
             Observation::Deleted { kind, key } => self.deleted(&kind, &key, now),
-            Observation::Notice(notice) => self.notice(&notice, now),
+            Observation::Notice(notice) => self.interruption.notice(&mut self.desk, &notice, now),
             Observation::ZonalShifts(zones) => self.zonal_shifts_observed(zones, now),
             Observation::Launched {
                 nodeclaim,
@@ -305,7 +305,8 @@ impl Controllers {
                 changes.provisionable = true;
             }
             Observation::NodeClassResolved { node_class, status } => {
-                self.node_class_resolved(&node_class, status, now);
+                self.node_classes
+                    .node_class_resolved(&mut self.desk, &node_class, status, now);
             }
             Observation::OfferingsChanged => {
                 let classes: Vec<String> =
@@ -408,7 +409,8 @@ impl Controllers {
                 if reservations_moved {
                     self.class_reservations_changed(&name, now);
                 }
-                self.node_class_observed(&name, now);
+                self.node_classes
+                    .node_class_observed(&mut self.desk, &name, now);
             }
             Object::NodeOverlay(read) => {
                 let Ok(overlay) = &read.object else {

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Controllers, Event, EventObject, Timer};
+use super::desk::Desk;
+use super::{Event, EventObject, Timer};
 use crate::cluster::{ClaimRecord, Cluster, NodeRecord};
 
 /// How often a NodeClaim whose node falls short is looked at and said again (Karpenter's
@@ -108,22 +109,26 @@ impl ConsistencyChecks {
     pub(super) fn forget(&mut self, name: &str) -> bool {
         self.issues.remove(name).is_some()
     }
-}
 
-impl Controllers {
     /// Has the consistency check look at a NodeClaim's node ([`ConsistencyChecks::look`]) and
     /// says, schedules and writes what it decided.
-    pub(super) fn check_consistency(&mut self, name: &str, rescan: bool, now: Duration) {
-        let Some(look) = self.consistency.look(&self.desk.cluster, name, rescan) else {
+    pub(super) fn check_consistency(
+        &mut self,
+        desk: &mut Desk,
+        name: &str,
+        rescan: bool,
+        now: Duration,
+    ) {
+        let Some(look) = self.look(&desk.cluster, name, rescan) else {
             return;
         };
         for issue in &look.said {
-            self.desk.log(
+            desk.log(
                 "nodeclaim.consistency",
                 "failed consistency check",
                 json!({"NodeClaim": {"name": name}, "issue": issue}),
             );
-            self.desk.event(
+            desk.event(
                 Event {
                     kind: EventObject::NodeClaim,
                     name: name.to_string(),
@@ -135,19 +140,19 @@ impl Controllers {
             );
         }
         let timer = Timer::ConsistencyScan(name.to_string());
-        self.desk.cancel(&timer);
+        desk.cancel(&timer);
         if !look.said.is_empty() {
-            self.desk.at(now + SCAN_PERIOD, timer);
+            desk.at(now + SCAN_PERIOD, timer);
         }
         if look.flipped {
-            self.desk.status_changed(name);
+            desk.status_changed(name);
         }
     }
 
     /// A NodeClaim is gone: nothing of it is looked at again.
-    pub(super) fn forget_consistency(&mut self, name: &str) {
-        if self.consistency.forget(name) {
-            self.desk.cancel(&Timer::ConsistencyScan(name.to_string()));
+    pub(super) fn forget_consistency(&mut self, desk: &mut Desk, name: &str) {
+        if self.forget(name) {
+            desk.cancel(&Timer::ConsistencyScan(name.to_string()));
         }
     }
 }

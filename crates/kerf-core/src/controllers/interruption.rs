@@ -9,7 +9,8 @@ use serde_json::json;
 
 use kerf_api::labels;
 
-use super::{Controllers, Event, EventObject};
+use super::desk::Desk;
+use super::{Event, EventObject};
 use crate::metrics::families;
 use crate::unavailable::Pattern;
 
@@ -32,7 +33,7 @@ pub enum NoticeEffect {
 
 /// What the interruption controller keeps between notices.
 #[derive(Default)]
-pub(super) struct Interruptions {
+pub(crate) struct Interruptions {
     /// Instances and status check categories counted unhealthy, while their NodeClaims live.
     seen: BTreeSet<(String, &'static str)>,
 }
@@ -53,11 +54,11 @@ pub struct Notice {
     pub unhealthy_category: Option<&'static str>,
 }
 
-impl Controllers {
+impl Interruptions {
     /// Acts on a notice from the cloud's interruption queue.
-    pub(crate) fn notice(&mut self, notice: &Notice, now: Duration) {
-        self.desk.activity += 1;
-        let found = self.desk.cluster.nodeclaims.iter().find_map(|(name, c)| {
+    pub(crate) fn notice(&mut self, desk: &mut Desk, notice: &Notice, now: Duration) {
+        desk.activity += 1;
+        let found = desk.cluster.nodeclaims.iter().find_map(|(name, c)| {
             let l = c
                 .launched
                 .as_ref()
@@ -68,24 +69,20 @@ impl Controllers {
             return;
         };
         if let Some(category) = notice.unhealthy_category {
-            let claims = &self.desk.cluster.nodeclaims;
+            let claims = &desk.cluster.nodeclaims;
             // an instance gone is forgotten, so that one seen again is counted again
-            self.interruption.seen.retain(|(id, _)| {
+            self.seen.retain(|(id, _)| {
                 claims
                     .values()
                     .any(|c| c.launched.as_ref().is_some_and(|l| l.instance_id() == id))
             });
-            if self
-                .interruption
-                .seen
-                .insert((notice.instance_id.clone(), category))
-            {
-                self.desk.metrics.inc(
+            if self.seen.insert((notice.instance_id.clone(), category)) {
+                desk.metrics.inc(
                     &families::INTERRUPTION_INSTANCE_STATUS_UNHEALTHY,
                     &[category],
                 );
                 let fields = json!({"instanceID": notice.instance_id, "category": category});
-                self.desk.log(
+                desk.log(
                     "interruption.instancestatus",
                     "detected unhealthy instance owned by cluster",
                     fields,
@@ -103,11 +100,10 @@ impl Controllers {
             },
         });
         if let Some((reason, message, warning)) = notice.event {
-            self.events_on(&claim, node.as_deref(), reason, message, warning, now);
+            self.events_on(desk, &claim, node.as_deref(), reason, message, warning, now);
         }
         if !deleting {
-            self.desk
-                .log("interruption", "received interruption message", fields);
+            desk.log("interruption", "received interruption message", fields);
             return;
         }
         let capacity_type = match notice.effect {
@@ -116,7 +112,7 @@ impl Controllers {
             _ => None,
         };
         if let Some(capacity_type) = capacity_type {
-            self.desk.unavailable.mark(
+            desk.unavailable.mark(
                 Pattern {
                     capacity_type: Some(capacity_type),
                     instance_type: Some(launched.instance_type.clone()),
@@ -127,19 +123,19 @@ impl Controllers {
         }
         if notice.effect == NoticeEffect::Terminate {
             // the termination timestamp now: the drain waits on nothing
-            self.desk.terminate_by(&claim, now, now);
+            desk.terminate_by(&claim, now, now);
         }
-        let already =
-            (self.desk.cluster.nodeclaims.get(&claim)).is_some_and(|c| c.deleting.is_some());
+        let already = (desk.cluster.nodeclaims.get(&claim)).is_some_and(|c| c.deleting.is_some());
         if already {
             return;
         }
-        self.desk.log(
+        desk.log(
             "interruption",
             "initiating delete from interruption message",
             fields,
         );
         self.events_on(
+            desk,
             &claim,
             node.as_deref(),
             "TerminatingOnInterruption",
@@ -147,15 +143,15 @@ impl Controllers {
             true,
             now,
         );
-        self.desk
-            .count_disrupted(&claim, notice.message_kind, "", false);
-        self.desk.delete_nodeclaim(&claim, now);
+        desk.count_disrupted(&claim, notice.message_kind, "", false);
+        desk.delete_nodeclaim(&claim, now);
     }
 
     /// Publishes an event on the NodeClaim and, when it has one, its Node; a message ending
     /// in "the" is completed with the object's kind (`… for the NodeClaim`, `… for the Node`).
     fn events_on(
         &mut self,
+        desk: &mut Desk,
         claim: &str,
         node: Option<&str>,
         reason: &'static str,
@@ -167,7 +163,7 @@ impl Controllers {
             Some(head) => format!("{head} the {kind}"),
             None => message.to_string(),
         };
-        self.desk.event(
+        desk.event(
             Event {
                 kind: EventObject::NodeClaim,
                 name: claim.to_string(),
@@ -178,7 +174,7 @@ impl Controllers {
             now,
         );
         if let Some(node) = node {
-            self.desk.event(
+            desk.event(
                 Event {
                     kind: EventObject::Node,
                     name: node.to_string(),

@@ -489,7 +489,8 @@ impl Controllers {
         let class = (self.desk.cluster.nodeclaims.get(nodeclaim)).map(|c| c.node_class.clone());
         self.launch_error(nodeclaim, error, now);
         if let Some(class) = class {
-            self.resolve_node_class_now(&class, now);
+            self.node_classes
+                .resolve_node_class_now(&mut self.desk, &class, now);
         }
     }
 
@@ -536,7 +537,8 @@ impl Controllers {
                 // disrupted (Karpenter leaves such a node as it is)
                 self.mark_initialized(&node_name);
             }
-            self.check_consistency(name, false, now);
+            self.consistency
+                .check_consistency(&mut self.desk, name, false, now);
             return;
         }
         // a node rebooting for repair initializes again once the reboot is over
@@ -616,7 +618,8 @@ impl Controllers {
                 "NodeClaim": {"name": name}, "Node": {"name": node_name}, "allocatable": allocatable,
             }),
         );
-        self.check_consistency(name, false, now);
+        self.consistency
+            .check_consistency(&mut self.desk, name, false, now);
     }
 
     /// The node's labels are synced: the registration taint goes, and pods may land.
@@ -916,7 +919,7 @@ impl Controllers {
     fn release(&mut self, name: &str, now: Duration) {
         self.lifecycle.relaunches.remove(name);
         self.forget_lifecycle(name);
-        self.forget_consistency(name);
+        self.consistency.forget_consistency(&mut self.desk, name);
         self.desk.count_nodeclaim_deleted(name, now);
         self.desk.actions.push(Action::DeleteNodeClaim {
             nodeclaim: name.to_string(),
@@ -1040,7 +1043,7 @@ impl Controllers {
             self.terminate_instance(claim, provider_id.clone(), now);
         }
         if !left_reservation.is_empty() {
-            self.left_reservation(&left_reservation);
+            self.desk.left_reservation(&left_reservation);
             learned = true;
         }
         if learned {

@@ -332,7 +332,7 @@ impl Controllers {
                 Some(types) => types.clone(),
                 None => self.type_options_for(&class, generation, now),
             };
-            let options = self.less_reservations_in_flight(options);
+            let options = self.desk.less_reservations_in_flight(options);
             let usage = self.desk.cluster.pool_usage(&name);
             let nodes = self.desk.cluster.pool_nodes(&name);
             pools.push(node_pool_input(&np, options, usage, nodes));

@@ -11,14 +11,14 @@ use kerf_api::labels;
 use kerf_scheduling::InstanceTypeOption;
 use serde_json::json;
 
-use super::Controllers;
+use super::desk::Desk;
 
-impl Controllers {
+impl Desk {
     /// NodeClaims pinned to each reservation that the cloud has not launched yet: the cloud's
     /// count of a reservation's room does not know them.
     fn reservations_in_flight(&self) -> BTreeMap<&str, u32> {
         let mut out: BTreeMap<&str, u32> = BTreeMap::new();
-        for c in self.desk.cluster.nodeclaims.values() {
+        for c in self.cluster.nodeclaims.values() {
             if c.launched.is_some() || c.deleting.is_some() {
                 continue;
             }
@@ -57,7 +57,7 @@ impl Controllers {
 
     /// The reservation a launched NodeClaim runs in, from its labels.
     pub(super) fn reservation_of(&self, claim: &str) -> Option<&str> {
-        let c = self.desk.cluster.nodeclaims.get(claim)?;
+        let c = self.cluster.nodeclaims.get(claim)?;
         let launched = c.launched.as_ref()?;
         (launched.labels.get(labels::CAPACITY_RESERVATION_ID)).map(String::as_str)
     }
@@ -66,7 +66,7 @@ impl Controllers {
     /// (Karpenter: 40 minutes before the block ends, ten before EC2 starts reclaiming).
     pub(super) fn expire_capacity_blocks(&mut self, now: Duration) {
         // it runs at every reaction: most clusters have no block expiring to look for
-        let any_expiring = (self.desk.cluster.node_classes.values())
+        let any_expiring = (self.cluster.node_classes.values())
             .filter_map(|k| k.status.as_ref())
             .flat_map(|s| &s.capacity_reservations)
             .any(|r| r.state == "expiring");
@@ -74,14 +74,14 @@ impl Controllers {
             return;
         }
         let mut expiring: Vec<(String, String)> = Vec::new();
-        for (name, c) in &self.desk.cluster.nodeclaims {
+        for (name, c) in &self.cluster.nodeclaims {
             if c.deleting.is_some() {
                 continue;
             }
             let Some(id) = self.reservation_of(name) else {
                 continue;
             };
-            let class = self.desk.cluster.node_classes.get(&c.node_class);
+            let class = self.cluster.node_classes.get(&c.node_class);
             let status = class.and_then(|k| k.status.as_ref());
             let ends = (status.into_iter())
                 .flat_map(|s| &s.capacity_reservations)
@@ -91,17 +91,15 @@ impl Controllers {
             }
         }
         for (claim, id) in expiring {
-            self.desk.log(
+            self.log(
                 "capacityreservation.expiration",
                 "initiating delete for capacity block expiration",
                 json!({"NodeClaim": {"name": claim}, "capacity-reservation-id": id}),
             );
-            self.desk.delete_nodeclaim(&claim, now);
+            self.delete_nodeclaim(&claim, now);
         }
     }
-}
 
-impl Controllers {
     /// NodeClaims whose instances the cloud lists out of any capacity reservation though they
     /// were launched into one (an on-demand reservation that ended: the instance runs on as
     /// on-demand), relabelled as Karpenter's AWS provider's `capacitytype` controller does:
@@ -119,11 +117,11 @@ impl Controllers {
         ]);
         let mut relabelled = Vec::new();
         for name in claims {
-            let Some(c) = self.desk.cluster.nodeclaims.get(name) else {
+            let Some(c) = self.cluster.nodeclaims.get(name) else {
                 continue;
             };
             let price = c.launched.as_ref().and_then(|l| {
-                let types = self.desk.cluster.instance_types.get(&c.node_class)?;
+                let types = self.cluster.instance_types.get(&c.node_class)?;
                 let t = types.iter().find(|t| t.name == l.instance_type)?;
                 (t.offerings.iter())
                     .find(|o| {
@@ -131,7 +129,7 @@ impl Controllers {
                     })
                     .map(|o| o.price_per_hour)
             });
-            let Some(c) = self.desk.cluster.nodeclaims.get_mut(name) else {
+            let Some(c) = self.cluster.nodeclaims.get_mut(name) else {
                 continue;
             };
             let Some(l) = c.launched.as_mut() else {
@@ -144,20 +142,20 @@ impl Controllers {
                 l.price_per_hour = price;
             }
             let node = c.node.clone().filter(|_| c.registered);
-            self.desk.actions.push(super::Action::RelabelNodeClaim {
+            self.actions.push(super::Action::RelabelNodeClaim {
                 nodeclaim: name.clone(),
                 labels: relabel.clone(),
             });
             if let Some(node) = node {
-                self.desk.actions.push(super::Action::RelabelNode {
+                self.actions.push(super::Action::RelabelNode {
                     node,
                     labels: relabel.clone(),
                 });
             }
             relabelled.push(json!({"name": name}));
         }
-        self.desk.cluster.changes.disruption = true;
-        self.desk.log(
+        self.cluster.changes.disruption = true;
+        self.log(
             "capacityreservation.capacitytype",
             "updated capacity type for nodeclaims",
             json!({"NodeClaims": relabelled}),

@@ -337,7 +337,7 @@ impl Controllers {
         );
         self.desk.count_nodeclaim_deleted(claim, now);
         self.forget_lifecycle(claim);
-        self.forget_consistency(claim);
+        self.consistency.forget_consistency(&mut self.desk, claim);
         self.desk.actions.push(Action::ReleaseNodeClaim {
             nodeclaim: claim.to_string(),
         });
