@@ -49,6 +49,7 @@ pub mod reboot;
 mod registration;
 mod rehearsal;
 mod reservations;
+mod solving;
 pub mod static_capacity;
 pub mod termination;
 mod zonal_shift;
@@ -524,7 +525,7 @@ enum Timer {
 pub const GARBAGE_COLLECTION_INTERVAL: Duration = Duration::from_secs(30);
 
 /// A node class's instance types as the solver gets them, unavailable offerings marked.
-struct TypeOptions {
+pub(super) struct TypeOptions {
     /// The cloud's instance types they were made from: new ones (a reservation's room, a
     /// refreshed catalog) make them anew.
     base: Arc<[InstanceTypeOption]>,
@@ -619,6 +620,9 @@ impl Controllers {
                 metrics: crate::metrics::Metrics::new(),
                 unsynced_since: None,
                 catalog: RefCell::default(),
+                type_options: HashMap::default(),
+                types_asked: BTreeSet::new(),
+                overlay_cache: None,
             },
             lifecycle: lifecycle::Lifecycles::default(),
             consistency: consistency::ConsistencyChecks::default(),
@@ -816,7 +820,7 @@ impl Controllers {
             self.desk.activity += 1;
         }
         for class in &changes.node_classes {
-            self.provisioning.type_options.remove(class);
+            self.desk.type_options.remove(class);
         }
         if !changes.node_pools.is_empty() || !changes.node_classes.is_empty() {
             self.node_pools_changed(&changes.node_pools, now);
@@ -925,32 +929,6 @@ pub fn list_text(items: &[String]) -> String {
 }
 
 impl Controllers {
-    /// The NodeOverlays laid over every NodePool's instance types (none with the gate off).
-    pub(crate) fn overlay_evaluation(&mut self, now: Duration) -> crate::overlays::Evaluation {
-        if !self.desk.settings.node_overlay || self.desk.cluster.node_overlays.is_empty() {
-            return crate::overlays::Evaluation::default();
-        }
-        let generation = self.desk.unavailable.generation();
-        let cluster = self.desk.cluster.catalog_generation();
-        if let Some((c, u, evaluation)) = &self.provisioning.overlay_cache
-            && (*c, *u) == (cluster, generation)
-        {
-            return evaluation.clone();
-        }
-        let pools: Vec<(String, kerf_api::NodePool)> = (self.desk.cluster.node_pools.iter())
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let mut inputs = Vec::new();
-        for (name, np) in pools {
-            let class = np.spec.template.spec.node_class_ref.name.clone();
-            let types = self.type_options_for(&class, generation, now);
-            inputs.push((name, np, types));
-        }
-        let evaluation = crate::overlays::evaluate(&self.desk.cluster.node_overlays, &inputs);
-        self.provisioning.overlay_cache = Some((cluster, generation, evaluation.clone()));
-        evaluation
-    }
-
     /// Writes the status of every NodeOverlay whose verdict changed.
     fn write_overlay_statuses(&mut self, now: Duration) {
         self.statuses
@@ -959,7 +937,7 @@ impl Controllers {
         if !self.desk.settings.node_overlay {
             return;
         }
-        let evaluation = self.overlay_evaluation(now);
+        let evaluation = self.desk.overlay_evaluation(now);
         let names: Vec<String> = self.desk.cluster.node_overlays.keys().cloned().collect();
         for name in names {
             let status = crate::objects::nodeoverlay_status(evaluation.refused.get(&name));

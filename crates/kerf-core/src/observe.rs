@@ -294,7 +294,7 @@ impl Controllers {
                     // old subnets or images would stay until the next change
                     return;
                 }
-                self.provisioning.types_asked.remove(&node_class);
+                self.desk.types_asked.remove(&node_class);
                 let asked = |a: &Action| matches!(a, Action::ListInstanceTypes { node_class: c, .. } if *c == node_class);
                 self.desk.actions.retain(|a| !asked(a));
                 self.desk.cluster.set_instance_types(&node_class, types);
@@ -320,7 +320,7 @@ impl Controllers {
 
     /// Asks the cloud for a node class's instance types, with the class as it is now.
     fn ask_instance_types(&mut self, class: &str) {
-        self.provisioning.types_asked.insert(class.to_string());
+        self.desk.types_asked.insert(class.to_string());
         self.desk.actions.push(Action::ListInstanceTypes {
             node_class: class.to_string(),
             spec: self
@@ -337,7 +337,7 @@ impl Controllers {
     /// already asked for.
     fn want_instance_types(&mut self, class: &str) {
         if !self.desk.cluster.instance_types.contains_key(class)
-            && !self.provisioning.types_asked.contains(class)
+            && !self.desk.types_asked.contains(class)
         {
             self.ask_instance_types(class);
         }

@@ -150,12 +150,12 @@ impl Controllers {
         }
         self.buffers.held = held;
         if !pods.is_empty() {
-            let (pools, pool_names) = self.pool_inputs(now);
+            let (pools, pool_names) = self.desk.pool_inputs(now);
             let shapes: Vec<&Pod> = pods.iter().map(|p| &*p.pod).collect();
             let requests: Vec<Resources> = pods.iter().map(|p| p.requests.clone()).collect();
             let terms: Vec<u64> = pods.iter().map(|p| p.terms).collect();
-            let options = self.solve_options();
-            let solved = self.solve_shapes(
+            let options = self.desk.solve_options();
+            let solved = self.desk.solve_shapes(
                 &shapes,
                 &requests,
                 &terms,

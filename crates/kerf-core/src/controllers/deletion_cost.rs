@@ -185,7 +185,7 @@ impl Controllers {
     /// others in budget by savings ratio, then those whose annotation is removed.
     pub fn deletion_cost_ranking(&mut self, now: Duration) -> Vec<Ranked> {
         // the types as the NodePools offer them, NodeOverlays laid over
-        let overlaid = self.overlay_evaluation(now).by_pool;
+        let overlaid = self.desk.overlay_evaluation(now).by_pool;
         let managed = self.desk.settings.pod_deletion_cost;
         let g = self.gather();
         let in_command: BTreeSet<&str> = (self.disruption.commands())

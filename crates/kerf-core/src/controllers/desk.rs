@@ -48,6 +48,14 @@ pub(crate) struct Desk {
     pub(crate) metrics: crate::metrics::Metrics,
     /// Since when the shell's view of the API server has not been whole, if it is not.
     pub(crate) unsynced_since: Option<Duration>,
+    /// Instance types per node class with unavailable offerings marked, and the
+    /// unavailable-offerings generation they were made for.
+    pub(super) type_options: HashMap<String, super::TypeOptions>,
+    /// Node classes whose instance types were asked for and not yet answered.
+    pub(crate) types_asked: BTreeSet<String>,
+    /// The last overlay evaluation, with the catalog and unavailable-offerings generations it
+    /// read: every solve asks for it, and it changes only with them.
+    pub(super) overlay_cache: Option<(u64, u64, crate::overlays::Evaluation)>,
     /// The instance types as the solver compiled them, kept for the solves after (see
     /// [`kerf_scheduling::Catalog`]).
     pub(crate) catalog: RefCell<kerf_scheduling::Catalog>,

@@ -691,7 +691,7 @@ impl Controllers {
                     drift: self.desk.settings.terminate_first_drift,
                     repair: self.desk.settings.terminate_first_repair,
                 },
-                options: self.solve_options(),
+                options: self.desk.solve_options(),
                 min_savings: self.desk.settings.min_savings,
                 pods_await_capacity: self.pods_await_capacity(),
                 types_by_name: Default::default(),
@@ -974,7 +974,7 @@ impl Controllers {
     /// With `report`, the first search tells why nodes are blocked and each refusal is logged;
     /// without, nothing is told (a checker's look).
     fn decide_rehearsed(&mut self, report: bool, now: Duration) -> Option<(Command, Vec<String>)> {
-        let (pools, pool_names) = self.pool_inputs(now);
+        let (pools, pool_names) = self.desk.pool_inputs(now);
         let daemonsets: Vec<Pod> = self.desk.cluster.daemonsets.values().cloned().collect();
         let mut told = Vec::new();
         let (found, blocked) = {
@@ -1031,7 +1031,7 @@ impl Controllers {
     /// ([`Controllers::rehearse_move`]); none for emptiness, drift and repair, which move no
     /// pod by a packing of their own.
     fn stranded(&mut self, command: &Command, names: &[String], now: Duration) -> Vec<String> {
-        let (pools, _) = self.pool_inputs(now);
+        let (pools, _) = self.desk.pool_inputs(now);
         self.stranded_in(&pools, command, names)
     }
 
@@ -1267,7 +1267,7 @@ impl Controllers {
             );
             core.schedule_pass(now + PASS_INTERVAL);
         };
-        let (pools, pool_names) = self.pool_inputs(now);
+        let (pools, pool_names) = self.desk.pool_inputs(now);
         let daemonsets: Vec<Pod> = self.desk.cluster.daemonsets.values().cloned().collect();
         let g = self.gather();
         let (view, names) = self.view(&g, pools, &pool_names, &daemonsets, now);
@@ -1443,7 +1443,7 @@ impl Controllers {
         for c in &candidates {
             self.desk.taint(c);
         }
-        let (_, pool_names) = self.pool_inputs(now);
+        let (_, pool_names) = self.desk.pool_inputs(now);
         let mut launched = Vec::new();
         for r in &command.replacements {
             let pool = pool_names[r.node_pool].clone();

@@ -331,7 +331,7 @@ impl Controllers {
             }
             (None, None, _) => self.pending_placement(key, now),
         };
-        let (pools, names) = self.pool_inputs(now);
+        let (pools, names) = self.desk.pool_inputs(now);
         let mut order: Vec<usize> = (0..pools.len()).collect();
         order.sort_by(|a, b| {
             pools[*b]
@@ -341,12 +341,12 @@ impl Controllers {
         });
         let alone = SolveOptions {
             existing_nodes: false,
-            ..self.solve_options()
+            ..self.desk.solve_options()
         };
         let node_pools = order
             .into_iter()
             .map(|i| {
-                let solved = self.solve_over(
+                let solved = self.desk.solve_over(
                     vec![key.to_string()],
                     &pools[i..=i],
                     vec![names[i].clone()],
@@ -425,12 +425,12 @@ impl Controllers {
         if !keys.iter().any(|k| k == key) {
             keys.push(key.to_string());
         }
-        let (pools, names) = self.pool_inputs(now);
-        let solved = self.solve_over(
+        let (pools, names) = self.desk.pool_inputs(now);
+        let solved = self.desk.solve_over(
             keys,
             &pools,
             names,
-            self.solve_options(),
+            self.desk.solve_options(),
             Packing::NearBound,
         );
         let Some(index) = solved.pods.iter().position(|k| k == key) else {
@@ -465,7 +465,7 @@ impl Controllers {
         if !self.desk.cluster.nodes.contains_key(name) {
             return None;
         }
-        let (pools, pool_names) = self.pool_inputs(now);
+        let (pools, pool_names) = self.desk.pool_inputs(now);
         let daemonsets: Vec<k8s_openapi::api::core::v1::Pod> =
             self.desk.cluster.daemonsets.values().cloned().collect();
         // one gathering for the node's own blockers and the view

@@ -5,16 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
-use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
 use kerf_api::{NodePool, Taint, TaintEffect, labels};
-use kerf_scheduling::resources::{Resources, pod_requests};
-use kerf_scheduling::{
-    BoundPod, Decision, ExistingNode, InstanceTypeOption, NodePoolInput, PlannedNodeClaim, Problem,
-    SolveOptions, solve_with,
-};
+use kerf_scheduling::resources::Resources;
+use kerf_scheduling::{Decision, NodePoolInput, PlannedNodeClaim};
 use serde_json::json;
 use std::fmt::Write as _;
 
@@ -22,10 +17,10 @@ use crate::metrics::families;
 use std::hash::{Hash, Hasher};
 
 use super::rehearsal::PlannedNode;
-use super::{Action, Controllers, Event, EventObject, Timer, TypeOptions, Unplaced, list_text};
+use super::{Action, Controllers, Event, EventObject, Timer, Unplaced, list_text};
 use crate::cluster::{ClaimRecord, NodeRecord, split_pod_key};
 use crate::hash::{node_class_hash, node_pool_hash};
-use crate::nodepools::{NoCompatibleTypes, daemon_runs_on, no_compatible_types, node_pool_input};
+use crate::nodepools::{NoCompatibleTypes, no_compatible_types};
 use crate::provisioning::rules::Batcher;
 use crate::provisioning::rules::{nodeclaim, nodeclaim_name};
 
@@ -154,9 +149,6 @@ pub(crate) enum PodOutcome {
 /// What the provisioner keeps between batches.
 pub(crate) struct Provisioner {
     pub(super) batcher: Batcher,
-    /// Instance types per node class with unavailable offerings marked, and the
-    /// unavailable-offerings generation they were made for.
-    pub(super) type_options: HashMap<String, TypeOptions>,
     pub(super) unplaced: Option<Unplaced>,
     /// The pods the last solve found no place for. A pod wanting capacity outside it has not
     /// been solved for since it began to wait: consolidation holds off until it is, as
@@ -165,11 +157,6 @@ pub(crate) struct Provisioner {
     pub(super) left_pending: HashSet<String>,
     /// Pending pods left out of provisioning for their claims, with the reason last logged.
     pub(super) ignored_pods: BTreeMap<String, String>,
-    /// Node classes whose instance types were asked for and not yet answered.
-    pub(crate) types_asked: BTreeSet<String>,
-    /// The last overlay evaluation, with the catalog and unavailable-offerings generations it
-    /// read: every solve asks for it, and it changes only with them.
-    pub(super) overlay_cache: Option<(u64, u64, crate::overlays::Evaluation)>,
     /// What the last pass left, for the scheduler's gauges.
     pub(crate) reading: crate::metrics::SchedulingReading,
     /// The nodes the NodeClaims of earlier batches will register as, kept until their
@@ -186,12 +173,9 @@ impl Provisioner {
     pub(super) fn new(settings: &super::Settings) -> Provisioner {
         Provisioner {
             batcher: Batcher::new(settings.batch_idle, settings.batch_max),
-            type_options: HashMap::default(),
             unplaced: None,
             left_pending: HashSet::default(),
             ignored_pods: BTreeMap::new(),
-            types_asked: BTreeSet::new(),
-            overlay_cache: None,
             reading: crate::metrics::SchedulingReading::default(),
             unlaunched: BTreeMap::new(),
             verdicts: HashMap::default(),
@@ -307,100 +291,6 @@ impl Controllers {
         if again {
             self.saw_pending_pod(now);
         }
-    }
-
-    /// The NodePools as the scheduler sees them at `now`: instance types with the offerings the
-    /// unavailable cache rules out, and usage counted against limits; with their names.
-    pub fn pool_inputs(&mut self, now: Duration) -> (Vec<NodePoolInput>, Vec<String>) {
-        self.desk.unavailable.expire(now);
-        let generation = self.desk.unavailable.generation();
-        let mut pools = Vec::new();
-        let mut names = Vec::new();
-        let entries: Vec<(String, NodePool)> = self
-            .desk
-            .cluster
-            .node_pools
-            .iter()
-            // a static NodePool keeps its own count: no pod or replacement gets a node of it
-            .filter(|(k, np)| np.spec.replicas.is_none() && self.desk.cluster.may_launch_for(k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let overlaid = self.overlay_evaluation(now);
-        for (name, np) in entries {
-            let class = np.spec.template.spec.node_class_ref.name.clone();
-            let options = match overlaid.by_pool.get(&name) {
-                Some(types) => types.clone(),
-                None => self.type_options_for(&class, generation, now),
-            };
-            let options = self.desk.less_reservations_in_flight(options);
-            let usage = self.desk.cluster.pool_usage(&name);
-            let nodes = self.desk.cluster.pool_nodes(&name);
-            pools.push(node_pool_input(&np, options, usage, nodes));
-            names.push(name);
-        }
-        (pools, names)
-    }
-
-    pub(super) fn type_options_for(
-        &mut self,
-        class: &str,
-        generation: u64,
-        now: Duration,
-    ) -> Arc<[InstanceTypeOption]> {
-        let base = self
-            .desk
-            .cluster
-            .instance_types
-            .get(class)
-            .cloned()
-            .unwrap_or_else(|| Arc::from(Vec::new()));
-        if let Some(cached) = self.provisioning.type_options.get(class)
-            && cached.generation == generation
-            && Arc::ptr_eq(&cached.base, &base)
-        {
-            return cached.options.clone();
-        }
-        // most changes to the unavailable offerings touch other classes or none of the
-        // offerings still marked: the options are rebuilt only when the marks differ
-        let unavailable = &self.desk.unavailable;
-        let marked: Vec<(usize, usize)> = base
-            .iter()
-            .enumerate()
-            .flat_map(|(i, t)| {
-                t.offerings.iter().enumerate().filter_map(move |(j, o)| {
-                    (o.available
-                        && unavailable.is_unavailable(&o.capacity_type, &t.name, &o.zone, now))
-                    .then_some((i, j))
-                })
-            })
-            .collect();
-        if let Some(cached) = self.provisioning.type_options.get_mut(class)
-            && cached.marked == marked
-            && Arc::ptr_eq(&cached.base, &base)
-        {
-            cached.generation = generation;
-            return cached.options.clone();
-        }
-        // with nothing marked the provider's own list serves: no copy of every offering
-        let options: Arc<[InstanceTypeOption]> = if marked.is_empty() {
-            Arc::clone(&base)
-        } else {
-            let mut types = base.to_vec();
-            for (i, j) in &marked {
-                types[*i].offerings[*j].available = false;
-            }
-            types.into()
-        };
-        self.provisioning.type_options.insert(
-            class.to_string(),
-            super::TypeOptions {
-                base,
-                generation,
-                marked,
-                options: options.clone(),
-            },
-        );
-        options
     }
 
     /// A pod started waiting for capacity: open or extend the batch window.
@@ -611,7 +501,7 @@ impl Controllers {
     /// does before each batch's scheduling simulation: a log line each batch, and a warning
     /// event on the NodePool at most once a minute.
     fn tell_incompatible_pools(&mut self, now: Duration) {
-        let (pools, _) = self.pool_inputs(now);
+        let (pools, _) = self.desk.pool_inputs(now);
         for np in &pools {
             let Some(why) = no_compatible_types(np, self.desk.settings.min_values_policy) else {
                 continue;
@@ -710,8 +600,8 @@ impl Controllers {
             .hash(&mut h);
         self.desk.unavailable.generation().hash(&mut h);
         keys.hash(&mut h);
-        let (pools, _) = self.pool_inputs(now);
-        let (existing, _) = self.capacity_in_place(&pools);
+        let (pools, _) = self.desk.pool_inputs(now);
+        let (existing, _) = self.desk.capacity_in_place(&pools);
         let mut text = DebugHasher(&mut h);
         for p in &pools {
             let _ = write!(
@@ -740,9 +630,11 @@ impl Controllers {
     /// it: `kerf schedule`'s dry run over the cluster its manifests describe.
     pub fn dry_run(&mut self, now: Duration) -> Solved {
         let keys = self.desk.cluster.pods_where(|p| p.wants_capacity());
-        let (pools, pool_names) = self.pool_inputs(now);
-        let options = self.solve_options();
-        let mut solved = self.solve_over(keys, &pools, pool_names, options, Packing::NearBound);
+        let (pools, pool_names) = self.desk.pool_inputs(now);
+        let options = self.desk.solve_options();
+        let mut solved =
+            self.desk
+                .solve_over(keys, &pools, pool_names, options, Packing::NearBound);
         solved.ignored = (self.desk.cluster.pods.iter())
             .filter(|(_, p)| p.node.is_none() && p.nominated.is_none())
             .filter_map(|(k, p)| Some((k.clone(), p.volume_problem.clone()?)))
@@ -754,122 +646,19 @@ impl Controllers {
     /// limits, its nodes and in-flight NodeClaims with the pods bound or nominated to them;
     /// with the NodePools as the solver read them.
     fn solve_pending(&mut self, keys: Vec<String>, now: Duration) -> (Solved, Vec<NodePoolInput>) {
-        let (pools, pool_names) = self.pool_inputs(now);
+        let (pools, pool_names) = self.desk.pool_inputs(now);
         // wall-clock time, for the scheduling-duration histogram only: no decision reads it
         let started = std::time::Instant::now();
-        let options = self.solve_options();
-        let solved = self.solve_over(keys, &pools, pool_names, options, Packing::NearBound);
+        let options = self.desk.solve_options();
+        let solved = self
+            .desk
+            .solve_over(keys, &pools, pool_names, options, Packing::NearBound);
         self.desk.metrics.observe(
             &families::SCHEDULER_SCHEDULING_DURATION_SECONDS,
             &["provisioner"],
             started.elapsed().as_secs_f64(),
         );
         (solved, pools)
-    }
-
-    /// The solve options the policies in the settings ask for.
-    pub(super) fn solve_options(&self) -> SolveOptions {
-        SolveOptions {
-            preferences: self.desk.settings.preference_policy,
-            min_values: self.desk.settings.min_values_policy,
-            ..SolveOptions::default()
-        }
-    }
-
-    /// One solve of these pods over the cluster's nodes and in-flight NodeClaims (with the
-    /// pods bound or nominated to them) and the given NodePools.
-    pub(super) fn solve_over(
-        &self,
-        keys: Vec<String>,
-        pools: &[NodePoolInput],
-        pool_names: Vec<String>,
-        options: SolveOptions,
-        packing: Packing,
-    ) -> Solved {
-        let cluster = &self.desk.cluster;
-        let pods: Vec<&Pod> = keys.iter().map(|k| &*cluster.pods[k].shape).collect();
-        let requests: Vec<Resources> = keys
-            .iter()
-            .map(|k| cluster.pods[k].requests.clone())
-            .collect();
-        let terms: Vec<u64> = keys.iter().map(|k| cluster.pods[k].terms).collect();
-        let solved = self.solve_shapes(&pods, &requests, &terms, pools, options, packing);
-        Solved {
-            pods: keys,
-            node_pools: pool_names,
-            ..solved
-        }
-    }
-
-    /// One solve of pods given by shape, requests and terms over the cluster's nodes and
-    /// in-flight NodeClaims (with the pods bound or nominated to them) and the given
-    /// NodePools (the answer names no pods or NodePools: the caller knows them).
-    pub(super) fn solve_shapes(
-        &self,
-        pods: &[&Pod],
-        requests: &[Resources],
-        terms: &[u64],
-        pools: &[NodePoolInput],
-        options: SolveOptions,
-        packing: Packing,
-    ) -> Solved {
-        let (existing, existing_claims) = self.capacity_in_place(pools);
-        let index_by_claim: HashMap<&str, usize> = existing_claims
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| c.as_deref().map(|c| (c, i)))
-            .collect();
-        let cluster = &self.desk.cluster;
-        let index_by_node: HashMap<&str, usize> = existing_claims
-            .iter()
-            .zip(&existing)
-            .enumerate()
-            .filter_map(|(i, (c, e))| match c {
-                Some(c) => cluster.nodeclaims[c].node.as_deref().map(|n| (n, i)),
-                None => Some((e.name.as_str(), i)),
-            })
-            .collect();
-        let bound: Vec<BoundPod<'_>> = cluster
-            .pods
-            .values()
-            .filter_map(|p| {
-                let at = match (&p.node, &p.nominated) {
-                    (Some(n), _) => index_by_node.get(n.as_str()),
-                    (None, Some(claim)) => index_by_claim.get(claim.as_str()),
-                    _ => None,
-                };
-                at.map(|&node| BoundPod {
-                    node,
-                    pod: &p.shape,
-                    terms: Some(p.terms),
-                })
-            })
-            .collect();
-        let daemonsets: Vec<Pod> = cluster.daemonsets.values().cloned().collect();
-        let problem = Problem {
-            node_pools: pools,
-            nodes: &existing,
-            bound_pods: &bound,
-            daemonsets: &daemonsets,
-            pods,
-            requests,
-            terms,
-            options,
-        };
-        let catalog = &mut self.desk.catalog.borrow_mut();
-        let (decision, bound) = match packing {
-            Packing::Karpenter => (solve_with(&problem, catalog), None),
-            Packing::NearBound => kerf_scheduling::solve_near_bound(&problem, catalog),
-        };
-        Solved {
-            decision,
-            bound,
-            pods: Vec::new(),
-            node_pools: Vec::new(),
-            nodes: existing.into_iter().map(|e| e.name).collect(),
-            claims: existing_claims,
-            ignored: Vec::new(),
-        }
     }
 
     /// Says once (until the reason changes) which pending pods are left out for their
@@ -889,90 +678,6 @@ impl Controllers {
             }
         }
         self.provisioning.ignored_pods = now;
-    }
-
-    /// Launched NodeClaims as the scheduler's existing nodes (registered ones as their
-    /// node, the others as the node they will become), with their names; then the nodes
-    /// Kerf does not manage (a managed node group's), whose room and bound pods count too.
-    fn capacity_in_place(
-        &self,
-        pools: &[NodePoolInput],
-    ) -> (Vec<ExistingNode>, Vec<Option<String>>) {
-        let cluster = &self.desk.cluster;
-        let nominated = cluster.nominated_requests();
-        let mut existing = Vec::new();
-        let mut names = Vec::new();
-        for (name, c) in &cluster.nodeclaims {
-            let Some(launched) = &c.launched else {
-                continue;
-            };
-            let Some(pool) = cluster.node_pools.get(&c.node_pool) else {
-                continue;
-            };
-            let node = c.node.as_ref().and_then(|n| cluster.nodes.get(n));
-            let by_type = type_allocatable(pools, &c.node_pool, &launched.instance_type);
-            let entry = match node {
-                Some(n) => ExistingNode {
-                    name: c.node.clone().unwrap_or_default(),
-                    labels: n.labels.clone(),
-                    taints: scheduling_taints(n, &c.startup_taints, c.initialized),
-                    allocatable: {
-                        let mut a = n.allocatable.clone();
-                        cluster
-                            .volumes
-                            .add_attach_slots(c.node.as_deref(), by_type, &mut a);
-                        a
-                    },
-                    // its bound pods, and the pods nominated to it that kube-scheduler has
-                    // not bound yet (a solve does not place them again)
-                    requested: {
-                        let mut r = n.requests.clone();
-                        if let Some(waiting) = nominated.get(name.as_str()) {
-                            r.add(waiting);
-                        }
-                        r
-                    },
-                    initialized: c.initialized,
-                },
-                None => {
-                    let mut requested = nominated.get(name.as_str()).cloned().unwrap_or_default();
-                    let labels = node_labels(launched, pool, name);
-                    // it registers with its NodeClaim's taints (its startup taints go away)
-                    let taints = c.taints.clone();
-                    for ds in cluster.daemonsets.values() {
-                        if daemon_runs_on(ds, &labels, &taints) {
-                            requested.add(&pod_requests(ds));
-                        }
-                    }
-                    let mut allocatable = launched.allocatable.clone();
-                    cluster
-                        .volumes
-                        .add_attach_slots(None, by_type, &mut allocatable);
-                    ExistingNode {
-                        name: name.clone(),
-                        labels: labels.into(),
-                        taints,
-                        allocatable,
-                        requested,
-                        initialized: false,
-                    }
-                }
-            };
-            existing.push(entry);
-            names.push(Some(name.clone()));
-        }
-        for (name, n) in &cluster.nodes {
-            if n.nodeclaim.is_some() {
-                continue;
-            }
-            let mut e = n.as_existing(name, n.ready);
-            cluster
-                .volumes
-                .add_attach_slots(Some(name), None, &mut e.allocatable);
-            existing.push(e);
-            names.push(None);
-        }
-        (existing, names)
     }
 
     /// Creates the NodeClaim of a plan and asks the cloud to launch it; its name. `reason`
@@ -1034,7 +739,7 @@ impl Controllers {
         }
         let annotations = annotations.clone();
         object.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
-        let overlaid_prices = self.overlaid_prices(pool_name, &types, now);
+        let overlaid_prices = self.desk.overlaid_prices(pool_name, &types, now);
         self.desk.cluster.nodeclaims.insert(
             name.clone(),
             ClaimRecord {
@@ -1085,28 +790,7 @@ impl std::fmt::Write for DebugHasher<'_> {
     }
 }
 
-impl Controllers {
-    /// The prices NodeOverlays give the offerings of these instance types in this NodePool
-    /// (empty when no overlay applies).
-    fn overlaid_prices(
-        &mut self,
-        pool: &str,
-        types: &[String],
-        now: Duration,
-    ) -> BTreeMap<(String, String, String), f64> {
-        let mut prices = BTreeMap::new();
-        let Some(overlaid) = self.overlay_evaluation(now).by_pool.remove(pool) else {
-            return prices;
-        };
-        for t in overlaid.iter().filter(|t| types.contains(&t.name)) {
-            for o in &t.offerings {
-                let key = (t.name.clone(), o.zone.clone(), o.capacity_type.clone());
-                prices.insert(key, o.price_per_hour);
-            }
-        }
-        prices
-    }
-}
+impl Controllers {}
 
 /// The allocatable the scheduler gives an instance type of a NodePool (its attachment slots
 /// included), when the NodePool still offers the type.

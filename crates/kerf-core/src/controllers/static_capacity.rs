@@ -474,9 +474,9 @@ impl Controllers {
         let reqs = Requirements::from_api(&template.spec.requirements);
         let class = template.spec.node_class_ref.name.clone();
         let generation = self.desk.unavailable.generation();
-        let options = match self.overlay_evaluation(now).by_pool.remove(pool) {
+        let options = match self.desk.overlay_evaluation(now).by_pool.remove(pool) {
             Some(types) => types,
-            None => self.type_options_for(&class, generation, now),
+            None => self.desk.type_options_for(&class, generation, now),
         };
         let (zone, capacity_type) = (reqs.get(labels::ZONE), reqs.get(labels::CAPACITY_TYPE));
         let offered = |key: &str| key == labels::ZONE || key == labels::CAPACITY_TYPE;
