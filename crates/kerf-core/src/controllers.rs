@@ -560,31 +560,31 @@ pub struct Controllers {
     /// What the provisioner keeps between batches.
     pub(crate) provisioning: provisioning::Provisioner,
     /// What the NodeClaim lifecycle keeps between cloud answers.
-    lifecycle: lifecycle::Lifecycles,
+    pub(crate) lifecycle: lifecycle::Lifecycles,
     /// Each NodeClaim's node's shortfalls against its launch, as last said.
-    consistency: consistency::ConsistencyChecks,
+    pub(crate) consistency: consistency::ConsistencyChecks,
     /// What the disruption controller keeps between passes.
-    disruption: disruption::Disruptions,
+    pub(crate) disruption: disruption::Disruptions,
     /// What node repair keeps between passes.
-    health: health::Repairs,
+    pub(crate) health: health::Repairs,
     /// What reboots for repair keep between looks.
-    reboot: reboot::RebootCalls,
+    pub(crate) reboot: reboot::RebootCalls,
     /// What termination keeps between drains.
-    termination: termination::Terminations,
+    pub(crate) termination: termination::Terminations,
     /// What static NodePools' controller keeps between polls.
-    static_capacity: static_capacity::StaticPools,
+    pub(crate) static_capacity: static_capacity::StaticPools,
     /// What the pod deletion cost ranking keeps between minutes.
-    deletion_cost: deletion_cost::DeletionCosts,
+    pub(crate) deletion_cost: deletion_cost::DeletionCosts,
     /// What the CapacityBuffer controller keeps between passes.
-    buffers: buffers::BufferPlacement,
+    pub(crate) buffers: buffers::BufferPlacement,
     /// What the node class status controller keeps between answers.
     pub(crate) node_classes: node_classes::NodeClassStatuses,
     /// The interruption controller's: unhealthy instances already counted.
     pub(crate) interruption: interruption::Interruptions,
     /// The zonal shift controller's: the zones the cloud last said are shifted away from.
-    zonal_shifts: zonal_shift::ZonalShifts,
+    pub(crate) zonal_shifts: zonal_shift::ZonalShifts,
     /// Each NodePool's recent registrations, for its `NodeRegistrationHealthy` condition.
-    registration: registration::Registrations,
+    pub(crate) registration: registration::Registrations,
     /// The NodePool and NodeOverlay statuses last written.
     statuses: Statuses,
 }
@@ -779,18 +779,21 @@ impl Controllers {
             Timer::Pass => self.disruption_pass(now),
             Timer::Validate => self.validate_command(now),
             Timer::Drain(claim) => self.drain(&claim, now),
-            Timer::Release(claim) => self.release_again(&claim, now),
-            Timer::Expire(claim) => self.expire(&claim, now),
+            Timer::Release(claim) => self.termination.release_again(&mut self.desk, &claim, now),
+            Timer::Expire(claim) => self.termination.expire(&mut self.desk, &claim, now),
             Timer::RegistrationTimeout(claim) => self.registration_timeout(&claim, now),
             Timer::ReplacementTimeout(id) => self.replacement_timeout(&id, now),
-            Timer::NominationExpiry(claim) => self.nomination_expiry(&claim, now),
-            Timer::RetryPending => self.saw_pending_pod(now),
-            Timer::Relaunch(claim) => self.relaunch(&claim, now),
+            Timer::NominationExpiry(claim) => {
+                self.provisioning
+                    .nomination_expiry(&mut self.desk, &claim, now)
+            }
+            Timer::RetryPending => self.provisioning.saw_pending_pod(&mut self.desk, now),
+            Timer::Relaunch(claim) => self.lifecycle.relaunch(&mut self.desk, &claim, now),
             Timer::LaunchTimeout(claim) => self.launch_timeout(&claim, now),
             // the poll's reaction reconciles the static NodePools
             Timer::StaticCapacity => {}
             Timer::GarbageCollect => {
-                self.list_instances(now);
+                self.lifecycle.list_instances(&mut self.desk, now);
                 self.desk
                     .at(now + GARBAGE_COLLECTION_INTERVAL, Timer::GarbageCollect);
             }
@@ -823,7 +826,8 @@ impl Controllers {
             self.desk.type_options.remove(class);
         }
         if !changes.node_pools.is_empty() || !changes.node_classes.is_empty() {
-            self.node_pools_changed(&changes.node_pools, now);
+            self.lifecycle
+                .node_pools_changed(&mut self.desk, &changes.node_pools, now);
             self.evaluate_drift(now);
         }
         // a block turns expiring (a class change), or a NodeClaim lands in one that already is
@@ -839,14 +843,18 @@ impl Controllers {
         for claim in &changes.lifecycle {
             self.lifecycle(claim, now);
         }
-        self.recheck_nominations(&changes.nodes_filled, now);
+        self.provisioning
+            .recheck_nominations(&mut self.desk, &changes.nodes_filled, now);
         if changes.buffers {
             self.buffers_changed(now);
-        } else if self.buffer_room_taken(&changes.nodes_filled) {
-            self.saw_pending_pod(now);
+        } else if self
+            .buffers
+            .buffer_room_taken(&self.desk, &changes.nodes_filled)
+        {
+            self.provisioning.saw_pending_pod(&mut self.desk, now);
         }
         if changes.provisionable {
-            self.saw_pending_pod(now);
+            self.provisioning.saw_pending_pod(&mut self.desk, now);
         }
         self.continue_command(now);
         self.reconcile_static_pools(now);
@@ -855,7 +863,8 @@ impl Controllers {
             self.count_node_pools();
         }
         if changes.disruption || !changes.lifecycle.is_empty() {
-            self.schedule_pass(now + disruption::PASS_INTERVAL);
+            self.disruption
+                .schedule_pass(&mut self.desk, now + disruption::PASS_INTERVAL);
         }
     }
 

@@ -255,13 +255,16 @@ impl Controllers {
             Observation::Launched {
                 nodeclaim,
                 launched,
-            } => self.launched(&nodeclaim, *launched),
+            } => self
+                .lifecycle
+                .launched(&mut self.desk, &nodeclaim, *launched),
             Observation::LaunchFailed {
                 nodeclaim,
                 insufficient,
             } => self.launch_failed(&nodeclaim, &insufficient, now),
             Observation::LaunchRetry { nodeclaim, error } => {
-                self.launch_retry(&nodeclaim, &error, now);
+                self.lifecycle
+                    .launch_retry(&mut self.desk, &nodeclaim, &error, now);
             }
             Observation::LaunchError { nodeclaim, error } => {
                 self.launch_error(&nodeclaim, &error, now);
@@ -269,10 +272,13 @@ impl Controllers {
             Observation::LaunchRefused { nodeclaim, error } => {
                 self.launch_refused(&nodeclaim, &error, now);
             }
-            Observation::Evicted(pod) => self.evicted(&pod, now),
+            Observation::Evicted(pod) => self.termination.evicted(&mut self.desk, &pod, now),
             Observation::InstanceGone(provider_id) => self.instance_gone(&provider_id, now),
             Observation::Instances(instances) => self.garbage_collect(&instances, now),
-            Observation::EvictionRefused { pod, code } => self.eviction_refused(&pod, code, now),
+            Observation::EvictionRefused { pod, code } => {
+                self.termination
+                    .eviction_refused(&mut self.desk, &pod, code, now)
+            }
             Observation::RebootAnswered { nodeclaim, result } => {
                 self.reboot_answered(&nodeclaim, result, now);
             }
@@ -362,7 +368,11 @@ impl Controllers {
                 let meta = &claim.metadata;
                 let created = meta.creation_timestamp.as_ref().map_or(now, at);
                 let deleting = meta.deletion_timestamp.as_ref().map(at);
-                if deleting.is_some() && self.released_and_gone(name_of(meta)) {
+                if deleting.is_some()
+                    && self
+                        .termination
+                        .released_and_gone(&self.desk, name_of(meta))
+                {
                     return;
                 }
                 self.nodeclaim_observed(claim, created, deleting, now);
@@ -407,7 +417,7 @@ impl Controllers {
                     cluster.set_node_class_metadata(&name, &class.metadata);
                 }
                 if reservations_moved {
-                    self.class_reservations_changed(&name, now);
+                    self.lifecycle.class_reservations_changed(&name, now);
                 }
                 self.node_classes
                     .node_class_observed(&mut self.desk, &name, now);
@@ -471,12 +481,12 @@ impl Controllers {
             "Node" => cluster.delete_node(name, now),
             "NodeClaim" => {
                 cluster.delete_nodeclaim(name);
-                self.forget_drained(name, now);
+                self.termination.forget_drained(&mut self.desk, name, now);
             }
             "NodePool" => cluster.delete_node_pool(name),
             "EC2NodeClass" | "KWOKNodeClass" => {
                 cluster.delete_node_class(name);
-                self.forget_class_reservations(name);
+                self.lifecycle.forget_class_reservations(name);
             }
             "NodeOverlay" => cluster.delete_node_overlay(name),
             "DaemonSet" => cluster.delete_daemonset(key),

@@ -11,7 +11,8 @@ use kerf_scheduling::resources::Resources;
 use rustc_hash::FxHashMap;
 
 use super::Controllers;
-use super::disruption::PdbAllowances;
+use super::desk::Desk;
+use super::disruption::{Disruptions, PdbAllowances};
 use crate::cluster::{PodOwner, PodRecord};
 use crate::disruption::rules::{DoNotDisrupt, do_not_disrupt};
 
@@ -142,73 +143,33 @@ pub(super) enum Wanted {
     All,
 }
 
-impl Controllers {
-    /// What the blocker checks read, from the cluster as it is now.
-    pub(super) fn gather(&self) -> Gathered<'_> {
-        let mut pods_by_node: FxHashMap<&str, Vec<(&String, &PodRecord)>> = FxHashMap::default();
-        let mut daemon_pods_by_node: FxHashMap<&str, Vec<(&String, &PodRecord)>> =
-            FxHashMap::default();
-        let mut nominated = BTreeSet::new();
-        let mut waiting_least: Option<Resources> = None;
-        let left = &self.provisioning.left_pending;
-        for (k, p) in &self.desk.cluster.pods {
-            if let Some(n) = &p.node {
-                let by_node = match p.owner {
-                    PodOwner::DaemonSet => &mut daemon_pods_by_node,
-                    _ => &mut pods_by_node,
-                };
-                by_node.entry(n.as_str()).or_default().push((k, p));
-            }
-            if let Some(claim) = &p.nominated {
-                nominated.insert(claim.as_str());
-            }
-            let waiting = p.node.is_none()
-                && (p.nominated.is_some() || p.wants_capacity() && !left.contains(k));
-            if waiting {
-                let least = waiting_least.get_or_insert_with(|| Resources {
-                    cpu_millis: i64::MAX,
-                    memory_bytes: i64::MAX,
-                    pods: 1,
-                    ..Resources::default()
-                });
-                least.cpu_millis = least.cpu_millis.min(p.requests.cpu_millis);
-                least.memory_bytes = least.memory_bytes.min(p.requests.memory_bytes);
-            }
-        }
-        Gathered {
-            pods_by_node,
-            daemon_pods_by_node,
-            nominated,
-            waiting_least,
-            pdbs: PdbAllowances::new(&self.desk.cluster, &self.termination.evicting),
-        }
-    }
-
+impl Disruptions {
     /// What keeps the node `name` from being disrupted now, in Karpenter's order: its own
     /// state, then each pod's annotation and budgets.
     pub(super) fn blockers(
         &self,
+        desk: &Desk,
         name: &str,
         g: &Gathered<'_>,
         wanted: Wanted,
         now: Duration,
     ) -> Vec<Blocker> {
         let mut out = Vec::new();
-        let Some(record) = self.desk.cluster.nodes.get(name) else {
+        let Some(record) = desk.cluster.nodes.get(name) else {
             return out;
         };
         let claim_name = record.nodeclaim.as_deref();
-        let Some(claim) = claim_name.and_then(|c| self.desk.cluster.nodeclaims.get(c)) else {
+        let Some(claim) = claim_name.and_then(|c| desk.cluster.nodeclaims.get(c)) else {
             out.push(Blocker::NotManaged);
             return out;
         };
-        let in_command = (self.disruption.commands())
+        let in_command = (self.commands())
             .find(|c| c.candidates.iter().any(|n| n == name))
             .map(|c| c.reason);
         let rebooting = claim.reboot.as_ref().is_some_and(|r| r.under_way());
         let own = [
             rebooting.then_some(Blocker::Rebooting),
-            (!self.desk.cluster.node_pools.contains_key(&claim.node_pool))
+            (!desk.cluster.node_pools.contains_key(&claim.node_pool))
                 .then(|| Blocker::NodePoolNotFound(claim.node_pool.clone())),
             (!claim.initialized).then_some(Blocker::NotInitialized),
             claim.deleting.is_some().then_some(Blocker::Deleting),
@@ -252,7 +213,7 @@ impl Controllers {
                 continue;
             }
             // the eviction API refuses a pod more than one budget selects, whatever they allow
-            let selecting = g.pdbs.selecting(&self.desk.cluster, &p.shape);
+            let selecting = g.pdbs.selecting(&desk.cluster, &p.shape);
             if selecting.len() > 1 {
                 out.push(Blocker::PdbMultiple {
                     pod: (*key).clone(),
@@ -263,7 +224,7 @@ impl Controllers {
                 }
                 continue;
             }
-            let budgets = g.pdbs.blocking(&self.desk.cluster, &p.shape);
+            let budgets = g.pdbs.blocking(&desk.cluster, &p.shape);
             if !budgets.is_empty() {
                 out.push(Blocker::Pdb {
                     pod: (*key).clone(),
@@ -275,6 +236,49 @@ impl Controllers {
             }
         }
         out
+    }
+}
+
+impl Controllers {
+    /// What the blocker checks read, from the cluster as it is now.
+    pub(super) fn gather(&self) -> Gathered<'_> {
+        let mut pods_by_node: FxHashMap<&str, Vec<(&String, &PodRecord)>> = FxHashMap::default();
+        let mut daemon_pods_by_node: FxHashMap<&str, Vec<(&String, &PodRecord)>> =
+            FxHashMap::default();
+        let mut nominated = BTreeSet::new();
+        let mut waiting_least: Option<Resources> = None;
+        let left = &self.provisioning.left_pending;
+        for (k, p) in &self.desk.cluster.pods {
+            if let Some(n) = &p.node {
+                let by_node = match p.owner {
+                    PodOwner::DaemonSet => &mut daemon_pods_by_node,
+                    _ => &mut pods_by_node,
+                };
+                by_node.entry(n.as_str()).or_default().push((k, p));
+            }
+            if let Some(claim) = &p.nominated {
+                nominated.insert(claim.as_str());
+            }
+            let waiting = p.node.is_none()
+                && (p.nominated.is_some() || p.wants_capacity() && !left.contains(k));
+            if waiting {
+                let least = waiting_least.get_or_insert_with(|| Resources {
+                    cpu_millis: i64::MAX,
+                    memory_bytes: i64::MAX,
+                    pods: 1,
+                    ..Resources::default()
+                });
+                least.cpu_millis = least.cpu_millis.min(p.requests.cpu_millis);
+                least.memory_bytes = least.memory_bytes.min(p.requests.memory_bytes);
+            }
+        }
+        Gathered {
+            pods_by_node,
+            daemon_pods_by_node,
+            nominated,
+            waiting_least,
+            pdbs: PdbAllowances::new(&self.desk.cluster, &self.termination.evicting),
+        }
     }
 }
 

@@ -15,6 +15,7 @@ use kerf_api::capacitybuffer::CapacityBufferStatus;
 use kerf_scheduling::resources::{Resources, pod_requests};
 use serde_json::json;
 
+use super::desk::Desk;
 use super::provisioning::Packing;
 use super::{Action, Controllers, Timer};
 use crate::buffers::{Placed, placeholder_pods, provisioning_condition, resolved_status};
@@ -46,6 +47,59 @@ pub(crate) struct BufferPlacement {
     /// NodeClaims made for placeholders, with their `namespace/name`s, until launched: the
     /// solver sees no room of theirs before, so those placeholders count as placed there.
     waiting: BTreeMap<String, Vec<String>>,
+}
+
+impl BufferPlacement {
+    /// Whether a pod bound to one of `nodes`, or a node written, may have taken room a
+    /// buffer held: the buffers are placed again (the refill).
+    pub(super) fn buffer_room_taken(
+        &self,
+        desk: &Desk,
+        nodes: &std::collections::BTreeSet<String>,
+    ) -> bool {
+        let held = &self.held;
+        !held.is_empty()
+            && nodes.iter().any(|n| {
+                held.contains_key(n)
+                    || (desk.cluster.nodes.get(n))
+                        .and_then(|r| r.nodeclaim.as_deref())
+                        .is_some_and(|c| held.contains_key(c))
+            })
+    }
+
+    /// Puts `condition` in the buffer's status as its `Provisioning`, and keeps it for the
+    /// statuses written after.
+    fn set_provisioning(&mut self, key: &str, status: &mut CapacityBufferStatus, c: Condition) {
+        let provisioning = crate::buffers::PROVISIONING;
+        status.conditions.retain(|c| c.type_ != provisioning);
+        status.conditions.push(c.clone());
+        self.provisioning.insert(key.to_string(), c);
+    }
+
+    /// Asks for the buffer's status to be written unless it stands so already (as Kerf last
+    /// wrote it, or as read, transition times aside).
+    fn write_buffer_status(&mut self, desk: &mut Desk, key: &str, status: CapacityBufferStatus) {
+        if self.written.get(key) == Some(&status) {
+            return;
+        }
+        let read = (desk.cluster.buffers.buffers.get(key))
+            .and_then(|b| b.status.clone())
+            .map(|mut s| {
+                s.conditions
+                    .iter_mut()
+                    .for_each(|c| c.last_transition_time = None);
+                s
+            });
+        let first = !self.written.contains_key(key);
+        self.written.insert(key.to_string(), status.clone());
+        if first && read.as_ref() == Some(&status) {
+            return;
+        }
+        desk.actions.push(Action::PatchCapacityBufferStatus {
+            buffer: key.to_string(),
+            status: Box::new(status),
+        });
+    }
 }
 
 impl Controllers {
@@ -82,36 +136,24 @@ impl Controllers {
             // a buffer the provisioner has not placed yet, or not ready, is told so at once
             let generation = buffer.metadata.generation;
             if let Some(c) = provisioning_condition(&status, None, generation) {
-                self.set_provisioning(&key, &mut status, c);
+                self.buffers.set_provisioning(&key, &mut status, c);
             }
-            self.write_buffer_status(&key, status);
+            self.buffers
+                .write_buffer_status(&mut self.desk, &key, status);
         }
         self.desk.cancel(&Timer::Buffers);
         if !self.desk.cluster.buffers.buffers.is_empty() {
             self.desk.at(now + BUFFER_INTERVAL, Timer::Buffers);
         }
-        self.saw_pending_pod(now);
+        self.provisioning.saw_pending_pod(&mut self.desk, now);
     }
 
     /// The regular look: the buffers are placed again.
     pub(super) fn buffers_due(&mut self, now: Duration) {
         if !self.desk.cluster.buffers.buffers.is_empty() {
-            self.saw_pending_pod(now);
+            self.provisioning.saw_pending_pod(&mut self.desk, now);
             self.desk.at(now + BUFFER_INTERVAL, Timer::Buffers);
         }
-    }
-
-    /// Whether a pod bound to one of `nodes`, or a node written, may have taken room a
-    /// buffer held: the buffers are placed again (the refill).
-    pub(super) fn buffer_room_taken(&self, nodes: &std::collections::BTreeSet<String>) -> bool {
-        let held = &self.buffers.held;
-        !held.is_empty()
-            && nodes.iter().any(|n| {
-                held.contains_key(n)
-                    || (self.desk.cluster.nodes.get(n))
-                        .and_then(|r| r.nodeclaim.as_deref())
-                        .is_some_and(|c| held.contains_key(c))
-            })
     }
 
     /// Places every buffer's placeholder pods on the room the cluster has once the real
@@ -182,7 +224,8 @@ impl Controllers {
                         .add(&requests[*p]);
                 }
             }
-            self.log_new_nodeclaims(&decision.nodeclaims);
+            self.provisioning
+                .log_new_nodeclaims(&mut self.desk, &decision.nodeclaims);
             for plan in &decision.nodeclaims {
                 let pool = pool_names[plan.node_pool].clone();
                 let claim = self.create_nodeclaim(plan, &pool, "provisioned", now);
@@ -225,42 +268,9 @@ impl Controllers {
             else {
                 continue;
             };
-            self.set_provisioning(&key, &mut status, c);
-            self.write_buffer_status(&key, status);
+            self.buffers.set_provisioning(&key, &mut status, c);
+            self.buffers
+                .write_buffer_status(&mut self.desk, &key, status);
         }
-    }
-
-    /// Puts `condition` in the buffer's status as its `Provisioning`, and keeps it for the
-    /// statuses written after.
-    fn set_provisioning(&mut self, key: &str, status: &mut CapacityBufferStatus, c: Condition) {
-        let provisioning = crate::buffers::PROVISIONING;
-        status.conditions.retain(|c| c.type_ != provisioning);
-        status.conditions.push(c.clone());
-        self.buffers.provisioning.insert(key.to_string(), c);
-    }
-
-    /// Asks for the buffer's status to be written unless it stands so already (as Kerf last
-    /// wrote it, or as read, transition times aside).
-    fn write_buffer_status(&mut self, key: &str, status: CapacityBufferStatus) {
-        if self.buffers.written.get(key) == Some(&status) {
-            return;
-        }
-        let read = (self.desk.cluster.buffers.buffers.get(key))
-            .and_then(|b| b.status.clone())
-            .map(|mut s| {
-                s.conditions
-                    .iter_mut()
-                    .for_each(|c| c.last_transition_time = None);
-                s
-            });
-        let first = !self.buffers.written.contains_key(key);
-        self.buffers.written.insert(key.to_string(), status.clone());
-        if first && read.as_ref() == Some(&status) {
-            return;
-        }
-        self.desk.actions.push(Action::PatchCapacityBufferStatus {
-            buffer: key.to_string(),
-            status: Box::new(status),
-        });
     }
 }

@@ -46,7 +46,7 @@ const RECREATING: [(&str, &str); 3] = [
 
 /// What the ranking keeps between minutes: the NodePools its gauge has a series for.
 #[derive(Default)]
-pub(super) struct DeletionCosts {
+pub(crate) struct DeletionCosts {
     gauged: BTreeSet<String>,
 }
 
@@ -232,7 +232,7 @@ impl Controllers {
                 || super::disruption::has_disrupted_taint(n);
             let group = if going {
                 Group::Going
-            } else if !self.blockers(name, &g, Wanted::First, now).is_empty()
+            } else if !self.disruption.blockers(&self.desk, name, &g, Wanted::First, now).is_empty()
                 || pods.iter().any(|p| pins(&p.shape))
                 // no NodePool, or its class offers no such type: nothing to rank it by
                 || np.is_none()
@@ -254,7 +254,7 @@ impl Controllers {
             nodes.push((price / cost, name, pool, group));
         }
         nodes.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-        let budgets = self.budgets_now(now);
+        let budgets = self.disruption.budgets_now(&self.desk, now);
         let mut left: BTreeMap<(String, DisruptionReason), usize> = (budgets.iter())
             .map(|((pool, r), b)| {
                 (

@@ -19,6 +19,7 @@ use serde_json::json;
 use crate::metrics::families;
 
 use super::blockers::{Gathered, Wanted};
+use super::desk::Desk;
 use super::rehearsal::PlannedNode;
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{CapacityType, Cluster, DriftReason, PodOwner};
@@ -242,7 +243,7 @@ impl PdbAllowances {
 
 /// What the disruption controller keeps between passes.
 #[derive(Default)]
-pub(super) struct Disruptions {
+pub(crate) struct Disruptions {
     /// When the next pass is due.
     pass_at: Option<Duration>,
     /// Why the disruption controller deleted each NodeClaim it deleted, for the events of
@@ -328,6 +329,499 @@ impl Disruptions {
     ) -> &BTreeMap<(String, DisruptionReason), crate::metrics::BudgetReading> {
         &self.budgets
     }
+
+    pub(super) fn schedule_pass(&mut self, desk: &mut Desk, at: Duration) {
+        if self.pass_at.is_none_or(|p| p > at) {
+            if let Some(p) = self.pass_at {
+                desk.timers.remove(&(p, Timer::Pass));
+            }
+            self.pass_at = Some(at);
+            desk.at(at, Timer::Pass);
+        }
+    }
+
+    /// Each NodePool's budget for each reason now, as Karpenter works it out
+    /// (`BuildDisruptionBudgetMapping`): what its budgets allow over the nodes that count, and
+    /// how many of those already take from it. Its gauges show both.
+    pub(super) fn budgets_now<'a>(
+        &self,
+        desk: &'a Desk,
+        now: Duration,
+    ) -> BTreeMap<(&'a str, DisruptionReason), crate::metrics::BudgetReading> {
+        let unix = desk.settings.epoch_unix + now.as_secs();
+        let counts = self.budget_counts(desk);
+        let mut out = BTreeMap::new();
+        for (name, np) in &desk.cluster.node_pools {
+            let c = counts.get(name.as_str()).copied().unwrap_or_default();
+            let reasons = crate::disruption::search::BUDGET_REASONS;
+            let allowed = allowances(np, reasons, c.nodes, unix);
+            for (r, allowed) in reasons.into_iter().zip(allowed) {
+                let consuming = match r {
+                    DisruptionReason::Unhealthy => c.going,
+                    _ => c.going + c.only_not_ready,
+                };
+                let reading = crate::metrics::BudgetReading {
+                    allowed,
+                    consuming,
+                    nodes: c.nodes,
+                };
+                out.insert((name.as_str(), r), reading);
+            }
+        }
+        out
+    }
+
+    /// For each reason with candidates, each NodePool with nodes whose budgets allow that
+    /// reason nothing says so, as Karpenter's disruption controller does when a method finds
+    /// candidates (`NodePoolBlockedForDisruptionReason`).
+    fn tell_blocked_budgets(
+        &mut self,
+        desk: &mut Desk,
+        reasons: &[DisruptionReason],
+        now: Duration,
+    ) {
+        let blocked: Vec<(String, DisruptionReason)> = (self.budgets.iter())
+            .filter(|((_, r), b)| reasons.contains(r) && b.nodes > 0 && b.allowed == 0)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for (pool, reason) in blocked {
+            desk.event(
+                Event {
+                    kind: EventObject::NodePool,
+                    name: pool,
+                    warning: false,
+                    reason: "DisruptionBlocked".into(),
+                    message: format!(
+                        "No allowed disruptions for disruption reason {} due to blocking budget",
+                        reason.as_str()
+                    ),
+                },
+                now,
+            );
+        }
+    }
+
+    /// Each NodePool's nodes as Karpenter's budgets count them (`NodePoolStatsFromNodes`):
+    /// Nodes with a NodeClaim, initialized (the Node's label), whose instance is not already
+    /// terminating, by the NodePool the registered Node's label names (the NodeClaim's
+    /// before it registers). Of those, the ones already disrupting: being deleted, or
+    /// tainted by these controllers (Karpenter's mark for deletion), and
+    /// besides them those only not Ready, which take from every budget but repair's (not
+    /// being Ready is what repair acts on).
+    fn budget_counts<'a>(&self, desk: &'a Desk) -> BTreeMap<&'a str, BudgetCounts> {
+        let mut out: BTreeMap<&'a str, BudgetCounts> = BTreeMap::new();
+        for n in desk.cluster.nodes.values() {
+            let Some((_, c)) = desk.cluster.claim_of(n) else {
+                continue;
+            };
+            let label = |k: &str| n.labels.get(k).map(String::as_str);
+            // a node rebooting for repair counts, and takes from every reason's budget, while
+            // it is not initialized too
+            let rebooting = c.reboot.as_ref().is_some_and(|r| r.under_way());
+            if (label(labels::INITIALIZED) != Some("true") && !rebooting) || c.instance_terminating
+            {
+                continue;
+            }
+            let pool = if label(labels::REGISTERED) == Some("true") {
+                label(labels::NODEPOOL).unwrap_or_default()
+            } else {
+                c.node_pool.as_str()
+            };
+            let counts = out.entry(pool).or_default();
+            counts.nodes += 1;
+            if c.deleting.is_some() || n.tainting || rebooting {
+                counts.going += 1;
+            } else if !n.ready {
+                counts.only_not_ready += 1;
+            }
+        }
+        out
+    }
+
+    /// Plans a command over `view` (one search of a pass) and works out what the evaluation
+    /// records: the metrics, the eligible counts and scores, and with `report_blocked` which
+    /// NodePools' budgets block a reason with candidates. Recorded later by
+    /// [`Controllers::record_search`], once the view is let go.
+    fn search(
+        &self,
+        desk: &Desk,
+        view: &ClusterView<'_>,
+        report_blocked: bool,
+    ) -> (Option<Command>, Searched) {
+        let eligible = crate::disruption::search::eligible(view);
+        let reasons_with_candidates: Vec<DisruptionReason> = (eligible.iter())
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, _)| *r)
+            .collect();
+        let eligible = eligible
+            .into_iter()
+            .map(|(r, n)| (r.as_str().to_lowercase(), n))
+            .collect();
+        // wall-clock time, for the evaluation-duration histogram only: no decision reads it
+        let started = std::time::Instant::now();
+        let (command, judged) = plan_judged(view, &mut desk.catalog.borrow_mut());
+        let elapsed = started.elapsed().as_secs_f64();
+        let scores = (command.as_ref())
+            .filter(|c| matches!(c.method, Method::SingleNode | Method::MultiNode))
+            .map(|c| crate::disruption::search::Worth::new(view).scores(&c.candidates, c.savings))
+            .unwrap_or_default();
+        let kind = command.as_ref().map_or(("", ""), |c| {
+            (c.reason.as_str(), c.method.consolidation_type())
+        });
+        let searched = Searched {
+            eligible,
+            blocked_reasons: report_blocked.then_some(reasons_with_candidates),
+            judged,
+            scores,
+            reason: kind.0,
+            consolidation_type: kind.1,
+            elapsed,
+        };
+        (command, searched)
+    }
+
+    /// Records what one search worked out ([`Controllers::search`]).
+    fn record_search(
+        &mut self,
+        desk: &mut Desk,
+        searched: Searched,
+        pool_names: &[String],
+        now: Duration,
+    ) {
+        self.scores = (searched.scores.into_iter())
+            .map(|score| (pool_names[score.pool].clone(), score))
+            .collect();
+        for j in searched.judged {
+            let pool = &desk.cluster.node_pools[&pool_names[j.pool]];
+            let policy = format!("{:?}", pool.spec.disruption.consolidation_policy);
+            let decision = if j.approved { "approved" } else { "rejected" };
+            let values = [decision, pool_names[j.pool].as_str(), policy.as_str()];
+            desk.metrics.inc(&families::CONSOLIDATION_MOVES, &values);
+            if let Some(score) = j.score {
+                desk.metrics
+                    .observe(&families::CONSOLIDATION_SCORE, &values, score);
+            }
+        }
+        desk.metrics.observe(
+            &families::VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION_SECONDS,
+            &[searched.consolidation_type, &searched.reason.to_lowercase()],
+            searched.elapsed,
+        );
+        self.eligible = searched.eligible;
+        if let Some(reasons) = searched.blocked_reasons {
+            self.tell_blocked_budgets(desk, &reasons, now);
+        }
+    }
+
+    /// What a pass reads, reduced to what can differ between two passes: the cluster's and
+    /// the controllers' write counters, the unavailable offerings, and the inputs that
+    /// change by themselves with time (consolidateAfter running out, do-not-disrupt
+    /// durations ending, budget schedules opening and closing). With the counters unchanged
+    /// the time-driven ones move one way only, so counting them tells every change.
+    fn pass_inputs(&self, desk: &Desk, written: Written, now: Duration) -> PassInputs {
+        let consolidatable = (self.consolidatable_times(desk))
+            .filter(|t| now >= *t)
+            .count();
+        let do_not_disrupt_ended = (desk.cluster.do_not_disrupt_ends())
+            .filter(|end| now >= *end)
+            .count();
+        let backoffs_ended = (self.backoffs.values()).filter(|b| now >= b.until).count();
+        PassInputs {
+            written,
+            consolidatable,
+            do_not_disrupt_ended,
+            backoffs_ended,
+        }
+    }
+
+    /// Which budgets' schedules are active now, all NodePools' in order.
+    fn budget_windows(&self, desk: &Desk, now: Duration) -> Vec<bool> {
+        let unix = desk.settings.epoch_unix + now.as_secs();
+        (desk.cluster.node_pools.values())
+            .flat_map(|np| &np.spec.disruption.budgets)
+            .map(|b| budget_active(b, unix).unwrap_or(false))
+            .collect()
+    }
+
+    /// When each node may be consolidated by its NodePool's consolidateAfter.
+    fn consolidatable_times<'a>(&self, desk: &'a Desk) -> impl Iterator<Item = Duration> + 'a {
+        let cluster = &desk.cluster;
+        (cluster.nodes.values()).filter_map(|n| {
+            let (_, c) = cluster.claim_of(n)?;
+            consolidatable_at(cluster.node_pools.get(&c.node_pool)?, n.last_pod_event)
+        })
+    }
+
+    /// The first time after now at which one of [`PassInputs`]' time-driven counts grows
+    /// while nothing is written.
+    fn next_timed_change(&self, desk: &Desk, now: Duration) -> Duration {
+        (self.consolidatable_times(desk))
+            .chain(desk.cluster.do_not_disrupt_ends())
+            .chain(self.backoffs.values().map(|b| b.until))
+            .filter(|t| *t > now)
+            .min()
+            .unwrap_or(Duration::MAX)
+    }
+
+    /// A node carrying the disrupted taint that no command holds and that is not being
+    /// deleted was left by a command that did not finish (or by a restart): untaint it.
+    fn release_stale_taints(&mut self, desk: &mut Desk) {
+        let held: BTreeSet<String> = (self.command.iter())
+            .chain(self.executing.values())
+            .flat_map(|c| c.candidates.iter().cloned())
+            .collect();
+        let stale: Vec<String> = desk
+            .cluster
+            .nodes
+            .iter()
+            .filter(|(name, n)| {
+                (has_disrupted_taint(n) || n.tainting)
+                    && !held.contains(*name)
+                    && (desk.cluster.claim_of(n)).is_some_and(|(_, c)| c.deleting.is_none())
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for node in stale {
+            desk.untaint(&node);
+        }
+    }
+
+    /// Logs each node once when its consolidateAfter has run out since its last pod event.
+    fn mark_consolidatable(&mut self, desk: &mut Desk, now: Duration) {
+        let mut newly = Vec::new();
+        // NodeClaims whose `Consolidatable` condition is to be set (true) or cleared (false)
+        let mut flips = Vec::new();
+        for (name, n) in &desk.cluster.nodes {
+            let Some((claim, c)) = desk.cluster.claim_of(n) else {
+                continue;
+            };
+            let pool = desk.cluster.node_pools.get(&c.node_pool);
+            // a static NodePool's nodes are never consolidated, and Karpenter leaves their
+            // condition alone
+            if pool.is_some_and(|np| np.spec.replicas.is_some()) || c.deleting.is_some() {
+                continue;
+            }
+            let due = pool.and_then(|np| consolidatable_at(np, n.last_pod_event));
+            let now_due = c.initialized && due.is_some_and(|t| now >= t);
+            if now_due != c.consolidatable {
+                flips.push((claim.clone(), now_due));
+            }
+            if !c.initialized || n.marked_consolidatable == Some(n.last_pod_event) {
+                continue;
+            }
+            if now_due {
+                newly.push((name.clone(), claim.clone()));
+            }
+        }
+        for (claim, due) in flips {
+            if let Some(c) = desk.cluster.nodeclaims.get_mut(&claim) {
+                c.consolidatable = due;
+            }
+            desk.status_changed(&claim);
+        }
+        for (name, claim) in newly {
+            if let Some(n) = desk.cluster.nodes.get_mut(&name) {
+                n.marked_consolidatable = Some(n.last_pod_event);
+            }
+            desk.log(
+                "nodeclaim.disruption",
+                "marking consolidatable",
+                json!({"NodeClaim": {"name": claim}, "Node": {"name": name}}),
+            );
+        }
+    }
+
+    /// Tells each candidate of a consolidation command, on its Node and its NodeClaim, that
+    /// it is one (`ConsolidationCandidate`), or with `rejected` that validation turned the
+    /// command down and why (`ConsolidationRejected`).
+    fn tell_consolidation(
+        &mut self,
+        desk: &mut Desk,
+        pending: &Pending,
+        rejected: Option<Rejection>,
+        now: Duration,
+    ) {
+        let savings = pending.savings;
+        for node in &pending.candidates {
+            let text = candidate_text(&pending.candidates, node, pending.planned);
+            let (reason, message) = match rejected {
+                None => (
+                    "ConsolidationCandidate",
+                    format!("Consolidation candidate: {text} (savings: ${savings:.2})"),
+                ),
+                Some(why) => (
+                    "ConsolidationRejected",
+                    format!(
+                        "Consolidation rejected: {text}, reason: {} (savings: ${savings:.2})",
+                        why.as_str()
+                    ),
+                ),
+            };
+            self.tell_node_and_claim(desk, node, reason, &message, now);
+        }
+        if rejected.is_none() {
+            self.tell_approved(desk, pending, now);
+        }
+    }
+
+    /// Tells a Normal event on a node and on its NodeClaim, as Karpenter pairs its
+    /// consolidation events.
+    fn tell_node_and_claim(
+        &mut self,
+        desk: &mut Desk,
+        node: &str,
+        reason: &'static str,
+        message: &str,
+        now: Duration,
+    ) {
+        let claim = desk.cluster.claim_of_node(node).map(|(c, _)| c.clone());
+        let told = [
+            (EventObject::Node, Some(node.to_string())),
+            (EventObject::NodeClaim, claim),
+        ];
+        for (kind, name) in told {
+            let Some(name) = name else { continue };
+            desk.event(
+                Event {
+                    kind,
+                    name,
+                    warning: false,
+                    reason: reason.into(),
+                    message: message.into(),
+                },
+                now,
+            );
+        }
+    }
+
+    /// Tells a decided consolidation command's Balanced scores, as Karpenter's Balanced
+    /// evaluator does: `ConsolidationApproved` on the Node and NodeClaim of a one-node move,
+    /// on each NodePool of a move of several.
+    fn tell_approved(&mut self, desk: &mut Desk, pending: &Pending, now: Duration) {
+        const REASON: &str = "ConsolidationApproved";
+        for (pool, score) in &pending.scores {
+            let message = score.message();
+            match pending.candidates.as_slice() {
+                [node] => self.tell_node_and_claim(desk, node, REASON, &message, now),
+                _ => desk.event(
+                    Event {
+                        kind: EventObject::NodePool,
+                        name: pool.clone(),
+                        warning: false,
+                        reason: REASON.into(),
+                        message,
+                    },
+                    now,
+                ),
+            }
+        }
+    }
+
+    /// A command starts, as Karpenter's queue says it: its id (returned), the `disrupting
+    /// node(s)` line with its decision (`method`), and the decision and disruption metrics.
+    fn announce(
+        &mut self,
+        desk: &mut Desk,
+        command: &Command,
+        candidates: &[String],
+        method: &str,
+    ) -> String {
+        let pools: BTreeSet<String> = candidates
+            .iter()
+            .filter_map(|n| {
+                desk.cluster
+                    .claim_of_node(n)
+                    .map(|(_, c)| c.node_pool.clone())
+            })
+            .collect();
+        let id = self.next_command_id();
+        let pool_list: Vec<&str> = pools.iter().map(String::as_str).collect();
+        let head = format!(
+            "{}/{id}: {method}: nodepools=[{}]",
+            command.reason.as_str(),
+            pool_list.join(",")
+        );
+        let text = command_text(
+            &head,
+            candidates,
+            command.replacements.len(),
+            command.savings,
+        );
+        let reason = command.reason.as_str().to_lowercase();
+        let consolidation_type = command.method.consolidation_type();
+        desk.metrics.inc(
+            &families::VOLUNTARY_DISRUPTION_DECISIONS,
+            &[consolidation_type, method, &reason],
+        );
+        for pool in &pool_list {
+            desk.metrics.inc(
+                &families::VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL,
+                &[consolidation_type, method, pool, &reason],
+            );
+        }
+        for c in candidates {
+            if let Some((claim, _)) = desk.cluster.claim_of_node(c) {
+                let claim = claim.clone();
+                desk.count_disrupted(&claim, &reason, consolidation_type, true);
+            }
+        }
+        let more = self.command_fields(desk, command, candidates, method);
+        let mut fields = json!({"command": text, "reason": reason, "savings": format!("${:.2}", command.savings)});
+        if let (Some(all), serde_json::Value::Object(more)) = (fields.as_object_mut(), more) {
+            all.extend(more);
+        }
+        desk.log("disruption", "disrupting node(s)", fields);
+        id
+    }
+
+    /// Karpenter's fields of a command's log line: the decision, what it disrupts and
+    /// launches, and the pods it moves.
+    fn command_fields(
+        &self,
+        desk: &Desk,
+        command: &Command,
+        candidates: &[String],
+        decision: &str,
+    ) -> serde_json::Value {
+        let cluster = &desk.cluster;
+        // the pods that move: daemon pods stay (`gather` leaves them out too)
+        let candidate: BTreeSet<&str> = candidates.iter().map(String::as_str).collect();
+        let pods = (cluster.pods.values())
+            .filter(|p| p.owner != PodOwner::DaemonSet)
+            .filter(|p| p.node.as_deref().is_some_and(|n| candidate.contains(n)))
+            .count();
+        let disrupted: Vec<serde_json::Value> = (candidates.iter())
+            .map(|n| {
+                let claim = cluster.claim_of_node(n);
+                let launched = claim.and_then(|(_, c)| c.launched.as_ref());
+                json!({
+                    "Node": {"name": n},
+                    "NodeClaim": {"name": claim.map(|(name, _)| name.as_str())},
+                    "instance-type": launched.map(|l| l.instance_type.as_str()),
+                    "capacity-type": launched.map(|l| l.capacity_type.as_str()),
+                })
+            })
+            .collect();
+        let replacements: Vec<serde_json::Value> = (command.replacements.iter())
+            .map(|r| {
+                let mut m = json!({"capacity-type": r.launch.capacity_type});
+                if command.replacements.len() == 1 {
+                    let types: Vec<String> =
+                        r.instance_types.iter().map(|t| t.name.clone()).collect();
+                    m["instance-types"] = super::list_text(&types).into();
+                }
+                m
+            })
+            .collect();
+        json!({
+            "decision": decision,
+            "disrupted-node-count": candidates.len(),
+            "replacement-node-count": command.replacements.len(),
+            "pod-count": pods,
+            "disrupted-nodes": disrupted,
+            "replacement-nodes": replacements,
+        })
+    }
 }
 
 /// What one search of a disruption pass worked out for the evaluation's records: kept
@@ -350,16 +844,6 @@ struct Searched {
 const REHEARSED_MOVES: usize = 4;
 
 impl Controllers {
-    pub(super) fn schedule_pass(&mut self, at: Duration) {
-        if self.disruption.pass_at.is_none_or(|p| p > at) {
-            if let Some(p) = self.disruption.pass_at {
-                self.desk.timers.remove(&(p, Timer::Pass));
-            }
-            self.disruption.pass_at = Some(at);
-            self.desk.at(at, Timer::Pass);
-        }
-    }
-
     /// Why a NodeClaim has drifted, if it has: its NodePool's template changed
     /// (`NodePoolDrifted`), its node no longer meets the requirements
     /// (`RequirementsDrifted`), its node class changed (`NodeClassDrift`), its image is no
@@ -512,7 +996,7 @@ impl Controllers {
             }
         }
         if marked {
-            self.schedule_pass(now);
+            self.disruption.schedule_pass(&mut self.desk, now);
         }
     }
 
@@ -652,7 +1136,10 @@ impl Controllers {
                 capacity_type: launched.capacity_type,
                 pods: on_node,
                 disruptable: pool.is_some()
-                    && self.blockers(name, g, Wanted::First, now).is_empty(),
+                    && self
+                        .disruption
+                        .blockers(&self.desk, name, g, Wanted::First, now)
+                        .is_empty(),
                 consolidatable,
                 drifted: c.drifted.is_some(),
                 disruption_cost,
@@ -665,7 +1152,7 @@ impl Controllers {
             });
             names.push(name.clone());
         }
-        let budgets = self.budgets_now(now);
+        let budgets = self.disruption.budgets_now(&self.desk, now);
         let mut allowed = BTreeMap::new();
         for (i, pool) in pool_names.iter().enumerate() {
             for r in crate::disruption::search::BUDGET_REASONS {
@@ -707,173 +1194,15 @@ impl Controllers {
         (self.desk.cluster.pods.iter()).any(|(k, p)| p.wants_capacity() && !left.contains(k))
     }
 
-    /// Each NodePool's budget for each reason now, as Karpenter works it out
-    /// (`BuildDisruptionBudgetMapping`): what its budgets allow over the nodes that count, and
-    /// how many of those already take from it. Its gauges show both.
-    pub(super) fn budgets_now(
-        &self,
-        now: Duration,
-    ) -> BTreeMap<(&str, DisruptionReason), crate::metrics::BudgetReading> {
-        let unix = self.desk.settings.epoch_unix + now.as_secs();
-        let counts = self.budget_counts();
-        let mut out = BTreeMap::new();
-        for (name, np) in &self.desk.cluster.node_pools {
-            let c = counts.get(name.as_str()).copied().unwrap_or_default();
-            let reasons = crate::disruption::search::BUDGET_REASONS;
-            let allowed = allowances(np, reasons, c.nodes, unix);
-            for (r, allowed) in reasons.into_iter().zip(allowed) {
-                let consuming = match r {
-                    DisruptionReason::Unhealthy => c.going,
-                    _ => c.going + c.only_not_ready,
-                };
-                let reading = crate::metrics::BudgetReading {
-                    allowed,
-                    consuming,
-                    nodes: c.nodes,
-                };
-                out.insert((name.as_str(), r), reading);
-            }
-        }
-        out
-    }
-
-    /// For each reason with candidates, each NodePool with nodes whose budgets allow that
-    /// reason nothing says so, as Karpenter's disruption controller does when a method finds
-    /// candidates (`NodePoolBlockedForDisruptionReason`).
-    fn tell_blocked_budgets(&mut self, reasons: &[DisruptionReason], now: Duration) {
-        let blocked: Vec<(String, DisruptionReason)> = (self.disruption.budgets.iter())
-            .filter(|((_, r), b)| reasons.contains(r) && b.nodes > 0 && b.allowed == 0)
-            .map(|(key, _)| key.clone())
-            .collect();
-        for (pool, reason) in blocked {
-            self.desk.event(
-                Event {
-                    kind: EventObject::NodePool,
-                    name: pool,
-                    warning: false,
-                    reason: "DisruptionBlocked".into(),
-                    message: format!(
-                        "No allowed disruptions for disruption reason {} due to blocking budget",
-                        reason.as_str()
-                    ),
-                },
-                now,
-            );
-        }
-    }
-
-    /// Each NodePool's nodes as Karpenter's budgets count them (`NodePoolStatsFromNodes`):
-    /// Nodes with a NodeClaim, initialized (the Node's label), whose instance is not already
-    /// terminating, by the NodePool the registered Node's label names (the NodeClaim's
-    /// before it registers). Of those, the ones already disrupting: being deleted, or
-    /// tainted by these controllers (Karpenter's mark for deletion), and
-    /// besides them those only not Ready, which take from every budget but repair's (not
-    /// being Ready is what repair acts on).
-    fn budget_counts(&self) -> BTreeMap<&str, BudgetCounts> {
-        let mut out: BTreeMap<&str, BudgetCounts> = BTreeMap::new();
-        for n in self.desk.cluster.nodes.values() {
-            let Some((_, c)) = self.desk.cluster.claim_of(n) else {
-                continue;
-            };
-            let label = |k: &str| n.labels.get(k).map(String::as_str);
-            // a node rebooting for repair counts, and takes from every reason's budget, while
-            // it is not initialized too
-            let rebooting = c.reboot.as_ref().is_some_and(|r| r.under_way());
-            if (label(labels::INITIALIZED) != Some("true") && !rebooting) || c.instance_terminating
-            {
-                continue;
-            }
-            let pool = if label(labels::REGISTERED) == Some("true") {
-                label(labels::NODEPOOL).unwrap_or_default()
-            } else {
-                c.node_pool.as_str()
-            };
-            let counts = out.entry(pool).or_default();
-            counts.nodes += 1;
-            if c.deleting.is_some() || n.tainting || rebooting {
-                counts.going += 1;
-            } else if !n.ready {
-                counts.only_not_ready += 1;
-            }
-        }
-        out
-    }
-
-    /// Plans a command over `view` (one search of a pass) and works out what the evaluation
-    /// records: the metrics, the eligible counts and scores, and with `report_blocked` which
-    /// NodePools' budgets block a reason with candidates. Recorded later by
-    /// [`Controllers::record_search`], once the view is let go.
-    fn search(&self, view: &ClusterView<'_>, report_blocked: bool) -> (Option<Command>, Searched) {
-        let eligible = crate::disruption::search::eligible(view);
-        let reasons_with_candidates: Vec<DisruptionReason> = (eligible.iter())
-            .filter(|(_, n)| *n > 0)
-            .map(|(r, _)| *r)
-            .collect();
-        let eligible = eligible
-            .into_iter()
-            .map(|(r, n)| (r.as_str().to_lowercase(), n))
-            .collect();
-        // wall-clock time, for the evaluation-duration histogram only: no decision reads it
-        let started = std::time::Instant::now();
-        let (command, judged) = plan_judged(view, &mut self.desk.catalog.borrow_mut());
-        let elapsed = started.elapsed().as_secs_f64();
-        let scores = (command.as_ref())
-            .filter(|c| matches!(c.method, Method::SingleNode | Method::MultiNode))
-            .map(|c| crate::disruption::search::Worth::new(view).scores(&c.candidates, c.savings))
-            .unwrap_or_default();
-        let kind = command.as_ref().map_or(("", ""), |c| {
-            (c.reason.as_str(), c.method.consolidation_type())
-        });
-        let searched = Searched {
-            eligible,
-            blocked_reasons: report_blocked.then_some(reasons_with_candidates),
-            judged,
-            scores,
-            reason: kind.0,
-            consolidation_type: kind.1,
-            elapsed,
-        };
-        (command, searched)
-    }
-
-    /// Records what one search worked out ([`Controllers::search`]).
-    fn record_search(&mut self, searched: Searched, pool_names: &[String], now: Duration) {
-        self.disruption.scores = (searched.scores.into_iter())
-            .map(|score| (pool_names[score.pool].clone(), score))
-            .collect();
-        for j in searched.judged {
-            let pool = &self.desk.cluster.node_pools[&pool_names[j.pool]];
-            let policy = format!("{:?}", pool.spec.disruption.consolidation_policy);
-            let decision = if j.approved { "approved" } else { "rejected" };
-            let values = [decision, pool_names[j.pool].as_str(), policy.as_str()];
-            self.desk
-                .metrics
-                .inc(&families::CONSOLIDATION_MOVES, &values);
-            if let Some(score) = j.score {
-                self.desk
-                    .metrics
-                    .observe(&families::CONSOLIDATION_SCORE, &values, score);
-            }
-        }
-        self.desk.metrics.observe(
-            &families::VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION_SECONDS,
-            &[searched.consolidation_type, &searched.reason.to_lowercase()],
-            searched.elapsed,
-        );
-        self.disruption.eligible = searched.eligible;
-        if let Some(reasons) = searched.blocked_reasons {
-            self.tell_blocked_budgets(&reasons, now);
-        }
-    }
-
     /// One pass, every [`PASS_INTERVAL`] for as long as the controllers run (as Karpenter
     /// polls), sooner after a change. A pass whose inputs equal those of the last pass that
     /// found nothing is skipped: it would find nothing again.
     pub(super) fn disruption_pass(&mut self, now: Duration) {
         self.disruption.pass_at = None;
-        self.schedule_pass(now + PASS_INTERVAL);
-        self.mark_consolidatable(now);
-        self.release_stale_taints();
+        self.disruption
+            .schedule_pass(&mut self.desk, now + PASS_INTERVAL);
+        self.disruption.mark_consolidatable(&mut self.desk, now);
+        self.disruption.release_stale_taints(&mut self.desk);
         let nodes = &self.desk.cluster.nodes;
         self.disruption
             .backoffs
@@ -885,10 +1214,10 @@ impl Controllers {
             cluster: self.desk.cluster.generation(),
             controllers: self.desk.activity,
             marks: self.desk.marks,
-            budget_windows: self.budget_windows(now),
+            budget_windows: self.disruption.budget_windows(&self.desk, now),
         };
         if self.disruption.budgets_read.as_ref() != Some(&read) {
-            self.disruption.budgets = (self.budgets_now(now).into_iter())
+            self.disruption.budgets = (self.disruption.budgets_now(&self.desk, now).into_iter())
                 .map(|((pool, r), b)| ((pool.to_string(), r), b))
                 .collect();
             self.disruption.budgets_read = Some(read);
@@ -900,7 +1229,8 @@ impl Controllers {
         // to sync: a watch relisting, or a NodeClaim whose launch has not answered (its
         // instance type, zone and price unknown; in a burst, the nodes still filling)
         if self.unsynced_since().is_some() {
-            self.schedule_pass(now + UNSYNCED_RETRY);
+            self.disruption
+                .schedule_pass(&mut self.desk, now + UNSYNCED_RETRY);
             return;
         }
         let written = self.written_inputs(now);
@@ -909,7 +1239,7 @@ impl Controllers {
         if idle.is_some_and(|i| i.written == written) && now < self.disruption.quiet_until {
             return;
         }
-        let inputs = self.pass_inputs(written, now);
+        let inputs = self.disruption.pass_inputs(&self.desk, written, now);
         if self.disruption.idle_inputs.as_ref() == Some(&inputs) {
             return;
         }
@@ -935,7 +1265,7 @@ impl Controllers {
                     .collect();
                 if command.method == Method::Repair {
                     for n in &candidates {
-                        self.select_repair(n);
+                        self.health.select_repair(&mut self.desk, n);
                     }
                 }
                 self.act(command, candidates, now);
@@ -956,14 +1286,15 @@ impl Controllers {
                 scores: std::mem::take(&mut self.disruption.scores),
             };
             if matches!(pending.method, Method::SingleNode | Method::MultiNode) {
-                self.tell_consolidation(&pending, None, now);
+                self.disruption
+                    .tell_consolidation(&mut self.desk, &pending, None, now);
             }
             self.disruption.command = Some(pending);
             self.desk.at(now + VALIDATION_DELAY, Timer::Validate);
             return;
         }
         self.disruption.idle_inputs = Some(inputs);
-        self.disruption.quiet_until = self.next_timed_change(now);
+        self.disruption.quiet_until = self.disruption.next_timed_change(&self.desk, now);
     }
 
     /// A pass's search for a command ([`Controllers::search`]), a move kube-scheduler's
@@ -987,7 +1318,9 @@ impl Controllers {
             let (mut view, names) = self.view(&g, pools, &pool_names, &daemonsets, now);
             let mut found = None;
             for attempt in 0..REHEARSED_MOVES {
-                let (command, searched) = self.search(&view, report && attempt == 0);
+                let (command, searched) =
+                    self.disruption
+                        .search(&self.desk, &view, report && attempt == 0);
                 let Some(command) = command else {
                     told.push((searched, None));
                     break;
@@ -1014,7 +1347,8 @@ impl Controllers {
             for e in blocked.take().into_iter().flatten() {
                 self.desk.event(e, now);
             }
-            self.record_search(searched, &pool_names, now);
+            self.disruption
+                .record_search(&mut self.desk, searched, &pool_names, now);
             if let Some(fields) = dropped {
                 self.desk.log(
                     "disruption",
@@ -1054,7 +1388,8 @@ impl Controllers {
         let candidates: Vec<String> = (command.candidates.iter())
             .map(|i| names[*i].clone())
             .collect();
-        self.rehearse_move(&candidates, &planned)
+        self.provisioning
+            .rehearse_move(&self.desk, &candidates, &planned)
     }
 
     /// Creates a command's replacement NodeClaim; its name. Karpenter's queue says on it
@@ -1121,27 +1456,6 @@ impl Controllers {
         self.desk.unavailable.active(now)
     }
 
-    /// What a pass reads, reduced to what can differ between two passes: the cluster's and
-    /// the controllers' write counters, the unavailable offerings, and the inputs that
-    /// change by themselves with time (consolidateAfter running out, do-not-disrupt
-    /// durations ending, budget schedules opening and closing). With the counters unchanged
-    /// the time-driven ones move one way only, so counting them tells every change.
-    fn pass_inputs(&self, written: Written, now: Duration) -> PassInputs {
-        let consolidatable = (self.consolidatable_times()).filter(|t| now >= *t).count();
-        let do_not_disrupt_ended = (self.desk.cluster.do_not_disrupt_ends())
-            .filter(|end| now >= *end)
-            .count();
-        let backoffs_ended = (self.disruption.backoffs.values())
-            .filter(|b| now >= b.until)
-            .count();
-        PassInputs {
-            written,
-            consolidatable,
-            do_not_disrupt_ended,
-            backoffs_ended,
-        }
-    }
-
     /// The inputs of a pass that change only when something is written, or with a budget's
     /// schedule.
     fn written_inputs(&mut self, now: Duration) -> Written {
@@ -1150,106 +1464,8 @@ impl Controllers {
             cluster: self.desk.cluster.generation(),
             controllers: self.desk.activity,
             unavailable: self.desk.unavailable.generation(),
-            budget_windows: self.budget_windows(now),
+            budget_windows: self.disruption.budget_windows(&self.desk, now),
             repairs: self.health.repairs.keys().cloned().collect(),
-        }
-    }
-
-    /// Which budgets' schedules are active now, all NodePools' in order.
-    fn budget_windows(&self, now: Duration) -> Vec<bool> {
-        let unix = self.desk.settings.epoch_unix + now.as_secs();
-        (self.desk.cluster.node_pools.values())
-            .flat_map(|np| &np.spec.disruption.budgets)
-            .map(|b| budget_active(b, unix).unwrap_or(false))
-            .collect()
-    }
-
-    /// When each node may be consolidated by its NodePool's consolidateAfter.
-    fn consolidatable_times(&self) -> impl Iterator<Item = Duration> + '_ {
-        let cluster = &self.desk.cluster;
-        (cluster.nodes.values()).filter_map(|n| {
-            let (_, c) = cluster.claim_of(n)?;
-            consolidatable_at(cluster.node_pools.get(&c.node_pool)?, n.last_pod_event)
-        })
-    }
-
-    /// The first time after now at which one of [`PassInputs`]' time-driven counts grows
-    /// while nothing is written.
-    fn next_timed_change(&self, now: Duration) -> Duration {
-        (self.consolidatable_times())
-            .chain(self.desk.cluster.do_not_disrupt_ends())
-            .chain(self.disruption.backoffs.values().map(|b| b.until))
-            .filter(|t| *t > now)
-            .min()
-            .unwrap_or(Duration::MAX)
-    }
-
-    /// A node carrying the disrupted taint that no command holds and that is not being
-    /// deleted was left by a command that did not finish (or by a restart): untaint it.
-    fn release_stale_taints(&mut self) {
-        let held: BTreeSet<String> = (self.disruption.command.iter())
-            .chain(self.disruption.executing.values())
-            .flat_map(|c| c.candidates.iter().cloned())
-            .collect();
-        let stale: Vec<String> = self
-            .desk
-            .cluster
-            .nodes
-            .iter()
-            .filter(|(name, n)| {
-                (has_disrupted_taint(n) || n.tainting)
-                    && !held.contains(*name)
-                    && (self.desk.cluster.claim_of(n)).is_some_and(|(_, c)| c.deleting.is_none())
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
-        for node in stale {
-            self.desk.untaint(&node);
-        }
-    }
-
-    /// Logs each node once when its consolidateAfter has run out since its last pod event.
-    fn mark_consolidatable(&mut self, now: Duration) {
-        let mut newly = Vec::new();
-        // NodeClaims whose `Consolidatable` condition is to be set (true) or cleared (false)
-        let mut flips = Vec::new();
-        for (name, n) in &self.desk.cluster.nodes {
-            let Some((claim, c)) = self.desk.cluster.claim_of(n) else {
-                continue;
-            };
-            let pool = self.desk.cluster.node_pools.get(&c.node_pool);
-            // a static NodePool's nodes are never consolidated, and Karpenter leaves their
-            // condition alone
-            if pool.is_some_and(|np| np.spec.replicas.is_some()) || c.deleting.is_some() {
-                continue;
-            }
-            let due = pool.and_then(|np| consolidatable_at(np, n.last_pod_event));
-            let now_due = c.initialized && due.is_some_and(|t| now >= t);
-            if now_due != c.consolidatable {
-                flips.push((claim.clone(), now_due));
-            }
-            if !c.initialized || n.marked_consolidatable == Some(n.last_pod_event) {
-                continue;
-            }
-            if now_due {
-                newly.push((name.clone(), claim.clone()));
-            }
-        }
-        for (claim, due) in flips {
-            if let Some(c) = self.desk.cluster.nodeclaims.get_mut(&claim) {
-                c.consolidatable = due;
-            }
-            self.desk.status_changed(&claim);
-        }
-        for (name, claim) in newly {
-            if let Some(n) = self.desk.cluster.nodes.get_mut(&name) {
-                n.marked_consolidatable = Some(n.last_pod_event);
-            }
-            self.desk.log(
-                "nodeclaim.disruption",
-                "marking consolidatable",
-                json!({"NodeClaim": {"name": claim}, "Node": {"name": name}}),
-            );
         }
     }
 
@@ -1265,7 +1481,8 @@ impl Controllers {
                 &[pending.consolidation_type],
                 pending.candidates.len() as u64,
             );
-            core.schedule_pass(now + PASS_INTERVAL);
+            core.disruption
+                .schedule_pass(&mut core.desk, now + PASS_INTERVAL);
         };
         let (pools, pool_names) = self.desk.pool_inputs(now);
         let daemonsets: Vec<Pod> = self.desk.cluster.daemonsets.values().cloned().collect();
@@ -1300,7 +1517,8 @@ impl Controllers {
                 if matches!(pending.method, Method::SingleNode | Method::MultiNode)
                     && pending.candidates.len() == 1
                 {
-                    self.tell_consolidation(&pending, Some(why), now);
+                    self.disruption
+                        .tell_consolidation(&mut self.desk, &pending, Some(why), now);
                 }
                 failed(self);
                 return;
@@ -1312,94 +1530,6 @@ impl Controllers {
         self.act(command, candidates, now);
     }
 
-    /// Tells each candidate of a consolidation command, on its Node and its NodeClaim, that
-    /// it is one (`ConsolidationCandidate`), or with `rejected` that validation turned the
-    /// command down and why (`ConsolidationRejected`).
-    fn tell_consolidation(
-        &mut self,
-        pending: &Pending,
-        rejected: Option<Rejection>,
-        now: Duration,
-    ) {
-        let savings = pending.savings;
-        for node in &pending.candidates {
-            let text = candidate_text(&pending.candidates, node, pending.planned);
-            let (reason, message) = match rejected {
-                None => (
-                    "ConsolidationCandidate",
-                    format!("Consolidation candidate: {text} (savings: ${savings:.2})"),
-                ),
-                Some(why) => (
-                    "ConsolidationRejected",
-                    format!(
-                        "Consolidation rejected: {text}, reason: {} (savings: ${savings:.2})",
-                        why.as_str()
-                    ),
-                ),
-            };
-            self.tell_node_and_claim(node, reason, &message, now);
-        }
-        if rejected.is_none() {
-            self.tell_approved(pending, now);
-        }
-    }
-
-    /// Tells a Normal event on a node and on its NodeClaim, as Karpenter pairs its
-    /// consolidation events.
-    fn tell_node_and_claim(
-        &mut self,
-        node: &str,
-        reason: &'static str,
-        message: &str,
-        now: Duration,
-    ) {
-        let claim = self
-            .desk
-            .cluster
-            .claim_of_node(node)
-            .map(|(c, _)| c.clone());
-        let told = [
-            (EventObject::Node, Some(node.to_string())),
-            (EventObject::NodeClaim, claim),
-        ];
-        for (kind, name) in told {
-            let Some(name) = name else { continue };
-            self.desk.event(
-                Event {
-                    kind,
-                    name,
-                    warning: false,
-                    reason: reason.into(),
-                    message: message.into(),
-                },
-                now,
-            );
-        }
-    }
-
-    /// Tells a decided consolidation command's Balanced scores, as Karpenter's Balanced
-    /// evaluator does: `ConsolidationApproved` on the Node and NodeClaim of a one-node move,
-    /// on each NodePool of a move of several.
-    fn tell_approved(&mut self, pending: &Pending, now: Duration) {
-        const REASON: &str = "ConsolidationApproved";
-        for (pool, score) in &pending.scores {
-            let message = score.message();
-            match pending.candidates.as_slice() {
-                [node] => self.tell_node_and_claim(node, REASON, &message, now),
-                _ => self.desk.event(
-                    Event {
-                        kind: EventObject::NodePool,
-                        name: pool.clone(),
-                        warning: false,
-                        reason: REASON.into(),
-                        message,
-                    },
-                    now,
-                ),
-            }
-        }
-    }
-
     /// Node repair reboots a node: the reboot committed on its NodeClaim
     /// ([`Controllers::commit_reboot`]) and announced as Karpenter's `reboot` decision; the
     /// node is neither tainted `karpenter.sh/disrupted` nor replaced. The next pass looks at
@@ -1409,10 +1539,11 @@ impl Controllers {
             return;
         };
         if self.commit_reboot(&node, &due.decision, now) {
-            self.select_repair(&node);
-            self.announce(command, &[node], "reboot");
+            self.health.select_repair(&mut self.desk, &node);
+            self.disruption
+                .announce(&mut self.desk, command, &[node], "reboot");
         }
-        self.schedule_pass(now);
+        self.disruption.schedule_pass(&mut self.desk, now);
     }
 
     fn act(&mut self, command: Command, candidates: Vec<String>, now: Duration) {
@@ -1439,7 +1570,9 @@ impl Controllers {
             reason: command.reason,
             nodes: candidates.clone(),
         });
-        let id = self.announce(&command, &candidates, method);
+        let id = self
+            .disruption
+            .announce(&mut self.desk, &command, &candidates, method);
         for c in &candidates {
             self.desk.taint(c);
         }
@@ -1468,109 +1601,8 @@ impl Controllers {
         // nodes under way counted against the budgets (after a consolidation the next pass
         // comes at its time: the next command waits out its 15 s validation anyway)
         if matches!(method, Method::Drift | Method::Repair) {
-            self.schedule_pass(now);
+            self.disruption.schedule_pass(&mut self.desk, now);
         }
-    }
-
-    /// A command starts, as Karpenter's queue says it: its id (returned), the `disrupting
-    /// node(s)` line with its decision (`method`), and the decision and disruption metrics.
-    fn announce(&mut self, command: &Command, candidates: &[String], method: &str) -> String {
-        let pools: BTreeSet<String> = candidates
-            .iter()
-            .filter_map(|n| {
-                self.desk
-                    .cluster
-                    .claim_of_node(n)
-                    .map(|(_, c)| c.node_pool.clone())
-            })
-            .collect();
-        let id = self.disruption.next_command_id();
-        let pool_list: Vec<&str> = pools.iter().map(String::as_str).collect();
-        let head = format!(
-            "{}/{id}: {method}: nodepools=[{}]",
-            command.reason.as_str(),
-            pool_list.join(",")
-        );
-        let text = command_text(
-            &head,
-            candidates,
-            command.replacements.len(),
-            command.savings,
-        );
-        let reason = command.reason.as_str().to_lowercase();
-        let consolidation_type = command.method.consolidation_type();
-        self.desk.metrics.inc(
-            &families::VOLUNTARY_DISRUPTION_DECISIONS,
-            &[consolidation_type, method, &reason],
-        );
-        for pool in &pool_list {
-            self.desk.metrics.inc(
-                &families::VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL,
-                &[consolidation_type, method, pool, &reason],
-            );
-        }
-        for c in candidates {
-            if let Some((claim, _)) = self.desk.cluster.claim_of_node(c) {
-                let claim = claim.clone();
-                self.desk
-                    .count_disrupted(&claim, &reason, consolidation_type, true);
-            }
-        }
-        let more = self.command_fields(command, candidates, method);
-        let mut fields = json!({"command": text, "reason": reason, "savings": format!("${:.2}", command.savings)});
-        if let (Some(all), serde_json::Value::Object(more)) = (fields.as_object_mut(), more) {
-            all.extend(more);
-        }
-        self.desk.log("disruption", "disrupting node(s)", fields);
-        id
-    }
-
-    /// Karpenter's fields of a command's log line: the decision, what it disrupts and
-    /// launches, and the pods it moves.
-    fn command_fields(
-        &self,
-        command: &Command,
-        candidates: &[String],
-        decision: &str,
-    ) -> serde_json::Value {
-        let cluster = &self.desk.cluster;
-        // the pods that move: daemon pods stay (`gather` leaves them out too)
-        let candidate: BTreeSet<&str> = candidates.iter().map(String::as_str).collect();
-        let pods = (cluster.pods.values())
-            .filter(|p| p.owner != PodOwner::DaemonSet)
-            .filter(|p| p.node.as_deref().is_some_and(|n| candidate.contains(n)))
-            .count();
-        let disrupted: Vec<serde_json::Value> = (candidates.iter())
-            .map(|n| {
-                let claim = cluster.claim_of_node(n);
-                let launched = claim.and_then(|(_, c)| c.launched.as_ref());
-                json!({
-                    "Node": {"name": n},
-                    "NodeClaim": {"name": claim.map(|(name, _)| name.as_str())},
-                    "instance-type": launched.map(|l| l.instance_type.as_str()),
-                    "capacity-type": launched.map(|l| l.capacity_type.as_str()),
-                })
-            })
-            .collect();
-        let replacements: Vec<serde_json::Value> = (command.replacements.iter())
-            .map(|r| {
-                let mut m = json!({"capacity-type": r.launch.capacity_type});
-                if command.replacements.len() == 1 {
-                    let types: Vec<String> =
-                        r.instance_types.iter().map(|t| t.name.clone()).collect();
-                    m["instance-types"] = super::list_text(&types).into();
-                }
-                m
-            })
-            .collect();
-        json!({
-            "decision": decision,
-            "disrupted-node-count": candidates.len(),
-            "replacement-node-count": command.replacements.len(),
-            "pod-count": pods,
-            "disrupted-nodes": disrupted,
-            "replacement-nodes": replacements,
-        })
     }
 
     /// Deletes each command's candidates once every replacement of it is initialized;
@@ -1609,7 +1641,8 @@ impl Controllers {
                     "reason": c.reason.as_str().to_lowercase(), "savings": format!("${:.2}", c.savings),
                 }),
             );
-            self.schedule_pass(now + PASS_INTERVAL);
+            self.disruption
+                .schedule_pass(&mut self.desk, now + PASS_INTERVAL);
         }
     }
 
@@ -1652,9 +1685,10 @@ impl Controllers {
             .log_error("disruption", "failed disrupting node(s)", fields);
         for n in &c.candidates {
             self.desk.untaint(n);
-            self.repair_abandoned(n);
+            self.health.repair_abandoned(n);
         }
-        self.schedule_pass(now + PASS_INTERVAL);
+        self.disruption
+            .schedule_pass(&mut self.desk, now + PASS_INTERVAL);
     }
 
     /// Deletes a disrupted NodeClaim, with Karpenter's `DisruptionTerminating` Events on its
@@ -1667,7 +1701,7 @@ impl Controllers {
         now: Duration,
     ) {
         if reason == kerf_api::nodepool::DisruptionReason::Unhealthy {
-            self.bound_repair(node, claim, now);
+            self.health.bound_repair(&mut self.desk, node, claim, now);
         }
         // recorded first: the status written as its deletion starts says why
         self.disruption.record_reason(claim, reason);

@@ -195,7 +195,8 @@ impl Controllers {
             }
             // the first blocker alone, as `kerf explain` would list it first
             let Some(first) = self
-                .blockers(name, g, Wanted::First, now)
+                .disruption
+                .blockers(&self.desk, name, g, Wanted::First, now)
                 .into_iter()
                 .next()
             else {
@@ -245,7 +246,8 @@ impl Controllers {
             return;
         };
         let node_level = self
-            .blockers(name, g, Wanted::First, now)
+            .disruption
+            .blockers(&self.desk, name, g, Wanted::First, now)
             .into_iter()
             .next();
         if node_level.as_ref().is_some_and(|b| {
@@ -553,9 +555,12 @@ impl Controllers {
             blockers: Vec::new(),
             notes: Vec::new(),
         };
-        out.blockers = (self.blockers(name, g, Wanted::All, now).iter())
-            .map(|b| Finding::new(b.kind(), b.message(|at| relative(at, now))))
-            .collect();
+        out.blockers = (self
+            .disruption
+            .blockers(&self.desk, name, g, Wanted::All, now)
+            .iter())
+        .map(|b| Finding::new(b.kind(), b.message(|at| relative(at, now))))
+        .collect();
         Some(out)
     }
 

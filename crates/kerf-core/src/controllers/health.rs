@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::desk::Desk;
 use super::{Controllers, Event, EventObject};
 use crate::disruption::search::RepairView;
 use crate::metrics::families;
@@ -30,7 +31,7 @@ pub(super) struct RepairDue {
 
 /// What node repair keeps between passes.
 #[derive(Default)]
-pub(super) struct Repairs {
+pub(crate) struct Repairs {
     /// The nodes node repair may replace, by node name, as the last pass found them.
     pub(super) repairs: BTreeMap<String, RepairDue>,
     /// The decisions of the repair commands under way, by node name, as they were taken.
@@ -41,12 +42,142 @@ pub(super) struct Repairs {
 /// unhealthy share (none when the node's annotation vetoes repair).
 pub(super) type Blocked = (String, String, Option<String>);
 
-impl Controllers {
+impl Repairs {
     /// A repair command that failed: its node is no longer being repaired.
     pub(super) fn repair_abandoned(&mut self, node: &str) {
-        self.health.repairing.remove(node);
+        self.repairing.remove(node);
     }
 
+    /// The events of a node repair leaves alone: vetoed by its annotation, or its NodePool
+    /// (`tripped`) past the unhealthy share.
+    fn repair_blocked(
+        &mut self,
+        desk: &mut Desk,
+        node: &str,
+        claim: &str,
+        tripped: Option<&str>,
+        now: Duration,
+    ) {
+        let (warning, reason, message) = match tripped {
+            Some(pool) => (
+                true,
+                "NodeRepairBlocked",
+                format!(
+                    "more than {UNHEALTHY_SHARE}% of nodes in nodepool \"{pool}\" are unhealthy"
+                ),
+            ),
+            None => (
+                false,
+                "DisruptionBlocked",
+                "repair is blocked through the \"karpenter.sh/do-not-repair\" annotation".into(),
+            ),
+        };
+        let mut objects = vec![
+            (EventObject::Node, node.to_string()),
+            (EventObject::NodeClaim, claim.to_string()),
+        ];
+        if let Some(pool) = tripped {
+            objects.push((EventObject::NodePool, pool.to_string()));
+        }
+        for (kind, name) in objects {
+            desk.event(
+                Event {
+                    kind,
+                    name,
+                    warning,
+                    reason: reason.into(),
+                    message: message.clone(),
+                },
+                now,
+            );
+        }
+    }
+
+    /// A repair command takes this node: logged as Karpenter's `selected repair policy`, and
+    /// a replacement's decision kept for when the node goes.
+    pub(super) fn select_repair(&mut self, desk: &mut Desk, node: &str) {
+        let Some(due) = self.repairs.get(node).cloned() else {
+            return;
+        };
+        let action = due.decision.action;
+        let condition = &due.decision.governing.condition;
+        let policy = due.decision.governing.policy;
+        desk.log(
+            "disruption",
+            "selected repair policy",
+            json!({
+                "Node": {"name": node},
+                "condition": condition.kind,
+                "status": condition.status,
+                "reason": condition.reason,
+                "reason-regex": policy.reason.regex(),
+                "fallback": policy.reason == repair::ReasonFilter::Fallback,
+                "action": action.as_str(),
+                "eligible-at": crate::clock::rfc3339(due.decision.governing.due + desk.epoch()),
+                "termination-grace-period": repair::go_duration(due.decision.drain_bound),
+                "termination-grace-period-condition": condition.kind,
+            }),
+        );
+        if action == repair::RepairAction::Replace {
+            self.repairing.insert(node.to_string(), due);
+        }
+    }
+
+    /// The node of a repair command is about to be deleted: its drain may take the policy's
+    /// bound (or its NodeClaim's own grace period, if shorter) and no longer, and it counts
+    /// into Karpenter's repair metric.
+    pub(super) fn bound_repair(&mut self, desk: &mut Desk, node: &str, claim: &str, now: Duration) {
+        let Some(due) = self.repairing.remove(node) else {
+            return;
+        };
+        let Some(c) = desk.cluster.nodeclaims.get(claim) else {
+            return;
+        };
+        let bound = (c.termination_grace_period).map_or(due.decision.drain_bound, |g| {
+            g.min(due.decision.drain_bound)
+        });
+        self.count_repair(desk, claim, &due.decision, bound);
+        desk.terminate_by(claim, now + bound, now);
+    }
+
+    /// Counts a repair into Karpenter's `karpenter_nodeclaims_unhealthy_disrupted_total`: the
+    /// condition acted on, and whether its drain is bounded (`eventual`) or none
+    /// (`forceful`).
+    pub(super) fn count_repair(
+        &mut self,
+        desk: &mut Desk,
+        claim: &str,
+        decision: &Decision,
+        bound: Duration,
+    ) {
+        let Some(c) = desk.cluster.nodeclaims.get(claim) else {
+            return;
+        };
+        let mode = if bound.is_zero() {
+            "forceful"
+        } else {
+            "eventual"
+        };
+        let (capacity_type, image) = c.launched.as_ref().map_or(("", ""), |l| {
+            (
+                l.capacity_type.as_str(),
+                l.image_id.as_deref().unwrap_or(""),
+            )
+        });
+        desk.metrics.inc(
+            &families::NODECLAIMS_UNHEALTHY_DISRUPTED,
+            &[
+                capacity_type,
+                &repair::snake_case(&decision.governing.condition.kind),
+                image,
+                &c.node_pool,
+                mode,
+            ],
+        );
+    }
+}
+
+impl Controllers {
     /// `look` with the nodes due for repair as they are at `now` in place of the last
     /// pass's list, which is put back after (a node repaired since is already going): a
     /// checker's look at what a fresh pass would decide.
@@ -67,7 +198,8 @@ impl Controllers {
     pub(super) fn find_repairs(&mut self, now: Duration) {
         let (due, blocked) = self.repairs_due(now);
         for (node, claim, pool) in blocked {
-            self.repair_blocked(&node, &claim, pool.as_deref(), now);
+            self.health
+                .repair_blocked(&mut self.desk, &node, &claim, pool.as_deref(), now);
         }
         self.health.repairs = due;
     }
@@ -117,7 +249,7 @@ impl Controllers {
             let Some(mut decision) = repair::decide(&matches, now, rebooted) else {
                 continue;
             };
-            self.escalate_reboot(claim_name, &mut decision, now);
+            self.reboot.escalate_reboot(claim_name, &mut decision, now);
             if n.do_not_repair {
                 blocked.push((name.clone(), claim_name.clone(), None));
                 continue;
@@ -138,120 +270,5 @@ impl Controllers {
             due.push((name.clone(), RepairDue { view, decision }));
         }
         (due.into_iter().collect(), blocked)
-    }
-
-    /// The events of a node repair leaves alone: vetoed by its annotation, or its NodePool
-    /// (`tripped`) past the unhealthy share.
-    fn repair_blocked(&mut self, node: &str, claim: &str, tripped: Option<&str>, now: Duration) {
-        let (warning, reason, message) = match tripped {
-            Some(pool) => (
-                true,
-                "NodeRepairBlocked",
-                format!(
-                    "more than {UNHEALTHY_SHARE}% of nodes in nodepool \"{pool}\" are unhealthy"
-                ),
-            ),
-            None => (
-                false,
-                "DisruptionBlocked",
-                "repair is blocked through the \"karpenter.sh/do-not-repair\" annotation".into(),
-            ),
-        };
-        let mut objects = vec![
-            (EventObject::Node, node.to_string()),
-            (EventObject::NodeClaim, claim.to_string()),
-        ];
-        if let Some(pool) = tripped {
-            objects.push((EventObject::NodePool, pool.to_string()));
-        }
-        for (kind, name) in objects {
-            self.desk.event(
-                Event {
-                    kind,
-                    name,
-                    warning,
-                    reason: reason.into(),
-                    message: message.clone(),
-                },
-                now,
-            );
-        }
-    }
-
-    /// A repair command takes this node: logged as Karpenter's `selected repair policy`, and
-    /// a replacement's decision kept for when the node goes.
-    pub(super) fn select_repair(&mut self, node: &str) {
-        let Some(due) = self.health.repairs.get(node).cloned() else {
-            return;
-        };
-        let action = due.decision.action;
-        let condition = &due.decision.governing.condition;
-        let policy = due.decision.governing.policy;
-        self.desk.log(
-            "disruption",
-            "selected repair policy",
-            json!({
-                "Node": {"name": node},
-                "condition": condition.kind,
-                "status": condition.status,
-                "reason": condition.reason,
-                "reason-regex": policy.reason.regex(),
-                "fallback": policy.reason == repair::ReasonFilter::Fallback,
-                "action": action.as_str(),
-                "eligible-at": crate::clock::rfc3339(due.decision.governing.due + self.desk.epoch()),
-                "termination-grace-period": repair::go_duration(due.decision.drain_bound),
-                "termination-grace-period-condition": condition.kind,
-            }),
-        );
-        if action == repair::RepairAction::Replace {
-            self.health.repairing.insert(node.to_string(), due);
-        }
-    }
-
-    /// The node of a repair command is about to be deleted: its drain may take the policy's
-    /// bound (or its NodeClaim's own grace period, if shorter) and no longer, and it counts
-    /// into Karpenter's repair metric.
-    pub(super) fn bound_repair(&mut self, node: &str, claim: &str, now: Duration) {
-        let Some(due) = self.health.repairing.remove(node) else {
-            return;
-        };
-        let Some(c) = self.desk.cluster.nodeclaims.get(claim) else {
-            return;
-        };
-        let bound = (c.termination_grace_period).map_or(due.decision.drain_bound, |g| {
-            g.min(due.decision.drain_bound)
-        });
-        self.count_repair(claim, &due.decision, bound);
-        self.desk.terminate_by(claim, now + bound, now);
-    }
-
-    /// Counts a repair into Karpenter's `karpenter_nodeclaims_unhealthy_disrupted_total`: the
-    /// condition acted on, and whether its drain is bounded (`eventual`) or none
-    /// (`forceful`).
-    pub(super) fn count_repair(&mut self, claim: &str, decision: &Decision, bound: Duration) {
-        let Some(c) = self.desk.cluster.nodeclaims.get(claim) else {
-            return;
-        };
-        let mode = if bound.is_zero() {
-            "forceful"
-        } else {
-            "eventual"
-        };
-        let (capacity_type, image) = c.launched.as_ref().map_or(("", ""), |l| {
-            (
-                l.capacity_type.as_str(),
-                l.image_id.as_deref().unwrap_or(""),
-            )
-        });
-        self.desk.metrics.inc(
-            &families::NODECLAIMS_UNHEALTHY_DISRUPTED,
-            &[
-                capacity_type,
-                &repair::snake_case(&decision.governing.condition.kind),
-                image,
-                &c.node_pool,
-                mode,
-            ],
-        );
     }
 }

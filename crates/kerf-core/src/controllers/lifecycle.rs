@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::metrics::families;
 
+use super::desk::Desk;
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{CapacityType, ClaimRecord, CloudInstance, Launched};
 use crate::objects::claim_record;
@@ -48,7 +49,7 @@ pub struct InsufficientOffering {
 
 /// What the NodeClaim lifecycle keeps between cloud answers.
 #[derive(Default)]
-pub(super) struct Lifecycles {
+pub(crate) struct Lifecycles {
     /// NodeClaims whose launch was asked for and not yet answered.
     pub(super) launching: BTreeSet<String>,
     /// How many times each NodeClaim's launch failed for a passing reason, for its backoff.
@@ -83,32 +84,26 @@ const LISTING_ANSWERED_WITHIN: Duration = Duration::from_secs(120);
 /// instances whose NodeClaims Kerf had just deleted, each a second delete of the node).
 const TERMINATION_ANSWERED_WITHIN: Duration = Duration::from_secs(300);
 
-impl Controllers {
+impl Lifecycles {
     /// A NodeClaim is gone: its last launch error and initialization wait are forgotten.
     pub(super) fn forget_lifecycle(&mut self, name: &str) {
-        self.lifecycle.last_error.remove(name);
-        self.lifecycle.initializing.remove(name);
+        self.last_error.remove(name);
+        self.initializing.remove(name);
     }
 
     /// Asks the cloud for a NodeClaim's instance, once at a time. However its launch goes, a
     /// NodeClaim is launched or deleted within [`LAUNCH_TTL`] of its creation: one whose
     /// launch keeps failing (or whose writes were lost) cannot linger.
-    pub(super) fn launch(&mut self, nodeclaim: &str, now: Duration) {
-        if self.lifecycle.launching.insert(nodeclaim.to_string()) {
-            if let Some(request) = self.launch_request(nodeclaim, now) {
-                self.desk.actions.push(Action::Launch {
+    pub(super) fn launch(&mut self, desk: &mut Desk, nodeclaim: &str, now: Duration) {
+        if self.launching.insert(nodeclaim.to_string()) {
+            if let Some(request) = self.launch_request(desk, nodeclaim, now) {
+                desk.actions.push(Action::Launch {
                     nodeclaim: nodeclaim.to_string(),
                     request: Box::new(request),
                 });
             }
-            if let Some(created) = self
-                .desk
-                .cluster
-                .nodeclaims
-                .get(nodeclaim)
-                .map(|c| c.created)
-            {
-                self.desk.at(
+            if let Some(created) = desk.cluster.nodeclaims.get(nodeclaim).map(|c| c.created) {
+                desk.at(
                     created + LAUNCH_TTL,
                     Timer::LaunchTimeout(nodeclaim.to_string()),
                 );
@@ -118,18 +113,18 @@ impl Controllers {
 
     /// What the cloud needs to launch the NodeClaim now; none while its NodePool is gone (its
     /// launch timeout deletes it).
-    fn launch_request(&self, nodeclaim: &str, now: Duration) -> Option<super::LaunchRequest> {
-        let claim = self.desk.cluster.nodeclaims.get(nodeclaim)?;
+    fn launch_request(
+        &self,
+        desk: &Desk,
+        nodeclaim: &str,
+        now: Duration,
+    ) -> Option<super::LaunchRequest> {
+        let claim = desk.cluster.nodeclaims.get(nodeclaim)?;
         Some(super::LaunchRequest {
-            node_pool: self.desk.cluster.node_pools.get(&claim.node_pool)?.clone(),
-            node_class: self
-                .desk
-                .cluster
-                .node_classes
-                .get(&claim.node_class)
-                .cloned(),
+            node_pool: desk.cluster.node_pools.get(&claim.node_pool)?.clone(),
+            node_class: desk.cluster.node_classes.get(&claim.node_class).cloned(),
             claim: claim.clone(),
-            unavailable: self.desk.unavailable.clone(),
+            unavailable: desk.unavailable.clone(),
             at: now,
         })
     }
@@ -138,56 +133,56 @@ impl Controllers {
     /// unreachable, throttled or failing): said as it is, nothing is marked unavailable, and
     /// the NodeClaim is launched again after a backoff ([`retry_wait`]) until it launches or
     /// its launch timeout deletes it, as Karpenter requeues a launch that returned an error.
-    pub(crate) fn launch_retry(&mut self, nodeclaim: &str, error: &str, now: Duration) {
-        self.desk.activity += 1;
-        self.lifecycle.launching.remove(nodeclaim);
-        if !self.desk.cluster.nodeclaims.contains_key(nodeclaim) {
+    pub(crate) fn launch_retry(
+        &mut self,
+        desk: &mut Desk,
+        nodeclaim: &str,
+        error: &str,
+        now: Duration,
+    ) {
+        desk.activity += 1;
+        self.launching.remove(nodeclaim);
+        if !desk.cluster.nodeclaims.contains_key(nodeclaim) {
             return;
         }
-        let tries = self
-            .lifecycle
-            .relaunches
-            .entry(nodeclaim.to_string())
-            .or_insert(0);
+        let tries = self.relaunches.entry(nodeclaim.to_string()).or_insert(0);
         let backoff = retry_wait(*tries);
         *tries += 1;
-        (self.lifecycle.last_error).insert(nodeclaim.to_string(), error.to_string());
-        self.desk.log_error(
+        (self.last_error).insert(nodeclaim.to_string(), error.to_string());
+        desk.log_error(
             "nodeclaim.lifecycle",
             "failed launching nodeclaim",
             json!({"NodeClaim": {"name": nodeclaim}, "error": error,
                    "retry-in": format!("{}s", backoff.as_secs())}),
         );
-        self.desk
-            .at(now + backoff, Timer::Relaunch(nodeclaim.to_string()));
+        desk.at(now + backoff, Timer::Relaunch(nodeclaim.to_string()));
     }
 
     /// A launch's backoff ran out: launch again unless it launched, or its NodeClaim went,
     /// meanwhile.
-    pub(super) fn relaunch(&mut self, nodeclaim: &str, now: Duration) {
-        let due = self
-            .desk
+    pub(super) fn relaunch(&mut self, desk: &mut Desk, nodeclaim: &str, now: Duration) {
+        let due = desk
             .cluster
             .nodeclaims
             .get(nodeclaim)
             .is_some_and(|c| c.launched.is_none() && c.deleting.is_none());
         if due {
-            self.launch(nodeclaim, now);
+            self.launch(desk, nodeclaim, now);
         } else {
-            self.lifecycle.relaunches.remove(nodeclaim);
+            self.relaunches.remove(nodeclaim);
         }
     }
 
     /// The cloud launched a NodeClaim's instance.
-    pub(crate) fn launched(&mut self, nodeclaim: &str, launched: Launched) {
-        self.desk.activity += 1;
-        self.lifecycle.launching.remove(nodeclaim);
-        self.lifecycle.relaunches.remove(nodeclaim);
-        self.lifecycle.last_error.remove(nodeclaim);
-        let Some(claim) = self.desk.cluster.nodeclaims.get_mut(nodeclaim) else {
+    pub(crate) fn launched(&mut self, desk: &mut Desk, nodeclaim: &str, launched: Launched) {
+        desk.activity += 1;
+        self.launching.remove(nodeclaim);
+        self.relaunches.remove(nodeclaim);
+        self.last_error.remove(nodeclaim);
+        let Some(claim) = desk.cluster.nodeclaims.get_mut(nodeclaim) else {
             return;
         };
-        self.desk.actions.push(Action::Log(super::LogRecord {
+        desk.actions.push(Action::Log(super::LogRecord {
             level: super::Level::Info,
             controller: "nodeclaim.lifecycle",
             message: "launched nodeclaim",
@@ -201,36 +196,301 @@ impl Controllers {
             }),
         }));
         claim.launched = Some(launched);
-        self.desk.cluster.link_node(nodeclaim);
-        self.desk.status_changed(nodeclaim);
-        self.arm_liveness(nodeclaim);
+        desk.cluster.link_node(nodeclaim);
+        desk.status_changed(nodeclaim);
+        self.arm_liveness(desk, nodeclaim);
     }
 
     /// Sets a NodeClaim's expiry and registration deadline, both counted from its creation
     /// as Karpenter counts them (so a restarted controller sets the same ones).
-    fn arm_liveness(&mut self, nodeclaim: &str) {
-        let Some(claim) = self.desk.cluster.nodeclaims.get(nodeclaim) else {
+    fn arm_liveness(&mut self, desk: &mut Desk, nodeclaim: &str) {
+        let Some(claim) = desk.cluster.nodeclaims.get(nodeclaim) else {
             return;
         };
         let (created, registered) = (claim.created, claim.registered);
-        if let Some(kerf_api::duration::NillableDuration::After(ttl)) = self
-            .desk
+        if let Some(kerf_api::duration::NillableDuration::After(ttl)) = desk
             .cluster
             .node_pools
             .get(&claim.node_pool)
             .map(|np| np.spec.template.spec.expire_after)
         {
-            self.desk
-                .at(created + ttl, Timer::Expire(nodeclaim.to_string()));
+            desk.at(created + ttl, Timer::Expire(nodeclaim.to_string()));
         }
         if !registered {
-            self.desk.at(
-                created + self.desk.settings.registration_ttl,
+            desk.at(
+                created + desk.settings.registration_ttl,
                 Timer::RegistrationTimeout(nodeclaim.to_string()),
             );
         }
     }
 
+    /// Someone deleted a Node its termination finalizer holds (`kubectl delete node`): as
+    /// Karpenter's node termination does, its NodeClaim is deleted and the node drained
+    /// before the finalizer comes off; a Node with no NodeClaim left has the finalizer taken
+    /// off at once.
+    fn node_deletion_held(&mut self, desk: &mut Desk, name: &str, now: Duration) {
+        match desk.cluster.claim_of_node(name) {
+            Some((claim, c)) => {
+                if c.deleting.is_none() {
+                    let claim = claim.clone();
+                    desk.terminate(&claim, now, now);
+                }
+            }
+            None => desk.actions.push(Action::DeleteNode {
+                node: name.to_string(),
+            }),
+        }
+    }
+
+    /// This controller's own NodeClaim, not launched yet, as the API server stored it: its
+    /// creation is counted from the stored creation time when that is later than the
+    /// decision (a create that waited its turn behind a busy API server), so its launch and
+    /// registration deadlines, and its expiry, run from where Karpenter's and a restarted
+    /// controller's do.
+    fn stored_at(&mut self, desk: &mut Desk, name: &str, created: Duration) {
+        if let Some(c) = (desk.cluster.nodeclaims.get_mut(name))
+            .filter(|c| c.launched.is_none() && c.created < created)
+        {
+            c.created = created;
+        }
+    }
+
+    /// A NodeClaim read with a deletion timestamp (`deleting`): its deletion is stored, and
+    /// it terminates gracefully from then.
+    fn deleting_observed(
+        &mut self,
+        desk: &mut Desk,
+        name: &str,
+        deleting: Option<Duration>,
+        now: Duration,
+    ) {
+        if let Some(since) = deleting {
+            if let Some(c) = desk.cluster.nodeclaims.get_mut(name) {
+                c.deletion_stored = true;
+            }
+            desk.terminate(name, since, now);
+        }
+    }
+
+    /// The node's labels are synced: the registration taint goes, and pods may land.
+    fn remove_unregistered_taint(&mut self, desk: &mut Desk, node: &str) {
+        desk.actions.push(Action::RemoveTaint {
+            node: node.to_string(),
+            key: labels::UNREGISTERED_TAINT_KEY.into(),
+        });
+    }
+
+    /// Gives a registered node the labels of its NodeClaim it lacks (a kubelet registers with
+    /// those its user data names; the instance type's come from the launch), and Karpenter's
+    /// `karpenter.sh/registered` and, once initialized, `karpenter.sh/initialized`.
+    fn sync_labels(&mut self, desk: &mut Desk, claim: &str, node_name: &str) {
+        let Some(c) = desk.cluster.nodeclaims.get(claim) else {
+            return;
+        };
+        let (Some(launched), Some(pool)) = (
+            c.launched.as_ref(),
+            desk.cluster.node_pools.get(&c.node_pool),
+        ) else {
+            return;
+        };
+        let mut want = super::provisioning::node_labels(launched, pool, node_name);
+        // what Karpenter reads to count a node registered and initialized (its disruption
+        // takes no node without them, so a cluster handed back to it needs them)
+        want.insert(labels::REGISTERED.into(), "true".into());
+        if c.initialized {
+            want.insert(labels::INITIALIZED.into(), "true".into());
+        }
+        let annotations = c.annotations.clone();
+        let Some(node) = desk.cluster.nodes.get(node_name) else {
+            return;
+        };
+        // the registration itself (the node lacks Karpenter's mark): the NodeClaim's
+        // annotations go too, the template's and Karpenter's hashes among them
+        let annotations = if node.labels.contains_key(labels::REGISTERED) {
+            BTreeMap::new()
+        } else {
+            annotations
+        };
+        // Karpenter's termination finalizer, which holds a deleted Node for its drain
+        let finalize = !node.finalizer && !node.deleting;
+        self.label_node(desk, node_name, want, annotations, finalize);
+    }
+
+    /// Gives the node those of `want` it lacks (and, with `finalize`, the termination
+    /// finalizer), in its record at once and through a `LabelNode` (with `annotations`);
+    /// nothing when it lacks none.
+    fn label_node(
+        &mut self,
+        desk: &mut Desk,
+        node_name: &str,
+        want: BTreeMap<String, String>,
+        annotations: BTreeMap<String, String>,
+        finalize: bool,
+    ) {
+        let Some(node) = desk.cluster.nodes.get_mut(node_name) else {
+            return;
+        };
+        let missing: BTreeMap<String, String> = want
+            .into_iter()
+            .filter(|(k, v)| node.labels.get(k) != Some(v))
+            .collect();
+        if missing.is_empty() && !finalize {
+            return;
+        }
+        std::sync::Arc::make_mut(&mut node.labels)
+            .extend(missing.iter().map(|(k, v)| (k.clone(), v.clone())));
+        node.finalizer |= finalize;
+        desk.cluster.changes.disruption = true;
+        desk.actions.push(Action::LabelNode {
+            node: node_name.to_string(),
+            labels: missing,
+            annotations,
+            finalizer: finalize,
+        });
+    }
+
+    /// A node registered without the `karpenter.sh/unregistered` taint (its user data or
+    /// image does not add it): pods may land before its labels are synced. Karpenter goes on
+    /// with the registration and says so in an error line and a warning on the NodeClaim.
+    fn unregistered_taint_missing(&mut self, desk: &mut Desk, claim: &str, now: Duration) {
+        let provider_id = (desk.cluster.nodeclaims.get(claim))
+            .and_then(|c| c.launched.as_ref())
+            .map(|l| l.provider_id.clone());
+        desk.log_error(
+            "nodeclaim.lifecycle",
+            "node claim registration error",
+            json!({
+                "NodeClaim": {"name": claim}, "provider-id": provider_id,
+                "taint": labels::UNREGISTERED_TAINT_KEY,
+                "error": "missing taint prevents registration-related race conditions on Karpenter-managed nodes",
+            }),
+        );
+        desk.event(
+            Event {
+                kind: EventObject::NodeClaim,
+                name: claim.to_string(),
+                warning: true,
+                reason: "UnregisteredTaintMissing".into(),
+                message: format!(
+                    "Missing {} taint which prevents registration related race conditions on \
+                 Karpenter-managed nodes",
+                    labels::UNREGISTERED_TAINT_KEY
+                ),
+            },
+            now,
+        );
+    }
+
+    /// Gives a node Karpenter's `karpenter.sh/registered` and `karpenter.sh/initialized`
+    /// labels, and nothing else of its NodeClaim's (its template may have changed since).
+    fn mark_initialized(&mut self, desk: &mut Desk, node_name: &str) {
+        let want = [labels::REGISTERED, labels::INITIALIZED]
+            .into_iter()
+            .map(|k| (k.to_string(), "true".to_string()))
+            .collect();
+        self.label_node(desk, node_name, want, BTreeMap::new(), false);
+    }
+
+    /// Why a registered NodeClaim's node is not initialized yet, as Karpenter says it: the
+    /// node not ready, a startup taint or a known ephemeral taint still on it.
+    fn initializing(&self, desk: &Desk, record: &ClaimRecord) -> Option<(&'static str, String)> {
+        if record
+            .reboot
+            .as_ref()
+            .is_some_and(|r| matches!(r.phase, crate::cluster::RebootPhase::Issued(_)))
+        {
+            return Some(("Rebooting", "node is rebooting".into()));
+        }
+        let node = desk.cluster.nodes.get(record.node.as_deref()?)?;
+        if !node.ready {
+            return Some(("NodeNotReady", "Node status is NotReady".into()));
+        }
+        let text = |t: &kerf_api::Taint| match &t.value {
+            Some(v) if !v.is_empty() => format!("{}={v}:{:?}", t.key, t.effect),
+            _ => format!("{}:{:?}", t.key, t.effect),
+        };
+        if let Some(t) =
+            (node.taints.iter()).find(|t| record.startup_taints.iter().any(|s| s.key == t.key))
+        {
+            return Some((
+                "StartupTaintsExist",
+                format!("StartupTaint {:?} still exists", text(t)),
+            ));
+        }
+        let ephemeral = node
+            .taints
+            .iter()
+            .find(|t| super::provisioning::is_known_ephemeral(t))?;
+        Some((
+            "KnownEphemeralTaintsExist",
+            format!("KnownEphemeralTaint {:?} still exists", text(ephemeral)),
+        ))
+    }
+
+    /// The reservations a class resolves to changed: a NodeClaim whose reservation left it
+    /// has drifted only if the next instance listing still has it in the reservation.
+    pub(crate) fn class_reservations_changed(&mut self, class: &str, now: Duration) {
+        self.reservations_changed.insert(class.to_string(), now);
+    }
+
+    /// A class was deleted: nothing waits on its reservations.
+    pub(crate) fn forget_class_reservations(&mut self, class: &str) {
+        self.reservations_changed.remove(class);
+    }
+
+    /// Asks the cloud to terminate an instance, and remembers when (see
+    /// [`TERMINATION_ANSWERED_WITHIN`]).
+    pub(super) fn terminate_instance(
+        &mut self,
+        desk: &mut Desk,
+        nodeclaim: &str,
+        provider_id: String,
+        now: Duration,
+    ) {
+        self.terminating.insert(provider_id.clone(), now);
+        desk.actions.push(Action::DeleteInstance {
+            nodeclaim: nodeclaim.to_string(),
+            provider_id,
+        });
+    }
+
+    /// An instance listing is asked for now.
+    pub(super) fn list_instances(&mut self, desk: &mut Desk, now: Duration) {
+        self.listings_asked.push_back(now);
+        desk.actions.push(Action::ListInstances);
+    }
+
+    /// NodePools that changed: the NodeClaims of deleted ones are deleted (their owner
+    /// reference would have them collected).
+    pub(super) fn node_pools_changed(
+        &mut self,
+        desk: &mut Desk,
+        pools: &BTreeSet<String>,
+        now: Duration,
+    ) {
+        let orphans: Vec<String> = desk
+            .cluster
+            .nodeclaims
+            .iter()
+            .filter(|(_, c)| {
+                pools.contains(&c.node_pool)
+                    && !desk.cluster.node_pools.contains_key(&c.node_pool)
+                    && c.deleting.is_none()
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for name in orphans {
+            desk.log(
+                "nodeclaim.lifecycle",
+                "deleted nodeclaim",
+                json!({"NodeClaim": {"name": name}, "reason": "nodepool deleted"}),
+            );
+            desk.delete_nodeclaim(&name, now);
+        }
+    }
+}
+
+impl Controllers {
     /// A Node object as the API server has it, from [`Controllers::observe`]: how a node's
     /// labels, taints and readiness reach the controllers. Its times are Unix times, counted
     /// on this clock's epoch.
@@ -246,32 +506,15 @@ impl Controllers {
         let held = record.deleting && record.finalizer;
         self.desk.cluster.apply_node(name.clone(), record, now);
         if held {
-            self.node_deletion_held(&name, now);
+            self.lifecycle
+                .node_deletion_held(&mut self.desk, &name, now);
         }
         // a node rebooting for repair: its new boot and readiness are looked at now
         if let Some((claim, _)) = (self.desk.cluster.claim_of_node(&name))
             .filter(|(_, c)| c.reboot.as_ref().is_some_and(|r| r.under_way()))
         {
             let claim = claim.clone();
-            self.reboot_at(&claim, now);
-        }
-    }
-
-    /// Someone deleted a Node its termination finalizer holds (`kubectl delete node`): as
-    /// Karpenter's node termination does, its NodeClaim is deleted and the node drained
-    /// before the finalizer comes off; a Node with no NodeClaim left has the finalizer taken
-    /// off at once.
-    fn node_deletion_held(&mut self, name: &str, now: Duration) {
-        match self.desk.cluster.claim_of_node(name) {
-            Some((claim, c)) => {
-                if c.deleting.is_none() {
-                    let claim = claim.clone();
-                    self.desk.terminate(&claim, now, now);
-                }
-            }
-            None => self.desk.actions.push(Action::DeleteNode {
-                node: name.to_string(),
-            }),
+            self.reboot.reboot_at(&mut self.desk, &claim, now);
         }
     }
 
@@ -291,10 +534,12 @@ impl Controllers {
         // another writer since (most updates are these controllers' own status writes)
         let launched = (self.desk.cluster.nodeclaims.get(&name)).map(|c| c.launched.is_some());
         let adopt = launched == Some(false) && !self.lifecycle.launching.contains(&name);
-        self.stored_at(&name, created);
+        self.lifecycle.stored_at(&mut self.desk, &name, created);
         if launched.is_some() && !adopt {
-            self.reboot_bound_observed(&name, object, now);
-            self.deleting_observed(&name, deleting, now);
+            self.reboot
+                .reboot_bound_observed(&mut self.desk, &name, object, now);
+            self.lifecycle
+                .deleting_observed(&mut self.desk, &name, deleting, now);
             return;
         }
         let types = self
@@ -330,10 +575,10 @@ impl Controllers {
             let launched = record.launched.is_some();
             self.desk.cluster.apply_nodeclaim(name.clone(), record);
             if launched {
-                self.arm_liveness(&name);
+                self.lifecycle.arm_liveness(&mut self.desk, &name);
             }
             if rebooting {
-                self.reboot_at(&name, now);
+                self.reboot.reboot_at(&mut self.desk, &name, now);
             }
         } else if let Some(launched) = read.launched {
             // launched by another writer since it was first read (a Karpenter that held the
@@ -346,33 +591,10 @@ impl Controllers {
             }
             self.desk.cluster.changes.lifecycle.insert(name.clone());
             self.desk.cluster.link_node(&name);
-            self.arm_liveness(&name);
+            self.lifecycle.arm_liveness(&mut self.desk, &name);
         }
-        self.deleting_observed(&name, deleting, now);
-    }
-
-    /// This controller's own NodeClaim, not launched yet, as the API server stored it: its
-    /// creation is counted from the stored creation time when that is later than the
-    /// decision (a create that waited its turn behind a busy API server), so its launch and
-    /// registration deadlines, and its expiry, run from where Karpenter's and a restarted
-    /// controller's do.
-    fn stored_at(&mut self, name: &str, created: Duration) {
-        if let Some(c) = (self.desk.cluster.nodeclaims.get_mut(name))
-            .filter(|c| c.launched.is_none() && c.created < created)
-        {
-            c.created = created;
-        }
-    }
-
-    /// A NodeClaim read with a deletion timestamp (`deleting`): its deletion is stored, and
-    /// it terminates gracefully from then.
-    fn deleting_observed(&mut self, name: &str, deleting: Option<Duration>, now: Duration) {
-        if let Some(since) = deleting {
-            if let Some(c) = self.desk.cluster.nodeclaims.get_mut(name) {
-                c.deletion_stored = true;
-            }
-            self.desk.terminate(name, since, now);
-        }
+        self.lifecycle
+            .deleting_observed(&mut self.desk, &name, deleting, now);
     }
 
     /// The cloud had no capacity for any offering of a NodeClaim: the offerings are
@@ -508,7 +730,7 @@ impl Controllers {
         if claim.launched.is_none() {
             // found unlaunched (a restart between creation and launch): launch it now
             if claim.deleting.is_none() {
-                self.launch(name, now);
+                self.lifecycle.launch(&mut self.desk, name, now);
             }
             return;
         }
@@ -526,8 +748,9 @@ impl Controllers {
         if claim.initialized {
             if unregistered {
                 // registered while nobody removed the taint (a restart in between)
-                self.sync_labels(name, &node_name);
-                self.remove_unregistered_taint(&node_name);
+                self.lifecycle.sync_labels(&mut self.desk, name, &node_name);
+                self.lifecycle
+                    .remove_unregistered_taint(&mut self.desk, &node_name);
             } else if node.labels.get(labels::INITIALIZED).map(String::as_str) != Some("true")
                 && claim.deleting.is_none()
             {
@@ -535,7 +758,7 @@ impl Controllers {
                 // hand, or the label's write failed after its retries): without it the node
                 // counts in no disruption budget, so nothing of its NodePool would ever be
                 // disrupted (Karpenter leaves such a node as it is)
-                self.mark_initialized(&node_name);
+                self.lifecycle.mark_initialized(&mut self.desk, &node_name);
             }
             self.consistency
                 .check_consistency(&mut self.desk, name, false, now);
@@ -550,7 +773,8 @@ impl Controllers {
             (claim.startup_taints.iter()).any(|s| node.taints.iter().any(|t| t.key == s.key));
         if !claim.registered {
             if !guarded && !node.labels.contains_key(labels::REGISTERED) {
-                self.unregistered_taint_missing(name, now);
+                self.lifecycle
+                    .unregistered_taint_missing(&mut self.desk, name, now);
             }
             let claim = &self.desk.cluster.nodeclaims[name];
             let pool = claim.node_pool.clone();
@@ -569,19 +793,25 @@ impl Controllers {
             self.desk
                 .cancel(&Timer::RegistrationTimeout(name.to_string()));
             self.registration_outcome(&pool, None);
-            if let Some(why) = self.initializing(&self.desk.cluster.nodeclaims[name]) {
+            if let Some(why) = self
+                .lifecycle
+                .initializing(&self.desk, &self.desk.cluster.nodeclaims[name])
+            {
                 self.lifecycle.initializing.insert(name.to_string(), why);
             }
             self.desk.status_changed(name);
-            self.sync_labels(name, &node_name);
+            self.lifecycle.sync_labels(&mut self.desk, name, &node_name);
         }
         if unregistered {
-            self.remove_unregistered_taint(&node_name);
+            self.lifecycle
+                .remove_unregistered_taint(&mut self.desk, &node_name);
         }
         let node = &self.desk.cluster.nodes[&node_name];
         let ephemeral_left = (node.taints.iter()).any(super::provisioning::is_known_ephemeral);
         if !node.ready || startup_left || ephemeral_left {
-            let why = self.initializing(&self.desk.cluster.nodeclaims[name]);
+            let why = self
+                .lifecycle
+                .initializing(&self.desk, &self.desk.cluster.nodeclaims[name]);
             if let Some(why) = why
                 && self.lifecycle.initializing.get(name) != Some(&why)
             {
@@ -605,7 +835,7 @@ impl Controllers {
         self.desk.cluster.changes.disruption = true;
         // the node's label first, then the status, as Karpenter writes them: a restart between
         // the two finds the NodeClaim not initialized yet and initializes it again
-        self.sync_labels(name, &node_name);
+        self.lifecycle.sync_labels(&mut self.desk, name, &node_name);
         self.desk.status_changed(name);
         self.desk.at(
             now + super::provisioning::NOMINATION_GRACE,
@@ -620,124 +850,6 @@ impl Controllers {
         );
         self.consistency
             .check_consistency(&mut self.desk, name, false, now);
-    }
-
-    /// The node's labels are synced: the registration taint goes, and pods may land.
-    fn remove_unregistered_taint(&mut self, node: &str) {
-        self.desk.actions.push(Action::RemoveTaint {
-            node: node.to_string(),
-            key: labels::UNREGISTERED_TAINT_KEY.into(),
-        });
-    }
-
-    /// Gives a registered node the labels of its NodeClaim it lacks (a kubelet registers with
-    /// those its user data names; the instance type's come from the launch), and Karpenter's
-    /// `karpenter.sh/registered` and, once initialized, `karpenter.sh/initialized`.
-    fn sync_labels(&mut self, claim: &str, node_name: &str) {
-        let Some(c) = self.desk.cluster.nodeclaims.get(claim) else {
-            return;
-        };
-        let (Some(launched), Some(pool)) = (
-            c.launched.as_ref(),
-            self.desk.cluster.node_pools.get(&c.node_pool),
-        ) else {
-            return;
-        };
-        let mut want = super::provisioning::node_labels(launched, pool, node_name);
-        // what Karpenter reads to count a node registered and initialized (its disruption
-        // takes no node without them, so a cluster handed back to it needs them)
-        want.insert(labels::REGISTERED.into(), "true".into());
-        if c.initialized {
-            want.insert(labels::INITIALIZED.into(), "true".into());
-        }
-        let annotations = c.annotations.clone();
-        let Some(node) = self.desk.cluster.nodes.get(node_name) else {
-            return;
-        };
-        // the registration itself (the node lacks Karpenter's mark): the NodeClaim's
-        // annotations go too, the template's and Karpenter's hashes among them
-        let annotations = if node.labels.contains_key(labels::REGISTERED) {
-            BTreeMap::new()
-        } else {
-            annotations
-        };
-        // Karpenter's termination finalizer, which holds a deleted Node for its drain
-        let finalize = !node.finalizer && !node.deleting;
-        self.label_node(node_name, want, annotations, finalize);
-    }
-
-    /// Gives the node those of `want` it lacks (and, with `finalize`, the termination
-    /// finalizer), in its record at once and through a `LabelNode` (with `annotations`);
-    /// nothing when it lacks none.
-    fn label_node(
-        &mut self,
-        node_name: &str,
-        want: BTreeMap<String, String>,
-        annotations: BTreeMap<String, String>,
-        finalize: bool,
-    ) {
-        let Some(node) = self.desk.cluster.nodes.get_mut(node_name) else {
-            return;
-        };
-        let missing: BTreeMap<String, String> = want
-            .into_iter()
-            .filter(|(k, v)| node.labels.get(k) != Some(v))
-            .collect();
-        if missing.is_empty() && !finalize {
-            return;
-        }
-        std::sync::Arc::make_mut(&mut node.labels)
-            .extend(missing.iter().map(|(k, v)| (k.clone(), v.clone())));
-        node.finalizer |= finalize;
-        self.desk.cluster.changes.disruption = true;
-        self.desk.actions.push(Action::LabelNode {
-            node: node_name.to_string(),
-            labels: missing,
-            annotations,
-            finalizer: finalize,
-        });
-    }
-
-    /// A node registered without the `karpenter.sh/unregistered` taint (its user data or
-    /// image does not add it): pods may land before its labels are synced. Karpenter goes on
-    /// with the registration and says so in an error line and a warning on the NodeClaim.
-    fn unregistered_taint_missing(&mut self, claim: &str, now: Duration) {
-        let provider_id = (self.desk.cluster.nodeclaims.get(claim))
-            .and_then(|c| c.launched.as_ref())
-            .map(|l| l.provider_id.clone());
-        self.desk.log_error(
-            "nodeclaim.lifecycle",
-            "node claim registration error",
-            json!({
-                "NodeClaim": {"name": claim}, "provider-id": provider_id,
-                "taint": labels::UNREGISTERED_TAINT_KEY,
-                "error": "missing taint prevents registration-related race conditions on Karpenter-managed nodes",
-            }),
-        );
-        self.desk.event(
-            Event {
-                kind: EventObject::NodeClaim,
-                name: claim.to_string(),
-                warning: true,
-                reason: "UnregisteredTaintMissing".into(),
-                message: format!(
-                    "Missing {} taint which prevents registration related race conditions on \
-                 Karpenter-managed nodes",
-                    labels::UNREGISTERED_TAINT_KEY
-                ),
-            },
-            now,
-        );
-    }
-
-    /// Gives a node Karpenter's `karpenter.sh/registered` and `karpenter.sh/initialized`
-    /// labels, and nothing else of its NodeClaim's (its template may have changed since).
-    fn mark_initialized(&mut self, node_name: &str) {
-        let want = [labels::REGISTERED, labels::INITIALIZED]
-            .into_iter()
-            .map(|k| (k.to_string(), "true".to_string()))
-            .collect();
-        self.label_node(node_name, want, BTreeMap::new(), false);
     }
 
     /// A NodeClaim not launched [`LAUNCH_TTL`] after its creation is deleted, as Karpenter's
@@ -810,7 +922,8 @@ impl Controllers {
             json!({"NodeClaim": {"name": name}, "reason": "registration timeout"}),
         );
         if let Some(provider_id) = provider {
-            self.terminate_instance(name, provider_id, now);
+            self.lifecycle
+                .terminate_instance(&mut self.desk, name, provider_id, now);
         }
         self.release(name, now);
     }
@@ -857,7 +970,7 @@ impl Controllers {
     pub(super) fn status_patch(&self, name: &str) -> Option<Action> {
         let record = self.desk.cluster.nodeclaims.get(name)?;
         let beside = crate::objects::ClaimConditions {
-            initializing: self.initializing(record),
+            initializing: self.lifecycle.initializing(&self.desk, record),
             launch_error: self.lifecycle.last_error.get(name).cloned(),
             disruption: (self.disruption.reason_of(name).map(|r| r.as_str()))
                 .or_else(|| {
@@ -879,46 +992,10 @@ impl Controllers {
         })
     }
 
-    /// Why a registered NodeClaim's node is not initialized yet, as Karpenter says it: the
-    /// node not ready, a startup taint or a known ephemeral taint still on it.
-    fn initializing(&self, record: &ClaimRecord) -> Option<(&'static str, String)> {
-        if record
-            .reboot
-            .as_ref()
-            .is_some_and(|r| matches!(r.phase, crate::cluster::RebootPhase::Issued(_)))
-        {
-            return Some(("Rebooting", "node is rebooting".into()));
-        }
-        let node = self.desk.cluster.nodes.get(record.node.as_deref()?)?;
-        if !node.ready {
-            return Some(("NodeNotReady", "Node status is NotReady".into()));
-        }
-        let text = |t: &kerf_api::Taint| match &t.value {
-            Some(v) if !v.is_empty() => format!("{}={v}:{:?}", t.key, t.effect),
-            _ => format!("{}:{:?}", t.key, t.effect),
-        };
-        if let Some(t) =
-            (node.taints.iter()).find(|t| record.startup_taints.iter().any(|s| s.key == t.key))
-        {
-            return Some((
-                "StartupTaintsExist",
-                format!("StartupTaint {:?} still exists", text(t)),
-            ));
-        }
-        let ephemeral = node
-            .taints
-            .iter()
-            .find(|t| super::provisioning::is_known_ephemeral(t))?;
-        Some((
-            "KnownEphemeralTaintsExist",
-            format!("KnownEphemeralTaint {:?} still exists", text(ephemeral)),
-        ))
-    }
-
     /// Deletes a NodeClaim outright: no node to drain.
     fn release(&mut self, name: &str, now: Duration) {
         self.lifecycle.relaunches.remove(name);
-        self.forget_lifecycle(name);
+        self.lifecycle.forget_lifecycle(name);
         self.consistency.forget_consistency(&mut self.desk, name);
         self.desk.count_nodeclaim_deleted(name, now);
         self.desk.actions.push(Action::DeleteNodeClaim {
@@ -1040,7 +1117,8 @@ impl Controllers {
                 self.desk.count_node_deleted(&node, now);
                 self.desk.actions.push(Action::DeleteNode { node });
             }
-            self.terminate_instance(claim, provider_id.clone(), now);
+            self.lifecycle
+                .terminate_instance(&mut self.desk, claim, provider_id.clone(), now);
         }
         if !left_reservation.is_empty() {
             self.desk.left_reservation(&left_reservation);
@@ -1049,65 +1127,6 @@ impl Controllers {
         if learned {
             self.desk.activity += 1;
             self.evaluate_drift(now);
-        }
-    }
-
-    /// The reservations a class resolves to changed: a NodeClaim whose reservation left it
-    /// has drifted only if the next instance listing still has it in the reservation.
-    pub(crate) fn class_reservations_changed(&mut self, class: &str, now: Duration) {
-        self.lifecycle
-            .reservations_changed
-            .insert(class.to_string(), now);
-    }
-
-    /// A class was deleted: nothing waits on its reservations.
-    pub(crate) fn forget_class_reservations(&mut self, class: &str) {
-        self.lifecycle.reservations_changed.remove(class);
-    }
-
-    /// Asks the cloud to terminate an instance, and remembers when (see
-    /// [`TERMINATION_ANSWERED_WITHIN`]).
-    pub(super) fn terminate_instance(
-        &mut self,
-        nodeclaim: &str,
-        provider_id: String,
-        now: Duration,
-    ) {
-        self.lifecycle.terminating.insert(provider_id.clone(), now);
-        self.desk.actions.push(Action::DeleteInstance {
-            nodeclaim: nodeclaim.to_string(),
-            provider_id,
-        });
-    }
-
-    /// An instance listing is asked for now.
-    pub(super) fn list_instances(&mut self, now: Duration) {
-        self.lifecycle.listings_asked.push_back(now);
-        self.desk.actions.push(Action::ListInstances);
-    }
-
-    /// NodePools that changed: the NodeClaims of deleted ones are deleted (their owner
-    /// reference would have them collected).
-    pub(super) fn node_pools_changed(&mut self, pools: &BTreeSet<String>, now: Duration) {
-        let orphans: Vec<String> = self
-            .desk
-            .cluster
-            .nodeclaims
-            .iter()
-            .filter(|(_, c)| {
-                pools.contains(&c.node_pool)
-                    && !self.desk.cluster.node_pools.contains_key(&c.node_pool)
-                    && c.deleting.is_none()
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
-        for name in orphans {
-            self.desk.log(
-                "nodeclaim.lifecycle",
-                "deleted nodeclaim",
-                json!({"NodeClaim": {"name": name}, "reason": "nodepool deleted"}),
-            );
-            self.desk.delete_nodeclaim(&name, now);
         }
     }
 }

@@ -16,6 +16,7 @@ use std::fmt::Write as _;
 use crate::metrics::families;
 use std::hash::{Hash, Hasher};
 
+use super::desk::Desk;
 use super::rehearsal::PlannedNode;
 use super::{Action, Controllers, Event, EventObject, Timer, Unplaced, list_text};
 use crate::cluster::{ClaimRecord, NodeRecord, split_pod_key};
@@ -197,40 +198,38 @@ impl Provisioner {
             PodOutcome::Unschedulable(_) => nominated.is_none(),
         })
     }
-}
 
-impl Controllers {
     /// Nominations to an initialized NodeClaim end: pods kube-scheduler did not bind there
     /// (other pods took the room) want capacity again.
-    pub(super) fn nomination_expiry(&mut self, claim: &str, now: Duration) {
+    pub(super) fn nomination_expiry(&mut self, desk: &mut Desk, claim: &str, now: Duration) {
         // every expiry due by now in one look over the pods: a burst's passes nominate pods
         // to thousands of NodeClaims, and a look each was a third of the operator's CPU
-        let due: Vec<(Duration, Timer)> = (self.desk.timers.iter())
+        let due: Vec<(Duration, Timer)> = (desk.timers.iter())
             .take_while(|(at, _)| *at <= now)
             .filter(|(_, t)| matches!(t, Timer::NominationExpiry(_)))
             .cloned()
             .collect();
         let mut claims: HashSet<String> = [claim.to_string()].into_iter().collect();
         for timer in due {
-            self.desk.timers.remove(&timer);
+            desk.timers.remove(&timer);
             if let (_, Timer::NominationExpiry(c)) = timer {
                 claims.insert(c);
             }
         }
-        let nodeclaims = &self.desk.cluster.nodeclaims;
+        let nodeclaims = &desk.cluster.nodeclaims;
         claims.retain(|c| nodeclaims.get(c).is_none_or(|c| c.initialized));
         if claims.is_empty() {
             return;
         }
         let mut again = false;
-        for p in self.desk.cluster.pods.values_mut() {
+        for p in desk.cluster.pods.values_mut() {
             if p.node.is_none() && p.nominated.as_ref().is_some_and(|c| claims.contains(c)) {
                 p.nominated = None;
                 again |= p.wants_capacity();
             }
         }
         if again {
-            self.saw_pending_pod(now);
+            self.saw_pending_pod(desk, now);
         }
     }
 
@@ -240,8 +239,13 @@ impl Controllers {
     /// takes them; the rest want capacity again at once. kube-scheduler places pods its own
     /// way, and a pod planned onto a node it filled with others would otherwise wait out
     /// [`NOMINATION_GRACE`].
-    pub(super) fn recheck_nominations(&mut self, nodes: &BTreeSet<String>, now: Duration) {
-        let cluster = &self.desk.cluster;
+    pub(super) fn recheck_nominations(
+        &mut self,
+        desk: &mut Desk,
+        nodes: &BTreeSet<String>,
+        now: Duration,
+    ) {
+        let cluster = &desk.cluster;
         let mut rooms: HashMap<&str, (Resources, Vec<Taint>)> = HashMap::default();
         for node in nodes {
             let (Some(n), Some((claim, c))) =
@@ -283,25 +287,214 @@ impl Controllers {
         }
         let mut again = false;
         for key in released {
-            if let Some(p) = self.desk.cluster.pods.get_mut(&key) {
+            if let Some(p) = desk.cluster.pods.get_mut(&key) {
                 p.nominated = None;
                 again |= p.wants_capacity();
             }
         }
         if again {
-            self.saw_pending_pod(now);
+            self.saw_pending_pod(desk, now);
         }
     }
 
     /// A pod started waiting for capacity: open or extend the batch window.
-    pub(super) fn saw_pending_pod(&mut self, now: Duration) {
-        self.provisioning.batcher.saw_pod(now);
-        if let Some(at) = self.provisioning.batcher.closes_at() {
-            self.desk.cancel(&Timer::Batch);
-            self.desk.at(at, Timer::Batch);
+    pub(super) fn saw_pending_pod(&mut self, desk: &mut Desk, now: Duration) {
+        self.batcher.saw_pod(now);
+        if let Some(at) = self.batcher.closes_at() {
+            desk.cancel(&Timer::Batch);
+            desk.at(at, Timer::Batch);
         }
     }
 
+    /// Karpenter's `computed new nodeclaim(s) to fit pod(s)`, when a solve made any.
+    pub(super) fn log_new_nodeclaims(&mut self, desk: &mut Desk, planned: &[PlannedNodeClaim]) {
+        if !planned.is_empty() {
+            desk.log(
+                "provisioner",
+                "computed new nodeclaim(s) to fit pod(s)",
+                json!({
+                    "nodeclaims": planned.len(),
+                    "pods": planned.iter().map(|c| c.pods.len()).sum::<usize>(),
+                }),
+            );
+        }
+    }
+
+    /// Tells each NodePool whose requirements filter out all its instance types, as Karpenter
+    /// does before each batch's scheduling simulation: a log line each batch, and a warning
+    /// event on the NodePool at most once a minute.
+    fn tell_incompatible_pools(&mut self, desk: &mut Desk, now: Duration) {
+        let (pools, _) = desk.pool_inputs(now);
+        for np in &pools {
+            let Some(why) = no_compatible_types(np, desk.settings.min_values_policy) else {
+                continue;
+            };
+            let mut fields = json!({"NodePool": {"name": np.name}});
+            if let NoCompatibleTypes::MinValues(keys) = &why {
+                fields["minValuesIncompatibleErr"] = format!(
+                    "minValues requirement is not met for label(s) (label(s)=[{}])",
+                    keys.join(" ")
+                )
+                .into();
+            }
+            desk.log(
+                "provisioner",
+                "skipping, nodepool requirements filtered out all instance types",
+                fields,
+            );
+            desk.event(
+                Event {
+                    kind: EventObject::NodePool,
+                    name: np.name.clone(),
+                    warning: true,
+                    reason: "NoCompatibleInstanceTypes".into(),
+                    message: why.message().into(),
+                },
+                now,
+            );
+        }
+    }
+
+    /// A pod is to go to this NodeClaim; the first time it is, the provisioner found it a
+    /// place (Karpenter's provisioning latency metrics count from here).
+    fn nominate(&mut self, desk: &mut Desk, pod: &str, claim: &str, now: Duration) {
+        if let Some(rec) = desk.cluster.pods.get_mut(pod) {
+            rec.nominated = Some(claim.to_string());
+            rec.schedulable_since.get_or_insert(now);
+        }
+    }
+
+    /// A solve decided about these pods, leaving `unschedulable` of them without a place:
+    /// each pod's first decision counts into Karpenter's decision latency, and the pass
+    /// into the scheduler's gauges.
+    fn count_decided(
+        &mut self,
+        desk: &mut Desk,
+        keys: &[String],
+        unschedulable: usize,
+        now: Duration,
+    ) {
+        for k in keys {
+            let Some(rec) = desk.cluster.pods.get_mut(k) else {
+                continue;
+            };
+            if rec.decided.is_none() {
+                rec.decided = Some(now);
+                let waited = now.saturating_sub(rec.pending_since);
+                desk.metrics.observe(
+                    &families::PODS_SCHEDULING_DECISION_DURATION_SECONDS,
+                    &[],
+                    waited.as_secs_f64(),
+                );
+            }
+        }
+        self.reading.pass += 1;
+        self.reading.unschedulable = unschedulable;
+    }
+
+    /// Karpenter's `Nominated` event: the pod should schedule on this NodeClaim (and its
+    /// node, once registered).
+    pub(super) fn nominated_event(
+        &mut self,
+        desk: &mut Desk,
+        pod: &str,
+        claim: &str,
+        node: Option<&str>,
+        now: Duration,
+    ) {
+        let mut on = format!("nodeclaim/{claim}");
+        if let Some(node) = node {
+            on.push_str(&format!(", node/{node}"));
+        }
+        desk.event(
+            Event {
+                kind: EventObject::Pod,
+                name: pod.to_string(),
+                warning: false,
+                reason: "Nominated".into(),
+                message: format!("Pod should schedule on: {on}"),
+            },
+            now,
+        );
+    }
+
+    /// A fingerprint of everything a solve for these pending pods reads: the cluster's
+    /// writes, the unavailable offerings, and the NodePools, nodes, in-flight NodeClaims and
+    /// nominations as the solver gets them (the controllers' own writes included).
+    fn provisioning_inputs(&mut self, desk: &mut Desk, keys: &[String], now: Duration) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (desk.cluster.generation(), desk.cluster.pod_writes()).hash(&mut h);
+        desk.unavailable.generation().hash(&mut h);
+        keys.hash(&mut h);
+        let (pools, _) = desk.pool_inputs(now);
+        let (existing, _) = desk.capacity_in_place(&pools);
+        let mut text = DebugHasher(&mut h);
+        for p in &pools {
+            let _ = write!(
+                text,
+                "{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|",
+                p.name,
+                p.weight,
+                p.labels,
+                p.requirements,
+                p.taints,
+                p.startup_taints,
+                p.limits,
+                p.usage
+            );
+        }
+        let _ = write!(text, "{existing:?}");
+        for (k, p) in &desk.cluster.pods {
+            if let Some(claim) = &p.nominated {
+                (k, claim).hash(&mut h);
+            }
+        }
+        h.finish()
+    }
+
+    /// One solve for these pending pods over the whole cluster: its NodePools within their
+    /// limits, its nodes and in-flight NodeClaims with the pods bound or nominated to them;
+    /// with the NodePools as the solver read them.
+    fn solve_pending(
+        &mut self,
+        desk: &mut Desk,
+        keys: Vec<String>,
+        now: Duration,
+    ) -> (Solved, Vec<NodePoolInput>) {
+        let (pools, pool_names) = desk.pool_inputs(now);
+        // wall-clock time, for the scheduling-duration histogram only: no decision reads it
+        let started = std::time::Instant::now();
+        let options = desk.solve_options();
+        let solved = desk.solve_over(keys, &pools, pool_names, options, Packing::NearBound);
+        desk.metrics.observe(
+            &families::SCHEDULER_SCHEDULING_DURATION_SECONDS,
+            &["provisioner"],
+            started.elapsed().as_secs_f64(),
+        );
+        (solved, pools)
+    }
+
+    /// Says once (until the reason changes) which pending pods are left out for their
+    /// claims, as Karpenter's `ignoring pod`.
+    fn log_ignored_pods(&mut self, desk: &mut Desk) {
+        let now: BTreeMap<String, String> = (desk.cluster.pods.iter())
+            .filter(|(_, p)| p.node.is_none() && p.nominated.is_none())
+            .filter_map(|(k, p)| Some((k.clone(), p.volume_problem.clone()?)))
+            .collect();
+        for (pod, why) in &now {
+            if self.ignored_pods.get(pod) != Some(why) {
+                desk.log(
+                    "provisioner",
+                    "ignoring pod",
+                    json!({"Pod": pod_ref(pod), "error": format!("ignoring pod, {why}")}),
+                );
+            }
+        }
+        self.ignored_pods = now;
+    }
+}
+
+impl Controllers {
     pub(super) fn batch_due(&mut self, now: Duration) {
         if self.provisioning.batcher.take_if_ready(now) {
             self.provision(now);
@@ -316,7 +509,8 @@ impl Controllers {
     /// times, so that the batch needs no second wave.
     fn provision(&mut self, now: Duration) {
         if self.desk.cluster.pods.values().any(|p| p.wants_capacity()) {
-            self.tell_incompatible_pools(now);
+            self.provisioning
+                .tell_incompatible_pools(&mut self.desk, now);
         }
         let claims = &self.desk.cluster.nodeclaims;
         (self.provisioning.unlaunched)
@@ -331,7 +525,7 @@ impl Controllers {
             if round == super::rehearsal::ROUNDS {
                 break;
             }
-            let leftovers = self.rehearse(&planned, now);
+            let leftovers = self.provisioning.rehearse(&mut self.desk, &planned, now);
             if leftovers.is_empty() {
                 break;
             }
@@ -349,7 +543,7 @@ impl Controllers {
     /// nominated: the NodeClaims' nodes as they will register.
     fn provision_once(&mut self, now: Duration) -> Vec<PlannedNode> {
         self.desk.unavailable.expire(now);
-        self.log_ignored_pods();
+        self.provisioning.log_ignored_pods(&mut self.desk);
         let keys = self.desk.cluster.pods_where(|p| p.wants_capacity());
         if keys.is_empty() {
             return Vec::new();
@@ -359,7 +553,9 @@ impl Controllers {
             "found provisionable pod(s)",
             json!({"Pods": list_text(&keys), "duration": "0s"}),
         );
-        let inputs = self.provisioning_inputs(&keys, now);
+        let inputs = self
+            .provisioning
+            .provisioning_inputs(&mut self.desk, &keys, now);
         if let Some(last) = &self.provisioning.unplaced
             && last.inputs == inputs
         {
@@ -376,7 +572,7 @@ impl Controllers {
         }
         self.provisioning.unplaced = None;
         let logged_before = self.desk.actions.len();
-        let (solved, pools) = self.solve_pending(keys, now);
+        let (solved, pools) = self.provisioning.solve_pending(&mut self.desk, keys, now);
         let Solved {
             decision,
             pods: keys,
@@ -384,7 +580,8 @@ impl Controllers {
             claims: existing_claims,
             ..
         } = solved;
-        self.count_decided(&keys, decision.unschedulable.len(), now);
+        self.provisioning
+            .count_decided(&mut self.desk, &keys, decision.unschedulable.len(), now);
         self.provisioning.left_pending = (decision.unschedulable.iter())
             .map(|u| keys[u.pod].clone())
             .collect();
@@ -408,8 +605,15 @@ impl Controllers {
             for p in &e.pods {
                 let outcome = PodOutcome::Nominated(claim.clone());
                 self.provisioning.record(&keys[*p], outcome, now);
-                self.nominate(&keys[*p], &claim, now);
-                self.nominated_event(&keys[*p], &claim, node.as_deref(), now);
+                self.provisioning
+                    .nominate(&mut self.desk, &keys[*p], &claim, now);
+                self.provisioning.nominated_event(
+                    &mut self.desk,
+                    &keys[*p],
+                    &claim,
+                    node.as_deref(),
+                    now,
+                );
             }
             if self
                 .desk
@@ -422,7 +626,8 @@ impl Controllers {
                     .at(now + NOMINATION_GRACE, Timer::NominationExpiry(claim));
             }
         }
-        self.log_new_nodeclaims(&decision.nodeclaims);
+        self.provisioning
+            .log_new_nodeclaims(&mut self.desk, &decision.nodeclaims);
         let mut failed = Vec::new();
         for u in &decision.unschedulable {
             let reasons: Vec<String> = u.reasons.iter().map(ToString::to_string).collect();
@@ -453,8 +658,10 @@ impl Controllers {
             for p in &plan.pods {
                 let outcome = PodOutcome::Nominated(name.clone());
                 self.provisioning.record(&keys[*p], outcome, now);
-                self.nominate(&keys[*p], &name, now);
-                self.nominated_event(&keys[*p], &name, None, now);
+                self.provisioning
+                    .nominate(&mut self.desk, &keys[*p], &name, now);
+                self.provisioning
+                    .nominated_event(&mut self.desk, &keys[*p], &name, None, now);
             }
             let taints = &self.desk.cluster.nodeclaims[&name].taints;
             if let Some(node) = PlannedNode::of(&name, plan, &pools[plan.node_pool], taints) {
@@ -483,149 +690,6 @@ impl Controllers {
         planned
     }
 
-    /// Karpenter's `computed new nodeclaim(s) to fit pod(s)`, when a solve made any.
-    pub(super) fn log_new_nodeclaims(&mut self, planned: &[PlannedNodeClaim]) {
-        if !planned.is_empty() {
-            self.desk.log(
-                "provisioner",
-                "computed new nodeclaim(s) to fit pod(s)",
-                json!({
-                    "nodeclaims": planned.len(),
-                    "pods": planned.iter().map(|c| c.pods.len()).sum::<usize>(),
-                }),
-            );
-        }
-    }
-
-    /// Tells each NodePool whose requirements filter out all its instance types, as Karpenter
-    /// does before each batch's scheduling simulation: a log line each batch, and a warning
-    /// event on the NodePool at most once a minute.
-    fn tell_incompatible_pools(&mut self, now: Duration) {
-        let (pools, _) = self.desk.pool_inputs(now);
-        for np in &pools {
-            let Some(why) = no_compatible_types(np, self.desk.settings.min_values_policy) else {
-                continue;
-            };
-            let mut fields = json!({"NodePool": {"name": np.name}});
-            if let NoCompatibleTypes::MinValues(keys) = &why {
-                fields["minValuesIncompatibleErr"] = format!(
-                    "minValues requirement is not met for label(s) (label(s)=[{}])",
-                    keys.join(" ")
-                )
-                .into();
-            }
-            self.desk.log(
-                "provisioner",
-                "skipping, nodepool requirements filtered out all instance types",
-                fields,
-            );
-            self.desk.event(
-                Event {
-                    kind: EventObject::NodePool,
-                    name: np.name.clone(),
-                    warning: true,
-                    reason: "NoCompatibleInstanceTypes".into(),
-                    message: why.message().into(),
-                },
-                now,
-            );
-        }
-    }
-
-    /// A pod is to go to this NodeClaim; the first time it is, the provisioner found it a
-    /// place (Karpenter's provisioning latency metrics count from here).
-    fn nominate(&mut self, pod: &str, claim: &str, now: Duration) {
-        if let Some(rec) = self.desk.cluster.pods.get_mut(pod) {
-            rec.nominated = Some(claim.to_string());
-            rec.schedulable_since.get_or_insert(now);
-        }
-    }
-
-    /// A solve decided about these pods, leaving `unschedulable` of them without a place:
-    /// each pod's first decision counts into Karpenter's decision latency, and the pass
-    /// into the scheduler's gauges.
-    fn count_decided(&mut self, keys: &[String], unschedulable: usize, now: Duration) {
-        for k in keys {
-            let Some(rec) = self.desk.cluster.pods.get_mut(k) else {
-                continue;
-            };
-            if rec.decided.is_none() {
-                rec.decided = Some(now);
-                let waited = now.saturating_sub(rec.pending_since);
-                self.desk.metrics.observe(
-                    &families::PODS_SCHEDULING_DECISION_DURATION_SECONDS,
-                    &[],
-                    waited.as_secs_f64(),
-                );
-            }
-        }
-        self.provisioning.reading.pass += 1;
-        self.provisioning.reading.unschedulable = unschedulable;
-    }
-
-    /// Karpenter's `Nominated` event: the pod should schedule on this NodeClaim (and its
-    /// node, once registered).
-    pub(super) fn nominated_event(
-        &mut self,
-        pod: &str,
-        claim: &str,
-        node: Option<&str>,
-        now: Duration,
-    ) {
-        let mut on = format!("nodeclaim/{claim}");
-        if let Some(node) = node {
-            on.push_str(&format!(", node/{node}"));
-        }
-        self.desk.event(
-            Event {
-                kind: EventObject::Pod,
-                name: pod.to_string(),
-                warning: false,
-                reason: "Nominated".into(),
-                message: format!("Pod should schedule on: {on}"),
-            },
-            now,
-        );
-    }
-
-    /// A fingerprint of everything a solve for these pending pods reads: the cluster's
-    /// writes, the unavailable offerings, and the NodePools, nodes, in-flight NodeClaims and
-    /// nominations as the solver gets them (the controllers' own writes included).
-    fn provisioning_inputs(&mut self, keys: &[String], now: Duration) -> u64 {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (
-            self.desk.cluster.generation(),
-            self.desk.cluster.pod_writes(),
-        )
-            .hash(&mut h);
-        self.desk.unavailable.generation().hash(&mut h);
-        keys.hash(&mut h);
-        let (pools, _) = self.desk.pool_inputs(now);
-        let (existing, _) = self.desk.capacity_in_place(&pools);
-        let mut text = DebugHasher(&mut h);
-        for p in &pools {
-            let _ = write!(
-                text,
-                "{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|",
-                p.name,
-                p.weight,
-                p.labels,
-                p.requirements,
-                p.taints,
-                p.startup_taints,
-                p.limits,
-                p.usage
-            );
-        }
-        let _ = write!(text, "{existing:?}");
-        for (k, p) in &self.desk.cluster.pods {
-            if let Some(claim) = &p.nominated {
-                (k, claim).hash(&mut h);
-            }
-        }
-        h.finish()
-    }
-
     /// What the provisioner would do at `now` for every pod that wants capacity, without doing
     /// it: `kerf schedule`'s dry run over the cluster its manifests describe.
     pub fn dry_run(&mut self, now: Duration) -> Solved {
@@ -640,44 +704,6 @@ impl Controllers {
             .filter_map(|(k, p)| Some((k.clone(), p.volume_problem.clone()?)))
             .collect();
         solved
-    }
-
-    /// One solve for these pending pods over the whole cluster: its NodePools within their
-    /// limits, its nodes and in-flight NodeClaims with the pods bound or nominated to them;
-    /// with the NodePools as the solver read them.
-    fn solve_pending(&mut self, keys: Vec<String>, now: Duration) -> (Solved, Vec<NodePoolInput>) {
-        let (pools, pool_names) = self.desk.pool_inputs(now);
-        // wall-clock time, for the scheduling-duration histogram only: no decision reads it
-        let started = std::time::Instant::now();
-        let options = self.desk.solve_options();
-        let solved = self
-            .desk
-            .solve_over(keys, &pools, pool_names, options, Packing::NearBound);
-        self.desk.metrics.observe(
-            &families::SCHEDULER_SCHEDULING_DURATION_SECONDS,
-            &["provisioner"],
-            started.elapsed().as_secs_f64(),
-        );
-        (solved, pools)
-    }
-
-    /// Says once (until the reason changes) which pending pods are left out for their
-    /// claims, as Karpenter's `ignoring pod`.
-    fn log_ignored_pods(&mut self) {
-        let now: BTreeMap<String, String> = (self.desk.cluster.pods.iter())
-            .filter(|(_, p)| p.node.is_none() && p.nominated.is_none())
-            .filter_map(|(k, p)| Some((k.clone(), p.volume_problem.clone()?)))
-            .collect();
-        for (pod, why) in &now {
-            if self.provisioning.ignored_pods.get(pod) != Some(why) {
-                self.desk.log(
-                    "provisioner",
-                    "ignoring pod",
-                    json!({"Pod": pod_ref(pod), "error": format!("ignoring pod, {why}")}),
-                );
-            }
-        }
-        self.provisioning.ignored_pods = now;
     }
 
     /// Creates the NodeClaim of a plan and asks the cloud to launch it; its name. `reason`
@@ -772,7 +798,7 @@ impl Controllers {
         self.desk
             .actions
             .push(super::Action::CreateNodeClaim(Box::new(object)));
-        self.launch(&name, now);
+        self.lifecycle.launch(&mut self.desk, &name, now);
         // its conditions Unknown until the launch answers, as Karpenter writes them first
         // (after the launch in the NodeClaim's lane, so that the launch waits on no write)
         self.desk.status_changed(&name);
@@ -789,8 +815,6 @@ impl std::fmt::Write for DebugHasher<'_> {
         Ok(())
     }
 }
-
-impl Controllers {}
 
 /// The allocatable the scheduler gives an instance type of a NodePool (its attachment slots
 /// included), when the NodePool still offers the type.

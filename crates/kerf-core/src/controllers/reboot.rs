@@ -17,6 +17,7 @@ use kerf_api::labels;
 use kerf_api::nodepool::DisruptionReason;
 use serde_json::json;
 
+use super::desk::Desk;
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{PodOwner, Reboot, RebootPhase};
 use crate::controllers::disruption::PdbAllowances;
@@ -55,7 +56,7 @@ pub enum RebootRefusal {
 /// What the reboot controller keeps between looks (not written anywhere: a restart loses it,
 /// as Karpenter's process-local memory does).
 #[derive(Default)]
-pub(super) struct RebootCalls {
+pub(crate) struct RebootCalls {
     /// When each NodeClaim's reboots were committed, within [`REBOOT_WINDOW`].
     committed: BTreeMap<String, Vec<Duration>>,
     /// When the NodeClaims waiting on the cloud recorded their pre-reboot boot id: the
@@ -68,7 +69,7 @@ pub(super) struct RebootCalls {
     failed: BTreeMap<String, Duration>,
 }
 
-impl Controllers {
+impl RebootCalls {
     /// A reboot decision turned into a replacement when its NodeClaim was rebooted
     /// [`REBOOTS_BEFORE_REPLACEMENT`] times within [`REBOOT_WINDOW`]: rebooting did not cure
     /// it. Returns whether it escalated.
@@ -81,7 +82,7 @@ impl Controllers {
         if decision.action != RepairAction::Reboot {
             return false;
         }
-        let recent = (self.reboot.committed.get(claim).into_iter().flatten())
+        let recent = (self.committed.get(claim).into_iter().flatten())
             .filter(|t| now < **t + REBOOT_WINDOW)
             .count();
         if recent < REBOOTS_BEFORE_REPLACEMENT {
@@ -91,6 +92,248 @@ impl Controllers {
         true
     }
 
+    /// Asks the cloud to reboot the node: one operation id for every try of one reboot.
+    fn ask_reboot(
+        &mut self,
+        desk: &mut Desk,
+        claim: &str,
+        node: &str,
+        r: &Reboot,
+        pre_boot_id: &str,
+    ) {
+        let Some(provider_id) = (desk.cluster.nodeclaims.get(claim))
+            .and_then(|c| c.launched.as_ref())
+            .map(|l| l.provider_id.clone())
+        else {
+            return;
+        };
+        let requested = (r.requested + desk.epoch()).as_secs() * 1_000_000_000;
+        self.asked.insert(claim.to_string());
+        desk.actions.push(Action::Reboot {
+            nodeclaim: claim.to_string(),
+            node: node.to_string(),
+            provider_id,
+            operation_id: format!("{claim}-{requested}-{pre_boot_id}"),
+        });
+    }
+
+    /// The cloud took the reboot: `RebootIssued`, the node no longer initialized.
+    fn reboot_issued(&mut self, desk: &mut Desk, claim: &str, now: Duration) {
+        self.settle_reboot(claim);
+        let Some(c) = desk.cluster.nodeclaims.get_mut(claim) else {
+            return;
+        };
+        let Some(r) = c.reboot.as_mut() else {
+            return;
+        };
+        r.phase = RebootPhase::Issued(now);
+        c.initialized = false;
+        let node = c.node.clone();
+        desk.cluster.changes.disruption = true;
+        desk.status_changed(claim);
+        if let Some(node) = node {
+            desk.actions.push(Action::RelabelNode {
+                node,
+                labels: BTreeMap::from([(labels::INITIALIZED.into(), None)]),
+            });
+        }
+        self.reboot_at(desk, claim, now + REBOOT_POLL);
+    }
+
+    /// The node came back: `Rebooting` False `RebootSucceeded`; it initializes again.
+    fn reboot_succeeded(
+        &mut self,
+        desk: &mut Desk,
+        claim: &str,
+        r: &Reboot,
+        issued: Duration,
+        now: Duration,
+    ) {
+        desk.actions.push(Action::AnnotateNodeClaim {
+            nodeclaim: claim.to_string(),
+            annotations: BTreeMap::from([(labels::REBOOT_PRE_BOOT_ID.to_string(), None)]),
+        });
+        self.end_reboot(
+            desk,
+            claim,
+            "RebootSucceeded",
+            "node rebooted and rejoined the cluster",
+            now,
+        );
+        desk.log(
+            "nodeclaim.reboot",
+            "reboot reached terminal outcome",
+            json!({"NodeClaim": {"name": claim}, "reason": "RebootSucceeded"}),
+        );
+        let took = now.saturating_sub(r.requested).as_secs_f64();
+        self.count_reboot(desk, "succeeded", took);
+        let recovery = now.saturating_sub(issued).as_secs_f64();
+        (desk.metrics.recorder()).observe(
+            &families::NODES_REBOOT_RECOVERY_DURATION_SECONDS,
+            &[],
+            recovery,
+        );
+        // initialized again as a new node is: Ready, startup and ephemeral taints gone
+        desk.cluster.changes.lifecycle.insert(claim.to_string());
+    }
+
+    /// The reboot asked for cannot be carried out as written (a drain bound that does not
+    /// read): it ends failed and the node stays, untainted, as Karpenter's `invalid_request`.
+    fn reboot_invalid(
+        &mut self,
+        desk: &mut Desk,
+        claim: &str,
+        node: Option<&str>,
+        message: &str,
+        now: Duration,
+    ) {
+        if let Some(node) = node {
+            desk.actions.push(Action::RemoveTaint {
+                node: node.to_string(),
+                key: labels::REBOOTING_TAINT_KEY.into(),
+            });
+        }
+        let took = (desk.cluster.nodeclaims.get(claim))
+            .and_then(|c| c.reboot.as_ref())
+            .map_or(0.0, |r| now.saturating_sub(r.requested).as_secs_f64());
+        let pre_boot = (desk.cluster.nodeclaims.get(claim))
+            .and_then(|c| c.reboot.as_ref())
+            .is_some_and(|r| r.pre_boot_id.is_some());
+        if pre_boot {
+            desk.actions.push(Action::AnnotateNodeClaim {
+                nodeclaim: claim.to_string(),
+                annotations: BTreeMap::from([(labels::REBOOT_PRE_BOOT_ID.to_string(), None)]),
+            });
+        }
+        self.end_reboot(desk, claim, "RebootFailed", message, now);
+        desk.log(
+            "nodeclaim.reboot",
+            "reboot reached terminal outcome",
+            json!({"NodeClaim": {"name": claim}, "reason": "RebootFailed"}),
+        );
+        self.tell_reboot_failed(desk, claim, message, now);
+        self.count_reboot(desk, "invalid_request", took);
+    }
+
+    /// Karpenter's `RebootFailed` Warning on the NodeClaim.
+    fn tell_reboot_failed(&mut self, desk: &mut Desk, claim: &str, message: &str, now: Duration) {
+        desk.event(
+            Event {
+                kind: EventObject::NodeClaim,
+                name: claim.to_string(),
+                warning: true,
+                reason: "RebootFailed".into(),
+                message: message.to_string(),
+            },
+            now,
+        );
+    }
+
+    /// A NodeClaim read again: a reboot still asked for takes its drain bound as the
+    /// annotation says now, as Karpenter reads it at each look (an annotation taken off is
+    /// left alone: these controllers' own write of it may not be back yet).
+    pub(super) fn reboot_bound_observed(
+        &mut self,
+        desk: &mut Desk,
+        claim: &str,
+        object: &kerf_api::NodeClaim,
+        now: Duration,
+    ) {
+        let annotated = (object.metadata.annotations.as_ref())
+            .is_some_and(|a| a.contains_key(labels::REBOOT_TERMINATION_GRACE_PERIOD));
+        if !annotated {
+            return;
+        }
+        let bound = crate::objects::reboot_bound(object);
+        let Some(r) = (desk.cluster.nodeclaims.get_mut(claim)).and_then(|c| c.reboot.as_mut())
+        else {
+            return;
+        };
+        if r.phase != RebootPhase::Requested || r.drain_bound == bound {
+            return;
+        }
+        r.drain_bound = bound;
+        self.reboot_at(desk, claim, now);
+    }
+
+    /// `Rebooting` False with this outcome, from now: repair tolerates a fault again from
+    /// here.
+    fn end_reboot(
+        &mut self,
+        desk: &mut Desk,
+        claim: &str,
+        reason: &'static str,
+        message: &str,
+        now: Duration,
+    ) {
+        self.settle_reboot(claim);
+        if let Some(r) = (desk.cluster.nodeclaims.get_mut(claim)).and_then(|c| c.reboot.as_mut()) {
+            r.phase = RebootPhase::Ended {
+                at: now,
+                reason,
+                message: message.to_string(),
+            };
+        }
+        desk.cluster.changes.disruption = true;
+        desk.status_changed(claim);
+    }
+
+    /// Looks at a NodeClaim's reboot at `when`, or sooner if a look is due sooner: one
+    /// timer a NodeClaim, however many changes ask for a look.
+    pub(super) fn reboot_at(&mut self, desk: &mut Desk, claim: &str, when: Duration) {
+        let timer = Timer::Reboot(claim.to_string());
+        let due = (desk.timers.iter())
+            .find(|(_, t)| *t == timer)
+            .map(|(at, _)| *at);
+        match due {
+            Some(at) if at <= when => {}
+            Some(at) => {
+                desk.timers.remove(&(at, timer.clone()));
+                desk.at(when, timer);
+            }
+            None => desk.at(when, timer),
+        }
+    }
+
+    /// A NodeClaim gone: what the reboot controller kept of it goes too.
+    pub(super) fn forget_reboot(&mut self, claim: &str) {
+        self.committed.remove(claim);
+        self.settle_reboot(claim);
+    }
+
+    /// A reboot over, or given up: what was kept for its calls goes.
+    fn settle_reboot(&mut self, claim: &str) {
+        self.issuing.remove(claim);
+        self.asked.remove(claim);
+        self.failed.remove(claim);
+    }
+
+    fn count_reboot(&mut self, desk: &mut Desk, result: &str, took: f64) {
+        desk.metrics.inc(&families::NODES_REBOOTS, &[result]);
+        (desk.metrics.recorder()).observe(
+            &families::NODES_REBOOT_DURATION_SECONDS,
+            &[result],
+            took,
+        );
+    }
+
+    /// Keeps new pods off the node while it is drained and rebooted.
+    fn add_rebooting_taint(&mut self, desk: &mut Desk, node: &str) {
+        let n = &desk.cluster.nodes[node];
+        if n.taints
+            .iter()
+            .any(|t| t.key == labels::REBOOTING_TAINT_KEY)
+        {
+            return;
+        }
+        desk.actions.push(Action::Taint {
+            node: node.to_string(),
+            taint: rebooting_taint(),
+        });
+    }
+}
+
+impl Controllers {
     /// Commits a reboot of `node` for repair: the drain bound and `Rebooting` written on its
     /// NodeClaim, counted as Karpenter's `reboot` decision. Returns whether it was committed
     /// (not when a reboot is under way or the NodeClaim is going).
@@ -133,8 +376,9 @@ impl Controllers {
             "committed node reboot",
             json!({"NodeClaim": {"name": claim}}),
         );
-        self.count_repair(&claim, decision, bound);
-        self.reboot_at(&claim, now);
+        self.health
+            .count_repair(&mut self.desk, &claim, decision, bound);
+        self.reboot.reboot_at(&mut self.desk, &claim, now);
         true
     }
 
@@ -142,7 +386,7 @@ impl Controllers {
     /// timeouts.
     pub(super) fn reboot_step(&mut self, claim: &str, now: Duration) {
         let Some(c) = self.desk.cluster.nodeclaims.get(claim) else {
-            self.forget_reboot(claim);
+            self.reboot.forget_reboot(claim);
             return;
         };
         let Some(r) = c
@@ -150,7 +394,7 @@ impl Controllers {
             .clone()
             .filter(|r| r.under_way() && c.deleting.is_none())
         else {
-            self.settle_reboot(claim);
+            self.reboot.settle_reboot(claim);
             return;
         };
         let node = c
@@ -168,7 +412,13 @@ impl Controllers {
     /// `RebootRequested`: taint, drain, record the boot id, ask the cloud.
     fn reboot_requested(&mut self, claim: &str, node: Option<&str>, r: &Reboot, now: Duration) {
         if let Err(why) = &r.drain_bound {
-            self.reboot_invalid(claim, node, &format!("invalid reboot request: {why}"), now);
+            self.reboot.reboot_invalid(
+                &mut self.desk,
+                claim,
+                node,
+                &format!("invalid reboot request: {why}"),
+                now,
+            );
             return;
         }
         let issuing = self.reboot.issuing.get(claim).copied();
@@ -177,7 +427,8 @@ impl Controllers {
             if now >= deadline {
                 self.reboot_failed(claim, "provider_error", NOT_ISSUED, now);
             } else {
-                self.reboot_at(claim, now + REBOOT_POLL);
+                self.reboot
+                    .reboot_at(&mut self.desk, claim, now + REBOOT_POLL);
             }
             return;
         };
@@ -189,7 +440,7 @@ impl Controllers {
             // drained already, and asked before (a refused call, or a restart): a new boot
             // means the call went through; else it is asked again, not drained again
             if *pre != boot_id {
-                self.reboot_issued(claim, now);
+                self.reboot.reboot_issued(&mut self.desk, claim, now);
                 return;
             }
             if issuing.is_none() {
@@ -201,13 +452,14 @@ impl Controllers {
             if let Some(again) =
                 (self.reboot.failed.get(claim).map(|t| *t + REBOOT_POLL)).filter(|t| now < *t)
             {
-                self.reboot_at(claim, again.min(deadline));
+                self.reboot
+                    .reboot_at(&mut self.desk, claim, again.min(deadline));
                 return;
             }
-            self.ask_reboot(claim, node, r, pre);
+            self.reboot.ask_reboot(&mut self.desk, claim, node, r, pre);
             return;
         }
-        self.add_rebooting_taint(node);
+        self.reboot.add_rebooting_taint(&mut self.desk, node);
         if !self.drained_for_reboot(claim, node, r, now) {
             return;
         }
@@ -224,25 +476,8 @@ impl Controllers {
             *pre_boot_id = Some(boot_id.clone());
         }
         self.reboot.issuing.insert(claim.to_string(), now);
-        self.ask_reboot(claim, node, r, &boot_id);
-    }
-
-    /// Asks the cloud to reboot the node: one operation id for every try of one reboot.
-    fn ask_reboot(&mut self, claim: &str, node: &str, r: &Reboot, pre_boot_id: &str) {
-        let Some(provider_id) = (self.desk.cluster.nodeclaims.get(claim))
-            .and_then(|c| c.launched.as_ref())
-            .map(|l| l.provider_id.clone())
-        else {
-            return;
-        };
-        let requested = (r.requested + self.desk.epoch()).as_secs() * 1_000_000_000;
-        self.reboot.asked.insert(claim.to_string());
-        self.desk.actions.push(Action::Reboot {
-            nodeclaim: claim.to_string(),
-            node: node.to_string(),
-            provider_id,
-            operation_id: format!("{claim}-{requested}-{pre_boot_id}"),
-        });
+        self.reboot
+            .ask_reboot(&mut self.desk, claim, node, r, &boot_id);
     }
 
     /// The cloud's answer to [`Action::Reboot`].
@@ -261,7 +496,7 @@ impl Controllers {
             return;
         }
         match result {
-            Ok(()) => self.reboot_issued(claim, now),
+            Ok(()) => self.reboot.reboot_issued(&mut self.desk, claim, now),
             Err(RebootRefusal::NotImplemented) => {
                 let message = "reboot not implemented by the cloud provider";
                 self.reboot_failed(claim, "provider_error", message, now);
@@ -277,32 +512,10 @@ impl Controllers {
                     "failed to reboot node",
                     json!({"NodeClaim": {"name": claim}, "error": why}),
                 );
-                self.reboot_at(claim, now + REBOOT_POLL);
+                self.reboot
+                    .reboot_at(&mut self.desk, claim, now + REBOOT_POLL);
             }
         }
-    }
-
-    /// The cloud took the reboot: `RebootIssued`, the node no longer initialized.
-    fn reboot_issued(&mut self, claim: &str, now: Duration) {
-        self.settle_reboot(claim);
-        let Some(c) = self.desk.cluster.nodeclaims.get_mut(claim) else {
-            return;
-        };
-        let Some(r) = c.reboot.as_mut() else {
-            return;
-        };
-        r.phase = RebootPhase::Issued(now);
-        c.initialized = false;
-        let node = c.node.clone();
-        self.desk.cluster.changes.disruption = true;
-        self.desk.status_changed(claim);
-        if let Some(node) = node {
-            self.desk.actions.push(Action::RelabelNode {
-                node,
-                labels: BTreeMap::from([(labels::INITIALIZED.into(), None)]),
-            });
-        }
-        self.reboot_at(claim, now + REBOOT_POLL);
     }
 
     /// `RebootIssued`: a new boot id lifts the taint; with the node Ready, it succeeded.
@@ -338,7 +551,8 @@ impl Controllers {
                 );
             }
             if ready {
-                self.reboot_succeeded(claim, r, at, now);
+                self.reboot
+                    .reboot_succeeded(&mut self.desk, claim, r, at, now);
                 return;
             }
         }
@@ -348,40 +562,7 @@ impl Controllers {
             return;
         }
         let next = (now + REBOOT_POLL).min(at + RECOVERY_TIMEOUT);
-        self.reboot_at(claim, next);
-    }
-
-    /// The node came back: `Rebooting` False `RebootSucceeded`; it initializes again.
-    fn reboot_succeeded(&mut self, claim: &str, r: &Reboot, issued: Duration, now: Duration) {
-        self.desk.actions.push(Action::AnnotateNodeClaim {
-            nodeclaim: claim.to_string(),
-            annotations: BTreeMap::from([(labels::REBOOT_PRE_BOOT_ID.to_string(), None)]),
-        });
-        self.end_reboot(
-            claim,
-            "RebootSucceeded",
-            "node rebooted and rejoined the cluster",
-            now,
-        );
-        self.desk.log(
-            "nodeclaim.reboot",
-            "reboot reached terminal outcome",
-            json!({"NodeClaim": {"name": claim}, "reason": "RebootSucceeded"}),
-        );
-        let took = now.saturating_sub(r.requested).as_secs_f64();
-        self.count_reboot("succeeded", took);
-        let recovery = now.saturating_sub(issued).as_secs_f64();
-        (self.desk.metrics.recorder()).observe(
-            &families::NODES_REBOOT_RECOVERY_DURATION_SECONDS,
-            &[],
-            recovery,
-        );
-        // initialized again as a new node is: Ready, startup and ephemeral taints gone
-        self.desk
-            .cluster
-            .changes
-            .lifecycle
-            .insert(claim.to_string());
+        self.reboot.reboot_at(&mut self.desk, claim, next);
     }
 
     /// The reboot failed: the node is given up (its NodeClaim deleted, its pods going by the
@@ -397,7 +578,8 @@ impl Controllers {
                 key: labels::REBOOTING_TAINT_KEY.into(),
             });
         }
-        self.tell_reboot_failed(claim, message, now);
+        self.reboot
+            .tell_reboot_failed(&mut self.desk, claim, message, now);
         self.desk.log_error(
             "nodeclaim.reboot",
             "reboot failed, replacing node",
@@ -406,155 +588,13 @@ impl Controllers {
         let took = r
             .as_ref()
             .map_or(0.0, |r| now.saturating_sub(r.requested).as_secs_f64());
-        self.count_reboot(result, took);
-        self.settle_reboot(claim);
+        self.reboot.count_reboot(&mut self.desk, result, took);
+        self.reboot.settle_reboot(claim);
         if let Some(bound) = r.and_then(|r| r.drain_bound.ok().flatten()) {
             self.desk.terminate_by(claim, now + bound, now);
         }
         (self.disruption).record_reason(claim, DisruptionReason::Unhealthy);
         self.desk.delete_nodeclaim(claim, now);
-    }
-
-    /// The reboot asked for cannot be carried out as written (a drain bound that does not
-    /// read): it ends failed and the node stays, untainted, as Karpenter's `invalid_request`.
-    fn reboot_invalid(&mut self, claim: &str, node: Option<&str>, message: &str, now: Duration) {
-        if let Some(node) = node {
-            self.desk.actions.push(Action::RemoveTaint {
-                node: node.to_string(),
-                key: labels::REBOOTING_TAINT_KEY.into(),
-            });
-        }
-        let took = (self.desk.cluster.nodeclaims.get(claim))
-            .and_then(|c| c.reboot.as_ref())
-            .map_or(0.0, |r| now.saturating_sub(r.requested).as_secs_f64());
-        let pre_boot = (self.desk.cluster.nodeclaims.get(claim))
-            .and_then(|c| c.reboot.as_ref())
-            .is_some_and(|r| r.pre_boot_id.is_some());
-        if pre_boot {
-            self.desk.actions.push(Action::AnnotateNodeClaim {
-                nodeclaim: claim.to_string(),
-                annotations: BTreeMap::from([(labels::REBOOT_PRE_BOOT_ID.to_string(), None)]),
-            });
-        }
-        self.end_reboot(claim, "RebootFailed", message, now);
-        self.desk.log(
-            "nodeclaim.reboot",
-            "reboot reached terminal outcome",
-            json!({"NodeClaim": {"name": claim}, "reason": "RebootFailed"}),
-        );
-        self.tell_reboot_failed(claim, message, now);
-        self.count_reboot("invalid_request", took);
-    }
-
-    /// Karpenter's `RebootFailed` Warning on the NodeClaim.
-    fn tell_reboot_failed(&mut self, claim: &str, message: &str, now: Duration) {
-        self.desk.event(
-            Event {
-                kind: EventObject::NodeClaim,
-                name: claim.to_string(),
-                warning: true,
-                reason: "RebootFailed".into(),
-                message: message.to_string(),
-            },
-            now,
-        );
-    }
-
-    /// A NodeClaim read again: a reboot still asked for takes its drain bound as the
-    /// annotation says now, as Karpenter reads it at each look (an annotation taken off is
-    /// left alone: these controllers' own write of it may not be back yet).
-    pub(super) fn reboot_bound_observed(
-        &mut self,
-        claim: &str,
-        object: &kerf_api::NodeClaim,
-        now: Duration,
-    ) {
-        let annotated = (object.metadata.annotations.as_ref())
-            .is_some_and(|a| a.contains_key(labels::REBOOT_TERMINATION_GRACE_PERIOD));
-        if !annotated {
-            return;
-        }
-        let bound = crate::objects::reboot_bound(object);
-        let Some(r) = (self.desk.cluster.nodeclaims.get_mut(claim)).and_then(|c| c.reboot.as_mut())
-        else {
-            return;
-        };
-        if r.phase != RebootPhase::Requested || r.drain_bound == bound {
-            return;
-        }
-        r.drain_bound = bound;
-        self.reboot_at(claim, now);
-    }
-
-    /// `Rebooting` False with this outcome, from now: repair tolerates a fault again from
-    /// here.
-    fn end_reboot(&mut self, claim: &str, reason: &'static str, message: &str, now: Duration) {
-        self.settle_reboot(claim);
-        if let Some(r) =
-            (self.desk.cluster.nodeclaims.get_mut(claim)).and_then(|c| c.reboot.as_mut())
-        {
-            r.phase = RebootPhase::Ended {
-                at: now,
-                reason,
-                message: message.to_string(),
-            };
-        }
-        self.desk.cluster.changes.disruption = true;
-        self.desk.status_changed(claim);
-    }
-
-    /// Looks at a NodeClaim's reboot at `when`, or sooner if a look is due sooner: one
-    /// timer a NodeClaim, however many changes ask for a look.
-    pub(super) fn reboot_at(&mut self, claim: &str, when: Duration) {
-        let timer = Timer::Reboot(claim.to_string());
-        let due = (self.desk.timers.iter())
-            .find(|(_, t)| *t == timer)
-            .map(|(at, _)| *at);
-        match due {
-            Some(at) if at <= when => {}
-            Some(at) => {
-                self.desk.timers.remove(&(at, timer.clone()));
-                self.desk.at(when, timer);
-            }
-            None => self.desk.at(when, timer),
-        }
-    }
-
-    /// A NodeClaim gone: what the reboot controller kept of it goes too.
-    pub(super) fn forget_reboot(&mut self, claim: &str) {
-        self.reboot.committed.remove(claim);
-        self.settle_reboot(claim);
-    }
-
-    /// A reboot over, or given up: what was kept for its calls goes.
-    fn settle_reboot(&mut self, claim: &str) {
-        self.reboot.issuing.remove(claim);
-        self.reboot.asked.remove(claim);
-        self.reboot.failed.remove(claim);
-    }
-
-    fn count_reboot(&mut self, result: &str, took: f64) {
-        self.desk.metrics.inc(&families::NODES_REBOOTS, &[result]);
-        (self.desk.metrics.recorder()).observe(
-            &families::NODES_REBOOT_DURATION_SECONDS,
-            &[result],
-            took,
-        );
-    }
-
-    /// Keeps new pods off the node while it is drained and rebooted.
-    fn add_rebooting_taint(&mut self, node: &str) {
-        let n = &self.desk.cluster.nodes[node];
-        if n.taints
-            .iter()
-            .any(|t| t.key == labels::REBOOTING_TAINT_KEY)
-        {
-            return;
-        }
-        self.desk.actions.push(Action::Taint {
-            node: node.to_string(),
-            taint: rebooting_taint(),
-        });
     }
 
     /// Whether the drain before the reboot is over: at least [`MIN_DRAIN`] after the
@@ -620,7 +660,7 @@ impl Controllers {
         if let Some(d) = deadline {
             next = next.min(d);
         }
-        self.reboot_at(claim, next);
+        self.reboot.reboot_at(&mut self.desk, claim, next);
         false
     }
 }

@@ -22,7 +22,8 @@ use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{NodePoolInput, PlannedNodeClaim};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use super::Controllers;
+use super::desk::Desk;
+use super::provisioning::Provisioner;
 use super::provisioning::scheduling_taints;
 use crate::cluster::PodOwner;
 use crate::nodepools::daemon_runs_on;
@@ -144,21 +145,32 @@ impl FactsByShape {
     }
 }
 
-impl Controllers {
+impl Provisioner {
     /// Plays kube-scheduler over the nodes there will be, the batch's `planned` NodeClaims
     /// among them, binding every pending pod in its queue's order (priority, then age). Pods
     /// it places on another NodeClaim than the one they are nominated to are nominated there;
     /// the nominated pods it places nowhere are returned, their nominations ended, to be
     /// provisioned for again in this batch.
-    pub(super) fn rehearse(&mut self, planned: &[PlannedNode], now: Duration) -> Vec<String> {
+    pub(super) fn rehearse(
+        &mut self,
+        desk: &mut Desk,
+        planned: &[PlannedNode],
+        now: Duration,
+    ) -> Vec<String> {
         let mut facts = FactsByShape::default();
-        let seats = self.seats(planned, &HashSet::default(), &mut facts);
-        let cluster = &self.desk.cluster;
+        let seats = self.seats(desk, planned, &HashSet::default(), &mut facts);
+        let cluster = &desk.cluster;
         let pending: Vec<&String> = (cluster.pods.iter())
             .filter(|(_, p)| p.node.is_none() && p.provisionable && p.owner != PodOwner::DaemonSet)
             .map(|(k, _)| k)
             .collect();
-        let placed = self.place(&seats, &mut facts, in_queue_order(cluster, pending), true);
+        let placed = self.place(
+            desk,
+            &seats,
+            &mut facts,
+            in_queue_order(cluster, pending),
+            true,
+        );
         let mut moved = Vec::new();
         let mut leftovers = Vec::new();
         // the rehearsal leaves volumes out; kube-scheduler counts a node's attachment slots
@@ -174,7 +186,7 @@ impl Controllers {
                         let taken = slots_taken.entry(seats[i].name.as_str()).or_default();
                         // one that would not fit keeps what it has: its nomination (the
                         // solve counted the slots there), or none
-                        if self.attachments_fit(&seats[i].name, &p.requests, taken) {
+                        if self.attachments_fit(desk, &seats[i].name, &p.requests, taken) {
                             moved.push((key.clone(), claim.clone()));
                         }
                     }
@@ -184,16 +196,16 @@ impl Controllers {
             }
         }
         for (pod, claim) in moved {
-            if let Some(p) = self.desk.cluster.pods.get_mut(&pod) {
+            if let Some(p) = desk.cluster.pods.get_mut(&pod) {
                 p.nominated = Some(claim.clone());
             }
             let outcome = super::provisioning::PodOutcome::Nominated(claim.clone());
-            self.provisioning.record(&pod, outcome, now);
-            let node = (self.desk.cluster.nodeclaims.get(&claim)).and_then(|c| c.node.clone());
-            self.nominated_event(&pod, &claim, node.as_deref(), now);
+            self.record(&pod, outcome, now);
+            let node = (desk.cluster.nodeclaims.get(&claim)).and_then(|c| c.node.clone());
+            self.nominated_event(desk, &pod, &claim, node.as_deref(), now);
         }
         for pod in &leftovers {
-            if let Some(p) = self.desk.cluster.pods.get_mut(pod) {
+            if let Some(p) = desk.cluster.pods.get_mut(pod) {
                 p.nominated = None;
             }
         }
@@ -203,21 +215,21 @@ impl Controllers {
     /// Whether the node `name` has the volume attachment slots `requests` asks for beyond
     /// its bound pods' and those `taken` in this rehearsal (which it then counts); a node
     /// with no published limit (or not registered yet) takes any number.
-    fn attachments_fit(&self, name: &str, requests: &Resources, taken: &mut Resources) -> bool {
+    fn attachments_fit(
+        &self,
+        desk: &Desk,
+        name: &str,
+        requests: &Resources,
+        taken: &mut Resources,
+    ) -> bool {
         let wanted: Vec<(&String, &i64)> = (requests.extended.iter())
             .filter(|(k, _)| k.starts_with(labels::ATTACHABLE_VOLUMES))
             .collect();
-        let Some(node) = self
-            .desk
-            .cluster
-            .nodes
-            .get(name)
-            .filter(|_| !wanted.is_empty())
-        else {
+        let Some(node) = desk.cluster.nodes.get(name).filter(|_| !wanted.is_empty()) else {
             return true;
         };
         let mut limits = Resources::default();
-        (self.desk.cluster.volumes).add_attach_slots(Some(name), None, &mut limits);
+        (desk.cluster.volumes).add_attach_slots(Some(name), None, &mut limits);
         let fits = wanted.iter().all(|(k, n)| {
             let used = node.requests.extended.get(*k).copied().unwrap_or(0)
                 + taken.extended.get(*k).copied().unwrap_or(0);
@@ -243,13 +255,14 @@ impl Controllers {
     /// again.
     pub(super) fn rehearse_move(
         &self,
+        desk: &Desk,
         candidates: &[String],
         replacements: &[PlannedNode],
     ) -> Vec<String> {
-        let cluster = &self.desk.cluster;
+        let cluster = &desk.cluster;
         let leaving: HashSet<&str> = candidates.iter().map(String::as_str).collect();
         let mut facts = FactsByShape::default();
-        let seats = self.seats(replacements, &leaving, &mut facts);
+        let seats = self.seats(desk, replacements, &leaving, &mut facts);
         let pending = (cluster.pods.iter())
             .filter(|(_, p)| p.node.is_none() && p.provisionable && p.owner != PodOwner::DaemonSet)
             .map(|(k, _)| k);
@@ -266,7 +279,7 @@ impl Controllers {
         // the candidates' pods come after: they are made again only as the drain evicts them
         order.extend(in_queue_order(cluster, moving));
         // the replacements are Ready before a candidate drains: all there at once
-        let placed = self.place(&seats, &mut facts, order, false);
+        let placed = self.place(desk, &seats, &mut facts, order, false);
         (placed.into_iter())
             .filter(|(k, seat)| seat.is_none() && cluster.pods[*k].node.is_some())
             .map(|(k, _)| k.clone())
@@ -283,12 +296,13 @@ impl Controllers {
     /// more nodes than kube-scheduler needed (172 against Karpenter's 155 at 1,000 pods).
     fn place<'a>(
         &self,
+        desk: &Desk,
         seats: &[Seat],
         facts: &mut FactsByShape,
         pods: Vec<&'a String>,
         arriving: bool,
     ) -> Vec<(&'a String, Option<usize>)> {
-        let cluster = &self.desk.cluster;
+        let cluster = &desk.cluster;
         if pods.is_empty() {
             return Vec::new();
         }
@@ -371,11 +385,12 @@ impl Controllers {
     /// daemons'.
     fn seats(
         &self,
+        desk: &Desk,
         planned: &[PlannedNode],
         leaving: &HashSet<&str>,
         facts: &mut FactsByShape,
     ) -> Vec<Seat> {
-        let cluster = &self.desk.cluster;
+        let cluster = &desk.cluster;
         let mut seats = Vec::new();
         let mut index: HashMap<&str, usize> = HashMap::default();
         for (name, n) in &cluster.nodes {
@@ -435,7 +450,7 @@ impl Controllers {
         // NodeClaims of earlier batches whose launch has not answered yet (their create or
         // launch held up by a slow or throttling API server), as they were planned
         let this_batch: HashSet<&str> = planned.iter().map(|p| p.claim.as_str()).collect();
-        let earlier = (self.provisioning.unlaunched.values())
+        let earlier = (self.unlaunched.values())
             .filter(|p| !this_batch.contains(p.claim.as_str()))
             .filter(|p| cluster.nodeclaims.get(&p.claim).is_some_and(unlaunched));
         for p in earlier.chain(planned) {

@@ -28,6 +28,7 @@ use serde_json::json;
 
 use kerf_api::nodepool::DisruptionReason;
 
+use super::desk::Desk;
 use super::{Controllers, Event, EventObject};
 use crate::cluster::PodOwner;
 use crate::disruption::rules::{eviction_cost, pod_blocks};
@@ -51,13 +52,232 @@ struct Extra {
 
 /// What static NodePools' controller keeps between polls.
 #[derive(Default)]
-pub(super) struct StaticPools {
+pub(crate) struct StaticPools {
     /// Per static NodePool, the (replicas, active, to create) last logged, so that a
     /// deficit that cannot be met is said once, not at every poll.
     pub(super) logged: BTreeMap<String, (i64, i64, i64)>,
     /// Drifted or unhealthy NodeClaims of static NodePools being replaced, with their
     /// replacements and why.
     pub(super) replacing: BTreeMap<String, (String, DisruptionReason, std::time::Duration)>,
+}
+
+impl StaticPools {
+    /// A NodePool's NodeClaims not being deleted nor replaced (launched or not: one in flight
+    /// counts), how many count against its node limit besides (being deleted or replaced),
+    /// and how many of those are being deleted without the API server holding it yet.
+    fn static_counts(&self, desk: &Desk, pool: &str) -> (Vec<String>, i64, i64) {
+        let mut active = Vec::new();
+        let mut others = 0;
+        let mut unstored = 0;
+        for (name, c) in &desk.cluster.nodeclaims {
+            if c.node_pool != pool {
+                continue;
+            }
+            if c.deleting.is_some() || self.replacing.contains_key(name) {
+                others += 1;
+                unstored += i64::from(c.deleting.is_some() && !c.deletion_stored);
+            } else {
+                active.push(name.clone());
+            }
+        }
+        (active, others, unstored)
+    }
+
+    /// Counts a static NodePool's decision (`replace`, `terminate-first`) for `reason`
+    /// (`drifted`, `unhealthy`) as Karpenter's queue does.
+    fn count_static_decision(&mut self, desk: &mut Desk, pool: &str, decision: &str, reason: &str) {
+        desk.metrics.inc(
+            &families::VOLUNTARY_DISRUPTION_DECISIONS,
+            &["", decision, reason],
+        );
+        desk.metrics.inc(
+            &families::VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL,
+            &["", decision, pool, reason],
+        );
+    }
+
+    /// A static NodePool's node that cannot be replaced first at the node limit, told
+    /// `DisruptionBlocked` on its Node and NodeClaim (once per two minutes).
+    fn blocked_at_limit(&mut self, desk: &mut Desk, node: &str, claim: &str, now: Duration) {
+        for (kind, name) in [(EventObject::Node, node), (EventObject::NodeClaim, claim)] {
+            desk.event(
+                Event {
+                    kind,
+                    name: name.to_string(),
+                    warning: false,
+                    reason: "DisruptionBlocked".into(),
+                    message: "static NodePool is at its node limit and cannot stage a replacement"
+                        .into(),
+                },
+                now,
+            );
+        }
+    }
+
+    /// Looks at the static NodePools again in a while.
+    fn retry_static(&mut self, desk: &mut Desk, now: Duration) {
+        desk.cancel(&super::Timer::StaticCapacity);
+        desk.at(now + STATIC_RETRY, super::Timer::StaticCapacity);
+    }
+
+    /// A NodeClaim of the NodePool with no pods: its requirements, and the instance types
+    /// they allow with an available offering, cheapest first (the cloud launches the
+    /// cheapest). None when no type is allowed.
+    fn static_plan(
+        &mut self,
+        desk: &mut Desk,
+        pool: &str,
+        now: Duration,
+    ) -> Option<PlannedNodeClaim> {
+        let np = desk.cluster.node_pools.get(pool)?.clone();
+        let template = &np.spec.template;
+        let reqs = Requirements::from_api(&template.spec.requirements);
+        let class = template.spec.node_class_ref.name.clone();
+        let generation = desk.unavailable.generation();
+        let options = match desk.overlay_evaluation(now).by_pool.remove(pool) {
+            Some(types) => types,
+            None => desk.type_options_for(&class, generation, now),
+        };
+        let (zone, capacity_type) = (reqs.get(labels::ZONE), reqs.get(labels::CAPACITY_TYPE));
+        let offered = |key: &str| key == labels::ZONE || key == labels::CAPACITY_TYPE;
+        // a type is ruled out by what it says of itself; a key it does not define (a
+        // custom label the node will carry) rules nothing out
+        let mut priced: Vec<(LaunchOption, Launch)> = options
+            .iter()
+            .filter(|t| {
+                reqs.iter()
+                    .filter(|r| !offered(&r.key))
+                    .all(|r| t.labels.get(&r.key).is_none_or(|v| r.has(v)))
+            })
+            .filter_map(|t| {
+                let o = t
+                    .offerings
+                    .iter()
+                    // reservations are handed out by provisioning's plans, not static ones
+                    .filter(|o| {
+                        o.available
+                            && o.reservation.is_none()
+                            && zone.has(&o.zone)
+                            && capacity_type.has(&o.capacity_type)
+                    })
+                    .min_by(|a, b| a.price_per_hour.total_cmp(&b.price_per_hour))?;
+                let option = LaunchOption {
+                    name: t.name.clone(),
+                    price_per_hour: o.price_per_hour,
+                };
+                let launch = Launch {
+                    instance_type: t.name.clone(),
+                    capacity_type: o.capacity_type.clone(),
+                    zone: o.zone.clone(),
+                    price_per_hour: o.price_per_hour,
+                    reservation: None,
+                };
+                Some((option, launch))
+            })
+            .collect();
+        priced.sort_by(|a, b| {
+            (a.0.price_per_hour.total_cmp(&b.0.price_per_hour))
+                .then_with(|| a.0.name.cmp(&b.0.name))
+        });
+        priced.truncate(MAX_INSTANCE_TYPES);
+        let launch = priced.first()?.1.clone();
+        let instance_types: Vec<LaunchOption> = priced.into_iter().map(|(o, _)| o).collect();
+        let mut requirements = template.spec.requirements.clone();
+        requirements.retain(|r| r.key != labels::INSTANCE_TYPE);
+        requirements.push(kerf_api::NodeSelectorRequirementWithMinValues {
+            key: labels::INSTANCE_TYPE.into(),
+            operator: kerf_api::Operator::In,
+            values: instance_types.iter().map(|o| o.name.clone()).collect(),
+            min_values: None,
+        });
+        Some(PlannedNodeClaim {
+            node_pool: 0,
+            pods: Vec::new(),
+            requests: Resources::default(),
+            requirements,
+            instance_types,
+            launch,
+            min_values_relaxed: false,
+        })
+    }
+
+    fn shrink_static(
+        &mut self,
+        desk: &mut Desk,
+        pool: &str,
+        replicas: i64,
+        active: &[String],
+        now: Duration,
+    ) {
+        let excess = active.len() - usize::try_from(replicas).unwrap_or(0);
+        let mut extras: Vec<Extra> = active
+            .iter()
+            .map(|c| self.static_rank(desk, c, now))
+            .collect();
+        extras.sort_by(|a, b| {
+            (a.tier.cmp(&b.tier))
+                .then(a.cost.total_cmp(&b.cost))
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        self.logged.remove(pool);
+        desk.log(
+            "static.deprovisioning",
+            "deprovisioning nodeclaims to satisfy replica count",
+            json!({"NodePool": {"name": pool}, "current": active.len(), "desired": replicas,
+                   "deprovision-count": excess}),
+        );
+        for extra in extras.into_iter().take(excess) {
+            desk.log(
+                "static.deprovisioning",
+                "deleting nodeclaim",
+                json!({"NodeClaim": {"name": extra.name}}),
+            );
+            desk.delete_nodeclaim(&extra.name, now);
+        }
+    }
+
+    /// Where a NodeClaim stands in the order a static NodePool's extra NodeClaims go.
+    fn static_rank(&self, desk: &Desk, name: &str, now: Duration) -> Extra {
+        let c = &desk.cluster.nodeclaims[name];
+        let rank = |tier, cost| Extra {
+            name: name.to_string(),
+            tier,
+            cost,
+        };
+        if c.launched.is_none() {
+            return rank(0, 0.0);
+        }
+        let Some(node) = &c.node else {
+            return rank(1, 0.0); // no Node yet: nothing runs there
+        };
+        let pods: Vec<_> = desk
+            .cluster
+            .pods
+            .values()
+            .filter(|p| p.node.as_deref() == Some(node.as_str()))
+            .collect();
+        let blocked = pods.iter().any(|p| pod_blocks(&p.shape, p.started, now));
+        let workload: Vec<_> = pods
+            .iter()
+            .filter(|p| p.owner != PodOwner::DaemonSet)
+            .collect();
+        if workload.is_empty() && !blocked {
+            return rank(1, 0.0);
+        }
+        let cost: f64 = (workload.iter())
+            .map(|p| eviction_cost(&p.shape, desk.settings.pod_deletion_cost))
+            .sum();
+        let lifetime = desk.cluster.node_pools.get(&c.node_pool).map_or(1.0, |np| {
+            match np.spec.template.spec.expire_after.duration() {
+                Some(total) if !total.is_zero() => {
+                    let age = now.saturating_sub(c.created);
+                    (1.0 - age.as_secs_f64() / total.as_secs_f64()).clamp(0.0, 1.0)
+                }
+                _ => 1.0,
+            }
+        });
+        rank(if blocked { 3 } else { 2 }, cost * lifetime)
+    }
 }
 
 impl Controllers {
@@ -75,7 +295,8 @@ impl Controllers {
             .collect();
         self.follow_static_replacements(now);
         for (pool, replicas) in pools {
-            let (active, deleting, unstored) = self.static_counts(&pool);
+            let (active, deleting, unstored) =
+                self.static_capacity.static_counts(&self.desk, &pool);
             let active_count = i64::try_from(active.len()).unwrap_or(i64::MAX);
             match active_count.cmp(&replicas) {
                 // a NodeClaim whose deletion the API server does not hold yet (an expiry's
@@ -89,7 +310,13 @@ impl Controllers {
                     deleting - unstored,
                     now,
                 ),
-                Ordering::Greater => self.shrink_static(&pool, replicas, &active, now),
+                Ordering::Greater => self.static_capacity.shrink_static(
+                    &mut self.desk,
+                    &pool,
+                    replicas,
+                    &active,
+                    now,
+                ),
                 // one method acts at a time, repair first, as Karpenter's loop runs them
                 Ordering::Equal => {
                     if !self.repair_static(&pool, &active, deleting, now) {
@@ -98,27 +325,6 @@ impl Controllers {
                 }
             }
         }
-    }
-
-    /// A NodePool's NodeClaims not being deleted nor replaced (launched or not: one in flight
-    /// counts), how many count against its node limit besides (being deleted or replaced),
-    /// and how many of those are being deleted without the API server holding it yet.
-    fn static_counts(&self, pool: &str) -> (Vec<String>, i64, i64) {
-        let mut active = Vec::new();
-        let mut others = 0;
-        let mut unstored = 0;
-        for (name, c) in &self.desk.cluster.nodeclaims {
-            if c.node_pool != pool {
-                continue;
-            }
-            if c.deleting.is_some() || self.static_capacity.replacing.contains_key(name) {
-                others += 1;
-                unstored += i64::from(c.deleting.is_some() && !c.deletion_stored);
-            } else {
-                active.push(name.clone());
-            }
-        }
-        (active, others, unstored)
     }
 
     /// Drifted NodeClaims whose replacement is initialized are deleted; a replacement that
@@ -192,7 +398,8 @@ impl Controllers {
         // way here (most of which it counts already: their nodes are tainted or deleting)
         let going = usize::try_from(others).unwrap_or(0);
         let budget = (self
-            .budgets_now(now)
+            .disruption
+            .budgets_now(&self.desk, now)
             .get(&(pool, DisruptionReason::Drifted)))
         .map_or(0, |b| b.allowed.saturating_sub(b.consuming.max(going)));
         let limit = np.spec.limits.get("nodes").map_or(i64::MAX, |q| {
@@ -208,13 +415,14 @@ impl Controllers {
             }
             return;
         }
-        let Some(plan) = self.static_plan(pool, now) else {
+        let Some(plan) = self.static_capacity.static_plan(&mut self.desk, pool, now) else {
             return;
         };
         for claim in drifted.into_iter().take(granted) {
             let c = &self.desk.cluster.nodeclaims[&claim];
             let node = c.node.clone().unwrap_or_default();
-            self.count_static_decision(pool, "replace", "drifted");
+            self.static_capacity
+                .count_static_decision(&mut self.desk, pool, "replace", "drifted");
             self.desk.count_disrupted(&claim, "drifted", "", true);
             self.desk.log(
                 "disruption",
@@ -246,11 +454,13 @@ impl Controllers {
                 .and_then(|c| c.node.clone())
                 .unwrap_or_default();
             if !first {
-                self.blocked_at_limit(&node, &claim, now);
+                self.static_capacity
+                    .blocked_at_limit(&mut self.desk, &node, &claim, now);
                 continue;
             }
             let decision = "terminate-first";
-            self.count_static_decision(pool, decision, "drifted");
+            self.static_capacity
+                .count_static_decision(&mut self.desk, pool, decision, "drifted");
             self.desk.metrics.inc(
                 &families::VOLUNTARY_DISRUPTION_TERMINATE_FIRST_DECISIONS,
                 &[pool, "drifted", "static-at-limit"],
@@ -266,19 +476,6 @@ impl Controllers {
             self.desk.taint(&node);
             self.terminate_disrupted(&node, &claim, DisruptionReason::Drifted, now);
         }
-    }
-
-    /// Counts a static NodePool's decision (`replace`, `terminate-first`) for `reason`
-    /// (`drifted`, `unhealthy`) as Karpenter's queue does.
-    fn count_static_decision(&mut self, pool: &str, decision: &str, reason: &str) {
-        self.desk.metrics.inc(
-            &families::VOLUNTARY_DISRUPTION_DECISIONS,
-            &["", decision, reason],
-        );
-        self.desk.metrics.inc(
-            &families::VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL,
-            &["", decision, pool, reason],
-        );
     }
 
     /// Unhealthy nodes of a static NodePool at its count, as Karpenter's repair takes them
@@ -306,7 +503,8 @@ impl Controllers {
         let np = self.desk.cluster.node_pools[pool].clone();
         let going = usize::try_from(others).unwrap_or(0);
         let mut budget = (self
-            .budgets_now(now)
+            .disruption
+            .budgets_now(&self.desk, now)
             .get(&(pool, DisruptionReason::Unhealthy)))
         .map_or(0, |b| b.allowed.saturating_sub(b.consuming.max(going)));
         let limit = np.spec.limits.get("nodes").map_or(i64::MAX, |q| {
@@ -326,18 +524,18 @@ impl Controllers {
             }
             let unhealthy = DisruptionReason::Unhealthy;
             if room > 0 {
-                let Some(plan) = self.static_plan(pool, now) else {
+                let Some(plan) = self.static_capacity.static_plan(&mut self.desk, pool, now) else {
                     return acted;
                 };
                 room -= 1;
-                self.select_repair(&node);
+                self.health.select_repair(&mut self.desk, &node);
                 self.static_command(pool, &node, &claim, "replace", 1);
                 let replacement = self.launch_replacement(&plan, pool, unhealthy, now);
                 (self.static_capacity.replacing).insert(claim, (replacement, unhealthy, now));
                 let timeout = now + super::disruption::REPLACEMENT_TIMEOUT;
                 self.desk.at(timeout, super::Timer::StaticCapacity);
             } else if self.desk.settings.terminate_first_repair && refillable {
-                self.select_repair(&node);
+                self.health.select_repair(&mut self.desk, &node);
                 self.desk.metrics.inc(
                     &families::VOLUNTARY_DISRUPTION_TERMINATE_FIRST_DECISIONS,
                     &[pool, "unhealthy", "static-at-limit"],
@@ -345,30 +543,13 @@ impl Controllers {
                 self.static_command(pool, &node, &claim, "terminate-first", 0);
                 self.terminate_disrupted(&node, &claim, unhealthy, now);
             } else {
-                self.blocked_at_limit(&node, &claim, now);
+                self.static_capacity
+                    .blocked_at_limit(&mut self.desk, &node, &claim, now);
                 continue;
             }
             acted = true;
         }
         acted
-    }
-
-    /// A static NodePool's node that cannot be replaced first at the node limit, told
-    /// `DisruptionBlocked` on its Node and NodeClaim (once per two minutes).
-    fn blocked_at_limit(&mut self, node: &str, claim: &str, now: Duration) {
-        for (kind, name) in [(EventObject::Node, node), (EventObject::NodeClaim, claim)] {
-            self.desk.event(
-                Event {
-                    kind,
-                    name: name.to_string(),
-                    warning: false,
-                    reason: "DisruptionBlocked".into(),
-                    message: "static NodePool is at its node limit and cannot stage a replacement"
-                        .into(),
-                },
-                now,
-            );
-        }
     }
 
     /// A repair command on a static NodePool's node: counted, logged as Karpenter's
@@ -381,7 +562,8 @@ impl Controllers {
         decision: &str,
         replacements: usize,
     ) {
-        self.count_static_decision(pool, decision, "unhealthy");
+        self.static_capacity
+            .count_static_decision(&mut self.desk, pool, decision, "unhealthy");
         self.desk.count_disrupted(claim, "unhealthy", "", true);
         let id = self.disruption.next_command_id();
         let arrow = if replacements > 0 {
@@ -422,7 +604,7 @@ impl Controllers {
         let state = (replicas, active, count);
         let said = self.static_capacity.logged.get(pool) == Some(&state);
         if count <= 0 {
-            self.retry_static(now);
+            self.static_capacity.retry_static(&mut self.desk, now);
             if !said {
                 self.static_capacity.logged.insert(pool.to_string(), state);
                 self.desk.log(
@@ -433,8 +615,8 @@ impl Controllers {
             }
             return;
         }
-        let Some(plan) = self.static_plan(pool, now) else {
-            self.retry_static(now);
+        let Some(plan) = self.static_capacity.static_plan(&mut self.desk, pool, now) else {
+            self.static_capacity.retry_static(&mut self.desk, now);
             if !said {
                 self.static_capacity.logged.insert(pool.to_string(), state);
                 self.desk.log(
@@ -456,162 +638,5 @@ impl Controllers {
         for _ in 0..count {
             self.create_nodeclaim(&plan, pool, "provisioned", now);
         }
-    }
-
-    /// Looks at the static NodePools again in a while.
-    fn retry_static(&mut self, now: Duration) {
-        self.desk.cancel(&super::Timer::StaticCapacity);
-        self.desk
-            .at(now + STATIC_RETRY, super::Timer::StaticCapacity);
-    }
-
-    /// A NodeClaim of the NodePool with no pods: its requirements, and the instance types
-    /// they allow with an available offering, cheapest first (the cloud launches the
-    /// cheapest). None when no type is allowed.
-    fn static_plan(&mut self, pool: &str, now: Duration) -> Option<PlannedNodeClaim> {
-        let np = self.desk.cluster.node_pools.get(pool)?.clone();
-        let template = &np.spec.template;
-        let reqs = Requirements::from_api(&template.spec.requirements);
-        let class = template.spec.node_class_ref.name.clone();
-        let generation = self.desk.unavailable.generation();
-        let options = match self.desk.overlay_evaluation(now).by_pool.remove(pool) {
-            Some(types) => types,
-            None => self.desk.type_options_for(&class, generation, now),
-        };
-        let (zone, capacity_type) = (reqs.get(labels::ZONE), reqs.get(labels::CAPACITY_TYPE));
-        let offered = |key: &str| key == labels::ZONE || key == labels::CAPACITY_TYPE;
-        // a type is ruled out by what it says of itself; a key it does not define (a
-        // custom label the node will carry) rules nothing out
-        let mut priced: Vec<(LaunchOption, Launch)> = options
-            .iter()
-            .filter(|t| {
-                reqs.iter()
-                    .filter(|r| !offered(&r.key))
-                    .all(|r| t.labels.get(&r.key).is_none_or(|v| r.has(v)))
-            })
-            .filter_map(|t| {
-                let o = t
-                    .offerings
-                    .iter()
-                    // reservations are handed out by provisioning's plans, not static ones
-                    .filter(|o| {
-                        o.available
-                            && o.reservation.is_none()
-                            && zone.has(&o.zone)
-                            && capacity_type.has(&o.capacity_type)
-                    })
-                    .min_by(|a, b| a.price_per_hour.total_cmp(&b.price_per_hour))?;
-                let option = LaunchOption {
-                    name: t.name.clone(),
-                    price_per_hour: o.price_per_hour,
-                };
-                let launch = Launch {
-                    instance_type: t.name.clone(),
-                    capacity_type: o.capacity_type.clone(),
-                    zone: o.zone.clone(),
-                    price_per_hour: o.price_per_hour,
-                    reservation: None,
-                };
-                Some((option, launch))
-            })
-            .collect();
-        priced.sort_by(|a, b| {
-            (a.0.price_per_hour.total_cmp(&b.0.price_per_hour))
-                .then_with(|| a.0.name.cmp(&b.0.name))
-        });
-        priced.truncate(MAX_INSTANCE_TYPES);
-        let launch = priced.first()?.1.clone();
-        let instance_types: Vec<LaunchOption> = priced.into_iter().map(|(o, _)| o).collect();
-        let mut requirements = template.spec.requirements.clone();
-        requirements.retain(|r| r.key != labels::INSTANCE_TYPE);
-        requirements.push(kerf_api::NodeSelectorRequirementWithMinValues {
-            key: labels::INSTANCE_TYPE.into(),
-            operator: kerf_api::Operator::In,
-            values: instance_types.iter().map(|o| o.name.clone()).collect(),
-            min_values: None,
-        });
-        Some(PlannedNodeClaim {
-            node_pool: 0,
-            pods: Vec::new(),
-            requests: Resources::default(),
-            requirements,
-            instance_types,
-            launch,
-            min_values_relaxed: false,
-        })
-    }
-
-    fn shrink_static(&mut self, pool: &str, replicas: i64, active: &[String], now: Duration) {
-        let excess = active.len() - usize::try_from(replicas).unwrap_or(0);
-        let mut extras: Vec<Extra> = active.iter().map(|c| self.static_rank(c, now)).collect();
-        extras.sort_by(|a, b| {
-            (a.tier.cmp(&b.tier))
-                .then(a.cost.total_cmp(&b.cost))
-                .then_with(|| a.name.cmp(&b.name))
-        });
-        self.static_capacity.logged.remove(pool);
-        self.desk.log(
-            "static.deprovisioning",
-            "deprovisioning nodeclaims to satisfy replica count",
-            json!({"NodePool": {"name": pool}, "current": active.len(), "desired": replicas,
-                   "deprovision-count": excess}),
-        );
-        for extra in extras.into_iter().take(excess) {
-            self.desk.log(
-                "static.deprovisioning",
-                "deleting nodeclaim",
-                json!({"NodeClaim": {"name": extra.name}}),
-            );
-            self.desk.delete_nodeclaim(&extra.name, now);
-        }
-    }
-
-    /// Where a NodeClaim stands in the order a static NodePool's extra NodeClaims go.
-    fn static_rank(&self, name: &str, now: Duration) -> Extra {
-        let c = &self.desk.cluster.nodeclaims[name];
-        let rank = |tier, cost| Extra {
-            name: name.to_string(),
-            tier,
-            cost,
-        };
-        if c.launched.is_none() {
-            return rank(0, 0.0);
-        }
-        let Some(node) = &c.node else {
-            return rank(1, 0.0); // no Node yet: nothing runs there
-        };
-        let pods: Vec<_> = self
-            .desk
-            .cluster
-            .pods
-            .values()
-            .filter(|p| p.node.as_deref() == Some(node.as_str()))
-            .collect();
-        let blocked = pods.iter().any(|p| pod_blocks(&p.shape, p.started, now));
-        let workload: Vec<_> = pods
-            .iter()
-            .filter(|p| p.owner != PodOwner::DaemonSet)
-            .collect();
-        if workload.is_empty() && !blocked {
-            return rank(1, 0.0);
-        }
-        let cost: f64 = (workload.iter())
-            .map(|p| eviction_cost(&p.shape, self.desk.settings.pod_deletion_cost))
-            .sum();
-        let lifetime = self
-            .desk
-            .cluster
-            .node_pools
-            .get(&c.node_pool)
-            .map_or(1.0, |np| {
-                match np.spec.template.spec.expire_after.duration() {
-                    Some(total) if !total.is_zero() => {
-                        let age = now.saturating_sub(c.created);
-                        (1.0 - age.as_secs_f64() / total.as_secs_f64()).clamp(0.0, 1.0)
-                    }
-                    _ => 1.0,
-                }
-            });
-        rank(if blocked { 3 } else { 2 }, cost * lifetime)
     }
 }

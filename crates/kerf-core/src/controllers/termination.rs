@@ -10,6 +10,7 @@ use serde_json::json;
 
 use crate::metrics::families;
 
+use super::desk::Desk;
 use super::{Action, Controllers, Event, EventObject, Timer};
 use crate::cluster::{Cluster, PodOwner};
 use crate::controllers::disruption::{PdbAllowances, has_disrupted_taint};
@@ -74,7 +75,7 @@ impl Evicting {
 
 /// What termination keeps between drains.
 #[derive(Default)]
-pub(super) struct Terminations {
+pub(crate) struct Terminations {
     /// Pods whose eviction was asked for, while they still exist.
     pub(super) evicting: Evicting,
     /// The NodeClaims whose node drains (`false`) or has drained (`true`): their `Drained`
@@ -89,22 +90,27 @@ pub(super) struct Terminations {
     pub(super) gone: BTreeMap<String, Duration>,
 }
 
-impl Controllers {
+impl Terminations {
     /// An eviction asked for `pod` did not happen (a PodDisruptionBudget refused it with 429,
     /// or the API server could not be reached): the drain asks again on its next round, as
     /// Karpenter's eviction queue requeues a refused eviction.
     /// `code` is the API server's answer, when one came (429, 500, …).
-    pub(crate) fn eviction_refused(&mut self, pod: &str, code: Option<u16>, now: Duration) {
+    pub(crate) fn eviction_refused(
+        &mut self,
+        desk: &mut Desk,
+        pod: &str,
+        code: Option<u16>,
+        now: Duration,
+    ) {
         if let Some(code) = code {
             let text = code.to_string();
-            self.desk
-                .metrics
+            desk.metrics
                 .inc(&families::PODS_EVICTION_REQUESTS, &[&text]);
         }
         // a PodDisruptionBudget's refusal is said on the node, as Karpenter says it
-        let node = (self.desk.cluster.pods.get(pod)).and_then(|p| p.node.clone());
+        let node = (desk.cluster.pods.get(pod)).and_then(|p| p.node.clone());
         if let (Some(429), Some(node)) = (code, node) {
-            self.desk.event(
+            desk.event(
                 Event {
                     kind: EventObject::Node,
                     name: node,
@@ -117,24 +123,23 @@ impl Controllers {
                 now,
             );
         }
-        if self.termination.evicting.remove(pod) {
-            self.desk.activity += 1;
+        if self.evicting.remove(pod) {
+            desk.activity += 1;
         }
     }
 
     /// The API server took the eviction asked of `pod`: the pod is told so with an
     /// `Evicted` Event, as Karpenter tells it once its eviction succeeds (a refused one,
     /// asked again, is announced once).
-    pub(crate) fn evicted(&mut self, pod: &str, now: Duration) {
-        self.desk
-            .metrics
+    pub(crate) fn evicted(&mut self, desk: &mut Desk, pod: &str, now: Duration) {
+        desk.metrics
             .inc(&families::PODS_EVICTION_REQUESTS, &["200"]);
-        let Some(why) = self.termination.evicting.why(pod) else {
+        let Some(why) = self.evicting.why(pod) else {
             return;
         };
         let message = format!("Evicted pod: {why}");
-        self.desk.metrics.inc(&families::PODS_DRAINED, &[why]);
-        self.desk.event(
+        desk.metrics.inc(&families::PODS_DRAINED, &[why]);
+        desk.event(
             Event {
                 kind: EventObject::Pod,
                 name: pod.to_string(),
@@ -148,12 +153,12 @@ impl Controllers {
 
     /// A NodeClaim is gone: its drained mark, kept for its last status, goes too, and so
     /// does the look again at its release.
-    pub(crate) fn forget_drained(&mut self, claim: &str, now: Duration) {
-        self.termination.drained.remove(claim);
-        self.termination.detachment.remove(claim);
-        if let Some(asked) = self.termination.released.remove(claim) {
-            (self.desk.timers).remove(&(asked + RELEASE_RETRY, Timer::Release(claim.to_string())));
-            let gone = &mut self.termination.gone;
+    pub(crate) fn forget_drained(&mut self, desk: &mut Desk, claim: &str, now: Duration) {
+        self.drained.remove(claim);
+        self.detachment.remove(claim);
+        if let Some(asked) = self.released.remove(claim) {
+            (desk.timers).remove(&(asked + RELEASE_RETRY, Timer::Release(claim.to_string())));
+            let gone = &mut self.gone;
             gone.retain(|_, at| *at + GONE_KEPT > now);
             gone.insert(claim.to_string(), now);
         }
@@ -161,40 +166,110 @@ impl Controllers {
 
     /// Whether a NodeClaim being deleted that these controllers do not hold is one they
     /// released and saw gone: an older update of it, not to be made anew.
-    pub(crate) fn released_and_gone(&self, claim: &str) -> bool {
-        !self.desk.cluster.nodeclaims.contains_key(claim)
-            && self.termination.gone.contains_key(claim)
+    pub(crate) fn released_and_gone(&self, desk: &Desk, claim: &str) -> bool {
+        !desk.cluster.nodeclaims.contains_key(claim) && self.gone.contains_key(claim)
     }
 
     /// A NodeClaim whose finalizer was released [`RELEASE_RETRY`] ago is still here: the
     /// release is asked again (the first may have failed), and nothing else is done or
     /// counted twice.
-    pub(super) fn release_again(&mut self, claim: &str, now: Duration) {
-        let Some(asked) = self.termination.released.get(claim).copied() else {
+    pub(super) fn release_again(&mut self, desk: &mut Desk, claim: &str, now: Duration) {
+        let Some(asked) = self.released.get(claim).copied() else {
             return;
         };
-        if !self.desk.cluster.nodeclaims.contains_key(claim) {
-            self.forget_drained(claim, now);
+        if !desk.cluster.nodeclaims.contains_key(claim) {
+            self.forget_drained(desk, claim, now);
             return;
         }
         let due = asked + RELEASE_RETRY;
         if now < due {
-            self.desk.at(due, Timer::Release(claim.to_string()));
+            desk.at(due, Timer::Release(claim.to_string()));
             return;
         }
-        self.termination.released.insert(claim.to_string(), now);
-        self.desk.actions.push(Action::ReleaseNodeClaim {
+        self.released.insert(claim.to_string(), now);
+        desk.actions.push(Action::ReleaseNodeClaim {
             nodeclaim: claim.to_string(),
         });
-        self.desk
-            .at(now + RELEASE_RETRY, Timer::Release(claim.to_string()));
+        desk.at(now + RELEASE_RETRY, Timer::Release(claim.to_string()));
     }
 
+    /// Whether a drained node waits for its volumes to be detached before its instance
+    /// goes, as Karpenter's termination waits: while VolumeAttachments of persistent volumes
+    /// remain on it and its termination time (`end`) has not come, the Node is told
+    /// `AwaitingVolumeDetachment`, `VolumesDetached` is Unknown, and it is looked at again
+    /// in a second. Once they are gone `VolumesDetached` is True; at the termination time it
+    /// is False and the instance goes anyway. (Karpenter leaves out the attachments of pods
+    /// it does not drain; Kerf drains every pod first, so none is left to leave out.)
+    fn awaits_detachment(
+        &mut self,
+        desk: &mut Desk,
+        claim: &str,
+        node: &str,
+        end: Option<Duration>,
+        now: Duration,
+    ) -> bool {
+        let attached: Vec<String> = (desk.cluster.volumes.attached_to(node).into_iter())
+            .map(String::from)
+            .collect();
+        let state = if attached.is_empty() {
+            Detachment::Done
+        } else if end.is_some_and(|t| now >= t) {
+            Detachment::GraceElapsed
+        } else {
+            Detachment::Awaiting
+        };
+        let changed = self.detachment.insert(claim.to_string(), state) != Some(state);
+        if state != Detachment::Awaiting {
+            // written with the rest of the termination's last status
+            return false;
+        }
+        if changed {
+            desk.status_changed(claim);
+        }
+        desk.event(
+            Event {
+                kind: EventObject::Node,
+                name: node.to_string(),
+                warning: false,
+                reason: "AwaitingVolumeDetachment".into(),
+                message: format!(
+                    "Awaiting deletion of bound volumeattachments ({})",
+                    crate::controllers::list_text(&attached)
+                ),
+            },
+            now,
+        );
+        let next = (now + DETACH_RETRY).min(end.unwrap_or(Duration::MAX));
+        desk.at(next, Timer::Drain(claim.to_string()));
+        true
+    }
+
+    /// Expiry: forceful, no budget.
+    pub(super) fn expire(&mut self, desk: &mut Desk, claim: &str, now: Duration) {
+        if desk
+            .cluster
+            .nodeclaims
+            .get(claim)
+            .is_none_or(|c| c.deleting.is_some())
+        {
+            return;
+        }
+        desk.log(
+            "nodeclaim.expiration",
+            "deleting expired nodeclaim",
+            json!({"NodeClaim": {"name": claim}}),
+        );
+        desk.count_disrupted(claim, "expired", "", true);
+        desk.delete_nodeclaim(claim, now);
+    }
+}
+
+impl Controllers {
     /// Evicts in tiers: a tier starts once every pod of the tiers before it is gone; the
     /// instance, node and NodeClaim go when no pod is left.
     pub(super) fn drain(&mut self, claim: &str, now: Duration) {
         let Some(c) = self.desk.cluster.nodeclaims.get(claim) else {
-            self.forget_drained(claim, now);
+            self.termination.forget_drained(&mut self.desk, claim, now);
             return;
         };
         // released already: a drain that comes due afterwards (an earlier round's timer)
@@ -305,7 +380,10 @@ impl Controllers {
                     .metrics
                     .inc(&families::NODES_DRAINED, &[pool.as_deref().unwrap_or("")]);
             }
-            if self.awaits_detachment(claim, node, end, now) {
+            if self
+                .termination
+                .awaits_detachment(&mut self.desk, claim, node, end, now)
+            {
                 return;
             }
             self.desk.log(
@@ -322,7 +400,8 @@ impl Controllers {
             if let Some(c) = self.desk.cluster.nodeclaims.get_mut(claim) {
                 c.instance_terminating = true;
             }
-            self.terminate_instance(claim, provider_id, now);
+            self.lifecycle
+                .terminate_instance(&mut self.desk, claim, provider_id, now);
         }
         // Drained and InstanceTerminating, written before the finalizer goes (the drained
         // mark is kept until the NodeClaim is seen gone: the poll's status is worked out at
@@ -336,7 +415,7 @@ impl Controllers {
             json!({"NodeClaim": {"name": claim}, "Node": {"name": node}, "provider-id": provider}),
         );
         self.desk.count_nodeclaim_deleted(claim, now);
-        self.forget_lifecycle(claim);
+        self.lifecycle.forget_lifecycle(claim);
         self.consistency.forget_consistency(&mut self.desk, claim);
         self.desk.actions.push(Action::ReleaseNodeClaim {
             nodeclaim: claim.to_string(),
@@ -345,57 +424,7 @@ impl Controllers {
         self.desk
             .at(now + RELEASE_RETRY, Timer::Release(claim.to_string()));
         self.disruption.forget(claim);
-        self.forget_reboot(claim);
-    }
-
-    /// Whether a drained node waits for its volumes to be detached before its instance
-    /// goes, as Karpenter's termination waits: while VolumeAttachments of persistent volumes
-    /// remain on it and its termination time (`end`) has not come, the Node is told
-    /// `AwaitingVolumeDetachment`, `VolumesDetached` is Unknown, and it is looked at again
-    /// in a second. Once they are gone `VolumesDetached` is True; at the termination time it
-    /// is False and the instance goes anyway. (Karpenter leaves out the attachments of pods
-    /// it does not drain; Kerf drains every pod first, so none is left to leave out.)
-    fn awaits_detachment(
-        &mut self,
-        claim: &str,
-        node: &str,
-        end: Option<Duration>,
-        now: Duration,
-    ) -> bool {
-        let attached: Vec<String> = (self.desk.cluster.volumes.attached_to(node).into_iter())
-            .map(String::from)
-            .collect();
-        let state = if attached.is_empty() {
-            Detachment::Done
-        } else if end.is_some_and(|t| now >= t) {
-            Detachment::GraceElapsed
-        } else {
-            Detachment::Awaiting
-        };
-        let changed = self.termination.detachment.insert(claim.to_string(), state) != Some(state);
-        if state != Detachment::Awaiting {
-            // written with the rest of the termination's last status
-            return false;
-        }
-        if changed {
-            self.desk.status_changed(claim);
-        }
-        self.desk.event(
-            Event {
-                kind: EventObject::Node,
-                name: node.to_string(),
-                warning: false,
-                reason: "AwaitingVolumeDetachment".into(),
-                message: format!(
-                    "Awaiting deletion of bound volumeattachments ({})",
-                    crate::controllers::list_text(&attached)
-                ),
-            },
-            now,
-        );
-        let next = (now + DETACH_RETRY).min(end.unwrap_or(Duration::MAX));
-        self.desk.at(next, Timer::Drain(claim.to_string()));
-        true
+        self.reboot.forget_reboot(claim);
     }
 
     /// Deletes, in any tier, the pods whose own grace period would outlast the node's
@@ -501,25 +530,5 @@ impl Controllers {
         self.desk.actions.push(Action::Evict {
             pod: key.to_string(),
         });
-    }
-
-    /// Expiry: forceful, no budget.
-    pub(super) fn expire(&mut self, claim: &str, now: Duration) {
-        if self
-            .desk
-            .cluster
-            .nodeclaims
-            .get(claim)
-            .is_none_or(|c| c.deleting.is_some())
-        {
-            return;
-        }
-        self.desk.log(
-            "nodeclaim.expiration",
-            "deleting expired nodeclaim",
-            json!({"NodeClaim": {"name": claim}}),
-        );
-        self.desk.count_disrupted(claim, "expired", "", true);
-        self.desk.delete_nodeclaim(claim, now);
     }
 }
