@@ -100,7 +100,7 @@ impl Interruptions {
             },
         });
         if let Some((reason, message, warning)) = notice.event {
-            self.events_on(desk, &claim, node.as_deref(), reason, message, warning, now);
+            events_on(desk, &claim, node.as_deref(), reason, message, warning, now);
         }
         if !deleting {
             desk.log("interruption", "received interruption message", fields);
@@ -134,7 +134,7 @@ impl Interruptions {
             "initiating delete from interruption message",
             fields,
         );
-        self.events_on(
+        events_on(
             desk,
             &claim,
             node.as_deref(),
@@ -146,44 +146,43 @@ impl Interruptions {
         desk.count_disrupted(&claim, notice.message_kind, "", false);
         desk.delete_nodeclaim(&claim, now);
     }
+}
 
-    /// Publishes an event on the NodeClaim and, when it has one, its Node; a message ending
-    /// in "the" is completed with the object's kind (`… for the NodeClaim`, `… for the Node`).
-    fn events_on(
-        &mut self,
-        desk: &mut Desk,
-        claim: &str,
-        node: Option<&str>,
-        reason: &'static str,
-        message: &'static str,
-        warning: bool,
-        now: Duration,
-    ) {
-        let text = |kind: &str| match message.strip_suffix(" the") {
-            Some(head) => format!("{head} the {kind}"),
-            None => message.to_string(),
-        };
+/// Publishes an event on the NodeClaim and, when it has one, its Node; a message ending
+/// in "the" is completed with the object's kind (`… for the NodeClaim`, `… for the Node`).
+fn events_on(
+    desk: &mut Desk,
+    claim: &str,
+    node: Option<&str>,
+    reason: &'static str,
+    message: &'static str,
+    warning: bool,
+    now: Duration,
+) {
+    let text = |kind: &str| match message.strip_suffix(" the") {
+        Some(head) => format!("{head} the {kind}"),
+        None => message.to_string(),
+    };
+    desk.event(
+        Event {
+            kind: EventObject::NodeClaim,
+            name: claim.to_string(),
+            warning,
+            reason: reason.into(),
+            message: text("NodeClaim"),
+        },
+        now,
+    );
+    if let Some(node) = node {
         desk.event(
             Event {
-                kind: EventObject::NodeClaim,
-                name: claim.to_string(),
+                kind: EventObject::Node,
+                name: node.to_string(),
                 warning,
                 reason: reason.into(),
-                message: text("NodeClaim"),
+                message: text("Node"),
             },
             now,
         );
-        if let Some(node) = node {
-            desk.event(
-                Event {
-                    kind: EventObject::Node,
-                    name: node.to_string(),
-                    warning,
-                    reason: reason.into(),
-                    message: text("Node"),
-                },
-                now,
-            );
-        }
     }
 }
