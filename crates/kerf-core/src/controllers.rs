@@ -828,7 +828,8 @@ impl Controllers {
         if !changes.node_pools.is_empty() || !changes.node_classes.is_empty() {
             self.lifecycle
                 .node_pools_changed(&mut self.desk, &changes.node_pools, now);
-            self.evaluate_drift(now);
+            self.disruption
+                .evaluate_drift(&mut self.desk, &self.lifecycle, now);
         }
         // a block turns expiring (a class change), or a NodeClaim lands in one that already is
         if !changes.node_classes.is_empty() || !changes.lifecycle.is_empty() {

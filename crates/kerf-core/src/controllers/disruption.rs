@@ -822,28 +822,7 @@ impl Disruptions {
             "replacement-nodes": replacements,
         })
     }
-}
 
-/// What one search of a disruption pass worked out for the evaluation's records: kept
-/// while the search's view borrows the controllers, recorded after.
-struct Searched {
-    eligible: BTreeMap<String, usize>,
-    /// With the blocked nodes told: the reasons with candidates, whose blocking budgets
-    /// are told too.
-    blocked_reasons: Option<Vec<DisruptionReason>>,
-    judged: Vec<crate::disruption::search::JudgedMove>,
-    scores: Vec<crate::disruption::search::Score>,
-    reason: &'static str,
-    consolidation_type: &'static str,
-    /// Wall-clock seconds, for the evaluation-duration histogram only.
-    elapsed: f64,
-}
-
-/// How many moves one pass may find and see refused by the kube-scheduler rehearsal before
-/// it gives up until something changes.
-const REHEARSED_MOVES: usize = 4;
-
-impl Controllers {
     /// Why a NodeClaim has drifted, if it has: its NodePool's template changed
     /// (`NodePoolDrifted`), its node no longer meets the requirements
     /// (`RequirementsDrifted`), its node class changed (`NodeClassDrift`), its image is no
@@ -853,9 +832,15 @@ impl Controllers {
     /// (`CapacityReservationDrift`), or its placement group is not the one the class resolves
     /// to now (`PlacementGroupDrift`). What the class has not resolved yet (an empty status
     /// list) is no reason, except for reservations: Karpenter counts an empty list as none.
-    fn drift_of(&self, name: &str, basis: &mut DriftBasis) -> Option<DriftReason> {
-        let c = self.desk.cluster.nodeclaims.get(name)?;
-        let np = self.desk.cluster.node_pools.get(&c.node_pool)?;
+    fn drift_of(
+        &self,
+        desk: &Desk,
+        lifecycle: &super::lifecycle::Lifecycles,
+        name: &str,
+        basis: &mut DriftBasis,
+    ) -> Option<DriftReason> {
+        let c = desk.cluster.nodeclaims.get(name)?;
+        let np = desk.cluster.node_pools.get(&c.node_pool)?;
         let (pool_hash, requirements) =
             (basis.pools).entry(c.node_pool.clone()).or_insert_with(|| {
                 let requirements = Requirements::from_api(&np.spec.template.spec.requirements);
@@ -864,8 +849,7 @@ impl Controllers {
         // no hash (a NodeClaim written by another version or by hand): nothing to compare,
         // as Karpenter treats a hash of another version
         // nor when Kerf could not read the whole template: its hash would not be comparable
-        let pool_readable = self
-            .desk
+        let pool_readable = desk
             .cluster
             .pool_gaps
             .get(&c.node_pool)
@@ -876,19 +860,18 @@ impl Controllers {
         let labels = c
             .node
             .as_ref()
-            .and_then(|n| self.desk.cluster.nodes.get(n))
+            .and_then(|n| desk.cluster.nodes.get(n))
             .map(|n| &n.labels);
         if labels.is_some_and(|l| !requirements.matches_labels(l)) {
             return Some(DriftReason::RequirementsDrifted);
         }
-        let class = self.desk.cluster.node_classes.get(&c.node_class)?;
-        let class_readable = self
-            .desk
+        let class = desk.cluster.node_classes.get(&c.node_class)?;
+        let class_readable = desk
             .cluster
             .class_gaps
             .get(&c.node_class)
             .is_none_or(|g| g.compare_hash);
-        let ca_bundle = &self.desk.settings.cluster_ca_bundle;
+        let ca_bundle = &desk.settings.cluster_ca_bundle;
         let class_hash = (basis.classes)
             .entry(c.node_class.clone())
             .or_insert_with(|| node_class_hash(class, ca_bundle));
@@ -908,15 +891,12 @@ impl Controllers {
         // said (an instance whose reservation ended runs on as on-demand: it is relabelled,
         // not drifted); for a cloud that does not say, once any listing asked for since came
         // in (after a start, at least one)
-        let changed_at = self.lifecycle.reservations_changed.get(&c.node_class);
+        let changed_at = lifecycle.reservations_changed.get(&c.node_class);
         let fresh = |listed: Duration| changed_at.is_none_or(|at| listed > *at);
-        let listed = self
-            .lifecycle
-            .listed_reservations
-            .get(&launched.provider_id);
+        let listed = lifecycle.listed_reservations.get(&launched.provider_id);
         let still_in = match listed {
             Some((listing, id)) => id.is_some() && fresh(*listing),
-            None => self.lifecycle.last_listing.is_some_and(fresh),
+            None => lifecycle.last_listing.is_some_and(fresh),
         };
         let reservation_gone = still_in
             && reservation
@@ -925,7 +905,7 @@ impl Controllers {
         // the one the node was launched into; nothing to compare before the types are known
         // (a selector whose group is not resolved yet, after a restart say, is no answer)
         let selects = class.spec.placement_group_selector.is_some();
-        let group_now = (self.desk.cluster.instance_types.get(&c.node_class))
+        let group_now = (desk.cluster.instance_types.get(&c.node_class))
             .and_then(|types| types.first())
             .map(|t| t.labels.get(labels::PLACEMENT_GROUP_ID).cloned())
             .filter(|id| id.is_some() || !selects);
@@ -963,32 +943,42 @@ impl Controllers {
     }
 
     /// Marks NodeClaims drifted, or clears the mark when drift no longer holds.
-    pub(super) fn evaluate_drift(&mut self, now: Duration) {
+    pub(super) fn evaluate_drift(
+        &mut self,
+        desk: &mut Desk,
+        lifecycle: &super::lifecycle::Lifecycles,
+        now: Duration,
+    ) {
         // nothing below changes what drift reads: every NodeClaim's is worked out first
         let mut basis = DriftBasis::default();
-        let drifts: Vec<(String, Option<DriftReason>)> = (self.desk.cluster.nodeclaims.keys())
-            .map(|name| (name.clone(), self.drift_of(name, &mut basis)))
+        let drifts: Vec<(String, Option<DriftReason>)> = (desk.cluster.nodeclaims.keys())
+            .map(|name| {
+                (
+                    name.clone(),
+                    self.drift_of(desk, lifecycle, name, &mut basis),
+                )
+            })
             .collect();
         let mut marked = false;
         for (name, drift) in drifts {
-            let Some(c) = self.desk.cluster.nodeclaims.get_mut(&name) else {
+            let Some(c) = desk.cluster.nodeclaims.get_mut(&name) else {
                 continue;
             };
             if c.drifted == drift {
                 continue;
             }
             c.drifted = drift;
-            self.desk.status_changed(&name);
+            desk.status_changed(&name);
             match drift {
                 Some(reason) => {
                     marked = true;
-                    self.desk.log(
+                    desk.log(
                         "nodeclaim.disruption",
                         "marking drifted",
                         json!({"NodeClaim": {"name": name}, "reason": reason.as_str()}),
                     );
                 }
-                None => self.desk.log(
+                None => desk.log(
                     "nodeclaim.disruption",
                     "unmarking drifted",
                     json!({"NodeClaim": {"name": name}}),
@@ -996,34 +986,49 @@ impl Controllers {
             }
         }
         if marked {
-            self.disruption.schedule_pass(&mut self.desk, now);
+            self.schedule_pass(desk, now);
         }
+    }
+
+    /// Whether a pod waits for capacity that the provisioner has not solved for since it
+    /// began to wait (see [`ClusterView::pods_await_capacity`]).
+    fn pods_await_capacity(
+        &self,
+        desk: &Desk,
+        provisioning: &super::provisioning::Provisioner,
+    ) -> bool {
+        let left = &provisioning.left_pending;
+        (desk.cluster.pods.iter()).any(|(k, p)| p.wants_capacity() && !left.contains(k))
     }
 
     /// The cluster as one disruption pass reads it, with the node names in view order.
     pub(super) fn view<'a>(
         &'a self,
+        desk: &'a Desk,
+        provisioning: &super::provisioning::Provisioner,
+        buffers: &'a super::buffers::BufferPlacement,
+        health: &'a super::health::Repairs,
         g: &Gathered<'a>,
         node_pools: Vec<NodePoolInput>,
         pool_names: &[String],
         daemonsets: &'a [Pod],
         now: Duration,
     ) -> (ClusterView<'a>, Vec<String>) {
-        let cluster = &self.desk.cluster;
+        let cluster = &desk.cluster;
         let pool_index: BTreeMap<&str, usize> = pool_names
             .iter()
             .enumerate()
             .map(|(i, n)| (n.as_str(), i))
             .collect();
         let by_node = &g.pods_by_node;
-        let overlaid = self.desk.settings.node_overlay && !cluster.node_overlays.is_empty();
+        let overlaid = desk.settings.node_overlay && !cluster.node_overlays.is_empty();
         // no move counts on the room of pods still pending (Karpenter places them in its
         // simulation)
         let nominated = cluster.nominated_requests();
         // nodes of a command under way: no method takes them again (repair looks past
         // what blocks the others, so it is told here)
-        let in_command: BTreeSet<&str> = (self.disruption.command.iter())
-            .chain(self.disruption.executing.values())
+        let in_command: BTreeSet<&str> = (self.command.iter())
+            .chain(self.executing.values())
             .flat_map(|c| c.candidates.iter().map(String::as_str))
             .collect();
         let mut names = Vec::new();
@@ -1081,12 +1086,12 @@ impl Controllers {
             }
             let disruption_cost = node_disruption_cost(
                 on_node.iter().map(|k| pods[*k]),
-                self.desk.settings.pod_deletion_cost,
+                desk.settings.pod_deletion_cost,
             );
-            let backoff = self.disruption.backoffs.get(name.as_str());
+            let backoff = self.backoffs.get(name.as_str());
             let np = cluster.node_pools.get(&c.node_pool);
             // room a CapacityBuffer holds is no move's, and keeps the node from consolidation
-            let buffered = self.buffers.held.get(claim_name);
+            let buffered = buffers.held.get(claim_name);
             let consolidatable = c.initialized
                 && buffered.is_none()
                 && np
@@ -1136,23 +1141,20 @@ impl Controllers {
                 capacity_type: launched.capacity_type,
                 pods: on_node,
                 disruptable: pool.is_some()
-                    && self
-                        .disruption
-                        .blockers(&self.desk, name, g, Wanted::First, now)
-                        .is_empty(),
+                    && self.blockers(desk, name, g, Wanted::First, now).is_empty(),
                 consolidatable,
                 drifted: c.drifted.is_some(),
                 disruption_cost,
                 replace_backoff: backoff.is_some_and(|b| now < b.until),
                 // a static NodePool's nodes are repaired by its own controller
-                repair: (self.health.repairs.get(name))
+                repair: (health.repairs.get(name))
                     .filter(|_| !in_command.contains(name.as_str()))
                     .filter(|_| np.is_none_or(|np| np.spec.replicas.is_none()))
                     .map(|r| r.view),
             });
             names.push(name.clone());
         }
-        let budgets = self.disruption.budgets_now(&self.desk, now);
+        let budgets = self.budgets_now(desk, now);
         let mut allowed = BTreeMap::new();
         for (i, pool) in pool_names.iter().enumerate() {
             for r in crate::disruption::search::BUDGET_REASONS {
@@ -1173,27 +1175,99 @@ impl Controllers {
                 node_pools,
                 daemonsets,
                 allowed,
-                spot_to_spot: self.desk.settings.spot_to_spot,
+                spot_to_spot: desk.settings.spot_to_spot,
                 terminate_first: crate::disruption::search::TerminateFirst {
-                    drift: self.desk.settings.terminate_first_drift,
-                    repair: self.desk.settings.terminate_first_repair,
+                    drift: desk.settings.terminate_first_drift,
+                    repair: desk.settings.terminate_first_repair,
                 },
-                options: self.desk.solve_options(),
-                min_savings: self.desk.settings.min_savings,
-                pods_await_capacity: self.pods_await_capacity(),
+                options: desk.solve_options(),
+                min_savings: desk.settings.min_savings,
+                pods_await_capacity: self.pods_await_capacity(desk, provisioning),
                 types_by_name: Default::default(),
             },
             names,
         )
     }
 
-    /// Whether a pod waits for capacity that the provisioner has not solved for since it
-    /// began to wait (see [`ClusterView::pods_await_capacity`]).
-    fn pods_await_capacity(&self) -> bool {
-        let left = &self.provisioning.left_pending;
-        (self.desk.cluster.pods.iter()).any(|(k, p)| p.wants_capacity() && !left.contains(k))
+    /// [`Controllers::stranded`], the replacements planned from `pools`.
+    fn stranded_in(
+        &self,
+        desk: &Desk,
+        provisioning: &super::provisioning::Provisioner,
+        pools: &[NodePoolInput],
+        command: &Command,
+        names: &[String],
+    ) -> Vec<String> {
+        if !matches!(command.method, Method::MultiNode | Method::SingleNode) {
+            return Vec::new();
+        }
+        let planned: Vec<PlannedNode> = (command.replacements.iter().enumerate())
+            .filter_map(|(i, r)| {
+                let pool = pools.get(r.node_pool)?;
+                PlannedNode::of(&format!("replacement-{i}"), r, pool, &pool.taints)
+            })
+            .collect();
+        let candidates: Vec<String> = (command.candidates.iter())
+            .map(|i| names[*i].clone())
+            .collect();
+        provisioning.rehearse_move(desk, &candidates, &planned)
     }
 
+    /// The pods of a consolidation move that kube-scheduler would leave without a node once
+    /// the move's replacements are Ready and its candidates drained
+    /// ([`Controllers::rehearse_move`]); none for emptiness, drift and repair, which move no
+    /// pod by a packing of their own.
+    fn stranded(
+        &mut self,
+        desk: &mut Desk,
+        provisioning: &super::provisioning::Provisioner,
+        command: &Command,
+        names: &[String],
+        now: Duration,
+    ) -> Vec<String> {
+        let (pools, _) = desk.pool_inputs(now);
+        self.stranded_in(desk, provisioning, &pools, command, names)
+    }
+
+    /// The inputs of a pass that change only when something is written, or with a budget's
+    /// schedule.
+    fn written_inputs(
+        &mut self,
+        desk: &mut Desk,
+        health: &super::health::Repairs,
+        now: Duration,
+    ) -> Written {
+        desk.unavailable.expire(now);
+        Written {
+            cluster: desk.cluster.generation(),
+            controllers: desk.activity,
+            unavailable: desk.unavailable.generation(),
+            budget_windows: self.budget_windows(desk, now),
+            repairs: health.repairs.keys().cloned().collect(),
+        }
+    }
+}
+
+/// What one search of a disruption pass worked out for the evaluation's records: kept
+/// while the search's view borrows the controllers, recorded after.
+struct Searched {
+    eligible: BTreeMap<String, usize>,
+    /// With the blocked nodes told: the reasons with candidates, whose blocking budgets
+    /// are told too.
+    blocked_reasons: Option<Vec<DisruptionReason>>,
+    judged: Vec<crate::disruption::search::JudgedMove>,
+    scores: Vec<crate::disruption::search::Score>,
+    reason: &'static str,
+    consolidation_type: &'static str,
+    /// Wall-clock seconds, for the evaluation-duration histogram only.
+    elapsed: f64,
+}
+
+/// How many moves one pass may find and see refused by the kube-scheduler rehearsal before
+/// it gives up until something changes.
+const REHEARSED_MOVES: usize = 4;
+
+impl Controllers {
     /// One pass, every [`PASS_INTERVAL`] for as long as the controllers run (as Karpenter
     /// polls), sooner after a change. A pass whose inputs equal those of the last pass that
     /// found nothing is skipped: it would find nothing again.
@@ -1207,7 +1281,7 @@ impl Controllers {
         self.disruption
             .backoffs
             .retain(|n, _| nodes.contains_key(n));
-        self.find_repairs(now);
+        self.health.find_repairs(&mut self.desk, &self.reboot, now);
         // the budget gauges at every pass, read off the cluster as it is now (unless nothing
         // they count was written since the last pass: thousands of passes a day find so)
         let read = GaugesRead {
@@ -1233,7 +1307,9 @@ impl Controllers {
                 .schedule_pass(&mut self.desk, now + UNSYNCED_RETRY);
             return;
         }
-        let written = self.written_inputs(now);
+        let written = self
+            .disruption
+            .written_inputs(&mut self.desk, &self.health, now);
         // nothing written and nothing run out since the last pass that found nothing
         let idle = self.disruption.idle_inputs.as_ref();
         if idle.is_some_and(|i| i.written == written) && now < self.disruption.quiet_until {
@@ -1315,7 +1391,17 @@ impl Controllers {
             } else {
                 Vec::new()
             };
-            let (mut view, names) = self.view(&g, pools, &pool_names, &daemonsets, now);
+            let (mut view, names) = self.disruption.view(
+                &self.desk,
+                &self.provisioning,
+                &self.buffers,
+                &self.health,
+                &g,
+                pools,
+                &pool_names,
+                &daemonsets,
+                now,
+            );
             let mut found = None;
             for attempt in 0..REHEARSED_MOVES {
                 let (command, searched) =
@@ -1325,7 +1411,13 @@ impl Controllers {
                     told.push((searched, None));
                     break;
                 };
-                let stranded = self.stranded_in(&view.node_pools, &command, &names);
+                let stranded = self.disruption.stranded_in(
+                    &self.desk,
+                    &self.provisioning,
+                    &view.node_pools,
+                    &command,
+                    &names,
+                );
                 if stranded.is_empty() {
                     told.push((searched, None));
                     found = Some((command, names));
@@ -1358,38 +1450,6 @@ impl Controllers {
             }
         }
         found
-    }
-
-    /// The pods of a consolidation move that kube-scheduler would leave without a node once
-    /// the move's replacements are Ready and its candidates drained
-    /// ([`Controllers::rehearse_move`]); none for emptiness, drift and repair, which move no
-    /// pod by a packing of their own.
-    fn stranded(&mut self, command: &Command, names: &[String], now: Duration) -> Vec<String> {
-        let (pools, _) = self.desk.pool_inputs(now);
-        self.stranded_in(&pools, command, names)
-    }
-
-    /// [`Controllers::stranded`], the replacements planned from `pools`.
-    fn stranded_in(
-        &self,
-        pools: &[NodePoolInput],
-        command: &Command,
-        names: &[String],
-    ) -> Vec<String> {
-        if !matches!(command.method, Method::MultiNode | Method::SingleNode) {
-            return Vec::new();
-        }
-        let planned: Vec<PlannedNode> = (command.replacements.iter().enumerate())
-            .filter_map(|(i, r)| {
-                let pool = pools.get(r.node_pool)?;
-                PlannedNode::of(&format!("replacement-{i}"), r, pool, &pool.taints)
-            })
-            .collect();
-        let candidates: Vec<String> = (command.candidates.iter())
-            .map(|i| names[*i].clone())
-            .collect();
-        self.provisioning
-            .rehearse_move(&self.desk, &candidates, &planned)
     }
 
     /// Creates a command's replacement NodeClaim; its name. Karpenter's queue says on it
@@ -1456,19 +1516,6 @@ impl Controllers {
         self.desk.unavailable.active(now)
     }
 
-    /// The inputs of a pass that change only when something is written, or with a budget's
-    /// schedule.
-    fn written_inputs(&mut self, now: Duration) -> Written {
-        self.desk.unavailable.expire(now);
-        Written {
-            cluster: self.desk.cluster.generation(),
-            controllers: self.desk.activity,
-            unavailable: self.desk.unavailable.generation(),
-            budget_windows: self.disruption.budget_windows(&self.desk, now),
-            repairs: self.health.repairs.keys().cloned().collect(),
-        }
-    }
-
     /// Checks the command again on the current state after the validation wait (see
     /// [`crate::disruption::search::revalidate`]); acts on it if it still holds.
     pub(super) fn validate_command(&mut self, now: Duration) {
@@ -1487,7 +1534,17 @@ impl Controllers {
         let (pools, pool_names) = self.desk.pool_inputs(now);
         let daemonsets: Vec<Pod> = self.desk.cluster.daemonsets.values().cloned().collect();
         let g = self.gather();
-        let (view, names) = self.view(&g, pools, &pool_names, &daemonsets, now);
+        let (view, names) = self.disruption.view(
+            &self.desk,
+            &self.provisioning,
+            &self.buffers,
+            &self.health,
+            &g,
+            pools,
+            &pool_names,
+            &daemonsets,
+            now,
+        );
         let candidates: Option<Vec<usize>> = (pending.candidates.iter())
             .map(|c| names.iter().position(|n| n == c))
             .collect();
@@ -1503,7 +1560,9 @@ impl Controllers {
         });
         drop((view, g));
         let command = command.and_then(|c| {
-            let stranded = self.stranded(&c, &names, now);
+            let stranded =
+                self.disruption
+                    .stranded(&mut self.desk, &self.provisioning, &c, &names, now);
             stranded
                 .is_empty()
                 .then_some(c)

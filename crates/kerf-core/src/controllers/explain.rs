@@ -510,7 +510,17 @@ impl Controllers {
                 relative(*at, now)
             ));
         }
-        let (view, names) = self.view(&g, pools, &pool_names, &daemonsets, now);
+        let (view, names) = self.disruption.view(
+            &self.desk,
+            &self.provisioning,
+            &self.buffers,
+            &self.health,
+            &g,
+            pools,
+            &pool_names,
+            &daemonsets,
+            now,
+        );
         self.policy_blockers(name, &view, &pool_names, &mut out, now);
         if let Some(i) = names.iter().position(|n| n == name) {
             if let Some(b) = self.disruption.backoff(name, now) {

@@ -175,45 +175,22 @@ impl Repairs {
             ],
         );
     }
-}
-
-impl Controllers {
-    /// `look` with the nodes due for repair as they are at `now` in place of the last
-    /// pass's list, which is put back after (a node repaired since is already going): a
-    /// checker's look at what a fresh pass would decide.
-    pub(super) fn with_repairs_as_at<T>(
-        &mut self,
-        now: Duration,
-        look: impl FnOnce(&mut Controllers) -> T,
-    ) -> T {
-        let due = self.repairs_due(now).0;
-        let kept = std::mem::replace(&mut self.health.repairs, due);
-        let seen = look(self);
-        self.health.repairs = kept;
-        seen
-    }
-
-    /// Works out which nodes repair may replace now (into the disruption state), with the
-    /// events of those it may not.
-    pub(super) fn find_repairs(&mut self, now: Duration) {
-        let (due, blocked) = self.repairs_due(now);
-        for (node, claim, pool) in blocked {
-            self.health
-                .repair_blocked(&mut self.desk, &node, &claim, pool.as_deref(), now);
-        }
-        self.health.repairs = due;
-    }
 
     /// The nodes repair may replace now, and those it may not with the NodePool that
     /// trips the unhealthy share (none: vetoed by the node's annotation). Reads only.
-    pub(super) fn repairs_due(&self, now: Duration) -> (BTreeMap<String, RepairDue>, Vec<Blocked>) {
-        if !self.desk.settings.node_repair {
+    pub(super) fn repairs_due(
+        &self,
+        desk: &Desk,
+        reboot: &super::reboot::RebootCalls,
+        now: Duration,
+    ) -> (BTreeMap<String, RepairDue>, Vec<Blocked>) {
+        if !desk.settings.node_repair {
             return Default::default();
         }
-        let policies = self.desk.settings.repair_policies;
+        let policies = desk.settings.repair_policies;
         // per NodePool: its nodes, and those a policy's condition and status match
         let mut pools: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-        for n in self.desk.cluster.nodes.values() {
+        for n in desk.cluster.nodes.values() {
             let Some(pool) = n.labels.get(kerf_api::labels::NODEPOOL) else {
                 continue;
             };
@@ -226,11 +203,11 @@ impl Controllers {
             .collect();
         let mut due = Vec::new();
         let mut blocked = Vec::new();
-        for (name, n) in &self.desk.cluster.nodes {
+        for (name, n) in &desk.cluster.nodes {
             let Some((claim_name, claim)) = n
                 .nodeclaim
                 .as_ref()
-                .and_then(|k| self.desk.cluster.nodeclaims.get_key_value(k))
+                .and_then(|k| desk.cluster.nodeclaims.get_key_value(k))
             else {
                 continue;
             };
@@ -240,7 +217,7 @@ impl Controllers {
             if claim.deleting.is_some() || !claim.registered || rebooting {
                 continue;
             }
-            if !self.desk.cluster.node_pools.contains_key(&claim.node_pool) {
+            if !desk.cluster.node_pools.contains_key(&claim.node_pool) {
                 continue;
             }
             let matches = repair::matches(policies, &n.conditions, n.created);
@@ -249,7 +226,7 @@ impl Controllers {
             let Some(mut decision) = repair::decide(&matches, now, rebooted) else {
                 continue;
             };
-            self.reboot.escalate_reboot(claim_name, &mut decision, now);
+            reboot.escalate_reboot(claim_name, &mut decision, now);
             if n.do_not_repair {
                 blocked.push((name.clone(), claim_name.clone(), None));
                 continue;
@@ -270,5 +247,37 @@ impl Controllers {
             due.push((name.clone(), RepairDue { view, decision }));
         }
         (due.into_iter().collect(), blocked)
+    }
+
+    /// Works out which nodes repair may replace now (into the disruption state), with the
+    /// events of those it may not.
+    pub(super) fn find_repairs(
+        &mut self,
+        desk: &mut Desk,
+        reboot: &super::reboot::RebootCalls,
+        now: Duration,
+    ) {
+        let (due, blocked) = self.repairs_due(desk, reboot, now);
+        for (node, claim, pool) in blocked {
+            self.repair_blocked(desk, &node, &claim, pool.as_deref(), now);
+        }
+        self.repairs = due;
+    }
+}
+
+impl Controllers {
+    /// `look` with the nodes due for repair as they are at `now` in place of the last
+    /// pass's list, which is put back after (a node repaired since is already going): a
+    /// checker's look at what a fresh pass would decide.
+    pub(super) fn with_repairs_as_at<T>(
+        &mut self,
+        now: Duration,
+        look: impl FnOnce(&mut Controllers) -> T,
+    ) -> T {
+        let due = self.health.repairs_due(&self.desk, &self.reboot, now).0;
+        let kept = std::mem::replace(&mut self.health.repairs, due);
+        let seen = look(self);
+        self.health.repairs = kept;
+        seen
     }
 }

@@ -1126,7 +1126,8 @@ impl Controllers {
         }
         if learned {
             self.desk.activity += 1;
-            self.evaluate_drift(now);
+            self.disruption
+                .evaluate_drift(&mut self.desk, &self.lifecycle, now);
         }
     }
 }
