@@ -806,7 +806,11 @@ impl Controllers {
                     .check_consistency(&mut self.desk, &claim, true, now)
             }
             Timer::Reboot(claim) => self.reboot_step(&claim, now),
-            Timer::Buffers => self.buffers_due(now),
+            Timer::Buffers => {
+                if self.buffers.buffers_due(&mut self.desk, now) {
+                    self.provisioning.saw_pending_pod(&mut self.desk, now);
+                }
+            }
         }
     }
 
@@ -847,7 +851,9 @@ impl Controllers {
         self.provisioning
             .recheck_nominations(&mut self.desk, &changes.nodes_filled, now);
         if changes.buffers {
-            self.buffers_changed(now);
+            if self.buffers.buffers_changed(&mut self.desk, now) {
+                self.provisioning.saw_pending_pod(&mut self.desk, now);
+            }
         } else if self
             .buffers
             .buffer_room_taken(&self.desk, &changes.nodes_filled)

@@ -50,6 +50,60 @@ pub(crate) struct BufferPlacement {
 }
 
 impl BufferPlacement {
+    /// A buffer, a PodTemplate or a workload changed: every buffer's shape and number are
+    /// worked out again and their statuses written where they changed; true when a
+    /// provisioning pass is to place them.
+    pub(super) fn buffers_changed(&mut self, desk: &mut Desk, now: Duration) -> bool {
+        if !desk.settings.capacity_buffer {
+            return false;
+        }
+        let keys: Vec<String> = desk.cluster.buffers.buffers.keys().cloned().collect();
+        let state = &mut *self;
+        state.placeholders.retain(|k, _| keys.contains(k));
+        state.provisioning.retain(|k, _| keys.contains(k));
+        state.written.retain(|k, _| keys.contains(k));
+        for key in keys {
+            let buffer = &desk.cluster.buffers.buffers[&key];
+            let (namespace, name) = crate::cluster::split_pod_key(&key);
+            let resolved = desk.cluster.buffers.resolve(namespace, &buffer.spec);
+            let uid = buffer.metadata.uid.clone().unwrap_or_default();
+            let pods = match &resolved {
+                Ok(r) if r.replicas > 0 => placeholder_pods(namespace, name, &uid, r),
+                _ => Vec::new(),
+            };
+            let placeholders = (pods.into_iter())
+                .map(|pod| Placeholder {
+                    requests: pod_requests(&pod),
+                    terms: kerf_scheduling::pods::terms_of(&pod),
+                    pod: Arc::new(pod),
+                })
+                .collect();
+            self.placeholders.insert(key.clone(), placeholders);
+            let provisioning = self.provisioning.get(&key).cloned();
+            let mut status = resolved_status(buffer, &resolved, provisioning);
+            // a buffer the provisioner has not placed yet, or not ready, is told so at once
+            let generation = buffer.metadata.generation;
+            if let Some(c) = provisioning_condition(&status, None, generation) {
+                self.set_provisioning(&key, &mut status, c);
+            }
+            self.write_buffer_status(desk, &key, status);
+        }
+        desk.cancel(&Timer::Buffers);
+        if !desk.cluster.buffers.buffers.is_empty() {
+            desk.at(now + BUFFER_INTERVAL, Timer::Buffers);
+        }
+        true
+    }
+
+    /// The regular look: true when there are buffers to place again.
+    pub(super) fn buffers_due(&self, desk: &mut Desk, now: Duration) -> bool {
+        if desk.cluster.buffers.buffers.is_empty() {
+            return false;
+        }
+        desk.at(now + BUFFER_INTERVAL, Timer::Buffers);
+        true
+    }
+
     /// Whether a pod bound to one of `nodes`, or a node written, may have taken room a
     /// buffer held: the buffers are placed again (the refill).
     pub(super) fn buffer_room_taken(
@@ -103,59 +157,6 @@ impl BufferPlacement {
 }
 
 impl Controllers {
-    /// A buffer, a PodTemplate or a workload changed: every buffer's shape and number are
-    /// worked out again, their statuses written where they changed, and a pass places them.
-    pub(super) fn buffers_changed(&mut self, now: Duration) {
-        if !self.desk.settings.capacity_buffer {
-            return;
-        }
-        let keys: Vec<String> = self.desk.cluster.buffers.buffers.keys().cloned().collect();
-        let state = &mut self.buffers;
-        state.placeholders.retain(|k, _| keys.contains(k));
-        state.provisioning.retain(|k, _| keys.contains(k));
-        state.written.retain(|k, _| keys.contains(k));
-        for key in keys {
-            let buffer = &self.desk.cluster.buffers.buffers[&key];
-            let (namespace, name) = crate::cluster::split_pod_key(&key);
-            let resolved = self.desk.cluster.buffers.resolve(namespace, &buffer.spec);
-            let uid = buffer.metadata.uid.clone().unwrap_or_default();
-            let pods = match &resolved {
-                Ok(r) if r.replicas > 0 => placeholder_pods(namespace, name, &uid, r),
-                _ => Vec::new(),
-            };
-            let placeholders = (pods.into_iter())
-                .map(|pod| Placeholder {
-                    requests: pod_requests(&pod),
-                    terms: kerf_scheduling::pods::terms_of(&pod),
-                    pod: Arc::new(pod),
-                })
-                .collect();
-            self.buffers.placeholders.insert(key.clone(), placeholders);
-            let provisioning = self.buffers.provisioning.get(&key).cloned();
-            let mut status = resolved_status(buffer, &resolved, provisioning);
-            // a buffer the provisioner has not placed yet, or not ready, is told so at once
-            let generation = buffer.metadata.generation;
-            if let Some(c) = provisioning_condition(&status, None, generation) {
-                self.buffers.set_provisioning(&key, &mut status, c);
-            }
-            self.buffers
-                .write_buffer_status(&mut self.desk, &key, status);
-        }
-        self.desk.cancel(&Timer::Buffers);
-        if !self.desk.cluster.buffers.buffers.is_empty() {
-            self.desk.at(now + BUFFER_INTERVAL, Timer::Buffers);
-        }
-        self.provisioning.saw_pending_pod(&mut self.desk, now);
-    }
-
-    /// The regular look: the buffers are placed again.
-    pub(super) fn buffers_due(&mut self, now: Duration) {
-        if !self.desk.cluster.buffers.buffers.is_empty() {
-            self.provisioning.saw_pending_pod(&mut self.desk, now);
-            self.desk.at(now + BUFFER_INTERVAL, Timer::Buffers);
-        }
-    }
-
     /// Places every buffer's placeholder pods on the room the cluster has once the real
     /// pods are provisioned for, launching NodeClaims for those that fit nowhere, and writes
     /// each buffer's `Provisioning` condition (Karpenter's provisioner does both in its pass).

@@ -641,7 +641,8 @@ impl Controllers {
                         continue;
                     }
                     budgets.spend(&self.desk.cluster, k);
-                    self.evict(k, None, claim, now);
+                    self.termination
+                        .evict(&mut self.desk, &self.disruption, k, None, claim, now);
                 }
                 if left > 0 {
                     break;

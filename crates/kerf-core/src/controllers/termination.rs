@@ -262,6 +262,110 @@ impl Terminations {
         desk.count_disrupted(claim, "expired", "", true);
         desk.delete_nodeclaim(claim, now);
     }
+
+    /// Evicts a pod, or, with the node's termination time (`forced_by`), deletes it with what
+    /// is left until then as its grace period (a second at least), past PodDisruptionBudgets
+    /// and do-not-disrupt, and says so on the pod as Karpenter does.
+    pub(super) fn evict(
+        &mut self,
+        desk: &mut Desk,
+        disruption: &super::disruption::Disruptions,
+        key: &str,
+        forced_by: Option<Duration>,
+        claim: &str,
+        now: Duration,
+    ) {
+        let forced = forced_by.is_some();
+        let Some(p) = desk.cluster.pods.get(key) else {
+            return;
+        };
+        let why = (disruption.reason_of(claim))
+            .map_or("Forceful Termination", |r| r.as_str())
+            .to_string();
+        let owned = p.owner != PodOwner::None;
+        let own = (p.shape.spec.as_ref())
+            .and_then(|s| s.termination_grace_period_seconds)
+            .unwrap_or(0);
+        if !self.evicting.insert(&desk.cluster, key, &why) && !forced {
+            return; // asked already: it is on its way out
+        }
+        if !owned {
+            desk.log(
+                "node.termination",
+                "evicted pod without a controller",
+                json!({"Pod": key}),
+            );
+        }
+        if let Some(end) = forced_by {
+            let left = end.saturating_sub(now).as_secs();
+            let grace = i64::try_from(left).unwrap_or(i64::MAX).max(1);
+            let at = crate::clock::go_time(end + desk.epoch());
+            desk.event(
+                Event {
+                    kind: EventObject::Pod,
+                    name: key.to_string(),
+                    warning: false,
+                    reason: "Disrupted".into(),
+                    message: format!(
+                        "Deleting the pod to accommodate the terminationTime {at} of the node. The \
+                     pod was granted {grace} seconds of grace-period of its {own} \
+                     terminationGracePeriodSeconds. This bypasses the PDB of the pod and the \
+                     do-not-disrupt annotation."
+                    ),
+                },
+                now,
+            );
+            desk.metrics.inc(&families::PODS_DRAINED, &[&why]);
+            desk.actions.push(Action::DeletePod {
+                pod: key.to_string(),
+                grace_seconds: Some(grace),
+            });
+            return;
+        }
+        desk.actions.push(Action::Evict {
+            pod: key.to_string(),
+        });
+    }
+
+    /// Deletes, in any tier, the pods whose own grace period would outlast the node's
+    /// termination time `end` were they evicted now, as Karpenter's drain does, so that each
+    /// still gets what is left of it; looks again when the next one comes due.
+    fn delete_outlasting(
+        &mut self,
+        desk: &mut Desk,
+        disruption: &super::disruption::Disruptions,
+        on_node: &[(u8, String)],
+        end: Duration,
+        claim: &str,
+        now: Duration,
+    ) {
+        let mut due_next: Option<Duration> = None;
+        let mut outlasting = Vec::new();
+        for (_, k) in on_node {
+            let p = &desk.cluster.pods[k];
+            let own = (p.shape.spec.as_ref()).and_then(|s| s.termination_grace_period_seconds);
+            // going already, or a deletion (an eviction) asked and not refused
+            let asked = self.evicting.contains(&desk.cluster, k);
+            let (false, Some(own)) = (p.terminating || asked, own) else {
+                continue;
+            };
+            let due = end.saturating_sub(Duration::from_secs(u64::try_from(own).unwrap_or(0)));
+            if now > due {
+                outlasting.push(k.clone());
+            } else {
+                due_next = Some(due_next.map_or(due, |d| d.min(due)));
+            }
+        }
+        for k in outlasting {
+            self.evict(desk, disruption, &k, Some(end), claim, now);
+        }
+        if let Some(due) = due_next {
+            desk.at(
+                due + Duration::from_millis(1),
+                Timer::Drain(claim.to_string()),
+            );
+        }
+    }
 }
 
 impl Controllers {
@@ -318,7 +422,14 @@ impl Controllers {
             if let Some(end) = end
                 && !forced
             {
-                self.delete_outlasting(&on_node, end, claim, now);
+                self.termination.delete_outlasting(
+                    &mut self.desk,
+                    &self.disruption,
+                    &on_node,
+                    end,
+                    claim,
+                    now,
+                );
             }
             let mut budgets = PdbAllowances::new(&self.desk.cluster, &self.termination.evicting);
             for tier in 0..4 {
@@ -340,7 +451,14 @@ impl Controllers {
                         continue;
                     }
                     budgets.spend(&self.desk.cluster, k);
-                    self.evict(k, end.filter(|_| forced), claim, now);
+                    self.termination.evict(
+                        &mut self.desk,
+                        &self.disruption,
+                        k,
+                        end.filter(|_| forced),
+                        claim,
+                        now,
+                    );
                     evicted += 1;
                 }
                 // the node goes only once its pods are gone: look again when evictions had
@@ -425,110 +543,5 @@ impl Controllers {
             .at(now + RELEASE_RETRY, Timer::Release(claim.to_string()));
         self.disruption.forget(claim);
         self.reboot.forget_reboot(claim);
-    }
-
-    /// Deletes, in any tier, the pods whose own grace period would outlast the node's
-    /// termination time `end` were they evicted now, as Karpenter's drain does, so that each
-    /// still gets what is left of it; looks again when the next one comes due.
-    fn delete_outlasting(
-        &mut self,
-        on_node: &[(u8, String)],
-        end: Duration,
-        claim: &str,
-        now: Duration,
-    ) {
-        let mut due_next: Option<Duration> = None;
-        let mut outlasting = Vec::new();
-        for (_, k) in on_node {
-            let p = &self.desk.cluster.pods[k];
-            let own = (p.shape.spec.as_ref()).and_then(|s| s.termination_grace_period_seconds);
-            // going already, or a deletion (an eviction) asked and not refused
-            let asked = self.termination.evicting.contains(&self.desk.cluster, k);
-            let (false, Some(own)) = (p.terminating || asked, own) else {
-                continue;
-            };
-            let due = end.saturating_sub(Duration::from_secs(u64::try_from(own).unwrap_or(0)));
-            if now > due {
-                outlasting.push(k.clone());
-            } else {
-                due_next = Some(due_next.map_or(due, |d| d.min(due)));
-            }
-        }
-        for k in outlasting {
-            self.evict(&k, Some(end), claim, now);
-        }
-        if let Some(due) = due_next {
-            self.desk.at(
-                due + Duration::from_millis(1),
-                Timer::Drain(claim.to_string()),
-            );
-        }
-    }
-
-    /// Evicts a pod, or, with the node's termination time (`forced_by`), deletes it with what
-    /// is left until then as its grace period (a second at least), past PodDisruptionBudgets
-    /// and do-not-disrupt, and says so on the pod as Karpenter does.
-    pub(super) fn evict(
-        &mut self,
-        key: &str,
-        forced_by: Option<Duration>,
-        claim: &str,
-        now: Duration,
-    ) {
-        let forced = forced_by.is_some();
-        let Some(p) = self.desk.cluster.pods.get(key) else {
-            return;
-        };
-        let why = (self.disruption.reason_of(claim))
-            .map_or("Forceful Termination", |r| r.as_str())
-            .to_string();
-        let owned = p.owner != PodOwner::None;
-        let own = (p.shape.spec.as_ref())
-            .and_then(|s| s.termination_grace_period_seconds)
-            .unwrap_or(0);
-        if !self
-            .termination
-            .evicting
-            .insert(&self.desk.cluster, key, &why)
-            && !forced
-        {
-            return; // asked already: it is on its way out
-        }
-        if !owned {
-            self.desk.log(
-                "node.termination",
-                "evicted pod without a controller",
-                json!({"Pod": key}),
-            );
-        }
-        if let Some(end) = forced_by {
-            let left = end.saturating_sub(now).as_secs();
-            let grace = i64::try_from(left).unwrap_or(i64::MAX).max(1);
-            let at = crate::clock::go_time(end + self.desk.epoch());
-            self.desk.event(
-                Event {
-                    kind: EventObject::Pod,
-                    name: key.to_string(),
-                    warning: false,
-                    reason: "Disrupted".into(),
-                    message: format!(
-                        "Deleting the pod to accommodate the terminationTime {at} of the node. The \
-                     pod was granted {grace} seconds of grace-period of its {own} \
-                     terminationGracePeriodSeconds. This bypasses the PDB of the pod and the \
-                     do-not-disrupt annotation."
-                    ),
-                },
-                now,
-            );
-            self.desk.metrics.inc(&families::PODS_DRAINED, &[&why]);
-            self.desk.actions.push(Action::DeletePod {
-                pod: key.to_string(),
-                grace_seconds: Some(grace),
-            });
-            return;
-        }
-        self.desk.actions.push(Action::Evict {
-            pod: key.to_string(),
-        });
     }
 }
