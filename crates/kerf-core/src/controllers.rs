@@ -690,6 +690,20 @@ impl Controllers {
         self.desk.delete_nodeclaim(name, now);
     }
 
+    /// What the disruption controller reads of the others: the provisioner's pods left
+    /// pending, the buffers' held room, repair's nodes due, and `gathered` for the blockers.
+    fn disruption_facts<'a>(
+        &'a self,
+        gathered: &'a blockers::Gathered<'a>,
+    ) -> disruption::Facts<'a> {
+        disruption::Facts {
+            gathered,
+            left_pending: &self.provisioning.left_pending,
+            held: &self.buffers.held,
+            repairs: &self.health.repairs,
+        }
+    }
+
     /// The settings.
     pub fn settings(&self) -> &Settings {
         &self.desk.settings

@@ -241,6 +241,19 @@ impl PdbAllowances {
     }
 }
 
+/// What a disruption pass reads of the other controllers, handed over by the router.
+pub(super) struct Facts<'a> {
+    /// The pods the provisioner's last solve left without a place: consolidation waits
+    /// while other pods want capacity (see [`ClusterView::pods_await_capacity`]).
+    pub(super) left_pending: &'a rustc_hash::FxHashSet<String>,
+    /// The room the CapacityBuffers hold, by the NodeClaim or node holding it.
+    pub(super) held: &'a BTreeMap<String, kerf_scheduling::resources::Resources>,
+    /// The nodes repair may replace now.
+    pub(super) repairs: &'a BTreeMap<String, super::health::RepairDue>,
+    /// What the blocker checks read ([`Controllers::gather`]).
+    pub(super) gathered: &'a Gathered<'a>,
+}
+
 /// What the disruption controller keeps between passes.
 #[derive(Default)]
 pub(crate) struct Disruptions {
@@ -990,25 +1003,11 @@ impl Disruptions {
         }
     }
 
-    /// Whether a pod waits for capacity that the provisioner has not solved for since it
-    /// began to wait (see [`ClusterView::pods_await_capacity`]).
-    fn pods_await_capacity(
-        &self,
-        desk: &Desk,
-        provisioning: &super::provisioning::Provisioner,
-    ) -> bool {
-        let left = &provisioning.left_pending;
-        (desk.cluster.pods.iter()).any(|(k, p)| p.wants_capacity() && !left.contains(k))
-    }
-
     /// The cluster as one disruption pass reads it, with the node names in view order.
     pub(super) fn view<'a>(
         &'a self,
         desk: &'a Desk,
-        provisioning: &super::provisioning::Provisioner,
-        buffers: &'a super::buffers::BufferPlacement,
-        health: &'a super::health::Repairs,
-        g: &Gathered<'a>,
+        facts: &Facts<'a>,
         node_pools: Vec<NodePoolInput>,
         pool_names: &[String],
         daemonsets: &'a [Pod],
@@ -1020,7 +1019,7 @@ impl Disruptions {
             .enumerate()
             .map(|(i, n)| (n.as_str(), i))
             .collect();
-        let by_node = &g.pods_by_node;
+        let by_node = &facts.gathered.pods_by_node;
         let overlaid = desk.settings.node_overlay && !cluster.node_overlays.is_empty();
         // no move counts on the room of pods still pending (Karpenter places them in its
         // simulation)
@@ -1091,7 +1090,7 @@ impl Disruptions {
             let backoff = self.backoffs.get(name.as_str());
             let np = cluster.node_pools.get(&c.node_pool);
             // room a CapacityBuffer holds is no move's, and keeps the node from consolidation
-            let buffered = buffers.held.get(claim_name);
+            let buffered = facts.held.get(claim_name);
             let consolidatable = c.initialized
                 && buffered.is_none()
                 && np
@@ -1141,13 +1140,15 @@ impl Disruptions {
                 capacity_type: launched.capacity_type,
                 pods: on_node,
                 disruptable: pool.is_some()
-                    && self.blockers(desk, name, g, Wanted::First, now).is_empty(),
+                    && self
+                        .blockers(desk, name, facts.gathered, Wanted::First, now)
+                        .is_empty(),
                 consolidatable,
                 drifted: c.drifted.is_some(),
                 disruption_cost,
                 replace_backoff: backoff.is_some_and(|b| now < b.until),
                 // a static NodePool's nodes are repaired by its own controller
-                repair: (health.repairs.get(name))
+                repair: (facts.repairs.get(name))
                     .filter(|_| !in_command.contains(name.as_str()))
                     .filter(|_| np.is_none_or(|np| np.spec.replicas.is_none()))
                     .map(|r| r.view),
@@ -1182,7 +1183,8 @@ impl Disruptions {
                 },
                 options: desk.solve_options(),
                 min_savings: desk.settings.min_savings,
-                pods_await_capacity: self.pods_await_capacity(desk, provisioning),
+                pods_await_capacity: (desk.cluster.pods.iter())
+                    .any(|(k, p)| p.wants_capacity() && !facts.left_pending.contains(k)),
                 types_by_name: Default::default(),
             },
             names,
@@ -1393,10 +1395,7 @@ impl Controllers {
             };
             let (mut view, names) = self.disruption.view(
                 &self.desk,
-                &self.provisioning,
-                &self.buffers,
-                &self.health,
-                &g,
+                &self.disruption_facts(&g),
                 pools,
                 &pool_names,
                 &daemonsets,
@@ -1536,10 +1535,7 @@ impl Controllers {
         let g = self.gather();
         let (view, names) = self.disruption.view(
             &self.desk,
-            &self.provisioning,
-            &self.buffers,
-            &self.health,
-            &g,
+            &self.disruption_facts(&g),
             pools,
             &pool_names,
             &daemonsets,
@@ -1558,7 +1554,8 @@ impl Controllers {
             };
             revalidate(&view, &mut self.desk.catalog.borrow_mut(), &decided)
         });
-        drop((view, g));
+        drop(view);
+        drop(g);
         let command = command.and_then(|c| {
             let stranded =
                 self.disruption

@@ -512,10 +512,7 @@ impl Controllers {
         }
         let (view, names) = self.disruption.view(
             &self.desk,
-            &self.provisioning,
-            &self.buffers,
-            &self.health,
-            &g,
+            &self.disruption_facts(&g),
             pools,
             &pool_names,
             &daemonsets,
