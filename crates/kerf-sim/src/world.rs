@@ -47,7 +47,7 @@ use api_server::{ApiServer, StoredNodeClaim};
 mod binder;
 mod buffers;
 mod checkers;
-use checkers::{Checkers, KerfMemory, Sight};
+use checkers::{Admission, Checkers, CloudEvent, KerfMemory, Sight};
 mod events;
 pub use events::{Events, KeptEvent};
 mod faults;
@@ -653,7 +653,7 @@ impl World {
             return Ok(());
         }
         if !through_api_server(&action) {
-            return self.apply_action(action);
+            return self.carry_out(action);
         }
         let api = &self.scenario.spec.api_server;
         // down, or a conflict: not stored; a lost answer: stored, and Kerf cannot tell
@@ -667,7 +667,7 @@ impl World {
             _ => None,
         };
         if stored {
-            self.apply_action(action)?;
+            self.carry_out(action)?;
         }
         if !answered {
             self.tally.totals.api_writes_failed += 1;
@@ -693,6 +693,26 @@ impl World {
         Ok(())
     }
 
+    /// Carries out one action stored or taken, with the checkers shown it as the API
+    /// server's admission and the cloud's events show it: before a write is carried out, and
+    /// once an instance is launched.
+    fn carry_out(&mut self, action: Action) -> Result<(), SimError> {
+        if self.options.check
+            && let Some(write) = admission(&action)
+        {
+            self.with_checkers(|c, s| c.admit(s, write))?;
+        }
+        let launched = match &action {
+            Action::Launch { nodeclaim, .. } if self.options.check => Some(nodeclaim.clone()),
+            _ => None,
+        };
+        self.apply_action(action)?;
+        if let Some(claim) = launched {
+            self.with_checkers(|c, s| c.cloud_event(s, CloudEvent::Launched(&claim)))?;
+        }
+        Ok(())
+    }
+
     /// Carries out one action as the API server, kube-controller-manager and the cloud would.
     /// Writes are idempotent, as the API server's are: a create of an object that exists
     /// and a delete of one that is gone change nothing.
@@ -713,9 +733,6 @@ impl World {
             }
             Action::Event(event) => self.api.events.record(&event, self.now),
             Action::CreateNodeClaim(object) => {
-                if self.options.check {
-                    self.with_checkers(|c, s| c.check_min_values(s, &object))?;
-                }
                 let name = object.metadata.name.clone().unwrap_or_default();
                 let asked = self.api.creates_asked.remove(&name).unwrap_or(self.now);
                 let stored = StoredNodeClaim {
@@ -840,26 +857,10 @@ impl World {
                 }
             }
             Action::Launch { nodeclaim, request } => {
-                if self.options.check && !self.api.nodeclaims.contains_key(&nodeclaim) {
-                    return Err(self.violation(format!(
-                        "an instance was launched for nodeclaim {nodeclaim}, which the API \
-                         server does not hold"
-                    )));
-                }
                 self.launch(&nodeclaim, &request);
                 self.sync_reservations();
-                if self.options.check {
-                    self.with_checkers(|c, s| {
-                        c.check_limits(s, &nodeclaim)?;
-                        c.check_launch_price(s, &nodeclaim)?;
-                        c.check_reservations(s)
-                    })?;
-                }
             }
-            Action::Disrupting { reason, nodes } => {
-                if self.options.check {
-                    self.with_checkers(|c, s| c.check_budgets(s, reason, &nodes))?;
-                }
+            Action::Disrupting { nodes, reason } => {
                 for node in &nodes {
                     let claim = (self.api.nodes.get(node))
                         .and_then(|n| self.cloud.instances.get(&n.provider_id))
@@ -869,12 +870,7 @@ impl World {
                     }
                 }
             }
-            Action::Evict { pod } => {
-                if self.options.check {
-                    self.with_checkers(|c, s| c.check_eviction(s, &pod))?;
-                }
-                self.evicted(&pod);
-            }
+            Action::Evict { pod } => self.evicted(&pod),
             Action::DeletePod { pod, .. } => self.evicted(&pod),
             Action::AnnotatePodDeletionCost { pod, cost } => {
                 let key = kerf_core::disruption::rules::POD_DELETION_COST_ANNOTATION;
@@ -2245,4 +2241,18 @@ fn precheck(doc: &Value, path: &str) -> Result<(), SimError> {
 
 fn region_domain(region: &str) -> &str {
     if region == "us-east-1" { "ec2" } else { region }
+}
+
+/// The write an action asks of the API server as its admission shows it to the checkers,
+/// or Kerf's announcement of a disruption command; none for the others.
+fn admission(action: &Action) -> Option<Admission<'_>> {
+    match action {
+        Action::CreateNodeClaim(object) => Some(Admission::CreateNodeClaim(object)),
+        Action::Evict { pod } => Some(Admission::Evict(pod)),
+        Action::Disrupting { reason, nodes } => Some(Admission::Disrupting {
+            reason: *reason,
+            nodes,
+        }),
+        _ => None,
+    }
 }

@@ -107,6 +107,29 @@ impl Sight<'_> {
     }
 }
 
+/// A write the checkers see before the API server carries it out, as a validating
+/// admission webhook sees it, or a disruption command Kerf announces (no object records
+/// one; its taints and deletions follow).
+pub(super) enum Admission<'a> {
+    /// A NodeClaim to be created: its instance types keep its NodePool's minValues.
+    CreateNodeClaim(&'a kerf_api::NodeClaim),
+    /// An eviction asked of a pod: no PodDisruptionBudget is broken by it.
+    Evict(&'a str),
+    /// A disruption command starting on these nodes: within their NodePools' budgets.
+    Disrupting {
+        /// Why the nodes go.
+        reason: kerf_api::nodepool::DisruptionReason,
+        /// The nodes.
+        nodes: &'a [String],
+    },
+}
+
+/// What the cloud did, shown to the checkers once it is done.
+pub(super) enum CloudEvent<'a> {
+    /// An instance was launched for this NodeClaim.
+    Launched(&'a str),
+}
+
 /// The checkers and their memory.
 #[derive(Default)]
 pub(super) struct Checkers {
@@ -146,6 +169,36 @@ pub(super) struct Checkers {
 
 /// What happens in the world that the checkers must hear of: their memory between steps.
 impl Checkers {
+    /// Checks a write before it is carried out ([`Admission`]).
+    pub(super) fn admit(&mut self, seen: &Sight<'_>, write: Admission<'_>) -> Result<(), SimError> {
+        match write {
+            Admission::CreateNodeClaim(object) => self.check_min_values(seen, object),
+            Admission::Evict(pod) => self.check_eviction(seen, pod),
+            Admission::Disrupting { reason, nodes } => self.check_budgets(seen, reason, nodes),
+        }
+    }
+
+    /// Checks what the cloud just did ([`CloudEvent`]).
+    pub(super) fn cloud_event(
+        &mut self,
+        seen: &Sight<'_>,
+        event: CloudEvent<'_>,
+    ) -> Result<(), SimError> {
+        match event {
+            CloudEvent::Launched(nodeclaim) => {
+                if !seen.api.nodeclaims.contains_key(nodeclaim) {
+                    return Err(seen.violation(format!(
+                        "an instance was launched for nodeclaim {nodeclaim}, which the API \
+                         server does not hold"
+                    )));
+                }
+                self.check_limits(seen, nodeclaim)?;
+                self.check_launch_price(seen, nodeclaim)?;
+                self.check_reservations(seen)
+            }
+        }
+    }
+
     /// Something happened that the controllers must react to: the quiet starts again.
     pub(super) fn disturbed(&mut self, now: Duration) {
         self.convergence.disturbed(now);
