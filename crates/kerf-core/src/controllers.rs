@@ -623,6 +623,7 @@ impl Controllers {
                 type_options: HashMap::default(),
                 types_asked: BTreeSet::new(),
                 overlay_cache: None,
+                disruption_reasons: HashMap::default(),
             },
             lifecycle: lifecycle::Lifecycles::default(),
             consistency: consistency::ConsistencyChecks::default(),

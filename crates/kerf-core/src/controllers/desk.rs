@@ -56,6 +56,11 @@ pub(crate) struct Desk {
     /// The last overlay evaluation, with the catalog and unavailable-offerings generations it
     /// read: every solve asks for it, and it changes only with them.
     pub(super) overlay_cache: Option<(u64, u64, crate::overlays::Evaluation)>,
+    /// Why each NodeClaim being deleted by a disruption (a command, a repair, a reboot
+    /// given up, a static NodePool) goes: its `DisruptionReason` condition, and the events
+    /// of the evictions that follow. Karpenter keeps it on the NodeClaim; every controller
+    /// that deletes one for a reason writes it here.
+    pub(super) disruption_reasons: HashMap<String, kerf_api::nodepool::DisruptionReason>,
     /// The instance types as the solver compiled them, kept for the solves after (see
     /// [`kerf_scheduling::Catalog`]).
     pub(crate) catalog: RefCell<kerf_scheduling::Catalog>,
@@ -415,5 +420,24 @@ impl Desk {
                 labels: BTreeMap::new(),
             });
         }
+    }
+
+    /// Records why `claim` is being deleted by a disruption.
+    pub(super) fn record_reason(
+        &mut self,
+        claim: &str,
+        reason: kerf_api::nodepool::DisruptionReason,
+    ) {
+        self.disruption_reasons.insert(claim.to_string(), reason);
+    }
+
+    /// Why `claim` is being deleted by a disruption, if it is.
+    pub(super) fn reason_of(&self, claim: &str) -> Option<kerf_api::nodepool::DisruptionReason> {
+        self.disruption_reasons.get(claim).copied()
+    }
+
+    /// Forgets `claim`'s disruption reason: it is gone, or no longer being deleted.
+    pub(super) fn forget_reason(&mut self, claim: &str) {
+        self.disruption_reasons.remove(claim);
     }
 }

@@ -259,9 +259,6 @@ pub(super) struct Facts<'a> {
 pub(crate) struct Disruptions {
     /// When the next pass is due.
     pass_at: Option<Duration>,
-    /// Why the disruption controller deleted each NodeClaim it deleted, for the events of
-    /// the evictions that follow (Karpenter keeps it in a status condition).
-    disrupted_for: HashMap<String, DisruptionReason>,
     /// The inputs of the last disruption pass that found nothing.
     idle_inputs: Option<PassInputs>,
     /// Until when the time-driven inputs of that pass stay as they were while nothing is
@@ -293,25 +290,9 @@ pub(crate) struct Disruptions {
 }
 
 impl Disruptions {
-    /// Records why `claim` is being deleted by a disruption (a command, a repair, a
-    /// reboot given up), for the events of the evictions that follow.
-    pub(super) fn record_reason(&mut self, claim: &str, reason: DisruptionReason) {
-        self.disrupted_for.insert(claim.to_string(), reason);
-    }
-
-    /// Why `claim` is being deleted by a disruption, if it is.
-    pub(super) fn reason_of(&self, claim: &str) -> Option<DisruptionReason> {
-        self.disrupted_for.get(claim).copied()
-    }
-
     /// The move a pass chose for `node`, as a sentence, and when it chose it.
     pub(super) fn choice(&self, node: &str) -> Option<&(Duration, String)> {
         self.chosen.get(node)
-    }
-
-    /// Forgets `claim`'s disruption reason: it is gone, or no longer being deleted.
-    pub(super) fn forget(&mut self, claim: &str) {
-        self.disrupted_for.remove(claim);
     }
 
     /// The id of the next command started (Karpenter's command ids are per process too).
@@ -1760,7 +1741,7 @@ impl Controllers {
             self.health.bound_repair(&mut self.desk, node, claim, now);
         }
         // recorded first: the status written as its deletion starts says why
-        self.disruption.record_reason(claim, reason);
+        self.desk.record_reason(claim, reason);
         self.desk.delete_nodeclaim(claim, now);
         for (kind, name, what) in [
             (EventObject::Node, node, "Node"),

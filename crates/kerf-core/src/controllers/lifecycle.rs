@@ -826,7 +826,7 @@ impl Controllers {
             c.initialized = true;
             // back from a reboot for repair: no longer disrupted
             if c.reboot.is_some() {
-                self.disruption.forget(name);
+                self.desk.forget_reason(name);
             }
         }
         if let Some(n) = self.desk.cluster.nodes.get_mut(&node_name) {
@@ -972,7 +972,7 @@ impl Controllers {
         let beside = crate::objects::ClaimConditions {
             initializing: self.lifecycle.initializing(&self.desk, record),
             launch_error: self.lifecycle.last_error.get(name).cloned(),
-            disruption: (self.disruption.reason_of(name).map(|r| r.as_str()))
+            disruption: (self.desk.reason_of(name).map(|r| r.as_str()))
                 .or_else(|| {
                     // a reboot read back after a restart
                     let rebooting = record.reboot.as_ref().is_some_and(|r| r.under_way());

@@ -366,7 +366,7 @@ impl Controllers {
                 pre_boot_id: None,
             });
         }
-        (self.disruption).record_reason(&claim, DisruptionReason::Unhealthy);
+        self.desk.record_reason(&claim, DisruptionReason::Unhealthy);
         let times = self.reboot.committed.entry(claim.clone()).or_default();
         times.retain(|t| now < *t + REBOOT_WINDOW);
         times.push(now);
@@ -401,7 +401,7 @@ impl Controllers {
             .node
             .clone()
             .filter(|n| self.desk.cluster.nodes.contains_key(n));
-        (self.disruption).record_reason(claim, DisruptionReason::Unhealthy);
+        self.desk.record_reason(claim, DisruptionReason::Unhealthy);
         match r.phase {
             RebootPhase::Requested => self.reboot_requested(claim, node.as_deref(), &r, now),
             RebootPhase::Issued(at) => self.reboot_issued_step(claim, node.as_deref(), &r, at, now),
@@ -593,7 +593,7 @@ impl Controllers {
         if let Some(bound) = r.and_then(|r| r.drain_bound.ok().flatten()) {
             self.desk.terminate_by(claim, now + bound, now);
         }
-        (self.disruption).record_reason(claim, DisruptionReason::Unhealthy);
+        self.desk.record_reason(claim, DisruptionReason::Unhealthy);
         self.desk.delete_nodeclaim(claim, now);
     }
 
@@ -641,8 +641,7 @@ impl Controllers {
                         continue;
                     }
                     budgets.spend(&self.desk.cluster, k);
-                    self.termination
-                        .evict(&mut self.desk, &self.disruption, k, None, claim, now);
+                    self.termination.evict(&mut self.desk, k, None, claim, now);
                 }
                 if left > 0 {
                     break;

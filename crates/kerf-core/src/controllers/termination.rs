@@ -269,7 +269,6 @@ impl Terminations {
     pub(super) fn evict(
         &mut self,
         desk: &mut Desk,
-        disruption: &super::disruption::Disruptions,
         key: &str,
         forced_by: Option<Duration>,
         claim: &str,
@@ -279,7 +278,7 @@ impl Terminations {
         let Some(p) = desk.cluster.pods.get(key) else {
             return;
         };
-        let why = (disruption.reason_of(claim))
+        let why = (desk.reason_of(claim))
             .map_or("Forceful Termination", |r| r.as_str())
             .to_string();
         let owned = p.owner != PodOwner::None;
@@ -333,7 +332,6 @@ impl Terminations {
     fn delete_outlasting(
         &mut self,
         desk: &mut Desk,
-        disruption: &super::disruption::Disruptions,
         on_node: &[(u8, String)],
         end: Duration,
         claim: &str,
@@ -357,7 +355,7 @@ impl Terminations {
             }
         }
         for k in outlasting {
-            self.evict(desk, disruption, &k, Some(end), claim, now);
+            self.evict(desk, &k, Some(end), claim, now);
         }
         if let Some(due) = due_next {
             desk.at(
@@ -422,14 +420,8 @@ impl Controllers {
             if let Some(end) = end
                 && !forced
             {
-                self.termination.delete_outlasting(
-                    &mut self.desk,
-                    &self.disruption,
-                    &on_node,
-                    end,
-                    claim,
-                    now,
-                );
+                self.termination
+                    .delete_outlasting(&mut self.desk, &on_node, end, claim, now);
             }
             let mut budgets = PdbAllowances::new(&self.desk.cluster, &self.termination.evicting);
             for tier in 0..4 {
@@ -451,14 +443,8 @@ impl Controllers {
                         continue;
                     }
                     budgets.spend(&self.desk.cluster, k);
-                    self.termination.evict(
-                        &mut self.desk,
-                        &self.disruption,
-                        k,
-                        end.filter(|_| forced),
-                        claim,
-                        now,
-                    );
+                    self.termination
+                        .evict(&mut self.desk, k, end.filter(|_| forced), claim, now);
                     evicted += 1;
                 }
                 // the node goes only once its pods are gone: look again when evictions had
@@ -541,7 +527,7 @@ impl Controllers {
         self.termination.released.insert(claim.to_string(), now);
         self.desk
             .at(now + RELEASE_RETRY, Timer::Release(claim.to_string()));
-        self.disruption.forget(claim);
+        self.desk.forget_reason(claim);
         self.reboot.forget_reboot(claim);
     }
 }
