@@ -280,7 +280,8 @@ impl Controllers {
                     .eviction_refused(&mut self.desk, &pod, code, now)
             }
             Observation::RebootAnswered { nodeclaim, result } => {
-                self.reboot_answered(&nodeclaim, result, now);
+                self.reboot
+                    .reboot_answered(&mut self.desk, &nodeclaim, result, now);
             }
             Observation::InstanceTypes {
                 node_class,

@@ -331,6 +331,129 @@ impl RebootCalls {
             taint: rebooting_taint(),
         });
     }
+
+    /// The cloud's answer to [`Action::Reboot`].
+    pub(crate) fn reboot_answered(
+        &mut self,
+        desk: &mut Desk,
+        claim: &str,
+        result: Result<(), RebootRefusal>,
+        now: Duration,
+    ) {
+        desk.activity += 1;
+        self.asked.remove(claim);
+        let under_way = (desk.cluster.nodeclaims.get(claim))
+            .and_then(|c| c.reboot.as_ref())
+            .is_some_and(|r| r.phase == RebootPhase::Requested);
+        if !under_way {
+            return;
+        }
+        match result {
+            Ok(()) => self.reboot_issued(desk, claim, now),
+            Err(RebootRefusal::NotImplemented) => {
+                let message = "reboot not implemented by the cloud provider";
+                self.reboot_failed(desk, claim, "provider_error", message, now);
+            }
+            Err(RebootRefusal::Rejected(why)) => {
+                let message = format!("reboot rejected by the cloud provider: {why}");
+                self.reboot_failed(desk, claim, "provider_error", &message, now);
+            }
+            Err(RebootRefusal::Failed(why)) => {
+                self.failed.insert(claim.to_string(), now);
+                desk.log_error(
+                    "nodeclaim.reboot",
+                    "failed to reboot node",
+                    json!({"NodeClaim": {"name": claim}, "error": why}),
+                );
+                self.reboot_at(desk, claim, now + REBOOT_POLL);
+            }
+        }
+    }
+
+    /// `RebootIssued`: a new boot id lifts the taint; with the node Ready, it succeeded.
+    fn reboot_issued_step(
+        &mut self,
+        desk: &mut Desk,
+        claim: &str,
+        node: Option<&str>,
+        r: &Reboot,
+        at: Duration,
+        now: Duration,
+    ) {
+        let booted = node
+            .map(|n| &desk.cluster.nodes[n])
+            .filter(|n| r.pre_boot_id.as_ref().is_some_and(|pre| *pre != n.boot_id));
+        if let (Some(n), Some(name)) = (booted, node) {
+            let ready = n.ready;
+            let tainted = (n.taints.iter()).any(|t| t.key == labels::REBOOTING_TAINT_KEY);
+            if tainted {
+                desk.actions.push(Action::RemoveTaint {
+                    node: name.to_string(),
+                    key: labels::REBOOTING_TAINT_KEY.into(),
+                });
+                desk.event(
+                    Event {
+                        kind: EventObject::NodeClaim,
+                        name: claim.to_string(),
+                        warning: false,
+                        reason: "RebootObserved".into(),
+                        message: "New boot observed (bootID changed); awaiting node readiness"
+                            .into(),
+                    },
+                    now,
+                );
+            }
+            if ready {
+                self.reboot_succeeded(desk, claim, r, at, now);
+                return;
+            }
+        }
+        if now >= at + RECOVERY_TIMEOUT {
+            let message = "node did not recover within the observation window";
+            self.reboot_failed(desk, claim, "recovery_timeout", message, now);
+            return;
+        }
+        let next = (now + REBOOT_POLL).min(at + RECOVERY_TIMEOUT);
+        self.reboot_at(desk, claim, next);
+    }
+
+    /// The reboot failed: the node is given up (its NodeClaim deleted, its pods going by the
+    /// drain bound), said on the NodeClaim.
+    fn reboot_failed(
+        &mut self,
+        desk: &mut Desk,
+        claim: &str,
+        result: &'static str,
+        message: &str,
+        now: Duration,
+    ) {
+        let Some(c) = desk.cluster.nodeclaims.get(claim) else {
+            return;
+        };
+        let (node, r) = (c.node.clone(), c.reboot.clone());
+        if let Some(node) = node.filter(|n| desk.cluster.nodes.contains_key(n)) {
+            desk.actions.push(Action::RemoveTaint {
+                node,
+                key: labels::REBOOTING_TAINT_KEY.into(),
+            });
+        }
+        self.tell_reboot_failed(desk, claim, message, now);
+        desk.log_error(
+            "nodeclaim.reboot",
+            "reboot failed, replacing node",
+            json!({"NodeClaim": {"name": claim}, "result": result, "error": message}),
+        );
+        let took = r
+            .as_ref()
+            .map_or(0.0, |r| now.saturating_sub(r.requested).as_secs_f64());
+        self.count_reboot(desk, result, took);
+        self.settle_reboot(claim);
+        if let Some(bound) = r.and_then(|r| r.drain_bound.ok().flatten()) {
+            desk.terminate_by(claim, now + bound, now);
+        }
+        desk.record_reason(claim, DisruptionReason::Unhealthy);
+        desk.delete_nodeclaim(claim, now);
+    }
 }
 
 impl Controllers {
@@ -404,7 +527,10 @@ impl Controllers {
         self.desk.record_reason(claim, DisruptionReason::Unhealthy);
         match r.phase {
             RebootPhase::Requested => self.reboot_requested(claim, node.as_deref(), &r, now),
-            RebootPhase::Issued(at) => self.reboot_issued_step(claim, node.as_deref(), &r, at, now),
+            RebootPhase::Issued(at) => {
+                self.reboot
+                    .reboot_issued_step(&mut self.desk, claim, node.as_deref(), &r, at, now)
+            }
             RebootPhase::Ended { .. } => {}
         }
     }
@@ -425,7 +551,8 @@ impl Controllers {
         let deadline = issuing.unwrap_or(r.requested) + ISSUANCE_TIMEOUT;
         let Some(node) = node else {
             if now >= deadline {
-                self.reboot_failed(claim, "provider_error", NOT_ISSUED, now);
+                self.reboot
+                    .reboot_failed(&mut self.desk, claim, "provider_error", NOT_ISSUED, now);
             } else {
                 self.reboot
                     .reboot_at(&mut self.desk, claim, now + REBOOT_POLL);
@@ -446,7 +573,8 @@ impl Controllers {
             if issuing.is_none() {
                 self.reboot.issuing.insert(claim.to_string(), now);
             } else if now >= deadline {
-                self.reboot_failed(claim, "provider_error", NOT_ISSUED, now);
+                self.reboot
+                    .reboot_failed(&mut self.desk, claim, "provider_error", NOT_ISSUED, now);
                 return;
             }
             if let Some(again) =
@@ -478,123 +606,6 @@ impl Controllers {
         self.reboot.issuing.insert(claim.to_string(), now);
         self.reboot
             .ask_reboot(&mut self.desk, claim, node, r, &boot_id);
-    }
-
-    /// The cloud's answer to [`Action::Reboot`].
-    pub(crate) fn reboot_answered(
-        &mut self,
-        claim: &str,
-        result: Result<(), RebootRefusal>,
-        now: Duration,
-    ) {
-        self.desk.activity += 1;
-        self.reboot.asked.remove(claim);
-        let under_way = (self.desk.cluster.nodeclaims.get(claim))
-            .and_then(|c| c.reboot.as_ref())
-            .is_some_and(|r| r.phase == RebootPhase::Requested);
-        if !under_way {
-            return;
-        }
-        match result {
-            Ok(()) => self.reboot.reboot_issued(&mut self.desk, claim, now),
-            Err(RebootRefusal::NotImplemented) => {
-                let message = "reboot not implemented by the cloud provider";
-                self.reboot_failed(claim, "provider_error", message, now);
-            }
-            Err(RebootRefusal::Rejected(why)) => {
-                let message = format!("reboot rejected by the cloud provider: {why}");
-                self.reboot_failed(claim, "provider_error", &message, now);
-            }
-            Err(RebootRefusal::Failed(why)) => {
-                self.reboot.failed.insert(claim.to_string(), now);
-                self.desk.log_error(
-                    "nodeclaim.reboot",
-                    "failed to reboot node",
-                    json!({"NodeClaim": {"name": claim}, "error": why}),
-                );
-                self.reboot
-                    .reboot_at(&mut self.desk, claim, now + REBOOT_POLL);
-            }
-        }
-    }
-
-    /// `RebootIssued`: a new boot id lifts the taint; with the node Ready, it succeeded.
-    fn reboot_issued_step(
-        &mut self,
-        claim: &str,
-        node: Option<&str>,
-        r: &Reboot,
-        at: Duration,
-        now: Duration,
-    ) {
-        let booted = node
-            .map(|n| &self.desk.cluster.nodes[n])
-            .filter(|n| r.pre_boot_id.as_ref().is_some_and(|pre| *pre != n.boot_id));
-        if let (Some(n), Some(name)) = (booted, node) {
-            let ready = n.ready;
-            let tainted = (n.taints.iter()).any(|t| t.key == labels::REBOOTING_TAINT_KEY);
-            if tainted {
-                self.desk.actions.push(Action::RemoveTaint {
-                    node: name.to_string(),
-                    key: labels::REBOOTING_TAINT_KEY.into(),
-                });
-                self.desk.event(
-                    Event {
-                        kind: EventObject::NodeClaim,
-                        name: claim.to_string(),
-                        warning: false,
-                        reason: "RebootObserved".into(),
-                        message: "New boot observed (bootID changed); awaiting node readiness"
-                            .into(),
-                    },
-                    now,
-                );
-            }
-            if ready {
-                self.reboot
-                    .reboot_succeeded(&mut self.desk, claim, r, at, now);
-                return;
-            }
-        }
-        if now >= at + RECOVERY_TIMEOUT {
-            let message = "node did not recover within the observation window";
-            self.reboot_failed(claim, "recovery_timeout", message, now);
-            return;
-        }
-        let next = (now + REBOOT_POLL).min(at + RECOVERY_TIMEOUT);
-        self.reboot.reboot_at(&mut self.desk, claim, next);
-    }
-
-    /// The reboot failed: the node is given up (its NodeClaim deleted, its pods going by the
-    /// drain bound), said on the NodeClaim.
-    fn reboot_failed(&mut self, claim: &str, result: &'static str, message: &str, now: Duration) {
-        let Some(c) = self.desk.cluster.nodeclaims.get(claim) else {
-            return;
-        };
-        let (node, r) = (c.node.clone(), c.reboot.clone());
-        if let Some(node) = node.filter(|n| self.desk.cluster.nodes.contains_key(n)) {
-            self.desk.actions.push(Action::RemoveTaint {
-                node,
-                key: labels::REBOOTING_TAINT_KEY.into(),
-            });
-        }
-        self.reboot
-            .tell_reboot_failed(&mut self.desk, claim, message, now);
-        self.desk.log_error(
-            "nodeclaim.reboot",
-            "reboot failed, replacing node",
-            json!({"NodeClaim": {"name": claim}, "result": result, "error": message}),
-        );
-        let took = r
-            .as_ref()
-            .map_or(0.0, |r| now.saturating_sub(r.requested).as_secs_f64());
-        self.reboot.count_reboot(&mut self.desk, result, took);
-        self.reboot.settle_reboot(claim);
-        if let Some(bound) = r.and_then(|r| r.drain_bound.ok().flatten()) {
-            self.desk.terminate_by(claim, now + bound, now);
-        }
-        self.desk.record_reason(claim, DisruptionReason::Unhealthy);
-        self.desk.delete_nodeclaim(claim, now);
     }
 
     /// Whether the drain before the reboot is over: at least [`MIN_DRAIN`] after the
