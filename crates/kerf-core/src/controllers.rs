@@ -1,11 +1,17 @@
 //! Kerf's controllers as one sans-IO state machine, written once and driven by every shell.
 //!
-//! The shell writes what it observed into [`Controllers::cluster`] (or reports a cloud
-//! answer through the methods here), then calls [`Controllers::poll`] with the time; the
-//! controllers answer with [`Action`]s to carry out and [`Controllers::next_wakeup`] says when
-//! to poll again if nothing else happens. The controllers apply their own writes (taints,
+//! The shell hands what it observed, and every answer to an action, to
+//! [`Controllers::observe`], then calls [`Controllers::poll`] with the time; the controllers
+//! answer with [`Action`]s to carry out and [`Controllers::next_wakeup`] says when to poll
+//! again if nothing else happens. The controllers apply their own writes (taints,
 //! NodeClaims created, nominations) to their view at once, as Karpenter's `state.Cluster`
 //! does; deletions take effect when the shell reports them done.
+//!
+//! Each controller is its own type and owns its state; its methods work over the
+//! `Desk` (`controllers/desk.rs`) every controller shares (the cluster state, the settings, the timers, what
+//! is sent). `Controllers` is the router: it hands each controller what it needs of the
+//! others as arguments, and its own methods, kept beside the controller they start from,
+//! are the steps that move two controllers at once.
 //!
 //! | controller (Karpenter's name) | here |
 //! |---|---|
