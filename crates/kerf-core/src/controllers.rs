@@ -7,11 +7,11 @@
 //! NodeClaims created, nominations) to their view at once, as Karpenter's `state.Cluster`
 //! does; deletions take effect when the shell reports them done.
 //!
-//! Each controller is its own type and owns its state; its methods work over the
-//! `Desk` (`controllers/desk.rs`) every controller shares (the cluster state, the settings, the timers, what
-//! is sent). `Controllers` is the router: it hands each controller what it needs of the
-//! others as arguments, and its own methods, kept beside the controller they start from,
-//! are the steps that move two controllers at once.
+//! Each controller is its own type and owns its state; its methods work over the `Desk`
+//! (`controllers/desk.rs`) every controller shares: the cluster state, the settings, the
+//! timers, what is sent. `Controllers` is the router: it hands each controller what it needs
+//! of the others as arguments, and its own methods, kept beside the controller they start
+//! from, are the steps that move two controllers at once.
 //!
 //! | controller (Karpenter's name) | here |
 //! |---|---|
