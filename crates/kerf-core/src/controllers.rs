@@ -234,7 +234,7 @@ pub struct Event {
 /// recorder deduplicates them.
 pub const EVENT_DEDUPE: Duration = Duration::from_secs(120);
 /// How many events' dedupe times are kept before the first look for those past every window.
-pub(super) const EVENTS_KEPT: usize = 4096;
+const EVENTS_KEPT: usize = 4096;
 
 /// What the controllers ask a shell to do.
 #[derive(Clone, Debug)]
@@ -531,7 +531,7 @@ enum Timer {
 pub const GARBAGE_COLLECTION_INTERVAL: Duration = Duration::from_secs(30);
 
 /// A node class's instance types as the solver gets them, unavailable offerings marked.
-pub(super) struct TypeOptions {
+struct TypeOptions {
     /// The cloud's instance types they were made from: new ones (a reservation's room, a
     /// refreshed catalog) make them anew.
     base: Arc<[InstanceTypeOption]>,
@@ -568,29 +568,29 @@ pub struct Controllers {
     /// What the NodeClaim lifecycle keeps between cloud answers.
     pub(crate) lifecycle: lifecycle::Lifecycles,
     /// Each NodeClaim's node's shortfalls against its launch, as last said.
-    pub(crate) consistency: consistency::ConsistencyChecks,
+    consistency: consistency::ConsistencyChecks,
     /// What the disruption controller keeps between passes.
-    pub(crate) disruption: disruption::Disruptions,
+    disruption: disruption::Disruptions,
     /// What node repair keeps between passes.
-    pub(crate) health: health::Repairs,
+    health: health::Repairs,
     /// What reboots for repair keep between looks.
     pub(crate) reboot: reboot::RebootCalls,
     /// What termination keeps between drains.
     pub(crate) termination: termination::Terminations,
     /// What static NodePools' controller keeps between polls.
-    pub(crate) static_capacity: static_capacity::StaticPools,
+    static_capacity: static_capacity::StaticPools,
     /// What the pod deletion cost ranking keeps between minutes.
-    pub(crate) deletion_cost: deletion_cost::DeletionCosts,
+    deletion_cost: deletion_cost::DeletionCosts,
     /// What the CapacityBuffer controller keeps between passes.
-    pub(crate) buffers: buffers::BufferPlacement,
+    buffers: buffers::BufferPlacement,
     /// What the node class status controller keeps between answers.
     pub(crate) node_classes: node_classes::NodeClassStatuses,
     /// The interruption controller's: unhealthy instances already counted.
     pub(crate) interruption: interruption::Interruptions,
     /// The zonal shift controller's: the zones the cloud last said are shifted away from.
-    pub(crate) zonal_shifts: zonal_shift::ZonalShifts,
+    zonal_shifts: zonal_shift::ZonalShifts,
     /// Each NodePool's recent registrations, for its `NodeRegistrationHealthy` condition.
-    pub(crate) registration: registration::Registrations,
+    registration: registration::Registrations,
     /// The NodePool and NodeOverlay statuses last written.
     statuses: Statuses,
 }
@@ -997,7 +997,7 @@ pub(super) fn is_mirror(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
 
 /// How a NodePool's nodes end, as Karpenter's disruption metrics label it: `graceful`
 /// without a termination grace period, `forceful` with none to wait, `eventual` otherwise.
-pub(super) fn termination_mode(pool: Option<&NodePool>) -> &'static str {
+fn termination_mode(pool: Option<&NodePool>) -> &'static str {
     match pool.and_then(|p| p.spec.template.spec.termination_grace_period) {
         None => "graceful",
         Some(g) if g.0.is_zero() => "forceful",

@@ -694,8 +694,8 @@ impl World {
     }
 
     /// Carries out one action stored or taken, with the checkers shown it as the API
-    /// server's admission and the cloud's events show it: before a write is carried out, and
-    /// once an instance is launched.
+    /// server's admission and the cloud's events show it: before it is carried out, and
+    /// after a launch was tried.
     fn carry_out(&mut self, action: Action) -> Result<(), SimError> {
         if self.options.check
             && let Some(write) = admission(&action)
@@ -2243,11 +2243,12 @@ fn region_domain(region: &str) -> &str {
     if region == "us-east-1" { "ec2" } else { region }
 }
 
-/// The write an action asks of the API server as its admission shows it to the checkers,
-/// or Kerf's announcement of a disruption command; none for the others.
+/// What the checkers see of an action before it is carried out ([`Admission`]); none for
+/// the others.
 fn admission(action: &Action) -> Option<Admission<'_>> {
     match action {
         Action::CreateNodeClaim(object) => Some(Admission::CreateNodeClaim(object)),
+        Action::Launch { nodeclaim, .. } => Some(Admission::Launch(nodeclaim)),
         Action::Evict { pod } => Some(Admission::Evict(pod)),
         Action::Disrupting { reason, nodes } => Some(Admission::Disrupting {
             reason: *reason,

@@ -34,7 +34,7 @@ struct Placeholder {
 
 /// What the buffer controller keeps between passes.
 #[derive(Default)]
-pub(crate) struct BufferPlacement {
+pub(super) struct BufferPlacement {
     /// Each ready buffer's placeholder pods, by `namespace/name`.
     placeholders: BTreeMap<String, Vec<Placeholder>>,
     /// Each buffer's `Provisioning` condition from the last pass that set it.
@@ -58,10 +58,9 @@ impl BufferPlacement {
             return false;
         }
         let keys: Vec<String> = desk.cluster.buffers.buffers.keys().cloned().collect();
-        let state = &mut *self;
-        state.placeholders.retain(|k, _| keys.contains(k));
-        state.provisioning.retain(|k, _| keys.contains(k));
-        state.written.retain(|k, _| keys.contains(k));
+        self.placeholders.retain(|k, _| keys.contains(k));
+        self.provisioning.retain(|k, _| keys.contains(k));
+        self.written.retain(|k, _| keys.contains(k));
         for key in keys {
             let buffer = &desk.cluster.buffers.buffers[&key];
             let (namespace, name) = crate::cluster::split_pod_key(&key);

@@ -23,7 +23,7 @@ const SHORT_BELOW: f64 = 0.90;
 /// The consistency check: each NodeClaim's shortfalls between looks. It reads the cluster
 /// and writes nothing of it; the router says, schedules and writes what a look decided.
 #[derive(Default)]
-pub(crate) struct ConsistencyChecks {
+pub(super) struct ConsistencyChecks {
     /// Each NodeClaim's shortfalls as last said; a NodeClaim without any is absent.
     issues: BTreeMap<String, Vec<String>>,
 }

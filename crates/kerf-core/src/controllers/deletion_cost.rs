@@ -46,7 +46,7 @@ const RECREATING: [(&str, &str); 3] = [
 
 /// What the ranking keeps between minutes: the NodePools its gauge has a series for.
 #[derive(Default)]
-pub(crate) struct DeletionCosts {
+pub(super) struct DeletionCosts {
     gauged: BTreeSet<String>,
 }
 

@@ -24,30 +24,30 @@ use kerf_api::nodepool::ConsolidationPolicy;
 /// What the controllers share: each reads and writes the cluster here, sets its timers,
 /// and sends its actions, events and logs through it.
 pub(crate) struct Desk {
-    /// The cluster as observed ([`Controllers::observe`]) plus the controllers' own writes.
+    /// The cluster as observed ([`super::Controllers::observe`]) plus the controllers' own writes.
     pub(crate) cluster: Cluster,
-    pub(crate) settings: Settings,
-    pub(crate) rng: ChaCha8Rng,
+    pub(super) settings: Settings,
+    pub(super) rng: ChaCha8Rng,
     pub(super) timers: BTreeSet<(Duration, Timer)>,
     pub(crate) actions: Vec<Action>,
-    pub(crate) unavailable: UnavailableOfferings,
+    pub(super) unavailable: UnavailableOfferings,
     /// When each event was last sent, by a hash of its object, reason and message, for
     /// deduplication: with an event for each of thousands of pods, keeping the names and
     /// messages would take megabytes.
-    pub(crate) events_sent: HashMap<u64, Duration>,
+    pub(super) events_sent: HashMap<u64, Duration>,
     /// How many `events_sent` held after it was last pruned.
-    pub(crate) events_pruned: usize,
+    pub(super) events_pruned: usize,
     /// Counts the controllers' own work (timers fired, cloud answers taken), which writes
     /// to the cluster state directly.
-    pub(crate) activity: u64,
+    pub(super) activity: u64,
     /// Counts the controllers' own marks that neither the cluster's writes nor `activity`
     /// count (a node's disrupted taint asked for or dropped, a reboot committed), which the
     /// budget gauges count.
-    pub(crate) marks: u64,
+    pub(super) marks: u64,
     /// Karpenter's counters and summaries, kept as the controllers act.
-    pub(crate) metrics: crate::metrics::Metrics,
+    pub(super) metrics: crate::metrics::Metrics,
     /// Since when the shell's view of the API server has not been whole, if it is not.
-    pub(crate) unsynced_since: Option<Duration>,
+    pub(super) unsynced_since: Option<Duration>,
     /// Instance types per node class with unavailable offerings marked, and the
     /// unavailable-offerings generation they were made for.
     pub(super) type_options: HashMap<String, super::TypeOptions>,
@@ -63,7 +63,7 @@ pub(crate) struct Desk {
     pub(super) disruption_reasons: HashMap<String, kerf_api::nodepool::DisruptionReason>,
     /// The instance types as the solver compiled them, kept for the solves after (see
     /// [`kerf_scheduling::Catalog`]).
-    pub(crate) catalog: RefCell<kerf_scheduling::Catalog>,
+    pub(super) catalog: RefCell<kerf_scheduling::Catalog>,
 }
 
 impl Desk {

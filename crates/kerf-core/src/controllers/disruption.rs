@@ -62,7 +62,7 @@ impl Backoff {
     }
 }
 
-/// A NodePool's nodes as its disruption budgets count them ([`Controllers::budget_counts`]).
+/// A NodePool's nodes as its disruption budgets count them ([`Disruptions::budget_counts`]).
 #[derive(Clone, Copy, Debug, Default)]
 struct BudgetCounts {
     /// The nodes the budgets' percentages are of.
@@ -124,7 +124,7 @@ fn candidate_text(candidates: &[String], node: &str, replacements: usize) -> Str
 }
 
 /// What a disruption pass reads, reduced to what tells two passes apart (see
-/// `Controllers::pass_inputs`).
+/// `Disruptions::pass_inputs`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct PassInputs {
     written: Written,
@@ -256,7 +256,7 @@ pub(super) struct Facts<'a> {
 
 /// What the disruption controller keeps between passes.
 #[derive(Default)]
-pub(crate) struct Disruptions {
+pub(super) struct Disruptions {
     /// When the next pass is due.
     pass_at: Option<Duration>,
     /// The inputs of the last disruption pass that found nothing.
@@ -435,7 +435,7 @@ impl Disruptions {
     /// Plans a command over `view` (one search of a pass) and works out what the evaluation
     /// records: the metrics, the eligible counts and scores, and with `report_blocked` which
     /// NodePools' budgets block a reason with candidates. Recorded later by
-    /// [`Controllers::record_search`], once the view is let go.
+    /// [`Disruptions::record_search`], once the view is let go.
     fn search(
         &self,
         desk: &Desk,
@@ -474,7 +474,7 @@ impl Disruptions {
         (command, searched)
     }
 
-    /// Records what one search worked out ([`Controllers::search`]).
+    /// Records what one search worked out ([`Disruptions::search`]).
     fn record_search(
         &mut self,
         desk: &mut Desk,
@@ -1172,7 +1172,7 @@ impl Disruptions {
         )
     }
 
-    /// [`Controllers::stranded`], the replacements planned from `pools`.
+    /// [`Disruptions::stranded`], the replacements planned from `pools`.
     fn stranded_in(
         &self,
         desk: &Desk,
@@ -1198,7 +1198,7 @@ impl Disruptions {
 
     /// The pods of a consolidation move that kube-scheduler would leave without a node once
     /// the move's replacements are Ready and its candidates drained
-    /// ([`Controllers::rehearse_move`]); none for emptiness, drift and repair, which move no
+    /// ([`Provisioner::rehearse_move`](super::provisioning::Provisioner::rehearse_move)); none for emptiness, drift and repair, which move no
     /// pod by a packing of their own.
     fn stranded(
         &mut self,
@@ -1356,8 +1356,8 @@ impl Controllers {
         self.disruption.quiet_until = self.disruption.next_timed_change(&self.desk, now);
     }
 
-    /// A pass's search for a command ([`Controllers::search`]), a move kube-scheduler's
-    /// rehearsal refuses ([`Controllers::stranded_in`]) looked past: its candidates are
+    /// A pass's search for a command ([`Disruptions::search`]), a move kube-scheduler's
+    /// rehearsal refuses ([`Disruptions::stranded_in`]) looked past: its candidates are
     /// marked not disruptable in the same view and the search runs again, up to
     /// [`REHEARSED_MOVES`] times a pass. The view is built once: nothing a search records
     /// changes what it reads.

@@ -31,7 +31,7 @@ pub(super) struct RepairDue {
 
 /// What node repair keeps between passes.
 #[derive(Default)]
-pub(crate) struct Repairs {
+pub(super) struct Repairs {
     /// The nodes node repair may replace, by node name, as the last pass found them.
     pub(super) repairs: BTreeMap<String, RepairDue>,
     /// The decisions of the repair commands under way, by node name, as they were taken.

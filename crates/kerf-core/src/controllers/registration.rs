@@ -59,7 +59,7 @@ impl Tracker {
 /// The registration health controller: a tracker per NodePool. It reads the cluster and
 /// writes nothing of it; the router writes the NodePool status its condition goes into.
 #[derive(Default)]
-pub(crate) struct Registrations {
+pub(super) struct Registrations {
     pools: BTreeMap<String, Tracker>,
 }
 

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 impl Desk {
     /// The NodeOverlays laid over every NodePool's instance types (none with the gate off).
-    pub(crate) fn overlay_evaluation(&mut self, now: Duration) -> crate::overlays::Evaluation {
+    pub(super) fn overlay_evaluation(&mut self, now: Duration) -> crate::overlays::Evaluation {
         if !self.settings.node_overlay || self.cluster.node_overlays.is_empty() {
             return crate::overlays::Evaluation::default();
         }

@@ -52,7 +52,7 @@ struct Extra {
 
 /// What static NodePools' controller keeps between polls.
 #[derive(Default)]
-pub(crate) struct StaticPools {
+pub(super) struct StaticPools {
     /// Per static NodePool, the (replicas, active, to create) last logged, so that a
     /// deficit that cannot be met is said once, not at every poll.
     pub(super) logged: BTreeMap<String, (i64, i64, i64)>,

@@ -19,7 +19,7 @@ use crate::cluster::Cluster;
 /// The zonal shift controller: what it keeps between the cloud's reports, and the events a
 /// change makes. It reads the cluster and writes nothing of it; the router sends its events.
 #[derive(Debug, Default)]
-pub(crate) struct ZonalShifts {
+pub(super) struct ZonalShifts {
     /// The zones (ids) the cloud last said the cluster is shifted away from.
     shifted: BTreeSet<String>,
 }

@@ -107,12 +107,14 @@ impl Sight<'_> {
     }
 }
 
-/// A write the checkers see before the API server carries it out, as a validating
-/// admission webhook sees it, or a disruption command Kerf announces (no object records
-/// one; its taints and deletions follow).
+/// What the checkers see before it is carried out: a write as the API server's validating
+/// admission webhook sees it, a launch asked of the cloud, or a disruption command Kerf
+/// announces (no object records one; its taints and deletions follow).
 pub(super) enum Admission<'a> {
     /// A NodeClaim to be created: its instance types keep its NodePool's minValues.
     CreateNodeClaim(&'a kerf_api::NodeClaim),
+    /// A launch asked for this NodeClaim: the API server holds it.
+    Launch(&'a str),
     /// An eviction asked of a pod: no PodDisruptionBudget is broken by it.
     Evict(&'a str),
     /// A disruption command starting on these nodes: within their NodePools' budgets.
@@ -126,7 +128,7 @@ pub(super) enum Admission<'a> {
 
 /// What the cloud did, shown to the checkers once it is done.
 pub(super) enum CloudEvent<'a> {
-    /// An instance was launched for this NodeClaim.
+    /// A launch was tried for this NodeClaim: an instance made, or refused for capacity.
     Launched(&'a str),
 }
 
@@ -173,6 +175,15 @@ impl Checkers {
     pub(super) fn admit(&mut self, seen: &Sight<'_>, write: Admission<'_>) -> Result<(), SimError> {
         match write {
             Admission::CreateNodeClaim(object) => self.check_min_values(seen, object),
+            Admission::Launch(nodeclaim) => {
+                if seen.api.nodeclaims.contains_key(nodeclaim) {
+                    return Ok(());
+                }
+                Err(seen.violation(format!(
+                    "an instance was launched for nodeclaim {nodeclaim}, which the API server \
+                     does not hold"
+                )))
+            }
             Admission::Evict(pod) => self.check_eviction(seen, pod),
             Admission::Disrupting { reason, nodes } => self.check_budgets(seen, reason, nodes),
         }
@@ -186,12 +197,6 @@ impl Checkers {
     ) -> Result<(), SimError> {
         match event {
             CloudEvent::Launched(nodeclaim) => {
-                if !seen.api.nodeclaims.contains_key(nodeclaim) {
-                    return Err(seen.violation(format!(
-                        "an instance was launched for nodeclaim {nodeclaim}, which the API \
-                         server does not hold"
-                    )));
-                }
                 self.check_limits(seen, nodeclaim)?;
                 self.check_launch_price(seen, nodeclaim)?;
                 self.check_reservations(seen)
