@@ -801,7 +801,7 @@ impl Controllers {
             Timer::Validate => self.validate_command(now),
             Timer::Drain(claim) => self.drain(&claim, now),
             Timer::Release(claim) => self.termination.release_again(&mut self.desk, &claim, now),
-            Timer::Expire(claim) => self.termination.expire(&mut self.desk, &claim, now),
+            Timer::Expire(claim) => termination::expire(&mut self.desk, &claim, now),
             Timer::RegistrationTimeout(claim) => self.registration_timeout(&claim, now),
             Timer::ReplacementTimeout(id) => self.replacement_timeout(&id, now),
             Timer::NominationExpiry(claim) => {
@@ -828,7 +828,7 @@ impl Controllers {
             }
             Timer::Reboot(claim) => self.reboot_step(&claim, now),
             Timer::Buffers => {
-                if self.buffers.buffers_due(&mut self.desk, now) {
+                if buffers::buffers_due(&mut self.desk, now) {
                     self.provisioning.saw_pending_pod(&mut self.desk, now);
                 }
             }
@@ -851,8 +851,7 @@ impl Controllers {
             self.desk.type_options.remove(class);
         }
         if !changes.node_pools.is_empty() || !changes.node_classes.is_empty() {
-            self.lifecycle
-                .node_pools_changed(&mut self.desk, &changes.node_pools, now);
+            lifecycle::node_pools_changed(&mut self.desk, &changes.node_pools, now);
             self.disruption
                 .evaluate_drift(&mut self.desk, &self.lifecycle, now);
         }

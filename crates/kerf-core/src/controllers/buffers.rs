@@ -94,15 +94,6 @@ impl BufferPlacement {
         true
     }
 
-    /// The regular look: true when there are buffers to place again.
-    pub(super) fn buffers_due(&self, desk: &mut Desk, now: Duration) -> bool {
-        if desk.cluster.buffers.buffers.is_empty() {
-            return false;
-        }
-        desk.at(now + BUFFER_INTERVAL, Timer::Buffers);
-        true
-    }
-
     /// Whether a pod bound to one of `nodes`, or a node written, may have taken room a
     /// buffer held: the buffers are placed again (the refill).
     pub(super) fn buffer_room_taken(
@@ -224,8 +215,7 @@ impl Controllers {
                         .add(&requests[*p]);
                 }
             }
-            self.provisioning
-                .log_new_nodeclaims(&mut self.desk, &decision.nodeclaims);
+            super::provisioning::log_new_nodeclaims(&mut self.desk, &decision.nodeclaims);
             for plan in &decision.nodeclaims {
                 let pool = pool_names[plan.node_pool].clone();
                 let claim = self.create_nodeclaim(plan, &pool, "provisioned", now);
@@ -273,4 +263,13 @@ impl Controllers {
                 .write_buffer_status(&mut self.desk, &key, status);
         }
     }
+}
+
+/// The regular look: true when there are buffers to place again.
+pub(super) fn buffers_due(desk: &mut Desk, now: Duration) -> bool {
+    if desk.cluster.buffers.buffers.is_empty() {
+        return false;
+    }
+    desk.at(now + BUFFER_INTERVAL, Timer::Buffers);
+    true
 }

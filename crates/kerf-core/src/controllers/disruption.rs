@@ -343,7 +343,7 @@ impl Disruptions {
         now: Duration,
     ) -> BTreeMap<(&'a str, DisruptionReason), crate::metrics::BudgetReading> {
         let unix = desk.settings.epoch_unix + now.as_secs();
-        let counts = self.budget_counts(desk);
+        let counts = budget_counts(desk);
         let mut out = BTreeMap::new();
         for (name, np) in &desk.cluster.node_pools {
             let c = counts.get(name.as_str()).copied().unwrap_or_default();
@@ -395,85 +395,6 @@ impl Disruptions {
         }
     }
 
-    /// Each NodePool's nodes as Karpenter's budgets count them (`NodePoolStatsFromNodes`):
-    /// Nodes with a NodeClaim, initialized (the Node's label), whose instance is not already
-    /// terminating, by the NodePool the registered Node's label names (the NodeClaim's
-    /// before it registers). Of those, the ones already disrupting: being deleted, or
-    /// tainted by these controllers (Karpenter's mark for deletion), and
-    /// besides them those only not Ready, which take from every budget but repair's (not
-    /// being Ready is what repair acts on).
-    fn budget_counts<'a>(&self, desk: &'a Desk) -> BTreeMap<&'a str, BudgetCounts> {
-        let mut out: BTreeMap<&'a str, BudgetCounts> = BTreeMap::new();
-        for n in desk.cluster.nodes.values() {
-            let Some((_, c)) = desk.cluster.claim_of(n) else {
-                continue;
-            };
-            let label = |k: &str| n.labels.get(k).map(String::as_str);
-            // a node rebooting for repair counts, and takes from every reason's budget, while
-            // it is not initialized too
-            let rebooting = c.reboot.as_ref().is_some_and(|r| r.under_way());
-            if (label(labels::INITIALIZED) != Some("true") && !rebooting) || c.instance_terminating
-            {
-                continue;
-            }
-            let pool = if label(labels::REGISTERED) == Some("true") {
-                label(labels::NODEPOOL).unwrap_or_default()
-            } else {
-                c.node_pool.as_str()
-            };
-            let counts = out.entry(pool).or_default();
-            counts.nodes += 1;
-            if c.deleting.is_some() || n.tainting || rebooting {
-                counts.going += 1;
-            } else if !n.ready {
-                counts.only_not_ready += 1;
-            }
-        }
-        out
-    }
-
-    /// Plans a command over `view` (one search of a pass) and works out what the evaluation
-    /// records: the metrics, the eligible counts and scores, and with `report_blocked` which
-    /// NodePools' budgets block a reason with candidates. Recorded later by
-    /// [`Disruptions::record_search`], once the view is let go.
-    fn search(
-        &self,
-        desk: &Desk,
-        view: &ClusterView<'_>,
-        report_blocked: bool,
-    ) -> (Option<Command>, Searched) {
-        let eligible = crate::disruption::search::eligible(view);
-        let reasons_with_candidates: Vec<DisruptionReason> = (eligible.iter())
-            .filter(|(_, n)| *n > 0)
-            .map(|(r, _)| *r)
-            .collect();
-        let eligible = eligible
-            .into_iter()
-            .map(|(r, n)| (r.as_str().to_lowercase(), n))
-            .collect();
-        // wall-clock time, for the evaluation-duration histogram only: no decision reads it
-        let started = std::time::Instant::now();
-        let (command, judged) = plan_judged(view, &mut desk.catalog.borrow_mut());
-        let elapsed = started.elapsed().as_secs_f64();
-        let scores = (command.as_ref())
-            .filter(|c| matches!(c.method, Method::SingleNode | Method::MultiNode))
-            .map(|c| crate::disruption::search::Worth::new(view).scores(&c.candidates, c.savings))
-            .unwrap_or_default();
-        let kind = command.as_ref().map_or(("", ""), |c| {
-            (c.reason.as_str(), c.method.consolidation_type())
-        });
-        let searched = Searched {
-            eligible,
-            blocked_reasons: report_blocked.then_some(reasons_with_candidates),
-            judged,
-            scores,
-            reason: kind.0,
-            consolidation_type: kind.1,
-            elapsed,
-        };
-        (command, searched)
-    }
-
     /// Records what one search worked out ([`Disruptions::search`]).
     fn record_search(
         &mut self,
@@ -513,9 +434,7 @@ impl Disruptions {
     /// durations ending, budget schedules opening and closing). With the counters unchanged
     /// the time-driven ones move one way only, so counting them tells every change.
     fn pass_inputs(&self, desk: &Desk, written: Written, now: Duration) -> PassInputs {
-        let consolidatable = (self.consolidatable_times(desk))
-            .filter(|t| now >= *t)
-            .count();
+        let consolidatable = (consolidatable_times(desk)).filter(|t| now >= *t).count();
         let do_not_disrupt_ended = (desk.cluster.do_not_disrupt_ends())
             .filter(|end| now >= *end)
             .count();
@@ -528,28 +447,10 @@ impl Disruptions {
         }
     }
 
-    /// Which budgets' schedules are active now, all NodePools' in order.
-    fn budget_windows(&self, desk: &Desk, now: Duration) -> Vec<bool> {
-        let unix = desk.settings.epoch_unix + now.as_secs();
-        (desk.cluster.node_pools.values())
-            .flat_map(|np| &np.spec.disruption.budgets)
-            .map(|b| budget_active(b, unix).unwrap_or(false))
-            .collect()
-    }
-
-    /// When each node may be consolidated by its NodePool's consolidateAfter.
-    fn consolidatable_times<'a>(&self, desk: &'a Desk) -> impl Iterator<Item = Duration> + 'a {
-        let cluster = &desk.cluster;
-        (cluster.nodes.values()).filter_map(|n| {
-            let (_, c) = cluster.claim_of(n)?;
-            consolidatable_at(cluster.node_pools.get(&c.node_pool)?, n.last_pod_event)
-        })
-    }
-
     /// The first time after now at which one of [`PassInputs`]' time-driven counts grows
     /// while nothing is written.
     fn next_timed_change(&self, desk: &Desk, now: Duration) -> Duration {
-        (self.consolidatable_times(desk))
+        (consolidatable_times(desk))
             .chain(desk.cluster.do_not_disrupt_ends())
             .chain(self.backoffs.values().map(|b| b.until))
             .filter(|t| *t > now)
@@ -580,51 +481,6 @@ impl Disruptions {
         }
     }
 
-    /// Logs each node once when its consolidateAfter has run out since its last pod event.
-    fn mark_consolidatable(&mut self, desk: &mut Desk, now: Duration) {
-        let mut newly = Vec::new();
-        // NodeClaims whose `Consolidatable` condition is to be set (true) or cleared (false)
-        let mut flips = Vec::new();
-        for (name, n) in &desk.cluster.nodes {
-            let Some((claim, c)) = desk.cluster.claim_of(n) else {
-                continue;
-            };
-            let pool = desk.cluster.node_pools.get(&c.node_pool);
-            // a static NodePool's nodes are never consolidated, and Karpenter leaves their
-            // condition alone
-            if pool.is_some_and(|np| np.spec.replicas.is_some()) || c.deleting.is_some() {
-                continue;
-            }
-            let due = pool.and_then(|np| consolidatable_at(np, n.last_pod_event));
-            let now_due = c.initialized && due.is_some_and(|t| now >= t);
-            if now_due != c.consolidatable {
-                flips.push((claim.clone(), now_due));
-            }
-            if !c.initialized || n.marked_consolidatable == Some(n.last_pod_event) {
-                continue;
-            }
-            if now_due {
-                newly.push((name.clone(), claim.clone()));
-            }
-        }
-        for (claim, due) in flips {
-            if let Some(c) = desk.cluster.nodeclaims.get_mut(&claim) {
-                c.consolidatable = due;
-            }
-            desk.status_changed(&claim);
-        }
-        for (name, claim) in newly {
-            if let Some(n) = desk.cluster.nodes.get_mut(&name) {
-                n.marked_consolidatable = Some(n.last_pod_event);
-            }
-            desk.log(
-                "nodeclaim.disruption",
-                "marking consolidatable",
-                json!({"NodeClaim": {"name": claim}, "Node": {"name": name}}),
-            );
-        }
-    }
-
     /// Tells each candidate of a consolidation command, on its Node and its NodeClaim, that
     /// it is one (`ConsolidationCandidate`), or with `rejected` that validation turned the
     /// command down and why (`ConsolidationRejected`).
@@ -651,40 +507,10 @@ impl Disruptions {
                     ),
                 ),
             };
-            self.tell_node_and_claim(desk, node, reason, &message, now);
+            tell_node_and_claim(desk, node, reason, &message, now);
         }
         if rejected.is_none() {
             self.tell_approved(desk, pending, now);
-        }
-    }
-
-    /// Tells a Normal event on a node and on its NodeClaim, as Karpenter pairs its
-    /// consolidation events.
-    fn tell_node_and_claim(
-        &mut self,
-        desk: &mut Desk,
-        node: &str,
-        reason: &'static str,
-        message: &str,
-        now: Duration,
-    ) {
-        let claim = desk.cluster.claim_of_node(node).map(|(c, _)| c.clone());
-        let told = [
-            (EventObject::Node, Some(node.to_string())),
-            (EventObject::NodeClaim, claim),
-        ];
-        for (kind, name) in told {
-            let Some(name) = name else { continue };
-            desk.event(
-                Event {
-                    kind,
-                    name,
-                    warning: false,
-                    reason: reason.into(),
-                    message: message.into(),
-                },
-                now,
-            );
         }
     }
 
@@ -696,7 +522,7 @@ impl Disruptions {
         for (pool, score) in &pending.scores {
             let message = score.message();
             match pending.candidates.as_slice() {
-                [node] => self.tell_node_and_claim(desk, node, REASON, &message, now),
+                [node] => tell_node_and_claim(desk, node, REASON, &message, now),
                 _ => desk.event(
                     Event {
                         kind: EventObject::NodePool,
@@ -759,181 +585,13 @@ impl Disruptions {
                 desk.count_disrupted(&claim, &reason, consolidation_type, true);
             }
         }
-        let more = self.command_fields(desk, command, candidates, method);
+        let more = command_fields(desk, command, candidates, method);
         let mut fields = json!({"command": text, "reason": reason, "savings": format!("${:.2}", command.savings)});
         if let (Some(all), serde_json::Value::Object(more)) = (fields.as_object_mut(), more) {
             all.extend(more);
         }
         desk.log("disruption", "disrupting node(s)", fields);
         id
-    }
-
-    /// Karpenter's fields of a command's log line: the decision, what it disrupts and
-    /// launches, and the pods it moves.
-    fn command_fields(
-        &self,
-        desk: &Desk,
-        command: &Command,
-        candidates: &[String],
-        decision: &str,
-    ) -> serde_json::Value {
-        let cluster = &desk.cluster;
-        // the pods that move: daemon pods stay (`gather` leaves them out too)
-        let candidate: BTreeSet<&str> = candidates.iter().map(String::as_str).collect();
-        let pods = (cluster.pods.values())
-            .filter(|p| p.owner != PodOwner::DaemonSet)
-            .filter(|p| p.node.as_deref().is_some_and(|n| candidate.contains(n)))
-            .count();
-        let disrupted: Vec<serde_json::Value> = (candidates.iter())
-            .map(|n| {
-                let claim = cluster.claim_of_node(n);
-                let launched = claim.and_then(|(_, c)| c.launched.as_ref());
-                json!({
-                    "Node": {"name": n},
-                    "NodeClaim": {"name": claim.map(|(name, _)| name.as_str())},
-                    "instance-type": launched.map(|l| l.instance_type.as_str()),
-                    "capacity-type": launched.map(|l| l.capacity_type.as_str()),
-                })
-            })
-            .collect();
-        let replacements: Vec<serde_json::Value> = (command.replacements.iter())
-            .map(|r| {
-                let mut m = json!({"capacity-type": r.launch.capacity_type});
-                if command.replacements.len() == 1 {
-                    let types: Vec<String> =
-                        r.instance_types.iter().map(|t| t.name.clone()).collect();
-                    m["instance-types"] = super::list_text(&types).into();
-                }
-                m
-            })
-            .collect();
-        json!({
-            "decision": decision,
-            "disrupted-node-count": candidates.len(),
-            "replacement-node-count": command.replacements.len(),
-            "pod-count": pods,
-            "disrupted-nodes": disrupted,
-            "replacement-nodes": replacements,
-        })
-    }
-
-    /// Why a NodeClaim has drifted, if it has: its NodePool's template changed
-    /// (`NodePoolDrifted`), its node no longer meets the requirements
-    /// (`RequirementsDrifted`), its node class changed (`NodeClassDrift`), its image is no
-    /// longer one the class resolves to (`AMIDrift`), or its security groups
-    /// (`SecurityGroupDrift`) or subnet (`SubnetDrift`) are not the ones the class selects
-    /// now, or its capacity reservation is not one the class resolves
-    /// (`CapacityReservationDrift`), or its placement group is not the one the class resolves
-    /// to now (`PlacementGroupDrift`). What the class has not resolved yet (an empty status
-    /// list) is no reason, except for reservations: Karpenter counts an empty list as none.
-    fn drift_of(
-        &self,
-        desk: &Desk,
-        lifecycle: &super::lifecycle::Lifecycles,
-        name: &str,
-        basis: &mut DriftBasis,
-    ) -> Option<DriftReason> {
-        let c = desk.cluster.nodeclaims.get(name)?;
-        let np = desk.cluster.node_pools.get(&c.node_pool)?;
-        let (pool_hash, requirements) =
-            (basis.pools).entry(c.node_pool.clone()).or_insert_with(|| {
-                let requirements = Requirements::from_api(&np.spec.template.spec.requirements);
-                (node_pool_hash(np), requirements)
-            });
-        // no hash (a NodeClaim written by another version or by hand): nothing to compare,
-        // as Karpenter treats a hash of another version
-        // nor when Kerf could not read the whole template: its hash would not be comparable
-        let pool_readable = desk
-            .cluster
-            .pool_gaps
-            .get(&c.node_pool)
-            .is_none_or(|g| g.compare_hash);
-        if pool_readable && !c.node_pool_hash.is_empty() && c.node_pool_hash != *pool_hash {
-            return Some(DriftReason::NodePoolDrifted);
-        }
-        let labels = c
-            .node
-            .as_ref()
-            .and_then(|n| desk.cluster.nodes.get(n))
-            .map(|n| &n.labels);
-        if labels.is_some_and(|l| !requirements.matches_labels(l)) {
-            return Some(DriftReason::RequirementsDrifted);
-        }
-        let class = desk.cluster.node_classes.get(&c.node_class)?;
-        let class_readable = desk
-            .cluster
-            .class_gaps
-            .get(&c.node_class)
-            .is_none_or(|g| g.compare_hash);
-        let ca_bundle = &desk.settings.cluster_ca_bundle;
-        let class_hash = (basis.classes)
-            .entry(c.node_class.clone())
-            .or_insert_with(|| node_class_hash(class, ca_bundle));
-        if class_readable && !c.node_class_hash.is_empty() && c.node_class_hash != *class_hash {
-            return Some(DriftReason::NodeClassDrift);
-        }
-        let status = class.status.as_ref()?;
-        let launched = c.launched.as_ref()?;
-        if let Some(image) = &launched.image_id
-            && !status.amis.is_empty()
-            && !status.amis.iter().any(|a| a.id == *image)
-        {
-            return Some(DriftReason::AmiDrift);
-        }
-        let reservation = launched.labels.get(labels::CAPACITY_RESERVATION_ID);
-        // gone from the class, and the instance still in it as a listing asked for since
-        // said (an instance whose reservation ended runs on as on-demand: it is relabelled,
-        // not drifted); for a cloud that does not say, once any listing asked for since came
-        // in (after a start, at least one)
-        let changed_at = lifecycle.reservations_changed.get(&c.node_class);
-        let fresh = |listed: Duration| changed_at.is_none_or(|at| listed > *at);
-        let listed = lifecycle.listed_reservations.get(&launched.provider_id);
-        let still_in = match listed {
-            Some((listing, id)) => id.is_some() && fresh(*listing),
-            None => lifecycle.last_listing.is_some_and(fresh),
-        };
-        let reservation_gone = still_in
-            && reservation
-                .is_some_and(|id| !status.capacity_reservations.iter().any(|r| r.id == *id));
-        // the group the class's offerings launch into now (its types carry its id), against
-        // the one the node was launched into; nothing to compare before the types are known
-        // (a selector whose group is not resolved yet, after a restart say, is no answer)
-        let selects = class.spec.placement_group_selector.is_some();
-        let group_now = (desk.cluster.instance_types.get(&c.node_class))
-            .and_then(|types| types.first())
-            .map(|t| t.labels.get(labels::PLACEMENT_GROUP_ID).cloned())
-            .filter(|id| id.is_some() || !selects);
-        let group_moved = group_now.is_some_and(|now| {
-            now.as_deref().unwrap_or("")
-                != launched
-                    .labels
-                    .get(labels::PLACEMENT_GROUP_ID)
-                    .map_or("", String::as_str)
-        });
-        let Some(network) = launched.network.as_ref() else {
-            if reservation_gone {
-                return Some(DriftReason::CapacityReservationDrift);
-            }
-            return group_moved.then_some(DriftReason::PlacementGroupDrift);
-        };
-        let groups: BTreeSet<&str> = status.security_groups.iter().map(|g| &g.id[..]).collect();
-        // an instance in a VPC has at least one group: none is a listing that did not say
-        if !groups.is_empty()
-            && !network.security_group_ids.is_empty()
-            && !groups
-                .iter()
-                .copied()
-                .eq(network.security_group_ids.iter().map(String::as_str))
-        {
-            return Some(DriftReason::SecurityGroupDrift);
-        }
-        if !status.subnets.is_empty() && !status.subnets.iter().any(|s| s.id == network.subnet_id) {
-            return Some(DriftReason::SubnetDrift);
-        }
-        if reservation_gone {
-            return Some(DriftReason::CapacityReservationDrift);
-        }
-        group_moved.then_some(DriftReason::PlacementGroupDrift)
     }
 
     /// Marks NodeClaims drifted, or clears the mark when drift no longer holds.
@@ -946,12 +604,7 @@ impl Disruptions {
         // nothing below changes what drift reads: every NodeClaim's is worked out first
         let mut basis = DriftBasis::default();
         let drifts: Vec<(String, Option<DriftReason>)> = (desk.cluster.nodeclaims.keys())
-            .map(|name| {
-                (
-                    name.clone(),
-                    self.drift_of(desk, lifecycle, name, &mut basis),
-                )
-            })
+            .map(|name| (name.clone(), drift_of(desk, lifecycle, name, &mut basis)))
             .collect();
         let mut marked = false;
         for (name, drift) in drifts {
@@ -1172,30 +825,6 @@ impl Disruptions {
         )
     }
 
-    /// [`Disruptions::stranded`], the replacements planned from `pools`.
-    fn stranded_in(
-        &self,
-        desk: &Desk,
-        provisioning: &super::provisioning::Provisioner,
-        pools: &[NodePoolInput],
-        command: &Command,
-        names: &[String],
-    ) -> Vec<String> {
-        if !matches!(command.method, Method::MultiNode | Method::SingleNode) {
-            return Vec::new();
-        }
-        let planned: Vec<PlannedNode> = (command.replacements.iter().enumerate())
-            .filter_map(|(i, r)| {
-                let pool = pools.get(r.node_pool)?;
-                PlannedNode::of(&format!("replacement-{i}"), r, pool, &pool.taints)
-            })
-            .collect();
-        let candidates: Vec<String> = (command.candidates.iter())
-            .map(|i| names[*i].clone())
-            .collect();
-        provisioning.rehearse_move(desk, &candidates, &planned)
-    }
-
     /// The pods of a consolidation move that kube-scheduler would leave without a node once
     /// the move's replacements are Ready and its candidates drained
     /// ([`Provisioner::rehearse_move`](super::provisioning::Provisioner::rehearse_move)); none for emptiness, drift and repair, which move no
@@ -1209,7 +838,7 @@ impl Disruptions {
         now: Duration,
     ) -> Vec<String> {
         let (pools, _) = desk.pool_inputs(now);
-        self.stranded_in(desk, provisioning, &pools, command, names)
+        stranded_in(desk, provisioning, &pools, command, names)
     }
 
     /// The inputs of a pass that change only when something is written, or with a budget's
@@ -1225,7 +854,7 @@ impl Disruptions {
             cluster: desk.cluster.generation(),
             controllers: desk.activity,
             unavailable: desk.unavailable.generation(),
-            budget_windows: self.budget_windows(desk, now),
+            budget_windows: budget_windows(desk, now),
             repairs: health.repairs.keys().cloned().collect(),
         }
     }
@@ -1258,7 +887,7 @@ impl Controllers {
         self.disruption.pass_at = None;
         self.disruption
             .schedule_pass(&mut self.desk, now + PASS_INTERVAL);
-        self.disruption.mark_consolidatable(&mut self.desk, now);
+        mark_consolidatable(&mut self.desk, now);
         self.disruption.release_stale_taints(&mut self.desk);
         let nodes = &self.desk.cluster.nodes;
         self.disruption
@@ -1271,7 +900,7 @@ impl Controllers {
             cluster: self.desk.cluster.generation(),
             controllers: self.desk.activity,
             marks: self.desk.marks,
-            budget_windows: self.disruption.budget_windows(&self.desk, now),
+            budget_windows: budget_windows(&self.desk, now),
         };
         if self.disruption.budgets_read.as_ref() != Some(&read) {
             self.disruption.budgets = (self.disruption.budgets_now(&self.desk, now).into_iter())
@@ -1384,14 +1013,12 @@ impl Controllers {
             );
             let mut found = None;
             for attempt in 0..REHEARSED_MOVES {
-                let (command, searched) =
-                    self.disruption
-                        .search(&self.desk, &view, report && attempt == 0);
+                let (command, searched) = search(&self.desk, &view, report && attempt == 0);
                 let Some(command) = command else {
                     told.push((searched, None));
                     break;
                 };
-                let stranded = self.disruption.stranded_in(
+                let stranded = stranded_in(
                     &self.desk,
                     &self.provisioning,
                     &view.node_pools,
@@ -1759,4 +1386,359 @@ impl Controllers {
             );
         }
     }
+}
+
+/// Each NodePool's nodes as Karpenter's budgets count them (`NodePoolStatsFromNodes`):
+/// Nodes with a NodeClaim, initialized (the Node's label), whose instance is not already
+/// terminating, by the NodePool the registered Node's label names (the NodeClaim's
+/// before it registers). Of those, the ones already disrupting: being deleted, or
+/// tainted by these controllers (Karpenter's mark for deletion), and
+/// besides them those only not Ready, which take from every budget but repair's (not
+/// being Ready is what repair acts on).
+fn budget_counts<'a>(desk: &'a Desk) -> BTreeMap<&'a str, BudgetCounts> {
+    let mut out: BTreeMap<&'a str, BudgetCounts> = BTreeMap::new();
+    for n in desk.cluster.nodes.values() {
+        let Some((_, c)) = desk.cluster.claim_of(n) else {
+            continue;
+        };
+        let label = |k: &str| n.labels.get(k).map(String::as_str);
+        // a node rebooting for repair counts, and takes from every reason's budget, while
+        // it is not initialized too
+        let rebooting = c.reboot.as_ref().is_some_and(|r| r.under_way());
+        if (label(labels::INITIALIZED) != Some("true") && !rebooting) || c.instance_terminating {
+            continue;
+        }
+        let pool = if label(labels::REGISTERED) == Some("true") {
+            label(labels::NODEPOOL).unwrap_or_default()
+        } else {
+            c.node_pool.as_str()
+        };
+        let counts = out.entry(pool).or_default();
+        counts.nodes += 1;
+        if c.deleting.is_some() || n.tainting || rebooting {
+            counts.going += 1;
+        } else if !n.ready {
+            counts.only_not_ready += 1;
+        }
+    }
+    out
+}
+
+/// Plans a command over `view` (one search of a pass) and works out what the evaluation
+/// records: the metrics, the eligible counts and scores, and with `report_blocked` which
+/// NodePools' budgets block a reason with candidates. Recorded later by
+/// [`Disruptions::record_search`], once the view is let go.
+fn search(
+    desk: &Desk,
+    view: &ClusterView<'_>,
+    report_blocked: bool,
+) -> (Option<Command>, Searched) {
+    let eligible = crate::disruption::search::eligible(view);
+    let reasons_with_candidates: Vec<DisruptionReason> = (eligible.iter())
+        .filter(|(_, n)| *n > 0)
+        .map(|(r, _)| *r)
+        .collect();
+    let eligible = eligible
+        .into_iter()
+        .map(|(r, n)| (r.as_str().to_lowercase(), n))
+        .collect();
+    // wall-clock time, for the evaluation-duration histogram only: no decision reads it
+    let started = std::time::Instant::now();
+    let (command, judged) = plan_judged(view, &mut desk.catalog.borrow_mut());
+    let elapsed = started.elapsed().as_secs_f64();
+    let scores = (command.as_ref())
+        .filter(|c| matches!(c.method, Method::SingleNode | Method::MultiNode))
+        .map(|c| crate::disruption::search::Worth::new(view).scores(&c.candidates, c.savings))
+        .unwrap_or_default();
+    let kind = command.as_ref().map_or(("", ""), |c| {
+        (c.reason.as_str(), c.method.consolidation_type())
+    });
+    let searched = Searched {
+        eligible,
+        blocked_reasons: report_blocked.then_some(reasons_with_candidates),
+        judged,
+        scores,
+        reason: kind.0,
+        consolidation_type: kind.1,
+        elapsed,
+    };
+    (command, searched)
+}
+
+/// Which budgets' schedules are active now, all NodePools' in order.
+fn budget_windows(desk: &Desk, now: Duration) -> Vec<bool> {
+    let unix = desk.settings.epoch_unix + now.as_secs();
+    (desk.cluster.node_pools.values())
+        .flat_map(|np| &np.spec.disruption.budgets)
+        .map(|b| budget_active(b, unix).unwrap_or(false))
+        .collect()
+}
+
+/// When each node may be consolidated by its NodePool's consolidateAfter.
+fn consolidatable_times<'a>(desk: &'a Desk) -> impl Iterator<Item = Duration> + 'a {
+    let cluster = &desk.cluster;
+    (cluster.nodes.values()).filter_map(|n| {
+        let (_, c) = cluster.claim_of(n)?;
+        consolidatable_at(cluster.node_pools.get(&c.node_pool)?, n.last_pod_event)
+    })
+}
+
+/// Logs each node once when its consolidateAfter has run out since its last pod event.
+fn mark_consolidatable(desk: &mut Desk, now: Duration) {
+    let mut newly = Vec::new();
+    // NodeClaims whose `Consolidatable` condition is to be set (true) or cleared (false)
+    let mut flips = Vec::new();
+    for (name, n) in &desk.cluster.nodes {
+        let Some((claim, c)) = desk.cluster.claim_of(n) else {
+            continue;
+        };
+        let pool = desk.cluster.node_pools.get(&c.node_pool);
+        // a static NodePool's nodes are never consolidated, and Karpenter leaves their
+        // condition alone
+        if pool.is_some_and(|np| np.spec.replicas.is_some()) || c.deleting.is_some() {
+            continue;
+        }
+        let due = pool.and_then(|np| consolidatable_at(np, n.last_pod_event));
+        let now_due = c.initialized && due.is_some_and(|t| now >= t);
+        if now_due != c.consolidatable {
+            flips.push((claim.clone(), now_due));
+        }
+        if !c.initialized || n.marked_consolidatable == Some(n.last_pod_event) {
+            continue;
+        }
+        if now_due {
+            newly.push((name.clone(), claim.clone()));
+        }
+    }
+    for (claim, due) in flips {
+        if let Some(c) = desk.cluster.nodeclaims.get_mut(&claim) {
+            c.consolidatable = due;
+        }
+        desk.status_changed(&claim);
+    }
+    for (name, claim) in newly {
+        if let Some(n) = desk.cluster.nodes.get_mut(&name) {
+            n.marked_consolidatable = Some(n.last_pod_event);
+        }
+        desk.log(
+            "nodeclaim.disruption",
+            "marking consolidatable",
+            json!({"NodeClaim": {"name": claim}, "Node": {"name": name}}),
+        );
+    }
+}
+
+/// Tells a Normal event on a node and on its NodeClaim, as Karpenter pairs its
+/// consolidation events.
+fn tell_node_and_claim(
+    desk: &mut Desk,
+    node: &str,
+    reason: &'static str,
+    message: &str,
+    now: Duration,
+) {
+    let claim = desk.cluster.claim_of_node(node).map(|(c, _)| c.clone());
+    let told = [
+        (EventObject::Node, Some(node.to_string())),
+        (EventObject::NodeClaim, claim),
+    ];
+    for (kind, name) in told {
+        let Some(name) = name else { continue };
+        desk.event(
+            Event {
+                kind,
+                name,
+                warning: false,
+                reason: reason.into(),
+                message: message.into(),
+            },
+            now,
+        );
+    }
+}
+
+/// Karpenter's fields of a command's log line: the decision, what it disrupts and
+/// launches, and the pods it moves.
+fn command_fields(
+    desk: &Desk,
+    command: &Command,
+    candidates: &[String],
+    decision: &str,
+) -> serde_json::Value {
+    let cluster = &desk.cluster;
+    // the pods that move: daemon pods stay (`gather` leaves them out too)
+    let candidate: BTreeSet<&str> = candidates.iter().map(String::as_str).collect();
+    let pods = (cluster.pods.values())
+        .filter(|p| p.owner != PodOwner::DaemonSet)
+        .filter(|p| p.node.as_deref().is_some_and(|n| candidate.contains(n)))
+        .count();
+    let disrupted: Vec<serde_json::Value> = (candidates.iter())
+        .map(|n| {
+            let claim = cluster.claim_of_node(n);
+            let launched = claim.and_then(|(_, c)| c.launched.as_ref());
+            json!({
+                "Node": {"name": n},
+                "NodeClaim": {"name": claim.map(|(name, _)| name.as_str())},
+                "instance-type": launched.map(|l| l.instance_type.as_str()),
+                "capacity-type": launched.map(|l| l.capacity_type.as_str()),
+            })
+        })
+        .collect();
+    let replacements: Vec<serde_json::Value> = (command.replacements.iter())
+        .map(|r| {
+            let mut m = json!({"capacity-type": r.launch.capacity_type});
+            if command.replacements.len() == 1 {
+                let types: Vec<String> = r.instance_types.iter().map(|t| t.name.clone()).collect();
+                m["instance-types"] = super::list_text(&types).into();
+            }
+            m
+        })
+        .collect();
+    json!({
+        "decision": decision,
+        "disrupted-node-count": candidates.len(),
+        "replacement-node-count": command.replacements.len(),
+        "pod-count": pods,
+        "disrupted-nodes": disrupted,
+        "replacement-nodes": replacements,
+    })
+}
+
+/// Why a NodeClaim has drifted, if it has: its NodePool's template changed
+/// (`NodePoolDrifted`), its node no longer meets the requirements
+/// (`RequirementsDrifted`), its node class changed (`NodeClassDrift`), its image is no
+/// longer one the class resolves to (`AMIDrift`), or its security groups
+/// (`SecurityGroupDrift`) or subnet (`SubnetDrift`) are not the ones the class selects
+/// now, or its capacity reservation is not one the class resolves
+/// (`CapacityReservationDrift`), or its placement group is not the one the class resolves
+/// to now (`PlacementGroupDrift`). What the class has not resolved yet (an empty status
+/// list) is no reason, except for reservations: Karpenter counts an empty list as none.
+fn drift_of(
+    desk: &Desk,
+    lifecycle: &super::lifecycle::Lifecycles,
+    name: &str,
+    basis: &mut DriftBasis,
+) -> Option<DriftReason> {
+    let c = desk.cluster.nodeclaims.get(name)?;
+    let np = desk.cluster.node_pools.get(&c.node_pool)?;
+    let (pool_hash, requirements) = (basis.pools).entry(c.node_pool.clone()).or_insert_with(|| {
+        let requirements = Requirements::from_api(&np.spec.template.spec.requirements);
+        (node_pool_hash(np), requirements)
+    });
+    // no hash (a NodeClaim written by another version or by hand): nothing to compare,
+    // as Karpenter treats a hash of another version
+    // nor when Kerf could not read the whole template: its hash would not be comparable
+    let pool_readable = desk
+        .cluster
+        .pool_gaps
+        .get(&c.node_pool)
+        .is_none_or(|g| g.compare_hash);
+    if pool_readable && !c.node_pool_hash.is_empty() && c.node_pool_hash != *pool_hash {
+        return Some(DriftReason::NodePoolDrifted);
+    }
+    let labels = c
+        .node
+        .as_ref()
+        .and_then(|n| desk.cluster.nodes.get(n))
+        .map(|n| &n.labels);
+    if labels.is_some_and(|l| !requirements.matches_labels(l)) {
+        return Some(DriftReason::RequirementsDrifted);
+    }
+    let class = desk.cluster.node_classes.get(&c.node_class)?;
+    let class_readable = desk
+        .cluster
+        .class_gaps
+        .get(&c.node_class)
+        .is_none_or(|g| g.compare_hash);
+    let ca_bundle = &desk.settings.cluster_ca_bundle;
+    let class_hash = (basis.classes)
+        .entry(c.node_class.clone())
+        .or_insert_with(|| node_class_hash(class, ca_bundle));
+    if class_readable && !c.node_class_hash.is_empty() && c.node_class_hash != *class_hash {
+        return Some(DriftReason::NodeClassDrift);
+    }
+    let status = class.status.as_ref()?;
+    let launched = c.launched.as_ref()?;
+    if let Some(image) = &launched.image_id
+        && !status.amis.is_empty()
+        && !status.amis.iter().any(|a| a.id == *image)
+    {
+        return Some(DriftReason::AmiDrift);
+    }
+    let reservation = launched.labels.get(labels::CAPACITY_RESERVATION_ID);
+    // gone from the class, and the instance still in it as a listing asked for since
+    // said (an instance whose reservation ended runs on as on-demand: it is relabelled,
+    // not drifted); for a cloud that does not say, once any listing asked for since came
+    // in (after a start, at least one)
+    let changed_at = lifecycle.reservations_changed.get(&c.node_class);
+    let fresh = |listed: Duration| changed_at.is_none_or(|at| listed > *at);
+    let listed = lifecycle.listed_reservations.get(&launched.provider_id);
+    let still_in = match listed {
+        Some((listing, id)) => id.is_some() && fresh(*listing),
+        None => lifecycle.last_listing.is_some_and(fresh),
+    };
+    let reservation_gone = still_in
+        && reservation.is_some_and(|id| !status.capacity_reservations.iter().any(|r| r.id == *id));
+    // the group the class's offerings launch into now (its types carry its id), against
+    // the one the node was launched into; nothing to compare before the types are known
+    // (a selector whose group is not resolved yet, after a restart say, is no answer)
+    let selects = class.spec.placement_group_selector.is_some();
+    let group_now = (desk.cluster.instance_types.get(&c.node_class))
+        .and_then(|types| types.first())
+        .map(|t| t.labels.get(labels::PLACEMENT_GROUP_ID).cloned())
+        .filter(|id| id.is_some() || !selects);
+    let group_moved = group_now.is_some_and(|now| {
+        now.as_deref().unwrap_or("")
+            != launched
+                .labels
+                .get(labels::PLACEMENT_GROUP_ID)
+                .map_or("", String::as_str)
+    });
+    let Some(network) = launched.network.as_ref() else {
+        if reservation_gone {
+            return Some(DriftReason::CapacityReservationDrift);
+        }
+        return group_moved.then_some(DriftReason::PlacementGroupDrift);
+    };
+    let groups: BTreeSet<&str> = status.security_groups.iter().map(|g| &g.id[..]).collect();
+    // an instance in a VPC has at least one group: none is a listing that did not say
+    if !groups.is_empty()
+        && !network.security_group_ids.is_empty()
+        && !groups
+            .iter()
+            .copied()
+            .eq(network.security_group_ids.iter().map(String::as_str))
+    {
+        return Some(DriftReason::SecurityGroupDrift);
+    }
+    if !status.subnets.is_empty() && !status.subnets.iter().any(|s| s.id == network.subnet_id) {
+        return Some(DriftReason::SubnetDrift);
+    }
+    if reservation_gone {
+        return Some(DriftReason::CapacityReservationDrift);
+    }
+    group_moved.then_some(DriftReason::PlacementGroupDrift)
+}
+
+/// [`Disruptions::stranded`], the replacements planned from `pools`.
+fn stranded_in(
+    desk: &Desk,
+    provisioning: &super::provisioning::Provisioner,
+    pools: &[NodePoolInput],
+    command: &Command,
+    names: &[String],
+) -> Vec<String> {
+    if !matches!(command.method, Method::MultiNode | Method::SingleNode) {
+        return Vec::new();
+    }
+    let planned: Vec<PlannedNode> = (command.replacements.iter().enumerate())
+        .filter_map(|(i, r)| {
+            let pool = pools.get(r.node_pool)?;
+            PlannedNode::of(&format!("replacement-{i}"), r, pool, &pool.taints)
+        })
+        .collect();
+    let candidates: Vec<String> = (command.candidates.iter())
+        .map(|i| names[*i].clone())
+        .collect();
+    provisioning.rehearse_move(desk, &candidates, &planned)
 }

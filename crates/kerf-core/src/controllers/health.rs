@@ -48,51 +48,6 @@ impl Repairs {
         self.repairing.remove(node);
     }
 
-    /// The events of a node repair leaves alone: vetoed by its annotation, or its NodePool
-    /// (`tripped`) past the unhealthy share.
-    fn repair_blocked(
-        &mut self,
-        desk: &mut Desk,
-        node: &str,
-        claim: &str,
-        tripped: Option<&str>,
-        now: Duration,
-    ) {
-        let (warning, reason, message) = match tripped {
-            Some(pool) => (
-                true,
-                "NodeRepairBlocked",
-                format!(
-                    "more than {UNHEALTHY_SHARE}% of nodes in nodepool \"{pool}\" are unhealthy"
-                ),
-            ),
-            None => (
-                false,
-                "DisruptionBlocked",
-                "repair is blocked through the \"karpenter.sh/do-not-repair\" annotation".into(),
-            ),
-        };
-        let mut objects = vec![
-            (EventObject::Node, node.to_string()),
-            (EventObject::NodeClaim, claim.to_string()),
-        ];
-        if let Some(pool) = tripped {
-            objects.push((EventObject::NodePool, pool.to_string()));
-        }
-        for (kind, name) in objects {
-            desk.event(
-                Event {
-                    kind,
-                    name,
-                    warning,
-                    reason: reason.into(),
-                    message: message.clone(),
-                },
-                now,
-            );
-        }
-    }
-
     /// A repair command takes this node: logged as Karpenter's `selected repair policy`, and
     /// a replacement's decision kept for when the node goes.
     pub(super) fn select_repair(&mut self, desk: &mut Desk, node: &str) {
@@ -136,117 +91,8 @@ impl Repairs {
         let bound = (c.termination_grace_period).map_or(due.decision.drain_bound, |g| {
             g.min(due.decision.drain_bound)
         });
-        self.count_repair(desk, claim, &due.decision, bound);
+        count_repair(desk, claim, &due.decision, bound);
         desk.terminate_by(claim, now + bound, now);
-    }
-
-    /// Counts a repair into Karpenter's `karpenter_nodeclaims_unhealthy_disrupted_total`: the
-    /// condition acted on, and whether its drain is bounded (`eventual`) or none
-    /// (`forceful`).
-    pub(super) fn count_repair(
-        &mut self,
-        desk: &mut Desk,
-        claim: &str,
-        decision: &Decision,
-        bound: Duration,
-    ) {
-        let Some(c) = desk.cluster.nodeclaims.get(claim) else {
-            return;
-        };
-        let mode = if bound.is_zero() {
-            "forceful"
-        } else {
-            "eventual"
-        };
-        let (capacity_type, image) = c.launched.as_ref().map_or(("", ""), |l| {
-            (
-                l.capacity_type.as_str(),
-                l.image_id.as_deref().unwrap_or(""),
-            )
-        });
-        desk.metrics.inc(
-            &families::NODECLAIMS_UNHEALTHY_DISRUPTED,
-            &[
-                capacity_type,
-                &repair::snake_case(&decision.governing.condition.kind),
-                image,
-                &c.node_pool,
-                mode,
-            ],
-        );
-    }
-
-    /// The nodes repair may replace now, and those it may not with the NodePool that
-    /// trips the unhealthy share (none: vetoed by the node's annotation). Reads only.
-    pub(super) fn repairs_due(
-        &self,
-        desk: &Desk,
-        reboot: &super::reboot::RebootCalls,
-        now: Duration,
-    ) -> (BTreeMap<String, RepairDue>, Vec<Blocked>) {
-        if !desk.settings.node_repair {
-            return Default::default();
-        }
-        let policies = desk.settings.repair_policies;
-        // per NodePool: its nodes, and those a policy's condition and status match
-        let mut pools: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-        for n in desk.cluster.nodes.values() {
-            let Some(pool) = n.labels.get(kerf_api::labels::NODEPOOL) else {
-                continue;
-            };
-            let counts = pools.entry(pool.as_str()).or_default();
-            counts.0 += 1;
-            counts.1 += usize::from(repair::unhealthy(policies, &n.conditions));
-        }
-        let tripped: BTreeMap<String, bool> = (pools.into_iter())
-            .map(|(p, (nodes, unhealthy))| (p.to_string(), repair::tripped(nodes, unhealthy)))
-            .collect();
-        let mut due = Vec::new();
-        let mut blocked = Vec::new();
-        for (name, n) in &desk.cluster.nodes {
-            let Some((claim_name, claim)) = n
-                .nodeclaim
-                .as_ref()
-                .and_then(|k| desk.cluster.nodeclaims.get_key_value(k))
-            else {
-                continue;
-            };
-            // a NodeClaim already going, or one whose node never registered (liveness
-            // replaces those), or one being rebooted
-            let rebooting = claim.reboot.as_ref().is_some_and(|r| r.under_way());
-            if claim.deleting.is_some() || !claim.registered || rebooting {
-                continue;
-            }
-            if !desk.cluster.node_pools.contains_key(&claim.node_pool) {
-                continue;
-            }
-            let matches = repair::matches(policies, &n.conditions, n.created);
-            // a fault a reboot did not clear is tolerated again from the reboot's end
-            let rebooted = claim.reboot.as_ref().and_then(|r| r.ended());
-            let Some(mut decision) = repair::decide(&matches, now, rebooted) else {
-                continue;
-            };
-            reboot.escalate_reboot(claim_name, &mut decision, now);
-            if n.do_not_repair {
-                blocked.push((name.clone(), claim_name.clone(), None));
-                continue;
-            }
-            if tripped.get(&claim.node_pool).copied().unwrap_or(false) {
-                blocked.push((
-                    name.clone(),
-                    claim_name.clone(),
-                    Some(claim.node_pool.clone()),
-                ));
-                continue;
-            }
-            let view = RepairView {
-                score: decision.score,
-                initialized: claim.initialized,
-                reboot: decision.action == repair::RepairAction::Reboot,
-            };
-            due.push((name.clone(), RepairDue { view, decision }));
-        }
-        (due.into_iter().collect(), blocked)
     }
 
     /// Works out which nodes repair may replace now (into the disruption state), with the
@@ -257,9 +103,9 @@ impl Repairs {
         reboot: &super::reboot::RebootCalls,
         now: Duration,
     ) {
-        let (due, blocked) = self.repairs_due(desk, reboot, now);
+        let (due, blocked) = repairs_due(desk, reboot, now);
         for (node, claim, pool) in blocked {
-            self.repair_blocked(desk, &node, &claim, pool.as_deref(), now);
+            repair_blocked(desk, &node, &claim, pool.as_deref(), now);
         }
         self.repairs = due;
     }
@@ -274,10 +120,148 @@ impl Controllers {
         now: Duration,
         look: impl FnOnce(&mut Controllers) -> T,
     ) -> T {
-        let due = self.health.repairs_due(&self.desk, &self.reboot, now).0;
+        let due = repairs_due(&self.desk, &self.reboot, now).0;
         let kept = std::mem::replace(&mut self.health.repairs, due);
         let seen = look(self);
         self.health.repairs = kept;
         seen
     }
+}
+
+/// The events of a node repair leaves alone: vetoed by its annotation, or its NodePool
+/// (`tripped`) past the unhealthy share.
+fn repair_blocked(desk: &mut Desk, node: &str, claim: &str, tripped: Option<&str>, now: Duration) {
+    let (warning, reason, message) = match tripped {
+        Some(pool) => (
+            true,
+            "NodeRepairBlocked",
+            format!("more than {UNHEALTHY_SHARE}% of nodes in nodepool \"{pool}\" are unhealthy"),
+        ),
+        None => (
+            false,
+            "DisruptionBlocked",
+            "repair is blocked through the \"karpenter.sh/do-not-repair\" annotation".into(),
+        ),
+    };
+    let mut objects = vec![
+        (EventObject::Node, node.to_string()),
+        (EventObject::NodeClaim, claim.to_string()),
+    ];
+    if let Some(pool) = tripped {
+        objects.push((EventObject::NodePool, pool.to_string()));
+    }
+    for (kind, name) in objects {
+        desk.event(
+            Event {
+                kind,
+                name,
+                warning,
+                reason: reason.into(),
+                message: message.clone(),
+            },
+            now,
+        );
+    }
+}
+
+/// Counts a repair into Karpenter's `karpenter_nodeclaims_unhealthy_disrupted_total`: the
+/// condition acted on, and whether its drain is bounded (`eventual`) or none
+/// (`forceful`).
+pub(super) fn count_repair(desk: &mut Desk, claim: &str, decision: &Decision, bound: Duration) {
+    let Some(c) = desk.cluster.nodeclaims.get(claim) else {
+        return;
+    };
+    let mode = if bound.is_zero() {
+        "forceful"
+    } else {
+        "eventual"
+    };
+    let (capacity_type, image) = c.launched.as_ref().map_or(("", ""), |l| {
+        (
+            l.capacity_type.as_str(),
+            l.image_id.as_deref().unwrap_or(""),
+        )
+    });
+    desk.metrics.inc(
+        &families::NODECLAIMS_UNHEALTHY_DISRUPTED,
+        &[
+            capacity_type,
+            &repair::snake_case(&decision.governing.condition.kind),
+            image,
+            &c.node_pool,
+            mode,
+        ],
+    );
+}
+
+/// The nodes repair may replace now, and those it may not with the NodePool that
+/// trips the unhealthy share (none: vetoed by the node's annotation). Reads only.
+pub(super) fn repairs_due(
+    desk: &Desk,
+    reboot: &super::reboot::RebootCalls,
+    now: Duration,
+) -> (BTreeMap<String, RepairDue>, Vec<Blocked>) {
+    if !desk.settings.node_repair {
+        return Default::default();
+    }
+    let policies = desk.settings.repair_policies;
+    // per NodePool: its nodes, and those a policy's condition and status match
+    let mut pools: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for n in desk.cluster.nodes.values() {
+        let Some(pool) = n.labels.get(kerf_api::labels::NODEPOOL) else {
+            continue;
+        };
+        let counts = pools.entry(pool.as_str()).or_default();
+        counts.0 += 1;
+        counts.1 += usize::from(repair::unhealthy(policies, &n.conditions));
+    }
+    let tripped: BTreeMap<String, bool> = (pools.into_iter())
+        .map(|(p, (nodes, unhealthy))| (p.to_string(), repair::tripped(nodes, unhealthy)))
+        .collect();
+    let mut due = Vec::new();
+    let mut blocked = Vec::new();
+    for (name, n) in &desk.cluster.nodes {
+        let Some((claim_name, claim)) = n
+            .nodeclaim
+            .as_ref()
+            .and_then(|k| desk.cluster.nodeclaims.get_key_value(k))
+        else {
+            continue;
+        };
+        // a NodeClaim already going, or one whose node never registered (liveness
+        // replaces those), or one being rebooted
+        let rebooting = claim.reboot.as_ref().is_some_and(|r| r.under_way());
+        if claim.deleting.is_some() || !claim.registered || rebooting {
+            continue;
+        }
+        if !desk.cluster.node_pools.contains_key(&claim.node_pool) {
+            continue;
+        }
+        let matches = repair::matches(policies, &n.conditions, n.created);
+        // a fault a reboot did not clear is tolerated again from the reboot's end
+        let rebooted = claim.reboot.as_ref().and_then(|r| r.ended());
+        let Some(mut decision) = repair::decide(&matches, now, rebooted) else {
+            continue;
+        };
+        reboot.escalate_reboot(claim_name, &mut decision, now);
+        if n.do_not_repair {
+            blocked.push((name.clone(), claim_name.clone(), None));
+            continue;
+        }
+        if tripped.get(&claim.node_pool).copied().unwrap_or(false) {
+            blocked.push((
+                name.clone(),
+                claim_name.clone(),
+                Some(claim.node_pool.clone()),
+            ));
+            continue;
+        }
+        let view = RepairView {
+            score: decision.score,
+            initialized: claim.initialized,
+            reboot: decision.action == repair::RepairAction::Reboot,
+        };
+        due.push((name.clone(), RepairDue { view, decision }));
+    }
+    (due.into_iter().collect(), blocked)
 }

@@ -96,7 +96,7 @@ impl Lifecycles {
     /// launch keeps failing (or whose writes were lost) cannot linger.
     pub(super) fn launch(&mut self, desk: &mut Desk, nodeclaim: &str, now: Duration) {
         if self.launching.insert(nodeclaim.to_string()) {
-            if let Some(request) = self.launch_request(desk, nodeclaim, now) {
+            if let Some(request) = launch_request(desk, nodeclaim, now) {
                 desk.actions.push(Action::Launch {
                     nodeclaim: nodeclaim.to_string(),
                     request: Box::new(request),
@@ -109,24 +109,6 @@ impl Lifecycles {
                 );
             }
         }
-    }
-
-    /// What the cloud needs to launch the NodeClaim now; none while its NodePool is gone (its
-    /// launch timeout deletes it).
-    fn launch_request(
-        &self,
-        desk: &Desk,
-        nodeclaim: &str,
-        now: Duration,
-    ) -> Option<super::LaunchRequest> {
-        let claim = desk.cluster.nodeclaims.get(nodeclaim)?;
-        Some(super::LaunchRequest {
-            node_pool: desk.cluster.node_pools.get(&claim.node_pool)?.clone(),
-            node_class: desk.cluster.node_classes.get(&claim.node_class).cloned(),
-            claim: claim.clone(),
-            unavailable: desk.unavailable.clone(),
-            at: now,
-        })
     }
 
     /// A launch failed for a reason that may pass (the cloud's or the API server's API
@@ -198,86 +180,7 @@ impl Lifecycles {
         claim.launched = Some(launched);
         desk.cluster.link_node(nodeclaim);
         desk.status_changed(nodeclaim);
-        self.arm_liveness(desk, nodeclaim);
-    }
-
-    /// Sets a NodeClaim's expiry and registration deadline, both counted from its creation
-    /// as Karpenter counts them (so a restarted controller sets the same ones).
-    fn arm_liveness(&mut self, desk: &mut Desk, nodeclaim: &str) {
-        let Some(claim) = desk.cluster.nodeclaims.get(nodeclaim) else {
-            return;
-        };
-        let (created, registered) = (claim.created, claim.registered);
-        if let Some(kerf_api::duration::NillableDuration::After(ttl)) = desk
-            .cluster
-            .node_pools
-            .get(&claim.node_pool)
-            .map(|np| np.spec.template.spec.expire_after)
-        {
-            desk.at(created + ttl, Timer::Expire(nodeclaim.to_string()));
-        }
-        if !registered {
-            desk.at(
-                created + desk.settings.registration_ttl,
-                Timer::RegistrationTimeout(nodeclaim.to_string()),
-            );
-        }
-    }
-
-    /// Someone deleted a Node its termination finalizer holds (`kubectl delete node`): as
-    /// Karpenter's node termination does, its NodeClaim is deleted and the node drained
-    /// before the finalizer comes off; a Node with no NodeClaim left has the finalizer taken
-    /// off at once.
-    fn node_deletion_held(&mut self, desk: &mut Desk, name: &str, now: Duration) {
-        match desk.cluster.claim_of_node(name) {
-            Some((claim, c)) => {
-                if c.deleting.is_none() {
-                    let claim = claim.clone();
-                    desk.terminate(&claim, now, now);
-                }
-            }
-            None => desk.actions.push(Action::DeleteNode {
-                node: name.to_string(),
-            }),
-        }
-    }
-
-    /// This controller's own NodeClaim, not launched yet, as the API server stored it: its
-    /// creation is counted from the stored creation time when that is later than the
-    /// decision (a create that waited its turn behind a busy API server), so its launch and
-    /// registration deadlines, and its expiry, run from where Karpenter's and a restarted
-    /// controller's do.
-    fn stored_at(&mut self, desk: &mut Desk, name: &str, created: Duration) {
-        if let Some(c) = (desk.cluster.nodeclaims.get_mut(name))
-            .filter(|c| c.launched.is_none() && c.created < created)
-        {
-            c.created = created;
-        }
-    }
-
-    /// A NodeClaim read with a deletion timestamp (`deleting`): its deletion is stored, and
-    /// it terminates gracefully from then.
-    fn deleting_observed(
-        &mut self,
-        desk: &mut Desk,
-        name: &str,
-        deleting: Option<Duration>,
-        now: Duration,
-    ) {
-        if let Some(since) = deleting {
-            if let Some(c) = desk.cluster.nodeclaims.get_mut(name) {
-                c.deletion_stored = true;
-            }
-            desk.terminate(name, since, now);
-        }
-    }
-
-    /// The node's labels are synced: the registration taint goes, and pods may land.
-    fn remove_unregistered_taint(&mut self, desk: &mut Desk, node: &str) {
-        desk.actions.push(Action::RemoveTaint {
-            node: node.to_string(),
-            key: labels::UNREGISTERED_TAINT_KEY.into(),
-        });
+        arm_liveness(desk, nodeclaim);
     }
 
     /// Gives a registered node the labels of its NodeClaim it lacks (a kubelet registers with
@@ -313,72 +216,7 @@ impl Lifecycles {
         };
         // Karpenter's termination finalizer, which holds a deleted Node for its drain
         let finalize = !node.finalizer && !node.deleting;
-        self.label_node(desk, node_name, want, annotations, finalize);
-    }
-
-    /// Gives the node those of `want` it lacks (and, with `finalize`, the termination
-    /// finalizer), in its record at once and through a `LabelNode` (with `annotations`);
-    /// nothing when it lacks none.
-    fn label_node(
-        &mut self,
-        desk: &mut Desk,
-        node_name: &str,
-        want: BTreeMap<String, String>,
-        annotations: BTreeMap<String, String>,
-        finalize: bool,
-    ) {
-        let Some(node) = desk.cluster.nodes.get_mut(node_name) else {
-            return;
-        };
-        let missing: BTreeMap<String, String> = want
-            .into_iter()
-            .filter(|(k, v)| node.labels.get(k) != Some(v))
-            .collect();
-        if missing.is_empty() && !finalize {
-            return;
-        }
-        std::sync::Arc::make_mut(&mut node.labels)
-            .extend(missing.iter().map(|(k, v)| (k.clone(), v.clone())));
-        node.finalizer |= finalize;
-        desk.cluster.changes.disruption = true;
-        desk.actions.push(Action::LabelNode {
-            node: node_name.to_string(),
-            labels: missing,
-            annotations,
-            finalizer: finalize,
-        });
-    }
-
-    /// A node registered without the `karpenter.sh/unregistered` taint (its user data or
-    /// image does not add it): pods may land before its labels are synced. Karpenter goes on
-    /// with the registration and says so in an error line and a warning on the NodeClaim.
-    fn unregistered_taint_missing(&mut self, desk: &mut Desk, claim: &str, now: Duration) {
-        let provider_id = (desk.cluster.nodeclaims.get(claim))
-            .and_then(|c| c.launched.as_ref())
-            .map(|l| l.provider_id.clone());
-        desk.log_error(
-            "nodeclaim.lifecycle",
-            "node claim registration error",
-            json!({
-                "NodeClaim": {"name": claim}, "provider-id": provider_id,
-                "taint": labels::UNREGISTERED_TAINT_KEY,
-                "error": "missing taint prevents registration-related race conditions on Karpenter-managed nodes",
-            }),
-        );
-        desk.event(
-            Event {
-                kind: EventObject::NodeClaim,
-                name: claim.to_string(),
-                warning: true,
-                reason: "UnregisteredTaintMissing".into(),
-                message: format!(
-                    "Missing {} taint which prevents registration related race conditions on \
-                 Karpenter-managed nodes",
-                    labels::UNREGISTERED_TAINT_KEY
-                ),
-            },
-            now,
-        );
+        label_node(desk, node_name, want, annotations, finalize);
     }
 
     /// Gives a node Karpenter's `karpenter.sh/registered` and `karpenter.sh/initialized`
@@ -388,43 +226,7 @@ impl Lifecycles {
             .into_iter()
             .map(|k| (k.to_string(), "true".to_string()))
             .collect();
-        self.label_node(desk, node_name, want, BTreeMap::new(), false);
-    }
-
-    /// Why a registered NodeClaim's node is not initialized yet, as Karpenter says it: the
-    /// node not ready, a startup taint or a known ephemeral taint still on it.
-    fn initializing(&self, desk: &Desk, record: &ClaimRecord) -> Option<(&'static str, String)> {
-        if record
-            .reboot
-            .as_ref()
-            .is_some_and(|r| matches!(r.phase, crate::cluster::RebootPhase::Issued(_)))
-        {
-            return Some(("Rebooting", "node is rebooting".into()));
-        }
-        let node = desk.cluster.nodes.get(record.node.as_deref()?)?;
-        if !node.ready {
-            return Some(("NodeNotReady", "Node status is NotReady".into()));
-        }
-        let text = |t: &kerf_api::Taint| match &t.value {
-            Some(v) if !v.is_empty() => format!("{}={v}:{:?}", t.key, t.effect),
-            _ => format!("{}:{:?}", t.key, t.effect),
-        };
-        if let Some(t) =
-            (node.taints.iter()).find(|t| record.startup_taints.iter().any(|s| s.key == t.key))
-        {
-            return Some((
-                "StartupTaintsExist",
-                format!("StartupTaint {:?} still exists", text(t)),
-            ));
-        }
-        let ephemeral = node
-            .taints
-            .iter()
-            .find(|t| super::provisioning::is_known_ephemeral(t))?;
-        Some((
-            "KnownEphemeralTaintsExist",
-            format!("KnownEphemeralTaint {:?} still exists", text(ephemeral)),
-        ))
+        label_node(desk, node_name, want, BTreeMap::new(), false);
     }
 
     /// The reservations a class resolves to changed: a NodeClaim whose reservation left it
@@ -459,35 +261,6 @@ impl Lifecycles {
         self.listings_asked.push_back(now);
         desk.actions.push(Action::ListInstances);
     }
-
-    /// NodePools that changed: the NodeClaims of deleted ones are deleted (their owner
-    /// reference would have them collected).
-    pub(super) fn node_pools_changed(
-        &mut self,
-        desk: &mut Desk,
-        pools: &BTreeSet<String>,
-        now: Duration,
-    ) {
-        let orphans: Vec<String> = desk
-            .cluster
-            .nodeclaims
-            .iter()
-            .filter(|(_, c)| {
-                pools.contains(&c.node_pool)
-                    && !desk.cluster.node_pools.contains_key(&c.node_pool)
-                    && c.deleting.is_none()
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
-        for name in orphans {
-            desk.log(
-                "nodeclaim.lifecycle",
-                "deleted nodeclaim",
-                json!({"NodeClaim": {"name": name}, "reason": "nodepool deleted"}),
-            );
-            desk.delete_nodeclaim(&name, now);
-        }
-    }
 }
 
 impl Controllers {
@@ -506,15 +279,14 @@ impl Controllers {
         let held = record.deleting && record.finalizer;
         self.desk.cluster.apply_node(name.clone(), record, now);
         if held {
-            self.lifecycle
-                .node_deletion_held(&mut self.desk, &name, now);
+            node_deletion_held(&mut self.desk, &name, now);
         }
         // a node rebooting for repair: its new boot and readiness are looked at now
         if let Some((claim, _)) = (self.desk.cluster.claim_of_node(&name))
             .filter(|(_, c)| c.reboot.as_ref().is_some_and(|r| r.under_way()))
         {
             let claim = claim.clone();
-            self.reboot.reboot_at(&mut self.desk, &claim, now);
+            super::reboot::reboot_at(&mut self.desk, &claim, now);
         }
     }
 
@@ -534,12 +306,11 @@ impl Controllers {
         // another writer since (most updates are these controllers' own status writes)
         let launched = (self.desk.cluster.nodeclaims.get(&name)).map(|c| c.launched.is_some());
         let adopt = launched == Some(false) && !self.lifecycle.launching.contains(&name);
-        self.lifecycle.stored_at(&mut self.desk, &name, created);
+        stored_at(&mut self.desk, &name, created);
         if launched.is_some() && !adopt {
             self.reboot
                 .reboot_bound_observed(&mut self.desk, &name, object, now);
-            self.lifecycle
-                .deleting_observed(&mut self.desk, &name, deleting, now);
+            deleting_observed(&mut self.desk, &name, deleting, now);
             return;
         }
         let types = self
@@ -575,10 +346,10 @@ impl Controllers {
             let launched = record.launched.is_some();
             self.desk.cluster.apply_nodeclaim(name.clone(), record);
             if launched {
-                self.lifecycle.arm_liveness(&mut self.desk, &name);
+                arm_liveness(&mut self.desk, &name);
             }
             if rebooting {
-                self.reboot.reboot_at(&mut self.desk, &name, now);
+                super::reboot::reboot_at(&mut self.desk, &name, now);
             }
         } else if let Some(launched) = read.launched {
             // launched by another writer since it was first read (a Karpenter that held the
@@ -591,10 +362,9 @@ impl Controllers {
             }
             self.desk.cluster.changes.lifecycle.insert(name.clone());
             self.desk.cluster.link_node(&name);
-            self.lifecycle.arm_liveness(&mut self.desk, &name);
+            arm_liveness(&mut self.desk, &name);
         }
-        self.lifecycle
-            .deleting_observed(&mut self.desk, &name, deleting, now);
+        deleting_observed(&mut self.desk, &name, deleting, now);
     }
 
     /// The cloud had no capacity for any offering of a NodeClaim: the offerings are
@@ -749,8 +519,7 @@ impl Controllers {
             if unregistered {
                 // registered while nobody removed the taint (a restart in between)
                 self.lifecycle.sync_labels(&mut self.desk, name, &node_name);
-                self.lifecycle
-                    .remove_unregistered_taint(&mut self.desk, &node_name);
+                remove_unregistered_taint(&mut self.desk, &node_name);
             } else if node.labels.get(labels::INITIALIZED).map(String::as_str) != Some("true")
                 && claim.deleting.is_none()
             {
@@ -773,8 +542,7 @@ impl Controllers {
             (claim.startup_taints.iter()).any(|s| node.taints.iter().any(|t| t.key == s.key));
         if !claim.registered {
             if !guarded && !node.labels.contains_key(labels::REGISTERED) {
-                self.lifecycle
-                    .unregistered_taint_missing(&mut self.desk, name, now);
+                unregistered_taint_missing(&mut self.desk, name, now);
             }
             let claim = &self.desk.cluster.nodeclaims[name];
             let pool = claim.node_pool.clone();
@@ -793,25 +561,19 @@ impl Controllers {
             self.desk
                 .cancel(&Timer::RegistrationTimeout(name.to_string()));
             self.registration_outcome(&pool, None);
-            if let Some(why) = self
-                .lifecycle
-                .initializing(&self.desk, &self.desk.cluster.nodeclaims[name])
-            {
+            if let Some(why) = initializing(&self.desk, &self.desk.cluster.nodeclaims[name]) {
                 self.lifecycle.initializing.insert(name.to_string(), why);
             }
             self.desk.status_changed(name);
             self.lifecycle.sync_labels(&mut self.desk, name, &node_name);
         }
         if unregistered {
-            self.lifecycle
-                .remove_unregistered_taint(&mut self.desk, &node_name);
+            remove_unregistered_taint(&mut self.desk, &node_name);
         }
         let node = &self.desk.cluster.nodes[&node_name];
         let ephemeral_left = (node.taints.iter()).any(super::provisioning::is_known_ephemeral);
         if !node.ready || startup_left || ephemeral_left {
-            let why = self
-                .lifecycle
-                .initializing(&self.desk, &self.desk.cluster.nodeclaims[name]);
+            let why = initializing(&self.desk, &self.desk.cluster.nodeclaims[name]);
             if let Some(why) = why
                 && self.lifecycle.initializing.get(name) != Some(&why)
             {
@@ -970,7 +732,7 @@ impl Controllers {
     pub(super) fn status_patch(&self, name: &str) -> Option<Action> {
         let record = self.desk.cluster.nodeclaims.get(name)?;
         let beside = crate::objects::ClaimConditions {
-            initializing: self.lifecycle.initializing(&self.desk, record),
+            initializing: initializing(&self.desk, record),
             launch_error: self.lifecycle.last_error.get(name).cloned(),
             disruption: (self.desk.reason_of(name).map(|r| r.as_str()))
                 .or_else(|| {
@@ -1129,5 +891,215 @@ impl Controllers {
             self.disruption
                 .evaluate_drift(&mut self.desk, &self.lifecycle, now);
         }
+    }
+}
+
+/// What the cloud needs to launch the NodeClaim now; none while its NodePool is gone (its
+/// launch timeout deletes it).
+fn launch_request(desk: &Desk, nodeclaim: &str, now: Duration) -> Option<super::LaunchRequest> {
+    let claim = desk.cluster.nodeclaims.get(nodeclaim)?;
+    Some(super::LaunchRequest {
+        node_pool: desk.cluster.node_pools.get(&claim.node_pool)?.clone(),
+        node_class: desk.cluster.node_classes.get(&claim.node_class).cloned(),
+        claim: claim.clone(),
+        unavailable: desk.unavailable.clone(),
+        at: now,
+    })
+}
+
+/// Sets a NodeClaim's expiry and registration deadline, both counted from its creation
+/// as Karpenter counts them (so a restarted controller sets the same ones).
+fn arm_liveness(desk: &mut Desk, nodeclaim: &str) {
+    let Some(claim) = desk.cluster.nodeclaims.get(nodeclaim) else {
+        return;
+    };
+    let (created, registered) = (claim.created, claim.registered);
+    if let Some(kerf_api::duration::NillableDuration::After(ttl)) = desk
+        .cluster
+        .node_pools
+        .get(&claim.node_pool)
+        .map(|np| np.spec.template.spec.expire_after)
+    {
+        desk.at(created + ttl, Timer::Expire(nodeclaim.to_string()));
+    }
+    if !registered {
+        desk.at(
+            created + desk.settings.registration_ttl,
+            Timer::RegistrationTimeout(nodeclaim.to_string()),
+        );
+    }
+}
+
+/// Someone deleted a Node its termination finalizer holds (`kubectl delete node`): as
+/// Karpenter's node termination does, its NodeClaim is deleted and the node drained
+/// before the finalizer comes off; a Node with no NodeClaim left has the finalizer taken
+/// off at once.
+fn node_deletion_held(desk: &mut Desk, name: &str, now: Duration) {
+    match desk.cluster.claim_of_node(name) {
+        Some((claim, c)) => {
+            if c.deleting.is_none() {
+                let claim = claim.clone();
+                desk.terminate(&claim, now, now);
+            }
+        }
+        None => desk.actions.push(Action::DeleteNode {
+            node: name.to_string(),
+        }),
+    }
+}
+
+/// This controller's own NodeClaim, not launched yet, as the API server stored it: its
+/// creation is counted from the stored creation time when that is later than the
+/// decision (a create that waited its turn behind a busy API server), so its launch and
+/// registration deadlines, and its expiry, run from where Karpenter's and a restarted
+/// controller's do.
+fn stored_at(desk: &mut Desk, name: &str, created: Duration) {
+    if let Some(c) = (desk.cluster.nodeclaims.get_mut(name))
+        .filter(|c| c.launched.is_none() && c.created < created)
+    {
+        c.created = created;
+    }
+}
+
+/// A NodeClaim read with a deletion timestamp (`deleting`): its deletion is stored, and
+/// it terminates gracefully from then.
+fn deleting_observed(desk: &mut Desk, name: &str, deleting: Option<Duration>, now: Duration) {
+    if let Some(since) = deleting {
+        if let Some(c) = desk.cluster.nodeclaims.get_mut(name) {
+            c.deletion_stored = true;
+        }
+        desk.terminate(name, since, now);
+    }
+}
+
+/// The node's labels are synced: the registration taint goes, and pods may land.
+fn remove_unregistered_taint(desk: &mut Desk, node: &str) {
+    desk.actions.push(Action::RemoveTaint {
+        node: node.to_string(),
+        key: labels::UNREGISTERED_TAINT_KEY.into(),
+    });
+}
+
+/// Gives the node those of `want` it lacks (and, with `finalize`, the termination
+/// finalizer), in its record at once and through a `LabelNode` (with `annotations`);
+/// nothing when it lacks none.
+fn label_node(
+    desk: &mut Desk,
+    node_name: &str,
+    want: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    finalize: bool,
+) {
+    let Some(node) = desk.cluster.nodes.get_mut(node_name) else {
+        return;
+    };
+    let missing: BTreeMap<String, String> = want
+        .into_iter()
+        .filter(|(k, v)| node.labels.get(k) != Some(v))
+        .collect();
+    if missing.is_empty() && !finalize {
+        return;
+    }
+    std::sync::Arc::make_mut(&mut node.labels)
+        .extend(missing.iter().map(|(k, v)| (k.clone(), v.clone())));
+    node.finalizer |= finalize;
+    desk.cluster.changes.disruption = true;
+    desk.actions.push(Action::LabelNode {
+        node: node_name.to_string(),
+        labels: missing,
+        annotations,
+        finalizer: finalize,
+    });
+}
+
+/// A node registered without the `karpenter.sh/unregistered` taint (its user data or
+/// image does not add it): pods may land before its labels are synced. Karpenter goes on
+/// with the registration and says so in an error line and a warning on the NodeClaim.
+fn unregistered_taint_missing(desk: &mut Desk, claim: &str, now: Duration) {
+    let provider_id = (desk.cluster.nodeclaims.get(claim))
+        .and_then(|c| c.launched.as_ref())
+        .map(|l| l.provider_id.clone());
+    desk.log_error(
+        "nodeclaim.lifecycle",
+        "node claim registration error",
+        json!({
+            "NodeClaim": {"name": claim}, "provider-id": provider_id,
+            "taint": labels::UNREGISTERED_TAINT_KEY,
+            "error": "missing taint prevents registration-related race conditions on Karpenter-managed nodes",
+        }),
+    );
+    desk.event(
+        Event {
+            kind: EventObject::NodeClaim,
+            name: claim.to_string(),
+            warning: true,
+            reason: "UnregisteredTaintMissing".into(),
+            message: format!(
+                "Missing {} taint which prevents registration related race conditions on \
+             Karpenter-managed nodes",
+                labels::UNREGISTERED_TAINT_KEY
+            ),
+        },
+        now,
+    );
+}
+
+/// Why a registered NodeClaim's node is not initialized yet, as Karpenter says it: the
+/// node not ready, a startup taint or a known ephemeral taint still on it.
+fn initializing(desk: &Desk, record: &ClaimRecord) -> Option<(&'static str, String)> {
+    if record
+        .reboot
+        .as_ref()
+        .is_some_and(|r| matches!(r.phase, crate::cluster::RebootPhase::Issued(_)))
+    {
+        return Some(("Rebooting", "node is rebooting".into()));
+    }
+    let node = desk.cluster.nodes.get(record.node.as_deref()?)?;
+    if !node.ready {
+        return Some(("NodeNotReady", "Node status is NotReady".into()));
+    }
+    let text = |t: &kerf_api::Taint| match &t.value {
+        Some(v) if !v.is_empty() => format!("{}={v}:{:?}", t.key, t.effect),
+        _ => format!("{}:{:?}", t.key, t.effect),
+    };
+    if let Some(t) =
+        (node.taints.iter()).find(|t| record.startup_taints.iter().any(|s| s.key == t.key))
+    {
+        return Some((
+            "StartupTaintsExist",
+            format!("StartupTaint {:?} still exists", text(t)),
+        ));
+    }
+    let ephemeral = node
+        .taints
+        .iter()
+        .find(|t| super::provisioning::is_known_ephemeral(t))?;
+    Some((
+        "KnownEphemeralTaintsExist",
+        format!("KnownEphemeralTaint {:?} still exists", text(ephemeral)),
+    ))
+}
+
+/// NodePools that changed: the NodeClaims of deleted ones are deleted (their owner
+/// reference would have them collected).
+pub(super) fn node_pools_changed(desk: &mut Desk, pools: &BTreeSet<String>, now: Duration) {
+    let orphans: Vec<String> = desk
+        .cluster
+        .nodeclaims
+        .iter()
+        .filter(|(_, c)| {
+            pools.contains(&c.node_pool)
+                && !desk.cluster.node_pools.contains_key(&c.node_pool)
+                && c.deleting.is_none()
+        })
+        .map(|(k, _)| k.clone())
+        .collect();
+    for name in orphans {
+        desk.log(
+            "nodeclaim.lifecycle",
+            "deleted nodeclaim",
+            json!({"NodeClaim": {"name": name}, "reason": "nodepool deleted"}),
+        );
+        desk.delete_nodeclaim(&name, now);
     }
 }

@@ -61,16 +61,6 @@ impl NodeClassStatuses {
         self.reconcile_node_class(desk, name, now);
     }
 
-    /// Brings the next round forward to `at` unless it comes sooner already.
-    fn node_class_round_by(&mut self, desk: &mut Desk, at: Duration) {
-        let round = |(_, t): &(Duration, Timer)| *t == Timer::ResolveNodeClasses;
-        if desk.timers.iter().any(|e| round(e) && e.0 <= at) {
-            return;
-        }
-        desk.timers.retain(|e| !round(e));
-        desk.at(at, Timer::ResolveNodeClasses);
-    }
-
     /// A class was observed: one not resolved for its generation yet, or being deleted, is
     /// looked at now rather than at the next round.
     pub(crate) fn node_class_observed(&mut self, desk: &mut Desk, name: &str, now: Duration) {
@@ -86,7 +76,7 @@ impl NodeClassStatuses {
             return;
         }
         if !self.reconcile_node_class(desk, name, now) {
-            self.node_class_round_by(desk, now + TERMINATION_RETRY);
+            node_class_round_by(desk, now + TERMINATION_RETRY);
         }
     }
 
@@ -101,7 +91,7 @@ impl NodeClassStatuses {
         };
         let held = (class.metadata.finalizers.iter().flatten()).any(|f| f == TERMINATION_FINALIZER);
         if class.metadata.deletion_timestamp.is_some() {
-            return !held || self.terminate_node_class(desk, name, now);
+            return !held || terminate_node_class(desk, name, now);
         }
         let class = Box::new(class.clone());
         if !held {
@@ -112,72 +102,11 @@ impl NodeClassStatuses {
         }
         let asked = (class.metadata.generation, now);
         self.asked.insert(name.to_string(), asked);
-        let node_pools = self.admitted_by_node_pools(desk, name);
+        let node_pools = admitted_by_node_pools(desk, name);
         desk.actions.push(Action::ResolveNodeClass {
             node_class: name.to_string(),
             class,
             node_pools,
-        });
-        true
-    }
-
-    /// What each NodePool of the class admits: its requirements, and its template's labels as
-    /// `In` requirements.
-    fn admitted_by_node_pools(&self, desk: &Desk, class: &str) -> Vec<Vec<Requirement>> {
-        (desk.cluster.node_pools.values())
-            .filter(|np| np.spec.template.spec.node_class_ref.name == class)
-            .map(|np| {
-                let template = &np.spec.template;
-                let labels = (template.metadata.labels.iter()).map(|(k, v)| Requirement {
-                    key: k.clone(),
-                    operator: Operator::In,
-                    values: vec![v.clone()],
-                    min_values: None,
-                });
-                (template.spec.requirements.iter().cloned())
-                    .chain(labels)
-                    .collect()
-            })
-            .collect()
-    }
-
-    /// A class being deleted: waits while NodeClaims use it, then asks the cloud to clean
-    /// up after it and take the finalizer off. False while it waits.
-    fn terminate_node_class(&mut self, desk: &mut Desk, name: &str, now: Duration) -> bool {
-        let using: Vec<&String> = (desk.cluster.nodeclaims.iter())
-            .filter(|(_, c)| c.node_class == name)
-            .map(|(k, _)| k)
-            .collect();
-        if !using.is_empty() {
-            // Karpenter names the first five, and counts the rest
-            let mut names: Vec<String> = using.iter().take(5).map(|n| n.to_string()).collect();
-            if using.len() > 5 {
-                names.push(format!("and {} other(s)", using.len() - 5));
-            }
-            let message = format!("Waiting on NodeClaim termination for {}", names.join(", "))
-                .replace(", and ", " and ");
-            let fields = json!({"EC2NodeClass": {"name": name}, "NodeClaims": using});
-            desk.event(
-                Event {
-                    kind: EventObject::NodeClass,
-                    name: name.to_string(),
-                    warning: false,
-                    reason: "WaitingOnNodeClaimTermination".into(),
-                    message,
-                },
-                now,
-            );
-            desk.log(
-                "nodeclass.termination",
-                "waiting on nodeclaim termination",
-                fields,
-            );
-            return false;
-        }
-        let class = Box::new(desk.cluster.node_classes[name].clone());
-        desk.actions.push(Action::FinalizeNodeClass {
-            node_class: name.to_string(),
-            class,
         });
         true
     }
@@ -217,4 +146,75 @@ impl NodeClassStatuses {
             });
         }
     }
+}
+
+/// Brings the next round forward to `at` unless it comes sooner already.
+fn node_class_round_by(desk: &mut Desk, at: Duration) {
+    let round = |(_, t): &(Duration, Timer)| *t == Timer::ResolveNodeClasses;
+    if desk.timers.iter().any(|e| round(e) && e.0 <= at) {
+        return;
+    }
+    desk.timers.retain(|e| !round(e));
+    desk.at(at, Timer::ResolveNodeClasses);
+}
+
+/// What each NodePool of the class admits: its requirements, and its template's labels as
+/// `In` requirements.
+fn admitted_by_node_pools(desk: &Desk, class: &str) -> Vec<Vec<Requirement>> {
+    (desk.cluster.node_pools.values())
+        .filter(|np| np.spec.template.spec.node_class_ref.name == class)
+        .map(|np| {
+            let template = &np.spec.template;
+            let labels = (template.metadata.labels.iter()).map(|(k, v)| Requirement {
+                key: k.clone(),
+                operator: Operator::In,
+                values: vec![v.clone()],
+                min_values: None,
+            });
+            (template.spec.requirements.iter().cloned())
+                .chain(labels)
+                .collect()
+        })
+        .collect()
+}
+
+/// A class being deleted: waits while NodeClaims use it, then asks the cloud to clean
+/// up after it and take the finalizer off. False while it waits.
+fn terminate_node_class(desk: &mut Desk, name: &str, now: Duration) -> bool {
+    let using: Vec<&String> = (desk.cluster.nodeclaims.iter())
+        .filter(|(_, c)| c.node_class == name)
+        .map(|(k, _)| k)
+        .collect();
+    if !using.is_empty() {
+        // Karpenter names the first five, and counts the rest
+        let mut names: Vec<String> = using.iter().take(5).map(|n| n.to_string()).collect();
+        if using.len() > 5 {
+            names.push(format!("and {} other(s)", using.len() - 5));
+        }
+        let message = format!("Waiting on NodeClaim termination for {}", names.join(", "))
+            .replace(", and ", " and ");
+        let fields = json!({"EC2NodeClass": {"name": name}, "NodeClaims": using});
+        desk.event(
+            Event {
+                kind: EventObject::NodeClass,
+                name: name.to_string(),
+                warning: false,
+                reason: "WaitingOnNodeClaimTermination".into(),
+                message,
+            },
+            now,
+        );
+        desk.log(
+            "nodeclass.termination",
+            "waiting on nodeclaim termination",
+            fields,
+        );
+        return false;
+    }
+    let class = Box::new(desk.cluster.node_classes[name].clone());
+    desk.actions.push(Action::FinalizeNodeClass {
+        node_class: name.to_string(),
+        class,
+    });
+    true
 }

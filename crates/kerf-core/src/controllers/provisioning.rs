@@ -306,64 +306,6 @@ impl Provisioner {
         }
     }
 
-    /// Karpenter's `computed new nodeclaim(s) to fit pod(s)`, when a solve made any.
-    pub(super) fn log_new_nodeclaims(&mut self, desk: &mut Desk, planned: &[PlannedNodeClaim]) {
-        if !planned.is_empty() {
-            desk.log(
-                "provisioner",
-                "computed new nodeclaim(s) to fit pod(s)",
-                json!({
-                    "nodeclaims": planned.len(),
-                    "pods": planned.iter().map(|c| c.pods.len()).sum::<usize>(),
-                }),
-            );
-        }
-    }
-
-    /// Tells each NodePool whose requirements filter out all its instance types, as Karpenter
-    /// does before each batch's scheduling simulation: a log line each batch, and a warning
-    /// event on the NodePool at most once a minute.
-    fn tell_incompatible_pools(&mut self, desk: &mut Desk, now: Duration) {
-        let (pools, _) = desk.pool_inputs(now);
-        for np in &pools {
-            let Some(why) = no_compatible_types(np, desk.settings.min_values_policy) else {
-                continue;
-            };
-            let mut fields = json!({"NodePool": {"name": np.name}});
-            if let NoCompatibleTypes::MinValues(keys) = &why {
-                fields["minValuesIncompatibleErr"] = format!(
-                    "minValues requirement is not met for label(s) (label(s)=[{}])",
-                    keys.join(" ")
-                )
-                .into();
-            }
-            desk.log(
-                "provisioner",
-                "skipping, nodepool requirements filtered out all instance types",
-                fields,
-            );
-            desk.event(
-                Event {
-                    kind: EventObject::NodePool,
-                    name: np.name.clone(),
-                    warning: true,
-                    reason: "NoCompatibleInstanceTypes".into(),
-                    message: why.message().into(),
-                },
-                now,
-            );
-        }
-    }
-
-    /// A pod is to go to this NodeClaim; the first time it is, the provisioner found it a
-    /// place (Karpenter's provisioning latency metrics count from here).
-    fn nominate(&mut self, desk: &mut Desk, pod: &str, claim: &str, now: Duration) {
-        if let Some(rec) = desk.cluster.pods.get_mut(pod) {
-            rec.nominated = Some(claim.to_string());
-            rec.schedulable_since.get_or_insert(now);
-        }
-    }
-
     /// A solve decided about these pods, leaving `unschedulable` of them without a place:
     /// each pod's first decision counts into Karpenter's decision latency, and the pass
     /// into the scheduler's gauges.
@@ -390,88 +332,6 @@ impl Provisioner {
         }
         self.reading.pass += 1;
         self.reading.unschedulable = unschedulable;
-    }
-
-    /// Karpenter's `Nominated` event: the pod should schedule on this NodeClaim (and its
-    /// node, once registered).
-    pub(super) fn nominated_event(
-        &mut self,
-        desk: &mut Desk,
-        pod: &str,
-        claim: &str,
-        node: Option<&str>,
-        now: Duration,
-    ) {
-        let mut on = format!("nodeclaim/{claim}");
-        if let Some(node) = node {
-            on.push_str(&format!(", node/{node}"));
-        }
-        desk.event(
-            Event {
-                kind: EventObject::Pod,
-                name: pod.to_string(),
-                warning: false,
-                reason: "Nominated".into(),
-                message: format!("Pod should schedule on: {on}"),
-            },
-            now,
-        );
-    }
-
-    /// A fingerprint of everything a solve for these pending pods reads: the cluster's
-    /// writes, the unavailable offerings, and the NodePools, nodes, in-flight NodeClaims and
-    /// nominations as the solver gets them (the controllers' own writes included).
-    fn provisioning_inputs(&mut self, desk: &mut Desk, keys: &[String], now: Duration) -> u64 {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (desk.cluster.generation(), desk.cluster.pod_writes()).hash(&mut h);
-        desk.unavailable.generation().hash(&mut h);
-        keys.hash(&mut h);
-        let (pools, _) = desk.pool_inputs(now);
-        let (existing, _) = desk.capacity_in_place(&pools);
-        let mut text = DebugHasher(&mut h);
-        for p in &pools {
-            let _ = write!(
-                text,
-                "{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|",
-                p.name,
-                p.weight,
-                p.labels,
-                p.requirements,
-                p.taints,
-                p.startup_taints,
-                p.limits,
-                p.usage
-            );
-        }
-        let _ = write!(text, "{existing:?}");
-        for (k, p) in &desk.cluster.pods {
-            if let Some(claim) = &p.nominated {
-                (k, claim).hash(&mut h);
-            }
-        }
-        h.finish()
-    }
-
-    /// One solve for these pending pods over the whole cluster: its NodePools within their
-    /// limits, its nodes and in-flight NodeClaims with the pods bound or nominated to them;
-    /// with the NodePools as the solver read them.
-    fn solve_pending(
-        &mut self,
-        desk: &mut Desk,
-        keys: Vec<String>,
-        now: Duration,
-    ) -> (Solved, Vec<NodePoolInput>) {
-        let (pools, pool_names) = desk.pool_inputs(now);
-        // wall-clock time, for the scheduling-duration histogram only: no decision reads it
-        let started = std::time::Instant::now();
-        let options = desk.solve_options();
-        let solved = desk.solve_over(keys, &pools, pool_names, options, Packing::NearBound);
-        desk.metrics.observe(
-            &families::SCHEDULER_SCHEDULING_DURATION_SECONDS,
-            &["provisioner"],
-            started.elapsed().as_secs_f64(),
-        );
-        (solved, pools)
     }
 
     /// Says once (until the reason changes) which pending pods are left out for their
@@ -509,8 +369,7 @@ impl Controllers {
     /// times, so that the batch needs no second wave.
     fn provision(&mut self, now: Duration) {
         if self.desk.cluster.pods.values().any(|p| p.wants_capacity()) {
-            self.provisioning
-                .tell_incompatible_pools(&mut self.desk, now);
+            tell_incompatible_pools(&mut self.desk, now);
         }
         let claims = &self.desk.cluster.nodeclaims;
         (self.provisioning.unlaunched)
@@ -553,9 +412,7 @@ impl Controllers {
             "found provisionable pod(s)",
             json!({"Pods": list_text(&keys), "duration": "0s"}),
         );
-        let inputs = self
-            .provisioning
-            .provisioning_inputs(&mut self.desk, &keys, now);
+        let inputs = provisioning_inputs(&mut self.desk, &keys, now);
         if let Some(last) = &self.provisioning.unplaced
             && last.inputs == inputs
         {
@@ -572,7 +429,7 @@ impl Controllers {
         }
         self.provisioning.unplaced = None;
         let logged_before = self.desk.actions.len();
-        let (solved, pools) = self.provisioning.solve_pending(&mut self.desk, keys, now);
+        let (solved, pools) = solve_pending(&mut self.desk, keys, now);
         let Solved {
             decision,
             pods: keys,
@@ -605,15 +462,8 @@ impl Controllers {
             for p in &e.pods {
                 let outcome = PodOutcome::Nominated(claim.clone());
                 self.provisioning.record(&keys[*p], outcome, now);
-                self.provisioning
-                    .nominate(&mut self.desk, &keys[*p], &claim, now);
-                self.provisioning.nominated_event(
-                    &mut self.desk,
-                    &keys[*p],
-                    &claim,
-                    node.as_deref(),
-                    now,
-                );
+                nominate(&mut self.desk, &keys[*p], &claim, now);
+                nominated_event(&mut self.desk, &keys[*p], &claim, node.as_deref(), now);
             }
             if self
                 .desk
@@ -626,8 +476,7 @@ impl Controllers {
                     .at(now + NOMINATION_GRACE, Timer::NominationExpiry(claim));
             }
         }
-        self.provisioning
-            .log_new_nodeclaims(&mut self.desk, &decision.nodeclaims);
+        log_new_nodeclaims(&mut self.desk, &decision.nodeclaims);
         let mut failed = Vec::new();
         for u in &decision.unschedulable {
             let reasons: Vec<String> = u.reasons.iter().map(ToString::to_string).collect();
@@ -658,10 +507,8 @@ impl Controllers {
             for p in &plan.pods {
                 let outcome = PodOutcome::Nominated(name.clone());
                 self.provisioning.record(&keys[*p], outcome, now);
-                self.provisioning
-                    .nominate(&mut self.desk, &keys[*p], &name, now);
-                self.provisioning
-                    .nominated_event(&mut self.desk, &keys[*p], &name, None, now);
+                nominate(&mut self.desk, &keys[*p], &name, now);
+                nominated_event(&mut self.desk, &keys[*p], &name, None, now);
             }
             let taints = &self.desk.cluster.nodeclaims[&name].taints;
             if let Some(node) = PlannedNode::of(&name, plan, &pools[plan.node_pool], taints) {
@@ -836,4 +683,142 @@ pub(super) fn type_allocatable<'a>(
 fn pod_ref(key: &str) -> serde_json::Value {
     let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
     json!({"name": name, "namespace": namespace})
+}
+
+/// Karpenter's `computed new nodeclaim(s) to fit pod(s)`, when a solve made any.
+pub(super) fn log_new_nodeclaims(desk: &mut Desk, planned: &[PlannedNodeClaim]) {
+    if !planned.is_empty() {
+        desk.log(
+            "provisioner",
+            "computed new nodeclaim(s) to fit pod(s)",
+            json!({
+                "nodeclaims": planned.len(),
+                "pods": planned.iter().map(|c| c.pods.len()).sum::<usize>(),
+            }),
+        );
+    }
+}
+
+/// Tells each NodePool whose requirements filter out all its instance types, as Karpenter
+/// does before each batch's scheduling simulation: a log line each batch, and a warning
+/// event on the NodePool at most once a minute.
+fn tell_incompatible_pools(desk: &mut Desk, now: Duration) {
+    let (pools, _) = desk.pool_inputs(now);
+    for np in &pools {
+        let Some(why) = no_compatible_types(np, desk.settings.min_values_policy) else {
+            continue;
+        };
+        let mut fields = json!({"NodePool": {"name": np.name}});
+        if let NoCompatibleTypes::MinValues(keys) = &why {
+            fields["minValuesIncompatibleErr"] = format!(
+                "minValues requirement is not met for label(s) (label(s)=[{}])",
+                keys.join(" ")
+            )
+            .into();
+        }
+        desk.log(
+            "provisioner",
+            "skipping, nodepool requirements filtered out all instance types",
+            fields,
+        );
+        desk.event(
+            Event {
+                kind: EventObject::NodePool,
+                name: np.name.clone(),
+                warning: true,
+                reason: "NoCompatibleInstanceTypes".into(),
+                message: why.message().into(),
+            },
+            now,
+        );
+    }
+}
+
+/// A pod is to go to this NodeClaim; the first time it is, the provisioner found it a
+/// place (Karpenter's provisioning latency metrics count from here).
+fn nominate(desk: &mut Desk, pod: &str, claim: &str, now: Duration) {
+    if let Some(rec) = desk.cluster.pods.get_mut(pod) {
+        rec.nominated = Some(claim.to_string());
+        rec.schedulable_since.get_or_insert(now);
+    }
+}
+
+/// Karpenter's `Nominated` event: the pod should schedule on this NodeClaim (and its
+/// node, once registered).
+pub(super) fn nominated_event(
+    desk: &mut Desk,
+    pod: &str,
+    claim: &str,
+    node: Option<&str>,
+    now: Duration,
+) {
+    let mut on = format!("nodeclaim/{claim}");
+    if let Some(node) = node {
+        on.push_str(&format!(", node/{node}"));
+    }
+    desk.event(
+        Event {
+            kind: EventObject::Pod,
+            name: pod.to_string(),
+            warning: false,
+            reason: "Nominated".into(),
+            message: format!("Pod should schedule on: {on}"),
+        },
+        now,
+    );
+}
+
+/// A fingerprint of everything a solve for these pending pods reads: the cluster's
+/// writes, the unavailable offerings, and the NodePools, nodes, in-flight NodeClaims and
+/// nominations as the solver gets them (the controllers' own writes included).
+fn provisioning_inputs(desk: &mut Desk, keys: &[String], now: Duration) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (desk.cluster.generation(), desk.cluster.pod_writes()).hash(&mut h);
+    desk.unavailable.generation().hash(&mut h);
+    keys.hash(&mut h);
+    let (pools, _) = desk.pool_inputs(now);
+    let (existing, _) = desk.capacity_in_place(&pools);
+    let mut text = DebugHasher(&mut h);
+    for p in &pools {
+        let _ = write!(
+            text,
+            "{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|",
+            p.name,
+            p.weight,
+            p.labels,
+            p.requirements,
+            p.taints,
+            p.startup_taints,
+            p.limits,
+            p.usage
+        );
+    }
+    let _ = write!(text, "{existing:?}");
+    for (k, p) in &desk.cluster.pods {
+        if let Some(claim) = &p.nominated {
+            (k, claim).hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
+/// One solve for these pending pods over the whole cluster: its NodePools within their
+/// limits, its nodes and in-flight NodeClaims with the pods bound or nominated to them;
+/// with the NodePools as the solver read them.
+fn solve_pending(
+    desk: &mut Desk,
+    keys: Vec<String>,
+    now: Duration,
+) -> (Solved, Vec<NodePoolInput>) {
+    let (pools, pool_names) = desk.pool_inputs(now);
+    // wall-clock time, for the scheduling-duration histogram only: no decision reads it
+    let started = std::time::Instant::now();
+    let options = desk.solve_options();
+    let solved = desk.solve_over(keys, &pools, pool_names, options, Packing::NearBound);
+    desk.metrics.observe(
+        &families::SCHEDULER_SCHEDULING_DURATION_SECONDS,
+        &["provisioner"],
+        started.elapsed().as_secs_f64(),
+    );
+    (solved, pools)
 }

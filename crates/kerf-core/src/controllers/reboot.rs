@@ -137,7 +137,7 @@ impl RebootCalls {
                 labels: BTreeMap::from([(labels::INITIALIZED.into(), None)]),
             });
         }
-        self.reboot_at(desk, claim, now + REBOOT_POLL);
+        reboot_at(desk, claim, now + REBOOT_POLL);
     }
 
     /// The node came back: `Rebooting` False `RebootSucceeded`; it initializes again.
@@ -166,7 +166,7 @@ impl RebootCalls {
             json!({"NodeClaim": {"name": claim}, "reason": "RebootSucceeded"}),
         );
         let took = now.saturating_sub(r.requested).as_secs_f64();
-        self.count_reboot(desk, "succeeded", took);
+        count_reboot(desk, "succeeded", took);
         let recovery = now.saturating_sub(issued).as_secs_f64();
         (desk.metrics.recorder()).observe(
             &families::NODES_REBOOT_RECOVERY_DURATION_SECONDS,
@@ -211,22 +211,8 @@ impl RebootCalls {
             "reboot reached terminal outcome",
             json!({"NodeClaim": {"name": claim}, "reason": "RebootFailed"}),
         );
-        self.tell_reboot_failed(desk, claim, message, now);
-        self.count_reboot(desk, "invalid_request", took);
-    }
-
-    /// Karpenter's `RebootFailed` Warning on the NodeClaim.
-    fn tell_reboot_failed(&mut self, desk: &mut Desk, claim: &str, message: &str, now: Duration) {
-        desk.event(
-            Event {
-                kind: EventObject::NodeClaim,
-                name: claim.to_string(),
-                warning: true,
-                reason: "RebootFailed".into(),
-                message: message.to_string(),
-            },
-            now,
-        );
+        tell_reboot_failed(desk, claim, message, now);
+        count_reboot(desk, "invalid_request", took);
     }
 
     /// A NodeClaim read again: a reboot still asked for takes its drain bound as the
@@ -253,7 +239,7 @@ impl RebootCalls {
             return;
         }
         r.drain_bound = bound;
-        self.reboot_at(desk, claim, now);
+        reboot_at(desk, claim, now);
     }
 
     /// `Rebooting` False with this outcome, from now: repair tolerates a fault again from
@@ -278,23 +264,6 @@ impl RebootCalls {
         desk.status_changed(claim);
     }
 
-    /// Looks at a NodeClaim's reboot at `when`, or sooner if a look is due sooner: one
-    /// timer a NodeClaim, however many changes ask for a look.
-    pub(super) fn reboot_at(&mut self, desk: &mut Desk, claim: &str, when: Duration) {
-        let timer = Timer::Reboot(claim.to_string());
-        let due = (desk.timers.iter())
-            .find(|(_, t)| *t == timer)
-            .map(|(at, _)| *at);
-        match due {
-            Some(at) if at <= when => {}
-            Some(at) => {
-                desk.timers.remove(&(at, timer.clone()));
-                desk.at(when, timer);
-            }
-            None => desk.at(when, timer),
-        }
-    }
-
     /// A NodeClaim gone: what the reboot controller kept of it goes too.
     pub(super) fn forget_reboot(&mut self, claim: &str) {
         self.committed.remove(claim);
@@ -306,30 +275,6 @@ impl RebootCalls {
         self.issuing.remove(claim);
         self.asked.remove(claim);
         self.failed.remove(claim);
-    }
-
-    fn count_reboot(&mut self, desk: &mut Desk, result: &str, took: f64) {
-        desk.metrics.inc(&families::NODES_REBOOTS, &[result]);
-        (desk.metrics.recorder()).observe(
-            &families::NODES_REBOOT_DURATION_SECONDS,
-            &[result],
-            took,
-        );
-    }
-
-    /// Keeps new pods off the node while it is drained and rebooted.
-    fn add_rebooting_taint(&mut self, desk: &mut Desk, node: &str) {
-        let n = &desk.cluster.nodes[node];
-        if n.taints
-            .iter()
-            .any(|t| t.key == labels::REBOOTING_TAINT_KEY)
-        {
-            return;
-        }
-        desk.actions.push(Action::Taint {
-            node: node.to_string(),
-            taint: rebooting_taint(),
-        });
     }
 
     /// The cloud's answer to [`Action::Reboot`].
@@ -365,7 +310,7 @@ impl RebootCalls {
                     "failed to reboot node",
                     json!({"NodeClaim": {"name": claim}, "error": why}),
                 );
-                self.reboot_at(desk, claim, now + REBOOT_POLL);
+                reboot_at(desk, claim, now + REBOOT_POLL);
             }
         }
     }
@@ -414,7 +359,7 @@ impl RebootCalls {
             return;
         }
         let next = (now + REBOOT_POLL).min(at + RECOVERY_TIMEOUT);
-        self.reboot_at(desk, claim, next);
+        reboot_at(desk, claim, next);
     }
 
     /// The reboot failed: the node is given up (its NodeClaim deleted, its pods going by the
@@ -437,7 +382,7 @@ impl RebootCalls {
                 key: labels::REBOOTING_TAINT_KEY.into(),
             });
         }
-        self.tell_reboot_failed(desk, claim, message, now);
+        tell_reboot_failed(desk, claim, message, now);
         desk.log_error(
             "nodeclaim.reboot",
             "reboot failed, replacing node",
@@ -446,7 +391,7 @@ impl RebootCalls {
         let took = r
             .as_ref()
             .map_or(0.0, |r| now.saturating_sub(r.requested).as_secs_f64());
-        self.count_reboot(desk, result, took);
+        count_reboot(desk, result, took);
         self.settle_reboot(claim);
         if let Some(bound) = r.and_then(|r| r.drain_bound.ok().flatten()) {
             desk.terminate_by(claim, now + bound, now);
@@ -499,9 +444,8 @@ impl Controllers {
             "committed node reboot",
             json!({"NodeClaim": {"name": claim}}),
         );
-        self.health
-            .count_repair(&mut self.desk, &claim, decision, bound);
-        self.reboot.reboot_at(&mut self.desk, &claim, now);
+        super::health::count_repair(&mut self.desk, &claim, decision, bound);
+        reboot_at(&mut self.desk, &claim, now);
         true
     }
 
@@ -554,8 +498,7 @@ impl Controllers {
                 self.reboot
                     .reboot_failed(&mut self.desk, claim, "provider_error", NOT_ISSUED, now);
             } else {
-                self.reboot
-                    .reboot_at(&mut self.desk, claim, now + REBOOT_POLL);
+                reboot_at(&mut self.desk, claim, now + REBOOT_POLL);
             }
             return;
         };
@@ -580,14 +523,13 @@ impl Controllers {
             if let Some(again) =
                 (self.reboot.failed.get(claim).map(|t| *t + REBOOT_POLL)).filter(|t| now < *t)
             {
-                self.reboot
-                    .reboot_at(&mut self.desk, claim, again.min(deadline));
+                reboot_at(&mut self.desk, claim, again.min(deadline));
                 return;
             }
             self.reboot.ask_reboot(&mut self.desk, claim, node, r, pre);
             return;
         }
-        self.reboot.add_rebooting_taint(&mut self.desk, node);
+        add_rebooting_taint(&mut self.desk, node);
         if !self.drained_for_reboot(claim, node, r, now) {
             return;
         }
@@ -671,7 +613,7 @@ impl Controllers {
         if let Some(d) = deadline {
             next = next.min(d);
         }
-        self.reboot.reboot_at(&mut self.desk, claim, next);
+        reboot_at(&mut self.desk, claim, next);
         false
     }
 }
@@ -684,4 +626,55 @@ pub fn rebooting_taint() -> kerf_api::Taint {
         effect: kerf_api::TaintEffect::NoSchedule,
         time_added: None,
     }
+}
+
+/// Karpenter's `RebootFailed` Warning on the NodeClaim.
+fn tell_reboot_failed(desk: &mut Desk, claim: &str, message: &str, now: Duration) {
+    desk.event(
+        Event {
+            kind: EventObject::NodeClaim,
+            name: claim.to_string(),
+            warning: true,
+            reason: "RebootFailed".into(),
+            message: message.to_string(),
+        },
+        now,
+    );
+}
+
+/// Looks at a NodeClaim's reboot at `when`, or sooner if a look is due sooner: one
+/// timer a NodeClaim, however many changes ask for a look.
+pub(super) fn reboot_at(desk: &mut Desk, claim: &str, when: Duration) {
+    let timer = Timer::Reboot(claim.to_string());
+    let due = (desk.timers.iter())
+        .find(|(_, t)| *t == timer)
+        .map(|(at, _)| *at);
+    match due {
+        Some(at) if at <= when => {}
+        Some(at) => {
+            desk.timers.remove(&(at, timer.clone()));
+            desk.at(when, timer);
+        }
+        None => desk.at(when, timer),
+    }
+}
+
+fn count_reboot(desk: &mut Desk, result: &str, took: f64) {
+    desk.metrics.inc(&families::NODES_REBOOTS, &[result]);
+    (desk.metrics.recorder()).observe(&families::NODES_REBOOT_DURATION_SECONDS, &[result], took);
+}
+
+/// Keeps new pods off the node while it is drained and rebooted.
+fn add_rebooting_taint(desk: &mut Desk, node: &str) {
+    let n = &desk.cluster.nodes[node];
+    if n.taints
+        .iter()
+        .any(|t| t.key == labels::REBOOTING_TAINT_KEY)
+    {
+        return;
+    }
+    desk.actions.push(Action::Taint {
+        node: node.to_string(),
+        taint: rebooting_taint(),
+    });
 }

@@ -164,7 +164,7 @@ impl Provisioner {
             .filter(|(_, p)| p.node.is_none() && p.provisionable && p.owner != PodOwner::DaemonSet)
             .map(|(k, _)| k)
             .collect();
-        let placed = self.place(
+        let placed = place(
             desk,
             &seats,
             &mut facts,
@@ -186,7 +186,7 @@ impl Provisioner {
                         let taken = slots_taken.entry(seats[i].name.as_str()).or_default();
                         // one that would not fit keeps what it has: its nomination (the
                         // solve counted the slots there), or none
-                        if self.attachments_fit(desk, &seats[i].name, &p.requests, taken) {
+                        if attachments_fit(desk, &seats[i].name, &p.requests, taken) {
                             moved.push((key.clone(), claim.clone()));
                         }
                     }
@@ -202,7 +202,7 @@ impl Provisioner {
             let outcome = super::provisioning::PodOutcome::Nominated(claim.clone());
             self.record(&pod, outcome, now);
             let node = (desk.cluster.nodeclaims.get(&claim)).and_then(|c| c.node.clone());
-            self.nominated_event(desk, &pod, &claim, node.as_deref(), now);
+            super::provisioning::nominated_event(desk, &pod, &claim, node.as_deref(), now);
         }
         for pod in &leftovers {
             if let Some(p) = desk.cluster.pods.get_mut(pod) {
@@ -210,40 +210,6 @@ impl Provisioner {
             }
         }
         leftovers
-    }
-
-    /// Whether the node `name` has the volume attachment slots `requests` asks for beyond
-    /// its bound pods' and those `taken` in this rehearsal (which it then counts); a node
-    /// with no published limit (or not registered yet) takes any number.
-    fn attachments_fit(
-        &self,
-        desk: &Desk,
-        name: &str,
-        requests: &Resources,
-        taken: &mut Resources,
-    ) -> bool {
-        let wanted: Vec<(&String, &i64)> = (requests.extended.iter())
-            .filter(|(k, _)| k.starts_with(labels::ATTACHABLE_VOLUMES))
-            .collect();
-        let Some(node) = desk.cluster.nodes.get(name).filter(|_| !wanted.is_empty()) else {
-            return true;
-        };
-        let mut limits = Resources::default();
-        (desk.cluster.volumes).add_attach_slots(Some(name), None, &mut limits);
-        let fits = wanted.iter().all(|(k, n)| {
-            let used = node.requests.extended.get(*k).copied().unwrap_or(0)
-                + taken.extended.get(*k).copied().unwrap_or(0);
-            limits
-                .extended
-                .get(*k)
-                .is_none_or(|limit| used + **n <= *limit)
-        });
-        if fits {
-            for (k, n) in wanted {
-                *taken.extended.entry(k.clone()).or_insert(0) += n;
-            }
-        }
-        fits
     }
 
     /// Plays kube-scheduler over the nodes a disruption command leaves (the cluster's but its
@@ -279,105 +245,11 @@ impl Provisioner {
         // the candidates' pods come after: they are made again only as the drain evicts them
         order.extend(in_queue_order(cluster, moving));
         // the replacements are Ready before a candidate drains: all there at once
-        let placed = self.place(desk, &seats, &mut facts, order, false);
+        let placed = place(desk, &seats, &mut facts, order, false);
         (placed.into_iter())
             .filter(|(k, seat)| seat.is_none() && cluster.pods[*k].node.is_some())
             .map(|(k, _)| k.clone())
             .collect()
-    }
-
-    /// Binds `pods` (in that order) as kube-scheduler would onto `seats`: where each went.
-    /// `arriving`: the seats not yet registered turn Ready one by one, in the order they
-    /// come (launched, then planned), and each time the pods still waiting are tried again
-    /// in queue order, as kube-scheduler retries them on a node's arrival. A batch's nodes
-    /// do come up over seconds, and the first to come take the pods at the head of the queue;
-    /// played as if all were there at once, LeastAllocated would spread the small pods over
-    /// every node and leave no room for the large ones, a pessimism that launched a fifth
-    /// more nodes than kube-scheduler needed (172 against Karpenter's 155 at 1,000 pods).
-    fn place<'a>(
-        &self,
-        desk: &Desk,
-        seats: &[Seat],
-        facts: &mut FactsByShape,
-        pods: Vec<&'a String>,
-        arriving: bool,
-    ) -> Vec<(&'a String, Option<usize>)> {
-        let cluster = &desk.cluster;
-        if pods.is_empty() {
-            return Vec::new();
-        }
-        for k in &pods {
-            facts.of(cluster.pods[*k].declared());
-        }
-        // one pod of each shape stands for the rest, for which bound pods weigh
-        let mut shapes = HashSet::default();
-        let alike: Vec<&Pod> = (pods.iter())
-            .map(|k| cluster.pods[*k].declared())
-            .filter(|s| shapes.insert(std::ptr::from_ref(*s)))
-            .collect();
-        let by_name: HashMap<&str, usize> = (seats.iter().enumerate())
-            .map(|(i, s)| (s.name.as_str(), i))
-            .collect();
-        // replicas share their declared shape: whether one weighs is asked once for them all
-        let mut weighs: HashMap<*const Pod, bool> = HashMap::default();
-        let weighing: Vec<(&Pod, &ks::Facts, &str)> = (cluster.pods.values())
-            .filter_map(|p| {
-                let node = p.node.as_deref().filter(|n| by_name.contains_key(n))?;
-                let pod = p.declared();
-                let f = facts.get(pod)?;
-                let weighs = *(weighs.entry(std::ptr::from_ref(pod)))
-                    .or_insert_with(|| ks::weighs_on(pod, f, &alike));
-                weighs.then_some((pod, f, node))
-            })
-            .collect();
-        let nodes: Vec<ks::Node<'_>> = (seats.iter())
-            .map(|s| ks::Node {
-                name: &s.name,
-                labels: &s.labels,
-                taints: &s.taints,
-                allocatable: std::borrow::Cow::Borrowed(&s.allocatable),
-                ready: s.ready,
-                volume_limits: BTreeMap::new(),
-            })
-            .collect();
-        let usage = |n: &str| by_name.get(n).map(|&i| &seats[i].usage);
-        let mut scheduler = ks::Scheduler::with_usage(nodes, usage, weighing, None);
-        let mut out = Vec::new();
-        let pods: Vec<(&String, &ks::Facts)> = (pods.into_iter())
-            .filter_map(|k| Some((k, facts.get(cluster.pods[k].declared())?)))
-            .collect();
-        if !arriving {
-            for (key, f) in pods {
-                let seat = scheduler.schedule_with(cluster.pods[key].declared(), f, None);
-                out.push((key, seat.map(|node| by_name[node])));
-            }
-            return out;
-        }
-        let registered = (seats.iter()).take_while(|s| s.registered).count();
-        let mut waiting = pods;
-        for ready in registered..=seats.len() {
-            // a pod like one that found no room finds none either, until the next binding
-            let mut roomless: HashSet<u64> = HashSet::default();
-            waiting.retain(|&(key, f)| {
-                if roomless.contains(&f.class_hash()) {
-                    return true;
-                }
-                let pod = cluster.pods[key].declared();
-                match scheduler.schedule_within(pod, f, |i| i < ready) {
-                    Some(i) => {
-                        out.push((key, Some(i)));
-                        roomless.clear();
-                        false
-                    }
-                    None => {
-                        roomless.insert(f.class_hash());
-                        true
-                    }
-                }
-            });
-        }
-        out.extend(waiting.into_iter().map(|(key, _)| (key, None)));
-        out
     }
 
     /// The nodes there will be: the registered ones (but those `leaving`) with what their
@@ -488,4 +360,125 @@ fn in_queue_order<'a>(
         (Reverse(priority.unwrap_or(0)), p.created, *k)
     });
     pods
+}
+
+/// Whether the node `name` has the volume attachment slots `requests` asks for beyond
+/// its bound pods' and those `taken` in this rehearsal (which it then counts); a node
+/// with no published limit (or not registered yet) takes any number.
+fn attachments_fit(desk: &Desk, name: &str, requests: &Resources, taken: &mut Resources) -> bool {
+    let wanted: Vec<(&String, &i64)> = (requests.extended.iter())
+        .filter(|(k, _)| k.starts_with(labels::ATTACHABLE_VOLUMES))
+        .collect();
+    let Some(node) = desk.cluster.nodes.get(name).filter(|_| !wanted.is_empty()) else {
+        return true;
+    };
+    let mut limits = Resources::default();
+    (desk.cluster.volumes).add_attach_slots(Some(name), None, &mut limits);
+    let fits = wanted.iter().all(|(k, n)| {
+        let used = node.requests.extended.get(*k).copied().unwrap_or(0)
+            + taken.extended.get(*k).copied().unwrap_or(0);
+        limits
+            .extended
+            .get(*k)
+            .is_none_or(|limit| used + **n <= *limit)
+    });
+    if fits {
+        for (k, n) in wanted {
+            *taken.extended.entry(k.clone()).or_insert(0) += n;
+        }
+    }
+    fits
+}
+
+/// Binds `pods` (in that order) as kube-scheduler would onto `seats`: where each went.
+/// `arriving`: the seats not yet registered turn Ready one by one, in the order they
+/// come (launched, then planned), and each time the pods still waiting are tried again
+/// in queue order, as kube-scheduler retries them on a node's arrival. A batch's nodes
+/// do come up over seconds, and the first to come take the pods at the head of the queue;
+/// played as if all were there at once, LeastAllocated would spread the small pods over
+/// every node and leave no room for the large ones, a pessimism that launched a fifth
+/// more nodes than kube-scheduler needed (172 against Karpenter's 155 at 1,000 pods).
+fn place<'a>(
+    desk: &Desk,
+    seats: &[Seat],
+    facts: &mut FactsByShape,
+    pods: Vec<&'a String>,
+    arriving: bool,
+) -> Vec<(&'a String, Option<usize>)> {
+    let cluster = &desk.cluster;
+    if pods.is_empty() {
+        return Vec::new();
+    }
+    for k in &pods {
+        facts.of(cluster.pods[*k].declared());
+    }
+    // one pod of each shape stands for the rest, for which bound pods weigh
+    let mut shapes = HashSet::default();
+    let alike: Vec<&Pod> = (pods.iter())
+        .map(|k| cluster.pods[*k].declared())
+        .filter(|s| shapes.insert(std::ptr::from_ref(*s)))
+        .collect();
+    let by_name: HashMap<&str, usize> = (seats.iter().enumerate())
+        .map(|(i, s)| (s.name.as_str(), i))
+        .collect();
+    // replicas share their declared shape: whether one weighs is asked once for them all
+    let mut weighs: HashMap<*const Pod, bool> = HashMap::default();
+    let weighing: Vec<(&Pod, &ks::Facts, &str)> = (cluster.pods.values())
+        .filter_map(|p| {
+            let node = p.node.as_deref().filter(|n| by_name.contains_key(n))?;
+            let pod = p.declared();
+            let f = facts.get(pod)?;
+            let weighs = *(weighs.entry(std::ptr::from_ref(pod)))
+                .or_insert_with(|| ks::weighs_on(pod, f, &alike));
+            weighs.then_some((pod, f, node))
+        })
+        .collect();
+    let nodes: Vec<ks::Node<'_>> = (seats.iter())
+        .map(|s| ks::Node {
+            name: &s.name,
+            labels: &s.labels,
+            taints: &s.taints,
+            allocatable: std::borrow::Cow::Borrowed(&s.allocatable),
+            ready: s.ready,
+            volume_limits: BTreeMap::new(),
+        })
+        .collect();
+    let usage = |n: &str| by_name.get(n).map(|&i| &seats[i].usage);
+    let mut scheduler = ks::Scheduler::with_usage(nodes, usage, weighing, None);
+    let mut out = Vec::new();
+    let pods: Vec<(&String, &ks::Facts)> = (pods.into_iter())
+        .filter_map(|k| Some((k, facts.get(cluster.pods[k].declared())?)))
+        .collect();
+    if !arriving {
+        for (key, f) in pods {
+            let seat = scheduler.schedule_with(cluster.pods[key].declared(), f, None);
+            out.push((key, seat.map(|node| by_name[node])));
+        }
+        return out;
+    }
+    let registered = (seats.iter()).take_while(|s| s.registered).count();
+    let mut waiting = pods;
+    for ready in registered..=seats.len() {
+        // a pod like one that found no room finds none either, until the next binding
+        let mut roomless: HashSet<u64> = HashSet::default();
+        waiting.retain(|&(key, f)| {
+            if roomless.contains(&f.class_hash()) {
+                return true;
+            }
+            let pod = cluster.pods[key].declared();
+            match scheduler.schedule_within(pod, f, |i| i < ready) {
+                Some(i) => {
+                    out.push((key, Some(i)));
+                    roomless.clear();
+                    false
+                }
+                None => {
+                    roomless.insert(f.class_hash());
+                    true
+                }
+            }
+        });
+    }
+    out.extend(waiting.into_iter().map(|(key, _)| (key, None)));
+    out
 }

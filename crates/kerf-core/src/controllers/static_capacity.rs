@@ -83,124 +83,6 @@ impl StaticPools {
         (active, others, unstored)
     }
 
-    /// Counts a static NodePool's decision (`replace`, `terminate-first`) for `reason`
-    /// (`drifted`, `unhealthy`) as Karpenter's queue does.
-    fn count_static_decision(&mut self, desk: &mut Desk, pool: &str, decision: &str, reason: &str) {
-        desk.metrics.inc(
-            &families::VOLUNTARY_DISRUPTION_DECISIONS,
-            &["", decision, reason],
-        );
-        desk.metrics.inc(
-            &families::VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL,
-            &["", decision, pool, reason],
-        );
-    }
-
-    /// A static NodePool's node that cannot be replaced first at the node limit, told
-    /// `DisruptionBlocked` on its Node and NodeClaim (once per two minutes).
-    fn blocked_at_limit(&mut self, desk: &mut Desk, node: &str, claim: &str, now: Duration) {
-        for (kind, name) in [(EventObject::Node, node), (EventObject::NodeClaim, claim)] {
-            desk.event(
-                Event {
-                    kind,
-                    name: name.to_string(),
-                    warning: false,
-                    reason: "DisruptionBlocked".into(),
-                    message: "static NodePool is at its node limit and cannot stage a replacement"
-                        .into(),
-                },
-                now,
-            );
-        }
-    }
-
-    /// Looks at the static NodePools again in a while.
-    fn retry_static(&mut self, desk: &mut Desk, now: Duration) {
-        desk.cancel(&super::Timer::StaticCapacity);
-        desk.at(now + STATIC_RETRY, super::Timer::StaticCapacity);
-    }
-
-    /// A NodeClaim of the NodePool with no pods: its requirements, and the instance types
-    /// they allow with an available offering, cheapest first (the cloud launches the
-    /// cheapest). None when no type is allowed.
-    fn static_plan(
-        &mut self,
-        desk: &mut Desk,
-        pool: &str,
-        now: Duration,
-    ) -> Option<PlannedNodeClaim> {
-        let np = desk.cluster.node_pools.get(pool)?.clone();
-        let template = &np.spec.template;
-        let reqs = Requirements::from_api(&template.spec.requirements);
-        let class = template.spec.node_class_ref.name.clone();
-        let generation = desk.unavailable.generation();
-        let options = match desk.overlay_evaluation(now).by_pool.remove(pool) {
-            Some(types) => types,
-            None => desk.type_options_for(&class, generation, now),
-        };
-        let (zone, capacity_type) = (reqs.get(labels::ZONE), reqs.get(labels::CAPACITY_TYPE));
-        let offered = |key: &str| key == labels::ZONE || key == labels::CAPACITY_TYPE;
-        // a type is ruled out by what it says of itself; a key it does not define (a
-        // custom label the node will carry) rules nothing out
-        let mut priced: Vec<(LaunchOption, Launch)> = options
-            .iter()
-            .filter(|t| {
-                reqs.iter()
-                    .filter(|r| !offered(&r.key))
-                    .all(|r| t.labels.get(&r.key).is_none_or(|v| r.has(v)))
-            })
-            .filter_map(|t| {
-                let o = t
-                    .offerings
-                    .iter()
-                    // reservations are handed out by provisioning's plans, not static ones
-                    .filter(|o| {
-                        o.available
-                            && o.reservation.is_none()
-                            && zone.has(&o.zone)
-                            && capacity_type.has(&o.capacity_type)
-                    })
-                    .min_by(|a, b| a.price_per_hour.total_cmp(&b.price_per_hour))?;
-                let option = LaunchOption {
-                    name: t.name.clone(),
-                    price_per_hour: o.price_per_hour,
-                };
-                let launch = Launch {
-                    instance_type: t.name.clone(),
-                    capacity_type: o.capacity_type.clone(),
-                    zone: o.zone.clone(),
-                    price_per_hour: o.price_per_hour,
-                    reservation: None,
-                };
-                Some((option, launch))
-            })
-            .collect();
-        priced.sort_by(|a, b| {
-            (a.0.price_per_hour.total_cmp(&b.0.price_per_hour))
-                .then_with(|| a.0.name.cmp(&b.0.name))
-        });
-        priced.truncate(MAX_INSTANCE_TYPES);
-        let launch = priced.first()?.1.clone();
-        let instance_types: Vec<LaunchOption> = priced.into_iter().map(|(o, _)| o).collect();
-        let mut requirements = template.spec.requirements.clone();
-        requirements.retain(|r| r.key != labels::INSTANCE_TYPE);
-        requirements.push(kerf_api::NodeSelectorRequirementWithMinValues {
-            key: labels::INSTANCE_TYPE.into(),
-            operator: kerf_api::Operator::In,
-            values: instance_types.iter().map(|o| o.name.clone()).collect(),
-            min_values: None,
-        });
-        Some(PlannedNodeClaim {
-            node_pool: 0,
-            pods: Vec::new(),
-            requests: Resources::default(),
-            requirements,
-            instance_types,
-            launch,
-            min_values_relaxed: false,
-        })
-    }
-
     fn shrink_static(
         &mut self,
         desk: &mut Desk,
@@ -210,10 +92,7 @@ impl StaticPools {
         now: Duration,
     ) {
         let excess = active.len() - usize::try_from(replicas).unwrap_or(0);
-        let mut extras: Vec<Extra> = active
-            .iter()
-            .map(|c| self.static_rank(desk, c, now))
-            .collect();
+        let mut extras: Vec<Extra> = active.iter().map(|c| static_rank(desk, c, now)).collect();
         extras.sort_by(|a, b| {
             (a.tier.cmp(&b.tier))
                 .then(a.cost.total_cmp(&b.cost))
@@ -234,49 +113,6 @@ impl StaticPools {
             );
             desk.delete_nodeclaim(&extra.name, now);
         }
-    }
-
-    /// Where a NodeClaim stands in the order a static NodePool's extra NodeClaims go.
-    fn static_rank(&self, desk: &Desk, name: &str, now: Duration) -> Extra {
-        let c = &desk.cluster.nodeclaims[name];
-        let rank = |tier, cost| Extra {
-            name: name.to_string(),
-            tier,
-            cost,
-        };
-        if c.launched.is_none() {
-            return rank(0, 0.0);
-        }
-        let Some(node) = &c.node else {
-            return rank(1, 0.0); // no Node yet: nothing runs there
-        };
-        let pods: Vec<_> = desk
-            .cluster
-            .pods
-            .values()
-            .filter(|p| p.node.as_deref() == Some(node.as_str()))
-            .collect();
-        let blocked = pods.iter().any(|p| pod_blocks(&p.shape, p.started, now));
-        let workload: Vec<_> = pods
-            .iter()
-            .filter(|p| p.owner != PodOwner::DaemonSet)
-            .collect();
-        if workload.is_empty() && !blocked {
-            return rank(1, 0.0);
-        }
-        let cost: f64 = (workload.iter())
-            .map(|p| eviction_cost(&p.shape, desk.settings.pod_deletion_cost))
-            .sum();
-        let lifetime = desk.cluster.node_pools.get(&c.node_pool).map_or(1.0, |np| {
-            match np.spec.template.spec.expire_after.duration() {
-                Some(total) if !total.is_zero() => {
-                    let age = now.saturating_sub(c.created);
-                    (1.0 - age.as_secs_f64() / total.as_secs_f64()).clamp(0.0, 1.0)
-                }
-                _ => 1.0,
-            }
-        });
-        rank(if blocked { 3 } else { 2 }, cost * lifetime)
     }
 }
 
@@ -415,14 +251,13 @@ impl Controllers {
             }
             return;
         }
-        let Some(plan) = self.static_capacity.static_plan(&mut self.desk, pool, now) else {
+        let Some(plan) = static_plan(&mut self.desk, pool, now) else {
             return;
         };
         for claim in drifted.into_iter().take(granted) {
             let c = &self.desk.cluster.nodeclaims[&claim];
             let node = c.node.clone().unwrap_or_default();
-            self.static_capacity
-                .count_static_decision(&mut self.desk, pool, "replace", "drifted");
+            count_static_decision(&mut self.desk, pool, "replace", "drifted");
             self.desk.count_disrupted(&claim, "drifted", "", true);
             self.desk.log(
                 "disruption",
@@ -454,13 +289,11 @@ impl Controllers {
                 .and_then(|c| c.node.clone())
                 .unwrap_or_default();
             if !first {
-                self.static_capacity
-                    .blocked_at_limit(&mut self.desk, &node, &claim, now);
+                blocked_at_limit(&mut self.desk, &node, &claim, now);
                 continue;
             }
             let decision = "terminate-first";
-            self.static_capacity
-                .count_static_decision(&mut self.desk, pool, decision, "drifted");
+            count_static_decision(&mut self.desk, pool, decision, "drifted");
             self.desk.metrics.inc(
                 &families::VOLUNTARY_DISRUPTION_TERMINATE_FIRST_DECISIONS,
                 &[pool, "drifted", "static-at-limit"],
@@ -524,7 +357,7 @@ impl Controllers {
             }
             let unhealthy = DisruptionReason::Unhealthy;
             if room > 0 {
-                let Some(plan) = self.static_capacity.static_plan(&mut self.desk, pool, now) else {
+                let Some(plan) = static_plan(&mut self.desk, pool, now) else {
                     return acted;
                 };
                 room -= 1;
@@ -543,8 +376,7 @@ impl Controllers {
                 self.static_command(pool, &node, &claim, "terminate-first", 0);
                 self.terminate_disrupted(&node, &claim, unhealthy, now);
             } else {
-                self.static_capacity
-                    .blocked_at_limit(&mut self.desk, &node, &claim, now);
+                blocked_at_limit(&mut self.desk, &node, &claim, now);
                 continue;
             }
             acted = true;
@@ -562,8 +394,7 @@ impl Controllers {
         decision: &str,
         replacements: usize,
     ) {
-        self.static_capacity
-            .count_static_decision(&mut self.desk, pool, decision, "unhealthy");
+        count_static_decision(&mut self.desk, pool, decision, "unhealthy");
         self.desk.count_disrupted(claim, "unhealthy", "", true);
         let id = self.disruption.next_command_id();
         let arrow = if replacements > 0 {
@@ -604,7 +435,7 @@ impl Controllers {
         let state = (replicas, active, count);
         let said = self.static_capacity.logged.get(pool) == Some(&state);
         if count <= 0 {
-            self.static_capacity.retry_static(&mut self.desk, now);
+            retry_static(&mut self.desk, now);
             if !said {
                 self.static_capacity.logged.insert(pool.to_string(), state);
                 self.desk.log(
@@ -615,8 +446,8 @@ impl Controllers {
             }
             return;
         }
-        let Some(plan) = self.static_capacity.static_plan(&mut self.desk, pool, now) else {
-            self.static_capacity.retry_static(&mut self.desk, now);
+        let Some(plan) = static_plan(&mut self.desk, pool, now) else {
+            retry_static(&mut self.desk, now);
             if !said {
                 self.static_capacity.logged.insert(pool.to_string(), state);
                 self.desk.log(
@@ -639,4 +470,159 @@ impl Controllers {
             self.create_nodeclaim(&plan, pool, "provisioned", now);
         }
     }
+}
+
+/// Counts a static NodePool's decision (`replace`, `terminate-first`) for `reason`
+/// (`drifted`, `unhealthy`) as Karpenter's queue does.
+fn count_static_decision(desk: &mut Desk, pool: &str, decision: &str, reason: &str) {
+    desk.metrics.inc(
+        &families::VOLUNTARY_DISRUPTION_DECISIONS,
+        &["", decision, reason],
+    );
+    desk.metrics.inc(
+        &families::VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL,
+        &["", decision, pool, reason],
+    );
+}
+
+/// A static NodePool's node that cannot be replaced first at the node limit, told
+/// `DisruptionBlocked` on its Node and NodeClaim (once per two minutes).
+fn blocked_at_limit(desk: &mut Desk, node: &str, claim: &str, now: Duration) {
+    for (kind, name) in [(EventObject::Node, node), (EventObject::NodeClaim, claim)] {
+        desk.event(
+            Event {
+                kind,
+                name: name.to_string(),
+                warning: false,
+                reason: "DisruptionBlocked".into(),
+                message: "static NodePool is at its node limit and cannot stage a replacement"
+                    .into(),
+            },
+            now,
+        );
+    }
+}
+
+/// Looks at the static NodePools again in a while.
+fn retry_static(desk: &mut Desk, now: Duration) {
+    desk.cancel(&super::Timer::StaticCapacity);
+    desk.at(now + STATIC_RETRY, super::Timer::StaticCapacity);
+}
+
+/// A NodeClaim of the NodePool with no pods: its requirements, and the instance types
+/// they allow with an available offering, cheapest first (the cloud launches the
+/// cheapest). None when no type is allowed.
+fn static_plan(desk: &mut Desk, pool: &str, now: Duration) -> Option<PlannedNodeClaim> {
+    let np = desk.cluster.node_pools.get(pool)?.clone();
+    let template = &np.spec.template;
+    let reqs = Requirements::from_api(&template.spec.requirements);
+    let class = template.spec.node_class_ref.name.clone();
+    let generation = desk.unavailable.generation();
+    let options = match desk.overlay_evaluation(now).by_pool.remove(pool) {
+        Some(types) => types,
+        None => desk.type_options_for(&class, generation, now),
+    };
+    let (zone, capacity_type) = (reqs.get(labels::ZONE), reqs.get(labels::CAPACITY_TYPE));
+    let offered = |key: &str| key == labels::ZONE || key == labels::CAPACITY_TYPE;
+    // a type is ruled out by what it says of itself; a key it does not define (a
+    // custom label the node will carry) rules nothing out
+    let mut priced: Vec<(LaunchOption, Launch)> = options
+        .iter()
+        .filter(|t| {
+            reqs.iter()
+                .filter(|r| !offered(&r.key))
+                .all(|r| t.labels.get(&r.key).is_none_or(|v| r.has(v)))
+        })
+        .filter_map(|t| {
+            let o = t
+                .offerings
+                .iter()
+                // reservations are handed out by provisioning's plans, not static ones
+                .filter(|o| {
+                    o.available
+                        && o.reservation.is_none()
+                        && zone.has(&o.zone)
+                        && capacity_type.has(&o.capacity_type)
+                })
+                .min_by(|a, b| a.price_per_hour.total_cmp(&b.price_per_hour))?;
+            let option = LaunchOption {
+                name: t.name.clone(),
+                price_per_hour: o.price_per_hour,
+            };
+            let launch = Launch {
+                instance_type: t.name.clone(),
+                capacity_type: o.capacity_type.clone(),
+                zone: o.zone.clone(),
+                price_per_hour: o.price_per_hour,
+                reservation: None,
+            };
+            Some((option, launch))
+        })
+        .collect();
+    priced.sort_by(|a, b| {
+        (a.0.price_per_hour.total_cmp(&b.0.price_per_hour)).then_with(|| a.0.name.cmp(&b.0.name))
+    });
+    priced.truncate(MAX_INSTANCE_TYPES);
+    let launch = priced.first()?.1.clone();
+    let instance_types: Vec<LaunchOption> = priced.into_iter().map(|(o, _)| o).collect();
+    let mut requirements = template.spec.requirements.clone();
+    requirements.retain(|r| r.key != labels::INSTANCE_TYPE);
+    requirements.push(kerf_api::NodeSelectorRequirementWithMinValues {
+        key: labels::INSTANCE_TYPE.into(),
+        operator: kerf_api::Operator::In,
+        values: instance_types.iter().map(|o| o.name.clone()).collect(),
+        min_values: None,
+    });
+    Some(PlannedNodeClaim {
+        node_pool: 0,
+        pods: Vec::new(),
+        requests: Resources::default(),
+        requirements,
+        instance_types,
+        launch,
+        min_values_relaxed: false,
+    })
+}
+
+/// Where a NodeClaim stands in the order a static NodePool's extra NodeClaims go.
+fn static_rank(desk: &Desk, name: &str, now: Duration) -> Extra {
+    let c = &desk.cluster.nodeclaims[name];
+    let rank = |tier, cost| Extra {
+        name: name.to_string(),
+        tier,
+        cost,
+    };
+    if c.launched.is_none() {
+        return rank(0, 0.0);
+    }
+    let Some(node) = &c.node else {
+        return rank(1, 0.0); // no Node yet: nothing runs there
+    };
+    let pods: Vec<_> = desk
+        .cluster
+        .pods
+        .values()
+        .filter(|p| p.node.as_deref() == Some(node.as_str()))
+        .collect();
+    let blocked = pods.iter().any(|p| pod_blocks(&p.shape, p.started, now));
+    let workload: Vec<_> = pods
+        .iter()
+        .filter(|p| p.owner != PodOwner::DaemonSet)
+        .collect();
+    if workload.is_empty() && !blocked {
+        return rank(1, 0.0);
+    }
+    let cost: f64 = (workload.iter())
+        .map(|p| eviction_cost(&p.shape, desk.settings.pod_deletion_cost))
+        .sum();
+    let lifetime = desk.cluster.node_pools.get(&c.node_pool).map_or(1.0, |np| {
+        match np.spec.template.spec.expire_after.duration() {
+            Some(total) if !total.is_zero() => {
+                let age = now.saturating_sub(c.created);
+                (1.0 - age.as_secs_f64() / total.as_secs_f64()).clamp(0.0, 1.0)
+            }
+            _ => 1.0,
+        }
+    });
+    rank(if blocked { 3 } else { 2 }, cost * lifetime)
 }

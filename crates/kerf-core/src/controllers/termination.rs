@@ -244,25 +244,6 @@ impl Terminations {
         true
     }
 
-    /// Expiry: forceful, no budget.
-    pub(super) fn expire(&mut self, desk: &mut Desk, claim: &str, now: Duration) {
-        if desk
-            .cluster
-            .nodeclaims
-            .get(claim)
-            .is_none_or(|c| c.deleting.is_some())
-        {
-            return;
-        }
-        desk.log(
-            "nodeclaim.expiration",
-            "deleting expired nodeclaim",
-            json!({"NodeClaim": {"name": claim}}),
-        );
-        desk.count_disrupted(claim, "expired", "", true);
-        desk.delete_nodeclaim(claim, now);
-    }
-
     /// Evicts a pod, or, with the node's termination time (`forced_by`), deletes it with what
     /// is left until then as its grace period (a second at least), past PodDisruptionBudgets
     /// and do-not-disrupt, and says so on the pod as Karpenter does.
@@ -530,4 +511,23 @@ impl Controllers {
         self.desk.forget_reason(claim);
         self.reboot.forget_reboot(claim);
     }
+}
+
+/// Expiry: forceful, no budget.
+pub(super) fn expire(desk: &mut Desk, claim: &str, now: Duration) {
+    if desk
+        .cluster
+        .nodeclaims
+        .get(claim)
+        .is_none_or(|c| c.deleting.is_some())
+    {
+        return;
+    }
+    desk.log(
+        "nodeclaim.expiration",
+        "deleting expired nodeclaim",
+        json!({"NodeClaim": {"name": claim}}),
+    );
+    desk.count_disrupted(claim, "expired", "", true);
+    desk.delete_nodeclaim(claim, now);
 }
