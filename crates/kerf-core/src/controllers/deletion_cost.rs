@@ -21,7 +21,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::duration::NillableDuration;
 use kerf_api::nodepool::DisruptionReason;
 
+use std::sync::Arc;
+
 use super::blockers::Wanted;
+use super::desk::Desk;
 use super::{Action, Controllers, Timer};
 use crate::cluster::{PodOwner, PodRecord};
 use crate::disruption::rules::{POD_DELETION_COST_ANNOTATION, eviction_cost};
@@ -116,9 +119,21 @@ impl Controllers {
         }
         self.desk
             .at(now + DELETION_COST_INTERVAL, Timer::DeletionCost);
-        let ranked = self.deletion_cost_ranking(now);
+        let overlaid = self.desk.overlay_evaluation(now).by_pool;
+        let g = self.gather();
+        let ranked = ranking(&self.desk, &self.disruption, &g, &overlaid, now);
+        drop(g);
+        self.deletion_cost.write_ranks(&mut self.desk, &ranked);
+    }
+}
+
+impl DeletionCosts {
+    /// Asks for the pod annotations the ranking says and the pods do not hold yet (the nodes
+    /// going first, then as many ranked and cleared ones as a cycle writes), and sets each
+    /// NodePool's gauge of nodes with writes pending.
+    fn write_ranks(&mut self, desk: &mut Desk, ranked: &[Ranked]) {
         let mut by_node: BTreeMap<&str, Vec<(&String, &PodRecord)>> = BTreeMap::new();
-        for (k, p) in &self.desk.cluster.pods {
+        for (k, p) in &desk.cluster.pods {
             if let Some(n) = &p.node
                 && controlled_by(&p.shape, "apps/v1", "ReplicaSet")
             {
@@ -132,7 +147,7 @@ impl Controllers {
         // cleanups what is left of it
         let mut ranked_written = 0;
         let mut cleanups_written = 0;
-        for r in &ranked {
+        for r in ranked {
             let room = match (r.going, r.cost) {
                 (true, _) => true,
                 (false, Some(_)) => ranked_written < MAX_NODES_PER_CYCLE,
@@ -166,148 +181,150 @@ impl Controllers {
         }
         let spec = &families::POD_DELETION_COST_POD_ANNOTATION_WRITES;
         if unchanged > 0 {
-            self.desk
-                .metrics
-                .add(spec, &["skipped_unchanged"], unchanged);
+            desk.metrics.add(spec, &["skipped_unchanged"], unchanged);
         }
         let gauge = &families::POD_DELETION_COST_NODES_WITH_PENDING_ANNOTATION_WRITES;
-        for pool in std::mem::take(&mut self.deletion_cost.gauged) {
-            self.desk.metrics.remove(gauge, &[&pool]);
+        for pool in std::mem::take(&mut self.gauged) {
+            desk.metrics.remove(gauge, &[&pool]);
         }
         for (pool, n) in &per_pool {
-            self.desk.metrics.set(gauge, &[pool], *n as f64);
+            desk.metrics.set(gauge, &[pool], *n as f64);
         }
-        self.deletion_cost.gauged = per_pool.into_keys().collect();
-        self.desk.actions.extend(writes);
+        self.gauged = per_pool.into_keys().collect();
+        desk.actions.extend(writes);
     }
+}
 
-    /// Every node with a NodeClaim, ranked: those already going, then the drifted and the
-    /// others in budget by savings ratio, then those whose annotation is removed.
-    pub fn deletion_cost_ranking(&mut self, now: Duration) -> Vec<Ranked> {
-        // the types as the NodePools offer them, NodeOverlays laid over
-        let overlaid = self.desk.overlay_evaluation(now).by_pool;
-        let managed = self.desk.settings.pod_deletion_cost;
-        let g = self.gather();
-        let in_command: BTreeSet<&str> = (self.disruption.commands())
-            .flat_map(|c| c.candidates.iter().map(String::as_str))
-            .collect();
-        let mut all_pods: BTreeMap<&str, Vec<&PodRecord>> = BTreeMap::new();
-        for p in self.desk.cluster.pods.values() {
-            if let Some(n) = &p.node {
-                all_pods.entry(n.as_str()).or_default().push(p);
-            }
+/// Every node with a NodeClaim, ranked (over the instance types as the NodePools offer
+/// them, `overlaid`): those already going, then the drifted and the
+/// others in budget by savings ratio, then those whose annotation is removed.
+fn ranking(
+    desk: &Desk,
+    disruption: &super::disruption::Disruptions,
+    g: &super::blockers::Gathered<'_>,
+    overlaid: &BTreeMap<String, Arc<[kerf_scheduling::InstanceTypeOption]>>,
+    now: Duration,
+) -> Vec<Ranked> {
+    let managed = desk.settings.pod_deletion_cost;
+    let in_command: BTreeSet<&str> = (disruption.commands())
+        .flat_map(|c| c.candidates.iter().map(String::as_str))
+        .collect();
+    let mut all_pods: BTreeMap<&str, Vec<&PodRecord>> = BTreeMap::new();
+    for p in desk.cluster.pods.values() {
+        if let Some(n) = &p.node {
+            all_pods.entry(n.as_str()).or_default().push(p);
         }
-        let mut nodes: Vec<(f64, &str, &str, Group)> = Vec::new();
-        for (name, n) in &self.desk.cluster.nodes {
-            let Some(claim) = n.nodeclaim.as_deref() else {
-                continue;
-            };
-            let Some(c) = self.desk.cluster.nodeclaims.get(claim) else {
-                continue;
-            };
-            let pool = c.node_pool.as_str();
-            let np = self.desk.cluster.node_pools.get(pool);
-            let pods = all_pods.get(name.as_str()).map_or(&[][..], Vec::as_slice);
-            // the type, zone and capacity type its node is labelled with, as launched
-            let launched = c.launched.as_ref();
-            let types = np.and_then(|np| {
-                let class = &np.spec.template.spec.node_class_ref.name;
-                (overlaid.get(pool))
-                    .or_else(|| self.desk.cluster.instance_types.get(class))
-                    .filter(|t| !t.is_empty())
-            });
-            let offered = launched.map(|l| (types?.iter()).find(|t| t.name == l.instance_type));
-            let price = launched.zip(offered.flatten()).map_or(0.0, |(l, t)| {
-                (t.offerings.iter())
-                    .find(|o| o.zone == l.zone && o.capacity_type == l.capacity_type.as_str())
-                    .map_or(0.0, |o| o.price_per_hour)
-            });
-            let cost = 1.0
-                + (pods.iter())
-                    .filter(|p| reschedulable(p))
-                    .map(|p| eviction_cost(&p.shape, managed).max(0.0))
-                    .sum::<f64>();
-            let going = c.deleting.is_some()
-                || in_command.contains(name.as_str())
-                || super::disruption::has_disrupted_taint(n);
-            let group = if going {
-                Group::Going
-            } else if !self.disruption.blockers(&self.desk, name, &g, Wanted::First, now).is_empty()
-                || pods.iter().any(|p| pins(&p.shape))
-                // no NodePool, or its class offers no such type: nothing to rank it by
-                || np.is_none()
-                || matches!(offered, Some(None))
-            {
-                Group::Cleanup
-            } else if c.drifted.is_some() && np.is_some_and(|np| np.spec.replicas.is_none()) {
-                Group::Drifted
-            } else if np.is_some_and(|np| {
-                matches!(
-                    np.spec.disruption.consolidate_after,
-                    NillableDuration::Never
-                )
-            }) {
-                Group::Cleanup
-            } else {
-                Group::Normal
-            };
-            nodes.push((price / cost, name, pool, group));
-        }
-        nodes.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-        let budgets = self.disruption.budgets_now(&self.desk, now);
-        let mut left: BTreeMap<(String, DisruptionReason), usize> = (budgets.iter())
-            .map(|((pool, r), b)| {
-                (
-                    (pool.to_string(), *r),
-                    b.allowed.saturating_sub(b.consuming),
-                )
-            })
-            .collect();
-        let mut within = |pool: &str, reason: DisruptionReason| {
-            let n = left.get_mut(&(pool.to_string(), reason));
-            match n {
-                Some(n) if *n > 0 => {
-                    *n -= 1;
-                    true
-                }
-                _ => false,
-            }
-        };
-        let of = |group: Group| {
-            (nodes.iter())
-                .filter(move |n| n.3 == group)
-                .map(|&(_, name, pool, _)| (name, pool))
-        };
-        let going: Vec<_> = of(Group::Going).collect();
-        // each budget is spent in savings order; what it cannot take is cleaned up after
-        // the rest, drifted first
-        let (drifted, drift_overflow): (Vec<_>, Vec<_>) =
-            of(Group::Drifted).partition(|(_, pool)| within(pool, DisruptionReason::Drifted));
-        let (normal, normal_overflow): (Vec<_>, Vec<_>) =
-            of(Group::Normal).partition(|(_, pool)| within(pool, DisruptionReason::Underutilized));
-        let cleanup = of(Group::Cleanup)
-            .chain(drift_overflow)
-            .chain(normal_overflow);
-        let ranked: Vec<_> = drifted.into_iter().chain(normal).collect();
-        let n = ranked.len();
-        let row = |(name, pool): (&str, &str), cost: Option<i32>, going: bool| Ranked {
-            node: name.to_string(),
-            node_pool: pool.to_string(),
-            cost,
-            going,
-        };
-        let rank = |i: usize| {
-            let below = i64::try_from(n).unwrap_or(i64::MAX) - i64::try_from(i).unwrap_or(0);
-            i32::try_from(-below).unwrap_or(i32::MIN)
-        };
-        (going.into_iter().map(|r| row(r, Some(i32::MIN), true)))
-            .chain(
-                ranked
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, r)| row(r, Some(rank(i)), false)),
-            )
-            .chain(cleanup.map(|r| row(r, None, false)))
-            .collect()
     }
+    let mut nodes: Vec<(f64, &str, &str, Group)> = Vec::new();
+    for (name, n) in &desk.cluster.nodes {
+        let Some(claim) = n.nodeclaim.as_deref() else {
+            continue;
+        };
+        let Some(c) = desk.cluster.nodeclaims.get(claim) else {
+            continue;
+        };
+        let pool = c.node_pool.as_str();
+        let np = desk.cluster.node_pools.get(pool);
+        let pods = all_pods.get(name.as_str()).map_or(&[][..], Vec::as_slice);
+        // the type, zone and capacity type its node is labelled with, as launched
+        let launched = c.launched.as_ref();
+        let types = np.and_then(|np| {
+            let class = &np.spec.template.spec.node_class_ref.name;
+            (overlaid.get(pool))
+                .or_else(|| desk.cluster.instance_types.get(class))
+                .filter(|t| !t.is_empty())
+        });
+        let offered = launched.map(|l| (types?.iter()).find(|t| t.name == l.instance_type));
+        let price = launched.zip(offered.flatten()).map_or(0.0, |(l, t)| {
+            (t.offerings.iter())
+                .find(|o| o.zone == l.zone && o.capacity_type == l.capacity_type.as_str())
+                .map_or(0.0, |o| o.price_per_hour)
+        });
+        let cost = 1.0
+            + (pods.iter())
+                .filter(|p| reschedulable(p))
+                .map(|p| eviction_cost(&p.shape, managed).max(0.0))
+                .sum::<f64>();
+        let going = c.deleting.is_some()
+            || in_command.contains(name.as_str())
+            || super::disruption::has_disrupted_taint(n);
+        let group = if going {
+            Group::Going
+        } else if !disruption.blockers(desk, name, g, Wanted::First, now).is_empty()
+            || pods.iter().any(|p| pins(&p.shape))
+            // no NodePool, or its class offers no such type: nothing to rank it by
+            || np.is_none()
+            || matches!(offered, Some(None))
+        {
+            Group::Cleanup
+        } else if c.drifted.is_some() && np.is_some_and(|np| np.spec.replicas.is_none()) {
+            Group::Drifted
+        } else if np.is_some_and(|np| {
+            matches!(
+                np.spec.disruption.consolidate_after,
+                NillableDuration::Never
+            )
+        }) {
+            Group::Cleanup
+        } else {
+            Group::Normal
+        };
+        nodes.push((price / cost, name, pool, group));
+    }
+    nodes.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    let budgets = disruption.budgets_now(desk, now);
+    let mut left: BTreeMap<(String, DisruptionReason), usize> = (budgets.iter())
+        .map(|((pool, r), b)| {
+            (
+                (pool.to_string(), *r),
+                b.allowed.saturating_sub(b.consuming),
+            )
+        })
+        .collect();
+    let mut within = |pool: &str, reason: DisruptionReason| {
+        let n = left.get_mut(&(pool.to_string(), reason));
+        match n {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
+    };
+    let of = |group: Group| {
+        (nodes.iter())
+            .filter(move |n| n.3 == group)
+            .map(|&(_, name, pool, _)| (name, pool))
+    };
+    let going: Vec<_> = of(Group::Going).collect();
+    // each budget is spent in savings order; what it cannot take is cleaned up after
+    // the rest, drifted first
+    let (drifted, drift_overflow): (Vec<_>, Vec<_>) =
+        of(Group::Drifted).partition(|(_, pool)| within(pool, DisruptionReason::Drifted));
+    let (normal, normal_overflow): (Vec<_>, Vec<_>) =
+        of(Group::Normal).partition(|(_, pool)| within(pool, DisruptionReason::Underutilized));
+    let cleanup = of(Group::Cleanup)
+        .chain(drift_overflow)
+        .chain(normal_overflow);
+    let ranked: Vec<_> = drifted.into_iter().chain(normal).collect();
+    let n = ranked.len();
+    let row = |(name, pool): (&str, &str), cost: Option<i32>, going: bool| Ranked {
+        node: name.to_string(),
+        node_pool: pool.to_string(),
+        cost,
+        going,
+    };
+    let rank = |i: usize| {
+        let below = i64::try_from(n).unwrap_or(i64::MAX) - i64::try_from(i).unwrap_or(0);
+        i32::try_from(-below).unwrap_or(i32::MIN)
+    };
+    (going.into_iter().map(|r| row(r, Some(i32::MIN), true)))
+        .chain(
+            ranked
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| row(r, Some(rank(i)), false)),
+        )
+        .chain(cleanup.map(|r| row(r, None, false)))
+        .collect()
 }
