@@ -778,6 +778,32 @@ impl Controllers {
             .collect()
     }
 
+    /// The write of a NodeClaim's status and launch labels as they stand now.
+    fn status_patch(&self, name: &str) -> Option<Action> {
+        let record = self.desk.cluster.nodeclaims.get(name)?;
+        let beside = crate::objects::ClaimConditions {
+            initializing: lifecycle::initializing(&self.desk, record),
+            launch_error: self.lifecycle.last_error.get(name).cloned(),
+            disruption: (self.desk.reason_of(name).map(|r| r.as_str()))
+                .or_else(|| {
+                    // a reboot read back after a restart
+                    let rebooting = record.reboot.as_ref().is_some_and(|r| r.under_way());
+                    rebooting.then_some(kerf_api::nodepool::DisruptionReason::Unhealthy.as_str())
+                })
+                .map(str::to_string),
+            drained: self.termination.drained.get(name).copied(),
+            detachment: self.termination.detachment.get(name).copied(),
+            inconsistent: self.consistency.short(name),
+        };
+        Some(Action::PatchNodeClaimStatus {
+            nodeclaim: name.to_string(),
+            status: Box::new(crate::objects::nodeclaim_status(record, &beside)),
+            labels: (record.launched.as_ref())
+                .map(crate::objects::launched_labels)
+                .unwrap_or_default(),
+        })
+    }
+
     /// When [`Controllers::poll`] has work next if nothing changes before.
     pub fn next_wakeup(&self) -> Option<Duration> {
         self.desk.timers.first().map(|(at, _)| *at)

@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use kerf_api::labels;
-use kerf_api::nodepool::DisruptionReason;
 use rustc_hash::FxHashSet;
 use serde_json::json;
 
@@ -728,32 +727,6 @@ impl Controllers {
         self.release(&name, now);
     }
 
-    /// The write of a NodeClaim's status and launch labels as they stand now.
-    pub(super) fn status_patch(&self, name: &str) -> Option<Action> {
-        let record = self.desk.cluster.nodeclaims.get(name)?;
-        let beside = crate::objects::ClaimConditions {
-            initializing: initializing(&self.desk, record),
-            launch_error: self.lifecycle.last_error.get(name).cloned(),
-            disruption: (self.desk.reason_of(name).map(|r| r.as_str()))
-                .or_else(|| {
-                    // a reboot read back after a restart
-                    let rebooting = record.reboot.as_ref().is_some_and(|r| r.under_way());
-                    rebooting.then_some(DisruptionReason::Unhealthy.as_str())
-                })
-                .map(str::to_string),
-            drained: self.termination.drained.get(name).copied(),
-            detachment: self.termination.detachment.get(name).copied(),
-            inconsistent: self.consistency.short(name),
-        };
-        Some(Action::PatchNodeClaimStatus {
-            nodeclaim: name.to_string(),
-            status: Box::new(crate::objects::nodeclaim_status(record, &beside)),
-            labels: (record.launched.as_ref())
-                .map(crate::objects::launched_labels)
-                .unwrap_or_default(),
-        })
-    }
-
     /// Deletes a NodeClaim outright: no node to drain.
     fn release(&mut self, name: &str, now: Duration) {
         self.lifecycle.relaunches.remove(name);
@@ -1046,7 +1019,7 @@ fn unregistered_taint_missing(desk: &mut Desk, claim: &str, now: Duration) {
 
 /// Why a registered NodeClaim's node is not initialized yet, as Karpenter says it: the
 /// node not ready, a startup taint or a known ephemeral taint still on it.
-fn initializing(desk: &Desk, record: &ClaimRecord) -> Option<(&'static str, String)> {
+pub(super) fn initializing(desk: &Desk, record: &ClaimRecord) -> Option<(&'static str, String)> {
     if record
         .reboot
         .as_ref()
