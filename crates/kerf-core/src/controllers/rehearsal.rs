@@ -446,39 +446,85 @@ fn place<'a>(
     let usage = |n: &str| by_name.get(n).map(|&i| &seats[i].usage);
     let mut scheduler = ks::Scheduler::with_usage(nodes, usage, weighing, None);
     let mut out = Vec::new();
-    let pods: Vec<(&String, &ks::Facts)> = (pods.into_iter())
-        .filter_map(|k| Some((k, facts.get(cluster.pods[k].declared())?)))
+    let pods: Vec<(&String, &ks::Facts, Reach)> = (pods.into_iter())
+        .filter_map(|k| {
+            let pod = cluster.pods[k].declared();
+            let f = facts.get(pod)?;
+            Some((k, f, Reach::of(desk, pod, f)))
+        })
         .collect();
     if !arriving {
-        for (key, f) in pods {
-            let seat = scheduler.schedule_with(cluster.pods[key].declared(), f, None);
-            out.push((key, seat.map(|node| by_name[node])));
+        for (key, f, reach) in pods {
+            let pod = cluster.pods[key].declared();
+            let seat = match &reach {
+                Reach::Anywhere => scheduler.schedule_with(pod, f, None).map(|n| by_name[n]),
+                Reach::Only(_) => scheduler.schedule_within(pod, f, |i| reach.lets(&seats[i])),
+            };
+            out.push((key, seat));
         }
         return out;
     }
     let registered = (seats.iter()).take_while(|s| s.registered).count();
     let mut waiting = pods;
     for ready in registered..=seats.len() {
-        // a pod like one that found no room finds none either, until the next binding
+        // a pod like one that found no room finds none either, until the next binding (one
+        // whose volumes limit its nodes is not like its replicas: their claims differ)
         let mut roomless: HashSet<u64> = HashSet::default();
-        waiting.retain(|&(key, f)| {
-            if roomless.contains(&f.class_hash()) {
+        waiting.retain(|(key, f, reach)| {
+            let alike = matches!(reach, Reach::Anywhere);
+            if alike && roomless.contains(&f.class_hash()) {
                 return true;
             }
-            let pod = cluster.pods[key].declared();
-            match scheduler.schedule_within(pod, f, |i| i < ready) {
+            let pod = cluster.pods[*key].declared();
+            match scheduler.schedule_within(pod, f, |i| i < ready && reach.lets(&seats[i])) {
                 Some(i) => {
-                    out.push((key, Some(i)));
+                    out.push((*key, Some(i)));
                     roomless.clear();
                     false
                 }
                 None => {
-                    roomless.insert(f.class_hash());
+                    if alike {
+                        roomless.insert(f.class_hash());
+                    }
                     true
                 }
             }
         });
     }
-    out.extend(waiting.into_iter().map(|(key, _)| (key, None)));
+    out.extend(waiting.into_iter().map(|(key, _, _)| (key, None)));
     out
+}
+
+/// The nodes a pod's volumes let it bind to, as kube-scheduler's VolumeBinding filter reads
+/// its claims: a bound claim's PersistentVolume `nodeAffinity`, an unbound one's
+/// StorageClass `allowedTopologies`. The pod's facts are its declared spec, which carries
+/// none of that, so the rehearsal asks Kerf's record of the volumes; left out, a pod whose
+/// volume is in one zone was moved onto a node in another, and waited there, nominated,
+/// while kube-scheduler refused it.
+enum Reach {
+    /// No claim limits where it goes.
+    Anywhere,
+    /// Nodes that meet every requirement of one alternative (none met: nowhere).
+    Only(Vec<Vec<k8s_openapi::api::core::v1::NodeSelectorRequirement>>),
+}
+
+impl Reach {
+    fn of(desk: &Desk, pod: &Pod, facts: &ks::Facts) -> Reach {
+        if !facts.mounts_claims() {
+            return Reach::Anywhere;
+        }
+        match desk.cluster.volumes.requirements(pod) {
+            alternatives if alternatives.is_empty() => Reach::Anywhere,
+            alternatives => Reach::Only(alternatives),
+        }
+    }
+
+    fn lets(&self, seat: &Seat) -> bool {
+        match self {
+            Reach::Anywhere => true,
+            Reach::Only(alternatives) => alternatives
+                .iter()
+                .any(|a| a.iter().all(|r| ks::requirement_holds(r, &seat.labels))),
+        }
+    }
 }

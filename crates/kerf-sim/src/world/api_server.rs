@@ -62,6 +62,12 @@ pub(crate) struct StoredNodeClaim {
 }
 
 impl StoredNodeClaim {
+    /// Whether its stored status holds the condition `type_` as True.
+    pub fn condition_true(&self, type_: &str) -> bool {
+        (self.object.status.as_ref())
+            .is_some_and(|s| (s.conditions.iter()).any(|k| k.type_ == type_ && k.status == "True"))
+    }
+
     /// The object as a list returns it: with its creation and deletion timestamps.
     pub fn listed(&self) -> NodeClaim {
         let at = |unix: Duration| {

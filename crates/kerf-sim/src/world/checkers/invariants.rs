@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use kerf_api::nodeclaim::condition_types::{INITIALIZED, INSTANCE_TERMINATING};
 use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{Taint, labels};
 use kerf_core::cluster::PodOwner;
@@ -370,11 +371,7 @@ impl Checkers {
     /// NodePool's limit may have kept the pod waiting until room was freed for that launch,
     /// while another pod had been the one the checker thought blocked (swarm seed 10102).
     fn launching_for(&self, seen: &Sight<'_>, key: &str, bound: Duration) -> bool {
-        let initialized = |c: &super::StoredNodeClaim| {
-            (c.object.status.as_ref()).is_some_and(|s| {
-                (s.conditions.iter()).any(|k| k.type_ == "Initialized" && k.status == "True")
-            })
-        };
+        let initialized = |c: &super::StoredNodeClaim| c.condition_true(INITIALIZED);
         // the nomination is Kerf's (in memory, as Karpenter's: read through its named hook);
         // the claim is read from the API server
         (seen.kerf.nominated(key))
@@ -407,9 +404,12 @@ impl Checkers {
             };
             // the nodes Karpenter's budgets count: initialized ones (`NodePoolStatsFromNodes`;
             // a NodeClaim whose node never initialized takes no budget, deleted or not, swarm
-            // seed 450921). Of those going, only deletions are counted here, fewer than
-            // Karpenter counts (it adds nodes not Ready and marked ones), so that the room
-            // this allows is never less than Karpenter's
+            // seed 450921), but those whose NodeClaim's instance is already terminating (its
+            // stored `InstanceTerminating` condition: drained, its instance deleted; counted,
+            // such a node took a percentage budget's last room, swarm seed 60292). Of those
+            // going, only deletions are counted here, fewer than Karpenter counts (it adds
+            // nodes not Ready and marked ones), so that the room this allows is never less
+            // than Karpenter's
             let initialized = |n: &str| {
                 (seen.api.nodes.get(n)).is_some_and(|n| {
                     n.labels
@@ -418,7 +418,9 @@ impl Checkers {
                 })
             };
             let of_pool: Vec<(&str, bool)> = (of.iter())
-                .filter(|(n, (_, p))| *p == pool && initialized(n))
+                .filter(|(n, (c, p))| {
+                    *p == pool && initialized(n) && !c.condition_true(INSTANCE_TERMINATING)
+                })
                 .map(|(n, (c, _))| (*n, c.deleting.is_some()))
                 .collect();
             // disruptions in progress besides this command's (whose deletions may already
@@ -429,11 +431,7 @@ impl Checkers {
             // node repair takes a node that never initialized without its NodePool's budget:
             // it runs nothing to protect (Karpenter v1.15, disruption/repair.go)
             let budgeted = |c: &super::StoredNodeClaim| {
-                reason != DisruptionReason::Unhealthy
-                    || (c.object.status.as_ref()).is_some_and(|s| {
-                        (s.conditions.iter())
-                            .any(|k| k.type_ == "Initialized" && k.status == "True")
-                    })
+                reason != DisruptionReason::Unhealthy || c.condition_true(INITIALIZED)
             };
             let mine = (nodes.iter())
                 .filter(|n| {
