@@ -216,9 +216,13 @@ pub struct ClaimRecord {
     /// the write that marks it has succeeded (swarm seed 365383).
     pub deletion_stored: bool,
     /// Condition `InstanceTerminating` (its drain is done and the cloud was told to
-    /// terminate the instance): the node no longer counts toward its NodePool's disruption
-    /// budgets, as in Karpenter.
+    /// terminate the instance), as these controllers write it.
     pub instance_terminating: bool,
+    /// The API server holds `InstanceTerminating`: from then on the node no longer counts
+    /// toward its NodePool's disruption budgets, as in Karpenter, whose budgets read the
+    /// NodeClaim as its informer has it. A condition only asked for (its status write
+    /// refused by an outage and waiting to be tried again) still counts.
+    pub instance_terminating_stored: bool,
     /// Condition `Consolidatable`: initialized, and quiet for its NodePool's
     /// consolidateAfter.
     pub consolidatable: bool,

@@ -66,7 +66,8 @@ pub fn pod_condition_true(pod: &k8s_openapi::api::core::v1::Pod, type_: &str) ->
         .is_some_and(|c| c.iter().any(|c| c.type_ == type_ && c.status == "True"))
 }
 
-fn is_true(status: Option<&NodeClaimStatus>, type_: &str) -> bool {
+/// Whether a NodeClaim's status holds the condition `type_` as True.
+pub(crate) fn is_true(status: Option<&NodeClaimStatus>, type_: &str) -> bool {
     status.is_some_and(|s| {
         s.conditions
             .iter()
@@ -631,6 +632,7 @@ pub fn claim_record(
         deletion_stored: deleting.is_some(),
         deleting,
         instance_terminating: is_true(status, condition_types::INSTANCE_TERMINATING),
+        instance_terminating_stored: is_true(status, condition_types::INSTANCE_TERMINATING),
         consolidatable: is_true(status, condition_types::CONSOLIDATABLE),
         // a restarted node repair sets it again if the node is still unhealthy
         terminate_at: None,

@@ -1390,7 +1390,7 @@ impl Controllers {
 
 /// Each NodePool's nodes as Karpenter's budgets count them (`NodePoolStatsFromNodes`):
 /// Nodes with a NodeClaim, initialized (the Node's label), whose instance is not already
-/// terminating, by the NodePool the registered Node's label names (the NodeClaim's
+/// terminating (as the API server holds it), by the NodePool the registered Node's label names (the NodeClaim's
 /// before it registers). Of those, the ones already disrupting: being deleted, or
 /// tainted by these controllers (Karpenter's mark for deletion), and
 /// besides them those only not Ready, which take from every budget but repair's (not
@@ -1405,7 +1405,9 @@ fn budget_counts<'a>(desk: &'a Desk) -> BTreeMap<&'a str, BudgetCounts> {
         // a node rebooting for repair counts, and takes from every reason's budget, while
         // it is not initialized too
         let rebooting = c.reboot.as_ref().is_some_and(|r| r.under_way());
-        if (label(labels::INITIALIZED) != Some("true") && !rebooting) || c.instance_terminating {
+        if (label(labels::INITIALIZED) != Some("true") && !rebooting)
+            || c.instance_terminating_stored
+        {
             continue;
         }
         let pool = if label(labels::REGISTERED) == Some("true") {

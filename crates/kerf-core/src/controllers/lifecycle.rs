@@ -309,6 +309,7 @@ impl Controllers {
         if launched.is_some() && !adopt {
             self.reboot
                 .reboot_bound_observed(&mut self.desk, &name, object, now);
+            instance_terminating_observed(&mut self.desk, &name, object);
             deleting_observed(&mut self.desk, &name, deleting, now);
             return;
         }
@@ -931,6 +932,18 @@ fn stored_at(desk: &mut Desk, name: &str, created: Duration) {
         .filter(|c| c.launched.is_none() && c.created < created)
     {
         c.created = created;
+    }
+}
+
+/// A NodeClaim read with `InstanceTerminating`: the API server holds it, and the node leaves
+/// its NodePool's budget counts.
+fn instance_terminating_observed(desk: &mut Desk, name: &str, object: &kerf_api::NodeClaim) {
+    let stored = crate::objects::is_true(
+        object.status.as_ref(),
+        kerf_api::nodeclaim::condition_types::INSTANCE_TERMINATING,
+    );
+    if let Some(c) = desk.cluster.nodeclaims.get_mut(name).filter(|_| stored) {
+        c.instance_terminating_stored = true;
     }
 }
 

@@ -636,6 +636,7 @@ impl Controllers {
                 deleting: None,
                 deletion_stored: false,
                 instance_terminating: false,
+                instance_terminating_stored: false,
                 consolidatable: false,
                 terminate_at: None,
                 overlaid_prices,

@@ -939,3 +939,66 @@ fn explain_tells_the_move_the_pass_chose_while_it_is_carried_out() {
     let _ = run_until(&mut core, t + 1, t + 60);
     assert_eq!(dry(&mut core, t + 60), "");
 }
+
+/// A node whose drain is done and whose instance Kerf asked the cloud to end keeps counting
+/// toward its NodePool's disruption budget until the API server holds its NodeClaim's
+/// `InstanceTerminating` condition: Karpenter's budgets read the NodeClaim as its informer
+/// has it, so a status write still on its way (held up by an outage) frees no room.
+#[test]
+fn a_terminating_instance_leaves_the_budget_once_its_condition_is_stored() {
+    let mut core = two_half_empty_nodes();
+    let claims: Vec<String> = core.cluster().nodeclaims().keys().cloned().collect();
+    let (gone, kept) = (&claims[0], &claims[1]);
+    let pod_on = |core: &Controllers, claim: &str| {
+        (core.cluster().pods().iter())
+            .find(|(_, p)| p.node.as_deref() == Some(claim))
+            .map(|(k, _)| k.clone())
+            .expect("a pod on the node")
+    };
+    let moved = pod_on(&core, gone);
+    core.delete_pod(&moved, secs(36));
+    core.delete_nodeclaim(gone, secs(36));
+    let actions = run_until(&mut core, 36, 40);
+    let status = (actions.iter().rev())
+        .find_map(|a| match a {
+            Action::PatchNodeClaimStatus {
+                nodeclaim, status, ..
+            } if nodeclaim == gone => Some(status.clone()),
+            _ => None,
+        })
+        .expect("the terminated NodeClaim's status written");
+    assert!(
+        (status.conditions.iter()).any(|c| c.type_ == "InstanceTerminating" && c.status == "True"),
+        "{status:?}"
+    );
+    // two nodes of a `nodes: 10%` budget allow one disruption, which the going node takes
+    let budget_blocked = |core: &mut Controllers, at: u64| {
+        let explained = core.explain_node(kept, secs(at)).expect("the kept node");
+        explained.blockers.iter().any(|b| b.kind == "budget")
+    };
+    assert!(budget_blocked(&mut core, 41), "the write is not stored yet");
+    // the API server holds the condition: the node no longer counts, and its room is free
+    let mut stored: kerf_api::NodeClaim = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": gone,
+            "deletionTimestamp": "2026-01-01T00:00:36Z",
+            "finalizers": ["karpenter.sh/termination"],
+        },
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [],
+        },
+    }))
+    .unwrap();
+    stored.status = Some(*status);
+    core.observe(
+        Observation::Applied(kerf_core::observe::Object::nodeclaim(stored)),
+        secs(42),
+    );
+    assert!(
+        !budget_blocked(&mut core, 43),
+        "the stored condition frees the room"
+    );
+}

@@ -419,8 +419,8 @@ fn the_rehearsal_keeps_a_pod_on_a_node_its_volume_can_reach() {
     core.apply_pod(unschedulable("web", "1"), secs(0));
     let first = created(&run_until(&mut core, 0, 2));
     assert_eq!(first.len(), 1);
-    // the cloud launches it in us-east-1a: a Ready node with a cpu to spare
-    launch_and_register(&mut core, &first[0]);
+    // the cloud launches it in us-east-1a: a Ready node there with a cpu to spare
+    launch_and_register_zoned(&mut core, &first[0]);
     let volume = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "pv-db"},
         "spec": {

@@ -419,7 +419,10 @@ impl Checkers {
             };
             let of_pool: Vec<(&str, bool)> = (of.iter())
                 .filter(|(n, (c, p))| {
-                    *p == pool && initialized(n) && !c.condition_true(INSTANCE_TERMINATING)
+                    // (one of this command's own was counted when it was decided)
+                    let terminating = c.condition_true(INSTANCE_TERMINATING)
+                        && !nodes.iter().any(|m| m.as_str() == **n);
+                    *p == pool && initialized(n) && !terminating
                 })
                 .map(|(n, (c, _))| (*n, c.deleting.is_some()))
                 .collect();
