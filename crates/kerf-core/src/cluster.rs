@@ -351,8 +351,14 @@ pub struct NodeRecord {
     pub provider_id: String,
     /// The NodeClaim whose instance it is, when Kerf launched it.
     pub nodeclaim: Option<String>,
-    /// Labels (shared with the solver's view of the node).
+    /// Labels (shared with the solver's view of the node): those stored, and those Kerf
+    /// asked for since.
     pub labels: std::sync::Arc<BTreeMap<String, String>>,
+    /// The API server holds its `karpenter.sh/initialized: "true"` label: Karpenter's
+    /// budgets count the node from then (its informer's copy), not from when Kerf asked
+    /// for the label (a write refused by a conflict may land seconds later, swarm seed
+    /// 61538).
+    pub initialized_stored: bool,
     /// Taints.
     pub taints: Vec<Taint>,
     /// `status.allocatable`.

@@ -718,6 +718,9 @@ pub fn node_record(node: &Node, now: Duration) -> NodeRecord {
         provider_id: spec.and_then(|s| s.provider_id.clone()).unwrap_or_default(),
         nodeclaim: None,
         labels: node.metadata.labels.clone().unwrap_or_default().into(),
+        initialized_stored: (node.metadata.labels.as_ref())
+            .and_then(|l| l.get(labels::INITIALIZED))
+            .is_some_and(|v| v == "true"),
         taints,
         allocatable: resources(status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()))),
         capacity: resources(status.and_then(|s| s.capacity.as_ref().or(s.allocatable.as_ref()))),

@@ -1388,10 +1388,11 @@ impl Controllers {
     }
 }
 
-/// Each NodePool's nodes as Karpenter's budgets count them (`NodePoolStatsFromNodes`):
-/// Nodes with a NodeClaim, initialized (the Node's label), whose instance is not already
-/// terminating (as the API server holds it), by the NodePool the registered Node's label names (the NodeClaim's
-/// before it registers). Of those, the ones already disrupting: being deleted, or
+/// Each NodePool's nodes as Karpenter's budgets count them (`NodePoolStatsFromNodes`), from
+/// what the API server holds (Karpenter's informers' copies), not what Kerf asked for: Nodes
+/// with a NodeClaim, initialized (the Node's stored label), whose
+/// instance is not already terminating (the NodeClaim's condition), by the NodePool the
+/// registered Node's label names (the NodeClaim's before it registers). Of those, the ones already disrupting: being deleted, or
 /// tainted by these controllers (Karpenter's mark for deletion), and
 /// besides them those only not Ready, which take from every budget but repair's (not
 /// being Ready is what repair acts on).
@@ -1405,9 +1406,7 @@ fn budget_counts<'a>(desk: &'a Desk) -> BTreeMap<&'a str, BudgetCounts> {
         // a node rebooting for repair counts, and takes from every reason's budget, while
         // it is not initialized too
         let rebooting = c.reboot.as_ref().is_some_and(|r| r.under_way());
-        if (label(labels::INITIALIZED) != Some("true") && !rebooting)
-            || c.instance_terminating_stored
-        {
+        if (!n.initialized_stored && !rebooting) || c.instance_terminating_stored {
             continue;
         }
         let pool = if label(labels::REGISTERED) == Some("true") {

@@ -787,7 +787,7 @@ fn a_balanced_move_is_told_approved_with_its_score() {
     core.apply_node_pool(np);
     unmanaged_node(&mut core, "us-east-1a");
     let told: Vec<String> = (5..120)
-        .flat_map(|t| events(&core.poll(secs(t)), "ConsolidationApproved"))
+        .flat_map(|t| events(&poll_stored(&mut core, t), "ConsolidationApproved"))
         .collect();
     // the pool's one node: all of its cost saved, all of its disruption cost disrupted
     let message = "score 1.00 >= threshold 0.50 (k: 2, savings 100.0%, disruption 100.0%)";
@@ -1001,4 +1001,51 @@ fn a_terminating_instance_leaves_the_budget_once_its_condition_is_stored() {
         !budget_blocked(&mut core, 43),
         "the stored condition frees the room"
     );
+}
+
+/// A node counts toward its NodePool's disruption budget once the API server holds its
+/// `karpenter.sh/initialized` label, not when Kerf asks for it: Karpenter's budgets read the
+/// Node as its informer has it, and a label write refused by a conflict lands only when it
+/// is tried again (swarm seed 61538, where Kerf took a second node under `nodes: 10%`).
+#[test]
+fn a_node_counts_toward_the_budget_once_its_initialized_label_is_stored() {
+    let mut core = two_half_empty_nodes();
+    let mut np = pool();
+    np.spec.disruption.budgets =
+        serde_json::from_value(serde_json::json!([{"nodes": "100%"}])).expect("budgets");
+    core.apply_node_pool(np);
+    let claims: Vec<String> = core.cluster().nodeclaims().keys().cloned().collect();
+    let (gone, kept) = (&claims[0], &claims[1]);
+    let on_gone = (core.cluster().pods().iter())
+        .find(|(_, p)| p.node.as_deref() == Some(gone.as_str()))
+        .map(|(k, _)| k.clone())
+        .expect("a pod on the node");
+    core.delete_pod(&on_gone, secs(36));
+    core.delete_nodeclaim(gone, secs(36));
+    run_until(&mut core, 36, 40);
+    // the kept node as the API server now holds it: its label's write has not landed
+    let mut node = core.cluster().nodes()[kept].clone();
+    std::sync::Arc::make_mut(&mut node.labels).remove("karpenter.sh/initialized");
+    core.apply_node(kept.clone(), node, secs(41));
+    let asked = core.poll(secs(42));
+    assert!(
+        asked
+            .iter()
+            .any(|a| matches!(a, Action::LabelNode { node, labels, .. }
+            if node == kept && labels.contains_key("karpenter.sh/initialized"))),
+        "the label is asked for again: {asked:?}"
+    );
+    let budget_blocked = |core: &mut Controllers, at: u64| {
+        let explained = core.explain_node(kept, secs(at)).expect("the kept node");
+        explained.blockers.iter().any(|b| b.kind == "budget")
+    };
+    // the going node alone counts: 100% of 1, which it takes
+    assert!(
+        budget_blocked(&mut core, 43),
+        "counted before its label is stored"
+    );
+    // stored: 100% of 2, one left beside the going node
+    let labels = BTreeMap::from([("karpenter.sh/initialized".to_string(), "true".to_string())]);
+    store_labels(&mut core, kept, &labels, 44);
+    assert!(!budget_blocked(&mut core, 45), "the stored label counts it");
 }

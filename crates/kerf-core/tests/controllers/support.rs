@@ -74,20 +74,37 @@ pub(crate) fn created(actions: &[Action]) -> Vec<String> {
         .collect()
 }
 
-/// Polls until `until`, a second at a time, collecting the actions; the taints asked for
-/// are stored and come back as the watch would bring them.
+/// Polls until `until`, a second at a time, collecting the actions; the taints and node
+/// labels asked for are stored and come back as the watch would bring them.
 pub(crate) fn run_until(core: &mut Controllers, from: u64, until: u64) -> Vec<Action> {
-    let mut all = Vec::new();
-    for t in from..=until {
-        let actions = core.poll(secs(t));
-        for a in &actions {
-            if let Action::Taint { node, taint } = a {
-                store_taint(core, node, taint, t);
-            }
+    (from..=until).flat_map(|t| poll_stored(core, t)).collect()
+}
+
+/// One poll at `t`; the taints and node labels it asks for are stored and come back as the
+/// watch would bring them.
+pub(crate) fn poll_stored(core: &mut Controllers, t: u64) -> Vec<Action> {
+    let actions = core.poll(secs(t));
+    for a in &actions {
+        match a {
+            Action::Taint { node, taint } => store_taint(core, node, taint, t),
+            Action::LabelNode { node, labels, .. } => store_labels(core, node, labels, t),
+            _ => {}
         }
-        all.extend(actions);
     }
-    all
+    actions
+}
+
+/// The API server stores `labels` on `node`, and the watch brings the node back at `at`.
+pub(crate) fn store_labels(
+    core: &mut Controllers,
+    node: &str,
+    labels: &BTreeMap<String, String>,
+    at: u64,
+) {
+    if let Some(mut n) = core.cluster().nodes().get(node).cloned() {
+        Arc::make_mut(&mut n.labels).extend(labels.clone());
+        core.apply_node(node.to_string(), n, secs(at));
+    }
 }
 
 /// The cluster's objects reach the controllers only through [`Controllers::observe`]; these
@@ -368,6 +385,8 @@ fn launch_as_and_register_with(
             provider_id: format!("kwok://{claim}"),
             nodeclaim: None,
             labels: labels.into(),
+            // read from the stored labels once observed
+            initialized_stored: false,
             taints,
             allocatable: two_cpus(),
             capacity: two_cpus(),
@@ -407,6 +426,8 @@ pub(crate) fn unmanaged_node_named(core: &mut Controllers, name: &str, zone: &st
                 ("topology.kubernetes.io/zone".into(), zone.into()),
             ])
             .into(),
+            // read from the stored labels once observed
+            initialized_stored: false,
             taints: Vec::new(),
             allocatable: two_cpus(),
             capacity: two_cpus(),
@@ -476,6 +497,8 @@ pub(crate) fn launch_at(core: &mut Controllers, claim: &str, at: u64) {
         provider_id: format!("kwok://{claim}"),
         nodeclaim: None,
         labels: Default::default(),
+        // read from the stored labels once observed
+        initialized_stored: false,
         taints: Vec::new(),
         allocatable: two_cpus(),
         capacity: two_cpus(),
@@ -878,7 +901,7 @@ pub(crate) fn consolidation_decided() -> (Controllers, String, u64, Vec<Action>)
     let (mut core, claim) = one_node_with_a_replicaset_pod();
     unmanaged_node(&mut core, "us-east-1a");
     for t in 5..120 {
-        let actions = core.poll(secs(t));
+        let actions = poll_stored(&mut core, t);
         if !events(&actions, "ConsolidationCandidate").is_empty() {
             return (core, claim, t, actions);
         }
