@@ -12,11 +12,10 @@
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kerf_api::{Taint, labels};
 use kerf_kube_scheduler as ks;
 use kerf_scheduling::resources::Resources;
@@ -174,7 +173,7 @@ impl Provisioner {
         );
         let mut moved = Vec::new();
         let mut leftovers = Vec::new();
-        // the rehearsal counts no attachment slots; kube-scheduler counts a node's
+        // the rehearsal leaves volumes out; kube-scheduler counts a node's attachment slots
         // (its CSINode's limits), so a pod that mounts claims is not moved onto a node they
         // would overflow: it would wait there, nominated, while kube-scheduler refuses it
         let mut slots_taken: HashMap<&str, Resources> = HashMap::default();
@@ -447,113 +446,39 @@ fn place<'a>(
     let usage = |n: &str| by_name.get(n).map(|&i| &seats[i].usage);
     let mut scheduler = ks::Scheduler::with_usage(nodes, usage, weighing, None);
     let mut out = Vec::new();
-    let pods: Vec<(&String, &ks::Facts, Reach)> = (pods.into_iter())
-        .filter_map(|k| {
-            let pod = cluster.pods[k].declared();
-            let f = facts.get(pod)?;
-            Some((k, f, Reach::of(desk, pod, f)))
-        })
+    let pods: Vec<(&String, &ks::Facts)> = (pods.into_iter())
+        .filter_map(|k| Some((k, facts.get(cluster.pods[k].declared())?)))
         .collect();
     if !arriving {
-        for (key, f, reach) in pods {
-            let pod = cluster.pods[key].declared();
-            let seat = match &reach {
-                Reach::Anywhere => scheduler.schedule_with(pod, f, None).map(|n| by_name[n]),
-                Reach::Only { .. } => scheduler.schedule_within(pod, f, |i| reach.lets(&seats[i])),
-            };
-            out.push((key, seat));
+        for (key, f) in pods {
+            let seat = scheduler.schedule_with(cluster.pods[key].declared(), f, None);
+            out.push((key, seat.map(|node| by_name[node])));
         }
         return out;
     }
     let registered = (seats.iter()).take_while(|s| s.registered).count();
     let mut waiting = pods;
     for ready in registered..=seats.len() {
-        // a pod like one that found no room (its class, and where its volumes let it go)
-        // finds none either, until the next binding
+        // a pod like one that found no room finds none either, until the next binding
         let mut roomless: HashSet<u64> = HashSet::default();
-        waiting.retain(|(key, f, reach)| {
-            let like = reach.like(f);
-            if roomless.contains(&like) {
+        waiting.retain(|&(key, f)| {
+            if roomless.contains(&f.class_hash()) {
                 return true;
             }
-            let pod = cluster.pods[*key].declared();
-            match scheduler.schedule_within(pod, f, |i| i < ready && reach.lets(&seats[i])) {
+            let pod = cluster.pods[key].declared();
+            match scheduler.schedule_within(pod, f, |i| i < ready) {
                 Some(i) => {
-                    out.push((*key, Some(i)));
+                    out.push((key, Some(i)));
                     roomless.clear();
                     false
                 }
                 None => {
-                    roomless.insert(like);
+                    roomless.insert(f.class_hash());
                     true
                 }
             }
         });
     }
-    out.extend(waiting.into_iter().map(|(key, _, _)| (key, None)));
+    out.extend(waiting.into_iter().map(|(key, _)| (key, None)));
     out
-}
-
-/// The nodes a pod's volumes let it bind to, as Karpenter reads its claims for scheduling
-/// ([`crate::volumes`]): a bound claim's PersistentVolume `nodeAffinity` (hostname terms of
-/// local volumes dropped), an unbound one's StorageClass `allowedTopologies`. kube-scheduler's
-/// VolumeBinding filter refuses the other nodes. The pod's facts are its declared spec, which
-/// carries none of that; left out, a pod whose volume is in one zone was moved onto a node in
-/// another, and waited there, nominated, while kube-scheduler refused it (swarm seed 60027).
-enum Reach {
-    /// No claim limits where it goes.
-    Anywhere,
-    /// Nodes that meet every requirement of one alternative (none met: nowhere).
-    Only {
-        alternatives: Vec<Vec<NodeSelectorRequirement>>,
-        /// A hash of the alternatives: pods of one class whose volumes reach alike.
-        fingerprint: u64,
-    },
-}
-
-impl Reach {
-    /// Where a pod's claims let it go, from the cluster's record of its volumes.
-    fn of(desk: &Desk, pod: &Pod, facts: &ks::Facts) -> Reach {
-        if !facts.mounts_claims() {
-            return Reach::Anywhere;
-        }
-        let alternatives = desk.cluster.volumes.requirements(pod);
-        if alternatives.is_empty() {
-            return Reach::Anywhere;
-        }
-        let mut h = rustc_hash::FxHasher::default();
-        for a in &alternatives {
-            a.len().hash(&mut h);
-            for r in a {
-                (&r.key, &r.operator, &r.values).hash(&mut h);
-            }
-        }
-        let fingerprint = h.finish();
-        Reach::Only {
-            alternatives,
-            fingerprint,
-        }
-    }
-
-    /// Whether a seat's labels meet one alternative.
-    fn lets(&self, seat: &Seat) -> bool {
-        match self {
-            Reach::Anywhere => true,
-            Reach::Only { alternatives, .. } => alternatives
-                .iter()
-                .any(|a| a.iter().all(|r| ks::requirement_holds(r, &seat.labels))),
-        }
-    }
-
-    /// What pods alike share: their class's hash, with where their volumes let them go.
-    fn like(&self, facts: &ks::Facts) -> u64 {
-        match self {
-            Reach::Anywhere => facts.class_hash(),
-            Reach::Only { fingerprint, .. } => {
-                let mut h = rustc_hash::FxHasher::default();
-                (facts.class_hash(), fingerprint).hash(&mut h);
-                h.finish()
-            }
-        }
-    }
 }
