@@ -173,9 +173,10 @@ impl Provisioner {
         );
         let mut moved = Vec::new();
         let mut leftovers = Vec::new();
-        // the rehearsal leaves volumes out; kube-scheduler counts a node's attachment slots
-        // (its CSINode's limits), so a pod that mounts claims is not moved onto a node they
-        // would overflow: it would wait there, nominated, while kube-scheduler refuses it
+        // the rehearsal leaves volumes out; kube-scheduler reads a pod's claims' topology and
+        // counts a node's attachment slots (its CSINode's limits), so a pod that mounts claims
+        // is not moved onto a node they cannot reach or would overflow: it would wait there,
+        // nominated, while kube-scheduler refuses it
         let mut slots_taken: HashMap<&str, Resources> = HashMap::default();
         for (key, seat) in placed {
             let p = &cluster.pods[key];
@@ -186,7 +187,9 @@ impl Provisioner {
                         let taken = slots_taken.entry(seats[i].name.as_str()).or_default();
                         // one that would not fit keeps what it has: its nomination (the
                         // solve counted the slots there), or none
-                        if attachments_fit(desk, &seats[i].name, &p.requests, taken) {
+                        if reaches(desk, p.declared(), &seats[i])
+                            && attachments_fit(desk, &seats[i].name, &p.requests, taken)
+                        {
                             moved.push((key.clone(), claim.clone()));
                         }
                     }
@@ -360,6 +363,22 @@ fn in_queue_order<'a>(
         (Reverse(priority.unwrap_or(0)), p.created, *k)
     });
     pods
+}
+
+/// Whether the pod's volumes let it bind to the seat, as kube-scheduler's VolumeBinding
+/// reads its claims (their alternatives as [`crate::volumes::Volumes::requirements`] gives
+/// them). The rehearsal places pods as declared, without their volumes' topology, so a pod
+/// is moved only onto a node its volumes reach: moved onto another zone's node, an evicted
+/// StatefulSet pod waited there, nominated, while kube-scheduler refused it (swarm seeds
+/// 60027, 64275). Placing by it instead turned such pods into leftovers batch after batch
+/// (seed 62539), as the solve and the placement then disagreed.
+fn reaches(desk: &Desk, pod: &Pod, seat: &Seat) -> bool {
+    if !crate::volumes::Volumes::mounts_claims(pod) {
+        return true;
+    }
+    let alternatives = desk.cluster.volumes.requirements(pod);
+    alternatives.is_empty()
+        || (alternatives.iter()).any(|a| a.iter().all(|r| ks::requirement_holds(r, &seat.labels)))
 }
 
 /// Whether the node `name` has the volume attachment slots `requests` asks for beyond

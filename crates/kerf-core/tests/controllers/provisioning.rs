@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_core::controllers::{Action, Controllers, Settings};
+use kerf_core::observe::{Object, Observation};
+use kerf_core::workloads::VolumeObject;
 use kerf_scheduling::resources::Resources;
 use kerf_scheduling::{InstanceTypeOption, Offering};
 
@@ -395,6 +397,67 @@ fn a_batch_kube_scheduler_would_place_otherwise_gets_its_last_node_in_the_same_b
         *on.entry(claim).or_default() += p.requests.cpu_millis;
     }
     assert!(on.values().all(|m| *m <= 4000), "{on:?}");
+}
+
+/// A pod whose volume is in us-east-1b, pending beside a node in us-east-1a with room for it:
+/// kube-scheduler's VolumeBinding never binds it there, so the batch's rehearsal must not move
+/// its nomination there either (it once did, and the pod waited, nominated, for good: swarm
+/// seed 60027). It keeps the new NodeClaim in us-east-1b the solve planned for it.
+#[test]
+fn the_rehearsal_keeps_a_pod_on_a_node_its_volume_can_reach() {
+    let mut core = Controllers::new(Settings::default(), 7);
+    core.apply_node_pool(pool());
+    let zone = |z: &str| Offering {
+        zone: z.into(),
+        ..instance_type().offerings[0].clone()
+    };
+    let two_zones = InstanceTypeOption {
+        offerings: vec![zone("us-east-1a"), zone("us-east-1b")],
+        ..instance_type()
+    };
+    core.set_instance_types("default", Arc::from(vec![two_zones]));
+    core.apply_pod(unschedulable("web", "1"), secs(0));
+    let first = created(&run_until(&mut core, 0, 2));
+    assert_eq!(first.len(), 1);
+    // the cloud launches it in us-east-1a: a Ready node there with a cpu to spare
+    launch_and_register_zoned(&mut core, &first[0]);
+    let volume = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "pv-db"},
+        "spec": {
+            "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1b"]},
+            ]}]}},
+        },
+    }))
+    .unwrap();
+    let claim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "data-db", "namespace": "default"},
+        "spec": {"volumeName": "pv-db", "storageClassName": "gp3"},
+    }))
+    .unwrap();
+    for object in [
+        VolumeObject::Volume(Box::new(volume)),
+        VolumeObject::Claim(Box::new(claim)),
+    ] {
+        core.observe(Observation::Applied(Object::Volume(object)), secs(5));
+    }
+    let mut db = unschedulable("db", "500m");
+    db.spec.as_mut().unwrap().volumes = Some(vec![
+        serde_json::from_value(
+            serde_json::json!({"name": "data", "persistentVolumeClaim": {"claimName": "data-db"}}),
+        )
+        .unwrap(),
+    ]);
+    core.apply_pod(db, secs(5));
+    let second = created(&run_until(&mut core, 5, 8));
+    assert_eq!(second.len(), 1, "a NodeClaim in us-east-1b for the pod");
+    let nominated = core.cluster().pods()["default/db"].nominated.clone();
+    assert_eq!(
+        nominated.as_ref(),
+        Some(&second[0]),
+        "nominated where its volume is not"
+    );
 }
 
 /// A NodePool being deleted (held while a foreground deletion takes its NodeClaims first) gets

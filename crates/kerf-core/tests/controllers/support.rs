@@ -358,13 +358,33 @@ pub(crate) fn launch_as_and_register_tainted(
     launched: Launched,
     taints: Vec<kerf_api::Taint>,
 ) {
+    launch_as_and_register_with(core, claim, launched, taints, BTreeMap::new());
+}
+
+/// As [`launch_and_register`], the node registering with the zone label of its launch
+/// (`us-east-1a`), as a kubelet's cloud provider sets it.
+pub(crate) fn launch_and_register_zoned(core: &mut Controllers, claim: &str) {
+    let launched = instance(claim);
+    let zone = BTreeMap::from([("topology.kubernetes.io/zone".into(), launched.zone.clone())]);
+    launch_as_and_register_with(core, claim, launched, Vec::new(), zone);
+}
+
+/// The cloud launches `claim` as `launched` at 3 s, and its node registers Ready at 4 s with
+/// `taints` and `labels`.
+fn launch_as_and_register_with(
+    core: &mut Controllers,
+    claim: &str,
+    launched: Launched,
+    taints: Vec<kerf_api::Taint>,
+    labels: BTreeMap<String, String>,
+) {
     core.launched(claim, launched, secs(3));
     core.apply_node(
         claim.to_string(),
         NodeRecord {
             provider_id: format!("kwok://{claim}"),
             nodeclaim: None,
-            labels: Default::default(),
+            labels: labels.into(),
             // read from the stored labels once observed
             initialized_stored: false,
             taints,
