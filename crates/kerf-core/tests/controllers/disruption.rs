@@ -959,14 +959,7 @@ fn a_terminating_instance_leaves_the_budget_once_its_condition_is_stored() {
     core.delete_pod(&moved, secs(36));
     core.delete_nodeclaim(gone, secs(36));
     let actions = run_until(&mut core, 36, 40);
-    let status = (actions.iter().rev())
-        .find_map(|a| match a {
-            Action::PatchNodeClaimStatus {
-                nodeclaim, status, ..
-            } if nodeclaim == gone => Some(status.clone()),
-            _ => None,
-        })
-        .expect("the terminated NodeClaim's status written");
+    let status = last_status(&actions, gone).expect("the terminated NodeClaim's status written");
     assert!(
         (status.conditions.iter()).any(|c| c.type_ == "InstanceTerminating" && c.status == "True"),
         "{status:?}"
@@ -992,7 +985,7 @@ fn a_terminating_instance_leaves_the_budget_once_its_condition_is_stored() {
         },
     }))
     .unwrap();
-    stored.status = Some(*status);
+    stored.status = Some(status);
     core.observe(
         Observation::Applied(kerf_core::observe::Object::nodeclaim(stored)),
         secs(42),

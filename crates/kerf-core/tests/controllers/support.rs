@@ -885,6 +885,19 @@ pub(crate) fn deletion_costs(actions: &[Action]) -> BTreeMap<String, Option<i32>
         .collect()
 }
 
+/// The last status `actions` wrote for `claim`.
+pub(crate) fn last_status(
+    actions: &[Action],
+    claim: &str,
+) -> Option<kerf_api::nodeclaim::NodeClaimStatus> {
+    actions.iter().rev().find_map(|a| match a {
+        Action::PatchNodeClaimStatus {
+            nodeclaim, status, ..
+        } if nodeclaim == claim => Some((**status).clone()),
+        _ => None,
+    })
+}
+
 /// The `ConsistentStateFound` condition (status, reason) of the last status written.
 pub(crate) fn consistent(actions: &[Action]) -> Option<(String, String)> {
     actions.iter().rev().find_map(|a| match a {

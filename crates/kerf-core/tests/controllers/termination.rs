@@ -208,16 +208,7 @@ fn a_drained_nodeclaims_last_status_says_drained() {
             .any(|a| matches!(a, Action::ReleaseNodeClaim { nodeclaim } if *nodeclaim == claim)),
         "the NodeClaim's finalizer goes"
     );
-    let last = actions
-        .iter()
-        .rev()
-        .find_map(|a| match a {
-            Action::PatchNodeClaimStatus {
-                nodeclaim, status, ..
-            } if *nodeclaim == claim => Some(status.clone()),
-            _ => None,
-        })
-        .expect("a status written");
+    let last = last_status(&actions, &claim).expect("a status written");
     let drained = last.conditions.iter().find(|c| c.type_ == "Drained");
     assert_eq!(
         drained.map(|c| (c.status.as_str(), c.reason.as_str())),
