@@ -260,6 +260,13 @@ pub enum Action {
         node: String,
         /// The taint.
         taint: Taint,
+        /// For a disruption command's mark (Karpenter's MarkDisrupted): the instant by which
+        /// it must be stored, while the budgets that allowed the command still hold. A mark
+        /// refused, or not written by then, is not tried again but told back
+        /// ([`crate::observe::Observation::MarkRefused`]), as Karpenter gives a command up
+        /// when it cannot taint its candidates: written later, after an outage or a held
+        /// Lease, it could start a disruption inside a budget window that allows none.
+        by: Option<Duration>,
     },
     /// Add or overwrite these labels on a node: a registering node gets its NodeClaim's
     /// (instance type, zone, capacity type, NodePool, template labels) that its kubelet could

@@ -164,6 +164,12 @@ pub enum Observation {
         /// The status code.
         code: Option<u16>,
     },
+    /// A disruption command's mark on this node ([`Action::Taint`] with `by`) was refused,
+    /// or not written in time: the command gives the node up.
+    MarkRefused {
+        /// The node.
+        node: String,
+    },
     /// The cloud's answer to [`Action::Reboot`].
     RebootAnswered {
         /// The NodeClaim.
@@ -279,6 +285,7 @@ impl Controllers {
                 self.termination
                     .eviction_refused(&mut self.desk, &pod, code, now)
             }
+            Observation::MarkRefused { node } => self.mark_refused(&node, now),
             Observation::RebootAnswered { nodeclaim, result } => {
                 self.reboot
                     .reboot_answered(&mut self.desk, &nodeclaim, result, now);

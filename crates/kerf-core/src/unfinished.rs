@@ -28,12 +28,14 @@ struct Waiting {
 }
 
 /// Whether an action is a write worth trying again. A launch has its own backoff in the
-/// controllers; an eviction is asked again by the drain's next round; log lines and events
-/// are not writes of the controllers' state.
+/// controllers; an eviction is asked again by the drain's next round; a disruption
+/// command's mark is given up (its command with it) rather than written late; log lines and
+/// events are not writes of the controllers' state.
 pub fn replayable(action: &Action) -> bool {
     !matches!(
         action,
-        Action::Log(_)
+        Action::Taint { by: Some(_), .. }
+            | Action::Log(_)
             | Action::Event(_)
             | Action::Launch { .. }
             | Action::Reboot { .. }
@@ -88,12 +90,12 @@ impl Unfinished {
             }),
             // a taint and its removal: the later one decides, an earlier one still waiting
             // would undo it
-            Action::Taint { node, taint } => self.waiting.retain(|w| {
+            Action::Taint { node, taint, .. } => self.waiting.retain(|w| {
                 !matches!(&w.action, Action::RemoveTaint { node: n, key }
                     if n == node && *key == taint.key)
             }),
             Action::RemoveTaint { node, key } => self.waiting.retain(|w| {
-                !matches!(&w.action, Action::Taint { node: n, taint }
+                !matches!(&w.action, Action::Taint { node: n, taint, .. }
                     if n == node && taint.key == *key)
             }),
             // a status carries the whole of it as it was asked for: an older one still

@@ -143,7 +143,7 @@ fn coalesce(queue: &mut VecDeque<(u32, Action)>, action: Action) -> Option<Actio
 /// The node and taint key a taint or a taint's removal is about.
 fn taint_target(action: &Action) -> Option<(&str, &str)> {
     match action {
-        Action::Taint { node, taint } => Some((node, &taint.key)),
+        Action::Taint { node, taint, .. } => Some((node, &taint.key)),
         Action::RemoveTaint { node, key } => Some((node, key)),
         _ => None,
     }
@@ -399,6 +399,7 @@ mod tests {
                 effect: kerf_api::TaintEffect::NoExecute,
                 time_added: None,
             },
+            by: None,
         }
     }
 

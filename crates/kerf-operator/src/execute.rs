@@ -710,22 +710,46 @@ impl<C: CloudProvider> Executor<C> {
                 }
                 unless_gone("labelling node", r)?;
             }
-            Action::Taint { node, taint } => {
+            Action::Taint { node, taint, by } => {
                 let taint = K8sTaint {
                     key: taint.key,
                     value: taint.value,
                     effect: format!("{:?}", taint.effect),
                     time_added: None,
                 };
-                self.edit_taints(&node, |ts| {
+                let edit = self.edit_taints(&node, |ts| {
                     if !ts
                         .iter()
                         .any(|t| t.key == taint.key && t.effect == taint.effect)
                     {
                         ts.push(taint.clone());
                     }
-                })
-                .await?;
+                });
+                let Some(by) = by else {
+                    return edit.await.map(|()| None);
+                };
+                // a mark goes out by its deadline or not at all: a call still held then (by
+                // the gate of an overdue Lease, or retries) is dropped unsent or its
+                // outcome left unknown, and the command is given up either way
+                let left = by.saturating_sub(now());
+                let late = || Failure {
+                    what: "tainting node",
+                    message: format!("{node}: the disruption's mark was not written in time"),
+                    fault: Fault::Rejected,
+                    answer: None,
+                };
+                let written = if left.is_zero() {
+                    drop(edit);
+                    Err(late())
+                } else {
+                    (tokio::time::timeout(left, edit).await).unwrap_or_else(|_| Err(late()))
+                };
+                return written.map(|()| None).map_err(|f| Failure {
+                    answer: Some(Box::new(Answer::Observed(Observation::MarkRefused {
+                        node,
+                    }))),
+                    ..f
+                });
             }
             Action::RemoveTaint { node, key } => {
                 self.edit_taints(&node, |ts| ts.retain(|t| t.key != key))

@@ -666,6 +666,12 @@ impl World {
             Action::Evict { pod } => Some(pod.clone()),
             _ => None,
         };
+        let mark = match &action {
+            Action::Taint {
+                node, by: Some(_), ..
+            } => Some(node.clone()),
+            _ => None,
+        };
         if stored {
             self.carry_out(action)?;
         }
@@ -681,6 +687,13 @@ impl World {
                 Observation::EvictionRefused { pod, code }
             };
             self.core.observe(answer, self.now);
+        }
+        // a mark is written at once or given up, its command with it
+        if let Some(node) = mark
+            && !answered
+        {
+            self.core
+                .observe(Observation::MarkRefused { node }, self.now);
         }
         if let Some(action) = again
             && !self.unfinished.keep(action, tries + 1, self.now)
@@ -821,7 +834,7 @@ impl World {
                     self.checkers.disturbed(self.now);
                 }
             }
-            Action::Taint { node, taint } => {
+            Action::Taint { node, taint, .. } => {
                 // a taint only keeps pods off its node, and spread domains ignore taints
                 if self.api.nodes.taint(&node, &taint) {
                     self.node_narrowed(&node);

@@ -372,6 +372,16 @@ impl Desk {
     /// taint counts once the API server holds it (the drain waits for that, as Karpenter's
     /// termination taints before it evicts), so a refused write cannot pass for one stored.
     pub(super) fn taint(&mut self, node: &str) {
+        self.taint_by(node, None);
+    }
+
+    /// Asks for a disruption command's mark, the disrupted taint stored by `by` or given up
+    /// ([`Action::Taint`]).
+    pub(super) fn mark(&mut self, node: &str, by: Duration) {
+        self.taint_by(node, Some(by));
+    }
+
+    fn taint_by(&mut self, node: &str, by: Option<Duration>) {
         let Some(n) = self.cluster.nodes.get_mut(node) else {
             return;
         };
@@ -387,6 +397,7 @@ impl Desk {
         self.actions.push(Action::Taint {
             node: node.to_string(),
             taint: crate::cluster::disrupted_taint(),
+            by,
         });
         self.log("node.termination", "tainted node", json!({
             "Node": {"name": node}, "taint.Key": labels::DISRUPTED_TAINT_KEY, "taint.Value": "", "taint.Effect": "NoSchedule",

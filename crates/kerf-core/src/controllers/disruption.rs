@@ -85,6 +85,10 @@ pub(super) struct Pending {
     /// Karpenter's consolidation type of the command (empty for drift).
     consolidation_type: &'static str,
     pub(super) candidates: Vec<String>,
+    /// Its replacements (with their NodePools) still to be launched: a command launches them
+    /// once the API server holds every candidate's mark, as Karpenter marks before it
+    /// launches, so that a command given up at its marks launches nothing.
+    to_launch: Vec<(kerf_scheduling::PlannedNodeClaim, String)>,
     replacements: Vec<String>,
     savings: f64,
     /// Its Balanced scores, by NodePool name (none under the other policies).
@@ -969,6 +973,7 @@ impl Controllers {
                     .iter()
                     .map(|i| names[*i].clone())
                     .collect(),
+                to_launch: Vec::new(),
                 replacements: Vec::new(),
                 savings: command.savings,
                 scores: std::mem::take(&mut self.disruption.scores),
@@ -1237,23 +1242,26 @@ impl Controllers {
         let id = self
             .disruption
             .announce(&mut self.desk, &command, &candidates, method);
+        let by = mark_deadline(&self.desk, now);
         for c in &candidates {
-            self.desk.taint(c);
+            self.desk.mark(c, by);
         }
         let (_, pool_names) = self.desk.pool_inputs(now);
-        let mut launched = Vec::new();
-        for r in &command.replacements {
-            let pool = pool_names[r.node_pool].clone();
-            let name = self.launch_replacement(r, &pool, command.reason, now);
-            launched.push(name);
-        }
+        let planned = command.replacements.len();
+        let to_launch = (command.replacements.into_iter())
+            .map(|r| {
+                let pool = pool_names[r.node_pool].clone();
+                (r, pool)
+            })
+            .collect();
         let pending = Pending {
             reason: command.reason,
             method: command.method,
-            planned: command.replacements.len(),
+            planned,
             consolidation_type: command.method.consolidation_type(),
             candidates,
-            replacements: launched,
+            to_launch,
+            replacements: Vec::new(),
             savings: command.savings,
             scores: Vec::new(),
         };
@@ -1269,12 +1277,29 @@ impl Controllers {
         }
     }
 
-    /// Deletes each command's candidates once every replacement of it is initialized;
-    /// rolls a command back when a replacement of it is gone.
+    /// Carries each command on once the API server holds every candidate's mark (Karpenter
+    /// launches and deletes only once it has marked them): launches its replacements, and
+    /// deletes its candidates once every replacement is initialized; rolls a command back
+    /// when a replacement of it is gone.
     pub(super) fn continue_command(&mut self, now: Duration) {
         let ids: Vec<String> = self.disruption.executing.keys().cloned().collect();
         for id in ids {
             let c = &self.disruption.executing[&id];
+            let nodes = &self.desk.cluster.nodes;
+            if !(c.candidates.iter()).all(|n| nodes.get(n).is_none_or(has_disrupted_taint)) {
+                continue;
+            }
+            if !c.to_launch.is_empty() {
+                let c = (self.disruption.executing.get_mut(&id)).expect("listed");
+                let (reason, to_launch) = (c.reason, std::mem::take(&mut c.to_launch));
+                let launched = (to_launch.iter())
+                    .map(|(plan, pool)| self.launch_replacement(plan, pool, reason, now))
+                    .collect();
+                (self.disruption.executing.get_mut(&id))
+                    .expect("listed")
+                    .replacements = launched;
+                continue;
+            }
             let mut ready = true;
             let mut gone = false;
             for r in &c.replacements {
@@ -1284,7 +1309,7 @@ impl Controllers {
                 }
             }
             if gone {
-                self.roll_back(&id, "replacement nodeclaim was deleted", now);
+                self.roll_back(&id, "replacement nodeclaim was deleted", true, now);
                 continue;
             }
             if !ready {
@@ -1311,30 +1336,51 @@ impl Controllers {
     }
 
     pub(super) fn replacement_timeout(&mut self, id: &str, now: Duration) {
-        self.roll_back(id, "replacements did not initialize in time", now);
+        self.roll_back(id, "replacements did not initialize in time", true, now);
     }
 
-    /// Gives a command up: candidates untainted, replacements that came up stay (they are
-    /// ordinary capacity now, consolidated later if unneeded).
-    fn roll_back(&mut self, id: &str, why: &str, now: Duration) {
+    /// A candidate's mark was refused or not written in time. As Karpenter's command start
+    /// when it cannot taint every candidate: a command that launches replacements is given
+    /// up; one that only deletes goes on with the candidates marked, without this one.
+    pub(crate) fn mark_refused(&mut self, node: &str, now: Duration) {
+        let held = (self.disruption.executing.iter())
+            .find(|(_, c)| c.candidates.iter().any(|n| n == node))
+            .map(|(id, c)| (id.clone(), c.planned > 0 || c.candidates.len() == 1));
+        let Some((id, whole)) = held else {
+            return;
+        };
+        if whole {
+            let why = "marking disrupted: the taint was not stored in time";
+            self.roll_back(&id, why, false, now);
+            return;
+        }
+        let c = (self.disruption.executing.get_mut(&id)).expect("found above");
+        c.candidates.retain(|n| n != node);
+        self.desk.untaint(node);
+    }
+
+    /// Gives a command up: candidates untainted, replacements already launched stay (they
+    /// are ordinary capacity now, consolidated later if unneeded). `replacement_failed`: it is
+    /// given up for a replacement (Karpenter's queue failure, counted, and its candidates
+    /// wait longer with each in a row), not because a candidate could not be marked.
+    fn roll_back(&mut self, id: &str, why: &str, replacement_failed: bool, now: Duration) {
         let Some(c) = self.disruption.executing.remove(id) else {
             return;
         };
         self.desk.cancel(&Timer::ReplacementTimeout(id.to_string()));
-        let decision = if c.replacements.is_empty() {
-            "delete"
-        } else {
-            "replace"
-        };
+        let decision = if c.planned == 0 { "delete" } else { "replace" };
         let reason = c.reason.as_str().to_lowercase();
-        self.desk.metrics.add(
-            &families::VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
-            &[c.consolidation_type, decision, &reason],
-            c.replacements.len().max(1) as u64,
-        );
+        if replacement_failed {
+            self.desk.metrics.add(
+                &families::VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
+                &[c.consolidation_type, decision, &reason],
+                c.replacements.len().max(1) as u64,
+            );
+        }
         // the candidates wait longer with each replacement that failed in a row
         let mut retry = Duration::ZERO;
-        for n in c.candidates.iter().filter(|_| !c.replacements.is_empty()) {
+        let backed_off = replacement_failed && !c.replacements.is_empty();
+        for n in c.candidates.iter().filter(|_| backed_off) {
             let failures = self.disruption.backoffs.get(n).map_or(0, |b| b.failures) + 1;
             let wait = Backoff::wait(failures);
             retry = retry.max(wait);
@@ -1464,6 +1510,22 @@ fn search(
         elapsed,
     };
     (command, searched)
+}
+
+/// How long a command's marks may take to be stored, at most.
+const MARK_WITHIN: u64 = 10;
+
+/// The instant by which the marks of a command decided at `now` must be stored: within
+/// [`MARK_WITHIN`] seconds, and before any budget's schedule opens or closes a window (the
+/// budgets that allowed the command would no longer be the ones that hold). Schedules count
+/// in whole seconds.
+fn mark_deadline(desk: &Desk, now: Duration) -> Duration {
+    let windows = budget_windows(desk, now);
+    let second = now.as_secs();
+    ((second + 1)..=(second + MARK_WITHIN))
+        .map(Duration::from_secs)
+        .find(|t| budget_windows(desk, *t) != windows)
+        .unwrap_or(now + Duration::from_secs(MARK_WITHIN))
 }
 
 /// Which budgets' schedules are active now, all NodePools' in order.

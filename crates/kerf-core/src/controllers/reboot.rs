@@ -676,5 +676,6 @@ fn add_rebooting_taint(desk: &mut Desk, node: &str) {
     desk.actions.push(Action::Taint {
         node: node.to_string(),
         taint: rebooting_taint(),
+        by: None,
     });
 }

@@ -1042,3 +1042,110 @@ fn a_node_counts_toward_the_budget_once_its_initialized_label_is_stored() {
     store_labels(&mut core, kept, &labels, 44);
     assert!(!budget_blocked(&mut core, 45), "the stored label counts it");
 }
+
+/// Polls `core` from `from` to `until`, storing the taints and labels it asks for as
+/// [`poll_stored`] does, except a disruption command's marks: `refuse` says, of each mark
+/// and the second it is asked at, whether the API server refuses it (and
+/// [`Observation::MarkRefused`] comes back). The actions, with each mark's second and due
+/// instant.
+fn run_refusing_marks(
+    core: &mut Controllers,
+    from: u64,
+    until: u64,
+    mut refuse: impl FnMut(&str, u64) -> bool,
+) -> (Vec<Action>, Vec<(u64, Duration)>) {
+    let (mut all, mut marks) = (Vec::new(), Vec::new());
+    for t in from..=until {
+        let actions = core.poll(secs(t));
+        for a in &actions {
+            match a {
+                Action::Taint {
+                    node,
+                    taint,
+                    by: Some(by),
+                } => {
+                    marks.push((t, *by));
+                    if refuse(node, t) {
+                        let refused = Observation::MarkRefused { node: node.clone() };
+                        core.observe(refused, secs(t));
+                    } else {
+                        store_taint(core, node, taint, t);
+                    }
+                }
+                Action::Taint { node, taint, .. } => store_taint(core, node, taint, t),
+                Action::LabelNode { node, labels, .. } => store_labels(core, node, labels, t),
+                _ => {}
+            }
+        }
+        all.extend(actions);
+    }
+    (all, marks)
+}
+
+/// A disruption command's mark is written at once or not at all: a mark the API server
+/// refused (here, an outage) gives its command up, the candidate is untainted and not
+/// deleted, and nothing of the command is written later, after the budgets that allowed it
+/// may have changed (the CI soak, seed 1: a consolidation decided during an API-server outage
+/// had its taints and deletions land after it, inside a budget window allowing none). The
+/// next pass decides again; with its mark stored, the node goes.
+#[test]
+fn a_refused_mark_gives_its_command_up_and_is_not_written_later() {
+    let (mut core, claim) = one_node_with_a_replicaset_pod();
+    unmanaged_node(&mut core, "us-east-1a");
+    let mut refused_at = None;
+    let (actions, marks) = run_refusing_marks(&mut core, 5, 300, |node, t| {
+        assert_eq!(node, claim, "the candidate's node is marked");
+        refused_at.get_or_insert(t) == &t
+    });
+    let refused_at = refused_at.expect("the command marked its candidate");
+    let stored_at = (marks.iter())
+        .map(|(t, _)| *t)
+        .find(|t| *t > refused_at)
+        .expect("the next pass marked it again");
+    for (t, by) in &marks {
+        assert!(
+            secs(*t) < *by && *by <= secs(t + 10),
+            "a mark asked at {t} s is due within 10 s, not at {by:?}"
+        );
+    }
+    let first_mark = (actions.iter())
+        .position(|a| matches!(a, Action::Taint { by: Some(_), .. }))
+        .expect("marked");
+    let after = &actions[first_mark + 1..];
+    let rollback = (after.iter())
+        .position(|a| matches!(a, Action::RemoveTaint { node, .. } if *node == claim))
+        .expect("the refused mark's node is untainted");
+    let deletion = (after.iter())
+        .position(|a| matches!(a, Action::DeleteNodeClaim { nodeclaim } if *nodeclaim == claim))
+        .expect("the node goes once its mark is stored");
+    let remark = (after.iter())
+        .position(|a| matches!(a, Action::Taint { by: Some(_), .. }))
+        .expect("marked again");
+    assert!(
+        rollback < remark && remark < deletion,
+        "untainted, marked again, then deleted: {after:#?}"
+    );
+    assert!(
+        !(actions[..first_mark].iter()).any(|a| matches!(a, Action::DeleteNodeClaim { .. })),
+        "nothing was deleted before the first mark"
+    );
+    assert!(stored_at > refused_at);
+    assert_eq!(logged(&actions, "failed disrupting node(s)"), 1);
+}
+
+/// A mark is due before a budget's schedule opens or closes a window: the budgets that
+/// allowed its command must still be the ones that hold when it is stored. Here disruption
+/// is allowed in odd minutes only (`nodes: "0"` from each even minute, for a minute), and a
+/// consolidation decided at 1:55 must have its mark stored by 2:00, not 2:05.
+#[test]
+fn a_mark_is_due_before_a_budget_window_opens() {
+    let (mut core, _) = one_node_with_a_replicaset_pod();
+    let mut np = pool();
+    np.spec.disruption.budgets =
+        serde_yaml::from_str("[{nodes: '0', schedule: '*/2 * * * *', duration: 1m}]").unwrap();
+    core.apply_node_pool(np);
+    let _ = run_refusing_marks(&mut core, 5, 90, |_, _| false);
+    unmanaged_node(&mut core, "us-east-1a");
+    let (_, marks) = run_refusing_marks(&mut core, 91, 300, |_, _| false);
+    assert_eq!(marks, [(115, secs(120))], "decided at 1:55, due at 2:00");
+}

@@ -86,7 +86,7 @@ pub(crate) fn poll_stored(core: &mut Controllers, t: u64) -> Vec<Action> {
     let actions = core.poll(secs(t));
     for a in &actions {
         match a {
-            Action::Taint { node, taint } => store_taint(core, node, taint, t),
+            Action::Taint { node, taint, .. } => store_taint(core, node, taint, t),
             Action::LabelNode { node, labels, .. } => store_labels(core, node, labels, t),
             _ => {}
         }
