@@ -169,6 +169,8 @@ pub enum Observation {
     MarkRefused {
         /// The node.
         node: String,
+        /// The mark's deadline, which tells its command.
+        by: Duration,
     },
     /// The cloud's answer to [`Action::Reboot`].
     RebootAnswered {
@@ -285,7 +287,7 @@ impl Controllers {
                 self.termination
                     .eviction_refused(&mut self.desk, &pod, code, now)
             }
-            Observation::MarkRefused { node } => self.mark_refused(&node, now),
+            Observation::MarkRefused { node, by } => self.mark_refused(&node, by, now),
             Observation::RebootAnswered { nodeclaim, result } => {
                 self.reboot
                     .reboot_answered(&mut self.desk, &nodeclaim, result, now);

@@ -117,7 +117,14 @@ fn coalesce(queue: &mut VecDeque<(u32, Action)>, action: Action) -> Option<Actio
             let last = (queue.iter().rev()).find(|(_, w)| taint_target(w) == Some((node, key)));
             let same = last.is_some_and(|(_, w)| match (w, &action) {
                 (Action::RemoveTaint { .. }, Action::RemoveTaint { .. }) => true,
-                (Action::Taint { taint: a, .. }, Action::Taint { taint: b, .. }) => a == b,
+                (
+                    Action::Taint {
+                        taint: a, by: x, ..
+                    },
+                    Action::Taint {
+                        taint: b, by: y, ..
+                    },
+                ) => a == b && x == y,
                 _ => false,
             });
             (!same).then_some(action)

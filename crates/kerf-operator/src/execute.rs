@@ -747,6 +747,7 @@ impl<C: CloudProvider> Executor<C> {
                 return written.map(|()| None).map_err(|f| Failure {
                     answer: Some(Box::new(Answer::Observed(Observation::MarkRefused {
                         node,
+                        by,
                     }))),
                     ..f
                 });

@@ -722,11 +722,32 @@ fn a_nodeclaim_karpenter_launched_is_kept_on_takeover() {
     older["spec"]["template"]["metadata"] = serde_json::json!({"labels": {"team": "before"}});
     let stale = &karpenters_hashes(&[older])[0].2;
     karpenters_nodeclaim(&cp, "default-stale", stale);
-    // its pod keeps the node from being consolidated: only drift could touch it
+    // its pod keeps the stale node from being disrupted at all (pinned there: on the other
+    // node it would leave the stale one empty, and a drift deletion could take it before it
+    // is read)
     cp.kubectl_ok(
         &["patch", "deployment", "inflate", "--type=merge", "-p",
-          r#"{"spec":{"replicas":1,"template":{"metadata":{"annotations":{"karpenter.sh/do-not-disrupt":"true"}}}}}"#],
+          r#"{"spec":{"replicas":1,"template":{"metadata":{"annotations":{"karpenter.sh/do-not-disrupt":"true"}},"spec":{"nodeSelector":{"kubernetes.io/hostname":"default-stale"}}}}}"#],
         None,
+    );
+    wait_for(
+        "the protected pod bound to the stale node",
+        Duration::from_secs(60),
+        || {
+            let nodes = cp.kubectl_ok(
+                &[
+                    "get",
+                    "pods",
+                    "-l",
+                    "app=inflate",
+                    "-o",
+                    "jsonpath={.items[*].spec.nodeName}",
+                ],
+                None,
+            );
+            (nodes.trim() == "default-stale").then_some(())
+        },
+        || cp.kubectl_ok(&["get", "pods", "-o", "wide"], None),
     );
     let op = Operator::start(&cp, OPERATOR, 1, &[]);
     let claim = |name: &str| -> Value {

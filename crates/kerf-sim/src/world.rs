@@ -668,8 +668,8 @@ impl World {
         };
         let mark = match &action {
             Action::Taint {
-                node, by: Some(_), ..
-            } => Some(node.clone()),
+                node, by: Some(by), ..
+            } => Some((node.clone(), *by)),
             _ => None,
         };
         if stored {
@@ -689,11 +689,15 @@ impl World {
             self.core.observe(answer, self.now);
         }
         // a mark is written at once or given up, its command with it
-        if let Some(node) = mark
+        if let Some((node, by)) = mark
             && !answered
         {
+            // a mark never stored takes back the removal its command announced
+            if refused {
+                self.not_removing(&node);
+            }
             self.core
-                .observe(Observation::MarkRefused { node }, self.now);
+                .observe(Observation::MarkRefused { node, by }, self.now);
         }
         if let Some(action) = again
             && !self.unfinished.keep(action, tries + 1, self.now)

@@ -89,6 +89,9 @@ pub(super) struct Pending {
     /// once the API server holds every candidate's mark, as Karpenter marks before it
     /// launches, so that a command given up at its marks launches nothing.
     to_launch: Vec<(kerf_scheduling::PlannedNodeClaim, String)>,
+    /// When its candidates' marks are due: a refusal of an older command's mark on the same
+    /// node is not this command's.
+    marks_by: Duration,
     replacements: Vec<String>,
     savings: f64,
     /// Its Balanced scores, by NodePool name (none under the other policies).
@@ -777,7 +780,12 @@ impl Disruptions {
                     .unwrap_or(launched.price_per_hour),
                 capacity_type: launched.capacity_type,
                 pods: on_node,
+                // a node still carrying a disrupted taint that no command holds (an earlier
+                // command's, its removal on its way) waits for it to go, as Karpenter
+                // removes such taints before it looks for candidates: a new command's mark
+                // must not be taken for stored while the old taint is
                 disruptable: pool.is_some()
+                    && !has_disrupted_taint(n)
                     && self
                         .blockers(desk, name, facts.gathered, Wanted::First, now)
                         .is_empty(),
@@ -787,7 +795,7 @@ impl Disruptions {
                 replace_backoff: backoff.is_some_and(|b| now < b.until),
                 // a static NodePool's nodes are repaired by its own controller
                 repair: (facts.repairs.get(name))
-                    .filter(|_| !in_command.contains(name.as_str()))
+                    .filter(|_| !in_command.contains(name.as_str()) && !has_disrupted_taint(n))
                     .filter(|_| np.is_none_or(|np| np.spec.replicas.is_none()))
                     .map(|r| r.view),
             });
@@ -974,6 +982,7 @@ impl Controllers {
                     .map(|i| names[*i].clone())
                     .collect(),
                 to_launch: Vec::new(),
+                marks_by: Duration::ZERO,
                 replacements: Vec::new(),
                 savings: command.savings,
                 scores: std::mem::take(&mut self.disruption.scores),
@@ -1261,6 +1270,7 @@ impl Controllers {
             consolidation_type: command.method.consolidation_type(),
             candidates,
             to_launch,
+            marks_by: by,
             replacements: Vec::new(),
             savings: command.savings,
             scores: Vec::new(),
@@ -1290,6 +1300,13 @@ impl Controllers {
                 continue;
             }
             if !c.to_launch.is_empty() {
+                let pools = &self.desk.cluster.node_pools;
+                if let Some((_, gone)) = (c.to_launch.iter()).find(|(_, p)| !pools.contains_key(p))
+                {
+                    let why = format!("launching replacement nodeclaim: nodepool {gone} not found");
+                    self.roll_back(&id, &why, false, now);
+                    continue;
+                }
                 let c = (self.disruption.executing.get_mut(&id)).expect("listed");
                 let (reason, to_launch) = (c.reason, std::mem::take(&mut c.to_launch));
                 let launched = (to_launch.iter())
@@ -1336,27 +1353,54 @@ impl Controllers {
     }
 
     pub(super) fn replacement_timeout(&mut self, id: &str, now: Duration) {
-        self.roll_back(id, "replacements did not initialize in time", true, now);
+        let marked = (self.disruption.executing.get(id)).is_some_and(|c| c.to_launch.is_empty());
+        if marked {
+            self.roll_back(id, "replacements did not initialize in time", true, now);
+        } else {
+            self.roll_back(id, MARK_LATE, false, now);
+        }
     }
 
     /// A candidate's mark was refused or not written in time. As Karpenter's command start
     /// when it cannot taint every candidate: a command that launches replacements is given
     /// up; one that only deletes goes on with the candidates marked, without this one.
-    pub(crate) fn mark_refused(&mut self, node: &str, now: Duration) {
+    pub(crate) fn mark_refused(&mut self, node: &str, by: Duration, now: Duration) {
         let held = (self.disruption.executing.iter())
-            .find(|(_, c)| c.candidates.iter().any(|n| n == node))
+            .find(|(_, c)| c.marks_by == by && c.candidates.iter().any(|n| n == node))
             .map(|(id, c)| (id.clone(), c.planned > 0 || c.candidates.len() == 1));
         let Some((id, whole)) = held else {
+            // its command went on (the mark was stored after all) or was given up: a mark
+            // still awaited is not coming
+            if (self.desk.cluster.nodes.get(node))
+                .is_some_and(|n| n.tainting && !has_disrupted_taint(n))
+            {
+                self.release_candidate(node);
+            }
             return;
         };
         if whole {
-            let why = "marking disrupted: the taint was not stored in time";
-            self.roll_back(&id, why, false, now);
+            self.roll_back(&id, MARK_LATE, false, now);
             return;
         }
         let c = (self.disruption.executing.get_mut(&id)).expect("found above");
         c.candidates.retain(|n| n != node);
-        self.desk.untaint(node);
+        self.release_candidate(node);
+    }
+
+    /// Lets a candidate of a command given up go: its disrupted taint is asked to go, unless
+    /// its NodeClaim is being deleted meanwhile (it expired, say), whose drain needs the
+    /// taint: that is asked for as termination asks for it.
+    fn release_candidate(&mut self, node: &str) {
+        let deleting =
+            (self.desk.cluster.claim_of_node(node)).is_some_and(|(_, c)| c.deleting.is_some());
+        if !deleting {
+            self.desk.untaint(node);
+            return;
+        }
+        if let Some(n) = self.desk.cluster.nodes.get_mut(node) {
+            n.tainting = false;
+        }
+        self.desk.taint(node);
     }
 
     /// Gives a command up: candidates untainted, replacements already launched stay (they
@@ -1394,7 +1438,7 @@ impl Controllers {
         self.desk
             .log_error("disruption", "failed disrupting node(s)", fields);
         for n in &c.candidates {
-            self.desk.untaint(n);
+            self.release_candidate(n);
             self.health.repair_abandoned(n);
         }
         self.disruption
@@ -1511,6 +1555,9 @@ fn search(
     };
     (command, searched)
 }
+
+/// Why a command is given up at its marks (Karpenter's `marking disrupted` error).
+const MARK_LATE: &str = "marking disrupted: the taint was not stored in time";
 
 /// How long a command's marks may take to be stored, at most.
 const MARK_WITHIN: u64 = 10;

@@ -1066,7 +1066,10 @@ fn run_refusing_marks(
                 } => {
                     marks.push((t, *by));
                     if refuse(node, t) {
-                        let refused = Observation::MarkRefused { node: node.clone() };
+                        let refused = Observation::MarkRefused {
+                            node: node.clone(),
+                            by: *by,
+                        };
                         core.observe(refused, secs(t));
                     } else {
                         store_taint(core, node, taint, t);
@@ -1148,4 +1151,32 @@ fn a_mark_is_due_before_a_budget_window_opens() {
     unmanaged_node(&mut core, "us-east-1a");
     let (_, marks) = run_refusing_marks(&mut core, 91, 300, |_, _| false);
     assert_eq!(marks, [(115, secs(120))], "decided at 1:55, due at 2:00");
+}
+
+/// A node still carrying a disrupted taint no command holds (left by an earlier command, or
+/// by the operator before a restart) is no candidate until its removal is stored: a new
+/// command's mark would otherwise be taken for stored on the old taint's strength, and its
+/// deletion go out with a mark the API server may yet refuse.
+#[test]
+fn a_leftover_disrupted_taint_is_gone_before_its_node_is_marked_again() {
+    let (mut core, claim) = one_node_with_a_replicaset_pod();
+    store_taint(&mut core, &claim, &kerf_core::cluster::disrupted_taint(), 5);
+    unmanaged_node(&mut core, "us-east-1a");
+    let (held, marks) = run_refusing_marks(&mut core, 5, 119, |_, _| false);
+    assert!(
+        marks.is_empty(),
+        "marked over the leftover taint: {marks:?}"
+    );
+    assert!(
+        (held.iter()).any(|a| matches!(a, Action::RemoveTaint { node, .. } if *node == claim)),
+        "the leftover taint is asked to go"
+    );
+    assert!(!deleted(&held, &claim));
+    // the removal is stored: the node is a candidate again, marked, then deleted
+    let mut n = core.cluster().nodes()[&claim].clone();
+    n.taints.retain(|t| t.key != "karpenter.sh/disrupted");
+    core.apply_node(claim.clone(), n, secs(120));
+    let (after, marks) = run_refusing_marks(&mut core, 120, 300, |_, _| false);
+    assert_eq!(marks.len(), 1, "{marks:?}");
+    assert!(deleted(&after, &claim));
 }
