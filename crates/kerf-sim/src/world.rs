@@ -657,9 +657,20 @@ impl World {
         }
         let api = &self.scenario.spec.api_server;
         // down, or a conflict: not stored; a lost answer: stored, and Kerf cannot tell
-        let refused = api.down_at(self.now).is_some()
-            || (api.conflicts > 0.0 && self.rng.random_bool(api.conflicts));
+        let down = api.down_at(self.now).is_some();
+        let conflict = api.conflicts > 0.0 && self.rng.random_bool(api.conflicts);
+        let refused = down || conflict;
         let lost = !refused && api.lost_responses > 0.0 && self.rng.random_bool(api.lost_responses);
+        // a disruption command's mark is the operator's write that is not kept to be tried
+        // later: within its call it reads again and writes after a conflict, and tries
+        // again after a lost answer (finding its taint stored), so only an API server down
+        // refuses it
+        let mark_only_down = matches!(action, Action::Taint { by: Some(_), .. });
+        let (refused, lost) = if mark_only_down {
+            (down, false)
+        } else {
+            (refused, lost)
+        };
         let (stored, answered) = (!refused, !refused && !lost);
         let again = (!answered && replayable(&action)).then(|| action.clone());
         let evicted = match &action {

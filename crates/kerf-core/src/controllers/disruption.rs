@@ -92,6 +92,9 @@ pub(super) struct Pending {
     /// When its candidates' marks are due: a refusal of an older command's mark on the same
     /// node is not this command's.
     marks_by: Duration,
+    /// Its one candidate's pods all go onto its replacement, none onto other nodes: the
+    /// cheaper move kube-scheduler would not follow was looked past (validated the same way).
+    alone: bool,
     replacements: Vec<String>,
     savings: f64,
     /// Its Balanced scores, by NodePool name (none under the other policies).
@@ -943,7 +946,7 @@ impl Controllers {
         if self.disruption.idle_inputs.as_ref() == Some(&inputs) {
             return;
         }
-        if let Some((command, names)) = self.decide_rehearsed(true, now) {
+        if let Some((command, names, alone)) = self.decide_rehearsed(true, now) {
             self.disruption.idle_inputs = None;
             let nodes = &self.desk.cluster.nodes;
             (self.disruption.chosen).retain(|n, _| nodes.contains_key(n));
@@ -983,6 +986,7 @@ impl Controllers {
                     .collect(),
                 to_launch: Vec::new(),
                 marks_by: Duration::ZERO,
+                alone,
                 replacements: Vec::new(),
                 savings: command.savings,
                 scores: std::mem::take(&mut self.disruption.scores),
@@ -1006,7 +1010,11 @@ impl Controllers {
     /// changes what it reads.
     /// With `report`, the first search tells why nodes are blocked and each refusal is logged;
     /// without, nothing is told (a checker's look).
-    fn decide_rehearsed(&mut self, report: bool, now: Duration) -> Option<(Command, Vec<String>)> {
+    fn decide_rehearsed(
+        &mut self,
+        report: bool,
+        now: Duration,
+    ) -> Option<(Command, Vec<String>, bool)> {
         let (pools, pool_names) = self.desk.pool_inputs(now);
         let daemonsets: Vec<Pod> = self.desk.cluster.daemonsets.values().cloned().collect();
         let mut told = Vec::new();
@@ -1041,13 +1049,33 @@ impl Controllers {
                 );
                 if stranded.is_empty() {
                     told.push((searched, None));
-                    found = Some((command, names));
+                    found = Some((command, names, false));
                     break;
                 }
                 let dropped = report.then(|| {
                     json!({"Pods": super::list_text(&stranded), "reason": command.reason.as_str().to_lowercase()})
                 });
                 told.push((searched, dropped));
+                // a one-node move kube-scheduler would not follow may still be made with all
+                // the node's pods on its replacement, where each has room whatever order
+                // they come in: dropped outright, an on-demand node whose pods spot
+                // capacity of a heavier NodePool would take stayed for good (swarm seeds
+                // 63966, 66157)
+                // (a one-node deletion comes from the multi-node search)
+                let one_node = matches!(command.method, Method::SingleNode | Method::MultiNode)
+                    && command.candidates.len() == 1;
+                if one_node {
+                    let alone = self.alone_move(&mut view, command.candidates[0], &names);
+                    if let Some(alone) = alone {
+                        // the Balanced score told when it is approved is this move's
+                        if let Some((searched, _)) = told.last_mut() {
+                            searched.scores = crate::disruption::search::Worth::new(&view)
+                                .scores(&alone.candidates, alone.savings);
+                        }
+                        found = Some((alone, names, true));
+                        break;
+                    }
+                }
                 for i in &command.candidates {
                     view.nodes[*i].disruptable = false;
                 }
@@ -1071,6 +1099,35 @@ impl Controllers {
             }
         }
         found
+    }
+
+    /// The move of node `i` with every one of its pods on new capacity (other nodes are
+    /// given none of them), when it is a one-node consolidation kube-scheduler's rehearsal
+    /// follows.
+    fn alone_move(
+        &self,
+        view: &mut ClusterView<'_>,
+        i: usize,
+        names: &[String],
+    ) -> Option<Command> {
+        let kept = keep_on_replacements(view, i);
+        let (alone, _) = plan_judged(view, &mut self.desk.catalog.borrow_mut());
+        for (n, (disruptable, allocatable)) in view.nodes.iter_mut().zip(kept) {
+            n.disruptable = disruptable;
+            n.node.allocatable = allocatable;
+        }
+        // one new node, as Karpenter's single-node consolidation allows
+        let alone = alone.filter(|c| {
+            c.method == Method::SingleNode && c.candidates == [i] && c.replacements.len() == 1
+        })?;
+        let stranded = stranded_in(
+            &self.desk,
+            &self.provisioning,
+            &view.node_pools,
+            &alone,
+            names,
+        );
+        stranded.is_empty().then_some(alone)
     }
 
     /// Creates a command's replacement NodeClaim; its name. Karpenter's queue says on it
@@ -1117,7 +1174,7 @@ impl Controllers {
     /// acting on it or skipping anything: how a checker tells whether a pass was missed.
     pub fn fresh_decision(&mut self, now: Duration) -> Option<String> {
         let decided = self.with_repairs_as_at(now, |core| core.decide_rehearsed(false, now));
-        let (command, names) = decided?;
+        let (command, names, _) = decided?;
         let candidates: Vec<String> = command
             .candidates
             .iter()
@@ -1155,7 +1212,7 @@ impl Controllers {
         let (pools, pool_names) = self.desk.pool_inputs(now);
         let daemonsets: Vec<Pod> = self.desk.cluster.daemonsets.values().cloned().collect();
         let g = self.gather();
-        let (view, names) = self.disruption.view(
+        let (mut view, names) = self.disruption.view(
             &self.desk,
             &self.disruption_facts(&g),
             pools,
@@ -1166,6 +1223,11 @@ impl Controllers {
         let candidates: Option<Vec<usize>> = (pending.candidates.iter())
             .map(|c| names.iter().position(|n| n == c))
             .collect();
+        if pending.alone
+            && let Some([i]) = candidates.as_deref()
+        {
+            keep_on_replacements(&mut view, *i);
+        }
         // a candidate gone from the view is churn, as Karpenter finds a candidate no longer valid
         let command = candidates.ok_or(Rejection::Churn).and_then(|candidates| {
             let decided = Decided {
@@ -1271,6 +1333,7 @@ impl Controllers {
             candidates,
             to_launch,
             marks_by: by,
+            alone: false,
             replacements: Vec::new(),
             savings: command.savings,
             scores: Vec::new(),
@@ -1554,6 +1617,24 @@ fn search(
         elapsed,
     };
     (command, searched)
+}
+
+/// Leaves node `i`'s pods nowhere to go but new capacity: every other node is no candidate
+/// and has no room left. What each node was, to be put back.
+fn keep_on_replacements(
+    view: &mut ClusterView<'_>,
+    i: usize,
+) -> Vec<(bool, kerf_scheduling::resources::Resources)> {
+    (view.nodes.iter_mut().enumerate())
+        .map(|(j, n)| {
+            let was = (n.disruptable, n.node.allocatable.clone());
+            if j != i {
+                n.disruptable = false;
+                n.node.allocatable = n.node.requested.clone();
+            }
+            was
+        })
+        .collect()
 }
 
 /// Why a command is given up at its marks (Karpenter's `marking disrupted` error).
