@@ -378,11 +378,12 @@ fn api_server_outages_lose_no_nodeclaim_and_make_none_twice() {
     assert_eq!(claim, &first[0].1);
     assert!((81.0..=120.0).contains(t), "launched at {t} s");
     // the consolidation caught by the second outage finished: one small node for the 2 pods,
-    // and only the replacement was made for it
-    assert_eq!(created.len(), 2, "{created:?}");
+    // and only its replacement was launched (the command the outage refused the marks of
+    // deleted the replacement it had asked for, which the API server never stored)
+    assert_eq!(launched.len(), 2, "{launched:?}");
     assert!(r.end.pending_pods.is_empty(), "{:?}", r.end.pending_pods);
     assert_eq!(r.end.nodes.len(), 1, "{:?}", r.end.nodes);
-    assert_eq!(r.end.nodes[0].nodeclaim, created[1].1);
+    assert_eq!(r.end.nodes[0].nodeclaim, launched[1].1);
     assert!(r.totals.api_writes_failed > 0);
 }
 

@@ -85,10 +85,6 @@ pub(super) struct Pending {
     /// Karpenter's consolidation type of the command (empty for drift).
     consolidation_type: &'static str,
     pub(super) candidates: Vec<String>,
-    /// Its replacements (with their NodePools) still to be launched: a command launches them
-    /// once the API server holds every candidate's mark, as Karpenter marks before it
-    /// launches, so that a command given up at its marks launches nothing.
-    to_launch: Vec<(kerf_scheduling::PlannedNodeClaim, String)>,
     /// When its candidates' marks are due: a refusal of an older command's mark on the same
     /// node is not this command's.
     marks_by: Duration,
@@ -984,7 +980,6 @@ impl Controllers {
                     .iter()
                     .map(|i| names[*i].clone())
                     .collect(),
-                to_launch: Vec::new(),
                 marks_by: Duration::ZERO,
                 alone,
                 replacements: Vec::new(),
@@ -1317,24 +1312,25 @@ impl Controllers {
         for c in &candidates {
             self.desk.mark(c, by);
         }
+        // launched with the marks, as the provisioner counts them against the NodePools'
+        // limits from now on (launched only once the marks are stored, a replacement could
+        // take a slot the provisioner had filled meanwhile: swarm seeds 73723, 73779); a
+        // command given up at its marks leaves them as capacity
         let (_, pool_names) = self.desk.pool_inputs(now);
-        let planned = command.replacements.len();
-        let to_launch = (command.replacements.into_iter())
-            .map(|r| {
-                let pool = pool_names[r.node_pool].clone();
-                (r, pool)
-            })
-            .collect();
+        let mut launched = Vec::new();
+        for r in &command.replacements {
+            let pool = pool_names[r.node_pool].clone();
+            launched.push(self.launch_replacement(r, &pool, command.reason, now));
+        }
         let pending = Pending {
             reason: command.reason,
             method: command.method,
-            planned,
+            planned: command.replacements.len(),
             consolidation_type: command.method.consolidation_type(),
             candidates,
-            to_launch,
             marks_by: by,
             alone: false,
-            replacements: Vec::new(),
+            replacements: launched,
             savings: command.savings,
             scores: Vec::new(),
         };
@@ -1350,34 +1346,15 @@ impl Controllers {
         }
     }
 
-    /// Carries each command on once the API server holds every candidate's mark (Karpenter
-    /// launches and deletes only once it has marked them): launches its replacements, and
-    /// deletes its candidates once every replacement is initialized; rolls a command back
-    /// when a replacement of it is gone.
+    /// Deletes each command's candidates once the API server holds every candidate's mark
+    /// (Karpenter deletes only the candidates it marked) and every replacement is
+    /// initialized; rolls a command back when a replacement of it is gone.
     pub(super) fn continue_command(&mut self, now: Duration) {
         let ids: Vec<String> = self.disruption.executing.keys().cloned().collect();
         for id in ids {
             let c = &self.disruption.executing[&id];
             let nodes = &self.desk.cluster.nodes;
             if !(c.candidates.iter()).all(|n| nodes.get(n).is_none_or(has_disrupted_taint)) {
-                continue;
-            }
-            if !c.to_launch.is_empty() {
-                let pools = &self.desk.cluster.node_pools;
-                if let Some((_, gone)) = (c.to_launch.iter()).find(|(_, p)| !pools.contains_key(p))
-                {
-                    let why = format!("launching replacement nodeclaim: nodepool {gone} not found");
-                    self.roll_back(&id, &why, false, now);
-                    continue;
-                }
-                let c = (self.disruption.executing.get_mut(&id)).expect("listed");
-                let (reason, to_launch) = (c.reason, std::mem::take(&mut c.to_launch));
-                let launched = (to_launch.iter())
-                    .map(|(plan, pool)| self.launch_replacement(plan, pool, reason, now))
-                    .collect();
-                (self.disruption.executing.get_mut(&id))
-                    .expect("listed")
-                    .replacements = launched;
                 continue;
             }
             let mut ready = true;
@@ -1416,12 +1393,7 @@ impl Controllers {
     }
 
     pub(super) fn replacement_timeout(&mut self, id: &str, now: Duration) {
-        let marked = (self.disruption.executing.get(id)).is_some_and(|c| c.to_launch.is_empty());
-        if marked {
-            self.roll_back(id, "replacements did not initialize in time", true, now);
-        } else {
-            self.roll_back(id, MARK_LATE, false, now);
-        }
+        self.roll_back(id, "replacements did not initialize in time", true, now);
     }
 
     /// A candidate's mark was refused or not written in time. As Karpenter's command start
@@ -1466,8 +1438,9 @@ impl Controllers {
         self.desk.taint(node);
     }
 
-    /// Gives a command up: candidates untainted, replacements already launched stay (they
-    /// are ordinary capacity now, consolidated later if unneeded). `replacement_failed`: it is
+    /// Gives a command up: candidates untainted. Replacements that came up stay after a
+    /// replacement failed (they are ordinary capacity now, consolidated later if unneeded);
+    /// a command given up at its marks deletes its own. `replacement_failed`: it is
     /// given up for a replacement (Karpenter's queue failure, counted, and its candidates
     /// wait longer with each in a row), not because a candidate could not be marked.
     fn roll_back(&mut self, id: &str, why: &str, replacement_failed: bool, now: Duration) {
@@ -1503,6 +1476,13 @@ impl Controllers {
         for n in &c.candidates {
             self.release_candidate(n);
             self.health.repair_abandoned(n);
+        }
+        // a command given up at its marks would not have launched them, as Karpenter's: its
+        // replacements go (one whose create still waits out an outage is dropped with it)
+        if !replacement_failed {
+            for r in &c.replacements {
+                self.desk.delete_nodeclaim(r, now);
+            }
         }
         self.disruption
             .schedule_pass(&mut self.desk, now + PASS_INTERVAL);
