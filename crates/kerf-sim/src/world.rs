@@ -817,6 +817,9 @@ impl World {
             }
             Action::RelabelNode { node, labels } => {
                 if self.api.nodes.relabel(&node, &labels) {
+                    if let Some(n) = self.api.nodes.get(&node) {
+                        self.checkers.node_relabelled(&node, n);
+                    }
                     self.node_narrowed(&node);
                 }
             }

@@ -780,3 +780,62 @@ fn a_pod_left_pending_by_a_limit_the_others_use_up_is_told_the_limit() {
     assert_eq!(said.len(), 1, "{said:?}");
     assert!(said[0].1.starts_with("limit cpu=4 reached"), "{said:?}");
 }
+
+/// The node's move as `kerf explain` tells it ahead of a pass is the pass's own: swarm seed
+/// 66157 at 52:39, where the cheapest move (a split over two new nodes) would leave a pod
+/// without a node under kube-scheduler. Explain names that move as dropped, and the move the
+/// next pass makes instead (all the node's pods on one spot node), which the pass at 52:40
+/// then chooses word for word.
+#[test]
+fn explain_tells_the_move_the_next_pass_makes_and_the_one_its_rehearsal_drops() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../kerf-sim/tests/swarm/seed-66157.yaml"
+    );
+    let at = |t: &str| {
+        let out = kerf_stdin(
+            "",
+            &[
+                "simulate",
+                file,
+                "--explain-at",
+                t,
+                "node",
+                "ip-10-0-0-9.ec2.compute.internal",
+                "-o",
+                "json",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).expect("json")
+    };
+    let before = at("52m39s");
+    let next = before["decision"].as_str().unwrap_or_default();
+    let the_move = next
+        .strip_prefix("the next disruption pass would ")
+        .unwrap_or_else(|| panic!("a dry run of the next pass: {before}"));
+    assert!(
+        the_move.starts_with("replace it with c8gd.2xlarge (Underutilized, single-node"),
+        "{the_move}"
+    );
+    let dropped: Vec<&str> = (before["notes"].as_array().into_iter().flatten())
+        .filter(|n| n["kind"] == "rehearsal-dropped")
+        .filter_map(|n| n["message"].as_str())
+        .collect();
+    assert!(
+        dropped.len() == 1
+            && dropped[0].contains("replace it with c6g.large, c6g.xlarge")
+            && dropped[0].contains("kube-scheduler would leave pod(s) default/app-4-"),
+        "{dropped:?}"
+    );
+    let after = at("52m41s");
+    assert_eq!(
+        after["decision"].as_str(),
+        Some(format!("the disruption pass 1s ago chose to {the_move}").as_str()),
+        "{after}"
+    );
+}

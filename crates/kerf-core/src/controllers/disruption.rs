@@ -27,7 +27,8 @@ use crate::disruption::rules::{
     allowances, budget_active, consolidatable_at, node_disruption_cost, pdb_allowance, pdb_selects,
 };
 use crate::disruption::search::{
-    ClusterView, Command, Decided, Method, NodeView, Rejection, plan_judged, revalidate,
+    ClusterView, Command, Decided, Method, NodeView, Rejection, plan_judged, replace_alone,
+    revalidate,
 };
 use crate::hash::{node_class_hash, node_pool_hash};
 
@@ -466,11 +467,16 @@ impl Disruptions {
 
     /// A node carrying the disrupted taint that no command holds and that is not being
     /// deleted was left by a command that did not finish (or by a restart): untaint it.
-    fn release_stale_taints(&mut self, desk: &mut Desk) {
-        let held: BTreeSet<String> = (self.command.iter())
-            .chain(self.executing.values())
-            .flat_map(|c| c.candidates.iter().cloned())
-            .collect();
+    /// `static_held` are the nodes a static NodePool's replace-first command holds (drift or
+    /// repair), marked until their replacement is up (swarm seed 80363: released at the
+    /// next pass, a repaired node was open to pods again while it waited).
+    fn release_stale_taints(&mut self, desk: &mut Desk, static_held: BTreeSet<String>) {
+        let mut held = static_held;
+        held.extend(
+            (self.command.iter())
+                .chain(self.executing.values())
+                .flat_map(|c| c.candidates.iter().cloned()),
+        );
         let stale: Vec<String> = desk
             .cluster
             .nodes
@@ -886,6 +892,40 @@ struct Searched {
     elapsed: f64,
 }
 
+/// What one pass's searches found ([`Controllers::rehearse`]), before it is recorded.
+pub(super) struct Rehearsal {
+    /// The command, the view's node names, and whether it is a one-node move with all the
+    /// node's pods on one replacement (tried after the rehearsal refused the cheaper one).
+    pub found: Option<(Command, Vec<String>, bool)>,
+    /// Each search's records, in the order they ran, with the move the rehearsal refused
+    /// after it.
+    told: Vec<(Searched, Option<Dropped>)>,
+    /// The blocked nodes' events, when the pass reports.
+    blocked: Vec<Event>,
+    /// The NodePools' names in view order, which the records name them by.
+    pool_names: Vec<String>,
+}
+
+impl Rehearsal {
+    /// The moves kube-scheduler's rehearsal refused.
+    pub fn dropped(&self) -> impl Iterator<Item = &Dropped> {
+        self.told.iter().filter_map(|(_, d)| d.as_ref())
+    }
+}
+
+/// A move a pass found and dropped: kube-scheduler would leave some of its pods without a
+/// node once its replacements are Ready and its candidates drained.
+pub(super) struct Dropped {
+    /// Its candidates' node names.
+    pub candidates: Vec<String>,
+    /// The move, as told of one of its candidates ([`super::explain::move_text`]).
+    pub text: String,
+    /// The pods kube-scheduler would leave without a node.
+    pub stranded: Vec<String>,
+    /// Its disruption reason.
+    pub reason: DisruptionReason,
+}
+
 /// How many moves one pass may find and see refused by the kube-scheduler rehearsal before
 /// it gives up until something changes.
 const REHEARSED_MOVES: usize = 4;
@@ -899,7 +939,9 @@ impl Controllers {
         self.disruption
             .schedule_pass(&mut self.desk, now + PASS_INTERVAL);
         mark_consolidatable(&mut self.desk, now);
-        self.disruption.release_stale_taints(&mut self.desk);
+        let static_held = self.static_capacity.held_nodes(&self.desk);
+        self.disruption
+            .release_stale_taints(&mut self.desk, static_held);
         let nodes = &self.desk.cluster.nodes;
         self.disruption
             .backoffs
@@ -946,7 +988,7 @@ impl Controllers {
             self.disruption.idle_inputs = None;
             let nodes = &self.desk.cluster.nodes;
             (self.disruption.chosen).retain(|n, _| nodes.contains_key(n));
-            let text = super::explain::move_text(&command);
+            let text = super::explain::chosen_text(&command, alone);
             for i in &command.candidates {
                 (self.disruption.chosen).insert(names[*i].clone(), (now, text.clone()));
             }
@@ -998,85 +1040,20 @@ impl Controllers {
         self.disruption.quiet_until = self.disruption.next_timed_change(&self.desk, now);
     }
 
-    /// A pass's search for a command ([`Disruptions::search`]), a move kube-scheduler's
-    /// rehearsal refuses ([`Disruptions::stranded_in`]) looked past: its candidates are
-    /// marked not disruptable in the same view and the search runs again, up to
-    /// [`REHEARSED_MOVES`] times a pass. The view is built once: nothing a search records
-    /// changes what it reads.
-    /// With `report`, the first search tells why nodes are blocked and each refusal is logged;
-    /// without, nothing is told (a checker's look).
+    /// A pass's search for a command, carried out ([`Controllers::rehearse`]) and recorded:
+    /// with `report`, why nodes are blocked and each move the rehearsal refused are told;
+    /// without, nothing is told (a checker's look), though the searches' metrics are kept.
     fn decide_rehearsed(
         &mut self,
         report: bool,
         now: Duration,
     ) -> Option<(Command, Vec<String>, bool)> {
-        let (pools, pool_names) = self.desk.pool_inputs(now);
-        let daemonsets: Vec<Pod> = self.desk.cluster.daemonsets.values().cloned().collect();
-        let mut told = Vec::new();
-        let (found, blocked) = {
-            let g = self.gather();
-            let blocked = if report {
-                self.blocked_events(&g, now)
-            } else {
-                Vec::new()
-            };
-            let (mut view, names) = self.disruption.view(
-                &self.desk,
-                &self.disruption_facts(&g),
-                pools,
-                &pool_names,
-                &daemonsets,
-                now,
-            );
-            let mut found = None;
-            for attempt in 0..REHEARSED_MOVES {
-                let (command, searched) = search(&self.desk, &view, report && attempt == 0);
-                let Some(command) = command else {
-                    told.push((searched, None));
-                    break;
-                };
-                let stranded = stranded_in(
-                    &self.desk,
-                    &self.provisioning,
-                    &view.node_pools,
-                    &command,
-                    &names,
-                );
-                if stranded.is_empty() {
-                    told.push((searched, None));
-                    found = Some((command, names, false));
-                    break;
-                }
-                let dropped = report.then(|| {
-                    json!({"Pods": super::list_text(&stranded), "reason": command.reason.as_str().to_lowercase()})
-                });
-                told.push((searched, dropped));
-                // a one-node move kube-scheduler would not follow may still be made with all
-                // the node's pods on its replacement, where each has room whatever order
-                // they come in: dropped outright, an on-demand node whose pods spot
-                // capacity of a heavier NodePool would take stayed for good (swarm seeds
-                // 63966, 66157)
-                // (a one-node deletion comes from the multi-node search)
-                let one_node = matches!(command.method, Method::SingleNode | Method::MultiNode)
-                    && command.candidates.len() == 1;
-                if one_node {
-                    let alone = self.alone_move(&mut view, command.candidates[0], &names);
-                    if let Some(alone) = alone {
-                        // the Balanced score told when it is approved is this move's
-                        if let Some((searched, _)) = told.last_mut() {
-                            searched.scores = crate::disruption::search::Worth::new(&view)
-                                .scores(&alone.candidates, alone.savings);
-                        }
-                        found = Some((alone, names, true));
-                        break;
-                    }
-                }
-                for i in &command.candidates {
-                    view.nodes[*i].disruptable = false;
-                }
-            }
-            (found, blocked)
-        };
+        let Rehearsal {
+            found,
+            told,
+            blocked,
+            pool_names,
+        } = self.rehearse(report, now);
         // told in the order the searches ran: the blocked nodes before the first's records
         let mut blocked = Some(blocked);
         for (searched, dropped) in told {
@@ -1085,20 +1062,107 @@ impl Controllers {
             }
             self.disruption
                 .record_search(&mut self.desk, searched, &pool_names, now);
-            if let Some(fields) = dropped {
+            if let Some(dropped) = dropped.filter(|_| report) {
                 self.desk.log(
                     "disruption",
                     "kube-scheduler would leave pod(s) without a node, consolidation move dropped",
-                    fields,
+                    json!({"Pods": super::list_text(&dropped.stranded), "reason": dropped.reason.as_str().to_lowercase()}),
                 );
             }
         }
         found
     }
 
-    /// The move of node `i` with every one of its pods on new capacity (other nodes are
-    /// given none of them), when it is a one-node consolidation kube-scheduler's rehearsal
-    /// follows.
+    /// One pass's search for a command, with nothing recorded or told: a move kube-scheduler's
+    /// rehearsal refuses ([`Disruptions::stranded_in`]) is looked past (its candidates are
+    /// marked not disruptable in the same view and the search runs again, up to
+    /// [`REHEARSED_MOVES`] times). The view is built once: nothing a search records changes
+    /// what it reads. With `report`, the blocked nodes' events and the NodePools whose
+    /// budgets block a reason are worked out for the pass to tell. `kerf explain` runs it as
+    /// the pass's dry run.
+    pub(super) fn rehearse(&mut self, report: bool, now: Duration) -> Rehearsal {
+        let (pools, pool_names) = self.desk.pool_inputs(now);
+        let daemonsets: Vec<Pod> = self.desk.cluster.daemonsets.values().cloned().collect();
+        let mut told = Vec::new();
+        let g = self.gather();
+        let blocked = if report {
+            self.blocked_events(&g, now)
+        } else {
+            Vec::new()
+        };
+        let (mut view, names) = self.disruption.view(
+            &self.desk,
+            &self.disruption_facts(&g),
+            pools,
+            &pool_names,
+            &daemonsets,
+            now,
+        );
+        let mut found = None;
+        for attempt in 0..REHEARSED_MOVES {
+            let (command, searched) = search(&self.desk, &view, report && attempt == 0);
+            let Some(command) = command else {
+                told.push((searched, None));
+                break;
+            };
+            let stranded = stranded_in(
+                &self.desk,
+                &self.provisioning,
+                &view.node_pools,
+                &command,
+                &names,
+            );
+            if stranded.is_empty() {
+                told.push((searched, None));
+                found = Some((command, names, false));
+                break;
+            }
+            told.push((
+                searched,
+                Some(Dropped {
+                    candidates: (command.candidates.iter())
+                        .map(|i| names[*i].clone())
+                        .collect(),
+                    text: super::explain::move_text(&command),
+                    stranded,
+                    reason: command.reason,
+                }),
+            ));
+            // a one-node move kube-scheduler would not follow may still be made with all
+            // the node's pods on its replacement, where each has room whatever order
+            // they come in: dropped outright, an on-demand node whose pods spot
+            // capacity of a heavier NodePool would take stayed for good (swarm seeds
+            // 63966, 66157)
+            // (a one-node deletion comes from the multi-node search)
+            let one_node = matches!(command.method, Method::SingleNode | Method::MultiNode)
+                && command.candidates.len() == 1;
+            if one_node {
+                let alone = self.alone_move(&mut view, command.candidates[0], &names);
+                if let Some(alone) = alone {
+                    // the Balanced score told when it is approved is this move's
+                    if let Some((searched, _)) = told.last_mut() {
+                        searched.scores = crate::disruption::search::Worth::new(&view)
+                            .scores(&alone.candidates, alone.savings);
+                    }
+                    found = Some((alone, names, true));
+                    break;
+                }
+            }
+            for i in &command.candidates {
+                view.nodes[*i].disruptable = false;
+            }
+        }
+        Rehearsal {
+            found,
+            told,
+            blocked,
+            pool_names,
+        }
+    }
+
+    /// The move of node `i` with every one of its pods on one new node (other nodes are
+    /// given none of them; single-node consolidation alone, [`replace_alone`]), when
+    /// kube-scheduler's rehearsal follows it.
     fn alone_move(
         &self,
         view: &mut ClusterView<'_>,
@@ -1106,7 +1170,7 @@ impl Controllers {
         names: &[String],
     ) -> Option<Command> {
         let kept = keep_on_replacements(view, i);
-        let (alone, _) = plan_judged(view, &mut self.desk.catalog.borrow_mut());
+        let alone = replace_alone(view, &mut self.desk.catalog.borrow_mut());
         for (n, (disruptable, allocatable)) in view.nodes.iter_mut().zip(kept) {
             n.disruptable = disruptable;
             n.node.allocatable = allocatable;

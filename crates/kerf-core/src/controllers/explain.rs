@@ -13,17 +13,20 @@ use std::time::Duration;
 use crate::clock::rfc3339;
 use kerf_api::duration::{NillableDuration, format_go_duration};
 use kerf_api::labels;
-use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
+use kerf_api::nodepool::DisruptionReason;
 use kerf_scheduling::SolveOptions;
 use serde::Serialize;
 
 use super::Controllers;
 use super::blockers::{Gathered, Wanted};
+use super::disruption::Rehearsal;
 use super::provisioning::{Packing, PodOutcome};
 use crate::disruption::rules::{
     budget_active, budget_allows, consolidatable_at, do_not_disrupt, do_not_disrupt_event,
 };
-use crate::disruption::search::{Alone, ClusterView, Command, Method, Worth, alone, plan};
+use crate::disruption::search::{
+    Alone, ClusterView, Command, Method, Worth, alone, policy_permits,
+};
 
 /// Why a pod is where it is.
 #[derive(Clone, Debug, Serialize)]
@@ -288,8 +291,11 @@ impl Controllers {
             NillableDuration::Never
         ) {
             format!("NodePool {pool:?} has consolidation disabled")
-        } else if np.spec.disruption.consolidation_policy == ConsolidationPolicy::WhenEmpty
-            && !pods.is_empty()
+        } else if !pods.is_empty()
+            && !policy_permits(
+                np.spec.disruption.consolidation_policy,
+                DisruptionReason::Underutilized,
+            )
         {
             format!("NodePool {pool:?} has consolidation policy WhenEmpty, but node is not empty")
         } else {
@@ -467,12 +473,26 @@ impl Controllers {
         if !self.desk.cluster.nodes.contains_key(name) {
             return None;
         }
+        // a move the pass chose and is still carrying out is told as chosen; else what the
+        // next pass would do, by the pass's own search and kube-scheduler rehearsal run dry
+        // (nothing recorded or told)
+        let under_way = self
+            .disruption
+            .commands()
+            .any(|c| c.candidates.iter().any(|n| n == name));
+        let chosen = (self.disruption.choice(name).filter(|_| under_way)).map(|(at, text)| {
+            format!("the disruption pass {} chose to {text}", relative(*at, now))
+        });
+        let rehearsal = chosen
+            .is_none()
+            .then(|| self.with_repairs_as_at(now, |core| core.rehearse(false, now)));
         let (pools, pool_names) = self.desk.pool_inputs(now);
         let daemonsets: Vec<k8s_openapi::api::core::v1::Pod> =
             self.desk.cluster.daemonsets.values().cloned().collect();
         // one gathering for the node's own blockers and the view
         let g = self.gather();
         let mut out = self.described(name, &g, now)?;
+        out.decision = chosen;
         let claim = out
             .nodeclaim
             .as_ref()
@@ -499,16 +519,8 @@ impl Controllers {
                 ));
             }
         }
-        // a move the pass chose and is still carrying out is told as chosen
-        let under_way = self
-            .disruption
-            .commands()
-            .any(|c| c.candidates.iter().any(|n| n == name));
-        if let Some((at, text)) = self.disruption.choice(name).filter(|_| under_way) {
-            out.decision = Some(format!(
-                "the disruption pass {} chose to {text}",
-                relative(*at, now)
-            ));
+        if let Some(rehearsal) = &rehearsal {
+            dry_run(rehearsal, name, &mut out);
         }
         let (view, names) = self.disruption.view(
             &self.desk,
@@ -518,18 +530,21 @@ impl Controllers {
             &daemonsets,
             now,
         );
-        self.policy_blockers(name, &view, &pool_names, &mut out, now);
-        if let Some(i) = names.iter().position(|n| n == name) {
-            if let Some(b) = self.disruption.backoff(name, now) {
-                out.notes.push(Finding::new(
-                    "replacement-backoff",
-                    format!(
-                        "its replacement failed to launch {} time(s) in a row: it is not replaced again until {} (deleting it is still considered)",
-                        b.failures,
-                        relative(b.until, now)
-                    ),
-                ));
-            }
+        let Some(i) = names.iter().position(|n| n == name) else {
+            return Some(out);
+        };
+        self.policy_blockers(&view, i, &pool_names, &mut out, now);
+        if let Some(b) = self.disruption.backoff(name, now) {
+            out.notes.push(Finding::new(
+                "replacement-backoff",
+                format!(
+                    "its replacement failed to launch {} time(s) in a row: it is not replaced again until {} (deleting it is still considered)",
+                    b.failures,
+                    relative(b.until, now)
+                ),
+            ));
+        }
+        if out.decision.is_none() || under_way {
             consolidation_findings(&view, i, &mut out);
         }
         Some(out)
@@ -571,41 +586,54 @@ impl Controllers {
         Some(out)
     }
 
-    /// consolidateAfter, the consolidation policy and the disruption budgets.
+    /// consolidateAfter, the consolidation policy and the disruption budgets, as the pass's
+    /// view of node `i` reads them (whether consolidateAfter has run out, whether its
+    /// policy allows each reason, what its budgets leave); the texts say why.
     fn policy_blockers(
         &self,
-        name: &str,
         view: &ClusterView<'_>,
+        i: usize,
         pool_names: &[String],
         out: &mut NodeExplanation,
         now: Duration,
     ) {
-        let Some((_, claim)) = self.desk.cluster.claim_of_node(name) else {
+        let n = &view.nodes[i];
+        let Some(index) = n.node_pool else {
             return;
         };
-        let Some(np) = self.desk.cluster.node_pools.get(&claim.node_pool) else {
-            return;
-        };
-        let pool = &claim.node_pool;
-        let record = &self.desk.cluster.nodes[name];
+        let np = view.node_pool_objects[index];
+        let pool = &pool_names[index];
+        let record = &self.desk.cluster.nodes[&out.node];
         let d = &np.spec.disruption;
-        match consolidatable_at(np, record.last_pod_event) {
-            None => out.blockers.push(Finding::new(
-                "consolidation-disabled",
-                format!("NodePool {pool:?} has consolidation disabled"),
-            )),
-            Some(at) if now < at => out.blockers.push(Finding::new(
-                "consolidate-after",
-                format!(
-                    "consolidateAfter {}: pods last changed {}, consolidatable {}",
-                    d.consolidate_after,
-                    relative(record.last_pod_event, now),
-                    relative(at, now)
-                ),
-            )),
-            Some(_) => {}
+        if !n.consolidatable {
+            match consolidatable_at(np, record.last_pod_event) {
+                None => out.blockers.push(Finding::new(
+                    "consolidation-disabled",
+                    format!("NodePool {pool:?} has consolidation disabled"),
+                )),
+                Some(at) if now < at => out.blockers.push(Finding::new(
+                    "consolidate-after",
+                    format!(
+                        "consolidateAfter {}: pods last changed {}, consolidatable {}",
+                        d.consolidate_after,
+                        relative(record.last_pod_event, now),
+                        relative(at, now)
+                    ),
+                )),
+                // (a node not initialized yet is told among the node's own blockers)
+                Some(_) => {
+                    if (out.nodeclaim.as_ref()).is_some_and(|c| self.buffers.held.contains_key(c)) {
+                        out.blockers.push(Finding::new(
+                            "buffer",
+                            format!("Node {:?} has buffer pods", out.node),
+                        ));
+                    }
+                }
+            }
         }
-        if d.consolidation_policy == ConsolidationPolicy::WhenEmpty && !out.pods.is_empty() {
+        if !out.pods.is_empty()
+            && !policy_permits(d.consolidation_policy, DisruptionReason::Underutilized)
+        {
             out.blockers.push(Finding::new(
                 "when-empty",
                 format!(
@@ -613,18 +641,14 @@ impl Controllers {
                 ),
             ));
         }
-        let drifted = claim.drifted.is_some();
         let reasons: Vec<DisruptionReason> = [
             (DisruptionReason::Empty, out.pods.is_empty()),
-            (DisruptionReason::Drifted, drifted),
+            (DisruptionReason::Drifted, n.drifted),
             (DisruptionReason::Underutilized, !out.pods.is_empty()),
         ]
         .into_iter()
         .filter_map(|(r, applies)| applies.then_some(r))
         .collect();
-        let Some(index) = pool_names.iter().position(|n| n == pool) else {
-            return;
-        };
         let unix = self.desk.settings.epoch_unix + now.as_secs();
         for r in reasons {
             if view.allowed.get(&(index, r)).copied().unwrap_or(0) > 0 {
@@ -687,19 +711,48 @@ impl Controllers {
     }
 }
 
-/// What the next pass would do with the node (a dry run, unless a move the pass chose for
-/// it is under way), and what consolidating it alone finds.
-fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplanation) {
-    if out.decision.is_none()
-        && let Some(command) = plan(view, &mut kerf_scheduling::Catalog::default())
-        && command.candidates.contains(&i)
-    {
+/// What the next pass would do with the node, from a dry run of the pass's search and
+/// kube-scheduler rehearsal: the move it would make, and any move with the node the
+/// rehearsal drops.
+fn dry_run(rehearsal: &Rehearsal, name: &str, out: &mut NodeExplanation) {
+    for dropped in rehearsal.dropped() {
+        if !dropped.candidates.iter().any(|n| n == name) {
+            continue;
+        }
+        out.notes.push(Finding::new(
+            "rehearsal-dropped",
+            format!(
+                "a pass finds the move to {}, and drops it: kube-scheduler would leave pod(s) {} without a node once its replacements are Ready",
+                dropped.text,
+                dropped.stranded.join(", ")
+            ),
+        ));
+    }
+    let Some((command, names, alone)) = &rehearsal.found else {
+        return;
+    };
+    if command.candidates.iter().any(|i| names[*i] == name) {
         out.decision = Some(format!(
             "the next disruption pass would {}",
-            move_text(&command)
+            chosen_text(command, *alone)
         ));
-        return;
     }
+}
+
+/// A move a pass chose, for a sentence about one of its candidates: [`move_text`], and
+/// whether it is the one-replacement move tried after the rehearsal dropped a cheaper one.
+pub(super) fn chosen_text(command: &Command, alone: bool) -> String {
+    let how = if alone {
+        ", all its pods on the one new node, where kube-scheduler puts each of them"
+    } else {
+        ""
+    };
+    format!("{}{how}", move_text(command))
+}
+
+/// What consolidating the node alone finds, unless a dry run of the next pass names a move
+/// for it.
+fn consolidation_findings(view: &ClusterView<'_>, i: usize, out: &mut NodeExplanation) {
     // (a move already chosen and under way leaves what consolidating it alone finds told)
     let n = &view.nodes[i];
     if n.pods.is_empty() {

@@ -62,6 +62,14 @@ pub(super) struct StaticPools {
 }
 
 impl StaticPools {
+    /// The nodes of the NodeClaims being replaced: their command holds their disrupted
+    /// taint until the replacement is up.
+    pub(super) fn held_nodes(&self, desk: &Desk) -> std::collections::BTreeSet<String> {
+        (self.replacing.keys())
+            .filter_map(|claim| desk.cluster.nodeclaims.get(claim)?.node.clone())
+            .collect()
+    }
+
     /// A NodePool's NodeClaims not being deleted nor replaced (launched or not: one in flight
     /// counts), how many count against its node limit besides (being deleted or replaced),
     /// and how many of those are being deleted without the API server holding it yet.

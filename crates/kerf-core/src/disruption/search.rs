@@ -862,12 +862,17 @@ fn policy_allows(view: &ClusterView<'_>, n: &NodeView, reason: DisruptionReason)
         .disruption
         .consolidation_policy;
     match reason {
-        DisruptionReason::Empty => n.consolidatable,
-        DisruptionReason::Underutilized => {
-            n.consolidatable && policy != ConsolidationPolicy::WhenEmpty
+        DisruptionReason::Empty | DisruptionReason::Underutilized => {
+            n.consolidatable && policy_permits(policy, reason)
         }
         DisruptionReason::Drifted | DisruptionReason::Unhealthy => true,
     }
+}
+
+/// Whether a NodePool's consolidation policy lets a node be disrupted for `reason` once
+/// consolidateAfter has run out: `WhenEmpty` takes only empty nodes.
+pub fn policy_permits(policy: ConsolidationPolicy, reason: DisruptionReason) -> bool {
+    reason != DisruptionReason::Underutilized || policy != ConsolidationPolicy::WhenEmpty
 }
 
 /// Disruptions left per NodePool for one reason, as one pass spends them.
@@ -1371,6 +1376,21 @@ fn replace_one(
     }
     session.undo();
     None
+}
+
+/// Single-node consolidation alone, as Karpenter's packing finds it: the disruptable node
+/// that saves the most by its pods moving to one new node, never split over several. The
+/// disruption pass asks it for a move kube-scheduler follows whatever order the pods come in
+/// (every other node given no room), when its rehearsal refused the cheaper move; a split
+/// is such a refused move more often than not (swarm seed 66157).
+pub fn replace_alone(view: &ClusterView<'_>, catalog: &mut Catalog) -> Option<Command> {
+    if !consolidating(view) {
+        return None;
+    }
+    let worth = Worth::new(view);
+    with_session(view, &view.node_pools, catalog, |session| {
+        replace_one(view, &worth, session)
+    })
 }
 
 /// How many candidates a pass works out a split for: each costs a linear program, and one

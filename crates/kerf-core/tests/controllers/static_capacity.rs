@@ -163,6 +163,14 @@ fn a_drifted_static_node_is_replaced_first_within_the_drift_budget() {
             .any(|a| matches!(a, Action::DeleteNodeClaim { .. }))
     );
     assert_eq!(logged(&acted, "disrupting node(s)"), 1);
+    // its node stays marked while it waits (the disruption passes meanwhile do not take the
+    // taint for one no command holds: swarm seed 80363)
+    let marked = |a: &Action| matches!(a, Action::Taint { node, .. } if made.contains(node));
+    assert_eq!(acted.iter().filter(|a| marked(a)).count(), 1, "{acted:?}");
+    assert!(
+        !(acted.iter()).any(|a| matches!(a, Action::RemoveTaint { .. })),
+        "{acted:?}"
+    );
     // the command waits on its replacement, and says so on it
     assert_eq!(
         events(&acted, "DisruptionWaitingReadiness"),

@@ -243,6 +243,14 @@ impl Checkers {
         self.faults.push(fault);
     }
 
+    /// Node `node`'s labels were written (`n` as it is now): a never-Ready node may hold up
+    /// the pods its new labels admit.
+    pub(super) fn node_relabelled(&mut self, node: &str, n: &StoredNode) {
+        if let Some(i) = self.never_ready.get(node) {
+            self.faults[*i].relabelled(n);
+        }
+    }
+
     /// Node `node` was deleted: a never-Ready node's fault ends by `ends_by`, when a
     /// replacement could be up.
     pub(super) fn node_deleted(&mut self, node: &str, ends_by: Duration) {

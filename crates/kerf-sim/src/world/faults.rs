@@ -37,7 +37,9 @@ enum Reach {
 /// stood.
 #[derive(Debug)]
 struct HeldBy {
-    node: Shape,
+    /// The node with each set of labels it has had (Kerf relabels a node whose reservation
+    /// ended as on-demand, and a pod held up before stays held up; swarm seed 73892).
+    node: Vec<Shape>,
     /// By node name: the last time such a pod was bound there, and the node as it was then.
     took: BTreeMap<String, (Duration, Shape)>,
 }
@@ -58,6 +60,13 @@ impl Shape {
             &self.taints,
             &self.allocatable,
         )
+    }
+}
+
+impl HeldBy {
+    /// Whether the node, as it is or was while it stood, could take `pod`.
+    fn could_take(&self, pod: &StoredPod) -> bool {
+        self.node.iter().any(|shape| shape.could_take(pod))
     }
 }
 
@@ -89,9 +98,28 @@ impl InjectedFault {
             from,
             until,
             reach: Reach::Node(Box::new(HeldBy {
-                node,
+                node: vec![node],
                 took: BTreeMap::new(),
             })),
+        }
+    }
+
+    /// The node that never reports Ready was relabelled as `node` now holds it: pods its new
+    /// labels admit may be held up from now on.
+    pub fn relabelled(&mut self, node: &StoredNode) {
+        let Reach::Node(held) = &mut self.reach else {
+            return;
+        };
+        let Some(last) = held.node.last() else {
+            return;
+        };
+        if last.labels != node.labels {
+            let shape = Shape {
+                labels: node.labels.clone(),
+                taints: last.taints.clone(),
+                allocatable: last.allocatable.clone(),
+            };
+            held.node.push(shape);
         }
     }
 
@@ -100,7 +128,7 @@ impl InjectedFault {
         match &self.reach {
             Reach::All => true,
             Reach::Node(held) => {
-                held.node.could_take(pod)
+                held.could_take(pod)
                     || (held.took.values())
                         .any(|(at, node)| *at >= pod.pending_since && node.could_take(pod))
             }
@@ -114,7 +142,7 @@ impl InjectedFault {
         let Reach::Node(held) = &mut self.reach else {
             return;
         };
-        if self.from > now || self.until <= now || !held.node.could_take(pod) {
+        if self.from > now || self.until <= now || !held.could_take(pod) {
             return;
         }
         // a node's labels, taints and allocatable are read once: its first such bind

@@ -175,10 +175,10 @@ impl Checkers {
     }
 
     /// At the end, with the StaticCapacity gate on, a static NodePool has no more NodeClaims
-    /// (not being deleted, drifted ones waiting for their replacement aside) than its replicas
-    /// and `limits.nodes` allow; and exactly that many
-    /// when it has launched one at all and nothing was in the way in the run's last ten
-    /// minutes (a NodePool change, a capacity window, an API-server outage, a restart).
+    /// (not being deleted, drifted or marked ones waiting for their replacement aside) than
+    /// its replicas and `limits.nodes` allow; and exactly that many when it has launched one
+    /// at all and nothing was in the way in the run's last ten minutes (a NodePool change, a
+    /// capacity window, an API-server outage, a restart).
     /// Counted from the stored NodeClaim objects' labels.
     pub(in crate::world) fn check_static_pools(&self, seen: &Sight<'_>) -> Result<(), SimError> {
         if !seen.scenario.spec.feature_gates.static_capacity {
@@ -205,23 +205,28 @@ impl Checkers {
             let launched_any = stored
                 .iter()
                 .any(|c| (c.object.status.as_ref()).is_some_and(|s| s.provider_id.is_some()));
-            // StaticDrift replaces first: a drifted NodeClaim stays until its replacement is
-            // initialized, one over the count meanwhile
-            let drifted = (stored.iter())
+            // StaticDrift and repair replace first: a drifted NodeClaim, or one whose node a
+            // repair command marked (tainted `karpenter.sh/disrupted`), stays until its
+            // replacement is initialized, one over the count meanwhile (repair's static branch
+            // stages the replacement for a node that never initialized too: seed 80363, read
+            // against Karpenter v1.15.0's `disruption/repair.go`)
+            let marked = |c: &super::StoredNodeClaim| {
+                (c.object.status.as_ref())
+                    .and_then(|s| s.node_name.as_deref())
+                    .and_then(|n| seen.api.nodes.get(n))
+                    .is_some_and(|n| n.disrupted())
+            };
+            let replacing = (stored.iter())
                 .filter(|c| c.deleting.is_none())
-                .filter(|c| {
-                    (c.object.status.as_ref()).is_some_and(|s| {
-                        (s.conditions.iter()).any(|k| k.type_ == "Drifted" && k.status == "True")
-                    })
-                })
+                .filter(|c| c.condition_true("Drifted") || marked(c))
                 .count();
-            let drifted = i64::try_from(drifted).unwrap_or(i64::MAX);
+            let replacing = i64::try_from(replacing).unwrap_or(i64::MAX);
             // Karpenter's static provisioning reserves node slots under `limits.nodes` counting
             // the NodeClaims still being deleted (draining ones included): while they hold the
             // limit, no replacement may be made (seed 70128, read against Karpenter v1.15)
             let held = i64::try_from(stored.len()).unwrap_or(i64::MAX);
             let room = held < limit;
-            if have - drifted > want || (have < want && room && launched_any && !disturbed) {
+            if have - replacing > want || (have < want && room && launched_any && !disturbed) {
                 return Err(seen.violation(format!(
                     "static nodepool {name} has {have} nodeclaims at the end; its replicas \
                      and node limit ask for {want}"
