@@ -818,7 +818,7 @@ impl World {
             Action::RelabelNode { node, labels } => {
                 if self.api.nodes.relabel(&node, &labels) {
                     if let Some(n) = self.api.nodes.get(&node) {
-                        self.checkers.node_relabelled(&node, n);
+                        self.checkers.node_relabelled(&node, n, self.now);
                     }
                     self.node_narrowed(&node);
                 }

@@ -308,6 +308,12 @@ impl Disruptions {
         format!("{:08x}", self.commands_started)
     }
 
+    /// Whether a command is being validated: no pass decides until it is carried out or
+    /// given up.
+    pub(super) fn validating(&self) -> bool {
+        self.command.is_some()
+    }
+
     /// The command being validated and those carried out, waiting for their replacements.
     pub(super) fn commands(&self) -> impl Iterator<Item = &Pending> {
         self.command.iter().chain(self.executing.values())
@@ -984,7 +990,7 @@ impl Controllers {
         if self.disruption.idle_inputs.as_ref() == Some(&inputs) {
             return;
         }
-        if let Some((command, names, alone)) = self.decide_rehearsed(true, now) {
+        if let Some((command, names, alone)) = self.decide_rehearsed(now) {
             self.disruption.idle_inputs = None;
             let nodes = &self.desk.cluster.nodes;
             (self.disruption.chosen).retain(|n, _| nodes.contains_key(n));
@@ -1040,20 +1046,16 @@ impl Controllers {
         self.disruption.quiet_until = self.disruption.next_timed_change(&self.desk, now);
     }
 
-    /// A pass's search for a command, carried out ([`Controllers::rehearse`]) and recorded:
-    /// with `report`, why nodes are blocked and each move the rehearsal refused are told;
-    /// without, nothing is told (a checker's look), though the searches' metrics are kept.
-    fn decide_rehearsed(
-        &mut self,
-        report: bool,
-        now: Duration,
-    ) -> Option<(Command, Vec<String>, bool)> {
+    /// A pass's search for a command, carried out ([`Controllers::rehearse`]) and recorded
+    /// (the searches' metrics, scores and eligible counts), with why nodes are blocked and
+    /// each move the rehearsal refused told.
+    fn decide_rehearsed(&mut self, now: Duration) -> Option<(Command, Vec<String>, bool)> {
         let Rehearsal {
             found,
             told,
             blocked,
             pool_names,
-        } = self.rehearse(report, now);
+        } = self.rehearse(true, now);
         // told in the order the searches ran: the blocked nodes before the first's records
         let mut blocked = Some(blocked);
         for (searched, dropped) in told {
@@ -1062,7 +1064,7 @@ impl Controllers {
             }
             self.disruption
                 .record_search(&mut self.desk, searched, &pool_names, now);
-            if let Some(dropped) = dropped.filter(|_| report) {
+            if let Some(dropped) = dropped {
                 self.desk.log(
                     "disruption",
                     "kube-scheduler would leave pod(s) without a node, consolidation move dropped",
@@ -1232,7 +1234,7 @@ impl Controllers {
     /// What a full disruption pass over the current state would decide at `now`, without
     /// acting on it or skipping anything: how a checker tells whether a pass was missed.
     pub fn fresh_decision(&mut self, now: Duration) -> Option<String> {
-        let decided = self.with_repairs_as_at(now, |core| core.decide_rehearsed(false, now));
+        let decided = self.with_repairs_as_at(now, |core| core.rehearse(false, now).found);
         let (command, names, _) = decided?;
         let candidates: Vec<String> = command
             .candidates

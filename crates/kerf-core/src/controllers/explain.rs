@@ -483,8 +483,22 @@ impl Controllers {
         let chosen = (self.disruption.choice(name).filter(|_| under_way)).map(|(at, text)| {
             format!("the disruption pass {} chose to {text}", relative(*at, now))
         });
-        let rehearsal = chosen
-            .is_none()
+        // a pass decides nothing while a command is validated or the cluster is not read
+        // whole: told so, rather than a dry run of a pass that would not run
+        let waits = if chosen.is_some() {
+            None
+        } else if self.disruption.validating() {
+            Some(
+                "a command is being validated: the next pass decides once it is carried out or given up",
+            )
+        } else if self.unsynced_since().is_some() {
+            Some(
+                "the cluster is not read whole yet (a watch relisting, or a launch not answered): no pass decides until it is",
+            )
+        } else {
+            None
+        };
+        let rehearsal = (chosen.is_none() && waits.is_none())
             .then(|| self.with_repairs_as_at(now, |core| core.rehearse(false, now)));
         let (pools, pool_names) = self.desk.pool_inputs(now);
         let daemonsets: Vec<k8s_openapi::api::core::v1::Pod> =
@@ -521,6 +535,9 @@ impl Controllers {
         }
         if let Some(rehearsal) = &rehearsal {
             dry_run(rehearsal, name, &mut out);
+        }
+        if let Some(why) = waits {
+            out.notes.push(Finding::new("pass-waits", why));
         }
         let (view, names) = self.disruption.view(
             &self.desk,
@@ -599,6 +616,16 @@ impl Controllers {
     ) {
         let n = &view.nodes[i];
         let Some(index) = n.node_pool else {
+            // the pass reads no NodePool it cannot launch for (being deleted, not read whole,
+            // its class not ready), as Karpenter's finds no instance types for it; a static
+            // NodePool's nodes are its own controller's
+            let pool = out.node_pool.clone().unwrap_or_default();
+            let dynamic = (self.desk.cluster.node_pools.get(&pool))
+                .is_some_and(|np| np.spec.replicas.is_none());
+            let b = super::blockers::Blocker::NodePoolNotFound(pool);
+            if dynamic && !out.blockers.iter().any(|f| f.kind == b.kind()) {
+                (out.blockers).push(Finding::new(b.kind(), b.message(|at| relative(at, now))));
+            }
             return;
         };
         let np = view.node_pool_objects[index];

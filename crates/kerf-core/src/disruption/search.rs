@@ -1378,8 +1378,9 @@ fn replace_one(
     None
 }
 
-/// Single-node consolidation alone, as Karpenter's packing finds it: the disruptable node
-/// that saves the most by its pods moving to one new node, never split over several. The
+/// Single-node consolidation alone, as Karpenter's packing finds it: the first disruptable
+/// node, dearest first, whose pods a cheaper new capacity takes, never a split over nodes of
+/// other sizes (the caller keeps only a move onto one new node). The
 /// disruption pass asks it for a move kube-scheduler follows whatever order the pods come in
 /// (every other node given no room), when its rehearsal refused the cheaper move; a split
 /// is such a refused move more often than not (swarm seed 66157).

@@ -916,7 +916,8 @@ fn a_node_whose_reservation_ended_is_relabelled_on_demand_and_one_still_in_a_dro
 
 /// `kerf explain` tells a node's move as the disruption pass chose it, and when, while it
 /// is carried out, even once a pass now would choose nothing (its budget closed during the
-/// validation wait); with no move under way, what a pass now would do is told as a dry run.
+/// validation wait); other nodes are told that no pass decides meanwhile; with no move under
+/// way, what a pass now would do is told as a dry run.
 #[test]
 fn explain_tells_the_move_the_pass_chose_while_it_is_carried_out() {
     let (mut core, claim, t, _) = consolidation_decided();
@@ -929,6 +930,15 @@ fn explain_tells_the_move_the_pass_chose_while_it_is_carried_out() {
         chosen.starts_with("the disruption pass 2s ago chose to delete it (Underutilized, ")
             && chosen.ends_with("consolidation, saving $0.1000/hour)"),
         "{chosen}"
+    );
+    // while the command is validated no pass decides: another node is told so, not given a
+    // dry run of a pass that would not run
+    let other = core.explain_node("mng-1", secs(t + 2)).expect("explained");
+    assert_eq!(other.decision, None);
+    assert!(
+        (other.notes.iter()).any(|n| n.kind == "pass-waits"),
+        "{:?}",
+        other.notes
     );
     let mut np = pool();
     np.spec.disruption.budgets =

@@ -243,11 +243,11 @@ impl Checkers {
         self.faults.push(fault);
     }
 
-    /// Node `node`'s labels were written (`n` as it is now): a never-Ready node may hold up
-    /// the pods its new labels admit.
-    pub(super) fn node_relabelled(&mut self, node: &str, n: &StoredNode) {
+    /// Node `node`'s labels were written at `now` (`n` as it is now): a never-Ready node
+    /// may hold up the pods its new labels admit.
+    pub(super) fn node_relabelled(&mut self, node: &str, n: &StoredNode, now: Duration) {
         if let Some(i) = self.never_ready.get(node) {
-            self.faults[*i].relabelled(n);
+            self.faults[*i].relabelled(n, now);
         }
     }
 

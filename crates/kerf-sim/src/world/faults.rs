@@ -37,9 +37,10 @@ enum Reach {
 /// stood.
 #[derive(Debug)]
 struct HeldBy {
-    /// The node with each set of labels it has had (Kerf relabels a node whose reservation
-    /// ended as on-demand, and a pod held up before stays held up; swarm seed 73892).
-    node: Vec<Shape>,
+    /// The node with each set of labels it has had, each from when it was written (Kerf
+    /// relabels a node whose reservation ended as on-demand: swarm seed 73892). A pod may
+    /// have been held up by the labels the node had while it waited.
+    node: Vec<(Duration, Shape)>,
     /// By node name: the last time such a pod was bound there, and the node as it was then.
     took: BTreeMap<String, (Duration, Shape)>,
 }
@@ -64,9 +65,13 @@ impl Shape {
 }
 
 impl HeldBy {
-    /// Whether the node, as it is or was while it stood, could take `pod`.
+    /// Whether the node, with the labels it had at some time since `pod` began to wait,
+    /// could take it.
     fn could_take(&self, pod: &StoredPod) -> bool {
-        self.node.iter().any(|shape| shape.could_take(pod))
+        let ends = (self.node.iter().skip(1).map(|(from, _)| Some(*from))).chain([None]);
+        (self.node.iter().zip(ends))
+            .filter(|(_, end)| end.is_none_or(|end| end > pod.pending_since))
+            .any(|((_, shape), _)| shape.could_take(pod))
     }
 }
 
@@ -98,19 +103,19 @@ impl InjectedFault {
             from,
             until,
             reach: Reach::Node(Box::new(HeldBy {
-                node: vec![node],
+                node: vec![(from, node)],
                 took: BTreeMap::new(),
             })),
         }
     }
 
-    /// The node that never reports Ready was relabelled as `node` now holds it: pods its new
-    /// labels admit may be held up from now on.
-    pub fn relabelled(&mut self, node: &StoredNode) {
+    /// The node that never reports Ready was relabelled at `now` as `node` now holds it:
+    /// pods its new labels admit may be held up from now on.
+    pub fn relabelled(&mut self, node: &StoredNode, now: Duration) {
         let Reach::Node(held) = &mut self.reach else {
             return;
         };
-        let Some(last) = held.node.last() else {
+        let Some((_, last)) = held.node.last() else {
             return;
         };
         if last.labels != node.labels {
@@ -119,7 +124,7 @@ impl InjectedFault {
                 taints: last.taints.clone(),
                 allocatable: last.allocatable.clone(),
             };
-            held.node.push(shape);
+            held.node.push((now, shape));
         }
     }
 

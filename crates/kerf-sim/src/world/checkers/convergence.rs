@@ -80,7 +80,10 @@ impl Checkers {
     ) -> Result<(), SimError> {
         let now = seen.now;
         self.track_pod_events(seen);
+        // no command starts while the API server is down (its marks are refused), in Kerf
+        // as in Karpenter: the quiet starts again when it is back (swarm seed 90012)
         let busy = seen.kerf.command_in_flight()
+            || seen.api_down().is_some()
             || (seen.api.pods.values()).any(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
         if busy {
             self.convergence.disturbed(now);
