@@ -740,7 +740,8 @@ impl Cluster {
         self.timed_do_not_disrupt.values().copied()
     }
 
-    /// A number that changes whenever anything but a pod without a node is written.
+    /// A number that changes whenever anything is written but a pod without a node (its
+    /// deletion changes it too).
     pub fn generation(&self) -> u64 {
         self.generation
     }
@@ -962,9 +963,11 @@ impl Cluster {
         };
         self.pod_writes += 1;
         self.timed_do_not_disrupt.remove(key);
-        if p.node.is_some() {
-            self.generation += 1;
-        }
+        // a waiting pod's going is read too: the disruption pass counts the pods waiting (a
+        // node promised to one, consolidation held while one waits for capacity), and a pass
+        // that found nothing is not run again until this number moves (swarm seed 92701: a
+        // drifted node stayed once the pods its room was kept for were deleted)
+        self.generation += 1;
         if let Some(n) = p.node.and_then(|n| self.nodes.get_mut(&n)) {
             n.requests = n.requests.saturating_sub(&p.requests);
             n.last_pod_event = now;
