@@ -495,20 +495,30 @@ fn node_at(scenario: &str, at: &str) -> Value {
             h.finish()
         }));
     std::fs::write(&path, scenario).expect("write scenario");
+    let explained = explain_at(
+        path.to_str().unwrap(),
+        at,
+        "ip-10-0-0-1.ec2.compute.internal",
+    );
+    let _ = std::fs::remove_file(&path);
+    explained
+}
+
+/// `kerf simulate FILE --explain-at AT node NODE -o json`.
+fn explain_at(file: &str, at: &str, node: &str) -> Value {
     let out = kerf_stdin(
         "",
         &[
             "simulate",
-            path.to_str().unwrap(),
+            file,
             "--explain-at",
             at,
             "node",
-            "ip-10-0-0-1.ec2.compute.internal",
+            node,
             "-o",
             "json",
         ],
     );
-    let _ = std::fs::remove_file(&path);
     assert!(
         out.status.success(),
         "{}",
@@ -792,27 +802,7 @@ fn explain_tells_the_move_the_next_pass_makes_and_the_one_its_rehearsal_drops() 
         env!("CARGO_MANIFEST_DIR"),
         "/../kerf-sim/tests/swarm/seed-66157.yaml"
     );
-    let at = |t: &str| {
-        let out = kerf_stdin(
-            "",
-            &[
-                "simulate",
-                file,
-                "--explain-at",
-                t,
-                "node",
-                "ip-10-0-0-9.ec2.compute.internal",
-                "-o",
-                "json",
-            ],
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice::<Value>(&out.stdout).expect("json")
-    };
+    let at = |t: &str| explain_at(file, t, "ip-10-0-0-9.ec2.compute.internal");
     let before = at("52m39s");
     let next = before["decision"].as_str().unwrap_or_default();
     let the_move = next
