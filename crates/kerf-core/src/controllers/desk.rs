@@ -405,7 +405,9 @@ impl Desk {
     }
 
     /// Asks for the disrupted taint to go. Asked even when the record shows none: a taint
-    /// asked for earlier may still be on its way.
+    /// asked for earlier may still be on its way. A NodeClaim not being deleted is no longer
+    /// being disrupted: its `DisruptionReason` condition goes too, as Karpenter clears it
+    /// with the taint.
     pub(super) fn untaint(&mut self, node: &str) {
         let Some(n) = self.cluster.nodes.get_mut(node) else {
             return;
@@ -417,6 +419,23 @@ impl Desk {
             node: node.to_string(),
             key: labels::DISRUPTED_TAINT_KEY.into(),
         });
+        let kept = (self.cluster.claim_of_node(node))
+            .filter(|(_, c)| c.deleting.is_none())
+            .map(|(name, _)| name.to_string());
+        if let Some(claim) = kept.filter(|c| self.disruption_reasons.contains_key(c)) {
+            self.forget_reason(&claim);
+            self.status_changed(&claim);
+        }
+    }
+
+    /// A command marks `node` for `reason`: its NodeClaim's `DisruptionReason` condition
+    /// says so from now on, as Karpenter's queue writes it with the taint (`markDisrupted`).
+    pub(super) fn disrupting(&mut self, node: &str, reason: kerf_api::nodepool::DisruptionReason) {
+        let claim = (self.cluster.claim_of_node(node)).map(|(name, _)| name.to_string());
+        if let Some(claim) = claim.filter(|c| self.reason_of(c) != Some(reason)) {
+            self.record_reason(&claim, reason);
+            self.status_changed(&claim);
+        }
     }
 
     /// The NodeClaim's status must be written. What it says comes from several

@@ -1377,6 +1377,7 @@ impl Controllers {
         let by = mark_deadline(&self.desk, now);
         for c in &candidates {
             self.desk.mark(c, by);
+            self.desk.disrupting(c, command.reason);
         }
         // launched with the marks, as the provisioner counts them against the NodePools'
         // limits from now on (launched only once the marks are stored, a replacement could

@@ -273,8 +273,9 @@ impl Controllers {
                 json!({"command": format!("StaticDrifted: replace: nodepools=[{pool}]: [{node}]"),
                        "reason": "drifted"}),
             );
-            self.desk.taint(&node);
             let drifted = kerf_api::nodepool::DisruptionReason::Drifted;
+            self.desk.taint(&node);
+            self.desk.disrupting(&node, drifted);
             let replacement = self.launch_replacement(&plan, pool, drifted, now);
             (self.static_capacity.replacing).insert(claim, (replacement, drifted, now));
             let timeout = now + super::disruption::REPLACEMENT_TIMEOUT;
@@ -418,6 +419,7 @@ impl Controllers {
                    "disrupted-node-count": 1, "replacement-node-count": replacements}),
         );
         self.desk.taint(node);
+        self.desk.disrupting(node, DisruptionReason::Unhealthy);
     }
 
     fn grow_static(

@@ -1144,6 +1144,20 @@ fn a_refused_mark_gives_its_command_up_and_is_not_written_later() {
     );
     assert!(stored_at > refused_at);
     assert_eq!(logged(&actions, "failed disrupting node(s)"), 1);
+    // the NodeClaim says why it is disrupted from its mark on, and no more once given up,
+    // as Karpenter's queue writes and clears its `DisruptionReason` condition
+    let reason = |actions: &[Action]| {
+        let status = last_status(actions, &claim).expect("a status written");
+        (status.conditions.iter())
+            .find(|c| c.type_ == "DisruptionReason")
+            .map(|c| (c.status.clone(), c.reason.clone()))
+    };
+    let marked_batch = &actions[..first_mark + 1 + rollback];
+    assert_eq!(
+        reason(marked_batch),
+        Some(("True".to_string(), "Underutilized".to_string()))
+    );
+    assert_eq!(reason(&after[..remark]), None, "cleared with the rollback");
 }
 
 /// A mark is due before a budget's schedule opens or closes a window: the budgets that
