@@ -3,10 +3,10 @@
 //! consolidatable, drifted (the NodePool's template changes), replaced, drained, terminated.
 //! A watch records every version of every NodeClaim; the test compares, per NodeClaim (the
 //! first and its replacement) and condition type, the statuses and reasons each went
-//! through, and the reasons of the events each autoscaler sent, per kind of object. What
-//! Kerf does not do as Karpenter does is listed in [`DIFFERENCES`] with why (the book's
-//! compatibility table says the same); anything else fails. (A module of the handover test
-//! binary, so that it runs beside it.)
+//! through (and `DisruptionReason`'s before the deletion), and the reasons of the events each
+//! autoscaler sent, per kind of object. What Kerf does not do as Karpenter does is listed in
+//! [`DIFFERENCES`] with why (the book's compatibility table says the same); anything else
+//! fails. (A module of the handover test binary, so that it runs beside it.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -299,6 +299,18 @@ fn items(cp: &ControlPlane, kind: &str) -> Vec<Value> {
     list["items"].as_array().cloned().unwrap_or_default()
 }
 
+/// The `DisruptionReason` states a NodeClaim went through while not yet being deleted, under
+/// its own key: Karpenter's queue writes the condition with the disrupted taint, when it marks
+/// the candidate, and the replacement takes a while to come up before the deletion.
+fn reason_before_deletion(versions: &[Value]) -> Option<(String, Vec<String>)> {
+    let live: Vec<Value> = (versions.iter())
+        .filter(|v| v["metadata"]["deletionTimestamp"].is_null())
+        .cloned()
+        .collect();
+    let reason = every_state(&live).remove("DisruptionReason")?;
+    Some(("DisruptionReason before deletion".to_string(), reason))
+}
+
 fn pods_node(cp: &ControlPlane) -> Option<String> {
     items(cp, "pods")
         .into_iter()
@@ -392,7 +404,11 @@ fn life(cp: &ControlPlane, who: &str) -> Life {
     let claims = watch
         .versions()
         .iter()
-        .map(|v| condition_paths(v))
+        .map(|v| {
+            let mut paths = condition_paths(v);
+            paths.extend(reason_before_deletion(v));
+            paths
+        })
         .collect();
     Life {
         claims,
