@@ -294,12 +294,37 @@ pub(super) struct Disruptions {
     /// The move a pass chose for each of its candidates, and when: `kerf explain` tells it
     /// as chosen while it is carried out.
     chosen: BTreeMap<String, (Duration, String)>,
+    /// What the last pass that decided found for each node it looked at, for `kerf explain`.
+    last_pass: Option<PassRecord>,
+}
+
+/// What one disruption pass decided with, node by node: the blockers it told, the moves its
+/// kube-scheduler rehearsal dropped, and whether it chose a command. `kerf explain node`
+/// tells it as the pass's own word, beside its dry run of the next pass.
+pub(super) struct PassRecord {
+    /// When the pass ran.
+    pub at: Duration,
+    /// The nodes the pass looked at.
+    pub nodes: BTreeSet<String>,
+    /// The nodes it left out for a blocker of their own, with the `DisruptionBlocked`
+    /// message it told of each.
+    pub blocked: BTreeMap<String, String>,
+    /// The moves its rehearsal dropped, for each of their candidates: the move, and the pods
+    /// kube-scheduler would have left without a node.
+    pub dropped: BTreeMap<String, (String, Vec<String>)>,
+    /// Whether it chose a command ([`Disruptions::choice`] says which, for its candidates).
+    pub chose: bool,
 }
 
 impl Disruptions {
     /// The move a pass chose for `node`, as a sentence, and when it chose it.
     pub(super) fn choice(&self, node: &str) -> Option<&(Duration, String)> {
         self.chosen.get(node)
+    }
+
+    /// What the last pass that decided found, node by node.
+    pub(super) fn last_pass(&self) -> Option<&PassRecord> {
+        self.last_pass.as_ref()
     }
 
     /// The id of the next command started (Karpenter's command ids are per process too).
@@ -910,6 +935,37 @@ pub(super) struct Rehearsal {
     blocked: Vec<Event>,
     /// The NodePools' names in view order, which the records name them by.
     pool_names: Vec<String>,
+    /// The nodes the pass looked at, when it reports.
+    looked_at: BTreeSet<String>,
+}
+
+impl PassRecord {
+    /// A pass's record, from what it found and told.
+    fn new(
+        at: Duration,
+        nodes: BTreeSet<String>,
+        blocked: &[Event],
+        told: &[(Searched, Option<Dropped>)],
+        found: &Option<(Command, Vec<String>, bool)>,
+    ) -> PassRecord {
+        let blocked = (blocked.iter())
+            .filter(|e| e.kind == EventObject::Node)
+            .map(|e| (e.name.clone(), e.message.clone()))
+            .collect();
+        let mut dropped = BTreeMap::new();
+        for d in told.iter().filter_map(|(_, d)| d.as_ref()) {
+            for c in &d.candidates {
+                dropped.insert(c.clone(), (d.text.clone(), d.stranded.clone()));
+            }
+        }
+        PassRecord {
+            at,
+            nodes,
+            blocked,
+            dropped,
+            chose: found.is_some(),
+        }
+    }
 }
 
 impl Rehearsal {
@@ -1055,7 +1111,9 @@ impl Controllers {
             told,
             blocked,
             pool_names,
+            looked_at,
         } = self.rehearse(true, now);
+        self.disruption.last_pass = Some(PassRecord::new(now, looked_at, &blocked, &told, &found));
         // told in the order the searches ran: the blocked nodes before the first's records
         let mut blocked = Some(blocked);
         for (searched, dropped) in told {
@@ -1100,6 +1158,11 @@ impl Controllers {
             &daemonsets,
             now,
         );
+        let looked_at = if report {
+            names.iter().cloned().collect()
+        } else {
+            BTreeSet::new()
+        };
         let mut found = None;
         for attempt in 0..REHEARSED_MOVES {
             let (command, searched) = search(&self.desk, &view, report && attempt == 0);
@@ -1159,6 +1222,7 @@ impl Controllers {
             told,
             blocked,
             pool_names,
+            looked_at,
         }
     }
 

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::Controllers;
 use super::blockers::{Gathered, Wanted};
-use super::disruption::Rehearsal;
+use super::disruption::{PassRecord, Rehearsal};
 use super::provisioning::{Packing, PodOutcome};
 use crate::disruption::rules::{
     budget_active, budget_allows, consolidatable_at, do_not_disrupt, do_not_disrupt_event,
@@ -533,6 +533,14 @@ impl Controllers {
                 ));
             }
         }
+        if out.decision.is_none() {
+            if let Some(record) = self.disruption.last_pass() {
+                let chose = (self.disruption.choice(name))
+                    .filter(|(at, _)| *at == record.at)
+                    .map(|(_, text)| text.as_str());
+                out.notes.push(last_pass(record, chose, name, now));
+            }
+        }
         if let Some(rehearsal) = &rehearsal {
             dry_run(rehearsal, name, &mut out);
         }
@@ -736,6 +744,29 @@ impl Controllers {
             ));
         }
     }
+}
+
+/// What the last pass that decided found for the node, as it recorded it; `chose`, the move
+/// it chose for the node (since carried out or given up).
+fn last_pass(record: &PassRecord, chose: Option<&str>, name: &str, now: Duration) -> Finding {
+    let when = relative(record.at, now);
+    let found = if let Some(text) = chose {
+        format!("chose to {text}")
+    } else if !record.nodes.contains(name) {
+        "ran before it was a launched node".to_string()
+    } else if let Some(message) = record.blocked.get(name) {
+        format!("left it out: {message}")
+    } else if let Some((text, stranded)) = record.dropped.get(name) {
+        format!(
+            "dropped the move to {text}: kube-scheduler would have left pod(s) {} without a node",
+            stranded.join(", ")
+        )
+    } else if record.chose {
+        "chose a move of other nodes".to_string()
+    } else {
+        "found no move for it".to_string()
+    };
+    Finding::new("last-pass", format!("the disruption pass {when} {found}"))
 }
 
 /// What the next pass would do with the node, from a dry run of the pass's search and
