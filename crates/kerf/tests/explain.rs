@@ -583,7 +583,7 @@ fn consolidate_after_policy_and_budgets_say_which_rule_and_until_when() {
     // what consolidating it would come to, had the budget allowed it
     assert_eq!(
         kinds(&no_budget, "notes"),
-        ["expires", "cheaper-replacement"]
+        ["expires", "last-pass", "cheaper-replacement"]
     );
     // a scheduled window says when it closes (the simulation starts 2026-01-01 00:00 UTC)
     let window = node_at(
@@ -619,6 +619,17 @@ fn the_events_the_api_server_keeps_about_the_node_come_with_its_explanation() {
     assert!(
         message.starts_with("Pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=default/app-"),
         "{message}"
+    );
+    // the pass that told it keeps it as what it found for the node, and explain says so
+    let last_pass: Vec<&str> = (v["notes"].as_array().into_iter().flatten())
+        .filter(|n| n["kind"] == "last-pass")
+        .filter_map(|n| n["message"].as_str())
+        .collect();
+    assert!(
+        last_pass.len() == 1
+            && last_pass[0].ends_with(&format!("left it out: {message}"))
+            && last_pass[0].starts_with("the disruption pass "),
+        "{last_pass:?}"
     );
     // said again while it lasts, counted in the one Event as a recorder counts a repeat
     assert!(blocked[0]["count"].as_u64().unwrap() > 1, "{v:#}");
@@ -674,9 +685,12 @@ fn a_timed_do_not_disrupt_ends_and_spot_to_spot_is_named() {
         ),
         "30m",
     );
-    assert_eq!(kinds(&spot, "notes"), ["expires", "spot-to-spot"]);
     assert_eq!(
-        spot["notes"][1]["message"],
+        kinds(&spot, "notes"),
+        ["expires", "last-pass", "spot-to-spot"]
+    );
+    assert_eq!(
+        spot["notes"][2]["message"],
         "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
     );
 }
@@ -821,6 +835,14 @@ fn explain_tells_the_move_the_next_pass_makes_and_the_one_its_rehearsal_drops() 
             && dropped[0].contains("replace it with c6g.large, c6g.xlarge")
             && dropped[0].contains("kube-scheduler would leave pod(s) default/app-4-"),
         "{dropped:?}"
+    );
+    // what the last pass (at 52:30, before consolidateAfter ran out) found, as it recorded it
+    let last_pass = (before["notes"].as_array().into_iter().flatten())
+        .find(|n| n["kind"] == "last-pass")
+        .and_then(|n| n["message"].as_str());
+    assert_eq!(
+        last_pass,
+        Some("the disruption pass 9s ago found no move for it")
     );
     let after = at("52m41s");
     assert_eq!(

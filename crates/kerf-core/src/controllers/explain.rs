@@ -533,13 +533,15 @@ impl Controllers {
                 ));
             }
         }
-        if out.decision.is_none() {
-            if let Some(record) = self.disruption.last_pass() {
-                let chose = (self.disruption.choice(name))
-                    .filter(|(at, _)| *at == record.at)
-                    .map(|(_, text)| text.as_str());
-                out.notes.push(last_pass(record, chose, name, now));
-            }
+        if let Some(record) = self
+            .disruption
+            .last_pass()
+            .filter(|_| out.decision.is_none())
+        {
+            let chose = (self.disruption.choice(name))
+                .filter(|(at, _)| *at == record.at)
+                .map(|(_, text)| text.as_str());
+            out.notes.push(last_pass(record, chose, name, now));
         }
         if let Some(rehearsal) = &rehearsal {
             dry_run(rehearsal, name, &mut out);
@@ -749,7 +751,11 @@ impl Controllers {
 /// What the last pass that decided found for the node, as it recorded it; `chose`, the move
 /// it chose for the node (since carried out or given up).
 fn last_pass(record: &PassRecord, chose: Option<&str>, name: &str, now: Duration) -> Finding {
-    let when = relative(record.at, now);
+    let when = if record.at == now {
+        "just now".to_string()
+    } else {
+        relative(record.at, now)
+    };
     let found = if let Some(text) = chose {
         format!("chose to {text}")
     } else if !record.nodes.contains(name) {
