@@ -43,6 +43,22 @@ impl Cloud {
         }
     }
 
+    /// A node class's instance types as the cloud offers them in `region`, listed once
+    /// (with the class's `settings`, asked only then) and kept until the class changes.
+    pub fn catalog<'a>(
+        &mut self,
+        class: &str,
+        region: &str,
+        settings: impl FnOnce() -> NodeSettings<'a>,
+    ) -> Arc<Vec<InstanceType<'static>>> {
+        if let Some(c) = self.catalogs.get(class) {
+            return c.clone();
+        }
+        let types = Arc::new(self.types_for(region, &settings()));
+        self.catalogs.insert(class.to_string(), types.clone());
+        types
+    }
+
     /// The instance types a node class with `settings` is offered in `region`: the
     /// catalog's, with only the offerings in the run's zones.
     pub fn types_for(&self, region: &str, settings: &NodeSettings) -> Vec<InstanceType<'static>> {

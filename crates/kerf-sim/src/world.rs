@@ -10,9 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::storage::v1::CSINode;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kerf_api::manifest::{Checked, KarpenterObject, RawDocument, check_document};
 use kerf_api::{NodePool, labels};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
@@ -21,14 +19,12 @@ use kerf_core::cluster::{CapacityType, CloudInstance, Launched, PodOwner, set_po
 use kerf_core::controllers::disruption::PASS_INTERVAL;
 use kerf_core::controllers::lifecycle::{InsufficientOffering, retry_wait};
 use kerf_core::controllers::node_classes::TERMINATION_FINALIZER;
-use kerf_core::controllers::provisioning::node_labels;
 use kerf_core::controllers::{Action, Controllers, LaunchRequest, Settings};
-use kerf_core::nodepools::{daemon_runs_on, node_pool_input};
-use kerf_core::objects::nodeclaim_conditions;
+use kerf_core::nodepools::node_pool_input;
 use kerf_core::observe::{Object, Observation};
 use kerf_core::provisioning::rules::is_provisionable;
 use kerf_core::unfinished::{Unfinished, replayable};
-use kerf_core::workloads::{ClusterObject, PodNames, VolumeObject, claim_templates, read};
+use kerf_core::workloads::{PodNames, VolumeObject};
 use kerf_scheduling::pods::pod_key;
 use kerf_scheduling::resources::Resources;
 use rand::{RngExt, SeedableRng};
@@ -39,7 +35,7 @@ use crate::clock::EPOCH_UNIX;
 use crate::cloud::{self, Instance};
 use crate::kube_scheduler;
 use crate::log::Log;
-use crate::report::{FinalNode, PoolSample, Removal, Report, Sample, Wait};
+use crate::report::Report;
 use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 
 mod api_server;
@@ -51,8 +47,12 @@ use checkers::{Admission, Checkers, CloudEvent, KerfMemory, Sight};
 mod events;
 pub use events::{Events, KeptEvent};
 mod faults;
+mod kubelet;
+mod manifests;
+use manifests::Manifest;
 mod reservations;
 pub use checkers::INVARIANTS;
+mod notices;
 mod pdb_status;
 #[cfg(test)]
 mod planted;
@@ -65,10 +65,6 @@ use workloads::Workload;
 
 /// How long a launched instance may take to register before Kerf gives up on it.
 pub const REGISTRATION_TTL: Duration = Duration::from_secs(15 * 60);
-/// Spot interruption warning lead time.
-pub const INTERRUPTION_NOTICE: Duration = Duration::from_secs(120);
-/// How long a stopping instance keeps running after its state-change notice.
-const STOP_DELAY: Duration = Duration::from_secs(60);
 /// How many rounds of actions one instant may take before the run is declared stuck.
 const SETTLE_ROUNDS: usize = 10_000;
 
@@ -163,10 +159,6 @@ pub struct World {
     checkers: Checkers,
     /// What the report adds up as the run goes.
     tally: tally::Tally,
-    /// When the run starts on the simulated clock: zero, or for a run from a standing
-    /// cluster the age of its oldest NodeClaim (the controllers' clock cannot go back past
-    /// its epoch, and that NodeClaim was created at it). Reports count from here.
-    origin: Duration,
     /// For a run from a standing cluster, the images each EC2NodeClass's AMI selector
     /// terms resolved to there (the terms as JSON, and the class's `status.amis`).
     images: BTreeMap<String, (Value, Vec<kerf_api::ec2nodeclass::AmiStatus>)>,
@@ -329,7 +321,6 @@ impl World {
             log: Log::default(),
             options,
             scenario,
-            origin: Duration::ZERO,
             images: BTreeMap::new(),
         };
         let manifests = w.scenario.spec.manifests.clone();
@@ -339,7 +330,7 @@ impl World {
         // every later apply must be valid too: check them now, before time starts
         for (i, e) in w.scenario.spec.events.iter().enumerate() {
             if let Some(doc) = &e.apply {
-                precheck(doc, &format!("spec.events[{i}].apply"))?;
+                manifests::read(doc, &format!("spec.events[{i}].apply"))?;
             }
         }
         let events: Vec<Duration> = w.scenario.spec.events.iter().map(|e| e.at.0).collect();
@@ -407,12 +398,7 @@ impl World {
     }
 
     fn duration(&self) -> Duration {
-        self.origin + self.scenario.spec.duration.0
-    }
-
-    /// Simulated time since the run's start, in seconds, as reports count it.
-    fn since_start(&self, t: Duration) -> f64 {
-        t.saturating_sub(self.origin).as_secs_f64()
+        self.tally.origin + self.scenario.spec.duration.0
     }
 
     fn sample_every(&self) -> Duration {
@@ -433,12 +419,19 @@ impl World {
                 progress(self.now, self.api.nodes.len(), self.pending_count());
             }
         }
-        self.accrue(self.duration());
+        self.tally.accrue(self.duration(), &self.cloud);
         self.now = self.duration();
         if self.options.check {
             self.with_checkers(|c, s| c.check_end(s))?;
         }
-        Ok(self.report())
+        let metrics = self.core.render_metrics(self.now, &[]);
+        let end = tally::End {
+            api: &self.api,
+            cloud: &self.cloud,
+            pending: self.pending_count(),
+            now: self.now,
+        };
+        Ok((self.tally).report(end, &self.scenario, &mut self.log, metrics))
     }
 
     /// Runs up to `at` (every event due by then handled, the controllers polled at `at`)
@@ -450,7 +443,7 @@ impl World {
         question: impl FnOnce(&mut Controllers, &Events, Duration) -> T,
     ) -> Result<T, SimError> {
         self.settle()?;
-        let at = (self.origin + at).min(self.duration());
+        let at = (self.tally.origin + at).min(self.duration());
         if self.wakes.insert(at) {
             self.push(at, Ev::Wake);
         }
@@ -469,7 +462,7 @@ impl World {
         if at > self.duration() {
             return Ok(false);
         }
-        self.accrue(at);
+        self.tally.accrue(at, &self.cloud);
         self.now = at;
         self.handle(ev)?;
         self.settle()?;
@@ -485,23 +478,6 @@ impl World {
         let owner = (self.api.pods.get(k)).and_then(|p| owner_workload(&p.pod));
         self.workloads.track(k, owner);
         self.binder.track(k, self.api.pods.get(k));
-    }
-
-    /// Adds cost and node-seconds up to `t`.
-    fn accrue(&mut self, t: Duration) {
-        let dt = t.saturating_sub(self.tally.last_accrual).as_secs_f64();
-        if dt > 0.0 {
-            // the bound's rate as last sampled: its time integral is the run's floor
-            self.tally.totals.lower_bound_cost += self.tally.floor.0 * dt / 3600.0;
-            for (_, i) in self.cloud.instances.values() {
-                self.tally.totals.cost += i.price_per_hour * dt / 3600.0;
-                self.tally.node_seconds += dt;
-                if i.capacity_type == labels::CAPACITY_TYPE_SPOT {
-                    self.tally.spot_node_seconds += dt;
-                }
-            }
-        }
-        self.tally.last_accrual = t;
     }
 
     /// The end of the API-server outage under way, if one is.
@@ -705,7 +681,7 @@ impl World {
         {
             // a mark never stored takes back the removal its command announced
             if refused {
-                self.not_removing(&node);
+                self.tally.not_removing(&node, &self.api);
             }
             self.core
                 .observe(Observation::MarkRefused { node, by }, self.now);
@@ -760,53 +736,16 @@ impl World {
                 self.log.record(self.now, &r);
             }
             Action::Event(event) => self.api.events.record(&event, self.now),
-            Action::CreateNodeClaim(object) => {
-                let name = object.metadata.name.clone().unwrap_or_default();
-                let asked = self.api.creates_asked.remove(&name).unwrap_or(self.now);
-                let stored = StoredNodeClaim {
-                    object: *object,
-                    created: self.now,
-                    age: Duration::ZERO,
-                    deleting: None,
-                    node_registered: false,
-                    asked,
-                };
-                self.api.nodeclaims.entry(name).or_insert(stored);
-            }
+            Action::CreateNodeClaim(object) => self.api.create_nodeclaim(*object, self.now),
             Action::PatchNodeClaimStatus {
                 nodeclaim,
                 status,
                 labels,
-            } => {
-                if let Some(stored) = self.api.nodeclaims.get_mut(&nodeclaim) {
-                    let mut status = *status;
-                    let previous = stored.object.status.take().unwrap_or_default();
-                    let created = kerf_core::clock::kubernetes_time(stored.born());
-                    status.conditions = nodeclaim_conditions(
-                        std::mem::take(&mut status.conditions),
-                        &previous.conditions,
-                        self.now + Duration::from_secs(EPOCH_UNIX),
-                        stored.object.metadata.generation,
-                        Some(&created),
-                    );
-                    stored.object.status = Some(status);
-                    (stored.object.metadata.labels.get_or_insert_default()).extend(labels);
-                }
-            }
+            } => (self.api).patch_nodeclaim_status(&nodeclaim, *status, labels, self.now),
             Action::AnnotateNodeClaim {
                 nodeclaim,
                 annotations,
-            } => {
-                if let Some(stored) = self.api.nodeclaims.get_mut(&nodeclaim) {
-                    let stored = stored.object.metadata.annotations.get_or_insert_default();
-                    for (k, v) in annotations {
-                        match v {
-                            Some(v) => stored.insert(k, v),
-                            None => stored.remove(&k),
-                        };
-                    }
-                }
-            }
+            } => self.api.patch_nodeclaim_metadata(&nodeclaim, annotations, true),
             // the simulated cloud replaces nodes; it has no reboot (its nodes raise no
             // condition a reboot would clear)
             Action::Reboot { nodeclaim, .. } => {
@@ -824,24 +763,13 @@ impl World {
                 }
             }
             Action::RelabelNodeClaim { nodeclaim, labels } => {
-                if let Some(stored) = self.api.nodeclaims.get_mut(&nodeclaim) {
-                    let stored = stored.object.metadata.labels.get_or_insert_default();
-                    for (k, v) in labels {
-                        match v {
-                            Some(v) => stored.insert(k, v),
-                            None => stored.remove(&k),
-                        };
-                    }
-                }
+                self.api.patch_nodeclaim_metadata(&nodeclaim, labels, false);
             }
             Action::DeleteNodeClaim { nodeclaim } => {
-                if let Some(stored) = self.api.nodeclaims.get_mut(&nodeclaim)
-                    && stored.deleting.is_none()
-                {
-                    stored.deleting = Some(self.now);
+                if let Some(object) = self.api.delete_nodeclaim(&nodeclaim, self.now) {
                     // the NodeClaim watch delivers the deletion: what tells Kerf the API
                     // server holds it (its limits count the NodeClaim until then)
-                    let object = Object::nodeclaim(stored.listed());
+                    let object = Object::nodeclaim(object);
                     self.core.observe(Observation::Applied(object), self.now);
                     self.removing(&nodeclaim, "Deleted");
                     // a deletion Kerf made on its own (expiry, a static NodePool scaled
@@ -863,7 +791,7 @@ impl World {
                 if self.api.nodes.remove_taint(&node, &key) {
                     if key == labels::DISRUPTED_TAINT_KEY {
                         self.checkers.rolled_back(&node, self.now);
-                        self.not_removing(&node);
+                        self.tally.not_removing(&node, &self.api);
                     }
                     if widens {
                         self.node_written(&node);
@@ -920,16 +848,7 @@ impl World {
             }
             Action::DeleteInstance { provider_id, .. } => {
                 if let Some((claim, _)) = self.cloud.instances.remove(&provider_id) {
-                    let now = self.since_start(self.now);
-                    for r in self
-                        .tally
-                        .removals
-                        .iter_mut()
-                        .filter(|r| r.nodeclaim == claim)
-                    {
-                        r.terminated.get_or_insert(now);
-                    }
-                    self.tally.totals.nodes_terminated += 1;
+                    self.tally.terminated(&claim, self.now);
                     self.sync_reservations();
                 }
             }
@@ -1060,50 +979,18 @@ impl World {
     }
 
     fn sample(&mut self) {
-        let spot = (self.cloud.instances.values())
-            .filter(|(_, i)| i.capacity_type == labels::CAPACITY_TYPE_SPOT)
-            .count();
-        let mut by_pool: BTreeMap<(String, String), (usize, f64)> = BTreeMap::new();
-        for (claim, i) in self.cloud.instances.values() {
-            let pool = (self.api.nodeclaims.get(claim))
-                .and_then(|o| o.pool())
-                .unwrap_or_default()
-                .to_string();
-            let entry = by_pool.entry((pool, i.capacity_type.clone())).or_default();
-            entry.0 += 1;
-            entry.1 += i.price_per_hour;
-        }
-        self.tally.timeline.push(Sample {
-            t: self.since_start(self.now),
-            nodes: self.cloud.instances.len(),
-            spot_nodes: spot,
-            pending_pods: self.pending_count(),
-            cost_per_hour: (self.cloud.instances.values())
-                .map(|(_, i)| i.price_per_hour)
-                .sum::<f64>()
-                + 0.0,
-            by_pool: by_pool
-                .into_iter()
-                .map(|((nodepool, capacity_type), (nodes, cost))| PoolSample {
-                    nodepool,
-                    capacity_type,
-                    nodes,
-                    cost_per_hour: cost + 0.0,
-                })
-                .collect(),
-        });
+        let pending = self.pending_count();
+        (self.tally).sample(&self.api, &self.cloud, pending, self.now);
     }
 
     // ---- objects -------------------------------------------------------------------------
 
+    /// Applies a scenario's manifest ([`manifests::read`]) as kubectl would: stored, and
+    /// seen by Kerf's watches and the simulated controllers.
     fn apply(&mut self, doc: &Value, path: &str) -> Result<(), SimError> {
         self.checkers.objects_changed();
-        let raw = RawDocument {
-            line: 0,
-            value: doc.clone(),
-        };
-        match check_document(&raw) {
-            Checked::Valid(KarpenterObject::NodePool(np)) => {
+        match manifests::read(doc, path)? {
+            Manifest::NodePool(np) => {
                 let old = self.api.objects.node_pools.get(&name_of(&np.metadata));
                 let np = api_server::applied(*np, old);
                 self.write(Object::node_pool(np));
@@ -1111,7 +998,7 @@ impl World {
                 self.checkers.pools_changed(self.now);
                 self.binder_changed();
             }
-            Checked::Valid(KarpenterObject::EC2NodeClass(class)) => {
+            Manifest::NodeClass(class) => {
                 let name = name_of(&class.metadata);
                 self.cloud.catalogs.remove(&name);
                 let class = api_server::applied(*class, self.api.objects.node_classes.get(&name));
@@ -1120,90 +1007,55 @@ impl World {
                 self.tally.floor.1 = true;
                 self.checkers.pools_changed(self.now);
             }
-            Checked::Valid(KarpenterObject::NodeOverlay(overlay)) => {
-                let old = self
-                    .api
-                    .objects
-                    .node_overlays
-                    .get(&name_of(&overlay.metadata));
+            Manifest::NodeOverlay(overlay) => {
+                let old = (self.api.objects.node_overlays).get(&name_of(&overlay.metadata));
                 let overlay = api_server::applied(*overlay, old);
                 self.write(Object::node_overlay(overlay));
                 self.tally.floor.1 = true;
                 self.checkers.pools_changed(self.now);
             }
-            Checked::Valid(KarpenterObject::NodeClaim(_)) => {
-                return Err(ScenarioError {
-                    path: path.into(),
-                    message: "NodeClaims are made by Kerf, not by scenarios".into(),
-                }
-                .into());
+            Manifest::Buffer(buffer) => self.write(Object::capacity_buffer(*buffer)),
+            Manifest::PodTemplate { key, template } => {
+                self.write(Object::PodTemplate { key, template });
             }
-            Checked::Invalid(problems) => return Err(every_problem(path, &problems).into()),
-            Checked::Other if matches!(raw.kind(), "CapacityBuffer" | "PodTemplate") => {
-                self.apply_buffer_object(doc, path)?;
-            }
-            Checked::Other => {
-                let kind = raw.kind().to_string();
-                let obj = read(&raw).map_err(|e| ScenarioError {
-                    path: format!("{path}.{}", e.path),
-                    message: e.message,
-                })?;
-                let ns = doc
-                    .pointer("/metadata/namespace")
-                    .and_then(Value::as_str)
-                    .unwrap_or("default")
-                    .to_string();
-                let name = raw.name().to_string();
-                match obj {
-                    Some(ClusterObject::Pods(pods)) if kind == "Pod" => {
-                        for p in pods {
-                            self.add_pod(p);
-                        }
-                    }
-                    Some(ClusterObject::Pods(pods)) => {
-                        let replicas = i64::try_from(pods.len()).unwrap_or(0);
-                        let template = one_template(doc);
-                        let wk = workload_key(&kind, &ns, &name);
-                        let next = self.workloads.specs.get(&wk).map_or(0, |w| w.next);
-                        self.workload_shape(&kind, &ns, &name, doc);
-                        let names = PodNames::new(&kind, &name, &template, self.scenario.spec.seed);
-                        self.workloads.dirty = true;
-                        self.disruption.stale = true;
-                        self.workloads.specs.insert(
-                            wk,
-                            Workload {
-                                kind: kind.clone(),
-                                template,
-                                claims: claim_templates(&raw),
-                                replicas,
-                                next,
-                                names,
-                            },
-                        );
-                    }
-                    Some(ClusterObject::DaemonSet(pod)) => {
-                        let key = key(&ns, &name);
-                        self.write(Object::DaemonSet { key, template: pod });
-                    }
-                    Some(ClusterObject::Pdb(pdb)) => {
-                        self.write(Object::Pdb(pdb));
-                    }
-                    Some(ClusterObject::Volume(v)) => {
-                        self.api.storage.store(&v);
-                        self.storage_changed(vec![v]);
-                    }
-                    Some(ClusterObject::Node(_)) => {
-                        return Err(ScenarioError {
-                            path: path.into(),
-                            message:
-                                "Nodes come from the simulated cloud; declare NodePools instead"
-                                    .into(),
-                        }
-                        .into());
-                    }
-                    None => {}
+            Manifest::Pods(pods) => {
+                for p in pods {
+                    self.add_pod(p);
                 }
             }
+            Manifest::Workload {
+                kind,
+                namespace,
+                name,
+                template,
+                claims,
+                replicas,
+            } => {
+                let wk = workload_key(&kind, &namespace, &name);
+                let next = self.workloads.specs.get(&wk).map_or(0, |w| w.next);
+                self.workload_shape(&kind, &namespace, &name, doc);
+                let names = PodNames::new(&kind, &name, &template, self.scenario.spec.seed);
+                self.workloads.dirty = true;
+                self.disruption.stale = true;
+                let workload = Workload {
+                    kind,
+                    template,
+                    claims,
+                    replicas,
+                    next,
+                    names,
+                };
+                self.workloads.specs.insert(wk, workload);
+            }
+            Manifest::DaemonSet { key, template } => {
+                self.write(Object::DaemonSet { key, template });
+            }
+            Manifest::Pdb(pdb) => self.write(Object::Pdb(pdb)),
+            Manifest::Volume(v) => {
+                self.api.storage.store(&v);
+                self.storage_changed(vec![v]);
+            }
+            Manifest::Ignored => {}
         }
         Ok(())
     }
@@ -1320,15 +1172,10 @@ impl World {
         let Some(p) = self.api.pods.get(k) else {
             return;
         };
-        let waited = self.now.saturating_sub(p.pending_since).as_secs_f64();
         if p.owner != PodOwner::DaemonSet {
-            if waited > self.tally.totals.max_pod_pending_seconds {
-                self.tally.totals.max_pod_pending_seconds = waited;
-                self.tally.slowest_pod = Some(k.to_string());
-            }
-            let since = p.pending_since;
-            self.record_wait(k, since);
-        } // kube-scheduler's binding and condition update, as the API server stores them
+            self.tally.waited(k, p.pending_since, self.now);
+        }
+        // kube-scheduler's binding and condition update, as the API server stores them
         if let Some(p) = self.api.pods.get_mut(k) {
             self.binder.uses(p, false);
             p.bind(node, self.now);
@@ -1369,56 +1216,9 @@ impl World {
         self.binder.storage_changed();
     }
 
-    /// Keeps a wait that ends now if it is among the longest.
-    fn record_wait(&mut self, pod: &str, since: Duration) {
-        let wait = Wait {
-            pod: pod.to_string(),
-            since: self.since_start(since),
-            until: self.since_start(self.now),
-        };
-        self.tally.wait(wait);
-    }
-
-    /// Kerf decided to take the NodeClaim away (a command's `reason`, or its deletion):
-    /// recorded once, at the first.
+    /// Kerf decided to take the NodeClaim away (a command's `reason`, or its deletion).
     fn removing(&mut self, claim: &str, reason: &str) {
-        if self.tally.removals.iter().any(|r| r.nodeclaim == claim) {
-            return;
-        }
-        let instance = (self.cloud.instances.values()).find(|(c, _)| c == claim);
-        let instance_type = instance
-            .map(|(_, i)| i.instance_type.clone())
-            .unwrap_or_default();
-        let node = (self.api.nodes.iter())
-            .find(|(_, n)| instance.is_some_and(|(_, i)| i.provider_id == n.provider_id))
-            .map(|(name, _)| name.clone());
-        let nodepool = (self.api.nodeclaims.get(claim))
-            .and_then(StoredNodeClaim::pool)
-            .unwrap_or_default()
-            .to_string();
-        self.tally.removals.push(Removal {
-            nodeclaim: claim.to_string(),
-            node,
-            nodepool,
-            instance_type,
-            reason: reason.to_string(),
-            decided: self.since_start(self.now),
-            terminated: None,
-        });
-    }
-
-    /// A disruption command on the node was rolled back (its taint removed) before its
-    /// NodeClaim was deleted: it is not being taken away after all.
-    fn not_removing(&mut self, node: &str) {
-        let deleting =
-            |claim: &str| (self.api.nodeclaims.get(claim)).is_some_and(|c| c.deleting.is_some());
-        let keep: Vec<bool> = (self.tally.removals.iter())
-            .map(|r| {
-                r.node.as_deref() != Some(node) || r.terminated.is_some() || deleting(&r.nodeclaim)
-            })
-            .collect();
-        let mut keep = keep.into_iter();
-        self.tally.removals.retain(|_| keep.next().unwrap_or(true));
+        (self.tally).removing(claim, reason, &self.api, &self.cloud, self.now);
     }
 
     /// The Node is deleted: pod garbage collection deletes the pods bound to it (controllers
@@ -1510,15 +1310,10 @@ impl World {
     }
 
     fn catalog(&mut self, class: &str) -> Arc<Vec<kerf_aws::InstanceType<'static>>> {
-        if let Some(c) = self.cloud.catalogs.get(class) {
-            return c.clone();
-        }
-        let types = Arc::new(
-            self.cloud
-                .types_for(&self.scenario.spec.region, &node_settings(&self.api, class)),
-        );
-        self.cloud.catalogs.insert(class.to_string(), types.clone());
-        types
+        let api = &self.api;
+        (self.cloud).catalog(class, &self.scenario.spec.region, || {
+            node_settings(api, class)
+        })
     }
 
     /// What no cluster running the workload pods now can cost less than per hour: the
@@ -1633,116 +1428,41 @@ impl World {
         Arc::new(types)
     }
 
-    /// The stored NodeClaims whose instance runs a registered Node, oldest first, filtered
-    /// as a notice says: read off the API server and the cloud, as AWS picks instances.
-    fn notice_targets(
-        &self,
-        only: impl Fn(&Instance) -> bool,
-        nodepool: Option<&String>,
-        instance_type: Option<&String>,
-        count: u32,
-    ) -> Vec<(String, String, String, String)> {
-        let nodes: BTreeMap<&str, &String> = (self.api.nodes.iter())
-            .map(|(name, n)| (n.provider_id.as_str(), name))
-            .collect();
-        let mut candidates: Vec<(Duration, String, String, String, String)> = (self.api)
-            .nodeclaims
-            .iter()
-            .filter_map(|(name, c)| {
-                let status = c.object.status.as_ref()?;
-                let provider_id = status.provider_id.as_deref()?;
-                let (_, inst) = self.cloud.instances.get(provider_id)?;
-                let node = nodes.get(provider_id)?;
-                let ok = only(inst)
-                    && !inst.interrupted
-                    && nodepool.is_none_or(|p| Some(p.as_str()) == c.pool())
-                    && instance_type.is_none_or(|t| *t == inst.instance_type);
-                ok.then(|| {
-                    (
-                        c.born(),
-                        name.clone(),
-                        (*node).clone(),
-                        inst.provider_id.clone(),
-                        inst.zone.clone(),
-                    )
-                })
-            })
-            .collect();
-        candidates.sort();
-        candidates
-            .into_iter()
-            .take(count as usize)
-            .map(|(_, claim, node, provider_id, zone)| (claim, node, provider_id, zone))
-            .collect()
-    }
-
+    /// Spot interruption warnings: each instance reached is reclaimed two minutes later.
     fn interrupt(&mut self, i: usize) {
-        let spec = self.scenario.spec.cloud.spot_interruptions[i].clone();
-        let targets = self.notice_targets(
-            |inst| inst.capacity_type == labels::CAPACITY_TYPE_SPOT,
-            spec.nodepool.as_ref(),
-            spec.instance_type.as_ref(),
-            spec.count,
-        );
-        for (_, node, provider_id, zone) in targets {
-            let Some((_, inst)) = self.cloud.instances.get_mut(&provider_id) else {
-                continue;
-            };
-            inst.interrupted = true;
-            let id = inst.id.clone();
+        let spec = &self.scenario.spec.cloud.spot_interruptions[i];
+        for r in notices::spot_interruption(spec, &self.api, &mut self.cloud) {
+            let reclaim_at = crate::clock::rfc3339(self.now + notices::INTERRUPTION_NOTICE);
             self.log.info(self.now, "cloud", "spot interruption warning", json!({
-                "Node": {"name": node}, "instance-id": id, "reclaim-at": crate::clock::rfc3339(self.now + INTERRUPTION_NOTICE),
+                "Node": {"name": r.node}, "instance-id": r.instance_id, "reclaim-at": reclaim_at,
             }));
-            self.push(
-                self.now + INTERRUPTION_NOTICE,
-                Ev::Reclaim(provider_id, "spot instance reclaimed"),
-            );
-            self.deliver(None, &id, &zone);
+            self.reached(None, r);
         }
     }
 
-    /// Scheduled maintenance, stop and terminate notices, rebalance recommendations.
+    /// Scheduled maintenance, stop and terminate notices, rebalance recommendations,
+    /// capacity reservation interruptions.
     fn notice(&mut self, i: usize) {
-        let spec = self.scenario.spec.cloud.notices[i].clone();
-        let interruptible: Vec<String> = (self.scenario.spec.cloud.reservations.iter())
-            .filter(|r| r.interruptible)
-            .map(|r| r.id.clone())
-            .collect();
-        let reclaim = spec.kind == NoticeKind::CapacityReservationInterruption;
-        let targets = self.notice_targets(
-            |inst| {
-                !reclaim || (inst.reservation.as_ref()).is_some_and(|r| interruptible.contains(r))
-            },
-            spec.nodepool.as_ref(),
-            spec.instance_type.as_ref(),
-            spec.count,
+        let cloud = &mut self.scenario.spec.cloud;
+        let reached = notices::notice(
+            &cloud.notices[i],
+            &mut cloud.reservations,
+            &self.api,
+            &mut self.cloud,
         );
-        for (_, _, provider_id, zone) in targets {
-            let Some((_, inst)) = self.cloud.instances.get_mut(&provider_id) else {
-                continue;
-            };
-            let id = inst.id.clone();
-            let gone = match spec.kind {
-                NoticeKind::Stopping => Some((STOP_DELAY, "instance stopped")),
-                NoticeKind::Terminated => Some((Duration::ZERO, "instance terminated")),
-                NoticeKind::CapacityReservationInterruption => {
-                    // the owner takes the capacity back for good
-                    let id = inst.reservation.clone();
-                    let r = (self.scenario.spec.cloud.reservations.iter_mut())
-                        .find(|r| Some(&r.id) == id.as_ref());
-                    if let Some(r) = r {
-                        r.count = r.count.saturating_sub(1);
-                    }
-                    Some((INTERRUPTION_NOTICE, "capacity reservation reclaimed"))
-                }
-                NoticeKind::ScheduledChange | NoticeKind::Rebalance => None,
-            };
-            if let Some((after, why)) = gone {
-                inst.interrupted = true;
-                self.push(self.now + after, Ev::Reclaim(provider_id, why));
-            }
-            self.deliver(Some(spec.kind), &id, &zone);
+        let kind = self.scenario.spec.cloud.notices[i].kind;
+        for r in reached {
+            self.reached(Some(kind), r);
         }
+    }
+
+    /// A notice reached an instance: the cloud takes it away when it says, and the message
+    /// goes to the interruption queue.
+    fn reached(&mut self, kind: Option<NoticeKind>, r: notices::Reached) {
+        if let Some((after, why)) = r.gone {
+            self.push(self.now + after, Ev::Reclaim(r.provider_id, why));
+        }
+        self.deliver(kind, &r.instance_id, &r.zone);
     }
 
     /// Puts a notice's EventBridge message through the interruption controller's parser, as
@@ -1851,90 +1571,21 @@ impl World {
         self.core.observe(answer, self.now);
     }
 
-    /// The instance's kubelet registers its Node: the stored NodeClaim's taints and startup
-    /// taints on it (as its user data sets them), and the daemonset pods that fit start at
-    /// once.
+    /// The instance's kubelet registers its Node ([`kubelet::register`]), and the daemonset
+    /// pods that fit start at once.
     fn register(&mut self, provider_id: &str) {
-        let Some((claim_name, instance)) = self.cloud.instances.get(provider_id) else {
-            return;
-        };
-        let (claim_name, instance) = (claim_name.clone(), instance.clone());
-        let launched = launched_as(&instance, &self.scenario.spec.region);
-        let Some(claim) = self.api.nodeclaims.get(&claim_name) else {
-            return;
-        };
-        let Some(pool) = (claim.pool())
-            .and_then(|p| self.api.objects.node_pools.get(p))
-            .cloned()
+        let region = &self.scenario.spec.region;
+        let now = self.now;
+        let Some(node) = kubelet::register(&mut self.api, &mut self.cloud, provider_id, region, now)
         else {
             return;
         };
-        let spec = &claim.object.spec;
-        // as Karpenter's user data registers it: the NodeClaim's taints, its startup taints
-        // and the registration taint
-        let spec_taints = spec.taints.clone();
-        let mut taints: Vec<_> = spec
-            .taints
-            .iter()
-            .chain(&spec.startup_taints)
-            .cloned()
-            .collect();
-        taints.push(kerf_core::cluster::unregistered_taint());
-        if let Some(c) = self.api.nodeclaims.get_mut(&claim_name) {
-            c.node_registered = true;
-        }
-        self.cloud.node_counter += 1;
-        let n = self.cloud.node_counter;
-        let name = format!(
-            "ip-10-{}-{}-{}.{}.compute.internal",
-            n / 65536 % 256,
-            n / 256 % 256,
-            n % 256,
-            region_domain(&self.scenario.spec.region)
-        );
-        let labels = node_labels(&launched, &pool, &name);
-        // the EBS CSI driver's node plugin publishes the node's attachment limit
-        let class = pool.spec.template.spec.node_class_ref.name.clone();
-        let limit = self
-            .catalog(&class)
-            .iter()
-            .find(|t| t.name() == launched.instance_type)
-            .map(|t| t.ebs_attachments);
-        if let Some(limit) = limit {
-            self.api.csi_limits.insert(name.clone(), limit);
-            let csi: CSINode = serde_json::from_value(json!({
-                "metadata": {"name": name},
-                "spec": {"drivers": [{"name": labels::EBS_CSI_DRIVER, "nodeID": launched.provider_id,
-                    "allocatable": {"count": limit}}]},
-            }))
-            .expect("a well-formed CSINode");
-            let csi = VolumeObject::CsiNode(Box::new(csi));
-            self.api.storage.store(&csi);
-            self.storage_changed(vec![csi]);
-        }
-        let stored = api_server::StoredNode::registered(
-            provider_id,
-            labels.clone(),
-            taints.clone(),
-            launched.allocatable.clone(),
-            launched.capacity.clone(),
-            self.now,
-        );
-        self.api.nodes.create(&name, stored);
+        self.storage_changed(node.csi.into_iter().collect());
+        let name = node.name;
         self.observe_node(&name);
-        // daemonset pods start on the node as soon as it registers
-        let daemonsets: Vec<(String, Pod)> = (self.api.objects.daemonsets.iter())
-            .map(|(k, p)| (k.clone(), p.clone()))
-            .collect();
-        for (ds, template) in daemonsets {
-            if daemon_runs_on(&template, &labels, &taints) {
-                let mut pod = template.clone();
-                let ds_name = ds.rsplit('/').next().unwrap_or("");
-                pod.metadata.name = Some(format!("{ds_name}-{n}"));
-                pod.metadata.owner_references = owned_by("DaemonSet", &ds);
-                let k = self.add_pod(pod);
-                self.bind(&k, &name);
-            }
+        for pod in node.daemon_pods {
+            let k = self.add_pod(pod);
+            self.bind(&k, &name);
         }
         let cloud = &self.scenario.spec.cloud;
         // no draw without faults: scenarios without them keep their exact runs
@@ -1947,12 +1598,12 @@ impl World {
             // too much of its NodePool is unhealthy; without node repair it stays, as with
             // Karpenter. The fault lasts until the node is deleted, and excuses only the pods
             // it could take and those whose room they took (`faults`).
-            if let Some(node) = self.api.nodes.get(&name) {
+            if let Some(stored) = self.api.nodes.get(&name) {
                 let fault = faults::InjectedFault::never_ready(
                     self.now,
                     self.duration(),
-                    node,
-                    spec_taints,
+                    stored,
+                    node.spec_taints,
                 );
                 self.checkers.never_ready(&name, fault);
             }
@@ -1963,66 +1614,18 @@ impl World {
         self.push(self.now + ready, Ev::Ready(name));
     }
 
-    /// The kubelet reports Ready and the node's agents remove its startup taints.
+    /// The kubelet reports Ready ([`kubelet::ready`]).
     fn node_ready(&mut self, node: &str) {
-        // the startup taints are its stored NodeClaim's, which its user data registered it with
-        let claim = (self.api.nodes.get(node))
-            .and_then(|n| self.cloud.instances.get(&n.provider_id))
-            .and_then(|(claim, _)| self.api.nodeclaims.get(claim));
-        let startup: Vec<String> = (claim.iter())
-            .flat_map(|c| &c.object.spec.startup_taints)
-            .map(|t| t.key.clone())
-            .collect();
-        let now = self.now;
-        let written = self.api.nodes.update(node, |n| {
-            n.ready = true;
-            n.ready_changed = now;
-            n.taints.retain(|t| !startup.contains(&t.key));
-            true
-        });
-        if written {
+        if kubelet::ready(&mut self.api, &self.cloud, node, self.now) {
             self.node_written(node);
         }
     }
 
-    /// A scenario's node fault: the condition set (or changed) on the first nodes by name,
-    /// of its NodePool when it names one. A `Ready` condition is the kubelet's own.
+    /// A scenario's node fault ([`kubelet::set_condition`]).
     fn set_node_condition(&mut self, c: &crate::scenario::NodeConditionFault) {
-        let names: Vec<String> = (self.api.nodes.iter())
-            .filter(|(_, n)| {
-                c.node_pool
-                    .as_ref()
-                    .is_none_or(|p| n.labels.get(labels::NODEPOOL) == Some(p))
-            })
-            .map(|(name, _)| name.clone())
-            .take(c.nodes as usize)
-            .collect();
-        let now = self.now;
-        for name in names {
-            let written = self.api.nodes.update(&name, |n| {
-                if c.kind == "Ready" {
-                    let ready = c.status == "True";
-                    if n.ready != ready {
-                        n.ready_changed = now;
-                    }
-                    n.ready = ready;
-                    return true;
-                }
-                n.conditions
-                    .retain(|(kind, status, _, _)| kind != &c.kind || status == &c.status);
-                match n.conditions.iter_mut().find(|(kind, ..)| kind == &c.kind) {
-                    Some(existing) => existing.2.clone_from(&c.reason),
-                    None => {
-                        n.conditions
-                            .push((c.kind.clone(), c.status.clone(), c.reason.clone(), now))
-                    }
-                }
-                true
-            });
-            if written {
-                self.tally.totals.faults_injected += 1;
-                self.node_written(&name);
-            }
+        for name in kubelet::set_condition(&mut self.api, c, self.now) {
+            self.tally.totals.faults_injected += 1;
+            self.node_written(&name);
         }
     }
 
@@ -2097,82 +1700,6 @@ impl World {
             self.core.observe(Observation::Applied(object), now);
         }
     }
-
-    // ---- report --------------------------------------------------------------------------
-
-    fn report(mut self) -> Report {
-        // pods still pending count their wait until the end
-        let waiting: Vec<(String, Duration)> = (self.api.pods.iter())
-            .filter(|(_, p)| p.node.is_none() && p.owner != PodOwner::DaemonSet)
-            .map(|(k, p)| (k.clone(), p.pending_since))
-            .collect();
-        for (k, since) in waiting {
-            let waited = self.now.saturating_sub(since).as_secs_f64();
-            if waited > self.tally.totals.max_pod_pending_seconds {
-                self.tally.totals.max_pod_pending_seconds = waited;
-                self.tally.slowest_pod = Some(k.clone());
-            }
-            self.record_wait(&k, since);
-        }
-        self.sample();
-        self.tally.totals.spot_node_seconds_share = if self.tally.node_seconds > 0.0 {
-            self.tally.spot_node_seconds / self.tally.node_seconds
-        } else {
-            0.0
-        };
-        self.tally.totals.slowest_pod = self.tally.slowest_pod.clone();
-        // the cloud's instances, named as the API server has them: the NodeClaim's status
-        // names its Node, else the Node its kubelet registered does
-        let mut launched: Vec<&(String, Instance)> = self.cloud.instances.values().collect();
-        launched.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut nodes = Vec::new();
-        for (name, i) in launched {
-            let stored = self.api.nodeclaims.get(name);
-            let node = (stored.and_then(|c| c.object.status.as_ref()))
-                .and_then(|s| s.node_name.clone())
-                .or_else(|| {
-                    (self.api.nodes.iter())
-                        .find(|(_, n)| n.provider_id == i.provider_id)
-                        .map(|(node, _)| node.clone())
-                })
-                .unwrap_or_else(|| name.clone());
-            let mut pods: Vec<String> = self
-                .pods_where(|p| p.node.as_deref() == Some(&node) && p.owner != PodOwner::DaemonSet);
-            pods.sort();
-            nodes.push(FinalNode {
-                name: node,
-                nodeclaim: name.clone(),
-                nodepool: stored
-                    .and_then(StoredNodeClaim::pool)
-                    .unwrap_or_default()
-                    .to_string(),
-                instance_type: i.instance_type.clone(),
-                // as its labels say it now (an ended reservation's instance runs on as
-                // on-demand, relabelled so), else as launched
-                capacity_type: (stored.and_then(|c| c.object.metadata.labels.as_ref()))
-                    .and_then(|l| l.get(labels::CAPACITY_TYPE))
-                    .unwrap_or(&i.capacity_type)
-                    .clone(),
-                zone: i.zone.clone(),
-                price_per_hour: i.price_per_hour,
-                pods,
-            });
-        }
-        let pending = self.pods_where(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
-        let mut report = Report::new(
-            &self.scenario,
-            nodes,
-            pending,
-            std::mem::take(&mut self.tally.totals),
-            std::mem::take(&mut self.tally.timeline),
-            std::mem::take(&mut self.tally.longest_waits),
-            self.log.take(),
-        );
-        report.removals = std::mem::take(&mut self.tally.removals);
-        report.started_at = crate::clock::rfc3339(self.origin);
-        report.metrics = self.core.render_metrics(self.now, &[]);
-        report
-    }
 }
 
 /// The pod template of a workload document, named after the workload (pods get `-<i>`).
@@ -2193,30 +1720,6 @@ pub(crate) fn allocatable_amounts(r: &Resources) -> kube_scheduler::Amounts {
         .collect()
 }
 
-fn one_template(doc: &Value) -> Pod {
-    let mut single = doc.clone();
-    let is_job = doc.get("kind").and_then(Value::as_str) == Some("Job");
-    if let Some(spec) = single.get_mut("spec").and_then(Value::as_object_mut) {
-        // one pod, by the field the kind has (workloads are read strictly)
-        if is_job {
-            spec.insert("parallelism".into(), 1.into());
-            spec.remove("completions");
-        } else {
-            spec.insert("replicas".into(), 1.into());
-        }
-    }
-    let raw = RawDocument {
-        line: 0,
-        value: single,
-    };
-    let mut pod = match read(&raw) {
-        Ok(Some(ClusterObject::Pods(mut pods))) if !pods.is_empty() => pods.remove(0),
-        _ => Pod::default(),
-    };
-    pod.metadata.name = Some(raw.name().to_string());
-    pod
-}
-
 /// What the cloud says of a launched instance, as the launch answer carries it.
 fn launched_as(instance: &Instance, region: &str) -> Launched {
     let mut labels = instance.labels.clone();
@@ -2234,44 +1737,6 @@ fn launched_as(instance: &Instance, region: &str) -> Launched {
         image_id: None,
         network: None,
     }
-}
-
-/// Every problem of a manifest at `path`, as `kerf validate` lists them: the first as the
-/// error's path and message, the others on lines of their own.
-fn every_problem(path: &str, problems: &[kerf_api::validation::Problem]) -> ScenarioError {
-    let mut message = problems
-        .first()
-        .map(|p| p.message.clone())
-        .unwrap_or_default();
-    for p in problems.iter().skip(1) {
-        message.push_str(&format!("\n  {path}.{}: {}", p.path, p.message));
-    }
-    ScenarioError {
-        path: format!("{path}.{}", problems.first().map_or("", |p| &p.path[..])),
-        message,
-    }
-}
-
-fn precheck(doc: &Value, path: &str) -> Result<(), SimError> {
-    let raw = RawDocument {
-        line: 0,
-        value: doc.clone(),
-    };
-    match check_document(&raw) {
-        Checked::Invalid(problems) => Err(every_problem(path, &problems).into()),
-        Checked::Other => read(&raw).map(|_| ()).map_err(|e| {
-            ScenarioError {
-                path: format!("{path}.{}", e.path),
-                message: e.message,
-            }
-            .into()
-        }),
-        Checked::Valid(_) => Ok(()),
-    }
-}
-
-fn region_domain(region: &str) -> &str {
-    if region == "us-east-1" { "ec2" } else { region }
 }
 
 /// What the checkers see of an action before it is carried out ([`Admission`]); none for

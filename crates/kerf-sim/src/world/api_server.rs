@@ -44,6 +44,82 @@ pub(crate) struct ApiServer {
     pub events: super::events::Events,
 }
 
+impl ApiServer {
+    /// Stores a NodeClaim the controllers created at `now`; a create of one that exists
+    /// changes nothing.
+    pub fn create_nodeclaim(&mut self, object: NodeClaim, now: Duration) {
+        let name = object.metadata.name.clone().unwrap_or_default();
+        let asked = self.creates_asked.remove(&name).unwrap_or(now);
+        let stored = StoredNodeClaim {
+            object,
+            created: now,
+            age: Duration::ZERO,
+            deleting: None,
+            node_registered: false,
+            asked,
+        };
+        self.nodeclaims.entry(name).or_insert(stored);
+    }
+
+    /// Writes a NodeClaim's status subresource at `now`, keeping each condition's last
+    /// transition time while its status holds, and adds `labels` to it.
+    pub fn patch_nodeclaim_status(
+        &mut self,
+        name: &str,
+        mut status: kerf_api::nodeclaim::NodeClaimStatus,
+        labels: BTreeMap<String, String>,
+        now: Duration,
+    ) {
+        let Some(stored) = self.nodeclaims.get_mut(name) else {
+            return;
+        };
+        let previous = stored.object.status.take().unwrap_or_default();
+        let created = kerf_core::clock::kubernetes_time(stored.born());
+        status.conditions = kerf_core::objects::nodeclaim_conditions(
+            std::mem::take(&mut status.conditions),
+            &previous.conditions,
+            now + Duration::from_secs(EPOCH_UNIX),
+            stored.object.metadata.generation,
+            Some(&created),
+        );
+        stored.object.status = Some(status);
+        (stored.object.metadata.labels.get_or_insert_default()).extend(labels);
+    }
+
+    /// Sets (`Some`) or removes (`None`) a NodeClaim's labels or, with `annotations`, its
+    /// annotations, as a merge patch does.
+    pub fn patch_nodeclaim_metadata(
+        &mut self,
+        name: &str,
+        changes: BTreeMap<String, Option<String>>,
+        annotations: bool,
+    ) {
+        let Some(stored) = self.nodeclaims.get_mut(name) else {
+            return;
+        };
+        let meta = &mut stored.object.metadata;
+        let map = if annotations {
+            meta.annotations.get_or_insert_default()
+        } else {
+            meta.labels.get_or_insert_default()
+        };
+        for (k, v) in changes {
+            match v {
+                Some(v) => map.insert(k, v),
+                None => map.remove(&k),
+            };
+        }
+    }
+
+    /// Starts a NodeClaim's deletion at `now` (its finalizer holds it): the object as the
+    /// watch delivers it then, or none when it is gone or already being deleted.
+    pub fn delete_nodeclaim(&mut self, name: &str, now: Duration) -> Option<NodeClaim> {
+        let stored = (self.nodeclaims.get_mut(name)).filter(|c| c.deleting.is_none())?;
+        stored.deleting = Some(now);
+        Some(stored.listed())
+    }
+}
+
 /// A NodeClaim object as the simulated API server holds it: what the controllers created,
 /// with the status and labels they wrote since.
 pub(crate) struct StoredNodeClaim {

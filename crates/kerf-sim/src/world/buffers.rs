@@ -1,56 +1,19 @@
-//! CapacityBuffers in the simulator (the `CapacityBuffer` gate): a scenario's buffers and the
-//! PodTemplates they name reach Kerf as its watch would bring them, and so do the pod shapes
-//! and replicas of its Deployments, StatefulSets and ReplicaSets, which a buffer may size
-//! itself from. Kerf's controllers keep the room; the simulator only keeps the objects.
+//! CapacityBuffers in the simulator (the `CapacityBuffer` gate): the pod shapes and
+//! replicas of a scenario's Deployments, StatefulSets and ReplicaSets, which a buffer may
+//! size itself from, reach Kerf as its watch would bring them (the buffers and PodTemplates
+//! themselves are read with the other manifests, [`super::manifests`]). Kerf's controllers
+//! keep the room; the simulator only keeps the objects.
 
-use k8s_openapi::api::core::v1::PodTemplate;
 use kerf_core::buffers::Template;
 use kerf_core::observe::Object;
 use serde_json::Value;
 
-use super::{SimError, World};
-use crate::scenario::ScenarioError;
+use super::World;
 
 /// The kinds a buffer's `scalableRef` may name (Karpenter reads `apps` only).
 const SCALABLE: [&str; 3] = ["Deployment", "StatefulSet", "ReplicaSet"];
 
 impl World {
-    /// A scenario's CapacityBuffer or PodTemplate, written as the API server would hold it.
-    pub(super) fn apply_buffer_object(&mut self, doc: &Value, path: &str) -> Result<(), SimError> {
-        // the field that does not read is named by its path
-        let unread = |e: serde_path_to_error::Error<serde_json::Error>| ScenarioError {
-            path: format!("{path}.{}", e.path()),
-            message: e.into_inner().to_string(),
-        };
-        match doc.get("kind").and_then(Value::as_str) {
-            Some("CapacityBuffer") => {
-                let mut buffer: kerf_api::CapacityBuffer =
-                    serde_path_to_error::deserialize(doc).map_err(unread)?;
-                let meta = &mut buffer.metadata;
-                meta.namespace.get_or_insert_with(|| "default".into());
-                meta.generation.get_or_insert(1);
-                self.write(Object::capacity_buffer(buffer));
-            }
-            _ => {
-                let template: PodTemplate =
-                    serde_path_to_error::deserialize(doc).map_err(unread)?;
-                let meta = &template.metadata;
-                let key = format!(
-                    "{}/{}",
-                    meta.namespace.as_deref().unwrap_or("default"),
-                    meta.name.as_deref().unwrap_or_default()
-                );
-                let template = Box::new(Template {
-                    generation: meta.generation.unwrap_or(1),
-                    replicas: 0,
-                    template: template.template.unwrap_or_default(),
-                });
-                self.write(Object::PodTemplate { key, template });
-            }
-        }
-        Ok(())
-    }
-
     /// A workload's pod shape and replicas, for the buffers that size themselves from it
     /// (with the gate on; nothing else reads it).
     pub(super) fn workload_shape(&mut self, kind: &str, namespace: &str, name: &str, doc: &Value) {

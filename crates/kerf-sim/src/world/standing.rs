@@ -41,7 +41,7 @@ impl World {
         self.start_at(Duration::from_secs(
             oldest.unwrap_or_default().as_secs() + 1,
         ));
-        let origin = self.origin;
+        let origin = self.tally.origin;
         let nodes: BTreeMap<String, Node> = (standing.nodes.into_iter())
             .filter_map(|n| Some((n.metadata.name.clone()?, n)))
             .collect();
@@ -115,7 +115,7 @@ impl World {
         for std::cmp::Reverse((at, seq, ev)) in queued {
             self.queue.push(std::cmp::Reverse((at + origin, seq, ev)));
         }
-        self.origin = origin;
+        self.tally.origin = origin;
         self.now = origin;
         self.tally.last_accrual = origin;
     }
@@ -213,7 +213,7 @@ impl World {
             taints,
             amounts(status.allocatable.as_ref()),
             amounts(status.capacity.as_ref()),
-            self.origin,
+            self.tally.origin,
         );
         stored.annotations = node.metadata.annotations.clone().unwrap_or_default();
         for c in status.conditions.iter().flatten() {
