@@ -42,6 +42,52 @@ pub struct Scenario {
     pub spec: Spec,
 }
 
+impl Scenario {
+    /// The zones the run offers: `spec.zones`, each one of the region's, or the region's
+    /// first three.
+    pub(crate) fn zones(&self) -> Result<Vec<String>, ScenarioError> {
+        let region = &self.spec.region;
+        let all = kerf_aws::catalog::zones(region)
+            .map_err(|e| ScenarioError::new("spec.region", e.to_string()))?;
+        if self.spec.zones.is_empty() {
+            return Ok(all.iter().take(3).cloned().collect());
+        }
+        for (i, z) in self.spec.zones.iter().enumerate() {
+            if !all.contains(z) {
+                let message = format!("{z} is not a zone of {region}");
+                return Err(ScenarioError::new(format!("spec.zones[{i}]"), message));
+            }
+        }
+        Ok(self.spec.zones.clone())
+    }
+
+    /// The controllers' settings the scenario asks for: its feature gates and policies.
+    pub(crate) fn settings(&self) -> kerf_core::controllers::Settings {
+        let spec = &self.spec;
+        let gates = &spec.feature_gates;
+        kerf_core::controllers::Settings {
+            epoch_unix: crate::clock::EPOCH_UNIX,
+            registration_ttl: crate::world::REGISTRATION_TTL,
+            spot_to_spot: gates.spot_to_spot_consolidation,
+            node_repair: gates.node_repair,
+            static_capacity: gates.static_capacity,
+            capacity_buffer: gates.capacity_buffer,
+            node_overlay: gates.node_overlay,
+            pod_deletion_cost: gates.pod_deletion_cost_management,
+            terminate_first_drift: gates.terminate_first_drift,
+            terminate_first_repair: gates.terminate_first_repair,
+            node_class_status: true,
+            preference_policy: spec.preference_policy,
+            min_values_policy: spec.min_values_policy,
+            min_savings: kerf_core::disruption::search::MinSavings {
+                per_hour: spec.consolidation_min_savings_per_hour,
+                percent: spec.consolidation_min_savings_percent,
+            },
+            ..kerf_core::controllers::Settings::default()
+        }
+    }
+}
+
 /// Scenario metadata.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

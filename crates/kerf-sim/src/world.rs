@@ -4,8 +4,7 @@
 //! ([`kerf_core::controllers::Controllers`]) decide; this shell feeds them what happened and
 //! carries out what they ask, as the operator does against a real cluster.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +18,7 @@ use kerf_core::cluster::{CapacityType, CloudInstance, Launched, PodOwner, set_po
 use kerf_core::controllers::disruption::PASS_INTERVAL;
 use kerf_core::controllers::lifecycle::{InsufficientOffering, retry_wait};
 use kerf_core::controllers::node_classes::TERMINATION_FINALIZER;
-use kerf_core::controllers::{Action, Controllers, LaunchRequest, Settings};
+use kerf_core::controllers::{Action, Controllers, LaunchRequest};
 use kerf_core::nodepools::node_pool_input;
 use kerf_core::observe::{Object, Observation};
 use kerf_core::provisioning::rules::is_provisionable;
@@ -31,13 +30,14 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
-use crate::clock::EPOCH_UNIX;
 use crate::cloud::{self, Instance};
 use crate::kube_scheduler;
 use crate::log::Log;
 use crate::report::Report;
 use crate::scenario::{NoticeKind, Scenario, ScenarioError};
 
+mod agenda;
+use agenda::{Agenda, Ev};
 mod api_server;
 use api_server::{ApiServer, StoredNodeClaim};
 mod binder;
@@ -115,26 +115,6 @@ pub enum Plant {
     MissingTaint,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Ev {
-    Scenario(usize),
-    /// The instance with this provider id registers its node.
-    Registered(String),
-    /// The node becomes Ready (and its startup taints are removed).
-    Ready(String),
-    Interrupt(usize),
-    Notice(usize),
-    /// The instance with this provider id goes away, with the cloud's words for why.
-    Reclaim(String, &'static str),
-    Sample,
-    /// The controllers asked to be polled.
-    Wake,
-    /// Kerf crashes and starts again.
-    Restart,
-    /// A capacity reservation turns `expiring` or ends.
-    Reservations,
-}
-
 /// One simulation: the loop that wires its parts. The simulated API server ([`ApiServer`])
 /// stores every object; the cloud's instances, the workload controllers and kube-scheduler's
 /// stand-in ([`binder::Binder`]) act on it; Kerf's controllers ([`Controllers`]) see it
@@ -164,10 +144,8 @@ pub struct World {
     images: BTreeMap<String, (Value, Vec<kerf_api::ec2nodeclass::AmiStatus>)>,
     now: Duration,
     rng: ChaCha8Rng,
-    queue: BinaryHeap<Reverse<(Duration, u64, Ev)>>,
-    seq: u64,
-    /// Wake-ups already queued for the controllers.
-    wakes: BTreeSet<Duration>,
+    /// What is due next.
+    agenda: Agenda,
     /// Kerf's writes that failed for a passing reason (`spec.apiServer`), to be tried again
     /// as the operator does; lost when Kerf restarts.
     unfinished: Unfinished,
@@ -263,45 +241,8 @@ fn owned_by(kind: &str, name: &str) -> Option<Vec<OwnerReference>> {
 impl World {
     /// Builds the world at t=0 from a scenario.
     pub fn new(scenario: Scenario, options: RunOptions) -> Result<World, SimError> {
-        let region = scenario.spec.region.clone();
-        let all_zones = kerf_aws::catalog::zones(&region).map_err(|e| ScenarioError {
-            path: "spec.region".into(),
-            message: e.to_string(),
-        })?;
-        let zones: Vec<String> = if scenario.spec.zones.is_empty() {
-            all_zones.iter().take(3).cloned().collect()
-        } else {
-            for (i, z) in scenario.spec.zones.iter().enumerate() {
-                if !all_zones.contains(z) {
-                    return Err(ScenarioError {
-                        path: format!("spec.zones[{i}]"),
-                        message: format!("{z} is not a zone of {region}"),
-                    }
-                    .into());
-                }
-            }
-            scenario.spec.zones.clone()
-        };
-        let settings = Settings {
-            epoch_unix: EPOCH_UNIX,
-            registration_ttl: REGISTRATION_TTL,
-            spot_to_spot: scenario.spec.feature_gates.spot_to_spot_consolidation,
-            node_repair: scenario.spec.feature_gates.node_repair,
-            static_capacity: scenario.spec.feature_gates.static_capacity,
-            capacity_buffer: scenario.spec.feature_gates.capacity_buffer,
-            node_overlay: scenario.spec.feature_gates.node_overlay,
-            pod_deletion_cost: scenario.spec.feature_gates.pod_deletion_cost_management,
-            terminate_first_drift: scenario.spec.feature_gates.terminate_first_drift,
-            terminate_first_repair: scenario.spec.feature_gates.terminate_first_repair,
-            node_class_status: true,
-            preference_policy: scenario.spec.preference_policy,
-            min_values_policy: scenario.spec.min_values_policy,
-            min_savings: kerf_core::disruption::search::MinSavings {
-                per_hour: scenario.spec.consolidation_min_savings_per_hour,
-                percent: scenario.spec.consolidation_min_savings_percent,
-            },
-            ..Settings::default()
-        };
+        let zones = scenario.zones()?;
+        let settings = scenario.settings();
         let mut w = World {
             // the controllers draw NodeClaim names from their own stream, the cloud from the world's
             core: Controllers::new(settings, scenario.spec.seed ^ 0x6b65_7266),
@@ -314,10 +255,8 @@ impl World {
             checkers: Checkers::default(),
             tally: tally::Tally::default(),
             now: Duration::ZERO,
-            queue: BinaryHeap::new(),
-            seq: 0,
+            agenda: Agenda::default(),
             unfinished: Unfinished::default(),
-            wakes: BTreeSet::new(),
             log: Log::default(),
             options,
             scenario,
@@ -333,68 +272,18 @@ impl World {
                 manifests::read(doc, &format!("spec.events[{i}].apply"))?;
             }
         }
-        let events: Vec<Duration> = w.scenario.spec.events.iter().map(|e| e.at.0).collect();
-        for (i, at) in events.into_iter().enumerate() {
-            w.push(at, Ev::Scenario(i));
+        w.agenda = Agenda::of(&w.scenario);
+        // pods that waited through an API-server outage are excused until it ends and the
+        // writes' backoff after it
+        for o in &w.scenario.spec.api_server.outages {
+            let until = o.until.0 + retry_wait(u32::MAX);
+            (w.checkers).fault(faults::InjectedFault::everyone(o.from.0, until));
         }
-        let interruptions: Vec<Duration> = w
-            .scenario
-            .spec
-            .cloud
-            .spot_interruptions
-            .iter()
-            .map(|s| s.at.0)
-            .collect();
-        for (i, at) in interruptions.into_iter().enumerate() {
-            w.push(at, Ev::Interrupt(i));
-        }
-        let notices: Vec<Duration> = w
-            .scenario
-            .spec
-            .cloud
-            .notices
-            .iter()
-            .map(|n| n.at.0)
-            .collect();
-        for (i, at) in notices.into_iter().enumerate() {
-            w.push(at, Ev::Notice(i));
-        }
-        for at in w.scenario.spec.operator_restarts.clone() {
-            w.push(at.0, Ev::Restart);
-        }
-        let reservation_times: Vec<Duration> = (w.scenario.spec.cloud.reservations.iter())
-            .filter_map(|r| r.end.map(|e| e.0))
-            .flat_map(|end| {
-                [
-                    end.saturating_sub(kerf_aws::reservations::CAPACITY_BLOCK_EXPIRY),
-                    end,
-                ]
-            })
-            .collect();
-        for at in reservation_times {
-            w.push(at, Ev::Reservations);
-        }
-        // the cluster moves again when the API server is back; pods that waited through an
-        // outage are excused until then and the writes' backoff after it
-        let outages: Vec<(Duration, Duration)> = (w.scenario.spec.api_server.outages.iter())
-            .map(|o| (o.from.0, o.until.0))
-            .collect();
-        for (from, until) in outages {
-            if w.wakes.insert(until) {
-                w.push(until, Ev::Wake);
-            }
-            (w.checkers).fault(faults::InjectedFault::everyone(
-                from,
-                until + retry_wait(u32::MAX),
-            ));
-        }
-        w.push(Duration::ZERO, Ev::Sample);
         Ok(w)
     }
 
     fn push(&mut self, at: Duration, ev: Ev) {
-        self.seq += 1;
-        self.queue.push(Reverse((at, self.seq, ev)));
+        self.agenda.push(at, ev);
     }
 
     fn duration(&self) -> Duration {
@@ -444,10 +333,8 @@ impl World {
     ) -> Result<T, SimError> {
         self.settle()?;
         let at = (self.tally.origin + at).min(self.duration());
-        if self.wakes.insert(at) {
-            self.push(at, Ev::Wake);
-        }
-        while self.queue.peek().is_some_and(|Reverse((t, _, _))| *t <= at) {
+        self.agenda.wake_at(at);
+        while self.agenda.due_by(at) {
             self.step()?;
         }
         Ok(question(&mut self.core, &self.api.events, self.now))
@@ -456,7 +343,7 @@ impl World {
     /// Handles the next event and lets the cluster settle; false once no event is left
     /// within the scenario's duration.
     fn step(&mut self) -> Result<bool, SimError> {
-        let Some(Reverse((at, _, ev))) = self.queue.pop() else {
+        let Some((at, ev)) = self.agenda.pop() else {
             return Ok(false);
         };
         if at > self.duration() {
@@ -531,9 +418,7 @@ impl World {
             Ev::Interrupt(i) => self.interrupt(i),
             Ev::Notice(i) => self.notice(i),
             Ev::Reclaim(provider_id, why) => self.reclaim(&provider_id, why),
-            Ev::Wake => {
-                self.wakes.remove(&self.now);
-            }
+            Ev::Wake => self.agenda.woke(self.now),
             Ev::Restart => self.restart_controllers(),
             Ev::Reservations => {
                 self.end_reservations();
@@ -560,7 +445,7 @@ impl World {
                 let next = self.now + self.sample_every();
                 self.push(next.min(self.duration()), Ev::Sample);
                 if self.now >= self.duration() {
-                    self.queue.clear();
+                    self.agenda.clear();
                 }
             }
         }
@@ -588,8 +473,8 @@ impl World {
             if actions.is_empty() && (down || !self.binder.dirty) {
                 let due = [self.core.next_wakeup(), self.unfinished.next()];
                 for t in due.into_iter().flatten() {
-                    if t <= self.duration() && self.wakes.insert(t) {
-                        self.push(t, Ev::Wake);
+                    if t <= self.duration() {
+                        self.agenda.wake_at(t);
                     }
                 }
                 if self.options.check {
@@ -745,7 +630,9 @@ impl World {
             Action::AnnotateNodeClaim {
                 nodeclaim,
                 annotations,
-            } => self.api.patch_nodeclaim_metadata(&nodeclaim, annotations, true),
+            } => self
+                .api
+                .patch_nodeclaim_metadata(&nodeclaim, annotations, true),
             // the simulated cloud replaces nodes; it has no reboot (its nodes raise no
             // condition a reboot would clear)
             Action::Reboot { nodeclaim, .. } => {
@@ -1576,7 +1463,8 @@ impl World {
     fn register(&mut self, provider_id: &str) {
         let region = &self.scenario.spec.region;
         let now = self.now;
-        let Some(node) = kubelet::register(&mut self.api, &mut self.cloud, provider_id, region, now)
+        let Some(node) =
+            kubelet::register(&mut self.api, &mut self.cloud, provider_id, region, now)
         else {
             return;
         };

@@ -66,9 +66,11 @@ pub(super) fn register(
     let labels = node_labels(&launched, pool, &name);
     // the EBS CSI driver's node plugin publishes the node's attachment limit
     let class = &pool.spec.template.spec.node_class_ref.name;
-    let limit = (cloud.catalog(class, region, || node_settings(api, class)).iter())
-        .find(|t| t.name() == launched.instance_type)
-        .map(|t| t.ebs_attachments);
+    let limit = (cloud
+        .catalog(class, region, || node_settings(api, class))
+        .iter())
+    .find(|t| t.name() == launched.instance_type)
+    .map(|t| t.ebs_attachments);
     let csi = limit.map(|limit| {
         api.csi_limits.insert(name.clone(), limit);
         let csi: CSINode = serde_json::from_value(json!({
@@ -158,7 +160,9 @@ pub(super) fn set_condition(
                 .retain(|(kind, status, _, _)| kind != &c.kind || status == &c.status);
             match n.conditions.iter_mut().find(|(kind, ..)| kind == &c.kind) {
                 Some(existing) => existing.2.clone_from(&c.reason),
-                None => (n.conditions).push((c.kind.clone(), c.status.clone(), c.reason.clone(), now)),
+                None => {
+                    (n.conditions).push((c.kind.clone(), c.status.clone(), c.reason.clone(), now))
+                }
             }
             true
         });

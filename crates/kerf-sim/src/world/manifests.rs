@@ -25,7 +25,10 @@ pub(super) enum Manifest {
     /// A CapacityBuffer (namespace and generation defaulted, as the API server stores it).
     Buffer(Box<CapacityBuffer>),
     /// A PodTemplate a buffer may name, by `namespace/name`.
-    PodTemplate { key: String, template: Box<Template> },
+    PodTemplate {
+        key: String,
+        template: Box<Template>,
+    },
     /// Bare pods.
     Pods(Vec<Pod>),
     /// A workload (Deployment, ReplicaSet, StatefulSet, Job): its pods' template (named

@@ -69,8 +69,7 @@ pub(super) fn notice(
         api,
         cloud,
         |inst| {
-            !reclaim
-                || (inst.reservation.as_deref()).is_some_and(|r| interruptible.contains(&r))
+            !reclaim || (inst.reservation.as_deref()).is_some_and(|r| interruptible.contains(&r))
         },
         spec.nodepool.as_ref(),
         spec.instance_type.as_ref(),

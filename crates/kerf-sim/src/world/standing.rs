@@ -111,10 +111,7 @@ impl World {
     /// Moves the run's start to `origin` on the simulated clock: every event queued moves
     /// with it, and nothing is counted before it.
     fn start_at(&mut self, origin: Duration) {
-        let queued: Vec<_> = std::mem::take(&mut self.queue).into_vec();
-        for std::cmp::Reverse((at, seq, ev)) in queued {
-            self.queue.push(std::cmp::Reverse((at + origin, seq, ev)));
-        }
+        self.agenda.shift(origin);
         self.tally.origin = origin;
         self.now = origin;
         self.tally.last_accrual = origin;

@@ -13,9 +13,7 @@ use kerf_core::cluster::PodOwner;
 use super::api_server::{ApiServer, StoredNodeClaim};
 use crate::cloud::{Cloud, Instance};
 use crate::log::Log;
-use crate::report::{
-    FinalNode, LONGEST_WAITS, PoolSample, Removal, Report, Sample, Totals, Wait,
-};
+use crate::report::{FinalNode, LONGEST_WAITS, PoolSample, Removal, Report, Sample, Totals, Wait};
 use crate::scenario::Scenario;
 
 /// The report's running sums and records.
