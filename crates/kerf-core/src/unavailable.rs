@@ -134,21 +134,6 @@ impl UnavailableOfferings {
         self.generation
     }
 
-    /// The entries that count at `now`, each as `pattern until`, sorted: what a checker
-    /// reads to tell whether the unavailable set changed.
-    pub fn active(&self, now: Duration) -> Vec<String> {
-        let mut out: Vec<String> = self
-            .by_type
-            .values()
-            .flatten()
-            .chain(&self.any_type)
-            .filter(|(_, until)| now < **until)
-            .map(|(p, until)| format!("{p:?} {until:?}"))
-            .collect();
-        out.sort();
-        out
-    }
-
     /// How many entries are remembered.
     pub fn len(&self) -> usize {
         self.any_type.len() + self.by_type.values().map(HashMap::len).sum::<usize>()

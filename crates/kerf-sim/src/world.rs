@@ -43,7 +43,7 @@ use api_server::{ApiServer, StoredNodeClaim};
 mod binder;
 mod buffers;
 mod checkers;
-use checkers::{Admission, Checkers, CloudEvent, KerfMemory, Sight};
+use checkers::{Admission, Checkers, CloudEvent, DisruptionHook, Sight};
 mod events;
 pub use events::{Events, KeptEvent};
 mod faults;
@@ -153,22 +153,14 @@ pub struct World {
     options: RunOptions,
 }
 
-/// Kerf's memory as the checkers' named hooks read it.
-impl KerfMemory for Controllers {
-    fn nominated(&self, pod: &str) -> Option<&str> {
-        (self.cluster().pods().get(pod)).and_then(|r| r.nominated.as_deref())
-    }
-
+/// Kerf's disruption controller as the convergence check asks it.
+impl DisruptionHook for Controllers {
     fn command_in_flight(&self) -> bool {
         Controllers::command_in_flight(self)
     }
 
     fn fresh_decision(&mut self, now: Duration) -> Option<String> {
         Controllers::fresh_decision(self, now)
-    }
-
-    fn unavailable_at(&self, now: Duration) -> Vec<String> {
-        Controllers::unavailable_at(self, now)
     }
 }
 
@@ -373,16 +365,20 @@ impl World {
     }
 
     /// Lets the checkers look at the world as it is now: they see it only through
-    /// [`Sight`], and Kerf only through its named hooks.
+    /// [`Sight`], and of Kerf only its nominations and the convergence check's hook.
     fn with_checkers<T>(&mut self, check: impl FnOnce(&mut Checkers, &mut Sight<'_>) -> T) -> T {
+        let nominations: BTreeMap<String, String> = (self.core.cluster().pods().iter())
+            .filter_map(|(pod, r)| Some((pod.clone(), r.nominated.clone()?)))
+            .collect();
         let mut sight = Sight {
+            nominations: &nominations,
             api: &self.api,
             cloud: &self.cloud,
             scenario: &self.scenario,
             workloads: &self.workloads,
             now: self.now,
             writes_pending: self.unfinished.next().is_some(),
-            kerf: &mut self.core,
+            disruption: &mut self.core,
         };
         check(&mut self.checkers, &mut sight)
     }
@@ -410,6 +406,9 @@ impl World {
             Ev::Scenario(_) | Ev::Interrupt(_) | Ev::Notice(_) | Ev::Reclaim(..) | Ev::Restart
         ) {
             self.checkers.disturbed(self.now);
+        }
+        if matches!(ev, Ev::Interrupt(_) | Ev::Notice(_)) {
+            self.checkers.interrupted(self.now);
         }
         match ev {
             Ev::Scenario(i) => self.scenario_event(i)?,

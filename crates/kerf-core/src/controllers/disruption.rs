@@ -1313,12 +1313,6 @@ impl Controllers {
         ))
     }
 
-    /// The offerings remembered as unavailable at `now` (see
-    /// [`UnavailableOfferings::active`](crate::unavailable::UnavailableOfferings::active)).
-    pub fn unavailable_at(&self, now: Duration) -> Vec<String> {
-        self.desk.unavailable.active(now)
-    }
-
     /// Checks the command again on the current state after the validation wait (see
     /// [`crate::disruption::search::revalidate`]); acts on it if it still holds.
     pub(super) fn validate_command(&mut self, now: Duration) {

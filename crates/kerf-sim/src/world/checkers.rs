@@ -1,8 +1,10 @@
 //! The checkers `--check` runs ([`Checkers`]): the invariants, the oracles and the
 //! convergence check. They see the cluster only as [`Sight`] shows it: the API server's
-//! objects, the cloud's instances, the scenario and the clock; of Kerf, only what no object
-//! holds, through the named hooks of [`KerfMemory`]. They hold no reference to Kerf's
-//! controllers, so a checker cannot take its answer from the code it checks.
+//! objects, the cloud's instances, the scenario and the clock. Of Kerf they see two things no
+//! object holds: its nominations (kept in memory, as Karpenter keeps them; the binder reads
+//! the same), and the convergence check's one hook, [`DisruptionHook`]. They hold no
+//! reference to Kerf's controllers, so a checker cannot take its answer from the code it
+//! checks.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -25,20 +27,17 @@ mod spot_preference;
 
 pub use invariants::INVARIANTS;
 
-/// What of Kerf's memory the checkers read, because no stored object holds it. Each is a
-/// named hook; nothing else of Kerf's reaches them.
-pub(super) trait KerfMemory {
-    /// The NodeClaim Kerf nominated a pod to, if any: a pod nominated to a NodeClaim still
-    /// on its way is not yet late.
-    fn nominated(&self, pod: &str) -> Option<&str>;
+/// The convergence check's hook into Kerf's disruption controller, which it compares with
+/// by design: whether a command is under way (no object shows one while it is validated),
+/// and what a full pass would decide now. Nothing else of Kerf's controllers reaches the
+/// checkers.
+pub(super) trait DisruptionHook {
     /// Whether a disruption command is being validated or carried out: the cluster is not
     /// quiet while one is.
     fn command_in_flight(&self) -> bool;
     /// What a full disruption pass over the current state would decide now: the
     /// convergence check's differential question.
     fn fresh_decision(&mut self, now: Duration) -> Option<String>;
-    /// The offerings Kerf remembers as unavailable now, part of what "nothing changed" means.
-    fn unavailable_at(&self, now: Duration) -> Vec<String>;
 }
 
 /// An invariant broken at `now`.
@@ -50,7 +49,7 @@ pub(super) fn violation(now: Duration, message: String) -> SimError {
 }
 
 /// What the checkers see at one moment: the API server's objects, the cloud, the scenario,
-/// the clock, and Kerf's named hooks.
+/// the clock, Kerf's nominations and the convergence check's hook.
 pub(super) struct Sight<'a> {
     /// Every stored object.
     pub api: &'a ApiServer,
@@ -65,8 +64,13 @@ pub(super) struct Sight<'a> {
     /// Whether the operator still has writes to try again (a deletion the API server
     /// refused is on its way: Kerf counts it and the stored objects do not show it yet).
     pub writes_pending: bool,
-    /// Kerf's named hooks.
-    pub kerf: &'a mut dyn KerfMemory,
+    /// The NodeClaim Kerf nominated each pod to, by pod (`namespace/name`): a pod
+    /// nominated to a NodeClaim still on its way is not yet late. Karpenter keeps
+    /// nominations in memory; its `Nominated` Events are deduplicated per pod and rate
+    /// limited, so the stored Events cannot tell a nomination to a second NodeClaim.
+    pub nominations: &'a BTreeMap<String, String>,
+    /// The convergence check's hook.
+    pub disruption: &'a mut dyn DisruptionHook,
 }
 
 impl Sight<'_> {
@@ -128,7 +132,8 @@ pub(super) enum Admission<'a> {
 
 /// What the cloud did, shown to the checkers once it is done.
 pub(super) enum CloudEvent<'a> {
-    /// A launch was tried for this NodeClaim: an instance made, or refused for capacity.
+    /// A launch was tried for this NodeClaim: an instance made, or refused for capacity
+    /// (no instance runs for it).
     Launched(&'a str),
 }
 
@@ -197,6 +202,9 @@ impl Checkers {
     ) -> Result<(), SimError> {
         match event {
             CloudEvent::Launched(nodeclaim) => {
+                if !(seen.cloud.instances.values()).any(|(c, _)| c == nodeclaim) {
+                    self.convergence.refused(seen.now);
+                }
                 self.check_limits(seen, nodeclaim)?;
                 self.check_launch_price(seen, nodeclaim)?;
                 self.check_reservations(seen)
@@ -207,6 +215,11 @@ impl Checkers {
     /// Something happened that the controllers must react to: the quiet starts again.
     pub(super) fn disturbed(&mut self, now: Duration) {
         self.convergence.disturbed(now);
+    }
+
+    /// The cloud told of an interruption at `now`: it takes the capacity back.
+    pub(super) fn interrupted(&mut self, now: Duration) {
+        self.convergence.refused(now);
     }
 
     /// A NodePool, EC2NodeClass or NodeOverlay was applied: a pod no NodePool could host
@@ -292,7 +305,8 @@ mod tests {
         ),
     ];
 
-    /// The checkers reach Kerf only through [`super::KerfMemory`], and the world only
+    /// The checkers reach Kerf only through [`super::DisruptionHook`] and the nominations
+    /// they are shown, and the world only
     /// through [`super::Sight`]: no checker names Kerf's controllers or the world itself,
     /// so none can take its answer from the code it checks.
     #[test]

@@ -9,9 +9,10 @@
 //! inputs), not the decision itself, which the independent oracles judge (spot
 //! preference, budgets, waits). The checker tells "nothing changed" by its own fingerprint
 //! of the stored objects, with each node's last pod event as it saw it, not by the
-//! controllers' records or counters, so a counter that forgets a write is caught too. Of
-//! Kerf's memory it reads only what no object holds: whether a disruption command is in
-//! flight (part of "quiet") and the offerings it remembers as unavailable.
+//! controllers' records or counters, so a counter that forgets a write is caught too; what
+//! Kerf remembers as unavailable it tells from the cloud's refusals and interruptions, as
+//! it saw them. Of Kerf's memory it reads only what no object holds: whether a disruption
+//! command is in flight (part of "quiet"), through its one hook.
 //!
 //! [`fresh_decision`]: kerf_core::controllers::Controllers::fresh_decision
 
@@ -50,6 +51,10 @@ pub(super) struct Convergence {
     /// The fingerprint of the state spot preference was last checked in, with the
     /// capacity windows that counted then.
     spot_checked: Option<(u64, Vec<usize>)>,
+    /// When the cloud refused a launch for capacity or took capacity back (an
+    /// interruption), within the last unavailable-offerings TTL: Kerf remembers those
+    /// offerings as unavailable that long, which is part of what "nothing changed" means.
+    refusals: Vec<Duration>,
 }
 
 impl Convergence {
@@ -62,6 +67,12 @@ impl Convergence {
     /// checker saw it.
     pub(super) fn last_pod_event(&self, node: &str) -> Option<Duration> {
         self.pod_sets.get(node).map(|(_, at)| *at)
+    }
+
+    /// The cloud refused capacity or took it back at `now`.
+    pub(super) fn refused(&mut self, now: Duration) {
+        self.refusals.retain(|at| now < *at + TTL);
+        self.refusals.push(now);
     }
 
     /// Something happened that the controllers must react to: the quiet starts again.
@@ -82,7 +93,7 @@ impl Checkers {
         self.track_pod_events(seen);
         // no command starts while the API server is down (its marks are refused), in Kerf
         // as in Karpenter: the quiet starts again when it is back (swarm seed 90012)
-        let busy = seen.kerf.command_in_flight()
+        let busy = seen.disruption.command_in_flight()
             || seen.api_down().is_some()
             || (seen.api.pods.values()).any(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
         if busy {
@@ -101,7 +112,7 @@ impl Checkers {
         if self.convergence.missed.is_none() && self.convergence.settled == Some(print) {
             return self.check_spot_preference_once(seen, print);
         }
-        let Some(found) = seen.kerf.fresh_decision(now) else {
+        let Some(found) = seen.disruption.fresh_decision(now) else {
             self.convergence.settled = Some(print);
             self.convergence.missed = None;
             return self.check_spot_preference_once(seen, print);
@@ -255,7 +266,11 @@ impl Checkers {
                 .map(|s| s.disruptions_allowed)
                 .hash(&mut h);
         }
-        seen.kerf.unavailable_at(now).hash(&mut h);
+        // the offerings Kerf remembers as unavailable change as refusals come and go out of
+        // its memory
+        (self.convergence.refusals.iter())
+            .filter(|at| now < **at + TTL)
+            .for_each(|at| at.hash(&mut h));
         h.finish()
     }
 }

@@ -379,7 +379,7 @@ impl Checkers {
         let initialized = |c: &super::StoredNodeClaim| c.condition_true(INITIALIZED);
         // the nomination is Kerf's (in memory, as Karpenter's: read through its named hook);
         // the claim is read from the API server
-        (seen.kerf.nominated(key))
+        (seen.nominations.get(key))
             .and_then(|c| seen.api.nodeclaims.get(c))
             .is_some_and(|c| {
                 !initialized(c)
