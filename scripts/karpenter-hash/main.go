@@ -34,19 +34,29 @@
 //     Bottlerocket) families apply every key (`UnmanagedKubeletFields`);
 //   - {"kind": "KubeletFields"}: the shape of the upstream KubeletConfiguration that
 //     validation decodes into (k8s.io/kubelet as Karpenter's go.mod pins it): each field's
-//     JSON name and type, nested, as the decoder sees them.
+//     JSON name and type, nested, as the decoder sees them;
+//   - {"kind": "Events", "pod", "node", "nodeClaim", "nodePool", "nodeClass"} (a Pod, Node,
+//     NodeClaim, NodePool and EC2NodeClass; any may be absent): the Events Karpenter's
+//     constructors build about them, for each constructor whose event Kerf also publishes and
+//     whose objects are given, called with the fixed arguments of `eventArgs` (a reason
+//     "Drifted", an error "boom", …): each event's constructor, involved object's kind, type,
+//     reason, message, dedupe values and dedupe timeout (the recorder's: 2 minutes when the
+//     constructor sets none), and whether a rate limiter also gates it.
 //
 // Output (stdout): a JSON array, one result per item: {"kind", "name", "hash", "version"},
 // {"kind", "costs", "cost"}, {"kind", "score", "approved"} (the score as text: it may be +Inf),
 // {"kind", "families": [{"name", "type", "help", "labels", "buckets"}]}, {"kind", "allowed"} or
 // {"kind", "numNodes", "disrupting"} (by NodePool), {"kind", "blocks"} (one per pod) or
 // {"kind", "blockedBy", "pdbs"} ("do-not-disrupt", "pdb" or "", and the budgets named),
-// {"kind", "errors", "unmanaged"} or {"kind", "shape"}.
+// {"kind", "errors", "unmanaged"}, {"kind", "shape"} or {"kind", "events": [{"constructor",
+// "object", "type", "reason", "message", "dedupeValues", "dedupeTimeoutSeconds",
+// "rateLimited"}]} (rateLimited only when true).
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -58,15 +68,26 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
+	cloudproviderevents "github.com/aws/karpenter-provider-aws/pkg/cloudprovider/events"
+	interruptionevents "github.com/aws/karpenter-provider-aws/pkg/controllers/interruption/events"
+	"github.com/aws/karpenter-provider-aws/pkg/controllers/nodeclass"
 	prometheusv2 "github.com/jonathan-innis/aws-sdk-go-prometheus/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 	"sigs.k8s.io/karpenter/pkg/controllers/disruption"
+	disruptionevents "sigs.k8s.io/karpenter/pkg/controllers/disruption/events"
+	terminatorevents "sigs.k8s.io/karpenter/pkg/controllers/node/termination/terminator/events"
+	"sigs.k8s.io/karpenter/pkg/controllers/nodeclaim/consistency"
+	// lifecycle and scheduling register metric families as they load, as the packages below do
+	"sigs.k8s.io/karpenter/pkg/controllers/nodeclaim/lifecycle"
+	rebootevents "sigs.k8s.io/karpenter/pkg/controllers/nodeclaim/reboot/events"
+	"sigs.k8s.io/karpenter/pkg/controllers/provisioning/scheduling"
 	"sigs.k8s.io/karpenter/pkg/controllers/state"
 	"sigs.k8s.io/karpenter/pkg/events"
 	"sigs.k8s.io/karpenter/pkg/operator/options"
@@ -93,10 +114,8 @@ import (
 	_ "sigs.k8s.io/karpenter/pkg/controllers/metrics/pod"
 	_ "sigs.k8s.io/karpenter/pkg/controllers/node/termination"
 	_ "sigs.k8s.io/karpenter/pkg/controllers/node/termination/terminator"
-	_ "sigs.k8s.io/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	_ "sigs.k8s.io/karpenter/pkg/controllers/nodeclaim/reboot"
 	_ "sigs.k8s.io/karpenter/pkg/controllers/pod/deletioncost"
-	_ "sigs.k8s.io/karpenter/pkg/controllers/provisioning/scheduling"
 	_ "sigs.k8s.io/karpenter/pkg/controllers/state"
 	_ "sigs.k8s.io/karpenter/pkg/metrics"
 	_ "sigs.k8s.io/karpenter/pkg/operator"
@@ -123,6 +142,69 @@ type result struct {
 	Errors     []string       `json:"errors,omitempty"`
 	Unmanaged  []string       `json:"unmanaged,omitempty"`
 	Shape      *shape         `json:"shape,omitempty"`
+	Events     []builtEvent   `json:"events,omitempty"`
+}
+
+// builtEvent is one Event a Karpenter constructor built, as its recorder reads it.
+type builtEvent struct {
+	Constructor          string   `json:"constructor"`
+	Object               string   `json:"object"`
+	Type                 string   `json:"type"`
+	Reason               string   `json:"reason"`
+	Message              string   `json:"message"`
+	DedupeValues         []string `json:"dedupeValues"`
+	DedupeTimeoutSeconds float64  `json:"dedupeTimeoutSeconds"`
+	RateLimited          bool     `json:"rateLimited,omitempty"`
+}
+
+type eventsQuery struct {
+	Pod       *corev1.Pod         `json:"pod"`
+	Node      *corev1.Node        `json:"node"`
+	NodeClaim *karpv1.NodeClaim   `json:"nodeClaim"`
+	NodePool  *karpv1.NodePool    `json:"nodePool"`
+	NodeClass *awsv1.EC2NodeClass `json:"nodeClass"`
+}
+
+// eventArgs are the fixed arguments the Events item hands the constructors besides its
+// objects, so that a test builds the same events in Kerf.
+var eventArgs = struct {
+	Reason          string // a disruption reason, and an eviction's
+	Err             error
+	Message         string // a free-form message (a blocked node's, a consistency issue, …)
+	Time            time.Time
+	GracePeriod     int64
+	Command         string // a consolidation command's text, %s the node's name
+	Rejection       string
+	Savings         float64
+	Score           float64
+	Threshold       float64
+	K               int32
+	SavingsPct      float64
+	DisruptionPct   float64
+	ZoneName        string
+	ZoneID          string
+	Attachments     []string
+	NodeClaimNames  []string
+	RepairThreshold string
+}{
+	Reason:          "Drifted",
+	Err:             errors.New("boom"),
+	Message:         "boom",
+	Time:            time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+	GracePeriod:     30,
+	Command:         "delete: [%s]",
+	Rejection:       "churn",
+	Savings:         0.096,
+	Score:           1.5,
+	Threshold:       1,
+	K:               2,
+	SavingsPct:      40,
+	DisruptionPct:   10,
+	ZoneName:        "us-west-2a",
+	ZoneID:          "usw2-az1",
+	Attachments:     []string{"va-1", "va-2"},
+	NodeClaimNames:  []string{"default-a", "default-b", "default-c", "default-d", "default-e", "default-f", "default-g"},
+	RepairThreshold: "20%",
 }
 
 // shape is a Go type as the JSON decoder reads it: its kind ("struct", "map", "slice", a
@@ -351,6 +433,10 @@ func main() {
 			out = append(out, result{Kind: "KubeletConfig", Errors: errs, Unmanaged: awsv1.UnmanagedKubeletFields(q.Kubelet)})
 		case "KubeletFields":
 			out = append(out, result{Kind: "KubeletFields", Shape: shapeOf(reflect.TypeFor[kubeletconfigv1beta1.KubeletConfiguration]())})
+		case "Events":
+			var q eventsQuery
+			decode(i, doc, &q)
+			out = append(out, result{Kind: "Events", Events: karpenterEvents(q)})
 		default:
 			fmt.Fprintf(os.Stderr, "karpenter-hash: item %d: kind %q is not one this program reads\n", i, head.Kind)
 			os.Exit(2)
@@ -467,6 +553,143 @@ func podsDisruptable(ctx context.Context, q podsQuery) (string, []string, error)
 	}
 	sort.Strings(names)
 	return "pdb", names, nil
+}
+
+// karpenterEvents calls each constructor of an Event Kerf also publishes whose objects q
+// holds, with eventArgs for the rest: core's disruption, termination, NodeClaim,
+// provisioning and pod events, then the AWS provider's.
+func karpenterEvents(q eventsQuery) []builtEvent {
+	out := []builtEvent{}
+	add := func(constructor string, evts ...events.Event) {
+		for _, e := range evts {
+			// the recorder's default when the constructor sets none (defaultDedupeTimeout)
+			timeout := e.DedupeTimeout
+			if timeout == 0 {
+				timeout = 2 * time.Minute
+			}
+			out = append(out, builtEvent{
+				Constructor:          constructor,
+				Object:               objectKind(e.InvolvedObject),
+				Type:                 e.Type,
+				Reason:               e.Reason,
+				Message:              e.Message,
+				DedupeValues:         append([]string{}, e.DedupeValues...),
+				DedupeTimeoutSeconds: timeout.Seconds(),
+				RateLimited:          e.RateLimiter != nil,
+			})
+		}
+	}
+	a := eventArgs
+	pod, node, nodeClaim, nodePool, nodeClass := q.Pod, q.Node, q.NodeClaim, q.NodePool, q.NodeClass
+	// disruption
+	if node != nil && nodeClaim != nil && nodePool != nil {
+		add("disruptionevents.NodeRepairBlocked", disruptionevents.NodeRepairBlocked(node, nodeClaim, nodePool,
+			fmt.Sprintf("more than %s of nodes in nodepool %q are unhealthy", a.RepairThreshold, nodePool.Name))...)
+	}
+	if nodeClaim != nil {
+		add("disruptionevents.Launching", disruptionevents.Launching(nodeClaim, a.Reason))
+		add("disruptionevents.WaitingOnReadiness", disruptionevents.WaitingOnReadiness(nodeClaim))
+	}
+	if node != nil && nodeClaim != nil {
+		add("disruptionevents.Terminating", disruptionevents.Terminating(node, nodeClaim, a.Reason)...)
+		add("disruptionevents.Unconsolidatable", disruptionevents.Unconsolidatable(node, nodeClaim, a.Message)...)
+	}
+	if node != nil || nodeClaim != nil {
+		add("disruptionevents.Blocked", disruptionevents.Blocked(node, nodeClaim, a.Message)...)
+	}
+	if nodePool != nil {
+		add("disruptionevents.NodePoolBlockedForDisruptionReason", disruptionevents.NodePoolBlockedForDisruptionReason(nodePool, karpv1.DisruptionReason(a.Reason)))
+	}
+	if node != nil && nodeClaim != nil {
+		command := fmt.Sprintf(a.Command, node.Name)
+		add("disruptionevents.ConsolidationCandidate", disruptionevents.ConsolidationCandidate(node, nodeClaim, command, a.Savings)...)
+		add("disruptionevents.ConsolidationRejected", disruptionevents.ConsolidationRejected(node, nodeClaim, command, a.Rejection, a.Savings)...)
+		add("disruptionevents.ConsolidationApproved", disruptionevents.ConsolidationApproved(node, nodeClaim, a.Score, a.Threshold, a.K, a.SavingsPct, a.DisruptionPct)...)
+	}
+	if nodePool != nil {
+		add("disruptionevents.ConsolidationApprovedMultiNode", disruptionevents.ConsolidationApprovedMultiNode(nodePool, a.Score, a.Threshold, a.K, a.SavingsPct, a.DisruptionPct))
+	}
+	// node termination
+	if pod != nil {
+		grace, at := a.GracePeriod, a.Time
+		add("terminatorevents.EvictPod", terminatorevents.EvictPod(pod, a.Reason))
+		add("terminatorevents.DisruptPodDelete", terminatorevents.DisruptPodDelete(pod, &grace, &at))
+	}
+	if node != nil {
+		attachments := []*storagev1.VolumeAttachment{}
+		for _, name := range a.Attachments {
+			va := &storagev1.VolumeAttachment{}
+			va.Name = name
+			attachments = append(attachments, va)
+		}
+		add("terminatorevents.NodeFailedToDrain", terminatorevents.NodeFailedToDrain(node, a.Err))
+		add("terminatorevents.NodeAwaitingVolumeDetachmentEvent", terminatorevents.NodeAwaitingVolumeDetachmentEvent(node, attachments...))
+		add("terminatorevents.NodeTerminationGracePeriodExpiring", terminatorevents.NodeTerminationGracePeriodExpiring(node, a.Time.Format(time.RFC3339)))
+	}
+	// NodeClaims
+	if nodeClaim != nil {
+		add("terminatorevents.NodeClaimTerminationGracePeriodExpiring", terminatorevents.NodeClaimTerminationGracePeriodExpiring(nodeClaim, a.Time.Format(time.RFC3339)))
+		add("consistency.FailedConsistencyCheckEvent", consistency.FailedConsistencyCheckEvent(nodeClaim, a.Message))
+		add("lifecycle.InsufficientCapacityErrorEvent", lifecycle.InsufficientCapacityErrorEvent(nodeClaim, a.Err))
+	}
+	if pod != nil && nodeClaim != nil {
+		add("lifecycle.InsufficientCapacityErrorPodEvent", lifecycle.InsufficientCapacityErrorPodEvent(pod, nodeClaim, a.Err))
+	}
+	if nodeClaim != nil {
+		add("lifecycle.UnregisteredTaintMissingEvent", lifecycle.UnregisteredTaintMissingEvent(nodeClaim))
+		add("rebootevents.RebootObserved", rebootevents.RebootObserved(nodeClaim))
+		add("rebootevents.RebootFailed", rebootevents.RebootFailed(nodeClaim, a.Message))
+	}
+	// provisioning
+	if pod != nil {
+		add("scheduling.NominatePodEvent", scheduling.NominatePodEvent(pod, node, nodeClaim))
+		add("scheduling.PodFailedToScheduleEvent", scheduling.PodFailedToScheduleEvent(pod, a.Err))
+	}
+	if nodePool != nil {
+		add("scheduling.NoCompatibleInstanceTypes", scheduling.NoCompatibleInstanceTypes(nodePool, false))
+		add("scheduling.NoCompatibleInstanceTypes", scheduling.NoCompatibleInstanceTypes(nodePool, true))
+	}
+	// pods' do-not-disrupt
+	if pod != nil {
+		add("podutils.InvalidDoNotDisruptAnnotationEvent", podutils.InvalidDoNotDisruptAnnotationEvent(pod, a.Message))
+		add("podutils.DoNotDisruptUntilEvent", podutils.DoNotDisruptUntilEvent(pod, a.Time))
+		add("podutils.DoNotDisruptGracePeriodElapsedEvent", podutils.DoNotDisruptGracePeriodElapsedEvent(pod))
+	}
+	// the AWS provider
+	if nodePool != nil {
+		add("cloudproviderevents.NodePoolZonalShiftDetected", cloudproviderevents.NodePoolZonalShiftDetected(nodePool, a.ZoneName, a.ZoneID))
+		add("cloudproviderevents.NodePoolZonalShiftCleared", cloudproviderevents.NodePoolZonalShiftCleared(nodePool, a.ZoneName, a.ZoneID))
+	}
+	if nodeClaim != nil {
+		add("interruptionevents.SpotInterrupted", interruptionevents.SpotInterrupted(node, nodeClaim)...)
+		add("interruptionevents.CapacityReservationInstanceInterrupted", interruptionevents.CapacityReservationInstanceInterrupted(node, nodeClaim)...)
+		add("interruptionevents.RebalanceRecommendation", interruptionevents.RebalanceRecommendation(node, nodeClaim)...)
+		add("interruptionevents.Stopping", interruptionevents.Stopping(node, nodeClaim)...)
+		add("interruptionevents.Terminating", interruptionevents.Terminating(node, nodeClaim)...)
+		add("interruptionevents.Unhealthy", interruptionevents.Unhealthy(node, nodeClaim)...)
+		add("interruptionevents.TerminatingOnInterruption", interruptionevents.TerminatingOnInterruption(node, nodeClaim)...)
+	}
+	if nodeClass != nil {
+		add("nodeclass.WaitingOnNodeClaimTerminationEvent", nodeclass.WaitingOnNodeClaimTerminationEvent(nodeClass, a.NodeClaimNames))
+	}
+	return out
+}
+
+// objectKind names the kind of an event's involved object.
+func objectKind(o any) string {
+	switch o.(type) {
+	case *corev1.Pod:
+		return "Pod"
+	case *corev1.Node:
+		return "Node"
+	case *karpv1.NodeClaim:
+		return "NodeClaim"
+	case *karpv1.NodePool:
+		return "NodePool"
+	case *awsv1.EC2NodeClass:
+		return "EC2NodeClass"
+	}
+	return fmt.Sprintf("%T", o)
 }
 
 // decode reads item i into v, or says why it cannot and stops.

@@ -53,6 +53,8 @@ pub mod node_classes;
 pub mod provisioning;
 pub mod reboot;
 mod registration;
+mod repeats;
+pub use repeats::{EventIdentity, RepeatKey};
 mod rehearsal;
 mod reservations;
 mod solving;

@@ -546,6 +546,114 @@ fn eviction_costs_and_balanced_scores_are_karpenters() {
     }
 }
 
+/// Kerf drops a repeated Event when Karpenter's recorder does. For every event of Karpenter
+/// v1.15's constructors whose reason Kerf sends (scripts/karpenter-hash builds them over
+/// one object of each kind), Kerf's repeat key names the object as Karpenter's dedupe
+/// values do (its UID, or its bare name), holds the message exactly when those values say
+/// more than the object (a reason, a command, a zone, a time, all in Kerf's message), and
+/// the repeat window is Karpenter's.
+#[test]
+fn events_repeat_as_karpenters() {
+    use kerf_core::controllers::{Event, EventIdentity, EventObject};
+    let uid = |n: &str| format!("00000000-0000-0000-0000-{n}");
+    let class_ref = serde_json::json!({"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"});
+    let item = serde_json::json!({
+        "kind": "Events",
+        "pod": {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-0", "namespace": "shop", "uid": uid("00000000p0d0")},
+            "spec": {"terminationGracePeriodSeconds": 60, "containers": [{"name": "app", "image": "app"}]}},
+        "node": {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "ip-10-0-0-1.ec2.internal", "uid": uid("0000000n0de0")}},
+        "nodeClaim": {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "default-abcde", "uid": uid("000000c1a100")},
+            "spec": {"nodeClassRef": class_ref, "requirements": []},
+            "status": {"conditions": [{"type": "Rebooting", "status": "True", "reason": "Rebooting",
+                "message": "", "lastTransitionTime": "2026-01-02T03:00:00Z", "observedGeneration": 1}]}},
+        "nodePool": {"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "default", "uid": uid("0000000p0010")},
+            "spec": {"template": {"spec": {"nodeClassRef": class_ref, "requirements": []}}}},
+        "nodeClass": {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "default", "uid": uid("00000c1a5500")},
+            "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}]}},
+    });
+    let objects = [
+        ("Pod", EventObject::Pod, "shop/web-0", uid("00000000p0d0")),
+        (
+            "Node",
+            EventObject::Node,
+            "ip-10-0-0-1.ec2.internal",
+            uid("0000000n0de0"),
+        ),
+        (
+            "NodeClaim",
+            EventObject::NodeClaim,
+            "default-abcde",
+            uid("000000c1a100"),
+        ),
+        (
+            "NodePool",
+            EventObject::NodePool,
+            "default",
+            uid("0000000p0010"),
+        ),
+        (
+            "EC2NodeClass",
+            EventObject::NodeClass,
+            "default",
+            uid("00000c1a5500"),
+        ),
+    ];
+    let theirs = karpenter_says(&[item]);
+    let events = theirs[0]["events"].as_array().expect("events").clone();
+    assert!(
+        events.len() > 40,
+        "Karpenter's constructors built: {}",
+        events.len()
+    );
+    let mut compared = 0;
+    for e in &events {
+        let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+        let constructor = s("constructor");
+        // a reboot's events are keyed on the reboot (its condition's transition time), and
+        // Kerf tells each once per reboot
+        if constructor.starts_with("rebootevents.") {
+            continue;
+        }
+        let Some((_, kind, name, object_uid)) = objects.iter().find(|o| o.0 == s("object")) else {
+            panic!("{constructor}: an event about {}", s("object"));
+        };
+        let event = Event {
+            kind: *kind,
+            name: name.to_string(),
+            warning: s("type") == "Warning",
+            reason: s("reason").into(),
+            message: s("message"),
+        };
+        let (key, window) = event.repeat_key();
+        let values: Vec<String> = (e["dedupeValues"].as_array().into_iter().flatten())
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect();
+        let identity = match values.first() {
+            Some(v) if v == object_uid => EventIdentity::Object(*kind, name.to_string()),
+            Some(v) => EventIdentity::Name(v.clone()),
+            None => panic!("{constructor}: no dedupe values"),
+        };
+        assert_eq!(key.identity, identity, "{constructor}: keyed on {values:?}");
+        assert_eq!(
+            key.message.is_some(),
+            values.len() > 1,
+            "{constructor}: keyed on {values:?}, Kerf's key {key:?}"
+        );
+        assert_eq!(
+            window.as_secs(),
+            e["dedupeTimeoutSeconds"].as_u64().unwrap_or_default(),
+            "{constructor}: repeat window"
+        );
+        compared += 1;
+    }
+    assert!(compared > 40, "events compared: {compared}");
+}
+
 /// NodePools and EC2NodeClasses covering every hashed field: the users' seeds, and a table
 /// of the fields the seeds leave out.
 fn table() -> String {

@@ -925,7 +925,7 @@ impl World {
                 self.disruption.stale = true;
                 let workload = Workload {
                     kind,
-                    template,
+                    template: *template,
                     claims,
                     replicas,
                     next,

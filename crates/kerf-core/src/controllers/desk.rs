@@ -270,36 +270,18 @@ impl Desk {
         }));
     }
 
-    /// Records an event unless the same one about the same object went out lately.
+    /// Records an event unless a repeat of it went out lately ([`Event::repeat_key`]).
     pub(super) fn event(&mut self, event: Event, now: Duration) {
+        let (key, dedupe) = event.repeat_key();
         let mut hasher = std::hash::DefaultHasher::new();
-        std::hash::Hash::hash(&(event.kind, &event.name, &event.reason), &mut hasher);
-        // Karpenter dedupes a failed drain, a node it cannot consolidate and a pod it deletes
-        // on the object alone, whatever the message
-        if !matches!(
-            event.reason.as_ref(),
-            "FailedDraining"
-                | "Unconsolidatable"
-                | "Disrupted"
-                | "NoCompatibleInstanceTypes"
-                | "AwaitingVolumeDetachment"
-                | "ConsolidationApproved"
-        ) {
-            std::hash::Hash::hash(&event.message, &mut hasher);
-        }
+        std::hash::Hash::hash(&key, &mut hasher);
         let key = std::hash::Hasher::finish(&hasher);
-        // Karpenter keeps a failed-scheduling event for five minutes, an unconsolidatable
-        // node's for fifteen, a NodePool's no-compatible-types for one, the others for two
-        let dedupe = match event.reason.as_ref() {
-            "FailedScheduling" => EVENT_DEDUPE * 5 / 2,
-            "Unconsolidatable" => EVENT_DEDUPE * 15 / 2,
-            "NoCompatibleInstanceTypes" => EVENT_DEDUPE / 2,
-            _ => EVENT_DEDUPE,
-        };
         if self
             .events_sent
             .get(&key)
-            .is_some_and(|at| now < *at + dedupe)
+            // a repeat right at the window's end is still dropped, as go-cache expires an
+            // entry only past it
+            .is_some_and(|at| now <= *at + dedupe)
         {
             return;
         }

@@ -37,7 +37,7 @@ pub(super) enum Manifest {
         kind: String,
         namespace: String,
         name: String,
-        template: Pod,
+        template: Box<Pod>,
         claims: Vec<PersistentVolumeClaim>,
         replicas: i64,
     },
@@ -90,7 +90,7 @@ pub(super) fn read(doc: &Value, path: &str) -> Result<Manifest, SimError> {
                 Some(ClusterObject::Pods(pods)) if kind == "Pod" => Manifest::Pods(pods),
                 Some(ClusterObject::Pods(pods)) => Manifest::Workload {
                     replicas: i64::try_from(pods.len()).unwrap_or(0),
-                    template: one_template(doc),
+                    template: Box::new(one_template(doc)),
                     claims: claim_templates(&raw),
                     kind,
                     namespace,
