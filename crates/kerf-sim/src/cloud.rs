@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use kerf_aws::InstanceType;
 use kerf_aws::capacity::NodeSettings;
-use kerf_core::cluster::ClaimRecord;
+use kerf_core::cluster::{CapacityType, ClaimRecord, Launched};
 use kerf_core::fleet::{self, Candidate};
 use kerf_scheduling::resources::Resources;
 use rand::RngExt;
@@ -59,6 +59,20 @@ impl Cloud {
         types
     }
 
+    /// The running instances as a listing returns them, each with the NodeClaim it was
+    /// launched for.
+    pub fn listing(&self) -> Vec<kerf_core::cluster::CloudInstance> {
+        (self.instances.values())
+            .map(|(claim, i)| kerf_core::cluster::CloudInstance {
+                provider_id: i.provider_id.clone(),
+                nodeclaim: claim.clone(),
+                image_id: None,
+                network: None,
+                reservation: Some(i.reservation.clone()),
+            })
+            .collect()
+    }
+
     /// The instance types a node class with `settings` is offered in `region`: the
     /// catalog's, with only the offerings in the run's zones.
     pub fn types_for(&self, region: &str, settings: &NodeSettings) -> Vec<InstanceType<'static>> {
@@ -96,6 +110,27 @@ pub struct Instance {
     pub interrupted: bool,
     /// The capacity reservation it runs in.
     pub reservation: Option<String>,
+}
+
+impl Instance {
+    /// What the cloud says of a launched instance, as the launch answer carries it.
+    pub fn launched(&self, region: &str) -> Launched {
+        let mut labels = self.labels.clone();
+        labels.insert(kerf_api::labels::REGION.into(), region.to_string());
+        Launched {
+            provider_id: self.provider_id.clone(),
+            instance_type: self.instance_type.clone(),
+            zone: self.zone.clone(),
+            capacity_type: CapacityType::parse(&self.capacity_type)
+                .unwrap_or(CapacityType::OnDemand),
+            price_per_hour: self.price_per_hour,
+            capacity: self.capacity.clone(),
+            allocatable: self.allocatable.clone(),
+            labels,
+            image_id: None,
+            network: None,
+        }
+    }
 }
 
 /// What a launch request got.

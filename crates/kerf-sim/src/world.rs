@@ -14,7 +14,7 @@ use kerf_api::{NodePool, labels};
 use kerf_aws::capacity::NodeSettings;
 use kerf_aws::instance_type::scheduler_options;
 use kerf_aws::interruption;
-use kerf_core::cluster::{CapacityType, CloudInstance, Launched, PodOwner, set_pod_scheduled};
+use kerf_core::cluster::{PodOwner, set_pod_scheduled};
 use kerf_core::controllers::disruption::PASS_INTERVAL;
 use kerf_core::controllers::lifecycle::{InsufficientOffering, retry_wait};
 use kerf_core::controllers::node_classes::TERMINATION_FINALIZER;
@@ -30,7 +30,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
-use crate::cloud::{self, Instance};
+use crate::cloud;
 use crate::kube_scheduler;
 use crate::log::Log;
 use crate::report::Report;
@@ -692,7 +692,7 @@ impl World {
                 annotations,
                 ..
             } => {
-                let widens = self.labels_widen(&node, &labels);
+                let widens = self.binder.labels_widen(&self.api, &node, &labels);
                 if self.api.nodes.label(&node, &labels, &annotations) {
                     if widens {
                         self.node_written(&node);
@@ -745,15 +745,7 @@ impl World {
                 self.offer_instance_types(node_class, spec)
             }
             Action::ListInstances => {
-                let listed: Vec<CloudInstance> = (self.cloud.instances.values())
-                    .map(|(claim, i)| CloudInstance {
-                        provider_id: i.provider_id.clone(),
-                        nodeclaim: claim.clone(),
-                        image_id: None,
-                        network: None,
-                        reservation: Some(i.reservation.clone()),
-                    })
-                    .collect();
+                let listed = self.cloud.listing();
                 self.core.observe(Observation::Instances(listed), self.now);
             }
             Action::ResolveNodeClass { node_class, .. } => {
@@ -831,35 +823,9 @@ impl World {
         let settings = self.core.settings().clone();
         let seed = self.rng.random::<u64>();
         self.core = Controllers::new(settings, seed);
-        let now = self.now;
-        // a relist, in the order the operator's watches settle: the kinds users apply (the
-        // cloud is asked for each class's types again), NodeClaims, volumes, then pods
-        for object in self.api.objects.list() {
-            self.core.observe(Observation::Applied(object), now);
-        }
-        for stored in self.api.nodeclaims.values() {
-            let object = Object::nodeclaim(stored.listed());
-            self.core.observe(Observation::Applied(object), now);
-        }
-        for object in self.api.storage.list() {
-            self.core
-                .observe(Observation::Applied(Object::Volume(object)), now);
-        }
-        // a pod's wait counts from its creation (or its PodScheduled condition), which the
-        // object carries; the nodes come after their pods so their requests add up
-        for p in self.api.pods.values() {
-            let pod = Object::Pod(p.pod.clone());
-            self.core
-                .observe(Observation::Applied(pod), p.pending_since);
-        }
-        let names: Vec<String> = self
-            .api
-            .nodes
-            .iter()
-            .map(|(name, _)| name.clone())
-            .collect();
-        for name in names {
-            self.observe_node(&name);
+        for (object, at) in self.api.relist() {
+            let at = at.unwrap_or(self.now);
+            self.core.observe(Observation::Applied(object), at);
         }
         self.binder_changed();
     }
@@ -1427,7 +1393,7 @@ impl World {
             return;
         };
         self.tally.totals.nodes_launched += 1;
-        let launched = launched_as(&instance, &self.scenario.spec.region);
+        let launched = instance.launched(&self.scenario.spec.region);
         let cloud = &self.scenario.spec.cloud;
         let delay = cloud.launch_delay.0 + jitter(&mut self.rng, cloud.launch_jitter.0);
         // no draw without faults: scenarios without them keep their exact runs
@@ -1536,32 +1502,6 @@ impl World {
         self.binder.dirty = true;
     }
 
-    /// Whether writing `labels` onto `node` could fit a pod the binder last placed nowhere.
-    /// The binder places pods on Ready nodes only. A node not Ready that gains labels can
-    /// add spread domains, which never raises the fewest pods any domain holds, and can
-    /// count the pods bound to it in domains: that matters when one of them counts toward
-    /// a pending pod's spread or required affinity ([`kube_scheduler::counts_for`]). A
-    /// changed value can empty a domain, so it always counts.
-    fn labels_widen(&self, node: &str, labels: &BTreeMap<String, String>) -> bool {
-        let Some(n) = self.api.nodes.get(node) else {
-            return false;
-        };
-        if n.ready || !self.binder.failed_last() {
-            return true;
-        }
-        if (labels.iter()).any(|(k, v)| n.labels.get(k).is_some_and(|old| old != v)) {
-            return true;
-        }
-        let on_node: Vec<&Pod> = (self.api.pods.values())
-            .filter(|p| p.node.as_deref() == Some(node))
-            .map(|p| p.declared())
-            .collect();
-        !on_node.is_empty()
-            && (self.api.pods.values())
-                .filter(|p| p.node.is_none())
-                .any(|p| (on_node.iter()).any(|o| kube_scheduler::counts_for(p.declared(), o)))
-    }
-
     /// Kerf's watch delivers a Pod as the API server stores it.
     fn observe_pod(&mut self, key: &str) {
         if let Some(p) = self.api.pods.get(key) {
@@ -1605,25 +1545,6 @@ pub(crate) fn allocatable_amounts(r: &Resources) -> kube_scheduler::Amounts {
         .into_iter()
         .map(|(k, q)| (k, q.milli()))
         .collect()
-}
-
-/// What the cloud says of a launched instance, as the launch answer carries it.
-fn launched_as(instance: &Instance, region: &str) -> Launched {
-    let mut labels = instance.labels.clone();
-    labels.insert(labels::REGION.into(), region.to_string());
-    Launched {
-        provider_id: instance.provider_id.clone(),
-        instance_type: instance.instance_type.clone(),
-        zone: instance.zone.clone(),
-        capacity_type: CapacityType::parse(&instance.capacity_type)
-            .unwrap_or(CapacityType::OnDemand),
-        price_per_hour: instance.price_per_hour,
-        capacity: instance.capacity.clone(),
-        allocatable: instance.allocatable.clone(),
-        labels,
-        image_id: None,
-        network: None,
-    }
 }
 
 /// What the checkers see of an action before it is carried out ([`Admission`]); none for

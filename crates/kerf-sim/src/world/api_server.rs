@@ -111,6 +111,24 @@ impl ApiServer {
         }
     }
 
+    /// Every stored object as an operator's first list after a restart delivers it, in the
+    /// order its watches settle: the kinds users apply, NodeClaims, volumes, pods (each at
+    /// its creation, or its PodScheduled condition, which the object carries: a pod's wait
+    /// counts from then), then Nodes (after their pods, so their requests add up).
+    pub fn relist(&self) -> Vec<(Object, Option<Duration>)> {
+        let mut out: Vec<(Object, Option<Duration>)> = Vec::new();
+        out.extend(self.objects.list().into_iter().map(|o| (o, None)));
+        let claims = self.nodeclaims.values();
+        out.extend(claims.map(|c| (Object::nodeclaim(c.listed()), None)));
+        let volumes = self.storage.list().into_iter();
+        out.extend(volumes.map(|v| (Object::Volume(v), None)));
+        let pods = self.pods.values();
+        out.extend(pods.map(|p| (Object::Pod(p.pod.clone()), Some(p.pending_since))));
+        let nodes = self.nodes.iter();
+        out.extend(nodes.map(|(name, n)| (Object::Node(Box::new(n.object(name))), None)));
+        out
+    }
+
     /// Starts a NodeClaim's deletion at `now` (its finalizer holds it): the object as the
     /// watch delivers it then, or none when it is gone or already being deleted.
     pub fn delete_nodeclaim(&mut self, name: &str, now: Duration) -> Option<NodeClaim> {

@@ -103,6 +103,37 @@ impl Binder {
         self.failed.is_some()
     }
 
+    /// Whether writing `labels` onto `node` could fit a pod the binder last placed nowhere.
+    /// The binder places pods on Ready nodes only. A node not Ready that gains labels can
+    /// add spread domains, which never raises the fewest pods any domain holds, and can
+    /// count the pods bound to it in domains: that matters when one of them counts toward
+    /// a pending pod's spread or required affinity ([`crate::kube_scheduler::counts_for`]). A
+    /// changed value can empty a domain, so it always counts.
+    pub fn labels_widen(
+        &self,
+        api: &ApiServer,
+        node: &str,
+        labels: &std::collections::BTreeMap<String, String>,
+    ) -> bool {
+        let Some(n) = api.nodes.get(node) else {
+            return false;
+        };
+        if n.ready || !self.failed_last() {
+            return true;
+        }
+        if (labels.iter()).any(|(k, v)| n.labels.get(k).is_some_and(|old| old != v)) {
+            return true;
+        }
+        let on_node: Vec<&Pod> = (api.pods.values())
+            .filter(|p| p.node.as_deref() == Some(node))
+            .map(|p| p.declared())
+            .collect();
+        !on_node.is_empty()
+            && (api.pods.values()).filter(|p| p.node.is_none()).any(|p| {
+                (on_node.iter()).any(|o| crate::kube_scheduler::counts_for(p.declared(), o))
+            })
+    }
+
     /// Claims, volumes or CSINodes changed: they decide only where pods that mount claims
     /// fit.
     pub fn storage_changed(&mut self) {

@@ -15,7 +15,7 @@ use kerf_core::workloads::VolumeObject;
 use serde_json::json;
 
 use super::api_server::{ApiServer, StoredNode};
-use super::{launched_as, node_settings, owned_by};
+use super::{node_settings, owned_by};
 use crate::cloud::Cloud;
 use crate::scenario::NodeConditionFault;
 
@@ -43,7 +43,7 @@ pub(super) fn register(
     now: Duration,
 ) -> Option<Registered> {
     let (claim_name, instance) = cloud.instances.get(provider_id)?;
-    let launched = launched_as(instance, region);
+    let launched = instance.launched(region);
     let claim = api.nodeclaims.get_mut(claim_name)?;
     let pool = (claim.pool()).and_then(|p| api.objects.node_pools.get(p))?;
     let spec = &claim.object.spec;
