@@ -377,7 +377,7 @@ impl Checkers {
     /// while another pod had been the one the checker thought blocked (swarm seed 10102).
     fn launching_for(&self, seen: &Sight<'_>, key: &str, bound: Duration) -> bool {
         let initialized = |c: &super::StoredNodeClaim| c.condition_true(INITIALIZED);
-        // the nomination is Kerf's (in memory, as Karpenter's: read through its named hook);
+        // the nomination is Kerf's (in memory, as Karpenter's: shown the checkers as is);
         // the claim is read from the API server
         (seen.nominations.get(key))
             .and_then(|c| seen.api.nodeclaims.get(c))
