@@ -550,7 +550,7 @@ fn eviction_costs_and_balanced_scores_are_karpenters() {
 /// v1.15's constructors whose reason Kerf sends (scripts/karpenter-hash builds them over
 /// one object of each kind), Kerf's repeat key names the object as Karpenter's dedupe
 /// values do (its UID, or its bare name), holds the message exactly when those values say
-/// more than the object (a reason, a command, a zone, a time, all in Kerf's message), and
+/// more than the object, and then what they say (a reason, a command, a zone, a time), and
 /// the repeat window is Karpenter's.
 #[test]
 fn events_repeat_as_karpenters() {
@@ -644,6 +644,14 @@ fn events_repeat_as_karpenters() {
             values.len() > 1,
             "{constructor}: keyed on {values:?}, Kerf's key {key:?}"
         );
+        // what Karpenter keys on besides the object is in the message Kerf keys on
+        for value in values.iter().skip(1) {
+            let keyed = key.message.as_deref().unwrap_or_default();
+            assert!(
+                keyed.contains(value.as_str()),
+                "{constructor}: keyed on {value:?}, Kerf on {keyed:?}"
+            );
+        }
         assert_eq!(
             window.as_secs(),
             e["dedupeTimeoutSeconds"].as_u64().unwrap_or_default(),

@@ -367,8 +367,10 @@ impl World {
     /// Lets the checkers look at the world as it is now: they see it only through
     /// [`Sight`], and of Kerf only its nominations and the convergence check's hook.
     fn with_checkers<T>(&mut self, check: impl FnOnce(&mut Checkers, &mut Sight<'_>) -> T) -> T {
-        let nominations: BTreeMap<String, String> = (self.core.cluster().pods().iter())
-            .filter_map(|(pod, r)| Some((pod.clone(), r.nominated.clone()?)))
+        // the waiting pods' (only a waiting pod's nomination is read)
+        let pods = self.core.cluster().pods();
+        let nominations: BTreeMap<String, String> = (self.binder.pending())
+            .filter_map(|k| Some((k.clone(), pods.get(k)?.nominated.clone()?)))
             .collect();
         let mut sight = Sight {
             nominations: &nominations,
@@ -407,8 +409,10 @@ impl World {
         ) {
             self.checkers.disturbed(self.now);
         }
-        if matches!(ev, Ev::Interrupt(_) | Ev::Notice(_)) {
-            self.checkers.interrupted(self.now);
+        match ev {
+            Ev::Interrupt(_) | Ev::Notice(_) => self.checkers.interrupted(self.now),
+            Ev::Restart => self.checkers.restarted(),
+            _ => {}
         }
         match ev {
             Ev::Scenario(i) => self.scenario_event(i)?,

@@ -290,7 +290,7 @@ impl Desk {
         // of 50,000 nominations spent most of the operator's CPU walking it)
         if self.events_sent.len() > EVENTS_KEPT.max(2 * self.events_pruned) {
             self.events_sent
-                .retain(|_, at| now < *at + EVENT_DEDUPE * 15 / 2);
+                .retain(|_, at| now <= *at + EVENT_DEDUPE * 15 / 2);
             self.events_pruned = self.events_sent.len();
         }
         self.events_sent.insert(key, now);

@@ -26,7 +26,8 @@ pub struct RepeatKey {
     /// The object it is about, as the recorder tells it.
     pub identity: EventIdentity,
     /// The message, when the constructor keys on more than the object: what it adds (a
-    /// disruption reason, a command, a zone, a time) is part of the message.
+    /// disruption reason, a command, a zone, a time) is part of the message (a
+    /// consolidation candidate's without its savings).
     pub message: Option<String>,
 }
 
@@ -79,10 +80,18 @@ impl Event {
             "DisruptionBlocked" if self.kind == EventObject::NodePool => EVENT_DEDUPE / 2,
             _ => EVENT_DEDUPE,
         };
+        // a consolidation candidate's key names its command (and why it was rejected), not
+        // its savings, which end its message
+        let message = match reason {
+            "ConsolidationCandidate" | "ConsolidationRejected" => (self.message)
+                .rsplit_once(" (savings: ")
+                .map_or(&self.message[..], |(before, _)| before),
+            _ => &self.message[..],
+        };
         let key = RepeatKey {
             reason: reason.to_string(),
             identity,
-            message: (!object_only).then(|| self.message.clone()),
+            message: (!object_only).then(|| message.to_string()),
         };
         (key, window)
     }
@@ -142,5 +151,17 @@ mod tests {
             "Pod should schedule on: x",
         );
         assert_ne!(c.repeat_key(), d.repeat_key());
+    }
+
+    #[test]
+    fn a_candidate_told_again_with_other_savings_is_a_repeat() {
+        let told = |m| event(EventObject::Node, "n", "ConsolidationCandidate", m).repeat_key();
+        let a = told("Consolidation candidate: delete: [n] (savings: $0.10)");
+        let b = told("Consolidation candidate: delete: [n] (savings: $0.12)");
+        assert_eq!(a, b);
+        assert_ne!(
+            a,
+            told("Consolidation candidate: replace: [n] (savings: $0.10)")
+        );
     }
 }

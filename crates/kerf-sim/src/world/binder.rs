@@ -97,6 +97,11 @@ impl Binder {
         self.failed = None;
     }
 
+    /// The pods waiting for a node (stored unbound, not a DaemonSet's), by key.
+    pub fn pending(&self) -> impl Iterator<Item = &String> {
+        self.pending.iter()
+    }
+
     /// Whether its last pass placed some pending pod nowhere, and nothing since could fit
     /// one.
     pub fn failed_last(&self) -> bool {

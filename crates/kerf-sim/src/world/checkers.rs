@@ -222,6 +222,11 @@ impl Checkers {
         self.convergence.refused(now);
     }
 
+    /// Kerf restarted: what it remembered as unavailable is gone with the old process.
+    pub(super) fn restarted(&mut self) {
+        self.convergence.forget_refusals();
+    }
+
     /// A NodePool, EC2NodeClass or NodeOverlay was applied: a pod no NodePool could host
     /// may have become hostable.
     pub(super) fn pools_changed(&mut self, now: Duration) {

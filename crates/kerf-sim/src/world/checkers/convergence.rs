@@ -75,6 +75,11 @@ impl Convergence {
         self.refusals.push(now);
     }
 
+    /// Kerf restarted: its memory of unavailable offerings starts empty.
+    pub(super) fn forget_refusals(&mut self) {
+        self.refusals.clear();
+    }
+
     /// Something happened that the controllers must react to: the quiet starts again.
     pub(super) fn disturbed(&mut self, now: Duration) {
         self.quiet_since = now;
