@@ -115,11 +115,11 @@ pub enum Plant {
     MissingTaint,
 }
 
-/// One simulation: the loop that wires its parts. The simulated API server ([`ApiServer`])
-/// stores every object; the cloud's instances, the workload controllers and kube-scheduler's
-/// stand-in ([`binder::Binder`]) act on it; Kerf's controllers ([`Controllers`]) see it
-/// through watch events and act through [`Action`]s; the checkers read the API server and
-/// the cloud; [`tally::Tally`] adds up the report.
+/// One simulation: the loop that wires its parts, in time order ([`Agenda`]). The API server
+/// ([`ApiServer`]) stores every object; the cloud, its kubelets ([`kubelet`]), the workload
+/// controllers and kube-scheduler's stand-in ([`binder::Binder`]) act on it; Kerf's
+/// controllers ([`Controllers`]) see it through watch events and act through [`Action`]s;
+/// the checkers read the API server and the cloud; [`tally::Tally`] makes the report.
 pub struct World {
     scenario: Scenario,
     /// Kerf's controllers and the cluster state they see (the simulated API server's objects).
