@@ -98,8 +98,12 @@ impl Checkers {
         self.track_pod_events(seen);
         // no command starts while the API server is down (its marks are refused), in Kerf
         // as in Karpenter: the quiet starts again when it is back (swarm seed 90012)
+        // nor while a NodeClaim Kerf asked for is not stored yet and it still tries: its
+        // launch is not answered, and Kerf's pass waits for the cluster read whole, as
+        // Karpenter's waits for its cluster state synced (swarm seed 134448)
         let busy = seen.disruption.command_in_flight()
             || seen.api_down().is_some()
+            || (seen.writes_pending && !seen.api.creates_asked.is_empty())
             || (seen.api.pods.values()).any(|p| p.node.is_none() && p.owner != PodOwner::DaemonSet);
         if busy {
             self.convergence.disturbed(now);
