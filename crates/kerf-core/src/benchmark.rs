@@ -197,6 +197,7 @@ impl BenchCluster {
             consolidatable: true,
             drifted: false,
             replace_backoff: false,
+            multi_node: true,
             repair: None,
         });
     }

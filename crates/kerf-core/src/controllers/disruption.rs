@@ -740,6 +740,7 @@ impl Disruptions {
                     drifted: false,
                     disruption_cost: 0.0,
                     replace_backoff: false,
+                    multi_node: true,
                     repair: None,
                 });
                 names.push(name.clone());
@@ -829,6 +830,7 @@ impl Disruptions {
                 drifted: c.drifted.is_some(),
                 disruption_cost,
                 replace_backoff: backoff.is_some_and(|b| now < b.until),
+                multi_node: true,
                 // a static NodePool's nodes are repaired by its own controller
                 repair: (facts.repairs.get(name))
                     .filter(|_| !in_command.contains(name.as_str()) && !has_disrupted_taint(n))
@@ -1135,8 +1137,8 @@ impl Controllers {
 
     /// One pass's search for a command, with nothing recorded or told: a move kube-scheduler's
     /// rehearsal refuses ([`Disruptions::stranded_in`]) is looked past (its candidates are
-    /// marked not disruptable in the same view and the search runs again, up to
-    /// [`REHEARSED_MOVES`] times). The view is built once: nothing a search records changes
+    /// marked not disruptable in the same view, or for a multi-node move not for multi-node
+    /// consolidation, and the search runs again, up to [`REHEARSED_MOVES`] times). The view is built once: nothing a search records changes
     /// what it reads. With `report`, the blocked nodes' events and the NodePools whose
     /// budgets block a reason are worked out for the pass to tell. `kerf explain` runs it as
     /// the pass's dry run.
@@ -1213,8 +1215,15 @@ impl Controllers {
                     break;
                 }
             }
+            // a multi-node move's candidates are still single-node consolidation's to try
+            // (swarm seed 139195): only multi-node consolidation looks past them
+            let several = command.method == Method::MultiNode && command.candidates.len() > 1;
             for i in &command.candidates {
-                view.nodes[*i].disruptable = false;
+                if several {
+                    view.nodes[*i].multi_node = false;
+                } else {
+                    view.nodes[*i].disruptable = false;
+                }
             }
         }
         Rehearsal {

@@ -52,6 +52,11 @@ pub struct NodeView {
     /// Whether a replacement for it failed to launch lately and the wait after it has not
     /// run out: moves that launch nothing may still take it.
     pub replace_backoff: bool,
+    /// Whether multi-node consolidation may take it: not once the kube-scheduler rehearsal
+    /// refused a multi-node move that did in this pass, when only single-node consolidation
+    /// is left to try it (as Karpenter's single-node method runs when the multi-node one
+    /// finds nothing).
+    pub multi_node: bool,
     /// Node repair's decision, when a repair policy is due on it and nothing vetoes repair
     /// (what blocks voluntary disruption does not).
     pub repair: Option<RepairView>,
@@ -1128,6 +1133,14 @@ fn disruption_order(view: &ClusterView<'_>) -> Vec<usize> {
     order
 }
 
+/// [`disruption_order`] less the nodes multi-node consolidation may no longer take
+/// ([`NodeView::multi_node`]).
+fn multi_node_order(view: &ClusterView<'_>) -> Vec<usize> {
+    let mut order = disruption_order(view);
+    order.retain(|i| view.nodes[*i].multi_node);
+    order
+}
+
 fn delete_many(
     view: &ClusterView<'_>,
     worth: &Worth<'_>,
@@ -1138,7 +1151,7 @@ fn delete_many(
     let mut budget = Allowance::new(view, DisruptionReason::Underutilized);
     let mut chosen = Vec::new();
     let mut savings = 0.0;
-    for i in disruption_order(view) {
+    for i in multi_node_order(view) {
         let n = &view.nodes[i];
         // a deletion's score is its best: one that passes alone passes in any set of them
         if !budget.has_room(n) || !worth.can_pass(i) || !room.fits_elsewhere(i) {
@@ -1304,7 +1317,7 @@ fn replace_many(
     session: &mut Session<'_>,
 ) -> Option<Command> {
     let mut budget = Allowance::new(view, DisruptionReason::Underutilized);
-    let order: Vec<usize> = disruption_order(view)
+    let order: Vec<usize> = multi_node_order(view)
         .into_iter()
         .filter(|i| !view.nodes[*i].replace_backoff && budget.take(&view.nodes[*i]))
         .collect();
