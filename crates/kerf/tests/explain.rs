@@ -850,3 +850,35 @@ fn explain_tells_the_move_the_next_pass_makes_and_the_one_its_rehearsal_drops() 
         "{after}"
     );
 }
+
+/// A node that a dropped multi-node move took is still single-node consolidation's, in the
+/// same pass: swarm seed 139195, where the move of an on-demand m6g.large and two other nodes
+/// onto an m6g.8xlarge and an r6g.large would leave an `app-13` pod without a node. Once the
+/// heavier `fallback` NodePool offers on-demand arm64 (at 30:00), the pass that drops that move
+/// again replaces the node alone with an r6g.medium.
+#[test]
+fn a_dropped_multi_node_move_leaves_its_nodes_to_single_node_consolidation() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../kerf-sim/tests/swarm/seed-139195.yaml"
+    );
+    let at = |t: &str| explain_at(file, t, "ip-10-0-0-15.ec2.compute.internal");
+    let before = at("29m59s");
+    let dropped = notes_of(&before, "rehearsal-dropped");
+    assert!(
+        dropped.len() == 1
+            && dropped[0].contains("replace it and 2 other nodes with m6g.8xlarge, r6g.large")
+            && dropped[0].contains("multi-node consolidation")
+            && dropped[0].contains("kube-scheduler would leave pod(s) default/app-13-"),
+        "{dropped:?}"
+    );
+    let after = at("30m01s");
+    assert_eq!(
+        after["decision"].as_str(),
+        Some(
+            "the disruption pass 1s ago chose to replace it with r6g.medium (Underutilized, \
+             single-node consolidation, saving $0.0266/hour)"
+        ),
+        "{after}"
+    );
+}

@@ -274,10 +274,17 @@ impl Desk {
         let mut existing = Vec::new();
         let mut names = Vec::new();
         for (name, c) in &cluster.nodeclaims {
-            let Some(launched) = &c.launched else {
+            let Some(pool) = cluster.node_pools.get(&c.node_pool) else {
                 continue;
             };
-            let Some(pool) = cluster.node_pools.get(&c.node_pool) else {
+            let Some(launched) = &c.launched else {
+                if let Some(waiting) = nominated.get(name.as_str())
+                    && c.node.is_none()
+                    && c.deleting.is_none()
+                {
+                    existing.push(awaiting_launch(name, c, pool, waiting));
+                    names.push(Some(name.clone()));
+                }
                 continue;
             };
             let node = c.node.as_ref().and_then(|n| cluster.nodes.get(n));
@@ -344,5 +351,40 @@ impl Desk {
             names.push(None);
         }
         (existing, names)
+    }
+}
+
+/// A NodeClaim whose launch has not answered, as a node holding the pods nominated to it
+/// where its requirements put them, with no room for more (its instance type is not known
+/// yet). A later solve counts those pods for topology and affinity: the batch's next round,
+/// or a batch while creates wait on the API server. Left out, a zone spread's second pod
+/// was planned into the zone the first was just given, and both nominations were ended as
+/// their nodes registered (swarm seed 140683).
+fn awaiting_launch(
+    name: &str,
+    c: &crate::cluster::ClaimRecord,
+    pool: &NodePool,
+    waiting: &Resources,
+) -> ExistingNode {
+    let mut labels: BTreeMap<String, String> = (c.requirements.iter())
+        .filter(|r| r.operator == kerf_api::Operator::In)
+        .filter_map(|r| match r.values.as_slice() {
+            [value] => Some((r.key.clone(), value.clone())),
+            _ => None,
+        })
+        .collect();
+    labels.extend(pool.spec.template.metadata.labels.clone());
+    labels.insert(
+        kerf_api::labels::NODEPOOL.into(),
+        pool.metadata.name.clone().unwrap_or_default(),
+    );
+    labels.insert(kerf_api::labels::HOSTNAME.into(), name.to_string());
+    ExistingNode {
+        name: name.to_string(),
+        labels: Arc::new(labels),
+        taints: c.taints.clone(),
+        allocatable: waiting.clone(),
+        requested: waiting.clone(),
+        initialized: false,
     }
 }
