@@ -146,8 +146,11 @@ pub(super) struct Checkers {
     unhostable: BTreeSet<String>,
     /// The waiting pods `unhostable` was last worked out for.
     waiting_seen: Vec<String>,
-    /// Waiting pods found hostable again after being unhostable, with when room was last
-    /// freed before that: their wait for a node counts from there (swarm seed 51584).
+    /// When `unhostable` was last worked out.
+    unhostable_seen_at: Duration,
+    /// Waiting pods found hostable again after being unhostable, with when that may have
+    /// happened at the earliest: their wait for a node counts from there (swarm seeds 51584,
+    /// 140683).
     rehostable: BTreeMap<String, Duration>,
     /// Injected faults, each from its start until the pods it held up could have had a node
     /// (for a launch that never registers, the registration TTL and a second launch later).

@@ -300,7 +300,9 @@ impl Checkers {
         // which waiting pods no NodePool could host now (their limits reached): when room
         // is freed later, their wait starts again there (swarm seed 1109)
         let waiting = seen.waiting(|_, _| true);
-        if waiting != self.waiting_seen {
+        // worked out again when room was freed too: whether the room made a pod hostable
+        // is known then, not at a later look that something else prompted
+        if waiting != self.waiting_seen || self.room_freed_at > self.unhostable_seen_at {
             let room_for: BTreeSet<String> = self
                 .hostable_on_new_nodes(seen, &waiting)
                 .into_iter()
@@ -310,12 +312,22 @@ impl Checkers {
                 .filter(|k| !room_for.contains(*k))
                 .cloned()
                 .collect();
-            // a pod that was unhostable and no longer is got its room when it was freed,
-            // not when it became pending (the set may be worked out again only later)
+            // a pod that was unhostable at the last look and no longer is became hostable in
+            // between: when room was freed, not when it became pending (the set may be
+            // worked out again only later), if that was since the last look; room freed
+            // before it did not make the pod hostable then, so something the room does not
+            // show did since (a pod of its zone spread evicted, swarm seed 140683), now at
+            // the latest
             let freed = self.room_freed_at;
+            let since = if freed > self.unhostable_seen_at {
+                freed
+            } else {
+                seen.now
+            };
             for k in self.unhostable.difference(&unhostable) {
-                self.rehostable.insert(k.clone(), freed);
+                self.rehostable.insert(k.clone(), since);
             }
+            self.unhostable_seen_at = seen.now;
             self.rehostable
                 .retain(|k, _| waiting.binary_search(k).is_ok());
             self.unhostable = unhostable;
