@@ -1138,8 +1138,8 @@ impl Controllers {
     /// One pass's search for a command, with nothing recorded or told: a move kube-scheduler's
     /// rehearsal refuses ([`Disruptions::stranded_in`]) is looked past (its candidates are
     /// marked not disruptable in the same view, or for a multi-node move not for multi-node
-    /// consolidation, and the search runs again, up to [`REHEARSED_MOVES`] times). The view is built once: nothing a search records changes
-    /// what it reads. With `report`, the blocked nodes' events and the NodePools whose
+    /// consolidation, and the search runs again, up to [`REHEARSED_MOVES`] times). The view
+    /// is built once: nothing a search records changes what it reads. With `report`, the blocked nodes' events and the NodePools whose
     /// budgets block a reason are worked out for the pass to tell. `kerf explain` runs it as
     /// the pass's dry run.
     pub(super) fn rehearse(&mut self, report: bool, now: Duration) -> Rehearsal {
